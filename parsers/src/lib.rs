@@ -1,0 +1,22 @@
+//! Pure parsers and decoders for uevrec: no I/O, no `unsafe`.
+//!
+//! The data path, one module per step:
+//! 1. [`format_file`]: tracefs `format` text → [`schema::EventFormat`]
+//!    (types resolved by [`field_type`]); [`register`]: user_events register command →
+//!    the same schema;
+//! 2. [`perf_sample`]: perf ring-buffer record bytes → sample (ids, time, cpu, raw bytes);
+//! 3. [`location`] + [`decode`]: raw trace-entry bytes + schema → typed field values;
+//! 4. [`json_line`]: values → one JSON line.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod decode;
+pub mod event_name;
+pub mod field_type;
+pub mod format_file;
+pub mod json_line;
+pub mod location;
+pub mod payload;
+pub mod perf_sample;
+pub mod register;
+pub mod schema;

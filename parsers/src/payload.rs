@@ -1,0 +1,3 @@
+//! user_events payload encoding (values → packed bytes with dynamic locations).
+//!
+//! OWNER: register helper.
