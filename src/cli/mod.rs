@@ -18,6 +18,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use standin::selector::Selector;
+use standin::tracefs::{Tracefs, TracefsError};
 
 /// Success.
 pub const EXIT_OK: i32 = 0;
@@ -74,6 +75,18 @@ impl EventArgs {
     /// Positional and `-e` selectors together.
     pub fn all_selectors(&self) -> Vec<Selector> {
         self.selectors.iter().chain(&self.events).cloned().collect()
+    }
+
+    /// Find tracefs; without selectors (all user_events) a kernel without user_events is
+    /// an error, since none can ever appear (CONFIG_USER_EVENTS is not a module).
+    pub fn tracefs(&self) -> Result<Tracefs, TracefsError> {
+        let tracefs = Tracefs::discover(self.tracefs.as_deref())?;
+        if self.selectors.is_empty() && self.events.is_empty() && !tracefs.has_user_events() {
+            return Err(TracefsError::NoUserEvents(
+                tracefs.root().join("user_events_data"),
+            ));
+        }
+        Ok(tracefs)
     }
 }
 

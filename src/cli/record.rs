@@ -66,6 +66,10 @@ fn session_config(rec: &RecordingArgs) -> SessionConfig {
 }
 
 fn run(rec: &RecordingArgs, sink: Box<dyn Sink + Send>, status_line: bool) -> i32 {
+    if let Err(e) = rec.events.tracefs() {
+        print_error(&e);
+        return EXIT_ERROR;
+    }
     let flags = match SignalFlags::install() {
         Ok(f) => f,
         Err(e) => {

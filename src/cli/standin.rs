@@ -13,6 +13,10 @@ pub mod tracefs {
             "{0} is not a tracefs mount; mount it with `mount -t tracefs nodev /sys/kernel/tracing`"
         )]
         NotTracefs(PathBuf),
+        #[error(
+            "this kernel has no user_events ({0} is missing): it needs CONFIG_USER_EVENTS=y; other systems with -e SYSTEM:EVENT"
+        )]
+        NoUserEvents(PathBuf),
         #[error("stand-in: not implemented")]
         Other,
     }
