@@ -7,7 +7,7 @@ use serde::Serialize;
 use uevrec_parsers::schema::{EventFormat, FieldKind};
 
 use super::standin::selector::default_selectors;
-use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, ListArgs, print_error};
+use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, ListArgs, print_error, print_stderr};
 
 /// Systems whose events appear in `user_events_status`.
 const USER_EVENT_SYSTEMS: [&str; 2] = ["user_events", "user_events_multi"];
@@ -139,7 +139,9 @@ pub fn list(args: &ListArgs) -> i32 {
         return io_exit(&e);
     }
     if shown == 0 && failed == 0 {
-        eprintln!("uevrec: no event matches (see the SELECTOR syntax in --help)");
+        print_stderr(format_args!(
+            "uevrec: no event matches (see the SELECTOR syntax in --help)\n"
+        ));
     }
     if failed > 0 { EXIT_ERROR } else { EXIT_OK }
 }

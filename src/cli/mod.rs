@@ -173,9 +173,15 @@ pub struct ListArgs {
     pub json: bool,
 }
 
-/// Print an error with the program name.
+/// Print an error with the program name (a closed stderr is ignored, never a panic).
 pub(crate) fn print_error(msg: &dyn std::fmt::Display) {
-    eprintln!("uevrec: error: {msg}");
+    print_stderr(format_args!("uevrec: error: {msg}\n"));
+}
+
+/// Write to stderr, ignoring failure (unlike `eprintln!`, which panics).
+pub(crate) fn print_stderr(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_fmt(args);
 }
 
 /// Run the command line; returns the exit status.

@@ -12,6 +12,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use super::standin::session::{self, LiveStats, SessionConfig, Summary};
 use super::{
     EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, RecordArgs, RecordingArgs, TailArgs, print_error,
+    print_stderr,
 };
 use crate::pipeline::{Batch, CHANNEL_BATCHES};
 use crate::signals::SignalFlags;
@@ -87,7 +88,7 @@ fn run(rec: &RecordingArgs, sink: Box<dyn Sink + Send>, status_line: bool) -> i3
         session::run(&config, tx, recycle, stop, stats)
     });
     if status_line {
-        eprint!("\r\x1b[K");
+        print_stderr(format_args!("\r\x1b[K"));
     }
     match out.sink {
         Err(SinkError::Closed) => return EXIT_OUTPUT_CLOSED,
