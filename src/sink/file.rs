@@ -223,6 +223,18 @@ mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
 
+    /// A rotating file `r.json` in a fresh directory.
+    fn rotating(max_bytes: u64, keep: u32) -> (tempfile::TempDir, PathBuf, RotatingFile) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.json");
+        let opts = FileOptions {
+            rotation: Some(Rotation { max_bytes, keep }),
+            ..Default::default()
+        };
+        let f = RotatingFile::open(&p, opts).unwrap();
+        (dir, p, f)
+    }
+
     fn read(p: &Path) -> String {
         fs::read_to_string(p).unwrap()
     }
@@ -286,20 +298,7 @@ mod tests {
 
     #[test]
     fn rotation_keeps_every_line_once_and_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("r.json");
-        let rot = Rotation {
-            max_bytes: 50,
-            keep: 100,
-        };
-        let mut f = RotatingFile::open(
-            &p,
-            FileOptions {
-                rotation: Some(rot),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let (_dir, p, mut f) = rotating(50, 100);
         // Batches of various sizes, including one far larger than the limit.
         for range in [0..3, 3..4, 4..30, 30..31, 31..40] {
             f.write_lines(&lines(range)).unwrap();
@@ -317,20 +316,7 @@ mod tests {
 
     #[test]
     fn rotation_drops_oldest_beyond_keep() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("r.json");
-        let rot = Rotation {
-            max_bytes: 22,
-            keep: 2,
-        };
-        let mut f = RotatingFile::open(
-            &p,
-            FileOptions {
-                rotation: Some(rot),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let (_dir, p, mut f) = rotating(22, 2);
         for i in 0..10 {
             f.write_lines(&lines(i..i + 1)).unwrap();
         }
@@ -342,20 +328,7 @@ mod tests {
 
     #[test]
     fn rotation_keep_zero_deletes_old_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("r.json");
-        let rot = Rotation {
-            max_bytes: 4,
-            keep: 0,
-        };
-        let mut f = RotatingFile::open(
-            &p,
-            FileOptions {
-                rotation: Some(rot),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let (_dir, p, mut f) = rotating(4, 0);
         f.write_lines(b"aa\nbb\n").unwrap();
         assert_eq!(read(&p), "bb\n");
         assert!(!numbered(&p, 1).exists());
@@ -363,20 +336,7 @@ mod tests {
 
     #[test]
     fn oversized_line_gets_its_own_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("r.json");
-        let rot = Rotation {
-            max_bytes: 8,
-            keep: 5,
-        };
-        let mut f = RotatingFile::open(
-            &p,
-            FileOptions {
-                rotation: Some(rot),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let (_dir, p, mut f) = rotating(8, 5);
         f.write_lines(b"a\n0123456789abc\nb\n").unwrap();
         assert_eq!(read(&numbered(&p, 2)), "a\n");
         assert_eq!(read(&numbered(&p, 1)), "0123456789abc\n");
