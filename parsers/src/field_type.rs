@@ -176,6 +176,17 @@ fn is_ident_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
 
+/// Split `text` into what precedes its trailing identifier and that identifier (empty when
+/// `text` does not end with one). Safe for any UTF-8 text.
+pub(crate) fn split_trailing_ident(text: &str) -> (&str, &str) {
+    let start = text
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| !is_ident_char(c))
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    text.split_at(start)
+}
+
 /// Split `T name`, `T name[N]`, `T[] name` into (type, name, brackets as written).
 fn split_name(text: &str) -> Option<(&str, &str, &str)> {
     let text = text.trim_end();
@@ -186,13 +197,11 @@ fn split_name(text: &str) -> Option<(&str, &str, &str)> {
     } else {
         (text, "")
     };
-    let head = head.trim_end();
-    let name_start = head.rfind(|c: char| !is_ident_char(c)).map_or(0, |i| i + 1);
-    let name = &head[name_start..];
+    let (base, name) = split_trailing_ident(head.trim_end());
     if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
         return None;
     }
-    let mut base = head[..name_start].trim_end();
+    let mut base = base.trim_end();
     // Brackets before the name: `T[] name` / `T[N] name`.
     let mut brackets = trailing_brackets;
     if brackets.is_empty() && base.ends_with(']') {
@@ -318,5 +327,8 @@ mod tests {
         assert!(matches!(resolve_decl("int x[4", 4, None), Err(DeclError::Brackets(_))));
         assert!(resolve_decl("", 4, None).is_err());
         assert!(resolve_decl("int *", 8, None).is_err());
+        // Non-ASCII text before the name must not split a character.
+        assert!(resolve_decl("int é", 4, None).is_err());
+        assert_eq!(resolve_decl("é x", 4, None).unwrap().name, "x");
     }
 }
