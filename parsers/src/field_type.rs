@@ -151,10 +151,12 @@ fn plain_kind(base: &str, is_array: bool, size: u32, signed: Option<bool>) -> Fi
         let elem = if size % elem.size() == 0 { elem } else { Element::Byte };
         return FieldKind::FixedArray { elem, count: size / elem.size() };
     }
-    if let Some(tag) = strip_word(base, "struct") {
+    // `struct T *p` / `union U *p` are pointers: scalars like any other.
+    let pointer = base.contains('*');
+    if let Some(tag) = strip_word(base, "struct").filter(|_| !pointer) {
         return FieldKind::Struct { type_name: tag.trim().to_string() };
     }
-    if strip_word(base, "union").is_some() {
+    if strip_word(base, "union").is_some() && !pointer {
         return FieldKind::Unknown;
     }
     match size {
@@ -314,6 +316,12 @@ mod tests {
         let d = resolve_decl("struct foo f", 20, Some(false)).unwrap();
         assert_eq!(d.type_text, "struct foo");
         assert_eq!(d.kind, FieldKind::Struct { type_name: "foo".into() });
+        // Pointers to structs and unions are 8-byte scalars (corpus: `struct file *`,
+        // `union bpf_attr * uattr`).
+        let ptr = FieldKind::Integer { size: 8, signed: false };
+        assert_eq!(kind("struct file * file", 8, Some(false)), ptr);
+        assert_eq!(kind("union bpf_attr * uattr", 8, Some(false)), ptr);
+        assert_eq!(kind("const struct iovec * vec", 8, Some(false)), ptr);
         // Size not a multiple of the element: bytes.
         assert_eq!(
             kind("u32 odd[3]", 10, Some(false)),
