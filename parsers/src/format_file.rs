@@ -405,6 +405,117 @@ mod tests {
         assert_eq!(f.print_fmt, print);
     }
 
+    /// Captured verbatim from the 6.12 test VM: `u:uevfmt u32 a; char[8] b; __rel_loc
+    /// char[] msg; __data_loc char[] dmsg; struct foo s 12; __rel_loc u8[] blob;
+    /// __data_loc u32[] v` written to dynamic_events, and uevtest's multi-format event.
+    #[test]
+    fn vm_captures() {
+        let text = "name: uevfmt\nID: 1113\nformat:\n\
+            \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+            \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+            \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+            \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+            \tfield:u32 a;\toffset:8;\tsize:4;\tsigned:0;\n\
+            \tfield:char b[];\toffset:12;\tsize:8;\tsigned:1;\n\
+            \tfield:__rel_loc char msg[];\toffset:20;\tsize:4;\tsigned:1;\n\
+            \tfield:__data_loc char[] dmsg;\toffset:24;\tsize:4;\tsigned:1;\n\
+            \tfield:struct foo s;\toffset:28;\tsize:12;\tsigned:1;\n\
+            \tfield:__rel_loc u8 blob[];\toffset:40;\tsize:4;\tsigned:1;\n\
+            \tfield:__data_loc u32[] v;\toffset:44;\tsize:4;\tsigned:1;\n\n\
+            print fmt: \"a=%u b=%s msg=%s dmsg=%s s=%llu blob=%llu v=%llu\", REC->a, REC->b, \
+            __get_rel_str(msg), __get_str(dmsg), REC->s, REC->blob, REC->v\n";
+        let f = parse_format(text).unwrap();
+        let kinds: Vec<(&str, u32, u32, &FieldKind)> = f
+            .fields
+            .iter()
+            .map(|f| (f.name.as_str(), f.offset, f.size, &f.kind))
+            .collect();
+        let (rel, data) = (LocKind::RelLoc, LocKind::DataLoc);
+        let u32_elem = Element::Integer {
+            size: 4,
+            signed: false,
+        };
+        assert_eq!(
+            kinds,
+            [
+                (
+                    "a",
+                    8,
+                    4,
+                    &FieldKind::Integer {
+                        size: 4,
+                        signed: false
+                    }
+                ),
+                (
+                    "b",
+                    12,
+                    8,
+                    &FieldKind::FixedArray {
+                        elem: Element::Char,
+                        count: 8
+                    }
+                ),
+                (
+                    "msg",
+                    20,
+                    4,
+                    &FieldKind::Dynamic {
+                        loc: rel,
+                        elem: Element::Char
+                    }
+                ),
+                (
+                    "dmsg",
+                    24,
+                    4,
+                    &FieldKind::Dynamic {
+                        loc: data,
+                        elem: Element::Char
+                    }
+                ),
+                (
+                    "s",
+                    28,
+                    12,
+                    &FieldKind::Struct {
+                        type_name: "foo".into()
+                    }
+                ),
+                (
+                    "blob",
+                    40,
+                    4,
+                    &FieldKind::Dynamic {
+                        loc: rel,
+                        elem: Element::Byte
+                    }
+                ),
+                (
+                    "v",
+                    44,
+                    4,
+                    &FieldKind::Dynamic {
+                        loc: data,
+                        elem: u32_elem
+                    }
+                ),
+            ]
+        );
+        let multi = "name: uevc_multi.1\nID: 1117\nformat:\n\
+            \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+            \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+            \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+            \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+            \tfield:u32 a;\toffset:8;\tsize:4;\tsigned:0;\n\n\
+            print fmt: \"a=%u\", REC->a\n";
+        let f = parse_format(multi).unwrap();
+        assert_eq!(
+            (f.name.as_str(), f.id, f.fields.len()),
+            ("uevc_multi.1", 1117, 1)
+        );
+    }
+
     #[test]
     fn garbage_brackets_take_size() {
         for brackets in ["[-2121988123]", "[]", "[1055984226]"] {
