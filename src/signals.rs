@@ -35,3 +35,17 @@ impl SignalFlags {
         Ok(flags)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    #[test]
+    fn sighup_sets_reopen_only() {
+        let flags = SignalFlags::install().unwrap();
+        signal_hook::low_level::raise(SIGHUP).unwrap();
+        assert!(flags.reopen.load(Ordering::Acquire));
+        assert!(!flags.stop.load(Ordering::Acquire));
+    }
+}

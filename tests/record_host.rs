@@ -270,7 +270,10 @@ fn sigint_drains_pending_events() {
     let st = wait_exit(&mut rec);
     assert_eq!(st.code(), Some(0), "{}", stderr_text(&mut rec));
     let lines = parse_lines(&fs::read_to_string(&out).unwrap());
-    assert!(!lines.iter().any(|v| v["uevrec"] == "lost"), "records were lost");
+    assert!(
+        !lines.iter().any(|v| v["uevrec"] == "lost"),
+        "records were lost"
+    );
     assert_eq!(records(&lines, "sys_enter").len(), N as usize);
 }
 
@@ -301,6 +304,38 @@ fn summary_goes_to_stderr() {
     let err = stderr_text(&mut rec);
     assert!(err.contains(&format!("{N} records")), "{err}");
     assert!(err.contains("raw_syscalls:sys_enter"), "{err}");
+}
+
+#[test]
+fn sighup_reopens_a_renamed_file() {
+    require_host!();
+    const N: u32 = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("hup.json");
+    let old = dir.path().join("hup.json.old");
+    let child = getppid_child(N);
+    let mut rec = record_getppid(&child, &out, &[]);
+    wait_attached(&out, &mut rec);
+    // logrotate's create mode: rename, then SIGHUP; uevrec opens a new file at the path.
+    fs::rename(&out, &old).unwrap();
+    signal(&rec, libc::SIGHUP);
+    let start = Instant::now();
+    while !out.exists() {
+        assert!(start.elapsed() < PATIENCE, "no new file after SIGHUP");
+        sleep(Duration::from_millis(10));
+    }
+    release_and_reap(child);
+    signal(&rec, libc::SIGINT);
+    assert_eq!(
+        wait_exit(&mut rec).code(),
+        Some(0),
+        "{}",
+        stderr_text(&mut rec)
+    );
+    let new_lines = parse_lines(&fs::read_to_string(&out).unwrap());
+    let old_lines = parse_lines(&fs::read_to_string(&old).unwrap());
+    assert_eq!(records(&new_lines, "sys_enter").len(), N as usize);
+    assert!(records(&old_lines, "sys_enter").is_empty());
 }
 
 #[test]
