@@ -357,6 +357,26 @@ fn tail_into_closed_pipe_exits_141() {
     assert_eq!(stderr_text(&mut tail), "", "exit on a closed pipe is quiet");
 }
 
+#[test]
+fn idle_tail_into_closed_pipe_exits_141() {
+    require_host!();
+    // Nothing matches: one "waiting" notice, then silence; the closed pipe must still be
+    // noticed without another write.
+    let mut tail = Command::new(bin())
+        .args(["tail", "nosuchsystem:nosuchevent"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(tail.stdout.take().unwrap());
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    assert!(first.contains("\"uevrec\":\"notice\""), "{first}");
+    drop(reader);
+    let st = wait_exit(&mut tail);
+    assert_eq!(st.code(), Some(141), "{}", stderr_text(&mut tail));
+}
+
 /// A tiny tmpfs mounted for the test, unmounted on drop.
 struct TinyFs(tempfile::TempDir);
 

@@ -27,6 +27,11 @@ pub trait Sink {
     fn reopen(&mut self) -> Result<(), SinkError> {
         Ok(())
     }
+    /// Called while no batch arrives (every 200 ms): a sink whose reader went away says so
+    /// here, so `uevrec tail | head -1` ends even when no further event comes.
+    fn idle(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
 }
 
 /// Why a sink stopped.
@@ -96,7 +101,8 @@ pub struct WriterStats {
 
 /// Receive batches until the channel closes and write each to `sink`, handing emptied
 /// buffers back on `recycle` (dropped when that channel is full). `reopen` is checked
-/// before each batch and at least every 200 ms while idle (SIGHUP sets it).
+/// before each batch and at least every 200 ms while idle (SIGHUP sets it); so is
+/// [`Sink::idle`].
 ///
 /// On a sink error it sets `stop` and returns the error; `batches` is dropped on return,
 /// so a session blocked in `send` gets an error and ends.
@@ -116,7 +122,10 @@ pub fn write_batches(
         }
         let mut batch = match batches.recv_timeout(Duration::from_millis(200)) {
             Ok(b) => b,
-            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Timeout) => match sink.idle() {
+                Ok(()) => continue,
+                Err(e) => break Err(e),
+            },
             Err(RecvTimeoutError::Disconnected) => break Ok(stats),
         };
         if batch.lines.is_empty() {

@@ -2,12 +2,15 @@
 //! wakeup's lines at once), or indented for humans with `--pretty`.
 
 use std::io::{self, Write};
+use std::os::fd::{AsRawFd, RawFd};
 
 use super::{Sink, SinkError};
 
 /// Writes batches to standard output.
 pub struct StdoutSink<W: Write = io::Stdout> {
     out: W,
+    /// The descriptor polled for a closed reader while idle.
+    fd: Option<RawFd>,
     pretty: bool,
     scratch: Vec<u8>,
 }
@@ -15,15 +18,34 @@ pub struct StdoutSink<W: Write = io::Stdout> {
 impl StdoutSink {
     /// A sink on the process's standard output; `pretty` indents every record.
     pub fn new(pretty: bool) -> Self {
-        StdoutSink::with_writer(io::stdout(), pretty)
+        let out = io::stdout();
+        let fd = out.as_raw_fd();
+        StdoutSink {
+            fd: Some(fd),
+            ..StdoutSink::with_writer(out, pretty)
+        }
     }
 }
 
+/// Whether the reader of `fd` (a pipe or socket) is gone: `poll` reports POLLERR on a
+/// pipe whose read end is closed, POLLHUP on a socket shut down both ways.
+fn reader_gone(fd: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, zero timeout.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n == 1 && p.revents & (libc::POLLERR | libc::POLLHUP) != 0
+}
+
 impl<W: Write> StdoutSink<W> {
-    /// A sink on any writer (tests).
+    /// A sink on any writer (tests); it is never polled for a closed reader.
     pub fn with_writer(out: W, pretty: bool) -> Self {
         StdoutSink {
             out,
+            fd: None,
             pretty,
             scratch: Vec::new(),
         }
@@ -62,6 +84,13 @@ impl<W: Write> Sink for StdoutSink<W> {
         let err = |e| SinkError::io("writing to", "<stdout>", e);
         self.out.write_all(bytes).map_err(err)?;
         self.out.flush().map_err(err)
+    }
+
+    fn idle(&mut self) -> Result<(), SinkError> {
+        match self.fd {
+            Some(fd) if reader_gone(fd) => Err(SinkError::Closed),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -103,6 +132,23 @@ mod tests {
         fn flush(&mut self) -> io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn idle_notices_a_closed_pipe() {
+        let mut fds = [0; 2];
+        // SAFETY: pipe fills two descriptors that are closed below.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let mut s = StdoutSink {
+            fd: Some(fds[1]),
+            ..StdoutSink::with_writer(Vec::new(), false)
+        };
+        assert!(s.idle().is_ok(), "reader still open");
+        // SAFETY: our own descriptors.
+        unsafe { libc::close(fds[0]) };
+        assert!(matches!(s.idle(), Err(SinkError::Closed)));
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(fds[1]) };
     }
 
     #[test]
