@@ -1,3 +1,409 @@
 //! user_events payload encoding (values → packed bytes with dynamic locations).
 //!
-//! OWNER: register helper.
+//! A producer writes `writev([u32 write_index, payload])`; the kernel puts the payload right
+//! after the 8-byte common header, so the record is `header ++ payload`. [`encode`] builds
+//! the payload for a [`RegisterCommand`]:
+//!
+//! - the fixed part holds every field in order, packed (no padding), in native byte order
+//!   (the kernel copies the bytes as they are);
+//! - dynamic data (`__data_loc` / `__rel_loc`) is appended after the fixed part, in field
+//!   order, and the field's u32 is `len << 16 | off`: for `__data_loc` `off` counts from the
+//!   start of the record **including** the common header (payload offset + 8); for
+//!   `__rel_loc` it counts from the end of the 4-byte field itself;
+//! - a [`PayloadValue::Str`] for a `char` dynamic field gets a trailing NUL, counted in
+//!   `len`; the kernel checks that every dynamic field whose type contains `char` ends in
+//!   NUL (EFAULT otherwise), so [`PayloadValue::Bytes`] for such a field must end in 0;
+//! - a `char[N]` field takes a string NUL-padded to N bytes, or cut to N bytes at a
+//!   character boundary when longer (a full field has no NUL; decoders take the whole
+//!   array); raw bytes for a fixed array may be shorter (zero-padded) but never longer;
+//! - integers are range-checked against the field's width and signedness.
+//!
+//! The kernel also drops (on the perf path, silently) records longer than
+//! `PERF_MAX_TRACE_SIZE` (8192 bytes with the header); that is not an encoding error.
+
+use crate::register::{COMMON_HEADER_SIZE, CommandField, RegisterCommand};
+use crate::schema::{Element, FieldKind, LocKind};
+
+/// One field's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadValue<'a> {
+    /// A signed integer (for integer fields of any width; range-checked).
+    Int(i64),
+    /// An unsigned integer (for integer fields of any width; range-checked).
+    Uint(u64),
+    /// Text, for `char[N]` and `char` dynamic fields.
+    Str(&'a str),
+    /// Raw bytes: `unsigned char[N]` / `char[N]` (at most N), `struct` fields (exactly
+    /// SIZE), and any dynamic field (a whole number of elements).
+    Bytes(&'a [u8]),
+    /// Elements of a `__data_loc u16[]`-like field.
+    U16s(&'a [u16]),
+    /// Elements of a `__data_loc s16[]`-like field.
+    I16s(&'a [i16]),
+    /// Elements of a `__data_loc u32[]`-like field.
+    U32s(&'a [u32]),
+    /// Elements of a `__data_loc s32[]` / `int[]` field.
+    I32s(&'a [i32]),
+    /// Elements of a `__data_loc u64[]`-like field.
+    U64s(&'a [u64]),
+    /// Elements of a `__data_loc s64[]`-like field.
+    I64s(&'a [i64]),
+}
+
+impl PayloadValue<'_> {
+    /// The variant's name, for error messages.
+    fn variant(&self) -> &'static str {
+        match self {
+            PayloadValue::Int(_) => "Int",
+            PayloadValue::Uint(_) => "Uint",
+            PayloadValue::Str(_) => "Str",
+            PayloadValue::Bytes(_) => "Bytes",
+            PayloadValue::U16s(_) => "U16s",
+            PayloadValue::I16s(_) => "I16s",
+            PayloadValue::U32s(_) => "U32s",
+            PayloadValue::I32s(_) => "I32s",
+            PayloadValue::U64s(_) => "U64s",
+            PayloadValue::I64s(_) => "I64s",
+        }
+    }
+}
+
+/// What is wrong with one value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueProblem {
+    /// The value's variant does not fit the field's type.
+    #[error("expected PayloadValue::{expected}, got PayloadValue::{got}")]
+    Mismatch {
+        /// The variant(s) the field takes.
+        expected: &'static str,
+        /// The variant given.
+        got: &'static str,
+    },
+    /// The integer does not fit the field.
+    #[error("value {value} does not fit a {bits}-bit {} integer", if *signed { "signed" } else { "unsigned" })]
+    OutOfRange {
+        /// The value given.
+        value: i128,
+        /// The field's width in bits.
+        bits: u32,
+        /// Whether the field is signed.
+        signed: bool,
+    },
+    /// More bytes than the field (or a dynamic location's 16-bit length) holds.
+    #[error("{len} bytes do not fit: the field holds at most {max}")]
+    TooLong {
+        /// Bytes given (with the NUL for strings in dynamic fields).
+        len: usize,
+        /// The most the field holds.
+        max: usize,
+    },
+    /// Struct bytes of the wrong size.
+    #[error("a struct field takes exactly {size} bytes, got {len}")]
+    StructSize {
+        /// The field's size.
+        size: usize,
+        /// Bytes given.
+        len: usize,
+    },
+    /// Bytes for an array that are not a whole number of elements.
+    #[error("{len} bytes are not a whole number of {elem}-byte elements")]
+    Ragged {
+        /// Bytes given.
+        len: usize,
+        /// Element size.
+        elem: u32,
+    },
+    /// The dynamic data starts past what a 16-bit offset can reach.
+    #[error(
+        "the data would start at offset {offset}, past the 16-bit limit (65535) of a dynamic \
+         location: send less data before this field"
+    )]
+    OffsetTooLarge {
+        /// The offset the location would need.
+        offset: usize,
+    },
+    /// A `char` dynamic field's data does not end in NUL.
+    #[error(
+        "the kernel requires the data of a dynamic field whose type contains `char` to end \
+         with a NUL byte (the write fails with EFAULT otherwise): append a 0 byte or pass \
+         PayloadValue::Str"
+    )]
+    NeedsNul,
+    /// A string with a NUL inside.
+    #[error("the string has a NUL byte at {at}; decoders would stop there")]
+    InteriorNul {
+        /// Byte index of the NUL.
+        at: usize,
+    },
+}
+
+/// Why a payload could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PayloadError {
+    /// Not one value per field.
+    #[error("{got} values for {expected} fields: pass one value per field, in field order")]
+    Count {
+        /// Number of fields.
+        expected: usize,
+        /// Number of values.
+        got: usize,
+    },
+    /// One value does not fit its field.
+    #[error("field `{field}` ({type_text}): {problem}")]
+    Field {
+        /// The field name.
+        field: String,
+        /// The field's type as written in the command.
+        type_text: String,
+        /// What is wrong.
+        problem: ValueProblem,
+    },
+}
+
+/// The payload for `values` (one per field of `cmd`, in order).
+///
+/// ```
+/// use uevrec_parsers::payload::{encode, PayloadValue};
+/// use uevrec_parsers::register::RegisterCommand;
+/// let cmd = RegisterCommand::parse("ev u16 n; __data_loc char[] s").unwrap();
+/// let bytes = encode(&cmd, &[PayloadValue::Uint(7), PayloadValue::Str("hi")]).unwrap();
+/// // u16, then the location (len 3 incl. NUL, offset 6 + 8), then "hi\0".
+/// let loc: u32 = (3 << 16) | 14;
+/// let mut want = 7u16.to_ne_bytes().to_vec();
+/// want.extend_from_slice(&loc.to_ne_bytes());
+/// want.extend_from_slice(b"hi\0");
+/// assert_eq!(bytes, want);
+/// ```
+pub fn encode(cmd: &RegisterCommand, values: &[PayloadValue<'_>]) -> Result<Vec<u8>, PayloadError> {
+    let mut out = Vec::new();
+    encode_into(cmd, values, &mut out)?;
+    Ok(out)
+}
+
+/// Like [`encode`], appending the payload to `out` (which keeps its earlier contents; on
+/// error `out` is left as it was). Reusing one buffer avoids an allocation per write.
+pub fn encode_into(
+    cmd: &RegisterCommand,
+    values: &[PayloadValue<'_>],
+    out: &mut Vec<u8>,
+) -> Result<(), PayloadError> {
+    if values.len() != cmd.fields.len() {
+        return Err(PayloadError::Count {
+            expected: cmd.fields.len(),
+            got: values.len(),
+        });
+    }
+    let start = out.len();
+    out.resize(start + cmd.payload_size() as usize, 0);
+    for (field, value) in cmd.fields.iter().zip(values) {
+        if let Err(problem) = put_field(field, value, out, start) {
+            out.truncate(start);
+            return Err(PayloadError::Field {
+                field: field.name.clone(),
+                type_text: field.type_text.clone(),
+                problem,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Write one field's value; `start` is where the payload begins in `out`.
+fn put_field(
+    field: &CommandField,
+    value: &PayloadValue<'_>,
+    out: &mut Vec<u8>,
+    start: usize,
+) -> Result<(), ValueProblem> {
+    let at = start + field.payload_offset() as usize;
+    let size = field.size as usize;
+    let mismatch = |expected| ValueProblem::Mismatch {
+        expected,
+        got: value.variant(),
+    };
+    match &field.kind {
+        FieldKind::Integer {
+            size: width,
+            signed,
+        } => {
+            let v = match *value {
+                PayloadValue::Int(v) => i128::from(v),
+                PayloadValue::Uint(v) => i128::from(v),
+                _ => return Err(mismatch("Int or Uint")),
+            };
+            put_integer(&mut out[at..at + usize::from(*width)], v, *signed)
+        }
+        FieldKind::FixedArray { elem, .. } => {
+            let bytes = match (*value, elem) {
+                (PayloadValue::Str(s), Element::Char) => {
+                    check_no_nul(s)?;
+                    &s.as_bytes()[..floor_char_boundary(s, size)]
+                }
+                (PayloadValue::Bytes(b), _) if b.len() <= size => b,
+                (PayloadValue::Bytes(b), _) => {
+                    return Err(ValueProblem::TooLong {
+                        len: b.len(),
+                        max: size,
+                    });
+                }
+                (_, Element::Char) => return Err(mismatch("Str or Bytes")),
+                _ => return Err(mismatch("Bytes")),
+            };
+            out[at..at + bytes.len()].copy_from_slice(bytes);
+            Ok(())
+        }
+        FieldKind::Dynamic { loc, elem } => put_dynamic(field, *loc, *elem, value, out, start),
+        FieldKind::Struct { .. } | FieldKind::RestOfRecord { .. } | FieldKind::Unknown => {
+            match *value {
+                PayloadValue::Bytes(b) if b.len() == size => {
+                    out[at..at + size].copy_from_slice(b);
+                    Ok(())
+                }
+                PayloadValue::Bytes(b) => Err(ValueProblem::StructSize { size, len: b.len() }),
+                _ => Err(mismatch("Bytes")),
+            }
+        }
+    }
+}
+
+/// Append a dynamic field's data and write its location.
+fn put_dynamic(
+    field: &CommandField,
+    loc: LocKind,
+    elem: Element,
+    value: &PayloadValue<'_>,
+    out: &mut Vec<u8>,
+    start: usize,
+) -> Result<(), ValueProblem> {
+    let data_at = out.len();
+    let expected = match elem {
+        Element::Char => "Str (or Bytes ending in 0)",
+        Element::Byte | Element::Integer { size: 1, .. } => "Bytes",
+        Element::Integer {
+            size: 2,
+            signed: false,
+        } => "U16s (or Bytes)",
+        Element::Integer {
+            size: 2,
+            signed: true,
+        } => "I16s (or Bytes)",
+        Element::Integer {
+            size: 4,
+            signed: false,
+        } => "U32s (or Bytes)",
+        Element::Integer {
+            size: 4,
+            signed: true,
+        } => "I32s (or Bytes)",
+        Element::Integer {
+            size: 8,
+            signed: false,
+        } => "U64s (or Bytes)",
+        Element::Integer { signed: true, .. } => "I64s (or Bytes)",
+        Element::Integer { .. } => "Bytes",
+    };
+    let elem_ok = |size: u8, signed: bool| elem == Element::Integer { size, signed };
+    match *value {
+        PayloadValue::Str(s) if elem == Element::Char => {
+            check_no_nul(s)?;
+            out.extend_from_slice(s.as_bytes());
+            out.push(0);
+        }
+        PayloadValue::Bytes(b) if b.len() % elem.size() as usize == 0 => out.extend_from_slice(b),
+        PayloadValue::Bytes(b) => {
+            return Err(ValueProblem::Ragged {
+                len: b.len(),
+                elem: elem.size(),
+            });
+        }
+        PayloadValue::U16s(v) if elem_ok(2, false) => push_all(out, v, u16::to_ne_bytes),
+        PayloadValue::I16s(v) if elem_ok(2, true) => push_all(out, v, i16::to_ne_bytes),
+        PayloadValue::U32s(v) if elem_ok(4, false) => push_all(out, v, u32::to_ne_bytes),
+        PayloadValue::I32s(v) if elem_ok(4, true) => push_all(out, v, i32::to_ne_bytes),
+        PayloadValue::U64s(v) if elem_ok(8, false) => push_all(out, v, u64::to_ne_bytes),
+        PayloadValue::I64s(v) if elem_ok(8, true) => push_all(out, v, i64::to_ne_bytes),
+        _ => {
+            return Err(ValueProblem::Mismatch {
+                expected,
+                got: value.variant(),
+            });
+        }
+    }
+    let len = out.len() - data_at;
+    if len > 0xffff {
+        return Err(ValueProblem::TooLong { len, max: 0xffff });
+    }
+    if field.kernel_requires_nul() && (len == 0 || out.last() != Some(&0)) {
+        return Err(ValueProblem::NeedsNul);
+    }
+    let payload_off = data_at - start;
+    let field_at = field.payload_offset() as usize;
+    let off = match loc {
+        LocKind::DataLoc => payload_off + COMMON_HEADER_SIZE as usize,
+        LocKind::RelLoc => payload_off - (field_at + 4),
+    };
+    if off > 0xffff {
+        return Err(ValueProblem::OffsetTooLarge { offset: off });
+    }
+    // Both fit in 16 bits (checked above).
+    let value = ((len as u32) << 16) | off as u32;
+    out[start + field_at..start + field_at + 4].copy_from_slice(&value.to_ne_bytes());
+    Ok(())
+}
+
+/// Append every element's bytes.
+fn push_all<T: Copy, const N: usize>(out: &mut Vec<u8>, values: &[T], bytes: fn(T) -> [u8; N]) {
+    for &v in values {
+        out.extend_from_slice(&bytes(v));
+    }
+}
+
+/// Write `v` into `dst` (1, 2, 4 or 8 bytes) after checking it fits.
+fn put_integer(dst: &mut [u8], v: i128, signed: bool) -> Result<(), ValueProblem> {
+    if !matches!(dst.len(), 1 | 2 | 4 | 8) {
+        return Err(ValueProblem::Mismatch {
+            expected: "Bytes",
+            got: "Int or Uint",
+        });
+    }
+    let bits = dst.len() as u32 * 8;
+    let (min, max) = if signed {
+        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+    } else {
+        (0, (1i128 << bits) - 1)
+    };
+    if v < min || v > max {
+        return Err(ValueProblem::OutOfRange {
+            value: v,
+            bits,
+            signed,
+        });
+    }
+    // Two's complement truncated to the width (in range, so lossless).
+    let raw = v as u64;
+    match dst.len() {
+        1 => dst.copy_from_slice(&(raw as u8).to_ne_bytes()),
+        2 => dst.copy_from_slice(&(raw as u16).to_ne_bytes()),
+        4 => dst.copy_from_slice(&(raw as u32).to_ne_bytes()),
+        _ => dst.copy_from_slice(&raw.to_ne_bytes()),
+    }
+    Ok(())
+}
+
+fn check_no_nul(s: &str) -> Result<(), ValueProblem> {
+    match s.bytes().position(|b| b == 0) {
+        Some(at) => Err(ValueProblem::InteriorNul { at }),
+        None => Ok(()),
+    }
+}
+
+/// The largest index ≤ `max` that is a char boundary of `s`.
+fn floor_char_boundary(s: &str, max: usize) -> usize {
+    if max >= s.len() {
+        return s.len();
+    }
+    (0..=max)
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0)
+}
