@@ -600,6 +600,8 @@ fn parse_field(text: &str, offset: u32) -> Result<CommandField, FieldProblem> {
         [second, third] => {
             return Err(if kernel_uint(third, 10).is_some() {
                 FieldProblem::SizeOnlyForStruct
+            } else if kernel_field_size(type_text).is_ok() {
+                FieldProblem::TooManyWords
             } else {
                 // `long long x`, `signed char c`: a two-word type the kernel does not know.
                 unknown_type(&format!("{type_text} {second}"))
@@ -741,4 +743,503 @@ fn is_identifier(text: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{Element, LocKind};
+
+    fn one_field(field: &str) -> Result<CommandField, RegisterError> {
+        RegisterCommand::parse(&format!("ev {field}")).map(|mut c| c.fields.remove(0))
+    }
+
+    fn problem(field: &str) -> FieldProblem {
+        match one_field(field) {
+            Err(RegisterError::Field { problem, .. }) => problem,
+            other => panic!("`{field}`: expected a field problem, got {other:?}"),
+        }
+    }
+
+    const fn int(size: u8, signed: bool) -> FieldKind {
+        FieldKind::Integer { size, signed }
+    }
+
+    #[test]
+    fn accepted_types_sizes_signedness_and_kinds() {
+        use Element::{Byte, Char};
+        use LocKind::{DataLoc, RelLoc};
+        let dynamic = |loc, elem| FieldKind::Dynamic { loc, elem };
+        let fixed = |elem, count| FieldKind::FixedArray { elem, count };
+        let table: Vec<(&str, u32, bool, FieldKind)> = vec![
+            ("u8 f", 1, false, int(1, false)),
+            ("s8 f", 1, true, int(1, true)),
+            ("u16 f", 2, false, int(2, false)),
+            ("s16 f", 2, true, int(2, true)),
+            ("u32 f", 4, false, int(4, false)),
+            ("s32 f", 4, true, int(4, true)),
+            ("u64 f", 8, false, int(8, false)),
+            ("s64 f", 8, true, int(8, true)),
+            ("int f", 4, true, int(4, true)),
+            ("unsigned int f", 4, false, int(4, false)),
+            ("short f", 2, true, int(2, true)),
+            ("unsigned short f", 2, false, int(2, false)),
+            ("char f", 1, true, int(1, true)),
+            ("unsigned char f", 1, false, int(1, false)),
+            ("char[8] f", 8, true, fixed(Char, 8)),
+            ("char[1] f", 1, true, fixed(Char, 1)),
+            ("char[1024] f", 1024, true, fixed(Char, 1024)),
+            ("unsigned char[16] f", 16, false, fixed(Byte, 16)),
+            ("char[0x10] f", 16, true, fixed(Char, 16)),
+            ("char[0X1f] f", 31, true, fixed(Char, 31)),
+            ("char[010] f", 8, true, fixed(Char, 8)),
+            ("char[+4] f", 4, true, fixed(Char, 4)),
+            ("__data_loc char[] f", 4, true, dynamic(DataLoc, Char)),
+            ("__rel_loc char[] f", 4, true, dynamic(RelLoc, Char)),
+            (
+                "__data_loc unsigned char[] f",
+                4,
+                true,
+                dynamic(DataLoc, Byte),
+            ),
+            (
+                "__rel_loc unsigned char[] f",
+                4,
+                true,
+                dynamic(RelLoc, Byte),
+            ),
+            ("__data_loc u8[] f", 4, true, dynamic(DataLoc, Byte)),
+            ("__rel_loc u8[] f", 4, true, dynamic(RelLoc, Byte)),
+            (
+                "__data_loc s8[] f",
+                4,
+                true,
+                dynamic(
+                    DataLoc,
+                    Element::Integer {
+                        size: 1,
+                        signed: true,
+                    },
+                ),
+            ),
+            (
+                "__data_loc u32[] f",
+                4,
+                true,
+                dynamic(
+                    DataLoc,
+                    Element::Integer {
+                        size: 4,
+                        signed: false,
+                    },
+                ),
+            ),
+            (
+                "__data_loc int[] f",
+                4,
+                true,
+                dynamic(
+                    DataLoc,
+                    Element::Integer {
+                        size: 4,
+                        signed: true,
+                    },
+                ),
+            ),
+            (
+                "__rel_loc s64[] f",
+                4,
+                true,
+                dynamic(
+                    RelLoc,
+                    Element::Integer {
+                        size: 8,
+                        signed: true,
+                    },
+                ),
+            ),
+            ("__data_loc char f", 4, true, dynamic(DataLoc, Char)),
+            ("__data_loc whatever f", 4, true, dynamic(DataLoc, Byte)),
+            (
+                "struct foo f 20",
+                20,
+                true,
+                FieldKind::Struct {
+                    type_name: "foo".into(),
+                },
+            ),
+            (
+                "struct foo f 1",
+                1,
+                true,
+                FieldKind::Struct {
+                    type_name: "foo".into(),
+                },
+            ),
+            (
+                "struct foo f +5000",
+                5000,
+                true,
+                FieldKind::Struct {
+                    type_name: "foo".into(),
+                },
+            ),
+        ];
+        for (text, size, signed, kind) in table {
+            let f = one_field(text).unwrap_or_else(|e| panic!("`{text}` refused: {e}"));
+            assert_eq!(
+                (f.name.as_str(), f.offset, f.size, f.signed),
+                ("f", 8, size, signed),
+                "{text}"
+            );
+            assert_eq!(f.kind, kind, "{text}");
+        }
+    }
+
+    #[test]
+    fn refused_types_name_the_problem() {
+        use FieldProblem as P;
+        let table: Vec<(&str, FieldProblem)> = vec![
+            ("long f", P::LongRefused("long".into())),
+            ("unsigned long f", P::LongRefused("unsigned long".into())),
+            ("long long f", P::LongRefused("long long".into())),
+            ("signed char f", P::UnknownType("signed char".into())),
+            ("bool f", P::UnknownType("bool".into())),
+            ("s128 f", P::UnknownType("s128".into())),
+            ("char[0] f", P::ArrayLengthRange(0)),
+            ("char[] f", P::ArrayNeedsLength("char[]".into())),
+            ("char[1025] f", P::ArrayLengthRange(1025)),
+            ("unsigned char[2000] f", P::ArrayLengthRange(2000)),
+            ("u8[8] f", P::FixedArrayOnlyChar("u8".into())),
+            ("s8[4] f", P::FixedArrayOnlyChar("s8".into())),
+            ("int[2] f", P::FixedArrayOnlyChar("int".into())),
+            ("struct foo f", P::StructNeedsSize { tag: "foo".into() }),
+            ("struct foo f 0", P::StructSizeZero),
+            ("struct foo f -1", P::BadStructSize("-1".into())),
+            ("struct foo f 0x10", P::BadStructSize("0x10".into())),
+            (
+                "struct foo f 3000000000",
+                P::BadStructSize("3000000000".into()),
+            ),
+            (
+                "struct foo f 99999999999",
+                P::BadStructSize("99999999999".into()),
+            ),
+            ("struct foo f 20 x", P::TooManyWords),
+            ("u32 f 4", P::SizeOnlyForStruct),
+            ("u32 f g", P::TooManyWords),
+            ("u32 f ", P::ExtraSpace),
+            ("u32  f", P::ExtraSpace),
+            ("unsigned  int f", P::ExtraSpace),
+            ("__data_loc  f", P::ExtraSpace),
+            ("u32", P::MissingName),
+            ("unsigned int", P::MissingName),
+            ("struct foo", P::MissingName),
+            ("u32 a-b", P::BadFieldName("a-b".into())),
+            ("u32 a[2]", P::BadFieldName("a[2]".into())),
+            ("u32 2a", P::BadFieldName("2a".into())),
+            ("struct a[2] f 8", P::BadStructTag("a[2]".into())),
+            ("char[8]x f", P::AfterBracket("char[8]x".into())),
+            ("char[8][2] f", P::AfterBracket("char[8][2]".into())),
+            ("char[8 f", P::BadArrayLength("8".into())),
+            ("char[0x] f", P::BadArrayLength("0x".into())),
+            ("char[08] f", P::BadArrayLength("08".into())),
+            ("char[-1] f", P::BadArrayLength("-1".into())),
+            ("char[0000008] f", P::BadArrayLength("0000008".into())),
+            ("__data_loc [] f", P::MissingElementType),
+            ("__rel_loc unsigned [] f", P::MissingElementType),
+        ];
+        for (text, want) in table {
+            assert_eq!(problem(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn errors_say_what_the_kernel_accepts() {
+        let msg = |text: &str| RegisterCommand::parse(text).unwrap_err().to_string();
+        assert!(msg("ev long x").contains("s64/u64"), "{}", msg("ev long x"));
+        assert!(
+            msg("ev bool x").contains("unsigned char[N]"),
+            "{}",
+            msg("ev bool x")
+        );
+        assert!(
+            msg("ev u8[4] x").contains("__data_loc u8[] NAME"),
+            "{}",
+            msg("ev u8[4] x")
+        );
+        assert!(
+            msg("ev char[] x").contains("__data_loc char[] NAME"),
+            "{}",
+            msg("ev char[] x")
+        );
+        assert!(
+            msg("ev struct s x").contains("struct s NAME SIZE"),
+            "{}",
+            msg("ev struct s x")
+        );
+        assert!(
+            msg("ev:BPF u32 a").contains("user_reg.flags"),
+            "{}",
+            msg("ev:BPF u32 a")
+        );
+        assert!(
+            msg("ev u32 a; u32 b ").contains("field 2 `u32 b `"),
+            "{}",
+            msg("ev u32 a; u32 b ")
+        );
+    }
+
+    #[test]
+    fn command_level_rules() {
+        assert_eq!(RegisterCommand::parse(""), Err(RegisterError::EmptyName));
+        assert_eq!(
+            RegisterCommand::parse(" u32 a"),
+            Err(RegisterError::EmptyName)
+        );
+        assert_eq!(
+            RegisterCommand::parse(":x u32 a"),
+            Err(RegisterError::EmptyName)
+        );
+        assert_eq!(
+            RegisterCommand::parse("ev:x u32 a"),
+            Err(RegisterError::TextFlags("x".into()))
+        );
+        assert_eq!(
+            RegisterCommand::parse("ev: u32 a"),
+            Err(RegisterError::TextFlags(String::new()))
+        );
+        let kept = RegisterCommand::parse_syntax("ev:A,B u32 a").unwrap();
+        assert_eq!(kept.flags.as_deref(), Some("A,B"));
+        assert_eq!(kept.to_string(), "ev:A,B u32 a");
+        assert_eq!(
+            RegisterCommand::parse("ev u32 a\n"),
+            Err(RegisterError::BadChar { ch: '\n', at: 8 })
+        );
+        assert_eq!(
+            RegisterCommand::parse("ev\tu32 a"),
+            Err(RegisterError::BadChar { ch: '\t', at: 2 })
+        );
+        assert!(RegisterCommand::parse("e#v u32 a").is_ok());
+        assert_eq!(
+            RegisterCommand::parse("u:ev u32 a #c"),
+            Err(RegisterError::BadChar { ch: '#', at: 11 })
+        );
+        assert_eq!(
+            RegisterCommand::parse("-:user_events/ev u32 a"),
+            Err(RegisterError::DeleteWithSystem)
+        );
+        // Names: anything but control characters, dots included.
+        assert_eq!(
+            RegisterCommand::parse("my.ev-1 u32 a").unwrap().name,
+            "my.ev-1"
+        );
+        // Empty fields are skipped, `;` needs no space after it.
+        let c = RegisterCommand::parse("ev u32 a;; ;u8 b;").unwrap();
+        assert_eq!(c.to_string(), "ev u32 a; u8 b");
+        for bare in ["ev", "ev ", "ev ;", "ev  "] {
+            let c = RegisterCommand::parse(bare).unwrap();
+            assert!(c.fields.is_empty(), "{bare}");
+            assert_eq!(c.payload_size(), 0);
+        }
+    }
+
+    #[test]
+    fn length_limits() {
+        let name = |n: usize| "e".repeat(n);
+        assert!(RegisterCommand::parse(&name(511)).is_ok());
+        assert_eq!(
+            RegisterCommand::parse(&name(512)),
+            Err(RegisterError::TooLong { len: 512, max: 511 })
+        );
+        let cmd = format!("{} u32 a", name(505));
+        assert_eq!(cmd.len(), 511);
+        assert!(RegisterCommand::parse(&cmd).is_ok());
+        // dynamic_events lines may be longer.
+        let long = format!("u:{}", name(4092));
+        assert!(RegisterCommand::parse(&long).is_ok());
+        assert_eq!(
+            RegisterCommand::parse(&format!("u:{}", name(4093))),
+            Err(RegisterError::TooLong {
+                len: 4095,
+                max: 4094
+            })
+        );
+        // Array and struct bounds.
+        assert!(one_field("char[1024] f").is_ok());
+        assert!(one_field("struct s f 2147483647").is_ok());
+        assert_eq!(
+            problem("struct s f 2147483648"),
+            FieldProblem::BadStructSize("2147483648".into())
+        );
+        // Offsets past 4 GiB.
+        assert_eq!(
+            RegisterCommand::parse("ev struct s a 2147483647; struct s b 2147483647; struct s c 2"),
+            Err(RegisterError::TooLarge)
+        );
+    }
+
+    #[test]
+    fn packed_offsets_and_forms() {
+        let c = RegisterCommand::parse(
+            "u: test u32 a;char[8] b; __rel_loc char[] msg; __data_loc char[] dmsg",
+        )
+        .unwrap();
+        assert_eq!(c.form, CommandForm::DynamicCreate);
+        assert_eq!(c.name, "test");
+        let layout: Vec<(&str, u32, u32)> = c
+            .fields
+            .iter()
+            .map(|f| (f.name.as_str(), f.offset, f.size))
+            .collect();
+        assert_eq!(
+            layout,
+            [("a", 8, 4), ("b", 12, 8), ("msg", 20, 4), ("dmsg", 24, 4)]
+        );
+        assert_eq!(c.payload_size(), 20);
+        assert_eq!(c.field("b").map(|f| f.payload_offset()), Some(4));
+        assert_eq!(
+            c.to_string(),
+            "u:test u32 a; char[8] b; __rel_loc char[] msg; __data_loc char[] dmsg"
+        );
+        let del = c.with_form(CommandForm::DynamicDelete);
+        assert_eq!(
+            del.to_string(),
+            "-:test u32 a; char[8] b; __rel_loc char[] msg; __data_loc char[] dmsg"
+        );
+        assert_eq!(RegisterCommand::parse(&del.to_string()), Ok(del.clone()));
+        let reg = c.with_form(CommandForm::Register);
+        assert_eq!(
+            reg.to_string(),
+            "test u32 a; char[8] b; __rel_loc char[] msg; __data_loc char[] dmsg"
+        );
+        // The type text is kept as written (the kernel compares it on re-registration).
+        let hex = RegisterCommand::parse("ev char[0x10] s; struct pt p 16").unwrap();
+        assert_eq!(hex.to_string(), "ev char[0x10] s; struct pt p 16");
+        assert_eq!(RegisterCommand::parse(&hex.to_string()), Ok(hex));
+    }
+
+    #[test]
+    fn kernel_requires_nul_follows_strstr_char() {
+        let c = RegisterCommand::parse(
+            "ev __data_loc char[] a; __rel_loc unsigned char[] b; __data_loc u8[] c; char[4] d",
+        )
+        .unwrap();
+        let nul: Vec<bool> = c
+            .fields
+            .iter()
+            .map(CommandField::kernel_requires_nul)
+            .collect();
+        assert_eq!(nul, [true, true, false, false]);
+    }
+
+    #[test]
+    fn print_fmt_like_the_kernel() {
+        let c = RegisterCommand::parse(
+            "test u32 a; char[8] b; __rel_loc char[] msg; __data_loc char[] dmsg",
+        )
+        .unwrap();
+        assert_eq!(
+            c.print_fmt(),
+            r#""a=%u b=%s msg=%s dmsg=%s", REC->a, REC->b, __get_rel_str(msg), __get_str(dmsg)"#
+        );
+        let c = RegisterCommand::parse(
+            "ev s64 a; u64 b; int c; unsigned short d; char e; unsigned char[4] f; __data_loc u32[] g; struct s h 3",
+        )
+        .unwrap();
+        assert_eq!(
+            c.print_fmt(),
+            r#""a=%lld b=%llu c=%d d=%u e=%d f=%s g=%llu h=%llu", REC->a, REC->b, REC->c, REC->d, REC->e, REC->f, REC->g, REC->h"#
+        );
+        assert_eq!(RegisterCommand::parse("ev").unwrap().print_fmt(), "\"\"");
+    }
+
+    #[test]
+    fn event_format_schema() {
+        let c = RegisterCommand::parse(
+            "test u32 a; unsigned char[8] b; __rel_loc u8[] r; struct foo s 3",
+        )
+        .unwrap();
+        let f = c.event_format(42);
+        assert_eq!((f.name.as_str(), f.id), ("test", 42));
+        let common: Vec<(&str, &str, u32, u32, Option<bool>)> = f
+            .common_fields
+            .iter()
+            .map(|x| {
+                (
+                    x.name.as_str(),
+                    x.type_text.as_str(),
+                    x.offset,
+                    x.size,
+                    x.signed,
+                )
+            })
+            .collect();
+        assert_eq!(
+            common,
+            [
+                ("common_type", "unsigned short", 0, 2, Some(false)),
+                ("common_flags", "unsigned char", 2, 1, Some(false)),
+                ("common_preempt_count", "unsigned char", 3, 1, Some(false)),
+                ("common_pid", "int", 4, 4, Some(true)),
+            ]
+        );
+        assert_eq!(f.common_fields[3].kind, int(4, true));
+        let fields: Vec<(&str, &str, u32, u32, Option<bool>)> = f
+            .fields
+            .iter()
+            .map(|x| {
+                (
+                    x.name.as_str(),
+                    x.type_text.as_str(),
+                    x.offset,
+                    x.size,
+                    x.signed,
+                )
+            })
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                ("a", "u32", 8, 4, Some(false)),
+                ("b", "unsigned char[8]", 12, 8, Some(false)),
+                ("r", "__rel_loc u8[]", 20, 4, Some(true)),
+                ("s", "struct foo", 24, 3, Some(true)),
+            ]
+        );
+        assert_eq!(
+            f.fields[1].kind,
+            FieldKind::FixedArray {
+                elem: Element::Byte,
+                count: 8
+            }
+        );
+    }
+
+    #[test]
+    fn strip_brackets() {
+        assert_eq!(strip_bracket_contents("char b[1055984226]"), "char b[]");
+        assert_eq!(strip_bracket_contents("char[-2121988123]"), "char[]");
+        assert_eq!(
+            strip_bracket_contents("__data_loc char[] x"),
+            "__data_loc char[] x"
+        );
+        assert_eq!(strip_bracket_contents("u32 a"), "u32 a");
+    }
+
+    #[test]
+    fn kernel_uint_mirrors_kstrtouint() {
+        assert_eq!(kernel_uint("10", 0), Some(10));
+        assert_eq!(kernel_uint("010", 0), Some(8));
+        assert_eq!(kernel_uint("0x1F", 0), Some(31));
+        assert_eq!(kernel_uint("0", 0), Some(0));
+        assert_eq!(kernel_uint("+7", 0), Some(7));
+        assert_eq!(kernel_uint("010", 10), Some(10));
+        assert_eq!(kernel_uint("0x1F", 10), None);
+        assert_eq!(kernel_uint("", 0), None);
+        assert_eq!(kernel_uint("+", 10), None);
+        assert_eq!(kernel_uint("-1", 10), None);
+        assert_eq!(kernel_uint("4294967296", 10), None);
+        assert_eq!(kernel_uint("0é", 0), None);
+    }
 }
