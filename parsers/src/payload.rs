@@ -407,3 +407,269 @@ fn floor_char_boundary(s: &str, max: usize) -> usize {
         .find(|&i| s.is_char_boundary(i))
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use PayloadValue as V;
+
+    fn cmd(text: &str) -> RegisterCommand {
+        RegisterCommand::parse(text).unwrap()
+    }
+
+    fn problem(text: &str, values: &[PayloadValue<'_>]) -> ValueProblem {
+        match encode(&cmd(text), values) {
+            Err(PayloadError::Field { problem, .. }) => problem,
+            other => panic!("{text}: expected a value problem, got {other:?}"),
+        }
+    }
+
+    /// `len << 16 | off`, native byte order.
+    fn loc(len: u32, off: u32) -> [u8; 4] {
+        ((len << 16) | off).to_ne_bytes()
+    }
+
+    #[test]
+    fn kernel_facts_example_byte_exact() {
+        let c = cmd("test u32 a; char[8] b; __rel_loc char[] msg; __data_loc char[] dmsg");
+        let got = encode(
+            &c,
+            &[
+                V::Uint(0x1122_3344),
+                V::Str("hi"),
+                V::Str("hello"),
+                V::Str("x"),
+            ],
+        )
+        .unwrap();
+        let mut want = Vec::new();
+        want.extend_from_slice(&0x1122_3344u32.to_ne_bytes()); // payload 0..4: a
+        want.extend_from_slice(b"hi\0\0\0\0\0\0"); // 4..12: b, NUL-padded
+        // 12..16: msg, __rel_loc: data at payload 20, the field ends at 16 → off 4, len 6.
+        want.extend_from_slice(&loc(6, 20 - 16));
+        // 16..20: dmsg, __data_loc: data at payload 26 → record offset 26 + 8 = 34, len 2.
+        want.extend_from_slice(&loc(2, 26 + 8));
+        want.extend_from_slice(b"hello\0"); // 20..26
+        want.extend_from_slice(b"x\0"); // 26..28
+        assert_eq!(got, want);
+        assert_eq!(got.len(), 28);
+    }
+
+    #[test]
+    fn every_kind_byte_exact() {
+        let c = cmd(
+            "ev s8 a; u16 b; s64 c; unsigned char[3] d; struct pt p 4; __data_loc u32[] v; \
+             __rel_loc u8[] r; __data_loc unsigned char[] z",
+        );
+        let got = encode(
+            &c,
+            &[
+                V::Int(-2),
+                V::Uint(65535),
+                V::Int(i64::MIN),
+                V::Bytes(&[1, 2]),
+                V::Bytes(&[9, 8, 7, 6]),
+                V::U32s(&[1, 0xdead_beef]),
+                V::Bytes(&[]),
+                V::Bytes(b"ab\0"),
+            ],
+        )
+        .unwrap();
+        let mut want = vec![0xfe]; // 0: a = -2
+        want.extend_from_slice(&65535u16.to_ne_bytes()); // 1..3
+        want.extend_from_slice(&i64::MIN.to_ne_bytes()); // 3..11
+        want.extend_from_slice(&[1, 2, 0]); // 11..14: d zero-padded
+        want.extend_from_slice(&[9, 8, 7, 6]); // 14..18: p
+        want.extend_from_slice(&loc(8, 30 + 8)); // 18..22: v data at payload 30
+        want.extend_from_slice(&loc(0, 38 - 26)); // 22..26: r empty, at payload 38, field ends 26
+        want.extend_from_slice(&loc(3, 38 + 8)); // 26..30: z data at payload 38
+        want.extend_from_slice(&1u32.to_ne_bytes()); // 30..38
+        want.extend_from_slice(&0xdead_beefu32.to_ne_bytes());
+        want.extend_from_slice(b"ab\0"); // 38..41
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn fixed_strings_pad_and_truncate_at_char_boundaries() {
+        let c = cmd("ev char[4] s");
+        assert_eq!(encode(&c, &[V::Str("")]).unwrap(), b"\0\0\0\0");
+        assert_eq!(encode(&c, &[V::Str("abcd")]).unwrap(), b"abcd");
+        assert_eq!(encode(&c, &[V::Str("abcdef")]).unwrap(), b"abcd");
+        // "abcé" is 5 bytes; é would be cut in half, so only "abc" fits.
+        assert_eq!(encode(&c, &[V::Str("abcé")]).unwrap(), b"abc\0");
+        assert_eq!(encode(&c, &[V::Bytes(b"ab")]).unwrap(), b"ab\0\0");
+    }
+
+    #[test]
+    fn integer_ranges() {
+        let ok = |t: &str, v| encode(&cmd(t), &[v]).is_ok();
+        assert!(ok("e u8 x", V::Uint(255)));
+        assert!(ok("e s8 x", V::Int(-128)));
+        assert!(ok("e s64 x", V::Int(i64::MIN)));
+        assert!(ok("e u64 x", V::Uint(u64::MAX)));
+        assert!(ok("e char x", V::Int(-1)));
+        let range = |value: i128, bits, signed| ValueProblem::OutOfRange {
+            value,
+            bits,
+            signed,
+        };
+        assert_eq!(problem("e u8 x", &[V::Uint(256)]), range(256, 8, false));
+        assert_eq!(problem("e s8 x", &[V::Int(-129)]), range(-129, 8, true));
+        assert_eq!(problem("e s8 x", &[V::Uint(128)]), range(128, 8, true));
+        assert_eq!(problem("e u32 x", &[V::Int(-1)]), range(-1, 32, false));
+        assert_eq!(
+            problem("e s64 x", &[V::Uint(u64::MAX)]),
+            range(u64::MAX.into(), 64, true)
+        );
+        assert_eq!(
+            problem("e unsigned short x", &[V::Uint(65536)]),
+            range(65536, 16, false)
+        );
+    }
+
+    #[test]
+    fn typed_arrays_must_match_the_element() {
+        let c = cmd("ev __data_loc int[] v");
+        let got = encode(&c, &[V::I32s(&[-1, 2])]).unwrap();
+        let mut want = loc(8, 12).to_vec();
+        want.extend_from_slice(&(-1i32).to_ne_bytes());
+        want.extend_from_slice(&2i32.to_ne_bytes());
+        assert_eq!(got, want);
+        assert_eq!(
+            problem("ev __data_loc int[] v", &[V::U32s(&[1])]),
+            ValueProblem::Mismatch {
+                expected: "I32s (or Bytes)",
+                got: "U32s"
+            }
+        );
+        assert_eq!(
+            problem("ev __data_loc u32[] v", &[V::Bytes(&[1, 2, 3])]),
+            ValueProblem::Ragged { len: 3, elem: 4 }
+        );
+        for (t, v) in [
+            ("e __data_loc u16[] v", V::U16s(&[1])),
+            ("e __data_loc s16[] v", V::I16s(&[1])),
+            ("e __data_loc u64[] v", V::U64s(&[1])),
+            ("e __data_loc s64[] v", V::I64s(&[1])),
+            ("e __data_loc s8[] v", V::Bytes(&[1, 2, 3])),
+        ] {
+            assert!(encode(&cmd(t), &[v]).is_ok(), "{t}");
+        }
+    }
+
+    #[test]
+    fn refused_values() {
+        use ValueProblem as P;
+        let mismatch = |expected, got| P::Mismatch { expected, got };
+        assert_eq!(
+            problem("e u32 x", &[V::Str("1")]),
+            mismatch("Int or Uint", "Str")
+        );
+        assert_eq!(
+            problem("e unsigned char[4] x", &[V::Str("a")]),
+            mismatch("Bytes", "Str")
+        );
+        assert_eq!(
+            problem("e char[4] x", &[V::Int(1)]),
+            mismatch("Str or Bytes", "Int")
+        );
+        assert_eq!(
+            problem("e unsigned char[4] x", &[V::Bytes(&[0; 5])]),
+            P::TooLong { len: 5, max: 4 }
+        );
+        assert_eq!(
+            problem("e struct s x 4", &[V::Bytes(&[0; 3])]),
+            P::StructSize { size: 4, len: 3 }
+        );
+        assert_eq!(
+            problem("e struct s x 4", &[V::Uint(0)]),
+            mismatch("Bytes", "Uint")
+        );
+        assert_eq!(
+            problem("e char[4] x", &[V::Str("a\0b")]),
+            P::InteriorNul { at: 1 }
+        );
+        assert_eq!(
+            problem("e __data_loc char[] x", &[V::Str("a\0")]),
+            P::InteriorNul { at: 1 }
+        );
+        assert_eq!(
+            problem("e __data_loc char[] x", &[V::Bytes(b"ab")]),
+            P::NeedsNul
+        );
+        assert_eq!(
+            problem("e __rel_loc char[] x", &[V::Bytes(b"")]),
+            P::NeedsNul
+        );
+        assert_eq!(
+            problem("e __data_loc unsigned char[] x", &[V::Bytes(b"a")]),
+            P::NeedsNul
+        );
+        assert_eq!(
+            problem("e __data_loc u8[] x", &[V::Str("a")]),
+            mismatch("Bytes", "Str")
+        );
+        assert_eq!(
+            problem("e __data_loc u8[] x", &[V::Bytes(&vec![0; 65536])]),
+            P::TooLong {
+                len: 65536,
+                max: 65535
+            }
+        );
+        assert_eq!(
+            encode(&cmd("e u8 a; u8 b"), &[V::Uint(1)]),
+            Err(PayloadError::Count {
+                expected: 2,
+                got: 1
+            })
+        );
+        let msg = encode(&cmd("e __data_loc char[] s"), &[V::Bytes(b"x")])
+            .unwrap_err()
+            .to_string();
+        assert!(msg.starts_with("field `s` (__data_loc char[]): "), "{msg}");
+        assert!(msg.contains("EFAULT"), "{msg}");
+    }
+
+    #[test]
+    fn sixteen_bit_offsets() {
+        let big = vec![7u8; 0xffff];
+        // __data_loc counts from the record start: the second field's data would start at
+        // payload 8 + 65535, record offset 65551 > 65535.
+        assert_eq!(
+            problem(
+                "e __data_loc u8[] a; __data_loc u8[] b",
+                &[V::Bytes(&big), V::Bytes(b"z")]
+            ),
+            ValueProblem::OffsetTooLarge {
+                offset: 8 + 0xffff + 8
+            }
+        );
+        // __rel_loc counts from the end of its field (payload 8): exactly 65535, allowed.
+        let c = cmd("e __data_loc u8[] a; __rel_loc u8[] b");
+        let got = encode(&c, &[V::Bytes(&big), V::Bytes(b"z")]).unwrap();
+        assert_eq!(&got[0..4], &loc(0xffff, 16));
+        assert_eq!(&got[4..8], &loc(1, 0xffff));
+        assert_eq!(got.len(), 8 + 0xffff + 1);
+        assert_eq!(got[8 + 0xffff], b'z');
+    }
+
+    #[test]
+    fn encode_into_appends_and_restores_on_error() {
+        let c = cmd("e u16 a; __data_loc char[] s");
+        let mut out = b"IDX!".to_vec();
+        encode_into(&c, &[V::Uint(1), V::Str("ok")], &mut out).unwrap();
+        let mut want = b"IDX!".to_vec();
+        want.extend_from_slice(&1u16.to_ne_bytes());
+        want.extend_from_slice(&loc(3, 6 + 8)); // payload offsets do not count what came before
+        want.extend_from_slice(b"ok\0");
+        assert_eq!(out, want);
+        let before = out.clone();
+        assert!(encode_into(&c, &[V::Uint(1), V::Bytes(b"no nul")], &mut out).is_err());
+        assert_eq!(out, before);
+        // Reuse keeps the capacity: no allocation once the buffer is big enough.
+        out.clear();
+        let cap = out.capacity();
+        encode_into(&c, &[V::Uint(2), V::Str("x")], &mut out).unwrap();
+        assert_eq!(out.capacity(), cap);
+    }
+}
