@@ -673,3 +673,61 @@ mod tests {
         assert_eq!(out.capacity(), cap);
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Owned data for one arbitrary value.
+    #[derive(Debug, Clone)]
+    enum Owned {
+        Int(i64),
+        Uint(u64),
+        Str(String),
+        Bytes(Vec<u8>),
+        U32s(Vec<u32>),
+        I64s(Vec<i64>),
+    }
+
+    impl Owned {
+        fn value(&self) -> PayloadValue<'_> {
+            match self {
+                Owned::Int(v) => PayloadValue::Int(*v),
+                Owned::Uint(v) => PayloadValue::Uint(*v),
+                Owned::Str(s) => PayloadValue::Str(s),
+                Owned::Bytes(b) => PayloadValue::Bytes(b),
+                Owned::U32s(v) => PayloadValue::U32s(v),
+                Owned::I64s(v) => PayloadValue::I64s(v),
+            }
+        }
+    }
+
+    fn owned() -> impl Strategy<Value = Owned> {
+        prop_oneof![
+            any::<i64>().prop_map(Owned::Int),
+            any::<u64>().prop_map(Owned::Uint),
+            "\\PC{0,12}".prop_map(Owned::Str),
+            prop::collection::vec(any::<u8>(), 0..12).prop_map(Owned::Bytes),
+            prop::collection::vec(any::<u32>(), 0..4).prop_map(Owned::U32s),
+            prop::collection::vec(any::<i64>(), 0..4).prop_map(Owned::I64s),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_values_never_panic(values in prop::collection::vec(owned(), 0..9)) {
+            let cmd = RegisterCommand::parse(
+                "ev s8 a; u64 b; char[4] c; unsigned char[3] d; struct s e 5; \
+                 __data_loc char[] f; __rel_loc u32[] g; __data_loc s64[] h",
+            )
+            .unwrap();
+            let values: Vec<PayloadValue<'_>> = values.iter().map(Owned::value).collect();
+            let mut out = vec![0xAA];
+            match encode_into(&cmd, &values, &mut out) {
+                Ok(()) => prop_assert!(out.len() > cmd.payload_size() as usize),
+                Err(_) => prop_assert_eq!(out, vec![0xAA]),
+            }
+        }
+    }
+}

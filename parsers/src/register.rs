@@ -673,10 +673,7 @@ fn kernel_field_size(type_text: &str) -> Result<u32, FieldProblem> {
 
 /// The most helpful problem for a type the kernel does not know.
 fn unknown_type(type_text: &str) -> FieldProblem {
-    if type_text
-        .split(|c: char| c == ' ' || c == '[')
-        .any(|w| w == "long")
-    {
+    if type_text.split([' ', '[']).any(|w| w == "long") {
         return FieldProblem::LongRefused(type_text.to_string());
     }
     if let Some(open) = type_text.find('[') {
@@ -1241,5 +1238,93 @@ mod tests {
         assert_eq!(kernel_uint("-1", 10), None);
         assert_eq!(kernel_uint("4294967296", 10), None);
         assert_eq!(kernel_uint("0é", 0), None);
+    }
+}
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A field the kernel accepts, as text.
+    fn field() -> impl Strategy<Value = String> {
+        let name = "[a-z_][a-z0-9_]{0,6}";
+        let ty = prop_oneof![
+            prop::sample::select(vec![
+                "u8",
+                "s8",
+                "u16",
+                "s16",
+                "u32",
+                "s32",
+                "u64",
+                "s64",
+                "int",
+                "unsigned int",
+                "short",
+                "unsigned short",
+                "char",
+                "unsigned char",
+                "__data_loc char[]",
+                "__rel_loc char[]",
+                "__data_loc u8[]",
+                "__rel_loc u32[]",
+                "__data_loc int[]",
+            ])
+            .prop_map(str::to_string),
+            (1u32..=1024, any::<bool>())
+                .prop_map(|(n, u)| format!("{}char[{n}]", if u { "unsigned " } else { "" })),
+        ];
+        prop_oneof![
+            (ty, name).prop_map(|(t, n)| format!("{t} {n}")),
+            ("[a-z_][a-z0-9_]{0,6}", name, 1u32..100_000)
+                .prop_map(|(tag, n, size)| format!("struct {tag} {n} {size}")),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_text_never_panics(text in "\\PC{0,80}") {
+            let _ = RegisterCommand::parse(&text);
+        }
+
+        #[test]
+        fn token_soup_never_panics(parts in prop::collection::vec(
+            prop::sample::select(vec![
+                "ev", " ", ";", ":", "u:", "-:", "unsigned", "struct", "__data_loc", "__rel_loc",
+                "char", "[", "]", "0x", "08", "1024", "1025", "0", "a", "u32", "#", "\t",
+            ]), 0..24)) {
+            let text: String = parts.concat();
+            if let Ok(cmd) = RegisterCommand::parse_syntax(&text) {
+                let _ = cmd.event_format(1);
+                let _ = cmd.expected_format_file(1);
+            }
+        }
+
+        #[test]
+        fn generated_commands_round_trip(
+            name in "[a-z][a-z0-9_.]{0,12}",
+            fields in prop::collection::vec(field(), 0..8),
+            form in prop::sample::select(vec![
+                CommandForm::Register, CommandForm::DynamicCreate, CommandForm::DynamicDelete,
+            ]),
+        ) {
+            let text = format!("{}{name} {}", form.prefix(), fields.join(";"));
+            let cmd = RegisterCommand::parse(&text).unwrap();
+            prop_assert_eq!(cmd.form, form);
+            prop_assert_eq!(cmd.fields.len(), fields.len());
+            let canonical = cmd.to_string();
+            prop_assert_eq!(RegisterCommand::parse(&canonical).unwrap(), cmd.clone());
+            // Packed from 8, every kind resolved, schema agrees with the command.
+            let mut offset = COMMON_HEADER_SIZE;
+            let schema = cmd.event_format(7);
+            for (f, s) in cmd.fields.iter().zip(&schema.fields) {
+                prop_assert_eq!(f.offset, offset);
+                prop_assert!(f.kind != FieldKind::Unknown);
+                prop_assert_eq!(&s.kind, &f.kind);
+                prop_assert_eq!((s.offset, s.size, s.signed), (f.offset, f.size, Some(f.signed)));
+                offset += f.size;
+            }
+        }
     }
 }
