@@ -289,8 +289,8 @@ pub enum RegisterError {
     EmptyName,
     /// Longer than the kernel reads.
     #[error(
-        "command is {len} bytes; the kernel accepts at most {max} bytes in this form \
-         (shorten names or move data into __data_loc fields)"
+        "command is {len} bytes (as written, or in canonical form with one space after each \
+         `;`); the kernel accepts at most {max} bytes in this form: shorten the names"
     )]
     TooLong {
         /// Length of the text.
@@ -400,12 +400,22 @@ impl RegisterCommand {
                 .ok_or(RegisterError::TooLarge)?;
             fields.push(field);
         }
-        Ok(RegisterCommand {
+        let cmd = RegisterCommand {
             form,
             name: name.to_string(),
             flags,
             fields,
-        })
+        };
+        // Producers register the canonical text (`Display`), which puts a space after each
+        // `;`: it must fit too.
+        let canonical = cmd.to_string().len();
+        if canonical > form.max_len() {
+            return Err(RegisterError::TooLong {
+                len: canonical,
+                max: form.max_len(),
+            });
+        }
+        Ok(cmd)
     }
 
     /// The same command in another text form (e.g. the `-:` line deleting a `u:` event).
@@ -953,38 +963,18 @@ mod tests {
 
     #[test]
     fn errors_say_what_the_kernel_accepts() {
-        let msg = |text: &str| RegisterCommand::parse(text).unwrap_err().to_string();
-        assert!(msg("ev long x").contains("s64/u64"), "{}", msg("ev long x"));
-        assert!(
-            msg("ev bool x").contains("unsigned char[N]"),
-            "{}",
-            msg("ev bool x")
-        );
-        assert!(
-            msg("ev u8[4] x").contains("__data_loc u8[] NAME"),
-            "{}",
-            msg("ev u8[4] x")
-        );
-        assert!(
-            msg("ev char[] x").contains("__data_loc char[] NAME"),
-            "{}",
-            msg("ev char[] x")
-        );
-        assert!(
-            msg("ev struct s x").contains("struct s NAME SIZE"),
-            "{}",
-            msg("ev struct s x")
-        );
-        assert!(
-            msg("ev:BPF u32 a").contains("user_reg.flags"),
-            "{}",
-            msg("ev:BPF u32 a")
-        );
-        assert!(
-            msg("ev u32 a; u32 b ").contains("field 2 `u32 b `"),
-            "{}",
-            msg("ev u32 a; u32 b ")
-        );
+        for (text, hint) in [
+            ("ev long x", "s64/u64"),
+            ("ev bool x", "unsigned char[N]"),
+            ("ev u8[4] x", "__data_loc u8[] NAME"),
+            ("ev char[] x", "__data_loc char[] NAME"),
+            ("ev struct s x", "struct s NAME SIZE"),
+            ("ev:BPF u32 a", "user_reg.flags"),
+            ("ev u32 a; u32 b ", "field 2 `u32 b `"),
+        ] {
+            let msg = RegisterCommand::parse(text).unwrap_err().to_string();
+            assert!(msg.contains(hint), "{text}: {msg}");
+        }
     }
 
     #[test]
@@ -1052,6 +1042,16 @@ mod tests {
         let cmd = format!("{} u32 a", name(505));
         assert_eq!(cmd.len(), 511);
         assert!(RegisterCommand::parse(&cmd).is_ok());
+        // 510 bytes as written, 511 + 1 in canonical form (a space after the `;`).
+        let compact = format!("{} u8 a;u8 b", name(497));
+        assert_eq!(compact.len(), 510);
+        assert_eq!(
+            RegisterCommand::parse(&compact),
+            Err(RegisterError::TooLong {
+                len: 511 + 1,
+                max: 511
+            })
+        );
         // dynamic_events lines may be longer.
         let long = format!("u:{}", name(4092));
         assert!(RegisterCommand::parse(&long).is_ok());
@@ -1159,50 +1159,46 @@ mod tests {
         .unwrap();
         let f = c.event_format(42);
         assert_eq!((f.name.as_str(), f.id), ("test", 42));
-        let common: Vec<(&str, &str, u32, u32, Option<bool>)> = f
-            .common_fields
-            .iter()
-            .map(|x| {
-                (
-                    x.name.as_str(),
-                    x.type_text.as_str(),
-                    x.offset,
-                    x.size,
-                    x.signed,
-                )
-            })
-            .collect();
+        type Summary<'a> = (&'a str, &'a str, u32, u32, Option<bool>);
+        let summary = |fields: &'_ [Field]| -> Vec<(String, String, u32, u32, Option<bool>)> {
+            fields
+                .iter()
+                .map(|x| {
+                    (
+                        x.name.clone(),
+                        x.type_text.clone(),
+                        x.offset,
+                        x.size,
+                        x.signed,
+                    )
+                })
+                .collect()
+        };
+        let owned = |rows: &[Summary<'_>]| -> Vec<(String, String, u32, u32, Option<bool>)> {
+            rows.iter()
+                .map(|&(n, t, o, s, g)| (n.into(), t.into(), o, s, g))
+                .collect()
+        };
+        let common = summary(&f.common_fields);
         assert_eq!(
             common,
-            [
+            owned(&[
                 ("common_type", "unsigned short", 0, 2, Some(false)),
                 ("common_flags", "unsigned char", 2, 1, Some(false)),
                 ("common_preempt_count", "unsigned char", 3, 1, Some(false)),
                 ("common_pid", "int", 4, 4, Some(true)),
-            ]
+            ])
         );
         assert_eq!(f.common_fields[3].kind, int(4, true));
-        let fields: Vec<(&str, &str, u32, u32, Option<bool>)> = f
-            .fields
-            .iter()
-            .map(|x| {
-                (
-                    x.name.as_str(),
-                    x.type_text.as_str(),
-                    x.offset,
-                    x.size,
-                    x.signed,
-                )
-            })
-            .collect();
+        let fields = summary(&f.fields);
         assert_eq!(
             fields,
-            [
+            owned(&[
                 ("a", "u32", 8, 4, Some(false)),
                 ("b", "unsigned char[8]", 12, 8, Some(false)),
                 ("r", "__rel_loc u8[]", 20, 4, Some(true)),
                 ("s", "struct foo", 24, 3, Some(true)),
-            ]
+            ])
         );
         assert_eq!(
             f.fields[1].kind,
