@@ -1042,15 +1042,12 @@ mod tests {
         let cmd = format!("{} u32 a", name(505));
         assert_eq!(cmd.len(), 511);
         assert!(RegisterCommand::parse(&cmd).is_ok());
-        // 510 bytes as written, 511 + 1 in canonical form (a space after the `;`).
-        let compact = format!("{} u8 a;u8 b", name(497));
-        assert_eq!(compact.len(), 510);
+        // 511 bytes as written, 512 in canonical form (a space after the `;`).
+        let compact = format!("{} u8 a;u8 b", name(501));
+        assert_eq!(compact.len(), 511);
         assert_eq!(
             RegisterCommand::parse(&compact),
-            Err(RegisterError::TooLong {
-                len: 511 + 1,
-                max: 511
-            })
+            Err(RegisterError::TooLong { len: 512, max: 511 })
         );
         // dynamic_events lines may be longer.
         let long = format!("u:{}", name(4092));
