@@ -24,6 +24,11 @@
 use crate::register::{COMMON_HEADER_SIZE, CommandField, RegisterCommand};
 use crate::schema::{Element, FieldKind, LocKind};
 
+/// The largest fixed part [`encode`] builds (it bounds memory): the reach of a 16-bit
+/// dynamic location. Perf drops records over 8 KiB (PERF_MAX_TRACE_SIZE) and ftrace ones
+/// larger than a ring sub-buffer (a page by default) anyway.
+pub const MAX_FIXED_PART: u32 = 0xffff;
+
 /// One field's value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PayloadValue<'a> {
@@ -129,6 +134,13 @@ pub enum ValueProblem {
          PayloadValue::Str"
     )]
     NeedsNul,
+    /// A field lies outside the command's fixed part (only possible for a command whose
+    /// fields were edited by hand).
+    #[error(
+        "the field lies outside the command's fixed part: build commands with \
+         RegisterCommand::parse instead of editing their fields"
+    )]
+    BadLayout,
     /// A string with a NUL inside.
     #[error("the string has a NUL byte at {at}; decoders would stop there")]
     InteriorNul {
@@ -147,6 +159,16 @@ pub enum PayloadError {
         expected: usize,
         /// Number of values.
         got: usize,
+    },
+    /// The fields take more than [`MAX_FIXED_PART`] bytes.
+    #[error(
+        "the fields take {size} bytes, more than uevrec encodes (limit {}; perf records at \
+         most 8 KiB anyway): use smaller struct fields",
+        MAX_FIXED_PART
+    )]
+    FixedPartTooLarge {
+        /// Size of the fixed part.
+        size: u32,
     },
     /// One value does not fit its field.
     #[error("field `{field}` ({type_text}): {problem}")]
@@ -193,8 +215,12 @@ pub fn encode_into(
             got: values.len(),
         });
     }
+    let fixed = cmd.payload_size();
+    if fixed > MAX_FIXED_PART {
+        return Err(PayloadError::FixedPartTooLarge { size: fixed });
+    }
     let start = out.len();
-    out.resize(start + cmd.payload_size() as usize, 0);
+    out.resize(start + fixed as usize, 0);
     for (field, value) in cmd.fields.iter().zip(values) {
         if let Err(problem) = put_field(field, value, out, start) {
             out.truncate(start);
@@ -231,7 +257,7 @@ fn put_field(
                 PayloadValue::Uint(v) => i128::from(v),
                 _ => return Err(mismatch("Int or Uint")),
             };
-            put_integer(&mut out[at..at + usize::from(*width)], v, *signed)
+            put_integer(slot(out, at, usize::from(*width))?, v, *signed)
         }
         FieldKind::FixedArray { elem, .. } => {
             let bytes = match (*value, elem) {
@@ -249,14 +275,14 @@ fn put_field(
                 (_, Element::Char) => return Err(mismatch("Str or Bytes")),
                 _ => return Err(mismatch("Bytes")),
             };
-            out[at..at + bytes.len()].copy_from_slice(bytes);
+            slot(out, at, bytes.len())?.copy_from_slice(bytes);
             Ok(())
         }
         FieldKind::Dynamic { loc, elem } => put_dynamic(field, *loc, *elem, value, out, start),
         FieldKind::Struct { .. } | FieldKind::RestOfRecord { .. } | FieldKind::Unknown => {
             match *value {
                 PayloadValue::Bytes(b) if b.len() == size => {
-                    out[at..at + size].copy_from_slice(b);
+                    slot(out, at, size)?.copy_from_slice(b);
                     Ok(())
                 }
                 PayloadValue::Bytes(b) => Err(ValueProblem::StructSize { size, len: b.len() }),
@@ -340,15 +366,25 @@ fn put_dynamic(
     let field_at = field.payload_offset() as usize;
     let off = match loc {
         LocKind::DataLoc => payload_off + COMMON_HEADER_SIZE as usize,
-        LocKind::RelLoc => payload_off - (field_at + 4),
+        LocKind::RelLoc => payload_off
+            .checked_sub(field_at + 4)
+            .ok_or(ValueProblem::BadLayout)?,
     };
     if off > 0xffff {
         return Err(ValueProblem::OffsetTooLarge { offset: off });
     }
     // Both fit in 16 bits (checked above).
     let value = ((len as u32) << 16) | off as u32;
-    out[start + field_at..start + field_at + 4].copy_from_slice(&value.to_ne_bytes());
+    slot(out, start + field_at, 4)?.copy_from_slice(&value.to_ne_bytes());
     Ok(())
+}
+
+/// The `len` bytes of the fixed part at `at`; [`ValueProblem::BadLayout`] when a
+/// hand-built command puts a field outside its own fixed part.
+fn slot(out: &mut [u8], at: usize, len: usize) -> Result<&mut [u8], ValueProblem> {
+    at.checked_add(len)
+        .and_then(|end| out.get_mut(at..end))
+        .ok_or(ValueProblem::BadLayout)
 }
 
 /// Append every element's bytes.
@@ -628,6 +664,39 @@ mod tests {
             .to_string();
         assert!(msg.starts_with("field `s` (__data_loc char[]): "), "{msg}");
         assert!(msg.contains("EFAULT"), "{msg}");
+    }
+
+    #[test]
+    fn hand_edited_layouts_are_errors_not_panics() {
+        let mut c = cmd("e u32 a; __rel_loc char[] s; u8 b");
+        c.fields[0].offset = 1000; // outside the fixed part
+        assert_eq!(
+            problem_for(&c, &[V::Uint(1), V::Str("x"), V::Uint(2)]),
+            ValueProblem::BadLayout
+        );
+        let mut c = cmd("e __rel_loc char[] s; u8 b");
+        c.fields.truncate(1);
+        c.fields[0].offset = 2; // before the payload, and a rel_loc ending past its data
+        c.fields[0].size = 100;
+        let _ = encode(&c, &[V::Str("x")]); // any result, no panic
+        c.fields[0].offset = u32::MAX;
+        c.fields[0].size = u32::MAX;
+        assert_eq!(
+            encode(&c, &[V::Str("x")]),
+            Err(PayloadError::FixedPartTooLarge { size: u32::MAX })
+        );
+        // A valid command whose structs no ring could record.
+        assert_eq!(
+            encode(&cmd("e struct s a 70000"), &[V::Bytes(&[])]),
+            Err(PayloadError::FixedPartTooLarge { size: 70000 })
+        );
+    }
+
+    fn problem_for(c: &RegisterCommand, values: &[PayloadValue<'_>]) -> ValueProblem {
+        match encode(c, values) {
+            Err(PayloadError::Field { problem, .. }) => problem,
+            other => panic!("expected a value problem, got {other:?}"),
+        }
     }
 
     #[test]

@@ -115,7 +115,7 @@ impl CommandField {
     /// Offset of this field inside the payload written after the `write_index`
     /// (record offset minus the common header).
     pub fn payload_offset(&self) -> u32 {
-        self.offset - COMMON_HEADER_SIZE
+        self.offset.saturating_sub(COMMON_HEADER_SIZE)
     }
 
     /// Whether the kernel checks that the located data of this dynamic field ends with a
@@ -431,7 +431,7 @@ impl RegisterCommand {
     pub fn payload_size(&self) -> u32 {
         self.fields
             .last()
-            .map_or(0, |f| f.offset + f.size - COMMON_HEADER_SIZE)
+            .map_or(0, |f| f.payload_offset().saturating_add(f.size))
     }
 
     /// The field called `name`.
