@@ -24,7 +24,8 @@
 //!
 //! Where the kernel is sloppier than is good for anyone, uevrec is **stricter** and says so
 //! in the error: field names must be C identifiers (the kernel takes any text, even
-//! `a[2]`, which then reads as an array in the format file), struct tags must be
+//! `a[2]`, which then reads as an array in the format file, or nothing: `u32 ` with a
+//! trailing space makes a field with an empty name), struct tags must be
 //! identifiers, nothing may follow the `]` of a fixed array (the kernel ignores up to a
 //! few such characters), a `__data_loc`/`__rel_loc` field needs an element type, the event
 //! name may not be empty, and no control characters are allowed anywhere (a newline
