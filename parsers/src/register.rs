@@ -58,6 +58,25 @@ pub const MAX_DYNAMIC_EVENTS_LINE: usize = 4094;
 /// Largest element count of a fixed `char[N]` / `unsigned char[N]` (`MAX_FIELD_ARRAY_SIZE`).
 pub const MAX_ARRAY_LEN: u32 = 1024;
 
+/// The scalar types the kernel accepts and their sizes (`user_field_size`; `long` is
+/// deliberately absent).
+pub const SCALAR_TYPES: &[(&str, u32)] = &[
+    ("s64", 8),
+    ("u64", 8),
+    ("s32", 4),
+    ("u32", 4),
+    ("int", 4),
+    ("unsigned int", 4),
+    ("s16", 2),
+    ("u16", 2),
+    ("short", 2),
+    ("unsigned short", 2),
+    ("s8", 1),
+    ("u8", 1),
+    ("char", 1),
+    ("unsigned char", 1),
+];
+
 /// Types the kernel accepts, for error messages.
 const ACCEPTED: &str = "the kernel accepts u8 s8 u16 s16 u32 s32 u64 s64 int, `unsigned int`, \
     short, `unsigned short`, char, `unsigned char`, `char[N]` and `unsigned char[N]` \
@@ -660,12 +679,8 @@ fn parse_field(text: &str, offset: u32) -> Result<CommandField, FieldProblem> {
 
 /// The kernel's `user_field_size` for a non-struct type.
 fn kernel_field_size(type_text: &str) -> Result<u32, FieldProblem> {
-    match type_text {
-        "s64" | "u64" => return Ok(8),
-        "s32" | "u32" | "int" | "unsigned int" => return Ok(4),
-        "s16" | "u16" | "short" | "unsigned short" => return Ok(2),
-        "s8" | "u8" | "char" | "unsigned char" => return Ok(1),
-        _ => {}
+    if let Some(&(_, size)) = SCALAR_TYPES.iter().find(|(t, _)| *t == type_text) {
+        return Ok(size);
     }
     if type_text.starts_with("char[") || type_text.starts_with("unsigned char[") {
         return array_len(type_text);
@@ -1244,27 +1259,19 @@ mod props {
     fn field() -> impl Strategy<Value = String> {
         let name = "[a-z_][a-z0-9_]{0,6}";
         let ty = prop_oneof![
-            prop::sample::select(vec![
-                "u8",
-                "s8",
-                "u16",
-                "s16",
-                "u32",
-                "s32",
-                "u64",
-                "s64",
-                "int",
-                "unsigned int",
-                "short",
-                "unsigned short",
-                "char",
-                "unsigned char",
-                "__data_loc char[]",
-                "__rel_loc char[]",
-                "__data_loc u8[]",
-                "__rel_loc u32[]",
-                "__data_loc int[]",
-            ])
+            prop::sample::select(
+                SCALAR_TYPES
+                    .iter()
+                    .map(|&(t, _)| t)
+                    .chain([
+                        "__data_loc char[]",
+                        "__rel_loc char[]",
+                        "__data_loc u8[]",
+                        "__rel_loc u32[]",
+                        "__data_loc int[]",
+                    ])
+                    .collect::<Vec<_>>()
+            )
             .prop_map(str::to_string),
             (1u32..=1024, any::<bool>())
                 .prop_map(|(n, u)| format!("{}char[{n}]", if u { "unsigned " } else { "" })),

@@ -16,7 +16,9 @@ use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 
 use uevrec_parsers::field_type::resolve_decl;
-use uevrec_parsers::register::{CommandForm, RegisterCommand, strip_bracket_contents};
+use uevrec_parsers::register::{
+    CommandForm, RegisterCommand, SCALAR_TYPES, strip_bracket_contents,
+};
 use uevrec_parsers::schema::{EventFormat, Field};
 
 /// The format file a 6.12 kernel showed for
@@ -237,6 +239,25 @@ fn dynamic_events(tracefs: &Path, line: &str) -> std::io::Result<()> {
     f.write_all(line.as_bytes())
 }
 
+/// Check the live format file of the event `name` against `cmd` (the expected text, with
+/// the kernel's garbage array lengths removed, and the schema, line by line).
+fn check_live_format(tracefs: &Path, name: &str, cmd: &RegisterCommand, context: &str) -> String {
+    let path = tracefs.join("events/user_events").join(name).join("format");
+    let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{context}: {e}"));
+    let id: u32 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("ID: "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{context}: no ID in {text}"));
+    assert_eq!(
+        strip_bracket_contents(&text),
+        strip_bracket_contents(&cmd.expected_format_file(id)),
+        "{context}"
+    );
+    assert_matches_kernel_text(&cmd.event_format(id), &text, context);
+    text
+}
+
 #[test]
 fn live_kernel_agrees_with_parse() {
     let tracefs = tracefs();
@@ -269,19 +290,8 @@ fn live_kernel_agrees_with_parse() {
         }
         let dir = tracefs.join("events/user_events").join(&name);
         if let Ok(cmd) = &ours {
-            let text = fs::read_to_string(dir.join("format")).unwrap();
-            let id: u32 = text
-                .lines()
-                .find_map(|l| l.strip_prefix("ID: "))
-                .and_then(|v| v.parse().ok())
-                .unwrap();
+            let text = check_live_format(&tracefs, &name, cmd, &context);
             println!("{text}");
-            assert_eq!(
-                strip_bracket_contents(&text),
-                strip_bracket_contents(&cmd.expected_format_file(id)),
-                "{context}"
-            );
-            assert_matches_kernel_text(&cmd.event_format(id), &text, &context);
             // dynamic_events lists the event in our canonical form.
             let listed = fs::read_to_string(tracefs.join("dynamic_events")).unwrap();
             assert!(
@@ -309,23 +319,9 @@ fn live_kernel_agrees_with_parse() {
     );
 }
 
-/// Pieces the differential test builds fields from: valid and invalid types, odd names,
-/// sizes and spacing.
-const TYPES: &[&str] = &[
-    "u8",
-    "s8",
-    "u16",
-    "s16",
-    "u32",
-    "s32",
-    "u64",
-    "s64",
-    "int",
-    "unsigned int",
-    "short",
-    "unsigned short",
-    "char",
-    "unsigned char",
+/// Pieces the differential test builds fields from: valid and invalid types (with every
+/// accepted scalar from `SCALAR_TYPES`), odd names, sizes and spacing.
+const MORE_TYPES: &[&str] = &[
     "long",
     "unsigned long",
     "signed char",
@@ -412,6 +408,11 @@ fn live_kernel_differential() {
     let seed = env("UEVREC_DIFF_SEED", 0x5eed_0001).max(1);
     let count = env("UEVREC_DIFF_COUNT", 400);
     let mut rng = Rng(seed);
+    let types: Vec<&str> = SCALAR_TYPES
+        .iter()
+        .map(|&(t, _)| t)
+        .chain(MORE_TYPES.iter().copied())
+        .collect();
     let (mut both_ok, mut both_err, mut stricter, mut undeletable) = (0, 0, 0, 0);
     for i in 0..count {
         let name = format!("uevrec_diff_{}_{i}", std::process::id());
@@ -420,7 +421,7 @@ fn live_kernel_differential() {
             if k > 0 {
                 fields.push_str(rng.pick(SEPARATORS));
             }
-            fields.push_str(rng.pick(TYPES));
+            fields.push_str(rng.pick(&types));
             fields.push(' ');
             fields.push_str(rng.pick(NAMES));
             fields.push_str(rng.pick(TAILS));
@@ -431,19 +432,7 @@ fn live_kernel_differential() {
         let context = format!("seed {seed:#x} #{i} `{line}`: ours {ours:?}, kernel {kernel:?}");
         match (&ours, &kernel) {
             (Ok(cmd), Ok(())) => {
-                let dir = tracefs.join("events/user_events").join(&name);
-                let text = fs::read_to_string(dir.join("format")).unwrap();
-                let id: u32 = text
-                    .lines()
-                    .find_map(|l| l.strip_prefix("ID: "))
-                    .and_then(|v| v.parse().ok())
-                    .unwrap();
-                assert_eq!(
-                    strip_bracket_contents(&text),
-                    strip_bracket_contents(&cmd.expected_format_file(id)),
-                    "{context}"
-                );
-                assert_matches_kernel_text(&cmd.event_format(id), &text, &context);
+                check_live_format(&tracefs, &name, cmd, &context);
                 let delete = cmd.with_form(CommandForm::DynamicDelete).to_string();
                 dynamic_events(&tracefs, &delete).unwrap_or_else(|e| panic!("{delete}: {e}"));
                 both_ok += 1;
