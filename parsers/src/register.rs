@@ -461,8 +461,9 @@ impl RegisterCommand {
 
     /// The schema the kernel exposes for this command under tracepoint ID `id`: the four
     /// standard common fields, then the fields, and the kernel's own `print fmt:` text.
-    /// (Kernels with extra common fields, e.g. RT, shift nothing for user events' own
-    /// offsets but list more common fields; compare event fields, not common ones, there.)
+    /// This assumes mainline's 8-byte `struct trace_entry`; kernels that add common fields
+    /// (older PREEMPT_RT patch sets) move the event's fields too, so there the real format
+    /// file is the only truth.
     /// For a MULTI_FORMAT registration set `name` to the versioned tracepoint name.
     pub fn event_format(&self, id: u32) -> EventFormat {
         let common_fields = STANDARD_COMMON_FIELDS
