@@ -2,7 +2,8 @@
 //!
 //! 1. Pure: the schema computed for the register command of kernel-facts.md's real example
 //!    equals the format file a 6.12 kernel printed for it (garbage array lengths aside),
-//!    checked line by line with the one type rule (`resolve_decl`) on the kernel's text.
+//!    checked line by line with the one type rule (`resolve_decl`) on the kernel's text,
+//!    and `format_file::parse_format` reads that text as exactly the computed schema.
 //! 2. Live (needs a kernel with user_events, i.e. the test VM:
 //!    `shared/vm/run.sh target/debug/deps/register_kernel-* --nocapture`): every command
 //!    of a table is written to `dynamic_events`; the kernel must accept exactly what
@@ -16,6 +17,7 @@ use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 
 use uevrec_parsers::field_type::resolve_decl;
+use uevrec_parsers::format_file::parse_format;
 use uevrec_parsers::register::{
     CommandForm, RegisterCommand, SCALAR_TYPES, strip_bracket_contents,
 };
@@ -122,16 +124,32 @@ fn assert_matches_kernel_text(format: &EventFormat, text: &str, context: &str) {
     );
 }
 
+/// Assert that `parse_format` reads the kernel's `text` as exactly `format` (type texts
+/// compared without bracket contents).
+fn assert_parse_format_agrees(format: &EventFormat, text: &str, context: &str) {
+    let strip = |f: &EventFormat| {
+        let mut f = f.clone();
+        for field in f.common_fields.iter_mut().chain(f.fields.iter_mut()) {
+            field.type_text = strip_bracket_contents(&field.type_text);
+        }
+        f
+    };
+    let parsed = parse_format(text).unwrap_or_else(|e| panic!("{context}: {e}"));
+    assert_eq!(strip(format), strip(&parsed), "{context}: parse_format");
+}
+
 #[test]
 fn kernel_facts_example_schema_equals_kernel_format() {
     let cmd = RegisterCommand::parse(EXAMPLE).unwrap();
     let format = cmd.event_format(1117);
     assert_eq!((format.name.as_str(), format.id), ("test", 1117));
     assert_matches_kernel_text(&format, KERNEL_FORMAT, "kernel-facts example");
+    assert_parse_format_agrees(&format, KERNEL_FORMAT, "kernel-facts example");
     // The other garbage the kernel was seen to print changes nothing.
     for garbage in ["b[-2121988123]", "b[]", "b[8]"] {
         let text = KERNEL_FORMAT.replace("b[1055984226]", garbage);
         assert_matches_kernel_text(&format, &text, garbage);
+        assert_parse_format_agrees(&format, &text, garbage);
     }
     // Type texts: the true count for the fixed array, brackets moved next to the type.
     let types: Vec<&str> = format.fields.iter().map(|f| f.type_text.as_str()).collect();
@@ -155,6 +173,8 @@ fn expected_format_file_is_the_kernel_text() {
         .unwrap()
         .expected_format_file(5);
     assert!(bare.ends_with("signed:1;\n\n\nprint fmt: \"\"\n"), "{bare}");
+    let bare_cmd = RegisterCommand::parse("bare").unwrap();
+    assert_parse_format_agrees(&bare_cmd.event_format(5), &bare, "bare");
 }
 
 /// How the kernel and uevrec should judge one command.
@@ -255,6 +275,7 @@ fn check_live_format(tracefs: &Path, name: &str, cmd: &RegisterCommand, context:
         "{context}"
     );
     assert_matches_kernel_text(&cmd.event_format(id), &text, context);
+    assert_parse_format_agrees(&cmd.event_format(id), &text, context);
     text
 }
 
@@ -370,6 +391,49 @@ impl Rng {
     }
 }
 
+/// Every type the generator picks from.
+fn all_types() -> Vec<&'static str> {
+    SCALAR_TYPES
+        .iter()
+        .map(|&(t, _)| t)
+        .chain(MORE_TYPES.iter().copied())
+        .collect()
+}
+
+/// `count` generated fields (valid or not) joined by generated separators.
+fn generated_fields(rng: &mut Rng, types: &[&str], count: u64) -> String {
+    let mut fields = String::new();
+    for k in 0..count {
+        if k > 0 {
+            fields.push_str(rng.pick(SEPARATORS));
+        }
+        fields.push_str(rng.pick(types));
+        fields.push(' ');
+        fields.push_str(rng.pick(NAMES));
+        fields.push_str(rng.pick(TAILS));
+    }
+    fields
+}
+
+#[test]
+fn generated_commands_read_back_by_parse_format() {
+    let types = all_types();
+    let mut rng = Rng(0x00c0_ffee);
+    let mut accepted = 0;
+    for i in 0..3000u64 {
+        let Ok(cmd) = RegisterCommand::parse(&format!(
+            "ev{i} {}",
+            generated_fields(&mut rng, &types, i % 6)
+        )) else {
+            continue;
+        };
+        let text = cmd.expected_format_file(100 + i as u32);
+        assert_parse_format_agrees(&cmd.event_format(100 + i as u32), &text, &text);
+        accepted += 1;
+    }
+    assert!(accepted > 300, "only {accepted} generated commands parsed");
+}
+
 /// Delete an event the kernel accepted, by the kernel's own listing of it. Returns false
 /// for an event with an empty field name (`u32 ` with a trailing space, `struct t  4`), which
 /// `dynamic_events` cannot delete: its own listing does not match it (ENOENT). Such
@@ -408,24 +472,11 @@ fn live_kernel_differential() {
     let seed = env("UEVREC_DIFF_SEED", 0x5eed_0001).max(1);
     let count = env("UEVREC_DIFF_COUNT", 400);
     let mut rng = Rng(seed);
-    let types: Vec<&str> = SCALAR_TYPES
-        .iter()
-        .map(|&(t, _)| t)
-        .chain(MORE_TYPES.iter().copied())
-        .collect();
+    let types = all_types();
     let (mut both_ok, mut both_err, mut stricter, mut undeletable) = (0, 0, 0, 0);
     for i in 0..count {
         let name = format!("uevrec_diff_{}_{i}", std::process::id());
-        let mut fields = String::new();
-        for k in 0..(i % 4) {
-            if k > 0 {
-                fields.push_str(rng.pick(SEPARATORS));
-            }
-            fields.push_str(rng.pick(&types));
-            fields.push(' ');
-            fields.push_str(rng.pick(NAMES));
-            fields.push_str(rng.pick(TAILS));
-        }
+        let fields = generated_fields(&mut rng, &types, i % 4);
         let line = format!("u:{name} {fields}");
         let ours = RegisterCommand::parse(&line);
         let kernel = dynamic_events(&tracefs, &line);
