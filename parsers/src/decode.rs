@@ -268,7 +268,7 @@ pub fn decode_field<'a>(field: &Field, raw: &'a [u8], endian: Endian) -> Value<'
 fn array(data: &[u8], elem: Element, endian: Endian) -> Value<'_> {
     match elem {
         Element::Char => {
-            let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
+            let end = memchr::memchr(0, data).unwrap_or(data.len());
             Value::Str(&data[..end])
         }
         Element::Byte => Value::Bytes(data),

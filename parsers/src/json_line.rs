@@ -287,29 +287,51 @@ const ESCAPE: [u8; 256] = {
 };
 
 /// THE string escaper: append the JSON-escaped contents of UTF-8 `bytes` (no quotes).
+///
+/// Eight bytes at a time: a word without `"`, `\` or a control byte is copied whole (the
+/// usual case), otherwise its bytes go through [`ESCAPE`] one by one.
 fn escape_into(out: &mut Vec<u8>, bytes: &[u8]) {
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape = ESCAPE[usize::from(b)];
-        if escape == 0 {
-            continue;
-        }
-        out.extend_from_slice(&bytes[start..i]);
-        if escape == b'u' {
-            out.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(b >> 4)],
-                HEX[usize::from(b & 15)],
-            ]);
+    out.reserve(bytes.len());
+    let mut words = bytes.chunks_exact(8);
+    for chunk in &mut words {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        if needs_escape(u64::from_le_bytes(word)) {
+            chunk.iter().for_each(|&b| escape_byte(out, b));
         } else {
-            out.extend_from_slice(&[b'\\', escape]);
+            out.extend_from_slice(&word);
         }
-        start = i + 1;
     }
-    out.extend_from_slice(&bytes[start..]);
+    words.remainder().iter().for_each(|&b| escape_byte(out, b));
+}
+
+/// Whether any byte of `word` is below 0x20, `"` or `\` (exact as a yes/no answer: the
+/// "has a byte less than n" and "has a zero byte" bit tricks).
+#[inline]
+fn needs_escape(word: u64) -> bool {
+    const ONES: u64 = u64::MAX / 255;
+    const HIGH: u64 = ONES * 0x80;
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGH != 0;
+    below_space
+        || has_zero(word ^ (ONES * u64::from(b'"')))
+        || has_zero(word ^ (ONES * u64::from(b'\\')))
+}
+
+#[inline]
+fn escape_byte(out: &mut Vec<u8>, b: u8) {
+    match ESCAPE[usize::from(b)] {
+        0 => out.push(b),
+        b'u' => out.extend_from_slice(&[
+            b'\\',
+            b'u',
+            b'0',
+            b'0',
+            HEX[usize::from(b >> 4)],
+            HEX[usize::from(b & 15)],
+        ]),
+        letter => out.extend_from_slice(&[b'\\', letter]),
+    }
 }
 
 /// `fmt::Write` into a JSON string body (escaping), for `Display` messages.
@@ -440,6 +462,22 @@ mod tests {
         let mut out = Vec::new();
         write_str(&mut out, "é\u{2028}😀");
         assert_eq!(out, serde_json::to_vec("é\u{2028}😀").unwrap());
+    }
+
+    #[test]
+    fn word_test_agrees_with_the_table() {
+        // Every pair of byte values at every pair of adjacent positions (borrows between
+        // bytes are where such bit tricks go wrong), the other bytes plain or high.
+        for filler in [b'a', 0x80, 0xff] {
+            for pos in 0..7 {
+                for pair in 0..=u16::MAX {
+                    let mut word = [filler; 8];
+                    word[pos..pos + 2].copy_from_slice(&pair.to_le_bytes());
+                    let expected = word.iter().any(|&b| ESCAPE[usize::from(b)] != 0);
+                    assert_eq!(needs_escape(u64::from_le_bytes(word)), expected, "{word:?}");
+                }
+            }
+        }
     }
 
     #[test]
