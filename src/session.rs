@@ -749,7 +749,9 @@ pub fn run(
         }
         dec.notice("waiting", None, &msg);
     }
-    let _ = out.flush(&mut dec.batch);
+    if out.flush(&mut dec.batch).is_err() {
+        return Ok(finish(dec, att));
+    }
 
     let mut next_rescan = Instant::now() + config.rescan_interval;
     let result: Result<(), Closed> = (|| {
