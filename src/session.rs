@@ -417,13 +417,22 @@ fn filter_complaint(tracefs: &Tracefs, system: &str, event: &str, expr: &str) ->
     let file = inst.join("events").join(system).join(event).join("filter");
     let complaint = match fs::write(&file, expr) {
         Ok(()) => None, // accepted by ftrace: the refusal was perf-specific
-        Err(_) => fs::read_to_string(&file)
-            .ok()
+        Err(_) => read_once(&file)
             .map(|t| t.trim_end().to_string())
             .filter(|t| !t.is_empty()),
     };
     let _ = fs::remove_dir(&inst);
     complaint.map_or_else(fallback, |c| format!("\n{c}"))
+}
+
+/// Read a tracefs file that answers only the first `read(2)` (the `filter` files return
+/// nothing at a non-zero offset), with one large read.
+fn read_once(path: &std::path::Path) -> Option<String> {
+    use std::io::Read as _;
+    let mut buf = vec![0u8; 64 * 1024];
+    let n = fs::File::open(path).ok()?.read(&mut buf).ok()?;
+    buf.truncate(n);
+    Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
 /// uevrec's own thread ids.
