@@ -38,7 +38,7 @@
 //! file of a private, throw-away tracefs instance (`instances/uevrec-<pid>-<n>`, which
 //! leaves the global tracing state alone) and reports the kernel's parse error from there.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::fs;
 use std::io;
@@ -227,6 +227,8 @@ struct Decoder {
     unknown: u64,
     /// Records that did not parse.
     malformed: u64,
+    /// CPUs whose marker sample was seen (see [`Rings::set_markers`]).
+    marker_seen: BTreeSet<u32>,
 }
 
 /// The batch channel pair.
@@ -281,11 +283,15 @@ impl Decoder {
     }
 
     /// Decode one ring record from `cpu`'s ring.
-    fn record(&mut self, cpu: u32, bytes: &[u8]) -> ControlFlow<()> {
+    fn record(&mut self, cpu: u32, marker: Option<u64>, bytes: &[u8]) -> ControlFlow<()> {
         match self.layout.parse(bytes) {
             Ok(Record::Sample(s)) => {
                 let Some(&slot) = s.id.and_then(|id| self.by_id.get(&id)) else {
-                    self.unknown += 1;
+                    if s.id.is_some() && s.id == marker {
+                        self.marker_seen.insert(cpu);
+                    } else {
+                        self.unknown += 1;
+                    }
                     return ControlFlow::Continue(());
                 };
                 if (!self.include_self && s.pid == Some(self.self_pid)) || self.limit_reached() {
@@ -345,12 +351,12 @@ impl Decoder {
         let (records0, lost0) = (self.summary.records, self.summary.lost);
         let result = (|| {
             for c in rings.cpus_mut() {
-                let cpu = c.cpu;
+                let (cpu, marker) = (c.cpu, c.marker_id());
                 // Bounded so one busy CPU cannot starve the others or the rescan.
                 for _ in 0..64 {
                     let mut full = false;
                     c.ring.read(|rec| {
-                        let flow = self.record(cpu, rec);
+                        let flow = self.record(cpu, marker, rec);
                         full = flow.is_break();
                         flow
                     });
@@ -493,9 +499,10 @@ impl Attacher<'_> {
             }
         })?;
         let (base, format_id) = match split_multi_format(name) {
-            Some((b, id)) if system.starts_with("user_events") => {
-                (b.to_string(), Some(id.to_string()))
-            }
+            // Multi-format versions live outside the single-format `user_events` system
+            // (today in `user_events_multi`; the kernel may rename it, so any other system
+            // counts). Kernel tracepoint names have no dots.
+            Some((b, id)) if system != "user_events" => (b.to_string(), Some(id.to_string())),
             _ => (name.to_string(), None),
         };
         Ok(Event {
@@ -729,6 +736,7 @@ pub fn run(
         summary: Summary::default(),
         unknown: 0,
         malformed: 0,
+        marker_seen: BTreeSet::new(),
     };
     let mut att = Attacher {
         tracefs,
@@ -795,11 +803,14 @@ pub fn run(
     for ev in dec.events.iter().flatten() {
         ev.fds.disable();
     }
-    if dec.drain(&mut rings, &out, stats).is_ok() {
-        if dec.malformed > 0 {
+    if dec.drain(&mut rings, &out, stats).is_ok()
+        && flush_losses(&mut rings, &mut dec, &out, stats).is_ok()
+    {
+        if dec.malformed + dec.unknown > 0 {
             let msg = format!(
-                "{} ring records could not be parsed and were skipped",
-                dec.malformed
+                "{} ring records could not be parsed and {} samples named no attached event; \
+                 they were skipped",
+                dec.malformed, dec.unknown
             );
             dec.notice("malformed", None, &msg);
         }
@@ -812,6 +823,39 @@ pub fn run(
         let _ = out.flush(&mut dec.batch);
     }
     Ok(finish(dec, att))
+}
+
+/// Bring out the losses the kernel still owes the rings (it reports a loss only at the
+/// next write into the same ring): enable the per-CPU marker events until each ring has
+/// a marker sample (at most ~200 ms), then drain once more.
+fn flush_losses(
+    rings: &mut Rings,
+    dec: &mut Decoder,
+    out: &Output<'_>,
+    stats: &LiveStats,
+) -> Result<(), Closed> {
+    let want: BTreeSet<u32> = rings
+        .cpus_mut()
+        .iter()
+        .filter(|c| c.marker_id().is_some())
+        .map(|c| c.cpu)
+        .collect();
+    if want.is_empty() {
+        return Ok(());
+    }
+    dec.marker_seen.clear();
+    rings.set_markers(true);
+    let t0 = Instant::now();
+    let result = (|| {
+        while !want.is_subset(&dec.marker_seen) && t0.elapsed() < Duration::from_millis(200) {
+            let _ = rings.wait(Duration::from_millis(5));
+            dec.drain(rings, out, stats)?;
+        }
+        Ok(())
+    })();
+    rings.set_markers(false);
+    result?;
+    dec.drain(rings, out, stats)
 }
 
 /// Close every event and build the summary.

@@ -59,6 +59,16 @@ pub struct CpuRing {
     owner: PerfFd,
     /// The mmap'ed ring.
     pub ring: Ring,
+    /// A disabled `cpu-clock` event redirected into this ring and its sample id
+    /// (see [`Rings::set_markers`]); None when it could not be opened.
+    marker: Option<(PerfFd, u64)>,
+}
+
+impl CpuRing {
+    /// The sample id of this ring's marker event, if it has one.
+    pub fn marker_id(&self) -> Option<u64> {
+        self.marker.as_ref().map(|(_, id)| *id)
+    }
 }
 
 /// Which step of opening failed, on which CPU.
@@ -119,9 +129,30 @@ impl Rings {
             if rc < 0 {
                 return Err(step("epoll_ctl", cpu)(io::Error::last_os_error()));
             }
-            out.push(CpuRing { cpu, owner, ring });
+            let marker = sys::open_marker(cpu, 1_000_000).ok().and_then(|m| {
+                m.set_output(&owner).ok()?;
+                let id = m.id().ok()?;
+                Some((m, id))
+            });
+            out.push(CpuRing {
+                cpu,
+                owner,
+                ring,
+                marker,
+            });
         }
         Ok(Rings { cpus: out, epoll })
+    }
+
+    /// Enable or disable the marker events (one `cpu-clock` sample per ms and CPU). The
+    /// kernel reports a ring's losses only at the next successful write into that ring;
+    /// a marker sample is such a write, so enabling the markers briefly at the end of a
+    /// session brings out every loss still owed. Marker samples carry the ids for which
+    /// [`CpuRing::marker_id`] is and are not records.
+    pub fn set_markers(&self, on: bool) {
+        for (fd, _) in self.cpus.iter().filter_map(|c| c.marker.as_ref()) {
+            let _ = if on { fd.enable() } else { fd.disable() };
+        }
     }
 
     /// The CPUs' rings.

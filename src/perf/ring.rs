@@ -160,3 +160,111 @@ impl Ring {
         n
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ring over anonymous memory, written by the test instead of the kernel.
+    fn anon(data_pages: usize) -> Ring {
+        let page = page_size();
+        let map = MmapOptions::new()
+            .len((1 + data_pages) * page)
+            .map_anon()
+            .unwrap();
+        Ring {
+            map: MmapRaw::from(map),
+            data_offset: page,
+            data_size: (data_pages * page) as u64,
+            scratch: vec![0; usize::from(u16::MAX)],
+            corrupt: 0,
+        }
+    }
+
+    /// Play the kernel: write `rec` at the head (wrapping) and publish the new head.
+    fn push(ring: &Ring, rec: &[u8]) {
+        let head = ring.meta(DATA_HEAD).load(Ordering::Relaxed);
+        for (i, &b) in rec.iter().enumerate() {
+            let pos = (head + i as u64) % ring.data_size;
+            // SAFETY: `pos` is inside the data area of the test's own mapping.
+            unsafe { *ring.map.as_mut_ptr().add(ring.data_offset + pos as usize) = b };
+        }
+        ring.meta(DATA_HEAD)
+            .store(head + rec.len() as u64, Ordering::Release);
+    }
+
+    fn record(kind: u32, size: u16, fill: u8) -> Vec<u8> {
+        let mut v = kind.to_ne_bytes().to_vec();
+        v.extend_from_slice(&0u16.to_ne_bytes());
+        v.extend_from_slice(&size.to_ne_bytes());
+        v.resize(usize::from(size), fill);
+        v
+    }
+
+    fn collect(ring: &mut Ring, stop_after: usize) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        ring.read(|r| {
+            out.push(r.to_vec());
+            if out.len() == stop_after {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        out
+    }
+
+    #[test]
+    fn reads_records_in_order_and_releases_the_tail() {
+        let mut ring = anon(1);
+        let (a, b) = (record(9, 24, 0xaa), record(2, 40, 0xbb));
+        push(&ring, &a);
+        push(&ring, &b);
+        assert_eq!(ring.pending(), 64);
+        assert_eq!(collect(&mut ring, usize::MAX), vec![a, b]);
+        assert_eq!(ring.meta(DATA_TAIL).load(Ordering::Relaxed), 64);
+        assert_eq!(ring.pending(), 0);
+        assert!(collect(&mut ring, usize::MAX).is_empty());
+    }
+
+    #[test]
+    fn wrapped_records_arrive_whole() {
+        let mut ring = anon(1);
+        let size = ring.data_size;
+        // Fill up to 16 bytes before the end, consume, then write a record across it.
+        let filler = record(9, (size - 16) as u16, 1);
+        push(&ring, &filler);
+        assert_eq!(collect(&mut ring, usize::MAX).len(), 1);
+        let wrapped = record(9, 48, 7);
+        let mut wrapped = wrapped;
+        wrapped[40..].copy_from_slice(b"endbytes");
+        push(&ring, &wrapped);
+        let got = collect(&mut ring, usize::MAX);
+        assert_eq!(got, vec![wrapped]);
+        assert_eq!(ring.meta(DATA_TAIL).load(Ordering::Relaxed), size - 16 + 48);
+    }
+
+    #[test]
+    fn break_stops_after_the_record_and_resumes() {
+        let mut ring = anon(1);
+        let recs: Vec<_> = (0..5).map(|i| record(9, 16, i)).collect();
+        for r in &recs {
+            push(&ring, r);
+        }
+        assert_eq!(collect(&mut ring, 2), recs[..2].to_vec());
+        assert_eq!(ring.meta(DATA_TAIL).load(Ordering::Relaxed), 32);
+        assert_eq!(collect(&mut ring, usize::MAX), recs[2..].to_vec());
+    }
+
+    #[test]
+    fn impossible_header_skips_to_the_head() {
+        let mut ring = anon(1);
+        push(&ring, &record(9, 16, 0));
+        let mut bad = record(9, 16, 0);
+        bad[6..8].copy_from_slice(&4u16.to_ne_bytes());
+        push(&ring, &bad);
+        assert_eq!(collect(&mut ring, usize::MAX).len(), 1);
+        assert_eq!(ring.corrupt, 1);
+        assert_eq!(ring.pending(), 0);
+    }
+}

@@ -75,6 +75,17 @@ pub fn open_ring_owner(cpu: u32, wakeup_bytes: u32) -> io::Result<PerfFd> {
     open(&mut attr, cpu)
 }
 
+/// Open a `cpu-clock` sampling event on `cpu` (one sample per `period_ns`), used as a
+/// marker: any successful write into a ring makes the kernel first emit the
+/// `PERF_RECORD_LOST` it still owes that ring, so a marker sample flushes pending losses.
+pub fn open_marker(cpu: u32, period_ns: u64) -> io::Result<PerfFd> {
+    let mut attr = base_attr();
+    attr.type_ = sys::bindings::PERF_TYPE_SOFTWARE;
+    attr.config = u64::from(sys::bindings::PERF_COUNT_SW_CPU_CLOCK);
+    attr.__bindgen_anon_1.sample_period = period_ns;
+    open(&mut attr, cpu)
+}
+
 fn check(rc: libc::c_int) -> io::Result<()> {
     if rc < 0 {
         Err(io::Error::last_os_error())
