@@ -636,3 +636,81 @@ fn explicit_tracefs_path_is_used() {
     assert!(e.to_string().contains("/nonexistent-tracefs"), "{e}");
     assert!(root.join("events").is_dir());
 }
+
+#[test]
+fn max_records_ends_the_session_after_exactly_that_many() {
+    let Some(_t) = host() else { return };
+    let child = SyscallChild::spawn();
+    let mut cfg = config(&["raw_syscalls:sys_enter"]);
+    cfg.filter = Some(format!("id == {GETPPID}"));
+    cfg.pid = Some(child.pid);
+    cfg.max_records = Some(10);
+    let mut run = start(cfg, 16, false);
+    assert!(
+        run.wait_for(Duration::from_secs(10), |v| is_notice(
+            v,
+            "attached",
+            "raw_syscalls:sys_enter"
+        ))
+        .is_some(),
+        "not attached: {:?}",
+        run.lines()
+    );
+    child.getppid(100);
+    // The session ends by itself; `stop` is never set here.
+    let (r, _) = run.session.take().unwrap().join().unwrap();
+    let summary = r.unwrap();
+    run.collector.take().unwrap().join().unwrap();
+    assert_eq!(summary.records, 10);
+    assert_eq!(getppid_records(&run.lines(), child.pid), 10);
+}
+
+/// Live-path throughput (release build, idle machine): `cargo test --release --test
+/// session_host -- --ignored --nocapture throughput`.
+#[test]
+#[ignore = "measurement, not a check: run with --ignored --nocapture"]
+fn throughput() {
+    let Some(_t) = host() else { return };
+    const N: u32 = 2_000_000;
+    let child = SyscallChild::spawn();
+    let mut cfg = config(&["raw_syscalls:sys_enter"]);
+    cfg.filter = Some(format!("id == {GETPPID}"));
+    cfg.pid = Some(child.pid);
+    cfg.buffer_pages = 1024;
+    let (tx, rx) = crossbeam_channel::bounded::<Batch>(16);
+    let (rtx, rrx) = crossbeam_channel::unbounded::<Vec<u8>>();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stats = Arc::new(LiveStats::default());
+    let (s2, st2) = (stop.clone(), stats.clone());
+    let session = std::thread::spawn(move || {
+        session::run(&cfg, &tx, &rrx, &s2, &st2).map_err(|e| e.to_string())
+    });
+    let writer = std::thread::spawn(move || {
+        let mut bytes = 0usize;
+        for b in rx {
+            bytes += b.lines.len();
+            let _ = rtx.send(b.lines);
+        }
+        bytes
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let t0 = Instant::now();
+    child.getppid(N);
+    let produced = t0.elapsed();
+    while stats.records.load(Ordering::Relaxed) + stats.lost.load(Ordering::Relaxed) < u64::from(N)
+        && t0.elapsed() < Duration::from_secs(60)
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let done = t0.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let summary = session.join().unwrap().unwrap();
+    let bytes = writer.join().unwrap();
+    println!(
+        "{N} calls in {produced:?}; recorded {} lost {} in {done:?}: {:.0} records/s, {:.1} MB of JSON",
+        summary.records,
+        summary.lost,
+        summary.records as f64 / done.as_secs_f64(),
+        bytes as f64 / 1e6
+    );
+}
