@@ -387,7 +387,12 @@ struct Attacher<'a> {
     attached: HashMap<(String, String), usize>,
     /// Events skipped, with the ID they had (retried when the ID changes).
     skipped: HashMap<(String, String), Option<u32>>,
+    /// Filter refusals explained so far (see [`MAX_COMPLAINTS`]).
+    complaints: std::cell::Cell<usize>,
 }
+
+/// How many filter refusals are explained with the kernel's parse error.
+const MAX_COMPLAINTS: usize = 4;
 
 /// Why one event could not be attached.
 enum AttachFailure {
@@ -406,12 +411,7 @@ static INSTANCE_SEQ: AtomicUsize = AtomicUsize::new(0);
 /// The kernel's complaint about filter `expr` on `system:event`, read from the event's
 /// `filter` file in a throw-away tracefs instance.
 fn filter_complaint(tracefs: &Tracefs, system: &str, event: &str, expr: &str) -> String {
-    let fallback = || {
-        format!(
-            "EINVAL (see the field names in {})",
-            tracefs.event_dir(system, event).join("format").display()
-        )
-    };
+    let fallback = || complaint_fallback(tracefs, system, event);
     let seq = INSTANCE_SEQ.fetch_add(1, Ordering::Relaxed);
     let inst = tracefs
         .root()
@@ -431,6 +431,12 @@ fn filter_complaint(tracefs: &Tracefs, system: &str, event: &str, expr: &str) ->
     complaint.map_or_else(fallback, |c| format!("\n{c}"))
 }
 
+/// What to say when the kernel's parse error is not available.
+fn complaint_fallback(tracefs: &Tracefs, system: &str, event: &str) -> String {
+    let format = tracefs.event_dir(system, event).join("format");
+    format!("EINVAL (see the field names in {})", format.display())
+}
+
 /// Read a tracefs file that answers only the first `read(2)` (the `filter` files return
 /// nothing at a non-zero offset), with one large read.
 fn read_once(path: &std::path::Path) -> Option<String> {
@@ -441,16 +447,28 @@ fn read_once(path: &std::path::Path) -> Option<String> {
     Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
-/// uevrec's own thread ids.
-fn own_threads() -> Vec<u32> {
-    let Ok(rd) = fs::read_dir("/proc/self/task") else {
-        return vec![std::process::id()];
-    };
-    rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect()
+/// The thread ids of process `proc` (`self` or a pid) from `/proc/<proc>/task`, sorted.
+fn threads(proc: &str) -> Option<Vec<u32>> {
+    let rd = fs::read_dir(format!("/proc/{proc}/task")).ok()?;
+    let mut v: Vec<u32> = rd
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    v.sort_unstable();
+    Some(v)
 }
 
-impl Attacher<'_> {
+impl<'a> Attacher<'a> {
+    fn new(tracefs: Tracefs, selectors: Vec<Selector>, config: &'a SessionConfig) -> Self {
+        Attacher {
+            tracefs,
+            selectors,
+            config,
+            attached: HashMap::new(),
+            skipped: HashMap::new(),
+            complaints: Default::default(),
+        }
+    }
+
     /// The filter expression for a new attachment (see the module docs).
     fn filter(&self) -> Option<String> {
         let mut terms = Vec::new();
@@ -464,13 +482,21 @@ impl Attacher<'_> {
             terms.push(format!("({f})"));
         }
         if let Some(pid) = self.config.pid {
-            terms.push(format!("common_pid == {pid}"));
+            let tids = threads(&pid.to_string()).unwrap_or_default();
+            let alts: Vec<String> = if tids.is_empty() {
+                vec![pid.to_string()]
+            } else {
+                tids.iter().map(u32::to_string).collect()
+            };
+            let alts: Vec<String> = alts.iter().map(|t| format!("common_pid == {t}")).collect();
+            terms.push(if alts.len() == 1 {
+                alts[0].clone()
+            } else {
+                format!("({})", alts.join(" || "))
+            });
         } else if !self.config.include_self {
-            let mut own = own_threads();
-            own.sort_unstable();
-            for tid in own {
-                terms.push(format!("common_pid != {tid}"));
-            }
+            let own = threads("self").unwrap_or_else(|| vec![std::process::id()]);
+            terms.extend(own.iter().map(|tid| format!("common_pid != {tid}")));
         }
         (!terms.is_empty()).then(|| terms.join(" && "))
     }
@@ -492,7 +518,14 @@ impl Attacher<'_> {
                 }
                 ("PERF_EVENT_IOC_SET_FILTER", _) => {
                     let expr = filter.clone().unwrap_or_default();
-                    let complaint = filter_complaint(&self.tracefs, system, name, &expr);
+                    // Each complaint costs a tracefs instance; a few tell the story.
+                    let n = self.complaints.get();
+                    self.complaints.set(n + 1);
+                    let complaint = if n < MAX_COMPLAINTS {
+                        filter_complaint(&self.tracefs, system, name, &expr)
+                    } else {
+                        complaint_fallback(&self.tracefs, system, name)
+                    };
                     AttachFailure::Filter { expr, complaint }
                 }
                 _ => AttachFailure::Skipped(e.to_string()),
@@ -738,13 +771,7 @@ pub fn run(
         malformed: 0,
         marker_seen: BTreeSet::new(),
     };
-    let mut att = Attacher {
-        tracefs,
-        selectors,
-        config,
-        attached: HashMap::new(),
-        skipped: HashMap::new(),
-    };
+    let mut att = Attacher::new(tracefs, selectors, config);
 
     // First scan: problems that will not go away are errors.
     let Ok(first) = att.rescan(&mut rings, &mut dec, &out, stats) else {
@@ -880,23 +907,21 @@ mod tests {
         fs::create_dir(dir.path().join("events")).unwrap();
         let mut config = SessionConfig {
             filter: Some(" id == 110 ".into()),
-            pid: Some(42),
+            pid: Some(99_999_999),
             ..Default::default()
         };
         let att = |c: &SessionConfig| {
-            let a = Attacher {
-                tracefs: Tracefs::discover(Some(dir.path())).unwrap(),
-                selectors: vec![],
-                config: c,
-                attached: HashMap::new(),
-                skipped: HashMap::new(),
-            };
-            a.filter()
+            Attacher::new(Tracefs::discover(Some(dir.path())).unwrap(), vec![], c).filter()
         };
         assert_eq!(
             att(&config).as_deref(),
-            Some("(id == 110) && common_pid == 42")
+            Some("(id == 110) && common_pid == 99999999")
         );
+        // A process id covers every thread of that process (this test runs in a thread).
+        config.pid = Some(std::process::id() as i32);
+        let f = att(&config).unwrap();
+        assert!(f.starts_with("(id == 110) && (common_pid == "), "{f}");
+        assert!(f.contains(" || "), "{f}");
         config.pid = None;
         let f = att(&config).unwrap();
         assert!(f.starts_with("(id == 110) && common_pid != "), "{f}");

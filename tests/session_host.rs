@@ -164,6 +164,17 @@ impl Drop for Running {
     }
 }
 
+/// Run a session that must fail during setup; its error message.
+fn setup_error(cfg: &SessionConfig) -> String {
+    let (tx, _rx) = crossbeam_channel::bounded(16);
+    let (_rtx, rrx) = crossbeam_channel::bounded(1);
+    let stop = AtomicBool::new(false);
+    match session::run(cfg, &tx, &rrx, &stop, &LiveStats::default()) {
+        Ok(s) => panic!("session started: {s:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
 fn is_notice(v: &Value, what: &str, event: &str) -> bool {
     v["uevrec"] == "notice" && v["what"] == what && v["event"] == event
 }
@@ -259,6 +270,21 @@ impl Drop for SyscallChild {
 
 const GETPPID: u64 = libc::SYS_getppid as u64;
 
+/// A session config recording only `child`'s getppid calls (kernel filter).
+fn getppid_config(child: &SyscallChild) -> SessionConfig {
+    SessionConfig {
+        filter: Some(format!("id == {GETPPID}")),
+        pid: Some(child.pid),
+        ..config(&["raw_syscalls:sys_enter"])
+    }
+}
+
+/// Wait until `key` is attached (panics with the lines so far otherwise).
+fn wait_attached(run: &Running, key: &str) {
+    let found = run.wait_for(Duration::from_secs(10), |v| is_notice(v, "attached", key));
+    assert!(found.is_some(), "{key} not attached: {:?}", run.lines());
+}
+
 fn getppid_records(lines: &[Value], pid: i32) -> usize {
     records(lines, "raw_syscalls", "sys_enter")
         .into_iter()
@@ -275,10 +301,7 @@ fn exec_is_recorded_with_filename_and_pid() {
         .join(format!("uevrec-true-{}", std::process::id()));
     fs::copy("/bin/true", &exe).unwrap();
     let mut run = start(config(&["sched:sched_process_exec"]), 16, false);
-    let attached = run.wait_for(Duration::from_secs(10), |v| {
-        is_notice(v, "attached", "sched:sched_process_exec")
-    });
-    assert!(attached.is_some(), "no attach notice: {:?}", run.lines());
+    wait_attached(&run, "sched:sched_process_exec");
     let child = std::process::Command::new(&exe).spawn().unwrap();
     let child_pid = child.id();
     let out = child.wait_with_output().unwrap();
@@ -323,21 +346,10 @@ fn losses_in_a_tiny_ring_are_accounted_for() {
 fn count_getppid(n: u32, pages: usize) {
     let Some(_t) = host() else { return };
     let child = SyscallChild::spawn();
-    let mut cfg = config(&["raw_syscalls:sys_enter"]);
-    cfg.filter = Some(format!("id == {GETPPID}"));
-    cfg.pid = Some(child.pid);
+    let mut cfg = getppid_config(&child);
     cfg.buffer_pages = pages;
     let mut run = start(cfg, 16, false);
-    assert!(
-        run.wait_for(Duration::from_secs(10), |v| is_notice(
-            v,
-            "attached",
-            "raw_syscalls:sys_enter"
-        ))
-        .is_some(),
-        "not attached: {:?}",
-        run.lines()
-    );
+    wait_attached(&run, "raw_syscalls:sys_enter");
     let pid = child.pid;
     child.getppid(n);
     // Stop once the records stop coming (the reader has drained the burst). The kernel
@@ -382,17 +394,7 @@ fn bad_filter_reports_the_kernel_complaint() {
     let Some(_t) = host() else { return };
     let mut cfg = config(&["sched:sched_process_exec"]);
     cfg.filter = Some("no_such_field == 3".into());
-    let (tx, _rx) = crossbeam_channel::bounded(16);
-    let (_rtx, rrx) = crossbeam_channel::bounded(1);
-    let e = session::run(
-        &cfg,
-        &tx,
-        &rrx,
-        &AtomicBool::new(false),
-        &LiveStats::default(),
-    )
-    .unwrap_err();
-    let msg = e.to_string();
+    let msg = setup_error(&cfg);
     assert!(msg.contains("no_such_field == 3"), "{msg}");
     assert!(
         msg.contains("Field not found"),
@@ -558,9 +560,7 @@ fn stop_drains_records_still_in_the_rings() {
     let Some(_t) = host() else { return };
     const N: u32 = 1000;
     let child = SyscallChild::spawn();
-    let mut cfg = config(&["raw_syscalls:sys_enter"]);
-    cfg.filter = Some(format!("id == {GETPPID}"));
-    cfg.pid = Some(child.pid);
+    let cfg = getppid_config(&child);
     // A rendezvous channel the test receives from by hand: the session blocks on every
     // send until the test takes the batch.
     let mut run = start(cfg, 0, true);
@@ -623,17 +623,8 @@ fn explicit_tracefs_path_is_used() {
         tracefs: Some(PathBuf::from("/nonexistent-tracefs")),
         ..config(&["sched:sched_switch"])
     };
-    let (tx, _rx) = crossbeam_channel::bounded(1);
-    let (_rtx, rrx) = crossbeam_channel::bounded(1);
-    let e = session::run(
-        &cfg,
-        &tx,
-        &rrx,
-        &AtomicBool::new(true),
-        &LiveStats::default(),
-    )
-    .unwrap_err();
-    assert!(e.to_string().contains("/nonexistent-tracefs"), "{e}");
+    let e = setup_error(&cfg);
+    assert!(e.contains("/nonexistent-tracefs"), "{e}");
     assert!(root.join("events").is_dir());
 }
 
@@ -641,21 +632,10 @@ fn explicit_tracefs_path_is_used() {
 fn max_records_ends_the_session_after_exactly_that_many() {
     let Some(_t) = host() else { return };
     let child = SyscallChild::spawn();
-    let mut cfg = config(&["raw_syscalls:sys_enter"]);
-    cfg.filter = Some(format!("id == {GETPPID}"));
-    cfg.pid = Some(child.pid);
+    let mut cfg = getppid_config(&child);
     cfg.max_records = Some(10);
     let mut run = start(cfg, 16, false);
-    assert!(
-        run.wait_for(Duration::from_secs(10), |v| is_notice(
-            v,
-            "attached",
-            "raw_syscalls:sys_enter"
-        ))
-        .is_some(),
-        "not attached: {:?}",
-        run.lines()
-    );
+    wait_attached(&run, "raw_syscalls:sys_enter");
     child.getppid(100);
     // The session ends by itself; `stop` is never set here.
     let (r, _) = run.session.take().unwrap().join().unwrap();
@@ -673,9 +653,7 @@ fn throughput() {
     let Some(_t) = host() else { return };
     const N: u32 = 2_000_000;
     let child = SyscallChild::spawn();
-    let mut cfg = config(&["raw_syscalls:sys_enter"]);
-    cfg.filter = Some(format!("id == {GETPPID}"));
-    cfg.pid = Some(child.pid);
+    let mut cfg = getppid_config(&child);
     cfg.buffer_pages = 1024;
     let (tx, rx) = crossbeam_channel::bounded::<Batch>(16);
     let (rtx, rrx) = crossbeam_channel::unbounded::<Vec<u8>>();

@@ -352,6 +352,16 @@ impl SampleFormat {
     }
 }
 
+/// `fn u16/u32/u64(&mut self, what)`: read one integer in the cursor's byte order.
+macro_rules! int_readers {
+    ($($t:ident),*) => {$(
+        fn $t(&mut self, what: &'static str) -> Result<$t, PerfSampleError> {
+            let a = self.array(what)?;
+            Ok(if self.big_endian { $t::from_be_bytes(a) } else { $t::from_le_bytes(a) })
+        }
+    )*};
+}
+
 /// A bounds-checked cursor.
 #[derive(Debug, Clone, Copy)]
 struct Reader<'a> {
@@ -381,32 +391,7 @@ impl<'a> Reader<'a> {
         Ok(a)
     }
 
-    fn u16(&mut self, what: &'static str) -> Result<u16, PerfSampleError> {
-        let a = self.array(what)?;
-        Ok(if self.big_endian {
-            u16::from_be_bytes(a)
-        } else {
-            u16::from_le_bytes(a)
-        })
-    }
-
-    fn u32(&mut self, what: &'static str) -> Result<u32, PerfSampleError> {
-        let a = self.array(what)?;
-        Ok(if self.big_endian {
-            u32::from_be_bytes(a)
-        } else {
-            u32::from_le_bytes(a)
-        })
-    }
-
-    fn u64(&mut self, what: &'static str) -> Result<u64, PerfSampleError> {
-        let a = self.array(what)?;
-        Ok(if self.big_endian {
-            u64::from_be_bytes(a)
-        } else {
-            u64::from_le_bytes(a)
-        })
-    }
+    int_readers!(u16, u32, u64);
 
     fn header(&mut self) -> Result<RecordHeader, PerfSampleError> {
         let kind = self.u32("header type")?;
