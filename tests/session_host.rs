@@ -692,3 +692,145 @@ fn throughput() {
         bytes as f64 / 1e6
     );
 }
+
+/// A user_events registration made through `user_events_data` (ABI of
+/// `include/uapi/linux/user_events.h`), enough for the tests: register, write, close.
+struct UserEvent {
+    data: fs::File,
+    write_index: u32,
+    /// The kernel sets bit 0 here while someone (our session) listens.
+    enabled: Box<std::sync::atomic::AtomicU32>,
+}
+
+#[repr(C, packed)]
+struct UserReg {
+    size: u32,
+    enable_bit: u8,
+    enable_size: u8,
+    flags: u16,
+    enable_addr: u64,
+    name_args: u64,
+    write_index: u32,
+}
+
+const DIAG_IOCSREG: libc::c_ulong = 0xC008_2A00;
+const USER_EVENT_REG_MULTI_FORMAT: u16 = 1 << 1;
+
+impl UserEvent {
+    fn register(t: &Tracefs, command: &str, flags: u16) -> std::io::Result<UserEvent> {
+        let data = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(t.root().join("user_events_data"))?;
+        let enabled = Box::new(std::sync::atomic::AtomicU32::new(0));
+        let cmd = std::ffi::CString::new(command).unwrap();
+        let mut reg = UserReg {
+            size: std::mem::size_of::<UserReg>() as u32,
+            enable_bit: 0,
+            enable_size: 4,
+            flags,
+            enable_addr: enabled.as_ptr() as u64,
+            name_args: cmd.as_ptr() as u64,
+            write_index: 0,
+        };
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: `reg` is a valid user_reg the kernel reads and writes back; `cmd` and
+        // the 4-byte aligned `enabled` word outlive the registration (the word lives in
+        // the returned struct, the kernel copies the command).
+        if unsafe { libc::ioctl(data.as_raw_fd(), DIAG_IOCSREG, &mut reg) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(UserEvent {
+            data,
+            write_index: reg.write_index,
+            enabled,
+        })
+    }
+
+    /// Whether a consumer has the event enabled.
+    fn is_enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed) & 1 != 0
+    }
+
+    /// Write one event with this payload.
+    fn write(&self, payload: &[u8]) -> std::io::Result<()> {
+        let mut rec = self.write_index.to_ne_bytes().to_vec();
+        rec.extend_from_slice(payload);
+        (&self.data).write_all(&rec)
+    }
+}
+
+#[test]
+fn multi_format_versions_are_attached_late_and_named_by_base() {
+    let Some(t) = host() else { return };
+    if !t.has_user_events() {
+        eprintln!("SKIPPED: this kernel has no user_events (run in the VM: shared/vm/run.sh)");
+        return;
+    }
+    let name = format!("uevrec_mf_{}", std::process::id());
+    // Default selectors (user_events:* and user_events_multi:*); this process writes.
+    let cfg = SessionConfig {
+        include_self: true,
+        ..config(&[])
+    };
+    let mut run = start(cfg, 16, false);
+    assert!(
+        run.wait_for(Duration::from_secs(10), |v| v["uevrec"] == "notice")
+            .is_some()
+    );
+    let v1 = match UserEvent::register(&t, &format!("{name} u32 a"), USER_EVENT_REG_MULTI_FORMAT) {
+        Ok(e) => e,
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            eprintln!("SKIPPED: this kernel has no multi-format user_events (6.10+): {e}");
+            return;
+        }
+        Err(e) => panic!("registering {name}: {e}"),
+    };
+    let v2 = UserEvent::register(
+        &t,
+        &format!("{name} u32 a; u32 b"),
+        USER_EVENT_REG_MULTI_FORMAT,
+    )
+    .unwrap();
+    // Both versions are found by a rescan and enabled by the session's perf fds.
+    let t0 = Instant::now();
+    while !(v1.is_enabled() && v2.is_enabled()) && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        v1.is_enabled() && v2.is_enabled(),
+        "versions not attached: {:?}",
+        run.lines()
+    );
+    v1.write(&7u32.to_ne_bytes()).unwrap();
+    let mut p2 = 8u32.to_ne_bytes().to_vec();
+    p2.extend_from_slice(&9u32.to_ne_bytes());
+    v2.write(&p2).unwrap();
+    let is_ours = |v: &Value| v["system"] == "user_events_multi" && v["event"] == name.as_str();
+    let r2 = run.wait_for(Duration::from_secs(5), |v| {
+        is_ours(v) && v["fields"]["b"] == 9
+    });
+    let r1 = run.wait_for(Duration::from_secs(1), |v| {
+        is_ours(v) && v["fields"]["a"] == 7
+    });
+    let (summary, _) = run.finish();
+    let (r1, r2) = (r1.expect("no v1 record"), r2.expect("no v2 record"));
+    let (id1, id2) = (
+        r1["format_id"].as_str().unwrap(),
+        r2["format_id"].as_str().unwrap(),
+    );
+    assert_ne!(id1, id2, "{r1} {r2}");
+    assert_eq!(r2["fields"]["a"], 8);
+    for id in [id1, id2] {
+        assert_eq!(
+            summary.records_per_event[&format!("user_events_multi:{name}.{id}")],
+            1,
+            "{summary:?}"
+        );
+        assert!(run.lines().iter().any(|v| is_notice(
+            v,
+            "attached",
+            &format!("user_events_multi:{name}.{id}")
+        )));
+    }
+}
