@@ -834,3 +834,62 @@ fn multi_format_versions_are_attached_late_and_named_by_base() {
         )));
     }
 }
+
+/// Set in the environment of the unprivileged child of
+/// `unprivileged_run_says_root_or_cap_perfmon`.
+const PERM_CHILD: &str = "UEVREC_TEST_PERMISSION_CHILD";
+
+#[test]
+fn unprivileged_run_says_root_or_cap_perfmon() {
+    if std::env::var_os(PERM_CHILD).is_some() {
+        // The child: print the setup error for the parent to check.
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("events")).unwrap();
+        let cfg = SessionConfig {
+            tracefs: Some(dir.path().to_path_buf()),
+            ..config(&["sched:sched_switch"])
+        };
+        println!("SETUP-ERROR: {}", setup_error(&cfg));
+        return;
+    }
+    let Some(_t) = host() else { return };
+    use std::os::unix::process::CommandExt as _;
+    // The same test, as user nobody (65534): perf_event_open is refused unless
+    // perf_event_paranoid allows unprivileged CPU-wide raw samples.
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "unprivileged_run_says_root_or_cap_perfmon",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(PERM_CHILD, "1")
+        .env("TMPDIR", "/tmp")
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let paranoid = fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap();
+    if paranoid.trim().parse::<i32>().is_ok_and(|p| p < 0) {
+        eprintln!(
+            "SKIPPED: perf_event_paranoid is {paranoid}: unprivileged recording is allowed here"
+        );
+        return;
+    }
+    let line = text
+        .lines()
+        .find_map(|l| l.split_once("SETUP-ERROR: ").map(|(_, e)| e))
+        .unwrap_or_else(|| {
+            panic!(
+                "child printed no error: {text}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert!(line.contains("root or CAP_PERFMON"), "{line}");
+    assert!(
+        line.contains(&format!("perf_event_paranoid is {}", paranoid.trim())),
+        "{line}"
+    );
+}
