@@ -893,3 +893,106 @@ fn unprivileged_run_says_root_or_cap_perfmon() {
         "{line}"
     );
 }
+
+/// Copy a real event's `format` and `id` into a fake tracefs as `fake:<name>`.
+fn fake_event(fake: &Path, real: (&str, &str), name: &str, t: &Tracefs) {
+    let dir = fake.join("events/fake").join(name);
+    fs::create_dir_all(&dir).unwrap();
+    let src = t.event_dir(real.0, real.1);
+    // Written whole, then renamed: a rescan never sees half a file.
+    for f in ["format", "id"] {
+        let tmp = dir.join(format!(".{f}.tmp"));
+        fs::write(&tmp, fs::read(src.join(f)).unwrap()).unwrap();
+        fs::rename(&tmp, dir.join(f)).unwrap();
+    }
+}
+
+#[test]
+fn churn_skip_reattach_and_detach_follow_tracefs() {
+    let Some(t) = host() else { return };
+    // A tracefs look-alike whose events carry real tracepoint IDs: the session reads
+    // formats from it, perf attaches by ID. Changing it drives every rescan branch.
+    let fake = tempfile::tempdir().unwrap();
+    fake_event(fake.path(), ("sched", "sched_process_exec"), "good", &t);
+    let bad = fake.path().join("events/fake/bad");
+    fs::create_dir_all(&bad).unwrap();
+    fs::write(bad.join("format"), "this is not a format file\n").unwrap();
+    let cfg = SessionConfig {
+        tracefs: Some(fake.path().to_path_buf()),
+        rescan_interval: Duration::from_millis(300),
+        ..config(&["fake:*"])
+    };
+    let mut run = start(cfg, 16, false);
+    wait_attached(&run, "fake:good");
+    let skipped = run.wait_for(Duration::from_secs(5), |v| {
+        is_notice(v, "skipped", "fake:bad")
+    });
+    let skipped = skipped.unwrap_or_else(|| panic!("no skip notice: {:?}", run.lines()));
+    assert!(
+        skipped["message"]
+            .as_str()
+            .unwrap()
+            .contains(bad.join("format").to_str().unwrap()),
+        "{skipped}"
+    );
+    // Recorded under the fake name with the real data.
+    let st = std::process::Command::new("/bin/true").status().unwrap();
+    assert!(st.success());
+    let exec = run.wait_for(Duration::from_secs(5), |v| {
+        v["system"] == "fake" && v["fields"]["filename"] == "/bin/true"
+    });
+    assert!(exec.is_some(), "no exec record: {:?}", run.lines());
+    // The ID changes: detach, then attach again with the new format.
+    fake_event(fake.path(), ("sched", "sched_process_fork"), "good", &t);
+    let reattached = run.wait_for(Duration::from_secs(5), |v| {
+        is_notice(v, "detached", "fake:good")
+            && v["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("ID changed"))
+    });
+    assert!(reattached.is_some(), "no re-attach: {:?}", run.lines());
+    let fork_id = t.read_id("sched", "sched_process_fork").unwrap();
+    let attached_fork = format!("id {fork_id},");
+    let found = run.wait_for(Duration::from_secs(5), |v| {
+        is_notice(v, "attached", "fake:good")
+            && v["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with(&attached_fork))
+    });
+    assert!(
+        found.is_some(),
+        "not attached with the new ID: {:?}",
+        run.lines()
+    );
+    let child = std::process::Command::new("/bin/true").spawn().unwrap();
+    let child_pid = child.id();
+    child.wait_with_output().unwrap();
+    let fork = run.wait_for(Duration::from_secs(5), |v| {
+        v["system"] == "fake" && v["fields"]["child_pid"] == child_pid
+    });
+    assert!(
+        fork.is_some(),
+        "no fork record with the new format: {:?}",
+        run.lines()
+    );
+    // The event disappears: detached.
+    fs::remove_dir_all(fake.path().join("events/fake/good")).unwrap();
+    let gone = run.wait_for(Duration::from_secs(5), |v| {
+        is_notice(v, "detached", "fake:good")
+            && v["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("disappeared"))
+    });
+    assert!(gone.is_some(), "no detach: {:?}", run.lines());
+    let (summary, _) = run.finish();
+    let lines = run.lines();
+    // The bad format was reported once, not at every rescan.
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|v| is_notice(v, "skipped", "fake:bad"))
+            .count(),
+        1
+    );
+    assert!(summary.records_per_event["fake:good"] >= 2, "{summary:?}");
+}
