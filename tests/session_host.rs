@@ -920,6 +920,8 @@ fn churn_skip_reattach_and_detach_follow_tracefs() {
     let cfg = SessionConfig {
         tracefs: Some(fake.path().to_path_buf()),
         rescan_interval: Duration::from_millis(300),
+        // sched_process_fork fires in the parent: this process.
+        include_self: true,
         ..config(&["fake:*"])
     };
     let mut run = start(cfg, 16, false);
