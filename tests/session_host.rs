@@ -661,7 +661,8 @@ fn throughput() {
     let stats = Arc::new(LiveStats::default());
     let (s2, st2) = (stop.clone(), stats.clone());
     let session = std::thread::spawn(move || {
-        session::run(&cfg, &tx, &rrx, &s2, &st2).map_err(|e| e.to_string())
+        let r = session::run(&cfg, &tx, &rrx, &s2, &st2).map_err(|e| e.to_string());
+        (r, thread_cpu())
     });
     let writer = std::thread::spawn(move || {
         let mut bytes = 0usize;
@@ -682,7 +683,8 @@ fn throughput() {
     }
     let done = t0.elapsed();
     stop.store(true, Ordering::Relaxed);
-    let summary = session.join().unwrap().unwrap();
+    let (summary, cpu) = session.join().unwrap();
+    let summary = summary.unwrap();
     let bytes = writer.join().unwrap();
     println!(
         "{N} calls in {produced:?}; recorded {} lost {} in {done:?}: {:.0} records/s, {:.1} MB of JSON",
@@ -690,6 +692,10 @@ fn throughput() {
         summary.lost,
         summary.records as f64 / done.as_secs_f64(),
         bytes as f64 / 1e6
+    );
+    println!(
+        "session thread CPU {cpu:?}: {:.2} µs per record (read, decode, format)",
+        cpu.as_secs_f64() * 1e6 / summary.records.max(1) as f64
     );
 }
 
