@@ -655,15 +655,8 @@ fn throughput() {
     let child = SyscallChild::spawn();
     let mut cfg = getppid_config(&child);
     cfg.buffer_pages = 1024;
-    let (tx, rx) = crossbeam_channel::bounded::<Batch>(16);
-    let (rtx, rrx) = crossbeam_channel::unbounded::<Vec<u8>>();
-    let stop = Arc::new(AtomicBool::new(false));
-    let stats = Arc::new(LiveStats::default());
-    let (s2, st2) = (stop.clone(), stats.clone());
-    let session = std::thread::spawn(move || {
-        let r = session::run(&cfg, &tx, &rrx, &s2, &st2).map_err(|e| e.to_string());
-        (r, thread_cpu())
-    });
+    let mut run = start(cfg, 16, true);
+    let (rx, rtx) = (run.rx.take().unwrap(), run.recycle_tx.clone());
     let writer = std::thread::spawn(move || {
         let mut bytes = 0usize;
         for b in rx {
@@ -676,14 +669,15 @@ fn throughput() {
     let t0 = Instant::now();
     child.getppid(N);
     let produced = t0.elapsed();
-    while stats.records.load(Ordering::Relaxed) + stats.lost.load(Ordering::Relaxed) < u64::from(N)
+    while run.stats.records.load(Ordering::Relaxed) + run.stats.lost.load(Ordering::Relaxed)
+        < u64::from(N)
         && t0.elapsed() < Duration::from_secs(60)
     {
         std::thread::sleep(Duration::from_millis(1));
     }
     let done = t0.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    let (summary, cpu) = session.join().unwrap();
+    run.stop.store(true, Ordering::Relaxed);
+    let (summary, cpu) = run.session.take().unwrap().join().unwrap();
     let summary = summary.unwrap();
     let bytes = writer.join().unwrap();
     println!(
