@@ -6,8 +6,8 @@ use std::io::{self, Write};
 use serde::Serialize;
 use uevrec_parsers::schema::{EventFormat, FieldKind};
 
-use super::standin::selector::default_selectors;
 use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, ListArgs, print_error, print_stderr};
+use crate::selector::default_selectors;
 
 /// Systems whose events appear in `user_events_status`.
 const USER_EVENT_SYSTEMS: [&str; 2] = ["user_events", "user_events_multi"];

@@ -9,7 +9,6 @@
 
 mod list;
 mod record;
-mod standin;
 pub mod values;
 
 use std::path::PathBuf;
@@ -17,8 +16,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use standin::selector::Selector;
-use standin::tracefs::{Tracefs, TracefsError};
+use crate::selector::Selector;
+use crate::tracefs::{Tracefs, TracefsError};
 
 /// Success.
 pub const EXIT_OK: i32 = 0;

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use super::standin::session::{self, LiveStats, SessionConfig, Summary};
 use super::{
     EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, RecordArgs, RecordingArgs, TailArgs, print_error,
     print_stderr,
 };
 use crate::pipeline::{Batch, CHANNEL_BATCHES};
+use crate::session::{self, LiveStats, SessionConfig, Summary};
 use crate::signals::SignalFlags;
 use crate::sink::file::{FileOptions, RotatingFile, Rotation};
 use crate::sink::stdout::StdoutSink;
