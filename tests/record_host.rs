@@ -125,7 +125,7 @@ fn getppid_child(n: u32) -> Child {
 /// Start `uevrec record` on sys_enter of `child`'s getppid calls into `out`.
 fn record_getppid(child: &Child, out: &Path, extra: &[&str]) -> Child {
     Command::new(bin())
-        .args(["record", "-q", "--pid", &child.id().to_string()])
+        .args(["record", "--pid", &child.id().to_string()])
         .args([
             "--filter",
             &format!("id == {NR_GETPPID}"),
@@ -284,19 +284,7 @@ fn summary_goes_to_stderr() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("sum.json");
     let child = getppid_child(N);
-    let mut rec = Command::new(bin())
-        .args([
-            "record",
-            "--pid",
-            &child.id().to_string(),
-            "--filter",
-            &format!("id == {NR_GETPPID}"),
-        ])
-        .args(["-e", "raw_syscalls:sys_enter", "-o"])
-        .arg(&out)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut rec = record_getppid(&child, &out, &[]);
     wait_attached(&out, &mut rec);
     release_and_reap(child);
     signal(&rec, libc::SIGINT);
@@ -338,11 +326,11 @@ fn sighup_reopens_a_renamed_file() {
     assert!(records(&old_lines, "sys_enter").is_empty());
 }
 
-#[test]
-fn tail_into_closed_pipe_exits_141() {
-    require_host!();
+/// Run `uevrec tail SELECTOR`, read its first line, close the pipe like `head -1`;
+/// returns the line, the exit status and stderr.
+fn tail_first_line_then_close(selector: &str) -> (String, ExitStatus, String) {
     let mut tail = Command::new(bin())
-        .args(["tail", "raw_syscalls:sys_enter"])
+        .args(["tail", selector])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -350,11 +338,18 @@ fn tail_into_closed_pipe_exits_141() {
     let mut reader = BufReader::new(tail.stdout.take().unwrap());
     let mut first = String::new();
     reader.read_line(&mut first).unwrap();
-    serde_json::from_str::<Value>(&first).unwrap();
-    drop(reader); // like `head -1` exiting
+    drop(reader);
     let st = wait_exit(&mut tail);
-    assert_eq!(st.code(), Some(141), "{}", stderr_text(&mut tail));
-    assert_eq!(stderr_text(&mut tail), "", "exit on a closed pipe is quiet");
+    (first, st, stderr_text(&mut tail))
+}
+
+#[test]
+fn tail_into_closed_pipe_exits_141() {
+    require_host!();
+    let (first, st, err) = tail_first_line_then_close("raw_syscalls:sys_enter");
+    serde_json::from_str::<Value>(&first).unwrap();
+    assert_eq!(st.code(), Some(141), "{err}");
+    assert_eq!(err, "", "exit on a closed pipe is quiet");
 }
 
 #[test]
@@ -362,19 +357,10 @@ fn idle_tail_into_closed_pipe_exits_141() {
     require_host!();
     // Nothing matches: one "waiting" notice, then silence; the closed pipe must still be
     // noticed without another write.
-    let mut tail = Command::new(bin())
-        .args(["tail", "nosuchsystem:nosuchevent"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut reader = BufReader::new(tail.stdout.take().unwrap());
-    let mut first = String::new();
-    reader.read_line(&mut first).unwrap();
+    let (first, st, err) = tail_first_line_then_close("nosuchsystem:nosuchevent");
     assert!(first.contains("\"uevrec\":\"notice\""), "{first}");
-    drop(reader);
-    let st = wait_exit(&mut tail);
-    assert_eq!(st.code(), Some(141), "{}", stderr_text(&mut tail));
+    assert_eq!(st.code(), Some(141), "{err}");
+    assert_eq!(err, "", "exit on a closed pipe is quiet");
 }
 
 /// A tiny tmpfs mounted for the test, unmounted on drop.
