@@ -57,7 +57,8 @@ fn render(text: &str, vars: &[(&str, &str)]) -> String {
         out = out.replace(&format!("@{key}@"), value);
     }
     assert!(
-        !out.lines().any(|l| l.matches('@').count() >= 2 && !l.contains("@cee")),
+        !out.lines()
+            .any(|l| l.matches('@').count() >= 2 && !l.contains("@cee")),
         "unreplaced placeholder in:\n{out}"
     );
     out
@@ -203,7 +204,11 @@ impl Running {
     /// Still running? Panics with its stderr if it ended.
     fn check_alive(&mut self) {
         if let Some(st) = self.child.try_wait().unwrap() {
-            panic!("{} ended early ({st}): {}", self.what, stderr_text(&mut self.child));
+            panic!(
+                "{} ended early ({st}): {}",
+                self.what,
+                stderr_text(&mut self.child)
+            );
         }
     }
 
@@ -391,7 +396,10 @@ fn parse_out_line(line: &str) -> OutLine {
         .unwrap_or_else(|| panic!("not an RFC 5424 line: {line:?}"));
     let fields: Vec<&str> = header.split(' ').collect();
     assert_eq!(fields.len(), 4, "header of {line:?}");
-    assert!(fields[0].starts_with('<') && fields[0].ends_with(">1"), "{line:?}");
+    assert!(
+        fields[0].starts_with('<') && fields[0].ends_with(">1"),
+        "{line:?}"
+    );
     assert_eq!(fields[3], "uevrec", "{line:?}");
     OutLine {
         timestamp: fields[1].to_owned(),
@@ -410,7 +418,11 @@ fn seq_of(v: &Value) -> Option<u64> {
     for key in ["cpu", "pid", "tid"] {
         assert!(v[key].is_u64(), "{key} is not an integer: {v}");
     }
-    assert_eq!(v["fields"]["id"].as_u64(), Some(u64::from(NR_GETPPID)), "{v}");
+    assert_eq!(
+        v["fields"]["id"].as_u64(),
+        Some(u64::from(NR_GETPPID)),
+        "{v}"
+    );
     let args = v["fields"]["args"].as_array().expect("args is an array");
     assert_eq!(args.len(), 6, "{v}");
     assert!(args.iter().all(Value::is_u64), "args not integers: {v}");
@@ -421,7 +433,11 @@ fn seq_of(v: &Value) -> Option<u64> {
 /// `seqs` is exactly 0..n, each once.
 fn assert_exact_sequence(mut seqs: Vec<u64>, n: u64, what: &str) {
     seqs.sort_unstable();
-    let dups: BTreeSet<u64> = seqs.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
+    let dups: BTreeSet<u64> = seqs
+        .windows(2)
+        .filter(|w| w[0] == w[1])
+        .map(|w| w[0])
+        .collect();
     let have: BTreeSet<u64> = seqs.iter().copied().collect();
     let missing: Vec<u64> = (0..n).filter(|s| !have.contains(s)).take(20).collect();
     assert!(
@@ -478,6 +494,26 @@ fn wait_for_seq(follow: &mut Follower, got: &mut Vec<OutLine>, seq: u64, daemon:
         );
         sleep(Duration::from_millis(20));
     }
+}
+
+/// Wait until uevrec's `attached` notice came through the pipeline (uevrec and the daemon
+/// are both listening); returns the lines seen so far. Panics if one of `procs` ended.
+fn wait_attached(follow: &mut Follower, procs: &mut [&mut Running]) -> Vec<OutLine> {
+    let mut got: Vec<OutLine> = Vec::new();
+    let start = Instant::now();
+    while !got.iter().any(|o| o.json["what"] == "attached") {
+        got.extend(follow.poll().iter().map(|l| parse_out_line(l)));
+        for p in procs.iter_mut() {
+            p.check_alive();
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "no attached notice through {}",
+            procs[0].what
+        );
+        sleep(Duration::from_millis(20));
+    }
+    got
 }
 
 fn uevrec_bin() -> PathBuf {
@@ -542,7 +578,14 @@ fn rsyslog_tails_rotating_file() {
         Command::new(uevrec_bin())
             .args(["record", "--quiet", "-e", "raw_syscalls:sys_enter"])
             .args(["--filter", &child.filter()])
-            .args(["--rotate-size", "16k", "--rotate-keep", "100000", "-m", "1M"])
+            .args([
+                "--rotate-size",
+                "16k",
+                "--rotate-keep",
+                "100000",
+                "-m",
+                "1M",
+            ])
             .args(["--duration", "50s", "-o"])
             .arg(&events)
             .stderr(Stdio::piped())
@@ -552,22 +595,19 @@ fn rsyslog_tails_rotating_file() {
 
     // uevrec's attached notice reaches rsyslog's output: both are listening.
     let mut follow = Follower::new(dir.path().join("uevrec.log"));
-    let mut got: Vec<OutLine> = Vec::new();
-    let start = Instant::now();
-    while !got.iter().any(|o| o.json["what"] == "attached") {
-        got.extend(follow.poll().iter().map(|l| parse_out_line(l)));
-        rec.check_alive();
-        rsyslog.check_alive();
-        assert!(start.elapsed() < PATIENCE, "no attached notice through rsyslog");
-        sleep(Duration::from_millis(20));
-    }
+    let mut got = wait_attached(&mut follow, &mut [&mut rsyslog, &mut rec]);
     for _ in 0..BURSTS {
         let last = child.burst(BURST);
         wait_for_seq(&mut follow, &mut got, last, &mut rsyslog);
     }
     child.finish();
     let st = rec.stop_with(libc::SIGINT);
-    assert_eq!(st.code(), Some(0), "uevrec: {}", stderr_text(&mut rec.child));
+    assert_eq!(
+        st.code(),
+        Some(0),
+        "uevrec: {}",
+        stderr_text(&mut rec.child)
+    );
 
     // Everything uevrec wrote, oldest file first.
     let mut files: Vec<(u64, PathBuf)> = fs::read_dir(dir.path())
@@ -602,7 +642,10 @@ fn rsyslog_tails_rotating_file() {
     assert!(st.success(), "rsyslogd: {st}");
 
     let unparsed = file_lines(&dir.path().join("uevrec-unparsed.log"));
-    assert!(unparsed.is_empty(), "lines rsyslog could not parse: {unparsed:?}");
+    assert!(
+        unparsed.is_empty(),
+        "lines rsyslog could not parse: {unparsed:?}"
+    );
     for o in &got {
         assert_eq!(
             o.json["time"], o.timestamp,
@@ -628,7 +671,10 @@ fn rsyslog_tails_rotating_file() {
     let seqs = got.iter().filter_map(|o| seq_of(&o.json)).collect();
     assert_exact_sequence(seqs, N, "rsyslog");
     let lost_written = written.iter().filter(|v| v["uevrec"] == "lost").count();
-    assert_eq!(lost_written, 0, "the kernel dropped records (ring too small?)");
+    assert_eq!(
+        lost_written, 0,
+        "the kernel dropped records (ring too small?)"
+    );
     assert_eq!(
         file_lines(&dir.path().join("uevrec-lost.log")).len(),
         lost_written,
@@ -692,17 +738,7 @@ fn syslog_ng_reads_uevrec_tail() {
     );
 
     let mut follow = Follower::new(dir.path().join("uevrec.log"));
-    let mut got: Vec<OutLine> = Vec::new();
-    let start = Instant::now();
-    while !got.iter().any(|o| o.json["what"] == "attached") {
-        got.extend(follow.poll().iter().map(|l| parse_out_line(l)));
-        sng.check_alive();
-        assert!(
-            start.elapsed() < PATIENCE,
-            "no attached notice through syslog-ng"
-        );
-        sleep(Duration::from_millis(20));
-    }
+    let mut got = wait_attached(&mut follow, &mut [&mut sng]);
     sng.also = children_of(sng.pid());
     assert!(!sng.also.is_empty(), "syslog-ng started no program()");
     let last = child.burst(N);
@@ -711,10 +747,17 @@ fn syslog_ng_reads_uevrec_tail() {
     // Stopping syslog-ng stops its program() (checked by the guard: `also`).
     let st = sng.stop_with(libc::SIGTERM);
     got.extend(follow.poll().iter().map(|l| parse_out_line(l)));
-    assert!(st.success(), "syslog-ng: {st}: {}", stderr_text(&mut sng.child));
+    assert!(
+        st.success(),
+        "syslog-ng: {st}: {}",
+        stderr_text(&mut sng.child)
+    );
 
     let unparsed = file_lines(&dir.path().join("uevrec-unparsed.log"));
-    assert!(unparsed.is_empty(), "lines syslog-ng could not parse: {unparsed:?}");
+    assert!(
+        unparsed.is_empty(),
+        "lines syslog-ng could not parse: {unparsed:?}"
+    );
     for o in &got {
         // date-parser took "time" (ns, Z) as the message time; ISODATE shows microseconds.
         let time = o.json["time"].as_str().expect("time is a string");
