@@ -10,93 +10,41 @@
 //! counts time spent waiting for a core; CPU time gives events per second of one core.
 
 use std::hint::black_box;
-
 use std::time::Duration;
 
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use uevrec_parsers::decode::{Endian, decode_field};
-use uevrec_parsers::field_type::resolve_decl;
+use uevrec_parsers::format_file::parse_format;
 use uevrec_parsers::json_line::{LineOptions, LineWriter, RecordMeta};
-use uevrec_parsers::schema::{EventFormat, Field};
+use uevrec_parsers::schema::EventFormat;
 
 const BATCH: u64 = 1000;
 const T0: u64 = 1_795_345_200_000_000_000;
 
-/// `cat /sys/kernel/tracing/events/sched/sched_switch/format` on the 6.18 host (print fmt
-/// shortened).
-const SCHED_SWITCH: &str = "name: sched_switch
+/// `cat /sys/kernel/tracing/events/sched/sched_switch/format` on the 6.18 host, verbatim.
+const SCHED_SWITCH: &str = r#"name: sched_switch
 ID: 372
 format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
+	field:unsigned char common_flags;	offset:2;	size:1;	signed:0;
+	field:unsigned char common_preempt_count;	offset:3;	size:1;	signed:0;
+	field:int common_pid;	offset:4;	size:4;	signed:1;
 
-\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;
-\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;
-\tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;
-\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;
-\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;
-\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;
-\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;
+	field:char prev_comm[16];	offset:8;	size:16;	signed:0;
+	field:pid_t prev_pid;	offset:24;	size:4;	signed:1;
+	field:int prev_prio;	offset:28;	size:4;	signed:1;
+	field:long prev_state;	offset:32;	size:8;	signed:1;
+	field:char next_comm[16];	offset:40;	size:16;	signed:0;
+	field:pid_t next_pid;	offset:56;	size:4;	signed:1;
+	field:int next_prio;	offset:60;	size:4;	signed:1;
 
-print fmt: \"prev_comm=%s prev_pid=%d prev_prio=%d prev_state=%s%s ==> next_comm=%s next_pid=%d next_prio=%d\", REC->prev_comm, REC->prev_pid, REC->prev_prio, REC->next_comm, REC->next_pid, REC->next_prio
-";
+print fmt: "prev_comm=%s prev_pid=%d prev_prio=%d prev_state=%s%s ==> next_comm=%s next_pid=%d next_prio=%d", REC->prev_comm, REC->prev_pid, REC->prev_prio, (REC->prev_state & ((((0x00000000 | 0x00000001 | 0x00000002 | 0x00000004 | 0x00000008 | 0x00000010 | 0x00000020 | 0x00000040) + 1) << 1) - 1)) ? __print_flags(REC->prev_state & ((((0x00000000 | 0x00000001 | 0x00000002 | 0x00000004 | 0x00000008 | 0x00000010 | 0x00000020 | 0x00000040) + 1) << 1) - 1), "|", { 0x00000001, "S" }, { 0x00000002, "D" }, { 0x00000004, "T" }, { 0x00000008, "t" }, { 0x00000010, "X" }, { 0x00000020, "Z" }, { 0x00000040, "P" }, { 0x00000080, "I" }) : "R", REC->prev_state & (((0x00000000 | 0x00000001 | 0x00000002 | 0x00000004 | 0x00000008 | 0x00000010 | 0x00000020 | 0x00000040) + 1) << 1) ? "+" : "", REC->next_comm, REC->next_pid, REC->next_prio
+"#;
 
-/// The `field:` lines of a format text, each through `resolve_decl` (until the format
-/// parser lands, this is the bench's stand-in for it; blank line = end of common fields).
+/// The schema of a format file text, as the recorder gets it.
 fn format_from_text(text: &str) -> EventFormat {
-    let mut common = Vec::new();
-    let mut fields = Vec::new();
-    let mut in_common = true;
-    for line in text
-        .lines()
-        .skip_while(|l| !l.starts_with("format:"))
-        .skip(1)
-    {
-        let line = line.trim();
-        if line.is_empty() {
-            in_common = false;
-            continue;
-        }
-        let Some(rest) = line.strip_prefix("field:") else {
-            break;
-        };
-        let parts: Vec<&str> = rest.split(';').map(str::trim).collect();
-        let value = |key: &str| {
-            parts
-                .iter()
-                .find_map(|p| p.strip_prefix(key))
-                .map(|v| v.parse::<u32>().expect("number"))
-        };
-        let (offset, size) = (
-            value("offset:").expect("offset"),
-            value("size:").expect("size"),
-        );
-        let signed = value("signed:").map(|s| s != 0);
-        let d = resolve_decl(parts[0], size, signed).expect("declaration");
-        let field = Field {
-            name: d.name,
-            type_text: d.type_text,
-            offset,
-            size,
-            signed,
-            kind: d.kind,
-        };
-        if in_common {
-            common.push(field)
-        } else {
-            fields.push(field)
-        }
-    }
-    EventFormat {
-        name: "bench".into(),
-        id: 1,
-        common_fields: common,
-        fields,
-        print_fmt: String::new(),
-    }
+    parse_format(text).expect("bench format text parses")
 }
 
 fn common_header(id: u16, pid: i32) -> Vec<u8> {
@@ -110,7 +58,9 @@ fn loc(len: usize, offset: usize) -> [u8; 4] {
     (((len as u32) << 16) | offset as u32).to_le_bytes()
 }
 
-const COMMON: &str = "format:
+const COMMON: &str = "name: bench
+ID: 1117
+format:
 \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
 \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
 \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;

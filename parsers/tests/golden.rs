@@ -6,6 +6,7 @@
 //! them).
 
 use uevrec_parsers::field_type::resolve_decl;
+use uevrec_parsers::format_file::parse_format;
 use uevrec_parsers::json_line::{LineOptions, LineWriter, RecordMeta};
 use uevrec_parsers::schema::{EventFormat, Field};
 
@@ -509,4 +510,45 @@ fn lines_append_to_the_callers_buffer() {
     assert_eq!(lines[0], "previous");
     assert_eq!(lines[1], expect(r#"{"a":1}"#));
     assert_eq!(lines[2], expect(r#"{"a":2}"#));
+}
+
+/// `events/sched/sched_switch/format` of the 6.18 host, verbatim.
+const SCHED_SWITCH: &str = r#"name: sched_switch
+ID: 372
+format:
+	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
+	field:unsigned char common_flags;	offset:2;	size:1;	signed:0;
+	field:unsigned char common_preempt_count;	offset:3;	size:1;	signed:0;
+	field:int common_pid;	offset:4;	size:4;	signed:1;
+
+	field:char prev_comm[16];	offset:8;	size:16;	signed:0;
+	field:pid_t prev_pid;	offset:24;	size:4;	signed:1;
+	field:int prev_prio;	offset:28;	size:4;	signed:1;
+	field:long prev_state;	offset:32;	size:8;	signed:1;
+	field:char next_comm[16];	offset:40;	size:16;	signed:0;
+	field:pid_t next_pid;	offset:56;	size:4;	signed:1;
+	field:int next_prio;	offset:60;	size:4;	signed:1;
+
+print fmt: "prev_comm=%s prev_pid=%d prev_prio=%d prev_state=%s%s ==> next_comm=%s next_pid=%d next_prio=%d", REC->prev_comm, REC->prev_pid, REC->prev_prio, (REC->prev_state & ((((0x00000000 | 0x00000001 | 0x00000002 | 0x00000004 | 0x00000008 | 0x00000010 | 0x00000020 | 0x00000040) + 1) << 1) - 1)) ? __print_flags(REC->prev_state & ((((0x00000000 | 0x00000001 | 0x00000002 | 0x00000004 | 0x00000008 | 0x00000010 | 0x00000020 | 0x00000040) + 1) << 1) - 1), "|", { 0x00000001, "S" }, { 0x00000002, "D" }, { 0x00000004, "T" }, { 0x00000008, "t" }, { 0x00000010, "X" }, { 0x00000020, "Z" }, { 0x00000040, "P" }, { 0x00000080, "I" }) : "R", REC->prev_state & (((0x00000000 | 0x00000001 | 0x00000002 | 0x00000004 | 0x00000008 | 0x00000010 | 0x00000020 | 0x00000040) + 1) << 1) ? "+" : "", REC->next_comm, REC->next_pid, REC->next_prio
+"#;
+
+#[test]
+fn sched_switch_through_the_format_parser() {
+    let fmt = parse_format(SCHED_SWITCH).expect("the kernel's format parses");
+    let mut body = b"kworker/u8:3\0\0\0\0".to_vec();
+    body.extend_from_slice(&1234i32.to_le_bytes());
+    body.extend_from_slice(&120i32.to_le_bytes());
+    body.extend_from_slice(&1i64.to_le_bytes());
+    body.extend_from_slice(b"swapper/1\0\0\0\0\0\0\0");
+    body.extend_from_slice(&0i32.to_le_bytes());
+    body.extend_from_slice(&120i32.to_le_bytes());
+    let meta = RecordMeta {
+        system: "sched",
+        event: "sched_switch",
+        ..meta()
+    };
+    assert_eq!(
+        line_with(LineOptions::default(), &meta, &fmt, &record(&body)),
+        r#"{"time":"2026-11-22T11:00:00.123456789Z","system":"sched","event":"sched_switch","cpu":1,"pid":42,"tid":43,"fields":{"prev_comm":"kworker/u8:3","prev_pid":1234,"prev_prio":120,"prev_state":1,"next_comm":"swapper/1","next_pid":0,"next_prio":120}}"#
+    );
 }
