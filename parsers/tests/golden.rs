@@ -5,7 +5,7 @@
 //! dynamic data). Run with `--nocapture` to see every line (docs/json-lines.md quotes
 //! them).
 
-use uevrec_parsers::field_type::resolve_decl;
+use uevrec_parsers::field_type::resolve_field;
 use uevrec_parsers::format_file::parse_format;
 use uevrec_parsers::json_line::{LineOptions, LineWriter, RecordMeta};
 use uevrec_parsers::schema::{EventFormat, Field};
@@ -14,15 +14,7 @@ const TIME: u64 = 1_795_345_200_123_456_789; // 2026-11-22T11:00:00.123456789Z
 const ID: u16 = 1117;
 
 fn field(decl: &str, offset: u32, size: u32, signed: bool) -> Field {
-    let d = resolve_decl(decl, size, Some(signed)).expect("test declaration resolves");
-    Field {
-        name: d.name,
-        type_text: d.type_text,
-        offset,
-        size,
-        signed: Some(signed),
-        kind: d.kind,
-    }
+    resolve_field(decl, offset, size, Some(signed)).expect("test declaration resolves")
 }
 
 /// A format with the four usual common fields and `fields` as (decl, offset, size, signed).
@@ -513,24 +505,7 @@ fn lines_append_to_the_callers_buffer() {
 }
 
 /// `events/sched/sched_switch/format` of the 6.18 host, verbatim.
-const SCHED_SWITCH: &str = r#"name: sched_switch
-ID: 372
-format:
-	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
-	field:unsigned char common_flags;	offset:2;	size:1;	signed:0;
-	field:unsigned char common_preempt_count;	offset:3;	size:1;	signed:0;
-	field:int common_pid;	offset:4;	size:4;	signed:1;
-
-	field:char prev_comm[16];	offset:8;	size:16;	signed:0;
-	field:pid_t prev_pid;	offset:24;	size:4;	signed:1;
-	field:int prev_prio;	offset:28;	size:4;	signed:1;
-	field:long prev_state;	offset:32;	size:8;	signed:1;
-	field:char next_comm[16];	offset:40;	size:16;	signed:0;
-	field:pid_t next_pid;	offset:56;	size:4;	signed:1;
-	field:int next_prio;	offset:60;	size:4;	signed:1;
-
-print fmt: "prev_comm=%s prev_pid=%d prev_prio=%d prev_state=%s%s ==> next_comm=%s next_pid=%d next_prio=%d", REC->prev_comm, REC->prev_pid, REC->prev_prio, (REC->prev_state & ((((0x00000000 | 0x00000001 | 0x00000002 | 0x00000004 | 0x00000008 | 0x00000010 | 0x00000020 | 0x00000040) + 1) << 1) - 1)) ? __print_flags(REC->prev_state & ((((0x00000000 | 0x00000001 | 0x00000002 | 0x00000004 | 0x00000008 | 0x00000010 | 0x00000020 | 0x00000040) + 1) << 1) - 1), "|", { 0x00000001, "S" }, { 0x00000002, "D" }, { 0x00000004, "T" }, { 0x00000008, "t" }, { 0x00000010, "X" }, { 0x00000020, "Z" }, { 0x00000040, "P" }, { 0x00000080, "I" }) : "R", REC->prev_state & (((0x00000000 | 0x00000001 | 0x00000002 | 0x00000004 | 0x00000008 | 0x00000010 | 0x00000020 | 0x00000040) + 1) << 1) ? "+" : "", REC->next_comm, REC->next_pid, REC->next_prio
-"#;
+const SCHED_SWITCH: &str = include_str!("data/sched_switch-6.18.format");
 
 #[test]
 fn sched_switch_through_the_format_parser() {
