@@ -135,6 +135,15 @@ fn host_ready() -> Result<(), String> {
     skip_reason().map_or(Ok(()), Err)
 }
 
+/// The route tests feed lines themselves: they need root (apt-get, daemons) only.
+fn root_ready() -> Result<(), String> {
+    // SAFETY: geteuid has no side effects.
+    match unsafe { libc::geteuid() } {
+        0 => Ok(()),
+        _ => Err("not root (apt-get, syslog daemons)".into()),
+    }
+}
+
 /// Exclusive lock across test processes: rsyslog and syslog-ng-core replace each other.
 struct PackageLock(#[allow(dead_code)] File);
 
@@ -521,6 +530,177 @@ fn wait_attached(follow: &mut Follower, procs: &mut [&mut Running]) -> Vec<OutLi
     got
 }
 
+/// rsyslogd in the foreground on the tested drop-in (uevrec's file and the outputs in
+/// `dir`), after the one line of global settings a standalone rsyslogd needs.
+fn start_rsyslog(dir: &Path) -> Running {
+    let d = dir.to_str().unwrap();
+    fs::create_dir(dir.join("work")).unwrap();
+    let conf = dir.join("rsyslog.conf");
+    fs::write(
+        &conf,
+        format!(
+            "global(workDirectory=\"{d}/work\" maxMessageSize=\"64k\")\n{}",
+            rsyslog_conf(d, d)
+        ),
+    )
+    .unwrap();
+    let check = Command::new("rsyslogd")
+        .args(["-N1", "-f"])
+        .arg(&conf)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "rsyslogd -N1 rejects the config: {}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    Running::new(
+        "rsyslogd",
+        Command::new("rsyslogd")
+            .args(["-n", "-f"])
+            .arg(&conf)
+            .arg("-i")
+            .arg(dir.join("rsyslogd.pid"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// syslog-ng in the foreground on `drop_in` (with its `@version` line), all its state
+/// files in `dir`.
+fn start_syslog_ng(dir: &Path, drop_in: &str, stdin: Stdio) -> Running {
+    let d = dir.to_str().unwrap();
+    let conf = dir.join("syslog-ng.conf");
+    fs::write(&conf, format!("@version: 3.38\n{drop_in}")).unwrap();
+    let check = Command::new("syslog-ng")
+        .arg("--syntax-only")
+        .arg(format!("--cfgfile={}", conf.display()))
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "syslog-ng --syntax-only rejects the config: {}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    Running::new(
+        "syslog-ng",
+        Command::new("syslog-ng")
+            .arg("-F")
+            .arg(format!("--cfgfile={}", conf.display()))
+            .arg(format!("--persist-file={d}/syslog-ng.persist"))
+            .arg(format!("--pidfile={d}/syslog-ng.pid"))
+            .arg(format!("--control={d}/syslog-ng.ctl"))
+            .stdin(stdin)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// uevrec's in-band lines as the schema defines them, and a line that is not JSON: what
+/// the lost-record and unparsed routes are for (the recordings above produce neither).
+const LOST_LINE: &str =
+    r#"{"time":"2026-11-22T11:00:00.123456789Z","uevrec":"lost","cpu":1,"lost":17}"#;
+const NULL_TIME_LINE: &str = r#"{"time":null,"uevrec":"notice","what":"attached","event":"user_events:test","message":"id 1117"}"#;
+const BROKEN_LINE: &str = r#"{"time":"2026-11-22T11:00:00.123456789Z","system":"#;
+
+/// Wait until `path` has `n` lines; returns them.
+fn wait_lines(path: &Path, n: usize, daemon: &mut Running) -> Vec<String> {
+    let start = Instant::now();
+    loop {
+        let lines = file_lines(path);
+        if lines.len() >= n {
+            return lines;
+        }
+        daemon.check_alive();
+        assert!(
+            start.elapsed() < PATIENCE,
+            "{} wrote {} of {n} lines to {} in {PATIENCE:?}",
+            daemon.what,
+            lines.len(),
+            path.display()
+        );
+        sleep(Duration::from_millis(20));
+    }
+}
+
+/// rsyslog routes uevrec's lost line to the lost file, a broken line to the unparsed file.
+#[test]
+fn rsyslog_routes_lost_and_unparsed_lines() {
+    require!(root_ready());
+    let _lock = package_lock();
+    require!(ensure_package("rsyslog", "/usr/sbin/rsyslogd"));
+    let dir = tempfile::tempdir().unwrap();
+    let mut rsyslog = start_rsyslog(dir.path());
+    let mut f = File::create(dir.path().join("events.json")).unwrap();
+    writeln!(f, "{LOST_LINE}\n{BROKEN_LINE}\n{NULL_TIME_LINE}").unwrap();
+    drop(f);
+    let unparsed = wait_lines(&dir.path().join("uevrec-unparsed.log"), 1, &mut rsyslog);
+    let lost = wait_lines(&dir.path().join("uevrec-lost.log"), 1, &mut rsyslog);
+    let all = wait_lines(&dir.path().join("uevrec.log"), 2, &mut rsyslog);
+    rsyslog.stop_with(libc::SIGTERM);
+
+    assert_eq!(unparsed.len(), 1, "{unparsed:?}");
+    assert!(unparsed[0].ends_with(BROKEN_LINE), "{unparsed:?}");
+    let lost_value: Value = serde_json::from_str(LOST_LINE).unwrap();
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    let routed = parse_out_line(&lost[0]);
+    assert_eq!(routed.json, lost_value);
+    assert_eq!(routed.timestamp, "2026-11-22T11:00:00.123456789Z");
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert_eq!(parse_out_line(&all[0]).json, lost_value);
+    let null_time = parse_out_line(&all[1]);
+    assert_eq!(null_time.json["time"], Value::Null);
+    assert_eq!(null_time.timestamp, "-", "RFC 5424 nil TIMESTAMP");
+}
+
+/// syslog-ng routes uevrec's lost line to the lost file, a broken line to the unparsed
+/// file, and keeps the receive time for a line whose time is null. The tested drop-in
+/// with its program() source replaced by stdin().
+#[test]
+fn syslog_ng_routes_lost_null_time_and_unparsed_lines() {
+    require!(root_ready());
+    let _lock = package_lock();
+    require!(ensure_package("syslog-ng-core", "/usr/sbin/syslog-ng"));
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let tested = syslog_ng_conf(DOC_UEVREC, "", d);
+    let program = format!("program(\"{DOC_UEVREC} tail --quiet\"");
+    assert!(tested.contains(&program), "source line changed: {tested}");
+    let drop_in = tested.replace(&program, "stdin(");
+    let mut sng = start_syslog_ng(dir.path(), &drop_in, Stdio::piped());
+    let mut input = sng.child.stdin.take().unwrap();
+    writeln!(input, "{LOST_LINE}\n{BROKEN_LINE}\n{NULL_TIME_LINE}").unwrap();
+    drop(input); // syslog-ng ends at the end of stdin
+    let st = wait_exit(&mut sng.child, "syslog-ng");
+    assert!(
+        st.success(),
+        "syslog-ng: {st}: {}",
+        stderr_text(&mut sng.child)
+    );
+
+    let unparsed = file_lines(&dir.path().join("uevrec-unparsed.log"));
+    assert_eq!(unparsed, [BROKEN_LINE]);
+    let lost = file_lines(&dir.path().join("uevrec-lost.log"));
+    assert_eq!(lost, [LOST_LINE]);
+    let all: Vec<OutLine> = file_lines(&dir.path().join("uevrec.log"))
+        .iter()
+        .map(|l| parse_out_line(l))
+        .collect();
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[0].timestamp, "2026-11-22T11:00:00.123456+00:00");
+    assert_eq!(all[1].json["time"], Value::Null);
+    // The receive time: today, not the lost line's.
+    assert!(
+        all[1].timestamp.len() == 32 && all[1].timestamp != all[0].timestamp,
+        "{}",
+        all[1].timestamp
+    );
+}
+
 fn uevrec_bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin("uevrec")
 }
@@ -542,39 +722,7 @@ fn rsyslog_tails_rotating_file() {
     const N: u64 = BURST * BURSTS;
 
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_str().unwrap();
-    fs::create_dir(dir.path().join("work")).unwrap();
-    let conf = dir.path().join("rsyslog.conf");
-    fs::write(
-        &conf,
-        format!(
-            "global(workDirectory=\"{d}/work\" maxMessageSize=\"64k\")\n{}",
-            rsyslog_conf(d, d)
-        ),
-    )
-    .unwrap();
-    let check = Command::new("rsyslogd")
-        .args(["-N1", "-f"])
-        .arg(&conf)
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "rsyslogd -N1 rejects the config: {}",
-        String::from_utf8_lossy(&check.stderr)
-    );
-    let mut rsyslog = Running::new(
-        "rsyslogd",
-        Command::new("rsyslogd")
-            .args(["-n", "-f"])
-            .arg(&conf)
-            .arg("-i")
-            .arg(dir.path().join("rsyslogd.pid"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut rsyslog = start_rsyslog(dir.path());
 
     let mut child = SeqChild::spawn();
     let events = dir.path().join("events.json");
@@ -709,38 +857,8 @@ fn syslog_ng_reads_uevrec_tail() {
         " -e raw_syscalls:sys_enter --filter '{}' -m 1M --duration 50s",
         child.filter()
     );
-    let conf = dir.path().join("syslog-ng.conf");
-    fs::write(
-        &conf,
-        format!(
-            "@version: 3.38\n{}",
-            syslog_ng_conf(uevrec_bin().to_str().unwrap(), &selectors, d)
-        ),
-    )
-    .unwrap();
-    let check = Command::new("syslog-ng")
-        .arg("--syntax-only")
-        .arg(format!("--cfgfile={}", conf.display()))
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "syslog-ng --syntax-only rejects the config: {}",
-        String::from_utf8_lossy(&check.stderr)
-    );
-    let mut sng = Running::new(
-        "syslog-ng",
-        Command::new("syslog-ng")
-            .arg("-F")
-            .arg(format!("--cfgfile={}", conf.display()))
-            .arg(format!("--persist-file={d}/syslog-ng.persist"))
-            .arg(format!("--pidfile={d}/syslog-ng.pid"))
-            .arg(format!("--control={d}/syslog-ng.ctl"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let conf = syslog_ng_conf(uevrec_bin().to_str().unwrap(), &selectors, d);
+    let mut sng = start_syslog_ng(dir.path(), &conf, Stdio::null());
 
     let mut follow = Follower::new(dir.path().join("uevrec.log"));
     let mut got = wait_attached(&mut follow, &mut [&mut sng]);
