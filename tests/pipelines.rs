@@ -12,7 +12,9 @@
 //! sequence number in `fields.args[0]`; uevrec's kernel filter keeps only that child's
 //! getppid calls. Each test checks that every line arrives parsed (zero parse failures),
 //! none is lost or duplicated (sequence numbers 0..N exactly once), numbers stay numbers,
-//! and the pipeline's timestamp is uevrec's `time`.
+//! and the pipeline's timestamp is uevrec's `time`. Two more tests feed uevrec's in-band
+//! lines (a lost line, a line whose `time` is null) and a broken line straight into the
+//! tested configs, for the routes the recordings never reach.
 //!
 //! Needs root, tracefs, perl and the daemon: a missing rsyslog / syslog-ng-core is installed
 //! with apt-get (the two packages conflict, so the tests take turns under a file lock and
