@@ -76,7 +76,10 @@ fn stalled_reader_gives_lost_lines_and_bounded_memory() {
     let t0 = Instant::now();
     loop {
         line.clear();
-        assert!(out.read_line(&mut line).unwrap() > 0, "uevrec ended before attaching");
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "uevrec ended before attaching"
+        );
         if line.contains("\"attached\"") {
             break;
         }
@@ -93,7 +96,12 @@ fn stalled_reader_gives_lost_lines_and_bounded_memory() {
         thread::sleep(Duration::from_millis(500));
     }
     let mut produced = String::new();
-    producer.stdout.take().unwrap().read_to_string(&mut produced).unwrap();
+    producer
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut produced)
+        .unwrap();
     assert!(producer.wait().unwrap().success());
     let produced: u64 = produced.trim().parse().expect("producer count");
 
@@ -124,8 +132,15 @@ fn stalled_reader_gives_lost_lines_and_bounded_memory() {
         "stall {secs}s: produced {produced}, recorded {recorded}, lost {lost} in {lost_lines} \
          LOST lines, max RSS {max_rss} KiB (bound {RSS_BOUND_KIB} KiB)"
     );
-    assert!(lost_lines > 0, "a {secs}s stall must overflow 16-page rings");
-    assert_eq!(recorded + lost, produced, "recorded + lost must equal produced");
+    assert!(
+        lost_lines > 0,
+        "a {secs}s stall must overflow 16-page rings"
+    );
+    assert_eq!(
+        recorded + lost,
+        produced,
+        "recorded + lost must equal produced"
+    );
     assert!(max_rss > 0, "RSS was never sampled");
     assert!(max_rss < RSS_BOUND_KIB, "RSS {max_rss} KiB over the bound");
 }
