@@ -16,7 +16,10 @@ use std::time::{Duration, Instant};
 
 /// Read a clock in nanoseconds.
 fn now_ns(clock: libc::clockid_t) -> i128 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes to it.
     let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
     debug_assert_eq!(rc, 0, "clock_gettime failed");
@@ -54,7 +57,11 @@ pub struct WallClock {
 impl WallClock {
     /// A clock sampled now, re-sampled every `interval`.
     pub fn new(interval: Duration) -> Self {
-        WallClock { offset_ns: sample_offset_ns(), sampled_at: Instant::now(), interval }
+        WallClock {
+            offset_ns: sample_offset_ns(),
+            sampled_at: Instant::now(),
+            interval,
+        }
     }
 
     /// Re-sample the offset if the interval has passed; cheap to call per batch.
@@ -85,7 +92,10 @@ mod tests {
         let clock = WallClock::new(Duration::from_secs(1));
         let wall = clock.to_unix_ns(monotonic_ns()).unwrap() as i128;
         let real = now_ns(libc::CLOCK_REALTIME);
-        assert!((wall - real).abs() < 50_000_000, "wall {wall} vs realtime {real}");
+        assert!(
+            (wall - real).abs() < 50_000_000,
+            "wall {wall} vs realtime {real}"
+        );
     }
 
     #[test]

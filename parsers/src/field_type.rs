@@ -60,10 +60,17 @@ pub fn resolve_decl(decl: &str, size: u32, signed: Option<bool>) -> Result<Decl,
     };
     let is_array = !brackets.is_empty();
     let kind = match loc {
-        Some(loc) => FieldKind::Dynamic { loc, elem: element_of(base, signed) },
+        Some(loc) => FieldKind::Dynamic {
+            loc,
+            elem: element_of(base, signed),
+        },
         None => plain_kind(base, is_array, size, signed),
     };
-    Ok(Decl { name: name.to_string(), type_text, kind })
+    Ok(Decl {
+        name: name.to_string(),
+        type_text,
+        kind,
+    })
 }
 
 /// Signedness implied by a C type name, when the name decides it.
@@ -79,11 +86,11 @@ pub fn signedness_of(base: &str) -> Option<bool> {
     match last {
         "u8" | "u16" | "u32" | "u64" | "__u8" | "__u16" | "__u32" | "__u64" | "uint8_t"
         | "uint16_t" | "uint32_t" | "uint64_t" | "size_t" | "bool" | "_Bool" | "__le16"
-        | "__le32" | "__le64" | "__be16" | "__be32" | "__be64" | "uid_t" | "gid_t"
-        | "dev_t" | "gfp_t" => Some(false),
+        | "__le32" | "__le64" | "__be16" | "__be32" | "__be64" | "uid_t" | "gid_t" | "dev_t"
+        | "gfp_t" => Some(false),
         "s8" | "s16" | "s32" | "s64" | "__s8" | "__s16" | "__s32" | "__s64" | "int8_t"
-        | "int16_t" | "int32_t" | "int64_t" | "int" | "short" | "long" | "ssize_t"
-        | "loff_t" | "pid_t" => Some(true),
+        | "int16_t" | "int32_t" | "int64_t" | "int" | "short" | "long" | "ssize_t" | "loff_t"
+        | "pid_t" => Some(true),
         _ => None,
     }
 }
@@ -101,19 +108,19 @@ pub fn size_of_type(base: &str) -> Option<u8> {
         [] => Some(4), // plain `unsigned` / `signed`
         ["long", "long"] | ["long", "long", "int"] | ["long"] | ["long", "int"] => Some(8),
         ["short"] | ["short", "int"] => Some(2),
-        [one] => match *one {
-            "char" | "u8" | "s8" | "__u8" | "__s8" | "uint8_t" | "int8_t" | "bool" | "_Bool" => {
-                Some(1)
+        [one] => {
+            match *one {
+                "char" | "u8" | "s8" | "__u8" | "__s8" | "uint8_t" | "int8_t" | "bool"
+                | "_Bool" => Some(1),
+                "u16" | "s16" | "__u16" | "__s16" | "uint16_t" | "int16_t" | "__le16"
+                | "__be16" => Some(2),
+                "int" | "u32" | "s32" | "__u32" | "__s32" | "uint32_t" | "int32_t" | "pid_t"
+                | "uid_t" | "gid_t" | "__le32" | "__be32" | "dev_t" | "gfp_t" => Some(4),
+                "u64" | "s64" | "__u64" | "__s64" | "uint64_t" | "int64_t" | "size_t"
+                | "ssize_t" | "loff_t" | "__le64" | "__be64" => Some(8),
+                _ => None,
             }
-            "u16" | "s16" | "__u16" | "__s16" | "uint16_t" | "int16_t" | "__le16" | "__be16" => {
-                Some(2)
-            }
-            "int" | "u32" | "s32" | "__u32" | "__s32" | "uint32_t" | "int32_t" | "pid_t"
-            | "uid_t" | "gid_t" | "__le32" | "__be32" | "dev_t" | "gfp_t" => Some(4),
-            "u64" | "s64" | "__u64" | "__s64" | "uint64_t" | "int64_t" | "size_t" | "ssize_t"
-            | "loff_t" | "__le64" | "__be64" => Some(8),
-            _ => None,
-        },
+        }
         _ => None,
     }
 }
@@ -130,7 +137,10 @@ fn element_of(base: &str, signed: Option<bool>) -> Element {
         _ => {}
     }
     if base.contains('*') {
-        return Element::Integer { size: 8, signed: false };
+        return Element::Integer {
+            size: 8,
+            signed: false,
+        };
     }
     match size_of_type(base) {
         Some(size) if !words.is_empty() && words[0] != "struct" => Element::Integer {
@@ -148,11 +158,20 @@ fn plain_kind(base: &str, is_array: bool, size: u32, signed: Option<bool>) -> Fi
         if size == 0 {
             return FieldKind::RestOfRecord { elem };
         }
-        let elem = if size % elem.size() == 0 { elem } else { Element::Byte };
-        return FieldKind::FixedArray { elem, count: size / elem.size() };
+        let elem = if size % elem.size() == 0 {
+            elem
+        } else {
+            Element::Byte
+        };
+        return FieldKind::FixedArray {
+            elem,
+            count: size / elem.size(),
+        };
     }
     if let Some(tag) = strip_word(base, "struct") {
-        return FieldKind::Struct { type_name: tag.trim().to_string() };
+        return FieldKind::Struct {
+            type_name: tag.trim().to_string(),
+        };
     }
     if strip_word(base, "union").is_some() {
         return FieldKind::Unknown;
@@ -169,7 +188,11 @@ fn plain_kind(base: &str, is_array: bool, size: u32, signed: Option<bool>) -> Fi
 /// `text` without the leading word `word` (followed by white space), if it starts so.
 fn strip_word<'a>(text: &'a str, word: &str) -> Option<&'a str> {
     let rest = text.strip_prefix(word)?;
-    if rest.starts_with(char::is_whitespace) { Some(rest.trim_start()) } else { None }
+    if rest.starts_with(char::is_whitespace) {
+        Some(rest.trim_start())
+    } else {
+        None
+    }
 }
 
 fn is_ident_char(c: char) -> bool {
@@ -229,93 +252,225 @@ mod tests {
         let d = resolve_decl("char b[1055984226]", 8, Some(true)).unwrap();
         assert_eq!(d.name, "b");
         assert_eq!(d.type_text, "char[1055984226]");
-        assert_eq!(d.kind, FieldKind::FixedArray { elem: Element::Char, count: 8 });
+        assert_eq!(
+            d.kind,
+            FieldKind::FixedArray {
+                elem: Element::Char,
+                count: 8
+            }
+        );
         assert_eq!(
             kind("char b[-2121988123]", 8, Some(true)),
-            FieldKind::FixedArray { elem: Element::Char, count: 8 }
+            FieldKind::FixedArray {
+                elem: Element::Char,
+                count: 8
+            }
         );
-        assert_eq!(kind("char b[]", 8, Some(true)), FieldKind::FixedArray { elem: Element::Char, count: 8 });
+        assert_eq!(
+            kind("char b[]", 8, Some(true)),
+            FieldKind::FixedArray {
+                elem: Element::Char,
+                count: 8
+            }
+        );
         assert_eq!(
             kind("unsigned char b[77]", 16, Some(false)),
-            FieldKind::FixedArray { elem: Element::Byte, count: 16 }
+            FieldKind::FixedArray {
+                elem: Element::Byte,
+                count: 16
+            }
         );
     }
 
     #[test]
     fn dynamic_spellings() {
         let d = resolve_decl("__data_loc char[] filename", 4, Some(false)).unwrap();
-        assert_eq!((d.name.as_str(), d.type_text.as_str()), ("filename", "__data_loc char[]"));
-        assert_eq!(d.kind, FieldKind::Dynamic { loc: LocKind::DataLoc, elem: Element::Char });
+        assert_eq!(
+            (d.name.as_str(), d.type_text.as_str()),
+            ("filename", "__data_loc char[]")
+        );
+        assert_eq!(
+            d.kind,
+            FieldKind::Dynamic {
+                loc: LocKind::DataLoc,
+                elem: Element::Char
+            }
+        );
         let d = resolve_decl("__rel_loc char msg[]", 4, Some(true)).unwrap();
-        assert_eq!((d.name.as_str(), d.type_text.as_str()), ("msg", "__rel_loc char[]"));
-        assert_eq!(d.kind, FieldKind::Dynamic { loc: LocKind::RelLoc, elem: Element::Char });
+        assert_eq!(
+            (d.name.as_str(), d.type_text.as_str()),
+            ("msg", "__rel_loc char[]")
+        );
+        assert_eq!(
+            d.kind,
+            FieldKind::Dynamic {
+                loc: LocKind::RelLoc,
+                elem: Element::Char
+            }
+        );
         assert_eq!(
             kind("__rel_loc u8[] blob", 4, Some(false)),
-            FieldKind::Dynamic { loc: LocKind::RelLoc, elem: Element::Byte }
+            FieldKind::Dynamic {
+                loc: LocKind::RelLoc,
+                elem: Element::Byte
+            }
         );
         assert_eq!(
             kind("__rel_loc u8 blob[123]", 4, Some(false)),
-            FieldKind::Dynamic { loc: LocKind::RelLoc, elem: Element::Byte }
+            FieldKind::Dynamic {
+                loc: LocKind::RelLoc,
+                elem: Element::Byte
+            }
         );
         assert_eq!(
             kind("__data_loc u32[] v", 4, Some(false)),
-            FieldKind::Dynamic { loc: LocKind::DataLoc, elem: Element::Integer { size: 4, signed: false } }
+            FieldKind::Dynamic {
+                loc: LocKind::DataLoc,
+                elem: Element::Integer {
+                    size: 4,
+                    signed: false
+                }
+            }
         );
         assert_eq!(
             kind("__data_loc int[] v", 4, Some(true)),
-            FieldKind::Dynamic { loc: LocKind::DataLoc, elem: Element::Integer { size: 4, signed: true } }
+            FieldKind::Dynamic {
+                loc: LocKind::DataLoc,
+                elem: Element::Integer {
+                    size: 4,
+                    signed: true
+                }
+            }
         );
         assert_eq!(
             kind("__data_loc whatever f", 4, Some(false)),
-            FieldKind::Dynamic { loc: LocKind::DataLoc, elem: Element::Byte }
+            FieldKind::Dynamic {
+                loc: LocKind::DataLoc,
+                elem: Element::Byte
+            }
         );
         assert_eq!(
             kind("__data_loc char f", 4, Some(false)),
-            FieldKind::Dynamic { loc: LocKind::DataLoc, elem: Element::Char }
+            FieldKind::Dynamic {
+                loc: LocKind::DataLoc,
+                elem: Element::Char
+            }
         );
     }
 
     #[test]
     fn scalars_by_size_and_sign() {
-        assert_eq!(kind("pid_t pid", 4, Some(true)), FieldKind::Integer { size: 4, signed: true });
-        assert_eq!(kind("bool b", 1, Some(false)), FieldKind::Integer { size: 1, signed: false });
-        assert_eq!(kind("unsigned long x", 8, None), FieldKind::Integer { size: 8, signed: false });
-        assert_eq!(kind("long x", 8, None), FieldKind::Integer { size: 8, signed: true });
-        assert_eq!(kind("const char * name", 8, Some(false)), FieldKind::Integer { size: 8, signed: false });
-        assert_eq!(kind("enum foo e", 4, Some(false)), FieldKind::Integer { size: 4, signed: false });
+        assert_eq!(
+            kind("pid_t pid", 4, Some(true)),
+            FieldKind::Integer {
+                size: 4,
+                signed: true
+            }
+        );
+        assert_eq!(
+            kind("bool b", 1, Some(false)),
+            FieldKind::Integer {
+                size: 1,
+                signed: false
+            }
+        );
+        assert_eq!(
+            kind("unsigned long x", 8, None),
+            FieldKind::Integer {
+                size: 8,
+                signed: false
+            }
+        );
+        assert_eq!(
+            kind("long x", 8, None),
+            FieldKind::Integer {
+                size: 8,
+                signed: true
+            }
+        );
+        assert_eq!(
+            kind("const char * name", 8, Some(false)),
+            FieldKind::Integer {
+                size: 8,
+                signed: false
+            }
+        );
+        assert_eq!(
+            kind("enum foo e", 4, Some(false)),
+            FieldKind::Integer {
+                size: 4,
+                signed: false
+            }
+        );
         assert_eq!(kind("__int128 x", 16, Some(true)), FieldKind::Unknown);
-        assert_eq!(kind("u32 a", 4, Some(false)), FieldKind::Integer { size: 4, signed: false });
-        assert_eq!(kind("s8 a", 1, None), FieldKind::Integer { size: 1, signed: true });
+        assert_eq!(
+            kind("u32 a", 4, Some(false)),
+            FieldKind::Integer {
+                size: 4,
+                signed: false
+            }
+        );
+        assert_eq!(
+            kind("s8 a", 1, None),
+            FieldKind::Integer {
+                size: 1,
+                signed: true
+            }
+        );
     }
 
     #[test]
     fn arrays_structs_and_rest() {
         assert_eq!(
             kind("unsigned long args[6]", 48, Some(false)),
-            FieldKind::FixedArray { elem: Element::Integer { size: 8, signed: false }, count: 6 }
+            FieldKind::FixedArray {
+                elem: Element::Integer {
+                    size: 8,
+                    signed: false
+                },
+                count: 6
+            }
         );
         assert_eq!(
             kind("u8 buf[]", 0, Some(false)),
-            FieldKind::RestOfRecord { elem: Element::Byte }
+            FieldKind::RestOfRecord {
+                elem: Element::Byte
+            }
         );
         assert_eq!(
             kind("char buf[0]", 0, Some(true)),
-            FieldKind::RestOfRecord { elem: Element::Char }
+            FieldKind::RestOfRecord {
+                elem: Element::Char
+            }
         );
         let d = resolve_decl("struct foo f", 20, Some(false)).unwrap();
         assert_eq!(d.type_text, "struct foo");
-        assert_eq!(d.kind, FieldKind::Struct { type_name: "foo".into() });
+        assert_eq!(
+            d.kind,
+            FieldKind::Struct {
+                type_name: "foo".into()
+            }
+        );
         // Size not a multiple of the element: bytes.
         assert_eq!(
             kind("u32 odd[3]", 10, Some(false)),
-            FieldKind::FixedArray { elem: Element::Byte, count: 10 }
+            FieldKind::FixedArray {
+                elem: Element::Byte,
+                count: 10
+            }
         );
     }
 
     #[test]
     fn bad_declarations() {
-        assert!(matches!(resolve_decl("int", 4, None), Err(DeclError::NoType(_))));
-        assert!(matches!(resolve_decl("int x[4", 4, None), Err(DeclError::Brackets(_))));
+        assert!(matches!(
+            resolve_decl("int", 4, None),
+            Err(DeclError::NoType(_))
+        ));
+        assert!(matches!(
+            resolve_decl("int x[4", 4, None),
+            Err(DeclError::Brackets(_))
+        ));
         assert!(resolve_decl("", 4, None).is_err());
         assert!(resolve_decl("int *", 8, None).is_err());
     }

@@ -20,5 +20,9 @@ pub struct FormatError {
 /// Parse the text of an `events/<system>/<event>/format` file.
 pub fn parse_format(text: &str) -> Result<EventFormat, FormatError> {
     let _ = text;
-    Err(FormatError { line: 1, expected: "an implementation".into(), found: String::new() })
+    Err(FormatError {
+        line: 1,
+        expected: "an implementation".into(),
+        found: String::new(),
+    })
 }

@@ -46,18 +46,37 @@ impl LineWriter {
     }
 
     /// Append one event line for the trace entry `raw` (common fields first) to `out`.
-    pub fn write_record(&mut self, out: &mut Vec<u8>, meta: &RecordMeta<'_>, format: &EventFormat, raw: &[u8]) {
+    pub fn write_record(
+        &mut self,
+        out: &mut Vec<u8>,
+        meta: &RecordMeta<'_>,
+        format: &EventFormat,
+        raw: &[u8],
+    ) {
         let _ = (out, meta, format, raw, self.opts);
     }
 
     /// Append a `{"uevrec":"lost",...}` line: the kernel dropped `lost` records on `cpu`.
-    pub fn write_lost(&mut self, out: &mut Vec<u8>, time_unix_ns: Option<u64>, cpu: u32, lost: u64) {
+    pub fn write_lost(
+        &mut self,
+        out: &mut Vec<u8>,
+        time_unix_ns: Option<u64>,
+        cpu: u32,
+        lost: u64,
+    ) {
         let _ = (out, time_unix_ns, cpu, lost);
     }
 
     /// Append a `{"uevrec":"notice",...}` line (event attached, detached, format changed,
     /// a format file skipped ...). `event` is `system:event` when the notice concerns one.
-    pub fn write_notice(&mut self, out: &mut Vec<u8>, time_unix_ns: Option<u64>, what: &str, event: Option<&str>, message: &str) {
+    pub fn write_notice(
+        &mut self,
+        out: &mut Vec<u8>,
+        time_unix_ns: Option<u64>,
+        what: &str,
+        event: Option<&str>,
+        message: &str,
+    ) {
         let _ = (out, time_unix_ns, what, event, message);
     }
 }
