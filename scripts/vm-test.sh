@@ -14,7 +14,8 @@
 # ${XDG_CACHE_HOME:-~/.cache}/uevrec-kernel, rebuilt only when the fragment changes).
 # See docs/vm-tier.md.
 #
-# Environment: UEVREC_VM_SKIP=1 skips this tier (says so loudly); UEVREC_VM_TIMEOUT
+# Environment: UEVREC_VM_SKIP=1 skips this tier (says so loudly); UEVREC_VM_RUNNER picks
+# the runner (e.g. vm/run.sh to use the project's own where ../shared exists); UEVREC_VM_TIMEOUT
 # (seconds, default 600 here) bounds one boot; UEVREC_VM_TEST_THREADS (default 2) is the
 # test harness's parallelism inside the guest. Exit status: the test binary's; a boot that
 # hit the hard timeout (124) or died (125) is retried once and reported.
@@ -29,7 +30,9 @@ if [ "${UEVREC_VM_SKIP:-0}" = 1 ]; then
 	exit 0
 fi
 
-if [ -x ../shared/vm/run.sh ]; then
+if [ -n "${UEVREC_VM_RUNNER:-}" ]; then
+	run=$UEVREC_VM_RUNNER
+elif [ -x ../shared/vm/run.sh ]; then
 	run=$(cd ../shared/vm && pwd)/run.sh
 else
 	run=$root/vm/run.sh
