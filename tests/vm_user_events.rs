@@ -620,7 +620,7 @@ fn t6_persistent_event() {
         std::thread::sleep(Duration::from_millis(SETTLE_MS.parse().unwrap()));
         for a in 0..3u32 {
             let w = event
-                .emit(&[PayloadValue::Int(a.into()), PayloadValue::Str("persist")])
+                .emit(&[PayloadValue::Uint(a.into()), PayloadValue::Str("persist")])
                 .expect("write");
             assert_eq!(w, Written::Yes);
         }

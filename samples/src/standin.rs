@@ -110,8 +110,10 @@ impl fmt::Display for RegisterCommand {
 /// One value for one field.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PayloadValue<'a> {
-    /// Any integer field.
-    Int(i128),
+    /// A signed integer.
+    Int(i64),
+    /// An unsigned integer.
+    Uint(u64),
     /// A char field.
     Str(&'a str),
     /// A byte field or struct.
@@ -145,6 +147,9 @@ pub fn encode(cmd: &RegisterCommand, values: &[PayloadValue<'_>]) -> Result<Vec<
             (FieldKind::Integer { size, .. }, PayloadValue::Int(v)) => {
                 out.extend_from_slice(&v.to_le_bytes()[..usize::from(*size)]);
             }
+            (FieldKind::Integer { size, .. }, PayloadValue::Uint(v)) => {
+                out.extend_from_slice(&v.to_le_bytes()[..usize::from(*size)]);
+            }
             (FieldKind::FixedArray { count, .. }, PayloadValue::Str(s)) => {
                 let mut b = s.as_bytes().to_vec();
                 b.resize(*count as usize, 0);
@@ -160,7 +165,9 @@ pub fn encode(cmd: &RegisterCommand, values: &[PayloadValue<'_>]) -> Result<Vec<
                     PayloadValue::Str(s) => s.as_bytes().to_vec(),
                     PayloadValue::Bytes(b) => b.to_vec(),
                     PayloadValue::U32s(w) => w.iter().flat_map(|x| x.to_le_bytes()).collect(),
-                    PayloadValue::Int(_) => return Err(PayloadError("int for dynamic".into())),
+                    PayloadValue::Int(_) | PayloadValue::Uint(_) => {
+                        return Err(PayloadError("int for dynamic".into()));
+                    }
                 };
                 if *elem == Element::Char {
                     data.push(0);

@@ -82,7 +82,7 @@ fn main() {
     if args.strings {
         let strings: Vec<String> = STRING_LENGTHS.iter().map(|&n| awkward_string(n)).collect();
         for (seq, s) in strings.iter().enumerate() {
-            emit(seq as u64, &[V::Int(s.len() as i128), V::Str(s), V::Str(s)]);
+            emit(seq as u64, &[V::Uint(s.len() as u64), V::Str(s), V::Str(s)]);
         }
     } else {
         for (seq, row) in rows().iter().enumerate() {
@@ -96,7 +96,14 @@ fn main() {
 fn rows() -> Vec<Vec<V<'static>>> {
     const U32S: &[u32] = &[0, 1, 0x8000_0000, u32::MAX];
     const STRUCT_BYTES: &[u8] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
-    let i = |v: i128| V::Int(v);
+    // Negative values as Int, the rest as Uint (together they cover every width).
+    let i = |v: i128| {
+        if v < 0 {
+            V::Int(v as i64)
+        } else {
+            V::Uint(v as u64)
+        }
+    };
     vec![
         vec![
             i(0),

@@ -74,12 +74,9 @@ fn main() {
         for (version, event) in &registered {
             let note = format!("version {version} record {seq}");
             let values = if *version == 1 {
-                vec![
-                    V::Int(seq.into()),
-                    V::Int(0x1122_3344_5566_7788 + i128::from(seq)),
-                ]
+                vec![V::Uint(seq), V::Uint(0x1122_3344_5566_7788 + seq)]
             } else {
-                vec![V::Int(seq.into()), V::Str(&note)]
+                vec![V::Uint(seq), V::Str(&note)]
             };
             match event.emit(&values) {
                 Ok(Written::Yes) => written += 1,
