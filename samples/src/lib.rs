@@ -558,3 +558,80 @@ pub fn emit_and_report(
 pub fn command(text: &str) -> RegisterCommand {
     RegisterCommand::parse(text).unwrap_or_else(|e| fail(format!("register command `{text}`: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uevrec_parsers::schema::LocKind;
+
+    #[test]
+    fn expected_json_follows_uevrecs_value_rules() {
+        let int = FieldKind::Integer {
+            size: 1,
+            signed: true,
+        };
+        assert_eq!(
+            expected_json(&int, &PayloadValue::Int(-128)),
+            Some(json!(-128))
+        );
+        assert_eq!(
+            expected_json(&int, &PayloadValue::Uint(u64::MAX)),
+            Some(json!(u64::MAX))
+        );
+        let chars = FieldKind::FixedArray {
+            elem: Element::Char,
+            count: 4,
+        };
+        assert_eq!(
+            expected_json(&chars, &PayloadValue::Str("ab")),
+            Some(json!("ab"))
+        );
+        assert_eq!(
+            expected_json(&chars, &PayloadValue::Str("abcd")),
+            Some(json!("abcd"))
+        );
+        let bytes = FieldKind::FixedArray {
+            elem: Element::Byte,
+            count: 3,
+        };
+        assert_eq!(
+            expected_json(&bytes, &PayloadValue::Bytes(&[0xab])),
+            Some(json!("ab0000"))
+        );
+        let dyn_bytes = FieldKind::Dynamic {
+            loc: LocKind::RelLoc,
+            elem: Element::Byte,
+        };
+        assert_eq!(
+            expected_json(&dyn_bytes, &PayloadValue::Bytes(&[1, 0xff])),
+            Some(json!("01ff"))
+        );
+        let dyn_str = FieldKind::Dynamic {
+            loc: LocKind::DataLoc,
+            elem: Element::Char,
+        };
+        assert_eq!(
+            expected_json(&dyn_str, &PayloadValue::Str("a\"\n")),
+            Some(json!("a\"\n"))
+        );
+        let words = FieldKind::Dynamic {
+            loc: LocKind::DataLoc,
+            elem: Element::Integer {
+                size: 4,
+                signed: false,
+            },
+        };
+        assert_eq!(
+            expected_json(&words, &PayloadValue::U32s(&[1, u32::MAX])),
+            Some(json!([1, u32::MAX]))
+        );
+        assert_eq!(expected_json(&int, &PayloadValue::Str("x")), None);
+    }
+
+    #[test]
+    fn missing_tracefs_says_what_to_do() {
+        let err = UserEvents::open_in(Path::new("/nonexistent-tracefs")).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        assert!(err.to_string().contains("CONFIG_USER_EVENTS"), "{err}");
+    }
+}

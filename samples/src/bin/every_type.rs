@@ -198,3 +198,29 @@ fn awkward_string(len: usize) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn awkward_strings_have_exact_byte_lengths() {
+        for n in STRING_LENGTHS.into_iter().chain([2, 3, 17, 254, 1000]) {
+            let s = awkward_string(n);
+            assert_eq!(s.len(), n);
+        }
+        let long = awkward_string(4000);
+        for needle in ["\"", "\\", "\n", "é", "日本", "🦀", "\u{1}"] {
+            assert!(long.contains(needle), "{needle:?}");
+        }
+    }
+
+    #[test]
+    fn every_row_matches_the_field_list() {
+        let cmd = command(&format!("x {EVERY_TYPE_FIELDS}"));
+        for row in rows() {
+            assert_eq!(row.len(), cmd.fields.len());
+            uevrec_samples::encode(&cmd, &row).expect("row encodes");
+        }
+    }
+}
