@@ -168,12 +168,14 @@ fn plain_kind(base: &str, is_array: bool, size: u32, signed: Option<bool>) -> Fi
             count: size / elem.size(),
         };
     }
-    if let Some(tag) = strip_word(base, "struct") {
+    // `struct T *p` / `union U *p` are pointers: scalars like any other.
+    let pointer = base.contains('*');
+    if let Some(tag) = strip_word(base, "struct").filter(|_| !pointer) {
         return FieldKind::Struct {
             type_name: tag.trim().to_string(),
         };
     }
-    if strip_word(base, "union").is_some() {
+    if strip_word(base, "union").is_some() && !pointer {
         return FieldKind::Unknown;
     }
     match size {
@@ -199,6 +201,17 @@ fn is_ident_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
 
+/// Split `text` into what precedes its trailing identifier and that identifier (empty when
+/// `text` does not end with one). Safe for any UTF-8 text.
+pub(crate) fn split_trailing_ident(text: &str) -> (&str, &str) {
+    let start = text
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| !is_ident_char(c))
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    text.split_at(start)
+}
+
 /// Split `T name`, `T name[N]`, `T[] name` into (type, name, brackets as written).
 fn split_name(text: &str) -> Option<(&str, &str, &str)> {
     let text = text.trim_end();
@@ -209,13 +222,11 @@ fn split_name(text: &str) -> Option<(&str, &str, &str)> {
     } else {
         (text, "")
     };
-    let head = head.trim_end();
-    let name_start = head.rfind(|c: char| !is_ident_char(c)).map_or(0, |i| i + 1);
-    let name = &head[name_start..];
+    let (base, name) = split_trailing_ident(head.trim_end());
     if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
         return None;
     }
-    let mut base = head[..name_start].trim_end();
+    let mut base = base.trim_end();
     // Brackets before the name: `T[] name` / `T[N] name`.
     let mut brackets = trailing_brackets;
     if brackets.is_empty() && base.ends_with(']') {
@@ -451,6 +462,15 @@ mod tests {
                 type_name: "foo".into()
             }
         );
+        // Pointers to structs and unions are 8-byte scalars (corpus: `struct file *`,
+        // `union bpf_attr * uattr`).
+        let ptr = FieldKind::Integer {
+            size: 8,
+            signed: false,
+        };
+        assert_eq!(kind("struct file * file", 8, Some(false)), ptr);
+        assert_eq!(kind("union bpf_attr * uattr", 8, Some(false)), ptr);
+        assert_eq!(kind("const struct iovec * vec", 8, Some(false)), ptr);
         // Size not a multiple of the element: bytes.
         assert_eq!(
             kind("u32 odd[3]", 10, Some(false)),
@@ -473,5 +493,8 @@ mod tests {
         ));
         assert!(resolve_decl("", 4, None).is_err());
         assert!(resolve_decl("int *", 8, None).is_err());
+        // Non-ASCII text before the name must not split a character.
+        assert!(resolve_decl("int é", 4, None).is_err());
+        assert_eq!(resolve_decl("é x", 4, None).unwrap().name, "x");
     }
 }
