@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use uevrec_parsers::register::strip_bracket_contents;
 use uevrec_parsers::schema::FieldKind;
 use uevrec_samples::{
     Flags, PayloadValue, RegisterCommand, UserEvents, Written, add_persistent, event_exists,
@@ -407,7 +408,8 @@ fn find_schema(text: &str, name: &str) -> Option<Value> {
 }
 
 /// Name, id and each field's name/offset/size/signed/kind/type text, with the garbage
-/// numbers the kernel prints inside user_events array brackets removed.
+/// numbers the kernel prints inside user_events array brackets removed
+/// ([`strip_bracket_contents`]).
 fn normalise_schema(schema: &Value) -> Value {
     let fields = |key: &str| -> Vec<Value> {
         schema[key]
@@ -418,7 +420,7 @@ fn normalise_schema(schema: &Value) -> Value {
                         json!({
                             "name": f["name"], "offset": f["offset"], "size": f["size"],
                             "signed": f["signed"], "kind": f["kind"],
-                            "type_text": strip_bracket_numbers(f["type_text"].as_str().unwrap_or("")),
+                            "type_text": strip_bracket_contents(f["type_text"].as_str().unwrap_or("")),
                         })
                     })
                     .collect()
@@ -426,21 +428,6 @@ fn normalise_schema(schema: &Value) -> Value {
             .unwrap_or_default()
     };
     json!({"name": schema["name"], "id": schema["id"], "common_fields": fields("common_fields"), "fields": fields("fields")})
-}
-
-fn strip_bracket_numbers(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut in_brackets = false;
-    for c in text.chars() {
-        match c {
-            '[' => in_brackets = true,
-            ']' => in_brackets = false,
-            c if in_brackets && (c.is_ascii_digit() || c == '-') => continue,
-            _ => {}
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[test]
@@ -751,12 +738,7 @@ fn perf_run(test: &str, name: &str, extra: &[&str]) -> (Vec<BTreeMap<String, Str
     // Byte arrays come out raw (not UTF-8); they are not compared.
     let text = String::from_utf8_lossy(&out.stdout);
     let cmd = RegisterCommand::parse(reg["command"].as_str().unwrap()).unwrap();
-    let names: Vec<String> = cmd
-        .event_format(0)
-        .fields
-        .iter()
-        .map(|f| f.name.clone())
-        .collect();
+    let names: Vec<String> = cmd.fields.iter().map(|f| f.name.clone()).collect();
     (split_perf_records(&text, &names), report)
 }
 
@@ -811,7 +793,7 @@ fn assert_perf_agrees(
     uevrec: &[&Value],
     key: &str,
 ) {
-    let format = RegisterCommand::parse(command).unwrap().event_format(0);
+    let format = RegisterCommand::parse(command).unwrap();
     assert_eq!(
         perf.len(),
         uevrec.len(),

@@ -46,7 +46,6 @@
 #![warn(missing_docs)]
 
 pub mod abi;
-mod standin;
 
 use std::ffi::CString;
 use std::fs::OpenOptions;
@@ -60,7 +59,8 @@ use serde_json::{Value, json};
 use uevrec_parsers::schema::{Element, FieldKind};
 
 pub use abi::Flags;
-pub use standin::{PayloadError, PayloadValue, RegisterCommand, RegisterError, encode};
+pub use uevrec_parsers::payload::{PayloadError, PayloadValue, encode, encode_into};
+pub use uevrec_parsers::register::{RegisterCommand, RegisterError};
 
 /// Where tracefs is normally mounted.
 pub const DEFAULT_TRACEFS: &str = "/sys/kernel/tracing";
@@ -525,9 +525,7 @@ pub fn expected_fields(
     cmd: &RegisterCommand,
     values: &[PayloadValue<'_>],
 ) -> serde_json::Map<String, Value> {
-    let format = cmd.event_format(0);
-    format
-        .fields
+    cmd.fields
         .iter()
         .zip(values)
         .map(|(field, value)| {
