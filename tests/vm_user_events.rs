@@ -9,8 +9,9 @@
 //! what it wrote as JSON lines, in uevrec's value conventions, so a test compares
 //! uevrec's output with the producer's own account, value by value. Tests run in
 //! parallel; each uses its own event names. The producers wait for their enable bit and
-//! then a settle time before writing, because the bit turns on when a recorder *opens*
-//! the event, a little before it keeps records.
+//! then for a start file the test creates once uevrec's output says it attached the event
+//! (perf: once perf starts its workload), because the bit turns on when a recorder
+//! *opens* the event, a moment before it keeps records.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -33,8 +34,6 @@ const TRACEFS: &str = "/sys/kernel/tracing";
 const PRODUCER_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long uevrec may take to drain and exit after SIGINT.
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
-/// Settle time the producers wait after their bit turns on (covers uevrec's rescan).
-const SETTLE_MS: &str = "1500";
 
 /// Skip (pass with a reason) outside a kernel with user_events.
 macro_rules! require_user_events {
@@ -83,7 +82,7 @@ struct Producer {
 }
 
 impl Producer {
-    fn spawn(bin: &str, args: &[&str]) -> Producer {
+    fn spawn<S: AsRef<std::ffi::OsStr>>(bin: &str, args: &[S]) -> Producer {
         let mut child = Command::new(sample(bin))
             .args(args)
             .stdout(Stdio::piped())
@@ -103,7 +102,13 @@ impl Producer {
         Producer {
             child,
             lines,
-            name: format!("{bin} {}", args.join(" ")),
+            name: format!(
+                "{bin} {}",
+                args.iter()
+                    .map(|a| a.as_ref().to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
         }
     }
 
@@ -197,9 +202,27 @@ fn interrupt(child: &Child) {
     assert_eq!(rc, 0, "kill(SIGINT): {}", std::io::Error::last_os_error());
 }
 
+/// The start signal `tag` of a producer in a test's directory.
+fn start_file(dir: &Path, tag: &str) -> PathBuf {
+    dir.join(format!("start-{tag}"))
+}
+
+/// `args` plus `--start-file` for the start signal `tag` (see [`Recorder::release`]).
+fn with_start(args: &[&str], dir: &Path, tag: &str) -> Vec<String> {
+    let mut v: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    v.push("--start-file".into());
+    v.push(start_file(dir, tag).to_string_lossy().into_owned());
+    v
+}
+
 /// `uevrec record` writing JSON lines to a file, stopped with SIGINT.
+///
+/// Producers wait for a start file (`--start-file`) that [`Recorder::release`] creates
+/// once uevrec's output says it attached the event: the enable bit alone turns on when
+/// the event is opened, a moment before recording is enabled.
 struct Recorder {
     child: Child,
+    dir: PathBuf,
     out: PathBuf,
     stderr: PathBuf,
 }
@@ -218,7 +241,39 @@ impl Recorder {
             .stderr(fs::File::create(&stderr).expect("stderr file"))
             .spawn()
             .expect("spawning uevrec");
-        Recorder { child, out, stderr }
+        Recorder {
+            child,
+            dir: dir.to_path_buf(),
+            out,
+            stderr,
+        }
+    }
+
+    /// Wait until the output shows `n` `attached` notices for `system:event` (or its
+    /// multi-format versions `system:event.<id>`), then create the start file `tag`.
+    fn release(&mut self, tag: &str, key: &str, n: usize) {
+        let versions = format!("{key}.");
+        let attached = || {
+            fs::read_to_string(&self.out)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|l| l["uevrec"] == "notice" && l["what"] == "attached")
+                .filter(|l| {
+                    l["event"]
+                        .as_str()
+                        .is_some_and(|e| e == key || e.starts_with(&versions))
+                })
+                .count()
+        };
+        let ok = wait_until(PRODUCER_TIMEOUT, || attached() >= n);
+        self.assert_running();
+        assert!(
+            ok,
+            "uevrec never reported attaching {n} x {key} within {PRODUCER_TIMEOUT:?}; output: {}",
+            fs::read_to_string(&self.out).unwrap_or_default()
+        );
+        fs::write(start_file(&self.dir, tag), b"").expect("start file");
     }
 
     fn assert_running(&mut self) {
@@ -333,13 +388,14 @@ fn assert_same_fields(what: &str, expected: &[&Value], got: &[&Value], key: &str
 /// Run `every_type ARGS` under uevrec; compare values (and the schema uevrec lists).
 fn every_type_round_trip(test: &str, name: &str, extra: &[&str], key: &str) {
     let dir = tmp_dir(test);
-    let mut args = vec!["--name", name, "--settle-ms", SETTLE_MS];
+    let mut args = vec!["--name", name];
     args.extend_from_slice(extra);
-    let producer = Producer::spawn("every_type", &args);
+    let producer = Producer::spawn("every_type", &with_start(&args, &dir, "p"));
     let reg = producer.wait_registered(1).remove(0);
     let selector = format!("user_events:{name}");
     check_listed_schema(&selector, name, reg["command"].as_str().unwrap());
-    let recorder = Recorder::start(&dir, &[&selector]);
+    let mut recorder = Recorder::start(&dir, &[&selector]);
+    recorder.release("p", &selector, 1);
     let report = producer.finish();
     let lines = recorder.stop();
     let expected = written(&report);
@@ -449,12 +505,12 @@ fn t3_multi_format_versions() {
     require_user_events!();
     let dir = tmp_dir("t3");
     let name = "vmt_multi";
-    let producer = Producer::spawn(
-        "multi_format",
-        &["--name", name, "--count", "3", "--settle-ms", SETTLE_MS],
-    );
+    let args = with_start(&["--name", name, "--count", "3"], &dir, "p");
+    let producer = Producer::spawn("multi_format", &args);
     producer.wait_registered(2);
-    let recorder = Recorder::start(&dir, &[&format!("user_events_multi:{name}")]);
+    let selector = format!("user_events_multi:{name}");
+    let mut recorder = Recorder::start(&dir, &[&selector]);
+    recorder.release("p", &selector, 2);
     let report = producer.finish();
     let lines = recorder.stop();
     let recs = records_of(&lines, "user_events_multi", name);
@@ -511,10 +567,18 @@ fn t4_late_registration() {
     let dir = tmp_dir("t4");
     let name = "vmt_late";
     assert!(!event_exists(Path::new(TRACEFS), "user_events", name));
-    let mut recorder = Recorder::start(&dir, &[&format!("user_events:{name}")]);
-    std::thread::sleep(Duration::from_secs(2));
+    let selector = format!("user_events:{name}");
+    let mut recorder = Recorder::start(&dir, &[&selector]);
+    // uevrec is up (its output file exists) before the event does.
+    assert!(
+        wait_until(PRODUCER_TIMEOUT, || recorder.out.exists()),
+        "uevrec never started"
+    );
+    std::thread::sleep(Duration::from_secs(1));
     recorder.assert_running();
-    let producer = Producer::spawn("every_type", &["--name", name, "--settle-ms", SETTLE_MS]);
+    let producer = Producer::spawn("every_type", &with_start(&["--name", name], &dir, "p"));
+    producer.wait_registered(1);
+    recorder.release("p", &selector, 1);
     let report = producer.finish();
     let lines = recorder.stop();
     assert_same_fields(
@@ -594,7 +658,9 @@ fn t6_persistent_event() {
     let dynamic = fs::read_to_string(tracefs.join("dynamic_events")).unwrap();
     assert!(dynamic.contains(name), "dynamic_events lists it: {dynamic}");
 
-    let recorder = Recorder::start(&dir, &[&format!("user_events:{name}")]);
+    let selector = format!("user_events:{name}");
+    let mut recorder = Recorder::start(&dir, &[&selector]);
+    recorder.release("t", &selector, 1);
     {
         let events = UserEvents::open().expect("user_events_data");
         let event = events
@@ -604,7 +670,6 @@ fn t6_persistent_event() {
             event.wait_enabled(PRODUCER_TIMEOUT),
             "uevrec did not enable {name}"
         );
-        std::thread::sleep(Duration::from_millis(SETTLE_MS.parse().unwrap()));
         for a in 0..3u32 {
             let w = event
                 .emit(&[PayloadValue::Uint(a.into()), PayloadValue::Str("persist")])
@@ -651,21 +716,16 @@ fn t7_accounting_written_equals_recorded_plus_lost() {
     let dir = tmp_dir("t7");
     let name = "vmt_rate";
     let events = "40000";
-    let producer = Producer::spawn(
-        "rate",
-        &[
-            "--name",
-            name,
-            "--events",
-            events,
-            "--threads",
-            "2",
-            "--settle-ms",
-            SETTLE_MS,
-        ],
+    let args = with_start(
+        &["--name", name, "--events", events, "--threads", "2"],
+        &dir,
+        "p",
     );
+    let producer = Producer::spawn("rate", &args);
     producer.wait_registered(1);
-    let recorder = Recorder::start(&dir, &[&format!("user_events:{name}")]);
+    let selector = format!("user_events:{name}");
+    let mut recorder = Recorder::start(&dir, &[&selector]);
+    recorder.release("p", &selector, 1);
     let report = producer.finish();
     let lines = recorder.stop();
     let written = done_count(&report, "written");
@@ -706,7 +766,12 @@ fn t7_accounting_written_equals_recorded_plus_lost() {
 fn perf_run(test: &str, name: &str, extra: &[&str]) -> (Vec<BTreeMap<String, String>>, Vec<Value>) {
     let dir = tmp_dir(test);
     let data = dir.join("perf.data");
-    let mut args = vec!["--name", name, "--settle-ms", SETTLE_MS];
+    // perf opens the event (the enable bit turns on), then spends a while (seconds under
+    // emulation) synthesizing process info before it enables recording and starts its
+    // workload; the workload's first act tells the producer to write.
+    let (ready, stop) = (dir.join("perf-ready"), dir.join("perf-stop"));
+    let ready_arg = ready.to_str().unwrap().to_string();
+    let mut args = vec!["--name", name, "--start-file", &ready_arg];
     args.extend_from_slice(extra);
     let producer = Producer::spawn("every_type", &args);
     let reg = producer.wait_registered(1).remove(0);
@@ -720,16 +785,21 @@ fn perf_run(test: &str, name: &str, extra: &[&str]) -> (Vec<BTreeMap<String, Str
             "-o",
         ])
         .arg(&data)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            r#"touch "$0"; while [ ! -e "$1" ]; do sleep 0.05; done"#,
+        ])
+        .args([&ready, &stop])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("perf record (install linux-perf on the host)");
     let report = producer.finish();
-    interrupt(&perf);
+    fs::write(&stop, b"").unwrap();
     let status = wait_child(&mut perf, STOP_TIMEOUT).expect("perf record did not stop");
-    // perf record finishes its file, then re-raises the SIGINT it got.
-    let by_sigint = std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGINT);
-    assert!(status.success() || by_sigint, "perf record: {status}");
+    assert!(status.success(), "perf record: {status}");
     let out = Command::new("perf")
         .args(["script", "-F", "trace", "-i"])
         .arg(&data)
@@ -875,11 +945,13 @@ fn perf_differential(test: &str, name: &str, extra: &[&str], key: &str) {
     // uevrec's view of an identical run (the producer's values are fixed), compared
     // with perf's.
     let dir = tmp_dir(&format!("{test}-uevrec"));
-    let mut args = vec!["--name", name, "--settle-ms", SETTLE_MS];
+    let mut args = vec!["--name", name];
     args.extend_from_slice(extra);
-    let producer = Producer::spawn("every_type", &args);
+    let producer = Producer::spawn("every_type", &with_start(&args, &dir, "p"));
     producer.wait_registered(1);
-    let recorder = Recorder::start(&dir, &[&format!("user_events:{name}")]);
+    let selector = format!("user_events:{name}");
+    let mut recorder = Recorder::start(&dir, &[&selector]);
+    recorder.release("p", &selector, 1);
     producer.finish();
     let lines = recorder.stop();
     assert_perf_agrees(
@@ -911,14 +983,11 @@ fn t9_producer_exit_and_reregistration() {
     let dir = tmp_dir("t9");
     let tracefs = Path::new(TRACEFS);
     let (plain, multi) = ("vmt_gone", "vmt_gone_multi");
-    let mut recorder = Recorder::start(
-        &dir,
-        &[
-            &format!("user_events:{plain}"),
-            &format!("user_events_multi:{multi}"),
-        ],
+    let (plain_sel, multi_sel) = (
+        format!("user_events:{plain}"),
+        format!("user_events_multi:{multi}"),
     );
-    std::thread::sleep(Duration::from_secs(2));
+    let mut recorder = Recorder::start(&dir, &[&plain_sel, &multi_sel]);
     // A producer registers, writes, exits: uevrec holds the tracepoint (a perf fd is a
     // reference), so the event stays; the same producer again reuses it.
     let mut plain_written = 0;
@@ -926,9 +995,10 @@ fn t9_producer_exit_and_reregistration() {
     for n in ["5", "7"] {
         let p = Producer::spawn(
             "rate",
-            &["--name", plain, "--events", n, "--settle-ms", SETTLE_MS],
+            &with_start(&["--name", plain, "--events", n], &dir, n),
         );
         p.wait_registered(1);
+        recorder.release(n, &plain_sel, 1);
         ids.insert(
             fs::read_to_string(tracefs.join(format!("events/user_events/{plain}/id")))
                 .unwrap_or_default(),
@@ -938,20 +1008,14 @@ fn t9_producer_exit_and_reregistration() {
     }
     // A new format under a multi-format name: a new tracepoint (new ID) uevrec must find.
     let mut multi_rows = Vec::new();
-    for version in ["1", "2"] {
+    for (n, version) in [(1, "1"), (2, "2")] {
+        let args = ["--name", multi, "--only", version, "--count", "2"];
         let p = Producer::spawn(
             "multi_format",
-            &[
-                "--name",
-                multi,
-                "--only",
-                version,
-                "--count",
-                "2",
-                "--settle-ms",
-                SETTLE_MS,
-            ],
+            &with_start(&args, &dir, &format!("v{version}")),
         );
+        p.wait_registered(1);
+        recorder.release(&format!("v{version}"), &multi_sel, n);
         let report = p.finish();
         multi_rows.extend(written(&report).into_iter().cloned());
         recorder.assert_running();

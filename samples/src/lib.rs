@@ -633,3 +633,44 @@ mod tests {
         assert!(err.to_string().contains("CONFIG_USER_EVENTS"), "{err}");
     }
 }
+
+/// When a producer may start writing: the command-line options every producer shares.
+///
+/// The enable bit turns on when a recorder *opens* an event, which can be well before it
+/// keeps records (perf first synthesizes process information; seconds under emulation).
+/// A producer that must not lose its first records waits for its bits, then for a
+/// recorder's "recording now" signal (`--start-file`) or a fixed pause (`--settle-ms`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct StartArgs {
+    /// How long to wait for a recorder (enable bits, start file).
+    #[arg(long, default_value_t = 60)]
+    pub timeout_secs: u64,
+    /// Pause after the events are enabled (and the start file exists), before writing.
+    #[arg(long, default_value_t = 0)]
+    pub settle_ms: u64,
+    /// After the events are enabled, also wait until this file exists.
+    #[arg(long)]
+    pub start_file: Option<PathBuf>,
+}
+
+impl StartArgs {
+    /// Wait until every event in `events` is enabled, the start file (if any) exists and
+    /// the settle time has passed. On timeout, report
+    /// `{"done":NAME,"written":0,"error":..}` and exit with status 2.
+    pub fn wait(&self, name: &str, events: &[&Event<'_>]) {
+        let timeout = Duration::from_secs(self.timeout_secs);
+        let give_up = |why: &str| -> ! {
+            report(&json!({"done": name, "written": 0, "error": why}));
+            std::process::exit(2)
+        };
+        if !wait_until(timeout, || events.iter().all(|e| e.is_enabled())) {
+            give_up("not enabled within the timeout");
+        }
+        if let Some(file) = &self.start_file
+            && !wait_until(timeout, || file.exists())
+        {
+            give_up("the start file did not appear within the timeout");
+        }
+        std::thread::sleep(Duration::from_millis(self.settle_ms));
+    }
+}

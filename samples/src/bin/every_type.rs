@@ -3,8 +3,10 @@
 //! prints each row as JSON the way uevrec must decode it.
 //!
 //! ```text
-//! every_type [--name NAME] [--strings] [--timeout-secs S]
+//! every_type [--name NAME] [--strings] [START OPTIONS]
 //! ```
+//! START OPTIONS: `--timeout-secs S` (default 60), `--settle-ms MS`, `--start-file F`: when to
+//! start writing once enabled (see `uevrec_samples::StartArgs`).
 //! `--strings` registers `NAME u32 len; __data_loc char[] d; __rel_loc char[] r` instead
 //! and writes strings of 0, 1, 255 and 4000 bytes full of quotes, backslashes, newlines,
 //! control characters and multi-byte UTF-8.
@@ -13,12 +15,11 @@
 //! `{"event":..,"seq":..,"fields":{..}}` per record written, then `{"done":..,"written":N}`.
 //! Exit status 2 if nobody enabled the event within the timeout.
 
-use std::time::Duration;
-
 use clap::Parser;
 use serde_json::json;
 use uevrec_samples::{
-    Flags, PayloadValue as V, UserEvents, Written, announce, command, emit_and_report, fail, report,
+    Flags, PayloadValue as V, StartArgs, UserEvents, Written, announce, command, emit_and_report,
+    fail, report,
 };
 
 #[derive(Parser)]
@@ -30,13 +31,8 @@ struct Args {
     /// Write the string-length event instead (lengths 0, 1, 255, 4000).
     #[arg(long)]
     strings: bool,
-    /// How long to wait for a recorder to enable the event.
-    #[arg(long, default_value_t = 60)]
-    timeout_secs: u64,
-    /// Pause after the event is enabled, before writing: the bit turns on when a recorder
-    /// *opens* the event, which may be a little before it starts keeping records.
-    #[arg(long, default_value_t = 0)]
-    settle_ms: u64,
+    #[command(flatten)]
+    start: StartArgs,
 }
 
 /// Every accepted type, one field each (names say the type).
@@ -65,13 +61,7 @@ fn main() {
         .register(&cmd, Flags::NONE)
         .unwrap_or_else(|e| fail(e));
     announce(&event, Flags::NONE);
-    if !event.wait_enabled(Duration::from_secs(args.timeout_secs)) {
-        report(
-            &json!({"done": args.name, "written": 0, "error": "not enabled within the timeout"}),
-        );
-        std::process::exit(2);
-    }
-    std::thread::sleep(Duration::from_millis(args.settle_ms));
+    args.start.wait(&args.name, &[&event]);
 
     let mut written = 0u64;
     let mut emit = |seq: u64, values: &[V<'_>]| match emit_and_report(&event, seq, values) {

@@ -1,8 +1,10 @@
 //! Two formats under one event name with `USER_EVENT_REG_MULTI_FORMAT` (Linux 6.10+).
 //!
 //! ```text
-//! multi_format [--name NAME] [--only 1|2] [--count N] [--timeout-secs S]
+//! multi_format [--name NAME] [--only 1|2] [--count N] [START OPTIONS]
 //! ```
+//! START OPTIONS: `--timeout-secs S` (default 60), `--settle-ms MS`, `--start-file F`: when to
+//! start writing once enabled (see `uevrec_samples::StartArgs`).
 //! Version 1 is `NAME u32 a; u64 b`, version 2 is `NAME u32 a; __rel_loc char[] note`.
 //! Each becomes its own tracepoint `user_events_multi:NAME.<hex id>`. The producer waits
 //! until every registered version is enabled, then writes N records of each (default 2).
@@ -11,13 +13,11 @@
 //! `{"event":..,"version":V,"seq":..,"fields":{..}}` per record, then `{"done":..}`.
 //! Exit status 2 if not every version was enabled within the timeout.
 
-use std::time::Duration;
-
 use clap::Parser;
 use serde_json::json;
 use uevrec_samples::{
-    Event, Flags, PayloadValue as V, UserEvents, Written, announce, command, expected_fields, fail,
-    report, wait_until,
+    Event, Flags, PayloadValue as V, StartArgs, UserEvents, Written, announce, command,
+    expected_fields, fail, report,
 };
 
 #[derive(Parser)]
@@ -32,13 +32,8 @@ struct Args {
     /// Records per version.
     #[arg(long, default_value_t = 2)]
     count: u64,
-    /// How long to wait for a recorder to enable every version.
-    #[arg(long, default_value_t = 60)]
-    timeout_secs: u64,
-    /// Pause after the event is enabled, before writing: the bit turns on when a recorder
-    /// *opens* the event, which may be a little before it starts keeping records.
-    #[arg(long, default_value_t = 0)]
-    settle_ms: u64,
+    #[command(flatten)]
+    start: StartArgs,
 }
 
 fn main() {
@@ -61,14 +56,8 @@ fn main() {
             (v, event)
         })
         .collect();
-    let all_on = || registered.iter().all(|(_, e)| e.is_enabled());
-    if !wait_until(Duration::from_secs(args.timeout_secs), all_on) {
-        report(
-            &json!({"done": args.name, "written": 0, "error": "not every version enabled within the timeout"}),
-        );
-        std::process::exit(2);
-    }
-    std::thread::sleep(Duration::from_millis(args.settle_ms));
+    let refs: Vec<&Event<'_>> = registered.iter().map(|(_, e)| e).collect();
+    args.start.wait(&args.name, &refs);
     let mut written = 0u64;
     for seq in 0..args.count {
         for (version, event) in &registered {

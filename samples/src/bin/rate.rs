@@ -1,8 +1,10 @@
 //! Load generator: N records as fast as possible from T threads sharing one registration.
 //!
 //! ```text
-//! rate [--name NAME] [--events N] [--threads T] [--timeout-secs S]
+//! rate [--name NAME] [--events N] [--threads T] [START OPTIONS]
 //! ```
+//! START OPTIONS: `--timeout-secs S` (default 60), `--settle-ms MS`, `--start-file F`: when to
+//! start writing once enabled (see `uevrec_samples::StartArgs`).
 //! Registers `NAME u32 thread; u64 seq`, waits until a recorder enables it, then thread
 //! `t` writes records `seq` = 0, 1, ... of its share of N with no pause (no allocation per
 //! record: the fields go to the kernel as iovecs pointing at two integers). Reports
@@ -12,11 +14,13 @@
 //! Exit status 2 if nobody enabled the event within the timeout.
 
 use std::io::IoSlice;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clap::Parser;
 use serde_json::json;
-use uevrec_samples::{Event, Flags, UserEvents, Written, announce, command, fail, report};
+use uevrec_samples::{
+    Event, Flags, StartArgs, UserEvents, Written, announce, command, fail, report,
+};
 
 #[derive(Parser)]
 #[command(about = "Write N user_events records as fast as possible from T threads")]
@@ -30,13 +34,8 @@ struct Args {
     /// Writer threads.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
     threads: u32,
-    /// How long to wait for a recorder to enable the event.
-    #[arg(long, default_value_t = 60)]
-    timeout_secs: u64,
-    /// Pause after the event is enabled, before writing: the bit turns on when a recorder
-    /// *opens* the event, which may be a little before it starts keeping records.
-    #[arg(long, default_value_t = 0)]
-    settle_ms: u64,
+    #[command(flatten)]
+    start: StartArgs,
 }
 
 /// Counts of one writer thread.
@@ -54,13 +53,7 @@ fn main() {
         .register(&cmd, Flags::NONE)
         .unwrap_or_else(|e| fail(e));
     announce(&event, Flags::NONE);
-    if !event.wait_enabled(Duration::from_secs(args.timeout_secs)) {
-        report(
-            &json!({"done": args.name, "written": 0, "error": "not enabled within the timeout"}),
-        );
-        std::process::exit(2);
-    }
-    std::thread::sleep(Duration::from_millis(args.settle_ms));
+    args.start.wait(&args.name, &[&event]);
 
     let threads = u64::from(args.threads);
     let start = Instant::now();
