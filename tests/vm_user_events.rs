@@ -253,8 +253,9 @@ impl Recorder {
     /// multi-format versions `system:event.<id>`), then create the start file `tag`.
     fn release(&mut self, tag: &str, key: &str, n: usize) {
         let versions = format!("{key}.");
+        let out = self.out.clone();
         let attached = || {
-            fs::read_to_string(&self.out)
+            fs::read_to_string(&out)
                 .unwrap_or_default()
                 .lines()
                 .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -266,7 +267,11 @@ impl Recorder {
                 })
                 .count()
         };
-        let ok = wait_until(PRODUCER_TIMEOUT, || attached() >= n);
+        // Give up at once if uevrec has exited (it would never attach).
+        let child = &mut self.child;
+        let ok = wait_until(PRODUCER_TIMEOUT, || {
+            attached() >= n || child.try_wait().ok().flatten().is_some()
+        });
         self.assert_running();
         assert!(
             ok,
