@@ -37,19 +37,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 		exit 1
 	fi
 	log "installing ${missing[*]}"
-	export DEBIAN_FRONTEND=noninteractive
-	apt_log=$(mktemp)
-	# linux-source-6.12 comes from bookworm-security or bookworm-backports on Debian 12;
-	# retry from backports when the plain install fails.
-	if ! { apt-get update -q && { apt-get install -y -q --no-install-recommends "${missing[@]}" ||
-		{ "$here/apt-backports.sh" &&
-			apt-get install -y -q --no-install-recommends -t bookworm-backports "${missing[@]}"; }; }; } >"$apt_log" 2>&1; then
-		cat "$apt_log" >&2
-		rm -f "$apt_log"
-		log "could not install ${missing[*]}"
-		exit 1
-	fi
-	rm -f "$apt_log"
+	"$here/apt-install.sh" "${missing[@]}" || { log "could not install ${missing[*]}"; exit 1; }
 fi
 [ -f "$src_tar" ] || { log "$src_tar not found"; exit 1; }
 
