@@ -43,6 +43,11 @@
 //!
 //! Permissions: `user_events_data` is root-only by default (`chmod` it, or run as root);
 //! [`Flags::PERSIST`] needs CAP_PERFMON.
+//!
+//! Running the producers needs a kernel with user_events; without one, the project's test
+//! VM has it (`cargo build -p uevrec-samples`, then for example
+//! `vm/run.sh 'target/debug/every_type --name demo & sleep 1; target/debug/uevrec record -e user_events:demo --duration 5s'`).
+//! Each prints JSON lines saying what it registered and wrote.
 #![warn(missing_docs)]
 
 pub mod abi;
