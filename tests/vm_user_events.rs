@@ -1017,7 +1017,7 @@ fn t9_producer_exit_and_reregistration() {
         recorder.release(n, &plain_sel, 1);
         ids.insert(
             fs::read_to_string(tracefs.join(format!("events/user_events/{plain}/id")))
-                .unwrap_or_default(),
+                .expect("the registered event's id"),
         );
         plain_written += done_count(&p.finish(), "written");
         recorder.assert_running();
