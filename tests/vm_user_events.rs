@@ -67,8 +67,10 @@ fn sample(name: &str) -> PathBuf {
     path
 }
 
+/// A fresh `$TMPDIR/uevrec-vm-<test>` (the guest shares the host's `$TMPDIR`; each run
+/// replaces the last one's files, which stay for inspection after a failure).
 fn tmp_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("uevrec-vm-{test}-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("uevrec-vm-{test}"));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).expect("temp dir");
     dir
