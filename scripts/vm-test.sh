@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Tier 3 of the test suite: real user_events. Boots a small Linux 6.12 kernel with
+# CONFIG_USER_EVENTS=y under QEMU (the host filesystem is visible inside, so the binaries
+# built here run there unchanged) and runs the tier-3 test binary (tests/vm_user_events.rs)
+# in ONE boot; every acceptance check is its own #[test] in that binary.
+#
+#   scripts/vm-test.sh [extra test-harness args, e.g. a test name filter or --nocapture]
+#
+# VM runner: ../shared/vm/run.sh when it exists (the development machines), else the
+# project's own vm/run.sh, which needs qemu-system-x86 + busybox-static (installed by
+# itself when run as root) and a kernel: vm/bzImage if you put one there, else the one
+# vm/build-kernel.sh builds once from Debian's linux-source-6.12 package with
+# vm/config.fragment (about 5-10 minutes on 2 cores; cached in
+# ${XDG_CACHE_HOME:-~/.cache}/uevrec-kernel, rebuilt only when the fragment changes).
+# See docs/vm-tier.md.
+#
+# Environment: UEVREC_VM_SKIP=1 skips this tier (says so loudly); UEVREC_VM_RUNNER picks
+# the runner (e.g. vm/run.sh to use the project's own where ../shared exists); UEVREC_VM_TIMEOUT
+# (seconds, default 600 here) bounds one boot; UEVREC_VM_TEST_THREADS (default 2) is the
+# test harness's parallelism inside the guest. Exit status: the test binary's; a boot that
+# hit the hard timeout (124) or died (125) is retried once and reported.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+t0=$(date +%s)
+say() { printf 'vm-test: %s\n' "$*" >&2; }
+
+if [ "${UEVREC_VM_SKIP:-0}" = 1 ]; then
+	say "SKIPPED: UEVREC_VM_SKIP=1 (tier 3, real user_events, did not run)"
+	exit 0
+fi
+
+if [ -n "${UEVREC_VM_RUNNER:-}" ]; then
+	run=$UEVREC_VM_RUNNER
+elif [ -x ../shared/vm/run.sh ]; then
+	run=$(cd ../shared/vm && pwd)/run.sh
+else
+	run=$root/vm/run.sh
+	if [ ! -f vm/bzImage ] && [ -z "${UEVREC_VM_KERNEL:-}" ] &&
+		[ ! -f "${UEVREC_KERNEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/uevrec-kernel}/bzImage" ]; then
+		say "no test kernel yet: vm/build-kernel.sh will build one from Debian's linux-source-6.12 (5-10 min, once)"
+	fi
+fi
+say "VM runner: $run"
+
+say "building: cargo build --workspace --tests --bins"
+cargo build --workspace --tests --bins --quiet
+
+# The tier-3 test binary's path, from cargo's own build report.
+exe=$(cargo test --no-run --message-format=json --test vm_user_events 2>/dev/null |
+	grep '"reason":"compiler-artifact"' | grep '"name":"vm_user_events"' |
+	sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
+if [ -z "$exe" ] || [ ! -x "$exe" ]; then
+	say "could not find the vm_user_events test binary (cargo test --no-run --test vm_user_events)"
+	exit 1
+fi
+say "test binary: $exe"
+
+export UEVREC_VM_TIMEOUT=${UEVREC_VM_TIMEOUT:-600}
+threads=${UEVREC_VM_TEST_THREADS:-2}
+attempt=1
+while :; do
+	b0=$(date +%s)
+	set +e
+	"$run" "$exe" --test-threads="$threads" "$@"
+	rc=$?
+	set -e
+	say "boot $attempt: exit status $rc after $(($(date +%s) - b0))s"
+	if { [ "$rc" = 124 ] || [ "$rc" = 125 ]; } && [ "$attempt" = 1 ]; then
+		case $rc in
+		124) say "the VM hit its hard timeout (${UEVREC_VM_TIMEOUT}s); retrying once" ;;
+		125) say "the VM died without a command status; retrying once" ;;
+		esac
+		attempt=2
+		continue
+	fi
+	break
+done
+[ "$attempt" = 2 ] && say "NOTE: tier 3 needed a retry (first boot: timeout or VM death)"
+say "tier 3 wall time: $(($(date +%s) - t0))s"
+exit "$rc"

@@ -1,0 +1,1067 @@
+//! Tier 3: uevrec against real user_events.
+//!
+//! These tests need a kernel with `CONFIG_USER_EVENTS=y`; the development machines lack
+//! it, so `scripts/vm-test.sh` boots one under QEMU and runs this binary there, once, as
+//! root (see docs/vm-tier.md). Anywhere else every test prints
+//! `SKIP: no user_events (...)` and passes.
+//!
+//! The producers are the `uevrec-samples` binaries (`samples/src/bin/`): each reports
+//! what it wrote as JSON lines, in uevrec's value conventions, so a test compares
+//! uevrec's output with the producer's own account, value by value. Tests run in
+//! parallel; each uses its own event names. The producers wait for their enable bit and
+//! then for a start file the test creates once uevrec's output says it attached the event
+//! (perf: once perf starts its workload), because the bit turns on when a recorder
+//! *opens* the event, a moment before it keeps records.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use uevrec_parsers::register::strip_bracket_contents;
+use uevrec_parsers::schema::FieldKind;
+use uevrec_samples::{
+    Flags, PayloadValue, RegisterCommand, UserEvents, Written, add_persistent, event_exists,
+    remove_persistent, wait_until,
+};
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+/// How long a producer may take from start to exit (TCG guests are ~6x slower).
+const PRODUCER_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long uevrec may take to drain and exit after SIGINT.
+const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Skip (pass with a reason) outside a kernel with user_events.
+macro_rules! require_user_events {
+    () => {
+        if !Path::new(TRACEFS).join("user_events_data").exists() {
+            println!("SKIP: no user_events (this tier runs inside the VM: scripts/vm-test.sh)");
+            return;
+        }
+    };
+}
+
+// ---- processes ------------------------------------------------------------------------
+
+/// `target/<profile>/`: this test binary lives in its `deps/`.
+fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_path_buf()
+}
+
+/// A sample producer from `samples/src/bin/`.
+fn sample(name: &str) -> PathBuf {
+    let path = bin_dir().join(name);
+    assert!(
+        path.exists(),
+        "{} missing: build it with `cargo build --workspace --bins`",
+        path.display()
+    );
+    path
+}
+
+/// A fresh `$TMPDIR/uevrec-vm-<test>` (the guest shares the host's `$TMPDIR`; each run
+/// replaces the last one's files, which stay for inspection after a failure).
+fn tmp_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("uevrec-vm-{test}"));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// A running producer whose stdout JSON lines are collected as they come.
+struct Producer {
+    child: Child,
+    lines: Arc<Mutex<Vec<Value>>>,
+    name: String,
+}
+
+impl Producer {
+    fn spawn<S: AsRef<std::ffi::OsStr>>(bin: &str, args: &[S]) -> Producer {
+        let mut child = Command::new(sample(bin))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {bin}: {e}"));
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let out = child.stdout.take().expect("stdout");
+        let sink = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let v: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("producer line `{line}`: {e}"));
+                sink.lock().unwrap().push(v);
+            }
+        });
+        Producer {
+            child,
+            lines,
+            name: format!(
+                "{bin} {}",
+                args.iter()
+                    .map(|a| a.as_ref().to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+        }
+    }
+
+    fn lines(&self) -> Vec<Value> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// Wait until a report line satisfies `pred`.
+    fn wait_line(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let mut found = None;
+        let ok = wait_until(PRODUCER_TIMEOUT, || {
+            found = self.lines().into_iter().find(|v| pred(v));
+            found.is_some()
+        });
+        assert!(
+            ok,
+            "{}: no {what} line within {PRODUCER_TIMEOUT:?}; got {:?}",
+            self.name,
+            self.lines()
+        );
+        found.unwrap()
+    }
+
+    /// The `{"registered":..}` lines once `n` have arrived.
+    fn wait_registered(&self, n: usize) -> Vec<Value> {
+        let ok = wait_until(PRODUCER_TIMEOUT, || self.registered().len() >= n);
+        assert!(
+            ok,
+            "{}: not registered within {PRODUCER_TIMEOUT:?}",
+            self.name
+        );
+        self.registered()
+    }
+
+    fn registered(&self) -> Vec<Value> {
+        self.lines()
+            .into_iter()
+            .filter(|v| v.get("registered").is_some())
+            .collect()
+    }
+
+    /// Wait for the producer to exit successfully; its report lines.
+    fn finish(mut self) -> Vec<Value> {
+        let status = wait_child(&mut self.child, PRODUCER_TIMEOUT)
+            .unwrap_or_else(|| panic!("{} still running after {PRODUCER_TIMEOUT:?}", self.name));
+        // Let the reader thread see EOF.
+        let lines_ready = wait_until(Duration::from_secs(5), || {
+            self.lines().last().is_some_and(|v| v.get("done").is_some())
+        });
+        assert!(
+            status.success(),
+            "{} failed ({status}); reported {:?}",
+            self.name,
+            self.lines()
+        );
+        assert!(
+            lines_ready,
+            "{}: no done line: {:?}",
+            self.name,
+            self.lines()
+        );
+        self.lines()
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return Some(status);
+        }
+        if Instant::now() >= end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn interrupt(child: &Child) {
+    // SAFETY: kill(2) on our own child's pid; no memory is involved.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(rc, 0, "kill(SIGINT): {}", std::io::Error::last_os_error());
+}
+
+/// The start signal `tag` of a producer in a test's directory.
+fn start_file(dir: &Path, tag: &str) -> PathBuf {
+    dir.join(format!("start-{tag}"))
+}
+
+/// `args` plus `--start-file` for the start signal `tag` (see [`Recorder::release`]).
+fn with_start(args: &[&str], dir: &Path, tag: &str) -> Vec<String> {
+    let mut v: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    v.push("--start-file".into());
+    v.push(start_file(dir, tag).to_string_lossy().into_owned());
+    v
+}
+
+/// `uevrec record` writing JSON lines to a file, stopped with SIGINT.
+///
+/// Producers wait for a start file (`--start-file`) that [`Recorder::release`] creates
+/// once uevrec's output says it attached the event: the enable bit alone turns on when
+/// the event is opened, a moment before recording is enabled.
+struct Recorder {
+    child: Child,
+    dir: PathBuf,
+    out: PathBuf,
+    stderr: PathBuf,
+}
+
+impl Recorder {
+    fn start(dir: &Path, selectors: &[&str]) -> Recorder {
+        let out = dir.join("uevrec.jsonl");
+        let stderr = dir.join("uevrec.stderr");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_uevrec"));
+        cmd.arg("record").arg("-o").arg(&out).arg("--quiet");
+        for s in selectors {
+            cmd.arg("-e").arg(s);
+        }
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&stderr).expect("stderr file"))
+            .spawn()
+            .expect("spawning uevrec");
+        Recorder {
+            child,
+            dir: dir.to_path_buf(),
+            out,
+            stderr,
+        }
+    }
+
+    /// Wait until the output shows `n` `attached` notices for `system:event` (or its
+    /// multi-format versions `system:event.<id>`), then create the start file `tag`.
+    fn release(&mut self, tag: &str, key: &str, n: usize) {
+        let versions = format!("{key}.");
+        let out = self.out.clone();
+        let attached = || {
+            fs::read_to_string(&out)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|l| l["uevrec"] == "notice" && l["what"] == "attached")
+                .filter(|l| {
+                    l["event"]
+                        .as_str()
+                        .is_some_and(|e| e == key || e.starts_with(&versions))
+                })
+                .count()
+        };
+        // Give up at once if uevrec has exited (it would never attach).
+        let child = &mut self.child;
+        let ok = wait_until(PRODUCER_TIMEOUT, || {
+            attached() >= n || child.try_wait().ok().flatten().is_some()
+        });
+        self.assert_running();
+        assert!(
+            ok,
+            "uevrec never reported attaching {n} x {key} within {PRODUCER_TIMEOUT:?}; output: {}",
+            fs::read_to_string(&self.out).unwrap_or_default()
+        );
+        fs::write(start_file(&self.dir, tag), b"").expect("start file");
+    }
+
+    fn assert_running(&mut self) {
+        if let Some(status) = self.child.try_wait().expect("try_wait") {
+            panic!(
+                "uevrec exited early ({status}): {}",
+                fs::read_to_string(&self.stderr).unwrap_or_default()
+            );
+        }
+    }
+
+    /// SIGINT, wait (a stall fails the test), check the status; every output line parsed.
+    fn stop(mut self) -> Vec<Value> {
+        self.assert_running();
+        interrupt(&self.child);
+        let status = wait_child(&mut self.child, STOP_TIMEOUT);
+        let stderr = fs::read_to_string(&self.stderr).unwrap_or_default();
+        let status = status.unwrap_or_else(|| {
+            panic!("uevrec did not exit within {STOP_TIMEOUT:?} of SIGINT; stderr: {stderr}")
+        });
+        assert!(
+            status.success(),
+            "uevrec exited with {status}; stderr: {stderr}"
+        );
+        let text = fs::read_to_string(&self.out)
+            .unwrap_or_else(|e| panic!("{}: {e}; stderr: {stderr}", self.out.display()));
+        assert!(
+            text.is_empty() || text.ends_with('\n'),
+            "output does not end with a newline"
+        );
+        text.lines()
+            .map(|l| {
+                serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("uevrec line is not JSON ({e}): {l}"))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// uevrec's event lines for `system:event` (multi-format: base name).
+fn records_of<'a>(lines: &'a [Value], system: &str, event: &str) -> Vec<&'a Value> {
+    lines
+        .iter()
+        .filter(|l| l["system"] == system && l["event"] == event && l.get("uevrec").is_none())
+        .collect()
+}
+
+/// The producer's `{"event":..,"fields":..}` lines.
+fn written(lines: &[Value]) -> Vec<&Value> {
+    lines.iter().filter(|l| l.get("fields").is_some()).collect()
+}
+
+fn done_count(lines: &[Value], key: &str) -> u64 {
+    let done = lines
+        .iter()
+        .find(|l| l.get("done").is_some())
+        .expect("done line");
+    done[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("done line without {key}: {done}"))
+}
+
+/// Match records to the producer's rows by the value of `key` and compare all fields.
+fn assert_same_fields(what: &str, expected: &[&Value], got: &[&Value], key: &str) {
+    assert_eq!(
+        got.len(),
+        expected.len(),
+        "{what}: {} records recorded, {} written",
+        got.len(),
+        expected.len()
+    );
+    let by_key: BTreeMap<String, &Value> = got
+        .iter()
+        .map(|r| (r["fields"][key].to_string(), &r["fields"]))
+        .collect();
+    assert_eq!(
+        by_key.len(),
+        got.len(),
+        "{what}: duplicate `{key}` values in the recording"
+    );
+    for row in expected {
+        let k = row["fields"][key].to_string();
+        let rec = by_key
+            .get(&k)
+            .unwrap_or_else(|| panic!("{what}: no record with {key}={k}"));
+        let want = row["fields"].as_object().unwrap();
+        let have = rec
+            .as_object()
+            .unwrap_or_else(|| panic!("{what}: fields not an object: {rec}"));
+        for (name, value) in want {
+            assert_eq!(
+                have.get(name),
+                Some(value),
+                "{what}: field `{name}` of the record with {key}={k}"
+            );
+        }
+        assert_eq!(have.len(), want.len(), "{what}: extra fields in {rec}");
+    }
+}
+
+// ---- 1, 2: every type and awkward strings round-trip ----------------------------------
+
+/// Run `every_type ARGS` under uevrec; compare values (and the schema uevrec lists).
+fn every_type_round_trip(test: &str, name: &str, extra: &[&str], key: &str) {
+    let dir = tmp_dir(test);
+    let mut args = vec!["--name", name];
+    args.extend_from_slice(extra);
+    let producer = Producer::spawn("every_type", &with_start(&args, &dir, "p"));
+    let reg = producer.wait_registered(1).remove(0);
+    let selector = format!("user_events:{name}");
+    check_listed_schema(&selector, name, reg["command"].as_str().unwrap());
+    let mut recorder = Recorder::start(&dir, &[&selector]);
+    recorder.release("p", &selector, 1);
+    let report = producer.finish();
+    let lines = recorder.stop();
+    let expected = written(&report);
+    assert_eq!(expected.len() as u64, done_count(&report, "written"));
+    assert!(!expected.is_empty(), "{name}: the producer wrote nothing");
+    assert_same_fields(
+        name,
+        &expected,
+        &records_of(&lines, "user_events", name),
+        key,
+    );
+}
+
+/// `uevrec list --json SELECTOR` must show the schema `register.rs` computes for `command`.
+fn check_listed_schema(selector: &str, name: &str, command: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_uevrec"))
+        .args(["list", "--json", selector])
+        .output()
+        .expect("uevrec list");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "uevrec list failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = find_schema(&stdout, name)
+        .unwrap_or_else(|| panic!("`uevrec list --json` shows no schema for {name}: {stdout}"));
+    let id = listed["id"].as_u64().expect("schema id") as u32;
+    let cmd = RegisterCommand::parse(command).unwrap_or_else(|e| panic!("{command}: {e}"));
+    let computed = serde_json::to_value(cmd.event_format(id)).unwrap();
+    assert_eq!(
+        normalise_schema(&listed),
+        normalise_schema(&computed),
+        "schema of {name}: listed vs computed"
+    );
+}
+
+/// The object describing event `name` in `uevrec list --json` output (an array, one
+/// object, or one object per line; the schema may sit under a `format` key).
+fn find_schema(text: &str, name: &str) -> Option<Value> {
+    let mut candidates = Vec::new();
+    if let Ok(v) = serde_json::from_str::<Value>(text) {
+        candidates.push(v);
+    } else {
+        candidates.extend(
+            text.lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok()),
+        );
+    }
+    let mut stack = candidates;
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(ref map) => {
+                if map.get("name").and_then(Value::as_str) == Some(name)
+                    && map.contains_key("fields")
+                {
+                    return Some(v);
+                }
+                stack.extend(map.values().cloned());
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Name, id and each field's name/offset/size/signed/kind/type text, with the garbage
+/// numbers the kernel prints inside user_events array brackets removed
+/// ([`strip_bracket_contents`]).
+fn normalise_schema(schema: &Value) -> Value {
+    let fields = |key: &str| -> Vec<Value> {
+        schema[key]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|f| {
+                        json!({
+                            "name": f["name"], "offset": f["offset"], "size": f["size"],
+                            "signed": f["signed"], "kind": f["kind"],
+                            "type_text": strip_bracket_contents(f["type_text"].as_str().unwrap_or("")),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    json!({"name": schema["name"], "id": schema["id"], "common_fields": fields("common_fields"), "fields": fields("fields")})
+}
+
+#[test]
+fn t1_every_type_round_trips() {
+    require_user_events!();
+    every_type_round_trip("t1", "vmt_every", &[], "f_u8");
+}
+
+#[test]
+fn t2_dynamic_strings_round_trip() {
+    require_user_events!();
+    every_type_round_trip("t2", "vmt_strings", &["--strings"], "len");
+}
+
+// ---- 3: multi-format -------------------------------------------------------------------
+
+#[test]
+fn t3_multi_format_versions() {
+    require_user_events!();
+    let dir = tmp_dir("t3");
+    let name = "vmt_multi";
+    let args = with_start(&["--name", name, "--count", "3"], &dir, "p");
+    let producer = Producer::spawn("multi_format", &args);
+    producer.wait_registered(2);
+    // While the producer is registered: which `name.<id>` tracepoint has which fields.
+    let multi_dir = Path::new(TRACEFS).join("events/user_events_multi");
+    let mut version_of_id: BTreeMap<String, u64> = BTreeMap::new();
+    for entry in fs::read_dir(&multi_dir).expect("events/user_events_multi") {
+        let tracepoint = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let Some(id) = tracepoint.strip_prefix(&format!("{name}.")) else {
+            continue;
+        };
+        let text = fs::read_to_string(multi_dir.join(&tracepoint).join("format")).unwrap();
+        let version = if text.contains("field:u64 b;") { 1 } else { 2 };
+        assert!(
+            version == 1 || text.contains(" note"),
+            "{tracepoint}: {text}"
+        );
+        version_of_id.insert(id.to_string(), version);
+    }
+    assert_eq!(version_of_id.len(), 2, "two tracepoints: {version_of_id:?}");
+    let selector = format!("user_events_multi:{name}");
+    let mut recorder = Recorder::start(&dir, &[&selector]);
+    recorder.release("p", &selector, 2);
+    let report = producer.finish();
+    let lines = recorder.stop();
+    let recs = records_of(&lines, "user_events_multi", name);
+    let rows = written(&report);
+    assert_eq!(rows.len(), 6);
+    assert_eq!(recs.len(), rows.len(), "records: {recs:?}");
+    let mut ids: BTreeMap<u64, BTreeSet<String>> = BTreeMap::new();
+    for rec in &recs {
+        let id = rec["format_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no format_id: {rec}"))
+            .to_string();
+        let version = if rec["fields"].get("b").is_some() {
+            1
+        } else {
+            2
+        };
+        ids.entry(version).or_default().insert(id);
+        let row = rows
+            .iter()
+            .find(|r| r["version"] == version && r["fields"]["a"] == rec["fields"]["a"])
+            .unwrap_or_else(|| panic!("no written row for {rec}"));
+        assert_eq!(rec["fields"], row["fields"]);
+    }
+    assert_eq!(ids.len(), 2, "both versions recorded: {ids:?}");
+    let (v1, v2) = (&ids[&1], &ids[&2]);
+    assert_eq!(
+        (v1.len(), v2.len()),
+        (1, 1),
+        "one format_id per version: {ids:?}"
+    );
+    assert_ne!(v1, v2);
+    for (version, id_set) in &ids {
+        let id = id_set.iter().next().unwrap();
+        assert_eq!(
+            version_of_id.get(id),
+            Some(version),
+            "format_id {id}: {version_of_id:?}"
+        );
+    }
+}
+
+// ---- 4: late registration ----------------------------------------------------------------
+
+#[test]
+fn t4_late_registration() {
+    require_user_events!();
+    let dir = tmp_dir("t4");
+    let name = "vmt_late";
+    assert!(!event_exists(Path::new(TRACEFS), "user_events", name));
+    let selector = format!("user_events:{name}");
+    let mut recorder = Recorder::start(&dir, &[&selector]);
+    // uevrec is up (its output file exists) before the event does.
+    assert!(
+        wait_until(PRODUCER_TIMEOUT, || recorder.out.exists()),
+        "uevrec never started"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    recorder.assert_running();
+    let producer = Producer::spawn("every_type", &with_start(&["--name", name], &dir, "p"));
+    producer.wait_registered(1);
+    recorder.release("p", &selector, 1);
+    let report = producer.finish();
+    let lines = recorder.stop();
+    assert_same_fields(
+        name,
+        &written(&report),
+        &records_of(&lines, "user_events", name),
+        "f_u8",
+    );
+}
+
+// ---- 5: the enable bit follows the recorder ----------------------------------------------
+
+#[test]
+fn t5_enable_bit_follows_recorder() {
+    require_user_events!();
+    let dir = tmp_dir("t5");
+    let name = "vmt_bit";
+    let producer = Producer::spawn(
+        "enable_bit",
+        &[
+            "--name",
+            name,
+            "--interval-ms",
+            "2",
+            "--timeout-secs",
+            "150",
+        ],
+    );
+    producer.wait_registered(1);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !producer.lines().iter().any(|l| l.get("enabled").is_some()),
+        "the bit must be clear before anyone records: {:?}",
+        producer.lines()
+    );
+    let recorder = Recorder::start(&dir, &[&format!("user_events:{name}")]);
+    producer.wait_line("enabled:true", |l| l["enabled"] == true);
+    std::thread::sleep(Duration::from_secs(2));
+    let lines = recorder.stop();
+    // The producer exits by itself only once it has seen the bit cleared again.
+    let report = producer.finish();
+    let done = report.last().unwrap();
+    assert_eq!(done["saw_off_after_on"], true, "{done}");
+    let written = done["written"].as_u64().unwrap();
+    let recs = records_of(&lines, "user_events", name);
+    assert!(
+        !recs.is_empty(),
+        "nothing recorded while enabled ({written} written)"
+    );
+    assert!(
+        recs.len() as u64 <= written,
+        "{} records but only {written} written",
+        recs.len()
+    );
+    let seqs: BTreeSet<u64> = recs
+        .iter()
+        .map(|r| r["fields"]["seq"].as_u64().expect("seq"))
+        .collect();
+    assert_eq!(seqs.len(), recs.len(), "duplicate records");
+    assert!(
+        seqs.iter().all(|&s| s < written),
+        "a seq never written: {seqs:?}"
+    );
+}
+
+// ---- 6: persistent event via dynamic_events --------------------------------------------------
+
+#[test]
+fn t6_persistent_event() {
+    require_user_events!();
+    let dir = tmp_dir("t6");
+    let tracefs = Path::new(TRACEFS);
+    let name = "vmt_persist";
+    let cmd = RegisterCommand::parse(&format!("{name} u32 a; char[8] b")).unwrap();
+    add_persistent(tracefs, &cmd).expect("u: line on dynamic_events");
+    assert!(event_exists(tracefs, "user_events", name));
+    let dynamic = fs::read_to_string(tracefs.join("dynamic_events")).unwrap();
+    assert!(dynamic.contains(name), "dynamic_events lists it: {dynamic}");
+
+    let selector = format!("user_events:{name}");
+    let mut recorder = Recorder::start(&dir, &[&selector]);
+    recorder.release("t", &selector, 1);
+    {
+        let events = UserEvents::open().expect("user_events_data");
+        let event = events
+            .register(&cmd, Flags::NONE)
+            .expect("register the persistent event's command");
+        assert!(
+            event.wait_enabled(PRODUCER_TIMEOUT),
+            "uevrec did not enable {name}"
+        );
+        for a in 0..3u32 {
+            let w = event
+                .emit(&[PayloadValue::Uint(a.into()), PayloadValue::Str("persist")])
+                .expect("write");
+            assert_eq!(w, Written::Yes);
+        }
+        event.unregister().expect("unregister");
+    }
+    let lines = recorder.stop();
+    let recs = records_of(&lines, "user_events", name);
+    let got: Vec<(u64, &str)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["fields"]["a"].as_u64().unwrap(),
+                r["fields"]["b"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let mut got = got;
+    got.sort();
+    assert_eq!(got, vec![(0, "persist"), (1, "persist"), (2, "persist")]);
+    // No producer, no recorder: a persistent event stays until deleted with its fields.
+    assert!(
+        event_exists(tracefs, "user_events", name),
+        "a persistent event outlives its users"
+    );
+    remove_persistent(tracefs, &cmd).expect("-: line on dynamic_events");
+    assert!(
+        wait_until(Duration::from_secs(5), || !event_exists(
+            tracefs,
+            "user_events",
+            name
+        )),
+        "still there after -:"
+    );
+}
+
+// ---- 7: accounting -----------------------------------------------------------------------------
+
+#[test]
+fn t7_accounting_written_equals_recorded_plus_lost() {
+    require_user_events!();
+    let dir = tmp_dir("t7");
+    let name = "vmt_rate";
+    let events = "40000";
+    let args = with_start(
+        &["--name", name, "--events", events, "--threads", "2"],
+        &dir,
+        "p",
+    );
+    let producer = Producer::spawn("rate", &args);
+    producer.wait_registered(1);
+    let selector = format!("user_events:{name}");
+    let mut recorder = Recorder::start(&dir, &[&selector]);
+    recorder.release("p", &selector, 1);
+    let report = producer.finish();
+    let lines = recorder.stop();
+    let written = done_count(&report, "written");
+    assert_eq!(written, events.parse::<u64>().unwrap(), "{report:?}");
+    let recs = records_of(&lines, "user_events", name);
+    let lost: u64 = lines
+        .iter()
+        .filter(|l| l["uevrec"] == "lost")
+        .map(|l| l["lost"].as_u64().unwrap_or(0))
+        .sum();
+    let pairs: BTreeSet<(u64, u64)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["fields"]["thread"].as_u64().unwrap(),
+                r["fields"]["seq"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(pairs.len(), recs.len(), "duplicate records");
+    println!(
+        "t7: producer {written} records at {}/s; uevrec kept {} and reported {lost} lost",
+        report.last().unwrap()["per_sec"],
+        recs.len()
+    );
+    assert_eq!(
+        recs.len() as u64 + lost,
+        written,
+        "records + lost must equal written"
+    );
+}
+
+// ---- 8: differential against perf --------------------------------------------------------------
+
+/// Record one `every_type` run with `perf record` and return perf's field texts per
+/// record (`perf script -F trace`, split at the known field names) plus the producer's
+/// report.
+fn perf_run(test: &str, name: &str, extra: &[&str]) -> (Vec<BTreeMap<String, String>>, Vec<Value>) {
+    let dir = tmp_dir(test);
+    let data = dir.join("perf.data");
+    // perf opens the event (the enable bit turns on), then spends a while (seconds under
+    // emulation) synthesizing process info before it enables recording and starts its
+    // workload; the workload's first act tells the producer to write.
+    let (ready, stop) = (dir.join("perf-ready"), dir.join("perf-stop"));
+    let ready_arg = ready.to_str().unwrap().to_string();
+    let mut args = vec!["--name", name, "--start-file", &ready_arg];
+    args.extend_from_slice(extra);
+    let producer = Producer::spawn("every_type", &args);
+    let reg = producer.wait_registered(1).remove(0);
+    let mut perf = Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-a",
+            "-e",
+            &format!("user_events:{name}"),
+            "-o",
+        ])
+        .arg(&data)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            r#"touch "$0"; while [ ! -e "$1" ]; do sleep 0.05; done"#,
+        ])
+        .args([&ready, &stop])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("perf record (install linux-perf on the host)");
+    let report = producer.finish();
+    fs::write(&stop, b"").unwrap();
+    let status = wait_child(&mut perf, STOP_TIMEOUT).expect("perf record did not stop");
+    assert!(status.success(), "perf record: {status}");
+    let out = Command::new("perf")
+        .args(["script", "-F", "trace", "-i"])
+        .arg(&data)
+        .output()
+        .expect("perf script");
+    // Byte arrays come out raw (not UTF-8); they are not compared.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let cmd = RegisterCommand::parse(reg["command"].as_str().unwrap()).unwrap();
+    let names: Vec<String> = cmd.fields.iter().map(|f| f.name.clone()).collect();
+    (split_perf_records(&text, &names), report)
+}
+
+/// `perf script -F trace` prints `a=1 b=text ...` per record, strings raw (newlines
+/// included). Split at `name=` markers in field order; a record starts at a line that
+/// begins with the first field's marker.
+fn split_perf_records(text: &str, names: &[String]) -> Vec<BTreeMap<String, String>> {
+    let first = format!("{}=", names[0]);
+    let mut starts: Vec<usize> = Vec::new();
+    if text.starts_with(&first) {
+        starts.push(0);
+    }
+    starts.extend(
+        text.match_indices(&format!("\n{first}"))
+            .map(|(i, _)| i + 1),
+    );
+    let mut records = Vec::new();
+    for (n, &start) in starts.iter().enumerate() {
+        // Each record ends with one newline of perf's own (the string may end with more).
+        let end = starts.get(n + 1).copied().unwrap_or(text.len()) - 1;
+        let rec = &text[start..end];
+        let mut fields = BTreeMap::new();
+        let mut pos = first.len();
+        for (i, name) in names.iter().enumerate() {
+            let (value_end, next_pos) = match names.get(i + 1) {
+                Some(next) => {
+                    let marker = format!(" {next}=");
+                    let at = rec[pos..]
+                        .find(&marker)
+                        .unwrap_or_else(|| panic!("no `{marker}` in {rec:?}"))
+                        + pos;
+                    (at, at + marker.len())
+                }
+                None => (rec.len(), rec.len()),
+            };
+            fields.insert(name.clone(), rec[pos..value_end].to_string());
+            pos = next_pos;
+        }
+        records.push(fields);
+    }
+    records
+}
+
+/// Compare perf's text for every integer and char-string field with uevrec's values.
+/// perf prints s8/s16/char/short as unsigned (a known perf bug), so integers are
+/// compared modulo 2^bits; byte arrays, u32 arrays and structs are skipped: perf prints
+/// pointers/garbage for them (their print fmt is `%llu` of the field address).
+fn assert_perf_agrees(
+    what: &str,
+    command: &str,
+    perf: &[BTreeMap<String, String>],
+    uevrec: &[&Value],
+    key: &str,
+) {
+    let format = RegisterCommand::parse(command).unwrap();
+    assert_eq!(
+        perf.len(),
+        uevrec.len(),
+        "{what}: perf has {} records, uevrec {}",
+        perf.len(),
+        uevrec.len()
+    );
+    let mut compared = 0;
+    for rec in uevrec {
+        let fields = &rec["fields"];
+        let perf_rec = perf
+            .iter()
+            .find(|p| same_int(&p[key], &fields[key], 8))
+            .unwrap_or_else(|| panic!("{what}: perf has no record with {key}={}", fields[key]));
+        for field in &format.fields {
+            let (p, u) = (&perf_rec[&field.name], &fields[&field.name]);
+            match &field.kind {
+                FieldKind::Integer { size, .. } => {
+                    assert!(
+                        same_int(p, u, *size),
+                        "{what}: {} perf={p} uevrec={u}",
+                        field.name
+                    );
+                }
+                FieldKind::FixedArray {
+                    elem: uevrec_parsers::schema::Element::Char,
+                    ..
+                }
+                | FieldKind::Dynamic {
+                    elem: uevrec_parsers::schema::Element::Char,
+                    ..
+                } => {
+                    assert_eq!(Some(p.as_str()), u.as_str(), "{what}: {}", field.name);
+                }
+                _ => continue,
+            }
+            compared += 1;
+        }
+    }
+    assert!(compared > 0);
+    println!("{what}: agree on {compared} values");
+}
+
+fn same_int(perf: &str, uevrec: &Value, size: u8) -> bool {
+    let Ok(p) = perf.trim().parse::<i128>() else {
+        return false;
+    };
+    let u = uevrec
+        .as_i64()
+        .map(i128::from)
+        .or_else(|| uevrec.as_u64().map(i128::from));
+    let Some(u) = u else { return false };
+    let modulus = 1i128 << (8 * u32::from(size));
+    p.rem_euclid(modulus) == u.rem_euclid(modulus)
+}
+
+fn perf_differential(test: &str, name: &str, extra: &[&str], key: &str) {
+    if Command::new("perf").arg("--version").output().is_err() {
+        panic!("perf not found: install linux-perf on the host (the guest uses the host's /usr)");
+    }
+    // perf's view of one run, compared with what the producer says it wrote.
+    let (perf, report) = perf_run(test, name, extra);
+    let rows = written(&report);
+    assert_eq!(
+        perf.len(),
+        rows.len(),
+        "{name}: perf recorded {} of {} records",
+        perf.len(),
+        rows.len()
+    );
+    let command = report[0]["command"].as_str().unwrap().to_string();
+    assert_perf_agrees(
+        &format!("{name} (perf vs producer)"),
+        &command,
+        &perf,
+        &rows,
+        key,
+    );
+    // uevrec's view of an identical run (the producer's values are fixed), compared
+    // with perf's.
+    let dir = tmp_dir(&format!("{test}-uevrec"));
+    let mut args = vec!["--name", name];
+    args.extend_from_slice(extra);
+    let producer = Producer::spawn("every_type", &with_start(&args, &dir, "p"));
+    producer.wait_registered(1);
+    let selector = format!("user_events:{name}");
+    let mut recorder = Recorder::start(&dir, &[&selector]);
+    recorder.release("p", &selector, 1);
+    producer.finish();
+    let lines = recorder.stop();
+    assert_perf_agrees(
+        &format!("{name} (perf vs uevrec)"),
+        &command,
+        &perf,
+        &records_of(&lines, "user_events", name),
+        key,
+    );
+}
+
+#[test]
+fn t8_perf_agrees_every_type() {
+    require_user_events!();
+    perf_differential("t8a", "vmt_perf_every", &[], "f_u8");
+}
+
+#[test]
+fn t8_perf_agrees_strings() {
+    require_user_events!();
+    perf_differential("t8b", "vmt_perf_strings", &["--strings"], "len");
+}
+
+// ---- 9: producers come and go ------------------------------------------------------------------
+
+#[test]
+fn t9_producer_exit_and_reregistration() {
+    require_user_events!();
+    let dir = tmp_dir("t9");
+    let tracefs = Path::new(TRACEFS);
+    let (plain, multi) = ("vmt_gone", "vmt_gone_multi");
+    let (plain_sel, multi_sel) = (
+        format!("user_events:{plain}"),
+        format!("user_events_multi:{multi}"),
+    );
+    let mut recorder = Recorder::start(&dir, &[&plain_sel, &multi_sel]);
+    // A producer registers, writes, exits: uevrec holds the tracepoint (a perf fd is a
+    // reference), so the event stays; the same producer again reuses it.
+    let mut plain_written = 0;
+    let mut ids = BTreeSet::new();
+    for n in ["5", "7"] {
+        let p = Producer::spawn(
+            "rate",
+            &with_start(&["--name", plain, "--events", n], &dir, n),
+        );
+        p.wait_registered(1);
+        recorder.release(n, &plain_sel, 1);
+        ids.insert(
+            fs::read_to_string(tracefs.join(format!("events/user_events/{plain}/id")))
+                .expect("the registered event's id"),
+        );
+        plain_written += done_count(&p.finish(), "written");
+        recorder.assert_running();
+    }
+    // A new format under a multi-format name: a new tracepoint (new ID) uevrec must find.
+    let mut multi_rows = Vec::new();
+    for (n, version) in [(1, "1"), (2, "2")] {
+        let args = ["--name", multi, "--only", version, "--count", "2"];
+        let p = Producer::spawn(
+            "multi_format",
+            &with_start(&args, &dir, &format!("v{version}")),
+        );
+        p.wait_registered(1);
+        recorder.release(&format!("v{version}"), &multi_sel, n);
+        let report = p.finish();
+        multi_rows.extend(written(&report).into_iter().cloned());
+        recorder.assert_running();
+    }
+    let lines = recorder.stop();
+    assert_eq!(
+        records_of(&lines, "user_events", plain).len() as u64,
+        plain_written
+    );
+    let multi_recs = records_of(&lines, "user_events_multi", multi);
+    assert_eq!(multi_recs.len(), multi_rows.len(), "{multi_recs:?}");
+    let format_ids: BTreeSet<&str> = multi_recs
+        .iter()
+        .filter_map(|r| r["format_id"].as_str())
+        .collect();
+    assert_eq!(format_ids.len(), 2, "two formats, two ids: {format_ids:?}");
+    assert_eq!(
+        ids.len(),
+        1,
+        "same name and format while held: same tracepoint id: {ids:?}"
+    );
+    // uevrec gone: nothing holds the plain event any more, the kernel deletes it.
+    assert!(
+        wait_until(Duration::from_secs(10), || !event_exists(
+            tracefs,
+            "user_events",
+            plain
+        )),
+        "{plain} not auto-deleted after the producer and uevrec left"
+    );
+}
