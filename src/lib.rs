@@ -12,5 +12,6 @@ pub mod perf;
 pub mod pipeline;
 pub mod selector;
 pub mod session;
+pub mod signals;
 pub mod sink;
 pub mod tracefs;

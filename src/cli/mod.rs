@@ -1,0 +1,202 @@
+//! The command line: `uevrec record`, `uevrec tail`, `uevrec list`.
+//!
+//! Exit statuses (also in `--help` and the README):
+//! [`EXIT_OK`] 0 success (also after SIGINT/SIGTERM, `--duration`, `--count`);
+//! [`EXIT_ERROR`] 1 an error (tracefs, privileges, output file), printed with its fix;
+//! [`EXIT_USAGE`] 2 bad command line; [`EXIT_OUTPUT_CLOSED`] 141 the reader of standard
+//! output went away (EPIPE; like a shell's status for SIGPIPE), nothing printed;
+//! [`crate::signals::FORCED_EXIT_STATUS`] 130 a second SIGINT/SIGTERM cut the shutdown short.
+
+mod list;
+mod record;
+pub mod values;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::selector::Selector;
+use crate::tracefs::{Tracefs, TracefsError};
+
+/// Success.
+pub const EXIT_OK: i32 = 0;
+/// A runtime or setup error.
+pub const EXIT_ERROR: i32 = 1;
+/// A bad command line (clap's status).
+pub const EXIT_USAGE: i32 = 2;
+/// Standard output was closed by its reader (EPIPE).
+pub const EXIT_OUTPUT_CLOSED: i32 = 141;
+
+const AFTER_HELP: &str = "\
+Selectors are SYSTEM:EVENT with shell globs in both parts (e.g. 'user_events:*',
+'sched:sched_process_*'); without any, all user_events and user_events_multi events.
+
+Exit status: 0 success (also when stopped by SIGINT/SIGTERM, --duration or --count),
+1 error (the message says the fix), 2 bad command line, 141 standard output closed by
+its reader (e.g. `uevrec tail | head -1`), 130 a second SIGINT during the shutdown.";
+
+/// Record Linux user_events and other tracepoints as JSON lines.
+#[derive(Debug, Parser)]
+#[command(name = "uevrec", version, about, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Record events as JSON lines into a file (-o) or standard output.
+    Record(RecordArgs),
+    /// Print events as JSON lines on standard output as they happen.
+    Tail(TailArgs),
+    /// List the matching events with their fields.
+    List(ListArgs),
+}
+
+/// Which events, and where tracefs is.
+#[derive(Debug, Args)]
+pub struct EventArgs {
+    /// Events to record, SYSTEM:EVENT with globs (default: all user_events).
+    #[arg(value_name = "SELECTOR")]
+    pub selectors: Vec<Selector>,
+    /// An event selector (repeatable; same as a positional SELECTOR).
+    #[arg(short = 'e', long = "event", value_name = "SELECTOR")]
+    pub events: Vec<Selector>,
+    /// Where tracefs is mounted (default: found in /proc/self/mounts).
+    #[arg(long, env = "UEVREC_TRACEFS", value_name = "PATH")]
+    pub tracefs: Option<PathBuf>,
+}
+
+impl EventArgs {
+    /// Positional and `-e` selectors together.
+    pub fn all_selectors(&self) -> Vec<Selector> {
+        self.selectors.iter().chain(&self.events).cloned().collect()
+    }
+
+    /// Find tracefs; without selectors (all user_events) a kernel without user_events is
+    /// an error, since none can ever appear (CONFIG_USER_EVENTS is not a module).
+    pub fn tracefs(&self) -> Result<Tracefs, TracefsError> {
+        let tracefs = Tracefs::discover(self.tracefs.as_deref())?;
+        if self.selectors.is_empty() && self.events.is_empty() && !tracefs.has_user_events() {
+            return Err(TracefsError::NoUserEvents(
+                tracefs.root().join("user_events_data"),
+            ));
+        }
+        Ok(tracefs)
+    }
+}
+
+/// Options of every recording command.
+#[derive(Debug, Args)]
+pub struct RecordingArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub events: EventArgs,
+    /// Ring size per CPU: pages (a plain number), or a size such as 512k or 4M; rounded up
+    /// to a power of two pages.
+    #[arg(short = 'm', long, value_name = "PAGES|SIZE", default_value = "128",
+          value_parser = values::parse_buffer_pages)]
+    pub buffer_size: usize,
+    /// Kernel-side filter applied to every event (ftrace syntax, e.g. 'pid > 100').
+    #[arg(long, value_name = "EXPR")]
+    pub filter: Option<String>,
+    /// Record only events of this process.
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<i32>,
+    /// Also record events written by uevrec itself.
+    #[arg(long)]
+    pub include_self: bool,
+    /// How often to look for new events matching the selectors.
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = values::parse_positive_duration)]
+    pub rescan_interval: Duration,
+    /// Add the common fields (common_type, common_flags …) as "common":{…}.
+    #[arg(long)]
+    pub common: bool,
+    /// Stop after this long (e.g. 10s, 1m).
+    #[arg(long, value_name = "DUR", value_parser = values::parse_positive_duration)]
+    pub duration: Option<Duration>,
+    /// Stop after this many records.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// No status line and no summary on standard error (errors are still printed).
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// `uevrec record`.
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub rec: RecordingArgs,
+    /// Output file (appended to if it exists, never truncated); standard output if absent
+    /// or "-".
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Rotate the output file before it would grow past SIZE (e.g. 100M); needs -o.
+    #[arg(long, value_name = "SIZE", requires = "output", value_parser = values::parse_positive_size)]
+    pub rotate_size: Option<u64>,
+    /// Rotated files kept: FILE.1 (newest) … FILE.N; the oldest is removed. 0 keeps none.
+    #[arg(long, value_name = "N", default_value_t = 5, requires = "rotate_size")]
+    pub rotate_keep: u32,
+    /// Permission bits (octal) for newly created output files.
+    #[arg(long, value_name = "MODE", default_value = "640", value_parser = values::parse_mode)]
+    pub file_mode: u32,
+    /// Write through a symbolic link at the output path (refused by default).
+    #[arg(long)]
+    pub follow_symlinks: bool,
+}
+
+/// `uevrec tail`.
+#[derive(Debug, Args)]
+pub struct TailArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub rec: RecordingArgs,
+    /// Indented JSON for humans (one record spans several lines).
+    #[arg(long)]
+    pub pretty: bool,
+}
+
+/// `uevrec list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub events: EventArgs,
+    /// Print each event's full schema as a JSON line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Print an error with the program name (a closed stderr is ignored, never a panic).
+pub(crate) fn print_error(msg: &dyn std::fmt::Display) {
+    print_stderr(format_args!("uevrec: error: {msg}\n"));
+}
+
+/// Write to stderr, ignoring failure (unlike `eprintln!`, which panics).
+pub(crate) fn print_stderr(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_fmt(args);
+}
+
+/// Run the command line; returns the exit status.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            // Help/version go to stdout; a closed stdout is not worth a panic.
+            let _ = e.print();
+            return code;
+        }
+    };
+    match cli.command {
+        Command::Record(args) => record::record(args),
+        Command::Tail(args) => record::tail(args),
+        Command::List(args) => list::list(&args),
+    }
+}

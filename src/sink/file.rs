@@ -1,0 +1,438 @@
+//! An output file that may rotate by size and reopens on request (SIGHUP).
+//!
+//! Rules:
+//! - a new file is created with mode [`FileOptions::mode`] (default `0640`, set exactly,
+//!   whatever the umask); an existing file is appended to, never truncated;
+//! - an existing symbolic link at the path is refused (`O_NOFOLLOW`) unless
+//!   [`FileOptions::follow_symlinks`]; files created by rotation never follow links;
+//! - rotation renames `FILE.{keep-1}` → `FILE.{keep}` … `FILE` → `FILE.1` (the oldest is
+//!   replaced, i.e. removed) and creates a new `FILE`. It happens only between lines: a
+//!   line is never split across files, and a single line longer than the size limit gets a
+//!   file of its own;
+//! - a failed write (ENOSPC, EIO …) is cut back with `ftruncate` to the length before it,
+//!   so the file always ends with a complete line.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use super::{Sink, SinkError};
+
+/// Size-based rotation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rotation {
+    /// Rotate before a write would make the file larger than this many bytes.
+    pub max_bytes: u64,
+    /// Rotated files kept (`FILE.1` … `FILE.keep`); 0 = the old file is deleted.
+    pub keep: u32,
+}
+
+/// How the output file is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileOptions {
+    /// Permission bits of newly created files.
+    pub mode: u32,
+    /// Write through an existing symbolic link at the path (the first open and reopens only).
+    pub follow_symlinks: bool,
+    /// Rotate by size, if set.
+    pub rotation: Option<Rotation>,
+}
+
+impl Default for FileOptions {
+    fn default() -> Self {
+        FileOptions {
+            mode: 0o640,
+            follow_symlinks: false,
+            rotation: None,
+        }
+    }
+}
+
+/// A JSON-lines output file.
+#[derive(Debug)]
+pub struct RotatingFile {
+    path: PathBuf,
+    opts: FileOptions,
+    file: File,
+    /// Bytes in the current file (from fstat at open, then counted).
+    size: u64,
+    rotations: u64,
+}
+
+/// Open `path` for appending: create it with exactly `mode` if missing.
+fn open_append(path: &Path, mode: u32, follow: bool) -> Result<File, SinkError> {
+    let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
+    let mut o = OpenOptions::new();
+    o.append(true).custom_flags(nofollow | libc::O_CLOEXEC);
+    let err = |e: io::Error| {
+        if e.raw_os_error() == Some(libc::ELOOP) && !follow {
+            SinkError::Symlink {
+                path: path.to_owned(),
+            }
+        } else {
+            SinkError::io("opening", path, e)
+        }
+    };
+    // Try to create it first so a new file gets the exact mode (umask would mask it).
+    match o.clone().create_new(true).mode(mode).open(path) {
+        Ok(f) => {
+            f.set_permissions(fs::Permissions::from_mode(mode))
+                .map_err(err)?;
+            Ok(f)
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => o.open(path).map_err(err),
+        Err(e) => Err(err(e)),
+    }
+}
+
+/// `FILE.n`.
+fn numbered(path: &Path, n: u32) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(format!(".{n}"));
+    PathBuf::from(s)
+}
+
+impl RotatingFile {
+    /// Open (or create) `path` under `opts`.
+    pub fn open(path: impl Into<PathBuf>, opts: FileOptions) -> Result<Self, SinkError> {
+        let path = path.into();
+        let file = open_append(&path, opts.mode, opts.follow_symlinks)?;
+        let size = file
+            .metadata()
+            .map_err(|e| SinkError::io("reading size of", &path, e))?
+            .len();
+        Ok(RotatingFile {
+            path,
+            opts,
+            file,
+            size,
+            rotations: 0,
+        })
+    }
+
+    /// The path written to.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How many rotations happened.
+    pub fn rotations(&self) -> u64 {
+        self.rotations
+    }
+
+    /// Rename the numbered files up, move the current file to `.1`, open a fresh one.
+    fn rotate(&mut self, keep: u32) -> Result<(), SinkError> {
+        let ignore_missing = |r: io::Result<()>, what, p: &Path| match r {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(SinkError::io(what, p, e)),
+            _ => Ok(()),
+        };
+        if keep == 0 {
+            ignore_missing(fs::remove_file(&self.path), "removing", &self.path)?;
+        } else {
+            for n in (1..keep).rev() {
+                let from = numbered(&self.path, n);
+                ignore_missing(
+                    fs::rename(&from, numbered(&self.path, n + 1)),
+                    "rotating",
+                    &from,
+                )?;
+            }
+            ignore_missing(
+                fs::rename(&self.path, numbered(&self.path, 1)),
+                "rotating",
+                &self.path,
+            )?;
+        }
+        // rename/unlink act on links themselves; the new file never follows one.
+        self.file = open_append(&self.path, self.opts.mode, false)?;
+        self.size = self
+            .file
+            .metadata()
+            .map_err(|e| SinkError::io("reading size of", &self.path, e))?
+            .len();
+        self.rotations += 1;
+        Ok(())
+    }
+
+    /// Append `chunk`; on failure cut the file back to its length before the write.
+    fn append(&mut self, chunk: &[u8]) -> Result<(), SinkError> {
+        let before = self.file.metadata().map(|m| m.len()).unwrap_or(self.size);
+        if let Err(e) = self.file.write_all(chunk) {
+            // A partial line may have landed: remove it so the file ends with '\n'.
+            let _ = self.file.set_len(before);
+            return Err(SinkError::io("writing to", &self.path, e));
+        }
+        self.size = before + chunk.len() as u64;
+        Ok(())
+    }
+}
+
+/// The longest prefix of `lines` made of whole lines and at most `room` bytes.
+fn whole_lines_within(lines: &[u8], room: u64) -> usize {
+    let limit = lines.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+    lines[..limit]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1)
+}
+
+/// The first line of `lines` (up to and including its `\n`, or all of it).
+fn first_line(lines: &[u8]) -> usize {
+    lines
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(lines.len(), |i| i + 1)
+}
+
+impl Sink for RotatingFile {
+    fn write_lines(&mut self, mut lines: &[u8]) -> Result<(), SinkError> {
+        let Some(rot) = self.opts.rotation else {
+            return self.append(lines);
+        };
+        while !lines.is_empty() {
+            let room = rot.max_bytes.saturating_sub(self.size);
+            let mut take = whole_lines_within(lines, room);
+            if take == 0 {
+                if self.size > 0 {
+                    self.rotate(rot.keep)?;
+                    continue;
+                }
+                // An empty file and a line longer than the limit: it gets the file alone.
+                take = first_line(lines);
+            }
+            self.append(&lines[..take])?;
+            lines = &lines[take..];
+        }
+        Ok(())
+    }
+
+    fn reopen(&mut self) -> Result<(), SinkError> {
+        let file = open_append(&self.path, self.opts.mode, self.opts.follow_symlinks)?;
+        self.size = file
+            .metadata()
+            .map_err(|e| SinkError::io("reading size of", &self.path, e))?
+            .len();
+        self.file = file;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    /// A rotating file `r.json` in a fresh directory.
+    fn rotating(max_bytes: u64, keep: u32) -> (tempfile::TempDir, PathBuf, RotatingFile) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.json");
+        let opts = FileOptions {
+            rotation: Some(Rotation { max_bytes, keep }),
+            ..Default::default()
+        };
+        let f = RotatingFile::open(&p, opts).unwrap();
+        (dir, p, f)
+    }
+
+    fn read(p: &Path) -> String {
+        fs::read_to_string(p).unwrap()
+    }
+
+    fn lines(n: std::ops::Range<u32>) -> Vec<u8> {
+        n.map(|i| format!("{{\"n\":{i:04}}}\n"))
+            .collect::<String>()
+            .into_bytes() // 11 bytes each
+    }
+
+    #[test]
+    fn new_file_gets_exact_mode_and_existing_is_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out.json");
+        let old = unsafe { libc::umask(0o077) };
+        let mut f = RotatingFile::open(
+            &p,
+            FileOptions {
+                mode: 0o644,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        unsafe { libc::umask(old) };
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
+        f.write_lines(b"{\"a\":1}\n").unwrap();
+        drop(f);
+        let mut f = RotatingFile::open(&p, FileOptions::default()).unwrap();
+        f.write_lines(b"{\"a\":2}\n").unwrap();
+        assert_eq!(read(&p), "{\"a\":1}\n{\"a\":2}\n");
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o644,
+            "mode of existing file kept"
+        );
+    }
+
+    #[test]
+    fn symlink_refused_unless_allowed() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        fs::write(&target, "keep\n").unwrap();
+        let link = dir.path().join("link");
+        symlink(&target, &link).unwrap();
+        let err = RotatingFile::open(&link, FileOptions::default()).unwrap_err();
+        assert!(matches!(err, SinkError::Symlink { .. }), "{err}");
+        assert!(err.to_string().contains("--follow-symlinks"));
+        let opts = FileOptions {
+            follow_symlinks: true,
+            ..Default::default()
+        };
+        RotatingFile::open(&link, opts)
+            .unwrap()
+            .write_lines(b"x\n")
+            .unwrap();
+        assert_eq!(read(&target), "keep\nx\n");
+    }
+
+    #[test]
+    fn rotation_keeps_every_line_once_and_whole() {
+        let (_dir, p, mut f) = rotating(50, 100);
+        // Batches of various sizes, including one far larger than the limit.
+        for range in [0..3, 3..4, 4..30, 30..31, 31..40] {
+            f.write_lines(&lines(range)).unwrap();
+        }
+        assert!(f.rotations() > 3);
+        let mut all = Vec::new();
+        for n in (1..=f.rotations() as u32).rev() {
+            let text = read(&numbered(&p, n));
+            assert!(text.len() <= 50 && text.ends_with('\n'), "{n}: {text:?}");
+            all.push(text);
+        }
+        all.push(read(&p));
+        assert_eq!(all.concat().into_bytes(), lines(0..40));
+    }
+
+    #[test]
+    fn rotation_drops_oldest_beyond_keep() {
+        let (_dir, p, mut f) = rotating(22, 2);
+        for i in 0..10 {
+            f.write_lines(&lines(i..i + 1)).unwrap();
+        }
+        assert_eq!(read(&p).into_bytes(), lines(8..10));
+        assert_eq!(read(&numbered(&p, 1)).into_bytes(), lines(6..8));
+        assert_eq!(read(&numbered(&p, 2)).into_bytes(), lines(4..6));
+        assert!(!numbered(&p, 3).exists());
+    }
+
+    #[test]
+    fn rotation_keep_zero_deletes_old_file() {
+        let (_dir, p, mut f) = rotating(4, 0);
+        f.write_lines(b"aa\nbb\n").unwrap();
+        assert_eq!(read(&p), "bb\n");
+        assert!(!numbered(&p, 1).exists());
+    }
+
+    #[test]
+    fn oversized_line_gets_its_own_file() {
+        let (_dir, p, mut f) = rotating(8, 5);
+        f.write_lines(b"a\n0123456789abc\nb\n").unwrap();
+        assert_eq!(read(&numbered(&p, 2)), "a\n");
+        assert_eq!(read(&numbered(&p, 1)), "0123456789abc\n");
+        assert_eq!(read(&p), "b\n");
+    }
+
+    #[test]
+    fn rotation_never_follows_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.json");
+        let victim = dir.path().join("victim");
+        fs::write(&victim, "precious\n").unwrap();
+        let rot = Rotation {
+            max_bytes: 4,
+            keep: 1,
+        };
+        let mut f = RotatingFile::open(
+            &p,
+            FileOptions {
+                rotation: Some(rot),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        f.write_lines(b"aa\n").unwrap();
+        // Someone plants a link where the rotated file will go: rename replaces the link.
+        symlink(&victim, numbered(&p, 1)).unwrap();
+        f.write_lines(b"bb\n").unwrap();
+        assert_eq!(read(&victim), "precious\n");
+        assert_eq!(read(&numbered(&p, 1)), "aa\n");
+        assert!(
+            !fs::symlink_metadata(numbered(&p, 1))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(read(&p), "bb\n");
+    }
+
+    #[test]
+    fn reopen_follows_a_rename() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("o.json");
+        let mut f = RotatingFile::open(&p, FileOptions::default()).unwrap();
+        f.write_lines(b"1\n").unwrap();
+        fs::rename(&p, dir.path().join("o.json.old")).unwrap();
+        f.reopen().unwrap();
+        f.write_lines(b"2\n").unwrap();
+        assert_eq!(read(&dir.path().join("o.json.old")), "1\n");
+        assert_eq!(read(&p), "2\n");
+    }
+
+    #[test]
+    fn failed_write_is_cut_back_to_a_whole_line() {
+        // RLIMIT_FSIZE makes the kernel accept part of a write and then fail (EFBIG, with
+        // SIGXFSZ ignored): the partial line must be cut off again. The limit is far above
+        // what the other tests of this process write.
+        const LIMIT: u64 = 200_000;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("o.json");
+        let mut f = RotatingFile::open(&p, FileOptions::default()).unwrap();
+        f.write_lines(b"ok\n").unwrap();
+        let big = vec![b'x'; 300_000];
+        let mut old = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: plain libc calls with valid pointers.
+        unsafe {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            libc::getrlimit(libc::RLIMIT_FSIZE, &mut old);
+            let lim = libc::rlimit {
+                rlim_cur: LIMIT,
+                rlim_max: old.rlim_max,
+            };
+            assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &lim), 0);
+        }
+        let mut batch = big.clone();
+        batch.push(b'\n');
+        let err = f.write_lines(&batch);
+        // SAFETY: restores the limit read above.
+        unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &old) };
+        let err = err.unwrap_err();
+        assert!(err.to_string().contains("o.json"), "{err}");
+        assert_eq!(read(&p), "ok\n");
+        f.write_lines(b"after\n").unwrap();
+        assert_eq!(read(&p), "ok\nafter\n");
+    }
+
+    #[test]
+    fn whole_lines_prefix() {
+        assert_eq!(whole_lines_within(b"ab\ncd\nef\n", 5), 3);
+        assert_eq!(whole_lines_within(b"ab\ncd\nef\n", 6), 6);
+        assert_eq!(whole_lines_within(b"ab\ncd\n", 100), 6);
+        assert_eq!(whole_lines_within(b"abcdef\n", 3), 0);
+        assert_eq!(first_line(b"abcdef\nx\n"), 7);
+        assert_eq!(first_line(b"abc"), 3);
+    }
+}

@@ -1,0 +1,289 @@
+//! The command line without kernel privileges: parsing, error messages and their fixes,
+//! output-file rules, `list` on a hand-built tracefs tree.
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+
+use assert_cmd::Command;
+
+fn uevrec() -> Command {
+    let mut c = Command::cargo_bin("uevrec").unwrap();
+    c.env_remove("UEVREC_TRACEFS");
+    c
+}
+
+fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A tracefs-like tree: `events/<system>/<event>/format` for each given format text.
+fn fake_tracefs(dir: &Path, events: &[(&str, &str, &str)]) {
+    fs::create_dir_all(dir.join("events")).unwrap();
+    for (system, event, format) in events {
+        let d = dir.join("events").join(system).join(event);
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join("format"), format).unwrap();
+    }
+}
+
+const EXEC_FORMAT: &str = "name: sched_process_exec
+ID: 312
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:__data_loc char[] filename;\toffset:8;\tsize:4;\tsigned:0;
+\tfield:pid_t pid;\toffset:12;\tsize:4;\tsigned:1;
+\tfield:pid_t old_pid;\toffset:16;\tsize:4;\tsigned:1;
+
+print fmt: \"filename=%s pid=%d old_pid=%d\", __get_str(filename), REC->pid, REC->old_pid
+";
+
+const USER_FORMAT: &str = "name: test
+ID: 1117
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:u32 a;\toffset:8;\tsize:4;\tsigned:0;
+\tfield:char b[1055984226];\toffset:12;\tsize:8;\tsigned:1;
+
+print fmt: \"a=%u b=%s\", REC->a, REC->b
+";
+
+#[test]
+fn help_lists_commands_and_exit_statuses() {
+    let out = uevrec().arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for word in ["record", "tail", "list", "Exit status", "141"] {
+        assert!(text.contains(word), "--help lacks {word}: {text}");
+    }
+    let out = uevrec().args(["record", "--help"]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    for opt in [
+        "--rotate-size",
+        "--rotate-keep",
+        "--file-mode",
+        "--follow-symlinks",
+        "--duration",
+        "--count",
+    ] {
+        assert!(text.contains(opt), "record --help lacks {opt}");
+    }
+}
+
+#[test]
+fn bad_selector_is_a_usage_error() {
+    let out = uevrec()
+        .args(["record", "--tracefs", "/nonexistent", "nocolon"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("nocolon") && err.contains("SYSTEM:EVENT"),
+        "{err}"
+    );
+    let out = uevrec().args(["tail", "-e", "sched:"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+}
+
+#[test]
+fn bad_sizes_and_durations_are_usage_errors() {
+    for args in [
+        &["record", "-o", "x", "--rotate-size", "12Q"][..],
+        &["record", "-o", "x", "--rotate-size", "0"],
+        &["record", "-m", "0"],
+        &["record", "-m", "lots"],
+        &["record", "--duration", "soon"],
+        &["record", "--file-mode", "999"],
+        &["record", "--rotate-size", "1M"], // needs -o
+    ] {
+        let out = uevrec().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr_of(&out));
+    }
+    let out = uevrec()
+        .args(["record", "-o", "x", "--rotate-size", "12Q"])
+        .output()
+        .unwrap();
+    assert!(
+        stderr_of(&out).contains("expected a size"),
+        "{}",
+        stderr_of(&out)
+    );
+}
+
+#[test]
+fn missing_tracefs_path_says_how_to_mount() {
+    for cmd in ["record", "tail", "list"] {
+        let out = uevrec()
+            .args([cmd, "--tracefs", "/nonexistent/tracing", "-e", "sched:*"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{cmd}");
+        let err = stderr_of(&out);
+        assert!(
+            err.contains("/nonexistent/tracing") && err.contains("mount"),
+            "{cmd}: {err}"
+        );
+    }
+    // The environment variable works like --tracefs.
+    let out = uevrec()
+        .env("UEVREC_TRACEFS", "/nonexistent/env")
+        .args(["list"])
+        .output()
+        .unwrap();
+    assert!(
+        stderr_of(&out).contains("/nonexistent/env"),
+        "{}",
+        stderr_of(&out)
+    );
+}
+
+#[test]
+fn tracefs_without_user_events_names_the_kernel_option() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_tracefs(dir.path(), &[("sched", "sched_process_exec", EXEC_FORMAT)]);
+    let tfs = dir.path().to_str().unwrap();
+    for cmd in ["record", "tail", "list"] {
+        let out = uevrec().args([cmd, "--tracefs", tfs]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{cmd}: {}", stderr_of(&out));
+        let err = stderr_of(&out);
+        assert!(
+            err.contains("CONFIG_USER_EVENTS") && err.contains("-e"),
+            "{cmd}: {err}"
+        );
+    }
+}
+
+#[test]
+fn output_symlink_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("precious");
+    fs::write(&target, "keep me\n").unwrap();
+    let link = dir.path().join("out.json");
+    symlink(&target, &link).unwrap();
+    let out = uevrec()
+        .args(["record", "--tracefs", "/nonexistent", "-e", "sched:*", "-o"])
+        .arg(&link)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("symbolic link") && err.contains("--follow-symlinks"),
+        "{err}"
+    );
+    assert!(err.contains("out.json"), "{err}");
+    assert_eq!(fs::read_to_string(&target).unwrap(), "keep me\n");
+}
+
+#[test]
+fn list_shows_fields_and_status() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_tracefs(
+        dir.path(),
+        &[
+            ("user_events", "test", USER_FORMAT),
+            ("sched", "sched_process_exec", EXEC_FORMAT),
+        ],
+    );
+    fs::write(dir.path().join("user_events_data"), "").unwrap();
+    fs::write(
+        dir.path().join("user_events_status"),
+        "test # Used by perf\n\nActive: 1\nBusy: 1\n",
+    )
+    .unwrap();
+    let tfs = dir.path().to_str().unwrap();
+
+    let out = uevrec().args(["list", "--tracefs", tfs]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("user_events:test") && text.contains("Used by perf"),
+        "{text}"
+    );
+    assert!(
+        text.contains(" a ") && text.contains("offset 12") && text.contains("size 8"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("sched"),
+        "default selectors are user_events only: {text}"
+    );
+
+    let out = uevrec()
+        .args(["list", "--json", "--tracefs", tfs, "-e", "sched:*"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert_eq!(lines[0]["system"], "sched");
+    assert_eq!(lines[0]["event"], "sched_process_exec");
+    assert!(lines[0].get("status").is_none());
+    assert_eq!(lines[0]["format"]["id"], 312);
+    assert_eq!(lines[0]["format"]["fields"][0]["name"], "filename");
+}
+
+/// Run the binary as user nobody (when we are root) or as ourselves (when we are not).
+fn unprivileged(args: &[&str]) -> Option<std::process::Output> {
+    let bin = assert_cmd::cargo::cargo_bin("uevrec");
+    // SAFETY: geteuid has no side effects.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some(std::process::Command::new(bin).args(args).output().unwrap());
+    }
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&bin)
+        .args(args)
+        .env_remove("UEVREC_TRACEFS")
+        .current_dir("/")
+        .output();
+    match out {
+        Ok(o) if !String::from_utf8_lossy(&o.stderr).contains("setpriv:") => Some(o),
+        Ok(o) => {
+            eprintln!(
+                "skipping: setpriv failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            None
+        }
+        Err(e) => {
+            eprintln!("skipping: cannot run setpriv: {e}");
+            None
+        }
+    }
+}
+
+#[test]
+fn unprivileged_run_says_root_or_cap_perfmon() {
+    if !Path::new("/sys/kernel/tracing/events").exists() && unsafe { libc::geteuid() } == 0 {
+        eprintln!("skipping: tracefs is not mounted at /sys/kernel/tracing");
+        return;
+    }
+    let Some(out) = unprivileged(&[
+        "record",
+        "-q",
+        "--duration",
+        "1s",
+        "-e",
+        "sched:sched_process_exec",
+    ]) else {
+        return;
+    };
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let err = stderr_of(&out);
+    assert!(err.contains("root") || err.contains("CAP_PERFMON"), "{err}");
+    assert!(out.stdout.is_empty(), "no output lines expected");
+}

@@ -1,0 +1,426 @@
+//! End to end through the binary on the host kernel: needs root and tracefs (each test
+//! prints why it is skipped otherwise). Uses kernel tracepoints, since the host kernel has
+//! no user_events: `sched:sched_process_exec` and `raw_syscalls:sys_enter` filtered to a
+//! child process that makes a known number of `getppid` calls.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// x86_64 and aarch64 numbers of getppid.
+#[cfg(target_arch = "x86_64")]
+const NR_GETPPID: u32 = 110;
+#[cfg(target_arch = "aarch64")]
+const NR_GETPPID: u32 = 173;
+
+/// Generous bound for things that take milliseconds (shared, loaded machines).
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("uevrec")
+}
+
+/// Why this machine cannot run the tests, if it cannot.
+fn skip_reason() -> Option<&'static str> {
+    // SAFETY: geteuid has no side effects.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root");
+    }
+    if !Path::new("/sys/kernel/tracing/events/raw_syscalls/sys_enter").exists() {
+        return Some("tracefs with raw_syscalls events not mounted at /sys/kernel/tracing");
+    }
+    None
+}
+
+macro_rules! require_host {
+    () => {
+        if let Some(why) = skip_reason() {
+            eprintln!("skipping: {why}");
+            return;
+        }
+    };
+}
+
+/// Every line of `text` parsed as JSON (panics on a line that is not).
+fn parse_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("invalid JSON line {l:?}: {e}")))
+        .collect()
+}
+
+/// Records (not uevrec's own lines) of `event`.
+fn records<'a>(lines: &'a [Value], event: &str) -> Vec<&'a Value> {
+    lines
+        .iter()
+        .filter(|v| v.get("uevrec").is_none() && v["event"] == event)
+        .collect()
+}
+
+/// Wait until `path` holds an `attached` notice (the recorder is listening).
+fn wait_attached(path: &Path, child: &mut Child) {
+    let start = Instant::now();
+    loop {
+        let text = fs::read_to_string(path).unwrap_or_default();
+        if text
+            .lines()
+            .any(|l| l.contains("\"uevrec\":\"notice\"") && l.contains("\"attached\""))
+        {
+            return;
+        }
+        if let Some(st) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+            panic!("uevrec ended before attaching ({st}): {err}\noutput: {text}");
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "no attached notice in {}: {text}",
+            path.display()
+        );
+        sleep(Duration::from_millis(20));
+    }
+}
+
+fn wait_exit(child: &mut Child) -> ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if start.elapsed() > PATIENCE {
+            let _ = child.kill();
+            panic!("uevrec did not exit within {PATIENCE:?}");
+        }
+        sleep(Duration::from_millis(10));
+    }
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill on a child we own.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+}
+
+fn stderr_text(child: &mut Child) -> String {
+    let mut s = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut s);
+    }
+    s
+}
+
+/// A process that waits for a line on stdin, then calls getppid `n` times and exits.
+fn getppid_child(n: u32) -> Child {
+    Command::new("perl")
+        .args(["-e", &format!("my $go = <STDIN>; getppid() for 1..{n};")])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("perl is needed for the getppid child")
+}
+
+/// Start `uevrec record` on sys_enter of `child`'s getppid calls into `out`.
+fn record_getppid(child: &Child, out: &Path, extra: &[&str]) -> Child {
+    Command::new(bin())
+        .args(["record", "--pid", &child.id().to_string()])
+        .args([
+            "--filter",
+            &format!("id == {NR_GETPPID}"),
+            "-e",
+            "raw_syscalls:sys_enter",
+            "-o",
+        ])
+        .arg(out)
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn release_and_reap(mut child: Child) {
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn records_exec_of_a_known_path() {
+    require_host!();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = dir.path().join("uevrec-exec-probe");
+    fs::copy("/bin/true", &prog).unwrap();
+    let out = dir.path().join("exec.json");
+    let mut rec = Command::new(bin())
+        .args(["record", "-q", "-e", "sched:sched_process_exec", "-o"])
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_attached(&out, &mut rec);
+    for _ in 0..3 {
+        assert!(Command::new(&prog).status().unwrap().success());
+    }
+    // The last exec is in the ring; SIGINT drains it.
+    signal(&rec, libc::SIGINT);
+    let st = wait_exit(&mut rec);
+    assert_eq!(st.code(), Some(0), "{}", stderr_text(&mut rec));
+    let lines = parse_lines(&fs::read_to_string(&out).unwrap());
+    let ours: Vec<_> = records(&lines, "sched_process_exec")
+        .into_iter()
+        .filter(|v| v["fields"]["filename"] == prog.to_str().unwrap())
+        .collect();
+    assert_eq!(ours.len(), 3, "{lines:#?}");
+    for v in ours {
+        assert_eq!(v["system"], "sched");
+        assert_eq!(v["fields"]["pid"], v["pid"]);
+        assert!(v["time"].as_str().unwrap().ends_with('Z'));
+    }
+    let mode = std::os::unix::fs::PermissionsExt::mode(&fs::metadata(&out).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o640);
+}
+
+#[test]
+fn rotation_loses_and_duplicates_nothing() {
+    require_host!();
+    const N: u32 = 20_000;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rot.json");
+    let child = getppid_child(N);
+    let mut rec = record_getppid(
+        &child,
+        &out,
+        &["--rotate-size", "64k", "--rotate-keep", "10000", "-m", "8M"],
+    );
+    wait_attached(&out, &mut rec);
+    release_and_reap(child);
+    signal(&rec, libc::SIGTERM);
+    let st = wait_exit(&mut rec);
+    assert_eq!(st.code(), Some(0), "{}", stderr_text(&mut rec));
+
+    let mut files: Vec<(u32, PathBuf)> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?.to_owned();
+            let n = if name == "rot.json" {
+                0
+            } else {
+                name.strip_prefix("rot.json.")?.parse().ok()?
+            };
+            Some((n, p))
+        })
+        .collect();
+    files.sort_by_key(|f| std::cmp::Reverse(f.0)); // oldest (highest number) first
+    assert!(
+        files.len() > 4,
+        "expected > 3 rotations, got files {files:?}"
+    );
+    let mut times = std::collections::HashSet::new();
+    let mut count = 0;
+    for (_, p) in &files {
+        let text = fs::read_to_string(p).unwrap();
+        assert!(
+            text.is_empty() || text.ends_with('\n'),
+            "{} ends mid-line",
+            p.display()
+        );
+        assert!(
+            text.len() <= 64 * 1024,
+            "{} is {} bytes",
+            p.display(),
+            text.len()
+        );
+        for v in parse_lines(&text) {
+            assert_ne!(v["uevrec"], "lost", "records were lost: {v}");
+            if v.get("uevrec").is_some() {
+                continue;
+            }
+            assert_eq!(v["fields"]["id"], NR_GETPPID, "{v}");
+            // Each call has its own timestamp: a duplicated line would repeat one.
+            assert!(
+                times.insert(v["time"].as_str().unwrap().to_owned()),
+                "duplicate {v}"
+            );
+            count += 1;
+        }
+    }
+    assert_eq!(
+        count,
+        N,
+        "every getppid exactly once across {} files",
+        files.len()
+    );
+}
+
+#[test]
+fn sigint_drains_pending_events() {
+    require_host!();
+    // The ring (4 MiB per CPU) holds all N records even if uevrec read none before the stop.
+    const N: u32 = 5_000;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("int.json");
+    let child = getppid_child(N);
+    let mut rec = record_getppid(&child, &out, &["-m", "4M"]);
+    wait_attached(&out, &mut rec);
+    release_and_reap(child);
+    // At once: the last records are still in the rings, below the wakeup watermark.
+    signal(&rec, libc::SIGINT);
+    let st = wait_exit(&mut rec);
+    assert_eq!(st.code(), Some(0), "{}", stderr_text(&mut rec));
+    let lines = parse_lines(&fs::read_to_string(&out).unwrap());
+    assert!(
+        !lines.iter().any(|v| v["uevrec"] == "lost"),
+        "records were lost"
+    );
+    assert_eq!(records(&lines, "sys_enter").len(), N as usize);
+}
+
+#[test]
+fn summary_goes_to_stderr() {
+    require_host!();
+    const N: u32 = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sum.json");
+    let child = getppid_child(N);
+    let mut rec = record_getppid(&child, &out, &[]);
+    wait_attached(&out, &mut rec);
+    release_and_reap(child);
+    signal(&rec, libc::SIGINT);
+    assert_eq!(wait_exit(&mut rec).code(), Some(0));
+    let err = stderr_text(&mut rec);
+    assert!(err.contains(&format!("{N} records")), "{err}");
+    assert!(err.contains("raw_syscalls:sys_enter"), "{err}");
+}
+
+#[test]
+fn sighup_reopens_a_renamed_file() {
+    require_host!();
+    const N: u32 = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("hup.json");
+    let old = dir.path().join("hup.json.old");
+    let child = getppid_child(N);
+    let mut rec = record_getppid(&child, &out, &[]);
+    wait_attached(&out, &mut rec);
+    // logrotate's create mode: rename, then SIGHUP; uevrec opens a new file at the path.
+    fs::rename(&out, &old).unwrap();
+    signal(&rec, libc::SIGHUP);
+    let start = Instant::now();
+    while !out.exists() {
+        assert!(start.elapsed() < PATIENCE, "no new file after SIGHUP");
+        sleep(Duration::from_millis(10));
+    }
+    release_and_reap(child);
+    signal(&rec, libc::SIGINT);
+    assert_eq!(
+        wait_exit(&mut rec).code(),
+        Some(0),
+        "{}",
+        stderr_text(&mut rec)
+    );
+    let new_lines = parse_lines(&fs::read_to_string(&out).unwrap());
+    let old_lines = parse_lines(&fs::read_to_string(&old).unwrap());
+    assert_eq!(records(&new_lines, "sys_enter").len(), N as usize);
+    assert!(records(&old_lines, "sys_enter").is_empty());
+}
+
+/// Run `uevrec tail SELECTOR`, read its first line, close the pipe like `head -1`;
+/// returns the line, the exit status and stderr.
+fn tail_first_line_then_close(selector: &str) -> (String, ExitStatus, String) {
+    let mut tail = Command::new(bin())
+        .args(["tail", selector])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(tail.stdout.take().unwrap());
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    drop(reader);
+    let st = wait_exit(&mut tail);
+    (first, st, stderr_text(&mut tail))
+}
+
+#[test]
+fn tail_into_closed_pipe_exits_141() {
+    require_host!();
+    let (first, st, err) = tail_first_line_then_close("raw_syscalls:sys_enter");
+    serde_json::from_str::<Value>(&first).unwrap();
+    assert_eq!(st.code(), Some(141), "{err}");
+    assert_eq!(err, "", "exit on a closed pipe is quiet");
+}
+
+#[test]
+fn idle_tail_into_closed_pipe_exits_141() {
+    require_host!();
+    // Nothing matches: one "waiting" notice, then silence; the closed pipe must still be
+    // noticed without another write.
+    let (first, st, err) = tail_first_line_then_close("nosuchsystem:nosuchevent");
+    assert!(first.contains("\"uevrec\":\"notice\""), "{first}");
+    assert_eq!(st.code(), Some(141), "{err}");
+    assert_eq!(err, "", "exit on a closed pipe is quiet");
+}
+
+/// A tiny tmpfs mounted for the test, unmounted on drop.
+struct TinyFs(tempfile::TempDir);
+
+impl TinyFs {
+    fn mount(size: &str) -> Result<TinyFs, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let st = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0755"),
+                "tinyfs",
+            ])
+            .arg(dir.path())
+            .status()
+            .map_err(|e| e.to_string())?;
+        if st.success() {
+            Ok(TinyFs(dir))
+        } else {
+            Err(format!("mount -t tmpfs failed: {st}"))
+        }
+    }
+}
+
+impl Drop for TinyFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+#[test]
+fn full_filesystem_is_a_clear_error_and_file_ends_with_newline() {
+    require_host!();
+    let fs_ = match TinyFs::mount("64k") {
+        Ok(f) => f,
+        Err(why) => {
+            eprintln!("skipping: {why}");
+            return;
+        }
+    };
+    let out = fs_.0.path().join("full.json");
+    let mut rec = Command::new(bin())
+        .args(["record", "-q", "-e", "raw_syscalls:sys_enter", "-o"])
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let st = wait_exit(&mut rec);
+    let err = stderr_text(&mut rec);
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(
+        err.contains(out.to_str().unwrap()),
+        "error must name the file: {err}"
+    );
+    assert!(err.contains("No space left"), "{err}");
+    let bytes = fs::read(&out).unwrap();
+    assert!(!bytes.is_empty());
+    assert_eq!(bytes.last(), Some(&b'\n'));
+    parse_lines(std::str::from_utf8(&bytes).unwrap());
+}
