@@ -161,7 +161,7 @@ host_traced() {
       [ "$status" = 0 ] || die "uevrec exited with status $status: $(tail -5 "$d/rec.err")"
       local events lost bytes
       events=$(grep -c '"event":"sys_enter"' "$d/out.jsonl" || true)
-      lost=$(grep '"uevrec":"lost"' "$d/out.jsonl" | jq -s 'map(.lost) | add // 0')
+      lost=$({ grep '"uevrec":"lost"' "$d/out.jsonl" || true; } | jq -s 'map(.lost) | add // 0')
       bytes=$(stat -c %s "$d/out.jsonl")
       emit host=1 threads="$threads" run="$run" tool=uevrec calls="$got_calls" rate="$rate" \
         events="$events" lost="$lost" missing=$((got_calls - events)) cpu_s="$cpu" \
@@ -271,7 +271,7 @@ vm_guest() {
       if [ $tool = uevrec ]; then
         local events lost
         events=$(grep -c "\"event\":\"$name\"" "$d/out.jsonl" || true)
-        lost=$(grep '"uevrec":"lost"' "$d/out.jsonl" | jq -s 'map(.lost) | add // 0')
+        lost=$({ grep '"uevrec":"lost"' "$d/out.jsonl" || true; } | jq -s 'map(.lost) | add // 0')
         emit vm=1 run="$run" tool=uevrec calls="$written" rate="$rate" events="$events" \
           lost="$lost" missing=$((written - events)) cpu_s="$cpu" maxrss_kb="$rss" \
           bytes="$(stat -c %s "$d/out.jsonl")"
