@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Live benchmark of uevrec against perf (issue 5). Prints one table; see BENCHMARKS.md.
 #
-#   scripts/bench-live.sh [--quick] [--runs N] [--calls N] [--vm-calls N] [--pages P]
+#   [UEVREC_BENCH_RATE=path/to/rate] scripts/bench-live.sh [--quick] [--runs N] [--calls N] [--vm-calls N] [--pages P]
 #                         [--no-host] [--no-vm] [--results FILE]
 #
 # Host part (this kernel, native speed): samples' `syscall_loop` calls getppid in a tight
@@ -30,6 +30,7 @@ SELF="$ROOT/scripts/bench-live.sh"
 BIN="$ROOT/target/release"
 GETPPID_NR=110   # x86_64; syscall_loop prints the real number, checked below
 PY=python3; [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+RATE=${UEVREC_BENCH_RATE:-$BIN/rate}   # samples' rate producer (VM part)
 
 die() { printf 'bench-live: %s\n' "$*" >&2; exit 1; }
 note() { printf 'bench-live: %s\n' "$*" >&2; }
@@ -248,7 +249,7 @@ vm_guest() {
     for tool in uevrec perf; do
       name="uevrs_bench_$run"
       rm -f "$d"/*
-      "$BIN/rate" --name "$name" --events "$VM_CALLS" --threads 1 --timeout-secs 60 \
+      "$RATE" --name "$name" --events "$VM_CALLS" --threads 1 --timeout-secs 60 \
         --settle-ms 500 >"$d/rate.out" 2>"$d/rate.err" &
       local ppid=$!
       wait_file "$d/rate.out" 20 || die "rate did not register: $(cat "$d/rate.err")"
@@ -310,8 +311,8 @@ vm_part() {
     emit vm=1 tool=skipped reason="no VM runner"
     return 0
   fi
-  if [ ! -x "$BIN/rate" ]; then
-    note "VM part NOT RUN: $BIN/rate missing (the samples rate producer is not on this branch yet)"
+  if [ ! -x "$RATE" ]; then
+    note "VM part NOT RUN: $RATE missing (the samples rate producer; build it or set UEVREC_BENCH_RATE)"
     emit vm=1 tool=skipped reason="rate producer not built"
     return 0
   fi
