@@ -154,43 +154,46 @@ host_traced() {
   local status; status=$(json_field "$d/rec.json" .status)
   local rate; rate=$(jq -r .per_sec <<<"$done_line")
   local got_calls; got_calls=$(jq -r .calls <<<"$done_line")
+  if [ "$tool" = uevrec ] && [ "$status" != 0 ]; then
+    die "uevrec exited with status $status: $(tail -5 "$d/rec.err")"
+  fi
+  # perf record ends with status 0 or by "signal 2" depending on version; both fine.
+  recorder_rows "$d" "$tool" raw_syscalls sys_enter "$got_calls" "$rate" \
+    host=1 threads="$threads" run="$run"
+}
+
+# recorder_rows DIR TOOL SYSTEM EVENT CALLS RATE KEY=VALUE...: the result rows of one
+# recording in DIR (rusage in rec.json; out.jsonl for uevrec, perf.data for perf, which
+# is then also converted by a measured `perf script`), each prefixed with KEY=VALUEs.
+recorder_rows() {
+  local d=$1 tool=$2 system=$3 event=$4 calls=$5 rate=$6 events lost counts
+  shift 6
   local cpu rss
   cpu=$(json_field "$d/rec.json" '.user_s + .sys_s')
   rss=$(json_field "$d/rec.json" .maxrss_kb)
-  case $tool in
-    uevrec)
-      [ "$status" = 0 ] || die "uevrec exited with status $status: $(tail -5 "$d/rec.err")"
-      local events lost bytes
-      events=$(grep -c '"event":"sys_enter"' "$d/out.jsonl" || true)
-      lost=$({ grep '"uevrec":"lost"' "$d/out.jsonl" || true; } | jq -s 'map(.lost) | add // 0')
-      bytes=$(stat -c %s "$d/out.jsonl")
-      emit host=1 threads="$threads" run="$run" tool=uevrec calls="$got_calls" rate="$rate" \
-        events="$events" lost="$lost" missing=$((got_calls - events)) cpu_s="$cpu" \
-        maxrss_kb="$rss" bytes="$bytes"
-      rm -f "$d/out.jsonl"
-      ;;
-    perf)
-      # perf record ends with status 0 or by "signal 2" depending on version; both fine
-      # as long as it wrote the data.
-      [ -s "$d/perf.data" ] || die "perf record wrote nothing: $(tail -5 "$d/rec.err")"
-      local counts events lost bytes
-      counts=$(perf_counts "$d/perf.data" raw_syscalls:sys_enter)
-      events=${counts% *}; lost=${counts#* }
-      bytes=$(stat -c %s "$d/perf.data")
-      emit host=1 threads="$threads" run="$run" tool=perf-record calls="$got_calls" rate="$rate" \
-        events="$events" lost="$lost" missing=$((got_calls - events)) cpu_s="$cpu" \
-        maxrss_kb="$rss" bytes="$bytes"
-      measure "$d/script.json" sh -c 'exec perf script -i "$1" >"$2" 2>"$3"' sh \
-        "$d/perf.data" "$d/perf.txt" "$d/script.err"
-      local sevents
-      sevents=$(grep -c 'raw_syscalls:sys_enter' "$d/perf.txt" || true)
-      emit host=1 threads="$threads" run="$run" tool=perf-script calls="$got_calls" rate="$rate" \
-        events="$sevents" lost="$lost" missing=$((got_calls - sevents)) \
-        cpu_s="$(json_field "$d/script.json" '.user_s + .sys_s')" \
-        maxrss_kb="$(json_field "$d/script.json" .maxrss_kb)" bytes="$(stat -c %s "$d/perf.txt")"
-      rm -f "$d/perf.data" "$d/perf.txt"
-      ;;
-  esac
+  if [ "$tool" = uevrec ]; then
+    [ -e "$d/out.jsonl" ] || die "uevrec wrote no output: $(tail -5 "$d/rec.err")"
+    events=$(grep -c "\"event\":\"$event\"" "$d/out.jsonl" || true)
+    lost=$({ grep '"uevrec":"lost"' "$d/out.jsonl" || true; } | jq -s 'map(.lost) | add // 0')
+    emit "$@" tool=uevrec calls="$calls" rate="$rate" events="$events" lost="$lost" \
+      missing=$((calls - events)) cpu_s="$cpu" maxrss_kb="$rss" \
+      bytes="$(stat -c %s "$d/out.jsonl")"
+    rm -f "$d/out.jsonl"
+    return
+  fi
+  [ -s "$d/perf.data" ] || die "perf record wrote nothing: $(tail -5 "$d/rec.err")"
+  counts=$(perf_counts "$d/perf.data" "$system:$event")
+  events=${counts% *}; lost=${counts#* }
+  emit "$@" tool=perf-record calls="$calls" rate="$rate" events="$events" lost="$lost" \
+    missing=$((calls - events)) cpu_s="$cpu" maxrss_kb="$rss" \
+    bytes="$(stat -c %s "$d/perf.data")"
+  measure "$d/script.json" sh -c 'exec perf script -i "$1" >"$2" 2>"$3"' sh \
+    "$d/perf.data" "$d/perf.txt" "$d/script.err"
+  events=$(grep -c " $system:$event:" "$d/perf.txt" || true)
+  emit "$@" tool=perf-script calls="$calls" rate="$rate" events="$events" lost="$lost" \
+    missing=$((calls - events)) cpu_s="$(json_field "$d/script.json" '.user_s + .sys_s')" \
+    maxrss_kb="$(json_field "$d/script.json" .maxrss_kb)" bytes="$(stat -c %s "$d/perf.txt")"
+  rm -f "$d/perf.data" "$d/perf.txt"
 }
 
 host_untraced() { # host_untraced THREADS CALLS RUN
@@ -266,32 +269,8 @@ vm_guest() {
       local done_line; done_line=$(tail -1 "$d/rate.out")
       stop_recorder "$d/rec.json.pid"
       wait "$mpid" || true
-      local written rate cpu rss
-      written=$(jq -r .written <<<"$done_line"); rate=$(jq -r .per_sec <<<"$done_line")
-      cpu=$(json_field "$d/rec.json" '.user_s + .sys_s'); rss=$(json_field "$d/rec.json" .maxrss_kb)
-      if [ $tool = uevrec ]; then
-        local events lost
-        events=$(grep -c "\"event\":\"$name\"" "$d/out.jsonl" || true)
-        lost=$({ grep '"uevrec":"lost"' "$d/out.jsonl" || true; } | jq -s 'map(.lost) | add // 0')
-        emit vm=1 run="$run" tool=uevrec calls="$written" rate="$rate" events="$events" \
-          lost="$lost" missing=$((written - events)) cpu_s="$cpu" maxrss_kb="$rss" \
-          bytes="$(stat -c %s "$d/out.jsonl")"
-      else
-        local counts events lost
-        counts=$(perf_counts "$d/perf.data" "user_events:$name")
-        events=${counts% *}; lost=${counts#* }
-        emit vm=1 run="$run" tool=perf-record calls="$written" rate="$rate" events="$events" \
-          lost="$lost" missing=$((written - events)) cpu_s="$cpu" maxrss_kb="$rss" \
-          bytes="$(stat -c %s "$d/perf.data")"
-        measure "$d/script.json" sh -c 'exec perf script -i "$1" >"$2" 2>"$3"' sh \
-          "$d/perf.data" "$d/perf.txt" "$d/script.err"
-        local sevents; sevents=$(grep -c "user_events:$name" "$d/perf.txt" || true)
-        emit vm=1 run="$run" tool=perf-script calls="$written" rate="$rate" events="$sevents" \
-          lost="$lost" missing=$((written - sevents)) \
-          cpu_s="$(json_field "$d/script.json" '.user_s + .sys_s')" \
-          maxrss_kb="$(json_field "$d/script.json" .maxrss_kb)" \
-          bytes="$(stat -c %s "$d/perf.txt")"
-      fi
+      recorder_rows "$d" "$tool" user_events "$name" "$(jq -r .written <<<"$done_line")" \
+        "$(jq -r .per_sec <<<"$done_line")" vm=1 run="$run"
     done
   done
 }
