@@ -4,92 +4,30 @@
 //! (format text from a 6.18 kernel), (c) a string-heavy event: four 200-byte strings with
 //! characters that need escaping. Each iteration writes a batch of 1000 records with
 //! advancing timestamps into one reused buffer, as the recorder does.
+//!
+//! Every benchmark runs twice: `wall/…` (criterion's wall clock) and `cpu/…` (this
+//! thread's CPU time, `CLOCK_THREAD_CPUTIME_ID`). On a shared machine the wall clock
+//! counts time spent waiting for a core; CPU time gives events per second of one core.
 
 use std::hint::black_box;
+use std::time::Duration;
 
+use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use uevrec_parsers::decode::{Endian, decode_field};
-use uevrec_parsers::field_type::resolve_decl;
+use uevrec_parsers::format_file::parse_format;
 use uevrec_parsers::json_line::{LineOptions, LineWriter, RecordMeta};
-use uevrec_parsers::schema::{EventFormat, Field};
+use uevrec_parsers::schema::EventFormat;
 
 const BATCH: u64 = 1000;
 const T0: u64 = 1_795_345_200_000_000_000;
 
-/// `cat /sys/kernel/tracing/events/sched/sched_switch/format` on the 6.18 host (print fmt
-/// shortened).
-const SCHED_SWITCH: &str = "name: sched_switch
-ID: 372
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+/// `cat /sys/kernel/tracing/events/sched/sched_switch/format` on the 6.18 host, verbatim.
+const SCHED_SWITCH: &str = include_str!("../parsers/tests/data/sched_switch-6.18.format");
 
-\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;
-\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;
-\tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;
-\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;
-\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;
-\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;
-\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;
-
-print fmt: \"prev_comm=%s prev_pid=%d prev_prio=%d prev_state=%s%s ==> next_comm=%s next_pid=%d next_prio=%d\", REC->prev_comm, REC->prev_pid, REC->prev_prio, REC->next_comm, REC->next_pid, REC->next_prio
-";
-
-/// The `field:` lines of a format text, each through `resolve_decl` (until the format
-/// parser lands, this is the bench's stand-in for it; blank line = end of common fields).
+/// The schema of a format file text, as the recorder gets it.
 fn format_from_text(text: &str) -> EventFormat {
-    let mut common = Vec::new();
-    let mut fields = Vec::new();
-    let mut in_common = true;
-    for line in text
-        .lines()
-        .skip_while(|l| !l.starts_with("format:"))
-        .skip(1)
-    {
-        let line = line.trim();
-        if line.is_empty() {
-            in_common = false;
-            continue;
-        }
-        let Some(rest) = line.strip_prefix("field:") else {
-            break;
-        };
-        let parts: Vec<&str> = rest.split(';').map(str::trim).collect();
-        let value = |key: &str| {
-            parts
-                .iter()
-                .find_map(|p| p.strip_prefix(key))
-                .map(|v| v.parse::<u32>().expect("number"))
-        };
-        let (offset, size) = (
-            value("offset:").expect("offset"),
-            value("size:").expect("size"),
-        );
-        let signed = value("signed:").map(|s| s != 0);
-        let d = resolve_decl(parts[0], size, signed).expect("declaration");
-        let field = Field {
-            name: d.name,
-            type_text: d.type_text,
-            offset,
-            size,
-            signed,
-            kind: d.kind,
-        };
-        if in_common {
-            common.push(field)
-        } else {
-            fields.push(field)
-        }
-    }
-    EventFormat {
-        name: "bench".into(),
-        id: 1,
-        common_fields: common,
-        fields,
-        print_fmt: String::new(),
-    }
+    parse_format(text).expect("bench format text parses")
 }
 
 fn common_header(id: u16, pid: i32) -> Vec<u8> {
@@ -103,7 +41,9 @@ fn loc(len: usize, offset: usize) -> [u8; 4] {
     (((len as u32) << 16) | offset as u32).to_le_bytes()
 }
 
-const COMMON: &str = "format:
+const COMMON: &str = "name: bench
+ID: 1117
+format:
 \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
 \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
 \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
@@ -180,7 +120,54 @@ fn string_heavy() -> (EventFormat, Vec<u8>) {
     (format_from_text(&text), raw)
 }
 
-fn bench_lines(c: &mut Criterion, name: &str, (format, raw): (EventFormat, Vec<u8>)) {
+/// CPU time of the calling thread, as a criterion measurement (values in ns, so the
+/// wall-clock formatter applies).
+struct ThreadCpuTime;
+
+fn thread_cpu_now() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant the kernel
+    // supports on every Linux since 2.6.12.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+static WALL: WallTime = WallTime;
+
+impl Measurement for ThreadCpuTime {
+    type Intermediate = Duration;
+    type Value = Duration;
+
+    fn start(&self) -> Duration {
+        thread_cpu_now()
+    }
+    fn end(&self, start: Duration) -> Duration {
+        thread_cpu_now().saturating_sub(start)
+    }
+    fn add(&self, a: &Duration, b: &Duration) -> Duration {
+        *a + *b
+    }
+    fn zero(&self) -> Duration {
+        Duration::ZERO
+    }
+    fn to_f64(&self, value: &Duration) -> f64 {
+        value.as_nanos() as f64
+    }
+    fn formatter(&self) -> &dyn ValueFormatter {
+        WALL.formatter()
+    }
+}
+
+fn bench_lines<M: Measurement>(
+    c: &mut Criterion<M>,
+    clock: &str,
+    name: &str,
+    (format, raw): (EventFormat, Vec<u8>),
+) {
     let meta = RecordMeta {
         time_unix_ns: None,
         cpu: 1,
@@ -204,7 +191,7 @@ fn bench_lines(c: &mut Criterion, name: &str, (format, raw): (EventFormat, Vec<u
         &raw,
     );
     eprint!("{name}: {}", String::from_utf8_lossy(&out));
-    let mut group = c.benchmark_group("json_line");
+    let mut group = c.benchmark_group(format!("{clock}/json_line"));
     group.throughput(Throughput::Elements(BATCH));
     group.bench_function(name, |b| {
         b.iter(|| {
@@ -223,14 +210,14 @@ fn bench_lines(c: &mut Criterion, name: &str, (format, raw): (EventFormat, Vec<u
     group.finish();
 }
 
-fn benches(c: &mut Criterion) {
-    bench_lines(c, "a_user_event_8_fields", user_event());
-    bench_lines(c, "b_sched_switch", sched_switch());
-    bench_lines(c, "c_four_200b_escaped_strings", string_heavy());
+fn benches<M: Measurement>(c: &mut Criterion<M>, clock: &str) {
+    bench_lines(c, clock, "a_user_event_8_fields", user_event());
+    bench_lines(c, clock, "b_sched_switch", sched_switch());
+    bench_lines(c, clock, "c_four_200b_escaped_strings", string_heavy());
 
     // Decoding alone (no JSON) for event (a), to split the cost.
     let (format, raw) = user_event();
-    let mut group = c.benchmark_group("decode_only");
+    let mut group = c.benchmark_group(format!("{clock}/decode_only"));
     group.throughput(Throughput::Elements(BATCH));
     group.bench_function("a_user_event_8_fields", |b| {
         b.iter(|| {
@@ -249,5 +236,18 @@ fn benches(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(decode, benches);
-criterion_main!(decode);
+fn wall(c: &mut Criterion) {
+    benches(c, "wall");
+}
+
+fn cpu(c: &mut Criterion<ThreadCpuTime>) {
+    benches(c, "cpu");
+}
+
+criterion_group!(wall_clock, wall);
+criterion_group! {
+    name = cpu_time;
+    config = Criterion::default().with_measurement(ThreadCpuTime);
+    targets = cpu
+}
+criterion_main!(wall_clock, cpu_time);

@@ -30,7 +30,8 @@ pub enum TracefsError {
     NotMounted,
     /// The explicit path is not a tracefs directory.
     #[error(
-        "{0} is not a tracefs mount (no `events` directory in it); pass the directory where tracefs is mounted"
+        "{0} is not a tracefs mount (no `events` directory in it); mount tracefs there with \
+         `mount -t tracefs nodev {0}`, or pass the directory where tracefs is mounted"
     )]
     NotTracefs(PathBuf),
     /// Access refused.

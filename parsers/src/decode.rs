@@ -337,18 +337,10 @@ fn read_int(b: &[u8], signed: bool, endian: Endian) -> Value<'static> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::field_type::resolve_decl;
+    use crate::field_type::resolve_field;
 
     fn field(decl: &str, offset: u32, size: u32, signed: bool) -> Field {
-        let d = resolve_decl(decl, size, Some(signed)).unwrap();
-        Field {
-            name: d.name,
-            type_text: d.type_text,
-            offset,
-            size,
-            signed: Some(signed),
-            kind: d.kind,
-        }
+        resolve_field(decl, offset, size, Some(signed)).unwrap()
     }
 
     #[test]

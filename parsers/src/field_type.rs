@@ -15,7 +15,7 @@
 //!   `size_t`, pointers, enums), signed per `signed:` when given, else per the type name;
 //! - `struct T name` is opaque bytes; anything else is [`FieldKind::Unknown`].
 
-use crate::schema::{Element, FieldKind, LocKind};
+use crate::schema::{Element, Field, FieldKind, LocKind};
 
 /// A field declaration split into its parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +70,24 @@ pub fn resolve_decl(decl: &str, size: u32, signed: Option<bool>) -> Result<Decl,
         name: name.to_string(),
         type_text,
         kind,
+    })
+}
+
+/// The [`Field`] of a `field:` line from its parts, through [`resolve_decl`].
+pub fn resolve_field(
+    decl: &str,
+    offset: u32,
+    size: u32,
+    signed: Option<bool>,
+) -> Result<Field, DeclError> {
+    let d = resolve_decl(decl, size, signed)?;
+    Ok(Field {
+        name: d.name,
+        type_text: d.type_text,
+        offset,
+        size,
+        signed,
+        kind: d.kind,
     })
 }
 

@@ -5,7 +5,8 @@
 //! dynamic data). Run with `--nocapture` to see every line (docs/json-lines.md quotes
 //! them).
 
-use uevrec_parsers::field_type::resolve_decl;
+use uevrec_parsers::field_type::resolve_field;
+use uevrec_parsers::format_file::parse_format;
 use uevrec_parsers::json_line::{LineOptions, LineWriter, RecordMeta};
 use uevrec_parsers::schema::{EventFormat, Field};
 
@@ -13,15 +14,7 @@ const TIME: u64 = 1_795_345_200_123_456_789; // 2026-11-22T11:00:00.123456789Z
 const ID: u16 = 1117;
 
 fn field(decl: &str, offset: u32, size: u32, signed: bool) -> Field {
-    let d = resolve_decl(decl, size, Some(signed)).expect("test declaration resolves");
-    Field {
-        name: d.name,
-        type_text: d.type_text,
-        offset,
-        size,
-        signed: Some(signed),
-        kind: d.kind,
-    }
+    resolve_field(decl, offset, size, Some(signed)).expect("test declaration resolves")
 }
 
 /// A format with the four usual common fields and `fields` as (decl, offset, size, signed).
@@ -509,4 +502,28 @@ fn lines_append_to_the_callers_buffer() {
     assert_eq!(lines[0], "previous");
     assert_eq!(lines[1], expect(r#"{"a":1}"#));
     assert_eq!(lines[2], expect(r#"{"a":2}"#));
+}
+
+/// `events/sched/sched_switch/format` of the 6.18 host, verbatim.
+const SCHED_SWITCH: &str = include_str!("data/sched_switch-6.18.format");
+
+#[test]
+fn sched_switch_through_the_format_parser() {
+    let fmt = parse_format(SCHED_SWITCH).expect("the kernel's format parses");
+    let mut body = b"kworker/u8:3\0\0\0\0".to_vec();
+    body.extend_from_slice(&1234i32.to_le_bytes());
+    body.extend_from_slice(&120i32.to_le_bytes());
+    body.extend_from_slice(&1i64.to_le_bytes());
+    body.extend_from_slice(b"swapper/1\0\0\0\0\0\0\0");
+    body.extend_from_slice(&0i32.to_le_bytes());
+    body.extend_from_slice(&120i32.to_le_bytes());
+    let meta = RecordMeta {
+        system: "sched",
+        event: "sched_switch",
+        ..meta()
+    };
+    assert_eq!(
+        line_with(LineOptions::default(), &meta, &fmt, &record(&body)),
+        r#"{"time":"2026-11-22T11:00:00.123456789Z","system":"sched","event":"sched_switch","cpu":1,"pid":42,"tid":43,"fields":{"prev_comm":"kworker/u8:3","prev_pid":1234,"prev_prio":120,"prev_state":1,"next_comm":"swapper/1","next_pid":0,"next_prio":120}}"#
+    );
 }

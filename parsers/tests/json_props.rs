@@ -85,7 +85,7 @@ fn record_for(format: &EventFormat, mut raw: Vec<u8>, locs: &[(u16, u16)]) -> Ve
         if let FieldKind::Dynamic { .. } = field.kind {
             let start = field.offset as usize;
             if field.size == 4 && start + 4 <= len {
-                let value = (u32::from(n % 80) << 16) | u32::from(off) % (len as u32 + 8);
+                let value = (u32::from(n % 80) << 16) | (u32::from(off) % (len as u32 + 8));
                 raw[start..start + 4].copy_from_slice(&value.to_le_bytes());
             }
         }
