@@ -13,7 +13,7 @@
 //! print fmt: <C string literal and arguments, kept verbatim>
 //! ```
 //!
-//! Each declaration goes through [`resolve_decl`], the one C-type rule; a declaration it
+//! Each declaration goes through [`resolve_decl`](crate::field_type::resolve_decl), the one C-type rule; a declaration it
 //! cannot split still becomes a field (kind [`FieldKind::Unknown`], best-effort name), so
 //! one odd field never makes a whole event unusable.
 //!
@@ -50,7 +50,7 @@ use nom::{
     multi::fold_many0,
 };
 
-use crate::field_type::{resolve_decl, split_trailing_ident};
+use crate::field_type::{resolve_field, split_trailing_ident};
 use crate::schema::{EventFormat, Field, FieldKind};
 
 /// A format file that could not be parsed; carries the 1-based line number and what was
@@ -270,15 +270,8 @@ fn parse_field_line(line: usize, text: &str) -> Result<Field, FormatError> {
             return Err(FormatError::new(line, "`signed:0` or `signed:1`", other));
         }
     };
-    Ok(match resolve_decl(decl, size, signed) {
-        Ok(d) => Field {
-            name: d.name,
-            type_text: d.type_text,
-            offset,
-            size,
-            signed,
-            kind: d.kind,
-        },
+    Ok(match resolve_field(decl, offset, size, signed) {
+        Ok(field) => field,
         Err(_) => Field {
             name: best_effort_name(decl),
             type_text: decl.trim().to_string(),
@@ -312,7 +305,7 @@ fn decimal(line: usize, expected: &str, value: &str) -> Result<u32, FormatError>
         .map_err(|_| FormatError::new(line, format!("{expected} (at most {})", u32::MAX), value))
 }
 
-/// A name for a declaration [`resolve_decl`] could not split: the last identifier before
+/// A name for a declaration [`resolve_decl`](crate::field_type::resolve_decl) could not split: the last identifier before
 /// any bracket, else the whole declaration.
 fn best_effort_name(decl: &str) -> String {
     let head = decl.split('[').next().unwrap_or(decl).trim_end();

@@ -249,6 +249,7 @@ mod tests {
     fn new_file_gets_exact_mode_and_existing_is_appended() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("out.json");
+        // SAFETY: umask only swaps the process's file-creation mask; restored below.
         let old = unsafe { libc::umask(0o077) };
         let mut f = RotatingFile::open(
             &p,
@@ -258,6 +259,7 @@ mod tests {
             },
         )
         .unwrap();
+        // SAFETY: restores the mask saved above.
         unsafe { libc::umask(old) };
         assert_eq!(
             fs::metadata(&p).unwrap().permissions().mode() & 0o777,
