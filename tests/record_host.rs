@@ -257,6 +257,18 @@ fn rotation_loses_and_duplicates_nothing() {
 #[test]
 fn sigint_drains_pending_events() {
     require_host!();
+    stop_signal_drains_pending_events(libc::SIGINT);
+}
+
+#[test]
+fn sigterm_drains_pending_events() {
+    require_host!();
+    stop_signal_drains_pending_events(libc::SIGTERM);
+}
+
+/// Stop uevrec with `sig` right after the producer ended: every record still in the rings
+/// is written before exit.
+fn stop_signal_drains_pending_events(sig: i32) {
     // The ring (4 MiB per CPU) holds all N records even if uevrec read none before the stop.
     const N: u32 = 5_000;
     let dir = tempfile::tempdir().unwrap();
@@ -266,7 +278,7 @@ fn sigint_drains_pending_events() {
     wait_attached(&out, &mut rec);
     release_and_reap(child);
     // At once: the last records are still in the rings, below the wakeup watermark.
-    signal(&rec, libc::SIGINT);
+    signal(&rec, sig);
     let st = wait_exit(&mut rec);
     assert_eq!(st.code(), Some(0), "{}", stderr_text(&mut rec));
     let lines = parse_lines(&fs::read_to_string(&out).unwrap());
