@@ -16,7 +16,7 @@ use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use uevrec_parsers::decode::{Endian, decode_field};
 use uevrec_parsers::format_file::parse_format;
-use uevrec_parsers::json_line::{LineOptions, LineWriter, RecordMeta};
+use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
 use uevrec_parsers::schema::EventFormat;
 
 const BATCH: u64 = 1000;
@@ -203,6 +203,27 @@ fn bench_lines<M: Measurement>(
                     ..meta
                 };
                 writer.write_record(&mut out, &meta, black_box(&format), black_box(&raw));
+            }
+            black_box(out.len())
+        })
+    });
+    group.finish();
+    // The same lines through the recorder's path: names and keys rendered once.
+    let prepared = PreparedFormat::new(&format, meta.system, meta.event, meta.format_id);
+    let mut group = c.benchmark_group(format!("{clock}/json_prepared"));
+    group.throughput(Throughput::Elements(BATCH));
+    group.bench_function(name, |b| {
+        b.iter(|| {
+            out.clear();
+            for _ in 0..BATCH {
+                time += 1_000;
+                let stamp = RecordStamp {
+                    time_unix_ns: Some(time),
+                    cpu: meta.cpu,
+                    pid: meta.pid,
+                    tid: meta.tid,
+                };
+                writer.write_prepared(&mut out, &stamp, black_box(&prepared), black_box(&raw));
             }
             black_box(out.len())
         })

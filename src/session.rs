@@ -49,9 +49,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use uevrec_parsers::event_name::split_multi_format;
-use uevrec_parsers::json_line::{LineOptions, LineWriter, RecordMeta};
+use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
 use uevrec_parsers::perf_sample::{Record, SampleFormat, sample_type};
-use uevrec_parsers::schema::EventFormat;
 
 use crate::clock::{WallClock, monotonic_ns};
 use crate::perf::{self, EventFds, PerfError, Rings};
@@ -202,11 +201,9 @@ fn perf_error(e: PerfError, pages: usize) -> SessionError {
 struct Event {
     system: String,
     name: String,
-    /// `name` without a multi-format `.<hex>` suffix.
-    base: String,
-    format_id: Option<String>,
     key: String,
-    format: EventFormat,
+    /// The format, with its names and keys rendered for the JSON lines.
+    prepared: PreparedFormat,
     fds: EventFds,
     records: u64,
 }
@@ -215,7 +212,9 @@ struct Event {
 struct Decoder {
     layout: SampleFormat,
     events: Vec<Option<Event>>,
-    by_id: HashMap<u64, usize>,
+    /// Sample id → slot in `events` (foldhash: ids are kernel-assigned, not hostile,
+    /// and SipHash showed in the profile).
+    by_id: foldhash::HashMap<u64, usize>,
     writer: LineWriter,
     clock: WallClock,
     batch: Batch,
@@ -301,19 +300,16 @@ impl Decoder {
                     self.unknown += 1;
                     return ControlFlow::Continue(());
                 };
-                let meta = RecordMeta {
+                let stamp = RecordStamp {
                     time_unix_ns: s.time.and_then(|t| self.clock.to_unix_ns(t)),
                     cpu: s.cpu.unwrap_or(cpu),
                     pid: s.pid.unwrap_or(0),
                     tid: s.tid.unwrap_or(0),
-                    system: &ev.system,
-                    event: &ev.base,
-                    format_id: ev.format_id.as_deref(),
                 };
-                self.writer.write_record(
+                self.writer.write_prepared(
                     &mut self.batch.lines,
-                    &meta,
-                    &ev.format,
+                    &stamp,
+                    &ev.prepared,
                     s.raw.unwrap_or(&[]),
                 );
                 ev.records += 1;
@@ -541,10 +537,8 @@ impl<'a> Attacher<'a> {
         Ok(Event {
             system: system.into(),
             name: name.into(),
-            base,
-            format_id,
+            prepared: PreparedFormat::new(&format, system, &base, format_id.as_deref()),
             key: format!("{system}:{name}"),
-            format,
             fds,
             records: 0,
         })
@@ -567,7 +561,11 @@ impl<'a> Attacher<'a> {
                     self.skip(dec, system, name, &format!("cannot enable: {e}"));
                     return Ok(false);
                 }
-                let msg = format!("id {}, {} CPUs", ev.format.id, ev.fds.ids().len());
+                let msg = format!(
+                    "id {}, {} CPUs",
+                    ev.prepared.format().id,
+                    ev.fds.ids().len()
+                );
                 let slot = dec
                     .events
                     .iter()
@@ -697,7 +695,7 @@ impl<'a> Attacher<'a> {
         for key @ (system, name) in &matching {
             if let Some(&slot) = self.attached.get(key) {
                 let now = self.tracefs.read_id(system, name);
-                let was = dec.events[slot].as_ref().map(|e| e.format.id);
+                let was = dec.events[slot].as_ref().map(|e| e.prepared.format().id);
                 if now.is_some() && now != was {
                     self.detach(
                         rings,
@@ -753,7 +751,7 @@ pub fn run(
         layout: SampleFormat::new(sample_type::UEVREC, true)
             .expect("uevrec's own sample_type is supported"),
         events: Vec::new(),
-        by_id: HashMap::new(),
+        by_id: foldhash::HashMap::default(),
         writer: LineWriter::new(LineOptions {
             include_common: config.include_common,
             big_endian: false,

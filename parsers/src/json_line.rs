@@ -48,6 +48,79 @@ pub struct RecordMeta<'a> {
     pub format_id: Option<&'a str>,
 }
 
+/// Bytes reserved per event line besides fields and raw data (time, ids, punctuation).
+const RESERVE_FIXED: usize = 160;
+
+/// The per-record part of an event line's metadata, for [`LineWriter::write_prepared`]
+/// (the names are in the [`PreparedFormat`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RecordStamp {
+    /// Wall-clock time in nanoseconds since the Unix epoch (UTC), if known.
+    pub time_unix_ns: Option<u64>,
+    /// CPU the record was written on.
+    pub cpu: u32,
+    /// Process id (from the perf sample).
+    pub pid: u32,
+    /// Thread id (from the perf sample).
+    pub tid: u32,
+}
+
+/// An event's format with the parts of its lines that never change rendered once:
+/// `,"system":"…","event":"…",("format_id":"…",)` and each field's `"name":` key. Build
+/// it once per attached event; [`LineWriter::write_prepared`] then writes its lines.
+#[derive(Debug, Clone)]
+pub struct PreparedFormat {
+    format: EventFormat,
+    /// See [`write_head`].
+    head: Vec<u8>,
+    /// `"name":` of the common fields, then of the fields; `,"name":` for all but the
+    /// first of each list.
+    keys: Vec<Box<[u8]>>,
+}
+
+impl PreparedFormat {
+    /// Prepare `format` of `system:event` (for multi-format events `event` is the base
+    /// name and `format_id` the hex suffix, as in [`RecordMeta`]).
+    pub fn new(format: &EventFormat, system: &str, event: &str, format_id: Option<&str>) -> Self {
+        let mut head = Vec::new();
+        write_head(&mut head, system, event, format_id);
+        let keys = prepared_keys(&format.common_fields)
+            .chain(prepared_keys(&format.fields))
+            .collect();
+        PreparedFormat {
+            format: format.clone(),
+            head,
+            keys,
+        }
+    }
+
+    /// The format this was prepared from.
+    pub fn format(&self) -> &EventFormat {
+        &self.format
+    }
+}
+
+/// `"name":` for each of `fields`, with a leading `,` for all but the first.
+fn prepared_keys(fields: &[Field]) -> impl Iterator<Item = Box<[u8]>> + '_ {
+    fields.iter().enumerate().map(|(i, field)| {
+        let mut key = Vec::with_capacity(field.name.len() + 4);
+        if i > 0 {
+            key.push(b',');
+        }
+        write_key(&mut key, &field.name);
+        key.into_boxed_slice()
+    })
+}
+
+/// Where an event line's system/event/format_id part comes from.
+#[derive(Clone, Copy)]
+enum Head<'a> {
+    /// Rendered per record from the names.
+    Meta(&'a RecordMeta<'a>),
+    /// Rendered once ([`PreparedFormat`]).
+    Prepared(&'a [u8]),
+}
+
 /// Choices that change every line.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LineOptions {
@@ -77,7 +150,8 @@ impl LineWriter {
     /// Append one event line for the trace entry `raw` (common fields first) to `out`.
     ///
     /// Never panics on bad input: fields that cannot be decoded are `null` in `fields`
-    /// and explained in `errors`.
+    /// and explained in `errors`. The same line as [`LineWriter::write_prepared`], which
+    /// is faster when one format is written many times.
     pub fn write_record(
         &mut self,
         out: &mut Vec<u8>,
@@ -85,39 +159,85 @@ impl LineWriter {
         format: &EventFormat,
         raw: &[u8],
     ) {
+        let stamp = RecordStamp {
+            time_unix_ns: meta.time_unix_ns,
+            cpu: meta.cpu,
+            pid: meta.pid,
+            tid: meta.tid,
+        };
+        self.write_event(out, &stamp, Head::Meta(meta), format, None, raw);
+    }
+
+    /// Append one event line for `raw` like [`LineWriter::write_record`] (byte for byte
+    /// the same line), with the names and keys rendered once in `prepared`.
+    pub fn write_prepared(
+        &mut self,
+        out: &mut Vec<u8>,
+        stamp: &RecordStamp,
+        prepared: &PreparedFormat,
+        raw: &[u8],
+    ) {
+        self.write_event(
+            out,
+            stamp,
+            Head::Prepared(&prepared.head),
+            &prepared.format,
+            Some(&prepared.keys),
+            raw,
+        );
+    }
+
+    /// The one event-line writer behind [`LineWriter::write_record`] and
+    /// [`LineWriter::write_prepared`]. `keys`, if given, are [`PreparedFormat::keys`].
+    fn write_event(
+        &mut self,
+        out: &mut Vec<u8>,
+        stamp: &RecordStamp,
+        head: Head<'_>,
+        format: &EventFormat,
+        keys: Option<&[Box<[u8]>]>,
+        raw: &[u8],
+    ) {
         let endian = if self.opts.big_endian {
             Endian::Big
         } else {
             Endian::Little
         };
-        out.extend_from_slice(b"{\"time\":");
-        self.time.write(out, meta.time_unix_ns);
-        out.extend_from_slice(b",\"system\":");
-        write_str(out, meta.system);
-        out.extend_from_slice(b",\"event\":");
-        write_str(out, meta.event);
-        if let Some(id) = meta.format_id {
-            out.extend_from_slice(b",\"format_id\":");
-            write_str(out, id);
-        }
-        out.extend_from_slice(b",\"cpu\":");
-        write_int(out, meta.cpu);
-        out.extend_from_slice(b",\"pid\":");
-        write_int(out, meta.pid);
-        out.extend_from_slice(b",\"tid\":");
-        write_int(out, meta.tid);
         let common: &[Field] = if self.opts.include_common {
             &format.common_fields
         } else {
             &[]
         };
+        // One capacity check for the usual line: the fixed parts, ~24 bytes per field
+        // and the raw bytes (their text is mostly no longer than they are).
+        out.reserve(RESERVE_FIXED + 24 * (common.len() + format.fields.len()) + raw.len());
+        out.extend_from_slice(b"{\"time\":");
+        self.time.write(out, stamp.time_unix_ns);
+        match head {
+            Head::Prepared(bytes) => out.extend_from_slice(bytes),
+            Head::Meta(meta) => write_head(out, meta.system, meta.event, meta.format_id),
+        }
+        out.extend_from_slice(b"\"cpu\":");
+        write_int(out, stamp.cpu);
+        out.extend_from_slice(b",\"pid\":");
+        write_int(out, stamp.pid);
+        out.extend_from_slice(b",\"tid\":");
+        write_int(out, stamp.tid);
+        // Prepared keys: the common fields' first, then the fields'.
+        let (common_keys, field_keys) = match keys {
+            Some(k) if k.len() == format.common_fields.len() + format.fields.len() => {
+                let (c, f) = k.split_at(format.common_fields.len());
+                (Some(c), Some(f))
+            }
+            _ => (None, None),
+        };
         let mut failed = false;
         if self.opts.include_common {
             out.extend_from_slice(b",\"common\":");
-            failed |= write_fields(out, common, raw, endian);
+            failed |= write_fields(out, common, common_keys, raw, endian);
         }
         out.extend_from_slice(b",\"fields\":");
-        failed |= write_fields(out, &format.fields, raw, endian);
+        failed |= write_fields(out, &format.fields, field_keys, raw, endian);
         if failed {
             // Rare: decode again (cheap, allocation-free) to write the messages.
             out.extend_from_slice(b",\"errors\":{");
@@ -182,18 +302,44 @@ impl LineWriter {
 }
 
 /// Write `{"name":value,...}` for `fields`; returns whether any field failed to decode.
-fn write_fields(out: &mut Vec<u8>, fields: &[Field], raw: &[u8], endian: Endian) -> bool {
+/// `keys`, if given, hold each field's `"name":` (with a leading `,` after the first).
+fn write_fields(
+    out: &mut Vec<u8>,
+    fields: &[Field],
+    keys: Option<&[Box<[u8]>]>,
+    raw: &[u8],
+    endian: Endian,
+) -> bool {
     let mut failed = false;
     out.push(b'{');
     for (i, field) in fields.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
+        match keys.and_then(|k| k.get(i)) {
+            Some(key) => out.extend_from_slice(key),
+            None => {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_key(out, &field.name);
+            }
         }
-        write_key(out, &field.name);
         failed |= write_value(out, &decode_field(field, raw, endian));
     }
     out.push(b'}');
     failed
+}
+
+/// `,"system":"…","event":"…",` and `"format_id":"…",` if there is one: the part of an
+/// event line between the time and `"cpu"`.
+fn write_head(out: &mut Vec<u8>, system: &str, event: &str, format_id: Option<&str>) {
+    out.extend_from_slice(b",\"system\":");
+    write_str(out, system);
+    out.extend_from_slice(b",\"event\":");
+    write_str(out, event);
+    if let Some(id) = format_id {
+        out.extend_from_slice(b",\"format_id\":");
+        write_str(out, id);
+    }
+    out.push(b',');
 }
 
 /// Write one value; returns `true` for [`Value::Error`] (written as `null`).

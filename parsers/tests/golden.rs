@@ -7,7 +7,7 @@
 
 use uevrec_parsers::field_type::resolve_field;
 use uevrec_parsers::format_file::parse_format;
-use uevrec_parsers::json_line::{LineOptions, LineWriter, RecordMeta};
+use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
 use uevrec_parsers::schema::{EventFormat, Field};
 
 const TIME: u64 = 1_795_345_200_123_456_789; // 2026-11-22T11:00:00.123456789Z
@@ -75,7 +75,33 @@ fn checked(out: Vec<u8>) -> String {
 fn line_with(opts: LineOptions, meta: &RecordMeta<'_>, fmt: &EventFormat, raw: &[u8]) -> String {
     let mut out = Vec::new();
     LineWriter::new(opts).write_record(&mut out, meta, fmt, raw);
+    // Every golden line also checks the prepared path: byte for byte the same.
+    assert_eq!(
+        String::from_utf8_lossy(&prepared_line(opts, meta, fmt, raw)),
+        String::from_utf8_lossy(&out),
+        "write_prepared differs from write_record"
+    );
     checked(out)
+}
+
+/// The line from [`LineWriter::write_prepared`].
+fn prepared_line(
+    opts: LineOptions,
+    meta: &RecordMeta<'_>,
+    fmt: &EventFormat,
+    raw: &[u8],
+) -> Vec<u8> {
+    let prepared = PreparedFormat::new(fmt, meta.system, meta.event, meta.format_id);
+    assert_eq!(prepared.format(), fmt);
+    let stamp = RecordStamp {
+        time_unix_ns: meta.time_unix_ns,
+        cpu: meta.cpu,
+        pid: meta.pid,
+        tid: meta.tid,
+    };
+    let mut out = Vec::new();
+    LineWriter::new(opts).write_prepared(&mut out, &stamp, &prepared, raw);
+    out
 }
 
 fn line(fmt: &EventFormat, raw: &[u8]) -> String {
@@ -526,4 +552,37 @@ fn sched_switch_through_the_format_parser() {
         line_with(LineOptions::default(), &meta, &fmt, &record(&body)),
         r#"{"time":"2026-11-22T11:00:00.123456789Z","system":"sched","event":"sched_switch","cpu":1,"pid":42,"tid":43,"fields":{"prev_comm":"kworker/u8:3","prev_pid":1234,"prev_prio":120,"prev_state":1,"next_comm":"swapper/1","next_pid":0,"next_prio":120}}"#
     );
+}
+
+#[test]
+fn prepared_lines_equal_record_lines() {
+    // Names that need escaping, a multi-format id, common fields and a failing field,
+    // in both byte orders.
+    let fmt = format(&[
+        ("u32 a", 8, 4, false),
+        ("__data_loc char[] bad", 12, 4, true),
+        ("char s[4]", 16, 4, true),
+    ]);
+    let mut body = 7u32.to_le_bytes().to_vec();
+    body.extend_from_slice(&loc(10, 300));
+    body.extend_from_slice(b"x\"\n\0");
+    let raw = record(&body);
+    let meta = RecordMeta {
+        system: "sys\"tem",
+        event: "ev\\ent\u{1}",
+        format_id: Some("1f"),
+        ..meta()
+    };
+    for include_common in [false, true] {
+        for big_endian in [false, true] {
+            let opts = LineOptions {
+                include_common,
+                big_endian,
+            };
+            let mut out = Vec::new();
+            LineWriter::new(opts).write_record(&mut out, &meta, &fmt, &raw);
+            let prepared = prepared_line(opts, &meta, &fmt, &raw);
+            assert_eq!(String::from_utf8(prepared).unwrap(), checked(out) + "\n");
+        }
+    }
 }
