@@ -1,1 +1,568 @@
-//! (in progress)
+//! Raw trace-entry bytes + [`Field`] → a typed [`Value`] borrowing the bytes.
+//!
+//! The record is the trace entry exactly as `PERF_SAMPLE_RAW` delivers it: common fields
+//! first (`common_type` at offset 0), then the event's fields, then the dynamic data. Field
+//! offsets in the schema count from the start of the record. [`decode_field`] allocates
+//! nothing: strings, bytes and integer arrays are views into the record.
+//!
+//! Rules (one per field kind):
+//! - [`FieldKind::Integer`]: the field's `size:` bytes must equal the integer width;
+//! - `char` data (fixed arrays, dynamic, rest-of-record): [`Value::Str`] up to the first
+//!   NUL; **without a NUL the whole area is the string and nothing is reported** (the
+//!   kernel insists on a trailing NUL for user_events strings, but ftrace fixed `char[N]`
+//!   fields such as `comm` may fill all N bytes, so a missing NUL is not an error);
+//! - byte data (`unsigned char`, `u8`, unknown element types): [`Value::Bytes`];
+//! - wider integer elements: [`Value::IntArray`]; the data length must be a multiple of the
+//!   element size;
+//! - dynamic fields: located by [`crate::location::resolve`], which bounds-checks;
+//! - rest-of-record fields (`size: 0`): from the field offset to the end of the record.
+//!   PERF_SAMPLE_RAW pads records to a multiple of 8 bytes (minus the 4-byte size), so the
+//!   rest of the record may end in up to 7 padding bytes: a `char` rest stops at the first
+//!   NUL, byte and integer rests include the padding (the record has no other length);
+//! - `struct T` and unknown kinds: [`Value::Bytes`] of the field's area.
+//!
+//! A field that cannot be decoded (record too short, location out of bounds, bad sizes) is
+//! a [`Value::Error`] naming the problem; the other fields still decode.
+
+use std::fmt;
+
+use crate::location;
+use crate::schema::{Element, Field, FieldKind, LocKind};
+
+/// Byte order of the record's integers (and of dynamic location values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Endian {
+    /// Little-endian (x86, arm64 …): the default.
+    #[default]
+    Little,
+    /// Big-endian (s390x, some perf.data files from other machines).
+    Big,
+}
+
+/// One decoded field, borrowing the record bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value<'a> {
+    /// A signed integer (sign-extended from its width).
+    Signed(i64),
+    /// An unsigned integer.
+    Unsigned(u64),
+    /// `char` data up to the first NUL (or the whole area without one); not validated as
+    /// UTF-8.
+    Str(&'a [u8]),
+    /// Raw bytes (byte arrays, `struct T`, unknown kinds).
+    Bytes(&'a [u8]),
+    /// An array of integers wider than a byte (or explicitly signed bytes).
+    IntArray(IntArray<'a>),
+    /// The field could not be decoded.
+    Error(DecodeError),
+}
+
+/// A view of an integer array inside a record; elements are read on iteration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntArray<'a> {
+    bytes: &'a [u8],
+    width: u8,
+    signed: bool,
+    endian: Endian,
+}
+
+impl<'a> IntArray<'a> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.bytes.len() / usize::from(self.width)
+    }
+
+    /// Whether the array has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// The elements, each a [`Value::Signed`] or [`Value::Unsigned`].
+    pub fn iter(&self) -> impl Iterator<Item = Value<'static>> + 'a {
+        let (signed, endian) = (self.signed, self.endian);
+        self.bytes
+            .chunks_exact(usize::from(self.width))
+            .map(move |b| read_int(b, signed, endian))
+    }
+}
+
+/// Why a field could not be decoded. Holds only numbers; the message is built by
+/// [`fmt::Display`] without allocating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The field's bytes lie (partly) past the end of the record.
+    Truncated {
+        /// Field offset from the schema.
+        offset: u32,
+        /// Field size from the schema.
+        size: u32,
+        /// Length of the record.
+        record_len: usize,
+    },
+    /// A dynamic location points (partly) outside the record.
+    LocationOutOfBounds {
+        /// `__data_loc` or `__rel_loc`.
+        loc: LocKind,
+        /// Absolute start offset of the data in the record (`usize::MAX` if it overflowed).
+        start: usize,
+        /// Length of the data.
+        len: usize,
+        /// Length of the record.
+        record_len: usize,
+    },
+    /// A dynamic location field whose size is neither 4 nor 2.
+    LocationSize {
+        /// `__data_loc` or `__rel_loc`.
+        loc: LocKind,
+        /// The field's size.
+        size: usize,
+    },
+    /// Array data whose length is not a multiple of its element size.
+    NotMultiple {
+        /// Data length in bytes.
+        len: usize,
+        /// Element size in bytes.
+        elem_size: u8,
+    },
+    /// An integer (or integer element) width other than 1, 2, 4 or 8.
+    IntegerWidth {
+        /// The width the schema gives.
+        width: u8,
+    },
+    /// An integer field whose `size:` differs from its integer width.
+    IntegerSize {
+        /// The field's size.
+        size: u32,
+        /// The integer width from the field kind.
+        width: u8,
+    },
+}
+
+/// The C keyword of a location kind, as in format files.
+fn loc_keyword(loc: LocKind) -> &'static str {
+    match loc {
+        LocKind::DataLoc => "__data_loc",
+        LocKind::RelLoc => "__rel_loc",
+    }
+}
+
+const STALE_FORMAT: &str = "(truncated or corrupt record, or the format does not match the producer: re-read the format file)";
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            DecodeError::Truncated {
+                offset,
+                size,
+                record_len,
+            } => write!(
+                f,
+                "record too short: field at offset {offset} size {size} > record length {record_len} {STALE_FORMAT}"
+            ),
+            DecodeError::LocationOutOfBounds {
+                loc,
+                start,
+                len,
+                record_len,
+            } => write!(
+                f,
+                "{} out of bounds: offset {start} + length {len} > record length {record_len}",
+                loc_keyword(loc)
+            ),
+            DecodeError::LocationSize { loc, size } => write!(
+                f,
+                "{} field of size {size}: expected 4 (or 2, legacy offset-only) {STALE_FORMAT}",
+                loc_keyword(loc)
+            ),
+            DecodeError::NotMultiple { len, elem_size } => write!(
+                f,
+                "array data of {len} bytes is not a multiple of the element size {elem_size} {STALE_FORMAT}"
+            ),
+            DecodeError::IntegerWidth { width } => {
+                write!(
+                    f,
+                    "integer width {width} is not 1, 2, 4 or 8 bytes: the schema is wrong"
+                )
+            }
+            DecodeError::IntegerSize { size, width } => write!(
+                f,
+                "integer field of size {size} does not match its width {width}: the schema is wrong"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// Decode `field` from the record `raw` (common fields first, offsets from the schema).
+///
+/// Never panics; a field that cannot be decoded is a [`Value::Error`].
+///
+/// ```
+/// use uevrec_parsers::decode::{decode_field, Endian, Value};
+/// use uevrec_parsers::field_type::resolve_decl;
+/// use uevrec_parsers::schema::Field;
+/// let d = resolve_decl("__data_loc char[] msg", 4, Some(true)).unwrap();
+/// let field = Field { name: d.name, type_text: d.type_text, offset: 8, size: 4, signed: Some(true), kind: d.kind };
+/// let mut raw = vec![0u8; 8];
+/// raw.extend_from_slice(&((3u32 << 16) | 12).to_le_bytes());
+/// raw.extend_from_slice(b"hi\0");
+/// assert_eq!(decode_field(&field, &raw, Endian::Little), Value::Str(b"hi"));
+/// ```
+pub fn decode_field<'a>(field: &Field, raw: &'a [u8], endian: Endian) -> Value<'a> {
+    let offset = field.offset as usize;
+    let area = offset
+        .checked_add(field.size as usize)
+        .and_then(|end| raw.get(offset..end));
+    let Some(area) = area else {
+        return Value::Error(DecodeError::Truncated {
+            offset: field.offset,
+            size: field.size,
+            record_len: raw.len(),
+        });
+    };
+    match field.kind {
+        FieldKind::Integer {
+            size: width,
+            signed,
+        } => {
+            if !matches!(width, 1 | 2 | 4 | 8) {
+                Value::Error(DecodeError::IntegerWidth { width })
+            } else if area.len() != usize::from(width) {
+                Value::Error(DecodeError::IntegerSize {
+                    size: field.size,
+                    width,
+                })
+            } else {
+                read_int(area, signed, endian)
+            }
+        }
+        FieldKind::FixedArray { elem, .. } => array(area, elem, endian),
+        FieldKind::Dynamic { loc, elem } => {
+            let value = match *area {
+                [a, b, c, d] => read_u32([a, b, c, d], endian),
+                [a, b] => u32::from(read_u16([a, b], endian)),
+                _ => 0, // `resolve` rejects the size
+            };
+            match location::resolve(loc, offset, area.len(), value, raw.len()) {
+                Ok(range) => match raw.get(range) {
+                    Some(data) => array(data, elem, endian),
+                    None => Value::Error(DecodeError::Truncated {
+                        offset: field.offset,
+                        size: field.size,
+                        record_len: raw.len(),
+                    }),
+                },
+                Err(e) => Value::Error(e),
+            }
+        }
+        // `area` being in bounds proves `offset <= raw.len()`.
+        FieldKind::RestOfRecord { elem } => {
+            array(raw.get(offset..).unwrap_or_default(), elem, endian)
+        }
+        FieldKind::Struct { .. } | FieldKind::Unknown => Value::Bytes(area),
+    }
+}
+
+/// Array data (fixed, dynamic or rest-of-record) of element type `elem`.
+fn array(data: &[u8], elem: Element, endian: Endian) -> Value<'_> {
+    match elem {
+        Element::Char => {
+            let end = memchr::memchr(0, data).unwrap_or(data.len());
+            Value::Str(&data[..end])
+        }
+        Element::Byte => Value::Bytes(data),
+        Element::Integer { size, signed } => {
+            if !matches!(size, 1 | 2 | 4 | 8) {
+                Value::Error(DecodeError::IntegerWidth { width: size })
+            } else if data.len() % usize::from(size) != 0 {
+                Value::Error(DecodeError::NotMultiple {
+                    len: data.len(),
+                    elem_size: size,
+                })
+            } else {
+                Value::IntArray(IntArray {
+                    bytes: data,
+                    width: size,
+                    signed,
+                    endian,
+                })
+            }
+        }
+    }
+}
+
+fn read_u16(b: [u8; 2], endian: Endian) -> u16 {
+    match endian {
+        Endian::Little => u16::from_le_bytes(b),
+        Endian::Big => u16::from_be_bytes(b),
+    }
+}
+
+fn read_u32(b: [u8; 4], endian: Endian) -> u32 {
+    match endian {
+        Endian::Little => u32::from_le_bytes(b),
+        Endian::Big => u32::from_be_bytes(b),
+    }
+}
+
+/// THE integer reader: `b` is 1, 2, 4 or 8 bytes (callers check); other lengths yield
+/// [`DecodeError::IntegerWidth`].
+fn read_int(b: &[u8], signed: bool, endian: Endian) -> Value<'static> {
+    let (unsigned, bits) = match *b {
+        [a] => (u64::from(a), 8),
+        [a, c] => (u64::from(read_u16([a, c], endian)), 16),
+        [a, c, d, e] => (u64::from(read_u32([a, c, d, e], endian)), 32),
+        [a, c, d, e, f, g, h, i] => {
+            let bytes = [a, c, d, e, f, g, h, i];
+            let v = match endian {
+                Endian::Little => u64::from_le_bytes(bytes),
+                Endian::Big => u64::from_be_bytes(bytes),
+            };
+            (v, 64)
+        }
+        _ => {
+            let width = u8::try_from(b.len()).unwrap_or(u8::MAX);
+            return Value::Error(DecodeError::IntegerWidth { width });
+        }
+    };
+    if signed {
+        let shift = 64 - bits;
+        Value::Signed(((unsigned << shift) as i64) >> shift)
+    } else {
+        Value::Unsigned(unsigned)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::field_type::resolve_decl;
+
+    fn field(decl: &str, offset: u32, size: u32, signed: bool) -> Field {
+        let d = resolve_decl(decl, size, Some(signed)).unwrap();
+        Field {
+            name: d.name,
+            type_text: d.type_text,
+            offset,
+            size,
+            signed: Some(signed),
+            kind: d.kind,
+        }
+    }
+
+    #[test]
+    fn integers_every_width_and_sign_both_endians() {
+        let raw = [0xff, 0xfe, 0xfd, 0xfc, 0xfb, 0xfa, 0xf9, 0x80];
+        let le = Endian::Little;
+        assert_eq!(
+            decode_field(&field("s8 a", 0, 1, true), &raw, le),
+            Value::Signed(-1)
+        );
+        assert_eq!(
+            decode_field(&field("u8 a", 0, 1, false), &raw, le),
+            Value::Unsigned(0xff)
+        );
+        assert_eq!(
+            decode_field(&field("s16 a", 0, 2, true), &raw, le),
+            Value::Signed(-257)
+        );
+        assert_eq!(
+            decode_field(&field("u16 a", 0, 2, false), &raw, le),
+            Value::Unsigned(0xfeff)
+        );
+        assert_eq!(
+            decode_field(&field("s32 a", 0, 4, true), &raw, le),
+            Value::Signed(i64::from(i32::from_le_bytes([0xff, 0xfe, 0xfd, 0xfc])))
+        );
+        assert_eq!(
+            decode_field(&field("u32 a", 0, 4, false), &raw, le),
+            Value::Unsigned(0xfcfdfeff)
+        );
+        assert_eq!(
+            decode_field(&field("s64 a", 0, 8, true), &raw, le),
+            Value::Signed(i64::from_le_bytes(raw))
+        );
+        assert_eq!(
+            decode_field(&field("u64 a", 0, 8, false), &raw, Endian::Big),
+            Value::Unsigned(u64::from_be_bytes(raw))
+        );
+        assert_eq!(
+            decode_field(&field("u16 a", 0, 2, false), &raw, Endian::Big),
+            Value::Unsigned(0xfffe)
+        );
+    }
+
+    #[test]
+    fn integer_size_mismatch_is_an_error() {
+        let mut f = field("u32 a", 0, 4, false);
+        f.size = 2;
+        assert_eq!(
+            decode_field(&f, &[0; 8], Endian::Little),
+            Value::Error(DecodeError::IntegerSize { size: 2, width: 4 })
+        );
+        f.kind = FieldKind::Integer {
+            size: 3,
+            signed: false,
+        };
+        f.size = 3;
+        assert_eq!(
+            decode_field(&f, &[0; 8], Endian::Little),
+            Value::Error(DecodeError::IntegerWidth { width: 3 })
+        );
+    }
+
+    #[test]
+    fn truncated_record_names_the_field_area() {
+        let f = field("u64 a", 4, 8, false);
+        let v = decode_field(&f, &[0; 11], Endian::Little);
+        assert_eq!(
+            v,
+            Value::Error(DecodeError::Truncated {
+                offset: 4,
+                size: 8,
+                record_len: 11
+            })
+        );
+        let Value::Error(e) = v else { unreachable!() };
+        assert!(
+            e.to_string()
+                .starts_with("record too short: field at offset 4 size 8 > record length 11")
+        );
+        let f = Field {
+            offset: u32::MAX,
+            size: u32::MAX,
+            ..f
+        };
+        assert!(matches!(
+            decode_field(&f, &[0; 11], Endian::Little),
+            Value::Error(DecodeError::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn strings_stop_at_nul_or_take_the_area() {
+        let raw = b"abc\0def\0ghij";
+        assert_eq!(
+            decode_field(&field("char s[8]", 0, 8, true), raw, Endian::Little),
+            Value::Str(b"abc")
+        );
+        assert_eq!(
+            decode_field(&field("char s[4]", 8, 4, true), raw, Endian::Little),
+            Value::Str(b"ghij")
+        );
+        assert_eq!(
+            decode_field(
+                &field("unsigned char s[4]", 0, 4, false),
+                raw,
+                Endian::Little
+            ),
+            Value::Bytes(b"abc\0")
+        );
+        assert_eq!(
+            decode_field(&field("char rest[]", 4, 0, true), raw, Endian::Little),
+            Value::Str(b"def")
+        );
+        assert_eq!(
+            decode_field(&field("u8 rest[]", 8, 0, false), raw, Endian::Little),
+            Value::Bytes(b"ghij")
+        );
+        assert_eq!(
+            decode_field(&field("u8 rest[]", 12, 0, false), raw, Endian::Little),
+            Value::Bytes(b"")
+        );
+        assert!(matches!(
+            decode_field(&field("u8 rest[]", 13, 0, false), raw, Endian::Little),
+            Value::Error(DecodeError::Truncated {
+                offset: 13,
+                size: 0,
+                record_len: 12
+            })
+        ));
+    }
+
+    #[test]
+    fn dynamic_fields_both_kinds_and_endians() {
+        let mut raw = vec![0u8; 8];
+        raw.extend_from_slice(&((4u32 << 16) | 16).to_le_bytes()); // data_loc at 8 → 16..20
+        raw.extend_from_slice(&((4u32 << 16) | 4).to_le_bytes()); // rel_loc at 12 → 20..24
+        raw.extend_from_slice(b"hey\0");
+        raw.extend_from_slice(&[1, 0, 2, 0]);
+        let d = field("__data_loc char[] d", 8, 4, true);
+        let r = field("__rel_loc u16[] r", 12, 4, false);
+        assert_eq!(decode_field(&d, &raw, Endian::Little), Value::Str(b"hey"));
+        let Value::IntArray(a) = decode_field(&r, &raw, Endian::Little) else {
+            panic!("not an array")
+        };
+        assert_eq!(
+            a.iter().collect::<Vec<_>>(),
+            [Value::Unsigned(1), Value::Unsigned(2)]
+        );
+        // Big-endian: location values and elements both swap.
+        let mut be = raw.clone();
+        be[8..12].copy_from_slice(&((4u32 << 16) | 16).to_be_bytes());
+        be[12..16].copy_from_slice(&((4u32 << 16) | 4).to_be_bytes());
+        assert_eq!(decode_field(&d, &be, Endian::Big), Value::Str(b"hey"));
+        let Value::IntArray(a) = decode_field(&r, &be, Endian::Big) else {
+            panic!("not an array")
+        };
+        assert_eq!(
+            a.iter().collect::<Vec<_>>(),
+            [Value::Unsigned(256), Value::Unsigned(512)]
+        );
+    }
+
+    #[test]
+    fn dynamic_errors_do_not_stop_other_fields() {
+        let mut raw = vec![0u8; 8];
+        raw.extend_from_slice(&((10u32 << 16) | 300).to_le_bytes());
+        raw.extend_from_slice(&((3u32 << 16) | 12).to_le_bytes());
+        raw.extend_from_slice(&[1, 2, 3, 4]);
+        let bad = field("__rel_loc char[] msg", 8, 4, true);
+        let v = decode_field(&bad, &raw, Endian::Little);
+        let Value::Error(e) = v else {
+            panic!("expected an error, got {v:?}")
+        };
+        assert_eq!(
+            e.to_string(),
+            "__rel_loc out of bounds: offset 312 + length 10 > record length 20"
+        );
+        let odd = field("__data_loc u32[] v", 12, 4, false);
+        let v = decode_field(&odd, &raw, Endian::Little);
+        assert_eq!(
+            v,
+            Value::Error(DecodeError::NotMultiple {
+                len: 3,
+                elem_size: 4
+            })
+        );
+        let fine = field("u32 x", 16, 4, false);
+        assert_eq!(
+            decode_field(&fine, &raw, Endian::Little),
+            Value::Unsigned(0x04030201)
+        );
+    }
+
+    #[test]
+    fn legacy_two_byte_data_loc() {
+        let mut raw = vec![0u8; 8];
+        raw.extend_from_slice(&12u16.to_le_bytes());
+        raw.extend_from_slice(&[0, 0]);
+        raw.extend_from_slice(b"tail");
+        let f = field("__data_loc char[] s", 8, 2, true);
+        assert_eq!(decode_field(&f, &raw, Endian::Little), Value::Str(b"tail"));
+    }
+
+    #[test]
+    fn struct_and_unknown_are_bytes() {
+        let raw = [1, 2, 3, 4, 5];
+        assert_eq!(
+            decode_field(&field("struct foo f", 1, 3, false), &raw, Endian::Little),
+            Value::Bytes(&[2, 3, 4])
+        );
+        assert_eq!(
+            decode_field(&field("__int128 x", 0, 5, true), &raw, Endian::Little),
+            Value::Bytes(&raw)
+        );
+    }
+}

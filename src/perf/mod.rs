@@ -1,0 +1,256 @@
+//! Attaching to tracepoints with perf: one ring per CPU, any number of events per ring.
+//!
+//! Layout: each online CPU gets a software *dummy* event that owns the CPU's mmap ring
+//! ([`sys::open_ring_owner`], [`ring::Ring`]); every tracepoint fd of that CPU is redirected
+//! into it with `PERF_EVENT_IOC_SET_OUTPUT`. Because the ring belongs to no tracepoint,
+//! events can be attached and detached at any time without touching the ring. Samples
+//! name their event by `PERF_SAMPLE_IDENTIFIER` ([`EventFds::ids`]). [`Rings::wait`]
+//! sleeps in `epoll_wait` on the owner fds until a ring passes its watermark or the
+//! timeout ends. CPUs going on- or offline after the start are not followed.
+
+pub mod ring;
+pub mod sys;
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+pub use ring::Ring;
+pub use sys::PerfFd;
+
+/// Parse a kernel CPU list (`0-3,5,7-8`); None when malformed.
+pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
+    let mut out = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.parse::<u32>().ok()?, b.parse::<u32>().ok()?),
+            None => {
+                let a = part.parse::<u32>().ok()?;
+                (a, a)
+            }
+        };
+        if b < a || b - a > 65536 {
+            return None;
+        }
+        out.extend(a..=b);
+    }
+    Some(out)
+}
+
+/// The online CPUs from `/sys/devices/system/cpu/online`.
+pub fn online_cpus() -> io::Result<Vec<u32>> {
+    let path = "/sys/devices/system/cpu/online";
+    let text = std::fs::read_to_string(path)?;
+    parse_cpu_list(&text)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("cannot parse {path}: {text:?}"),
+            )
+        })
+}
+
+/// One CPU's ring and the dummy event that owns it.
+#[derive(Debug)]
+pub struct CpuRing {
+    /// The CPU number.
+    pub cpu: u32,
+    owner: PerfFd,
+    /// The mmap'ed ring.
+    pub ring: Ring,
+    /// A disabled `cpu-clock` event redirected into this ring and its sample id
+    /// (see [`Rings::set_markers`]); None when it could not be opened.
+    marker: Option<(PerfFd, u64)>,
+}
+
+impl CpuRing {
+    /// The sample id of this ring's marker event, if it has one.
+    pub fn marker_id(&self) -> Option<u64> {
+        self.marker.as_ref().map(|(_, id)| *id)
+    }
+}
+
+/// Which step of opening failed, on which CPU.
+#[derive(Debug, thiserror::Error)]
+#[error("{step} on CPU {cpu}: {source}")]
+pub struct PerfError {
+    /// `perf_event_open`, `mmap`, `SET_OUTPUT`, `SET_FILTER`, `ID`, `ENABLE`, `epoll`.
+    pub step: &'static str,
+    /// The CPU (0 for steps that concern no CPU).
+    pub cpu: u32,
+    /// The OS error.
+    #[source]
+    pub source: io::Error,
+}
+
+fn step(step: &'static str, cpu: u32) -> impl FnOnce(io::Error) -> PerfError {
+    move |source| PerfError { step, cpu, source }
+}
+
+/// The per-CPU rings and the epoll set watching them.
+#[derive(Debug)]
+pub struct Rings {
+    cpus: Vec<CpuRing>,
+    epoll: OwnedFd,
+}
+
+impl Rings {
+    /// Open a ring of `data_pages` (power of two) pages on each CPU in `cpus`.
+    pub fn open(cpus: &[u32], data_pages: usize) -> Result<Rings, PerfError> {
+        // SAFETY: epoll_create1 has no memory effects.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if ep < 0 {
+            return Err(step("epoll_create1", 0)(io::Error::last_os_error()));
+        }
+        // SAFETY: `ep` is a new descriptor owned by nothing else.
+        let epoll = unsafe { OwnedFd::from_raw_fd(ep) };
+        let data_bytes = data_pages.saturating_mul(ring::page_size());
+        // Wake the reader when a quarter of the ring is used (the loop also wakes on its
+        // timeout, so a quiet stream is flushed promptly anyway).
+        let wakeup = u32::try_from(data_bytes / 4).unwrap_or(u32::MAX);
+        let mut out = Vec::with_capacity(cpus.len());
+        for (i, &cpu) in cpus.iter().enumerate() {
+            let owner = sys::open_ring_owner(cpu, wakeup).map_err(step("perf_event_open", cpu))?;
+            let ring = Ring::map(&owner, data_pages).map_err(step("mmap", cpu))?;
+            let mut ev = libc::epoll_event {
+                events: libc::EPOLLIN as u32,
+                u64: i as u64,
+            };
+            // SAFETY: `ev` is a valid epoll_event; both fds are open.
+            let rc = unsafe {
+                libc::epoll_ctl(
+                    epoll.as_raw_fd(),
+                    libc::EPOLL_CTL_ADD,
+                    owner.as_raw_fd(),
+                    &mut ev,
+                )
+            };
+            if rc < 0 {
+                return Err(step("epoll_ctl", cpu)(io::Error::last_os_error()));
+            }
+            let marker = sys::open_marker(cpu, 1_000_000).ok().and_then(|m| {
+                m.set_output(&owner).ok()?;
+                let id = m.id().ok()?;
+                Some((m, id))
+            });
+            out.push(CpuRing {
+                cpu,
+                owner,
+                ring,
+                marker,
+            });
+        }
+        Ok(Rings { cpus: out, epoll })
+    }
+
+    /// Enable or disable the marker events (one `cpu-clock` sample per ms and CPU). The
+    /// kernel reports a ring's losses only at the next successful write into that ring;
+    /// a marker sample is such a write, so enabling the markers briefly at the end of a
+    /// session brings out every loss still owed. Marker samples carry the ids for which
+    /// [`CpuRing::marker_id`] is and are not records.
+    pub fn set_markers(&self, on: bool) {
+        for (fd, _) in self.cpus.iter().filter_map(|c| c.marker.as_ref()) {
+            let _ = if on { fd.enable() } else { fd.disable() };
+        }
+    }
+
+    /// The CPUs' rings.
+    pub fn cpus_mut(&mut self) -> &mut [CpuRing] {
+        &mut self.cpus
+    }
+
+    /// The CPU numbers, in ring order.
+    pub fn cpu_list(&self) -> Vec<u32> {
+        self.cpus.iter().map(|c| c.cpu).collect()
+    }
+
+    /// Sleep until some ring passes its watermark (or has hung up) or `timeout` ends;
+    /// returns how many rings reported. Interrupted waits return 0.
+    pub fn wait(&self, timeout: Duration) -> io::Result<usize> {
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
+        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: `evs` is a writable array of 64 epoll_events and we pass its length.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.epoll.as_raw_fd(),
+                evs.as_mut_ptr(),
+                evs.len() as i32,
+                ms,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(0)
+            } else {
+                Err(e)
+            };
+        }
+        Ok(n as usize)
+    }
+}
+
+/// One tracepoint open on every CPU, redirected into the CPUs' rings.
+#[derive(Debug)]
+pub struct EventFds {
+    fds: Vec<PerfFd>,
+    ids: Vec<u64>,
+}
+
+impl EventFds {
+    /// Open tracepoint `tp_id` on every CPU of `rings`, redirect each fd into its CPU's
+    /// ring, apply `filter` (if any) and read the sample ids. The event stays disabled
+    /// until [`EventFds::enable`].
+    pub fn open(tp_id: u32, rings: &Rings, filter: Option<&str>) -> Result<EventFds, PerfError> {
+        let mut fds = Vec::with_capacity(rings.cpus.len());
+        let mut ids = Vec::with_capacity(rings.cpus.len());
+        for c in &rings.cpus {
+            let fd = sys::open_tracepoint(tp_id, c.cpu).map_err(step("perf_event_open", c.cpu))?;
+            fd.set_output(&c.owner)
+                .map_err(step("PERF_EVENT_IOC_SET_OUTPUT", c.cpu))?;
+            if let Some(f) = filter {
+                fd.set_filter(f)
+                    .map_err(step("PERF_EVENT_IOC_SET_FILTER", c.cpu))?;
+            }
+            ids.push(fd.id().map_err(step("PERF_EVENT_IOC_ID", c.cpu))?);
+            fds.push(fd);
+        }
+        Ok(EventFds { fds, ids })
+    }
+
+    /// The sample identifiers of this event's fds (one per CPU).
+    pub fn ids(&self) -> &[u64] {
+        &self.ids
+    }
+
+    /// Start recording on every CPU.
+    pub fn enable(&self) -> Result<(), PerfError> {
+        for fd in &self.fds {
+            fd.enable().map_err(step("PERF_EVENT_IOC_ENABLE", 0))?;
+        }
+        Ok(())
+    }
+
+    /// Stop recording on every CPU (records already in the rings stay there).
+    pub fn disable(&self) {
+        for fd in &self.fds {
+            // A failure leaves the fd to be closed, which stops it as well.
+            let _ = fd.disable();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,5\n"), Some(vec![0, 1, 2, 3, 5]));
+        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list("x"), None);
+        assert_eq!(parse_cpu_list(""), Some(vec![]));
+    }
+}

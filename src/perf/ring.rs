@@ -1,0 +1,270 @@
+//! Reading one perf mmap ring, exactly per the ABI (`include/uapi/linux/perf_event.h`).
+//!
+//! The mapping is 1 metadata page + 2^n data pages. The kernel advances `data_head`
+//! (offset 1024) as it writes; the reader load-acquires it, reads the records between
+//! its tail and the head, then store-releases `data_tail` (offset 1032) so the kernel
+//! may reuse the space. Records may wrap past the end of the data area; those are copied
+//! into a scratch buffer so the caller always sees one contiguous record.
+
+use std::io;
+use std::ops::ControlFlow;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use memmap2::{MmapOptions, MmapRaw};
+use uevrec_parsers::perf_sample::{HEADER_SIZE, parse_header};
+
+use super::sys::PerfFd;
+
+const DATA_HEAD: usize = 1024;
+const DATA_TAIL: usize = 1032;
+const DATA_OFFSET: usize = 1040;
+const DATA_SIZE: usize = 1048;
+
+/// The system page size.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no memory effects.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
+}
+
+/// One mmap'ed perf ring.
+#[derive(Debug)]
+pub struct Ring {
+    map: MmapRaw,
+    data_offset: usize,
+    data_size: u64,
+    scratch: Vec<u8>,
+    /// Records whose header was impossible (size < 8 or past the head); the rest of the
+    /// ring was skipped when one was seen.
+    pub corrupt: u64,
+}
+
+impl Ring {
+    /// Map `data_pages` (a power of two) data pages of `fd`'s ring.
+    pub fn map(fd: &PerfFd, data_pages: usize) -> io::Result<Ring> {
+        if !data_pages.is_power_of_two() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "ring pages must be a power of two",
+            ));
+        }
+        let page = page_size();
+        let len = data_pages
+            .checked_add(1)
+            .and_then(|n| n.checked_mul(page))
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "ring too large"))?;
+        let map = MmapOptions::new().len(len).map_raw(fd.as_raw_fd())?;
+        let mut ring = Ring {
+            map,
+            data_offset: page,
+            data_size: (data_pages * page) as u64,
+            scratch: Vec::new(),
+            corrupt: 0,
+        };
+        // Kernels since 4.1 publish the data area's place; older ones use page 1 onward.
+        let (off, size) = (
+            ring.meta(DATA_OFFSET).load(Ordering::Relaxed),
+            ring.meta(DATA_SIZE).load(Ordering::Relaxed),
+        );
+        if size != 0
+            && (off as usize) >= page
+            && off.checked_add(size).is_some_and(|end| end <= len as u64)
+        {
+            ring.data_offset = off as usize;
+            ring.data_size = size;
+        }
+        ring.scratch = vec![0; usize::from(u16::MAX)];
+        Ok(ring)
+    }
+
+    /// The u64 of the metadata page at `offset`.
+    fn meta(&self, offset: usize) -> &AtomicU64 {
+        // SAFETY: offsets 1024..1056 lie in the first (metadata) page of a mapping at
+        // least one page long, 8-aligned (the mapping is page-aligned); the kernel
+        // accesses these words atomically, so viewing them as AtomicU64 is sound.
+        unsafe { &*(self.map.as_ptr().add(offset) as *const AtomicU64) }
+    }
+
+    /// Bytes the kernel has written that are not yet consumed.
+    pub fn pending(&self) -> u64 {
+        let head = self.meta(DATA_HEAD).load(Ordering::Acquire);
+        head.wrapping_sub(self.meta(DATA_TAIL).load(Ordering::Relaxed))
+    }
+
+    /// Copy `len` bytes starting at ring position `pos` (modulo the data size) into `dst`.
+    fn copy_out(&self, pos: u64, dst: &mut [u8]) {
+        let size = self.data_size as usize;
+        let start = (pos % self.data_size) as usize;
+        let first = dst.len().min(size - start);
+        // SAFETY: [start, start+first) and [0, len-first) lie inside the data area
+        // (len ≤ 65535 ≤ data size is checked by the caller); the kernel does not write
+        // the bytes between tail and head until data_tail moves past them.
+        unsafe {
+            let base = self.map.as_ptr().add(self.data_offset);
+            std::ptr::copy_nonoverlapping(base.add(start), dst.as_mut_ptr(), first);
+            std::ptr::copy_nonoverlapping(base, dst.as_mut_ptr().add(first), dst.len() - first);
+        }
+    }
+
+    /// Hand every complete record (header included) to `f`, oldest first, until the ring
+    /// is empty or `f` breaks; consumed space is released to the kernel as it goes.
+    /// Returns the number of records handed over.
+    pub fn read(&mut self, mut f: impl FnMut(&[u8]) -> ControlFlow<()>) -> u64 {
+        let head = self.meta(DATA_HEAD).load(Ordering::Acquire);
+        let mut tail = self.meta(DATA_TAIL).load(Ordering::Relaxed);
+        let release_every = (self.data_size / 4).max(1);
+        let mut unreleased = 0u64;
+        let mut n = 0;
+        while head.wrapping_sub(tail) >= HEADER_SIZE as u64 {
+            let mut hb = [0u8; HEADER_SIZE];
+            self.copy_out(tail, &mut hb);
+            let size = parse_header(&hb).map_or(0, |h| u64::from(h.size));
+            if size < HEADER_SIZE as u64 || size > head.wrapping_sub(tail) || size > self.data_size
+            {
+                // Cannot happen with a sane kernel; skip what is there rather than loop.
+                self.corrupt += 1;
+                tail = head;
+                break;
+            }
+            let start = (tail % self.data_size) as usize;
+            let flow = if start as u64 + size <= self.data_size {
+                // SAFETY: the record lies inside the data area and between tail and
+                // head, which the kernel leaves alone until data_tail passes it.
+                let rec = unsafe {
+                    std::slice::from_raw_parts(
+                        self.map.as_ptr().add(self.data_offset + start),
+                        size as usize,
+                    )
+                };
+                f(rec)
+            } else {
+                let mut scratch = std::mem::take(&mut self.scratch);
+                self.copy_out(tail, &mut scratch[..size as usize]);
+                let flow = f(&scratch[..size as usize]);
+                self.scratch = scratch;
+                flow
+            };
+            n += 1;
+            tail = tail.wrapping_add(size);
+            unreleased += size;
+            if unreleased >= release_every {
+                self.meta(DATA_TAIL).store(tail, Ordering::Release);
+                unreleased = 0;
+            }
+            if flow.is_break() {
+                break;
+            }
+        }
+        self.meta(DATA_TAIL).store(tail, Ordering::Release);
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ring over anonymous memory, written by the test instead of the kernel.
+    fn anon(data_pages: usize) -> Ring {
+        let page = page_size();
+        let map = MmapOptions::new()
+            .len((1 + data_pages) * page)
+            .map_anon()
+            .unwrap();
+        Ring {
+            map: MmapRaw::from(map),
+            data_offset: page,
+            data_size: (data_pages * page) as u64,
+            scratch: vec![0; usize::from(u16::MAX)],
+            corrupt: 0,
+        }
+    }
+
+    /// Play the kernel: write `rec` at the head (wrapping) and publish the new head.
+    fn push(ring: &Ring, rec: &[u8]) {
+        let head = ring.meta(DATA_HEAD).load(Ordering::Relaxed);
+        for (i, &b) in rec.iter().enumerate() {
+            let pos = (head + i as u64) % ring.data_size;
+            // SAFETY: `pos` is inside the data area of the test's own mapping.
+            unsafe { *ring.map.as_mut_ptr().add(ring.data_offset + pos as usize) = b };
+        }
+        ring.meta(DATA_HEAD)
+            .store(head + rec.len() as u64, Ordering::Release);
+    }
+
+    fn record(kind: u32, size: u16, fill: u8) -> Vec<u8> {
+        let mut v = kind.to_ne_bytes().to_vec();
+        v.extend_from_slice(&0u16.to_ne_bytes());
+        v.extend_from_slice(&size.to_ne_bytes());
+        v.resize(usize::from(size), fill);
+        v
+    }
+
+    fn collect(ring: &mut Ring, stop_after: usize) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        ring.read(|r| {
+            out.push(r.to_vec());
+            if out.len() == stop_after {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        out
+    }
+
+    #[test]
+    fn reads_records_in_order_and_releases_the_tail() {
+        let mut ring = anon(1);
+        let (a, b) = (record(9, 24, 0xaa), record(2, 40, 0xbb));
+        push(&ring, &a);
+        push(&ring, &b);
+        assert_eq!(ring.pending(), 64);
+        assert_eq!(collect(&mut ring, usize::MAX), vec![a, b]);
+        assert_eq!(ring.meta(DATA_TAIL).load(Ordering::Relaxed), 64);
+        assert_eq!(ring.pending(), 0);
+        assert!(collect(&mut ring, usize::MAX).is_empty());
+    }
+
+    #[test]
+    fn wrapped_records_arrive_whole() {
+        let mut ring = anon(1);
+        let size = ring.data_size;
+        // Fill up to 16 bytes before the end, consume, then write a record across it.
+        let filler = record(9, (size - 16) as u16, 1);
+        push(&ring, &filler);
+        assert_eq!(collect(&mut ring, usize::MAX).len(), 1);
+        let wrapped = record(9, 48, 7);
+        let mut wrapped = wrapped;
+        wrapped[40..].copy_from_slice(b"endbytes");
+        push(&ring, &wrapped);
+        let got = collect(&mut ring, usize::MAX);
+        assert_eq!(got, vec![wrapped]);
+        assert_eq!(ring.meta(DATA_TAIL).load(Ordering::Relaxed), size - 16 + 48);
+    }
+
+    #[test]
+    fn break_stops_after_the_record_and_resumes() {
+        let mut ring = anon(1);
+        let recs: Vec<_> = (0..5).map(|i| record(9, 16, i)).collect();
+        for r in &recs {
+            push(&ring, r);
+        }
+        assert_eq!(collect(&mut ring, 2), recs[..2].to_vec());
+        assert_eq!(ring.meta(DATA_TAIL).load(Ordering::Relaxed), 32);
+        assert_eq!(collect(&mut ring, usize::MAX), recs[2..].to_vec());
+    }
+
+    #[test]
+    fn impossible_header_skips_to_the_head() {
+        let mut ring = anon(1);
+        push(&ring, &record(9, 16, 0));
+        let mut bad = record(9, 16, 0);
+        bad[6..8].copy_from_slice(&4u16.to_ne_bytes());
+        push(&ring, &bad);
+        assert_eq!(collect(&mut ring, usize::MAX).len(), 1);
+        assert_eq!(ring.corrupt, 1);
+        assert_eq!(ring.pending(), 0);
+    }
+}

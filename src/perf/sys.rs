@@ -1,0 +1,131 @@
+//! Thin safe wrappers over `perf_event_open(2)` and the perf ioctls uevrec uses.
+//!
+//! Every event uevrec opens shares one attr shape (so one [`SampleFormat`] parses all of
+//! a ring): `sample_type` = IDENTIFIER|TID|TIME|CPU|RAW, `sample_id_all`, `use_clockid`
+//! with `CLOCK_MONOTONIC` (the only clocks tracepoints accept besides MONOTONIC_RAW),
+//! opened disabled, CPU-wide (`pid = -1`), close-on-exec.
+//!
+//! [`SampleFormat`]: uevrec_parsers::perf_sample::SampleFormat
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use perf_event_open_sys as sys;
+use sys::bindings::perf_event_attr;
+use uevrec_parsers::perf_sample::sample_type;
+
+/// An open perf event.
+#[derive(Debug)]
+pub struct PerfFd(OwnedFd);
+
+impl AsRawFd for PerfFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// The attr every uevrec event starts from.
+fn base_attr() -> perf_event_attr {
+    let mut attr = perf_event_attr {
+        size: std::mem::size_of::<perf_event_attr>() as u32,
+        sample_type: sample_type::UEVREC,
+        clockid: libc::CLOCK_MONOTONIC,
+        ..Default::default()
+    };
+    attr.set_sample_id_all(1);
+    attr.set_use_clockid(1);
+    attr.set_disabled(1);
+    // Wakeups by bytes (the ring owner's watermark), never per event.
+    attr.set_watermark(1);
+    attr
+}
+
+fn open(attr: &mut perf_event_attr, cpu: u32) -> io::Result<PerfFd> {
+    let cpu = i32::try_from(cpu).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `attr` is a fully initialised perf_event_attr whose `size` matches the
+    // struct; the call only reads it (and may write back `size` on E2BIG).
+    let fd = unsafe {
+        sys::perf_event_open(attr, -1, cpu, -1, sys::bindings::PERF_FLAG_FD_CLOEXEC as _)
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this new descriptor; nothing else owns it.
+    Ok(PerfFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// Open tracepoint `id` (the format file's `ID:`) on `cpu`, one sample per hit.
+pub fn open_tracepoint(id: u32, cpu: u32) -> io::Result<PerfFd> {
+    let mut attr = base_attr();
+    attr.type_ = sys::bindings::PERF_TYPE_TRACEPOINT;
+    attr.config = u64::from(id);
+    attr.__bindgen_anon_1.sample_period = 1;
+    open(&mut attr, cpu)
+}
+
+/// Open the software dummy event that owns `cpu`'s ring: it records nothing itself,
+/// every tracepoint fd of that CPU is redirected to it, and it wakes the reader once
+/// `wakeup_bytes` are in the ring.
+pub fn open_ring_owner(cpu: u32, wakeup_bytes: u32) -> io::Result<PerfFd> {
+    let mut attr = base_attr();
+    attr.type_ = sys::bindings::PERF_TYPE_SOFTWARE;
+    attr.config = u64::from(sys::bindings::PERF_COUNT_SW_DUMMY);
+    attr.__bindgen_anon_2.wakeup_watermark = wakeup_bytes.max(1);
+    open(&mut attr, cpu)
+}
+
+/// Open a `cpu-clock` sampling event on `cpu` (one sample per `period_ns`), used as a
+/// marker: any successful write into a ring makes the kernel first emit the
+/// `PERF_RECORD_LOST` it still owes that ring, so a marker sample flushes pending losses.
+pub fn open_marker(cpu: u32, period_ns: u64) -> io::Result<PerfFd> {
+    let mut attr = base_attr();
+    attr.type_ = sys::bindings::PERF_TYPE_SOFTWARE;
+    attr.config = u64::from(sys::bindings::PERF_COUNT_SW_CPU_CLOCK);
+    attr.__bindgen_anon_1.sample_period = period_ns;
+    open(&mut attr, cpu)
+}
+
+fn check(rc: libc::c_int) -> io::Result<()> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+impl PerfFd {
+    /// `PERF_EVENT_IOC_ENABLE`.
+    pub fn enable(&self) -> io::Result<()> {
+        // SAFETY: ENABLE takes an integer argument; the fd is a live perf event.
+        check(unsafe { sys::ioctls::ENABLE(self.as_raw_fd(), 0) })
+    }
+
+    /// `PERF_EVENT_IOC_DISABLE`.
+    pub fn disable(&self) -> io::Result<()> {
+        // SAFETY: DISABLE takes an integer argument; the fd is a live perf event.
+        check(unsafe { sys::ioctls::DISABLE(self.as_raw_fd(), 0) })
+    }
+
+    /// `PERF_EVENT_IOC_ID`: the id samples of this event carry.
+    pub fn id(&self) -> io::Result<u64> {
+        let mut id = 0u64;
+        // SAFETY: ID writes one u64 through the pointer, which points to `id`.
+        check(unsafe { sys::ioctls::ID(self.as_raw_fd(), &mut id) })?;
+        Ok(id)
+    }
+
+    /// `PERF_EVENT_IOC_SET_OUTPUT`: write this event's records into `target`'s ring.
+    pub fn set_output(&self, target: &PerfFd) -> io::Result<()> {
+        // SAFETY: SET_OUTPUT takes another perf fd as its integer argument.
+        check(unsafe { sys::ioctls::SET_OUTPUT(self.as_raw_fd(), target.as_raw_fd()) })
+    }
+
+    /// `PERF_EVENT_IOC_SET_FILTER` with an ftrace filter expression.
+    pub fn set_filter(&self, expr: &str) -> io::Result<()> {
+        let c = CString::new(expr).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: SET_FILTER reads a NUL-terminated string; `c` lives across the call
+        // and the kernel copies it (strndup_user), never writing through the pointer.
+        check(unsafe { sys::ioctls::SET_FILTER(self.as_raw_fd(), c.as_ptr() as *mut _) })
+    }
+}
