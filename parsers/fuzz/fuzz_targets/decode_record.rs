@@ -113,12 +113,24 @@ fuzz_target!(|input: Input| {
     if names.len() != count {
         return;
     }
-    check_values(fields, &format.fields, &errors, &input.raw, input.big_endian);
+    check_values(
+        fields,
+        &format.fields,
+        &errors,
+        &input.raw,
+        input.big_endian,
+    );
     if input.include_common {
         let Value::Object(common) = &map["common"] else {
             panic!("common is not an object");
         };
-        check_values(common, &format.common_fields, &errors, &input.raw, input.big_endian);
+        check_values(
+            common,
+            &format.common_fields,
+            &errors,
+            &input.raw,
+            input.big_endian,
+        );
     }
 });
 
@@ -150,7 +162,12 @@ fn check_values(
             );
             continue;
         };
-        assert_eq!(value, &integer(bytes, signed, big_endian), "field {:?}", field.name);
+        assert_eq!(
+            value,
+            &integer(bytes, signed, big_endian),
+            "field {:?}",
+            field.name
+        );
     }
 }
 

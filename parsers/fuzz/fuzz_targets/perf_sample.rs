@@ -46,12 +46,12 @@ fuzz_target!(|input: Input| {
     let mut rest: &[u8] = &input.bytes;
     while !rest.is_empty() {
         let result = format.parse(rest);
-        if input.big_endian == cfg!(target_endian = "big") {
-            if let Ok(record) = &result {
-                let header = parse_header(rest).expect("a parsed record has a header");
-                if let Record::Other(h) = record {
-                    assert_eq!(*h, header);
-                }
+        if input.big_endian == cfg!(target_endian = "big")
+            && let Ok(record) = &result
+        {
+            let header = parse_header(rest).expect("a parsed record has a header");
+            if let Record::Other(h) = record {
+                assert_eq!(*h, header);
             }
         }
         let size = match result {

@@ -21,10 +21,7 @@ pub fn one_object_line(line: &[u8]) -> Map<String, Value> {
     match serde_json::from_slice::<Value>(&line[..line.len() - 1]) {
         Ok(Value::Object(map)) => map,
         Ok(other) => panic!("a JSON value that is not an object: {other}"),
-        Err(e) => panic!(
-            "invalid JSON ({e}): {:?}",
-            String::from_utf8_lossy(line)
-        ),
+        Err(e) => panic!("invalid JSON ({e}): {:?}", String::from_utf8_lossy(line)),
     }
 }
 

@@ -228,7 +228,11 @@ impl BuiltField {
             }
             BuiltKind::Dynamic(rel, elem, legacy) => (
                 FieldKind::Dynamic {
-                    loc: if *rel { LocKind::RelLoc } else { LocKind::DataLoc },
+                    loc: if *rel {
+                        LocKind::RelLoc
+                    } else {
+                        LocKind::DataLoc
+                    },
                     elem: elem.get(),
                 },
                 if *legacy { 2 } else { 4 },
