@@ -7,14 +7,17 @@ pub mod schema_input;
 
 use uevrec_parsers::schema::{Element, EventFormat, FieldKind};
 
-/// Panics unless `format` (as returned by a successful parse) is self-consistent:
+/// Panics unless `format` (as returned by a successful parse) is self-consistent: a
+/// non-empty name without ASCII white space around it,
 /// scalar integers are 1/2/4/8 bytes and as wide as their field, fixed arrays fill their
 /// field exactly (`count * element size == size`, `count >= 1`), element widths are
 /// 1/2/4/8, and the schema serialises to JSON.
 pub fn check_format(format: &EventFormat) {
-    assert!(
-        !format.name.trim().is_empty(),
-        "accepted an empty event name"
+    assert!(!format.name.is_empty(), "accepted an empty event name");
+    assert_eq!(
+        format.name,
+        format.name.trim_matches(|c: char| c.is_ascii_whitespace()),
+        "event name keeps the white space around it"
     );
     for field in format.common_fields.iter().chain(&format.fields) {
         match &field.kind {
