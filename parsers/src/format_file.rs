@@ -109,7 +109,9 @@ pub fn parse_format(text: &str) -> Result<EventFormat, FormatError> {
     };
 
     let (line, value) = lines.header("name", "`name: <event name>`")?;
-    let name = value.trim();
+    // ASCII white space only: the kernel takes any other character into a name (a
+    // user_events name ending in U+00A0 is that name), and `str::trim` would drop it.
+    let name = value.trim_matches(|c: char| c.is_ascii_whitespace());
     if name.is_empty() {
         return Err(FormatError::new(line, "an event name after `name:`", value));
     }
