@@ -1,13 +1,15 @@
 //! uevrec: record Linux user_events (and any tracefs tracepoint) into JSON lines.
 //!
 //! Modules follow the data path: [`tracefs`] finds events and their format files,
-//! [`selector`] picks them, [`perf`] attaches per-CPU rings, [`session`] reads and decodes
-//! (with `uevrec_parsers`), [`pipeline`] carries batches of lines to [`sink`]s, [`clock`]
+//! [`selector`] picks them, [`perf`] attaches per-CPU rings, [`session`] drains them into
+//! staged records, [`formatter`] decodes those into JSON lines (with `uevrec_parsers`),
+//! [`pipeline`] holds what travels between the threads on the way to the [`sink`]s, [`clock`]
 //! turns sample times into wall-clock time, [`cli`] is the command line.
 #![warn(missing_docs)]
 
 pub mod cli;
 pub mod clock;
+pub mod formatter;
 pub mod perf;
 pub mod pipeline;
 pub mod selector;

@@ -1,11 +1,23 @@
 //! The types that flow between the recording threads.
 //!
 //! ```text
-//!  rings (one per CPU) ──reader thread: read records, decode, format JSON──▶ Batch
-//!        ──bounded crossbeam channel (back-pressure: a full channel stalls the reader,
-//!          the rings fill, the kernel counts LOST)──▶ writer thread ──▶ sink (stdout/file)
-//!  empty buffers go back to the reader on a second channel, so no per-event allocation.
+//!  rings (one per CPU)
+//!    ──session thread: parse each ring record's perf header, copy the trace entry with
+//!      its stamp into a StagedChunk (a memcpy: the rings drain as fast as perf record's)
+//!    ──bounded channel of Staged (STAGE_CHUNKS × STAGE_BYTES)──▶
+//!  formatter thread: decode + JSON lines (uevrec_parsers::json_line) into a Batch
+//!    ──bounded channel of Batch (CHANNEL_BATCHES × BATCH_BYTES)──▶
+//!  writer thread ──▶ sink (stdout/file)
 //! ```
+//!
+//! Both channels are bounded: a slow formatter or writer stalls the session thread, the
+//! rings fill and the kernel counts LOST records, which become `{"uevrec":"lost"}` lines;
+//! nothing is dropped silently. Empty buffers travel back on recycle channels, so no
+//! per-event allocation.
+
+use std::sync::Arc;
+
+use uevrec_parsers::json_line::{PreparedFormat, RecordStamp};
 
 /// A run of complete JSON lines (each ends with `\n`; a batch never ends mid-line).
 #[derive(Debug, Default)]
@@ -20,5 +32,236 @@ pub struct Batch {
 pub const BATCH_BYTES: usize = 256 * 1024;
 
 /// How many batches may wait for the writer (the bound on buffered memory is
-/// `CHANNEL_BATCHES * BATCH_BYTES` plus the rings).
+/// `CHANNEL_BATCHES * BATCH_BYTES` plus the staging below plus the rings).
 pub const CHANNEL_BATCHES: usize = 16;
+
+/// Bytes of staged records a chunk collects before the session sends it on.
+pub const STAGE_BYTES: usize = 256 * 1024;
+
+/// How many chunks may wait for the formatter: with [`STAGE_BYTES`], 8 MiB of raw
+/// records (≈ 100 k sys_enter records) absorb a burst the formatter cannot follow at
+/// once, like perf record's output file does for perf.
+pub const STAGE_CHUNKS: usize = 32;
+
+/// What the session sends the formatter, in order.
+#[derive(Debug)]
+pub enum Staged {
+    /// Records and ready-made lines.
+    Chunk(StagedChunk),
+    /// From now on, records of `slot` have this format (sent when an event attaches,
+    /// before any of its records).
+    Format {
+        /// The session's event slot.
+        slot: u32,
+        /// The format with its JSON keys rendered.
+        prepared: Arc<PreparedFormat>,
+    },
+}
+
+/// `slot` value of an entry that is a ready-made line, not a record.
+const LINE: u32 = u32::MAX;
+/// `time` value for "no time".
+const NO_TIME: u64 = u64::MAX;
+/// Bytes of an entry's header: slot, cpu, pid, tid, length (u32 each), time (u64).
+const HEADER: usize = 28;
+
+/// Staged entries back to back: a record (its event slot, stamp and raw trace entry) or
+/// a ready-made JSON line (lost records, notices), each behind a [`HEADER`]-byte header
+/// in native byte order. Private to the process: written and read only by this module.
+#[derive(Debug, Default)]
+pub struct StagedChunk {
+    bytes: Vec<u8>,
+    records: u64,
+}
+
+/// One entry of a [`StagedChunk`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum StagedEntry<'a> {
+    /// An event record.
+    Record {
+        /// The session's event slot (see [`Staged::Format`]).
+        slot: u32,
+        /// Time, CPU, pid and tid of the sample.
+        stamp: RecordStamp,
+        /// The trace entry (common fields first).
+        raw: &'a [u8],
+    },
+    /// A complete JSON line (ending in `\n`).
+    Line(&'a [u8]),
+}
+
+impl StagedChunk {
+    /// An empty chunk reusing `bytes`' allocation.
+    pub fn with_buffer(mut bytes: Vec<u8>) -> Self {
+        bytes.clear();
+        StagedChunk { bytes, records: 0 }
+    }
+
+    /// Bytes held.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether the chunk holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Event records held.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Give back the buffer (for reuse).
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.bytes
+    }
+
+    fn header(&mut self, slot: u32, stamp: &RecordStamp, len: usize) {
+        // Entries come from the ring (< 64 KiB) or from one line writer call; a u32
+        // cannot overflow, but clamp rather than trust that.
+        let len = u32::try_from(len).unwrap_or(u32::MAX);
+        self.bytes.extend_from_slice(&slot.to_ne_bytes());
+        self.bytes.extend_from_slice(&stamp.cpu.to_ne_bytes());
+        self.bytes.extend_from_slice(&stamp.pid.to_ne_bytes());
+        self.bytes.extend_from_slice(&stamp.tid.to_ne_bytes());
+        self.bytes.extend_from_slice(&len.to_ne_bytes());
+        let time = stamp.time_unix_ns.unwrap_or(NO_TIME);
+        self.bytes.extend_from_slice(&time.to_ne_bytes());
+    }
+
+    /// Append a record of the event in `slot` (`slot` < `u32::MAX`).
+    pub fn push_record(&mut self, slot: u32, stamp: &RecordStamp, raw: &[u8]) {
+        debug_assert_ne!(slot, LINE);
+        let raw = &raw[..raw.len().min(u32::MAX as usize)];
+        self.bytes.reserve(HEADER + raw.len());
+        self.header(slot, stamp, raw.len());
+        self.bytes.extend_from_slice(raw);
+        self.records += 1;
+    }
+
+    /// Append a ready-made line: `write` appends one complete JSON line to the buffer
+    /// it is given.
+    pub fn push_line(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.bytes.len();
+        let none = RecordStamp {
+            time_unix_ns: None,
+            cpu: 0,
+            pid: 0,
+            tid: 0,
+        };
+        self.header(LINE, &none, 0);
+        write(&mut self.bytes);
+        let len = u32::try_from(self.bytes.len() - start - HEADER).unwrap_or(u32::MAX);
+        self.bytes[start + 16..start + 20].copy_from_slice(&len.to_ne_bytes());
+    }
+
+    /// The entries in order.
+    pub fn entries(&self) -> StagedEntries<'_> {
+        StagedEntries { rest: &self.bytes }
+    }
+}
+
+/// Iterator over a [`StagedChunk`]'s entries.
+#[derive(Debug)]
+pub struct StagedEntries<'a> {
+    rest: &'a [u8],
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+impl<'a> Iterator for StagedEntries<'a> {
+    type Item = StagedEntry<'a>;
+
+    fn next(&mut self) -> Option<StagedEntry<'a>> {
+        // Only this module writes chunks, so a short header or body cannot happen; the
+        // checks end the iteration instead of panicking all the same.
+        let (head, body) = self.rest.split_at_checked(HEADER)?;
+        let len = u32_at(head, 16) as usize;
+        let Some((entry, rest)) = body.split_at_checked(len) else {
+            self.rest = &[];
+            return None;
+        };
+        self.rest = rest;
+        let slot = u32_at(head, 0);
+        if slot == LINE {
+            return Some(StagedEntry::Line(entry));
+        }
+        let mut time = [0u8; 8];
+        time.copy_from_slice(&head[20..28]);
+        let time = u64::from_ne_bytes(time);
+        Some(StagedEntry::Record {
+            slot,
+            stamp: RecordStamp {
+                time_unix_ns: (time != NO_TIME).then_some(time),
+                cpu: u32_at(head, 4),
+                pid: u32_at(head, 8),
+                tid: u32_at(head, 12),
+            },
+            raw: entry,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamp(time: Option<u64>, cpu: u32) -> RecordStamp {
+        RecordStamp {
+            time_unix_ns: time,
+            cpu,
+            pid: 7,
+            tid: 8,
+        }
+    }
+
+    #[test]
+    fn entries_come_back_in_order() {
+        let mut chunk = StagedChunk::with_buffer(vec![1, 2, 3]);
+        assert!(chunk.is_empty());
+        chunk.push_record(0, &stamp(Some(5), 1), b"abc");
+        chunk.push_line(|b| b.extend_from_slice(b"{\"x\":1}\n"));
+        chunk.push_record(3, &stamp(None, 0), b"");
+        chunk.push_record(9, &stamp(Some(u64::MAX - 1), 2), &[0xff; 70]);
+        assert_eq!(chunk.records(), 3);
+        let got: Vec<StagedEntry<'_>> = chunk.entries().collect();
+        assert_eq!(
+            got,
+            vec![
+                StagedEntry::Record {
+                    slot: 0,
+                    stamp: stamp(Some(5), 1),
+                    raw: b"abc"
+                },
+                StagedEntry::Line(b"{\"x\":1}\n"),
+                StagedEntry::Record {
+                    slot: 3,
+                    stamp: stamp(None, 0),
+                    raw: b""
+                },
+                StagedEntry::Record {
+                    slot: 9,
+                    stamp: stamp(Some(u64::MAX - 1), 2),
+                    raw: &[0xff; 70]
+                },
+            ]
+        );
+        let buf = chunk.into_buffer();
+        assert_eq!(buf.len(), 4 * HEADER + 3 + 8 + 70);
+    }
+
+    #[test]
+    fn a_cut_chunk_ends_the_iteration() {
+        let mut chunk = StagedChunk::default();
+        chunk.push_record(1, &stamp(Some(1), 0), b"abcdef");
+        let mut bytes = chunk.into_buffer();
+        bytes.truncate(HEADER + 3);
+        let cut = StagedChunk::with_buffer(Vec::new());
+        assert_eq!(cut.entries().count(), 0);
+        let cut = StagedEntries { rest: &bytes };
+        assert_eq!(cut.count(), 0);
+    }
+}

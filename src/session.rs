@@ -8,23 +8,26 @@
 //!                      of that CPU is redirected into it with PERF_EVENT_IOC_SET_OUTPUT)
 //!  session thread (the caller of [`run`]), one loop:
 //!     epoll_wait on the ring owners (wakes at a ¼-ring watermark or after ≤ 100 ms)
-//!     → for each ring: load-acquire data_head, parse each record
+//!     → for each ring: load-acquire data_head, parse each record's perf header
 //!       (uevrec_parsers::perf_sample), map its PERF_SAMPLE_IDENTIFIER to the event,
-//!       format the JSON line (uevrec_parsers::json_line::LineWriter) into the current
-//!       Batch, store-release data_tail
-//!     → send the Batch when it holds pipeline::BATCH_BYTES, and at each wakeup
-//!       (a blocking send: a slow writer stalls this loop, the rings fill and the kernel
-//!       counts LOST records, which become `{"uevrec":"lost"}` lines; nothing is dropped
-//!       silently)
+//!       copy the trace entry with its stamp into the current StagedChunk,
+//!       store-release data_tail
+//!     → send the chunk when it holds pipeline::STAGE_BYTES, and at each wakeup
+//!       (a blocking send: a slow formatter or writer stalls this loop, the rings fill
+//!       and the kernel counts LOST records, which become `{"uevrec":"lost"}` lines;
+//!       nothing is dropped silently)
 //!     → every `rescan_interval`: list tracefs, attach new matching events (late
 //!       registration, new multi-format versions), detach vanished ones or re-attach
 //!       ones whose ID changed; each step writes a `{"uevrec":"notice"}` line
+//!  formatter thread (started by [`run`], crate::formatter): decodes the staged records
+//!  and writes JSON lines (uevrec_parsers::json_line) into Batches
 //!  writer thread (the CLI's): receives Batches, writes them to the sink, returns the
 //!  empty buffers on the `recycle` channel.
 //! ```
 //!
-//! Decoding happens on the session thread, so formatting cost slows only the reader;
-//! the writer does nothing but I/O.
+//! The session thread only copies, so the rings drain at memcpy speed whatever the
+//! formatting costs; decoding and JSON happen on the formatter thread, and the writer
+//! does nothing but I/O.
 //!
 //! # Filters
 //!
@@ -47,14 +50,17 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use crossbeam_channel::{Receiver, Sender};
 use uevrec_parsers::event_name::split_multi_format;
 use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
 use uevrec_parsers::perf_sample::{Record, SampleFormat, sample_type};
 
 use crate::clock::{WallClock, monotonic_ns};
+use crate::formatter::{self, Closed};
 use crate::perf::{self, EventFds, PerfError, Rings};
-use crate::pipeline::{BATCH_BYTES, Batch};
+use crate::pipeline::{Batch, STAGE_BYTES, STAGE_CHUNKS, Staged, StagedChunk};
 use crate::selector::{Selector, default_selectors};
 use crate::tracefs::{Tracefs, TracefsError};
 
@@ -164,6 +170,9 @@ pub enum SessionError {
     /// The online CPU list could not be read.
     #[error("cannot read the online CPUs: {0}")]
     Cpus(io::Error),
+    /// The formatter thread could not be started.
+    #[error("cannot start the formatter thread: {0}")]
+    Thread(io::Error),
     /// The filter expression was refused by the kernel for every matching event.
     #[error("the kernel refused the filter `{expr}` on {event}: {complaint}")]
     Filter {
@@ -202,8 +211,9 @@ struct Event {
     system: String,
     name: String,
     key: String,
-    /// The format, with its names and keys rendered for the JSON lines.
-    prepared: PreparedFormat,
+    /// The format, with its names and keys rendered for the JSON lines (shared with
+    /// the formatter thread).
+    prepared: Arc<PreparedFormat>,
     fds: EventFds,
     records: u64,
 }
@@ -215,9 +225,10 @@ struct Decoder {
     /// Sample id → slot in `events` (foldhash: ids are kernel-assigned, not hostile,
     /// and SipHash showed in the profile).
     by_id: foldhash::HashMap<u64, usize>,
+    /// Writes the lines the session itself makes (lost records, notices).
     writer: LineWriter,
     clock: WallClock,
-    batch: Batch,
+    chunk: StagedChunk,
     self_pid: u32,
     include_self: bool,
     max_records: Option<u64>,
@@ -230,39 +241,55 @@ struct Decoder {
     marker_seen: BTreeSet<u32>,
 }
 
-/// The batch channel pair.
+/// The staging channel pair (to the formatter thread).
 struct Output<'a> {
-    out: &'a Sender<Batch>,
+    stage: &'a Sender<Staged>,
     recycle: &'a Receiver<Vec<u8>>,
+    /// Set when the formatter thread has returned (the writer went away): checked once
+    /// per loop, so an idle session ends without waiting for a record to send.
+    formatter_gone: &'a AtomicBool,
 }
 
-/// The writer went away.
-struct Closed;
-
 impl Output<'_> {
-    fn fresh_buffer(&self) -> Vec<u8> {
+    fn fresh_chunk(&self) -> StagedChunk {
         match self.recycle.try_recv() {
-            Ok(mut v) => {
-                v.clear();
-                v
-            }
-            Err(_) => Vec::with_capacity(BATCH_BYTES + 64 * 1024),
+            Ok(v) => StagedChunk::with_buffer(v),
+            // Room for one more record past the limit (ring records are < 64 KiB).
+            Err(_) => StagedChunk::with_buffer(Vec::with_capacity(STAGE_BYTES + 64 * 1024)),
         }
     }
 
-    /// Send `batch` if it has anything, leaving a fresh one in its place.
-    fn flush(&self, batch: &mut Batch) -> Result<(), Closed> {
-        if batch.lines.is_empty() {
+    /// Send `chunk` if it has anything, leaving a fresh one in its place.
+    fn flush(&self, chunk: &mut StagedChunk) -> Result<(), Closed> {
+        if chunk.is_empty() {
             return Ok(());
         }
-        let full = std::mem::replace(
-            batch,
-            Batch {
-                lines: self.fresh_buffer(),
-                records: 0,
-            },
-        );
-        self.out.send(full).map_err(|_| Closed)
+        let full = std::mem::replace(chunk, self.fresh_chunk());
+        self.stage.send(Staged::Chunk(full)).map_err(|_| Closed)
+    }
+
+    /// `Err` once the formatter is gone.
+    fn check(&self) -> Result<(), Closed> {
+        if self.formatter_gone.load(Ordering::Acquire) {
+            Err(Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Tell the formatter the format of `slot`'s records, after everything staged so far
+    /// (so records of an event that had the slot before are not formatted with it).
+    fn format(
+        &self,
+        chunk: &mut StagedChunk,
+        slot: usize,
+        prepared: Arc<PreparedFormat>,
+    ) -> Result<(), Closed> {
+        self.flush(chunk)?;
+        let slot = u32::try_from(slot).map_err(|_| Closed)?;
+        self.stage
+            .send(Staged::Format { slot, prepared })
+            .map_err(|_| Closed)
     }
 }
 
@@ -273,8 +300,8 @@ impl Decoder {
 
     fn notice(&mut self, what: &str, event: Option<&str>, message: &str) {
         let t = self.now();
-        self.writer
-            .write_notice(&mut self.batch.lines, t, what, event, message);
+        self.chunk
+            .push_line(|b| self.writer.write_notice(b, t, what, event, message));
     }
 
     fn limit_reached(&self) -> bool {
@@ -306,14 +333,10 @@ impl Decoder {
                     pid: s.pid.unwrap_or(0),
                     tid: s.tid.unwrap_or(0),
                 };
-                self.writer.write_prepared(
-                    &mut self.batch.lines,
-                    &stamp,
-                    &ev.prepared,
-                    s.raw.unwrap_or(&[]),
-                );
+                // Slots fit in u32: [`Output::format`] refuses any other.
+                self.chunk
+                    .push_record(slot as u32, &stamp, s.raw.unwrap_or(&[]));
                 ev.records += 1;
-                self.batch.records += 1;
                 self.summary.records += 1;
             }
             Ok(
@@ -323,14 +346,15 @@ impl Decoder {
                 | Record::LostSamples { lost, sample_id },
             ) => {
                 let t = sample_id.time.and_then(|t| self.clock.to_unix_ns(t));
-                self.writer.write_lost(&mut self.batch.lines, t, cpu, lost);
+                self.chunk
+                    .push_line(|b| self.writer.write_lost(b, t, cpu, lost));
                 *self.summary.lost_per_cpu.entry(cpu).or_default() += lost;
                 self.summary.lost += lost;
             }
             Ok(Record::Other(_)) => {}
             Err(_) => self.malformed += 1,
         }
-        if self.batch.lines.len() >= BATCH_BYTES {
+        if self.chunk.len() >= STAGE_BYTES {
             ControlFlow::Break(())
         } else {
             ControlFlow::Continue(())
@@ -359,7 +383,7 @@ impl Decoder {
                     if !full {
                         break;
                     }
-                    out.flush(&mut self.batch)?;
+                    out.flush(&mut self.chunk)?;
                 }
             }
             Ok(())
@@ -537,7 +561,12 @@ impl<'a> Attacher<'a> {
         Ok(Event {
             system: system.into(),
             name: name.into(),
-            prepared: PreparedFormat::new(&format, system, &base, format_id.as_deref()),
+            prepared: Arc::new(PreparedFormat::new(
+                &format,
+                system,
+                &base,
+                format_id.as_deref(),
+            )),
             key: format!("{system}:{name}"),
             fds,
             records: 0,
@@ -550,6 +579,7 @@ impl<'a> Attacher<'a> {
         &mut self,
         rings: &Rings,
         dec: &mut Decoder,
+        out: &Output<'_>,
         system: &str,
         name: &str,
         filter_refused: &mut Option<SessionError>,
@@ -574,6 +604,8 @@ impl<'a> Attacher<'a> {
                 for &id in ev.fds.ids() {
                     dec.by_id.insert(id, slot);
                 }
+                // A closed channel shows at the next flush, which ends the session.
+                let _ = out.format(&mut dec.chunk, slot, Arc::clone(&ev.prepared));
                 dec.summary
                     .records_per_event
                     .entry(ev.key.clone())
@@ -713,7 +745,7 @@ impl<'a> Attacher<'a> {
                     continue;
                 }
             }
-            if let Err(e) = self.attach(rings, dec, system, name, &mut refused) {
+            if let Err(e) = self.attach(rings, dec, out, system, name, &mut refused) {
                 return Ok(Err(e));
             }
         }
@@ -737,6 +769,45 @@ pub fn run(
     if !config.buffer_pages.is_power_of_two() || config.buffer_pages > 65536 {
         return Err(SessionError::BufferPages(config.buffer_pages));
     }
+    let (stage_tx, stage_rx) = crossbeam_channel::bounded(STAGE_CHUNKS);
+    let (chunk_tx, chunk_rx) = crossbeam_channel::bounded(STAGE_CHUNKS + 2);
+    let opts = LineOptions {
+        include_common: config.include_common,
+        big_endian: false,
+    };
+    let formatter_gone = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        // Started before the first attach, so the self-exclusion filter names it.
+        let formatter = std::thread::Builder::new()
+            .name("uevrec-format".into())
+            .spawn_scoped(scope, || {
+                let r = formatter::run(stage_rx, chunk_tx, out, recycle, opts);
+                formatter_gone.store(true, Ordering::Release);
+                r
+            })
+            .map_err(SessionError::Thread)?;
+        let output = Output {
+            stage: &stage_tx,
+            recycle: &chunk_rx,
+            formatter_gone: &formatter_gone,
+        };
+        let result = record(config, &output, stop, stats);
+        // Closing the staging channel lets the formatter finish the lines and return.
+        drop(stage_tx);
+        if let Err(panic) = formatter.join() {
+            std::panic::resume_unwind(panic);
+        }
+        result
+    })
+}
+
+/// The session thread's part of [`run`] (the formatter thread is running).
+fn record(
+    config: &SessionConfig,
+    out: &Output<'_>,
+    stop: &AtomicBool,
+    stats: &LiveStats,
+) -> Result<Summary, SessionError> {
     let tracefs = Tracefs::discover(config.tracefs.as_deref())?;
     let selectors = if config.selectors.is_empty() {
         default_selectors()
@@ -746,7 +817,6 @@ pub fn run(
     let cpus = perf::online_cpus().map_err(SessionError::Cpus)?;
     let mut rings =
         Rings::open(&cpus, config.buffer_pages).map_err(|e| perf_error(e, config.buffer_pages))?;
-    let out = Output { out, recycle };
     let mut dec = Decoder {
         layout: SampleFormat::new(sample_type::UEVREC, true)
             .expect("uevrec's own sample_type is supported"),
@@ -757,10 +827,7 @@ pub fn run(
             big_endian: false,
         }),
         clock: WallClock::new(Duration::from_secs(1)),
-        batch: Batch {
-            lines: out.fresh_buffer(),
-            records: 0,
-        },
+        chunk: out.fresh_chunk(),
         self_pid: std::process::id(),
         include_self: config.include_self,
         max_records: config.max_records,
@@ -772,7 +839,7 @@ pub fn run(
     let mut att = Attacher::new(tracefs, selectors, config);
 
     // First scan: problems that will not go away are errors.
-    let Ok(first) = att.rescan(&mut rings, &mut dec, &out, stats) else {
+    let Ok(first) = att.rescan(&mut rings, &mut dec, out, stats) else {
         return Ok(finish(dec, att));
     };
     let (matched, refused) = first?;
@@ -791,7 +858,7 @@ pub fn run(
         }
         dec.notice("waiting", None, &msg);
     }
-    if out.flush(&mut dec.batch).is_err() {
+    if out.flush(&mut dec.chunk).is_err() {
         return Ok(finish(dec, att));
     }
 
@@ -799,15 +866,16 @@ pub fn run(
     let result: Result<(), Closed> = (|| {
         loop {
             dec.clock.maybe_resample();
-            dec.drain(&mut rings, &out, stats)?;
-            out.flush(&mut dec.batch)?;
+            dec.drain(&mut rings, out, stats)?;
+            out.flush(&mut dec.chunk)?;
+            out.check()?;
             if stop.load(Ordering::Relaxed) || dec.limit_reached() {
                 return Ok(());
             }
             let now = Instant::now();
             if now >= next_rescan {
                 // A fatal problem after startup (privileges dropped?) is reported in-band.
-                if let Err(e) = att.rescan(&mut rings, &mut dec, &out, stats)? {
+                if let Err(e) = att.rescan(&mut rings, &mut dec, out, stats)? {
                     dec.notice("rescan_failed", None, &e.to_string());
                 }
                 next_rescan = Instant::now() + config.rescan_interval;
@@ -828,8 +896,8 @@ pub fn run(
     for ev in dec.events.iter().flatten() {
         ev.fds.disable();
     }
-    if dec.drain(&mut rings, &out, stats).is_ok()
-        && flush_losses(&mut rings, &mut dec, &out, stats).is_ok()
+    if dec.drain(&mut rings, out, stats).is_ok()
+        && flush_losses(&mut rings, &mut dec, out, stats).is_ok()
     {
         if dec.malformed + dec.unknown > 0 {
             let msg = format!(
@@ -842,10 +910,12 @@ pub fn run(
         for ev in dec.events.iter().flatten() {
             let t = dec.clock.to_unix_ns(monotonic_ns());
             let msg = format!("session stopped; {} records", ev.records);
-            dec.writer
-                .write_notice(&mut dec.batch.lines, t, "detached", Some(&ev.key), &msg);
+            dec.chunk.push_line(|b| {
+                dec.writer
+                    .write_notice(b, t, "detached", Some(&ev.key), &msg)
+            });
         }
-        let _ = out.flush(&mut dec.batch);
+        let _ = out.flush(&mut dec.chunk);
     }
     Ok(finish(dec, att))
 }

@@ -53,7 +53,7 @@ const RESERVE_FIXED: usize = 160;
 
 /// The per-record part of an event line's metadata, for [`LineWriter::write_prepared`]
 /// (the names are in the [`PreparedFormat`]).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RecordStamp {
     /// Wall-clock time in nanoseconds since the Unix epoch (UTC), if known.
     pub time_unix_ns: Option<u64>,
