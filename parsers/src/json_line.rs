@@ -257,7 +257,7 @@ impl Op {
                 None => return false,
             },
             Op::Chars { start, end } => match raw.get(start..end) {
-                Some(area) => write_text(out, until_nul(area)),
+                Some(area) => write_c_string(out, area),
                 None => return false,
             },
             Op::DynChars { offset, loc } => {
@@ -267,7 +267,7 @@ impl Op {
                 let value = u32::from_le_bytes(value);
                 match location::resolve(loc, offset, 4, value, raw.len()) {
                     Ok(range) => match raw.get(range) {
-                        Some(data) => write_text(out, until_nul(data)),
+                        Some(data) => write_c_string(out, data),
                         None => return false,
                     },
                     Err(_) => return false,
@@ -298,13 +298,75 @@ fn int_bytes<const N: usize>(raw: &[u8], at: usize, big: bool) -> Option<[u8; N]
     Some(b)
 }
 
-/// `char` data up to its first NUL (all of it without one), as [`decode_field`] reads it.
+/// `char` data as a JSON string: up to its first NUL (all of it without one), as
+/// [`decode_field`] reads it, then as [`write_text`] writes it. One pass finds the first
+/// byte that is not plain printable ASCII; when that is the NUL (or there is none), the
+/// string before it is copied as it is.
 #[inline]
-fn until_nul(data: &[u8]) -> &[u8] {
-    match memchr::memchr(0, data) {
-        Some(end) => &data[..end],
+fn write_c_string(out: &mut Vec<u8>, data: &[u8]) {
+    let clean = match first_special(data) {
         None => data,
+        Some(at) => match data.split_at_checked(at) {
+            Some((clean, [0, ..])) => clean,
+            _ => {
+                let end = memchr::memchr(0, data).unwrap_or(data.len());
+                return write_text(out, data.get(..end).unwrap_or_default());
+            }
+        },
+    };
+    out.push(b'"');
+    out.extend_from_slice(clean);
+    out.push(b'"');
+}
+
+/// The index of the first byte of `bytes` that is below 0x20 (NUL included), `"`, `\`
+/// or above 0x7f, 8 bytes at a time; a last partial word is read again overlapping the
+/// one before (its first bytes were plain already), or padded with spaces when shorter
+/// than 8 bytes.
+#[inline]
+fn first_special(bytes: &[u8]) -> Option<usize> {
+    let mut words = bytes.chunks_exact(8);
+    let mut at = 0;
+    for chunk in &mut words {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let mask = special_bytes(u64::from_le_bytes(word));
+        if mask != 0 {
+            return Some(at + (mask.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
     }
+    let rest = words.remainder();
+    if rest.is_empty() {
+        return None;
+    }
+    let (start, word) = match bytes.last_chunk::<8>() {
+        Some(last) => (bytes.len() - 8, u64::from_le_bytes(*last)),
+        None => {
+            let mut word = [b' '; 8];
+            for (w, &b) in word.iter_mut().zip(rest) {
+                *w = b;
+            }
+            (at, u64::from_le_bytes(word))
+        }
+    };
+    let mask = special_bytes(word);
+    (mask != 0).then(|| start + (mask.trailing_zeros() / 8) as usize)
+}
+
+/// The high bit of each byte of `word` that is below 0x20, `"`, `\` or above 0x7f; some
+/// bytes above a flagged one may be flagged too (borrows), but the lowest flag is exact.
+#[inline]
+fn special_bytes(word: u64) -> u64 {
+    const ONES: u64 = u64::MAX / 255;
+    const HIGH: u64 = ONES * 0x80;
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v;
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word;
+    (below_space
+        | zero(word ^ (ONES * u64::from(b'"')))
+        | zero(word ^ (ONES * u64::from(b'\\')))
+        | word)
+        & HIGH
 }
 
 /// Choices that change every line.
@@ -904,6 +966,27 @@ mod tests {
                     word[pos..pos + 2].copy_from_slice(&pair.to_le_bytes());
                     let expected = word.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\');
                     assert_eq!(needs_escape(u64::from_le_bytes(word)), expected, "{word:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn first_special_agrees_with_a_byte_loop() {
+        let special = |b: u8| b < 0x20 || b == b'"' || b == b'\\' || b >= 0x80;
+        // Every length up to 3 words, every position, every byte value class.
+        for len in 0..24 {
+            for pos in 0..len {
+                for b in [0u8, 1, 0x1f, b'"', b'\\', 0x7f, 0x80, 0xff, b' ', b'a'] {
+                    for filler in [b'a', b'~', b' '] {
+                        let mut bytes = vec![filler; len];
+                        bytes[pos] = b;
+                        if pos + 1 < len {
+                            bytes[pos + 1] = 0; // something special after it, too
+                        }
+                        let expected = bytes.iter().position(|&b| special(b));
+                        assert_eq!(first_special(&bytes), expected, "{bytes:?}");
+                    }
                 }
             }
         }
