@@ -74,7 +74,7 @@ pub struct RecordStamp {
 pub struct PreparedFormat {
     format: EventFormat,
     /// See [`write_head`]; then `"cpu":`.
-    head: Vec<u8>,
+    head: Text<64>,
     /// One step per common field: the first key opens the object (`,"common":{"name":`).
     common: Box<[Step]>,
     /// One step per field: the first key opens the object (`,"fields":{"name":`).
@@ -90,7 +90,7 @@ impl PreparedFormat {
         head.extend_from_slice(b"\"cpu\":");
         PreparedFormat {
             format: format.clone(),
-            head,
+            head: Text::new(head),
             common: steps(COMMON_OPEN, &format.common_fields),
             fields: steps(FIELDS_OPEN, &format.fields),
         }
@@ -107,11 +107,57 @@ const COMMON_OPEN: &[u8] = b",\"common\":{";
 /// What opens the `fields` object.
 const FIELDS_OPEN: &[u8] = b",\"fields\":{";
 
+/// Prepared text to append, kept in a fixed-size array when it fits so that appending it
+/// is one fixed-size copy (a few vector moves, no `memcpy` call) and a truncation.
+#[derive(Debug, Clone)]
+struct Text<const N: usize> {
+    /// The text followed by zeros, when it fits.
+    inline: [u8; N],
+    /// Its length.
+    len: usize,
+    /// The text, when it does not fit (empty otherwise).
+    long: Box<[u8]>,
+}
+
+impl<const N: usize> Text<N> {
+    fn new(text: Vec<u8>) -> Self {
+        let mut inline = [0; N];
+        let len = text.len();
+        match inline.get_mut(..len) {
+            Some(head) => {
+                head.copy_from_slice(&text);
+                Text {
+                    inline,
+                    len,
+                    long: Box::default(),
+                }
+            }
+            None => Text {
+                inline,
+                len,
+                long: text.into_boxed_slice(),
+            },
+        }
+    }
+
+    /// Append the text to `out`.
+    #[inline(always)]
+    fn write(&self, out: &mut Vec<u8>) {
+        if self.len <= N {
+            let end = out.len() + self.len;
+            out.extend_from_slice(&self.inline);
+            out.truncate(end);
+        } else {
+            out.extend_from_slice(&self.long);
+        }
+    }
+}
+
 /// One field of a [`PreparedFormat`]: its key and how to write its value.
 #[derive(Debug, Clone)]
 struct Step {
     /// `open"name":` for the first field, `,"name":` for the others.
-    key: Box<[u8]>,
+    key: Text<32>,
     /// How to write the value.
     op: Op,
 }
@@ -130,7 +176,7 @@ fn steps(open: &[u8], fields: &[Field]) -> Box<[Step]> {
             }
             write_key(&mut key, &field.name);
             Step {
-                key: key.into_boxed_slice(),
+                key: Text::new(key),
                 op: Op::of(field),
             }
         })
@@ -464,7 +510,7 @@ impl LineWriter {
         };
         out.reserve(RESERVE_FIXED + 24 * (common.len() + format.fields.len()) + raw.len());
         self.time.write(out, stamp.time_unix_ns);
-        out.extend_from_slice(&prepared.head);
+        prepared.head.write(out);
         write_int(out, stamp.cpu);
         out.extend_from_slice(b",\"pid\":");
         write_int(out, stamp.pid);
@@ -558,7 +604,7 @@ fn write_steps(
     let big = endian == Endian::Big;
     let mut failed = false;
     for (step, field) in steps.iter().zip(fields) {
-        out.extend_from_slice(&step.key);
+        step.key.write(out);
         if !step.op.write(out, raw, big) {
             failed |= write_value(out, &decode_field(field, raw, endian));
         }
