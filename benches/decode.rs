@@ -2,7 +2,8 @@
 //!
 //! (a) an 8-field user event with two dynamic strings, (b) the kernel's sched_switch
 //! (format text from a 6.18 kernel), (c) a string-heavy event: four 200-byte strings with
-//! characters that need escaping. Each iteration writes a batch of 1000 records with
+//! characters that need escaping, (d) `raw_syscalls:sys_enter` (a `long` and an
+//! `unsigned long[6]`: the line a live syscall recording writes most). Each iteration writes a batch of 1000 records with
 //! advancing timestamps into one reused buffer, as the recorder does.
 //!
 //! Every benchmark runs twice: `wall/…` (criterion's wall clock) and `cpu/…` (this
@@ -120,6 +121,34 @@ fn string_heavy() -> (EventFormat, Vec<u8>) {
     (format_from_text(&text), raw)
 }
 
+/// (d) `raw_syscalls:sys_enter` (format as on x86_64 kernels): `read(…)`-like values,
+/// pointers in the args as the kernel records them, and the 4 bytes of padding
+/// PERF_SAMPLE_RAW adds (4-byte size + 68 bytes = 72).
+fn sys_enter() -> (EventFormat, Vec<u8>) {
+    let text = format!(
+        "{COMMON}\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;
+\tfield:unsigned long args[6];\toffset:16;\tsize:48;\tsigned:0;
+
+print fmt: \"NR %ld (%lx, %lx, %lx, %lx, %lx, %lx)\", REC->id, REC->args[0], REC->args[1], REC->args[2], REC->args[3], REC->args[4], REC->args[5]
+"
+    )
+    .replace("name: bench\nID: 1117", "name: sys_enter\nID: 22");
+    let mut raw = common_header(22, 4242);
+    raw.extend_from_slice(&110i64.to_le_bytes());
+    for arg in [
+        1u64,
+        140_612_290_334_165,
+        140_722_793_657_184,
+        4096,
+        140_612_290_587_264,
+        0,
+    ] {
+        raw.extend_from_slice(&arg.to_le_bytes());
+    }
+    raw.extend_from_slice(&[0; 4]);
+    (format_from_text(&text), raw)
+}
+
 /// CPU time of the calling thread, as a criterion measurement (values in ns, so the
 /// wall-clock formatter applies).
 struct ThreadCpuTime;
@@ -165,6 +194,7 @@ impl Measurement for ThreadCpuTime {
 fn bench_lines<M: Measurement>(
     c: &mut Criterion<M>,
     clock: &str,
+    system: &str,
     name: &str,
     (format, raw): (EventFormat, Vec<u8>),
 ) {
@@ -173,7 +203,7 @@ fn bench_lines<M: Measurement>(
         cpu: 1,
         pid: 4242,
         tid: 4243,
-        system: "user_events",
+        system,
         event: name,
         format_id: None,
     };
@@ -232,9 +262,11 @@ fn bench_lines<M: Measurement>(
 }
 
 fn benches<M: Measurement>(c: &mut Criterion<M>, clock: &str) {
-    bench_lines(c, clock, "a_user_event_8_fields", user_event());
-    bench_lines(c, clock, "b_sched_switch", sched_switch());
-    bench_lines(c, clock, "c_four_200b_escaped_strings", string_heavy());
+    let ue = "user_events";
+    bench_lines(c, clock, ue, "a_user_event_8_fields", user_event());
+    bench_lines(c, clock, ue, "b_sched_switch", sched_switch());
+    bench_lines(c, clock, ue, "c_four_200b_escaped_strings", string_heavy());
+    bench_lines(c, clock, "raw_syscalls", "d_sys_enter", sys_enter());
 
     // Decoding alone (no JSON) for event (a), to split the cost.
     let (format, raw) = user_event();

@@ -77,6 +77,12 @@ impl<'a> IntArray<'a> {
         self.bytes.is_empty()
     }
 
+    /// The raw element bytes, the element width (1, 2, 4 or 8), signedness and byte
+    /// order: for writers that read the elements in a loop of their own.
+    pub fn parts(&self) -> (&'a [u8], u8, bool, Endian) {
+        (self.bytes, self.width, self.signed, self.endian)
+    }
+
     /// The elements, each a [`Value::Signed`] or [`Value::Unsigned`].
     pub fn iter(&self) -> impl Iterator<Item = Value<'static>> + 'a {
         let (signed, endian) = (self.signed, self.endian);

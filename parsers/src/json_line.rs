@@ -26,8 +26,9 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use crate::decode::{Endian, Value, decode_field};
-use crate::schema::{EventFormat, Field};
+use crate::decode::{Endian, IntArray, Value, decode_field};
+use crate::location;
+use crate::schema::{Element, EventFormat, Field, FieldKind, LocKind};
 
 /// What the recorder knows about a record besides its raw bytes.
 #[derive(Debug, Clone, Copy)]
@@ -66,16 +67,18 @@ pub struct RecordStamp {
 }
 
 /// An event's format with the parts of its lines that never change rendered once:
-/// `,"system":"…","event":"…",("format_id":"…",)` and each field's `"name":` key. Build
-/// it once per attached event; [`LineWriter::write_prepared`] then writes its lines.
+/// `,"system":"…","event":"…",("format_id":"…",)"cpu":` and each field's `"name":` key,
+/// and for each field the way to write it chosen once (see [`Op`]). Build it once per
+/// attached event; [`LineWriter::write_prepared`] then writes its lines.
 #[derive(Debug, Clone)]
 pub struct PreparedFormat {
     format: EventFormat,
-    /// See [`write_head`].
-    head: Vec<u8>,
-    /// `"name":` of the common fields, then of the fields; `,"name":` for all but the
-    /// first of each list.
-    keys: Vec<Box<[u8]>>,
+    /// See [`write_head`]; then `"cpu":`.
+    head: Text<64>,
+    /// One step per common field: the first key opens the object (`,"common":{"name":`).
+    common: Box<[Step]>,
+    /// One step per field: the first key opens the object (`,"fields":{"name":`).
+    fields: Box<[Step]>,
 }
 
 impl PreparedFormat {
@@ -84,13 +87,12 @@ impl PreparedFormat {
     pub fn new(format: &EventFormat, system: &str, event: &str, format_id: Option<&str>) -> Self {
         let mut head = Vec::new();
         write_head(&mut head, system, event, format_id);
-        let keys = prepared_keys(&format.common_fields)
-            .chain(prepared_keys(&format.fields))
-            .collect();
+        head.extend_from_slice(b"\"cpu\":");
         PreparedFormat {
             format: format.clone(),
-            head,
-            keys,
+            head: Text::new(head),
+            common: steps(COMMON_OPEN, &format.common_fields),
+            fields: steps(FIELDS_OPEN, &format.fields),
         }
     }
 
@@ -100,25 +102,317 @@ impl PreparedFormat {
     }
 }
 
-/// `"name":` for each of `fields`, with a leading `,` for all but the first.
-fn prepared_keys(fields: &[Field]) -> impl Iterator<Item = Box<[u8]>> + '_ {
-    fields.iter().enumerate().map(|(i, field)| {
-        let mut key = Vec::with_capacity(field.name.len() + 4);
-        if i > 0 {
-            key.push(b',');
-        }
-        write_key(&mut key, &field.name);
-        key.into_boxed_slice()
-    })
+/// What opens the `common` object.
+const COMMON_OPEN: &[u8] = b",\"common\":{";
+/// What opens the `fields` object.
+const FIELDS_OPEN: &[u8] = b",\"fields\":{";
+
+/// Prepared text to append, kept in a fixed-size array when it fits so that appending it
+/// is one fixed-size copy (a few vector moves, no `memcpy` call) and a truncation.
+#[derive(Debug, Clone)]
+struct Text<const N: usize> {
+    /// The text followed by zeros, when it fits.
+    inline: [u8; N],
+    /// Its length.
+    len: usize,
+    /// The text, when it does not fit (empty otherwise).
+    long: Box<[u8]>,
 }
 
-/// Where an event line's system/event/format_id part comes from.
-#[derive(Clone, Copy)]
-enum Head<'a> {
-    /// Rendered per record from the names.
-    Meta(&'a RecordMeta<'a>),
-    /// Rendered once ([`PreparedFormat`]).
-    Prepared(&'a [u8]),
+impl<const N: usize> Text<N> {
+    fn new(text: Vec<u8>) -> Self {
+        let mut inline = [0; N];
+        let len = text.len();
+        match inline.get_mut(..len) {
+            Some(head) => {
+                head.copy_from_slice(&text);
+                Text {
+                    inline,
+                    len,
+                    long: Box::default(),
+                }
+            }
+            None => Text {
+                inline,
+                len,
+                long: text.into_boxed_slice(),
+            },
+        }
+    }
+
+    /// Append the text to `out`.
+    #[inline(always)]
+    fn write(&self, out: &mut Vec<u8>) {
+        if self.len <= N {
+            let end = out.len() + self.len;
+            out.extend_from_slice(&self.inline);
+            out.truncate(end);
+        } else {
+            out.extend_from_slice(&self.long);
+        }
+    }
+}
+
+/// One field of a [`PreparedFormat`]: its key and how to write its value.
+#[derive(Debug, Clone)]
+struct Step {
+    /// `open"name":` for the first field, `,"name":` for the others.
+    key: Text<32>,
+    /// How to write the value.
+    op: Op,
+}
+
+/// A [`Step`] per field of `fields`; the first key starts with `open`.
+fn steps(open: &[u8], fields: &[Field]) -> Box<[Step]> {
+    fields
+        .iter()
+        .enumerate()
+        .map(|(i, field)| {
+            let mut key = Vec::with_capacity(open.len() + field.name.len() + 4);
+            if i == 0 {
+                key.extend_from_slice(open);
+            } else {
+                key.push(b',');
+            }
+            write_key(&mut key, &field.name);
+            Step {
+                key: Text::new(key),
+                op: Op::of(field),
+            }
+        })
+        .collect()
+}
+
+/// How [`LineWriter::write_prepared`] writes a field, chosen once from its schema: the
+/// usual kinds whose schema checks pass read their bytes directly (no [`Value`] in
+/// between); when a record does not fit (too short, location out of bounds) or the kind
+/// is another one, the field goes through [`decode_field`] and [`write_value`], which
+/// write the same bytes for what the direct path handles and `null` plus an error for the
+/// rest.
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    /// An integer field of 1, 2, 4 or 8 bytes (the `size:` matches) at this offset.
+    U8(usize),
+    /// See [`Op::U8`].
+    U16(usize),
+    /// See [`Op::U8`].
+    U32(usize),
+    /// See [`Op::U8`].
+    U64(usize),
+    /// See [`Op::U8`].
+    I8(usize),
+    /// See [`Op::U8`].
+    I16(usize),
+    /// See [`Op::U8`].
+    I32(usize),
+    /// See [`Op::U8`].
+    I64(usize),
+    /// A fixed `char` array: the string up to the first NUL of `start..end`.
+    Chars { start: usize, end: usize },
+    /// A `__data_loc`/`__rel_loc` `char` string with a 4-byte location at `offset`.
+    DynChars { offset: usize, loc: LocKind },
+    /// A fixed array of 1, 2, 4 or 8-byte integers filling `start..end` exactly.
+    Ints {
+        start: usize,
+        end: usize,
+        width: u8,
+        signed: bool,
+    },
+    /// Anything else: [`decode_field`].
+    Decode,
+}
+
+impl Op {
+    /// The op for `field`: a direct one where the schema alone shows that
+    /// [`decode_field`] would succeed whenever the bytes are in the record.
+    fn of(field: &Field) -> Op {
+        let start = field.offset as usize;
+        let Some(end) = start.checked_add(field.size as usize) else {
+            return Op::Decode;
+        };
+        match field.kind {
+            FieldKind::Integer { size, signed } if u32::from(size) == field.size => {
+                match (size, signed) {
+                    (1, false) => Op::U8(start),
+                    (2, false) => Op::U16(start),
+                    (4, false) => Op::U32(start),
+                    (8, false) => Op::U64(start),
+                    (1, true) => Op::I8(start),
+                    (2, true) => Op::I16(start),
+                    (4, true) => Op::I32(start),
+                    (8, true) => Op::I64(start),
+                    _ => Op::Decode,
+                }
+            }
+            FieldKind::FixedArray {
+                elem: Element::Char,
+                ..
+            } => Op::Chars { start, end },
+            FieldKind::FixedArray {
+                elem: Element::Integer { size, signed },
+                ..
+            } if matches!(size, 1 | 2 | 4 | 8) && field.size % u32::from(size) == 0 => Op::Ints {
+                start,
+                end,
+                width: size,
+                signed,
+            },
+            FieldKind::Dynamic {
+                loc,
+                elem: Element::Char,
+            } if field.size == 4 => Op::DynChars { offset: start, loc },
+            _ => Op::Decode,
+        }
+    }
+
+    /// Write the value from `raw`; `false`, with nothing written, when the field must
+    /// go through [`decode_field`] instead.
+    #[inline]
+    fn write(self, out: &mut Vec<u8>, raw: &[u8], big: bool) -> bool {
+        match self {
+            Op::U8(at) => match raw.get(at) {
+                Some(&b) => write_int(out, b),
+                None => return false,
+            },
+            Op::I8(at) => match raw.get(at) {
+                Some(&b) => write_int(out, b as i8),
+                None => return false,
+            },
+            Op::U16(at) => match int_bytes(raw, at, big) {
+                Some(b) => write_int(out, u16::from_le_bytes(b)),
+                None => return false,
+            },
+            Op::I16(at) => match int_bytes(raw, at, big) {
+                Some(b) => write_int(out, i16::from_le_bytes(b)),
+                None => return false,
+            },
+            Op::U32(at) => match int_bytes(raw, at, big) {
+                Some(b) => write_int(out, u32::from_le_bytes(b)),
+                None => return false,
+            },
+            Op::I32(at) => match int_bytes(raw, at, big) {
+                Some(b) => write_int(out, i32::from_le_bytes(b)),
+                None => return false,
+            },
+            Op::U64(at) => match int_bytes(raw, at, big) {
+                Some(b) => write_int(out, u64::from_le_bytes(b)),
+                None => return false,
+            },
+            Op::I64(at) => match int_bytes(raw, at, big) {
+                Some(b) => write_int(out, i64::from_le_bytes(b)),
+                None => return false,
+            },
+            Op::Chars { start, end } => match raw.get(start..end) {
+                Some(area) => write_c_string(out, area),
+                None => return false,
+            },
+            Op::DynChars { offset, loc } => {
+                let Some(value) = int_bytes(raw, offset, big) else {
+                    return false;
+                };
+                let value = u32::from_le_bytes(value);
+                match location::resolve(loc, offset, 4, value, raw.len()) {
+                    Ok(range) => match raw.get(range) {
+                        Some(data) => write_c_string(out, data),
+                        None => return false,
+                    },
+                    Err(_) => return false,
+                }
+            }
+            Op::Ints {
+                start,
+                end,
+                width,
+                signed,
+            } => match raw.get(start..end) {
+                Some(area) => return write_int_slice(out, area, width, signed, big),
+                None => return false,
+            },
+            Op::Decode => return false,
+        }
+        true
+    }
+}
+
+/// The `N` bytes at `at` in little-endian order (swapped if `big`), if in `raw`.
+#[inline(always)]
+fn int_bytes<const N: usize>(raw: &[u8], at: usize, big: bool) -> Option<[u8; N]> {
+    let mut b = *raw.get(at..)?.first_chunk::<N>()?;
+    if big {
+        b.reverse();
+    }
+    Some(b)
+}
+
+/// `char` data as a JSON string: up to its first NUL (all of it without one), as
+/// [`decode_field`] reads it, then as [`write_text`] writes it. One pass finds the first
+/// byte that is not plain printable ASCII; when that is the NUL (or there is none), the
+/// string before it is copied as it is.
+#[inline]
+fn write_c_string(out: &mut Vec<u8>, data: &[u8]) {
+    let clean = match first_special(data) {
+        None => data,
+        Some(at) => match data.split_at_checked(at) {
+            Some((clean, [0, ..])) => clean,
+            _ => {
+                let end = memchr::memchr(0, data).unwrap_or(data.len());
+                return write_text(out, data.get(..end).unwrap_or_default());
+            }
+        },
+    };
+    out.push(b'"');
+    out.extend_from_slice(clean);
+    out.push(b'"');
+}
+
+/// The index of the first byte of `bytes` that is below 0x20 (NUL included), `"`, `\`
+/// or above 0x7f, 8 bytes at a time; a last partial word is read again overlapping the
+/// one before (its first bytes were plain already), or padded with spaces when shorter
+/// than 8 bytes.
+#[inline]
+fn first_special(bytes: &[u8]) -> Option<usize> {
+    let mut words = bytes.chunks_exact(8);
+    let mut at = 0;
+    for chunk in &mut words {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let mask = special_bytes(u64::from_le_bytes(word));
+        if mask != 0 {
+            return Some(at + (mask.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    let rest = words.remainder();
+    if rest.is_empty() {
+        return None;
+    }
+    let (start, word) = match bytes.last_chunk::<8>() {
+        Some(last) => (bytes.len() - 8, u64::from_le_bytes(*last)),
+        None => {
+            let mut word = [b' '; 8];
+            for (w, &b) in word.iter_mut().zip(rest) {
+                *w = b;
+            }
+            (at, u64::from_le_bytes(word))
+        }
+    };
+    let mask = special_bytes(word);
+    (mask != 0).then(|| start + (mask.trailing_zeros() / 8) as usize)
+}
+
+/// The high bit of each byte of `word` that is below 0x20, `"`, `\` or above 0x7f; some
+/// bytes above a flagged one may be flagged too (borrows), but the lowest flag is exact.
+#[inline]
+fn special_bytes(word: u64) -> u64 {
+    const ONES: u64 = u64::MAX / 255;
+    const HIGH: u64 = ONES * 0x80;
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v;
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word;
+    (below_space
+        | zero(word ^ (ONES * u64::from(b'"')))
+        | zero(word ^ (ONES * u64::from(b'\\')))
+        | word)
+        & HIGH
 }
 
 /// Choices that change every line.
@@ -147,6 +441,14 @@ impl LineWriter {
         }
     }
 
+    fn endian(&self) -> Endian {
+        if self.opts.big_endian {
+            Endian::Big
+        } else {
+            Endian::Little
+        }
+    }
+
     /// Append one event line for the trace entry `raw` (common fields first) to `out`.
     ///
     /// Never panics on bad input: fields that cannot be decoded are `null` in `fields`
@@ -159,50 +461,7 @@ impl LineWriter {
         format: &EventFormat,
         raw: &[u8],
     ) {
-        let stamp = RecordStamp {
-            time_unix_ns: meta.time_unix_ns,
-            cpu: meta.cpu,
-            pid: meta.pid,
-            tid: meta.tid,
-        };
-        self.write_event(out, &stamp, Head::Meta(meta), format, None, raw);
-    }
-
-    /// Append one event line for `raw` like [`LineWriter::write_record`] (byte for byte
-    /// the same line), with the names and keys rendered once in `prepared`.
-    pub fn write_prepared(
-        &mut self,
-        out: &mut Vec<u8>,
-        stamp: &RecordStamp,
-        prepared: &PreparedFormat,
-        raw: &[u8],
-    ) {
-        self.write_event(
-            out,
-            stamp,
-            Head::Prepared(&prepared.head),
-            &prepared.format,
-            Some(&prepared.keys),
-            raw,
-        );
-    }
-
-    /// The one event-line writer behind [`LineWriter::write_record`] and
-    /// [`LineWriter::write_prepared`]. `keys`, if given, are [`PreparedFormat::keys`].
-    fn write_event(
-        &mut self,
-        out: &mut Vec<u8>,
-        stamp: &RecordStamp,
-        head: Head<'_>,
-        format: &EventFormat,
-        keys: Option<&[Box<[u8]>]>,
-        raw: &[u8],
-    ) {
-        let endian = if self.opts.big_endian {
-            Endian::Big
-        } else {
-            Endian::Little
-        };
+        let endian = self.endian();
         let common: &[Field] = if self.opts.include_common {
             &format.common_fields
         } else {
@@ -211,51 +470,66 @@ impl LineWriter {
         // One capacity check for the usual line: the fixed parts, ~24 bytes per field
         // and the raw bytes (their text is mostly no longer than they are).
         out.reserve(RESERVE_FIXED + 24 * (common.len() + format.fields.len()) + raw.len());
-        out.extend_from_slice(b"{\"time\":");
-        self.time.write(out, stamp.time_unix_ns);
-        match head {
-            Head::Prepared(bytes) => out.extend_from_slice(bytes),
-            Head::Meta(meta) => write_head(out, meta.system, meta.event, meta.format_id),
-        }
+        self.time.write(out, meta.time_unix_ns);
+        write_head(out, meta.system, meta.event, meta.format_id);
         out.extend_from_slice(b"\"cpu\":");
+        write_int(out, meta.cpu);
+        out.extend_from_slice(b",\"pid\":");
+        write_int(out, meta.pid);
+        out.extend_from_slice(b",\"tid\":");
+        write_int(out, meta.tid);
+        let mut failed = false;
+        if self.opts.include_common {
+            out.extend_from_slice(COMMON_OPEN);
+            failed |= write_fields(out, common, raw, endian);
+        }
+        out.extend_from_slice(FIELDS_OPEN);
+        failed |= write_fields(out, &format.fields, raw, endian);
+        if failed {
+            write_errors(out, common, &format.fields, raw, endian);
+        }
+        out.extend_from_slice(b"}\n");
+    }
+
+    /// Append one event line for `raw` like [`LineWriter::write_record`] (byte for byte
+    /// the same line), with the names and keys rendered once in `prepared` and each
+    /// field's decoding chosen once.
+    pub fn write_prepared(
+        &mut self,
+        out: &mut Vec<u8>,
+        stamp: &RecordStamp,
+        prepared: &PreparedFormat,
+        raw: &[u8],
+    ) {
+        let endian = self.endian();
+        let format = &prepared.format;
+        let common: &[Field] = if self.opts.include_common {
+            &format.common_fields
+        } else {
+            &[]
+        };
+        out.reserve(RESERVE_FIXED + 24 * (common.len() + format.fields.len()) + raw.len());
+        self.time.write(out, stamp.time_unix_ns);
+        prepared.head.write(out);
         write_int(out, stamp.cpu);
         out.extend_from_slice(b",\"pid\":");
         write_int(out, stamp.pid);
         out.extend_from_slice(b",\"tid\":");
         write_int(out, stamp.tid);
-        // Prepared keys: the common fields' first, then the fields'.
-        let (common_keys, field_keys) = match keys {
-            Some(k) if k.len() == format.common_fields.len() + format.fields.len() => {
-                let (c, f) = k.split_at(format.common_fields.len());
-                (Some(c), Some(f))
-            }
-            _ => (None, None),
-        };
         let mut failed = false;
         if self.opts.include_common {
-            out.extend_from_slice(b",\"common\":");
-            failed |= write_fields(out, common, common_keys, raw, endian);
+            failed |= write_steps(out, COMMON_OPEN, &prepared.common, common, raw, endian);
         }
-        out.extend_from_slice(b",\"fields\":");
-        failed |= write_fields(out, &format.fields, field_keys, raw, endian);
+        failed |= write_steps(
+            out,
+            FIELDS_OPEN,
+            &prepared.fields,
+            &format.fields,
+            raw,
+            endian,
+        );
         if failed {
-            // Rare: decode again (cheap, allocation-free) to write the messages.
-            out.extend_from_slice(b",\"errors\":{");
-            let mut first = true;
-            for field in common.iter().chain(&format.fields) {
-                if let Value::Error(e) = decode_field(field, raw, endian) {
-                    if !first {
-                        out.push(b',');
-                    }
-                    first = false;
-                    write_key(out, &field.name);
-                    out.push(b'"');
-                    // `Escaped::write_str` never fails, so neither does `write!`.
-                    let _ = fmt::Write::write_fmt(&mut Escaped(out), format_args!("{e}"));
-                    out.push(b'"');
-                }
-            }
-            out.push(b'}');
+            write_errors(out, common, &format.fields, raw, endian);
         }
         out.extend_from_slice(b"}\n");
     }
@@ -268,7 +542,6 @@ impl LineWriter {
         cpu: u32,
         lost: u64,
     ) {
-        out.extend_from_slice(b"{\"time\":");
         self.time.write(out, time_unix_ns);
         out.extend_from_slice(b",\"uevrec\":\"lost\",\"cpu\":");
         write_int(out, cpu);
@@ -287,7 +560,6 @@ impl LineWriter {
         event: Option<&str>,
         message: &str,
     ) {
-        out.extend_from_slice(b"{\"time\":");
         self.time.write(out, time_unix_ns);
         out.extend_from_slice(b",\"uevrec\":\"notice\",\"what\":");
         write_str(out, what);
@@ -301,31 +573,65 @@ impl LineWriter {
     }
 }
 
-/// Write `{"name":value,...}` for `fields`; returns whether any field failed to decode.
-/// `keys`, if given, hold each field's `"name":` (with a leading `,` after the first).
-fn write_fields(
-    out: &mut Vec<u8>,
-    fields: &[Field],
-    keys: Option<&[Box<[u8]>]>,
-    raw: &[u8],
-    endian: Endian,
-) -> bool {
+/// Write `"name":value,...}` for `fields` (the `{` is written already); returns whether
+/// any field failed to decode.
+fn write_fields(out: &mut Vec<u8>, fields: &[Field], raw: &[u8], endian: Endian) -> bool {
     let mut failed = false;
-    out.push(b'{');
     for (i, field) in fields.iter().enumerate() {
-        match keys.and_then(|k| k.get(i)) {
-            Some(key) => out.extend_from_slice(key),
-            None => {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_key(out, &field.name);
-            }
+        if i > 0 {
+            out.push(b',');
         }
+        write_key(out, &field.name);
         failed |= write_value(out, &decode_field(field, raw, endian));
     }
     out.push(b'}');
     failed
+}
+
+/// [`write_fields`] with prepared `steps` for `fields` (the same length), including the
+/// object's opening (`open`, in the first step's key).
+fn write_steps(
+    out: &mut Vec<u8>,
+    open: &[u8],
+    steps: &[Step],
+    fields: &[Field],
+    raw: &[u8],
+    endian: Endian,
+) -> bool {
+    if steps.is_empty() {
+        out.extend_from_slice(open);
+    }
+    let big = endian == Endian::Big;
+    let mut failed = false;
+    for (step, field) in steps.iter().zip(fields) {
+        step.key.write(out);
+        if !step.op.write(out, raw, big) {
+            failed |= write_value(out, &decode_field(field, raw, endian));
+        }
+    }
+    out.push(b'}');
+    failed
+}
+
+/// `,"errors":{"name":"message",...}` for the fields that fail to decode (rare: they
+/// are decoded again, which is cheap and allocation-free, for the messages).
+fn write_errors(out: &mut Vec<u8>, common: &[Field], fields: &[Field], raw: &[u8], endian: Endian) {
+    out.extend_from_slice(b",\"errors\":{");
+    let mut first = true;
+    for field in common.iter().chain(fields) {
+        if let Value::Error(e) = decode_field(field, raw, endian) {
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            write_key(out, &field.name);
+            out.push(b'"');
+            // `Escaped::write_str` never fails, so neither does `write!`.
+            let _ = fmt::Write::write_fmt(&mut Escaped(out), format_args!("{e}"));
+            out.push(b'"');
+        }
+    }
+    out.push(b'}');
 }
 
 /// `,"system":"…","event":"…",` and `"format_id":"…",` if there is one: the part of an
@@ -349,16 +655,7 @@ fn write_value(out: &mut Vec<u8>, value: &Value<'_>) -> bool {
         Value::Unsigned(v) => write_int(out, v),
         Value::Str(bytes) => write_text(out, bytes),
         Value::Bytes(bytes) => write_hex(out, bytes),
-        Value::IntArray(array) => {
-            out.push(b'[');
-            for (i, v) in array.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value(out, &v);
-            }
-            out.push(b']');
-        }
+        Value::IntArray(array) => write_int_array(out, array),
         Value::Error(_) => {
             out.extend_from_slice(b"null");
             return true;
@@ -367,6 +664,71 @@ fn write_value(out: &mut Vec<u8>, value: &Value<'_>) -> bool {
     false
 }
 
+/// `[1,2,3]`: one loop per element type, each element read straight from the bytes.
+fn write_int_array(out: &mut Vec<u8>, array: IntArray<'_>) {
+    let (bytes, width, signed, endian) = array.parts();
+    if !write_int_slice(out, bytes, width, signed, endian == Endian::Big) {
+        // `decode` makes no other arrays; the element-by-element path stays correct.
+        out.push(b'[');
+        for (i, v) in array.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_value(out, &v);
+        }
+        out.push(b']');
+    }
+}
+
+/// `[1,2,3]` for `bytes` holding `width`-byte integers; `false`, with nothing written,
+/// for a width other than 1, 2, 4 or 8.
+fn write_int_slice(out: &mut Vec<u8>, bytes: &[u8], width: u8, signed: bool, big: bool) -> bool {
+    match (width, signed) {
+        (1, false) => write_ints(out, bytes, big, u8::from_le_bytes),
+        (1, true) => write_ints(out, bytes, big, i8::from_le_bytes),
+        (2, false) => write_ints(out, bytes, big, u16::from_le_bytes),
+        (2, true) => write_ints(out, bytes, big, i16::from_le_bytes),
+        (4, false) => write_ints(out, bytes, big, u32::from_le_bytes),
+        (4, true) => write_ints(out, bytes, big, i32::from_le_bytes),
+        (8, false) => write_ints(out, bytes, big, u64::from_le_bytes),
+        (8, true) => write_ints(out, bytes, big, i64::from_le_bytes),
+        _ => return false,
+    }
+    true
+}
+
+/// `[e0,e1,…]` for the `N`-byte integers in `bytes` (a multiple of `N` long; a partial
+/// last element is ignored), each converted by `from_le` after a byte swap if `big`.
+#[inline]
+fn write_ints<const N: usize, T: itoa::Integer>(
+    out: &mut Vec<u8>,
+    bytes: &[u8],
+    big: bool,
+    from_le: fn([u8; N]) -> T,
+) {
+    let read = |chunk: &[u8]| {
+        let mut b = [0u8; N];
+        b.copy_from_slice(chunk);
+        if big {
+            b.reverse();
+        }
+        from_le(b)
+    };
+    out.reserve(bytes.len() / N * 21 + 2);
+    out.push(b'[');
+    let mut chunks = bytes.chunks_exact(N);
+    if let Some(first) = chunks.next() {
+        write_int(out, read(first));
+        for chunk in chunks {
+            out.push(b',');
+            write_int(out, read(chunk));
+        }
+    }
+    out.push(b']');
+}
+
+/// A number: itoa's digits.
+#[inline]
 fn write_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
     out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
@@ -503,41 +865,56 @@ impl fmt::Write for Escaped<'_> {
     }
 }
 
-/// The formatted `YYYY-MM-DDTHH:MM:SS.` of the last second seen.
+/// The start of every line, `{"time":"YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ"`, with the
+/// date-time part of the last second seen.
 ///
 /// The civil-date conversion is humantime's (`format_rfc3339_seconds`, no allocation; it
 /// takes a `SystemTime`, which `UNIX_EPOCH + Duration` builds without a clock read). It
-/// runs once per distinct second; the 9 nanosecond digits are written per record.
-#[derive(Debug, Default)]
+/// runs once per distinct second; per record, itoa writes the 9 nanosecond digits into
+/// the cached text, which is then appended as one fixed-size copy.
+#[derive(Debug)]
 struct TimeCache {
-    /// The second `prefix` is for, if any.
+    /// The second `line` is for, if any.
     secs: Option<u64>,
-    /// `YYYY-MM-DDTHH:MM:SS.`
-    prefix: [u8; 20],
+    /// `{"time":"YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ"`.
+    line: [u8; TIME_LINE],
+}
+
+/// Length of `{"time":"YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ"`.
+const TIME_LINE: usize = 40;
+/// Where the date-time starts in [`TimeCache::line`] (after `{"time":"`).
+const TIME_AT: usize = 9;
+
+impl Default for TimeCache {
+    fn default() -> Self {
+        let mut line = [b'0'; TIME_LINE];
+        line[..TIME_AT].copy_from_slice(b"{\"time\":\"");
+        line[TIME_LINE - 2..].copy_from_slice(b"Z\"");
+        TimeCache { secs: None, line }
+    }
 }
 
 impl TimeCache {
-    /// Write `"…Z"` for `time_unix_ns`, or `null`.
+    /// Write `{"time":"…Z"` for `time_unix_ns`, or `{"time":null`.
+    #[inline]
     fn write(&mut self, out: &mut Vec<u8>, time_unix_ns: Option<u64>) {
         let Some(ns) = time_unix_ns else {
-            out.extend_from_slice(b"null");
+            out.extend_from_slice(b"{\"time\":null");
             return;
         };
         let (secs, nanos) = (ns / 1_000_000_000, ns % 1_000_000_000);
         if self.secs != Some(secs) && !self.refresh(secs) {
-            out.extend_from_slice(b"null");
+            out.extend_from_slice(b"{\"time\":null");
             return;
         }
-        let mut digits = [b'0'; 9];
-        let mut n = nanos;
-        for d in digits.iter_mut().rev() {
-            *d = b'0' + (n % 10) as u8;
-            n /= 10;
+        // `1nnnnnnnnn`: always 10 digits, the last 9 zero-padded nanoseconds; the leading
+        // `1` lands on the decimal point and is put back.
+        let mut digits = itoa::Buffer::new();
+        if let Ok(digits) = <&[u8; 10]>::try_from(digits.format(nanos + 1_000_000_000).as_bytes()) {
+            self.line[TIME_AT + 19..TIME_AT + 29].copy_from_slice(digits);
+            self.line[TIME_AT + 19] = b'.';
         }
-        out.push(b'"');
-        out.extend_from_slice(&self.prefix);
-        out.extend_from_slice(&digits);
-        out.extend_from_slice(b"Z\"");
+        out.extend_from_slice(&self.line);
     }
 
     /// Format the prefix for `secs`; `false` if humantime refuses (past year 9999, which
@@ -557,8 +934,8 @@ impl TimeCache {
         if written != 20 || buf[19] != b'Z' {
             return false;
         }
-        self.prefix[..19].copy_from_slice(&buf[..19]);
-        self.prefix[19] = b'.';
+        self.line[TIME_AT..TIME_AT + 19].copy_from_slice(&buf[..19]);
+        self.line[TIME_AT + 19] = b'.';
         self.secs = Some(secs);
         true
     }
@@ -571,7 +948,8 @@ mod tests {
     fn time(ns: Option<u64>) -> String {
         let mut out = Vec::new();
         TimeCache::default().write(&mut out, ns);
-        String::from_utf8(out).unwrap()
+        let line = String::from_utf8(out).unwrap();
+        line.strip_prefix("{\"time\":").unwrap().to_string()
     }
 
     #[test]
@@ -603,7 +981,7 @@ mod tests {
             out.push(b' ');
         }
         assert_eq!(
-            String::from_utf8(out).unwrap(),
+            String::from_utf8(out).unwrap().replace("{\"time\":", ""),
             "\"1970-01-01T00:00:01.999999999Z\" \"1970-01-01T00:00:02.000000000Z\" \
              \"1970-01-01T00:00:01.000000000Z\" \"1970-01-01T00:00:02.000000005Z\" "
         );
@@ -634,6 +1012,27 @@ mod tests {
                     word[pos..pos + 2].copy_from_slice(&pair.to_le_bytes());
                     let expected = word.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\');
                     assert_eq!(needs_escape(u64::from_le_bytes(word)), expected, "{word:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn first_special_agrees_with_a_byte_loop() {
+        let special = |b: u8| b < 0x20 || b == b'"' || b == b'\\' || b >= 0x80;
+        // Every length up to 3 words, every position, every byte value class.
+        for len in 0..24 {
+            for pos in 0..len {
+                for b in [0u8, 1, 0x1f, b'"', b'\\', 0x7f, 0x80, 0xff, b' ', b'a'] {
+                    for filler in [b'a', b'~', b' '] {
+                        let mut bytes = vec![filler; len];
+                        bytes[pos] = b;
+                        if pos + 1 < len {
+                            bytes[pos + 1] = 0; // something special after it, too
+                        }
+                        let expected = bytes.iter().position(|&b| special(b));
+                        assert_eq!(first_special(&bytes), expected, "{bytes:?}");
+                    }
                 }
             }
         }
