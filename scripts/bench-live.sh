@@ -277,7 +277,9 @@ vm_guest() {
 
 vm_runner() {
   local r
-  for r in "${UEVREC_BENCH_VM_RUN:-}" "$ROOT/vm/run.sh" /work/shared/vm/run.sh; do
+  # Like scripts/vm-test.sh: the shared prebuilt kernel when it is there (fast path),
+  # else the project's own runner (which builds a kernel on first use).
+  for r in "${UEVREC_BENCH_VM_RUN:-}" "$ROOT/../shared/vm/run.sh" "$ROOT/vm/run.sh"; do
     [ -n "$r" ] && [ -x "$r" ] && { echo "$r"; return 0; }
   done
   return 1
