@@ -166,7 +166,7 @@ host_traced() {
 # recording in DIR (rusage in rec.json; out.jsonl for uevrec, perf.data for perf, which
 # is then also converted by a measured `perf script`), each prefixed with KEY=VALUEs.
 recorder_rows() {
-  local d=$1 tool=$2 system=$3 event=$4 calls=$5 rate=$6 events lost counts
+  local d=$1 tool=$2 system=$3 event=$4 calls=$5 rate=$6 events lost counts distinct
   shift 6
   local cpu rss
   cpu=$(json_field "$d/rec.json" '.user_s + .sys_s')
@@ -175,8 +175,12 @@ recorder_rows() {
     [ -e "$d/out.jsonl" ] || die "uevrec wrote no output: $(tail -5 "$d/rec.err")"
     events=$(grep -c "\"event\":\"$event\"" "$d/out.jsonl" || true)
     lost=$({ grep '"uevrec":"lost"' "$d/out.jsonl" || true; } | jq -s 'map(.lost) | add // 0')
+    distinct=$events
+    if [ "$system" = user_events ]; then # rate's records carry (thread, seq): count each once
+      distinct=$(grep -o '"thread":[0-9]*,"seq":[0-9]*' "$d/out.jsonl" | sort -u | wc -l)
+    fi
     emit "$@" tool=uevrec calls="$calls" rate="$rate" events="$events" lost="$lost" \
-      missing=$((calls - events)) cpu_s="$cpu" maxrss_kb="$rss" \
+      distinct="$distinct" missing=$((calls - distinct)) cpu_s="$cpu" maxrss_kb="$rss" \
       bytes="$(stat -c %s "$d/out.jsonl")"
     rm -f "$d/out.jsonl"
     return
@@ -184,14 +188,20 @@ recorder_rows() {
   [ -s "$d/perf.data" ] || die "perf record wrote nothing: $(tail -5 "$d/rec.err")"
   counts=$(perf_counts "$d/perf.data" "$system:$event")
   events=${counts% *}; lost=${counts#* }
-  emit "$@" tool=perf-record calls="$calls" rate="$rate" events="$events" lost="$lost" \
-    missing=$((calls - events)) cpu_s="$cpu" maxrss_kb="$rss" \
-    bytes="$(stat -c %s "$d/perf.data")"
   measure "$d/script.json" sh -c 'exec perf script -i "$1" >"$2" 2>"$3"' sh \
     "$d/perf.data" "$d/perf.txt" "$d/script.err"
+  distinct=$events
+  if [ "$system" = user_events ]; then
+    # perf 6.1 in the VM writes some samples twice (same CPU, time and seq): count once.
+    distinct=$(grep -o 'thread=[0-9]* seq=[0-9]*' "$d/perf.txt" | sort -u | wc -l)
+  fi
+  emit "$@" tool=perf-record calls="$calls" rate="$rate" events="$events" lost="$lost" \
+    distinct="$distinct" missing=$((calls - distinct)) cpu_s="$cpu" maxrss_kb="$rss" \
+    bytes="$(stat -c %s "$d/perf.data")"
   events=$(grep -c " $system:$event:" "$d/perf.txt" || true)
   emit "$@" tool=perf-script calls="$calls" rate="$rate" events="$events" lost="$lost" \
-    missing=$((calls - events)) cpu_s="$(json_field "$d/script.json" '.user_s + .sys_s')" \
+    distinct="$distinct" missing=$((calls - distinct)) \
+    cpu_s="$(json_field "$d/script.json" '.user_s + .sys_s')" \
     maxrss_kb="$(json_field "$d/script.json" .maxrss_kb)" bytes="$(stat -c %s "$d/perf.txt")"
   rm -f "$d/perf.data" "$d/perf.txt"
 }
@@ -324,8 +334,8 @@ def fmt(x, digits=2):
 
 def table(where, group_key, groups):
     print(f"\n### {where}: medians over runs")
-    print("| {} | recorder | gen rate (M calls/s) | rate vs untraced | events | lost (reported) | missing | CPU ns/event | peak RSS (MiB) | bytes/event |".format(group_key))
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| {} | recorder | gen rate (M calls/s) | rate vs untraced | events | duplicates | lost (reported) | missing | CPU ns/event | peak RSS (MiB) | bytes/event |".format(group_key))
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for g, sel in groups:
         base = [r["rate"] for r in sel if r["tool"] == "untraced"]
         for tool in ("untraced", "uevrec", "perf-record", "perf-script", "perf-record+script"):
@@ -334,10 +344,11 @@ def table(where, group_key, groups):
                 continue
             rate = med([r["rate"] for r in rs]) / 1e6
             if tool == "untraced":
-                print(f"| {g} | (none) | {fmt(rate, 3)} | 1 | | | | | | |")
+                print(f"| {g} | (none) | {fmt(rate, 3)} | 1 | | | | | | | |")
                 continue
             vs = fmt(med([r["rate"] for r in rs]) / med(base), 3) if base else "n/a"
             print(f"| {g} | {tool} | {fmt(rate, 3)} | {vs} | {int(med([r['events'] for r in rs]))} "
+                  f"| {int(med([r['events'] - r.get('distinct', r['events']) for r in rs]))} "
                   f"| {int(med([r['lost'] for r in rs]))} | {int(med([r['missing'] for r in rs]))} "
                   f"| {fmt(med([per_event(r, 'cpu_s') * 1e9 for r in rs]), 0)} "
                   f"| {fmt(med([r['maxrss_kb'] / 1024 for r in rs]), 1)} "
