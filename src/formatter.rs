@@ -93,7 +93,8 @@ impl Formatter<'_> {
                 self.flush()?;
             }
         }
-        let _ = chunk_recycle.try_send(chunk.into_buffer());
+        // The pool channel holds every chunk, so this never waits.
+        let _ = chunk_recycle.send(chunk.into_buffer());
         Ok(())
     }
 }

@@ -4,16 +4,19 @@
 //!  rings (one per CPU)
 //!    ──session thread: parse each ring record's perf header, copy the trace entry with
 //!      its stamp into a StagedChunk (a memcpy: the rings drain as fast as perf record's)
-//!    ──bounded channel of Staged (STAGE_CHUNKS × STAGE_BYTES)──▶
+//!    ──channel of Staged; the chunks come from a fixed pool (STAGE_CHUNKS buffers of
+//!      STAGE_CAPACITY bytes, allocated and touched at start)──▶
 //!  formatter thread: decode + JSON lines (uevrec_parsers::json_line) into a Batch
 //!    ──bounded channel of Batch (CHANNEL_BATCHES × BATCH_BYTES)──▶
 //!  writer thread ──▶ sink (stdout/file)
 //! ```
 //!
-//! Both channels are bounded: a slow formatter or writer stalls the session thread, the
-//! rings fill and the kernel counts LOST records, which become `{"uevrec":"lost"}` lines;
-//! nothing is dropped silently. Empty buffers travel back on recycle channels, so no
-//! per-event allocation.
+//! Both stages are bounded: when the formatter is behind by the whole chunk pool, or the
+//! writer by CHANNEL_BATCHES, the session thread waits, the rings fill and the kernel
+//! counts LOST records, which become `{"uevrec":"lost"}` lines; nothing is dropped
+//! silently. Empty buffers travel back on recycle channels, so no per-event allocation.
+//! The chunk pool is touched up front, so uevrec's memory does not depend on how far
+//! the formatter ever fell behind (peak RSS is the same for 1 M or 10 M events).
 
 use std::sync::Arc;
 
@@ -36,11 +39,15 @@ pub const BATCH_BYTES: usize = 256 * 1024;
 pub const CHANNEL_BATCHES: usize = 16;
 
 /// Bytes of staged records a chunk collects before the session sends it on.
-pub const STAGE_BYTES: usize = 256 * 1024;
+pub const STAGE_BYTES: usize = 192 * 1024;
 
-/// How many chunks may wait for the formatter: with [`STAGE_BYTES`], 8 MiB of raw
-/// records (≈ 100 k sys_enter records) absorb a burst the formatter cannot follow at
-/// once, like perf record's output file does for perf.
+/// Bytes allocated per chunk: [`STAGE_BYTES`] plus room for the one record (< 64 KiB,
+/// perf's record size is a u16) and header that may pass it.
+pub const STAGE_CAPACITY: usize = STAGE_BYTES + 64 * 1024 + 64;
+
+/// Chunks in the pool: 32 × 256 KiB = 8 MiB of raw records (≈ 80 k sys_enter
+/// records) absorb a burst the formatter cannot follow at once, as perf record's output
+/// file does for perf.
 pub const STAGE_CHUNKS: usize = 32;
 
 /// What the session sends the formatter, in order.

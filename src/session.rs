@@ -60,7 +60,7 @@ use uevrec_parsers::perf_sample::{Record, SampleFormat, sample_type};
 use crate::clock::{WallClock, monotonic_ns};
 use crate::formatter::{self, Closed};
 use crate::perf::{self, EventFds, PerfError, Rings};
-use crate::pipeline::{Batch, STAGE_BYTES, STAGE_CHUNKS, Staged, StagedChunk};
+use crate::pipeline::{Batch, STAGE_BYTES, STAGE_CAPACITY, STAGE_CHUNKS, Staged, StagedChunk};
 use crate::selector::{Selector, default_selectors};
 use crate::tracefs::{Tracefs, TracefsError};
 
@@ -251,12 +251,11 @@ struct Output<'a> {
 }
 
 impl Output<'_> {
-    fn fresh_chunk(&self) -> StagedChunk {
-        match self.recycle.try_recv() {
-            Ok(v) => StagedChunk::with_buffer(v),
-            // Room for one more record past the limit (ring records are < 64 KiB).
-            Err(_) => StagedChunk::with_buffer(Vec::with_capacity(STAGE_BYTES + 64 * 1024)),
-        }
+    /// An empty chunk from the pool; waits while every chunk is with the formatter
+    /// (this is the back-pressure), `Err` once the formatter is gone.
+    fn fresh_chunk(&self) -> Result<StagedChunk, Closed> {
+        let buffer = self.recycle.recv().map_err(|_| Closed)?;
+        Ok(StagedChunk::with_buffer(buffer))
     }
 
     /// Send `chunk` if it has anything, leaving a fresh one in its place.
@@ -264,8 +263,10 @@ impl Output<'_> {
         if chunk.is_empty() {
             return Ok(());
         }
-        let full = std::mem::replace(chunk, self.fresh_chunk());
-        self.stage.send(Staged::Chunk(full)).map_err(|_| Closed)
+        let full = std::mem::take(chunk);
+        self.stage.send(Staged::Chunk(full)).map_err(|_| Closed)?;
+        *chunk = self.fresh_chunk()?;
+        Ok(())
     }
 
     /// `Err` once the formatter is gone.
@@ -769,8 +770,15 @@ pub fn run(
     if !config.buffer_pages.is_power_of_two() || config.buffer_pages > 65536 {
         return Err(SessionError::BufferPages(config.buffer_pages));
     }
+    // The chunk pool: every buffer allocated and touched now (see crate::pipeline).
+    // Only the formatter keeps a sender, so a gone formatter ends the session's waits.
     let (stage_tx, stage_rx) = crossbeam_channel::bounded(STAGE_CHUNKS);
-    let (chunk_tx, chunk_rx) = crossbeam_channel::bounded(STAGE_CHUNKS + 2);
+    let (chunk_tx, chunk_rx) = crossbeam_channel::bounded(STAGE_CHUNKS);
+    for _ in 0..STAGE_CHUNKS {
+        // Filled with a non-zero byte: zeroed memory would come from calloc as pages
+        // the kernel maps only when first written.
+        let _ = chunk_tx.send(vec![0xa5u8; STAGE_CAPACITY]);
+    }
     let opts = LineOptions {
         include_common: config.include_common,
         big_endian: false,
@@ -827,7 +835,7 @@ fn record(
             big_endian: false,
         }),
         clock: WallClock::new(Duration::from_secs(1)),
-        chunk: out.fresh_chunk(),
+        chunk: out.fresh_chunk().unwrap_or_default(),
         self_pid: std::process::id(),
         include_self: config.include_self,
         max_records: config.max_records,

@@ -150,8 +150,13 @@ where
     let stop: &AtomicBool = &flags.stop;
     let reopen: &AtomicBool = &flags.reopen;
     thread::scope(|s| {
-        let writer =
-            s.spawn(move || write_batches(rx, &recycle_tx, &mut *sink, stop, reopen).map(|_| ()));
+        let writer = thread::Builder::new()
+            .name("uevrec-write".into())
+            .spawn_scoped(s, move || {
+                write_batches(rx, &recycle_tx, &mut *sink, stop, reopen).map(|_| ())
+            })
+            // As `Scope::spawn` does: without a thread there is nothing to fall back on.
+            .expect("the OS refused to start the writer thread");
         if let Some(d) = opts.duration {
             let done = done_rx.clone();
             s.spawn(move || {
