@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat};
 
-use crate::pipeline::{BATCH_BYTES, Batch, Staged, StagedEntry};
+use crate::pipeline::{BATCH_BYTES, BATCH_CAPACITY, Batch, Staged, StagedEntry};
 
 /// The writer went away (its channel is closed).
 #[derive(Debug)]
@@ -34,7 +34,8 @@ impl Formatter<'_> {
                 v.clear();
                 v
             }
-            Err(_) => Vec::with_capacity(BATCH_BYTES + 64 * 1024),
+            // The caller gave no (free) buffer: make one.
+            Err(_) => Vec::with_capacity(BATCH_CAPACITY),
         }
     }
 
@@ -43,12 +44,11 @@ impl Formatter<'_> {
         if self.batch.lines.is_empty() {
             return Ok(());
         }
-        let fresh = Batch {
-            lines: self.fresh_buffer(),
-            records: 0,
-        };
-        let full = std::mem::replace(&mut self.batch, fresh);
-        self.out.send(full).map_err(|_| Closed)
+        // Sent before a fresh buffer is taken, so the writer can have returned one.
+        let full = std::mem::take(&mut self.batch);
+        self.out.send(full).map_err(|_| Closed)?;
+        self.batch.lines = self.fresh_buffer();
+        Ok(())
     }
 
     fn take(&mut self, msg: Staged, chunk_recycle: &Sender<Vec<u8>>) -> Result<(), Closed> {

@@ -15,8 +15,9 @@
 //! writer by CHANNEL_BATCHES, the session thread waits, the rings fill and the kernel
 //! counts LOST records, which become `{"uevrec":"lost"}` lines; nothing is dropped
 //! silently. Empty buffers travel back on recycle channels, so no per-event allocation.
-//! The chunk pool is touched up front, so uevrec's memory does not depend on how far
-//! the formatter ever fell behind (peak RSS is the same for 1 M or 10 M events).
+//! The buffer pools are touched up front, so uevrec's memory does not depend on how far
+//! the formatter or writer ever fell behind (peak RSS is the same for 1 M or 10 M
+//! events).
 
 use std::sync::Arc;
 
@@ -34,9 +35,22 @@ pub struct Batch {
 /// Bytes of JSON lines a batch collects before it is sent on.
 pub const BATCH_BYTES: usize = 256 * 1024;
 
-/// How many batches may wait for the writer (the bound on buffered memory is
-/// `CHANNEL_BATCHES * BATCH_BYTES` plus the staging below plus the rings).
-pub const CHANNEL_BATCHES: usize = 16;
+/// Bytes allocated per batch buffer: [`BATCH_BYTES`] plus room for the line that
+/// passes it.
+pub const BATCH_CAPACITY: usize = BATCH_BYTES + 64 * 1024;
+
+/// How many batches may wait for the writer. The CLI gives the formatter a pool of
+/// `CHANNEL_BATCHES + 2` buffers (the channel's, the writer's and the formatter's),
+/// touched at start like the chunk pool; the raw staging below absorbs longer stalls
+/// (raw records take half the bytes of their lines).
+pub const CHANNEL_BATCHES: usize = 8;
+
+/// `n` buffers of `capacity` bytes whose pages are all mapped now (filled with a
+/// non-zero byte: zeroed memory comes from calloc as pages the kernel maps only when
+/// first written), so memory use is fixed from the start.
+pub fn touched_buffers(n: usize, capacity: usize) -> impl Iterator<Item = Vec<u8>> {
+    (0..n).map(move |_| vec![0xa5; capacity])
+}
 
 /// Bytes of staged records a chunk collects before the session sends it on.
 pub const STAGE_BYTES: usize = 192 * 1024;

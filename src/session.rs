@@ -60,7 +60,9 @@ use uevrec_parsers::perf_sample::{Record, SampleFormat, sample_type};
 use crate::clock::{WallClock, monotonic_ns};
 use crate::formatter::{self, Closed};
 use crate::perf::{self, EventFds, PerfError, Rings};
-use crate::pipeline::{Batch, STAGE_BYTES, STAGE_CAPACITY, STAGE_CHUNKS, Staged, StagedChunk};
+use crate::pipeline::{
+    Batch, STAGE_BYTES, STAGE_CAPACITY, STAGE_CHUNKS, Staged, StagedChunk, touched_buffers,
+};
 use crate::selector::{Selector, default_selectors};
 use crate::tracefs::{Tracefs, TracefsError};
 
@@ -774,10 +776,8 @@ pub fn run(
     // Only the formatter keeps a sender, so a gone formatter ends the session's waits.
     let (stage_tx, stage_rx) = crossbeam_channel::bounded(STAGE_CHUNKS);
     let (chunk_tx, chunk_rx) = crossbeam_channel::bounded(STAGE_CHUNKS);
-    for _ in 0..STAGE_CHUNKS {
-        // Filled with a non-zero byte: zeroed memory would come from calloc as pages
-        // the kernel maps only when first written.
-        let _ = chunk_tx.send(vec![0xa5u8; STAGE_CAPACITY]);
+    for buffer in touched_buffers(STAGE_CHUNKS, STAGE_CAPACITY) {
+        let _ = chunk_tx.send(buffer);
     }
     let opts = LineOptions {
         include_common: config.include_common,
