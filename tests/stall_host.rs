@@ -19,8 +19,8 @@ const NR_GETPPID: u32 = 110;
 #[cfg(target_arch = "aarch64")]
 const NR_GETPPID: u32 = 173;
 
-/// The documented bound on uevrec's resident memory with the default batch channel
-/// (16 batches of 256 KiB) and 16-page rings: binary + heap + queued batches.
+/// The documented bound on uevrec's resident memory with 16-page rings: binary + heap +
+/// the two fixed buffer pools (≈ 11.2 MiB, see `src/pipeline.rs`).
 const RSS_BOUND_KIB: u64 = 32 * 1024;
 
 fn vm_rss_kib(pid: u32) -> Option<u64> {
