@@ -31,6 +31,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod common;
+
 /// x86_64 and aarch64 numbers of getppid.
 #[cfg(target_arch = "x86_64")]
 const NR_GETPPID: u32 = 110;
@@ -247,18 +249,10 @@ impl Drop for Running {
 }
 
 fn wait_exit(child: &mut Child, what: &str) -> ExitStatus {
-    let start = Instant::now();
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            return st;
-        }
-        if start.elapsed() > PATIENCE {
-            let _ = child.kill();
-            eprintln!("{what} did not stop within {PATIENCE:?}: killed");
-            return child.wait().unwrap();
-        }
-        sleep(Duration::from_millis(10));
-    }
+    common::wait_exit(child, PATIENCE).unwrap_or_else(|status| {
+        eprintln!("{what} did not stop within {PATIENCE:?}: killed");
+        status
+    })
 }
 
 /// Process state letter of `pid` (None: gone).

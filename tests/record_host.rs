@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod common;
+
 /// x86_64 and aarch64 numbers of getppid.
 #[cfg(target_arch = "x86_64")]
 const NR_GETPPID: u32 = 110;
@@ -87,17 +89,8 @@ fn wait_attached(path: &Path, child: &mut Child) {
 }
 
 fn wait_exit(child: &mut Child) -> ExitStatus {
-    let start = Instant::now();
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            return st;
-        }
-        if start.elapsed() > PATIENCE {
-            let _ = child.kill();
-            panic!("uevrec did not exit within {PATIENCE:?}");
-        }
-        sleep(Duration::from_millis(10));
-    }
+    common::wait_exit(child, PATIENCE)
+        .unwrap_or_else(|_| panic!("uevrec did not exit within {PATIENCE:?}"))
 }
 
 fn signal(child: &Child, sig: i32) {
