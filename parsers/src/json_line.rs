@@ -462,22 +462,10 @@ impl LineWriter {
         raw: &[u8],
     ) {
         let endian = self.endian();
-        let common: &[Field] = if self.opts.include_common {
-            &format.common_fields
-        } else {
-            &[]
-        };
-        // One capacity check for the usual line: the fixed parts, ~24 bytes per field
-        // and the raw bytes (their text is mostly no longer than they are).
-        out.reserve(RESERVE_FIXED + 24 * (common.len() + format.fields.len()) + raw.len());
-        self.time.write(out, meta.time_unix_ns);
+        let common = self.start_line(out, meta.time_unix_ns, format, raw);
         write_head(out, meta.system, meta.event, meta.format_id);
         out.extend_from_slice(b"\"cpu\":");
-        write_int(out, meta.cpu);
-        out.extend_from_slice(b",\"pid\":");
-        write_int(out, meta.pid);
-        out.extend_from_slice(b",\"tid\":");
-        write_int(out, meta.tid);
+        write_ids(out, meta.cpu, meta.pid, meta.tid);
         let mut failed = false;
         if self.opts.include_common {
             out.extend_from_slice(COMMON_OPEN);
@@ -485,10 +473,7 @@ impl LineWriter {
         }
         out.extend_from_slice(FIELDS_OPEN);
         failed |= write_fields(out, &format.fields, raw, endian);
-        if failed {
-            write_errors(out, common, &format.fields, raw, endian);
-        }
-        out.extend_from_slice(b"}\n");
+        end_line(out, failed, common, &format.fields, raw, endian);
     }
 
     /// Append one event line for `raw` like [`LineWriter::write_record`] (byte for byte
@@ -503,19 +488,10 @@ impl LineWriter {
     ) {
         let endian = self.endian();
         let format = &prepared.format;
-        let common: &[Field] = if self.opts.include_common {
-            &format.common_fields
-        } else {
-            &[]
-        };
-        out.reserve(RESERVE_FIXED + 24 * (common.len() + format.fields.len()) + raw.len());
-        self.time.write(out, stamp.time_unix_ns);
+        let common = self.start_line(out, stamp.time_unix_ns, format, raw);
+        // The prepared head ends with `"cpu":`.
         prepared.head.write(out);
-        write_int(out, stamp.cpu);
-        out.extend_from_slice(b",\"pid\":");
-        write_int(out, stamp.pid);
-        out.extend_from_slice(b",\"tid\":");
-        write_int(out, stamp.tid);
+        write_ids(out, stamp.cpu, stamp.pid, stamp.tid);
         let mut failed = false;
         if self.opts.include_common {
             failed |= write_steps(out, COMMON_OPEN, &prepared.common, common, raw, endian);
@@ -528,10 +504,30 @@ impl LineWriter {
             raw,
             endian,
         );
-        if failed {
-            write_errors(out, common, &format.fields, raw, endian);
-        }
-        out.extend_from_slice(b"}\n");
+        end_line(out, failed, common, &format.fields, raw, endian);
+    }
+
+    /// The start shared by [`LineWriter::write_record`] and
+    /// [`LineWriter::write_prepared`]: one capacity check for the usual line (the fixed
+    /// parts, ~24 bytes per field and the raw bytes, whose text is mostly no longer than
+    /// they are), then `{"time":…`. Returns the common fields the line shows (all of
+    /// them with [`LineOptions::include_common`], else none).
+    #[inline(always)]
+    fn start_line<'f>(
+        &mut self,
+        out: &mut Vec<u8>,
+        time_unix_ns: Option<u64>,
+        format: &'f EventFormat,
+        raw: &[u8],
+    ) -> &'f [Field] {
+        let common: &[Field] = if self.opts.include_common {
+            &format.common_fields
+        } else {
+            &[]
+        };
+        out.reserve(RESERVE_FIXED + 24 * (common.len() + format.fields.len()) + raw.len());
+        self.time.write(out, time_unix_ns);
+        common
     }
 
     /// Append a `{"uevrec":"lost",...}` line: the kernel dropped `lost` records on `cpu`.
@@ -611,6 +607,33 @@ fn write_steps(
     }
     out.push(b'}');
     failed
+}
+
+/// The values of `"cpu":`, `"pid"` and `"tid"` (the `"cpu":` key is already written).
+#[inline(always)]
+fn write_ids(out: &mut Vec<u8>, cpu: u32, pid: u32, tid: u32) {
+    write_int(out, cpu);
+    out.extend_from_slice(b",\"pid\":");
+    write_int(out, pid);
+    out.extend_from_slice(b",\"tid\":");
+    write_int(out, tid);
+}
+
+/// The end of an event line: the `errors` object if a field `failed`, then `}` and the
+/// newline.
+#[inline(always)]
+fn end_line(
+    out: &mut Vec<u8>,
+    failed: bool,
+    common: &[Field],
+    fields: &[Field],
+    raw: &[u8],
+    endian: Endian,
+) {
+    if failed {
+        write_errors(out, common, fields, raw, endian);
+    }
+    out.extend_from_slice(b"}\n");
 }
 
 /// `,"errors":{"name":"message",...}` for the fields that fail to decode (rare: they
