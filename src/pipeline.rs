@@ -39,11 +39,13 @@ pub const BATCH_BYTES: usize = 256 * 1024;
 /// passes it.
 pub const BATCH_CAPACITY: usize = BATCH_BYTES + 64 * 1024;
 
-/// How many batches may wait for the writer. The CLI gives the formatter a pool of
-/// `CHANNEL_BATCHES + 2` buffers (the channel's, the writer's and the formatter's),
-/// touched at start like the chunk pool; the raw staging below absorbs longer stalls
-/// (raw records take half the bytes of their lines).
+/// How many batches may wait for the writer. The raw staging below absorbs longer
+/// stalls (raw records take half the bytes of their lines).
 pub const CHANNEL_BATCHES: usize = 8;
+
+/// Line buffers the CLI gives the formatter, touched at start like the chunk pool: the
+/// channel's, the writer's and the formatter's.
+pub const BATCH_POOL: usize = CHANNEL_BATCHES + 2;
 
 /// `n` buffers of `capacity` bytes whose pages are all mapped now (filled with a
 /// non-zero byte: zeroed memory comes from calloc as pages the kernel maps only when
@@ -275,14 +277,19 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_chunk_has_no_entries() {
+        assert_eq!(StagedChunk::with_buffer(vec![1, 2]).entries().count(), 0);
+    }
+
+    #[test]
     fn a_cut_chunk_ends_the_iteration() {
         let mut chunk = StagedChunk::default();
         chunk.push_record(1, &stamp(Some(1), 0), b"abcdef");
         let mut bytes = chunk.into_buffer();
-        bytes.truncate(HEADER + 3);
-        let cut = StagedChunk::with_buffer(Vec::new());
-        assert_eq!(cut.entries().count(), 0);
-        let cut = StagedEntries { rest: &bytes };
-        assert_eq!(cut.count(), 0);
+        // The body cut short, then the header itself.
+        for cut_at in [HEADER + 3, HEADER - 1] {
+            bytes.truncate(cut_at);
+            assert_eq!(StagedEntries { rest: &bytes }.count(), 0, "cut at {cut_at}");
+        }
     }
 }

@@ -47,10 +47,9 @@ use std::fs;
 use std::io;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-
-use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender};
 use uevrec_parsers::event_name::split_multi_format;

@@ -13,7 +13,7 @@ use super::{
     EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, RecordArgs, RecordingArgs, TailArgs, print_error,
     print_stderr,
 };
-use crate::pipeline::{BATCH_CAPACITY, Batch, CHANNEL_BATCHES, touched_buffers};
+use crate::pipeline::{BATCH_CAPACITY, BATCH_POOL, Batch, CHANNEL_BATCHES, touched_buffers};
 use crate::session::{self, LiveStats, SessionConfig, Summary};
 use crate::signals::SignalFlags;
 use crate::sink::file::{FileOptions, RotatingFile, Rotation};
@@ -143,9 +143,9 @@ where
     F: FnOnce(&Sender<Batch>, &Receiver<Vec<u8>>, &AtomicBool, &LiveStats) -> Result<S, E>,
 {
     let (tx, rx) = crossbeam_channel::bounded::<Batch>(CHANNEL_BATCHES);
-    let (recycle_tx, recycle_rx) = crossbeam_channel::bounded::<Vec<u8>>(CHANNEL_BATCHES + 2);
+    let (recycle_tx, recycle_rx) = crossbeam_channel::bounded::<Vec<u8>>(BATCH_POOL);
     // The formatter's pool of line buffers (see crate::pipeline).
-    for buffer in touched_buffers(CHANNEL_BATCHES + 2, BATCH_CAPACITY) {
+    for buffer in touched_buffers(BATCH_POOL, BATCH_CAPACITY) {
         let _ = recycle_tx.send(buffer);
     }
     // Dropped when the session is over: ends the timer and status threads.
