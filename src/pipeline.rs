@@ -61,9 +61,10 @@ pub const STAGE_BYTES: usize = 192 * 1024;
 /// perf's record size is a u16) and header that may pass it.
 pub const STAGE_CAPACITY: usize = STAGE_BYTES + 64 * 1024 + 64;
 
-/// Chunks in the pool: 32 × 256 KiB = 8 MiB of raw records (≈ 80 k sys_enter
-/// records) absorb a burst the formatter cannot follow at once, as perf record's output
-/// file does for perf.
+/// Chunks in the pool: 32 × 256 KiB = 8 MiB allocated, of which the chunks fill 6 MiB
+/// ([`STAGE_BYTES`] each) before they are sent: ≈ 65 k sys_enter records (96 bytes
+/// staged each) absorb a burst the formatter cannot follow at once, as perf record's
+/// output file does for perf.
 pub const STAGE_CHUNKS: usize = 32;
 
 /// What the session sends the formatter, in order.
