@@ -1,15 +1,74 @@
 #!/usr/bin/env bash
-# The whole test suite: lint, doc tests, tier 1 (pure) + tier 2 (host kernel, as root) via
-# nextest (the tier-3 binary is left to the VM), then tier 3 (real user_events in the VM)
-# via scripts/vm-test.sh. Ends with one
-# line `total: N passed, N failed, N skipped` over all tiers.
+# The whole test suite: setup, lint, doc tests, tier 1 (pure) + tier 2 (host kernel, as
+# root) via nextest (the tier-3 binaries are left to the VM), then tier 3 (real user_events
+# in the VM) via scripts/vm-test.sh. Ends with one line
+# `total: N passed, N failed, N skipped` over all tiers, where "skipped" counts the tests
+# that could not run their tier here (each says why: `SKIP [tier] test: reason`).
+#
+# Tiers (tests/common/tier.rs): pure, host, vm, pipelines. UEVREC_REQUIRE_TIERS names the
+# tiers that must run: a test of a required tier that cannot run FAILS instead of
+# skipping. Unset, this script requires what the machine can run: pure always; host when
+# root; vm when a VM runner with a kernel is present and UEVREC_VM_SKIP is not 1;
+# pipelines only when asked (UEVREC_PIPELINES=1 or the tier named: those tests install
+# and swap the system's syslog daemons with apt-get). `.ci/run` requires all four.
+#
+# Setup: as root, installs the Debian packages the tiers need (linux-perf for the
+# differential tests, busybox-static and qemu-system-x86 for the VM); not root, lists
+# what is missing and how to install it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n=== %s ===\n' "$*"; }
 t0=$(date +%s)
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+export UEVREC_SKIP_LOG=${UEVREC_SKIP_LOG:-$(mktemp "${TMPDIR:-/tmp}/uevrec-skips.XXXXXX")}
+: >"$UEVREC_SKIP_LOG"
+trap 'rm -f "$log" "$UEVREC_SKIP_LOG"' EXIT
+
+root=false
+[ "$(id -u)" = 0 ] && root=true
+
+step "setup"
+# command → Debian package
+missing=()
+command -v perf >/dev/null 2>&1 || missing+=(linux-perf)
+[ -x /bin/busybox ] || command -v busybox >/dev/null 2>&1 || missing+=(busybox-static)
+command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
+if [ ${#missing[@]} -gt 0 ]; then
+  if $root; then
+    echo "installing: ${missing[*]}"
+    # qemu-system-x86 may need bookworm-backports (see vm/apt-install.sh).
+    vm/apt-install.sh "${missing[@]}"
+  else
+    echo "missing: ${missing[*]}; as root: apt-get install ${missing[*]}" >&2
+    echo "(the tiers that need them skip, each saying why, unless UEVREC_REQUIRE_TIERS names them)" >&2
+  fi
+else
+  echo "packages: all present"
+fi
+if ! command -v cargo-nextest >/dev/null 2>&1; then
+  echo "cargo-nextest not found: falling back to cargo test (cargo install cargo-nextest for per-test processes)"
+fi
+# Tier 2 tests need tracefs; mount it when we are root and it is not mounted.
+if $root && [ ! -e /sys/kernel/tracing/events ]; then
+  mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+fi
+
+vm_runner_ready() {
+  [ "${UEVREC_VM_SKIP:-0}" = 1 ] && return 1
+  [ -n "${UEVREC_VM_RUNNER:-}" ] && return 0
+  [ -x ../shared/vm/run.sh ] && return 0
+  [ -f vm/bzImage ] || [ -n "${UEVREC_VM_KERNEL:-}" ] ||
+    [ -f "${UEVREC_KERNEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/uevrec-kernel}/bzImage" ]
+}
+if [ -z "${UEVREC_REQUIRE_TIERS+set}" ]; then
+  tiers=pure
+  $root && tiers+=",host"
+  vm_runner_ready && tiers+=",vm"
+  [ "${UEVREC_PIPELINES:-0}" = 1 ] && tiers+=",pipelines"
+  export UEVREC_REQUIRE_TIERS=$tiers
+fi
+echo "required tiers (UEVREC_REQUIRE_TIERS): ${UEVREC_REQUIRE_TIERS:-none}"
 
 step "cargo fmt --check"
 cargo fmt --all --check
@@ -17,32 +76,72 @@ cargo fmt --all --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-# Tier 2 tests need tracefs; mount it when we are root and it is not mounted.
-if [ "$(id -u)" = 0 ] && [ ! -e /sys/kernel/tracing/events ]; then
-  mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
-fi
-
 step "doc tests"
 cargo test --workspace --doc --quiet 2>&1 | tee -a "$log"
 
 step "tests: tier 1 (pure) and tier 2 (host kernel)"
 t1=$(date +%s)
+# The tier-3 binaries (tests/vm_*.rs, parsers' register_kernel) run in the VM only.
 if command -v cargo-nextest >/dev/null 2>&1; then
-  cargo nextest run --workspace --no-fail-fast --success-output never --failure-output final -E 'not binary(vm_user_events)' 2>&1 | tee -a "$log"
+  cargo nextest run --workspace --no-fail-fast --success-output never --failure-output final \
+    -E 'not binary(/^vm_/) and not binary(register_kernel)' 2>&1 | tee -a "$log"
 else
   cargo test --workspace --no-fail-fast 2>&1 | tee -a "$log"
 fi
-echo "tiers 1+2 took $(( $(date +%s) - t1 ))s"
+echo "tiers 1+2 took $(($(date +%s) - t1))s"
+
+step "self-check: a required tier that cannot run fails"
+# tracefs hidden (UEVREC_TRACEFS at an empty dir): required, the host test must fail and
+# say why; not required, it must pass as a counted skip.
+hidden=$(mktemp -d)
+check_log=$(mktemp)
+if UEVREC_TRACEFS=$hidden UEVREC_REQUIRE_TIERS=host UEVREC_SKIP_LOG=$check_log \
+  cargo test --quiet --test record_host records_exec_of_a_known_path >"$check_log.out" 2>&1; then
+  echo "SELF-CHECK FAILED: a required host test passed with tracefs hidden" | tee -a "$log"
+  echo "test result: FAILED. 0 passed; 1 failed; 0 ignored" >>"$log"
+elif ! grep -q "tier \`host\` is required" "$check_log.out"; then
+  echo "SELF-CHECK FAILED: the required host test failed for another reason:" | tee -a "$log"
+  tail -n 20 "$check_log.out"
+  echo "test result: FAILED. 0 passed; 1 failed; 0 ignored" >>"$log"
+elif ! UEVREC_TRACEFS=$hidden UEVREC_REQUIRE_TIERS=pure UEVREC_SKIP_LOG=$check_log \
+  cargo test --quiet --test record_host records_exec_of_a_known_path >"$check_log.out" 2>&1 ||
+  ! grep -q "SKIP \[host\] records_exec_of_a_known_path" "$check_log"; then
+  echo "SELF-CHECK FAILED: an unrequired host test with tracefs hidden did not skip loudly" | tee -a "$log"
+  tail -n 20 "$check_log.out"
+  echo "test result: FAILED. 0 passed; 1 failed; 0 ignored" >>"$log"
+else
+  echo "ok: required → failed with the reason; not required → a logged skip"
+  echo "test result: ok. 1 passed; 0 failed; 0 ignored" >>"$log"
+fi
+rm -rf "$hidden" "$check_log" "$check_log.out"
 
 if [ -x scripts/vm-test.sh ]; then
   step "tests: tier 3 (real user_events kernel in a VM)"
-  scripts/vm-test.sh 2>&1 | tee -a "$log"
+  if ! vm_runner_ready && [[ ",$UEVREC_REQUIRE_TIERS," == *",vm,"* || ",$UEVREC_REQUIRE_TIERS," == *",all,"* ]]; then
+    echo "tier vm is required and no VM runner with a kernel is ready: vm-test.sh will build one (vm/build-kernel.sh)"
+  fi
+  if [ "${UEVREC_VM_SKIP:-0}" = 1 ] && [[ ",$UEVREC_REQUIRE_TIERS," == *",vm,"* ]]; then
+    echo "UEVREC_VM_SKIP=1 but tier vm is required" | tee -a "$log"
+    echo "test result: FAILED. 0 passed; 1 failed; 0 ignored" >>"$log"
+  else
+    scripts/vm-test.sh 2>&1 | tee -a "$log"
+  fi
 fi
 
-# Sum what the runners reported: nextest's summary and libtest's `test result:` lines.
+# Sum what the runners reported: nextest's summary and libtest's `test result:` lines;
+# the tests that skipped their tier passed as far as the runners know: count them as
+# skipped instead.
 read -r passed failed skipped < <(awk '
   /Summary \[/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1); if ($i ~ /^skipped/) s += $(i-1) } }
   /^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;/) p += $(i-1); if ($i ~ /^failed;/) f += $(i-1); if ($i ~ /^ignored;/) s += $(i-1) } }
   END { print p+0, f+0, s+0 }' "$log")
-printf '\nall tiers done in %ss\n' "$(( $(date +%s) - t0 ))"
+tier_skips=$(grep -c '^SKIP ' "$UEVREC_SKIP_LOG" || true)
+if [ "$tier_skips" -gt 0 ]; then
+  printf '\ntests that could not run their tier here (%s):\n' "$tier_skips"
+  sed 's/^/  /' "$UEVREC_SKIP_LOG"
+fi
+passed=$((passed - tier_skips))
+skipped=$((skipped + tier_skips))
+printf '\nall tiers done in %ss (required tiers: %s)\n' "$(($(date +%s) - t0))" "${UEVREC_REQUIRE_TIERS:-none}"
 echo "total: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" = 0 ]

@@ -7,6 +7,9 @@ use std::path::Path;
 
 use assert_cmd::Command;
 
+mod common;
+use common::tier::Tier;
+
 fn uevrec() -> Command {
     let mut c = Command::cargo_bin("uevrec").unwrap();
     c.env_remove("UEVREC_TRACEFS");
@@ -253,14 +256,14 @@ fn unprivileged(args: &[&str]) -> Option<std::process::Output> {
     match out {
         Ok(o) if !String::from_utf8_lossy(&o.stderr).contains("setpriv:") => Some(o),
         Ok(o) => {
-            eprintln!(
-                "skipping: setpriv failed: {}",
-                String::from_utf8_lossy(&o.stderr)
+            common::tier::skip(
+                Tier::Host,
+                &format!("setpriv failed: {}", String::from_utf8_lossy(&o.stderr)),
             );
             None
         }
         Err(e) => {
-            eprintln!("skipping: cannot run setpriv: {e}");
+            common::tier::skip(Tier::Host, &format!("cannot run setpriv: {e}"));
             None
         }
     }
@@ -271,7 +274,7 @@ fn unprivileged_run_says_root_or_cap_perfmon() {
     // SAFETY: geteuid has no side effects.
     let root = unsafe { libc::geteuid() } == 0;
     if !Path::new("/sys/kernel/tracing/events").exists() && root {
-        eprintln!("skipping: tracefs is not mounted at /sys/kernel/tracing");
+        common::tier::skip(Tier::Host, "tracefs is not mounted at /sys/kernel/tracing");
         return;
     }
     let Some(out) = unprivileged(&[

@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod common;
+use common::tier::Tier;
 
 /// x86_64 and aarch64 numbers of getppid.
 #[cfg(target_arch = "x86_64")]
@@ -123,18 +124,6 @@ fn skip_reason() -> Option<String> {
     None
 }
 
-macro_rules! require {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(why) => {
-                eprintln!("SKIP: {why}");
-                return;
-            }
-        }
-    };
-}
-
 fn host_ready() -> Result<(), String> {
     skip_reason().map_or(Ok(()), Err)
 }
@@ -163,10 +152,23 @@ fn package_lock() -> PackageLock {
     PackageLock(file)
 }
 
+/// Whether these tests may install and swap syslog daemons with apt-get: only when asked
+/// (`UEVREC_PIPELINES=1`, or the pipelines tier required, as `.ci/run` does).
+fn installs_asked() -> bool {
+    std::env::var("UEVREC_PIPELINES").is_ok_and(|v| v == "1") || Tier::Pipelines.required()
+}
+
 /// Make sure Debian package `pkg` (providing `probe`) is installed.
 fn ensure_package(pkg: &str, probe: &str) -> Result<(), String> {
     if Path::new(probe).exists() {
         return Ok(());
+    }
+    if !installs_asked() {
+        return Err(format!(
+            "{probe} missing; these tests install {pkg} with apt-get (replacing the \
+             machine's syslog daemon) only when asked: UEVREC_PIPELINES=1 or \
+             UEVREC_REQUIRE_TIERS=pipelines"
+        ));
     }
     if !Path::new("/usr/bin/apt-get").exists() {
         return Err(format!("{probe} missing and no apt-get to install {pkg}"));
@@ -626,9 +628,12 @@ fn wait_lines(path: &Path, n: usize, daemon: &mut Running) -> Vec<String> {
 /// rsyslog routes uevrec's lost line to the lost file, a broken line to the unparsed file.
 #[test]
 fn rsyslog_routes_lost_and_unparsed_lines() {
-    require!(root_ready());
+    require!(Tier::Pipelines, root_ready());
     let _lock = package_lock();
-    require!(ensure_package("rsyslog", "/usr/sbin/rsyslogd"));
+    require!(
+        Tier::Pipelines,
+        ensure_package("rsyslog", "/usr/sbin/rsyslogd")
+    );
     let dir = tempfile::tempdir().unwrap();
     let mut rsyslog = start_rsyslog(dir.path());
     let mut f = File::create(dir.path().join("events.json")).unwrap();
@@ -658,9 +663,12 @@ fn rsyslog_routes_lost_and_unparsed_lines() {
 /// with its program() source replaced by stdin().
 #[test]
 fn syslog_ng_routes_lost_null_time_and_unparsed_lines() {
-    require!(root_ready());
+    require!(Tier::Pipelines, root_ready());
     let _lock = package_lock();
-    require!(ensure_package("syslog-ng-core", "/usr/sbin/syslog-ng"));
+    require!(
+        Tier::Pipelines,
+        ensure_package("syslog-ng-core", "/usr/sbin/syslog-ng")
+    );
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
     let tested = syslog_ng_conf(DOC_UEVREC, "", d);
@@ -710,9 +718,12 @@ fn uevrec_bin() -> PathBuf {
 /// burst crosses at most one rotation. Real deployments rotate at 100M (contrib unit).
 #[test]
 fn rsyslog_tails_rotating_file() {
-    require!(host_ready());
+    require!(Tier::Pipelines, host_ready());
     let _lock = package_lock();
-    require!(ensure_package("rsyslog", "/usr/sbin/rsyslogd"));
+    require!(
+        Tier::Pipelines,
+        ensure_package("rsyslog", "/usr/sbin/rsyslogd")
+    );
     const BURST: u64 = 50; // ~7 KiB of lines, half a file
     const BURSTS: u64 = 30;
     const N: u64 = BURST * BURSTS;
@@ -840,9 +851,12 @@ fn rsyslog_tails_rotating_file() {
 /// syslog-ng runs `uevrec tail` as its program() source and parses every line.
 #[test]
 fn syslog_ng_reads_uevrec_tail() {
-    require!(host_ready());
+    require!(Tier::Pipelines, host_ready());
     let _lock = package_lock();
-    require!(ensure_package("syslog-ng-core", "/usr/sbin/syslog-ng"));
+    require!(
+        Tier::Pipelines,
+        ensure_package("syslog-ng-core", "/usr/sbin/syslog-ng")
+    );
     const N: u64 = 3000;
 
     let dir = tempfile::tempdir().unwrap();

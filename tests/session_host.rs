@@ -11,6 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::tier::Tier;
+
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
 use uevrec::pipeline::Batch;
@@ -18,20 +21,13 @@ use uevrec::selector::Selector;
 use uevrec::session::{self, LiveStats, SessionConfig, Summary};
 use uevrec::tracefs::Tracefs;
 
-/// The tracefs root when the host can run these tests, else the reason.
-fn host() -> Option<Tracefs> {
+/// The tracefs root when the host can run these tests, else why not.
+fn host() -> Result<Tracefs, String> {
     // SAFETY: geteuid has no memory effects.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: tier-2 session tests need root (perf_event_open on tracepoints)");
-        return None;
+        return Err("tier-2 session tests need root (perf_event_open on tracepoints)".into());
     }
-    match Tracefs::discover(None) {
-        Ok(t) => Some(t),
-        Err(e) => {
-            eprintln!("SKIPPED: {e}");
-            None
-        }
-    }
+    Tracefs::discover(None).map_err(|e| e.to_string())
 }
 
 fn config(selectors: &[&str]) -> SessionConfig {
@@ -294,7 +290,7 @@ fn getppid_records(lines: &[Value], pid: i32) -> usize {
 
 #[test]
 fn exec_is_recorded_with_filename_and_pid() {
-    let Some(_t) = host() else { return };
+    let _t = require!(Tier::Host, host());
     let dir = tempfile::tempdir().unwrap();
     let exe = dir
         .path()
@@ -344,7 +340,7 @@ fn losses_in_a_tiny_ring_are_accounted_for() {
 }
 
 fn count_getppid(n: u32, pages: usize) {
-    let Some(_t) = host() else { return };
+    let _t = require!(Tier::Host, host());
     let child = SyscallChild::spawn();
     let mut cfg = getppid_config(&child);
     cfg.buffer_pages = pages;
@@ -391,7 +387,7 @@ fn count_getppid(n: u32, pages: usize) {
 
 #[test]
 fn bad_filter_reports_the_kernel_complaint() {
-    let Some(_t) = host() else { return };
+    let _t = require!(Tier::Host, host());
     let mut cfg = config(&["sched:sched_process_exec"]);
     cfg.filter = Some("no_such_field == 3".into());
     let msg = setup_error(&cfg);
@@ -450,13 +446,19 @@ fn uprobe_events(t: &Tracefs, line: &str) -> std::io::Result<()> {
 
 #[test]
 fn late_uprobe_is_attached_recorded_and_released() {
-    let Some(t) = host() else { return };
+    let t = require!(Tier::Host, host());
     let Some((exe, offset)) = probe_target_offset() else {
-        eprintln!("SKIPPED: cannot find the probe target in /proc/self/maps");
+        common::tier::skip(
+            Tier::Host,
+            "cannot find the probe target in /proc/self/maps",
+        );
         return;
     };
     if exe.to_str().is_none_or(|p| p.contains(' ')) {
-        eprintln!("SKIPPED: the test binary path {exe:?} cannot be written to uprobe_events");
+        common::tier::skip(
+            Tier::Host,
+            &format!("the test binary path {exe:?} cannot be written to uprobe_events"),
+        );
         return;
     }
     let name = format!("open_probe_{}", std::process::id());
@@ -476,7 +478,7 @@ fn late_uprobe_is_attached_recorded_and_released() {
         exe.display()
     );
     if let Err(e) = uprobe_events(&t, &def) {
-        eprintln!("SKIPPED: cannot create a uprobe ({def}): {e}");
+        common::tier::skip(Tier::Host, &format!("cannot create a uprobe ({def}): {e}"));
         return;
     }
     let created = Instant::now();
@@ -518,7 +520,7 @@ fn late_uprobe_is_attached_recorded_and_released() {
 
 #[test]
 fn idle_session_uses_almost_no_cpu() {
-    let Some(t) = host() else { return };
+    let t = require!(Tier::Host, host());
     // An event that practically never fires.
     let Some(sel) = [
         "module:module_load",
@@ -530,7 +532,7 @@ fn idle_session_uses_almost_no_cpu() {
         let (sys, ev) = s.split_once(':').unwrap();
         t.event_dir(sys, ev).exists()
     }) else {
-        eprintln!("SKIPPED: no quiet tracepoint found");
+        common::tier::skip(Tier::Host, "no quiet tracepoint found");
         return;
     };
     let mut run = start(config(&[sel]), 16, false);
@@ -557,7 +559,7 @@ fn idle_session_uses_almost_no_cpu() {
 
 #[test]
 fn stop_drains_records_still_in_the_rings() {
-    let Some(_t) = host() else { return };
+    let _t = require!(Tier::Host, host());
     const N: u32 = 1000;
     let child = SyscallChild::spawn();
     let cfg = getppid_config(&child);
@@ -601,7 +603,7 @@ fn stop_drains_records_still_in_the_rings() {
 
 #[test]
 fn closed_writer_ends_the_session() {
-    let Some(_t) = host() else { return };
+    let _t = require!(Tier::Host, host());
     let child = SyscallChild::spawn();
     let mut cfg = config(&["raw_syscalls:sys_enter"]);
     cfg.pid = Some(child.pid);
@@ -617,7 +619,7 @@ fn closed_writer_ends_the_session() {
 
 #[test]
 fn explicit_tracefs_path_is_used() {
-    let Some(t) = host() else { return };
+    let t = require!(Tier::Host, host());
     let root: &Path = t.root();
     let cfg = SessionConfig {
         tracefs: Some(PathBuf::from("/nonexistent-tracefs")),
@@ -630,7 +632,7 @@ fn explicit_tracefs_path_is_used() {
 
 #[test]
 fn max_records_ends_the_session_after_exactly_that_many() {
-    let Some(_t) = host() else { return };
+    let _t = require!(Tier::Host, host());
     let child = SyscallChild::spawn();
     let mut cfg = getppid_config(&child);
     cfg.max_records = Some(10);
@@ -650,7 +652,7 @@ fn max_records_ends_the_session_after_exactly_that_many() {
 #[test]
 #[ignore = "measurement, not a check: run with --ignored --nocapture"]
 fn throughput() {
-    let Some(_t) = host() else { return };
+    let _t = require!(Tier::Host, host());
     const N: u32 = 2_000_000;
     let child = SyscallChild::spawn();
     let mut cfg = getppid_config(&child);
@@ -762,9 +764,12 @@ impl UserEvent {
 
 #[test]
 fn multi_format_versions_are_attached_late_and_named_by_base() {
-    let Some(t) = host() else { return };
+    let t = require!(Tier::Host, host());
     if !t.has_user_events() {
-        eprintln!("SKIPPED: this kernel has no user_events (run in the VM: shared/vm/run.sh)");
+        common::tier::skip(
+            Tier::Vm,
+            "this kernel has no user_events (runs in the VM: scripts/vm-test.sh)",
+        );
         return;
     }
     let name = format!("uevrec_mf_{}", std::process::id());
@@ -781,7 +786,10 @@ fn multi_format_versions_are_attached_late_and_named_by_base() {
     let v1 = match UserEvent::register(&t, &format!("{name} u32 a"), USER_EVENT_REG_MULTI_FORMAT) {
         Ok(e) => e,
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-            eprintln!("SKIPPED: this kernel has no multi-format user_events (6.10+): {e}");
+            common::tier::skip(
+                Tier::Vm,
+                &format!("this kernel has no multi-format user_events (6.10+): {e}"),
+            );
             return;
         }
         Err(e) => panic!("registering {name}: {e}"),
@@ -852,7 +860,7 @@ fn unprivileged_run_says_root_or_cap_perfmon() {
         println!("SETUP-ERROR: {}", setup_error(&cfg));
         return;
     }
-    let Some(_t) = host() else { return };
+    let _t = require!(Tier::Host, host());
     use std::os::unix::process::CommandExt as _;
     // The same test, as user nobody (65534): perf_event_open is refused unless
     // perf_event_paranoid allows unprivileged CPU-wide raw samples.
@@ -873,8 +881,9 @@ fn unprivileged_run_says_root_or_cap_perfmon() {
     let text = String::from_utf8_lossy(&out.stdout);
     let paranoid = fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap();
     if paranoid.trim().parse::<i32>().is_ok_and(|p| p < 0) {
-        eprintln!(
-            "SKIPPED: perf_event_paranoid is {paranoid}: unprivileged recording is allowed here"
+        common::tier::skip(
+            Tier::Host,
+            &format!("perf_event_paranoid is {paranoid}: unprivileged recording is allowed here"),
         );
         return;
     }
@@ -909,7 +918,7 @@ fn fake_event(fake: &Path, real: (&str, &str), name: &str, t: &Tracefs) {
 
 #[test]
 fn churn_skip_reattach_and_detach_follow_tracefs() {
-    let Some(t) = host() else { return };
+    let t = require!(Tier::Host, host());
     // A tracefs look-alike whose events carry real tracepoint IDs: the session reads
     // formats from it, perf attaches by ID. Changing it drives every rescan branch.
     let fake = tempfile::tempdir().unwrap();

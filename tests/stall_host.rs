@@ -13,6 +13,9 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::tier::Tier;
+
 /// x86_64 and aarch64 numbers of getppid.
 #[cfg(target_arch = "x86_64")]
 const NR_GETPPID: u32 = 110;
@@ -33,11 +36,14 @@ fn vm_rss_kib(pid: u32) -> Option<u64> {
 fn stalled_reader_gives_lost_lines_and_bounded_memory() {
     // SAFETY: geteuid has no side effects.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipping: not root");
+        common::tier::skip(Tier::Host, "not root");
         return;
     }
     if !Path::new("/sys/kernel/tracing/events/raw_syscalls/sys_enter").exists() {
-        eprintln!("skipping: tracefs with raw_syscalls events not mounted at /sys/kernel/tracing");
+        common::tier::skip(
+            Tier::Host,
+            "tracefs with raw_syscalls events not mounted at /sys/kernel/tracing",
+        );
         return;
     }
     let secs: u64 = std::env::var("UEVREC_STALL_SECS")

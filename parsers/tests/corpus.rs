@@ -16,6 +16,11 @@ const CORPUS_FILES: usize = 2751;
 /// Entries whose text uses `__data_loc` (README).
 const DATA_LOC_FILES: usize = 438;
 
+/// The one "this test needs X" helper, shared with the root crate's tests.
+#[path = "../../tests/common/tier.rs"]
+mod tier;
+use tier::Tier;
+
 /// All `(entry name, text)` pairs of the corpus, or `None` (with the reason printed).
 fn corpus() -> Option<Vec<(String, String)>> {
     let dir = std::env::var_os("UEVREC_CORPUS_DIR").map_or_else(
@@ -24,9 +29,12 @@ fn corpus() -> Option<Vec<(String, String)>> {
     );
     let path = dir.join("formats0.zip");
     let Ok(file) = std::fs::File::open(&path) else {
-        println!(
-            "SKIP: corpus not found at {} (set UEVREC_CORPUS_DIR)",
-            path.display()
+        tier::skip(
+            Tier::Pure,
+            &format!(
+                "corpus not found at {} (set UEVREC_CORPUS_DIR)",
+                path.display()
+            ),
         );
         return None;
     };

@@ -12,13 +12,21 @@ use uevrec_parsers::schema::{Element, FieldKind, LocKind};
 
 const EVENTS: &str = "/sys/kernel/tracing/events";
 
+/// The one "this test needs X" helper, shared with the root crate's tests.
+#[path = "../../tests/common/tier.rs"]
+mod tier;
+use tier::Tier;
+
 /// `events/<system>/<event>` directories that have a `format` file, or `None` (reason
 /// printed) when tracefs cannot be read.
 fn event_dirs() -> Option<Vec<PathBuf>> {
     let systems = match std::fs::read_dir(EVENTS) {
         Ok(dir) => dir,
         Err(e) => {
-            println!("SKIP: cannot read {EVENTS}: {e} (needs root and a mounted tracefs)");
+            tier::skip(
+                Tier::Host,
+                &format!("cannot read {EVENTS}: {e} (needs root and a mounted tracefs)"),
+            );
             return None;
         }
     };
@@ -35,7 +43,7 @@ fn event_dirs() -> Option<Vec<PathBuf>> {
         );
     }
     if dirs.is_empty() {
-        println!("SKIP: no events/*/*/format under {EVENTS}");
+        tier::skip(Tier::Host, &format!("no events/*/*/format under {EVENTS}"));
         return None;
     }
     dirs.sort();
@@ -109,7 +117,10 @@ fn sched_process_exec_filename_is_a_data_loc_string() {
     let text = match read(&path) {
         Ok(text) => text,
         Err(e) => {
-            println!("SKIP: {e} (needs root, a mounted tracefs and the sched events)");
+            tier::skip(
+                Tier::Host,
+                &format!("{e} (needs root, a mounted tracefs and the sched events)"),
+            );
             return;
         }
     };

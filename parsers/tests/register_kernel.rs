@@ -23,6 +23,11 @@ use uevrec_parsers::register::{
 };
 use uevrec_parsers::schema::{EventFormat, Field};
 
+/// The one "this test needs X" helper, shared with the root crate's tests.
+#[path = "../../tests/common/tier.rs"]
+mod tier;
+use tier::Tier;
+
 /// The format file a 6.12 kernel showed for
 /// `test u32 a; char[8] b; __rel_loc char[] msg; __data_loc char[] dmsg`
 /// (shared/notes/kernel-facts.md), garbage `b[1055984226]` included.
@@ -283,10 +288,13 @@ fn check_live_format(tracefs: &Path, name: &str, cmd: &RegisterCommand, context:
 fn live_kernel_agrees_with_parse() {
     let tracefs = tracefs();
     if !tracefs.join("user_events_status").exists() {
-        println!(
-            "SKIP: no user_events in this kernel ({} has no user_events_status); run this \
-             test binary in the VM: shared/vm/run.sh <test binary> --nocapture",
-            tracefs.display()
+        tier::skip(
+            Tier::Vm,
+            &format!(
+                "no user_events in this kernel ({} has no user_events_status); \
+                 scripts/vm-test.sh runs this test binary in the VM",
+                tracefs.display()
+            ),
         );
         return;
     }
@@ -459,7 +467,10 @@ fn live_kernel_differential() {
     use uevrec_parsers::register::{FieldProblem, RegisterError};
     let tracefs = tracefs();
     if !tracefs.join("user_events_status").exists() {
-        println!("SKIP: no user_events in this kernel (see live_kernel_agrees_with_parse)");
+        tier::skip(
+            Tier::Vm,
+            "no user_events in this kernel (scripts/vm-test.sh runs it in the VM)",
+        );
         return;
     }
     // UEVREC_DIFF_SEED / UEVREC_DIFF_COUNT explore further; the defaults are what CI runs.

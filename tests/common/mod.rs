@@ -1,4 +1,8 @@
-//! Helpers shared by the integration tests that run uevrec or other programs as children.
+//! Helpers shared by the integration tests: tiers and loud skips ([`tier`]), children.
+
+#![allow(dead_code)] // each test binary uses a part
+
+pub mod tier;
 
 use std::process::{Child, ExitStatus};
 use std::thread::sleep;
