@@ -84,10 +84,11 @@ pub enum Staged {
 
 /// `slot` value of an entry that is a ready-made line, not a record.
 const LINE: u32 = u32::MAX;
-/// `time` value for "no time".
-const NO_TIME: u64 = u64::MAX;
-/// Bytes of an entry's header: slot, cpu, pid, tid, length (u32 each), time (u64).
-const HEADER: usize = 28;
+/// Bit of an entry's flags word: the entry has a time (every u64 is a valid time, so
+/// "none" cannot be a sentinel value).
+const HAS_TIME: u32 = 1;
+/// Bytes of an entry's header: slot, cpu, pid, tid, length, flags (u32 each), time (u64).
+const HEADER: usize = 32;
 
 /// Staged entries back to back: a record (its event slot, stamp and raw trace entry) or
 /// a ready-made JSON line (lost records, notices), each behind a [`HEADER`]-byte header
@@ -150,7 +151,13 @@ impl StagedChunk {
         self.bytes.extend_from_slice(&stamp.pid.to_ne_bytes());
         self.bytes.extend_from_slice(&stamp.tid.to_ne_bytes());
         self.bytes.extend_from_slice(&len.to_ne_bytes());
-        let time = stamp.time_unix_ns.unwrap_or(NO_TIME);
+        let flags = if stamp.time_unix_ns.is_some() {
+            HAS_TIME
+        } else {
+            0
+        };
+        self.bytes.extend_from_slice(&flags.to_ne_bytes());
+        let time = stamp.time_unix_ns.unwrap_or(0);
         self.bytes.extend_from_slice(&time.to_ne_bytes());
     }
 
@@ -214,12 +221,13 @@ impl<'a> Iterator for StagedEntries<'a> {
             return Some(StagedEntry::Line(entry));
         }
         let mut time = [0u8; 8];
-        time.copy_from_slice(&head[20..28]);
+        time.copy_from_slice(&head[24..32]);
         let time = u64::from_ne_bytes(time);
+        let has_time = u32_at(head, 20) & HAS_TIME != 0;
         Some(StagedEntry::Record {
             slot,
             stamp: RecordStamp {
-                time_unix_ns: (time != NO_TIME).then_some(time),
+                time_unix_ns: has_time.then_some(time),
                 cpu: u32_at(head, 4),
                 pid: u32_at(head, 8),
                 tid: u32_at(head, 12),
@@ -249,7 +257,7 @@ mod tests {
         chunk.push_record(0, &stamp(Some(5), 1), b"abc");
         chunk.push_line(|b| b.extend_from_slice(b"{\"x\":1}\n"));
         chunk.push_record(3, &stamp(None, 0), b"");
-        chunk.push_record(9, &stamp(Some(u64::MAX - 1), 2), &[0xff; 70]);
+        chunk.push_record(9, &stamp(Some(u64::MAX), 2), &[0xff; 70]);
         assert_eq!(chunk.records(), 3);
         let got: Vec<StagedEntry<'_>> = chunk.entries().collect();
         assert_eq!(
@@ -268,7 +276,7 @@ mod tests {
                 },
                 StagedEntry::Record {
                     slot: 9,
-                    stamp: stamp(Some(u64::MAX - 1), 2),
+                    stamp: stamp(Some(u64::MAX), 2),
                     raw: &[0xff; 70]
                 },
             ]

@@ -77,6 +77,41 @@ fn thread_cpu() -> Duration {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+/// The names of this process's `uevrec-*` threads (the session and every thread it
+/// starts) and the CPU time they have used, from `/proc/self/task/*/stat`.
+fn uevrec_threads_cpu() -> (Vec<String>, Duration) {
+    // SAFETY: sysconf has no memory effects.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let mut names = Vec::new();
+    let mut ticks = 0u64;
+    for task in fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .flatten()
+    {
+        let Ok(stat) = fs::read_to_string(task.path().join("stat")) else {
+            continue; // the thread has gone
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = &stat[open + 1..close];
+        if !comm.starts_with("uevrec") {
+            continue;
+        }
+        // After the comm: state is field 3; utime and stime are fields 14 and 15.
+        let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let field = |n: usize| {
+            rest.get(n - 3)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        ticks += field(14) + field(15);
+        names.push(comm.to_string());
+    }
+    names.sort();
+    (names, Duration::from_millis(ticks * 1000 / hz))
+}
+
 fn unsafe_zeroed_rusage() -> libc::rusage {
     // SAFETY: rusage is plain old data; all-zero is a valid value.
     unsafe { std::mem::zeroed() }
@@ -88,10 +123,13 @@ fn start(cfg: SessionConfig, channel_cap: usize, manual: bool) -> Running {
     let stop = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(LiveStats::default());
     let (s2, st2) = (stop.clone(), stats.clone());
-    let session = std::thread::spawn(move || {
-        let r = session::run(&cfg, &tx, &recycle_rx, &s2, &st2).map_err(|e| e.to_string());
-        (r, thread_cpu())
-    });
+    let session = std::thread::Builder::new()
+        .name("uevrec-session".into())
+        .spawn(move || {
+            let r = session::run(&cfg, &tx, &recycle_rx, &s2, &st2).map_err(|e| e.to_string());
+            (r, thread_cpu())
+        })
+        .expect("spawning the session thread");
     let lines = Arc::new(Mutex::new(Vec::new()));
     let (collector, rx) = if manual {
         (None, Some(rx))
@@ -536,10 +574,19 @@ fn idle_session_uses_almost_no_cpu() {
         return;
     };
     let mut run = start(config(&[sel]), 16, false);
+    // Past start-up (pools are touched then), measure every uevrec thread for 3 s.
+    std::thread::sleep(Duration::from_millis(500));
+    let (threads, cpu0) = uevrec_threads_cpu();
     let wall = Instant::now();
     std::thread::sleep(Duration::from_secs(3));
-    let (summary, cpu) = run.finish();
+    let (threads_after, cpu1) = uevrec_threads_cpu();
     let wall = wall.elapsed();
+    let (summary, _) = run.finish();
+    assert!(
+        threads.len() >= 2 && threads == threads_after,
+        "expected the session and formatter threads throughout, saw {threads:?} then {threads_after:?}"
+    );
+    let cpu = cpu1.saturating_sub(cpu0);
     assert!(
         summary.records_per_event.contains_key(sel),
         "{summary:?} {:?}",
@@ -547,7 +594,7 @@ fn idle_session_uses_almost_no_cpu() {
     );
     let share = cpu.as_secs_f64() / wall.as_secs_f64();
     println!(
-        "idle session: {cpu:?} CPU over {wall:?} ({:.2}% of one core)",
+        "idle session: {cpu:?} CPU over {wall:?} ({:.2}% of one core) in threads {threads:?}",
         share * 100.0
     );
     assert!(

@@ -268,20 +268,22 @@ mod tests {
                  recycle: &Receiver<Vec<u8>>,
                  _stop: &AtomicBool,
                  stats: &LiveStats| {
+                    // Every batch's buffer must come back once the writer is done
+                    // with it, for the next batch to reuse.
                     let mut reused = 0;
                     for i in 0..100 {
-                        if recycle.try_recv().is_ok() {
-                            reused += 1;
-                        }
                         tx.send(line_batch(i)).map_err(|_| "send failed")?;
                         stats.records.fetch_add(1, Ordering::Relaxed);
+                        if recycle.recv_timeout(Duration::from_secs(10)).is_ok() {
+                            reused += 1;
+                        }
                     }
                     Ok::<_, &str>(reused)
                 }
             },
         );
         assert!(res.sink.is_ok());
-        assert!(res.session.is_ok());
+        assert_eq!(res.session, Ok(100), "every buffer came back for reuse");
         let expected: String = (0..100).map(|i| format!("{{\"i\":{i}}}\n")).collect();
         assert_eq!(
             String::from_utf8(out.lock().unwrap().clone()).unwrap(),
@@ -329,12 +331,19 @@ mod tests {
         };
         let res = run_pipeline(Box::new(Shared(Default::default(), 0)), &flags, &opts, {
             |_tx: &Sender<Batch>, _r: &Receiver<Vec<u8>>, stop: &AtomicBool, _s: &LiveStats| {
+                // Fails (instead of hanging) when the duration never sets `stop`.
+                let start = Instant::now();
                 while !stop.load(Ordering::Acquire) {
+                    if start.elapsed() > Duration::from_secs(10) {
+                        return Err("--duration 10ms did not stop the session within 10 s");
+                    }
                     thread::sleep(Duration::from_millis(1));
                 }
-                Ok::<_, ()>(())
+                Ok(start.elapsed())
             }
         });
-        assert!(res.session.is_ok() && res.sink.is_ok());
+        let took = res.session.unwrap();
+        assert!(took >= Duration::from_millis(10), "stopped after {took:?}");
+        assert!(res.sink.is_ok());
     }
 }

@@ -19,17 +19,10 @@ pub fn parse_positive_size(s: &str) -> Result<u64, String> {
     }
 }
 
-/// The system page size.
-pub fn page_size() -> u64 {
-    // SAFETY: sysconf has no memory effects.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    u64::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
-}
-
 /// Ring size per CPU, perf `-m` style: a plain number is pages, a number with a unit is
 /// bytes; both are rounded up to a power of two pages.
 pub fn parse_buffer_pages(s: &str) -> Result<usize, String> {
-    pages_for(s, page_size())
+    pages_for(s, crate::perf::page_size() as u64)
 }
 
 fn pages_for(s: &str, page: u64) -> Result<usize, String> {
