@@ -81,7 +81,7 @@ cargo test --workspace --doc --quiet 2>&1 | tee -a "$log"
 
 step "tests: tier 1 (pure) and tier 2 (host kernel)"
 t1=$(date +%s)
-# The tier-3 binaries (tests/vm_*.rs, parsers' register_kernel) run in the VM only.
+# The tier-3 binaries (tests/vm_*.rs, samples' register_kernel) run in the VM only.
 if command -v cargo-nextest >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast --success-output never --failure-output final \
     -E 'not binary(/^vm_/) and not binary(register_kernel)' 2>&1 | tee -a "$log"

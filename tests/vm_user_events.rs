@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use uevrec_parsers::register::strip_bracket_contents;
 use uevrec_parsers::schema::FieldKind;
+use uevrec_samples::register::strip_bracket_contents;
 use uevrec_samples::{
     Flags, PayloadValue, RegisterCommand, UserEvents, Written, add_persistent, event_exists,
     remove_persistent, wait_until,

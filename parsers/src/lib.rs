@@ -1,9 +1,9 @@
-//! Pure parsers and decoders for uevrec: no I/O, no `unsafe`.
+//! Pure parsers and decoders for uevrec, the consumer side: no I/O, no `unsafe`. (The
+//! producer side, register commands and payload encoding, is the `uevrec-samples` crate.)
 //!
 //! The data path, one module per step:
 //! 1. [`format_file`]: tracefs `format` text → [`schema::EventFormat`]
-//!    (types resolved by [`field_type`]); [`register`]: user_events register command →
-//!    the same schema;
+//!    (types resolved by [`field_type`]);
 //! 2. [`perf_sample`]: perf ring-buffer record bytes → sample (ids, time, cpu, raw bytes);
 //! 3. [`location`] + [`decode`]: raw trace-entry bytes + schema → typed field values;
 //! 4. [`json_line`]: values → one JSON line.
@@ -16,7 +16,5 @@ pub mod field_type;
 pub mod format_file;
 pub mod json_line;
 pub mod location;
-pub mod payload;
 pub mod perf_sample;
-pub mod register;
 pub mod schema;

@@ -63,9 +63,12 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use uevrec_parsers::schema::{Element, FieldKind};
 
+pub mod payload;
+pub mod register;
+
 pub use abi::Flags;
-pub use uevrec_parsers::payload::{PayloadError, PayloadValue, encode, encode_into};
-pub use uevrec_parsers::register::{RegisterCommand, RegisterError};
+pub use payload::{PayloadError, PayloadValue, encode, encode_into};
+pub use register::{RegisterCommand, RegisterError};
 
 /// Where tracefs is normally mounted.
 pub const DEFAULT_TRACEFS: &str = "/sys/kernel/tracing";

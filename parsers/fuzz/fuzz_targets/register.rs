@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use uevrec_parsers::format_file::parse_format;
-use uevrec_parsers::register::{RegisterCommand, strip_bracket_contents};
+use uevrec_samples::register::{RegisterCommand, strip_bracket_contents};
 use uevrec_parsers::schema::EventFormat;
 
 const ID: u32 = 1117;

@@ -22,7 +22,7 @@
 //! `PERF_MAX_TRACE_SIZE` (8192 bytes with the header); that is not an encoding error.
 
 use crate::register::{COMMON_HEADER_SIZE, CommandField, RegisterCommand};
-use crate::schema::{Element, FieldKind, LocKind};
+use uevrec_parsers::schema::{Element, FieldKind, LocKind};
 
 /// The largest fixed part [`encode`] builds (it bounds memory): the reach of a 16-bit
 /// dynamic location. Perf drops records over 8 KiB (PERF_MAX_TRACE_SIZE) and ftrace ones
@@ -185,8 +185,8 @@ pub enum PayloadError {
 /// The payload for `values` (one per field of `cmd`, in order).
 ///
 /// ```
-/// use uevrec_parsers::payload::{encode, PayloadValue};
-/// use uevrec_parsers::register::RegisterCommand;
+/// use uevrec_samples::payload::{encode, PayloadValue};
+/// use uevrec_samples::register::RegisterCommand;
 /// let cmd = RegisterCommand::parse("ev u16 n; __data_loc char[] s").unwrap();
 /// let bytes = encode(&cmd, &[PayloadValue::Uint(7), PayloadValue::Str("hi")]).unwrap();
 /// // u16, then the location (len 3 incl. NUL, offset 6 + 8), then "hi\0".

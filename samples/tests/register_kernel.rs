@@ -18,10 +18,10 @@ use std::path::{Path, PathBuf};
 
 use uevrec_parsers::field_type::resolve_decl;
 use uevrec_parsers::format_file::parse_format;
-use uevrec_parsers::register::{
+use uevrec_parsers::schema::{EventFormat, Field};
+use uevrec_samples::register::{
     CommandForm, RegisterCommand, SCALAR_TYPES, strip_bracket_contents,
 };
-use uevrec_parsers::schema::{EventFormat, Field};
 
 /// The one "this test needs X" helper, shared with the root crate's tests.
 #[path = "../../tests/common/tier.rs"]
@@ -464,7 +464,7 @@ fn delete_listed(tracefs: &Path, name: &str) -> bool {
 
 #[test]
 fn live_kernel_differential() {
-    use uevrec_parsers::register::{FieldProblem, RegisterError};
+    use uevrec_samples::register::{FieldProblem, RegisterError};
     let tracefs = tracefs();
     if !tracefs.join("user_events_status").exists() {
         tier::skip(
