@@ -142,17 +142,12 @@ mod tests {
     use crate::pipeline::StagedChunk;
     use uevrec_parsers::format_file::parse_format;
     use uevrec_parsers::json_line::RecordStamp;
-
-    const FORMAT: &str = "name: e\nID: 7\nformat:\n\
-        \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
-        \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
-        \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
-        \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
-        \tfield:u32 n;\toffset:8;\tsize:4;\tsigned:0;\n\nprint fmt: \"\"\n";
+    use uevrec_samples::register::format_file_text;
 
     #[test]
     fn formats_records_and_passes_lines_in_order() {
-        let format = parse_format(FORMAT).unwrap();
+        let text = format_file_text("e", 7, &[("u32 n", 8, 4, false)], "\"\"");
+        let format = parse_format(&text).unwrap();
         let prepared = Arc::new(PreparedFormat::new(&format, "s", "e", None));
         let (stage_tx, stage_rx) = crossbeam_channel::bounded(8);
         let (chunk_tx, chunk_rx) = crossbeam_channel::bounded(8);

@@ -6,6 +6,7 @@ use std::os::unix::fs::symlink;
 use std::path::Path;
 
 use assert_cmd::Command;
+use uevrec_samples::register::format_file_text;
 
 mod common;
 use common::tier::Tier;
@@ -30,34 +31,28 @@ fn fake_tracefs(dir: &Path, events: &[(&str, &str, &str)]) {
     }
 }
 
-const EXEC_FORMAT: &str = "name: sched_process_exec
-ID: 312
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+fn exec_format() -> String {
+    format_file_text(
+        "sched_process_exec",
+        312,
+        &[
+            ("__data_loc char[] filename", 8, 4, false),
+            ("pid_t pid", 12, 4, true),
+            ("pid_t old_pid", 16, 4, true),
+        ],
+        "\"filename=%s pid=%d old_pid=%d\", __get_str(filename), REC->pid, REC->old_pid",
+    )
+}
 
-\tfield:__data_loc char[] filename;\toffset:8;\tsize:4;\tsigned:0;
-\tfield:pid_t pid;\toffset:12;\tsize:4;\tsigned:1;
-\tfield:pid_t old_pid;\toffset:16;\tsize:4;\tsigned:1;
-
-print fmt: \"filename=%s pid=%d old_pid=%d\", __get_str(filename), REC->pid, REC->old_pid
-";
-
-const USER_FORMAT: &str = "name: test
-ID: 1117
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
-
-\tfield:u32 a;\toffset:8;\tsize:4;\tsigned:0;
-\tfield:char b[1055984226];\toffset:12;\tsize:8;\tsigned:1;
-
-print fmt: \"a=%u b=%s\", REC->a, REC->b
-";
+/// As a 6.12 kernel prints `test u32 a; char[8] b` (garbage array length included).
+fn user_format() -> String {
+    format_file_text(
+        "test",
+        1117,
+        &[("u32 a", 8, 4, false), ("char b[1055984226]", 12, 8, true)],
+        "\"a=%u b=%s\", REC->a, REC->b",
+    )
+}
 
 #[test]
 fn help_lists_commands_and_exit_statuses() {
@@ -152,7 +147,10 @@ fn missing_tracefs_path_says_how_to_mount() {
 #[test]
 fn tracefs_without_user_events_names_the_kernel_option() {
     let dir = tempfile::tempdir().unwrap();
-    fake_tracefs(dir.path(), &[("sched", "sched_process_exec", EXEC_FORMAT)]);
+    fake_tracefs(
+        dir.path(),
+        &[("sched", "sched_process_exec", &exec_format())],
+    );
     let tfs = dir.path().to_str().unwrap();
     for cmd in ["record", "tail", "list"] {
         let out = uevrec().args([cmd, "--tracefs", tfs]).output().unwrap();
@@ -193,8 +191,8 @@ fn list_shows_fields_and_status() {
     fake_tracefs(
         dir.path(),
         &[
-            ("user_events", "test", USER_FORMAT),
-            ("sched", "sched_process_exec", EXEC_FORMAT),
+            ("user_events", "test", &user_format()),
+            ("sched", "sched_process_exec", &exec_format()),
         ],
     );
     fs::write(dir.path().join("user_events_data"), "").unwrap();

@@ -504,19 +504,46 @@ impl RegisterCommand {
     /// printed when the kernel leaves array lengths at zero (`char b[]`; other times it
     /// prints a garbage number there, see [`strip_bracket_contents`]).
     pub fn expected_format_file(&self, id: u32) -> String {
-        let mut out = format!("name: {}\nID: {id}\nformat:\n", self.name);
-        for &(decl, offset, size, signed) in STANDARD_COMMON_FIELDS {
-            push_field_line(&mut out, decl, offset, size, signed);
-        }
-        out.push('\n');
-        for f in &self.fields {
-            push_field_line(&mut out, &f.printed_decl(""), f.offset, f.size, f.signed);
-        }
-        out.push_str("\nprint fmt: ");
-        out.push_str(&self.print_fmt());
-        out.push('\n');
-        out
+        let decls: Vec<String> = self.fields.iter().map(|f| f.printed_decl("")).collect();
+        let fields: Vec<(&str, u32, u32, bool)> = decls
+            .iter()
+            .zip(&self.fields)
+            .map(|(d, f)| (d.as_str(), f.offset, f.size, f.signed))
+            .collect();
+        format_file_text(&self.name, id, &fields, &self.print_fmt())
     }
+}
+
+/// The text of a tracefs `format` file as the kernel prints it: `name:`, `ID:`, the
+/// standard common fields (`common_type`, `common_flags`, `common_preempt_count`,
+/// `common_pid`), a blank line, `fields` given as (declaration, offset, size, signed),
+/// a blank line and `print fmt: <print_fmt>`. For test fixtures (fake tracefs trees,
+/// benches) of user_events and kernel events alike.
+///
+/// ```
+/// let text = uevrec_samples::register::format_file_text(
+///     "e", 7, &[("u32 n", 8, 4, false)], "\"n=%u\", REC->n");
+/// assert!(text.starts_with("name: e\nID: 7\nformat:\n\tfield:unsigned short common_type;"));
+/// assert!(text.contains("\n\n\tfield:u32 n;\toffset:8;\tsize:4;\tsigned:0;\n\nprint fmt: "));
+/// ```
+pub fn format_file_text(
+    name: &str,
+    id: u32,
+    fields: &[(&str, u32, u32, bool)],
+    print_fmt: &str,
+) -> String {
+    let mut out = format!("name: {name}\nID: {id}\nformat:\n");
+    for &(decl, offset, size, signed) in STANDARD_COMMON_FIELDS {
+        push_field_line(&mut out, decl, offset, size, signed);
+    }
+    out.push('\n');
+    for &(decl, offset, size, signed) in fields {
+        push_field_line(&mut out, decl, offset, size, signed);
+    }
+    out.push_str("\nprint fmt: ");
+    out.push_str(print_fmt);
+    out.push('\n');
+    out
 }
 
 /// The standard common fields: (declaration, offset, size, signed).
