@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::tier::Tier;
+use uevrec_samples::{Flags, RegisterCommand, UserEvents};
 
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
@@ -742,73 +743,6 @@ fn throughput() {
     );
 }
 
-/// A user_events registration made through `user_events_data` (ABI of
-/// `include/uapi/linux/user_events.h`), enough for the tests: register, write, close.
-struct UserEvent {
-    data: fs::File,
-    write_index: u32,
-    /// The kernel sets bit 0 here while someone (our session) listens.
-    enabled: Box<std::sync::atomic::AtomicU32>,
-}
-
-#[repr(C, packed)]
-struct UserReg {
-    size: u32,
-    enable_bit: u8,
-    enable_size: u8,
-    flags: u16,
-    enable_addr: u64,
-    name_args: u64,
-    write_index: u32,
-}
-
-const DIAG_IOCSREG: libc::c_ulong = 0xC008_2A00;
-const USER_EVENT_REG_MULTI_FORMAT: u16 = 1 << 1;
-
-impl UserEvent {
-    fn register(t: &Tracefs, command: &str, flags: u16) -> std::io::Result<UserEvent> {
-        let data = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(t.root().join("user_events_data"))?;
-        let enabled = Box::new(std::sync::atomic::AtomicU32::new(0));
-        let cmd = std::ffi::CString::new(command).unwrap();
-        let mut reg = UserReg {
-            size: std::mem::size_of::<UserReg>() as u32,
-            enable_bit: 0,
-            enable_size: 4,
-            flags,
-            enable_addr: enabled.as_ptr() as u64,
-            name_args: cmd.as_ptr() as u64,
-            write_index: 0,
-        };
-        use std::os::fd::AsRawFd as _;
-        // SAFETY: `reg` is a valid user_reg the kernel reads and writes back; `cmd` and
-        // the 4-byte aligned `enabled` word outlive the registration (the word lives in
-        // the returned struct, the kernel copies the command).
-        if unsafe { libc::ioctl(data.as_raw_fd(), DIAG_IOCSREG, &mut reg) } < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(UserEvent {
-            data,
-            write_index: reg.write_index,
-            enabled,
-        })
-    }
-
-    /// Whether a consumer has the event enabled.
-    fn is_enabled(&self) -> bool {
-        self.enabled.load(Ordering::Relaxed) & 1 != 0
-    }
-
-    /// Write one event with this payload.
-    fn write(&self, payload: &[u8]) -> std::io::Result<()> {
-        let mut rec = self.write_index.to_ne_bytes().to_vec();
-        rec.extend_from_slice(payload);
-        (&self.data).write_all(&rec)
-    }
-}
-
 #[test]
 fn multi_format_versions_are_attached_late_and_named_by_base() {
     let t = require!(Tier::Host, host());
@@ -830,7 +764,9 @@ fn multi_format_versions_are_attached_late_and_named_by_base() {
         run.wait_for(Duration::from_secs(10), |v| v["uevrec"] == "notice")
             .is_some()
     );
-    let v1 = match UserEvent::register(&t, &format!("{name} u32 a"), USER_EVENT_REG_MULTI_FORMAT) {
+    let events = UserEvents::open_in(t.root()).expect("opening user_events_data");
+    let command = |text: &str| RegisterCommand::parse(text).expect("a valid command");
+    let v1 = match events.register(&command(&format!("{name} u32 a")), Flags::MULTI_FORMAT) {
         Ok(e) => e,
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
             common::tier::skip(
@@ -841,12 +777,12 @@ fn multi_format_versions_are_attached_late_and_named_by_base() {
         }
         Err(e) => panic!("registering {name}: {e}"),
     };
-    let v2 = UserEvent::register(
-        &t,
-        &format!("{name} u32 a; u32 b"),
-        USER_EVENT_REG_MULTI_FORMAT,
-    )
-    .unwrap();
+    let v2 = events
+        .register(
+            &command(&format!("{name} u32 a; u32 b")),
+            Flags::MULTI_FORMAT,
+        )
+        .unwrap();
     // Both versions are found by a rescan and enabled by the session's perf fds.
     let t0 = Instant::now();
     while !(v1.is_enabled() && v2.is_enabled()) && t0.elapsed() < Duration::from_secs(10) {
