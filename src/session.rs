@@ -58,7 +58,7 @@ use uevrec_parsers::perf_sample::{Record, SampleFormat, sample_type};
 
 use crate::clock::{WallClock, monotonic_ns};
 use crate::formatter::{self, Closed};
-use crate::perf::{self, EventFds, PerfError, Rings};
+use crate::perf::{self, EventFds, PerfError, RingPages, Rings};
 use crate::pipeline::{
     Batch, STAGE_BYTES, STAGE_CAPACITY, STAGE_CHUNKS, Staged, StagedChunk, touched_buffers,
 };
@@ -75,8 +75,8 @@ pub struct SessionConfig {
     pub tracefs: Option<PathBuf>,
     /// Events to record; empty = [`default_selectors`].
     pub selectors: Vec<Selector>,
-    /// Data pages per CPU ring (a power of two).
-    pub buffer_pages: usize,
+    /// Data pages per CPU ring.
+    pub buffer_pages: RingPages,
     /// A kernel (ftrace) filter expression applied to every event.
     pub filter: Option<String>,
     /// Record only this thread id (`common_pid == PID`).
@@ -96,7 +96,7 @@ impl Default for SessionConfig {
         SessionConfig {
             tracefs: None,
             selectors: Vec::new(),
-            buffer_pages: 64,
+            buffer_pages: RingPages::DEFAULT,
             filter: None,
             pid: None,
             include_self: false,
@@ -165,9 +165,6 @@ pub enum SessionError {
     /// Another perf failure while setting up.
     #[error("{0}")]
     Perf(PerfError),
-    /// The buffer size is not a power of two.
-    #[error("ring buffer pages must be a power of two (1, 2, 4, ... 65536), not {0}")]
-    BufferPages(usize),
     /// The online CPU list could not be read.
     #[error("cannot read the online CPUs: {0}")]
     Cpus(io::Error),
@@ -536,7 +533,7 @@ impl<'a> Attacher<'a> {
             match (e.step, errno) {
                 ("perf_event_open", Some(libc::ENOENT | libc::ENODEV)) => AttachFailure::Vanished,
                 (_, Some(libc::EACCES | libc::EPERM)) => {
-                    AttachFailure::Fatal(perf_error(e, self.config.buffer_pages))
+                    AttachFailure::Fatal(perf_error(e, self.config.buffer_pages.get()))
                 }
                 ("PERF_EVENT_IOC_SET_FILTER", _) => {
                     let expr = filter.clone().unwrap_or_default();
@@ -768,9 +765,6 @@ pub fn run(
     stop: &AtomicBool,
     stats: &LiveStats,
 ) -> Result<Summary, SessionError> {
-    if !config.buffer_pages.is_power_of_two() || config.buffer_pages > 65536 {
-        return Err(SessionError::BufferPages(config.buffer_pages));
-    }
     // The chunk pool: every buffer allocated and touched now (see crate::pipeline).
     // Only the formatter keeps a sender, so a gone formatter ends the session's waits.
     let (stage_tx, stage_rx) = crossbeam_channel::bounded(STAGE_CHUNKS);
@@ -822,8 +816,8 @@ fn record(
         config.selectors.clone()
     };
     let cpus = perf::online_cpus().map_err(SessionError::Cpus)?;
-    let mut rings =
-        Rings::open(&cpus, config.buffer_pages).map_err(|e| perf_error(e, config.buffer_pages))?;
+    let mut rings = Rings::open(&cpus, config.buffer_pages.get())
+        .map_err(|e| perf_error(e, config.buffer_pages.get()))?;
     let mut dec = Decoder {
         layout: SampleFormat::new(sample_type::UEVREC, true)
             .expect("uevrec's own sample_type is supported"),
@@ -1008,24 +1002,5 @@ mod tests {
         assert_eq!(att(&config).as_deref(), Some("(id == 110)"));
         config.filter = None;
         assert_eq!(att(&config), None);
-    }
-
-    #[test]
-    fn bad_buffer_pages() {
-        let (tx, _rx) = crossbeam_channel::bounded(1);
-        let (_rtx, rrx) = crossbeam_channel::bounded(1);
-        let config = SessionConfig {
-            buffer_pages: 3,
-            ..Default::default()
-        };
-        let e = run(
-            &config,
-            &tx,
-            &rrx,
-            &AtomicBool::new(true),
-            &LiveStats::default(),
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("power of two"), "{e}");
     }
 }

@@ -17,6 +17,7 @@ use uevrec_samples::{Flags, RegisterCommand, UserEvents};
 
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
+use uevrec::perf::RingPages;
 use uevrec::pipeline::Batch;
 use uevrec::selector::Selector;
 use uevrec::session::{self, LiveStats, SessionConfig, Summary};
@@ -37,7 +38,7 @@ fn config(selectors: &[&str]) -> SessionConfig {
             .iter()
             .map(|s| s.parse::<Selector>().unwrap())
             .collect(),
-        buffer_pages: 64,
+        buffer_pages: RingPages::round_up(64).unwrap(),
         rescan_interval: Duration::from_secs(1),
         ..SessionConfig::default()
     }
@@ -382,7 +383,7 @@ fn count_getppid(n: u32, pages: usize) {
     let _t = require!(Tier::Host, host());
     let child = SyscallChild::spawn();
     let mut cfg = getppid_config(&child);
-    cfg.buffer_pages = pages;
+    cfg.buffer_pages = RingPages::round_up(pages as u64).unwrap();
     let mut run = start(cfg, 16, false);
     wait_attached(&run, "raw_syscalls:sys_enter");
     let pid = child.pid;
@@ -704,7 +705,7 @@ fn throughput() {
     const N: u32 = 2_000_000;
     let child = SyscallChild::spawn();
     let mut cfg = getppid_config(&child);
-    cfg.buffer_pages = 1024;
+    cfg.buffer_pages = RingPages::round_up(1024).unwrap();
     let mut run = start(cfg, 16, true);
     let (rx, rtx) = (run.rx.take().unwrap(), run.recycle_tx.clone());
     let writer = std::thread::spawn(move || {

@@ -99,7 +99,7 @@ pub struct RecordingArgs {
     /// to a power of two pages.
     #[arg(short = 'm', long, value_name = "PAGES|SIZE", default_value = "128",
           value_parser = values::parse_buffer_pages)]
-    pub buffer_size: usize,
+    pub buffer_size: crate::perf::RingPages,
     /// Kernel-side filter applied to every event (ftrace syntax, e.g. 'pid > 100').
     #[arg(long, value_name = "EXPR")]
     pub filter: Option<String>,

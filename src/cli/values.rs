@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::perf::RingPages;
+
 /// A byte size: a number with an optional `k`/`M`/`G`/`T` suffix (binary units, 1k = 1024;
 /// `kB`, `KiB`, `MiB` … are accepted too).
 pub fn parse_size(s: &str) -> Result<u64, String> {
@@ -21,25 +23,18 @@ pub fn parse_positive_size(s: &str) -> Result<u64, String> {
 
 /// Ring size per CPU, perf `-m` style: a plain number is pages, a number with a unit is
 /// bytes; both are rounded up to a power of two pages.
-pub fn parse_buffer_pages(s: &str) -> Result<usize, String> {
+pub fn parse_buffer_pages(s: &str) -> Result<RingPages, String> {
     pages_for(s, crate::perf::page_size() as u64)
 }
 
-fn pages_for(s: &str, page: u64) -> Result<usize, String> {
+fn pages_for(s: &str, page: u64) -> Result<RingPages, String> {
     let s = s.trim();
     let pages = if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
         s.parse::<u64>().map_err(|e| format!("{e}"))?
     } else {
         parse_size(s)?.div_ceil(page)
     };
-    const MAX_PAGES: u64 = 1 << 20;
-    match pages {
-        0 => Err("the buffer must hold at least one page".into()),
-        p if p > MAX_PAGES => Err(format!(
-            "{p} pages per CPU is too large (at most {MAX_PAGES})"
-        )),
-        p => Ok(p.next_power_of_two() as usize),
-    }
+    RingPages::round_up(pages)
 }
 
 /// A duration such as `10s`, `1m`, `1h30m`, `250ms` (a bare number means seconds).
@@ -85,12 +80,17 @@ mod tests {
 
     #[test]
     fn buffer_pages() {
-        assert_eq!(pages_for("16", 4096), Ok(16));
-        assert_eq!(pages_for("17", 4096), Ok(32));
-        assert_eq!(pages_for("1M", 4096), Ok(256));
-        assert_eq!(pages_for("100k", 4096), Ok(32));
-        assert!(pages_for("0", 4096).is_err());
-        assert!(pages_for("1T", 4096).unwrap_err().contains("too large"));
+        let pages = |s| pages_for(s, 4096).map(RingPages::get);
+        assert_eq!(pages("16"), Ok(16));
+        assert_eq!(pages("17"), Ok(32));
+        assert_eq!(pages("1M"), Ok(256));
+        assert_eq!(pages("100k"), Ok(32));
+        assert_eq!(pages("65536"), Ok(65536));
+        assert!(pages("0").is_err());
+        // The one limit: what the CLI accepts, the session runs.
+        assert!(pages("65537").unwrap_err().contains("too large"));
+        assert!(pages("131072").unwrap_err().contains("at most 65536 pages"));
+        assert!(pages("1T").unwrap_err().contains("too large"));
     }
 
     #[test]

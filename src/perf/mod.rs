@@ -15,7 +15,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
-pub use ring::{Ring, page_size};
+pub use ring::{Ring, RingPages, page_size};
 pub use sys::PerfFd;
 
 /// Parse a kernel CPU list (`0-3,5,7-8`); None when malformed.

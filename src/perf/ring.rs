@@ -28,6 +28,45 @@ pub fn page_size() -> usize {
     usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
 }
 
+/// Data pages of one per-CPU ring: a power of two from 1 to [`RingPages::MAX`]. The one
+/// place that says what a valid ring size is (the CLI parses into it, the session and
+/// the rings take it as given).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingPages(usize);
+
+impl RingPages {
+    /// The largest ring: 65536 pages (256 MiB per CPU with 4 KiB pages).
+    pub const MAX: usize = 1 << 16;
+    /// The default ring: 128 pages (512 KiB per CPU with 4 KiB pages).
+    pub const DEFAULT: RingPages = RingPages(128);
+
+    /// `pages` rounded up to a power of two; an error (the message for the user) when it
+    /// is 0 or more than [`RingPages::MAX`].
+    pub fn round_up(pages: u64) -> Result<RingPages, String> {
+        match pages {
+            0 => Err("the ring must hold at least one page".into()),
+            p if p > Self::MAX as u64 => Err(format!(
+                "{p} pages per CPU is too large (at most {} pages, {} MiB with {} KiB pages)",
+                Self::MAX,
+                (Self::MAX * page_size()) >> 20,
+                page_size() >> 10
+            )),
+            p => Ok(RingPages(p.next_power_of_two() as usize)),
+        }
+    }
+
+    /// The number of data pages (a power of two).
+    pub fn get(self) -> usize {
+        self.0
+    }
+}
+
+impl Default for RingPages {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
 /// One mmap'ed perf ring.
 #[derive(Debug)]
 pub struct Ring {
@@ -164,6 +203,24 @@ impl Ring {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ring_pages_are_powers_of_two_within_the_one_limit() {
+        assert_eq!(RingPages::round_up(3).map(RingPages::get), Ok(4));
+        assert_eq!(RingPages::round_up(1).map(RingPages::get), Ok(1));
+        let max = RingPages::MAX as u64;
+        assert_eq!(
+            RingPages::round_up(max).map(RingPages::get),
+            Ok(RingPages::MAX)
+        );
+        assert!(RingPages::round_up(0).is_err());
+        assert!(
+            RingPages::round_up(max + 1)
+                .unwrap_err()
+                .contains("at most 65536 pages")
+        );
+        assert_eq!(RingPages::default().get(), 128);
+    }
 
     /// A ring over anonymous memory, written by the test instead of the kernel.
     fn anon(data_pages: usize) -> Ring {
