@@ -42,8 +42,49 @@ pub enum DeclError {
     Brackets(String),
 }
 
-/// Resolve the declaration text of a `field:` line given its `size:` and `signed:` values.
+/// The traced machine's word size: the size of `long`, `unsigned long`, `size_t`,
+/// `ssize_t` and pointers in its declarations (format files do not say; perf.data and
+/// trace.dat files do). It decides the element count of arrays such as `unsigned long
+/// args[6]` (48 bytes on a 64-bit kernel, 24 on a 32-bit one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WordSize {
+    /// 32-bit machines (ILP32).
+    Four,
+    /// 64-bit machines (LP64).
+    Eight,
+}
+
+impl WordSize {
+    /// The machine this code runs on (live tracefs format files describe it).
+    pub const HOST: WordSize = if cfg!(target_pointer_width = "32") {
+        WordSize::Four
+    } else {
+        WordSize::Eight
+    };
+
+    /// The size in bytes.
+    pub fn bytes(self) -> u8 {
+        match self {
+            WordSize::Four => 4,
+            WordSize::Eight => 8,
+        }
+    }
+}
+
+/// Resolve the declaration text of a `field:` line given its `size:` and `signed:` values,
+/// for this machine's word size ([`resolve_decl_for`] with [`WordSize::HOST`]).
 pub fn resolve_decl(decl: &str, size: u32, signed: Option<bool>) -> Result<Decl, DeclError> {
+    resolve_decl_for(decl, size, signed, WordSize::HOST)
+}
+
+/// Resolve the declaration text of a `field:` line given its `size:` and `signed:` values
+/// on a machine whose `long` and pointers are `word` wide.
+pub fn resolve_decl_for(
+    decl: &str,
+    size: u32,
+    signed: Option<bool>,
+    word: WordSize,
+) -> Result<Decl, DeclError> {
     let text = decl.trim();
     let (loc, rest) = if let Some(r) = strip_word(text, "__data_loc") {
         (Some(LocKind::DataLoc), r)
@@ -62,9 +103,9 @@ pub fn resolve_decl(decl: &str, size: u32, signed: Option<bool>) -> Result<Decl,
     let kind = match loc {
         Some(loc) => FieldKind::Dynamic {
             loc,
-            elem: element_of(base, signed),
+            elem: element_of(base, signed, word),
         },
-        None => plain_kind(base, is_array, size, signed),
+        None => plain_kind(base, is_array, size, signed, word),
     };
     Ok(Decl {
         name: name.to_string(),
@@ -73,14 +114,26 @@ pub fn resolve_decl(decl: &str, size: u32, signed: Option<bool>) -> Result<Decl,
     })
 }
 
-/// The [`Field`] of a `field:` line from its parts, through [`resolve_decl`].
+/// The [`Field`] of a `field:` line from its parts, through [`resolve_decl`] (this
+/// machine's word size).
 pub fn resolve_field(
     decl: &str,
     offset: u32,
     size: u32,
     signed: Option<bool>,
 ) -> Result<Field, DeclError> {
-    let d = resolve_decl(decl, size, signed)?;
+    resolve_field_for(decl, offset, size, signed, WordSize::HOST)
+}
+
+/// The [`Field`] of a `field:` line from its parts, through [`resolve_decl_for`].
+pub fn resolve_field_for(
+    decl: &str,
+    offset: u32,
+    size: u32,
+    signed: Option<bool>,
+    word: WordSize,
+) -> Result<Field, DeclError> {
+    let d = resolve_decl_for(decl, size, signed, word)?;
     Ok(Field {
         name: d.name,
         type_text: d.type_text,
@@ -113,10 +166,11 @@ pub fn signedness_of(base: &str) -> Option<bool> {
     }
 }
 
-/// Size in bytes implied by a C type name (LP64), when the name decides it.
-pub fn size_of_type(base: &str) -> Option<u8> {
+/// Size in bytes implied by a C type name on a machine of word size `word`, when the name
+/// decides it.
+pub fn size_of_type(base: &str, word: WordSize) -> Option<u8> {
     if base.contains('*') {
-        return Some(8);
+        return Some(word.bytes());
     }
     let words: Vec<&str> = base
         .split_whitespace()
@@ -124,7 +178,8 @@ pub fn size_of_type(base: &str) -> Option<u8> {
         .collect();
     match words.as_slice() {
         [] => Some(4), // plain `unsigned` / `signed`
-        ["long", "long"] | ["long", "long", "int"] | ["long"] | ["long", "int"] => Some(8),
+        ["long", "long"] | ["long", "long", "int"] => Some(8),
+        ["long"] | ["long", "int"] => Some(word.bytes()),
         ["short"] | ["short", "int"] => Some(2),
         [one] => {
             match *one {
@@ -134,8 +189,9 @@ pub fn size_of_type(base: &str) -> Option<u8> {
                 | "__be16" => Some(2),
                 "int" | "u32" | "s32" | "__u32" | "__s32" | "uint32_t" | "int32_t" | "pid_t"
                 | "uid_t" | "gid_t" | "__le32" | "__be32" | "dev_t" | "gfp_t" => Some(4),
-                "u64" | "s64" | "__u64" | "__s64" | "uint64_t" | "int64_t" | "size_t"
-                | "ssize_t" | "loff_t" | "__le64" | "__be64" => Some(8),
+                "u64" | "s64" | "__u64" | "__s64" | "uint64_t" | "int64_t" | "loff_t"
+                | "__le64" | "__be64" => Some(8),
+                "size_t" | "ssize_t" => Some(word.bytes()),
                 _ => None,
             }
         }
@@ -144,7 +200,7 @@ pub fn size_of_type(base: &str) -> Option<u8> {
 }
 
 /// The element type of an array whose element type text is `base`.
-fn element_of(base: &str, signed: Option<bool>) -> Element {
+fn element_of(base: &str, signed: Option<bool>, word: WordSize) -> Element {
     let words: Vec<&str> = base
         .split_whitespace()
         .filter(|w| !matches!(*w, "const" | "volatile"))
@@ -156,11 +212,11 @@ fn element_of(base: &str, signed: Option<bool>) -> Element {
     }
     if base.contains('*') {
         return Element::Integer {
-            size: 8,
+            size: word.bytes(),
             signed: false,
         };
     }
-    match size_of_type(base) {
+    match size_of_type(base, word) {
         Some(size) if !words.is_empty() && words[0] != "struct" => Element::Integer {
             size,
             signed: signedness_of(base).or(signed).unwrap_or(false),
@@ -170,9 +226,15 @@ fn element_of(base: &str, signed: Option<bool>) -> Element {
 }
 
 /// The kind of a field stored in place (not a dynamic location).
-fn plain_kind(base: &str, is_array: bool, size: u32, signed: Option<bool>) -> FieldKind {
+fn plain_kind(
+    base: &str,
+    is_array: bool,
+    size: u32,
+    signed: Option<bool>,
+    word: WordSize,
+) -> FieldKind {
     if is_array {
-        let elem = element_of(base, signed);
+        let elem = element_of(base, signed, word);
         if size == 0 {
             return FieldKind::RestOfRecord { elem };
         }
@@ -445,6 +507,35 @@ mod tests {
                 size: 1,
                 signed: true
             }
+        );
+    }
+
+    #[test]
+    fn word_size_decides_long_and_pointer_arrays() {
+        // raw_syscalls:sys_enter's `unsigned long args[6]` on a 32-bit kernel: 24 bytes.
+        let four = |decl, size| resolve_decl_for(decl, size, Some(false), WordSize::Four);
+        let ints = |size, count| FieldKind::FixedArray {
+            elem: Element::Integer {
+                size,
+                signed: false,
+            },
+            count,
+        };
+        assert_eq!(four("unsigned long args[6]", 24).unwrap().kind, ints(4, 6));
+        assert_eq!(four("void * ptrs[2]", 8).unwrap().kind, ints(4, 2));
+        assert_eq!(four("size_t sizes[3]", 12).unwrap().kind, ints(4, 3));
+        // `long long` stays 8 bytes everywhere.
+        assert_eq!(
+            four("unsigned long long v[2]", 16).unwrap().kind,
+            ints(8, 2)
+        );
+        let eight = resolve_decl_for("unsigned long args[6]", 48, Some(false), WordSize::Eight);
+        assert_eq!(eight.unwrap().kind, ints(8, 6));
+        assert_eq!(size_of_type("long", WordSize::Four), Some(4));
+        assert_eq!(size_of_type("long", WordSize::Eight), Some(8));
+        assert_eq!(
+            WordSize::HOST.bytes() as usize,
+            std::mem::size_of::<usize>()
         );
     }
 

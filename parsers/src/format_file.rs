@@ -50,7 +50,7 @@ use nom::{
     multi::fold_many0,
 };
 
-use crate::field_type::{resolve_field, split_trailing_ident};
+use crate::field_type::{WordSize, resolve_field_for, split_trailing_ident};
 use crate::schema::{EventFormat, Field, FieldKind};
 
 /// A format file that could not be parsed; carries the 1-based line number and what was
@@ -103,6 +103,12 @@ impl FormatError {
 /// assert_eq!(format.print_fmt, "\"b=%s\", REC->b");
 /// ```
 pub fn parse_format(text: &str) -> Result<EventFormat, FormatError> {
+    parse_format_for(text, WordSize::HOST)
+}
+
+/// [`parse_format`] for a format file of a machine whose `long` and pointers are `word`
+/// wide (a perf.data or trace.dat file from another machine says which).
+pub fn parse_format_for(text: &str, word: WordSize) -> Result<EventFormat, FormatError> {
     let mut lines = Lines {
         inner: text.lines(),
         next_number: 1,
@@ -133,7 +139,7 @@ pub fn parse_format(text: &str) -> Result<EventFormat, FormatError> {
             print_fmt = fmt.trim_start().to_string();
             break;
         } else {
-            let field = parse_field_line(line, text)?;
+            let field = parse_field_line(line, text, word)?;
             if saw_blank {
                 &mut fields
             } else {
@@ -244,7 +250,7 @@ fn item(input: &str) -> IResult<&str, (&str, &str)> {
 }
 
 /// Parse one `field:` line (line number `line`) into a [`Field`].
-fn parse_field_line(line: usize, text: &str) -> Result<Field, FormatError> {
+fn parse_field_line(line: usize, text: &str, word: WordSize) -> Result<Field, FormatError> {
     let Ok((after_decl, decl)) = field_prefix(text) else {
         return Err(FormatError::new(
             line,
@@ -272,7 +278,7 @@ fn parse_field_line(line: usize, text: &str) -> Result<Field, FormatError> {
             return Err(FormatError::new(line, "`signed:0` or `signed:1`", other));
         }
     };
-    Ok(match resolve_field(decl, offset, size, signed) {
+    Ok(match resolve_field_for(decl, offset, size, signed, word) {
         Ok(field) => field,
         Err(_) => Field {
             name: best_effort_name(decl),
