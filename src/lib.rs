@@ -9,6 +9,7 @@
 
 pub mod cli;
 pub mod clock;
+pub mod fd_limit;
 pub mod formatter;
 pub mod perf;
 pub mod pipeline;

@@ -57,6 +57,7 @@ use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat, RecordS
 use uevrec_parsers::perf_sample::{Record, SampleFormat, sample_type};
 
 use crate::clock::{WallClock, monotonic_ns};
+use crate::fd_limit::{self, Nofile};
 use crate::formatter::{self, Closed};
 use crate::perf::{self, EventFds, PerfError, RingPages, Rings};
 use crate::pipeline::{
@@ -404,10 +405,24 @@ struct Attacher<'a> {
     config: &'a SessionConfig,
     /// `(system, event)` → slot in `Decoder::events`.
     attached: HashMap<(String, String), usize>,
-    /// Events skipped, with the ID they had (retried when the ID changes).
-    skipped: HashMap<(String, String), Option<u32>>,
+    /// Events skipped (retried when the ID changes, or see [`Skip::fds`]).
+    skipped: HashMap<(String, String), Skip>,
     /// Filter refusals explained so far (see [`MAX_COMPLAINTS`]).
     complaints: std::cell::Cell<usize>,
+    /// The open-file limit, raised as events come (None when getrlimit failed).
+    nofile: Option<Nofile>,
+    /// Events skipped during the current scan, by cause (reported on stderr after it).
+    unattached: BTreeMap<String, usize>,
+}
+
+/// Why an event was skipped, for deciding when to try it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Skip {
+    /// Its ID then.
+    id: Option<u32>,
+    /// For a lack of descriptors (EMFILE): the soft limit and the number of attached
+    /// events then; retried once the limit is higher or fewer events are attached.
+    fds: Option<(u64, usize)>,
 }
 
 /// How many filter refusals are explained with the kernel's parse error.
@@ -417,12 +432,20 @@ const MAX_COMPLAINTS: usize = 4;
 enum AttachFailure {
     /// The event vanished between listing and opening (not worth a notice).
     Vanished,
-    /// Skipped with this message (a notice is written).
-    Skipped(String),
+    /// Skipped with this message (a notice is written) and cause (for standard error).
+    Skipped { msg: String, cause: Cause },
     /// The kernel refused the filter.
     Filter { expr: String, complaint: String },
     /// Privileges or setup problems that will not go away.
     Fatal(SessionError),
+}
+
+/// What made an attachment fail, as reported on standard error.
+enum Cause {
+    /// Not enough descriptors (EMFILE): the message names the limit.
+    NoFds,
+    /// Anything else, in words without the event's name.
+    Other(String),
 }
 
 static INSTANCE_SEQ: AtomicUsize = AtomicUsize::new(0);
@@ -448,6 +471,17 @@ fn filter_complaint(tracefs: &Tracefs, system: &str, event: &str, expr: &str) ->
     };
     let _ = fs::remove_dir(&inst);
     complaint.map_or_else(fallback, |c| format!("\n{c}"))
+}
+
+/// The cause of an OS error while attaching, for standard error.
+fn os_cause(what: &str, e: &io::Error) -> Cause {
+    match e.raw_os_error() {
+        Some(libc::EMFILE) => Cause::NoFds,
+        Some(libc::ENFILE) => Cause::Other(
+            "the system's open-file table is full (ENFILE; see /proc/sys/fs/file-max)".into(),
+        ),
+        _ => Cause::Other(format!("{what}: {e}")),
+    }
 }
 
 /// What to say when the kernel's parse error is not available.
@@ -485,6 +519,8 @@ impl<'a> Attacher<'a> {
             attached: HashMap::new(),
             skipped: HashMap::new(),
             complaints: Default::default(),
+            nofile: None,
+            unattached: BTreeMap::new(),
         }
     }
 
@@ -525,7 +561,14 @@ impl<'a> Attacher<'a> {
             Ok(f) => f,
             Err(TracefsError::NoSuchEvent { .. }) => return Err(AttachFailure::Vanished),
             Err(e @ TracefsError::Permission(_)) => return Err(AttachFailure::Fatal(e.into())),
-            Err(e) => return Err(AttachFailure::Skipped(e.to_string())),
+            Err(e) => {
+                let cause = match &e {
+                    TracefsError::Io { source, .. } => os_cause("reading the format file", source),
+                    _ => Cause::Other("the format file does not parse".into()),
+                };
+                let msg = e.to_string();
+                return Err(AttachFailure::Skipped { msg, cause });
+            }
         };
         let filter = self.filter();
         let fds = EventFds::open(format.id, rings, filter.as_deref()).map_err(|e| {
@@ -547,7 +590,10 @@ impl<'a> Attacher<'a> {
                     };
                     AttachFailure::Filter { expr, complaint }
                 }
-                _ => AttachFailure::Skipped(e.to_string()),
+                _ => AttachFailure::Skipped {
+                    cause: os_cause(e.step, &e.source),
+                    msg: e.to_string(),
+                },
             }
         })?;
         let (base, format_id) = match split_multi_format(name) {
@@ -587,7 +633,8 @@ impl<'a> Attacher<'a> {
         match self.try_attach(rings, system, name) {
             Ok(ev) => {
                 if let Err(e) = ev.fds.enable() {
-                    self.skip(dec, system, name, &format!("cannot enable: {e}"));
+                    let cause = os_cause("cannot enable", &e.source);
+                    self.skip(dec, system, name, &format!("cannot enable: {e}"), cause);
                     return Ok(false);
                 }
                 let msg = format!(
@@ -620,13 +667,14 @@ impl<'a> Attacher<'a> {
                 Ok(true)
             }
             Err(AttachFailure::Vanished) => Ok(false),
-            Err(AttachFailure::Skipped(msg)) => {
-                self.skip(dec, system, name, &msg);
+            Err(AttachFailure::Skipped { msg, cause }) => {
+                self.skip(dec, system, name, &msg, cause);
                 Ok(false)
             }
             Err(AttachFailure::Filter { expr, complaint }) => {
                 let msg = format!("the kernel refused the filter `{expr}`: {complaint}");
-                self.skip(dec, system, name, &msg);
+                let cause = Cause::Other(format!("the kernel refused the filter `{expr}`"));
+                self.skip(dec, system, name, &msg, cause);
                 if filter_refused.is_none() {
                     *filter_refused = Some(SessionError::Filter {
                         expr,
@@ -640,10 +688,55 @@ impl<'a> Attacher<'a> {
         }
     }
 
-    fn skip(&mut self, dec: &mut Decoder, system: &str, name: &str, msg: &str) {
+    fn skip(&mut self, dec: &mut Decoder, system: &str, name: &str, msg: &str, cause: Cause) {
         let id = self.tracefs.read_id(system, name);
-        self.skipped.insert((system.into(), name.into()), id);
+        let (fds, cause) = match cause {
+            Cause::NoFds => {
+                let soft = self.nofile.as_ref().map_or(0, |n| n.limits.soft);
+                let cause = self.nofile.as_ref().map_or_else(
+                    || "too many open files (raise the limit with ulimit -n)".to_string(),
+                    Nofile::shortage,
+                );
+                (Some((soft, self.attached.len())), cause)
+            }
+            Cause::Other(c) => (None, c),
+        };
+        self.skipped
+            .insert((system.into(), name.into()), Skip { id, fds });
+        *self.unattached.entry(cause).or_default() += 1;
         dec.notice("skipped", Some(&format!("{system}:{name}")), msg);
+    }
+
+    /// Whether an event skipped for lack of descriptors may fit now.
+    fn fds_freed(&self, skip: &Skip) -> bool {
+        let soft = self.nofile.as_ref().map_or(0, |n| n.limits.soft);
+        skip.fds
+            .is_some_and(|(was, attached)| soft > was || self.attached.len() < attached)
+    }
+
+    /// Make room for the descriptors of `events` events (see crate::fd_limit); a notice
+    /// says when the limit went up.
+    fn make_room(&mut self, dec: &mut Decoder, events: usize, cpus: usize) {
+        let Some(nofile) = self.nofile.as_mut() else {
+            return;
+        };
+        if let Some(r) = nofile.ensure(fd_limit::needed(events, cpus)) {
+            let msg = format!(
+                "open-file limit raised from {}/{} to {}/{} (soft/hard) for {events} events on \
+                 {cpus} CPUs",
+                r.from.soft, r.from.hard, r.to.soft, r.to.hard
+            );
+            dec.notice("fd_limit", None, &msg);
+        }
+    }
+
+    /// Say on standard error how many events this scan could not attach, once per cause
+    /// (the `skipped` notices in the output name them).
+    fn report_unattached(&mut self) {
+        for (cause, n) in std::mem::take(&mut self.unattached) {
+            let s = if n == 1 { "" } else { "s" };
+            crate::cli::print_stderr(format_args!("uevrec: {n} event{s} not attached: {cause}\n"));
+        }
     }
 
     /// Disable, drain, and forget the event in `slot`.
@@ -712,6 +805,7 @@ impl<'a> Attacher<'a> {
             }
         };
         let mut refused = None;
+        self.make_room(dec, matching.len(), rings.cpu_list().len());
         let present: std::collections::HashSet<&(String, String)> = matching.iter().collect();
         // Vanished events.
         let gone: Vec<usize> = self
@@ -739,15 +833,17 @@ impl<'a> Attacher<'a> {
                 } else {
                     continue;
                 }
-            } else if let Some(id) = self.skipped.get(key) {
-                if *id == self.tracefs.read_id(system, name) {
+            } else if let Some(skip) = self.skipped.get(key) {
+                if skip.id == self.tracefs.read_id(system, name) && !self.fds_freed(skip) {
                     continue;
                 }
             }
             if let Err(e) = self.attach(rings, dec, out, system, name, &mut refused) {
+                self.report_unattached();
                 return Ok(Err(e));
             }
         }
+        self.report_unattached();
         self.skipped.retain(|k, _| present.contains(k));
         Ok(Ok((matching.len(), refused)))
     }
@@ -816,6 +912,11 @@ fn record(
         config.selectors.clone()
     };
     let cpus = perf::online_cpus().map_err(SessionError::Cpus)?;
+    // The soft limit goes up to the hard one now; the hard one as events come (rescan).
+    let nofile = Nofile::new().ok().map(|mut n| {
+        n.ensure(fd_limit::needed(0, cpus.len()));
+        n
+    });
     let mut rings = Rings::open(&cpus, config.buffer_pages.get())
         .map_err(|e| perf_error(e, config.buffer_pages.get()))?;
     let mut dec = Decoder {
@@ -838,6 +939,7 @@ fn record(
         marker_seen: BTreeSet::new(),
     };
     let mut att = Attacher::new(tracefs, selectors, config);
+    att.nofile = nofile;
 
     // First scan: problems that will not go away are errors.
     let Ok(first) = att.rescan(&mut rings, &mut dec, out, stats) else {
