@@ -20,6 +20,7 @@ use std::time::{Duration, SystemTime};
 
 use clap::Parser;
 use eventheader as eh;
+use eventheader_dynamic as ehd;
 use serde_json::{Value, json};
 use uevrec_samples::eh::{
     Written, boolean, float, hex_bytes, hex_int, latin1, time_t, utf16, utf32, uuid_text,
@@ -56,28 +57,36 @@ const IPV6: [u8; 16] = [
 ];
 const KW_HIGH: u64 = 0xf000_0000_0000_000f;
 
-/// Every (provider, level, keyword) tracepoint the events below use.
-fn tracepoints() -> Vec<String> {
-    use uevrec_samples::eh::tracepoint_name as tp;
-    vec![
-        tp(MAIN_NAME, 4, 1, None),
-        tp(MAIN_NAME, 5, 0x23, None),
-        tp(MAIN_NAME, 1, KW_HIGH, None),
-        tp(MAIN_NAME, 2, 1, None),
-        tp(MAIN_NAME, 3, 1, None),
-        tp(SECOND_NAME, 4, 0x10, None),
-        tp(GROUPED_NAME, 4, 1, Some(GROUP)),
-    ]
-}
+/// Every (provider, level, keyword, group) combination the events below use.
+const TRACEPOINTS: &[(&str, u8, u64, Option<&str>)] = &[
+    (MAIN_NAME, 4, 1, None),
+    (MAIN_NAME, 5, 0x23, None),
+    (MAIN_NAME, 1, KW_HIGH, None),
+    (MAIN_NAME, 2, 1, None),
+    (MAIN_NAME, 3, 1, None),
+    (SECOND_NAME, 4, 0x10, None),
+    (GROUPED_NAME, 4, 1, Some(GROUP)),
+];
 
-fn all_enabled() -> bool {
-    eh::provider_enabled!(MAIN, eh::Level::Informational, 1)
-        && eh::provider_enabled!(MAIN, eh::Level::Verbose, 0x23)
-        && eh::provider_enabled!(MAIN, eh::Level::CriticalError, KW_HIGH)
-        && eh::provider_enabled!(MAIN, eh::Level::Error, 1)
-        && eh::provider_enabled!(MAIN, eh::Level::Warning, 1)
-        && eh::provider_enabled!(SECOND, eh::Level::Informational, 0x10)
-        && eh::provider_enabled!(GROUPED, eh::Level::Informational, 1)
+/// Enable-bit probes: `eventheader_dynamic` registrations of the same tracepoints.
+///
+/// `eh::provider_enabled!` (eventheader 0.5) never turned true here, even while the
+/// tracepoint was recorded and `write_event!` on it succeeded: its tracepoint static is
+/// apparently never registered. A second registration of the same tracepoint name gets
+/// its own enable bit from the kernel, so these probes say when a recorder listens.
+fn enable_probes() -> (Vec<ehd::Provider>, Vec<std::sync::Arc<ehd::EventSet>>) {
+    let mut providers = Vec::new();
+    let mut sets = Vec::new();
+    for &(name, level, keyword, group) in TRACEPOINTS {
+        let mut options = ehd::Provider::new_options();
+        if let Some(g) = group {
+            options.group_name(g);
+        }
+        let mut p = ehd::Provider::new(name, &options);
+        sets.push(p.register_set(ehd::Level::from_int(level), keyword));
+        providers.push(p);
+    }
+    (providers, sets)
 }
 
 struct Out {
@@ -114,10 +123,13 @@ fn main() {
             "registering the providers: errno {rc} (needs user_events and tracefs)"
         ));
     }
-    for tp in tracepoints() {
+    let (_probe_providers, probes) = enable_probes();
+    for &(name, level, keyword, group) in TRACEPOINTS {
+        let tp = uevrec_samples::eh::tracepoint_name(name, level, keyword, group);
         report(&json!({"registered": tp}));
     }
-    args.start.wait_for("eh_macros", all_enabled);
+    args.start
+        .wait_for("eh_macros", || probes.iter().all(|p| p.enabled()));
     let mut out = Out {
         seq: 0,
         written: 0,
