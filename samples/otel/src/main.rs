@@ -55,7 +55,9 @@ fn at(ms: u64) -> SystemTime {
 }
 
 fn time_text(t: SystemTime) -> String {
-    let d = t.duration_since(SystemTime::UNIX_EPOCH).expect("after 1970");
+    let d = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .expect("after 1970");
     rfc3339_nanos(d.as_secs() as i64, d.subsec_nanos())
 }
 

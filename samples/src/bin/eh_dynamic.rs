@@ -141,9 +141,24 @@ fn values(eb: &mut EventBuilder, sets: &Sets, out: &mut Out<'_>) {
         .add_value("i16", -30000i16, FieldFormat::SignedInt, 0)
         .add_value("u32", 4_000_000_000u32, FieldFormat::Default, 0)
         .add_value("i32", -2_000_000_000i32, FieldFormat::SignedInt, 0)
-        .add_value("u64", 18_000_000_000_000_000_000u64, FieldFormat::Default, 0)
-        .add_value("i64", -9_000_000_000_000_000_000i64, FieldFormat::SignedInt, 0)
-        .add_value("u64_max_2p53_plus1", (1u64 << 53) + 1, FieldFormat::Default, 0)
+        .add_value(
+            "u64",
+            18_000_000_000_000_000_000u64,
+            FieldFormat::Default,
+            0,
+        )
+        .add_value(
+            "i64",
+            -9_000_000_000_000_000_000i64,
+            FieldFormat::SignedInt,
+            0,
+        )
+        .add_value(
+            "u64_max_2p53_plus1",
+            (1u64 << 53) + 1,
+            FieldFormat::Default,
+            0,
+        )
         .add_value("hex16", 0xabcdu16, FieldFormat::HexInt, 0)
         .add_value("errno", 110i32, FieldFormat::Errno, 0)
         .add_value("pid", 1u32, FieldFormat::Pid, 0)
@@ -209,7 +224,9 @@ fn values(eb: &mut EventBuilder, sets: &Sets, out: &mut Out<'_>) {
 /// Strings: BOMs, XML/JSON on 16-bit text, Latin-1, hex view of a string, sequences.
 fn strings(eb: &mut EventBuilder, sets: &Sets, out: &mut Out<'_>) {
     let bom8: Vec<u8> = [&[0xef, 0xbb, 0xbf][..], "bom é".as_bytes()].concat();
-    let bom16: Vec<u16> = std::iter::once(0xfeff).chain("bom16 ☺".encode_utf16()).collect();
+    let bom16: Vec<u16> = std::iter::once(0xfeff)
+        .chain("bom16 ☺".encode_utf16())
+        .collect();
     let nobom16: Vec<u16> = "no bom".encode_utf16().collect();
     let xml16: Vec<u16> = "<x a='1'/>".encode_utf16().collect();
     let json32: Vec<u32> = "[1,\"two\"]".chars().map(u32::from).collect();
@@ -220,10 +237,25 @@ fn strings(eb: &mut EventBuilder, sets: &Sets, out: &mut Out<'_>) {
         .add_cstr("utf16_no_bom", &nobom16, FieldFormat::StringUtfBom, 0)
         .add_str("xml16", &xml16, FieldFormat::StringXml, 0)
         .add_cstr("json32", &json32, FieldFormat::StringJson, 0)
-        .add_str("latin1", [0x63u8, 0x61, 0x66, 0xe9], FieldFormat::String8, 0)
+        .add_str(
+            "latin1",
+            [0x63u8, 0x61, 0x66, 0xe9],
+            FieldFormat::String8,
+            0,
+        )
         .add_cstr("hexstr", "AB", FieldFormat::HexBytes, 0)
-        .add_str_sequence("str_seq", names.iter().map(|s| s.as_bytes()), FieldFormat::Default, 0)
-        .add_cstr_sequence("cstr_seq", names.iter().map(|s| s.as_bytes()), FieldFormat::Default, 0)
+        .add_str_sequence(
+            "str_seq",
+            names.iter().map(|s| s.as_bytes()),
+            FieldFormat::Default,
+            0,
+        )
+        .add_cstr_sequence(
+            "cstr_seq",
+            names.iter().map(|s| s.as_bytes()),
+            FieldFormat::Default,
+            0,
+        )
         .add_str_sequence(
             "empty_seq",
             std::iter::empty::<&[u8]>(),
@@ -255,7 +287,12 @@ fn binaries(eb: &mut EventBuilder, sets: &Sets, out: &mut Out<'_>) {
         .add_binary("blob", blob, FieldFormat::Default, 0)
         .add_binary("empty_blob", [0u8; 0], FieldFormat::Default, 0)
         .add_binary("null_uint", [0u8; 0], FieldFormat::UnsignedInt, 0)
-        .add_binary("uint32", 123_456u32.to_ne_bytes(), FieldFormat::UnsignedInt, 0)
+        .add_binary(
+            "uint32",
+            123_456u32.to_ne_bytes(),
+            FieldFormat::UnsignedInt,
+            0,
+        )
         .add_binary("int16", (-2i16).to_ne_bytes(), FieldFormat::SignedInt, 0)
         .add_binary("float64", 2.5f64.to_ne_bytes(), FieldFormat::Float, 0)
         .add_binary("odd_uint", [1u8, 2, 3], FieldFormat::UnsignedInt, 0)
@@ -295,9 +332,14 @@ fn arrays(eb: &mut EventBuilder, sets: &Sets, out: &mut Out<'_>) {
         .raw_add_data_slice(&[1u8, 2])
         .raw_add_data_value(&20u16)
         .raw_add_data_value(&0u16);
-    eb.raw_add_meta_vcount("no_points", FieldEncoding::Struct, FieldFormat::from_int(1), 0)
-        .raw_add_meta_scalar("x", FieldEncoding::Value16, FieldFormat::Default, 0)
-        .raw_add_data_value(&0u16);
+    eb.raw_add_meta_vcount(
+        "no_points",
+        FieldEncoding::Struct,
+        FieldFormat::from_int(1),
+        0,
+    )
+    .raw_add_meta_scalar("x", FieldEncoding::Value16, FieldFormat::Default, 0)
+    .raw_add_data_value(&0u16);
     eb.add_struct("s", 2, 0x42)
         .add_str("name", "inner", FieldFormat::Default, 0)
         .add_struct("t", 1, 0)
@@ -309,7 +351,10 @@ fn arrays(eb: &mut EventBuilder, sets: &Sets, out: &mut Out<'_>) {
         .field("f64s", json!([float(0.5), float(f64::INFINITY)]))
         .field("hex8s", json!(["0x0", "0x7f", "0xff"]))
         .field("empty", json!([]))
-        .field("points", json!([{"x": 10, "ys": [1, 2]}, {"x": 20, "ys": []}]))
+        .field(
+            "points",
+            json!([{"x": 10, "ys": [1, 2]}, {"x": 20, "ys": []}]),
+        )
         .field("no_points", json!([]))
         .field("s", json!({"name": "inner", "t": {"v": 9}}));
     w.field_tags.insert("s".into(), json!(0x42));

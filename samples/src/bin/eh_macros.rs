@@ -130,10 +130,7 @@ fn main() {
     }
     args.start
         .wait_for("eh_macros", || probes.iter().all(|p| p.enabled()));
-    let mut out = Out {
-        seq: 0,
-        written: 0,
-    };
+    let mut out = Out { seq: 0, written: 0 };
     for _ in 0..args.count {
         scalars(&mut out);
         strings(&mut out);
@@ -339,7 +336,10 @@ fn arrays(out: &mut Out) {
     let f64s = [0.1f64, -1e300, 2.5];
     let bools = [true, false, true];
     let errnos = [1i32, 13];
-    let guids = [eh::Guid::from_bytes_be(&ACTIVITY), eh::Guid::from_bytes_be(&RELATED)];
+    let guids = [
+        eh::Guid::from_bytes_be(&ACTIVITY),
+        eh::Guid::from_bytes_be(&RELATED),
+    ];
     let ipv4s = [[127u8, 0, 0, 1], [10, 1, 2, 3]];
     let ports = [80u16.to_be(), 65535u16.to_be()];
     let empty_u32: [u32; 0] = [];
@@ -400,10 +400,7 @@ fn arrays(out: &mut Out) {
         )
         .field("bools", json!(bools))
         .field("errnos", json!(errnos))
-        .field(
-            "guids",
-            json!([uuid_text(&ACTIVITY), uuid_text(&RELATED)]),
-        )
+        .field("guids", json!([uuid_text(&ACTIVITY), uuid_text(&RELATED)]))
         .field("ipv4s", json!(["127.0.0.1", "10.1.2.3"]))
         .field("ports", json!([80, 65535]))
         .field("empty_u32", json!([]))
@@ -513,14 +510,11 @@ fn header_options(out: &mut Out) {
 /// Other levels, keywords, a second provider and the grouped provider.
 fn levels_and_providers(out: &mut Out) {
     let n = 3u16;
-    let rc = eh::write_event!(
-        MAIN,
-        "Warning",
-        level(Warning),
-        keyword(1),
-        u16("n", &n)
+    let rc = eh::write_event!(MAIN, "Warning", level(Warning), keyword(1), u16("n", &n));
+    out.emit(
+        rc,
+        Written::new(MAIN_NAME, "Warning", 3, 1).field("n", json!(n)),
     );
-    out.emit(rc, Written::new(MAIN_NAME, "Warning", 3, 1).field("n", json!(n)));
     let rc = eh::write_event!(
         SECOND,
         "FromSecond",
