@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Tier 3 of the test suite: real user_events. Boots a small Linux 6.12 kernel with
 # CONFIG_USER_EVENTS=y under QEMU (the host filesystem is visible inside, so the binaries
-# built here run there unchanged) and runs the tier-3 test binary (tests/vm_user_events.rs)
-# in ONE boot; every acceptance check is its own #[test] in that binary.
+# built here run there unchanged) and runs every tier-3 test binary (tests/vm_*.rs:
+# vm_user_events, vm_eventheader, ...) one after another in ONE boot; every acceptance
+# check is its own #[test]. Extra arguments go to each binary.
 #
 #   scripts/vm-test.sh [extra test-harness args, e.g. a test name filter or --nocapture]
 #
@@ -16,8 +17,8 @@
 #
 # Environment: UEVREC_VM_SKIP=1 skips this tier (says so loudly); UEVREC_VM_RUNNER picks
 # the runner (e.g. vm/run.sh to use the project's own where ../shared exists); UEVREC_VM_TIMEOUT
-# (seconds, default 600 here) bounds one boot; UEVREC_VM_TEST_THREADS (default 2) is the
-# test harness's parallelism inside the guest. Exit status: the test binary's; a boot that
+# (seconds, default 1200 here) bounds one boot; UEVREC_VM_TEST_THREADS (default 2) is the
+# test harness's parallelism inside the guest. Exit status: 0 when every binary passed; a boot that
 # hit the hard timeout (124) or died (125) is retried once and reported.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,23 +47,44 @@ say "VM runner: $run"
 say "building: cargo build --workspace --tests --bins"
 cargo build --workspace --tests --bins --quiet
 
-# The tier-3 test binary's path, from cargo's own build report.
-exe=$(cargo test --no-run --message-format=json --test vm_user_events 2>/dev/null |
-	grep '"reason":"compiler-artifact"' | grep '"name":"vm_user_events"' |
-	sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
-if [ -z "$exe" ] || [ ! -x "$exe" ]; then
-	say "could not find the vm_user_events test binary (cargo test --no-run --test vm_user_events)"
+# Every tier-3 test binary, from cargo's own build report: tests/vm_*.rs, samples'
+# register_kernel (register commands against the real kernel), and session_host, whose
+# user_events tests need this kernel (its other tests run on the host: see FILTERS).
+mapfile -t exes < <(cargo test --workspace --no-run --message-format=json 2>/dev/null |
+	grep '"reason":"compiler-artifact"' | grep '"kind":\["test"\]' |
+	sed -n 's/.*"name":"\(vm_[^"]*\|register_kernel\|session_host\)".*"executable":"\([^"]*\)".*/\1 \2/p' | sort -u)
+# Test-name filters per binary (none: all of its tests).
+declare -A FILTERS=([session_host]="multi_format_versions_are_attached_late_and_named_by_base")
+if [ "${#exes[@]}" = 0 ]; then
+	say "found no tests/vm_*.rs binaries (cargo test --no-run)"
 	exit 1
 fi
-say "test binary: $exe"
+for e in "${exes[@]}"; do say "test binary: $e"; done
 
-export UEVREC_VM_TIMEOUT=${UEVREC_VM_TIMEOUT:-600}
+# One boot runs them all: a guest-side script runs each binary in turn (libtest prints
+# its own `test result:` line, which scripts/test-all.sh adds up) and fails if any did.
+guest=$(mktemp "${TMPDIR:-/tmp}/uevrec-vm-tests.XXXXXX.sh")
+trap 'rm -f "$guest"' EXIT
+{
+	echo '#!/bin/sh'
+	echo 'failed=""'
+	for e in "${exes[@]}"; do
+		name=${e%% *} path=${e#* }
+		printf 'echo "vm-test: running %s"\n' "$name"
+		printf '"%s" %s "$@" || failed="$failed %s"\n' "$path" "${FILTERS[$name]:-}" "$name"
+	done
+	echo 'if [ -n "$failed" ]; then echo "vm-test: FAILED:$failed"; exit 1; fi'
+	echo 'echo "vm-test: every tier-3 binary passed"'
+} >"$guest"
+chmod +x "$guest"
+
+export UEVREC_VM_TIMEOUT=${UEVREC_VM_TIMEOUT:-1200}
 threads=${UEVREC_VM_TEST_THREADS:-2}
 attempt=1
 while :; do
 	b0=$(date +%s)
 	set +e
-	"$run" "$exe" --test-threads="$threads" "$@"
+	"$run" "$guest" --test-threads="$threads" "$@"
 	rc=$?
 	set -e
 	say "boot $attempt: exit status $rc after $(($(date +%s) - b0))s"

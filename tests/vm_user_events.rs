@@ -3,7 +3,7 @@
 //! These tests need a kernel with `CONFIG_USER_EVENTS=y`; the development machines lack
 //! it, so `scripts/vm-test.sh` boots one under QEMU and runs this binary there, once, as
 //! root (see docs/vm-tier.md). Anywhere else every test prints
-//! `SKIP: no user_events (...)` and passes.
+//! that it skips (tests/common/tier.rs), or fails when `UEVREC_REQUIRE_TIERS` names vm.
 //!
 //! The producers are the `uevrec-samples` binaries (`samples/src/bin/`): each reports
 //! what it wrote as JSON lines, in uevrec's value conventions, so a test compares
@@ -30,16 +30,21 @@ use uevrec_samples::{
 };
 
 const TRACEFS: &str = "/sys/kernel/tracing";
+mod common;
+
 /// How long a producer may take from start to exit (TCG guests are ~6x slower).
 const PRODUCER_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long uevrec may take to drain and exit after SIGINT.
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Skip (pass with a reason) outside a kernel with user_events.
+/// Skip (or fail, when the vm tier is required) outside a kernel with user_events.
 macro_rules! require_user_events {
     () => {
         if !Path::new(TRACEFS).join("user_events_data").exists() {
-            println!("SKIP: no user_events (this tier runs inside the VM: scripts/vm-test.sh)");
+            common::tier::skip(
+                common::tier::Tier::Vm,
+                "no user_events (this tier runs inside the VM: scripts/vm-test.sh)",
+            );
             return;
         }
     };

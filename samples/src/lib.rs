@@ -51,6 +51,7 @@
 #![warn(missing_docs)]
 
 pub mod abi;
+pub mod eh;
 
 use std::ffi::CString;
 use std::fs::OpenOptions;
@@ -666,12 +667,18 @@ impl StartArgs {
     /// the settle time has passed. On timeout, report
     /// `{"done":NAME,"written":0,"error":..}` and exit with status 2.
     pub fn wait(&self, name: &str, events: &[&Event<'_>]) {
+        self.wait_for(name, || events.iter().all(|e| e.is_enabled()));
+    }
+
+    /// [`StartArgs::wait`] for producers that are not [`Event`]s (the EventHeader and
+    /// OpenTelemetry crates): `enabled` says whether all their tracepoints are enabled.
+    pub fn wait_for(&self, name: &str, mut enabled: impl FnMut() -> bool) {
         let timeout = Duration::from_secs(self.timeout_secs);
         let give_up = |why: &str| -> ! {
             report(&json!({"done": name, "written": 0, "error": why}));
             std::process::exit(2)
         };
-        if !wait_until(timeout, || events.iter().all(|e| e.is_enabled())) {
+        if !wait_until(timeout, &mut enabled) {
             give_up("not enabled within the timeout");
         }
         if let Some(file) = &self.start_file
