@@ -600,8 +600,8 @@ fn write_float(out: &mut Vec<u8>, v: f64, single: bool) {
     }
 }
 
-/// `time_t` seconds as `"YYYY-MM-DDTHH:MM:SSZ"` (years 1601..=9999, the reference
-/// decoder's lower bound and RFC 3339's upper one), else the number.
+/// `time_t` seconds as `"YYYY-MM-DDTHH:MM:SSZ"` (years 0..=9999, RFC 3339's range),
+/// else the number.
 fn write_time(out: &mut Vec<u8>, secs: i64) {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
@@ -615,7 +615,7 @@ fn write_time(out: &mut Vec<u8>, secs: i64) {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    if !(1601..=9999).contains(&year) {
+    if !(0..=9999).contains(&year) {
         return write_int(out, secs);
     }
     let _ = write!(
