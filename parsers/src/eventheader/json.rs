@@ -535,7 +535,7 @@ fn write_int_value(out: &mut Vec<u8>, format: Format, bytes: &[u8], big: bool) {
             push_char(out, char::from(bytes[0]));
             out.push(b'"');
         }
-        Format::StringUtf if n >= 2 && n <= 4 => {
+        Format::StringUtf if (2..=4).contains(&n) => {
             out.push(b'"');
             push_char(out, char::from_u32(u as u32).unwrap_or('\u{FFFD}'));
             out.push(b'"');
