@@ -27,6 +27,7 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use crate::decode::{Endian, IntArray, Value, decode_field};
+use crate::eventheader::{self, TracepointName, tracepoint_name::OwnedTracepointName};
 use crate::location;
 use crate::schema::{Element, EventFormat, Field, FieldKind, LocKind};
 
@@ -79,6 +80,8 @@ pub struct PreparedFormat {
     common: Box<[Step]>,
     /// One step per field: the first key opens the object (`,"fields":{"name":`).
     fields: Box<[Step]>,
+    /// For EventHeader events ([`crate::eventheader::detect`]), the parsed name.
+    eventheader: Option<OwnedTracepointName>,
 }
 
 impl PreparedFormat {
@@ -93,7 +96,14 @@ impl PreparedFormat {
             head: Text::new(head),
             common: steps(COMMON_OPEN, &format.common_fields),
             fields: steps(FIELDS_OPEN, &format.fields),
+            eventheader: eventheader::detect(format, event).and(OwnedTracepointName::parse(event)),
         }
+    }
+
+    /// The EventHeader tracepoint name when this is an EventHeader event (its lines
+    /// then carry the EventHeader keys, `docs/eventheader.md`).
+    pub fn eventheader(&self) -> Option<TracepointName<'_>> {
+        self.eventheader.as_ref().map(OwnedTracepointName::get)
     }
 
     /// The format this was prepared from.
@@ -430,6 +440,8 @@ pub struct LineOptions {
 pub struct LineWriter {
     opts: LineOptions,
     time: TimeCache,
+    /// Buffers of the EventHeader writer.
+    eh: eventheader::json::Scratch,
 }
 
 impl LineWriter {
@@ -438,6 +450,7 @@ impl LineWriter {
         LineWriter {
             opts,
             time: TimeCache::default(),
+            eh: eventheader::json::Scratch::default(),
         }
     }
 
@@ -466,6 +479,10 @@ impl LineWriter {
         write_head(out, meta.system, meta.event, meta.format_id);
         out.extend_from_slice(b"\"cpu\":");
         write_ids(out, meta.cpu, meta.pid, meta.tid);
+        if let Some(tp) = eventheader::detect(format, meta.event) {
+            self.write_eventheader(out, common, raw, &tp);
+            return;
+        }
         let mut failed = false;
         if self.opts.include_common {
             out.extend_from_slice(COMMON_OPEN);
@@ -492,6 +509,10 @@ impl LineWriter {
         // The prepared head ends with `"cpu":`.
         prepared.head.write(out);
         write_ids(out, stamp.cpu, stamp.pid, stamp.tid);
+        if let Some(tp) = prepared.eventheader() {
+            self.write_eventheader(out, common, raw, &tp);
+            return;
+        }
         let mut failed = false;
         if self.opts.include_common {
             failed |= write_steps(out, COMMON_OPEN, &prepared.common, common, raw, endian);
@@ -505,6 +526,24 @@ impl LineWriter {
             endian,
         );
         end_line(out, failed, common, &format.fields, raw, endian);
+    }
+
+    /// The rest of an EventHeader event's line after `"tid"`: `common` (when asked
+    /// for; fields that fail are `null`, without an `errors` entry), the EventHeader
+    /// keys from `raw[8..]` ([`eventheader::json::write_event`]), `}` and the newline.
+    fn write_eventheader(
+        &mut self,
+        out: &mut Vec<u8>,
+        common: &[Field],
+        raw: &[u8],
+        tp: &TracepointName<'_>,
+    ) {
+        if !common.is_empty() {
+            out.extend_from_slice(COMMON_OPEN);
+            write_fields(out, common, raw, self.endian());
+        }
+        eventheader::json::write_event(out, &mut self.eh, tp, raw.get(8..).unwrap_or_default());
+        out.extend_from_slice(b"}\n");
     }
 
     /// The start shared by [`LineWriter::write_record`] and
@@ -752,12 +791,12 @@ fn write_ints<const N: usize, T: itoa::Integer>(
 
 /// A number: itoa's digits.
 #[inline]
-fn write_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
+pub(crate) fn write_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
     out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 /// `"key":`
-fn write_key(out: &mut Vec<u8>, key: &str) {
+pub(crate) fn write_key(out: &mut Vec<u8>, key: &str) {
     write_str(out, key);
     out.push(b':');
 }
@@ -765,7 +804,7 @@ fn write_key(out: &mut Vec<u8>, key: &str) {
 /// A JSON string from valid UTF-8. Strings needing no escape (the usual case, found 8
 /// bytes at a time) are copied; others go through serde_json's escaper (RFC 8259: `"`,
 /// `\`, and the C0 controls as `\n`-style or `\u00XX` escapes).
-fn write_str(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
     write_scanned_str(out, s, scan(s.as_bytes()));
 }
 
@@ -790,7 +829,7 @@ fn write_escaped(out: &mut Vec<u8>, s: &str) {
 /// A JSON string from bytes that should be UTF-8: each maximal invalid sequence becomes
 /// U+FFFD (the `String::from_utf8_lossy` rule), without allocating. Clean ASCII is copied
 /// after one scan; other text is validated, and only invalid text takes the piecewise path.
-fn write_text(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(crate) fn write_text(out: &mut Vec<u8>, bytes: &[u8]) {
     let found = scan(bytes);
     if found.ascii && !found.escape {
         out.push(b'"');
@@ -821,7 +860,7 @@ fn write_str_contents(out: &mut Vec<u8>, s: &str) {
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Bytes as a lowercase hex JSON string (`"0aff"`).
-fn write_hex(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(crate) fn write_hex(out: &mut Vec<u8>, bytes: &[u8]) {
     out.reserve(bytes.len() * 2 + 2);
     out.push(b'"');
     for &b in bytes {
@@ -879,7 +918,7 @@ fn needs_escape(word: u64) -> bool {
 }
 
 /// `fmt::Write` into a JSON string body (escaping), for `Display` messages.
-struct Escaped<'a>(&'a mut Vec<u8>);
+pub(crate) struct Escaped<'a>(pub(crate) &'a mut Vec<u8>);
 
 impl fmt::Write for Escaped<'_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {

@@ -12,6 +12,7 @@
 
 pub mod decode;
 pub mod event_name;
+pub mod eventheader;
 pub mod field_type;
 pub mod format_file;
 pub mod json_line;

@@ -128,3 +128,73 @@ fn no_allocation_per_record() {
     );
     assert_eq!(counted, 0, "allocations while writing 4000 lines");
 }
+
+/// EventHeader events (an OTel-style log record with nested structs, a duplicate key,
+/// a tag and a struct array, and a truncated one with errors) allocate nothing per record.
+#[test]
+fn no_allocation_per_eventheader_record() {
+    let line =
+        |decl: &str, offset, size, signed| resolve_field(decl, offset, size, Some(signed)).unwrap();
+    let format = EventFormat {
+        name: "P_L4K1".into(),
+        id: 2,
+        common_fields: vec![
+            line("unsigned short common_type", 0, 2, false),
+            line("int common_pid", 4, 4, true),
+        ],
+        fields: vec![line("u8 eventheader_flags", 8, 1, false)],
+        print_fmt: String::new(),
+    };
+    // Metadata: "Log;a=b", PartA{time z8}, PartB{_typeName l8 (tag 3), body l8, body l8,
+    // n v16 f16-port}, arr[] of struct{x v8}, f v64 float.
+    let mut meta = b"Log;a=b\0".to_vec();
+    meta.extend_from_slice(b"PartA\0\x81\x01time\0\x07");
+    meta.extend_from_slice(
+        b"PartB\0\x81\x04_typeName\0\x8a\x80\x03\x00body\0\x0abody\0\x0an\0\x83\x10",
+    );
+    meta.extend_from_slice(b"arr\0\xc1\x01x\0\x02f\0\x85\x08");
+    let mut payload = b"2024-01-01T00:00:00Z\0".to_vec();
+    for s in [&b"Log"[..], b"hello \"world\"", b"again"] {
+        payload.extend_from_slice(&(s.len() as u16).to_le_bytes());
+        payload.extend_from_slice(s);
+    }
+    payload.extend_from_slice(&[0x1f, 0x90, 2, 0, 7, 8]);
+    payload.extend_from_slice(&1.5f64.to_bits().to_le_bytes());
+    let mut raw = vec![0u8; 8];
+    raw.extend_from_slice(&[7, 0, 0, 0, 0, 0, 0, 4]);
+    raw.extend_from_slice(&(meta.len() as u16).to_le_bytes());
+    raw.extend_from_slice(&1u16.to_le_bytes());
+    raw.extend_from_slice(&meta);
+    raw.extend_from_slice(&payload);
+    let truncated = &raw[..raw.len() - 3];
+    let mut writer = LineWriter::new(LineOptions::default());
+    let prepared = PreparedFormat::new(&format, "user_events", "P_L4K1", None);
+    let stamp = RecordStamp {
+        time_unix_ns: Some(1_795_345_200_123_456_789),
+        cpu: 0,
+        pid: 1,
+        tid: 1,
+    };
+    let mut out = Vec::with_capacity(1 << 20);
+    writer.write_prepared(&mut out, &stamp, &prepared, &raw);
+    writer.write_prepared(&mut out, &stamp, &prepared, truncated);
+    let first = String::from_utf8(out.clone()).unwrap();
+    assert!(first.contains(r#""body#2":"again""#), "{first}");
+    assert!(
+        first.contains(r#""field_tags":{"PartB._typeName":3}"#),
+        "{first}"
+    );
+    assert!(first.contains(r#""errors":{"#), "{first}");
+    out.clear();
+    let before = allocations();
+    for _ in 0..1000 {
+        writer.write_prepared(&mut out, &stamp, &prepared, &raw);
+        writer.write_prepared(&mut out, &stamp, &prepared, truncated);
+    }
+    let counted = allocations() - before;
+    assert!(out.len() < out.capacity(), "the buffer had to grow");
+    assert_eq!(
+        counted, 0,
+        "allocations while writing 2000 EventHeader lines"
+    );
+}

@@ -1,0 +1,211 @@
+//! EventHeader decode + JSON line throughput (events/s): uevrec's `LineWriter` beside the
+//! reference decoder `tracepoint_decode` (its enumerator and its own JSON writer) on the
+//! same event data.
+//!
+//! (a) the 374 records of `../shared/corpus/EventHeaderInterceptorLE64.dat` (skipped
+//! when the corpus is absent; `UEVREC_CORPUS_DIR` overrides), one pass per iteration;
+//! (b) an OpenTelemetry-style log record (Common Schema 4.0: `__csver__`, PartA {time},
+//! PartC {4 attributes}, PartB {_typeName, body, severityNumber, severityText, eventId,
+//! name}), 1000 per iteration.
+//!
+//! Run: `cargo bench --bench eventheader -- --warm-up-time 1 --measurement-time 3`.
+
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::path::PathBuf;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use tracepoint_decode::{EventHeaderEnumeratorContext, PerfConvertOptions};
+use uevrec_parsers::field_type::resolve_field;
+use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
+use uevrec_parsers::schema::EventFormat;
+
+const T0: u64 = 1_795_345_200_000_000_000;
+
+fn format(name: &str) -> EventFormat {
+    let line =
+        |decl: &str, offset, size, signed| resolve_field(decl, offset, size, Some(signed)).unwrap();
+    EventFormat {
+        name: name.into(),
+        id: 1,
+        common_fields: vec![
+            line("unsigned short common_type", 0, 2, false),
+            line("unsigned char common_flags", 2, 1, false),
+            line("unsigned char common_preempt_count", 3, 1, false),
+            line("int common_pid", 4, 4, true),
+        ],
+        fields: vec![line("u8 eventheader_flags", 8, 1, false)],
+        print_fmt: String::new(),
+    }
+}
+
+/// `(tracepoint name, raw trace entry)` per corpus record.
+fn corpus() -> Option<Vec<(String, Vec<u8>)>> {
+    let dir = std::env::var_os("UEVREC_CORPUS_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"),
+        PathBuf::from,
+    );
+    let bytes = std::fs::read(dir.join("EventHeaderInterceptorLE64.dat")).ok()?;
+    let mut out = Vec::new();
+    let mut rest = &bytes[..];
+    while rest.len() >= 4 {
+        let size = u32::from_le_bytes(rest[..4].try_into().ok()?) as usize;
+        let (record, next) = rest.split_at(size.min(rest.len()));
+        let body = record.get(4..)?;
+        let nul = body.iter().position(|&b| b == 0)?;
+        let mut raw = vec![0u8; 8];
+        raw.extend_from_slice(&body[nul + 1..]);
+        out.push((String::from_utf8_lossy(&body[..nul]).into_owned(), raw));
+        rest = next;
+    }
+    Some(out)
+}
+
+/// An OTel log record as opentelemetry-user-events-logs writes it.
+fn otel_log() -> Vec<u8> {
+    let mut meta = b"Log\0".to_vec();
+    let mut payload = Vec::new();
+    let mut field = |name: &str, enc: &[u8]| {
+        meta.extend_from_slice(name.as_bytes());
+        meta.push(0);
+        meta.extend_from_slice(enc);
+    };
+    field("__csver__", &[0x04]);
+    field("PartA", &[0x81, 1]);
+    field("time", &[0x0a]);
+    field("PartC", &[0x81, 4]);
+    field("http.method", &[0x0a]);
+    field("http.status", &[0x85, 2]);
+    field("retry", &[0x84, 7]);
+    field("ratio", &[0x85, 8]);
+    field("PartB", &[0x81, 6]);
+    field("_typeName", &[0x0a]);
+    field("body", &[0x0a]);
+    field("severityNumber", &[0x83, 2]);
+    field("severityText", &[0x0a]);
+    field("eventId", &[0x85, 2]);
+    field("name", &[0x0a]);
+    let s = |p: &mut Vec<u8>, t: &str| {
+        p.extend_from_slice(&(t.len() as u16).to_le_bytes());
+        p.extend_from_slice(t.as_bytes());
+    };
+    payload.extend_from_slice(&1024u32.to_le_bytes());
+    s(&mut payload, "2026-11-22T11:00:00.123456789Z");
+    s(&mut payload, "GET");
+    payload.extend_from_slice(&200i64.to_le_bytes());
+    payload.extend_from_slice(&0u32.to_le_bytes());
+    payload.extend_from_slice(&0.25f64.to_bits().to_le_bytes());
+    s(&mut payload, "Log");
+    s(&mut payload, "request served from cache in 3 ms");
+    payload.extend_from_slice(&9i16.to_le_bytes());
+    s(&mut payload, "INFO");
+    payload.extend_from_slice(&42i64.to_le_bytes());
+    s(&mut payload, "my-event");
+    let mut raw = vec![0u8; 8];
+    raw.extend_from_slice(&[7, 0, 0, 0, 0, 0, 0, 4]);
+    raw.extend_from_slice(&(meta.len() as u16).to_le_bytes());
+    raw.extend_from_slice(&1u16.to_le_bytes());
+    raw.extend_from_slice(&meta);
+    raw.extend_from_slice(&payload);
+    raw
+}
+
+/// The reference: enumerate and write its JSON for the whole event.
+fn reference(ctx: &mut EventHeaderEnumeratorContext, out: &mut String, name: &str, data: &[u8]) {
+    if let Ok(mut e) = ctx.enumerate_with_name_and_data(name, data, u32::MAX) {
+        out.push('{');
+        let _ = write!(out, "\"n\":\"{}\"", e.event_info().json_identity_display());
+        let mut comma = true;
+        if e.move_next() {
+            while e.state().can_move_next() {
+                match e.write_json_item_and_move_next_sibling(
+                    out,
+                    comma,
+                    PerfConvertOptions::Default,
+                ) {
+                    Ok(c) => comma = c,
+                    Err(_) => break,
+                }
+            }
+        }
+        out.push_str("}\n");
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("eventheader");
+    let stamp = |i: u64| RecordStamp {
+        time_unix_ns: Some(T0 + i * 1_000),
+        cpu: 1,
+        pid: 42,
+        tid: 42,
+    };
+    if let Some(records) = corpus() {
+        let prepared: Vec<_> = records
+            .iter()
+            .map(|(n, _)| PreparedFormat::new(&format(n), "user_events", n, None))
+            .collect();
+        group.throughput(Throughput::Elements(records.len() as u64));
+        let mut writer = LineWriter::new(LineOptions::default());
+        let mut out = Vec::with_capacity(1 << 20);
+        group.bench_function("corpus/uevrec", |b| {
+            b.iter(|| {
+                out.clear();
+                for (i, ((_, raw), p)) in records.iter().zip(&prepared).enumerate() {
+                    writer.write_prepared(&mut out, &stamp(i as u64), p, black_box(raw));
+                }
+                black_box(out.len())
+            })
+        });
+        let mut ctx = EventHeaderEnumeratorContext::new();
+        let mut text = String::with_capacity(1 << 20);
+        group.bench_function("corpus/tracepoint_decode", |b| {
+            b.iter(|| {
+                text.clear();
+                for (name, raw) in &records {
+                    reference(&mut ctx, &mut text, name, black_box(&raw[8..]));
+                }
+                black_box(text.len())
+            })
+        });
+    } else {
+        eprintln!("SKIP corpus benches: EventHeaderInterceptorLE64.dat not found");
+    }
+    let raw = otel_log();
+    let name = "otel_L4K1";
+    let prepared = PreparedFormat::new(&format(name), "user_events", name, None);
+    group.throughput(Throughput::Elements(1000));
+    let mut writer = LineWriter::new(LineOptions::default());
+    let mut out = Vec::with_capacity(1 << 20);
+    group.bench_function("otel_log/uevrec", |b| {
+        b.iter(|| {
+            out.clear();
+            for i in 0..1000 {
+                writer.write_prepared(&mut out, &stamp(i), &prepared, black_box(&raw));
+            }
+            black_box(out.len())
+        })
+    });
+    let mut ctx = EventHeaderEnumeratorContext::new();
+    let mut text = String::with_capacity(1 << 20);
+    group.bench_function("otel_log/tracepoint_decode", |b| {
+        b.iter(|| {
+            text.clear();
+            for _ in 0..1000 {
+                reference(&mut ctx, &mut text, name, black_box(&raw[8..]));
+            }
+            black_box(text.len())
+        })
+    });
+    group.finish();
+    // Show one line of each, for the record.
+    out.clear();
+    writer.write_prepared(&mut out, &stamp(0), &prepared, &raw);
+    eprint!("uevrec: {}", String::from_utf8_lossy(&out));
+    text.clear();
+    reference(&mut ctx, &mut text, name, &raw[8..]);
+    eprint!("tracepoint_decode: {text}");
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,719 @@
+//! The EventHeader part of a JSON line (`/work/eh-json-spec.md`, `docs/eventheader.md`):
+//! from `,"provider":` to the last key before the line's closing `}`.
+//!
+//! Duplicate keys are renamed (`name#2`, `name#3`, … skipping suffixes already taken)
+//! by comparing each new key's JSON text with the keys already written in the same
+//! object: their ranges in the output buffer are kept in a [`Scratch`] whose vectors
+//! keep their capacity, so nothing is allocated per record once they have grown (they
+//! are bounded by [`MAX_FIELDS`](super::MAX_FIELDS) and the nesting limit for fields).
+
+use std::io::Write as _;
+
+use super::enumerator::{Enumerator, Item};
+use super::enums::{Encoding, Format};
+use super::header::{EventParts, parse_event};
+use super::metadata::{FieldMeta, attributes, split_event_name, unescape};
+use super::tracepoint_name::TracepointName;
+use crate::json_line::{write_hex, write_int, write_str, write_text};
+
+/// Reusable buffers for [`write_event`]; keep one per writer.
+#[derive(Debug, Default, Clone)]
+pub struct Scratch {
+    /// Ranges in the output of the keys of the open objects (and of the object being
+    /// written at the end: attributes, tags, errors).
+    keys: Vec<(usize, usize)>,
+    /// The open objects and arrays of `fields`.
+    open: Vec<Open>,
+    /// Tagged fields: (tag, first path entry in `paths`, path length).
+    tags: Vec<(u16, usize, usize)>,
+    /// Key ranges making up the tagged fields' paths.
+    paths: Vec<(usize, usize)>,
+    /// Key ranges of the path where decoding stopped.
+    err_path: Vec<(usize, usize)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Open {
+    array: bool,
+    first: bool,
+    keys_from: usize,
+    key: Option<(usize, usize)>,
+}
+
+impl Scratch {
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.open.clear();
+        self.tags.clear();
+        self.paths.clear();
+        self.err_path.clear();
+    }
+}
+
+/// Append the EventHeader keys of a line for the event `data` (the raw trace entry from
+/// offset 8, the `eventheader_flags` byte, to its end) of the tracepoint `tp`: from
+/// `,"provider":` to the last key (the caller writes the line's start and its `}\n`).
+/// Never panics; bad data is reported in `errors` with the bytes not decoded.
+pub fn write_event(out: &mut Vec<u8>, scratch: &mut Scratch, tp: &TracepointName<'_>, data: &[u8]) {
+    scratch.clear();
+    out.extend_from_slice(b",\"provider\":");
+    write_str(out, tp.provider);
+    let parts = match parse_event(data) {
+        Ok(parts) => parts,
+        Err(e) => {
+            write_level_keyword(out, tp, tp.level);
+            out.extend_from_slice(b",\"fields\":{},\"errors\":{");
+            out.extend_from_slice(if e.is_header() {
+                b"\"header\":"
+            } else {
+                b"\"extension\":"
+            });
+            write_message(out, format_args!("{e}"));
+            out.extend_from_slice(b"},\"undecoded\":");
+            write_hex(out, data);
+            return;
+        }
+    };
+    let header = parts.header;
+    let big = header.big_endian();
+    let enumerator = match parts
+        .metadata
+        .map(|m| Enumerator::new(m, parts.payload, big))
+    {
+        Some(Ok(e)) => Some(e),
+        Some(Err(_)) => {
+            write_level_keyword(out, tp, header.level);
+            write_header_keys(out, &parts);
+            out.extend_from_slice(b",\"fields\":{},\"errors\":{");
+            write_level_error(out, tp, header.level, true);
+            out.extend_from_slice(
+                b"\"extension\":\"metadata block: the event name has no NUL\"},\"undecoded\":",
+            );
+            write_hex(out, data);
+            return;
+        }
+        None => None,
+    };
+    if let Some(e) = &enumerator {
+        let (name, attrs) = split_event_name(e.event_name());
+        out.extend_from_slice(b",\"name\":");
+        write_escaped_text(out, name);
+        if !attrs.is_empty() {
+            out.extend_from_slice(b",\"event_attributes\":{");
+            for (i, (key, value)) in attributes(attrs).enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                let start = out.len();
+                write_text(out, key);
+                let range = dedupe(out, &scratch.keys, start);
+                scratch.keys.push(range);
+                out.push(b':');
+                write_escaped_text(out, value);
+            }
+            out.push(b'}');
+            scratch.keys.clear();
+        }
+    }
+    write_level_keyword(out, tp, header.level);
+    write_header_keys(out, &parts);
+    let Some(mut enumerator) = enumerator else {
+        out.extend_from_slice(b",\"fields\":{},\"errors\":{");
+        write_level_error(out, tp, header.level, true);
+        out.extend_from_slice(b"\"payload\":\"no metadata extension block\"},\"undecoded\":");
+        write_hex(out, parts.payload);
+        return;
+    };
+    write_fields(out, scratch, &mut enumerator, big);
+    if !scratch.tags.is_empty() {
+        write_field_tags(out, scratch);
+    }
+    let error = enumerator.error();
+    if error.is_none() && header.level == tp.level {
+        return;
+    }
+    out.extend_from_slice(b",\"errors\":{");
+    let errors_from = scratch.keys.len();
+    if header.level != tp.level {
+        let start = out.len();
+        out.extend_from_slice(b"\"level\"");
+        scratch.keys.push((start, out.len()));
+        out.push(b':');
+        write_message(
+            out,
+            format_args!(
+                "header level {} differs from the tracepoint name's level {}",
+                header.level, tp.level
+            ),
+        );
+    }
+    if let Some(error) = error {
+        if scratch.keys.len() > errors_from {
+            out.push(b',');
+        }
+        let start = out.len();
+        out.push(b'"');
+        for (i, &(a, b)) in scratch.err_path.iter().enumerate() {
+            if i > 0 {
+                out.push(b'.');
+            }
+            copy_key_text(out, a, b);
+        }
+        if let Some(name) = error.field {
+            if !scratch.err_path.is_empty() {
+                out.push(b'.');
+            }
+            write_text_contents(out, name);
+        }
+        if out.len() == start + 1 {
+            out.extend_from_slice(b"payload");
+        }
+        out.push(b'"');
+        let range = dedupe(
+            out,
+            scratch.keys.get(errors_from..).unwrap_or_default(),
+            start,
+        );
+        scratch.keys.push(range);
+        out.push(b':');
+        write_message(out, format_args!("{error}"));
+        out.extend_from_slice(b"},\"undecoded\":");
+        write_hex(
+            out,
+            parts.payload.get(error.payload_pos..).unwrap_or_default(),
+        );
+    } else {
+        out.push(b'}');
+    }
+}
+
+/// `,"level":…,"keyword":"0x…"` and `,"group":…` when set.
+fn write_level_keyword(out: &mut Vec<u8>, tp: &TracepointName<'_>, level: u8) {
+    out.extend_from_slice(b",\"level\":");
+    write_int(out, level);
+    out.extend_from_slice(b",\"keyword\":\"");
+    let _ = write!(out, "{:#x}", tp.keyword);
+    out.push(b'"');
+    if let Some(group) = tp.group {
+        out.extend_from_slice(b",\"group\":");
+        write_str(out, group);
+    }
+}
+
+/// `opcode`, `id`/`version`, `tag`, `activity`, `related_activity` when set.
+fn write_header_keys(out: &mut Vec<u8>, parts: &EventParts<'_>) {
+    let h = &parts.header;
+    if h.opcode != 0 {
+        out.extend_from_slice(b",\"opcode\":");
+        write_int(out, h.opcode);
+    }
+    if h.id != 0 || h.version != 0 {
+        out.extend_from_slice(b",\"id\":");
+        write_int(out, h.id);
+        out.extend_from_slice(b",\"version\":");
+        write_int(out, h.version);
+    }
+    if h.tag != 0 {
+        out.extend_from_slice(b",\"tag\":");
+        write_int(out, h.tag);
+    }
+    if let Some(id) = parts.activity {
+        out.extend_from_slice(b",\"activity\":");
+        write_uuid(out, id);
+    }
+    if let Some(id) = parts.related_activity {
+        out.extend_from_slice(b",\"related_activity\":");
+        write_uuid(out, id);
+    }
+}
+
+/// `"level":"…",` inside an `errors` object when the levels differ (with the comma
+/// when `more` errors follow).
+fn write_level_error(out: &mut Vec<u8>, tp: &TracepointName<'_>, level: u8, more: bool) {
+    if level != tp.level {
+        out.extend_from_slice(b"\"level\":");
+        write_message(
+            out,
+            format_args!(
+                "header level {level} differs from the tracepoint name's level {}",
+                tp.level
+            ),
+        );
+        if more {
+            out.push(b',');
+        }
+    }
+}
+
+/// A JSON string from a `Display` message.
+fn write_message(out: &mut Vec<u8>, message: std::fmt::Arguments<'_>) {
+    out.push(b'"');
+    let _ = std::fmt::Write::write_fmt(&mut crate::json_line::Escaped(out), message);
+    out.push(b'"');
+}
+
+/// Text with `;;` escapes as a JSON string of the unescaped text (lossy UTF-8; the
+/// pieces split at ASCII `;`, so no UTF-8 sequence is cut).
+fn write_escaped_text(out: &mut Vec<u8>, text: &[u8]) {
+    if memchr::memmem::find(text, b";;").is_none() {
+        write_text(out, text);
+        return;
+    }
+    out.push(b'"');
+    for piece in unescape(text) {
+        write_text_contents(out, piece);
+    }
+    out.push(b'"');
+}
+
+/// [`write_text`] without the quotes.
+fn write_text_contents(out: &mut Vec<u8>, bytes: &[u8]) {
+    let mark = out.len();
+    write_text(out, bytes);
+    out.pop();
+    out.remove(mark);
+}
+
+/// Copy the text of the key `out[a..b]` (a JSON string) without its quotes.
+fn copy_key_text(out: &mut Vec<u8>, a: usize, b: usize) {
+    let (from, to) = (a + 1, b.saturating_sub(1));
+    if from <= to && to <= out.len() {
+        out.extend_from_within(from..to);
+    }
+}
+
+/// The key just written at `out[start..]` (a JSON string), renamed `key#2`, `key#3`, …
+/// while it equals one of `keys`; returns its range.
+fn dedupe(out: &mut Vec<u8>, keys: &[(usize, usize)], start: usize) -> (usize, usize) {
+    let taken = |out: &[u8]| {
+        let new = out.get(start..);
+        keys.iter().any(|&(a, b)| out.get(a..b) == new)
+    };
+    if !taken(out) {
+        return (start, out.len());
+    }
+    let base = out.len().saturating_sub(1);
+    for n in 2u32.. {
+        out.truncate(base);
+        out.push(b'#');
+        write_int(out, n);
+        out.push(b'"');
+        if !taken(out) {
+            break;
+        }
+    }
+    (start, out.len())
+}
+
+/// Start a member of the innermost open container: the comma, and for objects the
+/// (deduplicated) key; returns the key's range.
+fn member(out: &mut Vec<u8>, s: &mut Scratch, name: &[u8]) -> Option<(usize, usize)> {
+    let top = s.open.last_mut()?;
+    if !top.first {
+        out.push(b',');
+    }
+    top.first = false;
+    if top.array {
+        return None;
+    }
+    let start = out.len();
+    write_text(out, name);
+    let range = dedupe(out, s.keys.get(top.keys_from..).unwrap_or_default(), start);
+    s.keys.push(range);
+    out.push(b':');
+    Some(range)
+}
+
+/// Remember `field`'s tag and path (first visit of its record only).
+fn note_tag(s: &mut Scratch, field: &FieldMeta<'_>, key: Option<(usize, usize)>, seen: &mut usize) {
+    let Some(key) = key else { return };
+    if field.tag == 0 || field.offset < *seen {
+        return;
+    }
+    *seen = field.next;
+    let start = s.paths.len();
+    s.paths.extend(
+        s.open
+            .iter()
+            .filter_map(|o| o.key)
+            .chain(std::iter::once(key)),
+    );
+    s.tags.push((field.tag, start, s.paths.len() - start));
+}
+
+/// `,"fields":{…}` from the walk, closing what is open when it stops early (the path
+/// where it stopped goes to `scratch.err_path`).
+fn write_fields(out: &mut Vec<u8>, s: &mut Scratch, e: &mut Enumerator<'_>, big: bool) {
+    out.extend_from_slice(b",\"fields\":{");
+    s.open.push(Open {
+        array: false,
+        first: true,
+        keys_from: 0,
+        key: None,
+    });
+    let mut seen = 0;
+    for item in e.by_ref() {
+        match item {
+            Item::Value {
+                field,
+                bytes,
+                element,
+            } => {
+                let key = member(out, s, field.name);
+                if !element {
+                    note_tag(s, &field, key, &mut seen);
+                }
+                write_value(out, &field, bytes, big);
+            }
+            Item::StructBegin { field, element } => {
+                let key = member(out, s, field.name);
+                if !element {
+                    note_tag(s, &field, key, &mut seen);
+                }
+                out.push(b'{');
+                s.open.push(Open {
+                    array: false,
+                    first: true,
+                    keys_from: s.keys.len(),
+                    key,
+                });
+            }
+            Item::ArrayBegin { field, .. } => {
+                let key = member(out, s, field.name);
+                note_tag(s, &field, key, &mut seen);
+                out.push(b'[');
+                s.open.push(Open {
+                    array: true,
+                    first: true,
+                    keys_from: s.keys.len(),
+                    key,
+                });
+            }
+            Item::StructEnd { .. } | Item::ArrayEnd { .. } => close(out, s),
+        }
+    }
+    if e.error().is_some() {
+        let path: &[Open] = s.open.get(1..).unwrap_or_default();
+        s.err_path.extend(path.iter().filter_map(|o| o.key));
+        while s.open.len() > 1 {
+            close(out, s);
+        }
+    }
+    out.push(b'}');
+    s.open.clear();
+    s.keys.clear();
+}
+
+/// Close the innermost open container.
+fn close(out: &mut Vec<u8>, s: &mut Scratch) {
+    if s.open.len() <= 1 {
+        return;
+    }
+    if let Some(open) = s.open.pop() {
+        out.push(if open.array { b']' } else { b'}' });
+        s.keys.truncate(open.keys_from);
+    }
+}
+
+/// `,"field_tags":{"path":tag,…}`.
+fn write_field_tags(out: &mut Vec<u8>, s: &mut Scratch) {
+    out.extend_from_slice(b",\"field_tags\":{");
+    s.keys.clear();
+    for i in 0..s.tags.len() {
+        let Some(&(tag, from, len)) = s.tags.get(i) else {
+            break;
+        };
+        if i > 0 {
+            out.push(b',');
+        }
+        let start = out.len();
+        out.push(b'"');
+        for j in 0..len {
+            if let Some(&(a, b)) = s.paths.get(from + j) {
+                if j > 0 {
+                    out.push(b'.');
+                }
+                copy_key_text(out, a, b);
+            }
+        }
+        out.push(b'"');
+        let range = dedupe(out, &s.keys, start);
+        s.keys.push(range);
+        out.push(b':');
+        write_int(out, tag);
+    }
+    out.push(b'}');
+    s.keys.clear();
+}
+
+/// Whether `format` on a Length16 field means "read the bytes as a ValueN".
+fn is_value_format(format: Format) -> bool {
+    !matches!(
+        format,
+        Format::Default
+            | Format::HexBytes
+            | Format::String8
+            | Format::StringUtf
+            | Format::StringUtfBom
+            | Format::StringXml
+            | Format::StringJson
+    )
+}
+
+/// One value of `field` (the bytes the enumerator gave).
+pub fn write_value(out: &mut Vec<u8>, field: &FieldMeta<'_>, bytes: &[u8], big: bool) {
+    let format = field.format();
+    match field.encoding {
+        Encoding::Value8 | Encoding::Value16 | Encoding::Value32 | Encoding::Value64 => {
+            write_int_value(out, format, bytes, big)
+        }
+        Encoding::Value128 => write_value128(out, format, bytes),
+        Encoding::ZStringChar8
+        | Encoding::ZStringChar16
+        | Encoding::ZStringChar32
+        | Encoding::StringLength16Char16
+        | Encoding::StringLength16Char32 => write_string(
+            out,
+            format,
+            bytes,
+            field.encoding.char_size().unwrap_or(1),
+            big,
+        ),
+        Encoding::StringLength16Char8 | Encoding::BinaryLength16Char8 => {
+            let binary = field.encoding == Encoding::BinaryLength16Char8;
+            if is_value_format(format) {
+                match bytes.len() {
+                    0 => out.extend_from_slice(b"null"),
+                    1 | 2 | 4 | 8 => write_int_value(out, format, bytes, big),
+                    16 => write_value128(out, format, bytes),
+                    _ if binary => write_hex(out, bytes),
+                    _ => write_text(out, bytes),
+                }
+            } else if binary && format == Format::Default {
+                write_hex(out, bytes)
+            } else {
+                write_string(out, format, bytes, 1, big)
+            }
+        }
+        Encoding::Struct => out.extend_from_slice(b"null"),
+    }
+}
+
+/// A 1, 2, 4 or 8-byte value (any other length: its hex).
+fn write_int_value(out: &mut Vec<u8>, format: Format, bytes: &[u8], big: bool) {
+    let n = bytes.len();
+    let mut buf = [0u8; 8];
+    let Some(slot) = buf.get_mut(..n).filter(|_| matches!(n, 1 | 2 | 4 | 8)) else {
+        return write_hex(out, bytes);
+    };
+    slot.copy_from_slice(bytes);
+    if big {
+        slot.reverse();
+    }
+    let u = u64::from_le_bytes(buf);
+    let shift = 64 - 8 * n as u32;
+    let s = ((u << shift) as i64) >> shift;
+    match format {
+        Format::SignedInt => write_int(out, s),
+        Format::HexInt => {
+            let _ = write!(out, "\"{u:#x}\"");
+        }
+        Format::Errno if n == 4 => write_int(out, s),
+        Format::Pid if n >= 4 => write_int(out, s),
+        Format::Time if n >= 4 => write_time(out, s),
+        Format::Boolean => match u {
+            0 => out.extend_from_slice(b"false"),
+            1 => out.extend_from_slice(b"true"),
+            _ if n <= 4 => write_int(out, u as u32 as i32),
+            _ => write_int(out, u),
+        },
+        Format::Float if n == 4 => write_float(out, f64::from(f32::from_bits(u as u32)), true),
+        Format::Float if n == 8 => write_float(out, f64::from_bits(u), false),
+        Format::HexBytes => write_hex(out, bytes),
+        Format::String8 if n == 1 => {
+            out.push(b'"');
+            push_char(out, char::from(bytes[0]));
+            out.push(b'"');
+        }
+        Format::StringUtf if (2..=4).contains(&n) => {
+            out.push(b'"');
+            push_char(out, char::from_u32(u as u32).unwrap_or('\u{FFFD}'));
+            out.push(b'"');
+        }
+        Format::Port if n == 2 => write_int(out, u16::from_be_bytes([bytes[0], bytes[1]])),
+        Format::IpAddress | Format::IpAddressObsolete if n == 4 => {
+            out.push(b'"');
+            for (i, b) in bytes.iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                write_int(out, *b);
+            }
+            out.push(b'"');
+        }
+        _ => write_int(out, u),
+    }
+}
+
+/// A 16-byte value: UUID, IPv6 or hex.
+fn write_value128(out: &mut Vec<u8>, format: Format, bytes: &[u8]) {
+    let Some(b) = bytes.first_chunk::<16>() else {
+        return write_hex(out, bytes);
+    };
+    match format {
+        Format::Uuid => write_uuid(out, b),
+        Format::IpAddress | Format::IpAddressObsolete => {
+            let _ = write!(out, "\"{}\"", std::net::Ipv6Addr::from(*b));
+        }
+        _ => write_hex(out, bytes),
+    }
+}
+
+/// `"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"` from 16 bytes in network order.
+fn write_uuid(out: &mut Vec<u8>, b: &[u8; 16]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push(b'"');
+    for (i, &byte) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            out.push(b'-');
+        }
+        out.extend_from_slice(&[HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 15)]]);
+    }
+    out.push(b'"');
+}
+
+/// A float: the shortest text that reads back the same (`f32` shortest for `f32`
+/// values), or `"NaN"`, `"Infinity"`, `"-Infinity"`.
+fn write_float(out: &mut Vec<u8>, v: f64, single: bool) {
+    if v.is_nan() {
+        out.extend_from_slice(b"\"NaN\"");
+    } else if v.is_infinite() {
+        out.extend_from_slice(if v > 0.0 {
+            b"\"Infinity\""
+        } else {
+            b"\"-Infinity\""
+        });
+    } else if single {
+        let _ = write!(out, "{:?}", v as f32);
+    } else {
+        let _ = write!(out, "{v:?}");
+    }
+}
+
+/// `time_t` seconds as `"YYYY-MM-DDTHH:MM:SSZ"` (years 0..=9999, RFC 3339's range),
+/// else the number.
+fn write_time(out: &mut Vec<u8>, secs: i64) {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    if !(0..=9999).contains(&year) {
+        return write_int(out, secs);
+    }
+    let _ = write!(
+        out,
+        "\"{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z\"",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    );
+}
+
+/// A string of `unit`-byte code units in the given format.
+fn write_string(out: &mut Vec<u8>, format: Format, bytes: &[u8], unit: usize, big: bool) {
+    match format {
+        Format::HexBytes => write_hex(out, bytes),
+        Format::String8 => {
+            out.push(b'"');
+            for &b in bytes {
+                push_char(out, char::from(b));
+            }
+            out.push(b'"');
+        }
+        Format::StringUtfBom | Format::StringXml | Format::StringJson => {
+            let (unit, big, skip) = match bytes {
+                [0, 0, 0xfe, 0xff, ..] => (4, true, 4),
+                [0xff, 0xfe, 0, 0, ..] => (4, false, 4),
+                [0xfe, 0xff, ..] => (2, true, 2),
+                [0xff, 0xfe, ..] => (2, false, 2),
+                [0xef, 0xbb, 0xbf, ..] => (1, big, 3),
+                _ => (unit, big, 0),
+            };
+            write_units(out, bytes.get(skip..).unwrap_or_default(), unit, big)
+        }
+        _ => write_units(out, bytes, unit, big),
+    }
+}
+
+/// UTF-8, UTF-16 or UTF-32 code units as a JSON string (invalid → U+FFFD).
+fn write_units(out: &mut Vec<u8>, bytes: &[u8], unit: usize, big: bool) {
+    match unit {
+        2 => {
+            out.push(b'"');
+            let chunks = bytes.chunks_exact(2);
+            let partial = !chunks.remainder().is_empty();
+            let units = chunks.map(|c| {
+                let b = [c[0], c[1]];
+                if big {
+                    u16::from_be_bytes(b)
+                } else {
+                    u16::from_le_bytes(b)
+                }
+            });
+            for c in char::decode_utf16(units) {
+                push_char(out, c.unwrap_or('\u{FFFD}'));
+            }
+            if partial {
+                push_char(out, '\u{FFFD}');
+            }
+            out.push(b'"');
+        }
+        4 => {
+            out.push(b'"');
+            let chunks = bytes.chunks_exact(4);
+            let partial = !chunks.remainder().is_empty();
+            for c in chunks {
+                let b = [c[0], c[1], c[2], c[3]];
+                let v = if big {
+                    u32::from_be_bytes(b)
+                } else {
+                    u32::from_le_bytes(b)
+                };
+                push_char(out, char::from_u32(v).unwrap_or('\u{FFFD}'));
+            }
+            if partial {
+                push_char(out, '\u{FFFD}');
+            }
+            out.push(b'"');
+        }
+        _ => write_text(out, bytes),
+    }
+}
+
+/// One character inside a JSON string, escaped as serde_json escapes.
+fn push_char(out: &mut Vec<u8>, c: char) {
+    match c {
+        '"' => out.extend_from_slice(b"\\\""),
+        '\\' => out.extend_from_slice(b"\\\\"),
+        '\n' => out.extend_from_slice(b"\\n"),
+        '\r' => out.extend_from_slice(b"\\r"),
+        '\t' => out.extend_from_slice(b"\\t"),
+        '\u{8}' => out.extend_from_slice(b"\\b"),
+        '\u{c}' => out.extend_from_slice(b"\\f"),
+        c if (c as u32) < 0x20 => {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        }
+        c => {
+            let mut buf = [0u8; 4];
+            out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        }
+    }
+}
