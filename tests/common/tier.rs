@@ -103,18 +103,3 @@ macro_rules! require {
         }
     };
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tier_lists() {
-        assert!(required_in("pure,host,vm,pipelines", Tier::Vm));
-        assert!(required_in("pure host", Tier::Host));
-        assert!(required_in("all", Tier::Pipelines));
-        assert!(!required_in("pure,host", Tier::Vm));
-        assert!(!required_in("", Tier::Pure));
-        assert!(!required_in("hostile", Tier::Host));
-    }
-}
