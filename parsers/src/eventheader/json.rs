@@ -686,9 +686,19 @@ fn write_float(out: &mut Vec<u8>, v: f64, single: bool) {
             b"\"-Infinity\""
         });
     } else if single {
-        let _ = write!(out, "{:?}", v as f32);
+        let _ = std::fmt::Write::write_fmt(&mut Raw(out), format_args!("{:?}", v as f32));
     } else {
-        let _ = write!(out, "{v:?}");
+        let _ = std::fmt::Write::write_fmt(&mut Raw(out), format_args!("{v:?}"));
+    }
+}
+
+/// `fmt::Write` into a `Vec<u8>` (no `io::Write` adapter and its error to drop).
+struct Raw<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for Raw<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
     }
 }
 

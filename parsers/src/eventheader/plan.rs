@@ -33,7 +33,7 @@ use super::enums::{Encoding, Format};
 use super::header::read_u16;
 use super::json::{Open, Scratch, close, member, note_tag, write_field_tags, write_name};
 use super::metadata::{ArrayKind, FieldMeta, read_field};
-use crate::json_line::write_text;
+use crate::json_line::{write_int, write_text};
 
 /// The number of metadata blocks a [`PlanCache`] remembers.
 pub const PLAN_CACHE_ENTRIES: usize = 512;
@@ -59,37 +59,44 @@ enum Count {
 /// How a value's bytes become JSON.
 #[derive(Debug, Clone, Copy)]
 enum Kind {
-    /// Value8..Value64 in this format ([`super::json::write_int_value`]).
+    /// Value8..Value64 of this many bytes shown as an unsigned number (the default).
+    Unsigned(u8),
+    /// Value8..Value64 of this many bytes shown as a signed number.
+    Signed(u8),
+    /// Value8..Value64 in another format ([`super::json::write_int_value`]).
     Int(Format),
-    /// UTF-8 text ([`write_text`]).
+    /// A Length16 string of UTF-8 text ([`write_text`]).
     Text,
     /// Anything else ([`super::json::write_value_as`]).
     Other(Format),
 }
 
-/// One step of a plan.
+/// One step of a plan: the constant text since the step before (commas, keys, the
+/// braces of structs, which take no payload), then what the payload gives.
 #[derive(Debug, Clone, Copy)]
-enum Op {
-    /// A value: its prefix (comma, key, `:`), then the value.
-    Value {
-        text: Span,
-        encoding: Encoding,
-        kind: Kind,
-    },
-    /// A struct starts: its prefix ends with `{`.
-    Begin { text: Span },
-    /// The struct begun last ends: `}`.
-    End,
-    /// An array of values: prefix ending with `[`, the elements, `]`.
+struct Op {
+    text: Span,
+    /// The [`super::Enumerator`]'s items the text and the step stand for (struct begins
+    /// and ends, the value or the array's begin and end; not the elements).
+    items: u32,
+    what: What,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum What {
+    /// Nothing more (the text that ends a body).
+    Text,
+    /// A value.
+    Value { encoding: Encoding, kind: Kind },
+    /// An array of values: the text ends with `[`; the elements, `]`.
     Values {
-        text: Span,
         count: Count,
         encoding: Encoding,
         kind: Kind,
     },
-    /// An array of structs: prefix ending with `[`, each element as `{`, the `body` ops
+    /// An array of structs: the text ends with `[`; each element as `{`, the `body` ops
     /// that follow this one, `}`; then `]`.
-    Structs { text: Span, count: Count, body: u32 },
+    Structs { count: Count, body: u32 },
 }
 
 /// What one metadata block compiles to.
@@ -257,6 +264,8 @@ fn compile(meta: &[u8], big: bool) -> Option<Plan> {
         s: Scratch::default(),
         fields: 0,
         seen: 0,
+        pending: 0,
+        pending_items: 0,
     };
     write_name(&mut c.text, &mut c.s.keys, meta.get(..name_len)?);
     let head = c.text.as_slice().into();
@@ -270,6 +279,7 @@ fn compile(meta: &[u8], big: bool) -> Option<Plan> {
     });
     let mut pos = name_len + 1;
     c.body(&mut pos, u32::MAX, 1, false)?;
+    c.flush();
     let tags_from = c.text.len();
     if !c.s.tags.is_empty() {
         write_field_tags(&mut c.text, &mut c.s);
@@ -295,12 +305,28 @@ struct Compiler<'m> {
     s: Scratch,
     fields: usize,
     seen: usize,
+    /// Where the text not yet in an op starts, and the items it stands for.
+    pending: usize,
+    pending_items: u32,
 }
 
 impl Compiler<'_> {
-    /// The prefix written since `start`, as a span.
-    fn span(&self, start: usize) -> Span {
-        (start as u32, self.text.len() as u32)
+    /// An op with the text since the last one.
+    fn op(&mut self, items: u32, what: What) {
+        self.ops.push(Op {
+            text: (self.pending as u32, self.text.len() as u32),
+            items: self.pending_items + items,
+            what,
+        });
+        self.pending = self.text.len();
+        self.pending_items = 0;
+    }
+
+    /// An op for the text left at the end of a body, if any.
+    fn flush(&mut self) {
+        if self.pending != self.text.len() || self.pending_items != 0 {
+            self.op(0, What::Text);
+        }
     }
 
     /// Close the innermost open container without writing its bracket.
@@ -327,7 +353,6 @@ impl Compiler<'_> {
             }
             *pos = field.next;
             remaining -= 1;
-            let start = self.text.len();
             let key = member(&mut self.text, &mut self.s, field.name);
             note_tag(&mut self.s, &field, key, &mut self.seen);
             let count = match field.array {
@@ -335,10 +360,8 @@ impl Compiler<'_> {
                     if depth > MAX_STRUCT_DEPTH {
                         return None;
                     }
+                    // Constant text: the braces join the text of the next op.
                     self.text.push(b'{');
-                    self.ops.push(Op::Begin {
-                        text: self.span(start),
-                    });
                     self.open(false, key);
                     self.body(
                         pos,
@@ -346,48 +369,50 @@ impl Compiler<'_> {
                         depth + 1,
                         in_struct_array,
                     )?;
-                    self.close();
-                    self.ops.push(Op::End);
+                    close(&mut self.text, &mut self.s);
+                    self.pending_items += 2;
                     continue;
                 }
                 ArrayKind::Scalar => {
-                    self.ops.push(Op::Value {
-                        text: self.span(start),
-                        encoding: field.encoding,
-                        kind: kind(&field),
-                    });
+                    let (encoding, kind) = (field.encoding, kind(&field));
+                    self.op(1, What::Value { encoding, kind });
                     continue;
                 }
                 ArrayKind::Constant(n) => Count::Const(n),
                 ArrayKind::Variable => Count::Var,
             };
             self.text.push(b'[');
-            let text = self.span(start);
             if field.encoding != Encoding::Struct {
-                self.ops.push(Op::Values {
-                    text,
-                    count,
-                    encoding: field.encoding,
-                    kind: kind(&field),
-                });
+                let (encoding, kind) = (field.encoding, kind(&field));
+                self.op(
+                    2,
+                    What::Values {
+                        count,
+                        encoding,
+                        kind,
+                    },
+                );
                 continue;
             }
             if depth > MAX_STRUCT_DEPTH {
                 return None;
             }
             let at = self.ops.len();
-            self.ops.push(Op::Structs {
-                text,
-                count,
-                body: 0,
-            });
+            self.op(2, What::Structs { count, body: 0 });
             self.open(true, key);
             self.open(false, None);
             self.body(pos, u32::from(field.format_byte), depth + 1, true)?;
+            self.flush();
             self.close();
             self.close();
+            // The brackets the walk writes are not constant text.
+            self.pending = self.text.len();
             let len = u32::try_from(self.ops.len() - at - 1).ok()?;
-            if let Some(Op::Structs { body, .. }) = self.ops.get_mut(at) {
+            if let Some(Op {
+                what: What::Structs { body, .. },
+                ..
+            }) = self.ops.get_mut(at)
+            {
                 *body = len;
             }
         }
@@ -406,13 +431,16 @@ impl Compiler<'_> {
 
 fn kind(field: &FieldMeta<'_>) -> Kind {
     let format = field.format();
+    let size = field.encoding.fixed_size().unwrap_or(0) as u8;
     match field.encoding {
         Encoding::Value8 | Encoding::Value16 | Encoding::Value32 | Encoding::Value64 => {
-            Kind::Int(format)
+            match format {
+                Format::Default | Format::UnsignedInt => Kind::Unsigned(size),
+                Format::SignedInt => Kind::Signed(size),
+                _ => Kind::Int(format),
+            }
         }
-        Encoding::StringLength16Char8 | Encoding::ZStringChar8
-            if matches!(format, Format::Default | Format::StringUtf) =>
-        {
+        Encoding::StringLength16Char8 if matches!(format, Format::Default | Format::StringUtf) => {
             Kind::Text
         }
         _ => Kind::Other(format),
@@ -432,8 +460,29 @@ struct Walk<'p> {
 impl Walk<'_> {
     #[inline]
     fn item(&mut self) -> Option<()> {
-        self.budget = self.budget.checked_sub(1)?;
+        self.items(1)
+    }
+
+    #[inline]
+    fn items(&mut self, n: u32) -> Option<()> {
+        self.budget = self.budget.checked_sub(n as usize)?;
         Some(())
+    }
+
+    /// A Value8..Value64 of `size` bytes as a zero-extended number.
+    #[inline]
+    fn uint(&mut self, size: u8) -> Option<u64> {
+        let size = usize::from(size);
+        let bytes = self.payload.get(self.pos..self.pos + size)?;
+        self.pos += size;
+        let mut buf = [0u8; 8];
+        if self.big {
+            buf.get_mut(8 - size..)?.copy_from_slice(bytes);
+            Some(u64::from_be_bytes(buf))
+        } else {
+            buf.get_mut(..size)?.copy_from_slice(bytes);
+            Some(u64::from_le_bytes(buf))
+        }
     }
 
     fn count(&mut self, count: Count) -> Option<u16> {
@@ -449,13 +498,26 @@ impl Walk<'_> {
 
     #[inline]
     fn value(&mut self, out: &mut Vec<u8>, encoding: Encoding, kind: Kind) -> Option<()> {
-        let (bytes, used) = read_value(self.payload, self.pos, encoding, self.big).ok()?;
-        self.pos += used;
         match kind {
-            Kind::Int(format) => super::json::write_int_value(out, format, bytes, self.big),
-            Kind::Text => write_text(out, bytes),
-            Kind::Other(format) => {
-                super::json::write_value_as(out, encoding, format, bytes, self.big)
+            Kind::Unsigned(size) => write_int(out, self.uint(size)?),
+            Kind::Signed(size) => {
+                let shift = 64 - 8 * u32::from(size);
+                write_int(out, ((self.uint(size)? << shift) as i64) >> shift)
+            }
+            Kind::Text => {
+                let rest = self.payload.get(self.pos..)?;
+                let n = usize::from(read_u16(rest, 0, self.big)?);
+                write_text(out, rest.get(2..2 + n)?);
+                self.pos += 2 + n;
+            }
+            Kind::Int(format) | Kind::Other(format) => {
+                let (bytes, used) = read_value(self.payload, self.pos, encoding, self.big).ok()?;
+                self.pos += used;
+                if let Kind::Int(_) = kind {
+                    super::json::write_int_value(out, format, bytes, self.big)
+                } else {
+                    super::json::write_value_as(out, encoding, format, bytes, self.big)
+                }
             }
         }
         Some(())
@@ -495,20 +557,12 @@ impl Plan {
         let mut i = 0;
         while let Some(&op) = ops.get(i) {
             i += 1;
-            w.item()?;
-            match op {
-                Op::Value {
-                    text,
-                    encoding,
-                    kind,
-                } => {
-                    out.extend_from_slice(self.text(text));
-                    w.value(out, encoding, kind)?;
-                }
-                Op::Begin { text } => out.extend_from_slice(self.text(text)),
-                Op::End => out.push(b'}'),
-                Op::Values {
-                    text,
+            w.items(op.items)?;
+            out.extend_from_slice(self.text(op.text));
+            match op.what {
+                What::Text => {}
+                What::Value { encoding, kind } => w.value(out, encoding, kind)?,
+                What::Values {
                     count,
                     encoding,
                     kind,
@@ -520,7 +574,6 @@ impl Plan {
                             return None;
                         }
                     }
-                    out.extend_from_slice(self.text(text));
                     for e in 0..n {
                         w.item()?;
                         if e > 0 {
@@ -528,23 +581,19 @@ impl Plan {
                         }
                         w.value(out, encoding, kind)?;
                     }
-                    w.item()?;
                     out.push(b']');
                 }
-                Op::Structs { text, count, body } => {
+                What::Structs { count, body } => {
                     let n = w.count(count)?;
                     let end = i + body as usize;
                     let body = ops.get(i..end)?;
                     i = end;
-                    out.extend_from_slice(self.text(text));
                     for e in 0..n {
-                        w.item()?;
+                        w.items(2)?;
                         out.extend_from_slice(if e > 0 { b",{" } else { b"{" });
                         self.run(out, body, w)?;
-                        w.item()?;
                         out.push(b'}');
                     }
-                    w.item()?;
                     out.push(b']');
                 }
             }
