@@ -265,16 +265,21 @@ pub(super) fn write_name(out: &mut Vec<u8>, keys: &mut Vec<(usize, usize)>, even
 /// Lowercase hex digits.
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// `v` as `{:#x}` writes it, without the formatting machinery.
+fn write_hash_x(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(b"0x");
+    let digits = (67 - v.leading_zeros()) / 4;
+    for i in (0..digits.max(1)).rev() {
+        out.push(HEX[(v >> (4 * i)) as usize & 15]);
+    }
+}
+
 /// `,"level":…,"keyword":"0x…"` and `,"group":…` when set.
 fn write_level_keyword(out: &mut Vec<u8>, tp: &TracepointName<'_>, level: u8) {
     out.extend_from_slice(b",\"level\":");
     write_int(out, level);
-    out.extend_from_slice(b",\"keyword\":\"0x");
-    // `{:#x}`'s digits without the formatting machinery.
-    let digits = (67 - tp.keyword.leading_zeros()) / 4;
-    for i in (0..digits.max(1)).rev() {
-        out.push(HEX[(tp.keyword >> (4 * i)) as usize & 15]);
-    }
+    out.extend_from_slice(b",\"keyword\":\"");
+    write_hash_x(out, tp.keyword);
     out.push(b'"');
     if let Some(group) = tp.group {
         out.extend_from_slice(b",\"group\":");
@@ -609,7 +614,9 @@ pub(super) fn write_int_value(out: &mut Vec<u8>, format: Format, bytes: &[u8], b
     match format {
         Format::SignedInt => write_int(out, s),
         Format::HexInt => {
-            let _ = write!(out, "\"{u:#x}\"");
+            out.push(b'"');
+            write_hash_x(out, u);
+            out.push(b'"');
         }
         Format::Errno if n == 4 => write_int(out, s),
         Format::Pid if n >= 4 => write_int(out, s),
