@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::hint::black_box;
 use std::path::PathBuf;
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 use tracepoint_decode::{EventHeaderEnumeratorContext, PerfConvertOptions};
 use uevrec_parsers::field_type::resolve_field;
 use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
@@ -207,5 +207,50 @@ fn bench(c: &mut Criterion) {
     eprint!("tracepoint_decode: {text}");
 }
 
+/// `UEVREC_EH_PASSES=<corpus|otel>:<n>`: write `n` passes of one case (a corpus pass is
+/// its 374 records, an OTel pass 1000 records) with uevrec and exit, without criterion:
+/// for `valgrind --tool=callgrind` instruction counts (BENCHMARKS.md has the command).
+fn passes(spec: &str) {
+    let (case, n) = spec.split_once(':').expect("case:n");
+    let n: u64 = n.parse().expect("a number of passes");
+    let records = match case {
+        "corpus" => corpus().expect("the corpus"),
+        "otel" => vec![("otel_L4K1".to_string(), otel_log()); 1000],
+        _ => panic!("unknown case {case}"),
+    };
+    let prepared: Vec<_> = records
+        .iter()
+        .map(|(n, _)| PreparedFormat::new(&format(n), "user_events", n, None))
+        .collect();
+    let mut writer = LineWriter::new(LineOptions::default());
+    let mut out = Vec::with_capacity(1 << 20);
+    let mut total = 0;
+    for pass in 0..n {
+        out.clear();
+        for (i, ((_, raw), p)) in records.iter().zip(&prepared).enumerate() {
+            let stamp = RecordStamp {
+                time_unix_ns: Some(T0 + (pass * 1000 + i as u64) * 1_000),
+                cpu: 1,
+                pid: 42,
+                tid: 42,
+            };
+            writer.write_prepared(&mut out, &stamp, p, black_box(raw));
+        }
+        total += black_box(out.len());
+    }
+    eprintln!(
+        "{case}: {n} passes of {} records, {total} bytes",
+        records.len()
+    );
+}
+
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn main() {
+    if let Ok(spec) = std::env::var("UEVREC_EH_PASSES") {
+        passes(&spec);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

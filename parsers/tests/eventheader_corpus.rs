@@ -333,3 +333,33 @@ fn count(v: &Value) -> usize {
         _ => 1,
     }
 }
+
+/// Every corpus record takes a compiled plan (one scratch for the whole file, as a
+/// recorder's writer has), and the plan writes what the streaming writer writes.
+#[test]
+fn corpus_plans_write_what_the_streaming_writer_writes() {
+    use uevrec_parsers::eventheader::TracepointName;
+    use uevrec_parsers::eventheader::json::{
+        Scratch, write_event, write_event_planned, write_event_streaming,
+    };
+    let Some(records) = records() else { return };
+    let (mut s, mut t) = (Scratch::default(), Scratch::default());
+    let mut planned = 0;
+    for (name, payload) in &records {
+        let tp = TracepointName::parse(name).expect("EventHeader name");
+        let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+        write_event(&mut a, &mut s, &tp, payload);
+        write_event_streaming(&mut b, &mut t, &tp, payload);
+        assert_eq!(
+            String::from_utf8_lossy(&a),
+            String::from_utf8_lossy(&b),
+            "{name}"
+        );
+        if write_event_planned(&mut c, &mut s, &tp, payload) {
+            assert_eq!(c, b, "{name}");
+            planned += 1;
+        }
+    }
+    println!("{planned} of {} records planned", records.len());
+    assert_eq!(planned, RECORDS);
+}

@@ -834,3 +834,310 @@ proptest! {
         prop_assert_eq!(&l["fields"], &Value::Object(expected));
     }
 }
+
+/// A field for the plan-identity tests: every encoding, formats, tags, both array kinds,
+/// structs and arrays of structs, names that repeat.
+#[derive(Clone, Debug)]
+enum Any {
+    Val(u8, Option<u8>, u16),
+    Arr(u8, Option<u8>, u16, Option<u16>, u16),
+    Struct(u16, Vec<Any>),
+    Structs(u16, Option<u16>, u16, Vec<Any>),
+}
+
+fn gen_any() -> impl Strategy<Value = Any> {
+    let enc = prop_oneof![2u8..=13, Just(10u8), Just(4u8)];
+    let format = prop_oneof![
+        Just(None),
+        (0u8..16).prop_map(Some),
+        any::<u8>().prop_map(|f| Some(f & 0x7f))
+    ];
+    let tag = prop_oneof![3 => Just(0u16), 1 => 1u16..4];
+    let len = prop_oneof![Just(None), (1u16..4).prop_map(Some)];
+    let leaf = prop_oneof![
+        (enc.clone(), format.clone(), tag.clone()).prop_map(|(e, f, t)| Any::Val(e, f, t)),
+        (enc, format, tag.clone(), len.clone(), 0u16..4)
+            .prop_map(|(e, f, t, l, n)| Any::Arr(e, f, t, l, n)),
+    ];
+    leaf.prop_recursive(3, 24, 4, move |inner| {
+        prop_oneof![
+            (tag.clone(), prop::collection::vec(inner.clone(), 1..4))
+                .prop_map(|(t, c)| Any::Struct(t, c)),
+            (
+                tag.clone(),
+                len.clone(),
+                0u16..3,
+                prop::collection::vec(inner, 0..3)
+            )
+                .prop_map(|(t, l, n, c)| Any::Structs(t, l, n, c)),
+        ]
+    })
+}
+
+/// Deterministic payload bytes from an entropy vector.
+struct Bytes<'a>(&'a [u8], usize);
+
+impl Bytes<'_> {
+    fn next(&mut self) -> u8 {
+        let b = self
+            .0
+            .get(self.1 % self.0.len().max(1))
+            .copied()
+            .unwrap_or(7);
+        self.1 += 1;
+        b.wrapping_add((self.1 / self.0.len().max(1)) as u8)
+    }
+    /// One value of encoding `enc` (low 5 bits).
+    fn value(&mut self, ev: Ev, enc: u8) -> Ev {
+        let text = |r: &mut Self, n: usize| -> Vec<u8> {
+            const CHARS: &[u8] = b"ab \"\\\n\xc3\xa9\xff;=";
+            (0..n)
+                .map(|_| CHARS[usize::from(r.next()) % CHARS.len()])
+                .collect()
+        };
+        match enc {
+            2..=6 => {
+                let n = [1, 2, 4, 8, 16][usize::from(enc - 2)];
+                let b: Vec<u8> = (0..n).map(|_| self.next()).collect();
+                ev.data(&b)
+            }
+            7 => {
+                let n = usize::from(self.next() % 5);
+                let mut t: Vec<u8> = text(self, n).into_iter().map(|c| c.max(1)).collect();
+                t.push(0);
+                ev.data(&t)
+            }
+            8 | 9 => {
+                let unit = if enc == 8 { 2 } else { 4 };
+                let n = usize::from(self.next() % 3);
+                let mut t = Vec::new();
+                for _ in 0..n {
+                    let c = u32::from(self.next()) + 1;
+                    if ev.big {
+                        t.extend_from_slice(&c.to_be_bytes()[4 - unit..]);
+                    } else {
+                        t.extend_from_slice(&c.to_le_bytes()[..unit]);
+                    }
+                }
+                t.extend(std::iter::repeat_n(0, unit));
+                ev.data(&t)
+            }
+            10..=13 => {
+                let unit = [1, 2, 4, 1][usize::from(enc - 10)];
+                let n = usize::from(self.next() % 6);
+                let t = if unit == 1 {
+                    text(self, n)
+                } else {
+                    (0..n * unit).map(|_| self.next()).collect()
+                };
+                ev.d16(n as u16).data(&t)
+            }
+            _ => ev,
+        }
+    }
+}
+
+const NAMES: [&str; 5] = ["a", "b", "a#2", "é;x=1", "\"q"];
+
+/// Append `g` as field `name`; whether a tag sits inside an array of structs.
+fn emit_any(ev: Ev, name: &str, g: &Any, r: &mut Bytes, in_array: bool) -> (Ev, bool) {
+    match g {
+        Any::Val(e, f, t) => {
+            let ev = ev.field(name, *e, *f, *t, None);
+            (r.value(ev, *e), in_array && *t != 0)
+        }
+        Any::Arr(e, f, t, len, n) => {
+            let mut ev = ev.field(
+                name,
+                *e | if len.is_none() { 0x40 } else { 0 },
+                *f,
+                *t,
+                *len,
+            );
+            let n = len.unwrap_or(*n);
+            if len.is_none() {
+                ev = ev.d16(n);
+            }
+            for _ in 0..n {
+                ev = r.value(ev, *e);
+            }
+            (ev, in_array && *t != 0)
+        }
+        Any::Struct(t, children) => {
+            let mut ev = ev.field(name, 1, Some(children.len() as u8), *t, None);
+            let mut tagged = in_array && *t != 0;
+            for (i, c) in children.iter().enumerate() {
+                let (e, tg) = emit_any(ev, NAMES[i % NAMES.len()], c, r, in_array);
+                ev = e;
+                tagged |= tg;
+            }
+            (ev, tagged)
+        }
+        Any::Structs(t, len, n, children) => {
+            let enc = 1 | if len.is_none() { 0x40 } else { 0 };
+            let mut ev = ev.field(name, enc, Some(children.len() as u8), *t, *len);
+            let n = len.unwrap_or(*n);
+            if len.is_none() {
+                ev = ev.d16(n);
+            }
+            // The metadata of the children once, their payload per element.
+            let mut meta_only = Ev {
+                payload: Vec::new(),
+                ..ev.clone()
+            };
+            let mut tagged = in_array && *t != 0;
+            let mut elements = Vec::new();
+            for k in 0..n.max(1) {
+                let mut el = Ev {
+                    payload: Vec::new(),
+                    ..meta_only.clone()
+                };
+                for (i, c) in children.iter().enumerate() {
+                    let (e, tg) = emit_any(el, NAMES[i % NAMES.len()], c, r, true);
+                    el = e;
+                    tagged |= tg;
+                }
+                if k == 0 {
+                    meta_only.meta = el.meta.clone();
+                }
+                elements.push(el.payload);
+            }
+            ev.meta = meta_only.meta;
+            for p in elements.iter().take(usize::from(n)) {
+                ev.payload.extend_from_slice(p);
+            }
+            (ev, tagged)
+        }
+    }
+}
+
+/// The EventHeader part of the line through [`write_event`] (its plan, cached on the
+/// first call, then from the cache) and through the streaming writer: the same bytes.
+/// Returns whether the plan wrote the event.
+fn plan_matches_stream(tp: &str, data: &[u8]) -> bool {
+    use uevrec_parsers::eventheader::TracepointName;
+    use uevrec_parsers::eventheader::json::{
+        Scratch, write_event, write_event_planned, write_event_streaming,
+    };
+    let tp = TracepointName::parse(tp).unwrap();
+    let mut s = Scratch::default();
+    let mut stream = b"line start".to_vec();
+    write_event_streaming(&mut stream, &mut s, &tp, data);
+    for _ in 0..2 {
+        let mut out = b"line start".to_vec();
+        write_event(&mut out, &mut s, &tp, data);
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(&stream),
+            "write_event and the streaming writer differ"
+        );
+    }
+    let mut out = b"line start".to_vec();
+    let planned = write_event_planned(&mut out, &mut s, &tp, data);
+    if planned {
+        assert_eq!(out, stream, "the plan's line differs");
+    }
+    planned
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// Valid events take the plan (unless a tag sits inside an array of structs), and
+    /// it writes what the streaming writer writes; so do arbitrary byte changes and
+    /// truncations of them (plan or fallback).
+    #[test]
+    fn plans_write_what_the_streaming_writer_writes(
+        tree in prop::collection::vec(gen_any(), 0..6),
+        entropy in prop::collection::vec(any::<u8>(), 1..64),
+        big in any::<bool>(),
+        level in prop_oneof![4 => Just(4u8), 1 => any::<u8>()],
+        muts in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+        cut in prop::option::of(any::<prop::sample::Index>()),
+    ) {
+        let mut ev = Ev::new("Ev;k=v;k=w", big);
+        ev.level = level;
+        let mut r = Bytes(&entropy, 0);
+        let mut tag_in_array = false;
+        for (i, g) in tree.iter().enumerate() {
+            let (e, t) = emit_any(ev, NAMES[i % NAMES.len()], g, &mut r, false);
+            ev = e;
+            tag_in_array |= t;
+        }
+        let data = ev.bytes();
+        let planned = plan_matches_stream(TP, &data);
+        if level == 4 && !tag_in_array && ev.meta.as_ref().unwrap().len() <= 2048 {
+            prop_assert!(planned, "a valid event did not take the plan: {:?}", tree);
+        }
+        let mut bad = data.clone();
+        for (i, b) in &muts {
+            let at = i.index(bad.len());
+            bad[at] = *b;
+        }
+        if let Some(c) = cut {
+            bad.truncate(c.index(bad.len() + 1));
+        }
+        plan_matches_stream(TP, &bad);
+        // Trailing bytes (perf's padding) stay outside the line.
+        let mut padded = data;
+        padded.extend_from_slice(&[0, 0, 0, 0]);
+        plan_matches_stream(TP, &padded);
+    }
+
+    #[test]
+    fn plans_of_arbitrary_metadata_write_what_the_streaming_writer_writes(
+        meta in prop::collection::vec(prop_oneof![Just(0u8), Just(b'a'), Just(1u8), Just(2u8), Just(0x41), Just(0x21), Just(0x81), Just(0x8a), any::<u8>()], 0..80),
+        payload in prop::collection::vec(any::<u8>(), 0..80),
+        big in any::<bool>(),
+    ) {
+        let mut ev = Ev::new("", big);
+        ev.meta = Some(meta);
+        ev.payload = payload;
+        plan_matches_stream(TP, &ev.bytes());
+    }
+}
+
+/// A plan survives its cache: many metadata blocks (more than the cache holds) in turn,
+/// each event written by plan or stream the same.
+#[test]
+fn plan_cache_keeps_lines_identical_past_its_bound() {
+    use uevrec_parsers::eventheader::TracepointName;
+    use uevrec_parsers::eventheader::json::{Scratch, write_event, write_event_streaming};
+    use uevrec_parsers::eventheader::plan::PLAN_CACHE_ENTRIES;
+    let tp = TracepointName::parse(TP).unwrap();
+    let events: Vec<Vec<u8>> = (0..PLAN_CACHE_ENTRIES + 5)
+        .map(|i| {
+            Ev::new(&format!("E{i}"), i % 2 == 0)
+                .field("n", 4, Some(2), 0, None)
+                .d32(i as u32)
+                .bytes()
+        })
+        .collect();
+    let (mut s, mut t) = (Scratch::default(), Scratch::default());
+    for round in 0..3 {
+        for (i, e) in events.iter().enumerate().skip(round) {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            write_event(&mut a, &mut s, &tp, e);
+            write_event_streaming(&mut b, &mut t, &tp, e);
+            assert_eq!(a, b, "event {i} round {round}");
+        }
+    }
+}
+
+#[test]
+fn keyword_text_is_hash_x() {
+    for k in [
+        0u64,
+        1,
+        0xf,
+        0x10,
+        0xabc,
+        0x8000_0000_0000_0000,
+        u64::MAX,
+        0x0123_4567_89ab_cdef,
+    ] {
+        let tp = format!("P_L4K{k:x}");
+        let l = line(&tp, &Ev::new("E", false).bytes());
+        assert_eq!(l["keyword"], json!(format!("{k:#x}")), "{tp}");
+    }
+}

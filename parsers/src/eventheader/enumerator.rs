@@ -295,35 +295,7 @@ impl<'a> Enumerator<'a> {
 
     /// Read the value of `field` at the payload position and move past it.
     fn value(&mut self, field: &FieldMeta<'a>) -> Result<&'a [u8], ErrorKind> {
-        let rest = self.payload.get(self.pos..).unwrap_or_default();
-        let truncated = |need: usize| ErrorKind::PayloadTruncated {
-            need,
-            have: rest.len(),
-        };
-        let (value, used) = match field.encoding {
-            Encoding::Value8
-            | Encoding::Value16
-            | Encoding::Value32
-            | Encoding::Value64
-            | Encoding::Value128 => {
-                let size = field.encoding.fixed_size().unwrap_or(1);
-                (rest.get(..size).ok_or(truncated(size))?, size)
-            }
-            Encoding::ZStringChar8 | Encoding::ZStringChar16 | Encoding::ZStringChar32 => {
-                let unit = field.encoding.char_size().unwrap_or(1);
-                zstring(rest, unit)
-            }
-            Encoding::StringLength16Char8
-            | Encoding::StringLength16Char16
-            | Encoding::StringLength16Char32
-            | Encoding::BinaryLength16Char8 => {
-                let unit = field.encoding.char_size().unwrap_or(1);
-                let count = read_u16(rest, 0, self.big).ok_or(truncated(2))?;
-                let end = 2 + usize::from(count) * unit;
-                (rest.get(2..end).ok_or(truncated(end))?, end)
-            }
-            Encoding::Struct => (&[][..], 0),
-        };
+        let (value, used) = read_value(self.payload, self.pos, field.encoding, self.big)?;
         self.pos += used;
         Ok(value)
     }
@@ -463,6 +435,46 @@ impl<'a> Enumerator<'a> {
             Entry::Struct { .. } => Ok(None),
         }
     }
+}
+
+/// The value of a field of `encoding` at `payload[pos..]`: (its bytes, as
+/// [`Item::Value`] gives them; the payload bytes it takes). Shared by the [`Enumerator`]
+/// and the compiled plans ([`super::plan`]).
+#[inline]
+pub(crate) fn read_value(
+    payload: &[u8],
+    pos: usize,
+    encoding: Encoding,
+    big: bool,
+) -> Result<(&[u8], usize), ErrorKind> {
+    let rest = payload.get(pos..).unwrap_or_default();
+    let truncated = |need: usize| ErrorKind::PayloadTruncated {
+        need,
+        have: rest.len(),
+    };
+    Ok(match encoding {
+        Encoding::Value8
+        | Encoding::Value16
+        | Encoding::Value32
+        | Encoding::Value64
+        | Encoding::Value128 => {
+            let size = encoding.fixed_size().unwrap_or(1);
+            (rest.get(..size).ok_or(truncated(size))?, size)
+        }
+        Encoding::ZStringChar8 | Encoding::ZStringChar16 | Encoding::ZStringChar32 => {
+            zstring(rest, encoding.char_size().unwrap_or(1))
+        }
+        Encoding::StringLength16Char8
+        | Encoding::StringLength16Char16
+        | Encoding::StringLength16Char32
+        | Encoding::BinaryLength16Char8 => {
+            let unit = encoding.char_size().unwrap_or(1);
+            let count = read_u16(rest, 0, big).ok_or(truncated(2))?;
+            let end = 2 + usize::from(count) * unit;
+            (rest.get(2..end).ok_or(truncated(end))?, end)
+        }
+        Encoding::Struct => (&[][..], 0),
+    })
 }
 
 /// A zero-terminated string of `unit`-byte code units at the start of `rest`: (the

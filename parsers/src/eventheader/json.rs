@@ -13,6 +13,7 @@ use super::enumerator::{Enumerator, Item};
 use super::enums::{Encoding, Format};
 use super::header::{EventParts, parse_event};
 use super::metadata::{FieldMeta, attributes, split_event_name, unescape};
+use super::plan::PlanCache;
 use super::tracepoint_name::TracepointName;
 use crate::json_line::{write_hex, write_int, write_str, write_text};
 
@@ -21,23 +22,30 @@ use crate::json_line::{write_hex, write_int, write_str, write_text};
 pub struct Scratch {
     /// Ranges in the output of the keys of the open objects (and of the object being
     /// written at the end: attributes, tags, errors).
-    keys: Vec<(usize, usize)>,
+    pub(super) keys: Vec<(usize, usize)>,
     /// The open objects and arrays of `fields`.
-    open: Vec<Open>,
+    pub(super) open: Vec<Open>,
     /// Tagged fields: (tag, first path entry in `paths`, path length).
-    tags: Vec<(u16, usize, usize)>,
+    pub(super) tags: Vec<(u16, usize, usize)>,
     /// Key ranges making up the tagged fields' paths.
     paths: Vec<(usize, usize)>,
     /// Key ranges of the path where decoding stopped.
     err_path: Vec<(usize, usize)>,
+    /// Compiled plans of the metadata blocks seen last.
+    plans: PlanCache,
 }
 
+/// An open object or array of `fields`.
 #[derive(Debug, Clone, Copy)]
-struct Open {
-    array: bool,
-    first: bool,
-    keys_from: usize,
-    key: Option<(usize, usize)>,
+pub(super) struct Open {
+    /// An array (its members have no keys).
+    pub(super) array: bool,
+    /// No member written yet.
+    pub(super) first: bool,
+    /// Its keys in [`Scratch::keys`] start here.
+    pub(super) keys_from: usize,
+    /// Its own key (`None` for array elements and the `fields` object).
+    pub(super) key: Option<(usize, usize)>,
 }
 
 impl Scratch {
@@ -54,7 +62,68 @@ impl Scratch {
 /// offset 8, the `eventheader_flags` byte, to its end) of the tracepoint `tp`: from
 /// `,"provider":` to the last key (the caller writes the line's start and its `}\n`).
 /// Never panics; bad data is reported in `errors` with the bytes not decoded.
+///
+/// Events whose metadata compiles take its cached [`Plan`](super::plan::Plan); the
+/// others, and any event where the plan meets a problem, take the streaming writer
+/// ([`write_event_streaming`]), so the line is the same either way.
 pub fn write_event(out: &mut Vec<u8>, scratch: &mut Scratch, tp: &TracepointName<'_>, data: &[u8]) {
+    let start = out.len();
+    if write_planned(out, scratch, tp, data).is_none() {
+        out.truncate(start);
+        write_event_streaming(out, scratch, tp, data);
+    }
+}
+
+/// The fast path of [`write_event`]: `None` (with partial output) when the event has no
+/// metadata, its metadata does not compile, its levels differ, or its payload does not
+/// fit the plan: the streaming writer then writes the line (with its errors).
+#[inline]
+fn write_planned(
+    out: &mut Vec<u8>,
+    scratch: &mut Scratch,
+    tp: &TracepointName<'_>,
+    data: &[u8],
+) -> Option<()> {
+    let parts = parse_event(data).ok()?;
+    let header = parts.header;
+    if header.level != tp.level {
+        return None;
+    }
+    let big = header.big_endian();
+    let plan = scratch.plans.get(parts.metadata?, big)?;
+    out.extend_from_slice(b",\"provider\":");
+    write_str(out, tp.provider);
+    out.extend_from_slice(&plan.head);
+    write_level_keyword(out, tp, header.level);
+    write_header_keys(out, &parts);
+    out.extend_from_slice(b",\"fields\":{");
+    plan.write_fields(out, parts.payload, big)?;
+    out.push(b'}');
+    out.extend_from_slice(&plan.tags);
+    Some(())
+}
+
+/// Only the fast path of [`write_event`]: whether a plan wrote the event (else `out`
+/// holds partial output). For the tests comparing it with [`write_event_streaming`].
+#[doc(hidden)]
+pub fn write_event_planned(
+    out: &mut Vec<u8>,
+    scratch: &mut Scratch,
+    tp: &TracepointName<'_>,
+    data: &[u8],
+) -> bool {
+    write_planned(out, scratch, tp, data).is_some()
+}
+
+/// [`write_event`] without the plans: the streaming walk over the metadata and payload
+/// for every event (what the plans must match byte for byte; public for the tests).
+#[doc(hidden)]
+pub fn write_event_streaming(
+    out: &mut Vec<u8>,
+    scratch: &mut Scratch,
+    tp: &TracepointName<'_>,
+    data: &[u8],
+) {
     scratch.clear();
     out.extend_from_slice(b",\"provider\":");
     write_str(out, tp.provider);
@@ -95,25 +164,7 @@ pub fn write_event(out: &mut Vec<u8>, scratch: &mut Scratch, tp: &TracepointName
         None => None,
     };
     if let Some(e) = &enumerator {
-        let (name, attrs) = split_event_name(e.event_name());
-        out.extend_from_slice(b",\"name\":");
-        write_escaped_text(out, name);
-        if !attrs.is_empty() {
-            out.extend_from_slice(b",\"event_attributes\":{");
-            for (i, (key, value)) in attributes(attrs).enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                let start = out.len();
-                write_text(out, key);
-                let range = dedupe(out, &scratch.keys, start);
-                scratch.keys.push(range);
-                out.push(b':');
-                write_escaped_text(out, value);
-            }
-            out.push(b'}');
-            scratch.keys.clear();
-        }
+        write_name(out, &mut scratch.keys, e.event_name());
     }
     write_level_keyword(out, tp, header.level);
     write_header_keys(out, &parts);
@@ -187,12 +238,48 @@ pub fn write_event(out: &mut Vec<u8>, scratch: &mut Scratch, tp: &TracepointName
     }
 }
 
+/// `,"name":…` and `,"event_attributes":{…}` when the event name (as stored, without
+/// its NUL) has attributes; `keys` is left empty.
+pub(super) fn write_name(out: &mut Vec<u8>, keys: &mut Vec<(usize, usize)>, event_name: &[u8]) {
+    let (name, attrs) = split_event_name(event_name);
+    out.extend_from_slice(b",\"name\":");
+    write_escaped_text(out, name);
+    if !attrs.is_empty() {
+        out.extend_from_slice(b",\"event_attributes\":{");
+        for (i, (key, value)) in attributes(attrs).enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let start = out.len();
+            write_text(out, key);
+            let range = dedupe(out, keys, start);
+            keys.push(range);
+            out.push(b':');
+            write_escaped_text(out, value);
+        }
+        out.push(b'}');
+        keys.clear();
+    }
+}
+
+/// Lowercase hex digits.
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// `v` as `{:#x}` writes it, without the formatting machinery.
+fn write_hash_x(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(b"0x");
+    let digits = (67 - v.leading_zeros()) / 4;
+    for i in (0..digits.max(1)).rev() {
+        out.push(HEX[(v >> (4 * i)) as usize & 15]);
+    }
+}
+
 /// `,"level":…,"keyword":"0x…"` and `,"group":…` when set.
 fn write_level_keyword(out: &mut Vec<u8>, tp: &TracepointName<'_>, level: u8) {
     out.extend_from_slice(b",\"level\":");
     write_int(out, level);
     out.extend_from_slice(b",\"keyword\":\"");
-    let _ = write!(out, "{:#x}", tp.keyword);
+    write_hash_x(out, tp.keyword);
     out.push(b'"');
     if let Some(group) = tp.group {
         out.extend_from_slice(b",\"group\":");
@@ -307,7 +394,7 @@ fn dedupe(out: &mut Vec<u8>, keys: &[(usize, usize)], start: usize) -> (usize, u
 
 /// Start a member of the innermost open container: the comma, and for objects the
 /// (deduplicated) key; returns the key's range.
-fn member(out: &mut Vec<u8>, s: &mut Scratch, name: &[u8]) -> Option<(usize, usize)> {
+pub(super) fn member(out: &mut Vec<u8>, s: &mut Scratch, name: &[u8]) -> Option<(usize, usize)> {
     let top = s.open.last_mut()?;
     if !top.first {
         out.push(b',');
@@ -325,7 +412,12 @@ fn member(out: &mut Vec<u8>, s: &mut Scratch, name: &[u8]) -> Option<(usize, usi
 }
 
 /// Remember `field`'s tag and path (first visit of its record only).
-fn note_tag(s: &mut Scratch, field: &FieldMeta<'_>, key: Option<(usize, usize)>, seen: &mut usize) {
+pub(super) fn note_tag(
+    s: &mut Scratch,
+    field: &FieldMeta<'_>,
+    key: Option<(usize, usize)>,
+    seen: &mut usize,
+) {
     let Some(key) = key else { return };
     if field.tag == 0 || field.offset < *seen {
         return;
@@ -405,7 +497,7 @@ fn write_fields(out: &mut Vec<u8>, s: &mut Scratch, e: &mut Enumerator<'_>, big:
 }
 
 /// Close the innermost open container.
-fn close(out: &mut Vec<u8>, s: &mut Scratch) {
+pub(super) fn close(out: &mut Vec<u8>, s: &mut Scratch) {
     if s.open.len() <= 1 {
         return;
     }
@@ -416,7 +508,7 @@ fn close(out: &mut Vec<u8>, s: &mut Scratch) {
 }
 
 /// `,"field_tags":{"path":tag,…}`.
-fn write_field_tags(out: &mut Vec<u8>, s: &mut Scratch) {
+pub(super) fn write_field_tags(out: &mut Vec<u8>, s: &mut Scratch) {
     out.extend_from_slice(b",\"field_tags\":{");
     s.keys.clear();
     for i in 0..s.tags.len() {
@@ -462,8 +554,18 @@ fn is_value_format(format: Format) -> bool {
 
 /// One value of `field` (the bytes the enumerator gave).
 pub fn write_value(out: &mut Vec<u8>, field: &FieldMeta<'_>, bytes: &[u8], big: bool) {
-    let format = field.format();
-    match field.encoding {
+    write_value_as(out, field.encoding, field.format(), bytes, big)
+}
+
+/// [`write_value`] for a field of this encoding and format.
+pub(super) fn write_value_as(
+    out: &mut Vec<u8>,
+    encoding: Encoding,
+    format: Format,
+    bytes: &[u8],
+    big: bool,
+) {
+    match encoding {
         Encoding::Value8 | Encoding::Value16 | Encoding::Value32 | Encoding::Value64 => {
             write_int_value(out, format, bytes, big)
         }
@@ -472,15 +574,11 @@ pub fn write_value(out: &mut Vec<u8>, field: &FieldMeta<'_>, bytes: &[u8], big: 
         | Encoding::ZStringChar16
         | Encoding::ZStringChar32
         | Encoding::StringLength16Char16
-        | Encoding::StringLength16Char32 => write_string(
-            out,
-            format,
-            bytes,
-            field.encoding.char_size().unwrap_or(1),
-            big,
-        ),
+        | Encoding::StringLength16Char32 => {
+            write_string(out, format, bytes, encoding.char_size().unwrap_or(1), big)
+        }
         Encoding::StringLength16Char8 | Encoding::BinaryLength16Char8 => {
-            let binary = field.encoding == Encoding::BinaryLength16Char8;
+            let binary = encoding == Encoding::BinaryLength16Char8;
             if is_value_format(format) {
                 match bytes.len() {
                     0 => out.extend_from_slice(b"null"),
@@ -500,7 +598,7 @@ pub fn write_value(out: &mut Vec<u8>, field: &FieldMeta<'_>, bytes: &[u8], big: 
 }
 
 /// A 1, 2, 4 or 8-byte value (any other length: its hex).
-fn write_int_value(out: &mut Vec<u8>, format: Format, bytes: &[u8], big: bool) {
+pub(super) fn write_int_value(out: &mut Vec<u8>, format: Format, bytes: &[u8], big: bool) {
     let n = bytes.len();
     let mut buf = [0u8; 8];
     let Some(slot) = buf.get_mut(..n).filter(|_| matches!(n, 1 | 2 | 4 | 8)) else {
@@ -516,7 +614,9 @@ fn write_int_value(out: &mut Vec<u8>, format: Format, bytes: &[u8], big: bool) {
     match format {
         Format::SignedInt => write_int(out, s),
         Format::HexInt => {
-            let _ = write!(out, "\"{u:#x}\"");
+            out.push(b'"');
+            write_hash_x(out, u);
+            out.push(b'"');
         }
         Format::Errno if n == 4 => write_int(out, s),
         Format::Pid if n >= 4 => write_int(out, s),
@@ -571,7 +671,6 @@ fn write_value128(out: &mut Vec<u8>, format: Format, bytes: &[u8]) {
 
 /// `"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"` from 16 bytes in network order.
 fn write_uuid(out: &mut Vec<u8>, b: &[u8; 16]) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push(b'"');
     for (i, &byte) in b.iter().enumerate() {
         if matches!(i, 4 | 6 | 8 | 10) {
@@ -594,9 +693,19 @@ fn write_float(out: &mut Vec<u8>, v: f64, single: bool) {
             b"\"-Infinity\""
         });
     } else if single {
-        let _ = write!(out, "{:?}", v as f32);
+        let _ = std::fmt::Write::write_fmt(&mut Raw(out), format_args!("{:?}", v as f32));
     } else {
-        let _ = write!(out, "{v:?}");
+        let _ = std::fmt::Write::write_fmt(&mut Raw(out), format_args!("{v:?}"));
+    }
+}
+
+/// `fmt::Write` into a `Vec<u8>` (no `io::Write` adapter and its error to drop).
+struct Raw<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for Raw<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
     }
 }
 

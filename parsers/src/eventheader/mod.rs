@@ -11,7 +11,9 @@
 //! 2. the payload, walked by the streaming, allocation-free [`Enumerator`] as the
 //!    metadata describes it;
 //! 3. for JSON lines, [`json::write_event`] writes the EventHeader keys of a line
-//!    (`docs/eventheader.md` has the shape).
+//!    (`docs/eventheader.md` has the shape), through a [`plan::Plan`] compiled once per
+//!    distinct metadata block where it can, else (and for every event the plan cannot
+//!    write as the walk would) from the [`Enumerator`]'s items.
 //!
 //! The raw data perf delivers is padded (to 8 bytes with its size word): the pad bytes
 //! sit after the event. Like the reference decoder (`tracepoint_decode`, which also takes
@@ -24,6 +26,7 @@ pub mod enums;
 pub mod header;
 pub mod json;
 pub mod metadata;
+pub mod plan;
 pub mod tracepoint_name;
 
 pub use enumerator::{DecodeError, Enumerator, ErrorKind, Item, MAX_FIELDS, MAX_STRUCT_DEPTH};

@@ -1,0 +1,603 @@
+//! Compiled plans: the JSON writer's fast path for metadata seen before.
+//!
+//! A producer writes the same metadata block for every instance of an event, so the
+//! walk over the metadata (field records, key texts, duplicate renaming, tag paths) can
+//! be done once per distinct block. A [`Plan`] holds what the metadata alone decides:
+//! the `,"name":…,"event_attributes":{…}` text, every field's prefix (comma, key
+//! renamed as the streaming writer renames it, `:` and `{` or `[`), the
+//! `,"field_tags":{…}` text, and a flat list of [`Op`]s saying how to read and write
+//! each value. What comes from each event (header level, opcode, id, version, tag,
+//! activity ids, the payload) is written per event.
+//!
+//! Plans live in a [`PlanCache`] keyed by the metadata bytes (found by a quick hash,
+//! compared in full) and the byte order: [`PLAN_CACHE_ENTRIES`] entries and
+//! [`PLAN_CACHE_BYTES`] bytes at most (metadata copies, texts, ops; the oldest entries go
+//! first), each for metadata of at most [`MAX_PLAN_METADATA`] bytes. (The corpus of
+//! `EventHeaderInterceptorLE64.dat` has 258 distinct blocks of at most 127 bytes; its
+//! plans take about 110 KiB.) Metadata that does not compile
+//! (a bad record, over the field or depth limits, a tag inside an array of structs,
+//! whose tag paths depend on the payload) gets an entry without a plan: its events
+//! always take the streaming writer. Nothing is allocated once an event's metadata is
+//! in the cache.
+//!
+//! A plan's walk stops at the first problem (payload too short, over the item budget);
+//! the caller then throws its output away and runs the streaming writer, which writes
+//! the errors. So a plan only ever writes lines the streaming writer writes too, byte
+//! for byte (`tests/eventheader_json.rs` checks it on generated and mutated events).
+
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+
+use super::enumerator::{MAX_FIELDS, MAX_STRUCT_DEPTH, read_value};
+use super::enums::{Encoding, Format};
+use super::header::read_u16;
+use super::json::{Open, Scratch, close, member, note_tag, write_field_tags, write_name};
+use super::metadata::{ArrayKind, FieldMeta, read_field};
+use crate::json_line::{write_int, write_text};
+
+/// The number of metadata blocks a [`PlanCache`] remembers.
+pub const PLAN_CACHE_ENTRIES: usize = 512;
+/// The bytes a [`PlanCache`] may hold (metadata copies, texts and ops); the oldest
+/// entries go first when a new one would pass it.
+pub const PLAN_CACHE_BYTES: usize = 1 << 20;
+/// Metadata blocks longer than this are not cached (their events take the streaming
+/// writer).
+pub const MAX_PLAN_METADATA: usize = 4096;
+
+/// A byte range of a plan's text.
+type Span = (u32, u32);
+
+/// How many elements an array has.
+#[derive(Debug, Clone, Copy)]
+enum Count {
+    /// Constant (from the metadata).
+    Const(u16),
+    /// A `u16` in the payload before the elements.
+    Var,
+}
+
+/// How a value's bytes become JSON.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    /// Value8..Value64 of this many bytes shown as an unsigned number (the default).
+    Unsigned(u8),
+    /// Value8..Value64 of this many bytes shown as a signed number.
+    Signed(u8),
+    /// Value8..Value64 in another format ([`super::json::write_int_value`]).
+    Int(Format),
+    /// A Length16 string of UTF-8 text ([`write_text`]).
+    Text,
+    /// Anything else ([`super::json::write_value_as`]).
+    Other(Format),
+}
+
+/// One step of a plan: the constant text since the step before (commas, keys, the
+/// braces of structs, which take no payload), then what the payload gives.
+#[derive(Debug, Clone, Copy)]
+struct Op {
+    text: Span,
+    /// The [`super::Enumerator`]'s items the text and the step stand for (struct begins
+    /// and ends, the value or the array's begin and end; not the elements).
+    items: u32,
+    what: What,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum What {
+    /// Nothing more (the text that ends a body).
+    Text,
+    /// A value.
+    Value { encoding: Encoding, kind: Kind },
+    /// An array of values: the text ends with `[`; the elements, `]`.
+    Values {
+        count: Count,
+        encoding: Encoding,
+        kind: Kind,
+    },
+    /// An array of structs: the text ends with `[`; each element as `{`, the `body` ops
+    /// that follow this one, `}`; then `]`.
+    Structs { count: Count, body: u32 },
+}
+
+/// What one metadata block compiles to.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// `,"name":…` and `,"event_attributes":{…}` when the name has attributes.
+    pub head: Box<[u8]>,
+    /// `,"field_tags":{…}`, or empty.
+    pub tags: Box<[u8]>,
+    /// The prefixes the ops point into.
+    text: Box<[u8]>,
+    ops: Box<[Op]>,
+}
+
+/// One cached metadata block.
+#[derive(Debug, Clone)]
+struct Cached {
+    hash: u64,
+    big: bool,
+    meta: Box<[u8]>,
+    plan: Option<Plan>,
+    /// The bytes it holds, counted against [`PLAN_CACHE_BYTES`].
+    bytes: usize,
+}
+
+impl Cached {
+    fn is(&self, hash: u64, meta: &[u8], big: bool) -> bool {
+        self.hash == hash && self.big == big && *self.meta == *meta
+    }
+}
+
+/// Plans by metadata block (see the module documentation for the bounds): a ring of
+/// entries in the order they came (the oldest replaced first) and an index by hash.
+#[derive(Debug, Clone, Default)]
+pub struct PlanCache {
+    slots: Vec<Option<Cached>>,
+    /// Slot by metadata hash.
+    index: HashMap<u64, u32, BuildHasherDefault<HashIsKey>>,
+    /// The slot the next new entry takes (the oldest entry, once the ring is full).
+    next: usize,
+    /// The slot the last lookup found (events of one kind often come in runs).
+    last: usize,
+    /// The bytes held.
+    bytes: usize,
+}
+
+impl PlanCache {
+    /// The plan for `meta` (values in big-endian order if `big`), compiling it the first
+    /// time; `None` when the metadata does not compile or is too long to cache.
+    pub fn get(&mut self, meta: &[u8], big: bool) -> Option<&Plan> {
+        let last = self.slots.get(self.last).and_then(Option::as_ref);
+        let slot = if last.is_some_and(|c| c.big == big && *c.meta == *meta) {
+            self.last
+        } else {
+            let hash = hash(meta, big);
+            let found = self.index.get(&hash).map(|&slot| slot as usize);
+            let cached = |slot: usize| self.slots.get(slot).and_then(Option::as_ref);
+            match found {
+                Some(slot) if cached(slot).is_some_and(|c| c.is(hash, meta, big)) => slot,
+                _ if meta.len() > MAX_PLAN_METADATA => return None,
+                _ => self.insert(hash, meta, big),
+            }
+        };
+        self.last = slot;
+        self.slots.get(slot)?.as_ref()?.plan.as_ref()
+    }
+
+    /// Compile and cache `meta`, evicting the oldest entries as the bounds require.
+    fn insert(&mut self, hash: u64, meta: &[u8], big: bool) -> usize {
+        let plan = compile(meta, big);
+        let bytes = meta.len() + plan.as_ref().map_or(0, Plan::bytes);
+        if self.index.capacity() == 0 {
+            self.index.reserve(PLAN_CACHE_ENTRIES);
+            self.slots.reserve_exact(PLAN_CACHE_ENTRIES);
+        }
+        let slot = self.next;
+        self.next = (slot + 1) % PLAN_CACHE_ENTRIES;
+        self.evict(slot);
+        let mut oldest = self.next;
+        while self.bytes + bytes > PLAN_CACHE_BYTES && oldest != slot {
+            self.evict(oldest);
+            oldest = (oldest + 1) % PLAN_CACHE_ENTRIES;
+        }
+        let entry = Some(Cached {
+            hash,
+            big,
+            meta: meta.into(),
+            plan,
+            bytes,
+        });
+        match self.slots.get_mut(slot) {
+            Some(s) => *s = entry,
+            None => self.slots.push(entry),
+        }
+        self.bytes += bytes;
+        self.index.insert(hash, slot as u32);
+        slot
+    }
+
+    fn evict(&mut self, slot: usize) {
+        let Some(old) = self.slots.get_mut(slot).and_then(Option::take) else {
+            return;
+        };
+        self.bytes -= old.bytes;
+        if self.index.get(&old.hash) == Some(&(slot as u32)) {
+            self.index.remove(&old.hash);
+        }
+    }
+
+    /// The number of cached metadata blocks (with or without a plan).
+    pub fn len(&self) -> usize {
+        self.slots.iter().flatten().count()
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A [`std::hash::Hasher`] for keys that are hashes already.
+#[derive(Debug, Clone, Copy, Default)]
+struct HashIsKey(u64);
+
+impl std::hash::Hasher for HashIsKey {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+/// A quick hash of a metadata block and its byte order, 8 bytes at a time.
+fn hash(meta: &[u8], big: bool) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = (meta.len() as u64) << 1 | u64::from(big);
+    let mut words = meta.chunks_exact(8);
+    for w in &mut words {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        h = (h ^ u64::from_le_bytes(b)).wrapping_mul(K).rotate_left(29);
+    }
+    let mut b = [0u8; 8];
+    for (d, s) in b.iter_mut().zip(words.remainder()) {
+        *d = *s;
+    }
+    h = (h ^ u64::from_le_bytes(b)).wrapping_mul(K);
+    h ^ (h >> 32)
+}
+
+/// Compile a metadata block (`None`: the streaming writer handles its events).
+fn compile(meta: &[u8], big: bool) -> Option<Plan> {
+    let name_len = memchr::memchr(0, meta)?;
+    let mut c = Compiler {
+        meta,
+        big,
+        text: Vec::new(),
+        ops: Vec::new(),
+        s: Scratch::default(),
+        fields: 0,
+        seen: 0,
+        pending: 0,
+        pending_items: 0,
+    };
+    write_name(&mut c.text, &mut c.s.keys, meta.get(..name_len)?);
+    let head = c.text.as_slice().into();
+    c.text.clear();
+    c.s.keys.clear();
+    c.s.open.push(Open {
+        array: false,
+        first: true,
+        keys_from: 0,
+        key: None,
+    });
+    let mut pos = name_len + 1;
+    c.body(&mut pos, u32::MAX, 1, false)?;
+    c.flush();
+    let tags_from = c.text.len();
+    if !c.s.tags.is_empty() {
+        write_field_tags(&mut c.text, &mut c.s);
+    }
+    let tags = c.text.get(tags_from..)?.into();
+    c.text.truncate(tags_from);
+    u32::try_from(c.text.len()).ok()?;
+    Some(Plan {
+        head,
+        tags,
+        text: c.text.into(),
+        ops: c.ops.into(),
+    })
+}
+
+/// The walk over the metadata, writing the prefixes as the streaming writer writes the
+/// keys (the same [`member`], [`note_tag`] and [`close`] over the plan's text).
+struct Compiler<'m> {
+    meta: &'m [u8],
+    big: bool,
+    text: Vec<u8>,
+    ops: Vec<Op>,
+    s: Scratch,
+    fields: usize,
+    seen: usize,
+    /// Where the text not yet in an op starts, and the items it stands for.
+    pending: usize,
+    pending_items: u32,
+}
+
+impl Compiler<'_> {
+    /// An op with the text since the last one.
+    fn op(&mut self, items: u32, what: What) {
+        self.ops.push(Op {
+            text: (self.pending as u32, self.text.len() as u32),
+            items: self.pending_items + items,
+            what,
+        });
+        self.pending = self.text.len();
+        self.pending_items = 0;
+    }
+
+    /// An op for the text left at the end of a body, if any.
+    fn flush(&mut self) {
+        if self.pending != self.text.len() || self.pending_items != 0 {
+            self.op(0, What::Text);
+        }
+    }
+
+    /// Close the innermost open container without writing its bracket.
+    fn close(&mut self) {
+        let mark = self.text.len();
+        close(&mut self.text, &mut self.s);
+        self.text.truncate(mark);
+    }
+
+    /// The records of a body (at most `remaining`, to the end of the metadata) from
+    /// `pos`, which ends where the body ends; `depth` counts the open bodies.
+    fn body(
+        &mut self,
+        pos: &mut usize,
+        mut remaining: u32,
+        depth: usize,
+        in_struct_array: bool,
+    ) -> Option<()> {
+        while remaining != 0 && *pos < self.meta.len() {
+            let field = read_field(self.meta, *pos, self.big).ok()?;
+            self.fields += 1;
+            if self.fields > MAX_FIELDS || (field.tag != 0 && in_struct_array) {
+                return None;
+            }
+            *pos = field.next;
+            remaining -= 1;
+            let key = member(&mut self.text, &mut self.s, field.name);
+            note_tag(&mut self.s, &field, key, &mut self.seen);
+            let count = match field.array {
+                ArrayKind::Scalar if field.encoding == Encoding::Struct => {
+                    if depth > MAX_STRUCT_DEPTH {
+                        return None;
+                    }
+                    // Constant text: the braces join the text of the next op.
+                    self.text.push(b'{');
+                    self.open(false, key);
+                    self.body(
+                        pos,
+                        u32::from(field.format_byte),
+                        depth + 1,
+                        in_struct_array,
+                    )?;
+                    close(&mut self.text, &mut self.s);
+                    self.pending_items += 2;
+                    continue;
+                }
+                ArrayKind::Scalar => {
+                    let (encoding, kind) = (field.encoding, kind(&field));
+                    self.op(1, What::Value { encoding, kind });
+                    continue;
+                }
+                ArrayKind::Constant(n) => Count::Const(n),
+                ArrayKind::Variable => Count::Var,
+            };
+            self.text.push(b'[');
+            if field.encoding != Encoding::Struct {
+                let (encoding, kind) = (field.encoding, kind(&field));
+                self.op(
+                    2,
+                    What::Values {
+                        count,
+                        encoding,
+                        kind,
+                    },
+                );
+                continue;
+            }
+            if depth > MAX_STRUCT_DEPTH {
+                return None;
+            }
+            let at = self.ops.len();
+            self.op(2, What::Structs { count, body: 0 });
+            self.open(true, key);
+            self.open(false, None);
+            self.body(pos, u32::from(field.format_byte), depth + 1, true)?;
+            self.flush();
+            self.close();
+            self.close();
+            // The brackets the walk writes are not constant text.
+            self.pending = self.text.len();
+            let len = u32::try_from(self.ops.len() - at - 1).ok()?;
+            if let Some(Op {
+                what: What::Structs { body, .. },
+                ..
+            }) = self.ops.get_mut(at)
+            {
+                *body = len;
+            }
+        }
+        Some(())
+    }
+
+    fn open(&mut self, array: bool, key: Option<(usize, usize)>) {
+        self.s.open.push(Open {
+            array,
+            first: true,
+            keys_from: self.s.keys.len(),
+            key,
+        });
+    }
+}
+
+fn kind(field: &FieldMeta<'_>) -> Kind {
+    let format = field.format();
+    let size = field.encoding.fixed_size().unwrap_or(0) as u8;
+    match field.encoding {
+        Encoding::Value8 | Encoding::Value16 | Encoding::Value32 | Encoding::Value64 => {
+            match format {
+                Format::Default | Format::UnsignedInt => Kind::Unsigned(size),
+                Format::SignedInt => Kind::Signed(size),
+                _ => Kind::Int(format),
+            }
+        }
+        Encoding::StringLength16Char8 if matches!(format, Format::Default | Format::StringUtf) => {
+            Kind::Text
+        }
+        _ => Kind::Other(format),
+    }
+}
+
+/// The state of a plan's walk over one payload.
+struct Walk<'p> {
+    payload: &'p [u8],
+    pos: usize,
+    big: bool,
+    /// Items left, as the [`super::Enumerator`] counts them (it fails on the item that
+    /// finds its budget at 0, counting the final step that ends the walk).
+    budget: usize,
+}
+
+impl Walk<'_> {
+    #[inline]
+    fn item(&mut self) -> Option<()> {
+        self.items(1)
+    }
+
+    #[inline]
+    fn items(&mut self, n: u32) -> Option<()> {
+        self.budget = self.budget.checked_sub(n as usize)?;
+        Some(())
+    }
+
+    /// A Value8..Value64 of `size` bytes as a zero-extended number.
+    #[inline]
+    fn uint(&mut self, size: u8) -> Option<u64> {
+        let size = usize::from(size);
+        let bytes = self.payload.get(self.pos..self.pos + size)?;
+        self.pos += size;
+        let mut buf = [0u8; 8];
+        if self.big {
+            buf.get_mut(8 - size..)?.copy_from_slice(bytes);
+            Some(u64::from_be_bytes(buf))
+        } else {
+            buf.get_mut(..size)?.copy_from_slice(bytes);
+            Some(u64::from_le_bytes(buf))
+        }
+    }
+
+    fn count(&mut self, count: Count) -> Option<u16> {
+        match count {
+            Count::Const(n) => Some(n),
+            Count::Var => {
+                let n = read_u16(self.payload.get(self.pos..)?, 0, self.big)?;
+                self.pos += 2;
+                Some(n)
+            }
+        }
+    }
+
+    #[inline]
+    fn value(&mut self, out: &mut Vec<u8>, encoding: Encoding, kind: Kind) -> Option<()> {
+        match kind {
+            Kind::Unsigned(size) => write_int(out, self.uint(size)?),
+            Kind::Signed(size) => {
+                let shift = 64 - 8 * u32::from(size);
+                write_int(out, ((self.uint(size)? << shift) as i64) >> shift)
+            }
+            Kind::Text => {
+                let rest = self.payload.get(self.pos..)?;
+                let n = usize::from(read_u16(rest, 0, self.big)?);
+                write_text(out, rest.get(2..2 + n)?);
+                self.pos += 2 + n;
+            }
+            Kind::Int(format) | Kind::Other(format) => {
+                let (bytes, used) = read_value(self.payload, self.pos, encoding, self.big).ok()?;
+                self.pos += used;
+                if let Kind::Int(_) = kind {
+                    super::json::write_int_value(out, format, bytes, self.big)
+                } else {
+                    super::json::write_value_as(out, encoding, format, bytes, self.big)
+                }
+            }
+        }
+        Some(())
+    }
+}
+
+impl Plan {
+    /// The bytes it holds.
+    fn bytes(&self) -> usize {
+        self.head.len()
+            + self.tags.len()
+            + self.text.len()
+            + std::mem::size_of_val::<[Op]>(&self.ops)
+            + std::mem::size_of::<Plan>()
+    }
+
+    /// Write the `fields` members of an event whose payload is `payload` (without the
+    /// braces); `None` (with partial output) where the streaming writer would report an
+    /// error.
+    pub fn write_fields(&self, out: &mut Vec<u8>, payload: &[u8], big: bool) -> Option<()> {
+        let mut walk = Walk {
+            payload,
+            pos: 0,
+            big,
+            budget: 4096 + payload.len().saturating_mul(32),
+        };
+        self.run(out, &self.ops, &mut walk)?;
+        // The step that ends the walk needs a unit of budget too.
+        walk.item()
+    }
+
+    fn text(&self, (a, b): Span) -> &[u8] {
+        self.text.get(a as usize..b as usize).unwrap_or_default()
+    }
+
+    fn run(&self, out: &mut Vec<u8>, ops: &[Op], w: &mut Walk<'_>) -> Option<()> {
+        let mut i = 0;
+        while let Some(&op) = ops.get(i) {
+            i += 1;
+            w.items(op.items)?;
+            out.extend_from_slice(self.text(op.text));
+            match op.what {
+                What::Text => {}
+                What::Value { encoding, kind } => w.value(out, encoding, kind)?,
+                What::Values {
+                    count,
+                    encoding,
+                    kind,
+                } => {
+                    let n = w.count(count)?;
+                    if let Some(size) = encoding.fixed_size() {
+                        let have = w.payload.len().saturating_sub(w.pos);
+                        if usize::from(n) * size > have {
+                            return None;
+                        }
+                    }
+                    for e in 0..n {
+                        w.item()?;
+                        if e > 0 {
+                            out.push(b',');
+                        }
+                        w.value(out, encoding, kind)?;
+                    }
+                    out.push(b']');
+                }
+                What::Structs { count, body } => {
+                    let n = w.count(count)?;
+                    let end = i + body as usize;
+                    let body = ops.get(i..end)?;
+                    i = end;
+                    for e in 0..n {
+                        w.items(2)?;
+                        out.extend_from_slice(if e > 0 { b",{" } else { b"{" });
+                        self.run(out, body, w)?;
+                        out.push(b'}');
+                    }
+                    out.push(b']');
+                }
+            }
+        }
+        Some(())
+    }
+}
