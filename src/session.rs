@@ -18,10 +18,11 @@
 //!       nothing is dropped silently)
 //!     → every `rescan_interval`: list tracefs, attach new matching events (late
 //!       registration, new multi-format versions), detach vanished ones or re-attach
-//!       ones whose ID changed; each step writes a `{"uevrec":"notice"}` line
-//!  formatter thread (started by [`run`], crate::formatter): decodes the staged records
-//!  and writes JSON lines (uevrec_parsers::json_line) into Batches
-//!  writer thread (the CLI's): receives Batches, writes them to the sink, returns the
+//!       ones whose ID changed; each step stages a notice
+//!  formatter thread (started by crate::recorder, crate::formatter): decodes the staged records
+//!  and renders them, the lost counts and the notices as JSON lines
+//!  (uevrec_parsers::json_line) into Batches
+//!  writer thread (crate::recorder): receives Batches, writes them to the sink, returns the
 //!  empty buffers on the `recycle` channel.
 //! ```
 //!
@@ -51,18 +52,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
 use uevrec_parsers::event_name::split_multi_format;
-use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
+use uevrec_parsers::json_line::{PreparedFormat, RecordStamp};
 use uevrec_parsers::perf_sample::{Record, SampleFormat, sample_type};
 
 use crate::clock::{WallClock, monotonic_ns};
 use crate::fd_limit::{self, Nofile};
-use crate::formatter::{self, Closed};
+
 use crate::perf::{self, EventFds, PerfError, RingPages, Rings};
-use crate::pipeline::{
-    Batch, STAGE_BYTES, STAGE_CAPACITY, STAGE_CHUNKS, Staged, StagedChunk, touched_buffers,
-};
+use crate::pipeline::{Closed, STAGE_BYTES, StageSender, StagedChunk};
 use crate::selector::{Selector, default_selectors};
 use crate::tracefs::{Tracefs, TracefsError};
 
@@ -224,8 +222,6 @@ struct Decoder {
     /// Sample id → slot in `events` (foldhash: ids are kernel-assigned, not hostile,
     /// and SipHash showed in the profile).
     by_id: foldhash::HashMap<u64, usize>,
-    /// Writes the lines the session itself makes (lost records, notices).
-    writer: LineWriter,
     clock: WallClock,
     chunk: StagedChunk,
     self_pid: u32,
@@ -240,59 +236,6 @@ struct Decoder {
     marker_seen: BTreeSet<u32>,
 }
 
-/// The staging channel pair (to the formatter thread).
-struct Output<'a> {
-    stage: &'a Sender<Staged>,
-    recycle: &'a Receiver<Vec<u8>>,
-    /// Set when the formatter thread has returned (the writer went away): checked once
-    /// per loop, so an idle session ends without waiting for a record to send.
-    formatter_gone: &'a AtomicBool,
-}
-
-impl Output<'_> {
-    /// An empty chunk from the pool; waits while every chunk is with the formatter
-    /// (this is the back-pressure), `Err` once the formatter is gone.
-    fn fresh_chunk(&self) -> Result<StagedChunk, Closed> {
-        let buffer = self.recycle.recv().map_err(|_| Closed)?;
-        Ok(StagedChunk::with_buffer(buffer))
-    }
-
-    /// Send `chunk` if it has anything, leaving a fresh one in its place.
-    fn flush(&self, chunk: &mut StagedChunk) -> Result<(), Closed> {
-        if chunk.is_empty() {
-            return Ok(());
-        }
-        let full = std::mem::take(chunk);
-        self.stage.send(Staged::Chunk(full)).map_err(|_| Closed)?;
-        *chunk = self.fresh_chunk()?;
-        Ok(())
-    }
-
-    /// `Err` once the formatter is gone.
-    fn check(&self) -> Result<(), Closed> {
-        if self.formatter_gone.load(Ordering::Acquire) {
-            Err(Closed)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Tell the formatter the format of `slot`'s records, after everything staged so far
-    /// (so records of an event that had the slot before are not formatted with it).
-    fn format(
-        &self,
-        chunk: &mut StagedChunk,
-        slot: usize,
-        prepared: Arc<PreparedFormat>,
-    ) -> Result<(), Closed> {
-        self.flush(chunk)?;
-        let slot = u32::try_from(slot).map_err(|_| Closed)?;
-        self.stage
-            .send(Staged::Format { slot, prepared })
-            .map_err(|_| Closed)
-    }
-}
-
 impl Decoder {
     fn now(&self) -> Option<u64> {
         self.clock.to_unix_ns(monotonic_ns())
@@ -300,8 +243,7 @@ impl Decoder {
 
     fn notice(&mut self, what: &str, event: Option<&str>, message: &str) {
         let t = self.now();
-        self.chunk
-            .push_line(|b| self.writer.write_notice(b, t, what, event, message));
+        self.chunk.push_notice(t, what, event, message);
     }
 
     fn limit_reached(&self) -> bool {
@@ -333,7 +275,7 @@ impl Decoder {
                     pid: s.pid.unwrap_or(0),
                     tid: s.tid.unwrap_or(0),
                 };
-                // Slots fit in u32: [`Output::format`] refuses any other.
+                // Slots fit in u32: [`StageSender::format`] refuses any other.
                 self.chunk
                     .push_record(slot as u32, &stamp, s.raw.unwrap_or(&[]));
                 ev.records += 1;
@@ -346,8 +288,7 @@ impl Decoder {
                 | Record::LostSamples { lost, sample_id },
             ) => {
                 let t = sample_id.time.and_then(|t| self.clock.to_unix_ns(t));
-                self.chunk
-                    .push_line(|b| self.writer.write_lost(b, t, cpu, lost));
+                self.chunk.push_lost(t, cpu, lost);
                 *self.summary.lost_per_cpu.entry(cpu).or_default() += lost;
                 self.summary.lost += lost;
             }
@@ -365,7 +306,7 @@ impl Decoder {
     fn drain(
         &mut self,
         rings: &mut Rings,
-        out: &Output<'_>,
+        out: &StageSender<'_>,
         stats: &LiveStats,
     ) -> Result<(), Closed> {
         let (records0, lost0) = (self.summary.records, self.summary.lost);
@@ -624,7 +565,7 @@ impl<'a> Attacher<'a> {
         &mut self,
         rings: &Rings,
         dec: &mut Decoder,
-        out: &Output<'_>,
+        out: &StageSender<'_>,
         system: &str,
         name: &str,
         filter_refused: &mut Option<SessionError>,
@@ -744,7 +685,7 @@ impl<'a> Attacher<'a> {
         &mut self,
         rings: &mut Rings,
         dec: &mut Decoder,
-        out: &Output<'_>,
+        out: &StageSender<'_>,
         stats: &LiveStats,
         slot: usize,
         reason: &str,
@@ -793,7 +734,7 @@ impl<'a> Attacher<'a> {
         &mut self,
         rings: &mut Rings,
         dec: &mut Decoder,
-        out: &Output<'_>,
+        out: &StageSender<'_>,
         stats: &LiveStats,
     ) -> Result<Result<(usize, Option<SessionError>), SessionError>, Closed> {
         let matching = match self.matching() {
@@ -849,59 +790,15 @@ impl<'a> Attacher<'a> {
     }
 }
 
-/// Attach, then loop until `stop` is set (or `max_records` reached): read rings, decode,
-/// send full [`Batch`]es on `out` (blocking send = back-pressure), take empty buffers
-/// back from `recycle` when available. On stop: stop attaching, drain every ring, send
-/// the rest, return the summary. Setup errors (before the first attach) return `Err`;
-/// a closed `out` channel ends the session promptly with the summary so far.
+/// Attach, then loop until `stop` is set (or `max_records` reached): read rings, stage
+/// their records, send full chunks on `out` (a blocking send = back-pressure). On stop:
+/// stop attaching, drain every ring, send the rest, return the summary. Setup errors
+/// (before the first attach) return `Err`; a closed `out` (the formatter or writer went
+/// away) ends the session promptly with the summary so far. The formatter thread must be
+/// running already ([`crate::recorder`] starts it), so the self-exclusion filter names it.
 pub fn run(
     config: &SessionConfig,
-    out: &Sender<Batch>,
-    recycle: &Receiver<Vec<u8>>,
-    stop: &AtomicBool,
-    stats: &LiveStats,
-) -> Result<Summary, SessionError> {
-    // The chunk pool: every buffer allocated and touched now (see crate::pipeline).
-    // Only the formatter keeps a sender, so a gone formatter ends the session's waits.
-    let (stage_tx, stage_rx) = crossbeam_channel::bounded(STAGE_CHUNKS);
-    let (chunk_tx, chunk_rx) = crossbeam_channel::bounded(STAGE_CHUNKS);
-    for buffer in touched_buffers(STAGE_CHUNKS, STAGE_CAPACITY) {
-        let _ = chunk_tx.send(buffer);
-    }
-    let opts = LineOptions {
-        include_common: config.include_common,
-        big_endian: false,
-    };
-    let formatter_gone = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        // Started before the first attach, so the self-exclusion filter names it.
-        let formatter = std::thread::Builder::new()
-            .name("uevrec-format".into())
-            .spawn_scoped(scope, || {
-                let r = formatter::run(stage_rx, chunk_tx, out, recycle, opts);
-                formatter_gone.store(true, Ordering::Release);
-                r
-            })
-            .map_err(SessionError::Thread)?;
-        let output = Output {
-            stage: &stage_tx,
-            recycle: &chunk_rx,
-            formatter_gone: &formatter_gone,
-        };
-        let result = record(config, &output, stop, stats);
-        // Closing the staging channel lets the formatter finish the lines and return.
-        drop(stage_tx);
-        if let Err(panic) = formatter.join() {
-            std::panic::resume_unwind(panic);
-        }
-        result
-    })
-}
-
-/// The session thread's part of [`run`] (the formatter thread is running).
-fn record(
-    config: &SessionConfig,
-    out: &Output<'_>,
+    out: &StageSender<'_>,
     stop: &AtomicBool,
     stats: &LiveStats,
 ) -> Result<Summary, SessionError> {
@@ -924,10 +821,6 @@ fn record(
             .expect("uevrec's own sample_type is supported"),
         events: Vec::new(),
         by_id: foldhash::HashMap::default(),
-        writer: LineWriter::new(LineOptions {
-            include_common: config.include_common,
-            big_endian: false,
-        }),
         clock: WallClock::new(Duration::from_secs(1)),
         chunk: out.fresh_chunk().unwrap_or_default(),
         self_pid: std::process::id(),
@@ -1013,10 +906,7 @@ fn record(
         for ev in dec.events.iter().flatten() {
             let t = dec.clock.to_unix_ns(monotonic_ns());
             let msg = format!("session stopped; {} records", ev.records);
-            dec.chunk.push_line(|b| {
-                dec.writer
-                    .write_notice(b, t, "detached", Some(&ev.key), &msg)
-            });
+            dec.chunk.push_notice(t, "detached", Some(&ev.key), &msg);
         }
         let _ = out.flush(&mut dec.chunk);
     }
@@ -1029,7 +919,7 @@ fn record(
 fn flush_losses(
     rings: &mut Rings,
     dec: &mut Decoder,
-    out: &Output<'_>,
+    out: &StageSender<'_>,
     stats: &LiveStats,
 ) -> Result<(), Closed> {
     let want: BTreeSet<u32> = rings
