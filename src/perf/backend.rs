@@ -59,7 +59,7 @@ impl Backend for PerfBackend {
     type Event = EventFds;
 
     fn cpus(&self) -> usize {
-        self.rings.cpu_list().len()
+        self.rings.len()
     }
 
     fn attach(&mut self, id: u32, filter: Option<&str>) -> Result<EventFds, AttachError> {
@@ -86,7 +86,7 @@ impl Backend for PerfBackend {
     }
 
     fn buffers(&self) -> usize {
-        self.rings.cpu_list().len()
+        self.rings.len()
     }
 
     fn read(&mut self, buffer: usize, mut f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>) {

@@ -162,9 +162,14 @@ impl Rings {
         &mut self.cpus
     }
 
-    /// The CPU numbers, in ring order.
-    pub fn cpu_list(&self) -> Vec<u32> {
-        self.cpus.iter().map(|c| c.cpu).collect()
+    /// The number of rings (one per CPU).
+    pub fn len(&self) -> usize {
+        self.cpus.len()
+    }
+
+    /// Whether there are no rings.
+    pub fn is_empty(&self) -> bool {
+        self.cpus.is_empty()
     }
 
     /// The CPUs whose ring has a marker event (see [`Rings::set_markers`]).
