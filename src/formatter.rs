@@ -1,5 +1,6 @@
-//! The formatter thread: staged records ([`crate::pipeline::StagedChunk`]) → JSON lines
-//! ([`Batch`]es for the writer).
+//! The formatter thread: staged entries ([`crate::pipeline::StagedChunk`]: records, lost
+//! counts, notices) → JSON lines ([`Batch`]es for the writer). It writes every line of
+//! the output; the session writes none.
 //!
 //! Decoding and JSON writing are the costly part of recording (hundreds of ns per
 //! record, tens of µs under emulation); doing them here rather than on the thread that
@@ -11,11 +12,7 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat};
 
-use crate::pipeline::{BATCH_BYTES, BATCH_CAPACITY, Batch, Staged, StagedEntry};
-
-/// The writer went away (its channel is closed).
-#[derive(Debug)]
-pub struct Closed;
+use crate::pipeline::{BATCH_BYTES, BATCH_CAPACITY, Batch, Closed, Staged, StagedEntry};
 
 /// Turns staged chunks into batches of JSON lines.
 struct Formatter<'a> {
@@ -65,7 +62,25 @@ impl Formatter<'_> {
         };
         for entry in chunk.entries() {
             match entry {
-                StagedEntry::Line(line) => self.batch.lines.extend_from_slice(line),
+                StagedEntry::Lost {
+                    time_unix_ns,
+                    cpu,
+                    lost,
+                } => self
+                    .writer
+                    .write_lost(&mut self.batch.lines, time_unix_ns, cpu, lost),
+                StagedEntry::Notice {
+                    time_unix_ns,
+                    what,
+                    event,
+                    message,
+                } => self.writer.write_notice(
+                    &mut self.batch.lines,
+                    time_unix_ns,
+                    what,
+                    event,
+                    message,
+                ),
                 StagedEntry::Record { slot, stamp, raw } => {
                     match self.formats.get(slot as usize).and_then(Option::as_ref) {
                         Some(prepared) => {
@@ -145,7 +160,7 @@ mod tests {
     use uevrec_samples::register::format_file_text;
 
     #[test]
-    fn formats_records_and_passes_lines_in_order() {
+    fn formats_records_losses_and_notices_in_order() {
         let text = format_file_text("e", 7, &[("u32 n", 8, 4, false)], "\"\"");
         let format = parse_format(&text).unwrap();
         let prepared = Arc::new(PreparedFormat::new(&format, "s", "e", None));
@@ -162,8 +177,9 @@ mod tests {
         let mut raw = vec![7, 0, 0, 0, 2, 0, 0, 0];
         raw.extend_from_slice(&42u32.to_le_bytes());
         let mut chunk = StagedChunk::default();
-        chunk.push_line(|b| b.extend_from_slice(b"{\"first\":1}\n"));
+        chunk.push_notice(None, "waiting", Some("s:e"), "no \"e\"");
         chunk.push_record(0, &stamp, &raw);
+        chunk.push_lost(Some(2_000_000_000), 3, 17);
         chunk.push_record(5, &stamp, &raw);
         stage_tx.send(Staged::Format { slot: 0, prepared }).unwrap();
         stage_tx.send(Staged::Chunk(chunk)).unwrap();
@@ -173,19 +189,26 @@ mod tests {
         let text: Vec<u8> = out_rx.iter().flat_map(|b| b.lines).collect();
         let text = String::from_utf8(text).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 3, "{text}");
-        assert_eq!(lines[0], "{\"first\":1}");
+        assert_eq!(lines.len(), 4, "{text}");
+        // Byte for byte what the session used to write itself.
+        let mut w = LineWriter::new(LineOptions::default());
+        let mut expected = Vec::new();
+        w.write_notice(&mut expected, None, "waiting", Some("s:e"), "no \"e\"");
+        assert_eq!(format!("{}\n", lines[0]).as_bytes(), expected);
         assert_eq!(
             lines[1],
             "{\"time\":\"1970-01-01T00:00:01.000000000Z\",\"system\":\"s\",\"event\":\"e\",\
              \"cpu\":1,\"pid\":2,\"tid\":3,\"fields\":{\"n\":42}}"
         );
+        expected.clear();
+        w.write_lost(&mut expected, Some(2_000_000_000), 3, 17);
+        assert_eq!(format!("{}\n", lines[2]).as_bytes(), expected);
         assert!(
-            lines[2].contains("\"what\":\"internal_error\""),
+            lines[3].contains("\"what\":\"internal_error\""),
             "{}",
-            lines[2]
+            lines[3]
         );
-        assert!(lines[2].contains("slot 5"), "{}", lines[2]);
+        assert!(lines[3].contains("slot 5"), "{}", lines[3]);
         // The chunk's buffer came back.
         assert!(chunk_rx.try_recv().is_ok());
     }
@@ -198,7 +221,7 @@ mod tests {
         let (_rec_tx, rec_rx) = crossbeam_channel::bounded(8);
         drop(out_rx);
         let mut chunk = StagedChunk::default();
-        chunk.push_line(|b| b.extend_from_slice(b"{}\n"));
+        chunk.push_notice(None, "waiting", None, "");
         stage_tx.send(Staged::Chunk(chunk)).unwrap();
         assert!(run(stage_rx, chunk_tx, &out_tx, &rec_rx, LineOptions::default()).is_err());
     }

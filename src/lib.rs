@@ -2,9 +2,10 @@
 //!
 //! Modules follow the data path: [`tracefs`] finds events and their format files,
 //! [`selector`] picks them, [`perf`] attaches per-CPU rings, [`session`] drains them into
-//! staged records, [`formatter`] decodes those into JSON lines (with `uevrec_parsers`),
-//! [`pipeline`] holds what travels between the threads on the way to the [`sink`]s, [`clock`]
-//! turns sample times into wall-clock time, [`cli`] is the command line.
+//! staged entries, [`formatter`] renders those as JSON lines (with `uevrec_parsers`),
+//! [`pipeline`] holds what travels between the threads on the way to the [`sink`]s,
+//! [`recorder`] builds the threads and joins them, [`clock`] turns sample times into
+//! wall-clock time, [`cli`] is the command line (flags → a [`recorder::Config`]).
 #![warn(missing_docs)]
 
 pub mod cli;
@@ -13,6 +14,7 @@ pub mod fd_limit;
 pub mod formatter;
 pub mod perf;
 pub mod pipeline;
+pub mod recorder;
 pub mod selector;
 pub mod session;
 pub mod signals;

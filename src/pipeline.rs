@@ -20,6 +20,9 @@
 //! events).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crossbeam_channel::{Receiver, Sender};
 
 use uevrec_parsers::json_line::{PreparedFormat, RecordStamp};
 
@@ -70,7 +73,7 @@ pub const STAGE_CHUNKS: usize = 32;
 /// What the session sends the formatter, in order.
 #[derive(Debug)]
 pub enum Staged {
-    /// Records and ready-made lines.
+    /// Records, losses and notices.
     Chunk(StagedChunk),
     /// From now on, records of `slot` have this format (sent when an event attaches,
     /// before any of its records).
@@ -82,17 +85,96 @@ pub enum Staged {
     },
 }
 
-/// `slot` value of an entry that is a ready-made line, not a record.
-const LINE: u32 = u32::MAX;
+/// The next thread down the pipeline went away (its channel is closed).
+#[derive(Debug)]
+pub struct Closed;
+
+/// The session's end of the staging channel: sends [`Staged`] messages to the formatter
+/// thread and takes empty chunks from the pool it returns them to.
+#[derive(Debug)]
+pub struct StageSender<'a> {
+    stage: Sender<Staged>,
+    pool: Receiver<Vec<u8>>,
+    /// Set when the formatter thread has returned (the writer went away): checked once
+    /// per loop, so an idle session ends without waiting for a record to send.
+    formatter_gone: &'a AtomicBool,
+}
+
+impl<'a> StageSender<'a> {
+    /// The session's end of a staging channel: `stage` to the formatter, `pool` of empty
+    /// chunk buffers back from it, `formatter_gone` set when the formatter returned.
+    pub fn new(
+        stage: Sender<Staged>,
+        pool: Receiver<Vec<u8>>,
+        formatter_gone: &'a AtomicBool,
+    ) -> Self {
+        StageSender {
+            stage,
+            pool,
+            formatter_gone,
+        }
+    }
+
+    /// An empty chunk from the pool; waits while every chunk is with the formatter
+    /// (this is the back-pressure), `Err` once the formatter is gone.
+    pub fn fresh_chunk(&self) -> Result<StagedChunk, Closed> {
+        let buffer = self.pool.recv().map_err(|_| Closed)?;
+        Ok(StagedChunk::with_buffer(buffer))
+    }
+
+    /// Send `chunk` if it has anything, leaving a fresh one in its place.
+    pub fn flush(&self, chunk: &mut StagedChunk) -> Result<(), Closed> {
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        let full = std::mem::take(chunk);
+        self.stage.send(Staged::Chunk(full)).map_err(|_| Closed)?;
+        *chunk = self.fresh_chunk()?;
+        Ok(())
+    }
+
+    /// `Err` once the formatter is gone.
+    pub fn check(&self) -> Result<(), Closed> {
+        if self.formatter_gone.load(Ordering::Acquire) {
+            Err(Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Tell the formatter the format of `slot`'s records, after everything staged so far
+    /// (so records of an event that had the slot before are not formatted with it).
+    pub fn format(
+        &self,
+        chunk: &mut StagedChunk,
+        slot: usize,
+        prepared: Arc<PreparedFormat>,
+    ) -> Result<(), Closed> {
+        self.flush(chunk)?;
+        let slot = u32::try_from(slot).map_err(|_| Closed)?;
+        self.stage
+            .send(Staged::Format { slot, prepared })
+            .map_err(|_| Closed)
+    }
+}
+
+/// `slot` value of a notice entry (not a record).
+const NOTICE: u32 = u32::MAX;
+/// `slot` value of a lost-records entry (not a record).
+const LOST: u32 = u32::MAX - 1;
 /// Bit of an entry's flags word: the entry has a time (every u64 is a valid time, so
 /// "none" cannot be a sentinel value).
 const HAS_TIME: u32 = 1;
 /// Bytes of an entry's header: slot, cpu, pid, tid, length, flags (u32 each), time (u64).
 const HEADER: usize = 32;
+/// A notice body's event length when it names no event.
+const NO_EVENT: u32 = u32::MAX;
 
-/// Staged entries back to back: a record (its event slot, stamp and raw trace entry) or
-/// a ready-made JSON line (lost records, notices), each behind a [`HEADER`]-byte header
-/// in native byte order. Private to the process: written and read only by this module.
+/// Staged entries back to back, each behind a [`HEADER`]-byte header in native byte
+/// order: a record (its event slot, stamp and raw trace entry), a count of lost records,
+/// or a notice (what, event and message as text). The formatter renders all of them;
+/// the session writes no JSON. Private to the process: written and read only by this
+/// module.
 #[derive(Debug, Default)]
 pub struct StagedChunk {
     bytes: Vec<u8>,
@@ -111,8 +193,43 @@ pub enum StagedEntry<'a> {
         /// The trace entry (common fields first).
         raw: &'a [u8],
     },
-    /// A complete JSON line (ending in `\n`).
-    Line(&'a [u8]),
+    /// The kernel lost records on a CPU's ring (a `{"uevrec":"lost"}` line).
+    Lost {
+        /// When (Unix ns), if known.
+        time_unix_ns: Option<u64>,
+        /// The CPU whose ring lost them.
+        cpu: u32,
+        /// How many.
+        lost: u64,
+    },
+    /// Something the session says (a `{"uevrec":"notice"}` line).
+    Notice {
+        /// When (Unix ns), if known.
+        time_unix_ns: Option<u64>,
+        /// What happened (`attached`, `skipped` …).
+        what: &'a str,
+        /// The event concerned, if any (`system:event`).
+        event: Option<&'a str>,
+        /// The words.
+        message: &'a str,
+    },
+}
+
+/// A stamp with only a time (the header of a lost or notice entry).
+fn time_only(time_unix_ns: Option<u64>, cpu: u32) -> RecordStamp {
+    RecordStamp {
+        time_unix_ns,
+        cpu,
+        pid: 0,
+        tid: 0,
+    }
+}
+
+/// A length as stored in a header or notice body. Entries come from the ring (< 64 KiB)
+/// or from the session's own short texts; a u32 cannot overflow, but clamp rather than
+/// trust that.
+fn len32(len: usize) -> u32 {
+    u32::try_from(len).unwrap_or(u32::MAX)
 }
 
 impl StagedChunk {
@@ -143,14 +260,11 @@ impl StagedChunk {
     }
 
     fn header(&mut self, slot: u32, stamp: &RecordStamp, len: usize) {
-        // Entries come from the ring (< 64 KiB) or from one line writer call; a u32
-        // cannot overflow, but clamp rather than trust that.
-        let len = u32::try_from(len).unwrap_or(u32::MAX);
         self.bytes.extend_from_slice(&slot.to_ne_bytes());
         self.bytes.extend_from_slice(&stamp.cpu.to_ne_bytes());
         self.bytes.extend_from_slice(&stamp.pid.to_ne_bytes());
         self.bytes.extend_from_slice(&stamp.tid.to_ne_bytes());
-        self.bytes.extend_from_slice(&len.to_ne_bytes());
+        self.bytes.extend_from_slice(&len32(len).to_ne_bytes());
         let flags = if stamp.time_unix_ns.is_some() {
             HAS_TIME
         } else {
@@ -161,9 +275,9 @@ impl StagedChunk {
         self.bytes.extend_from_slice(&time.to_ne_bytes());
     }
 
-    /// Append a record of the event in `slot` (`slot` < `u32::MAX`).
+    /// Append a record of the event in `slot` (`slot` < `u32::MAX - 1`).
     pub fn push_record(&mut self, slot: u32, stamp: &RecordStamp, raw: &[u8]) {
-        debug_assert_ne!(slot, LINE);
+        debug_assert!(slot < LOST);
         let raw = &raw[..raw.len().min(u32::MAX as usize)];
         self.bytes.reserve(HEADER + raw.len());
         self.header(slot, stamp, raw.len());
@@ -171,20 +285,31 @@ impl StagedChunk {
         self.records += 1;
     }
 
-    /// Append a ready-made line: `write` appends one complete JSON line to the buffer
-    /// it is given.
-    pub fn push_line(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
-        let start = self.bytes.len();
-        let none = RecordStamp {
-            time_unix_ns: None,
-            cpu: 0,
-            pid: 0,
-            tid: 0,
-        };
-        self.header(LINE, &none, 0);
-        write(&mut self.bytes);
-        let len = u32::try_from(self.bytes.len() - start - HEADER).unwrap_or(u32::MAX);
-        self.bytes[start + 16..start + 20].copy_from_slice(&len.to_ne_bytes());
+    /// Append a count of records `cpu`'s ring lost.
+    pub fn push_lost(&mut self, time_unix_ns: Option<u64>, cpu: u32, lost: u64) {
+        self.header(LOST, &time_only(time_unix_ns, cpu), 8);
+        self.bytes.extend_from_slice(&lost.to_ne_bytes());
+    }
+
+    /// Append a notice: body = what length, event length ([`NO_EVENT`] for none), then
+    /// the three texts.
+    pub fn push_notice(
+        &mut self,
+        time_unix_ns: Option<u64>,
+        what: &str,
+        event: Option<&str>,
+        message: &str,
+    ) {
+        let event_bytes = event.unwrap_or("");
+        let len = 8 + what.len() + event_bytes.len() + message.len();
+        self.header(NOTICE, &time_only(time_unix_ns, 0), len);
+        self.bytes
+            .extend_from_slice(&len32(what.len()).to_ne_bytes());
+        let event_len = event.map_or(NO_EVENT, |e| len32(e.len()));
+        self.bytes.extend_from_slice(&event_len.to_ne_bytes());
+        self.bytes.extend_from_slice(what.as_bytes());
+        self.bytes.extend_from_slice(event_bytes.as_bytes());
+        self.bytes.extend_from_slice(message.as_bytes());
     }
 
     /// The entries in order.
@@ -203,6 +328,33 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut v = [0u8; 8];
+    v.copy_from_slice(&b[at..at + 8]);
+    u64::from_ne_bytes(v)
+}
+
+/// A notice body's texts: what, event, message (None when cut or not UTF-8, which only
+/// this module's own writing could cause).
+fn notice_texts(body: &[u8]) -> Option<(&str, Option<&str>, &str)> {
+    let (lens, texts) = body.split_at_checked(8)?;
+    let what_len = u32_at(lens, 0) as usize;
+    let event_len = u32_at(lens, 4);
+    let (what, rest) = texts.split_at_checked(what_len)?;
+    let (event, message) = match event_len {
+        NO_EVENT => (None, rest),
+        n => {
+            let (e, m) = rest.split_at_checked(n as usize)?;
+            (Some(std::str::from_utf8(e).ok()?), m)
+        }
+    };
+    Some((
+        std::str::from_utf8(what).ok()?,
+        event,
+        std::str::from_utf8(message).ok()?,
+    ))
+}
+
 impl<'a> Iterator for StagedEntries<'a> {
     type Item = StagedEntry<'a>;
 
@@ -216,24 +368,43 @@ impl<'a> Iterator for StagedEntries<'a> {
             return None;
         };
         self.rest = rest;
-        let slot = u32_at(head, 0);
-        if slot == LINE {
-            return Some(StagedEntry::Line(entry));
-        }
-        let mut time = [0u8; 8];
-        time.copy_from_slice(&head[24..32]);
-        let time = u64::from_ne_bytes(time);
         let has_time = u32_at(head, 20) & HAS_TIME != 0;
-        Some(StagedEntry::Record {
-            slot,
-            stamp: RecordStamp {
-                time_unix_ns: has_time.then_some(time),
-                cpu: u32_at(head, 4),
-                pid: u32_at(head, 8),
-                tid: u32_at(head, 12),
+        let time_unix_ns = has_time.then(|| u64_at(head, 24));
+        let cpu = u32_at(head, 4);
+        let item = match u32_at(head, 0) {
+            NOTICE => {
+                let Some((what, event, message)) = notice_texts(entry) else {
+                    self.rest = &[];
+                    return None;
+                };
+                StagedEntry::Notice {
+                    time_unix_ns,
+                    what,
+                    event,
+                    message,
+                }
+            }
+            LOST if entry.len() == 8 => StagedEntry::Lost {
+                time_unix_ns,
+                cpu,
+                lost: u64_at(entry, 0),
             },
-            raw: entry,
-        })
+            LOST => {
+                self.rest = &[];
+                return None;
+            }
+            slot => StagedEntry::Record {
+                slot,
+                stamp: RecordStamp {
+                    time_unix_ns,
+                    cpu,
+                    pid: u32_at(head, 8),
+                    tid: u32_at(head, 12),
+                },
+                raw: entry,
+            },
+        };
+        Some(item)
     }
 }
 
@@ -255,8 +426,10 @@ mod tests {
         let mut chunk = StagedChunk::with_buffer(vec![1, 2, 3]);
         assert!(chunk.is_empty());
         chunk.push_record(0, &stamp(Some(5), 1), b"abc");
-        chunk.push_line(|b| b.extend_from_slice(b"{\"x\":1}\n"));
+        chunk.push_notice(Some(6), "attached", Some("s:e"), "id 1, 2 CPUs");
         chunk.push_record(3, &stamp(None, 0), b"");
+        chunk.push_lost(None, 4, 1 << 40);
+        chunk.push_notice(None, "waiting", None, "");
         chunk.push_record(9, &stamp(Some(u64::MAX), 2), &[0xff; 70]);
         assert_eq!(chunk.records(), 3);
         let got: Vec<StagedEntry<'_>> = chunk.entries().collect();
@@ -268,11 +441,27 @@ mod tests {
                     stamp: stamp(Some(5), 1),
                     raw: b"abc"
                 },
-                StagedEntry::Line(b"{\"x\":1}\n"),
+                StagedEntry::Notice {
+                    time_unix_ns: Some(6),
+                    what: "attached",
+                    event: Some("s:e"),
+                    message: "id 1, 2 CPUs"
+                },
                 StagedEntry::Record {
                     slot: 3,
                     stamp: stamp(None, 0),
                     raw: b""
+                },
+                StagedEntry::Lost {
+                    time_unix_ns: None,
+                    cpu: 4,
+                    lost: 1 << 40
+                },
+                StagedEntry::Notice {
+                    time_unix_ns: None,
+                    what: "waiting",
+                    event: None,
+                    message: ""
                 },
                 StagedEntry::Record {
                     slot: 9,
@@ -282,7 +471,11 @@ mod tests {
             ]
         );
         let buf = chunk.into_buffer();
-        assert_eq!(buf.len(), 4 * HEADER + 3 + 8 + 70);
+        let notice = 8 + "attached".len() + "s:e".len() + "id 1, 2 CPUs".len();
+        assert_eq!(
+            buf.len(),
+            6 * HEADER + 3 + notice + 70 + 8 + 8 + "waiting".len()
+        );
     }
 
     #[test]

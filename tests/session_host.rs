@@ -1,4 +1,5 @@
-//! Tier 2: `session::run` against the host kernel's tracepoints and uprobes.
+//! Tier 2: the session and formatter (`recorder::stage_and_format`) against the host
+//! kernel's tracepoints and uprobes.
 //!
 //! Needs root and tracefs; otherwise every test prints why it did not run and returns.
 
@@ -7,7 +8,7 @@ use std::fs::{self, OpenOptions};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -19,8 +20,9 @@ use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
 use uevrec::perf::RingPages;
 use uevrec::pipeline::Batch;
+use uevrec::recorder;
 use uevrec::selector::Selector;
-use uevrec::session::{self, LiveStats, SessionConfig, Summary};
+use uevrec::session::{LiveStats, SessionConfig, Summary};
 use uevrec::tracefs::Tracefs;
 
 /// The tracefs root when the host can run these tests, else why not.
@@ -58,6 +60,15 @@ fn parse_batch(batch: &Batch, into: &mut Vec<Value>) {
     }
 }
 
+/// Sessions share it (read); a test that measures every `uevrec-*` thread of the process
+/// takes it alone (write), so the other tests' sessions are not counted.
+static THREADS: RwLock<()> = RwLock::new(());
+
+/// A turn to run a session beside the other tests' sessions.
+fn shared_turn() -> RwLockReadGuard<'static, ()> {
+    THREADS.read().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A session on its own thread; batches are collected by a second thread unless
 /// `manual` (then the test receives from `rx` itself).
 struct Running {
@@ -68,6 +79,8 @@ struct Running {
     collector: Option<JoinHandle<()>>,
     rx: Option<Receiver<Batch>>,
     recycle_tx: Sender<Vec<u8>>,
+    /// The [`THREADS`] turn (None for the test that holds it alone).
+    _turn: Option<RwLockReadGuard<'static, ()>>,
 }
 
 /// CPU time used by the calling thread.
@@ -120,6 +133,14 @@ fn unsafe_zeroed_rusage() -> libc::rusage {
 }
 
 fn start(cfg: SessionConfig, channel_cap: usize, manual: bool) -> Running {
+    let turn = shared_turn();
+    let mut run = start_alone(cfg, channel_cap, manual);
+    run._turn = Some(turn);
+    run
+}
+
+/// [`start`] without taking a [`THREADS`] turn (the caller holds it).
+fn start_alone(cfg: SessionConfig, channel_cap: usize, manual: bool) -> Running {
     let (tx, rx) = crossbeam_channel::bounded::<Batch>(channel_cap);
     let (recycle_tx, recycle_rx) = crossbeam_channel::unbounded::<Vec<u8>>();
     let stop = Arc::new(AtomicBool::new(false));
@@ -128,7 +149,8 @@ fn start(cfg: SessionConfig, channel_cap: usize, manual: bool) -> Running {
     let session = std::thread::Builder::new()
         .name("uevrec-session".into())
         .spawn(move || {
-            let r = session::run(&cfg, &tx, &recycle_rx, &s2, &st2).map_err(|e| e.to_string());
+            let r = recorder::stage_and_format(&cfg, &tx, &recycle_rx, &s2, &st2)
+                .map_err(|e| e.to_string());
             (r, thread_cpu())
         })
         .expect("spawning the session thread");
@@ -155,6 +177,7 @@ fn start(cfg: SessionConfig, channel_cap: usize, manual: bool) -> Running {
         collector,
         rx,
         recycle_tx,
+        _turn: None,
     }
 }
 
@@ -202,10 +225,11 @@ impl Drop for Running {
 
 /// Run a session that must fail during setup; its error message.
 fn setup_error(cfg: &SessionConfig) -> String {
+    let _turn = shared_turn();
     let (tx, _rx) = crossbeam_channel::bounded(16);
     let (_rtx, rrx) = crossbeam_channel::bounded(1);
     let stop = AtomicBool::new(false);
-    match session::run(cfg, &tx, &rrx, &stop, &LiveStats::default()) {
+    match recorder::stage_and_format(cfg, &tx, &rrx, &stop, &LiveStats::default()) {
         Ok(s) => panic!("session started: {s:?}"),
         Err(e) => e.to_string(),
     }
@@ -575,7 +599,8 @@ fn idle_session_uses_almost_no_cpu() {
         common::tier::skip(Tier::Host, "no quiet tracepoint found");
         return;
     };
-    let mut run = start(config(&[sel]), 16, false);
+    let _alone = THREADS.write().unwrap_or_else(|e| e.into_inner());
+    let mut run = start_alone(config(&[sel]), 16, false);
     // Past start-up (pools are touched then), measure every uevrec thread for 3 s.
     std::thread::sleep(Duration::from_millis(500));
     let (threads, cpu0) = uevrec_threads_cpu();

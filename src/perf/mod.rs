@@ -8,6 +8,7 @@
 //! sleeps in `epoll_wait` on the owner fds until a ring passes its watermark or the
 //! timeout ends. CPUs going on- or offline after the start are not followed.
 
+pub mod backend;
 pub mod ring;
 pub mod sys;
 
@@ -15,6 +16,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
+pub use backend::PerfBackend;
 pub use ring::{Ring, RingPages, page_size};
 pub use sys::PerfFd;
 
@@ -160,9 +162,23 @@ impl Rings {
         &mut self.cpus
     }
 
-    /// The CPU numbers, in ring order.
-    pub fn cpu_list(&self) -> Vec<u32> {
-        self.cpus.iter().map(|c| c.cpu).collect()
+    /// The number of rings (one per CPU).
+    pub fn len(&self) -> usize {
+        self.cpus.len()
+    }
+
+    /// Whether there are no rings.
+    pub fn is_empty(&self) -> bool {
+        self.cpus.is_empty()
+    }
+
+    /// The CPUs whose ring has a marker event (see [`Rings::set_markers`]).
+    pub fn marker_cpus(&self) -> Vec<u32> {
+        self.cpus
+            .iter()
+            .filter(|c| c.marker.is_some())
+            .map(|c| c.cpu)
+            .collect()
     }
 
     /// Sleep until some ring passes its watermark (or has hung up) or `timeout` ends;

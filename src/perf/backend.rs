@@ -1,0 +1,112 @@
+//! [`PerfBackend`]: the session's [`Backend`] on perf rings (one per CPU) and tracepoint
+//! descriptors redirected into them.
+
+use std::io;
+use std::ops::ControlFlow;
+use std::time::Duration;
+
+use uevrec_parsers::perf_sample::{Record, SampleFormat, sample_type};
+
+use super::{EventFds, PerfError, Rings};
+use crate::session::backend::{Arrival, AttachError, Backend};
+
+/// The rings and the layout of their samples.
+#[derive(Debug)]
+pub struct PerfBackend {
+    rings: Rings,
+    layout: SampleFormat,
+}
+
+impl PerfBackend {
+    /// A backend on `rings` (opened by [`Rings::open`]).
+    pub fn new(rings: Rings) -> Self {
+        PerfBackend {
+            rings,
+            layout: SampleFormat::new(sample_type::UEVREC, true)
+                .expect("uevrec's own sample_type is supported"),
+        }
+    }
+}
+
+/// What one ring record is, for the session.
+fn arrival<'a>(layout: &SampleFormat, marker: Option<u64>, bytes: &'a [u8]) -> Arrival<'a> {
+    match layout.parse(bytes) {
+        // Marker ids are perf ids like the events', so never an event's.
+        Ok(Record::Sample(s)) if s.id.is_some() && s.id == marker => Arrival::Marker,
+        Ok(Record::Sample(s)) => Arrival::Sample {
+            key: s.id,
+            time: s.time,
+            cpu: s.cpu,
+            pid: s.pid,
+            tid: s.tid,
+            raw: s.raw.unwrap_or(&[]),
+        },
+        Ok(
+            Record::Lost {
+                lost, sample_id, ..
+            }
+            | Record::LostSamples { lost, sample_id },
+        ) => Arrival::Lost {
+            lost,
+            time: sample_id.time,
+        },
+        Ok(Record::Other(_)) => Arrival::Other,
+        Err(_) => Arrival::Malformed,
+    }
+}
+
+impl Backend for PerfBackend {
+    type Event = EventFds;
+
+    fn cpus(&self) -> usize {
+        self.rings.len()
+    }
+
+    fn attach(&mut self, id: u32, filter: Option<&str>) -> Result<EventFds, AttachError> {
+        EventFds::open(id, &self.rings, filter).map_err(|e: PerfError| {
+            match (e.step, e.source.raw_os_error()) {
+                ("perf_event_open", Some(libc::ENOENT | libc::ENODEV)) => AttachError::Vanished,
+                (_, Some(libc::EACCES | libc::EPERM)) => AttachError::Denied(e),
+                ("PERF_EVENT_IOC_SET_FILTER", _) => AttachError::FilterRefused(e),
+                _ => AttachError::Failed(e),
+            }
+        })
+    }
+
+    fn enable(&mut self, event: &EventFds) -> Result<(), PerfError> {
+        event.enable()
+    }
+
+    fn disable(&mut self, event: &EventFds) {
+        event.disable();
+    }
+
+    fn keys(event: &EventFds) -> &[u64] {
+        event.ids()
+    }
+
+    fn buffers(&self) -> usize {
+        self.rings.len()
+    }
+
+    fn read(&mut self, buffer: usize, mut f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>) {
+        let layout = &self.layout;
+        let Some(c) = self.rings.cpus_mut().get_mut(buffer) else {
+            return;
+        };
+        let (cpu, marker) = (c.cpu, c.marker_id());
+        c.ring.read(|rec| f(cpu, arrival(layout, marker, rec)));
+    }
+
+    fn wait(&self, timeout: Duration) -> io::Result<()> {
+        self.rings.wait(timeout).map(|_| ())
+    }
+
+    fn marker_cpus(&self) -> Vec<u32> {
+        self.rings.marker_cpus()
+    }
+
+    fn set_markers(&mut self, on: bool) {
+        self.rings.set_markers(on);
+    }
+}

@@ -1,0 +1,143 @@
+//! Kernel filters: the expression set on every attachment, and the kernel's own words
+//! when it refuses one.
+//!
+//! The kernel applies filters (`PERF_EVENT_IOC_SET_FILTER`) before a record reaches the
+//! ring. The expression set on every fd is the `&&` of: the user's `--filter`, then
+//! `common_pid == PID` for `--pid` (the thread id, as the kernel's `common_pid` is), else
+//! (unless `include_self`) `common_pid != TID` for each of uevrec's threads at attach time.
+//! Threads started later are caught by a second check in the stager: samples whose
+//! process id is uevrec's are not staged. When the kernel refuses an expression the
+//! ioctl says only EINVAL, so the session repeats the expression into the event's `filter`
+//! file of a private, throw-away tracefs instance (`instances/uevrec-<pid>-<n>`, which
+//! leaves the global tracing state alone) and reports the kernel's parse error from there.
+
+use std::fs;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::SessionConfig;
+use super::procfs::threads;
+use crate::tracefs::Tracefs;
+
+/// The filter expression for a new attachment (see the module docs); None for none.
+pub(super) fn expression(config: &SessionConfig) -> Option<String> {
+    let mut terms = Vec::new();
+    if let Some(f) = config
+        .filter
+        .as_deref()
+        .map(str::trim)
+        .filter(|f| !f.is_empty())
+    {
+        terms.push(format!("({f})"));
+    }
+    if let Some(pid) = config.pid {
+        let tids = threads(&pid.to_string()).unwrap_or_default();
+        let alts: Vec<String> = if tids.is_empty() {
+            vec![pid.to_string()]
+        } else {
+            tids.iter().map(u32::to_string).collect()
+        };
+        let alts: Vec<String> = alts.iter().map(|t| format!("common_pid == {t}")).collect();
+        terms.push(if alts.len() == 1 {
+            alts[0].clone()
+        } else {
+            format!("({})", alts.join(" || "))
+        });
+    } else if !config.include_self {
+        let own = threads("self").unwrap_or_else(|| vec![std::process::id()]);
+        terms.extend(own.iter().map(|tid| format!("common_pid != {tid}")));
+    }
+    (!terms.is_empty()).then(|| terms.join(" && "))
+}
+
+static INSTANCE_SEQ: AtomicUsize = AtomicUsize::new(0);
+
+/// The kernel's complaint about filter `expr` on `system:event`, read from the event's
+/// `filter` file in a throw-away tracefs instance.
+pub(super) fn complaint(tracefs: &Tracefs, system: &str, event: &str, expr: &str) -> String {
+    let fallback = || complaint_fallback(tracefs, system, event);
+    let seq = INSTANCE_SEQ.fetch_add(1, Ordering::Relaxed);
+    let inst = tracefs
+        .root()
+        .join("instances")
+        .join(format!("uevrec-{}-{seq}", std::process::id()));
+    if fs::create_dir(&inst).is_err() {
+        return fallback();
+    }
+    let file = inst.join("events").join(system).join(event).join("filter");
+    let complaint = match fs::write(&file, expr) {
+        Ok(()) => None, // accepted by ftrace: the refusal was perf-specific
+        Err(_) => read_once(&file)
+            .map(|t| t.trim_end().to_string())
+            .filter(|t| !t.is_empty()),
+    };
+    let _ = fs::remove_dir(&inst);
+    complaint.map_or_else(fallback, |c| format!("\n{c}"))
+}
+
+/// What to say when the kernel's parse error is not available.
+pub(super) fn complaint_fallback(tracefs: &Tracefs, system: &str, event: &str) -> String {
+    let format = tracefs.event_dir(system, event).join("format");
+    format!("EINVAL (see the field names in {})", format.display())
+}
+
+/// Read a tracefs file that answers only the first `read(2)` (the `filter` files return
+/// nothing at a non-zero offset), with one large read.
+fn read_once(path: &Path) -> Option<String> {
+    use std::io::Read as _;
+    let mut buf = vec![0u8; 64 * 1024];
+    let n = fs::File::open(path).ok()?.read(&mut buf).ok()?;
+    buf.truncate(n);
+    Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_terms() {
+        let mut config = SessionConfig {
+            filter: Some(" id == 110 ".into()),
+            pid: Some(99_999_999),
+            ..Default::default()
+        };
+        assert_eq!(
+            expression(&config).as_deref(),
+            Some("(id == 110) && common_pid == 99999999")
+        );
+        // A process id covers every thread of that process (this test runs in a thread).
+        config.pid = Some(std::process::id() as i32);
+        let f = expression(&config).unwrap();
+        assert!(f.starts_with("(id == 110) && (common_pid == "), "{f}");
+        assert!(f.contains(" || "), "{f}");
+        config.pid = None;
+        let f = expression(&config).unwrap();
+        assert!(f.starts_with("(id == 110) && common_pid != "), "{f}");
+        assert!(
+            f.contains(&format!("common_pid != {}", std::process::id())),
+            "{f}"
+        );
+        config.include_self = true;
+        assert_eq!(expression(&config).as_deref(), Some("(id == 110)"));
+        config.filter = None;
+        assert_eq!(expression(&config), None);
+    }
+
+    #[test]
+    fn without_an_instance_the_complaint_names_the_format_file() {
+        // A directory that is no tracefs: no instance can be made there.
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("events")).unwrap();
+        let t = Tracefs::discover(Some(dir.path())).unwrap();
+        let c = complaint(&t, "s", "e", "x == 1");
+        assert_eq!(
+            c,
+            format!(
+                "EINVAL (see the field names in {})",
+                dir.path().join("events/s/e/format").display()
+            )
+        );
+        assert!(!dir.path().join("instances").exists());
+    }
+}

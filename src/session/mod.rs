@@ -1,0 +1,301 @@
+//! A live recording session: attach to the selected tracepoints, drain the per-CPU
+//! buffers into staged entries, and hand them to the formatter thread. The session
+//! writes no JSON.
+//!
+//! # Pipeline
+//!
+//! ```text
+//!  kernel ──samples──▶ one perf ring per CPU (owned by a dummy event; every tracepoint fd
+//!                      of that CPU is redirected into it with PERF_EVENT_IOC_SET_OUTPUT)
+//!  session thread (the caller of [`run`]), one loop:
+//!     epoll_wait on the ring owners (wakes at a ¼-ring watermark or after ≤ 100 ms)
+//!     → for each ring: load-acquire data_head, parse each record's perf header
+//!       (uevrec_parsers::perf_sample), map its PERF_SAMPLE_IDENTIFIER to the event,
+//!       copy the trace entry with its stamp into the current StagedChunk,
+//!       store-release data_tail
+//!     → send the chunk when it holds pipeline::STAGE_BYTES, and at each wakeup
+//!       (a blocking send: a slow formatter or writer stalls this loop, the rings fill
+//!       and the kernel counts LOST records, which become `{"uevrec":"lost"}` lines;
+//!       nothing is dropped silently)
+//!     → every `rescan_interval`: list tracefs, attach new matching events (late
+//!       registration, new multi-format versions), detach vanished ones or re-attach
+//!       ones whose ID changed; each step stages a notice
+//!  formatter thread (started by crate::recorder, crate::formatter): decodes the staged
+//!  records and renders them, the lost counts and the notices as JSON lines
+//!  (uevrec_parsers::json_line) into Batches
+//!  writer thread (crate::recorder): receives Batches, writes them to the sink, returns
+//!  the empty buffers on the `recycle` channel.
+//! ```
+//!
+//! The session thread only copies, so the rings drain at memcpy speed whatever the
+//! formatting costs; decoding and JSON happen on the formatter thread, and the writer
+//! does nothing but I/O.
+//!
+//! # Files
+//!
+//! [`backend`] is what the session needs from perf (or, one day, ftrace): attach, detach,
+//! drain; `attach` the attach/detach/rescan state machine over it; `stager` stages what
+//! the buffers hold; `filter` the kernel filter expressions and the kernel's complaints
+//! about them; `procfs` the thread scan; `error` the setup errors. This file: the
+//! configuration, the loop, the stop.
+
+mod attach;
+pub mod backend;
+mod error;
+mod filter;
+mod procfs;
+mod stager;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::fd_limit::{self, Nofile};
+use crate::perf::{self, PerfBackend, RingPages, Rings};
+use crate::pipeline::StageSender;
+use crate::selector::{Selector, default_selectors};
+use crate::tracefs::{Tracefs, TracefsError};
+use attach::{Attacher, Halt};
+use backend::Backend;
+pub use error::SessionError;
+use error::perf_error;
+use stager::Stager;
+
+/// The longest the loop sleeps: bounds the latency of quiet streams and of `stop`.
+const POLL_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// What to record and how.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Explicit tracefs mount point (else discovered).
+    pub tracefs: Option<PathBuf>,
+    /// Events to record; empty = [`default_selectors`].
+    pub selectors: Vec<Selector>,
+    /// Data pages per CPU ring.
+    pub buffer_pages: RingPages,
+    /// A kernel (ftrace) filter expression applied to every event.
+    pub filter: Option<String>,
+    /// Record only this thread id (`common_pid == PID`).
+    pub pid: Option<i32>,
+    /// Also record uevrec's own threads (default: never).
+    pub include_self: bool,
+    /// How often tracefs is rescanned for new or vanished events.
+    pub rescan_interval: Duration,
+    /// Write the common fields too.
+    pub include_common: bool,
+    /// Stop after this many records.
+    pub max_records: Option<u64>,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            tracefs: None,
+            selectors: Vec::new(),
+            buffer_pages: RingPages::DEFAULT,
+            filter: None,
+            pid: None,
+            include_self: false,
+            rescan_interval: Duration::from_secs(1),
+            include_common: false,
+            max_records: None,
+        }
+    }
+}
+
+/// Counters another thread may read while the session runs (for a status line).
+#[derive(Debug, Default)]
+pub struct LiveStats {
+    /// Event records written so far.
+    pub records: AtomicU64,
+    /// Records the kernel reported lost so far.
+    pub lost: AtomicU64,
+}
+
+/// What a finished session recorded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Records per tracefs event `system:event` (multi-format versions with their
+    /// `.<id>` suffix); every event that was attached appears, even with 0.
+    pub records_per_event: BTreeMap<String, u64>,
+    /// Records lost per CPU (only CPUs that lost any).
+    pub lost_per_cpu: BTreeMap<u32, u64>,
+    /// All event records written.
+    pub records: u64,
+    /// All records lost.
+    pub lost: u64,
+}
+
+/// Attach, then loop until `stop` is set (or `max_records` reached): drain the rings,
+/// stage what they hold, send full chunks on `out` (a blocking send = back-pressure). On
+/// stop: stop attaching, drain every ring, send the rest, return the summary. Setup
+/// errors (before the first attach) return `Err`; a closed `out` (the formatter or writer
+/// went away) ends the session promptly with the summary so far. The formatter thread
+/// must be running already ([`crate::recorder`] starts it), so the self-exclusion filter
+/// names it.
+pub fn run(
+    config: &SessionConfig,
+    out: &StageSender<'_>,
+    stop: &AtomicBool,
+    stats: &LiveStats,
+) -> Result<Summary, SessionError> {
+    let tracefs = Tracefs::discover(config.tracefs.as_deref())?;
+    let cpus = perf::online_cpus().map_err(SessionError::Cpus)?;
+    // The soft limit goes up to the hard one now; the hard one as events come (rescan).
+    let nofile = Nofile::new().ok().map(|mut n| {
+        n.ensure(fd_limit::needed(0, cpus.len()));
+        n
+    });
+    let rings = Rings::open(&cpus, config.buffer_pages.get())
+        .map_err(|e| perf_error(e, config.buffer_pages.get()))?;
+    let mut backend = PerfBackend::new(rings);
+    run_with(&mut backend, tracefs, nofile, config, out, stop, stats)
+}
+
+/// [`run`] on any backend, from the first scan on.
+fn run_with<B: Backend>(
+    backend: &mut B,
+    tracefs: Tracefs,
+    nofile: Option<Nofile>,
+    config: &SessionConfig,
+    out: &StageSender<'_>,
+    stop: &AtomicBool,
+    stats: &LiveStats,
+) -> Result<Summary, SessionError> {
+    let selectors = if config.selectors.is_empty() {
+        default_selectors()
+    } else {
+        config.selectors.clone()
+    };
+    let chunk = out.fresh_chunk().unwrap_or_default();
+    let mut st = Stager::new(chunk, config.include_self, config.max_records);
+    let mut att = Attacher::new(tracefs, selectors, config);
+    att.nofile = nofile;
+
+    // First scan: problems that will not go away are errors.
+    let scan = match att.rescan(backend, &mut st, out, stats) {
+        Ok(scan) => scan,
+        Err(Halt::Closed) => return Ok(finish(st, att)),
+        Err(Halt::Fatal(e)) => return Err(e),
+    };
+    if let Some(e) = scan.refused.filter(|_| att.attached.is_empty()) {
+        return Err(e);
+    }
+    if scan.matched == 0 {
+        let sel: Vec<String> = att.selectors.iter().map(ToString::to_string).collect();
+        let mut msg = format!("no event matches {} yet; rescanning every ", sel.join(" "));
+        let _ = write!(msg, "{:?}", config.rescan_interval);
+        if sel.iter().any(|s| s.starts_with("user_events")) && !att.tracefs.has_user_events() {
+            msg.push_str(&format!(
+                "; note: {}",
+                TracefsError::NoUserEvents(att.tracefs.root().join("user_events_data"))
+            ));
+        }
+        st.notice("waiting", None, &msg);
+    }
+    if out.flush(&mut st.chunk).is_err() {
+        return Ok(finish(st, att));
+    }
+
+    let mut next_rescan = Instant::now() + config.rescan_interval;
+    let result: Result<(), Halt> = (|| {
+        loop {
+            st.clock.maybe_resample();
+            st.drain(backend, out, stats)?;
+            out.flush(&mut st.chunk)?;
+            out.check()?;
+            if stop.load(Ordering::Relaxed) || st.limit_reached() {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= next_rescan {
+                match att.rescan(backend, &mut st, out, stats) {
+                    // A fatal problem after startup (privileges dropped?) is reported
+                    // in-band.
+                    Err(Halt::Fatal(e)) => st.notice("rescan_failed", None, &e.to_string()),
+                    Err(Halt::Closed) => return Err(Halt::Closed),
+                    Ok(_) => {}
+                }
+                next_rescan = Instant::now() + config.rescan_interval;
+                continue;
+            }
+            let timeout = POLL_TIMEOUT.min(next_rescan - now);
+            if let Err(e) = backend.wait(timeout) {
+                st.notice("epoll_failed", None, &e.to_string());
+                std::thread::sleep(timeout);
+            }
+        }
+    })();
+    if result.is_err() {
+        return Ok(finish(st, att));
+    }
+
+    // Stop: no more attaching; disable everything, then drain every ring completely.
+    for ev in st.events.iter().flatten() {
+        backend.disable(&ev.handle);
+    }
+    if st.drain(backend, out, stats).is_ok() && flush_losses(backend, &mut st, out, stats).is_ok() {
+        if st.malformed + st.unknown > 0 {
+            let msg = format!(
+                "{} ring records could not be parsed and {} samples named no attached event; \
+                 they were skipped",
+                st.malformed, st.unknown
+            );
+            st.notice("malformed", None, &msg);
+        }
+        let stopped: Vec<(String, String)> = st
+            .events
+            .iter()
+            .flatten()
+            .map(|ev| {
+                (
+                    ev.key.clone(),
+                    format!("session stopped; {} records", ev.records),
+                )
+            })
+            .collect();
+        for (key, msg) in stopped {
+            st.notice("detached", Some(&key), &msg);
+        }
+        let _ = out.flush(&mut st.chunk);
+    }
+    Ok(finish(st, att))
+}
+
+/// Bring out the losses the kernel still owes the buffers (perf reports a loss only at
+/// the next write into the same ring): turn the markers on until each buffer has shown
+/// one (at most ~200 ms), then drain once more.
+fn flush_losses<B: Backend>(
+    backend: &mut B,
+    st: &mut Stager<B::Event>,
+    out: &StageSender<'_>,
+    stats: &LiveStats,
+) -> Result<(), crate::pipeline::Closed> {
+    let want: BTreeSet<u32> = backend.marker_cpus().into_iter().collect();
+    if want.is_empty() {
+        return Ok(());
+    }
+    st.marker_seen.clear();
+    backend.set_markers(true);
+    let t0 = Instant::now();
+    let result = (|| {
+        while !want.is_subset(&st.marker_seen) && t0.elapsed() < Duration::from_millis(200) {
+            let _ = backend.wait(Duration::from_millis(5));
+            st.drain(backend, out, stats)?;
+        }
+        Ok(())
+    })();
+    backend.set_markers(false);
+    result?;
+    st.drain(backend, out, stats)
+}
+
+/// Close every event and build the summary.
+fn finish<E>(st: Stager<E>, att: Attacher<'_>) -> Summary {
+    drop(att);
+    st.into_summary()
+}

@@ -1,0 +1,180 @@
+//! The stager: what arrives from the backend's buffers → staged entries (records, lost
+//! counts, notices) in the current [`StagedChunk`]. It only copies: decoding and JSON
+//! happen on the formatter thread, so the buffers drain at memcpy speed.
+
+use std::collections::BTreeSet;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use uevrec_parsers::json_line::{PreparedFormat, RecordStamp};
+
+use super::backend::{Arrival, Backend};
+use super::{LiveStats, Summary};
+use crate::clock::{WallClock, monotonic_ns};
+use crate::pipeline::{Closed, STAGE_BYTES, StageSender, StagedChunk};
+
+/// One attached tracepoint; `E` is the backend's handle ([`Backend::Event`]).
+#[derive(Debug)]
+pub(super) struct Event<E> {
+    pub(super) system: String,
+    pub(super) name: String,
+    /// `system:name`.
+    pub(super) key: String,
+    /// The format, with its names and keys rendered for the JSON lines (shared with
+    /// the formatter thread).
+    pub(super) prepared: Arc<PreparedFormat>,
+    pub(super) handle: E,
+    pub(super) records: u64,
+}
+
+/// The attached events and the chunk being filled.
+pub(super) struct Stager<E> {
+    pub(super) events: Vec<Option<Event<E>>>,
+    /// Sample key → slot in `events` (foldhash: keys are kernel-assigned, not hostile,
+    /// and SipHash showed in the profile).
+    pub(super) by_key: foldhash::HashMap<u64, usize>,
+    pub(super) clock: WallClock,
+    pub(super) chunk: StagedChunk,
+    self_pid: u32,
+    include_self: bool,
+    max_records: Option<u64>,
+    pub(super) summary: Summary,
+    /// Samples whose key belongs to no attached event.
+    pub(super) unknown: u64,
+    /// Records that did not parse.
+    pub(super) malformed: u64,
+    /// CPUs whose marker was seen (see [`Backend::set_markers`]).
+    pub(super) marker_seen: BTreeSet<u32>,
+}
+
+impl<E> Stager<E> {
+    /// A stager filling `chunk`; samples of uevrec's own process are dropped unless
+    /// `include_self`; staging ends after `max_records`.
+    pub(super) fn new(chunk: StagedChunk, include_self: bool, max_records: Option<u64>) -> Self {
+        Stager {
+            events: Vec::new(),
+            by_key: foldhash::HashMap::default(),
+            clock: WallClock::new(std::time::Duration::from_secs(1)),
+            chunk,
+            self_pid: std::process::id(),
+            include_self,
+            max_records,
+            summary: Summary::default(),
+            unknown: 0,
+            malformed: 0,
+            marker_seen: BTreeSet::new(),
+        }
+    }
+
+    fn now(&self) -> Option<u64> {
+        self.clock.to_unix_ns(monotonic_ns())
+    }
+
+    /// Stage a notice, stamped now.
+    pub(super) fn notice(&mut self, what: &str, event: Option<&str>, message: &str) {
+        let t = self.now();
+        self.chunk.push_notice(t, what, event, message);
+    }
+
+    /// Whether `max_records` records have been staged.
+    pub(super) fn limit_reached(&self) -> bool {
+        self.max_records.is_some_and(|m| self.summary.records >= m)
+    }
+
+    /// Stage one arrival from `cpu`'s buffer; breaks when the chunk is full.
+    fn take(&mut self, cpu: u32, arrival: Arrival<'_>) -> ControlFlow<()> {
+        match arrival {
+            Arrival::Sample {
+                key,
+                time,
+                cpu: sample_cpu,
+                pid,
+                tid,
+                raw,
+            } => {
+                let Some(&slot) = key.and_then(|k| self.by_key.get(&k)) else {
+                    self.unknown += 1;
+                    return ControlFlow::Continue(());
+                };
+                if (!self.include_self && pid == Some(self.self_pid)) || self.limit_reached() {
+                    return ControlFlow::Continue(());
+                }
+                let Some(ev) = self.events.get_mut(slot).and_then(Option::as_mut) else {
+                    self.unknown += 1;
+                    return ControlFlow::Continue(());
+                };
+                let stamp = RecordStamp {
+                    time_unix_ns: time.and_then(|t| self.clock.to_unix_ns(t)),
+                    cpu: sample_cpu.unwrap_or(cpu),
+                    pid: pid.unwrap_or(0),
+                    tid: tid.unwrap_or(0),
+                };
+                // Slots fit in u32: [`StageSender::format`] refuses any other.
+                self.chunk.push_record(slot as u32, &stamp, raw);
+                ev.records += 1;
+                self.summary.records += 1;
+            }
+            Arrival::Lost { lost, time } => {
+                let t = time.and_then(|t| self.clock.to_unix_ns(t));
+                self.chunk.push_lost(t, cpu, lost);
+                *self.summary.lost_per_cpu.entry(cpu).or_default() += lost;
+                self.summary.lost += lost;
+            }
+            Arrival::Marker => {
+                self.marker_seen.insert(cpu);
+                return ControlFlow::Continue(());
+            }
+            Arrival::Other => {}
+            Arrival::Malformed => self.malformed += 1,
+        }
+        if self.chunk.len() >= STAGE_BYTES {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+
+    /// Read every buffer until it is empty (as of the reads), sending full chunks.
+    pub(super) fn drain<B: Backend<Event = E>>(
+        &mut self,
+        backend: &mut B,
+        out: &StageSender<'_>,
+        stats: &LiveStats,
+    ) -> Result<(), Closed> {
+        let (records0, lost0) = (self.summary.records, self.summary.lost);
+        let result = (|| {
+            for buffer in 0..backend.buffers() {
+                // Bounded so one busy CPU cannot starve the others or the rescan.
+                for _ in 0..64 {
+                    let mut full = false;
+                    backend.read(buffer, |cpu, arrival| {
+                        let flow = self.take(cpu, arrival);
+                        full = flow.is_break();
+                        flow
+                    });
+                    if !full {
+                        break;
+                    }
+                    out.flush(&mut self.chunk)?;
+                }
+            }
+            Ok(())
+        })();
+        stats
+            .records
+            .fetch_add(self.summary.records - records0, Ordering::Relaxed);
+        stats
+            .lost
+            .fetch_add(self.summary.lost - lost0, Ordering::Relaxed);
+        result
+    }
+
+    /// Every event's records into the summary's per-event counts, closing the events.
+    pub(super) fn into_summary(mut self) -> Summary {
+        for ev in self.events.drain(..).flatten() {
+            *self.summary.records_per_event.entry(ev.key).or_default() += ev.records;
+        }
+        self.summary
+    }
+}
