@@ -3,6 +3,7 @@
 #   format_file: the 2,751 real format files of formats0.zip
 #                ($UEVREC_CORPUS_DIR, else <project root>/../shared/corpus).
 #   register:    a few register commands in every form (kernel-facts.md examples).
+#   eventheader: the 374 records of EventHeaderInterceptorLE64.dat, as `name NUL data`.
 # The structured targets (decode_record, json_line, perf_sample) start from libFuzzer's
 # own empty input.
 set -eu
@@ -23,6 +24,25 @@ for cmd in \
     printf '%s' "$cmd" >"$reg/seed-$i"
 done
 corpus_dir=${UEVREC_CORPUS_DIR:-$here/../../../shared/corpus}
+dat=$corpus_dir/EventHeaderInterceptorLE64.dat
+if [ -f "$dat" ]; then
+    eh=$here/corpus/eventheader
+    mkdir -p "$eh"
+    # Each record: u32 LE size (including itself), then `name NUL data`.
+    python3 - "$dat" "$eh" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+at = n = 0
+while at + 4 <= len(data):
+    size = struct.unpack_from("<I", data, at)[0]
+    if size < 4:
+        break
+    n += 1
+    open(f"{sys.argv[2]}/seed-{n}", "wb").write(data[at + 4:at + size])
+    at += size
+print(f"seed-corpus.sh: {n} EventHeader records in {sys.argv[2]}")
+PY
+fi
 zip=$corpus_dir/formats0.zip
 if [ ! -f "$zip" ]; then
     echo "seed-corpus.sh: $zip not found (set UEVREC_CORPUS_DIR); seeds skipped" >&2

@@ -1,27 +1,26 @@
-//! Arbitrary EventHeader event data and tracepoint names → the EventHeader JSON line:
-//! never panics, both write paths give the same bytes, exactly one line that parses as
-//! one JSON object.
+//! EventHeader event data and tracepoint names → the EventHeader JSON line: never
+//! panics, both write paths (`write_prepared`, with its compiled-plan cache, and
+//! `write_record`) give the same bytes, exactly one line that parses as one JSON object,
+//! and writing the same event again (now from a warm plan cache) gives the same line.
+//!
+//! Input: `tracepoint name NUL event data` (the layout of the records in the shared
+//! corpus's `EventHeaderInterceptorLE64.dat` after their size word, so those records are
+//! the seeds: `seed-corpus.sh`); without a NUL the name is `P_L4K1` and every byte is
+//! event data.
 #![no_main]
 
-use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use uevrec_parsers::field_type::resolve_field;
 use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
 use uevrec_parsers::schema::EventFormat;
 
-#[derive(Debug, Arbitrary)]
-struct Input {
-    /// Use a fixed valid name instead of `name`.
-    fixed_name: bool,
-    name: String,
-    /// Force the usual header (flags 7, level 4) in front of `data`.
-    header: bool,
-    data: Vec<u8>,
-}
-
-fuzz_target!(|input: Input| {
-    let name = if input.fixed_name { "P_L4K1" } else { input.name.as_str() };
+fuzz_target!(|input: &[u8]| {
+    let (name, data) = match input.iter().position(|&b| b == 0) {
+        Some(nul) => (String::from_utf8_lossy(&input[..nul]).into_owned(), &input[nul + 1..]),
+        None => ("P_L4K1".to_string(), input),
+    };
+    let name = name.as_str();
     let line =
         |decl: &str, offset, size, signed| resolve_field(decl, offset, size, Some(signed)).unwrap();
     let format = EventFormat {
@@ -32,10 +31,7 @@ fuzz_target!(|input: Input| {
         print_fmt: String::new(),
     };
     let mut raw = vec![0u8; 8];
-    if input.header {
-        raw.extend_from_slice(&[7, 0, 0, 0, 0, 0, 0, 4]);
-    }
-    raw.extend_from_slice(&input.data);
+    raw.extend_from_slice(data);
     let mut writer = LineWriter::new(LineOptions::default());
     let prepared = PreparedFormat::new(&format, "user_events", name, None);
     let stamp = RecordStamp { time_unix_ns: Some(1), cpu: 0, pid: 1, tid: 1 };
@@ -53,6 +49,9 @@ fuzz_target!(|input: Input| {
     let mut b = Vec::new();
     writer.write_record(&mut b, &meta, &format, &raw);
     assert_eq!(a, b);
+    let mut again = Vec::new();
+    writer.write_prepared(&mut again, &stamp, &prepared, &raw);
+    assert_eq!(again, a, "a warm plan cache changed the line");
     assert_eq!(a.iter().filter(|&&c| c == b'\n').count(), 1);
     assert_eq!(a.last(), Some(&b'\n'));
     let value: Value = serde_json::from_slice(&a).expect("valid JSON");
