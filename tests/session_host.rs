@@ -695,12 +695,14 @@ fn closed_writer_ends_the_session() {
 fn explicit_tracefs_path_is_used() {
     let t = require!(Tier::Host, host());
     let root: &Path = t.root();
+    // The caller finds tracefs (the CLI, once); an explicit path is taken as given.
+    let e = Tracefs::discover(Some(Path::new("/nonexistent-tracefs"))).unwrap_err();
+    assert!(e.to_string().contains("/nonexistent-tracefs"), "{e}");
     let cfg = SessionConfig {
-        tracefs: Some(PathBuf::from("/nonexistent-tracefs")),
+        tracefs: Some(t.clone()),
         ..config(&["sched:sched_switch"])
     };
-    let e = setup_error(&cfg);
-    assert!(e.contains("/nonexistent-tracefs"), "{e}");
+    assert_eq!(cfg.tracefs.as_ref().map(Tracefs::root), Some(root));
     assert!(root.join("events").is_dir());
 }
 
@@ -863,7 +865,7 @@ fn unprivileged_run_says_root_or_cap_perfmon() {
         let dir = tempfile::tempdir().unwrap();
         fs::create_dir(dir.path().join("events")).unwrap();
         let cfg = SessionConfig {
-            tracefs: Some(dir.path().to_path_buf()),
+            tracefs: Some(Tracefs::discover(Some(dir.path())).unwrap()),
             ..config(&["sched:sched_switch"])
         };
         println!("SETUP-ERROR: {}", setup_error(&cfg));
@@ -936,7 +938,7 @@ fn churn_skip_reattach_and_detach_follow_tracefs() {
     fs::create_dir_all(&bad).unwrap();
     fs::write(bad.join("format"), "this is not a format file\n").unwrap();
     let cfg = SessionConfig {
-        tracefs: Some(fake.path().to_path_buf()),
+        tracefs: Some(Tracefs::discover(Some(fake.path())).unwrap()),
         rescan_interval: Duration::from_millis(300),
         // sched_process_fork fires in the parent: this process.
         include_self: true,

@@ -53,7 +53,7 @@ pub fn tail(args: TailArgs) -> i32 {
 fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError> {
     let tracefs = rec.events.tracefs()?;
     let session = SessionConfig {
-        tracefs: Some(tracefs.root().to_path_buf()),
+        tracefs: Some(tracefs),
         selectors: rec.events.all_selectors(),
         buffer_pages: rec.buffer_size,
         filter: rec.filter.clone(),

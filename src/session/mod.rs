@@ -50,7 +50,6 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -71,8 +70,9 @@ const POLL_TIMEOUT: Duration = Duration::from_millis(100);
 /// What to record and how.
 #[derive(Debug, Clone)]
 pub struct SessionConfig {
-    /// Explicit tracefs mount point (else discovered).
-    pub tracefs: Option<PathBuf>,
+    /// The tracefs mount, found and checked by the caller (the CLI does it once, while
+    /// building its config); `None`: discovered at start ([`Tracefs::discover`]).
+    pub tracefs: Option<Tracefs>,
     /// Events to record; empty = [`default_selectors`].
     pub selectors: Vec<Selector>,
     /// Data pages per CPU ring.
@@ -143,7 +143,10 @@ pub fn run(
     stop: &AtomicBool,
     stats: &LiveStats,
 ) -> Result<Summary, SessionError> {
-    let tracefs = Tracefs::discover(config.tracefs.as_deref())?;
+    let tracefs = match &config.tracefs {
+        Some(t) => t.clone(),
+        None => Tracefs::discover(None)?,
+    };
     let cpus = perf::online_cpus().map_err(SessionError::Cpus)?;
     // The soft limit goes up to the hard one now; the hard one as events come (rescan).
     let nofile = Nofile::new().ok().map(|mut n| {
