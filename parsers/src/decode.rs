@@ -200,7 +200,8 @@ impl fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
-/// Decode `field` from the record `raw` (common fields first, offsets from the schema).
+/// Decode `field` from the record `raw` (common fields first, offsets from the schema):
+/// [`FieldPlan::of`] then [`FieldPlan::read`].
 ///
 /// Never panics; a field that cannot be decoded is a [`Value::Error`].
 ///
@@ -216,85 +217,200 @@ impl std::error::Error for DecodeError {}
 /// assert_eq!(decode_field(&field, &raw, Endian::Little), Value::Str(b"hi"));
 /// ```
 pub fn decode_field<'a>(field: &Field, raw: &'a [u8], endian: Endian) -> Value<'a> {
-    let offset = field.offset as usize;
-    let area = offset
-        .checked_add(field.size as usize)
-        .and_then(|end| raw.get(offset..end));
-    let Some(area) = area else {
-        return Value::Error(DecodeError::Truncated {
+    FieldPlan::of(field).read(raw, endian)
+}
+
+/// How one field is read, compiled once from its schema: THE place where a field's
+/// layout is checked (integer widths and sizes, array element sizes, location sizes).
+/// [`FieldPlan::read`] (the decoder) and the JSON writer's prepared path
+/// ([`crate::json_line::PreparedFormat`]) both run it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldPlan {
+    /// Field offset from the schema.
+    offset: u32,
+    /// Field size from the schema.
+    size: u32,
+    /// What the field's area holds.
+    kind: PlanKind,
+}
+
+/// What a [`FieldPlan`] reads from the field's area (checked in bounds first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanKind {
+    /// An integer whose width (1, 2, 4 or 8) equals the field's size.
+    Int {
+        /// Its width in bytes.
+        width: u8,
+        /// Signed or not.
+        signed: bool,
+    },
+    /// A fixed array filling the area; for integer elements the area is a whole number
+    /// of elements of width 1, 2, 4 or 8.
+    Array(Element),
+    /// A `__data_loc`/`__rel_loc` location of 4 bytes (or 2: legacy offset-only).
+    Dynamic {
+        /// Which offset rule.
+        loc: LocKind,
+        /// What the located data holds.
+        elem: Element,
+    },
+    /// From the field's offset to the end of the record (`size: 0` arrays).
+    Rest(Element),
+    /// The area as bytes (`struct T`, unknown kinds).
+    Bytes,
+    /// The schema itself is wrong for this field: every record gives this error once the
+    /// area is in bounds.
+    Invalid(DecodeError),
+}
+
+impl FieldPlan {
+    /// The plan for `field`.
+    pub fn of(field: &Field) -> FieldPlan {
+        let kind = match field.kind {
+            FieldKind::Integer {
+                size: width,
+                signed,
+            } => match int_check(field.size as usize, width) {
+                Ok(()) => PlanKind::Int { width, signed },
+                Err(e) => PlanKind::Invalid(e),
+            },
+            FieldKind::FixedArray { elem, .. } => match elem_check(field.size as usize, elem) {
+                Ok(()) => PlanKind::Array(elem),
+                Err(e) => PlanKind::Invalid(e),
+            },
+            FieldKind::Dynamic { loc, elem } => match field.size {
+                2 | 4 => PlanKind::Dynamic { loc, elem },
+                size => PlanKind::Invalid(DecodeError::LocationSize {
+                    loc,
+                    size: size as usize,
+                }),
+            },
+            FieldKind::RestOfRecord { elem } => PlanKind::Rest(elem),
+            FieldKind::Struct { .. } | FieldKind::Unknown => PlanKind::Bytes,
+        };
+        FieldPlan {
             offset: field.offset,
             size: field.size,
-            record_len: raw.len(),
-        });
-    };
-    match field.kind {
-        FieldKind::Integer {
-            size: width,
-            signed,
-        } => {
-            if !matches!(width, 1 | 2 | 4 | 8) {
-                Value::Error(DecodeError::IntegerWidth { width })
-            } else if area.len() != usize::from(width) {
-                Value::Error(DecodeError::IntegerSize {
-                    size: field.size,
-                    width,
-                })
-            } else {
-                read_int(area, signed, endian)
+            kind,
+        }
+    }
+
+    /// The field's offset in the record.
+    pub fn offset(&self) -> usize {
+        self.offset as usize
+    }
+
+    /// The field's size in the record (`size:`).
+    pub fn size(&self) -> usize {
+        self.size as usize
+    }
+
+    /// What the plan reads.
+    pub fn kind(&self) -> PlanKind {
+        self.kind
+    }
+
+    /// The field's area in `raw` (`offset..offset + size`), if the record holds it.
+    #[inline]
+    pub fn area<'a>(&self, raw: &'a [u8]) -> Option<&'a [u8]> {
+        let offset = self.offset as usize;
+        raw.get(offset..offset.checked_add(self.size as usize)?)
+    }
+
+    /// Decode the field from the record `raw`. Never panics; a field that cannot be
+    /// decoded is a [`Value::Error`] (a record too short for the field's area first,
+    /// then what is wrong with the schema or the data).
+    pub fn read<'a>(&self, raw: &'a [u8], endian: Endian) -> Value<'a> {
+        let Some(area) = self.area(raw) else {
+            return Value::Error(self.truncated(raw.len()));
+        };
+        match self.kind {
+            PlanKind::Int { signed, .. } => read_int(area, signed, endian),
+            PlanKind::Array(elem) => array(area, elem, endian),
+            PlanKind::Dynamic { loc, elem } => {
+                let value = match *area {
+                    [a, b, c, d] => read_u32([a, b, c, d], endian),
+                    [a, b] => u32::from(read_u16([a, b], endian)),
+                    _ => 0, // `of` allows 2 and 4 only
+                };
+                let offset = self.offset as usize;
+                match location::resolve(loc, offset, area.len(), value, raw.len()) {
+                    Ok(range) => match raw.get(range) {
+                        Some(data) => array(data, elem, endian),
+                        None => Value::Error(self.truncated(raw.len())),
+                    },
+                    Err(e) => Value::Error(e),
+                }
             }
+            // `area` being in bounds proves `offset <= raw.len()`.
+            PlanKind::Rest(elem) => array(
+                raw.get(self.offset as usize..).unwrap_or_default(),
+                elem,
+                endian,
+            ),
+            PlanKind::Bytes => Value::Bytes(area),
+            PlanKind::Invalid(e) => Value::Error(e),
         }
-        FieldKind::FixedArray { elem, .. } => array(area, elem, endian),
-        FieldKind::Dynamic { loc, elem } => {
-            let value = match *area {
-                [a, b, c, d] => read_u32([a, b, c, d], endian),
-                [a, b] => u32::from(read_u16([a, b], endian)),
-                _ => 0, // `resolve` rejects the size
-            };
-            match location::resolve(loc, offset, area.len(), value, raw.len()) {
-                Ok(range) => match raw.get(range) {
-                    Some(data) => array(data, elem, endian),
-                    None => Value::Error(DecodeError::Truncated {
-                        offset: field.offset,
-                        size: field.size,
-                        record_len: raw.len(),
-                    }),
-                },
-                Err(e) => Value::Error(e),
-            }
+    }
+
+    fn truncated(&self, record_len: usize) -> DecodeError {
+        DecodeError::Truncated {
+            offset: self.offset,
+            size: self.size,
+            record_len,
         }
-        // `area` being in bounds proves `offset <= raw.len()`.
-        FieldKind::RestOfRecord { elem } => {
-            array(raw.get(offset..).unwrap_or_default(), elem, endian)
+    }
+}
+
+/// The rule for an integer of `width` bytes in a field of `size` bytes.
+fn int_check(size: usize, width: u8) -> Result<(), DecodeError> {
+    if !matches!(width, 1 | 2 | 4 | 8) {
+        Err(DecodeError::IntegerWidth { width })
+    } else if size != usize::from(width) {
+        Err(DecodeError::IntegerSize {
+            size: size as u32,
+            width,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// The rule for `len` bytes of array data of element type `elem`: integer elements are
+/// 1, 2, 4 or 8 bytes wide and the data is a whole number of them.
+fn elem_check(len: usize, elem: Element) -> Result<(), DecodeError> {
+    match elem {
+        Element::Char | Element::Byte => Ok(()),
+        Element::Integer { size, .. } if !matches!(size, 1 | 2 | 4 | 8) => {
+            Err(DecodeError::IntegerWidth { width: size })
         }
-        FieldKind::Struct { .. } | FieldKind::Unknown => Value::Bytes(area),
+        Element::Integer { size, .. } if len % usize::from(size) != 0 => {
+            Err(DecodeError::NotMultiple {
+                len,
+                elem_size: size,
+            })
+        }
+        Element::Integer { .. } => Ok(()),
     }
 }
 
 /// Array data (fixed, dynamic or rest-of-record) of element type `elem`.
 fn array(data: &[u8], elem: Element, endian: Endian) -> Value<'_> {
+    if let Err(e) = elem_check(data.len(), elem) {
+        return Value::Error(e);
+    }
     match elem {
         Element::Char => {
             let end = memchr::memchr(0, data).unwrap_or(data.len());
             Value::Str(&data[..end])
         }
         Element::Byte => Value::Bytes(data),
-        Element::Integer { size, signed } => {
-            if !matches!(size, 1 | 2 | 4 | 8) {
-                Value::Error(DecodeError::IntegerWidth { width: size })
-            } else if data.len() % usize::from(size) != 0 {
-                Value::Error(DecodeError::NotMultiple {
-                    len: data.len(),
-                    elem_size: size,
-                })
-            } else {
-                Value::IntArray(IntArray {
-                    bytes: data,
-                    width: size,
-                    signed,
-                    endian,
-                })
-            }
-        }
+        Element::Integer { size, signed } => Value::IntArray(IntArray {
+            bytes: data,
+            width: size,
+            signed,
+            endian,
+        }),
     }
 }
 

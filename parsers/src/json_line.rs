@@ -26,10 +26,10 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use crate::decode::{Endian, IntArray, Value, decode_field};
+use crate::decode::{Endian, FieldPlan, IntArray, PlanKind, Value, decode_field};
 use crate::eventheader::{self, TracepointName, tracepoint_name::OwnedTracepointName};
 use crate::location;
-use crate::schema::{Element, EventFormat, Field, FieldKind, LocKind};
+use crate::schema::{Element, EventFormat, Field, LocKind};
 
 /// What the recorder knows about a record besides its raw bytes.
 #[derive(Debug, Clone, Copy)]
@@ -69,7 +69,7 @@ pub struct RecordStamp {
 
 /// An event's format with the parts of its lines that never change rendered once:
 /// `,"system":"…","event":"…",("format_id":"…",)"cpu":` and each field's `"name":` key,
-/// and for each field the way to write it chosen once (see [`Op`]). Build it once per
+/// and for each field the way to write it chosen once (derived from its [`FieldPlan`]). Build it once per
 /// attached event; [`LineWriter::write_prepared`] then writes its lines.
 #[derive(Debug, Clone)]
 pub struct PreparedFormat {
@@ -168,8 +168,10 @@ impl<const N: usize> Text<N> {
 struct Step {
     /// `open"name":` for the first field, `,"name":` for the others.
     key: Text<32>,
-    /// How to write the value.
+    /// How to write the value (derived from `plan`).
     op: Op,
+    /// How to read the value (the fallback).
+    plan: FieldPlan,
 }
 
 /// A [`Step`] per field of `fields`; the first key starts with `open`.
@@ -187,18 +189,19 @@ fn steps(open: &[u8], fields: &[Field]) -> Box<[Step]> {
             write_key(&mut key, &field.name);
             Step {
                 key: Text::new(key),
-                op: Op::of(field),
+                op: Op::of(&FieldPlan::of(field)),
+                plan: FieldPlan::of(field),
             }
         })
         .collect()
 }
 
-/// How [`LineWriter::write_prepared`] writes a field, chosen once from its schema: the
-/// usual kinds whose schema checks pass read their bytes directly (no [`Value`] in
-/// between); when a record does not fit (too short, location out of bounds) or the kind
-/// is another one, the field goes through [`decode_field`] and [`write_value`], which
-/// write the same bytes for what the direct path handles and `null` plus an error for the
-/// rest.
+/// How [`LineWriter::write_prepared`] writes a field, derived once from its
+/// [`FieldPlan`] (which made the layout checks): the usual kinds read their bytes
+/// directly (no [`Value`] in between); when a record does not fit (too short, location out
+/// of bounds) or the kind is another one, the field goes through [`FieldPlan::read`] and
+/// [`write_value`], which write the same bytes for what the direct path handles and
+/// `null` plus an error for the rest.
 #[derive(Debug, Clone, Copy)]
 enum Op {
     /// An integer field of 1, 2, 4 or 8 bytes (the `size:` matches) at this offset.
@@ -228,55 +231,47 @@ enum Op {
         width: u8,
         signed: bool,
     },
-    /// Anything else: [`decode_field`].
+    /// Anything else: [`FieldPlan::read`].
     Decode,
 }
 
 impl Op {
-    /// The op for `field`: a direct one where the schema alone shows that
-    /// [`decode_field`] would succeed whenever the bytes are in the record.
-    fn of(field: &Field) -> Op {
-        let start = field.offset as usize;
-        let Some(end) = start.checked_add(field.size as usize) else {
+    /// The op for a field's `plan` (which made the layout checks): a direct one for the
+    /// kinds the plan shows valid whenever their bytes are in the record.
+    fn of(plan: &FieldPlan) -> Op {
+        let start = plan.offset();
+        let Some(end) = start.checked_add(plan.size()) else {
             return Op::Decode;
         };
-        match field.kind {
-            FieldKind::Integer { size, signed } if u32::from(size) == field.size => {
-                match (size, signed) {
-                    (1, false) => Op::U8(start),
-                    (2, false) => Op::U16(start),
-                    (4, false) => Op::U32(start),
-                    (8, false) => Op::U64(start),
-                    (1, true) => Op::I8(start),
-                    (2, true) => Op::I16(start),
-                    (4, true) => Op::I32(start),
-                    (8, true) => Op::I64(start),
-                    _ => Op::Decode,
-                }
-            }
-            FieldKind::FixedArray {
-                elem: Element::Char,
-                ..
-            } => Op::Chars { start, end },
-            FieldKind::FixedArray {
-                elem: Element::Integer { size, signed },
-                ..
-            } if matches!(size, 1 | 2 | 4 | 8) && field.size % u32::from(size) == 0 => Op::Ints {
+        match plan.kind() {
+            PlanKind::Int { width, signed } => match (width, signed) {
+                (1, false) => Op::U8(start),
+                (2, false) => Op::U16(start),
+                (4, false) => Op::U32(start),
+                (8, false) => Op::U64(start),
+                (1, true) => Op::I8(start),
+                (2, true) => Op::I16(start),
+                (4, true) => Op::I32(start),
+                (8, true) => Op::I64(start),
+                _ => Op::Decode,
+            },
+            PlanKind::Array(Element::Char) => Op::Chars { start, end },
+            PlanKind::Array(Element::Integer { size, signed }) => Op::Ints {
                 start,
                 end,
                 width: size,
                 signed,
             },
-            FieldKind::Dynamic {
+            PlanKind::Dynamic {
                 loc,
                 elem: Element::Char,
-            } if field.size == 4 => Op::DynChars { offset: start, loc },
+            } if plan.size() == 4 => Op::DynChars { offset: start, loc },
             _ => Op::Decode,
         }
     }
 
     /// Write the value from `raw`; `false`, with nothing written, when the field must
-    /// go through [`decode_field`] instead.
+    /// go through [`FieldPlan::read`] instead.
     #[inline]
     fn write(self, out: &mut Vec<u8>, raw: &[u8], big: bool) -> bool {
         match self {
@@ -515,16 +510,9 @@ impl LineWriter {
         }
         let mut failed = false;
         if self.opts.include_common {
-            failed |= write_steps(out, COMMON_OPEN, &prepared.common, common, raw, endian);
+            failed |= write_steps(out, COMMON_OPEN, &prepared.common, raw, endian);
         }
-        failed |= write_steps(
-            out,
-            FIELDS_OPEN,
-            &prepared.fields,
-            &format.fields,
-            raw,
-            endian,
-        );
+        failed |= write_steps(out, FIELDS_OPEN, &prepared.fields, raw, endian);
         end_line(out, failed, common, &format.fields, raw, endian);
     }
 
@@ -625,23 +613,16 @@ fn write_fields(out: &mut Vec<u8>, fields: &[Field], raw: &[u8], endian: Endian)
 
 /// [`write_fields`] with prepared `steps` for `fields` (the same length), including the
 /// object's opening (`open`, in the first step's key).
-fn write_steps(
-    out: &mut Vec<u8>,
-    open: &[u8],
-    steps: &[Step],
-    fields: &[Field],
-    raw: &[u8],
-    endian: Endian,
-) -> bool {
+fn write_steps(out: &mut Vec<u8>, open: &[u8], steps: &[Step], raw: &[u8], endian: Endian) -> bool {
     if steps.is_empty() {
         out.extend_from_slice(open);
     }
     let big = endian == Endian::Big;
     let mut failed = false;
-    for (step, field) in steps.iter().zip(fields) {
+    for step in steps {
         step.key.write(out);
         if !step.op.write(out, raw, big) {
-            failed |= write_value(out, &decode_field(field, raw, endian));
+            failed |= write_value(out, &step.plan.read(raw, endian));
         }
     }
     out.push(b'}');

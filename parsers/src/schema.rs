@@ -1,7 +1,7 @@
 //! The schema of one tracepoint: what a tracefs `format` file (or a user_events register
 //! command) says about the layout of its records.
 //!
-//! Data path: format text ([`crate::format_file`]) or register command ([`crate::register`])
+//! Data path: format text ([`crate::format_file`]) or a user_events register command (`uevrec_samples::register`, the producer side)
 //! → [`EventFormat`] → raw record bytes ([`crate::decode`]) → JSON line ([`crate::json_line`]).
 
 use serde::Serialize;

@@ -5,7 +5,7 @@
 //! be done once per distinct block. A [`Plan`] holds what the metadata alone decides:
 //! the `,"name":…,"event_attributes":{…}` text, every field's prefix (comma, key
 //! renamed as the streaming writer renames it, `:` and `{` or `[`), the
-//! `,"field_tags":{…}` text, and a flat list of [`Op`]s saying how to read and write
+//! `,"field_tags":{…}` text, and a flat list of `Op`s saying how to read and write
 //! each value. What comes from each event (header level, opcode, id, version, tag,
 //! activity ids, the payload) is written per event.
 //!
