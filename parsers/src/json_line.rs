@@ -371,19 +371,27 @@ fn write_c_string(out: &mut Vec<u8>, data: &[u8]) {
 }
 
 /// The index of the first byte of `bytes` that is below 0x20 (NUL included), `"`, `\`
-/// or above 0x7f, 8 bytes at a time; a last partial word is read again overlapping the
-/// one before (its first bytes were plain already), or padded with spaces when shorter
-/// than 8 bytes.
+/// or above 0x7f ([`special_mask`]), 8 bytes at a time.
 #[inline]
 fn first_special(bytes: &[u8]) -> Option<usize> {
+    first_flagged(bytes, special_mask)
+}
+
+/// The index of the first byte of `bytes` whose high bit `mask` flags, 8 bytes at a time
+/// (`mask`'s lowest flag must be exact); a last partial word is read again overlapping
+/// the one before (its first bytes were unflagged already), or padded with spaces (which
+/// no mask flags) when `bytes` is shorter than 8. THE word-at-a-time scanner: strings to
+/// copy ([`write_c_string`], [`write_text`]) and strings to escape ([`write_str`]) use it.
+#[inline]
+fn first_flagged(bytes: &[u8], mask: impl Fn(u64) -> u64) -> Option<usize> {
     let mut words = bytes.chunks_exact(8);
     let mut at = 0;
     for chunk in &mut words {
         let mut word = [0u8; 8];
         word.copy_from_slice(chunk);
-        let mask = special_bytes(u64::from_le_bytes(word));
-        if mask != 0 {
-            return Some(at + (mask.trailing_zeros() / 8) as usize);
+        let flags = mask(u64::from_le_bytes(word));
+        if flags != 0 {
+            return Some(at + (flags.trailing_zeros() / 8) as usize);
         }
         at += 8;
     }
@@ -401,23 +409,29 @@ fn first_special(bytes: &[u8]) -> Option<usize> {
             (at, u64::from_le_bytes(word))
         }
     };
-    let mask = special_bytes(word);
-    (mask != 0).then(|| start + (mask.trailing_zeros() / 8) as usize)
+    let flags = mask(word);
+    (flags != 0).then(|| start + (flags.trailing_zeros() / 8) as usize)
 }
 
-/// The high bit of each byte of `word` that is below 0x20, `"`, `\` or above 0x7f; some
-/// bytes above a flagged one may be flagged too (borrows), but the lowest flag is exact.
+/// Bytes `1` in every byte lane.
+const ONES: u64 = u64::MAX / 255;
+/// The high bit of every byte lane.
+const HIGH: u64 = ONES * 0x80;
+
+/// The high bit of each byte of `word` that JSON must escape: below 0x20, `"` or `\`.
+/// Bytes above a flagged one may be flagged too (borrows), but the lowest flag is exact.
 #[inline]
-fn special_bytes(word: u64) -> u64 {
-    const ONES: u64 = u64::MAX / 255;
-    const HIGH: u64 = ONES * 0x80;
+fn escape_mask(word: u64) -> u64 {
     let zero = |v: u64| v.wrapping_sub(ONES) & !v;
     let below_space = word.wrapping_sub(ONES * 0x20) & !word;
-    (below_space
-        | zero(word ^ (ONES * u64::from(b'"')))
-        | zero(word ^ (ONES * u64::from(b'\\')))
-        | word)
+    (below_space | zero(word ^ (ONES * u64::from(b'"'))) | zero(word ^ (ONES * u64::from(b'\\'))))
         & HIGH
+}
+
+/// [`escape_mask`] plus the bytes above 0x7f (not plain ASCII).
+#[inline]
+fn special_mask(word: u64) -> u64 {
+    escape_mask(word) | (word & HIGH)
 }
 
 /// Choices that change every line.
@@ -786,12 +800,7 @@ pub(crate) fn write_key(out: &mut Vec<u8>, key: &str) {
 /// bytes at a time) are copied; others go through serde_json's escaper (RFC 8259: `"`,
 /// `\`, and the C0 controls as `\n`-style or `\u00XX` escapes).
 pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
-    write_scanned_str(out, s, scan(s.as_bytes()));
-}
-
-/// [`write_str`] when `s` was scanned already.
-fn write_scanned_str(out: &mut Vec<u8>, s: &str, found: Scan) {
-    if found.escape {
+    if first_flagged(s.as_bytes(), escape_mask).is_some() {
         write_escaped(out, s);
     } else {
         out.push(b'"');
@@ -808,16 +817,16 @@ fn write_escaped(out: &mut Vec<u8>, s: &str) {
 }
 
 /// A JSON string from bytes that should be UTF-8: each maximal invalid sequence becomes
-/// U+FFFD (the `String::from_utf8_lossy` rule), without allocating. Clean ASCII is copied
-/// after one scan; other text is validated, and only invalid text takes the piecewise path.
+/// U+FFFD (the `String::from_utf8_lossy` rule), without allocating. Plain ASCII needing
+/// no escape is copied after one scan; other text is validated, and only invalid text
+/// takes the piecewise path.
 pub(crate) fn write_text(out: &mut Vec<u8>, bytes: &[u8]) {
-    let found = scan(bytes);
-    if found.ascii && !found.escape {
+    if first_special(bytes).is_none() {
         out.push(b'"');
         out.extend_from_slice(bytes);
         out.push(b'"');
     } else if let Ok(s) = std::str::from_utf8(bytes) {
-        write_scanned_str(out, s, found);
+        write_str(out, s);
     } else {
         out.push(b'"');
         for chunk in bytes.utf8_chunks() {
@@ -848,54 +857,6 @@ pub(crate) fn write_hex(out: &mut Vec<u8>, bytes: &[u8]) {
         out.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
     }
     out.push(b'"');
-}
-
-/// What [`scan`] found.
-#[derive(Debug, Clone, Copy)]
-struct Scan {
-    /// Some byte is `"`, `\` or below 0x20.
-    escape: bool,
-    /// All bytes are below 0x80.
-    ascii: bool,
-}
-
-/// Look at `bytes` 8 at a time (the tail padded with spaces, built in registers).
-#[inline]
-fn scan(bytes: &[u8]) -> Scan {
-    let (mut escape, mut high) = (false, 0u64);
-    let mut words = bytes.chunks_exact(8);
-    for chunk in &mut words {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let word = u64::from_le_bytes(word);
-        high |= word;
-        escape |= needs_escape(word);
-    }
-    let mut word = u64::from_le_bytes([b' '; 8]);
-    for (i, &b) in words.remainder().iter().enumerate() {
-        let shift = 8 * i;
-        word = (word & !(0xff << shift)) | (u64::from(b) << shift);
-    }
-    high |= word;
-    escape |= needs_escape(word);
-    Scan {
-        escape,
-        ascii: high & (u64::MAX / 255 * 0x80) == 0,
-    }
-}
-
-/// Whether any byte of `word` is below 0x20, `"` or `\` (exact as a yes/no answer: the
-/// "has a byte less than n" and "has a zero byte" bit tricks).
-#[inline]
-fn needs_escape(word: u64) -> bool {
-    const ONES: u64 = u64::MAX / 255;
-    const HIGH: u64 = ONES * 0x80;
-    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
-    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGH != 0;
-    // `|`, not `||`: no branches, escapes in text are irregular.
-    below_space
-        | has_zero(word ^ (ONES * u64::from(b'"')))
-        | has_zero(word ^ (ONES * u64::from(b'\\')))
 }
 
 /// `fmt::Write` into a JSON string body (escaping), for `Display` messages.
@@ -1053,8 +1014,12 @@ mod tests {
                 for pair in 0..=u16::MAX {
                     let mut word = [filler; 8];
                     word[pos..pos + 2].copy_from_slice(&pair.to_le_bytes());
-                    let expected = word.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\');
-                    assert_eq!(needs_escape(u64::from_le_bytes(word)), expected, "{word:?}");
+                    let expected = word
+                        .iter()
+                        .position(|&b| b < 0x20 || b == b'"' || b == b'\\');
+                    let flags = escape_mask(u64::from_le_bytes(word));
+                    let lowest = (flags != 0).then(|| (flags.trailing_zeros() / 8) as usize);
+                    assert_eq!(lowest, expected, "{word:?}");
                 }
             }
         }
