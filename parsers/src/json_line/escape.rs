@@ -1,0 +1,247 @@
+//! JSON strings: escaping (RFC 8259), the `String::from_utf8_lossy` rule for bytes that
+//! should be UTF-8, `char` data up to its NUL, hex strings; and THE word-at-a-time
+//! scanner ([`first_flagged`]) that lets clean strings be copied after one pass.
+
+use std::fmt;
+
+/// `char` data as a JSON string: up to its first NUL (all of it without one), as
+/// [`decode_field`] reads it, then as [`write_text`] writes it. One pass finds the first
+/// byte that is not plain printable ASCII; when that is the NUL (or there is none), the
+/// string before it is copied as it is.
+#[inline]
+pub(crate) fn write_c_string(out: &mut Vec<u8>, data: &[u8]) {
+    let clean = match first_special(data) {
+        None => data,
+        Some(at) => match data.split_at_checked(at) {
+            Some((clean, [0, ..])) => clean,
+            _ => {
+                let end = memchr::memchr(0, data).unwrap_or(data.len());
+                return write_text(out, data.get(..end).unwrap_or_default());
+            }
+        },
+    };
+    out.push(b'"');
+    out.extend_from_slice(clean);
+    out.push(b'"');
+}
+
+/// The index of the first byte of `bytes` that is below 0x20 (NUL included), `"`, `\`
+/// or above 0x7f ([`special_mask`]), 8 bytes at a time.
+#[inline]
+fn first_special(bytes: &[u8]) -> Option<usize> {
+    first_flagged(bytes, special_mask)
+}
+
+/// The index of the first byte of `bytes` whose high bit `mask` flags, 8 bytes at a time
+/// (`mask`'s lowest flag must be exact); a last partial word is read again overlapping
+/// the one before (its first bytes were unflagged already), or padded with spaces (which
+/// no mask flags) when `bytes` is shorter than 8. THE word-at-a-time scanner: strings to
+/// copy ([`write_c_string`], [`write_text`]) and strings to escape ([`write_str`]) use it.
+#[inline]
+fn first_flagged(bytes: &[u8], mask: impl Fn(u64) -> u64) -> Option<usize> {
+    let mut words = bytes.chunks_exact(8);
+    let mut at = 0;
+    for chunk in &mut words {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let flags = mask(u64::from_le_bytes(word));
+        if flags != 0 {
+            return Some(at + (flags.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    let rest = words.remainder();
+    if rest.is_empty() {
+        return None;
+    }
+    let (start, word) = match bytes.last_chunk::<8>() {
+        Some(last) => (bytes.len() - 8, u64::from_le_bytes(*last)),
+        None => {
+            let mut word = [b' '; 8];
+            for (w, &b) in word.iter_mut().zip(rest) {
+                *w = b;
+            }
+            (at, u64::from_le_bytes(word))
+        }
+    };
+    let flags = mask(word);
+    (flags != 0).then(|| start + (flags.trailing_zeros() / 8) as usize)
+}
+
+/// Bytes `1` in every byte lane.
+const ONES: u64 = u64::MAX / 255;
+/// The high bit of every byte lane.
+const HIGH: u64 = ONES * 0x80;
+
+/// The high bit of each byte of `word` that JSON must escape: below 0x20, `"` or `\`.
+/// Bytes above a flagged one may be flagged too (borrows), but the lowest flag is exact.
+#[inline]
+fn escape_mask(word: u64) -> u64 {
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v;
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word;
+    (below_space | zero(word ^ (ONES * u64::from(b'"'))) | zero(word ^ (ONES * u64::from(b'\\'))))
+        & HIGH
+}
+
+/// [`escape_mask`] plus the bytes above 0x7f (not plain ASCII).
+#[inline]
+fn special_mask(word: u64) -> u64 {
+    escape_mask(word) | (word & HIGH)
+}
+
+/// `"key":`
+pub(crate) fn write_key(out: &mut Vec<u8>, key: &str) {
+    write_str(out, key);
+    out.push(b':');
+}
+
+/// A JSON string from valid UTF-8. Strings needing no escape (the usual case, found 8
+/// bytes at a time) are copied; others go through serde_json's escaper (RFC 8259: `"`,
+/// `\`, and the C0 controls as `\n`-style or `\u00XX` escapes).
+pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
+    if first_flagged(s.as_bytes(), escape_mask).is_some() {
+        write_escaped(out, s);
+    } else {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    }
+}
+
+/// serde_json's escaper, out of line (inlined, it ran 30% slower in the string-heavy bench).
+#[inline(never)]
+fn write_escaped(out: &mut Vec<u8>, s: &str) {
+    // Writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// A JSON string from bytes that should be UTF-8: each maximal invalid sequence becomes
+/// U+FFFD (the `String::from_utf8_lossy` rule), without allocating. Plain ASCII needing
+/// no escape is copied after one scan; other text is validated, and only invalid text
+/// takes the piecewise path.
+pub(crate) fn write_text(out: &mut Vec<u8>, bytes: &[u8]) {
+    if first_special(bytes).is_none() {
+        out.push(b'"');
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+    } else if let Ok(s) = std::str::from_utf8(bytes) {
+        write_str(out, s);
+    } else {
+        out.push(b'"');
+        for chunk in bytes.utf8_chunks() {
+            write_str_contents(out, chunk.valid());
+            if !chunk.invalid().is_empty() {
+                out.extend_from_slice("\u{FFFD}".as_bytes());
+            }
+        }
+        out.push(b'"');
+    }
+}
+
+/// The escaped contents of `s` without the quotes (rare paths: invalid UTF-8, messages).
+fn write_str_contents(out: &mut Vec<u8>, s: &str) {
+    let mark = out.len();
+    write_str(out, s);
+    out.pop();
+    out.remove(mark);
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Bytes as a lowercase hex JSON string (`"0aff"`).
+pub(crate) fn write_hex(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.reserve(bytes.len() * 2 + 2);
+    out.push(b'"');
+    for &b in bytes {
+        out.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+    }
+    out.push(b'"');
+}
+
+/// `fmt::Write` into a JSON string body (escaping), for `Display` messages.
+pub(crate) struct Escaped<'a>(pub(crate) &'a mut Vec<u8>);
+
+impl fmt::Write for Escaped<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        write_str_contents(self.0, s);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_match_serde_json() {
+        for b in 0u8..=0x7f {
+            let s = [b'a', b, b'z'];
+            let s = std::str::from_utf8(&s).unwrap();
+            let mut out = Vec::new();
+            write_str(&mut out, s);
+            assert_eq!(out, serde_json::to_vec(s).unwrap(), "byte {b:#x}");
+        }
+        let mut out = Vec::new();
+        write_str(&mut out, "é\u{2028}😀");
+        assert_eq!(out, serde_json::to_vec("é\u{2028}😀").unwrap());
+    }
+
+    #[test]
+    fn word_test_agrees_with_the_table() {
+        // Every pair of byte values at every pair of adjacent positions (borrows between
+        // bytes are where such bit tricks go wrong), the other bytes plain or high.
+        for filler in [b'a', 0x80, 0xff] {
+            for pos in 0..7 {
+                for pair in 0..=u16::MAX {
+                    let mut word = [filler; 8];
+                    word[pos..pos + 2].copy_from_slice(&pair.to_le_bytes());
+                    let expected = word
+                        .iter()
+                        .position(|&b| b < 0x20 || b == b'"' || b == b'\\');
+                    let flags = escape_mask(u64::from_le_bytes(word));
+                    let lowest = (flags != 0).then(|| (flags.trailing_zeros() / 8) as usize);
+                    assert_eq!(lowest, expected, "{word:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn first_special_agrees_with_a_byte_loop() {
+        let special = |b: u8| b < 0x20 || b == b'"' || b == b'\\' || b >= 0x80;
+        // Every length up to 3 words, every position, every byte value class.
+        for len in 0..24 {
+            for pos in 0..len {
+                for b in [0u8, 1, 0x1f, b'"', b'\\', 0x7f, 0x80, 0xff, b' ', b'a'] {
+                    for filler in [b'a', b'~', b' '] {
+                        let mut bytes = vec![filler; len];
+                        bytes[pos] = b;
+                        if pos + 1 < len {
+                            bytes[pos + 1] = 0; // something special after it, too
+                        }
+                        let expected = bytes.iter().position(|&b| special(b));
+                        assert_eq!(first_special(&bytes), expected, "{bytes:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lossy_rule_matches_std() {
+        let cases: [&[u8]; 6] = [
+            b"\xff",
+            b"a\xf0\x9f\x98b",
+            b"\xe2\x82",
+            b"\xc0\xaf\xed\xa0\x80x",
+            b"ok\xf4\x90\x80\x80",
+            b"\x80\x80\x80",
+        ];
+        for bytes in cases {
+            let mut out = Vec::new();
+            write_text(&mut out, bytes);
+            let expected = serde_json::to_vec(&String::from_utf8_lossy(bytes)).unwrap();
+            assert_eq!(out, expected, "{bytes:?}");
+        }
+    }
+}
