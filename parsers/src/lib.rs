@@ -14,6 +14,7 @@ pub mod decode;
 pub mod event_name;
 pub mod field_type;
 pub mod format_file;
+pub mod ftrace_page;
 pub mod json_line;
 pub mod location;
 pub mod perf_sample;
