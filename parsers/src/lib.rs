@@ -19,3 +19,4 @@ pub mod json_line;
 pub mod location;
 pub mod perf_sample;
 pub mod schema;
+pub mod trace_dat;
