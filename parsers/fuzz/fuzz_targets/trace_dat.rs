@@ -1,0 +1,65 @@
+//! Arbitrary bytes (seeded with the real files of tests/data/trace-dat/) → `TraceDat::parse`
+//! and the merged records:
+//! - never panics, never loops: every call to `next_item` consumes a record, a page or a
+//!   chunk, so the walk ends (capped here anyway);
+//! - an error's file offset is inside the file (or it names a decompressed section/chunk);
+//! - a record's format index is one of the file's formats, and the record goes through
+//!   `LineWriter::write_record` into exactly one JSON line.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use uevrec_parsers::json_line::{LineOptions, LineWriter, RecordMeta};
+use uevrec_parsers::trace_dat::{Item, TraceDat, TraceDatError};
+
+/// At most this many items (records, lost markers, errors) per input.
+const MAX_ITEMS: usize = 100_000;
+
+fn check_error(e: &TraceDatError, len: usize) {
+    assert!(
+        e.inner.is_some() || e.offset <= len as u64,
+        "error offset {} past the end {len}: {e}",
+        e.offset
+    );
+    assert!(!e.to_string().is_empty());
+}
+
+fuzz_target!(|data: &[u8]| {
+    let file = match TraceDat::parse(data) {
+        Ok(file) => file,
+        Err(e) => return check_error(&e, data.len()),
+    };
+    let mut records = match file.records() {
+        Ok(r) => r,
+        Err(e) => return check_error(&e, data.len()),
+    };
+    let mut writer = LineWriter::new(LineOptions {
+        include_common: true,
+        big_endian: file.endian() == uevrec_parsers::decode::Endian::Big,
+    });
+    let mut line = Vec::new();
+    for _ in 0..MAX_ITEMS {
+        match records.next_item() {
+            Ok(None) => break,
+            Ok(Some(Item::Record(r))) => {
+                if let Some(i) = r.event {
+                    let entry = &file.events()[i];
+                    line.clear();
+                    let meta = RecordMeta {
+                        time_unix_ns: None,
+                        cpu: r.cpu,
+                        pid: 0,
+                        tid: 0,
+                        system: &entry.system,
+                        event: &entry.format.name,
+                        format_id: None,
+                    };
+                    writer.write_record(&mut line, &meta, &entry.format, r.raw);
+                    assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
+                }
+            }
+            Ok(Some(Item::Lost { .. })) => {}
+            // Not the end: the walk goes on after a bad page or chunk.
+            Err(e) => check_error(&e, data.len()),
+        }
+    }
+});

@@ -1,0 +1,407 @@
+//! The per-CPU page streams of one buffer, merged in time order.
+
+use super::cursor::Cursor;
+use super::{BufferInfo, Compression, ErrorKind, MAX_CHUNK, TraceDat, TraceDatError};
+use crate::ftrace_page::{self, PageError, PageLayout, PageReader};
+
+/// One item of the merged stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Item<'r> {
+    /// A trace entry.
+    Record(Record<'r>),
+    /// The kernel lost events on `cpu` before the page that starts at `time`.
+    Lost {
+        /// The CPU.
+        cpu: u32,
+        /// How many, when the kernel stored the count.
+        count: Option<u64>,
+        /// The page's timestamp (trace clock units).
+        time: u64,
+    },
+}
+
+/// One trace entry of the merged stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record<'r> {
+    /// The CPU it was written on.
+    pub cpu: u32,
+    /// Its time in the trace clock's units (nanoseconds for the usual clocks), without the
+    /// file's [`TraceDat::time_offset_ns`].
+    pub time: u64,
+    /// The trace entry, common fields first (valid until the next call to
+    /// [`Records::next_item`]).
+    pub raw: &'r [u8],
+    /// Index of its format in [`TraceDat::events`] (by `common_type`), `None` when the
+    /// file has no format for it.
+    pub event: Option<usize>,
+}
+
+/// Where the current page's bytes are.
+#[derive(Debug, Clone, Copy)]
+struct PageSrc {
+    /// In the decompressed chunk (else in the file).
+    in_chunk: bool,
+    start: usize,
+    len: usize,
+}
+
+/// The item a CPU stream offers next (offsets into its current page).
+#[derive(Debug, Clone, Copy)]
+enum Head {
+    Record { time: u64, start: usize, len: usize },
+    Lost { count: Option<u64>, time: u64 },
+}
+
+impl Head {
+    fn time(&self) -> u64 {
+        match *self {
+            Head::Record { time, .. } | Head::Lost { time, .. } => time,
+        }
+    }
+}
+
+/// One CPU's pages.
+#[derive(Debug)]
+struct CpuStream<'t> {
+    cpu: u32,
+    file: &'t [u8],
+    /// Next unread file offset (next page, or next chunk header) and the end of the data
+    /// present in the file.
+    pos: usize,
+    end: usize,
+    /// The data was declared longer than the file: reported once, at the end.
+    truncated: Option<TraceDatError>,
+    /// Compressed: the chunks not yet read, the current one and the next page in it.
+    chunked: bool,
+    chunks_left: u32,
+    chunk: Vec<u8>,
+    chunk_at: u64,
+    chunk_pos: usize,
+    page: Option<(PageSrc, PageReader)>,
+    head: Option<Head>,
+    done: bool,
+}
+
+impl<'t> CpuStream<'t> {
+    fn page_bytes(&self, src: PageSrc) -> &[u8] {
+        let bytes: &[u8] = if src.in_chunk { &self.chunk } else { self.file };
+        bytes
+            .get(src.start..src.start + src.len)
+            .unwrap_or_default()
+    }
+
+    /// The error for `error` on the page `src`.
+    fn page_error(&self, src: PageSrc, error: PageError) -> TraceDatError {
+        let offset = src.start + error.offset;
+        let kind = ErrorKind::Page {
+            cpu: self.cpu,
+            error,
+        };
+        if src.in_chunk {
+            TraceDatError {
+                offset: self.chunk_at,
+                inner: Some(offset as u64),
+                kind,
+            }
+        } else {
+            TraceDatError {
+                offset: offset as u64,
+                inner: None,
+                kind,
+            }
+        }
+    }
+
+    /// Find the next head, unless there is one.
+    fn fill(&mut self, r: &Settings) -> Result<(), TraceDatError> {
+        while self.head.is_none() && !self.done {
+            let Some((src, mut reader)) = self.page else {
+                self.next_page(r)?;
+                continue;
+            };
+            match reader.next_item(&r.layout, self.page_bytes(src)) {
+                Some(Ok(ftrace_page::Item::Record { time, raw, offset })) => {
+                    self.head = Some(Head::Record {
+                        time,
+                        start: offset,
+                        len: raw.len(),
+                    });
+                    self.page = Some((src, reader));
+                }
+                Some(Ok(ftrace_page::Item::Missed { count, time })) => {
+                    self.head = Some(Head::Lost { count, time });
+                    self.page = Some((src, reader));
+                }
+                Some(Err(e)) => {
+                    self.page = None;
+                    return Err(self.page_error(src, e));
+                }
+                None => self.page = None,
+            }
+        }
+        Ok(())
+    }
+
+    /// Open the next page (reading the next chunk when the current one is used up), or
+    /// mark the stream done.
+    fn next_page(&mut self, r: &Settings) -> Result<(), TraceDatError> {
+        if self.chunked && self.chunk_pos >= self.chunk.len() {
+            if self.chunks_left == 0 {
+                return self.finish();
+            }
+            self.chunks_left -= 1;
+            self.read_chunk(r)?;
+        }
+        let src = if self.chunked {
+            let len = r.page_size.min(self.chunk.len() - self.chunk_pos);
+            let src = PageSrc {
+                in_chunk: true,
+                start: self.chunk_pos,
+                len,
+            };
+            self.chunk_pos += len;
+            src
+        } else {
+            if self.pos >= self.end {
+                return self.finish();
+            }
+            let len = r.page_size.min(self.end - self.pos);
+            let src = PageSrc {
+                in_chunk: false,
+                start: self.pos,
+                len,
+            };
+            self.pos += len;
+            src
+        };
+        match PageReader::new(&r.layout, self.page_bytes(src)) {
+            Ok(reader) => {
+                self.page = Some((src, reader));
+                Ok(())
+            }
+            Err(e) => Err(self.page_error(src, e)),
+        }
+    }
+
+    fn finish(&mut self) -> Result<(), TraceDatError> {
+        self.done = true;
+        match self.truncated.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Decompress the chunk at `pos` into `chunk`; on failure the chunk is skipped.
+    fn read_chunk(&mut self, r: &Settings) -> Result<(), TraceDatError> {
+        self.chunk.clear();
+        self.chunk_pos = 0;
+        let mut c = Cursor::new(&self.file[..self.end], self.pos, r.endian(), None);
+        let at = c.pos;
+        self.chunk_at = at as u64;
+        let header = (|| {
+            let csize = c.u32("chunk compressed size")?;
+            let usize_ = c.u32("chunk size")?;
+            Ok::<_, TraceDatError>((csize, usize_))
+        })();
+        let (csize, usize_) = match header {
+            Ok(h) => h,
+            Err(e) => {
+                // No next chunk can be found.
+                self.chunks_left = 0;
+                self.pos = self.end;
+                return Err(e);
+            }
+        };
+        let data = c.take(u64::from(csize), "chunk data");
+        self.pos = c.pos;
+        let data = match data {
+            Ok(d) => d,
+            Err(e) => {
+                self.chunks_left = 0;
+                self.pos = self.end;
+                return Err(e);
+            }
+        };
+        if usize_ as usize > MAX_CHUNK {
+            return Err(c.error_at(
+                at,
+                ErrorKind::TooLarge {
+                    what: "trace data chunk",
+                    size: u64::from(usize_),
+                    limit: MAX_CHUNK as u64,
+                },
+            ));
+        }
+        let result = r
+            .compression
+            .decompress(data, usize_ as usize, &mut self.chunk);
+        if let Err(m) = result {
+            self.chunk.clear();
+            return Err(c.error_at(at, ErrorKind::Decompress(m)));
+        }
+        Ok(())
+    }
+}
+
+/// What every stream needs to know.
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    layout: PageLayout,
+    page_size: usize,
+    compression: Compression,
+}
+
+impl Settings {
+    fn endian(&self) -> crate::decode::Endian {
+        self.layout.endian()
+    }
+}
+
+/// The records of one buffer, merged in time order ([`TraceDat::records`]).
+///
+/// ```no_run
+/// # fn main() -> Result<(), uevrec_parsers::trace_dat::TraceDatError> {
+/// use uevrec_parsers::trace_dat::{Item, TraceDat};
+/// let bytes: Vec<u8> = Vec::new(); // the whole file, read by the caller
+/// let file = TraceDat::parse(&bytes)?;
+/// let mut records = file.records()?;
+/// while let Some(item) = records.next_item()? {
+///     match item {
+///         Item::Record(r) => {
+///             let name = r.event.map(|i| file.events()[i].format.name.as_str());
+///             println!("{} cpu{} {:?} {} bytes", r.time, r.cpu, name, r.raw.len());
+///         }
+///         Item::Lost { cpu, count, time } => println!("{time} cpu{cpu} lost {count:?}"),
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Records<'t> {
+    file: &'t TraceDat<'t>,
+    settings: Settings,
+    cpus: Vec<CpuStream<'t>>,
+    /// The stream whose head was returned last (consumed on the next call).
+    taken: Option<usize>,
+}
+
+impl<'t> Records<'t> {
+    pub(super) fn new(file: &'t TraceDat<'t>, buffer: &BufferInfo) -> Result<Self, TraceDatError> {
+        let data = file.data();
+        let page_size = (buffer.page_size as usize).max(file.layout().data_offset() + 1);
+        let settings = Settings {
+            layout: *file.layout(),
+            page_size,
+            compression: if buffer.compressed {
+                file.compression().0
+            } else {
+                Compression::None
+            },
+        };
+        let mut cpus = Vec::new();
+        let mut entries = buffer.cpus.clone();
+        entries.sort_by_key(|c| c.cpu);
+        for entry in entries.iter().filter(|c| c.size > 0) {
+            // Compressed data starts with a 4-byte chunk count that trace-cmd does not
+            // count in the size.
+            let count_len = if buffer.compressed { 4 } else { 0 };
+            let declared_end = entry
+                .offset
+                .saturating_add(entry.size)
+                .saturating_add(count_len);
+            let len = data.len() as u64;
+            let start = entry.offset.min(len) as usize;
+            let end = declared_end.min(len) as usize;
+            let truncated = (declared_end > len).then(|| TraceDatError {
+                offset: len,
+                inner: None,
+                kind: ErrorKind::Truncated {
+                    what: "cpu data",
+                    needed: declared_end - entry.offset,
+                    available: (end - start) as u64,
+                },
+            });
+            let mut stream = CpuStream {
+                cpu: entry.cpu,
+                file: data,
+                pos: start,
+                end,
+                truncated,
+                chunked: buffer.compressed,
+                chunks_left: 0,
+                chunk: Vec::new(),
+                chunk_at: 0,
+                chunk_pos: 0,
+                page: None,
+                head: None,
+                done: false,
+            };
+            if buffer.compressed {
+                let mut c = Cursor::new(&data[..end], start, file.endian(), None);
+                stream.chunks_left = c.u32("chunk count")?;
+                stream.pos = c.pos;
+            }
+            cpus.push(stream);
+        }
+        Ok(Records {
+            file,
+            settings,
+            cpus,
+            taken: None,
+        })
+    }
+
+    /// The next record or lost-event marker in time order, `Ok(None)` at the end.
+    ///
+    /// An error (a bad page or chunk) is not the end: calling again goes on after it.
+    pub fn next_item(&mut self) -> Result<Option<Item<'_>>, TraceDatError> {
+        if let Some(i) = self.taken.take() {
+            if let Some(stream) = self.cpus.get_mut(i) {
+                stream.head = None;
+            }
+        }
+        for stream in &mut self.cpus {
+            stream.fill(&self.settings)?;
+        }
+        let mut best: Option<(usize, u64)> = None;
+        for (i, stream) in self.cpus.iter().enumerate() {
+            if let Some(head) = stream.head {
+                if best.is_none_or(|(_, t)| head.time() < t) {
+                    best = Some((i, head.time()));
+                }
+            }
+        }
+        let Some((i, _)) = best else {
+            return Ok(None);
+        };
+        self.taken = Some(i);
+        let stream = &self.cpus[i];
+        let Some(head) = stream.head else {
+            return Ok(None);
+        };
+        Ok(Some(match head {
+            Head::Lost { count, time } => Item::Lost {
+                cpu: stream.cpu,
+                count,
+                time,
+            },
+            Head::Record { time, start, len } => {
+                let page = stream.page.map(|(src, _)| stream.page_bytes(src));
+                let raw = page
+                    .and_then(|p| p.get(start..start + len))
+                    .unwrap_or_default();
+                Item::Record(Record {
+                    cpu: stream.cpu,
+                    time,
+                    raw,
+                    event: self.file.event_of(raw),
+                })
+            }
+        }))
+    }
+
+    /// The CPUs with data in this buffer, in the order ties are broken.
+    pub fn cpus(&self) -> impl Iterator<Item = u32> + '_ {
+        self.cpus.iter().map(|s| s.cpu)
+    }
+}

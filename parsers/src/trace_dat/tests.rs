@@ -1,0 +1,294 @@
+//! Synthetic files for what the real ones (tests/trace_dat.rs) do not show: big-endian
+//! files, zlib, the BUFFER option without a page size (trace-cmd < 3.1), DATE/OFFSET
+//! options, a v6 trace_clock, option-section loops, unsupported compression.
+
+use super::*;
+use crate::ftrace_page;
+
+const FORMAT: &str = "name: ev\nID: 7\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+\tfield:u32 v;\toffset:8;\tsize:4;\tsigned:0;\n\nprint fmt: \"v=%u\", REC->v\n";
+
+const HEADER_PAGE: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
+\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\
+\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n\
+\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;\n";
+
+const HEADER_EVENT: &str = "# compressed entry header\n\ttype_len    :    5 bits\n\
+\ttime_delta  :   27 bits\n\tarray       :   32 bits\n\n\tpadding     : type == 29\n\
+\ttime_extend : type == 30\n\ttime_stamp : type == 31\n\tdata max type_len  == 28\n";
+
+/// Bytes in one byte order.
+struct W {
+    big: bool,
+    b: Vec<u8>,
+}
+
+impl W {
+    fn new(big: bool) -> Self {
+        W { big, b: Vec::new() }
+    }
+    fn n(&mut self, v: u64, size: usize) -> &mut Self {
+        let le = v.to_le_bytes();
+        let bytes = &le[..size];
+        if self.big {
+            self.b.extend(bytes.iter().rev());
+        } else {
+            self.b.extend_from_slice(bytes);
+        }
+        self
+    }
+    fn s(&mut self, s: &[u8]) -> &mut Self {
+        self.b.extend_from_slice(s);
+        self
+    }
+    fn sized(&mut self, size_len: usize, s: &[u8]) -> &mut Self {
+        self.n(s.len() as u64, size_len).s(s)
+    }
+}
+
+/// One page holding records of event 7 with `v` = 1, 2, 3 at times 1001, 1003, 1006, and
+/// a missed count of 9.
+fn page(big: bool) -> Vec<u8> {
+    let mut data = W::new(big);
+    for (delta, v) in [(1u32, 1u32), (2, 2), (3, 3)] {
+        let head = if big {
+            (3 << 27) | delta
+        } else {
+            3 | (delta << 5)
+        };
+        data.n(u64::from(head), 4);
+        data.n(7, 2).n(0, 2).n(42, 4).n(u64::from(v), 4);
+    }
+    let mut p = W::new(big);
+    let commit = data.b.len() as u64 | ftrace_page::MISSED_EVENTS | ftrace_page::MISSED_STORED;
+    p.n(1000, 8).n(commit, 8).s(&data.b).n(9, 8);
+    p.b.resize(4096, 0);
+    p.b
+}
+
+fn header_info(big: bool) -> Vec<u8> {
+    let mut w = W::new(big);
+    w.s(b"header_page\0").sized(8, HEADER_PAGE.as_bytes());
+    w.s(b"header_event\0").sized(8, HEADER_EVENT.as_bytes());
+    w.b
+}
+
+fn formats(big: bool) -> Vec<u8> {
+    let mut w = W::new(big);
+    w.n(1, 4).s(b"test\0").n(1, 4).sized(8, FORMAT.as_bytes());
+    w.b
+}
+
+/// A v6 file with the TRACECLOCK option and a DATE option.
+fn v6(big: bool) -> Vec<u8> {
+    let mut w = W::new(big);
+    w.s(MAGIC).s(b"6\0").s(&[u8::from(big), 8]).n(4096, 4);
+    let hi = header_info(big);
+    w.s(&hi);
+    w.n(0, 4); // no ftrace formats
+    let f = formats(big);
+    w.s(&f);
+    w.sized(4, b"")
+        .sized(4, b"")
+        .sized(8, b"1 init\n42 worker\n");
+    w.n(1, 4); // cpus
+    w.s(b"options  \0");
+    w.n(u64::from(id::DATE), 2).sized(4, b"0x10\0");
+    w.n(u64::from(id::TRACECLOCK), 2).sized(4, b"");
+    w.n(0, 2);
+    w.s(b"flyrecord\0");
+    let table = w.b.len();
+    w.n(0, 8).n(4096, 8);
+    w.sized(8, b"local [global] counter\n");
+    let at = w.b.len().next_multiple_of(4096);
+    w.b.resize(at, 0);
+    let p = page(big);
+    w.s(&p);
+    let mut fix = W::new(big);
+    fix.n(at as u64, 8);
+    w.b[table..table + 8].copy_from_slice(&fix.b);
+    w.b
+}
+
+/// A v7 file compressed with zlib; `page_size_in_buffer` writes trace-cmd 3.1's BUFFER
+/// option.
+fn v7(big: bool, page_size_in_buffer: bool) -> Vec<u8> {
+    let mut w = W::new(big);
+    w.s(MAGIC).s(b"7\0").s(&[u8::from(big), 8]).n(4096, 4);
+    w.s(b"zlib\0").s(b"1.2.13\0");
+    let options_at_pos = w.b.len();
+    w.n(0, 8);
+    let section = |w: &mut W, sid: u16, body: &[u8]| -> u64 {
+        let at = w.b.len() as u64;
+        let z = miniz_oxide::deflate::compress_to_vec_zlib(body, 6);
+        w.n(u64::from(sid), 2)
+            .n(1, 2)
+            .n(0, 4)
+            .n(8 + z.len() as u64, 8);
+        w.n(z.len() as u64, 4).n(body.len() as u64, 4).s(&z);
+        at
+    };
+    let hi = section(&mut w, id::HEADER_INFO, &header_info(big));
+    let ev = section(&mut w, id::EVENT_FORMATS, &formats(big));
+    let mut cl = W::new(big);
+    cl.sized(8, b"42 worker\n");
+    let cmd = section(&mut w, id::CMDLINES, &cl.b);
+    // The flyrecord section: header, then the CPU data (count, one chunk).
+    let fly = w.b.len() as u64;
+    w.n(u64::from(id::BUFFER), 2).n(1, 2).n(0, 4).n(0, 8);
+    let cpu_at = w.b.len() as u64;
+    let z = miniz_oxide::deflate::compress_to_vec_zlib(&page(big), 6);
+    w.n(1, 4).n(z.len() as u64, 4).n(4096, 4).s(&z);
+    let cpu_size = 8 + z.len() as u64;
+    // The options section, uncompressed.
+    let mut o = W::new(big);
+    for (sid, at) in [
+        (id::HEADER_INFO, hi),
+        (id::EVENT_FORMATS, ev),
+        (id::CMDLINES, cmd),
+    ] {
+        o.n(u64::from(sid), 2).n(8, 4).n(at, 8);
+    }
+    o.n(u64::from(id::OFFSET), 2).sized(4, b"-5\0");
+    let mut buffer = W::new(big);
+    buffer.n(fly, 8).s(b"\0mono\0");
+    if page_size_in_buffer {
+        buffer.n(4096, 4);
+    }
+    buffer.n(1, 4).n(3, 4).n(cpu_at, 8).n(cpu_size, 8);
+    o.n(u64::from(id::BUFFER), 2).sized(4, &buffer.b);
+    o.n(u64::from(id::DONE), 2).n(8, 4).n(0, 8);
+    let opts = w.b.len() as u64;
+    w.n(0, 2).n(0, 2).n(0, 4).n(o.b.len() as u64, 8).s(&o.b);
+    let mut fix = W::new(big);
+    fix.n(opts, 8);
+    w.b[options_at_pos..options_at_pos + 8].copy_from_slice(&fix.b);
+    w.b
+}
+
+/// (cpu, time, v) of a record.
+type Rec = (u32, u64, u32);
+/// (cpu, count) of a lost marker.
+type Lost = (u32, Option<u64>);
+
+/// The records and the lost markers.
+fn items(file: &TraceDat<'_>) -> (Vec<Rec>, Vec<Lost>) {
+    let mut records = file.records().unwrap();
+    let (mut recs, mut lost) = (Vec::new(), Vec::new());
+    while let Some(item) = records.next_item().unwrap() {
+        match item {
+            Item::Record(r) => {
+                assert_eq!(r.event, Some(0));
+                let v = r.raw[8..12].try_into().unwrap();
+                let v = if file.endian() == Endian::Big {
+                    u32::from_be_bytes(v)
+                } else {
+                    u32::from_le_bytes(v)
+                };
+                recs.push((r.cpu, r.time, v));
+            }
+            Item::Lost { cpu, count, .. } => lost.push((cpu, count)),
+        }
+    }
+    (recs, lost)
+}
+
+#[test]
+fn v6_both_byte_orders() {
+    for big in [false, true] {
+        let bytes = v6(big);
+        let file = TraceDat::parse(&bytes).unwrap();
+        assert_eq!(file.version(), 6);
+        assert_eq!(file.trace_clock(), Some("global"));
+        assert_eq!(file.time_offset_ns(), 16_000);
+        assert_eq!(file.comm(42), Some("worker"));
+        assert_eq!(file.comm(1), Some("init"));
+        assert_eq!(file.comm(2), None);
+        assert_eq!(file.events()[0].system, "test");
+        let (recs, lost) = items(&file);
+        assert_eq!(
+            recs,
+            vec![(0, 1001, 1), (0, 1003, 2), (0, 1006, 3)],
+            "big {big}"
+        );
+        assert_eq!(lost, vec![(0, Some(9))]);
+    }
+}
+
+#[test]
+fn v7_zlib_both_byte_orders_both_buffer_options() {
+    for big in [false, true] {
+        for with_page_size in [false, true] {
+            let bytes = v7(big, with_page_size);
+            let file = TraceDat::parse(&bytes).unwrap();
+            assert_eq!(file.compression().0, Compression::Zlib);
+            assert_eq!(file.trace_clock(), Some("mono"));
+            assert_eq!(file.time_offset_ns(), -5);
+            assert_eq!(file.comm(42), Some("worker"));
+            let top = &file.buffers()[0];
+            assert!(top.compressed);
+            assert_eq!(
+                top.cpus,
+                vec![CpuData {
+                    cpu: 3,
+                    offset: top.cpus[0].offset,
+                    size: top.cpus[0].size
+                }]
+            );
+            let (recs, lost) = items(&file);
+            assert_eq!(recs, vec![(3, 1001, 1), (3, 1003, 2), (3, 1006, 3)]);
+            assert_eq!(lost, vec![(3, Some(9))]);
+        }
+    }
+}
+
+#[test]
+fn errors_say_where_and_why() {
+    let e = TraceDat::parse(b"\x17\x08\x44tracinX").unwrap_err();
+    assert_eq!((e.offset, e.kind), (0, ErrorKind::NotTraceDat));
+    // Unsupported compression, at the name.
+    let mut bytes = v7(false, true);
+    let at = MAGIC.len() + 2 + 2 + 4;
+    bytes[at..at + 4].copy_from_slice(b"lz4\0");
+    let e = TraceDat::parse(&bytes).unwrap_err();
+    assert_eq!(e.offset, at as u64);
+    assert_eq!(e.kind, ErrorKind::UnsupportedCompression("lz4".into()));
+    // Options sections chained in a loop.
+    let mut bytes = v7(false, true);
+    let first = u64::from_le_bytes(bytes[at + 12..at + 20].try_into().unwrap()) as usize;
+    let done = bytes.len() - 8;
+    bytes[done..].copy_from_slice(&(first as u64).to_le_bytes());
+    let e = TraceDat::parse(&bytes).unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::TooLarge { .. }), "{e}");
+    // A corrupt compressed section: the error names the section's offset.
+    let good = v7(false, true);
+    let mut bytes = good.clone();
+    let z = at + 20 + 16 + 8; // inside the first section's zlib data
+    bytes[z + 2] ^= 0xff;
+    bytes[z + 3] ^= 0xff;
+    let e = TraceDat::parse(&bytes).unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::Decompress(_)), "{e}");
+    assert_eq!(e.offset, (at + 20 + 16) as u64);
+    // A bad page inside a compressed chunk: reported with the chunk's offset and the
+    // offset in its decompressed data, then the reading goes on.
+    let e = TraceDatError {
+        offset: 100,
+        inner: Some(8),
+        kind: ErrorKind::NotTraceDat,
+    };
+    assert!(
+        e.to_string()
+            .starts_with("trace.dat byte 8 of the data decompressed from byte 100")
+    );
+}
+
+#[test]
+fn c_integers() {
+    assert_eq!(parse_c_int("0x10"), Some(16));
+    assert_eq!(parse_c_int("-5"), Some(-5));
+    assert_eq!(parse_c_int("010"), Some(8));
+    assert_eq!(parse_c_int("0"), Some(0));
+    assert_eq!(parse_c_int("x"), None);
+}
