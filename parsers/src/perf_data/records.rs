@@ -234,7 +234,7 @@ impl StreamReader {
             None => PIPE_HEADER_SIZE as usize,
             Some(_) => match frame(self.pending(), self.offset, big) {
                 Ok(Some((_, size, payload))) => size + payload,
-                _ => 16,
+                _ => HEADER_SIZE,
             },
         };
         need.saturating_sub(have).max(1)
