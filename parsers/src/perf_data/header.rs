@@ -173,14 +173,19 @@ impl FileHeader {
     /// `(feature bit, section)` of every feature the bitmap announces, in bit order (the
     /// section table right after the data section).
     pub fn feature_sections(&self, file: &[u8]) -> Result<Vec<(u32, Section)>, PerfDataError> {
-        let start = self.data.offset.saturating_add(self.data.size);
-        let bytes = usize::try_from(start)
-            .ok()
-            .and_then(|s| file.get(s..))
-            .unwrap_or_default();
-        let mut c = Cursor::new(bytes, start, self.big_endian);
-        (1..feature::BITS)
-            .filter(|&bit| self.has_feature(bit))
+        let bits: Vec<u32> = (1..feature::BITS)
+            .filter(|&b| self.has_feature(b))
+            .collect();
+        let table = Section {
+            offset: self.data.offset.saturating_add(self.data.size),
+            size: 16 * bits.len() as u64,
+        };
+        let mut c = Cursor::new(
+            table.slice(file, "feature section table")?,
+            table.offset,
+            self.big_endian,
+        );
+        bits.into_iter()
             .map(|bit| Ok((bit, Section::read(&mut c, "feature section table")?)))
             .collect()
     }
