@@ -57,7 +57,7 @@ fn corpus_file(name: &str) -> Option<(PathBuf, Vec<u8>)> {
     }
 }
 
-/// Decode a whole file (either mode) with [`PerfData::open`].
+/// Decode a whole file (either mode) with [`PerfData::open`], records held by offset.
 fn decode_whole(bytes: &[u8]) -> (String, DecodeStats) {
     let (data, records) = PerfData::open(bytes).expect("header, attrs and features read");
     let mut dec = LineDecoder::new(data, DecodeOptions::default(), |_, _| true);
@@ -68,9 +68,9 @@ fn decode_whole(bytes: &[u8]) -> (String, DecodeStats) {
     };
     for rec in records {
         let rec = rec.expect("every record framed");
-        assert_eq!(dec.record(&rec, &mut sink), Step::Continue);
+        assert_eq!(dec.record_in(&rec, bytes, &mut sink), Step::Continue);
     }
-    dec.finish(&mut sink);
+    dec.finish_in(bytes, &mut sink);
     let stats = dec.stats().clone();
     (String::from_utf8(out).expect("UTF-8 lines"), stats)
 }

@@ -50,12 +50,12 @@ fn whole(bytes: &[u8]) -> (Vec<u8>, Option<PerfDataError>, bool) {
     for rec in records {
         match rec {
             Ok(rec) => {
-                dec.record(&rec, &mut sink);
+                dec.record_in(&rec, bytes, &mut sink);
             }
             Err(e) => stop = Some(e),
         }
     }
-    dec.finish(&mut sink);
+    dec.finish_in(bytes, &mut sink);
     for e in &dec.stats().errors {
         check_error(e, bytes.len());
     }

@@ -2,8 +2,8 @@
 //! → the JSON lines `uevrec record` writes, through the same sinks.
 //!
 //! The decoding is `uevrec_parsers::perf_data::lines` (pure); this module does the I/O:
-//! the file is mapped (memmap2) and the pages already decoded are dropped as it goes, so
-//! memory does not grow with the file; standard input is read in 1 MiB pieces into the
+//! the file is mapped (memmap2), faulted in 16 MiB windows, and the pages already decoded
+//! are dropped as it goes, so memory does not grow with the file; standard input is read in 1 MiB pieces into the
 //! stream decoder (a file-mode perf.data on standard input is read whole first: that
 //! layout needs its end before its data). Lines go to standard output or `-o FILE` (the
 //! same file options as `record`), in runs of 256 KiB.
@@ -106,7 +106,7 @@ impl OutputArgs {
 /// Bytes read from standard input at a time.
 const READ_CHUNK: usize = 1 << 20;
 /// Bytes of the mapped file decoded before their pages are dropped.
-const DROP_EVERY: usize = 64 << 20;
+const DROP_EVERY: usize = 16 << 20;
 
 /// How the input ended.
 struct Outcome {
@@ -265,14 +265,14 @@ fn decode_bytes(
                     drop_behind(rec.offset);
                     dropped = rec.offset;
                 }
-                if dec.record(&rec, flush) == Step::Stop {
+                if dec.record_in(&rec, bytes, flush) == Step::Stop {
                     break;
                 }
             }
             Err(e) => stopped = Some(e),
         }
     }
-    dec.finish(flush);
+    dec.finish_in(bytes, flush);
     Ok(Outcome {
         stats: dec.stats().clone(),
         stopped,
@@ -300,9 +300,16 @@ fn decode_file(
     // reader (perf's too); the decoder itself never trusts the bytes.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("mapping: {e}"))?;
     let _ = map.advise(memmap2::Advice::Sequential);
+    // Fault the next window in with one call (Linux 5.14+; else page by page as read).
+    let populate = |from: usize| {
+        let len = DROP_EVERY.min(map.len().saturating_sub(from));
+        let _ = map.advise_range(memmap2::Advice::PopulateRead, from, len);
+    };
+    populate(0);
     let mut drop_behind = |offset: u64| {
         let page = 4096;
         let end = (offset as usize) / page * page;
+        populate(end);
         // SAFETY: MADV_DONTNEED on a read-only file-backed private mapping only drops the
         // page-table entries: later reads of that range fault the same file bytes back in,
         // so the slices into `map` that the decoder still holds stay valid and unchanged

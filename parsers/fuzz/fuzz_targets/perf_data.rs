@@ -77,7 +77,7 @@ fuzz_target!(|input: &[u8]| {
                 match rec {
                     Ok(rec) => {
                         assert!(rec.offset < len as u64 && rec.bytes.len() >= 8);
-                        if dec.record(&rec, &mut sink) == Step::Stop {
+                        if dec.record_in(&rec, file, &mut sink) == Step::Stop {
                             break;
                         }
                     }
@@ -87,7 +87,7 @@ fuzz_target!(|input: &[u8]| {
                     }
                 }
             }
-            dec.finish(&mut sink);
+            dec.finish_in(file, &mut sink);
             for e in &dec.stats().errors {
                 check_error(e, len);
             }

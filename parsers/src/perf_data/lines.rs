@@ -327,8 +327,31 @@ impl<'s> LineDecoder<'s> {
     }
 
     /// Take one record; lines that became ready go to `flush` in runs of about
-    /// [`FLUSH_BYTES`] (it returns false to stop).
+    /// [`FLUSH_BYTES`] (it returns false to stop). The record is copied if it must wait
+    /// for its time order.
     pub fn record(&mut self, rec: &RawRecord<'_>, flush: &mut dyn FnMut(&[u8]) -> bool) -> Step {
+        self.take(rec, None, flush)
+    }
+
+    /// [`LineDecoder::record`] for a record of the whole file `file` given to
+    /// [`PerfData::open`] (`rec.offset` indexes it): a record that must wait is held as
+    /// its offset, not copied. Pass the same `file` to every call and to
+    /// [`LineDecoder::finish_in`].
+    pub fn record_in(
+        &mut self,
+        rec: &RawRecord<'_>,
+        file: &[u8],
+        flush: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Step {
+        self.take(rec, Some(file), flush)
+    }
+
+    fn take(
+        &mut self,
+        rec: &RawRecord<'_>,
+        file: Option<&[u8]>,
+        flush: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Step {
         let item = match self.data.record(rec) {
             Ok(item) => item,
             Err(e) => {
@@ -359,7 +382,9 @@ impl<'s> LineDecoder<'s> {
                 self.skipped(event);
                 return Step::Continue;
             }
-            Item::FinishedRound => return self.drain(Drain::Round, flush),
+            Item::FinishedRound => {
+                return self.drain(Drain::Round, file.unwrap_or_default(), flush);
+            }
             Item::NewEvent | Item::TracingData | Item::Feature(_) => {
                 for e in std::mem::take(&mut self.data.problems) {
                     self.error(e);
@@ -372,9 +397,15 @@ impl<'s> LineDecoder<'s> {
         let tag = u32::try_from(event).unwrap_or(u32::MAX);
         match time {
             Some(t) => {
-                self.orderer.push(t, tag, rec.bytes);
+                match (file, usize::try_from(rec.offset)) {
+                    (Some(_), Ok(start)) => {
+                        let len = u32::try_from(rec.bytes.len()).unwrap_or(u32::MAX);
+                        self.orderer.push_external(t, tag, start, len);
+                    }
+                    _ => self.orderer.push(t, tag, rec.bytes),
+                }
                 if self.orderer.over_bound() {
-                    return self.drain(Drain::Half, flush);
+                    return self.drain(Drain::Half, file.unwrap_or_default(), flush);
                 }
                 Step::Continue
             }
@@ -406,16 +437,23 @@ impl<'s> LineDecoder<'s> {
         (&mut self.orderer, out)
     }
 
-    fn drain(&mut self, how: Drain, flush: &mut dyn FnMut(&[u8]) -> bool) -> Step {
+    fn drain(&mut self, how: Drain, file: &[u8], flush: &mut dyn FnMut(&[u8]) -> bool) -> Step {
         let (orderer, mut out) = self.split(flush);
-        let stopped = orderer.drain(how, &mut |_, tag, bytes| out.write(tag as usize, bytes));
+        let stopped = orderer.drain(how, file, &mut |_, tag, bytes| {
+            out.write(tag as usize, bytes)
+        });
         out.stats.late = orderer.late();
         if stopped { Step::Stop } else { Step::Continue }
     }
 
     /// At the end of the input: let out everything held and hand the last lines to `flush`.
     pub fn finish(&mut self, flush: &mut dyn FnMut(&[u8]) -> bool) -> Step {
-        let step = self.drain(Drain::All, flush);
+        self.finish_in(&[], flush)
+    }
+
+    /// [`LineDecoder::finish`] after [`LineDecoder::record_in`] calls on `file`.
+    pub fn finish_in(&mut self, file: &[u8], flush: &mut dyn FnMut(&[u8]) -> bool) -> Step {
+        let step = self.drain(Drain::All, file, flush);
         if !self.out.is_empty() {
             let go_on = flush(&self.out);
             self.out.clear();

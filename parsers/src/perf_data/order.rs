@@ -8,21 +8,32 @@
 //! Bound: at most `max_bytes` (record bytes + 32 bytes of index per record) are held.
 //! Past it, the older half (by time) goes out at once, as perf's `OE_FLUSH__HALF` does; a
 //! record arriving later with a time before what went out is still written (in arrival
-//! order among such) and counted in [`Orderer::late`]. Memory is then about twice
+//! order among such) and counted in [`Orderer::late`]. Records of a whole mapped file are
+//! held as offsets into it ([`Orderer::push_external`]), not copied. Memory is then about twice
 //! `max_bytes` at most (the buffer and the spare it is compacted into).
 
-/// One held record.
+/// One held record: its bytes are `arena[start..start + len]`, or with `external`
+/// the caller's `source[start..start + len]` (a mapped file: not copied).
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     time: u64,
-    seq: u64,
-    tag: u32,
-    len: u32,
     start: usize,
+    len: u32,
+    /// The caller's tag (31 bits) and, in the top bit, `external`.
+    tag: u32,
+}
+
+/// The `external` bit of [`Entry::tag`].
+const EXTERNAL: u32 = 1 << 31;
+
+impl Entry {
+    fn external(&self) -> bool {
+        self.tag & EXTERNAL != 0
+    }
 }
 
 /// Bytes of index counted per held record.
-const ENTRY_COST: usize = 32;
+const ENTRY_COST: usize = 24;
 
 /// What [`Orderer::drain`] lets out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +53,9 @@ pub struct Orderer {
     arena: Vec<u8>,
     spare: Vec<u8>,
     max_bytes: usize,
-    seq: u64,
+    /// Bytes of the held external records (counted like copies, so the bound and thus
+    /// the output do not depend on whether records were copied).
+    external_bytes: usize,
     /// Largest time pushed so far.
     max_time: u64,
     /// What the next round may let out: `max_time` at the previous round's end.
@@ -60,7 +73,7 @@ impl Orderer {
             arena: Vec::new(),
             spare: Vec::new(),
             max_bytes: max_bytes.max(1),
-            seq: 0,
+            external_bytes: 0,
             max_time: 0,
             next_flush: None,
             out_time: None,
@@ -83,9 +96,9 @@ impl Orderer {
         self.late
     }
 
-    /// Bytes held (records and index).
+    /// Bytes held (records, copied or not, and index).
     pub fn held_bytes(&self) -> usize {
-        self.arena.len() + self.entries.len() * ENTRY_COST
+        self.arena.len() + self.external_bytes + self.entries.len() * ENTRY_COST
     }
 
     /// Whether the bound is reached: call [`Orderer::drain`] with [`Drain::Half`].
@@ -93,29 +106,48 @@ impl Orderer {
         self.held_bytes() > self.max_bytes
     }
 
-    /// Hold a copy of `bytes` with its `time` and `tag`.
+    /// Hold a copy of `bytes` with its `time` and `tag` (31 bits: the top bit is dropped).
     pub fn push(&mut self, time: u64, tag: u32, bytes: &[u8]) {
-        if self.out_time.is_some_and(|t| time < t) {
-            self.late += 1;
-        }
         let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
         let start = self.arena.len();
         self.arena.extend_from_slice(&bytes[..len as usize]);
+        self.hold(time, tag, start, len, false);
+    }
+
+    /// Hold the record `source[start..start + len]` of the `source` later given to
+    /// [`Orderer::drain`] (not copied; counted towards the bound as if it were).
+    pub fn push_external(&mut self, time: u64, tag: u32, start: usize, len: u32) {
+        self.external_bytes += len as usize;
+        self.hold(time, tag, start, len, true);
+    }
+
+    fn hold(&mut self, time: u64, tag: u32, start: usize, len: u32, external: bool) {
+        if self.out_time.is_some_and(|t| time < t) {
+            self.late += 1;
+        }
+        let tag = (tag & !EXTERNAL) | if external { EXTERNAL } else { 0 };
         self.entries.push(Entry {
             time,
-            seq: self.seq,
-            tag,
-            len,
             start,
+            len,
+            tag,
         });
-        self.seq += 1;
         self.max_time = self.max_time.max(time);
     }
 
     /// Let records out in (time, arrival) order through `emit(time, tag, bytes)`, which
-    /// may say stop (the rest stay held). Returns whether `emit` said stop.
-    pub fn drain(&mut self, how: Drain, emit: &mut dyn FnMut(u64, u32, &[u8]) -> bool) -> bool {
-        self.entries.sort_unstable_by_key(|e| (e.time, e.seq));
+    /// may say stop (the rest stay held). Returns whether `emit` said stop. `source` is
+    /// what [`Orderer::push_external`] offsets point into (records outside it are
+    /// skipped).
+    pub fn drain(
+        &mut self,
+        how: Drain,
+        source: &[u8],
+        emit: &mut dyn FnMut(u64, u32, &[u8]) -> bool,
+    ) -> bool {
+        // Stable: equal times keep their arrival order. Each CPU's records arrive sorted,
+        // so the sort mostly merges runs.
+        self.entries.sort_by_key(|e| e.time);
         let count = match how {
             Drain::All => self.entries.len(),
             Drain::Half => self.entries.len().div_ceil(2),
@@ -130,10 +162,13 @@ impl Orderer {
         let mut stopped = false;
         let mut sent = 0;
         for e in &self.entries[..count] {
-            let bytes = &self.arena[e.start..e.start + e.len as usize];
+            let from = if e.external() { source } else { &self.arena };
             self.out_time = Some(self.out_time.map_or(e.time, |t| t.max(e.time)));
             sent += 1;
-            if !emit(e.time, e.tag, bytes) {
+            let Some(bytes) = from.get(e.start..e.start + e.len as usize) else {
+                continue;
+            };
+            if !emit(e.time, e.tag & !EXTERNAL, bytes) {
                 stopped = true;
                 break;
             }
@@ -146,7 +181,12 @@ impl Orderer {
     /// Move the held records' bytes to the front of a fresh arena.
     fn compact(&mut self) {
         self.spare.clear();
-        for e in &mut self.entries {
+        self.external_bytes = 0;
+        for e in self.entries.iter_mut() {
+            if e.external() {
+                self.external_bytes += e.len as usize;
+                continue;
+            }
             let start = self.spare.len();
             self.spare
                 .extend_from_slice(&self.arena[e.start..e.start + e.len as usize]);
@@ -166,7 +206,7 @@ mod tests {
 
     fn collect(o: &mut Orderer, how: Drain) -> Vec<(u64, u32, Vec<u8>)> {
         let mut out = Vec::new();
-        o.drain(how, &mut |t, tag, b| {
+        o.drain(how, &[], &mut |t, tag, b| {
             out.push((t, tag, b.to_vec()));
             true
         });
@@ -209,19 +249,35 @@ mod tests {
         for t in (0..20u64).rev() {
             o.push(t, 0, &[0; 8]);
             if o.over_bound() {
-                o.drain(Drain::Half, &mut |t, _, _| {
+                o.drain(Drain::Half, &[], &mut |t, _, _| {
                     out.push(t);
                     true
                 });
             }
             assert!(o.held_bytes() <= 200 + 40);
         }
-        o.drain(Drain::All, &mut |t, _, _| {
+        o.drain(Drain::All, &[], &mut |t, _, _| {
             out.push(t);
             true
         });
         assert_eq!(out.len(), 20);
         assert!(o.late() > 0);
+    }
+
+    #[test]
+    fn external_records_are_not_copied() {
+        let source = b"abcdef";
+        let mut o = Orderer::new(1 << 20);
+        o.push_external(2, 0, 3, 3);
+        o.push(1, 1, b"x");
+        o.push_external(3, 2, 5, 9); // outside the source: skipped
+        assert_eq!(o.held_bytes(), 1 + 3 + 9 + 3 * ENTRY_COST);
+        let mut out = Vec::new();
+        o.drain(Drain::All, source, &mut |t, tag, b| {
+            out.push((t, tag, b.to_vec()));
+            true
+        });
+        assert_eq!(out, vec![(1, 1, b"x".to_vec()), (2, 0, b"def".to_vec())]);
     }
 
     #[test]
@@ -231,7 +287,7 @@ mod tests {
             o.push(t, 0, &[t as u8]);
         }
         let mut n = 0;
-        assert!(o.drain(Drain::All, &mut |_, _, _| {
+        assert!(o.drain(Drain::All, &[], &mut |_, _, _| {
             n += 1;
             n < 2
         }));
