@@ -17,9 +17,9 @@ trap 'rm -rf "$dir"' EXIT
 uevrec=$here/target/release/uevrec
 data=$dir/perf.data
 # raw_syscalls:sys_enter from a getppid loop and sched:sched_switch, CPU-wide (-a) so the
-# file has several CPUs' rings and FINISHED_ROUND windows to order; 64 MiB rings per
+# file has several CPUs' rings and FINISHED_ROUND windows to order; 16 MiB rings per
 # CPU keep loss low; -k for HEADER_CLOCK_DATA.
-perf record -q -a -m 16384 -k CLOCK_MONOTONIC -e raw_syscalls:sys_enter -e sched:sched_switch \
+perf record -q -a -m 4096 -k CLOCK_MONOTONIC -e raw_syscalls:sys_enter -e sched:sched_switch \
     -o "$data" -- perl -e "getppid() for 1..$calls" 2>"$dir/record.err" || {
     cat "$dir/record.err" >&2
     exit 1

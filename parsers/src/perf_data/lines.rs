@@ -25,7 +25,7 @@ use super::tracing_data::ParsedFormat;
 use super::{ClockData, Item, PerfData, PerfDataError};
 use crate::event_name::split_multi_format;
 use crate::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
-use crate::perf_sample::{Record, Sample};
+use crate::perf_sample::{PERF_RECORD_SAMPLE, Record, Sample};
 
 /// Lines are handed to the caller's sink in runs of about this many bytes.
 pub const FLUSH_BYTES: usize = 256 * 1024;
@@ -124,13 +124,26 @@ struct Out<'a> {
     flush: &'a mut dyn FnMut(&[u8]) -> bool,
 }
 
+/// Count `e`, keep it if there is room.
+fn note_error(stats: &mut DecodeStats, e: PerfDataError) {
+    stats.error_count += 1;
+    if stats.errors.len() < MAX_KEPT_ERRORS {
+        stats.errors.push(e);
+    }
+}
+
 impl Out<'_> {
-    /// Write the record `bytes` of event `event` (a sample or a lost record); false to stop.
-    fn write(&mut self, event: usize, bytes: &[u8]) -> bool {
+    /// Write the record `bytes` (at `offset`) of event `event`, a sample or a lost record;
+    /// false to stop. A record that does not fit its layout is counted as an error.
+    fn write(&mut self, event: usize, offset: u64, bytes: &[u8]) -> bool {
         let Some(Ok(layout)) = self.data.events().get(event).map(|e| &e.layout) else {
             return true;
         };
         match layout.parse(bytes) {
+            Err(source) => {
+                note_error(self.stats, PerfDataError::Sample { at: offset, source });
+                true
+            }
             Ok(Record::Sample(s)) => self.sample(event, &s),
             Ok(Record::Lost {
                 lost, sample_id, ..
@@ -232,10 +245,7 @@ impl<'s> LineDecoder<'s> {
     }
 
     fn error(&mut self, e: PerfDataError) {
-        self.stats.error_count += 1;
-        if self.stats.errors.len() < MAX_KEPT_ERRORS {
-            self.stats.errors.push(e);
-        }
+        note_error(&mut self.stats, e);
     }
 
     /// Give every event a slot; resolve formats once the tracing data is known.
@@ -352,6 +362,9 @@ impl<'s> LineDecoder<'s> {
         file: Option<&[u8]>,
         flush: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Step {
+        if rec.header.kind == PERF_RECORD_SAMPLE {
+            return self.sample(rec, file, flush);
+        }
         let item = match self.data.record(rec) {
             Ok(item) => item,
             Err(e) => {
@@ -360,26 +373,10 @@ impl<'s> LineDecoder<'s> {
             }
         };
         let (event, time) = match item {
-            Item::Sample { event, sample } => {
-                let slot = &self.slots[event];
-                if !slot.selected {
-                    return Step::Continue;
-                }
-                if slot.prepared.is_none() || slot.skip.is_some() {
-                    self.skipped(event);
-                    return Step::Continue;
-                }
-                (event, sample.time)
-            }
             Item::Lost {
                 event, sample_id, ..
             } => (event, sample_id.time),
-            Item::UnknownSample => {
-                self.stats.unknown_event += 1;
-                return Step::Continue;
-            }
-            Item::Unparsable { event } => {
-                self.skipped(event);
+            Item::Sample { .. } | Item::UnknownSample | Item::Unparsable { .. } => {
                 return Step::Continue;
             }
             Item::FinishedRound => {
@@ -394,6 +391,45 @@ impl<'s> LineDecoder<'s> {
             }
             Item::Other(_) => return Step::Continue,
         };
+        self.hold_or_write(event, time, rec, file, flush)
+    }
+
+    /// A sample: its event and time are read at their fixed places; the record is parsed
+    /// in full when written (in time order), where a malformed one is counted.
+    fn sample(
+        &mut self,
+        rec: &RawRecord<'_>,
+        file: Option<&[u8]>,
+        flush: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Step {
+        let Some(event) = self.data.sample_event(rec.bytes) else {
+            self.stats.unknown_event += 1;
+            return Step::Continue;
+        };
+        let Some(slot) = self.slots.get(event) else {
+            self.stats.unknown_event += 1;
+            return Step::Continue;
+        };
+        if !slot.selected {
+            return Step::Continue;
+        }
+        if slot.prepared.is_none() || slot.skip.is_some() {
+            self.skipped(event);
+            return Step::Continue;
+        }
+        let time = self.data.sample_time(event, rec.bytes);
+        self.hold_or_write(event, time, rec, file, flush)
+    }
+
+    /// Hold the record for time order, or write it now when it has no time.
+    fn hold_or_write(
+        &mut self,
+        event: usize,
+        time: Option<u64>,
+        rec: &RawRecord<'_>,
+        file: Option<&[u8]>,
+        flush: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Step {
         let tag = u32::try_from(event).unwrap_or(u32::MAX);
         match time {
             Some(t) => {
@@ -402,7 +438,7 @@ impl<'s> LineDecoder<'s> {
                         let len = u32::try_from(rec.bytes.len()).unwrap_or(u32::MAX);
                         self.orderer.push_external(t, tag, start, len);
                     }
-                    _ => self.orderer.push(t, tag, rec.bytes),
+                    _ => self.orderer.push(t, tag, rec.offset, rec.bytes),
                 }
                 if self.orderer.over_bound() {
                     return self.drain(Drain::Half, file.unwrap_or_default(), flush);
@@ -411,7 +447,7 @@ impl<'s> LineDecoder<'s> {
             }
             None => {
                 let (_, mut out) = self.split(flush);
-                if out.write(event, rec.bytes) {
+                if out.write(event, rec.offset, rec.bytes) {
                     Step::Continue
                 } else {
                     Step::Stop
@@ -439,8 +475,8 @@ impl<'s> LineDecoder<'s> {
 
     fn drain(&mut self, how: Drain, file: &[u8], flush: &mut dyn FnMut(&[u8]) -> bool) -> Step {
         let (orderer, mut out) = self.split(flush);
-        let stopped = orderer.drain(how, file, &mut |_, tag, bytes| {
-            out.write(tag as usize, bytes)
+        let stopped = orderer.drain(how, file, &mut |tag, offset, bytes| {
+            out.write(tag as usize, offset, bytes)
         });
         out.stats.late = orderer.late();
         if stopped { Step::Stop } else { Step::Continue }

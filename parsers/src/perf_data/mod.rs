@@ -145,6 +145,8 @@ pub struct Event {
     pub ids: Vec<u64>,
     /// How its records are laid out, or why they cannot be parsed.
     pub layout: Result<SampleFormat, PerfSampleError>,
+    /// Where the time is in its samples (from the record start), if they have one.
+    pub time_at: Option<usize>,
 }
 
 /// What a record means.
@@ -369,10 +371,16 @@ impl PerfData {
         }
         self.ids.sort_unstable();
         let layout = entry.attr.sample_format(self.big_endian);
+        let st = entry.attr.sample_type;
+        let time_at = (st & sample_type::TIME != 0).then(|| {
+            let before = [sample_type::IDENTIFIER, sample_type::IP, sample_type::TID];
+            HEADER_SIZE_USIZE + 8 * before.iter().filter(|&&b| st & b != 0).count()
+        });
         self.events.push(Event {
             attr: entry.attr,
             ids: entry.ids,
             layout,
+            time_at,
         });
     }
 
@@ -397,6 +405,20 @@ impl PerfData {
             Ok(at) => Some(self.ids[at].1),
             Err(_) => None,
         }
+    }
+
+    /// The event of the `PERF_RECORD_SAMPLE` record `bytes` (the only event, or the one
+    /// its id names), without parsing the rest.
+    pub fn sample_event(&self, bytes: &[u8]) -> Option<usize> {
+        self.event_of(bytes, true)
+    }
+
+    /// The time of the sample record `bytes` of `event`, read at its fixed place without
+    /// parsing the rest (the record is checked when parsed in full).
+    pub fn sample_time(&self, event: usize, bytes: &[u8]) -> Option<u64> {
+        let at = self.events.get(event)?.time_at?;
+        let raw = bytes.get(at..at.checked_add(8)?)?;
+        Cursor::new(raw, 0, self.big_endian).u64("time").ok()
     }
 
     /// The event a record belongs to: the only one, or the one its id names.

@@ -17,6 +17,8 @@
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     time: u64,
+    /// The caller's offset of the record (for messages).
+    offset: u64,
     start: usize,
     len: u32,
     /// The caller's tag (31 bits) and, in the top bit, `external`.
@@ -33,7 +35,7 @@ impl Entry {
 }
 
 /// Bytes of index counted per held record.
-const ENTRY_COST: usize = 24;
+const ENTRY_COST: usize = 32;
 
 /// What [`Orderer::drain`] lets out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,28 +108,30 @@ impl Orderer {
         self.held_bytes() > self.max_bytes
     }
 
-    /// Hold a copy of `bytes` with its `time` and `tag` (31 bits: the top bit is dropped).
-    pub fn push(&mut self, time: u64, tag: u32, bytes: &[u8]) {
+    /// Hold a copy of `bytes` (found at the caller's `offset`) with its `time` and `tag`
+    /// (31 bits: the top bit is dropped).
+    pub fn push(&mut self, time: u64, tag: u32, offset: u64, bytes: &[u8]) {
         let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
         let start = self.arena.len();
         self.arena.extend_from_slice(&bytes[..len as usize]);
-        self.hold(time, tag, start, len, false);
+        self.hold(time, tag, offset, start, len, false);
     }
 
     /// Hold the record `source[start..start + len]` of the `source` later given to
     /// [`Orderer::drain`] (not copied; counted towards the bound as if it were).
     pub fn push_external(&mut self, time: u64, tag: u32, start: usize, len: u32) {
         self.external_bytes += len as usize;
-        self.hold(time, tag, start, len, true);
+        self.hold(time, tag, start as u64, start, len, true);
     }
 
-    fn hold(&mut self, time: u64, tag: u32, start: usize, len: u32, external: bool) {
+    fn hold(&mut self, time: u64, tag: u32, offset: u64, start: usize, len: u32, external: bool) {
         if self.out_time.is_some_and(|t| time < t) {
             self.late += 1;
         }
         let tag = (tag & !EXTERNAL) | if external { EXTERNAL } else { 0 };
         self.entries.push(Entry {
             time,
+            offset,
             start,
             len,
             tag,
@@ -135,7 +139,7 @@ impl Orderer {
         self.max_time = self.max_time.max(time);
     }
 
-    /// Let records out in (time, arrival) order through `emit(time, tag, bytes)`, which
+    /// Let records out in (time, arrival) order through `emit(tag, offset, bytes)`, which
     /// may say stop (the rest stay held). Returns whether `emit` said stop. `source` is
     /// what [`Orderer::push_external`] offsets point into (records outside it are
     /// skipped).
@@ -143,7 +147,7 @@ impl Orderer {
         &mut self,
         how: Drain,
         source: &[u8],
-        emit: &mut dyn FnMut(u64, u32, &[u8]) -> bool,
+        emit: &mut dyn FnMut(u32, u64, &[u8]) -> bool,
     ) -> bool {
         // Stable: equal times keep their arrival order. Each CPU's records arrive sorted,
         // so the sort mostly merges runs.
@@ -168,7 +172,7 @@ impl Orderer {
             let Some(bytes) = from.get(e.start..e.start + e.len as usize) else {
                 continue;
             };
-            if !emit(e.time, e.tag & !EXTERNAL, bytes) {
+            if !emit(e.tag & !EXTERNAL, e.offset, bytes) {
                 stopped = true;
                 break;
             }
@@ -204,9 +208,10 @@ impl Orderer {
 mod tests {
     use super::*;
 
+    /// Records pushed with their time as offset: `(time, tag, bytes)` in drain order.
     fn collect(o: &mut Orderer, how: Drain) -> Vec<(u64, u32, Vec<u8>)> {
         let mut out = Vec::new();
-        o.drain(how, &[], &mut |t, tag, b| {
+        o.drain(how, &[], &mut |tag, t, b| {
             out.push((t, tag, b.to_vec()));
             true
         });
@@ -216,12 +221,12 @@ mod tests {
     #[test]
     fn rounds_release_up_to_the_previous_round() {
         let mut o = Orderer::new(1 << 20);
-        o.push(5, 0, b"a");
-        o.push(3, 1, b"b");
+        o.push(5, 0, 5, b"a");
+        o.push(3, 1, 3, b"b");
         // First round: nothing known to be complete yet.
         assert!(collect(&mut o, Drain::Round).is_empty());
-        o.push(4, 2, b"c");
-        o.push(9, 3, b"d");
+        o.push(4, 2, 4, b"c");
+        o.push(9, 3, 9, b"d");
         // Second round: up to 5 (the max before the first round's end).
         let out = collect(&mut o, Drain::Round);
         assert_eq!(out.iter().map(|e| e.0).collect::<Vec<_>>(), vec![3, 4, 5]);
@@ -236,7 +241,7 @@ mod tests {
     fn equal_times_keep_arrival_order() {
         let mut o = Orderer::new(1 << 20);
         for tag in 0..10 {
-            o.push(7, tag, &[tag as u8]);
+            o.push(7, tag, 7, &[tag as u8]);
         }
         let tags: Vec<u32> = collect(&mut o, Drain::All).iter().map(|e| e.1).collect();
         assert_eq!(tags, (0..10).collect::<Vec<_>>());
@@ -247,16 +252,16 @@ mod tests {
         let mut o = Orderer::new(200);
         let mut out = Vec::new();
         for t in (0..20u64).rev() {
-            o.push(t, 0, &[0; 8]);
+            o.push(t, 0, t, &[0; 8]);
             if o.over_bound() {
-                o.drain(Drain::Half, &[], &mut |t, _, _| {
+                o.drain(Drain::Half, &[], &mut |_, t, _| {
                     out.push(t);
                     true
                 });
             }
             assert!(o.held_bytes() <= 200 + 40);
         }
-        o.drain(Drain::All, &[], &mut |t, _, _| {
+        o.drain(Drain::All, &[], &mut |_, t, _| {
             out.push(t);
             true
         });
@@ -269,22 +274,22 @@ mod tests {
         let source = b"abcdef";
         let mut o = Orderer::new(1 << 20);
         o.push_external(2, 0, 3, 3);
-        o.push(1, 1, b"x");
+        o.push(1, 1, 1, b"x");
         o.push_external(3, 2, 5, 9); // outside the source: skipped
         assert_eq!(o.held_bytes(), 1 + 3 + 9 + 3 * ENTRY_COST);
         let mut out = Vec::new();
-        o.drain(Drain::All, source, &mut |t, tag, b| {
-            out.push((t, tag, b.to_vec()));
+        o.drain(Drain::All, source, &mut |tag, offset, b| {
+            out.push((offset, tag, b.to_vec()));
             true
         });
-        assert_eq!(out, vec![(1, 1, b"x".to_vec()), (2, 0, b"def".to_vec())]);
+        assert_eq!(out, vec![(1, 1, b"x".to_vec()), (3, 0, b"def".to_vec())]);
     }
 
     #[test]
     fn stop_keeps_the_rest() {
         let mut o = Orderer::new(1 << 20);
         for t in 0..5 {
-            o.push(t, 0, &[t as u8]);
+            o.push(t, 0, t, &[t as u8]);
         }
         let mut n = 0;
         assert!(o.drain(Drain::All, &[], &mut |_, _, _| {
