@@ -3,8 +3,8 @@
 # output to a file on tmpfs (see BENCHMARKS.md, "perf.data decoding"). Needs root, perf,
 # perl, GNU time, a tmpfs at /dev/shm.
 #   scripts/bench-decode.sh [CALLS [RUNS]]     CALLS getppid() calls recorded (default 3000000)
-# Prints one row per run: tool, events, seconds (wall), user+sys seconds, events/s (wall),
-# peak RSS in KiB.
+# Prints one row per run: tool, events, seconds (wall), user and system CPU seconds,
+# events per second of wall time and per CPU second, peak RSS in KiB.
 set -eu
 calls=${1:-3000000}
 runs=${2:-3}
@@ -39,7 +39,7 @@ measure() { # name outfile command...
 }
 events=$(perf script -i "$data" -F event 2>/dev/null | wc -l)
 echo "# $events samples in $(du -h "$data" | cut -f1) ($calls getppid calls); cpu $cpu"
-printf '%-8s %10s %8s %8s %12s %10s\n' tool events wall_s cpu_s events_per_s rss_kib
+printf '%-8s %10s %7s %7s %7s %11s %11s %9s\n' tool events wall_s user_s sys_s ev_per_s ev_per_cpu_s rss_kib
 for i in $(seq "$runs"); do
     for tool in perf uevrec; do
         if [ "$tool" = perf ]; then
@@ -50,7 +50,7 @@ for i in $(seq "$runs"); do
             out=$dir/out.jsonl
         fi
         measure "$tool" "$out" "$@" | awk -v ev="$events" \
-            '{ printf "%-8s %10d %8.2f %8.2f %12.0f %10d\n", $1, ev, $2, $3 + $4, ev / $2, $5 }'
+            '{ printf "%-8s %10d %7.2f %7.2f %7.2f %11.0f %11.0f %9d\n", $1, ev, $2, $3, $4, ev / $2, ev / ($3 + $4), $5 }'
     done
 done
 echo "# lines: perf $(wc -l <"$dir/perf.txt"), uevrec $(wc -l <"$dir/out.jsonl")"

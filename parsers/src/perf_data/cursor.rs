@@ -102,7 +102,7 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    int_readers!(u16, u32, u64);
+    int_readers!(u32, u64);
 
     /// One byte.
     pub(crate) fn u8(&mut self, what: &'static str) -> Result<u8, PerfDataError> {
@@ -115,4 +115,16 @@ impl<'a> Cursor<'a> {
 pub(crate) fn text(bytes: &[u8]) -> String {
     let end = memchr::memchr(0, bytes).unwrap_or(bytes.len());
     String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// The u64 at `at` in `bytes` in the given byte order, if it is there (the hot paths'
+/// read: no error value to build).
+#[inline]
+pub(crate) fn u64_at(bytes: &[u8], at: usize, big_endian: bool) -> Option<u64> {
+    let b = *bytes.get(at..)?.first_chunk::<8>()?;
+    Some(if big_endian {
+        u64::from_be_bytes(b)
+    } else {
+        u64::from_le_bytes(b)
+    })
 }

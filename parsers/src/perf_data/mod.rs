@@ -25,7 +25,7 @@ pub mod records;
 pub mod tracing_data;
 
 use attr::{AttrEntry, EventAttr, PERF_TYPE_TRACEPOINT, parse_attr_record, parse_attrs_section};
-use cursor::Cursor;
+use cursor::{Cursor, u64_at};
 use header::{FileHeader, PIPE_HEADER_SIZE, feature};
 use records::{RawRecord, Records, kind};
 use tracing_data::{ParsedFormat, TracingData};
@@ -416,9 +416,7 @@ impl PerfData {
     /// The time of the sample record `bytes` of `event`, read at its fixed place without
     /// parsing the rest (the record is checked when parsed in full).
     pub fn sample_time(&self, event: usize, bytes: &[u8]) -> Option<u64> {
-        let at = self.events.get(event)?.time_at?;
-        let raw = bytes.get(at..at.checked_add(8)?)?;
-        Cursor::new(raw, 0, self.big_endian).u64("time").ok()
+        u64_at(bytes, self.events.get(event)?.time_at?, self.big_endian)
     }
 
     /// The event a record belongs to: the only one, or the one its id names.
@@ -431,9 +429,7 @@ impl PerfData {
         } else {
             bytes.len().checked_sub(self.id_pos.trailer?)?
         };
-        let raw = bytes.get(at..at.checked_add(8)?)?;
-        let id = Cursor::new(raw, 0, self.big_endian).u64("id").ok()?;
-        self.event_of_id(id)
+        self.event_of_id(u64_at(bytes, at, self.big_endian)?)
     }
 
     /// What `rec` means; header records (attrs, tracing data, features) update the state.

@@ -56,15 +56,23 @@ fn frame(
     at: u64,
     big_endian: bool,
 ) -> Result<Option<(RecordHeader, usize, usize)>, PerfDataError> {
-    if bytes.len() < HEADER_SIZE {
+    let Some(h) = bytes.first_chunk::<8>() else {
         return Ok(None);
-    }
-    let mut c = Cursor::new(bytes, at, big_endian);
-    let header = RecordHeader {
-        kind: c.u32("record type")?,
-        misc: c.u16("record misc")?,
-        size: c.u16("record size")?,
     };
+    let header = if big_endian {
+        RecordHeader {
+            kind: u32::from_be_bytes([h[0], h[1], h[2], h[3]]),
+            misc: u16::from_be_bytes([h[4], h[5]]),
+            size: u16::from_be_bytes([h[6], h[7]]),
+        }
+    } else {
+        RecordHeader {
+            kind: u32::from_le_bytes([h[0], h[1], h[2], h[3]]),
+            misc: u16::from_le_bytes([h[4], h[5]]),
+            size: u16::from_le_bytes([h[6], h[7]]),
+        }
+    };
+    let mut c = Cursor::new(&bytes[HEADER_SIZE..], at + HEADER_SIZE as u64, big_endian);
     let size = usize::from(header.size);
     if size < HEADER_SIZE {
         return Err(PerfDataError::BadRecord {
