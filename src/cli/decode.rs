@@ -16,6 +16,7 @@
 
 use std::fs::File;
 use std::io::{IsTerminal, Read};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -287,6 +288,15 @@ fn decode_file(
     flush: &mut Flush<'_>,
 ) -> Result<Outcome, String> {
     let file = File::open(path).map_err(|e| format!("opening: {e}"))?;
+    decode_open_file(&file, opts, select, flush)
+}
+
+fn decode_open_file(
+    file: &File,
+    opts: DecodeOptions,
+    select: &dyn Fn(&str, &str) -> bool,
+    flush: &mut Flush<'_>,
+) -> Result<Outcome, String> {
     let len = file
         .metadata()
         .map_err(|e| format!("reading size: {e}"))?
@@ -298,7 +308,7 @@ fn decode_file(
     // end of this function and nothing here writes through it. Another process truncating
     // the file while it is mapped would fault the reads (SIGBUS), as with every mmap
     // reader (perf's too); the decoder itself never trusts the bytes.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("mapping: {e}"))?;
+    let map = unsafe { memmap2::Mmap::map(file) }.map_err(|e| format!("mapping: {e}"))?;
     let _ = map.advise(memmap2::Advice::Sequential);
     // Fault the next window in with one call (Linux 5.14+; else page by page as read).
     let populate = |from: usize| {
@@ -325,6 +335,13 @@ fn decode_stdin(
     flush: &mut Flush<'_>,
 ) -> Result<Outcome, String> {
     let mut stdin = std::io::stdin().lock();
+    // `< perf.data`: a regular file on standard input is mapped like a named one.
+    if let Ok(fd) = stdin.as_fd().try_clone_to_owned() {
+        let file = File::from(fd);
+        if file.metadata().is_ok_and(|m| m.is_file()) {
+            return decode_open_file(&file, opts, select, flush);
+        }
+    }
     if stdin.is_terminal() {
         return Err(
             "standard input is a terminal: give a perf.data file or pipe one in \
