@@ -1,6 +1,6 @@
 //! `uevrec decode` against `perf script` on perf.data files perf records here, file mode
-//! (`perf record -o FILE`) and pipe mode (`perf record -o -`, decoded from standard
-//! input), for `sched:sched_switch`, `sched:sched_process_exec` and
+//! (`perf record -o FILE`) and pipe mode (`perf record -o -`, streamed through a pipe into
+//! standard input), for `sched:sched_switch`, `sched:sched_process_exec` and
 //! `raw_syscalls:sys_enter`: every line of those events, in order, equals perf script's
 //! for the same sample: pid, tid, cpu, wall-clock time to the nanosecond (perf's `tod`,
 //! both from HEADER_CLOCK_DATA) and every field (tests/common/perf_script.rs renders
@@ -80,14 +80,24 @@ fn perf_record(out: &Path, pipe: bool) {
     );
 }
 
+/// `uevrec decode ARGS`, with `stdin_from`'s bytes written into a pipe on its standard
+/// input (a pipe, not the file: a regular file on stdin is mapped, not streamed).
 fn decode(args: &[&str], stdin_from: Option<&Path>) -> Output {
     let mut cmd = Command::new(bin());
-    cmd.arg("decode").args(args);
-    match stdin_from {
-        Some(p) => cmd.stdin(fs::File::open(p).unwrap()),
-        None => cmd.stdin(Stdio::null()),
+    cmd.arg("decode")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let Some(path) = stdin_from else {
+        return cmd.stdin(Stdio::null()).output().unwrap();
     };
-    cmd.output().unwrap()
+    let mut child = cmd.stdin(Stdio::piped()).spawn().unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    let bytes = fs::read(path).unwrap();
+    let writer = std::thread::spawn(move || pipe.write_all(&bytes));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    out
 }
 
 fn json_lines(text: &[u8]) -> Vec<Value> {
