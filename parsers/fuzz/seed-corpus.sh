@@ -43,6 +43,52 @@ while at + 4 <= len(data):
 print(f"seed-corpus.sh: {n} EventHeader records in {sys.argv[2]}")
 PY
 fi
+# perf_data: 3 parameter bytes (chunk, order bound, count: see the target) + cut-down
+# corpus perf.data files (pipe mode: header, attrs, features, tracing data and the first 40 samples;
+# file mode: its first 40 samples, the sections moved up), small enough for
+# libFuzzer's default max_len guess.
+if [ -d "$corpus_dir/perf-data" ]; then
+    mkdir -p "$here/corpus/perf_data"
+    python3 - "$corpus_dir/perf-data" "$here/corpus/perf_data" <<'PY'
+import struct, sys
+src, out = sys.argv[1], sys.argv[2]
+pipe = open(f"{src}/LinuxTracepoints-pipe.data", "rb").read()
+def records(buf, pos, end):
+    while pos < end:
+        kind, size = struct.unpack_from("<IxxH", buf, pos)
+        extra = struct.unpack_from("<I", buf, pos + 8)[0] if kind == 66 else 0
+        yield kind, buf[pos:pos + size + extra]
+        pos += size + extra
+def cut_down(buf, pos, end, keep):
+    out, samples = b"", 0
+    for kind, rec in records(buf, pos, end):
+        if kind in keep and samples < 40:
+            out += rec
+            samples += kind == 9
+    return out
+small_pipe = pipe[:16] + cut_down(pipe, 16, len(pipe), {9, 64, 66, 68, 80})
+for i, prefix in enumerate([b"\x07\x03\x00", b"\x00\x00\x05", b"\xff\xff\x00"]):
+    open(f"{out}/seed-pipe-{i}", "wb").write(prefix + small_pipe)
+f = open(f"{src}/LinuxTracepoints-perf.data", "rb").read()
+hdr = bytearray(f[:104])
+attr_size, a_off, a_size, d_off, d_size = struct.unpack_from("<QQQQQ", f, 16)
+end = d_off + d_size
+data = cut_down(f, d_off, end, {9, 68})
+bits = int.from_bytes(f[72:104], "little")
+feats = [b for b in range(1, 256) if bits >> b & 1]
+table = [struct.unpack_from("<QQ", f, end + 16 * k) for k in range(len(feats))]
+new_end = d_off + len(data)
+body, fpos = b"", new_end + 16 * len(feats)
+new_table = b""
+for off, size in table:
+    new_table += struct.pack("<QQ", fpos + len(body), size)
+    body += f[off:off + size]
+struct.pack_into("<QQ", hdr, 40, d_off, len(data))
+seed = bytes(hdr) + f[104:d_off] + data + new_table + body
+open(f"{out}/seed-file-0", "wb").write(b"\x07\x03\x00" + seed)
+PY
+    echo "seed-corpus.sh: $(ls "$here/corpus/perf_data" | wc -l) files in $here/corpus/perf_data"
+fi
 zip=$corpus_dir/formats0.zip
 if [ ! -f "$zip" ]; then
     echo "seed-corpus.sh: $zip not found (set UEVREC_CORPUS_DIR); seeds skipped" >&2

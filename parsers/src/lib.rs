@@ -7,6 +7,8 @@
 //! 2. [`perf_sample`]: perf ring-buffer record bytes → sample (ids, time, cpu, raw bytes);
 //! 3. [`location`] + [`decode`]: raw trace-entry bytes + schema → typed field values;
 //! 4. [`json_line`]: values → one JSON line.
+//!
+//! [`perf_data`] reads perf.data files (file and pipe mode) into the same lines.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -18,6 +20,7 @@ pub mod format_file;
 pub mod ftrace_page;
 pub mod json_line;
 pub mod location;
+pub mod perf_data;
 pub mod perf_sample;
 pub mod schema;
 pub mod trace_dat;

@@ -1,4 +1,4 @@
-//! The command line: `uevrec record`, `uevrec tail`, `uevrec list`.
+//! The command line: `uevrec record`, `uevrec tail`, `uevrec list`, `uevrec decode`.
 //!
 //! Exit statuses (also in `--help` and the README):
 //! [`EXIT_OK`] 0 success (also after SIGINT/SIGTERM, `--duration`, `--count`);
@@ -7,6 +7,7 @@
 //! output went away (EPIPE; like a shell's status for SIGPIPE), nothing printed;
 //! [`crate::signals::FORCED_EXIT_STATUS`] 130 a second SIGINT/SIGTERM cut the shutdown short.
 
+mod decode;
 mod list;
 mod record;
 pub mod values;
@@ -54,6 +55,8 @@ pub enum Command {
     Tail(TailArgs),
     /// List the matching events with their fields.
     List(ListArgs),
+    /// Decode a perf.data file (or pipe-mode stream on stdin) into the same JSON lines.
+    Decode(decode::DecodeArgs),
 }
 
 /// Which events, and where tracefs is.
@@ -198,5 +201,6 @@ pub fn main() -> i32 {
         Command::Record(args) => record::record(args),
         Command::Tail(args) => record::tail(args),
         Command::List(args) => list::list(&args),
+        Command::Decode(args) => decode::decode(args),
     }
 }

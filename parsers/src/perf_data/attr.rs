@@ -1,0 +1,199 @@
+//! `struct perf_event_attr` as perf.data stores it (include/uapi/linux/perf_event.h), and
+//! its sample ids: the attrs section of file mode (`attr_size`-byte entries: the attr, then
+//! a `{offset, size}` section of u64 ids) and `PERF_RECORD_HEADER_ATTR` records of pipe
+//! mode (the attr, then the ids up to the end of the record).
+//!
+//! Offsets used: `type` 0, `size` 4, `config` 8, `sample_type` 24, `read_format` 32, the
+//! flag bitfield 40, `clockid` 92 (present from `PERF_ATTR_SIZE_VER3`, 96 bytes). The
+//! bitfield is in the writer's order: on a big-endian machine the first flag is the
+//! most significant bit of the u64 (C bitfield allocation), so flag n is bit 63 − n.
+
+use super::PerfDataError;
+use super::cursor::Cursor;
+use super::header::{FileHeader, Section};
+use crate::perf_sample::{PerfSampleError, SampleFormat};
+
+/// `PERF_TYPE_TRACEPOINT`: `config` is the tracepoint id (the format file's `ID:`).
+pub const PERF_TYPE_TRACEPOINT: u32 = 2;
+/// The smallest attr (`PERF_ATTR_SIZE_VER0`).
+pub const ATTR_SIZE_VER0: usize = 64;
+
+/// Flag bit numbers in the attr's bitfield word.
+pub mod flag {
+    /// `sample_id_all`: non-sample records end with a `sample_id` trailer.
+    pub const SAMPLE_ID_ALL: u32 = 18;
+    /// `use_clockid`: sample times are on `clockid`, not perf's local clock.
+    pub const USE_CLOCKID: u32 = 25;
+}
+
+/// The parts of a `perf_event_attr` a reader of tracepoint samples needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventAttr {
+    /// `type` (`PERF_TYPE_*`).
+    pub kind: u32,
+    /// `size` as the attr says it.
+    pub size: u32,
+    /// `config`: the tracepoint id for [`PERF_TYPE_TRACEPOINT`].
+    pub config: u64,
+    /// `sample_type` bits.
+    pub sample_type: u64,
+    /// `read_format` bits.
+    pub read_format: u64,
+    /// The flag bitfield, normalised so that flag n is bit n.
+    pub flags: u64,
+    /// `clockid` when the attr is large enough to hold it.
+    pub clockid: Option<i32>,
+}
+
+impl EventAttr {
+    /// Parse an attr from `bytes` (at least [`ATTR_SIZE_VER0`] long), which start at
+    /// absolute offset `at`.
+    pub fn parse(bytes: &[u8], at: u64, big_endian: bool) -> Result<Self, PerfDataError> {
+        let mut c = Cursor::new(bytes, at, big_endian);
+        if bytes.len() < ATTR_SIZE_VER0 {
+            return Err(PerfDataError::Truncated {
+                what: "perf_event_attr",
+                at,
+                need: ATTR_SIZE_VER0 as u64,
+                have: bytes.len() as u64,
+            });
+        }
+        let kind = c.u32("attr type")?;
+        let size = c.u32("attr size")?;
+        let config = c.u64("attr config")?;
+        c.u64("attr sample_period")?;
+        let sample_type = c.u64("attr sample_type")?;
+        let read_format = c.u64("attr read_format")?;
+        let raw_flags = c.u64("attr flags")?;
+        let flags = if big_endian {
+            raw_flags.reverse_bits()
+        } else {
+            raw_flags
+        };
+        let clockid = if bytes.len() >= 96 && size >= 96 {
+            let mut c = Cursor::new(&bytes[92..96], at + 92, big_endian);
+            Some(c.u32("attr clockid")? as i32)
+        } else {
+            None
+        };
+        Ok(EventAttr {
+            kind,
+            size,
+            config,
+            sample_type,
+            read_format,
+            flags,
+            clockid,
+        })
+    }
+
+    /// Whether flag `bit` (see [`flag`]) is set.
+    pub fn flag(&self, bit: u32) -> bool {
+        bit < 64 && self.flags >> bit & 1 == 1
+    }
+
+    /// Whether non-sample records carry the `sample_id` trailer.
+    pub fn sample_id_all(&self) -> bool {
+        self.flag(flag::SAMPLE_ID_ALL)
+    }
+
+    /// The clock of the sample times when `use_clockid` is set.
+    pub fn use_clockid(&self) -> Option<i32> {
+        if self.flag(flag::USE_CLOCKID) {
+            self.clockid
+        } else {
+            None
+        }
+    }
+
+    /// How this event's records are laid out, in the file's byte order.
+    pub fn sample_format(&self, big_endian: bool) -> Result<SampleFormat, PerfSampleError> {
+        SampleFormat::new(self.sample_type, self.sample_id_all())
+            .map(|f| f.with_big_endian(big_endian))
+    }
+}
+
+/// An attr with the sample ids of its event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttrEntry {
+    /// The attr.
+    pub attr: EventAttr,
+    /// The ids samples of this event carry (`PERF_SAMPLE_ID` / `IDENTIFIER`).
+    pub ids: Vec<u64>,
+}
+
+/// `n` u64 ids from `bytes` (at absolute offset `at`).
+fn read_ids(bytes: &[u8], at: u64, big_endian: bool) -> Result<Vec<u64>, PerfDataError> {
+    let mut c = Cursor::new(bytes, at, big_endian);
+    (0..bytes.len() / 8).map(|_| c.u64("sample id")).collect()
+}
+
+/// The attrs section of a file-mode perf.data.
+pub fn parse_attrs_section(
+    file: &[u8],
+    header: &FileHeader,
+) -> Result<Vec<AttrEntry>, PerfDataError> {
+    let section = header.attrs.slice(file, "attrs section")?;
+    if header.attr_size < ATTR_SIZE_VER0 as u64 + 16 {
+        return Err(PerfDataError::Unsupported {
+            at: 16,
+            what: format!(
+                "attr_size {} (at least {})",
+                header.attr_size,
+                ATTR_SIZE_VER0 + 16
+            ),
+        });
+    }
+    let entry = header.attr_size as usize;
+    section
+        .chunks(entry)
+        .enumerate()
+        .map(|(i, bytes)| {
+            let at = header.attrs.offset + (i * entry) as u64;
+            if bytes.len() < entry {
+                return Err(PerfDataError::Truncated {
+                    what: "attrs section entry",
+                    at,
+                    need: entry as u64,
+                    have: bytes.len() as u64,
+                });
+            }
+            let (attr_bytes, ids) = bytes.split_at(entry - 16);
+            let attr = EventAttr::parse(attr_bytes, at, header.big_endian)?;
+            let mut c = Cursor::new(ids, at + (entry - 16) as u64, header.big_endian);
+            let ids = Section {
+                offset: c.u64("ids offset")?,
+                size: c.u64("ids size")?,
+            };
+            let ids_bytes = ids.slice(file, "attr ids")?;
+            Ok(AttrEntry {
+                attr,
+                ids: read_ids(ids_bytes, ids.offset, header.big_endian)?,
+            })
+        })
+        .collect()
+}
+
+/// The body of a `PERF_RECORD_HEADER_ATTR` record (after its 8-byte header, at absolute
+/// offset `at`): the attr (`attr.size` bytes), then the ids.
+pub fn parse_attr_record(
+    body: &[u8],
+    at: u64,
+    big_endian: bool,
+) -> Result<AttrEntry, PerfDataError> {
+    let attr = EventAttr::parse(body, at, big_endian)?;
+    let size = (attr.size as usize).max(ATTR_SIZE_VER0);
+    let Some(ids) = body.get(size..) else {
+        return Err(PerfDataError::Truncated {
+            what: "attr record (attr.size)",
+            at,
+            need: size as u64,
+            have: body.len() as u64,
+        });
+    };
+    let attr = EventAttr::parse(&body[..size], at, big_endian)?;
+    Ok(AttrEntry {
+        attr,
+        ids: read_ids(ids, at + size as u64, big_endian)?,
+    })
+}

@@ -1,0 +1,585 @@
+//! perf.data records → the JSON lines live recording writes ([`crate::json_line`]), in
+//! time order ([`super::order`]); the whole of `uevrec decode` but the I/O.
+//!
+//! Per event (attr): its format is the tracing data's format with the attr's `config` as
+//! `ID:`, prepared once ([`PreparedFormat`], multi-format names split as the recorder
+//! splits them); a caller's selector decides whether its samples are written. Samples go
+//! through the [`Orderer`] when they have a time and out at once when they do not; so do
+//! `PERF_RECORD_LOST` / `LOST_SAMPLES` records, which become `lost` lines.
+//!
+//! Time: with `HEADER_CLOCK_DATA` (`perf record -k CLOCK_MONOTONIC`, perf ≥ 5.10) a
+//! sample's `time` is `wall + (sample time − clockid time)` of that reference pair, for
+//! events whose attr uses that clock; otherwise `time` is `null` (counted in
+//! [`DecodeStats::time_unknown`]).
+//!
+//! Problems inside a record (a sample that does not fit its layout, an attr or feature
+//! record that does not parse) are counted and kept in [`DecodeStats::errors`] and
+//! decoding goes on; the caller reports them. Framing errors are the caller's (they end
+//! the input).
+
+use std::collections::BTreeMap;
+
+use super::order::{Drain, Orderer};
+use super::records::{RawRecord, StreamReader};
+use super::tracing_data::ParsedFormat;
+use super::{ClockData, Item, PerfData, PerfDataError};
+use crate::event_name::split_multi_format;
+use crate::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
+use crate::perf_sample::{PERF_RECORD_SAMPLE, Record, Sample};
+
+/// Lines are handed to the caller's sink in runs of about this many bytes.
+pub const FLUSH_BYTES: usize = 256 * 1024;
+/// Default bound of the time-order buffer ([`Orderer`]): 64 MiB of records.
+pub const DEFAULT_ORDER_BYTES: usize = 64 << 20;
+/// At most this many [`DecodeStats::errors`] are kept (all are counted).
+pub const MAX_KEPT_ERRORS: usize = 20;
+
+/// How to decode.
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeOptions {
+    /// Write the common fields too (`--common`).
+    pub include_common: bool,
+    /// Bound of the time-order buffer in bytes.
+    pub order_bytes: usize,
+    /// Stop after this many event lines.
+    pub max_records: Option<u64>,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        DecodeOptions {
+            include_common: false,
+            order_bytes: DEFAULT_ORDER_BYTES,
+            max_records: None,
+        }
+    }
+}
+
+/// What decoding saw.
+#[derive(Debug, Clone, Default)]
+pub struct DecodeStats {
+    /// Event lines written.
+    pub records: u64,
+    /// Records lost (sum of `lost` lines).
+    pub lost: u64,
+    /// Event lines whose `time` is `null`.
+    pub time_unknown: u64,
+    /// Samples whose event could not be told (no id, or an id of no attr).
+    pub unknown_event: u64,
+    /// Samples skipped per event name: the event has no format in the file, or a
+    /// `sample_type` this reader cannot lay out.
+    pub skipped: BTreeMap<String, u64>,
+    /// Samples written after newer ones (the order buffer's bound was reached).
+    pub late: u64,
+    /// Problems that did not stop decoding (first [`MAX_KEPT_ERRORS`]).
+    pub errors: Vec<PerfDataError>,
+    /// How many problems there were.
+    pub error_count: u64,
+}
+
+/// Whether to go on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Feed more records.
+    Continue,
+    /// Stop: `--count` reached, or the sink said stop.
+    Stop,
+}
+
+/// Per event: its prepared format, if it is written at all.
+#[derive(Debug, Clone, Default)]
+struct Slot {
+    /// Set once the slot was looked at with the tracing data known.
+    resolved: bool,
+    prepared: Option<PreparedFormat>,
+    /// Why samples are skipped, if they are (an event name for the stats).
+    skip: Option<String>,
+    selected: bool,
+    clock: Option<ClockData>,
+}
+
+/// Which events to write: `select(system, event)`.
+type Selector<'s> = Box<dyn Fn(&str, &str) -> bool + 's>;
+
+/// Turns records into JSON lines.
+pub struct LineDecoder<'s> {
+    data: PerfData,
+    orderer: Orderer,
+    writer: LineWriter,
+    slots: Vec<Slot>,
+    select: Selector<'s>,
+    opts: DecodeOptions,
+    out: Vec<u8>,
+    stats: DecodeStats,
+}
+
+/// The writing side, apart from the orderer (so both can be borrowed at once).
+struct Out<'a> {
+    data: &'a PerfData,
+    slots: &'a [Slot],
+    writer: &'a mut LineWriter,
+    out: &'a mut Vec<u8>,
+    stats: &'a mut DecodeStats,
+    max_records: Option<u64>,
+    flush: &'a mut dyn FnMut(&[u8]) -> bool,
+}
+
+/// Count `e`, keep it if there is room.
+fn note_error(stats: &mut DecodeStats, e: PerfDataError) {
+    stats.error_count += 1;
+    if stats.errors.len() < MAX_KEPT_ERRORS {
+        stats.errors.push(e);
+    }
+}
+
+impl Out<'_> {
+    /// Write the record `bytes` (at `offset`) of event `event`, a sample or a lost record;
+    /// false to stop. A record that does not fit its layout is counted as an error.
+    fn write(&mut self, event: usize, offset: u64, bytes: &[u8]) -> bool {
+        let Some(Ok(layout)) = self.data.events().get(event).map(|e| &e.layout) else {
+            return true;
+        };
+        match layout.parse(bytes) {
+            Err(source) => {
+                note_error(self.stats, PerfDataError::Sample { at: offset, source });
+                true
+            }
+            Ok(Record::Sample(s)) => self.sample(event, &s),
+            Ok(Record::Lost {
+                lost, sample_id, ..
+            })
+            | Ok(Record::LostSamples { lost, sample_id }) => {
+                self.lost(event, sample_id.time, sample_id.cpu, lost)
+            }
+            _ => true,
+        }
+    }
+
+    fn sample(&mut self, event: usize, s: &Sample<'_>) -> bool {
+        if self.max_records.is_some_and(|m| self.stats.records >= m) {
+            return false;
+        }
+        let Some(slot) = self.slots.get(event) else {
+            return true;
+        };
+        let Some(prepared) = &slot.prepared else {
+            return true;
+        };
+        let time_unix_ns = match (slot.clock, s.time) {
+            (Some(c), Some(t)) => c.to_unix_ns(t),
+            _ => None,
+        };
+        if time_unix_ns.is_none() {
+            self.stats.time_unknown += 1;
+        }
+        let stamp = RecordStamp {
+            time_unix_ns,
+            cpu: s.cpu.unwrap_or(0),
+            pid: s.pid.unwrap_or(0),
+            tid: s.tid.unwrap_or(0),
+        };
+        self.writer
+            .write_prepared(self.out, &stamp, prepared, s.raw.unwrap_or_default());
+        self.stats.records += 1;
+        self.maybe_flush() && self.max_records.is_none_or(|m| self.stats.records < m)
+    }
+
+    fn lost(&mut self, event: usize, time: Option<u64>, cpu: Option<u32>, lost: u64) -> bool {
+        let clock = self.slots.get(event).and_then(|s| s.clock);
+        let t = clock.zip(time).and_then(|(c, t)| c.to_unix_ns(t));
+        self.writer.write_lost(self.out, t, cpu.unwrap_or(0), lost);
+        self.stats.lost += lost;
+        self.maybe_flush()
+    }
+
+    fn maybe_flush(&mut self) -> bool {
+        if self.out.len() < FLUSH_BYTES {
+            return true;
+        }
+        let go_on = (self.flush)(self.out);
+        self.out.clear();
+        go_on
+    }
+}
+
+impl<'s> LineDecoder<'s> {
+    /// A decoder for `data` (as returned by [`PerfData::open`] or [`PerfData::pipe`]);
+    /// `select(system, event)` says which events to write (event names as in the format,
+    /// multi-format ones with their `.<id>`).
+    pub fn new(
+        data: PerfData,
+        opts: DecodeOptions,
+        select: impl Fn(&str, &str) -> bool + 's,
+    ) -> Self {
+        let big_endian = data
+            .tracing_data()
+            .map_or(data.big_endian, |t| t.big_endian);
+        let mut d = LineDecoder {
+            data,
+            orderer: Orderer::new(opts.order_bytes),
+            writer: LineWriter::new(LineOptions {
+                include_common: opts.include_common,
+                big_endian,
+            }),
+            slots: Vec::new(),
+            select: Box::new(select),
+            opts,
+            out: Vec::with_capacity(FLUSH_BYTES + 64 * 1024),
+            stats: DecodeStats::default(),
+        };
+        for e in std::mem::take(&mut d.data.problems) {
+            d.error(e);
+        }
+        d.refresh();
+        d
+    }
+
+    /// The perf.data state.
+    pub fn data(&self) -> &PerfData {
+        &self.data
+    }
+
+    /// What was seen so far.
+    pub fn stats(&self) -> &DecodeStats {
+        &self.stats
+    }
+
+    fn error(&mut self, e: PerfDataError) {
+        note_error(&mut self.stats, e);
+    }
+
+    /// Give every event a slot; resolve formats once the tracing data is known.
+    fn refresh(&mut self) {
+        let n = self.data.events().len();
+        self.slots.resize_with(n, Slot::default);
+        let have_tracing = self.data.tracing_data().is_some();
+        let clock = self.data.clock_data();
+        let big_endian = self
+            .data
+            .tracing_data()
+            .map_or(self.data.big_endian, |t| t.big_endian);
+        self.writer = LineWriter::new(LineOptions {
+            include_common: self.opts.include_common,
+            big_endian,
+        });
+        for event in 0..n {
+            let attr = self.data.events()[event].attr;
+            let clock_matches = |c: &ClockData| attr.use_clockid() == Some(c.clockid as i32);
+            self.slots[event].clock = clock.filter(clock_matches);
+            if self.slots[event].resolved {
+                continue;
+            }
+            let slot = match self.data.format(event) {
+                Some(ParsedFormat {
+                    system,
+                    format: Ok(format),
+                    ..
+                }) => {
+                    let selected = (self.select)(system, &format.name);
+                    let (base, format_id) = match split_multi_format(&format.name) {
+                        Some((b, id)) if system != "user_events" => (b, Some(id)),
+                        _ => (format.name.as_str(), None),
+                    };
+                    Slot {
+                        resolved: true,
+                        prepared: selected
+                            .then(|| PreparedFormat::new(format, system, base, format_id)),
+                        skip: match &self.data.events()[event].layout {
+                            Err(e) => Some(format!("{system}:{} ({e})", format.name)),
+                            Ok(_) => None,
+                        },
+                        selected,
+                        clock: self.slots[event].clock,
+                    }
+                }
+                Some(ParsedFormat {
+                    format: Err(e), at, ..
+                }) => {
+                    let (at, why) = (*at, e.to_string());
+                    self.error(PerfDataError::BadTracingData {
+                        at,
+                        why: format!("format text does not parse: {why}"),
+                    });
+                    self.no_format_slot(event, have_tracing)
+                }
+                None => self.no_format_slot(event, have_tracing),
+            };
+            self.slots[event] = slot;
+        }
+    }
+
+    fn no_format_slot(&self, event: usize, have_tracing: bool) -> Slot {
+        Slot {
+            resolved: have_tracing,
+            prepared: None,
+            skip: Some(format!(
+                "{} (no format in the file)",
+                self.data.event_name(event)
+            )),
+            selected: true,
+            clock: self.slots[event].clock,
+        }
+    }
+
+    fn skipped(&mut self, event: usize) {
+        let Some(slot) = self.slots.get(event) else {
+            self.stats.unknown_event += 1;
+            return;
+        };
+        if !slot.selected {
+            return;
+        }
+        let name = slot
+            .skip
+            .clone()
+            .unwrap_or_else(|| self.data.event_name(event));
+        *self.stats.skipped.entry(name).or_default() += 1;
+    }
+
+    /// Take one record; lines that became ready go to `flush` in runs of about
+    /// [`FLUSH_BYTES`] (it returns false to stop). The record is copied if it must wait
+    /// for its time order.
+    pub fn record(&mut self, rec: &RawRecord<'_>, flush: &mut dyn FnMut(&[u8]) -> bool) -> Step {
+        self.take(rec, None, flush)
+    }
+
+    /// [`LineDecoder::record`] for a record of the whole file `file` given to
+    /// [`PerfData::open`] (`rec.offset` indexes it): a record that must wait is held as
+    /// its offset, not copied. Pass the same `file` to every call and to
+    /// [`LineDecoder::finish_in`].
+    pub fn record_in(
+        &mut self,
+        rec: &RawRecord<'_>,
+        file: &[u8],
+        flush: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Step {
+        self.take(rec, Some(file), flush)
+    }
+
+    fn take(
+        &mut self,
+        rec: &RawRecord<'_>,
+        file: Option<&[u8]>,
+        flush: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Step {
+        if rec.header.kind == PERF_RECORD_SAMPLE {
+            return self.sample(rec, file, flush);
+        }
+        let item = match self.data.record(rec) {
+            Ok(item) => item,
+            Err(e) => {
+                self.error(e);
+                return Step::Continue;
+            }
+        };
+        let (event, time) = match item {
+            Item::Lost {
+                event, sample_id, ..
+            } => (event, sample_id.time),
+            Item::Sample { .. } | Item::UnknownSample | Item::Unparsable { .. } => {
+                return Step::Continue;
+            }
+            Item::FinishedRound => {
+                return self.drain(Drain::Round, file.unwrap_or_default(), flush);
+            }
+            Item::NewEvent | Item::TracingData | Item::Feature(_) => {
+                for e in std::mem::take(&mut self.data.problems) {
+                    self.error(e);
+                }
+                self.refresh();
+                return Step::Continue;
+            }
+            Item::Other(_) => return Step::Continue,
+        };
+        self.hold_or_write(event, time, rec, file, flush)
+    }
+
+    /// A sample: its event and time are read at their fixed places; the record is parsed
+    /// in full when written (in time order), where a malformed one is counted.
+    fn sample(
+        &mut self,
+        rec: &RawRecord<'_>,
+        file: Option<&[u8]>,
+        flush: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Step {
+        let Some(event) = self.data.sample_event(rec.bytes) else {
+            self.stats.unknown_event += 1;
+            return Step::Continue;
+        };
+        let Some(slot) = self.slots.get(event) else {
+            self.stats.unknown_event += 1;
+            return Step::Continue;
+        };
+        if !slot.selected {
+            return Step::Continue;
+        }
+        if slot.prepared.is_none() || slot.skip.is_some() {
+            self.skipped(event);
+            return Step::Continue;
+        }
+        let time = self.data.sample_time(event, rec.bytes);
+        self.hold_or_write(event, time, rec, file, flush)
+    }
+
+    /// Hold the record for time order, or write it now when it has no time.
+    fn hold_or_write(
+        &mut self,
+        event: usize,
+        time: Option<u64>,
+        rec: &RawRecord<'_>,
+        file: Option<&[u8]>,
+        flush: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Step {
+        let tag = u32::try_from(event).unwrap_or(u32::MAX);
+        match time {
+            Some(t) => {
+                match (file, usize::try_from(rec.offset)) {
+                    (Some(_), Ok(start)) => {
+                        let len = u32::try_from(rec.bytes.len()).unwrap_or(u32::MAX);
+                        self.orderer.push_external(t, tag, start, len);
+                    }
+                    _ => self.orderer.push(t, tag, rec.offset, rec.bytes),
+                }
+                if self.orderer.over_bound() {
+                    return self.drain(Drain::Half, file.unwrap_or_default(), flush);
+                }
+                Step::Continue
+            }
+            None => {
+                let (_, mut out) = self.split(flush);
+                if out.write(event, rec.offset, rec.bytes) {
+                    Step::Continue
+                } else {
+                    Step::Stop
+                }
+            }
+        }
+    }
+
+    /// The order buffer and the writing side, borrowed apart.
+    fn split<'a>(
+        &'a mut self,
+        flush: &'a mut dyn FnMut(&[u8]) -> bool,
+    ) -> (&'a mut Orderer, Out<'a>) {
+        let out = Out {
+            data: &self.data,
+            slots: &self.slots,
+            writer: &mut self.writer,
+            out: &mut self.out,
+            stats: &mut self.stats,
+            max_records: self.opts.max_records,
+            flush,
+        };
+        (&mut self.orderer, out)
+    }
+
+    fn drain(&mut self, how: Drain, file: &[u8], flush: &mut dyn FnMut(&[u8]) -> bool) -> Step {
+        let (orderer, mut out) = self.split(flush);
+        let stopped = orderer.drain(how, file, &mut |tag, offset, bytes| {
+            out.write(tag as usize, offset, bytes)
+        });
+        out.stats.late = orderer.late();
+        if stopped { Step::Stop } else { Step::Continue }
+    }
+
+    /// At the end of the input: let out everything held and hand the last lines to `flush`.
+    pub fn finish(&mut self, flush: &mut dyn FnMut(&[u8]) -> bool) -> Step {
+        self.finish_in(&[], flush)
+    }
+
+    /// [`LineDecoder::finish`] after [`LineDecoder::record_in`] calls on `file`.
+    pub fn finish_in(&mut self, file: &[u8], flush: &mut dyn FnMut(&[u8]) -> bool) -> Step {
+        let step = self.drain(Drain::All, file, flush);
+        if !self.out.is_empty() {
+            let go_on = flush(&self.out);
+            self.out.clear();
+            if !go_on {
+                return Step::Stop;
+            }
+        }
+        step
+    }
+}
+
+/// A pipe-mode stream → JSON lines: [`StreamReader`] framing and a [`LineDecoder`]
+/// created once the pipe header is read. Memory: the reader holds one record (and what
+/// was fed past it), the decoder its order buffer.
+pub struct StreamDecoder<'s> {
+    reader: StreamReader,
+    decoder: Option<LineDecoder<'s>>,
+    opts: DecodeOptions,
+    select: Option<Selector<'s>>,
+}
+
+impl<'s> StreamDecoder<'s> {
+    /// A decoder with the options and selector of [`LineDecoder::new`].
+    pub fn new(opts: DecodeOptions, select: impl Fn(&str, &str) -> bool + 's) -> Self {
+        StreamDecoder {
+            reader: StreamReader::new(),
+            decoder: None,
+            opts,
+            select: Some(Box::new(select)),
+        }
+    }
+
+    /// Room for at least `min` bytes of input (see [`StreamReader::buffer`]).
+    pub fn buffer(&mut self, min: usize) -> &mut [u8] {
+        self.reader.buffer(min)
+    }
+
+    /// `n` bytes of [`StreamDecoder::buffer`] were written.
+    pub fn filled(&mut self, n: usize) {
+        self.reader.filled(n);
+    }
+
+    /// Append input bytes.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        self.reader.feed(bytes);
+    }
+
+    /// The line decoder, once the header was read.
+    pub fn decoder(&self) -> Option<&LineDecoder<'s>> {
+        self.decoder.as_ref()
+    }
+
+    /// Absolute offset of the first byte not framed yet.
+    pub fn offset(&self) -> u64 {
+        self.reader.offset()
+    }
+
+    /// Decode every whole record fed so far. An error is a framing error: the input
+    /// cannot be followed past it.
+    pub fn process(&mut self, flush: &mut dyn FnMut(&[u8]) -> bool) -> Result<Step, PerfDataError> {
+        if self.decoder.is_none() {
+            let Some(header) = self.reader.read_header()? else {
+                return Ok(Step::Continue);
+            };
+            let data = PerfData::pipe(header.big_endian);
+            let select = self
+                .select
+                .take()
+                .unwrap_or_else(|| Box::new(|_: &str, _: &str| true));
+            self.decoder = Some(LineDecoder::new(data, self.opts, select));
+        }
+        let Some(decoder) = self.decoder.as_mut() else {
+            return Ok(Step::Continue);
+        };
+        while let Some(rec) = self.reader.next_record()? {
+            if decoder.record(&rec, flush) == Step::Stop {
+                return Ok(Step::Stop);
+            }
+        }
+        Ok(Step::Continue)
+    }
+
+    /// At the end of the input: let everything held out; an error if the input ended
+    /// inside the header or a record (the lines before it are written all the same).
+    pub fn finish(&mut self, flush: &mut dyn FnMut(&[u8]) -> bool) -> Result<Step, PerfDataError> {
+        let step = match self.decoder.as_mut() {
+            Some(d) => d.finish(flush),
+            None => Step::Continue,
+        };
+        self.reader.finish()?;
+        Ok(step)
+    }
+}

@@ -1,0 +1,302 @@
+//! Time order across CPUs, perf's way (tools/perf/util/ordered-events.c), with a bound.
+//!
+//! perf record writes the rings one after the other and then a `FINISHED_ROUND` record;
+//! a record written after round N's end is newer than every record of round N − 1. So
+//! at the end of a round every buffered record with a time up to the largest time seen
+//! before the *previous* round's end can go out, sorted by (time, arrival).
+//!
+//! Bound: at most `max_bytes` (record bytes + 32 bytes of index per record) are held.
+//! Past it, the older half (by time) goes out at once, as perf's `OE_FLUSH__HALF` does; a
+//! record arriving later with a time before what went out is still written (in arrival
+//! order among such) and counted in [`Orderer::late`]. Records of a whole mapped file are
+//! held as offsets into it ([`Orderer::push_external`]), not copied. Memory is then about twice
+//! `max_bytes` at most (the buffer and the spare it is compacted into).
+
+/// One held record: its bytes are `arena[start..start + len]`, or with `external`
+/// the caller's `source[start..start + len]` (a mapped file: not copied).
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    time: u64,
+    /// The caller's offset of the record (for messages).
+    offset: u64,
+    start: usize,
+    len: u32,
+    /// The caller's tag (31 bits) and, in the top bit, `external`.
+    tag: u32,
+}
+
+/// The `external` bit of [`Entry::tag`].
+const EXTERNAL: u32 = 1 << 31;
+
+impl Entry {
+    fn external(&self) -> bool {
+        self.tag & EXTERNAL != 0
+    }
+}
+
+/// Bytes of index counted per held record.
+const ENTRY_COST: usize = 32;
+
+/// What [`Orderer::drain`] lets out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drain {
+    /// A `FINISHED_ROUND`: records up to the previous round's largest time.
+    Round,
+    /// The older half (the bound was reached).
+    Half,
+    /// Everything (end of input).
+    All,
+}
+
+/// Holds records (bytes with a time and a caller's tag) and lets them out in time order.
+#[derive(Debug)]
+pub struct Orderer {
+    entries: Vec<Entry>,
+    arena: Vec<u8>,
+    spare: Vec<u8>,
+    max_bytes: usize,
+    /// Bytes of the held external records (counted like copies, so the bound and thus
+    /// the output do not depend on whether records were copied).
+    external_bytes: usize,
+    /// Largest time pushed so far.
+    max_time: u64,
+    /// What the next round may let out: `max_time` at the previous round's end.
+    next_flush: Option<u64>,
+    /// Largest time let out so far.
+    out_time: Option<u64>,
+    late: u64,
+}
+
+impl Orderer {
+    /// An orderer holding at most about `max_bytes` (see the module docs).
+    pub fn new(max_bytes: usize) -> Self {
+        Orderer {
+            entries: Vec::new(),
+            arena: Vec::new(),
+            spare: Vec::new(),
+            max_bytes: max_bytes.max(1),
+            external_bytes: 0,
+            max_time: 0,
+            next_flush: None,
+            out_time: None,
+            late: 0,
+        }
+    }
+
+    /// Records held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Records that arrived after newer ones had gone out (so went out late).
+    pub fn late(&self) -> u64 {
+        self.late
+    }
+
+    /// Bytes held (records, copied or not, and index).
+    pub fn held_bytes(&self) -> usize {
+        self.arena.len() + self.external_bytes + self.entries.len() * ENTRY_COST
+    }
+
+    /// Whether the bound is reached: call [`Orderer::drain`] with [`Drain::Half`].
+    pub fn over_bound(&self) -> bool {
+        self.held_bytes() > self.max_bytes
+    }
+
+    /// Hold a copy of `bytes` (found at the caller's `offset`) with its `time` and `tag`
+    /// (31 bits: the top bit is dropped).
+    pub fn push(&mut self, time: u64, tag: u32, offset: u64, bytes: &[u8]) {
+        let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+        let start = self.arena.len();
+        self.arena.extend_from_slice(&bytes[..len as usize]);
+        self.hold(time, tag, offset, start, len, false);
+    }
+
+    /// Hold the record `source[start..start + len]` of the `source` later given to
+    /// [`Orderer::drain`] (not copied; counted towards the bound as if it were).
+    pub fn push_external(&mut self, time: u64, tag: u32, start: usize, len: u32) {
+        self.external_bytes += len as usize;
+        self.hold(time, tag, start as u64, start, len, true);
+    }
+
+    fn hold(&mut self, time: u64, tag: u32, offset: u64, start: usize, len: u32, external: bool) {
+        if self.out_time.is_some_and(|t| time < t) {
+            self.late += 1;
+        }
+        let tag = (tag & !EXTERNAL) | if external { EXTERNAL } else { 0 };
+        self.entries.push(Entry {
+            time,
+            offset,
+            start,
+            len,
+            tag,
+        });
+        self.max_time = self.max_time.max(time);
+    }
+
+    /// Let records out in (time, arrival) order through `emit(tag, offset, bytes)`, which
+    /// may say stop (the rest stay held). Returns whether `emit` said stop. `source` is
+    /// what [`Orderer::push_external`] offsets point into (records outside it are
+    /// skipped).
+    pub fn drain(
+        &mut self,
+        how: Drain,
+        source: &[u8],
+        emit: &mut dyn FnMut(u32, u64, &[u8]) -> bool,
+    ) -> bool {
+        // Stable: equal times keep their arrival order. Each CPU's records arrive sorted,
+        // so the sort mostly merges runs.
+        self.entries.sort_by_key(|e| e.time);
+        let count = match how {
+            Drain::All => self.entries.len(),
+            Drain::Half => self.entries.len().div_ceil(2),
+            Drain::Round => match self.next_flush {
+                Some(limit) => self.entries.partition_point(|e| e.time <= limit),
+                None => 0,
+            },
+        };
+        if how == Drain::Round {
+            self.next_flush = Some(self.max_time);
+        }
+        let mut stopped = false;
+        let mut sent = 0;
+        for e in &self.entries[..count] {
+            let from = if e.external() { source } else { &self.arena };
+            self.out_time = Some(self.out_time.map_or(e.time, |t| t.max(e.time)));
+            sent += 1;
+            let Some(bytes) = from.get(e.start..e.start + e.len as usize) else {
+                continue;
+            };
+            if !emit(e.tag & !EXTERNAL, e.offset, bytes) {
+                stopped = true;
+                break;
+            }
+        }
+        self.entries.drain(..sent);
+        self.compact();
+        stopped
+    }
+
+    /// Move the held records' bytes to the front of a fresh arena.
+    fn compact(&mut self) {
+        self.spare.clear();
+        self.external_bytes = 0;
+        for e in self.entries.iter_mut() {
+            if e.external() {
+                self.external_bytes += e.len as usize;
+                continue;
+            }
+            let start = self.spare.len();
+            self.spare
+                .extend_from_slice(&self.arena[e.start..e.start + e.len as usize]);
+            e.start = start;
+        }
+        std::mem::swap(&mut self.arena, &mut self.spare);
+        // Keep the spare's memory only up to the bound.
+        if self.spare.capacity() > self.max_bytes.saturating_mul(2) {
+            self.spare = Vec::new();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records pushed with their time as offset: `(time, tag, bytes)` in drain order.
+    fn collect(o: &mut Orderer, how: Drain) -> Vec<(u64, u32, Vec<u8>)> {
+        let mut out = Vec::new();
+        o.drain(how, &[], &mut |tag, t, b| {
+            out.push((t, tag, b.to_vec()));
+            true
+        });
+        out
+    }
+
+    #[test]
+    fn rounds_release_up_to_the_previous_round() {
+        let mut o = Orderer::new(1 << 20);
+        o.push(5, 0, 5, b"a");
+        o.push(3, 1, 3, b"b");
+        // First round: nothing known to be complete yet.
+        assert!(collect(&mut o, Drain::Round).is_empty());
+        o.push(4, 2, 4, b"c");
+        o.push(9, 3, 9, b"d");
+        // Second round: up to 5 (the max before the first round's end).
+        let out = collect(&mut o, Drain::Round);
+        assert_eq!(out.iter().map(|e| e.0).collect::<Vec<_>>(), vec![3, 4, 5]);
+        assert_eq!(out[0].2, b"b");
+        assert_eq!(o.len(), 1);
+        let out = collect(&mut o, Drain::All);
+        assert_eq!(out, vec![(9, 3, b"d".to_vec())]);
+        assert_eq!(o.late(), 0);
+    }
+
+    #[test]
+    fn equal_times_keep_arrival_order() {
+        let mut o = Orderer::new(1 << 20);
+        for tag in 0..10 {
+            o.push(7, tag, 7, &[tag as u8]);
+        }
+        let tags: Vec<u32> = collect(&mut o, Drain::All).iter().map(|e| e.1).collect();
+        assert_eq!(tags, (0..10).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_bound_flushes_half_and_counts_late_records() {
+        let mut o = Orderer::new(200);
+        let mut out = Vec::new();
+        for t in (0..20u64).rev() {
+            o.push(t, 0, t, &[0; 8]);
+            if o.over_bound() {
+                o.drain(Drain::Half, &[], &mut |_, t, _| {
+                    out.push(t);
+                    true
+                });
+            }
+            assert!(o.held_bytes() <= 200 + 40);
+        }
+        o.drain(Drain::All, &[], &mut |_, t, _| {
+            out.push(t);
+            true
+        });
+        assert_eq!(out.len(), 20);
+        assert!(o.late() > 0);
+    }
+
+    #[test]
+    fn external_records_are_not_copied() {
+        let source = b"abcdef";
+        let mut o = Orderer::new(1 << 20);
+        o.push_external(2, 0, 3, 3);
+        o.push(1, 1, 1, b"x");
+        o.push_external(3, 2, 5, 9); // outside the source: skipped
+        assert_eq!(o.held_bytes(), 1 + 3 + 9 + 3 * ENTRY_COST);
+        let mut out = Vec::new();
+        o.drain(Drain::All, source, &mut |tag, offset, b| {
+            out.push((offset, tag, b.to_vec()));
+            true
+        });
+        assert_eq!(out, vec![(1, 1, b"x".to_vec()), (3, 0, b"def".to_vec())]);
+    }
+
+    #[test]
+    fn stop_keeps_the_rest() {
+        let mut o = Orderer::new(1 << 20);
+        for t in 0..5 {
+            o.push(t, 0, t, &[t as u8]);
+        }
+        let mut n = 0;
+        assert!(o.drain(Drain::All, &[], &mut |_, _, _| {
+            n += 1;
+            n < 2
+        }));
+        assert_eq!(o.len(), 3);
+        assert_eq!(collect(&mut o, Drain::All)[0].2, vec![2]);
+    }
+}

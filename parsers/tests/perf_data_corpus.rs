@@ -1,0 +1,227 @@
+//! The two real perf.data files of the shared corpus (`perf-data/`, from another machine:
+//! 24 CPUs, kernel 6.x, 2024; see shared/corpus/README.md) decode fully: no error, every
+//! sample of a known event written, time order, wall-clock times; the pipe-mode file
+//! decodes the same fed in pieces as whole; and its sched_switch values equal what
+//! `perf script` prints for it (perf 6.1 refuses the file-mode one).
+//!
+//! Corpus: `$UEVREC_CORPUS_DIR`, else `<project root>/../shared/corpus`; without it the
+//! tests skip (tier `pure`). The `perf script` comparison skips (tier `host`) where perf
+//! is not installed; [`PERF_SCRIPT_PIPE_HEAD`] keeps its first lines for the pure tier.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+use uevrec_parsers::perf_data::PerfData;
+use uevrec_parsers::perf_data::lines::{
+    DecodeOptions, DecodeStats, LineDecoder, Step, StreamDecoder,
+};
+
+/// The one "this test needs X" helper, shared with the root crate's tests.
+#[path = "../../tests/common/tier.rs"]
+mod tier;
+use tier::Tier;
+
+/// perf script as the reference (shared with tests/decode_host.rs).
+#[path = "../../tests/common/perf_script.rs"]
+mod perf_script;
+
+const FILE_MODE: &str = "LinuxTracepoints-perf.data";
+const PIPE_MODE: &str = "LinuxTracepoints-pipe.data";
+
+/// The first two sched_switch lines of
+/// `TZ=UTC perf script -F pid,tid,cpu,tod,event,trace --ns -i - < LinuxTracepoints-pipe.data`
+/// (perf 6.1.187, Debian), white space squeezed ([`perf_script::normalise`]).
+const PERF_SCRIPT_PIPE_HEAD: [&str; 2] = [
+    "2006/2006 [000] 2024-03-28 00:45:29.388148684 sched:sched_switch: prev_comm=perf prev_pid=2388 prev_prio=120 prev_state=D ==> next_comm=migration/0 next_pid=17 next_prio=0",
+    "0/0 [000] 2024-03-28 00:45:29.388170049 sched:sched_switch: prev_comm=migration/0 prev_pid=17 prev_prio=0 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120",
+];
+
+fn corpus_file(name: &str) -> Option<(PathBuf, Vec<u8>)> {
+    let dir = std::env::var_os("UEVREC_CORPUS_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"),
+        PathBuf::from,
+    );
+    let path = dir.join("perf-data").join(name);
+    match std::fs::read(&path) {
+        Ok(bytes) => Some((path, bytes)),
+        Err(e) => {
+            tier::skip(
+                Tier::Pure,
+                &format!(
+                    "corpus file {} not readable ({e}; set UEVREC_CORPUS_DIR)",
+                    path.display()
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// Decode a whole file (either mode) with [`PerfData::open`], records held by offset.
+fn decode_whole(bytes: &[u8]) -> (String, DecodeStats) {
+    let (data, records) = PerfData::open(bytes).expect("header, attrs and features read");
+    let mut dec = LineDecoder::new(data, DecodeOptions::default(), |_, _| true);
+    let mut out = Vec::new();
+    let mut sink = |b: &[u8]| {
+        out.extend_from_slice(b);
+        true
+    };
+    for rec in records {
+        let rec = rec.expect("every record framed");
+        assert_eq!(dec.record_in(&rec, bytes, &mut sink), Step::Continue);
+    }
+    dec.finish_in(bytes, &mut sink);
+    let stats = dec.stats().clone();
+    (String::from_utf8(out).expect("UTF-8 lines"), stats)
+}
+
+/// Decode a pipe-mode stream fed `chunk` bytes at a time.
+fn decode_stream(bytes: &[u8], chunk: usize) -> (String, DecodeStats) {
+    let mut out = Vec::new();
+    let mut sink = |b: &[u8]| {
+        out.extend_from_slice(b);
+        true
+    };
+    let mut dec = StreamDecoder::new(DecodeOptions::default(), |_, _| true);
+    for piece in bytes.chunks(chunk) {
+        dec.feed(piece);
+        assert_eq!(dec.process(&mut sink), Ok(Step::Continue));
+    }
+    assert_eq!(dec.finish(&mut sink), Ok(Step::Continue));
+    let stats = dec.decoder().expect("header read").stats().clone();
+    (String::from_utf8(out).expect("UTF-8 lines"), stats)
+}
+
+fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// No problem of any kind, and the lines are in time order with wall-clock times.
+fn assert_clean(name: &str, text: &str, stats: &DecodeStats) -> Vec<Value> {
+    assert_eq!(stats.error_count, 0, "{name}: {:?}", stats.errors);
+    assert_eq!(stats.unknown_event, 0, "{name}");
+    assert!(stats.skipped.is_empty(), "{name}: {:?}", stats.skipped);
+    assert_eq!(
+        (stats.late, stats.lost, stats.time_unknown),
+        (0, 0, 0),
+        "{name}"
+    );
+    let lines = json_lines(text);
+    assert_eq!(lines.len() as u64, stats.records, "{name}");
+    let times: Vec<&str> = lines
+        .iter()
+        .map(|v| v["time"].as_str().expect("time"))
+        .collect();
+    // RFC 3339 with 9 digits compares as text.
+    assert!(
+        times.windows(2).all(|w| w[0] <= w[1]),
+        "{name}: not in time order"
+    );
+    lines
+}
+
+fn count(lines: &[Value], system: &str, event: Option<&str>) -> usize {
+    lines
+        .iter()
+        .filter(|v| v["system"] == system && event.is_none_or(|e| v["event"] == e))
+        .count()
+}
+
+#[test]
+fn file_mode_decodes_fully() {
+    let Some((_, bytes)) = corpus_file(FILE_MODE) else {
+        return;
+    };
+    let (data, _) = PerfData::open(&bytes).unwrap();
+    assert!(data.problems.is_empty(), "{:?}", data.problems);
+    assert_eq!(
+        data.events().len(),
+        11,
+        "10 tracepoints and perf's dummy event"
+    );
+    assert_eq!(data.features.arch.as_deref(), Some("x86_64"));
+    assert_eq!(data.features.nr_cpus, Some((24, 24)));
+    let tracing = data.tracing_data().expect("HEADER_TRACING_DATA");
+    assert_eq!((tracing.long_size, tracing.big_endian), (8, false));
+    let clock = data.clock_data().expect("HEADER_CLOCK_DATA");
+    assert_eq!(clock.clockid, 1, "CLOCK_MONOTONIC");
+    for event in 0..10 {
+        assert!(
+            data.format(event).is_some_and(|f| f.format.is_ok()),
+            "event {event}"
+        );
+    }
+    let (text, stats) = decode_whole(&bytes);
+    let lines = assert_clean(FILE_MODE, &text, &stats);
+    assert_eq!(
+        count(&lines, "sched", Some("sched_switch")),
+        285,
+        "README: 285 sched_switch"
+    );
+    assert_eq!(count(&lines, "user_events", None), 254);
+    assert_eq!(lines.len(), 539);
+    assert_eq!(
+        text.lines().next().unwrap(),
+        r#"{"time":"2024-03-28T00:45:12.640913120Z","system":"sched","event":"sched_switch","cpu":0,"pid":2002,"tid":2002,"fields":{"prev_comm":"perf","prev_pid":2384,"prev_prio":120,"prev_state":2,"next_comm":"migration/0","next_pid":17,"next_prio":0}}"#
+    );
+    let cpus: std::collections::BTreeSet<u64> =
+        lines.iter().map(|v| v["cpu"].as_u64().unwrap()).collect();
+    assert!(cpus.len() >= 4, "{cpus:?}");
+}
+
+#[test]
+fn pipe_mode_decodes_fully_whole_and_in_pieces() {
+    let Some((_, bytes)) = corpus_file(PIPE_MODE) else {
+        return;
+    };
+    let (text, stats) = decode_whole(&bytes);
+    let lines = assert_clean(PIPE_MODE, &text, &stats);
+    assert_eq!(lines.len(), 551, "perf script prints 551 lines");
+    assert_eq!(count(&lines, "sched", Some("sched_switch")), 297);
+    assert_eq!(count(&lines, "user_events", None), 254);
+    for chunk in [1, 7, 4096, 65536] {
+        let (piecewise, stats) = decode_stream(&bytes, chunk);
+        assert_eq!(stats.error_count, 0, "{:?}", stats.errors);
+        assert!(
+            piecewise == text,
+            "fed {chunk} bytes at a time: other lines"
+        );
+    }
+    let head: Vec<String> = lines
+        .iter()
+        .filter_map(perf_script::as_perf_line)
+        .take(PERF_SCRIPT_PIPE_HEAD.len())
+        .collect();
+    assert_eq!(head, PERF_SCRIPT_PIPE_HEAD);
+}
+
+/// Every sched_switch of the pipe-mode file, value by value (time to the nanosecond,
+/// pid, tid, cpu and all seven fields), against `perf script` on the same file.
+#[test]
+fn pipe_mode_sched_switch_equals_perf_script() {
+    let Some((path, bytes)) = corpus_file(PIPE_MODE) else {
+        return;
+    };
+    let perf = match perf_script::perf_script(&path, true) {
+        Ok(out) => out,
+        Err(why) => return tier::skip(Tier::Host, &why),
+    };
+    let expected: Vec<String> = perf
+        .lines()
+        .filter(|l| l.contains("sched:sched_switch:"))
+        .map(perf_script::normalise)
+        .collect();
+    let (text, _) = decode_whole(&bytes);
+    let got: Vec<String> = json_lines(&text)
+        .iter()
+        .filter(|v| v["event"] == "sched_switch")
+        .filter_map(perf_script::as_perf_line)
+        .collect();
+    assert_eq!(got.len(), 297);
+    assert_eq!(expected.len(), got.len());
+    for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+        assert_eq!(g, e, "sched_switch #{i}");
+    }
+}

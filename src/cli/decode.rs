@@ -1,0 +1,399 @@
+//! `uevrec decode [FILE|-]`: a perf.data (file mode, or pipe mode from `perf record -o -`)
+//! → the JSON lines `uevrec record` writes, through the same sinks.
+//!
+//! The decoding is `uevrec_parsers::perf_data::lines` (pure); this module does the I/O:
+//! the file is mapped (memmap2), faulted in 16 MiB windows, and the pages already decoded
+//! are dropped as it goes, so memory does not grow with the file; standard input is read in 1 MiB pieces into the
+//! stream decoder (a file-mode perf.data on standard input is read whole first: that
+//! layout needs its end before its data). Lines go to standard output or `-o FILE` (the
+//! same file options as `record`), in runs of 256 KiB.
+//!
+//! Time: `HEADER_CLOCK_DATA` (written by `perf record -k CLOCK_MONOTONIC`) gives the
+//! wall-clock time of each sample; without it `time` is `null` and stderr says so once.
+//! Exit status: 0, or 1 when the input is corrupt or truncated (everything before the
+//! problem is written; stderr says at which byte and why), or the output failed; 141
+//! when standard output was closed by its reader.
+
+use std::fs::File;
+use std::io::{IsTerminal, Read};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::Args;
+use uevrec_parsers::perf_data::header::parse_magic;
+use uevrec_parsers::perf_data::lines::{
+    DEFAULT_ORDER_BYTES, DecodeOptions, DecodeStats, LineDecoder, Step, StreamDecoder,
+};
+use uevrec_parsers::perf_data::{PerfData, PerfDataError};
+
+use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, print_error, print_stderr, values};
+use crate::selector::Selector;
+use crate::sink::file::{FileOptions, RotatingFile, Rotation};
+use crate::sink::stdout::StdoutSink;
+use crate::sink::{Sink, SinkError};
+
+/// `uevrec decode`.
+#[derive(Debug, Args)]
+pub struct DecodeArgs {
+    /// The perf.data file (file or pipe mode); standard input if absent or "-".
+    #[arg(value_name = "FILE|-")]
+    pub input: Option<PathBuf>,
+    /// Events to decode, SYSTEM:EVENT with globs (repeatable; default: every event).
+    #[arg(short = 'e', long = "event", value_name = "SELECTOR")]
+    pub events: Vec<Selector>,
+    /// Add the common fields (common_type, common_flags …) as "common":{…}.
+    #[arg(long)]
+    pub common: bool,
+    /// Stop after this many records.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// Records held to put the CPUs' records in time order (e.g. 64M); past it the
+    /// older half is written at once.
+    #[arg(long, value_name = "SIZE", default_value_t = DEFAULT_ORDER_BYTES as u64,
+          value_parser = values::parse_positive_size)]
+    pub order_buffer: u64,
+    /// No summary on standard error (errors and notes on the input are still printed).
+    #[arg(short, long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub output: OutputArgs,
+}
+
+/// Where the lines go: `record`'s output options.
+// TODO(record): these mirror RecordArgs' output options; RecordArgs can flatten this
+// struct once the restructured record.rs lands (not edited here, another branch owns it).
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// Output file (appended to if it exists, never truncated); standard output if absent
+    /// or "-".
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Rotate the output file before it would grow past SIZE (e.g. 100M); needs -o.
+    #[arg(long, value_name = "SIZE", requires = "output", value_parser = values::parse_positive_size)]
+    pub rotate_size: Option<u64>,
+    /// Rotated files kept: FILE.1 (newest) … FILE.N; the oldest is removed. 0 keeps none.
+    #[arg(long, value_name = "N", default_value_t = 5, requires = "rotate_size")]
+    pub rotate_keep: u32,
+    /// Permission bits (octal) for newly created output files.
+    #[arg(long, value_name = "MODE", default_value = "640", value_parser = values::parse_mode)]
+    pub file_mode: u32,
+    /// Write through a symbolic link at the output path (refused by default).
+    #[arg(long)]
+    pub follow_symlinks: bool,
+}
+
+impl OutputArgs {
+    /// The sink: the rotating file of `-o`, else standard output.
+    pub fn open(&self) -> Result<Box<dyn Sink>, SinkError> {
+        match self.output.as_deref().filter(|p| *p != Path::new("-")) {
+            Some(path) => {
+                let opts = FileOptions {
+                    mode: self.file_mode,
+                    follow_symlinks: self.follow_symlinks,
+                    rotation: self.rotate_size.map(|max_bytes| Rotation {
+                        max_bytes,
+                        keep: self.rotate_keep,
+                    }),
+                };
+                Ok(Box::new(RotatingFile::open(path, opts)?))
+            }
+            None => Ok(Box::new(StdoutSink::new(false))),
+        }
+    }
+}
+
+/// Bytes read from standard input at a time.
+const READ_CHUNK: usize = 1 << 20;
+/// Bytes of the mapped file decoded before their pages are dropped.
+const DROP_EVERY: usize = 16 << 20;
+
+/// How the input ended.
+struct Outcome {
+    stats: DecodeStats,
+    /// Where and why decoding stopped early.
+    stopped: Option<PerfDataError>,
+    /// The file has `HEADER_CLOCK_DATA`.
+    clock_data: bool,
+}
+
+/// The sink behind a `FnMut(&[u8]) -> bool`, keeping its first error.
+struct Output {
+    sink: Box<dyn Sink>,
+    error: Option<SinkError>,
+}
+
+impl Output {
+    fn write(&mut self, lines: &[u8]) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
+        match self.sink.write_lines(lines) {
+            Ok(()) => true,
+            Err(e) => {
+                self.error = Some(e);
+                false
+            }
+        }
+    }
+}
+
+/// `uevrec decode`.
+pub fn decode(args: DecodeArgs) -> i32 {
+    let sink = match args.output.open() {
+        Ok(s) => s,
+        Err(e) => {
+            print_error(&e);
+            return EXIT_ERROR;
+        }
+    };
+    let mut output = Output { sink, error: None };
+    let selectors = &args.events;
+    let select = |system: &str, event: &str| {
+        selectors.is_empty() || selectors.iter().any(|s| s.matches(system, event))
+    };
+    let opts = DecodeOptions {
+        include_common: args.common,
+        order_bytes: usize::try_from(args.order_buffer).unwrap_or(usize::MAX),
+        max_records: args.count,
+    };
+    let input = args.input.as_deref().filter(|p| *p != Path::new("-"));
+    let name = input.map_or_else(|| "<stdin>".to_string(), |p| p.display().to_string());
+    let started = Instant::now();
+    let mut flush = |lines: &[u8]| output.write(lines);
+    let outcome = match input {
+        Some(path) => decode_file(path, opts, &select, &mut flush),
+        None => decode_stdin(opts, &select, &mut flush),
+    };
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            print_error(&format_args!("{name}: {e}"));
+            return EXIT_ERROR;
+        }
+    };
+    match output.error {
+        Some(SinkError::Closed) => return EXIT_OUTPUT_CLOSED,
+        Some(e) => {
+            print_error(&e);
+            return EXIT_ERROR;
+        }
+        None => {}
+    }
+    report(&name, &outcome, args.quiet, started)
+}
+
+/// Notes, problems and the summary on stderr; the exit status.
+fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
+    let s = &o.stats;
+    for e in &s.errors {
+        print_error(&format_args!("{name}: {e}"));
+    }
+    if s.error_count > s.errors.len() as u64 {
+        print_error(&format_args!(
+            "{name}: … and {} more problems",
+            s.error_count - s.errors.len() as u64
+        ));
+    }
+    if let Some(e) = &o.stopped {
+        print_error(&format_args!("{name}: decoding stopped: {e}"));
+    }
+    if s.time_unknown > 0 {
+        let why = if o.clock_data {
+            "their events' clock is not the clock of the file's HEADER_CLOCK_DATA"
+        } else {
+            "the file has no HEADER_CLOCK_DATA (`perf record -k CLOCK_MONOTONIC` writes one)"
+        };
+        print_stderr(format_args!(
+            "uevrec: {name}: \"time\" is null in {} lines: {why}\n",
+            s.time_unknown
+        ));
+    }
+    for (event, n) in &s.skipped {
+        print_stderr(format_args!(
+            "uevrec: {name}: {n} samples of {event} not decoded\n"
+        ));
+    }
+    if s.unknown_event > 0 {
+        print_stderr(format_args!(
+            "uevrec: {name}: {} samples of no known event (their id matches no attr)\n",
+            s.unknown_event
+        ));
+    }
+    if s.late > 0 {
+        print_stderr(format_args!(
+            "uevrec: {name}: {} records written out of time order (--order-buffer was full)\n",
+            s.late
+        ));
+    }
+    if !quiet {
+        print_stderr(format_args!(
+            "uevrec: {} records, {} lost, from {name} in {:.1} s\n",
+            s.records,
+            s.lost,
+            started.elapsed().as_secs_f64()
+        ));
+    }
+    if o.stopped.is_some() || s.error_count > 0 {
+        EXIT_ERROR
+    } else {
+        EXIT_OK
+    }
+}
+
+type Flush<'a> = dyn FnMut(&[u8]) -> bool + 'a;
+
+/// A whole perf.data in memory or mapped: every record, then the rest of the held lines.
+/// `drop_behind(offset)` is called every [`DROP_EVERY`] bytes with the offset of the
+/// record being decoded (the bytes before it are not read again).
+fn decode_bytes(
+    bytes: &[u8],
+    opts: DecodeOptions,
+    select: &dyn Fn(&str, &str) -> bool,
+    flush: &mut Flush<'_>,
+    drop_behind: &mut dyn FnMut(u64),
+) -> Result<Outcome, PerfDataError> {
+    let (data, records) = PerfData::open(bytes)?;
+    let clock_data = data.clock_data().is_some();
+    let mut dec = LineDecoder::new(data, opts, select);
+    let mut stopped = None;
+    let mut dropped = 0u64;
+    for rec in records {
+        match rec {
+            Ok(rec) => {
+                if rec.offset - dropped >= DROP_EVERY as u64 {
+                    drop_behind(rec.offset);
+                    dropped = rec.offset;
+                }
+                if dec.record_in(&rec, bytes, flush) == Step::Stop {
+                    break;
+                }
+            }
+            Err(e) => stopped = Some(e),
+        }
+    }
+    dec.finish_in(bytes, flush);
+    Ok(Outcome {
+        stats: dec.stats().clone(),
+        stopped,
+        clock_data: clock_data || dec.data().clock_data().is_some(),
+    })
+}
+
+fn decode_file(
+    path: &Path,
+    opts: DecodeOptions,
+    select: &dyn Fn(&str, &str) -> bool,
+    flush: &mut Flush<'_>,
+) -> Result<Outcome, String> {
+    let file = File::open(path).map_err(|e| format!("opening: {e}"))?;
+    decode_open_file(&file, opts, select, flush)
+}
+
+fn decode_open_file(
+    file: &File,
+    opts: DecodeOptions,
+    select: &dyn Fn(&str, &str) -> bool,
+    flush: &mut Flush<'_>,
+) -> Result<Outcome, String> {
+    let len = file
+        .metadata()
+        .map_err(|e| format!("reading size: {e}"))?
+        .len();
+    if len == 0 {
+        return decode_bytes(&[], opts, select, flush, &mut |_| {}).map_err(|e| e.to_string());
+    }
+    // SAFETY: a read-only private mapping of a file opened for reading; it lives until the
+    // end of this function and nothing here writes through it. Another process truncating
+    // the file while it is mapped would fault the reads (SIGBUS), as with every mmap
+    // reader (perf's too); the decoder itself never trusts the bytes.
+    let map = unsafe { memmap2::Mmap::map(file) }.map_err(|e| format!("mapping: {e}"))?;
+    let _ = map.advise(memmap2::Advice::Sequential);
+    // Fault the next window in with one call (Linux 5.14+; else page by page as read).
+    let populate = |from: usize| {
+        let len = DROP_EVERY.min(map.len().saturating_sub(from));
+        let _ = map.advise_range(memmap2::Advice::PopulateRead, from, len);
+    };
+    populate(0);
+    let mut drop_behind = |offset: u64| {
+        let page = 4096;
+        let end = (offset as usize) / page * page;
+        populate(end);
+        // SAFETY: MADV_DONTNEED on a read-only file-backed private mapping only drops the
+        // page-table entries: later reads of that range fault the same file bytes back in,
+        // so the slices into `map` that the decoder still holds stay valid and unchanged
+        // (the mapping was never written, so no private copy is lost).
+        let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, end) };
+    };
+    decode_bytes(&map, opts, select, flush, &mut drop_behind).map_err(|e| e.to_string())
+}
+
+fn decode_stdin(
+    opts: DecodeOptions,
+    select: &dyn Fn(&str, &str) -> bool,
+    flush: &mut Flush<'_>,
+) -> Result<Outcome, String> {
+    let mut stdin = std::io::stdin().lock();
+    // `< perf.data`: a regular file on standard input is mapped like a named one.
+    if let Ok(fd) = stdin.as_fd().try_clone_to_owned() {
+        let file = File::from(fd);
+        if file.metadata().is_ok_and(|m| m.is_file()) {
+            return decode_open_file(&file, opts, select, flush);
+        }
+    }
+    if stdin.is_terminal() {
+        return Err(
+            "standard input is a terminal: give a perf.data file or pipe one in \
+                    (perf record -o - … | uevrec decode)"
+                .into(),
+        );
+    }
+    let read_err = |e: std::io::Error| format!("reading: {e}");
+    let mut dec = StreamDecoder::new(opts, select);
+    let mut head = Vec::new();
+    let mut stopped = None;
+    loop {
+        let buf = dec.buffer(READ_CHUNK);
+        let n = match stdin.read(buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(read_err(e)),
+        };
+        if head.len() < 16 {
+            head.extend_from_slice(&buf[..n.min(16 - head.len())]);
+            if head.len() == 16 && parse_magic(&head).is_ok_and(|(_, pipe)| !pipe) {
+                // File mode on a stream: it needs its end first.
+                let mut all = buf[..n].to_vec();
+                stdin.read_to_end(&mut all).map_err(read_err)?;
+                return decode_bytes(&all, opts, select, flush, &mut |_| {})
+                    .map_err(|e| e.to_string());
+            }
+        }
+        if n == 0 {
+            break;
+        }
+        dec.filled(n);
+        match dec.process(flush) {
+            Ok(Step::Continue) => {}
+            Ok(Step::Stop) => break,
+            Err(e) => {
+                stopped = Some(e);
+                break;
+            }
+        }
+    }
+    match dec.finish(flush) {
+        Ok(_) => {}
+        Err(e) if stopped.is_none() => stopped = Some(e),
+        Err(_) => {}
+    }
+    let Some(d) = dec.decoder() else {
+        return Err(stopped.map_or_else(|| "no input".into(), |e| e.to_string()));
+    };
+    Ok(Outcome {
+        stats: d.stats().clone(),
+        stopped,
+        clock_data: d.data().clock_data().is_some(),
+    })
+}

@@ -1,0 +1,304 @@
+//! `uevrec decode` against `perf script` on perf.data files perf records here, file mode
+//! (`perf record -o FILE`) and pipe mode (`perf record -o -`, streamed through a pipe into
+//! standard input), for `sched:sched_switch`, `sched:sched_process_exec` and
+//! `raw_syscalls:sys_enter`: every line of those events, in order, equals perf script's
+//! for the same sample: pid, tid, cpu, wall-clock time to the nanosecond (perf's `tod`,
+//! both from HEADER_CLOCK_DATA) and every field (tests/common/perf_script.rs renders
+//! uevrec's JSON the way perf prints it). Needs root, tracefs and perf (tier `host`).
+//! Also: selectors, `--count` and `-o` on such a file, and corrupt input (tier `pure`,
+//! the shared corpus).
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+mod common;
+use common::perf_script::{as_perf_line, normalise, perf_script};
+use common::tier::Tier;
+
+const EVENTS: [&str; 3] = [
+    "sched:sched_switch",
+    "sched:sched_process_exec",
+    "raw_syscalls:sys_enter",
+];
+
+fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("uevrec")
+}
+
+/// Why perf cannot record here, if it cannot.
+fn skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no side effects.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    if !Path::new("/sys/kernel/tracing/events/raw_syscalls/sys_enter").exists() {
+        return Some("tracefs with raw_syscalls events not mounted at /sys/kernel/tracing".into());
+    }
+    match Command::new("perf").arg("--version").output() {
+        Ok(o) if o.status.success() => None,
+        _ => Some("perf not installed (linux-perf)".into()),
+    }
+}
+
+macro_rules! require_host {
+    () => {
+        require!(Tier::Host, skip_reason().map_or(Ok(()), Err))
+    };
+}
+
+/// `perf record` of the three events over a workload that execs, switches and makes
+/// syscalls; `-k CLOCK_MONOTONIC` for HEADER_CLOCK_DATA. Pipe mode writes the stream to
+/// `out` through perf's standard output.
+fn perf_record(out: &Path, pipe: bool) {
+    let mut cmd = Command::new("perf");
+    cmd.args(["record", "-q", "-k", "CLOCK_MONOTONIC"]);
+    for e in EVENTS {
+        cmd.args(["-e", e]);
+    }
+    cmd.arg("-o");
+    if pipe {
+        cmd.arg("-").stdout(fs::File::create(out).unwrap());
+    } else {
+        cmd.arg(out).stdout(Stdio::null());
+    }
+    cmd.args([
+        "--",
+        "sh",
+        "-c",
+        "for i in 1 2 3 4 5; do /bin/true; sleep 0.01; done; \
+         perl -e 'getppid() for 1..2000; select(undef, undef, undef, 0.01) for 1..5'",
+    ]);
+    let st = cmd.stderr(Stdio::piped()).output().unwrap();
+    assert!(
+        st.status.success(),
+        "perf record: {}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+}
+
+/// `uevrec decode ARGS`, with `stdin_from`'s bytes written into a pipe on its standard
+/// input (a pipe, not the file: a regular file on stdin is mapped, not streamed).
+fn decode(args: &[&str], stdin_from: Option<&Path>) -> Output {
+    let mut cmd = Command::new(bin());
+    cmd.arg("decode")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let Some(path) = stdin_from else {
+        return cmd.stdin(Stdio::null()).output().unwrap();
+    };
+    let mut child = cmd.stdin(Stdio::piped()).spawn().unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    let bytes = fs::read(path).unwrap();
+    let writer = std::thread::spawn(move || pipe.write_all(&bytes));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    out
+}
+
+fn json_lines(text: &[u8]) -> Vec<Value> {
+    String::from_utf8(text.to_vec())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// uevrec's lines of the three events equal perf script's, one for one.
+fn compare(file: &Path, out: &Output, perf_stdin: bool) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let perf = perf_script(file, perf_stdin).unwrap();
+    let expected: Vec<String> = perf
+        .lines()
+        .filter(|l| EVENTS.iter().any(|e| l.contains(&format!(" {e}:"))))
+        .map(normalise)
+        .collect();
+    let lines = json_lines(&out.stdout);
+    let got: Vec<String> = lines.iter().filter_map(as_perf_line).collect();
+    assert_eq!(
+        got.len(),
+        lines.len(),
+        "every line is one of the three events"
+    );
+    for e in EVENTS {
+        let n = got.iter().filter(|l| l.contains(&format!(" {e}:"))).count();
+        assert!(n > 0, "no {e} recorded");
+    }
+    assert!(got.len() > 2000, "{} lines", got.len());
+    for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+        assert_eq!(g, e, "line {i} of {}", file.display());
+    }
+    assert_eq!(got.len(), expected.len());
+    eprintln!(
+        "{}: {} lines equal perf script's",
+        file.display(),
+        got.len()
+    );
+}
+
+#[test]
+fn file_mode_equals_perf_script() {
+    require_host!();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("perf.data");
+    perf_record(&file, false);
+    let out = decode(&[file.to_str().unwrap()], None);
+    compare(&file, &out, false);
+}
+
+#[test]
+fn pipe_mode_from_stdin_equals_perf_script() {
+    require_host!();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pipe.data");
+    perf_record(&file, true);
+    let out = decode(&["-"], Some(&file));
+    compare(&file, &out, true);
+    // The same stream straight from perf record's pipe.
+    let mut rec = Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-k",
+            "CLOCK_MONOTONIC",
+            "-e",
+            "sched:sched_process_exec",
+            "-o",
+            "-",
+        ])
+        .args(["--", "sh", "-c", "/bin/true; /bin/true"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = Command::new(bin())
+        .args(["decode", "-q"])
+        .stdin(rec.stdout.take().unwrap())
+        .output()
+        .unwrap();
+    assert!(rec.wait().unwrap().success());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json_lines(&out.stdout);
+    let execs = lines
+        .iter()
+        .filter(|v| v["fields"]["filename"] == "/bin/true")
+        .count();
+    assert_eq!(execs, 2, "{lines:?}");
+}
+
+#[test]
+fn selectors_count_and_output_file() {
+    require_host!();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("perf.data");
+    perf_record(&file, false);
+    let out_file = dir.path().join("out.jsonl");
+    let args = [
+        file.to_str().unwrap(),
+        "-e",
+        "raw_syscalls:*",
+        "--count",
+        "100",
+        "-o",
+    ];
+    let out = decode(&args[..5], None);
+    assert!(out.status.success());
+    assert_eq!(
+        json_lines(&out.stdout).len(),
+        100,
+        "--count on standard output"
+    );
+    let out = Command::new(bin())
+        .arg("decode")
+        .args(args)
+        .arg(&out_file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json_lines(&fs::read(&out_file).unwrap());
+    assert_eq!(lines.len(), 100);
+    assert!(lines.iter().all(|v| v["event"] == "sys_enter"));
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&fs::metadata(&out_file).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o640);
+    // Without clock data: time null, said once on stderr.
+    let plain = dir.path().join("noclock.data");
+    let st = Command::new("perf")
+        .args(["record", "-q", "-e", "sched:sched_process_exec", "-o"])
+        .arg(&plain)
+        .args(["--", "/bin/true"])
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    let out = decode(&[plain.to_str().unwrap()], None);
+    assert!(out.status.success());
+    let lines = json_lines(&out.stdout);
+    assert!(!lines.is_empty() && lines.iter().all(|v| v["time"].is_null()));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("HEADER_CLOCK_DATA").count(), 1, "{err}");
+}
+
+fn corpus_pipe_file() -> Option<Vec<u8>> {
+    let dir = std::env::var_os("UEVREC_CORPUS_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"),
+        PathBuf::from,
+    );
+    let path = dir.join("perf-data/LinuxTracepoints-pipe.data");
+    match fs::read(&path) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            common::tier::skip(
+                Tier::Pure,
+                &format!("{}: {e} (set UEVREC_CORPUS_DIR)", path.display()),
+            );
+            None
+        }
+    }
+}
+
+/// A cut stream: the lines before the cut, exit 1, the byte where it stopped.
+#[test]
+fn truncated_input_decodes_what_it_can_and_says_where() {
+    let Some(bytes) = corpus_pipe_file() else {
+        return;
+    };
+    let mut child = Command::new(bin())
+        .args(["decode", "-q", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&bytes[..100_003])
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json_lines(&out.stdout).len(), 60);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("decoding stopped: truncated at byte 100000: record needs 8 bytes, 3 left"),
+        "{err}"
+    );
+}
