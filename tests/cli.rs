@@ -290,3 +290,59 @@ fn unprivileged_run_says_root_or_cap_perfmon() {
     assert!(err.contains("root") || err.contains("CAP_PERFMON"), "{err}");
     assert!(out.stdout.is_empty(), "no output lines expected");
 }
+
+/// `uevrec decode` on trace-cmd trace.dat files (v6; v7 uncompressed, zstd, and one with
+/// events the kernel dropped; `parsers/tests/data/trace-dat/README.md` says how each was
+/// made): every record comes out as one event line, in the order and with the CPU, pid and
+/// event name `trace-cmd report` printed for the same file, the drops as `lost` lines; the
+/// same bytes on standard input (through a pipe) give the same lines.
+#[test]
+fn decode_reads_trace_dat_like_trace_cmd_report() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("parsers/tests/data/trace-dat");
+    for name in ["v6", "v7-none", "v7-zstd", "v7-lost"] {
+        let dat = dir.join(format!("{name}.dat"));
+        let report = fs::read_to_string(dir.join(format!("{name}.report"))).unwrap();
+        // `comm-pid [cpu] secs: event: fields` and `CPU:n [N EVENTS DROPPED]`.
+        let mut want = Vec::new();
+        for line in report.lines() {
+            if let Some(rest) = line.strip_prefix("CPU:") {
+                let (cpu, n) = rest.split_once(" [").unwrap();
+                let n = n.split_whitespace().next().unwrap();
+                want.push(format!("lost cpu {cpu} {n}"));
+            } else if let Some((head, _)) = line.split_once("]") {
+                let Some((task, cpu)) = head.rsplit_once('[') else {
+                    continue;
+                };
+                let pid = task.trim_end().rsplit_once('-').unwrap().1;
+                let event = line.split(": ").nth(1).unwrap().trim_end_matches(':');
+                let cpu: u32 = cpu.parse().unwrap();
+                want.push(format!("{event} cpu {cpu} pid {pid}"));
+            }
+        }
+        let out = uevrec().args(["decode", "-q"]).arg(&dat).output().unwrap();
+        assert!(out.status.success(), "{name}: {}", stderr_of(&out));
+        let got: Vec<String> = String::from_utf8(out.stdout.clone())
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                if v["uevrec"] == "lost" {
+                    format!("lost cpu {} {}", v["cpu"], v["lost"])
+                } else {
+                    assert!(v["time"].is_null() && v["fields"].is_object(), "{l}");
+                    let event = v["event"].as_str().unwrap();
+                    format!("{event} cpu {} pid {}", v["cpu"], v["pid"])
+                }
+            })
+            .collect();
+        assert!(want.len() > 500, "{name}: {} report lines", want.len());
+        assert_eq!(got, want, "{name}");
+        let piped = uevrec()
+            .args(["decode", "-q", "-"])
+            .write_stdin(fs::read(&dat).unwrap())
+            .output()
+            .unwrap();
+        assert!(piped.status.success(), "{name}: {}", stderr_of(&piped));
+        assert_eq!(piped.stdout, out.stdout, "{name}: stdin differs");
+    }
+}

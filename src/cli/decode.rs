@@ -21,11 +21,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
+use uevrec_parsers::perf_data::PerfData;
 use uevrec_parsers::perf_data::header::parse_magic;
 use uevrec_parsers::perf_data::lines::{
     DEFAULT_ORDER_BYTES, DecodeOptions, DecodeStats, LineDecoder, Step, StreamDecoder,
 };
-use uevrec_parsers::perf_data::{PerfData, PerfDataError};
 
 use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, print_error, print_stderr, values};
 use crate::selector::Selector;
@@ -113,7 +113,11 @@ const DROP_EVERY: usize = 16 << 20;
 struct Outcome {
     stats: DecodeStats,
     /// Where and why decoding stopped early.
-    stopped: Option<PerfDataError>,
+    stopped: Option<String>,
+    /// Problems that did not stop decoding, besides those in `stats` (trace.dat).
+    problems: Vec<String>,
+    /// Why `time` is null, when the input says (trace.dat: no wall-clock anchor).
+    time_note: Option<String>,
     /// The file has `HEADER_CLOCK_DATA`.
     clock_data: bool,
 }
@@ -196,11 +200,16 @@ fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
             s.error_count - s.errors.len() as u64
         ));
     }
+    for e in &o.problems {
+        print_error(&format_args!("{name}: {e}"));
+    }
     if let Some(e) = &o.stopped {
         print_error(&format_args!("{name}: decoding stopped: {e}"));
     }
     if s.time_unknown > 0 {
-        let why = if o.clock_data {
+        let why = if let Some(note) = &o.time_note {
+            note.as_str()
+        } else if o.clock_data {
             "their events' clock is not the clock of the file's HEADER_CLOCK_DATA"
         } else {
             "the file has no HEADER_CLOCK_DATA (`perf record -k CLOCK_MONOTONIC` writes one)"
@@ -235,7 +244,7 @@ fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
             started.elapsed().as_secs_f64()
         ));
     }
-    if o.stopped.is_some() || s.error_count > 0 {
+    if o.stopped.is_some() || s.error_count > 0 || !o.problems.is_empty() {
         EXIT_ERROR
     } else {
         EXIT_OK
@@ -253,8 +262,11 @@ fn decode_bytes(
     select: &dyn Fn(&str, &str) -> bool,
     flush: &mut Flush<'_>,
     drop_behind: &mut dyn FnMut(u64),
-) -> Result<Outcome, PerfDataError> {
-    let (data, records) = PerfData::open(bytes)?;
+) -> Result<Outcome, String> {
+    if bytes.starts_with(TRACE_DAT_MAGIC) {
+        return decode_trace_dat(bytes, opts, select, flush);
+    }
+    let (data, records) = PerfData::open(bytes).map_err(|e| e.to_string())?;
     let clock_data = data.clock_data().is_some();
     let mut dec = LineDecoder::new(data, opts, select);
     let mut stopped = None;
@@ -270,13 +282,15 @@ fn decode_bytes(
                     break;
                 }
             }
-            Err(e) => stopped = Some(e),
+            Err(e) => stopped = Some(e.to_string()),
         }
     }
     dec.finish_in(bytes, flush);
     Ok(Outcome {
         stats: dec.stats().clone(),
         stopped,
+        problems: Vec::new(),
+        time_note: None,
         clock_data: clock_data || dec.data().clock_data().is_some(),
     })
 }
@@ -302,7 +316,7 @@ fn decode_open_file(
         .map_err(|e| format!("reading size: {e}"))?
         .len();
     if len == 0 {
-        return decode_bytes(&[], opts, select, flush, &mut |_| {}).map_err(|e| e.to_string());
+        return decode_bytes(&[], opts, select, flush, &mut |_| {});
     }
     // SAFETY: a read-only private mapping of a file opened for reading; it lives until the
     // end of this function and nothing here writes through it. Another process truncating
@@ -326,7 +340,7 @@ fn decode_open_file(
         // (the mapping was never written, so no private copy is lost).
         let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, end) };
     };
-    decode_bytes(&map, opts, select, flush, &mut drop_behind).map_err(|e| e.to_string())
+    decode_bytes(&map, opts, select, flush, &mut drop_behind)
 }
 
 fn decode_stdin(
@@ -362,12 +376,13 @@ fn decode_stdin(
         };
         if head.len() < 16 {
             head.extend_from_slice(&buf[..n.min(16 - head.len())]);
-            if head.len() == 16 && parse_magic(&head).is_ok_and(|(_, pipe)| !pipe) {
-                // File mode on a stream: it needs its end first.
+            let whole = head.starts_with(TRACE_DAT_MAGIC)
+                || parse_magic(&head).is_ok_and(|(_, pipe)| !pipe);
+            if head.len() == 16 && whole {
+                // File mode (or a trace.dat) on a stream: it needs its end first.
                 let mut all = buf[..n].to_vec();
                 stdin.read_to_end(&mut all).map_err(read_err)?;
-                return decode_bytes(&all, opts, select, flush, &mut |_| {})
-                    .map_err(|e| e.to_string());
+                return decode_bytes(&all, opts, select, flush, &mut |_| {});
             }
         }
         if n == 0 {
@@ -393,7 +408,132 @@ fn decode_stdin(
     };
     Ok(Outcome {
         stats: d.stats().clone(),
-        stopped,
+        stopped: stopped.map(|e| e.to_string()),
+        problems: Vec::new(),
+        time_note: None,
         clock_data: d.data().clock_data().is_some(),
+    })
+}
+
+/// The first bytes of a trace-cmd `trace.dat`.
+const TRACE_DAT_MAGIC: &[u8] = uevrec_parsers::trace_dat::MAGIC;
+/// Bytes of lines gathered before they go to the sink.
+const TRACE_DAT_BATCH: usize = 256 << 10;
+
+/// A whole trace-cmd trace.dat (v6 or v7): its records merged in time order across CPUs
+/// (the reader holds one page per CPU), each written as `record` writes it, and a notice
+/// for every page the kernel lost events before. `time` is null: a trace.dat keeps the
+/// trace clock's raw stamps and no wall-clock anchor (its order is kept).
+fn decode_trace_dat(
+    bytes: &[u8],
+    opts: DecodeOptions,
+    select: &dyn Fn(&str, &str) -> bool,
+    flush: &mut Flush<'_>,
+) -> Result<Outcome, String> {
+    use uevrec_parsers::decode::Endian;
+    use uevrec_parsers::event_name::split_multi_format;
+    use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
+    use uevrec_parsers::trace_dat::{Item, TraceDat};
+
+    let file = TraceDat::parse(bytes).map_err(|e| e.to_string())?;
+    let mut writer = LineWriter::new(LineOptions {
+        include_common: opts.include_common,
+        big_endian: file.endian() == Endian::Big,
+    });
+    let prepared: Vec<Option<PreparedFormat>> = file
+        .events()
+        .iter()
+        .map(|e| {
+            let name = e.format.name.as_str();
+            select(&e.system, name).then(|| {
+                let (event, id) =
+                    split_multi_format(name).map_or((name, None), |(b, i)| (b, Some(i)));
+                PreparedFormat::new(&e.format, &e.system, event, id)
+            })
+        })
+        .collect();
+    let mut stats = DecodeStats::default();
+    // Records of events whose format did not parse count as of no known event.
+    let mut problems: Vec<String> = file
+        .format_errors()
+        .iter()
+        .map(|f| {
+            format!(
+                "a format of system {} does not parse: {}",
+                f.system, f.error
+            )
+        })
+        .collect();
+    let mut records = file.records().map_err(|e| e.to_string())?;
+    let mut lines = Vec::with_capacity(TRACE_DAT_BATCH + (64 << 10));
+    let mut open = true;
+    while open {
+        match records.next_item() {
+            Ok(None) => break,
+            Ok(Some(Item::Record(r))) => {
+                let Some(p) = r.event.and_then(|i| prepared.get(i)) else {
+                    stats.unknown_event += 1;
+                    continue;
+                };
+                let Some(p) = p else { continue }; // not selected
+                let pid =
+                    r.raw
+                        .get(4..8)
+                        .and_then(|b| b.try_into().ok())
+                        .map_or(0, |b: [u8; 4]| match file.endian() {
+                            Endian::Big => u32::from_be_bytes(b),
+                            Endian::Little => u32::from_le_bytes(b),
+                        });
+                let stamp = RecordStamp {
+                    time_unix_ns: None,
+                    cpu: r.cpu,
+                    pid,
+                    tid: pid,
+                };
+                writer.write_prepared(&mut lines, &stamp, p, r.raw);
+                stats.records += 1;
+                stats.time_unknown += 1;
+                if opts.max_records.is_some_and(|max| stats.records >= max) {
+                    open = false;
+                }
+            }
+            Ok(Some(Item::Lost { cpu, count, .. })) => match count {
+                Some(n) => {
+                    writer.write_lost(&mut lines, None, cpu, n);
+                    stats.lost += n;
+                }
+                None => writer.write_notice(
+                    &mut lines,
+                    None,
+                    "lost",
+                    None,
+                    &format!("the kernel lost events on CPU {cpu} here; it did not store how many"),
+                ),
+            },
+            // A bad page or chunk: reported, and the reader goes on with the next one.
+            Err(e) => {
+                stats.error_count += 1;
+                if problems.len() < 20 {
+                    problems.push(e.to_string());
+                }
+            }
+        }
+        if lines.len() >= TRACE_DAT_BATCH {
+            open &= flush(&lines);
+            lines.clear();
+        }
+    }
+    if !lines.is_empty() {
+        flush(&lines);
+    }
+    let clock = file.trace_clock().unwrap_or("local");
+    Ok(Outcome {
+        stats,
+        stopped: None,
+        problems,
+        time_note: Some(format!(
+            "a trace.dat holds raw `{clock}` trace-clock stamps and no wall-clock anchor (records are in time order)"
+        )),
+        clock_data: false,
     })
 }
