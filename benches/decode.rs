@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use uevrec_parsers::decode::{Endian, decode_field};
-use uevrec_parsers::format_file::parse_format;
-use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
-use uevrec_parsers::schema::EventFormat;
+use uevrec_parsers::EventFormat;
+use uevrec_parsers::parse_format;
+use uevrec_parsers::{Endian, decode_field};
+use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
 
 const BATCH: u64 = 1000;
 const T0: u64 = 1_795_345_200_000_000_000;
@@ -279,7 +279,7 @@ fn benches<M: Measurement>(c: &mut Criterion<M>, clock: &str) {
                 for field in &format.fields {
                     n += matches!(
                         decode_field(field, black_box(&raw), Endian::Little),
-                        uevrec_parsers::decode::Value::Error(_)
+                        uevrec_parsers::Value::Error(_)
                     ) as usize;
                 }
             }

@@ -16,9 +16,9 @@ use std::path::PathBuf;
 
 use criterion::{Criterion, Throughput, criterion_group};
 use tracepoint_decode::{EventHeaderEnumeratorContext, PerfConvertOptions};
-use uevrec_parsers::field_type::resolve_field;
-use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
-use uevrec_parsers::schema::EventFormat;
+use uevrec_parsers::EventFormat;
+use uevrec_parsers::resolve_field;
+use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
 
 const T0: u64 = 1_795_345_200_000_000_000;
 

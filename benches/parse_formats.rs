@@ -9,7 +9,7 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use uevrec_parsers::format_file::parse_format;
+use uevrec_parsers::parse_format;
 
 /// The texts of all corpus entries, or `None` with the reason printed.
 fn corpus_texts() -> Option<Vec<String>> {

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat};
+use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat};
 
 use crate::pipeline::{BATCH_BYTES, BATCH_CAPACITY, Batch, Closed, Staged, StagedEntry};
 
@@ -155,8 +155,8 @@ pub fn run(
 mod tests {
     use super::*;
     use crate::pipeline::StagedChunk;
-    use uevrec_parsers::format_file::parse_format;
-    use uevrec_parsers::json_line::RecordStamp;
+    use uevrec_parsers::RecordStamp;
+    use uevrec_parsers::parse_format;
     use uevrec_samples::register::format_file_text;
 
     #[test]

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use uevrec_parsers::json_line::{PreparedFormat, RecordStamp};
+use uevrec_parsers::{PreparedFormat, RecordStamp};
 
 /// A run of complete JSON lines (each ends with `\n`; a batch never ends mid-line).
 #[derive(Debug, Default)]
@@ -170,7 +170,7 @@ const HEADER: usize = 32;
 /// A notice body's event length when it names no event.
 const NO_EVENT: u32 = u32::MAX;
 
-/// Staged entries back to back, each behind a [`HEADER`]-byte header in native byte
+/// Staged entries back to back, each behind a `HEADER`-byte header in native byte
 /// order: a record (its event slot, stamp and raw trace entry), a count of lost records,
 /// or a notice (what, event and message as text). The formatter renders all of them;
 /// the session writes no JSON. Private to the process: written and read only by this
@@ -291,7 +291,7 @@ impl StagedChunk {
         self.bytes.extend_from_slice(&lost.to_ne_bytes());
     }
 
-    /// Append a notice: body = what length, event length ([`NO_EVENT`] for none), then
+    /// Append a notice: body = what length, event length (`NO_EVENT` for none), then
     /// the three texts.
     pub fn push_notice(
         &mut self,

@@ -19,7 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use uevrec_parsers::json_line::LineOptions;
+use uevrec_parsers::LineOptions;
 
 use crate::formatter;
 use crate::pipeline::{

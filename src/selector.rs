@@ -1,13 +1,13 @@
 //! Which events to record: `system:event` selectors with shell globs on both sides.
 //!
 //! A selector whose event part names a multi-format base name (`user_events_multi:foo`)
-//! also matches every version `foo.<hex>` of it ([`uevrec_parsers::event_name`]).
+//! also matches every version `foo.<hex>` of it ([`uevrec_parsers::split_multi_format`]).
 
 use std::fmt;
 use std::str::FromStr;
 
 use glob::Pattern;
-use uevrec_parsers::event_name::split_multi_format;
+use uevrec_parsers::split_multi_format;
 
 /// One `system:event` selector.
 #[derive(Debug, Clone)]

@@ -9,8 +9,8 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use uevrec_parsers::format_file::{FormatError, parse_format};
-use uevrec_parsers::schema::EventFormat;
+use uevrec_parsers::EventFormat;
+use uevrec_parsers::{FormatError, parse_format};
 
 /// A tracefs mount.
 #[derive(Debug, Clone, PartialEq, Eq)]

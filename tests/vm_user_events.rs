@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use uevrec_parsers::schema::FieldKind;
+use uevrec_parsers::FieldKind;
 use uevrec_samples::register::strip_bracket_contents;
 use uevrec_samples::{
     Flags, PayloadValue, RegisterCommand, UserEvents, Written, add_persistent, event_exists,
@@ -912,11 +912,11 @@ fn assert_perf_agrees(
                     );
                 }
                 FieldKind::FixedArray {
-                    elem: uevrec_parsers::schema::Element::Char,
+                    elem: uevrec_parsers::Element::Char,
                     ..
                 }
                 | FieldKind::Dynamic {
-                    elem: uevrec_parsers::schema::Element::Char,
+                    elem: uevrec_parsers::Element::Char,
                     ..
                 } => {
                     assert_eq!(Some(p.as_str()), u.as_str(), "{what}: {}", field.name);

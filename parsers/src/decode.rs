@@ -206,9 +206,9 @@ impl std::error::Error for DecodeError {}
 /// Never panics; a field that cannot be decoded is a [`Value::Error`].
 ///
 /// ```
-/// use uevrec_parsers::decode::{decode_field, Endian, Value};
-/// use uevrec_parsers::field_type::resolve_decl;
-/// use uevrec_parsers::schema::Field;
+/// use uevrec_parsers::{decode_field, Endian, Value};
+/// use uevrec_parsers::resolve_decl;
+/// use uevrec_parsers::Field;
 /// let d = resolve_decl("__data_loc char[] msg", 4, Some(true)).unwrap();
 /// let field = Field { name: d.name, type_text: d.type_text, offset: 8, size: 4, signed: Some(true), kind: d.kind };
 /// let mut raw = vec![0u8; 8];

@@ -6,7 +6,7 @@
 /// Returns `None` when `event` has no `.<hex digits>` suffix.
 ///
 /// ```
-/// use uevrec_parsers::event_name::split_multi_format;
+/// use uevrec_parsers::split_multi_format;
 /// assert_eq!(split_multi_format("uevc_multi.1a"), Some(("uevc_multi", "1a")));
 /// assert_eq!(split_multi_format("plain"), None);
 /// assert_eq!(split_multi_format("a.b.zz"), None);

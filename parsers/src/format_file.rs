@@ -89,8 +89,8 @@ impl FormatError {
 /// Parse the text of an `events/<system>/<event>/format` file.
 ///
 /// ```
-/// use uevrec_parsers::format_file::parse_format;
-/// use uevrec_parsers::schema::{Element, FieldKind};
+/// use uevrec_parsers::parse_format;
+/// use uevrec_parsers::{Element, FieldKind};
 ///
 /// let text = "name: test\nID: 1117\nformat:\n\
 ///     \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\

@@ -1,26 +1,41 @@
 //! Pure parsers and decoders for uevrec, the consumer side: no I/O, no `unsafe`. (The
 //! producer side, register commands and payload encoding, is the `uevrec-samples` crate.)
 //!
-//! The data path, one module per step:
-//! 1. [`format_file`]: tracefs `format` text → [`schema::EventFormat`]
-//!    (types resolved by [`field_type`]);
+//! The data path, one private module per step, its API re-exported here:
+//! 1. format files: tracefs `format` text → [`EventFormat`] ([`parse_format`], with the one
+//!    C-type rule [`resolve_decl`]; [`WordSize`] for files of 32-bit machines);
 //! 2. [`perf_sample`]: perf ring-buffer record bytes → sample (ids, time, cpu, raw bytes);
-//! 3. [`location`] + [`decode`]: raw trace-entry bytes + schema → typed field values;
-//! 4. [`json_line`]: values → one JSON line.
+//! 3. decoding: raw trace-entry bytes + schema → typed [`Value`]s, through one compiled
+//!    [`FieldPlan`] per field (dynamic locations by the one rule, [`resolve_location`]);
+//! 4. JSON lines: [`LineWriter`] writes one line per record ([`PreparedFormat`] once per
+//!    event on the recorder's path).
 //!
-//! [`perf_data`] reads perf.data files (file and pipe mode) into the same lines.
+//! Subsystems keep their own namespace: [`eventheader`] (self-describing user_events),
+//! [`perf_data`] (perf.data files, file and pipe mode), [`trace_dat`] (trace-cmd files)
+//! and [`ftrace_page`] (ftrace ring-buffer pages).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod decode;
-pub mod event_name;
+mod decode;
+mod event_name;
 pub mod eventheader;
-pub mod field_type;
-pub mod format_file;
+mod field_type;
+mod format_file;
 pub mod ftrace_page;
-pub mod json_line;
-pub mod location;
+mod json_line;
+mod location;
 pub mod perf_data;
 pub mod perf_sample;
-pub mod schema;
+mod schema;
 pub mod trace_dat;
+
+pub use decode::{DecodeError, Endian, FieldPlan, IntArray, PlanKind, Value, decode_field};
+pub use event_name::{is_version_of, split_multi_format};
+pub use field_type::{
+    Decl, DeclError, WordSize, resolve_decl, resolve_decl_for, resolve_field, resolve_field_for,
+    signedness_of, size_of_type,
+};
+pub use format_file::{FormatError, parse_format, parse_format_for};
+pub use json_line::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
+pub use location::resolve as resolve_location;
+pub use schema::{Element, EventFormat, Field, FieldKind, LocKind};

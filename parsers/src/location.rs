@@ -34,8 +34,8 @@ use crate::schema::LocKind;
 /// An empty range (length 0) is valid, also at the very end of the record.
 ///
 /// ```
-/// use uevrec_parsers::location::resolve;
-/// use uevrec_parsers::schema::LocKind;
+/// use uevrec_parsers::resolve_location as resolve;
+/// use uevrec_parsers::LocKind;
 /// // 5 bytes at offset 12 of a 20-byte record.
 /// assert_eq!(resolve(LocKind::DataLoc, 8, 4, (5 << 16) | 12, 20), Ok(12..17));
 /// // __rel_loc: offset 2 from the end of the field at 8..12 → starts at 14.

@@ -8,8 +8,8 @@
 use std::io::Read;
 use std::path::PathBuf;
 
-use uevrec_parsers::format_file::parse_format;
-use uevrec_parsers::schema::{Element, EventFormat, FieldKind, LocKind};
+use uevrec_parsers::parse_format;
+use uevrec_parsers::{Element, EventFormat, FieldKind, LocKind};
 
 /// The number of entries in `formats0.zip` (see shared/corpus/README.md).
 const CORPUS_FILES: usize = 2751;

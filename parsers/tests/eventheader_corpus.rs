@@ -13,9 +13,9 @@ use serde_json::{Map, Value};
 use tracepoint_decode::{
     EventHeaderEnumeratorContext, EventHeaderEnumeratorState, PerfConvertOptions,
 };
-use uevrec_parsers::field_type::resolve_field;
-use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
-use uevrec_parsers::schema::EventFormat;
+use uevrec_parsers::EventFormat;
+use uevrec_parsers::resolve_field;
+use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
 
 /// Records in the file (shared/corpus/README.md).
 const RECORDS: usize = 374;

@@ -9,10 +9,10 @@ use std::fmt;
 use proptest::prelude::*;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Value, json};
+use uevrec_parsers::EventFormat;
 use uevrec_parsers::eventheader::{Enumerator, Item, parse_event};
-use uevrec_parsers::field_type::resolve_field;
-use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
-use uevrec_parsers::schema::EventFormat;
+use uevrec_parsers::resolve_field;
+use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
 
 /// Builds an event: header, optional activity id, metadata, payload.
 #[derive(Clone, Debug)]

@@ -7,8 +7,8 @@
 //! The expected kinds come from the generator's own tables, not from the parser.
 
 use proptest::prelude::*;
-use uevrec_parsers::format_file::parse_format;
-use uevrec_parsers::schema::{Element, EventFormat, Field, FieldKind, LocKind};
+use uevrec_parsers::parse_format;
+use uevrec_parsers::{Element, EventFormat, Field, FieldKind, LocKind};
 
 /// Scalar types: (type text, size, signedness the name implies).
 const SCALARS: &[(&str, u32, Option<bool>)] = &[

@@ -3,7 +3,7 @@
 //! `tests/fuzz-regressions/`, named `<target>-<what>`; the `register` target's (register
 //! commands are the producer side) are tested in `samples/tests/fuzz_regressions.rs`.
 
-use uevrec_parsers::format_file::parse_format;
+use uevrec_parsers::parse_format;
 
 /// The same rule at the format-file level: non-ASCII white space belongs to the name,
 /// ASCII white space (spaces, tabs, a CR) around it does not.

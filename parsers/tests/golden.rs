@@ -5,10 +5,10 @@
 //! dynamic data). Run with `--nocapture` to see every line (docs/json-lines.md quotes
 //! them).
 
-use uevrec_parsers::field_type::resolve_field;
-use uevrec_parsers::format_file::parse_format;
-use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
-use uevrec_parsers::schema::{EventFormat, Field};
+use uevrec_parsers::parse_format;
+use uevrec_parsers::resolve_field;
+use uevrec_parsers::{EventFormat, Field};
+use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
 
 const TIME: u64 = 1_795_345_200_123_456_789; // 2026-11-22T11:00:00.123456789Z
 const ID: u16 = 1117;

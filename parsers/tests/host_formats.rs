@@ -7,8 +7,8 @@
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use uevrec_parsers::format_file::parse_format;
-use uevrec_parsers::schema::{Element, FieldKind, LocKind};
+use uevrec_parsers::parse_format;
+use uevrec_parsers::{Element, FieldKind, LocKind};
 
 const EVENTS: &str = "/sys/kernel/tracing/events";
 

@@ -7,9 +7,9 @@ use std::collections::HashSet;
 
 use proptest::prelude::*;
 use serde_json::Value as Json;
-use uevrec_parsers::decode::{Endian, Value, decode_field};
-use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
-use uevrec_parsers::schema::{Element, EventFormat, Field, FieldKind, LocKind};
+use uevrec_parsers::{Element, EventFormat, Field, FieldKind, LocKind};
+use uevrec_parsers::{Endian, Value, decode_field};
+use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
 
 fn width() -> impl Strategy<Value = u8> {
     prop_oneof![8 => prop::sample::select(vec![1u8, 2, 4, 8]), 1 => any::<u8>()]

@@ -4,9 +4,9 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use uevrec_parsers::field_type::resolve_field;
-use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
-use uevrec_parsers::schema::EventFormat;
+use uevrec_parsers::EventFormat;
+use uevrec_parsers::resolve_field;
+use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
 
 struct Counting;
 

@@ -9,8 +9,8 @@
 use std::path::PathBuf;
 
 use uevrec_parsers::ftrace_page::PageLayout;
-use uevrec_parsers::json_line::{LineOptions, LineWriter, RecordMeta};
 use uevrec_parsers::trace_dat::{Compression, ErrorKind, Item, TraceDat};
+use uevrec_parsers::{LineOptions, LineWriter, RecordMeta};
 
 /// The one "this test needs X" helper, shared with the root crate's tests.
 #[path = "../../tests/common/tier.rs"]
@@ -346,7 +346,7 @@ fn host_header_texts_give_a_layout() {
         texts.push(String::from_utf8_lossy(&buf[..n]).into_owned());
     }
     let layout =
-        PageLayout::from_header_texts(&texts[0], &texts[1], uevrec_parsers::decode::Endian::Little)
+        PageLayout::from_header_texts(&texts[0], &texts[1], uevrec_parsers::Endian::Little)
             .unwrap();
     assert!(layout.page_size() >= 4096, "{layout:?}");
 }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use proptest::prelude::*;
-use uevrec_parsers::decode::Endian;
+use uevrec_parsers::Endian;
 use uevrec_parsers::ftrace_page::{Item as PageItem, PageLayout};
 use uevrec_parsers::trace_dat::{Item, TraceDat, TraceDatError};
 

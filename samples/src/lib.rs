@@ -62,7 +62,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use uevrec_parsers::schema::{Element, FieldKind};
+use uevrec_parsers::{Element, FieldKind};
 
 pub mod payload;
 pub mod register;
@@ -569,7 +569,7 @@ pub fn command(text: &str) -> RegisterCommand {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use uevrec_parsers::schema::LocKind;
+    use uevrec_parsers::LocKind;
 
     #[test]
     fn expected_json_follows_uevrecs_value_rules() {

@@ -22,7 +22,7 @@
 //! `PERF_MAX_TRACE_SIZE` (8192 bytes with the header); that is not an encoding error.
 
 use crate::register::{COMMON_HEADER_SIZE, CommandField, RegisterCommand};
-use uevrec_parsers::schema::{Element, FieldKind, LocKind};
+use uevrec_parsers::{Element, FieldKind, LocKind};
 
 /// The largest fixed part [`encode`] builds (it bounds memory): the reach of a 16-bit
 /// dynamic location. Perf drops records over 8 KiB (PERF_MAX_TRACE_SIZE) and ftrace ones

@@ -1,5 +1,5 @@
 //! user_events register commands (`name[:flags] type field; ...`): parse, print, validate
-//! as the kernel does, and compute the [`uevrec_parsers::schema::EventFormat`] the kernel will expose.
+//! as the kernel does, and compute the [`uevrec_parsers::EventFormat`] the kernel will expose.
 //!
 //! The grammar and limits mirror `kernel/trace/trace_events_user.c` (6.12:
 //! `user_event_parse_cmd`, `user_event_parse_field`, `user_field_size`,
@@ -33,7 +33,7 @@
 //! in the `dynamic_events` forms).
 //!
 //! [`RegisterCommand::event_format`] gives the schema the kernel will expose; its field
-//! `type_text` is [`uevrec_parsers::field_type::resolve_decl`] applied to the line the kernel
+//! `type_text` is [`uevrec_parsers::resolve_decl`] applied to the line the kernel
 //! prints in the format file, with the true element count inside the brackets of a fixed
 //! array (`char[8] b` → kernel line `char b[<garbage>]` → type_text `char[8]`) and empty
 //! brackets for a `__rel_loc` array (`__rel_loc char[] msg` → `__rel_loc char[]`). The
@@ -42,8 +42,8 @@
 
 use std::fmt;
 
-use uevrec_parsers::field_type::{DeclError, resolve_decl};
-use uevrec_parsers::schema::{EventFormat, Field, FieldKind};
+use uevrec_parsers::{DeclError, resolve_decl};
+use uevrec_parsers::{EventFormat, Field, FieldKind};
 
 /// Size of the common header (`struct trace_entry`) the kernel puts before the payload;
 /// the first field of a user event sits at this offset.
@@ -127,7 +127,7 @@ pub struct CommandField {
     pub size: u32,
     /// The kernel's `signed:` value: the type text does not start with `u`.
     pub signed: bool,
-    /// How the bytes decode, from [`uevrec_parsers::field_type::resolve_decl`].
+    /// How the bytes decode, from [`uevrec_parsers::resolve_decl`].
     pub kind: FieldKind,
 }
 
@@ -799,7 +799,7 @@ fn is_identifier(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use uevrec_parsers::schema::{Element, LocKind};
+    use uevrec_parsers::{Element, LocKind};
 
     fn one_field(field: &str) -> Result<CommandField, RegisterError> {
         RegisterCommand::parse(&format!("ev {field}")).map(|mut c| c.fields.remove(0))

@@ -2,8 +2,8 @@
 //! failing, kept as ordinary tests so CI holds the fixes. The crash files are under
 //! `parsers/tests/fuzz-regressions/` with the other targets', named `<target>-<what>`.
 
-use uevrec_parsers::format_file::parse_format;
-use uevrec_parsers::schema::EventFormat;
+use uevrec_parsers::EventFormat;
+use uevrec_parsers::parse_format;
 use uevrec_samples::register::{RegisterCommand, strip_bracket_contents};
 
 /// The crash file `name` as the fuzz target saw it (bytes → lossy UTF-8).

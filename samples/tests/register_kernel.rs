@@ -16,9 +16,9 @@ use std::fs::{self, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 
-use uevrec_parsers::field_type::resolve_decl;
-use uevrec_parsers::format_file::parse_format;
-use uevrec_parsers::schema::{EventFormat, Field};
+use uevrec_parsers::parse_format;
+use uevrec_parsers::resolve_decl;
+use uevrec_parsers::{EventFormat, Field};
 use uevrec_samples::register::{
     CommandForm, RegisterCommand, SCALAR_TYPES, strip_bracket_contents,
 };

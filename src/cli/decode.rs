@@ -430,10 +430,10 @@ fn decode_trace_dat(
     select: &dyn Fn(&str, &str) -> bool,
     flush: &mut Flush<'_>,
 ) -> Result<Outcome, String> {
-    use uevrec_parsers::decode::Endian;
-    use uevrec_parsers::event_name::split_multi_format;
-    use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
+    use uevrec_parsers::Endian;
+    use uevrec_parsers::split_multi_format;
     use uevrec_parsers::trace_dat::{Item, TraceDat};
+    use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
 
     let file = TraceDat::parse(bytes).map_err(|e| e.to_string())?;
     let mut writer = LineWriter::new(LineOptions {

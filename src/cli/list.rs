@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use serde::Serialize;
-use uevrec_parsers::schema::{EventFormat, FieldKind};
+use uevrec_parsers::{EventFormat, FieldKind};
 
 use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, ListArgs, print_error, print_stderr};
 use crate::selector::default_selectors;

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::sync::Arc;
 
-use uevrec_parsers::event_name::split_multi_format;
-use uevrec_parsers::json_line::PreparedFormat;
+use uevrec_parsers::PreparedFormat;
+use uevrec_parsers::split_multi_format;
 
 use super::backend::{AttachError, Backend};
 use super::error::{SessionError, perf_error};

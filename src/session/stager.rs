@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use uevrec_parsers::json_line::{PreparedFormat, RecordStamp};
+use uevrec_parsers::{PreparedFormat, RecordStamp};
 
 use super::backend::{Arrival, Backend};
 use super::{LiveStats, Summary};

@@ -2,7 +2,7 @@
 //! ([`file::RotatingFile`]), and the writer loop ([`write_batches`]) that drains the
 //! pipeline channel into one of them.
 //!
-//! Every sink receives runs of complete lines (a [`Batch`](crate::pipeline::Batch) never
+//! Every sink receives runs of complete lines (a [`Batch`] never
 //! ends mid-line) and keeps that property on its output: a line is never split across two
 //! files, and a failed write leaves the output ending with a complete line.
 

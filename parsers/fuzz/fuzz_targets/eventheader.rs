@@ -11,9 +11,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use uevrec_parsers::field_type::resolve_field;
-use uevrec_parsers::json_line::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
-use uevrec_parsers::schema::EventFormat;
+use uevrec_parsers::resolve_field;
+use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
+use uevrec_parsers::EventFormat;
 
 fuzz_target!(|input: &[u8]| {
     let (name, data) = match input.iter().position(|&b| b == 0) {

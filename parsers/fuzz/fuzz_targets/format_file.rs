@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use uevrec_parsers::format_file::parse_format;
+use uevrec_parsers::parse_format;
 
 fuzz_target!(|data: &[u8]| {
     // Non-UTF-8 bytes become U+FFFD, so every input exercises the parser.

@@ -6,7 +6,7 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use uevrec_parsers::json_line::{LineOptions, LineWriter};
+use uevrec_parsers::{LineOptions, LineWriter};
 use uevrec_parsers_fuzz::json::{check_time, one_object_line};
 
 #[derive(Debug, Arbitrary)]

@@ -8,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use uevrec_parsers::json_line::{LineOptions, LineWriter, RecordMeta};
+use uevrec_parsers::{LineOptions, LineWriter, RecordMeta};
 use uevrec_parsers::trace_dat::{Item, TraceDat, TraceDatError};
 
 /// At most this many items (records, lost markers, errors) per input.
@@ -34,7 +34,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut writer = LineWriter::new(LineOptions {
         include_common: true,
-        big_endian: file.endian() == uevrec_parsers::decode::Endian::Big,
+        big_endian: file.endian() == uevrec_parsers::Endian::Big,
     });
     let mut line = Vec::new();
     for _ in 0..MAX_ITEMS {

@@ -5,7 +5,7 @@
 pub mod json;
 pub mod schema_input;
 
-use uevrec_parsers::schema::{Element, EventFormat, FieldKind};
+use uevrec_parsers::{Element, EventFormat, FieldKind};
 
 /// Panics unless `format` (as returned by a successful parse) is self-consistent: a
 /// non-empty name without ASCII white space around it,

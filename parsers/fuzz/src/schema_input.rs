@@ -7,8 +7,8 @@
 //!   [`crate::check_format`] requires.
 
 use arbitrary::{Arbitrary, Unstructured};
-use uevrec_parsers::format_file::parse_format;
-use uevrec_parsers::schema::{Element, EventFormat, Field, FieldKind, LocKind};
+use uevrec_parsers::parse_format;
+use uevrec_parsers::{Element, EventFormat, Field, FieldKind, LocKind};
 
 /// Declarations seen in real format files and register commands (kernel-facts.md).
 const DECLS: &[&str] = &[

@@ -1,4 +1,4 @@
-//! perf.data records → the JSON lines live recording writes ([`crate::json_line`]), in
+//! perf.data records → the JSON lines live recording writes ([`LineWriter`]), in
 //! time order ([`super::order`]); the whole of `uevrec decode` but the I/O.
 //!
 //! Per event (attr): its format is the tracing data's format with the attr's `config` as
