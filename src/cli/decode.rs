@@ -26,6 +26,7 @@ use uevrec_parsers::perf_data::header::parse_magic;
 use uevrec_parsers::perf_data::lines::{
     DEFAULT_ORDER_BYTES, DecodeOptions, DecodeStats, LineDecoder, Step, StreamDecoder,
 };
+use uevrec_parsers::trace_dat;
 
 use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, print_error, print_stderr, values};
 use crate::selector::Selector;
@@ -417,120 +418,22 @@ fn decode_stdin(
 
 /// The first bytes of a trace-cmd `trace.dat`.
 const TRACE_DAT_MAGIC: &[u8] = uevrec_parsers::trace_dat::MAGIC;
-/// Bytes of lines gathered before they go to the sink.
-const TRACE_DAT_BATCH: usize = 256 << 10;
 
-/// A whole trace-cmd trace.dat (v6 or v7): its records merged in time order across CPUs
-/// (the reader holds one page per CPU), each written as `record` writes it, and a notice
-/// for every page the kernel lost events before. `time` is null: a trace.dat keeps the
-/// trace clock's raw stamps and no wall-clock anchor (its order is kept).
+/// A whole trace-cmd trace.dat (v6 or v7): [`trace_dat::lines::decode_lines`].
 fn decode_trace_dat(
     bytes: &[u8],
     opts: DecodeOptions,
     select: &dyn Fn(&str, &str) -> bool,
     flush: &mut Flush<'_>,
 ) -> Result<Outcome, String> {
-    use uevrec_parsers::Endian;
-    use uevrec_parsers::split_multi_format;
-    use uevrec_parsers::trace_dat::{Item, TraceDat};
-    use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
-
-    let file = TraceDat::parse(bytes).map_err(|e| e.to_string())?;
-    let mut writer = LineWriter::new(LineOptions {
-        include_common: opts.include_common,
-        big_endian: file.endian() == Endian::Big,
-    });
-    let prepared: Vec<Option<PreparedFormat>> = file
-        .events()
-        .iter()
-        .map(|e| {
-            let name = e.format.name.as_str();
-            select(&e.system, name).then(|| {
-                let (event, id) =
-                    split_multi_format(name).map_or((name, None), |(b, i)| (b, Some(i)));
-                PreparedFormat::new(&e.format, &e.system, event, id)
-            })
-        })
-        .collect();
-    let mut stats = DecodeStats::default();
-    // Records of events whose format did not parse count as of no known event.
-    let mut problems: Vec<String> = file
-        .format_errors()
-        .iter()
-        .map(|f| {
-            format!(
-                "a format of system {} does not parse: {}",
-                f.system, f.error
-            )
-        })
-        .collect();
-    let mut records = file.records().map_err(|e| e.to_string())?;
-    let mut lines = Vec::with_capacity(TRACE_DAT_BATCH + (64 << 10));
-    let mut open = true;
-    while open {
-        match records.next_item() {
-            Ok(None) => break,
-            Ok(Some(Item::Record(r))) => {
-                let Some(p) = r.event.and_then(|i| prepared.get(i)) else {
-                    stats.unknown_event += 1;
-                    continue;
-                };
-                let Some(p) = p else { continue }; // not selected
-                let pid =
-                    r.raw
-                        .get(4..8)
-                        .and_then(|b| b.try_into().ok())
-                        .map_or(0, |b: [u8; 4]| match file.endian() {
-                            Endian::Big => u32::from_be_bytes(b),
-                            Endian::Little => u32::from_le_bytes(b),
-                        });
-                let stamp = RecordStamp {
-                    time_unix_ns: None,
-                    cpu: r.cpu,
-                    pid,
-                    tid: pid,
-                };
-                writer.write_prepared(&mut lines, &stamp, p, r.raw);
-                stats.records += 1;
-                stats.time_unknown += 1;
-                if opts.max_records.is_some_and(|max| stats.records >= max) {
-                    open = false;
-                }
-            }
-            Ok(Some(Item::Lost { cpu, count, .. })) => match count {
-                Some(n) => {
-                    writer.write_lost(&mut lines, None, cpu, n);
-                    stats.lost += n;
-                }
-                None => writer.write_notice(
-                    &mut lines,
-                    None,
-                    "lost",
-                    None,
-                    &format!("the kernel lost events on CPU {cpu} here; it did not store how many"),
-                ),
-            },
-            // A bad page or chunk: reported, and the reader goes on with the next one.
-            Err(e) => {
-                stats.error_count += 1;
-                if problems.len() < 20 {
-                    problems.push(e.to_string());
-                }
-            }
-        }
-        if lines.len() >= TRACE_DAT_BATCH {
-            open &= flush(&lines);
-            lines.clear();
-        }
-    }
-    if !lines.is_empty() {
-        flush(&lines);
-    }
+    let file = trace_dat::TraceDat::parse(bytes).map_err(|e| e.to_string())?;
+    let decoded =
+        trace_dat::lines::decode_lines(&file, &opts, select, flush).map_err(|e| e.to_string())?;
     let clock = file.trace_clock().unwrap_or("local");
     Ok(Outcome {
-        stats,
+        stats: decoded.stats,
         stopped: None,
-        problems,
+        problems: decoded.problems,
         time_note: Some(format!(
             "a trace.dat holds raw `{clock}` trace-clock stamps and no wall-clock anchor (records are in time order)"
         )),

@@ -37,6 +37,7 @@
 
 mod compress;
 mod cursor;
+pub mod lines;
 mod records;
 
 use std::collections::HashMap;

@@ -1,0 +1,130 @@
+//! trace.dat records → the JSON lines live recording writes: the whole of `uevrec decode`
+//! for a trace.dat but the I/O.
+
+use crate::perf_data::lines::{DecodeOptions, DecodeStats};
+use crate::{Endian, LineOptions, LineWriter, PreparedFormat, RecordStamp, split_multi_format};
+
+use super::{Item, TraceDat, TraceDatError};
+
+/// Bytes of lines gathered before they go to `flush`.
+const BATCH: usize = 256 << 10;
+/// Problems kept in words (the rest are counted).
+const MAX_KEPT: usize = 20;
+
+/// What [`decode_lines`] did.
+#[derive(Debug, Clone, Default)]
+pub struct Decoded {
+    /// Lines written, lost counts, records of no known event; `error_count` counts the
+    /// problems (bad pages or chunks the reader went past).
+    pub stats: DecodeStats,
+    /// The first problems, in words: formats that did not parse, bad pages or chunks.
+    pub problems: Vec<String>,
+}
+
+/// Write every record of `file`'s top buffer, merged across CPUs in time order (the
+/// reader holds one page per CPU), as `record` writes it (`time` is `null`: a trace.dat
+/// keeps raw trace-clock stamps and no wall-clock anchor), for the events `select`
+/// (system, event name) takes; the kernel's drops as `lost` lines, or as a notice when it
+/// did not store how many. Lines go to `flush` in runs of about 256 KiB; it returns
+/// whether to go on. Stops after `opts.max_records` event lines.
+pub fn decode_lines(
+    file: &TraceDat<'_>,
+    opts: &DecodeOptions,
+    select: &dyn Fn(&str, &str) -> bool,
+    flush: &mut dyn FnMut(&[u8]) -> bool,
+) -> Result<Decoded, TraceDatError> {
+    let endian = file.endian();
+    let mut writer = LineWriter::new(LineOptions {
+        include_common: opts.include_common,
+        big_endian: endian == Endian::Big,
+    });
+    let prepared: Vec<Option<PreparedFormat>> = file
+        .events()
+        .iter()
+        .map(|e| {
+            let name = e.format.name.as_str();
+            select(&e.system, name).then(|| {
+                let (event, id) =
+                    split_multi_format(name).map_or((name, None), |(b, i)| (b, Some(i)));
+                PreparedFormat::new(&e.format, &e.system, event, id)
+            })
+        })
+        .collect();
+    // Records of events whose format did not parse count as of no known event.
+    let mut problems: Vec<String> = file
+        .format_errors()
+        .iter()
+        .map(|f| {
+            format!(
+                "a format of system {} does not parse: {}",
+                f.system, f.error
+            )
+        })
+        .collect();
+    let mut stats = DecodeStats::default();
+    let mut records = file.records()?;
+    let mut lines = Vec::with_capacity(BATCH + (64 << 10));
+    let mut open = true;
+    while open {
+        match records.next_item() {
+            Ok(None) => break,
+            Ok(Some(Item::Record(r))) => {
+                let Some(p) = r.event.and_then(|i| prepared.get(i)) else {
+                    stats.unknown_event += 1;
+                    continue;
+                };
+                let Some(p) = p else {
+                    continue; // not selected
+                };
+                let pid = r
+                    .raw
+                    .get(4..8)
+                    .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                    .map_or(0, |b| match endian {
+                        Endian::Big => u32::from_be_bytes(b),
+                        Endian::Little => u32::from_le_bytes(b),
+                    });
+                let stamp = RecordStamp {
+                    time_unix_ns: None,
+                    cpu: r.cpu,
+                    pid,
+                    tid: pid,
+                };
+                writer.write_prepared(&mut lines, &stamp, p, r.raw);
+                stats.records += 1;
+                stats.time_unknown += 1;
+                if opts.max_records.is_some_and(|max| stats.records >= max) {
+                    open = false;
+                }
+            }
+            Ok(Some(Item::Lost { cpu, count, .. })) => match count {
+                Some(n) => {
+                    writer.write_lost(&mut lines, None, cpu, n);
+                    stats.lost += n;
+                }
+                None => writer.write_notice(
+                    &mut lines,
+                    None,
+                    "lost",
+                    None,
+                    &format!("the kernel lost events on CPU {cpu} here; it did not store how many"),
+                ),
+            },
+            // A bad page or chunk: reported, and the reader goes on with the next one.
+            Err(e) => {
+                stats.error_count += 1;
+                if problems.len() < MAX_KEPT {
+                    problems.push(e.to_string());
+                }
+            }
+        }
+        if lines.len() >= BATCH {
+            open &= flush(&lines);
+            lines.clear();
+        }
+    }
+    if !lines.is_empty() {
+        flush(&lines);
+    }
+    Ok(Decoded { stats, problems })
+}
