@@ -19,6 +19,7 @@ use uevrec_parsers::EventFormat;
 use uevrec_parsers::parse_format;
 use uevrec_parsers::{Endian, decode_field};
 use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
+use uevrec_samples::register::format_file_text;
 
 const BATCH: u64 = 1000;
 const T0: u64 = 1_795_345_200_000_000_000;
@@ -42,28 +43,22 @@ fn loc(len: usize, offset: usize) -> [u8; 4] {
     (((len as u32) << 16) | offset as u32).to_le_bytes()
 }
 
-const COMMON: &str = "name: bench
-ID: 1117
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
-
-";
-
 /// (a) u32, u64, s32, char[16], __data_loc char[] (30 B), __rel_loc char[] (40 B), u16, u8.
 fn user_event() -> (EventFormat, Vec<u8>) {
-    let text = format!(
-        "{COMMON}\tfield:u32 a;\toffset:8;\tsize:4;\tsigned:0;
-\tfield:u64 b;\toffset:12;\tsize:8;\tsigned:0;
-\tfield:s32 c;\toffset:20;\tsize:4;\tsigned:1;
-\tfield:char d[1055984226];\toffset:24;\tsize:16;\tsigned:1;
-\tfield:__data_loc char[] e;\toffset:40;\tsize:4;\tsigned:1;
-\tfield:__rel_loc char f[];\toffset:44;\tsize:4;\tsigned:1;
-\tfield:u16 g;\toffset:48;\tsize:2;\tsigned:0;
-\tfield:u8 h;\toffset:50;\tsize:1;\tsigned:0;
-"
+    let text = format_file_text(
+        "bench",
+        1117,
+        &[
+            ("u32 a", 8, 4, false),
+            ("u64 b", 12, 8, false),
+            ("s32 c", 20, 4, true),
+            ("char d[1055984226]", 24, 16, true),
+            ("__data_loc char[] e", 40, 4, true),
+            ("__rel_loc char f[]", 44, 4, true),
+            ("u16 g", 48, 2, false),
+            ("u8 h", 50, 1, false),
+        ],
+        "",
     );
     let e = b"/usr/lib/x86_64-linux-gnu/abc\0"; // 30 bytes with NUL
     let f = b"request=GET /index.html status=200 ok!!\0"; // 40 bytes with NUL
@@ -98,12 +93,16 @@ fn sched_switch() -> (EventFormat, Vec<u8>) {
 /// (c) four `__data_loc char[]` strings of 200 bytes with quotes, backslashes, tabs and
 /// newlines sprinkled in.
 fn string_heavy() -> (EventFormat, Vec<u8>) {
-    let text = format!(
-        "{COMMON}\tfield:__data_loc char[] s0;\toffset:8;\tsize:4;\tsigned:1;
-\tfield:__data_loc char[] s1;\toffset:12;\tsize:4;\tsigned:1;
-\tfield:__data_loc char[] s2;\toffset:16;\tsize:4;\tsigned:1;
-\tfield:__data_loc char[] s3;\toffset:20;\tsize:4;\tsigned:1;
-"
+    let text = format_file_text(
+        "bench",
+        1118,
+        &[
+            ("__data_loc char[] s0", 8, 4, true),
+            ("__data_loc char[] s1", 12, 4, true),
+            ("__data_loc char[] s2", 16, 4, true),
+            ("__data_loc char[] s3", 20, 4, true),
+        ],
+        "",
     );
     let mut s = Vec::new();
     while s.len() < 199 {
@@ -125,14 +124,16 @@ fn string_heavy() -> (EventFormat, Vec<u8>) {
 /// pointers in the args as the kernel records them, and the 4 bytes of padding
 /// PERF_SAMPLE_RAW adds (4-byte size + 68 bytes = 72).
 fn sys_enter() -> (EventFormat, Vec<u8>) {
-    let text = format!(
-        "{COMMON}\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;
-\tfield:unsigned long args[6];\toffset:16;\tsize:48;\tsigned:0;
-
-print fmt: \"NR %ld (%lx, %lx, %lx, %lx, %lx, %lx)\", REC->id, REC->args[0], REC->args[1], REC->args[2], REC->args[3], REC->args[4], REC->args[5]
-"
-    )
-    .replace("name: bench\nID: 1117", "name: sys_enter\nID: 22");
+    let text = format_file_text(
+        "sys_enter",
+        22,
+        &[
+            ("long id", 8, 8, true),
+            ("unsigned long args[6]", 16, 48, false),
+        ],
+        "\"NR %ld (%lx, %lx, %lx, %lx, %lx, %lx)\", REC->id, REC->args[0], REC->args[1], \
+         REC->args[2], REC->args[3], REC->args[4], REC->args[5]",
+    );
     let mut raw = common_header(22, 4242);
     raw.extend_from_slice(&110i64.to_le_bytes());
     for arg in [
