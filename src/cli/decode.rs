@@ -28,10 +28,9 @@ use uevrec_parsers::perf_data::lines::{
 };
 use uevrec_parsers::trace_dat;
 
+use super::output::OutputArgs;
 use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, print_error, print_stderr, values};
 use crate::selector::Selector;
-use crate::sink::file::{FileOptions, RotatingFile, Rotation};
-use crate::sink::stdout::StdoutSink;
 use crate::sink::{Sink, SinkError};
 
 /// `uevrec decode`.
@@ -60,49 +59,6 @@ pub struct DecodeArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub output: OutputArgs,
-}
-
-/// Where the lines go: `record`'s output options.
-// TODO(record): these mirror RecordArgs' output options; RecordArgs can flatten this
-// struct once the restructured record.rs lands (not edited here, another branch owns it).
-#[derive(Debug, Args)]
-pub struct OutputArgs {
-    /// Output file (appended to if it exists, never truncated); standard output if absent
-    /// or "-".
-    #[arg(short, long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// Rotate the output file before it would grow past SIZE (e.g. 100M); needs -o.
-    #[arg(long, value_name = "SIZE", requires = "output", value_parser = values::parse_positive_size)]
-    pub rotate_size: Option<u64>,
-    /// Rotated files kept: FILE.1 (newest) … FILE.N; the oldest is removed. 0 keeps none.
-    #[arg(long, value_name = "N", default_value_t = 5, requires = "rotate_size")]
-    pub rotate_keep: u32,
-    /// Permission bits (octal) for newly created output files.
-    #[arg(long, value_name = "MODE", default_value = "640", value_parser = values::parse_mode)]
-    pub file_mode: u32,
-    /// Write through a symbolic link at the output path (refused by default).
-    #[arg(long)]
-    pub follow_symlinks: bool,
-}
-
-impl OutputArgs {
-    /// The sink: the rotating file of `-o`, else standard output.
-    pub fn open(&self) -> Result<Box<dyn Sink>, SinkError> {
-        match self.output.as_deref().filter(|p| *p != Path::new("-")) {
-            Some(path) => {
-                let opts = FileOptions {
-                    mode: self.file_mode,
-                    follow_symlinks: self.follow_symlinks,
-                    rotation: self.rotate_size.map(|max_bytes| Rotation {
-                        max_bytes,
-                        keep: self.rotate_keep,
-                    }),
-                };
-                Ok(Box::new(RotatingFile::open(path, opts)?))
-            }
-            None => Ok(Box::new(StdoutSink::new(false))),
-        }
-    }
 }
 
 /// Bytes read from standard input at a time.

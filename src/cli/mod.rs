@@ -9,6 +9,7 @@
 
 mod decode;
 mod list;
+pub mod output;
 mod record;
 pub mod values;
 
@@ -135,22 +136,9 @@ pub struct RecordArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub rec: RecordingArgs,
-    /// Output file (appended to if it exists, never truncated); standard output if absent
-    /// or "-".
-    #[arg(short, long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// Rotate the output file before it would grow past SIZE (e.g. 100M); needs -o.
-    #[arg(long, value_name = "SIZE", requires = "output", value_parser = values::parse_positive_size)]
-    pub rotate_size: Option<u64>,
-    /// Rotated files kept: FILE.1 (newest) … FILE.N; the oldest is removed. 0 keeps none.
-    #[arg(long, value_name = "N", default_value_t = 5, requires = "rotate_size")]
-    pub rotate_keep: u32,
-    /// Permission bits (octal) for newly created output files.
-    #[arg(long, value_name = "MODE", default_value = "640", value_parser = values::parse_mode)]
-    pub file_mode: u32,
-    /// Write through a symbolic link at the output path (refused by default).
-    #[arg(long)]
-    pub follow_symlinks: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub output: output::OutputArgs,
 }
 
 /// `uevrec tail`.

@@ -2,7 +2,6 @@
 //! [`Recorder`] runs them, then the summary and the exit status.
 
 use std::io::{IsTerminal, Write};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::{
@@ -12,35 +11,21 @@ use super::{
 use crate::recorder::{Config, PipelineOptions, Recorder};
 use crate::session::{SessionConfig, Summary};
 use crate::signals::SignalFlags;
-use crate::sink::file::{FileOptions, RotatingFile, Rotation};
 use crate::sink::stdout::StdoutSink;
 use crate::sink::{Sink, SinkError};
 use crate::tracefs::TracefsError;
 
 /// `uevrec record`.
 pub fn record(args: RecordArgs) -> i32 {
-    let file = args.output.as_deref().filter(|p| *p != Path::new("-"));
-    let sink: Box<dyn Sink + Send> = match file {
-        Some(path) => {
-            let opts = FileOptions {
-                mode: args.file_mode,
-                follow_symlinks: args.follow_symlinks,
-                rotation: args.rotate_size.map(|max_bytes| Rotation {
-                    max_bytes,
-                    keep: args.rotate_keep,
-                }),
-            };
-            match RotatingFile::open(path, opts) {
-                Ok(f) => Box::new(f),
-                Err(e) => {
-                    print_error(&e);
-                    return EXIT_ERROR;
-                }
-            }
+    let sink = match args.output.open() {
+        Ok(s) => s,
+        Err(e) => {
+            print_error(&e);
+            return EXIT_ERROR;
         }
-        None => Box::new(StdoutSink::new(false)),
     };
-    let status_line = file.is_some() && !args.rec.quiet && std::io::stderr().is_terminal();
+    let status_line =
+        args.output.file().is_some() && !args.rec.quiet && std::io::stderr().is_terminal();
     run(&args.rec, sink, status_line)
 }
 

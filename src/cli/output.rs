@@ -1,0 +1,56 @@
+//! The output options `record` and `decode` share (`-o`, rotation, file mode, links).
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use super::values;
+use crate::sink::file::{FileOptions, RotatingFile, Rotation};
+use crate::sink::stdout::StdoutSink;
+use crate::sink::{Sink, SinkError};
+
+/// Where the lines go: `record`'s output options.
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// Output file (appended to if it exists, never truncated); standard output if absent
+    /// or "-".
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Rotate the output file before it would grow past SIZE (e.g. 100M); needs -o.
+    #[arg(long, value_name = "SIZE", requires = "output", value_parser = values::parse_positive_size)]
+    pub rotate_size: Option<u64>,
+    /// Rotated files kept: FILE.1 (newest) … FILE.N; the oldest is removed. 0 keeps none.
+    #[arg(long, value_name = "N", default_value_t = 5, requires = "rotate_size")]
+    pub rotate_keep: u32,
+    /// Permission bits (octal) for newly created output files.
+    #[arg(long, value_name = "MODE", default_value = "640", value_parser = values::parse_mode)]
+    pub file_mode: u32,
+    /// Write through a symbolic link at the output path (refused by default).
+    #[arg(long)]
+    pub follow_symlinks: bool,
+}
+
+impl OutputArgs {
+    /// The output file, when there is one (`-o FILE`, not `-o -`).
+    pub fn file(&self) -> Option<&Path> {
+        self.output.as_deref().filter(|p| *p != Path::new("-"))
+    }
+
+    /// The sink: the rotating file of `-o`, else standard output.
+    pub fn open(&self) -> Result<Box<dyn Sink + Send>, SinkError> {
+        match self.file() {
+            Some(path) => {
+                let opts = FileOptions {
+                    mode: self.file_mode,
+                    follow_symlinks: self.follow_symlinks,
+                    rotation: self.rotate_size.map(|max_bytes| Rotation {
+                        max_bytes,
+                        keep: self.rotate_keep,
+                    }),
+                };
+                Ok(Box::new(RotatingFile::open(path, opts)?))
+            }
+            None => Ok(Box::new(StdoutSink::new(false))),
+        }
+    }
+}
