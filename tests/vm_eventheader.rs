@@ -18,18 +18,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use uevrec_samples::eh::REPORTED_KEYS;
 use uevrec_samples::{Flags, RegisterCommand, UserEvents, Written, wait_until};
 
-const TRACEFS: &str = "/sys/kernel/tracing";
 mod common;
+use common::vm::{self, bin_dir, collect_json_lines, user_events_here, wait_child};
 
 /// How long a producer may take from start to exit (TCG guests are ~6x slower).
 const PRODUCER_TIMEOUT: Duration = Duration::from_secs(180);
@@ -42,11 +41,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// Skip outside a kernel with user_events (fail instead when the VM tier is required);
 /// otherwise take the serialising lock.
 fn require_user_events() -> Option<MutexGuard<'static, ()>> {
-    if !Path::new(TRACEFS).join("user_events_data").exists() {
-        common::tier::skip(
-            common::tier::Tier::Vm,
-            "no user_events (this tier runs inside the VM: scripts/vm-test.sh)",
-        );
+    if !user_events_here() {
         return None;
     }
     Some(SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
@@ -54,34 +49,9 @@ fn require_user_events() -> Option<MutexGuard<'static, ()>> {
 
 // ---- processes -------------------------------------------------------------------------
 
-/// `target/<profile>/`: this test binary lives in its `deps/`.
-fn bin_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .to_path_buf()
-}
-
 /// A fresh `$TMPDIR/uevrec-vm-eh-<test>` (kept after the run for inspection).
 fn tmp_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("uevrec-vm-eh-{test}"));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
-fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
-    let end = Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return Some(status);
-        }
-        if Instant::now() >= end {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    vm::tmp_dir(&format!("eh-{test}"))
 }
 
 /// A running producer whose stdout JSON lines are collected as they come.
@@ -105,16 +75,7 @@ impl Producer {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap_or_else(|e| panic!("spawning {bin}: {e}"));
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let out = child.stdout.take().expect("stdout");
-        let sink = Arc::clone(&lines);
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let v: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("producer line `{line}`: {e}"));
-                sink.lock().unwrap().push(v);
-            }
-        });
+        let lines = collect_json_lines(&mut child);
         Producer {
             child,
             lines,

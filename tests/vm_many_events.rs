@@ -16,10 +16,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,8 +26,8 @@ use serde_json::Value;
 use uevrec_samples::wait_until;
 
 mod common;
+use common::vm::{collect_json_lines, sample, tmp_dir, user_events_here, wait_child};
 
-const TRACEFS: &str = "/sys/kernel/tracing";
 /// How long registering, attaching and writing may take (TCG guests are ~6x slower).
 const PRODUCER_TIMEOUT: Duration = Duration::from_secs(400);
 /// How long uevrec may take to drain and exit after SIGINT. Closing is slow: the kernel
@@ -41,61 +40,7 @@ const CAP_SYS_RESOURCE: libc::c_ulong = 24;
 /// One test at a time (see the module docs).
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Skip (or fail, when the vm tier is required) outside a kernel with user_events.
-macro_rules! require_user_events {
-    () => {
-        if !Path::new(TRACEFS).join("user_events_data").exists() {
-            common::tier::skip(
-                common::tier::Tier::Vm,
-                "no user_events (this tier runs inside the VM: scripts/vm-test.sh)",
-            );
-            return;
-        }
-    };
-}
-
 // ---- processes ------------------------------------------------------------------------
-
-/// `target/<profile>/`: this test binary lives in its `deps/`.
-fn bin_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .to_path_buf()
-}
-
-/// A sample producer from `samples/src/bin/`.
-fn sample(name: &str) -> PathBuf {
-    let path = bin_dir().join(name);
-    assert!(
-        path.exists(),
-        "{} missing: build it with `cargo build --workspace --bins`",
-        path.display()
-    );
-    path
-}
-
-/// A fresh `$TMPDIR/uevrec-vm-<test>` (kept after the run for inspection).
-fn tmp_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("uevrec-vm-{test}"));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
-fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
-    let end = Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return Some(status);
-        }
-        if Instant::now() >= end {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 fn interrupt(child: &Child) {
     // SAFETY: kill(2) on our own child's pid; no memory is involved.
@@ -120,16 +65,7 @@ impl Producer {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawning many_events");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let out = child.stdout.take().expect("stdout");
-        let sink = Arc::clone(&lines);
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let v: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("producer line `{line}`: {e}"));
-                sink.lock().unwrap().push(v);
-            }
-        });
+        let lines = collect_json_lines(&mut child);
         Producer { child, lines }
     }
 
@@ -448,7 +384,9 @@ fn fd_limit_notices(lines: &[Value]) -> Vec<&Value> {
 /// each record arrives once.
 #[test]
 fn two_thousand_events_default_limits() {
-    require_user_events!();
+    if !user_events_here() {
+        return;
+    }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let run = record_many("many-2000", "uevrec_many", 2000, &Setup::default());
     assert!(
@@ -471,7 +409,9 @@ fn two_thousand_events_default_limits() {
 /// the hard limit at the rescan that finds them, and says so in-band.
 #[test]
 fn hard_limit_raised_for_late_events() {
-    require_user_events!();
+    if !user_events_here() {
+        return;
+    }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let cpus = fs::read_to_string("/sys/devices/system/cpu/online")
         .ok()
@@ -504,7 +444,9 @@ fn hard_limit_raised_for_late_events() {
 /// the fix, and keeps the in-band `skipped` notices.
 #[test]
 fn unraisable_limit_is_reported_on_stderr() {
-    require_user_events!();
+    if !user_events_here() {
+        return;
+    }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (count, prefix) = (200, "uevrec_fdlow");
     let dir = tmp_dir("many-low");

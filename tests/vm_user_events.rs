@@ -15,11 +15,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use uevrec_parsers::FieldKind;
@@ -29,57 +28,15 @@ use uevrec_samples::{
     remove_persistent, wait_until,
 };
 
-const TRACEFS: &str = "/sys/kernel/tracing";
 mod common;
+use common::vm::{TRACEFS, collect_json_lines, sample, tmp_dir, user_events_here, wait_child};
 
 /// How long a producer may take from start to exit (TCG guests are ~6x slower).
 const PRODUCER_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long uevrec may take to drain and exit after SIGINT.
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Skip (or fail, when the vm tier is required) outside a kernel with user_events.
-macro_rules! require_user_events {
-    () => {
-        if !Path::new(TRACEFS).join("user_events_data").exists() {
-            common::tier::skip(
-                common::tier::Tier::Vm,
-                "no user_events (this tier runs inside the VM: scripts/vm-test.sh)",
-            );
-            return;
-        }
-    };
-}
-
 // ---- processes ------------------------------------------------------------------------
-
-/// `target/<profile>/`: this test binary lives in its `deps/`.
-fn bin_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .to_path_buf()
-}
-
-/// A sample producer from `samples/src/bin/`.
-fn sample(name: &str) -> PathBuf {
-    let path = bin_dir().join(name);
-    assert!(
-        path.exists(),
-        "{} missing: build it with `cargo build --workspace --bins`",
-        path.display()
-    );
-    path
-}
-
-/// A fresh `$TMPDIR/uevrec-vm-<test>` (the guest shares the host's `$TMPDIR`; each run
-/// replaces the last one's files, which stay for inspection after a failure).
-fn tmp_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("uevrec-vm-{test}"));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
 
 /// A running producer whose stdout JSON lines are collected as they come.
 struct Producer {
@@ -96,16 +53,7 @@ impl Producer {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap_or_else(|e| panic!("spawning {bin}: {e}"));
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let out = child.stdout.take().expect("stdout");
-        let sink = Arc::clone(&lines);
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let v: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("producer line `{line}`: {e}"));
-                sink.lock().unwrap().push(v);
-            }
-        });
+        let lines = collect_json_lines(&mut child);
         Producer {
             child,
             lines,
@@ -187,19 +135,6 @@ impl Drop for Producer {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
-    }
-}
-
-fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
-    let end = Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return Some(status);
-        }
-        if Instant::now() >= end {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -500,13 +435,17 @@ fn normalise_schema(schema: &Value) -> Value {
 
 #[test]
 fn t1_every_type_round_trips() {
-    require_user_events!();
+    if !user_events_here() {
+        return;
+    }
     every_type_round_trip("t1", "vmt_every", &[], "f_u8");
 }
 
 #[test]
 fn t2_dynamic_strings_round_trip() {
-    require_user_events!();
+    if !user_events_here() {
+        return;
+    }
     every_type_round_trip("t2", "vmt_strings", &["--strings"], "len");
 }
 
@@ -514,7 +453,9 @@ fn t2_dynamic_strings_round_trip() {
 
 #[test]
 fn t3_multi_format_versions() {
-    require_user_events!();
+    if !user_events_here() {
+        return;
+    }
     let dir = tmp_dir("t3");
     let name = "vmt_multi";
     let args = with_start(&["--name", name, "--count", "3"], &dir, "p");
@@ -586,7 +527,9 @@ fn t3_multi_format_versions() {
 
 #[test]
 fn t4_late_registration() {
-    require_user_events!();
+    if !user_events_here() {
+        return;
+    }
     let dir = tmp_dir("t4");
     let name = "vmt_late";
     assert!(!event_exists(Path::new(TRACEFS), "user_events", name));
@@ -616,7 +559,9 @@ fn t4_late_registration() {
 
 #[test]
 fn t5_enable_bit_follows_recorder() {
-    require_user_events!();
+    if !user_events_here() {
+        return;
+    }
     let dir = tmp_dir("t5");
     let name = "vmt_bit";
     let producer = Producer::spawn(
@@ -671,7 +616,9 @@ fn t5_enable_bit_follows_recorder() {
 
 #[test]
 fn t6_persistent_event() {
-    require_user_events!();
+    if !user_events_here() {
+        return;
+    }
     let dir = tmp_dir("t6");
     let tracefs = Path::new(TRACEFS);
     let name = "vmt_persist";
@@ -735,7 +682,9 @@ fn t6_persistent_event() {
 
 #[test]
 fn t7_accounting_written_equals_recorded_plus_lost() {
-    require_user_events!();
+    if !user_events_here() {
+        return;
+    }
     let dir = tmp_dir("t7");
     let name = "vmt_rate";
     let events = "40000";
@@ -988,13 +937,17 @@ fn perf_differential(test: &str, name: &str, extra: &[&str], key: &str) {
 
 #[test]
 fn t8_perf_agrees_every_type() {
-    require_user_events!();
+    if !user_events_here() {
+        return;
+    }
     perf_differential("t8a", "vmt_perf_every", &[], "f_u8");
 }
 
 #[test]
 fn t8_perf_agrees_strings() {
-    require_user_events!();
+    if !user_events_here() {
+        return;
+    }
     perf_differential("t8b", "vmt_perf_strings", &["--strings"], "len");
 }
 
@@ -1002,7 +955,9 @@ fn t8_perf_agrees_strings() {
 
 #[test]
 fn t9_producer_exit_and_reregistration() {
-    require_user_events!();
+    if !user_events_here() {
+        return;
+    }
     let dir = tmp_dir("t9");
     let tracefs = Path::new(TRACEFS);
     let (plain, multi) = ("vmt_gone", "vmt_gone_multi");

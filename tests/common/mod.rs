@@ -4,6 +4,7 @@
 
 pub mod perf_script;
 pub mod tier;
+pub mod vm;
 
 use std::process::{Child, ExitStatus};
 use std::thread::sleep;

@@ -1,0 +1,89 @@
+//! What the tier-3 test binaries (`tests/vm_*.rs`, run in the user_events VM by
+//! scripts/vm-test.sh) share: where the sample producers are, per-test directories, the
+//! user_events check, children whose JSON report lines are collected as they come.
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::tier::{Tier, skip};
+
+/// Where tracefs is mounted in the VM.
+pub const TRACEFS: &str = "/sys/kernel/tracing";
+
+/// Whether this kernel has user_events; when not, the test skips (or fails, when the vm
+/// tier is required) and the caller returns.
+pub fn user_events_here() -> bool {
+    let here = Path::new(TRACEFS).join("user_events_data").exists();
+    if !here {
+        skip(
+            Tier::Vm,
+            "no user_events (this tier runs inside the VM: scripts/vm-test.sh)",
+        );
+    }
+    here
+}
+
+/// `target/<profile>/`: the test binaries live in its `deps/`.
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_path_buf()
+}
+
+/// A sample producer from `samples/src/bin/` (or `samples/otel/`).
+pub fn sample(name: &str) -> PathBuf {
+    let path = bin_dir().join(name);
+    assert!(
+        path.exists(),
+        "{} missing: build it with `cargo build --workspace --bins`",
+        path.display()
+    );
+    path
+}
+
+/// A fresh `$TMPDIR/uevrec-vm-<name>` (the guest shares the host's `$TMPDIR`; each run
+/// replaces the last one's files, which stay for inspection after a failure).
+pub fn tmp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("uevrec-vm-{name}"));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// Collect `child`'s standard output (piped), one JSON value per line, as it comes; a
+/// line that is not JSON fails the test.
+pub fn collect_json_lines(child: &mut Child) -> Arc<Mutex<Vec<Value>>> {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let out = child.stdout.take().expect("a piped stdout");
+    let sink = Arc::clone(&lines);
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("producer line `{line}`: {e}"));
+            sink.lock().unwrap().push(v);
+        }
+    });
+    lines
+}
+
+/// Wait up to `timeout` for `child` to exit.
+pub fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return Some(status);
+        }
+        if Instant::now() >= end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
