@@ -727,13 +727,21 @@ fn write_time(out: &mut Vec<u8>, secs: i64) {
     if !(0..=9999).contains(&year) {
         return write_int(out, secs);
     }
-    let _ = write!(
-        out,
-        "\"{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z\"",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    );
+    // `"YYYY-MM-DDTHH:MM:SSZ"`, the digits written in place.
+    let mut text = *b"\"0000-00-00T00:00:00Z\"";
+    let year = year as u32;
+    let digits = |text: &mut [u8; 22], at: usize, v: u32| {
+        text[at] = b'0' + (v / 10 % 10) as u8;
+        text[at + 1] = b'0' + (v % 10) as u8;
+    };
+    digits(&mut text, 1, year / 100);
+    digits(&mut text, 3, year);
+    digits(&mut text, 6, month as u32);
+    digits(&mut text, 9, day as u32);
+    digits(&mut text, 12, (rem / 3600) as u32);
+    digits(&mut text, 15, (rem / 60 % 60) as u32);
+    digits(&mut text, 18, (rem % 60) as u32);
+    out.extend_from_slice(&text);
 }
 
 /// A string of `unit`-byte code units in the given format.
@@ -818,7 +826,8 @@ fn push_char(out: &mut Vec<u8>, c: char) {
         '\u{8}' => out.extend_from_slice(b"\\b"),
         '\u{c}' => out.extend_from_slice(b"\\f"),
         c if (c as u32) < 0x20 => {
-            let _ = write!(out, "\\u{:04x}", c as u32);
+            let c = c as usize;
+            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[c >> 4], HEX[c & 15]]);
         }
         c => {
             let mut buf = [0u8; 4];
