@@ -14,7 +14,7 @@ use super::enums::{Encoding, Format};
 use super::header::{EventParts, parse_event};
 use super::metadata::{FieldMeta, attributes, split_event_name, unescape};
 use super::plan::PlanCache;
-use super::tracepoint_name::TracepointName;
+use super::tracepoint_name::{OwnedTracepointName, TracepointName};
 use crate::json_line::{write_hex, write_int, write_str, write_text};
 
 /// Reusable buffers for [`write_event`]; keep one per writer.
@@ -68,33 +68,91 @@ impl Scratch {
 /// ([`write_event_streaming`]), so the line is the same either way.
 pub fn write_event(out: &mut Vec<u8>, scratch: &mut Scratch, tp: &TracepointName<'_>, data: &[u8]) {
     let start = out.len();
-    if write_planned(out, scratch, tp, data).is_none() {
+    if !write_event_planned(out, scratch, tp, data) {
         out.truncate(start);
         write_event_streaming(out, scratch, tp, data);
     }
 }
 
-/// The fast path of [`write_event`]: `None` (with partial output) when the event has no
-/// metadata, its metadata does not compile, its levels differ, or its payload does not
-/// fit the plan: the streaming writer then writes the line (with its errors).
+/// A tracepoint name with the constant texts of its events' lines rendered once: what
+/// [`write_event_prepared`] copies instead of writing it per event.
+#[derive(Debug, Clone)]
+pub struct PreparedName {
+    name: OwnedTracepointName,
+    level: u8,
+    /// `,"provider":…`
+    provider: Box<[u8]>,
+    /// `,"level":…,"keyword":"0x…"` and `,"group":…` for events of the name's level.
+    level_keyword: Box<[u8]>,
+}
+
+impl PreparedName {
+    /// Render the constant texts of `name`.
+    pub fn new(name: OwnedTracepointName) -> Self {
+        let tp = name.get();
+        let (mut provider, mut level_keyword) = (Vec::new(), Vec::new());
+        write_provider(&mut provider, &tp);
+        write_level_keyword(&mut level_keyword, &tp, tp.level);
+        PreparedName {
+            level: tp.level,
+            provider: provider.into(),
+            level_keyword: level_keyword.into(),
+            name,
+        }
+    }
+
+    /// The parsed name, borrowed.
+    pub fn get(&self) -> TracepointName<'_> {
+        self.name.get()
+    }
+}
+
+/// [`write_event`] for a [`PreparedName`] (the same text).
+pub fn write_event_prepared(
+    out: &mut Vec<u8>,
+    scratch: &mut Scratch,
+    name: &PreparedName,
+    data: &[u8],
+) {
+    let start = out.len();
+    let planned = write_planned(
+        out,
+        scratch,
+        name.level,
+        data,
+        |out| out.extend_from_slice(&name.provider),
+        |out| out.extend_from_slice(&name.level_keyword),
+    );
+    if planned.is_none() {
+        out.truncate(start);
+        write_event_streaming(out, scratch, &name.get(), data);
+    }
+}
+
+/// The fast path of [`write_event`] for a tracepoint of level `level`, whose
+/// `,"provider":…` text `provider` writes and whose `,"level":…,"keyword":…` text
+/// (`,"group":…` included) `level_keyword` writes: `None` (with partial output) when
+/// the event has no metadata, its metadata does not compile, its levels differ, or its
+/// payload does not fit the plan: the streaming writer then writes the line (with its
+/// errors).
 #[inline]
 fn write_planned(
     out: &mut Vec<u8>,
     scratch: &mut Scratch,
-    tp: &TracepointName<'_>,
+    level: u8,
     data: &[u8],
+    provider: impl FnOnce(&mut Vec<u8>),
+    level_keyword: impl FnOnce(&mut Vec<u8>),
 ) -> Option<()> {
     let parts = parse_event(data).ok()?;
-    let header = parts.header;
-    if header.level != tp.level {
+    if parts.header.level != level {
         return None;
     }
-    let big = header.big_endian();
+    let big = parts.header.big_endian();
     let plan = scratch.plans.get(parts.metadata?, big)?;
-    out.extend_from_slice(b",\"provider\":");
-    write_str(out, tp.provider);
+    provider(out);
     out.extend_from_slice(&plan.head);
-    write_level_keyword(out, tp, header.level);
+    level_keyword(out);
     write_header_keys(out, &parts);
     out.extend_from_slice(b",\"fields\":{");
     plan.write_fields(out, parts.payload, big)?;
@@ -112,7 +170,15 @@ pub fn write_event_planned(
     tp: &TracepointName<'_>,
     data: &[u8],
 ) -> bool {
-    write_planned(out, scratch, tp, data).is_some()
+    write_planned(
+        out,
+        scratch,
+        tp.level,
+        data,
+        |out| write_provider(out, tp),
+        |out| write_level_keyword(out, tp, tp.level),
+    )
+    .is_some()
 }
 
 /// [`write_event`] without the plans: the streaming walk over the metadata and payload
@@ -125,8 +191,7 @@ pub fn write_event_streaming(
     data: &[u8],
 ) {
     scratch.clear();
-    out.extend_from_slice(b",\"provider\":");
-    write_str(out, tp.provider);
+    write_provider(out, tp);
     let parts = match parse_event(data) {
         Ok(parts) => parts,
         Err(e) => {
@@ -272,6 +337,12 @@ fn write_hash_x(out: &mut Vec<u8>, v: u64) {
     for i in (0..digits.max(1)).rev() {
         out.push(HEX[(v >> (4 * i)) as usize & 15]);
     }
+}
+
+/// `,"provider":…`.
+fn write_provider(out: &mut Vec<u8>, tp: &TracepointName<'_>) {
+    out.extend_from_slice(b",\"provider\":");
+    write_str(out, tp.provider);
 }
 
 /// `,"level":…,"keyword":"0x…"` and `,"group":…` when set.
