@@ -15,7 +15,7 @@ use super::header::{EventParts, parse_event};
 use super::metadata::{FieldMeta, attributes, split_event_name, unescape};
 use super::plan::PlanCache;
 use super::tracepoint_name::{OwnedTracepointName, TracepointName};
-use crate::json_line::{write_hex, write_int, write_str, write_text};
+use crate::json_line::{first_special, write_hex, write_int, write_plain, write_str, write_text};
 
 /// Reusable buffers for [`write_event`]; keep one per writer.
 #[derive(Debug, Default, Clone)]
@@ -819,6 +819,7 @@ fn write_time(out: &mut Vec<u8>, secs: i64) {
 fn write_string(out: &mut Vec<u8>, format: Format, bytes: &[u8], unit: usize, big: bool) {
     match format {
         Format::HexBytes => write_hex(out, bytes),
+        Format::String8 if write_plain(out, bytes) => {}
         Format::String8 => {
             out.push(b'"');
             for &b in bytes {
@@ -844,6 +845,8 @@ fn write_string(out: &mut Vec<u8>, format: Format, bytes: &[u8], unit: usize, bi
 /// UTF-8, UTF-16 or UTF-32 code units as a JSON string (invalid → U+FFFD).
 fn write_units(out: &mut Vec<u8>, bytes: &[u8], unit: usize, big: bool) {
     match unit {
+        2 if write_ascii_units::<2>(out, bytes, big) => {}
+        4 if write_ascii_units::<4>(out, bytes, big) => {}
         2 => {
             out.push(b'"');
             let chunks = bytes.chunks_exact(2);
@@ -884,6 +887,38 @@ fn write_units(out: &mut Vec<u8>, bytes: &[u8], unit: usize, big: bool) {
         }
         _ => write_text(out, bytes),
     }
+}
+
+/// `N`-byte code units that are all plain printable ASCII needing no escape as a JSON
+/// string of their low bytes; `false` (nothing written) for other units or a partial one.
+fn write_ascii_units<const N: usize>(out: &mut Vec<u8>, bytes: &[u8], big: bool) -> bool {
+    let units = bytes.chunks_exact(N);
+    if !units.remainder().is_empty() {
+        return false;
+    }
+    // The byte holding the unit's low 8 bits; all the others must be 0.
+    let low = if big { N - 1 } else { 0 };
+    let mut high = 0u8;
+    for unit in units.clone() {
+        for (i, &b) in unit.iter().enumerate() {
+            high |= if i == low { b & 0x80 } else { b };
+        }
+    }
+    if high != 0 {
+        return false;
+    }
+    let mark = out.len();
+    out.push(b'"');
+    out.extend(units.map(|unit| unit[low]));
+    if out
+        .get(mark + 1..)
+        .is_none_or(|text| first_special(text).is_some())
+    {
+        out.truncate(mark);
+        return false;
+    }
+    out.push(b'"');
+    true
 }
 
 /// One character inside a JSON string, escaped as serde_json escapes.

@@ -35,7 +35,9 @@ mod ops;
 mod time;
 mod values;
 
-pub(crate) use escape::{Escaped, write_hex, write_key, write_str, write_text};
+pub(crate) use escape::{
+    Escaped, first_special, write_hex, write_key, write_plain, write_str, write_text,
+};
 use ops::{Step, Text, steps, write_steps};
 use time::TimeCache;
 pub(crate) use values::write_int;
