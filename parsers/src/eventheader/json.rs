@@ -7,8 +7,6 @@
 //! keep their capacity, so nothing is allocated per record once they have grown (they
 //! are bounded by [`MAX_FIELDS`](super::MAX_FIELDS) and the nesting limit for fields).
 
-use std::io::Write as _;
-
 use super::enumerator::{Enumerator, Item};
 use super::enums::{Encoding, Format};
 use super::header::{EventParts, parse_event};
@@ -333,6 +331,11 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 /// `v` as `{:#x}` writes it, without the formatting machinery.
 fn write_hash_x(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(b"0x");
+    write_x(out, v);
+}
+
+/// `v` as `{:x}` writes it, without the formatting machinery.
+fn write_x(out: &mut Vec<u8>, v: u64) {
     let digits = (67 - v.leading_zeros()) / 4;
     for i in (0..digits.max(1)).rev() {
         out.push(HEX[(v >> (4 * i)) as usize & 15]);
@@ -733,11 +736,63 @@ fn write_value128(out: &mut Vec<u8>, format: Format, bytes: &[u8]) {
     };
     match format {
         Format::Uuid => write_uuid(out, b),
-        Format::IpAddress | Format::IpAddressObsolete => {
-            let _ = write!(out, "\"{}\"", std::net::Ipv6Addr::from(*b));
-        }
+        Format::IpAddress | Format::IpAddressObsolete => write_ipv6(out, b),
         _ => write_hex(out, bytes),
     }
+}
+
+/// An IPv6 address (16 bytes in network order) as a JSON string of the text
+/// `std::net::Ipv6Addr` displays, without the formatting machinery: `::ffff:a.b.c.d`
+/// for IPv4-mapped addresses, else the segments in hex with the first longest run of
+/// two or more zero segments as `::`.
+fn write_ipv6(out: &mut Vec<u8>, b: &[u8; 16]) {
+    let ip = std::net::Ipv6Addr::from(*b);
+    out.push(b'"');
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        out.extend_from_slice(b"::ffff:");
+        for (i, octet) in v4.octets().into_iter().enumerate() {
+            if i > 0 {
+                out.push(b'.');
+            }
+            write_int(out, octet);
+        }
+    } else {
+        let segments = ip.segments();
+        // The first longest run of zero segments: (start, length).
+        let (mut longest, mut current) = ((0, 0), (0, 0));
+        for (i, &segment) in segments.iter().enumerate() {
+            if segment != 0 {
+                current = (0, 0);
+                continue;
+            }
+            if current.1 == 0 {
+                current.0 = i;
+            }
+            current.1 += 1;
+            if current.1 > longest.1 {
+                longest = current;
+            }
+        }
+        let joined = |out: &mut Vec<u8>, segments: &[u16]| {
+            for (i, &segment) in segments.iter().enumerate() {
+                if i > 0 {
+                    out.push(b':');
+                }
+                write_x(out, u64::from(segment));
+            }
+        };
+        if longest.1 > 1 {
+            joined(out, segments.get(..longest.0).unwrap_or_default());
+            out.extend_from_slice(b"::");
+            joined(
+                out,
+                segments.get(longest.0 + longest.1..).unwrap_or_default(),
+            );
+        } else {
+            joined(out, &segments);
+        }
+    }
+    out.push(b'"');
 }
 
 /// `"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"` from 16 bytes in network order.
@@ -938,6 +993,46 @@ fn push_char(out: &mut Vec<u8>, c: char) {
         c => {
             let mut buf = [0u8; 4];
             out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv6_as_std_displays_it() {
+        // Every pattern of zero and non-zero segments (non-zero ones varied), and the
+        // IPv4-mapped and IPv4-compatible forms.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for pattern in 0u32..256 {
+            for round in 0..4 {
+                let mut b = [0u8; 16];
+                for (i, pair) in b.chunks_exact_mut(2).enumerate() {
+                    if pattern >> i & 1 == 1 {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        let v = match round {
+                            0 => seed as u16 | 1,
+                            1 => (seed as u16 & 0xf) | 1,
+                            2 => 0xffff,
+                            _ => (seed as u16 & 0xff) | 0x100,
+                        };
+                        pair.copy_from_slice(&v.to_be_bytes());
+                    }
+                }
+                let mut mapped = b;
+                mapped[..10].fill(0);
+                mapped[10..12].fill(0xff);
+                for b in [b, mapped] {
+                    let mut out = Vec::new();
+                    write_ipv6(&mut out, &b);
+                    let expected = format!("\"{}\"", std::net::Ipv6Addr::from(b));
+                    assert_eq!(String::from_utf8(out).unwrap(), expected);
+                }
+            }
         }
     }
 }
