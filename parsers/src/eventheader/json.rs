@@ -7,15 +7,13 @@
 //! keep their capacity, so nothing is allocated per record once they have grown (they
 //! are bounded by [`MAX_FIELDS`](super::MAX_FIELDS) and the nesting limit for fields).
 
-use std::io::Write as _;
-
 use super::enumerator::{Enumerator, Item};
 use super::enums::{Encoding, Format};
 use super::header::{EventParts, parse_event};
 use super::metadata::{FieldMeta, attributes, split_event_name, unescape};
 use super::plan::PlanCache;
-use super::tracepoint_name::TracepointName;
-use crate::json_line::{write_hex, write_int, write_str, write_text};
+use super::tracepoint_name::{OwnedTracepointName, TracepointName};
+use crate::json_line::{first_special, write_hex, write_int, write_plain, write_str, write_text};
 
 /// Reusable buffers for [`write_event`]; keep one per writer.
 #[derive(Debug, Default, Clone)]
@@ -68,33 +66,91 @@ impl Scratch {
 /// ([`write_event_streaming`]), so the line is the same either way.
 pub fn write_event(out: &mut Vec<u8>, scratch: &mut Scratch, tp: &TracepointName<'_>, data: &[u8]) {
     let start = out.len();
-    if write_planned(out, scratch, tp, data).is_none() {
+    if !write_event_planned(out, scratch, tp, data) {
         out.truncate(start);
         write_event_streaming(out, scratch, tp, data);
     }
 }
 
-/// The fast path of [`write_event`]: `None` (with partial output) when the event has no
-/// metadata, its metadata does not compile, its levels differ, or its payload does not
-/// fit the plan: the streaming writer then writes the line (with its errors).
+/// A tracepoint name with the constant texts of its events' lines rendered once: what
+/// [`write_event_prepared`] copies instead of writing it per event.
+#[derive(Debug, Clone)]
+pub struct PreparedName {
+    name: OwnedTracepointName,
+    level: u8,
+    /// `,"provider":…`
+    provider: Box<[u8]>,
+    /// `,"level":…,"keyword":"0x…"` and `,"group":…` for events of the name's level.
+    level_keyword: Box<[u8]>,
+}
+
+impl PreparedName {
+    /// Render the constant texts of `name`.
+    pub fn new(name: OwnedTracepointName) -> Self {
+        let tp = name.get();
+        let (mut provider, mut level_keyword) = (Vec::new(), Vec::new());
+        write_provider(&mut provider, &tp);
+        write_level_keyword(&mut level_keyword, &tp, tp.level);
+        PreparedName {
+            level: tp.level,
+            provider: provider.into(),
+            level_keyword: level_keyword.into(),
+            name,
+        }
+    }
+
+    /// The parsed name, borrowed.
+    pub fn get(&self) -> TracepointName<'_> {
+        self.name.get()
+    }
+}
+
+/// [`write_event`] for a [`PreparedName`] (the same text).
+pub fn write_event_prepared(
+    out: &mut Vec<u8>,
+    scratch: &mut Scratch,
+    name: &PreparedName,
+    data: &[u8],
+) {
+    let start = out.len();
+    let planned = write_planned(
+        out,
+        scratch,
+        name.level,
+        data,
+        |out| out.extend_from_slice(&name.provider),
+        |out| out.extend_from_slice(&name.level_keyword),
+    );
+    if planned.is_none() {
+        out.truncate(start);
+        write_event_streaming(out, scratch, &name.get(), data);
+    }
+}
+
+/// The fast path of [`write_event`] for a tracepoint of level `level`, whose
+/// `,"provider":…` text `provider` writes and whose `,"level":…,"keyword":…` text
+/// (`,"group":…` included) `level_keyword` writes: `None` (with partial output) when
+/// the event has no metadata, its metadata does not compile, its levels differ, or its
+/// payload does not fit the plan: the streaming writer then writes the line (with its
+/// errors).
 #[inline]
 fn write_planned(
     out: &mut Vec<u8>,
     scratch: &mut Scratch,
-    tp: &TracepointName<'_>,
+    level: u8,
     data: &[u8],
+    provider: impl FnOnce(&mut Vec<u8>),
+    level_keyword: impl FnOnce(&mut Vec<u8>),
 ) -> Option<()> {
     let parts = parse_event(data).ok()?;
-    let header = parts.header;
-    if header.level != tp.level {
+    if parts.header.level != level {
         return None;
     }
-    let big = header.big_endian();
+    let big = parts.header.big_endian();
     let plan = scratch.plans.get(parts.metadata?, big)?;
-    out.extend_from_slice(b",\"provider\":");
-    write_str(out, tp.provider);
+    provider(out);
     out.extend_from_slice(&plan.head);
-    write_level_keyword(out, tp, header.level);
+    level_keyword(out);
     write_header_keys(out, &parts);
     out.extend_from_slice(b",\"fields\":{");
     plan.write_fields(out, parts.payload, big)?;
@@ -112,7 +168,15 @@ pub fn write_event_planned(
     tp: &TracepointName<'_>,
     data: &[u8],
 ) -> bool {
-    write_planned(out, scratch, tp, data).is_some()
+    write_planned(
+        out,
+        scratch,
+        tp.level,
+        data,
+        |out| write_provider(out, tp),
+        |out| write_level_keyword(out, tp, tp.level),
+    )
+    .is_some()
 }
 
 /// [`write_event`] without the plans: the streaming walk over the metadata and payload
@@ -125,8 +189,7 @@ pub fn write_event_streaming(
     data: &[u8],
 ) {
     scratch.clear();
-    out.extend_from_slice(b",\"provider\":");
-    write_str(out, tp.provider);
+    write_provider(out, tp);
     let parts = match parse_event(data) {
         Ok(parts) => parts,
         Err(e) => {
@@ -268,10 +331,21 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 /// `v` as `{:#x}` writes it, without the formatting machinery.
 fn write_hash_x(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(b"0x");
+    write_x(out, v);
+}
+
+/// `v` as `{:x}` writes it, without the formatting machinery.
+fn write_x(out: &mut Vec<u8>, v: u64) {
     let digits = (67 - v.leading_zeros()) / 4;
     for i in (0..digits.max(1)).rev() {
         out.push(HEX[(v >> (4 * i)) as usize & 15]);
     }
+}
+
+/// `,"provider":…`.
+fn write_provider(out: &mut Vec<u8>, tp: &TracepointName<'_>) {
+    out.extend_from_slice(b",\"provider\":");
+    write_str(out, tp.provider);
 }
 
 /// `,"level":…,"keyword":"0x…"` and `,"group":…` when set.
@@ -662,11 +736,63 @@ fn write_value128(out: &mut Vec<u8>, format: Format, bytes: &[u8]) {
     };
     match format {
         Format::Uuid => write_uuid(out, b),
-        Format::IpAddress | Format::IpAddressObsolete => {
-            let _ = write!(out, "\"{}\"", std::net::Ipv6Addr::from(*b));
-        }
+        Format::IpAddress | Format::IpAddressObsolete => write_ipv6(out, b),
         _ => write_hex(out, bytes),
     }
+}
+
+/// An IPv6 address (16 bytes in network order) as a JSON string of the text
+/// `std::net::Ipv6Addr` displays, without the formatting machinery: `::ffff:a.b.c.d`
+/// for IPv4-mapped addresses, else the segments in hex with the first longest run of
+/// two or more zero segments as `::`.
+fn write_ipv6(out: &mut Vec<u8>, b: &[u8; 16]) {
+    let ip = std::net::Ipv6Addr::from(*b);
+    out.push(b'"');
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        out.extend_from_slice(b"::ffff:");
+        for (i, octet) in v4.octets().into_iter().enumerate() {
+            if i > 0 {
+                out.push(b'.');
+            }
+            write_int(out, octet);
+        }
+    } else {
+        let segments = ip.segments();
+        // The first longest run of zero segments: (start, length).
+        let (mut longest, mut current) = ((0, 0), (0, 0));
+        for (i, &segment) in segments.iter().enumerate() {
+            if segment != 0 {
+                current = (0, 0);
+                continue;
+            }
+            if current.1 == 0 {
+                current.0 = i;
+            }
+            current.1 += 1;
+            if current.1 > longest.1 {
+                longest = current;
+            }
+        }
+        let joined = |out: &mut Vec<u8>, segments: &[u16]| {
+            for (i, &segment) in segments.iter().enumerate() {
+                if i > 0 {
+                    out.push(b':');
+                }
+                write_x(out, u64::from(segment));
+            }
+        };
+        if longest.1 > 1 {
+            joined(out, segments.get(..longest.0).unwrap_or_default());
+            out.extend_from_slice(b"::");
+            joined(
+                out,
+                segments.get(longest.0 + longest.1..).unwrap_or_default(),
+            );
+        } else {
+            joined(out, &segments);
+        }
+    }
+    out.push(b'"');
 }
 
 /// `"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"` from 16 bytes in network order.
@@ -727,19 +853,28 @@ fn write_time(out: &mut Vec<u8>, secs: i64) {
     if !(0..=9999).contains(&year) {
         return write_int(out, secs);
     }
-    let _ = write!(
-        out,
-        "\"{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z\"",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    );
+    // `"YYYY-MM-DDTHH:MM:SSZ"`, the digits written in place.
+    let mut text = *b"\"0000-00-00T00:00:00Z\"";
+    let year = year as u32;
+    let digits = |text: &mut [u8; 22], at: usize, v: u32| {
+        text[at] = b'0' + (v / 10 % 10) as u8;
+        text[at + 1] = b'0' + (v % 10) as u8;
+    };
+    digits(&mut text, 1, year / 100);
+    digits(&mut text, 3, year);
+    digits(&mut text, 6, month as u32);
+    digits(&mut text, 9, day as u32);
+    digits(&mut text, 12, (rem / 3600) as u32);
+    digits(&mut text, 15, (rem / 60 % 60) as u32);
+    digits(&mut text, 18, (rem % 60) as u32);
+    out.extend_from_slice(&text);
 }
 
 /// A string of `unit`-byte code units in the given format.
 fn write_string(out: &mut Vec<u8>, format: Format, bytes: &[u8], unit: usize, big: bool) {
     match format {
         Format::HexBytes => write_hex(out, bytes),
+        Format::String8 if write_plain(out, bytes) => {}
         Format::String8 => {
             out.push(b'"');
             for &b in bytes {
@@ -765,6 +900,8 @@ fn write_string(out: &mut Vec<u8>, format: Format, bytes: &[u8], unit: usize, bi
 /// UTF-8, UTF-16 or UTF-32 code units as a JSON string (invalid → U+FFFD).
 fn write_units(out: &mut Vec<u8>, bytes: &[u8], unit: usize, big: bool) {
     match unit {
+        2 if write_ascii_units::<2>(out, bytes, big) => {}
+        4 if write_ascii_units::<4>(out, bytes, big) => {}
         2 => {
             out.push(b'"');
             let chunks = bytes.chunks_exact(2);
@@ -807,6 +944,38 @@ fn write_units(out: &mut Vec<u8>, bytes: &[u8], unit: usize, big: bool) {
     }
 }
 
+/// `N`-byte code units that are all plain printable ASCII needing no escape as a JSON
+/// string of their low bytes; `false` (nothing written) for other units or a partial one.
+fn write_ascii_units<const N: usize>(out: &mut Vec<u8>, bytes: &[u8], big: bool) -> bool {
+    let units = bytes.chunks_exact(N);
+    if !units.remainder().is_empty() {
+        return false;
+    }
+    // The byte holding the unit's low 8 bits; all the others must be 0.
+    let low = if big { N - 1 } else { 0 };
+    let mut high = 0u8;
+    for unit in units.clone() {
+        for (i, &b) in unit.iter().enumerate() {
+            high |= if i == low { b & 0x80 } else { b };
+        }
+    }
+    if high != 0 {
+        return false;
+    }
+    let mark = out.len();
+    out.push(b'"');
+    out.extend(units.map(|unit| unit[low]));
+    if out
+        .get(mark + 1..)
+        .is_none_or(|text| first_special(text).is_some())
+    {
+        out.truncate(mark);
+        return false;
+    }
+    out.push(b'"');
+    true
+}
+
 /// One character inside a JSON string, escaped as serde_json escapes.
 fn push_char(out: &mut Vec<u8>, c: char) {
     match c {
@@ -818,11 +987,52 @@ fn push_char(out: &mut Vec<u8>, c: char) {
         '\u{8}' => out.extend_from_slice(b"\\b"),
         '\u{c}' => out.extend_from_slice(b"\\f"),
         c if (c as u32) < 0x20 => {
-            let _ = write!(out, "\\u{:04x}", c as u32);
+            let c = c as usize;
+            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[c >> 4], HEX[c & 15]]);
         }
         c => {
             let mut buf = [0u8; 4];
             out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv6_as_std_displays_it() {
+        // Every pattern of zero and non-zero segments (non-zero ones varied), and the
+        // IPv4-mapped and IPv4-compatible forms.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for pattern in 0u32..256 {
+            for round in 0..4 {
+                let mut b = [0u8; 16];
+                for (i, pair) in b.chunks_exact_mut(2).enumerate() {
+                    if pattern >> i & 1 == 1 {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        let v = match round {
+                            0 => seed as u16 | 1,
+                            1 => (seed as u16 & 0xf) | 1,
+                            2 => 0xffff,
+                            _ => (seed as u16 & 0xff) | 0x100,
+                        };
+                        pair.copy_from_slice(&v.to_be_bytes());
+                    }
+                }
+                let mut mapped = b;
+                mapped[..10].fill(0);
+                mapped[10..12].fill(0xff);
+                for b in [b, mapped] {
+                    let mut out = Vec::new();
+                    write_ipv6(&mut out, &b);
+                    let expected = format!("\"{}\"", std::net::Ipv6Addr::from(b));
+                    assert_eq!(String::from_utf8(out).unwrap(), expected);
+                }
+            }
         }
     }
 }

@@ -245,11 +245,20 @@ fn hash(meta: &[u8], big: bool) -> u64 {
         b.copy_from_slice(w);
         h = (h ^ u64::from_le_bytes(b)).wrapping_mul(K).rotate_left(29);
     }
-    let mut b = [0u8; 8];
-    for (d, s) in b.iter_mut().zip(words.remainder()) {
-        *d = *s;
-    }
-    h = (h ^ u64::from_le_bytes(b)).wrapping_mul(K);
+    // A last partial word: the last 8 bytes (overlapping the word before), or the
+    // bytes zero-padded when there are fewer than 8.
+    let last = match (words.remainder(), meta.last_chunk::<8>()) {
+        ([], _) => 0,
+        (_, Some(last)) => u64::from_le_bytes(*last),
+        (rest, None) => {
+            let mut b = [0u8; 8];
+            for (d, s) in b.iter_mut().zip(rest) {
+                *d = *s;
+            }
+            u64::from_le_bytes(b)
+        }
+    };
+    h = (h ^ last).wrapping_mul(K);
     h ^ (h >> 32)
 }
 

@@ -28,7 +28,7 @@ pub(crate) fn write_c_string(out: &mut Vec<u8>, data: &[u8]) {
 /// The index of the first byte of `bytes` that is below 0x20 (NUL included), `"`, `\`
 /// or above 0x7f ([`special_mask`]), 8 bytes at a time.
 #[inline]
-fn first_special(bytes: &[u8]) -> Option<usize> {
+pub(crate) fn first_special(bytes: &[u8]) -> Option<usize> {
     first_flagged(bytes, special_mask)
 }
 
@@ -120,11 +120,10 @@ fn write_escaped(out: &mut Vec<u8>, s: &str) {
 /// no escape is copied after one scan; other text is validated, and only invalid text
 /// takes the piecewise path.
 pub(crate) fn write_text(out: &mut Vec<u8>, bytes: &[u8]) {
-    if first_special(bytes).is_none() {
-        out.push(b'"');
-        out.extend_from_slice(bytes);
-        out.push(b'"');
-    } else if let Ok(s) = std::str::from_utf8(bytes) {
+    if write_plain(out, bytes) {
+        return;
+    }
+    if let Ok(s) = std::str::from_utf8(bytes) {
         write_str(out, s);
     } else {
         out.push(b'"');
@@ -136,6 +135,19 @@ pub(crate) fn write_text(out: &mut Vec<u8>, bytes: &[u8]) {
         }
         out.push(b'"');
     }
+}
+
+/// Plain printable ASCII needing no escape ([`first_special`] finds nothing) as a JSON
+/// string, copied; `false` (nothing written) for other bytes.
+#[inline]
+pub(crate) fn write_plain(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
+    if first_special(bytes).is_some() {
+        return false;
+    }
+    out.push(b'"');
+    out.extend_from_slice(bytes);
+    out.push(b'"');
+    true
 }
 
 /// The escaped contents of `s` without the quotes (rare paths: invalid UTF-8, messages).

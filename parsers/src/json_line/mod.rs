@@ -26,6 +26,7 @@
 use std::fmt;
 
 use crate::decode::{Endian, Value, decode_field};
+use crate::eventheader::json::PreparedName;
 use crate::eventheader::{self, TracepointName, tracepoint_name::OwnedTracepointName};
 use crate::schema::{EventFormat, Field};
 
@@ -34,7 +35,9 @@ mod ops;
 mod time;
 mod values;
 
-pub(crate) use escape::{Escaped, write_hex, write_key, write_str, write_text};
+pub(crate) use escape::{
+    Escaped, first_special, write_hex, write_key, write_plain, write_str, write_text,
+};
 use ops::{Step, Text, steps, write_steps};
 use time::TimeCache;
 pub(crate) use values::write_int;
@@ -89,8 +92,9 @@ pub struct PreparedFormat {
     common: Box<[Step]>,
     /// One step per field: the first key opens the object (`,"fields":{"name":`).
     fields: Box<[Step]>,
-    /// For EventHeader events ([`crate::eventheader::detect`]), the parsed name.
-    eventheader: Option<OwnedTracepointName>,
+    /// For EventHeader events ([`crate::eventheader::detect`]), the parsed name and the
+    /// constant texts of its lines.
+    eventheader: Option<PreparedName>,
 }
 
 impl PreparedFormat {
@@ -105,14 +109,16 @@ impl PreparedFormat {
             head: Text::new(head),
             common: steps(COMMON_OPEN, &format.common_fields),
             fields: steps(FIELDS_OPEN, &format.fields),
-            eventheader: eventheader::detect(format, event).and(OwnedTracepointName::parse(event)),
+            eventheader: eventheader::detect(format, event)
+                .and(OwnedTracepointName::parse(event))
+                .map(PreparedName::new),
         }
     }
 
     /// The EventHeader tracepoint name when this is an EventHeader event (its lines
     /// then carry the EventHeader keys, `docs/eventheader.md`).
     pub fn eventheader(&self) -> Option<TracepointName<'_>> {
-        self.eventheader.as_ref().map(OwnedTracepointName::get)
+        self.eventheader.as_ref().map(PreparedName::get)
     }
 
     /// The format this was prepared from.
@@ -181,7 +187,9 @@ impl LineWriter {
         out.extend_from_slice(b"\"cpu\":");
         write_ids(out, meta.cpu, meta.pid, meta.tid);
         if let Some(tp) = eventheader::detect(format, meta.event) {
-            self.write_eventheader(out, common, raw, &tp);
+            self.write_eventheader(out, common, raw, |out, eh, data| {
+                eventheader::json::write_event(out, eh, &tp, data)
+            });
             return;
         }
         let mut failed = false;
@@ -210,8 +218,10 @@ impl LineWriter {
         // The prepared head ends with `"cpu":`.
         prepared.head.write(out);
         write_ids(out, stamp.cpu, stamp.pid, stamp.tid);
-        if let Some(tp) = prepared.eventheader() {
-            self.write_eventheader(out, common, raw, &tp);
+        if let Some(name) = &prepared.eventheader {
+            self.write_eventheader(out, common, raw, |out, eh, data| {
+                eventheader::json::write_event_prepared(out, eh, name, data)
+            });
             return;
         }
         let mut failed = false;
@@ -224,19 +234,21 @@ impl LineWriter {
 
     /// The rest of an EventHeader event's line after `"tid"`: `common` (when asked
     /// for; fields that fail are `null`, without an `errors` entry), the EventHeader
-    /// keys from `raw[8..]` ([`eventheader::json::write_event`]), `}` and the newline.
+    /// keys from `raw[8..]` (`write`: [`eventheader::json::write_event`] or
+    /// [`eventheader::json::write_event_prepared`]), `}` and the newline.
+    #[inline(always)]
     fn write_eventheader(
         &mut self,
         out: &mut Vec<u8>,
         common: &[Field],
         raw: &[u8],
-        tp: &TracepointName<'_>,
+        write: impl FnOnce(&mut Vec<u8>, &mut eventheader::json::Scratch, &[u8]),
     ) {
         if !common.is_empty() {
             out.extend_from_slice(COMMON_OPEN);
             write_fields(out, common, raw, self.endian());
         }
-        eventheader::json::write_event(out, &mut self.eh, tp, raw.get(8..).unwrap_or_default());
+        write(out, &mut self.eh, raw.get(8..).unwrap_or_default());
         out.extend_from_slice(b"}\n");
     }
 
