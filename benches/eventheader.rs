@@ -16,28 +16,10 @@ use std::path::PathBuf;
 
 use criterion::{Criterion, Throughput, criterion_group};
 use tracepoint_decode::{EventHeaderEnumeratorContext, PerfConvertOptions};
-use uevrec_parsers::EventFormat;
-use uevrec_parsers::resolve_field;
+use uevrec_parsers::eventheader::tracepoint_format;
 use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
 
 const T0: u64 = 1_795_345_200_000_000_000;
-
-fn format(name: &str) -> EventFormat {
-    let line =
-        |decl: &str, offset, size, signed| resolve_field(decl, offset, size, Some(signed)).unwrap();
-    EventFormat {
-        name: name.into(),
-        id: 1,
-        common_fields: vec![
-            line("unsigned short common_type", 0, 2, false),
-            line("unsigned char common_flags", 2, 1, false),
-            line("unsigned char common_preempt_count", 3, 1, false),
-            line("int common_pid", 4, 4, true),
-        ],
-        fields: vec![line("u8 eventheader_flags", 8, 1, false)],
-        print_fmt: String::new(),
-    }
-}
 
 /// `(tracepoint name, raw trace entry)` per corpus record.
 fn corpus() -> Option<Vec<(String, Vec<u8>)>> {
@@ -143,7 +125,7 @@ fn bench(c: &mut Criterion) {
     if let Some(records) = corpus() {
         let prepared: Vec<_> = records
             .iter()
-            .map(|(n, _)| PreparedFormat::new(&format(n), "user_events", n, None))
+            .map(|(n, _)| PreparedFormat::new(&tracepoint_format(n, 1), "user_events", n, None))
             .collect();
         group.throughput(Throughput::Elements(records.len() as u64));
         let mut writer = LineWriter::new(LineOptions::default());
@@ -173,7 +155,7 @@ fn bench(c: &mut Criterion) {
     }
     let raw = otel_log();
     let name = "otel_L4K1";
-    let prepared = PreparedFormat::new(&format(name), "user_events", name, None);
+    let prepared = PreparedFormat::new(&tracepoint_format(name, 1), "user_events", name, None);
     group.throughput(Throughput::Elements(1000));
     let mut writer = LineWriter::new(LineOptions::default());
     let mut out = Vec::with_capacity(1 << 20);
@@ -220,7 +202,7 @@ fn passes(spec: &str) {
     };
     let prepared: Vec<_> = records
         .iter()
-        .map(|(n, _)| PreparedFormat::new(&format(n), "user_events", n, None))
+        .map(|(n, _)| PreparedFormat::new(&tracepoint_format(n, 1), "user_events", n, None))
         .collect();
     let mut writer = LineWriter::new(LineOptions::default());
     let mut out = Vec::with_capacity(1 << 20);

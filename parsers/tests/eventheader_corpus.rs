@@ -13,8 +13,7 @@ use serde_json::{Map, Value};
 use tracepoint_decode::{
     EventHeaderEnumeratorContext, EventHeaderEnumeratorState, PerfConvertOptions,
 };
-use uevrec_parsers::EventFormat;
-use uevrec_parsers::resolve_field;
+use uevrec_parsers::eventheader::tracepoint_format;
 use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
 
 /// Records in the file (shared/corpus/README.md).
@@ -56,36 +55,11 @@ fn records() -> Option<Vec<(String, Vec<u8>)>> {
     Some(out)
 }
 
-/// A user_events format as tracefs shows it for an EventHeader tracepoint.
-pub fn eventheader_format(name: &str) -> EventFormat {
-    let line =
-        |decl: &str, offset, size, signed| resolve_field(decl, offset, size, Some(signed)).unwrap();
-    EventFormat {
-        name: name.into(),
-        id: 1,
-        common_fields: vec![
-            line("unsigned short common_type", 0, 2, false),
-            line("unsigned char common_flags", 2, 1, false),
-            line("unsigned char common_preempt_count", 3, 1, false),
-            line("int common_pid", 4, 4, true),
-        ],
-        fields: vec![
-            line("u8 eventheader_flags", 8, 1, false),
-            line("u8 version", 9, 1, false),
-            line("u16 id", 10, 2, false),
-            line("u16 tag", 12, 2, false),
-            line("u8 opcode", 14, 1, false),
-            line("u8 level", 15, 1, false),
-        ],
-        print_fmt: String::new(),
-    }
-}
-
 /// Our line for `payload`, via write_prepared and write_record (which must agree).
 fn our_line(name: &str, payload: &[u8]) -> Value {
     let mut raw = vec![0u8; 8];
     raw.extend_from_slice(payload);
-    let format = eventheader_format(name);
+    let format = tracepoint_format(name, 1);
     let mut writer = LineWriter::new(LineOptions::default());
     let prepared = PreparedFormat::new(&format, "user_events", name, None);
     assert!(prepared.eventheader().is_some(), "{name} is EventHeader");

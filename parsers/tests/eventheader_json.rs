@@ -9,9 +9,8 @@ use std::fmt;
 use proptest::prelude::*;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Value, json};
-use uevrec_parsers::EventFormat;
+use uevrec_parsers::eventheader::tracepoint_format;
 use uevrec_parsers::eventheader::{Enumerator, Item, parse_event};
-use uevrec_parsers::resolve_field;
 use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
 
 /// Builds an event: header, optional activity id, metadata, payload.
@@ -129,27 +128,12 @@ impl Ev {
     }
 }
 
-fn format(name: &str) -> EventFormat {
-    let line =
-        |decl: &str, offset, size, signed| resolve_field(decl, offset, size, Some(signed)).unwrap();
-    EventFormat {
-        name: name.into(),
-        id: 1,
-        common_fields: vec![
-            line("unsigned short common_type", 0, 2, false),
-            line("int common_pid", 4, 4, true),
-        ],
-        fields: vec![line("u8 eventheader_flags", 8, 1, false)],
-        print_fmt: String::new(),
-    }
-}
-
 /// The line for event data `data` of tracepoint `tp`, checked: both write paths agree,
 /// one line, valid JSON, no duplicate keys.
 fn line_bytes(tp: &str, data: &[u8]) -> Vec<u8> {
     let mut raw = vec![0u8; 8];
     raw.extend_from_slice(data);
-    let f = format(tp);
+    let f = tracepoint_format(tp, 1);
     let mut w = LineWriter::new(LineOptions::default());
     let p = PreparedFormat::new(&f, "user_events", tp, None);
     let mut a = Vec::new();
@@ -718,7 +702,7 @@ fn trailing_pad_bytes_are_ignored() {
 
 #[test]
 fn not_eventheader_stays_plain() {
-    let f = format("plain_event");
+    let f = tracepoint_format("plain_event", 1);
     let p = PreparedFormat::new(&f, "user_events", "plain_event", None);
     assert!(p.eventheader().is_none());
     let p = PreparedFormat::new(&f, "user_events", "P_L4K1", Some("1f"));

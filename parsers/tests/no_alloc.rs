@@ -5,6 +5,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use uevrec_parsers::EventFormat;
+use uevrec_parsers::eventheader::tracepoint_format;
 use uevrec_parsers::resolve_field;
 use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
 
@@ -133,18 +134,7 @@ fn no_allocation_per_record() {
 /// a tag and a struct array, and a truncated one with errors) allocate nothing per record.
 #[test]
 fn no_allocation_per_eventheader_record() {
-    let line =
-        |decl: &str, offset, size, signed| resolve_field(decl, offset, size, Some(signed)).unwrap();
-    let format = EventFormat {
-        name: "P_L4K1".into(),
-        id: 2,
-        common_fields: vec![
-            line("unsigned short common_type", 0, 2, false),
-            line("int common_pid", 4, 4, true),
-        ],
-        fields: vec![line("u8 eventheader_flags", 8, 1, false)],
-        print_fmt: String::new(),
-    };
+    let format = tracepoint_format("P_L4K1", 2);
     // Metadata: "Log;a=b", PartA{time z8}, PartB{_typeName l8 (tag 3), body l8, body l8,
     // n v16 f16-port}, arr[] of struct{x v8}, f v64 float.
     let mut meta = b"Log;a=b\0".to_vec();

@@ -11,9 +11,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use uevrec_parsers::resolve_field;
+use uevrec_parsers::eventheader::tracepoint_format;
 use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
-use uevrec_parsers::EventFormat;
 
 fuzz_target!(|input: &[u8]| {
     let (name, data) = match input.iter().position(|&b| b == 0) {
@@ -21,15 +20,7 @@ fuzz_target!(|input: &[u8]| {
         None => ("P_L4K1".to_string(), input),
     };
     let name = name.as_str();
-    let line =
-        |decl: &str, offset, size, signed| resolve_field(decl, offset, size, Some(signed)).unwrap();
-    let format = EventFormat {
-        name: name.into(),
-        id: 1,
-        common_fields: vec![line("unsigned short common_type", 0, 2, false)],
-        fields: vec![line("u8 eventheader_flags", 8, 1, false)],
-        print_fmt: String::new(),
-    };
+    let format = tracepoint_format(name, 1);
     let mut raw = vec![0u8; 8];
     raw.extend_from_slice(data);
     let mut writer = LineWriter::new(LineOptions::default());

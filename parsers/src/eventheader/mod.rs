@@ -39,6 +39,36 @@ pub use tracepoint_name::TracepointName;
 /// records to be EventHeader events.
 pub const FLAGS_FIELD: &str = "eventheader_flags";
 
+/// The format tracefs shows for an EventHeader tracepoint `name` with `id`: the standard
+/// common fields, then the 8-byte header (`u8 eventheader_flags; u8 version; u16 id; u16 tag;
+/// u8 opcode; u8 level`, what the register command declares). For decoding EventHeader data
+/// that comes without a format file (captures of payloads, tests).
+pub fn tracepoint_format(name: &str, id: u32) -> crate::schema::EventFormat {
+    let field = |decl: &str, offset, size, signed| {
+        crate::field_type::resolve_field(decl, offset, size, Some(signed))
+            .expect("the fixed EventHeader declarations resolve")
+    };
+    crate::schema::EventFormat {
+        name: name.into(),
+        id,
+        common_fields: vec![
+            field("unsigned short common_type", 0, 2, false),
+            field("unsigned char common_flags", 2, 1, false),
+            field("unsigned char common_preempt_count", 3, 1, false),
+            field("int common_pid", 4, 4, true),
+        ],
+        fields: vec![
+            field("u8 eventheader_flags", 8, 1, false),
+            field("u8 version", 9, 1, false),
+            field("u16 id", 10, 2, false),
+            field("u16 tag", 12, 2, false),
+            field("u8 opcode", 14, 1, false),
+            field("u8 level", 15, 1, false),
+        ],
+        print_fmt: String::new(),
+    }
+}
+
 /// The EventHeader tracepoint name of an event whose format's first field is
 /// `eventheader_flags` at offset 8 and whose name (`event`, multi-format suffix
 /// allowed) parses; `None` for other events.
