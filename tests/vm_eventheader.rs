@@ -28,7 +28,10 @@ use uevrec_samples::eh::REPORTED_KEYS;
 use uevrec_samples::{Flags, RegisterCommand, UserEvents, Written, wait_until};
 
 mod common;
-use common::vm::{self, bin_dir, collect_json_lines, user_events_here, wait_child};
+use common::vm::{
+    self, assert_running, bin_dir, collect_json_lines, interrupt_and_wait, kill_if_running,
+    output_lines, user_events_here, wait_child,
+};
 
 /// How long a producer may take from start to exit (TCG guests are ~6x slower).
 const PRODUCER_TIMEOUT: Duration = Duration::from_secs(180);
@@ -124,10 +127,7 @@ impl Producer {
 
 impl Drop for Producer {
     fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        kill_if_running(&mut self.child);
     }
 }
 
@@ -184,46 +184,20 @@ impl Recorder {
     }
 
     fn assert_running(&mut self) {
-        if let Some(status) = self.child.try_wait().expect("try_wait") {
-            panic!(
-                "uevrec exited early ({status}): {}",
-                fs::read_to_string(&self.stderr).unwrap_or_default()
-            );
-        }
+        assert_running(&mut self.child, &self.stderr);
     }
 
     /// SIGINT, wait, check the status; every output line parsed.
     fn stop(mut self) -> Vec<Value> {
         self.assert_running();
-        // SAFETY: kill(2) on our own child's pid; no memory is involved.
-        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
-        assert_eq!(rc, 0, "kill(SIGINT): {}", std::io::Error::last_os_error());
-        let status = wait_child(&mut self.child, STOP_TIMEOUT);
-        let stderr = fs::read_to_string(&self.stderr).unwrap_or_default();
-        let status = status.unwrap_or_else(|| {
-            panic!("uevrec did not exit within {STOP_TIMEOUT:?} of SIGINT; stderr: {stderr}")
-        });
-        assert!(
-            status.success(),
-            "uevrec exited with {status}; stderr: {stderr}"
-        );
-        let text = fs::read_to_string(&self.out).expect("uevrec output");
-        assert!(text.is_empty() || text.ends_with('\n'), "no final newline");
-        text.lines()
-            .map(|l| {
-                serde_json::from_str(l)
-                    .unwrap_or_else(|e| panic!("uevrec line is not JSON ({e}): {l}"))
-            })
-            .collect()
+        interrupt_and_wait(&mut self.child, STOP_TIMEOUT, &self.stderr);
+        output_lines(&self.out)
     }
 }
 
 impl Drop for Recorder {
     fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        kill_if_running(&mut self.child);
     }
 }
 

@@ -26,7 +26,10 @@ use serde_json::Value;
 use uevrec_samples::wait_until;
 
 mod common;
-use common::vm::{collect_json_lines, sample, tmp_dir, user_events_here, wait_child};
+use common::vm::{
+    collect_json_lines, interrupt_and_wait, kill_if_running, output_lines, sample, tmp_dir,
+    user_events_here, wait_child,
+};
 
 /// How long registering, attaching and writing may take (TCG guests are ~6x slower).
 const PRODUCER_TIMEOUT: Duration = Duration::from_secs(400);
@@ -41,12 +44,6 @@ const CAP_SYS_RESOURCE: libc::c_ulong = 24;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 // ---- processes ------------------------------------------------------------------------
-
-fn interrupt(child: &Child) {
-    // SAFETY: kill(2) on our own child's pid; no memory is involved.
-    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    assert_eq!(rc, 0, "kill(SIGINT): {}", std::io::Error::last_os_error());
-}
 
 /// A running `many_events` whose stdout JSON lines are collected as they come.
 struct Producer {
@@ -89,10 +86,7 @@ impl Producer {
 
 impl Drop for Producer {
     fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        kill_if_running(&mut self.child);
     }
 }
 
@@ -191,33 +185,15 @@ impl Recorder {
     /// SIGINT, wait, check the status; every output line parsed, and the stop time.
     fn stop(mut self) -> (Vec<Value>, Duration) {
         let t0 = Instant::now();
-        interrupt(&self.child);
-        let status = wait_child(&mut self.child, STOP_TIMEOUT);
+        interrupt_and_wait(&mut self.child, STOP_TIMEOUT, &self.stderr);
         let took = t0.elapsed();
-        let stderr = self.stderr();
-        let status = status.unwrap_or_else(|| {
-            panic!("uevrec did not exit within {STOP_TIMEOUT:?} of SIGINT; stderr: {stderr}")
-        });
-        assert!(
-            status.success(),
-            "uevrec exited with {status}; stderr: {stderr}"
-        );
-        let text = fs::read_to_string(&self.out).expect("uevrec output");
-        assert!(text.is_empty() || text.ends_with('\n'), "no final newline");
-        let lines = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-            .collect();
-        (lines, took)
+        (output_lines(&self.out), took)
     }
 }
 
 impl Drop for Recorder {
     fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        kill_if_running(&mut self.child);
     }
 }
 

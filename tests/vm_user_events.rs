@@ -29,7 +29,10 @@ use uevrec_samples::{
 };
 
 mod common;
-use common::vm::{TRACEFS, collect_json_lines, sample, tmp_dir, user_events_here, wait_child};
+use common::vm::{
+    TRACEFS, assert_running, collect_json_lines, interrupt_and_wait, kill_if_running, output_lines,
+    sample, tmp_dir, user_events_here, wait_child,
+};
 
 /// How long a producer may take from start to exit (TCG guests are ~6x slower).
 const PRODUCER_TIMEOUT: Duration = Duration::from_secs(180);
@@ -131,17 +134,8 @@ impl Producer {
 
 impl Drop for Producer {
     fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        kill_if_running(&mut self.child);
     }
-}
-
-fn interrupt(child: &Child) {
-    // SAFETY: kill(2) on our own child's pid; no memory is involved.
-    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    assert_eq!(rc, 0, "kill(SIGINT): {}", std::io::Error::last_os_error());
 }
 
 /// The start signal `tag` of a producer in a test's directory.
@@ -224,48 +218,20 @@ impl Recorder {
     }
 
     fn assert_running(&mut self) {
-        if let Some(status) = self.child.try_wait().expect("try_wait") {
-            panic!(
-                "uevrec exited early ({status}): {}",
-                fs::read_to_string(&self.stderr).unwrap_or_default()
-            );
-        }
+        assert_running(&mut self.child, &self.stderr);
     }
 
     /// SIGINT, wait (a stall fails the test), check the status; every output line parsed.
     fn stop(mut self) -> Vec<Value> {
         self.assert_running();
-        interrupt(&self.child);
-        let status = wait_child(&mut self.child, STOP_TIMEOUT);
-        let stderr = fs::read_to_string(&self.stderr).unwrap_or_default();
-        let status = status.unwrap_or_else(|| {
-            panic!("uevrec did not exit within {STOP_TIMEOUT:?} of SIGINT; stderr: {stderr}")
-        });
-        assert!(
-            status.success(),
-            "uevrec exited with {status}; stderr: {stderr}"
-        );
-        let text = fs::read_to_string(&self.out)
-            .unwrap_or_else(|e| panic!("{}: {e}; stderr: {stderr}", self.out.display()));
-        assert!(
-            text.is_empty() || text.ends_with('\n'),
-            "output does not end with a newline"
-        );
-        text.lines()
-            .map(|l| {
-                serde_json::from_str(l)
-                    .unwrap_or_else(|e| panic!("uevrec line is not JSON ({e}): {l}"))
-            })
-            .collect()
+        interrupt_and_wait(&mut self.child, STOP_TIMEOUT, &self.stderr);
+        output_lines(&self.out)
     }
 }
 
 impl Drop for Recorder {
     fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        kill_if_running(&mut self.child);
     }
 }
 

@@ -87,3 +87,58 @@ pub fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// SIGINT to `child` (uevrec: stop, drain, exit).
+pub fn interrupt(child: &Child) {
+    // SAFETY: kill(2) on our own child's pid; no memory is involved.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(rc, 0, "kill(SIGINT): {}", std::io::Error::last_os_error());
+}
+
+/// Fail when uevrec (`child`, its standard error in the file `stderr`) has exited already.
+pub fn assert_running(child: &mut Child, stderr: &Path) {
+    if let Some(status) = child.try_wait().expect("try_wait") {
+        panic!(
+            "uevrec exited early ({status}): {}",
+            fs::read_to_string(stderr).unwrap_or_default()
+        );
+    }
+}
+
+/// SIGINT to uevrec (`child`, its standard error in the file `stderr`), then require it to
+/// exit successfully within `timeout` (a stall fails the test).
+pub fn interrupt_and_wait(child: &mut Child, timeout: Duration, stderr: &Path) {
+    interrupt(child);
+    let status = wait_child(child, timeout);
+    let stderr = fs::read_to_string(stderr).unwrap_or_default();
+    let status = status.unwrap_or_else(|| {
+        panic!("uevrec did not exit within {timeout:?} of SIGINT; stderr: {stderr}")
+    });
+    assert!(
+        status.success(),
+        "uevrec exited with {status}; stderr: {stderr}"
+    );
+}
+
+/// uevrec's output file `out`: it ends with a newline, and every line is JSON.
+pub fn output_lines(out: &Path) -> Vec<Value> {
+    let text = fs::read_to_string(out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+    assert!(
+        text.is_empty() || text.ends_with('\n'),
+        "{}: no final newline",
+        out.display()
+    );
+    text.lines()
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("uevrec line is not JSON ({e}): {l}"))
+        })
+        .collect()
+}
+
+/// Kill and reap `child` if it is still running (what a test's child does on drop).
+pub fn kill_if_running(child: &mut Child) {
+    if child.try_wait().ok().flatten().is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
