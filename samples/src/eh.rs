@@ -178,6 +178,27 @@ pub fn tracepoint_name(provider: &str, level: u8, keyword: u64, group: Option<&s
 }
 
 impl Written {
+    /// The producer's account of this event once `writer` (the crate call that wrote it)
+    /// returned the errno `rc`: 0 → its report line, numbered `seq`, on standard output;
+    /// anything else ends the producer (EBADF: the recorder went away).
+    pub fn report_written(&self, rc: i64, seq: u64, writer: &str) {
+        match rc {
+            0 => {
+                let mut line = self.to_json();
+                line["seq"] = json!(seq);
+                crate::report(&line);
+            }
+            9 => crate::fail(format!(
+                "{}: the recorder went away (EBADF)",
+                self.tracepoint
+            )),
+            e => crate::fail(format!(
+                "{}/{}: {writer} returned errno {e}",
+                self.tracepoint, self.name
+            )),
+        }
+    }
+
     /// An event of `provider` at `level`/`keyword` named `name`, no fields yet.
     pub fn new(provider: &str, name: &str, level: u8, keyword: u64) -> Written {
         Written {

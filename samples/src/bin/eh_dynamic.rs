@@ -53,19 +53,8 @@ struct Out<'a> {
 
 impl Out<'_> {
     fn emit(&mut self, rc: i32, w: Written) {
-        match rc {
-            0 => {
-                let mut line = w.to_json();
-                line["seq"] = json!(self.seq);
-                report(&line);
-                self.written += 1;
-            }
-            9 => fail(format!("{}: the recorder went away (EBADF)", w.tracepoint)),
-            e => fail(format!(
-                "{}/{}: EventBuilder::write returned errno {e}",
-                w.tracepoint, w.name
-            )),
-        }
+        w.report_written(i64::from(rc), self.seq, "EventBuilder::write");
+        self.written += 1;
         self.seq += 1;
     }
 

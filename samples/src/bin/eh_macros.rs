@@ -97,19 +97,8 @@ struct Out {
 impl Out {
     /// `rc` is `write_event!`'s errno: report `w` when the kernel took the event.
     fn emit(&mut self, rc: u32, w: Written) {
-        match rc {
-            0 => {
-                let mut line = w.to_json();
-                line["seq"] = json!(self.seq);
-                report(&line);
-                self.written += 1;
-            }
-            9 => fail(format!("{}: the recorder went away (EBADF)", w.tracepoint)),
-            e => fail(format!(
-                "{}/{}: write_event! returned errno {e}",
-                w.tracepoint, w.name
-            )),
-        }
+        w.report_written(i64::from(rc), self.seq, "write_event!");
+        self.written += 1;
         self.seq += 1;
     }
 }
