@@ -8,6 +8,7 @@
 //! - [`records`]: framing of the data section / pipe stream;
 //! - [`order`]: time order by `FINISHED_ROUND` windows, bounded;
 //! - [`lines`]: records → the JSON lines live recording writes;
+//! - [`writer`]: the bytes of a file-mode perf.data (`uevrec record --raw`);
 //! - [`PerfData`] (here): the state that turns framed records into [`Item`]s: which event
 //!   a sample belongs to (`PERF_SAMPLE_IDENTIFIER` / `PERF_SAMPLE_ID` and the attr ids,
 //!   as perf's `evlist__event2evsel`), its layout ([`crate::perf_sample::SampleFormat`] of
@@ -23,6 +24,7 @@ pub mod lines;
 pub mod order;
 pub mod records;
 pub mod tracing_data;
+pub mod writer;
 
 use attr::{AttrEntry, EventAttr, PERF_TYPE_TRACEPOINT, parse_attr_record, parse_attrs_section};
 use cursor::{Cursor, u64_at};
