@@ -50,7 +50,7 @@ impl Formatter<'_> {
 
     fn take(&mut self, msg: Staged, chunk_recycle: &Sender<Vec<u8>>) -> Result<(), Closed> {
         let chunk = match msg {
-            Staged::Format { slot, prepared } => {
+            Staged::Format { slot, prepared, .. } => {
                 let slot = slot as usize;
                 if self.formats.len() <= slot {
                     self.formats.resize(slot + 1, None);
@@ -154,7 +154,7 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::StagedChunk;
+    use crate::pipeline::{FormatSource, StagedChunk};
     use uevrec_parsers::RecordStamp;
     use uevrec_parsers::parse_format;
     use uevrec_samples::register::format_file_text;
@@ -181,7 +181,18 @@ mod tests {
         chunk.push_record(0, &stamp, &raw);
         chunk.push_lost(Some(2_000_000_000), 3, 17);
         chunk.push_record(5, &stamp, &raw);
-        stage_tx.send(Staged::Format { slot: 0, prepared }).unwrap();
+        let source = Arc::new(FormatSource {
+            system: "s".into(),
+            name: "e".into(),
+            text: String::new(),
+        });
+        stage_tx
+            .send(Staged::Format {
+                slot: 0,
+                prepared,
+                source,
+            })
+            .unwrap();
         stage_tx.send(Staged::Chunk(chunk)).unwrap();
         drop(stage_tx);
         run(stage_rx, chunk_tx, &out_tx, &rec_rx, LineOptions::default()).unwrap();

@@ -3,7 +3,8 @@
 //! Modules follow the data path: [`tracefs`] finds events and their format files,
 //! [`selector`] picks them, [`perf`] attaches per-CPU rings, [`session`] drains them into
 //! staged entries, [`formatter`] renders those as JSON lines (with `uevrec_parsers`),
-//! [`pipeline`] holds what travels between the threads on the way to the [`sink`]s,
+//! [`pipeline`] holds what travels between the threads on the way to the [`sink`]s
+//! (or, with `record --raw`, to a perf.data: [`raw`]),
 //! [`recorder`] builds the threads and joins them, [`clock`] turns sample times into
 //! wall-clock time, [`cli`] is the command line (flags → a [`recorder::Config`]).
 #![warn(missing_docs)]
@@ -14,6 +15,7 @@ pub mod fd_limit;
 pub mod formatter;
 pub mod perf;
 pub mod pipeline;
+pub mod raw;
 pub mod recorder;
 pub mod selector;
 pub mod session;

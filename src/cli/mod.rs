@@ -139,6 +139,10 @@ pub struct RecordArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub output: output::OutputArgs,
+    /// Write the records to FILE as a perf.data (perf script, perf report and uevrec
+    /// decode read it); JSON lines too only when -o is given. FILE must not exist.
+    #[arg(long, value_name = "FILE")]
+    pub raw: Option<PathBuf>,
 }
 
 /// `uevrec tail`.
