@@ -26,7 +26,7 @@ use crate::pipeline::{
     BATCH_CAPACITY, BATCH_POOL, Batch, CHANNEL_BATCHES, STAGE_CAPACITY, STAGE_CHUNKS, StageSender,
     touched_buffers,
 };
-use crate::raw::{self, RawOutput, RawSummary};
+use crate::raw::{self, RawError, RawOutput, RawSummary};
 use crate::session::{self, LiveStats, SessionConfig, SessionError, Summary};
 use crate::signals::SignalFlags;
 use crate::sink::{Sink, SinkError, write_batches};
@@ -117,7 +117,7 @@ pub fn stage_and_format(
 }
 
 /// The raw writer's result, when there is one.
-type RawResult = Option<Result<RawSummary, SinkError>>;
+type RawResult = Option<Result<RawSummary, RawError>>;
 
 /// The session on this thread, with behind it the raw writer (`raw`: perf.data) and/or
 /// the formatter (`lines`: batches out, empty buffers back), each on a thread of its
@@ -216,7 +216,7 @@ pub struct PipelineOutcome<S, E> {
     /// The writer's result.
     pub sink: Result<(), SinkError>,
     /// The raw (perf.data) writer's result, when there was one.
-    pub raw: Option<Result<RawSummary, SinkError>>,
+    pub raw: Option<Result<RawSummary, RawError>>,
 }
 
 /// Run `source` (the session and formatter: [`stage_and_format`]) on this thread and the

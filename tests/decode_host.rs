@@ -31,17 +31,7 @@ fn bin() -> PathBuf {
 
 /// Why perf cannot record here, if it cannot.
 fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no side effects.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    if !Path::new("/sys/kernel/tracing/events/raw_syscalls/sys_enter").exists() {
-        return Some("tracefs with raw_syscalls events not mounted at /sys/kernel/tracing".into());
-    }
-    match Command::new("perf").arg("--version").output() {
-        Ok(o) if o.status.success() => None,
-        _ => Some("perf not installed (linux-perf)".into()),
-    }
+    common::perf_skip_reason()
 }
 
 macro_rules! require_host {

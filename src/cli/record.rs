@@ -10,7 +10,7 @@ use super::{
 };
 use crate::raw::file::PerfDataFile;
 use crate::raw::host::HostInfo;
-use crate::raw::{RawOutput, RawSummary};
+use crate::raw::{RawError, RawOutput, RawSummary};
 use crate::recorder::{Config, PipelineOptions, Recorder};
 use crate::session::{SessionConfig, Summary};
 use crate::signals::SignalFlags;
@@ -159,9 +159,10 @@ fn run(recorder: Recorder, rec: &RecordingArgs, status_line: bool) -> i32 {
 }
 
 /// Say what the perf.data holds, or why it is incomplete; the exit status it calls for.
-fn report_raw(raw: Option<&Result<RawSummary, SinkError>>, quiet: bool) -> i32 {
+fn report_raw(raw: Option<&Result<RawSummary, RawError>>, quiet: bool) -> i32 {
     match raw {
-        None | Some(Err(SinkError::Closed)) => EXIT_OK,
+        None => EXIT_OK,
+        Some(Err(e)) if matches!(e.error, SinkError::Closed) => EXIT_OK,
         Some(Err(e)) => {
             print_error(e);
             EXIT_ERROR

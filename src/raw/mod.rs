@@ -106,6 +106,8 @@ enum SlotOut {
 /// The state of the perf.data being written.
 struct Encoder {
     out: Vec<u8>,
+    /// Samples and LOST records in `out`, counted into the summary once written.
+    buffered: (u64, u64),
     slots: Vec<Option<SlotOut>>,
     events: Vec<EventSpec>,
     /// The format of each event, in `events` order.
@@ -180,7 +182,7 @@ impl Encoder {
                     };
                     match writer::push_sample(&mut self.out, &s, raw) {
                         Ok(()) => {
-                            self.summary.samples += 1;
+                            self.buffered.0 += 1;
                             self.first_last = Some(match self.first_last {
                                 Some((a, b)) => (a.min(time), b.max(time)),
                                 None => (time, time),
@@ -211,7 +213,7 @@ impl Encoder {
                         cpu,
                     };
                     writer::push_lost(&mut self.out, &s, lost);
-                    self.summary.lost_records += 1;
+                    self.buffered.1 += 1;
                 }
                 StagedEntry::Notice {
                     time_unix_ns,
@@ -229,6 +231,16 @@ impl Encoder {
             let _ = std::io::stderr().write_all(&self.notice_buf);
             self.notice_buf.clear();
         }
+    }
+
+    /// Append what is encoded to `file`.
+    fn write(&mut self, file: &mut PerfDataFile) -> Result<(), SinkError> {
+        file.append(&self.out)?;
+        self.out.clear();
+        self.summary.samples += self.buffered.0;
+        self.summary.lost_records += self.buffered.1;
+        self.buffered = (0, 0);
+        Ok(())
     }
 
     /// The trailer of the file as it is now.
@@ -275,9 +287,10 @@ pub fn run(
     mut raw: RawOutput,
     staged: Receiver<Staged>,
     next: Next,
-) -> Result<RawSummary, SinkError> {
+) -> Result<RawSummary, RawError> {
     let mut enc = Encoder {
         out: Vec::with_capacity(WRITE_BYTES + 128 * 1024),
+        buffered: (0, 0),
         slots: Vec::new(),
         events: Vec::new(),
         sources: Vec::new(),
@@ -295,24 +308,71 @@ pub fn run(
     drop(staged);
     drop(next);
     let finished = match result {
-        Ok(()) => raw.file.append(&enc.out),
+        Ok(()) => enc.write(&mut raw.file),
         Err(e) => Err(e),
     };
     let trailer = enc.trailer(&raw);
     enc.summary.events = enc.events.len();
-    let path = raw.file.path().to_owned();
     let finish = raw.file.finish(&trailer);
+    let summary = enc.summary;
     match (finished, finish) {
-        (Ok(()), Ok(())) => Ok(enc.summary),
-        (Err(e), Ok(())) => Err(e),
-        (Ok(()), Err(e)) | (Err(_), Err(e)) => Err(SinkError::io(
-            "finishing",
-            &path,
-            std::io::Error::other(format!(
-                "{e}; the file is unfinished (its header names no events): perf and uevrec \
-                 decode cannot read it"
-            )),
-        )),
+        (Ok(()), Ok(())) => Ok(summary),
+        (Err(error), finish) => Err(RawError {
+            error,
+            finished: finish.err().map(Box::new),
+            summary: Box::new(summary),
+        }),
+        (Ok(()), Err(e)) => Err(RawError {
+            error: e,
+            finished: None,
+            summary: Box::new(summary),
+        }),
+    }
+}
+
+/// Why the raw output stopped early, and whether the file was finished anyway.
+#[derive(Debug)]
+pub struct RawError {
+    /// The first error.
+    pub error: SinkError,
+    /// Why the file could not be finished after `error`, when it could not (`None`: the
+    /// file was finished with the records written before the error).
+    pub finished: Option<Box<SinkError>>,
+    /// What was written.
+    pub summary: Box<RawSummary>,
+}
+
+impl std::fmt::Display for RawError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.error)?;
+        match &self.finished {
+            _ if matches!(
+                self.error,
+                SinkError::Io {
+                    what: "finishing",
+                    ..
+                }
+            ) =>
+            {
+                write!(
+                    f,
+                    "; the file is unfinished (its header names no events): perf and uevrec \
+                 decode refuse it"
+                )
+            }
+            None => write!(
+                f,
+                "; {} was finished with the {} samples written before: perf and uevrec \
+                 decode read them",
+                self.summary.path.display(),
+                self.summary.samples
+            ),
+            Some(e) => write!(
+                f,
+                "; finishing the file failed too ({e}): it is unfinished, perf and uevrec \
+                 decode refuse it"
+            ),
+        }
     }
 }
 
@@ -330,8 +390,7 @@ fn pump(
             Err(TryRecvError::Empty) => {
                 // Caught up: what is encoded goes to the file now.
                 if !enc.out.is_empty() {
-                    raw.file.append(&enc.out)?;
-                    enc.out.clear();
+                    enc.write(&mut raw.file)?;
                 }
                 match staged.recv() {
                     Ok(msg) => msg,
@@ -356,8 +415,7 @@ fn pump(
             }
         }
         if enc.out.len() >= WRITE_BYTES {
-            raw.file.append(&enc.out)?;
-            enc.out.clear();
+            enc.write(&mut raw.file)?;
         }
         match next {
             Next::Forward(tx) => tx.send(msg).map_err(|_| gone())?,

@@ -28,7 +28,7 @@ pub mod writer;
 
 use attr::{AttrEntry, EventAttr, PERF_TYPE_TRACEPOINT, parse_attr_record, parse_attrs_section};
 use cursor::{Cursor, u64_at};
-use header::{FileHeader, PIPE_HEADER_SIZE, feature};
+use header::{FILE_HEADER_SIZE, FileHeader, PIPE_HEADER_SIZE, feature};
 use records::{RawRecord, Records, kind};
 use tracing_data::{ParsedFormat, TracingData};
 
@@ -277,6 +277,19 @@ impl PerfData {
                 state,
                 Records::new(data, PIPE_HEADER_SIZE, header.big_endian),
             ));
+        }
+        if header.attrs.size == 0 && header.data.size == 0 && file.len() as u64 > FILE_HEADER_SIZE {
+            // The placeholder `record --raw` (and perf record) write first: the run ended
+            // before its header was written.
+            return Err(PerfDataError::Unsupported {
+                at: 24,
+                what: format!(
+                    "an unfinished file: its header names no events and no data, yet {} bytes \
+                     follow it (the recording was killed before writing its header; a \
+                     recorder stopped by SIGINT/SIGTERM writes it)",
+                    file.len() as u64 - FILE_HEADER_SIZE
+                ),
+            });
         }
         let mut state = Self::empty(header.big_endian, false);
         for entry in parse_attrs_section(file, &header)? {
