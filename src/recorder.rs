@@ -8,10 +8,13 @@
 //!  writer thread (`uevrec-write`, crate::sink::write_batches) ──▶ the sink
 //! ```
 //!
-//! plus a timer thread for `--duration` and a status-line thread. [`Recorder`] takes a
-//! [`Config`] (validated by the CLI) and a [`Sink`]; the session never writes JSON and
-//! the CLI never spawns a thread. The writer and formatter start before the session's
-//! first attach, so the self-exclusion filter names them.
+//! plus a timer thread for `--duration` and a status-line thread. With `record --raw`
+//! (crate::raw) a raw thread (`uevrec-raw`) takes the staged chunks first and writes
+//! the perf.data; it then hands them on to the formatter (with `-o`) or back to the
+//! chunk pool (raw only: no formatter, no writer). [`Recorder`] takes a [`Config`]
+//! (validated by the CLI), a [`Sink`] and/or a [`RawOutput`]; the session never writes
+//! JSON and the CLI never spawns a thread. The writer, formatter and raw threads start
+//! before the session's first attach, so the self-exclusion filter names them.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};

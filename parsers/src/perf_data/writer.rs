@@ -98,6 +98,7 @@ pub fn push_sample(out: &mut Vec<u8>, stamp: &Stamp, raw: &[u8]) -> Result<(), T
         return Err(TooLarge { len: raw.len() });
     }
     let size = (SAMPLE_HEAD + raw.len()).next_multiple_of(8);
+    // Every byte of the header is written below, so the zeroing is optimised away.
     let mut head = [0u8; SAMPLE_HEAD];
     put_header(&mut head, PERF_RECORD_SAMPLE, size);
     put_u64(&mut head, 8, stamp.id);
@@ -105,12 +106,13 @@ pub fn push_sample(out: &mut Vec<u8>, stamp: &Stamp, raw: &[u8]) -> Result<(), T
     put_u32(&mut head, 20, stamp.tid);
     put_u64(&mut head, 24, stamp.time);
     put_u32(&mut head, 32, stamp.cpu);
+    put_u32(&mut head, 36, 0);
     // The raw size counts the padding (the u32 and the data end on 8 bytes).
     put_u32(&mut head, 40, (size - SAMPLE_HEAD) as u32);
     out.reserve(size);
     out.extend_from_slice(&head);
     out.extend_from_slice(raw);
-    out.resize(out.len() + (size - SAMPLE_HEAD - raw.len()), 0);
+    out.extend_from_slice(&[0; 8][..size - SAMPLE_HEAD - raw.len()]);
     Ok(())
 }
 
