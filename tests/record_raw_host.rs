@@ -8,7 +8,7 @@
 //! a copy of /bin/true on which a uprobe event (group `uevrec_raw_test`, apart from
 //! session_host's `uevrec_test`) is created *after* the recording started
 //! (a late-attached event, attached by the rescan), so its sample must be in the file
-//! too. Also: an existing FILE is refused, a full disk ends the run with an error and a
+//! too. Also: an existing FILE and `-` are refused, a full disk ends the run with an error and a
 //! finished file holding what was written, a SIGKILLed run's file is refused by decode.
 
 use std::fs;
@@ -325,6 +325,13 @@ fn existing_file_full_disk_and_killed_run() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("never overwrites"));
     assert_eq!(fs::read_to_string(&existing).unwrap(), "keep");
+    // Standard output cannot hold a file-mode perf.data.
+    let out = Command::new(bin())
+        .args(["record", "-e", "raw_syscalls:sys_enter", "--raw", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--raw needs a file"));
 
     // A full disk: an error, and the file finished with what was written before.
     let small = dir.path().join("small");

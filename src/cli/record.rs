@@ -71,6 +71,13 @@ fn raw_output(
     config: &Config,
     notices: bool,
 ) -> Result<RawOutput, String> {
+    if path == std::path::Path::new("-") {
+        return Err(
+            "--raw needs a file, not standard output: a file-mode perf.data gets its \
+                    header written at the end (perf's pipe mode is not written)"
+                .into(),
+        );
+    }
     let tracefs = config
         .session
         .tracefs
