@@ -19,7 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use uevrec_parsers::LineOptions;
+use uevrec_parsers::{LineOptions, OutputFormat};
 
 use crate::formatter;
 use crate::pipeline::{
@@ -55,11 +55,14 @@ impl Recorder {
     /// or a closed output; returns once every thread has ended.
     pub fn run(self, flags: &SignalFlags) -> PipelineOutcome<Summary, SessionError> {
         let session = &self.config.session;
+        let format = self.config.pipeline.format;
         run_pipeline(
             self.sink,
             flags,
             &self.config.pipeline,
-            |out, recycle, stop, stats| stage_and_format(session, out, recycle, stop, stats),
+            |out, recycle, stop, stats| {
+                stage_and_format_as(session, format, out, recycle, stop, stats)
+            },
         )
     }
 }
@@ -71,6 +74,18 @@ impl Recorder {
 /// line; setup errors (before the first attach) return `Err`.
 pub fn stage_and_format(
     config: &SessionConfig,
+    out: &Sender<Batch>,
+    recycle: &Receiver<Vec<u8>>,
+    stop: &AtomicBool,
+    stats: &LiveStats,
+) -> Result<Summary, SessionError> {
+    stage_and_format_as(config, OutputFormat::JsonLines, out, recycle, stop, stats)
+}
+
+/// [`stage_and_format`] writing `format` (JSON lines or OTLP/JSON).
+pub fn stage_and_format_as(
+    config: &SessionConfig,
+    format: OutputFormat,
     out: &Sender<Batch>,
     recycle: &Receiver<Vec<u8>>,
     stop: &AtomicBool,
@@ -93,7 +108,7 @@ pub fn stage_and_format(
         let formatter = thread::Builder::new()
             .name("uevrec-format".into())
             .spawn_scoped(scope, || {
-                let r = formatter::run(stage_rx, chunk_tx, out, recycle, opts);
+                let r = formatter::run(stage_rx, chunk_tx, out, recycle, opts, format);
                 formatter_gone.store(true, Ordering::Release);
                 r
             })
@@ -116,6 +131,8 @@ pub struct PipelineOptions {
     pub duration: Option<Duration>,
     /// Print a status line on stderr about once a second.
     pub status_line: bool,
+    /// What the lines are (`--format`).
+    pub format: OutputFormat,
 }
 
 /// What [`run_pipeline`] ended with.
@@ -304,7 +321,7 @@ mod tests {
         let flags = SignalFlags::default();
         let opts = PipelineOptions {
             duration: Some(Duration::from_millis(10)),
-            status_line: false,
+            ..Default::default()
         };
         let res = run_pipeline(Box::new(Shared(Default::default(), 0)), &flags, &opts, {
             |_tx: &Sender<Batch>, _r: &Receiver<Vec<u8>>, stop: &AtomicBool, _s: &LiveStats| {
