@@ -5,12 +5,12 @@
 //! - OpenTelemetry Common Schema 4.0 `Log` events (the `opentelemetry-user-events-logs`
 //!   exporter) → `ExportLogsServiceRequest` lines, `Span` events
 //!   (`opentelemetry-user-events-trace`) → `ExportTraceServiceRequest` lines
-//!   ([`common_schema`]);
+//!   (`common_schema.rs`);
 //! - `otlp_metrics` events (`opentelemetry-user-events-metrics`: a plain user_event whose
 //!   `buffer` holds an `ExportMetricsServiceRequest` protobuf) → the same request as
-//!   OTLP/JSON ([`metrics`]);
+//!   OTLP/JSON (`metrics.rs`);
 //! - every other event, plain or EventHeader, → a log record whose attributes are its
-//!   fields ([`value`]); lost counts and notices → log records of scope `uevrec`.
+//!   fields (`value.rs`); lost counts and notices → log records of scope `uevrec`.
 //!
 //! The messages are `opentelemetry-proto`'s, serialized by its serde mapping, which
 //! follows the OTLP/JSON rules (lowerCamelCase keys, trace and span ids as hex, 64-bit
