@@ -22,7 +22,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use uevrec_parsers::LineOptions;
+use uevrec_parsers::{LineOptions, OutputFormat};
 
 use crate::formatter;
 use crate::pipeline::{
@@ -80,6 +80,7 @@ impl Recorder {
     /// or a closed output; returns once every thread has ended.
     pub fn run(self, flags: &SignalFlags) -> PipelineOutcome<Summary, SessionError> {
         let session = &self.config.session;
+        let format = self.config.pipeline.format;
         let raw = self.raw;
         let mut raw_result = None;
         let mut outcome = match self.sink {
@@ -88,13 +89,14 @@ impl Recorder {
                 flags,
                 &self.config.pipeline,
                 |out, recycle, stop, stats| {
-                    let (summary, r) = stage(session, raw, Some((out, recycle)), stop, stats);
+                    let (summary, r) =
+                        stage(session, format, raw, Some((out, recycle)), stop, stats);
                     raw_result = r;
                     summary
                 },
             ),
             None => run_watched(flags, &self.config.pipeline, |stop, stats| {
-                let (summary, r) = stage(session, raw, None, stop, stats);
+                let (summary, r) = stage(session, format, raw, None, stop, stats);
                 raw_result = r;
                 summary
             }),
@@ -116,17 +118,30 @@ pub fn stage_and_format(
     stop: &AtomicBool,
     stats: &LiveStats,
 ) -> Result<Summary, SessionError> {
-    stage(config, None, Some((out, recycle)), stop, stats).0
+    stage_and_format_as(config, OutputFormat::JsonLines, out, recycle, stop, stats)
+}
+
+/// [`stage_and_format`] writing `format` (JSON lines or OTLP/JSON).
+pub fn stage_and_format_as(
+    config: &SessionConfig,
+    format: OutputFormat,
+    out: &Sender<Batch>,
+    recycle: &Receiver<Vec<u8>>,
+    stop: &AtomicBool,
+    stats: &LiveStats,
+) -> Result<Summary, SessionError> {
+    stage(config, format, None, Some((out, recycle)), stop, stats).0
 }
 
 /// The raw writer's result, when there is one.
 type RawResult = Option<Result<RawSummary, RawError>>;
 
 /// The session on this thread, with behind it the raw writer (`raw`: perf.data) and/or
-/// the formatter (`lines`: batches out, empty buffers back), each on a thread of its
-/// own; with both, the raw writer hands the chunks on to the formatter.
+/// the formatter (`lines`: batches of `format` out, empty buffers back), each on a
+/// thread of its own; with both, the raw writer hands the chunks on to the formatter.
 fn stage(
     config: &SessionConfig,
+    format: OutputFormat,
     raw: Option<RawOutput>,
     lines: Option<(&Sender<Batch>, &Receiver<Vec<u8>>)>,
     stop: &AtomicBool,
@@ -178,7 +193,7 @@ fn stage(
                 let spawned = thread::Builder::new()
                     .name("uevrec-format".into())
                     .spawn_scoped(scope, move || {
-                        let r = formatter::run(rx, back, out, recycle, opts);
+                        let r = formatter::run(rx, back, out, recycle, opts, format);
                         gone.store(true, Ordering::Release);
                         r
                     });
@@ -209,6 +224,8 @@ pub struct PipelineOptions {
     pub duration: Option<Duration>,
     /// Print a status line on stderr about once a second.
     pub status_line: bool,
+    /// What the lines are (`--format`).
+    pub format: OutputFormat,
 }
 
 /// What [`run_pipeline`] ended with.
@@ -436,7 +453,7 @@ mod tests {
         let flags = SignalFlags::default();
         let opts = PipelineOptions {
             duration: Some(Duration::from_millis(10)),
-            status_line: false,
+            ..Default::default()
         };
         let res = run_pipeline(Box::new(Shared(Default::default(), 0)), &flags, &opts, {
             |_tx: &Sender<Batch>, _r: &Receiver<Vec<u8>>, stop: &AtomicBool, _s: &LiveStats| {

@@ -45,6 +45,9 @@ pub struct DecodeArgs {
     /// Add the common fields (common_type, common_flags …) as "common":{…}.
     #[arg(long)]
     pub common: bool,
+    /// Output format: json (uevrec's JSON lines) or otlp (OTLP/JSON requests).
+    #[arg(long, value_enum, default_value_t = super::output::Format::Json)]
+    pub format: super::output::Format,
     /// Stop after this many records.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
@@ -118,6 +121,7 @@ pub fn decode(args: DecodeArgs) -> i32 {
         include_common: args.common,
         order_bytes: usize::try_from(args.order_buffer).unwrap_or(usize::MAX),
         max_records: args.count,
+        format: args.format.into(),
     };
     let input = args.input.as_deref().filter(|p| *p != Path::new("-"));
     let name = input.map_or_else(|| "<stdin>".to_string(), |p| p.display().to_string());

@@ -119,6 +119,9 @@ pub struct RecordingArgs {
     /// Add the common fields (common_type, common_flags …) as "common":{…}.
     #[arg(long)]
     pub common: bool,
+    /// Output format: json (uevrec's JSON lines) or otlp (OTLP/JSON requests).
+    #[arg(long, value_enum, default_value_t = output::Format::Json)]
+    pub format: output::Format,
     /// Stop after this long (e.g. 10s, 1m).
     #[arg(long, value_name = "DUR", value_parser = values::parse_positive_duration)]
     pub duration: Option<Duration>,

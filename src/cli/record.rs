@@ -124,6 +124,7 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
     let pipeline = PipelineOptions {
         duration: rec.duration,
         status_line,
+        format: rec.format.into(),
     };
     Ok(Config { session, pipeline })
 }

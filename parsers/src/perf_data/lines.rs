@@ -1,4 +1,4 @@
-//! perf.data records → the JSON lines live recording writes ([`LineWriter`]), in
+//! perf.data records → the JSON lines live recording writes ([`crate::LineWriter`]), in
 //! time order ([`super::order`]); the whole of `uevrec decode` but the I/O.
 //!
 //! Per event (attr): its format is the tracing data's format with the attr's `config` as
@@ -24,7 +24,8 @@ use super::records::{RawRecord, StreamReader};
 use super::tracing_data::ParsedFormat;
 use super::{ClockData, Item, PerfData, PerfDataError};
 use crate::event_name::split_multi_format;
-use crate::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
+use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
+use crate::output::{OutputFormat, OutputWriter};
 use crate::perf_sample::{PERF_RECORD_SAMPLE, Record, Sample};
 
 /// Lines are handed to the caller's sink in runs of about this many bytes.
@@ -43,6 +44,8 @@ pub struct DecodeOptions {
     pub order_bytes: usize,
     /// Stop after this many event lines.
     pub max_records: Option<u64>,
+    /// JSON lines or OTLP/JSON (`--format`).
+    pub format: OutputFormat,
 }
 
 impl Default for DecodeOptions {
@@ -51,6 +54,7 @@ impl Default for DecodeOptions {
             include_common: false,
             order_bytes: DEFAULT_ORDER_BYTES,
             max_records: None,
+            format: OutputFormat::JsonLines,
         }
     }
 }
@@ -105,7 +109,7 @@ type Selector<'s> = Box<dyn Fn(&str, &str) -> bool + 's>;
 pub struct LineDecoder<'s> {
     data: PerfData,
     orderer: Orderer,
-    writer: LineWriter,
+    writer: OutputWriter,
     slots: Vec<Slot>,
     select: Selector<'s>,
     opts: DecodeOptions,
@@ -117,7 +121,7 @@ pub struct LineDecoder<'s> {
 struct Out<'a> {
     data: &'a PerfData,
     slots: &'a [Slot],
-    writer: &'a mut LineWriter,
+    writer: &'a mut OutputWriter,
     out: &'a mut Vec<u8>,
     stats: &'a mut DecodeStats,
     max_records: Option<u64>,
@@ -217,10 +221,13 @@ impl<'s> LineDecoder<'s> {
         let mut d = LineDecoder {
             data,
             orderer: Orderer::new(opts.order_bytes),
-            writer: LineWriter::new(LineOptions {
-                include_common: opts.include_common,
-                big_endian,
-            }),
+            writer: OutputWriter::new(
+                opts.format,
+                LineOptions {
+                    include_common: opts.include_common,
+                    big_endian,
+                },
+            ),
             slots: Vec::new(),
             select: Box::new(select),
             opts,
@@ -258,10 +265,13 @@ impl<'s> LineDecoder<'s> {
             .data
             .tracing_data()
             .map_or(self.data.big_endian, |t| t.big_endian);
-        self.writer = LineWriter::new(LineOptions {
-            include_common: self.opts.include_common,
-            big_endian,
-        });
+        self.writer = OutputWriter::new(
+            self.opts.format,
+            LineOptions {
+                include_common: self.opts.include_common,
+                big_endian,
+            },
+        );
         for event in 0..n {
             let attr = self.data.events()[event].attr;
             let clock_matches = |c: &ClockData| attr.use_clockid() == Some(c.clockid as i32);
@@ -490,6 +500,7 @@ impl<'s> LineDecoder<'s> {
     /// [`LineDecoder::finish`] after [`LineDecoder::record_in`] calls on `file`.
     pub fn finish_in(&mut self, file: &[u8], flush: &mut dyn FnMut(&[u8]) -> bool) -> Step {
         let step = self.drain(Drain::All, file, flush);
+        self.writer.end_lines(&mut self.out);
         if !self.out.is_empty() {
             let go_on = flush(&self.out);
             self.out.clear();
