@@ -124,6 +124,17 @@ struct Out<'a> {
     flush: &'a mut dyn FnMut(&[u8]) -> bool,
 }
 
+/// The cpu, pid and tid of `s` for its line (the time is the caller's).
+#[inline]
+fn stamp_of(s: &Sample<'_>) -> RecordStamp {
+    RecordStamp {
+        time_unix_ns: None,
+        cpu: s.cpu.unwrap_or(0),
+        pid: s.pid.unwrap_or(0),
+        tid: s.tid.unwrap_or(0),
+    }
+}
+
 /// Count `e`, keep it if there is room.
 fn note_error(stats: &mut DecodeStats, e: PerfDataError) {
     stats.error_count += 1;
@@ -139,12 +150,26 @@ impl Out<'_> {
         let Some(Ok(layout)) = self.data.events().get(event).map(|e| &e.layout) else {
             return true;
         };
+        if layout
+            .header(bytes)
+            .is_some_and(|h| h.kind == PERF_RECORD_SAMPLE)
+        {
+            return match layout.parse_sample(bytes) {
+                Ok(s) => self.sample(event, s.time, stamp_of(&s), s.raw.unwrap_or_default()),
+                Err(source) => {
+                    note_error(self.stats, PerfDataError::Sample { at: offset, source });
+                    true
+                }
+            };
+        }
         match layout.parse(bytes) {
             Err(source) => {
                 note_error(self.stats, PerfDataError::Sample { at: offset, source });
                 true
             }
-            Ok(Record::Sample(s)) => self.sample(event, &s),
+            Ok(Record::Sample(s)) => {
+                self.sample(event, s.time, stamp_of(&s), s.raw.unwrap_or_default())
+            }
             Ok(Record::Lost {
                 lost, sample_id, ..
             })
@@ -155,7 +180,15 @@ impl Out<'_> {
         }
     }
 
-    fn sample(&mut self, event: usize, s: &Sample<'_>) -> bool {
+    /// Write the sample of `event` taken at `time` (the event's clock) with `stamp`'s
+    /// cpu, pid and tid (its time is set here) and the trace entry `raw`.
+    fn sample(
+        &mut self,
+        event: usize,
+        time: Option<u64>,
+        mut stamp: RecordStamp,
+        raw: &[u8],
+    ) -> bool {
         if self.max_records.is_some_and(|m| self.stats.records >= m) {
             return false;
         }
@@ -165,21 +198,14 @@ impl Out<'_> {
         let Some(prepared) = &slot.prepared else {
             return true;
         };
-        let time_unix_ns = match (slot.clock, s.time) {
+        stamp.time_unix_ns = match (slot.clock, time) {
             (Some(c), Some(t)) => c.to_unix_ns(t),
             _ => None,
         };
-        if time_unix_ns.is_none() {
+        if stamp.time_unix_ns.is_none() {
             self.stats.time_unknown += 1;
         }
-        let stamp = RecordStamp {
-            time_unix_ns,
-            cpu: s.cpu.unwrap_or(0),
-            pid: s.pid.unwrap_or(0),
-            tid: s.tid.unwrap_or(0),
-        };
-        self.writer
-            .write_prepared(self.out, &stamp, prepared, s.raw.unwrap_or_default());
+        self.writer.write_prepared(self.out, &stamp, prepared, raw);
         self.stats.records += 1;
         self.maybe_flush() && self.max_records.is_none_or(|m| self.stats.records < m)
     }

@@ -59,20 +59,7 @@ fn frame(
     let Some(h) = bytes.first_chunk::<8>() else {
         return Ok(None);
     };
-    let header = if big_endian {
-        RecordHeader {
-            kind: u32::from_be_bytes([h[0], h[1], h[2], h[3]]),
-            misc: u16::from_be_bytes([h[4], h[5]]),
-            size: u16::from_be_bytes([h[6], h[7]]),
-        }
-    } else {
-        RecordHeader {
-            kind: u32::from_le_bytes([h[0], h[1], h[2], h[3]]),
-            misc: u16::from_le_bytes([h[4], h[5]]),
-            size: u16::from_le_bytes([h[6], h[7]]),
-        }
-    };
-    let mut c = Cursor::new(&bytes[HEADER_SIZE..], at + HEADER_SIZE as u64, big_endian);
+    let header = RecordHeader::read(h, big_endian);
     let size = usize::from(header.size);
     if size < HEADER_SIZE {
         return Err(PerfDataError::BadRecord {
@@ -81,20 +68,19 @@ fn frame(
             size: header.size,
         });
     }
+    // Only two kinds carry data after themselves; every other record is `size` bytes.
+    let (need, what) = match header.kind {
+        kind::HEADER_TRACING_DATA if size >= 12 => (12, "tracing data size"),
+        kind::AUXTRACE if size >= 16 => (16, "auxtrace size"),
+        _ => return Ok(Some((header, size, 0))),
+    };
+    if bytes.len() < need {
+        return Ok(None);
+    }
+    let mut c = Cursor::new(&bytes[HEADER_SIZE..], at + HEADER_SIZE as u64, big_endian);
     let payload = match header.kind {
-        kind::HEADER_TRACING_DATA if size >= 12 => {
-            if bytes.len() < 12 {
-                return Ok(None);
-            }
-            u64::from(c.u32("tracing data size")?)
-        }
-        kind::AUXTRACE if size >= 16 => {
-            if bytes.len() < 16 {
-                return Ok(None);
-            }
-            c.u64("auxtrace size")?
-        }
-        _ => 0,
+        kind::HEADER_TRACING_DATA => u64::from(c.u32(what)?),
+        _ => c.u64(what)?,
     };
     if payload > MAX_PAYLOAD {
         return Err(PerfDataError::Unsupported {
