@@ -548,6 +548,23 @@ impl<'s> StreamDecoder<'s> {
         }
     }
 
+    /// A decoder for the records of a file whose header, attrs and features `data` holds
+    /// ([`PerfData::open`]), fed the bytes from absolute offset `offset` on (the data
+    /// section, read piece by piece: where [`super::records::Records::rest`] starts).
+    pub fn data_section(
+        data: PerfData,
+        offset: u64,
+        opts: DecodeOptions,
+        select: impl Fn(&str, &str) -> bool + 's,
+    ) -> Self {
+        StreamDecoder {
+            reader: StreamReader::data_section(data.big_endian, offset),
+            decoder: Some(LineDecoder::new(data, opts, select)),
+            opts,
+            select: None,
+        }
+    }
+
     /// Room for at least `min` bytes of input (see [`StreamReader::buffer`]).
     pub fn buffer(&mut self, min: usize) -> &mut [u8] {
         self.reader.buffer(min)

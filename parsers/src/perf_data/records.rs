@@ -120,6 +120,12 @@ impl<'a> Records<'a> {
     pub fn offset(&self) -> u64 {
         self.base + self.pos as u64
     }
+
+    /// The bytes from the next record to the end of the data (not read here: a caller
+    /// may read the records of a file through [`StreamReader::data_section`] instead).
+    pub fn rest(&self) -> &'a [u8] {
+        self.data.get(self.pos..).unwrap_or_default()
+    }
 }
 
 impl<'a> Iterator for Records<'a> {
@@ -171,6 +177,8 @@ pub struct StreamReader {
     /// Absolute offset of `buf[start]`.
     offset: u64,
     header: Option<FileHeader>,
+    /// The records' byte order, once known (from the pipe header, or given).
+    big_endian: Option<bool>,
 }
 
 impl StreamReader {
@@ -179,7 +187,17 @@ impl StreamReader {
         Self::default()
     }
 
-    /// The stream's header, once read.
+    /// A reader of records only, e.g. a file-mode data section read piece by piece, whose
+    /// first byte is at absolute offset `offset` (no pipe header is expected).
+    pub fn data_section(big_endian: bool, offset: u64) -> Self {
+        StreamReader {
+            offset,
+            big_endian: Some(big_endian),
+            ..Self::default()
+        }
+    }
+
+    /// The stream's header, once read (never for [`StreamReader::data_section`]).
     pub fn header(&self) -> Option<&FileHeader> {
         self.header.as_ref()
     }
@@ -223,10 +241,9 @@ impl StreamReader {
     /// bound; at least 1).
     pub fn wanted(&self) -> usize {
         let have = self.end - self.start;
-        let big = self.header.as_ref().is_some_and(|h| h.big_endian);
-        let need = match &self.header {
+        let need = match self.big_endian {
             None => PIPE_HEADER_SIZE as usize,
-            Some(_) => match frame(self.pending(), self.offset, big) {
+            Some(big) => match frame(self.pending(), self.offset, big) {
                 Ok(Some((_, size, payload))) => size + payload,
                 _ => HEADER_SIZE,
             },
@@ -237,7 +254,7 @@ impl StreamReader {
     /// Read the pipe header if it is not read yet and enough bytes are there; `Ok(None)`
     /// when more are needed. A file-mode header is [`PerfDataError::FileModeStream`].
     pub fn read_header(&mut self) -> Result<Option<&FileHeader>, PerfDataError> {
-        if self.header.is_none() {
+        if self.big_endian.is_none() {
             if self.end - self.start < PIPE_HEADER_SIZE as usize {
                 return Ok(None);
             }
@@ -245,7 +262,9 @@ impl StreamReader {
             if !pipe {
                 return Err(PerfDataError::FileModeStream);
             }
-            self.header = Some(FileHeader::parse(self.pending())?);
+            let header = FileHeader::parse(self.pending())?;
+            self.big_endian = Some(header.big_endian);
+            self.header = Some(header);
             self.start += PIPE_HEADER_SIZE as usize;
             self.offset += PIPE_HEADER_SIZE;
         }
@@ -253,9 +272,13 @@ impl StreamReader {
     }
 
     /// The next whole record, `Ok(None)` when more bytes are needed. The first call reads
-    /// the pipe header; a file-mode header is [`PerfDataError::FileModeStream`].
+    /// the pipe header (but for [`StreamReader::data_section`]); a file-mode header is
+    /// [`PerfDataError::FileModeStream`].
     pub fn next_record(&mut self) -> Result<Option<RawRecord<'_>>, PerfDataError> {
-        let Some(big_endian) = self.read_header()?.map(|h| h.big_endian) else {
+        if self.big_endian.is_none() {
+            self.read_header()?;
+        }
+        let Some(big_endian) = self.big_endian else {
             return Ok(None);
         };
         let Some((header, size, payload)) = frame(self.pending(), self.offset, big_endian)? else {
@@ -279,10 +302,10 @@ impl StreamReader {
     /// At the end of the input: an error if a partial record (or header) is left.
     pub fn finish(&self) -> Result<(), PerfDataError> {
         let have = (self.end - self.start) as u64;
-        if have == 0 && self.header.is_some() {
+        if have == 0 && self.big_endian.is_some() {
             return Ok(());
         }
-        let what = if self.header.is_none() {
+        let what = if self.big_endian.is_none() {
             "pipe header"
         } else {
             "record"
