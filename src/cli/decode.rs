@@ -190,8 +190,14 @@ fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
         ));
     }
     if s.late > 0 {
+        let why = if s.order_buffer_full > 0 {
+            "--order-buffer was full; a larger one may help"
+        } else {
+            "they came after a FINISHED_ROUND that should have followed them; perf script \
+             counts them as out of order events too"
+        };
         print_stderr(format_args!(
-            "uevrec: {name}: {} records written out of time order (--order-buffer was full)\n",
+            "uevrec: {name}: {} records written out of time order ({why})\n",
             s.late
         ));
     }

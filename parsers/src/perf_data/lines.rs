@@ -69,8 +69,11 @@ pub struct DecodeStats {
     /// Samples skipped per event name: the event has no format in the file, or a
     /// `sample_type` this reader cannot lay out.
     pub skipped: BTreeMap<String, u64>,
-    /// Samples written after newer ones (the order buffer's bound was reached).
+    /// Samples written after newer ones (the order buffer's bound was reached, or the
+    /// file's rounds were not in order for them).
     pub late: u64,
+    /// How many times the order buffer's bound was reached (its older half let out early).
+    pub order_buffer_full: u64,
     /// Problems that did not stop decoding (first [`MAX_KEPT_ERRORS`]).
     pub errors: Vec<PerfDataError>,
     /// How many problems there were.
@@ -505,6 +508,7 @@ impl<'s> LineDecoder<'s> {
             out.write(tag as usize, offset, bytes)
         });
         out.stats.late = orderer.late();
+        out.stats.order_buffer_full = orderer.bound_reached();
         if stopped { Step::Stop } else { Step::Continue }
     }
 
