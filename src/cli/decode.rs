@@ -66,7 +66,7 @@ pub struct DecodeArgs {
 }
 
 /// Bytes read at a time (file or standard input).
-const READ_CHUNK: usize = 1 << 20;
+pub const READ_CHUNK: usize = 1 << 20;
 
 /// How the input ended.
 struct Outcome {
@@ -276,34 +276,53 @@ fn decode_open_file(
     if len == 0 {
         return decode_bytes(&[], opts, select, flush);
     }
-    // SAFETY: a read-only private mapping of a file opened for reading; it lives until the
-    // end of this block and nothing here writes through it. Another process truncating
-    // the file while it is mapped would fault the reads (SIGBUS), as with every mmap
-    // reader (perf's too); the decoder itself never trusts the bytes.
-    let map = unsafe { memmap2::Mmap::map(file) }.map_err(|e| format!("mapping: {e}"))?;
-    if map.starts_with(TRACE_DAT_MAGIC) {
-        return decode_bytes(&map, opts, select, flush);
-    }
-    // The header, attrs and features are read through the mapping (the pages they are
-    // on); the records are read with pread into one buffer instead, which costs less
-    // than faulting the mapped data in and dropping it again, and keeps memory bounded.
-    let (data, records) = PerfData::open(&map).map_err(|e| e.to_string())?;
+    let Some((data, start, end)) = open_perf_data(file)? else {
+        return decode_bytes(&map_file(file)?, opts, select, flush);
+    };
     let clock_data = data.clock_data().is_some();
-    let start = records.offset();
-    let end = start + records.rest().len() as u64;
-    drop(map);
     let mut dec = StreamDecoder::data_section(data, start, opts, select);
+    let stopped = pump(&mut dec, &mut pread_span(file, start, end), flush)?;
+    Ok(stream_outcome(&dec, stopped, clock_data))
+}
+
+/// A perf.data file's header, attrs and features, read through a mapping of the file
+/// (only the pages they are on), and the absolute span `start..end` of its records, to be
+/// read with [`pread_span`] (which costs less than faulting the mapped data in and
+/// dropping it again, and keeps memory bounded). `None` for a trace.dat.
+pub fn open_perf_data(file: &File) -> Result<Option<(PerfData, u64, u64)>, String> {
+    let map = map_file(file)?;
+    if map.starts_with(TRACE_DAT_MAGIC) {
+        return Ok(None);
+    }
+    let (data, records) = PerfData::open(&map).map_err(|e| e.to_string())?;
+    let start = records.offset();
+    Ok(Some((data, start, start + records.rest().len() as u64)))
+}
+
+/// `file` mapped read-only.
+fn map_file(file: &File) -> Result<memmap2::Mmap, String> {
+    // SAFETY: a read-only private mapping of a file opened for reading; nothing here writes
+    // through it. Another process truncating the file while it is mapped would fault the
+    // reads (SIGBUS), as with every mmap reader (perf's too); the decoder itself never
+    // trusts the bytes.
+    unsafe { memmap2::Mmap::map(file) }.map_err(|e| format!("mapping: {e}"))
+}
+
+/// Reads of `file` from absolute offset `start` on, never past `end` (0 at `end`).
+pub fn pread_span(
+    file: &File,
+    start: u64,
+    end: u64,
+) -> impl FnMut(&mut [u8]) -> std::io::Result<usize> + '_ {
     let mut pos = start;
-    let mut read = |buf: &mut [u8]| {
-        let want = usize::try_from(end - pos)
+    move |buf: &mut [u8]| {
+        let want = usize::try_from(end.saturating_sub(pos))
             .unwrap_or(usize::MAX)
             .min(buf.len());
         let n = file.read_at(&mut buf[..want], pos)?;
         pos += n as u64;
         Ok(n)
-    };
-    let stopped = pump(&mut dec, &mut read, flush)?;
-    Ok(stream_outcome(&dec, stopped, clock_data))
+    }
 }
 
 /// Feed `dec` what `read` returns, [`READ_CHUNK`] bytes at a time, until the input ends
