@@ -4,7 +4,8 @@
 # output to a file on tmpfs (see BENCHMARKS.md, "perf.data decoding"). Needs root, perf,
 # perl, GNU time, a tmpfs at /dev/shm.
 #   scripts/bench-decode.sh [CALLS [RUNS]]     CALLS getppid() calls recorded (default 3000000)
-# Environment: BENCH_CPU (default 1), BENCH_PREWARM (MiB, default 1200; 0 = off).
+# Environment: BENCH_CPU (default 1), BENCH_PREWARM (MiB; default twice the perf.data's
+# size, more than any tool's output; 0 = off).
 #
 # Fairness: the input is read once before the runs (it is in tmpfs: no disk); every run
 # runs the three tools in a rotated order (run 1: perf td uevrec, run 2: td uevrec perf,
@@ -20,7 +21,6 @@ set -eu
 calls=${1:-3000000}
 runs=${2:-3}
 cpu=${BENCH_CPU:-1}
-prewarm=${BENCH_PREWARM:-1200}
 here=$(cd "$(dirname "$0")/.." && pwd)
 dir=/dev/shm/uevrec-bench-decode
 mkdir -p "$dir"
@@ -38,6 +38,7 @@ perf record -q -a -m 4096 -k CLOCK_MONOTONIC -e raw_syscalls:sys_enter -e sched:
     exit 1
 }
 cat "$data" >/dev/null
+prewarm=${BENCH_PREWARM:-$(($(stat -c %s "$data") / 1048576 * 2))}
 events=$(perf script -i "$data" -F event 2>/dev/null | wc -l)
 echo "# $events samples in $(du -h "$data" | cut -f1) ($calls getppid calls); cpu $cpu;" \
     "prewarm ${prewarm} MiB; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -50,8 +51,8 @@ measure() { # name outfile command...
         dd if=/dev/zero of="$dir/warm" bs=1M count="$prewarm" status=none
         rm -f "$dir/warm"
     fi
-    /usr/bin/time -f "%e %U %S %M" -o "$dir/time" taskset -c "$cpu" "$@" >"$out" 2>"$dir/err" || {
-        cat "$dir/err" >&2
+    /usr/bin/time -f "%e %U %S %M" -o "$dir/time" taskset -c "$cpu" "$@" >"$out" 2>"$dir/err.$name" || {
+        cat "$dir/err.$name" >&2
         exit 1
     }
     read -r wall user sys rss <"$dir/time"
@@ -70,7 +71,7 @@ for i in $(seq "$runs"); do
         case $tool in
         perf) set -- perf script -i "$data" ;;
         td) set -- "$td" "$data" ;;
-        uevrec) set -- "$uevrec" decode -q "$data" ;;
+        uevrec) set -- "$uevrec" decode "$data" ;;
         esac
         measure "$tool" "$dir/out.$tool" "$@" | awk -v ev="$events" -v run="$i" \
             '{ printf "%-4s %-7s %10d %7.2f %7.2f %7.2f %11.0f %11.0f %9d\n", run, $1, ev, $2, $3, $4, ev / $2, ev / ($3 + $4), $5 }' |
@@ -83,5 +84,6 @@ awk '{ wall[$1, $2] = $4; cpu[$1, $2] = $5 + $6; if ($1 > n) n = $1 }
         printf "run %s: perf/uevrec wall %.2fx cpu %.2fx; td/uevrec wall %.2fx cpu %.2fx\n", r,
             wall[r, "perf"] / wall[r, "uevrec"], cpu[r, "perf"] / cpu[r, "uevrec"],
             wall[r, "td"] / wall[r, "uevrec"], cpu[r, "td"] / cpu[r, "uevrec"] }' "$dir/rows"
+echo "# uevrec's stderr: $(tr '\n' ' ' <"$dir/err.uevrec")"
 echo "# lines: perf $(wc -l <"$dir/out.perf"), td $(wc -l <"$dir/out.td"), uevrec $(wc -l <"$dir/out.uevrec");" \
     "bytes: perf $(wc -c <"$dir/out.perf"), td $(wc -c <"$dir/out.td"), uevrec $(wc -c <"$dir/out.uevrec")"
