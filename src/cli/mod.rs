@@ -7,7 +7,7 @@
 //! output went away (EPIPE; like a shell's status for SIGPIPE), nothing printed;
 //! [`crate::signals::FORCED_EXIT_STATUS`] 130 a second SIGINT/SIGTERM cut the shutdown short.
 
-mod decode;
+pub mod decode;
 mod list;
 pub mod output;
 mod record;

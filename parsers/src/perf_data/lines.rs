@@ -73,8 +73,11 @@ pub struct DecodeStats {
     /// Samples skipped per event name: the event has no format in the file, or a
     /// `sample_type` this reader cannot lay out.
     pub skipped: BTreeMap<String, u64>,
-    /// Samples written after newer ones (the order buffer's bound was reached).
+    /// Samples written after newer ones (the order buffer's bound was reached, or the
+    /// file's rounds were not in order for them).
     pub late: u64,
+    /// How many times the order buffer's bound was reached (its older half let out early).
+    pub order_buffer_full: u64,
     /// Problems that did not stop decoding (first [`MAX_KEPT_ERRORS`]).
     pub errors: Vec<PerfDataError>,
     /// How many problems there were.
@@ -128,6 +131,17 @@ struct Out<'a> {
     flush: &'a mut dyn FnMut(&[u8]) -> bool,
 }
 
+/// The cpu, pid and tid of `s` for its line (the time is the caller's).
+#[inline]
+fn stamp_of(s: &Sample<'_>) -> RecordStamp {
+    RecordStamp {
+        time_unix_ns: None,
+        cpu: s.cpu.unwrap_or(0),
+        pid: s.pid.unwrap_or(0),
+        tid: s.tid.unwrap_or(0),
+    }
+}
+
 /// Count `e`, keep it if there is room.
 fn note_error(stats: &mut DecodeStats, e: PerfDataError) {
     stats.error_count += 1;
@@ -143,12 +157,26 @@ impl Out<'_> {
         let Some(Ok(layout)) = self.data.events().get(event).map(|e| &e.layout) else {
             return true;
         };
+        if layout
+            .header(bytes)
+            .is_some_and(|h| h.kind == PERF_RECORD_SAMPLE)
+        {
+            return match layout.parse_sample(bytes) {
+                Ok(s) => self.sample(event, s.time, stamp_of(&s), s.raw.unwrap_or_default()),
+                Err(source) => {
+                    note_error(self.stats, PerfDataError::Sample { at: offset, source });
+                    true
+                }
+            };
+        }
         match layout.parse(bytes) {
             Err(source) => {
                 note_error(self.stats, PerfDataError::Sample { at: offset, source });
                 true
             }
-            Ok(Record::Sample(s)) => self.sample(event, &s),
+            Ok(Record::Sample(s)) => {
+                self.sample(event, s.time, stamp_of(&s), s.raw.unwrap_or_default())
+            }
             Ok(Record::Lost {
                 lost, sample_id, ..
             })
@@ -159,7 +187,15 @@ impl Out<'_> {
         }
     }
 
-    fn sample(&mut self, event: usize, s: &Sample<'_>) -> bool {
+    /// Write the sample of `event` taken at `time` (the event's clock) with `stamp`'s
+    /// cpu, pid and tid (its time is set here) and the trace entry `raw`.
+    fn sample(
+        &mut self,
+        event: usize,
+        time: Option<u64>,
+        mut stamp: RecordStamp,
+        raw: &[u8],
+    ) -> bool {
         if self.max_records.is_some_and(|m| self.stats.records >= m) {
             return false;
         }
@@ -169,21 +205,14 @@ impl Out<'_> {
         let Some(prepared) = &slot.prepared else {
             return true;
         };
-        let time_unix_ns = match (slot.clock, s.time) {
+        stamp.time_unix_ns = match (slot.clock, time) {
             (Some(c), Some(t)) => c.to_unix_ns(t),
             _ => None,
         };
-        if time_unix_ns.is_none() {
+        if stamp.time_unix_ns.is_none() {
             self.stats.time_unknown += 1;
         }
-        let stamp = RecordStamp {
-            time_unix_ns,
-            cpu: s.cpu.unwrap_or(0),
-            pid: s.pid.unwrap_or(0),
-            tid: s.tid.unwrap_or(0),
-        };
-        self.writer
-            .write_prepared(self.out, &stamp, prepared, s.raw.unwrap_or_default());
+        self.writer.write_prepared(self.out, &stamp, prepared, raw);
         self.stats.records += 1;
         self.maybe_flush() && self.max_records.is_none_or(|m| self.stats.records < m)
     }
@@ -489,6 +518,7 @@ impl<'s> LineDecoder<'s> {
             out.write(tag as usize, offset, bytes)
         });
         out.stats.late = orderer.late();
+        out.stats.order_buffer_full = orderer.bound_reached();
         if stopped { Step::Stop } else { Step::Continue }
     }
 
@@ -530,6 +560,23 @@ impl<'s> StreamDecoder<'s> {
             decoder: None,
             opts,
             select: Some(Box::new(select)),
+        }
+    }
+
+    /// A decoder for the records of a file whose header, attrs and features `data` holds
+    /// ([`PerfData::open`]), fed the bytes from absolute offset `offset` on (the data
+    /// section, read piece by piece: where [`super::records::Records::rest`] starts).
+    pub fn data_section(
+        data: PerfData,
+        offset: u64,
+        opts: DecodeOptions,
+        select: impl Fn(&str, &str) -> bool + 's,
+    ) -> Self {
+        StreamDecoder {
+            reader: StreamReader::data_section(data.big_endian, offset),
+            decoder: Some(LineDecoder::new(data, opts, select)),
+            opts,
+            select: None,
         }
     }
 
