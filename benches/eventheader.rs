@@ -192,6 +192,8 @@ fn bench(c: &mut Criterion) {
 /// `UEVREC_EH_PASSES=<corpus|otel>:<n>`: write `n` passes of one case (a corpus pass is
 /// its 374 records, an OTel pass 1000 records) with uevrec and exit, without criterion:
 /// for `valgrind --tool=callgrind` instruction counts (BENCHMARKS.md has the command).
+/// `UEVREC_EH_DUMP=<file>` also writes the last pass's lines there (to check that a
+/// change keeps the output byte for byte).
 fn passes(spec: &str) {
     let (case, n) = spec.split_once(':').expect("case:n");
     let n: u64 = n.parse().expect("a number of passes");
@@ -219,6 +221,9 @@ fn passes(spec: &str) {
             writer.write_prepared(&mut out, &stamp, p, black_box(raw));
         }
         total += black_box(out.len());
+    }
+    if let Some(path) = std::env::var_os("UEVREC_EH_DUMP") {
+        std::fs::write(path, &out).expect("write UEVREC_EH_DUMP");
     }
     eprintln!(
         "{case}: {n} passes of {} records, {total} bytes",

@@ -701,8 +701,8 @@ pub(super) fn write_int_value(out: &mut Vec<u8>, format: Format, bytes: &[u8], b
             _ if n <= 4 => write_int(out, u as u32 as i32),
             _ => write_int(out, u),
         },
-        Format::Float if n == 4 => write_float(out, f64::from(f32::from_bits(u as u32)), true),
-        Format::Float if n == 8 => write_float(out, f64::from_bits(u), false),
+        Format::Float if n == 4 => write_float(out, f32::from_bits(u as u32)),
+        Format::Float if n == 8 => write_float(out, f64::from_bits(u)),
         Format::HexBytes => write_hex(out, bytes),
         Format::String8 if n == 1 => {
             out.push(b'"');
@@ -807,31 +807,16 @@ fn write_uuid(out: &mut Vec<u8>, b: &[u8; 16]) {
     out.push(b'"');
 }
 
-/// A float: the shortest text that reads back the same (`f32` shortest for `f32`
-/// values), or `"NaN"`, `"Infinity"`, `"-Infinity"`.
-fn write_float(out: &mut Vec<u8>, v: f64, single: bool) {
-    if v.is_nan() {
-        out.extend_from_slice(b"\"NaN\"");
-    } else if v.is_infinite() {
-        out.extend_from_slice(if v > 0.0 {
-            b"\"Infinity\""
-        } else {
-            b"\"-Infinity\""
-        });
-    } else if single {
-        let _ = std::fmt::Write::write_fmt(&mut Raw(out), format_args!("{:?}", v as f32));
-    } else {
-        let _ = std::fmt::Write::write_fmt(&mut Raw(out), format_args!("{v:?}"));
-    }
-}
-
-/// `fmt::Write` into a `Vec<u8>` (no `io::Write` adapter and its error to drop).
-struct Raw<'a>(&'a mut Vec<u8>);
-
-impl std::fmt::Write for Raw<'_> {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.0.extend_from_slice(s.as_bytes());
-        Ok(())
+/// A float as serde_json writes it (its float formatter, `zmij`: the shortest text that
+/// reads back the same, `f32` shortest for `f32` values, exponents from `1e+16` and
+/// below `1e-5`), or `"NaN"`, `"Infinity"`, `"-Infinity"`.
+fn write_float<F: zmij::Float>(out: &mut Vec<u8>, v: F) {
+    let mut buffer = zmij::Buffer::new();
+    match buffer.format(v).as_bytes() {
+        b"NaN" => out.extend_from_slice(b"\"NaN\""),
+        b"inf" => out.extend_from_slice(b"\"Infinity\""),
+        b"-inf" => out.extend_from_slice(b"\"-Infinity\""),
+        text => out.extend_from_slice(text),
     }
 }
 
@@ -1000,6 +985,46 @@ fn push_char(out: &mut Vec<u8>, c: char) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn floats_as_serde_json_writes_them() {
+        // Special values and random bit patterns, as f64 and as f32 (the low 32 bits);
+        // non-finite ones as the documented strings, the others as serde_json's text,
+        // which reads back to the same value.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut patterns = vec![0, 1, 0x8000_0000_0000_0000, 0x7ff0_0000_0000_0000];
+        patterns.extend((0..20_000).map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        }));
+        patterns.extend([1e16, 1e-5, 1e21, 0.1, 65.0].map(f64::to_bits));
+        let special = |finite: bool, nan: bool, positive: bool| match (finite, nan, positive) {
+            (true, ..) => None,
+            (false, true, _) => Some(b"\"NaN\"".to_vec()),
+            (false, false, true) => Some(b"\"Infinity\"".to_vec()),
+            (false, false, false) => Some(b"\"-Infinity\"".to_vec()),
+        };
+        for bits in patterns {
+            let double = f64::from_bits(bits);
+            let mut out = Vec::new();
+            write_float(&mut out, double);
+            let expected = special(double.is_finite(), double.is_nan(), double > 0.0)
+                .unwrap_or_else(|| serde_json::to_vec(&double).unwrap());
+            assert_eq!(out, expected, "{double:?}");
+            let single = f32::from_bits(bits as u32);
+            out.clear();
+            write_float(&mut out, single);
+            let expected = special(single.is_finite(), single.is_nan(), single > 0.0)
+                .unwrap_or_else(|| serde_json::to_vec(&single).unwrap());
+            assert_eq!(out, expected, "{single:?}");
+            if single.is_finite() {
+                let back: f32 = std::str::from_utf8(&out).unwrap().parse().unwrap();
+                assert_eq!(back.to_bits(), single.to_bits());
+            }
+        }
+    }
 
     #[test]
     fn ipv6_as_std_displays_it() {
