@@ -11,7 +11,7 @@ use super::enumerator::{Enumerator, Item};
 use super::enums::{Encoding, Format};
 use super::header::{EventParts, parse_event};
 use super::metadata::{FieldMeta, attributes, split_event_name, unescape};
-use super::plan::PlanCache;
+use super::plan::{PlanCache, PlanHint};
 use super::tracepoint_name::{OwnedTracepointName, TracepointName};
 use crate::json_line::{first_special, write_hex, write_int, write_plain, write_str, write_text};
 
@@ -82,6 +82,8 @@ pub struct PreparedName {
     provider: Box<[u8]>,
     /// `,"level":…,"keyword":"0x…"` and `,"group":…` for events of the name's level.
     level_keyword: Box<[u8]>,
+    /// Where its events' metadata was found last in a plan cache.
+    hint: PlanHint,
 }
 
 impl PreparedName {
@@ -96,6 +98,7 @@ impl PreparedName {
             provider: provider.into(),
             level_keyword: level_keyword.into(),
             name,
+            hint: PlanHint::default(),
         }
     }
 
@@ -118,6 +121,7 @@ pub fn write_event_prepared(
         scratch,
         name.level,
         data,
+        Some(&name.hint),
         |out| out.extend_from_slice(&name.provider),
         |out| out.extend_from_slice(&name.level_keyword),
     );
@@ -127,7 +131,8 @@ pub fn write_event_prepared(
     }
 }
 
-/// The fast path of [`write_event`] for a tracepoint of level `level`, whose
+/// The fast path of [`write_event`] for a tracepoint of level `level` (`hint`: its
+/// [`PlanHint`] when it has one), whose
 /// `,"provider":…` text `provider` writes and whose `,"level":…,"keyword":…` text
 /// (`,"group":…` included) `level_keyword` writes: `None` (with partial output) when
 /// the event has no metadata, its metadata does not compile, its levels differ, or its
@@ -139,6 +144,7 @@ fn write_planned(
     scratch: &mut Scratch,
     level: u8,
     data: &[u8],
+    hint: Option<&PlanHint>,
     provider: impl FnOnce(&mut Vec<u8>),
     level_keyword: impl FnOnce(&mut Vec<u8>),
 ) -> Option<()> {
@@ -147,7 +153,7 @@ fn write_planned(
         return None;
     }
     let big = parts.header.big_endian();
-    let plan = scratch.plans.get(parts.metadata?, big)?;
+    let plan = scratch.plans.get(parts.metadata?, big, hint)?;
     provider(out);
     out.extend_from_slice(&plan.head);
     level_keyword(out);
@@ -173,6 +179,7 @@ pub fn write_event_planned(
         scratch,
         tp.level,
         data,
+        None,
         |out| write_provider(out, tp),
         |out| write_level_keyword(out, tp, tp.level),
     )

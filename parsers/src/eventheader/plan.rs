@@ -27,6 +27,7 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::enumerator::{MAX_FIELDS, MAX_STRUCT_DEPTH, read_value};
 use super::enums::{Encoding, Format};
@@ -146,21 +147,37 @@ pub struct PlanCache {
 impl PlanCache {
     /// The plan for `meta` (values in big-endian order if `big`), compiling it the first
     /// time; `None` when the metadata does not compile or is too long to cache.
-    pub fn get(&mut self, meta: &[u8], big: bool) -> Option<&Plan> {
-        let last = self.slots.get(self.last).and_then(Option::as_ref);
-        let slot = if last.is_some_and(|c| c.big == big && *c.meta == *meta) {
-            self.last
-        } else {
-            let hash = hash(meta, big);
-            let found = self.index.get(&hash).map(|&slot| slot as usize);
-            let cached = |slot: usize| self.slots.get(slot).and_then(Option::as_ref);
-            match found {
-                Some(slot) if cached(slot).is_some_and(|c| c.is(hash, meta, big)) => slot,
-                _ if meta.len() > MAX_PLAN_METADATA => return None,
-                _ => self.insert(hash, meta, big),
+    ///
+    /// `hint` (one per tracepoint) remembers the slot its events found last: when that
+    /// slot holds the same metadata, the plan is found without hashing it (events of one
+    /// tracepoint mostly carry the same block); else the cache's own last slot is tried,
+    /// then the index by hash.
+    pub fn get(&mut self, meta: &[u8], big: bool, hint: Option<&PlanHint>) -> Option<&Plan> {
+        let holds = |slot: usize| {
+            self.slots
+                .get(slot)
+                .and_then(Option::as_ref)
+                .is_some_and(|c| c.big == big && *c.meta == *meta)
+        };
+        let hinted = hint.map(PlanHint::get);
+        let slot = match hinted {
+            Some(slot) if holds(slot) => slot,
+            _ if holds(self.last) => self.last,
+            _ => {
+                let hash = hash(meta, big);
+                let found = self.index.get(&hash).map(|&slot| slot as usize);
+                let cached = |slot: usize| self.slots.get(slot).and_then(Option::as_ref);
+                match found {
+                    Some(slot) if cached(slot).is_some_and(|c| c.is(hash, meta, big)) => slot,
+                    _ if meta.len() > MAX_PLAN_METADATA => return None,
+                    _ => self.insert(hash, meta, big),
+                }
             }
         };
         self.last = slot;
+        if let Some(hint) = hint.filter(|_| hinted != Some(slot)) {
+            hint.set(slot);
+        }
         self.slots.get(slot)?.as_ref()?.plan.as_ref()
     }
 
@@ -214,6 +231,28 @@ impl PlanCache {
     /// Whether nothing is cached.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// The [`PlanCache`] slot a tracepoint's events found last (a guess, checked against
+/// the metadata before use; shared between threads, so an atomic, read and written
+/// relaxed). Keep one per tracepoint beside its prepared name.
+#[derive(Debug, Default)]
+pub struct PlanHint(AtomicU32);
+
+impl PlanHint {
+    fn get(&self) -> usize {
+        self.0.load(Ordering::Relaxed) as usize
+    }
+
+    fn set(&self, slot: usize) {
+        self.0.store(slot as u32, Ordering::Relaxed);
+    }
+}
+
+impl Clone for PlanHint {
+    fn clone(&self) -> Self {
+        PlanHint(AtomicU32::new(self.0.load(Ordering::Relaxed)))
     }
 }
 
