@@ -13,7 +13,10 @@ use super::header::{EventParts, parse_event};
 use super::metadata::{FieldMeta, attributes, split_event_name, unescape};
 use super::plan::{PlanCache, PlanHint};
 use super::tracepoint_name::{OwnedTracepointName, TracepointName};
-use crate::json_line::{first_special, write_hex, write_int, write_plain, write_str, write_text};
+use crate::json_line::{
+    first_special, write_escape, write_hex, write_int, write_plain, write_str, write_text,
+    write_text_contents,
+};
 
 /// Reusable buffers for [`write_event`]; keep one per writer.
 #[derive(Debug, Default, Clone)]
@@ -432,14 +435,6 @@ fn write_escaped_text(out: &mut Vec<u8>, text: &[u8]) {
         write_text_contents(out, piece);
     }
     out.push(b'"');
-}
-
-/// [`write_text`] without the quotes.
-fn write_text_contents(out: &mut Vec<u8>, bytes: &[u8]) {
-    let mark = out.len();
-    write_text(out, bytes);
-    out.pop();
-    out.remove(mark);
 }
 
 /// Copy the text of the key `out[a..b]` (a JSON string) without its quotes.
@@ -970,19 +965,9 @@ fn write_ascii_units<const N: usize>(out: &mut Vec<u8>, bytes: &[u8], big: bool)
 
 /// One character inside a JSON string, escaped as serde_json escapes.
 fn push_char(out: &mut Vec<u8>, c: char) {
-    match c {
-        '"' => out.extend_from_slice(b"\\\""),
-        '\\' => out.extend_from_slice(b"\\\\"),
-        '\n' => out.extend_from_slice(b"\\n"),
-        '\r' => out.extend_from_slice(b"\\r"),
-        '\t' => out.extend_from_slice(b"\\t"),
-        '\u{8}' => out.extend_from_slice(b"\\b"),
-        '\u{c}' => out.extend_from_slice(b"\\f"),
-        c if (c as u32) < 0x20 => {
-            let c = c as usize;
-            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[c >> 4], HEX[c & 15]]);
-        }
-        c => {
+    match u8::try_from(c) {
+        Ok(b) if b.is_ascii() => write_escape(out, b),
+        _ => {
             let mut buf = [0u8; 4];
             out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
         }

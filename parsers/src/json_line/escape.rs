@@ -96,8 +96,8 @@ pub(crate) fn write_key(out: &mut Vec<u8>, key: &str) {
 }
 
 /// A JSON string from valid UTF-8. Strings needing no escape (the usual case, found 8
-/// bytes at a time) are copied; others go through serde_json's escaper (RFC 8259: `"`,
-/// `\`, and the C0 controls as `\n`-style or `\u00XX` escapes).
+/// bytes at a time) are copied; others are escaped as serde_json escapes
+/// ([`write_str_contents`]).
 pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
     if first_flagged(s.as_bytes(), escape_mask).is_some() {
         write_escaped(out, s);
@@ -108,11 +108,61 @@ pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
     }
 }
 
-/// serde_json's escaper, out of line (inlined, it ran 30% slower in the string-heavy bench).
+/// [`write_str`] for a string that needs escapes, out of line (inlined, serde_json's
+/// escaper made the string-heavy bench 30% slower).
 #[inline(never)]
 fn write_escaped(out: &mut Vec<u8>, s: &str) {
-    // Writing into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, s);
+    out.push(b'"');
+    write_str_contents(out, s);
+    out.push(b'"');
+}
+
+/// The escaped contents of `s` without the quotes: the runs between bytes to escape
+/// copied, each byte to escape as [`write_escape`] writes it. A byte loop: strings that
+/// get here have something to escape or are not ASCII, and are mostly short (clean
+/// ones are copied after [`first_flagged`]'s scan). Hand-written rather than
+/// serde_json's escaper, which writes only whole quoted strings (pieces of lossy text
+/// and `Display` messages needed their quotes cut off, a copy of the text each);
+/// `escapes_match_serde_json` checks every byte value against serde_json.
+pub(crate) fn write_str_contents(out: &mut Vec<u8>, s: &str) {
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b >= 0x20 && b != b'"' && b != b'\\' {
+            continue;
+        }
+        if let Some(run) = bytes.get(start..i).filter(|run| !run.is_empty()) {
+            out.extend_from_slice(run);
+        }
+        write_escape(out, b);
+        start = i + 1;
+    }
+    if let Some(run) = bytes.get(start..).filter(|run| !run.is_empty()) {
+        out.extend_from_slice(run);
+    }
+}
+
+/// One byte that JSON must escape (below 0x20, `"`, `\`), as serde_json escapes it:
+/// `\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, else `\u00XX` in lowercase hex.
+/// Other bytes are written as they are.
+#[inline]
+pub(crate) fn write_escape(out: &mut Vec<u8>, b: u8) {
+    let short = match b {
+        b'"' => b'"',
+        b'\\' => b'\\',
+        0x08 => b'b',
+        0x0c => b'f',
+        b'\n' => b'n',
+        b'\r' => b'r',
+        b'\t' => b't',
+        0..0x20 => {
+            let hex = [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]];
+            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', hex[0], hex[1]]);
+            return;
+        }
+        _ => return out.push(b),
+    };
+    out.extend_from_slice(&[b'\\', short]);
 }
 
 /// A JSON string from bytes that should be UTF-8: each maximal invalid sequence becomes
@@ -123,17 +173,23 @@ pub(crate) fn write_text(out: &mut Vec<u8>, bytes: &[u8]) {
     if write_plain(out, bytes) {
         return;
     }
+    out.push(b'"');
+    write_text_contents(out, bytes);
+    out.push(b'"');
+}
+
+/// [`write_text`] without the quotes (out of line: the rarer path of [`write_text`]).
+#[inline(never)]
+pub(crate) fn write_text_contents(out: &mut Vec<u8>, bytes: &[u8]) {
     if let Ok(s) = std::str::from_utf8(bytes) {
-        write_str(out, s);
+        write_str_contents(out, s);
     } else {
-        out.push(b'"');
         for chunk in bytes.utf8_chunks() {
             write_str_contents(out, chunk.valid());
             if !chunk.invalid().is_empty() {
                 out.extend_from_slice("\u{FFFD}".as_bytes());
             }
         }
-        out.push(b'"');
     }
 }
 
@@ -148,14 +204,6 @@ pub(crate) fn write_plain(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
     out.extend_from_slice(bytes);
     out.push(b'"');
     true
-}
-
-/// The escaped contents of `s` without the quotes (rare paths: invalid UTF-8, messages).
-fn write_str_contents(out: &mut Vec<u8>, s: &str) {
-    let mark = out.len();
-    write_str(out, s);
-    out.pop();
-    out.remove(mark);
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
