@@ -81,13 +81,13 @@ impl TimeCache {
 fn nine_digits(n: u32) -> [u8; 9] {
     let (first, rest) = (n / 100_000_000, u64::from(n % 100_000_000));
     // Lanes in memory order (little-endian): the most significant digits first.
-    let halves = rest / 10_000 | (rest % 10_000) << 32;
+    let halves = (rest / 10_000) | ((rest % 10_000) << 32);
     // x / 100 for x < 10^4 is (x * 10486) >> 20.
-    let hundreds = (halves * 10_486 >> 20) & 0x0000_007f_0000_007f;
-    let quarters = hundreds | (halves - hundreds * 100) << 16;
+    let hundreds = ((halves * 10_486) >> 20) & 0x0000_007f_0000_007f;
+    let quarters = hundreds | ((halves - hundreds * 100) << 16);
     // x / 10 for x < 100 is (x * 103) >> 10.
-    let tens = (quarters * 103 >> 10) & 0x000f_000f_000f_000f;
-    let digits = tens | (quarters - tens * 10) << 8;
+    let tens = ((quarters * 103) >> 10) & 0x000f_000f_000f_000f;
+    let digits = tens | ((quarters - tens * 10) << 8);
     let mut out = [b'0'; 9];
     out[0] += first as u8;
     out[1..].copy_from_slice(&(digits + u64::from_le_bytes([b'0'; 8])).to_le_bytes());
