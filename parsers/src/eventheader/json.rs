@@ -14,8 +14,8 @@ use super::metadata::{FieldMeta, attributes, split_event_name, unescape};
 use super::plan::{PlanCache, PlanHint};
 use super::tracepoint_name::{OwnedTracepointName, TracepointName};
 use crate::json_line::{
-    first_special, write_escape, write_hex, write_int, write_plain, write_str, write_text,
-    write_text_contents,
+    first_special, hex_digits, write_escape, write_hex, write_int, write_plain, write_str,
+    write_text, write_text_contents,
 };
 
 /// Reusable buffers for [`write_event`]; keep one per writer.
@@ -335,9 +335,6 @@ pub(super) fn write_name(out: &mut Vec<u8>, keys: &mut Vec<(usize, usize)>, even
     }
 }
 
-/// Lowercase hex digits.
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
 /// `v` as `{:#x}` writes it, without the formatting machinery.
 fn write_hash_x(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(b"0x");
@@ -346,9 +343,13 @@ fn write_hash_x(out: &mut Vec<u8>, v: u64) {
 
 /// `v` as `{:x}` writes it, without the formatting machinery.
 fn write_x(out: &mut Vec<u8>, v: u64) {
-    let digits = (67 - v.leading_zeros()) / 4;
-    for i in (0..digits.max(1)).rev() {
-        out.push(HEX[(v >> (4 * i)) as usize & 15]);
+    let digits = ((67 - v.leading_zeros()) / 4).max(1) as usize;
+    let (high, low) = (hex_digits((v >> 32) as u32), hex_digits(v as u32));
+    if let Some(low) = low.get(8usize.saturating_sub(digits)..) {
+        if digits > 8 {
+            out.extend_from_slice(high.get(16 - digits..).unwrap_or_default());
+        }
+        out.extend_from_slice(low);
     }
 }
 
@@ -673,18 +674,35 @@ pub(super) fn write_value_as(
     }
 }
 
+/// A 1, 2, 4 or 8-byte value as a zero-extended number, in the given byte order
+/// (`None` for other lengths).
+#[inline]
+pub(super) fn uint_of(bytes: &[u8], big: bool) -> Option<u64> {
+    macro_rules! read {
+        ($t:ty) => {{
+            let b = *bytes.first_chunk()?;
+            u64::from(if big {
+                <$t>::from_be_bytes(b)
+            } else {
+                <$t>::from_le_bytes(b)
+            })
+        }};
+    }
+    Some(match bytes.len() {
+        1 => u64::from(bytes[0]),
+        2 => read!(u16),
+        4 => read!(u32),
+        8 => read!(u64),
+        _ => return None,
+    })
+}
+
 /// A 1, 2, 4 or 8-byte value (any other length: its hex).
 pub(super) fn write_int_value(out: &mut Vec<u8>, format: Format, bytes: &[u8], big: bool) {
-    let n = bytes.len();
-    let mut buf = [0u8; 8];
-    let Some(slot) = buf.get_mut(..n).filter(|_| matches!(n, 1 | 2 | 4 | 8)) else {
+    let Some(u) = uint_of(bytes, big) else {
         return write_hex(out, bytes);
     };
-    slot.copy_from_slice(bytes);
-    if big {
-        slot.reverse();
-    }
-    let u = u64::from_le_bytes(buf);
+    let n = bytes.len();
     let shift = 64 - 8 * n as u32;
     let s = ((u << shift) as i64) >> shift;
     match format {
@@ -799,14 +817,27 @@ fn write_ipv6(out: &mut Vec<u8>, b: &[u8; 16]) {
 
 /// `"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"` from 16 bytes in network order.
 fn write_uuid(out: &mut Vec<u8>, b: &[u8; 16]) {
-    out.push(b'"');
-    for (i, &byte) in b.iter().enumerate() {
-        if matches!(i, 4 | 6 | 8 | 10) {
-            out.push(b'-');
-        }
-        out.extend_from_slice(&[HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 15)]]);
+    let mut digits = [0u8; 32];
+    for (d, word) in digits.chunks_exact_mut(8).zip(b.chunks_exact(4)) {
+        let mut w = [0u8; 4];
+        w.copy_from_slice(word);
+        d.copy_from_slice(&hex_digits(u32::from_be_bytes(w)));
     }
-    out.push(b'"');
+    let mut text = [b'-'; 38];
+    let (first, last) = (0, text.len() - 1);
+    text[first] = b'"';
+    text[last] = b'"';
+    // Digit groups of 8, 4, 4, 4 and 12, each after a quote or a dash.
+    for (from, to, at) in [
+        (0, 8, 1),
+        (8, 12, 10),
+        (12, 16, 15),
+        (16, 20, 20),
+        (20, 32, 25),
+    ] {
+        text[at..at + to - from].copy_from_slice(&digits[from..to]);
+    }
+    out.extend_from_slice(&text);
 }
 
 /// A float as serde_json writes it (its float formatter, `zmij`: the shortest text that
@@ -1016,6 +1047,32 @@ mod tests {
                 assert_eq!(back.to_bits(), single.to_bits());
             }
         }
+    }
+
+    #[test]
+    fn hex_numbers_and_uuids_as_format_writes_them() {
+        let mut v = 1u64;
+        for shift in 0..64 {
+            for x in [0, 1u64 << shift, (1u64 << shift) - 1, v, u64::MAX >> shift] {
+                let mut out = Vec::new();
+                write_hash_x(&mut out, x);
+                assert_eq!(out, format!("{x:#x}").into_bytes());
+            }
+            v = v.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        }
+        let b: [u8; 16] = std::array::from_fn(|i| (i as u8).wrapping_mul(37) ^ 0xa5);
+        let mut out = Vec::new();
+        write_uuid(&mut out, &b);
+        let hex: String = b.iter().map(|b| format!("{b:02x}")).collect();
+        let expected = format!(
+            "\"{}-{}-{}-{}-{}\"",
+            &hex[..8],
+            &hex[8..12],
+            &hex[12..16],
+            &hex[16..20],
+            &hex[20..]
+        );
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
     }
 
     #[test]

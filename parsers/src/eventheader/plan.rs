@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use super::enumerator::{MAX_FIELDS, MAX_STRUCT_DEPTH, read_value};
 use super::enums::{Encoding, Format};
 use super::header::read_u16;
-use super::json::{Open, Scratch, close, member, note_tag, write_field_tags, write_name};
+use super::json::{Open, Scratch, close, member, note_tag, uint_of, write_field_tags, write_name};
 use super::metadata::{ArrayKind, FieldMeta, read_field};
 use crate::json_line::{write_int, write_text};
 
@@ -64,8 +64,9 @@ enum Kind {
     Unsigned(u8),
     /// Value8..Value64 of this many bytes shown as a signed number.
     Signed(u8),
-    /// Value8..Value64 in another format ([`super::json::write_int_value`]).
-    Int(Format),
+    /// Value8..Value64 of this many bytes in another format
+    /// ([`super::json::write_int_value`]).
+    Int(Format, u8),
     /// A Length16 string of UTF-8 text ([`write_text`]).
     Text,
     /// Anything else ([`super::json::write_value_as`]).
@@ -485,7 +486,7 @@ fn kind(field: &FieldMeta<'_>) -> Kind {
             match format {
                 Format::Default | Format::UnsignedInt => Kind::Unsigned(size),
                 Format::SignedInt => Kind::Signed(size),
-                _ => Kind::Int(format),
+                _ => Kind::Int(format, size),
             }
         }
         Encoding::StringLength16Char8 if matches!(format, Format::Default | Format::StringUtf) => {
@@ -521,16 +522,9 @@ impl Walk<'_> {
     #[inline]
     fn uint(&mut self, size: u8) -> Option<u64> {
         let size = usize::from(size);
-        let bytes = self.payload.get(self.pos..self.pos + size)?;
+        let v = uint_of(self.payload.get(self.pos..self.pos + size)?, self.big)?;
         self.pos += size;
-        let mut buf = [0u8; 8];
-        if self.big {
-            buf.get_mut(8 - size..)?.copy_from_slice(bytes);
-            Some(u64::from_be_bytes(buf))
-        } else {
-            buf.get_mut(..size)?.copy_from_slice(bytes);
-            Some(u64::from_le_bytes(buf))
-        }
+        Some(v)
     }
 
     fn count(&mut self, count: Count) -> Option<u16> {
@@ -558,14 +552,16 @@ impl Walk<'_> {
                 write_text(out, rest.get(2..2 + n)?);
                 self.pos += 2 + n;
             }
-            Kind::Int(format) | Kind::Other(format) => {
+            Kind::Int(format, size) => {
+                let size = usize::from(size);
+                let bytes = self.payload.get(self.pos..self.pos + size)?;
+                self.pos += size;
+                super::json::write_int_value(out, format, bytes, self.big)
+            }
+            Kind::Other(format) => {
                 let (bytes, used) = read_value(self.payload, self.pos, encoding, self.big).ok()?;
                 self.pos += used;
-                if let Kind::Int(_) = kind {
-                    super::json::write_int_value(out, format, bytes, self.big)
-                } else {
-                    super::json::write_value_as(out, encoding, format, bytes, self.big)
-                }
+                super::json::write_value_as(out, encoding, format, bytes, self.big)
             }
         }
         Some(())

@@ -156,8 +156,8 @@ pub(crate) fn write_escape(out: &mut Vec<u8>, b: u8) {
         b'\r' => b'r',
         b'\t' => b't',
         0..0x20 => {
-            let hex = [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]];
-            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', hex[0], hex[1]]);
+            let [.., hi, lo] = hex_digits(u32::from(b));
+            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', hi, lo]);
             return;
         }
         _ => return out.push(b),
@@ -206,14 +206,37 @@ pub(crate) fn write_plain(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
     true
 }
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
+/// The 8 lowercase hex digits of `v`, most significant first. Word-parallel (one nibble
+/// per byte lane, then `'0'` or `'a' - 10` added in every lane at once) rather than a
+/// table lookup per digit: hex strings, numbers and UUIDs are built from it.
+#[inline]
+pub(crate) fn hex_digits(v: u32) -> [u8; 8] {
+    let mut x = u64::from(v);
+    x = (x | (x << 16)) & 0x0000_ffff_0000_ffff;
+    x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff;
+    // Byte lane i now holds nibble i (least significant first).
+    x = (x | (x << 4)) & 0x0f0f_0f0f_0f0f_0f0f;
+    let letters = ((x + ONES * 6) >> 4) & ONES;
+    (x + ONES * u64::from(b'0') + letters * u64::from(b'a' - b'0' - 10)).to_be_bytes()
+}
 
-/// Bytes as a lowercase hex JSON string (`"0aff"`).
+/// Bytes as a lowercase hex JSON string (`"0aff"`), 4 bytes at a time.
 pub(crate) fn write_hex(out: &mut Vec<u8>, bytes: &[u8]) {
     out.reserve(bytes.len() * 2 + 2);
     out.push(b'"');
-    for &b in bytes {
-        out.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+    let words = bytes.chunks_exact(4);
+    let rest = words.remainder();
+    for word in words {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(word);
+        out.extend_from_slice(&hex_digits(u32::from_be_bytes(b)));
+    }
+    for &b in rest {
+        out.extend_from_slice(
+            hex_digits(u32::from(b))
+                .last_chunk::<2>()
+                .unwrap_or(&[0; 2]),
+        );
     }
     out.push(b'"');
 }
@@ -283,6 +306,28 @@ mod tests {
                         assert_eq!(first_special(&bytes), expected, "{bytes:?}");
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn hex_as_format_writes_it() {
+        let mut v = 0u32;
+        for _ in 0..200_000 {
+            assert_eq!(hex_digits(v), *format!("{v:08x}").as_bytes());
+            v = v.wrapping_mul(2_654_435_761).wrapping_add(12_345);
+        }
+        for v in [0, 9, 10, 15, 16, 0x9abc_def0, u32::MAX] {
+            assert_eq!(hex_digits(v), *format!("{v:08x}").as_bytes());
+        }
+        let bytes: Vec<u8> = (0..=255).collect();
+        for len in 0..12 {
+            for start in [0, 7, 250] {
+                let b = &bytes[start..(start + len).min(256)];
+                let mut out = Vec::new();
+                write_hex(&mut out, b);
+                let expected: String = b.iter().map(|b| format!("{b:02x}")).collect();
+                assert_eq!(out, format!("\"{expected}\"").into_bytes());
             }
         }
     }

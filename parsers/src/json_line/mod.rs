@@ -36,8 +36,8 @@ mod time;
 mod values;
 
 pub(crate) use escape::{
-    Escaped, first_special, write_escape, write_hex, write_key, write_plain, write_str, write_text,
-    write_text_contents,
+    Escaped, first_special, hex_digits, write_escape, write_hex, write_key, write_plain, write_str,
+    write_text, write_text_contents,
 };
 use ops::{Step, Text, steps, write_steps};
 use time::TimeCache;
