@@ -14,7 +14,7 @@ use super::metadata::{FieldMeta, attributes, split_event_name, unescape};
 use super::plan::{PlanCache, PlanHint};
 use super::tracepoint_name::{OwnedTracepointName, TracepointName};
 use crate::json_line::{
-    first_special, hex_digits, write_escape, write_hex, write_int, write_plain, write_str,
+    Text, first_special, hex_digits, write_escape, write_hex, write_int, write_plain, write_str,
     write_text, write_text_contents,
 };
 
@@ -82,9 +82,9 @@ pub struct PreparedName {
     name: OwnedTracepointName,
     level: u8,
     /// `,"provider":…`
-    provider: Box<[u8]>,
+    provider: Text<64>,
     /// `,"level":…,"keyword":"0x…"` and `,"group":…` for events of the name's level.
-    level_keyword: Box<[u8]>,
+    level_keyword: Text<64>,
     /// Where its events' metadata was found last in a plan cache.
     hint: PlanHint,
 }
@@ -98,8 +98,8 @@ impl PreparedName {
         write_level_keyword(&mut level_keyword, &tp, tp.level);
         PreparedName {
             level: tp.level,
-            provider: provider.into(),
-            level_keyword: level_keyword.into(),
+            provider: Text::new(provider),
+            level_keyword: Text::new(level_keyword),
             name,
             hint: PlanHint::default(),
         }
@@ -125,8 +125,8 @@ pub fn write_event_prepared(
         name.level,
         data,
         Some(&name.hint),
-        |out| out.extend_from_slice(&name.provider),
-        |out| out.extend_from_slice(&name.level_keyword),
+        |out| name.provider.write(out),
+        |out| name.level_keyword.write(out),
     );
     if planned.is_none() {
         out.truncate(start);
@@ -158,13 +158,13 @@ fn write_planned(
     let big = parts.header.big_endian();
     let plan = scratch.plans.get(parts.metadata?, big, hint)?;
     provider(out);
-    out.extend_from_slice(&plan.head);
+    plan.write_head(out);
     level_keyword(out);
     write_header_keys(out, &parts);
     out.extend_from_slice(b",\"fields\":{");
     plan.write_fields(out, parts.payload, big)?;
     out.push(b'}');
-    out.extend_from_slice(&plan.tags);
+    plan.write_tags(out);
     Some(())
 }
 

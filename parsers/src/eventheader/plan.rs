@@ -34,7 +34,7 @@ use super::enums::{Encoding, Format};
 use super::header::read_u16;
 use super::json::{Open, Scratch, close, member, note_tag, uint_of, write_field_tags, write_name};
 use super::metadata::{ArrayKind, FieldMeta, read_field};
-use crate::json_line::{write_int, write_text};
+use crate::json_line::{Span, Texts, write_int, write_text};
 
 /// The number of metadata blocks a [`PlanCache`] remembers.
 pub const PLAN_CACHE_ENTRIES: usize = 512;
@@ -45,8 +45,6 @@ pub const PLAN_CACHE_BYTES: usize = 1 << 20;
 /// writer).
 pub const MAX_PLAN_METADATA: usize = 4096;
 
-/// A byte range of a plan's text.
-type Span = (u32, u32);
 
 /// How many elements an array has.
 #[derive(Debug, Clone, Copy)]
@@ -104,15 +102,14 @@ enum What {
 /// What one metadata block compiles to.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// The prefixes the ops point into, then `head` and `tags`.
+    text: Texts,
     /// `,"name":…` and `,"event_attributes":{…}` when the name has attributes.
-    pub head: Box<[u8]>,
+    head: Span,
     /// `,"field_tags":{…}`, or empty.
-    pub tags: Box<[u8]>,
-    /// The prefixes the ops point into.
-    text: Box<[u8]>,
+    tags: Span,
     ops: Box<[Op]>,
 }
-
 /// One cached metadata block.
 #[derive(Debug, Clone)]
 struct Cached {
@@ -316,9 +313,8 @@ fn compile(meta: &[u8], big: bool) -> Option<Plan> {
         pending: 0,
         pending_items: 0,
     };
-    write_name(&mut c.text, &mut c.s.keys, meta.get(..name_len)?);
-    let head = c.text.as_slice().into();
-    c.text.clear();
+    let mut head = Vec::new();
+    write_name(&mut head, &mut c.s.keys, meta.get(..name_len)?);
     c.s.keys.clear();
     c.s.open.push(Open {
         array: false,
@@ -329,17 +325,17 @@ fn compile(meta: &[u8], big: bool) -> Option<Plan> {
     let mut pos = name_len + 1;
     c.body(&mut pos, u32::MAX, 1, false)?;
     c.flush();
+    let head_from = c.text.len();
+    c.text.extend_from_slice(&head);
     let tags_from = c.text.len();
     if !c.s.tags.is_empty() {
         write_field_tags(&mut c.text, &mut c.s);
     }
-    let tags = c.text.get(tags_from..)?.into();
-    c.text.truncate(tags_from);
-    u32::try_from(c.text.len()).ok()?;
+    let span = |a: usize, b: usize| Some((u32::try_from(a).ok()?, u32::try_from(b).ok()?));
     Some(Plan {
-        head,
-        tags,
-        text: c.text.into(),
+        head: span(head_from, tags_from)?,
+        tags: span(tags_from, c.text.len())?,
+        text: Texts::new(c.text),
         ops: c.ops.into(),
     })
 }
@@ -571,11 +567,21 @@ impl Walk<'_> {
 impl Plan {
     /// The bytes it holds.
     fn bytes(&self) -> usize {
-        self.head.len()
-            + self.tags.len()
-            + self.text.len()
-            + std::mem::size_of_val::<[Op]>(&self.ops)
-            + std::mem::size_of::<Plan>()
+        self.text.len() + std::mem::size_of_val::<[Op]>(&self.ops) + std::mem::size_of::<Plan>()
+    }
+
+    /// Append `,"name":…` and `,"event_attributes":{…}` when the name has attributes.
+    #[inline]
+    pub fn write_head(&self, out: &mut Vec<u8>) {
+        self.text.write(out, self.head);
+    }
+
+    /// Append `,"field_tags":{…}` when fields have tags.
+    #[inline]
+    pub fn write_tags(&self, out: &mut Vec<u8>) {
+        if self.tags.0 != self.tags.1 {
+            self.text.write(out, self.tags);
+        }
     }
 
     /// Write the `fields` members of an event whose payload is `payload` (without the
@@ -593,16 +599,12 @@ impl Plan {
         walk.item()
     }
 
-    fn text(&self, (a, b): Span) -> &[u8] {
-        self.text.get(a as usize..b as usize).unwrap_or_default()
-    }
-
     fn run(&self, out: &mut Vec<u8>, ops: &[Op], w: &mut Walk<'_>) -> Option<()> {
         let mut i = 0;
         while let Some(&op) = ops.get(i) {
             i += 1;
             w.items(op.items)?;
-            out.extend_from_slice(self.text(op.text));
+            self.text.write(out, op.text);
             match op.what {
                 What::Text => {}
                 What::Value { encoding, kind } => w.value(out, encoding, kind)?,
