@@ -45,7 +45,6 @@ pub const PLAN_CACHE_BYTES: usize = 1 << 20;
 /// writer).
 pub const MAX_PLAN_METADATA: usize = 4096;
 
-
 /// How many elements an array has.
 #[derive(Debug, Clone, Copy)]
 enum Count {
