@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::enumerator::{MAX_FIELDS, MAX_STRUCT_DEPTH, read_value};
+use super::enumerator::{MAX_FIELDS, MAX_STRUCT_DEPTH, read_value, zstring};
 use super::enums::{Encoding, Format};
 use super::header::read_u16;
 use super::json::{Open, Scratch, close, member, note_tag, uint_of, write_field_tags, write_name};
@@ -66,6 +66,8 @@ enum Kind {
     Int(Format, u8),
     /// A Length16 string of UTF-8 text ([`write_text`]).
     Text,
+    /// A zero-terminated string of UTF-8 text ([`write_text`]).
+    ZText,
     /// Anything else ([`super::json::write_value_as`]).
     Other(Format),
 }
@@ -147,8 +149,8 @@ impl PlanCache {
     ///
     /// `hint` (one per tracepoint) remembers the slot its events found last: when that
     /// slot holds the same metadata, the plan is found without hashing it (events of one
-    /// tracepoint mostly carry the same block); else the cache's own last slot is tried,
-    /// then the index by hash.
+    /// tracepoint mostly carry the same block); else the index by hash is searched.
+    /// Without a hint, the slot the cache found last is tried first.
     pub fn get(&mut self, meta: &[u8], big: bool, hint: Option<&PlanHint>) -> Option<&Plan> {
         let holds = |slot: usize| {
             self.slots
@@ -157,9 +159,9 @@ impl PlanCache {
                 .is_some_and(|c| c.big == big && *c.meta == *meta)
         };
         let hinted = hint.map(PlanHint::get);
-        let slot = match hinted {
-            Some(slot) if holds(slot) => slot,
-            _ if holds(self.last) => self.last,
+        let guess = hinted.unwrap_or(self.last);
+        let slot = match guess {
+            slot if holds(slot) => slot,
             _ => {
                 let hash = hash(meta, big);
                 let found = self.index.get(&hash).map(|&slot| slot as usize);
@@ -487,6 +489,9 @@ fn kind(field: &FieldMeta<'_>) -> Kind {
         Encoding::StringLength16Char8 if matches!(format, Format::Default | Format::StringUtf) => {
             Kind::Text
         }
+        Encoding::ZStringChar8 if matches!(format, Format::Default | Format::StringUtf) => {
+            Kind::ZText
+        }
         _ => Kind::Other(format),
     }
 }
@@ -546,6 +551,12 @@ impl Walk<'_> {
                 let n = usize::from(read_u16(rest, 0, self.big)?);
                 write_text(out, rest.get(2..2 + n)?);
                 self.pos += 2 + n;
+            }
+            Kind::ZText => {
+                let rest = self.payload.get(self.pos..)?;
+                let (text, used) = zstring(rest, 1);
+                write_text(out, text);
+                self.pos += used;
             }
             Kind::Int(format, size) => {
                 let size = usize::from(size);
