@@ -96,8 +96,8 @@ pub(crate) fn write_key(out: &mut Vec<u8>, key: &str) {
 }
 
 /// A JSON string from valid UTF-8. Strings needing no escape (the usual case, found 8
-/// bytes at a time) are copied; others are escaped as serde_json escapes
-/// ([`write_str_contents`]).
+/// bytes at a time) are copied; others go through serde_json's escaper (RFC 8259: `"`,
+/// `\`, and the C0 controls as `\n`-style or `\u00XX` escapes).
 pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
     if first_flagged(s.as_bytes(), escape_mask).is_some() {
         write_escaped(out, s);
@@ -108,61 +108,76 @@ pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
     }
 }
 
-/// [`write_str`] for a string that needs escapes, out of line (inlined, serde_json's
-/// escaper made the string-heavy bench 30% slower).
+/// serde_json's escaper, out of line (inlined, it ran 30% slower in the string-heavy bench).
 #[inline(never)]
 fn write_escaped(out: &mut Vec<u8>, s: &str) {
-    out.push(b'"');
-    write_str_contents(out, s);
-    out.push(b'"');
+    // Writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
 }
 
-/// The escaped contents of `s` without the quotes: the runs between bytes to escape
-/// copied, each byte to escape as [`write_escape`] writes it. A byte loop: strings that
-/// get here have something to escape or are not ASCII, and are mostly short (clean
-/// ones are copied after [`first_flagged`]'s scan). Hand-written rather than
-/// serde_json's escaper, which writes only whole quoted strings (pieces of lossy text
-/// and `Display` messages needed their quotes cut off, a copy of the text each);
+/// The escaped contents of `s` without the quotes, for pieces of a string (lossy text
+/// between its invalid sequences, `Display` messages, single characters): the runs
+/// between bytes to escape copied, each byte to escape as [`write_escape`] writes it;
+/// one table lookup per byte ([`ESCAPE`], as serde_json's escaper does). serde_json
+/// writes only whole quoted strings (pieces needed their quotes cut off, a copy of the
+/// text each), so whole strings go to it ([`write_str`]) and pieces come here;
 /// `escapes_match_serde_json` checks every byte value against serde_json.
 pub(crate) fn write_str_contents(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
-        if b >= 0x20 && b != b'"' && b != b'\\' {
+        let code = ESCAPE[usize::from(b)];
+        if code == 0 {
             continue;
         }
-        if let Some(run) = bytes.get(start..i).filter(|run| !run.is_empty()) {
-            out.extend_from_slice(run);
+        if start < i {
+            out.extend_from_slice(bytes.get(start..i).unwrap_or_default());
         }
-        write_escape(out, b);
+        write_code(out, b, code);
         start = i + 1;
     }
-    if let Some(run) = bytes.get(start..).filter(|run| !run.is_empty()) {
-        out.extend_from_slice(run);
+    if start < bytes.len() {
+        out.extend_from_slice(bytes.get(start..).unwrap_or_default());
     }
 }
 
-/// One byte that JSON must escape (below 0x20, `"`, `\`), as serde_json escapes it:
-/// `\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, else `\u00XX` in lowercase hex.
-/// Other bytes are written as they are.
+/// What follows the backslash when JSON escapes a byte (serde_json's rule): the letter
+/// of a short escape, `u` for `\u00XX`, 0 for bytes written as they are.
+static ESCAPE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = b'u';
+        b += 1;
+    }
+    table[0x08] = b'b';
+    table[0x09] = b't';
+    table[0x0a] = b'n';
+    table[0x0c] = b'f';
+    table[0x0d] = b'r';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table
+};
+
+/// One byte as JSON writes it inside a string: escaped (below 0x20, `"`, `\`) as
+/// serde_json escapes it, else as it is.
 #[inline]
 pub(crate) fn write_escape(out: &mut Vec<u8>, b: u8) {
-    let short = match b {
-        b'"' => b'"',
-        b'\\' => b'\\',
-        0x08 => b'b',
-        0x0c => b'f',
-        b'\n' => b'n',
-        b'\r' => b'r',
-        b'\t' => b't',
-        0..0x20 => {
+    write_code(out, b, ESCAPE[usize::from(b)]);
+}
+
+/// `b` with its [`ESCAPE`] code.
+#[inline]
+fn write_code(out: &mut Vec<u8>, b: u8, code: u8) {
+    match code {
+        0 => out.push(b),
+        b'u' => {
             let [.., hi, lo] = hex_digits(u32::from(b));
             out.extend_from_slice(&[b'\\', b'u', b'0', b'0', hi, lo]);
-            return;
         }
-        _ => return out.push(b),
-    };
-    out.extend_from_slice(&[b'\\', short]);
+        short => out.extend_from_slice(&[b'\\', short]),
+    }
 }
 
 /// A JSON string from bytes that should be UTF-8: each maximal invalid sequence becomes
@@ -173,9 +188,13 @@ pub(crate) fn write_text(out: &mut Vec<u8>, bytes: &[u8]) {
     if write_plain(out, bytes) {
         return;
     }
-    out.push(b'"');
-    write_text_contents(out, bytes);
-    out.push(b'"');
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        write_str(out, s);
+    } else {
+        out.push(b'"');
+        write_text_contents(out, bytes);
+        out.push(b'"');
+    }
 }
 
 /// [`write_text`] without the quotes (out of line: the rarer path of [`write_text`]).

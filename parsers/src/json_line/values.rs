@@ -71,7 +71,7 @@ pub(crate) fn write_int_slice(
 /// `[e0,e1,…]` for the `N`-byte integers in `bytes` (a multiple of `N` long; a partial
 /// last element is ignored), each converted by `from_le` after a byte swap if `big`.
 #[inline]
-fn write_ints<const N: usize, T: itoa::Integer + TryInto<u8>>(
+fn write_ints<const N: usize, T: itoa::Integer>(
     out: &mut Vec<u8>,
     bytes: &[u8],
     big: bool,
@@ -89,10 +89,10 @@ fn write_ints<const N: usize, T: itoa::Integer + TryInto<u8>>(
     out.push(b'[');
     let mut chunks = bytes.chunks_exact(N);
     if let Some(first) = chunks.next() {
-        write_int(out, read(first));
+        write_digits(out, read(first));
         for chunk in chunks {
             out.push(b',');
-            write_int(out, read(chunk));
+            write_digits(out, read(chunk));
         }
     }
     out.push(b']');
@@ -106,8 +106,15 @@ pub(crate) fn write_int<T: itoa::Integer + TryInto<u8>>(out: &mut Vec<u8>, v: T)
     match v.try_into() {
         Ok(small @ 0..10) => out.push(b'0' + small),
         Ok(small @ 10..100) => out.extend_from_slice(&[b'0' + small / 10, b'0' + small % 10]),
-        _ => out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
+        _ => write_digits(out, v),
     }
+}
+
+/// itoa's digits of `v` (what [`write_int`] writes), without [`write_int`]'s small-number
+/// test: the loops over integer arrays call this (with the test, the loop ran slower).
+#[inline]
+fn write_digits(out: &mut Vec<u8>, v: impl itoa::Integer) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 #[cfg(test)]
