@@ -8,6 +8,10 @@
 //! PartC {4 attributes}, PartB {_typeName, body, severityNumber, severityText, eventId,
 //! name}), 1000 per iteration.
 //!
+//! uevrec writes each record with its tracepoint's prepared format (one per tracepoint, as
+//! the recorder has); `…/tracepoint_decode` writes the fields and its `meta` object (the
+//! EventHeader keys uevrec's line has too), `…/tracepoint_decode_no_meta` the fields only.
+//!
 //! Run: `cargo bench --bench eventheader -- --warm-up-time 1 --measurement-time 3`.
 
 use std::collections::HashMap;
