@@ -8,11 +8,17 @@
 //! PartC {4 attributes}, PartB {_typeName, body, severityNumber, severityText, eventId,
 //! name}), 1000 per iteration.
 //!
+//! uevrec writes each record with its tracepoint's prepared format (one per tracepoint, as
+//! the recorder has); `…/tracepoint_decode` writes the fields and its `meta` object (the
+//! EventHeader keys uevrec's line has too), `…/tracepoint_decode_no_meta` the fields only.
+//!
 //! Run: `cargo bench --bench eventheader -- --warm-up-time 1 --measurement-time 3`.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::hint::black_box;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group};
 use tracepoint_decode::{EventHeaderEnumeratorContext, PerfConvertOptions};
@@ -41,6 +47,23 @@ fn corpus() -> Option<Vec<(String, Vec<u8>)>> {
         rest = next;
     }
     Some(out)
+}
+
+/// The prepared format of each record's tracepoint: one per distinct tracepoint name,
+/// shared by its records, as the recorder prepares one per attached tracepoint (the
+/// corpus has 10 tracepoints; 3 of them carry 365 of the 374 records).
+fn prepare(records: &[(String, Vec<u8>)]) -> Vec<Arc<PreparedFormat>> {
+    let mut by_name: HashMap<&str, Arc<PreparedFormat>> = HashMap::new();
+    records
+        .iter()
+        .map(|(n, _)| {
+            let p = by_name.entry(n).or_insert_with(|| {
+                let format = tracepoint_format(n, 1);
+                Arc::new(PreparedFormat::new(&format, "user_events", n, None))
+            });
+            Arc::clone(p)
+        })
+        .collect()
 }
 
 /// An OTel log record as opentelemetry-user-events-logs writes it.
@@ -92,8 +115,18 @@ fn otel_log() -> Vec<u8> {
     raw
 }
 
-/// The reference: enumerate and write its JSON for the whole event.
-fn reference(ctx: &mut EventHeaderEnumeratorContext, out: &mut String, name: &str, data: &[u8]) {
+/// The reference: enumerate and write its JSON for the whole event, as its own tools
+/// write an event: `{"n":"provider:name",<fields>,"meta":{…}}`, where `meta` holds the
+/// EventHeader keys uevrec's line has too (level, keyword, opcode, id, version, tag,
+/// activity ids); without `meta` when `with_meta` is false (how this bench measured it
+/// before 2026-11-23: less text than uevrec writes).
+fn reference(
+    ctx: &mut EventHeaderEnumeratorContext,
+    out: &mut String,
+    name: &str,
+    data: &[u8],
+    with_meta: bool,
+) {
     if let Ok(mut e) = ctx.enumerate_with_name_and_data(name, data, u32::MAX) {
         out.push('{');
         let _ = write!(out, "\"n\":\"{}\"", e.event_info().json_identity_display());
@@ -110,7 +143,25 @@ fn reference(ctx: &mut EventHeaderEnumeratorContext, out: &mut String, name: &st
                 }
             }
         }
+        if with_meta {
+            out.push_str(",\"meta\":{");
+            let _ = e.event_info().json_meta_display(None).write_to(out);
+            out.push('}');
+        }
         out.push_str("}\n");
+    }
+}
+
+/// The reference's lines for `records` (one pass), with or without `meta`.
+fn reference_pass(
+    ctx: &mut EventHeaderEnumeratorContext,
+    out: &mut String,
+    records: &[(String, Vec<u8>)],
+    with_meta: bool,
+) {
+    out.clear();
+    for (name, raw) in records {
+        reference(ctx, out, name, black_box(&raw[8..]), with_meta);
     }
 }
 
@@ -123,10 +174,7 @@ fn bench(c: &mut Criterion) {
         tid: 42,
     };
     if let Some(records) = corpus() {
-        let prepared: Vec<_> = records
-            .iter()
-            .map(|(n, _)| PreparedFormat::new(&tracepoint_format(n, 1), "user_events", n, None))
-            .collect();
+        let prepared = prepare(&records);
         group.throughput(Throughput::Elements(records.len() as u64));
         let mut writer = LineWriter::new(LineOptions::default());
         let mut out = Vec::with_capacity(1 << 20);
@@ -141,15 +189,17 @@ fn bench(c: &mut Criterion) {
         });
         let mut ctx = EventHeaderEnumeratorContext::new();
         let mut text = String::with_capacity(1 << 20);
-        group.bench_function("corpus/tracepoint_decode", |b| {
-            b.iter(|| {
-                text.clear();
-                for (name, raw) in &records {
-                    reference(&mut ctx, &mut text, name, black_box(&raw[8..]));
-                }
-                black_box(text.len())
-            })
-        });
+        for (id, with_meta) in [
+            ("corpus/tracepoint_decode", true),
+            ("corpus/tracepoint_decode_no_meta", false),
+        ] {
+            group.bench_function(id, |b| {
+                b.iter(|| {
+                    reference_pass(&mut ctx, &mut text, &records, with_meta);
+                    black_box(text.len())
+                })
+            });
+        }
     } else {
         eprintln!("SKIP corpus benches: EventHeaderInterceptorLE64.dat not found");
     }
@@ -170,43 +220,70 @@ fn bench(c: &mut Criterion) {
     });
     let mut ctx = EventHeaderEnumeratorContext::new();
     let mut text = String::with_capacity(1 << 20);
-    group.bench_function("otel_log/tracepoint_decode", |b| {
-        b.iter(|| {
-            text.clear();
-            for _ in 0..1000 {
-                reference(&mut ctx, &mut text, name, black_box(&raw[8..]));
-            }
-            black_box(text.len())
-        })
-    });
+    let records = vec![(name.to_string(), raw.clone()); 1000];
+    for (id, with_meta) in [
+        ("otel_log/tracepoint_decode", true),
+        ("otel_log/tracepoint_decode_no_meta", false),
+    ] {
+        group.bench_function(id, |b| {
+            b.iter(|| {
+                reference_pass(&mut ctx, &mut text, &records, with_meta);
+                black_box(text.len())
+            })
+        });
+    }
     group.finish();
     // Show one line of each, for the record.
     out.clear();
     writer.write_prepared(&mut out, &stamp(0), &prepared, &raw);
     eprint!("uevrec: {}", String::from_utf8_lossy(&out));
     text.clear();
-    reference(&mut ctx, &mut text, name, &raw[8..]);
+    reference(&mut ctx, &mut text, name, &raw[8..], true);
     eprint!("tracepoint_decode: {text}");
 }
 
-/// `UEVREC_EH_PASSES=<corpus|otel>:<n>`: write `n` passes of one case (a corpus pass is
-/// its 374 records, an OTel pass 1000 records) with uevrec and exit, without criterion:
-/// for `valgrind --tool=callgrind` instruction counts (BENCHMARKS.md has the command).
+/// `UEVREC_EH_PASSES=<case>:<n>`: write `n` passes of one case and exit, without
+/// criterion: for `valgrind --tool=callgrind` instruction counts (BENCHMARKS.md has the
+/// command). Cases: `corpus` (a pass is its 374 records) and `otel` (1000 records)
+/// with uevrec; `corpus-ref`, `otel-ref` with tracepoint_decode as measured beside it
+/// (with `meta`), `corpus-ref-no-meta`, `otel-ref-no-meta` without. `UEVREC_EH_DUMP=<file>`
+/// also writes the last pass's lines there (to check that a change keeps the output byte
+/// for byte).
 fn passes(spec: &str) {
     let (case, n) = spec.split_once(':').expect("case:n");
     let n: u64 = n.parse().expect("a number of passes");
-    let records = match case {
+    let (records, reference) = match case.split_once("-ref") {
+        Some((records, "")) => (records, Some(true)),
+        Some((records, "-no-meta")) => (records, Some(false)),
+        _ => (case, None),
+    };
+    let records = match records {
         "corpus" => corpus().expect("the corpus"),
         "otel" => vec![("otel_L4K1".to_string(), otel_log()); 1000],
         _ => panic!("unknown case {case}"),
     };
-    let prepared: Vec<_> = records
-        .iter()
-        .map(|(n, _)| PreparedFormat::new(&tracepoint_format(n, 1), "user_events", n, None))
-        .collect();
+    let out = match reference {
+        Some(with_meta) => {
+            let mut ctx = EventHeaderEnumeratorContext::new();
+            let mut text = String::with_capacity(1 << 20);
+            for _ in 0..n {
+                reference_pass(&mut ctx, &mut text, &records, with_meta);
+            }
+            text.into_bytes()
+        }
+        None => uevrec_passes(&records, n),
+    };
+    if let Some(path) = std::env::var_os("UEVREC_EH_DUMP") {
+        std::fs::write(path, &out).expect("write UEVREC_EH_DUMP");
+    }
+    eprintln!("{case}: {n} passes of {} records", records.len());
+}
+
+/// `n` passes of `records` through uevrec's writer; the last pass's lines.
+fn uevrec_passes(records: &[(String, Vec<u8>)], n: u64) -> Vec<u8> {
+    let prepared = prepare(records);
     let mut writer = LineWriter::new(LineOptions::default());
     let mut out = Vec::with_capacity(1 << 20);
-    let mut total = 0;
     for pass in 0..n {
         out.clear();
         for (i, ((_, raw), p)) in records.iter().zip(&prepared).enumerate() {
@@ -218,12 +295,9 @@ fn passes(spec: &str) {
             };
             writer.write_prepared(&mut out, &stamp, p, black_box(raw));
         }
-        total += black_box(out.len());
+        black_box(out.len());
     }
-    eprintln!(
-        "{case}: {n} passes of {} records, {total} bytes",
-        records.len()
-    );
+    out
 }
 
 criterion_group!(benches, bench);

@@ -11,9 +11,12 @@ use super::enumerator::{Enumerator, Item};
 use super::enums::{Encoding, Format};
 use super::header::{EventParts, parse_event};
 use super::metadata::{FieldMeta, attributes, split_event_name, unescape};
-use super::plan::PlanCache;
+use super::plan::{PlanCache, PlanHint};
 use super::tracepoint_name::{OwnedTracepointName, TracepointName};
-use crate::json_line::{first_special, write_hex, write_int, write_plain, write_str, write_text};
+use crate::json_line::{
+    Text, first_special, hex_digits, write_escape, write_hex, write_int, write_plain, write_str,
+    write_text, write_text_contents,
+};
 
 /// Reusable buffers for [`write_event`]; keep one per writer.
 #[derive(Debug, Default, Clone)]
@@ -79,9 +82,11 @@ pub struct PreparedName {
     name: OwnedTracepointName,
     level: u8,
     /// `,"provider":…`
-    provider: Box<[u8]>,
+    provider: Text<64>,
     /// `,"level":…,"keyword":"0x…"` and `,"group":…` for events of the name's level.
-    level_keyword: Box<[u8]>,
+    level_keyword: Text<64>,
+    /// Where its events' metadata was found last in a plan cache.
+    hint: PlanHint,
 }
 
 impl PreparedName {
@@ -93,9 +98,10 @@ impl PreparedName {
         write_level_keyword(&mut level_keyword, &tp, tp.level);
         PreparedName {
             level: tp.level,
-            provider: provider.into(),
-            level_keyword: level_keyword.into(),
+            provider: Text::new(provider),
+            level_keyword: Text::new(level_keyword),
             name,
+            hint: PlanHint::default(),
         }
     }
 
@@ -118,8 +124,9 @@ pub fn write_event_prepared(
         scratch,
         name.level,
         data,
-        |out| out.extend_from_slice(&name.provider),
-        |out| out.extend_from_slice(&name.level_keyword),
+        Some(&name.hint),
+        |out| name.provider.write(out),
+        |out| name.level_keyword.write(out),
     );
     if planned.is_none() {
         out.truncate(start);
@@ -127,7 +134,8 @@ pub fn write_event_prepared(
     }
 }
 
-/// The fast path of [`write_event`] for a tracepoint of level `level`, whose
+/// The fast path of [`write_event`] for a tracepoint of level `level` (`hint`: its
+/// [`PlanHint`] when it has one), whose
 /// `,"provider":…` text `provider` writes and whose `,"level":…,"keyword":…` text
 /// (`,"group":…` included) `level_keyword` writes: `None` (with partial output) when
 /// the event has no metadata, its metadata does not compile, its levels differ, or its
@@ -139,6 +147,7 @@ fn write_planned(
     scratch: &mut Scratch,
     level: u8,
     data: &[u8],
+    hint: Option<&PlanHint>,
     provider: impl FnOnce(&mut Vec<u8>),
     level_keyword: impl FnOnce(&mut Vec<u8>),
 ) -> Option<()> {
@@ -147,15 +156,15 @@ fn write_planned(
         return None;
     }
     let big = parts.header.big_endian();
-    let plan = scratch.plans.get(parts.metadata?, big)?;
+    let plan = scratch.plans.get(parts.metadata?, big, hint)?;
     provider(out);
-    out.extend_from_slice(&plan.head);
+    plan.write_head(out);
     level_keyword(out);
     write_header_keys(out, &parts);
     out.extend_from_slice(b",\"fields\":{");
     plan.write_fields(out, parts.payload, big)?;
     out.push(b'}');
-    out.extend_from_slice(&plan.tags);
+    plan.write_tags(out);
     Some(())
 }
 
@@ -173,6 +182,7 @@ pub fn write_event_planned(
         scratch,
         tp.level,
         data,
+        None,
         |out| write_provider(out, tp),
         |out| write_level_keyword(out, tp, tp.level),
     )
@@ -325,9 +335,6 @@ pub(super) fn write_name(out: &mut Vec<u8>, keys: &mut Vec<(usize, usize)>, even
     }
 }
 
-/// Lowercase hex digits.
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
 /// `v` as `{:#x}` writes it, without the formatting machinery.
 fn write_hash_x(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(b"0x");
@@ -336,9 +343,13 @@ fn write_hash_x(out: &mut Vec<u8>, v: u64) {
 
 /// `v` as `{:x}` writes it, without the formatting machinery.
 fn write_x(out: &mut Vec<u8>, v: u64) {
-    let digits = (67 - v.leading_zeros()) / 4;
-    for i in (0..digits.max(1)).rev() {
-        out.push(HEX[(v >> (4 * i)) as usize & 15]);
+    let digits = ((67 - v.leading_zeros()) / 4).max(1) as usize;
+    let (high, low) = (hex_digits((v >> 32) as u32), hex_digits(v as u32));
+    if let Some(low) = low.get(8usize.saturating_sub(digits)..) {
+        if digits > 8 {
+            out.extend_from_slice(high.get(16 - digits..).unwrap_or_default());
+        }
+        out.extend_from_slice(low);
     }
 }
 
@@ -362,8 +373,14 @@ fn write_level_keyword(out: &mut Vec<u8>, tp: &TracepointName<'_>, level: u8) {
 }
 
 /// `opcode`, `id`/`version`, `tag`, `activity`, `related_activity` when set.
+#[inline]
 fn write_header_keys(out: &mut Vec<u8>, parts: &EventParts<'_>) {
     let h = &parts.header;
+    let set = u32::from(h.opcode) | u32::from(h.id) | u32::from(h.version) | u32::from(h.tag);
+    if set == 0 && parts.activity.is_none() {
+        // The usual event: none of them (one test instead of five).
+        return;
+    }
     if h.opcode != 0 {
         out.extend_from_slice(b",\"opcode\":");
         write_int(out, h.opcode);
@@ -425,14 +442,6 @@ fn write_escaped_text(out: &mut Vec<u8>, text: &[u8]) {
         write_text_contents(out, piece);
     }
     out.push(b'"');
-}
-
-/// [`write_text`] without the quotes.
-fn write_text_contents(out: &mut Vec<u8>, bytes: &[u8]) {
-    let mark = out.len();
-    write_text(out, bytes);
-    out.pop();
-    out.remove(mark);
 }
 
 /// Copy the text of the key `out[a..b]` (a JSON string) without its quotes.
@@ -671,18 +680,35 @@ pub(super) fn write_value_as(
     }
 }
 
+/// A 1, 2, 4 or 8-byte value as a zero-extended number, in the given byte order
+/// (`None` for other lengths).
+#[inline]
+pub(super) fn uint_of(bytes: &[u8], big: bool) -> Option<u64> {
+    macro_rules! read {
+        ($t:ty) => {{
+            let b = *bytes.first_chunk()?;
+            u64::from(if big {
+                <$t>::from_be_bytes(b)
+            } else {
+                <$t>::from_le_bytes(b)
+            })
+        }};
+    }
+    Some(match bytes.len() {
+        1 => u64::from(bytes[0]),
+        2 => read!(u16),
+        4 => read!(u32),
+        8 => read!(u64),
+        _ => return None,
+    })
+}
+
 /// A 1, 2, 4 or 8-byte value (any other length: its hex).
 pub(super) fn write_int_value(out: &mut Vec<u8>, format: Format, bytes: &[u8], big: bool) {
-    let n = bytes.len();
-    let mut buf = [0u8; 8];
-    let Some(slot) = buf.get_mut(..n).filter(|_| matches!(n, 1 | 2 | 4 | 8)) else {
+    let Some(u) = uint_of(bytes, big) else {
         return write_hex(out, bytes);
     };
-    slot.copy_from_slice(bytes);
-    if big {
-        slot.reverse();
-    }
-    let u = u64::from_le_bytes(buf);
+    let n = bytes.len();
     let shift = 64 - 8 * n as u32;
     let s = ((u << shift) as i64) >> shift;
     match format {
@@ -701,8 +727,8 @@ pub(super) fn write_int_value(out: &mut Vec<u8>, format: Format, bytes: &[u8], b
             _ if n <= 4 => write_int(out, u as u32 as i32),
             _ => write_int(out, u),
         },
-        Format::Float if n == 4 => write_float(out, f64::from(f32::from_bits(u as u32)), true),
-        Format::Float if n == 8 => write_float(out, f64::from_bits(u), false),
+        Format::Float if n == 4 => write_float(out, f32::from_bits(u as u32)),
+        Format::Float if n == 8 => write_float(out, f64::from_bits(u)),
         Format::HexBytes => write_hex(out, bytes),
         Format::String8 if n == 1 => {
             out.push(b'"');
@@ -797,41 +823,39 @@ fn write_ipv6(out: &mut Vec<u8>, b: &[u8; 16]) {
 
 /// `"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"` from 16 bytes in network order.
 fn write_uuid(out: &mut Vec<u8>, b: &[u8; 16]) {
-    out.push(b'"');
-    for (i, &byte) in b.iter().enumerate() {
-        if matches!(i, 4 | 6 | 8 | 10) {
-            out.push(b'-');
-        }
-        out.extend_from_slice(&[HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 15)]]);
+    let mut digits = [0u8; 32];
+    for (d, word) in digits.chunks_exact_mut(8).zip(b.chunks_exact(4)) {
+        let mut w = [0u8; 4];
+        w.copy_from_slice(word);
+        d.copy_from_slice(&hex_digits(u32::from_be_bytes(w)));
     }
-    out.push(b'"');
+    let mut text = [b'-'; 38];
+    let (first, last) = (0, text.len() - 1);
+    text[first] = b'"';
+    text[last] = b'"';
+    // Digit groups of 8, 4, 4, 4 and 12, each after a quote or a dash.
+    for (from, to, at) in [
+        (0, 8, 1),
+        (8, 12, 10),
+        (12, 16, 15),
+        (16, 20, 20),
+        (20, 32, 25),
+    ] {
+        text[at..at + to - from].copy_from_slice(&digits[from..to]);
+    }
+    out.extend_from_slice(&text);
 }
 
-/// A float: the shortest text that reads back the same (`f32` shortest for `f32`
-/// values), or `"NaN"`, `"Infinity"`, `"-Infinity"`.
-fn write_float(out: &mut Vec<u8>, v: f64, single: bool) {
-    if v.is_nan() {
-        out.extend_from_slice(b"\"NaN\"");
-    } else if v.is_infinite() {
-        out.extend_from_slice(if v > 0.0 {
-            b"\"Infinity\""
-        } else {
-            b"\"-Infinity\""
-        });
-    } else if single {
-        let _ = std::fmt::Write::write_fmt(&mut Raw(out), format_args!("{:?}", v as f32));
-    } else {
-        let _ = std::fmt::Write::write_fmt(&mut Raw(out), format_args!("{v:?}"));
-    }
-}
-
-/// `fmt::Write` into a `Vec<u8>` (no `io::Write` adapter and its error to drop).
-struct Raw<'a>(&'a mut Vec<u8>);
-
-impl std::fmt::Write for Raw<'_> {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.0.extend_from_slice(s.as_bytes());
-        Ok(())
+/// A float as serde_json writes it (its float formatter, `zmij`: the shortest text that
+/// reads back the same, `f32` shortest for `f32` values, exponents from `1e+16` and
+/// below `1e-5`), or `"NaN"`, `"Infinity"`, `"-Infinity"`.
+fn write_float<F: zmij::Float>(out: &mut Vec<u8>, v: F) {
+    let mut buffer = zmij::Buffer::new();
+    match buffer.format(v).as_bytes() {
+        b"NaN" => out.extend_from_slice(b"\"NaN\""),
+        b"inf" => out.extend_from_slice(b"\"Infinity\""),
+        b"-inf" => out.extend_from_slice(b"\"-Infinity\""),
+        text => out.extend_from_slice(text),
     }
 }
 
@@ -978,19 +1002,9 @@ fn write_ascii_units<const N: usize>(out: &mut Vec<u8>, bytes: &[u8], big: bool)
 
 /// One character inside a JSON string, escaped as serde_json escapes.
 fn push_char(out: &mut Vec<u8>, c: char) {
-    match c {
-        '"' => out.extend_from_slice(b"\\\""),
-        '\\' => out.extend_from_slice(b"\\\\"),
-        '\n' => out.extend_from_slice(b"\\n"),
-        '\r' => out.extend_from_slice(b"\\r"),
-        '\t' => out.extend_from_slice(b"\\t"),
-        '\u{8}' => out.extend_from_slice(b"\\b"),
-        '\u{c}' => out.extend_from_slice(b"\\f"),
-        c if (c as u32) < 0x20 => {
-            let c = c as usize;
-            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[c >> 4], HEX[c & 15]]);
-        }
-        c => {
+    match u8::try_from(c) {
+        Ok(b) if b.is_ascii() => write_escape(out, b),
+        _ => {
             let mut buf = [0u8; 4];
             out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
         }
@@ -1000,6 +1014,72 @@ fn push_char(out: &mut Vec<u8>, c: char) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn floats_as_serde_json_writes_them() {
+        // Special values and random bit patterns, as f64 and as f32 (the low 32 bits);
+        // non-finite ones as the documented strings, the others as serde_json's text,
+        // which reads back to the same value.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut patterns = vec![0, 1, 0x8000_0000_0000_0000, 0x7ff0_0000_0000_0000];
+        patterns.extend((0..20_000).map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        }));
+        patterns.extend([1e16, 1e-5, 1e21, 0.1, 65.0].map(f64::to_bits));
+        let special = |finite: bool, nan: bool, positive: bool| match (finite, nan, positive) {
+            (true, ..) => None,
+            (false, true, _) => Some(b"\"NaN\"".to_vec()),
+            (false, false, true) => Some(b"\"Infinity\"".to_vec()),
+            (false, false, false) => Some(b"\"-Infinity\"".to_vec()),
+        };
+        for bits in patterns {
+            let double = f64::from_bits(bits);
+            let mut out = Vec::new();
+            write_float(&mut out, double);
+            let expected = special(double.is_finite(), double.is_nan(), double > 0.0)
+                .unwrap_or_else(|| serde_json::to_vec(&double).unwrap());
+            assert_eq!(out, expected, "{double:?}");
+            let single = f32::from_bits(bits as u32);
+            out.clear();
+            write_float(&mut out, single);
+            let expected = special(single.is_finite(), single.is_nan(), single > 0.0)
+                .unwrap_or_else(|| serde_json::to_vec(&single).unwrap());
+            assert_eq!(out, expected, "{single:?}");
+            if single.is_finite() {
+                let back: f32 = std::str::from_utf8(&out).unwrap().parse().unwrap();
+                assert_eq!(back.to_bits(), single.to_bits());
+            }
+        }
+    }
+
+    #[test]
+    fn hex_numbers_and_uuids_as_format_writes_them() {
+        let mut v = 1u64;
+        for shift in 0..64 {
+            for x in [0, 1u64 << shift, (1u64 << shift) - 1, v, u64::MAX >> shift] {
+                let mut out = Vec::new();
+                write_hash_x(&mut out, x);
+                assert_eq!(out, format!("{x:#x}").into_bytes());
+            }
+            v = v.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        }
+        let b: [u8; 16] = std::array::from_fn(|i| (i as u8).wrapping_mul(37) ^ 0xa5);
+        let mut out = Vec::new();
+        write_uuid(&mut out, &b);
+        let hex: String = b.iter().map(|b| format!("{b:02x}")).collect();
+        let expected = format!(
+            "\"{}-{}-{}-{}-{}\"",
+            &hex[..8],
+            &hex[8..12],
+            &hex[12..16],
+            &hex[16..20],
+            &hex[20..]
+        );
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
+    }
 
     #[test]
     fn ipv6_as_std_displays_it() {

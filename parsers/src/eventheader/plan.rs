@@ -27,13 +27,14 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
+use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::enumerator::{MAX_FIELDS, MAX_STRUCT_DEPTH, read_value};
+use super::enumerator::{MAX_FIELDS, MAX_STRUCT_DEPTH, read_value, zstring};
 use super::enums::{Encoding, Format};
 use super::header::read_u16;
-use super::json::{Open, Scratch, close, member, note_tag, write_field_tags, write_name};
+use super::json::{Open, Scratch, close, member, note_tag, uint_of, write_field_tags, write_name};
 use super::metadata::{ArrayKind, FieldMeta, read_field};
-use crate::json_line::{write_int, write_text};
+use crate::json_line::{Span, Texts, write_int, write_text};
 
 /// The number of metadata blocks a [`PlanCache`] remembers.
 pub const PLAN_CACHE_ENTRIES: usize = 512;
@@ -43,9 +44,6 @@ pub const PLAN_CACHE_BYTES: usize = 1 << 20;
 /// Metadata blocks longer than this are not cached (their events take the streaming
 /// writer).
 pub const MAX_PLAN_METADATA: usize = 4096;
-
-/// A byte range of a plan's text.
-type Span = (u32, u32);
 
 /// How many elements an array has.
 #[derive(Debug, Clone, Copy)]
@@ -63,10 +61,13 @@ enum Kind {
     Unsigned(u8),
     /// Value8..Value64 of this many bytes shown as a signed number.
     Signed(u8),
-    /// Value8..Value64 in another format ([`super::json::write_int_value`]).
-    Int(Format),
+    /// Value8..Value64 of this many bytes in another format
+    /// ([`super::json::write_int_value`]).
+    Int(Format, u8),
     /// A Length16 string of UTF-8 text ([`write_text`]).
     Text,
+    /// A zero-terminated string of UTF-8 text ([`write_text`]).
+    ZText,
     /// Anything else ([`super::json::write_value_as`]).
     Other(Format),
 }
@@ -102,15 +103,14 @@ enum What {
 /// What one metadata block compiles to.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// The prefixes the ops point into, then `head` and `tags`.
+    text: Texts,
     /// `,"name":…` and `,"event_attributes":{…}` when the name has attributes.
-    pub head: Box<[u8]>,
+    head: Span,
     /// `,"field_tags":{…}`, or empty.
-    pub tags: Box<[u8]>,
-    /// The prefixes the ops point into.
-    text: Box<[u8]>,
+    tags: Span,
     ops: Box<[Op]>,
 }
-
 /// One cached metadata block.
 #[derive(Debug, Clone)]
 struct Cached {
@@ -146,21 +146,37 @@ pub struct PlanCache {
 impl PlanCache {
     /// The plan for `meta` (values in big-endian order if `big`), compiling it the first
     /// time; `None` when the metadata does not compile or is too long to cache.
-    pub fn get(&mut self, meta: &[u8], big: bool) -> Option<&Plan> {
-        let last = self.slots.get(self.last).and_then(Option::as_ref);
-        let slot = if last.is_some_and(|c| c.big == big && *c.meta == *meta) {
-            self.last
-        } else {
-            let hash = hash(meta, big);
-            let found = self.index.get(&hash).map(|&slot| slot as usize);
-            let cached = |slot: usize| self.slots.get(slot).and_then(Option::as_ref);
-            match found {
-                Some(slot) if cached(slot).is_some_and(|c| c.is(hash, meta, big)) => slot,
-                _ if meta.len() > MAX_PLAN_METADATA => return None,
-                _ => self.insert(hash, meta, big),
+    ///
+    /// `hint` (one per tracepoint) remembers the slot its events found last: when that
+    /// slot holds the same metadata, the plan is found without hashing it (events of one
+    /// tracepoint mostly carry the same block); else the index by hash is searched.
+    /// Without a hint, the slot the cache found last is tried first.
+    pub fn get(&mut self, meta: &[u8], big: bool, hint: Option<&PlanHint>) -> Option<&Plan> {
+        let holds = |slot: usize| {
+            self.slots
+                .get(slot)
+                .and_then(Option::as_ref)
+                .is_some_and(|c| c.big == big && *c.meta == *meta)
+        };
+        let hinted = hint.map(PlanHint::get);
+        let guess = hinted.unwrap_or(self.last);
+        let slot = match guess {
+            slot if holds(slot) => slot,
+            _ => {
+                let hash = hash(meta, big);
+                let found = self.index.get(&hash).map(|&slot| slot as usize);
+                let cached = |slot: usize| self.slots.get(slot).and_then(Option::as_ref);
+                match found {
+                    Some(slot) if cached(slot).is_some_and(|c| c.is(hash, meta, big)) => slot,
+                    _ if meta.len() > MAX_PLAN_METADATA => return None,
+                    _ => self.insert(hash, meta, big),
+                }
             }
         };
         self.last = slot;
+        if let Some(hint) = hint.filter(|_| hinted != Some(slot)) {
+            hint.set(slot);
+        }
         self.slots.get(slot)?.as_ref()?.plan.as_ref()
     }
 
@@ -214,6 +230,28 @@ impl PlanCache {
     /// Whether nothing is cached.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// The [`PlanCache`] slot a tracepoint's events found last (a guess, checked against
+/// the metadata before use; shared between threads, so an atomic, read and written
+/// relaxed). Keep one per tracepoint beside its prepared name.
+#[derive(Debug, Default)]
+pub struct PlanHint(AtomicU32);
+
+impl PlanHint {
+    fn get(&self) -> usize {
+        self.0.load(Ordering::Relaxed) as usize
+    }
+
+    fn set(&self, slot: usize) {
+        self.0.store(slot as u32, Ordering::Relaxed);
+    }
+}
+
+impl Clone for PlanHint {
+    fn clone(&self) -> Self {
+        PlanHint(AtomicU32::new(self.0.load(Ordering::Relaxed)))
     }
 }
 
@@ -276,9 +314,8 @@ fn compile(meta: &[u8], big: bool) -> Option<Plan> {
         pending: 0,
         pending_items: 0,
     };
-    write_name(&mut c.text, &mut c.s.keys, meta.get(..name_len)?);
-    let head = c.text.as_slice().into();
-    c.text.clear();
+    let mut head = Vec::new();
+    write_name(&mut head, &mut c.s.keys, meta.get(..name_len)?);
     c.s.keys.clear();
     c.s.open.push(Open {
         array: false,
@@ -289,17 +326,17 @@ fn compile(meta: &[u8], big: bool) -> Option<Plan> {
     let mut pos = name_len + 1;
     c.body(&mut pos, u32::MAX, 1, false)?;
     c.flush();
+    let head_from = c.text.len();
+    c.text.extend_from_slice(&head);
     let tags_from = c.text.len();
     if !c.s.tags.is_empty() {
         write_field_tags(&mut c.text, &mut c.s);
     }
-    let tags = c.text.get(tags_from..)?.into();
-    c.text.truncate(tags_from);
-    u32::try_from(c.text.len()).ok()?;
+    let span = |a: usize, b: usize| Some((u32::try_from(a).ok()?, u32::try_from(b).ok()?));
     Some(Plan {
-        head,
-        tags,
-        text: c.text.into(),
+        head: span(head_from, tags_from)?,
+        tags: span(tags_from, c.text.len())?,
+        text: Texts::new(c.text),
         ops: c.ops.into(),
     })
 }
@@ -446,11 +483,14 @@ fn kind(field: &FieldMeta<'_>) -> Kind {
             match format {
                 Format::Default | Format::UnsignedInt => Kind::Unsigned(size),
                 Format::SignedInt => Kind::Signed(size),
-                _ => Kind::Int(format),
+                _ => Kind::Int(format, size),
             }
         }
         Encoding::StringLength16Char8 if matches!(format, Format::Default | Format::StringUtf) => {
             Kind::Text
+        }
+        Encoding::ZStringChar8 if matches!(format, Format::Default | Format::StringUtf) => {
+            Kind::ZText
         }
         _ => Kind::Other(format),
     }
@@ -482,16 +522,9 @@ impl Walk<'_> {
     #[inline]
     fn uint(&mut self, size: u8) -> Option<u64> {
         let size = usize::from(size);
-        let bytes = self.payload.get(self.pos..self.pos + size)?;
+        let v = uint_of(self.payload.get(self.pos..self.pos + size)?, self.big)?;
         self.pos += size;
-        let mut buf = [0u8; 8];
-        if self.big {
-            buf.get_mut(8 - size..)?.copy_from_slice(bytes);
-            Some(u64::from_be_bytes(buf))
-        } else {
-            buf.get_mut(..size)?.copy_from_slice(bytes);
-            Some(u64::from_le_bytes(buf))
-        }
+        Some(v)
     }
 
     fn count(&mut self, count: Count) -> Option<u16> {
@@ -519,14 +552,22 @@ impl Walk<'_> {
                 write_text(out, rest.get(2..2 + n)?);
                 self.pos += 2 + n;
             }
-            Kind::Int(format) | Kind::Other(format) => {
+            Kind::ZText => {
+                let rest = self.payload.get(self.pos..)?;
+                let (text, used) = zstring(rest, 1);
+                write_text(out, text);
+                self.pos += used;
+            }
+            Kind::Int(format, size) => {
+                let size = usize::from(size);
+                let bytes = self.payload.get(self.pos..self.pos + size)?;
+                self.pos += size;
+                super::json::write_int_value(out, format, bytes, self.big)
+            }
+            Kind::Other(format) => {
                 let (bytes, used) = read_value(self.payload, self.pos, encoding, self.big).ok()?;
                 self.pos += used;
-                if let Kind::Int(_) = kind {
-                    super::json::write_int_value(out, format, bytes, self.big)
-                } else {
-                    super::json::write_value_as(out, encoding, format, bytes, self.big)
-                }
+                super::json::write_value_as(out, encoding, format, bytes, self.big)
             }
         }
         Some(())
@@ -536,11 +577,21 @@ impl Walk<'_> {
 impl Plan {
     /// The bytes it holds.
     fn bytes(&self) -> usize {
-        self.head.len()
-            + self.tags.len()
-            + self.text.len()
-            + std::mem::size_of_val::<[Op]>(&self.ops)
-            + std::mem::size_of::<Plan>()
+        self.text.len() + std::mem::size_of_val::<[Op]>(&self.ops) + std::mem::size_of::<Plan>()
+    }
+
+    /// Append `,"name":…` and `,"event_attributes":{…}` when the name has attributes.
+    #[inline]
+    pub fn write_head(&self, out: &mut Vec<u8>) {
+        self.text.write(out, self.head);
+    }
+
+    /// Append `,"field_tags":{…}` when fields have tags.
+    #[inline]
+    pub fn write_tags(&self, out: &mut Vec<u8>) {
+        if self.tags.0 != self.tags.1 {
+            self.text.write(out, self.tags);
+        }
     }
 
     /// Write the `fields` members of an event whose payload is `payload` (without the
@@ -558,16 +609,12 @@ impl Plan {
         walk.item()
     }
 
-    fn text(&self, (a, b): Span) -> &[u8] {
-        self.text.get(a as usize..b as usize).unwrap_or_default()
-    }
-
     fn run(&self, out: &mut Vec<u8>, ops: &[Op], w: &mut Walk<'_>) -> Option<()> {
         let mut i = 0;
         while let Some(&op) = ops.get(i) {
             i += 1;
             w.items(op.items)?;
-            out.extend_from_slice(self.text(op.text));
+            self.text.write(out, op.text);
             match op.what {
                 What::Text => {}
                 What::Value { encoding, kind } => w.value(out, encoding, kind)?,

@@ -115,6 +115,71 @@ fn write_escaped(out: &mut Vec<u8>, s: &str) {
     let _ = serde_json::to_writer(&mut *out, s);
 }
 
+/// The escaped contents of `s` without the quotes, for pieces of a string (lossy text
+/// between its invalid sequences, `Display` messages, single characters): the runs
+/// between bytes to escape copied, each byte to escape as [`write_escape`] writes it;
+/// one table lookup per byte ([`ESCAPE`], as serde_json's escaper does). serde_json
+/// writes only whole quoted strings (pieces needed their quotes cut off, a copy of the
+/// text each), so whole strings go to it ([`write_str`]) and pieces come here;
+/// `escapes_match_serde_json` checks every byte value against serde_json.
+pub(crate) fn write_str_contents(out: &mut Vec<u8>, s: &str) {
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let code = ESCAPE[usize::from(b)];
+        if code == 0 {
+            continue;
+        }
+        if start < i {
+            out.extend_from_slice(bytes.get(start..i).unwrap_or_default());
+        }
+        write_code(out, b, code);
+        start = i + 1;
+    }
+    if start < bytes.len() {
+        out.extend_from_slice(bytes.get(start..).unwrap_or_default());
+    }
+}
+
+/// What follows the backslash when JSON escapes a byte (serde_json's rule): the letter
+/// of a short escape, `u` for `\u00XX`, 0 for bytes written as they are.
+static ESCAPE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = b'u';
+        b += 1;
+    }
+    table[0x08] = b'b';
+    table[0x09] = b't';
+    table[0x0a] = b'n';
+    table[0x0c] = b'f';
+    table[0x0d] = b'r';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table
+};
+
+/// One byte as JSON writes it inside a string: escaped (below 0x20, `"`, `\`) as
+/// serde_json escapes it, else as it is.
+#[inline]
+pub(crate) fn write_escape(out: &mut Vec<u8>, b: u8) {
+    write_code(out, b, ESCAPE[usize::from(b)]);
+}
+
+/// `b` with its [`ESCAPE`] code.
+#[inline]
+fn write_code(out: &mut Vec<u8>, b: u8, code: u8) {
+    match code {
+        0 => out.push(b),
+        b'u' => {
+            let [.., hi, lo] = hex_digits(u32::from(b));
+            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', hi, lo]);
+        }
+        short => out.extend_from_slice(&[b'\\', short]),
+    }
+}
+
 /// A JSON string from bytes that should be UTF-8: each maximal invalid sequence becomes
 /// U+FFFD (the `String::from_utf8_lossy` rule), without allocating. Plain ASCII needing
 /// no escape is copied after one scan; other text is validated, and only invalid text
@@ -127,13 +192,23 @@ pub(crate) fn write_text(out: &mut Vec<u8>, bytes: &[u8]) {
         write_str(out, s);
     } else {
         out.push(b'"');
+        write_text_contents(out, bytes);
+        out.push(b'"');
+    }
+}
+
+/// [`write_text`] without the quotes (out of line: the rarer path of [`write_text`]).
+#[inline(never)]
+pub(crate) fn write_text_contents(out: &mut Vec<u8>, bytes: &[u8]) {
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        write_str_contents(out, s);
+    } else {
         for chunk in bytes.utf8_chunks() {
             write_str_contents(out, chunk.valid());
             if !chunk.invalid().is_empty() {
                 out.extend_from_slice("\u{FFFD}".as_bytes());
             }
         }
-        out.push(b'"');
     }
 }
 
@@ -150,22 +225,37 @@ pub(crate) fn write_plain(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
     true
 }
 
-/// The escaped contents of `s` without the quotes (rare paths: invalid UTF-8, messages).
-fn write_str_contents(out: &mut Vec<u8>, s: &str) {
-    let mark = out.len();
-    write_str(out, s);
-    out.pop();
-    out.remove(mark);
+/// The 8 lowercase hex digits of `v`, most significant first. Word-parallel (one nibble
+/// per byte lane, then `'0'` or `'a' - 10` added in every lane at once) rather than a
+/// table lookup per digit: hex strings, numbers and UUIDs are built from it.
+#[inline]
+pub(crate) fn hex_digits(v: u32) -> [u8; 8] {
+    let mut x = u64::from(v);
+    x = (x | (x << 16)) & 0x0000_ffff_0000_ffff;
+    x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff;
+    // Byte lane i now holds nibble i (least significant first).
+    x = (x | (x << 4)) & 0x0f0f_0f0f_0f0f_0f0f;
+    let letters = ((x + ONES * 6) >> 4) & ONES;
+    (x + ONES * u64::from(b'0') + letters * u64::from(b'a' - b'0' - 10)).to_be_bytes()
 }
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
-/// Bytes as a lowercase hex JSON string (`"0aff"`).
+/// Bytes as a lowercase hex JSON string (`"0aff"`), 4 bytes at a time.
 pub(crate) fn write_hex(out: &mut Vec<u8>, bytes: &[u8]) {
     out.reserve(bytes.len() * 2 + 2);
     out.push(b'"');
-    for &b in bytes {
-        out.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+    let words = bytes.chunks_exact(4);
+    let rest = words.remainder();
+    for word in words {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(word);
+        out.extend_from_slice(&hex_digits(u32::from_be_bytes(b)));
+    }
+    for &b in rest {
+        out.extend_from_slice(
+            hex_digits(u32::from(b))
+                .last_chunk::<2>()
+                .unwrap_or(&[0; 2]),
+        );
     }
     out.push(b'"');
 }
@@ -235,6 +325,28 @@ mod tests {
                         assert_eq!(first_special(&bytes), expected, "{bytes:?}");
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn hex_as_format_writes_it() {
+        let mut v = 0u32;
+        for _ in 0..200_000 {
+            assert_eq!(hex_digits(v), *format!("{v:08x}").as_bytes());
+            v = v.wrapping_mul(2_654_435_761).wrapping_add(12_345);
+        }
+        for v in [0, 9, 10, 15, 16, 0x9abc_def0, u32::MAX] {
+            assert_eq!(hex_digits(v), *format!("{v:08x}").as_bytes());
+        }
+        let bytes: Vec<u8> = (0..=255).collect();
+        for len in 0..12 {
+            for start in [0, 7, 250] {
+                let b = &bytes[start..(start + len).min(256)];
+                let mut out = Vec::new();
+                write_hex(&mut out, b);
+                let expected: String = b.iter().map(|b| format!("{b:02x}")).collect();
+                assert_eq!(out, format!("\"{expected}\"").into_bytes());
             }
         }
     }

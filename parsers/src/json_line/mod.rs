@@ -32,13 +32,16 @@ use crate::schema::{EventFormat, Field};
 
 mod escape;
 mod ops;
+mod text;
 mod time;
 mod values;
 
 pub(crate) use escape::{
-    Escaped, first_special, write_hex, write_key, write_plain, write_str, write_text,
+    Escaped, first_special, hex_digits, write_escape, write_hex, write_key, write_plain, write_str,
+    write_text, write_text_contents,
 };
-use ops::{Step, Text, steps, write_steps};
+use ops::{Step, steps, write_steps};
+pub(crate) use text::{Span, Text, Texts};
 use time::TimeCache;
 pub(crate) use values::write_int;
 pub(crate) use values::write_value;

@@ -2,56 +2,11 @@
 //! derived once from its [`FieldPlan`] ([`Op`]), run by [`LineWriter::write_prepared`](super::LineWriter::write_prepared).
 
 use super::escape::{write_c_string, write_key};
+use super::text::Text;
 use super::values::{int_bytes, write_int, write_int_slice, write_value};
 use crate::decode::{Endian, FieldPlan, PlanKind};
 use crate::location;
 use crate::schema::{Element, Field, LocKind};
-
-/// Prepared text to append, kept in a fixed-size array when it fits so that appending it
-/// is one fixed-size copy (a few vector moves, no `memcpy` call) and a truncation.
-#[derive(Debug, Clone)]
-pub(crate) struct Text<const N: usize> {
-    /// The text followed by zeros, when it fits.
-    inline: [u8; N],
-    /// Its length.
-    len: usize,
-    /// The text, when it does not fit (empty otherwise).
-    long: Box<[u8]>,
-}
-
-impl<const N: usize> Text<N> {
-    pub(crate) fn new(text: Vec<u8>) -> Self {
-        let mut inline = [0; N];
-        let len = text.len();
-        match inline.get_mut(..len) {
-            Some(head) => {
-                head.copy_from_slice(&text);
-                Text {
-                    inline,
-                    len,
-                    long: Box::default(),
-                }
-            }
-            None => Text {
-                inline,
-                len,
-                long: text.into_boxed_slice(),
-            },
-        }
-    }
-
-    /// Append the text to `out`.
-    #[inline(always)]
-    pub(crate) fn write(&self, out: &mut Vec<u8>) {
-        if self.len <= N {
-            let end = out.len() + self.len;
-            out.extend_from_slice(&self.inline);
-            out.truncate(end);
-        } else {
-            out.extend_from_slice(&self.long);
-        }
-    }
-}
 
 /// One field of a [`PreparedFormat`]: its key and how to write its value.
 #[derive(Debug, Clone)]

@@ -89,17 +89,56 @@ fn write_ints<const N: usize, T: itoa::Integer>(
     out.push(b'[');
     let mut chunks = bytes.chunks_exact(N);
     if let Some(first) = chunks.next() {
-        write_int(out, read(first));
+        write_digits(out, read(first));
         for chunk in chunks {
             out.push(b',');
-            write_int(out, read(chunk));
+            write_digits(out, read(chunk));
         }
     }
     out.push(b']');
 }
 
-/// A number: itoa's digits.
+/// A number: itoa's digits; below 100 (CPU numbers, small ids and values), the one or
+/// two digits pushed directly (a copy of itoa's digits of unknown length is a `memcpy`
+/// call costing more than itoa itself).
 #[inline]
-pub(crate) fn write_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
+pub(crate) fn write_int<T: itoa::Integer + TryInto<u8>>(out: &mut Vec<u8>, v: T) {
+    match v.try_into() {
+        Ok(small @ 0..10) => out.push(b'0' + small),
+        Ok(small @ 10..100) => out.extend_from_slice(&[b'0' + small / 10, b'0' + small % 10]),
+        _ => write_digits(out, v),
+    }
+}
+
+/// itoa's digits of `v` (what [`write_int`] writes), without [`write_int`]'s small-number
+/// test: the loops over integer arrays call this (with the test, the loop ran slower).
+#[inline]
+fn write_digits(out: &mut Vec<u8>, v: impl itoa::Integer) {
     out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ints_as_display_writes_them() {
+        fn check<T: itoa::Integer + TryInto<u8> + std::fmt::Display + Copy>(v: T) {
+            let mut out = Vec::new();
+            write_int(&mut out, v);
+            assert_eq!(out, v.to_string().into_bytes());
+        }
+        for v in -300i64..300 {
+            check(v);
+            check(v as i8);
+            check(v as u8);
+            check(v as i16);
+            check(v as u32);
+            check(v as u64);
+        }
+        check(i64::MIN);
+        check(u64::MAX);
+        check(usize::MAX);
+        check(i32::MIN);
+    }
 }
