@@ -4,7 +4,7 @@
 //! [`selector`] picks them, [`perf`] attaches per-CPU rings, [`session`] drains them into
 //! staged entries, [`formatter`] renders those as JSON lines (with `uevrec_parsers`),
 //! [`pipeline`] holds what travels between the threads on the way to the [`sink`]s,
-//! [`recorder`] builds the threads and joins them, [`clock`] turns sample times into
+//! [`recorder`] builds the threads and joins them ([`sched`] their priorities), [`clock`] turns sample times into
 //! wall-clock time, [`cli`] is the command line (flags → a [`recorder::Config`]).
 #![warn(missing_docs)]
 
@@ -15,6 +15,7 @@ pub mod formatter;
 pub mod perf;
 pub mod pipeline;
 pub mod recorder;
+pub mod sched;
 pub mod selector;
 pub mod session;
 pub mod signals;

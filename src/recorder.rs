@@ -8,7 +8,9 @@
 //!  writer thread (`uevrec-write`, crate::sink::write_batches) ──▶ the sink
 //! ```
 //!
-//! plus a timer thread for `--duration` and a status-line thread. [`Recorder`] takes a
+//! plus a timer thread for `--duration` and a status-line thread. The session thread runs
+//! real-time and the formatter and writer at a raised nice value when permitted
+//! ([`crate::sched`]: so the rings are drained in time on a busy machine). [`Recorder`] takes a
 //! [`Config`] (validated by the CLI) and a [`Sink`]; the session never writes JSON and
 //! the CLI never spawns a thread. The writer and formatter start before the session's
 //! first attach, so the self-exclusion filter names them.
@@ -26,6 +28,7 @@ use crate::pipeline::{
     BATCH_CAPACITY, BATCH_POOL, Batch, CHANNEL_BATCHES, STAGE_CAPACITY, STAGE_CHUNKS, StageSender,
     touched_buffers,
 };
+use crate::sched;
 use crate::session::{self, LiveStats, SessionConfig, SessionError, Summary};
 use crate::signals::SignalFlags;
 use crate::sink::{Sink, SinkError, write_batches};
@@ -93,13 +96,16 @@ pub fn stage_and_format(
         let formatter = thread::Builder::new()
             .name("uevrec-format".into())
             .spawn_scoped(scope, || {
+                sched::raise_worker_thread();
                 let r = formatter::run(stage_rx, chunk_tx, out, recycle, opts);
                 formatter_gone.store(true, Ordering::Release);
                 r
             })
             .map_err(SessionError::Thread)?;
         let stage = StageSender::new(stage_tx, chunk_rx, &formatter_gone);
+        let priority = sched::raise_drain_thread();
         let result = session::run(config, &stage, stop, stats);
+        drop(priority);
         // Closing the staging channel lets the formatter finish the lines and return.
         drop(stage);
         if let Err(panic) = formatter.join() {
@@ -154,6 +160,7 @@ where
         let writer = thread::Builder::new()
             .name("uevrec-write".into())
             .spawn_scoped(s, move || {
+                sched::raise_worker_thread();
                 write_batches(rx, &recycle_tx, &mut *sink, stop, reopen).map(|_| ())
             })
             // As `Scope::spawn` does: without a thread there is nothing to fall back on.

@@ -109,4 +109,10 @@ impl Backend for PerfBackend {
     fn set_markers(&mut self, on: bool) {
         self.rings.set_markers(on);
     }
+
+    fn release(&mut self, events: Vec<EventFds>) {
+        super::reaper::close_in_background(
+            events.into_iter().flat_map(EventFds::into_fds).collect(),
+        );
+    }
 }

@@ -306,7 +306,8 @@ impl<'a> Attacher<'a> {
         }
     }
 
-    /// Disable, drain, and forget the event in `slot`.
+    /// Disable, drain, and forget the event in `slot`; its handle waits in
+    /// `st.retired` for the end of the scan.
     fn detach<B: Backend>(
         &mut self,
         backend: &mut B,
@@ -335,6 +336,7 @@ impl<'a> Attacher<'a> {
             .or_default() += ev.records;
         let msg = format!("{reason}; {} records", ev.records);
         st.notice("detached", Some(&ev.key), &msg);
+        st.retired.push(ev.handle);
         Ok(())
     }
 
@@ -384,6 +386,8 @@ impl<'a> Attacher<'a> {
         for slot in gone {
             self.detach(backend, st, out, stats, slot, "event disappeared")?;
         }
+        // Their descriptors go before new ones are opened.
+        st.release_retired(backend);
         for key @ (system, name) in &matching {
             if let Some(&slot) = self.attached.get(key) {
                 let now = self.tracefs.read_id(system, name);
@@ -405,6 +409,7 @@ impl<'a> Attacher<'a> {
             }
         }
         self.report_unattached();
+        st.release_retired(backend);
         self.skipped.retain(|k, _| present.contains(k));
         Ok(Scan {
             matched: matching.len(),

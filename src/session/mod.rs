@@ -182,8 +182,11 @@ fn run_with<B: Backend>(
     // First scan: problems that will not go away are errors.
     let scan = match att.rescan(backend, &mut st, out, stats) {
         Ok(scan) => scan,
-        Err(Halt::Closed) => return Ok(finish(st, att)),
-        Err(Halt::Fatal(e)) => return Err(e),
+        Err(Halt::Closed) => return Ok(finish(backend, st, att)),
+        Err(Halt::Fatal(e)) => {
+            finish(backend, st, att);
+            return Err(e);
+        }
     };
     if let Some(e) = scan.refused.filter(|_| att.attached.is_empty()) {
         return Err(e);
@@ -201,7 +204,7 @@ fn run_with<B: Backend>(
         st.notice("waiting", None, &msg);
     }
     if out.flush(&mut st.chunk).is_err() {
-        return Ok(finish(st, att));
+        return Ok(finish(backend, st, att));
     }
 
     let mut next_rescan = Instant::now() + config.rescan_interval;
@@ -234,7 +237,7 @@ fn run_with<B: Backend>(
         }
     })();
     if result.is_err() {
-        return Ok(finish(st, att));
+        return Ok(finish(backend, st, att));
     }
 
     // Stop: no more attaching; disable everything, then drain every ring completely.
@@ -266,7 +269,7 @@ fn run_with<B: Backend>(
         }
         let _ = out.flush(&mut st.chunk);
     }
-    Ok(finish(st, att))
+    Ok(finish(backend, st, att))
 }
 
 /// Bring out the losses the kernel still owes the buffers (perf reports a loss only at
@@ -297,8 +300,11 @@ fn flush_losses<B: Backend>(
     st.drain(backend, out, stats)
 }
 
-/// Close every event and build the summary.
-fn finish<E>(st: Stager<E>, att: Attacher<'_>) -> Summary {
+/// Build the summary and release every event (for perf: closed in the background, so
+/// the exit does not wait for the kernel's grace periods; see [`crate::perf::reaper`]).
+fn finish<B: Backend>(backend: &mut B, st: Stager<B::Event>, att: Attacher<'_>) -> Summary {
     drop(att);
-    st.into_summary()
+    let (summary, handles) = st.into_summary();
+    backend.release(handles);
+    summary
 }
