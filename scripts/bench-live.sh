@@ -2,7 +2,7 @@
 # Live benchmark of uevrec against perf (issue 5). Prints one table; see BENCHMARKS.md.
 #
 #   [UEVREC_BENCH_RATE=path/to/rate] scripts/bench-live.sh [--quick] [--runs N] [--calls N] [--vm-calls N] [--pages P]
-#                         [--threads "1 2"] [--busy N] [--no-script] [--no-extras] [--stop-runs N]
+#                         [--threads "1 2"] [--busy N] [--no-script] [--no-extras] [--noprio] [--stop-runs N]
 #                         [--no-host] [--no-vm] [--results FILE] | --report FILE (tables from a --results file)
 #
 # Host part (this kernel, native speed): samples' `syscall_loop` calls getppid in a tight
@@ -17,7 +17,10 @@
 # --threads picks the generator thread counts (default "1 2"); --busy N runs N competing
 # busy loops (`sh -c 'while :; do :; done'`) during every host run, untraced and traced, so
 # the recorder must win CPU time from them (issue 16: loss under contention); each row
-# notes the busy loops and the 1-minute load average at its start. Measured: generator rate, events
+# notes the busy loops and the 1-minute load average at its start. --noprio adds a third
+# recorder per run, uevrec without CAP_SYS_NICE (`setpriv --bounding-set=-sys_nice`), whose
+# threads therefore keep ordinary priorities (src/sched.rs): the same binary before and
+# after the fix of issue 16's loss. Measured: generator rate, events
 # recorded, events the recorder says it lost, missing = calls - recorded, recorder CPU
 # (user+sys from wait4's rusage, µs resolution), peak RSS (ru_maxrss), output bytes.
 # Then (unless --no-extras): uevrec's peak RSS for 10x the calls (1 thread), and uevrec's
@@ -156,6 +159,10 @@ host_traced() {
       measure "$d/rec.json" "$BIN/uevrec" record -q -m "$PAGES" --filter "$filter" \
         -o "$d/out.jsonl" raw_syscalls:sys_enter 2>"$d/rec.err" &
       ;;
+    uevrec-noprio) # without CAP_SYS_NICE: its threads keep ordinary priorities (src/sched.rs)
+      measure "$d/rec.json" setpriv --bounding-set=-sys_nice "$BIN/uevrec" record -q -m "$PAGES" \
+        --filter "$filter" -o "$d/out.jsonl" raw_syscalls:sys_enter 2>"$d/rec.err" &
+      ;;
     perf)
       measure "$d/rec.json" perf record -a -m "$PAGES" -e raw_syscalls:sys_enter \
         --filter "$filter" -o "$d/perf.data" 2>"$d/rec.err" &
@@ -178,7 +185,7 @@ host_traced() {
   local status; status=$(json_field "$d/rec.json" .status)
   local rate; rate=$(jq -r .per_sec <<<"$done_line")
   local got_calls; got_calls=$(jq -r .calls <<<"$done_line")
-  if [ "$tool" = uevrec ] && [ "$status" != 0 ]; then
+  if [ "$tool" != perf ] && [ "$status" != 0 ]; then
     die "uevrec exited with status $status: $(tail -5 "$d/rec.err")"
   fi
   # perf record ends with status 0 or by "signal 2" depending on version; both fine.
@@ -195,7 +202,7 @@ recorder_rows() {
   local cpu rss
   cpu=$(json_field "$d/rec.json" '.user_s + .sys_s')
   rss=$(json_field "$d/rec.json" .maxrss_kb)
-  if [ "$tool" = uevrec ]; then
+  if [ "$tool" != perf ]; then
     [ -e "$d/out.jsonl" ] || die "uevrec wrote no output: $(tail -5 "$d/rec.err")"
     events=$(grep -c "\"event\":\"$event\"" "$d/out.jsonl" || true)
     lost=$({ grep '"uevrec":"lost"' "$d/out.jsonl" || true; } | jq -s 'map(.lost) | add // 0')
@@ -203,7 +210,7 @@ recorder_rows() {
     if [ "$system" = user_events ]; then # rate's records carry (thread, seq): count each once
       distinct=$(grep -o '"thread":[0-9]*,"seq":[0-9]*' "$d/out.jsonl" | sort -u | wc -l)
     fi
-    emit "$@" tool=uevrec calls="$calls" rate="$rate" events="$events" lost="$lost" \
+    emit "$@" tool="$tool" calls="$calls" rate="$rate" events="$events" lost="$lost" \
       distinct="$distinct" missing=$((calls - distinct)) cpu_s="$cpu" maxrss_kb="$rss" \
       bytes="$(stat -c %s "$d/out.jsonl")"
     rm -f "$d/out.jsonl"
@@ -271,6 +278,7 @@ host_part() {
       host_untraced "$threads" "$CALLS" "$run"
       host_traced uevrec "$threads" "$CALLS" "$run" "$d/u"
       host_traced perf "$threads" "$CALLS" "$run" "$d/p"
+      if [ "$NOPRIO" = 1 ]; then host_traced uevrec-noprio "$threads" "$CALLS" "$run" "$d/u"; fi
     done
   done
   if [ "$NO_EXTRAS" = 0 ]; then
@@ -502,8 +510,10 @@ if host:
     # on the same load (issue 16: uevrec's loss <= perf record's in every run)
     gone = lambda r: max(r["lost"], r["missing"], 0)
     print("\n### Host: loss in every run (lost = max(reported lost, calls - recorded))")
-    print("| run | threads | busy loops | load at start | calls | uevrec lost | perf record lost | uevrec <= perf |")
-    print("|---|---|---|---|---|---|---|---|")
+    noprio = [x for x in host if x["tool"] == "uevrec-noprio"]
+    print("| run | threads | busy loops | load at start | calls | uevrec lost | perf record lost | uevrec <= perf |"
+          + (" uevrec without priorities lost |" if noprio else ""))
+    print("|---|---|---|---|---|---|---|---|" + ("---|" if noprio else ""))
     le = []
     for r in sorted((x for x in main if x["tool"] == "perf-record"), key=lambda x: (x["threads"], x["run"])):
         u = next((x for x in main if x["tool"] == "uevrec" and x["run"] == r["run"]
@@ -511,8 +521,10 @@ if host:
         if not u:
             continue
         le.append(gone(u) <= gone(r))
+        n = next((x for x in noprio if x["run"] == r["run"] and x["threads"] == r["threads"]), None)
         print(f"| {r['run']} | {r['threads']} | {r.get('busy', 0)} | {u.get('load', 'n/a')} / {r.get('load', 'n/a')} "
-              f"| {r['calls']} | {gone(u)} | {gone(r)} | {'yes' if le[-1] else 'NO'} |")
+              f"| {r['calls']} | {gone(u)} | {gone(r)} | {'yes' if le[-1] else 'NO'} |"
+              + (f" {gone(n) if n else 'n/a'} |" if noprio else ""))
     verdicts.append(("host: uevrec loss <= perf record loss in every run", all(le) if le else None,
                      f"{sum(le)}/{len(le)} runs"))
     verdicts.append(("host: uevrec zero loss wherever perf record had zero loss",
@@ -571,7 +583,7 @@ PY
 # ------------------------------------------------------------------ main -------------
 ARGS="$*"
 QUICK=0 RUNS=3 CALLS="" VM_CALLS="" PAGES=128 DO_HOST=1 DO_VM=1 GUEST=0 RESULTS="" REPORT=""
-THREADS="1 2" BUSY=0 NO_SCRIPT=0 NO_EXTRAS=0 STOP_RUNS=""
+THREADS="1 2" BUSY=0 NO_SCRIPT=0 NO_EXTRAS=0 STOP_RUNS="" NOPRIO=0
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) QUICK=1 ;;
@@ -583,6 +595,7 @@ while [ $# -gt 0 ]; do
     --busy) BUSY=$2; shift ;;
     --no-script) NO_SCRIPT=1 ;;
     --no-extras) NO_EXTRAS=1 ;;
+    --noprio) NOPRIO=1 ;;
     --stop-runs) STOP_RUNS=$2; shift ;;
     --no-host) DO_HOST=0 ;;
     --no-vm) DO_VM=0 ;;
