@@ -559,7 +559,11 @@ fn late_uprobe_is_attached_recorded_and_released() {
         });
     }
     let (summary, _) = run.finish();
-    // Stopping closed every fd, so the probe can be deleted (EBUSY otherwise).
+    // Stopping handed every fd to a background closer (src/perf/reaper.rs); once it is
+    // done the probe can be deleted (EBUSY before).
+    if let Err(left) = common::wait_reapers_gone(Duration::from_secs(60)) {
+        panic!("background closers {left:?} still running after 60 s");
+    }
     let deleted = uprobe_events(&t, &format!("-:uevrec_test/{name}"));
     let lines = run.lines();
     assert!(
