@@ -29,7 +29,10 @@
 //! without other users is deleted (or can be deleted), only when the reaper's close
 //! reaches it, i.e. up to (number of events × one grace period) after uevrec exited.
 //!
-//! When a fork fails the descriptors are closed in place (slowly, as before).
+//! The pipe needs two descriptors. A session that has used every descriptor it may open
+//! (events attached up to `RLIMIT_NOFILE`) cannot make one at its end, so the caller keeps
+//! a spare [`ReaperPipe`] made at the start for that case. When no pipe can be had or a
+//! fork fails, the descriptors are closed in place (slowly, as before).
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -37,20 +40,44 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 /// The reaper's name (`/proc/PID/comm`, at most 15 bytes).
 pub const REAPER_NAME: &std::ffi::CStr = c"uevrec-close";
 
-/// Close `fds`, handing the cost of the last close to a reaper process (see the module
-/// docs). Returns once the caller's copies are closed; the reaper closes the rest later.
-pub fn close_in_background(fds: Vec<OwnedFd>) {
+/// The pipe a reaper waits on: it may go once the write end is closed.
+#[derive(Debug)]
+pub struct ReaperPipe {
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+impl ReaperPipe {
+    /// A new pipe (close-on-exec).
+    pub fn new() -> io::Result<ReaperPipe> {
+        use std::os::fd::FromRawFd;
+        let mut pipe = [-1; 2];
+        // SAFETY: `pipe` is a writable array of two ints.
+        if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: pipe2 just returned these two new descriptors, owned by nothing else.
+        let (read, write) =
+            unsafe { (OwnedFd::from_raw_fd(pipe[0]), OwnedFd::from_raw_fd(pipe[1])) };
+        Ok(ReaperPipe { read, write })
+    }
+}
+
+/// Close `fds`, handing the cost of the last close to a reaper process that waits on
+/// `pipe` (see the module docs). Returns once the caller's copies are closed; the reaper
+/// closes the rest later. Without a pipe, or when the fork fails, closes them here.
+pub fn close_in_background(fds: Vec<OwnedFd>, pipe: Option<ReaperPipe>) {
     if fds.is_empty() {
         return;
     }
-    match fork_reaper(&fds) {
-        Ok(go) => {
+    match pipe.map(|p| fork_reaper(&fds, p)) {
+        Some(Ok(go)) => {
             drop(fds);
             // The reaper's read sees end-of-file: it may close its copies now.
             drop(go);
         }
         // No reaper: close here (one grace period per tracepoint, as without one).
-        Err(_) => drop(fds),
+        _ => drop(fds),
     }
 }
 
@@ -70,17 +97,13 @@ fn gaps(keep: &[RawFd]) -> Vec<(u32, u32)> {
     out
 }
 
-/// Fork the reaper holding `fds`; returns the write end of the pipe it waits on (closing
-/// it lets the reaper go). Errors: the pipe or a fork failed (no reaper holds `fds`).
-fn fork_reaper(fds: &[OwnedFd]) -> io::Result<OwnedFd> {
-    use std::os::fd::FromRawFd;
-    let mut pipe = [-1; 2];
-    // SAFETY: `pipe` is a writable array of two ints.
-    if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: pipe2 just returned these two new descriptors, owned by nothing else.
-    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(pipe[0]), OwnedFd::from_raw_fd(pipe[1])) };
+/// Fork the reaper holding `fds` and waiting on `pipe`; returns the pipe's write end
+/// (closing it lets the reaper go). Errors: a fork failed (no reaper holds `fds`).
+fn fork_reaper(fds: &[OwnedFd], pipe: ReaperPipe) -> io::Result<OwnedFd> {
+    let ReaperPipe {
+        read: rd,
+        write: wr,
+    } = pipe;
     // Everything the child needs is computed here: after fork it may not allocate.
     let mut keep: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
     keep.push(rd.as_raw_fd());
