@@ -19,7 +19,13 @@
 //!       nothing is dropped silently)
 //!     → every `rescan_interval`: list tracefs, attach new matching events (late
 //!       registration, new multi-format versions), detach vanished ones or re-attach
-//!       ones whose ID changed; each step stages a notice
+//!       ones whose ID changed; each step stages a notice; the detached events are
+//!       released together ([`Backend::release`]: perf closes them in a background
+//!       process, crate::perf::reaper, so the loop never waits for the kernel)
+//!     on stop: disable every event, drain every ring, bring out the losses still owed,
+//!       then release every event the same way (the exit does not wait either)
+//!  (runs SCHED_FIFO when permitted, crate::sched: a ring is drained as soon as it
+//!   passes its watermark, however busy the machine)
 //!  formatter thread (started by crate::recorder, crate::formatter): decodes the staged
 //!  records and renders them, the lost counts and the notices as JSON lines
 //!  (uevrec_parsers::json_line) into Batches
