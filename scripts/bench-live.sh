@@ -2,6 +2,7 @@
 # Live benchmark of uevrec against perf (issue 5). Prints one table; see BENCHMARKS.md.
 #
 #   [UEVREC_BENCH_RATE=path/to/rate] scripts/bench-live.sh [--quick] [--runs N] [--calls N] [--vm-calls N] [--pages P]
+#                         [--threads "1 2"] [--busy N] [--no-script] [--no-extras] [--noprio] [--stop-runs N]
 #                         [--no-host] [--no-vm] [--results FILE] | --report FILE (tables from a --results file)
 #
 # Host part (this kernel, native speed): samples' `syscall_loop` calls getppid in a tight
@@ -14,11 +15,22 @@
 #                 (a perf.data; counted with `uevrec decode`, not timed)
 #   perf-record   `perf record -a -m P --filter F -e raw_syscalls:sys_enter -o tmpfs/FILE`
 #   perf-script   `perf script` of that perf.data into a tmpfs text file
-# (perf-record+script is the sum of the last two). Measured: generator rate, events
+# (perf-record+script is the sum of the last two; --no-script leaves perf script out).
+# --threads picks the generator thread counts (default "1 2"); --busy N runs N competing
+# busy loops (`sh -c 'while :; do :; done'`) during every host run, untraced and traced, so
+# the recorder must win CPU time from them (issue 16: loss under contention); each row
+# notes the busy loops and the 1-minute load average at its start. --noprio adds a third
+# recorder per run, uevrec without CAP_SYS_NICE (`setpriv --bounding-set=-sys_nice`), whose
+# threads therefore keep ordinary priorities (src/sched.rs): the same binary before and
+# after the fix of issue 16's loss. Measured: generator rate, events
 # recorded, events the recorder says it lost, missing = calls - recorded, recorder CPU
 # (user+sys from wait4's rusage, µs resolution), peak RSS (ru_maxrss), output bytes.
-# Then: uevrec's peak RSS for 10x the calls (1 thread), and uevrec's CPU while idle
-# (attached, filter matching nothing).
+# Then (unless --no-extras): uevrec's peak RSS for 10x the calls (1 thread), and uevrec's
+# CPU while idle (attached, filter matching nothing).
+# Stop time (--stop-runs N, default 2; 0 with --quick): `uevrec record -q syscalls:*` and
+# `perf record -a -e 'syscalls:*'` (every syscall tracepoint on every CPU), SIGINT once
+# attached; measured from the signal to the recorder's exit, and for uevrec also until its
+# background closer (`uevrec-close`, see src/perf/reaper.rs) is gone.
 # VM part (scripts/…/run.sh boots a kernel with user_events): samples' `rate` producer
 # writes user events while uevrec or perf record is attached; same measures, ratios only.
 #
@@ -118,10 +130,24 @@ emit() { # emit KEY=VALUE... -> one JSON object line on stdout (numbers unquoted
 json_field() { jq -r "$2" "$1"; }
 
 # ---------------------------------------------------------------- host part ----------
+BUSY_PIDS=()
+start_busy() { # BUSY competing busy loops, until stop_busy
+  local i
+  for ((i = 0; i < BUSY; i++)); do sh -c 'while :; do :; done' & BUSY_PIDS+=($!); done
+}
+stop_busy() {
+  local p
+  for p in "${BUSY_PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  BUSY_PIDS=()
+}
+load1() { cut -d' ' -f1 /proc/loadavg; }
+
 # host_traced TOOL THREADS CALLS RUN DIR: one traced run; prints result lines.
 host_traced() {
-  local tool=$1 threads=$2 calls=$3 run=$4 d=$5 gpid filter rec_pid ready done_line
+  local tool=$1 threads=$2 calls=$3 run=$4 d=$5 gpid filter rec_pid ready done_line load
   rm -rf "$d"; mkdir -p "$d"
+  load=$(load1)
+  start_busy
   "$BIN/syscall_loop" --threads "$threads" --iterations "$calls" --wait-signal \
     >"$d/gen.out" 2>"$d/gen.err" &
   gpid=$!
@@ -138,6 +164,10 @@ host_traced() {
     uevrec-raw)
       measure "$d/rec.json" "$BIN/uevrec" record -q -m "$PAGES" --filter "$filter" \
         --raw "$d/out.data" raw_syscalls:sys_enter 2>"$d/rec.err" &
+      ;;
+    uevrec-noprio) # without CAP_SYS_NICE: its threads keep ordinary priorities (src/sched.rs)
+      measure "$d/rec.json" setpriv --bounding-set=-sys_nice "$BIN/uevrec" record -q -m "$PAGES" \
+        --filter "$filter" -o "$d/out.jsonl" raw_syscalls:sys_enter 2>"$d/rec.err" &
       ;;
     perf)
       measure "$d/rec.json" perf record -a -m "$PAGES" -e raw_syscalls:sys_enter \
@@ -156,6 +186,7 @@ host_traced() {
   done_line=$(tail -1 "$d/gen.out")
   stop_recorder "$d/rec.json.pid"
   wait "$mpid" || true
+  stop_busy
   [ -s "$d/rec.json" ] || die "$tool: no rusage"
   local status; status=$(json_field "$d/rec.json" .status)
   local rate; rate=$(jq -r .per_sec <<<"$done_line")
@@ -165,7 +196,7 @@ host_traced() {
   fi
   # perf record ends with status 0 or by "signal 2" depending on version; both fine.
   recorder_rows "$d" "$tool" raw_syscalls sys_enter "$got_calls" "$rate" \
-    host=1 threads="$threads" run="$run"
+    host=1 threads="$threads" run="$run" busy="$BUSY" load="$load"
 }
 
 # recorder_rows DIR TOOL SYSTEM EVENT CALLS RATE KEY=VALUE...: the result rows of one
@@ -177,7 +208,7 @@ recorder_rows() {
   local cpu rss
   cpu=$(json_field "$d/rec.json" '.user_s + .sys_s')
   rss=$(json_field "$d/rec.json" .maxrss_kb)
-  if [ "$tool" = uevrec ]; then
+  if [ "$tool" != perf ]; then
     [ -e "$d/out.jsonl" ] || die "uevrec wrote no output: $(tail -5 "$d/rec.err")"
     events=$(grep -c "\"event\":\"$event\"" "$d/out.jsonl" || true)
     lost=$({ grep '"uevrec":"lost"' "$d/out.jsonl" || true; } | jq -s 'map(.lost) | add // 0')
@@ -185,7 +216,7 @@ recorder_rows() {
     if [ "$system" = user_events ]; then # rate's records carry (thread, seq): count each once
       distinct=$(grep -o '"thread":[0-9]*,"seq":[0-9]*' "$d/out.jsonl" | sort -u | wc -l)
     fi
-    emit "$@" tool=uevrec calls="$calls" rate="$rate" events="$events" lost="$lost" \
+    emit "$@" tool="$tool" calls="$calls" rate="$rate" events="$events" lost="$lost" \
       distinct="$distinct" missing=$((calls - distinct)) cpu_s="$cpu" maxrss_kb="$rss" \
       bytes="$(stat -c %s "$d/out.jsonl")"
     rm -f "$d/out.jsonl"
@@ -215,6 +246,7 @@ recorder_rows() {
   emit "$@" tool=perf-record calls="$calls" rate="$rate" events="$events" lost="$lost" \
     distinct="$distinct" missing=$((calls - distinct)) cpu_s="$cpu" maxrss_kb="$rss" \
     bytes="$(stat -c %s "$d/perf.data")"
+  if [ "$NO_SCRIPT" = 1 ]; then rm -f "$d/perf.data"; return; fi
   events=$(grep -c " $system:$event:" "$d/perf.txt" || true)
   emit "$@" tool=perf-script calls="$calls" rate="$rate" events="$events" lost="$lost" \
     distinct="$distinct" missing=$((calls - distinct)) \
@@ -224,10 +256,13 @@ recorder_rows() {
 }
 
 host_untraced() { # host_untraced THREADS CALLS RUN
-  local line
+  local line load
+  load=$(load1)
+  start_busy
   line=$("$BIN/syscall_loop" --threads "$1" --iterations "$2" | tail -1)
-  emit host=1 threads="$1" run="$3" tool=untraced calls="$(jq -r .calls <<<"$line")" \
-    rate="$(jq -r .per_sec <<<"$line")"
+  stop_busy
+  emit host=1 threads="$1" run="$3" busy="$BUSY" load="$load" tool=untraced \
+    calls="$(jq -r .calls <<<"$line")" rate="$(jq -r .per_sec <<<"$line")"
 }
 
 # idle CPU: uevrec attached to raw_syscalls:sys_enter with a filter nothing matches.
@@ -255,19 +290,61 @@ host_part() {
   local d=/dev/shm/uevrec-bench.$$ run threads
   mkdir -p "$d"
   for ((run = 1; run <= RUNS; run++)); do
-    for threads in 1 2; do
-      note "host run $run/$RUNS, $threads thread(s), $CALLS calls"
+    for threads in $THREADS; do
+      note "host run $run/$RUNS, $threads thread(s), $CALLS calls, $BUSY busy loop(s), load $(load1)"
       host_untraced "$threads" "$CALLS" "$run"
       host_traced uevrec "$threads" "$CALLS" "$run" "$d/u"
       host_traced uevrec-raw "$threads" "$CALLS" "$run" "$d/r"
       host_traced perf "$threads" "$CALLS" "$run" "$d/p"
+      if [ "$NOPRIO" = 1 ]; then host_traced uevrec-noprio "$threads" "$CALLS" "$run" "$d/u"; fi
     done
   done
-  note "host: uevrec peak RSS at ${CALLS} and $((CALLS * 10)) calls (1 thread)"
-  host_traced uevrec 1 "$CALLS" 1 "$d/u" | jq -c '.tool = "uevrec-rss-1x"'
-  host_traced uevrec 1 "$((CALLS * 10))" 1 "$d/u" | jq -c '.tool = "uevrec-rss-10x"'
-  note "host: uevrec idle for ${IDLE_S}s"
-  host_idle "$IDLE_S" "$d/i"
+  if [ "$NO_EXTRAS" = 0 ]; then
+    note "host: uevrec peak RSS at ${CALLS} and $((CALLS * 10)) calls (1 thread)"
+    host_traced uevrec 1 "$CALLS" 1 "$d/u" | jq -c '.tool = "uevrec-rss-1x"'
+    host_traced uevrec 1 "$((CALLS * 10))" 1 "$d/u" | jq -c '.tool = "uevrec-rss-10x"'
+    note "host: uevrec idle for ${IDLE_S}s"
+    host_idle "$IDLE_S" "$d/i"
+  fi
+  for ((run = 1; run <= STOP_RUNS; run++)); do
+    note "host: stop time for syscalls:*, run $run/$STOP_RUNS"
+    host_stop uevrec "$run" "$d/s"
+    host_stop perf "$run" "$d/s"
+  done
+  rm -rf "$d"
+}
+
+reapers() { { pgrep -x uevrec-close || true; } | wc -l; }
+
+# host_stop TOOL RUN DIR: attach to syscalls:* on every CPU, SIGINT, time until exit.
+host_stop() {
+  local tool=$1 run=$2 d=$3 rpid mpid t0 t1 t2 i load
+  rm -rf "$d"; mkdir -p "$d"
+  # A previous run's background close holds the kernel's event_mutex: wait it out.
+  for ((i = 0; i < 1200 && $(reapers) > 0; i++)); do sleep 0.1; done
+  load=$(load1)
+  if [ "$tool" = uevrec ]; then
+    measure "$d/rec.json" "$BIN/uevrec" record -q -o "$d/out.jsonl" 'syscalls:*' 2>"$d/rec.err" &
+  else
+    measure "$d/rec.json" perf record -q -a -e 'syscalls:*' -o "$d/perf.data" 2>"$d/rec.err" &
+  fi
+  mpid=$!
+  wait_file "$d/rec.json.pid" 10 || die "$tool did not start"
+  rpid=$(cat "$d/rec.json.pid")
+  wait_attached "$rpid" || die "$tool did not attach to syscalls:*: $(tail -3 "$d/rec.err")"
+  local fds; fds=$(perf_fds "$rpid")
+  t0=$(date +%s%N)
+  kill -INT "$rpid"
+  wait "$mpid" || true
+  t1=$(date +%s%N)
+  t2=$t1
+  if [ "$tool" = uevrec ]; then
+    for ((i = 0; i < 1200 && $(reapers) > 0; i++)); do sleep 0.05; done
+    t2=$(date +%s%N)
+  fi
+  emit host=1 tool="$tool-stop" run="$run" load="$load" perf_fds="$fds" \
+    stop_s="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e9 }')" \
+    closed_s="$(awk -v a="$t0" -v b="$t2" 'BEGIN { print (b - a) / 1e9 }')"
   rm -rf "$d"
 }
 
@@ -396,18 +473,19 @@ def ratios(sel):
     for k in keys:
         pick = lambda t: next((r for r in sel if r["tool"] == t and (r.get("run"), r.get("threads")) == k), None)
         u, p, c = pick("uevrec"), pick("perf-record"), pick("perf-record+script")
-        if not (u and p and c and u["events"] and p["events"] and c["events"]):
+        if not (u and p and u["events"] and p["events"]):
             continue
         res["cpu_vs_record"].append(per_event(u, "cpu_s") / per_event(p, "cpu_s"))
-        res["cpu_vs_record_script"].append(per_event(u, "cpu_s") / per_event(c, "cpu_s"))
         res["rss_vs_record"].append(u["maxrss_kb"] / p["maxrss_kb"])
         res["bytes_vs_record"].append(per_event(u, "bytes") / per_event(p, "bytes"))
-        res["bytes_vs_text"].append(per_event(u, "bytes") / per_event(c, "bytes"))
         res["rate_vs_record"].append(u["rate"] / p["rate"])
         raw = pick("uevrec-raw")
         if raw and raw["events"]:
             res["raw_cpu_vs_record"].append(per_event(raw, "cpu_s") / per_event(p, "cpu_s"))
             res["raw_bytes_vs_record"].append(per_event(raw, "bytes") / per_event(p, "bytes"))
+        if c and c["events"]:  # not with --no-script
+            res["cpu_vs_record_script"].append(per_event(u, "cpu_s") / per_event(c, "cpu_s"))
+            res["bytes_vs_text"].append(per_event(u, "bytes") / per_event(c, "bytes"))
     return res
 
 def ratio_table(where, group_key, groups):
@@ -456,6 +534,27 @@ if host:
             if u:
                 pairs.append(u["missing"] == 0 and u["lost"] == 0)
     lossy_perf = sum(1 for r in main if r["tool"] == "perf-record" and (r["missing"] > 0 or r["lost"]))
+    # every run, not a median: records lost (reported, or missing if more) by each tool
+    # on the same load (issue 16: uevrec's loss <= perf record's in every run)
+    gone = lambda r: max(r["lost"], r["missing"], 0)
+    print("\n### Host: loss in every run (lost = max(reported lost, calls - recorded))")
+    noprio = [x for x in host if x["tool"] == "uevrec-noprio"]
+    print("| run | threads | busy loops | load at start | calls | uevrec lost | perf record lost | uevrec <= perf |"
+          + (" uevrec without priorities lost |" if noprio else ""))
+    print("|---|---|---|---|---|---|---|---|" + ("---|" if noprio else ""))
+    le = []
+    for r in sorted((x for x in main if x["tool"] == "perf-record"), key=lambda x: (x["threads"], x["run"])):
+        u = next((x for x in main if x["tool"] == "uevrec" and x["run"] == r["run"]
+                  and x["threads"] == r["threads"]), None)
+        if not u:
+            continue
+        le.append(gone(u) <= gone(r))
+        n = next((x for x in noprio if x["run"] == r["run"] and x["threads"] == r["threads"]), None)
+        print(f"| {r['run']} | {r['threads']} | {r.get('busy', 0)} | {u.get('load', 'n/a')} / {r.get('load', 'n/a')} "
+              f"| {r['calls']} | {gone(u)} | {gone(r)} | {'yes' if le[-1] else 'NO'} |"
+              + (f" {gone(n) if n else 'n/a'} |" if noprio else ""))
+    verdicts.append(("host: uevrec loss <= perf record loss in every run", all(le) if le else None,
+                     f"{sum(le)}/{len(le)} runs"))
     verdicts.append(("host: uevrec zero loss wherever perf record had zero loss",
                      all(pairs) if pairs else None,
                      f"{sum(pairs)}/{len(pairs)} runs where perf lost nothing; perf lost events in {lossy_perf} run(s)"))
@@ -466,6 +565,17 @@ if host:
         verdicts.append(("host: uevrec peak RSS independent of event count (10x events -> within 10%)",
                          b["maxrss_kb"] <= 1.10 * a["maxrss_kb"],
                          f"{a['events']} events: {a['maxrss_kb']/1024:.1f} MiB; {b['events']} events: {b['maxrss_kb']/1024:.1f} MiB (x{b['maxrss_kb']/a['maxrss_kb']:.3f})"))
+    stops = [r for r in host if r["tool"] in ("uevrec-stop", "perf-stop")]
+    if stops:
+        print("\n### Host: stop time, syscalls:* on every CPU (SIGINT to exit; every run)")
+        print("| run | recorder | perf fds | load at start | SIGINT to exit (s) | SIGINT to last descriptor closed (s) |")
+        print("|---|---|---|---|---|---|")
+        for r in sorted(stops, key=lambda x: (x["run"], x["tool"])):
+            print(f"| {r['run']} | {r['tool'][:-5]} | {r['perf_fds']} | {r['load']} | {r['stop_s']:.2f} | {r['closed_s']:.2f} |")
+        us = [r["stop_s"] for r in stops if r["tool"] == "uevrec-stop"]
+        if us:
+            verdicts.append(("host: uevrec exits within 2 s of the stop with syscalls:*", max(us) < 2,
+                             "slowest " + f"{max(us):.2f} s over {len(us)} runs"))
     idle = [r for r in host if r["tool"] == "uevrec-idle"]
     if idle:
         i = idle[0]
@@ -499,7 +609,9 @@ PY
 }
 
 # ------------------------------------------------------------------ main -------------
+ARGS="$*"
 QUICK=0 RUNS=3 CALLS="" VM_CALLS="" PAGES=128 DO_HOST=1 DO_VM=1 GUEST=0 RESULTS="" REPORT=""
+THREADS="1 2" BUSY=0 NO_SCRIPT=0 NO_EXTRAS=0 STOP_RUNS="" NOPRIO=0
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) QUICK=1 ;;
@@ -507,6 +619,12 @@ while [ $# -gt 0 ]; do
     --calls) CALLS=$2; shift ;;
     --vm-calls) VM_CALLS=$2; shift ;;
     --pages) PAGES=$2; shift ;;
+    --threads) THREADS=$2; shift ;;
+    --busy) BUSY=$2; shift ;;
+    --no-script) NO_SCRIPT=1 ;;
+    --no-extras) NO_EXTRAS=1 ;;
+    --noprio) NOPRIO=1 ;;
+    --stop-runs) STOP_RUNS=$2; shift ;;
     --no-host) DO_HOST=0 ;;
     --no-vm) DO_VM=0 ;;
     --results) RESULTS=$2; shift ;;
@@ -519,10 +637,13 @@ while [ $# -gt 0 ]; do
 done
 if [ $QUICK = 1 ]; then
   RUNS=${RUNS_QUICK:-1}; CALLS=${CALLS:-200000}; VM_CALLS=${VM_CALLS:-20000}; IDLE_S=3
+  STOP_RUNS=${STOP_RUNS:-0}
 else
   CALLS=${CALLS:-1000000}; VM_CALLS=${VM_CALLS:-100000}; IDLE_S=10
+  STOP_RUNS=${STOP_RUNS:-2}
 fi
 
+trap stop_busy EXIT
 if [ $GUEST = 1 ]; then vm_guest; exit 0; fi
 if [ -n "$REPORT" ]; then report "$REPORT"; exit 0; fi # the tables again, from a --results file
 
@@ -541,7 +662,7 @@ note "raw results: $RESULTS"
 {
   echo "## uevrec live benchmark, $(date -u +%Y-%m-%dT%H:%MZ)"
   echo
-  echo "command: scripts/bench-live.sh $([ $QUICK = 1 ] && echo --quick) (runs $RUNS, host calls $CALLS, VM events $VM_CALLS, ring $PAGES pages/CPU)"
+  echo "command: scripts/bench-live.sh $ARGS (runs $RUNS, host calls $CALLS, threads $THREADS, busy loops $BUSY, VM events $VM_CALLS, ring $PAGES pages/CPU)"
   echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs, kernel $(uname -r), load before start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "uevrec: $(git -C "$ROOT" rev-parse --short HEAD); $(perf --version)"
 } >"$RESULTS.head"

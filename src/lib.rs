@@ -5,7 +5,7 @@
 //! staged entries, [`formatter`] renders those as JSON lines (with `uevrec_parsers`),
 //! [`pipeline`] holds what travels between the threads on the way to the [`sink`]s
 //! (or, with `record --raw`, to a perf.data: [`raw`]),
-//! [`recorder`] builds the threads and joins them, [`clock`] turns sample times into
+//! [`recorder`] builds the threads and joins them ([`sched`] their priorities), [`clock`] turns sample times into
 //! wall-clock time, [`cli`] is the command line (flags → a [`recorder::Config`]).
 #![warn(missing_docs)]
 
@@ -17,6 +17,7 @@ pub mod perf;
 pub mod pipeline;
 pub mod raw;
 pub mod recorder;
+pub mod sched;
 pub mod selector;
 pub mod session;
 pub mod signals;

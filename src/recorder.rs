@@ -14,7 +14,9 @@
 //! chunk pool (raw only: no formatter, no writer). [`Recorder`] takes a [`Config`]
 //! (validated by the CLI), a [`Sink`] and/or a [`RawOutput`]; the session never writes
 //! JSON and the CLI never spawns a thread. The writer, formatter and raw threads start
-//! before the session's first attach, so the self-exclusion filter names them.
+//! before the session's first attach, so the self-exclusion filter names them. The
+//! session thread runs real-time and the other threads at a raised nice value when
+//! permitted ([`crate::sched`]: so the rings are drained in time on a busy machine).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,6 +32,7 @@ use crate::pipeline::{
     touched_buffers,
 };
 use crate::raw::{self, RawError, RawOutput, RawSummary};
+use crate::sched;
 use crate::session::{self, LiveStats, SessionConfig, SessionError, Summary};
 use crate::signals::SignalFlags;
 use crate::sink::{Sink, SinkError, write_batches};
@@ -176,6 +179,7 @@ fn stage(
                 let spawned = thread::Builder::new()
                     .name("uevrec-raw".into())
                     .spawn_scoped(scope, move || {
+                        sched::raise_worker_thread();
                         let r = raw::run(raw, input.expect("the staging receiver is here"), next);
                         gone.store(true, Ordering::Release);
                         r
@@ -193,6 +197,7 @@ fn stage(
                 let spawned = thread::Builder::new()
                     .name("uevrec-format".into())
                     .spawn_scoped(scope, move || {
+                        sched::raise_worker_thread();
                         let r = formatter::run(rx, back, out, recycle, opts, format);
                         gone.store(true, Ordering::Release);
                         r
@@ -205,7 +210,9 @@ fn stage(
             _ => None,
         };
         let stage = StageSender::new(stage_tx, chunk_rx, &downstream_gone);
+        let priority = sched::raise_drain_thread();
         let result = session::run(config, &stage, stop, stats);
+        drop(priority);
         // Closing the staging channel lets the threads finish and return.
         drop(stage);
         let raw_result =
@@ -264,6 +271,7 @@ where
         let writer = thread::Builder::new()
             .name("uevrec-write".into())
             .spawn_scoped(s, move || {
+                sched::raise_worker_thread();
                 write_batches(rx, &recycle_tx, &mut *sink, stop, reopen).map(|_| ())
             })
             // As `Scope::spawn` does: without a thread there is nothing to fall back on.

@@ -33,9 +33,11 @@ use common::vm::{
 
 /// How long registering, attaching and writing may take (TCG guests are ~6x slower).
 const PRODUCER_TIMEOUT: Duration = Duration::from_secs(400);
-/// How long uevrec may take to drain and exit after SIGINT. Closing is slow: the kernel
-/// waits for RCU grace periods for each event's last perf descriptor, one event at a time
-/// (`perf_trace_event_unreg`, under `event_mutex`); 2,000 events took 77 s in the guest.
+/// How long uevrec may take to drain and exit after SIGINT, and then its background
+/// closer (`uevrec-close`, src/perf/reaper.rs) to close the descriptors. Closing is slow:
+/// the kernel waits for RCU grace periods for each event's last perf descriptor, one
+/// event at a time (`perf_trace_event_unreg`, under `event_mutex`); 2,000 events took
+/// 77 s in the guest, which uevrec's exit no longer waits for.
 const STOP_TIMEOUT: Duration = Duration::from_secs(300);
 /// `CAP_SYS_RESOURCE` (linux/capability.h): what raising a hard limit needs.
 const CAP_SYS_RESOURCE: libc::c_ulong = 24;
@@ -182,11 +184,20 @@ impl Recorder {
         );
     }
 
-    /// SIGINT, wait, check the status; every output line parsed, and the stop time.
+    /// SIGINT, wait, check the status; every output line parsed, and the stop time
+    /// (SIGINT to exit). Also waits for the background closer, so that the next test
+    /// starts with the events gone and the kernel's event_mutex free.
     fn stop(mut self) -> (Vec<Value>, Duration) {
         let t0 = Instant::now();
         interrupt_and_wait(&mut self.child, STOP_TIMEOUT, &self.stderr);
         let took = t0.elapsed();
+        match common::wait_reapers_gone(STOP_TIMEOUT) {
+            Ok(closed) => println!(
+                "background close done {:.2} s after uevrec exited",
+                closed.as_secs_f64()
+            ),
+            Err(left) => panic!("background closers {left:?} still running after {STOP_TIMEOUT:?}"),
+        }
         (output_lines(&self.out), took)
     }
 }

@@ -38,6 +38,18 @@ use common::vm::{
 const PRODUCER_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long uevrec may take to drain and exit after SIGINT.
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long uevrec's background closer (`uevrec-close`, src/perf/reaper.rs) may take,
+/// after uevrec exited, to close the descriptors of the few events a test records: one
+/// RCU grace period per event (tens of ms; TCG guests are slower). Until then the events
+/// are still in use: enable bits set, deleting them fails with EBUSY.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Wait until every background closer is done (the events uevrec recorded are released).
+fn wait_released() {
+    if let Err(left) = common::wait_reapers_gone(CLOSE_TIMEOUT) {
+        panic!("uevrec's background closers {left:?} still running after {CLOSE_TIMEOUT:?}");
+    }
+}
 
 // ---- processes ------------------------------------------------------------------------
 
@@ -558,7 +570,10 @@ fn t5_enable_bit_follows_recorder() {
     producer.wait_line("enabled:true", |l| l["enabled"] == true);
     std::thread::sleep(Duration::from_secs(2));
     let lines = recorder.stop();
-    // The producer exits by itself only once it has seen the bit cleared again.
+    // The bit clears when the last descriptor of the event closes: uevrec exits at once
+    // and leaves that close to its background closer, which is done within
+    // CLOSE_TIMEOUT. The producer exits by itself only once it has seen the bit cleared.
+    wait_released();
     let report = producer.finish();
     let done = report.last().unwrap();
     assert_eq!(done["saw_off_after_on"], true, "{done}");
@@ -634,7 +649,9 @@ fn t6_persistent_event() {
     let mut got = got;
     got.sort();
     assert_eq!(got, vec![(0, "persist"), (1, "persist"), (2, "persist")]);
-    // No producer, no recorder: a persistent event stays until deleted with its fields.
+    // No producer, no recorder (once its background closer is done; before that,
+    // deleting fails with EBUSY): a persistent event stays until deleted with its fields.
+    wait_released();
     assert!(
         event_exists(tracefs, "user_events", name),
         "a persistent event outlives its users"
@@ -998,7 +1015,9 @@ fn t9_producer_exit_and_reregistration() {
         1,
         "same name and format while held: same tracepoint id: {ids:?}"
     );
-    // uevrec gone: nothing holds the plain event any more, the kernel deletes it.
+    // uevrec gone (and its background closer): nothing holds the plain event any more,
+    // the kernel deletes it.
+    wait_released();
     assert!(
         wait_until(Duration::from_secs(10), || !event_exists(
             tracefs,

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use uevrec_parsers::perf_sample::{Record, SampleFormat, sample_type};
 
+use super::reaper::{ReaperPipe, close_in_background};
 use super::{EventFds, PerfError, Rings};
 use crate::session::backend::{Arrival, AttachError, Backend};
 
@@ -15,6 +16,9 @@ use crate::session::backend::{Arrival, AttachError, Backend};
 pub struct PerfBackend {
     rings: Rings,
     layout: SampleFormat,
+    /// Made at the start, for a release when no descriptor is left to make a pipe with
+    /// (see [`super::reaper`]).
+    spare_pipe: Option<ReaperPipe>,
 }
 
 impl PerfBackend {
@@ -24,6 +28,7 @@ impl PerfBackend {
             rings,
             layout: SampleFormat::new(sample_type::UEVREC, true)
                 .expect("uevrec's own sample_type is supported"),
+            spare_pipe: ReaperPipe::new().ok(),
         }
     }
 }
@@ -108,5 +113,11 @@ impl Backend for PerfBackend {
 
     fn set_markers(&mut self, on: bool) {
         self.rings.set_markers(on);
+    }
+
+    fn release(&mut self, events: Vec<EventFds>) {
+        let pipe = ReaperPipe::new().ok().or_else(|| self.spare_pipe.take());
+        let fds = events.into_iter().flat_map(EventFds::into_fds).collect();
+        close_in_background(fds, pipe);
     }
 }

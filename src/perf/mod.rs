@@ -6,9 +6,12 @@
 //! events can be attached and detached at any time without touching the ring. Samples
 //! name their event by `PERF_SAMPLE_IDENTIFIER` ([`EventFds::ids`]). [`Rings::wait`]
 //! sleeps in `epoll_wait` on the owner fds until a ring passes its watermark or the
-//! timeout ends. CPUs going on- or offline after the start are not followed.
+//! timeout ends. CPUs going on- or offline after the start are not followed. Closing a
+//! tracepoint's descriptors waits for RCU grace periods in the kernel; [`reaper`] takes
+//! that off the session's path.
 
 pub mod backend;
+pub mod reaper;
 pub mod ring;
 pub mod sys;
 
@@ -246,6 +249,11 @@ impl EventFds {
             fd.enable().map_err(step("PERF_EVENT_IOC_ENABLE", 0))?;
         }
         Ok(())
+    }
+
+    /// The descriptors, to close (see [`reaper::close_in_background`]).
+    pub fn into_fds(self) -> impl Iterator<Item = OwnedFd> {
+        self.fds.into_iter().map(OwnedFd::from)
     }
 
     /// Stop recording on every CPU (records already in the rings stay there).

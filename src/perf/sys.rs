@@ -19,6 +19,12 @@ use uevrec_parsers::perf_sample::sample_type;
 #[derive(Debug)]
 pub struct PerfFd(OwnedFd);
 
+impl From<PerfFd> for OwnedFd {
+    fn from(fd: PerfFd) -> OwnedFd {
+        fd.0
+    }
+}
+
 impl AsRawFd for PerfFd {
     fn as_raw_fd(&self) -> RawFd {
         self.0.as_raw_fd()

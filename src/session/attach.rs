@@ -316,7 +316,8 @@ impl<'a> Attacher<'a> {
         }
     }
 
-    /// Disable, drain, and forget the event in `slot`.
+    /// Disable, drain, and forget the event in `slot`; its handle waits in
+    /// `st.retired` for the end of the scan.
     fn detach<B: Backend>(
         &mut self,
         backend: &mut B,
@@ -345,6 +346,7 @@ impl<'a> Attacher<'a> {
             .or_default() += ev.records;
         let msg = format!("{reason}; {} records", ev.records);
         st.notice("detached", Some(&ev.key), &msg);
+        st.retired.push(ev.handle);
         Ok(())
     }
 
@@ -394,6 +396,8 @@ impl<'a> Attacher<'a> {
         for slot in gone {
             self.detach(backend, st, out, stats, slot, "event disappeared")?;
         }
+        // Their descriptors go before new ones are opened.
+        st.release_retired(backend);
         for key @ (system, name) in &matching {
             if let Some(&slot) = self.attached.get(key) {
                 let now = self.tracefs.read_id(system, name);
@@ -415,6 +419,7 @@ impl<'a> Attacher<'a> {
             }
         }
         self.report_unattached();
+        st.release_retired(backend);
         self.skipped.retain(|k, _| present.contains(k));
         Ok(Scan {
             matched: matching.len(),

@@ -48,6 +48,13 @@ pub trait Backend {
     /// Make each of [`Backend::marker_cpus`] produce an [`Arrival::Marker`] soon (on),
     /// or stop that (off).
     fn set_markers(&mut self, on: bool);
+
+    /// Detach `events` (disabled and drained already). The default drops them; a backend
+    /// whose detaching blocks for long (perf: RCU grace periods per tracepoint) does it
+    /// off the caller's path, so that neither the drain loop nor the exit waits for it.
+    fn release(&mut self, events: Vec<Self::Event>) {
+        drop(events);
+    }
 }
 
 /// One thing read from a buffer.

@@ -19,7 +19,13 @@
 //!       nothing is dropped silently)
 //!     → every `rescan_interval`: list tracefs, attach new matching events (late
 //!       registration, new multi-format versions), detach vanished ones or re-attach
-//!       ones whose ID changed; each step stages a notice
+//!       ones whose ID changed; each step stages a notice; the detached events are
+//!       released together ([`Backend::release`]: perf closes them in a background
+//!       process, crate::perf::reaper, so the loop never waits for the kernel)
+//!     on stop: disable every event, drain every ring, bring out the losses still owed,
+//!       then release every event the same way (the exit does not wait either)
+//!  (runs SCHED_FIFO when permitted, crate::sched: a ring is drained as soon as it
+//!   passes its watermark, however busy the machine)
 //!  formatter thread (started by crate::recorder, crate::formatter): decodes the staged
 //!  records and renders them, the lost counts and the notices as JSON lines
 //!  (uevrec_parsers::json_line) into Batches
@@ -182,8 +188,11 @@ fn run_with<B: Backend>(
     // First scan: problems that will not go away are errors.
     let scan = match att.rescan(backend, &mut st, out, stats) {
         Ok(scan) => scan,
-        Err(Halt::Closed) => return Ok(finish(st, att)),
-        Err(Halt::Fatal(e)) => return Err(e),
+        Err(Halt::Closed) => return Ok(finish(backend, st, att)),
+        Err(Halt::Fatal(e)) => {
+            finish(backend, st, att);
+            return Err(e);
+        }
     };
     if let Some(e) = scan.refused.filter(|_| att.attached.is_empty()) {
         return Err(e);
@@ -201,7 +210,7 @@ fn run_with<B: Backend>(
         st.notice("waiting", None, &msg);
     }
     if out.flush(&mut st.chunk).is_err() {
-        return Ok(finish(st, att));
+        return Ok(finish(backend, st, att));
     }
 
     let mut next_rescan = Instant::now() + config.rescan_interval;
@@ -234,7 +243,7 @@ fn run_with<B: Backend>(
         }
     })();
     if result.is_err() {
-        return Ok(finish(st, att));
+        return Ok(finish(backend, st, att));
     }
 
     // Stop: no more attaching; disable everything, then drain every ring completely.
@@ -266,7 +275,7 @@ fn run_with<B: Backend>(
         }
         let _ = out.flush(&mut st.chunk);
     }
-    Ok(finish(st, att))
+    Ok(finish(backend, st, att))
 }
 
 /// Bring out the losses the kernel still owes the buffers (perf reports a loss only at
@@ -297,8 +306,11 @@ fn flush_losses<B: Backend>(
     st.drain(backend, out, stats)
 }
 
-/// Close every event and build the summary.
-fn finish<E>(st: Stager<E>, att: Attacher<'_>) -> Summary {
+/// Build the summary and release every event (for perf: closed in the background, so
+/// the exit does not wait for the kernel's grace periods; see [`crate::perf::reaper`]).
+fn finish<B: Backend>(backend: &mut B, st: Stager<B::Event>, att: Attacher<'_>) -> Summary {
     drop(att);
-    st.into_summary()
+    let (summary, handles) = st.into_summary();
+    backend.release(handles);
+    summary
 }

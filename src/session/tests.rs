@@ -53,6 +53,8 @@ struct Fake {
     attaches: Vec<(u32, Option<String>)>,
     disabled: Vec<u32>,
     closed: Rc<RefCell<Vec<u32>>>,
+    /// The ids of each batch handed to `release`.
+    released: Vec<Vec<u32>>,
     pending: VecDeque<Pending>,
 }
 
@@ -77,6 +79,7 @@ impl Fake {
             attaches: Vec::new(),
             disabled: Vec::new(),
             closed: Rc::default(),
+            released: Vec::new(),
             pending: VecDeque::new(),
         }
     }
@@ -175,6 +178,10 @@ impl Backend for Fake {
     }
 
     fn set_markers(&mut self, _on: bool) {}
+
+    fn release(&mut self, events: Vec<FakeEvent>) {
+        self.released.push(events.iter().map(|e| e.id).collect());
+    }
 }
 
 /// The formatter never goes away in these tests.
@@ -338,6 +345,8 @@ fn a_vanished_event_is_drained_then_detached_and_closed() {
     b.remove("s", "a");
     rescan(&b, &mut att, &mut fake, &mut st).unwrap();
     assert_eq!(fake.disabled, vec![10]);
+    // Released (perf: closed in the background) once the scan has drained it.
+    assert_eq!(fake.released, vec![vec![10]]);
     assert_eq!(*fake.closed.borrow(), vec![10]);
     assert_eq!(
         b.seen(&mut st),
@@ -349,7 +358,7 @@ fn a_vanished_event_is_drained_then_detached_and_closed() {
     );
     assert_eq!(st.unknown, 1);
     assert!(att.attached.is_empty());
-    let summary = st.into_summary();
+    let (summary, _) = st.into_summary();
     assert_eq!(summary.records_per_event["s:a"], 2);
     assert_eq!(summary.records, 2);
 }
@@ -549,7 +558,7 @@ fn the_stager_drops_its_own_samples_counts_losses_and_stops_at_the_limit() {
     assert_eq!((st.malformed, st.unknown), (1, 0));
     assert_eq!(b.stats.records.load(Ordering::Relaxed), 2);
     assert_eq!(b.stats.lost.load(Ordering::Relaxed), 5);
-    let summary = st.into_summary();
+    let (summary, _) = st.into_summary();
     assert_eq!(summary.lost_per_cpu, BTreeMap::from([(3, 5)]));
 }
 
@@ -566,6 +575,8 @@ fn a_stopped_session_drains_and_says_detached_and_waiting() {
     assert_eq!(summary.records, 1);
     assert_eq!(summary.records_per_event["s:a"], 1);
     assert_eq!(fake.disabled, vec![10]);
+    // Every event is released in one batch at the end, after the drain.
+    assert_eq!(fake.released, vec![vec![10]]);
     assert_eq!(*fake.closed.borrow(), vec![10]);
     let seen = b.seen(&mut stager());
     assert_eq!(

@@ -41,3 +41,34 @@ pub fn perf_skip_reason() -> Option<String> {
         _ => Some("perf not installed (linux-perf)".into()),
     }
 }
+
+/// The process ids of uevrec's background closers (`uevrec-close`, src/perf/reaper.rs),
+/// which close tracepoint descriptors after uevrec exited.
+pub fn reapers() -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim_end() == "uevrec-close")
+        })
+        .collect()
+}
+
+/// Wait up to `patience` until no background closer runs (every descriptor an earlier
+/// uevrec held is closed: user_events enable bits cleared, events free to be deleted).
+/// Returns how long it took, or `Err` with the closers still running.
+pub fn wait_reapers_gone(patience: Duration) -> Result<Duration, Vec<u32>> {
+    let start = Instant::now();
+    loop {
+        let left = reapers();
+        if left.is_empty() {
+            return Ok(start.elapsed());
+        }
+        if start.elapsed() > patience {
+            return Err(left);
+        }
+        sleep(Duration::from_millis(50));
+    }
+}
