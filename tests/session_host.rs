@@ -857,7 +857,7 @@ fn multi_format_versions_are_attached_late_and_named_by_base_on(backend: Backend
         );
         return;
     }
-    let name = format!("uevrec_mf_{}", std::process::id());
+    let name = format!("uevrec_mf_{}_{backend:?}", std::process::id());
     // Default selectors (user_events:* and user_events_multi:*); this process writes.
     let cfg = SessionConfig {
         include_self: true,

@@ -8,6 +8,7 @@
 //!    options/overwrite = 1          a full ring overwrites its oldest page; the next page
 //!                                   read says how many records were lost (lost.rs)
 //!    trace_clock = mono             record times are CLOCK_MONOTONIC, as perf's
+//!    buffer_subbuf_size_kb = 16    pages of 16 KiB: records as large as perf takes fit
 //!    buffer_size_kb = -m × page     per CPU
 //!    buffer_percent = 25            poll wakes the reader when a ring is ¼ full
 //!    options/record-tgid = 1        the kernel keeps thread → process ids (tgid.rs)
@@ -107,6 +108,44 @@ fn page_layout(root: &Path) -> Result<PageLayout, SetupError> {
     })
 }
 
+/// The sub-buffer (page) size the instance's rings are asked for: records up to about
+/// this size fit, as with perf (which takes raw records up to 8 KiB).
+pub const SUBBUF_KB: usize = 16;
+
+/// Set the instance's sub-buffer size to [`SUBBUF_KB`] (`buffer_subbuf_size_kb`, Linux
+/// 6.8+) and return the layout of its pages. Kernels without it keep one-page
+/// sub-buffers: a record larger than one is dropped by the kernel without a count, which
+/// the returned note says (for standard error).
+fn sub_buffers(
+    instance: &Instance,
+    layout: PageLayout,
+) -> Result<(PageLayout, Vec<String>), SetupError> {
+    let file = instance.dir().join("buffer_subbuf_size_kb");
+    let mut notes = Vec::new();
+    if file.exists() {
+        write_file(&file, &SUBBUF_KB.to_string()).map_err(SetupError::from_step)?;
+    }
+    let kb = read_file(&file)
+        .ok()
+        .and_then(|t| t.trim().parse::<usize>().ok());
+    let page_size = kb.map_or(layout.page_size(), |kb| kb * 1024);
+    let layout = layout.with_page_size(page_size).ok_or_else(|| {
+        SetupError::Layout(format!(
+            "{}: sub-buffers of {page_size} bytes",
+            file.display()
+        ))
+    })?;
+    if page_size < SUBBUF_KB * 1024 {
+        notes.push(format!(
+            "this kernel's ftrace rings take records of at most about {} bytes (no \
+             buffer_subbuf_size_kb before Linux 6.8); larger ones are dropped by the kernel \
+             without a count; use --backend perf for them",
+            layout.page_size() - layout.data_offset() - 8
+        ));
+    }
+    Ok((layout, notes))
+}
+
 /// Join thread ids for a pid file.
 fn pid_list(tids: &[u32]) -> String {
     let v: Vec<String> = tids.iter().map(u32::to_string).collect();
@@ -115,18 +154,24 @@ fn pid_list(tids: &[u32]) -> String {
 
 impl FtraceBackend {
     /// Create and configure the instance under tracefs `root` and open the readers of
-    /// `cpus`. Also returns what was found of stale instances (for standard error).
+    /// `cpus`. Also returns notes for standard error (stale instances found and removed,
+    /// limits of this kernel).
     pub fn open(
         root: &Path,
         cpus: &[u32],
         opts: &FtraceOptions,
     ) -> Result<(FtraceBackend, Vec<String>), SetupError> {
         let layout = page_layout(root)?;
-        let (instance, stale) = Instance::create(root)?;
+        let (instance, mut notes) = Instance::create(root)?;
         let step = SetupError::from_step;
         instance.write("options/overwrite", "1").map_err(step)?;
         instance.write("trace_clock", "mono").map_err(step)?;
-        let kb = opts.buffer_bytes.div_ceil(1024).max(4);
+        let (layout, limits) = sub_buffers(&instance, layout)?;
+        notes.extend(limits);
+        let kb = opts
+            .buffer_bytes
+            .div_ceil(1024)
+            .max(2 * layout.page_size() as u64 / 1024);
         instance
             .write("buffer_size_kb", &kb.to_string())
             .map_err(|e| match e.source.raw_os_error() {
@@ -195,7 +240,7 @@ impl FtraceBackend {
             max_pages: ring_pages + 2,
             instance,
         };
-        Ok((backend, stale))
+        Ok((backend, notes))
     }
 
     /// The instance's directory.
@@ -236,9 +281,13 @@ impl Backend for FtraceBackend {
             .join("events")
             .join(event.system)
             .join(event.name);
-        // "0" clears a filter left from an earlier attachment of the same event.
-        write_file(&dir.join("filter"), filter.unwrap_or("0"))
-            .map_err(|e| attach_error(e, filter.is_some()))?;
+        // The session's expression is the same for every attachment, so without one no
+        // filter was ever set in this instance: nothing to clear.
+        if let Some(expr) = filter {
+            write_file(&dir.join("filter"), expr).map_err(|e| attach_error(e, true))?;
+        } else if !dir.is_dir() {
+            return Err(AttachError::Vanished);
+        }
         Ok(FtraceEvent {
             dir,
             keys: [u64::from(event.id)],
@@ -310,8 +359,8 @@ impl Backend for FtraceBackend {
     }
 }
 
-/// The backend for a session of `config` on the `cpus` of tracefs `root`; stale instances
-/// found on the way are reported on standard error.
+/// The backend for a session of `config` on the `cpus` of tracefs `root`; its notes
+/// (stale instances removed, limits) go to standard error.
 pub fn open_for_session(
     root: &Path,
     cpus: &[u32],
@@ -327,8 +376,8 @@ pub fn open_for_session(
         only_threads,
         exclude_threads,
     };
-    let (backend, stale) = FtraceBackend::open(root, cpus, &opts)?;
-    for msg in stale {
+    let (backend, notes) = FtraceBackend::open(root, cpus, &opts)?;
+    for msg in notes {
         crate::cli::print_stderr(format_args!("uevrec: {msg}\n"));
     }
     Ok(backend)
