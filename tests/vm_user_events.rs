@@ -299,6 +299,16 @@ fn assert_same_fields(what: &str, expected: &[&Value], got: &[&Value], key: &str
 
 // ---- 1, 2: every type and awkward strings round-trip ----------------------------------
 
+/// Whether the current backend can record an `every_type --strings` row whose strings
+/// are `len` bytes (None: not a strings row). The ftrace backend cannot record entries
+/// larger than [`uevrec::ftrace::MAX_ENTRY`]: the kernel drops them (without a count),
+/// so the 4000-byte row (an 8 KiB entry: two copies of the string) is not expected there.
+fn fits_backend(len: Option<u64>) -> bool {
+    // Common fields 8, u32 len 4, two dynamic locations 8, two strings with their NULs.
+    let entry = len.map_or(0, |n| 20 + 2 * (n + 1));
+    backend() != "ftrace" || entry <= uevrec::ftrace::MAX_ENTRY as u64
+}
+
 /// Run `every_type ARGS` under uevrec; compare values (and the schema uevrec lists).
 fn every_type_round_trip(test: &str, name: &str, extra: &[&str], key: &str) {
     let dir = tmp_dir(test);
@@ -312,8 +322,9 @@ fn every_type_round_trip(test: &str, name: &str, extra: &[&str], key: &str) {
     recorder.release("p", &selector, 1);
     let report = producer.finish();
     let lines = recorder.stop();
-    let expected = written(&report);
+    let mut expected = written(&report);
     assert_eq!(expected.len() as u64, done_count(&report, "written"));
+    expected.retain(|row| fits_backend(row["fields"]["len"].as_u64()));
     assert!(!expected.is_empty(), "{name}: the producer wrote nothing");
     assert_same_fields(
         name,
@@ -912,6 +923,8 @@ fn perf_differential(test: &str, name: &str, extra: &[&str], key: &str) {
     recorder.release("p", &selector, 1);
     producer.finish();
     let lines = recorder.stop();
+    let mut perf = perf;
+    perf.retain(|r| fits_backend(r.get("len").and_then(|n| n.parse().ok())));
     assert_perf_agrees(
         &format!("{name} (perf vs uevrec)"),
         &command,

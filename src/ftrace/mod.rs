@@ -8,7 +8,6 @@
 //!    options/overwrite = 1          a full ring overwrites its oldest page; the next page
 //!                                   read says how many records were lost (lost.rs)
 //!    trace_clock = mono             record times are CLOCK_MONOTONIC, as perf's
-//!    buffer_subbuf_size_kb = 16    pages of 16 KiB: records as large as perf takes fit
 //!    buffer_size_kb = -m × page     per CPU
 //!    buffer_percent = 25            poll wakes the reader when a ring is ¼ full
 //!    options/record-tgid = 1        the kernel keeps thread → process ids (tgid.rs)
@@ -108,43 +107,12 @@ fn page_layout(root: &Path) -> Result<PageLayout, SetupError> {
     })
 }
 
-/// The sub-buffer (page) size the instance's rings are asked for: records up to about
-/// this size fit, as with perf (which takes raw records up to 8 KiB).
-pub const SUBBUF_KB: usize = 16;
-
-/// Set the instance's sub-buffer size to [`SUBBUF_KB`] (`buffer_subbuf_size_kb`, Linux
-/// 6.8+) and return the layout of its pages. Kernels without it keep one-page
-/// sub-buffers: a record larger than one is dropped by the kernel without a count, which
-/// the returned note says (for standard error).
-fn sub_buffers(
-    instance: &Instance,
-    layout: PageLayout,
-) -> Result<(PageLayout, Vec<String>), SetupError> {
-    let file = instance.dir().join("buffer_subbuf_size_kb");
-    let mut notes = Vec::new();
-    if file.exists() {
-        write_file(&file, &SUBBUF_KB.to_string()).map_err(SetupError::from_step)?;
-    }
-    let kb = read_file(&file)
-        .ok()
-        .and_then(|t| t.trim().parse::<usize>().ok());
-    let page_size = kb.map_or(layout.page_size(), |kb| kb * 1024);
-    let layout = layout.with_page_size(page_size).ok_or_else(|| {
-        SetupError::Layout(format!(
-            "{}: sub-buffers of {page_size} bytes",
-            file.display()
-        ))
-    })?;
-    if page_size < SUBBUF_KB * 1024 {
-        notes.push(format!(
-            "this kernel's ftrace rings take records of at most about {} bytes (no \
-             buffer_subbuf_size_kb before Linux 6.8); larger ones are dropped by the kernel \
-             without a count; use --backend perf for them",
-            layout.page_size() - layout.data_offset() - 8
-        ));
-    }
-    Ok((layout, notes))
-}
+/// The largest trace entry (common fields and payload) the kernel writes into an
+/// ftrace ring of 4 KiB pages: the page's data (4,080 bytes) less the 8-byte event
+/// header. Larger entries are dropped by the kernel without a count (perf takes up to
+/// about 8 KiB). Measured in the VM (6.12): 4,067 bytes kept, 4,077 dropped; setting the
+/// instance's `buffer_subbuf_size_kb` larger does not raise this on that kernel.
+pub const MAX_ENTRY: usize = 4072;
 
 /// Join thread ids for a pid file.
 fn pid_list(tids: &[u32]) -> String {
@@ -154,20 +122,17 @@ fn pid_list(tids: &[u32]) -> String {
 
 impl FtraceBackend {
     /// Create and configure the instance under tracefs `root` and open the readers of
-    /// `cpus`. Also returns notes for standard error (stale instances found and removed,
-    /// limits of this kernel).
+    /// `cpus`. Also returns notes for standard error (stale instances found).
     pub fn open(
         root: &Path,
         cpus: &[u32],
         opts: &FtraceOptions,
     ) -> Result<(FtraceBackend, Vec<String>), SetupError> {
         let layout = page_layout(root)?;
-        let (instance, mut notes) = Instance::create(root)?;
+        let (instance, notes) = Instance::create(root)?;
         let step = SetupError::from_step;
         instance.write("options/overwrite", "1").map_err(step)?;
         instance.write("trace_clock", "mono").map_err(step)?;
-        let (layout, limits) = sub_buffers(&instance, layout)?;
-        notes.extend(limits);
         let kb = opts
             .buffer_bytes
             .div_ceil(1024)
@@ -360,7 +325,7 @@ impl Backend for FtraceBackend {
 }
 
 /// The backend for a session of `config` on the `cpus` of tracefs `root`; its notes
-/// (stale instances removed, limits) go to standard error.
+/// (stale instances found) go to standard error.
 pub fn open_for_session(
     root: &Path,
     cpus: &[u32],

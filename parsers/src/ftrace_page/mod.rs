@@ -281,15 +281,6 @@ impl PageLayout {
         }
     }
 
-    /// The same layout for pages of `page_size` bytes (header included): a tracefs
-    /// instance's sub-buffers can be larger than the page `header_page` describes
-    /// (`buffer_subbuf_size_kb`, Linux 6.8+). None when `page_size` leaves no data or
-    /// more than `commit` can count.
-    pub fn with_page_size(self, page_size: usize) -> Option<Self> {
-        let data_size = page_size.checked_sub(self.data_offset)?;
-        (data_size > 0 && data_size <= 1 << 27).then_some(PageLayout { data_size, ..self })
-    }
-
     /// The byte order of the pages.
     pub fn endian(&self) -> Endian {
         self.endian

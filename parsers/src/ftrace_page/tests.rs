@@ -153,19 +153,6 @@ fn layout_from_the_host_texts() {
 }
 
 #[test]
-fn larger_sub_buffers_hold_more_data() {
-    let l = layout(Endian::Little, 8).with_page_size(16384).unwrap();
-    assert_eq!((l.page_size(), l.data_offset()), (16384, 16));
-    // A page committing 12,000 bytes: too much for 4096-byte pages, fine for these.
-    let mut page = vec![0u8; 16384];
-    page[8..16].copy_from_slice(&12_000u64.to_le_bytes());
-    assert_eq!(l.page_header(&page).unwrap().data_len, 12_000);
-    assert!(layout(Endian::Little, 8).page_header(&page).is_err());
-    assert_eq!(layout(Endian::Little, 8).with_page_size(16), None);
-    assert_eq!(layout(Endian::Little, 8).with_page_size(1 << 28), None);
-}
-
-#[test]
 fn bad_layout_texts_are_errors() {
     let he = HEADER_EVENT;
     let e = |hp: &str, he: &str| PageLayout::from_header_texts(hp, he, Endian::Little).unwrap_err();
