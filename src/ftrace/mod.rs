@@ -26,7 +26,6 @@ mod lost;
 mod reader;
 mod tgid;
 
-use std::fs;
 use std::io;
 use std::ops::ControlFlow;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -75,18 +74,13 @@ pub struct FtraceBackend {
     instance: Instance,
 }
 
-/// One attached event: its files in the instance. Dropping it disables it.
+/// One attached event: its directory in the instance. The session disables an event
+/// before it lets it go ([`Backend::disable`]); on any other way out, removing the
+/// instance disables every event in it.
 #[derive(Debug)]
 pub struct FtraceEvent {
     dir: PathBuf,
     keys: [u64; 1],
-}
-
-impl Drop for FtraceEvent {
-    fn drop(&mut self) {
-        // Gone with the instance, or with the event: nothing to undo then.
-        let _ = fs::write(self.dir.join("enable"), "0");
-    }
 }
 
 /// The page layout of this kernel's rings, from `events/header_page` and `header_event`.
