@@ -19,7 +19,8 @@
 //! ```
 //!
 //! A record names its event by `common_type` (the tracefs ID, the event's key) and its
-//! thread by `common_pid`; the process id comes from [`tgid::Tgids`].
+//! thread by `common_pid`; the process id comes from `tgid.rs` (a cache over `/proc` and
+//! the kernel's `saved_tgids`).
 
 mod instance;
 mod lost;
