@@ -11,6 +11,8 @@
 #   untraced      the generator alone
 #   uevrec        `uevrec record -q -m P --filter F -o tmpfs/FILE raw_syscalls:sys_enter`
 #   uevrec-ftrace the same with `--backend ftrace` (a tracefs instance, trace_pipe_raw)
+#   uevrec-raw    `uevrec record -q -m P --filter F --raw tmpfs/FILE raw_syscalls:sys_enter`
+#                 (a perf.data; counted with `uevrec decode`, not timed)
 #   perf-record   `perf record -a -m P --filter F -e raw_syscalls:sys_enter -o tmpfs/FILE`
 #   perf-script   `perf script` of that perf.data into a tmpfs text file
 # (perf-record+script is the sum of the last two). Measured: generator rate, events
@@ -148,6 +150,10 @@ host_traced() {
       measure "$d/rec.json" "$BIN/uevrec" record -q -m "$PAGES" --filter "$filter" \
         --backend "$(backend_of $tool)" -o "$d/out.jsonl" raw_syscalls:sys_enter 2>"$d/rec.err" &
       ;;
+    uevrec-raw)
+      measure "$d/rec.json" "$BIN/uevrec" record -q -m "$PAGES" --filter "$filter" \
+        --raw "$d/out.data" raw_syscalls:sys_enter 2>"$d/rec.err" &
+      ;;
     perf)
       measure "$d/rec.json" perf record -a -m "$PAGES" -e raw_syscalls:sys_enter \
         --filter "$filter" -o "$d/perf.data" 2>"$d/rec.err" &
@@ -194,7 +200,7 @@ recorder_rows() {
   local cpu rss
   cpu=$(json_field "$d/rec.json" '.user_s + .sys_s')
   rss=$(json_field "$d/rec.json" .maxrss_kb)
-  if [ "$tool" != perf ]; then
+  if [ "$tool" = uevrec ] || [ "$tool" = uevrec-ftrace ]; then
     [ -e "$d/out.jsonl" ] || die "uevrec wrote no output: $(tail -5 "$d/rec.err")"
     events=$(grep -c "\"event\":\"$event\"" "$d/out.jsonl" || true)
     lost=$({ grep '"uevrec":"lost"' "$d/out.jsonl" || true; } | jq -s 'map(.lost) | add // 0')
@@ -206,6 +212,17 @@ recorder_rows() {
       distinct="$distinct" missing=$((calls - distinct)) cpu_s="$cpu" maxrss_kb="$rss" \
       bytes="$(stat -c %s "$d/out.jsonl")"
     rm -f "$d/out.jsonl"
+    return
+  fi
+  if [ "$tool" = uevrec-raw ]; then
+    [ -s "$d/out.data" ] || die "uevrec --raw wrote no file: $(tail -5 "$d/rec.err")"
+    "$BIN/uevrec" decode -q "$d/out.data" >"$d/out.jsonl" || die "uevrec decode of the --raw file failed"
+    events=$(grep -c "\"event\":\"$event\"" "$d/out.jsonl" || true)
+    lost=$({ grep '"uevrec":"lost"' "$d/out.jsonl" || true; } | jq -s 'map(.lost) | add // 0')
+    emit "$@" tool=uevrec-raw calls="$calls" rate="$rate" events="$events" lost="$lost" \
+      distinct="$events" missing=$((calls - events)) cpu_s="$cpu" maxrss_kb="$rss" \
+      bytes="$(stat -c %s "$d/out.data")"
+    rm -f "$d/out.jsonl" "$d/out.data"
     return
   fi
   [ -s "$d/perf.data" ] || die "perf record wrote nothing: $(tail -5 "$d/rec.err")"
@@ -266,6 +283,7 @@ host_part() {
       host_untraced "$threads" "$CALLS" "$run"
       host_traced uevrec "$threads" "$CALLS" "$run" "$d/u"
       host_traced uevrec-ftrace "$threads" "$CALLS" "$run" "$d/f"
+      host_traced uevrec-raw "$threads" "$CALLS" "$run" "$d/r"
       host_traced perf "$threads" "$CALLS" "$run" "$d/p"
     done
   done
@@ -362,7 +380,7 @@ def table(where, group_key, groups):
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for g, sel in groups:
         base = [r["rate"] for r in sel if r["tool"] == "untraced"]
-        for tool in ("untraced", "uevrec", "uevrec-ftrace", "perf-record", "perf-script", "perf-record+script"):
+        for tool in ("untraced", "uevrec", "uevrec-ftrace", "uevrec-raw", "perf-record", "perf-script", "perf-record+script"):
             rs = [r for r in sel if r["tool"] == tool]
             if not rs:
                 continue
@@ -396,7 +414,8 @@ def combine(rows):
 def ratios(sel):
     """Per run: uevrec / perf for CPU per event, RSS, bytes per event; medians of them."""
     res = {"cpu_vs_record": [], "cpu_vs_record_script": [], "rss_vs_record": [],
-           "bytes_vs_record": [], "bytes_vs_text": [], "rate_vs_record": []}
+           "bytes_vs_record": [], "bytes_vs_text": [], "rate_vs_record": [],
+           "raw_cpu_vs_record": [], "raw_bytes_vs_record": []}
     keys = sorted({(r.get("run"), r.get("threads")) for r in sel if r["tool"] == "uevrec"})
     for k in keys:
         pick = lambda t: next((r for r in sel if r["tool"] == t and (r.get("run"), r.get("threads")) == k), None)
@@ -409,12 +428,16 @@ def ratios(sel):
         res["bytes_vs_record"].append(per_event(u, "bytes") / per_event(p, "bytes"))
         res["bytes_vs_text"].append(per_event(u, "bytes") / per_event(c, "bytes"))
         res["rate_vs_record"].append(u["rate"] / p["rate"])
+        raw = pick("uevrec-raw")
+        if raw and raw["events"]:
+            res["raw_cpu_vs_record"].append(per_event(raw, "cpu_s") / per_event(p, "cpu_s"))
+            res["raw_bytes_vs_record"].append(per_event(raw, "bytes") / per_event(p, "bytes"))
     return res
 
 def ratio_table(where, group_key, groups):
     print(f"\n### {where}: uevrec / perf, per run, then the median (runs: n)")
-    print(f"| {group_key} | CPU/event vs perf record | CPU/event vs perf record + perf script | peak RSS vs perf record | bytes/event vs perf.data | bytes/event vs perf script text | gen rate vs perf record | n |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"| {group_key} | CPU/event vs perf record | CPU/event vs perf record + perf script | peak RSS vs perf record | bytes/event vs perf.data | bytes/event vs perf script text | gen rate vs perf record | --raw CPU/event vs perf record | --raw bytes/event vs perf.data | n |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     allr = {}
     for g, sel in groups:
         res = ratios(sel)
@@ -423,7 +446,7 @@ def ratio_table(where, group_key, groups):
             allr.setdefault(k, []).extend(v)
         cells = [fmt(med(res[k]), 3) if res[k] else "n/a" for k in
                  ("cpu_vs_record", "cpu_vs_record_script", "rss_vs_record", "bytes_vs_record",
-                  "bytes_vs_text", "rate_vs_record")]
+                  "bytes_vs_text", "rate_vs_record", "raw_cpu_vs_record", "raw_bytes_vs_record")]
         print(f"| {g} | " + " | ".join(cells) + f" | {n} |")
     return allr
 
@@ -432,12 +455,17 @@ host = [r for r in rows if r.get("host")]
 vm = [r for r in rows if r.get("vm") and r["tool"] != "skipped"]
 verdicts = []
 if host:
-    main = [r for r in host if r["tool"] in ("untraced", "uevrec", "uevrec-ftrace", "perf-record", "perf-script")]
+    main = [r for r in host if r["tool"] in ("untraced", "uevrec", "uevrec-ftrace", "uevrec-raw", "perf-record", "perf-script")]
     main += combine(main)
     groups = [(f"{t} thread{'s' if t > 1 else ''}", [r for r in main if r.get("threads") == t])
               for t in sorted({r["threads"] for r in main})]
     table("Host, raw_syscalls:sys_enter, getppid loop", "threads", groups)
     hr = ratio_table("Host", "threads", groups)
+    if hr.get("raw_cpu_vs_record"):
+        runs = ", ".join(f"{x:.3f}" for x in hr["raw_cpu_vs_record"])
+        m = med(hr["raw_cpu_vs_record"])
+        verdicts.append(("host: record --raw CPU/event <= perf record's", m <= 1.0,
+                         f"median ratio {m:.3f}; every run: {runs}"))
     if hr.get("cpu_vs_record_script"):
         m = med(hr["cpu_vs_record_script"])
         verdicts.append(("host: uevrec CPU/event <= 1/10 of perf record + perf script",

@@ -46,6 +46,14 @@ if [ ${#missing[@]} -gt 0 ]; then
 else
   echo "packages: all present"
 fi
+# The VM tier's OTLP test (tests/vm_otlp.rs) checks uevrec's lines with the official
+# protobuf definitions: the PyPI package opentelemetry-proto (the guest sees this python3).
+if ! python3 -c 'import opentelemetry.proto' 2>/dev/null; then
+  echo "installing: opentelemetry-proto (PyPI, for tests/otlp/validate.py)"
+  python3 -m pip install --quiet opentelemetry-proto ||
+    python3 -m pip install --quiet --break-system-packages opentelemetry-proto ||
+    echo "pip install opentelemetry-proto failed: tests/vm_otlp.rs will fail until it is installed" >&2
+fi
 if ! command -v cargo-nextest >/dev/null 2>&1; then
   echo "cargo-nextest not found: falling back to cargo test (cargo install cargo-nextest for per-test processes)"
 fi

@@ -31,6 +31,11 @@ pub fn monotonic_ns() -> u64 {
     now_ns(libc::CLOCK_MONOTONIC) as u64
 }
 
+/// Nanoseconds of `CLOCK_REALTIME` now (Unix time).
+pub fn now_unix_ns() -> u64 {
+    u64::try_from(now_ns(libc::CLOCK_REALTIME)).unwrap_or(0)
+}
+
 /// Measure `REALTIME - MONOTONIC` in nanoseconds, keeping the tightest of 5 tries.
 pub fn sample_offset_ns() -> i128 {
     let mut best = (i128::MAX, 0i128);

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat};
+use uevrec_parsers::{LineOptions, OutputFormat, OutputWriter, PreparedFormat};
 
 use crate::pipeline::{BATCH_BYTES, BATCH_CAPACITY, Batch, Closed, Staged, StagedEntry};
 
@@ -20,7 +20,7 @@ struct Formatter<'a> {
     recycle: &'a Receiver<Vec<u8>>,
     /// Event slot → its format (from [`Staged::Format`]).
     formats: Vec<Option<Arc<PreparedFormat>>>,
-    writer: LineWriter,
+    writer: OutputWriter,
     batch: Batch,
 }
 
@@ -50,7 +50,7 @@ impl Formatter<'_> {
 
     fn take(&mut self, msg: Staged, chunk_recycle: &Sender<Vec<u8>>) -> Result<(), Closed> {
         let chunk = match msg {
-            Staged::Format { slot, prepared } => {
+            Staged::Format { slot, prepared, .. } => {
                 let slot = slot as usize;
                 if self.formats.len() <= slot {
                     self.formats.resize(slot + 1, None);
@@ -125,12 +125,17 @@ pub fn run(
     out: &Sender<Batch>,
     recycle: &Receiver<Vec<u8>>,
     opts: LineOptions,
+    format: OutputFormat,
 ) -> Result<(), Closed> {
+    let mut writer = OutputWriter::new(format, opts);
+    if let (OutputWriter::Otlp(w), Some(host)) = (&mut writer, host_name()) {
+        w.set_host_name(&host);
+    }
     let mut f = Formatter {
         out,
         recycle,
         formats: Vec::new(),
-        writer: LineWriter::new(opts),
+        writer,
         batch: Batch::default(),
     };
     f.batch.lines = f.fresh_buffer();
@@ -138,6 +143,8 @@ pub fn run(
         let msg = match staged.try_recv() {
             Ok(msg) => msg,
             Err(TryRecvError::Empty) => {
+                // Caught up: OTLP records waiting for a fuller line go out now.
+                f.writer.end_lines(&mut f.batch.lines);
                 f.flush()?;
                 match staged.recv() {
                     Ok(msg) => msg,
@@ -148,13 +155,20 @@ pub fn run(
         };
         f.take(msg, &chunk_recycle)?;
     }
+    f.writer.end_lines(&mut f.batch.lines);
     f.flush()
+}
+
+/// This machine's name (`host.name` of OTLP resources), if the kernel says.
+fn host_name() -> Option<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    Some(name.trim().to_string()).filter(|n| !n.is_empty())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::StagedChunk;
+    use crate::pipeline::{FormatSource, StagedChunk};
     use uevrec_parsers::RecordStamp;
     use uevrec_parsers::parse_format;
     use uevrec_samples::register::format_file_text;
@@ -181,17 +195,36 @@ mod tests {
         chunk.push_record(0, &stamp, &raw);
         chunk.push_lost(Some(2_000_000_000), 3, 17);
         chunk.push_record(5, &stamp, &raw);
-        stage_tx.send(Staged::Format { slot: 0, prepared }).unwrap();
+        let source = Arc::new(FormatSource {
+            system: "s".into(),
+            name: "e".into(),
+            text: String::new(),
+        });
+        stage_tx
+            .send(Staged::Format {
+                slot: 0,
+                prepared,
+                source,
+            })
+            .unwrap();
         stage_tx.send(Staged::Chunk(chunk)).unwrap();
         drop(stage_tx);
-        run(stage_rx, chunk_tx, &out_tx, &rec_rx, LineOptions::default()).unwrap();
+        run(
+            stage_rx,
+            chunk_tx,
+            &out_tx,
+            &rec_rx,
+            LineOptions::default(),
+            OutputFormat::JsonLines,
+        )
+        .unwrap();
         drop(out_tx);
         let text: Vec<u8> = out_rx.iter().flat_map(|b| b.lines).collect();
         let text = String::from_utf8(text).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 4, "{text}");
         // Byte for byte what the session used to write itself.
-        let mut w = LineWriter::new(LineOptions::default());
+        let mut w = uevrec_parsers::LineWriter::new(LineOptions::default());
         let mut expected = Vec::new();
         w.write_notice(&mut expected, None, "waiting", Some("s:e"), "no \"e\"");
         assert_eq!(format!("{}\n", lines[0]).as_bytes(), expected);
@@ -223,6 +256,16 @@ mod tests {
         let mut chunk = StagedChunk::default();
         chunk.push_notice(None, "waiting", None, "");
         stage_tx.send(Staged::Chunk(chunk)).unwrap();
-        assert!(run(stage_rx, chunk_tx, &out_tx, &rec_rx, LineOptions::default()).is_err());
+        assert!(
+            run(
+                stage_rx,
+                chunk_tx,
+                &out_tx,
+                &rec_rx,
+                LineOptions::default(),
+                OutputFormat::JsonLines
+            )
+            .is_err()
+        );
     }
 }

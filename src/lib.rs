@@ -4,7 +4,8 @@
 //! [`selector`] picks them, [`perf`] attaches per-CPU rings (or [`ftrace`] a tracefs
 //! instance, `--backend ftrace`), [`session`] drains them into
 //! staged entries, [`formatter`] renders those as JSON lines (with `uevrec_parsers`),
-//! [`pipeline`] holds what travels between the threads on the way to the [`sink`]s,
+//! [`pipeline`] holds what travels between the threads on the way to the [`sink`]s
+//! (or, with `record --raw`, to a perf.data: [`raw`]),
 //! [`recorder`] builds the threads and joins them, [`clock`] turns sample times into
 //! wall-clock time, [`cli`] is the command line (flags → a [`recorder::Config`]).
 #![warn(missing_docs)]
@@ -16,6 +17,7 @@ pub mod formatter;
 pub mod ftrace;
 pub mod perf;
 pub mod pipeline;
+pub mod raw;
 pub mod recorder;
 pub mod selector;
 pub mod session;

@@ -82,7 +82,21 @@ pub enum Staged {
         slot: u32,
         /// The format with its JSON keys rendered.
         prepared: Arc<PreparedFormat>,
+        /// The event's system, name and format file text (what `record --raw` stores).
+        source: Arc<FormatSource>,
     },
+}
+
+/// An attached event as tracefs described it: what a raw output (perf.data) stores so
+/// that readers can decode its records later.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormatSource {
+    /// The tracefs system (`sched`, `user_events`, `user_events_multi` …).
+    pub system: String,
+    /// The tracefs event name (multi-format versions with their `.<id>` suffix).
+    pub name: String,
+    /// The text of `events/<system>/<name>/format`, as read when the event attached.
+    pub text: String,
 }
 
 /// The next thread down the pipeline went away (its channel is closed).
@@ -149,11 +163,16 @@ impl<'a> StageSender<'a> {
         chunk: &mut StagedChunk,
         slot: usize,
         prepared: Arc<PreparedFormat>,
+        source: Arc<FormatSource>,
     ) -> Result<(), Closed> {
         self.flush(chunk)?;
         let slot = u32::try_from(slot).map_err(|_| Closed)?;
         self.stage
-            .send(Staged::Format { slot, prepared })
+            .send(Staged::Format {
+                slot,
+                prepared,
+                source,
+            })
             .map_err(|_| Closed)
     }
 }
@@ -179,6 +198,9 @@ const NO_EVENT: u32 = u32::MAX;
 pub struct StagedChunk {
     bytes: Vec<u8>,
     records: u64,
+    /// Bytes staged when the last pass over every buffer ended in this chunk (see
+    /// [`StagedChunk::mark_round_end`]).
+    round_end: Option<usize>,
 }
 
 /// One entry of a [`StagedChunk`].
@@ -236,7 +258,36 @@ impl StagedChunk {
     /// An empty chunk reusing `bytes`' allocation.
     pub fn with_buffer(mut bytes: Vec<u8>) -> Self {
         bytes.clear();
-        StagedChunk { bytes, records: 0 }
+        StagedChunk {
+            bytes,
+            records: 0,
+            round_end: None,
+        }
+    }
+
+    /// Note that a pass over every buffer ends here: records staged after this point
+    /// were read later than all before it (perf's `FINISHED_ROUND`, which `record --raw`
+    /// writes so readers can sort by time in bounded windows). An empty chunk keeps no
+    /// mark: leaving out a round end is always safe, placing one late is not.
+    pub fn mark_round_end(&mut self) {
+        if !self.bytes.is_empty() {
+            self.round_end = Some(self.bytes.len());
+        }
+    }
+
+    /// The entries up to the last round end, and those after it (`None` when no round
+    /// ended in this chunk: all entries are in the first part).
+    pub fn split_at_round(&self) -> (StagedEntries<'_>, Option<StagedEntries<'_>>) {
+        match self.round_end {
+            Some(end) => {
+                let (before, after) = self.bytes.split_at(end.min(self.bytes.len()));
+                (
+                    StagedEntries { rest: before },
+                    Some(StagedEntries { rest: after }),
+                )
+            }
+            None => (self.entries(), None),
+        }
     }
 
     /// Bytes held.

@@ -8,10 +8,13 @@
 //!  writer thread (`uevrec-write`, crate::sink::write_batches) ──▶ the sink
 //! ```
 //!
-//! plus a timer thread for `--duration` and a status-line thread. [`Recorder`] takes a
-//! [`Config`] (validated by the CLI) and a [`Sink`]; the session never writes JSON and
-//! the CLI never spawns a thread. The writer and formatter start before the session's
-//! first attach, so the self-exclusion filter names them.
+//! plus a timer thread for `--duration` and a status-line thread. With `record --raw`
+//! (crate::raw) a raw thread (`uevrec-raw`) takes the staged chunks first and writes
+//! the perf.data; it then hands them on to the formatter (with `-o`) or back to the
+//! chunk pool (raw only: no formatter, no writer). [`Recorder`] takes a [`Config`]
+//! (validated by the CLI), a [`Sink`] and/or a [`RawOutput`]; the session never writes
+//! JSON and the CLI never spawns a thread. The writer, formatter and raw threads start
+//! before the session's first attach, so the self-exclusion filter names them.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,13 +22,14 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use uevrec_parsers::LineOptions;
+use uevrec_parsers::{LineOptions, OutputFormat};
 
 use crate::formatter;
 use crate::pipeline::{
     BATCH_CAPACITY, BATCH_POOL, Batch, CHANNEL_BATCHES, STAGE_CAPACITY, STAGE_CHUNKS, StageSender,
     touched_buffers,
 };
+use crate::raw::{self, RawError, RawOutput, RawSummary};
 use crate::session::{self, LiveStats, SessionConfig, SessionError, Summary};
 use crate::signals::SignalFlags;
 use crate::sink::{Sink, SinkError, write_batches};
@@ -39,28 +43,66 @@ pub struct Config {
     pub pipeline: PipelineOptions,
 }
 
-/// A recording: a validated [`Config`] and the [`Sink`] the lines go to.
+/// A recording: a validated [`Config`], the [`Sink`] the lines go to and/or the
+/// perf.data of `record --raw` ([`RawOutput`]).
 pub struct Recorder {
     config: Config,
-    sink: Box<dyn Sink + Send>,
+    sink: Option<Box<dyn Sink + Send>>,
+    raw: Option<RawOutput>,
 }
 
 impl Recorder {
     /// A recorder of `config` into `sink`.
     pub fn new(config: Config, sink: Box<dyn Sink + Send>) -> Self {
-        Recorder { config, sink }
+        Recorder {
+            config,
+            sink: Some(sink),
+            raw: None,
+        }
+    }
+
+    /// A recorder of `config` into the perf.data `raw` only (no JSON lines).
+    pub fn raw_only(config: Config, raw: RawOutput) -> Self {
+        Recorder {
+            config,
+            sink: None,
+            raw: Some(raw),
+        }
+    }
+
+    /// Also write the perf.data `raw` (the same records as the lines).
+    pub fn with_raw(mut self, raw: RawOutput) -> Self {
+        self.raw = Some(raw);
+        self
     }
 
     /// Record until `flags.stop` (a signal, the duration timer, a sink error), `--count`
     /// or a closed output; returns once every thread has ended.
     pub fn run(self, flags: &SignalFlags) -> PipelineOutcome<Summary, SessionError> {
         let session = &self.config.session;
-        run_pipeline(
-            self.sink,
-            flags,
-            &self.config.pipeline,
-            |out, recycle, stop, stats| stage_and_format(session, out, recycle, stop, stats),
-        )
+        let format = self.config.pipeline.format;
+        let raw = self.raw;
+        let mut raw_result = None;
+        let mut outcome = match self.sink {
+            Some(sink) => run_pipeline(
+                sink,
+                flags,
+                &self.config.pipeline,
+                |out, recycle, stop, stats| {
+                    let (summary, r) =
+                        stage(session, format, raw, Some((out, recycle)), stop, stats);
+                    raw_result = r;
+                    summary
+                },
+            ),
+            None => run_watched(flags, &self.config.pipeline, |stop, stats| {
+                let (summary, r) = stage(session, format, raw, None, stop, stats);
+                raw_result = r;
+                summary
+            }),
+        };
+        outcome.raw = raw_result;
+        outcome
     }
 }
 
@@ -76,8 +118,37 @@ pub fn stage_and_format(
     stop: &AtomicBool,
     stats: &LiveStats,
 ) -> Result<Summary, SessionError> {
+    stage_and_format_as(config, OutputFormat::JsonLines, out, recycle, stop, stats)
+}
+
+/// [`stage_and_format`] writing `format` (JSON lines or OTLP/JSON).
+pub fn stage_and_format_as(
+    config: &SessionConfig,
+    format: OutputFormat,
+    out: &Sender<Batch>,
+    recycle: &Receiver<Vec<u8>>,
+    stop: &AtomicBool,
+    stats: &LiveStats,
+) -> Result<Summary, SessionError> {
+    stage(config, format, None, Some((out, recycle)), stop, stats).0
+}
+
+/// The raw writer's result, when there is one.
+type RawResult = Option<Result<RawSummary, RawError>>;
+
+/// The session on this thread, with behind it the raw writer (`raw`: perf.data) and/or
+/// the formatter (`lines`: batches of `format` out, empty buffers back), each on a
+/// thread of its own; with both, the raw writer hands the chunks on to the formatter.
+fn stage(
+    config: &SessionConfig,
+    format: OutputFormat,
+    raw: Option<RawOutput>,
+    lines: Option<(&Sender<Batch>, &Receiver<Vec<u8>>)>,
+    stop: &AtomicBool,
+    stats: &LiveStats,
+) -> (Result<Summary, SessionError>, RawResult) {
     // The chunk pool: every buffer allocated and touched now (see crate::pipeline).
-    // Only the formatter keeps a sender, so a gone formatter ends the session's waits.
+    // Only the last thread keeps a sender, so a gone thread ends the session's waits.
     let (stage_tx, stage_rx) = crossbeam_channel::bounded(STAGE_CHUNKS);
     let (chunk_tx, chunk_rx) = crossbeam_channel::bounded(STAGE_CHUNKS);
     for buffer in touched_buffers(STAGE_CHUNKS, STAGE_CAPACITY) {
@@ -87,25 +158,62 @@ pub fn stage_and_format(
         include_common: config.include_common,
         big_endian: false,
     };
-    let formatter_gone = AtomicBool::new(false);
+    let downstream_gone = AtomicBool::new(false);
     thread::scope(|scope| {
-        // Started before the first attach, so the self-exclusion filter names it.
-        let formatter = thread::Builder::new()
-            .name("uevrec-format".into())
-            .spawn_scoped(scope, || {
-                let r = formatter::run(stage_rx, chunk_tx, out, recycle, opts);
-                formatter_gone.store(true, Ordering::Release);
-                r
-            })
-            .map_err(SessionError::Thread)?;
-        let stage = StageSender::new(stage_tx, chunk_rx, &formatter_gone);
+        // Started before the first attach, so the self-exclusion filter names them.
+        let (mut format_rx, mut chunk_back) = (Some(stage_rx), Some(chunk_tx));
+        let raw_thread = match raw {
+            Some(raw) => {
+                let input = format_rx.take();
+                let next = if lines.is_some() {
+                    let (tx, rx) = crossbeam_channel::bounded(STAGE_CHUNKS);
+                    format_rx = Some(rx);
+                    raw::Next::Forward(tx)
+                } else {
+                    raw::Next::Recycle(chunk_back.take().expect("the pool sender is here"))
+                };
+                let gone = &downstream_gone;
+                let spawned = thread::Builder::new()
+                    .name("uevrec-raw".into())
+                    .spawn_scoped(scope, move || {
+                        let r = raw::run(raw, input.expect("the staging receiver is here"), next);
+                        gone.store(true, Ordering::Release);
+                        r
+                    });
+                match spawned {
+                    Ok(t) => Some(t),
+                    Err(e) => return (Err(SessionError::Thread(e)), None),
+                }
+            }
+            None => None,
+        };
+        let formatter = match (lines, format_rx, chunk_back) {
+            (Some((out, recycle)), Some(rx), Some(back)) => {
+                let gone = &downstream_gone;
+                let spawned = thread::Builder::new()
+                    .name("uevrec-format".into())
+                    .spawn_scoped(scope, move || {
+                        let r = formatter::run(rx, back, out, recycle, opts, format);
+                        gone.store(true, Ordering::Release);
+                        r
+                    });
+                match spawned {
+                    Ok(t) => Some(t),
+                    Err(e) => return (Err(SessionError::Thread(e)), None),
+                }
+            }
+            _ => None,
+        };
+        let stage = StageSender::new(stage_tx, chunk_rx, &downstream_gone);
         let result = session::run(config, &stage, stop, stats);
-        // Closing the staging channel lets the formatter finish the lines and return.
+        // Closing the staging channel lets the threads finish and return.
         drop(stage);
-        if let Err(panic) = formatter.join() {
+        let raw_result =
+            raw_thread.map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        if let Some(Err(panic)) = formatter.map(|t| t.join()) {
             std::panic::resume_unwind(panic);
         }
-        result
+        (result, raw_result)
     })
 }
 
@@ -116,6 +224,8 @@ pub struct PipelineOptions {
     pub duration: Option<Duration>,
     /// Print a status line on stderr about once a second.
     pub status_line: bool,
+    /// What the lines are (`--format`).
+    pub format: OutputFormat,
 }
 
 /// What [`run_pipeline`] ended with.
@@ -125,6 +235,8 @@ pub struct PipelineOutcome<S, E> {
     pub session: Result<S, E>,
     /// The writer's result.
     pub sink: Result<(), SinkError>,
+    /// The raw (perf.data) writer's result, when there was one.
+    pub raw: Option<Result<RawSummary, RawError>>,
 }
 
 /// Run `source` (the session and formatter: [`stage_and_format`]) on this thread and the
@@ -145,8 +257,6 @@ where
     for buffer in touched_buffers(BATCH_POOL, BATCH_CAPACITY) {
         let _ = recycle_tx.send(buffer);
     }
-    // Dropped when the session is over: ends the timer and status threads.
-    let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
     let stats = LiveStats::default();
     let stop: &AtomicBool = &flags.stop;
     let reopen: &AtomicBool = &flags.reopen;
@@ -158,19 +268,7 @@ where
             })
             // As `Scope::spawn` does: without a thread there is nothing to fall back on.
             .expect("the OS refused to start the writer thread");
-        if let Some(d) = opts.duration {
-            let done = done_rx.clone();
-            s.spawn(move || {
-                if done.recv_timeout(d) == Err(RecvTimeoutError::Timeout) {
-                    stop.store(true, Ordering::Release);
-                }
-            });
-        }
-        if opts.status_line {
-            let (done, stats) = (done_rx.clone(), &stats);
-            s.spawn(move || status_loop(&done, stats));
-        }
-        drop(done_rx);
+        let done_tx = spawn_watchers(s, opts, stop, &stats);
         let session = source(&tx, &recycle_rx, stop, &stats);
         drop(tx);
         drop(done_tx);
@@ -181,8 +279,59 @@ where
                 std::io::Error::other("writer thread panicked"),
             ))
         });
-        PipelineOutcome { session, sink }
+        PipelineOutcome {
+            session,
+            sink,
+            raw: None,
+        }
     })
+}
+
+/// [`run_pipeline`] without a writer: `source` (the session with the raw writer) on
+/// this thread, with the timer and status-line threads.
+fn run_watched<S, E, F>(
+    flags: &SignalFlags,
+    opts: &PipelineOptions,
+    source: F,
+) -> PipelineOutcome<S, E>
+where
+    F: FnOnce(&AtomicBool, &LiveStats) -> Result<S, E>,
+{
+    let stats = LiveStats::default();
+    let stop: &AtomicBool = &flags.stop;
+    thread::scope(|s| {
+        let done_tx = spawn_watchers(s, opts, stop, &stats);
+        let session = source(stop, &stats);
+        drop(done_tx);
+        PipelineOutcome {
+            session,
+            sink: Ok(()),
+            raw: None,
+        }
+    })
+}
+
+/// The `--duration` timer and the status line (as `opts` asks), running until the
+/// returned sender is dropped.
+fn spawn_watchers<'scope, 'env>(
+    s: &'scope thread::Scope<'scope, 'env>,
+    opts: &PipelineOptions,
+    stop: &'env AtomicBool,
+    stats: &'env LiveStats,
+) -> Sender<()> {
+    let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
+    if let Some(d) = opts.duration {
+        let done = done_rx.clone();
+        s.spawn(move || {
+            if done.recv_timeout(d) == Err(RecvTimeoutError::Timeout) {
+                stop.store(true, Ordering::Release);
+            }
+        });
+    }
+    if opts.status_line {
+        s.spawn(move || status_loop(&done_rx, stats));
+    }
+    done_tx
 }
 
 /// `\r<rate> events/s, <total> total, <lost> lost` every second until `done` closes.
@@ -304,7 +453,7 @@ mod tests {
         let flags = SignalFlags::default();
         let opts = PipelineOptions {
             duration: Some(Duration::from_millis(10)),
-            status_line: false,
+            ..Default::default()
         };
         let res = run_pipeline(Box::new(Shared(Default::default(), 0)), &flags, &opts, {
             |_tx: &Sender<Batch>, _r: &Receiver<Vec<u8>>, stop: &AtomicBool, _s: &LiveStats| {

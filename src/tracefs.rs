@@ -72,7 +72,7 @@ pub enum TracefsError {
 }
 
 impl TracefsError {
-    fn io(path: &Path, source: io::Error) -> Self {
+    pub(crate) fn io(path: &Path, source: io::Error) -> Self {
         match source.kind() {
             io::ErrorKind::PermissionDenied => TracefsError::Permission(path.to_path_buf()),
             _ => TracefsError::Io {
@@ -211,6 +211,17 @@ impl Tracefs {
 
     /// Read and parse `events/<system>/<event>/format`.
     pub fn read_format(&self, system: &str, event: &str) -> Result<EventFormat, TracefsError> {
+        self.read_format_text(system, event)
+            .map(|(format, _)| format)
+    }
+
+    /// Read and parse `events/<system>/<event>/format`; the format with the text it was
+    /// parsed from.
+    pub fn read_format_text(
+        &self,
+        system: &str,
+        event: &str,
+    ) -> Result<(EventFormat, String), TracefsError> {
         let path = self.event_dir(system, event).join("format");
         let text = fs::read_to_string(&path).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => TracefsError::NoSuchEvent {
@@ -220,7 +231,10 @@ impl Tracefs {
             },
             _ => TracefsError::io(&path, e),
         })?;
-        parse_format(&text).map_err(|source| TracefsError::Format { path, source })
+        match parse_format(&text) {
+            Ok(format) => Ok((format, text)),
+            Err(source) => Err(TracefsError::Format { path, source }),
+        }
     }
 
     /// The raw text of `user_events_status`.

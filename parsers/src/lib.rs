@@ -8,7 +8,8 @@
 //! 3. decoding: raw trace-entry bytes + schema → typed [`Value`]s, through one compiled
 //!    [`FieldPlan`] per field (dynamic locations by the one rule, [`resolve_location`]);
 //! 4. JSON lines: [`LineWriter`] writes one line per record ([`PreparedFormat`] once per
-//!    event on the recorder's path).
+//!    event on the recorder's path); or OTLP/JSON requests ([`otlp::OtlpWriter`]), the
+//!    choice made by [`OutputWriter`].
 //!
 //! Subsystems keep their own namespace: [`eventheader`] (self-describing user_events),
 //! [`perf_data`] (perf.data files, file and pipe mode), [`trace_dat`] (trace-cmd files)
@@ -24,6 +25,8 @@ mod format_file;
 pub mod ftrace_page;
 mod json_line;
 mod location;
+pub mod otlp;
+mod output;
 pub mod perf_data;
 pub mod perf_sample;
 mod schema;
@@ -38,4 +41,5 @@ pub use field_type::{
 pub use format_file::{FormatError, parse_format, parse_format_for};
 pub use json_line::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
 pub use location::resolve as resolve_location;
+pub use output::{OutputFormat, OutputWriter};
 pub use schema::{Element, EventFormat, Field, FieldKind, LocKind};

@@ -98,15 +98,31 @@ pub struct RecordHeader {
     pub size: u16,
 }
 
+impl RecordHeader {
+    /// The header in these 8 bytes, in the given byte order.
+    #[inline]
+    pub fn read(h: &[u8; HEADER_SIZE], big_endian: bool) -> Self {
+        let (kind, misc, size) = ([h[0], h[1], h[2], h[3]], [h[4], h[5]], [h[6], h[7]]);
+        if big_endian {
+            RecordHeader {
+                kind: u32::from_be_bytes(kind),
+                misc: u16::from_be_bytes(misc),
+                size: u16::from_be_bytes(size),
+            }
+        } else {
+            RecordHeader {
+                kind: u32::from_le_bytes(kind),
+                misc: u16::from_le_bytes(misc),
+                size: u16::from_le_bytes(size),
+            }
+        }
+    }
+}
+
 /// The header at the start of `bytes` (None when fewer than 8 bytes), native byte order.
 pub fn parse_header(bytes: &[u8]) -> Option<RecordHeader> {
-    Reader {
-        bytes,
-        pos: 0,
-        big_endian: cfg!(target_endian = "big"),
-    }
-    .header()
-    .ok()
+    let h = bytes.first_chunk::<HEADER_SIZE>()?;
+    Some(RecordHeader::read(h, cfg!(target_endian = "big")))
 }
 
 /// Fields of a `PERF_RECORD_SAMPLE` (each `None` when its bit is not in `sample_type`).
@@ -182,6 +198,58 @@ pub struct SampleFormat {
     sample_type: u64,
     sample_id_all: bool,
     big_endian: bool,
+    at: SampleOffsets,
+}
+
+/// Where each field of a `PERF_RECORD_SAMPLE` is, in bytes from the record start (0: the
+/// field is not in `sample_type`; 0 is the header, never a field). Every supported field
+/// before `raw` has a fixed size, so the places follow from `sample_type` alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct SampleOffsets {
+    identifier: u8,
+    ip: u8,
+    tid: u8,
+    time: u8,
+    addr: u8,
+    id: u8,
+    stream_id: u8,
+    cpu: u8,
+    period: u8,
+    /// The `u32` size of the raw data.
+    raw: u8,
+    /// Where the fixed part ends (after the raw size, if any).
+    end: u8,
+}
+
+impl SampleOffsets {
+    /// The places for `sample_type` (supported bits only), in the kernel's order.
+    fn of(st: u64) -> Self {
+        use sample_type::*;
+        let mut pos = HEADER_SIZE as u8;
+        let mut place = |bit: u64, size: u8| {
+            if st & bit == 0 {
+                return 0;
+            }
+            let at = pos;
+            pos += size;
+            at
+        };
+        let mut o = SampleOffsets {
+            identifier: place(IDENTIFIER, 8),
+            ip: place(IP, 8),
+            tid: place(TID, 8),
+            time: place(TIME, 8),
+            addr: place(ADDR, 8),
+            id: place(ID, 8),
+            stream_id: place(STREAM_ID, 8),
+            cpu: place(CPU, 8),
+            period: place(PERIOD, 8),
+            raw: place(RAW, 4),
+            end: 0,
+        };
+        o.end = pos;
+        o
+    }
 }
 
 impl SampleFormat {
@@ -195,6 +263,7 @@ impl SampleFormat {
             sample_type,
             sample_id_all,
             big_endian: cfg!(target_endian = "big"),
+            at: SampleOffsets::of(sample_type),
         })
     }
 
@@ -232,8 +301,41 @@ impl SampleFormat {
         .sum()
     }
 
+    /// The header at the start of `bytes` in this layout's byte order (None when fewer
+    /// than 8 bytes).
+    #[inline]
+    pub fn header(&self, bytes: &[u8]) -> Option<RecordHeader> {
+        let h = bytes.first_chunk::<HEADER_SIZE>()?;
+        Some(RecordHeader::read(h, self.big_endian))
+    }
+
     /// Parse one whole record (header included); bytes past `header.size` are ignored.
+    #[inline]
     pub fn parse<'a>(&self, bytes: &'a [u8]) -> Result<Record<'a>, PerfSampleError> {
+        match self.header(bytes) {
+            Some(h) if h.kind == PERF_RECORD_SAMPLE => self.parse_sample(bytes).map(Record::Sample),
+            _ => self.parse_fieldwise(bytes),
+        }
+    }
+
+    /// [`SampleFormat::parse`] for a record known to be a `PERF_RECORD_SAMPLE` (the
+    /// header's type is not looked at again): the sample without the [`Record`] around it.
+    #[inline]
+    pub fn parse_sample<'a>(&self, bytes: &'a [u8]) -> Result<Sample<'a>, PerfSampleError> {
+        if let Some(h) = self.header(bytes) {
+            let size = usize::from(h.size);
+            if size >= HEADER_SIZE {
+                if let Some(s) = bytes.get(..size).and_then(|b| self.sample_fixed(b)) {
+                    return Ok(s);
+                }
+            }
+        }
+        let (_, r) = self.body(bytes)?;
+        self.sample(r)
+    }
+
+    /// The header of the record `bytes` and a reader over its body (`header.size` bytes).
+    fn body<'a>(&self, bytes: &'a [u8]) -> Result<(RecordHeader, Reader<'a>), PerfSampleError> {
         let mut r = Reader {
             bytes,
             pos: 0,
@@ -247,6 +349,13 @@ impl SampleFormat {
             });
         }
         r.bytes = &bytes[..usize::from(header.size)];
+        Ok((header, r))
+    }
+
+    /// [`SampleFormat::parse`] one field at a time: other records, and samples that are
+    /// cut short (the error names the field).
+    fn parse_fieldwise<'a>(&self, bytes: &'a [u8]) -> Result<Record<'a>, PerfSampleError> {
+        let (header, mut r) = self.body(bytes)?;
         match header.kind {
             PERF_RECORD_SAMPLE => self.sample(r).map(Record::Sample),
             PERF_RECORD_LOST => {
@@ -268,6 +377,67 @@ impl SampleFormat {
         }
     }
 
+    /// A sample (`bytes`: the whole record, `header.size` long) whose fixed part and raw
+    /// data are all there, read at the places of [`SampleOffsets`]; `None` when something
+    /// is missing (then [`Self::sample`] says what).
+    #[inline]
+    fn sample_fixed<'a>(&self, bytes: &'a [u8]) -> Option<Sample<'a>> {
+        let o = &self.at;
+        let end = usize::from(o.end);
+        let fixed = bytes.get(..end)?;
+        let raw = if o.raw == 0 {
+            None
+        } else {
+            let size = self.u32_at(fixed, o.raw)? as usize;
+            Some(bytes.get(end..end.checked_add(size)?)?)
+        };
+        // Every place is inside `fixed`: each field is `Some` exactly when its bit is set.
+        let word = |at: u8| self.u64_at(fixed, at);
+        let pair = |at: u8| Some((self.u32_at(fixed, at)?, self.u32_at(fixed, at + 4)?));
+        let tid = pair(o.tid);
+        Some(Sample {
+            id: word(o.identifier).or_else(|| word(o.id)),
+            ip: word(o.ip),
+            pid: tid.map(|t| t.0),
+            tid: tid.map(|t| t.1),
+            time: word(o.time),
+            addr: word(o.addr),
+            stream_id: word(o.stream_id),
+            cpu: self.u32_at(fixed, o.cpu),
+            period: word(o.period),
+            raw,
+        })
+    }
+
+    /// The u64 at `at` of `bytes` in the layout's byte order (`None` for place 0).
+    #[inline]
+    fn u64_at(&self, bytes: &[u8], at: u8) -> Option<u64> {
+        if at == 0 {
+            return None;
+        }
+        let a = *bytes.get(usize::from(at)..)?.first_chunk::<8>()?;
+        Some(if self.big_endian {
+            u64::from_be_bytes(a)
+        } else {
+            u64::from_le_bytes(a)
+        })
+    }
+
+    /// The u32 at `at` of `bytes` in the layout's byte order (`None` for place 0).
+    #[inline]
+    fn u32_at(&self, bytes: &[u8], at: u8) -> Option<u32> {
+        if at == 0 {
+            return None;
+        }
+        let a = *bytes.get(usize::from(at)..)?.first_chunk::<4>()?;
+        Some(if self.big_endian {
+            u32::from_be_bytes(a)
+        } else {
+            u32::from_le_bytes(a)
+        })
+    }
+
+    /// A sample field by field (the errors name the field that is cut short).
     fn sample<'a>(&self, mut r: Reader<'a>) -> Result<Sample<'a>, PerfSampleError> {
         use sample_type::*;
         let mut s = Sample::default();
@@ -605,6 +775,24 @@ mod tests {
             let rec = uevrec_sample(id, pid, tid, time, cpu, &raw);
             let Record::Sample(s) = fmt().parse(&rec).unwrap() else { panic!() };
             prop_assert_eq!(s, Sample { id: Some(id), pid: Some(pid), tid: Some(tid), time: Some(time), cpu: Some(cpu), raw: Some(&raw[..]), ..Sample::default() });
+        }
+
+        /// The fixed-place reading and the field-by-field one agree on every sample body
+        /// (the latter is what `parse` falls back to for its errors).
+        #[test]
+        fn fixed_places_match_fieldwise(body in proptest::collection::vec(any::<u8>(), 0..160),
+                                        st in any::<u64>(), big in any::<bool>(), raw_size in 0u32..120) {
+            let f = SampleFormat::new(st & sample_type::SUPPORTED, false).unwrap().with_big_endian(big);
+            let mut rec = header(PERF_RECORD_SAMPLE, 8 + body.len());
+            rec.extend_from_slice(&body);
+            // A raw size that often fits, so both readers get to the end.
+            let at = usize::from(f.at.raw);
+            if at != 0 && rec.len() >= at + 4 {
+                let size = if big { raw_size.to_be_bytes() } else { raw_size.to_le_bytes() };
+                rec[at..at + 4].copy_from_slice(&size);
+            }
+            let fieldwise = f.sample(Reader { bytes: &rec, pos: HEADER_SIZE, big_endian: big });
+            prop_assert_eq!(f.sample_fixed(&rec), fieldwise.ok());
         }
     }
 }

@@ -1,12 +1,15 @@
 //! `uevrec decode [FILE|-]`: a perf.data (file mode, or pipe mode from `perf record -o -`)
 //! → the JSON lines `uevrec record` writes, through the same sinks.
 //!
-//! The decoding is `uevrec_parsers::perf_data::lines` (pure); this module does the I/O:
-//! the file is mapped (memmap2), faulted in 16 MiB windows, and the pages already decoded
-//! are dropped as it goes, so memory does not grow with the file; standard input is read in 1 MiB pieces into the
-//! stream decoder (a file-mode perf.data on standard input is read whole first: that
-//! layout needs its end before its data). Lines go to standard output or `-o FILE` (the
-//! same file options as `record`), in runs of 256 KiB.
+//! The decoding is `uevrec_parsers::perf_data::lines` (pure); this module does the I/O.
+//! A perf.data file is mapped (memmap2) for its header, attrs and features only; its
+//! records are read with `pread` 1 MiB at a time into one buffer, the way a stream is
+//! (records waiting for their time order are copied into the order buffer), so memory
+//! does not grow with the file. Standard input is read in 1 MiB pieces into the same
+//! stream decoder (a file-mode perf.data or a trace.dat on standard input is read whole
+//! first: that layout needs its end before its data; a trace.dat file is decoded through
+//! the mapping). Lines go to standard output or `-o FILE` (the same file options as
+//! `record`), in runs of 256 KiB.
 //!
 //! Time: `HEADER_CLOCK_DATA` (written by `perf record -k CLOCK_MONOTONIC`) gives the
 //! wall-clock time of each sample; without it `time` is `null` and stderr says so once.
@@ -17,6 +20,7 @@
 use std::fs::File;
 use std::io::{IsTerminal, Read};
 use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -45,6 +49,9 @@ pub struct DecodeArgs {
     /// Add the common fields (common_type, common_flags …) as "common":{…}.
     #[arg(long)]
     pub common: bool,
+    /// Output format: json (uevrec's JSON lines) or otlp (OTLP/JSON requests).
+    #[arg(long, value_enum, default_value_t = super::output::Format::Json)]
+    pub format: super::output::Format,
     /// Stop after this many records.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
@@ -61,10 +68,8 @@ pub struct DecodeArgs {
     pub output: OutputArgs,
 }
 
-/// Bytes read from standard input at a time.
-const READ_CHUNK: usize = 1 << 20;
-/// Bytes of the mapped file decoded before their pages are dropped.
-const DROP_EVERY: usize = 16 << 20;
+/// Bytes read at a time (file or standard input).
+pub const READ_CHUNK: usize = 1 << 20;
 
 /// How the input ended.
 struct Outcome {
@@ -118,6 +123,7 @@ pub fn decode(args: DecodeArgs) -> i32 {
         include_common: args.common,
         order_bytes: usize::try_from(args.order_buffer).unwrap_or(usize::MAX),
         max_records: args.count,
+        format: args.format.into(),
     };
     let input = args.input.as_deref().filter(|p| *p != Path::new("-"));
     let name = input.map_or_else(|| "<stdin>".to_string(), |p| p.display().to_string());
@@ -188,8 +194,14 @@ fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
         ));
     }
     if s.late > 0 {
+        let why = if s.order_buffer_full > 0 {
+            "--order-buffer was full; a larger one may help"
+        } else {
+            "they came after a FINISHED_ROUND that should have followed them; perf script \
+             counts them as out of order events too"
+        };
         print_stderr(format_args!(
-            "uevrec: {name}: {} records written out of time order (--order-buffer was full)\n",
+            "uevrec: {name}: {} records written out of time order ({why})\n",
             s.late
         ));
     }
@@ -210,15 +222,13 @@ fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
 
 type Flush<'a> = dyn FnMut(&[u8]) -> bool + 'a;
 
-/// A whole perf.data in memory or mapped: every record, then the rest of the held lines.
-/// `drop_behind(offset)` is called every [`DROP_EVERY`] bytes with the offset of the
-/// record being decoded (the bytes before it are not read again).
+/// A whole perf.data (or trace.dat) in memory or mapped: every record, then the rest of
+/// the held lines.
 fn decode_bytes(
     bytes: &[u8],
     opts: DecodeOptions,
     select: &dyn Fn(&str, &str) -> bool,
     flush: &mut Flush<'_>,
-    drop_behind: &mut dyn FnMut(u64),
 ) -> Result<Outcome, String> {
     if bytes.starts_with(TRACE_DAT_MAGIC) {
         return decode_trace_dat(bytes, opts, select, flush);
@@ -227,14 +237,9 @@ fn decode_bytes(
     let clock_data = data.clock_data().is_some();
     let mut dec = LineDecoder::new(data, opts, select);
     let mut stopped = None;
-    let mut dropped = 0u64;
     for rec in records {
         match rec {
             Ok(rec) => {
-                if rec.offset - dropped >= DROP_EVERY as u64 {
-                    drop_behind(rec.offset);
-                    dropped = rec.offset;
-                }
                 if dec.record_in(&rec, bytes, flush) == Step::Stop {
                     break;
                 }
@@ -273,31 +278,110 @@ fn decode_open_file(
         .map_err(|e| format!("reading size: {e}"))?
         .len();
     if len == 0 {
-        return decode_bytes(&[], opts, select, flush, &mut |_| {});
+        return decode_bytes(&[], opts, select, flush);
     }
-    // SAFETY: a read-only private mapping of a file opened for reading; it lives until the
-    // end of this function and nothing here writes through it. Another process truncating
-    // the file while it is mapped would fault the reads (SIGBUS), as with every mmap
-    // reader (perf's too); the decoder itself never trusts the bytes.
-    let map = unsafe { memmap2::Mmap::map(file) }.map_err(|e| format!("mapping: {e}"))?;
-    let _ = map.advise(memmap2::Advice::Sequential);
-    // Fault the next window in with one call (Linux 5.14+; else page by page as read).
-    let populate = |from: usize| {
-        let len = DROP_EVERY.min(map.len().saturating_sub(from));
-        let _ = map.advise_range(memmap2::Advice::PopulateRead, from, len);
+    let Some((data, start, end)) = open_perf_data(file)? else {
+        return decode_bytes(&map_file(file)?, opts, select, flush);
     };
-    populate(0);
-    let mut drop_behind = |offset: u64| {
-        let page = 4096;
-        let end = (offset as usize) / page * page;
-        populate(end);
-        // SAFETY: MADV_DONTNEED on a read-only file-backed private mapping only drops the
-        // page-table entries: later reads of that range fault the same file bytes back in,
-        // so the slices into `map` that the decoder still holds stay valid and unchanged
-        // (the mapping was never written, so no private copy is lost).
-        let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, end) };
-    };
-    decode_bytes(&map, opts, select, flush, &mut drop_behind)
+    let clock_data = data.clock_data().is_some();
+    let mut dec = StreamDecoder::data_section(data, start, opts, select);
+    let stopped = pump(&mut dec, &mut pread_span(file, start, end), flush)?;
+    Ok(stream_outcome(&dec, stopped, clock_data))
+}
+
+/// A perf.data file's header, attrs and features, read through a mapping of the file
+/// (only the pages they are on), and the absolute span `start..end` of its records, to be
+/// read with [`pread_span`] (which costs less than faulting the mapped data in and
+/// dropping it again, and keeps memory bounded). `None` for a trace.dat.
+pub fn open_perf_data(file: &File) -> Result<Option<(PerfData, u64, u64)>, String> {
+    let map = map_file(file)?;
+    if map.starts_with(TRACE_DAT_MAGIC) {
+        return Ok(None);
+    }
+    let (data, records) = PerfData::open(&map).map_err(|e| e.to_string())?;
+    let start = records.offset();
+    Ok(Some((data, start, start + records.rest().len() as u64)))
+}
+
+/// `file` mapped read-only.
+fn map_file(file: &File) -> Result<memmap2::Mmap, String> {
+    // SAFETY: a read-only private mapping of a file opened for reading; nothing here writes
+    // through it. Another process truncating the file while it is mapped would fault the
+    // reads (SIGBUS), as with every mmap reader (perf's too); the decoder itself never
+    // trusts the bytes.
+    unsafe { memmap2::Mmap::map(file) }.map_err(|e| format!("mapping: {e}"))
+}
+
+/// Reads of `file` from absolute offset `start` on, never past `end` (0 at `end`).
+pub fn pread_span(
+    file: &File,
+    start: u64,
+    end: u64,
+) -> impl FnMut(&mut [u8]) -> std::io::Result<usize> + '_ {
+    let mut pos = start;
+    move |buf: &mut [u8]| {
+        let want = usize::try_from(end.saturating_sub(pos))
+            .unwrap_or(usize::MAX)
+            .min(buf.len());
+        let n = file.read_at(&mut buf[..want], pos)?;
+        pos += n as u64;
+        Ok(n)
+    }
+}
+
+/// Feed `dec` what `read` returns, [`READ_CHUNK`] bytes at a time, until the input ends
+/// or decoding stops, then let out what it holds. Returns why decoding stopped early, if
+/// it did (a framing error, or the input ending inside a record), or the read error.
+fn pump(
+    dec: &mut StreamDecoder<'_>,
+    read: &mut dyn FnMut(&mut [u8]) -> std::io::Result<usize>,
+    flush: &mut Flush<'_>,
+) -> Result<Option<String>, String> {
+    let mut stopped = None;
+    let mut done = false;
+    loop {
+        let buf = dec.buffer(READ_CHUNK);
+        let n = match read(&mut buf[..READ_CHUNK]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("reading: {e}")),
+        };
+        if n == 0 {
+            break;
+        }
+        dec.filled(n);
+        match dec.process(flush) {
+            Ok(Step::Continue) => {}
+            Ok(Step::Stop) => {
+                done = true;
+                break;
+            }
+            Err(e) => {
+                stopped = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    // After a stop (--count, closed output) the unread rest is not a truncation.
+    match dec.finish(flush) {
+        Err(e) if stopped.is_none() && !done => stopped = Some(e.to_string()),
+        _ => {}
+    }
+    Ok(stopped)
+}
+
+/// What a [`StreamDecoder`] saw, with `stopped` from [`pump`].
+fn stream_outcome(dec: &StreamDecoder<'_>, stopped: Option<String>, clock_data: bool) -> Outcome {
+    let (stats, clock) = dec.decoder().map_or_else(Default::default, |d| {
+        (d.stats().clone(), d.data().clock_data().is_some())
+    });
+    Outcome {
+        stats,
+        stopped,
+        problems: Vec::new(),
+        time_note: None,
+        clock_data: clock_data || clock,
+    }
 }
 
 fn decode_stdin(
@@ -306,7 +390,7 @@ fn decode_stdin(
     flush: &mut Flush<'_>,
 ) -> Result<Outcome, String> {
     let mut stdin = std::io::stdin().lock();
-    // `< perf.data`: a regular file on standard input is mapped like a named one.
+    // `< perf.data`: a regular file on standard input is read like a named one.
     if let Ok(fd) = stdin.as_fd().try_clone_to_owned() {
         let file = File::from(fd);
         if file.metadata().is_ok_and(|m| m.is_file()) {
@@ -321,55 +405,27 @@ fn decode_stdin(
         );
     }
     let read_err = |e: std::io::Error| format!("reading: {e}");
+    // The first 16 bytes tell a pipe-mode stream from a file-mode perf.data or a
+    // trace.dat, which need their end first and are read whole.
+    let mut head = Vec::with_capacity(16);
+    (&mut stdin)
+        .take(16)
+        .read_to_end(&mut head)
+        .map_err(read_err)?;
+    let whole = head.len() == 16
+        && (head.starts_with(TRACE_DAT_MAGIC) || parse_magic(&head).is_ok_and(|(_, pipe)| !pipe));
+    if whole {
+        stdin.read_to_end(&mut head).map_err(read_err)?;
+        return decode_bytes(&head, opts, select, flush);
+    }
     let mut dec = StreamDecoder::new(opts, select);
-    let mut head = Vec::new();
-    let mut stopped = None;
-    loop {
-        let buf = dec.buffer(READ_CHUNK);
-        let n = match stdin.read(buf) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(read_err(e)),
-        };
-        if head.len() < 16 {
-            head.extend_from_slice(&buf[..n.min(16 - head.len())]);
-            let whole = head.starts_with(TRACE_DAT_MAGIC)
-                || parse_magic(&head).is_ok_and(|(_, pipe)| !pipe);
-            if head.len() == 16 && whole {
-                // File mode (or a trace.dat) on a stream: it needs its end first.
-                let mut all = buf[..n].to_vec();
-                stdin.read_to_end(&mut all).map_err(read_err)?;
-                return decode_bytes(&all, opts, select, flush, &mut |_| {});
-            }
-        }
-        if n == 0 {
-            break;
-        }
-        dec.filled(n);
-        match dec.process(flush) {
-            Ok(Step::Continue) => {}
-            Ok(Step::Stop) => break,
-            Err(e) => {
-                stopped = Some(e);
-                break;
-            }
-        }
+    dec.feed(&head);
+    let mut read = |buf: &mut [u8]| stdin.read(buf);
+    let stopped = pump(&mut dec, &mut read, flush)?;
+    if dec.decoder().is_none() {
+        return Err(stopped.unwrap_or_else(|| "no input".into()));
     }
-    match dec.finish(flush) {
-        Ok(_) => {}
-        Err(e) if stopped.is_none() => stopped = Some(e),
-        Err(_) => {}
-    }
-    let Some(d) = dec.decoder() else {
-        return Err(stopped.map_or_else(|| "no input".into(), |e| e.to_string()));
-    };
-    Ok(Outcome {
-        stats: d.stats().clone(),
-        stopped: stopped.map(|e| e.to_string()),
-        problems: Vec::new(),
-        time_note: None,
-        clock_data: d.data().clock_data().is_some(),
-    })
+    Ok(stream_outcome(&dec, stopped, false))
 }
 
 /// The first bytes of a trace-cmd `trace.dat`.

@@ -7,7 +7,7 @@
 //! output went away (EPIPE; like a shell's status for SIGPIPE), nothing printed;
 //! [`crate::signals::FORCED_EXIT_STATUS`] 130 a second SIGINT/SIGTERM cut the shutdown short.
 
-mod decode;
+pub mod decode;
 mod list;
 pub mod output;
 mod record;
@@ -124,6 +124,9 @@ pub struct RecordingArgs {
     /// Add the common fields (common_type, common_flags …) as "common":{…}.
     #[arg(long)]
     pub common: bool,
+    /// Output format: json (uevrec's JSON lines) or otlp (OTLP/JSON requests).
+    #[arg(long, value_enum, default_value_t = output::Format::Json)]
+    pub format: output::Format,
     /// Stop after this long (e.g. 10s, 1m).
     #[arg(long, value_name = "DUR", value_parser = values::parse_positive_duration)]
     pub duration: Option<Duration>,
@@ -144,6 +147,10 @@ pub struct RecordArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub output: output::OutputArgs,
+    /// Write the records to FILE as a perf.data (perf script, perf report and uevrec
+    /// decode read it); JSON lines too only when -o is given. FILE must not exist.
+    #[arg(long, value_name = "FILE")]
+    pub raw: Option<PathBuf>,
 }
 
 /// `uevrec tail`.

@@ -1,8 +1,10 @@
-//! The output options `record` and `decode` share (`-o`, rotation, file mode, links).
+//! The output options `record` and `decode` share (`-o`, rotation, file mode, links),
+//! and `--format` (record, tail, decode).
 
 use std::path::{Path, PathBuf};
 
-use clap::Args;
+use clap::{Args, ValueEnum};
+use uevrec_parsers::OutputFormat;
 
 use super::values;
 use crate::sink::file::{FileOptions, RotatingFile, Rotation};
@@ -51,6 +53,26 @@ impl OutputArgs {
                 Ok(Box::new(RotatingFile::open(path, opts)?))
             }
             None => Ok(Box::new(StdoutSink::new(false))),
+        }
+    }
+}
+
+/// `--format`: what the lines are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// uevrec's JSON lines, one per record (docs/json-lines.md).
+    #[default]
+    Json,
+    /// OTLP/JSON export requests, one per line, records batched: OpenTelemetry logs,
+    /// spans and metrics for the Collector's otlpjsonfile receiver (docs/otlp.md).
+    Otlp,
+}
+
+impl From<Format> for OutputFormat {
+    fn from(f: Format) -> Self {
+        match f {
+            Format::Json => OutputFormat::JsonLines,
+            Format::Otlp => OutputFormat::Otlp,
         }
     }
 }

@@ -8,30 +8,103 @@ use super::{
     EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, RecordArgs, RecordingArgs, TailArgs, print_error,
     print_stderr,
 };
+use crate::raw::file::PerfDataFile;
+use crate::raw::host::HostInfo;
+use crate::raw::{RawError, RawOutput, RawSummary};
 use crate::recorder::{Config, PipelineOptions, Recorder};
 use crate::session::{SessionConfig, Summary};
 use crate::signals::SignalFlags;
+use crate::sink::SinkError;
 use crate::sink::stdout::StdoutSink;
-use crate::sink::{Sink, SinkError};
 use crate::tracefs::TracefsError;
 
 /// `uevrec record`.
 pub fn record(args: RecordArgs) -> i32 {
-    let sink = match args.output.open() {
-        Ok(s) => s,
+    // With --raw, JSON lines only when -o asks for them.
+    let sink = if args.raw.is_none() || args.output.output.is_some() {
+        match args.output.open() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                print_error(&e);
+                return EXIT_ERROR;
+            }
+        }
+    } else {
+        None
+    };
+    let status_line = (args.output.file().is_some() || args.raw.is_some())
+        && !args.rec.quiet
+        && std::io::stderr().is_terminal();
+    let config = match config(&args.rec, status_line) {
+        Ok(c) => c,
         Err(e) => {
             print_error(&e);
             return EXIT_ERROR;
         }
     };
-    let status_line =
-        args.output.file().is_some() && !args.rec.quiet && std::io::stderr().is_terminal();
-    run(&args.rec, sink, status_line)
+    let raw = match &args.raw {
+        Some(path) => match raw_output(path, &args, &config, sink.is_none()) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                print_error(&e);
+                return EXIT_ERROR;
+            }
+        },
+        None => None,
+    };
+    let recorder = match (raw, sink) {
+        (Some(raw), Some(sink)) => Recorder::new(config, sink).with_raw(raw),
+        (Some(raw), None) => Recorder::raw_only(config, raw),
+        // Without --raw the sink is always opened; standard output otherwise.
+        (None, sink) => Recorder::new(
+            config,
+            sink.unwrap_or_else(|| Box::new(StdoutSink::new(false))),
+        ),
+    };
+    run(recorder, &args.rec, status_line)
+}
+
+/// The perf.data of `--raw PATH`: created now (so a bad path fails before recording).
+fn raw_output(
+    path: &std::path::Path,
+    args: &RecordArgs,
+    config: &Config,
+    notices: bool,
+) -> Result<RawOutput, String> {
+    if path == std::path::Path::new("-") {
+        return Err(
+            "--raw needs a file, not standard output: a file-mode perf.data gets its \
+                    header written at the end (perf's pipe mode is not written)"
+                .into(),
+        );
+    }
+    let tracefs = config
+        .session
+        .tracefs
+        .as_ref()
+        .expect("config() finds tracefs");
+    let host = HostInfo::read(tracefs).map_err(|e| e.to_string())?;
+    let file = PerfDataFile::create(path, args.output.file_mode).map_err(|e| e.to_string())?;
+    let cmdline = std::env::args().collect();
+    Ok(RawOutput::new(
+        file,
+        host,
+        cmdline,
+        notices && !args.rec.quiet,
+    ))
 }
 
 /// `uevrec tail`.
 pub fn tail(args: TailArgs) -> i32 {
-    run(&args.rec, Box::new(StdoutSink::new(args.pretty)), false)
+    let config = match config(&args.rec, false) {
+        Ok(c) => c,
+        Err(e) => {
+            print_error(&e);
+            return EXIT_ERROR;
+        }
+    };
+    let sink = Box::new(StdoutSink::new(args.pretty));
+    run(Recorder::new(config, sink), &args.rec, false)
 }
 
 /// The flags as a [`Config`]; tracefs is found (and checked) here, once.
@@ -52,18 +125,12 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
     let pipeline = PipelineOptions {
         duration: rec.duration,
         status_line,
+        format: rec.format.into(),
     };
     Ok(Config { session, pipeline })
 }
 
-fn run(rec: &RecordingArgs, sink: Box<dyn Sink + Send>, status_line: bool) -> i32 {
-    let config = match config(rec, status_line) {
-        Ok(c) => c,
-        Err(e) => {
-            print_error(&e);
-            return EXIT_ERROR;
-        }
-    };
+fn run(recorder: Recorder, rec: &RecordingArgs, status_line: bool) -> i32 {
     let flags = match SignalFlags::install() {
         Ok(f) => f,
         Err(e) => {
@@ -72,10 +139,11 @@ fn run(rec: &RecordingArgs, sink: Box<dyn Sink + Send>, status_line: bool) -> i3
         }
     };
     let started = Instant::now();
-    let out = Recorder::new(config, sink).run(&flags);
+    let out = recorder.run(&flags);
     if status_line {
         print_stderr(format_args!("\r\x1b[K"));
     }
+    let raw_status = report_raw(out.raw.as_ref(), rec.quiet);
     match out.sink {
         Err(SinkError::Closed) => return EXIT_OUTPUT_CLOSED,
         Err(e) => {
@@ -90,11 +158,45 @@ fn run(rec: &RecordingArgs, sink: Box<dyn Sink + Send>, status_line: bool) -> i3
     match out.session {
         Ok(summary) => {
             print_summary(&summary, started.elapsed(), rec.quiet);
-            EXIT_OK
+            raw_status
         }
         Err(e) => {
             print_error(&e);
             EXIT_ERROR
+        }
+    }
+}
+
+/// Say what the perf.data holds, or why it is incomplete; the exit status it calls for.
+fn report_raw(raw: Option<&Result<RawSummary, RawError>>, quiet: bool) -> i32 {
+    match raw {
+        None => EXIT_OK,
+        Some(Err(e)) if matches!(e.error, SinkError::Closed) => EXIT_OK,
+        Some(Err(e)) => {
+            print_error(e);
+            EXIT_ERROR
+        }
+        Some(Ok(s)) => {
+            for (why, n) in &s.unwritten {
+                print_error(&format_args!(
+                    "{n} records not written to {}: {why}",
+                    s.path.display()
+                ));
+            }
+            if !quiet {
+                print_stderr(format_args!(
+                    "uevrec: wrote {}: {} samples of {} events, {} LOST records\n",
+                    s.path.display(),
+                    s.samples,
+                    s.events,
+                    s.lost_records
+                ));
+            }
+            if s.unwritten.is_empty() {
+                EXIT_OK
+            } else {
+                EXIT_ERROR
+            }
         }
     }
 }

@@ -14,7 +14,7 @@ use super::error::{SessionError, backend_error};
 use super::stager::{Event, Stager};
 use super::{LiveStats, SessionConfig, filter};
 use crate::fd_limit::{self, Nofile};
-use crate::pipeline::{Closed, StageSender};
+use crate::pipeline::{Closed, FormatSource, StageSender};
 use crate::selector::Selector;
 use crate::tracefs::{Tracefs, TracefsError};
 
@@ -128,7 +128,7 @@ impl<'a> Attacher<'a> {
         system: &str,
         name: &str,
     ) -> Result<Event<B::Event>, AttachFailure> {
-        let format = match self.tracefs.read_format(system, name) {
+        let (format, text) = match self.tracefs.read_format_text(system, name) {
             Ok(f) => f,
             Err(TracefsError::NoSuchEvent { .. }) => return Err(AttachFailure::Vanished),
             Err(e @ TracefsError::Permission(_)) => return Err(AttachFailure::Fatal(e.into())),
@@ -187,6 +187,11 @@ impl<'a> Attacher<'a> {
                 &base,
                 format_id.as_deref(),
             )),
+            source: Arc::new(FormatSource {
+                system: system.into(),
+                name: name.into(),
+                text,
+            }),
             key: format!("{system}:{name}"),
             handle,
             records: 0,
@@ -223,7 +228,12 @@ impl<'a> Attacher<'a> {
                     st.by_key.insert(k, slot);
                 }
                 // A closed channel shows at the next flush, which ends the session.
-                let _ = out.format(&mut st.chunk, slot, Arc::clone(&ev.prepared));
+                let _ = out.format(
+                    &mut st.chunk,
+                    slot,
+                    Arc::clone(&ev.prepared),
+                    Arc::clone(&ev.source),
+                );
                 st.summary
                     .records_per_event
                     .entry(ev.key.clone())

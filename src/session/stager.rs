@@ -12,7 +12,7 @@ use uevrec_parsers::{PreparedFormat, RecordStamp};
 use super::backend::{Arrival, Backend};
 use super::{LiveStats, Summary};
 use crate::clock::{WallClock, monotonic_ns};
-use crate::pipeline::{Closed, STAGE_BYTES, StageSender, StagedChunk};
+use crate::pipeline::{Closed, FormatSource, STAGE_BYTES, StageSender, StagedChunk};
 
 /// One attached tracepoint; `E` is the backend's handle ([`Backend::Event`]).
 #[derive(Debug)]
@@ -24,6 +24,8 @@ pub(super) struct Event<E> {
     /// The format, with its names and keys rendered for the JSON lines (shared with
     /// the formatter thread).
     pub(super) prepared: Arc<PreparedFormat>,
+    /// What tracefs said about it (for raw outputs).
+    pub(super) source: Arc<FormatSource>,
     pub(super) handle: E,
     pub(super) records: u64,
 }
@@ -159,6 +161,7 @@ impl<E> Stager<E> {
                     out.flush(&mut self.chunk)?;
                 }
             }
+            self.chunk.mark_round_end();
             Ok(())
         })();
         stats

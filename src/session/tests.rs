@@ -246,7 +246,7 @@ impl Bench {
         let mut seen = Vec::new();
         for msg in self.staged.try_iter() {
             match msg {
-                Staged::Format { slot, prepared } => {
+                Staged::Format { slot, prepared, .. } => {
                     seen.push(Seen::Format(slot, prepared.format().id));
                 }
                 Staged::Chunk(chunk) => seen.extend(chunk.entries().map(|e| match e {

@@ -65,8 +65,8 @@ pub enum SinkError {
 /// The fix for common errors, appended to the message.
 fn hint(err: &io::Error) -> &'static str {
     match err.raw_os_error() {
-        Some(libc::ENOSPC) => " (free space on that filesystem or write elsewhere with -o)",
-        Some(libc::EDQUOT) => " (disk quota exceeded: free space or write elsewhere with -o)",
+        Some(libc::ENOSPC) => " (free space on that filesystem, or write elsewhere)",
+        Some(libc::EDQUOT) => " (disk quota exceeded: free space, or write elsewhere)",
         Some(libc::EACCES) | Some(libc::EPERM) => {
             " (choose a path you may write, or fix its permissions)"
         }

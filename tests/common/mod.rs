@@ -25,3 +25,19 @@ pub fn wait_exit(child: &mut Child, patience: Duration) -> Result<ExitStatus, Ex
         sleep(Duration::from_millis(10));
     }
 }
+
+/// Why `perf record`/`perf script` tests cannot run here, if they cannot: they need root,
+/// tracefs with the raw_syscalls events at /sys/kernel/tracing, and perf.
+pub fn perf_skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no side effects.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    if !std::path::Path::new("/sys/kernel/tracing/events/raw_syscalls/sys_enter").exists() {
+        return Some("tracefs with raw_syscalls events not mounted at /sys/kernel/tracing".into());
+    }
+    match std::process::Command::new("perf").arg("--version").output() {
+        Ok(o) if o.status.success() => None,
+        _ => Some("perf not installed (linux-perf)".into()),
+    }
+}

@@ -58,6 +58,7 @@ fuzz_target!(|input: &[u8]| {
         include_common: count & 1 == 1,
         order_bytes: 256 * (usize::from(*order) + 1),
         max_records: (*count != 0).then_some(u64::from(*count)),
+        ..DecodeOptions::default()
     };
     let len = file.len();
 

@@ -41,7 +41,7 @@ pub(crate) use escape::{
 use ops::{Step, Text, steps, write_steps};
 use time::TimeCache;
 pub(crate) use values::write_int;
-use values::write_value;
+pub(crate) use values::write_value;
 
 /// What the recorder knows about a record besides its raw bytes.
 #[derive(Debug, Clone, Copy)]
@@ -95,6 +95,9 @@ pub struct PreparedFormat {
     /// For EventHeader events ([`crate::eventheader::detect`]), the parsed name and the
     /// constant texts of its lines.
     eventheader: Option<PreparedName>,
+    /// The tracepoint system and event name (base name for multi-format events), for
+    /// writers other than JSON lines ([`crate::otlp`]).
+    names: Box<(String, String)>,
 }
 
 impl PreparedFormat {
@@ -112,7 +115,18 @@ impl PreparedFormat {
             eventheader: eventheader::detect(format, event)
                 .and(OwnedTracepointName::parse(event))
                 .map(PreparedName::new),
+            names: Box::new((system.to_string(), event.to_string())),
         }
+    }
+
+    /// The tracepoint system (`user_events`, `sched`, …).
+    pub fn system(&self) -> &str {
+        &self.names.0
+    }
+
+    /// The event name (for multi-format events the base name without `.<id>`).
+    pub fn event(&self) -> &str {
+        &self.names.1
     }
 
     /// The EventHeader tracepoint name when this is an EventHeader event (its lines

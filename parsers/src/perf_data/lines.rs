@@ -1,4 +1,4 @@
-//! perf.data records → the JSON lines live recording writes ([`LineWriter`]), in
+//! perf.data records → the JSON lines live recording writes ([`crate::LineWriter`]), in
 //! time order ([`super::order`]); the whole of `uevrec decode` but the I/O.
 //!
 //! Per event (attr): its format is the tracing data's format with the attr's `config` as
@@ -24,7 +24,8 @@ use super::records::{RawRecord, StreamReader};
 use super::tracing_data::ParsedFormat;
 use super::{ClockData, Item, PerfData, PerfDataError};
 use crate::event_name::split_multi_format;
-use crate::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
+use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
+use crate::output::{OutputFormat, OutputWriter};
 use crate::perf_sample::{PERF_RECORD_SAMPLE, Record, Sample};
 
 /// Lines are handed to the caller's sink in runs of about this many bytes.
@@ -43,6 +44,8 @@ pub struct DecodeOptions {
     pub order_bytes: usize,
     /// Stop after this many event lines.
     pub max_records: Option<u64>,
+    /// JSON lines or OTLP/JSON (`--format`).
+    pub format: OutputFormat,
 }
 
 impl Default for DecodeOptions {
@@ -51,6 +54,7 @@ impl Default for DecodeOptions {
             include_common: false,
             order_bytes: DEFAULT_ORDER_BYTES,
             max_records: None,
+            format: OutputFormat::JsonLines,
         }
     }
 }
@@ -69,8 +73,11 @@ pub struct DecodeStats {
     /// Samples skipped per event name: the event has no format in the file, or a
     /// `sample_type` this reader cannot lay out.
     pub skipped: BTreeMap<String, u64>,
-    /// Samples written after newer ones (the order buffer's bound was reached).
+    /// Samples written after newer ones (the order buffer's bound was reached, or the
+    /// file's rounds were not in order for them).
     pub late: u64,
+    /// How many times the order buffer's bound was reached (its older half let out early).
+    pub order_buffer_full: u64,
     /// Problems that did not stop decoding (first [`MAX_KEPT_ERRORS`]).
     pub errors: Vec<PerfDataError>,
     /// How many problems there were.
@@ -105,7 +112,7 @@ type Selector<'s> = Box<dyn Fn(&str, &str) -> bool + 's>;
 pub struct LineDecoder<'s> {
     data: PerfData,
     orderer: Orderer,
-    writer: LineWriter,
+    writer: OutputWriter,
     slots: Vec<Slot>,
     select: Selector<'s>,
     opts: DecodeOptions,
@@ -117,11 +124,22 @@ pub struct LineDecoder<'s> {
 struct Out<'a> {
     data: &'a PerfData,
     slots: &'a [Slot],
-    writer: &'a mut LineWriter,
+    writer: &'a mut OutputWriter,
     out: &'a mut Vec<u8>,
     stats: &'a mut DecodeStats,
     max_records: Option<u64>,
     flush: &'a mut dyn FnMut(&[u8]) -> bool,
+}
+
+/// The cpu, pid and tid of `s` for its line (the time is the caller's).
+#[inline]
+fn stamp_of(s: &Sample<'_>) -> RecordStamp {
+    RecordStamp {
+        time_unix_ns: None,
+        cpu: s.cpu.unwrap_or(0),
+        pid: s.pid.unwrap_or(0),
+        tid: s.tid.unwrap_or(0),
+    }
 }
 
 /// Count `e`, keep it if there is room.
@@ -139,12 +157,26 @@ impl Out<'_> {
         let Some(Ok(layout)) = self.data.events().get(event).map(|e| &e.layout) else {
             return true;
         };
+        if layout
+            .header(bytes)
+            .is_some_and(|h| h.kind == PERF_RECORD_SAMPLE)
+        {
+            return match layout.parse_sample(bytes) {
+                Ok(s) => self.sample(event, s.time, stamp_of(&s), s.raw.unwrap_or_default()),
+                Err(source) => {
+                    note_error(self.stats, PerfDataError::Sample { at: offset, source });
+                    true
+                }
+            };
+        }
         match layout.parse(bytes) {
             Err(source) => {
                 note_error(self.stats, PerfDataError::Sample { at: offset, source });
                 true
             }
-            Ok(Record::Sample(s)) => self.sample(event, &s),
+            Ok(Record::Sample(s)) => {
+                self.sample(event, s.time, stamp_of(&s), s.raw.unwrap_or_default())
+            }
             Ok(Record::Lost {
                 lost, sample_id, ..
             })
@@ -155,7 +187,15 @@ impl Out<'_> {
         }
     }
 
-    fn sample(&mut self, event: usize, s: &Sample<'_>) -> bool {
+    /// Write the sample of `event` taken at `time` (the event's clock) with `stamp`'s
+    /// cpu, pid and tid (its time is set here) and the trace entry `raw`.
+    fn sample(
+        &mut self,
+        event: usize,
+        time: Option<u64>,
+        mut stamp: RecordStamp,
+        raw: &[u8],
+    ) -> bool {
         if self.max_records.is_some_and(|m| self.stats.records >= m) {
             return false;
         }
@@ -165,21 +205,14 @@ impl Out<'_> {
         let Some(prepared) = &slot.prepared else {
             return true;
         };
-        let time_unix_ns = match (slot.clock, s.time) {
+        stamp.time_unix_ns = match (slot.clock, time) {
             (Some(c), Some(t)) => c.to_unix_ns(t),
             _ => None,
         };
-        if time_unix_ns.is_none() {
+        if stamp.time_unix_ns.is_none() {
             self.stats.time_unknown += 1;
         }
-        let stamp = RecordStamp {
-            time_unix_ns,
-            cpu: s.cpu.unwrap_or(0),
-            pid: s.pid.unwrap_or(0),
-            tid: s.tid.unwrap_or(0),
-        };
-        self.writer
-            .write_prepared(self.out, &stamp, prepared, s.raw.unwrap_or_default());
+        self.writer.write_prepared(self.out, &stamp, prepared, raw);
         self.stats.records += 1;
         self.maybe_flush() && self.max_records.is_none_or(|m| self.stats.records < m)
     }
@@ -217,10 +250,13 @@ impl<'s> LineDecoder<'s> {
         let mut d = LineDecoder {
             data,
             orderer: Orderer::new(opts.order_bytes),
-            writer: LineWriter::new(LineOptions {
-                include_common: opts.include_common,
-                big_endian,
-            }),
+            writer: OutputWriter::new(
+                opts.format,
+                LineOptions {
+                    include_common: opts.include_common,
+                    big_endian,
+                },
+            ),
             slots: Vec::new(),
             select: Box::new(select),
             opts,
@@ -258,10 +294,13 @@ impl<'s> LineDecoder<'s> {
             .data
             .tracing_data()
             .map_or(self.data.big_endian, |t| t.big_endian);
-        self.writer = LineWriter::new(LineOptions {
-            include_common: self.opts.include_common,
-            big_endian,
-        });
+        self.writer = OutputWriter::new(
+            self.opts.format,
+            LineOptions {
+                include_common: self.opts.include_common,
+                big_endian,
+            },
+        );
         for event in 0..n {
             let attr = self.data.events()[event].attr;
             let clock_matches = |c: &ClockData| attr.use_clockid() == Some(c.clockid as i32);
@@ -479,6 +518,7 @@ impl<'s> LineDecoder<'s> {
             out.write(tag as usize, offset, bytes)
         });
         out.stats.late = orderer.late();
+        out.stats.order_buffer_full = orderer.bound_reached();
         if stopped { Step::Stop } else { Step::Continue }
     }
 
@@ -490,6 +530,7 @@ impl<'s> LineDecoder<'s> {
     /// [`LineDecoder::finish`] after [`LineDecoder::record_in`] calls on `file`.
     pub fn finish_in(&mut self, file: &[u8], flush: &mut dyn FnMut(&[u8]) -> bool) -> Step {
         let step = self.drain(Drain::All, file, flush);
+        self.writer.end_lines(&mut self.out);
         if !self.out.is_empty() {
             let go_on = flush(&self.out);
             self.out.clear();
@@ -519,6 +560,23 @@ impl<'s> StreamDecoder<'s> {
             decoder: None,
             opts,
             select: Some(Box::new(select)),
+        }
+    }
+
+    /// A decoder for the records of a file whose header, attrs and features `data` holds
+    /// ([`PerfData::open`]), fed the bytes from absolute offset `offset` on (the data
+    /// section, read piece by piece: where [`super::records::Records::rest`] starts).
+    pub fn data_section(
+        data: PerfData,
+        offset: u64,
+        opts: DecodeOptions,
+        select: impl Fn(&str, &str) -> bool + 's,
+    ) -> Self {
+        StreamDecoder {
+            reader: StreamReader::data_section(data.big_endian, offset),
+            decoder: Some(LineDecoder::new(data, opts, select)),
+            opts,
+            select: None,
         }
     }
 

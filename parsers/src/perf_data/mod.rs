@@ -8,6 +8,7 @@
 //! - [`records`]: framing of the data section / pipe stream;
 //! - [`order`]: time order by `FINISHED_ROUND` windows, bounded;
 //! - [`lines`]: records → the JSON lines live recording writes;
+//! - [`writer`]: the bytes of a file-mode perf.data (`uevrec record --raw`);
 //! - [`PerfData`] (here): the state that turns framed records into [`Item`]s: which event
 //!   a sample belongs to (`PERF_SAMPLE_IDENTIFIER` / `PERF_SAMPLE_ID` and the attr ids,
 //!   as perf's `evlist__event2evsel`), its layout ([`crate::perf_sample::SampleFormat`] of
@@ -23,10 +24,11 @@ pub mod lines;
 pub mod order;
 pub mod records;
 pub mod tracing_data;
+pub mod writer;
 
 use attr::{AttrEntry, EventAttr, PERF_TYPE_TRACEPOINT, parse_attr_record, parse_attrs_section};
 use cursor::{Cursor, u64_at};
-use header::{FileHeader, PIPE_HEADER_SIZE, feature};
+use header::{FILE_HEADER_SIZE, FileHeader, PIPE_HEADER_SIZE, feature};
 use records::{RawRecord, Records, kind};
 use tracing_data::{ParsedFormat, TracingData};
 
@@ -275,6 +277,19 @@ impl PerfData {
                 state,
                 Records::new(data, PIPE_HEADER_SIZE, header.big_endian),
             ));
+        }
+        if header.attrs.size == 0 && header.data.size == 0 && file.len() as u64 > FILE_HEADER_SIZE {
+            // The placeholder `record --raw` (and perf record) write first: the run ended
+            // before its header was written.
+            return Err(PerfDataError::Unsupported {
+                at: 24,
+                what: format!(
+                    "an unfinished file: its header names no events and no data, yet {} bytes \
+                     follow it (the recording was killed before writing its header; a \
+                     recorder stopped by SIGINT/SIGTERM writes it)",
+                    file.len() as u64 - FILE_HEADER_SIZE
+                ),
+            });
         }
         let mut state = Self::empty(header.big_endian, false);
         for entry in parse_attrs_section(file, &header)? {

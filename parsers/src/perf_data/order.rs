@@ -9,8 +9,11 @@
 //! Past it, the older half (by time) goes out at once, as perf's `OE_FLUSH__HALF` does; a
 //! record arriving later with a time before what went out is still written (in arrival
 //! order among such) and counted in [`Orderer::late`]. Records of a whole mapped file are
-//! held as offsets into it ([`Orderer::push_external`]), not copied. Memory is then about twice
-//! `max_bytes` at most (the buffer and the spare it is compacted into).
+//! held as offsets into it ([`Orderer::push_external`]), not copied. Copied records live in
+//! an arena whose space is reclaimed (the held records moved to a fresh one) once the
+//! records let out take more room than those held and at least [`COMPACT_MIN`]; memory is
+//! then about twice `max_bytes` at most (arena, let-out space and the spare it is compacted
+//! into), and each byte is copied about twice on average.
 
 /// One held record: its bytes are `arena[start..start + len]`, or with `external`
 /// the caller's `source[start..start + len]` (a mapped file: not copied).
@@ -37,6 +40,10 @@ impl Entry {
 /// Bytes of index counted per held record.
 const ENTRY_COST: usize = 32;
 
+/// The arena is compacted only once this many bytes of it were let out (and more than
+/// are held), so the copying stays proportional to the bytes pushed.
+pub const COMPACT_MIN: usize = 1 << 20;
+
 /// What [`Orderer::drain`] lets out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Drain {
@@ -54,6 +61,8 @@ pub struct Orderer {
     entries: Vec<Entry>,
     arena: Vec<u8>,
     spare: Vec<u8>,
+    /// Bytes of `arena` that belong to held records (the rest was let out).
+    arena_live: usize,
     max_bytes: usize,
     /// Bytes of the held external records (counted like copies, so the bound and thus
     /// the output do not depend on whether records were copied).
@@ -65,6 +74,8 @@ pub struct Orderer {
     /// Largest time let out so far.
     out_time: Option<u64>,
     late: u64,
+    /// [`Drain::Half`] calls (the bound was reached).
+    halves: u64,
 }
 
 impl Orderer {
@@ -74,12 +85,14 @@ impl Orderer {
             entries: Vec::new(),
             arena: Vec::new(),
             spare: Vec::new(),
+            arena_live: 0,
             max_bytes: max_bytes.max(1),
             external_bytes: 0,
             max_time: 0,
             next_flush: None,
             out_time: None,
             late: 0,
+            halves: 0,
         }
     }
 
@@ -93,14 +106,21 @@ impl Orderer {
         self.entries.is_empty()
     }
 
-    /// Records that arrived after newer ones had gone out (so went out late).
+    /// Records that arrived after newer ones had gone out (so went out late): because
+    /// the bound was reached ([`Orderer::bound_reached`]), or because the input broke the
+    /// round rule (perf script reports those as "out of order events" too).
     pub fn late(&self) -> u64 {
         self.late
     }
 
+    /// How many times the bound was reached (the older half let out early).
+    pub fn bound_reached(&self) -> u64 {
+        self.halves
+    }
+
     /// Bytes held (records, copied or not, and index).
     pub fn held_bytes(&self) -> usize {
-        self.arena.len() + self.external_bytes + self.entries.len() * ENTRY_COST
+        self.arena_live + self.external_bytes + self.entries.len() * ENTRY_COST
     }
 
     /// Whether the bound is reached: call [`Orderer::drain`] with [`Drain::Half`].
@@ -114,6 +134,7 @@ impl Orderer {
         let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
         let start = self.arena.len();
         self.arena.extend_from_slice(&bytes[..len as usize]);
+        self.arena_live += len as usize;
         self.hold(time, tag, offset, start, len, false);
     }
 
@@ -160,15 +181,23 @@ impl Orderer {
                 None => 0,
             },
         };
-        if how == Drain::Round {
-            self.next_flush = Some(self.max_time);
+        match how {
+            Drain::Round => self.next_flush = Some(self.max_time),
+            Drain::Half => self.halves += 1,
+            Drain::All => {}
         }
         let mut stopped = false;
         let mut sent = 0;
         for e in &self.entries[..count] {
-            let from = if e.external() { source } else { &self.arena };
+            let external = e.external();
+            let from = if external { source } else { &self.arena };
             self.out_time = Some(self.out_time.map_or(e.time, |t| t.max(e.time)));
             sent += 1;
+            if external {
+                self.external_bytes -= e.len as usize;
+            } else {
+                self.arena_live -= e.len as usize;
+            }
             let Some(bytes) = from.get(e.start..e.start + e.len as usize) else {
                 continue;
             };
@@ -178,19 +207,17 @@ impl Orderer {
             }
         }
         self.entries.drain(..sent);
-        self.compact();
+        let let_out = self.arena.len() - self.arena_live;
+        if self.entries.is_empty() || (let_out >= COMPACT_MIN && let_out > self.arena_live) {
+            self.compact();
+        }
         stopped
     }
 
     /// Move the held records' bytes to the front of a fresh arena.
     fn compact(&mut self) {
         self.spare.clear();
-        self.external_bytes = 0;
-        for e in self.entries.iter_mut() {
-            if e.external() {
-                self.external_bytes += e.len as usize;
-                continue;
-            }
+        for e in self.entries.iter_mut().filter(|e| !e.external()) {
             let start = self.spare.len();
             self.spare
                 .extend_from_slice(&self.arena[e.start..e.start + e.len as usize]);
@@ -235,6 +262,10 @@ mod tests {
         let out = collect(&mut o, Drain::All);
         assert_eq!(out, vec![(9, 3, b"d".to_vec())]);
         assert_eq!(o.late(), 0);
+        // A record older than what a round let out: late, with the bound never reached.
+        o.push(1, 4, 1, b"e");
+        assert_eq!(collect(&mut o, Drain::All).len(), 1);
+        assert_eq!((o.late(), o.bound_reached()), (1, 0));
     }
 
     #[test]
@@ -266,7 +297,7 @@ mod tests {
             true
         });
         assert_eq!(out.len(), 20);
-        assert!(o.late() > 0);
+        assert!(o.late() > 0 && o.bound_reached() > 0);
     }
 
     #[test]
@@ -283,6 +314,27 @@ mod tests {
             true
         });
         assert_eq!(out, vec![(1, 1, b"x".to_vec()), (3, 0, b"def".to_vec())]);
+    }
+
+    #[test]
+    fn let_out_space_is_reclaimed_in_bulk() {
+        let mut o = Orderer::new(1 << 30);
+        let record = [7u8; 100];
+        let mut out = 0usize;
+        for round in 0..100_000u64 {
+            o.push(round, 0, round, &record);
+            o.drain(Drain::Round, &[], &mut |_, _, b| {
+                assert_eq!(b, record);
+                out += 1;
+                true
+            });
+            // Held: one record; the let-out space waits for COMPACT_MIN, no more.
+            assert!(o.arena_live <= 200);
+            assert!(o.arena.len() <= COMPACT_MIN + 200, "{}", o.arena.len());
+        }
+        assert_eq!(out, 99_999);
+        assert_eq!(collect(&mut o, Drain::All).len(), 1);
+        assert!(o.arena.is_empty() && o.held_bytes() == 0);
     }
 
     #[test]

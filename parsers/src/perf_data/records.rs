@@ -59,20 +59,7 @@ fn frame(
     let Some(h) = bytes.first_chunk::<8>() else {
         return Ok(None);
     };
-    let header = if big_endian {
-        RecordHeader {
-            kind: u32::from_be_bytes([h[0], h[1], h[2], h[3]]),
-            misc: u16::from_be_bytes([h[4], h[5]]),
-            size: u16::from_be_bytes([h[6], h[7]]),
-        }
-    } else {
-        RecordHeader {
-            kind: u32::from_le_bytes([h[0], h[1], h[2], h[3]]),
-            misc: u16::from_le_bytes([h[4], h[5]]),
-            size: u16::from_le_bytes([h[6], h[7]]),
-        }
-    };
-    let mut c = Cursor::new(&bytes[HEADER_SIZE..], at + HEADER_SIZE as u64, big_endian);
+    let header = RecordHeader::read(h, big_endian);
     let size = usize::from(header.size);
     if size < HEADER_SIZE {
         return Err(PerfDataError::BadRecord {
@@ -81,20 +68,19 @@ fn frame(
             size: header.size,
         });
     }
+    // Only two kinds carry data after themselves; every other record is `size` bytes.
+    let (need, what) = match header.kind {
+        kind::HEADER_TRACING_DATA if size >= 12 => (12, "tracing data size"),
+        kind::AUXTRACE if size >= 16 => (16, "auxtrace size"),
+        _ => return Ok(Some((header, size, 0))),
+    };
+    if bytes.len() < need {
+        return Ok(None);
+    }
+    let mut c = Cursor::new(&bytes[HEADER_SIZE..], at + HEADER_SIZE as u64, big_endian);
     let payload = match header.kind {
-        kind::HEADER_TRACING_DATA if size >= 12 => {
-            if bytes.len() < 12 {
-                return Ok(None);
-            }
-            u64::from(c.u32("tracing data size")?)
-        }
-        kind::AUXTRACE if size >= 16 => {
-            if bytes.len() < 16 {
-                return Ok(None);
-            }
-            c.u64("auxtrace size")?
-        }
-        _ => 0,
+        kind::HEADER_TRACING_DATA => u64::from(c.u32(what)?),
+        _ => c.u64(what)?,
     };
     if payload > MAX_PAYLOAD {
         return Err(PerfDataError::Unsupported {
@@ -133,6 +119,12 @@ impl<'a> Records<'a> {
     /// Absolute offset of the next record.
     pub fn offset(&self) -> u64 {
         self.base + self.pos as u64
+    }
+
+    /// The bytes from the next record to the end of the data (not read here: a caller
+    /// may read the records of a file through [`StreamReader::data_section`] instead).
+    pub fn rest(&self) -> &'a [u8] {
+        self.data.get(self.pos..).unwrap_or_default()
     }
 }
 
@@ -185,6 +177,8 @@ pub struct StreamReader {
     /// Absolute offset of `buf[start]`.
     offset: u64,
     header: Option<FileHeader>,
+    /// The records' byte order, once known (from the pipe header, or given).
+    big_endian: Option<bool>,
 }
 
 impl StreamReader {
@@ -193,7 +187,17 @@ impl StreamReader {
         Self::default()
     }
 
-    /// The stream's header, once read.
+    /// A reader of records only, e.g. a file-mode data section read piece by piece, whose
+    /// first byte is at absolute offset `offset` (no pipe header is expected).
+    pub fn data_section(big_endian: bool, offset: u64) -> Self {
+        StreamReader {
+            offset,
+            big_endian: Some(big_endian),
+            ..Self::default()
+        }
+    }
+
+    /// The stream's header, once read (never for [`StreamReader::data_section`]).
     pub fn header(&self) -> Option<&FileHeader> {
         self.header.as_ref()
     }
@@ -237,10 +241,9 @@ impl StreamReader {
     /// bound; at least 1).
     pub fn wanted(&self) -> usize {
         let have = self.end - self.start;
-        let big = self.header.as_ref().is_some_and(|h| h.big_endian);
-        let need = match &self.header {
+        let need = match self.big_endian {
             None => PIPE_HEADER_SIZE as usize,
-            Some(_) => match frame(self.pending(), self.offset, big) {
+            Some(big) => match frame(self.pending(), self.offset, big) {
                 Ok(Some((_, size, payload))) => size + payload,
                 _ => HEADER_SIZE,
             },
@@ -251,7 +254,7 @@ impl StreamReader {
     /// Read the pipe header if it is not read yet and enough bytes are there; `Ok(None)`
     /// when more are needed. A file-mode header is [`PerfDataError::FileModeStream`].
     pub fn read_header(&mut self) -> Result<Option<&FileHeader>, PerfDataError> {
-        if self.header.is_none() {
+        if self.big_endian.is_none() {
             if self.end - self.start < PIPE_HEADER_SIZE as usize {
                 return Ok(None);
             }
@@ -259,7 +262,9 @@ impl StreamReader {
             if !pipe {
                 return Err(PerfDataError::FileModeStream);
             }
-            self.header = Some(FileHeader::parse(self.pending())?);
+            let header = FileHeader::parse(self.pending())?;
+            self.big_endian = Some(header.big_endian);
+            self.header = Some(header);
             self.start += PIPE_HEADER_SIZE as usize;
             self.offset += PIPE_HEADER_SIZE;
         }
@@ -267,9 +272,13 @@ impl StreamReader {
     }
 
     /// The next whole record, `Ok(None)` when more bytes are needed. The first call reads
-    /// the pipe header; a file-mode header is [`PerfDataError::FileModeStream`].
+    /// the pipe header (but for [`StreamReader::data_section`]); a file-mode header is
+    /// [`PerfDataError::FileModeStream`].
     pub fn next_record(&mut self) -> Result<Option<RawRecord<'_>>, PerfDataError> {
-        let Some(big_endian) = self.read_header()?.map(|h| h.big_endian) else {
+        if self.big_endian.is_none() {
+            self.read_header()?;
+        }
+        let Some(big_endian) = self.big_endian else {
             return Ok(None);
         };
         let Some((header, size, payload)) = frame(self.pending(), self.offset, big_endian)? else {
@@ -293,10 +302,10 @@ impl StreamReader {
     /// At the end of the input: an error if a partial record (or header) is left.
     pub fn finish(&self) -> Result<(), PerfDataError> {
         let have = (self.end - self.start) as u64;
-        if have == 0 && self.header.is_some() {
+        if have == 0 && self.big_endian.is_some() {
             return Ok(());
         }
-        let what = if self.header.is_none() {
+        let what = if self.big_endian.is_none() {
             "pipe header"
         } else {
             "record"

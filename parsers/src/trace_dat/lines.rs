@@ -2,7 +2,7 @@
 //! for a trace.dat but the I/O.
 
 use crate::perf_data::lines::{DecodeOptions, DecodeStats};
-use crate::{Endian, LineOptions, LineWriter, PreparedFormat, RecordStamp, split_multi_format};
+use crate::{Endian, LineOptions, OutputWriter, PreparedFormat, RecordStamp, split_multi_format};
 
 use super::{Item, TraceDat, TraceDatError};
 
@@ -34,10 +34,13 @@ pub fn decode_lines(
     flush: &mut dyn FnMut(&[u8]) -> bool,
 ) -> Result<Decoded, TraceDatError> {
     let endian = file.endian();
-    let mut writer = LineWriter::new(LineOptions {
-        include_common: opts.include_common,
-        big_endian: endian == Endian::Big,
-    });
+    let mut writer = OutputWriter::new(
+        opts.format,
+        LineOptions {
+            include_common: opts.include_common,
+            big_endian: endian == Endian::Big,
+        },
+    );
     let prepared: Vec<Option<PreparedFormat>> = file
         .events()
         .iter()
@@ -123,6 +126,7 @@ pub fn decode_lines(
             lines.clear();
         }
     }
+    writer.end_lines(&mut lines);
     if !lines.is_empty() {
         flush(&lines);
     }

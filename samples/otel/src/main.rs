@@ -1,7 +1,9 @@
-//! OpenTelemetry logs and spans written to user_events by the real exporters:
+//! OpenTelemetry logs, spans and metrics written to user_events by the real exporters:
 //! `opentelemetry-user-events-logs` (tracepoints `<NAME>Logs_L1K1` … `_L5K1`, event
 //! `Log`) and `opentelemetry-user-events-trace` (`<NAME>Spans_L4K1`, event `Span`), both
-//! EventHeader with Common Schema 4.0 fields.
+//! EventHeader with Common Schema 4.0 fields; with `--metrics`, also
+//! `opentelemetry-user-events-metrics` (the plain user_event `otlp_metrics`, one OTLP
+//! protobuf request per data point): a counter, a gauge and a histogram.
 //!
 //! ```text
 //! otel [--name NAME] [--count N] [START OPTIONS]
@@ -13,13 +15,16 @@
 //!
 //! Report lines as the other EventHeader producers (`{"registered":..}`, one line per
 //! event with the keys and `fields` uevrec must print, `{"done":..}`): times, trace and
-//! span ids are all known to the producer (it sets the timestamps itself).
+//! span ids are all known to the producer (it sets the timestamps itself). Metrics add
+//! one `{"metric":..}` line per data point the SDK was given (name, kind, unit,
+//! description, attributes, value or histogram figures).
 
 use std::time::{Duration, SystemTime};
 
 use clap::Parser;
 use eventheader_dynamic as ehd;
 use opentelemetry::logs::{AnyValue, LogRecord, Logger, LoggerProvider, Severity};
+use opentelemetry::metrics::MeterProvider;
 use opentelemetry::trace::{
     Link, Span, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId,
     TraceState, Tracer, TracerProvider,
@@ -27,10 +32,11 @@ use opentelemetry::trace::{
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::logs::SdkLoggerProvider;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use serde_json::{Map, Value, json};
 use uevrec_samples::eh::{Written, float, rfc3339_nanos};
-use uevrec_samples::{StartArgs, fail, report};
+use uevrec_samples::{Flags, StartArgs, UserEvents, command, fail, report};
 
 #[derive(Parser)]
 #[command(about = "Write OpenTelemetry logs and spans through the user_events exporters")]
@@ -41,6 +47,10 @@ struct Args {
     /// Repeat the whole scenario this many times.
     #[arg(long, default_value_t = 1)]
     count: u64,
+    /// Also record metrics (counter, gauge, histogram) through the metrics exporter,
+    /// exported once when the meter provider shuts down.
+    #[arg(long)]
+    metrics: bool,
     #[command(flatten)]
     start: StartArgs,
 }
@@ -177,6 +187,7 @@ fn main() {
         report(&json!({"registered": format!("{logs_name}_L{level}K1")}));
     }
     report(&json!({"registered": format!("{spans_name}_L4K1")}));
+    let metrics = args.metrics.then(|| Metrics::start(&resource));
     let severities = [
         Severity::Fatal,
         Severity::Error,
@@ -189,6 +200,7 @@ fn main() {
             && severities
                 .iter()
                 .all(|&s| logger.event_enabled(s, "uevrec-otel", None))
+            && metrics.as_ref().is_none_or(Metrics::enabled)
     });
 
     let mut written = 0u64;
@@ -365,6 +377,9 @@ fn main() {
         emit(w);
     }
     probe.unregister();
+    if let Some(m) = metrics {
+        m.finish();
+    }
     if let Err(e) = tracer_provider.force_flush() {
         fail(format!("flushing spans: {e}"));
     }
@@ -375,4 +390,112 @@ fn main() {
         fail(format!("shutting down the logger provider: {e}"));
     }
     report(&json!({"done": "otel", "written": written}));
+}
+
+/// The metrics part: the exporter's provider and a second registration of its
+/// `otlp_metrics` tracepoint (the exporter offers no "enabled" query).
+struct Metrics {
+    provider: SdkMeterProvider,
+    // Declared before `_user_events`: dropped (unregistered) first.
+    probe: uevrec_samples::Event<'static>,
+    _user_events: &'static UserEvents,
+}
+
+/// The command `opentelemetry-user-events-metrics` 0.14 registers.
+const METRICS_COMMAND: &str = "otlp_metrics u32 protocol;char[8] version;__rel_loc u8[] buffer;";
+
+impl Metrics {
+    fn start(resource: &dyn Fn() -> Resource) -> Metrics {
+        let exporter = opentelemetry_user_events_metrics::MetricsExporter::new();
+        let provider = SdkMeterProvider::builder()
+            .with_resource(resource())
+            .with_periodic_exporter(exporter)
+            .build();
+        let user_events: &'static UserEvents = Box::leak(Box::new(
+            UserEvents::open().unwrap_or_else(|e| fail(format!("user_events: {e}"))),
+        ));
+        let probe = user_events
+            .register(&command(METRICS_COMMAND), Flags::default())
+            .unwrap_or_else(|e| fail(format!("registering otlp_metrics: {e}")));
+        report(&json!({"registered": "otlp_metrics"}));
+        Metrics {
+            provider,
+            probe,
+            _user_events: user_events,
+        }
+    }
+
+    fn enabled(&self) -> bool {
+        self.probe.is_enabled()
+    }
+
+    /// Record the instruments, report each data point, shut the provider down (which
+    /// exports every point once, cumulative).
+    fn finish(self) {
+        let meter = self.provider.meter("uevrec-otel-meter");
+        let counter = meter
+            .u64_counter("requests")
+            .with_unit("{request}")
+            .with_description("Requests served")
+            .build();
+        let a = [KeyValue::new("route", "/a")];
+        let b = [KeyValue::new("route", "/b")];
+        counter.add(3, &a);
+        counter.add(4, &a);
+        counter.add(1, &b);
+        let gauge = meter
+            .f64_gauge("temperature")
+            .with_unit("Cel")
+            .with_description("Room temperature")
+            .build();
+        gauge.record(21.5, &[KeyValue::new("room", "lab")]);
+        let bounds = vec![0.15, 1.0];
+        let histogram = meter
+            .f64_histogram("latency")
+            .with_unit("s")
+            .with_description("Request latency")
+            .with_boundaries(bounds.clone())
+            .build();
+        let values = [0.1, 0.2, 5.0];
+        for v in values {
+            histogram.record(v, &a);
+        }
+        let common = |name: &str, kind: &str, unit: &str, description: &str| {
+            json!({"name": name, "kind": kind, "unit": unit, "description": description,
+                   "scope": "uevrec-otel-meter"})
+        };
+        let point = |mut m: Value, attributes: Value, fields: Value| {
+            m["attributes"] = attributes;
+            for (k, v) in fields.as_object().expect("an object") {
+                m[k] = v.clone();
+            }
+            report(&json!({"metric": m}));
+        };
+        let requests = common("requests", "sum", "{request}", "Requests served");
+        point(
+            requests.clone(),
+            json!({"route": "/a"}),
+            json!({"asInt": 7, "monotonic": true}),
+        );
+        point(
+            requests,
+            json!({"route": "/b"}),
+            json!({"asInt": 1, "monotonic": true}),
+        );
+        point(
+            common("temperature", "gauge", "Cel", "Room temperature"),
+            json!({"room": "lab"}),
+            json!({"asDouble": 21.5}),
+        );
+        point(
+            common("latency", "histogram", "s", "Request latency"),
+            json!({"route": "/a"}),
+            json!({"count": 3, "sum": values.iter().sum::<f64>(), "min": 0.1, "max": 5.0,
+                   "explicitBounds": bounds, "bucketCounts": [1, 1, 1]}),
+        );
+        if let Err(e) = self.provider.shutdown() {
+            fail(format!("shutting down the meter provider: {e}"));
+        }
+        drop(self.probe);
+    }
 }

@@ -1,0 +1,136 @@
+//! `--format otlp` beside JSON lines (events/s) for the same OpenTelemetry log records:
+//! a Common Schema 4.0 `Log` as `opentelemetry-user-events-logs` writes it (PartA with
+//! time, trace context and cloud role; PartC with 4 attributes; PartB with body,
+//! severity, event id and name), 1000 per iteration, written by `LineWriter` (one JSON
+//! line each) and by `OtlpWriter` (ExportLogsServiceRequest lines of up to 512 records).
+//!
+//! Run: `cargo bench --bench otlp -- --warm-up-time 1 --measurement-time 3`.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group};
+use uevrec_parsers::eventheader::tracepoint_format;
+use uevrec_parsers::otlp::OtlpWriter;
+use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
+
+/// The raw trace entry of one Common Schema log record.
+fn cs_log() -> Vec<u8> {
+    let mut meta = b"Log\0".to_vec();
+    let mut payload = Vec::new();
+    // (name, encoding bytes, payload bytes)
+    let str_field = |t: &str| {
+        let mut p = (t.len() as u16).to_le_bytes().to_vec();
+        p.extend_from_slice(t.as_bytes());
+        p
+    };
+    let fields: Vec<(&str, Vec<u8>, Vec<u8>)> = vec![
+        ("__csver__", vec![0x04], 1024u32.to_le_bytes().to_vec()),
+        ("PartA", vec![0x81, 5], vec![]),
+        (
+            "time",
+            vec![0x0a],
+            str_field("2026-11-22T11:00:00.123456789Z"),
+        ),
+        (
+            "ext_dt_traceId",
+            vec![0x0a],
+            str_field("0af7651916cd43dd8448eb211c80319c"),
+        ),
+        ("ext_dt_spanId", vec![0x0a], str_field("b7ad6b7169203331")),
+        ("ext_cloud_role", vec![0x0a], str_field("checkout")),
+        ("ext_cloud_roleInstance", vec![0x0a], str_field("pod-7")),
+        ("PartC", vec![0x81, 4], vec![]),
+        ("user", vec![0x0a], str_field("zoë")),
+        ("attempt", vec![0x85, 2], 2i64.to_le_bytes().to_vec()),
+        ("latency", vec![0x85, 8], 1.5f64.to_le_bytes().to_vec()),
+        ("ok", vec![0x84, 7], 1u32.to_le_bytes().to_vec()),
+        ("PartB", vec![0x81, 6], vec![]),
+        ("_typeName", vec![0x0a], str_field("Log")),
+        (
+            "body",
+            vec![0x0a],
+            str_field("request served from cache in 3 ms"),
+        ),
+        ("severityNumber", vec![0x83, 2], 9i16.to_le_bytes().to_vec()),
+        ("severityText", vec![0x0a], str_field("INFO")),
+        ("eventId", vec![0x85, 2], 42i64.to_le_bytes().to_vec()),
+        ("name", vec![0x0a], str_field("cache-hit")),
+    ];
+    for (name, enc, bytes) in fields {
+        meta.extend_from_slice(name.as_bytes());
+        meta.push(0);
+        meta.extend_from_slice(&enc);
+        payload.extend_from_slice(&bytes);
+    }
+    let mut raw = vec![0u8; 8];
+    raw.extend_from_slice(&[7, 0, 0, 0, 0, 0, 0, 4]);
+    raw.extend_from_slice(&(meta.len() as u16).to_le_bytes());
+    raw.extend_from_slice(&1u16.to_le_bytes());
+    raw.extend_from_slice(&meta);
+    raw.extend_from_slice(&payload);
+    raw
+}
+
+fn stamp(i: u64) -> RecordStamp {
+    RecordStamp {
+        time_unix_ns: Some(1_795_345_200_000_000_000 + i * 1000),
+        cpu: 1,
+        pid: 4242,
+        tid: 4243,
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let raw = cs_log();
+    let name = "checkout_L4K1";
+    let prepared = PreparedFormat::new(&tracepoint_format(name, 1), "user_events", name, None);
+    let mut group = c.benchmark_group("otel_log_1000");
+    group.throughput(Throughput::Elements(1000));
+    let mut out = Vec::with_capacity(4 << 20);
+    let mut json = LineWriter::new(LineOptions::default());
+    group.bench_function("json_lines", |b| {
+        b.iter(|| {
+            out.clear();
+            for i in 0..1000 {
+                json.write_prepared(&mut out, &stamp(i), &prepared, black_box(&raw));
+            }
+            black_box(out.len())
+        })
+    });
+    let mut otlp = OtlpWriter::new(LineOptions::default());
+    otlp.set_host_name("bench-host");
+    group.bench_function("otlp", |b| {
+        b.iter(|| {
+            out.clear();
+            for i in 0..1000 {
+                otlp.write_prepared(&mut out, &stamp(i), &prepared, black_box(&raw));
+            }
+            otlp.end_lines(&mut out);
+            black_box(out.len())
+        })
+    });
+    group.finish();
+    // Bytes per record of each output, for the record.
+    out.clear();
+    for i in 0..1000 {
+        json.write_prepared(&mut out, &stamp(i), &prepared, &raw);
+    }
+    let json_bytes = out.len();
+    out.clear();
+    for i in 0..1000 {
+        otlp.write_prepared(&mut out, &stamp(i), &prepared, &raw);
+    }
+    otlp.end_lines(&mut out);
+    eprintln!(
+        "bytes per record: json_lines {}, otlp {}",
+        json_bytes / 1000,
+        out.len() / 1000
+    );
+}
+
+criterion_group!(benches, bench);
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -1,0 +1,48 @@
+//! `otlp_metrics` events of `opentelemetry-user-events-metrics`: a plain user_event
+//! `otlp_metrics u32 protocol;char[8] version;__rel_loc u8[] buffer;` whose `buffer`
+//! holds one protobuf `ExportMetricsServiceRequest` (`protocol` 0 = protobuf), decoded
+//! with prost into `opentelemetry-proto`'s message.
+
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use prost::Message;
+
+use crate::decode::{Endian, Value, decode_field};
+use crate::json_line::PreparedFormat;
+use crate::schema::EventFormat;
+
+/// The event name the exporter registers.
+const EVENT: &str = "otlp_metrics";
+
+/// Whether `prepared` is the exporter's event: named `otlp_metrics`, with a `buffer`
+/// field.
+pub(crate) fn is_metrics_event(prepared: &PreparedFormat) -> bool {
+    prepared.event() == EVENT && prepared.format().field("buffer").is_some()
+}
+
+/// The request in the record `raw`, or why there is none.
+pub(crate) fn decode(
+    format: &EventFormat,
+    raw: &[u8],
+    endian: Endian,
+) -> Result<ExportMetricsServiceRequest, String> {
+    if let Some(protocol) = format.field("protocol") {
+        match decode_field(protocol, raw, endian) {
+            Value::Unsigned(0) | Value::Signed(0) => {}
+            other => {
+                return Err(format!(
+                    "otlp_metrics protocol {other:?} is not 0 (protobuf): not decoded"
+                ));
+            }
+        }
+    }
+    let buffer = format
+        .field("buffer")
+        .ok_or("otlp_metrics without a buffer field")?;
+    let bytes = match decode_field(buffer, raw, endian) {
+        Value::Bytes(b) | Value::Str(b) => b,
+        Value::Error(e) => return Err(format!("otlp_metrics buffer: {e}")),
+        other => return Err(format!("otlp_metrics buffer is not bytes: {other:?}")),
+    };
+    ExportMetricsServiceRequest::decode(bytes)
+        .map_err(|e| format!("otlp_metrics buffer is not an ExportMetricsServiceRequest: {e}"))
+}

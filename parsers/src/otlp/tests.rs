@@ -1,0 +1,367 @@
+//! The OTLP writer on hand-built events: a Common Schema log, a plain event, an
+//! `otlp_metrics` event, lost counts, and the batching limits. Every line must
+//! deserialize into the `opentelemetry-proto` request type (the VM tier checks the
+//! lines against the official protobuf definitions in Python as well).
+
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
+use opentelemetry_proto::tonic::metrics::v1::{
+    Gauge, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, metric, number_data_point,
+};
+use prost::Message;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::eventheader::tracepoint_format;
+use crate::parse_format;
+
+/// A little-endian EventHeader event (from the flags byte on) with a metadata block.
+struct Eh {
+    meta: Vec<u8>,
+    payload: Vec<u8>,
+}
+
+impl Eh {
+    fn new(name: &str) -> Self {
+        let mut meta = name.as_bytes().to_vec();
+        meta.push(0);
+        Eh {
+            meta,
+            payload: Vec::new(),
+        }
+    }
+
+    fn record(mut self, name: &str, encoding: u8, format: Option<u8>) -> Self {
+        self.meta.extend_from_slice(name.as_bytes());
+        self.meta.push(0);
+        match format {
+            Some(f) => self.meta.extend_from_slice(&[encoding | 0x80, f]),
+            None => self.meta.push(encoding),
+        }
+        self
+    }
+
+    fn structure(self, name: &str, count: u8) -> Self {
+        self.record(name, 1, Some(count))
+    }
+
+    fn str(mut self, name: &str, v: &str) -> Self {
+        self = self.record(name, 10, None);
+        self.payload
+            .extend_from_slice(&(v.len() as u16).to_le_bytes());
+        self.payload.extend_from_slice(v.as_bytes());
+        self
+    }
+
+    fn i64(mut self, name: &str, v: i64) -> Self {
+        self = self.record(name, 5, Some(2));
+        self.payload.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+
+    fn u32(mut self, name: &str, v: u32) -> Self {
+        self = self.record(name, 4, None);
+        self.payload.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+
+    fn f64(mut self, name: &str, v: f64) -> Self {
+        self = self.record(name, 5, Some(8));
+        self.payload.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+
+    fn bool(mut self, name: &str, v: bool) -> Self {
+        self = self.record(name, 4, Some(7));
+        self.payload.extend_from_slice(&u32::from(v).to_le_bytes());
+        self
+    }
+
+    /// The trace entry: 8 common bytes, header (level 2), metadata block, payload.
+    fn raw(&self) -> Vec<u8> {
+        let mut raw = vec![0u8; 8];
+        raw.extend_from_slice(&[0x07, 0, 0, 0, 0, 0, 0, 2]);
+        raw.extend_from_slice(&(self.meta.len() as u16).to_le_bytes());
+        raw.extend_from_slice(&1u16.to_le_bytes());
+        raw.extend_from_slice(&self.meta);
+        raw.extend_from_slice(&self.payload);
+        raw
+    }
+}
+
+const STAMP: RecordStamp = RecordStamp {
+    time_unix_ns: Some(1_711_586_712_500_000_000),
+    cpu: 1,
+    pid: 42,
+    tid: 43,
+};
+
+fn eh_prepared(tracepoint: &str) -> PreparedFormat {
+    PreparedFormat::new(
+        &tracepoint_format(tracepoint, 7),
+        "user_events",
+        tracepoint,
+        None,
+    )
+}
+
+fn lines(out: &[u8]) -> Vec<Value> {
+    std::str::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn attributes(record: &Value) -> serde_json::Map<String, Value> {
+    record["attributes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["key"].as_str().unwrap().to_string(), a["value"].clone()))
+        .collect()
+}
+
+#[test]
+fn a_common_schema_log_becomes_an_otlp_log_record() {
+    let ev = Eh::new("Log")
+        .u32("__csver__", 1024)
+        .structure("PartA", 4)
+        .str("time", "2024-03-28T00:45:12.1Z")
+        .str("ext_dt_traceId", "0af7651916cd43dd8448eb211c80319c")
+        .str("ext_dt_spanId", "b7ad6b7169203331")
+        .str("ext_cloud_role", "svc")
+        .structure("PartC", 3)
+        .str("user", "zoë")
+        .f64("latency", 1.5)
+        .bool("ok", true)
+        .structure("PartB", 6)
+        .str("_typeName", "Log")
+        .i64("body", -7)
+        .record("severityNumber", 3, Some(2))
+        .str("severityText", "ERROR")
+        .i64("eventId", 42)
+        .str("name", "disk");
+    let mut ev = ev;
+    // severityNumber's value (i16 17) sits between body and severityText in the payload.
+    let body_end = ev.payload.len() - (2 + 5) - 8 - (2 + 4);
+    ev.payload.splice(body_end..body_end, 17i16.to_le_bytes());
+    let mut w = OtlpWriter::new(LineOptions::default());
+    w.set_host_name("h1");
+    let mut out = Vec::new();
+    w.write_prepared(&mut out, &STAMP, &eh_prepared("Prov_L2K1"), &ev.raw());
+    assert!(out.is_empty(), "a record waits for its line");
+    w.end_lines(&mut out);
+    let parsed: ExportLogsServiceRequest =
+        serde_json::from_slice(out.strip_suffix(b"\n").unwrap()).unwrap();
+    assert_eq!(parsed.resource_logs.len(), 1);
+    let line = &lines(&out)[0];
+    let rl = &line["resourceLogs"][0];
+    assert_eq!(
+        rl["resource"]["attributes"],
+        json!([
+            {"key": "service.name", "value": {"stringValue": "svc"}},
+            {"key": "host.name", "value": {"stringValue": "h1"}},
+        ])
+    );
+    let sl = &rl["scopeLogs"][0];
+    assert_eq!(sl["scope"]["name"], "Prov");
+    let r = &sl["logRecords"][0];
+    assert_eq!(r["timeUnixNano"], "1711586712100000000");
+    assert_eq!(r["observedTimeUnixNano"], "1711586712500000000");
+    assert_eq!(r["severityNumber"], 17);
+    assert_eq!(r["severityText"], "ERROR");
+    assert_eq!(r["eventName"], "disk");
+    assert_eq!(r["body"], json!({"intValue": "-7"}));
+    assert_eq!(r["traceId"], "0af7651916cd43dd8448eb211c80319c");
+    assert_eq!(r["spanId"], "b7ad6b7169203331");
+    let a = attributes(r);
+    assert_eq!(a["user"], json!({"stringValue": "zoë"}));
+    assert_eq!(a["latency"], json!({"doubleValue": 1.5}));
+    assert_eq!(a["ok"], json!({"boolValue": true}));
+    assert_eq!(a["event_id"], json!({"intValue": "42"}));
+    assert_eq!(a["process.pid"], json!({"intValue": "42"}));
+    assert_eq!(a["thread.id"], json!({"intValue": "43"}));
+    assert_eq!(a["cpu.logical_number"], json!({"intValue": "1"}));
+    assert_eq!(a["eventheader.level"], json!({"intValue": "2"}));
+    assert_eq!(a["eventheader.keyword"], json!({"intValue": "1"}));
+}
+
+#[test]
+fn other_eventheader_events_keep_structs_and_arrays() {
+    let mut ev = Eh::new("Thing")
+        .structure("s", 2)
+        .u32("a", 1)
+        .str("b", "x")
+        .record("arr", 4 | 0x40, None);
+    ev.payload.extend_from_slice(&2u16.to_le_bytes());
+    ev.payload.extend_from_slice(&5u32.to_le_bytes());
+    ev.payload.extend_from_slice(&6u32.to_le_bytes());
+    let ev = ev.u32("a", 9);
+    let mut w = OtlpWriter::new(LineOptions::default());
+    let mut out = Vec::new();
+    w.write_prepared(&mut out, &STAMP, &eh_prepared("P_L2K1"), &ev.raw());
+    w.end_lines(&mut out);
+    let r = &lines(&out)[0]["resourceLogs"][0]["scopeLogs"][0]["logRecords"][0];
+    assert_eq!(r["eventName"], "Thing");
+    assert_eq!(r["severityNumber"], 17);
+    let a = attributes(r);
+    assert_eq!(
+        a["s"],
+        json!({"kvlistValue": {"values": [
+            {"key": "a", "value": {"intValue": "1"}},
+            {"key": "b", "value": {"stringValue": "x"}},
+        ]}})
+    );
+    assert_eq!(
+        a["arr"],
+        json!({"arrayValue": {"values": [{"intValue": "5"}, {"intValue": "6"}]}})
+    );
+    assert_eq!(a["a"], json!({"intValue": "9"}));
+    assert_eq!(
+        a["linux.tracepoint"],
+        json!({"stringValue": "user_events:P_L2K1"})
+    );
+}
+
+/// A plain user_event format with a `u32` and a `__rel_loc u8[]` (the metrics layout).
+fn metrics_format(name: &str) -> crate::EventFormat {
+    let text = format!(
+        "name: {name}\nID: 9\nformat:\n\
+         \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+         \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+         \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+         \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+         \tfield:u32 protocol;\toffset:8;\tsize:4;\tsigned:0;\n\
+         \tfield:char version[8];\toffset:12;\tsize:8;\tsigned:0;\n\
+         \tfield:__rel_loc u8[] buffer;\toffset:20;\tsize:4;\tsigned:0;\n\n\
+         print fmt: \"\"\n"
+    );
+    parse_format(&text).unwrap()
+}
+
+/// The trace entry of a metrics-layout event carrying `buffer`.
+fn metrics_raw(buffer: &[u8]) -> Vec<u8> {
+    let mut raw = vec![0u8; 8];
+    raw.extend_from_slice(&0u32.to_le_bytes());
+    raw.extend_from_slice(b"v0.19.00");
+    // __rel_loc: offset from the end of the field (24), length in the high half.
+    raw.extend_from_slice(&((buffer.len() as u32) << 16).to_le_bytes());
+    raw.extend_from_slice(buffer);
+    raw
+}
+
+#[test]
+fn otlp_metrics_events_become_the_same_request() {
+    let request = ExportMetricsServiceRequest {
+        resource_metrics: vec![ResourceMetrics {
+            scope_metrics: vec![ScopeMetrics {
+                scope: Some(InstrumentationScope {
+                    name: "m".into(),
+                    ..Default::default()
+                }),
+                metrics: vec![Metric {
+                    name: "g".into(),
+                    data: Some(metric::Data::Gauge(Gauge {
+                        data_points: vec![NumberDataPoint {
+                            time_unix_nano: 5,
+                            value: Some(number_data_point::Value::AsInt(-3)),
+                            ..Default::default()
+                        }],
+                    })),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    };
+    let format = metrics_format("otlp_metrics");
+    let prepared = PreparedFormat::new(&format, "user_events", "otlp_metrics", None);
+    let mut w = OtlpWriter::new(LineOptions::default());
+    let mut out = Vec::new();
+    w.write_prepared(
+        &mut out,
+        &STAMP,
+        &prepared,
+        &metrics_raw(&request.encode_to_vec()),
+    );
+    w.end_lines(&mut out);
+    let back: ExportMetricsServiceRequest =
+        serde_json::from_slice(out.strip_suffix(b"\n").unwrap()).unwrap();
+    assert_eq!(back, request);
+    let line = &lines(&out)[0];
+    let point =
+        &line["resourceMetrics"][0]["scopeMetrics"][0]["metrics"][0]["gauge"]["dataPoints"][0];
+    assert_eq!(point["asInt"], "-3");
+    assert_eq!(point["timeUnixNano"], "5");
+
+    // A buffer that is not a request: a log record saying so, with the fields.
+    let mut out = Vec::new();
+    w.write_prepared(&mut out, &STAMP, &prepared, &metrics_raw(&[0xff, 0xff]));
+    w.end_lines(&mut out);
+    let r = &lines(&out)[0]["resourceLogs"][0]["scopeLogs"][0]["logRecords"][0];
+    let a = attributes(r);
+    assert!(
+        a["uevrec.error"]["stringValue"]
+            .as_str()
+            .unwrap()
+            .contains("not an ExportMetricsServiceRequest"),
+        "{a:?}"
+    );
+    assert_eq!(a["protocol"], json!({"intValue": "0"}));
+}
+
+#[test]
+fn plain_events_and_lost_counts_are_log_records() {
+    let format = metrics_format("plain");
+    let prepared = PreparedFormat::new(&format, "user_events", "plain", None);
+    let mut w = OtlpWriter::new(LineOptions::default());
+    let mut out = Vec::new();
+    w.write_prepared(&mut out, &STAMP, &prepared, &metrics_raw(b"\x01\x02"));
+    w.write_lost(&mut out, Some(2), 3, 17);
+    w.end_lines(&mut out);
+    let line = &lines(&out)[0];
+    let scopes: Vec<&Value> = line["resourceLogs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|rl| &rl["scopeLogs"][0])
+        .collect();
+    assert_eq!(scopes.len(), 2);
+    assert_eq!(scopes[0]["scope"]["name"], "user_events");
+    let a = attributes(&scopes[0]["logRecords"][0]);
+    assert_eq!(a["version"], json!({"stringValue": "v0.19.00"}));
+    assert_eq!(a["buffer"], json!({"stringValue": "0102"}));
+    assert_eq!(scopes[1]["scope"]["name"], "uevrec");
+    let lost = &scopes[1]["logRecords"][0];
+    assert_eq!(lost["eventName"], "uevrec.lost");
+    assert_eq!(lost["severityNumber"], 13);
+    assert_eq!(
+        attributes(lost)["uevrec.lost.count"],
+        json!({"intValue": "17"})
+    );
+}
+
+#[test]
+fn lines_end_at_512_records_and_after_a_second() {
+    let mut w = OtlpWriter::new(LineOptions::default());
+    let mut out = Vec::new();
+    for _ in 0..MAX_RECORDS + 1 {
+        w.write_notice(&mut out, Some(1), "n", None, "m");
+    }
+    let first = lines(&out);
+    assert_eq!(first.len(), 1);
+    let records = &first[0]["resourceLogs"][0]["scopeLogs"][0]["logRecords"];
+    assert_eq!(records.as_array().unwrap().len(), MAX_RECORDS);
+    w.end_lines(&mut out);
+    assert_eq!(lines(&out).len(), 2);
+
+    let mut out = Vec::new();
+    w.write_notice(&mut out, Some(1), "n", None, "m");
+    w.write_notice(&mut out, Some(1 + MAX_AGE_NS - 1), "n", None, "m");
+    assert!(out.is_empty());
+    w.write_notice(&mut out, Some(1 + MAX_AGE_NS), "n", None, "m");
+    assert_eq!(lines(&out).len(), 1, "the line of the first two ended");
+}

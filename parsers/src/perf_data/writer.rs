@@ -1,0 +1,433 @@
+//! perf.data writing (file mode), without I/O: the bytes of the records, the header and
+//! the trailer (feature sections and attrs) that `uevrec record --raw` writes, and that
+//! `perf script`, `perf report` and `uevrec decode` read. Everything is in the byte order
+//! of the machine running the writer (perf's own convention; the magic tells readers).
+//!
+//! Layout of a file written with these pieces:
+//!
+//! ```text
+//! [file header, 104 bytes]   written last (a placeholder until then): says where the rest is
+//! [data section]             PERF_RECORD_SAMPLE / LOST / FINISHED_ROUND records, appended
+//! [feature section table]    { offset, size } per feature bit set, right after the data
+//! [feature sections]         tracing data, hostname, osrelease, version, arch, nrcpus,
+//!                            cmdline, event_desc, sample_time, clockid, clock_data
+//! [attrs section]            per event: perf_event_attr (ATTR_SIZE bytes) + { offset, size }
+//! [ids]                      each event's one sample id
+//! ```
+//!
+//! Every event is a `PERF_TYPE_TRACEPOINT` attr (`config` = the tracepoint id) with
+//! `sample_type` = IDENTIFIER|TID|TIME|CPU|RAW and `sample_id_all`, and one sample id of
+//! its own; samples carry that id first, `LOST` records in their `sample_id` trailer.
+
+use super::attr::{PERF_TYPE_TRACEPOINT, flag};
+use super::header::{FILE_HEADER_SIZE, MAGIC, Section, feature};
+use super::records::kind;
+use super::tracing_data::TRACING_MAGIC;
+use crate::perf_sample::{PERF_RECORD_LOST, PERF_RECORD_SAMPLE, sample_type};
+
+/// Bytes of each `perf_event_attr` written (`PERF_ATTR_SIZE_VER7`, what perf 5.13–6.2
+/// writes; newer perfs read it, older ones read the first 120 bytes they know).
+pub const ATTR_SIZE: usize = 128;
+/// Bytes per attrs-section entry: the attr and its ids `{ offset, size }`.
+pub const FILE_ATTR_SIZE: usize = ATTR_SIZE + 16;
+/// The `sample_type` of every event written.
+pub const SAMPLE_TYPE: u64 = sample_type::IDENTIFIER
+    | sample_type::TID
+    | sample_type::TIME
+    | sample_type::CPU
+    | sample_type::RAW;
+/// Bytes of a sample before its raw data: header, identifier, pid/tid, time, cpu/res,
+/// raw size.
+const SAMPLE_HEAD: usize = 8 + 8 + 8 + 8 + 8 + 4;
+/// The largest raw trace entry a sample can carry (a record's size is a u16 and a
+/// multiple of 8).
+pub const MAX_RAW: usize = (u16::MAX as usize & !7) - SAMPLE_HEAD;
+/// Bytes of a `PERF_RECORD_LOST`: header, id, lost, then the `sample_id` trailer
+/// (pid/tid, time, cpu/res, identifier).
+const LOST_SIZE: usize = 8 + 8 + 8 + 8 + 8 + 8 + 8;
+/// perf's alignment of header strings (`NAME_ALIGN`).
+const NAME_ALIGN: usize = 64;
+
+/// What a sample or a loss says besides its data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// The sample id of the event (its attr's id).
+    pub id: u64,
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Time on the attr's clock.
+    pub time: u64,
+    /// CPU.
+    pub cpu: u32,
+}
+
+/// A trace entry too large for a perf record (over [`MAX_RAW`] bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a {len}-byte trace entry does not fit a perf record (at most {MAX_RAW} bytes)")]
+pub struct TooLarge {
+    /// The entry's length.
+    pub len: usize,
+}
+
+fn put_u16(out: &mut [u8], at: usize, v: u16) {
+    out[at..at + 2].copy_from_slice(&v.to_ne_bytes());
+}
+
+fn put_u32(out: &mut [u8], at: usize, v: u32) {
+    out[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+}
+
+fn put_u64(out: &mut [u8], at: usize, v: u64) {
+    out[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+}
+
+/// `struct perf_event_header` at the start of `out`.
+fn put_header(out: &mut [u8], kind: u32, size: usize) {
+    put_u32(out, 0, kind);
+    put_u16(out, 4, 0);
+    // Callers keep sizes below 64 KiB.
+    put_u16(out, 6, size as u16);
+}
+
+/// Append a `PERF_RECORD_SAMPLE` of `raw` (a trace entry, common fields first), padded
+/// with zeros to a multiple of 8 bytes as the kernel does.
+pub fn push_sample(out: &mut Vec<u8>, stamp: &Stamp, raw: &[u8]) -> Result<(), TooLarge> {
+    if raw.len() > MAX_RAW {
+        return Err(TooLarge { len: raw.len() });
+    }
+    let size = (SAMPLE_HEAD + raw.len()).next_multiple_of(8);
+    // Every byte of the header is written below, so the zeroing is optimised away.
+    let mut head = [0u8; SAMPLE_HEAD];
+    put_header(&mut head, PERF_RECORD_SAMPLE, size);
+    put_u64(&mut head, 8, stamp.id);
+    put_u32(&mut head, 16, stamp.pid);
+    put_u32(&mut head, 20, stamp.tid);
+    put_u64(&mut head, 24, stamp.time);
+    put_u32(&mut head, 32, stamp.cpu);
+    put_u32(&mut head, 36, 0);
+    // The raw size counts the padding (the u32 and the data end on 8 bytes).
+    put_u32(&mut head, 40, (size - SAMPLE_HEAD) as u32);
+    out.reserve(size);
+    out.extend_from_slice(&head);
+    out.extend_from_slice(raw);
+    out.extend_from_slice(&[0; 8][..size - SAMPLE_HEAD - raw.len()]);
+    Ok(())
+}
+
+/// Append a `PERF_RECORD_LOST`: `stamp.cpu`'s buffer lost `lost` records (`stamp.id` is
+/// the id of any event written, for readers that look the trailer's id up).
+pub fn push_lost(out: &mut Vec<u8>, stamp: &Stamp, lost: u64) {
+    let mut rec = [0u8; LOST_SIZE];
+    put_header(&mut rec, PERF_RECORD_LOST, LOST_SIZE);
+    put_u64(&mut rec, 8, stamp.id);
+    put_u64(&mut rec, 16, lost);
+    put_u32(&mut rec, 24, stamp.pid);
+    put_u32(&mut rec, 28, stamp.tid);
+    put_u64(&mut rec, 32, stamp.time);
+    put_u32(&mut rec, 40, stamp.cpu);
+    put_u64(&mut rec, 48, stamp.id);
+    out.extend_from_slice(&rec);
+}
+
+/// Append a `PERF_RECORD_FINISHED_ROUND`: no record after it is older than the records
+/// before the previous one (perf's ordering window).
+pub fn push_finished_round(out: &mut Vec<u8>) {
+    let mut rec = [0u8; 8];
+    put_header(&mut rec, kind::FINISHED_ROUND, 8);
+    out.extend_from_slice(&rec);
+}
+
+/// One event of the file: a tracepoint, its name and its sample id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventSpec {
+    /// The tracepoint id (the format's `ID:`).
+    pub tracepoint: u32,
+    /// perf's name of it: `system:event`.
+    pub name: String,
+    /// The id its samples carry.
+    pub id: u64,
+    /// The clock of its sample times (`clockid` with `use_clockid`).
+    pub clockid: i32,
+}
+
+/// The `perf_event_attr` of `ev` ([`ATTR_SIZE`] bytes).
+pub fn attr_bytes(ev: &EventSpec) -> [u8; ATTR_SIZE] {
+    let mut a = [0u8; ATTR_SIZE];
+    put_u32(&mut a, 0, PERF_TYPE_TRACEPOINT);
+    put_u32(&mut a, 4, ATTR_SIZE as u32);
+    put_u64(&mut a, 8, u64::from(ev.tracepoint));
+    // sample_period 1: every event is a sample.
+    put_u64(&mut a, 16, 1);
+    put_u64(&mut a, 24, SAMPLE_TYPE);
+    let flags: u64 = 1 << flag::SAMPLE_ID_ALL | 1 << flag::USE_CLOCKID;
+    // C bitfields start at the most significant bit on big-endian machines.
+    let flags = if cfg!(target_endian = "big") {
+        flags.reverse_bits()
+    } else {
+        flags
+    };
+    put_u64(&mut a, 40, flags);
+    put_u32(&mut a, 92, ev.clockid as u32);
+    a
+}
+
+/// The tracing data block (`HEADER_TRACING_DATA`, version 0.6) for event format texts.
+#[derive(Debug, Clone, Copy)]
+pub struct TracingSpec<'a> {
+    /// `sizeof(long)` of the traced kernel.
+    pub long_size: u8,
+    /// Its page size.
+    pub page_size: u32,
+    /// `events/header_page`.
+    pub header_page: &'a str,
+    /// `events/header_event`.
+    pub header_event: &'a str,
+}
+
+fn push_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_ne_bytes());
+}
+
+fn push_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_ne_bytes());
+}
+
+fn push_sized_text(out: &mut Vec<u8>, text: &str) {
+    push_u64(out, text.len() as u64);
+    out.extend_from_slice(text.as_bytes());
+}
+
+/// Append the tracing data of `events` (`(system, format text)`, in the order given;
+/// texts of one system are grouped under it). The ftrace formats, kallsyms, printk
+/// formats and saved cmdlines are empty (tracepoint samples need none of them).
+pub fn push_tracing_data(out: &mut Vec<u8>, spec: &TracingSpec<'_>, events: &[(&str, &str)]) {
+    out.extend_from_slice(TRACING_MAGIC);
+    out.extend_from_slice(b"0.6\0");
+    out.push(u8::from(cfg!(target_endian = "big")));
+    out.push(spec.long_size);
+    push_u32(out, spec.page_size);
+    out.extend_from_slice(b"header_page\0");
+    push_sized_text(out, spec.header_page);
+    out.extend_from_slice(b"header_event\0");
+    push_sized_text(out, spec.header_event);
+    // No ftrace formats.
+    push_u32(out, 0);
+    let mut systems: Vec<&str> = Vec::new();
+    for (system, _) in events {
+        if !systems.contains(system) {
+            systems.push(system);
+        }
+    }
+    push_u32(out, systems.len() as u32);
+    for system in systems {
+        out.extend_from_slice(system.as_bytes());
+        out.push(0);
+        let texts: Vec<&str> = events
+            .iter()
+            .filter(|(s, _)| *s == system)
+            .map(|(_, t)| *t)
+            .collect();
+        push_u32(out, texts.len() as u32);
+        for text in texts {
+            push_sized_text(out, text);
+        }
+    }
+    // kallsyms, printk formats (u32 sizes), saved cmdlines (u64 size): empty.
+    push_u32(out, 0);
+    push_u32(out, 0);
+    push_u64(out, 0);
+}
+
+/// `struct perf_header_string`: `u32 len`, then the text, a NUL and zeros up to `len`
+/// (a multiple of 64).
+fn push_string(out: &mut Vec<u8>, s: &str) {
+    let len = (s.len() + 1).next_multiple_of(NAME_ALIGN);
+    push_u32(out, len as u32);
+    out.extend_from_slice(s.as_bytes());
+    out.resize(out.len() + len - s.len(), 0);
+}
+
+/// The wall-clock reference of `HEADER_CLOCK_DATA`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockRef {
+    /// The samples' clock.
+    pub clockid: u32,
+    /// Unix nanoseconds at the reference.
+    pub wall_ns: u64,
+    /// The same instant on `clockid`.
+    pub clockid_ns: u64,
+    /// The clock's resolution (`HEADER_CLOCKID`).
+    pub res_ns: u64,
+}
+
+/// What the header and trailer of a file say besides the records.
+#[derive(Debug, Clone)]
+pub struct FileMeta<'a> {
+    /// The events, in the order their attrs are written.
+    pub events: &'a [EventSpec],
+    /// The tracing data's machine description.
+    pub tracing: TracingSpec<'a>,
+    /// `(system, format text)` of every event, each tracepoint once.
+    pub formats: &'a [(&'a str, &'a str)],
+    /// `uname -n`.
+    pub hostname: &'a str,
+    /// `uname -r`.
+    pub osrelease: &'a str,
+    /// The writer's name and version (`HEADER_VERSION`).
+    pub version: &'a str,
+    /// `uname -m`.
+    pub arch: &'a str,
+    /// CPUs `(available, online)`.
+    pub nr_cpus: (u32, u32),
+    /// The command line that recorded.
+    pub cmdline: &'a [String],
+    /// First and last sample time, when there were samples.
+    pub sample_time: Option<(u64, u64)>,
+    /// The wall-clock reference.
+    pub clock: ClockRef,
+}
+
+/// The bytes after the data section and the file header pointing at them.
+#[derive(Debug, Clone)]
+pub struct Trailer {
+    /// Feature table, features, attrs and ids: written right after the data section.
+    pub bytes: Vec<u8>,
+    /// The file header: written at offset 0 once the trailer is in place.
+    pub header: [u8; FILE_HEADER_SIZE as usize],
+}
+
+/// The features written, each with its bytes.
+fn features(meta: &FileMeta<'_>) -> Vec<(u32, Vec<u8>)> {
+    let mut out: Vec<(u32, Vec<u8>)> = Vec::new();
+    let mut tracing = Vec::new();
+    push_tracing_data(&mut tracing, &meta.tracing, meta.formats);
+    out.push((feature::TRACING_DATA, tracing));
+    for (bit, s) in [
+        (feature::HOSTNAME, meta.hostname),
+        (feature::OSRELEASE, meta.osrelease),
+        (feature::VERSION, meta.version),
+        (feature::ARCH, meta.arch),
+    ] {
+        let mut b = Vec::new();
+        push_string(&mut b, s);
+        out.push((bit, b));
+    }
+    let mut b = Vec::new();
+    push_u32(&mut b, meta.nr_cpus.0);
+    push_u32(&mut b, meta.nr_cpus.1);
+    out.push((feature::NRCPUS, b));
+    let mut b = Vec::new();
+    push_u32(&mut b, meta.cmdline.len() as u32);
+    for arg in meta.cmdline {
+        push_string(&mut b, arg);
+    }
+    out.push((CMDLINE, b));
+    let mut b = Vec::new();
+    push_u32(&mut b, meta.events.len() as u32);
+    push_u32(&mut b, ATTR_SIZE as u32);
+    for ev in meta.events {
+        b.extend_from_slice(&attr_bytes(ev));
+        push_u32(&mut b, 1);
+        push_string(&mut b, &ev.name);
+        push_u64(&mut b, ev.id);
+    }
+    out.push((feature::EVENT_DESC, b));
+    if let Some((first, last)) = meta.sample_time {
+        let mut b = Vec::new();
+        push_u64(&mut b, first);
+        push_u64(&mut b, last);
+        out.push((feature::SAMPLE_TIME, b));
+    }
+    let mut b = Vec::new();
+    push_u64(&mut b, meta.clock.res_ns);
+    out.push((feature::CLOCKID, b));
+    let mut b = Vec::new();
+    push_u32(&mut b, 1);
+    push_u32(&mut b, meta.clock.clockid);
+    push_u64(&mut b, meta.clock.wall_ns);
+    push_u64(&mut b, meta.clock.clockid_ns);
+    out.push((feature::CLOCK_DATA, b));
+    out
+}
+
+/// `HEADER_CMDLINE`: `u32 nr`, then `nr` strings.
+const CMDLINE: u32 = 11;
+
+/// The trailer for a data section of `data_size` bytes starting at `FILE_HEADER_SIZE`,
+/// and the header that points at it.
+pub fn trailer(meta: &FileMeta<'_>, data_size: u64) -> Trailer {
+    let data = Section {
+        offset: FILE_HEADER_SIZE,
+        size: data_size,
+    };
+    let start = data.offset + data.size;
+    let feats = features(meta);
+    let mut bytes = Vec::new();
+    // The table first, then the sections (each starting on 8 bytes).
+    let table = 16 * feats.len();
+    let mut at = start + table as u64;
+    let mut bodies = Vec::new();
+    let mut bitmap = [0u64; 4];
+    for (bit, body) in &feats {
+        bitmap[(bit / 64) as usize] |= 1 << (bit % 64);
+        push_u64(&mut bytes, at);
+        push_u64(&mut bytes, body.len() as u64);
+        bodies.extend_from_slice(body);
+        let padded = body.len().next_multiple_of(8);
+        bodies.resize(bodies.len() + padded - body.len(), 0);
+        at += padded as u64;
+    }
+    bytes.extend_from_slice(&bodies);
+    let attrs = Section {
+        offset: at,
+        size: (FILE_ATTR_SIZE * meta.events.len()) as u64,
+    };
+    let ids_at = attrs.offset + attrs.size;
+    for (i, ev) in meta.events.iter().enumerate() {
+        bytes.extend_from_slice(&attr_bytes(ev));
+        push_u64(&mut bytes, ids_at + 8 * i as u64);
+        push_u64(&mut bytes, 8);
+    }
+    for ev in meta.events {
+        push_u64(&mut bytes, ev.id);
+    }
+    Trailer {
+        bytes,
+        header: file_header(attrs, data, bitmap),
+    }
+}
+
+/// A file header for `attrs` and `data` with the features of `bitmap`.
+pub fn file_header(
+    attrs: Section,
+    data: Section,
+    bitmap: [u64; 4],
+) -> [u8; FILE_HEADER_SIZE as usize] {
+    let mut h = [0u8; FILE_HEADER_SIZE as usize];
+    // The magic as a native u64, as perf writes it: reversed bytes mean big-endian.
+    put_u64(&mut h, 0, u64::from_le_bytes(MAGIC));
+    put_u64(&mut h, 8, FILE_HEADER_SIZE);
+    put_u64(&mut h, 16, FILE_ATTR_SIZE as u64);
+    put_u64(&mut h, 24, attrs.offset);
+    put_u64(&mut h, 32, attrs.size);
+    put_u64(&mut h, 40, data.offset);
+    put_u64(&mut h, 48, data.size);
+    // event_types (unused since 2012) stays { 0, 0 }.
+    for (i, word) in bitmap.iter().enumerate() {
+        put_u64(&mut h, 72 + 8 * i, *word);
+    }
+    h
+}
+
+/// The header of a file being written: no attrs, an empty data section at its place, no
+/// features. Readers refuse such a file (no events) until [`trailer`]'s header
+/// replaces it.
+pub fn placeholder_header() -> [u8; FILE_HEADER_SIZE as usize] {
+    let data = Section {
+        offset: FILE_HEADER_SIZE,
+        size: 0,
+    };
+    file_header(Section::default(), data, [0; 4])
+}

@@ -1,0 +1,338 @@
+//! The perf.data writer against the reader: a file built with
+//! `uevrec_parsers::perf_data::writer` decodes to exactly the JSON lines live recording
+//! writes for the same records (`LineWriter::write_prepared` / `write_lost`), whatever
+//! order the records were written in (sorted by time within `FINISHED_ROUND` windows),
+//! including an event whose attr first appears after samples of another, and a loss.
+
+use proptest::prelude::*;
+use uevrec_parsers::perf_data::PerfData;
+use uevrec_parsers::perf_data::header::FILE_HEADER_SIZE;
+use uevrec_parsers::perf_data::lines::{DecodeOptions, LineDecoder};
+use uevrec_parsers::perf_data::writer::{
+    self, ClockRef, EventSpec, FileMeta, MAX_RAW, Stamp, TooLarge, TracingSpec,
+};
+use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordStamp, parse_format};
+
+const EXEC: &str = "name: sched_process_exec
+ID: 365
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:__data_loc char[] filename;\toffset:8;\tsize:4;\tsigned:0;
+\tfield:pid_t pid;\toffset:12;\tsize:4;\tsigned:1;
+\tfield:pid_t old_pid;\toffset:16;\tsize:4;\tsigned:1;
+
+print fmt: \"filename=%s pid=%d old_pid=%d\", __get_str(filename), REC->pid, REC->old_pid
+";
+
+const LATE: &str = "name: late
+ID: 2001
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:s8 small;\toffset:8;\tsize:1;\tsigned:1;
+\tfield:u64 big;\toffset:9;\tsize:8;\tsigned:0;
+
+print fmt: \"\"
+";
+
+const HEADER_PAGE: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;
+\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;
+\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;
+\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;
+";
+
+/// An exec trace entry (common header, filename via `__data_loc`, pids).
+fn exec_raw(pid: i32, file: &str) -> Vec<u8> {
+    let mut r = Vec::new();
+    r.extend_from_slice(&365u16.to_ne_bytes());
+    r.extend_from_slice(&[0, 0]);
+    r.extend_from_slice(&pid.to_ne_bytes());
+    let len = file.len() as u32 + 1;
+    r.extend_from_slice(&(20u32 | len << 16).to_ne_bytes());
+    r.extend_from_slice(&pid.to_ne_bytes());
+    r.extend_from_slice(&(pid - 1).to_ne_bytes());
+    r.extend_from_slice(file.as_bytes());
+    r.push(0);
+    r
+}
+
+/// A `late` trace entry (odd size: the writer pads it).
+fn late_raw(small: i8, big: u64) -> Vec<u8> {
+    let mut r = Vec::new();
+    r.extend_from_slice(&2001u16.to_ne_bytes());
+    r.extend_from_slice(&[0, 0]);
+    r.extend_from_slice(&7i32.to_ne_bytes());
+    r.push(small as u8);
+    r.extend_from_slice(&big.to_ne_bytes());
+    r
+}
+
+/// What gets written, in writing order.
+enum Entry {
+    Sample {
+        event: usize,
+        stamp: RecordStamp,
+        raw: Vec<u8>,
+    },
+    Lost {
+        time: u64,
+        cpu: u32,
+        lost: u64,
+    },
+    Round,
+}
+
+/// Write `entries` as a perf.data (events appear in the trailer in the order given) and
+/// return the file with the lines live recording writes for the same entries.
+fn build(entries: &[Entry]) -> (Vec<u8>, Vec<String>) {
+    let formats = [("sched", EXEC), ("test", LATE)];
+    let events: Vec<EventSpec> = [(365, "sched:sched_process_exec"), (2001, "test:late")]
+        .iter()
+        .enumerate()
+        .map(|(i, &(tracepoint, name))| EventSpec {
+            tracepoint,
+            name: name.into(),
+            id: 100 + i as u64,
+            clockid: 0,
+        })
+        .collect();
+    let prepared: Vec<PreparedFormat> = formats
+        .iter()
+        .map(|(system, text)| {
+            let f = parse_format(text).unwrap();
+            PreparedFormat::new(&f, system, &f.name.clone(), None)
+        })
+        .collect();
+    let mut live = LineWriter::new(LineOptions::default());
+    let mut expected = Vec::new();
+    let mut file = writer::placeholder_header().to_vec();
+    let mut times = Vec::new();
+    for e in entries {
+        match e {
+            Entry::Sample { event, stamp, raw } => {
+                let s = Stamp {
+                    id: events[*event].id,
+                    pid: stamp.pid,
+                    tid: stamp.tid,
+                    time: stamp.time_unix_ns.unwrap(),
+                    cpu: stamp.cpu,
+                };
+                writer::push_sample(&mut file, &s, raw).unwrap();
+                live.write_prepared(&mut expected, stamp, &prepared[*event], raw);
+                times.push(s.time);
+            }
+            Entry::Lost { time, cpu, lost } => {
+                let s = Stamp {
+                    id: events[0].id,
+                    pid: 0,
+                    tid: 0,
+                    time: *time,
+                    cpu: *cpu,
+                };
+                writer::push_lost(&mut file, &s, *lost);
+                live.write_lost(&mut expected, Some(*time), *cpu, *lost);
+            }
+            Entry::Round => writer::push_finished_round(&mut file),
+        }
+    }
+    let data_size = file.len() as u64 - FILE_HEADER_SIZE;
+    let cmdline = vec!["uevrec".to_string(), "record".to_string()];
+    let meta = FileMeta {
+        events: &events,
+        tracing: TracingSpec {
+            long_size: 8,
+            page_size: 4096,
+            header_page: HEADER_PAGE,
+            header_event: "# compressed entry header\n",
+        },
+        formats: &formats,
+        hostname: "host",
+        osrelease: "6.18.0",
+        version: "uevrec test",
+        arch: "x86_64",
+        nr_cpus: (4, 4),
+        cmdline: &cmdline,
+        sample_time: times
+            .iter()
+            .min()
+            .zip(times.iter().max())
+            .map(|(a, b)| (*a, *b)),
+        clock: ClockRef {
+            clockid: 0,
+            wall_ns: 5,
+            clockid_ns: 5,
+            res_ns: 1,
+        },
+    };
+    let trailer = writer::trailer(&meta, data_size);
+    file.extend_from_slice(&trailer.bytes);
+    file[..FILE_HEADER_SIZE as usize].copy_from_slice(&trailer.header);
+    let lines = String::from_utf8(expected).unwrap();
+    (file, lines.lines().map(String::from).collect())
+}
+
+/// Decode `file` as `uevrec decode` does; the lines and the decoder's error count.
+fn decode(file: &[u8]) -> (Vec<String>, usize) {
+    let (data, records) = PerfData::open(file).expect("the written file opens");
+    assert_eq!(data.events().len(), 2);
+    let mut dec = LineDecoder::new(data, DecodeOptions::default(), |_, _| true);
+    let mut out = Vec::new();
+    let mut sink = |b: &[u8]| {
+        out.extend_from_slice(b);
+        true
+    };
+    for rec in records {
+        dec.record_in(&rec.expect("record frames"), file, &mut sink);
+    }
+    dec.finish_in(file, &mut sink);
+    let errors = dec.stats().errors.len();
+    let text = String::from_utf8(out).unwrap();
+    (text.lines().map(String::from).collect(), errors)
+}
+
+fn stamp(time: u64, cpu: u32, pid: u32) -> RecordStamp {
+    RecordStamp {
+        time_unix_ns: Some(time),
+        cpu,
+        pid,
+        tid: pid + 1,
+    }
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+#[test]
+fn decodes_to_the_live_lines_in_time_order() {
+    let t = 1_795_345_200_000_000_000;
+    let entries = vec![
+        Entry::Sample {
+            event: 0,
+            stamp: stamp(t + 30, 1, 10),
+            raw: exec_raw(10, "/bin/true"),
+        },
+        Entry::Sample {
+            event: 0,
+            stamp: stamp(t + 10, 0, 11),
+            raw: exec_raw(11, "/usr/bin/a-much-longer-name"),
+        },
+        Entry::Round,
+        Entry::Lost {
+            time: t + 40,
+            cpu: 1,
+            lost: 3,
+        },
+        Entry::Sample {
+            event: 1,
+            stamp: stamp(t + 50, 0, 12),
+            raw: late_raw(-5, u64::MAX),
+        },
+        Entry::Round,
+        Entry::Sample {
+            event: 1,
+            stamp: stamp(t + 45, 1, 13),
+            raw: late_raw(127, 1),
+        },
+    ];
+    let (file, live) = build(&entries);
+    let (decoded, errors) = decode(&file);
+    assert_eq!(errors, 0);
+    assert_eq!(decoded.len(), live.len(), "{decoded:#?}");
+    assert_eq!(sorted(decoded.clone()), sorted(live));
+    // Time order: the two windows are merged by time.
+    let times: Vec<&str> = decoded.iter().map(|l| &l[..40]).collect();
+    let mut in_order = times.clone();
+    in_order.sort();
+    assert_eq!(times, in_order, "{decoded:#?}");
+    assert!(decoded[0].contains("a-much-longer-name"), "{decoded:#?}");
+    assert!(decoded[2].contains("\"lost\":3"), "{decoded:#?}");
+    assert!(decoded[3].contains("\"small\":127"), "{decoded:#?}");
+}
+
+#[test]
+fn records_are_padded_to_eight_bytes() {
+    for len in [0, 1, 3, 4, 5, 12, 13] {
+        let mut out = Vec::new();
+        let s = Stamp {
+            id: 1,
+            pid: 2,
+            tid: 3,
+            time: 4,
+            cpu: 5,
+        };
+        writer::push_sample(&mut out, &s, &vec![0xab; len]).unwrap();
+        assert_eq!(out.len() % 8, 0, "raw of {len} bytes");
+        assert_eq!(u16::from_ne_bytes([out[6], out[7]]) as usize, out.len());
+    }
+}
+
+#[test]
+fn an_entry_beyond_a_perf_record_is_refused() {
+    let s = Stamp {
+        id: 1,
+        pid: 2,
+        tid: 3,
+        time: 4,
+        cpu: 5,
+    };
+    let mut out = Vec::new();
+    writer::push_sample(&mut out, &s, &vec![0; MAX_RAW]).unwrap();
+    assert_eq!(out.len() % 8, 0);
+    assert!(out.len() <= usize::from(u16::MAX));
+    out.clear();
+    assert_eq!(
+        writer::push_sample(&mut out, &s, &vec![0; MAX_RAW + 1]),
+        Err(TooLarge { len: MAX_RAW + 1 })
+    );
+    assert!(out.is_empty(), "nothing written for a refused entry");
+}
+
+#[test]
+fn the_placeholder_header_has_no_events() {
+    let mut file = writer::placeholder_header().to_vec();
+    writer::push_finished_round(&mut file);
+    // A killed run's file: the reader says it is unfinished.
+    let Err(e) = PerfData::open(&file) else {
+        panic!("an unfinished file is refused");
+    };
+    assert!(e.to_string().contains("unfinished"), "{e}");
+}
+
+proptest! {
+    /// Any samples of both events in any order, with rounds anywhere: the decoded lines
+    /// are the live lines (as a multiset; the reader orders them by time).
+    #[test]
+    fn any_samples_round_trip(
+        items in prop::collection::vec(
+            (0usize..2, 0u64..1_000, 0u32..4, 0u32..100_000, any::<i8>(), any::<u64>(), any::<bool>()),
+            1..60,
+        )
+    ) {
+        let t0 = 1_700_000_000_000_000_000u64;
+        let mut entries = Vec::new();
+        for (event, dt, cpu, pid, small, big, round) in items {
+            let raw = if event == 0 {
+                exec_raw(pid as i32, &format!("/bin/p{big}"))
+            } else {
+                late_raw(small, big)
+            };
+            entries.push(Entry::Sample { event, stamp: stamp(t0 + dt, cpu, pid), raw });
+            if round {
+                entries.push(Entry::Round);
+            }
+        }
+        let (file, live) = build(&entries);
+        let (decoded, errors) = decode(&file);
+        prop_assert_eq!(errors, 0);
+        prop_assert_eq!(sorted(decoded), sorted(live));
+    }
+}

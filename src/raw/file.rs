@@ -1,0 +1,134 @@
+//! The perf.data file of `record --raw`: created new (never overwriting, never through a
+//! link), a placeholder header, the records appended as they come, and at the end the
+//! trailer (features, attrs) after the records and the real header at offset 0.
+//!
+//! A failed append (ENOSPC, EIO …) is cut back with `ftruncate` to the last whole
+//! write, so the data section always ends with a whole record and the file can still be
+//! finished when space comes back (or the finish fails too and says so).
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use uevrec_parsers::perf_data::header::FILE_HEADER_SIZE;
+use uevrec_parsers::perf_data::writer::{Trailer, placeholder_header};
+
+use crate::sink::SinkError;
+
+/// A perf.data being written.
+#[derive(Debug)]
+pub struct PerfDataFile {
+    path: PathBuf,
+    file: File,
+    /// Bytes of records written after the header.
+    data_size: u64,
+}
+
+impl PerfDataFile {
+    /// Create `path` (mode `mode`, exactly) with a placeholder header. An existing file
+    /// or link at `path` is an error: a recording is never appended to another.
+    pub fn create(path: &Path, mode: u32) -> Result<Self, SinkError> {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| {
+                if e.kind() == io::ErrorKind::AlreadyExists {
+                    SinkError::io(
+                        "creating",
+                        path,
+                        io::Error::other(
+                            "it exists; record --raw never overwrites or appends: remove it or \
+                             give another name",
+                        ),
+                    )
+                } else {
+                    SinkError::io("creating", path, e)
+                }
+            })?;
+        let err = |e| SinkError::io("writing to", path, e);
+        // create_new's mode is masked by the umask: set it exactly.
+        file.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(err)?;
+        file.write_all(&placeholder_header()).map_err(err)?;
+        Ok(PerfDataFile {
+            path: path.to_owned(),
+            file,
+            data_size: 0,
+        })
+    }
+
+    /// The path written to.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes of records written so far.
+    pub fn data_size(&self) -> u64 {
+        self.data_size
+    }
+
+    /// Append whole records; on failure the file is cut back to the records before.
+    pub fn append(&mut self, records: &[u8]) -> Result<(), SinkError> {
+        if let Err(e) = self.file.write_all(records) {
+            let _ = self.file.set_len(FILE_HEADER_SIZE + self.data_size);
+            // The file position may be past the cut: writes go on from the cut.
+            let _ = io::Seek::seek(
+                &mut self.file,
+                io::SeekFrom::Start(FILE_HEADER_SIZE + self.data_size),
+            );
+            return Err(SinkError::io("writing to", &self.path, e));
+        }
+        self.data_size += records.len() as u64;
+        Ok(())
+    }
+
+    /// Write `trailer` after the records and its header at offset 0 (the file is
+    /// readable from then on).
+    pub fn finish(mut self, trailer: &Trailer) -> Result<(), SinkError> {
+        let err = |e| SinkError::io("finishing", &self.path, e);
+        self.file.write_all(&trailer.bytes).map_err(err)?;
+        self.file.write_all_at(&trailer.header, 0).map_err(err)?;
+        self.file.flush().map_err(err)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn never_overwrites() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.data");
+        std::fs::write(&p, "keep").unwrap();
+        let e = PerfDataFile::create(&p, 0o600).unwrap_err();
+        assert!(e.to_string().contains("never overwrites"), "{e}");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "keep");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(dir.path().join("absent"), &link).unwrap();
+        assert!(PerfDataFile::create(&link, 0o600).is_err());
+        assert!(
+            !dir.path().join("absent").exists(),
+            "no file made through a link"
+        );
+    }
+
+    #[test]
+    fn mode_is_exact_and_header_comes_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.data");
+        let mut f = PerfDataFile::create(&p, 0o604).unwrap();
+        f.append(&[1; 16]).unwrap();
+        assert_eq!(f.data_size(), 16);
+        let meta = std::fs::metadata(&p).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o604);
+        assert_eq!(meta.len(), FILE_HEADER_SIZE + 16);
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(&bytes[..8], &placeholder_header()[..8]);
+    }
+}

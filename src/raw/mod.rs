@@ -1,0 +1,430 @@
+//! `record --raw FILE`: the staged entries ([`crate::pipeline::StagedChunk`]) written as
+//! a file-mode perf.data that `perf script`, `perf report` and `uevrec decode` read,
+//! instead of (or, with `-o`, as well as) JSON lines.
+//!
+//! ```text
+//!  session ──staging channel──▶ raw thread (`uevrec-raw`, [`run`]): each record → a
+//!    PERF_RECORD_SAMPLE (a copy behind a 44-byte header), each loss → PERF_RECORD_LOST,
+//!    each end of a pass over the buffers → PERF_RECORD_FINISHED_ROUND; appended to the
+//!    file in runs of WRITE_BYTES
+//!    ──▶ chunk pool (raw only)  or  ──▶ formatter thread (with -o: the same chunks
+//!        become JSON lines, so one run yields both)
+//! ```
+//!
+//! Events: each attached tracepoint gets a `PERF_TYPE_TRACEPOINT` attr and a sample id
+//! of its own when its format first arrives ([`crate::pipeline::Staged::Format`]), late
+//! ones included; its format text goes into the tracing data. The attrs, the tracing
+//! data and the other features are written after the records when the thread ends
+//! ([`file::PerfDataFile::finish`]), so events attached at any time are described. Until
+//! then the header is a placeholder: a run killed with SIGKILL (or a crash) leaves the
+//! records on disk but a file perf and `uevrec decode` refuse (no events); every other
+//! end (SIGINT, SIGTERM, `--duration`, `--count`, an error) finishes the file.
+//!
+//! Times: sample times are the staged Unix nanoseconds (what the JSON lines print), with
+//! `CLOCK_REALTIME` as the attrs' clock and a `HEADER_CLOCK_DATA` saying so: `perf script`
+//! shows seconds since 1970, `uevrec decode` the same times as live recording.
+
+pub mod file;
+pub mod host;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use uevrec_parsers::perf_data::writer::{self, ClockRef, EventSpec, FileMeta, Stamp, TracingSpec};
+use uevrec_parsers::{LineOptions, LineWriter};
+
+use crate::clock::now_unix_ns;
+use crate::pipeline::{FormatSource, Staged, StagedEntries, StagedEntry};
+use crate::sink::SinkError;
+use file::PerfDataFile;
+use host::HostInfo;
+
+/// Bytes of records collected before they are written.
+pub const WRITE_BYTES: usize = 1 << 20;
+
+/// Where the raw thread sends what it has written.
+#[derive(Debug)]
+pub enum Next {
+    /// Return the chunk buffers to the session's pool.
+    Recycle(Sender<Vec<u8>>),
+    /// Hand everything on to the formatter (for JSON lines as well).
+    Forward(Sender<Staged>),
+}
+
+/// A perf.data output, opened and ready.
+#[derive(Debug)]
+pub struct RawOutput {
+    file: PerfDataFile,
+    host: HostInfo,
+    /// The command line, for `HEADER_CMDLINE`.
+    cmdline: Vec<String>,
+    /// Print the session's notices on standard error (when no JSON lines carry them).
+    notices: bool,
+}
+
+impl RawOutput {
+    /// An output into `file` (created), describing `host`, recorded by `cmdline`.
+    /// `notices`: print the session's notices on standard error when no JSON lines
+    /// carry them.
+    pub fn new(file: PerfDataFile, host: HostInfo, cmdline: Vec<String>, notices: bool) -> Self {
+        RawOutput {
+            file,
+            host,
+            cmdline,
+            notices,
+        }
+    }
+}
+
+/// What the raw output wrote, and what it could not.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RawSummary {
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// Samples written.
+    pub samples: u64,
+    /// `PERF_RECORD_LOST` records written.
+    pub lost_records: u64,
+    /// Events (attrs) described.
+    pub events: usize,
+    /// Records not written, with why, per event (never silently: the CLI reports them
+    /// and exits 1).
+    pub unwritten: BTreeMap<String, u64>,
+}
+
+/// How a slot's records are written.
+#[derive(Debug, Clone, Copy)]
+enum SlotOut {
+    /// As samples of this event (index into `events`).
+    Event(usize),
+    /// Not at all: its tracepoint id was taken by another format earlier in the file.
+    IdTaken,
+}
+
+/// The state of the perf.data being written.
+struct Encoder {
+    out: Vec<u8>,
+    /// Samples and LOST records in `out`, counted into the summary once written.
+    buffered: (u64, u64),
+    slots: Vec<Option<SlotOut>>,
+    events: Vec<EventSpec>,
+    /// The format of each event, in `events` order.
+    sources: Vec<Arc<FormatSource>>,
+    /// Times of the first and the last sample.
+    first_last: Option<(u64, u64)>,
+    summary: RawSummary,
+    notices: Option<LineWriter>,
+    notice_buf: Vec<u8>,
+}
+
+/// `CLOCK_REALTIME` as perf's `clockid`.
+const CLOCK_REALTIME: i32 = libc::CLOCK_REALTIME;
+
+impl Encoder {
+    /// `slot`'s records are now of `source` (tracepoint `tracepoint`).
+    fn format(&mut self, slot: u32, tracepoint: u32, source: Arc<FormatSource>) {
+        let slot = slot as usize;
+        if self.slots.len() <= slot {
+            self.slots.resize(slot + 1, None);
+        }
+        let known = self.events.iter().position(|e| e.tracepoint == tracepoint);
+        self.slots[slot] = Some(match known {
+            // The same event again (detached and attached): the same attr.
+            Some(i) if self.sources[i].text == source.text => SlotOut::Event(i),
+            // perf.data holds one format per tracepoint id.
+            Some(_) => SlotOut::IdTaken,
+            None => {
+                self.events.push(EventSpec {
+                    tracepoint,
+                    name: format!("{}:{}", source.system, source.name),
+                    id: self.events.len() as u64 + 1,
+                    clockid: CLOCK_REALTIME,
+                });
+                self.sources.push(source);
+                SlotOut::Event(self.events.len() - 1)
+            }
+        });
+    }
+
+    fn unwritten(&mut self, what: String, n: u64) {
+        *self.summary.unwritten.entry(what).or_default() += n;
+    }
+
+    fn entries(&mut self, entries: StagedEntries<'_>) {
+        for entry in entries {
+            match entry {
+                StagedEntry::Record { slot, stamp, raw } => {
+                    let ev = match self.slots.get(slot as usize).copied().flatten() {
+                        Some(SlotOut::Event(ev)) => ev,
+                        Some(SlotOut::IdTaken) => {
+                            let why = format!(
+                                "slot {slot}: its tracepoint id was used by another format \
+                                 earlier in this recording (perf.data holds one format per id)"
+                            );
+                            self.unwritten(why, 1);
+                            continue;
+                        }
+                        None => {
+                            self.unwritten(format!("slot {slot}: no format arrived"), 1);
+                            continue;
+                        }
+                    };
+                    // Untimed records (before 1970) get time 0, as perf does for them.
+                    let time = stamp.time_unix_ns.unwrap_or(0);
+                    let s = Stamp {
+                        id: self.events[ev].id,
+                        pid: stamp.pid,
+                        tid: stamp.tid,
+                        time,
+                        cpu: stamp.cpu,
+                    };
+                    match writer::push_sample(&mut self.out, &s, raw) {
+                        Ok(()) => {
+                            self.buffered.0 += 1;
+                            self.first_last = Some(match self.first_last {
+                                Some((a, b)) => (a.min(time), b.max(time)),
+                                None => (time, time),
+                            });
+                        }
+                        Err(e) => {
+                            let why = format!("{}: {e}", self.events[ev].name);
+                            self.unwritten(why, 1);
+                        }
+                    }
+                }
+                StagedEntry::Lost {
+                    time_unix_ns,
+                    cpu,
+                    lost,
+                } => {
+                    // The trailer names an event for readers that look it up; a loss comes
+                    // only from a buffer that had an event attached.
+                    let Some(ev) = self.events.first() else {
+                        self.unwritten("lost records before any event".into(), lost);
+                        continue;
+                    };
+                    let s = Stamp {
+                        id: ev.id,
+                        pid: 0,
+                        tid: 0,
+                        time: time_unix_ns.unwrap_or(0),
+                        cpu,
+                    };
+                    writer::push_lost(&mut self.out, &s, lost);
+                    self.buffered.1 += 1;
+                }
+                StagedEntry::Notice {
+                    time_unix_ns,
+                    what,
+                    event,
+                    message,
+                } => {
+                    if let Some(w) = &mut self.notices {
+                        w.write_notice(&mut self.notice_buf, time_unix_ns, what, event, message);
+                    }
+                }
+            }
+        }
+        if !self.notice_buf.is_empty() {
+            let _ = std::io::stderr().write_all(&self.notice_buf);
+            self.notice_buf.clear();
+        }
+    }
+
+    /// Append what is encoded to `file`.
+    fn write(&mut self, file: &mut PerfDataFile) -> Result<(), SinkError> {
+        file.append(&self.out)?;
+        self.out.clear();
+        self.summary.samples += self.buffered.0;
+        self.summary.lost_records += self.buffered.1;
+        self.buffered = (0, 0);
+        Ok(())
+    }
+
+    /// The trailer of the file as it is now.
+    fn trailer(&self, raw: &RawOutput) -> writer::Trailer {
+        let formats: Vec<(&str, &str)> = self
+            .sources
+            .iter()
+            .map(|s| (s.system.as_str(), s.text.as_str()))
+            .collect();
+        let now = now_unix_ns();
+        let h = &raw.host;
+        let meta = FileMeta {
+            events: &self.events,
+            tracing: TracingSpec {
+                long_size: h.long_size,
+                page_size: h.page_size,
+                header_page: &h.header_page,
+                header_event: &h.header_event,
+            },
+            formats: &formats,
+            hostname: &h.hostname,
+            osrelease: &h.osrelease,
+            version: concat!("uevrec ", env!("CARGO_PKG_VERSION")),
+            arch: &h.arch,
+            nr_cpus: h.nr_cpus,
+            cmdline: &raw.cmdline,
+            sample_time: self.first_last,
+            clock: ClockRef {
+                clockid: CLOCK_REALTIME as u32,
+                wall_ns: now,
+                clockid_ns: now,
+                res_ns: h.clock_res_ns,
+            },
+        };
+        writer::trailer(&meta, raw.file.data_size())
+    }
+}
+
+/// Write what arrives on `staged` into `raw`'s file until the session closes the
+/// channel, passing the chunks on to `next`; then finish the file. Returns at the first
+/// write error (after trying to finish the file with what was written), which closes
+/// `staged` and so ends the session.
+pub fn run(
+    mut raw: RawOutput,
+    staged: Receiver<Staged>,
+    next: Next,
+) -> Result<RawSummary, RawError> {
+    let mut enc = Encoder {
+        out: Vec::with_capacity(WRITE_BYTES + 128 * 1024),
+        buffered: (0, 0),
+        slots: Vec::new(),
+        events: Vec::new(),
+        sources: Vec::new(),
+        first_last: None,
+        summary: RawSummary {
+            path: raw.file.path().to_owned(),
+            ..RawSummary::default()
+        },
+        notices: (raw.notices && matches!(next, Next::Recycle(_)))
+            .then(|| LineWriter::new(LineOptions::default())),
+        notice_buf: Vec::new(),
+    };
+    let result = pump(&mut raw, &mut enc, &staged, &next);
+    // Closing the input now ends the session (if still running) before the finish.
+    drop(staged);
+    drop(next);
+    let finished = match result {
+        Ok(()) => enc.write(&mut raw.file),
+        Err(e) => Err(e),
+    };
+    let trailer = enc.trailer(&raw);
+    enc.summary.events = enc.events.len();
+    let finish = raw.file.finish(&trailer);
+    let summary = enc.summary;
+    match (finished, finish) {
+        (Ok(()), Ok(())) => Ok(summary),
+        (Err(error), finish) => Err(RawError {
+            error,
+            finished: finish.err().map(Box::new),
+            summary: Box::new(summary),
+        }),
+        (Ok(()), Err(e)) => Err(RawError {
+            error: e,
+            finished: None,
+            summary: Box::new(summary),
+        }),
+    }
+}
+
+/// Why the raw output stopped early, and whether the file was finished anyway.
+#[derive(Debug)]
+pub struct RawError {
+    /// The first error.
+    pub error: SinkError,
+    /// Why the file could not be finished after `error`, when it could not (`None`: the
+    /// file was finished with the records written before the error).
+    pub finished: Option<Box<SinkError>>,
+    /// What was written.
+    pub summary: Box<RawSummary>,
+}
+
+impl std::fmt::Display for RawError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.error)?;
+        match &self.finished {
+            _ if matches!(
+                self.error,
+                SinkError::Io {
+                    what: "finishing",
+                    ..
+                }
+            ) =>
+            {
+                write!(
+                    f,
+                    "; the file is unfinished (its header names no events): perf and uevrec \
+                 decode refuse it"
+                )
+            }
+            None => write!(
+                f,
+                "; {} was finished with the {} samples written before: perf and uevrec \
+                 decode read them",
+                self.summary.path.display(),
+                self.summary.samples
+            ),
+            Some(e) => write!(
+                f,
+                "; finishing the file failed too ({e}): it is unfinished, perf and uevrec \
+                 decode refuse it"
+            ),
+        }
+    }
+}
+
+/// Encode and write until `staged` closes or a write fails.
+fn pump(
+    raw: &mut RawOutput,
+    enc: &mut Encoder,
+    staged: &Receiver<Staged>,
+    next: &Next,
+) -> Result<(), SinkError> {
+    let gone = || SinkError::Closed;
+    loop {
+        let msg = match staged.try_recv() {
+            Ok(msg) => msg,
+            Err(TryRecvError::Empty) => {
+                // Caught up: what is encoded goes to the file now.
+                if !enc.out.is_empty() {
+                    enc.write(&mut raw.file)?;
+                }
+                match staged.recv() {
+                    Ok(msg) => msg,
+                    Err(_) => return Ok(()),
+                }
+            }
+            Err(TryRecvError::Disconnected) => return Ok(()),
+        };
+        match msg {
+            Staged::Format {
+                slot,
+                ref prepared,
+                ref source,
+            } => enc.format(slot, prepared.format().id, Arc::clone(source)),
+            Staged::Chunk(ref chunk) => {
+                let (before, after) = chunk.split_at_round();
+                enc.entries(before);
+                if let Some(after) = after {
+                    writer::push_finished_round(&mut enc.out);
+                    enc.entries(after);
+                }
+            }
+        }
+        if enc.out.len() >= WRITE_BYTES {
+            enc.write(&mut raw.file)?;
+        }
+        match next {
+            Next::Forward(tx) => tx.send(msg).map_err(|_| gone())?,
+            Next::Recycle(pool) => {
+                if let Staged::Chunk(chunk) = msg {
+                    // The pool channel holds every chunk, so this never waits.
+                    let _ = pool.send(chunk.into_buffer());
+                }
+            }
+        }
+    }
+}
