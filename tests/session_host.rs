@@ -848,8 +848,14 @@ fn multi_format_versions_are_attached_late_and_named_by_base_ftrace() {
     multi_format_versions_are_attached_late_and_named_by_base_on(Ftrace);
 }
 
+/// The multi-format tests one at a time: with the default selectors each session would
+/// attach the other's events, and their enable bits would turn on before this session
+/// records them.
+static MULTI_FORMAT_TURN: Mutex<()> = Mutex::new(());
+
 fn multi_format_versions_are_attached_late_and_named_by_base_on(backend: BackendKind) {
     let t = require!(Tier::Host, host());
+    let _turn = MULTI_FORMAT_TURN.lock().unwrap_or_else(|e| e.into_inner());
     if !t.has_user_events() {
         common::tier::skip(
             Tier::Vm,
@@ -887,13 +893,26 @@ fn multi_format_versions_are_attached_late_and_named_by_base_on(backend: Backend
             Flags::MULTI_FORMAT,
         )
         .unwrap();
-    // Both versions are found by a rescan and enabled by the session's perf fds.
+    // Both versions are found by a rescan and recorded once the session says `attached`
+    // (the enable bit alone turns on when perf opens an event, before it records).
+    let versions = format!("user_events_multi:{name}.");
+    let attached = |run: &Running| {
+        run.lines()
+            .iter()
+            .filter(|v| v["uevrec"] == "notice" && v["what"] == "attached")
+            .filter(|v| {
+                v["event"]
+                    .as_str()
+                    .is_some_and(|e| e.starts_with(&versions))
+            })
+            .count()
+    };
     let t0 = Instant::now();
-    while !(v1.is_enabled() && v2.is_enabled()) && t0.elapsed() < Duration::from_secs(10) {
+    while attached(&run) < 2 && t0.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(
-        v1.is_enabled() && v2.is_enabled(),
+        attached(&run) == 2 && v1.is_enabled() && v2.is_enabled(),
         "versions not attached: {:?}",
         run.lines()
     );

@@ -26,7 +26,7 @@ pub const MAX_CACHED: usize = 65_536;
 /// How long a cached thread is trusted.
 pub const CACHE_TTL: Duration = Duration::from_secs(1);
 /// The least time between two reads of `saved_tgids`.
-pub const SAVED_INTERVAL: Duration = Duration::from_millis(50);
+pub const SAVED_INTERVAL: Duration = Duration::from_millis(5);
 
 /// The thread → process cache (see the module docs).
 #[derive(Debug)]
