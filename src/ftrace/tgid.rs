@@ -13,8 +13,10 @@
 //!    record is saved at the latest when it is switched out, also at exit). The table is
 //!    read at most every [`SAVED_INTERVAL`].
 //!
-//! A thread found nowhere (its id recycled before it was looked up) gets no process id
-//! (the JSON line says `"pid":0`).
+//! A thread found nowhere gets no process id (the JSON line says `"pid":0`): its id was
+//! recycled before it was looked up, or it exited less than [`SAVED_INTERVAL`] after the
+//! last read of the table (seen on a host busy compiling: 2,214 of 39,384
+//! `raw_syscalls:sys_enter` records in one second with an interval of 50 ms).
 
 use std::fs;
 use std::io::Read as _;
