@@ -11,6 +11,7 @@
 # events it should see are exactly the generator's calls. Per run and thread count:
 #   untraced      the generator alone
 #   uevrec        `uevrec record -q -m P --filter F -o tmpfs/FILE raw_syscalls:sys_enter`
+#   uevrec-ftrace the same with `--backend ftrace` (a tracefs instance, trace_pipe_raw)
 #   uevrec-raw    `uevrec record -q -m P --filter F --raw tmpfs/FILE raw_syscalls:sys_enter`
 #                 (a perf.data; counted with `uevrec decode`, not timed)
 #   perf-record   `perf record -a -m P --filter F -e raw_syscalls:sys_enter -o tmpfs/FILE`
@@ -32,7 +33,8 @@
 # attached; measured from the signal to the recorder's exit, and for uevrec also until its
 # background closer (`uevrec-close`, see src/perf/reaper.rs) is gone.
 # VM part (scripts/…/run.sh boots a kernel with user_events): samples' `rate` producer
-# writes user events while uevrec or perf record is attached; same measures, ratios only.
+# writes user events while uevrec (both backends) or perf record is attached; same
+# measures, ratios only.
 #
 # Needs: root, perf, jq, python3, tmpfs at /dev/shm. Builds release binaries first.
 # Never run two benchmarks at once. Exit status 0 also when a target is missed (the table
@@ -100,6 +102,19 @@ wait_attached() {
   return 1
 }
 
+# wait_ftrace_enabled PID SYSTEM EVENT: until uevrec PID's tracefs instance (ftrace
+# backend) has enabled SYSTEM:EVENT, then another second like wait_attached.
+wait_ftrace_enabled() {
+  local f i
+  f=$(awk '$3 == "tracefs" { print $2; exit }' /proc/mounts)/instances/uevrec-$1/events/$2/$3/enable
+  for ((i = 0; i < 200; i++)); do
+    kill -0 "$1" 2>/dev/null || return 1
+    if [ "$(cat "$f" 2>/dev/null)" = 1 ]; then sleep 1; return 0; fi
+    sleep 0.1
+  done
+  return 1
+}
+
 # perf_counts PERF.DATA EVENT: prints "SAMPLES LOST" for EVENT from `perf report --stats`.
 perf_counts() {
   perf report -i "$1" --stats 2>/dev/null | awk -v ev="$2 stats:" '
@@ -157,9 +172,9 @@ host_traced() {
     die "getppid is not syscall $GETPPID_NR here; adjust GETPPID_NR"
   filter="($(jq -r '.tids | map("common_pid == \(.)") | join(" || ")' <<<"$ready")) && id == $GETPPID_NR"
   case $tool in
-    uevrec)
+    uevrec | uevrec-ftrace)
       measure "$d/rec.json" "$BIN/uevrec" record -q -m "$PAGES" --filter "$filter" \
-        -o "$d/out.jsonl" raw_syscalls:sys_enter 2>"$d/rec.err" &
+        --backend "$(backend_of $tool)" -o "$d/out.jsonl" raw_syscalls:sys_enter 2>"$d/rec.err" &
       ;;
     uevrec-raw)
       measure "$d/rec.json" "$BIN/uevrec" record -q -m "$PAGES" --filter "$filter" \
@@ -177,7 +192,7 @@ host_traced() {
   local mpid=$!
   wait_file "$d/rec.json.pid" 10 || die "$tool did not start"
   rec_pid=$(cat "$d/rec.json.pid")
-  if ! wait_attached "$rec_pid"; then
+  if ! recorder_attached "$tool" "$rec_pid" raw_syscalls sys_enter; then
     kill "$gpid" 2>/dev/null || true
     die "$tool did not attach: $(cat "$d/rec.err")"
   fi
@@ -192,11 +207,19 @@ host_traced() {
   local rate; rate=$(jq -r .per_sec <<<"$done_line")
   local got_calls; got_calls=$(jq -r .calls <<<"$done_line")
   if [ "$tool" != perf ] && [ "$status" != 0 ]; then
-    die "uevrec exited with status $status: $(tail -5 "$d/rec.err")"
+    die "$tool exited with status $status: $(tail -5 "$d/rec.err")"
   fi
   # perf record ends with status 0 or by "signal 2" depending on version; both fine.
   recorder_rows "$d" "$tool" raw_syscalls sys_enter "$got_calls" "$rate" \
     host=1 threads="$threads" run="$run" busy="$BUSY" load="$load"
+}
+
+# backend_of TOOL: uevrec's --backend for a tool name.
+backend_of() { if [ "$1" = uevrec-ftrace ]; then echo ftrace; else echo perf; fi; }
+
+# recorder_attached TOOL PID SYSTEM EVENT: until the recorder is recording.
+recorder_attached() {
+  if [ "$1" = uevrec-ftrace ]; then wait_ftrace_enabled "$2" "$3" "$4"; else wait_attached "$2"; fi
 }
 
 # recorder_rows DIR TOOL SYSTEM EVENT CALLS RATE KEY=VALUE...: the result rows of one
@@ -208,7 +231,7 @@ recorder_rows() {
   local cpu rss
   cpu=$(json_field "$d/rec.json" '.user_s + .sys_s')
   rss=$(json_field "$d/rec.json" .maxrss_kb)
-  if [ "$tool" != perf ]; then
+  if [ "$tool" != perf ] && [ "$tool" != uevrec-raw ]; then
     [ -e "$d/out.jsonl" ] || die "uevrec wrote no output: $(tail -5 "$d/rec.err")"
     events=$(grep -c "\"event\":\"$event\"" "$d/out.jsonl" || true)
     lost=$({ grep '"uevrec":"lost"' "$d/out.jsonl" || true; } | jq -s 'map(.lost) | add // 0')
@@ -294,6 +317,7 @@ host_part() {
       note "host run $run/$RUNS, $threads thread(s), $CALLS calls, $BUSY busy loop(s), load $(load1)"
       host_untraced "$threads" "$CALLS" "$run"
       host_traced uevrec "$threads" "$CALLS" "$run" "$d/u"
+      host_traced uevrec-ftrace "$threads" "$CALLS" "$run" "$d/f"
       host_traced uevrec-raw "$threads" "$CALLS" "$run" "$d/r"
       host_traced perf "$threads" "$CALLS" "$run" "$d/p"
       if [ "$NOPRIO" = 1 ]; then host_traced uevrec-noprio "$threads" "$CALLS" "$run" "$d/u"; fi
@@ -354,16 +378,16 @@ vm_guest() {
   local d=/dev/shm/uevrec-bench run tool name status
   mkdir -p "$d"
   for ((run = 1; run <= RUNS; run++)); do
-    for tool in uevrec perf; do
+    for tool in uevrec uevrec-ftrace perf; do
       name="uevrs_bench_$run"
       rm -f "$d"/*
       "$RATE" --name "$name" --events "$VM_CALLS" --threads 1 --timeout-secs 60 \
         --settle-ms 500 >"$d/rate.out" 2>"$d/rate.err" &
       local ppid=$!
       wait_file "$d/rate.out" 20 || die "rate did not register: $(cat "$d/rate.err")"
-      if [ $tool = uevrec ]; then
+      if [ $tool != perf ]; then
         measure "$d/rec.json" "$BIN/uevrec" record -q -m "$PAGES" -o "$d/out.jsonl" \
-          "user_events:$name" 2>"$d/rec.err" &
+          --backend "$(backend_of $tool)" "user_events:$name" 2>"$d/rec.err" &
       else
         measure "$d/rec.json" perf record -a -m "$PAGES" -e "user_events:$name" \
           -o "$d/perf.data" 2>"$d/rec.err" &
@@ -433,7 +457,7 @@ def table(where, group_key, groups):
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for g, sel in groups:
         base = [r["rate"] for r in sel if r["tool"] == "untraced"]
-        for tool in ("untraced", "uevrec", "uevrec-raw", "perf-record", "perf-script", "perf-record+script"):
+        for tool in ("untraced", "uevrec", "uevrec-ftrace", "uevrec-raw", "perf-record", "perf-script", "perf-record+script"):
             rs = [r for r in sel if r["tool"] == tool]
             if not rs:
                 continue
@@ -509,7 +533,7 @@ host = [r for r in rows if r.get("host")]
 vm = [r for r in rows if r.get("vm") and r["tool"] != "skipped"]
 verdicts = []
 if host:
-    main = [r for r in host if r["tool"] in ("untraced", "uevrec", "uevrec-raw", "perf-record", "perf-script")]
+    main = [r for r in host if r["tool"] in ("untraced", "uevrec", "uevrec-ftrace", "uevrec-raw", "perf-record", "perf-script")]
     main += combine(main)
     groups = [(f"{t} thread{'s' if t > 1 else ''}", [r for r in main if r.get("threads") == t])
               for t in sorted({r["threads"] for r in main})]
@@ -555,6 +579,22 @@ if host:
               + (f" {gone(n) if n else 'n/a'} |" if noprio else ""))
     verdicts.append(("host: uevrec loss <= perf record loss in every run", all(le) if le else None,
                      f"{sum(le)}/{len(le)} runs"))
+    ft_rate = []
+    for r in main:
+        if r["tool"] == "perf-record":
+            f = next((x for x in main if x["tool"] == "uevrec-ftrace" and x["run"] == r["run"]
+                      and x["threads"] == r["threads"]), None)
+            if f:
+                ft_rate.append(f["rate"] / r["rate"])
+    if ft_rate:
+        verdicts.append(("host: traced program >= 2x faster under uevrec --backend ftrace than under perf record",
+                         min(ft_rate) >= 2.0,
+                         "per run: " + ", ".join(f"{x:.2f}x" for x in ft_rate)))
+    ft = [r for r in main if r["tool"] == "uevrec-ftrace"]
+    if ft:
+        verdicts.append(("host: uevrec --backend ftrace zero loss",
+                         all(r["missing"] == 0 and r["lost"] == 0 for r in ft),
+                         "lost per run: " + ", ".join(str(r["lost"]) for r in ft)))
     verdicts.append(("host: uevrec zero loss wherever perf record had zero loss",
                      all(pairs) if pairs else None,
                      f"{sum(pairs)}/{len(pairs)} runs where perf lost nothing; perf lost events in {lossy_perf} run(s)"))

@@ -1,7 +1,8 @@
 //! uevrec: record Linux user_events (and any tracefs tracepoint) into JSON lines.
 //!
 //! Modules follow the data path: [`tracefs`] finds events and their format files,
-//! [`selector`] picks them, [`perf`] attaches per-CPU rings, [`session`] drains them into
+//! [`selector`] picks them, [`perf`] attaches per-CPU rings (or [`ftrace`] a tracefs
+//! instance, `--backend ftrace`), [`session`] drains them into
 //! staged entries, [`formatter`] renders those as JSON lines (with `uevrec_parsers`),
 //! [`pipeline`] holds what travels between the threads on the way to the [`sink`]s
 //! (or, with `record --raw`, to a perf.data: [`raw`]),
@@ -13,6 +14,7 @@ pub mod cli;
 pub mod clock;
 pub mod fd_limit;
 pub mod formatter;
+pub mod ftrace;
 pub mod perf;
 pub mod pipeline;
 pub mod raw;

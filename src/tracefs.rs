@@ -248,6 +248,16 @@ impl Tracefs {
 }
 
 /// Names of the subdirectories of `dir`.
+/// Read a tracefs file that answers only the first `read(2)` (the `filter` files and
+/// `events/header_page` return nothing at a non-zero offset), with one large read.
+pub fn read_once(path: &Path) -> io::Result<String> {
+    use std::io::Read as _;
+    let mut buf = vec![0u8; 64 * 1024];
+    let n = fs::File::open(path)?.read(&mut buf)?;
+    buf.truncate(n);
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
 fn list_dirs(dir: &Path) -> Result<Vec<String>, TracefsError> {
     let rd = fs::read_dir(dir).map_err(|e| TracefsError::io(dir, e))?;
     let mut out = Vec::new();

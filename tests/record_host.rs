@@ -137,6 +137,20 @@ fn record_getppid(child: &Child, out: &Path, extra: &[&str]) -> Child {
         .unwrap()
 }
 
+/// Arguments choosing the ftrace backend.
+const FTRACE: &[&str] = &["--backend", "ftrace"];
+
+/// The tracefs instance the ftrace backend of uevrec process `rec` uses.
+fn instance_of(rec: &Child) -> PathBuf {
+    instances().join(format!("uevrec-{}", rec.id()))
+}
+
+/// tracefs's `instances` directory.
+fn instances() -> PathBuf {
+    let root = std::env::var_os("UEVREC_TRACEFS").unwrap_or_else(|| "/sys/kernel/tracing".into());
+    Path::new(&root).join("instances")
+}
+
 fn release_and_reap(mut child: Child) {
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     assert!(child.wait().unwrap().success());
@@ -144,6 +158,16 @@ fn release_and_reap(mut child: Child) {
 
 #[test]
 fn records_exec_of_a_known_path() {
+    records_exec_of_a_known_path_on(&[]);
+}
+
+#[test]
+fn records_exec_of_a_known_path_ftrace() {
+    records_exec_of_a_known_path_on(FTRACE);
+}
+
+/// [`records_exec_of_a_known_path`] with `backend` (extra arguments choosing the backend).
+fn records_exec_of_a_known_path_on(backend: &[&str]) {
     require_host!();
     let dir = tempfile::tempdir().unwrap();
     let prog = dir.path().join("uevrec-exec-probe");
@@ -152,6 +176,7 @@ fn records_exec_of_a_known_path() {
     let mut rec = Command::new(bin())
         .args(["record", "-q", "-e", "sched:sched_process_exec", "-o"])
         .arg(&out)
+        .args(backend)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -180,6 +205,16 @@ fn records_exec_of_a_known_path() {
 
 #[test]
 fn rotation_loses_and_duplicates_nothing() {
+    rotation_loses_and_duplicates_nothing_on(&[]);
+}
+
+#[test]
+fn rotation_loses_and_duplicates_nothing_ftrace() {
+    rotation_loses_and_duplicates_nothing_on(FTRACE);
+}
+
+/// [`rotation_loses_and_duplicates_nothing`] with `backend` (extra arguments choosing the backend).
+fn rotation_loses_and_duplicates_nothing_on(backend: &[&str]) {
     require_host!();
     const N: u32 = 20_000;
     let dir = tempfile::tempdir().unwrap();
@@ -188,7 +223,11 @@ fn rotation_loses_and_duplicates_nothing() {
     let mut rec = record_getppid(
         &child,
         &out,
-        &["--rotate-size", "64k", "--rotate-keep", "10000", "-m", "8M"],
+        &[
+            &["--rotate-size", "64k", "--rotate-keep", "10000", "-m", "8M"],
+            backend,
+        ]
+        .concat(),
     );
     wait_attached(&out, &mut rec);
     release_and_reap(child);
@@ -254,30 +293,45 @@ fn rotation_loses_and_duplicates_nothing() {
 #[test]
 fn sigint_drains_pending_events() {
     require_host!();
-    stop_signal_drains_pending_events(libc::SIGINT);
+    stop_signal_drains_pending_events(libc::SIGINT, &[]);
 }
 
 #[test]
 fn sigterm_drains_pending_events() {
     require_host!();
-    stop_signal_drains_pending_events(libc::SIGTERM);
+    stop_signal_drains_pending_events(libc::SIGTERM, &[]);
+}
+
+#[test]
+fn sigint_drains_pending_events_and_removes_the_instance_ftrace() {
+    require_host!();
+    stop_signal_drains_pending_events(libc::SIGINT, FTRACE);
+}
+
+#[test]
+fn sigterm_drains_pending_events_and_removes_the_instance_ftrace() {
+    require_host!();
+    stop_signal_drains_pending_events(libc::SIGTERM, FTRACE);
 }
 
 /// Stop uevrec with `sig` right after the producer ended: every record still in the rings
-/// is written before exit.
-fn stop_signal_drains_pending_events(sig: i32) {
+/// is written before exit (and the ftrace backend's instance is gone after it).
+fn stop_signal_drains_pending_events(sig: i32, backend: &[&str]) {
     // The ring (4 MiB per CPU) holds all N records even if uevrec read none before the stop.
     const N: u32 = 5_000;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("int.json");
     let child = getppid_child(N);
-    let mut rec = record_getppid(&child, &out, &["-m", "4M"]);
+    let mut rec = record_getppid(&child, &out, &[&["-m", "4M"], backend].concat());
     wait_attached(&out, &mut rec);
+    let inst = instance_of(&rec);
+    assert_eq!(inst.exists(), !backend.is_empty(), "{}", inst.display());
     release_and_reap(child);
     // At once: the last records are still in the rings, below the wakeup watermark.
     signal(&rec, sig);
     let st = wait_exit(&mut rec);
     assert_eq!(st.code(), Some(0), "{}", stderr_text(&mut rec));
+    assert!(!inst.exists(), "{} left behind", inst.display());
     let lines = parse_lines(&fs::read_to_string(&out).unwrap());
     assert!(
         !lines.iter().any(|v| v["uevrec"] == "lost"),
@@ -305,13 +359,23 @@ fn summary_goes_to_stderr() {
 
 #[test]
 fn sighup_reopens_a_renamed_file() {
+    sighup_reopens_a_renamed_file_on(&[]);
+}
+
+#[test]
+fn sighup_reopens_a_renamed_file_ftrace() {
+    sighup_reopens_a_renamed_file_on(FTRACE);
+}
+
+/// [`sighup_reopens_a_renamed_file`] with `backend` (extra arguments choosing the backend).
+fn sighup_reopens_a_renamed_file_on(backend: &[&str]) {
     require_host!();
     const N: u32 = 300;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("hup.json");
     let old = dir.path().join("hup.json.old");
     let child = getppid_child(N);
-    let mut rec = record_getppid(&child, &out, &[]);
+    let mut rec = record_getppid(&child, &out, backend);
     wait_attached(&out, &mut rec);
     // logrotate's create mode: rename, then SIGHUP; uevrec opens a new file at the path.
     fs::rename(&out, &old).unwrap();
@@ -426,4 +490,135 @@ fn full_filesystem_is_a_clear_error_and_file_ends_with_newline() {
     assert!(!bytes.is_empty());
     assert_eq!(bytes.last(), Some(&b'\n'));
     parse_lines(std::str::from_utf8(&bytes).unwrap());
+}
+
+#[test]
+fn an_error_exit_removes_the_instance_ftrace() {
+    require_host!();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("err.json");
+    // The kernel refuses this filter on the only event: a setup error after the instance
+    // was made.
+    let mut rec = Command::new(bin())
+        .args([
+            "record",
+            "--backend",
+            "ftrace",
+            "-e",
+            "sched:sched_process_exec",
+        ])
+        .args(["--filter", "no_such_field == 1", "-o"])
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = rec.id();
+    let st = wait_exit(&mut rec);
+    let err = stderr_text(&mut rec);
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(err.contains("no_such_field == 1"), "{err}");
+    let left: Vec<_> = fs::read_dir(instances())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(&format!("uevrec-{pid}")))
+        .collect();
+    assert!(left.is_empty(), "instances left behind: {left:?}");
+}
+
+#[test]
+fn a_killed_runs_instance_is_removed_by_the_next_start_ftrace() {
+    require_host!();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("killed.json");
+    let mut killed = Command::new(bin())
+        .args([
+            "record",
+            "--backend",
+            "ftrace",
+            "-e",
+            "sched:sched_process_exec",
+            "-o",
+        ])
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_attached(&out, &mut killed);
+    let stale = instance_of(&killed);
+    signal(&killed, libc::SIGKILL);
+    wait_exit(&mut killed);
+    assert!(stale.exists(), "SIGKILL cannot remove {}", stale.display());
+    // The next run (a normal stop after --duration) removes it and says so, and removes
+    // its own.
+    let next = Command::new(bin())
+        .args([
+            "record",
+            "--backend",
+            "ftrace",
+            "-e",
+            "sched:sched_process_exec",
+        ])
+        .args(["--duration", "1", "-o"])
+        .arg(dir.path().join("next.json"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let own = instance_of(&next);
+    let next = next.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&next.stderr);
+    assert!(next.status.success(), "{err}");
+    assert!(!stale.exists(), "{} still there: {err}", stale.display());
+    assert!(
+        err.contains(&format!(
+            "removed the tracefs instance {} left by process {}, which is gone",
+            stale.display(),
+            killed.id()
+        )),
+        "{err}"
+    );
+    assert!(!own.exists(), "{} left behind", own.display());
+}
+
+#[test]
+fn both_backends_record_the_same_calls_with_the_same_values() {
+    require_host!();
+    const N: u32 = 2_000;
+    let dir = tempfile::tempdir().unwrap();
+    let child = getppid_child(N);
+    // Both at once on the same calls: each call must give one identical record in each
+    // (but its time: each ring stamps a record when it writes it).
+    let (perf_out, ftrace_out) = (dir.path().join("perf.json"), dir.path().join("ftrace.json"));
+    let mut perf = record_getppid(&child, &perf_out, &[]);
+    let mut ftrace = record_getppid(&child, &ftrace_out, FTRACE);
+    wait_attached(&perf_out, &mut perf);
+    wait_attached(&ftrace_out, &mut ftrace);
+    release_and_reap(child);
+    let mut got = Vec::new();
+    for (mut rec, out) in [(perf, perf_out), (ftrace, ftrace_out)] {
+        signal(&rec, libc::SIGINT);
+        assert_eq!(
+            wait_exit(&mut rec).code(),
+            Some(0),
+            "{}",
+            stderr_text(&mut rec)
+        );
+        let lines = parse_lines(&fs::read_to_string(&out).unwrap());
+        assert!(
+            !lines.iter().any(|v| v["uevrec"] == "lost"),
+            "{}",
+            out.display()
+        );
+        let mut recs: Vec<String> = records(&lines, "sys_enter")
+            .into_iter()
+            .map(|v| {
+                let mut v = v.clone();
+                v.as_object_mut().unwrap().remove("time");
+                v.to_string()
+            })
+            .collect();
+        recs.sort();
+        got.push(recs);
+    }
+    assert_eq!(got[0].len(), N as usize);
+    assert_eq!(got[0], got[1], "perf and ftrace records differ");
 }

@@ -22,6 +22,7 @@ use uevrec::perf::RingPages;
 use uevrec::pipeline::Batch;
 use uevrec::recorder;
 use uevrec::selector::Selector;
+use uevrec::session::backend::BackendKind::{self, Ftrace, Perf};
 use uevrec::session::{LiveStats, SessionConfig, Summary};
 use uevrec::tracefs::Tracefs;
 
@@ -35,7 +36,13 @@ fn host() -> Result<Tracefs, String> {
 }
 
 fn config(selectors: &[&str]) -> SessionConfig {
+    config_on(Perf, selectors)
+}
+
+/// [`config`] on backend `backend`.
+fn config_on(backend: BackendKind, selectors: &[&str]) -> SessionConfig {
     SessionConfig {
+        backend,
         selectors: selectors
             .iter()
             .map(|s| s.parse::<Selector>().unwrap())
@@ -331,11 +338,11 @@ impl Drop for SyscallChild {
 const GETPPID: u64 = libc::SYS_getppid as u64;
 
 /// A session config recording only `child`'s getppid calls (kernel filter).
-fn getppid_config(child: &SyscallChild) -> SessionConfig {
+fn getppid_config(backend: BackendKind, child: &SyscallChild) -> SessionConfig {
     SessionConfig {
         filter: Some(format!("id == {GETPPID}")),
         pid: Some(child.pid),
-        ..config(&["raw_syscalls:sys_enter"])
+        ..config_on(backend, &["raw_syscalls:sys_enter"])
     }
 }
 
@@ -354,13 +361,22 @@ fn getppid_records(lines: &[Value], pid: i32) -> usize {
 
 #[test]
 fn exec_is_recorded_with_filename_and_pid() {
+    exec_is_recorded_with_filename_and_pid_on(Perf);
+}
+
+#[test]
+fn exec_is_recorded_with_filename_and_pid_ftrace() {
+    exec_is_recorded_with_filename_and_pid_on(Ftrace);
+}
+
+fn exec_is_recorded_with_filename_and_pid_on(backend: BackendKind) {
     let _t = require!(Tier::Host, host());
     let dir = tempfile::tempdir().unwrap();
     let exe = dir
         .path()
         .join(format!("uevrec-true-{}", std::process::id()));
     fs::copy("/bin/true", &exe).unwrap();
-    let mut run = start(config(&["sched:sched_process_exec"]), 16, false);
+    let mut run = start(config_on(backend, &["sched:sched_process_exec"]), 16, false);
     wait_attached(&run, "sched:sched_process_exec");
     let child = std::process::Command::new(&exe).spawn().unwrap();
     let child_pid = child.id();
@@ -393,20 +409,31 @@ fn exec_is_recorded_with_filename_and_pid() {
 
 #[test]
 fn filtered_syscalls_are_counted_exactly() {
-    count_getppid(5000, 256);
+    count_getppid(Perf, 5000, 256);
+}
+
+#[test]
+fn filtered_syscalls_are_counted_exactly_ftrace() {
+    count_getppid(Ftrace, 5000, 256);
 }
 
 #[test]
 fn losses_in_a_tiny_ring_are_accounted_for() {
     // 2 pages hold ~80 records: a 20000-call burst overflows them; every call must
     // still be either recorded or counted lost.
-    count_getppid(20000, 2);
+    count_getppid(Perf, 20000, 2);
 }
 
-fn count_getppid(n: u32, pages: usize) {
+#[test]
+fn losses_in_a_tiny_ring_are_accounted_for_ftrace() {
+    // The ftrace ring overwrites its oldest pages; the pages after say how many.
+    count_getppid(Ftrace, 20000, 2);
+}
+
+fn count_getppid(backend: BackendKind, n: u32, pages: usize) {
     let _t = require!(Tier::Host, host());
     let child = SyscallChild::spawn();
-    let mut cfg = getppid_config(&child);
+    let mut cfg = getppid_config(backend, &child);
     cfg.buffer_pages = RingPages::round_up(pages as u64).unwrap();
     let mut run = start(cfg, 16, false);
     wait_attached(&run, "raw_syscalls:sys_enter");
@@ -451,8 +478,17 @@ fn count_getppid(n: u32, pages: usize) {
 
 #[test]
 fn bad_filter_reports_the_kernel_complaint() {
+    bad_filter_reports_the_kernel_complaint_on(Perf);
+}
+
+#[test]
+fn bad_filter_reports_the_kernel_complaint_ftrace() {
+    bad_filter_reports_the_kernel_complaint_on(Ftrace);
+}
+
+fn bad_filter_reports_the_kernel_complaint_on(backend: BackendKind) {
     let _t = require!(Tier::Host, host());
-    let mut cfg = config(&["sched:sched_process_exec"]);
+    let mut cfg = config_on(backend, &["sched:sched_process_exec"]);
     cfg.filter = Some("no_such_field == 3".into());
     let msg = setup_error(&cfg);
     assert!(msg.contains("no_such_field == 3"), "{msg}");
@@ -510,7 +546,20 @@ fn uprobe_events(t: &Tracefs, line: &str) -> std::io::Result<()> {
 
 #[test]
 fn late_uprobe_is_attached_recorded_and_released() {
+    late_uprobe_is_attached_recorded_and_released_on(Perf);
+}
+
+#[test]
+fn late_uprobe_is_attached_recorded_and_released_ftrace() {
+    late_uprobe_is_attached_recorded_and_released_on(Ftrace);
+}
+
+/// The uprobe tests one at a time: a probe of each would fire for the other's call.
+static UPROBE_TURN: Mutex<()> = Mutex::new(());
+
+fn late_uprobe_is_attached_recorded_and_released_on(backend: BackendKind) {
     let t = require!(Tier::Host, host());
+    let _turn = UPROBE_TURN.lock().unwrap_or_else(|e| e.into_inner());
     let Some((exe, offset)) = probe_target_offset() else {
         common::tier::skip(
             Tier::Host,
@@ -525,9 +574,9 @@ fn late_uprobe_is_attached_recorded_and_released() {
         );
         return;
     }
-    let name = format!("open_probe_{}", std::process::id());
+    let name = format!("open_probe_{}_{backend:?}", std::process::id());
     let key = format!("uevrec_test:{name}");
-    let mut cfg = config(&["uevrec_test:*"]);
+    let mut cfg = config_on(backend, &[&format!("uevrec_test:{name}*")]);
     // The probed call happens in this (test) process.
     cfg.include_self = true;
     let mut run = start(cfg, 16, false);
@@ -637,10 +686,19 @@ fn idle_session_uses_almost_no_cpu() {
 
 #[test]
 fn stop_drains_records_still_in_the_rings() {
+    stop_drains_records_still_in_the_rings_on(Perf);
+}
+
+#[test]
+fn stop_drains_records_still_in_the_rings_ftrace() {
+    stop_drains_records_still_in_the_rings_on(Ftrace);
+}
+
+fn stop_drains_records_still_in_the_rings_on(backend: BackendKind) {
     let _t = require!(Tier::Host, host());
     const N: u32 = 1000;
     let child = SyscallChild::spawn();
-    let cfg = getppid_config(&child);
+    let cfg = getppid_config(backend, &child);
     // A rendezvous channel the test receives from by hand: the session blocks on every
     // send until the test takes the batch.
     let mut run = start(cfg, 0, true);
@@ -712,9 +770,18 @@ fn explicit_tracefs_path_is_used() {
 
 #[test]
 fn max_records_ends_the_session_after_exactly_that_many() {
+    max_records_ends_the_session_after_exactly_that_many_on(Perf);
+}
+
+#[test]
+fn max_records_ends_the_session_after_exactly_that_many_ftrace() {
+    max_records_ends_the_session_after_exactly_that_many_on(Ftrace);
+}
+
+fn max_records_ends_the_session_after_exactly_that_many_on(backend: BackendKind) {
     let _t = require!(Tier::Host, host());
     let child = SyscallChild::spawn();
-    let mut cfg = getppid_config(&child);
+    let mut cfg = getppid_config(backend, &child);
     cfg.max_records = Some(10);
     let mut run = start(cfg, 16, false);
     wait_attached(&run, "raw_syscalls:sys_enter");
@@ -735,7 +802,7 @@ fn throughput() {
     let _t = require!(Tier::Host, host());
     const N: u32 = 2_000_000;
     let child = SyscallChild::spawn();
-    let mut cfg = getppid_config(&child);
+    let mut cfg = getppid_config(Perf, &child);
     cfg.buffer_pages = RingPages::round_up(1024).unwrap();
     let mut run = start(cfg, 16, true);
     let (rx, rtx) = (run.rx.take().unwrap(), run.recycle_tx.clone());
@@ -777,7 +844,22 @@ fn throughput() {
 
 #[test]
 fn multi_format_versions_are_attached_late_and_named_by_base() {
+    multi_format_versions_are_attached_late_and_named_by_base_on(Perf);
+}
+
+#[test]
+fn multi_format_versions_are_attached_late_and_named_by_base_ftrace() {
+    multi_format_versions_are_attached_late_and_named_by_base_on(Ftrace);
+}
+
+/// The multi-format tests one at a time: with the default selectors each session would
+/// attach the other's events, and their enable bits would turn on before this session
+/// records them.
+static MULTI_FORMAT_TURN: Mutex<()> = Mutex::new(());
+
+fn multi_format_versions_are_attached_late_and_named_by_base_on(backend: BackendKind) {
     let t = require!(Tier::Host, host());
+    let _turn = MULTI_FORMAT_TURN.lock().unwrap_or_else(|e| e.into_inner());
     if !t.has_user_events() {
         common::tier::skip(
             Tier::Vm,
@@ -785,11 +867,11 @@ fn multi_format_versions_are_attached_late_and_named_by_base() {
         );
         return;
     }
-    let name = format!("uevrec_mf_{}", std::process::id());
+    let name = format!("uevrec_mf_{}_{backend:?}", std::process::id());
     // Default selectors (user_events:* and user_events_multi:*); this process writes.
     let cfg = SessionConfig {
         include_self: true,
-        ..config(&[])
+        ..config_on(backend, &[])
     };
     let mut run = start(cfg, 16, false);
     assert!(
@@ -815,13 +897,26 @@ fn multi_format_versions_are_attached_late_and_named_by_base() {
             Flags::MULTI_FORMAT,
         )
         .unwrap();
-    // Both versions are found by a rescan and enabled by the session's perf fds.
+    // Both versions are found by a rescan and recorded once the session says `attached`
+    // (the enable bit alone turns on when perf opens an event, before it records).
+    let versions = format!("user_events_multi:{name}.");
+    let attached = |run: &Running| {
+        run.lines()
+            .iter()
+            .filter(|v| v["uevrec"] == "notice" && v["what"] == "attached")
+            .filter(|v| {
+                v["event"]
+                    .as_str()
+                    .is_some_and(|e| e.starts_with(&versions))
+            })
+            .count()
+    };
     let t0 = Instant::now();
-    while !(v1.is_enabled() && v2.is_enabled()) && t0.elapsed() < Duration::from_secs(10) {
+    while attached(&run) < 2 && t0.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(
-        v1.is_enabled() && v2.is_enabled(),
+        attached(&run) == 2 && v1.is_enabled() && v2.is_enabled(),
         "versions not attached: {:?}",
         run.lines()
     );

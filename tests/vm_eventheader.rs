@@ -29,8 +29,8 @@ use uevrec_samples::{Flags, RegisterCommand, UserEvents, Written, wait_until};
 
 mod common;
 use common::vm::{
-    self, assert_running, bin_dir, collect_json_lines, interrupt_and_wait, kill_if_running,
-    output_lines, user_events_here, wait_child,
+    self, assert_running, bin_dir, collect_json_lines, each_backend, interrupt_and_wait,
+    kill_if_running, output_lines, user_events_here, wait_child,
 };
 
 /// How long a producer may take from start to exit (TCG guests are ~6x slower).
@@ -144,6 +144,7 @@ impl Recorder {
         let stderr = dir.join("uevrec.stderr");
         let child = Command::new(env!("CARGO_BIN_EXE_uevrec"))
             .arg("record")
+            .args(["--backend", vm::backend()])
             .arg("-o")
             .arg(&out)
             .arg("--quiet")
@@ -400,7 +401,9 @@ fn eh_macros_round_trip() {
     let Some(_serial) = require_user_events() else {
         return;
     };
-    round_trip("macros", "eh_macros", &[]);
+    each_backend(|| {
+        round_trip("macros", "eh_macros", &[]);
+    });
 }
 
 #[test]
@@ -408,11 +411,13 @@ fn eh_dynamic_round_trip() {
     let Some(_serial) = require_user_events() else {
         return;
     };
-    round_trip(
-        "dynamic",
-        "eh_dynamic",
-        &["--name", "VmtEhDyn", "--count", "2"],
-    );
+    each_backend(|| {
+        round_trip(
+            "dynamic",
+            "eh_dynamic",
+            &["--name", "VmtEhDyn", "--count", "2"],
+        );
+    });
 }
 
 #[test]
@@ -420,7 +425,9 @@ fn otel_logs_and_spans_round_trip() {
     let Some(_serial) = require_user_events() else {
         return;
     };
-    round_trip("otel", "otel", &["--name", "VmtOtel"]);
+    each_backend(|| {
+        round_trip("otel", "otel", &["--name", "VmtOtel"]);
+    });
 }
 
 // ---- differential: perf and uevrec record the same run ---------------------------------
@@ -551,12 +558,16 @@ fn perf_and_uevrec_see_the_same_eventheader_events() {
     let Some(_serial) = require_user_events() else {
         return;
     };
-    if Command::new("perf").arg("--version").output().is_err() {
-        panic!("perf not found: install linux-perf on the host (the guest uses the host's /usr)");
-    }
-    differential("diff-macros", "eh_macros", &[]);
-    differential("diff-dynamic", "eh_dynamic", &["--name", "VmtEhDiff"]);
-    differential("diff-otel", "otel", &["--name", "VmtOtelDiff"]);
+    each_backend(|| {
+        if Command::new("perf").arg("--version").output().is_err() {
+            panic!(
+                "perf not found: install linux-perf on the host (the guest uses the host's /usr)"
+            );
+        }
+        differential("diff-macros", "eh_macros", &[]);
+        differential("diff-dynamic", "eh_dynamic", &["--name", "VmtEhDiff"]);
+        differential("diff-otel", "otel", &["--name", "VmtOtelDiff"]);
+    });
 }
 
 /// An EventHeader event registered as a multi-format version
@@ -568,76 +579,78 @@ fn eventheader_multi_format_version() {
     let Some(_serial) = require_user_events() else {
         return;
     };
-    let dir = tmp_dir("eh-multi");
-    let mut rec = Recorder::start(&dir);
-    let provider = format!("VmtEhMulti{}", std::process::id());
-    let tracepoint = format!("{provider}_L4K2");
-    let command = RegisterCommand::parse(&format!(
-        "{tracepoint} u8 eventheader_flags; u8 version; u16 id; u16 tag; u8 opcode; u8 level"
-    ))
-    .expect("the EventHeader register command");
-    let events = UserEvents::open().expect("opening user_events_data");
-    let event = events
-        .register(&command, Flags::MULTI_FORMAT)
-        .expect("registering a multi-format EventHeader event (Linux 6.10+)");
-    // uevrec attaches the new version at a rescan.
-    let prefix = format!("user_events_multi:{tracepoint}.");
-    let out = rec.out.clone();
-    let attached = wait_until(PRODUCER_TIMEOUT, || {
-        fs::read_to_string(&out)
-            .unwrap_or_default()
-            .lines()
-            .any(|l| {
-                serde_json::from_str::<Value>(l).is_ok_and(|v| {
-                    v["what"] == "attached"
-                        && v["event"].as_str().is_some_and(|e| e.starts_with(&prefix))
+    each_backend(|| {
+        let dir = tmp_dir("eh-multi");
+        let mut rec = Recorder::start(&dir);
+        let provider = format!("VmtEhMulti{}", std::process::id());
+        let tracepoint = format!("{provider}_L4K2");
+        let command = RegisterCommand::parse(&format!(
+            "{tracepoint} u8 eventheader_flags; u8 version; u16 id; u16 tag; u8 opcode; u8 level"
+        ))
+        .expect("the EventHeader register command");
+        let events = UserEvents::open().expect("opening user_events_data");
+        let event = events
+            .register(&command, Flags::MULTI_FORMAT)
+            .expect("registering a multi-format EventHeader event (Linux 6.10+)");
+        // uevrec attaches the new version at a rescan.
+        let prefix = format!("user_events_multi:{tracepoint}.");
+        let out = rec.out.clone();
+        let attached = wait_until(PRODUCER_TIMEOUT, || {
+            fs::read_to_string(&out)
+                .unwrap_or_default()
+                .lines()
+                .any(|l| {
+                    serde_json::from_str::<Value>(l).is_ok_and(|v| {
+                        v["what"] == "attached"
+                            && v["event"].as_str().is_some_and(|e| e.starts_with(&prefix))
+                    })
                 })
-            })
-    });
-    rec.assert_running();
-    assert!(attached, "uevrec never attached {prefix}<hex>");
-    assert!(event.wait_enabled(PRODUCER_TIMEOUT), "enable bit never set");
+        });
+        rec.assert_running();
+        assert!(attached, "uevrec never attached {prefix}<hex>");
+        assert!(event.wait_enabled(PRODUCER_TIMEOUT), "enable bit never set");
 
-    // Header: flags 0x07 (pointer64, little-endian, extension follows), version 0, id 0,
-    // tag 0, opcode 0, level 4; one metadata extension block; then the payload.
-    let mut data = vec![0x07, 0, 0, 0, 0, 0, 0, 4];
-    let mut meta = b"MultiEv;k=v\0".to_vec();
-    meta.extend_from_slice(b"n\0\x04"); // Value32, default format
-    meta.extend_from_slice(b"s\0\x07"); // ZStringChar8
-    data.extend_from_slice(&(meta.len() as u16).to_le_bytes());
-    data.extend_from_slice(&1u16.to_le_bytes()); // kind 1: metadata, no block after it
-    data.extend_from_slice(&meta);
-    data.extend_from_slice(&42u32.to_le_bytes());
-    data.extend_from_slice(b"hi \xc3\xa9\0");
-    assert_eq!(
-        event.write(&data).expect("writing the event"),
-        Written::Yes,
-        "the event was not enabled"
-    );
-    let lines = rec.stop();
-    let ours: Vec<&Value> = lines
-        .iter()
-        .filter(|l| l["system"] == "user_events_multi" && l["event"] == tracepoint.as_str())
-        .collect();
-    assert_eq!(ours.len(), 1, "one line for the one write: {lines:?}");
-    let line = ours[0];
-    assert!(
-        line["format_id"].as_str().is_some_and(|id| !id.is_empty()),
-        "{line}"
-    );
-    assert_eq!(line["provider"], provider.as_str(), "{line}");
-    assert_eq!(line["name"], "MultiEv", "{line}");
-    assert_eq!(
-        line["event_attributes"],
-        serde_json::json!({"k": "v"}),
-        "{line}"
-    );
-    assert_eq!(line["level"], 4, "{line}");
-    assert_eq!(line["keyword"], "0x2", "{line}");
-    assert_eq!(
-        line["fields"],
-        serde_json::json!({"n": 42, "s": "hi é"}),
-        "{line}"
-    );
-    assert!(line.get("errors").is_none(), "{line}");
+        // Header: flags 0x07 (pointer64, little-endian, extension follows), version 0, id 0,
+        // tag 0, opcode 0, level 4; one metadata extension block; then the payload.
+        let mut data = vec![0x07, 0, 0, 0, 0, 0, 0, 4];
+        let mut meta = b"MultiEv;k=v\0".to_vec();
+        meta.extend_from_slice(b"n\0\x04"); // Value32, default format
+        meta.extend_from_slice(b"s\0\x07"); // ZStringChar8
+        data.extend_from_slice(&(meta.len() as u16).to_le_bytes());
+        data.extend_from_slice(&1u16.to_le_bytes()); // kind 1: metadata, no block after it
+        data.extend_from_slice(&meta);
+        data.extend_from_slice(&42u32.to_le_bytes());
+        data.extend_from_slice(b"hi \xc3\xa9\0");
+        assert_eq!(
+            event.write(&data).expect("writing the event"),
+            Written::Yes,
+            "the event was not enabled"
+        );
+        let lines = rec.stop();
+        let ours: Vec<&Value> = lines
+            .iter()
+            .filter(|l| l["system"] == "user_events_multi" && l["event"] == tracepoint.as_str())
+            .collect();
+        assert_eq!(ours.len(), 1, "one line for the one write: {lines:?}");
+        let line = ours[0];
+        assert!(
+            line["format_id"].as_str().is_some_and(|id| !id.is_empty()),
+            "{line}"
+        );
+        assert_eq!(line["provider"], provider.as_str(), "{line}");
+        assert_eq!(line["name"], "MultiEv", "{line}");
+        assert_eq!(
+            line["event_attributes"],
+            serde_json::json!({"k": "v"}),
+            "{line}"
+        );
+        assert_eq!(line["level"], 4, "{line}");
+        assert_eq!(line["keyword"], "0x2", "{line}");
+        assert_eq!(
+            line["fields"],
+            serde_json::json!({"n": 42, "s": "hi é"}),
+            "{line}"
+        );
+        assert!(line.get("errors").is_none(), "{line}");
+    });
 }

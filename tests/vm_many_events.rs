@@ -1,4 +1,5 @@
-//! Tier 3: uevrec with thousands of user_events, i.e. thousands of perf descriptors.
+//! Tier 3: uevrec with thousands of user_events, i.e. thousands of perf descriptors (and
+//! 10,000 events on the ftrace backend, which needs none).
 //!
 //! perf needs one descriptor per event per CPU, so `uevrec record` must raise its
 //! open-file limit (`RLIMIT_NOFILE`) as events come, and say on standard error when it
@@ -95,6 +96,8 @@ impl Drop for Producer {
 /// How uevrec is started.
 #[derive(Default)]
 struct Setup<'a> {
+    /// `--backend` (none: the default, perf).
+    backend: Option<&'a str>,
     /// `-e` selectors (none: uevrec's defaults).
     selectors: &'a [&'a str],
     /// RLIMIT_NOFILE (soft, hard) set before exec.
@@ -118,6 +121,9 @@ impl Recorder {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_uevrec"));
         cmd.arg("record").arg("-o").arg(&out).arg("--quiet");
         cmd.args(["--rescan-interval", "1s"]);
+        if let Some(b) = setup.backend {
+            cmd.args(["--backend", b]);
+        }
         for s in setup.selectors {
             cmd.arg("-e").arg(s);
         }
@@ -364,6 +370,13 @@ fn fd_limit_notices(lines: &[Value]) -> Vec<&Value> {
         .collect()
 }
 
+impl Run {
+    /// [`fd_limit_notices`] of this run.
+    fn fd_limit_notices(&self) -> Vec<&Value> {
+        fd_limit_notices(&self.lines)
+    }
+}
+
 // ---- tests ------------------------------------------------------------------------------
 
 /// The case: 2,000 events with the default selectors and the guest's default
@@ -392,6 +405,36 @@ fn two_thousand_events_default_limits() {
     );
 }
 
+/// The ftrace backend needs no descriptor per event: 10,000 events (default selectors,
+/// default limits) attach, each record arrives once, and stop is quick.
+#[test]
+fn ten_thousand_events_ftrace() {
+    if !user_events_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let setup = Setup {
+        backend: Some("ftrace"),
+        ..Setup::default()
+    };
+    let run = record_many("many-10000-ftrace", "uevrec_ft", 10_000, &setup);
+    assert!(
+        run.fd_limit_notices().is_empty(),
+        "{:?}",
+        run.fd_limit_notices()
+    );
+    assert!(
+        !run.stderr.contains("not attached"),
+        "stderr: {}",
+        run.stderr
+    );
+    println!(
+        "RESULT 10000 events, ftrace backend: attach {:.2} s, stop {:.2} s",
+        run.attach_secs,
+        run.stop.as_secs_f64(),
+    );
+}
+
 /// Hard limit 1024 (as root): 600 events on the guest's CPUs need more, so uevrec raises
 /// the hard limit at the rescan that finds them, and says so in-band.
 #[test]
@@ -407,6 +450,7 @@ fn hard_limit_raised_for_late_events() {
     let count = 600;
     let need = uevrec::fd_limit::needed(count, cpus);
     let setup = Setup {
+        backend: None,
         selectors: &["user_events:uevrec_hard_*"],
         nofile: Some((1024, 1024)),
         drop_sys_resource: false,
@@ -438,6 +482,7 @@ fn unraisable_limit_is_reported_on_stderr() {
     let (count, prefix) = (200, "uevrec_fdlow");
     let dir = tmp_dir("many-low");
     let setup = Setup {
+        backend: None,
         selectors: &["user_events:uevrec_fdlow_*"],
         nofile: Some((300, 300)),
         drop_sys_resource: true,

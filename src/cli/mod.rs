@@ -104,6 +104,11 @@ pub struct RecordingArgs {
     #[arg(short = 'm', long, value_name = "PAGES|SIZE", default_value = "128",
           value_parser = values::parse_buffer_pages)]
     pub buffer_size: crate::perf::RingPages,
+    /// How events reach uevrec: perf rings (one descriptor per event and CPU), or a
+    /// private tracefs instance read page by page (cheaper for the traced programs, no
+    /// descriptor per event; needs root).
+    #[arg(long, value_enum, value_name = "BACKEND", default_value = "perf")]
+    pub backend: crate::session::backend::BackendKind,
     /// Kernel-side filter applied to every event (ftrace syntax, e.g. 'pid > 100').
     #[arg(long, value_name = "EXPR")]
     pub filter: Option<String>,

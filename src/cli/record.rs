@@ -113,6 +113,7 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
     let session = SessionConfig {
         tracefs: Some(tracefs),
         selectors: rec.events.all_selectors(),
+        backend: rec.backend,
         buffer_pages: rec.buffer_size,
         filter: rec.filter.clone(),
         pid: rec.pid,

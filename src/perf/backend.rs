@@ -9,7 +9,7 @@ use uevrec_parsers::perf_sample::{Record, SampleFormat, sample_type};
 
 use super::reaper::{ReaperPipe, close_in_background};
 use super::{EventFds, PerfError, Rings};
-use crate::session::backend::{Arrival, AttachError, Backend};
+use crate::session::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
 
 /// The rings and the layout of their samples.
 #[derive(Debug)]
@@ -67,19 +67,23 @@ impl Backend for PerfBackend {
         self.rings.len()
     }
 
-    fn attach(&mut self, id: u32, filter: Option<&str>) -> Result<EventFds, AttachError> {
-        EventFds::open(id, &self.rings, filter).map_err(|e: PerfError| {
+    fn attach(
+        &mut self,
+        event: EventRef<'_>,
+        filter: Option<&str>,
+    ) -> Result<EventFds, AttachError> {
+        EventFds::open(event.id, &self.rings, filter).map_err(|e: PerfError| {
             match (e.step, e.source.raw_os_error()) {
                 ("perf_event_open", Some(libc::ENOENT | libc::ENODEV)) => AttachError::Vanished,
-                (_, Some(libc::EACCES | libc::EPERM)) => AttachError::Denied(e),
-                ("PERF_EVENT_IOC_SET_FILTER", _) => AttachError::FilterRefused(e),
-                _ => AttachError::Failed(e),
+                (_, Some(libc::EACCES | libc::EPERM)) => AttachError::Denied(e.into()),
+                ("PERF_EVENT_IOC_SET_FILTER", _) => AttachError::FilterRefused(e.into()),
+                _ => AttachError::Failed(e.into()),
             }
         })
     }
 
-    fn enable(&mut self, event: &EventFds) -> Result<(), PerfError> {
-        event.enable()
+    fn enable(&mut self, event: &EventFds) -> Result<(), BackendError> {
+        Ok(event.enable()?)
     }
 
     fn disable(&mut self, event: &EventFds) {

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use uevrec_parsers::PreparedFormat;
 use uevrec_parsers::split_multi_format;
 
-use super::backend::{AttachError, Backend};
-use super::error::{SessionError, perf_error};
+use super::backend::{AttachError, Backend, EventRef};
+use super::error::{SessionError, backend_error};
 use super::stager::{Event, Stager};
 use super::{LiveStats, SessionConfig, filter};
 use crate::fd_limit::{self, Nofile};
@@ -141,13 +141,18 @@ impl<'a> Attacher<'a> {
                 return Err(AttachFailure::Skipped { msg, cause });
             }
         };
-        let expr = filter::expression(self.config);
+        let expr = filter::expression(self.config, !backend.filters_threads());
+        let event = EventRef {
+            system,
+            name,
+            id: format.id,
+        };
         let handle = backend
-            .attach(format.id, expr.as_deref())
+            .attach(event, expr.as_deref())
             .map_err(|e| match e {
                 AttachError::Vanished => AttachFailure::Vanished,
                 AttachError::Denied(e) => {
-                    AttachFailure::Fatal(perf_error(e, self.config.buffer_pages.get()))
+                    AttachFailure::Fatal(backend_error(e, self.config.buffer_pages.get()))
                 }
                 AttachError::FilterRefused(_) => {
                     let expr = expr.clone().unwrap_or_default();
@@ -162,7 +167,7 @@ impl<'a> Attacher<'a> {
                     AttachFailure::Filter { expr, complaint }
                 }
                 AttachError::Failed(e) => AttachFailure::Skipped {
-                    cause: os_cause(e.step, &e.source),
+                    cause: os_cause(e.step(), e.os_error()),
                     msg: e.to_string(),
                 },
             })?;
@@ -208,12 +213,12 @@ impl<'a> Attacher<'a> {
         match self.try_attach(backend, system, name) {
             Ok(ev) => {
                 if let Err(e) = backend.enable(&ev.handle) {
-                    let cause = os_cause("cannot enable", &e.source);
+                    let cause = os_cause("cannot enable", e.os_error());
                     self.skip(st, system, name, &format!("cannot enable: {e}"), cause);
                     return Ok(false);
                 }
                 let keys = B::keys(&ev.handle);
-                let msg = format!("id {}, {} CPUs", ev.prepared.format().id, keys.len());
+                let msg = format!("id {}, {} CPUs", ev.prepared.format().id, backend.cpus());
                 let slot = st
                     .events
                     .iter()

@@ -1,14 +1,67 @@
 //! What the session needs from a way of recording tracepoints: attach event X, detach
-//! event X, drain what arrived. The perf implementation is [`crate::perf::PerfBackend`];
-//! the attach/rescan state machine is tested against a fake one (no root needed), and an
-//! ftrace backend (a tracefs instance and its `trace_pipe_raw` pages) can implement it
-//! the same way: its events are enable files, its keys the events' tracefs IDs.
+//! event X, drain what arrived. Two implementations: [`crate::perf::PerfBackend`] (perf
+//! rings, one descriptor per event and CPU) and [`crate::ftrace::FtraceBackend`] (a
+//! tracefs instance and its `trace_pipe_raw` pages: its events are enable files, its
+//! keys the events' tracefs IDs). The attach/rescan state machine is tested against a
+//! fake one (no root needed).
 
 use std::io;
 use std::ops::ControlFlow;
 use std::time::Duration;
 
+use crate::ftrace::FtraceError;
 use crate::perf::PerfError;
+
+/// Which backend records: perf rings (the default) or a tracefs instance.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendKind {
+    /// One perf ring per CPU, one perf descriptor per event and CPU.
+    #[default]
+    Perf,
+    /// A private tracefs instance (`instances/uevrec-<pid>`), read from its per-CPU
+    /// `trace_pipe_raw` files.
+    Ftrace,
+}
+
+/// The tracepoint to attach: its tracefs system, name and ID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventRef<'a> {
+    /// The tracefs system (`user_events`, `sched`, ...).
+    pub system: &'a str,
+    /// The event's name in that system.
+    pub name: &'a str,
+    /// Its tracefs ID (the `common_type` of its records).
+    pub id: u32,
+}
+
+/// One failed step of a backend.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// A perf step.
+    #[error(transparent)]
+    Perf(#[from] PerfError),
+    /// A tracefs-instance step.
+    #[error(transparent)]
+    Ftrace(#[from] FtraceError),
+}
+
+impl BackendError {
+    /// The name of the failing step.
+    pub fn step(&self) -> &str {
+        match self {
+            BackendError::Perf(e) => e.step,
+            BackendError::Ftrace(e) => &e.step,
+        }
+    }
+
+    /// The OS error.
+    pub fn os_error(&self) -> &io::Error {
+        match self {
+            BackendError::Perf(e) => &e.source,
+            BackendError::Ftrace(e) => &e.source,
+        }
+    }
+}
 
 /// One way of recording tracepoints into per-CPU buffers.
 pub trait Backend {
@@ -18,12 +71,22 @@ pub trait Backend {
     /// The number of CPUs recorded (for the open-file limit and the `attached` notice).
     fn cpus(&self) -> usize;
 
-    /// Attach tracepoint `id`, with the kernel filter `filter`, disabled until
+    /// Whether the backend keeps uevrec's own threads out (and, for `--pid`, the other
+    /// processes' threads) by itself, so the filter expressions need no `common_pid` terms.
+    fn filters_threads(&self) -> bool {
+        false
+    }
+
+    /// Attach tracepoint `event`, with the kernel filter `filter`, disabled until
     /// [`Backend::enable`].
-    fn attach(&mut self, id: u32, filter: Option<&str>) -> Result<Self::Event, AttachError>;
+    fn attach(
+        &mut self,
+        event: EventRef<'_>,
+        filter: Option<&str>,
+    ) -> Result<Self::Event, AttachError>;
 
     /// Start recording `event`.
-    fn enable(&mut self, event: &Self::Event) -> Result<(), PerfError>;
+    fn enable(&mut self, event: &Self::Event) -> Result<(), BackendError>;
 
     /// Stop recording `event`; what it recorded stays in the buffers to be drained.
     fn disable(&mut self, event: &Self::Event);
@@ -95,10 +158,10 @@ pub enum Arrival<'a> {
 pub enum AttachError {
     /// The event vanished between listing and attaching.
     Vanished,
-    /// The kernel refused the filter expression (it says no more than EINVAL).
-    FilterRefused(PerfError),
+    /// The kernel refused the filter expression (perf says no more than EINVAL).
+    FilterRefused(BackendError),
     /// Not permitted (EACCES, EPERM): will not go away.
-    Denied(PerfError),
+    Denied(BackendError),
     /// Another failure of one step (e.g. EMFILE).
-    Failed(PerfError),
+    Failed(BackendError),
 }

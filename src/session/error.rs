@@ -3,6 +3,8 @@
 use std::fs;
 use std::io;
 
+use super::backend::BackendError;
+use crate::ftrace::SetupError;
 use crate::perf::PerfError;
 use crate::tracefs::TracefsError;
 
@@ -41,6 +43,9 @@ pub enum SessionError {
     /// Another perf failure while setting up.
     #[error("{0}")]
     Perf(PerfError),
+    /// The ftrace backend's tracefs instance could not be set up.
+    #[error(transparent)]
+    Ftrace(#[from] SetupError),
     /// The online CPU list could not be read.
     #[error("cannot read the online CPUs: {0}")]
     Cpus(io::Error),
@@ -76,5 +81,14 @@ pub(super) fn perf_error(e: PerfError, pages: usize) -> SessionError {
             paranoid: read_proc("/proc/sys/kernel/perf_event_paranoid"),
         },
         _ => SessionError::Perf(e),
+    }
+}
+
+/// Turn a backend's failure that will not go away (see
+/// [`super::backend::AttachError::Denied`]) into the error that names the fix.
+pub(super) fn backend_error(e: BackendError, pages: usize) -> SessionError {
+    match e {
+        BackendError::Perf(e) => perf_error(e, pages),
+        BackendError::Ftrace(e) => SessionError::Ftrace(SetupError::from_step(e)),
     }
 }

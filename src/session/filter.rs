@@ -6,21 +6,24 @@
 //! `common_pid == PID` for `--pid` (the thread id, as the kernel's `common_pid` is), else
 //! (unless `include_self`) `common_pid != TID` for each of uevrec's threads at attach time.
 //! Threads started later are caught by a second check in the stager: samples whose
-//! process id is uevrec's are not staged. When the kernel refuses an expression the
+//! process id is uevrec's are not staged. A backend that filters threads itself (ftrace:
+//! `set_event_pid`, `set_event_notrace_pid`) gets the same thread lists
+//! ([`ThreadFilter`]) and expressions with the user's `--filter` only. When the kernel refuses an expression the
 //! ioctl says only EINVAL, so the session repeats the expression into the event's `filter`
 //! file of a private, throw-away tracefs instance (`instances/uevrec-<pid>-<n>`, which
 //! leaves the global tracing state alone) and reports the kernel's parse error from there.
 
 use std::fs;
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::SessionConfig;
 use super::procfs::threads;
-use crate::tracefs::Tracefs;
+use crate::tracefs::{Tracefs, read_once};
 
 /// The filter expression for a new attachment (see the module docs); None for none.
-pub(super) fn expression(config: &SessionConfig) -> Option<String> {
+/// Without `thread_terms` (a backend that filters threads itself, see [`ThreadFilter`])
+/// only the user's `--filter`.
+pub(super) fn expression(config: &SessionConfig, thread_terms: bool) -> Option<String> {
     let mut terms = Vec::new();
     if let Some(f) = config
         .filter
@@ -30,24 +33,52 @@ pub(super) fn expression(config: &SessionConfig) -> Option<String> {
     {
         terms.push(format!("({f})"));
     }
-    if let Some(pid) = config.pid {
-        let tids = threads(&pid.to_string()).unwrap_or_default();
-        let alts: Vec<String> = if tids.is_empty() {
-            vec![pid.to_string()]
-        } else {
-            tids.iter().map(u32::to_string).collect()
-        };
-        let alts: Vec<String> = alts.iter().map(|t| format!("common_pid == {t}")).collect();
-        terms.push(if alts.len() == 1 {
-            alts[0].clone()
-        } else {
-            format!("({})", alts.join(" || "))
-        });
-    } else if !config.include_self {
-        let own = threads("self").unwrap_or_else(|| vec![std::process::id()]);
-        terms.extend(own.iter().map(|tid| format!("common_pid != {tid}")));
+    if thread_terms {
+        match ThreadFilter::of(config) {
+            ThreadFilter::Only(tids) => {
+                let alts: Vec<String> = tids.iter().map(|t| format!("common_pid == {t}")).collect();
+                terms.push(if alts.len() == 1 {
+                    alts[0].clone()
+                } else {
+                    format!("({})", alts.join(" || "))
+                });
+            }
+            ThreadFilter::Exclude(own) => {
+                terms.extend(own.iter().map(|tid| format!("common_pid != {tid}")));
+            }
+            ThreadFilter::All => {}
+        }
     }
     (!terms.is_empty()).then(|| terms.join(" && "))
+}
+
+/// Which threads a session records, by thread id (the kernel's `common_pid`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ThreadFilter {
+    /// `--pid`: the process's threads now (or the number itself when it has none).
+    Only(Vec<u32>),
+    /// Everything but uevrec's own threads now.
+    Exclude(Vec<u32>),
+    /// Everything (`--include-self`).
+    All,
+}
+
+impl ThreadFilter {
+    /// The threads `config` asks for, as of now.
+    pub(crate) fn of(config: &SessionConfig) -> ThreadFilter {
+        if let Some(pid) = config.pid {
+            let tids = threads(&pid.to_string()).unwrap_or_default();
+            if tids.is_empty() {
+                ThreadFilter::Only(vec![pid as u32])
+            } else {
+                ThreadFilter::Only(tids)
+            }
+        } else if !config.include_self {
+            ThreadFilter::Exclude(threads("self").unwrap_or_else(|| vec![std::process::id()]))
+        } else {
+            ThreadFilter::All
+        }
+    }
 }
 
 static INSTANCE_SEQ: AtomicUsize = AtomicUsize::new(0);
@@ -68,6 +99,7 @@ pub(super) fn complaint(tracefs: &Tracefs, system: &str, event: &str, expr: &str
     let complaint = match fs::write(&file, expr) {
         Ok(()) => None, // accepted by ftrace: the refusal was perf-specific
         Err(_) => read_once(&file)
+            .ok()
             .map(|t| t.trim_end().to_string())
             .filter(|t| !t.is_empty()),
     };
@@ -79,16 +111,6 @@ pub(super) fn complaint(tracefs: &Tracefs, system: &str, event: &str, expr: &str
 pub(super) fn complaint_fallback(tracefs: &Tracefs, system: &str, event: &str) -> String {
     let format = tracefs.event_dir(system, event).join("format");
     format!("EINVAL (see the field names in {})", format.display())
-}
-
-/// Read a tracefs file that answers only the first `read(2)` (the `filter` files return
-/// nothing at a non-zero offset), with one large read.
-fn read_once(path: &Path) -> Option<String> {
-    use std::io::Read as _;
-    let mut buf = vec![0u8; 64 * 1024];
-    let n = fs::File::open(path).ok()?.read(&mut buf).ok()?;
-    buf.truncate(n);
-    Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
 #[cfg(test)]
@@ -103,25 +125,26 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            expression(&config).as_deref(),
+            expression(&config, true).as_deref(),
             Some("(id == 110) && common_pid == 99999999")
         );
+        assert_eq!(expression(&config, false).as_deref(), Some("(id == 110)"));
         // A process id covers every thread of that process (this test runs in a thread).
         config.pid = Some(std::process::id() as i32);
-        let f = expression(&config).unwrap();
+        let f = expression(&config, true).unwrap();
         assert!(f.starts_with("(id == 110) && (common_pid == "), "{f}");
         assert!(f.contains(" || "), "{f}");
         config.pid = None;
-        let f = expression(&config).unwrap();
+        let f = expression(&config, true).unwrap();
         assert!(f.starts_with("(id == 110) && common_pid != "), "{f}");
         assert!(
             f.contains(&format!("common_pid != {}", std::process::id())),
             "{f}"
         );
         config.include_self = true;
-        assert_eq!(expression(&config).as_deref(), Some("(id == 110)"));
+        assert_eq!(expression(&config, true).as_deref(), Some("(id == 110)"));
         config.filter = None;
-        assert_eq!(expression(&config), None);
+        assert_eq!(expression(&config, true), None);
     }
 
     #[test]

@@ -39,8 +39,8 @@
 //!
 //! # Files
 //!
-//! [`backend`] is what the session needs from perf (or, one day, ftrace): attach, detach,
-//! drain; `attach` the attach/detach/rescan state machine over it; `stager` stages what
+//! [`backend`] is what the session needs from perf (or ftrace, `--backend ftrace`:
+//! crate::ftrace, a tracefs instance read page by page): attach, detach, drain; `attach` the attach/detach/rescan state machine over it; `stager` stages what
 //! the buffers hold; `filter` the kernel filter expressions and the kernel's complaints
 //! about them; `procfs` the thread scan; `error` the setup errors. This file: the
 //! configuration, the loop, the stop.
@@ -48,7 +48,7 @@
 mod attach;
 pub mod backend;
 mod error;
-mod filter;
+pub(crate) mod filter;
 mod procfs;
 mod stager;
 #[cfg(test)]
@@ -65,7 +65,7 @@ use crate::pipeline::StageSender;
 use crate::selector::{Selector, default_selectors};
 use crate::tracefs::{Tracefs, TracefsError};
 use attach::{Attacher, Halt};
-use backend::Backend;
+use backend::{Backend, BackendKind};
 pub use error::SessionError;
 use error::perf_error;
 use stager::Stager;
@@ -81,6 +81,8 @@ pub struct SessionConfig {
     pub tracefs: Option<Tracefs>,
     /// Events to record; empty = [`default_selectors`].
     pub selectors: Vec<Selector>,
+    /// Which backend records.
+    pub backend: BackendKind,
     /// Data pages per CPU ring.
     pub buffer_pages: RingPages,
     /// A kernel (ftrace) filter expression applied to every event.
@@ -102,6 +104,7 @@ impl Default for SessionConfig {
         SessionConfig {
             tracefs: None,
             selectors: Vec::new(),
+            backend: BackendKind::Perf,
             buffer_pages: RingPages::DEFAULT,
             filter: None,
             pid: None,
@@ -154,6 +157,10 @@ pub fn run(
         None => Tracefs::discover(None)?,
     };
     let cpus = perf::online_cpus().map_err(SessionError::Cpus)?;
+    if config.backend == BackendKind::Ftrace {
+        let mut backend = crate::ftrace::open_for_session(tracefs.root(), &cpus, config)?;
+        return run_with(&mut backend, tracefs, None, config, out, stop, stats);
+    }
     // The soft limit goes up to the hard one now; the hard one as events come (rescan).
     let nofile = Nofile::new().ok().map(|mut n| {
         n.ensure(fd_limit::needed(0, cpus.len()));

@@ -13,7 +13,7 @@ use crossbeam_channel::Receiver;
 use uevrec_samples::register::format_file_text;
 
 use super::attach::{Attacher, Halt, Scan};
-use super::backend::{Arrival, AttachError, Backend};
+use super::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
 use super::stager::Stager;
 use super::*;
 use crate::perf::PerfError;
@@ -29,12 +29,12 @@ enum Fail {
     Enable,
 }
 
-fn perf_err(step: &'static str, errno: i32) -> PerfError {
-    PerfError {
+fn perf_err(step: &'static str, errno: i32) -> BackendError {
+    BackendError::Perf(PerfError {
         step,
         cpu: 1,
         source: std::io::Error::from_raw_os_error(errno),
-    }
+    })
 }
 
 /// One queued arrival: (key, pid, raw) for a sample, or a loss.
@@ -96,7 +96,12 @@ impl Backend for Fake {
         self.cpus
     }
 
-    fn attach(&mut self, id: u32, filter: Option<&str>) -> Result<FakeEvent, AttachError> {
+    fn attach(
+        &mut self,
+        event: EventRef<'_>,
+        filter: Option<&str>,
+    ) -> Result<FakeEvent, AttachError> {
+        let id = event.id;
         self.attaches.push((id, filter.map(str::to_string)));
         match self.fail.get(&id) {
             Some(Fail::Vanished) => return Err(AttachError::Vanished),
@@ -127,7 +132,7 @@ impl Backend for Fake {
         })
     }
 
-    fn enable(&mut self, event: &FakeEvent) -> Result<(), PerfError> {
+    fn enable(&mut self, event: &FakeEvent) -> Result<(), BackendError> {
         match self.fail.get(&event.id) {
             Some(Fail::Enable) => Err(perf_err("PERF_EVENT_IOC_ENABLE", libc::EIO)),
             _ => Ok(()),

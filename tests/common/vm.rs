@@ -2,6 +2,7 @@
 //! scripts/vm-test.sh) share: where the sample producers are, per-test directories, the
 //! user_events check, children whose JSON report lines are collected as they come.
 
+use std::cell::Cell;
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -49,10 +50,33 @@ pub fn sample(name: &str) -> PathBuf {
     path
 }
 
-/// A fresh `$TMPDIR/uevrec-vm-<name>` (the guest shares the host's `$TMPDIR`; each run
-/// replaces the last one's files, which stay for inspection after a failure).
+/// The recording backends (`uevrec record --backend B`) every acceptance test runs on.
+pub const BACKENDS: [&str; 2] = ["perf", "ftrace"];
+
+thread_local! {
+    static BACKEND: Cell<&'static str> = const { Cell::new("perf") };
+}
+
+/// The backend the current test runs on (see [`each_backend`]).
+pub fn backend() -> &'static str {
+    BACKEND.get()
+}
+
+/// Run `test` once on each of [`BACKENDS`], one after the other: [`backend`] says which
+/// (uevrec command lines take it, [`tmp_dir`] names directories with it). A failure's
+/// captured output starts with the backend it failed on.
+pub fn each_backend(test: impl Fn()) {
+    for b in BACKENDS {
+        BACKEND.set(b);
+        println!("--- backend {b}");
+        test();
+    }
+}
+
+/// A fresh `$TMPDIR/uevrec-vm-<name>-<backend>` (the guest shares the host's `$TMPDIR`;
+/// each run replaces the last one's files, which stay for inspection after a failure).
 pub fn tmp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("uevrec-vm-{name}"));
+    let dir = std::env::temp_dir().join(format!("uevrec-vm-{name}-{}", backend()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).expect("temp dir");
     dir

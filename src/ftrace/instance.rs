@@ -1,0 +1,262 @@
+//! The tracefs instance of one ftrace session: created at start, removed on every way out
+//! (its [`Drop`], which runs on a normal stop, on SIGINT/SIGTERM, on errors and on panics),
+//! and found and removed by the next start when a killed run (SIGKILL, a second SIGINT)
+//! left it behind ([`remove_stale`]).
+//!
+//! Names: `instances/uevrec-<pid>` for the first session of a process, and
+//! `uevrec-<pid>-s<n>` for later ones (tests run several sessions in one process);
+//! `uevrec-<pid>-<n>` are the throw-away instances of the filter complaints
+//! (crate::session). An instance whose `<pid>` no longer runs is stale.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// One failed step on a tracefs file.
+#[derive(Debug, thiserror::Error)]
+#[error("{step}: {source}")]
+pub struct FtraceError {
+    /// What was done, with the path (`write 1 to …/enable`).
+    pub step: String,
+    /// The OS error.
+    #[source]
+    pub source: io::Error,
+}
+
+/// Why the ftrace backend could not start; the message says the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// tracefs has no `instances` directory.
+    #[error(
+        "{0} does not exist: this kernel's tracefs has no instances (they need Linux 3.15 or \
+         later); use --backend perf"
+    )]
+    NoInstances(PathBuf),
+    /// Creating or configuring the instance was not permitted.
+    #[error(
+        "{0}: the ftrace backend creates a tracefs instance and writes its files, which \
+         needs root; run uevrec as root, or use --backend perf (root or CAP_PERFMON)"
+    )]
+    Permission(FtraceError),
+    /// The ring could not be allocated.
+    #[error("{source}: cannot allocate {kb} KiB per CPU for the instance's ring; use a smaller -m")]
+    BufferSize {
+        /// KiB per CPU asked for.
+        kb: u64,
+        /// The failing write.
+        source: FtraceError,
+    },
+    /// The ring-buffer page layout is not one uevrec reads.
+    #[error("{0}; use --backend perf")]
+    Layout(String),
+    /// Another step failed.
+    #[error("{0}")]
+    Step(FtraceError),
+}
+
+impl SetupError {
+    /// The setup error for a failed step: [`SetupError::Permission`] for EACCES/EPERM.
+    pub fn from_step(e: FtraceError) -> SetupError {
+        match e.source.raw_os_error() {
+            Some(libc::EACCES | libc::EPERM) => SetupError::Permission(e),
+            _ => SetupError::Step(e),
+        }
+    }
+}
+
+/// Write `value` to tracefs file `path`.
+pub fn write_file(path: &Path, value: &str) -> Result<(), FtraceError> {
+    fs::write(path, value).map_err(|source| FtraceError {
+        step: format!("write `{}` to {}", value.trim_end(), path.display()),
+        source,
+    })
+}
+
+/// Read tracefs file `path`.
+pub fn read_file(path: &Path) -> Result<String, FtraceError> {
+    crate::tracefs::read_once(path).map_err(|source| FtraceError {
+        step: format!("read {}", path.display()),
+        source,
+    })
+}
+
+/// Sessions started in this process (names the instances).
+static SESSIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// How long removal retries while the instance is busy (a reader still closing).
+const REMOVE_PATIENCE: Duration = Duration::from_secs(2);
+
+/// A tracefs instance owned by this session; dropping it removes it.
+#[derive(Debug)]
+pub struct Instance {
+    dir: PathBuf,
+}
+
+impl Instance {
+    /// Create this session's instance under `root/instances`, after removing stale ones
+    /// (returned: one message per stale instance, removed or not).
+    pub fn create(root: &Path) -> Result<(Instance, Vec<String>), SetupError> {
+        let parent = root.join("instances");
+        if !parent.is_dir() {
+            return Err(SetupError::NoInstances(parent));
+        }
+        let seq = SESSIONS.fetch_add(1, Ordering::Relaxed);
+        let stale = remove_stale(&parent, seq == 0);
+        let pid = std::process::id();
+        let name = if seq == 0 {
+            format!("uevrec-{pid}")
+        } else {
+            format!("uevrec-{pid}-s{seq}")
+        };
+        let dir = parent.join(name);
+        fs::create_dir(&dir).map_err(|source| {
+            SetupError::from_step(FtraceError {
+                step: format!("mkdir {}", dir.display()),
+                source,
+            })
+        })?;
+        Ok((Instance { dir }, stale))
+    }
+
+    /// The instance's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Write `value` to the instance's file `rel`.
+    pub fn write(&self, rel: &str, value: &str) -> Result<(), FtraceError> {
+        write_file(&self.dir.join(rel), value)
+    }
+
+    /// Remove the instance (retrying while it is busy).
+    fn remove(&self) -> io::Result<()> {
+        let t0 = Instant::now();
+        loop {
+            match fs::remove_dir(&self.dir) {
+                Err(e)
+                    if e.raw_os_error() == Some(libc::EBUSY) && t0.elapsed() < REMOVE_PATIENCE =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                other => return other,
+            }
+        }
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if let Err(e) = self.remove() {
+            crate::cli::print_stderr(format_args!(
+                "uevrec: cannot remove the tracefs instance {}: {e}; remove it with `rmdir {}`\n",
+                self.dir.display(),
+                self.dir.display()
+            ));
+        }
+    }
+}
+
+/// The process id in the name of a uevrec instance (`uevrec-<pid>[-…]`).
+pub fn instance_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("uevrec-")?;
+    let digits = rest.split('-').next()?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let pid = digits.parse().ok()?;
+    let suffix = &rest[digits.len()..];
+    // Nothing, `-s<n>` (a later session) or `-<n>` (a filter complaint).
+    let ok = suffix.is_empty()
+        || suffix
+            .strip_prefix('-')
+            .map(|s| s.strip_prefix('s').unwrap_or(s))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    ok.then_some(pid)
+}
+
+/// Remove the uevrec instances in `instances` whose process is gone (and, when `own` — no
+/// session of this process has started yet — those named with this process's id, left by
+/// an earlier process that had it). One message per instance found.
+pub fn remove_stale(instances: &Path, own: bool) -> Vec<String> {
+    let me = std::process::id();
+    let Ok(rd) = fs::read_dir(instances) else {
+        return Vec::new();
+    };
+    let mut msgs = Vec::new();
+    for entry in rd.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(instance_pid) else {
+            continue;
+        };
+        let gone = if pid == me {
+            own
+        } else {
+            !Path::new(&format!("/proc/{pid}")).exists()
+        };
+        if !gone {
+            continue;
+        }
+        let path = entry.path();
+        msgs.push(match fs::remove_dir(&path) {
+            Ok(()) => format!(
+                "removed the tracefs instance {} left by process {pid}, which is gone",
+                path.display()
+            ),
+            Err(e) => format!(
+                "the tracefs instance {} was left by process {pid}, which is gone, and cannot be \
+                 removed: {e}; remove it with `rmdir {}`",
+                path.display(),
+                path.display()
+            ),
+        });
+    }
+    msgs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instance_names() {
+        assert_eq!(instance_pid("uevrec-42"), Some(42));
+        assert_eq!(instance_pid("uevrec-42-s3"), Some(42));
+        assert_eq!(instance_pid("uevrec-42-7"), Some(42));
+        for other in [
+            "uevrec-",
+            "uevrec-x",
+            "uevrec-42x",
+            "uevrec-42-",
+            "uevrec-42-sx",
+            "foo-42",
+        ] {
+            assert_eq!(instance_pid(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn stale_instances_of_dead_processes_are_removed_and_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        // pid_max is at most 2^22: this pid cannot run.
+        let dead = dir.path().join("uevrec-4194399");
+        let live = dir.path().join(format!("uevrec-{}-7", std::process::id()));
+        let other = dir.path().join("someone-else");
+        for d in [&dead, &live, &other] {
+            fs::create_dir(d).unwrap();
+        }
+        let msgs = remove_stale(dir.path(), false);
+        assert_eq!(msgs.len(), 1, "{msgs:?}");
+        assert!(
+            msgs[0].contains("process 4194399, which is gone"),
+            "{msgs:?}"
+        );
+        assert!(!dead.exists() && live.exists() && other.exists());
+        // Named with this process's id before any session of it started: stale.
+        let msgs = remove_stale(dir.path(), true);
+        assert_eq!(msgs.len(), 1, "{msgs:?}");
+        assert!(!live.exists() && other.exists());
+    }
+}

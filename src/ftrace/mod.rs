@@ -1,0 +1,344 @@
+//! Recording with ftrace (`--backend ftrace`): a private tracefs instance per session and
+//! its per-CPU `trace_pipe_raw` pages. The kernel writes an event into an ftrace ring in
+//! roughly a third of the time it needs for a perf ring (BENCHMARKS.md), so the traced
+//! programs run faster; and the instance needs no descriptor per event.
+//!
+//! ```text
+//!  instances/uevrec-<pid>/          (instance.rs: created at start, removed on every exit)
+//!    options/overwrite = 1          a full ring overwrites its oldest page; the next page
+//!                                   read says how many records were lost (lost.rs)
+//!    trace_clock = mono             record times are CLOCK_MONOTONIC, as perf's
+//!    buffer_size_kb = -m × page     per CPU
+//!    buffer_percent = 25            poll wakes the reader when a ring is ¼ full
+//!    options/record-tgid = 1        the kernel keeps thread → process ids (tgid.rs)
+//!    set_event_pid                  --pid: the process's threads
+//!    set_event_notrace_pid          uevrec's own threads (unless --include-self)
+//!    events/S/E/{filter,enable}     one event = its filter and enable files
+//!    per_cpu/cpuN/trace_pipe_raw    read page by page (reader.rs), parsed with the
+//!                                   layout of events/header_page and header_event
+//! ```
+//!
+//! A record names its event by `common_type` (the tracefs ID, the event's key) and its
+//! thread by `common_pid`; the process id comes from `tgid.rs` (a cache over `/proc` and
+//! the kernel's `saved_tgids`).
+
+mod instance;
+mod lost;
+mod reader;
+mod tgid;
+
+use std::io;
+use std::ops::ControlFlow;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use uevrec_parsers::Endian;
+use uevrec_parsers::ftrace_page::PageLayout;
+
+pub use instance::{FtraceError, Instance, SetupError, instance_pid, remove_stale};
+use instance::{read_file, write_file};
+use reader::CpuReader;
+use tgid::Tgids;
+
+use crate::session::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
+use crate::session::filter::ThreadFilter;
+use crate::session::{SessionConfig, SessionError};
+
+/// The ring fill (percent) at which a reader waiting in poll is woken.
+pub const BUFFER_PERCENT: u32 = 25;
+
+/// How an ftrace session is set up.
+#[derive(Debug, Clone, Default)]
+pub struct FtraceOptions {
+    /// Ring bytes per CPU.
+    pub buffer_bytes: u64,
+    /// Record only these threads (`set_event_pid`); None: all.
+    pub only_threads: Option<Vec<u32>>,
+    /// Never record these threads (`set_event_notrace_pid`).
+    pub exclude_threads: Vec<u32>,
+}
+
+/// The session's [`Backend`] on a tracefs instance.
+#[derive(Debug)]
+pub struct FtraceBackend {
+    // Field order is drop order: the readers close trace_pipe_raw before the instance is
+    // removed (an open file keeps it busy).
+    cpus: Vec<CpuReader>,
+    epoll: OwnedFd,
+    layout: PageLayout,
+    tgids: Tgids,
+    /// Settle each CPU's losses when its ring is empty (see [`Backend::set_markers`]).
+    settle: bool,
+    /// Pages taken from one ring per [`Backend::read`] call.
+    max_pages: usize,
+    instance: Instance,
+}
+
+/// One attached event: its directory in the instance. The session disables an event
+/// before it lets it go ([`Backend::disable`]); on any other way out, removing the
+/// instance disables every event in it.
+#[derive(Debug)]
+pub struct FtraceEvent {
+    dir: PathBuf,
+    keys: [u64; 1],
+}
+
+/// The page layout of this kernel's rings, from `events/header_page` and `header_event`.
+fn page_layout(root: &Path) -> Result<PageLayout, SetupError> {
+    let page = read_file(&root.join("events/header_page")).map_err(SetupError::from_step)?;
+    let event = read_file(&root.join("events/header_event")).map_err(SetupError::from_step)?;
+    let endian = if cfg!(target_endian = "little") {
+        Endian::Little
+    } else {
+        Endian::Big
+    };
+    PageLayout::from_header_texts(&page, &event, endian).map_err(|e| {
+        SetupError::Layout(format!(
+            "{}/events/header_page: the ring-buffer pages are laid out in a way uevrec does \
+             not read ({e})",
+            root.display()
+        ))
+    })
+}
+
+/// The largest trace entry (common fields and payload) the kernel writes into an
+/// ftrace ring of 4 KiB pages: the page's data (4,080 bytes) less the 8-byte event
+/// header. Larger entries are dropped by the kernel without a count (perf takes up to
+/// about 8 KiB). Measured in the VM (6.12): 4,067 bytes kept, 4,077 dropped; setting the
+/// instance's `buffer_subbuf_size_kb` larger does not raise this on that kernel.
+pub const MAX_ENTRY: usize = 4072;
+
+/// Join thread ids for a pid file.
+fn pid_list(tids: &[u32]) -> String {
+    let v: Vec<String> = tids.iter().map(u32::to_string).collect();
+    v.join(" ")
+}
+
+impl FtraceBackend {
+    /// Create and configure the instance under tracefs `root` and open the readers of
+    /// `cpus`. Also returns notes for standard error (stale instances found).
+    pub fn open(
+        root: &Path,
+        cpus: &[u32],
+        opts: &FtraceOptions,
+    ) -> Result<(FtraceBackend, Vec<String>), SetupError> {
+        let layout = page_layout(root)?;
+        let (instance, notes) = Instance::create(root)?;
+        let step = SetupError::from_step;
+        instance.write("options/overwrite", "1").map_err(step)?;
+        instance.write("trace_clock", "mono").map_err(step)?;
+        let kb = opts
+            .buffer_bytes
+            .div_ceil(1024)
+            .max(2 * layout.page_size() as u64 / 1024);
+        instance
+            .write("buffer_size_kb", &kb.to_string())
+            .map_err(|e| match e.source.raw_os_error() {
+                Some(libc::ENOMEM | libc::EINVAL) => SetupError::BufferSize { kb, source: e },
+                _ => step(e),
+            })?;
+        instance
+            .write("buffer_percent", &BUFFER_PERCENT.to_string())
+            .map_err(step)?;
+        // Without it (old kernels) exited threads may lack a process id; not fatal.
+        let record_tgid = instance.write("options/record-tgid", "1").is_ok();
+        if let Some(only) = &opts.only_threads {
+            instance
+                .write("set_event_pid", &pid_list(only))
+                .map_err(step)?;
+        }
+        if !opts.exclude_threads.is_empty() {
+            instance
+                .write("set_event_notrace_pid", &pid_list(&opts.exclude_threads))
+                .map_err(step)?;
+        }
+        // SAFETY: epoll_create1 has no memory effects.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if ep < 0 {
+            return Err(step(FtraceError {
+                step: "epoll_create1".into(),
+                source: io::Error::last_os_error(),
+            }));
+        }
+        // SAFETY: `ep` is a new descriptor owned by nothing else.
+        let epoll = unsafe { OwnedFd::from_raw_fd(ep) };
+        let mut readers = Vec::with_capacity(cpus.len());
+        for (i, &cpu) in cpus.iter().enumerate() {
+            let r = CpuReader::open(instance.dir(), cpu, layout.page_size()).map_err(|source| {
+                step(FtraceError {
+                    step: format!(
+                        "open {}/per_cpu/cpu{cpu}/trace_pipe_raw",
+                        instance.dir().display()
+                    ),
+                    source,
+                })
+            })?;
+            let mut ev = libc::epoll_event {
+                events: libc::EPOLLIN as u32,
+                u64: i as u64,
+            };
+            // SAFETY: both descriptors are open; `ev` is a valid epoll_event read by the call.
+            let rc =
+                unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, r.file.as_raw_fd(), &mut ev) };
+            if rc < 0 {
+                return Err(step(FtraceError {
+                    step: format!("epoll_ctl on CPU {cpu}'s trace_pipe_raw"),
+                    source: io::Error::last_os_error(),
+                }));
+            }
+            readers.push(r);
+        }
+        let ring_pages = (kb * 1024).div_ceil(layout.page_size() as u64) as usize;
+        let saved = record_tgid.then(|| root.join("saved_tgids"));
+        let backend = FtraceBackend {
+            cpus: readers,
+            epoll,
+            layout,
+            tgids: Tgids::new(saved),
+            settle: false,
+            max_pages: ring_pages + 2,
+            instance,
+        };
+        Ok((backend, notes))
+    }
+
+    /// The instance's directory.
+    pub fn instance_dir(&self) -> &Path {
+        self.instance.dir()
+    }
+}
+
+/// What a failed write to an event's file means for [`Backend::attach`].
+fn attach_error(e: FtraceError, filter: bool) -> AttachError {
+    match e.source.raw_os_error() {
+        Some(libc::ENOENT | libc::ENODEV) => AttachError::Vanished,
+        Some(libc::EACCES | libc::EPERM) => AttachError::Denied(e.into()),
+        Some(libc::EINVAL) if filter => AttachError::FilterRefused(e.into()),
+        _ => AttachError::Failed(e.into()),
+    }
+}
+
+impl Backend for FtraceBackend {
+    type Event = FtraceEvent;
+
+    fn cpus(&self) -> usize {
+        self.cpus.len()
+    }
+
+    fn filters_threads(&self) -> bool {
+        true
+    }
+
+    fn attach(
+        &mut self,
+        event: EventRef<'_>,
+        filter: Option<&str>,
+    ) -> Result<FtraceEvent, AttachError> {
+        let dir = self
+            .instance
+            .dir()
+            .join("events")
+            .join(event.system)
+            .join(event.name);
+        // The session's expression is the same for every attachment, so without one no
+        // filter was ever set in this instance: nothing to clear.
+        if let Some(expr) = filter {
+            write_file(&dir.join("filter"), expr).map_err(|e| attach_error(e, true))?;
+        } else if !dir.is_dir() {
+            return Err(AttachError::Vanished);
+        }
+        Ok(FtraceEvent {
+            dir,
+            keys: [u64::from(event.id)],
+        })
+    }
+
+    fn enable(&mut self, event: &FtraceEvent) -> Result<(), BackendError> {
+        Ok(write_file(&event.dir.join("enable"), "1")?)
+    }
+
+    fn disable(&mut self, event: &FtraceEvent) {
+        let _ = write_file(&event.dir.join("enable"), "0");
+    }
+
+    fn keys(event: &FtraceEvent) -> &[u64] {
+        &event.keys
+    }
+
+    fn buffers(&self) -> usize {
+        self.cpus.len()
+    }
+
+    fn read(&mut self, buffer: usize, mut f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>) {
+        let Some(c) = self.cpus.get_mut(buffer) else {
+            return;
+        };
+        let cpu = c.cpu;
+        c.read(
+            &self.layout,
+            &mut self.tgids,
+            self.settle,
+            self.max_pages,
+            |a| f(cpu, a),
+        );
+    }
+
+    fn wait(&self, timeout: Duration) -> io::Result<()> {
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 8];
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: `events` is a writable array of the length passed.
+        let rc = unsafe {
+            libc::epoll_wait(
+                self.epoll.as_raw_fd(),
+                events.as_mut_ptr(),
+                events.len() as i32,
+                ms,
+            )
+        };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn marker_cpus(&self) -> Vec<u32> {
+        self.cpus.iter().map(|c| c.cpu).collect()
+    }
+
+    fn set_markers(&mut self, on: bool) {
+        self.settle = on;
+        if on {
+            for c in &mut self.cpus {
+                c.unsettle();
+            }
+        }
+    }
+}
+
+/// The backend for a session of `config` on the `cpus` of tracefs `root`; its notes
+/// (stale instances found) go to standard error.
+pub fn open_for_session(
+    root: &Path,
+    cpus: &[u32],
+    config: &SessionConfig,
+) -> Result<FtraceBackend, SessionError> {
+    let (only_threads, exclude_threads) = match ThreadFilter::of(config) {
+        ThreadFilter::Only(t) => (Some(t), Vec::new()),
+        ThreadFilter::Exclude(t) => (None, t),
+        ThreadFilter::All => (None, Vec::new()),
+    };
+    let opts = FtraceOptions {
+        buffer_bytes: (config.buffer_pages.get() * crate::perf::page_size()) as u64,
+        only_threads,
+        exclude_threads,
+    };
+    let (backend, notes) = FtraceBackend::open(root, cpus, &opts)?;
+    for msg in notes {
+        crate::cli::print_stderr(format_args!("uevrec: {msg}\n"));
+    }
+    Ok(backend)
+}

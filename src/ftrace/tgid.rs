@@ -1,0 +1,180 @@
+//! Thread id → process id for ftrace records.
+//!
+//! An ftrace record carries only `common_pid`, the thread id; the perf backend gives the
+//! process id (tgid) too. [`Tgids`] finds it the way a reader can without the kernel's
+//! help, bounded:
+//!
+//! 1. a cache (the last thread, then a map of at most [`MAX_CACHED`] threads, emptied
+//!    every [`CACHE_TTL`] so a recycled thread id does not keep a dead process's id);
+//! 2. `/proc/<tid>/status` (`Tgid:`), for a thread that is still alive;
+//! 3. the kernel's `saved_tgids` table, for a thread that exited before it was looked
+//!    up: the instance sets `options/record-tgid`, so the kernel saves the tgid of every
+//!    task at each context switch on a CPU that recorded an event (a thread that wrote a
+//!    record is saved at the latest when it is switched out, also at exit). The table is
+//!    read at most every [`SAVED_INTERVAL`].
+//!
+//! A thread found nowhere gets no process id (the JSON line says `"pid":0`): its id was
+//! recycled before it was looked up, or it exited less than [`SAVED_INTERVAL`] after the
+//! last read of the table (seen on a host busy compiling: 2,214 of 39,384
+//! `raw_syscalls:sys_enter` records in one second with an interval of 50 ms).
+
+use std::fs;
+use std::io::Read as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The most threads cached.
+pub const MAX_CACHED: usize = 65_536;
+/// How long a cached thread is trusted.
+pub const CACHE_TTL: Duration = Duration::from_secs(1);
+/// The least time between two reads of `saved_tgids`.
+pub const SAVED_INTERVAL: Duration = Duration::from_millis(5);
+
+/// The thread → process cache (see the module docs).
+#[derive(Debug)]
+pub struct Tgids {
+    last: Option<(u32, u32)>,
+    cache: foldhash::HashMap<u32, u32>,
+    cached_since: Instant,
+    /// The kernel's table as last read.
+    saved: foldhash::HashMap<u32, u32>,
+    saved_path: Option<PathBuf>,
+    saved_read: Option<Instant>,
+    /// Reused for `/proc/<tid>/status`.
+    buf: Vec<u8>,
+}
+
+impl Tgids {
+    /// A cache that falls back to the kernel's table at `saved_tgids` (None: none).
+    pub fn new(saved_tgids: Option<PathBuf>) -> Self {
+        Tgids {
+            last: None,
+            cache: foldhash::HashMap::default(),
+            cached_since: Instant::now(),
+            saved: foldhash::HashMap::default(),
+            saved_path: saved_tgids,
+            saved_read: None,
+            buf: Vec::with_capacity(2048),
+        }
+    }
+
+    /// The process id of thread `tid`, if known.
+    pub fn tgid(&mut self, tid: u32) -> Option<u32> {
+        if let Some((t, p)) = self.last {
+            if t == tid {
+                return Some(p);
+            }
+        }
+        if self.cached_since.elapsed() >= CACHE_TTL || self.cache.len() >= MAX_CACHED {
+            self.cache.clear();
+            self.last = None;
+            self.cached_since = Instant::now();
+        }
+        let pid = match self.cache.get(&tid) {
+            Some(&p) => p,
+            None => {
+                let p = self.proc_status(tid).or_else(|| self.saved(tid))?;
+                self.cache.insert(tid, p);
+                p
+            }
+        };
+        self.last = Some((tid, pid));
+        Some(pid)
+    }
+
+    /// `Tgid:` of `/proc/<tid>/status`.
+    fn proc_status(&mut self, tid: u32) -> Option<u32> {
+        if tid == 0 {
+            return Some(0); // the idle task
+        }
+        self.buf.clear();
+        let mut f = fs::File::open(format!("/proc/{tid}/status")).ok()?;
+        f.read_to_end(&mut self.buf).ok()?;
+        parse_status_tgid(&self.buf)
+    }
+
+    /// `tid` in the kernel's table, re-read when it is old enough.
+    fn saved(&mut self, tid: u32) -> Option<u32> {
+        if let Some(&p) = self.saved.get(&tid) {
+            return Some(p);
+        }
+        let path = self.saved_path.as_ref()?;
+        if self
+            .saved_read
+            .is_some_and(|t| t.elapsed() < SAVED_INTERVAL)
+        {
+            return None;
+        }
+        self.saved_read = Some(Instant::now());
+        let text = fs::read_to_string(path).ok()?;
+        self.saved.clear();
+        self.saved.extend(parse_saved_tgids(&text));
+        self.saved.get(&tid).copied()
+    }
+}
+
+/// The `Tgid:` line of a `/proc/<tid>/status` text.
+fn parse_status_tgid(status: &[u8]) -> Option<u32> {
+    let text = std::str::from_utf8(status).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The `pid tgid` pairs of a `saved_tgids` text (lines with a tgid of 0 say nothing).
+fn parse_saved_tgids(text: &str) -> impl Iterator<Item = (u32, u32)> + '_ {
+    text.lines().filter_map(|l| {
+        let mut it = l.split_whitespace();
+        let pid = it.next()?.parse().ok()?;
+        let tgid: u32 = it.next()?.parse().ok()?;
+        (tgid != 0).then_some((pid, tgid))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_live_thread_is_found_in_proc() {
+        let me = std::process::id();
+        let mut t = Tgids::new(None);
+        assert_eq!(t.tgid(me), Some(me));
+        // Another thread of this process.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::spawn(move || {
+            // SAFETY: gettid has no memory effects.
+            tx.send(unsafe { libc::gettid() as u32 }).unwrap();
+            let _ = stop_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        assert_ne!(tid, me);
+        assert_eq!(t.tgid(tid), Some(me));
+        drop(stop_tx);
+        h.join().unwrap();
+        // Cached now, though gone.
+        assert_eq!(t.tgid(tid), Some(me));
+    }
+
+    #[test]
+    fn an_exited_thread_is_found_in_the_kernels_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("saved_tgids");
+        fs::write(&path, "4000000 77\n4000001 0\n").unwrap();
+        let mut t = Tgids::new(Some(path));
+        assert_eq!(t.tgid(4_000_000), Some(77));
+        assert_eq!(t.tgid(4_000_001), None);
+    }
+
+    #[test]
+    fn status_and_table_texts() {
+        assert_eq!(
+            parse_status_tgid(b"Name:\tx\nUmask:\t0022\nState:\tR\nTgid:\t42\nNgid:\t0\n"),
+            Some(42)
+        );
+        assert_eq!(parse_status_tgid(b"Name:\tx\n"), None);
+        let v: Vec<_> = parse_saved_tgids("1 1\n2 1\nbad\n3 0\n").collect();
+        assert_eq!(v, [(1, 1), (2, 1)]);
+    }
+}
