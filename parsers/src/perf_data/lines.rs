@@ -25,7 +25,7 @@ use super::tracing_data::ParsedFormat;
 use super::{ClockData, Item, PerfData, PerfDataError};
 use crate::event_name::split_multi_format;
 use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
-use crate::output::{OutputFormat, OutputWriter};
+use crate::output::{OutputFormat, OutputWriter, RecordWriter};
 use crate::perf_sample::{PERF_RECORD_SAMPLE, Record, Sample};
 
 /// Lines are handed to the caller's sink in runs of about this many bytes.

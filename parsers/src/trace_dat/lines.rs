@@ -2,7 +2,10 @@
 //! for a trace.dat but the I/O.
 
 use crate::perf_data::lines::{DecodeOptions, DecodeStats};
-use crate::{Endian, LineOptions, OutputWriter, PreparedFormat, RecordStamp, split_multi_format};
+use crate::{
+    Endian, LineOptions, OutputWriter, PreparedFormat, RecordStamp, RecordWriter,
+    split_multi_format,
+};
 
 use super::{Item, TraceDat, TraceDatError};
 
