@@ -11,7 +11,9 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput, criterion_group};
 use uevrec_parsers::eventheader::tracepoint_format;
 use uevrec_parsers::otlp::OtlpWriter;
-use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
+use uevrec_parsers::{
+    LineOptions, LineWriter, OutputFormat, OutputWriter, PreparedFormat, RecordStamp, RecordWriter,
+};
 
 /// The raw trace entry of one Common Schema log record.
 fn cs_log() -> Vec<u8> {
@@ -130,7 +132,43 @@ fn bench(c: &mut Criterion) {
 
 criterion_group!(benches, bench);
 
+/// `UEVREC_BENCH_RECORDS=N UEVREC_BENCH_WRITER=json|otlp`: write N records with one
+/// writer and exit, for instruction counts (`valgrind --tool=callgrind`, two values of N:
+/// the difference over the difference of N is the count per record).
+fn count_only() -> bool {
+    let (Some(n), Ok(writer)) = (
+        std::env::var("UEVREC_BENCH_RECORDS")
+            .ok()
+            .and_then(|n| n.parse::<u64>().ok()),
+        std::env::var("UEVREC_BENCH_WRITER"),
+    ) else {
+        return false;
+    };
+    let raw = cs_log();
+    let name = "checkout_L4K1";
+    let prepared = PreparedFormat::new(&tracepoint_format(name, 1), "user_events", name, None);
+    let mut out = Vec::with_capacity(4 << 20);
+    let format = match writer.as_str() {
+        "json" => OutputFormat::JsonLines,
+        _ => OutputFormat::Otlp,
+    };
+    let mut w = OutputWriter::new(format, LineOptions::default());
+    w.set_host_name("bench-host");
+    for i in 0..n {
+        if out.len() > 3 << 20 {
+            out.clear();
+        }
+        w.write_prepared(&mut out, &stamp(i), &prepared, black_box(&raw));
+    }
+    w.end_lines(&mut out);
+    black_box(out.len());
+    true
+}
+
 fn main() {
+    if count_only() {
+        return;
+    }
     benches();
     Criterion::default().configure_from_args().final_summary();
 }

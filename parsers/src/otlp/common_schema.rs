@@ -50,30 +50,46 @@ pub(crate) enum CsKind {
     Span,
 }
 
+/// A Common Schema event: its kind and its parts (top-level struct nodes).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cs {
+    pub kind: CsKind,
+    a: Option<usize>,
+    b: Option<usize>,
+    c: Option<usize>,
+}
+
 /// The Common Schema event `f` is (`__csver__` 1024 first, a `PartB` struct whose
 /// `_typeName` is `Log` or `Span`), if it is one.
-pub(crate) fn detect(f: &Fields) -> Option<CsKind> {
+pub(crate) fn detect(f: &Fields) -> Option<Cs> {
     let first = f.top().next()?;
     if !(f.key_is(first, "__csver__") && f.int_of(first) == Some(CS_VERSION)) {
         return None;
     }
-    let b = part(f, "PartB")?;
-    let type_name = f.members(b).find(|&i| f.key_is(i, "_typeName"))?;
-    match f.str_of(type_name)?.as_ref() {
-        "Log" => Some(CsKind::Log),
-        "Span" => Some(CsKind::Span),
-        _ => None,
+    let (mut a, mut b, mut c) = (None, None, None);
+    for i in f.top().filter(|&i| f.is_struct(i)) {
+        let part = if f.key_is(i, "PartA") {
+            &mut a
+        } else if f.key_is(i, "PartB") {
+            &mut b
+        } else if f.key_is(i, "PartC") {
+            &mut c
+        } else {
+            continue;
+        };
+        part.get_or_insert(i);
     }
+    let type_name = f.members(b?).find(|&i| f.key_is(i, "_typeName"))?;
+    let kind = match f.str_of(type_name)?.as_ref() {
+        "Log" => CsKind::Log,
+        "Span" => CsKind::Span,
+        _ => return None,
+    };
+    Some(Cs { kind, a, b, c })
 }
 
-/// The top-level struct `name`.
-fn part(f: &Fields, name: &str) -> Option<usize> {
-    f.top().find(|&i| f.key_is(i, name) && f.is_struct(i))
-}
-
-/// The members of the top-level struct `name` (none without one).
-fn members_of<'f>(f: &'f Fields, name: &str) -> impl Iterator<Item = usize> + 'f {
-    let part = part(f, name);
+/// The members of a part (none without it).
+fn members(f: &Fields, part: Option<usize>) -> impl Iterator<Item = usize> + '_ {
     part.into_iter().flat_map(|p| f.members(p))
 }
 
@@ -106,9 +122,9 @@ struct PartA {
 }
 
 /// Read `PartA`, noting what is taken (the resource fields included: [`write_resource`]).
-fn part_a(f: &Fields, taken: &mut Taken) -> PartA {
+fn part_a(f: &Fields, cs: &Cs, taken: &mut Taken) -> PartA {
     let mut a = PartA::default();
-    for i in members_of(f, "PartA") {
+    for i in members(f, cs.a) {
         let s = f.str_of(i);
         let s = s.as_deref();
         let took = if f.key_is(i, "time") {
@@ -133,7 +149,9 @@ fn part_a(f: &Fields, taken: &mut Taken) -> PartA {
 /// The resource attribute a `PartA` member is: `service.name` ← `ext_cloud_role`,
 /// `service.instance.id` ← `ext_cloud_roleInstance` (strings).
 fn resource_key(f: &Fields, i: usize) -> Option<&'static str> {
-    f.str_json(i)?;
+    if !f.is_str(i) {
+        return None;
+    }
     if f.key_is(i, "ext_cloud_role") {
         Some("service.name")
     } else if f.key_is(i, "ext_cloud_roleInstance") {
@@ -144,8 +162,8 @@ fn resource_key(f: &Fields, i: usize) -> Option<&'static str> {
 }
 
 /// The resource attributes `PartA` names (JSON `KeyValue`s, comma-separated) on `out`.
-pub(crate) fn write_resource(out: &mut Vec<u8>, f: &Fields) {
-    for i in members_of(f, "PartA") {
+pub(crate) fn write_resource(out: &mut Vec<u8>, f: &Fields, cs: &Cs) {
+    for i in members(f, cs.a) {
         if let Some(key) = resource_key(f, i) {
             if !out.is_empty() {
                 out.push(b',');
@@ -164,6 +182,7 @@ pub(crate) fn write_resource(out: &mut Vec<u8>, f: &Fields) {
 fn add_attributes(
     attrs: &mut Attrs<'_>,
     f: &Fields,
+    cs: &Cs,
     taken: &Taken,
     rename: impl Fn(&Fields, usize) -> Option<&'static str>,
     between: impl FnOnce(&mut Attrs<'_>),
@@ -171,12 +190,12 @@ fn add_attributes(
     let add = |attrs: &mut Attrs<'_>, i: usize, key: &[u8]| {
         attrs.add(key, |out| f.write_any(out, i));
     };
-    for i in members_of(f, "PartA").chain(members_of(f, "PartC")) {
+    for i in members(f, cs.a).chain(members(f, cs.c)) {
         if !taken.has(i) {
             add(attrs, i, f.key(i));
         }
     }
-    for i in members_of(f, "PartB") {
+    for i in members(f, cs.b) {
         if taken.has(i) {
             continue;
         }
@@ -186,7 +205,7 @@ fn add_attributes(
         }
     }
     between(attrs);
-    let parts = [part(f, "PartA"), part(f, "PartB"), part(f, "PartC")];
+    let parts = [cs.a, cs.b, cs.c];
     // The first field is `__csver__`.
     for i in f.top().skip(1) {
         if !parts.contains(&Some(i)) {
@@ -201,13 +220,14 @@ pub(crate) fn write_log(
     out: &mut Vec<u8>,
     keys: &mut Vec<Text>,
     f: &Fields,
+    cs: &Cs,
     observed: u64,
     origin: impl FnOnce(&mut Attrs<'_>),
 ) {
     let mut taken = Taken::default();
-    let a = part_a(f, &mut taken);
+    let a = part_a(f, cs, &mut taken);
     let (mut body, mut severity, mut severity_text, mut name) = (None, 0, None, None);
-    for i in members_of(f, "PartB") {
+    for i in members(f, cs.b) {
         let took = if f.key_is(i, "_typeName") {
             true
         } else if f.key_is(i, "body") {
@@ -218,10 +238,10 @@ pub(crate) fn write_log(
             severity = n.unwrap_or(0);
             n.is_some()
         } else if f.key_is(i, "severityText") {
-            severity_text = f.str_json(i);
+            severity_text = f.is_str(i).then_some(i);
             severity_text.is_some()
         } else if f.key_is(i, "name") {
-            name = f.str_json(i);
+            name = f.is_str(i).then_some(i);
             name.is_some()
         } else {
             false
@@ -241,7 +261,7 @@ pub(crate) fn write_log(
         out,
         keys,
         &head,
-        |out| out.extend_from_slice(severity_text.unwrap_or(b"\"\"")),
+        |out| write_str_or_empty(out, f, severity_text),
         |out| match body {
             Some(i) => f.write_any(out, i),
             None => out.extend_from_slice(b"null"),
@@ -249,10 +269,10 @@ pub(crate) fn write_log(
         |attrs| {
             // The exporter moves the `event_id` attribute to PartB's `eventId`.
             let rename = |f: &Fields, i| f.key_is(i, "eventId").then_some("event_id");
-            add_attributes(attrs, f, &taken, rename, |_| {});
+            add_attributes(attrs, f, cs, &taken, rename, |_| {});
             origin(attrs);
         },
-        |out| out.extend_from_slice(name.unwrap_or(b"\"\"")),
+        |out| write_str_or_empty(out, f, name),
     );
 }
 
@@ -261,20 +281,21 @@ pub(crate) fn write_span(
     out: &mut Vec<u8>,
     keys: &mut Vec<Text>,
     f: &Fields,
+    cs: &Cs,
     origin: impl FnOnce(&mut Attrs<'_>),
 ) {
     let mut taken = Taken::default();
-    let a = part_a(f, &mut taken);
+    let a = part_a(f, cs, &mut taken);
     let mut name = None;
     let (mut start, mut kind, mut failed) = (0, 0, false);
     let (mut parent, mut links, mut status_message) = (None, None, None);
-    for i in members_of(f, "PartB") {
+    for i in members(f, cs.b) {
         let s = f.str_of(i);
         let s = s.as_deref();
         let took = if f.key_is(i, "_typeName") {
             true
         } else if f.key_is(i, "name") {
-            name = f.str_json(i);
+            name = f.is_str(i).then_some(i);
             name.is_some()
         } else if f.key_is(i, "startTime") {
             let t = s.and_then(parse_time);
@@ -297,7 +318,7 @@ pub(crate) fn write_span(
             links = s.filter(|s| for_each_link(s, |_, _| {})).map(|_| i);
             links.is_some()
         } else if f.key_is(i, "statusMessage") {
-            status_message = f.str_json(i).map(|_| i);
+            status_message = f.is_str(i).then_some(i);
             status_message.is_some()
         } else {
             false
@@ -313,7 +334,7 @@ pub(crate) fn write_span(
     out.extend_from_slice(b",\"traceState\":\"\",\"parentSpanId\":");
     id(out, parent.as_ref().map(|id| &id[..]));
     out.extend_from_slice(b",\"flags\":0,\"name\":");
-    out.extend_from_slice(name.unwrap_or(b"\"\""));
+    write_str_or_empty(out, f, name);
     out.extend_from_slice(b",\"kind\":");
     write_int(out, kind);
     out.extend_from_slice(b",\"startTimeUnixNano\":");
@@ -328,7 +349,7 @@ pub(crate) fn write_span(
             .find(|(cs, _)| f.key_is(i, cs))
             .map(|&(_, name)| name)
     };
-    add_attributes(&mut attrs, f, &taken, rename, |attrs| {
+    add_attributes(&mut attrs, f, cs, &taken, rename, |attrs| {
         // A status message on a successful span (not something the exporter writes):
         // an attribute rather than a claim of an error.
         if let Some(i) = status_message.filter(|_| !failed) {
@@ -358,8 +379,7 @@ pub(crate) fn write_span(
     out.extend_from_slice(b"],\"droppedLinksCount\":0,\"status\":");
     if failed {
         out.extend_from_slice(b"{\"message\":");
-        let message = status_message.and_then(|i| f.str_json(i));
-        out.extend_from_slice(message.unwrap_or(b"\"\""));
+        write_str_or_empty(out, f, status_message);
         out.extend_from_slice(b",\"code\":");
         write_int(out, STATUS_ERROR);
         out.push(b'}');
@@ -367,6 +387,13 @@ pub(crate) fn write_span(
         out.extend_from_slice(b"null");
     }
     out.push(b'}');
+}
+
+/// Node `i`'s string as a JSON string, `""` without one.
+fn write_str_or_empty(out: &mut Vec<u8>, f: &Fields, i: Option<usize>) {
+    if !i.is_some_and(|i| f.write_str_of(out, i)) {
+        out.extend_from_slice(b"\"\"");
+    }
 }
 
 /// Each link of the exporter's `links` text
@@ -411,14 +438,16 @@ pub(crate) fn parse_time(text: &str) -> Option<u64> {
     u64::try_from(d.as_nanos()).ok()
 }
 
-/// `N` bytes from `2N` hex digits.
+/// `N` bytes from `2N` hex digits (either case).
 pub(crate) fn hex_id<const N: usize>(text: &str) -> Option<[u8; N]> {
+    let digit = |c: u8| char::from(c).to_digit(16);
+    let text = text.as_bytes();
     if text.len() != 2 * N {
         return None;
     }
     let mut id = [0u8; N];
-    for (i, b) in id.iter_mut().enumerate() {
-        *b = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+    for (b, pair) in id.iter_mut().zip(text.chunks_exact(2)) {
+        *b = (digit(pair[0])? * 16 + digit(pair[1])?) as u8;
     }
     Some(id)
 }
@@ -451,6 +480,7 @@ mod tests {
         assert_eq!(hex_id::<2>("0aFF"), Some([10, 255]));
         assert_eq!(hex_id::<2>("0aF"), None);
         assert_eq!(hex_id::<1>("zz"), None);
+        assert_eq!(hex_id::<1>("+f"), None);
         assert_eq!(
             parse_time("2024-03-28T00:45:12.3Z"),
             Some(1_711_586_712_300_000_000)

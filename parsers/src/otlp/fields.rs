@@ -5,14 +5,18 @@
 //! record's JSON is written from it; nothing is allocated per record once the buffers
 //! have grown.
 //!
-//! Every value is first rendered by the JSON-lines writers (so each EventHeader format
-//! rule, UUID, IP address, time, float, … exists once, in [`crate::eventheader::json`]
-//! and [`crate::json_line`]), then its JSON scalar becomes the `AnyValue`
-//! ([`write_any_of_scalar`]): integers that fit `int64` → `intValue`; larger integers →
-//! `stringValue` of their decimal digits (OTLP has no unsigned 64-bit type); numbers with
-//! a fraction or exponent → `doubleValue`; strings (bytes as hex, NaN and the infinities
-//! as `"NaN"`, `"Infinity"`, `"-Infinity"`) → `stringValue`; booleans → `boolValue`;
-//! `null` (a zero-length value) → the empty `AnyValue` `{}`. EventHeader structs become
+//! The text is what the JSON-lines writers write (so each EventHeader format rule, UUID,
+//! IP address, time, float, … exists once, in [`crate::eventheader::json`] and
+//! [`crate::json_line`]): for an EventHeader event whose metadata compiles, the
+//! `fields` members its cached [`Plan`](crate::eventheader::plan::Plan) writes, read
+//! back by [`Fields::eventheader_planned`]; otherwise each value of the
+//! [`Enumerator`]'s walk ([`Fields::eventheader`]) or of the plain event's fields
+//! ([`Fields::plain`]). A value's JSON scalar becomes its `AnyValue` ([`Class`]):
+//! integers that fit `int64` → `intValue`; larger integers → `stringValue` of their
+//! decimal digits (OTLP has no unsigned 64-bit type); numbers with a fraction or
+//! exponent → `doubleValue`; strings (bytes as hex, NaN and the infinities as `"NaN"`,
+//! `"Infinity"`, `"-Infinity"`) → `stringValue`; booleans → `boolValue`; `null` (a
+//! zero-length value) → the empty `AnyValue` `{}`. EventHeader structs become
 //! `kvlistValue`s and arrays `arrayValue`s. A repeated key in the same struct gets the
 //! suffix `#2`, `#3`, … as in JSON lines ([`dedupe`]).
 
@@ -21,7 +25,7 @@ use std::fmt;
 
 use crate::decode::{Endian, Value, decode_field};
 use crate::eventheader::enumerator::{Enumerator, Item};
-use crate::json_line::{Escaped, write_int, write_str, write_text, write_value};
+use crate::json_line::{Escaped, first_special, write_int, write_str, write_text, write_value};
 use crate::schema::Field;
 
 /// A range of a byte buffer.
@@ -32,7 +36,7 @@ pub(crate) struct Text {
 }
 
 impl Text {
-    fn of(buf: &[u8], start: usize) -> Text {
+    pub(crate) fn of(buf: &[u8], start: usize) -> Text {
         Text {
             start,
             end: buf.len(),
@@ -45,26 +49,42 @@ impl Text {
     }
 }
 
-/// What a value's JSON scalar is.
+/// What a value's JSON scalar is, and so its `AnyValue`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Class {
+    /// A JSON string → `stringValue`.
     Str,
+    /// An integer that fits `int64` → `intValue` (its digits in quotes).
     Int,
+    /// An integer beyond `int64` → `stringValue` of its digits.
+    Digits,
+    /// Another number → `doubleValue`.
     Double,
+    /// `true` or `false` → `boolValue`.
     Bool,
+    /// `null` (or nothing) → the empty `AnyValue`.
     Null,
+}
+
+impl Class {
+    /// The class of the JSON scalar `s`.
+    fn of(s: &[u8]) -> Class {
+        match s.first() {
+            Some(b'"') => Class::Str,
+            Some(b't' | b'f') => Class::Bool,
+            None | Some(b'n') => Class::Null,
+            Some(_) if s.iter().any(|b| matches!(b, b'.' | b'e' | b'E')) => Class::Double,
+            Some(_) if is_int64(s) => Class::Int,
+            Some(_) => Class::Digits,
+        }
+    }
 }
 
 /// One node of the tree.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Kind {
-    /// A value: its `AnyValue` JSON and, inside it, its JSON scalar (an `intValue`'s
-    /// digits without their quotes).
-    Value {
-        any: Text,
-        scalar: Text,
-        class: Class,
-    },
+    /// A value: its JSON scalar.
+    Value { scalar: Text, class: Class },
     /// A struct whose members are the nodes up to `end` (exclusive).
     Struct { end: usize },
     /// An array whose elements are the nodes up to `end` (exclusive).
@@ -101,8 +121,6 @@ pub(crate) struct Fields {
     keys: Vec<Text>,
     /// The open structs and arrays: their node and where their keys start in `keys`.
     open: Vec<(usize, usize)>,
-    /// Where a value's JSON scalar is rendered.
-    scalar: Vec<u8>,
 }
 
 impl Fields {
@@ -112,6 +130,103 @@ impl Fields {
         self.nodes.clear();
         self.keys.clear();
         self.open.clear();
+    }
+
+    /// The nodes of the `fields` members a JSON-lines plan wrote (`write`, returning
+    /// `None` where it met a problem); `false`, with nothing kept, when it did (the
+    /// caller then walks the event with [`Fields::eventheader`]). The plan's keys are
+    /// unique already (the JSON-lines rule).
+    pub(crate) fn eventheader_planned(
+        &mut self,
+        write: impl FnOnce(&mut Vec<u8>) -> Option<()>,
+    ) -> bool {
+        self.clear();
+        if write(&mut self.text).is_some() && self.read_members() {
+            return true;
+        }
+        self.clear();
+        false
+    }
+
+    /// Nodes for the JSON members in `text` (`"key":value,…`, as the JSON-lines writers
+    /// write them); `false` at anything else.
+    fn read_members(&mut self) -> bool {
+        let text = &self.text;
+        let mut pos = 0;
+        loop {
+            let in_array = self
+                .open
+                .last()
+                .is_some_and(|&(node, _)| matches!(self.nodes[node].kind, Kind::Array { .. }));
+            match text.get(pos) {
+                Some(b',') => {
+                    pos += 1;
+                    continue;
+                }
+                Some(b'}' | b']') => {
+                    let Some((node, _)) = self.open.pop() else {
+                        return false;
+                    };
+                    let len = self.nodes.len();
+                    if let Kind::Struct { end } | Kind::Array { end } = &mut self.nodes[node].kind {
+                        *end = len;
+                    }
+                    pos += 1;
+                    continue;
+                }
+                None => return self.open.is_empty(),
+                Some(_) => {}
+            }
+            let key = if in_array {
+                Text::of(text, pos)
+            } else {
+                let Some(key) = json_string(text, pos) else {
+                    return false;
+                };
+                if text.get(key.end) != Some(&b':') {
+                    return false;
+                }
+                pos = key.end + 1;
+                key
+            };
+            let kind = match text.get(pos) {
+                Some(b'{') => Kind::Struct { end: 0 },
+                Some(b'[') => Kind::Array { end: 0 },
+                Some(b'"') => {
+                    let Some(scalar) = json_string(text, pos) else {
+                        return false;
+                    };
+                    Kind::Value {
+                        scalar,
+                        class: Class::Str,
+                    }
+                }
+                _ => {
+                    let rest = text.get(pos..).unwrap_or_default();
+                    // (Scalars are short: a loop beats memchr's set-up.)
+                    let len = rest
+                        .iter()
+                        .position(|b| matches!(b, b',' | b'}' | b']'))
+                        .unwrap_or(rest.len());
+                    let scalar = Text {
+                        start: pos,
+                        end: pos + len,
+                    };
+                    Kind::Value {
+                        scalar,
+                        class: Class::of(scalar.get(text)),
+                    }
+                }
+            };
+            match kind {
+                Kind::Value { scalar, .. } => pos = scalar.end,
+                _ => {
+                    self.open.push((self.nodes.len(), 0));
+                    pos += 1;
+                }
+            }
+            self.nodes.push(Node { key, kind });
+        }
     }
 
     /// The nodes of an EventHeader walk, up to its end or to where it stopped (the
@@ -213,17 +328,13 @@ impl Fields {
     /// A value whose JSON scalar `render` writes.
     fn value(&mut self, key: Key<'_>, render: impl FnOnce(&mut Vec<u8>)) {
         let key = self.push_key(key);
-        self.scalar.clear();
-        render(&mut self.scalar);
         let start = self.text.len();
-        let (class, scalar) = write_any_of_scalar(&mut self.text, &self.scalar);
+        render(&mut self.text);
+        let scalar = Text::of(&self.text, start);
+        let class = Class::of(scalar.get(&self.text));
         self.nodes.push(Node {
             key,
-            kind: Kind::Value {
-                any: Text::of(&self.text, start),
-                scalar,
-                class,
-            },
+            kind: Kind::Value { scalar, class },
         });
     }
 
@@ -300,23 +411,51 @@ impl Fields {
     /// Node `i`'s JSON scalar when it is a value of `class`.
     fn scalar(&self, i: usize, class: Class) -> Option<&[u8]> {
         match self.kind(i)? {
-            Kind::Value {
-                scalar, class: c, ..
-            } if c == class => Some(scalar.get(&self.text)),
+            Kind::Value { scalar, class: c } if c == class => Some(scalar.get(&self.text)),
             _ => None,
         }
     }
 
-    /// Node `i`'s string (`stringValue`) as a JSON string.
-    pub(crate) fn str_json(&self, i: usize) -> Option<&[u8]> {
-        self.scalar(i, Class::Str)
+    /// Whether node `i` is a string (`stringValue`).
+    pub(crate) fn is_str(&self, i: usize) -> bool {
+        matches!(
+            self.kind(i),
+            Some(Kind::Value {
+                class: Class::Str | Class::Digits,
+                ..
+            })
+        )
+    }
+
+    /// Write node `i`'s string (`stringValue`) as a JSON string; `false` (nothing
+    /// written) when it is not one.
+    pub(crate) fn write_str_of(&self, out: &mut Vec<u8>, i: usize) -> bool {
+        match self.kind(i) {
+            Some(Kind::Value {
+                scalar,
+                class: Class::Str,
+            }) => out.extend_from_slice(scalar.get(&self.text)),
+            Some(Kind::Value {
+                scalar,
+                class: Class::Digits,
+            }) => {
+                out.push(b'"');
+                out.extend_from_slice(scalar.get(&self.text));
+                out.push(b'"');
+            }
+            _ => return false,
+        }
+        true
     }
 
     /// Node `i`'s string (`stringValue`).
     pub(crate) fn str_of(&self, i: usize) -> Option<Cow<'_, str>> {
-        let json = self.str_json(i)?;
+        if let Some(digits) = self.scalar(i, Class::Digits) {
+            return std::str::from_utf8(digits).ok().map(Cow::Borrowed);
+        }
+        let json = self.scalar(i, Class::Str)?;
         let inner = json.get(1..json.len().checked_sub(1)?)?;
-        if !inner.contains(&b'\\') {
+        if !inner.iter().any(|&b| b == b'\\') {
             // The writers write valid UTF-8.
             return std::str::from_utf8(inner).ok().map(Cow::Borrowed);
         }
@@ -325,10 +464,7 @@ impl Fields {
 
     /// Node `i`'s integer (`intValue`).
     pub(crate) fn int_of(&self, i: usize) -> Option<i64> {
-        std::str::from_utf8(self.scalar(i, Class::Int)?)
-            .ok()?
-            .parse()
-            .ok()
+        parse_i64(self.scalar(i, Class::Int)?)
     }
 
     /// Node `i`'s boolean (`boolValue`).
@@ -339,7 +475,19 @@ impl Fields {
     /// Node `i` as an `AnyValue`.
     pub(crate) fn write_any(&self, out: &mut Vec<u8>, i: usize) {
         match self.kind(i) {
-            Some(Kind::Value { any, .. }) => out.extend_from_slice(any.get(&self.text)),
+            Some(Kind::Value { scalar, class }) => {
+                let (open, close): (&[u8], &[u8]) = match class {
+                    Class::Str => (b"{\"stringValue\":", b"}"),
+                    Class::Int => (b"{\"intValue\":\"", b"\"}"),
+                    Class::Digits => (b"{\"stringValue\":\"", b"\"}"),
+                    Class::Double => (b"{\"doubleValue\":", b"}"),
+                    Class::Bool => (b"{\"boolValue\":", b"}"),
+                    Class::Null => return out.extend_from_slice(b"{}"),
+                };
+                out.extend_from_slice(open);
+                out.extend_from_slice(scalar.get(&self.text));
+                out.extend_from_slice(close);
+            }
             Some(Kind::Struct { .. }) => {
                 out.extend_from_slice(b"{\"kvlistValue\":{\"values\":[");
                 for (n, m) in self.members(i).enumerate() {
@@ -399,44 +547,50 @@ impl Iterator for Members<'_> {
     }
 }
 
-/// The `AnyValue` of the JSON scalar `scalar` as the JSON-lines writers write it (see the
-/// module documentation), appended to `out`; returns its class and where the scalar
-/// stands in `out`.
-pub(crate) fn write_any_of_scalar(out: &mut Vec<u8>, scalar: &[u8]) -> (Class, Text) {
-    let (class, open, close): (Class, &[u8], &[u8]) = match scalar.first() {
-        Some(b'"') => (Class::Str, b"{\"stringValue\":", b"}"),
-        Some(b't' | b'f') => (Class::Bool, b"{\"boolValue\":", b"}"),
-        None | Some(b'n') => {
-            out.extend_from_slice(b"{}");
-            return (Class::Null, Text::of(out, out.len()));
+/// The JSON string starting at `start` of `text` (its range, quotes included).
+fn json_string(text: &[u8], start: usize) -> Option<Text> {
+    if text.get(start) != Some(&b'"') {
+        return None;
+    }
+    let mut at = start + 1;
+    loop {
+        let rest = text.get(at..)?;
+        // 8 bytes at a time to the next quote, backslash or non-ASCII byte.
+        let found = first_special(rest)?;
+        match rest[found] {
+            b'"' => {
+                return Some(Text {
+                    start,
+                    end: at + found + 1,
+                });
+            }
+            b'\\' => at += found + 2,
+            _ => at += found + 1,
         }
-        Some(_) if scalar.iter().any(|b| matches!(b, b'.' | b'e' | b'E')) => {
-            (Class::Double, b"{\"doubleValue\":", b"}")
-        }
-        Some(_) if is_int64(scalar) => (Class::Int, b"{\"intValue\":\"", b"\"}"),
-        // Digits beyond int64 (unsigned 64-bit values): their text.
-        Some(_) => {
-            out.extend_from_slice(b"{\"stringValue\":");
-            let start = out.len();
-            out.push(b'"');
-            out.extend_from_slice(scalar);
-            out.push(b'"');
-            let text = Text::of(out, start);
-            out.push(b'}');
-            return (Class::Str, text);
-        }
-    };
-    out.extend_from_slice(open);
-    let start = out.len();
-    out.extend_from_slice(scalar);
-    let text = Text::of(out, start);
-    out.extend_from_slice(close);
-    (class, text)
+    }
 }
 
 /// Whether the JSON integer `digits` fits `int64`.
 fn is_int64(digits: &[u8]) -> bool {
-    std::str::from_utf8(digits).is_ok_and(|s| s.parse::<i64>().is_ok())
+    parse_i64(digits).is_some()
+}
+
+/// The JSON integer `digits` (`-`, then digits) as an `i64`, if it is one that fits.
+fn parse_i64(digits: &[u8]) -> Option<i64> {
+    let (negative, digits) = match digits {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, digits),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    // Accumulate negatively: i64::MIN has no positive counterpart.
+    let mut v: i64 = 0;
+    for &d in digits {
+        let d = i64::from(d.checked_sub(b'0').filter(|d| *d < 10)?);
+        v = v.checked_mul(10)?.checked_sub(d)?;
+    }
+    if negative { Some(v) } else { v.checked_neg() }
 }
 
 /// `message` as a JSON string (escaped, no allocation).
@@ -481,10 +635,18 @@ pub(crate) fn dedupe(buf: &mut Vec<u8>, keys: &[Text], start: usize) -> Text {
 mod tests {
     use super::*;
 
+    /// The `AnyValue` of a JSON scalar.
     fn any(scalar: &str) -> (Class, String) {
+        let mut f = Fields::default();
+        f.value(Key::Str("k"), |out| {
+            out.extend_from_slice(scalar.as_bytes())
+        });
         let mut out = Vec::new();
-        let (class, _) = write_any_of_scalar(&mut out, scalar.as_bytes());
-        (class, String::from_utf8(out).unwrap())
+        f.write_any(&mut out, 0);
+        (
+            Class::of(scalar.as_bytes()),
+            String::from_utf8(out).unwrap(),
+        )
     }
 
     #[test]
@@ -493,7 +655,7 @@ mod tests {
         assert_eq!(
             any("18446744073709551615"),
             (
-                Class::Str,
+                Class::Digits,
                 r#"{"stringValue":"18446744073709551615"}"#.into()
             )
         );
@@ -505,6 +667,57 @@ mod tests {
         );
         assert_eq!(any("true"), (Class::Bool, r#"{"boolValue":true}"#.into()));
         assert_eq!(any("null"), (Class::Null, "{}".into()));
+    }
+
+    #[test]
+    fn planned_members_read_back_as_the_walk_builds_them() {
+        let text = br#""a":1,"s":{"x":"q\"}","y":[1,{"z":null}]},"e":[],"t":true"#;
+        let mut f = Fields::default();
+        assert!(f.eventheader_planned(|out| {
+            out.extend_from_slice(text);
+            Some(())
+        }));
+        let top: Vec<usize> = f.top().collect();
+        assert_eq!(top.len(), 4);
+        let mut out = Vec::new();
+        f.write_any(&mut out, top[1]);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"kvlistValue":{"values":[{"key":"x","value":{"stringValue":"q\"}"}},{"key":"y","value":{"arrayValue":{"values":[{"intValue":"1"},{"kvlistValue":{"values":[{"key":"z","value":{}}]}}]}}}]}}"#
+        );
+        assert_eq!(f.bool_of(top[3]), Some(true));
+        for bad in [&b"\"a\":1}"[..], b"\"a\":{", b"\"a\"1", b"\"a"] {
+            assert!(!f.eventheader_planned(|out| {
+                out.extend_from_slice(bad);
+                Some(())
+            }));
+        }
+        assert!(!f.eventheader_planned(|_| None));
+    }
+
+    #[test]
+    fn integers_parse_as_std_does() {
+        for text in [
+            "0",
+            "-0",
+            "7",
+            "-7",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "18446744073709551615",
+            "",
+            "-",
+            "1-",
+            "12a",
+        ] {
+            assert_eq!(
+                parse_i64(text.as_bytes()),
+                text.parse::<i64>().ok(),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -16,6 +16,9 @@ use crate::json_line::{write_hex, write_int, write_str};
 pub(crate) struct Attrs<'a> {
     out: &'a mut Vec<u8>,
     keys: &'a mut Vec<Text>,
+    /// A bit per key written ([`key_bit`]): a key whose bit is clear is not taken, and
+    /// needs no comparisons.
+    seen: u128,
 }
 
 impl<'a> Attrs<'a> {
@@ -23,7 +26,7 @@ impl<'a> Attrs<'a> {
     pub(crate) fn open(out: &'a mut Vec<u8>, keys: &'a mut Vec<Text>) -> Self {
         keys.clear();
         out.push(b'[');
-        Attrs { out, keys }
+        Attrs { out, keys, seen: 0 }
     }
 
     /// Add the attribute whose key is the JSON string `key` and whose `AnyValue` `value`
@@ -44,7 +47,15 @@ impl<'a> Attrs<'a> {
         self.out.extend_from_slice(b"{\"key\":");
         let start = self.out.len();
         key(self.out);
-        let key = dedupe(self.out, self.keys, start);
+        let mut bit = key_bit(&self.out[start..]);
+        let key = if self.seen & bit == 0 {
+            Text::of(self.out, start)
+        } else {
+            let key = dedupe(self.out, self.keys, start);
+            bit = key_bit(key.get(self.out));
+            key
+        };
+        self.seen |= bit;
         self.keys.push(key);
         self.out.extend_from_slice(b",\"value\":");
         value(self.out);
@@ -55,6 +66,12 @@ impl<'a> Attrs<'a> {
     pub(crate) fn close(self) {
         self.out.push(b']');
     }
+}
+
+/// The bit of a key in [`Attrs::seen`]: from its length and last letter.
+fn key_bit(key: &[u8]) -> u128 {
+    let last = key.len().checked_sub(2).and_then(|i| key.get(i)).copied();
+    1 << ((key.len() * 7 + usize::from(last.unwrap_or(0))) % 128)
 }
 
 /// `{"intValue":"…"}`.

@@ -37,12 +37,13 @@ use std::fmt;
 
 use batch::{Batches, Signal};
 pub use batch::{MAX_AGE_NS, MAX_BYTES, MAX_RECORDS};
-use common_schema::CsKind;
+use common_schema::{Cs, CsKind};
 use fields::{Fields, Text};
 use json::{Attrs, LogHead, int_any, log_record, message_any, unsigned_any};
 
 use crate::decode::Endian;
 use crate::eventheader::metadata::split_event_name;
+use crate::eventheader::plan::PlanCache;
 use crate::eventheader::{Enumerator, HeaderError, MetaError, TracepointName, parse_event};
 use crate::json_line::{Escaped, LineOptions, PreparedFormat, RecordStamp, write_str, write_text};
 use crate::output::RecordWriter;
@@ -67,6 +68,10 @@ pub struct OtlpWriter {
     batches: Batches,
     /// The fields of the record being written.
     fields: Fields,
+    /// The `linux.tracepoint` value of the record being written.
+    tracepoint: TracepointValue,
+    /// Compiled EventHeader metadata (the JSON-lines plans, see [`Fields`]).
+    plans: PlanCache,
     /// Its attribute keys.
     keys: Vec<Text>,
     /// Its resource attributes (JSON `KeyValue`s, comma-separated) and scope name (a
@@ -78,10 +83,41 @@ pub struct OtlpWriter {
 /// What every record of an event carries besides its own data.
 struct Origin<'a> {
     stamp: &'a RecordStamp,
-    system: &'a str,
-    event: &'a str,
     /// An EventHeader event's keyword and level.
     eventheader: Option<(u64, u8)>,
+}
+
+/// The `linux.tracepoint` attribute's value (`system:event`), kept while records of the
+/// same event follow each other.
+#[derive(Debug, Default)]
+struct TracepointValue {
+    /// `system`, NUL, `event`.
+    names: Vec<u8>,
+    /// `{"stringValue":"system:event"}`.
+    json: Vec<u8>,
+}
+
+impl TracepointValue {
+    fn set(&mut self, system: &str, event: &str) {
+        let same = self.names.len() == system.len() + 1 + event.len()
+            && self.names.starts_with(system.as_bytes())
+            && self.names.ends_with(event.as_bytes());
+        if same {
+            return;
+        }
+        self.names.clear();
+        self.names.extend_from_slice(system.as_bytes());
+        self.names.push(0);
+        self.names.extend_from_slice(event.as_bytes());
+        self.json.clear();
+        self.json.extend_from_slice(b"{\"stringValue\":\"");
+        let mut text = Escaped(&mut self.json);
+        // `Escaped` never fails.
+        let _ = fmt::Write::write_str(&mut text, system);
+        let _ = fmt::Write::write_str(&mut text, ":");
+        let _ = fmt::Write::write_str(&mut text, event);
+        self.json.extend_from_slice(b"\"}");
+    }
 }
 
 impl Origin<'_> {
@@ -89,23 +125,22 @@ impl Origin<'_> {
     /// where there are some: `process.pid`, `thread.id`, `cpu.logical_number`,
     /// `linux.tracepoint` (`system:event`), and for EventHeader events
     /// `eventheader.level` and `eventheader.keyword`.
-    fn add_to(&self, attrs: &mut Attrs<'_>) {
+    /// `tracepoint` is the `linux.tracepoint` value ([`TracepointValue`]).
+    fn add_to(&self, attrs: &mut Attrs<'_>, tracepoint: &TracepointValue) {
         let s = self.stamp;
-        attrs.add_named("process.pid", |out| int_any(out, i64::from(s.pid)));
-        attrs.add_named("thread.id", |out| int_any(out, i64::from(s.tid)));
-        attrs.add_named("cpu.logical_number", |out| int_any(out, i64::from(s.cpu)));
-        attrs.add_named("linux.tracepoint", |out| {
-            out.extend_from_slice(b"{\"stringValue\":\"");
-            let mut text = Escaped(out);
-            // `Escaped` never fails.
-            let _ = fmt::Write::write_str(&mut text, self.system);
-            let _ = fmt::Write::write_str(&mut text, ":");
-            let _ = fmt::Write::write_str(&mut text, self.event);
-            out.extend_from_slice(b"\"}");
+        attrs.add(b"\"process.pid\"", |out| int_any(out, i64::from(s.pid)));
+        attrs.add(b"\"thread.id\"", |out| int_any(out, i64::from(s.tid)));
+        attrs.add(b"\"cpu.logical_number\"", |out| {
+            int_any(out, i64::from(s.cpu))
+        });
+        attrs.add(b"\"linux.tracepoint\"", |out| {
+            out.extend_from_slice(&tracepoint.json)
         });
         if let Some((keyword, level)) = self.eventheader {
-            attrs.add_named("eventheader.level", |out| int_any(out, i64::from(level)));
-            attrs.add_named("eventheader.keyword", |out| unsigned_any(out, keyword));
+            attrs.add(b"\"eventheader.level\"", |out| {
+                int_any(out, i64::from(level))
+            });
+            attrs.add(b"\"eventheader.keyword\"", |out| unsigned_any(out, keyword));
         }
     }
 
@@ -195,6 +230,7 @@ impl OtlpWriter {
         };
         let (fields, keys) = (&self.fields, &mut self.keys);
         let (resource, scope) = (&self.resource, &self.scope);
+        let tracepoint = &self.tracepoint;
         let time = (time != 0).then_some(time);
         self.batches
             .add(out, Signal::Logs, resource, scope, time, |json| {
@@ -211,7 +247,7 @@ impl OtlpWriter {
                         if let Some(e) = error {
                             attrs.add_named("uevrec.error", |out| message_any(out, e));
                         }
-                        origin.add_to(attrs);
+                        origin.add_to(attrs, tracepoint);
                     },
                     name,
                 )
@@ -233,22 +269,24 @@ impl OtlpWriter {
         let level = parts.as_ref().map_or(tp.level, |p| p.header.level);
         let origin = Origin {
             stamp,
-            system: prepared.system(),
-            event: prepared.event(),
             eventheader: Some((tp.keyword, level)),
         };
         let walk = match parts {
             Ok(p) => match p.metadata {
-                Some(meta) => Enumerator::new(meta, p.payload, p.header.big_endian())
-                    .map_err(Unreadable::Metadata),
+                Some(meta) => {
+                    let big = p.header.big_endian();
+                    Enumerator::new(meta, p.payload, big)
+                        .map(|e| (e, meta, p.payload, big))
+                        .map_err(Unreadable::Metadata)
+                }
                 None => Err(Unreadable::NoMetadata),
             },
             Err(e) => Err(Unreadable::Header(e)),
         };
         self.fields.clear();
         self.plain_resource(tp.provider);
-        let mut e = match walk {
-            Ok(e) => e,
+        let (mut e, meta, payload, big) = match walk {
+            Ok(walk) => walk,
             Err(problem) => {
                 self.add_common(prepared, raw);
                 return self.event_record(out, &origin, Some(&problem), |out| {
@@ -256,12 +294,20 @@ impl OtlpWriter {
                 });
             }
         };
-        self.fields.eventheader(&mut e);
+        // The JSON-lines plan of the metadata when it has one (the fast path), else the
+        // walk.
+        let plans = &mut self.plans;
+        let planned = self
+            .fields
+            .eventheader_planned(|out| plans.get(meta, big)?.write_fields(out, payload, big));
+        if !planned {
+            self.fields.eventheader(&mut e);
+        }
         self.add_common(prepared, raw);
         let error = e.error();
         let cs = error.is_none().then(|| common_schema::detect(&self.fields));
-        if let Some(Some(kind)) = cs {
-            return self.common_schema(out, &origin, kind);
+        if let Some(Some(cs)) = cs {
+            return self.common_schema(out, &origin, &cs);
         }
         let (name, _) = split_event_name(e.event_name());
         let error = error.map(|e| e as &dyn fmt::Display);
@@ -270,10 +316,10 @@ impl OtlpWriter {
 
     /// A Common Schema record (the event in [`Self::fields`]); scope = the provider,
     /// set already.
-    fn common_schema(&mut self, out: &mut Vec<u8>, origin: &Origin<'_>, kind: CsKind) {
+    fn common_schema(&mut self, out: &mut Vec<u8>, origin: &Origin<'_>, cs: &Cs) {
         let time = origin.stamp.time_unix_ns;
         self.resource.clear();
-        common_schema::write_resource(&mut self.resource, &self.fields);
+        common_schema::write_resource(&mut self.resource, &self.fields, cs);
         if !self.host.is_empty() {
             if !self.resource.is_empty() {
                 self.resource.push(b',');
@@ -282,20 +328,21 @@ impl OtlpWriter {
         }
         let (fields, keys) = (&self.fields, &mut self.keys);
         let (resource, scope) = (&self.resource, &self.scope);
-        let add_origin = |attrs: &mut Attrs<'_>| origin.add_to(attrs);
-        match kind {
+        let tracepoint = &self.tracepoint;
+        let add_origin = |attrs: &mut Attrs<'_>| origin.add_to(attrs, tracepoint);
+        match cs.kind {
             CsKind::Log => {
                 let observed = time.unwrap_or(0);
                 let time = time.filter(|&t| t != 0);
                 self.batches
                     .add(out, Signal::Logs, resource, scope, time, |json| {
-                        common_schema::write_log(json, keys, fields, observed, add_origin)
+                        common_schema::write_log(json, keys, fields, cs, observed, add_origin)
                     });
             }
             CsKind::Span => {
                 self.batches
                     .add(out, Signal::Spans, resource, scope, time, |json| {
-                        common_schema::write_span(json, keys, fields, add_origin)
+                        common_schema::write_span(json, keys, fields, cs, add_origin)
                     });
             }
         }
@@ -354,13 +401,12 @@ impl RecordWriter for OtlpWriter {
         prepared: &PreparedFormat,
         raw: &[u8],
     ) {
+        self.tracepoint.set(prepared.system(), prepared.event());
         if let Some(tp) = prepared.eventheader() {
             return self.eventheader(out, stamp, prepared, tp, raw);
         }
         let origin = Origin {
             stamp,
-            system: prepared.system(),
-            event: prepared.event(),
             eventheader: None,
         };
         let endian = self.endian();
