@@ -9,7 +9,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group};
-use uevrec_parsers::eventheader::tracepoint_format;
+use uevrec_parsers::eventheader::{trace_entry, tracepoint_format};
 use uevrec_parsers::otlp::OtlpWriter;
 use uevrec_parsers::{
     LineOptions, LineWriter, OutputFormat, OutputWriter, PreparedFormat, RecordStamp, RecordWriter,
@@ -64,13 +64,7 @@ fn cs_log() -> Vec<u8> {
         meta.extend_from_slice(&enc);
         payload.extend_from_slice(&bytes);
     }
-    let mut raw = vec![0u8; 8];
-    raw.extend_from_slice(&[7, 0, 0, 0, 0, 0, 0, 4]);
-    raw.extend_from_slice(&(meta.len() as u16).to_le_bytes());
-    raw.extend_from_slice(&1u16.to_le_bytes());
-    raw.extend_from_slice(&meta);
-    raw.extend_from_slice(&payload);
-    raw
+    trace_entry(4, &meta, &payload)
 }
 
 fn stamp(i: u64) -> RecordStamp {

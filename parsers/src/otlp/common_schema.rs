@@ -125,16 +125,15 @@ struct PartA {
 fn part_a(f: &Fields, cs: &Cs, taken: &mut Taken) -> PartA {
     let mut a = PartA::default();
     for i in members(f, cs.a) {
-        let s = f.str_of(i);
-        let s = s.as_deref();
+        let s = || f.str_of(i);
         let took = if f.key_is(i, "time") {
-            a.time = s.and_then(parse_time);
+            a.time = s().as_deref().and_then(parse_time);
             a.time.is_some()
         } else if f.key_is(i, "ext_dt_traceId") {
-            a.trace_id = s.and_then(hex_id);
+            a.trace_id = s().as_deref().and_then(hex_id);
             a.trace_id.is_some()
         } else if f.key_is(i, "ext_dt_spanId") {
-            a.span_id = s.and_then(hex_id);
+            a.span_id = s().as_deref().and_then(hex_id);
             a.span_id.is_some()
         } else {
             resource_key(f, i).is_some()
@@ -290,15 +289,14 @@ pub(crate) fn write_span(
     let (mut start, mut kind, mut failed) = (0, 0, false);
     let (mut parent, mut links, mut status_message) = (None, None, None);
     for i in members(f, cs.b) {
-        let s = f.str_of(i);
-        let s = s.as_deref();
+        let s = || f.str_of(i);
         let took = if f.key_is(i, "_typeName") {
             true
         } else if f.key_is(i, "name") {
             name = f.is_str(i).then_some(i);
             name.is_some()
         } else if f.key_is(i, "startTime") {
-            let t = s.and_then(parse_time);
+            let t = s().as_deref().and_then(parse_time);
             start = t.unwrap_or(0);
             t.is_some()
         } else if f.key_is(i, "success") {
@@ -312,10 +310,10 @@ pub(crate) fn write_span(
             kind = k.map_or(0, |k| k + 1);
             k.is_some()
         } else if f.key_is(i, "parentId") {
-            parent = s.and_then(hex_id::<8>);
+            parent = s().as_deref().and_then(hex_id::<8>);
             parent.is_some()
         } else if f.key_is(i, "links") {
-            links = s.filter(|s| for_each_link(s, |_, _| {})).map(|_| i);
+            links = s().filter(|s| for_each_link(s, |_, _| {})).map(|_| i);
             links.is_some()
         } else if f.key_is(i, "statusMessage") {
             status_message = f.is_str(i).then_some(i);

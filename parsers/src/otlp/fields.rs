@@ -153,11 +153,10 @@ impl Fields {
     fn read_members(&mut self) -> bool {
         let text = &self.text;
         let mut pos = 0;
+        // A bit per open level, the innermost lowest: set for arrays.
+        let mut arrays: u64 = 0;
         loop {
-            let in_array = self
-                .open
-                .last()
-                .is_some_and(|&(node, _)| matches!(self.nodes[node].kind, Kind::Array { .. }));
+            let in_array = arrays & 1 == 1;
             match text.get(pos) {
                 Some(b',') => {
                     pos += 1;
@@ -171,6 +170,7 @@ impl Fields {
                     if let Kind::Struct { end } | Kind::Array { end } = &mut self.nodes[node].kind {
                         *end = len;
                     }
+                    arrays >>= 1;
                     pos += 1;
                     continue;
                 }
@@ -221,7 +221,11 @@ impl Fields {
             match kind {
                 Kind::Value { scalar, .. } => pos = scalar.end,
                 _ => {
+                    if self.open.len() >= 63 {
+                        return false;
+                    }
                     self.open.push((self.nodes.len(), 0));
+                    arrays = arrays << 1 | u64::from(matches!(kind, Kind::Array { .. }));
                     pos += 1;
                 }
             }
@@ -455,7 +459,7 @@ impl Fields {
         }
         let json = self.scalar(i, Class::Str)?;
         let inner = json.get(1..json.len().checked_sub(1)?)?;
-        if !inner.iter().any(|&b| b == b'\\') {
+        if !inner.contains(&b'\\') {
             // The writers write valid UTF-8.
             return std::str::from_utf8(inner).ok().map(Cow::Borrowed);
         }
@@ -548,6 +552,7 @@ impl Iterator for Members<'_> {
 }
 
 /// The JSON string starting at `start` of `text` (its range, quotes included).
+#[inline]
 fn json_string(text: &[u8], start: usize) -> Option<Text> {
     if text.get(start) != Some(&b'"') {
         return None;

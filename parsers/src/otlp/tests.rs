@@ -13,17 +13,17 @@ use prost::Message;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::eventheader::tracepoint_format;
+use crate::eventheader::{trace_entry, tracepoint_format};
 use crate::parse_format;
 
 /// A little-endian EventHeader event (from the flags byte on) with a metadata block.
-struct Eh {
-    meta: Vec<u8>,
-    payload: Vec<u8>,
+pub(super) struct Eh {
+    pub(super) meta: Vec<u8>,
+    pub(super) payload: Vec<u8>,
 }
 
 impl Eh {
-    fn new(name: &str) -> Self {
+    pub(super) fn new(name: &str) -> Self {
         let mut meta = name.as_bytes().to_vec();
         meta.push(0);
         Eh {
@@ -32,7 +32,7 @@ impl Eh {
         }
     }
 
-    fn record(mut self, name: &str, encoding: u8, format: Option<u8>) -> Self {
+    pub(super) fn record(mut self, name: &str, encoding: u8, format: Option<u8>) -> Self {
         self.meta.extend_from_slice(name.as_bytes());
         self.meta.push(0);
         match format {
@@ -42,11 +42,11 @@ impl Eh {
         self
     }
 
-    fn structure(self, name: &str, count: u8) -> Self {
+    pub(super) fn structure(self, name: &str, count: u8) -> Self {
         self.record(name, 1, Some(count))
     }
 
-    fn str(mut self, name: &str, v: &str) -> Self {
+    pub(super) fn str(mut self, name: &str, v: &str) -> Self {
         self = self.record(name, 10, None);
         self.payload
             .extend_from_slice(&(v.len() as u16).to_le_bytes());
@@ -54,39 +54,33 @@ impl Eh {
         self
     }
 
-    fn i64(mut self, name: &str, v: i64) -> Self {
+    pub(super) fn i64(mut self, name: &str, v: i64) -> Self {
         self = self.record(name, 5, Some(2));
         self.payload.extend_from_slice(&v.to_le_bytes());
         self
     }
 
-    fn u32(mut self, name: &str, v: u32) -> Self {
+    pub(super) fn u32(mut self, name: &str, v: u32) -> Self {
         self = self.record(name, 4, None);
         self.payload.extend_from_slice(&v.to_le_bytes());
         self
     }
 
-    fn f64(mut self, name: &str, v: f64) -> Self {
+    pub(super) fn f64(mut self, name: &str, v: f64) -> Self {
         self = self.record(name, 5, Some(8));
         self.payload.extend_from_slice(&v.to_le_bytes());
         self
     }
 
-    fn bool(mut self, name: &str, v: bool) -> Self {
+    pub(super) fn bool(mut self, name: &str, v: bool) -> Self {
         self = self.record(name, 4, Some(7));
         self.payload.extend_from_slice(&u32::from(v).to_le_bytes());
         self
     }
 
-    /// The trace entry: 8 common bytes, header (level 2), metadata block, payload.
-    fn raw(&self) -> Vec<u8> {
-        let mut raw = vec![0u8; 8];
-        raw.extend_from_slice(&[0x07, 0, 0, 0, 0, 0, 0, 2]);
-        raw.extend_from_slice(&(self.meta.len() as u16).to_le_bytes());
-        raw.extend_from_slice(&1u16.to_le_bytes());
-        raw.extend_from_slice(&self.meta);
-        raw.extend_from_slice(&self.payload);
-        raw
+    /// The trace entry (level 2).
+    pub(super) fn raw(&self) -> Vec<u8> {
+        trace_entry(2, &self.meta, &self.payload)
     }
 }
 
@@ -97,7 +91,7 @@ const STAMP: RecordStamp = RecordStamp {
     tid: 43,
 };
 
-fn eh_prepared(tracepoint: &str) -> PreparedFormat {
+pub(super) fn eh_prepared(tracepoint: &str) -> PreparedFormat {
     PreparedFormat::new(
         &tracepoint_format(tracepoint, 7),
         "user_events",
@@ -226,7 +220,7 @@ fn other_eventheader_events_keep_structs_and_arrays() {
 }
 
 /// A plain user_event format with a `u32` and a `__rel_loc u8[]` (the metrics layout).
-fn metrics_format(name: &str) -> crate::EventFormat {
+pub(super) fn metrics_format(name: &str) -> crate::EventFormat {
     let text = format!(
         "name: {name}\nID: 9\nformat:\n\
          \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
@@ -242,7 +236,7 @@ fn metrics_format(name: &str) -> crate::EventFormat {
 }
 
 /// The trace entry of a metrics-layout event carrying `buffer`.
-fn metrics_raw(buffer: &[u8]) -> Vec<u8> {
+pub(super) fn metrics_raw(buffer: &[u8]) -> Vec<u8> {
     let mut raw = vec![0u8; 8];
     raw.extend_from_slice(&0u32.to_le_bytes());
     raw.extend_from_slice(b"v0.19.00");

@@ -488,3 +488,5 @@ fn add_origin(attributes: &mut Vec<KeyValue>, origin: &Origin<'_>) {
         add("eventheader.keyword", unsigned(tp.keyword));
     }
 }
+
+mod tests;
