@@ -265,6 +265,8 @@ impl<'s> LineDecoder<'s> {
             .data
             .tracing_data()
             .map_or(self.data.big_endian, |t| t.big_endian);
+        // Records an OTLP writer holds go out before it is replaced.
+        self.writer.end_lines(&mut self.out);
         self.writer = OutputWriter::new(
             self.opts.format,
             LineOptions {
@@ -272,6 +274,9 @@ impl<'s> LineDecoder<'s> {
                 big_endian,
             },
         );
+        if let Some(host) = &self.data.features.hostname {
+            self.writer.set_host_name(host);
+        }
         for event in 0..n {
             let attr = self.data.events()[event].attr;
             let clock_matches = |c: &ClockData| attr.use_clockid() == Some(c.clockid as i32);

@@ -44,6 +44,9 @@ pub fn decode_lines(
             big_endian: endian == Endian::Big,
         },
     );
+    if let Some(host) = file.host_name() {
+        writer.set_host_name(host);
+    }
     let prepared: Vec<Option<PreparedFormat>> = file
         .events()
         .iter()
