@@ -80,9 +80,9 @@ pub(crate) fn detect(f: &Fields) -> Option<Cs> {
         part.get_or_insert(i);
     }
     let type_name = f.members(b?).find(|&i| f.key_is(i, "_typeName"))?;
-    let kind = match f.str_of(type_name)?.as_ref() {
-        "Log" => CsKind::Log,
-        "Span" => CsKind::Span,
+    let kind = match f.str_bytes(type_name)?.as_ref() {
+        b"Log" => CsKind::Log,
+        b"Span" => CsKind::Span,
         _ => return None,
     };
     Some(Cs { kind, a, b, c })
@@ -126,14 +126,15 @@ fn part_a(f: &Fields, cs: &Cs, taken: &mut Taken) -> PartA {
     let mut a = PartA::default();
     for i in members(f, cs.a) {
         let s = || f.str_of(i);
+        let id = || f.str_bytes(i);
         let took = if f.key_is(i, "time") {
             a.time = s().as_deref().and_then(parse_time);
             a.time.is_some()
         } else if f.key_is(i, "ext_dt_traceId") {
-            a.trace_id = s().as_deref().and_then(hex_id);
+            a.trace_id = id().as_deref().and_then(hex_id);
             a.trace_id.is_some()
         } else if f.key_is(i, "ext_dt_spanId") {
-            a.span_id = s().as_deref().and_then(hex_id);
+            a.span_id = id().as_deref().and_then(hex_id);
             a.span_id.is_some()
         } else {
             resource_key(f, i).is_some()
@@ -310,7 +311,7 @@ pub(crate) fn write_span(
             kind = k.map_or(0, |k| k + 1);
             k.is_some()
         } else if f.key_is(i, "parentId") {
-            parent = s().as_deref().and_then(hex_id::<8>);
+            parent = f.str_bytes(i).as_deref().and_then(hex_id::<8>);
             parent.is_some()
         } else if f.key_is(i, "links") {
             links = s().filter(|s| for_each_link(s, |_, _| {})).map(|_| i);
@@ -416,7 +417,8 @@ pub(crate) fn for_each_link(text: &str, each: impl FnMut([u8; 16], [u8; 8])) -> 
         fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<bool, A::Error> {
             let mut ok = true;
             while let Some(link) = seq.next_element::<CsLink<'de>>()? {
-                match (hex_id(&link.to_trace_id), hex_id(&link.to_span_id)) {
+                let ids = (link.to_trace_id.as_bytes(), link.to_span_id.as_bytes());
+                match (hex_id(ids.0), hex_id(ids.1)) {
                     (Some(t), Some(s)) if ok => (self.0)(t, s),
                     _ => ok = false,
                 }
@@ -437,9 +439,8 @@ pub(crate) fn parse_time(text: &str) -> Option<u64> {
 }
 
 /// `N` bytes from `2N` hex digits (either case).
-pub(crate) fn hex_id<const N: usize>(text: &str) -> Option<[u8; N]> {
+pub(crate) fn hex_id<const N: usize>(text: &[u8]) -> Option<[u8; N]> {
     let digit = |c: u8| char::from(c).to_digit(16);
-    let text = text.as_bytes();
     if text.len() != 2 * N {
         return None;
     }
@@ -475,10 +476,10 @@ mod tests {
 
     #[test]
     fn ids_and_times() {
-        assert_eq!(hex_id::<2>("0aFF"), Some([10, 255]));
-        assert_eq!(hex_id::<2>("0aF"), None);
-        assert_eq!(hex_id::<1>("zz"), None);
-        assert_eq!(hex_id::<1>("+f"), None);
+        assert_eq!(hex_id::<2>(b"0aFF"), Some([10, 255]));
+        assert_eq!(hex_id::<2>(b"0aF"), None);
+        assert_eq!(hex_id::<1>(b"zz"), None);
+        assert_eq!(hex_id::<1>(b"+f"), None);
         assert_eq!(
             parse_time("2024-03-28T00:45:12.3Z"),
             Some(1_711_586_712_300_000_000)

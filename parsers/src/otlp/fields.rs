@@ -452,6 +452,22 @@ impl Fields {
         true
     }
 
+    /// Node `i`'s string (`stringValue`) as bytes (no UTF-8 check: for comparisons and
+    /// ASCII parsers).
+    pub(crate) fn str_bytes(&self, i: usize) -> Option<Cow<'_, [u8]>> {
+        if let Some(digits) = self.scalar(i, Class::Digits) {
+            return Some(Cow::Borrowed(digits));
+        }
+        let json = self.scalar(i, Class::Str)?;
+        let inner = json.get(1..json.len().checked_sub(1)?)?;
+        if !inner.contains(&b'\\') {
+            return Some(Cow::Borrowed(inner));
+        }
+        serde_json::from_slice::<String>(json)
+            .ok()
+            .map(|s| Cow::Owned(s.into_bytes()))
+    }
+
     /// Node `i`'s string (`stringValue`).
     pub(crate) fn str_of(&self, i: usize) -> Option<Cow<'_, str>> {
         if let Some(digits) = self.scalar(i, Class::Digits) {

@@ -108,9 +108,19 @@ pub(crate) fn u64_string(out: &mut Vec<u8>, v: u64) {
     out.push(b'"');
 }
 
-/// A trace or span id: lowercase hex, `""` when there is none.
+/// A trace or span id (at most 16 bytes): lowercase hex, `""` when there is none.
 pub(crate) fn id(out: &mut Vec<u8>, id: Option<&[u8]>) {
-    write_hex(out, id.unwrap_or_default());
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let id = id.unwrap_or_default();
+    let mut text = [b'"'; 34];
+    let Some(digits) = text.get_mut(1..1 + 2 * id.len()) else {
+        return write_hex(out, id);
+    };
+    for (pair, &b) in digits.chunks_exact_mut(2).zip(id) {
+        pair[0] = HEX[usize::from(b >> 4)];
+        pair[1] = HEX[usize::from(b & 15)];
+    }
+    out.extend_from_slice(&text[..2 + 2 * id.len()]);
 }
 
 /// The fixed-size parts of a `LogRecord`.

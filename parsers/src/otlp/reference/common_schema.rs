@@ -133,11 +133,17 @@ impl PartA {
                 Some(t) => self.time = Some(t),
                 None => add(attributes, f),
             },
-            "ext_dt_traceId" => match s.and_then(hex_id::<16>).map(|id| id.to_vec()) {
+            "ext_dt_traceId" => match s
+                .and_then(|s| hex_id::<16>(s.as_bytes()))
+                .map(|id| id.to_vec())
+            {
                 Some(id) => self.trace_id = id,
                 None => add(attributes, f),
             },
-            "ext_dt_spanId" => match s.and_then(hex_id::<8>).map(|id| id.to_vec()) {
+            "ext_dt_spanId" => match s
+                .and_then(|s| hex_id::<8>(s.as_bytes()))
+                .map(|id| id.to_vec())
+            {
                 Some(id) => self.span_id = id,
                 None => add(attributes, f),
             },
@@ -191,7 +197,10 @@ fn span_part_b(span: &mut Span, f: KeyValue, attributes: &mut Vec<KeyValue>, fai
             Some(k) => span.kind = k as i32 + 1,
             None => add(attributes, f),
         },
-        "parentId" => match s.and_then(hex_id::<8>).map(|id| id.to_vec()) {
+        "parentId" => match s
+            .and_then(|s| hex_id::<8>(s.as_bytes()))
+            .map(|id| id.to_vec())
+        {
             Some(id) => span.parent_span_id = id,
             None => add(attributes, f),
         },
