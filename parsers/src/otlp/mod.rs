@@ -14,7 +14,7 @@
 //!
 //! Logs and spans are written straight into the output as JSON (`json.rs`), as JSON
 //! lines are: the event's fields are decoded once into reusable buffers
-//! ([`fields::Fields`]), then the record is written from them; nothing is allocated per
+//! (`fields::Fields`), then the record is written from them; nothing is allocated per
 //! record once the buffers have grown. The OTLP/JSON rules (lowerCamelCase keys, trace
 //! and span ids as hex, 64-bit integers as strings, enums as integers) are written as
 //! `opentelemetry-proto`'s serde mapping writes them, and a test compares the two on the
