@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group};
 use tracepoint_decode::{EventHeaderEnumeratorContext, PerfConvertOptions};
-use uevrec_parsers::eventheader::tracepoint_format;
+use uevrec_parsers::eventheader::{trace_entry, tracepoint_format};
 use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
 
 const T0: u64 = 1_795_345_200_000_000_000;
@@ -106,13 +106,7 @@ fn otel_log() -> Vec<u8> {
     s(&mut payload, "INFO");
     payload.extend_from_slice(&42i64.to_le_bytes());
     s(&mut payload, "my-event");
-    let mut raw = vec![0u8; 8];
-    raw.extend_from_slice(&[7, 0, 0, 0, 0, 0, 0, 4]);
-    raw.extend_from_slice(&(meta.len() as u16).to_le_bytes());
-    raw.extend_from_slice(&1u16.to_le_bytes());
-    raw.extend_from_slice(&meta);
-    raw.extend_from_slice(&payload);
-    raw
+    trace_entry(4, &meta, &payload)
 }
 
 /// The reference: enumerate and write its JSON for the whole event, as its own tools

@@ -9,9 +9,11 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group};
-use uevrec_parsers::eventheader::tracepoint_format;
+use uevrec_parsers::eventheader::{trace_entry, tracepoint_format};
 use uevrec_parsers::otlp::OtlpWriter;
-use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
+use uevrec_parsers::{
+    LineOptions, LineWriter, OutputFormat, OutputWriter, PreparedFormat, RecordStamp, RecordWriter,
+};
 
 /// The raw trace entry of one Common Schema log record.
 fn cs_log() -> Vec<u8> {
@@ -62,13 +64,7 @@ fn cs_log() -> Vec<u8> {
         meta.extend_from_slice(&enc);
         payload.extend_from_slice(&bytes);
     }
-    let mut raw = vec![0u8; 8];
-    raw.extend_from_slice(&[7, 0, 0, 0, 0, 0, 0, 4]);
-    raw.extend_from_slice(&(meta.len() as u16).to_le_bytes());
-    raw.extend_from_slice(&1u16.to_le_bytes());
-    raw.extend_from_slice(&meta);
-    raw.extend_from_slice(&payload);
-    raw
+    trace_entry(4, &meta, &payload)
 }
 
 fn stamp(i: u64) -> RecordStamp {
@@ -130,7 +126,43 @@ fn bench(c: &mut Criterion) {
 
 criterion_group!(benches, bench);
 
+/// `UEVREC_BENCH_RECORDS=N UEVREC_BENCH_WRITER=json|otlp`: write N records with one
+/// writer and exit, for instruction counts (`valgrind --tool=callgrind`, two values of N:
+/// the difference over the difference of N is the count per record).
+fn count_only() -> bool {
+    let (Some(n), Ok(writer)) = (
+        std::env::var("UEVREC_BENCH_RECORDS")
+            .ok()
+            .and_then(|n| n.parse::<u64>().ok()),
+        std::env::var("UEVREC_BENCH_WRITER"),
+    ) else {
+        return false;
+    };
+    let raw = cs_log();
+    let name = "checkout_L4K1";
+    let prepared = PreparedFormat::new(&tracepoint_format(name, 1), "user_events", name, None);
+    let mut out = Vec::with_capacity(4 << 20);
+    let format = match writer.as_str() {
+        "json" => OutputFormat::JsonLines,
+        _ => OutputFormat::Otlp,
+    };
+    let mut w = OutputWriter::new(format, LineOptions::default());
+    w.set_host_name("bench-host");
+    for i in 0..n {
+        if out.len() > 3 << 20 {
+            out.clear();
+        }
+        w.write_prepared(&mut out, &stamp(i), &prepared, black_box(&raw));
+    }
+    w.end_lines(&mut out);
+    black_box(out.len());
+    true
+}
+
 fn main() {
+    if count_only() {
+        return;
+    }
     benches();
     Criterion::default().configure_from_args().final_summary();
 }

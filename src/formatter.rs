@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use uevrec_parsers::{LineOptions, OutputFormat, OutputWriter, PreparedFormat};
+use uevrec_parsers::{LineOptions, OutputFormat, OutputWriter, PreparedFormat, RecordWriter};
 
 use crate::pipeline::{BATCH_BYTES, BATCH_CAPACITY, Batch, Closed, Staged, StagedEntry};
 
@@ -128,8 +128,8 @@ pub fn run(
     format: OutputFormat,
 ) -> Result<(), Closed> {
     let mut writer = OutputWriter::new(format, opts);
-    if let (OutputWriter::Otlp(w), Some(host)) = (&mut writer, host_name()) {
-        w.set_host_name(&host);
+    if let Some(host) = host_name() {
+        writer.set_host_name(&host);
     }
     let mut f = Formatter {
         out,

@@ -8,19 +8,11 @@
 //! Needs root and tracefs (prints why it is skipped otherwise).
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::tier::Tier;
-
-/// x86_64 and aarch64 numbers of getppid.
-#[cfg(target_arch = "x86_64")]
-const NR_GETPPID: u32 = 110;
-#[cfg(target_arch = "aarch64")]
-const NR_GETPPID: u32 = 173;
+use common::NR_GETPPID;
 
 /// The documented bound on uevrec's resident memory with 16-page rings: binary + heap +
 /// the two fixed buffer pools (≈ 11.2 MiB, see `src/pipeline.rs`).
@@ -34,16 +26,7 @@ fn vm_rss_kib(pid: u32) -> Option<u64> {
 
 #[test]
 fn stalled_reader_gives_lost_lines_and_bounded_memory() {
-    // SAFETY: geteuid has no side effects.
-    if unsafe { libc::geteuid() } != 0 {
-        common::tier::skip(Tier::Host, "not root");
-        return;
-    }
-    if !Path::new("/sys/kernel/tracing/events/raw_syscalls/sys_enter").exists() {
-        common::tier::skip(
-            Tier::Host,
-            "tracefs with raw_syscalls events not mounted at /sys/kernel/tracing",
-        );
+    if !common::raw_syscalls_here() {
         return;
     }
     let secs: u64 = std::env::var("UEVREC_STALL_SECS")
@@ -51,30 +34,9 @@ fn stalled_reader_gives_lost_lines_and_bounded_memory() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(60);
 
-    // The producer waits for a line on stdin, calls getppid for `secs` seconds, then
-    // prints how many calls it made.
-    let mut producer = Command::new("perl")
-        .args([
-            "-e",
-            &format!(
-                "my $go = <STDIN>; my $n = 0; my $end = time + {secs}; \
-                 while (time < $end) {{ getppid() for 1..10000; $n += 10000 }} print \"$n\\n\";"
-            ),
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("perl is needed for the getppid producer");
+    let mut producer = common::getppid_producer(secs);
 
-    let mut rec = Command::new(assert_cmd::cargo::cargo_bin("uevrec"))
-        .args(["tail", "--quiet", "-m", "16", "--pid"])
-        .arg(producer.id().to_string())
-        .args(["--filter", &format!("id == {NR_GETPPID}")])
-        .args(["-e", "raw_syscalls:sys_enter"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut rec = common::tail_getppid(producer.id(), &["-m", "16"]);
     let mut out = BufReader::new(rec.stdout.take().unwrap());
 
     // Read up to the attached notice, then stop reading: the stall.

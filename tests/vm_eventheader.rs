@@ -28,6 +28,7 @@ use uevrec_samples::eh::REPORTED_KEYS;
 use uevrec_samples::{Flags, RegisterCommand, UserEvents, Written, wait_until};
 
 mod common;
+use common::json_eq;
 use common::vm::{
     self, assert_running, bin_dir, collect_json_lines, each_backend, interrupt_and_wait,
     kill_if_running, output_lines, user_events_here, wait_child,
@@ -203,32 +204,6 @@ impl Drop for Recorder {
 }
 
 // ---- comparison ------------------------------------------------------------------------
-
-/// JSON equality where numbers compare by value (`2` = `2.0`; integers exactly).
-fn json_eq(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            let int = |n: &serde_json::Number| {
-                n.as_i64()
-                    .map(i128::from)
-                    .or_else(|| n.as_u64().map(i128::from))
-            };
-            match (int(x), int(y)) {
-                (Some(i), Some(j)) => i == j,
-                _ => x.as_f64() == y.as_f64(),
-            }
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
-        }
-        _ => a == b,
-    }
-}
 
 /// The keys (and, inside `fields`, the dotted field paths) where `want` and `got` differ.
 fn differences(want: &Value, got: &Value) -> Vec<String> {

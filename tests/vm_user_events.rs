@@ -30,8 +30,8 @@ use uevrec_samples::{
 
 mod common;
 use common::vm::{
-    TRACEFS, assert_running, backend, collect_json_lines, each_backend, interrupt_and_wait,
-    kill_if_running, output_lines, sample, tmp_dir, user_events_here, wait_child,
+    TRACEFS, assert_running, backend, each_backend, interrupt_and_wait, kill_if_running,
+    output_lines, spawn_sample, tmp_dir, user_events_here, wait_child,
 };
 
 /// How long a producer may take from start to exit (TCG guests are ~6x slower).
@@ -63,13 +63,7 @@ struct Producer {
 
 impl Producer {
     fn spawn<S: AsRef<std::ffi::OsStr>>(bin: &str, args: &[S]) -> Producer {
-        let mut child = Command::new(sample(bin))
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawning {bin}: {e}"));
-        let lines = collect_json_lines(&mut child);
+        let (child, lines) = spawn_sample(bin, args);
         Producer {
             child,
             lines,

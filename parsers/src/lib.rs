@@ -41,5 +41,5 @@ pub use field_type::{
 pub use format_file::{FormatError, parse_format, parse_format_for};
 pub use json_line::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
 pub use location::resolve as resolve_location;
-pub use output::{OutputFormat, OutputWriter};
+pub use output::{OutputFormat, OutputWriter, RecordWriter};
 pub use schema::{Element, EventFormat, Field, FieldKind, LocKind};

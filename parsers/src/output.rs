@@ -1,6 +1,6 @@
 //! The choice of output: JSON lines ([`LineWriter`]) or OTLP/JSON ([`OtlpWriter`]),
-//! behind one writer with the entry points every caller uses (the recorder's formatter,
-//! the perf.data and trace.dat decoders).
+//! behind one writer with the entry points every caller uses ([`RecordWriter`]: the
+//! recorder's formatter, the perf.data and trace.dat decoders).
 
 use crate::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
 use crate::otlp::OtlpWriter;
@@ -13,6 +13,46 @@ pub enum OutputFormat {
     JsonLines,
     /// OTLP/JSON export requests, one per line, records batched (`docs/otlp.md`).
     Otlp,
+}
+
+/// The entry points of an output writer. Each appends complete lines to the
+/// caller-owned `out` (a writer that batches, OTLP, may keep records until a line is
+/// due: [`RecordWriter::end_lines`] appends them).
+pub trait RecordWriter {
+    /// Take one record of the event `prepared` (its trace entry `raw`).
+    fn write_prepared(
+        &mut self,
+        out: &mut Vec<u8>,
+        stamp: &RecordStamp,
+        prepared: &PreparedFormat,
+        raw: &[u8],
+    );
+
+    /// The kernel dropped `lost` records on `cpu`.
+    fn write_lost(&mut self, out: &mut Vec<u8>, time_unix_ns: Option<u64>, cpu: u32, lost: u64);
+
+    /// A notice (event attached, detached, format changed, a format file skipped …);
+    /// `event` is `system:event` when the notice concerns one.
+    fn write_notice(
+        &mut self,
+        out: &mut Vec<u8>,
+        time_unix_ns: Option<u64>,
+        what: &str,
+        event: Option<&str>,
+        message: &str,
+    );
+
+    /// Append what is waiting for a line, so `out` then holds every record taken so
+    /// far (nothing waits in JSON lines).
+    fn end_lines(&mut self, out: &mut Vec<u8>) {
+        let _ = out;
+    }
+
+    /// The name of the machine the records come from, for outputs that carry it
+    /// (OTLP: resource attribute `host.name`; JSON lines have no such field).
+    fn set_host_name(&mut self, name: &str) {
+        let _ = name;
+    }
 }
 
 /// A [`LineWriter`] or an [`OtlpWriter`].
@@ -34,56 +74,43 @@ impl OutputWriter {
             OutputFormat::Otlp => OutputWriter::Otlp(Box::new(OtlpWriter::new(opts))),
         }
     }
+}
 
-    /// [`LineWriter::write_prepared`] or [`OtlpWriter::write_prepared`].
+/// `$call` on the writer inside `$self` (bound to `$w`): `LineWriter`'s own methods,
+/// `OtlpWriter`'s [`RecordWriter`] ones.
+macro_rules! each {
+    ($self:ident, $w:ident => $call:expr) => {
+        match $self {
+            OutputWriter::Json($w) => $call,
+            OutputWriter::Otlp($w) => $call,
+        }
+    };
+}
+
+impl RecordWriter for OutputWriter {
     #[inline]
-    pub fn write_prepared(
-        &mut self,
-        out: &mut Vec<u8>,
-        stamp: &RecordStamp,
-        prepared: &PreparedFormat,
-        raw: &[u8],
-    ) {
-        match self {
-            OutputWriter::Json(w) => w.write_prepared(out, stamp, prepared, raw),
-            OutputWriter::Otlp(w) => w.write_prepared(out, stamp, prepared, raw),
-        }
+    fn write_prepared(&mut self, o: &mut Vec<u8>, s: &RecordStamp, p: &PreparedFormat, r: &[u8]) {
+        each!(self, w => w.write_prepared(o, s, p, r))
     }
 
-    /// [`LineWriter::write_lost`] or [`OtlpWriter::write_lost`].
-    pub fn write_lost(
-        &mut self,
-        out: &mut Vec<u8>,
-        time_unix_ns: Option<u64>,
-        cpu: u32,
-        lost: u64,
-    ) {
-        match self {
-            OutputWriter::Json(w) => w.write_lost(out, time_unix_ns, cpu, lost),
-            OutputWriter::Otlp(w) => w.write_lost(out, time_unix_ns, cpu, lost),
-        }
+    fn write_lost(&mut self, out: &mut Vec<u8>, time_unix_ns: Option<u64>, cpu: u32, lost: u64) {
+        each!(self, w => w.write_lost(out, time_unix_ns, cpu, lost))
     }
 
-    /// [`LineWriter::write_notice`] or [`OtlpWriter::write_notice`].
-    pub fn write_notice(
-        &mut self,
-        out: &mut Vec<u8>,
-        time_unix_ns: Option<u64>,
-        what: &str,
-        event: Option<&str>,
-        message: &str,
-    ) {
-        match self {
-            OutputWriter::Json(w) => w.write_notice(out, time_unix_ns, what, event, message),
-            OutputWriter::Otlp(w) => w.write_notice(out, time_unix_ns, what, event, message),
-        }
+    fn write_notice(&mut self, o: &mut Vec<u8>, t: Option<u64>, w: &str, e: Option<&str>, m: &str) {
+        let what = w;
+        each!(self, w => w.write_notice(o, t, what, e, m))
     }
 
-    /// Append what is waiting for a line (OTLP batches; nothing for JSON lines), so
-    /// `out` then holds every record taken so far.
-    pub fn end_lines(&mut self, out: &mut Vec<u8>) {
+    fn end_lines(&mut self, out: &mut Vec<u8>) {
         if let OutputWriter::Otlp(w) = self {
             w.end_lines(out);
+        }
+    }
+
+    fn set_host_name(&mut self, name: &str) {
+        if let OutputWriter::Otlp(w) = self {
+            w.set_host_name(name);
         }
     }
 }

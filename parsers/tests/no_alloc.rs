@@ -5,9 +5,12 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use uevrec_parsers::EventFormat;
-use uevrec_parsers::eventheader::tracepoint_format;
+use uevrec_parsers::eventheader::{trace_entry, tracepoint_format};
+use uevrec_parsers::otlp::OtlpWriter;
 use uevrec_parsers::resolve_field;
-use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
+use uevrec_parsers::{
+    LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp, RecordWriter, parse_format,
+};
 
 struct Counting;
 
@@ -150,12 +153,7 @@ fn no_allocation_per_eventheader_record() {
     }
     payload.extend_from_slice(&[0x1f, 0x90, 2, 0, 7, 8]);
     payload.extend_from_slice(&1.5f64.to_bits().to_le_bytes());
-    let mut raw = vec![0u8; 8];
-    raw.extend_from_slice(&[7, 0, 0, 0, 0, 0, 0, 4]);
-    raw.extend_from_slice(&(meta.len() as u16).to_le_bytes());
-    raw.extend_from_slice(&1u16.to_le_bytes());
-    raw.extend_from_slice(&meta);
-    raw.extend_from_slice(&payload);
+    let raw = trace_entry(4, &meta, &payload);
     let truncated = &raw[..raw.len() - 3];
     let mut writer = LineWriter::new(LineOptions::default());
     let prepared = PreparedFormat::new(&format, "user_events", "P_L4K1", None);
@@ -187,4 +185,98 @@ fn no_allocation_per_eventheader_record() {
         counted, 0,
         "allocations while writing 2000 EventHeader lines"
     );
+}
+
+/// `--format otlp` allocates nothing per record either, lines included, once its buffers
+/// have grown: an OpenTelemetry Common Schema log (the plan path), a truncated
+/// EventHeader event (the walk, with an error), a plain event with a field that fails,
+/// lost counts and notices.
+#[test]
+fn no_allocation_per_otlp_record() {
+    let str_field = |p: &mut Vec<u8>, t: &str| {
+        p.extend_from_slice(&(t.len() as u16).to_le_bytes());
+        p.extend_from_slice(t.as_bytes());
+    };
+    let meta = b"Log\0__csver__\0\x04PartA\0\x81\x02time\0\x0aext_dt_traceId\0\x0a\
+                 PartC\0\x81\x01user\0\x0aPartB\0\x81\x03_typeName\0\x0abody\0\x0a\
+                 severityNumber\0\x83\x02";
+    let mut payload = 1024u32.to_le_bytes().to_vec();
+    str_field(&mut payload, "2026-11-22T11:00:00.123456789Z");
+    str_field(&mut payload, "0af7651916cd43dd8448eb211c80319c");
+    str_field(&mut payload, "zoë \"q\"");
+    str_field(&mut payload, "Log");
+    str_field(&mut payload, "served\n");
+    payload.extend_from_slice(&9i16.to_le_bytes());
+    let log = trace_entry(4, meta, &payload);
+    let truncated = &log[..log.len() - 5];
+    let eh = PreparedFormat::new(
+        &tracepoint_format("P_L4K1", 2),
+        "user_events",
+        "P_L4K1",
+        None,
+    );
+    let plain_format = parse_format(
+        "name: t\nID: 9\nformat:\n\
+         \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+         \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+         \tfield:u32 a;\toffset:8;\tsize:4;\tsigned:0;\n\
+         \tfield:__data_loc char[] s;\toffset:12;\tsize:4;\tsigned:0;\n\
+         \tfield:__data_loc char[] bad;\toffset:16;\tsize:4;\tsigned:0;\n\n\
+         print fmt: \"\"\n",
+    )
+    .unwrap();
+    let plain = PreparedFormat::new(&plain_format, "user_events", "t", None);
+    let mut plain_raw = vec![0u8; 20];
+    plain_raw[12..16].copy_from_slice(&((3u32 << 16) | 20).to_le_bytes());
+    plain_raw[16..20].copy_from_slice(&((3u32 << 16) | 300).to_le_bytes());
+    plain_raw.extend_from_slice(b"ab\0");
+    let mut writer = OtlpWriter::new(LineOptions {
+        include_common: true,
+        big_endian: false,
+    });
+    writer.set_host_name("h");
+    let mut out = Vec::with_capacity(8 << 20);
+    let write = |writer: &mut OtlpWriter, out: &mut Vec<u8>, i: u64| {
+        let stamp = RecordStamp {
+            time_unix_ns: Some(1_795_345_200_123_456_789 + i * 3_000_000),
+            cpu: 0,
+            pid: 1,
+            tid: 1,
+        };
+        writer.write_prepared(out, &stamp, &eh, &log);
+        writer.write_prepared(out, &stamp, &eh, truncated);
+        writer.write_prepared(out, &stamp, &plain, &plain_raw);
+        writer.write_lost(out, stamp.time_unix_ns, 1, i);
+        writer.write_notice(out, None, "attached", Some("user_events:t"), "id \"1\"\n");
+    };
+    // Warm up: every buffer grows, every kind of line is written once.
+    for i in 0..600 {
+        write(&mut writer, &mut out, i);
+    }
+    writer.end_lines(&mut out);
+    let first = String::from_utf8(out.clone()).unwrap();
+    assert!(first.contains(r#""eventName":"uevrec.lost""#), "{first}");
+    assert!(
+        first.contains(r#""body":{"stringValue":"served\n"}"#),
+        "{first}"
+    );
+    assert!(first.contains(r#""key":"uevrec.error""#), "{first}");
+    assert!(first.contains(r#""key":"uevrec.errors""#), "{first}");
+    assert!(
+        first.contains(r#""key":"linux.tracepoint.common""#),
+        "{first}"
+    );
+    out.clear();
+    let before = allocations();
+    for i in 600..1600 {
+        write(&mut writer, &mut out, i);
+        if i % 100 == 0 {
+            writer.end_lines(&mut out);
+        }
+    }
+    writer.end_lines(&mut out);
+    let counted = allocations() - before;
+    assert!(out.len() < out.capacity(), "the buffer had to grow");
+    assert!(out.len() > 1 << 20, "{} bytes", out.len());
+    assert_eq!(counted, 0, "allocations while writing 5000 OTLP records");
 }

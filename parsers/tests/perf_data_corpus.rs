@@ -59,8 +59,13 @@ fn corpus_file(name: &str) -> Option<(PathBuf, Vec<u8>)> {
 
 /// Decode a whole file (either mode) with [`PerfData::open`], records held by offset.
 fn decode_whole(bytes: &[u8]) -> (String, DecodeStats) {
+    decode_whole_with(bytes, DecodeOptions::default())
+}
+
+/// [`decode_whole`] with these options.
+fn decode_whole_with(bytes: &[u8], opts: DecodeOptions) -> (String, DecodeStats) {
     let (data, records) = PerfData::open(bytes).expect("header, attrs and features read");
-    let mut dec = LineDecoder::new(data, DecodeOptions::default(), |_, _| true);
+    let mut dec = LineDecoder::new(data, opts, |_, _| true);
     let mut out = Vec::new();
     let mut sink = |b: &[u8]| {
         out.extend_from_slice(b);
@@ -224,4 +229,40 @@ fn pipe_mode_sched_switch_equals_perf_script() {
     for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
         assert_eq!(g, e, "sched_switch #{i}");
     }
+}
+
+/// `--format otlp`: every request's resources name the machine the file was recorded on
+/// (`host.name` from `HEADER_HOSTNAME`), every line is one request, and no record is
+/// lost on the way (as many log records as JSON lines).
+#[test]
+fn otlp_resources_name_the_recorded_host() {
+    let Some((_, bytes)) = corpus_file("LinuxTracepoints-perf.data") else {
+        return;
+    };
+    let (data, _) = PerfData::open(&bytes).unwrap();
+    let host = data
+        .features
+        .hostname
+        .clone()
+        .expect("the file has HEADER_HOSTNAME");
+    assert!(!host.is_empty());
+    let opts = DecodeOptions {
+        format: uevrec_parsers::OutputFormat::Otlp,
+        ..DecodeOptions::default()
+    };
+    let (text, stats) = decode_whole_with(&bytes, opts);
+    let (json, _) = decode_whole(&bytes);
+    let mut records = 0;
+    for line in json_lines(&text) {
+        let resources = line["resourceLogs"].as_array().expect("log requests");
+        for r in resources {
+            let attrs = r["resource"]["attributes"].as_array().unwrap();
+            let named = attrs.iter().find(|a| a["key"] == "host.name");
+            assert_eq!(named.unwrap()["value"]["stringValue"], host.as_str(), "{r}");
+            for s in r["scopeLogs"].as_array().unwrap() {
+                records += s["logRecords"].as_array().unwrap().len();
+            }
+        }
+    }
+    assert_eq!(records, json.lines().count(), "{stats:?}");
 }

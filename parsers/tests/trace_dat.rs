@@ -350,3 +350,37 @@ fn host_header_texts_give_a_layout() {
             .unwrap();
     assert!(layout.page_size() >= 4096, "{layout:?}");
 }
+
+/// `--format otlp`: every resource names the traced machine (`host.name`: the second word
+/// of the UNAME option, `Linux uevrec-vm 6.12.117 x86_64` here).
+#[test]
+fn otlp_resources_name_the_traced_host() {
+    let bytes = read("v6.dat");
+    let file = TraceDat::parse(&bytes).unwrap();
+    assert_eq!(file.host_name(), Some("uevrec-vm"));
+    let opts = uevrec_parsers::perf_data::lines::DecodeOptions {
+        format: uevrec_parsers::OutputFormat::Otlp,
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    let decoded =
+        uevrec_parsers::trace_dat::lines::decode_lines(&file, &opts, &|_, _| true, &mut |b| {
+            out.extend_from_slice(b);
+            true
+        })
+        .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let mut records = 0;
+    for line in text.lines() {
+        let line: serde_json::Value = serde_json::from_str(line).unwrap();
+        for r in line["resourceLogs"].as_array().unwrap() {
+            let attrs = &r["resource"]["attributes"];
+            assert_eq!(
+                attrs[attrs.as_array().unwrap().len() - 1],
+                serde_json::json!({"key": "host.name", "value": {"stringValue": "uevrec-vm"}})
+            );
+            records += r["scopeLogs"][0]["logRecords"].as_array().unwrap().len();
+        }
+    }
+    assert!(records > 100, "{records} {:?}", decoded.stats);
+}

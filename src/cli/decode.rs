@@ -46,7 +46,8 @@ pub struct DecodeArgs {
     /// Events to decode, SYSTEM:EVENT with globs (repeatable; default: every event).
     #[arg(short = 'e', long = "event", value_name = "SELECTOR")]
     pub events: Vec<Selector>,
-    /// Add the common fields (common_type, common_flags …) as "common":{…}.
+    /// Add the common fields (common_type, common_flags …) as "common":{…} (with
+    /// --format otlp: the attribute `linux.tracepoint.common`).
     #[arg(long)]
     pub common: bool,
     /// Output format: json (uevrec's JSON lines) or otlp (OTLP/JSON requests).

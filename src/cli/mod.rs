@@ -121,7 +121,8 @@ pub struct RecordingArgs {
     /// How often to look for new events matching the selectors.
     #[arg(long, value_name = "DUR", default_value = "1s", value_parser = values::parse_positive_duration)]
     pub rescan_interval: Duration,
-    /// Add the common fields (common_type, common_flags …) as "common":{…}.
+    /// Add the common fields (common_type, common_flags …) as "common":{…} (with
+    /// --format otlp: the attribute `linux.tracepoint.common`).
     #[arg(long)]
     pub common: bool,
     /// Output format: json (uevrec's JSON lines) or otlp (OTLP/JSON requests).

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // each test binary uses a part
 
+pub mod otlp;
 pub mod perf_script;
 pub mod tier;
 pub mod vm;
@@ -9,6 +10,8 @@ pub mod vm;
 use std::process::{Child, ExitStatus};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
+
+use serde_json::Value;
 
 /// Wait up to `patience` for `child` to exit. On timeout it is killed (and reaped) and
 /// the result is `Err` with its final status, for the caller to fail or report.
@@ -71,4 +74,84 @@ pub fn wait_reapers_gone(patience: Duration) -> Result<Duration, Vec<u32>> {
         }
         sleep(Duration::from_millis(50));
     }
+}
+
+/// JSON equality where numbers compare by value (`2` = `2.0`; integers exactly).
+pub fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let int = |n: &serde_json::Number| {
+                n.as_i64()
+                    .map(i128::from)
+                    .or_else(|| n.as_u64().map(i128::from))
+            };
+            match (int(x), int(y)) {
+                (Some(i), Some(j)) => i == j,
+                _ => x.as_f64() == y.as_f64(),
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// x86_64 and aarch64 numbers of getppid.
+#[cfg(target_arch = "x86_64")]
+pub const NR_GETPPID: u32 = 110;
+/// x86_64 and aarch64 numbers of getppid.
+#[cfg(target_arch = "aarch64")]
+pub const NR_GETPPID: u32 = 173;
+
+/// A producer of `raw_syscalls:sys_enter` records: waits for a line on its stdin, calls
+/// getppid flat out for `secs` seconds, then prints how many calls it made.
+pub fn getppid_producer(secs: u64) -> Child {
+    std::process::Command::new("perl")
+        .args([
+            "-e",
+            &format!(
+                "my $go = <STDIN>; my $n = 0; my $end = time + {secs}; \
+                 while (time < $end) {{ getppid() for 1..10000; $n += 10000 }} print \"$n\\n\";"
+            ),
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("perl is needed for the getppid producer")
+}
+
+/// Whether this host can record `raw_syscalls` (root, tracefs with the events): when
+/// not, the test skips (or fails, when the host tier is required) and the caller returns.
+pub fn raw_syscalls_here() -> bool {
+    // SAFETY: geteuid has no side effects.
+    let why = if unsafe { libc::geteuid() } != 0 {
+        "not root"
+    } else if !std::path::Path::new("/sys/kernel/tracing/events/raw_syscalls/sys_enter").exists() {
+        "tracefs with raw_syscalls events not mounted at /sys/kernel/tracing"
+    } else {
+        return true;
+    };
+    tier::skip(tier::Tier::Host, why);
+    false
+}
+
+/// `uevrec tail --quiet ARGS` of the getppid calls (`raw_syscalls:sys_enter`, id
+/// [`NR_GETPPID`]) of process `pid`, stdout and stderr piped.
+pub fn tail_getppid(pid: u32, args: &[&str]) -> Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("uevrec"))
+        .args(["tail", "--quiet"])
+        .args(args)
+        .args(["--pid", &pid.to_string()])
+        .args(["--filter", &format!("id == {NR_GETPPID}")])
+        .args(["-e", "raw_syscalls:sys_enter"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawning uevrec tail")
 }

@@ -166,3 +166,19 @@ pub fn kill_if_running(child: &mut Child) {
         let _ = child.wait();
     }
 }
+
+/// Spawn the sample producer `bin` with `args`; its JSON report lines are collected as
+/// they come.
+pub fn spawn_sample<S: AsRef<std::ffi::OsStr>>(
+    bin: &str,
+    args: &[S],
+) -> (Child, Arc<Mutex<Vec<Value>>>) {
+    let mut child = std::process::Command::new(sample(bin))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawning {bin}: {e}"));
+    let lines = collect_json_lines(&mut child);
+    (child, lines)
+}

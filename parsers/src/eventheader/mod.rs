@@ -21,6 +21,7 @@
 //! bytes left after the last field are ignored, and only a zero-terminated string with
 //! no terminator of its own (which runs to the end of the event) can see them.
 
+mod entry;
 pub mod enumerator;
 pub mod enums;
 pub mod header;
@@ -29,6 +30,7 @@ pub mod metadata;
 pub mod plan;
 pub mod tracepoint_name;
 
+pub use entry::trace_entry;
 pub use enumerator::{DecodeError, Enumerator, ErrorKind, Item, MAX_FIELDS, MAX_STRUCT_DEPTH};
 pub use enums::{Encoding, Format};
 pub use header::{EventParts, Header, HeaderError, parse_event};

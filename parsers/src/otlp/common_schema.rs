@@ -5,20 +5,26 @@
 //! and the record's own fields), `PartC` (the attributes). Fields this mapping does not
 //! know, and known ones whose value does not parse (a bad id, a bad time), stay
 //! attributes under their Common Schema names: nothing is dropped.
+//!
+//! Read from the event's [`Fields`] and written straight into the output: the special
+//! fields are found first (their nodes noted in [`Taken`]), then the record is written
+//! with every other field as an attribute, in the order PartA, PartC, PartB, fields
+//! outside the parts, then the caller's (`origin`).
 
-use opentelemetry_proto::tonic::common::v1::any_value::Value as V;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
-use opentelemetry_proto::tonic::logs::v1::LogRecord;
-use opentelemetry_proto::tonic::trace::v1::{Span, Status, span::Link};
+use std::borrow::Cow;
 
-use super::value::{kv, push_unique, string};
+use serde::de::{SeqAccess, Visitor};
+
+use super::fields::{Fields, Text};
+use super::json::{Attrs, LogHead, id, log_record, u64_string};
+use crate::json_line::write_int;
 
 /// `__csver__` of Common Schema 4.0.
-const CS_VERSION: i64 = 1024;
+pub(crate) const CS_VERSION: i64 = 1024;
 
 /// The exporters' PartB names of well-known span attributes → their semantic-convention
 /// names (the reverse of `opentelemetry-user-events-trace`'s table).
-const WELL_KNOWN: &[(&str, &str)] = &[
+pub(crate) const WELL_KNOWN: &[(&str, &str)] = &[
     ("dbSystem", "db.system.name"),
     ("dbName", "db.namespace"),
     ("dbStatement", "db.query.text"),
@@ -33,378 +39,451 @@ const WELL_KNOWN: &[(&str, &str)] = &[
 ];
 
 /// OTLP `STATUS_CODE_ERROR`.
-const STATUS_ERROR: i32 = 2;
+pub(crate) const STATUS_ERROR: i32 = 2;
 
-/// A Common Schema event as OTLP.
-#[derive(Debug)]
-pub(crate) enum Mapped {
-    /// A `Log` event.
-    Log(LogRecord),
-    /// A `Span` event.
-    Span(Box<Span>),
+/// What a Common Schema event is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CsKind {
+    /// A `Log` event → a `LogRecord`.
+    Log,
+    /// A `Span` event → a `Span`.
+    Span,
 }
 
-/// A mapped event and the resource attributes its `PartA` names.
-#[derive(Debug)]
-pub(crate) struct CsEvent {
-    /// The record.
-    pub mapped: Mapped,
-    /// `service.name` and `service.instance.id`, when `PartA` has them.
-    pub resource: Vec<KeyValue>,
+/// A Common Schema event: its kind and its parts (top-level struct nodes).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cs {
+    pub kind: CsKind,
+    a: Option<usize>,
+    b: Option<usize>,
+    c: Option<usize>,
 }
 
-/// The Common Schema event in `fields` (an EventHeader event's top-level fields), or
-/// `Err(fields)` unchanged when it is not one (`__csver__` 1024 first, a `PartB` whose
-/// `_typeName` is `Log` or `Span`). `observed` is the sample time.
-pub(crate) fn map(mut fields: Vec<KeyValue>, observed: u64) -> Result<CsEvent, Vec<KeyValue>> {
-    let is_cs = fields
-        .first()
-        .is_some_and(|f| f.key == "__csver__" && int_of(f) == Some(CS_VERSION));
-    let type_name = fields
-        .iter()
-        .find(|f| f.key == "PartB")
-        .and_then(|b| match value_of(b) {
-            Some(V::KvlistValue(list)) => list.values.iter().find(|f| f.key == "_typeName"),
-            _ => None,
-        })
-        .and_then(str_of)
-        .map(str::to_owned);
-    let is_log = match type_name.as_deref() {
-        Some("Log") if is_cs => true,
-        Some("Span") if is_cs => false,
-        _ => return Err(fields),
-    };
-    fields.remove(0);
-    let part_a = take_part(&mut fields, "PartA");
-    let part_b = take_part(&mut fields, "PartB");
-    let part_c = take_part(&mut fields, "PartC");
-    let mut a = PartA::default();
-    let mut attributes = Vec::new();
-    for f in part_a {
-        a.take(f, &mut attributes);
+/// The Common Schema event `f` is (`__csver__` 1024 first, a `PartB` struct whose
+/// `_typeName` is `Log` or `Span`), if it is one.
+pub(crate) fn detect(f: &Fields) -> Option<Cs> {
+    let first = f.top().next()?;
+    if !(f.key_is(first, "__csver__") && f.int_of(first) == Some(CS_VERSION)) {
+        return None;
     }
-    for f in part_c {
-        add(&mut attributes, f);
-    }
-    let mapped = if is_log {
-        let mut record = LogRecord {
-            time_unix_nano: a.time.unwrap_or(0),
-            observed_time_unix_nano: observed,
-            trace_id: a.trace_id,
-            span_id: a.span_id,
-            ..Default::default()
+    let (mut a, mut b, mut c) = (None, None, None);
+    for i in f.top().filter(|&i| f.is_struct(i)) {
+        let part = if f.key_is(i, "PartA") {
+            &mut a
+        } else if f.key_is(i, "PartB") {
+            &mut b
+        } else if f.key_is(i, "PartC") {
+            &mut c
+        } else {
+            continue;
         };
-        for f in part_b {
-            log_part_b(&mut record, f, &mut attributes);
-        }
-        record.attributes = attributes;
-        Mapped::Log(record)
-    } else {
-        let mut span = Span {
-            trace_id: a.trace_id,
-            span_id: a.span_id,
-            end_time_unix_nano: a.time.unwrap_or(0),
-            ..Default::default()
-        };
-        let mut failed = false;
-        for f in part_b {
-            span_part_b(&mut span, f, &mut attributes, &mut failed);
-        }
-        if failed {
-            let status = span.status.get_or_insert_with(Status::default);
-            status.code = STATUS_ERROR;
-        } else if span.status.is_some() {
-            // A status message on a successful span (not something the exporter
-            // writes): keep it as an attribute rather than claim an error.
-            if let Some(status) = span.status.take() {
-                attributes.push(kv("statusMessage", string(status.message)));
-            }
-        }
-        span.attributes = attributes;
-        Mapped::Span(Box::new(span))
-    };
-    // Fields outside the three parts (none in the exporters' events) stay attributes.
-    let extra: Vec<KeyValue> = fields;
-    let mut cs = CsEvent {
-        mapped,
-        resource: a.resource,
-    };
-    match &mut cs.mapped {
-        Mapped::Log(r) => extra.into_iter().for_each(|f| add(&mut r.attributes, f)),
-        Mapped::Span(s) => extra.into_iter().for_each(|f| add(&mut s.attributes, f)),
+        part.get_or_insert(i);
     }
-    Ok(cs)
+    let type_name = f.members(b?).find(|&i| f.key_is(i, "_typeName"))?;
+    let kind = match f.str_bytes(type_name)?.as_ref() {
+        b"Log" => CsKind::Log,
+        b"Span" => CsKind::Span,
+        _ => return None,
+    };
+    Some(Cs { kind, a, b, c })
+}
+
+/// The members of a part (none without it).
+fn members(f: &Fields, part: Option<usize>) -> impl Iterator<Item = usize> + '_ {
+    part.into_iter().flat_map(|p| f.members(p))
+}
+
+/// The nodes the mapping took (at most 13: 5 of PartA, 8 of a span's PartB).
+#[derive(Default)]
+struct Taken {
+    nodes: [usize; 16],
+    len: usize,
+}
+
+impl Taken {
+    fn add(&mut self, i: usize) {
+        if let Some(slot) = self.nodes.get_mut(self.len) {
+            *slot = i;
+            self.len += 1;
+        }
+    }
+
+    fn has(&self, i: usize) -> bool {
+        self.nodes[..self.len].contains(&i)
+    }
 }
 
 /// What `PartA` says.
 #[derive(Default)]
 struct PartA {
     time: Option<u64>,
-    trace_id: Vec<u8>,
-    span_id: Vec<u8>,
-    resource: Vec<KeyValue>,
+    trace_id: Option<[u8; 16]>,
+    span_id: Option<[u8; 8]>,
 }
 
-impl PartA {
-    fn take(&mut self, f: KeyValue, attributes: &mut Vec<KeyValue>) {
-        let s = str_of(&f);
-        match f.key.as_str() {
-            "time" => match s.and_then(parse_time) {
-                Some(t) => self.time = Some(t),
-                None => add(attributes, f),
-            },
-            "ext_dt_traceId" => match s.and_then(|s| hex_id(s, 16)) {
-                Some(id) => self.trace_id = id,
-                None => add(attributes, f),
-            },
-            "ext_dt_spanId" => match s.and_then(|s| hex_id(s, 8)) {
-                Some(id) => self.span_id = id,
-                None => add(attributes, f),
-            },
-            "ext_cloud_role" if s.is_some() => self.resource.push(rename(f, "service.name")),
-            "ext_cloud_roleInstance" if s.is_some() => {
-                self.resource.push(rename(f, "service.instance.id"))
+/// Read `PartA`, noting what is taken (the resource fields included: [`write_resource`]).
+fn part_a(f: &Fields, cs: &Cs, taken: &mut Taken) -> PartA {
+    let mut a = PartA::default();
+    for i in members(f, cs.a) {
+        let s = || f.str_of(i);
+        let id = || f.str_bytes(i);
+        let took = if f.key_is(i, "time") {
+            a.time = s().as_deref().and_then(parse_time);
+            a.time.is_some()
+        } else if f.key_is(i, "ext_dt_traceId") {
+            a.trace_id = id().as_deref().and_then(hex_id);
+            a.trace_id.is_some()
+        } else if f.key_is(i, "ext_dt_spanId") {
+            a.span_id = id().as_deref().and_then(hex_id);
+            a.span_id.is_some()
+        } else {
+            resource_key(f, i).is_some()
+        };
+        if took {
+            taken.add(i);
+        }
+    }
+    a
+}
+
+/// The resource attribute a `PartA` member is: `service.name` ← `ext_cloud_role`,
+/// `service.instance.id` ← `ext_cloud_roleInstance` (strings).
+fn resource_key(f: &Fields, i: usize) -> Option<&'static str> {
+    if !f.is_str(i) {
+        return None;
+    }
+    if f.key_is(i, "ext_cloud_role") {
+        Some("service.name")
+    } else if f.key_is(i, "ext_cloud_roleInstance") {
+        Some("service.instance.id")
+    } else {
+        None
+    }
+}
+
+/// The resource attributes `PartA` names (JSON `KeyValue`s, comma-separated) on `out`.
+pub(crate) fn write_resource(out: &mut Vec<u8>, f: &Fields, cs: &Cs) {
+    for i in members(f, cs.a) {
+        if let Some(key) = resource_key(f, i) {
+            if !out.is_empty() {
+                out.push(b',');
             }
-            _ => add(attributes, f),
+            out.extend_from_slice(b"{\"key\":\"");
+            out.extend_from_slice(key.as_bytes());
+            out.extend_from_slice(b"\",\"value\":");
+            f.write_any(out, i);
+            out.push(b'}');
         }
     }
 }
 
-/// One `PartB` field of a `Log` event.
-fn log_part_b(record: &mut LogRecord, f: KeyValue, attributes: &mut Vec<KeyValue>) {
-    match f.key.as_str() {
-        "_typeName" => {}
-        "body" => record.body = f.value,
-        "severityNumber" => match int_of(&f).and_then(|n| i32::try_from(n).ok()) {
-            Some(n) => record.severity_number = n,
-            None => add(attributes, f),
-        },
-        "severityText" if str_of(&f).is_some() => {
-            record.severity_text = str_of(&f).unwrap_or_default().to_owned()
+/// Add the attributes: PartA's, PartC's and PartB's members not taken (PartB's keys
+/// renamed by `rename`), then the fields outside the parts.
+fn add_attributes(
+    attrs: &mut Attrs<'_>,
+    f: &Fields,
+    cs: &Cs,
+    taken: &Taken,
+    rename: impl Fn(&Fields, usize) -> Option<&'static str>,
+    between: impl FnOnce(&mut Attrs<'_>),
+) {
+    let add = |attrs: &mut Attrs<'_>, i: usize, key: &[u8]| {
+        attrs.add(key, |out| f.write_any(out, i));
+    };
+    for i in members(f, cs.a).chain(members(f, cs.c)) {
+        if !taken.has(i) {
+            add(attrs, i, f.key(i));
         }
-        // The exporter moves the `event_id` attribute here.
-        "eventId" => add(attributes, rename(f, "event_id")),
-        "name" if str_of(&f).is_some() => {
-            record.event_name = str_of(&f).unwrap_or_default().to_owned()
+    }
+    for i in members(f, cs.b) {
+        if taken.has(i) {
+            continue;
         }
-        _ => add(attributes, f),
+        match rename(f, i) {
+            Some(name) => attrs.add_named(name, |out| f.write_any(out, i)),
+            None => add(attrs, i, f.key(i)),
+        }
+    }
+    between(attrs);
+    let parts = [cs.a, cs.b, cs.c];
+    // The first field is `__csver__`.
+    for i in f.top().skip(1) {
+        if !parts.contains(&Some(i)) {
+            add(attrs, i, f.key(i));
+        }
     }
 }
 
-/// One `PartB` field of a `Span` event; `failed` is set by `success` = false.
-fn span_part_b(span: &mut Span, f: KeyValue, attributes: &mut Vec<KeyValue>, failed: &mut bool) {
-    let s = str_of(&f);
-    match f.key.as_str() {
-        "_typeName" => {}
-        "name" if s.is_some() => span.name = s.unwrap_or_default().to_owned(),
-        "startTime" => match s.and_then(parse_time) {
-            Some(t) => span.start_time_unix_nano = t,
-            None => add(attributes, f),
-        },
-        "success" => match value_of(&f) {
-            Some(V::BoolValue(ok)) => *failed = !ok,
-            _ => add(attributes, f),
-        },
-        // Common Schema kinds 0..=4 (internal, server, client, producer, consumer) are
-        // OTLP's 1..=5.
-        "kind" => match int_of(&f).filter(|k| (0..=4).contains(k)) {
-            Some(k) => span.kind = k as i32 + 1,
-            None => add(attributes, f),
-        },
-        "parentId" => match s.and_then(|s| hex_id(s, 8)) {
-            Some(id) => span.parent_span_id = id,
-            None => add(attributes, f),
-        },
-        "links" => match s.and_then(parse_links) {
-            Some(links) => span.links = links,
-            None => add(attributes, f),
-        },
-        "statusMessage" if s.is_some() => {
-            span.status.get_or_insert_with(Status::default).message =
-                s.unwrap_or_default().to_owned()
+/// The `Log` event `f` as a `LogRecord` (observed at `observed`), `origin` adding the
+/// last attributes.
+pub(crate) fn write_log(
+    out: &mut Vec<u8>,
+    keys: &mut Vec<Text>,
+    f: &Fields,
+    cs: &Cs,
+    observed: u64,
+    origin: impl FnOnce(&mut Attrs<'_>),
+) {
+    let mut taken = Taken::default();
+    let a = part_a(f, cs, &mut taken);
+    let (mut body, mut severity, mut severity_text, mut name) = (None, 0, None, None);
+    for i in members(f, cs.b) {
+        let took = if f.key_is(i, "_typeName") {
+            true
+        } else if f.key_is(i, "body") {
+            body = Some(i);
+            true
+        } else if f.key_is(i, "severityNumber") {
+            let n = f.int_of(i).and_then(|n| i32::try_from(n).ok());
+            severity = n.unwrap_or(0);
+            n.is_some()
+        } else if f.key_is(i, "severityText") {
+            severity_text = f.is_str(i).then_some(i);
+            severity_text.is_some()
+        } else if f.key_is(i, "name") {
+            name = f.is_str(i).then_some(i);
+            name.is_some()
+        } else {
+            false
+        };
+        if took {
+            taken.add(i);
         }
-        key => match WELL_KNOWN.iter().find(|(cs, _)| *cs == key) {
-            Some((_, name)) => add(attributes, rename(f, name)),
-            None => add(attributes, f),
+    }
+    let head = LogHead {
+        time: a.time.unwrap_or(0),
+        observed,
+        severity,
+        trace_id: a.trace_id.as_ref().map(|id| &id[..]),
+        span_id: a.span_id.as_ref().map(|id| &id[..]),
+    };
+    log_record(
+        out,
+        keys,
+        &head,
+        |out| write_str_or_empty(out, f, severity_text),
+        |out| match body {
+            Some(i) => f.write_any(out, i),
+            None => out.extend_from_slice(b"null"),
         },
+        |attrs| {
+            // The exporter moves the `event_id` attribute to PartB's `eventId`.
+            let rename = |f: &Fields, i| f.key_is(i, "eventId").then_some("event_id");
+            add_attributes(attrs, f, cs, &taken, rename, |_| {});
+            origin(attrs);
+        },
+        |out| write_str_or_empty(out, f, name),
+    );
+}
+
+/// The `Span` event `f` as a `Span`, `origin` adding the last attributes.
+pub(crate) fn write_span(
+    out: &mut Vec<u8>,
+    keys: &mut Vec<Text>,
+    f: &Fields,
+    cs: &Cs,
+    origin: impl FnOnce(&mut Attrs<'_>),
+) {
+    let mut taken = Taken::default();
+    let a = part_a(f, cs, &mut taken);
+    let mut name = None;
+    let (mut start, mut kind, mut failed) = (0, 0, false);
+    let (mut parent, mut links, mut status_message) = (None, None, None);
+    for i in members(f, cs.b) {
+        let s = || f.str_of(i);
+        let took = if f.key_is(i, "_typeName") {
+            true
+        } else if f.key_is(i, "name") {
+            name = f.is_str(i).then_some(i);
+            name.is_some()
+        } else if f.key_is(i, "startTime") {
+            let t = s().as_deref().and_then(parse_time);
+            start = t.unwrap_or(0);
+            t.is_some()
+        } else if f.key_is(i, "success") {
+            let ok = f.bool_of(i);
+            failed = ok == Some(false);
+            ok.is_some()
+        } else if f.key_is(i, "kind") {
+            // Common Schema kinds 0..=4 (internal, server, client, producer, consumer)
+            // are OTLP's 1..=5.
+            let k = f.int_of(i).filter(|k| (0..=4).contains(k));
+            kind = k.map_or(0, |k| k + 1);
+            k.is_some()
+        } else if f.key_is(i, "parentId") {
+            parent = f.str_bytes(i).as_deref().and_then(hex_id::<8>);
+            parent.is_some()
+        } else if f.key_is(i, "links") {
+            links = s().filter(|s| for_each_link(s, |_, _| {})).map(|_| i);
+            links.is_some()
+        } else if f.key_is(i, "statusMessage") {
+            status_message = f.is_str(i).then_some(i);
+            status_message.is_some()
+        } else {
+            false
+        };
+        if took {
+            taken.add(i);
+        }
+    }
+    out.extend_from_slice(b"{\"traceId\":");
+    id(out, a.trace_id.as_ref().map(|id| &id[..]));
+    out.extend_from_slice(b",\"spanId\":");
+    id(out, a.span_id.as_ref().map(|id| &id[..]));
+    out.extend_from_slice(b",\"traceState\":\"\",\"parentSpanId\":");
+    id(out, parent.as_ref().map(|id| &id[..]));
+    out.extend_from_slice(b",\"flags\":0,\"name\":");
+    write_str_or_empty(out, f, name);
+    out.extend_from_slice(b",\"kind\":");
+    write_int(out, kind);
+    out.extend_from_slice(b",\"startTimeUnixNano\":");
+    u64_string(out, start);
+    out.extend_from_slice(b",\"endTimeUnixNano\":");
+    u64_string(out, a.time.unwrap_or(0));
+    out.extend_from_slice(b",\"attributes\":");
+    let mut attrs = Attrs::open(out, keys);
+    let rename = |f: &Fields, i| {
+        WELL_KNOWN
+            .iter()
+            .find(|(cs, _)| f.key_is(i, cs))
+            .map(|&(_, name)| name)
+    };
+    add_attributes(&mut attrs, f, cs, &taken, rename, |attrs| {
+        // A status message on a successful span (not something the exporter writes):
+        // an attribute rather than a claim of an error.
+        if let Some(i) = status_message.filter(|_| !failed) {
+            attrs.add_named("statusMessage", |out| f.write_any(out, i));
+        }
+    });
+    origin(&mut attrs);
+    attrs.close();
+    out.extend_from_slice(
+        b",\"droppedAttributesCount\":0,\"events\":[],\"droppedEventsCount\":0,\"links\":[",
+    );
+    if let Some(text) = links.and_then(|i| f.str_of(i)) {
+        let mut first = true;
+        for_each_link(&text, |trace_id, span_id| {
+            if !std::mem::take(&mut first) {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"traceId\":");
+            id(out, Some(&trace_id));
+            out.extend_from_slice(b",\"spanId\":");
+            id(out, Some(&span_id));
+            out.extend_from_slice(
+                b",\"traceState\":\"\",\"attributes\":[],\"droppedAttributesCount\":0,\"flags\":0}",
+            );
+        });
+    }
+    out.extend_from_slice(b"],\"droppedLinksCount\":0,\"status\":");
+    if failed {
+        out.extend_from_slice(b"{\"message\":");
+        write_str_or_empty(out, f, status_message);
+        out.extend_from_slice(b",\"code\":");
+        write_int(out, STATUS_ERROR);
+        out.push(b'}');
+    } else {
+        out.extend_from_slice(b"null");
+    }
+    out.push(b'}');
+}
+
+/// Node `i`'s string as a JSON string, `""` without one.
+fn write_str_or_empty(out: &mut Vec<u8>, f: &Fields, i: Option<usize>) {
+    if !i.is_some_and(|i| f.write_str_of(out, i)) {
+        out.extend_from_slice(b"\"\"");
     }
 }
 
-/// The exporter's `links`: `[{"toTraceId":"<32 hex>","toSpanId":"<16 hex>"},…]`.
-fn parse_links(text: &str) -> Option<Vec<Link>> {
+/// Each link of the exporter's `links` text
+/// (`[{"toTraceId":"<32 hex>","toSpanId":"<16 hex>"},…]`) to `each`, in order; `false`
+/// when the text is not such a list (`each` may then have seen the links before the
+/// problem). Parsed in place by serde_json (no allocation unless an id is escaped).
+pub(crate) fn for_each_link(text: &str, each: impl FnMut([u8; 16], [u8; 8])) -> bool {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
-    struct CsLink {
-        to_trace_id: String,
-        to_span_id: String,
+    struct CsLink<'a> {
+        #[serde(borrow)]
+        to_trace_id: Cow<'a, str>,
+        #[serde(borrow)]
+        to_span_id: Cow<'a, str>,
     }
-    let links: Vec<CsLink> = serde_json::from_str(text).ok()?;
-    links
-        .into_iter()
-        .map(|l| {
-            Some(Link {
-                trace_id: hex_id(&l.to_trace_id, 16)?,
-                span_id: hex_id(&l.to_span_id, 8)?,
-                ..Default::default()
-            })
-        })
-        .collect()
+    struct Links<F>(F);
+    impl<'de, F: FnMut([u8; 16], [u8; 8])> Visitor<'de> for Links<F> {
+        type Value = bool;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a list of links")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<bool, A::Error> {
+            let mut ok = true;
+            while let Some(link) = seq.next_element::<CsLink<'de>>()? {
+                let ids = (link.to_trace_id.as_bytes(), link.to_span_id.as_bytes());
+                match (hex_id(ids.0), hex_id(ids.1)) {
+                    (Some(t), Some(s)) if ok => (self.0)(t, s),
+                    _ => ok = false,
+                }
+            }
+            Ok(ok)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde::Deserializer::deserialize_seq(&mut de, Links(each)).is_ok_and(|ok| ok)
+        && de.end().is_ok()
 }
 
 /// An RFC 3339 time (`…Z`, up to 9 fractional digits) as nanoseconds since the epoch.
-fn parse_time(text: &str) -> Option<u64> {
+pub(crate) fn parse_time(text: &str) -> Option<u64> {
     let t = humantime::parse_rfc3339(text).ok()?;
     let d = t.duration_since(std::time::UNIX_EPOCH).ok()?;
     u64::try_from(d.as_nanos()).ok()
 }
 
-/// `n` bytes from `2n` hex digits.
-fn hex_id(text: &str, n: usize) -> Option<Vec<u8>> {
-    if text.len() != 2 * n {
+/// `N` bytes from `2N` hex digits (either case).
+pub(crate) fn hex_id<const N: usize>(text: &[u8]) -> Option<[u8; N]> {
+    let digit = |c: u8| char::from(c).to_digit(16);
+    if text.len() != 2 * N {
         return None;
     }
-    (0..n)
-        .map(|i| u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok())
-        .collect()
-}
-
-/// Remove the struct field `name` from `fields`; its members (none when absent or not a
-/// struct, which then stays where it is).
-fn take_part(fields: &mut Vec<KeyValue>, name: &str) -> Vec<KeyValue> {
-    let Some(i) = fields
-        .iter()
-        .position(|f| f.key == name && matches!(value_of(f), Some(V::KvlistValue(_))))
-    else {
-        return Vec::new();
-    };
-    match fields.remove(i).value.and_then(|v| v.value) {
-        Some(V::KvlistValue(list)) => list.values,
-        _ => Vec::new(),
+    let mut id = [0u8; N];
+    for (b, pair) in id.iter_mut().zip(text.chunks_exact(2)) {
+        *b = (digit(pair[0])? * 16 + digit(pair[1])?) as u8;
     }
-}
-
-fn value_of(f: &KeyValue) -> Option<&V> {
-    f.value.as_ref().and_then(|v| v.value.as_ref())
-}
-
-fn str_of(f: &KeyValue) -> Option<&str> {
-    match value_of(f) {
-        Some(V::StringValue(s)) => Some(s),
-        _ => None,
-    }
-}
-
-fn int_of(f: &KeyValue) -> Option<i64> {
-    match value_of(f) {
-        Some(V::IntValue(i)) => Some(*i),
-        _ => None,
-    }
-}
-
-fn rename(f: KeyValue, key: &str) -> KeyValue {
-    KeyValue {
-        key: key.to_owned(),
-        ..f
-    }
-}
-
-fn add(attributes: &mut Vec<KeyValue>, f: KeyValue) {
-    push_unique(
-        attributes,
-        f.key,
-        f.value.unwrap_or(AnyValue { value: None }),
-    );
+    Some(id)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use opentelemetry_proto::tonic::common::v1::KeyValueList;
 
-    fn part(name: &str, values: Vec<KeyValue>) -> KeyValue {
-        kv(name, V::KvlistValue(KeyValueList { values }))
-    }
-
-    fn span_event(part_b: Vec<KeyValue>) -> Vec<KeyValue> {
-        vec![
-            kv("__csver__", V::IntValue(1024)),
-            part(
-                "PartA",
-                vec![
-                    kv("time", string("2024-03-28T00:45:12.3Z")),
-                    kv("ext_dt_traceId", string("0af7651916cd43dd8448eb211c80319c")),
-                    kv("ext_dt_spanId", string("b7ad6b7169203331")),
-                    kv("ext_cloud_role", string("svc")),
-                ],
-            ),
-            part("PartB", part_b),
-            part("PartC", vec![kv("rows", V::IntValue(0))]),
-        ]
+    #[test]
+    fn links_parse_whole_or_not_at_all() {
+        let mut seen = Vec::new();
+        let text =
+            r#"[{"toTraceId":"0af7651916cd43dd8448eb211c80319c","toSpanId":"00f067aa0ba902b7"}]"#;
+        assert!(for_each_link(text, |t, s| seen.push((t, s))));
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].1, [0, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7]);
+        for bad in [
+            "[{\"toTraceId\":\"00\",\"toSpanId\":\"00f067aa0ba902b7\"}]",
+            "{}",
+            "[] x",
+            "null",
+        ] {
+            assert!(!for_each_link(bad, |_, _| {}), "{bad}");
+        }
+        assert!(for_each_link(" [ ] ", |_, _| {}));
     }
 
     #[test]
-    fn a_span_maps_back() {
-        let fields = span_event(vec![
-            kv("_typeName", string("Span")),
-            kv("name", string("SELECT")),
-            kv("startTime", string("2024-03-28T00:45:12.2Z")),
-            kv("success", V::BoolValue(false)),
-            kv("kind", V::IntValue(2)),
-            kv("parentId", string("00f067aa0ba902b7")),
-            kv(
-                "links",
-                string(
-                    r#"[{"toTraceId":"0af7651916cd43dd8448eb211c80319c","toSpanId":"00f067aa0ba902b7"}]"#,
-                ),
-            ),
-            kv("dbSystem", string("postgresql")),
-            kv("statusMessage", string("reset")),
-        ]);
-        let cs = map(fields, 9).unwrap();
-        assert_eq!(cs.resource, vec![kv("service.name", string("svc"))]);
-        let Mapped::Span(span) = cs.mapped else {
-            panic!("not a span")
-        };
-        assert_eq!(span.kind, 3);
-        assert_eq!(span.start_time_unix_nano, 1_711_586_712_200_000_000);
-        assert_eq!(span.end_time_unix_nano, 1_711_586_712_300_000_000);
+    fn ids_and_times() {
+        assert_eq!(hex_id::<2>(b"0aFF"), Some([10, 255]));
+        assert_eq!(hex_id::<2>(b"0aF"), None);
+        assert_eq!(hex_id::<1>(b"zz"), None);
+        assert_eq!(hex_id::<1>(b"+f"), None);
         assert_eq!(
-            span.parent_span_id,
-            [0, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7]
+            parse_time("2024-03-28T00:45:12.3Z"),
+            Some(1_711_586_712_300_000_000)
         );
-        assert_eq!(span.links.len(), 1);
-        assert_eq!(
-            span.status,
-            Some(Status {
-                code: STATUS_ERROR,
-                message: "reset".into()
-            })
-        );
-        let keys: Vec<&str> = span.attributes.iter().map(|a| a.key.as_str()).collect();
-        assert_eq!(keys, ["rows", "db.system.name"]);
-    }
-
-    #[test]
-    fn bad_ids_and_unknown_fields_stay_attributes() {
-        let mut fields = span_event(vec![
-            kv("_typeName", string("Span")),
-            kv("parentId", string("nothex")),
-            kv("other", V::BoolValue(true)),
-        ]);
-        fields.push(kv("outside", V::IntValue(1)));
-        let Mapped::Span(span) = map(fields, 0).unwrap().mapped else {
-            panic!("not a span")
-        };
-        let keys: Vec<&str> = span.attributes.iter().map(|a| a.key.as_str()).collect();
-        assert_eq!(keys, ["rows", "parentId", "other", "outside"]);
-        assert_eq!(span.status, None);
-    }
-
-    #[test]
-    fn other_events_are_given_back() {
-        let fields = vec![kv("__csver__", V::IntValue(1024)), kv("x", V::IntValue(1))];
-        assert_eq!(map(fields.clone(), 0).unwrap_err(), fields);
-        let no_type = span_event(vec![kv("name", string("x"))]);
-        assert!(map(no_type, 0).is_err());
+        assert_eq!(parse_time("yesterday"), None);
     }
 }

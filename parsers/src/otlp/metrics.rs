@@ -1,9 +1,19 @@
 //! `otlp_metrics` events of `opentelemetry-user-events-metrics`: a plain user_event
 //! `otlp_metrics u32 protocol;char[8] version;__rel_loc u8[] buffer;` whose `buffer`
 //! holds one protobuf `ExportMetricsServiceRequest` (`protocol` 0 = protobuf), decoded
-//! with prost into `opentelemetry-proto`'s message.
+//! with prost into `opentelemetry-proto`'s message, whose `ResourceMetrics` are written
+//! as OTLP/JSON by its serde mapping.
+//!
+//! Why the message types stay here (logs and spans are written directly): the input is
+//! protobuf, which has to be decoded by a protobuf library anyway, and the metrics schema
+//! is large (gauges, sums, histograms, exponential histograms, summaries, exemplars,
+//! each with its data points): a hand-written protobuf → JSON walk would restate all of
+//! it for a signal that arrives once per export interval per meter (seconds apart), not
+//! per application event. Decoding allocates the request; that is measured nowhere near
+//! the recorder's limits at those rates.
 
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::metrics::v1::ResourceMetrics;
 use prost::Message;
 
 use crate::decode::{Endian, Value, decode_field};
@@ -45,4 +55,10 @@ pub(crate) fn decode(
     };
     ExportMetricsServiceRequest::decode(bytes)
         .map_err(|e| format!("otlp_metrics buffer is not an ExportMetricsServiceRequest: {e}"))
+}
+
+/// One `ResourceMetrics` as OTLP/JSON on `out` (`opentelemetry-proto`'s serde mapping).
+pub(crate) fn to_json(out: &mut Vec<u8>, rm: &ResourceMetrics) {
+    // Writing to a Vec cannot fail, and the messages have only string keys.
+    let _ = serde_json::to_writer(out, rm);
 }

@@ -10,222 +10,175 @@
 //!   `buffer` holds an `ExportMetricsServiceRequest` protobuf) → the same request as
 //!   OTLP/JSON (`metrics.rs`);
 //! - every other event, plain or EventHeader, → a log record whose attributes are its
-//!   fields (`value.rs`); lost counts and notices → log records of scope `uevrec`.
+//!   fields (`fields.rs`); lost counts and notices → log records of scope `uevrec`.
 //!
-//! The messages are `opentelemetry-proto`'s, serialized by its serde mapping, which
-//! follows the OTLP/JSON rules (lowerCamelCase keys, trace and span ids as hex, 64-bit
-//! integers as strings, enums as integers).
+//! Logs and spans are written straight into the output as JSON (`json.rs`), as JSON
+//! lines are: the event's fields are decoded once into reusable buffers
+//! (`fields::Fields`), then the record is written from them; nothing is allocated per
+//! record once the buffers have grown. The OTLP/JSON rules (lowerCamelCase keys, trace
+//! and span ids as hex, 64-bit integers as strings, enums as integers) are written as
+//! `opentelemetry-proto`'s serde mapping writes them, and a test compares the two on the
+//! EventHeader corpus and on generated events. Metrics stay on `opentelemetry-proto`'s
+//! messages (`metrics.rs` says why).
 //!
-//! Batching: records wait, grouped by resource and scope, until their signal has 512
-//! records or 1 MiB of JSON, a record arrives more than a second (record time) after
-//! the first one waiting, or the caller calls [`OtlpWriter::end_lines`] (the recorder
-//! does whenever it has caught up, the decoders at the end). Only complete lines are
-//! ever appended to the caller's buffer.
+//! Batching (`batch.rs`): records wait, grouped by resource and scope, until their signal
+//! has 512 records or 1 MiB of JSON, a record arrives more than a second (record time)
+//! after the first one waiting, or the caller calls [`RecordWriter::end_lines`] (the
+//! recorder does whenever it has caught up, the decoders at the end). Only complete
+//! lines are ever appended to the caller's buffer.
 
+mod batch;
 mod common_schema;
+mod fields;
+mod json;
 mod metrics;
-mod value;
 
-use opentelemetry_proto::tonic::common::v1::any_value::Value as V;
-use opentelemetry_proto::tonic::common::v1::{InstrumentationScope, KeyValue, KeyValueList};
-use opentelemetry_proto::tonic::logs::v1::LogRecord;
-use opentelemetry_proto::tonic::resource::v1::Resource;
-use serde::Serialize;
+use std::fmt;
+
+use batch::{Batches, Signal};
+pub use batch::{MAX_AGE_NS, MAX_BYTES, MAX_RECORDS};
+use common_schema::{Cs, CsKind};
+use fields::{Fields, Text};
+use json::{Attrs, LogHead, int_any, log_record, message_any, unsigned_any};
 
 use crate::decode::Endian;
 use crate::eventheader::metadata::split_event_name;
-use crate::eventheader::{Enumerator, TracepointName, parse_event};
-use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
-use common_schema::{CsEvent, Mapped};
-use value::{any, kv, string, unsigned};
-
-/// A line holds at most this many records (log records, spans, or metric requests'
-/// resource entries).
-pub const MAX_RECORDS: usize = 512;
-/// A line is ended once its records' JSON reaches this many bytes.
-pub const MAX_BYTES: usize = 1 << 20;
-/// A record arriving this long (nanoseconds, record time) after the first one waiting
-/// ends the waiting line first.
-pub const MAX_AGE_NS: u64 = 1_000_000_000;
+use crate::eventheader::plan::PlanCache;
+use crate::eventheader::{Enumerator, HeaderError, MetaError, TracepointName, parse_event};
+use crate::json_line::{Escaped, LineOptions, PreparedFormat, RecordStamp, write_str, write_text};
+use crate::output::RecordWriter;
 
 /// The scope of uevrec's own records (lost counts, notices).
-const UEVREC_SCOPE: &str = "uevrec";
+const UEVREC_SCOPE: &[u8] = b"\"uevrec\"";
 
 /// OTLP severity numbers.
-const SEVERITY_DEBUG: i32 = 5;
-const SEVERITY_INFO: i32 = 9;
-const SEVERITY_WARN: i32 = 13;
-const SEVERITY_ERROR: i32 = 17;
-const SEVERITY_FATAL: i32 = 21;
-
-/// The three request types.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Signal {
-    Logs,
-    Spans,
-    Metrics,
-}
-
-/// Records of one signal waiting for their line.
-#[derive(Debug, Default)]
-struct Pending {
-    /// By resource and scope (metrics: one group of whole `ResourceMetrics`).
-    groups: Vec<Group>,
-    records: usize,
-    bytes: usize,
-    /// Record time of the first record waiting.
-    since: Option<u64>,
-}
-
-/// Records sharing a resource and a scope: their JSON, comma-separated.
-#[derive(Debug)]
-struct Group {
-    resource: Vec<KeyValue>,
-    scope: String,
-    json: Vec<u8>,
-}
+pub(crate) const SEVERITY_DEBUG: i32 = 5;
+pub(crate) const SEVERITY_INFO: i32 = 9;
+pub(crate) const SEVERITY_WARN: i32 = 13;
+pub(crate) const SEVERITY_ERROR: i32 = 17;
+pub(crate) const SEVERITY_FATAL: i32 = 21;
 
 /// Writes OTLP/JSON request lines into a caller-owned buffer (the OTLP counterpart of
-/// [`crate::LineWriter`], with the same entry points).
+/// [`crate::LineWriter`]; its entry points are [`RecordWriter`]'s).
 #[derive(Debug, Default)]
 pub struct OtlpWriter {
     opts: LineOptions,
-    /// `host.name` of every resource, when known.
-    host: Option<String>,
-    logs: Pending,
-    spans: Pending,
-    metrics: Pending,
-    scratch: Vec<u8>,
+    /// `host.name` as a resource attribute (JSON `KeyValue`), when known.
+    host: Vec<u8>,
+    batches: Batches,
+    /// The fields of the record being written.
+    fields: Fields,
+    /// The `linux.tracepoint` value of the record being written.
+    tracepoint: TracepointValue,
+    /// Compiled EventHeader metadata (the JSON-lines plans, see [`Fields`]).
+    plans: PlanCache,
+    /// Its attribute keys.
+    keys: Vec<Text>,
+    /// Its resource attributes (JSON `KeyValue`s, comma-separated) and scope name (a
+    /// JSON string).
+    resource: Vec<u8>,
+    scope: Vec<u8>,
 }
 
 /// What every record of an event carries besides its own data.
 struct Origin<'a> {
     stamp: &'a RecordStamp,
-    /// `system:event`.
-    tracepoint: &'a str,
-    eventheader: Option<(TracepointName<'a>, u8)>,
+    /// An EventHeader event's keyword and level.
+    eventheader: Option<(u64, u8)>,
+}
+
+/// The `linux.tracepoint` attribute's value (`system:event`), kept while records of the
+/// same event follow each other.
+#[derive(Debug, Default)]
+struct TracepointValue {
+    /// `system`, NUL, `event`.
+    names: Vec<u8>,
+    /// `{"stringValue":"system:event"}`.
+    json: Vec<u8>,
+}
+
+impl TracepointValue {
+    fn set(&mut self, system: &str, event: &str) {
+        let same = self.names.len() == system.len() + 1 + event.len()
+            && self.names.starts_with(system.as_bytes())
+            && self.names.ends_with(event.as_bytes());
+        if same {
+            return;
+        }
+        self.names.clear();
+        self.names.extend_from_slice(system.as_bytes());
+        self.names.push(0);
+        self.names.extend_from_slice(event.as_bytes());
+        self.json.clear();
+        self.json.extend_from_slice(b"{\"stringValue\":\"");
+        let mut text = Escaped(&mut self.json);
+        // `Escaped` never fails.
+        let _ = fmt::Write::write_str(&mut text, system);
+        let _ = fmt::Write::write_str(&mut text, ":");
+        let _ = fmt::Write::write_str(&mut text, event);
+        self.json.extend_from_slice(b"\"}");
+    }
+}
+
+impl Origin<'_> {
+    /// The sample's and the tracepoint's attributes, under semantic-convention names
+    /// where there are some: `process.pid`, `thread.id`, `cpu.logical_number`,
+    /// `linux.tracepoint` (`system:event`), and for EventHeader events
+    /// `eventheader.level` and `eventheader.keyword`.
+    /// `tracepoint` is the `linux.tracepoint` value ([`TracepointValue`]).
+    fn add_to(&self, attrs: &mut Attrs<'_>, tracepoint: &TracepointValue) {
+        let s = self.stamp;
+        attrs.add(b"\"process.pid\"", |out| int_any(out, i64::from(s.pid)));
+        attrs.add(b"\"thread.id\"", |out| int_any(out, i64::from(s.tid)));
+        attrs.add(b"\"cpu.logical_number\"", |out| {
+            int_any(out, i64::from(s.cpu))
+        });
+        attrs.add(b"\"linux.tracepoint\"", |out| {
+            out.extend_from_slice(&tracepoint.json)
+        });
+        if let Some((keyword, level)) = self.eventheader {
+            attrs.add(b"\"eventheader.level\"", |out| {
+                int_any(out, i64::from(level))
+            });
+            attrs.add(b"\"eventheader.keyword\"", |out| unsigned_any(out, keyword));
+        }
+    }
+
+    /// Severity number and text of an EventHeader level (none for plain events).
+    fn severity(&self) -> (i32, &'static [u8]) {
+        match self.eventheader {
+            Some((_, level)) => severity_of_level(level),
+            None => (0, b"\"\""),
+        }
+    }
+}
+
+/// Why an EventHeader event cannot be walked.
+enum Unreadable {
+    Header(HeaderError),
+    NoMetadata,
+    Metadata(MetaError),
+}
+
+impl fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unreadable::Header(e) => write!(f, "bad EventHeader: {e}"),
+            Unreadable::NoMetadata => {
+                f.write_str("no metadata block: the payload cannot be decoded")
+            }
+            Unreadable::Metadata(e) => write!(f, "bad metadata: {e}"),
+        }
+    }
 }
 
 impl OtlpWriter {
-    /// A writer with these options (`big_endian` applies; `include_common` does not:
-    /// OTLP records carry the sample's pid, tid and cpu as attributes instead).
+    /// A writer with these options (`big_endian` applies; `include_common` adds the
+    /// common fields as the attribute `linux.tracepoint.common`, see `docs/otlp.md`).
     pub fn new(opts: LineOptions) -> Self {
         OtlpWriter {
             opts,
             ..Default::default()
-        }
-    }
-
-    /// Put `host.name` = `name` in every record's resource from now on.
-    pub fn set_host_name(&mut self, name: &str) {
-        self.host = Some(name.to_owned());
-    }
-
-    /// Take one record of the event `prepared` (its trace entry `raw`); a line is
-    /// appended to `out` when one is due.
-    pub fn write_prepared(
-        &mut self,
-        out: &mut Vec<u8>,
-        stamp: &RecordStamp,
-        prepared: &PreparedFormat,
-        raw: &[u8],
-    ) {
-        let tracepoint = format!("{}:{}", prepared.system(), prepared.event());
-        let time = stamp.time_unix_ns.unwrap_or(0);
-        if let Some(tp) = prepared.eventheader() {
-            return self.eventheader(out, stamp, &tracepoint, tp, raw);
-        }
-        let origin = Origin {
-            stamp,
-            tracepoint: &tracepoint,
-            eventheader: None,
-        };
-        if metrics::is_metrics_event(prepared) {
-            match metrics::decode(prepared.format(), raw, self.endian()) {
-                Ok(request) => {
-                    for rm in &request.resource_metrics {
-                        self.add(out, Signal::Metrics, &[], "", stamp.time_unix_ns, |json| {
-                            to_json(json, rm)
-                        });
-                    }
-                    return;
-                }
-                Err(e) => {
-                    let mut attributes = self.plain_fields(prepared, raw);
-                    attributes.push(kv("uevrec.error", string(e)));
-                    add_origin(&mut attributes, &origin);
-                    let record = event_record(&origin, prepared.event(), attributes);
-                    return self.add_log(out, prepared.system(), time, &[], &record);
-                }
-            }
-        }
-        let mut attributes = self.plain_fields(prepared, raw);
-        add_origin(&mut attributes, &origin);
-        let record = event_record(&origin, prepared.event(), attributes);
-        self.add_log(out, prepared.system(), time, &[], &record);
-    }
-
-    /// Append a log record saying the kernel dropped `lost` records on `cpu`
-    /// (event name `uevrec.lost`, severity WARN, attribute `uevrec.lost.count`).
-    pub fn write_lost(
-        &mut self,
-        out: &mut Vec<u8>,
-        time_unix_ns: Option<u64>,
-        cpu: u32,
-        lost: u64,
-    ) {
-        let time = time_unix_ns.unwrap_or(0);
-        let record = LogRecord {
-            time_unix_nano: time,
-            observed_time_unix_nano: time,
-            severity_number: SEVERITY_WARN,
-            severity_text: "WARN".into(),
-            event_name: "uevrec.lost".into(),
-            body: Some(any(string(format!(
-                "{lost} records lost on CPU {cpu}: the ring buffer was full \
-                 (a larger --buffer-size or a faster output helps)"
-            )))),
-            attributes: vec![
-                kv("uevrec.lost.count", unsigned(lost)),
-                kv("cpu.logical_number", V::IntValue(i64::from(cpu))),
-            ],
-            ..Default::default()
-        };
-        self.add_log(out, UEVREC_SCOPE, time, &[], &record);
-    }
-
-    /// Append a log record for a notice (event name `uevrec.notice`, severity INFO;
-    /// attributes `uevrec.notice.what` and `uevrec.notice.event`).
-    pub fn write_notice(
-        &mut self,
-        out: &mut Vec<u8>,
-        time_unix_ns: Option<u64>,
-        what: &str,
-        event: Option<&str>,
-        message: &str,
-    ) {
-        let time = time_unix_ns.unwrap_or(0);
-        let mut attributes = vec![kv("uevrec.notice.what", string(what))];
-        if let Some(event) = event {
-            attributes.push(kv("uevrec.notice.event", string(event)));
-        }
-        let record = LogRecord {
-            time_unix_nano: time,
-            observed_time_unix_nano: time,
-            severity_number: SEVERITY_INFO,
-            severity_text: "INFO".into(),
-            event_name: "uevrec.notice".into(),
-            body: Some(any(string(message))),
-            attributes,
-            ..Default::default()
-        };
-        self.add_log(out, UEVREC_SCOPE, time, &[], &record);
-    }
-
-    /// Append every waiting record to `out` as complete lines (one per signal waiting).
-    pub fn end_lines(&mut self, out: &mut Vec<u8>) {
-        for signal in [Signal::Logs, Signal::Spans, Signal::Metrics] {
-            self.emit(out, signal);
         }
     }
 
@@ -237,25 +190,68 @@ impl OtlpWriter {
         }
     }
 
-    /// A plain event's fields as attributes; fields that fail to decode are left out
-    /// and explained in the `uevrec.errors` map.
-    fn plain_fields(&mut self, prepared: &PreparedFormat, raw: &[u8]) -> Vec<KeyValue> {
-        let mut attributes = Vec::with_capacity(prepared.format().fields.len() + 6);
-        let mut errors = Vec::new();
-        let endian = self.endian();
-        for field in &prepared.format().fields {
-            match value::plain_value(&mut self.scratch, field, raw, endian) {
-                Ok(v) => value::push_unique(&mut attributes, field.name.clone(), v),
-                Err(e) => errors.push(kv(field.name.clone(), string(e))),
-            }
+    /// With `--common` ([`LineOptions::include_common`]): the common fields of `raw` as
+    /// a last top-level struct `linux.tracepoint.common` of [`Self::fields`] (an
+    /// attribute, whatever the record).
+    fn add_common(&mut self, prepared: &PreparedFormat, raw: &[u8]) {
+        if self.opts.include_common {
+            let endian = self.endian();
+            self.fields
+                .common(&prepared.format().common_fields, raw, endian);
         }
-        if !errors.is_empty() {
-            attributes.push(kv(
-                "uevrec.errors",
-                V::KvlistValue(KeyValueList { values: errors }),
-            ));
-        }
-        attributes
+    }
+
+    /// Set the resource to `host.name` alone (when known) and the scope to `scope`.
+    fn plain_resource(&mut self, scope: &str) {
+        self.resource.clear();
+        self.resource.extend_from_slice(&self.host);
+        self.scope.clear();
+        write_str(&mut self.scope, scope);
+    }
+
+    /// Add a log record for an event that is not a Common Schema one (its fields in
+    /// [`Self::fields`] become the attributes, then `error` when there is one): time =
+    /// observed time = the sample's, the EventHeader level as severity, `eventName` =
+    /// what `name` writes (a JSON string).
+    fn event_record(
+        &mut self,
+        out: &mut Vec<u8>,
+        origin: &Origin<'_>,
+        error: Option<&dyn fmt::Display>,
+        name: impl FnOnce(&mut Vec<u8>),
+    ) {
+        let time = origin.stamp.time_unix_ns.unwrap_or(0);
+        let (severity, severity_text) = origin.severity();
+        let head = LogHead {
+            time,
+            observed: time,
+            severity,
+            ..Default::default()
+        };
+        let (fields, keys) = (&self.fields, &mut self.keys);
+        let (resource, scope) = (&self.resource, &self.scope);
+        let tracepoint = &self.tracepoint;
+        let time = (time != 0).then_some(time);
+        self.batches
+            .add(out, Signal::Logs, resource, scope, time, |json| {
+                log_record(
+                    json,
+                    keys,
+                    &head,
+                    |out| out.extend_from_slice(severity_text),
+                    |out| out.extend_from_slice(b"null"),
+                    |attrs| {
+                        for i in fields.top() {
+                            attrs.add(fields.key(i), |out| fields.write_any(out, i));
+                        }
+                        if let Some(e) = error {
+                            attrs.add_named("uevrec.error", |out| message_any(out, e));
+                        }
+                        origin.add_to(attrs, tracepoint);
+                    },
+                    name,
+                )
+            });
     }
 
     /// An EventHeader event: a Common Schema log or span, else a log record of its
@@ -264,255 +260,257 @@ impl OtlpWriter {
         &mut self,
         out: &mut Vec<u8>,
         stamp: &RecordStamp,
-        tracepoint: &str,
+        prepared: &PreparedFormat,
         tp: TracepointName<'_>,
         raw: &[u8],
     ) {
-        let time = stamp.time_unix_ns.unwrap_or(0);
         let data = raw.get(8..).unwrap_or_default();
         let parts = parse_event(data);
         let level = parts.as_ref().map_or(tp.level, |p| p.header.level);
         let origin = Origin {
             stamp,
-            tracepoint,
-            eventheader: Some((tp, level)),
+            eventheader: Some((tp.keyword, level)),
         };
-        let walk = match &parts {
+        let walk = match parts {
             Ok(p) => match p.metadata {
-                Some(meta) => Enumerator::new(meta, p.payload, p.header.big_endian())
-                    .map_err(|e| format!("bad metadata: {e}")),
-                None => Err("no metadata block: the payload cannot be decoded".to_string()),
+                Some(meta) => {
+                    let big = p.header.big_endian();
+                    Enumerator::new(meta, p.payload, big)
+                        .map(|e| (e, meta, p.payload, big))
+                        .map_err(Unreadable::Metadata)
+                }
+                None => Err(Unreadable::NoMetadata),
             },
-            Err(e) => Err(format!("bad EventHeader: {e}")),
+            Err(e) => Err(Unreadable::Header(e)),
         };
-        let mut e = match walk {
-            Ok(e) => e,
-            Err(message) => {
-                let mut attributes = vec![kv("uevrec.error", string(message))];
-                add_origin(&mut attributes, &origin);
-                let record = event_record(&origin, tp.provider, attributes);
-                return self.add_log(out, tp.provider, time, &[], &record);
+        self.fields.clear();
+        self.plain_resource(tp.provider);
+        let (mut e, meta, payload, big) = match walk {
+            Ok(walk) => walk,
+            Err(problem) => {
+                self.add_common(prepared, raw);
+                return self.event_record(out, &origin, Some(&problem), |out| {
+                    write_str(out, tp.provider)
+                });
             }
         };
+        // The JSON-lines plan of the metadata when it has one (the fast path), else the
+        // walk.
+        let plans = &mut self.plans;
+        let planned = self
+            .fields
+            .eventheader_planned(|out| plans.get(meta, big, None)?.write_fields(out, payload, big));
+        if !planned {
+            self.fields.eventheader(&mut e);
+        }
+        self.add_common(prepared, raw);
+        let error = e.error();
+        let cs = error.is_none().then(|| common_schema::detect(&self.fields));
+        if let Some(Some(cs)) = cs {
+            return self.common_schema(out, &origin, &cs);
+        }
         let (name, _) = split_event_name(e.event_name());
-        let name = String::from_utf8_lossy(name).into_owned();
-        let (fields, error) = value::eventheader_fields(&mut self.scratch, &mut e);
-        let fields = match error {
-            // A Common Schema event decodes whole or is shown as the fields it has.
-            None => match common_schema::map(fields, time) {
-                Ok(cs) => return self.common_schema(out, &origin, tp.provider, cs),
-                Err(fields) => fields,
-            },
-            Some(_) => fields,
-        };
-        let mut attributes = fields;
-        if let Some(message) = error {
-            attributes.push(kv("uevrec.error", string(message)));
-        }
-        add_origin(&mut attributes, &origin);
-        let record = event_record(&origin, &name, attributes);
-        self.add_log(out, tp.provider, time, &[], &record);
+        let error = error.map(|e| e as &dyn fmt::Display);
+        self.event_record(out, &origin, error, |out| write_text(out, name));
     }
 
-    /// A mapped Common Schema record, scope = the provider.
-    fn common_schema(&mut self, out: &mut Vec<u8>, origin: &Origin<'_>, scope: &str, cs: CsEvent) {
+    /// A Common Schema record (the event in [`Self::fields`]); scope = the provider,
+    /// set already.
+    fn common_schema(&mut self, out: &mut Vec<u8>, origin: &Origin<'_>, cs: &Cs) {
         let time = origin.stamp.time_unix_ns;
-        match cs.mapped {
-            Mapped::Log(mut record) => {
-                add_origin(&mut record.attributes, origin);
-                self.add_log(out, scope, time.unwrap_or(0), &cs.resource, &record);
+        self.resource.clear();
+        common_schema::write_resource(&mut self.resource, &self.fields, cs);
+        if !self.host.is_empty() {
+            if !self.resource.is_empty() {
+                self.resource.push(b',');
             }
-            Mapped::Span(mut span) => {
-                add_origin(&mut span.attributes, origin);
-                self.add(out, Signal::Spans, &cs.resource, scope, time, |json| {
-                    to_json(json, &span)
-                });
+            self.resource.extend_from_slice(&self.host);
+        }
+        let (fields, keys) = (&self.fields, &mut self.keys);
+        let (resource, scope) = (&self.resource, &self.scope);
+        let tracepoint = &self.tracepoint;
+        let add_origin = |attrs: &mut Attrs<'_>| origin.add_to(attrs, tracepoint);
+        match cs.kind {
+            CsKind::Log => {
+                let observed = time.unwrap_or(0);
+                let time = time.filter(|&t| t != 0);
+                self.batches
+                    .add(out, Signal::Logs, resource, scope, time, |json| {
+                        common_schema::write_log(json, keys, fields, cs, observed, add_origin)
+                    });
+            }
+            CsKind::Span => {
+                self.batches
+                    .add(out, Signal::Spans, resource, scope, time, |json| {
+                        common_schema::write_span(json, keys, fields, cs, add_origin)
+                    });
             }
         }
     }
 
-    fn add_log(
+    /// A log record of uevrec's own (scope `uevrec`): `severity`, `event_name`, `body`
+    /// (a string) and the attributes `attributes` adds.
+    fn own_record(
         &mut self,
         out: &mut Vec<u8>,
-        scope: &str,
-        time: u64,
-        resource: &[KeyValue],
-        record: &LogRecord,
+        time_unix_ns: Option<u64>,
+        (severity, severity_text): (i32, &[u8]),
+        event_name: &[u8],
+        body: &dyn fmt::Display,
+        attributes: impl FnOnce(&mut Attrs<'_>),
     ) {
+        let time = time_unix_ns.unwrap_or(0);
+        let head = LogHead {
+            time,
+            observed: time,
+            severity,
+            ..Default::default()
+        };
+        self.resource.clear();
+        self.resource.extend_from_slice(&self.host);
+        let keys = &mut self.keys;
         let time = (time != 0).then_some(time);
-        self.add(out, Signal::Logs, resource, scope, time, |json| {
-            to_json(json, record)
-        });
+        self.batches.add(
+            out,
+            Signal::Logs,
+            &self.resource,
+            UEVREC_SCOPE,
+            time,
+            |json| {
+                log_record(
+                    json,
+                    keys,
+                    &head,
+                    |out| out.extend_from_slice(severity_text),
+                    |out| message_any(out, body),
+                    attributes,
+                    |out| out.extend_from_slice(event_name),
+                )
+            },
+        );
     }
+}
 
-    fn pending(&mut self, signal: Signal) -> &mut Pending {
-        match signal {
-            Signal::Logs => &mut self.logs,
-            Signal::Spans => &mut self.spans,
-            Signal::Metrics => &mut self.metrics,
-        }
-    }
-
-    /// Add one record (`write` appends its JSON) of `signal` to the group of `resource`
-    /// (plus `host.name`) and `scope`, ending lines that are due.
-    fn add(
+impl RecordWriter for OtlpWriter {
+    /// Take one record of the event `prepared` (its trace entry `raw`); a line is
+    /// appended to `out` when one is due.
+    fn write_prepared(
         &mut self,
         out: &mut Vec<u8>,
-        signal: Signal,
-        resource: &[KeyValue],
-        scope: &str,
-        time: Option<u64>,
-        write: impl FnOnce(&mut Vec<u8>),
+        stamp: &RecordStamp,
+        prepared: &PreparedFormat,
+        raw: &[u8],
     ) {
-        if let Some(t) = time {
-            for s in [Signal::Logs, Signal::Spans, Signal::Metrics] {
-                if self
-                    .pending(s)
-                    .since
-                    .is_some_and(|since| t.saturating_sub(since) >= MAX_AGE_NS)
-                {
-                    self.emit(out, s);
-                }
-            }
+        self.tracepoint.set(prepared.system(), prepared.event());
+        if let Some(tp) = prepared.eventheader() {
+            return self.eventheader(out, stamp, prepared, tp, raw);
         }
-        let host = self.host.clone();
-        let p = self.pending(signal);
-        let found = p.groups.iter().position(|g| {
-            g.scope == scope
-                && g.resource.len() == resource.len() + usize::from(host.is_some())
-                && g.resource.starts_with(resource)
-        });
-        let group = match found {
-            Some(i) => &mut p.groups[i],
-            None => {
-                let mut attributes = resource.to_vec();
-                if let Some(host) = host {
-                    attributes.push(kv("host.name", string(host)));
-                }
-                p.groups.push(Group {
-                    resource: attributes,
-                    scope: scope.to_owned(),
-                    json: Vec::new(),
-                });
-                let last = p.groups.len() - 1;
-                &mut p.groups[last]
-            }
+        let origin = Origin {
+            stamp,
+            eventheader: None,
         };
-        let before = group.json.len();
-        if before > 0 {
-            group.json.push(b',');
-        }
-        write(&mut group.json);
-        p.bytes += group.json.len() - before;
-        p.records += 1;
-        if p.since.is_none() {
-            p.since = time;
-        }
-        if p.records >= MAX_RECORDS || p.bytes >= MAX_BYTES {
-            self.emit(out, signal);
-        }
-    }
-
-    /// Append the line of `signal`'s waiting records (if any) to `out`.
-    fn emit(&mut self, out: &mut Vec<u8>, signal: Signal) {
-        let p = std::mem::take(self.pending(signal));
-        if p.groups.is_empty() {
-            return;
-        }
-        out.reserve(p.bytes + 256 * p.groups.len());
-        let (resources, scopes, records) = match signal {
-            Signal::Logs => ("resourceLogs", "scopeLogs", "logRecords"),
-            Signal::Spans => ("resourceSpans", "scopeSpans", "spans"),
-            Signal::Metrics => {
-                out.extend_from_slice(b"{\"resourceMetrics\":[");
-                for g in &p.groups {
-                    out.extend_from_slice(&g.json);
+        let endian = self.endian();
+        let mut error = None;
+        if metrics::is_metrics_event(prepared) {
+            match metrics::decode(prepared.format(), raw, endian) {
+                Ok(request) => {
+                    for rm in &request.resource_metrics {
+                        self.batches.add(
+                            out,
+                            Signal::Metrics,
+                            b"",
+                            b"",
+                            stamp.time_unix_ns,
+                            |json| metrics::to_json(json, rm),
+                        );
+                    }
+                    return;
                 }
-                out.extend_from_slice(b"]}\n");
-                return;
+                Err(e) => error = Some(e),
             }
-        };
-        out.extend_from_slice(format!("{{\"{resources}\":[").as_bytes());
-        for (i, g) in p.groups.into_iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(b"{\"resource\":");
-            to_json(
-                out,
-                &Resource {
-                    attributes: g.resource,
-                    ..Default::default()
-                },
-            );
-            out.extend_from_slice(format!(",\"{scopes}\":[{{\"scope\":").as_bytes());
-            to_json(
-                out,
-                &InstrumentationScope {
-                    name: g.scope,
-                    ..Default::default()
-                },
-            );
-            out.extend_from_slice(format!(",\"{records}\":[").as_bytes());
-            out.extend_from_slice(&g.json);
-            out.extend_from_slice(b"]}]}");
         }
-        out.extend_from_slice(b"]}\n");
+        self.fields.clear();
+        self.fields.plain(&prepared.format().fields, raw, endian);
+        self.add_common(prepared, raw);
+        self.plain_resource(prepared.system());
+        let error = error.as_ref().map(|e| e as &dyn fmt::Display);
+        self.event_record(out, &origin, error, |out| write_str(out, prepared.event()));
+    }
+
+    /// Append a log record saying the kernel dropped `lost` records on `cpu`
+    /// (event name `uevrec.lost`, severity WARN, attribute `uevrec.lost.count`).
+    fn write_lost(&mut self, out: &mut Vec<u8>, time_unix_ns: Option<u64>, cpu: u32, lost: u64) {
+        let body = format_args!(
+            "{lost} records lost on CPU {cpu}: the ring buffer was full \
+             (a larger --buffer-size or a faster output helps)"
+        );
+        self.own_record(
+            out,
+            time_unix_ns,
+            (SEVERITY_WARN, b"\"WARN\""),
+            b"\"uevrec.lost\"",
+            &body,
+            |attrs| {
+                attrs.add_named("uevrec.lost.count", |out| unsigned_any(out, lost));
+                attrs.add_named("cpu.logical_number", |out| int_any(out, i64::from(cpu)));
+            },
+        );
+    }
+
+    /// Append a log record for a notice (event name `uevrec.notice`, severity INFO;
+    /// attributes `uevrec.notice.what` and `uevrec.notice.event`).
+    fn write_notice(
+        &mut self,
+        out: &mut Vec<u8>,
+        time_unix_ns: Option<u64>,
+        what: &str,
+        event: Option<&str>,
+        message: &str,
+    ) {
+        self.own_record(
+            out,
+            time_unix_ns,
+            (SEVERITY_INFO, b"\"INFO\""),
+            b"\"uevrec.notice\"",
+            &message,
+            |attrs| {
+                attrs.add_named("uevrec.notice.what", |out| message_any(out, &what));
+                if let Some(event) = event {
+                    attrs.add_named("uevrec.notice.event", |out| message_any(out, &event));
+                }
+            },
+        );
+    }
+
+    /// Append every waiting record to `out` as complete lines (one per signal waiting).
+    fn end_lines(&mut self, out: &mut Vec<u8>) {
+        self.batches.end_lines(out);
+    }
+
+    /// Put `host.name` = `name` in every record's resource from now on.
+    fn set_host_name(&mut self, name: &str) {
+        self.host.clear();
+        self.host
+            .extend_from_slice(b"{\"key\":\"host.name\",\"value\":{\"stringValue\":");
+        write_str(&mut self.host, name);
+        self.host.extend_from_slice(b"}}");
     }
 }
 
-/// Serialize `value` (an OTLP message) as OTLP/JSON onto `out`.
-fn to_json(out: &mut Vec<u8>, value: &impl Serialize) {
-    // Writing to a Vec cannot fail, and the messages have only string keys.
-    let _ = serde_json::to_writer(out, value);
-}
-
-/// A log record for an event that is not a Common Schema one: time = observed time =
-/// the sample's, the EventHeader level as severity, `event_name` = `name`.
-fn event_record(origin: &Origin<'_>, name: &str, attributes: Vec<KeyValue>) -> LogRecord {
-    let time = origin.stamp.time_unix_ns.unwrap_or(0);
-    let (severity_number, severity_text) = match origin.eventheader {
-        Some((_, level)) => severity_of_level(level),
-        None => (0, ""),
-    };
-    LogRecord {
-        time_unix_nano: time,
-        observed_time_unix_nano: time,
-        severity_number,
-        severity_text: severity_text.into(),
-        event_name: name.into(),
-        attributes,
-        ..Default::default()
-    }
-}
-
-/// OTLP severity of an EventHeader level (1 critical … 5 verbose; others unspecified).
-fn severity_of_level(level: u8) -> (i32, &'static str) {
+/// OTLP severity of an EventHeader level (1 critical … 5 verbose; others unspecified)
+/// and its text as a JSON string.
+fn severity_of_level(level: u8) -> (i32, &'static [u8]) {
     match level {
-        1 => (SEVERITY_FATAL, "FATAL"),
-        2 => (SEVERITY_ERROR, "ERROR"),
-        3 => (SEVERITY_WARN, "WARN"),
-        4 => (SEVERITY_INFO, "INFO"),
-        5 => (SEVERITY_DEBUG, "DEBUG"),
-        _ => (0, ""),
+        1 => (SEVERITY_FATAL, b"\"FATAL\""),
+        2 => (SEVERITY_ERROR, b"\"ERROR\""),
+        3 => (SEVERITY_WARN, b"\"WARN\""),
+        4 => (SEVERITY_INFO, b"\"INFO\""),
+        5 => (SEVERITY_DEBUG, b"\"DEBUG\""),
+        _ => (0, b"\"\""),
     }
 }
 
-/// The sample's and the tracepoint's attributes, under semantic-convention names where
-/// there are some: `process.pid`, `thread.id`, `cpu.logical_number`,
-/// `linux.tracepoint` (`system:event`), and for EventHeader events
-/// `eventheader.level` and `eventheader.keyword`.
-fn add_origin(attributes: &mut Vec<KeyValue>, origin: &Origin<'_>) {
-    let s = origin.stamp;
-    attributes.push(kv("process.pid", V::IntValue(i64::from(s.pid))));
-    attributes.push(kv("thread.id", V::IntValue(i64::from(s.tid))));
-    attributes.push(kv("cpu.logical_number", V::IntValue(i64::from(s.cpu))));
-    attributes.push(kv("linux.tracepoint", string(origin.tracepoint)));
-    if let Some((tp, level)) = origin.eventheader {
-        attributes.push(kv("eventheader.level", V::IntValue(i64::from(level))));
-        attributes.push(kv("eventheader.keyword", unsigned(tp.keyword)));
-    }
-}
-
+#[cfg(test)]
+mod reference;
 #[cfg(test)]
 mod tests;

@@ -13,17 +13,17 @@ use prost::Message;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::eventheader::tracepoint_format;
+use crate::eventheader::{trace_entry, tracepoint_format};
 use crate::parse_format;
 
 /// A little-endian EventHeader event (from the flags byte on) with a metadata block.
-struct Eh {
-    meta: Vec<u8>,
-    payload: Vec<u8>,
+pub(super) struct Eh {
+    pub(super) meta: Vec<u8>,
+    pub(super) payload: Vec<u8>,
 }
 
 impl Eh {
-    fn new(name: &str) -> Self {
+    pub(super) fn new(name: &str) -> Self {
         let mut meta = name.as_bytes().to_vec();
         meta.push(0);
         Eh {
@@ -32,7 +32,7 @@ impl Eh {
         }
     }
 
-    fn record(mut self, name: &str, encoding: u8, format: Option<u8>) -> Self {
+    pub(super) fn record(mut self, name: &str, encoding: u8, format: Option<u8>) -> Self {
         self.meta.extend_from_slice(name.as_bytes());
         self.meta.push(0);
         match format {
@@ -42,11 +42,11 @@ impl Eh {
         self
     }
 
-    fn structure(self, name: &str, count: u8) -> Self {
+    pub(super) fn structure(self, name: &str, count: u8) -> Self {
         self.record(name, 1, Some(count))
     }
 
-    fn str(mut self, name: &str, v: &str) -> Self {
+    pub(super) fn str(mut self, name: &str, v: &str) -> Self {
         self = self.record(name, 10, None);
         self.payload
             .extend_from_slice(&(v.len() as u16).to_le_bytes());
@@ -54,39 +54,33 @@ impl Eh {
         self
     }
 
-    fn i64(mut self, name: &str, v: i64) -> Self {
+    pub(super) fn i64(mut self, name: &str, v: i64) -> Self {
         self = self.record(name, 5, Some(2));
         self.payload.extend_from_slice(&v.to_le_bytes());
         self
     }
 
-    fn u32(mut self, name: &str, v: u32) -> Self {
+    pub(super) fn u32(mut self, name: &str, v: u32) -> Self {
         self = self.record(name, 4, None);
         self.payload.extend_from_slice(&v.to_le_bytes());
         self
     }
 
-    fn f64(mut self, name: &str, v: f64) -> Self {
+    pub(super) fn f64(mut self, name: &str, v: f64) -> Self {
         self = self.record(name, 5, Some(8));
         self.payload.extend_from_slice(&v.to_le_bytes());
         self
     }
 
-    fn bool(mut self, name: &str, v: bool) -> Self {
+    pub(super) fn bool(mut self, name: &str, v: bool) -> Self {
         self = self.record(name, 4, Some(7));
         self.payload.extend_from_slice(&u32::from(v).to_le_bytes());
         self
     }
 
-    /// The trace entry: 8 common bytes, header (level 2), metadata block, payload.
-    fn raw(&self) -> Vec<u8> {
-        let mut raw = vec![0u8; 8];
-        raw.extend_from_slice(&[0x07, 0, 0, 0, 0, 0, 0, 2]);
-        raw.extend_from_slice(&(self.meta.len() as u16).to_le_bytes());
-        raw.extend_from_slice(&1u16.to_le_bytes());
-        raw.extend_from_slice(&self.meta);
-        raw.extend_from_slice(&self.payload);
-        raw
+    /// The trace entry (level 2).
+    pub(super) fn raw(&self) -> Vec<u8> {
+        trace_entry(2, &self.meta, &self.payload)
     }
 }
 
@@ -97,7 +91,7 @@ const STAMP: RecordStamp = RecordStamp {
     tid: 43,
 };
 
-fn eh_prepared(tracepoint: &str) -> PreparedFormat {
+pub(super) fn eh_prepared(tracepoint: &str) -> PreparedFormat {
     PreparedFormat::new(
         &tracepoint_format(tracepoint, 7),
         "user_events",
@@ -226,7 +220,7 @@ fn other_eventheader_events_keep_structs_and_arrays() {
 }
 
 /// A plain user_event format with a `u32` and a `__rel_loc u8[]` (the metrics layout).
-fn metrics_format(name: &str) -> crate::EventFormat {
+pub(super) fn metrics_format(name: &str) -> crate::EventFormat {
     let text = format!(
         "name: {name}\nID: 9\nformat:\n\
          \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
@@ -242,7 +236,7 @@ fn metrics_format(name: &str) -> crate::EventFormat {
 }
 
 /// The trace entry of a metrics-layout event carrying `buffer`.
-fn metrics_raw(buffer: &[u8]) -> Vec<u8> {
+pub(super) fn metrics_raw(buffer: &[u8]) -> Vec<u8> {
     let mut raw = vec![0u8; 8];
     raw.extend_from_slice(&0u32.to_le_bytes());
     raw.extend_from_slice(b"v0.19.00");
@@ -364,4 +358,107 @@ fn lines_end_at_512_records_and_after_a_second() {
     assert!(out.is_empty());
     w.write_notice(&mut out, Some(1 + MAX_AGE_NS), "n", None, "m");
     assert_eq!(lines(&out).len(), 1, "the line of the first two ended");
+}
+
+#[test]
+fn common_fields_are_one_attribute_with_common() {
+    let opts = LineOptions {
+        include_common: true,
+        big_endian: false,
+    };
+    let common = |record: &Value| {
+        let a = attributes(record);
+        a.get("linux.tracepoint.common")
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let mut w = OtlpWriter::new(opts);
+    let mut out = Vec::new();
+    // A plain event, a Common Schema log and another EventHeader event.
+    let format = metrics_format("plain");
+    let plain = PreparedFormat::new(&format, "user_events", "plain", None);
+    let mut raw = metrics_raw(b"\x01");
+    raw[..8].copy_from_slice(&[7, 0, 1, 2, 42, 0, 0, 0]);
+    w.write_prepared(&mut out, &STAMP, &plain, &raw);
+    let log = Eh::new("Log")
+        .u32("__csver__", 1024)
+        .structure("PartB", 1)
+        .str("_typeName", "Log");
+    let mut raw = log.raw();
+    raw[..8].copy_from_slice(&[7, 0, 1, 2, 42, 0, 0, 0]);
+    w.write_prepared(&mut out, &STAMP, &eh_prepared("P_L2K1"), &raw);
+    let other = Eh::new("Other").u32("a", 1);
+    let mut raw = other.raw();
+    raw[..8].copy_from_slice(&[7, 0, 1, 2, 42, 0, 0, 0]);
+    w.write_prepared(&mut out, &STAMP, &eh_prepared("P_L2K1"), &raw);
+    w.end_lines(&mut out);
+    let want = json!({"kvlistValue": {"values": [
+        {"key": "common_type", "value": {"intValue": "7"}},
+        {"key": "common_flags", "value": {"intValue": "1"}},
+        {"key": "common_preempt_count", "value": {"intValue": "2"}},
+        {"key": "common_pid", "value": {"intValue": "42"}},
+    ]}});
+    let line = &lines(&out)[0];
+    let mut seen = 0;
+    for rl in line["resourceLogs"].as_array().unwrap() {
+        for r in rl["scopeLogs"][0]["logRecords"].as_array().unwrap() {
+            assert_eq!(common(r), want, "{r}");
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 3);
+    // Without --common, no such attribute.
+    let mut w = OtlpWriter::new(LineOptions::default());
+    let mut out = Vec::new();
+    w.write_prepared(&mut out, &STAMP, &eh_prepared("P_L2K1"), &raw);
+    w.end_lines(&mut out);
+    let r = &lines(&out)[0]["resourceLogs"][0]["scopeLogs"][0]["logRecords"][0];
+    assert_eq!(common(r), Value::Null, "{r}");
+}
+
+#[test]
+fn a_common_schema_span_becomes_an_otlp_span() {
+    let links =
+        r#"[{"toTraceId":"0af7651916cd43dd8448eb211c80319c","toSpanId":"00f067aa0ba902b7"}]"#;
+    let ev = Eh::new("Span")
+        .u32("__csver__", 1024)
+        .structure("PartA", 3)
+        .str("time", "2024-03-28T00:45:12.3Z")
+        .str("ext_dt_traceId", "0AF7651916CD43DD8448EB211C80319C")
+        .str("ext_dt_spanId", "b7ad6b7169203331")
+        .structure("PartC", 1)
+        .i64("rows", 0)
+        .structure("PartB", 9)
+        .str("_typeName", "Span")
+        .str("name", "SELECT")
+        .str("startTime", "2024-03-28T00:45:12.2Z")
+        .bool("success", false)
+        .i64("kind", 2)
+        .str("parentId", "00f067aa0ba902b7")
+        .str("links", links)
+        .str("dbSystem", "postgresql")
+        .str("statusMessage", "reset");
+    let mut w = OtlpWriter::new(LineOptions::default());
+    let mut out = Vec::new();
+    w.write_prepared(&mut out, &STAMP, &eh_prepared("Prov_L4K1"), &ev.raw());
+    w.end_lines(&mut out);
+    let s = &lines(&out)[0]["resourceSpans"][0]["scopeSpans"][0]["spans"][0];
+    assert_eq!(s["name"], "SELECT");
+    assert_eq!(s["kind"], 3);
+    assert_eq!(s["traceId"], "0af7651916cd43dd8448eb211c80319c");
+    assert_eq!(s["startTimeUnixNano"], "1711586712200000000");
+    assert_eq!(s["endTimeUnixNano"], "1711586712300000000");
+    assert_eq!(s["parentSpanId"], "00f067aa0ba902b7");
+    assert_eq!(s["links"][0]["spanId"], "00f067aa0ba902b7");
+    assert_eq!(s["status"], json!({"message": "reset", "code": 2}));
+    let a = attributes(s);
+    let keys: Vec<&String> = a.keys().collect();
+    assert!(
+        a.contains_key("db.system.name") && a.contains_key("rows"),
+        "{keys:?}"
+    );
+    assert!(
+        !a.contains_key("statusMessage") && !a.contains_key("links"),
+        "{keys:?}"
+    );
 }

@@ -25,7 +25,7 @@ use super::tracing_data::ParsedFormat;
 use super::{ClockData, Item, PerfData, PerfDataError};
 use crate::event_name::split_multi_format;
 use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
-use crate::output::{OutputFormat, OutputWriter};
+use crate::output::{OutputFormat, OutputWriter, RecordWriter};
 use crate::perf_sample::{PERF_RECORD_SAMPLE, Record, Sample};
 
 /// Lines are handed to the caller's sink in runs of about this many bytes.
@@ -294,6 +294,8 @@ impl<'s> LineDecoder<'s> {
             .data
             .tracing_data()
             .map_or(self.data.big_endian, |t| t.big_endian);
+        // Records an OTLP writer holds go out before it is replaced.
+        self.writer.end_lines(&mut self.out);
         self.writer = OutputWriter::new(
             self.opts.format,
             LineOptions {
@@ -301,6 +303,9 @@ impl<'s> LineDecoder<'s> {
                 big_endian,
             },
         );
+        if let Some(host) = &self.data.features.hostname {
+            self.writer.set_host_name(host);
+        }
         for event in 0..n {
             let attr = self.data.events()[event].attr;
             let clock_matches = |c: &ClockData| attr.use_clockid() == Some(c.clockid as i32);

@@ -2,7 +2,10 @@
 //! for a trace.dat but the I/O.
 
 use crate::perf_data::lines::{DecodeOptions, DecodeStats};
-use crate::{Endian, LineOptions, OutputWriter, PreparedFormat, RecordStamp, split_multi_format};
+use crate::{
+    Endian, LineOptions, OutputWriter, PreparedFormat, RecordStamp, RecordWriter,
+    split_multi_format,
+};
 
 use super::{Item, TraceDat, TraceDatError};
 
@@ -41,6 +44,9 @@ pub fn decode_lines(
             big_endian: endian == Endian::Big,
         },
     );
+    if let Some(host) = file.host_name() {
+        writer.set_host_name(host);
+    }
     let prepared: Vec<Option<PreparedFormat>> = file
         .events()
         .iter()

@@ -853,6 +853,12 @@ impl<'a> TraceDat<'a> {
         self.uname.as_deref()
     }
 
+    /// The traced machine's name: the second word of its uname (trace-cmd writes
+    /// `sysname nodename release …`).
+    pub fn host_name(&self) -> Option<&str> {
+        self.uname()?.split_whitespace().nth(1)
+    }
+
     /// The version of trace-cmd that wrote the file (VERSION option).
     pub fn tracer_version(&self) -> Option<&str> {
         self.tracer_version.as_deref()

@@ -1,4 +1,5 @@
-//! Decoded fields → OTLP attributes (`KeyValue`s holding `AnyValue`s).
+//! The message-type path's values (see `super`): decoded fields → OTLP attributes
+//! (`KeyValue`s holding `AnyValue`s).
 //!
 //! Every value is first rendered by the JSON-lines writers (so each EventHeader format
 //! rule, UUID, IP address, time, float, …, exists once, in
@@ -184,35 +185,4 @@ pub(crate) fn push_unique(values: &mut Vec<KeyValue>, key: String, value: AnyVal
         value: Some(value),
         ..Default::default()
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn json_scalars_map_to_typed_values() {
-        let v = |t: &str| from_json_scalar(t.as_bytes()).value;
-        assert_eq!(v("-7"), Some(V::IntValue(-7)));
-        assert_eq!(
-            v("18446744073709551615"),
-            Some(string("18446744073709551615"))
-        );
-        assert_eq!(v("1.5"), Some(V::DoubleValue(1.5)));
-        assert_eq!(v("2.0"), Some(V::DoubleValue(2.0)));
-        assert_eq!(v("1e300"), Some(V::DoubleValue(1e300)));
-        assert_eq!(v("\"a\\\"b\""), Some(string("a\"b")));
-        assert_eq!(v("true"), Some(V::BoolValue(true)));
-        assert_eq!(v("null"), None);
-    }
-
-    #[test]
-    fn repeated_keys_get_suffixes() {
-        let mut values = Vec::new();
-        for _ in 0..3 {
-            push_unique(&mut values, "k".into(), any(V::IntValue(1)));
-        }
-        let keys: Vec<&str> = values.iter().map(|kv| kv.key.as_str()).collect();
-        assert_eq!(keys, ["k", "k#2", "k#3"]);
-    }
 }
