@@ -67,6 +67,15 @@ guest=$(mktemp "${TMPDIR:-/tmp}/uevrec-vm-tests.XXXXXX.sh")
 trap 'rm -f "$guest"' EXIT
 {
 	echo '#!/bin/sh'
+	# Under TCG, the int3-based live patching of a hot call site can race with the other
+	# vCPU (seen: "Fatal exception in interrupt" in try_to_wake_up, RIP inside a just-
+	# patched call). The ftrace backend's instances register the scheduler probes of
+	# record-cmd/record-tgid (sched_switch, sched_wakeup) at every start and unregister
+	# them at every stop, i.e. patch try_to_wake_up each time. One top-level event kept
+	# enabled for the whole boot holds those probes registered, so the instances only
+	# move a reference count. (Real hardware patches safely; this pins the guest only.)
+	echo 'pin=/sys/kernel/tracing/events/sched/sched_kthread_stop/enable'
+	echo 'if echo 1 > "$pin"; then echo "vm-test: scheduler probes pinned ($pin)"; else echo "vm-test: WARNING: could not pin the scheduler probes"; fi'
 	echo 'failed=""'
 	for e in "${exes[@]}"; do
 		name=${e%% *} path=${e#* }
