@@ -68,14 +68,18 @@ trap 'rm -f "$guest"' EXIT
 {
 	echo '#!/bin/sh'
 	# Under TCG, the int3-based live patching of a hot call site can race with the other
-	# vCPU (seen: "Fatal exception in interrupt" in try_to_wake_up, RIP inside a just-
-	# patched call). The ftrace backend's instances register the scheduler probes of
-	# record-cmd/record-tgid (sched_switch, sched_wakeup) at every start and unregister
-	# them at every stop, i.e. patch try_to_wake_up each time. One top-level event kept
-	# enabled for the whole boot holds those probes registered, so the instances only
-	# move a reference count. (Real hardware patches safely; this pins the guest only.)
-	echo 'pin=/sys/kernel/tracing/events/sched/sched_kthread_stop/enable'
-	echo 'if echo 1 > "$pin"; then echo "vm-test: scheduler probes pinned ($pin)"; else echo "vm-test: WARNING: could not pin the scheduler probes"; fi'
+	# vCPU (seen: "Fatal exception in interrupt" in try_to_wake_up and __schedule, RIP
+	# inside a just-patched call). The ftrace backend's instances register scheduler
+	# probes at every start and drop them at every stop (record-cmd/record-tgid:
+	# sched_switch, sched_wakeup; set_event_notrace_pid: sched_switch, sched_waking,
+	# sched_wakeup, sched_wakeup_new), and a tracepoint's static call is re-patched
+	# whenever its probe count goes between 0, 1 and 2. Top-level probes held for the
+	# whole boot keep every one of those tracepoints at 2 or more probes, so the
+	# instances never cause a patch: set_event_pid (two pid-filter probes on each) and one
+	# rarely-firing enabled event (record-cmd's probes). Real hardware patches safely;
+	# this pins the guest only.
+	echo 't=/sys/kernel/tracing'
+	echo 'if echo 1 > "$t/set_event_pid" && echo 1 > "$t/events/sched/sched_kthread_stop/enable"; then echo "vm-test: scheduler probes pinned"; else echo "vm-test: WARNING: could not pin the scheduler probes"; fi'
 	echo 'failed=""'
 	for e in "${exes[@]}"; do
 		name=${e%% *} path=${e#* }
