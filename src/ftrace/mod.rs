@@ -29,9 +29,11 @@ mod tgid;
 
 use std::io;
 use std::ops::ControlFlow;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use crate::epoll::Epoll;
 
 use uevrec_parsers::Endian;
 use uevrec_parsers::ftrace_page::PageLayout;
@@ -65,7 +67,7 @@ pub struct FtraceBackend {
     // Field order is drop order: the readers close trace_pipe_raw before the instance is
     // removed (an open file keeps it busy).
     cpus: Vec<CpuReader>,
-    epoll: OwnedFd,
+    epoll: Epoll,
     layout: PageLayout,
     tgids: Tgids,
     /// Settle each CPU's losses when its ring is empty (see [`Backend::set_markers`]).
@@ -153,16 +155,12 @@ impl FtraceBackend {
                 .write("set_event_notrace_pid", &pid_list(&opts.exclude_threads))
                 .map_err(step)?;
         }
-        // SAFETY: epoll_create1 has no memory effects.
-        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if ep < 0 {
-            return Err(step(FtraceError {
+        let epoll = Epoll::new().map_err(|source| {
+            step(FtraceError {
                 step: "epoll_create1".into(),
-                source: io::Error::last_os_error(),
-            }));
-        }
-        // SAFETY: `ep` is a new descriptor owned by nothing else.
-        let epoll = unsafe { OwnedFd::from_raw_fd(ep) };
+                source,
+            })
+        })?;
         let mut readers = Vec::with_capacity(cpus.len());
         for (i, &cpu) in cpus.iter().enumerate() {
             let r = CpuReader::open(instance.dir(), cpu, layout.page_size()).map_err(|source| {
@@ -174,19 +172,12 @@ impl FtraceBackend {
                     source,
                 })
             })?;
-            let mut ev = libc::epoll_event {
-                events: libc::EPOLLIN as u32,
-                u64: i as u64,
-            };
-            // SAFETY: both descriptors are open; `ev` is a valid epoll_event read by the call.
-            let rc =
-                unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, r.file.as_raw_fd(), &mut ev) };
-            if rc < 0 {
-                return Err(step(FtraceError {
+            epoll.add(r.file.as_fd(), i as u64).map_err(|source| {
+                step(FtraceError {
                     step: format!("epoll_ctl on CPU {cpu}'s trace_pipe_raw"),
-                    source: io::Error::last_os_error(),
-                }));
-            }
+                    source,
+                })
+            })?;
             readers.push(r);
         }
         let ring_pages = (kb * 1024).div_ceil(layout.page_size() as u64) as usize;
@@ -285,24 +276,7 @@ impl Backend for FtraceBackend {
     }
 
     fn wait(&self, timeout: Duration) -> io::Result<()> {
-        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 8];
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: `events` is a writable array of the length passed.
-        let rc = unsafe {
-            libc::epoll_wait(
-                self.epoll.as_raw_fd(),
-                events.as_mut_ptr(),
-                events.len() as i32,
-                ms,
-            )
-        };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        }
-        Ok(())
+        self.epoll.wait(timeout).map(drop)
     }
 
     fn marker_cpus(&self) -> Vec<u32> {

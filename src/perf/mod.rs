@@ -16,8 +16,10 @@ pub mod ring;
 pub mod sys;
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
+
+use crate::epoll::Epoll;
 
 pub use backend::PerfBackend;
 pub use ring::{Ring, RingPages, page_size};
@@ -97,19 +99,13 @@ fn step(step: &'static str, cpu: u32) -> impl FnOnce(io::Error) -> PerfError {
 #[derive(Debug)]
 pub struct Rings {
     cpus: Vec<CpuRing>,
-    epoll: OwnedFd,
+    epoll: Epoll,
 }
 
 impl Rings {
     /// Open a ring of `data_pages` (power of two) pages on each CPU in `cpus`.
     pub fn open(cpus: &[u32], data_pages: usize) -> Result<Rings, PerfError> {
-        // SAFETY: epoll_create1 has no memory effects.
-        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if ep < 0 {
-            return Err(step("epoll_create1", 0)(io::Error::last_os_error()));
-        }
-        // SAFETY: `ep` is a new descriptor owned by nothing else.
-        let epoll = unsafe { OwnedFd::from_raw_fd(ep) };
+        let epoll = Epoll::new().map_err(step("epoll_create1", 0))?;
         let data_bytes = data_pages.saturating_mul(ring::page_size());
         // Wake the reader when a quarter of the ring is used (the loop also wakes on its
         // timeout, so a quiet stream is flushed promptly anyway).
@@ -118,22 +114,9 @@ impl Rings {
         for (i, &cpu) in cpus.iter().enumerate() {
             let owner = sys::open_ring_owner(cpu, wakeup).map_err(step("perf_event_open", cpu))?;
             let ring = Ring::map(&owner, data_pages).map_err(step("mmap", cpu))?;
-            let mut ev = libc::epoll_event {
-                events: libc::EPOLLIN as u32,
-                u64: i as u64,
-            };
-            // SAFETY: `ev` is a valid epoll_event; both fds are open.
-            let rc = unsafe {
-                libc::epoll_ctl(
-                    epoll.as_raw_fd(),
-                    libc::EPOLL_CTL_ADD,
-                    owner.as_raw_fd(),
-                    &mut ev,
-                )
-            };
-            if rc < 0 {
-                return Err(step("epoll_ctl", cpu)(io::Error::last_os_error()));
-            }
+            epoll
+                .add(owner.as_fd(), i as u64)
+                .map_err(step("epoll_ctl", cpu))?;
             let marker = sys::open_marker(cpu, 1_000_000).ok().and_then(|m| {
                 m.set_output(&owner).ok()?;
                 let id = m.id().ok()?;
@@ -187,26 +170,7 @@ impl Rings {
     /// Sleep until some ring passes its watermark (or has hung up) or `timeout` ends;
     /// returns how many rings reported. Interrupted waits return 0.
     pub fn wait(&self, timeout: Duration) -> io::Result<usize> {
-        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
-        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
-        // SAFETY: `evs` is a writable array of 64 epoll_events and we pass its length.
-        let n = unsafe {
-            libc::epoll_wait(
-                self.epoll.as_raw_fd(),
-                evs.as_mut_ptr(),
-                evs.len() as i32,
-                ms,
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted {
-                Ok(0)
-            } else {
-                Err(e)
-            };
-        }
-        Ok(n as usize)
+        self.epoll.wait(timeout)
     }
 }
 
