@@ -146,6 +146,21 @@ fn instance_of(rec: &Child) -> PathBuf {
 }
 
 /// tracefs's `instances` directory.
+/// `uevrec record --backend ftrace -e sched:sched_process_exec`, stderr piped; the caller
+/// adds the rest.
+fn ftrace_exec_recording() -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.args([
+        "record",
+        "--backend",
+        "ftrace",
+        "-e",
+        "sched:sched_process_exec",
+    ])
+    .stderr(Stdio::piped());
+    cmd
+}
+
 fn instances() -> PathBuf {
     let root = std::env::var_os("UEVREC_TRACEFS").unwrap_or_else(|| "/sys/kernel/tracing".into());
     Path::new(&root).join("instances")
@@ -499,17 +514,9 @@ fn an_error_exit_removes_the_instance_ftrace() {
     let out = dir.path().join("err.json");
     // The kernel refuses this filter on the only event: a setup error after the instance
     // was made.
-    let mut rec = Command::new(bin())
-        .args([
-            "record",
-            "--backend",
-            "ftrace",
-            "-e",
-            "sched:sched_process_exec",
-        ])
+    let mut rec = ftrace_exec_recording()
         .args(["--filter", "no_such_field == 1", "-o"])
         .arg(&out)
-        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let pid = rec.id();
@@ -530,19 +537,7 @@ fn a_killed_runs_instance_is_removed_by_the_next_start_ftrace() {
     require_host!();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("killed.json");
-    let mut killed = Command::new(bin())
-        .args([
-            "record",
-            "--backend",
-            "ftrace",
-            "-e",
-            "sched:sched_process_exec",
-            "-o",
-        ])
-        .arg(&out)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut killed = ftrace_exec_recording().arg("-o").arg(&out).spawn().unwrap();
     wait_attached(&out, &mut killed);
     let stale = instance_of(&killed);
     signal(&killed, libc::SIGKILL);
@@ -550,17 +545,9 @@ fn a_killed_runs_instance_is_removed_by_the_next_start_ftrace() {
     assert!(stale.exists(), "SIGKILL cannot remove {}", stale.display());
     // The next run (a normal stop after --duration) removes it and says so, and removes
     // its own.
-    let next = Command::new(bin())
-        .args([
-            "record",
-            "--backend",
-            "ftrace",
-            "-e",
-            "sched:sched_process_exec",
-        ])
+    let next = ftrace_exec_recording()
         .args(["--duration", "1", "-o"])
         .arg(dir.path().join("next.json"))
-        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let own = instance_of(&next);
