@@ -76,7 +76,7 @@ trap 'rm -f "$guest"' EXIT
 	# whenever its probe count goes between 0, 1 and 2. Top-level probes held for the
 	# whole boot keep every one of those tracepoints at 2 or more probes, so the
 	# instances never cause a patch: set_event_pid (two pid-filter probes on each) and one
-	# rarely-firing enabled event (record-cmd's probes). Real hardware patches safely;
+	# rarely-firing enabled event (record-cmd's probes). Seen only under emulation;
 	# this pins the guest only.
 	echo 't=/sys/kernel/tracing'
 	echo 'if echo 1 > "$t/set_event_pid" && echo 1 > "$t/events/sched/sched_kthread_stop/enable"; then echo "vm-test: scheduler probes pinned"; else echo "vm-test: WARNING: could not pin the scheduler probes"; fi'
