@@ -377,11 +377,13 @@ host_stop() {
 vm_guest() {
   local d=/dev/shm/uevrec-bench run tool name status
   mkdir -p "$d"
+  local threads
   for ((run = 1; run <= RUNS; run++)); do
+   for threads in $THREADS; do
     for tool in uevrec uevrec-ftrace perf; do
-      name="uevrs_bench_$run"
+      name="uevrs_bench_${run}_$threads"
       rm -f "$d"/*
-      "$RATE" --name "$name" --events "$VM_CALLS" --threads 1 --timeout-secs 60 \
+      "$RATE" --name "$name" --events "$VM_CALLS" --threads "$threads" --timeout-secs 60 \
         --settle-ms 500 >"$d/rate.out" 2>"$d/rate.err" &
       local ppid=$!
       wait_file "$d/rate.out" 20 || die "rate did not register: $(cat "$d/rate.err")"
@@ -399,8 +401,9 @@ vm_guest() {
       stop_recorder "$d/rec.json.pid"
       wait "$mpid" || true
       recorder_rows "$d" "$tool" user_events "$name" "$(jq -r .written <<<"$done_line")" \
-        "$(jq -r .per_sec <<<"$done_line")" vm=1 run="$run"
+        "$(jq -r .per_sec <<<"$done_line")" vm=1 run="$run" threads="$threads"
     done
+   done
   done
 }
 
@@ -428,7 +431,7 @@ vm_part() {
   fi
   note "VM part via $runner ($RUNS runs, $VM_CALLS events each)"
   UEVREC_VM_TIMEOUT=${UEVREC_VM_TIMEOUT:-900} "$runner" "$SELF" --vm-guest --runs "$RUNS" \
-    --vm-calls "$VM_CALLS" --pages "$PAGES" || status=$?
+    --vm-calls "$VM_CALLS" --pages "$PAGES" --threads "$THREADS" || status=$?
   if [ $status != 0 ]; then
     note "VM part FAILED (status $status)"
     emit vm=1 tool=skipped reason="VM run failed with status $status"
@@ -624,14 +627,26 @@ if host:
                          f"{pct:.3f}% over {i['seconds']:.1f} s, RSS {i['maxrss_kb']/1024:.1f} MiB"))
 if vm:
     vm += combine(vm)
-    table("VM (6.12, TCG), user_events from samples' rate producer", "where", [("VM", vm)])
-    vr = ratio_table("VM", "where", [("VM", vm)])
+    vgroups = [(f"VM, {t} thread{'s' if t > 1 else ''}", [r for r in vm if r.get("threads", 1) == t])
+               for t in sorted({r.get("threads", 1) for r in vm})]
+    table("VM (6.12, TCG), user_events from samples' rate producer (no untraced row: the producer writes only once enabled)", "where", vgroups)
+    vr = ratio_table("VM", "where", vgroups)
     pairs = []
+    vm_ft = []
     for r in vm:
-        if r["tool"] == "perf-record" and r["missing"] == 0 and r["lost"] == 0:
-            u = next((x for x in vm if x["tool"] == "uevrec" and x["run"] == r["run"]), None)
-            if u:
-                pairs.append(u["missing"] == 0 and u["lost"] == 0)
+        if r["tool"] == "perf-record":
+            same = lambda x, t: x["tool"] == t and x["run"] == r["run"] and x.get("threads", 1) == r.get("threads", 1)
+            f = next((x for x in vm if same(x, "uevrec-ftrace")), None)
+            if f:
+                vm_ft.append((r.get("threads", 1), f["rate"] / r["rate"]))
+            if r["missing"] == 0 and r["lost"] == 0:
+                u = next((x for x in vm if same(x, "uevrec")), None)
+                if u:
+                    pairs.append(u["missing"] == 0 and u["lost"] == 0)
+    if vm_ft:
+        verdicts.append(("VM: producer faster under uevrec --backend ftrace than under perf record (rate ratio)",
+                         min(x for _, x in vm_ft) > 1.0,
+                         "per run (threads: ratio): " + ", ".join(f"{t}: {x:.2f}x" for t, x in vm_ft)))
     verdicts.append(("VM: uevrec zero loss wherever perf record had zero loss",
                      all(pairs) if pairs else None, f"{sum(pairs)}/{len(pairs)} runs"))
     if vr.get("cpu_vs_record_script"):

@@ -253,6 +253,18 @@ impl Backend for FtraceBackend {
         let _ = write_file(&event.dir.join("enable"), "0");
     }
 
+    /// One write of `0` to the instance's `events/enable` stops every event in it (the
+    /// kernel walks its own list), instead of an open, write and close per event: with
+    /// 10,000 events that is 30,000 system calls fewer at stop. Falls back to one write
+    /// per event if the instance refuses.
+    fn disable_all<'e>(&mut self, events: impl Iterator<Item = &'e FtraceEvent>) {
+        if self.instance.write("events/enable", "0").is_err() {
+            for ev in events {
+                self.disable(ev);
+            }
+        }
+    }
+
     fn keys(event: &FtraceEvent) -> &[u64] {
         &event.keys
     }

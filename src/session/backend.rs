@@ -91,6 +91,17 @@ pub trait Backend {
     /// Stop recording `event`; what it recorded stays in the buffers to be drained.
     fn disable(&mut self, event: &Self::Event);
 
+    /// Stop recording every one of `events` (the stop of a session). The default disables
+    /// them one by one; a backend that can stop them all at once does.
+    fn disable_all<'e>(&mut self, events: impl Iterator<Item = &'e Self::Event>)
+    where
+        Self::Event: 'e,
+    {
+        for ev in events {
+            self.disable(ev);
+        }
+    }
+
     /// The keys by which [`Arrival::Sample`]s name `event` (perf: one sample id per CPU).
     fn keys(event: &Self::Event) -> &[u64];
 

@@ -254,9 +254,7 @@ fn run_with<B: Backend>(
     }
 
     // Stop: no more attaching; disable everything, then drain every ring completely.
-    for ev in st.events.iter().flatten() {
-        backend.disable(&ev.handle);
-    }
+    backend.disable_all(st.events.iter().flatten().map(|ev| &ev.handle));
     if st.drain(backend, out, stats).is_ok() && flush_losses(backend, &mut st, out, stats).is_ok() {
         if st.malformed + st.unknown > 0 {
             let msg = format!(
