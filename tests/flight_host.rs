@@ -214,6 +214,17 @@ fn flight_flags_are_checked() {
     let (code, err) = run(&["record", "--flight", "1M", "-o", "-", "-e", "s:e"]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("--flight needs -o FILE"), "{err}");
+    let (code, err) = run(&[
+        "record",
+        "--flight",
+        "1M",
+        "-o",
+        "/nonexistent/x",
+        "-e",
+        "s:e",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("/nonexistent/x does not exist"), "{err}");
     let (code, err) = run(&["record", "--trigger", "s:e", "-o", "x"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--flight"), "{err}");

@@ -40,6 +40,16 @@ impl FlightArgs {
     ) -> Result<FlightOptions, String> {
         let output = output
             .ok_or("--flight needs -o FILE (the dumps are FILE.<time>), not standard output")?;
+        let dir = match output.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        if !dir.is_dir() {
+            return Err(format!(
+                "--flight: the directory of -o {} does not exist (the dumps are created there)",
+                output.display()
+            ));
+        }
         let size = usize::try_from(size)
             .map_err(|_| format!("--flight {size}: too large for this machine"))?;
         Ok(FlightOptions {

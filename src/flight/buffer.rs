@@ -250,7 +250,7 @@ impl FlightBuffer {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::pipeline::StagedChunk;
     use uevrec_parsers::RecordStamp;
@@ -264,11 +264,13 @@ mod tests {
         }
     }
 
-    /// A chunk of records `from..to` of slot 0, each a 8-byte payload holding its number.
-    fn records(from: u64, to: u64) -> StagedChunk {
+    /// A chunk of records `from..to` of slot 0: 8 common bytes (type 7), then the number.
+    pub(in crate::flight) fn records(from: u64, to: u64) -> StagedChunk {
         let mut chunk = StagedChunk::default();
         for n in from..to {
-            chunk.push_record(0, &stamp(n), &n.to_le_bytes());
+            let mut raw = vec![7, 0, 0, 0, 1, 0, 0, 0];
+            raw.extend_from_slice(&n.to_le_bytes());
+            chunk.push_record(0, &stamp(n), &raw);
         }
         chunk
     }
@@ -278,15 +280,15 @@ mod tests {
         s.entries()
             .filter_map(|(_, e)| match e.decode() {
                 Some(StagedEntry::Record { raw, .. }) => {
-                    Some(u64::from_le_bytes(raw.try_into().unwrap()))
+                    Some(u64::from_le_bytes(raw[8..].try_into().unwrap()))
                 }
                 _ => None,
             })
             .collect()
     }
 
-    /// Bytes one record of [`records`] takes (32-byte header + 8).
-    const ONE: usize = 40;
+    /// Bytes one record of [`records`] takes (32-byte header + 16).
+    const ONE: usize = 48;
 
     #[test]
     fn keeps_the_newest_records_in_order_and_counts_what_fell_out() {
@@ -367,7 +369,8 @@ mod tests {
         assert_eq!(s.counts.overwritten, 3);
     }
 
-    fn prepared(name: &str) -> (Arc<PreparedFormat>, Arc<FormatSource>) {
+    /// The format of [`records`]' event `s:name` (`u64 n` after the 8 common bytes).
+    pub(in crate::flight) fn numbered(name: &str) -> (Arc<PreparedFormat>, Arc<FormatSource>) {
         let text =
             uevrec_samples::register::format_file_text(name, 7, &[("u64 n", 8, 8, false)], "\"\"");
         let format = uevrec_parsers::parse_format(&text).unwrap();
@@ -385,8 +388,8 @@ mod tests {
     #[test]
     fn format_changes_are_kept_while_a_held_record_needs_them() {
         let mut b = FlightBuffer::new(4 * ONE);
-        let (p1, s1) = prepared("one");
-        let (p2, s2) = prepared("two");
+        let (p1, s1) = numbered("one");
+        let (p2, s2) = numbered("two");
         b.format(0, p1.clone(), s1.clone());
         for e in records(0, 3).encoded() {
             b.push(e);

@@ -172,6 +172,9 @@ pub fn format_snapshot(
     let (recycle_tx, recycle_rx) = crossbeam_channel::bounded(2 * DEPTH);
     let (format, line_options) = (opts.format, opts.line_options);
     thread::scope(|scope| {
+        // Owned here, so that an error below drops it before the scope waits for the
+        // formatter: its next send fails, it ends, and the feeder after it.
+        let out_rx = out_rx;
         scope.spawn(move || {
             sched::raise_worker_thread();
             formatter::run(
@@ -191,7 +194,6 @@ pub fn format_snapshot(
             let _ = recycle_tx.try_send(batch.lines);
         }
         Ok(records)
-        // On an error `out_rx` is dropped here: the formatter and then the feeder end.
     })
 }
 
@@ -238,6 +240,55 @@ fn feed(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::flight::buffer::FlightBuffer;
+    use crate::flight::buffer::tests::{numbered, records};
+
+    fn options() -> FlightOptions {
+        FlightOptions {
+            size: 1 << 20,
+            triggers: Vec::new(),
+            on_exit: false,
+            output: PathBuf::from("/nonexistent/out"),
+            file_mode: 0o600,
+            format: uevrec_parsers::OutputFormat::JsonLines,
+            line_options: Default::default(),
+            quiet: true,
+        }
+    }
+
+    #[test]
+    fn a_snapshot_formats_in_order_and_a_failed_write_ends_it() {
+        let mut b = FlightBuffer::new(1 << 20);
+        let (prepared, source) = numbered("n");
+        b.format(0, prepared, source);
+        for e in records(0, 20_000).encoded() {
+            b.push(e);
+        }
+        let snapshot = b.take();
+        let mut text = Vec::new();
+        let n = format_snapshot(&snapshot, &options(), |bytes| {
+            text.extend_from_slice(bytes);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(n, 20_000);
+        let text = String::from_utf8(text).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 20_000);
+        assert!(
+            lines[19_999].ends_with("\"fields\":{\"n\":19999}}"),
+            "{}",
+            lines[19_999]
+        );
+        // A write error (disk full) ends the dump promptly instead of hanging it.
+        let mut calls = 0;
+        let err = format_snapshot(&snapshot, &options(), |_| {
+            calls += 1;
+            Err(io::Error::from_raw_os_error(libc::ENOSPC))
+        });
+        assert!(err.is_err());
+        assert_eq!(calls, 1);
+    }
 
     #[test]
     fn dump_names_sort_by_time_and_differ_within_a_second() {
