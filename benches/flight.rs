@@ -5,8 +5,9 @@
 //! bound, no eviction bookkeeping); and how long a full 64 MiB buffer takes to decode
 //! and format when dumped (the dump thread's formatter and feeder, lines discarded).
 //!
-//! Records: `raw_syscalls:sys_enter` as on x86_64 (72 bytes of trace entry, 104 staged),
-//! in chunks of 1000 as the session stages them.
+//! Records: `raw_syscalls:sys_enter` as on x86_64 (a 68-byte trace entry, as perf hands it
+//! over; 100 bytes staged: 671,000 fill 64 MiB), in chunks of 1000 as the session stages
+//! them.
 
 use std::hint::black_box;
 use std::path::PathBuf;

@@ -11,7 +11,7 @@
 # uevrec's CPU time has stopped growing (two reads of /proc/PID/stat 300 ms apart agree),
 # its user+sys CPU (clock ticks) divided by the records is the steady-state CPU per
 # record (start-up included, shutdown and dump not). The flight run then gets SIGUSR1:
-# its 64 MiB buffer is full (every sys_enter record is 104 bytes staged: ~645k records),
+# its 64 MiB buffer is full (every sys_enter record is 100 bytes staged: ~671k records),
 # and the dump time is what uevrec reports ("in X s": decode, format, write to /dev/shm).
 # Needs root and a release build (built first). Prints one line per run.
 set -euo pipefail
