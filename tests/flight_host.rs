@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
+use serde_json::Value;
+
 mod common;
 use common::flight::{Dump, Flight, PATIENCE, assert_run, complete_dumps};
 
@@ -234,4 +236,61 @@ fn flight_flags_are_checked() {
     let (code, err) = run(&["record", "--flight", "1M", "-o", "x", "--raw", "y"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("cannot be used with"), "{err}");
+}
+
+#[test]
+fn otlp_dumps_are_valid_otlp_requests_with_the_same_records() {
+    if !common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tmp("otlp");
+    let mut generator = Generator::start();
+    let filter = format!("pid == {}", generator.pid);
+    let trigger = ["--trigger", "sched:sched_process_exec", "--trigger-filter"];
+    let mut args = vec!["--format", "otlp"];
+    args.extend(trigger);
+    args.push(&filter);
+    let flight = start(&dir, "perf", generator.pid, &args);
+    flight.wait_attached(2);
+    let n = 1000;
+    generator.run(1, n);
+    generator.exec();
+    let path = flight.wait_dumps(1);
+    common::otlp::validate(&path);
+    let lines: Vec<Value> = fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let logs = common::otlp::records(&lines, "logs");
+    let what = |log: &Value| common::otlp::attributes(log)["uevrec.notice.what"].clone();
+    let (first, last) = (&logs[0].2, &logs[logs.len() - 1].2);
+    assert_eq!(what(first)["stringValue"], "flight_dump", "{first}");
+    assert_eq!(what(last)["stringValue"], "flight_end", "{last}");
+    let events: Vec<&Value> = logs
+        .iter()
+        .filter(|(_, scope, _)| scope != "uevrec")
+        .map(|(_, _, log)| log)
+        .collect();
+    let header = first["body"]["stringValue"].as_str().unwrap();
+    assert!(
+        header.contains(&format!(" records={} ", events.len())),
+        "{header}"
+    );
+    assert_eq!(events.last().unwrap()["eventName"], "sched_process_exec");
+    let numbers: Vec<u64> = events[..events.len() - 1]
+        .iter()
+        .map(|log| {
+            let args = common::otlp::plain(&common::otlp::attributes(log)["args"]);
+            args[0].as_u64().unwrap() - BASE
+        })
+        .collect();
+    let held = numbers.len() as u64;
+    assert!(held > 100, "only {held}");
+    assert_run(&numbers, n - held + 1, n);
+    assert!(
+        header.contains(&format!(" overwritten={} ", n - held)),
+        "{header}"
+    );
+    flight.stop();
 }

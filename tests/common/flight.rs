@@ -106,7 +106,7 @@ impl Drop for Flight {
     }
 }
 
-/// The complete dumps of `-o out` (those whose last line is `flight_end`), by name
+/// The complete dumps of `-o out` (those with their `flight_end` line: JSON or OTLP), by name
 /// (which sorts by time).
 pub fn complete_dumps(out: &Path) -> Vec<PathBuf> {
     let dir = out.parent().unwrap();
@@ -124,7 +124,7 @@ pub fn complete_dumps(out: &Path) -> Vec<PathBuf> {
         .filter(|p| {
             fs::read_to_string(p)
                 .unwrap()
-                .contains("\"what\":\"flight_end\"")
+                .contains("flight_end\"")
         })
         .collect();
     found.sort();
