@@ -68,16 +68,17 @@ fn chunk(raw: &[u8], t0: u64) -> StagedChunk {
     chunk
 }
 
-/// A 64 MiB flight buffer, full (in steady state: every push evicts).
+/// A flight buffer of `size`, full (in steady state: every push evicts).
 fn full_buffer(
+    size: usize,
     raw: &[u8],
     prepared: &Arc<PreparedFormat>,
     source: &Arc<FormatSource>,
 ) -> FlightBuffer {
-    let mut buffer = FlightBuffer::new(SIZE);
+    let mut buffer = FlightBuffer::new(size);
     buffer.format(0, prepared.clone(), source.clone());
     let c = chunk(raw, 1_795_345_200_000_000_000);
-    while buffer.held_bytes() + c.len() <= SIZE + c.len() / 2 {
+    while buffer.held_bytes() + c.len() <= size + c.len() / 2 {
         for e in c.encoded() {
             buffer.push(e);
         }
@@ -85,38 +86,77 @@ fn full_buffer(
     buffer
 }
 
+/// Keep every record of `staged` in `buffer` (what the flight thread does per chunk).
+#[inline(never)]
+fn keep_raw(buffer: &mut FlightBuffer, staged: &StagedChunk) {
+    for e in staged.encoded() {
+        buffer.push(e);
+    }
+}
+
+/// A buffer of lines: each record written as a JSON line, copied into a byte ring.
+struct LineRing {
+    writer: LineWriter,
+    prepared: Arc<PreparedFormat>,
+    line: Vec<u8>,
+    ring: Vec<u8>,
+    at: usize,
+}
+
+/// Keep every record of `staged` as a line in `lines`.
+#[inline(never)]
+fn keep_line(lines: &mut LineRing, staged: &StagedChunk) {
+    for entry in staged.entries() {
+        if let StagedEntry::Record { stamp, raw, .. } = entry {
+            lines.line.clear();
+            let LineRing {
+                writer,
+                prepared,
+                line,
+                ring,
+                at,
+            } = lines;
+            writer.write_prepared(line, &stamp, prepared, raw);
+            if *at + line.len() > ring.len() {
+                *at = 0;
+            }
+            ring[*at..*at + line.len()].copy_from_slice(line);
+            *at += line.len();
+        }
+    }
+}
+
 fn keep(c: &mut Criterion) {
     let (prepared, source, raw) = sys_enter();
     let staged = chunk(&raw, 1_795_345_200_000_000_000);
+    // Under callgrind: `UEVREC_FLIGHT_RUNS=100 valgrind --tool=callgrind
+    // --toggle-collect='*keep_raw*' (or '*keep_line*') <bench binary>` counts the
+    // instructions of 100 chunks of each, in steady state (a full 4 MiB buffer: the count
+    // does not depend on the size), without criterion's own.
+    let runs = std::env::var("UEVREC_FLIGHT_RUNS").ok();
+    let size = if runs.is_some() { 4 << 20 } else { SIZE };
+    let mut buffer = full_buffer(size, &raw, &prepared, &source);
+    let mut lines = LineRing {
+        writer: LineWriter::new(LineOptions::default()),
+        prepared: prepared.clone(),
+        line: Vec::with_capacity(1024),
+        ring: vec![0xa5u8; size],
+        at: 0,
+    };
+    if let Some(runs) = runs.and_then(|v| v.parse::<u32>().ok()) {
+        for _ in 0..runs {
+            keep_raw(&mut buffer, black_box(&staged));
+            keep_line(&mut lines, black_box(&staged));
+        }
+        std::process::exit(0);
+    }
     let mut group = c.benchmark_group("flight/keep_one_record");
     group.throughput(Throughput::Elements(PER_CHUNK));
-    let mut buffer = full_buffer(&raw, &prepared, &source);
     group.bench_function("raw_staged_entry", |b| {
-        b.iter(|| {
-            for e in black_box(&staged).encoded() {
-                buffer.push(e);
-            }
-        })
+        b.iter(|| keep_raw(&mut buffer, black_box(&staged)))
     });
-    drop(buffer);
-    let mut writer = LineWriter::new(LineOptions::default());
-    let mut ring = vec![0xa5u8; SIZE];
-    let mut at = 0;
-    let mut line = Vec::with_capacity(1024);
     group.bench_function("json_line", |b| {
-        b.iter(|| {
-            for entry in black_box(&staged).entries() {
-                if let StagedEntry::Record { stamp, raw, .. } = entry {
-                    line.clear();
-                    writer.write_prepared(&mut line, &stamp, &prepared, raw);
-                    if at + line.len() > ring.len() {
-                        at = 0;
-                    }
-                    ring[at..at + line.len()].copy_from_slice(&line);
-                    at += line.len();
-                }
-            }
-        })
+        b.iter(|| keep_line(&mut lines, black_box(&staged)))
     });
     group.finish();
 }
@@ -135,7 +175,7 @@ fn dump_64m(c: &mut Criterion) {
         line_options: LineOptions::default(),
         quiet: true,
     };
-    let snapshot = full_buffer(&raw, &prepared, &source).take();
+    let snapshot = full_buffer(SIZE, &raw, &prepared, &source).take();
     eprintln!(
         "dump of {} records, {} bytes staged",
         snapshot.records, snapshot.bytes

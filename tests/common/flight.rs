@@ -121,11 +121,7 @@ pub fn complete_dumps(out: &Path) -> Vec<PathBuf> {
                 .unwrap()
                 .starts_with(&prefix)
         })
-        .filter(|p| {
-            fs::read_to_string(p)
-                .unwrap()
-                .contains("flight_end\"")
-        })
+        .filter(|p| fs::read_to_string(p).unwrap().contains("flight_end\""))
         .collect();
     found.sort();
     found
