@@ -160,7 +160,7 @@ pub fn run(
 }
 
 /// This machine's name (`host.name` of OTLP resources), if the kernel says.
-fn host_name() -> Option<String> {
+pub(crate) fn host_name() -> Option<String> {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
     Some(name.trim().to_string()).filter(|n| !n.is_empty())
 }

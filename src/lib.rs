@@ -14,6 +14,7 @@ pub mod cli;
 pub mod clock;
 pub mod epoll;
 pub mod fd_limit;
+pub mod flight;
 pub mod formatter;
 pub mod ftrace;
 pub mod perf;

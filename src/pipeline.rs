@@ -369,6 +369,57 @@ impl StagedChunk {
     }
 }
 
+/// One staged entry as its encoded bytes (header and body), for a consumer that keeps
+/// entries without decoding them (the flight recorder, crate::flight) and hands them on
+/// later ([`StagedChunk::push_encoded`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncodedEntry<'a> {
+    /// The entry's bytes, header included.
+    pub bytes: &'a [u8],
+    /// The event slot of a record; `None` for lost counts and notices.
+    pub slot: Option<u32>,
+}
+
+impl<'a> EncodedEntry<'a> {
+    /// The first entry encoded at the start of `bytes` (`None` when `bytes` is empty or
+    /// cut short).
+    pub fn first(bytes: &'a [u8]) -> Option<Self> {
+        let head = bytes.get(..HEADER)?;
+        let len = u32_at(head, 16) as usize;
+        let bytes = bytes.get(..HEADER + len)?;
+        let slot = match u32_at(head, 0) {
+            NOTICE | LOST => None,
+            slot => Some(slot),
+        };
+        Some(EncodedEntry { bytes, slot })
+    }
+
+    /// The entry decoded.
+    pub fn decode(&self) -> Option<StagedEntry<'a>> {
+        StagedEntries { rest: self.bytes }.next()
+    }
+}
+
+impl StagedChunk {
+    /// The entries in order, as their encoded bytes.
+    pub fn encoded(&self) -> impl Iterator<Item = EncodedEntry<'_>> {
+        let mut rest = self.bytes.as_slice();
+        std::iter::from_fn(move || {
+            let entry = EncodedEntry::first(rest)?;
+            rest = &rest[entry.bytes.len()..];
+            Some(entry)
+        })
+    }
+
+    /// Append an entry another chunk encoded (a byte copy).
+    pub fn push_encoded(&mut self, entry: EncodedEntry<'_>) {
+        self.bytes.extend_from_slice(entry.bytes);
+        if entry.slot.is_some() {
+            self.records += 1;
+        }
+    }
+}
+
 /// Iterator over a [`StagedChunk`]'s entries.
 #[derive(Debug)]
 pub struct StagedEntries<'a> {
@@ -527,6 +578,34 @@ mod tests {
             buf.len(),
             6 * HEADER + 3 + notice + 70 + 8 + 8 + "waiting".len()
         );
+    }
+
+    #[test]
+    fn encoded_entries_copy_verbatim() {
+        let mut chunk = StagedChunk::default();
+        chunk.push_record(4, &stamp(Some(5), 1), b"abc");
+        chunk.push_lost(None, 2, 9);
+        chunk.push_notice(Some(6), "attached", Some("s:e"), "m");
+        let slots: Vec<Option<u32>> = chunk.encoded().map(|e| e.slot).collect();
+        assert_eq!(slots, vec![Some(4), None, None]);
+        let mut copy = StagedChunk::default();
+        for e in chunk.encoded() {
+            assert_eq!(EncodedEntry::first(e.bytes), Some(e));
+            copy.push_encoded(e);
+        }
+        assert_eq!(copy.records(), 1);
+        assert!(copy.entries().eq(chunk.entries()));
+        let lost = chunk.encoded().nth(1).unwrap().decode();
+        assert_eq!(
+            lost,
+            Some(StagedEntry::Lost {
+                time_unix_ns: None,
+                cpu: 2,
+                lost: 9
+            })
+        );
+        let bytes = chunk.into_buffer();
+        assert_eq!(EncodedEntry::first(&bytes[..HEADER + 2]), None);
     }
 
     #[test]

@@ -11,7 +11,9 @@
 //! plus a timer thread for `--duration` and a status-line thread. With `record --raw`
 //! (crate::raw) a raw thread (`uevrec-raw`) takes the staged chunks first and writes
 //! the perf.data; it then hands them on to the formatter (with `-o`) or back to the
-//! chunk pool (raw only: no formatter, no writer). [`Recorder`] takes a [`Config`]
+//! chunk pool (raw only: no formatter, no writer). With `record --flight` (crate::flight)
+//! a flight thread (`uevrec-flight`) takes the chunks instead of the formatter and keeps
+//! them in memory; its own dump thread writes the dumps (no writer). [`Recorder`] takes a [`Config`]
 //! (validated by the CLI), a [`Sink`] and/or a [`RawOutput`]; the session never writes
 //! JSON and the CLI never spawns a thread. The writer, formatter and raw threads start
 //! before the session's first attach, so the self-exclusion filter names them. The
@@ -26,6 +28,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use uevrec_parsers::{LineOptions, OutputFormat};
 
+use crate::flight::{self, FlightOptions, FlightSummary};
 use crate::formatter;
 use crate::pipeline::{
     BATCH_CAPACITY, BATCH_POOL, Batch, CHANNEL_BATCHES, STAGE_CAPACITY, STAGE_CHUNKS, StageSender,
@@ -52,6 +55,7 @@ pub struct Recorder {
     config: Config,
     sink: Option<Box<dyn Sink + Send>>,
     raw: Option<RawOutput>,
+    flight: Option<FlightOptions>,
 }
 
 impl Recorder {
@@ -61,6 +65,7 @@ impl Recorder {
             config,
             sink: Some(sink),
             raw: None,
+            flight: None,
         }
     }
 
@@ -70,6 +75,18 @@ impl Recorder {
             config,
             sink: None,
             raw: Some(raw),
+            flight: None,
+        }
+    }
+
+    /// A flight recorder of `config` (`record --flight`): records kept in memory, dumped
+    /// to files as `flight` says (SIGUSR1 needs [`SignalFlags::catch_dump`]).
+    pub fn flight(config: Config, flight: FlightOptions) -> Self {
+        Recorder {
+            config,
+            sink: None,
+            raw: None,
+            flight: Some(flight),
         }
     }
 
@@ -79,6 +96,11 @@ impl Recorder {
         self
     }
 
+    /// Whether this is a flight recorder ([`Recorder::flight`]).
+    pub fn is_flight(&self) -> bool {
+        self.flight.is_some()
+    }
+
     /// Record until `flags.stop` (a signal, the duration timer, a sink error), `--count`
     /// or a closed output; returns once every thread has ended.
     pub fn run(self, flags: &SignalFlags) -> PipelineOutcome<Summary, SessionError> {
@@ -86,25 +108,37 @@ impl Recorder {
         let format = self.config.pipeline.format;
         let raw = self.raw;
         let mut raw_result = None;
+        let mut flight_result = None;
         let mut outcome = match self.sink {
             Some(sink) => run_pipeline(
                 sink,
                 flags,
                 &self.config.pipeline,
                 |out, recycle, stop, stats| {
-                    let (summary, r) =
-                        stage(session, format, raw, Some((out, recycle)), stop, stats);
-                    raw_result = r;
-                    summary
+                    let consumers = Consumers {
+                        raw,
+                        lines: Some((out, recycle)),
+                        flight: None,
+                    };
+                    let staged = stage(session, format, consumers, stop, stats);
+                    raw_result = staged.raw;
+                    staged.session
                 },
             ),
             None => run_watched(flags, &self.config.pipeline, |stop, stats| {
-                let (summary, r) = stage(session, format, raw, None, stop, stats);
-                raw_result = r;
-                summary
+                let consumers = Consumers {
+                    raw,
+                    lines: None,
+                    flight: self.flight.map(|f| (f, &*flags.dump)),
+                };
+                let staged = stage(session, format, consumers, stop, stats);
+                raw_result = staged.raw;
+                flight_result = staged.flight;
+                staged.session
             }),
         };
         outcome.raw = raw_result;
+        outcome.flight = flight_result;
         outcome
     }
 }
@@ -133,23 +167,51 @@ pub fn stage_and_format_as(
     stop: &AtomicBool,
     stats: &LiveStats,
 ) -> Result<Summary, SessionError> {
-    stage(config, format, None, Some((out, recycle)), stop, stats).0
+    let consumers = Consumers {
+        raw: None,
+        lines: Some((out, recycle)),
+        flight: None,
+    };
+    stage(config, format, consumers, stop, stats).session
 }
 
 /// The raw writer's result, when there is one.
 type RawResult = Option<Result<RawSummary, RawError>>;
 
+/// What takes the staged chunks behind the session.
+struct Consumers<'a> {
+    /// The raw writer (perf.data).
+    raw: Option<RawOutput>,
+    /// The formatter: batches of lines out, empty buffers back.
+    lines: Option<(&'a Sender<Batch>, &'a Receiver<Vec<u8>>)>,
+    /// The flight recorder, with the SIGUSR1 flag (instead of the other two).
+    flight: Option<(FlightOptions, &'a AtomicBool)>,
+}
+
+/// What [`stage`] ended with.
+struct Staging {
+    session: Result<Summary, SessionError>,
+    raw: RawResult,
+    flight: Option<FlightSummary>,
+}
+
 /// The session on this thread, with behind it the raw writer (`raw`: perf.data) and/or
-/// the formatter (`lines`: batches of `format` out, empty buffers back), each on a
-/// thread of its own; with both, the raw writer hands the chunks on to the formatter.
+/// the formatter (`lines`: batches of `format` out, empty buffers back), or the flight
+/// recorder, each on a thread of its own; with both raw and lines, the raw writer hands
+/// the chunks on to the formatter.
 fn stage(
     config: &SessionConfig,
     format: OutputFormat,
-    raw: Option<RawOutput>,
-    lines: Option<(&Sender<Batch>, &Receiver<Vec<u8>>)>,
+    consumers: Consumers<'_>,
     stop: &AtomicBool,
     stats: &LiveStats,
-) -> (Result<Summary, SessionError>, RawResult) {
+) -> Staging {
+    let Consumers { raw, lines, flight } = consumers;
+    let failed = |e| Staging {
+        session: Err(SessionError::Thread(e)),
+        raw: None,
+        flight: None,
+    };
     // The chunk pool: every buffer allocated and touched now (see crate::pipeline).
     // Only the last thread keeps a sender, so a gone thread ends the session's waits.
     let (stage_tx, stage_rx) = crossbeam_channel::bounded(STAGE_CHUNKS);
@@ -186,10 +248,32 @@ fn stage(
                     });
                 match spawned {
                     Ok(t) => Some(t),
-                    Err(e) => return (Err(SessionError::Thread(e)), None),
+                    Err(e) => return failed(e),
                 }
             }
             None => None,
+        };
+        let flight = match flight {
+            Some((mut flight_opts, dump_flag)) => {
+                // The dumps are written as the lines would be.
+                (flight_opts.format, flight_opts.line_options) = (format, opts);
+                let rx = format_rx.take().expect("no raw output with --flight");
+                let back = chunk_back.take().expect("no raw output with --flight");
+                let gone = &downstream_gone;
+                let spawned = thread::Builder::new()
+                    .name("uevrec-flight".into())
+                    .spawn_scoped(scope, move || {
+                        sched::raise_worker_thread();
+                        let r = flight::run(rx, back, &flight_opts, dump_flag);
+                        gone.store(true, Ordering::Release);
+                        r
+                    });
+                match spawned {
+                    Ok(t) => Some(t),
+                    Err(e) => return failed(e),
+                }
+            }
+            _ => None,
         };
         let formatter = match (lines, format_rx, chunk_back) {
             (Some((out, recycle)), Some(rx), Some(back)) => {
@@ -204,7 +288,7 @@ fn stage(
                     });
                 match spawned {
                     Ok(t) => Some(t),
-                    Err(e) => return (Err(SessionError::Thread(e)), None),
+                    Err(e) => return failed(e),
                 }
             }
             _ => None,
@@ -220,7 +304,12 @@ fn stage(
         if let Some(Err(panic)) = formatter.map(|t| t.join()) {
             std::panic::resume_unwind(panic);
         }
-        (result, raw_result)
+        let flight = flight.map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        Staging {
+            session: result,
+            raw: raw_result,
+            flight,
+        }
     })
 }
 
@@ -244,6 +333,8 @@ pub struct PipelineOutcome<S, E> {
     pub sink: Result<(), SinkError>,
     /// The raw (perf.data) writer's result, when there was one.
     pub raw: Option<Result<RawSummary, RawError>>,
+    /// What the flight recorder did, when there was one.
+    pub flight: Option<FlightSummary>,
 }
 
 /// Run `source` (the session and formatter: [`stage_and_format`]) on this thread and the
@@ -291,6 +382,7 @@ where
             session,
             sink,
             raw: None,
+            flight: None,
         }
     })
 }
@@ -315,6 +407,7 @@ where
             session,
             sink: Ok(()),
             raw: None,
+            flight: None,
         }
     })
 }

@@ -7,7 +7,7 @@ use std::io;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::flag;
 
 /// Exit status when a second SIGINT/SIGTERM arrives during the shutdown.
@@ -20,6 +20,8 @@ pub struct SignalFlags {
     pub stop: Arc<AtomicBool>,
     /// Set by SIGHUP: reopen the output file.
     pub reopen: Arc<AtomicBool>,
+    /// Set by SIGUSR1 once [`SignalFlags::catch_dump`] was called: write a flight dump.
+    pub dump: Arc<AtomicBool>,
 }
 
 impl SignalFlags {
@@ -34,6 +36,12 @@ impl SignalFlags {
         flag::register(SIGHUP, Arc::clone(&flags.reopen))?;
         Ok(flags)
     }
+
+    /// Also catch SIGUSR1 (a flight dump); without this call it keeps its default
+    /// action (ending the process), as for any program that does not expect it.
+    pub fn catch_dump(&self) -> io::Result<()> {
+        flag::register(SIGUSR1, Arc::clone(&self.dump)).map(|_| ())
+    }
 }
 
 #[cfg(test)]
@@ -46,6 +54,15 @@ mod tests {
         let flags = SignalFlags::install().unwrap();
         signal_hook::low_level::raise(SIGHUP).unwrap();
         assert!(flags.reopen.load(Ordering::Acquire));
+        assert!(!flags.stop.load(Ordering::Acquire));
+    }
+
+    #[test]
+    fn sigusr1_sets_dump_once_caught() {
+        let flags = SignalFlags::install().unwrap();
+        flags.catch_dump().unwrap();
+        signal_hook::low_level::raise(SIGUSR1).unwrap();
+        assert!(flags.dump.load(Ordering::Acquire));
         assert!(!flags.stop.load(Ordering::Acquire));
     }
 }

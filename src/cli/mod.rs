@@ -8,6 +8,7 @@
 //! [`crate::signals::FORCED_EXIT_STATUS`] 130 a second SIGINT/SIGTERM cut the shutdown short.
 
 pub mod decode;
+pub mod flight;
 mod list;
 pub mod output;
 mod record;
@@ -152,6 +153,9 @@ pub struct RecordArgs {
     /// decode read it); JSON lines too only when -o is given. FILE must not exist.
     #[arg(long, value_name = "FILE")]
     pub raw: Option<PathBuf>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub flight: flight::FlightArgs,
 }
 
 /// `uevrec tail`.

@@ -8,10 +8,12 @@ use super::{
     EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, RecordArgs, RecordingArgs, TailArgs, print_error,
     print_stderr,
 };
+use crate::flight::FlightSummary;
 use crate::raw::file::PerfDataFile;
 use crate::raw::host::HostInfo;
 use crate::raw::{RawError, RawOutput, RawSummary};
 use crate::recorder::{Config, PipelineOptions, Recorder};
+use crate::selector::default_selectors;
 use crate::session::{SessionConfig, Summary};
 use crate::signals::SignalFlags;
 use crate::sink::SinkError;
@@ -20,6 +22,9 @@ use crate::tracefs::TracefsError;
 
 /// `uevrec record`.
 pub fn record(args: RecordArgs) -> i32 {
+    if let Some(size) = args.flight.flight {
+        return flight(&args, size);
+    }
     // With --raw, JSON lines only when -o asks for them.
     let sink = if args.raw.is_none() || args.output.output.is_some() {
         match args.output.open() {
@@ -62,6 +67,30 @@ pub fn record(args: RecordArgs) -> i32 {
         ),
     };
     run(recorder, &args.rec, status_line)
+}
+
+/// `uevrec record --flight SIZE`: no sink, the flight recorder's dumps.
+fn flight(args: &RecordArgs, size: u64) -> i32 {
+    let out = args.output.file();
+    let prepared = args
+        .flight
+        .options(size, out, args.output.file_mode, args.rec.quiet)
+        .and_then(|f| Ok((f, config(&args.rec, false).map_err(|e| e.to_string())?)));
+    let (flight, mut config) = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            print_error(&e);
+            return EXIT_ERROR;
+        }
+    };
+    let session = &mut config.session;
+    if session.selectors.is_empty() && !flight.triggers.is_empty() {
+        session.selectors = default_selectors();
+    }
+    session.selectors.extend(flight.triggers.iter().cloned());
+    session.triggers = flight.triggers.clone();
+    session.trigger_filter = args.flight.trigger_filter.clone();
+    run(Recorder::flight(config, flight), &args.rec, false)
 }
 
 /// The perf.data of `--raw PATH`: created now (so a bad path fails before recording).
@@ -121,6 +150,7 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
         rescan_interval: rec.rescan_interval,
         include_common: rec.common,
         max_records: rec.count,
+        ..SessionConfig::default()
     };
     let pipeline = PipelineOptions {
         duration: rec.duration,
@@ -131,7 +161,12 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
 }
 
 fn run(recorder: Recorder, rec: &RecordingArgs, status_line: bool) -> i32 {
-    let flags = match SignalFlags::install() {
+    let flags = match SignalFlags::install().and_then(|f| {
+        if recorder.is_flight() {
+            f.catch_dump()?;
+        }
+        Ok(f)
+    }) {
         Ok(f) => f,
         Err(e) => {
             print_error(&format_args!("installing signal handlers: {e}"));
@@ -144,6 +179,7 @@ fn run(recorder: Recorder, rec: &RecordingArgs, status_line: bool) -> i32 {
         print_stderr(format_args!("\r\x1b[K"));
     }
     let raw_status = report_raw(out.raw.as_ref(), rec.quiet);
+    let flight_status = report_flight(out.flight.as_ref(), rec.quiet);
     match out.sink {
         Err(SinkError::Closed) => return EXIT_OUTPUT_CLOSED,
         Err(e) => {
@@ -158,7 +194,7 @@ fn run(recorder: Recorder, rec: &RecordingArgs, status_line: bool) -> i32 {
     match out.session {
         Ok(summary) => {
             print_summary(&summary, started.elapsed(), rec.quiet);
-            raw_status
+            raw_status.max(flight_status)
         }
         Err(e) => {
             print_error(&e);
@@ -198,6 +234,33 @@ fn report_raw(raw: Option<&Result<RawSummary, RawError>>, quiet: bool) -> i32 {
                 EXIT_ERROR
             }
         }
+    }
+}
+
+/// Say what the flight recorder wrote (each dump was reported as it was written); the
+/// exit status it calls for (1 when a dump failed).
+fn report_flight(flight: Option<&FlightSummary>, quiet: bool) -> i32 {
+    let Some(f) = flight else {
+        return EXIT_OK;
+    };
+    if !quiet {
+        let mut text = format!("uevrec: flight recorder: {} dumps written", f.dumps.len());
+        if f.skipped > 0 {
+            text.push_str(&format!(", {} skipped (two were being written)", f.skipped));
+        }
+        if f.discarded > 0 {
+            text.push_str(&format!(
+                ", {} records in memory not written (--flight-on-exit writes them)",
+                f.discarded
+            ));
+        }
+        print_stderr(format_args!("{text}\n"));
+    }
+    if f.failed > 0 {
+        print_error(&format_args!("{} flight dumps failed", f.failed));
+        EXIT_ERROR
+    } else {
+        EXIT_OK
     }
 }
 

@@ -141,7 +141,7 @@ impl<'a> Attacher<'a> {
                 return Err(AttachFailure::Skipped { msg, cause });
             }
         };
-        let expr = filter::expression(self.config, !backend.filters_threads());
+        let expr = filter::expression(self.config, system, name, !backend.filters_threads());
         let event = EventRef {
             system,
             name,

@@ -2,7 +2,8 @@
 //! when it refuses one.
 //!
 //! The kernel applies filters (`PERF_EVENT_IOC_SET_FILTER`) before a record reaches the
-//! ring. The expression set on every fd is the `&&` of: the user's `--filter`, then
+//! ring. The expression set on every fd is the `&&` of: the user's `--filter` (for the
+//! trigger events of a flight recording, `--trigger-filter` instead), then
 //! `common_pid == PID` for `--pid` (the thread id, as the kernel's `common_pid` is), else
 //! (unless `include_self`) `common_pid != TID` for each of uevrec's threads at attach time.
 //! Threads started later are caught by a second check in the stager: samples whose
@@ -20,17 +21,23 @@ use super::SessionConfig;
 use super::procfs::threads;
 use crate::tracefs::{Tracefs, read_once};
 
-/// The filter expression for a new attachment (see the module docs); None for none.
-/// Without `thread_terms` (a backend that filters threads itself, see [`ThreadFilter`])
-/// only the user's `--filter`.
-pub(super) fn expression(config: &SessionConfig, thread_terms: bool) -> Option<String> {
+/// The filter expression for a new attachment of `system:event` (see the module docs);
+/// None for none. Without `thread_terms` (a backend that filters threads itself, see
+/// [`ThreadFilter`]) only the user's `--filter` (or `--trigger-filter`).
+pub(super) fn expression(
+    config: &SessionConfig,
+    system: &str,
+    event: &str,
+    thread_terms: bool,
+) -> Option<String> {
     let mut terms = Vec::new();
-    if let Some(f) = config
-        .filter
-        .as_deref()
-        .map(str::trim)
-        .filter(|f| !f.is_empty())
-    {
+    let trigger = config.triggers.iter().any(|t| t.matches(system, event));
+    let user = if trigger {
+        &config.trigger_filter
+    } else {
+        &config.filter
+    };
+    if let Some(f) = user.as_deref().map(str::trim).filter(|f| !f.is_empty()) {
         terms.push(format!("({f})"));
     }
     if thread_terms {
@@ -125,26 +132,60 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            expression(&config, true).as_deref(),
+            expression(&config, "s", "e", true).as_deref(),
             Some("(id == 110) && common_pid == 99999999")
         );
-        assert_eq!(expression(&config, false).as_deref(), Some("(id == 110)"));
+        assert_eq!(
+            expression(&config, "s", "e", false).as_deref(),
+            Some("(id == 110)")
+        );
         // A process id covers every thread of that process (this test runs in a thread).
         config.pid = Some(std::process::id() as i32);
-        let f = expression(&config, true).unwrap();
+        let f = expression(&config, "s", "e", true).unwrap();
         assert!(f.starts_with("(id == 110) && (common_pid == "), "{f}");
         assert!(f.contains(" || "), "{f}");
         config.pid = None;
-        let f = expression(&config, true).unwrap();
+        let f = expression(&config, "s", "e", true).unwrap();
         assert!(f.starts_with("(id == 110) && common_pid != "), "{f}");
         assert!(
             f.contains(&format!("common_pid != {}", std::process::id())),
             "{f}"
         );
         config.include_self = true;
-        assert_eq!(expression(&config, true).as_deref(), Some("(id == 110)"));
+        assert_eq!(
+            expression(&config, "s", "e", true).as_deref(),
+            Some("(id == 110)")
+        );
         config.filter = None;
-        assert_eq!(expression(&config, true), None);
+        assert_eq!(expression(&config, "s", "e", true), None);
+    }
+
+    #[test]
+    fn trigger_events_get_the_trigger_filter_instead() {
+        let config = SessionConfig {
+            filter: Some("id == 110".into()),
+            triggers: vec!["sched:sched_process_*".parse().unwrap()],
+            trigger_filter: Some("pid == 7".into()),
+            include_self: true,
+            ..Default::default()
+        };
+        let f = |s, e| expression(&config, s, e, true);
+        assert_eq!(
+            f("sched", "sched_process_exec").as_deref(),
+            Some("(pid == 7)")
+        );
+        assert_eq!(
+            f("raw_syscalls", "sys_enter").as_deref(),
+            Some("(id == 110)")
+        );
+        let config = SessionConfig {
+            trigger_filter: None,
+            ..config
+        };
+        assert_eq!(
+            expression(&config, "sched", "sched_process_exec", true),
+            None
+        );
     }
 
     #[test]

@@ -97,6 +97,12 @@ pub struct SessionConfig {
     pub include_common: bool,
     /// Stop after this many records.
     pub max_records: Option<u64>,
+    /// Trigger events of a flight recording (crate::flight): they get `trigger_filter`
+    /// as their kernel filter instead of `filter`. (They must be among `selectors` to be
+    /// recorded at all.)
+    pub triggers: Vec<Selector>,
+    /// The kernel filter of the trigger events (`--trigger-filter`).
+    pub trigger_filter: Option<String>,
 }
 
 impl Default for SessionConfig {
@@ -112,6 +118,8 @@ impl Default for SessionConfig {
             rescan_interval: Duration::from_secs(1),
             include_common: false,
             max_records: None,
+            triggers: Vec::new(),
+            trigger_filter: None,
         }
     }
 }

@@ -1,0 +1,376 @@
+//! `record --flight SIZE -o FILE`: a flight recorder. Records go into memory only, the
+//! oldest overwritten; the newest SIZE of them are decoded and written to a new file
+//! `FILE.<UTC time>` when SIGUSR1 arrives, when a trigger event (`--trigger`) is
+//! recorded, and (with `--flight-on-exit`) when the recording ends.
+//!
+//! ```text
+//!  session ──staging channel──▶ flight thread (`uevrec-flight`, [`run`]): each staged
+//!    entry copied into the FlightBuffer (buffer.rs: a memcpy; the oldest entries
+//!    evicted), the chunk back to the pool; on a dump: FlightBuffer::take (O(1): the
+//!    segments move out, the buffer starts empty)
+//!    ──bounded(1) channel of snapshots──▶ dump thread (`uevrec-dump`, dump.rs): the
+//!    snapshot through the ordinary formatter (crate::formatter, on a thread of its own)
+//!    into FILE.<time>
+//! ```
+//!
+//! The buffer holds raw staged entries, not lines: keeping a record costs a copy of its
+//! trace entry (no decoding, no JSON) and decoding happens only for the records that
+//! are dumped (BENCHMARKS.md measures both). The flight thread never waits for a dump:
+//! the take is a pointer move and the hand-over a non-blocking send. At most two
+//! snapshots exist besides the live buffer (one being written, one waiting); a dump
+//! asked for while both are taken is skipped (said on stderr, counted in the next dump's
+//! first line) and its records stay in the live buffer. Memory: at most 3 × (SIZE +
+//! 4 segments of 256 KiB) of entries, plus the formatter's buffers of the dump.
+//!
+//! SIZE counts the bytes of the staged entries held: per record its raw trace entry (as
+//! the kernel wrote it, common fields included) plus a 32-byte stamp; lost counts and
+//! notices take room too. It is not the size of the dump file (a JSON line is typically
+//! 1.5-3 times its staged size).
+
+pub mod buffer;
+pub mod dump;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use uevrec_parsers::{LineOptions, LineWriter, OutputFormat};
+
+use crate::pipeline::{Staged, StagedEntry};
+use crate::sched;
+use crate::selector::Selector;
+use buffer::FlightBuffer;
+
+/// How long the flight thread waits for staged entries before it looks at the SIGUSR1
+/// flag again: bounds the delay of a signalled dump.
+const POLL: Duration = Duration::from_millis(20);
+
+/// What `--flight` asks for (validated by the CLI).
+#[derive(Debug, Clone)]
+pub struct FlightOptions {
+    /// Bytes of staged entries kept (see the module docs).
+    pub size: usize,
+    /// Events whose every record triggers a dump (after the record is kept).
+    pub triggers: Vec<Selector>,
+    /// Dump when the recording ends.
+    pub on_exit: bool,
+    /// The dumps are `<output>.<UTC time>`.
+    pub output: PathBuf,
+    /// Permission bits of the dump files.
+    pub file_mode: u32,
+    /// What the lines are (set by crate::recorder from the recording's `--format`).
+    pub format: OutputFormat,
+    /// How records are written (set by crate::recorder from the recording's options).
+    pub line_options: LineOptions,
+    /// No notices and dump reports on standard error (errors are still printed).
+    pub quiet: bool,
+}
+
+/// Why a dump was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    /// SIGUSR1.
+    Signal,
+    /// A record of this trigger event (`system:event`), the last record of the dump.
+    Trigger(String),
+    /// The recording ended (`--flight-on-exit`).
+    Exit,
+}
+
+impl std::fmt::Display for Reason {
+    /// `signal`, `trigger user_events:x`, `exit`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reason::Signal => f.write_str("signal"),
+            Reason::Trigger(event) => write!(f, "trigger {event}"),
+            Reason::Exit => f.write_str("exit"),
+        }
+    }
+}
+
+/// A dump to write: the snapshot and why.
+#[derive(Debug)]
+pub struct Request {
+    /// What the buffer held.
+    pub snapshot: buffer::Snapshot,
+    /// Why.
+    pub reason: Reason,
+    /// Dumps skipped since the previous one (two were being written).
+    pub skipped: u64,
+}
+
+/// What the flight recorder did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlightSummary {
+    /// The dump files written, in order.
+    pub dumps: Vec<PathBuf>,
+    /// Dumps that failed (each reported on stderr when it happened).
+    pub failed: u64,
+    /// Dumps skipped because two others were still being written.
+    pub skipped: u64,
+    /// Records in memory at the end that no dump wrote (without `--flight-on-exit`).
+    pub discarded: u64,
+}
+
+/// The flight thread: keep what arrives on `staged` (returning the chunk buffers on
+/// `chunk_back`) until the session closes the channel, handing snapshots to a dump
+/// thread of its own on SIGUSR1 (`dump_flag`), on trigger records and at the end
+/// (`on_exit`). Returns once every dump is written.
+pub fn run(
+    staged: Receiver<Staged>,
+    chunk_back: Sender<Vec<u8>>,
+    opts: &FlightOptions,
+    dump_flag: &AtomicBool,
+) -> FlightSummary {
+    let (dump_tx, dump_rx) = crossbeam_channel::bounded::<Request>(1);
+    thread::scope(|scope| {
+        let dumper = thread::Builder::new()
+            .name("uevrec-dump".into())
+            .spawn_scoped(scope, move || {
+                sched::raise_worker_thread();
+                dump::run(dump_rx, opts)
+            });
+        let dumper = match dumper {
+            Ok(d) => d,
+            Err(e) => {
+                say(format_args!(
+                    "uevrec: error: cannot start the flight dump thread: {e}\n"
+                ));
+                return FlightSummary {
+                    failed: 1,
+                    ..FlightSummary::default()
+                };
+            }
+        };
+        let mut keeper = Keeper {
+            buffer: FlightBuffer::new(opts.size),
+            trigger_slots: Vec::new(),
+            dumps: &dump_tx,
+            skipped: 0,
+            skipped_total: 0,
+            opts,
+            notices: (!opts.quiet).then(|| LineWriter::new(LineOptions::default())),
+            notice_buf: Vec::new(),
+        };
+        loop {
+            if dump_flag.swap(false, Ordering::AcqRel) {
+                keeper.dump(Reason::Signal);
+            }
+            match staged.recv_timeout(POLL) {
+                Ok(msg) => {
+                    if let Some(buffer) = keeper.take(msg) {
+                        // The pool channel holds every chunk, so this never waits.
+                        let _ = chunk_back.send(buffer);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        let mut discarded = 0;
+        // Nothing staged at all (the session failed to start): no file.
+        if opts.on_exit && keeper.buffer.held_bytes() > 0 {
+            let snapshot = keeper.buffer.take();
+            let skipped = keeper.skipped;
+            // The end: waiting for the dump thread costs no record now.
+            let _ = dump_tx.send(Request {
+                snapshot,
+                reason: Reason::Exit,
+                skipped,
+            });
+        } else {
+            discarded = keeper.buffer.held_records();
+        }
+        let skipped = keeper.skipped_total;
+        drop(keeper);
+        drop(dump_tx);
+        let mut summary = dumper
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        summary.skipped = skipped;
+        summary.discarded = discarded;
+        summary
+    })
+}
+
+/// The flight thread's state.
+struct Keeper<'a> {
+    buffer: FlightBuffer,
+    /// Slot → its event (`system:event`) when it is a trigger event.
+    trigger_slots: Vec<Option<String>>,
+    dumps: &'a Sender<Request>,
+    /// Dumps skipped since the last one handed over.
+    skipped: u64,
+    skipped_total: u64,
+    opts: &'a FlightOptions,
+    /// Notices go to stderr (nothing else shows them while recording).
+    notices: Option<LineWriter>,
+    notice_buf: Vec<u8>,
+}
+
+impl Keeper<'_> {
+    /// Keep a staged message; the chunk buffer to return, if it was a chunk.
+    fn take(&mut self, msg: Staged) -> Option<Vec<u8>> {
+        let chunk = match msg {
+            Staged::Format {
+                slot,
+                prepared,
+                source,
+            } => {
+                let i = slot as usize;
+                if self.trigger_slots.len() <= i {
+                    self.trigger_slots.resize(i + 1, None);
+                }
+                let trigger = self
+                    .opts
+                    .triggers
+                    .iter()
+                    .any(|t| t.matches(&source.system, &source.name));
+                self.trigger_slots[i] =
+                    trigger.then(|| format!("{}:{}", source.system, source.name));
+                self.buffer.format(slot, prepared, source);
+                return None;
+            }
+            Staged::Chunk(chunk) => chunk,
+        };
+        for entry in chunk.encoded() {
+            self.buffer.push(entry);
+            match entry.slot {
+                Some(slot) => {
+                    if let Some(Some(event)) = self.trigger_slots.get(slot as usize) {
+                        let event = event.clone();
+                        self.dump(Reason::Trigger(event));
+                    }
+                }
+                None => self.print_notice(entry.decode()),
+            }
+        }
+        if !self.notice_buf.is_empty() {
+            say(format_args!(
+                "{}",
+                String::from_utf8_lossy(&self.notice_buf)
+            ));
+            self.notice_buf.clear();
+        }
+        Some(chunk.into_buffer())
+    }
+
+    fn print_notice(&mut self, entry: Option<StagedEntry<'_>>) {
+        if let (
+            Some(w),
+            Some(StagedEntry::Notice {
+                time_unix_ns,
+                what,
+                event,
+                message,
+            }),
+        ) = (&mut self.notices, entry)
+        {
+            w.write_notice(&mut self.notice_buf, time_unix_ns, what, event, message);
+        }
+    }
+
+    /// Hand everything held to the dump thread, unless two dumps are still with it.
+    fn dump(&mut self, reason: Reason) {
+        // Only this thread sends, so a channel with room takes the request at once.
+        if self.dumps.is_full() {
+            self.skipped += 1;
+            self.skipped_total += 1;
+            say(format_args!(
+                "uevrec: flight dump ({}) skipped: two dumps are still being written (the \
+                 records stay in memory for the next dump)\n",
+                reason
+            ));
+            return;
+        }
+        let request = Request {
+            snapshot: self.buffer.take(),
+            reason,
+            skipped: std::mem::take(&mut self.skipped),
+        };
+        let _ = self.dumps.try_send(request);
+    }
+}
+
+/// Write to stderr, ignoring failure.
+fn say(args: std::fmt::Arguments<'_>) {
+    let _ = std::io::stderr().write_fmt(args);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flight::buffer::tests::{numbered, records};
+    use crate::pipeline::StagedChunk;
+
+    /// A burst of triggers: every record lands in exactly one dump, in order, whatever
+    /// the dump thread's speed; dumps that could not be handed over are counted as
+    /// skipped and their records go to the next dump.
+    #[test]
+    fn a_burst_of_triggers_loses_and_repeats_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = FlightOptions {
+            size: 1 << 20,
+            triggers: vec!["s:t".parse().unwrap()],
+            on_exit: true,
+            output: dir.path().join("out"),
+            file_mode: 0o600,
+            format: OutputFormat::JsonLines,
+            line_options: LineOptions::default(),
+            quiet: true,
+        };
+        let (stage_tx, stage_rx) = crossbeam_channel::bounded(64);
+        let (back_tx, _back_rx) = crossbeam_channel::bounded(64);
+        let (n, t) = (numbered("n"), numbered("t"));
+        stage_tx
+            .send(Staged::Format {
+                slot: 0,
+                prepared: n.0,
+                source: n.1,
+            })
+            .unwrap();
+        stage_tx
+            .send(Staged::Format {
+                slot: 1,
+                prepared: t.0,
+                source: t.1,
+            })
+            .unwrap();
+        // 50 rounds of 10 records of `n` and one trigger `t`, all in one chunk.
+        let mut chunk = StagedChunk::default();
+        for round in 0..50u64 {
+            for e in records(round * 11, round * 11 + 10).encoded() {
+                chunk.push_encoded(e);
+            }
+            let trigger = records(round * 11 + 10, round * 11 + 11);
+            let mut raw = Vec::new();
+            for e in trigger.encoded() {
+                raw.extend_from_slice(e.bytes);
+            }
+            // The same record under slot 1 (the trigger event).
+            raw[..4].copy_from_slice(&1u32.to_ne_bytes());
+            chunk.push_encoded(crate::pipeline::EncodedEntry::first(&raw).unwrap());
+        }
+        stage_tx.send(Staged::Chunk(chunk)).unwrap();
+        drop(stage_tx);
+        let summary = run(stage_rx, back_tx, &opts, &AtomicBool::new(false));
+        assert_eq!(summary.failed, 0);
+        assert_eq!(
+            summary.dumps.len() as u64 + summary.skipped,
+            51,
+            "{summary:?}"
+        );
+        let mut seen = Vec::new();
+        for path in &summary.dumps {
+            let text = std::fs::read_to_string(path).unwrap();
+            for line in text.lines().filter(|l| l.contains("\"fields\"")) {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                seen.push(v["fields"]["n"].as_u64().unwrap());
+            }
+        }
+        assert_eq!(seen, (0..550).collect::<Vec<u64>>());
+    }
+}
