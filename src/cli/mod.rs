@@ -125,6 +125,11 @@ pub struct RecordingArgs {
     /// --format otlp: the attribute `linux.tracepoint.common`).
     #[arg(long)]
     pub common: bool,
+    /// No self-describing lines: without it the output starts with a
+    /// {"uevrec":"session"} line and each event format (and EventHeader metadata block)
+    /// gets a {"uevrec":"schema"} line before its first record.
+    #[arg(long)]
+    pub no_schema: bool,
     /// Output format: json (uevrec's JSON lines) or otlp (OTLP/JSON requests).
     #[arg(long, value_enum, default_value_t = output::Format::Json)]
     pub format: output::Format,

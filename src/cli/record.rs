@@ -120,6 +120,8 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
         include_self: rec.include_self,
         rescan_interval: rec.rescan_interval,
         include_common: rec.common,
+        schema: !rec.no_schema,
+        quiet: rec.quiet,
         max_records: rec.count,
     };
     let pipeline = PipelineOptions {

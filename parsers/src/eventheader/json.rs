@@ -50,6 +50,11 @@ pub(super) struct Open {
 }
 
 impl Scratch {
+    /// See [`PlanCache::take_learnt`].
+    pub fn take_learnt(&mut self) -> Option<(&[u8], bool)> {
+        self.plans.take_learnt()
+    }
+
     fn clear(&mut self) {
         self.keys.clear();
         self.open.clear();
