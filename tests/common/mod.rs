@@ -4,6 +4,7 @@
 
 pub mod otlp;
 pub mod perf_script;
+pub mod schema_line;
 pub mod tier;
 pub mod vm;
 

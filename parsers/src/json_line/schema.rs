@@ -13,12 +13,13 @@
 
 use serde::Serialize;
 
-use super::{LineWriter, PreparedFormat, write_hex};
+use super::{LineWriter, PreparedFormat, RecordStamp, write_hex};
 use crate::eventheader::enums::{Encoding, Format};
 use crate::eventheader::metadata::{
     ArrayKind, MetaError, attributes, read_field, split_event_name, unescape,
 };
 use crate::eventheader::{MAX_FIELDS, MAX_STRUCT_DEPTH, TracepointName};
+use crate::output::{OutputWriter, RecordWriter};
 use crate::schema::{Element, EventFormat, Field, FieldKind, LocKind};
 
 /// What the `{"uevrec":"session",…}` line says: the recording machine and session. The
@@ -181,14 +182,37 @@ struct EventHeaderName<'a> {
     group: Option<&'a str>,
 }
 
-/// The body of a tracefs schema line (after `"uevrec":"schema"`).
+/// The tracepoint a schema line is for, under the keys its event lines use.
 #[derive(Debug, Serialize)]
-struct FormatLine<'a> {
-    source: &'static str,
+struct Tracepoint<'a> {
     system: &'a str,
+    /// The event name (for multi-format events the base name).
     event: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     format_id: Option<&'a str>,
+}
+
+impl<'a> Tracepoint<'a> {
+    fn of(prepared: &'a PreparedFormat) -> Self {
+        Tracepoint {
+            system: prepared.system(),
+            event: prepared.event(),
+            format_id: prepared.format_id(),
+        }
+    }
+
+    /// `system:name` as tracefs and the notices name it (`.<id>` for multi-format).
+    fn key(&self) -> String {
+        match self.format_id {
+            Some(id) => format!("{}:{}.{id}", self.system, self.event),
+            None => format!("{}:{}", self.system, self.event),
+        }
+    }
+}
+
+/// A tracefs format as a schema line shows it.
+#[derive(Debug, Serialize)]
+struct FormatBody<'a> {
     /// The tracepoint ID (`common_type` of its records).
     id: u32,
     /// Present for EventHeader tracepoints: their payload describes itself.
@@ -196,6 +220,30 @@ struct FormatLine<'a> {
     eventheader: Option<EventHeaderName<'a>>,
     fields: Vec<FieldLine<'a>>,
     print_fmt: &'a str,
+}
+
+/// The body of a schema line (after `"uevrec":"schema"`). Its top-level keys are none
+/// of an event line's but `event`, whose value has the `system:` prefix (as in
+/// notices), so filters on event lines (`.system == …`, `.fields.x`) never match it.
+#[derive(Debug, Serialize)]
+struct SchemaLine<'a, B: Serialize> {
+    event: String,
+    tracepoint: Tracepoint<'a>,
+    source: &'static str,
+    #[serde(flatten)]
+    body: B,
+}
+
+/// The `format` member of a tracefs schema line.
+#[derive(Debug, Serialize)]
+struct FormatMember<'a> {
+    format: FormatBody<'a>,
+}
+
+/// The `eventheader` member of an EventHeader schema line.
+#[derive(Debug, Serialize)]
+struct EhMember<'a> {
+    eventheader: EhBody<'a>,
 }
 
 /// One field of an EventHeader schema line.
@@ -226,14 +274,9 @@ fn is_zero(v: &u16) -> bool {
     *v == 0
 }
 
-/// The body of an EventHeader schema line.
+/// What an EventHeader schema line says about a metadata block.
 #[derive(Debug, Serialize)]
-struct EhLine<'a> {
-    source: &'static str,
-    system: &'a str,
-    event: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    format_id: Option<&'a str>,
+struct EhBody<'a> {
     provider: &'a str,
     name: String,
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
@@ -431,15 +474,19 @@ impl LineWriter {
             keyword: format!("0x{:x}", tp.keyword),
             group: tp.group,
         });
-        let line = FormatLine {
+        let tracepoint = Tracepoint::of(prepared);
+        let line = SchemaLine {
+            event: tracepoint.key(),
+            tracepoint,
             source: "tracefs",
-            system: prepared.system(),
-            event: prepared.event(),
-            format_id: prepared.format_id(),
-            id: format.id,
-            eventheader,
-            fields,
-            print_fmt: &format.print_fmt,
+            body: FormatMember {
+                format: FormatBody {
+                    id: format.id,
+                    eventheader,
+                    fields,
+                    print_fmt: &format.print_fmt,
+                },
+            },
         };
         self.write_own_line(out, time_unix_ns, "schema", &line);
     }
@@ -470,20 +517,30 @@ impl LineWriter {
         if name_len == meta.len() {
             error = Some("the metadata has no NUL-terminated event name".into());
         }
-        let mut hex = Vec::with_capacity(meta.len() * 2);
+        // `write_hex` writes a JSON string: quotes and digits (never escapes).
+        let mut hex = Vec::with_capacity(meta.len() * 2 + 2);
         write_hex(&mut hex, meta);
-        let line = EhLine {
-            source: "eventheader",
+        let hex = hex.get(1..hex.len() - 1).unwrap_or_default();
+        let tracepoint = Tracepoint {
             system: seen.system,
             event: seen.event,
             format_id: seen.format_id,
-            provider: seen.tracepoint.provider,
-            name: unescaped(name),
-            event_attributes,
-            byte_order: if big { "big" } else { "little" },
-            fields,
-            error,
-            metadata: String::from_utf8_lossy(&hex).into_owned(),
+        };
+        let line = SchemaLine {
+            event: tracepoint.key(),
+            tracepoint,
+            source: "eventheader",
+            body: EhMember {
+                eventheader: EhBody {
+                    provider: seen.tracepoint.provider,
+                    name: unescaped(name),
+                    event_attributes,
+                    byte_order: if big { "big" } else { "little" },
+                    fields,
+                    error,
+                    metadata: String::from_utf8_lossy(hex).into_owned(),
+                },
+            },
         };
         self.write_own_line(out, time_unix_ns, "schema", &line);
     }
@@ -518,5 +575,55 @@ impl LineWriter {
         if let Some(moved) = out.get_mut(line_start.min(end)..) {
             moved.rotate_right(moved.len() - (end - line_start.min(end)));
         }
+    }
+}
+
+/// For the decoders of files (perf.data, trace.dat, `uevrec decode`): each event's
+/// schema line just before its first record (a trace.dat holds the formats of every
+/// event of its machine; only those with records are described), and each EventHeader
+/// metadata block's when first seen. Events are known by their index in the file; off,
+/// it only writes the records.
+#[derive(Debug, Default)]
+pub struct FirstSight {
+    on: bool,
+    /// Event index → described already.
+    described: Vec<bool>,
+}
+
+impl FirstSight {
+    /// Schema lines when `on`.
+    pub fn new(on: bool) -> Self {
+        FirstSight {
+            on,
+            described: Vec::new(),
+        }
+    }
+
+    /// Write the record `raw` of the event `event` (`prepared`), with the schema lines
+    /// that come first.
+    #[inline]
+    pub fn write_record(
+        &mut self,
+        writer: &mut OutputWriter,
+        out: &mut Vec<u8>,
+        event: usize,
+        stamp: &RecordStamp,
+        prepared: &PreparedFormat,
+        raw: &[u8],
+    ) {
+        if !self.on {
+            writer.write_prepared(out, stamp, prepared, raw);
+            return;
+        }
+        if !self.described.get(event).copied().unwrap_or(false) {
+            if self.described.len() <= event {
+                self.described.resize(event + 1, false);
+            }
+            self.described[event] = true;
+            writer.write_format_schema(out, stamp.time_unix_ns, prepared);
+        }
+        let start = out.len();
+        writer.write_prepared(out, stamp, prepared, raw);
+        writer.announce_learnt(out, start, stamp.time_unix_ns, prepared);
     }
 }
