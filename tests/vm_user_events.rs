@@ -1360,20 +1360,23 @@ fn t11_self_describing_stream() {
         assert!(!eh_records.is_empty());
         for &r in &eh_records {
             let rec = &lines[r];
-            let keys: Vec<&str> = rec["fields"]
+            // (Parsed into a map sorted by key: compared as sorted lists.)
+            let mut keys: Vec<&str> = rec["fields"]
                 .as_object()
                 .unwrap()
                 .keys()
                 .map(|k| base_key(k))
                 .collect();
+            keys.sort_unstable();
             let described = eh_schemas.iter().filter(|&&i| i < r).any(|&i| {
                 let b = &lines[i]["eventheader"];
-                let names: Vec<&str> = b["fields"]
+                let mut names: Vec<&str> = b["fields"]
                     .as_array()
                     .unwrap()
                     .iter()
                     .map(|f| f["name"].as_str().unwrap())
                     .collect();
+                names.sort_unstable();
                 b["name"] == rec["name"] && names == keys
             });
             assert!(described, "no schema line before {rec}");

@@ -7,6 +7,7 @@
 //! {"time":"…","system":"user_events","event":"t","cpu":0,"pid":7,"tid":7,"fields":{"a":1,"msg":null},"errors":{"msg":"__rel_loc out of bounds: …"}}
 //! {"time":"…","uevrec":"lost","cpu":1,"lost":17}
 //! {"time":"…","uevrec":"notice","what":"attached","event":"user_events:t","message":"id 1117"}
+//! {"time":"…","uevrec":"session",…} and {"time":"…","uevrec":"schema",…} (see [`schema`])
 //! ```
 //!
 //! Keys come in that order; `format_id` only for multi-format events, `common` (the

@@ -627,3 +627,80 @@ impl FirstSight {
         writer.announce_learnt(out, start, stamp.time_unix_ns, prepared);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{LineOptions, OutputFormat, parse_format};
+
+    fn prepared() -> PreparedFormat {
+        let text = "name: m.1a\nID: 7\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\tfield:__rel_loc char[] msg;\toffset:8;\tsize:4;\tsigned:0;\n\nprint fmt: \"\"\n";
+        PreparedFormat::new(
+            &parse_format(text).unwrap(),
+            "user_events_multi",
+            "m",
+            Some("1a"),
+        )
+    }
+
+    #[test]
+    fn own_lines_are_one_json_object_each() {
+        let mut w = LineWriter::new(LineOptions::default());
+        let mut out = Vec::new();
+        w.write_session(&mut out, None, &SessionInfo::default());
+        w.write_own_line(&mut out, Some(0), "empty", &serde_json::Map::new());
+        w.write_format_schema(&mut out, Some(1), &prepared());
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(lines[0]["uevrec"], "session");
+        assert_eq!(lines[0]["time"], serde_json::Value::Null);
+        assert_eq!(
+            text.lines().nth(1),
+            Some(r#"{"time":"1970-01-01T00:00:00.000000000Z","uevrec":"empty"}"#)
+        );
+        let schema = &lines[2];
+        assert_eq!(schema["event"], "user_events_multi:m.1a");
+        assert_eq!(
+            schema["tracepoint"],
+            serde_json::json!({"system":"user_events_multi","event":"m","format_id":"1a"})
+        );
+        let msg = &schema["format"]["fields"][1];
+        assert_eq!(msg["kind"], "rel_loc");
+        assert_eq!(msg["value"], "char");
+        assert_eq!(msg["json"], "string");
+        // No top-level key of an event line.
+        for key in ["system", "fields", "format_id", "provider", "name"] {
+            assert!(schema.get(key).is_none(), "{key}");
+        }
+    }
+
+    #[test]
+    fn otlp_has_no_schema_lines_and_decoders_describe_once() {
+        let mut otlp = OutputWriter::new(OutputFormat::Otlp, LineOptions::default());
+        let mut out = Vec::new();
+        otlp.write_session(&mut out, None, &SessionInfo::default());
+        otlp.write_format_schema(&mut out, None, &prepared());
+        assert!(out.is_empty());
+        let mut json = OutputWriter::new(OutputFormat::JsonLines, LineOptions::default());
+        let (p, raw) = (prepared(), [0u8; 12]);
+        let stamp = RecordStamp::default();
+        for on in [true, false] {
+            let mut first = FirstSight::new(on);
+            let mut out = Vec::new();
+            for event in [3, 3, 0] {
+                first.write_record(&mut json, &mut out, event, &stamp, &p, &raw);
+            }
+            let text = String::from_utf8(out).unwrap();
+            let schemas = text.lines().filter(|l| l.contains(r#""uevrec":"schema""#));
+            assert_eq!(schemas.count(), if on { 2 } else { 0 }, "{text}");
+            assert_eq!(
+                text.lines().filter(|l| l.contains(r#""fields":{"#)).count(),
+                3
+            );
+        }
+    }
+}
