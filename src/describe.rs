@@ -4,7 +4,7 @@
 //! format ([`crate::formatter`]); `--no-schema` turns both off.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::hash::{Hash, Hasher};
 
 use uevrec_parsers::{ClockInfo, SessionInfo};
 
@@ -68,16 +68,48 @@ pub fn session_info(config: &SessionConfig) -> SessionInfo {
 
 /// The event formats whose schema line was written: each format (system, tracefs name
 /// and format text, which holds the ID) once per stream, however often its event is
-/// detached and attached again. Holds one entry per distinct format, as the session
-/// does.
+/// detached and attached again. Bounded: a 64-bit hash per format, forgotten all at once
+/// past [`MAX_DESCRIBED`] formats (a format attached again after that is described
+/// again: a redundant line, never a missing one but for a hash collision, 2^-64).
 #[derive(Debug, Default)]
 pub struct Described {
-    seen: HashSet<Arc<FormatSource>>,
+    seen: HashSet<u64>,
 }
+
+/// Formats remembered by [`Described`] (≈ 1 MiB of hashes).
+pub const MAX_DESCRIBED: usize = 1 << 16;
 
 impl Described {
     /// Whether `source` is new (and remember it).
-    pub fn first_time(&mut self, source: &Arc<FormatSource>) -> bool {
-        self.seen.insert(Arc::clone(source))
+    pub fn first_time(&mut self, source: &FormatSource) -> bool {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        source.hash(&mut h);
+        if self.seen.len() >= MAX_DESCRIBED {
+            self.seen.clear();
+        }
+        self.seen.insert(h.finish())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_format_once_and_memory_bounded() {
+        let source = |n: usize, text: &str| FormatSource {
+            system: "s".into(),
+            name: format!("e{n}"),
+            text: text.into(),
+        };
+        let mut d = Described::default();
+        assert!(d.first_time(&source(0, "ID: 1")));
+        assert!(!d.first_time(&source(0, "ID: 1")));
+        // The same name with another format (deleted and registered again).
+        assert!(d.first_time(&source(0, "ID: 2")));
+        for n in 1..MAX_DESCRIBED * 2 {
+            d.first_time(&source(n, ""));
+        }
+        assert!(d.seen.len() <= MAX_DESCRIBED);
     }
 }

@@ -1099,10 +1099,22 @@ fn raw_run(
     producer.wait_registered(versions);
     recorder.release("p", selector, versions);
     let report = producer.finish();
-    let live: Vec<Value> = recorder
-        .stop()
+    let all_live = recorder.stop();
+    // Schema lines: compared without their time (live: when the event attached;
+    // decoded: its first record's), the session line only live.
+    let untimed = |l: &Value| {
+        let mut l = l.clone();
+        l.as_object_mut().map(|o| o.remove("time"));
+        l
+    };
+    let live_schemas: Vec<Value> = all_live
+        .iter()
+        .filter(|l| l["uevrec"] == "schema")
+        .map(untimed)
+        .collect();
+    let live: Vec<Value> = all_live
         .into_iter()
-        .filter(|l| l["uevrec"] != "notice")
+        .filter(|l| !["notice", "session", "schema"].contains(&l["uevrec"].as_str().unwrap_or("")))
         .collect();
     let out = Command::new(env!("CARGO_BIN_EXE_uevrec"))
         .args(["decode", "-q"])
@@ -1110,11 +1122,23 @@ fn raw_run(
         .output()
         .expect("uevrec decode");
     assert!(out.status.success(), "uevrec decode: {out:?}");
-    let decoded: Vec<Value> = String::from_utf8(out.stdout)
+    let (schemas, decoded): (Vec<Value>, Vec<Value>) = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .partition(|l| l["uevrec"] == "schema");
+    assert_eq!(
+        schemas.len(),
+        versions,
+        "{test}: one schema line per format: {schemas:?}"
+    );
+    for s in &schemas {
+        let s = untimed(s);
+        assert!(
+            live_schemas.contains(&s),
+            "{test}: {s} not as live: {live_schemas:?}"
+        );
+    }
     // The same lines (decode orders by time, live by buffer): as multisets.
     let mut left: Vec<&Value> = live.iter().collect();
     for line in &decoded {
