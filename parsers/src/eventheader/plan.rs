@@ -216,6 +216,13 @@ impl PlanCache {
         slot
     }
 
+    /// Whether a block was first seen since the last [`PlanCache::take_learnt`] (the
+    /// per-record check, inlined).
+    #[inline]
+    pub fn has_learnt(&self) -> bool {
+        self.learnt.is_some()
+    }
+
     /// The metadata block (and whether big-endian) first seen since the last call, if
     /// any: at most one per event, so whoever writes schema lines calls this after each
     /// event (a block evicted and seen again is new again).

@@ -550,7 +550,23 @@ impl LineWriter {
     /// schema line before the event line. One check per record; the line is built on
     /// first sight only. A block longer than the plan cache takes
     /// ([`crate::eventheader::plan::MAX_PLAN_METADATA`]) is never announced.
+    #[inline]
     pub fn announce_learnt(
+        &mut self,
+        out: &mut Vec<u8>,
+        line_start: usize,
+        time_unix_ns: Option<u64>,
+        prepared: &PreparedFormat,
+    ) {
+        if self.eh.has_learnt() {
+            self.describe_learnt(out, line_start, time_unix_ns, prepared);
+        }
+    }
+
+    /// The rare part of [`LineWriter::announce_learnt`].
+    #[cold]
+    #[inline(never)]
+    fn describe_learnt(
         &mut self,
         out: &mut Vec<u8>,
         line_start: usize,
