@@ -139,7 +139,8 @@ pub struct RecordingArgs {
     /// Stop after this many records.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
-    /// No status line and no summary on standard error (errors are still printed).
+    /// No status line, summary or waiting/matching messages on standard error (errors
+    /// are still printed; the in-band notices stay).
     #[arg(short, long)]
     pub quiet: bool,
 }

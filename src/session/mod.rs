@@ -42,7 +42,8 @@
 //! [`backend`] is what the session needs from perf (or ftrace, `--backend ftrace`:
 //! crate::ftrace, a tracefs instance read page by page): attach, detach, drain; `attach` the attach/detach/rescan state machine over it; `stager` stages what
 //! the buffers hold; `filter` the kernel filter expressions and the kernel's complaints
-//! about them; `procfs` the thread scan; `error` the setup errors. This file: the
+//! about them; `procfs` the thread scan; `error` the setup errors; `waiting` the
+//! selectors that match nothing yet (said once, and again when they match). This file: the
 //! configuration, the loop, the stop.
 
 mod attach;
