@@ -174,6 +174,7 @@ fn dump_64m(c: &mut Criterion) {
         format: OutputFormat::JsonLines,
         line_options: LineOptions::default(),
         quiet: true,
+        session: None,
     };
     let snapshot = full_buffer(SIZE, &raw, &prepared, &source).take();
     eprintln!(

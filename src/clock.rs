@@ -14,6 +14,9 @@
 
 use std::time::{Duration, Instant};
 
+/// How often a recording re-samples its [`WallClock`] offset.
+pub const RESAMPLE_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Read a clock in nanoseconds.
 fn now_ns(clock: libc::clockid_t) -> i128 {
     let mut ts = libc::timespec {

@@ -10,7 +10,11 @@
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use uevrec_parsers::{LineOptions, OutputFormat, OutputWriter, PreparedFormat, RecordWriter};
+use uevrec_parsers::{
+    LineOptions, OutputFormat, OutputWriter, PreparedFormat, RecordWriter, SessionInfo,
+};
+
+use crate::describe::Described;
 
 use crate::pipeline::{BATCH_BYTES, BATCH_CAPACITY, Batch, Closed, Staged, StagedEntry};
 
@@ -22,6 +26,8 @@ struct Formatter<'a> {
     formats: Vec<Option<Arc<PreparedFormat>>>,
     writer: OutputWriter,
     batch: Batch,
+    /// The formats described so far; `None` with `--no-schema`.
+    described: Option<Described>,
 }
 
 impl Formatter<'_> {
@@ -50,7 +56,18 @@ impl Formatter<'_> {
 
     fn take(&mut self, msg: Staged, chunk_recycle: &Sender<Vec<u8>>) -> Result<(), Closed> {
         let chunk = match msg {
-            Staged::Format { slot, prepared, .. } => {
+            Staged::Format {
+                slot,
+                prepared,
+                source,
+            } => {
+                if let Some(described) = &mut self.described
+                    && described.first_time(&source)
+                {
+                    let now = Some(crate::clock::now_unix_ns());
+                    self.writer
+                        .write_format_schema(&mut self.batch.lines, now, &prepared);
+                }
                 let slot = slot as usize;
                 if self.formats.len() <= slot {
                     self.formats.resize(slot + 1, None);
@@ -84,12 +101,17 @@ impl Formatter<'_> {
                 StagedEntry::Record { slot, stamp, raw } => {
                     match self.formats.get(slot as usize).and_then(Option::as_ref) {
                         Some(prepared) => {
+                            let start = self.batch.lines.len();
                             self.writer.write_prepared(
                                 &mut self.batch.lines,
                                 &stamp,
                                 prepared,
                                 raw,
                             );
+                            if self.described.is_some() {
+                                let (out, t) = (&mut self.batch.lines, stamp.time_unix_ns);
+                                self.writer.announce_learnt(out, start, t, prepared);
+                            }
                             self.batch.records += 1;
                         }
                         // The session sends a slot's format before its records; should
@@ -119,6 +141,10 @@ impl Formatter<'_> {
 /// `chunk_recycle`. A batch is sent when full and whenever the staging channel runs
 /// empty, so lines reach the writer as soon as the formatter has caught up. Returns
 /// `Err(Closed)` as soon as the writer is gone; dropping `staged` then tells the session.
+///
+/// With `session` (not `--no-schema`) the first line is its `{"uevrec":"session"}` line,
+/// each event format gets a `{"uevrec":"schema"}` line before its first record, and so
+/// does each EventHeader metadata block when first seen (`crate::describe`).
 pub fn run(
     staged: Receiver<Staged>,
     chunk_recycle: Sender<Vec<u8>>,
@@ -126,6 +152,7 @@ pub fn run(
     recycle: &Receiver<Vec<u8>>,
     opts: LineOptions,
     format: OutputFormat,
+    session: Option<&SessionInfo>,
 ) -> Result<(), Closed> {
     let mut writer = OutputWriter::new(format, opts);
     if let Some(host) = host_name() {
@@ -137,8 +164,13 @@ pub fn run(
         formats: Vec::new(),
         writer,
         batch: Batch::default(),
+        described: session.map(|_| Described::default()),
     };
     f.batch.lines = f.fresh_buffer();
+    if let Some(info) = session {
+        let start = Some(info.clock.realtime_ns);
+        f.writer.write_session(&mut f.batch.lines, start, info);
+    }
     loop {
         let msg = match staged.try_recv() {
             Ok(msg) => msg,
@@ -216,6 +248,7 @@ mod tests {
             &rec_rx,
             LineOptions::default(),
             OutputFormat::JsonLines,
+            None,
         )
         .unwrap();
         drop(out_tx);
@@ -263,7 +296,8 @@ mod tests {
                 &out_tx,
                 &rec_rx,
                 LineOptions::default(),
-                OutputFormat::JsonLines
+                OutputFormat::JsonLines,
+                None,
             )
             .is_err()
         );

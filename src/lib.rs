@@ -6,12 +6,14 @@
 //! staged entries, [`formatter`] renders those as JSON lines (with `uevrec_parsers`),
 //! [`pipeline`] holds what travels between the threads on the way to the [`sink`]s
 //! (or, with `record --raw`, to a perf.data: [`raw`]),
+//! [`describe`] what the stream's first lines say about it,
 //! [`recorder`] builds the threads and joins them ([`sched`] their priorities), [`clock`] turns sample times into
 //! wall-clock time, [`cli`] is the command line (flags → a [`recorder::Config`]).
 #![warn(missing_docs)]
 
 pub mod cli;
 pub mod clock;
+pub mod describe;
 pub mod epoll;
 pub mod fd_limit;
 pub mod flight;

@@ -89,7 +89,7 @@ pub enum Staged {
 
 /// An attached event as tracefs described it: what a raw output (perf.data) stores so
 /// that readers can decode its records later.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FormatSource {
     /// The tracefs system (`sched`, `user_events`, `user_events_multi` …).
     pub system: String,

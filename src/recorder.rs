@@ -224,6 +224,7 @@ fn stage(
         big_endian: false,
     };
     let downstream_gone = AtomicBool::new(false);
+    let session_info = config.schema.then(|| crate::describe::session_info(config));
     thread::scope(|scope| {
         // Started before the first attach, so the self-exclusion filter names them.
         let (mut format_rx, mut chunk_back) = (Some(stage_rx), Some(chunk_tx));
@@ -257,6 +258,7 @@ fn stage(
             Some((mut flight_opts, dump_flag)) => {
                 // The dumps are written as the lines would be.
                 (flight_opts.format, flight_opts.line_options) = (format, opts);
+                flight_opts.session = session_info.clone();
                 let rx = format_rx.take().expect("no raw output with --flight");
                 let back = chunk_back.take().expect("no raw output with --flight");
                 let gone = &downstream_gone;
@@ -278,11 +280,12 @@ fn stage(
         let formatter = match (lines, format_rx, chunk_back) {
             (Some((out, recycle)), Some(rx), Some(back)) => {
                 let gone = &downstream_gone;
+                let info = session_info.as_ref();
                 let spawned = thread::Builder::new()
                     .name("uevrec-format".into())
                     .spawn_scoped(scope, move || {
                         sched::raise_worker_thread();
-                        let r = formatter::run(rx, back, out, recycle, opts, format);
+                        let r = formatter::run(rx, back, out, recycle, opts, format, info);
                         gone.store(true, Ordering::Release);
                         r
                     });

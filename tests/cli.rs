@@ -1,6 +1,7 @@
 //! The command line without kernel privileges: parsing, error messages and their fixes,
 //! output-file rules, `list` on a hand-built tracefs tree.
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;
@@ -319,7 +320,11 @@ fn decode_reads_trace_dat_like_trace_cmd_report() {
                 want.push(format!("{event} cpu {cpu} pid {pid}"));
             }
         }
-        let out = uevrec().args(["decode", "-q"]).arg(&dat).output().unwrap();
+        let out = uevrec()
+            .args(["decode", "-q", "--no-schema"])
+            .arg(&dat)
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{name}: {}", stderr_of(&out));
         let got: Vec<String> = String::from_utf8(out.stdout.clone())
             .unwrap()
@@ -343,6 +348,31 @@ fn decode_reads_trace_dat_like_trace_cmd_report() {
             .output()
             .unwrap();
         assert!(piped.status.success(), "{name}: {}", stderr_of(&piped));
-        assert_eq!(piped.stdout, out.stdout, "{name}: stdin differs");
+        // Without --no-schema: a schema line before each event's first record, the
+        // other lines alike.
+        let (mut schemas, mut rest, mut events) = (BTreeSet::new(), String::new(), BTreeSet::new());
+        for l in String::from_utf8(piped.stdout).unwrap().lines() {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            if v["uevrec"] == "schema" {
+                assert!(schemas.insert(v["event"].to_string()), "{name}: twice: {l}");
+            } else {
+                if v["uevrec"].is_null() {
+                    let key = format!(
+                        "\"{}:{}\"",
+                        v["system"].as_str().unwrap(),
+                        v["event"].as_str().unwrap()
+                    );
+                    assert!(schemas.contains(&key), "{name}: {l} before its schema");
+                    events.insert(key);
+                }
+                rest.push_str(l);
+                rest.push('\n');
+            }
+        }
+        assert_eq!(
+            schemas, events,
+            "{name}: the events with records are described"
+        );
+        assert_eq!(rest.as_bytes(), out.stdout, "{name}: stdin differs");
     }
 }

@@ -104,7 +104,17 @@ fn decode(args: &[&str], stdin_from: Option<&Path>) -> Output {
     out
 }
 
+/// The lines of `text` but the schema lines (the tests that count them:
+/// `schema_lines_describe_each_decoded_event_once`).
 fn json_lines(text: &[u8]) -> Vec<Value> {
+    all_json_lines(text)
+        .into_iter()
+        .filter(|v| v["uevrec"] != "schema")
+        .collect()
+}
+
+/// Every line of `text`, parsed.
+fn all_json_lines(text: &[u8]) -> Vec<Value> {
     String::from_utf8(text.to_vec())
         .unwrap()
         .lines()
@@ -312,5 +322,46 @@ fn count_on_a_stream_exits_zero() {
         assert_eq!(out.status.code(), Some(0), "--count {count}: {err}");
         assert_eq!(json_lines(&out.stdout).len().to_string(), count);
         assert!(!err.contains("stopped"), "{err}");
+    }
+}
+
+/// A decoded perf.data describes each event before its first record, with the format
+/// the file stores (here: this machine's format files).
+#[test]
+fn schema_lines_describe_each_decoded_event_once() {
+    require_host!();
+    let (_dir, file) = recorded(false);
+    let out = decode(&["-q", file.to_str().unwrap()], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = all_json_lines(&out.stdout);
+    let root = std::env::var_os("UEVREC_TRACEFS").unwrap_or_else(|| "/sys/kernel/tracing".into());
+    for key in EVENTS {
+        let at: Vec<usize> = (0..lines.len())
+            .filter(|&i| lines[i]["uevrec"] == "schema" && lines[i]["event"] == key)
+            .collect();
+        assert_eq!(at.len(), 1, "{key}: one schema line");
+        let (system, event) = key.split_once(':').unwrap();
+        let first = lines
+            .iter()
+            .position(|v| v["system"] == system && v["event"] == event)
+            .unwrap();
+        assert!(at[0] < first, "{key}: described before its first record");
+        let text = fs::read_to_string(
+            Path::new(&root)
+                .join("events")
+                .join(system)
+                .join(event)
+                .join("format"),
+        );
+        let format = uevrec_parsers::parse_format(&text.unwrap()).unwrap();
+        assert_eq!(
+            common::schema_line::format_from_schema(&lines[at[0]]),
+            Ok(format),
+            "{key}"
+        );
     }
 }

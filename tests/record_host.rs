@@ -443,12 +443,15 @@ fn tail_into_closed_pipe_exits_141() {
 #[test]
 fn idle_tail_into_closed_pipe_exits_141() {
     require_host!();
-    // Nothing matches: one "waiting" notice, then silence; the closed pipe must still be
-    // noticed without another write.
+    // Nothing matches: the session line and one "waiting" notice, then silence; the
+    // closed pipe must still be noticed without another write.
     let (first, st, err) = tail_first_line_then_close("nosuchsystem:nosuchevent");
-    assert!(first.contains("\"uevrec\":\"notice\""), "{first}");
+    assert!(first.contains("\"uevrec\":\"session\""), "{first}");
     assert_eq!(st.code(), Some(141), "{err}");
-    assert_eq!(err, "", "exit on a closed pipe is quiet");
+    assert_eq!(
+        err, "uevrec: waiting for nosuchsystem:nosuchevent to appear (rescanning every 1s)\n",
+        "the selector's wait is said once; the exit on a closed pipe is quiet"
+    );
 }
 
 /// A tiny tmpfs mounted for the test, unmounted on drop.
@@ -608,4 +611,81 @@ fn both_backends_record_the_same_calls_with_the_same_values() {
     }
     assert_eq!(got[0].len(), N as usize);
     assert_eq!(got[0], got[1], "perf and ftrace records differ");
+}
+
+/// Record `n` getppid calls of a child with `extra` arguments; the lines.
+fn getppid_lines(n: u32, extra: &[&str]) -> Vec<Value> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("getppid.json");
+    let child = getppid_child(n);
+    let mut rec = record_getppid(&child, &out, extra);
+    wait_attached(&out, &mut rec);
+    release_and_reap(child);
+    sleep(Duration::from_millis(200));
+    signal(&rec, libc::SIGINT);
+    let st = wait_exit(&mut rec);
+    assert_eq!(st.code(), Some(0), "{}", stderr_text(&mut rec));
+    parse_lines(&fs::read_to_string(&out).unwrap())
+}
+
+#[test]
+fn a_recording_starts_with_its_session_and_describes_each_event_before_its_records() {
+    require_host!();
+    let lines = getppid_lines(5, &["-q"]);
+    // The session line first: this machine, this session.
+    let session = &lines[0];
+    assert_eq!(session["uevrec"], "session", "{session}");
+    let release = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert_eq!(session["kernel"], release.trim());
+    let host = fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(session["host"], host.trim());
+    assert_eq!(session["uevrec_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(session["backend"], "perf");
+    assert_eq!(
+        session["selectors"],
+        serde_json::json!(["raw_syscalls:sys_enter"])
+    );
+    assert_eq!(session["filter"], format!("id == {NR_GETPPID}"));
+    assert!(session["cpus"].as_array().is_some_and(|c| !c.is_empty()));
+    assert_eq!(session["clock"]["source"], "CLOCK_MONOTONIC");
+    let (mono, real) = (
+        &session["clock"]["monotonic_ns"],
+        &session["clock"]["realtime_ns"],
+    );
+    assert!(mono.as_u64().unwrap() > 0 && real.as_u64().unwrap() > 1_700_000_000_000_000_000);
+    // One schema line for the event, before its first record, equal to the format file.
+    let schemas: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i]["uevrec"] == "schema")
+        .collect();
+    assert_eq!(schemas.len(), 1, "{lines:#?}");
+    let schema = &lines[schemas[0]];
+    assert_eq!(schema["event"], "raw_syscalls:sys_enter");
+    let first = lines
+        .iter()
+        .position(|v| v["event"] == "sys_enter")
+        .unwrap();
+    assert!(schemas[0] < first, "the schema comes before the records");
+    let root = std::env::var_os("UEVREC_TRACEFS").unwrap_or_else(|| "/sys/kernel/tracing".into());
+    let text = fs::read_to_string(Path::new(&root).join("events/raw_syscalls/sys_enter/format"));
+    let format = uevrec_parsers::parse_format(&text.unwrap()).unwrap();
+    assert_eq!(common::schema_line::format_from_schema(schema), Ok(format));
+    // Filters on event lines never meet the recorder's own lines.
+    for v in &lines {
+        if v.get("uevrec").is_some() {
+            assert!(
+                v.get("system").is_none() && v.get("fields").is_none(),
+                "{v}"
+            );
+        }
+    }
+    assert_eq!(records(&lines, "sys_enter").len(), 5);
+
+    // --no-schema: the same recording without them.
+    let lines = getppid_lines(5, &["-q", "--no-schema"]);
+    let own: Vec<&Value> = lines.iter().filter(|v| v.get("uevrec").is_some()).collect();
+    assert!(
+        own.iter().all(|v| v["uevrec"] == "notice"),
+        "only notices: {own:#?}"
+    );
+    assert_eq!(records(&lines, "sys_enter").len(), 5);
 }

@@ -212,11 +212,14 @@ fn one_run_gives_perf_data_equal_to_the_live_lines_and_to_perf_script() {
     let err = interrupt_and_wait(&mut rec);
     assert!(err.contains("uevrec: wrote "), "{err}");
 
-    // The round trip: the same lines, values and count as the live recording.
-    let live_lines: Vec<String> = fs::read_to_string(&live)
-        .unwrap()
+    // The round trip: the same lines, values and count as the live recording; the
+    // schema lines of the events with records alike too (all but their time: the
+    // perf.data stores the format files the live recording read).
+    let live_text = fs::read_to_string(&live).unwrap();
+    let own = |l: &&str, what: &str| l.contains(&format!("\"uevrec\":\"{what}\""));
+    let live_lines: Vec<String> = live_text
         .lines()
-        .filter(|l| !l.contains("\"uevrec\":\"notice\""))
+        .filter(|l| !own(l, "notice") && !own(l, "session") && !own(l, "schema"))
         .map(String::from)
         .collect();
     let out = decode(&raw);
@@ -227,12 +230,45 @@ fn one_run_gives_perf_data_equal_to_the_live_lines_and_to_perf_script() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let decoded: Vec<String> = text.lines().map(String::from).collect();
+    let untimed = |l: &str| {
+        let mut v: Value = serde_json::from_str(l).unwrap();
+        v.as_object_mut().unwrap().remove("time");
+        v
+    };
+    let decoded_schemas: Vec<Value> = text
+        .lines()
+        .filter(|l| own(l, "schema"))
+        .map(untimed)
+        .collect();
+    let live_schemas: Vec<Value> = live_text
+        .lines()
+        .filter(|l| own(l, "schema"))
+        .map(untimed)
+        .collect();
+    assert_eq!(
+        decoded_schemas.len(),
+        3,
+        "exec, sys_enter, the late uprobe: {decoded_schemas:?}"
+    );
+    for s in &decoded_schemas {
+        assert!(
+            live_schemas.contains(s),
+            "{s} differs from the live one: {live_schemas:?}"
+        );
+    }
+    let decoded: Vec<String> = text
+        .lines()
+        .filter(|l| !own(l, "schema"))
+        .map(String::from)
+        .collect();
     assert_eq!(decoded.len(), live_lines.len());
     assert_eq!(sorted(decoded.clone()), sorted(live_lines));
 
     // The values are the workload's.
-    let values = json_lines(&text);
+    let values: Vec<Value> = json_lines(&text)
+        .into_iter()
+        .filter(|v| v["uevrec"] != "schema")
+        .collect();
     let getppids = values
         .iter()
         .filter(|v| v["event"] == "sys_enter" && v["fields"]["id"] == NR_GETPPID)

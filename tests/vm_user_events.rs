@@ -177,10 +177,16 @@ impl Recorder {
 
     /// [`Recorder::start`] with `extra` arguments for `uevrec record`.
     fn start_with(dir: &Path, selectors: &[&str], extra: &[&std::ffi::OsStr]) -> Recorder {
+        let quiet: &std::ffi::OsStr = "--quiet".as_ref();
+        Recorder::start_with_args(dir, selectors, &[&[quiet], extra].concat())
+    }
+
+    /// [`Recorder::start`] with these arguments for `uevrec record` (not `--quiet`).
+    fn start_with_args(dir: &Path, selectors: &[&str], extra: &[&std::ffi::OsStr]) -> Recorder {
         let out = dir.join("uevrec.jsonl");
         let stderr = dir.join("uevrec.stderr");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_uevrec"));
-        cmd.arg("record").arg("-o").arg(&out).arg("--quiet");
+        cmd.arg("record").arg("-o").arg(&out);
         cmd.args(["--backend", backend()]);
         for s in selectors {
             cmd.arg("-e").arg(s);
@@ -202,6 +208,13 @@ impl Recorder {
     /// Wait until the output shows `n` `attached` notices for `system:event` (or its
     /// multi-format versions `system:event.<id>`), then create the start file `tag`.
     fn release(&mut self, tag: &str, key: &str, n: usize) {
+        self.wait_attached(key, n);
+        fs::write(start_file(&self.dir, tag), b"").expect("start file");
+    }
+
+    /// Wait until the output shows `n` `attached` notices for `system:event` (or its
+    /// multi-format versions `system:event.<id>`).
+    fn wait_attached(&mut self, key: &str, n: usize) {
         let versions = format!("{key}.");
         let out = self.out.clone();
         let attached = || {
@@ -228,7 +241,6 @@ impl Recorder {
             "uevrec never reported attaching {n} x {key} within {PRODUCER_TIMEOUT:?}; output: {}",
             fs::read_to_string(&self.out).unwrap_or_default()
         );
-        fs::write(start_file(&self.dir, tag), b"").expect("start file");
     }
 
     fn assert_running(&mut self) {
@@ -1087,10 +1099,22 @@ fn raw_run(
     producer.wait_registered(versions);
     recorder.release("p", selector, versions);
     let report = producer.finish();
-    let live: Vec<Value> = recorder
-        .stop()
+    let all_live = recorder.stop();
+    // Schema lines: compared without their time (live: when the event attached;
+    // decoded: its first record's), the session line only live.
+    let untimed = |l: &Value| {
+        let mut l = l.clone();
+        l.as_object_mut().map(|o| o.remove("time"));
+        l
+    };
+    let live_schemas: Vec<Value> = all_live
+        .iter()
+        .filter(|l| l["uevrec"] == "schema")
+        .map(untimed)
+        .collect();
+    let live: Vec<Value> = all_live
         .into_iter()
-        .filter(|l| l["uevrec"] != "notice")
+        .filter(|l| !["notice", "session", "schema"].contains(&l["uevrec"].as_str().unwrap_or("")))
         .collect();
     let out = Command::new(env!("CARGO_BIN_EXE_uevrec"))
         .args(["decode", "-q"])
@@ -1098,11 +1122,23 @@ fn raw_run(
         .output()
         .expect("uevrec decode");
     assert!(out.status.success(), "uevrec decode: {out:?}");
-    let decoded: Vec<Value> = String::from_utf8(out.stdout)
+    let (schemas, decoded): (Vec<Value>, Vec<Value>) = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .partition(|l| l["uevrec"] == "schema");
+    assert_eq!(
+        schemas.len(),
+        versions,
+        "{test}: one schema line per format: {schemas:?}"
+    );
+    for s in &schemas {
+        let s = untimed(s);
+        assert!(
+            live_schemas.contains(&s),
+            "{test}: {s} not as live: {live_schemas:?}"
+        );
+    }
     // The same lines (decode orders by time, live by buffer): as multisets.
     let mut left: Vec<&Value> = live.iter().collect();
     for line in &decoded {
@@ -1167,4 +1203,214 @@ fn t10_record_raw_multi_format_versions() {
         .filter_map(|r| r["format_id"].as_str())
         .collect();
     assert_eq!(ids.len(), 2, "both versions, each with its format: {ids:?}");
+}
+
+// ---- 11: a self-describing stream ----------------------------------------------------------
+
+/// The index of every line of `lines` satisfying `pred`.
+fn positions(lines: &[Value], pred: impl Fn(&Value) -> bool) -> Vec<usize> {
+    (0..lines.len()).filter(|&i| pred(&lines[i])).collect()
+}
+
+/// A field key of an EventHeader line without the `#2` a repeated name gets.
+fn base_key(key: &str) -> &str {
+    match key.rsplit_once('#') {
+        Some((base, n)) if n.parse::<u32>().is_ok() => base,
+        _ => key,
+    }
+}
+
+/// Session line first; waiting notices (stderr too) for selectors that match nothing
+/// yet, then one `matching` each; one schema line per tracepoint format (both versions
+/// of a multi-format event), equal to the format file, before its first record; one per
+/// EventHeader metadata block before the first event carrying it.
+#[test]
+fn t11_self_describing_stream() {
+    if !user_events_here() {
+        return;
+    }
+    each_backend(|| {
+        let dir = tmp_dir("t11");
+        let (late, multi, eh) = ("vmt_sd_late", "vmt_sd_multi", "VmtSdEh");
+        assert!(wait_until(Duration::from_secs(10), || !event_exists(
+            Path::new(TRACEFS),
+            "user_events",
+            late
+        )));
+        let selectors = [
+            format!("user_events:{late}"),
+            format!("user_events_multi:{multi}"),
+            format!("user_events:{eh}*"),
+        ];
+        let sel: Vec<&str> = selectors.iter().map(String::as_str).collect();
+        let mut recorder = Recorder::start_with_args(&dir, &sel, &[]);
+        let out = recorder.out.clone();
+        let waiting = || {
+            let text = fs::read_to_string(&out).unwrap_or_default();
+            text.lines()
+                .filter(|l| l.contains("\"what\":\"waiting\""))
+                .count()
+        };
+        assert!(
+            wait_until(PRODUCER_TIMEOUT, || waiting() == 3),
+            "3 waiting notices"
+        );
+
+        let p_late = Producer::spawn("every_type", &with_start(&["--name", late], &dir, "late"));
+        p_late.wait_registered(1);
+        let format_file = |system: &str, name: &str| {
+            let path = Path::new(TRACEFS)
+                .join("events")
+                .join(system)
+                .join(name)
+                .join("format");
+            uevrec_parsers::parse_format(&fs::read_to_string(path).unwrap()).unwrap()
+        };
+        let late_format = format_file("user_events", late);
+        recorder.release("late", &selectors[0], 1);
+        let args = with_start(&["--name", multi, "--count", "1"], &dir, "multi");
+        let p_multi = Producer::spawn("multi_format", &args);
+        p_multi.wait_registered(2);
+        let mut multi_formats = BTreeMap::new();
+        for entry in fs::read_dir(Path::new(TRACEFS).join("events/user_events_multi")).unwrap() {
+            let tracepoint = entry.unwrap().file_name().to_string_lossy().into_owned();
+            if let Some(id) = tracepoint.strip_prefix(&format!("{multi}.")) {
+                let format = format_file("user_events_multi", &tracepoint);
+                multi_formats.insert(id.to_string(), format);
+            }
+        }
+        assert_eq!(multi_formats.len(), 2);
+        recorder.release("multi", &selectors[1], 2);
+        let p_eh = Producer::spawn("eh_dynamic", &with_start(&["--name", eh], &dir, "eh"));
+        let eh_tracepoints: Vec<String> = p_eh
+            .wait_registered(4)
+            .iter()
+            .map(|v| v["registered"].as_str().unwrap().to_string())
+            .collect();
+        for tp in &eh_tracepoints {
+            recorder.wait_attached(&format!("user_events:{tp}"), 1);
+        }
+        fs::write(start_file(&dir, "eh"), b"").unwrap();
+        for p in [p_late, p_multi, p_eh] {
+            p.finish();
+        }
+        let stderr_path = recorder.stderr.clone();
+        let lines = recorder.stop();
+        let stderr = fs::read_to_string(stderr_path).unwrap();
+
+        // The session line first.
+        assert_eq!(lines[0]["uevrec"], "session", "{}", lines[0]);
+        assert_eq!(lines[0]["backend"], backend());
+        assert_eq!(lines[0]["selectors"], json!(selectors));
+        // Each selector: one waiting notice, then one matching notice; once each on
+        // stderr too.
+        for s in &selectors {
+            let said = |what: &str| {
+                positions(&lines, |l| {
+                    l["what"] == what
+                        && l["message"]
+                            .as_str()
+                            .is_some_and(|m| m.contains(s.as_str()))
+                })
+            };
+            let (waits, matches) = (said("waiting"), said("matching"));
+            assert_eq!((waits.len(), matches.len()), (1, 1), "{s}: {lines:#?}");
+            assert!(waits[0] < matches[0]);
+            let waits_err = format!("uevrec: waiting for {s} to appear");
+            assert_eq!(stderr.matches(&waits_err).count(), 1, "{stderr}");
+            let matches_err = format!("uevrec: {s} now matches ");
+            assert_eq!(stderr.matches(&matches_err).count(), 1, "{stderr}");
+        }
+        // One tracefs schema line per tracepoint format, as the format file says, before
+        // its first record.
+        let tracefs_schemas = positions(&lines, |l| {
+            l["uevrec"] == "schema" && l["source"] == "tracefs"
+        });
+        let mut described = BTreeSet::new();
+        for &i in &tracefs_schemas {
+            assert!(
+                described.insert(lines[i]["event"].to_string()),
+                "twice: {}",
+                lines[i]
+            );
+        }
+        assert_eq!(
+            tracefs_schemas.len(),
+            1 + 2 + eh_tracepoints.len(),
+            "{described:?}"
+        );
+        let schema_of = |key: &str| {
+            let at = *tracefs_schemas
+                .iter()
+                .find(|&&i| lines[i]["event"] == key)
+                .unwrap();
+            let read = common::schema_line::format_from_schema(&lines[at]).unwrap();
+            (at, read)
+        };
+        let (at, read) = schema_of(&selectors[0]);
+        assert_eq!(read, late_format);
+        let first = positions(&lines, |l| l.get("uevrec").is_none() && l["event"] == late);
+        assert!(!first.is_empty() && at < first[0]);
+        for (id, format) in &multi_formats {
+            let (at, read) = schema_of(&format!("user_events_multi:{multi}.{id}"));
+            assert_eq!(&read, format, "version {id}");
+            assert_eq!(lines[at]["tracepoint"]["format_id"], id.as_str());
+            let first = positions(&lines, |l| {
+                l.get("uevrec").is_none() && l["format_id"] == id.as_str()
+            });
+            assert!(!first.is_empty() && at < first[0], "version {id}");
+        }
+        for tp in &eh_tracepoints {
+            let (at, _) = schema_of(&format!("user_events:{tp}"));
+            assert!(
+                lines[at]["format"]["eventheader"]["provider"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with(eh))
+            );
+        }
+        // EventHeader: each metadata block once, before the first event carrying it,
+        // naming that event's fields.
+        let eh_schemas = positions(&lines, |l| {
+            l["uevrec"] == "schema" && l["source"] == "eventheader"
+        });
+        let blocks: BTreeSet<String> = eh_schemas
+            .iter()
+            .map(|&i| lines[i]["eventheader"]["metadata"].to_string())
+            .collect();
+        assert_eq!(blocks.len(), eh_schemas.len(), "a block described twice");
+        let eh_records = positions(&lines, |l| {
+            l.get("uevrec").is_none() && l.get("provider").is_some()
+        });
+        assert!(!eh_records.is_empty());
+        for &r in &eh_records {
+            let rec = &lines[r];
+            // (Parsed into a map sorted by key: compared as sorted lists.)
+            let mut keys: Vec<&str> = rec["fields"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(|k| base_key(k))
+                .collect();
+            keys.sort_unstable();
+            let described = eh_schemas.iter().filter(|&&i| i < r).any(|&i| {
+                let b = &lines[i]["eventheader"];
+                let mut names: Vec<&str> = b["fields"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|f| f["name"].as_str().unwrap())
+                    .collect();
+                names.sort_unstable();
+                b["name"] == rec["name"] && names == keys
+            });
+            assert!(described, "no schema line before {rec}");
+        }
+        println!(
+            "{}: {} tracefs schema lines, {} EventHeader blocks for {} events",
+            backend(),
+            tracefs_schemas.len(),
+            eh_schemas.len(),
+            eh_records.len()
+        );
+    });
 }

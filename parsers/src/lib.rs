@@ -39,6 +39,7 @@ pub use field_type::{
     signedness_of, size_of_type,
 };
 pub use format_file::{FormatError, parse_format, parse_format_for};
+pub use json_line::schema::{ClockInfo, FirstSight, SeenOn, SessionInfo};
 pub use json_line::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
 pub use location::resolve as resolve_location;
 pub use output::{OutputFormat, OutputWriter, RecordWriter};

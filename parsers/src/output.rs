@@ -2,6 +2,7 @@
 //! behind one writer with the entry points every caller uses ([`RecordWriter`]: the
 //! recorder's formatter, the perf.data and trace.dat decoders).
 
+use crate::json_line::schema::SessionInfo;
 use crate::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
 use crate::otlp::OtlpWriter;
 
@@ -72,6 +73,46 @@ impl OutputWriter {
         match format {
             OutputFormat::JsonLines => OutputWriter::Json(LineWriter::new(opts)),
             OutputFormat::Otlp => OutputWriter::Otlp(Box::new(OtlpWriter::new(opts))),
+        }
+    }
+}
+
+/// The self-describing lines (`crate::json_line::schema`): JSON lines only. OTLP has no
+/// place for them: its records carry typed attributes, and a log record per schema
+/// would be noise to every collector (`docs/otlp.md`).
+impl OutputWriter {
+    /// The `{"uevrec":"session",…}` line.
+    pub fn write_session(&mut self, out: &mut Vec<u8>, time: Option<u64>, info: &SessionInfo) {
+        if let OutputWriter::Json(w) = self {
+            w.write_session(out, time, info);
+        }
+    }
+
+    /// The `{"uevrec":"schema",…}` line of a tracefs event format.
+    pub fn write_format_schema(
+        &mut self,
+        out: &mut Vec<u8>,
+        time: Option<u64>,
+        prepared: &PreparedFormat,
+    ) {
+        if let OutputWriter::Json(w) = self {
+            w.write_format_schema(out, time, prepared);
+        }
+    }
+
+    /// After the line of a record of `prepared` written from `line_start`: the schema
+    /// line of an EventHeader metadata block first seen there, put before it
+    /// ([`LineWriter::announce_learnt`]).
+    #[inline]
+    pub fn announce_learnt(
+        &mut self,
+        out: &mut Vec<u8>,
+        line_start: usize,
+        time: Option<u64>,
+        prepared: &PreparedFormat,
+    ) {
+        if let OutputWriter::Json(w) = self {
+            w.announce_learnt(out, line_start, time, prepared);
         }
     }
 }

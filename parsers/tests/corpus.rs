@@ -21,6 +21,10 @@ const DATA_LOC_FILES: usize = 438;
 mod tier;
 use tier::Tier;
 
+/// The schema-line reader the host and VM tiers use too.
+#[path = "../../tests/common/schema_line.rs"]
+mod schema_line;
+
 /// All `(entry name, text)` pairs of the corpus, or `None` (with the reason printed).
 fn corpus() -> Option<Vec<(String, String)>> {
     let dir = std::env::var_os("UEVREC_CORPUS_DIR").map_or_else(
@@ -325,4 +329,122 @@ fn corpus_user_events_resolve_to_sensible_kinds() {
         assert_eq!(kinds(&f), eventheader, "{name}");
         assert_eq!(f.common_fields.len(), 4, "{name}");
     }
+}
+
+/// A record of `format` (`seed` picks the bytes): every fixed byte pseudo-random, every
+/// dynamic field locating data of its element type after the fixed part (a string with
+/// its NUL, or whole elements), so both the values and the errors of a decoder show.
+fn record_of(format: &EventFormat, seed: u64) -> Vec<u8> {
+    let fields = || format.common_fields.iter().chain(&format.fields);
+    let fixed = fields().map(|f| f.offset + f.size).max().unwrap_or(0) as usize;
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state as u8
+    };
+    let mut raw: Vec<u8> = (0..fixed).map(|_| next()).collect();
+    for f in fields() {
+        let FieldKind::Dynamic { loc, elem } = f.kind else {
+            continue;
+        };
+        let data: Vec<u8> = match elem {
+            Element::Char => b"text\0".to_vec(),
+            _ => (0..elem.size() * 3).map(|_| next()).collect(),
+        };
+        let at = raw.len();
+        raw.extend_from_slice(&data);
+        let off = match loc {
+            LocKind::DataLoc => at,
+            LocKind::RelLoc => at - (f.offset + f.size) as usize,
+        };
+        let (start, size) = (f.offset as usize, f.size as usize);
+        let word = ((data.len() as u32) << 16) | off as u32;
+        match size {
+            4 => raw[start..start + 4].copy_from_slice(&word.to_le_bytes()),
+            2 => raw[start..start + 2].copy_from_slice(&(off as u16).to_le_bytes()),
+            _ => {}
+        }
+    }
+    // A tail for rest-of-record fields.
+    raw.extend((0..8).map(|_| next()));
+    raw
+}
+
+#[test]
+fn every_corpus_format_has_a_schema_line_that_decodes_its_records_alone() {
+    use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordMeta};
+    let Some(entries) = corpus() else { return };
+    let opts = LineOptions {
+        include_common: true,
+        big_endian: false,
+    };
+    let mut writer = LineWriter::new(opts);
+    let (mut lines, mut records, mut shapes) = (0, 0, 0);
+    for (entry, text) in &entries {
+        let (system, event) = entry.split_once(' ').expect("`<system> <event>`");
+        let format = parse_format(text).unwrap();
+        let prepared = PreparedFormat::new(&format, system, event, None);
+        let mut out = Vec::new();
+        writer.write_format_schema(&mut out, Some(1), &prepared);
+        let text = std::str::from_utf8(&out).unwrap();
+        assert!(
+            text.ends_with('\n') && !text[..text.len() - 1].contains('\n'),
+            "{entry}: one line: {text}"
+        );
+        let line: serde_json::Value = serde_json::from_str(text)
+            .unwrap_or_else(|e| panic!("{entry}: not JSON ({e}): {text}"));
+        lines += 1;
+        assert_eq!(line["tracepoint"]["system"], system, "{entry}");
+        assert_eq!(line["tracepoint"]["event"], event, "{entry}");
+        assert_eq!(line["event"], format!("{system}:{event}"), "{entry}");
+        // Only the line: the reader knows neither the format text nor uevrec's rules.
+        let read =
+            schema_line::format_from_schema(&line).unwrap_or_else(|e| panic!("{entry}: {e}"));
+        assert_eq!(read, format, "{entry}: the line holds the whole format");
+        for seed in 1..=3 {
+            let raw = record_of(&format, seed);
+            let meta = RecordMeta {
+                time_unix_ns: Some(1),
+                cpu: 0,
+                pid: 1,
+                tid: 1,
+                system,
+                event,
+                format_id: None,
+            };
+            let (mut want, mut got) = (Vec::new(), Vec::new());
+            writer.write_record(&mut want, &meta, &format, &raw);
+            writer.write_record(&mut got, &meta, &read, &raw);
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&want),
+                "{entry}"
+            );
+            records += 1;
+            // Every decoded value has the shape the line promises.
+            let event_line: serde_json::Value = serde_json::from_slice(&want).unwrap();
+            for f in line["format"]["fields"].as_array().unwrap() {
+                let obj = if f["common"] == true {
+                    "common"
+                } else {
+                    "fields"
+                };
+                let value = &event_line[obj][f["name"].as_str().unwrap()];
+                if value.is_null() {
+                    continue;
+                }
+                let shape = f["json"].as_str().unwrap();
+                assert!(
+                    schema_line::has_shape(value, shape),
+                    "{entry}: {} is {value}, the schema says {shape}",
+                    f["name"]
+                );
+                shapes += 1;
+            }
+        }
+    }
+    println!("{lines} schema lines; {records} records decoded alike; {shapes} value shapes");
+    assert_eq!(lines, CORPUS_FILES);
 }

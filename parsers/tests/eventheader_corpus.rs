@@ -337,3 +337,153 @@ fn corpus_plans_write_what_the_streaming_writer_writes() {
     println!("{planned} of {} records planned", records.len());
     assert_eq!(planned, RECORDS);
 }
+
+/// The field records of a metadata block after its event name, flattened in order as
+/// `(name, encoding byte's low 5 bits, format, tag, array kind, count)`, read by the
+/// metadata reader; the schema line's fields, flattened the same way, must equal them.
+fn metadata_fields(meta: &[u8]) -> Vec<(String, String, String, u64, String, u64)> {
+    use uevrec_parsers::eventheader::metadata::read_field;
+    use uevrec_parsers::eventheader::{ArrayKind, Encoding};
+    let mut pos = meta.iter().position(|&b| b == 0).unwrap() + 1;
+    let mut out = Vec::new();
+    while pos < meta.len() {
+        let f = read_field(meta, pos, false).unwrap();
+        pos = f.next;
+        let (array, count) = match f.array {
+            ArrayKind::Scalar => ("", 0),
+            ArrayKind::Constant(n) => ("constant", u64::from(n)),
+            ArrayKind::Variable => ("variable", 0),
+        };
+        // A struct's count may promise more fields than the block holds (the corpus
+        // has one): the schema line lists those there are, nested.
+        let format = if f.encoding == Encoding::Struct {
+            "struct".to_string()
+        } else {
+            format!("{:?}", f.format())
+        };
+        out.push((
+            String::from_utf8_lossy(f.name).into_owned(),
+            format!("{:?}", f.encoding),
+            format,
+            u64::from(f.tag),
+            array.to_string(),
+            count,
+        ));
+    }
+    out
+}
+
+/// The schema line's fields flattened as [`metadata_fields`] does, mapping its names
+/// back to the enums' (`value8` → `Value8`, `hex_int` → `HexInt`).
+fn schema_fields(fields: &Value, out: &mut Vec<(String, String, String, u64, String, u64)>) {
+    let camel = |s: &str| -> String {
+        s.split('_')
+            .map(|w| {
+                let mut c = w.chars();
+                c.next()
+                    .map(|f| f.to_uppercase().chain(c).collect::<String>())
+                    .unwrap_or_default()
+            })
+            .collect()
+    };
+    for f in fields.as_array().expect("fields is an array") {
+        let encoding = match f["encoding"].as_str().unwrap() {
+            "zstring_char8" => "ZStringChar8".to_string(),
+            "zstring_char16" => "ZStringChar16".to_string(),
+            "zstring_char32" => "ZStringChar32".to_string(),
+            e => camel(e),
+        };
+        let inner = f.get("fields");
+        let format = match inner {
+            Some(_) => "struct".to_string(),
+            None => match f["format"].as_str().unwrap() {
+                "string8" => "String8".to_string(),
+                other => camel(other),
+            },
+        };
+        out.push((
+            f["name"].as_str().unwrap().to_string(),
+            encoding,
+            format,
+            f["tag"].as_u64().unwrap_or(0),
+            f["array"].as_str().unwrap_or("").to_string(),
+            f["count"].as_u64().unwrap_or(0),
+        ));
+        if let Some(inner) = inner {
+            schema_fields(inner, out);
+        }
+    }
+}
+
+#[test]
+fn corpus_metadata_blocks_are_described_once_before_their_first_event() {
+    use std::collections::HashSet;
+    use uevrec_parsers::eventheader::parse_event;
+    let Some(records) = records() else { return };
+    let mut writer = LineWriter::new(LineOptions::default());
+    let mut seen: HashSet<Vec<u8>> = HashSet::new();
+    let (mut described, mut events) = (0, 0);
+    for (name, payload) in &records {
+        let mut raw = vec![0u8; 8];
+        raw.extend_from_slice(payload);
+        let format = tracepoint_format(name, 1);
+        let prepared = PreparedFormat::new(&format, "user_events", name, None);
+        let stamp = RecordStamp {
+            time_unix_ns: Some(1),
+            cpu: 0,
+            pid: 1,
+            tid: 1,
+        };
+        let mut out = b"{\"before\":1}\n".to_vec();
+        let start = out.len();
+        writer.write_prepared(&mut out, &stamp, &prepared, &raw);
+        let event_line = out[start..].to_vec();
+        writer.announce_learnt(&mut out, start, Some(1), &prepared);
+        let text = std::str::from_utf8(&out).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        assert_eq!(lines[0]["before"], 1, "lines before stay first");
+        assert!(
+            out.ends_with(&event_line),
+            "the event line comes last, whole"
+        );
+        events += 1;
+        let meta = parse_event(payload).unwrap().metadata.map(<[u8]>::to_vec);
+        let new = meta.as_ref().is_some_and(|m| seen.insert(m.clone()));
+        if !new {
+            assert_eq!(
+                lines.len(),
+                2,
+                "{name}: no schema line for a block seen before"
+            );
+            continue;
+        }
+        let meta = meta.unwrap();
+        assert_eq!(
+            lines.len(),
+            3,
+            "{name}: a schema line for a new block: {text}"
+        );
+        let schema = &lines[1];
+        described += 1;
+        assert_eq!(schema["uevrec"], "schema");
+        assert_eq!(schema["source"], "eventheader");
+        assert_eq!(schema["event"], format!("user_events:{name}"));
+        assert_eq!(schema["tracepoint"]["event"], name.as_str());
+        let eh = &schema["eventheader"];
+        assert_eq!(eh["provider"], lines[2]["provider"]);
+        assert_eq!(eh["name"], lines[2]["name"], "{name}");
+        assert_eq!(eh["byte_order"], "little");
+        assert!(eh.get("error").is_none(), "{schema}");
+        let hex: String = meta.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(eh["metadata"], hex.as_str());
+        let mut listed = Vec::new();
+        schema_fields(&eh["fields"], &mut listed);
+        assert_eq!(listed, metadata_fields(&meta), "{name}: {schema}");
+    }
+    println!("{events} events, {described} metadata blocks described");
+    assert_eq!(described, seen.len());
+    assert_eq!(described, 258, "the corpus has 258 distinct blocks");
+}

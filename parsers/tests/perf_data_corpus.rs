@@ -266,3 +266,57 @@ fn otlp_resources_name_the_recorded_host() {
     }
     assert_eq!(records, json.lines().count(), "{stats:?}");
 }
+
+#[test]
+fn schema_lines_come_once_before_each_events_first_record_and_change_nothing_else() {
+    let Some((_, bytes)) = corpus_file(FILE_MODE) else {
+        return;
+    };
+    let (plain, _) = decode_whole(&bytes);
+    let opts = DecodeOptions {
+        schema: true,
+        ..DecodeOptions::default()
+    };
+    let (text, _) = decode_whole_with(&bytes, opts);
+    let lines = json_lines(&text);
+    let mut described = std::collections::BTreeSet::new();
+    let mut blocks = 0;
+    let mut rest = String::new();
+    for (line, l) in lines.iter().zip(text.lines()) {
+        if line["uevrec"] == "schema" {
+            if line["source"] == "eventheader" {
+                blocks += 1;
+                continue;
+            }
+            let tp = &line["tracepoint"];
+            let key = (
+                tp["system"].to_string(),
+                tp["event"].to_string(),
+                tp["format_id"].to_string(),
+            );
+            assert!(described.insert(key), "described twice: {line}");
+            let fields = &line["format"]["fields"];
+            assert!(fields.as_array().is_some_and(|f| !f.is_empty()));
+            continue;
+        }
+        if line.get("system").is_some() {
+            let key = (
+                line["system"].to_string(),
+                line["event"].to_string(),
+                line["format_id"].to_string(),
+            );
+            assert!(
+                described.contains(&key),
+                "a record before its schema: {line}"
+            );
+        }
+        rest.push_str(l);
+        rest.push('\n');
+    }
+    assert_eq!(rest, plain, "without the schema lines, the same lines");
+    println!(
+        "{} events described, {blocks} EventHeader blocks",
+        described.len()
+    );
+    assert!(!described.is_empty());
+}

@@ -50,6 +50,11 @@ pub struct DecodeArgs {
     /// --format otlp: the attribute `linux.tracepoint.common`).
     #[arg(long)]
     pub common: bool,
+    /// No schema lines: without it each event's {"uevrec":"schema"} line (its format
+    /// from the file) comes before its first record, and each EventHeader metadata
+    /// block's when first seen.
+    #[arg(long)]
+    pub no_schema: bool,
     /// Output format: json (uevrec's JSON lines) or otlp (OTLP/JSON requests).
     #[arg(long, value_enum, default_value_t = super::output::Format::Json)]
     pub format: super::output::Format,
@@ -125,6 +130,7 @@ pub fn decode(args: DecodeArgs) -> i32 {
         order_bytes: usize::try_from(args.order_buffer).unwrap_or(usize::MAX),
         max_records: args.count,
         format: args.format.into(),
+        schema: !args.no_schema,
     };
     let input = args.input.as_deref().filter(|p| *p != Path::new("-"));
     let name = input.map_or_else(|| "<stdin>".to_string(), |p| p.display().to_string());

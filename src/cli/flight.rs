@@ -61,6 +61,7 @@ impl FlightArgs {
             format: Default::default(),
             line_options: Default::default(),
             quiet,
+            session: None,
         })
     }
 }

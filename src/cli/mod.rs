@@ -126,6 +126,11 @@ pub struct RecordingArgs {
     /// --format otlp: the attribute `linux.tracepoint.common`).
     #[arg(long)]
     pub common: bool,
+    /// No self-describing lines: without it the output starts with a
+    /// {"uevrec":"session"} line and each event format (and EventHeader metadata block)
+    /// gets a {"uevrec":"schema"} line before its first record.
+    #[arg(long)]
+    pub no_schema: bool,
     /// Output format: json (uevrec's JSON lines) or otlp (OTLP/JSON requests).
     #[arg(long, value_enum, default_value_t = output::Format::Json)]
     pub format: output::Format,
@@ -135,7 +140,8 @@ pub struct RecordingArgs {
     /// Stop after this many records.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
-    /// No status line and no summary on standard error (errors are still printed).
+    /// No status line, summary or waiting/matching messages on standard error (errors
+    /// are still printed; the in-band notices stay).
     #[arg(short, long)]
     pub quiet: bool,
 }

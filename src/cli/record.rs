@@ -149,6 +149,8 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
         include_self: rec.include_self,
         rescan_interval: rec.rescan_interval,
         include_common: rec.common,
+        schema: !rec.no_schema,
+        quiet: rec.quiet,
         max_records: rec.count,
         ..SessionConfig::default()
     };

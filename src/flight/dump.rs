@@ -184,6 +184,7 @@ pub fn format_snapshot(
                 &recycle_rx,
                 line_options,
                 format,
+                opts.session.as_ref(),
             )
         });
         scope.spawn(move || feed(snapshot, &stage_tx, &chunk_rx));
@@ -253,6 +254,7 @@ mod tests {
             format: uevrec_parsers::OutputFormat::JsonLines,
             line_options: Default::default(),
             quiet: true,
+            session: None,
         }
     }
 

@@ -67,6 +67,9 @@ pub struct FlightOptions {
     pub line_options: LineOptions,
     /// No notices and dump reports on standard error (errors are still printed).
     pub quiet: bool,
+    /// The session line each dump starts with, its events' schema lines following
+    /// (`None` with `--no-schema`; set by crate::recorder): a dump describes itself.
+    pub session: Option<uevrec_parsers::SessionInfo>,
 }
 
 /// Why a dump was written.
@@ -321,6 +324,7 @@ mod tests {
             format: OutputFormat::JsonLines,
             line_options: LineOptions::default(),
             quiet: true,
+            session: None,
         };
         let (stage_tx, stage_rx) = crossbeam_channel::bounded(64);
         let (back_tx, _back_rx) = crossbeam_channel::bounded(64);

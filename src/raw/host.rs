@@ -53,6 +53,35 @@ fn read_whole(path: &std::path::Path) -> std::io::Result<String> {
     String::from_utf8(buf).map_err(std::io::Error::other)
 }
 
+/// `uname(2)`'s texts (empty when it fails).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Uname {
+    /// `uname -n`.
+    pub nodename: String,
+    /// `uname -r`.
+    pub release: String,
+    /// `uname -v`.
+    pub version: String,
+    /// `uname -m`.
+    pub machine: String,
+}
+
+impl Uname {
+    /// Ask the kernel now.
+    pub fn now() -> Self {
+        // SAFETY: an all-zero utsname is a valid value for uname to fill in.
+        let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
+        // SAFETY: `uts` is a valid, writable utsname; on failure it stays zeroed (empty texts).
+        let _ = unsafe { libc::uname(&mut uts) };
+        Uname {
+            nodename: field(&uts.nodename),
+            release: field(&uts.release),
+            version: field(&uts.version),
+            machine: field(&uts.machine),
+        }
+    }
+}
+
 impl HostInfo {
     /// Read it now; the header formats come from `tracefs`.
     pub fn read(tracefs: &Tracefs) -> Result<Self, TracefsError> {
@@ -63,10 +92,7 @@ impl HostInfo {
         };
         let header_page = read("header_page")?;
         let header_event = read("header_event")?;
-        // SAFETY: an all-zero utsname is a valid value for uname to fill in.
-        let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
-        // SAFETY: `uts` is a valid, writable utsname; on failure it stays zeroed (empty texts).
-        let _ = unsafe { libc::uname(&mut uts) };
+        let uts = Uname::now();
         let mut res = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,
@@ -80,9 +106,9 @@ impl HostInfo {
         };
         let online = sysconf(libc::_SC_NPROCESSORS_ONLN, 1);
         Ok(HostInfo {
-            hostname: field(&uts.nodename),
-            osrelease: field(&uts.release),
-            arch: field(&uts.machine),
+            hostname: uts.nodename,
+            osrelease: uts.release,
+            arch: uts.machine,
             nr_cpus: (sysconf(libc::_SC_NPROCESSORS_CONF, online), online),
             page_size: sysconf(libc::_SC_PAGESIZE, 4096),
             long_size: std::mem::size_of::<libc::c_long>() as u8,

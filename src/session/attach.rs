@@ -36,10 +36,10 @@ impl From<Closed> for Halt {
 /// What a rescan found (for the startup checks).
 #[derive(Debug, Default)]
 pub(super) struct Scan {
-    /// Events the selectors matched.
-    pub(super) matched: usize,
     /// The first filter refusal.
     pub(super) refused: Option<SessionError>,
+    /// The `(system, event)` pairs the selectors matched.
+    pub(super) events: Vec<(String, String)>,
 }
 
 /// The session's attach/detach bookkeeping.
@@ -426,9 +426,10 @@ impl<'a> Attacher<'a> {
         self.report_unattached();
         st.release_retired(backend);
         self.skipped.retain(|k, _| present.contains(k));
+        drop(present);
         Ok(Scan {
-            matched: matching.len(),
             refused,
+            events: matching,
         })
     }
 }

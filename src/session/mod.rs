@@ -42,7 +42,8 @@
 //! [`backend`] is what the session needs from perf (or ftrace, `--backend ftrace`:
 //! crate::ftrace, a tracefs instance read page by page): attach, detach, drain; `attach` the attach/detach/rescan state machine over it; `stager` stages what
 //! the buffers hold; `filter` the kernel filter expressions and the kernel's complaints
-//! about them; `procfs` the thread scan; `error` the setup errors. This file: the
+//! about them; `procfs` the thread scan; `error` the setup errors; `waiting` the
+//! selectors that match nothing yet (said once, and again when they match). This file: the
 //! configuration, the loop, the stop.
 
 mod attach;
@@ -53,9 +54,9 @@ mod procfs;
 mod stager;
 #[cfg(test)]
 mod tests;
+mod waiting;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -69,6 +70,7 @@ use backend::{Backend, BackendKind};
 pub use error::SessionError;
 use error::perf_error;
 use stager::Stager;
+use waiting::Waiting;
 
 /// The longest the loop sleeps: bounds the latency of quiet streams and of `stop`.
 const POLL_TIMEOUT: Duration = Duration::from_millis(100);
@@ -95,6 +97,13 @@ pub struct SessionConfig {
     pub rescan_interval: Duration,
     /// Write the common fields too.
     pub include_common: bool,
+    /// Write the self-describing lines: a `session` line first, a `schema` line per
+    /// event format and EventHeader metadata block (`crate::describe`; `--no-schema`
+    /// turns them off).
+    pub schema: bool,
+    /// Nothing on standard error but errors (the `waiting`/`matching` messages stay
+    /// in-band).
+    pub quiet: bool,
     /// Stop after this many records.
     pub max_records: Option<u64>,
     /// Trigger events of a flight recording (crate::flight): they get `trigger_filter`
@@ -117,6 +126,8 @@ impl Default for SessionConfig {
             include_self: false,
             rescan_interval: Duration::from_secs(1),
             include_common: false,
+            schema: true,
+            quiet: false,
             max_records: None,
             triggers: Vec::new(),
             trigger_filter: None,
@@ -212,18 +223,19 @@ fn run_with<B: Backend>(
     if let Some(e) = scan.refused.filter(|_| att.attached.is_empty()) {
         return Err(e);
     }
-    if scan.matched == 0 {
-        let sel: Vec<String> = att.selectors.iter().map(ToString::to_string).collect();
-        let mut msg = format!("no event matches {} yet; rescanning every ", sel.join(" "));
-        let _ = write!(msg, "{:?}", config.rescan_interval);
-        if sel.iter().any(|s| s.starts_with("user_events")) && !att.tracefs.has_user_events() {
-            msg.push_str(&format!(
-                "; note: {}",
-                TracefsError::NoUserEvents(att.tracefs.root().join("user_events_data"))
-            ));
-        }
-        st.notice("waiting", None, &msg);
-    }
+    let no_user_events = !att.tracefs.has_user_events();
+    let user_events_dir = att.tracefs.root().join("user_events_data");
+    let mut waiting = Waiting::start(
+        &att.selectors,
+        &scan.events,
+        config.rescan_interval,
+        |sel| {
+            (sel.to_string().starts_with("user_events") && no_user_events)
+                .then(|| TracefsError::NoUserEvents(user_events_dir.clone()).to_string())
+        },
+        !config.quiet,
+        &mut st,
+    );
     if out.flush(&mut st.chunk).is_err() {
         return Ok(finish(backend, st, att));
     }
@@ -245,7 +257,7 @@ fn run_with<B: Backend>(
                     // in-band.
                     Err(Halt::Fatal(e)) => st.notice("rescan_failed", None, &e.to_string()),
                     Err(Halt::Closed) => return Err(Halt::Closed),
-                    Ok(_) => {}
+                    Ok(scan) => waiting.rescan(&att.selectors, &scan.events, &mut st),
                 }
                 next_rescan = Instant::now() + config.rescan_interval;
                 continue;

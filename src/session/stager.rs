@@ -60,7 +60,7 @@ impl<E> Stager<E> {
             events: Vec::new(),
             retired: Vec::new(),
             by_key: foldhash::HashMap::default(),
-            clock: WallClock::new(std::time::Duration::from_secs(1)),
+            clock: WallClock::new(crate::clock::RESAMPLE_INTERVAL),
             chunk,
             self_pid: std::process::id(),
             include_self,

@@ -313,7 +313,7 @@ fn first_scan_attaches_the_matching_events_with_the_filter() {
     let (mut fake, mut st) = (Fake::new(), stager());
     let mut att = attacher(&b, &cfg);
     let scan = rescan(&b, &mut att, &mut fake, &mut st).unwrap();
-    assert_eq!(scan.matched, 2);
+    assert_eq!(scan.events.len(), 2);
     assert!(scan.refused.is_none());
     let filter = Some("(n == 1)".to_string());
     assert_eq!(fake.attaches, vec![(10, filter.clone()), (11, filter)]);
@@ -444,7 +444,7 @@ fn an_unparsable_format_is_skipped_until_its_id_changes() {
     let (mut fake, mut st) = (Fake::new(), stager());
     let mut att = attacher(&b, &cfg);
     let scan = rescan(&b, &mut att, &mut fake, &mut st).unwrap();
-    assert_eq!(scan.matched, 1);
+    assert_eq!(scan.events.len(), 1);
     let seen = b.seen(&mut st);
     assert!(
         matches!(&seen[..], [Seen::Notice(w, Some(e), _)] if w == "skipped" && e == "s:a"),
@@ -589,6 +589,12 @@ fn a_stopped_session_drains_and_says_detached_and_waiting() {
         vec![
             Seen::Format(0, 10),
             notice("attached", Some("s:a"), "id 10, 2 CPUs"),
+            // Each selector that matches nothing says so, though others match.
+            notice(
+                "waiting",
+                None,
+                "waiting for t:* to appear (rescanning every 1s)"
+            ),
             Seen::Record(0),
             notice("detached", Some("s:a"), "session stopped; 1 records"),
         ]
@@ -603,7 +609,7 @@ fn a_stopped_session_drains_and_says_detached_and_waiting() {
         vec![notice(
             "waiting",
             None,
-            "no event matches t:* yet; rescanning every 1s"
+            "waiting for t:* to appear (rescanning every 1s)"
         )]
     );
     fake.fail.insert(10, Fail::Filter);
@@ -617,4 +623,48 @@ fn a_stopped_session_drains_and_says_detached_and_waiting() {
         &b.stats,
     );
     assert!(matches!(e, Err(SessionError::Filter { .. })), "{e:?}");
+}
+
+#[test]
+fn a_waiting_selector_says_so_once_then_once_when_it_matches() {
+    let b = Bench::new();
+    b.event("s", "a", 10);
+    let cfg = config(&["s:a", "late:x*", "never:*"]);
+    let (mut fake, mut st) = (Fake::new(), stager());
+    let mut att = attacher(&b, &cfg);
+    let scan = rescan(&b, &mut att, &mut fake, &mut st).unwrap();
+    let every = Duration::from_secs(1);
+    let note = |s: &Selector| (s.to_string() == "never:*").then(|| "a note".to_string());
+    let mut waiting = Waiting::start(&att.selectors, &scan.events, every, note, false, &mut st);
+    let waits = |sel: &str, note: &str| {
+        let msg = format!("waiting for {sel} to appear (rescanning every 1s){note}");
+        notice("waiting", None, &msg)
+    };
+    assert_eq!(
+        b.seen(&mut st),
+        vec![
+            Seen::Format(0, 10),
+            notice("attached", Some("s:a"), "id 10, 2 CPUs"),
+            waits("late:x*", ""),
+            waits("never:*", "; note: a note"),
+        ]
+    );
+    // Nothing new: nothing said.
+    let scan = rescan(&b, &mut att, &mut fake, &mut st).unwrap();
+    waiting.rescan(&att.selectors, &scan.events, &mut st);
+    assert_eq!(b.seen(&mut st), vec![]);
+    // The late event appears: one `matching` notice, and no more after it.
+    b.event("late", "x1", 11);
+    for _ in 0..2 {
+        let scan = rescan(&b, &mut att, &mut fake, &mut st).unwrap();
+        waiting.rescan(&att.selectors, &scan.events, &mut st);
+    }
+    assert_eq!(
+        b.seen(&mut st),
+        vec![
+            Seen::Format(1, 11),
+            notice("attached", Some("late:x1"), "id 11, 2 CPUs"),
+            notice("matching", Some("late:x1"), "late:x* now matches late:x1"),
+        ]
+    );
 }

@@ -5,6 +5,7 @@
 pub mod flight;
 pub mod otlp;
 pub mod perf_script;
+pub mod schema_line;
 pub mod tier;
 pub mod vm;
 

@@ -50,6 +50,17 @@ pub(super) struct Open {
 }
 
 impl Scratch {
+    /// See [`PlanCache::has_learnt`].
+    #[inline]
+    pub fn has_learnt(&self) -> bool {
+        self.plans.has_learnt()
+    }
+
+    /// See [`PlanCache::take_learnt`].
+    pub fn take_learnt(&mut self) -> Option<(&[u8], bool)> {
+        self.plans.take_learnt()
+    }
+
     fn clear(&mut self) {
         self.keys.clear();
         self.open.clear();

@@ -141,6 +141,9 @@ pub struct PlanCache {
     last: usize,
     /// The bytes held.
     bytes: usize,
+    /// The slot of the block compiled last, until [`PlanCache::take_learnt`] takes it
+    /// (a block is compiled when first seen: the schema line's cue, off the hot path).
+    learnt: Option<usize>,
 }
 
 impl PlanCache {
@@ -209,7 +212,24 @@ impl PlanCache {
         }
         self.bytes += bytes;
         self.index.insert(hash, slot as u32);
+        self.learnt = Some(slot);
         slot
+    }
+
+    /// Whether a block was first seen since the last [`PlanCache::take_learnt`] (the
+    /// per-record check, inlined).
+    #[inline]
+    pub fn has_learnt(&self) -> bool {
+        self.learnt.is_some()
+    }
+
+    /// The metadata block (and whether big-endian) first seen since the last call, if
+    /// any: at most one per event, so whoever writes schema lines calls this after each
+    /// event (a block evicted and seen again is new again).
+    pub fn take_learnt(&mut self) -> Option<(&[u8], bool)> {
+        let slot = self.learnt.take()?;
+        let cached = self.slots.get(slot)?.as_ref()?;
+        Some((&cached.meta, cached.big))
     }
 
     fn evict(&mut self, slot: usize) {

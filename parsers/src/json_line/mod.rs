@@ -7,6 +7,7 @@
 //! {"time":"…","system":"user_events","event":"t","cpu":0,"pid":7,"tid":7,"fields":{"a":1,"msg":null},"errors":{"msg":"__rel_loc out of bounds: …"}}
 //! {"time":"…","uevrec":"lost","cpu":1,"lost":17}
 //! {"time":"…","uevrec":"notice","what":"attached","event":"user_events:t","message":"id 1117"}
+//! {"time":"…","uevrec":"session",…} and {"time":"…","uevrec":"schema",…} (see [`schema`])
 //! ```
 //!
 //! Keys come in that order; `format_id` only for multi-format events, `common` (the
@@ -32,6 +33,7 @@ use crate::schema::{EventFormat, Field};
 
 mod escape;
 mod ops;
+pub(crate) mod schema;
 mod text;
 mod time;
 mod values;
@@ -98,9 +100,9 @@ pub struct PreparedFormat {
     /// For EventHeader events ([`crate::eventheader::detect`]), the parsed name and the
     /// constant texts of its lines.
     eventheader: Option<PreparedName>,
-    /// The tracepoint system and event name (base name for multi-format events), for
-    /// writers other than JSON lines ([`crate::otlp`]).
-    names: Box<(String, String)>,
+    /// The tracepoint system, event name (base name for multi-format events) and
+    /// format id, for writers other than JSON lines ([`crate::otlp`]) and schema lines.
+    names: Box<(String, String, Option<String>)>,
 }
 
 impl PreparedFormat {
@@ -118,7 +120,11 @@ impl PreparedFormat {
             eventheader: eventheader::detect(format, event)
                 .and(OwnedTracepointName::parse(event))
                 .map(PreparedName::new),
-            names: Box::new((system.to_string(), event.to_string())),
+            names: Box::new((
+                system.to_string(),
+                event.to_string(),
+                format_id.map(str::to_string),
+            )),
         }
     }
 
@@ -130,6 +136,11 @@ impl PreparedFormat {
     /// The event name (for multi-format events the base name without `.<id>`).
     pub fn event(&self) -> &str {
         &self.names.1
+    }
+
+    /// For multi-format events the format id (the hex suffix of the tracefs name).
+    pub fn format_id(&self) -> Option<&str> {
+        self.names.2.as_deref()
     }
 
     /// The EventHeader tracepoint name when this is an EventHeader event (its lines

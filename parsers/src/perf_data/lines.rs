@@ -24,6 +24,7 @@ use super::records::{RawRecord, StreamReader};
 use super::tracing_data::ParsedFormat;
 use super::{ClockData, Item, PerfData, PerfDataError};
 use crate::event_name::split_multi_format;
+use crate::json_line::schema::FirstSight;
 use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
 use crate::output::{OutputFormat, OutputWriter, RecordWriter};
 use crate::perf_sample::{PERF_RECORD_SAMPLE, Record, Sample};
@@ -46,6 +47,8 @@ pub struct DecodeOptions {
     pub max_records: Option<u64>,
     /// JSON lines or OTLP/JSON (`--format`).
     pub format: OutputFormat,
+    /// Schema lines before each event's first record ([`crate::FirstSight`]).
+    pub schema: bool,
 }
 
 impl Default for DecodeOptions {
@@ -55,6 +58,7 @@ impl Default for DecodeOptions {
             order_bytes: DEFAULT_ORDER_BYTES,
             max_records: None,
             format: OutputFormat::JsonLines,
+            schema: false,
         }
     }
 }
@@ -113,6 +117,7 @@ pub struct LineDecoder<'s> {
     data: PerfData,
     orderer: Orderer,
     writer: OutputWriter,
+    described: FirstSight,
     slots: Vec<Slot>,
     select: Selector<'s>,
     opts: DecodeOptions,
@@ -125,6 +130,7 @@ struct Out<'a> {
     data: &'a PerfData,
     slots: &'a [Slot],
     writer: &'a mut OutputWriter,
+    described: &'a mut FirstSight,
     out: &'a mut Vec<u8>,
     stats: &'a mut DecodeStats,
     max_records: Option<u64>,
@@ -212,7 +218,8 @@ impl Out<'_> {
         if stamp.time_unix_ns.is_none() {
             self.stats.time_unknown += 1;
         }
-        self.writer.write_prepared(self.out, &stamp, prepared, raw);
+        let w = &mut *self.writer;
+        (self.described).write_record(w, self.out, event, &stamp, prepared, raw);
         self.stats.records += 1;
         self.maybe_flush() && self.max_records.is_none_or(|m| self.stats.records < m)
     }
@@ -257,6 +264,7 @@ impl<'s> LineDecoder<'s> {
                     big_endian,
                 },
             ),
+            described: FirstSight::new(opts.schema),
             slots: Vec::new(),
             select: Box::new(select),
             opts,
@@ -509,6 +517,7 @@ impl<'s> LineDecoder<'s> {
             data: &self.data,
             slots: &self.slots,
             writer: &mut self.writer,
+            described: &mut self.described,
             out: &mut self.out,
             stats: &mut self.stats,
             max_records: self.opts.max_records,

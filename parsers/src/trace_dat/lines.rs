@@ -3,7 +3,7 @@
 
 use crate::perf_data::lines::{DecodeOptions, DecodeStats};
 use crate::{
-    Endian, LineOptions, OutputWriter, PreparedFormat, RecordStamp, RecordWriter,
+    Endian, FirstSight, LineOptions, OutputWriter, PreparedFormat, RecordStamp, RecordWriter,
     split_multi_format,
 };
 
@@ -71,6 +71,7 @@ pub fn decode_lines(
         })
         .collect();
     let mut stats = DecodeStats::default();
+    let mut described = FirstSight::new(opts.schema);
     let mut records = file.records()?;
     let mut lines = Vec::with_capacity(BATCH + (64 << 10));
     let mut open = true;
@@ -99,7 +100,8 @@ pub fn decode_lines(
                     pid,
                     tid: pid,
                 };
-                writer.write_prepared(&mut lines, &stamp, p, r.raw);
+                let event = r.event.unwrap_or(0);
+                described.write_record(&mut writer, &mut lines, event, &stamp, p, r.raw);
                 stats.records += 1;
                 stats.time_unknown += 1;
                 if opts.max_records.is_some_and(|max| stats.records >= max) {
