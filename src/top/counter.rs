@@ -1,33 +1,39 @@
 //! The counting thread of `uevrec top`: takes the session's staged chunks (where
 //! `record` has its formatter), counts each entry into the [`Model`] and returns the
 //! chunk to the pool. No decoding and no JSON: per record only its slot, pid and length
-//! are read, under one lock per chunk.
+//! are read, under one lock per chunk. A process's name is looked up when it first shows
+//! in an interval (a cache hit after the first time), so a short-lived process is still
+//! named after it exited.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::model::Model;
+use super::Shared;
 use crate::pipeline::{Staged, StagedEntry};
 
-/// Count everything staged on `staged` into `model` until the session closes it,
+/// Count everything staged on `staged` into `shared` until the session closes it,
 /// returning every chunk buffer on `pool`.
-pub fn run(staged: &Receiver<Staged>, pool: &Sender<Vec<u8>>, model: &Mutex<Model>) {
+pub fn run(staged: &Receiver<Staged>, pool: &Sender<Vec<u8>>, shared: &Shared) {
+    // Processes new in this interval, named once the model is unlocked.
+    let mut fresh: Vec<u32> = Vec::new();
     for msg in staged {
         let chunk = match msg {
             Staged::Format { slot, source, .. } => {
                 let name = format!("{}:{}", source.system, source.name);
-                lock(model).attach(slot, &name);
+                lock(&shared.model).attach(slot, &name);
                 continue;
             }
             Staged::Chunk(chunk) => chunk,
         };
         {
-            let mut m = lock(model);
+            let mut m = lock(&shared.model);
             for entry in chunk.entries() {
                 match entry {
                     StagedEntry::Record { slot, stamp, raw } => {
-                        m.record(slot, stamp.pid, raw.len());
+                        if m.record(slot, stamp.pid, raw.len()) {
+                            fresh.push(stamp.pid);
+                        }
                     }
                     StagedEntry::Lost { lost, .. } => m.lost(lost),
                     StagedEntry::Notice {
@@ -48,15 +54,19 @@ pub fn run(staged: &Receiver<Staged>, pool: &Sender<Vec<u8>>, model: &Mutex<Mode
         }
         // The pool channel holds every chunk, so this never waits.
         let _ = pool.send(chunk.into_buffer());
+        if !fresh.is_empty() {
+            let mut comms = lock(&shared.comms);
+            for pid in fresh.drain(..) {
+                comms.name(pid);
+            }
+        }
     }
 }
 
-/// The model, also when a thread panicked while holding it (its counts are still
-/// counts: better shown than lost).
-pub fn lock(model: &Mutex<Model>) -> std::sync::MutexGuard<'_, Model> {
-    model
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+/// The model or the names, also when a thread panicked while holding them (counts are
+/// still counts: better shown than lost).
+pub fn lock<T>(shared: &Mutex<T>) -> MutexGuard<'_, T> {
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]
@@ -87,7 +97,8 @@ mod tests {
     fn counts_records_losses_and_detaches_and_returns_chunks() {
         let (tx, rx) = crossbeam_channel::unbounded();
         let (pool_tx, pool_rx) = crossbeam_channel::unbounded();
-        let stamp = |pid| RecordStamp {
+        // Pids no process has (above pid_max).
+        let stamp = |pid: u32| RecordStamp {
             time_unix_ns: Some(1),
             cpu: 0,
             pid,
@@ -96,28 +107,30 @@ mod tests {
         tx.send(format(0, "sched", "sched_switch")).unwrap();
         let mut chunk = StagedChunk::default();
         chunk.push_notice(None, "attached", Some("sched:sched_switch"), "id 7");
-        chunk.push_record(0, &stamp(5), &[0; 40]);
-        chunk.push_record(0, &stamp(5), &[0; 40]);
-        chunk.push_record(0, &stamp(6), &[0; 24]);
+        chunk.push_record(0, &stamp(1 << 30), &[0; 40]);
+        chunk.push_record(0, &stamp(1 << 30), &[0; 40]);
+        chunk.push_record(0, &stamp((1 << 30) + 1), &[0; 24]);
         chunk.push_lost(None, 1, 9);
         chunk.push_notice(None, "detached", Some("sched:sched_switch"), "gone");
         tx.send(Staged::Chunk(chunk)).unwrap();
         drop(tx);
-        let model = Mutex::new(Model::new());
-        run(&rx, &pool_tx, &model);
+        let shared = Shared::default();
+        run(&rx, &pool_tx, &shared);
         assert_eq!(
             pool_rx.try_iter().count(),
             1,
             "the chunk went back to the pool"
         );
-        let mut m = lock(&model);
+        // Both processes were looked up as they showed (no such pids: `?`).
+        assert_eq!(lock(&shared.comms).len(), 2);
+        let mut m = lock(&shared.model);
         m.tick(Duration::from_secs(1));
         let s = m.snapshot();
         assert_eq!(s.rows.len(), 1);
         let r = &s.rows[0];
         assert_eq!(r.event, "sched:sched_switch");
         assert_eq!((r.records, r.bytes, r.attached), (3, 104, false));
-        assert_eq!(r.top, vec![(5, 2), (6, 1)]);
+        assert_eq!(r.top, vec![(1 << 30, 2), ((1 << 30) + 1, 1)]);
         assert_eq!(s.lost, 9);
         assert_eq!(s.notice.as_deref(), Some("detached: gone"));
     }

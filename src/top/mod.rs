@@ -28,7 +28,17 @@ use std::time::{Duration, Instant};
 
 use crate::recorder;
 use crate::session::{LiveStats, SessionConfig, SessionError, Summary};
+use comm::CommCache;
 use model::{Model, SortKey};
+
+/// What the counting thread and the display share.
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// The counts.
+    pub model: Mutex<Model>,
+    /// The names of the processes counted.
+    pub comms: Mutex<CommCache>,
+}
 
 /// How the numbers are shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,19 +91,19 @@ pub fn run(
     display: Display,
     stop: &AtomicBool,
 ) -> TopOutcome {
-    let model = Mutex::new(Model::new());
+    let shared = Shared::default();
     let done = AtomicBool::new(false);
     let stats = LiveStats::default();
     thread::scope(|s| {
-        let (model, done) = (&model, &done);
+        let (shared, done) = (&shared, &done);
         let shown = thread::Builder::new()
             .name("uevrec-top".into())
             .spawn_scoped(s, move || {
                 // Also when the display panics: the session must not run on unseen.
                 let _stop = StopOnDrop(stop);
                 match display {
-                    Display::Terminal => view::run(model, opts, stop, done),
-                    Display::Lines => plain::run(model, opts, stop, done, &mut io::stdout()),
+                    Display::Terminal => view::run(shared, opts, stop, done),
+                    Display::Lines => plain::run(shared, opts, stop, done, &mut io::stdout()),
                 }
             });
         let shown = match shown {
@@ -107,7 +117,7 @@ pub fn run(
         };
         let (session, _) =
             recorder::stage_into(config, "uevrec-count", stop, &stats, |rx, pool| {
-                counter::run(&rx, &pool, model)
+                counter::run(&rx, &pool, shared)
             });
         done.store(true, Ordering::Release);
         let display = shown

@@ -154,8 +154,10 @@ impl Model {
         }
     }
 
-    /// A record of `bytes` bytes by process `pid` in session slot `slot`.
-    pub fn record(&mut self, slot: u32, pid: u32, bytes: usize) {
+    /// A record of `bytes` bytes by process `pid` in session slot `slot`; true when it is
+    /// that process's first record of the event in this interval (its name is worth
+    /// looking up now, while it surely runs).
+    pub fn record(&mut self, slot: u32, pid: u32, bytes: usize) -> bool {
         let Some(ev) = self
             .slots
             .get(slot as usize)
@@ -164,17 +166,24 @@ impl Model {
             .and_then(|i| self.events.get_mut(i))
         else {
             self.unattributed += 1;
-            return;
+            return false;
         };
         ev.interval_records += 1;
         ev.interval_bytes += bytes as u64;
         let room = ev.pids.len() < MAX_PIDS;
         match ev.pids.get_mut(&pid) {
-            Some(n) => *n += 1,
+            Some(n) => {
+                *n += 1;
+                false
+            }
             None if room => {
                 ev.pids.insert(pid, 1);
+                true
             }
-            None => ev.interval_other += 1,
+            None => {
+                ev.interval_other += 1;
+                false
+            }
         }
     }
 
@@ -422,10 +431,12 @@ mod tests {
             vec![(8, 50), (9, 20), (7, 5), (4, 2), (1, 1)],
             "busiest first, ties by pid, at most TOP_PIDS"
         );
-        // Only the interval counts.
-        m.record(3, 1, 8);
+        // Only the interval counts; a process is new again in each interval.
+        assert!(m.record(3, 1, 8));
+        assert!(!m.record(3, 1, 8));
+        assert!(!m.record(9, 1, 8), "no event: not counted as a process");
         m.tick(SEC);
-        assert_eq!(row(&m.snapshot(), "s:e").top, vec![(1, 1)]);
+        assert_eq!(row(&m.snapshot(), "s:e").top, vec![(1, 2)]);
         // More distinct processes than MAX_PIDS: the rest are counted, not stored.
         for pid in 0..(MAX_PIDS as u32 + 10) {
             m.record(3, pid, 1);

@@ -13,7 +13,6 @@
 //! (each on one line; docs/top.md has every key).
 
 use std::io::{self, Write};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
@@ -21,8 +20,8 @@ use serde::Serialize;
 
 use super::comm::CommCache;
 use super::counter::lock;
-use super::model::{Model, Snapshot, sort_rows};
-use super::{Clock, TopOptions};
+use super::model::{Snapshot, sort_rows};
+use super::{Clock, Shared, TopOptions};
 
 /// How often the printer looks at `stop` and `done` between intervals.
 const POLL: Duration = Duration::from_millis(50);
@@ -150,18 +149,17 @@ pub fn write_interval(
 /// `--duration` sets `stop`. A failed write (the reader went away) sets `stop` and
 /// returns the error.
 pub fn run(
-    model: &Mutex<Model>,
+    shared: &Shared,
     opts: &TopOptions,
     stop: &AtomicBool,
     done: &AtomicBool,
     out: &mut impl Write,
 ) -> io::Result<()> {
-    let mut comms = CommCache::default();
     let mut clock = Clock::new(opts.interval, opts.duration);
     let mut last_notice: Option<String> = None;
     let mut interval = |elapsed: Duration, last: bool, out: &mut dyn Write| {
         let snapshot = {
-            let mut m = lock(model);
+            let mut m = lock(&shared.model);
             m.tick(elapsed);
             m.snapshot()
         };
@@ -180,7 +178,7 @@ pub fn run(
             notice.as_deref(),
             last,
             opts,
-            &mut comms,
+            &mut lock(&shared.comms),
         )
     };
     let result = (|| {
@@ -204,6 +202,7 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::top::model::Model;
     use serde_json::Value;
 
     #[test]
@@ -258,12 +257,12 @@ mod tests {
 
     #[test]
     fn ends_with_a_final_set_once_the_session_is_done() {
-        let model = Mutex::new(Model::new());
-        lock(&model).attach(0, "a:b");
-        lock(&model).record(0, 1, 1);
+        let shared = Shared::default();
+        lock(&shared.model).attach(0, "a:b");
+        lock(&shared.model).record(0, 1, 1);
         let (stop, done) = (AtomicBool::new(false), AtomicBool::new(true));
         let mut out = Vec::new();
-        run(&model, &TopOptions::default(), &stop, &done, &mut out).unwrap();
+        run(&shared, &TopOptions::default(), &stop, &done, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<Value> = text
             .lines()

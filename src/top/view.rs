@@ -7,7 +7,6 @@
 //! q, Ctrl-C, the session ending, an error, and a panic (ratatui's panic hook).
 
 use std::io;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -20,8 +19,8 @@ use ratatui::widgets::{Cell, Paragraph, Row as TableRow, Table};
 
 use super::comm::CommCache;
 use super::counter::lock;
-use super::model::{Model, Row, RowFilter, Snapshot, SortKey, sort_rows};
-use super::{Clock, TopOptions, human};
+use super::model::{Row, RowFilter, Snapshot, SortKey, sort_rows};
+use super::{Clock, Shared, TopOptions, human};
 
 /// The longest the view waits for a key before it looks at the clock and the session.
 const POLL: Duration = Duration::from_millis(100);
@@ -296,7 +295,7 @@ fn total(n: u64) -> String {
 /// Run the view until q, Ctrl-C, `stop` (a signal, `--duration`) or `done` (the session
 /// ended); sets `stop` when the viewer leaves. The terminal is restored on every way out.
 pub fn run(
-    model: &Mutex<Model>,
+    shared: &Shared,
     opts: &TopOptions,
     stop: &AtomicBool,
     done: &AtomicBool,
@@ -309,7 +308,7 @@ pub fn run(
             return Err(e);
         }
     };
-    let result = event_loop(&mut terminal, model, opts, stop, done);
+    let result = event_loop(&mut terminal, shared, opts, stop, done);
     ratatui::restore();
     let _ = terminal.show_cursor();
     result
@@ -317,7 +316,7 @@ pub fn run(
 
 fn event_loop(
     terminal: &mut ratatui::DefaultTerminal,
-    model: &Mutex<Model>,
+    shared: &Shared,
     opts: &TopOptions,
     stop: &AtomicBool,
     done: &AtomicBool,
@@ -327,9 +326,8 @@ fn event_loop(
         backend: opts.backend,
         ..ViewState::default()
     };
-    let mut comms = CommCache::default();
     let mut clock = Clock::new(opts.interval, opts.duration);
-    terminal.draw(|f| draw(f, &state, &mut comms))?;
+    terminal.draw(|f| draw(f, &state, &mut lock(&shared.comms)))?;
     loop {
         if done.load(Ordering::Acquire) || stop.load(Ordering::Acquire) {
             return Ok(());
@@ -339,12 +337,12 @@ fn event_loop(
             return Ok(());
         }
         if let Some(elapsed) = clock.tick_due() {
-            let mut m = lock(model);
+            let mut m = lock(&shared.model);
             m.tick(elapsed);
             state.snapshot = m.snapshot();
             drop(m);
             state.ticked = true;
-            terminal.draw(|f| draw(f, &state, &mut comms))?;
+            terminal.draw(|f| draw(f, &state, &mut lock(&shared.comms)))?;
         }
         if !event::poll(clock.until_tick().min(POLL))? {
             continue;
@@ -362,7 +360,7 @@ fn event_loop(
             _ => false,
         };
         if redraw {
-            terminal.draw(|f| draw(f, &state, &mut comms))?;
+            terminal.draw(|f| draw(f, &state, &mut lock(&shared.comms)))?;
         }
     }
 }
@@ -370,6 +368,7 @@ fn event_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::top::model::Model;
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
 
