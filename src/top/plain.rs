@@ -130,7 +130,7 @@ pub fn write_interval(
         time: &time,
         uevrec: "top_total",
         interval_s,
-        events: snapshot.rows.iter().filter(|r| r.attached).count(),
+        events: rows.len(),
         records_per_s: round3(snapshot.records_per_s),
         records: snapshot.records,
         lost_per_s: round3(snapshot.lost_per_s),
