@@ -343,7 +343,7 @@ fn plain_lines_count_every_record(backend: &[&str]) {
         let v = next("the attached notice");
         let attached = v["notice"]
             .as_str()
-            .is_some_and(|n| n.starts_with("attached:"));
+            .is_some_and(|n| n.starts_with("attached "));
         lines.push(v);
         if attached {
             break;

@@ -47,7 +47,7 @@ pub fn run(staged: &Receiver<Staged>, pool: &Sender<Vec<u8>>, shared: &Shared) {
                         {
                             m.detach(event);
                         }
-                        m.notice(what, message);
+                        m.notice(what, event, message);
                     }
                 }
             }
@@ -132,6 +132,9 @@ mod tests {
         assert_eq!((r.records, r.bytes, r.attached), (3, 104, false));
         assert_eq!(r.top, vec![(1 << 30, 2), ((1 << 30) + 1, 1)]);
         assert_eq!(s.lost, 9);
-        assert_eq!(s.notice.as_deref(), Some("detached: gone"));
+        assert_eq!(
+            s.notice.as_deref(),
+            Some("detached sched:sched_switch: gone")
+        );
     }
 }

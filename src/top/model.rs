@@ -192,9 +192,13 @@ impl Model {
         self.interval_lost += lost;
     }
 
-    /// The session said something (`attached`, `waiting` …): shown until the next one.
-    pub fn notice(&mut self, what: &str, message: &str) {
-        self.notice = Some(format!("{what}: {message}"));
+    /// The session said something (`attached`, `waiting` …), about `event` if any:
+    /// shown until the next one.
+    pub fn notice(&mut self, what: &str, event: Option<&str>, message: &str) {
+        self.notice = Some(match event {
+            Some(e) => format!("{what} {e}: {message}"),
+            None => format!("{what}: {message}"),
+        });
     }
 
     /// Close the interval that lasted `elapsed`: rates over it, totals, top processes;
@@ -579,7 +583,7 @@ mod tests {
     fn notices_and_unknown_slots() {
         let mut m = Model::new();
         m.record(9, 1, 1);
-        m.notice("waiting", "no event matches x:y yet");
+        m.notice("waiting", None, "no event matches x:y yet");
         m.tick(SEC);
         let s = m.snapshot();
         assert_eq!(s.unattributed, 1);

@@ -215,7 +215,7 @@ mod tests {
         }
         m.record(0, 0, 64);
         m.lost(2);
-        m.notice("attached", "id 5");
+        m.notice("attached", Some("a:b"), "id 5");
         m.tick(Duration::from_millis(500));
         let mut out = Vec::new();
         let opts = TopOptions::default();
@@ -223,7 +223,7 @@ mod tests {
             &mut out,
             &m.snapshot(),
             SystemTime::UNIX_EPOCH + Duration::from_secs(1),
-            Some("attached: id 5"),
+            Some("attached a:b: id 5"),
             true,
             &opts,
             &mut CommCache::default(),
@@ -250,7 +250,7 @@ mod tests {
             serde_json::json!({
                 "time": "1970-01-01T00:00:01.000000000Z", "uevrec": "top_total",
                 "interval_s": 0.5, "events": 2, "records_per_s": 8.0, "records": 4,
-                "lost_per_s": 4.0, "lost": 2, "notice": "attached: id 5", "final": true
+                "lost_per_s": 4.0, "lost": 2, "notice": "attached a:b: id 5", "final": true
             })
         );
     }

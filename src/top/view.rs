@@ -224,7 +224,7 @@ pub fn draw(frame: &mut Frame<'_>, state: &ViewState, comms: &mut CommCache) {
         right("REC/S".into(), RATE_W),
         right("TOTAL".into(), TOTAL_W),
         right("BYTES/S".into(), BYTES_W),
-        Cell::from(fit("TOP PROCESSES (last interval)", proc_w as usize)),
+        Cell::from(fit("TOP PROCESSES", proc_w as usize)),
     ])
     .style(Style::default().add_modifier(Modifier::REVERSED));
     let body: Vec<TableRow<'_>> = rows
