@@ -10,7 +10,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::Shared;
-use crate::pipeline::{Staged, StagedEntry};
+use super::model::Model;
+use crate::pipeline::{Staged, StagedChunk, StagedEntry};
 
 /// Count everything staged on `staged` into `shared` until the session closes it,
 /// returning every chunk buffer on `pool`.
@@ -26,38 +27,41 @@ pub fn run(staged: &Receiver<Staged>, pool: &Sender<Vec<u8>>, shared: &Shared) {
             }
             Staged::Chunk(chunk) => chunk,
         };
-        {
-            let mut m = lock(&shared.model);
-            for entry in chunk.entries() {
-                match entry {
-                    StagedEntry::Record { slot, stamp, raw } => {
-                        if m.record(slot, stamp.pid, raw.len()) {
-                            fresh.push(stamp.pid);
-                        }
-                    }
-                    StagedEntry::Lost { lost, .. } => m.lost(lost),
-                    StagedEntry::Notice {
-                        what,
-                        event,
-                        message,
-                        ..
-                    } => {
-                        if what == "detached"
-                            && let Some(event) = event
-                        {
-                            m.detach(event);
-                        }
-                        m.notice(what, event, message);
-                    }
-                }
-            }
-        }
+        count_chunk(&mut lock(&shared.model), &chunk, &mut fresh);
         // The pool channel holds every chunk, so this never waits.
         let _ = pool.send(chunk.into_buffer());
         if !fresh.is_empty() {
             let mut comms = lock(&shared.comms);
             for pid in fresh.drain(..) {
                 comms.name(pid);
+            }
+        }
+    }
+}
+
+/// Count every entry of `chunk` into `model`; the pids new in this interval are added
+/// to `fresh` (to be named).
+pub fn count_chunk(model: &mut Model, chunk: &StagedChunk, fresh: &mut Vec<u32>) {
+    for entry in chunk.entries() {
+        match entry {
+            StagedEntry::Record { slot, stamp, raw } => {
+                if model.record(slot, stamp.pid, raw.len()) {
+                    fresh.push(stamp.pid);
+                }
+            }
+            StagedEntry::Lost { lost, .. } => model.lost(lost),
+            StagedEntry::Notice {
+                what,
+                event,
+                message,
+                ..
+            } => {
+                if what == "detached"
+                    && let Some(event) = event
+                {
+                    model.detach(event);
+                }
+                model.notice(what, event, message);
             }
         }
     }
@@ -72,7 +76,7 @@ pub fn lock<T>(shared: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::{FormatSource, StagedChunk};
+    use crate::pipeline::FormatSource;
     use std::sync::Arc;
     use std::time::Duration;
     use uevrec_parsers::{PreparedFormat, RecordStamp};
