@@ -194,14 +194,17 @@ fn wait_rows(t: &Tmux, pid: u32) -> Vec<String> {
     })
 }
 
-/// After `uevrec top` left: its status, and the terminal back to normal (no alternate
-/// screen, canonical mode and echo on).
-fn assert_left_cleanly(t: &Tmux) {
+/// After `uevrec top` left: its status `status`, and the terminal back to normal (no
+/// alternate screen, canonical mode and echo on); the screen's text.
+fn assert_left_cleanly(t: &Tmux, status: i32) -> String {
     let screen = t.wait_for("uevrec to exit", |s| {
         s.iter().any(|l| l.starts_with("EXIT="))
     });
     let text = screen.join("\n");
-    assert!(text.contains("EXIT=0"), "exit status not 0:\n{text}");
+    assert!(
+        text.contains(&format!("EXIT={status}\n")),
+        "exit status not {status}:\n{text}"
+    );
     assert!(
         !text.contains("REC/S"),
         "the alternate screen was not left:\n{text}"
@@ -213,6 +216,7 @@ fn assert_left_cleanly(t: &Tmux) {
             "`{mode}` not restored (stty -a):\n{text}"
         );
     }
+    text
 }
 
 #[test]
@@ -265,7 +269,7 @@ fn live_view_rows_sort_filter_and_quit() {
     });
 
     t.keys(&["q"]);
-    assert_left_cleanly(&t);
+    assert_left_cleanly(&t, 0);
 }
 
 #[test]
@@ -275,7 +279,24 @@ fn ctrl_c_leaves_the_live_view_cleanly() {
     let t = top_in_tmux(&load);
     wait_rows(&t, load.0.id());
     t.keys(&["C-c"]);
-    assert_left_cleanly(&t);
+    assert_left_cleanly(&t, 0);
+}
+
+#[test]
+fn a_session_error_restores_the_terminal_then_says_why() {
+    require!(Tier::Host, skip_reason(true));
+    // The kernel refuses the filter on the only event: the session fails after the view
+    // started.
+    let t = Tmux::start(&format!(
+        "'{}' top --filter 'no_such_field == 1' sched:sched_switch; echo EXIT=$?; stty -a; \
+         sleep 600",
+        bin().display()
+    ));
+    let text = assert_left_cleanly(&t, 1);
+    assert!(
+        text.contains("uevrec: error: the kernel refused the filter"),
+        "{text}"
+    );
 }
 
 /// A process that waits for a line on stdin, then calls getppid `n` times and exits.
