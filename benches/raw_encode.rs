@@ -7,36 +7,13 @@
 
 use std::hint::black_box;
 
+mod common;
+
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use uevrec::pipeline::{StagedChunk, StagedEntry};
-use uevrec_parsers::RecordStamp;
 use uevrec_parsers::perf_data::writer::{self, Stamp};
 
 const BATCH: u64 = 1000;
-const T0: u64 = 1_795_345_200_000_000_000;
-
-/// A chunk of `BATCH` sys_enter entries: common header, syscall id, six arguments.
-fn chunk() -> StagedChunk {
-    let mut chunk = StagedChunk::default();
-    for i in 0..BATCH {
-        let mut raw = Vec::with_capacity(64);
-        raw.extend_from_slice(&443u16.to_ne_bytes());
-        raw.extend_from_slice(&[0, 0]);
-        raw.extend_from_slice(&4242i32.to_ne_bytes());
-        raw.extend_from_slice(&110i64.to_ne_bytes());
-        for a in 0..6u64 {
-            raw.extend_from_slice(&(i * 7 + a).to_ne_bytes());
-        }
-        let stamp = RecordStamp {
-            time_unix_ns: Some(T0 + i * 250),
-            cpu: (i % 2) as u32,
-            pid: 4242,
-            tid: 4242,
-        };
-        chunk.push_record(0, &stamp, &raw);
-    }
-    chunk
-}
 
 /// The plain copy of every record's trace entry.
 #[inline(never)]
@@ -70,7 +47,7 @@ fn encode_batch(chunk: &StagedChunk, out: &mut Vec<u8>) -> usize {
 }
 
 fn bench(c: &mut Criterion) {
-    let chunk = chunk();
+    let chunk = common::sys_enter_chunk(BATCH, 1);
     let mut out: Vec<u8> = Vec::with_capacity(256 * 1024);
     // Under callgrind: `UEVREC_RAW_ENCODE_RUNS=100 valgrind --tool=callgrind
     // --toggle-collect='*copy_batch*' (or '*encode_batch*') <bench binary>` counts the

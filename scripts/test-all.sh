@@ -13,7 +13,8 @@
 # and swap the system's syslog daemons with apt-get). `.ci/run` requires all four.
 #
 # Setup: as root, installs the Debian packages the tiers need (linux-perf for the
-# differential tests, busybox-static and qemu-system-x86 for the VM); not root, lists
+# differential tests, busybox-static and qemu-system-x86 for the VM, tmux for the
+# terminal test of `uevrec top`); not root, lists
 # what is missing and how to install it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,8 @@ missing=()
 command -v perf >/dev/null 2>&1 || missing+=(linux-perf)
 [ -x /bin/busybox ] || command -v busybox >/dev/null 2>&1 || missing+=(busybox-static)
 command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
+# tests/top_host.rs runs `uevrec top` in a real terminal: a tmux pane.
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 if [ ${#missing[@]} -gt 0 ]; then
   if $root; then
     echo "installing: ${missing[*]}"

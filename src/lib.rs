@@ -8,7 +8,8 @@
 //! (or, with `record --raw`, to a perf.data: [`raw`]),
 //! [`describe`] what the stream's first lines say about it,
 //! [`recorder`] builds the threads and joins them ([`sched`] their priorities), [`clock`] turns sample times into
-//! wall-clock time, [`cli`] is the command line (flags → a [`recorder::Config`]).
+//! wall-clock time, [`cli`] is the command line (flags → a [`recorder::Config`]);
+//! [`top`] counts the staged records instead of formatting them (`uevrec top`).
 #![warn(missing_docs)]
 
 pub mod cli;
@@ -28,4 +29,5 @@ pub mod selector;
 pub mod session;
 pub mod signals;
 pub mod sink;
+pub mod top;
 pub mod tracefs;

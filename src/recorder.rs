@@ -32,7 +32,7 @@ use crate::flight::{self, FlightOptions, FlightSummary};
 use crate::formatter;
 use crate::pipeline::{
     BATCH_CAPACITY, BATCH_POOL, Batch, CHANNEL_BATCHES, STAGE_CAPACITY, STAGE_CHUNKS, StageSender,
-    touched_buffers,
+    Staged, touched_buffers,
 };
 use crate::raw::{self, RawError, RawOutput, RawSummary};
 use crate::sched;
@@ -212,13 +212,7 @@ fn stage(
         raw: None,
         flight: None,
     };
-    // The chunk pool: every buffer allocated and touched now (see crate::pipeline).
-    // Only the last thread keeps a sender, so a gone thread ends the session's waits.
-    let (stage_tx, stage_rx) = crossbeam_channel::bounded(STAGE_CHUNKS);
-    let (chunk_tx, chunk_rx) = crossbeam_channel::bounded(STAGE_CHUNKS);
-    for buffer in touched_buffers(STAGE_CHUNKS, STAGE_CAPACITY) {
-        let _ = chunk_tx.send(buffer);
-    }
+    let ((stage_tx, stage_rx), (chunk_tx, chunk_rx)) = chunk_pool();
     let opts = LineOptions {
         include_common: config.include_common,
         big_endian: false,
@@ -313,6 +307,73 @@ fn stage(
             raw: raw_result,
             flight,
         }
+    })
+}
+
+/// The staging channel and the chunk pool: every buffer allocated and touched now (see
+/// crate::pipeline). Only the last thread keeps a pool sender, so a gone thread ends the
+/// session's waits.
+#[allow(clippy::type_complexity)]
+fn chunk_pool() -> (
+    (Sender<Staged>, Receiver<Staged>),
+    (Sender<Vec<u8>>, Receiver<Vec<u8>>),
+) {
+    let stage = crossbeam_channel::bounded(STAGE_CHUNKS);
+    let (chunk_tx, chunk_rx) = crossbeam_channel::bounded(STAGE_CHUNKS);
+    for buffer in touched_buffers(STAGE_CHUNKS, STAGE_CAPACITY) {
+        let _ = chunk_tx.send(buffer);
+    }
+    (stage, (chunk_tx, chunk_rx))
+}
+
+/// The session on this thread and `consume` on a thread of its own named `name` (in
+/// place of the formatter: `uevrec top` counts instead of writing lines), fed the staged
+/// messages and returning each chunk buffer on the pool sender it is given. The thread
+/// starts before the first attach, so the self-exclusion filter names it; when it
+/// returns (or panics) the session ends. Returns the session's result and `consume`'s
+/// (`None` when the thread could not start).
+pub fn stage_into<R, F>(
+    config: &SessionConfig,
+    name: &str,
+    stop: &AtomicBool,
+    stats: &LiveStats,
+    consume: F,
+) -> (Result<Summary, SessionError>, Option<R>)
+where
+    R: Send,
+    F: FnOnce(Receiver<Staged>, Sender<Vec<u8>>) -> R + Send,
+{
+    /// Sets the flag when dropped: also when the thread unwinds.
+    struct SetOnDrop<'a>(&'a AtomicBool);
+    impl Drop for SetOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+    let ((stage_tx, stage_rx), (chunk_tx, chunk_rx)) = chunk_pool();
+    let gone = AtomicBool::new(false);
+    thread::scope(|scope| {
+        let gone_flag = &gone;
+        let spawned = thread::Builder::new()
+            .name(name.into())
+            .spawn_scoped(scope, move || {
+                let _gone = SetOnDrop(gone_flag);
+                sched::raise_worker_thread();
+                consume(stage_rx, chunk_tx)
+            });
+        let consumer = match spawned {
+            Ok(t) => t,
+            Err(e) => return (Err(SessionError::Thread(e)), None),
+        };
+        let stage = StageSender::new(stage_tx, chunk_rx, &gone);
+        let priority = sched::raise_drain_thread();
+        let result = session::run(config, &stage, stop, stats);
+        drop(priority);
+        drop(stage);
+        let consumed = consumer
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (result, Some(consumed))
     })
 }
 

@@ -1,4 +1,5 @@
-//! The command line: `uevrec record`, `uevrec tail`, `uevrec list`, `uevrec decode`.
+//! The command line: `uevrec record`, `uevrec tail`, `uevrec list`, `uevrec decode`,
+//! `uevrec top`.
 //!
 //! Exit statuses (also in `--help` and the README):
 //! [`EXIT_OK`] 0 success (also after SIGINT/SIGTERM, `--duration`, `--count`);
@@ -12,6 +13,7 @@ pub mod flight;
 mod list;
 pub mod output;
 mod record;
+pub mod top;
 pub mod values;
 
 use std::path::PathBuf;
@@ -59,6 +61,9 @@ pub enum Command {
     List(ListArgs),
     /// Decode a perf.data file (or pipe-mode stream on stdin) into the same JSON lines.
     Decode(decode::DecodeArgs),
+    /// Live view of the busiest events and processes (JSON lines when stdout is not a
+    /// terminal).
+    Top(top::TopArgs),
 }
 
 /// Which events, and where tracefs is.
@@ -94,9 +99,9 @@ impl EventArgs {
     }
 }
 
-/// Options of every recording command.
+/// What a session records and how: the options `record`, `tail` and `top` share.
 #[derive(Debug, Args)]
-pub struct RecordingArgs {
+pub struct SessionArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub events: EventArgs,
@@ -122,6 +127,33 @@ pub struct RecordingArgs {
     /// How often to look for new events matching the selectors.
     #[arg(long, value_name = "DUR", default_value = "1s", value_parser = values::parse_positive_duration)]
     pub rescan_interval: Duration,
+}
+
+impl SessionArgs {
+    /// The session these flags ask for (no common fields, no record limit, no schema
+    /// lines, messages on standard error, no triggers); tracefs is
+    /// found (and checked) here.
+    pub fn session_config(&self) -> Result<crate::session::SessionConfig, TracefsError> {
+        Ok(crate::session::SessionConfig {
+            tracefs: Some(self.events.tracefs()?),
+            selectors: self.events.all_selectors(),
+            backend: self.backend,
+            buffer_pages: self.buffer_size,
+            filter: self.filter.clone(),
+            pid: self.pid,
+            include_self: self.include_self,
+            rescan_interval: self.rescan_interval,
+            ..Default::default()
+        })
+    }
+}
+
+/// Options of every recording command.
+#[derive(Debug, Args)]
+pub struct RecordingArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub session: SessionArgs,
     /// Add the common fields (common_type, common_flags …) as "common":{…} (with
     /// --format otlp: the attribute `linux.tracepoint.common`).
     #[arg(long)]
@@ -213,5 +245,6 @@ pub fn main() -> i32 {
         Command::Tail(args) => record::tail(args),
         Command::List(args) => list::list(&args),
         Command::Decode(args) => decode::decode(args),
+        Command::Top(args) => top::top(&args),
     }
 }

@@ -138,21 +138,12 @@ pub fn tail(args: TailArgs) -> i32 {
 
 /// The flags as a [`Config`]; tracefs is found (and checked) here, once.
 fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError> {
-    let tracefs = rec.events.tracefs()?;
     let session = SessionConfig {
-        tracefs: Some(tracefs),
-        selectors: rec.events.all_selectors(),
-        backend: rec.backend,
-        buffer_pages: rec.buffer_size,
-        filter: rec.filter.clone(),
-        pid: rec.pid,
-        include_self: rec.include_self,
-        rescan_interval: rec.rescan_interval,
         include_common: rec.common,
         schema: !rec.no_schema,
         quiet: rec.quiet,
         max_records: rec.count,
-        ..SessionConfig::default()
+        ..rec.session.session_config()?
     };
     let pipeline = PipelineOptions {
         duration: rec.duration,

@@ -1,0 +1,94 @@
+//! `uevrec top`: flags → a session and display options; [`crate::top`] runs them.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use clap::Args;
+use signal_hook::consts::{SIGINT, SIGTERM};
+
+use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, SessionArgs, print_error, values};
+use crate::session::SessionConfig;
+use crate::session::backend::BackendKind;
+use crate::top::model::SortKey;
+use crate::top::{self as live, Display, TopOptions};
+
+/// `uevrec top`.
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub session: SessionArgs,
+    /// How often the numbers are refreshed (one interval).
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = values::parse_positive_duration)]
+    pub interval: Duration,
+    /// Stop after this long (e.g. 10s, 1m).
+    #[arg(long, value_name = "DUR", value_parser = values::parse_positive_duration)]
+    pub duration: Option<Duration>,
+    /// The first sort key (keys r, t, b, n and Tab change it).
+    #[arg(long, value_enum, default_value_t = SortKey::Rate)]
+    pub sort: SortKey,
+    /// JSON lines (one per event and interval, then the totals) even when standard
+    /// output is a terminal; they are the default when it is not.
+    #[arg(long)]
+    pub plain: bool,
+}
+
+/// `uevrec top`; returns the exit status.
+pub fn top(args: &TopArgs) -> i32 {
+    let display = if args.plain || !std::io::stdout().is_terminal() {
+        Display::Lines
+    } else {
+        Display::Terminal
+    };
+    let config = match args.session.session_config() {
+        // Nothing on standard error under the live view (it would scribble over the
+        // screen): the session's messages show as the view's notice line.
+        Ok(c) => SessionConfig {
+            quiet: display == Display::Terminal,
+            ..c
+        },
+        Err(e) => {
+            print_error(&e);
+            return EXIT_ERROR;
+        }
+    };
+    // SIGINT/SIGTERM only ask to stop: no forced exit, which would leave the terminal
+    // in raw mode (in the view, Ctrl-C is a key, not a signal).
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(sig, Arc::clone(&stop)) {
+            print_error(&format_args!("installing signal handlers: {e}"));
+            return EXIT_ERROR;
+        }
+    }
+    let opts = TopOptions {
+        interval: args.interval,
+        duration: args.duration,
+        sort: args.sort,
+        backend: match config.backend {
+            BackendKind::Perf => "perf",
+            BackendKind::Ftrace => "ftrace",
+        },
+    };
+    let out = live::run(&config, &opts, display, &stop);
+    if let Err(e) = out.session {
+        print_error(&e);
+        return EXIT_ERROR;
+    }
+    match out.display {
+        Ok(()) => EXIT_OK,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => EXIT_OUTPUT_CLOSED,
+        Err(e) => {
+            let what = match display {
+                Display::Terminal => "the terminal",
+                Display::Lines => "standard output",
+            };
+            print_error(&format_args!(
+                "{what}: {e} (with standard output not a terminal, top prints JSON lines)"
+            ));
+            EXIT_ERROR
+        }
+    }
+}
