@@ -1,7 +1,7 @@
 //! The prepared path: each field's key rendered once and the way to write its value
 //! derived once from its [`FieldPlan`] ([`Op`]), run by [`LineWriter::write_prepared`](super::LineWriter::write_prepared).
 
-use super::escape::{write_c_string, write_key};
+use super::escape::{write_c_string, write_c_string_at, write_key};
 use super::numbers::write_int;
 use super::text::Text;
 use super::values::{write_int_slice, write_value};
@@ -156,10 +156,7 @@ impl Op {
     #[inline]
     fn write_other(self, out: &mut Vec<u8>, raw: &[u8], big: bool) -> bool {
         match self {
-            Op::Chars { start, end } => match raw.get(start..end) {
-                Some(area) => write_c_string(out, area),
-                None => return false,
-            },
+            Op::Chars { start, end } => return write_c_string_at(out, raw, start, end),
             Op::DynChars { offset, loc } => {
                 let value = match raw.get(offset..).and_then(<[u8]>::first_chunk) {
                     Some(&b) if big => u32::from_be_bytes(b),
