@@ -57,11 +57,15 @@ fn short_digits(n: u32) -> (u64, usize) {
     ((values + ZEROS) >> (8 * zeros), 8 - zeros as usize)
 }
 
-/// The decimal digits of `v`: numbers below 10^8 in line, longer ones out of line.
+/// The decimal digits of `v`: numbers below 100 (CPUs, small ids and values) pushed
+/// directly, others below 10^8 in line, longer ones out of line.
 #[inline(always)]
 pub(crate) fn write_u64(out: &mut Vec<u8>, v: u64) {
     if v < 10 {
         out.push(b'0' + v as u8);
+    } else if v < 100 {
+        let v = v as u8;
+        out.extend_from_slice(&[b'0' + v / 10, b'0' + v % 10]);
     } else if v < E8 {
         let (word, len) = short_digits(v as u32);
         push_prefix(out, &word.to_le_bytes(), len);
