@@ -320,7 +320,9 @@ impl SampleFormat {
 
     /// [`SampleFormat::parse`] for a record known to be a `PERF_RECORD_SAMPLE` (the
     /// header's type is not looked at again): the sample without the [`Record`] around it.
-    #[inline]
+    /// Always in line, so that a caller that uses a few of the sample's fields (the
+    /// perf.data reader: time, cpu, pid, tid, raw) reads only those.
+    #[inline(always)]
     pub fn parse_sample<'a>(&self, bytes: &'a [u8]) -> Result<Sample<'a>, PerfSampleError> {
         if let Some(h) = self.header(bytes) {
             let size = usize::from(h.size);
@@ -330,6 +332,13 @@ impl SampleFormat {
                 }
             }
         }
+        self.parse_sample_fieldwise(bytes)
+    }
+
+    /// [`SampleFormat::parse_sample`] field by field (out of line: a sample that does
+    /// not fit its fixed places, whose error names the field cut short).
+    #[inline(never)]
+    fn parse_sample_fieldwise<'a>(&self, bytes: &'a [u8]) -> Result<Sample<'a>, PerfSampleError> {
         let (_, r) = self.body(bytes)?;
         self.sample(r)
     }
@@ -380,7 +389,7 @@ impl SampleFormat {
     /// A sample (`bytes`: the whole record, `header.size` long) whose fixed part and raw
     /// data are all there, read at the places of [`SampleOffsets`]; `None` when something
     /// is missing (then [`Self::sample`] says what).
-    #[inline]
+    #[inline(always)]
     fn sample_fixed<'a>(&self, bytes: &'a [u8]) -> Option<Sample<'a>> {
         let o = &self.at;
         let end = usize::from(o.end);

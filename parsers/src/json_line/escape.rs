@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use super::numbers::push_prefix;
+
 /// `char` data as a JSON string: up to its first NUL (all of it without one), as
 /// [`decode_field`] reads it, then as [`write_text`] writes it. One pass finds the first
 /// byte that is not plain printable ASCII; when that is the NUL (or there is none), the
@@ -23,6 +25,47 @@ pub(crate) fn write_c_string(out: &mut Vec<u8>, data: &[u8]) {
     out.push(b'"');
     out.extend_from_slice(clean);
     out.push(b'"');
+}
+
+/// [`write_c_string`] of the `char` area `start..end` of `raw`; `false`, with nothing
+/// written, when `raw` does not hold it. Areas of at most 16 bytes (`comm` and other
+/// short names) with 16 bytes of `raw` from `start` are scanned as two words and copied,
+/// quotes included, as one fixed-size window ([`push_prefix`]) instead of a `memcpy`
+/// call.
+#[inline]
+pub(crate) fn write_c_string_at(out: &mut Vec<u8>, raw: &[u8], start: usize, end: usize) -> bool {
+    let Some(area) = raw.get(start..end) else {
+        return false;
+    };
+    let window = raw.get(start..).and_then(<[u8]>::first_chunk::<16>);
+    let Some(window) = window.filter(|_| area.len() <= 16) else {
+        write_c_string(out, area);
+        return true;
+    };
+    let (low, high) = window.split_at(8);
+    let word = |half: &[u8]| u64::from_le_bytes(half.try_into().unwrap_or_default());
+    let (low, high) = (special_mask(word(low)), special_mask(word(high)));
+    // The lowest flag of a word is exact, and the high word counts only when the low
+    // one has none.
+    let first = if low != 0 {
+        (low.trailing_zeros() / 8) as usize
+    } else {
+        8 + (high.trailing_zeros() / 8) as usize
+    };
+    let len = match window.get(first) {
+        None => area.len(),
+        Some(_) if first >= area.len() => area.len(),
+        Some(0) => first,
+        Some(_) => {
+            write_c_string(out, area);
+            return true;
+        }
+    };
+    let mut quoted = [b'"'; 18];
+    quoted[1..17].copy_from_slice(window);
+    quoted[1 + len] = b'"';
+    push_prefix(out, &quoted, len + 2);
+    true
 }
 
 /// The index of the first byte of `bytes` that is below 0x20 (NUL included), `"`, `\`
@@ -327,6 +370,41 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn c_string_at_agrees_with_c_string() {
+        // Every area of up to 20 bytes at every start in records of up to 40 bytes, with
+        // a NUL, an escape, a high byte or nothing special at each place.
+        for special in [
+            None,
+            Some(0u8),
+            Some(b'"'),
+            Some(0x01),
+            Some(0xc3),
+            Some(0xff),
+        ] {
+            for at in 0..20 {
+                let mut raw: Vec<u8> = (0..40).map(|i| b'a' + (i % 26)).collect();
+                if let Some(b) = special {
+                    raw[at] = b;
+                }
+                for len in [20, 33, 40] {
+                    for start in 0..len {
+                        for end in start..=(start + 20).min(len) {
+                            let raw = &raw[..len];
+                            let mut fast = Vec::new();
+                            assert!(write_c_string_at(&mut fast, raw, start, end));
+                            let mut slow = Vec::new();
+                            write_c_string(&mut slow, &raw[start..end]);
+                            assert_eq!(fast, slow, "{special:?} {at} {len} {start}..{end}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(!write_c_string_at(&mut Vec::new(), b"abc", 2, 4));
+        assert!(!write_c_string_at(&mut Vec::new(), b"abc", 3, 2));
     }
 
     #[test]

@@ -32,6 +32,7 @@ use crate::eventheader::{self, TracepointName, tracepoint_name::OwnedTracepointN
 use crate::schema::{EventFormat, Field};
 
 mod escape;
+mod numbers;
 mod ops;
 pub(crate) mod schema;
 mod text;
@@ -42,10 +43,10 @@ pub(crate) use escape::{
     Escaped, first_special, hex_digits, write_escape, write_hex, write_key, write_plain, write_str,
     write_text, write_text_contents,
 };
+pub(crate) use numbers::write_int;
 use ops::{Step, steps, write_steps};
 pub(crate) use text::{Span, Text, Texts};
 use time::TimeCache;
-pub(crate) use values::write_int;
 pub(crate) use values::write_value;
 
 /// What the recorder knows about a record besides its raw bytes.

@@ -1,9 +1,10 @@
 //! The prepared path: each field's key rendered once and the way to write its value
 //! derived once from its [`FieldPlan`] ([`Op`]), run by [`LineWriter::write_prepared`](super::LineWriter::write_prepared).
 
-use super::escape::{write_c_string, write_key};
+use super::escape::{write_c_string, write_c_string_at, write_key};
+use super::numbers::write_int;
 use super::text::Text;
-use super::values::{int_bytes, write_int, write_int_slice, write_value};
+use super::values::{write_int_slice, write_value};
 use crate::decode::{Endian, FieldPlan, PlanKind};
 use crate::location;
 use crate::schema::{Element, Field, LocKind};
@@ -119,48 +120,49 @@ impl Op {
     /// go through [`FieldPlan::read`] instead.
     #[inline]
     pub(crate) fn write(self, out: &mut Vec<u8>, raw: &[u8], big: bool) -> bool {
+        // The integer at `$at` as a `$t` in the record's byte order (one load and a swap
+        // if big; swapping the bytes before the conversion made the compiler move them
+        // one by one), widened to 64 bits.
+        macro_rules! int {
+            ($t:ty, $at:expr) => {
+                match raw.get($at..).and_then(<[u8]>::first_chunk) {
+                    Some(&b) if big => <$t>::from_be_bytes(b).into(),
+                    Some(&b) => <$t>::from_le_bytes(b).into(),
+                    None => return false,
+                }
+            };
+        }
+        // One number writer for the unsigned kinds and one for the signed (each is
+        // inlined where it is called).
+        let number: Result<u64, i64> = match self {
+            Op::U8(at) => Ok(int!(u8, at)),
+            Op::U16(at) => Ok(int!(u16, at)),
+            Op::U32(at) => Ok(int!(u32, at)),
+            Op::U64(at) => Ok(int!(u64, at)),
+            Op::I8(at) => Err(int!(i8, at)),
+            Op::I16(at) => Err(int!(i16, at)),
+            Op::I32(at) => Err(int!(i32, at)),
+            Op::I64(at) => Err(int!(i64, at)),
+            other => return other.write_other(out, raw, big),
+        };
+        match number {
+            Ok(u) => write_int(out, u),
+            Err(s) => write_int(out, s),
+        }
+        true
+    }
+
+    /// [`Op::write`] for the kinds other than single integers.
+    #[inline]
+    fn write_other(self, out: &mut Vec<u8>, raw: &[u8], big: bool) -> bool {
         match self {
-            Op::U8(at) => match raw.get(at) {
-                Some(&b) => write_int(out, b),
-                None => return false,
-            },
-            Op::I8(at) => match raw.get(at) {
-                Some(&b) => write_int(out, b as i8),
-                None => return false,
-            },
-            Op::U16(at) => match int_bytes(raw, at, big) {
-                Some(b) => write_int(out, u16::from_le_bytes(b)),
-                None => return false,
-            },
-            Op::I16(at) => match int_bytes(raw, at, big) {
-                Some(b) => write_int(out, i16::from_le_bytes(b)),
-                None => return false,
-            },
-            Op::U32(at) => match int_bytes(raw, at, big) {
-                Some(b) => write_int(out, u32::from_le_bytes(b)),
-                None => return false,
-            },
-            Op::I32(at) => match int_bytes(raw, at, big) {
-                Some(b) => write_int(out, i32::from_le_bytes(b)),
-                None => return false,
-            },
-            Op::U64(at) => match int_bytes(raw, at, big) {
-                Some(b) => write_int(out, u64::from_le_bytes(b)),
-                None => return false,
-            },
-            Op::I64(at) => match int_bytes(raw, at, big) {
-                Some(b) => write_int(out, i64::from_le_bytes(b)),
-                None => return false,
-            },
-            Op::Chars { start, end } => match raw.get(start..end) {
-                Some(area) => write_c_string(out, area),
-                None => return false,
-            },
+            Op::Chars { start, end } => return write_c_string_at(out, raw, start, end),
             Op::DynChars { offset, loc } => {
-                let Some(value) = int_bytes(raw, offset, big) else {
-                    return false;
+                let value = match raw.get(offset..).and_then(<[u8]>::first_chunk) {
+                    Some(&b) if big => u32::from_be_bytes(b),
+                    Some(&b) => u32::from_le_bytes(b),
+                    None => return false,
                 };
-                let value = u32::from_le_bytes(value);
                 match location::resolve(loc, offset, 4, value, raw.len()) {
                     Ok(range) => match raw.get(range) {
                         Some(data) => write_c_string(out, data),
@@ -178,7 +180,15 @@ impl Op {
                 Some(area) => return write_int_slice(out, area, width, signed, big),
                 None => return false,
             },
-            Op::Decode => return false,
+            Op::U8(_)
+            | Op::U16(_)
+            | Op::U32(_)
+            | Op::U64(_)
+            | Op::I8(_)
+            | Op::I16(_)
+            | Op::I32(_)
+            | Op::I64(_)
+            | Op::Decode => return false,
         }
         true
     }

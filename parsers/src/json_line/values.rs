@@ -1,17 +1,8 @@
 //! Decoded values ([`Value`]) and raw integers as JSON numbers, arrays and strings.
 
 use super::escape::{write_hex, write_text};
+use super::numbers::{Decimal, write_int};
 use crate::decode::{Endian, IntArray, Value};
-
-/// The `N` bytes at `at` in little-endian order (swapped if `big`), if in `raw`.
-#[inline(always)]
-pub(crate) fn int_bytes<const N: usize>(raw: &[u8], at: usize, big: bool) -> Option<[u8; N]> {
-    let mut b = *raw.get(at..)?.first_chunk::<N>()?;
-    if big {
-        b.reverse();
-    }
-    Some(b)
-}
 
 /// Write one value; returns `true` for [`Value::Error`] (written as `null`).
 pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value<'_>) -> bool {
@@ -54,91 +45,96 @@ pub(crate) fn write_int_slice(
     signed: bool,
     big: bool,
 ) -> bool {
+    // The byte order is chosen once per array, so the loop reads each element with one
+    // load (a swap inside the loop made it reassemble every element byte by byte).
+    macro_rules! ints {
+        ($t:ty) => {
+            if big {
+                write_ints(out, bytes, <$t>::from_be_bytes)
+            } else {
+                write_ints(out, bytes, <$t>::from_le_bytes)
+            }
+        };
+    }
     match (width, signed) {
-        (1, false) => write_ints(out, bytes, big, u8::from_le_bytes),
-        (1, true) => write_ints(out, bytes, big, i8::from_le_bytes),
-        (2, false) => write_ints(out, bytes, big, u16::from_le_bytes),
-        (2, true) => write_ints(out, bytes, big, i16::from_le_bytes),
-        (4, false) => write_ints(out, bytes, big, u32::from_le_bytes),
-        (4, true) => write_ints(out, bytes, big, i32::from_le_bytes),
-        (8, false) => write_ints(out, bytes, big, u64::from_le_bytes),
-        (8, true) => write_ints(out, bytes, big, i64::from_le_bytes),
+        (1, false) => ints!(u8),
+        (1, true) => ints!(i8),
+        (2, false) => ints!(u16),
+        (2, true) => ints!(i16),
+        (4, false) => ints!(u32),
+        (4, true) => ints!(i32),
+        (8, false) => ints!(u64),
+        (8, true) => ints!(i64),
         _ => return false,
     }
     true
 }
 
 /// `[e0,e1,…]` for the `N`-byte integers in `bytes` (a multiple of `N` long; a partial
-/// last element is ignored), each converted by `from_le` after a byte swap if `big`.
-#[inline]
-fn write_ints<const N: usize, T: itoa::Integer>(
+/// last element is ignored), each converted by `read`.
+#[inline(always)]
+fn write_ints<const N: usize, T: Decimal>(
     out: &mut Vec<u8>,
     bytes: &[u8],
-    big: bool,
-    from_le: fn([u8; N]) -> T,
+    read: impl Fn([u8; N]) -> T,
 ) {
-    let read = |chunk: &[u8]| {
-        let mut b = [0u8; N];
-        b.copy_from_slice(chunk);
-        if big {
-            b.reverse();
-        }
-        from_le(b)
-    };
+    let mut elements = bytes
+        .chunks_exact(N)
+        .filter_map(|chunk| chunk.first_chunk::<N>());
     out.reserve(bytes.len() / N * 21 + 2);
     out.push(b'[');
-    let mut chunks = bytes.chunks_exact(N);
-    if let Some(first) = chunks.next() {
-        write_digits(out, read(first));
-        for chunk in chunks {
+    if let Some(first) = elements.next() {
+        write_int(out, read(*first));
+        for element in elements {
             out.push(b',');
-            write_digits(out, read(chunk));
+            write_int(out, read(*element));
         }
     }
     out.push(b']');
-}
-
-/// A number: itoa's digits; below 100 (CPU numbers, small ids and values), the one or
-/// two digits pushed directly (a copy of itoa's digits of unknown length is a `memcpy`
-/// call costing more than itoa itself).
-#[inline]
-pub(crate) fn write_int<T: itoa::Integer + TryInto<u8>>(out: &mut Vec<u8>, v: T) {
-    match v.try_into() {
-        Ok(small @ 0..10) => out.push(b'0' + small),
-        Ok(small @ 10..100) => out.extend_from_slice(&[b'0' + small / 10, b'0' + small % 10]),
-        _ => write_digits(out, v),
-    }
-}
-
-/// itoa's digits of `v` (what [`write_int`] writes), without [`write_int`]'s small-number
-/// test: the loops over integer arrays call this (with the test, the loop ran slower).
-#[inline]
-fn write_digits(out: &mut Vec<u8>, v: impl itoa::Integer) {
-    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Every width and signedness in both byte orders, against `Display`.
     #[test]
-    fn ints_as_display_writes_them() {
-        fn check<T: itoa::Integer + TryInto<u8> + std::fmt::Display + Copy>(v: T) {
-            let mut out = Vec::new();
-            write_int(&mut out, v);
-            assert_eq!(out, v.to_string().into_bytes());
+    fn int_slices_in_both_byte_orders() {
+        let values: [i64; 6] = [0, 1, -1, i64::MIN, i64::MAX, 0x0123_4567_89ab_cdef];
+        for width in [1u8, 2, 4, 8] {
+            for signed in [false, true] {
+                for big in [false, true] {
+                    let w = usize::from(width);
+                    let mut bytes = Vec::new();
+                    let mut expected = Vec::new();
+                    for v in values {
+                        let le = v.to_le_bytes();
+                        let mut b = le[..w].to_vec();
+                        let shift = 64 - 8 * u32::from(width);
+                        expected.push(if signed {
+                            ((v << shift) >> shift).to_string()
+                        } else {
+                            (((v as u64) << shift) >> shift).to_string()
+                        });
+                        if big {
+                            b.reverse();
+                        }
+                        bytes.extend_from_slice(&b);
+                    }
+                    let mut out = Vec::new();
+                    assert!(write_int_slice(&mut out, &bytes, width, signed, big));
+                    let expected = format!("[{}]", expected.join(","));
+                    assert_eq!(
+                        String::from_utf8(out).unwrap(),
+                        expected,
+                        "{width} {signed} {big}"
+                    );
+                }
+            }
         }
-        for v in -300i64..300 {
-            check(v);
-            check(v as i8);
-            check(v as u8);
-            check(v as i16);
-            check(v as u32);
-            check(v as u64);
-        }
-        check(i64::MIN);
-        check(u64::MAX);
-        check(usize::MAX);
-        check(i32::MIN);
+        assert!(!write_int_slice(&mut Vec::new(), &[0; 3], 3, false, false));
+        let mut out = Vec::new();
+        assert!(write_int_slice(&mut out, &[], 4, true, false));
+        assert_eq!(out, b"[]");
     }
 }
