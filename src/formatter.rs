@@ -10,7 +10,9 @@
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use uevrec_parsers::{LineOptions, OutputFormat, OutputWriter, PreparedFormat, RecordWriter};
+use uevrec_parsers::{
+    ContextTracker, LineOptions, OutputFormat, OutputWriter, PreparedFormat, RecordWriter,
+};
 
 use crate::pipeline::{BATCH_BYTES, BATCH_CAPACITY, Batch, Closed, Staged, StagedEntry};
 
@@ -21,6 +23,8 @@ struct Formatter<'a> {
     /// Event slot → its format (from [`Staged::Format`]).
     formats: Vec<Option<Arc<PreparedFormat>>>,
     writer: OutputWriter,
+    /// Who is who (`comm`, `cgroup` …), when context is on.
+    context: Option<ContextTracker>,
     batch: Batch,
 }
 
@@ -81,9 +85,28 @@ impl Formatter<'_> {
                     event,
                     message,
                 ),
-                StagedEntry::Record { slot, stamp, raw } => {
+                StagedEntry::Context {
+                    time_unix_ns,
+                    update,
+                } => {
+                    if let Some(c) = &mut self.context {
+                        c.apply(time_unix_ns, update);
+                    }
+                }
+                StagedEntry::Record {
+                    slot,
+                    stamp,
+                    cgroup,
+                    raw,
+                } => {
                     match self.formats.get(slot as usize).and_then(Option::as_ref) {
                         Some(prepared) => {
+                            if let (Some(c), Some(keys)) =
+                                (&self.context, self.writer.context_mut())
+                            {
+                                keys.clear();
+                                c.write(keys, stamp.tid, stamp.time_unix_ns, cgroup);
+                            }
                             self.writer.write_prepared(
                                 &mut self.batch.lines,
                                 &stamp,
@@ -117,8 +140,10 @@ impl Formatter<'_> {
 /// Receive staged messages until the session closes `staged`, writing batches to `out`
 /// (taking empty buffers back from `recycle`) and returning chunk buffers on
 /// `chunk_recycle`. A batch is sent when full and whenever the staging channel runs
-/// empty, so lines reach the writer as soon as the formatter has caught up. Returns
-/// `Err(Closed)` as soon as the writer is gone; dropping `staged` then tells the session.
+/// empty, so lines reach the writer as soon as the formatter has caught up. With
+/// `context`, event lines carry the `comm`/`cgroup` keys the staged context entries
+/// tell. Returns `Err(Closed)` as soon as the writer is gone; dropping `staged` then
+/// tells the session.
 pub fn run(
     staged: Receiver<Staged>,
     chunk_recycle: Sender<Vec<u8>>,
@@ -126,6 +151,7 @@ pub fn run(
     recycle: &Receiver<Vec<u8>>,
     opts: LineOptions,
     format: OutputFormat,
+    context: bool,
 ) -> Result<(), Closed> {
     let mut writer = OutputWriter::new(format, opts);
     if let Some(host) = host_name() {
@@ -136,6 +162,7 @@ pub fn run(
         recycle,
         formats: Vec::new(),
         writer,
+        context: context.then(ContextTracker::new),
         batch: Batch::default(),
     };
     f.batch.lines = f.fresh_buffer();
@@ -216,6 +243,7 @@ mod tests {
             &rec_rx,
             LineOptions::default(),
             OutputFormat::JsonLines,
+            false,
         )
         .unwrap();
         drop(out_tx);
@@ -263,7 +291,8 @@ mod tests {
                 &out_tx,
                 &rec_rx,
                 LineOptions::default(),
-                OutputFormat::JsonLines
+                OutputFormat::JsonLines,
+                false
             )
             .is_err()
         );

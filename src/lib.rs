@@ -12,6 +12,7 @@
 
 pub mod cli;
 pub mod clock;
+pub mod context;
 pub mod epoll;
 pub mod fd_limit;
 pub mod formatter;

@@ -161,6 +161,7 @@ fn stage(
         include_common: config.include_common,
         big_endian: false,
     };
+    let context = config.context;
     let downstream_gone = AtomicBool::new(false);
     thread::scope(|scope| {
         // Started before the first attach, so the self-exclusion filter names them.
@@ -198,7 +199,7 @@ fn stage(
                     .name("uevrec-format".into())
                     .spawn_scoped(scope, move || {
                         sched::raise_worker_thread();
-                        let r = formatter::run(rx, back, out, recycle, opts, format);
+                        let r = formatter::run(rx, back, out, recycle, opts, format, context);
                         gone.store(true, Ordering::Release);
                         r
                     });

@@ -5,7 +5,8 @@ use std::io;
 use std::ops::ControlFlow;
 use std::time::Duration;
 
-use uevrec_parsers::perf_sample::{Record, SampleFormat, sample_type};
+use uevrec_parsers::ContextUpdate;
+use uevrec_parsers::perf_sample::{Record, SampleFormat};
 
 use super::reaper::{ReaperPipe, close_in_background};
 use super::{EventFds, PerfError, Rings};
@@ -25,9 +26,9 @@ impl PerfBackend {
     /// A backend on `rings` (opened by [`Rings::open`]).
     pub fn new(rings: Rings) -> Self {
         PerfBackend {
-            rings,
-            layout: SampleFormat::new(sample_type::UEVREC, true)
+            layout: SampleFormat::new(rings.tracking().sample_type(), true)
                 .expect("uevrec's own sample_type is supported"),
+            rings,
             spare_pipe: ReaperPipe::new().ok(),
         }
     }
@@ -44,7 +45,42 @@ fn arrival<'a>(layout: &SampleFormat, marker: Option<u64>, bytes: &'a [u8]) -> A
             cpu: s.cpu,
             pid: s.pid,
             tid: s.tid,
+            cgroup: s.cgroup,
             raw: s.raw.unwrap_or(&[]),
+        },
+        Ok(Record::Comm {
+            tid,
+            comm,
+            sample_id,
+            ..
+        }) => Arrival::Context {
+            time: sample_id.time,
+            update: ContextUpdate::Comm { tid, comm },
+        },
+        Ok(Record::Task {
+            fork,
+            tid,
+            ptid,
+            sample_id,
+            ..
+        }) => Arrival::Context {
+            time: sample_id.time,
+            update: if fork {
+                ContextUpdate::Fork {
+                    tid,
+                    parent_tid: ptid,
+                }
+            } else {
+                ContextUpdate::Exit { tid }
+            },
+        },
+        Ok(Record::Cgroup {
+            id,
+            path,
+            sample_id,
+        }) => Arrival::Context {
+            time: sample_id.time,
+            update: ContextUpdate::Cgroup { id, path },
         },
         Ok(
             Record::Lost {
@@ -80,6 +116,19 @@ impl Backend for PerfBackend {
                 _ => AttachError::Failed(e.into()),
             }
         })
+    }
+
+    fn start_tracking(&mut self) -> Result<Vec<String>, BackendError> {
+        self.rings.start_tracking()?;
+        let mut missing = Vec::new();
+        if !self.rings.tracking().cgroups {
+            missing.push(
+                "the kernel refused PERF_SAMPLE_CGROUP (Linux 5.7 with CONFIG_CGROUP_PERF \
+                 needed): `cgroup` is each thread's cgroup at start or at its creation"
+                    .into(),
+            );
+        }
+        Ok(missing)
     }
 
     fn enable(&mut self, event: &EventFds) -> Result<(), BackendError> {
