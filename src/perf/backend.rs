@@ -153,6 +153,24 @@ impl Backend for PerfBackend {
             return;
         };
         let (cpu, marker) = (c.cpu, c.marker_id());
+        // Who-is-who first, so the samples read next find the names they were written
+        // under (renames after a sample are undone by time: uevrec_parsers::context).
+        if let Some((_, tracker)) = &mut c.tracker {
+            let mut stopped = false;
+            tracker.read(|rec| {
+                let flow = match arrival(layout, None, rec) {
+                    Arrival::Lost { lost, .. } => f(cpu, Arrival::ContextLost { lost }),
+                    a @ Arrival::Context { .. } => f(cpu, a),
+                    // Nothing else is written there.
+                    _ => ControlFlow::Continue(()),
+                };
+                stopped = flow.is_break();
+                flow
+            });
+            if stopped {
+                return;
+            }
+        }
         c.ring.read(|rec| f(cpu, arrival(layout, marker, rec)));
     }
 

@@ -69,6 +69,9 @@ pub struct CpuRing {
     /// A disabled `cpu-clock` event redirected into this ring and its sample id
     /// (see [`Rings::set_markers`]); None when it could not be opened.
     marker: Option<(PerfFd, u64)>,
+    /// The CPU's tracker (COMM/FORK/EXIT/CGROUP records, [`Tracking`]) and its own
+    /// ring; None without tracking.
+    pub tracker: Option<(PerfFd, Ring)>,
 }
 
 impl CpuRing {
@@ -94,6 +97,10 @@ pub struct PerfError {
 fn step(step: &'static str, cpu: u32) -> impl FnOnce(io::Error) -> PerfError {
     move |source| PerfError { step, cpu, source }
 }
+
+/// Data pages of each CPU's tracker ring (128 KiB with 4 KiB pages: ~2,500 side-band
+/// records, a fork+exec+exit takes about three, between two drains).
+pub const TRACKER_PAGES: usize = 32;
 
 /// The per-CPU rings and the epoll set watching them.
 #[derive(Debug)]
@@ -126,17 +133,12 @@ impl Rings {
         self.tracking
     }
 
-    /// Enable the ring owners, so they report what they track (a no-op without
-    /// tracking: the owners then stay disabled, as they need not be enabled to own
-    /// their rings).
+    /// Enable the trackers, so they report what they track (a no-op without tracking).
     pub fn start_tracking(&self) -> Result<(), PerfError> {
-        if self.tracking == Tracking::NONE {
-            return Ok(());
-        }
         for c in &self.cpus {
-            c.owner
-                .enable()
-                .map_err(step("PERF_EVENT_IOC_ENABLE", c.cpu))?;
+            if let Some((fd, _)) = &c.tracker {
+                fd.enable().map_err(step("PERF_EVENT_IOC_ENABLE", c.cpu))?;
+            }
         }
         Ok(())
     }
@@ -149,12 +151,24 @@ impl Rings {
         let wakeup = u32::try_from(data_bytes / 4).unwrap_or(u32::MAX);
         let mut out = Vec::with_capacity(cpus.len());
         for (i, &cpu) in cpus.iter().enumerate() {
-            let owner = sys::open_ring_owner(cpu, wakeup, tracking)
+            let owner = sys::open_ring_owner(cpu, wakeup, tracking, false)
                 .map_err(step("perf_event_open", cpu))?;
             let ring = Ring::map(&owner, data_pages).map_err(step("mmap", cpu))?;
             epoll
                 .add(owner.as_fd(), i as u64)
                 .map_err(step("epoll_ctl", cpu))?;
+            let tracker = if tracking == Tracking::NONE {
+                None
+            } else {
+                let bytes = TRACKER_PAGES * ring::page_size();
+                let fd = sys::open_ring_owner(cpu, (bytes / 4) as u32, tracking, true)
+                    .map_err(step("perf_event_open", cpu))?;
+                let ring = Ring::map(&fd, TRACKER_PAGES).map_err(step("mmap", cpu))?;
+                epoll
+                    .add(fd.as_fd(), i as u64)
+                    .map_err(step("epoll_ctl", cpu))?;
+                Some((fd, ring))
+            };
             let marker = sys::open_marker(cpu, 1_000_000, tracking)
                 .ok()
                 .and_then(|m| {
@@ -167,6 +181,7 @@ impl Rings {
                 owner,
                 ring,
                 marker,
+                tracker,
             });
         }
         Ok(Rings {

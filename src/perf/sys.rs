@@ -105,16 +105,26 @@ pub fn open_tracepoint(id: u32, cpu: u32, tracking: Tracking) -> io::Result<Perf
     open(&mut attr, cpu)
 }
 
-/// Open the software dummy event that owns `cpu`'s ring: it samples nothing itself,
-/// every tracepoint fd of that CPU is redirected to it, and it wakes the reader once
-/// `wakeup_bytes` are in the ring. With `tracking`, it reports what `tracking` asks for
-/// on that CPU (side-band records of every task, written into the same ring in order
-/// with the samples) once enabled.
-pub fn open_ring_owner(cpu: u32, wakeup_bytes: u32, tracking: Tracking) -> io::Result<PerfFd> {
+/// Open a software dummy event that owns a ring on `cpu`: it samples nothing itself and
+/// wakes the reader once `wakeup_bytes` are in the ring. As the owner of the CPU's
+/// sample ring (`side_band` false) every tracepoint fd of that CPU is redirected to it;
+/// as the CPU's tracker (`side_band` true) it reports what `tracking` asks for on that
+/// CPU once enabled (side-band records of every task, into a ring of their own so that
+/// their losses never count as lost samples). Either way its `sample_type` is
+/// `tracking`'s.
+pub fn open_ring_owner(
+    cpu: u32,
+    wakeup_bytes: u32,
+    tracking: Tracking,
+    side_band: bool,
+) -> io::Result<PerfFd> {
     let mut attr = base_attr(tracking);
     attr.type_ = sys::bindings::PERF_TYPE_SOFTWARE;
     attr.config = u64::from(sys::bindings::PERF_COUNT_SW_DUMMY);
     attr.__bindgen_anon_2.wakeup_watermark = wakeup_bytes.max(1);
+    if !side_band {
+        return open(&mut attr, cpu);
+    }
     if tracking.tasks {
         attr.set_comm(1);
         attr.set_comm_exec(1);

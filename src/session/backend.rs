@@ -163,6 +163,12 @@ pub enum Arrival<'a> {
         /// The kernel's time stamp, if any.
         time: Option<u64>,
     },
+    /// The kernel dropped `lost` context records (thread names, cgroups: not event
+    /// records, so not counted as lost records).
+    ContextLost {
+        /// How many.
+        lost: u64,
+    },
     /// The buffer's marker (see [`Backend::set_markers`]): not a record.
     Marker,
     /// Something else the buffer holds (not a record, nothing lost).

@@ -131,6 +131,14 @@ impl<E> Stager<E> {
                 let t = time.and_then(|t| self.clock.to_unix_ns(t));
                 self.chunk.push_context(t, &update);
             }
+            Arrival::ContextLost { lost } => {
+                let t = self.now();
+                let msg = format!(
+                    "{lost} thread-name/cgroup records lost on CPU {cpu}: `comm` or `cgroup` \
+                     may be missing or stale for the threads concerned"
+                );
+                self.chunk.push_notice(t, "context_lost", None, &msg);
+            }
             Arrival::Marker => {
                 self.marker_seen.insert(cpu);
                 return ControlFlow::Continue(());
