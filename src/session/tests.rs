@@ -320,7 +320,11 @@ fn a_session_with_context_stages_the_scan_first() {
                             own_comm |=
                                 matches!(update, ContextUpdate::Comm { tid, .. } if tid == own);
                         }
-                        StagedEntry::Notice { what, message, .. } if what == "context" => {
+                        StagedEntry::Notice {
+                            what: "context",
+                            message,
+                            ..
+                        } => {
                             // The fake backend tracks nothing, and says so.
                             assert!(message.contains("no thread names"), "{message}");
                         }
