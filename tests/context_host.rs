@@ -21,6 +21,14 @@ use common::tier::Tier;
 const ID: &str = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00";
 const PATIENCE: Duration = Duration::from_secs(30);
 
+/// One test at a time: uevrec in a pid namespace sees no other uevrec's process and
+/// takes their tracefs instances for stale ones (docs/json-lines.md, "pid namespaces").
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The cgroup v2 root, or why the tests cannot run.
 fn host() -> Result<PathBuf, String> {
     // SAFETY: geteuid has no side effects.
@@ -153,6 +161,7 @@ fn record_child(root: &Path, backend: &str, extra: &[&str]) -> (Vec<Value>, Stri
 
 fn exec_then_rename_in_a_docker_scope(backend: &str) {
     let root = require!(Tier::Host, host());
+    let _one = serial();
     let (got, path) = record_child(&root, backend, &[]);
     let names: Vec<(&str, &str)> = got
         .iter()
@@ -187,6 +196,7 @@ fn exec_then_rename_in_a_docker_scope_ftrace() {
 #[test]
 fn no_context_writes_no_context_keys() {
     let root = require!(Tier::Host, host());
+    let _one = serial();
     for backend in ["perf", "ftrace"] {
         let (got, _) = record_child(&root, backend, &["--no-context"]);
         assert_eq!(got.len(), 9, "{got:#?}");
@@ -206,6 +216,7 @@ fn no_context_writes_no_context_keys() {
 #[test]
 fn in_a_pid_namespace() {
     let _root = require!(Tier::Host, host());
+    let _one = serial();
     if Command::new("unshare").arg("--version").output().is_err() {
         return common::tier::skip(Tier::Host, "unshare (util-linux) not installed");
     }
