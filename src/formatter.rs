@@ -105,7 +105,7 @@ impl Formatter<'_> {
                                 (&self.context, self.writer.context_mut())
                             {
                                 keys.clear();
-                                c.write(keys, stamp.tid, stamp.time_unix_ns, cgroup);
+                                c.write(keys, stamp.pid, stamp.tid, stamp.time_unix_ns, cgroup);
                             }
                             self.writer.write_prepared(
                                 &mut self.batch.lines,

@@ -149,13 +149,15 @@ impl Backend for PerfBackend {
 
     fn read(&mut self, buffer: usize, mut f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>) {
         let layout = &self.layout;
-        let Some(c) = self.rings.cpus_mut().get_mut(buffer) else {
-            return;
-        };
-        let (cpu, marker) = (c.cpu, c.marker_id());
-        // Who-is-who first, so the samples read next find the names they were written
-        // under (renames after a sample are undone by time: uevrec_parsers::context).
-        if let Some((_, tracker)) = &mut c.tracker {
+        // Who-is-who of every CPU first (an empty ring costs one load), so the samples
+        // read next find the threads they were written by, whichever CPU forked or
+        // renamed them; renames after a sample are undone by time
+        // (uevrec_parsers::context).
+        for c in self.rings.cpus_mut() {
+            let cpu = c.cpu;
+            let Some((_, tracker)) = &mut c.tracker else {
+                continue;
+            };
             let mut stopped = false;
             tracker.read(|rec| {
                 let flow = match arrival(layout, None, rec) {
@@ -171,6 +173,10 @@ impl Backend for PerfBackend {
                 return;
             }
         }
+        let Some(c) = self.rings.cpus_mut().get_mut(buffer) else {
+            return;
+        };
+        let (cpu, marker) = (c.cpu, c.marker_id());
         c.ring.read(|rec| f(cpu, arrival(layout, marker, rec)));
     }
 

@@ -187,22 +187,38 @@ impl ContextTracker {
         }
     }
 
-    /// Append the context keys of a record of thread `tid` at `time` whose sample named
-    /// cgroup `cgroup` (None: the thread's own, when known): `,"comm":"…"` when the
-    /// thread's name is known, then `,"cgroup":"…"` with `,"container":"…"` or
-    /// `,"unit":"…"` when the cgroup's path is known. Nothing is written for what is not
-    /// known (never a guess).
+    /// Append the context keys of a record of thread `tid` of process `pid` at `time`
+    /// whose sample named cgroup `cgroup`: `,"comm":"…"` when the thread's name is known,
+    /// then `,"cgroup":"…"` with `,"container":"…"` or `,"unit":"…"` when the cgroup's
+    /// path is known. Without a cgroup of its own, the record gets its process's (the
+    /// main thread's: moves are seen for the whole process even when a new thread's
+    /// fork is staged before the move), else its thread's. Nothing is written for what
+    /// is not known (never a guess).
     #[inline]
-    pub fn write(&self, out: &mut Vec<u8>, tid: u32, time: Option<u64>, cgroup: Option<u64>) {
-        let mut cgroup = cgroup;
-        if let Some(t) = self.threads.get(&tid) {
+    pub fn write(
+        &self,
+        out: &mut Vec<u8>,
+        pid: u32,
+        tid: u32,
+        time: Option<u64>,
+        cgroup: Option<u64>,
+    ) {
+        let thread = self.threads.get(&tid);
+        if let Some(t) = thread {
             let comm = match (&t.before, time) {
                 (Some((old, since)), Some(at)) if at < *since => old,
                 _ => &t.comm,
             };
             out.extend_from_slice(comm);
-            cgroup = cgroup.or(t.cgroup);
         }
+        let cgroup = cgroup.or_else(|| {
+            let process = if pid == tid {
+                thread
+            } else {
+                self.threads.get(&pid)
+            };
+            process.and_then(|p| p.cgroup).or(thread?.cgroup)
+        });
         if let Some(text) = cgroup.and_then(|id| self.cgroups.get(&id)) {
             out.extend_from_slice(text);
         }

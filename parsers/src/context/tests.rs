@@ -2,7 +2,7 @@ use super::*;
 
 fn line(t: &ContextTracker, tid: u32, time: Option<u64>, cgroup: Option<u64>) -> String {
     let mut out = Vec::new();
-    t.write(&mut out, tid, time, cgroup);
+    t.write(&mut out, tid, tid, time, cgroup);
     String::from_utf8(out).unwrap()
 }
 
@@ -132,5 +132,41 @@ fn cgroups_are_bounded() {
     assert_eq!(
         line(&t, 1, None, Some(MAX_CGROUPS as u64 + 4)),
         ",\"comm\":\"c\",\"cgroup\":\"/a\""
+    );
+}
+
+#[test]
+fn a_process_move_covers_threads_forked_before_it_was_staged() {
+    let mut t = ContextTracker::new();
+    t.apply(None, ContextUpdate::Cgroup { id: 1, path: b"/" });
+    t.apply(
+        None,
+        ContextUpdate::Cgroup {
+            id: 2,
+            path: b"/app.scope",
+        },
+    );
+    t.apply(
+        None,
+        ContextUpdate::Comm {
+            tid: 10,
+            comm: b"app",
+        },
+    );
+    t.apply(None, ContextUpdate::ThreadCgroup { tid: 10, id: 1 });
+    // The new thread's fork is staged before the process's move (another CPU's ring).
+    t.apply(
+        Some(5),
+        ContextUpdate::Fork {
+            tid: 11,
+            parent_tid: 10,
+        },
+    );
+    t.apply(Some(4), ContextUpdate::ThreadCgroup { tid: 10, id: 2 });
+    let mut out = Vec::new();
+    t.write(&mut out, 10, 11, Some(6), None);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        ",\"comm\":\"app\",\"cgroup\":\"/app.scope\",\"unit\":\"app.scope\""
     );
 }
