@@ -85,15 +85,23 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 /// The child: waits for a line, moves itself into `scope`, execs perl (getppid ×3,
-/// rename to `ctx-renamed`, getppid ×5).
-fn child(scope: &Path) -> Child {
+/// rename to `ctx-renamed`, getppid ×5). On the ftrace backend it runs on CPU 0 only:
+/// the tracking records share the rings with the records there and the rings are not
+/// merged by time (docs/json-lines.md, "Context"; tests/vm_context.rs lets it move).
+fn child(scope: &Path, backend: &str) -> Child {
     let script = format!(
         "read go; echo $$ > {}/cgroup.procs; \
          exec perl -e 'getppid() for 1..3; $0 = q(ctx-renamed); getppid() for 1..5'",
         scope.display()
     );
-    Command::new("sh")
-        .args(["-c", &script])
+    let mut cmd = if backend == "ftrace" {
+        let mut c = Command::new("taskset");
+        c.args(["-c", "0", "sh"]);
+        c
+    } else {
+        Command::new("sh")
+    };
+    cmd.args(["-c", &script])
         .stdin(Stdio::piped())
         .spawn()
         .unwrap()
@@ -108,7 +116,7 @@ fn record_child(root: &Path, backend: &str, extra: &[&str]) -> (Vec<Value>, Stri
     fs::create_dir_all(&parent).unwrap();
     let _cg = Cgroup(parent.clone());
     let scope = parent.join(format!("docker-{ID}.scope"));
-    let mut c = child(&scope);
+    let mut c = child(&scope, backend);
     let mut rec = Command::new(assert_cmd::cargo::cargo_bin("uevrec"))
         .args(["record", "--quiet", "--backend", backend])
         .args(["--pid", &c.id().to_string()])
