@@ -6,7 +6,7 @@ use std::ops::ControlFlow;
 use std::time::Duration;
 
 use uevrec_parsers::ContextUpdate;
-use uevrec_parsers::perf_sample::{Record, SampleFormat};
+use uevrec_parsers::perf_sample::{PERF_RECORD_SAMPLE, Record, SampleFormat};
 
 use super::reaper::{ReaperPipe, close_in_background};
 use super::{EventFds, PerfError, Rings};
@@ -149,6 +149,9 @@ impl Backend for PerfBackend {
 
     fn read(&mut self, buffer: usize, mut f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>) {
         let layout = &self.layout;
+        // Samples written after this stay for the next read: their thread's fork or
+        // rename may reach a tracker after the trackers were read below.
+        let limit = crate::clock::monotonic_ns();
         // Who-is-who of every CPU first (an empty ring costs one load), so the samples
         // read next find the threads they were written by, whichever CPU forked or
         // renamed them; renames after a sample are undone by time
@@ -177,7 +180,18 @@ impl Backend for PerfBackend {
             return;
         };
         let (cpu, marker) = (c.cpu, c.marker_id());
-        c.ring.read(|rec| f(cpu, arrival(layout, marker, rec)));
+        if c.tracker.is_none() {
+            c.ring.read(|rec| f(cpu, arrival(layout, marker, rec)));
+            return;
+        }
+        let later = |rec: &[u8]| {
+            let is_sample = layout
+                .header(rec)
+                .is_some_and(|h| h.kind == PERF_RECORD_SAMPLE);
+            is_sample && layout.parse_sample(rec).is_ok_and(|s| s.time > Some(limit))
+        };
+        c.ring
+            .read_until(later, |rec| f(cpu, arrival(layout, marker, rec)));
     }
 
     fn wait(&self, timeout: Duration) -> io::Result<()> {
