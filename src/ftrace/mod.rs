@@ -39,7 +39,7 @@ use crate::epoll::Epoll;
 use uevrec_parsers::Endian;
 use uevrec_parsers::ftrace_page::PageLayout;
 
-pub use instance::{FtraceError, Instance, SetupError, instance_pid, remove_stale};
+pub use instance::{FtraceError, Instance, SetupError, initial_pid, instance_pid, remove_stale};
 use instance::{read_file, write_file};
 use reader::CpuReader;
 use tgid::Tgids;
