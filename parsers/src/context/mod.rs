@@ -80,6 +80,8 @@ struct Thread {
     before: Option<(Box<[u8]>, u64)>,
     /// The thread's cgroup id, when known (records without one of their own use it).
     cgroup: Option<u64>,
+    /// When the thread last got its name from a `Comm` update, if that had a time.
+    named_at: Option<u64>,
     /// Exited, waiting in the exited queue to be dropped.
     exited: bool,
 }
@@ -119,11 +121,15 @@ impl ContextTracker {
                 let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
                 let text = comm_text(&comm[..end]);
                 match self.threads.get_mut(&tid) {
-                    Some(t) if *t.comm == *text => t.exited = false,
+                    Some(t) if *t.comm == *text => {
+                        t.exited = false;
+                        t.named_at = time.or(t.named_at);
+                    }
                     Some(t) => {
                         let old = std::mem::replace(&mut t.comm, text);
                         t.before = time.map(|at| (old, at));
                         t.exited = false;
+                        t.named_at = time;
                     }
                     None => {
                         self.threads.insert(
@@ -133,18 +139,30 @@ impl ContextTracker {
                                 before: None,
                                 cgroup: None,
                                 exited: false,
+                                named_at: time,
                             },
                         );
                     }
                 }
             }
             ContextUpdate::Fork { tid, parent_tid } => {
-                if let Some(parent) = self.threads.get(&parent_tid) {
+                // The child's own renames (exec) taken already, from another CPU's ring
+                // read first, are newer than its fork: keep them.
+                let renamed_since = self.threads.get(&tid).is_some_and(|c| {
+                    !c.exited && c.named_at.zip(time).is_some_and(|(n, f)| n >= f)
+                });
+                if renamed_since {
+                    let cgroup = self.threads.get(&parent_tid).and_then(|p| p.cgroup);
+                    if let Some(c) = self.threads.get_mut(&tid) {
+                        c.cgroup = c.cgroup.or(cgroup);
+                    }
+                } else if let Some(parent) = self.threads.get(&parent_tid) {
                     let child = Thread {
                         comm: parent.comm.clone(),
                         before: None,
                         cgroup: parent.cgroup,
                         exited: false,
+                        named_at: time,
                     };
                     self.threads.insert(tid, child);
                 } else {

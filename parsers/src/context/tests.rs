@@ -170,3 +170,41 @@ fn a_process_move_covers_threads_forked_before_it_was_staged() {
         ",\"comm\":\"app\",\"cgroup\":\"/app.scope\",\"unit\":\"app.scope\""
     );
 }
+
+#[test]
+fn a_fork_staged_after_the_childs_exec_keeps_the_exec_name() {
+    let mut t = ContextTracker::new();
+    t.apply(
+        None,
+        ContextUpdate::Comm {
+            tid: 1,
+            comm: b"bash",
+        },
+    );
+    // The child's exec (time 20) read from one CPU's ring before its fork (time 10)
+    // from another's.
+    t.apply(
+        Some(20),
+        ContextUpdate::Comm {
+            tid: 2,
+            comm: b"true",
+        },
+    );
+    t.apply(
+        Some(10),
+        ContextUpdate::Fork {
+            tid: 2,
+            parent_tid: 1,
+        },
+    );
+    assert_eq!(line(&t, 2, Some(30), None), ",\"comm\":\"true\"");
+    // A fork newer than the name (the id reused by a new thread) replaces it.
+    t.apply(
+        Some(40),
+        ContextUpdate::Fork {
+            tid: 2,
+            parent_tid: 1,
+        },
+    );
+    assert_eq!(line(&t, 2, Some(50), None), ",\"comm\":\"bash\"");
+}
