@@ -123,24 +123,31 @@ fn renamed_producer_in_a_created_container_cgroup() {
         let mut complete = 0u64;
         for v in &records {
             assert_eq!(v["pid"], pid, "{v}");
-            if backend() == "ftrace" && v.get("comm").is_none() {
-                // ftrace: the tracking records share the rings with the records, and
-                // the rings are not merged by time, so a thread's records on one CPU
-                // can be formatted before its fork seen on another CPU (a missing key,
-                // never a wrong one; docs/json-lines.md, "Context").
-                assert!(v.get("cgroup").is_none(), "{v}");
+            if backend() == "ftrace" {
+                // ftrace: the tracking records share the rings with the records, and the
+                // rings are not merged by time, so a record formatted before its thread's
+                // fork, rename or move seen on another CPU lacks the key or shows the
+                // value from before (docs/json-lines.md, "Context"); the host test pins
+                // its child to one CPU to check the values exactly.
+                let comm_ok = matches!(v["comm"].as_str(), None | Some("rate" | "ctx-renamed"));
+                let cgroup_ok = matches!(v["cgroup"].as_str(), None | Some("/"))
+                    || v["cgroup"] == path.as_str();
+                assert!(comm_ok && cgroup_ok, "{v}");
+                if v["comm"] == "ctx-renamed" && v["cgroup"] == path.as_str() {
+                    assert_eq!(v["container"], ID, "{v}");
+                    complete += 1;
+                }
                 continue;
             }
             assert_eq!(v["comm"], "ctx-renamed", "{v}");
-            if backend() == "ftrace" || v["cgroup"] != "/" {
-                assert_eq!(v["cgroup"], path.as_str(), "{v}");
-                assert_eq!(v["container"], ID, "{v}");
-            } else {
+            if v["cgroup"] == "/" {
                 // perf: the cgroup is what PERF_SAMPLE_CGROUP says, and this VM's 6.12
                 // kernel says the root for a task in a child cgroup of a hand-mounted
                 // cgroup2 (Linux 6.18 on the host says the task's own: the host test
                 // checks it). docs/json-lines.md, "Context", says so.
-                assert_eq!(v["cgroup"], "/", "{v}");
+            } else {
+                assert_eq!(v["cgroup"], path.as_str(), "{v}");
+                assert_eq!(v["container"], ID, "{v}");
             }
             complete += 1;
         }
@@ -149,9 +156,8 @@ fn renamed_producer_in_a_created_container_cgroup() {
             backend()
         );
         if backend() == "perf" {
-            assert_eq!(complete, RECORDS, "perf drains the trackers first");
-        } else {
-            assert!(complete > 0, "no ftrace record had its context");
+            // The trackers are read first and merged by time across CPUs.
+            assert_eq!(complete, RECORDS, "perf");
         }
         // The writer is a thread created after the rename (not the main thread).
         assert!(records.iter().all(|v| v["tid"] != pid), "{records:#?}");

@@ -20,6 +20,11 @@ pub struct PerfBackend {
     /// Made at the start, for a release when no descriptor is left to make a pipe with
     /// (see [`super::reaper`]).
     spare_pipe: Option<ReaperPipe>,
+    /// The trackers' records of one read, copied, and their (time, CPU, range) in
+    /// `tracked`, to be handed on in time order across CPUs (bounded by the trackers'
+    /// ring sizes; reused).
+    tracked_bytes: Vec<u8>,
+    tracked: Vec<(u64, u32, usize, usize)>,
 }
 
 impl PerfBackend {
@@ -30,6 +35,8 @@ impl PerfBackend {
                 .expect("uevrec's own sample_type is supported"),
             rings,
             spare_pipe: ReaperPipe::new().ok(),
+            tracked_bytes: Vec::new(),
+            tracked: Vec::new(),
         }
     }
 }
@@ -152,29 +159,51 @@ impl Backend for PerfBackend {
         // Samples written after this stay for the next read: their thread's fork or
         // rename may reach a tracker after the trackers were read below.
         let limit = crate::clock::monotonic_ns();
-        // Who-is-who of every CPU first (an empty ring costs one load), so the samples
-        // read next find the threads they were written by, whichever CPU forked or
-        // renamed them; renames after a sample are undone by time
-        // (uevrec_parsers::context).
+        // Who-is-who of every CPU first (an empty ring costs one load), merged by time
+        // across CPUs (a thread renamed on one CPU may fork on another), so the samples
+        // read next find the threads they were written by; renames after a sample are
+        // undone by time (uevrec_parsers::context).
+        self.tracked_bytes.clear();
+        self.tracked.clear();
         for c in self.rings.cpus_mut() {
             let cpu = c.cpu;
             let Some((_, tracker)) = &mut c.tracker else {
                 continue;
             };
-            let mut stopped = false;
+            let (bytes, index) = (&mut self.tracked_bytes, &mut self.tracked);
             tracker.read(|rec| {
-                let flow = match arrival(layout, None, rec) {
-                    Arrival::Lost { lost, .. } => f(cpu, Arrival::ContextLost { lost }),
-                    a @ Arrival::Context { .. } => f(cpu, a),
-                    // Nothing else is written there.
-                    _ => ControlFlow::Continue(()),
+                let time = match layout.parse(rec) {
+                    Ok(
+                        Record::Comm { sample_id, .. }
+                        | Record::Task { sample_id, .. }
+                        | Record::Cgroup { sample_id, .. }
+                        | Record::Lost { sample_id, .. }
+                        | Record::LostSamples { sample_id, .. },
+                    ) => sample_id.time.unwrap_or(0),
+                    _ => 0,
                 };
-                stopped = flow.is_break();
-                flow
+                let start = bytes.len();
+                bytes.extend_from_slice(rec);
+                index.push((time, cpu, start, bytes.len()));
+                ControlFlow::Continue(())
             });
-            if stopped {
-                return;
-            }
+        }
+        // Stable: records of one CPU keep their order when their times are equal.
+        self.tracked.sort_by_key(|&(time, ..)| time);
+        let mut stopped = false;
+        for &(_, cpu, start, end) in &self.tracked {
+            let flow = match arrival(layout, None, &self.tracked_bytes[start..end]) {
+                Arrival::Lost { lost, .. } => f(cpu, Arrival::ContextLost { lost }),
+                a @ Arrival::Context { .. } => f(cpu, a),
+                // Nothing else is written there.
+                _ => ControlFlow::Continue(()),
+            };
+            // Every one is handed on (they are consumed); a full chunk ends this read
+            // after them.
+            stopped |= flow.is_break();
+        }
+        if stopped {
+            return;
         }
         let Some(c) = self.rings.cpus_mut().get_mut(buffer) else {
             return;
