@@ -175,6 +175,7 @@ fn dump_64m(c: &mut Criterion) {
         line_options: LineOptions::default(),
         quiet: true,
         session: None,
+        context: false,
     };
     let snapshot = full_buffer(SIZE, &raw, &prepared, &source).take();
     eprintln!(
@@ -185,7 +186,7 @@ fn dump_64m(c: &mut Criterion) {
     group.bench_function("format_64MiB_sys_enter", |b| {
         b.iter(|| {
             let mut bytes = 0;
-            let n = dump::format_snapshot(&snapshot, &opts, |b| {
+            let n = dump::format_snapshot(&snapshot, &opts, None, |b| {
                 bytes += b.len();
                 Ok(())
             })

@@ -34,13 +34,13 @@ pub struct Limits {
 }
 
 /// Descriptors a session with `events` events on `cpus` CPUs needs: one per event and
-/// CPU, two per CPU for the ring (its owner and the loss marker), the epoll descriptor,
-/// and [`MARGIN`].
+/// CPU, three per CPU for the rings (the sample ring's owner, the loss marker, the
+/// context tracker), the epoll descriptor, and [`MARGIN`].
 pub fn needed(events: usize, cpus: usize) -> u64 {
     let (events, cpus) = (events as u64, cpus as u64);
     events
         .saturating_mul(cpus)
-        .saturating_add(cpus.saturating_mul(2))
+        .saturating_add(cpus.saturating_mul(3))
         .saturating_add(1)
         .saturating_add(MARGIN)
 }
@@ -198,9 +198,9 @@ mod tests {
 
     #[test]
     fn needed_counts_events_rings_and_margin() {
-        assert_eq!(needed(0, 2), 2 * 2 + 1 + MARGIN);
-        assert_eq!(needed(2000, 2), 4000 + 4 + 1 + MARGIN);
-        assert_eq!(needed(500, 64), 32_000 + 128 + 1 + MARGIN);
+        assert_eq!(needed(0, 2), 2 * 3 + 1 + MARGIN);
+        assert_eq!(needed(2000, 2), 4000 + 6 + 1 + MARGIN);
+        assert_eq!(needed(500, 64), 32_000 + 192 + 1 + MARGIN);
         assert_eq!(needed(usize::MAX, usize::MAX), u64::MAX);
     }
 
@@ -212,7 +212,7 @@ mod tests {
 
     #[test]
     fn hard_goes_to_need_in_steps_then_falls_back() {
-        // 2,000 events on 2 CPUs: 4,069 fit under 4,096.
+        // 2,000 events on 2 CPUs: 4,071 fit under 4,096.
         assert_eq!(
             plan(l(1024, 4096), needed(2000, 2), 1 << 20),
             vec![l(4096, 4096)]

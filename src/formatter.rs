@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use uevrec_parsers::{
-    LineOptions, OutputFormat, OutputWriter, PreparedFormat, RecordWriter, SessionInfo,
+    ContextTracker, LineOptions, OutputFormat, OutputWriter, PreparedFormat, RecordWriter,
+    SessionInfo,
 };
 
 use crate::describe::Described;
@@ -25,6 +26,8 @@ struct Formatter<'a> {
     /// Event slot → its format (from [`Staged::Format`]).
     formats: Vec<Option<Arc<PreparedFormat>>>,
     writer: OutputWriter,
+    /// Who is who (`comm`, `cgroup` …), when context is on.
+    context: Option<ContextTracker>,
     batch: Batch,
     /// The formats described so far; `None` with `--no-schema`.
     described: Option<Described>,
@@ -98,10 +101,29 @@ impl Formatter<'_> {
                     event,
                     message,
                 ),
-                StagedEntry::Record { slot, stamp, raw } => {
+                StagedEntry::Context {
+                    time_unix_ns,
+                    update,
+                } => {
+                    if let Some(c) = &mut self.context {
+                        c.apply(time_unix_ns, update);
+                    }
+                }
+                StagedEntry::Record {
+                    slot,
+                    stamp,
+                    cgroup,
+                    raw,
+                } => {
                     match self.formats.get(slot as usize).and_then(Option::as_ref) {
                         Some(prepared) => {
                             let start = self.batch.lines.len();
+                            if let (Some(c), Some(keys)) =
+                                (&self.context, self.writer.context_mut())
+                            {
+                                keys.clear();
+                                c.write(keys, stamp.pid, stamp.tid, stamp.time_unix_ns, cgroup);
+                            }
                             self.writer.write_prepared(
                                 &mut self.batch.lines,
                                 &stamp,
@@ -136,6 +158,19 @@ impl Formatter<'_> {
     }
 }
 
+/// What the formatter writes and how (see [`run`]).
+#[derive(Debug, Default)]
+pub struct Lines<'a> {
+    /// How records are written.
+    pub opts: LineOptions,
+    /// JSON lines or OTLP.
+    pub format: OutputFormat,
+    /// The session line to start with, and schema lines (`None`: `--no-schema`).
+    pub session: Option<&'a SessionInfo>,
+    /// Who is who (`None`: `--no-context`).
+    pub context: Option<ContextTracker>,
+}
+
 /// Receive staged messages until the session closes `staged`, writing batches to `out`
 /// (taking empty buffers back from `recycle`) and returning chunk buffers on
 /// `chunk_recycle`. A batch is sent when full and whenever the staging channel runs
@@ -145,15 +180,22 @@ impl Formatter<'_> {
 /// With `session` (not `--no-schema`) the first line is its `{"uevrec":"session"}` line,
 /// each event format gets a `{"uevrec":"schema"}` line before its first record, and so
 /// does each EventHeader metadata block when first seen (`crate::describe`).
+///
+/// With `context` (a tracker, fresh or as a flight snapshot left it), event lines carry
+/// the `comm`/`cgroup` keys the staged context entries tell.
 pub fn run(
     staged: Receiver<Staged>,
     chunk_recycle: Sender<Vec<u8>>,
     out: &Sender<Batch>,
     recycle: &Receiver<Vec<u8>>,
-    opts: LineOptions,
-    format: OutputFormat,
-    session: Option<&SessionInfo>,
+    lines: Lines<'_>,
 ) -> Result<(), Closed> {
+    let Lines {
+        opts,
+        format,
+        session,
+        context,
+    } = lines;
     let mut writer = OutputWriter::new(format, opts);
     if let Some(host) = host_name() {
         writer.set_host_name(&host);
@@ -163,6 +205,7 @@ pub fn run(
         recycle,
         formats: Vec::new(),
         writer,
+        context,
         batch: Batch::default(),
         described: session.map(|_| Described::default()),
     };
@@ -241,16 +284,7 @@ mod tests {
             .unwrap();
         stage_tx.send(Staged::Chunk(chunk)).unwrap();
         drop(stage_tx);
-        run(
-            stage_rx,
-            chunk_tx,
-            &out_tx,
-            &rec_rx,
-            LineOptions::default(),
-            OutputFormat::JsonLines,
-            None,
-        )
-        .unwrap();
+        run(stage_rx, chunk_tx, &out_tx, &rec_rx, Lines::default()).unwrap();
         drop(out_tx);
         let text: Vec<u8> = out_rx.iter().flat_map(|b| b.lines).collect();
         let text = String::from_utf8(text).unwrap();
@@ -289,17 +323,6 @@ mod tests {
         let mut chunk = StagedChunk::default();
         chunk.push_notice(None, "waiting", None, "");
         stage_tx.send(Staged::Chunk(chunk)).unwrap();
-        assert!(
-            run(
-                stage_rx,
-                chunk_tx,
-                &out_tx,
-                &rec_rx,
-                LineOptions::default(),
-                OutputFormat::JsonLines,
-                None,
-            )
-            .is_err()
-        );
+        assert!(run(stage_rx, chunk_tx, &out_tx, &rec_rx, Lines::default(),).is_err());
     }
 }

@@ -14,6 +14,7 @@
 
 pub mod cli;
 pub mod clock;
+pub mod context;
 pub mod describe;
 pub mod epoll;
 pub mod fd_limit;

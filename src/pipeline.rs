@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use uevrec_parsers::{PreparedFormat, RecordStamp};
+use uevrec_parsers::{ContextUpdate, PreparedFormat, RecordStamp};
 
 /// A run of complete JSON lines (each ends with `\n`; a batch never ends mid-line).
 #[derive(Debug, Default)]
@@ -181,9 +181,14 @@ impl<'a> StageSender<'a> {
 const NOTICE: u32 = u32::MAX;
 /// `slot` value of a lost-records entry (not a record).
 const LOST: u32 = u32::MAX - 1;
+/// `slot` value of a context entry (who is who: [`ContextUpdate`]).
+const CONTEXT: u32 = u32::MAX - 2;
 /// Bit of an entry's flags word: the entry has a time (every u64 is a valid time, so
 /// "none" cannot be a sentinel value).
 const HAS_TIME: u32 = 1;
+/// Bit of a record entry's flags word: the body starts with the sample's cgroup id
+/// (u64), then the trace entry.
+const HAS_CGROUP: u32 = 2;
 /// Bytes of an entry's header: slot, cpu, pid, tid, length, flags (u32 each), time (u64).
 const HEADER: usize = 32;
 /// A notice body's event length when it names no event.
@@ -212,8 +217,18 @@ pub enum StagedEntry<'a> {
         slot: u32,
         /// Time, CPU, pid and tid of the sample.
         stamp: RecordStamp,
+        /// The cgroup id the sample carried (`PERF_SAMPLE_CGROUP`), if any.
+        cgroup: Option<u64>,
         /// The trace entry (common fields first).
         raw: &'a [u8],
+    },
+    /// Who is who changed (a thread's name, a new thread, a cgroup's path …): the
+    /// formatter's [`uevrec_parsers::ContextTracker`] takes it.
+    Context {
+        /// When (Unix ns), if known.
+        time_unix_ns: Option<u64>,
+        /// The change.
+        update: ContextUpdate<'a>,
     },
     /// The kernel lost records on a CPU's ring (a `{"uevrec":"lost"}` line).
     Lost {
@@ -310,35 +325,71 @@ impl StagedChunk {
         self.bytes
     }
 
-    fn header(&mut self, slot: u32, stamp: &RecordStamp, len: usize) {
+    fn header(&mut self, slot: u32, stamp: &RecordStamp, len: usize, extra_flags: u32) {
         self.bytes.extend_from_slice(&slot.to_ne_bytes());
         self.bytes.extend_from_slice(&stamp.cpu.to_ne_bytes());
         self.bytes.extend_from_slice(&stamp.pid.to_ne_bytes());
         self.bytes.extend_from_slice(&stamp.tid.to_ne_bytes());
         self.bytes.extend_from_slice(&len32(len).to_ne_bytes());
-        let flags = if stamp.time_unix_ns.is_some() {
-            HAS_TIME
-        } else {
-            0
-        };
+        let flags = extra_flags
+            | if stamp.time_unix_ns.is_some() {
+                HAS_TIME
+            } else {
+                0
+            };
         self.bytes.extend_from_slice(&flags.to_ne_bytes());
         let time = stamp.time_unix_ns.unwrap_or(0);
         self.bytes.extend_from_slice(&time.to_ne_bytes());
     }
 
-    /// Append a record of the event in `slot` (`slot` < `u32::MAX - 1`).
+    /// Append a record of the event in `slot` (`slot` < `u32::MAX - 2`).
     pub fn push_record(&mut self, slot: u32, stamp: &RecordStamp, raw: &[u8]) {
-        debug_assert!(slot < LOST);
-        let raw = &raw[..raw.len().min(u32::MAX as usize)];
-        self.bytes.reserve(HEADER + raw.len());
-        self.header(slot, stamp, raw.len());
+        self.push_record_in(slot, stamp, None, raw);
+    }
+
+    /// [`StagedChunk::push_record`] with the cgroup id the sample carried, if any (8
+    /// more bytes staged only when there is one).
+    pub fn push_record_in(
+        &mut self,
+        slot: u32,
+        stamp: &RecordStamp,
+        cgroup: Option<u64>,
+        raw: &[u8],
+    ) {
+        debug_assert!(slot < CONTEXT);
+        let raw = &raw[..raw.len().min(u32::MAX as usize - 8)];
+        let id_len = if cgroup.is_some() { 8 } else { 0 };
+        self.bytes.reserve(HEADER + id_len + raw.len());
+        let flags = if cgroup.is_some() { HAS_CGROUP } else { 0 };
+        self.header(slot, stamp, id_len + raw.len(), flags);
+        if let Some(id) = cgroup {
+            self.bytes.extend_from_slice(&id.to_ne_bytes());
+        }
         self.bytes.extend_from_slice(raw);
         self.records += 1;
     }
 
+    /// Append a context change (see [`ContextUpdate`]); body: a kind word, then the
+    /// kind's fields (`u32` thread ids, `u64` cgroup ids) and text.
+    pub fn push_context(&mut self, time_unix_ns: Option<u64>, update: &ContextUpdate<'_>) {
+        let (kind, a, b, text): (u32, u64, u64, &[u8]) = match *update {
+            ContextUpdate::Comm { tid, comm } => (0, tid.into(), 0, comm),
+            ContextUpdate::Fork { tid, parent_tid } => (1, tid.into(), parent_tid.into(), &[]),
+            ContextUpdate::Exit { tid } => (2, tid.into(), 0, &[]),
+            ContextUpdate::Cgroup { id, path } => (3, id, 0, path),
+            ContextUpdate::ThreadCgroup { tid, id } => (4, tid.into(), id, &[]),
+        };
+        let text = &text[..text.len().min(u16::MAX as usize)];
+        self.header(CONTEXT, &time_only(time_unix_ns, 0), 20 + text.len(), 0);
+        self.bytes.extend_from_slice(&kind.to_ne_bytes());
+        self.bytes.extend_from_slice(&a.to_ne_bytes());
+        self.bytes.extend_from_slice(&b.to_ne_bytes());
+        self.bytes.extend_from_slice(text);
+    }
+
     /// Append a count of records `cpu`'s ring lost.
     pub fn push_lost(&mut self, time_unix_ns: Option<u64>, cpu: u32, lost: u64) {
-        self.header(LOST, &time_only(time_unix_ns, cpu), 8);
+        self.header(LOST, &time_only(time_unix_ns, cpu), 8, 0);
         self.bytes.extend_from_slice(&lost.to_ne_bytes());
     }
 
@@ -353,7 +404,7 @@ impl StagedChunk {
     ) {
         let event_bytes = event.unwrap_or("");
         let len = 8 + what.len() + event_bytes.len() + message.len();
-        self.header(NOTICE, &time_only(time_unix_ns, 0), len);
+        self.header(NOTICE, &time_only(time_unix_ns, 0), len, 0);
         self.bytes
             .extend_from_slice(&len32(what.len()).to_ne_bytes());
         let event_len = event.map_or(NO_EVENT, |e| len32(e.len()));
@@ -376,7 +427,7 @@ impl StagedChunk {
 pub struct EncodedEntry<'a> {
     /// The entry's bytes, header included.
     pub bytes: &'a [u8],
-    /// The event slot of a record; `None` for lost counts and notices.
+    /// The event slot of a record; `None` for lost counts, notices and context entries.
     pub slot: Option<u32>,
 }
 
@@ -388,7 +439,7 @@ impl<'a> EncodedEntry<'a> {
         let len = u32_at(head, 16) as usize;
         let bytes = bytes.get(..HEADER + len)?;
         let slot = match u32_at(head, 0) {
-            NOTICE | LOST => None,
+            NOTICE | LOST | CONTEXT => None,
             slot => Some(slot),
         };
         Some(EncodedEntry { bytes, slot })
@@ -436,6 +487,28 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_ne_bytes(v)
 }
 
+/// A context body as [`StagedChunk::push_context`] wrote it (None: cut short or an
+/// unknown kind, which only this module's own writing could cause).
+fn context_update(body: &[u8]) -> Option<ContextUpdate<'_>> {
+    let (fixed, text) = body.split_at_checked(20)?;
+    let (a, b) = (u64_at(fixed, 4), u64_at(fixed, 12));
+    let tid = u32::try_from(a).ok();
+    Some(match u32_at(fixed, 0) {
+        0 => ContextUpdate::Comm {
+            tid: tid?,
+            comm: text,
+        },
+        1 => ContextUpdate::Fork {
+            tid: tid?,
+            parent_tid: u32::try_from(b).ok()?,
+        },
+        2 => ContextUpdate::Exit { tid: tid? },
+        3 => ContextUpdate::Cgroup { id: a, path: text },
+        4 => ContextUpdate::ThreadCgroup { tid: tid?, id: b },
+        _ => return None,
+    })
+}
+
 /// A notice body's texts: what, event, message (None when cut or not UTF-8, which only
 /// this module's own writing could cause).
 fn notice_texts(body: &[u8]) -> Option<(&str, Option<&str>, &str)> {
@@ -470,7 +543,8 @@ impl<'a> Iterator for StagedEntries<'a> {
             return None;
         };
         self.rest = rest;
-        let has_time = u32_at(head, 20) & HAS_TIME != 0;
+        let flags = u32_at(head, 20);
+        let has_time = flags & HAS_TIME != 0;
         let time_unix_ns = has_time.then(|| u64_at(head, 24));
         let cpu = u32_at(head, 4);
         let item = match u32_at(head, 0) {
@@ -491,20 +565,42 @@ impl<'a> Iterator for StagedEntries<'a> {
                 cpu,
                 lost: u64_at(entry, 0),
             },
+            CONTEXT => {
+                let Some(update) = context_update(entry) else {
+                    self.rest = &[];
+                    return None;
+                };
+                StagedEntry::Context {
+                    time_unix_ns,
+                    update,
+                }
+            }
             LOST => {
                 self.rest = &[];
                 return None;
             }
-            slot => StagedEntry::Record {
-                slot,
-                stamp: RecordStamp {
-                    time_unix_ns,
-                    cpu,
-                    pid: u32_at(head, 8),
-                    tid: u32_at(head, 12),
-                },
-                raw: entry,
-            },
+            slot => {
+                let (cgroup, raw) = if flags & HAS_CGROUP != 0 {
+                    let Some((id, raw)) = entry.split_at_checked(8) else {
+                        self.rest = &[];
+                        return None;
+                    };
+                    (Some(u64_at(id, 0)), raw)
+                } else {
+                    (None, entry)
+                };
+                StagedEntry::Record {
+                    slot,
+                    stamp: RecordStamp {
+                        time_unix_ns,
+                        cpu,
+                        pid: u32_at(head, 8),
+                        tid: u32_at(head, 12),
+                    },
+                    cgroup,
+                    raw,
+                }
+            }
         };
         Some(item)
     }
@@ -533,7 +629,31 @@ mod tests {
         chunk.push_lost(None, 4, 1 << 40);
         chunk.push_notice(None, "waiting", None, "");
         chunk.push_record(9, &stamp(Some(u64::MAX), 2), &[0xff; 70]);
-        assert_eq!(chunk.records(), 3);
+        chunk.push_context(
+            Some(7),
+            &ContextUpdate::Comm {
+                tid: 8,
+                comm: b"sh",
+            },
+        );
+        chunk.push_record_in(1, &stamp(Some(8), 1), Some(1 << 33), b"xy");
+        chunk.push_context(
+            None,
+            &ContextUpdate::Cgroup {
+                id: 1 << 40,
+                path: b"/a/b",
+            },
+        );
+        chunk.push_context(
+            None,
+            &ContextUpdate::Fork {
+                tid: 9,
+                parent_tid: 8,
+            },
+        );
+        chunk.push_context(None, &ContextUpdate::Exit { tid: 9 });
+        chunk.push_context(None, &ContextUpdate::ThreadCgroup { tid: 8, id: 3 });
+        assert_eq!(chunk.records(), 4);
         let got: Vec<StagedEntry<'_>> = chunk.entries().collect();
         assert_eq!(
             got,
@@ -541,6 +661,7 @@ mod tests {
                 StagedEntry::Record {
                     slot: 0,
                     stamp: stamp(Some(5), 1),
+                    cgroup: None,
                     raw: b"abc"
                 },
                 StagedEntry::Notice {
@@ -552,6 +673,7 @@ mod tests {
                 StagedEntry::Record {
                     slot: 3,
                     stamp: stamp(None, 0),
+                    cgroup: None,
                     raw: b""
                 },
                 StagedEntry::Lost {
@@ -568,15 +690,52 @@ mod tests {
                 StagedEntry::Record {
                     slot: 9,
                     stamp: stamp(Some(u64::MAX), 2),
+                    cgroup: None,
                     raw: &[0xff; 70]
+                },
+                StagedEntry::Context {
+                    time_unix_ns: Some(7),
+                    update: ContextUpdate::Comm {
+                        tid: 8,
+                        comm: b"sh"
+                    }
+                },
+                StagedEntry::Record {
+                    slot: 1,
+                    stamp: stamp(Some(8), 1),
+                    cgroup: Some(1 << 33),
+                    raw: b"xy"
+                },
+                StagedEntry::Context {
+                    time_unix_ns: None,
+                    update: ContextUpdate::Cgroup {
+                        id: 1 << 40,
+                        path: b"/a/b"
+                    }
+                },
+                StagedEntry::Context {
+                    time_unix_ns: None,
+                    update: ContextUpdate::Fork {
+                        tid: 9,
+                        parent_tid: 8
+                    }
+                },
+                StagedEntry::Context {
+                    time_unix_ns: None,
+                    update: ContextUpdate::Exit { tid: 9 }
+                },
+                StagedEntry::Context {
+                    time_unix_ns: None,
+                    update: ContextUpdate::ThreadCgroup { tid: 8, id: 3 }
                 },
             ]
         );
         let buf = chunk.into_buffer();
         let notice = 8 + "attached".len() + "s:e".len() + "id 1, 2 CPUs".len();
+        let context = 5 * 20 + 2 + 4;
         assert_eq!(
             buf.len(),
-            6 * HEADER + 3 + notice + 70 + 8 + 8 + "waiting".len()
+            12 * HEADER + 3 + notice + 70 + 8 + 8 + "waiting".len() + context + 8 + 2
         );
     }
 
@@ -586,14 +745,17 @@ mod tests {
         chunk.push_record(4, &stamp(Some(5), 1), b"abc");
         chunk.push_lost(None, 2, 9);
         chunk.push_notice(Some(6), "attached", Some("s:e"), "m");
+        chunk.push_context(Some(7), &ContextUpdate::Exit { tid: 3 });
+        chunk.push_record_in(5, &stamp(Some(8), 1), Some(42), b"de");
         let slots: Vec<Option<u32>> = chunk.encoded().map(|e| e.slot).collect();
-        assert_eq!(slots, vec![Some(4), None, None]);
+        // A context entry is no record (the flight recorder keeps records by slot).
+        assert_eq!(slots, vec![Some(4), None, None, None, Some(5)]);
         let mut copy = StagedChunk::default();
         for e in chunk.encoded() {
             assert_eq!(EncodedEntry::first(e.bytes), Some(e));
             copy.push_encoded(e);
         }
-        assert_eq!(copy.records(), 1);
+        assert_eq!(copy.records(), 2);
         assert!(copy.entries().eq(chunk.entries()));
         let lost = chunk.encoded().nth(1).unwrap().decode();
         assert_eq!(

@@ -26,10 +26,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use uevrec_parsers::{LineOptions, OutputFormat};
+use uevrec_parsers::{ContextTracker, LineOptions, OutputFormat};
 
 use crate::flight::{self, FlightOptions, FlightSummary};
-use crate::formatter;
+use crate::formatter::{self, Lines};
 use crate::pipeline::{
     BATCH_CAPACITY, BATCH_POOL, Batch, CHANNEL_BATCHES, STAGE_CAPACITY, STAGE_CHUNKS, StageSender,
     Staged, touched_buffers,
@@ -217,6 +217,7 @@ fn stage(
         include_common: config.include_common,
         big_endian: false,
     };
+    let context = config.context;
     let downstream_gone = AtomicBool::new(false);
     let session_info = config.schema.then(|| crate::describe::session_info(config));
     thread::scope(|scope| {
@@ -253,6 +254,7 @@ fn stage(
                 // The dumps are written as the lines would be.
                 (flight_opts.format, flight_opts.line_options) = (format, opts);
                 flight_opts.session = session_info.clone();
+                flight_opts.context = context;
                 let rx = format_rx.take().expect("no raw output with --flight");
                 let back = chunk_back.take().expect("no raw output with --flight");
                 let gone = &downstream_gone;
@@ -279,7 +281,13 @@ fn stage(
                     .name("uevrec-format".into())
                     .spawn_scoped(scope, move || {
                         sched::raise_worker_thread();
-                        let r = formatter::run(rx, back, out, recycle, opts, format, info);
+                        let lines = Lines {
+                            opts,
+                            format,
+                            session: info,
+                            context: context.then(ContextTracker::new),
+                        };
+                        let r = formatter::run(rx, back, out, recycle, lines);
                         gone.store(true, Ordering::Release);
                         r
                     });

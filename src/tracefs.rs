@@ -89,10 +89,16 @@ const FALLBACKS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"
 /// The mount point of the first `tracefs` entry in a mounts table (`/proc/self/mounts`
 /// text); octal escapes such as `\040` are decoded.
 pub fn tracefs_from_mounts(mounts: &str) -> Option<PathBuf> {
+    mount_of(mounts, "tracefs")
+}
+
+/// The mount point of the first entry of file system type `fs` in a mounts table
+/// (`/proc/self/mounts` text); octal escapes such as `\040` are decoded.
+pub fn mount_of(mounts: &str, fs: &str) -> Option<PathBuf> {
     mounts.lines().find_map(|line| {
         let mut it = line.split_whitespace();
         let (_dev, dir, fstype) = (it.next()?, it.next()?, it.next()?);
-        (fstype == "tracefs").then(|| PathBuf::from(unescape_mount(dir)))
+        (fstype == fs).then(|| PathBuf::from(unescape_mount(dir)))
     })
 }
 

@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod context;
 mod decode;
 mod event_name;
 pub mod eventheader;
@@ -32,6 +33,7 @@ pub mod perf_sample;
 mod schema;
 pub mod trace_dat;
 
+pub use context::{ContextTracker, ContextUpdate};
 pub use decode::{DecodeError, Endian, FieldPlan, IntArray, PlanKind, Value, decode_field};
 pub use event_name::{is_version_of, split_multi_format};
 pub use field_type::{

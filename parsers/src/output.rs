@@ -75,6 +75,15 @@ impl OutputWriter {
             OutputFormat::Otlp => OutputWriter::Otlp(Box::new(OtlpWriter::new(opts))),
         }
     }
+
+    /// The context keys the next JSON lines carry ([`LineWriter::context_mut`]); None
+    /// for OTLP, whose records carry no context.
+    pub fn context_mut(&mut self) -> Option<&mut Vec<u8>> {
+        match self {
+            OutputWriter::Json(w) => Some(w.context_mut()),
+            OutputWriter::Otlp(_) => None,
+        }
+    }
 }
 
 /// The self-describing lines (`crate::json_line::schema`): JSON lines only. OTLP has no

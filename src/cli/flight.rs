@@ -62,6 +62,7 @@ impl FlightArgs {
             line_options: Default::default(),
             quiet,
             session: None,
+            context: false,
         })
     }
 }

@@ -163,6 +163,11 @@ pub struct RecordingArgs {
     /// gets a {"uevrec":"schema"} line before its first record.
     #[arg(long)]
     pub no_schema: bool,
+    /// Leave out who wrote each record: no "comm", "cgroup", "container" or "unit"
+    /// keys, no /proc scan at start and no tracking of thread names (saves a few ns
+    /// per record; docs/json-lines.md, "Context").
+    #[arg(long)]
+    pub no_context: bool,
     /// Output format: json (uevrec's JSON lines) or otlp (OTLP/JSON requests).
     #[arg(long, value_enum, default_value_t = output::Format::Json)]
     pub format: output::Format,

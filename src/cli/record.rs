@@ -40,13 +40,17 @@ pub fn record(args: RecordArgs) -> i32 {
     let status_line = (args.output.file().is_some() || args.raw.is_some())
         && !args.rec.quiet
         && std::io::stderr().is_terminal();
-    let config = match config(&args.rec, status_line) {
+    let mut config = match config(&args.rec, status_line) {
         Ok(c) => c,
         Err(e) => {
             print_error(&e);
             return EXIT_ERROR;
         }
     };
+    if sink.is_none() {
+        // --raw alone writes no lines to put context in.
+        config.session.context = false;
+    }
     let raw = match &args.raw {
         Some(path) => match raw_output(path, &args, &config, sink.is_none()) {
             Ok(r) => Some(r),
@@ -143,6 +147,8 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
         schema: !rec.no_schema,
         quiet: rec.quiet,
         max_records: rec.count,
+        // Only JSON lines carry context (OTLP records and --raw's perf.data do not).
+        context: !rec.no_context && matches!(rec.format, super::output::Format::Json),
         ..rec.session.session_config()?
     };
     let pipeline = PipelineOptions {

@@ -47,6 +47,8 @@ pub fn top(args: &TopArgs) -> i32 {
         // screen): the session's messages show as the view's notice line.
         Ok(c) => SessionConfig {
             quiet: display == Display::Terminal,
+            // Names come from /proc (crate::top), not from tracked context records.
+            context: false,
             ..c
         },
         Err(e) => {

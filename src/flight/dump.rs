@@ -12,12 +12,12 @@ use std::thread;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, Sender};
-use uevrec_parsers::{OutputWriter, RecordWriter};
+use uevrec_parsers::{ContextTracker, OutputWriter, RecordWriter};
 
 use super::buffer::Snapshot;
 use super::{FlightOptions, FlightSummary, Reason, Request, say};
 use crate::clock::now_unix_ns;
-use crate::formatter;
+use crate::formatter::{self, Lines};
 use crate::pipeline::{Batch, Closed, STAGE_BYTES, STAGE_CAPACITY, Staged, StagedChunk};
 use crate::sched;
 
@@ -103,8 +103,10 @@ fn write_dump(request: &Request, opts: &FlightOptions) -> Result<Done, String> {
     writer.write_notice(&mut line, Some(now), "flight_dump", event, &message);
     writer.end_lines(&mut line);
     file.write_all(&line).map_err(io_err)?;
-    let records =
-        format_snapshot(&request.snapshot, opts, |bytes| file.write_all(bytes)).map_err(io_err)?;
+    let records = format_snapshot(&request.snapshot, opts, request.context.clone(), |bytes| {
+        file.write_all(bytes)
+    })
+    .map_err(io_err)?;
     line.clear();
     let end = format!("records={records} (the dump is complete)");
     writer.write_notice(&mut line, Some(now_unix_ns()), "flight_end", event, &end);
@@ -164,6 +166,7 @@ fn create_unique(base: &Path, mode: u32, unix_ns: u64) -> Result<(PathBuf, File)
 pub fn format_snapshot(
     snapshot: &Snapshot,
     opts: &FlightOptions,
+    context: Option<ContextTracker>,
     mut write: impl FnMut(&[u8]) -> io::Result<()>,
 ) -> io::Result<u64> {
     let (stage_tx, stage_rx) = crossbeam_channel::bounded(DEPTH);
@@ -182,9 +185,12 @@ pub fn format_snapshot(
                 chunk_tx,
                 &out_tx,
                 &recycle_rx,
-                line_options,
-                format,
-                opts.session.as_ref(),
+                Lines {
+                    opts: line_options,
+                    format,
+                    session: opts.session.as_ref(),
+                    context,
+                },
             )
         });
         scope.spawn(move || feed(snapshot, &stage_tx, &chunk_rx));
@@ -255,6 +261,7 @@ mod tests {
             line_options: Default::default(),
             quiet: true,
             session: None,
+            context: false,
         }
     }
 
@@ -268,7 +275,7 @@ mod tests {
         }
         let snapshot = b.take();
         let mut text = Vec::new();
-        let n = format_snapshot(&snapshot, &options(), |bytes| {
+        let n = format_snapshot(&snapshot, &options(), None, |bytes| {
             text.extend_from_slice(bytes);
             Ok(())
         })
@@ -284,7 +291,7 @@ mod tests {
         );
         // A write error (disk full) ends the dump promptly instead of hanging it.
         let mut calls = 0;
-        let err = format_snapshot(&snapshot, &options(), |_| {
+        let err = format_snapshot(&snapshot, &options(), None, |_| {
             calls += 1;
             Err(io::Error::from_raw_os_error(libc::ENOSPC))
         });

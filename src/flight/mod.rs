@@ -37,7 +37,7 @@ use std::thread;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use uevrec_parsers::{LineOptions, LineWriter, OutputFormat};
+use uevrec_parsers::{ContextTracker, LineOptions, LineWriter, OutputFormat};
 
 use crate::pipeline::{Staged, StagedEntry};
 use crate::sched;
@@ -70,6 +70,8 @@ pub struct FlightOptions {
     /// The session line each dump starts with, its events' schema lines following
     /// (`None` with `--no-schema`; set by crate::recorder): a dump describes itself.
     pub session: Option<uevrec_parsers::SessionInfo>,
+    /// Track who wrote each record (set by crate::recorder from `--no-context`).
+    pub context: bool,
 }
 
 /// Why a dump was written.
@@ -103,6 +105,9 @@ pub struct Request {
     pub reason: Reason,
     /// Dumps skipped since the previous one (two were being written).
     pub skipped: u64,
+    /// Who was who when the snapshot was taken (`None` without context): the dump's
+    /// lines get their `comm`/`cgroup` keys from it.
+    pub context: Option<ContextTracker>,
 }
 
 /// What the flight recorder did.
@@ -157,6 +162,7 @@ pub fn run(
             opts,
             notices: (!opts.quiet).then(|| LineWriter::new(LineOptions::default())),
             notice_buf: Vec::new(),
+            context: opts.context.then(ContextTracker::new),
         };
         loop {
             if dump_flag.swap(false, Ordering::AcqRel) {
@@ -183,6 +189,7 @@ pub fn run(
                 snapshot,
                 reason: Reason::Exit,
                 skipped,
+                context: keeper.context.take(),
             });
         } else {
             discarded = keeper.buffer.held_records();
@@ -212,6 +219,9 @@ struct Keeper<'a> {
     /// Notices go to stderr (nothing else shows them while recording).
     notices: Option<LineWriter>,
     notice_buf: Vec<u8>,
+    /// Who is who, kept up to date from every context entry: not held in the buffer,
+    /// where the start-up scan would fall out first; each dump gets a copy.
+    context: Option<ContextTracker>,
 }
 
 impl Keeper<'_> {
@@ -240,6 +250,18 @@ impl Keeper<'_> {
             Staged::Chunk(chunk) => chunk,
         };
         for entry in chunk.encoded() {
+            if entry.slot.is_none() {
+                if let Some(StagedEntry::Context {
+                    time_unix_ns,
+                    update,
+                }) = entry.decode()
+                {
+                    if let Some(c) = &mut self.context {
+                        c.apply(time_unix_ns, update);
+                    }
+                    continue;
+                }
+            }
             self.buffer.push(entry);
             match entry.slot {
                 Some(slot) => {
@@ -293,6 +315,7 @@ impl Keeper<'_> {
             snapshot: self.buffer.take(),
             reason,
             skipped: std::mem::take(&mut self.skipped),
+            context: self.context.clone(),
         };
         let _ = self.dumps.try_send(request);
     }
@@ -325,6 +348,7 @@ mod tests {
             line_options: LineOptions::default(),
             quiet: true,
             session: None,
+            context: false,
         };
         let (stage_tx, stage_rx) = crossbeam_channel::bounded(64);
         let (back_tx, _back_rx) = crossbeam_channel::bounded(64);

@@ -103,8 +103,15 @@ impl Instance {
             return Err(SetupError::NoInstances(parent));
         }
         let seq = SESSIONS.fetch_add(1, Ordering::Relaxed);
-        let stale = remove_stale(&parent, seq == 0);
-        let pid = std::process::id();
+        // In a pid namespace other uevrec processes are invisible (their instances would
+        // look stale) and this one's id is not the kernel's: name the instance with the
+        // initial namespace's id and leave the others alone.
+        let (pid, nested) = initial_pid();
+        let stale = if nested {
+            Vec::new()
+        } else {
+            remove_stale(&parent, seq == 0)
+        };
         let name = if seq == 0 {
             format!("uevrec-{pid}")
         } else {
@@ -156,6 +163,29 @@ impl Drop for Instance {
                 self.dir.display()
             ));
         }
+    }
+}
+
+/// This process's id in the initial pid namespace (the first `NSpid:` of
+/// `/proc/self/status`), and whether uevrec runs in a nested pid namespace (more than one
+/// id there). Without that line (old kernels, no `/proc`): `getpid()`, not nested.
+pub fn initial_pid() -> (u32, bool) {
+    let own = std::process::id();
+    let Ok(status) = fs::read_to_string("/proc/self/status") else {
+        return (own, false);
+    };
+    let ids: Vec<u32> = status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .map(|l| {
+            l.split_whitespace()
+                .filter_map(|n| n.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    match ids.first() {
+        Some(&first) => (first, ids.len() > 1),
+        None => (own, false),
     }
 }
 
@@ -219,6 +249,13 @@ pub fn remove_stale(instances: &Path, own: bool) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_initial_pid_is_this_process_outside_a_namespace() {
+        // The tests run in the initial pid namespace (tests/context_host.rs covers a
+        // nested one end to end).
+        assert_eq!(initial_pid(), (std::process::id(), false));
+    }
 
     #[test]
     fn instance_names() {

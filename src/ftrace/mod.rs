@@ -26,6 +26,7 @@ mod instance;
 mod lost;
 mod reader;
 mod tgid;
+mod tracking;
 
 use std::io;
 use std::ops::ControlFlow;
@@ -38,10 +39,11 @@ use crate::epoll::Epoll;
 use uevrec_parsers::Endian;
 use uevrec_parsers::ftrace_page::PageLayout;
 
-pub use instance::{FtraceError, Instance, SetupError, instance_pid, remove_stale};
+pub use instance::{FtraceError, Instance, SetupError, initial_pid, instance_pid, remove_stale};
 use instance::{read_file, write_file};
 use reader::CpuReader;
 use tgid::Tgids;
+use tracking::Tracking;
 
 use crate::session::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
 use crate::session::filter::ThreadFilter;
@@ -74,6 +76,11 @@ pub struct FtraceBackend {
     settle: bool,
     /// Pages taken from one ring per [`Backend::read`] call.
     max_pages: usize,
+    /// The tracking events ([`Backend::start_tracking`]), none before.
+    tracking: Tracking,
+    /// Keys of the events the session attached (a tracking event the session also
+    /// records gives both a context update and a record).
+    attached: Vec<u64>,
     instance: Instance,
 }
 
@@ -189,6 +196,8 @@ impl FtraceBackend {
             tgids: Tgids::new(saved),
             settle: false,
             max_pages: ring_pages + 2,
+            tracking: Tracking::default(),
+            attached: Vec::new(),
             instance,
         };
         Ok((backend, notes))
@@ -245,12 +254,25 @@ impl Backend for FtraceBackend {
         })
     }
 
+    fn start_tracking(&mut self) -> Result<Vec<String>, BackendError> {
+        let (tracking, missing) = Tracking::enable(self.instance.dir());
+        self.tracking = tracking;
+        Ok(missing)
+    }
+
     fn enable(&mut self, event: &FtraceEvent) -> Result<(), BackendError> {
-        Ok(write_file(&event.dir.join("enable"), "1")?)
+        write_file(&event.dir.join("enable"), "1")?;
+        self.attached.push(event.keys[0]);
+        Ok(())
     }
 
     fn disable(&mut self, event: &FtraceEvent) {
-        let _ = write_file(&event.dir.join("enable"), "0");
+        let key = event.keys[0];
+        self.attached.retain(|&k| k != key);
+        // A tracking event stays enabled for the context.
+        if !self.tracking.tracks(key) {
+            let _ = write_file(&event.dir.join("enable"), "0");
+        }
     }
 
     /// One write of `0` to the instance's `events/enable` stops every event in it (the
@@ -278,12 +300,31 @@ impl Backend for FtraceBackend {
             return;
         };
         let cpu = c.cpu;
+        let (tracking, attached) = (&self.tracking, &self.attached);
         c.read(
             &self.layout,
             &mut self.tgids,
             self.settle,
             self.max_pages,
-            |a| f(cpu, a),
+            |a| match a {
+                Arrival::Sample {
+                    key: Some(key),
+                    time,
+                    raw,
+                    ..
+                } if tracking.tracks(key) => {
+                    // All of them, whatever each says: the record is consumed either way.
+                    let record = attached.contains(&key).then_some(a);
+                    let mut flow = ControlFlow::Continue(());
+                    for arrival in tracking.arrivals(key, time, raw).chain(record) {
+                        if f(cpu, arrival).is_break() {
+                            flow = ControlFlow::Break(());
+                        }
+                    }
+                    flow
+                }
+                a => f(cpu, a),
+            },
         );
     }
 

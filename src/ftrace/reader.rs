@@ -180,6 +180,7 @@ fn sample<'a>(raw: &'a [u8], time: u64, cpu: u32, tgids: &mut Tgids) -> Arrival<
         cpu: Some(cpu),
         pid: tgids.tgid(tid),
         tid: Some(tid),
+        cgroup: None,
         raw,
     }
 }

@@ -5,7 +5,8 @@ use std::io;
 use std::ops::ControlFlow;
 use std::time::Duration;
 
-use uevrec_parsers::perf_sample::{Record, SampleFormat, sample_type};
+use uevrec_parsers::ContextUpdate;
+use uevrec_parsers::perf_sample::{PERF_RECORD_SAMPLE, Record, SampleFormat};
 
 use super::reaper::{ReaperPipe, close_in_background};
 use super::{EventFds, PerfError, Rings};
@@ -19,16 +20,23 @@ pub struct PerfBackend {
     /// Made at the start, for a release when no descriptor is left to make a pipe with
     /// (see [`super::reaper`]).
     spare_pipe: Option<ReaperPipe>,
+    /// The trackers' records of one read, copied, and their (time, CPU, range) in
+    /// `tracked`, to be handed on in time order across CPUs (bounded by the trackers'
+    /// ring sizes; reused).
+    tracked_bytes: Vec<u8>,
+    tracked: Vec<(u64, u32, usize, usize)>,
 }
 
 impl PerfBackend {
     /// A backend on `rings` (opened by [`Rings::open`]).
     pub fn new(rings: Rings) -> Self {
         PerfBackend {
-            rings,
-            layout: SampleFormat::new(sample_type::UEVREC, true)
+            layout: SampleFormat::new(rings.tracking().sample_type(), true)
                 .expect("uevrec's own sample_type is supported"),
+            rings,
             spare_pipe: ReaperPipe::new().ok(),
+            tracked_bytes: Vec::new(),
+            tracked: Vec::new(),
         }
     }
 }
@@ -44,7 +52,42 @@ fn arrival<'a>(layout: &SampleFormat, marker: Option<u64>, bytes: &'a [u8]) -> A
             cpu: s.cpu,
             pid: s.pid,
             tid: s.tid,
+            cgroup: s.cgroup,
             raw: s.raw.unwrap_or(&[]),
+        },
+        Ok(Record::Comm {
+            tid,
+            comm,
+            sample_id,
+            ..
+        }) => Arrival::Context {
+            time: sample_id.time,
+            update: ContextUpdate::Comm { tid, comm },
+        },
+        Ok(Record::Task {
+            fork,
+            tid,
+            ptid,
+            sample_id,
+            ..
+        }) => Arrival::Context {
+            time: sample_id.time,
+            update: if fork {
+                ContextUpdate::Fork {
+                    tid,
+                    parent_tid: ptid,
+                }
+            } else {
+                ContextUpdate::Exit { tid }
+            },
+        },
+        Ok(Record::Cgroup {
+            id,
+            path,
+            sample_id,
+        }) => Arrival::Context {
+            time: sample_id.time,
+            update: ContextUpdate::Cgroup { id, path },
         },
         Ok(
             Record::Lost {
@@ -82,6 +125,19 @@ impl Backend for PerfBackend {
         })
     }
 
+    fn start_tracking(&mut self) -> Result<Vec<String>, BackendError> {
+        self.rings.start_tracking()?;
+        let mut missing = Vec::new();
+        if !self.rings.tracking().cgroups {
+            missing.push(
+                "the kernel refused PERF_SAMPLE_CGROUP (Linux 5.7 with CONFIG_CGROUP_PERF \
+                 needed): `cgroup` is each thread's cgroup at start or at its creation"
+                    .into(),
+            );
+        }
+        Ok(missing)
+    }
+
     fn enable(&mut self, event: &EventFds) -> Result<(), BackendError> {
         Ok(event.enable()?)
     }
@@ -100,11 +156,71 @@ impl Backend for PerfBackend {
 
     fn read(&mut self, buffer: usize, mut f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>) {
         let layout = &self.layout;
+        // Samples written after this stay for the next read: their thread's fork or
+        // rename may reach a tracker after the trackers were read below.
+        let limit = crate::clock::monotonic_ns();
+        // Who-is-who of every CPU first (an empty ring costs one load), merged by time
+        // across CPUs (a thread renamed on one CPU may fork on another), so the samples
+        // read next find the threads they were written by; renames after a sample are
+        // undone by time (uevrec_parsers::context).
+        self.tracked_bytes.clear();
+        self.tracked.clear();
+        for c in self.rings.cpus_mut() {
+            let cpu = c.cpu;
+            let Some((_, tracker)) = &mut c.tracker else {
+                continue;
+            };
+            let (bytes, index) = (&mut self.tracked_bytes, &mut self.tracked);
+            tracker.read(|rec| {
+                let time = match layout.parse(rec) {
+                    Ok(
+                        Record::Comm { sample_id, .. }
+                        | Record::Task { sample_id, .. }
+                        | Record::Cgroup { sample_id, .. }
+                        | Record::Lost { sample_id, .. }
+                        | Record::LostSamples { sample_id, .. },
+                    ) => sample_id.time.unwrap_or(0),
+                    _ => 0,
+                };
+                let start = bytes.len();
+                bytes.extend_from_slice(rec);
+                index.push((time, cpu, start, bytes.len()));
+                ControlFlow::Continue(())
+            });
+        }
+        // Stable: records of one CPU keep their order when their times are equal.
+        self.tracked.sort_by_key(|&(time, ..)| time);
+        let mut stopped = false;
+        for &(_, cpu, start, end) in &self.tracked {
+            let flow = match arrival(layout, None, &self.tracked_bytes[start..end]) {
+                Arrival::Lost { lost, .. } => f(cpu, Arrival::ContextLost { lost }),
+                a @ Arrival::Context { .. } => f(cpu, a),
+                // Nothing else is written there.
+                _ => ControlFlow::Continue(()),
+            };
+            // Every one is handed on (they are consumed); a full chunk ends this read
+            // after them.
+            stopped |= flow.is_break();
+        }
+        if stopped {
+            return;
+        }
         let Some(c) = self.rings.cpus_mut().get_mut(buffer) else {
             return;
         };
         let (cpu, marker) = (c.cpu, c.marker_id());
-        c.ring.read(|rec| f(cpu, arrival(layout, marker, rec)));
+        if c.tracker.is_none() {
+            c.ring.read(|rec| f(cpu, arrival(layout, marker, rec)));
+            return;
+        }
+        let later = |rec: &[u8]| {
+            let is_sample = layout
+                .header(rec)
+                .is_some_and(|h| h.kind == PERF_RECORD_SAMPLE);
+            is_sample && layout.parse_sample(rec).is_ok_and(|s| s.time > Some(limit))
+        };
+        c.ring
+            .read_until(later, |rec| f(cpu, arrival(layout, marker, rec)));
     }
 
     fn wait(&self, timeout: Duration) -> io::Result<()> {

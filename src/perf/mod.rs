@@ -23,7 +23,7 @@ use crate::epoll::Epoll;
 
 pub use backend::PerfBackend;
 pub use ring::{Ring, RingPages, page_size};
-pub use sys::PerfFd;
+pub use sys::{PerfFd, Tracking};
 
 /// Parse a kernel CPU list (`0-3,5,7-8`); None when malformed.
 pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
@@ -69,6 +69,9 @@ pub struct CpuRing {
     /// A disabled `cpu-clock` event redirected into this ring and its sample id
     /// (see [`Rings::set_markers`]); None when it could not be opened.
     marker: Option<(PerfFd, u64)>,
+    /// The CPU's tracker (COMM/FORK/EXIT/CGROUP records, [`Tracking`]) and its own
+    /// ring; None without tracking.
+    pub tracker: Option<(PerfFd, Ring)>,
 }
 
 impl CpuRing {
@@ -95,16 +98,52 @@ fn step(step: &'static str, cpu: u32) -> impl FnOnce(io::Error) -> PerfError {
     move |source| PerfError { step, cpu, source }
 }
 
+/// Data pages of each CPU's tracker ring (128 KiB with 4 KiB pages: ~2,500 side-band
+/// records, a fork+exec+exit takes about three, between two drains).
+pub const TRACKER_PAGES: usize = 32;
+
 /// The per-CPU rings and the epoll set watching them.
 #[derive(Debug)]
 pub struct Rings {
     cpus: Vec<CpuRing>,
     epoll: Epoll,
+    tracking: Tracking,
 }
 
 impl Rings {
-    /// Open a ring of `data_pages` (power of two) pages on each CPU in `cpus`.
-    pub fn open(cpus: &[u32], data_pages: usize) -> Result<Rings, PerfError> {
+    /// Open a ring of `data_pages` (power of two) pages on each CPU in `cpus`, whose
+    /// owners report `tracking` once [`Rings::start_tracking`] enables them. A kernel
+    /// that refuses cgroup tracking (before 5.7, or without `CONFIG_CGROUP_PERF`) gets
+    /// rings without it: [`Rings::tracking`] says what was granted.
+    pub fn open(cpus: &[u32], data_pages: usize, tracking: Tracking) -> Result<Rings, PerfError> {
+        match Self::open_as(cpus, data_pages, tracking) {
+            Err(e) if tracking.cgroups && e.source.raw_os_error() == Some(libc::EINVAL) => {
+                let without = Tracking {
+                    cgroups: false,
+                    ..tracking
+                };
+                Self::open_as(cpus, data_pages, without)
+            }
+            r => r,
+        }
+    }
+
+    /// What the ring owners track (and the `sample_type` of every event in the rings).
+    pub fn tracking(&self) -> Tracking {
+        self.tracking
+    }
+
+    /// Enable the trackers, so they report what they track (a no-op without tracking).
+    pub fn start_tracking(&self) -> Result<(), PerfError> {
+        for c in &self.cpus {
+            if let Some((fd, _)) = &c.tracker {
+                fd.enable().map_err(step("PERF_EVENT_IOC_ENABLE", c.cpu))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn open_as(cpus: &[u32], data_pages: usize, tracking: Tracking) -> Result<Rings, PerfError> {
         let epoll = Epoll::new().map_err(step("epoll_create1", 0))?;
         let data_bytes = data_pages.saturating_mul(ring::page_size());
         // Wake the reader when a quarter of the ring is used (the loop also wakes on its
@@ -112,24 +151,44 @@ impl Rings {
         let wakeup = u32::try_from(data_bytes / 4).unwrap_or(u32::MAX);
         let mut out = Vec::with_capacity(cpus.len());
         for (i, &cpu) in cpus.iter().enumerate() {
-            let owner = sys::open_ring_owner(cpu, wakeup).map_err(step("perf_event_open", cpu))?;
+            let owner = sys::open_ring_owner(cpu, wakeup, tracking, false)
+                .map_err(step("perf_event_open", cpu))?;
             let ring = Ring::map(&owner, data_pages).map_err(step("mmap", cpu))?;
             epoll
                 .add(owner.as_fd(), i as u64)
                 .map_err(step("epoll_ctl", cpu))?;
-            let marker = sys::open_marker(cpu, 1_000_000).ok().and_then(|m| {
-                m.set_output(&owner).ok()?;
-                let id = m.id().ok()?;
-                Some((m, id))
-            });
+            let tracker = if tracking == Tracking::NONE {
+                None
+            } else {
+                let bytes = TRACKER_PAGES * ring::page_size();
+                let fd = sys::open_ring_owner(cpu, (bytes / 4) as u32, tracking, true)
+                    .map_err(step("perf_event_open", cpu))?;
+                let ring = Ring::map(&fd, TRACKER_PAGES).map_err(step("mmap", cpu))?;
+                epoll
+                    .add(fd.as_fd(), i as u64)
+                    .map_err(step("epoll_ctl", cpu))?;
+                Some((fd, ring))
+            };
+            let marker = sys::open_marker(cpu, 1_000_000, tracking)
+                .ok()
+                .and_then(|m| {
+                    m.set_output(&owner).ok()?;
+                    let id = m.id().ok()?;
+                    Some((m, id))
+                });
             out.push(CpuRing {
                 cpu,
                 owner,
                 ring,
                 marker,
+                tracker,
             });
         }
-        Ok(Rings { cpus: out, epoll })
+        Ok(Rings {
+            cpus: out,
+            epoll,
+            tracking,
+        })
     }
 
     /// Enable or disable the marker events (one `cpu-clock` sample per ms and CPU). The
@@ -189,7 +248,8 @@ impl EventFds {
         let mut fds = Vec::with_capacity(rings.cpus.len());
         let mut ids = Vec::with_capacity(rings.cpus.len());
         for c in &rings.cpus {
-            let fd = sys::open_tracepoint(tp_id, c.cpu).map_err(step("perf_event_open", c.cpu))?;
+            let fd = sys::open_tracepoint(tp_id, c.cpu, rings.tracking)
+                .map_err(step("perf_event_open", c.cpu))?;
             fd.set_output(&c.owner)
                 .map_err(step("PERF_EVENT_IOC_SET_OUTPUT", c.cpu))?;
             if let Some(f) = filter {

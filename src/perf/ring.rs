@@ -149,7 +149,17 @@ impl Ring {
     /// Hand every complete record (header included) to `f`, oldest first, until the ring
     /// is empty or `f` breaks; consumed space is released to the kernel as it goes.
     /// Returns the number of records handed over.
-    pub fn read(&mut self, mut f: impl FnMut(&[u8]) -> ControlFlow<()>) -> u64 {
+    pub fn read(&mut self, f: impl FnMut(&[u8]) -> ControlFlow<()>) -> u64 {
+        self.read_until(|_| false, f)
+    }
+
+    /// [`Ring::read`], stopping before the first record for which `stop_before` is true
+    /// (that record and the ones after it stay in the ring for the next read).
+    pub fn read_until(
+        &mut self,
+        mut stop_before: impl FnMut(&[u8]) -> bool,
+        mut f: impl FnMut(&[u8]) -> ControlFlow<()>,
+    ) -> u64 {
         let head = self.meta(DATA_HEAD).load(Ordering::Acquire);
         let mut tail = self.meta(DATA_TAIL).load(Ordering::Relaxed);
         let release_every = (self.data_size / 4).max(1);
@@ -176,13 +186,20 @@ impl Ring {
                         size as usize,
                     )
                 };
+                if stop_before(rec) {
+                    break;
+                }
                 f(rec)
             } else {
                 let mut scratch = std::mem::take(&mut self.scratch);
                 self.copy_out(tail, &mut scratch[..size as usize]);
-                let flow = f(&scratch[..size as usize]);
+                let rec = &scratch[..size as usize];
+                let flow = if stop_before(rec) { None } else { Some(f(rec)) };
                 self.scratch = scratch;
-                flow
+                match flow {
+                    Some(flow) => flow,
+                    None => break,
+                }
             };
             n += 1;
             tail = tail.wrapping_add(size);
@@ -310,6 +327,26 @@ mod tests {
         }
         assert_eq!(collect(&mut ring, 2), recs[..2].to_vec());
         assert_eq!(ring.meta(DATA_TAIL).load(Ordering::Relaxed), 32);
+        assert_eq!(collect(&mut ring, usize::MAX), recs[2..].to_vec());
+    }
+
+    #[test]
+    fn read_until_leaves_the_record_it_stops_before() {
+        let mut ring = anon(1);
+        let recs: Vec<_> = (0..4).map(|i| record(9, 16, i)).collect();
+        for r in &recs {
+            push(&ring, r);
+        }
+        let mut got = Vec::new();
+        ring.read_until(
+            |r| r[8] == 2,
+            |r| {
+                got.push(r.to_vec());
+                ControlFlow::Continue(())
+            },
+        );
+        assert_eq!(got, recs[..2].to_vec());
+        assert_eq!(ring.pending(), 32);
         assert_eq!(collect(&mut ring, usize::MAX), recs[2..].to_vec());
     }
 

@@ -1,7 +1,8 @@
 //! Thin safe wrappers over `perf_event_open(2)` and the perf ioctls uevrec uses.
 //!
 //! Every event uevrec opens shares one attr shape (so one [`SampleFormat`] parses all of
-//! a ring): `sample_type` = IDENTIFIER|TID|TIME|CPU|RAW, `sample_id_all`, `use_clockid`
+//! a ring): `sample_type` = IDENTIFIER|TID|TIME|CPU|RAW (and CGROUP when context is
+//! on and the kernel has it, [`Tracking`]), `sample_id_all`, `use_clockid`
 //! with `CLOCK_MONOTONIC` (the only clocks tracepoints accept besides MONOTONIC_RAW),
 //! opened disabled, CPU-wide (`pid = -1`), close-on-exec.
 //!
@@ -37,11 +38,38 @@ impl AsFd for PerfFd {
     }
 }
 
+/// What the ring owners report besides the samples redirected into them (context:
+/// `docs/json-lines.md`), and the `sample_type` every event of the rings uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tracking {
+    /// `PERF_RECORD_COMM` (with `comm_exec`), `PERF_RECORD_FORK` and `PERF_RECORD_EXIT`.
+    pub tasks: bool,
+    /// `PERF_RECORD_CGROUP` and `PERF_SAMPLE_CGROUP` (Linux 5.7).
+    pub cgroups: bool,
+}
+
+impl Tracking {
+    /// Nothing tracked (`--no-context`).
+    pub const NONE: Tracking = Tracking {
+        tasks: false,
+        cgroups: false,
+    };
+
+    /// The `sample_type` of every event of rings tracking this.
+    pub fn sample_type(self) -> u64 {
+        if self.cgroups {
+            sample_type::UEVREC | sample_type::CGROUP
+        } else {
+            sample_type::UEVREC
+        }
+    }
+}
+
 /// The attr every uevrec event starts from.
-fn base_attr() -> perf_event_attr {
+fn base_attr(tracking: Tracking) -> perf_event_attr {
     let mut attr = perf_event_attr {
         size: std::mem::size_of::<perf_event_attr>() as u32,
-        sample_type: sample_type::UEVREC,
+        sample_type: tracking.sample_type(),
         clockid: libc::CLOCK_MONOTONIC,
         ..Default::default()
     };
@@ -67,31 +95,52 @@ fn open(attr: &mut perf_event_attr, cpu: u32) -> io::Result<PerfFd> {
     Ok(PerfFd(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
-/// Open tracepoint `id` (the format file's `ID:`) on `cpu`, one sample per hit.
-pub fn open_tracepoint(id: u32, cpu: u32) -> io::Result<PerfFd> {
-    let mut attr = base_attr();
+/// Open tracepoint `id` (the format file's `ID:`) on `cpu`, one sample per hit, with
+/// the `sample_type` of `tracking`.
+pub fn open_tracepoint(id: u32, cpu: u32, tracking: Tracking) -> io::Result<PerfFd> {
+    let mut attr = base_attr(tracking);
     attr.type_ = sys::bindings::PERF_TYPE_TRACEPOINT;
     attr.config = u64::from(id);
     attr.__bindgen_anon_1.sample_period = 1;
     open(&mut attr, cpu)
 }
 
-/// Open the software dummy event that owns `cpu`'s ring: it records nothing itself,
-/// every tracepoint fd of that CPU is redirected to it, and it wakes the reader once
-/// `wakeup_bytes` are in the ring.
-pub fn open_ring_owner(cpu: u32, wakeup_bytes: u32) -> io::Result<PerfFd> {
-    let mut attr = base_attr();
+/// Open a software dummy event that owns a ring on `cpu`: it samples nothing itself and
+/// wakes the reader once `wakeup_bytes` are in the ring. As the owner of the CPU's
+/// sample ring (`side_band` false) every tracepoint fd of that CPU is redirected to it;
+/// as the CPU's tracker (`side_band` true) it reports what `tracking` asks for on that
+/// CPU once enabled (side-band records of every task, into a ring of their own so that
+/// their losses never count as lost samples). Either way its `sample_type` is
+/// `tracking`'s.
+pub fn open_ring_owner(
+    cpu: u32,
+    wakeup_bytes: u32,
+    tracking: Tracking,
+    side_band: bool,
+) -> io::Result<PerfFd> {
+    let mut attr = base_attr(tracking);
     attr.type_ = sys::bindings::PERF_TYPE_SOFTWARE;
     attr.config = u64::from(sys::bindings::PERF_COUNT_SW_DUMMY);
     attr.__bindgen_anon_2.wakeup_watermark = wakeup_bytes.max(1);
+    if !side_band {
+        return open(&mut attr, cpu);
+    }
+    if tracking.tasks {
+        attr.set_comm(1);
+        attr.set_comm_exec(1);
+        attr.set_task(1);
+    }
+    if tracking.cgroups {
+        attr.set_cgroup(1);
+    }
     open(&mut attr, cpu)
 }
 
 /// Open a `cpu-clock` sampling event on `cpu` (one sample per `period_ns`), used as a
 /// marker: any successful write into a ring makes the kernel first emit the
 /// `PERF_RECORD_LOST` it still owes that ring, so a marker sample flushes pending losses.
-pub fn open_marker(cpu: u32, period_ns: u64) -> io::Result<PerfFd> {
-    let mut attr = base_attr();
+pub fn open_marker(cpu: u32, period_ns: u64, tracking: Tracking) -> io::Result<PerfFd> {
+    let mut attr = base_attr(tracking);
     attr.type_ = sys::bindings::PERF_TYPE_SOFTWARE;
     attr.config = u64::from(sys::bindings::PERF_COUNT_SW_CPU_CLOCK);
     attr.__bindgen_anon_1.sample_period = period_ns;

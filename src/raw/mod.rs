@@ -155,7 +155,9 @@ impl Encoder {
     fn entries(&mut self, entries: StagedEntries<'_>) {
         for entry in entries {
             match entry {
-                StagedEntry::Record { slot, stamp, raw } => {
+                StagedEntry::Record {
+                    slot, stamp, raw, ..
+                } => {
                     let ev = match self.slots.get(slot as usize).copied().flatten() {
                         Some(SlotOut::Event(ev)) => ev,
                         Some(SlotOut::IdTaken) => {
@@ -225,6 +227,9 @@ impl Encoder {
                         w.write_notice(&mut self.notice_buf, time_unix_ns, what, event, message);
                     }
                 }
+                // perf.data written by `--raw` carries no COMM/CGROUP records yet: the
+                // recorder turns context off with `--raw` (docs/record-raw.md).
+                StagedEntry::Context { .. } => {}
             }
         }
         if !self.notice_buf.is_empty() {

@@ -85,6 +85,15 @@ pub trait Backend {
         filter: Option<&str>,
     ) -> Result<Self::Event, AttachError>;
 
+    /// Start reporting who is who ([`Arrival::Context`]: thread names, new and exited
+    /// threads, cgroups) for the records' context. Returns what could not be tracked
+    /// (for a notice), empty when all of it is; the default tracks nothing.
+    fn start_tracking(&mut self) -> Result<Vec<String>, BackendError> {
+        Ok(vec![
+            "this backend reports no thread names or cgroups as they change".into(),
+        ])
+    }
+
     /// Start recording `event`.
     fn enable(&mut self, event: &Self::Event) -> Result<(), BackendError>;
 
@@ -146,8 +155,17 @@ pub enum Arrival<'a> {
         pid: Option<u32>,
         /// Thread id.
         tid: Option<u32>,
+        /// The cgroup id of the writing task (perf's `PERF_SAMPLE_CGROUP`), if any.
+        cgroup: Option<u64>,
         /// The trace entry (common fields first).
         raw: &'a [u8],
+    },
+    /// Who is who changed (a thread's name, a new or exited thread, a new cgroup).
+    Context {
+        /// The kernel's time stamp, if any.
+        time: Option<u64>,
+        /// The change.
+        update: uevrec_parsers::ContextUpdate<'a>,
     },
     /// The kernel dropped `lost` records of this buffer (it was full).
     Lost {
@@ -155,6 +173,12 @@ pub enum Arrival<'a> {
         lost: u64,
         /// The kernel's time stamp, if any.
         time: Option<u64>,
+    },
+    /// The kernel dropped `lost` context records (thread names, cgroups: not event
+    /// records, so not counted as lost records).
+    ContextLost {
+        /// How many.
+        lost: u64,
     },
     /// The buffer's marker (see [`Backend::set_markers`]): not a record.
     Marker,

@@ -112,6 +112,9 @@ pub struct SessionConfig {
     pub triggers: Vec<Selector>,
     /// The kernel filter of the trigger events (`--trigger-filter`).
     pub trigger_filter: Option<String>,
+    /// Track who wrote each record (`comm`, `cgroup`, `container`/`unit` keys; off with
+    /// `--no-context`).
+    pub context: bool,
 }
 
 impl Default for SessionConfig {
@@ -131,6 +134,7 @@ impl Default for SessionConfig {
             max_records: None,
             triggers: Vec::new(),
             trigger_filter: None,
+            context: true,
         }
     }
 }
@@ -185,7 +189,15 @@ pub fn run(
         n.ensure(fd_limit::needed(0, cpus.len()));
         n
     });
-    let rings = Rings::open(&cpus, config.buffer_pages.get())
+    let tracking = if config.context {
+        perf::Tracking {
+            tasks: true,
+            cgroups: true,
+        }
+    } else {
+        perf::Tracking::NONE
+    };
+    let rings = Rings::open(&cpus, config.buffer_pages.get(), tracking)
         .map_err(|e| perf_error(e, config.buffer_pages.get()))?;
     let mut backend = PerfBackend::new(rings);
     run_with(&mut backend, tracefs, nofile, config, out, stop, stats)
@@ -210,6 +222,9 @@ fn run_with<B: Backend>(
     let mut st = Stager::new(chunk, config.include_self, config.max_records);
     let mut att = Attacher::new(tracefs, selectors, config);
     att.nofile = nofile;
+    if config.context {
+        start_context(backend, &mut st);
+    }
 
     // First scan: problems that will not go away are errors.
     let scan = match att.rescan(backend, &mut st, out, stats) {
@@ -301,6 +316,29 @@ fn run_with<B: Backend>(
         let _ = out.flush(&mut st.chunk);
     }
     Ok(finish(backend, st, att))
+}
+
+/// Start tracking who is who, then stage what every thread and cgroup is now
+/// ([`crate::context`]); what cannot be tracked is said in a `context` notice.
+fn start_context<B: Backend>(backend: &mut B, st: &mut Stager<B::Event>) {
+    match backend.start_tracking() {
+        Ok(missing) => {
+            for msg in missing {
+                st.notice("context", None, &msg);
+            }
+        }
+        Err(e) => st.notice(
+            "context",
+            None,
+            &format!("thread names and cgroups are not tracked: {e}"),
+        ),
+    }
+    let root = crate::context::cgroup_root();
+    let chunk = &mut st.chunk;
+    if let Some(root) = &root {
+        crate::context::scan_cgroups(root, &mut |u| chunk.push_context(None, &u));
+    }
+    crate::context::scan_threads(root.as_deref(), &mut |u| chunk.push_context(None, &u));
 }
 
 /// Bring out the losses the kernel still owes the buffers (perf reports a loss only at

@@ -96,6 +96,7 @@ impl<E> Stager<E> {
                 cpu: sample_cpu,
                 pid,
                 tid,
+                cgroup,
                 raw,
             } => {
                 let Some(&slot) = key.and_then(|k| self.by_key.get(&k)) else {
@@ -116,7 +117,7 @@ impl<E> Stager<E> {
                     tid: tid.unwrap_or(0),
                 };
                 // Slots fit in u32: [`StageSender::format`] refuses any other.
-                self.chunk.push_record(slot as u32, &stamp, raw);
+                self.chunk.push_record_in(slot as u32, &stamp, cgroup, raw);
                 ev.records += 1;
                 self.summary.records += 1;
             }
@@ -125,6 +126,18 @@ impl<E> Stager<E> {
                 self.chunk.push_lost(t, cpu, lost);
                 *self.summary.lost_per_cpu.entry(cpu).or_default() += lost;
                 self.summary.lost += lost;
+            }
+            Arrival::Context { time, update } => {
+                let t = time.and_then(|t| self.clock.to_unix_ns(t));
+                self.chunk.push_context(t, &update);
+            }
+            Arrival::ContextLost { lost } => {
+                let t = self.now();
+                let msg = format!(
+                    "{lost} thread-name/cgroup records lost on CPU {cpu}: `comm` or `cgroup` \
+                     may be missing or stale for the threads concerned"
+                );
+                self.chunk.push_notice(t, "context_lost", None, &msg);
             }
             Arrival::Marker => {
                 self.marker_seen.insert(cpu);

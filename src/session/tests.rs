@@ -10,6 +10,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use crossbeam_channel::Receiver;
+use uevrec_parsers::ContextUpdate;
 use uevrec_samples::register::format_file_text;
 
 use super::attach::{Attacher, Halt, Scan};
@@ -160,6 +161,7 @@ impl Backend for Fake {
                     cpu: None,
                     pid: Some(*pid),
                     tid: Some(*pid),
+                    cgroup: None,
                     raw,
                 },
                 Pending::Lost(n) => Arrival::Lost {
@@ -256,15 +258,19 @@ impl Bench {
                 Staged::Format { slot, prepared, .. } => {
                     seen.push(Seen::Format(slot, prepared.format().id));
                 }
-                Staged::Chunk(chunk) => seen.extend(chunk.entries().map(|e| match e {
-                    StagedEntry::Record { slot, .. } => Seen::Record(slot),
-                    StagedEntry::Lost { lost, .. } => Seen::Lost(lost),
-                    StagedEntry::Notice {
-                        what,
-                        event,
-                        message,
-                        ..
-                    } => Seen::Notice(what.into(), event.map(Into::into), message.into()),
+                Staged::Chunk(chunk) => seen.extend(chunk.entries().filter_map(|e| {
+                    Some(match e {
+                        StagedEntry::Record { slot, .. } => Seen::Record(slot),
+                        StagedEntry::Lost { lost, .. } => Seen::Lost(lost),
+                        StagedEntry::Notice {
+                            what,
+                            event,
+                            message,
+                            ..
+                        } => Seen::Notice(what.into(), event.map(Into::into), message.into()),
+                        // The context scan's entries (its own test: crate::context).
+                        StagedEntry::Context { .. } => return None,
+                    })
                 })),
             }
         }
@@ -281,8 +287,58 @@ fn config(selectors: &[&str]) -> SessionConfig {
         selectors: selectors.iter().map(|s| s.parse().unwrap()).collect(),
         filter: Some("n == 1".into()),
         include_self: true,
+        // Context has its own test (a_session_with_context_stages_the_scan_first).
+        context: false,
         ..SessionConfig::default()
     }
+}
+
+#[test]
+fn a_session_with_context_stages_the_scan_first() {
+    let b = Bench::new();
+    b.event("s", "a", 10);
+    let cfg = SessionConfig {
+        context: true,
+        ..config(&["s:a"])
+    };
+    let mut fake = Fake::new();
+    let stop = AtomicBool::new(true);
+    run_with(&mut fake, b.tracefs(), None, &cfg, &b.out, &stop, &b.stats).unwrap();
+    b.out.flush(&mut stager().chunk).unwrap();
+    let own = std::process::id();
+    let (mut first_context, mut own_comm, mut first_format) = (None, false, None);
+    for (i, msg) in b.staged.try_iter().enumerate() {
+        match msg {
+            Staged::Format { .. } => {
+                first_format.get_or_insert(i);
+            }
+            Staged::Chunk(chunk) => {
+                for e in chunk.entries() {
+                    match e {
+                        StagedEntry::Context { update, .. } => {
+                            first_context.get_or_insert(i);
+                            own_comm |=
+                                matches!(update, ContextUpdate::Comm { tid, .. } if tid == own);
+                        }
+                        StagedEntry::Notice {
+                            what: "context",
+                            message,
+                            ..
+                        } => {
+                            // The fake backend tracks nothing, and says so.
+                            assert!(message.contains("no thread names"), "{message}");
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    assert!(own_comm, "the /proc scan staged this process's name");
+    assert!(
+        first_context < first_format,
+        "{first_context:?} {first_format:?}"
+    );
 }
 
 /// An attacher of `cfg`'s selectors on `b`'s tracefs, nothing attached yet.

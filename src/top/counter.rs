@@ -44,7 +44,9 @@ pub fn run(staged: &Receiver<Staged>, pool: &Sender<Vec<u8>>, shared: &Shared) {
 pub fn count_chunk(model: &mut Model, chunk: &StagedChunk, fresh: &mut Vec<u32>) {
     for entry in chunk.entries() {
         match entry {
-            StagedEntry::Record { slot, stamp, raw } => {
+            StagedEntry::Record {
+                slot, stamp, raw, ..
+            } => {
                 if model.record(slot, stamp.pid, raw.len()) {
                     fresh.push(stamp.pid);
                 }
@@ -63,6 +65,8 @@ pub fn count_chunk(model: &mut Model, chunk: &StagedChunk, fresh: &mut Vec<u32>)
                 }
                 model.notice(what, event, message);
             }
+            // top runs without context tracking (names come from /proc).
+            StagedEntry::Context { .. } => {}
         }
     }
 }

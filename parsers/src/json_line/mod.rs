@@ -31,6 +31,7 @@ use crate::eventheader::json::PreparedName;
 use crate::eventheader::{self, TracepointName, tracepoint_name::OwnedTracepointName};
 use crate::schema::{EventFormat, Field};
 
+pub(crate) mod context;
 mod escape;
 mod numbers;
 mod ops;
@@ -40,8 +41,8 @@ mod time;
 mod values;
 
 pub(crate) use escape::{
-    Escaped, first_special, hex_digits, write_escape, write_hex, write_key, write_plain, write_str,
-    write_text, write_text_contents,
+    Escaped, first_special, hex_digits, write_c_string, write_escape, write_hex, write_key,
+    write_plain, write_str, write_text, write_text_contents,
 };
 pub(crate) use numbers::write_int;
 use ops::{Step, steps, write_steps};
@@ -178,6 +179,8 @@ pub struct LineWriter {
     time: TimeCache,
     /// Buffers of the EventHeader writer.
     eh: eventheader::json::Scratch,
+    /// Context keys written after `"tid"` ([`LineWriter::context_mut`]).
+    context: Vec<u8>,
 }
 
 impl LineWriter {
@@ -187,6 +190,7 @@ impl LineWriter {
             opts,
             time: TimeCache::default(),
             eh: eventheader::json::Scratch::default(),
+            context: Vec::new(),
         }
     }
 
@@ -215,6 +219,7 @@ impl LineWriter {
         write_head(out, meta.system, meta.event, meta.format_id);
         out.extend_from_slice(b"\"cpu\":");
         write_ids(out, meta.cpu, meta.pid, meta.tid);
+        out.extend_from_slice(&self.context);
         if let Some(tp) = eventheader::detect(format, meta.event) {
             self.write_eventheader(out, common, raw, |out, eh, data| {
                 eventheader::json::write_event(out, eh, &tp, data)
@@ -247,6 +252,7 @@ impl LineWriter {
         // The prepared head ends with `"cpu":`.
         prepared.head.write(out);
         write_ids(out, stamp.cpu, stamp.pid, stamp.tid);
+        out.extend_from_slice(&self.context);
         if let Some(name) = &prepared.eventheader {
             self.write_eventheader(out, common, raw, |out, eh, data| {
                 eventheader::json::write_event_prepared(out, eh, name, data)

@@ -1,8 +1,11 @@
 //! Load generator: N records as fast as possible from T threads sharing one registration.
 //!
 //! ```text
-//! rate [--name NAME] [--events N] [--threads T] [START OPTIONS]
+//! rate [--name NAME] [--events N] [--threads T] [--rename COMM] [START OPTIONS]
 //! ```
+//! `--rename COMM`: once started, rename the process (its main thread, by writing
+//! `/proc/thread-self/comm`, which is `prctl(PR_SET_NAME)`) before the writer threads
+//! start, so the recorder sees a rename mid-run (tests/vm_context.rs).
 //! START OPTIONS: `--timeout-secs S` (default 60), `--settle-ms MS`, `--start-file F`: when to
 //! start writing once enabled (see `uevrec_samples::StartArgs`).
 //! Registers `NAME u32 thread; u64 seq`, waits until a recorder enables it, then thread
@@ -34,6 +37,9 @@ struct Args {
     /// Writer threads.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
     threads: u32,
+    /// Rename the process to this once started, before writing.
+    #[arg(long)]
+    rename: Option<String>,
     #[command(flatten)]
     start: StartArgs,
 }
@@ -54,6 +60,9 @@ fn main() {
         .unwrap_or_else(|e| fail(e));
     announce(&event, Flags::NONE);
     args.start.wait(&args.name, &[&event]);
+    if let Some(comm) = &args.rename {
+        std::fs::write("/proc/thread-self/comm", comm).unwrap_or_else(|e| fail(e));
+    }
 
     let threads = u64::from(args.threads);
     let start = Instant::now();

@@ -1,0 +1,106 @@
+//! The cost of context per record (`comm`, `cgroup`, `container`): the formatter's work
+//! for one `rate`-like user event (`u32 thread; u64 seq`) without context, and with it
+//! (the tracker's lookups, then the same line with the keys), side by side in one run.
+//! The tracker holds 1,000 threads in 100 cgroups named like Docker scopes; records cycle
+//! through the threads, so the lookups are not all one cache line. Each iteration writes
+//! a batch of 1000 records into one reused buffer, as the formatter does.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use uevrec_parsers::{
+    ContextTracker, ContextUpdate, LineOptions, LineWriter, PreparedFormat, RecordStamp,
+    parse_format,
+};
+use uevrec_samples::register::format_file_text;
+
+const BATCH: u32 = 1000;
+const THREADS: u32 = 1000;
+const CGROUPS: u64 = 100;
+const T0: u64 = 1_795_345_200_000_000_000;
+
+fn tracker() -> ContextTracker {
+    let mut t = ContextTracker::new();
+    for id in 0..CGROUPS {
+        let path = format!("/system.slice/docker-{id:064x}.scope");
+        t.apply(
+            None,
+            ContextUpdate::Cgroup {
+                id,
+                path: path.as_bytes(),
+            },
+        );
+    }
+    for tid in 1..=THREADS {
+        let comm = format!("worker-{tid}");
+        t.apply(
+            None,
+            ContextUpdate::Comm {
+                tid,
+                comm: comm.as_bytes(),
+            },
+        );
+        t.apply(
+            None,
+            ContextUpdate::ThreadCgroup {
+                tid,
+                id: u64::from(tid) % CGROUPS,
+            },
+        );
+    }
+    t
+}
+
+fn bench(c: &mut Criterion) {
+    let text = format_file_text(
+        "rate",
+        1200,
+        &[("u32 thread", 8, 4, false), ("u64 seq", 12, 8, false)],
+        "",
+    );
+    let format = parse_format(&text).unwrap();
+    let prepared = PreparedFormat::new(&format, "user_events", "rate", None);
+    let mut raw = 1200u16.to_le_bytes().to_vec();
+    raw.extend_from_slice(&[0, 0]);
+    raw.extend_from_slice(&7i32.to_le_bytes());
+    raw.extend_from_slice(&3u32.to_le_bytes());
+    raw.extend_from_slice(&99u64.to_le_bytes());
+    let tracker = tracker();
+    let mut g = c.benchmark_group("context");
+    g.throughput(Throughput::Elements(u64::from(BATCH)));
+    let mut out = Vec::with_capacity(1 << 20);
+    for with in [false, true] {
+        let mut w = LineWriter::new(LineOptions::default());
+        g.bench_function(if with { "with" } else { "without" }, |b| {
+            b.iter(|| {
+                out.clear();
+                for i in 0..BATCH {
+                    let tid = 1 + i % THREADS;
+                    let stamp = RecordStamp {
+                        time_unix_ns: Some(T0 + u64::from(i) * 1000),
+                        cpu: 0,
+                        pid: tid,
+                        tid,
+                    };
+                    if with {
+                        let keys = w.context_mut();
+                        keys.clear();
+                        tracker.write(
+                            keys,
+                            tid,
+                            tid,
+                            stamp.time_unix_ns,
+                            Some(u64::from(tid) % CGROUPS),
+                        );
+                    }
+                    w.write_prepared(&mut out, &stamp, &prepared, &raw);
+                }
+                black_box(&out);
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
