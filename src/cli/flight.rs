@@ -11,7 +11,7 @@ use crate::selector::Selector;
 pub struct FlightArgs {
     /// Flight recorder: keep the newest SIZE of records in memory only (e.g. 64M; SIZE
     /// counts each record's raw trace entry plus 32 bytes, not JSON), and write them to a
-    /// new file FILE.<UTC time> (-o FILE) on SIGUSR1, on a --trigger record, and with
+    /// new file FILE.TIME (-o FILE; TIME the UTC time) on SIGUSR1, on a --trigger record, and with
     /// --flight-on-exit at the end. A dump empties the memory.
     #[arg(long, value_name = "SIZE", requires = "output",
           conflicts_with_all = ["raw", "rotate_size"], value_parser = values::parse_positive_size)]
