@@ -233,7 +233,7 @@ recorder_rows() {
   rss=$(json_field "$d/rec.json" .maxrss_kb)
   if [ "$tool" != perf ] && [ "$tool" != uevrec-raw ]; then
     [ -e "$d/out.jsonl" ] || die "uevrec wrote no output: $(tail -5 "$d/rec.err")"
-    events=$(grep -c "\"event\":\"$event\"" "$d/out.jsonl" || true)
+    events=$(grep -v '"uevrec":' "$d/out.jsonl" | grep -c "\"event\":\"$event\"" || true) # not the schema line
     lost=$({ grep '"uevrec":"lost"' "$d/out.jsonl" || true; } | jq -s 'map(.lost) | add // 0')
     distinct=$events
     if [ "$system" = user_events ]; then # rate's records carry (thread, seq): count each once
@@ -248,7 +248,7 @@ recorder_rows() {
   if [ "$tool" = uevrec-raw ]; then
     [ -s "$d/out.data" ] || die "uevrec --raw wrote no file: $(tail -5 "$d/rec.err")"
     "$BIN/uevrec" decode -q "$d/out.data" >"$d/out.jsonl" || die "uevrec decode of the --raw file failed"
-    events=$(grep -c "\"event\":\"$event\"" "$d/out.jsonl" || true)
+    events=$(grep -v '"uevrec":' "$d/out.jsonl" | grep -c "\"event\":\"$event\"" || true) # not the schema line
     lost=$({ grep '"uevrec":"lost"' "$d/out.jsonl" || true; } | jq -s 'map(.lost) | add // 0')
     emit "$@" tool=uevrec-raw calls="$calls" rate="$rate" events="$events" lost="$lost" \
       distinct="$events" missing=$((calls - events)) cpu_s="$cpu" maxrss_kb="$rss" \
