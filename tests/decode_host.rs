@@ -80,6 +80,18 @@ fn recorded(pipe: bool) -> (tempfile::TempDir, PathBuf) {
     (dir, file)
 }
 
+/// A file-mode [`recorded`] file and its `uevrec decode -q` (which succeeded).
+fn recorded_and_decoded() -> (tempfile::TempDir, PathBuf, Output) {
+    let (dir, file) = recorded(false);
+    let out = decode(&["-q", file.to_str().unwrap()], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (dir, file, out)
+}
+
 /// `uevrec decode ARGS`, with `stdin_from`'s bytes written into a pipe on its standard
 /// input (a pipe, not the file: a regular file on stdin is mapped, not streamed).
 fn decode(args: &[&str], stdin_from: Option<&Path>) -> Output {
@@ -330,13 +342,7 @@ fn count_on_a_stream_exits_zero() {
 #[test]
 fn schema_lines_describe_each_decoded_event_once() {
     require_host!();
-    let (_dir, file) = recorded(false);
-    let out = decode(&["-q", file.to_str().unwrap()], None);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (_dir, _file, out) = recorded_and_decoded();
     let lines = all_json_lines(&out.stdout);
     let root = std::env::var_os("UEVREC_TRACEFS").unwrap_or_else(|| "/sys/kernel/tracing".into());
     for key in EVENTS {
@@ -364,4 +370,71 @@ fn schema_lines_describe_each_decoded_event_once() {
             "{key}"
         );
     }
+}
+
+/// Context from the file (`PERF_RECORD_COMM`/`FORK`/`EXIT`, which perf record writes for
+/// the workload): every sample's `comm` equals the comm perf script resolves from the same
+/// records (its own thread map, an independent reader), line for line; the workload's
+/// exec of `/bin/true` shows `true` on its exec record; `--no-context` leaves the keys out.
+#[test]
+fn comm_from_the_file_equals_perf_scripts() {
+    require_host!();
+    let (_dir, file, out) = recorded_and_decoded();
+    let lines = json_lines(&out.stdout);
+    let perf = Command::new("perf")
+        .env("TZ", "UTC")
+        .args(["script", "-F", "comm,tid,tod,event", "--ns", "-i"])
+        .arg(&file)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(perf.status.success());
+    // `COMM TID YYYY-MM-DD HH:MM:SS.nnnnnnnnn system:event:`: the comm may hold spaces.
+    let expected: Vec<(String, String)> = String::from_utf8_lossy(&perf.stdout)
+        .lines()
+        .filter(|l| EVENTS.iter().any(|e| l.contains(&format!(" {e}:"))))
+        .map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let n = words.len();
+            (words[..n - 4].join(" "), words[n - 4].to_string())
+        })
+        .collect();
+    let got: Vec<(String, String)> = lines
+        .iter()
+        .filter(|v| v.get("system").is_some())
+        .map(|v| {
+            let comm = v["comm"]
+                .as_str()
+                .map_or_else(|| format!(":{}", v["tid"]), str::to_string);
+            (comm, v["tid"].to_string())
+        })
+        .collect();
+    assert_eq!(got.len(), expected.len());
+    let mut differ = Vec::new();
+    for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+        if g != e {
+            differ.push((i, g.clone(), e.clone()));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "{} of {} differ, first: {:?}",
+        differ.len(),
+        got.len(),
+        &differ[..differ.len().min(5)]
+    );
+    let exec_true = lines
+        .iter()
+        .find(|v| v["event"] == "sched_process_exec" && v["fields"]["filename"] == "/bin/true")
+        .expect("an exec of /bin/true");
+    assert_eq!(exec_true["comm"], "true", "{exec_true}");
+    eprintln!("{} lines: comm equals perf script's", got.len());
+
+    let out = decode(&["-q", "--no-context", file.to_str().unwrap()], None);
+    assert!(out.status.success());
+    assert!(
+        json_lines(&out.stdout)
+            .iter()
+            .all(|v| v.get("comm").is_none() && v.get("cgroup").is_none())
+    );
 }

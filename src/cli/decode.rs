@@ -55,6 +55,11 @@ pub struct DecodeArgs {
     /// block's when first seen.
     #[arg(long)]
     pub no_schema: bool,
+    /// Leave out who wrote each record: no "comm", "cgroup", "container" or "unit"
+    /// keys (otherwise taken from the perf.data's COMM, FORK, EXIT and CGROUP records and
+    /// the samples' cgroup ids, where the file has them; docs/json-lines.md, "Context").
+    #[arg(long)]
+    pub no_context: bool,
     /// Output format: json (uevrec's JSON lines) or otlp (OTLP/JSON requests).
     #[arg(long, value_enum, default_value_t = super::output::Format::Json)]
     pub format: super::output::Format,
@@ -131,6 +136,7 @@ pub fn decode(args: DecodeArgs) -> i32 {
         max_records: args.count,
         format: args.format.into(),
         schema: !args.no_schema,
+        context: !args.no_context,
     };
     let input = args.input.as_deref().filter(|p| *p != Path::new("-"));
     let name = input.map_or_else(|| "<stdin>".to_string(), |p| p.display().to_string());

@@ -5,7 +5,6 @@ use std::io;
 use std::ops::ControlFlow;
 use std::time::Duration;
 
-use uevrec_parsers::ContextUpdate;
 use uevrec_parsers::perf_sample::{PERF_RECORD_SAMPLE, Record, SampleFormat};
 
 use super::reaper::{ReaperPipe, close_in_background};
@@ -55,40 +54,12 @@ fn arrival<'a>(layout: &SampleFormat, marker: Option<u64>, bytes: &'a [u8]) -> A
             cgroup: s.cgroup,
             raw: s.raw.unwrap_or(&[]),
         },
-        Ok(Record::Comm {
-            tid,
-            comm,
-            sample_id,
-            ..
-        }) => Arrival::Context {
-            time: sample_id.time,
-            update: ContextUpdate::Comm { tid, comm },
-        },
-        Ok(Record::Task {
-            fork,
-            tid,
-            ptid,
-            sample_id,
-            ..
-        }) => Arrival::Context {
-            time: sample_id.time,
-            update: if fork {
-                ContextUpdate::Fork {
-                    tid,
-                    parent_tid: ptid,
-                }
-            } else {
-                ContextUpdate::Exit { tid }
-            },
-        },
-        Ok(Record::Cgroup {
-            id,
-            path,
-            sample_id,
-        }) => Arrival::Context {
-            time: sample_id.time,
-            update: ContextUpdate::Cgroup { id, path },
-        },
+        Ok(rec @ (Record::Comm { .. } | Record::Task { .. } | Record::Cgroup { .. })) => {
+            match rec.context_update() {
+                Some((time, update)) => Arrival::Context { time, update },
+                None => Arrival::Other,
+            }
+        }
         Ok(
             Record::Lost {
                 lost, sample_id, ..

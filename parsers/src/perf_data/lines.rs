@@ -23,11 +23,15 @@ use super::order::{Drain, Orderer};
 use super::records::{RawRecord, StreamReader};
 use super::tracing_data::ParsedFormat;
 use super::{ClockData, Item, PerfData, PerfDataError};
+use crate::context::ContextTracker;
 use crate::event_name::split_multi_format;
 use crate::json_line::schema::FirstSight;
 use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
 use crate::output::{OutputFormat, OutputWriter, RecordWriter};
-use crate::perf_sample::{PERF_RECORD_SAMPLE, Record, Sample};
+use crate::perf_sample::{
+    PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_SAMPLE,
+    Record, Sample,
+};
 
 /// Lines are handed to the caller's sink in runs of about this many bytes.
 pub const FLUSH_BYTES: usize = 256 * 1024;
@@ -49,6 +53,10 @@ pub struct DecodeOptions {
     pub format: OutputFormat,
     /// Schema lines before each event's first record ([`crate::FirstSight`]).
     pub schema: bool,
+    /// `comm`/`cgroup`/`container`/`unit` keys from the file's `PERF_RECORD_COMM`,
+    /// `FORK`, `EXIT` and `CGROUP` records and the samples' `PERF_SAMPLE_CGROUP`
+    /// (JSON lines only), applied in time order with the samples.
+    pub context: bool,
 }
 
 impl Default for DecodeOptions {
@@ -59,6 +67,7 @@ impl Default for DecodeOptions {
             max_records: None,
             format: OutputFormat::JsonLines,
             schema: false,
+            context: false,
         }
     }
 }
@@ -123,6 +132,8 @@ pub struct LineDecoder<'s> {
     opts: DecodeOptions,
     out: Vec<u8>,
     stats: DecodeStats,
+    /// Who is who (with [`DecodeOptions::context`]).
+    context: Option<ContextTracker>,
 }
 
 /// The writing side, apart from the orderer (so both can be borrowed at once).
@@ -135,6 +146,7 @@ struct Out<'a> {
     stats: &'a mut DecodeStats,
     max_records: Option<u64>,
     flush: &'a mut dyn FnMut(&[u8]) -> bool,
+    context: Option<&'a mut ContextTracker>,
 }
 
 /// The cpu, pid and tid of `s` for its line (the time is the caller's).
@@ -168,7 +180,10 @@ impl Out<'_> {
             .is_some_and(|h| h.kind == PERF_RECORD_SAMPLE)
         {
             return match layout.parse_sample(bytes) {
-                Ok(s) => self.sample(event, s.time, stamp_of(&s), s.raw.unwrap_or_default()),
+                Ok(s) => {
+                    let raw = s.raw.unwrap_or_default();
+                    self.sample(event, s.time, stamp_of(&s), s.cgroup, raw)
+                }
                 Err(source) => {
                     note_error(self.stats, PerfDataError::Sample { at: offset, source });
                     true
@@ -181,7 +196,8 @@ impl Out<'_> {
                 true
             }
             Ok(Record::Sample(s)) => {
-                self.sample(event, s.time, stamp_of(&s), s.raw.unwrap_or_default())
+                let raw = s.raw.unwrap_or_default();
+                self.sample(event, s.time, stamp_of(&s), s.cgroup, raw)
             }
             Ok(Record::Lost {
                 lost, sample_id, ..
@@ -189,8 +205,22 @@ impl Out<'_> {
             | Ok(Record::LostSamples { lost, sample_id }) => {
                 self.lost(event, sample_id.time, sample_id.cpu, lost)
             }
-            _ => true,
+            Ok(rec) => {
+                if let Some((time, update)) = rec.context_update() {
+                    let time = self.unix_time(event, time);
+                    if let Some(c) = &mut self.context {
+                        c.apply(time, update);
+                    }
+                }
+                true
+            }
         }
+    }
+
+    /// `time` (event `event`'s clock) as Unix ns, when the file says how.
+    fn unix_time(&self, event: usize, time: Option<u64>) -> Option<u64> {
+        let clock = self.slots.get(event).and_then(|s| s.clock);
+        clock.zip(time).and_then(|(c, t)| c.to_unix_ns(t))
     }
 
     /// Write the sample of `event` taken at `time` (the event's clock) with `stamp`'s
@@ -200,6 +230,7 @@ impl Out<'_> {
         event: usize,
         time: Option<u64>,
         mut stamp: RecordStamp,
+        cgroup: Option<u64>,
         raw: &[u8],
     ) -> bool {
         if self.max_records.is_some_and(|m| self.stats.records >= m) {
@@ -218,6 +249,10 @@ impl Out<'_> {
         if stamp.time_unix_ns.is_none() {
             self.stats.time_unknown += 1;
         }
+        if let (Some(c), Some(keys)) = (&self.context, self.writer.context_mut()) {
+            keys.clear();
+            c.write(keys, stamp.pid, stamp.tid, stamp.time_unix_ns, cgroup);
+        }
         let w = &mut *self.writer;
         (self.described).write_record(w, self.out, event, &stamp, prepared, raw);
         self.stats.records += 1;
@@ -225,8 +260,7 @@ impl Out<'_> {
     }
 
     fn lost(&mut self, event: usize, time: Option<u64>, cpu: Option<u32>, lost: u64) -> bool {
-        let clock = self.slots.get(event).and_then(|s| s.clock);
-        let t = clock.zip(time).and_then(|(c, t)| c.to_unix_ns(t));
+        let t = self.unix_time(event, time);
         self.writer.write_lost(self.out, t, cpu.unwrap_or(0), lost);
         self.stats.lost += lost;
         self.maybe_flush()
@@ -270,6 +304,8 @@ impl<'s> LineDecoder<'s> {
             opts,
             out: Vec::with_capacity(FLUSH_BYTES + 64 * 1024),
             stats: DecodeStats::default(),
+            context: (opts.context && opts.format == OutputFormat::JsonLines)
+                .then(ContextTracker::new),
         };
         for e in std::mem::take(&mut d.data.problems) {
             d.error(e);
@@ -441,9 +477,30 @@ impl<'s> LineDecoder<'s> {
                 self.refresh();
                 return Step::Continue;
             }
-            Item::Other(_) => return Step::Continue,
+            Item::Other(header) => match self.context_record(header.kind, rec) {
+                Some(event_time) => event_time,
+                None => return Step::Continue,
+            },
         };
         self.hold_or_write(event, time, rec, file, flush)
+    }
+
+    /// The event whose layout parses `rec` and its time, when `rec` is a COMM, FORK,
+    /// EXIT or CGROUP record and context is on (it then goes through the time order
+    /// like a sample, so that each sample sees the names of its moment).
+    fn context_record(&self, kind: u32, rec: &RawRecord<'_>) -> Option<(usize, Option<u64>)> {
+        if self.context.is_none()
+            || !matches!(
+                kind,
+                PERF_RECORD_COMM | PERF_RECORD_FORK | PERF_RECORD_EXIT | PERF_RECORD_CGROUP
+            )
+        {
+            return None;
+        }
+        let event = self.data.non_sample_event(rec.bytes);
+        let layout = self.data.events().get(event)?.layout.as_ref().ok()?;
+        let (time, _) = layout.parse(rec.bytes).ok()?.context_update()?;
+        Some((event, time))
     }
 
     /// A sample: its event and time are read at their fixed places; the record is parsed
@@ -522,6 +579,7 @@ impl<'s> LineDecoder<'s> {
             stats: &mut self.stats,
             max_records: self.opts.max_records,
             flush,
+            context: self.context.as_mut(),
         };
         (&mut self.orderer, out)
     }

@@ -435,6 +435,12 @@ impl PerfData {
     }
 
     /// The event a record belongs to: the only one, or the one its id names.
+    /// The event whose layout parses the non-sample record `bytes` (its `sample_id`
+    /// names it; the first event when it does not, as perf does).
+    pub(crate) fn non_sample_event(&self, bytes: &[u8]) -> usize {
+        self.event_of(bytes, false).unwrap_or(0)
+    }
+
     fn event_of(&self, bytes: &[u8], sample: bool) -> Option<usize> {
         if self.events.len() == 1 {
             return Some(0);
