@@ -1089,7 +1089,13 @@ fn raw_run(
 ) -> (PathBuf, Vec<Value>, Vec<Value>) {
     let dir = tmp_dir(test);
     let data = dir.join("raw.data");
-    let raw_args = [std::ffi::OsStr::new("--raw"), data.as_os_str()];
+    // Live lines without context: a --raw perf.data holds no COMM records, so its
+    // decoded lines carry none (the same as record_raw_host does).
+    let raw_args = [
+        std::ffi::OsStr::new("--raw"),
+        data.as_os_str(),
+        std::ffi::OsStr::new("--no-context"),
+    ];
     let mut recorder = Recorder::start_with(&dir, &[selector], &raw_args);
     assert!(
         wait_until(PRODUCER_TIMEOUT, || recorder.out.exists()),
