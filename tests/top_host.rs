@@ -303,7 +303,12 @@ fn a_session_error_restores_the_terminal_then_says_why() {
 fn getppid_child(n: u32) -> Reaped {
     Reaped(
         Command::new("perl")
-            .args(["-e", &format!("my $go = <STDIN>; getppid() for 1..{n};")])
+            // Alive until its standard input closes: a process that exited before its
+            // first record reached uevrec cannot be named (docs/top.md).
+            .args([
+                "-e",
+                &format!("my $go = <STDIN>; getppid() for 1..{n}; my $end = <STDIN>;"),
+            ])
             .stdin(Stdio::piped())
             .spawn()
             .expect("perl is needed for the getppid child"),
@@ -370,9 +375,9 @@ fn plain_lines_count_every_record(backend: &[&str]) {
             break;
         }
     }
-    child.0.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    assert!(child.0.wait().unwrap().success());
-    // Its records seen in some interval, then stop.
+    let mut stdin = child.0.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    // Its records seen in some interval (the child still alive to be named), then stop.
     loop {
         let v = next("the child's records");
         let seen = v["uevrec"] == "top" && v["records"].as_u64() == Some(N as u64);
@@ -381,6 +386,8 @@ fn plain_lines_count_every_record(backend: &[&str]) {
             break;
         }
     }
+    drop(stdin);
+    assert!(child.0.wait().unwrap().success());
     // SAFETY: kill on a child we own.
     assert_eq!(unsafe { libc::kill(top.id() as i32, libc::SIGINT) }, 0);
     let status = common::wait_exit(&mut top, PATIENCE).expect("uevrec top did not exit");
