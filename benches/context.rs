@@ -83,15 +83,7 @@ fn bench(c: &mut Criterion) {
                         tid,
                     };
                     if with {
-                        let keys = w.context_mut();
-                        keys.clear();
-                        tracker.write(
-                            keys,
-                            tid,
-                            tid,
-                            stamp.time_unix_ns,
-                            Some(u64::from(tid) % CGROUPS),
-                        );
+                        w.set_context(&tracker, &stamp, Some(u64::from(tid) % CGROUPS));
                     }
                     w.write_prepared(&mut out, &stamp, &prepared, &raw);
                 }

@@ -118,11 +118,8 @@ impl Formatter<'_> {
                     match self.formats.get(slot as usize).and_then(Option::as_ref) {
                         Some(prepared) => {
                             let start = self.batch.lines.len();
-                            if let (Some(c), Some(keys)) =
-                                (&self.context, self.writer.context_mut())
-                            {
-                                keys.clear();
-                                c.write(keys, stamp.pid, stamp.tid, stamp.time_unix_ns, cgroup);
+                            if let Some(c) = &self.context {
+                                self.writer.set_context(c, &stamp, cgroup);
                             }
                             self.writer.write_prepared(
                                 &mut self.batch.lines,

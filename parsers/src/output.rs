@@ -2,6 +2,7 @@
 //! behind one writer with the entry points every caller uses ([`RecordWriter`]: the
 //! recorder's formatter, the perf.data and trace.dat decoders).
 
+use crate::context::ContextTracker;
 use crate::json_line::schema::SessionInfo;
 use crate::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
 use crate::otlp::OtlpWriter;
@@ -76,12 +77,16 @@ impl OutputWriter {
         }
     }
 
-    /// The context keys the next JSON lines carry ([`LineWriter::context_mut`]); None
-    /// for OTLP, whose records carry no context.
-    pub fn context_mut(&mut self) -> Option<&mut Vec<u8>> {
-        match self {
-            OutputWriter::Json(w) => Some(w.context_mut()),
-            OutputWriter::Otlp(_) => None,
+    /// [`LineWriter::set_context`]; nothing for OTLP, whose records carry no context.
+    #[inline]
+    pub fn set_context(
+        &mut self,
+        tracker: &ContextTracker,
+        stamp: &RecordStamp,
+        cgroup: Option<u64>,
+    ) {
+        if let OutputWriter::Json(w) = self {
+            w.set_context(tracker, stamp, cgroup);
         }
     }
 }

@@ -2,8 +2,8 @@
 //! [`crate::context`]), rendered once per name or cgroup so each record only copies
 //! them, and the [`LineWriter`] hook that places them after `"tid"`.
 
-use super::{LineWriter, write_c_string, write_text};
-use crate::context::classify;
+use super::{LineWriter, RecordStamp, write_c_string, write_text};
+use crate::context::{ContextTracker, classify};
 
 /// `,"comm":"…"` for a thread name (bytes up to the first NUL; invalid UTF-8 becomes
 /// U+FFFD).
@@ -31,11 +31,26 @@ pub(crate) fn cgroup_text(path: &[u8]) -> Box<[u8]> {
 }
 
 impl LineWriter {
-    /// The context keys the next event lines carry after `"tid"` (`,"comm":"…",…`;
-    /// empty: none). The caller fills it per record ([`crate::ContextTracker::write`])
-    /// before [`LineWriter::write_prepared`] or [`LineWriter::write_record`].
-    pub fn context_mut(&mut self) -> &mut Vec<u8> {
-        &mut self.context
+    /// Set the context keys the next event lines carry after `"tid"` (`,"comm":"…",…`):
+    /// what `tracker` knows of the thread and process of `stamp` at its time, with the
+    /// sample's `cgroup` ([`ContextTracker::write`]). Called per record, before
+    /// [`LineWriter::write_prepared`] or [`LineWriter::write_record`]; the one way the
+    /// live formatter, `decode` and the benchmarks fill them.
+    #[inline]
+    pub fn set_context(
+        &mut self,
+        tracker: &ContextTracker,
+        stamp: &RecordStamp,
+        cgroup: Option<u64>,
+    ) {
+        self.context.clear();
+        tracker.write(
+            &mut self.context,
+            stamp.pid,
+            stamp.tid,
+            stamp.time_unix_ns,
+            cgroup,
+        );
     }
 }
 

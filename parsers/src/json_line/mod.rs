@@ -179,7 +179,7 @@ pub struct LineWriter {
     time: TimeCache,
     /// Buffers of the EventHeader writer.
     eh: eventheader::json::Scratch,
-    /// Context keys written after `"tid"` ([`LineWriter::context_mut`]).
+    /// Context keys written after `"tid"` ([`LineWriter::set_context`]).
     context: Vec<u8>,
 }
 

@@ -249,9 +249,8 @@ impl Out<'_> {
         if stamp.time_unix_ns.is_none() {
             self.stats.time_unknown += 1;
         }
-        if let (Some(c), Some(keys)) = (&self.context, self.writer.context_mut()) {
-            keys.clear();
-            c.write(keys, stamp.pid, stamp.tid, stamp.time_unix_ns, cgroup);
+        if let Some(c) = self.context.as_deref() {
+            self.writer.set_context(c, &stamp, cgroup);
         }
         let w = &mut *self.writer;
         (self.described).write_record(w, self.out, event, &stamp, prepared, raw);
