@@ -102,6 +102,14 @@ fn signal(child: &Child, sig: i32) {
     assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
 }
 
+/// Stop recording `rec` with SIGINT; it must exit 0. The lines it wrote to `out`.
+fn interrupted_lines(rec: &mut Child, out: &Path) -> Vec<Value> {
+    signal(rec, libc::SIGINT);
+    let st = wait_exit(rec);
+    assert_eq!(st.code(), Some(0), "{}", stderr_text(rec));
+    parse_lines(&fs::read_to_string(out).unwrap())
+}
+
 fn stderr_text(child: &mut Child) -> String {
     let mut s = String::new();
     if let Some(mut e) = child.stderr.take() {
@@ -200,10 +208,7 @@ fn records_exec_of_a_known_path_on(backend: &[&str]) {
         assert!(Command::new(&prog).status().unwrap().success());
     }
     // The last exec is in the ring; SIGINT drains it.
-    signal(&rec, libc::SIGINT);
-    let st = wait_exit(&mut rec);
-    assert_eq!(st.code(), Some(0), "{}", stderr_text(&mut rec));
-    let lines = parse_lines(&fs::read_to_string(&out).unwrap());
+    let lines = interrupted_lines(&mut rec, &out);
     let ours: Vec<_> = records(&lines, "sched_process_exec")
         .into_iter()
         .filter(|v| v["fields"]["filename"] == prog.to_str().unwrap())
@@ -401,14 +406,7 @@ fn sighup_reopens_a_renamed_file_on(backend: &[&str]) {
         sleep(Duration::from_millis(10));
     }
     release_and_reap(child);
-    signal(&rec, libc::SIGINT);
-    assert_eq!(
-        wait_exit(&mut rec).code(),
-        Some(0),
-        "{}",
-        stderr_text(&mut rec)
-    );
-    let new_lines = parse_lines(&fs::read_to_string(&out).unwrap());
+    let new_lines = interrupted_lines(&mut rec, &out);
     let old_lines = parse_lines(&fs::read_to_string(&old).unwrap());
     assert_eq!(records(&new_lines, "sys_enter").len(), N as usize);
     assert!(records(&old_lines, "sys_enter").is_empty());
@@ -585,14 +583,7 @@ fn both_backends_record_the_same_calls_with_the_same_values() {
     release_and_reap(child);
     let mut got = Vec::new();
     for (mut rec, out) in [(perf, perf_out), (ftrace, ftrace_out)] {
-        signal(&rec, libc::SIGINT);
-        assert_eq!(
-            wait_exit(&mut rec).code(),
-            Some(0),
-            "{}",
-            stderr_text(&mut rec)
-        );
-        let lines = parse_lines(&fs::read_to_string(&out).unwrap());
+        let lines = interrupted_lines(&mut rec, &out);
         assert!(
             !lines.iter().any(|v| v["uevrec"] == "lost"),
             "{}",
@@ -622,10 +613,7 @@ fn getppid_lines(n: u32, extra: &[&str]) -> Vec<Value> {
     wait_attached(&out, &mut rec);
     release_and_reap(child);
     sleep(Duration::from_millis(200));
-    signal(&rec, libc::SIGINT);
-    let st = wait_exit(&mut rec);
-    assert_eq!(st.code(), Some(0), "{}", stderr_text(&mut rec));
-    parse_lines(&fs::read_to_string(&out).unwrap())
+    interrupted_lines(&mut rec, &out)
 }
 
 #[test]
