@@ -19,6 +19,7 @@
 pub mod container;
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use container::{CgroupOwner, classify};
 
@@ -88,6 +89,11 @@ struct Thread {
 
 type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
+/// Hands out [`ContextTracker::version`]s: one counter for every tracker of the process,
+/// so two trackers share a version only when they hold the same (a clone, or both
+/// empty).
+static VERSIONS: AtomicU64 = AtomicU64::new(1);
+
 /// The names and cgroups of the threads seen so far (see the module docs).
 #[derive(Debug, Default, Clone)]
 pub struct ContextTracker {
@@ -95,6 +101,8 @@ pub struct ContextTracker {
     exited: VecDeque<u32>,
     /// Cgroup id → `,"cgroup":"…"` and `,"container":"…"` or `,"unit":"…"`.
     cgroups: Map<u64, Box<[u8]>>,
+    /// Changes with every [`ContextTracker::apply`] (0: nothing applied yet).
+    version: u64,
 }
 
 impl ContextTracker {
@@ -113,9 +121,18 @@ impl ContextTracker {
         self.cgroups.len()
     }
 
+    /// Identifies what the tracker holds: two calls of [`ContextTracker::write`] with the
+    /// same arguments write the same keys while the version stays the same (a writer
+    /// keeps the keys of the last record for the next one of the same thread,
+    /// [`crate::LineWriter::set_context`]).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
     /// Take one update, which happened at `time` (the records' clock; None: unknown,
     /// treated as before every record).
     pub fn apply(&mut self, time: Option<u64>, update: ContextUpdate<'_>) {
+        self.version = VERSIONS.fetch_add(1, Ordering::Relaxed);
         match update {
             ContextUpdate::Comm { tid, comm } => {
                 let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
@@ -212,6 +229,12 @@ impl ContextTracker {
     /// main thread's: moves are seen for the whole process even when a new thread's
     /// fork is staged before the move), else its thread's. Nothing is written for what
     /// is not known (never a guess).
+    ///
+    /// Returns from which time on the same keys hold for this thread, process and cgroup
+    /// (until the next [`ContextTracker::apply`]; records without a time included): 0
+    /// when they do not depend on the time, the time of the thread's last rename when
+    /// they do; `None` when they hold for this record's time only (it showed the name
+    /// before a rename).
     #[inline]
     pub fn write(
         &self,
@@ -220,12 +243,20 @@ impl ContextTracker {
         tid: u32,
         time: Option<u64>,
         cgroup: Option<u64>,
-    ) {
+    ) -> Option<u64> {
         let thread = self.threads.get(&tid);
+        let mut valid_from = Some(0);
         if let Some(t) = thread {
             let comm = match (&t.before, time) {
-                (Some((old, since)), Some(at)) if at < *since => old,
-                _ => &t.comm,
+                (Some((old, since)), Some(at)) if at < *since => {
+                    valid_from = None;
+                    old
+                }
+                (Some((_, since)), _) => {
+                    valid_from = Some(*since);
+                    &t.comm
+                }
+                (None, _) => &t.comm,
             };
             out.extend_from_slice(comm);
         }
@@ -240,6 +271,7 @@ impl ContextTracker {
         if let Some(text) = cgroup.and_then(|id| self.cgroups.get(&id)) {
             out.extend_from_slice(text);
         }
+        valid_from
     }
 }
 

@@ -36,6 +36,12 @@ impl LineWriter {
     /// sample's `cgroup` ([`ContextTracker::write`]). Called per record, before
     /// [`LineWriter::write_prepared`] or [`LineWriter::write_record`]; the one way the
     /// live formatter, `decode` and the benchmarks fill them.
+    ///
+    /// The keys of the last record are kept when this one is of the same thread, process
+    /// and cgroup and the tracker took no update since ([`ContextTracker::version`]):
+    /// records come in runs of one thread, and looking the thread up again and copying
+    /// its keys cost about a third of what formatting a `raw_syscalls:sys_enter` record
+    /// costs (BENCHMARKS.md, section 8).
     #[inline]
     pub fn set_context(
         &mut self,
@@ -43,20 +49,114 @@ impl LineWriter {
         stamp: &RecordStamp,
         cgroup: Option<u64>,
     ) {
+        let key = ContextKey {
+            version: tracker.version(),
+            pid: stamp.pid,
+            tid: stamp.tid,
+            cgroup,
+        };
+        if let Some((last, valid_from)) = self.context_of {
+            if last == key && stamp.time_unix_ns.is_none_or(|t| t >= valid_from) {
+                return;
+            }
+        }
         self.context.clear();
-        tracker.write(
+        let valid_from = tracker.write(
             &mut self.context,
             stamp.pid,
             stamp.tid,
             stamp.time_unix_ns,
             cgroup,
         );
+        self.context_of = valid_from.map(|v| (key, v));
     }
+}
+
+/// What the context keys a [`LineWriter`] holds were written for: the tracker's version
+/// and the record's thread, process and cgroup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ContextKey {
+    version: u64,
+    pid: u32,
+    tid: u32,
+    cgroup: Option<u64>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::context::ContextUpdate;
+
+    /// The keys a fresh writer sets for `stamp` (nothing kept from earlier records).
+    fn fresh(tracker: &ContextTracker, stamp: &RecordStamp, cgroup: Option<u64>) -> Vec<u8> {
+        let mut w = LineWriter::default();
+        w.set_context(tracker, stamp, cgroup);
+        w.context
+    }
+
+    #[test]
+    fn kept_keys_are_those_a_fresh_lookup_gives() {
+        let mut t = ContextTracker::new();
+        let comm = |tid, comm: &'static [u8]| ContextUpdate::Comm { tid, comm };
+        t.apply(None, comm(7, b"sh"));
+        t.apply(None, comm(8, b"worker"));
+        t.apply(None, ContextUpdate::Cgroup { id: 5, path: b"/a" });
+        t.apply(None, ContextUpdate::ThreadCgroup { tid: 7, id: 5 });
+        let stamp = |tid, time| RecordStamp {
+            time_unix_ns: time,
+            cpu: 0,
+            pid: 7,
+            tid,
+        };
+        let mut w = LineWriter::default();
+        // The keys `w` sets, checked against a fresh lookup.
+        let mut check = |t: &ContextTracker, s: RecordStamp, cgroup| {
+            w.set_context(t, &s, cgroup);
+            let kept = String::from_utf8_lossy(&w.context).into_owned();
+            assert_eq!(
+                kept,
+                String::from_utf8_lossy(&fresh(t, &s, cgroup)),
+                "{s:?} {cgroup:?}"
+            );
+            kept
+        };
+        // Runs of one thread, another thread, another cgroup, no time.
+        for s in [stamp(7, Some(10)), stamp(7, Some(11)), stamp(8, Some(12))] {
+            check(&t, s, None);
+        }
+        check(&t, stamp(8, Some(12)), Some(5));
+        check(&t, stamp(8, None), Some(5));
+        // A rename at 100: records before it keep the old name, also after a record
+        // with the new one, and a record without a time shows the new one.
+        t.apply(Some(100), comm(7, b"renamed"));
+        let names: Vec<String> = [Some(150), Some(99), Some(99), Some(100), None, Some(50)]
+            .into_iter()
+            .map(|at| check(&t, stamp(7, at), None))
+            .collect();
+        let renamed = |s: &String| s.contains("renamed");
+        assert_eq!(
+            names.iter().map(renamed).collect::<Vec<_>>(),
+            [true, false, false, true, true, false]
+        );
+        // Any update is seen by the next record of the same thread.
+        t.apply(None, ContextUpdate::Cgroup { id: 5, path: b"/b" });
+        assert!(check(&t, stamp(7, Some(300)), None).contains("\"/b\""));
+        t.apply(None, ContextUpdate::Exit { tid: 7 });
+        t.apply(
+            None,
+            ContextUpdate::Fork {
+                tid: 7,
+                parent_tid: 8,
+            },
+        );
+        assert!(check(&t, stamp(7, Some(300)), None).contains("worker"));
+        // Another tracker (a flight snapshot's clone that went on) is not mistaken for
+        // this one.
+        let mut other = t.clone();
+        other.apply(None, comm(7, b"other"));
+        check(&other, stamp(7, Some(300)), None);
+        check(&t, stamp(7, Some(300)), None);
+    }
 
     #[test]
     fn texts() {

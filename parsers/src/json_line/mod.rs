@@ -181,6 +181,8 @@ pub struct LineWriter {
     eh: eventheader::json::Scratch,
     /// Context keys written after `"tid"` ([`LineWriter::set_context`]).
     context: Vec<u8>,
+    /// What `context` was written for, and the earliest record time it holds for.
+    context_of: Option<(context::ContextKey, u64)>,
 }
 
 impl LineWriter {
@@ -191,6 +193,7 @@ impl LineWriter {
             time: TimeCache::default(),
             eh: eventheader::json::Scratch::default(),
             context: Vec::new(),
+            context_of: None,
         }
     }
 
