@@ -11,7 +11,13 @@
 //!    up: the instance sets `options/record-tgid`, so the kernel saves the tgid of every
 //!    task at each context switch on a CPU that recorded an event (a thread that wrote a
 //!    record is saved at the latest when it is switched out, also at exit). The table is
-//!    read at most every [`SAVED_INTERVAL`].
+//!    read at most every [`SAVED_INTERVAL`], and at most a [`SAVED_SHARE`] of the time
+//!    (the table lists every thread that ever ran; on a busy machine one read took about
+//!    4 million instructions, and a build's exited threads asked for one every 5 ms).
+//!
+//! A thread found nowhere is remembered as such for [`SAVED_INTERVAL`] (a map of at most
+//! [`MAX_CACHED`]), so its further records cost a lookup, not an `open` of
+//! `/proc/<tid>/status` each.
 //!
 //! A thread found nowhere gets no process id (the JSON line says `"pid":0`): its id was
 //! recycled before it was looked up, or it exited less than [`SAVED_INTERVAL`] after the
@@ -29,6 +35,9 @@ pub const MAX_CACHED: usize = 65_536;
 pub const CACHE_TTL: Duration = Duration::from_secs(1);
 /// The least time between two reads of `saved_tgids`.
 pub const SAVED_INTERVAL: Duration = Duration::from_millis(5);
+/// The most of the time spent reading `saved_tgids`: after a read that took `d`, the
+/// next waits at least `d / SAVED_SHARE` (and [`SAVED_INTERVAL`]).
+pub const SAVED_SHARE: u32 = 20;
 
 /// The thread → process cache (see the module docs).
 #[derive(Debug)]
@@ -36,10 +45,14 @@ pub struct Tgids {
     last: Option<(u32, u32)>,
     cache: foldhash::HashMap<u32, u32>,
     cached_since: Instant,
+    /// Threads found nowhere, and when.
+    missing: foldhash::HashMap<u32, Instant>,
     /// The kernel's table as last read.
     saved: foldhash::HashMap<u32, u32>,
     saved_path: Option<PathBuf>,
     saved_read: Option<Instant>,
+    /// The least time from one read of the table to the next.
+    saved_gap: Duration,
     /// Reused for `/proc/<tid>/status`.
     buf: Vec<u8>,
 }
@@ -51,9 +64,11 @@ impl Tgids {
             last: None,
             cache: foldhash::HashMap::default(),
             cached_since: Instant::now(),
+            missing: foldhash::HashMap::default(),
             saved: foldhash::HashMap::default(),
             saved_path: saved_tgids,
             saved_read: None,
+            saved_gap: SAVED_INTERVAL,
             buf: Vec::with_capacity(2048),
         }
     }
@@ -73,7 +88,19 @@ impl Tgids {
         let pid = match self.cache.get(&tid) {
             Some(&p) => p,
             None => {
-                let p = self.proc_status(tid).or_else(|| self.saved(tid))?;
+                if let Some(since) = self.missing.get(&tid) {
+                    if since.elapsed() < SAVED_INTERVAL {
+                        return None;
+                    }
+                }
+                let Some(p) = self.proc_status(tid).or_else(|| self.saved(tid)) else {
+                    if self.missing.len() >= MAX_CACHED {
+                        self.missing.clear();
+                    }
+                    self.missing.insert(tid, Instant::now());
+                    return None;
+                };
+                self.missing.remove(&tid);
                 self.cache.insert(tid, p);
                 p
             }
@@ -101,14 +128,16 @@ impl Tgids {
         let path = self.saved_path.as_ref()?;
         if self
             .saved_read
-            .is_some_and(|t| t.elapsed() < SAVED_INTERVAL)
+            .is_some_and(|t| t.elapsed() < self.saved_gap)
         {
             return None;
         }
-        self.saved_read = Some(Instant::now());
+        let start = Instant::now();
+        self.saved_read = Some(start);
         let text = fs::read_to_string(path).ok()?;
         self.saved.clear();
         self.saved.extend(parse_saved_tgids(&text));
+        self.saved_gap = SAVED_INTERVAL.max(start.elapsed() * SAVED_SHARE);
         self.saved.get(&tid).copied()
     }
 }
@@ -165,6 +194,25 @@ mod tests {
         let mut t = Tgids::new(Some(path));
         assert_eq!(t.tgid(4_000_000), Some(77));
         assert_eq!(t.tgid(4_000_001), None);
+    }
+
+    #[test]
+    fn a_thread_found_nowhere_is_not_looked_up_again_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("saved_tgids");
+        fs::write(&path, "").unwrap();
+        let mut t = Tgids::new(Some(path.clone()));
+        let start = Instant::now();
+        assert_eq!(t.tgid(4_000_002), None);
+        // The table learns of it now; within SAVED_INTERVAL the thread stays unknown
+        // (unless this machine stalled the test for that long).
+        fs::write(&path, "4000002 78\n").unwrap();
+        let again = t.tgid(4_000_002);
+        if start.elapsed() < SAVED_INTERVAL {
+            assert_eq!(again, None);
+        }
+        std::thread::sleep(SAVED_INTERVAL.max(t.saved_gap) * 2);
+        assert_eq!(t.tgid(4_000_002), Some(78));
     }
 
     #[test]
