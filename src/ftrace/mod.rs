@@ -306,6 +306,7 @@ impl Backend for FtraceBackend {
             &mut self.tgids,
             self.settle,
             self.max_pages,
+            |key| !tracking.tracks(key) || attached.contains(&key),
             |a| match a {
                 Arrival::Sample {
                     key: Some(key),

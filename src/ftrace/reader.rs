@@ -85,12 +85,16 @@ impl CpuReader {
     /// Hand what the ring holds to `f`, oldest first, until it is empty, `f` breaks, or
     /// `max_pages` pages were taken. When `settle` is set and the ring is empty, report the
     /// losses no page told of ([`Losses::settle`]) and then [`Arrival::Marker`], once.
+    /// Samples get their process id only when `wants_pid` says so for their key (the
+    /// tracking events' records need none, and looking one up for a thread of another
+    /// process costs an `open` of `/proc/<tid>/status`).
     pub fn read(
         &mut self,
         layout: &PageLayout,
         tgids: &mut Tgids,
         settle: bool,
         max_pages: usize,
+        wants_pid: impl Fn(u64) -> bool,
         mut f: impl FnMut(Arrival<'_>) -> ControlFlow<()>,
     ) {
         let mut pages = 0;
@@ -146,7 +150,9 @@ impl CpuReader {
                         },
                     }
                 }
-                Some(Ok(Item::Record { time, raw, .. })) => sample(raw, time, self.cpu, tgids),
+                Some(Ok(Item::Record { time, raw, .. })) => {
+                    sample(raw, time, self.cpu, tgids, &wants_pid)
+                }
             };
             if f(arrival).is_break() {
                 return;
@@ -167,18 +173,28 @@ fn lost_total(stats: &Path) -> Option<u64> {
         .and_then(|t| stats_total(&t))
 }
 
-/// The sample for trace entry `raw`.
-fn sample<'a>(raw: &'a [u8], time: u64, cpu: u32, tgids: &mut Tgids) -> Arrival<'a> {
+/// The sample for trace entry `raw`, with its process id if `wants_pid` its key.
+fn sample<'a>(
+    raw: &'a [u8],
+    time: u64,
+    cpu: u32,
+    tgids: &mut Tgids,
+    wants_pid: impl Fn(u64) -> bool,
+) -> Arrival<'a> {
     let Some(common) = raw.get(..COMMON_LEN) else {
         return Arrival::Malformed;
     };
-    let key = u16::from_ne_bytes([common[0], common[1]]);
+    let key = u64::from(u16::from_ne_bytes([common[0], common[1]]));
     let tid = i32::from_ne_bytes([common[4], common[5], common[6], common[7]]) as u32;
     Arrival::Sample {
-        key: Some(u64::from(key)),
+        key: Some(key),
         time: Some(time),
         cpu: Some(cpu),
-        pid: tgids.tgid(tid),
+        pid: if wants_pid(key) {
+            tgids.tgid(tid)
+        } else {
+            None
+        },
         tid: Some(tid),
         cgroup: None,
         raw,
