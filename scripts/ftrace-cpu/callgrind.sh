@@ -6,7 +6,6 @@
 # valgrind slows uevrec down. Writes NAME.cg in the current directory; prints records,
 # lost and instructions per record (whole program, the formatter thread, the drain
 # thread). Needs root, valgrind, jq, python3. BENCHMARKS.md section 8.
-# valgrind, jq, python3. BENCHMARKS.md section 8.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=$1 N=$2 OUT=$3; shift 3
