@@ -145,6 +145,34 @@ impl Orderer {
         self.hold(time, tag, start as u64, start, len, true);
     }
 
+    /// Copy the held records of `source` (pushed with [`Orderer::push_external`]) that
+    /// start before `end` into the arena, so that the caller may let `source[..end]` go
+    /// (unmap it): called now and then behind the reading position, it keeps the part of
+    /// a mapped file that must stay resident bounded even when a record is held long (a
+    /// time far ahead of the others). Returns how many were copied (usually none: the
+    /// rounds let records out long before).
+    pub fn copy_external_before(&mut self, end: usize, source: &[u8]) -> usize {
+        let mut copied = 0;
+        for e in self
+            .entries
+            .iter_mut()
+            .filter(|e| e.external() && e.start < end)
+        {
+            let len = e.len as usize;
+            // A record outside `source` stays as it is: drain skips it.
+            let Some(bytes) = source.get(e.start..e.start + len) else {
+                continue;
+            };
+            e.start = self.arena.len();
+            self.arena.extend_from_slice(bytes);
+            e.tag &= !EXTERNAL;
+            self.external_bytes -= len;
+            self.arena_live += len;
+            copied += 1;
+        }
+        copied
+    }
+
     fn hold(&mut self, time: u64, tag: u32, offset: u64, start: usize, len: u32, external: bool) {
         if self.out_time.is_some_and(|t| time < t) {
             self.late += 1;
@@ -314,6 +342,27 @@ mod tests {
             true
         });
         assert_eq!(out, vec![(1, 1, b"x".to_vec()), (3, 0, b"def".to_vec())]);
+    }
+
+    #[test]
+    fn external_records_behind_a_cut_are_copied() {
+        let source = b"abcdefgh".to_vec();
+        let mut o = Orderer::new(1 << 20);
+        o.push_external(3, 0, 0, 2); // "ab": before the cut
+        o.push_external(1, 1, 4, 2); // "ef": after it
+        o.push_external(2, 2, 7, 9); // outside the source: left as it is
+        let held = o.held_bytes();
+        assert_eq!(o.copy_external_before(4, &source), 1);
+        assert_eq!(o.held_bytes(), held);
+        // The caller may now let `source[..4]` go.
+        let gone = b"XXXXefgh";
+        let mut out = Vec::new();
+        o.drain(Drain::All, gone, &mut |tag, offset, b| {
+            out.push((offset, tag, b.to_vec()));
+            true
+        });
+        assert_eq!(out, vec![(4, 1, b"ef".to_vec()), (0, 0, b"ab".to_vec())]);
+        assert_eq!(o.held_bytes(), 0);
     }
 
     #[test]
