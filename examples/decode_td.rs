@@ -163,7 +163,7 @@ fn run(path: &std::ffi::OsStr) -> Result<(), String> {
     };
     w.refresh();
     let mut orderer = Orderer::new(DEFAULT_ORDER_BYTES);
-    let mut behind = Behind::new(DEFAULT_ORDER_BYTES);
+    let mut behind = Behind::default();
     let emit = |w: &mut Writer, o: &mut Orderer, how| {
         let done = o.drain(how, bytes, &mut |event, offset, rec| {
             w.sample(event as usize, offset, rec)
@@ -204,9 +204,8 @@ fn run(path: &std::ffi::OsStr) -> Result<(), String> {
                 }
             }
         }
-        if let Some(cut) = behind.cut(rec.offset) {
-            orderer.copy_external_before(cut, bytes);
-            map.release_before(cut);
+        if let Some(at) = behind.due(rec.offset) {
+            map.release_before(orderer.release_point(at, DEFAULT_ORDER_BYTES, bytes));
         }
     }
     emit(&mut w, &mut orderer, Drain::All)?;

@@ -4,7 +4,7 @@
 //! The decoding is `uevrec_parsers::perf_data::lines` (pure); this module does the I/O.
 //! A perf.data (or trace.dat) file is mapped (memmap2, `MADV_SEQUENTIAL`) and read in
 //! place: records waiting for their time order are held as offsets into the mapping, not
-//! copied, and the pages more than the order buffer's bound behind the reader are let go
+//! copied, and the pages before the oldest record still held are let go
 //! (`MADV_DONTNEED`, [`Behind`]), so memory does not grow with the file. Standard input is
 //! read in 1 MiB pieces into the stream decoder (records waiting for their time order are
 //! copied; a file-mode perf.data or a trace.dat on standard input is read whole first:
@@ -235,37 +235,37 @@ fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
 
 type Flush<'a> = dyn FnMut(&[u8]) -> bool + 'a;
 
-/// How often (bytes of input) [`decode_bytes`] tells its `release` which bytes are done.
-pub const RELEASE_STEP: usize = 16 << 20;
+/// How often (bytes of input) the pages of a mapped input behind the reader are let go.
+pub const RELEASE_STEP: usize = 4 << 20;
 
-/// When the pages of a mapped input behind the reader may go: every [`RELEASE_STEP`]
-/// bytes of input, those more than the order buffer's bound (at least [`RELEASE_STEP`])
-/// behind the record just read. Records still held from there are copied first
-/// ([`LineDecoder::copy_held_before`]): usually none, the rounds let them out long before.
+/// When to let the pages of a mapped input behind the reader go: every [`RELEASE_STEP`]
+/// bytes of input, those before the oldest record still held for its time order
+/// ([`LineDecoder::release_point`]: records held from further back than the order
+/// buffer's bound are copied first). The resident part of the mapping is thus what the
+/// held records span (perf's last two rounds) plus [`RELEASE_STEP`], at most
+/// `--order-buffer` + [`RELEASE_STEP`].
+#[derive(Debug)]
 pub struct Behind {
-    behind: usize,
     next: u64,
 }
 
-impl Behind {
-    /// For an order buffer of `order_bytes`.
-    pub fn new(order_bytes: usize) -> Self {
-        let behind = order_bytes.max(RELEASE_STEP);
+impl Default for Behind {
+    fn default() -> Self {
         Behind {
-            behind,
-            next: behind.saturating_add(RELEASE_STEP) as u64,
+            next: RELEASE_STEP as u64,
         }
     }
+}
 
-    /// With the record at `offset` read: the offset before which the input may go, when
-    /// it is time to let some go.
-    pub fn cut(&mut self, offset: u64) -> Option<usize> {
+impl Behind {
+    /// With the record at `offset` read: whether it is time to let some input go, and
+    /// `offset` as a `usize` if so.
+    pub fn due(&mut self, offset: u64) -> Option<usize> {
         if offset < self.next {
             return None;
         }
-        let at = usize::try_from(offset).ok()?;
         self.next = offset.saturating_add(RELEASE_STEP as u64);
-        Some(at - self.behind)
+        usize::try_from(offset).ok()
     }
 }
 
@@ -287,16 +287,15 @@ fn decode_bytes(
     let clock_data = data.clock_data().is_some();
     let mut dec = LineDecoder::new(data, opts, select);
     let mut stopped = None;
-    let mut behind = Behind::new(opts.order_bytes);
+    let mut behind = Behind::default();
     for rec in records {
         match rec {
             Ok(rec) => {
                 if dec.record_in(&rec, bytes, flush) == Step::Stop {
                     break;
                 }
-                if let Some(cut) = behind.cut(rec.offset) {
-                    dec.copy_held_before(cut, bytes);
-                    release(cut);
+                if let Some(at) = behind.due(rec.offset) {
+                    release(dec.release_point(at, bytes));
                 }
             }
             Err(e) => stopped = Some(e.to_string()),

@@ -593,11 +593,12 @@ impl<'s> LineDecoder<'s> {
         self.finish_in(&[], flush)
     }
 
-    /// After [`LineDecoder::record_in`] calls on `file`: copy the records still held from
-    /// `file[..end]`, so the caller may let those bytes go (unmap them); see
-    /// [`Orderer::copy_external_before`].
-    pub fn copy_held_before(&mut self, end: usize, file: &[u8]) -> usize {
-        self.orderer.copy_external_before(end, file)
+    /// After [`LineDecoder::record_in`] calls on `file` up to offset `at`: the offset
+    /// before which `file` is no longer needed (the caller may unmap it); records held
+    /// from more than the order buffer's bound before `at` are copied first
+    /// ([`Orderer::release_point`]).
+    pub fn release_point(&mut self, at: usize, file: &[u8]) -> usize {
+        self.orderer.release_point(at, self.opts.order_bytes, file)
     }
 
     /// [`LineDecoder::finish`] after [`LineDecoder::record_in`] calls on `file`.

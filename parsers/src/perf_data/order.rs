@@ -67,6 +67,8 @@ pub struct Orderer {
     /// Bytes of the held external records (counted like copies, so the bound and thus
     /// the output do not depend on whether records were copied).
     external_bytes: usize,
+    /// No held external record starts before this (exact after each drain).
+    low_external: usize,
     /// Largest time pushed so far.
     max_time: u64,
     /// What the next round may let out: `max_time` at the previous round's end.
@@ -88,6 +90,7 @@ impl Orderer {
             arena_live: 0,
             max_bytes: max_bytes.max(1),
             external_bytes: 0,
+            low_external: usize::MAX,
             max_time: 0,
             next_flush: None,
             out_time: None,
@@ -142,35 +145,46 @@ impl Orderer {
     /// [`Orderer::drain`] (not copied; counted towards the bound as if it were).
     pub fn push_external(&mut self, time: u64, tag: u32, start: usize, len: u32) {
         self.external_bytes += len as usize;
+        self.low_external = self.low_external.min(start);
         self.hold(time, tag, start as u64, start, len, true);
     }
 
-    /// Copy the held records of `source` (pushed with [`Orderer::push_external`]) that
-    /// start before `end` into the arena, so that the caller may let `source[..end]` go
-    /// (unmap it): called now and then behind the reading position, it keeps the part of
-    /// a mapped file that must stay resident bounded even when a record is held long (a
-    /// time far ahead of the others). Returns how many were copied (usually none: the
-    /// rounds let records out long before).
-    pub fn copy_external_before(&mut self, end: usize, source: &[u8]) -> usize {
-        let mut copied = 0;
-        for e in self
-            .entries
-            .iter_mut()
-            .filter(|e| e.external() && e.start < end)
-        {
-            let len = e.len as usize;
-            // A record outside `source` stays as it is: drain skips it.
-            let Some(bytes) = source.get(e.start..e.start + len) else {
-                continue;
-            };
-            e.start = self.arena.len();
-            self.arena.extend_from_slice(bytes);
-            e.tag &= !EXTERNAL;
-            self.external_bytes -= len;
-            self.arena_live += len;
-            copied += 1;
+    /// The caller read `source` up to `at`: the held records of `source` (pushed with
+    /// [`Orderer::push_external`]) that start more than `far` bytes before `at` are copied
+    /// into the arena, and the offset before which `source` is no longer needed is
+    /// returned (the oldest record still held there, else `at`), so that the caller may
+    /// let the bytes before it go (unmap them). The resident part of a mapped file is then
+    /// what the held records span, at most `far` (a record held long, e.g. one with a
+    /// time far ahead of the others, is copied instead of pinning the mapping). O(1)
+    /// unless a record is to be copied.
+    pub fn release_point(&mut self, at: usize, far: usize, source: &[u8]) -> usize {
+        let end = at.saturating_sub(far);
+        if self.low_external < end {
+            for e in self
+                .entries
+                .iter_mut()
+                .filter(|e| e.external() && e.start < end)
+            {
+                let len = e.len as usize;
+                // A record outside `source` stays as it is: drain skips it.
+                let Some(bytes) = source.get(e.start..e.start + len) else {
+                    continue;
+                };
+                e.start = self.arena.len();
+                self.arena.extend_from_slice(bytes);
+                e.tag &= !EXTERNAL;
+                self.external_bytes -= len;
+                self.arena_live += len;
+            }
+            self.low_external = self.lowest_external();
         }
-        copied
+        self.low_external.min(at)
+    }
+
+    /// Where the oldest held external record starts (`usize::MAX`: none).
+    fn lowest_external(&self) -> usize {
+        let held = self.entries.iter().filter(|e| e.external());
+        held.map(|e| e.start).min().unwrap_or(usize::MAX)
     }
 
     fn hold(&mut self, time: u64, tag: u32, offset: u64, start: usize, len: u32, external: bool) {
@@ -235,6 +249,7 @@ impl Orderer {
             }
         }
         self.entries.drain(..sent);
+        self.low_external = self.lowest_external();
         let let_out = self.arena.len() - self.arena_live;
         if self.entries.is_empty() || (let_out >= COMPACT_MIN && let_out > self.arena_live) {
             self.compact();
@@ -345,14 +360,16 @@ mod tests {
     }
 
     #[test]
-    fn external_records_behind_a_cut_are_copied() {
+    fn external_records_held_far_behind_are_copied() {
         let source = b"abcdefgh".to_vec();
         let mut o = Orderer::new(1 << 20);
-        o.push_external(3, 0, 0, 2); // "ab": before the cut
-        o.push_external(1, 1, 4, 2); // "ef": after it
-        o.push_external(2, 2, 7, 9); // outside the source: left as it is
+        o.push_external(3, 0, 0, 2); // "ab": more than 3 bytes before 7
+        o.push_external(1, 1, 4, 2); // "ef": within
         let held = o.held_bytes();
-        assert_eq!(o.copy_external_before(4, &source), 1);
+        // Nothing is copied within reach; the oldest held record is where the caller may
+        // let go.
+        assert_eq!(o.release_point(7, 8, &source), 0);
+        assert_eq!(o.release_point(7, 3, &source), 4);
         assert_eq!(o.held_bytes(), held);
         // The caller may now let `source[..4]` go.
         let gone = b"XXXXefgh";
@@ -363,6 +380,8 @@ mod tests {
         });
         assert_eq!(out, vec![(4, 1, b"ef".to_vec()), (0, 0, b"ab".to_vec())]);
         assert_eq!(o.held_bytes(), 0);
+        // Nothing held: everything read may go.
+        assert_eq!(o.release_point(7, 3, &source), 7);
     }
 
     #[test]
