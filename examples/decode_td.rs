@@ -5,11 +5,12 @@
 //!
 //! What is whose:
 //! - `tracepoint_decode` 0.5 (the newest release) has no perf.data file reader (its C++
-//!   sibling has one), so the file is read exactly as `uevrec decode` reads it: header,
-//!   attrs, features and tracing data through a mapping, the records with `pread` 1 MiB at
-//!   a time (`uevrec::cli::decode::{open_perf_data, pread_span}`), framed, laid out and
-//!   put in time order (`FINISHED_ROUND` windows, the same [`Orderer`], bound and copying)
-//!   by `uevrec_parsers::perf_data`. The two differ only in what happens per event.
+//!   sibling has one), so the file is read exactly as `uevrec decode` reads it: mapped
+//!   (`uevrec::cli::decode::{MappedInput, Behind}`: read in place, the pages behind the
+//!   reader let go), header, attrs, features and tracing data, records framed, laid out
+//!   and put in time order (`FINISHED_ROUND` windows, the same [`Orderer`] and bound,
+//!   records held as offsets into the mapping) by `uevrec_parsers::perf_data`. The two
+//!   differ only in what happens per event.
 //! - Everything per event is `tracepoint_decode`'s, used as its docs describe: each
 //!   event's format text parsed by `PerfEventFormat::parse`, a `PerfEventDesc` and a
 //!   `PerfSessionInfo` (byte order, `HEADER_CLOCK_DATA`), a `PerfSampleEventInfo` per
@@ -32,10 +33,10 @@ use tracepoint_decode::{
     PerfByteReader, PerfConvertOptions, PerfEventAttr, PerfEventAttrSampleType, PerfEventDesc,
     PerfEventFormat, PerfSampleEventInfo, PerfSessionInfo,
 };
-use uevrec::cli::decode::{READ_CHUNK, open_perf_data, pread_span};
+use uevrec::cli::decode::{Behind, MappedInput};
 use uevrec_parsers::perf_data::lines::{DEFAULT_ORDER_BYTES, FLUSH_BYTES};
 use uevrec_parsers::perf_data::order::{Drain, Orderer};
-use uevrec_parsers::perf_data::records::{StreamReader, kind};
+use uevrec_parsers::perf_data::records::kind;
 use uevrec_parsers::perf_data::{Item, PerfData};
 use uevrec_parsers::perf_sample::PERF_RECORD_SAMPLE;
 
@@ -146,9 +147,9 @@ fn main() -> ExitCode {
 
 fn run(path: &std::ffi::OsStr) -> Result<(), String> {
     let file = File::open(path).map_err(|e| e.to_string())?;
-    let (data, start, end) = open_perf_data(&file)?.ok_or("a trace.dat, not a perf.data")?;
-    let mut reader = StreamReader::data_section(data.big_endian, start);
-    let mut read = pread_span(&file, start, end);
+    let map = MappedInput::open(&file)?;
+    let bytes = map.bytes();
+    let (data, records) = PerfData::open(bytes).map_err(|e| e.to_string())?;
     let session = PerfSessionInfo::new(PerfByteReader::new(data.big_endian));
     let mut w = Writer {
         data,
@@ -162,8 +163,9 @@ fn run(path: &std::ffi::OsStr) -> Result<(), String> {
     };
     w.refresh();
     let mut orderer = Orderer::new(DEFAULT_ORDER_BYTES);
+    let mut behind = Behind::default();
     let emit = |w: &mut Writer, o: &mut Orderer, how| {
-        let done = o.drain(how, &[], &mut |event, offset, rec| {
+        let done = o.drain(how, bytes, &mut |event, offset, rec| {
             w.sample(event as usize, offset, rec)
         });
         if done {
@@ -172,41 +174,41 @@ fn run(path: &std::ffi::OsStr) -> Result<(), String> {
             Ok(())
         }
     };
-    loop {
-        let buf = reader.buffer(READ_CHUNK);
-        let n = read(&mut buf[..READ_CHUNK]).map_err(|e| format!("reading: {e}"))?;
-        if n == 0 {
-            break;
-        }
-        reader.filled(n);
-        while let Some(rec) = reader.next_record().map_err(|e| e.to_string())? {
-            match rec.header.kind {
-                PERF_RECORD_SAMPLE => {
-                    let Some(event) = w.data.sample_event(rec.bytes) else {
-                        continue;
-                    };
-                    let Some(time) = w.data.sample_time(event, rec.bytes) else {
-                        continue;
-                    };
-                    let tag = u32::try_from(event).unwrap_or(u32::MAX);
-                    orderer.push(time, tag, rec.offset, rec.bytes);
-                    if orderer.over_bound() {
-                        emit(&mut w, &mut orderer, Drain::Half)?;
-                    }
+    for rec in records {
+        let rec = rec.map_err(|e| e.to_string())?;
+        match rec.header.kind {
+            PERF_RECORD_SAMPLE => {
+                let Some(event) = w.data.sample_event(rec.bytes) else {
+                    continue;
+                };
+                let Some(time) = w.data.sample_time(event, rec.bytes) else {
+                    continue;
+                };
+                let tag = u32::try_from(event).unwrap_or(u32::MAX);
+                let (Ok(start), Ok(len)) =
+                    (usize::try_from(rec.offset), u32::try_from(rec.bytes.len()))
+                else {
+                    continue;
+                };
+                orderer.push_external(time, tag, start, len);
+                if orderer.over_bound() {
+                    emit(&mut w, &mut orderer, Drain::Half)?;
                 }
-                kind::FINISHED_ROUND => emit(&mut w, &mut orderer, Drain::Round)?,
-                _ => {
-                    if let Ok(Item::NewEvent | Item::TracingData | Item::Feature(_)) =
-                        w.data.record(&rec)
-                    {
-                        w.refresh();
-                    }
+            }
+            kind::FINISHED_ROUND => emit(&mut w, &mut orderer, Drain::Round)?,
+            _ => {
+                if let Ok(Item::NewEvent | Item::TracingData | Item::Feature(_)) =
+                    w.data.record(&rec)
+                {
+                    w.refresh();
                 }
             }
         }
+        if let Some(at) = behind.due(rec.offset) {
+            map.release_before(orderer.release_point(at, DEFAULT_ORDER_BYTES, bytes));
+        }
     }
     emit(&mut w, &mut orderer, Drain::All)?;
-    reader.finish().map_err(|e| e.to_string())?;
     if w.flush() {
         Ok(())
     } else {

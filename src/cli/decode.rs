@@ -2,13 +2,14 @@
 //! → the JSON lines `uevrec record` writes, through the same sinks.
 //!
 //! The decoding is `uevrec_parsers::perf_data::lines` (pure); this module does the I/O.
-//! A perf.data file is mapped (memmap2) for its header, attrs and features only; its
-//! records are read with `pread` 1 MiB at a time into one buffer, the way a stream is
-//! (records waiting for their time order are copied into the order buffer), so memory
-//! does not grow with the file. Standard input is read in 1 MiB pieces into the same
-//! stream decoder (a file-mode perf.data or a trace.dat on standard input is read whole
-//! first: that layout needs its end before its data; a trace.dat file is decoded through
-//! the mapping). Lines go to standard output or `-o FILE` (the same file options as
+//! A perf.data (or trace.dat) file is mapped (memmap2, `MADV_SEQUENTIAL`) and read in
+//! place: records waiting for their time order are held as offsets into the mapping, not
+//! copied, and the pages before the oldest record still held are let go
+//! (`MADV_DONTNEED`, [`Behind`]), so memory does not grow with the file. Standard input is
+//! read in 1 MiB pieces into the stream decoder (records waiting for their time order are
+//! copied; a file-mode perf.data or a trace.dat on standard input is read whole first:
+//! that layout needs its end before its data). Lines go to standard output or `-o FILE`
+//! (the same file options as
 //! `record`), in runs of 256 KiB.
 //!
 //! Time: `HEADER_CLOCK_DATA` (written by `perf record -k CLOCK_MONOTONIC`) gives the
@@ -20,7 +21,6 @@
 use std::fs::File;
 use std::io::{IsTerminal, Read};
 use std::os::fd::AsFd;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -79,7 +79,7 @@ pub struct DecodeArgs {
     pub output: OutputArgs,
 }
 
-/// Bytes read at a time (file or standard input).
+/// Bytes read at a time from standard input.
 pub const READ_CHUNK: usize = 1 << 20;
 
 /// How the input ended.
@@ -235,13 +235,50 @@ fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
 
 type Flush<'a> = dyn FnMut(&[u8]) -> bool + 'a;
 
+/// How often (bytes of input) the pages of a mapped input behind the reader are let go.
+pub const RELEASE_STEP: usize = 4 << 20;
+
+/// When to let the pages of a mapped input behind the reader go: every [`RELEASE_STEP`]
+/// bytes of input, those before the oldest record still held for its time order
+/// ([`LineDecoder::release_point`]: records held from further back than the order
+/// buffer's bound are copied first). The resident part of the mapping is thus what the
+/// held records span (perf's last two rounds) plus [`RELEASE_STEP`], at most
+/// `--order-buffer` + [`RELEASE_STEP`].
+#[derive(Debug)]
+pub struct Behind {
+    next: u64,
+}
+
+impl Default for Behind {
+    fn default() -> Self {
+        Behind {
+            next: RELEASE_STEP as u64,
+        }
+    }
+}
+
+impl Behind {
+    /// With the record at `offset` read: whether it is time to let some input go, and
+    /// `offset` as a `usize` if so.
+    pub fn due(&mut self, offset: u64) -> Option<usize> {
+        if offset < self.next {
+            return None;
+        }
+        self.next = offset.saturating_add(RELEASE_STEP as u64);
+        usize::try_from(offset).ok()
+    }
+}
+
 /// A whole perf.data (or trace.dat) in memory or mapped: every record, then the rest of
-/// the held lines.
+/// the held lines. Records waiting for their time order are held as offsets into `bytes`
+/// (not copied); `release(end)` is told when `bytes[..end]` is not needed any more
+/// ([`Behind`]).
 fn decode_bytes(
     bytes: &[u8],
     opts: DecodeOptions,
     select: &dyn Fn(&str, &str) -> bool,
     flush: &mut Flush<'_>,
+    release: &dyn Fn(usize),
 ) -> Result<Outcome, String> {
     if bytes.starts_with(TRACE_DAT_MAGIC) {
         return decode_trace_dat(bytes, opts, select, flush);
@@ -250,11 +287,15 @@ fn decode_bytes(
     let clock_data = data.clock_data().is_some();
     let mut dec = LineDecoder::new(data, opts, select);
     let mut stopped = None;
+    let mut behind = Behind::default();
     for rec in records {
         match rec {
             Ok(rec) => {
                 if dec.record_in(&rec, bytes, flush) == Step::Stop {
                     break;
+                }
+                if let Some(at) = behind.due(rec.offset) {
+                    release(dec.release_point(at, bytes));
                 }
             }
             Err(e) => stopped = Some(e.to_string()),
@@ -291,29 +332,62 @@ fn decode_open_file(
         .map_err(|e| format!("reading size: {e}"))?
         .len();
     if len == 0 {
-        return decode_bytes(&[], opts, select, flush);
+        return decode_bytes(&[], opts, select, flush, &|_| ());
     }
-    let Some((data, start, end)) = open_perf_data(file)? else {
-        return decode_bytes(&map_file(file)?, opts, select, flush);
-    };
-    let clock_data = data.clock_data().is_some();
-    let mut dec = StreamDecoder::data_section(data, start, opts, select);
-    let stopped = pump(&mut dec, &mut pread_span(file, start, end), flush)?;
-    Ok(stream_outcome(&dec, stopped, clock_data))
+    let map = MappedInput::open(file)?;
+    decode_bytes(map.bytes(), opts, select, flush, &|end| {
+        map.release_before(end)
+    })
 }
 
-/// A perf.data file's header, attrs and features, read through a mapping of the file
-/// (only the pages they are on), and the absolute span `start..end` of its records, to be
-/// read with [`pread_span`] (which costs less than faulting the mapped data in and
-/// dropping it again, and keeps memory bounded). `None` for a trace.dat.
-pub fn open_perf_data(file: &File) -> Result<Option<(PerfData, u64, u64)>, String> {
-    let map = map_file(file)?;
-    if map.starts_with(TRACE_DAT_MAGIC) {
-        return Ok(None);
+/// A file mapped read-only for one pass from start to end (`MADV_SEQUENTIAL`), whose
+/// pages behind the reader are let go ([`MappedInput::release_before`]) so that its
+/// resident part stays bounded: the way `uevrec decode` reads a perf.data, without a copy
+/// of its bytes (the page cache's pages are mapped).
+pub struct MappedInput {
+    map: memmap2::Mmap,
+    /// Bytes from the start already let go (a multiple of the page size).
+    released: std::cell::Cell<usize>,
+}
+
+impl MappedInput {
+    /// `file` mapped.
+    pub fn open(file: &File) -> Result<Self, String> {
+        let map = map_file(file)?;
+        // Only a hint: reading works without it.
+        let _ = map.advise(memmap2::Advice::Sequential);
+        Ok(MappedInput {
+            map,
+            released: std::cell::Cell::new(0),
+        })
     }
-    let (data, records) = PerfData::open(&map).map_err(|e| e.to_string())?;
-    let start = records.offset();
-    Ok(Some((data, start, start + records.rest().len() as u64)))
+
+    /// The file's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// Drop the pages wholly before byte `end` from this process (`MADV_DONTNEED`; the
+    /// file's pages stay in the page cache, and reading them again faults them back in).
+    pub fn release_before(&self, end: usize) {
+        let page = crate::perf::page_size();
+        let end = end.min(self.map.len()) / page * page;
+        let from = self.released.get();
+        if end <= from {
+            return;
+        }
+        // SAFETY: a private read-only mapping of a file: MADV_DONTNEED only unmaps the
+        // pages; touching them again maps the file's bytes again, unchanged (a file
+        // changed underneath is the caveat of `map_file`, not of this call). `from..end`
+        // lies inside the mapping.
+        let dropped = unsafe {
+            self.map
+                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, end - from)
+        };
+        if dropped.is_ok() {
+            self.released.set(end);
+        }
+    }
 }
 
 /// `file` mapped read-only.
@@ -323,23 +397,6 @@ fn map_file(file: &File) -> Result<memmap2::Mmap, String> {
     // reads (SIGBUS), as with every mmap reader (perf's too); the decoder itself never
     // trusts the bytes.
     unsafe { memmap2::Mmap::map(file) }.map_err(|e| format!("mapping: {e}"))
-}
-
-/// Reads of `file` from absolute offset `start` on, never past `end` (0 at `end`).
-pub fn pread_span(
-    file: &File,
-    start: u64,
-    end: u64,
-) -> impl FnMut(&mut [u8]) -> std::io::Result<usize> + '_ {
-    let mut pos = start;
-    move |buf: &mut [u8]| {
-        let want = usize::try_from(end.saturating_sub(pos))
-            .unwrap_or(usize::MAX)
-            .min(buf.len());
-        let n = file.read_at(&mut buf[..want], pos)?;
-        pos += n as u64;
-        Ok(n)
-    }
 }
 
 /// Feed `dec` what `read` returns, [`READ_CHUNK`] bytes at a time, until the input ends
@@ -429,7 +486,7 @@ fn decode_stdin(
         && (head.starts_with(TRACE_DAT_MAGIC) || parse_magic(&head).is_ok_and(|(_, pipe)| !pipe));
     if whole {
         stdin.read_to_end(&mut head).map_err(read_err)?;
-        return decode_bytes(&head, opts, select, flush);
+        return decode_bytes(&head, opts, select, flush, &|_| ());
     }
     let mut dec = StreamDecoder::new(opts, select);
     dec.feed(&head);

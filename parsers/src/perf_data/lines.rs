@@ -175,21 +175,16 @@ impl Out<'_> {
         let Some(Ok(layout)) = self.data.events().get(event).map(|e| &e.layout) else {
             return true;
         };
-        if layout
-            .header(bytes)
-            .is_some_and(|h| h.kind == PERF_RECORD_SAMPLE)
-        {
-            return match layout.parse_sample(bytes) {
-                Ok(s) => {
-                    let raw = s.raw.unwrap_or_default();
-                    self.sample(event, s.time, stamp_of(&s), s.cgroup, raw)
-                }
-                Err(source) => {
-                    note_error(self.stats, PerfDataError::Sample { at: offset, source });
-                    true
-                }
+        if let Some(f) = layout.line_fields(bytes) {
+            let stamp = RecordStamp {
+                time_unix_ns: None,
+                cpu: f.cpu.unwrap_or(0),
+                pid: f.pid.unwrap_or(0),
+                tid: f.tid.unwrap_or(0),
             };
+            return self.sample(event, f.time, stamp, f.cgroup, f.raw);
         }
+        // Other records, and samples that do not fit their layout (the error says why).
         match layout.parse(bytes) {
             Err(source) => {
                 note_error(self.stats, PerfDataError::Sample { at: offset, source });
@@ -598,6 +593,14 @@ impl<'s> LineDecoder<'s> {
         self.finish_in(&[], flush)
     }
 
+    /// After [`LineDecoder::record_in`] calls on `file` up to offset `at`: the offset
+    /// before which `file` is no longer needed (the caller may unmap it); records held
+    /// from more than the order buffer's bound before `at` are copied first
+    /// ([`Orderer::release_point`]).
+    pub fn release_point(&mut self, at: usize, file: &[u8]) -> usize {
+        self.orderer.release_point(at, self.opts.order_bytes, file)
+    }
+
     /// [`LineDecoder::finish`] after [`LineDecoder::record_in`] calls on `file`.
     pub fn finish_in(&mut self, file: &[u8], flush: &mut dyn FnMut(&[u8]) -> bool) -> Step {
         let step = self.drain(Drain::All, file, flush);
@@ -631,23 +634,6 @@ impl<'s> StreamDecoder<'s> {
             decoder: None,
             opts,
             select: Some(Box::new(select)),
-        }
-    }
-
-    /// A decoder for the records of a file whose header, attrs and features `data` holds
-    /// ([`PerfData::open`]), fed the bytes from absolute offset `offset` on (the data
-    /// section, read piece by piece: where [`super::records::Records::rest`] starts).
-    pub fn data_section(
-        data: PerfData,
-        offset: u64,
-        opts: DecodeOptions,
-        select: impl Fn(&str, &str) -> bool + 's,
-    ) -> Self {
-        StreamDecoder {
-            reader: StreamReader::data_section(data.big_endian, offset),
-            decoder: Some(LineDecoder::new(data, opts, select)),
-            opts,
-            select: None,
         }
     }
 

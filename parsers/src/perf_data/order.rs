@@ -67,6 +67,8 @@ pub struct Orderer {
     /// Bytes of the held external records (counted like copies, so the bound and thus
     /// the output do not depend on whether records were copied).
     external_bytes: usize,
+    /// No held external record starts before this (exact after each drain).
+    low_external: usize,
     /// Largest time pushed so far.
     max_time: u64,
     /// What the next round may let out: `max_time` at the previous round's end.
@@ -88,6 +90,7 @@ impl Orderer {
             arena_live: 0,
             max_bytes: max_bytes.max(1),
             external_bytes: 0,
+            low_external: usize::MAX,
             max_time: 0,
             next_flush: None,
             out_time: None,
@@ -142,7 +145,46 @@ impl Orderer {
     /// [`Orderer::drain`] (not copied; counted towards the bound as if it were).
     pub fn push_external(&mut self, time: u64, tag: u32, start: usize, len: u32) {
         self.external_bytes += len as usize;
+        self.low_external = self.low_external.min(start);
         self.hold(time, tag, start as u64, start, len, true);
+    }
+
+    /// The caller read `source` up to `at`: the held records of `source` (pushed with
+    /// [`Orderer::push_external`]) that start more than `far` bytes before `at` are copied
+    /// into the arena, and the offset before which `source` is no longer needed is
+    /// returned (the oldest record still held there, else `at`), so that the caller may
+    /// let the bytes before it go (unmap them). The resident part of a mapped file is then
+    /// what the held records span, at most `far` (a record held long, e.g. one with a
+    /// time far ahead of the others, is copied instead of pinning the mapping). O(1)
+    /// unless a record is to be copied.
+    pub fn release_point(&mut self, at: usize, far: usize, source: &[u8]) -> usize {
+        let end = at.saturating_sub(far);
+        if self.low_external < end {
+            for e in self
+                .entries
+                .iter_mut()
+                .filter(|e| e.external() && e.start < end)
+            {
+                let len = e.len as usize;
+                // A record outside `source` stays as it is: drain skips it.
+                let Some(bytes) = source.get(e.start..e.start + len) else {
+                    continue;
+                };
+                e.start = self.arena.len();
+                self.arena.extend_from_slice(bytes);
+                e.tag &= !EXTERNAL;
+                self.external_bytes -= len;
+                self.arena_live += len;
+            }
+            self.low_external = self.lowest_external();
+        }
+        self.low_external.min(at)
+    }
+
+    /// Where the oldest held external record starts (`usize::MAX`: none).
+    fn lowest_external(&self) -> usize {
+        let held = self.entries.iter().filter(|e| e.external());
+        held.map(|e| e.start).min().unwrap_or(usize::MAX)
     }
 
     fn hold(&mut self, time: u64, tag: u32, offset: u64, start: usize, len: u32, external: bool) {
@@ -207,6 +249,7 @@ impl Orderer {
             }
         }
         self.entries.drain(..sent);
+        self.low_external = self.lowest_external();
         let let_out = self.arena.len() - self.arena_live;
         if self.entries.is_empty() || (let_out >= COMPACT_MIN && let_out > self.arena_live) {
             self.compact();
@@ -314,6 +357,31 @@ mod tests {
             true
         });
         assert_eq!(out, vec![(1, 1, b"x".to_vec()), (3, 0, b"def".to_vec())]);
+    }
+
+    #[test]
+    fn external_records_held_far_behind_are_copied() {
+        let source = b"abcdefgh".to_vec();
+        let mut o = Orderer::new(1 << 20);
+        o.push_external(3, 0, 0, 2); // "ab": more than 3 bytes before 7
+        o.push_external(1, 1, 4, 2); // "ef": within
+        let held = o.held_bytes();
+        // Nothing is copied within reach; the oldest held record is where the caller may
+        // let go.
+        assert_eq!(o.release_point(7, 8, &source), 0);
+        assert_eq!(o.release_point(7, 3, &source), 4);
+        assert_eq!(o.held_bytes(), held);
+        // The caller may now let `source[..4]` go.
+        let gone = b"XXXXefgh";
+        let mut out = Vec::new();
+        o.drain(Drain::All, gone, &mut |tag, offset, b| {
+            out.push((offset, tag, b.to_vec()));
+            true
+        });
+        assert_eq!(out, vec![(4, 1, b"ef".to_vec()), (0, 0, b"ab".to_vec())]);
+        assert_eq!(o.held_bytes(), 0);
+        // Nothing held: everything read may go.
+        assert_eq!(o.release_point(7, 3, &source), 7);
     }
 
     #[test]

@@ -120,12 +120,6 @@ impl<'a> Records<'a> {
     pub fn offset(&self) -> u64 {
         self.base + self.pos as u64
     }
-
-    /// The bytes from the next record to the end of the data (not read here: a caller
-    /// may read the records of a file through [`StreamReader::data_section`] instead).
-    pub fn rest(&self) -> &'a [u8] {
-        self.data.get(self.pos..).unwrap_or_default()
-    }
 }
 
 impl<'a> Iterator for Records<'a> {
@@ -137,6 +131,21 @@ impl<'a> Iterator for Records<'a> {
         }
         let rest = &self.data[self.pos..];
         let at = self.offset();
+        // Nearly every record: a whole one of a kind without data after it.
+        if let Some(h) = rest.first_chunk::<HEADER_SIZE>() {
+            let header = RecordHeader::read(h, self.big_endian);
+            let size = usize::from(header.size);
+            let plain = !matches!(header.kind, kind::HEADER_TRACING_DATA | kind::AUXTRACE);
+            if plain && size >= HEADER_SIZE && size <= rest.len() {
+                self.pos += size;
+                return Some(Ok(RawRecord {
+                    offset: at,
+                    header,
+                    bytes: &rest[..size],
+                    payload: &[],
+                }));
+            }
+        }
         let framed = frame(rest, at, self.big_endian).and_then(|f| {
             let (header, size, payload) = f.ok_or(PerfDataError::Truncated {
                 what: "record header",
@@ -187,17 +196,7 @@ impl StreamReader {
         Self::default()
     }
 
-    /// A reader of records only, e.g. a file-mode data section read piece by piece, whose
-    /// first byte is at absolute offset `offset` (no pipe header is expected).
-    pub fn data_section(big_endian: bool, offset: u64) -> Self {
-        StreamReader {
-            offset,
-            big_endian: Some(big_endian),
-            ..Self::default()
-        }
-    }
-
-    /// The stream's header, once read (never for [`StreamReader::data_section`]).
+    /// The stream's header, once read.
     pub fn header(&self) -> Option<&FileHeader> {
         self.header.as_ref()
     }
@@ -272,7 +271,7 @@ impl StreamReader {
     }
 
     /// The next whole record, `Ok(None)` when more bytes are needed. The first call reads
-    /// the pipe header (but for [`StreamReader::data_section`]); a file-mode header is
+    /// the pipe header; a file-mode header is
     /// [`PerfDataError::FileModeStream`].
     pub fn next_record(&mut self) -> Result<Option<RawRecord<'_>>, PerfDataError> {
         if self.big_endian.is_none() {
