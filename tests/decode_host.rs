@@ -438,3 +438,37 @@ fn comm_from_the_file_equals_perf_scripts() {
             .all(|v| v.get("comm").is_none() && v.get("cgroup").is_none())
     );
 }
+
+/// A mapped input truncated by another program while `decode` reads it: a message saying
+/// so and exit status 1, not a death by SIGBUS. The decoder is held on a full pipe (its
+/// output, ~600 KB, is more than the pipe and its 256 KiB write buffer take) while the
+/// file is cut to its first page; what follows needs pages past the new end.
+#[test]
+fn input_truncated_while_mapped_is_a_message_and_exit_1() {
+    require_host!();
+    let (_dir, file) = recorded(false);
+    let mut child = Command::new(bin())
+        .args(["decode", "-q", file.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_len(4096)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    assert!(
+        stderr.contains("shrank while it was being read"),
+        "{stderr}"
+    );
+    // What was written before the cut is whole lines of JSON.
+    for line in out.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        serde_json::from_slice::<Value>(line).unwrap();
+    }
+}

@@ -392,11 +392,41 @@ impl MappedInput {
 
 /// `file` mapped read-only.
 fn map_file(file: &File) -> Result<memmap2::Mmap, String> {
+    truncation_guard();
     // SAFETY: a read-only private mapping of a file opened for reading; nothing here writes
-    // through it. Another process truncating the file while it is mapped would fault the
-    // reads (SIGBUS), as with every mmap reader (perf's too); the decoder itself never
-    // trusts the bytes.
+    // through it. Another process truncating the file while it is mapped faults the reads
+    // (SIGBUS), as with every mmap reader (perf's too): `truncation_guard` turns that into
+    // a message and exit status 1; the decoder itself never trusts the bytes.
     unsafe { memmap2::Mmap::map(file) }.map_err(|e| format!("mapping: {e}"))
+}
+
+/// What `uevrec decode` says when its mapped input shrinks under it.
+const TRUNCATED: &[u8] =
+    b"uevrec decode: the input file shrank while it was being read (truncated by another \
+program?); stopped. Decode a finished copy of the file, or pipe it in (uevrec decode - < FILE).\n";
+
+/// Install (once) a SIGBUS handler that reports [`TRUNCATED`] and exits with status 1:
+/// a read of a mapped page past the file's new end raises SIGBUS, which would otherwise
+/// kill the process without a word.
+fn truncation_guard() {
+    extern "C" fn on_sigbus(_: libc::c_int) {
+        // SAFETY: write(2) and _exit(2) are async-signal-safe; the buffer is static.
+        unsafe {
+            libc::write(2, TRUNCATED.as_ptr().cast(), TRUNCATED.len());
+            libc::_exit(1);
+        }
+    }
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: a zeroed sigaction with a plain handler (no SA_SIGINFO) and an empty
+        // mask is a valid argument; the handler only calls async-signal-safe functions.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_sigbus as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut());
+        }
+    });
 }
 
 /// Feed `dec` what `read` returns, [`READ_CHUNK`] bytes at a time, until the input ends
