@@ -447,7 +447,7 @@ fn comm_from_the_file_equals_perf_scripts() {
 fn input_truncated_while_mapped_is_a_message_and_exit_1() {
     require_host!();
     let (_dir, file) = recorded(false);
-    let mut child = Command::new(bin())
+    let child = Command::new(bin())
         .args(["decode", "-q", file.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
