@@ -617,7 +617,7 @@ impl Walk<'_> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn value(&mut self, out: &mut Vec<u8>, encoding: Encoding, kind: Kind) -> Option<()> {
         match kind {
             Kind::Unsigned(size) => write_int(out, self.uint(size)?),
