@@ -32,7 +32,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use super::enumerator::{MAX_FIELDS, MAX_STRUCT_DEPTH, read_value, zstring};
 use super::enums::{Encoding, Format};
 use super::header::read_u16;
-use super::json::{Open, Scratch, close, member, note_tag, uint_of, write_field_tags, write_name};
+use super::json::{
+    Open, Scratch, close, is_value_format, member, note_tag, uint_of, write_field_tags, write_name,
+};
 use super::metadata::{ArrayKind, FieldMeta, read_field};
 use crate::json_line::{Span, Texts, write_int, write_text};
 
@@ -68,6 +70,9 @@ enum Kind {
     Text,
     /// A zero-terminated string of UTF-8 text ([`write_text`]).
     ZText,
+    /// Another string of `unit`-byte code units, in a string format
+    /// ([`super::json::write_string`]).
+    Str(Format, u8),
     /// Anything else ([`super::json::write_value_as`]).
     Other(Format),
 }
@@ -571,7 +576,19 @@ fn kind(field: &FieldMeta<'_>) -> Kind {
         Encoding::ZStringChar8 if matches!(format, Format::Default | Format::StringUtf) => {
             Kind::ZText
         }
-        _ => Kind::Other(format),
+        // What `write_value_as` does with strings: text in the format's form, but
+        // Length16 bytes in a value format as a value, binary bytes by default as hex.
+        Encoding::StringLength16Char8 | Encoding::BinaryLength16Char8
+            if is_value_format(format)
+                || (field.encoding == Encoding::BinaryLength16Char8
+                    && format == Format::Default) =>
+        {
+            Kind::Other(format)
+        }
+        _ => match field.encoding.char_size() {
+            Some(unit) => Kind::Str(format, unit as u8),
+            None => Kind::Other(format),
+        },
     }
 }
 
@@ -642,6 +659,11 @@ impl Walk<'_> {
                 let bytes = self.payload.get(self.pos..self.pos + size)?;
                 self.pos += size;
                 super::json::write_int_value(out, format, bytes, self.big)
+            }
+            Kind::Str(format, unit) => {
+                let (bytes, used) = read_value(self.payload, self.pos, encoding, self.big).ok()?;
+                self.pos += used;
+                super::json::write_string(out, format, bytes, usize::from(unit), self.big)
             }
             Kind::Other(format) => {
                 let (bytes, used) = read_value(self.payload, self.pos, encoding, self.big).ok()?;
