@@ -115,6 +115,9 @@ pub struct Plan {
     /// `,"field_tags":{…}`, or empty.
     tags: Span,
     ops: Box<[Op]>,
+    /// Whether its walk can run out of the item budget (see [`counted`]); else the walk
+    /// does not count.
+    counted: bool,
 }
 /// One cached metadata block.
 #[derive(Debug, Clone)]
@@ -421,8 +424,29 @@ fn compile(meta: &[u8], big: bool) -> Option<Plan> {
         head: span(head_from, tags_from)?,
         tags: span(tags_from, c.text.len())?,
         text: Texts::new(c.text),
+        counted: counted(&c.ops),
         ops: c.ops.into(),
     })
+}
+
+/// The least item budget of a walk ([`Plan::write_fields`]: this plus 32 per payload
+/// byte).
+const MIN_BUDGET: usize = 4096;
+
+/// Whether a walk over `ops` can run out of its item budget. It cannot when the ops
+/// count fewer than [`MIN_BUDGET`] items (the final step included) and their only
+/// repeated items are elements of arrays of fixed-size values: a walk checks that such
+/// an array's bytes are in the payload before its elements, so all those elements
+/// together are at most one item per payload byte, within the budget's 32 per byte.
+/// Arrays of structs and of strings (whose elements may take no byte) are counted.
+fn counted(ops: &[Op]) -> bool {
+    let fixed = ops.iter().map(|op| op.items as usize).sum::<usize>() + 1;
+    fixed > MIN_BUDGET
+        || ops.iter().any(|op| match op.what {
+            What::Text | What::Value { .. } => false,
+            What::Values { encoding, .. } => encoding.fixed_size().is_none(),
+            What::Structs { .. } => true,
+        })
 }
 
 /// The walk over the metadata, writing the prefixes as the streaming writer writes the
@@ -703,18 +727,30 @@ impl Plan {
             payload,
             pos: 0,
             big,
-            budget: 4096 + payload.len().saturating_mul(32),
+            budget: MIN_BUDGET + payload.len().saturating_mul(32),
         };
-        self.run(out, &self.ops, &mut walk)?;
+        if !self.counted {
+            return self.run::<false>(out, &self.ops, &mut walk);
+        }
+        self.run::<true>(out, &self.ops, &mut walk)?;
         // The step that ends the walk needs a unit of budget too.
         walk.item()
     }
 
-    fn run(&self, out: &mut Vec<u8>, ops: &[Op], w: &mut Walk<'_>) -> Option<()> {
+    /// The walk over `ops`; `COUNT`: whether it counts items against the budget (see
+    /// [`counted`]; the same code without the counting when it cannot run out).
+    fn run<const COUNT: bool>(
+        &self,
+        out: &mut Vec<u8>,
+        ops: &[Op],
+        w: &mut Walk<'_>,
+    ) -> Option<()> {
         let mut i = 0;
         while let Some(&op) = ops.get(i) {
             i += 1;
-            w.items(op.items)?;
+            if COUNT {
+                w.items(op.items)?;
+            }
             self.text.write(out, op.text);
             match op.what {
                 What::Text => {}
@@ -732,7 +768,9 @@ impl Plan {
                         }
                     }
                     for e in 0..n {
-                        w.item()?;
+                        if COUNT {
+                            w.item()?;
+                        }
                         if e > 0 {
                             out.push(b',');
                         }
@@ -746,9 +784,11 @@ impl Plan {
                     let body = ops.get(i..end)?;
                     i = end;
                     for e in 0..n {
-                        w.items(2)?;
+                        if COUNT {
+                            w.items(2)?;
+                        }
                         out.extend_from_slice(if e > 0 { b",{" } else { b"{" });
-                        self.run(out, body, w)?;
+                        self.run::<COUNT>(out, body, w)?;
                         out.push(b'}');
                     }
                     out.push(b']');
