@@ -63,6 +63,9 @@ enum Kind {
     Unsigned(u8),
     /// Value8..Value64 of this many bytes shown as a signed number.
     Signed(u8),
+    /// Value8..Value64 of this many bytes as a hex number
+    /// ([`super::json::write_hash_x`]).
+    Hex(u8),
     /// Value8..Value64 of this many bytes in another format
     /// ([`super::json::write_int_value`]).
     Int(Format, u8),
@@ -591,6 +594,7 @@ fn kind(field: &FieldMeta<'_>) -> Kind {
             match format {
                 Format::Default | Format::UnsignedInt => Kind::Unsigned(size),
                 Format::SignedInt => Kind::Signed(size),
+                Format::HexInt => Kind::Hex(size),
                 _ => Kind::Int(format, size),
             }
         }
@@ -666,6 +670,7 @@ impl Walk<'_> {
                 let shift = 64 - 8 * u32::from(size);
                 write_int(out, ((self.uint(size)? << shift) as i64) >> shift)
             }
+            Kind::Hex(size) => super::json::write_hash_x(out, self.uint(size)?),
             Kind::Text => {
                 let rest = self.payload.get(self.pos..)?;
                 let n = usize::from(read_u16(rest, 0, self.big)?);

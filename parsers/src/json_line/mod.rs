@@ -45,7 +45,7 @@ pub(crate) use escape::{
     Escaped, first_special, hex_digits, write_c_string, write_escape, write_hex, write_key,
     write_plain, write_str, write_text, write_text_contents,
 };
-pub(crate) use numbers::write_int;
+pub(crate) use numbers::{push_prefix, write_int};
 use ops::{Step, steps, write_steps};
 pub(crate) use text::{Span, Text, Texts};
 use time::TimeCache;
