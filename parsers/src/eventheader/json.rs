@@ -1031,7 +1031,9 @@ fn write_ascii_units<const N: usize>(out: &mut Vec<u8>, bytes: &[u8], big: bool)
     true
 }
 
-/// One character inside a JSON string, escaped as serde_json escapes.
+/// One character inside a JSON string, escaped as serde_json escapes (in line: it is
+/// called per character).
+#[inline]
 fn push_char(out: &mut Vec<u8>, c: char) {
     match u8::try_from(c) {
         Ok(b) if b.is_ascii() => write_escape(out, b),

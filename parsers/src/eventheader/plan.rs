@@ -601,6 +601,8 @@ fn kind(field: &FieldMeta<'_>) -> Kind {
         Encoding::StringLength16Char8 if matches!(format, Format::Default | Format::StringUtf) => {
             Kind::Text
         }
+        // Binary bytes shown as UTF-8 text: the same Length16 read and text.
+        Encoding::BinaryLength16Char8 if format == Format::StringUtf => Kind::Text,
         Encoding::ZStringChar8 if matches!(format, Format::Default | Format::StringUtf) => {
             Kind::ZText
         }
