@@ -168,8 +168,8 @@ impl PlanCache {
     ///
     /// `hint` (one per tracepoint) remembers the slot its events found last: when that
     /// slot holds the same metadata, the plan is found without hashing it (events of one
-    /// tracepoint mostly carry the same block); else the front table by [`fingerprint`],
-    /// and then the index by the full hash, are searched. Without a hint, the slot the
+    /// tracepoint mostly carry the same block); else the front table by a fingerprint of
+    /// the block (a few of its words), and then the index by the full hash, are searched. Without a hint, the slot the
     /// cache found last is tried first.
     pub fn get(&mut self, meta: &[u8], big: bool, hint: Option<&PlanHint>) -> Option<&Plan> {
         let holds = |slot: usize| {
