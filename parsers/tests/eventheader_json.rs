@@ -1081,6 +1081,35 @@ proptest! {
     }
 }
 
+/// Walks past the item budget (arrays of empty structs, and of strings whose elements
+/// take no byte) stop as the streaming writer stops, with its error; arrays of
+/// fixed-size values (which a plan walks without counting) stay within it.
+#[test]
+fn plans_stop_at_the_item_budget_as_the_stream_does() {
+    for big in [false, true] {
+        let structs = Ev::new("S", big)
+            .field("s", 1 | 0x40, Some(0), 0, None)
+            .d16(u16::MAX);
+        let strings = Ev::new("Z", big)
+            .field("z", 7 | 0x40, None, 0, None)
+            .d16(u16::MAX);
+        for ev in [structs, strings] {
+            let data = ev.bytes();
+            assert!(!plan_matches_stream(TP, &data), "the plan wrote it");
+            let line = String::from_utf8(line_bytes(TP, &data)).unwrap();
+            assert!(line.contains("too many items"), "{line}");
+        }
+        let mut values = Ev::new("V", big)
+            .field("v", 2 | 0x40, None, 0, None)
+            .d16(5000);
+        values.payload.extend(std::iter::repeat_n(7, 5000));
+        assert!(
+            plan_matches_stream(TP, &values.bytes()),
+            "the plan did not write it"
+        );
+    }
+}
+
 /// A plan survives its cache: many metadata blocks (more than the cache holds) in turn,
 /// each event written by plan or stream the same.
 #[test]

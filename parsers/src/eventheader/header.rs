@@ -146,12 +146,9 @@ pub(crate) fn read_u16(bytes: &[u8], at: usize, big: bool) -> Option<u16> {
     })
 }
 
-/// Split `data` (the event from its header on) into header, extensions and payload.
-/// Unknown extension kinds are skipped.
-pub fn parse_event(data: &[u8]) -> Result<EventParts<'_>, HeaderError> {
-    let Some(head) = data.first_chunk::<8>() else {
-        return Err(HeaderError::Truncated { len: data.len() });
-    };
+/// The fixed header from its 8 bytes.
+#[inline(always)]
+fn read_header(head: &[u8; 8]) -> Header {
     let flags = head[0];
     let big = flags & FLAG_LITTLE_ENDIAN == 0;
     let u16_at = |i: usize| {
@@ -162,14 +159,62 @@ pub fn parse_event(data: &[u8]) -> Result<EventParts<'_>, HeaderError> {
             u16::from_le_bytes(b)
         }
     };
-    let header = Header {
+    Header {
         flags,
         version: head[1],
         id: u16_at(2),
         tag: u16_at(4),
         opcode: head[6],
         level: head[7],
+    }
+}
+
+/// [`parse_event`] for the usual layout, one metadata block and no other (what the
+/// producers write without activity ids): `None` for any other layout or a problem,
+/// which the general walk then reads (or reports). In line, without the loop.
+#[inline(always)]
+fn parse_usual(data: &[u8]) -> Option<EventParts<'_>> {
+    let (head, rest) = data.split_first_chunk::<8>()?;
+    let header = read_header(head);
+    if header.flags & !KNOWN_FLAGS != 0 || header.flags & FLAG_EXTENSION == 0 {
+        return None;
+    }
+    let (block, rest) = rest.split_first_chunk::<4>()?;
+    let big = header.big_endian();
+    let (size, kind) = (read_u16(block, 0, big)?, read_u16(block, 2, big)?);
+    if kind != EXTENSION_METADATA {
+        return None;
+    }
+    let (metadata, payload) = rest.split_at_checked(usize::from(size))?;
+    Some(EventParts {
+        header,
+        metadata: Some(metadata),
+        activity: None,
+        related_activity: None,
+        payload_start: 12 + usize::from(size),
+        payload,
+    })
+}
+
+/// Split `data` (the event from its header on) into header, extensions and payload.
+/// Unknown extension kinds are skipped.
+#[inline]
+pub fn parse_event(data: &[u8]) -> Result<EventParts<'_>, HeaderError> {
+    match parse_usual(data) {
+        Some(parts) => Ok(parts),
+        None => parse_any(data),
+    }
+}
+
+/// [`parse_event`] for any layout: the walk over the extension blocks.
+#[inline(never)]
+fn parse_any(data: &[u8]) -> Result<EventParts<'_>, HeaderError> {
+    let Some(head) = data.first_chunk::<8>() else {
+        return Err(HeaderError::Truncated { len: data.len() });
     };
+    let header = read_header(head);
+    let flags = header.flags;
+    let big = header.big_endian();
     if flags & !KNOWN_FLAGS != 0 {
         return Err(HeaderError::UnsupportedFlags(flags));
     }

@@ -14,8 +14,8 @@ use super::metadata::{FieldMeta, attributes, split_event_name, unescape};
 use super::plan::{PlanCache, PlanHint};
 use super::tracepoint_name::{OwnedTracepointName, TracepointName};
 use crate::json_line::{
-    Text, first_special, hex_digits, write_escape, write_hex, write_int, write_plain, write_str,
-    write_text, write_text_contents,
+    Text, first_special, hex_digits, push_prefix, write_escape, write_hex, write_int, write_plain,
+    write_str, write_text, write_text_contents,
 };
 
 /// Reusable buffers for [`write_event`]; keep one per writer.
@@ -346,10 +346,23 @@ pub(super) fn write_name(out: &mut Vec<u8>, keys: &mut Vec<(usize, usize)>, even
     }
 }
 
-/// `v` as `{:#x}` writes it, without the formatting machinery.
-fn write_hash_x(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(b"0x");
-    write_x(out, v);
+/// `v` as `{:#x}` writes it, as a JSON string, without the formatting machinery: the
+/// 16 digits made in two words, the leading zeros shifted out, and `"0x…"` appended as
+/// one fixed-size copy.
+#[inline]
+pub(super) fn write_hash_x(out: &mut Vec<u8>, v: u64) {
+    let digits = ((67 - v.leading_zeros()) / 4).max(1) as usize;
+    let (high, low) = (hex_digits((v >> 32) as u32), hex_digits(v as u32));
+    let all = (u128::from(u64::from_be_bytes(high)) << 64 | u128::from(u64::from_be_bytes(low)))
+        << (8 * (16 - digits));
+    let mut text = [b'"'; 20];
+    text[1] = b'0';
+    text[2] = b'x';
+    text[3..19].copy_from_slice(&all.to_be_bytes());
+    if let Some(quote) = text.get_mut(3 + digits) {
+        *quote = b'"';
+    }
+    push_prefix(out, &text, 4 + digits);
 }
 
 /// `v` as `{:x}` writes it, without the formatting machinery.
@@ -374,9 +387,8 @@ fn write_provider(out: &mut Vec<u8>, tp: &TracepointName<'_>) {
 fn write_level_keyword(out: &mut Vec<u8>, tp: &TracepointName<'_>, level: u8) {
     out.extend_from_slice(b",\"level\":");
     write_int(out, level);
-    out.extend_from_slice(b",\"keyword\":\"");
+    out.extend_from_slice(b",\"keyword\":");
     write_hash_x(out, tp.keyword);
-    out.push(b'"');
     if let Some(group) = tp.group {
         out.extend_from_slice(b",\"group\":");
         write_str(out, group);
@@ -384,14 +396,20 @@ fn write_level_keyword(out: &mut Vec<u8>, tp: &TracepointName<'_>, level: u8) {
 }
 
 /// `opcode`, `id`/`version`, `tag`, `activity`, `related_activity` when set.
-#[inline]
+#[inline(always)]
 fn write_header_keys(out: &mut Vec<u8>, parts: &EventParts<'_>) {
     let h = &parts.header;
     let set = u32::from(h.opcode) | u32::from(h.id) | u32::from(h.version) | u32::from(h.tag);
-    if set == 0 && parts.activity.is_none() {
-        // The usual event: none of them (one test instead of five).
-        return;
+    // The usual event has none of them: one test in line instead of five and a call.
+    if set != 0 || parts.activity.is_some() {
+        write_set_header_keys(out, parts);
     }
+}
+
+/// [`write_header_keys`] when some are set.
+#[inline(never)]
+fn write_set_header_keys(out: &mut Vec<u8>, parts: &EventParts<'_>) {
+    let h = &parts.header;
     if h.opcode != 0 {
         out.extend_from_slice(b",\"opcode\":");
         write_int(out, h.opcode);
@@ -633,7 +651,7 @@ pub(super) fn write_field_tags(out: &mut Vec<u8>, s: &mut Scratch) {
 }
 
 /// Whether `format` on a Length16 field means "read the bytes as a ValueN".
-fn is_value_format(format: Format) -> bool {
+pub(super) fn is_value_format(format: Format) -> bool {
     !matches!(
         format,
         Format::Default
@@ -724,11 +742,7 @@ pub(super) fn write_int_value(out: &mut Vec<u8>, format: Format, bytes: &[u8], b
     let s = ((u << shift) as i64) >> shift;
     match format {
         Format::SignedInt => write_int(out, s),
-        Format::HexInt => {
-            out.push(b'"');
-            write_hash_x(out, u);
-            out.push(b'"');
-        }
+        Format::HexInt => write_hash_x(out, u),
         Format::Errno if n == 4 => write_int(out, s),
         Format::Pid if n >= 4 => write_int(out, s),
         Format::Time if n >= 4 => write_time(out, s),
@@ -906,7 +920,13 @@ fn write_time(out: &mut Vec<u8>, secs: i64) {
 }
 
 /// A string of `unit`-byte code units in the given format.
-fn write_string(out: &mut Vec<u8>, format: Format, bytes: &[u8], unit: usize, big: bool) {
+pub(super) fn write_string(
+    out: &mut Vec<u8>,
+    format: Format,
+    bytes: &[u8],
+    unit: usize,
+    big: bool,
+) {
     match format {
         Format::HexBytes => write_hex(out, bytes),
         Format::String8 if write_plain(out, bytes) => {}
@@ -1011,7 +1031,9 @@ fn write_ascii_units<const N: usize>(out: &mut Vec<u8>, bytes: &[u8], big: bool)
     true
 }
 
-/// One character inside a JSON string, escaped as serde_json escapes.
+/// One character inside a JSON string, escaped as serde_json escapes (in line: it is
+/// called per character).
+#[inline]
 fn push_char(out: &mut Vec<u8>, c: char) {
     match u8::try_from(c) {
         Ok(b) if b.is_ascii() => write_escape(out, b),
@@ -1073,7 +1095,7 @@ mod tests {
             for x in [0, 1u64 << shift, (1u64 << shift) - 1, v, u64::MAX >> shift] {
                 let mut out = Vec::new();
                 write_hash_x(&mut out, x);
-                assert_eq!(out, format!("{x:#x}").into_bytes());
+                assert_eq!(out, format!("\"{x:#x}\"").into_bytes());
             }
             v = v.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
         }

@@ -32,7 +32,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use super::enumerator::{MAX_FIELDS, MAX_STRUCT_DEPTH, read_value, zstring};
 use super::enums::{Encoding, Format};
 use super::header::read_u16;
-use super::json::{Open, Scratch, close, member, note_tag, uint_of, write_field_tags, write_name};
+use super::json::{
+    Open, Scratch, close, is_value_format, member, note_tag, uint_of, write_field_tags, write_name,
+};
 use super::metadata::{ArrayKind, FieldMeta, read_field};
 use crate::json_line::{Span, Texts, write_int, write_text};
 
@@ -61,6 +63,9 @@ enum Kind {
     Unsigned(u8),
     /// Value8..Value64 of this many bytes shown as a signed number.
     Signed(u8),
+    /// Value8..Value64 of this many bytes as a hex number
+    /// ([`super::json::write_hash_x`]).
+    Hex(u8),
     /// Value8..Value64 of this many bytes in another format
     /// ([`super::json::write_int_value`]).
     Int(Format, u8),
@@ -68,6 +73,9 @@ enum Kind {
     Text,
     /// A zero-terminated string of UTF-8 text ([`write_text`]).
     ZText,
+    /// Another string of `unit`-byte code units, in a string format
+    /// ([`super::json::write_string`]).
+    Str(Format, u8),
     /// Anything else ([`super::json::write_value_as`]).
     Other(Format),
 }
@@ -110,6 +118,9 @@ pub struct Plan {
     /// `,"field_tags":{…}`, or empty.
     tags: Span,
     ops: Box<[Op]>,
+    /// Whether its walk can run out of the item budget (see [`counted`]); else the walk
+    /// does not count.
+    counted: bool,
 }
 /// One cached metadata block.
 #[derive(Debug, Clone)]
@@ -139,6 +150,11 @@ pub struct PlanCache {
     next: usize,
     /// The slot the last lookup found (events of one kind often come in runs).
     last: usize,
+    /// Slot by [`fingerprint`] of the metadata (a guess, checked against the metadata
+    /// before use; [`NO_SLOT`] when empty): the usual lookup, a few loads and one
+    /// compare instead of hashing the whole block and probing `index`. Two blocks with
+    /// the same fingerprint only take turns here; `index` still finds both.
+    front: Box<[u16]>,
     /// The bytes held.
     bytes: usize,
     /// The slot of the block compiled last, until [`PlanCache::take_learnt`] takes it
@@ -152,8 +168,9 @@ impl PlanCache {
     ///
     /// `hint` (one per tracepoint) remembers the slot its events found last: when that
     /// slot holds the same metadata, the plan is found without hashing it (events of one
-    /// tracepoint mostly carry the same block); else the index by hash is searched.
-    /// Without a hint, the slot the cache found last is tried first.
+    /// tracepoint mostly carry the same block); else the front table by a fingerprint of
+    /// the block (a few of its words), and then the index by the full hash, are searched. Without a hint, the slot the
+    /// cache found last is tried first.
     pub fn get(&mut self, meta: &[u8], big: bool, hint: Option<&PlanHint>) -> Option<&Plan> {
         let holds = |slot: usize| {
             self.slots
@@ -163,16 +180,23 @@ impl PlanCache {
         };
         let hinted = hint.map(PlanHint::get);
         let guess = hinted.unwrap_or(self.last);
-        let slot = match guess {
-            slot if holds(slot) => slot,
-            _ => {
-                let hash = hash(meta, big);
-                let found = self.index.get(&hash).map(|&slot| slot as usize);
-                let cached = |slot: usize| self.slots.get(slot).and_then(Option::as_ref);
-                match found {
-                    Some(slot) if cached(slot).is_some_and(|c| c.is(hash, meta, big)) => slot,
-                    _ if meta.len() > MAX_PLAN_METADATA => return None,
-                    _ => self.insert(hash, meta, big),
+        let slot = if holds(guess) {
+            guess
+        } else {
+            let print = fingerprint(meta, big);
+            match self.front.get(print).map(|&slot| usize::from(slot)) {
+                Some(slot) if holds(slot) => slot,
+                _ => {
+                    let slot = self.find(meta, big)?;
+                    if self.front.is_empty() {
+                        self.front = vec![NO_SLOT; FRONT_ENTRIES].into_boxed_slice();
+                    }
+                    if let (Some(entry), Ok(slot)) =
+                        (self.front.get_mut(print), u16::try_from(slot))
+                    {
+                        *entry = slot;
+                    }
+                    slot
                 }
             }
         };
@@ -183,7 +207,23 @@ impl PlanCache {
         self.slots.get(slot)?.as_ref()?.plan.as_ref()
     }
 
+    /// The slot of `meta` by its full hash, compiling it into a new one when it is not
+    /// cached (`None` when it is too long to cache). Out of line: the usual lookup
+    /// stops at the hint or the front table.
+    #[inline(never)]
+    fn find(&mut self, meta: &[u8], big: bool) -> Option<usize> {
+        let hash = hash(meta, big);
+        let found = self.index.get(&hash).map(|&slot| slot as usize);
+        let cached = |slot: usize| self.slots.get(slot).and_then(Option::as_ref);
+        match found {
+            Some(slot) if cached(slot).is_some_and(|c| c.is(hash, meta, big)) => Some(slot),
+            _ if meta.len() > MAX_PLAN_METADATA => None,
+            _ => Some(self.insert(hash, meta, big)),
+        }
+    }
+
     /// Compile and cache `meta`, evicting the oldest entries as the bounds require.
+    #[inline(never)]
     fn insert(&mut self, hash: u64, meta: &[u8], big: bool) -> usize {
         let plan = compile(meta, big);
         let bytes = meta.len() + plan.as_ref().map_or(0, Plan::bytes);
@@ -293,6 +333,36 @@ impl std::hash::Hasher for HashIsKey {
     }
 }
 
+/// The entries of [`PlanCache`]'s front table (a power of two; 8 KiB of `u16`: the
+/// corpus's 258 blocks share an entry with another about 6 % of the time).
+const FRONT_ENTRIES: usize = 4096;
+/// An empty front-table entry.
+const NO_SLOT: u16 = u16::MAX;
+const _: () = assert!(PLAN_CACHE_ENTRIES < NO_SLOT as usize);
+
+/// A front-table index for a metadata block: its length, byte order and three of its
+/// words (first, middle, last; the event name, a field record, the last record), mixed.
+/// Cheap rather than thorough: blocks that share it only take turns in the front table.
+#[inline]
+fn fingerprint(meta: &[u8], big: bool) -> usize {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let word = |at: usize| {
+        meta.get(at..)
+            .and_then(<[u8]>::first_chunk::<8>)
+            .map_or(0, |w| u64::from_le_bytes(*w))
+    };
+    let (len, last) = (meta.len(), meta.last_chunk::<8>());
+    let (first, middle) = match last {
+        Some(_) => (word(0), word(len / 2 - 4)),
+        // Shorter than a word: its bytes, zero-padded.
+        None => (meta.iter().rev().fold(0, |w, &b| w << 8 | u64::from(b)), 0),
+    };
+    let last = last.map_or(0, |w| u64::from_le_bytes(*w));
+    let key = (len as u64) << 1 | u64::from(big);
+    let h = (first ^ middle.rotate_left(21) ^ last.rotate_left(42) ^ key).wrapping_mul(K);
+    (h >> (64 - FRONT_ENTRIES.trailing_zeros())) as usize
+}
+
 /// A quick hash of a metadata block and its byte order, 8 bytes at a time.
 fn hash(meta: &[u8], big: bool) -> u64 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -357,8 +427,29 @@ fn compile(meta: &[u8], big: bool) -> Option<Plan> {
         head: span(head_from, tags_from)?,
         tags: span(tags_from, c.text.len())?,
         text: Texts::new(c.text),
+        counted: counted(&c.ops),
         ops: c.ops.into(),
     })
+}
+
+/// The least item budget of a walk ([`Plan::write_fields`]: this plus 32 per payload
+/// byte).
+const MIN_BUDGET: usize = 4096;
+
+/// Whether a walk over `ops` can run out of its item budget. It cannot when the ops
+/// count fewer than [`MIN_BUDGET`] items (the final step included) and their only
+/// repeated items are elements of arrays of fixed-size values: a walk checks that such
+/// an array's bytes are in the payload before its elements, so all those elements
+/// together are at most one item per payload byte, within the budget's 32 per byte.
+/// Arrays of structs and of strings (whose elements may take no byte) are counted.
+fn counted(ops: &[Op]) -> bool {
+    let fixed = ops.iter().map(|op| op.items as usize).sum::<usize>() + 1;
+    fixed > MIN_BUDGET
+        || ops.iter().any(|op| match op.what {
+            What::Text | What::Value { .. } => false,
+            What::Values { encoding, .. } => encoding.fixed_size().is_none(),
+            What::Structs { .. } => true,
+        })
 }
 
 /// The walk over the metadata, writing the prefixes as the streaming writer writes the
@@ -503,16 +594,31 @@ fn kind(field: &FieldMeta<'_>) -> Kind {
             match format {
                 Format::Default | Format::UnsignedInt => Kind::Unsigned(size),
                 Format::SignedInt => Kind::Signed(size),
+                Format::HexInt => Kind::Hex(size),
                 _ => Kind::Int(format, size),
             }
         }
         Encoding::StringLength16Char8 if matches!(format, Format::Default | Format::StringUtf) => {
             Kind::Text
         }
+        // Binary bytes shown as UTF-8 text: the same Length16 read and text.
+        Encoding::BinaryLength16Char8 if format == Format::StringUtf => Kind::Text,
         Encoding::ZStringChar8 if matches!(format, Format::Default | Format::StringUtf) => {
             Kind::ZText
         }
-        _ => Kind::Other(format),
+        // What `write_value_as` does with strings: text in the format's form, but
+        // Length16 bytes in a value format as a value, binary bytes by default as hex.
+        Encoding::StringLength16Char8 | Encoding::BinaryLength16Char8
+            if is_value_format(format)
+                || (field.encoding == Encoding::BinaryLength16Char8
+                    && format == Format::Default) =>
+        {
+            Kind::Other(format)
+        }
+        _ => match field.encoding.char_size() {
+            Some(unit) => Kind::Str(format, unit as u8),
+            None => Kind::Other(format),
+        },
     }
 }
 
@@ -558,7 +664,7 @@ impl Walk<'_> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn value(&mut self, out: &mut Vec<u8>, encoding: Encoding, kind: Kind) -> Option<()> {
         match kind {
             Kind::Unsigned(size) => write_int(out, self.uint(size)?),
@@ -566,6 +672,7 @@ impl Walk<'_> {
                 let shift = 64 - 8 * u32::from(size);
                 write_int(out, ((self.uint(size)? << shift) as i64) >> shift)
             }
+            Kind::Hex(size) => super::json::write_hash_x(out, self.uint(size)?),
             Kind::Text => {
                 let rest = self.payload.get(self.pos..)?;
                 let n = usize::from(read_u16(rest, 0, self.big)?);
@@ -583,6 +690,11 @@ impl Walk<'_> {
                 let bytes = self.payload.get(self.pos..self.pos + size)?;
                 self.pos += size;
                 super::json::write_int_value(out, format, bytes, self.big)
+            }
+            Kind::Str(format, unit) => {
+                let (bytes, used) = read_value(self.payload, self.pos, encoding, self.big).ok()?;
+                self.pos += used;
+                super::json::write_string(out, format, bytes, usize::from(unit), self.big)
             }
             Kind::Other(format) => {
                 let (bytes, used) = read_value(self.payload, self.pos, encoding, self.big).ok()?;
@@ -622,18 +734,30 @@ impl Plan {
             payload,
             pos: 0,
             big,
-            budget: 4096 + payload.len().saturating_mul(32),
+            budget: MIN_BUDGET + payload.len().saturating_mul(32),
         };
-        self.run(out, &self.ops, &mut walk)?;
+        if !self.counted {
+            return self.run::<false>(out, &self.ops, &mut walk);
+        }
+        self.run::<true>(out, &self.ops, &mut walk)?;
         // The step that ends the walk needs a unit of budget too.
         walk.item()
     }
 
-    fn run(&self, out: &mut Vec<u8>, ops: &[Op], w: &mut Walk<'_>) -> Option<()> {
+    /// The walk over `ops`; `COUNT`: whether it counts items against the budget (see
+    /// [`counted`]; the same code without the counting when it cannot run out).
+    fn run<const COUNT: bool>(
+        &self,
+        out: &mut Vec<u8>,
+        ops: &[Op],
+        w: &mut Walk<'_>,
+    ) -> Option<()> {
         let mut i = 0;
         while let Some(&op) = ops.get(i) {
             i += 1;
-            w.items(op.items)?;
+            if COUNT {
+                w.items(op.items)?;
+            }
             self.text.write(out, op.text);
             match op.what {
                 What::Text => {}
@@ -651,7 +775,9 @@ impl Plan {
                         }
                     }
                     for e in 0..n {
-                        w.item()?;
+                        if COUNT {
+                            w.item()?;
+                        }
                         if e > 0 {
                             out.push(b',');
                         }
@@ -665,9 +791,11 @@ impl Plan {
                     let body = ops.get(i..end)?;
                     i = end;
                     for e in 0..n {
-                        w.items(2)?;
+                        if COUNT {
+                            w.items(2)?;
+                        }
                         out.extend_from_slice(if e > 0 { b",{" } else { b"{" });
-                        self.run(out, body, w)?;
+                        self.run::<COUNT>(out, body, w)?;
                         out.push(b'}');
                     }
                     out.push(b']');

@@ -231,12 +231,30 @@ pub(crate) fn write_text(out: &mut Vec<u8>, bytes: &[u8]) {
     if write_plain(out, bytes) {
         return;
     }
-    if let Ok(s) = std::str::from_utf8(bytes) {
-        write_str(out, s);
-    } else {
-        out.push(b'"');
-        write_text_contents(out, bytes);
-        out.push(b'"');
+    write_special_text(out, bytes);
+}
+
+/// Valid UTF-8 up to this long that needs escapes goes through the byte loop of
+/// [`write_str_contents`]; longer, through serde_json's escaper ([`write_str`]), which
+/// is faster on long strings but costs a chain of calls per string.
+const SHORT_TEXT: usize = 64;
+
+/// [`write_text`] for bytes that are not plain ASCII needing no escape (out of line: the
+/// rarer path).
+#[inline(never)]
+fn write_special_text(out: &mut Vec<u8>, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(s) if s.len() > SHORT_TEXT => write_str(out, s),
+        Ok(s) => {
+            out.push(b'"');
+            write_str_contents(out, s);
+            out.push(b'"');
+        }
+        Err(_) => {
+            out.push(b'"');
+            write_lossy_contents(out, bytes);
+            out.push(b'"');
+        }
     }
 }
 
@@ -246,11 +264,20 @@ pub(crate) fn write_text_contents(out: &mut Vec<u8>, bytes: &[u8]) {
     if let Ok(s) = std::str::from_utf8(bytes) {
         write_str_contents(out, s);
     } else {
-        for chunk in bytes.utf8_chunks() {
-            write_str_contents(out, chunk.valid());
-            if !chunk.invalid().is_empty() {
-                out.extend_from_slice("\u{FFFD}".as_bytes());
-            }
+        write_lossy_contents(out, bytes);
+    }
+}
+
+/// The contents of invalid UTF-8: its valid runs escaped, each maximal invalid sequence
+/// as U+FFFD.
+fn write_lossy_contents(out: &mut Vec<u8>, bytes: &[u8]) {
+    for chunk in bytes.utf8_chunks() {
+        let valid = chunk.valid();
+        if !valid.is_empty() {
+            write_str_contents(out, valid);
+        }
+        if !chunk.invalid().is_empty() {
+            out.extend_from_slice("\u{FFFD}".as_bytes());
         }
     }
 }
@@ -329,6 +356,22 @@ mod tests {
         let mut out = Vec::new();
         write_str(&mut out, "é\u{2028}😀");
         assert_eq!(out, serde_json::to_vec("é\u{2028}😀").unwrap());
+        // The byte loop for pieces and short strings, on every byte value and on text
+        // around the length where whole strings switch to serde_json.
+        for b in 0u8..=0x7f {
+            let s = [b'a', b, b'z'];
+            let s = std::str::from_utf8(&s).unwrap();
+            let mut out = vec![b'"'];
+            write_str_contents(&mut out, s);
+            out.push(b'"');
+            assert_eq!(out, serde_json::to_vec(s).unwrap(), "byte {b:#x}");
+        }
+        for len in [1, SHORT_TEXT - 1, SHORT_TEXT, SHORT_TEXT + 1, 200] {
+            let s: String = (0..len).map(|i| ['\u{1}', 'é', '"', 'x'][i % 4]).collect();
+            let mut out = Vec::new();
+            write_text(&mut out, s.as_bytes());
+            assert_eq!(out, serde_json::to_vec(&s).unwrap(), "{len}");
+        }
     }
 
     #[test]

@@ -33,6 +33,7 @@ use crate::schema::{EventFormat, Field};
 
 pub(crate) mod context;
 mod escape;
+mod ids;
 mod numbers;
 mod ops;
 pub(crate) mod schema;
@@ -44,7 +45,7 @@ pub(crate) use escape::{
     Escaped, first_special, hex_digits, write_c_string, write_escape, write_hex, write_key,
     write_plain, write_str, write_text, write_text_contents,
 };
-pub(crate) use numbers::write_int;
+pub(crate) use numbers::{push_prefix, write_int};
 use ops::{Step, steps, write_steps};
 pub(crate) use text::{Span, Text, Texts};
 use time::TimeCache;
@@ -177,6 +178,7 @@ pub struct LineOptions {
 pub struct LineWriter {
     opts: LineOptions,
     time: TimeCache,
+    ids: ids::IdsCache,
     /// Buffers of the EventHeader writer.
     eh: eventheader::json::Scratch,
     /// Context keys written after `"tid"` ([`LineWriter::set_context`]).
@@ -191,6 +193,7 @@ impl LineWriter {
         LineWriter {
             opts,
             time: TimeCache::default(),
+            ids: ids::IdsCache::default(),
             eh: eventheader::json::Scratch::default(),
             context: Vec::new(),
             context_of: None,
@@ -221,7 +224,7 @@ impl LineWriter {
         let common = self.start_line(out, meta.time_unix_ns, format, raw);
         write_head(out, meta.system, meta.event, meta.format_id);
         out.extend_from_slice(b"\"cpu\":");
-        write_ids(out, meta.cpu, meta.pid, meta.tid);
+        self.ids.write(out, meta.cpu, meta.pid, meta.tid);
         out.extend_from_slice(&self.context);
         if let Some(tp) = eventheader::detect(format, meta.event) {
             self.write_eventheader(out, common, raw, |out, eh, data| {
@@ -254,7 +257,7 @@ impl LineWriter {
         let common = self.start_line(out, stamp.time_unix_ns, format, raw);
         // The prepared head ends with `"cpu":`.
         prepared.head.write(out);
-        write_ids(out, stamp.cpu, stamp.pid, stamp.tid);
+        self.ids.write(out, stamp.cpu, stamp.pid, stamp.tid);
         out.extend_from_slice(&self.context);
         if let Some(name) = &prepared.eventheader {
             self.write_eventheader(out, common, raw, |out, eh, data| {
@@ -365,16 +368,6 @@ fn write_fields(out: &mut Vec<u8>, fields: &[Field], raw: &[u8], endian: Endian)
     }
     out.push(b'}');
     failed
-}
-
-/// The values of `"cpu":`, `"pid"` and `"tid"` (the `"cpu":` key is already written).
-#[inline(always)]
-fn write_ids(out: &mut Vec<u8>, cpu: u32, pid: u32, tid: u32) {
-    write_int(out, cpu);
-    out.extend_from_slice(b",\"pid\":");
-    write_int(out, pid);
-    out.extend_from_slice(b",\"tid\":");
-    write_int(out, tid);
 }
 
 /// The end of an event line: the `errors` object if a field `failed`, then `}` and the
