@@ -40,7 +40,7 @@ fn encode_batch(chunk: &StagedChunk, out: &mut Vec<u8>) -> usize {
                 time: stamp.time_unix_ns.unwrap_or(0),
                 cpu: stamp.cpu,
             };
-            let _ = writer::push_sample(out, &s, raw);
+            let _ = writer::push_sample(out, &s, raw, None);
         }
     }
     out.len()
