@@ -2,9 +2,9 @@
 //!
 //! One run writes both the perf.data (`--raw`) and the live JSON lines (`-o`) from the
 //! same staged records, so the round trip is checked exactly: `uevrec decode FILE` gives
-//! the live lines (same values, same count), and `perf script` prints the same pid, tid,
-//! cpu, wall-clock time and fields for every sample; `perf report --stdio` reads the
-//! file. The recorded process execs perl, calls getppid a known number of times and execs
+//! the live lines (same values, same count, same `comm`/`cgroup` context), and `perf
+//! script` prints the same pid, tid, cpu, wall-clock time, fields and comm (from the
+//! file's COMM/FORK/EXIT records) for every sample; `perf report --stdio` reads the file. The recorded process execs perl, calls getppid a known number of times and execs
 //! a copy of /bin/true on which a uprobe event (group `uevrec_raw_test`, apart from
 //! session_host's `uevrec_test`) is created *after* the recording started
 //! (a late-attached event, attached by the rescan), so its sample must be in the file
@@ -196,9 +196,6 @@ fn one_run_gives_perf_data_equal_to_the_live_lines_and_to_perf_script() {
         ])
         .args(["-e", "uevrec_raw_test:*", "--raw"])
         .arg(&raw)
-        // The perf.data carries no context (docs/json-lines.md, "Context"): compare the
-        // lines without it.
-        .arg("--no-context")
         .arg("-o")
         .arg(&live)
         .stderr(Stdio::piped())
@@ -314,6 +311,35 @@ fn one_run_gives_perf_data_equal_to_the_live_lines_and_to_perf_script() {
         perf_probe.contains(&format!("({ip:x})")) && perf_probe.contains(&time),
         "{perf_probe} vs {probe}"
     );
+
+    // Context: the names are in the file (COMM/FORK/EXIT records from the start-up scan
+    // and the tracker), so perf script resolves the same comm for every sample; the
+    // workload's own names are there.
+    let events = [
+        "sched:sched_process_exec",
+        "raw_syscalls:sys_enter",
+        &format!("uevrec_raw_test:{late}"),
+    ];
+    let expected = common::comm::perf_script(&raw, &events);
+    let got = common::comm::decoded(&values, |v| format!(":{}", v["tid"]));
+    common::comm::assert_same(&got, &expected);
+    let comm_of = |file: &str| {
+        execs
+            .iter()
+            .find(|v| v["fields"]["filename"] == file)
+            .map(|v| v["comm"].clone())
+    };
+    assert_eq!(
+        comm_of(late_prog.to_str().unwrap()),
+        Some("late-true".into())
+    );
+    assert!(
+        values
+            .iter()
+            .any(|v| v["event"] == "sys_enter" && v["comm"] == "perl"),
+        "perl's getppid calls are named"
+    );
+    assert_eq!(late_hits[0]["comm"], "late-true", "{}", late_hits[0]);
 
     // perf report reads it and names the events.
     let report = Command::new("perf")
