@@ -35,7 +35,7 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use uevrec_parsers::perf_data::writer::{
     self, ClockRef, EventSpec, FileMeta, Stamp, Task, TracingSpec, TrackingSpec,
 };
-use uevrec_parsers::{ContextTracker, ContextUpdate, LineOptions, LineWriter};
+use uevrec_parsers::{ContextTracker, ContextUpdate, LineOptions, LineWriter, RecordStamp};
 
 use crate::clock::now_unix_ns;
 use crate::pipeline::{FormatSource, Staged, StagedEntries, StagedEntry};
@@ -204,13 +204,8 @@ impl Encoder {
                         time,
                         cpu: stamp.cpu,
                     };
-                    // The id the formatter would name: the sample's own, else the
-                    // writer's (0: none known, no cgroup decoded).
-                    let cgroup = self.context.as_ref().map(|(c, _)| {
-                        cgroup
-                            .or_else(|| c.cgroup_of(stamp.pid, stamp.tid))
-                            .unwrap_or(0)
-                    });
+                    let tracker = self.context.as_ref().map(|(c, _)| c);
+                    let cgroup = sample_cgroup(tracker, &stamp, cgroup);
                     match writer::push_sample(&mut self.out, &s, raw, cgroup) {
                         Ok(()) => {
                             self.buffered.0 += 1;
@@ -363,6 +358,23 @@ impl Encoder {
         };
         writer::trailer(&meta, raw.file.data_size())
     }
+}
+
+/// The cgroup id a sample of a file with context (`tracker`: who is who so far) carries:
+/// the staged record's own (`PERF_SAMPLE_CGROUP`), else the one the formatter would name
+/// for it ([`ContextTracker::cgroup_of`]), else 0 (none known: no `cgroup` decoded, as
+/// none is written live). `None` without context (the samples carry no id).
+#[inline]
+pub fn sample_cgroup(
+    tracker: Option<&ContextTracker>,
+    stamp: &RecordStamp,
+    cgroup: Option<u64>,
+) -> Option<u64> {
+    tracker.map(|c| {
+        cgroup
+            .or_else(|| c.cgroup_of(stamp.pid, stamp.tid))
+            .unwrap_or(0)
+    })
 }
 
 /// Write what arrives on `staged` into `raw`'s file until the session closes the
