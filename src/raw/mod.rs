@@ -127,6 +127,8 @@ struct Encoder {
     sources: Vec<Arc<FormatSource>>,
     /// Times of the first and the last sample.
     first_last: Option<(u64, u64)>,
+    /// Samples and LOST records of the last write to the file.
+    last_write: (u64, u64),
     summary: RawSummary,
     notices: Option<LineWriter>,
     notice_buf: Vec<u8>,
@@ -319,8 +321,24 @@ impl Encoder {
         self.out.clear();
         self.summary.samples += self.buffered.0;
         self.summary.lost_records += self.buffered.1;
+        self.last_write = self.buffered;
         self.buffered = (0, 0);
         Ok(())
+    }
+
+    /// After a failed write: finish `raw`'s file, and when the disk has no room left for
+    /// the trailer, drop the last records written (one append) to make it and try once
+    /// more (the sample-time feature is left out then: the first and last times of the
+    /// samples kept are not known).
+    fn finish_after_error(&mut self, raw: &mut RawOutput) -> Result<(), SinkError> {
+        let first = raw.file.finish(&self.trailer(raw));
+        if first.is_ok() || !raw.file.drop_last_append() {
+            return first;
+        }
+        self.summary.samples -= self.last_write.0;
+        self.summary.lost_records -= self.last_write.1;
+        self.first_last = None;
+        raw.file.finish(&self.trailer(raw))
     }
 
     /// The trailer of the file as it is now.
@@ -393,6 +411,7 @@ pub fn run(
         events: Vec::new(),
         sources: Vec::new(),
         first_last: None,
+        last_write: (0, 0),
         summary: RawSummary {
             path: raw.file.path().to_owned(),
             ..RawSummary::default()
@@ -416,9 +435,11 @@ pub fn run(
         Ok(()) => enc.write(&mut raw.file),
         Err(e) => Err(e),
     };
-    let trailer = enc.trailer(&raw);
     enc.summary.events = enc.events.len();
-    let finish = raw.file.finish(&trailer);
+    let finish = match finished {
+        Ok(()) => raw.file.finish(&enc.trailer(&raw)),
+        Err(_) => enc.finish_after_error(&mut raw),
+    };
     let summary = enc.summary;
     match (finished, finish) {
         (Ok(()), Ok(())) => Ok(summary),
