@@ -142,6 +142,27 @@ mod tests {
     }
 
     #[test]
+    fn the_last_append_can_be_dropped_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.data");
+        let mut f = PerfDataFile::create(&p, 0o600).unwrap();
+        assert!(!f.drop_last_append(), "nothing appended yet");
+        f.append(&[1; 16]).unwrap();
+        f.append(&[2; 24]).unwrap();
+        assert!(f.drop_last_append());
+        assert_eq!(f.data_size(), 16);
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), FILE_HEADER_SIZE + 16);
+        assert!(!f.drop_last_append(), "only the last one");
+        // Writing goes on from the cut.
+        f.append(&[3; 8]).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(
+            &bytes[FILE_HEADER_SIZE as usize..],
+            &[[1u8; 16].as_slice(), &[3; 8]].concat()[..]
+        );
+    }
+
+    #[test]
     fn mode_is_exact_and_header_comes_first() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.data");
