@@ -37,6 +37,8 @@ command -v perf >/dev/null 2>&1 || missing+=(linux-perf)
 command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
 # tests/top_host.rs runs `uevrec top` in a real terminal: a tmux pane.
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+# tests/decode_host.rs compares trace.dat decoding with `trace-cmd report`.
+command -v trace-cmd >/dev/null 2>&1 || missing+=(trace-cmd)
 if [ ${#missing[@]} -gt 0 ]; then
   if $root; then
     echo "installing: ${missing[*]}"

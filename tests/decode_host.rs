@@ -381,48 +381,9 @@ fn comm_from_the_file_equals_perf_scripts() {
     require_host!();
     let (_dir, file, out) = recorded_and_decoded();
     let lines = json_lines(&out.stdout);
-    let perf = Command::new("perf")
-        .env("TZ", "UTC")
-        .args(["script", "-F", "comm,tid,tod,event", "--ns", "-i"])
-        .arg(&file)
-        .stderr(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(perf.status.success());
-    // `COMM TID YYYY-MM-DD HH:MM:SS.nnnnnnnnn system:event:`: the comm may hold spaces.
-    let expected: Vec<(String, String)> = String::from_utf8_lossy(&perf.stdout)
-        .lines()
-        .filter(|l| EVENTS.iter().any(|e| l.contains(&format!(" {e}:"))))
-        .map(|l| {
-            let words: Vec<&str> = l.split_whitespace().collect();
-            let n = words.len();
-            (words[..n - 4].join(" "), words[n - 4].to_string())
-        })
-        .collect();
-    let got: Vec<(String, String)> = lines
-        .iter()
-        .filter(|v| v.get("system").is_some())
-        .map(|v| {
-            let comm = v["comm"]
-                .as_str()
-                .map_or_else(|| format!(":{}", v["tid"]), str::to_string);
-            (comm, v["tid"].to_string())
-        })
-        .collect();
-    assert_eq!(got.len(), expected.len());
-    let mut differ = Vec::new();
-    for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
-        if g != e {
-            differ.push((i, g.clone(), e.clone()));
-        }
-    }
-    assert!(
-        differ.is_empty(),
-        "{} of {} differ, first: {:?}",
-        differ.len(),
-        got.len(),
-        &differ[..differ.len().min(5)]
-    );
+    let expected = common::comm::perf_script(&file, &EVENTS);
+    let got = common::comm::decoded(&lines, |v| format!(":{}", v["tid"]));
+    common::comm::assert_same(&got, &expected);
     let exec_true = lines
         .iter()
         .find(|v| v["event"] == "sched_process_exec" && v["fields"]["filename"] == "/bin/true")
@@ -471,4 +432,146 @@ fn input_truncated_while_mapped_is_a_message_and_exit_1() {
     for line in out.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         serde_json::from_slice::<Value>(line).unwrap();
     }
+}
+
+/// Why trace-cmd cannot record here, if it cannot.
+fn trace_cmd_skip_reason() -> Option<String> {
+    if let Some(why) = skip_reason() {
+        return Some(why);
+    }
+    let found = Command::new("trace-cmd")
+        .arg("-h")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    (!found).then(|| "trace-cmd is not installed (apt-get install trace-cmd)".to_string())
+}
+
+/// The top tracefs instance's events `events`, enabled until dropped (then disabled and
+/// the buffer cleared). `trace-cmd record` cannot run in this sandbox (it writes
+/// `/proc/sys/kernel/ftrace_enabled` and `set_ftrace_pid`, refused here), so the test
+/// enables the events itself (and `tracing_on`, restored after) and `trace-cmd extract`
+/// writes the file; an instance's buffer would be a named buffer of the file, which
+/// `uevrec decode` does not read.
+struct TopEvents(Vec<PathBuf>, String);
+
+impl TopEvents {
+    fn enable(events: &[&str]) -> Self {
+        let root = Path::new("/sys/kernel/tracing");
+        fs::write(root.join("trace"), "").unwrap();
+        let on = fs::read_to_string(root.join("tracing_on")).unwrap();
+        fs::write(root.join("tracing_on"), "1").unwrap();
+        let paths: Vec<PathBuf> = events
+            .iter()
+            .map(|e| {
+                let (system, name) = e.split_once(':').unwrap();
+                root.join("events").join(system).join(name).join("enable")
+            })
+            .collect();
+        for p in &paths {
+            fs::write(p, "1").unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        }
+        TopEvents(paths, on)
+    }
+}
+
+impl TopEvents {
+    /// Disable the events (what they recorded stays in the buffer).
+    fn stop(&self) {
+        for p in &self.0 {
+            let _ = fs::write(p, "0");
+        }
+    }
+}
+
+impl Drop for TopEvents {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = fs::write("/sys/kernel/tracing/trace", "");
+        let _ = fs::write("/sys/kernel/tracing/tracing_on", self.1.trim());
+    }
+}
+
+/// trace.dat context (tier host): a trace.dat written by trace-cmd (`extract` of the top
+/// instance) with `sched:sched_process_exec` and `raw_syscalls:sys_enter` while a shell
+/// renames itself and runs programs; every event line's `comm` (from the file's saved
+/// cmdlines) equals the comm `trace-cmd report` prints on the same record, line for line
+/// (a pid the file saved no name for: no key, where trace-cmd prints `<...>`; pid 0:
+/// no key, where it prints `<idle>`).
+#[test]
+fn trace_dat_comm_equals_trace_cmd_reports() {
+    require!(Tier::Host, trace_cmd_skip_reason().map_or(Ok(()), Err));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.dat");
+    {
+        let events = TopEvents::enable(&["sched:sched_process_exec", "raw_syscalls:sys_enter"]);
+        let status = Command::new("sh")
+            .args([
+                "-c",
+                "printf uevrec-td > /proc/self/comm; /bin/true; /bin/echo hi > /dev/null; \
+                 sleep 0.05",
+            ])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        events.stop();
+        let out = Command::new("trace-cmd")
+            .args(["extract", "-o"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "trace-cmd extract: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let report = Command::new("trace-cmd")
+        .args(["report", "-i"])
+        .arg(&file)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(report.status.success());
+    // `COMM-PID [CPU] SECS: EVENT: …`; the comm may hold spaces and dashes.
+    let expected: Vec<(String, String)> = String::from_utf8_lossy(&report.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (head, _) = l.split_once("] ")?;
+            let (task, _cpu) = head.rsplit_once('[')?;
+            let (comm, pid) = task.trim().rsplit_once('-')?;
+            Some((comm.to_string(), pid.to_string()))
+        })
+        .collect();
+    let out = decode(&["-q", "--no-schema", file.to_str().unwrap()], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json_lines(&out.stdout);
+    assert!(lines.iter().all(|v| v["pid"] == v["tid"]));
+    let got = common::comm::decoded(&lines, |v| match v["tid"].as_u64() {
+        Some(0) => "<idle>".to_string(),
+        _ => "<...>".to_string(),
+    });
+    common::comm::assert_same(&got, &expected);
+    let named = got.iter().filter(|(c, _)| !c.starts_with('<')).count();
+    assert!(named > 0, "no record has a saved name");
+    let renamed = got.iter().filter(|(c, _)| c == "uevrec-td").count();
+    eprintln!(
+        "{} records: comm equals trace-cmd report's ({named} named, {renamed} `uevrec-td`)",
+        got.len()
+    );
+    assert!(
+        renamed > 0,
+        "the renamed shell's records show its saved name"
+    );
+    let out = decode(&["-q", "--no-context", file.to_str().unwrap()], None);
+    assert!(
+        json_lines(&out.stdout)
+            .iter()
+            .all(|v| v.get("comm").is_none())
+    );
 }

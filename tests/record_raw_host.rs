@@ -2,9 +2,9 @@
 //!
 //! One run writes both the perf.data (`--raw`) and the live JSON lines (`-o`) from the
 //! same staged records, so the round trip is checked exactly: `uevrec decode FILE` gives
-//! the live lines (same values, same count), and `perf script` prints the same pid, tid,
-//! cpu, wall-clock time and fields for every sample; `perf report --stdio` reads the
-//! file. The recorded process execs perl, calls getppid a known number of times and execs
+//! the live lines (same values, same count, same `comm`/`cgroup` context), and `perf
+//! script` prints the same pid, tid, cpu, wall-clock time, fields and comm (from the
+//! file's COMM/FORK/EXIT records) for every sample; `perf report --stdio` reads the file. The recorded process execs perl, calls getppid a known number of times and execs
 //! a copy of /bin/true on which a uprobe event (group `uevrec_raw_test`, apart from
 //! session_host's `uevrec_test`) is created *after* the recording started
 //! (a late-attached event, attached by the rescan), so its sample must be in the file
@@ -149,6 +149,13 @@ impl Drop for Uprobe {
     }
 }
 
+/// `cmd` (a `uevrec record` with its events) writing the perf.data `raw` and the JSON
+/// lines `live` in one run, started, its stderr piped.
+fn spawn_both(mut cmd: Command, raw: &Path, live: &Path) -> Child {
+    cmd.arg("--raw").arg(raw).arg("-o").arg(live);
+    cmd.stderr(Stdio::piped()).spawn().unwrap()
+}
+
 fn decode(file: &Path) -> Output {
     Command::new(bin())
         .args(["decode", "-q"])
@@ -180,30 +187,22 @@ fn one_run_gives_perf_data_equal_to_the_live_lines_and_to_perf_script() {
         .unwrap();
     let pid = work.id();
     let (raw, live) = (dir.path().join("rec.data"), dir.path().join("live.json"));
-    let mut rec = Command::new(bin())
-        .args([
-            "record",
-            "--pid",
-            &pid.to_string(),
-            "--rescan-interval",
-            "100ms",
-        ])
-        .args([
-            "-e",
-            "sched:sched_process_exec",
-            "-e",
-            "raw_syscalls:sys_enter",
-        ])
-        .args(["-e", "uevrec_raw_test:*", "--raw"])
-        .arg(&raw)
-        // The perf.data carries no context (docs/json-lines.md, "Context"): compare the
-        // lines without it.
-        .arg("--no-context")
-        .arg("-o")
-        .arg(&live)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut cmd = Command::new(bin());
+    cmd.args([
+        "record",
+        "--pid",
+        &pid.to_string(),
+        "--rescan-interval",
+        "100ms",
+    ])
+    .args([
+        "-e",
+        "sched:sched_process_exec",
+        "-e",
+        "raw_syscalls:sys_enter",
+    ])
+    .args(["-e", "uevrec_raw_test:*"]);
+    let mut rec = spawn_both(cmd, &raw, &live);
     wait_attached(&live, &mut rec, 2, None);
     // An event that appears after the start: attached by the rescan.
     let late = format!("late_{pid}");
@@ -314,6 +313,35 @@ fn one_run_gives_perf_data_equal_to_the_live_lines_and_to_perf_script() {
         perf_probe.contains(&format!("({ip:x})")) && perf_probe.contains(&time),
         "{perf_probe} vs {probe}"
     );
+
+    // Context: the names are in the file (COMM/FORK/EXIT records from the start-up scan
+    // and the tracker), so perf script resolves the same comm for every sample; the
+    // workload's own names are there.
+    let events = [
+        "sched:sched_process_exec",
+        "raw_syscalls:sys_enter",
+        &format!("uevrec_raw_test:{late}"),
+    ];
+    let expected = common::comm::perf_script(&raw, &events);
+    let got = common::comm::decoded(&values, |v| format!(":{}", v["tid"]));
+    common::comm::assert_same(&got, &expected);
+    let comm_of = |file: &str| {
+        execs
+            .iter()
+            .find(|v| v["fields"]["filename"] == file)
+            .map(|v| v["comm"].clone())
+    };
+    assert_eq!(
+        comm_of(late_prog.to_str().unwrap()),
+        Some("late-true".into())
+    );
+    assert!(
+        values
+            .iter()
+            .any(|v| v["event"] == "sys_enter" && v["comm"] == "perl"),
+        "perl's getppid calls are named"
+    );
+    assert_eq!(late_hits[0]["comm"], "late-true", "{}", late_hits[0]);
 
     // perf report reads it and names the events.
     let report = Command::new("perf")
@@ -437,4 +465,75 @@ fn existing_file_full_disk_and_killed_run() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("unfinished"), "{err}");
+}
+
+/// `--raw` with the ftrace backend: its records carry no cgroup id, so the file's samples
+/// get the one the writer's tracker gives (what the live formatter names); the decoded
+/// lines equal the live ones with their `comm`/`cgroup` (as multisets; where the ftrace
+/// backend's order limit leaves a key out live, decode leaves it out too), and perf script
+/// resolves the same comm as decode for every sample, line for line.
+#[test]
+fn ftrace_backend_raw_file_keeps_the_live_context() {
+    require_host!();
+    let dir = tempfile::tempdir().unwrap();
+    let (raw, live) = (dir.path().join("f.data"), dir.path().join("f.json"));
+    let mut cmd = Command::new(bin());
+    let event = "sched:sched_process_exec";
+    cmd.args(["record", "--backend", "ftrace", "-e", event]);
+    let mut rec = spawn_both(cmd, &raw, &live);
+    wait_attached(&live, &mut rec, 1, None);
+    let st = Command::new("sh")
+        .args([
+            "-c",
+            "printf raw-ftrace-sh > /proc/self/comm; /bin/true; /bin/echo hi > /dev/null",
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    sleep(Duration::from_millis(300));
+    interrupt_and_wait(&mut rec);
+    let events = |text: &str| -> Vec<Value> {
+        json_lines(text)
+            .into_iter()
+            .filter(|v| v.get("uevrec").is_none())
+            .collect()
+    };
+    let live = events(&fs::read_to_string(&live).unwrap());
+    let out = decode(&raw);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let decoded = events(&String::from_utf8(out.stdout).unwrap());
+    // The same lines; a `comm` the live lines lack (the ftrace backend's order limit:
+    // a thread's creation seen late on another CPU) decode may have, sorting the file's
+    // records by time (docs/json-lines.md, "Context").
+    let without_comm = |v: &[Value]| {
+        let mut lines: Vec<String> = v
+            .iter()
+            .map(|l| {
+                let mut l = l.clone();
+                l.as_object_mut().map(|o| o.remove("comm"));
+                l.to_string()
+            })
+            .collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(without_comm(&decoded), without_comm(&live));
+    let named = |v: &[Value]| v.iter().filter(|l| l.get("comm").is_some()).count();
+    assert!(named(&decoded) >= named(&live));
+    let expected = common::comm::perf_script(&raw, &["sched:sched_process_exec"]);
+    let got = common::comm::decoded(&decoded, |v| format!(":{}", v["tid"]));
+    common::comm::assert_same(&got, &expected);
+    // An exec's rename and its record are on the exec'ing task's CPU, in order.
+    let named_true = decoded
+        .iter()
+        .any(|v| v["fields"]["filename"] == "/bin/true" && v["comm"] == "true");
+    assert!(named_true, "{decoded:#?}");
+    eprintln!(
+        "{} records: decode equals live, perf script's comm decode's",
+        got.len()
+    );
 }

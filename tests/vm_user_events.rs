@@ -1089,13 +1089,9 @@ fn raw_run(
 ) -> (PathBuf, Vec<Value>, Vec<Value>) {
     let dir = tmp_dir(test);
     let data = dir.join("raw.data");
-    // Live lines without context: a --raw perf.data holds no COMM records, so its
-    // decoded lines carry none (the same as record_raw_host does).
-    let raw_args = [
-        std::ffi::OsStr::new("--raw"),
-        data.as_os_str(),
-        std::ffi::OsStr::new("--no-context"),
-    ];
+    // With context (the default): the perf.data holds the COMM/FORK/EXIT/CGROUP records
+    // and the samples' cgroup ids, so the decoded lines carry the live `comm`/`cgroup`.
+    let raw_args = [std::ffi::OsStr::new("--raw"), data.as_os_str()];
     let mut recorder = Recorder::start_with(&dir, &[selector], &raw_args);
     assert!(
         wait_until(PRODUCER_TIMEOUT, || recorder.out.exists()),
@@ -1158,6 +1154,21 @@ fn raw_run(
         left.is_empty(),
         "{test}: live lines not in the perf.data: {left:?}"
     );
+    // Context came through: the producer's records are named (equal to live, above).
+    let named = decoded
+        .iter()
+        .filter(|l| {
+            l["system"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("user_events"))
+        })
+        .map(|l| {
+            l["comm"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{test}: no comm: {l}"))
+        })
+        .collect::<BTreeSet<_>>();
+    assert_eq!(named.len(), 1, "{test}: one producer, one name: {named:?}");
     (data, decoded, report)
 }
 

@@ -2,16 +2,21 @@
 //! `uevrec_parsers::perf_data::writer` decodes to exactly the JSON lines live recording
 //! writes for the same records (`LineWriter::write_prepared` / `write_lost`), whatever
 //! order the records were written in (sorted by time within `FINISHED_ROUND` windows),
-//! including an event whose attr first appears after samples of another, and a loss.
+//! including an event whose attr first appears after samples of another, and a loss; with
+//! context (a tracking attr, COMM/FORK/EXIT/CGROUP records, samples with a cgroup id),
+//! the `comm`/`cgroup` keys the live formatter's tracker gives.
 
 use proptest::prelude::*;
 use uevrec_parsers::perf_data::PerfData;
 use uevrec_parsers::perf_data::header::FILE_HEADER_SIZE;
 use uevrec_parsers::perf_data::lines::{DecodeOptions, LineDecoder};
 use uevrec_parsers::perf_data::writer::{
-    self, ClockRef, EventSpec, FileMeta, MAX_RAW, Stamp, TooLarge, TracingSpec,
+    self, ClockRef, EventSpec, FileMeta, MAX_RAW, Stamp, Task, TooLarge, TracingSpec, TrackingSpec,
 };
-use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordStamp, parse_format};
+use uevrec_parsers::{
+    ContextTracker, ContextUpdate, LineOptions, LineWriter, PreparedFormat, RecordStamp,
+    parse_format,
+};
 
 const EXEC: &str = "name: sched_process_exec
 ID: 365
@@ -87,11 +92,45 @@ enum Entry {
         lost: u64,
     },
     Round,
+    /// Thread `tid` is called `comm` from `time` on.
+    Comm {
+        time: u64,
+        tid: u32,
+        comm: &'static str,
+    },
+    /// Thread `tid` made by `parent` at `time`.
+    Fork {
+        time: u64,
+        tid: u32,
+        parent: u32,
+    },
+    /// Thread `tid` exited at `time`.
+    Exit {
+        time: u64,
+        tid: u32,
+    },
+    /// Cgroup `id` is `path`.
+    Cgroup {
+        time: u64,
+        id: u64,
+        path: &'static str,
+    },
 }
+
+/// The tracking attr of files written with context.
+const TRACKING: TrackingSpec = TrackingSpec { id: 7, clockid: 0 };
 
 /// Write `entries` as a perf.data (events appear in the trailer in the order given) and
 /// return the file with the lines live recording writes for the same entries.
 fn build(entries: &[Entry]) -> (Vec<u8>, Vec<String>) {
+    build_with(entries, false)
+}
+
+/// [`build`], with context when `context`: the live lines get the keys a tracker fed
+/// the same changes in the same order gives, and samples carry the cgroup id the
+/// tracker knows for their thread (`record --raw`'s rule).
+fn build_with(entries: &[Entry], context: bool) -> (Vec<u8>, Vec<String>) {
+    let mut tracker = ContextTracker::new();
     let formats = [("sched", EXEC), ("test", LATE)];
     let events: Vec<EventSpec> = [(365, "sched:sched_process_exec"), (2001, "test:late")]
         .iter()
@@ -124,7 +163,11 @@ fn build(entries: &[Entry]) -> (Vec<u8>, Vec<String>) {
                     time: stamp.time_unix_ns.unwrap(),
                     cpu: stamp.cpu,
                 };
-                writer::push_sample(&mut file, &s, raw).unwrap();
+                let cgroup = context.then(|| tracker.cgroup_of(stamp.pid, stamp.tid).unwrap_or(0));
+                writer::push_sample(&mut file, &s, raw, cgroup).unwrap();
+                if context {
+                    live.set_context(&tracker, stamp, cgroup);
+                }
                 live.write_prepared(&mut expected, stamp, &prepared[*event], raw);
                 times.push(s.time);
             }
@@ -140,6 +183,43 @@ fn build(entries: &[Entry]) -> (Vec<u8>, Vec<String>) {
                 live.write_lost(&mut expected, Some(*time), *cpu, *lost);
             }
             Entry::Round => writer::push_finished_round(&mut file),
+            Entry::Comm { time, tid, comm } => {
+                let s = tracking_stamp(*time, *tid);
+                writer::push_comm(&mut file, &s, *tid, *tid, comm.as_bytes(), false);
+                let comm = comm.as_bytes();
+                tracker.apply(Some(*time), ContextUpdate::Comm { tid: *tid, comm });
+            }
+            Entry::Fork { time, tid, parent } => {
+                let task = Task {
+                    fork: true,
+                    pid: *tid,
+                    ppid: *parent,
+                    tid: *tid,
+                    ptid: *parent,
+                };
+                writer::push_task(&mut file, &tracking_stamp(*time, *tid), &task);
+                let update = ContextUpdate::Fork {
+                    tid: *tid,
+                    parent_tid: *parent,
+                };
+                tracker.apply(Some(*time), update);
+            }
+            Entry::Exit { time, tid } => {
+                let task = Task {
+                    fork: false,
+                    pid: *tid,
+                    ppid: 0,
+                    tid: *tid,
+                    ptid: 0,
+                };
+                writer::push_task(&mut file, &tracking_stamp(*time, *tid), &task);
+                tracker.apply(Some(*time), ContextUpdate::Exit { tid: *tid });
+            }
+            Entry::Cgroup { time, id, path } => {
+                let path = path.as_bytes();
+                writer::push_cgroup(&mut file, &tracking_stamp(*time, 0), *id, path);
+                tracker.apply(Some(*time), ContextUpdate::Cgroup { id: *id, path });
+            }
         }
     }
     let data_size = file.len() as u64 - FILE_HEADER_SIZE;
@@ -170,6 +250,7 @@ fn build(entries: &[Entry]) -> (Vec<u8>, Vec<String>) {
             clockid_ns: 5,
             res_ns: 1,
         },
+        tracking: context.then_some(TRACKING),
     };
     let trailer = writer::trailer(&meta, data_size);
     file.extend_from_slice(&trailer.bytes);
@@ -178,11 +259,30 @@ fn build(entries: &[Entry]) -> (Vec<u8>, Vec<String>) {
     (file, lines.lines().map(String::from).collect())
 }
 
+/// A trailer of the tracking attr for thread `tid` at `time`.
+fn tracking_stamp(time: u64, tid: u32) -> Stamp {
+    Stamp {
+        id: TRACKING.id,
+        pid: tid,
+        tid,
+        time,
+        cpu: 0,
+    }
+}
+
 /// Decode `file` as `uevrec decode` does; the lines and the decoder's error count.
 fn decode(file: &[u8]) -> (Vec<String>, usize) {
+    decode_with(file, false)
+}
+
+/// [`decode`] with context on or off (`--no-context`).
+fn decode_with(file: &[u8], context: bool) -> (Vec<String>, usize) {
     let (data, records) = PerfData::open(file).expect("the written file opens");
-    assert_eq!(data.events().len(), 2);
-    let mut dec = LineDecoder::new(data, DecodeOptions::default(), |_, _| true);
+    let opts = DecodeOptions {
+        context,
+        ..DecodeOptions::default()
+    };
+    let mut dec = LineDecoder::new(data, opts, |_, _| true);
     let mut out = Vec::new();
     let mut sink = |b: &[u8]| {
         out.extend_from_slice(b);
@@ -258,6 +358,145 @@ fn decodes_to_the_live_lines_in_time_order() {
     assert!(decoded[3].contains("\"small\":127"), "{decoded:#?}");
 }
 
+/// Names and cgroups from the written records, each sample with those of its moment: a
+/// name from the scan (time 0), a fork inheriting it, a rename staged after a sample
+/// that is older than it (sorted by time: the sample keeps the old name), an exit, and a
+/// cgroup made during the run; `--no-context` decodes none of it, and a file without
+/// context has no tracking attr.
+#[test]
+fn context_records_decode_to_the_live_keys() {
+    let t = 1_795_345_200_000_000_000;
+    let entries = vec![
+        Entry::Comm {
+            time: 0,
+            tid: 11,
+            comm: "shell",
+        },
+        Entry::Cgroup {
+            time: 0,
+            id: 40,
+            path: "/system.slice/docker-0123456789abcdef.scope",
+        },
+        Entry::Round,
+        Entry::Fork {
+            time: t + 5,
+            tid: 12,
+            parent: 11,
+        },
+        Entry::Sample {
+            event: 0,
+            stamp: stamp(t + 10, 0, 11),
+            raw: exec_raw(12, "/bin/true"),
+        },
+        Entry::Comm {
+            time: t + 20,
+            tid: 12,
+            comm: "true",
+        },
+        Entry::Sample {
+            event: 1,
+            stamp: stamp(t + 30, 1, 11),
+            raw: late_raw(1, 2),
+        },
+        Entry::Exit {
+            time: t + 40,
+            tid: 12,
+        },
+        Entry::Cgroup {
+            time: t + 41,
+            id: 41,
+            path: "/made/later",
+        },
+    ];
+    let (file, live) = build_with(&entries, true);
+    let (decoded, errors) = decode_with(&file, true);
+    assert_eq!(errors, 0);
+    assert_eq!(decoded, live);
+    assert!(
+        decoded[0].contains(r#""tid":12,"comm":"shell","fields""#),
+        "{decoded:#?}"
+    );
+    assert!(
+        decoded[1].contains(r#""tid":12,"comm":"true","fields""#),
+        "{decoded:#?}"
+    );
+    // No key is in the file itself: off decodes none.
+    let (plain, _) = decode_with(&file, false);
+    assert!(plain.iter().all(|l| !l.contains("comm")), "{plain:#?}");
+    // The tracking attr is the third, named as perf names it.
+    let (data, _) = PerfData::open(&file).unwrap();
+    assert_eq!(data.events().len(), 3);
+    assert_eq!(data.event_name(2), writer::TRACKING_NAME);
+    let (data, _) = PerfData::open(&build(&entries[4..5]).0).unwrap();
+    assert_eq!(data.events().len(), 2);
+}
+
+/// Each record reads back as the change it was written for; names and paths end at a NUL
+/// and are cut at [`writer::MAX_NAME`] bytes.
+#[test]
+fn context_records_read_back() {
+    use uevrec_parsers::perf_sample::{Record, SampleFormat, sample_type};
+    let f = SampleFormat::new(
+        sample_type::IDENTIFIER | sample_type::TID | sample_type::TIME | sample_type::CPU,
+        true,
+    )
+    .unwrap();
+    let long = "x".repeat(writer::MAX_NAME + 10);
+    let mut out = Vec::new();
+    let s = tracking_stamp(77, 5);
+    writer::push_comm(&mut out, &s, 5, 5, b"name\0junk", true);
+    writer::push_task(
+        &mut out,
+        &s,
+        &Task {
+            fork: true,
+            pid: 5,
+            ppid: 4,
+            tid: 5,
+            ptid: 4,
+        },
+    );
+    writer::push_cgroup(&mut out, &s, 99, long.as_bytes());
+    let mut at = 0;
+    let mut got = Vec::new();
+    while at < out.len() {
+        let size = usize::from(u16::from_ne_bytes([out[at + 6], out[at + 7]]));
+        assert_eq!(size % 8, 0);
+        let rec = f.parse(&out[at..at + size]).unwrap();
+        if let Record::Comm { exec, .. } = rec {
+            assert!(exec);
+        }
+        let (time, update) = rec.context_update().unwrap();
+        assert_eq!(time, Some(77));
+        got.push(format!("{update:?}"));
+        at += size;
+    }
+    let want = [
+        format!(
+            "{:?}",
+            ContextUpdate::Comm {
+                tid: 5,
+                comm: b"name"
+            }
+        ),
+        format!(
+            "{:?}",
+            ContextUpdate::Fork {
+                tid: 5,
+                parent_tid: 4
+            }
+        ),
+        format!(
+            "{:?}",
+            ContextUpdate::Cgroup {
+                id: 99,
+                path: &long.as_bytes()[..writer::MAX_NAME]
+            }
+        ),
+    ];
+    assert_eq!(got, want);
+}
+
 #[test]
 fn records_are_padded_to_eight_bytes() {
     for len in [0, 1, 3, 4, 5, 12, 13] {
@@ -269,9 +508,12 @@ fn records_are_padded_to_eight_bytes() {
             time: 4,
             cpu: 5,
         };
-        writer::push_sample(&mut out, &s, &vec![0xab; len]).unwrap();
-        assert_eq!(out.len() % 8, 0, "raw of {len} bytes");
-        assert_eq!(u16::from_ne_bytes([out[6], out[7]]) as usize, out.len());
+        for cgroup in [None, Some(9)] {
+            out.clear();
+            writer::push_sample(&mut out, &s, &vec![0xab; len], cgroup).unwrap();
+            assert_eq!(out.len() % 8, 0, "raw of {len} bytes");
+            assert_eq!(u16::from_ne_bytes([out[6], out[7]]) as usize, out.len());
+        }
     }
 }
 
@@ -285,12 +527,12 @@ fn an_entry_beyond_a_perf_record_is_refused() {
         cpu: 5,
     };
     let mut out = Vec::new();
-    writer::push_sample(&mut out, &s, &vec![0; MAX_RAW]).unwrap();
+    writer::push_sample(&mut out, &s, &vec![0; MAX_RAW], Some(1)).unwrap();
     assert_eq!(out.len() % 8, 0);
     assert!(out.len() <= usize::from(u16::MAX));
     out.clear();
     assert_eq!(
-        writer::push_sample(&mut out, &s, &vec![0; MAX_RAW + 1]),
+        writer::push_sample(&mut out, &s, &vec![0; MAX_RAW + 1], None),
         Err(TooLarge { len: MAX_RAW + 1 })
     );
     assert!(out.is_empty(), "nothing written for a refused entry");

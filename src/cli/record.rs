@@ -47,9 +47,10 @@ pub fn record(args: RecordArgs) -> i32 {
             return EXIT_ERROR;
         }
     };
-    if sink.is_none() {
-        // --raw alone writes no lines to put context in.
-        config.session.context = false;
+    if args.raw.is_some() {
+        // The perf.data carries the context whatever the lines' format (its COMM, FORK,
+        // EXIT and CGROUP records, as perf record writes them).
+        config.session.context = !args.rec.no_context;
     }
     let raw = match &args.raw {
         Some(path) => match raw_output(path, &args, &config, sink.is_none()) {
@@ -124,6 +125,7 @@ fn raw_output(
         host,
         cmdline,
         notices && !args.rec.quiet,
+        config.session.context,
     ))
 }
 
@@ -147,7 +149,7 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
         schema: !rec.no_schema,
         quiet: rec.quiet,
         max_records: rec.count,
-        // Only JSON lines carry context (OTLP records and --raw's perf.data do not).
+        // Only JSON lines carry context (OTLP records do not; --raw: `record`).
         context: !rec.no_context && matches!(rec.format, super::output::Format::Json),
         ..rec.session.session_config()?
     };

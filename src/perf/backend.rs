@@ -105,6 +105,17 @@ impl Backend for PerfBackend {
                  needed): `cgroup` is each thread's cgroup at start or at its creation"
                     .into(),
             );
+        } else if let Some(child) = crate::context::cgroup_root().and_then(|r| first_child(&r))
+            && super::sys::perf_event_active_in(&child).is_ok_and(|active| !active)
+        {
+            missing.push(format!(
+                "the perf_event cgroup controller is not active below the cgroup v2 root \
+                 (none in {}: nothing changed the root's controllers since boot, e.g. no \
+                 systemd and no cgroup v1 mount), so PERF_SAMPLE_CGROUP names `/` for every \
+                 task: mount and unmount a cgroup v1 perf_event hierarchy once (`mount -t \
+                 cgroup -o perf_event none DIR && umount DIR`), or use --backend ftrace",
+                child.display()
+            ));
         }
         Ok(missing)
     }
@@ -211,4 +222,13 @@ impl Backend for PerfBackend {
         let fds = events.into_iter().flat_map(EventFds::into_fds).collect();
         close_in_background(fds, pipe);
     }
+}
+
+/// A cgroup directory right below the cgroup v2 root `root`, if there is one.
+fn first_child(root: &std::path::Path) -> Option<std::path::PathBuf> {
+    std::fs::read_dir(root)
+        .ok()?
+        .flatten()
+        .find(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
 }

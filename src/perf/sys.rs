@@ -82,12 +82,17 @@ fn base_attr(tracking: Tracking) -> perf_event_attr {
 }
 
 fn open(attr: &mut perf_event_attr, cpu: u32) -> io::Result<PerfFd> {
+    open_for(attr, -1, cpu, 0)
+}
+
+/// `perf_event_open(attr, pid, cpu, -1, FD_CLOEXEC | flags)`.
+fn open_for(attr: &mut perf_event_attr, pid: i32, cpu: u32, flags: u32) -> io::Result<PerfFd> {
     let cpu = i32::try_from(cpu).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let flags = sys::bindings::PERF_FLAG_FD_CLOEXEC | flags;
     // SAFETY: `attr` is a fully initialised perf_event_attr whose `size` matches the
-    // struct; the call only reads it (and may write back `size` on E2BIG).
-    let fd = unsafe {
-        sys::perf_event_open(attr, -1, cpu, -1, sys::bindings::PERF_FLAG_FD_CLOEXEC as _)
-    };
+    // struct; the call only reads it (and may write back `size` on E2BIG); `pid` is -1
+    // or, with PERF_FLAG_PID_CGROUP, an open descriptor the kernel only reads.
+    let fd = unsafe { sys::perf_event_open(attr, pid, cpu, -1, flags as _) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -134,6 +139,27 @@ pub fn open_ring_owner(
         attr.set_cgroup(1);
     }
     open(&mut attr, cpu)
+}
+
+/// Whether the perf_event cgroup controller is active in the cgroup v2 cgroup at `dir`
+/// (a cgroup below the root): a dummy event bound to it opens (`PERF_FLAG_PID_CGROUP`),
+/// or the kernel says the cgroup has no perf_event state (ENOENT). Where it is not
+/// active, `PERF_SAMPLE_CGROUP` names the nearest ancestor where it is: the root.
+pub fn perf_event_active_in(dir: &std::path::Path) -> io::Result<bool> {
+    let cgroup = std::fs::File::open(dir)?;
+    let mut attr = base_attr(Tracking::NONE);
+    attr.type_ = sys::bindings::PERF_TYPE_SOFTWARE;
+    attr.config = u64::from(sys::bindings::PERF_COUNT_SW_DUMMY);
+    match open_for(
+        &mut attr,
+        cgroup.as_raw_fd(),
+        0,
+        sys::bindings::PERF_FLAG_PID_CGROUP,
+    ) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Open a `cpu-clock` sampling event on `cpu` (one sample per `period_ns`), used as a

@@ -23,6 +23,9 @@ pub struct PerfDataFile {
     file: File,
     /// Bytes of records written after the header.
     data_size: u64,
+    /// The data size before the last append that succeeded (see
+    /// [`PerfDataFile::drop_last_append`]).
+    before_last: Option<u64>,
 }
 
 impl PerfDataFile {
@@ -58,6 +61,7 @@ impl PerfDataFile {
             path: path.to_owned(),
             file,
             data_size: 0,
+            before_last: None,
         })
     }
 
@@ -74,23 +78,42 @@ impl PerfDataFile {
     /// Append whole records; on failure the file is cut back to the records before.
     pub fn append(&mut self, records: &[u8]) -> Result<(), SinkError> {
         if let Err(e) = self.file.write_all(records) {
-            let _ = self.file.set_len(FILE_HEADER_SIZE + self.data_size);
-            // The file position may be past the cut: writes go on from the cut.
-            let _ = io::Seek::seek(
-                &mut self.file,
-                io::SeekFrom::Start(FILE_HEADER_SIZE + self.data_size),
-            );
+            self.cut_to_data();
             return Err(SinkError::io("writing to", &self.path, e));
         }
+        self.before_last = Some(self.data_size);
         self.data_size += records.len() as u64;
         Ok(())
     }
 
+    /// Cut the file back to the end of its data section (what a failed write added goes;
+    /// the file position may be past the cut: writes go on from the cut).
+    fn cut_to_data(&mut self) {
+        let end = FILE_HEADER_SIZE + self.data_size;
+        let _ = self.file.set_len(end);
+        let _ = io::Seek::seek(&mut self.file, io::SeekFrom::Start(end));
+    }
+
+    /// Remove the records of the last append that succeeded (once), to make room for the
+    /// trailer on a full disk; false when there is none to remove.
+    pub fn drop_last_append(&mut self) -> bool {
+        let Some(before) = self.before_last.take() else {
+            return false;
+        };
+        self.data_size = before;
+        self.cut_to_data();
+        true
+    }
+
     /// Write `trailer` after the records and its header at offset 0 (the file is
-    /// readable from then on).
-    pub fn finish(mut self, trailer: &Trailer) -> Result<(), SinkError> {
+    /// readable from then on). A trailer that does not fit is cut off again: the caller
+    /// may make room and call again.
+    pub fn finish(&mut self, trailer: &Trailer) -> Result<(), SinkError> {
+        if let Err(e) = self.file.write_all(&trailer.bytes) {
+            self.cut_to_data();
+            return Err(SinkError::io("finishing", &self.path, e));
+        }
         let err = |e| SinkError::io("finishing", &self.path, e);
-        self.file.write_all(&trailer.bytes).map_err(err)?;
         self.file.write_all_at(&trailer.header, 0).map_err(err)?;
         self.file.flush().map_err(err)?;
         Ok(())
@@ -115,6 +138,27 @@ mod tests {
         assert!(
             !dir.path().join("absent").exists(),
             "no file made through a link"
+        );
+    }
+
+    #[test]
+    fn the_last_append_can_be_dropped_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.data");
+        let mut f = PerfDataFile::create(&p, 0o600).unwrap();
+        assert!(!f.drop_last_append(), "nothing appended yet");
+        f.append(&[1; 16]).unwrap();
+        f.append(&[2; 24]).unwrap();
+        assert!(f.drop_last_append());
+        assert_eq!(f.data_size(), 16);
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), FILE_HEADER_SIZE + 16);
+        assert!(!f.drop_last_append(), "only the last one");
+        // Writing goes on from the cut.
+        f.append(&[3; 8]).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(
+            &bytes[FILE_HEADER_SIZE as usize..],
+            &[[1u8; 16].as_slice(), &[3; 8]].concat()[..]
         );
     }
 

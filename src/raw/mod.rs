@@ -32,8 +32,10 @@ use std::io::Write;
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use uevrec_parsers::perf_data::writer::{self, ClockRef, EventSpec, FileMeta, Stamp, TracingSpec};
-use uevrec_parsers::{LineOptions, LineWriter};
+use uevrec_parsers::perf_data::writer::{
+    self, ClockRef, EventSpec, FileMeta, Stamp, Task, TracingSpec, TrackingSpec,
+};
+use uevrec_parsers::{ContextTracker, ContextUpdate, LineOptions, LineWriter, RecordStamp};
 
 use crate::clock::now_unix_ns;
 use crate::pipeline::{FormatSource, Staged, StagedEntries, StagedEntry};
@@ -62,18 +64,29 @@ pub struct RawOutput {
     cmdline: Vec<String>,
     /// Print the session's notices on standard error (when no JSON lines carry them).
     notices: bool,
+    /// Write the session's context (a tracking attr, COMM/FORK/EXIT/CGROUP records,
+    /// samples with a cgroup id).
+    context: bool,
 }
 
 impl RawOutput {
     /// An output into `file` (created), describing `host`, recorded by `cmdline`.
     /// `notices`: print the session's notices on standard error when no JSON lines
-    /// carry them.
-    pub fn new(file: PerfDataFile, host: HostInfo, cmdline: Vec<String>, notices: bool) -> Self {
+    /// carry them; `context`: write who is who (the session stages it: `--no-context`
+    /// off).
+    pub fn new(
+        file: PerfDataFile,
+        host: HostInfo,
+        cmdline: Vec<String>,
+        notices: bool,
+        context: bool,
+    ) -> Self {
         RawOutput {
             file,
             host,
             cmdline,
             notices,
+            context,
         }
     }
 }
@@ -114,13 +127,21 @@ struct Encoder {
     sources: Vec<Arc<FormatSource>>,
     /// Times of the first and the last sample.
     first_last: Option<(u64, u64)>,
+    /// Samples and LOST records of the last write to the file.
+    last_write: (u64, u64),
     summary: RawSummary,
     notices: Option<LineWriter>,
     notice_buf: Vec<u8>,
+    /// With context: who is who as the staged entries tell (the same tracker the
+    /// formatter keeps, for the cgroup of records that carry none), and the tracking attr.
+    context: Option<(ContextTracker, TrackingSpec)>,
 }
 
 /// `CLOCK_REALTIME` as perf's `clockid`.
 const CLOCK_REALTIME: i32 = libc::CLOCK_REALTIME;
+
+/// The id of the tracking attr's records (the events' ids count up from 1).
+const TRACKING_ID: u64 = u64::MAX;
 
 impl Encoder {
     /// `slot`'s records are now of `source` (tracepoint `tracepoint`).
@@ -156,7 +177,10 @@ impl Encoder {
         for entry in entries {
             match entry {
                 StagedEntry::Record {
-                    slot, stamp, raw, ..
+                    slot,
+                    stamp,
+                    cgroup,
+                    raw,
                 } => {
                     let ev = match self.slots.get(slot as usize).copied().flatten() {
                         Some(SlotOut::Event(ev)) => ev,
@@ -182,7 +206,9 @@ impl Encoder {
                         time,
                         cpu: stamp.cpu,
                     };
-                    match writer::push_sample(&mut self.out, &s, raw) {
+                    let tracker = self.context.as_ref().map(|(c, _)| c);
+                    let cgroup = sample_cgroup(tracker, &stamp, cgroup);
+                    match writer::push_sample(&mut self.out, &s, raw, cgroup) {
                         Ok(()) => {
                             self.buffered.0 += 1;
                             self.first_last = Some(match self.first_last {
@@ -227,14 +253,65 @@ impl Encoder {
                         w.write_notice(&mut self.notice_buf, time_unix_ns, what, event, message);
                     }
                 }
-                // perf.data written by `--raw` carries no COMM/CGROUP records yet: the
-                // recorder turns context off with `--raw` (docs/record-raw.md).
-                StagedEntry::Context { .. } => {}
+                StagedEntry::Context {
+                    time_unix_ns,
+                    update,
+                } => self.context(time_unix_ns, &update),
             }
         }
         if !self.notice_buf.is_empty() {
             let _ = std::io::stderr().write_all(&self.notice_buf);
             self.notice_buf.clear();
+        }
+    }
+
+    /// A change of who is who: kept, and written as perf writes it (nothing without
+    /// context). The records name a thread's process as the thread itself (the staged
+    /// change does not say; perf keys names by thread id).
+    fn context(&mut self, time_unix_ns: Option<u64>, update: &ContextUpdate<'_>) {
+        let Some((tracker, tracking)) = &mut self.context else {
+            return;
+        };
+        tracker.apply(time_unix_ns, *update);
+        let thread = match *update {
+            ContextUpdate::Comm { tid, .. }
+            | ContextUpdate::Fork { tid, .. }
+            | ContextUpdate::Exit { tid } => tid,
+            _ => 0,
+        };
+        let s = Stamp {
+            id: tracking.id,
+            pid: thread,
+            tid: thread,
+            time: time_unix_ns.unwrap_or(0),
+            cpu: 0,
+        };
+        let out = &mut self.out;
+        match *update {
+            ContextUpdate::Comm { tid, comm } => writer::push_comm(out, &s, tid, tid, comm, false),
+            ContextUpdate::Fork { tid, parent_tid } => {
+                let task = Task {
+                    fork: true,
+                    pid: tid,
+                    ppid: parent_tid,
+                    tid,
+                    ptid: parent_tid,
+                };
+                writer::push_task(out, &s, &task);
+            }
+            ContextUpdate::Exit { tid } => {
+                let task = Task {
+                    fork: false,
+                    pid: tid,
+                    ppid: 0,
+                    tid,
+                    ptid: 0,
+                };
+                writer::push_task(out, &s, &task);
+            }
+            ContextUpdate::Cgroup { id, path } => writer::push_cgroup(out, &s, id, path),
+            // No record for it: samples carry the id it gives (`Encoder::entries`).
+            ContextUpdate::ThreadCgroup { .. } => {}
         }
     }
 
@@ -244,8 +321,24 @@ impl Encoder {
         self.out.clear();
         self.summary.samples += self.buffered.0;
         self.summary.lost_records += self.buffered.1;
+        self.last_write = self.buffered;
         self.buffered = (0, 0);
         Ok(())
+    }
+
+    /// After a failed write: finish `raw`'s file, and when the disk has no room left for
+    /// the trailer, drop the last records written (one append) to make it and try once
+    /// more (the sample-time feature is left out then: the first and last times of the
+    /// samples kept are not known).
+    fn finish_after_error(&mut self, raw: &mut RawOutput) -> Result<(), SinkError> {
+        let first = raw.file.finish(&self.trailer(raw));
+        if first.is_ok() || !raw.file.drop_last_append() {
+            return first;
+        }
+        self.summary.samples -= self.last_write.0;
+        self.summary.lost_records -= self.last_write.1;
+        self.first_last = None;
+        raw.file.finish(&self.trailer(raw))
     }
 
     /// The trailer of the file as it is now.
@@ -279,9 +372,27 @@ impl Encoder {
                 clockid_ns: now,
                 res_ns: h.clock_res_ns,
             },
+            tracking: self.context.as_ref().map(|(_, t)| *t),
         };
         writer::trailer(&meta, raw.file.data_size())
     }
+}
+
+/// The cgroup id a sample of a file with context (`tracker`: who is who so far) carries:
+/// the staged record's own (`PERF_SAMPLE_CGROUP`), else the one the formatter would name
+/// for it ([`ContextTracker::cgroup_of`]), else 0 (none known: no `cgroup` decoded, as
+/// none is written live). `None` without context (the samples carry no id).
+#[inline]
+pub fn sample_cgroup(
+    tracker: Option<&ContextTracker>,
+    stamp: &RecordStamp,
+    cgroup: Option<u64>,
+) -> Option<u64> {
+    tracker.map(|c| {
+        cgroup
+            .or_else(|| c.cgroup_of(stamp.pid, stamp.tid))
+            .unwrap_or(0)
+    })
 }
 
 /// Write what arrives on `staged` into `raw`'s file until the session closes the
@@ -300,6 +411,7 @@ pub fn run(
         events: Vec::new(),
         sources: Vec::new(),
         first_last: None,
+        last_write: (0, 0),
         summary: RawSummary {
             path: raw.file.path().to_owned(),
             ..RawSummary::default()
@@ -307,6 +419,13 @@ pub fn run(
         notices: (raw.notices && matches!(next, Next::Recycle(_)))
             .then(|| LineWriter::new(LineOptions::default())),
         notice_buf: Vec::new(),
+        context: raw.context.then(|| {
+            let tracking = TrackingSpec {
+                id: TRACKING_ID,
+                clockid: CLOCK_REALTIME,
+            };
+            (ContextTracker::new(), tracking)
+        }),
     };
     let result = pump(&mut raw, &mut enc, &staged, &next);
     // Closing the input now ends the session (if still running) before the finish.
@@ -316,9 +435,11 @@ pub fn run(
         Ok(()) => enc.write(&mut raw.file),
         Err(e) => Err(e),
     };
-    let trailer = enc.trailer(&raw);
     enc.summary.events = enc.events.len();
-    let finish = raw.file.finish(&trailer);
+    let finish = match finished {
+        Ok(()) => raw.file.finish(&enc.trailer(&raw)),
+        Err(_) => enc.finish_after_error(&mut raw),
+    };
     let summary = enc.summary;
     match (finished, finish) {
         (Ok(()), Ok(())) => Ok(summary),

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // each test binary uses a part
 
+pub mod comm;
 pub mod flight;
 pub mod otlp;
 pub mod perf_script;

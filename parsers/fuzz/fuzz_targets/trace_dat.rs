@@ -2,7 +2,8 @@
 //! and the merged records:
 //! - never panics, never loops: every call to `next_item` consumes a record, a page or a
 //!   chunk, so the walk ends (capped here anyway);
-//! - an error's file offset is inside the file (or it names a decompressed section/chunk);
+//! - an error's file offset is inside the file (or it names a decompressed section/chunk),
+//!   the saved cmdlines' error too; every saved name is one thread's name;
 //! - a record's format index is one of the file's formats, and the record goes through
 //!   `LineWriter::write_record` into exactly one JSON line.
 #![no_main]
@@ -28,6 +29,13 @@ fuzz_target!(|data: &[u8]| {
         Ok(file) => file,
         Err(e) => return check_error(&e, data.len()),
     };
+    // Bad saved cmdlines are an error of their own, with a place in the file; the good
+    // lines become names.
+    if let Some(e) = file.cmdline_error() {
+        check_error(e, data.len());
+    }
+    let names = uevrec_parsers::trace_dat::lines::context_of(&file);
+    assert_eq!(names.threads(), file.cmdlines().len());
     let mut records = match file.records() {
         Ok(r) => r,
         Err(e) => return check_error(&e, data.len()),

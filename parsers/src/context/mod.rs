@@ -260,18 +260,30 @@ impl ContextTracker {
             };
             out.extend_from_slice(comm);
         }
-        let cgroup = cgroup.or_else(|| {
-            let process = if pid == tid {
-                thread
-            } else {
-                self.threads.get(&pid)
-            };
-            process.and_then(|p| p.cgroup).or(thread?.cgroup)
-        });
+        let cgroup = cgroup.or_else(|| self.cgroup_in(pid, tid, thread));
         if let Some(text) = cgroup.and_then(|id| self.cgroups.get(&id)) {
             out.extend_from_slice(text);
         }
         valid_from
+    }
+
+    /// The cgroup id a record of thread `tid` of process `pid` that carries none of its
+    /// own gets (the one [`ContextTracker::write`] names): its process's, else its
+    /// thread's; `None` when neither is known.
+    #[inline]
+    pub fn cgroup_of(&self, pid: u32, tid: u32) -> Option<u64> {
+        self.cgroup_in(pid, tid, self.threads.get(&tid))
+    }
+
+    /// [`ContextTracker::cgroup_of`] with the thread looked up already.
+    #[inline]
+    fn cgroup_in(&self, pid: u32, tid: u32, thread: Option<&Thread>) -> Option<u64> {
+        let process = if pid == tid {
+            thread
+        } else {
+            self.threads.get(&pid)
+        };
+        process.and_then(|p| p.cgroup).or(thread?.cgroup)
     }
 }
 

@@ -7,7 +7,8 @@
 //!
 //! ```text
 //! [file header, 104 bytes]   written last (a placeholder until then): says where the rest is
-//! [data section]             PERF_RECORD_SAMPLE / LOST / FINISHED_ROUND records, appended
+//! [data section]             PERF_RECORD_SAMPLE / LOST / FINISHED_ROUND records, and with
+//!                            context COMM / FORK / EXIT / CGROUP records, appended
 //! [feature section table]    { offset, size } per feature bit set, right after the data
 //! [feature sections]         tracing data, hostname, osrelease, version, arch, nrcpus,
 //!                            cmdline, event_desc, sample_time, clockid, clock_data
@@ -16,35 +17,65 @@
 //! ```
 //!
 //! Every event is a `PERF_TYPE_TRACEPOINT` attr (`config` = the tracepoint id) with
-//! `sample_type` = IDENTIFIER|TID|TIME|CPU|RAW and `sample_id_all`, and one sample id of
-//! its own; samples carry that id first, `LOST` records in their `sample_id` trailer.
+//! `sample_type` = IDENTIFIER|TID|TIME|CPU|RAW (|CGROUP with context, [`sample_type`]) and
+//! `sample_id_all`, and one sample id of its own; samples carry that id first, `LOST`
+//! records in their `sample_id` trailer. With context ([`FileMeta::tracking`]), one more
+//! attr, a software dummy event with `comm`, `comm_exec`, `task`, `cgroup` and
+//! `sample_id_all` (what `perf record` opens to track tasks), names the COMM, FORK, EXIT
+//! and CGROUP records in their trailers.
 
 use super::attr::{PERF_TYPE_TRACEPOINT, flag};
 use super::header::{FILE_HEADER_SIZE, MAGIC, Section, feature};
 use super::records::kind;
 use super::tracing_data::TRACING_MAGIC;
-use crate::perf_sample::{PERF_RECORD_LOST, PERF_RECORD_SAMPLE, sample_type};
+use crate::perf_sample::{
+    PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
+    PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_SAMPLE, sample_type,
+};
 
 /// Bytes of each `perf_event_attr` written (`PERF_ATTR_SIZE_VER7`, what perf 5.13–6.2
 /// writes; newer perfs read it, older ones read the first 120 bytes they know).
 pub const ATTR_SIZE: usize = 128;
 /// Bytes per attrs-section entry: the attr and its ids `{ offset, size }`.
 pub const FILE_ATTR_SIZE: usize = ATTR_SIZE + 16;
-/// The `sample_type` of every event written.
+/// The `sample_type` of every event written without context.
 pub const SAMPLE_TYPE: u64 = sample_type::IDENTIFIER
     | sample_type::TID
     | sample_type::TIME
     | sample_type::CPU
     | sample_type::RAW;
+
+/// The `sample_type` of the events of a file whose samples carry a cgroup id
+/// (`PERF_SAMPLE_CGROUP`, after the raw data) or not.
+pub const fn sample_type(cgroup: bool) -> u64 {
+    if cgroup {
+        SAMPLE_TYPE | sample_type::CGROUP
+    } else {
+        SAMPLE_TYPE
+    }
+}
+
+/// The `sample_type` of the tracking attr: what its records' `sample_id` trailers hold.
+const TRACKING_SAMPLE_TYPE: u64 =
+    sample_type::IDENTIFIER | sample_type::TID | sample_type::TIME | sample_type::CPU;
+/// `PERF_TYPE_SOFTWARE`.
+const PERF_TYPE_SOFTWARE: u32 = 1;
+/// `PERF_COUNT_SW_DUMMY`.
+const PERF_COUNT_SW_DUMMY: u64 = 9;
 /// Bytes of a sample before its raw data: header, identifier, pid/tid, time, cpu/res,
 /// raw size.
 const SAMPLE_HEAD: usize = 8 + 8 + 8 + 8 + 8 + 4;
 /// The largest raw trace entry a sample can carry (a record's size is a u16 and a
-/// multiple of 8).
-pub const MAX_RAW: usize = (u16::MAX as usize & !7) - SAMPLE_HEAD;
-/// Bytes of a `PERF_RECORD_LOST`: header, id, lost, then the `sample_id` trailer
-/// (pid/tid, time, cpu/res, identifier).
-const LOST_SIZE: usize = 8 + 8 + 8 + 8 + 8 + 8 + 8;
+/// multiple of 8; room is kept for a cgroup id).
+pub const MAX_RAW: usize = (u16::MAX as usize & !7) - SAMPLE_HEAD - 8;
+/// Bytes of the `sample_id` trailer: pid/tid, time, cpu/res, identifier.
+const SAMPLE_ID: usize = 8 + 8 + 8 + 8;
+/// Bytes of a `PERF_RECORD_LOST`: header, id, lost, then the `sample_id` trailer.
+const LOST_SIZE: usize = 8 + 8 + 8 + SAMPLE_ID;
+/// Bytes of a `PERF_RECORD_FORK`/`EXIT`: header, pid, ppid, tid, ptid, time, trailer.
+const TASK_SIZE: usize = 8 + 16 + 8 + SAMPLE_ID;
+/// The longest name or path a COMM or CGROUP record carries (longer ones are cut).
+pub const MAX_NAME: usize = 4096;
 /// perf's alignment of header strings (`NAME_ALIGN`).
 const NAME_ALIGN: usize = 64;
 
@@ -92,12 +123,19 @@ fn put_header(out: &mut [u8], kind: u32, size: usize) {
 }
 
 /// Append a `PERF_RECORD_SAMPLE` of `raw` (a trace entry, common fields first), padded
-/// with zeros to a multiple of 8 bytes as the kernel does.
-pub fn push_sample(out: &mut Vec<u8>, stamp: &Stamp, raw: &[u8]) -> Result<(), TooLarge> {
+/// with zeros to a multiple of 8 bytes as the kernel does, then `cgroup` when the file's
+/// samples carry one (`Some` exactly when its attrs have [`sample_type`]`(true)`).
+pub fn push_sample(
+    out: &mut Vec<u8>,
+    stamp: &Stamp,
+    raw: &[u8],
+    cgroup: Option<u64>,
+) -> Result<(), TooLarge> {
     if raw.len() > MAX_RAW {
         return Err(TooLarge { len: raw.len() });
     }
-    let size = (SAMPLE_HEAD + raw.len()).next_multiple_of(8);
+    let padded = (SAMPLE_HEAD + raw.len()).next_multiple_of(8);
+    let size = padded + if cgroup.is_some() { 8 } else { 0 };
     // Every byte of the header is written below, so the zeroing is optimised away.
     let mut head = [0u8; SAMPLE_HEAD];
     put_header(&mut head, PERF_RECORD_SAMPLE, size);
@@ -108,12 +146,101 @@ pub fn push_sample(out: &mut Vec<u8>, stamp: &Stamp, raw: &[u8]) -> Result<(), T
     put_u32(&mut head, 32, stamp.cpu);
     put_u32(&mut head, 36, 0);
     // The raw size counts the padding (the u32 and the data end on 8 bytes).
-    put_u32(&mut head, 40, (size - SAMPLE_HEAD) as u32);
+    put_u32(&mut head, 40, (padded - SAMPLE_HEAD) as u32);
     out.reserve(size);
     out.extend_from_slice(&head);
     out.extend_from_slice(raw);
-    out.extend_from_slice(&[0; 8][..size - SAMPLE_HEAD - raw.len()]);
+    out.extend_from_slice(&[0; 8][..padded - SAMPLE_HEAD - raw.len()]);
+    if let Some(id) = cgroup {
+        out.extend_from_slice(&id.to_ne_bytes());
+    }
     Ok(())
+}
+
+/// The `sample_id` trailer of `stamp` at `at` in `rec`.
+fn put_sample_id(rec: &mut [u8], at: usize, stamp: &Stamp) {
+    put_u32(rec, at, stamp.pid);
+    put_u32(rec, at + 4, stamp.tid);
+    put_u64(rec, at + 8, stamp.time);
+    put_u32(rec, at + 16, stamp.cpu);
+    put_u32(rec, at + 20, 0);
+    put_u64(rec, at + 24, stamp.id);
+}
+
+/// Append a record of `kind` whose body is `head` (u64 words), then `text` with a NUL,
+/// zero-padded to 8 bytes (at most [`MAX_NAME`] bytes of it), then `stamp`'s trailer.
+fn push_text_record(
+    out: &mut Vec<u8>,
+    kind: u32,
+    misc: u16,
+    head: &[u8],
+    text: &[u8],
+    stamp: &Stamp,
+) {
+    let text = &text[..text.len().min(MAX_NAME)];
+    let text = &text[..text.iter().position(|&b| b == 0).unwrap_or(text.len())];
+    let padded = (text.len() + 1).next_multiple_of(8);
+    let size = 8 + head.len() + padded + SAMPLE_ID;
+    let mut h = [0u8; 8];
+    put_header(&mut h, kind, size);
+    put_u16(&mut h, 4, misc);
+    out.reserve(size);
+    out.extend_from_slice(&h);
+    out.extend_from_slice(head);
+    out.extend_from_slice(text);
+    out.resize(out.len() + padded - text.len(), 0);
+    let mut trailer = [0u8; SAMPLE_ID];
+    put_sample_id(&mut trailer, 0, stamp);
+    out.extend_from_slice(&trailer);
+}
+
+/// Append a `PERF_RECORD_COMM`: thread `tid` of process `pid` is now called `comm` (up
+/// to its first NUL), by an exec when `exec`; `stamp` is the trailer (the tracking
+/// attr's id).
+pub fn push_comm(out: &mut Vec<u8>, stamp: &Stamp, pid: u32, tid: u32, comm: &[u8], exec: bool) {
+    let mut head = [0u8; 8];
+    put_u32(&mut head, 0, pid);
+    put_u32(&mut head, 4, tid);
+    let misc = if exec { PERF_RECORD_MISC_COMM_EXEC } else { 0 };
+    push_text_record(out, PERF_RECORD_COMM, misc, &head, comm, stamp);
+}
+
+/// Append a `PERF_RECORD_CGROUP`: cgroup `id` has the path `path`.
+pub fn push_cgroup(out: &mut Vec<u8>, stamp: &Stamp, id: u64, path: &[u8]) {
+    push_text_record(out, PERF_RECORD_CGROUP, 0, &id.to_ne_bytes(), path, stamp);
+}
+
+/// A `PERF_RECORD_FORK` or `PERF_RECORD_EXIT`: which, and the thread ids it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Task {
+    /// A fork (else an exit).
+    pub fork: bool,
+    /// The thread's process.
+    pub pid: u32,
+    /// The parent's process.
+    pub ppid: u32,
+    /// The thread.
+    pub tid: u32,
+    /// The parent thread.
+    pub ptid: u32,
+}
+
+/// Append a `PERF_RECORD_FORK` or `PERF_RECORD_EXIT` (its time is `stamp.time`).
+pub fn push_task(out: &mut Vec<u8>, stamp: &Stamp, task: &Task) {
+    let mut rec = [0u8; TASK_SIZE];
+    let kind = if task.fork {
+        PERF_RECORD_FORK
+    } else {
+        PERF_RECORD_EXIT
+    };
+    put_header(&mut rec, kind, TASK_SIZE);
+    put_u32(&mut rec, 8, task.pid);
+    put_u32(&mut rec, 12, task.ppid);
+    put_u32(&mut rec, 16, task.tid);
+    put_u32(&mut rec, 20, task.ptid);
+    put_u64(&mut rec, 24, stamp.time);
+    put_sample_id(&mut rec, 32, stamp);
+    out.extend_from_slice(&rec);
 }
 
 /// Append a `PERF_RECORD_LOST`: `stamp.cpu`'s buffer lost `lost` records (`stamp.id` is
@@ -123,11 +250,7 @@ pub fn push_lost(out: &mut Vec<u8>, stamp: &Stamp, lost: u64) {
     put_header(&mut rec, PERF_RECORD_LOST, LOST_SIZE);
     put_u64(&mut rec, 8, stamp.id);
     put_u64(&mut rec, 16, lost);
-    put_u32(&mut rec, 24, stamp.pid);
-    put_u32(&mut rec, 28, stamp.tid);
-    put_u64(&mut rec, 32, stamp.time);
-    put_u32(&mut rec, 40, stamp.cpu);
-    put_u64(&mut rec, 48, stamp.id);
+    put_sample_id(&mut rec, 24, stamp);
     out.extend_from_slice(&rec);
 }
 
@@ -152,16 +275,58 @@ pub struct EventSpec {
     pub clockid: i32,
 }
 
-/// The `perf_event_attr` of `ev` ([`ATTR_SIZE`] bytes).
-pub fn attr_bytes(ev: &EventSpec) -> [u8; ATTR_SIZE] {
+/// The tracking attr of a file with context: its id (in the trailers of the COMM, FORK,
+/// EXIT and CGROUP records) and clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrackingSpec {
+    /// The id its records carry.
+    pub id: u64,
+    /// The clock of their times.
+    pub clockid: i32,
+}
+
+/// The name `perf` gives the tracking attr.
+pub const TRACKING_NAME: &str = "dummy";
+
+/// The `perf_event_attr` of `ev` ([`ATTR_SIZE`] bytes); its samples carry a cgroup id
+/// when `cgroup`.
+pub fn attr_bytes(ev: &EventSpec, cgroup: bool) -> [u8; ATTR_SIZE] {
+    let flags = 1 << flag::SAMPLE_ID_ALL | 1 << flag::USE_CLOCKID;
+    attr_of(
+        PERF_TYPE_TRACEPOINT,
+        u64::from(ev.tracepoint),
+        sample_type(cgroup),
+        flags,
+        ev.clockid,
+    )
+}
+
+/// The `perf_event_attr` of the tracking event: a software dummy with `comm`,
+/// `comm_exec`, `task`, `cgroup` and `sample_id_all`, as `perf record` opens it.
+pub fn tracking_attr_bytes(t: &TrackingSpec) -> [u8; ATTR_SIZE] {
+    let flags = 1 << flag::SAMPLE_ID_ALL
+        | 1 << flag::USE_CLOCKID
+        | 1 << flag::COMM
+        | 1 << flag::COMM_EXEC
+        | 1 << flag::TASK
+        | 1 << flag::CGROUP;
+    attr_of(
+        PERF_TYPE_SOFTWARE,
+        PERF_COUNT_SW_DUMMY,
+        TRACKING_SAMPLE_TYPE,
+        flags,
+        t.clockid,
+    )
+}
+
+fn attr_of(kind: u32, config: u64, sample_type: u64, flags: u64, clockid: i32) -> [u8; ATTR_SIZE] {
     let mut a = [0u8; ATTR_SIZE];
-    put_u32(&mut a, 0, PERF_TYPE_TRACEPOINT);
+    put_u32(&mut a, 0, kind);
     put_u32(&mut a, 4, ATTR_SIZE as u32);
-    put_u64(&mut a, 8, u64::from(ev.tracepoint));
+    put_u64(&mut a, 8, config);
     // sample_period 1: every event is a sample.
     put_u64(&mut a, 16, 1);
-    put_u64(&mut a, 24, SAMPLE_TYPE);
-    let flags: u64 = 1 << flag::SAMPLE_ID_ALL | 1 << flag::USE_CLOCKID;
+    put_u64(&mut a, 24, sample_type);
     // C bitfields start at the most significant bit on big-endian machines.
     let flags = if cfg!(target_endian = "big") {
         flags.reverse_bits()
@@ -169,7 +334,7 @@ pub fn attr_bytes(ev: &EventSpec) -> [u8; ATTR_SIZE] {
         flags
     };
     put_u64(&mut a, 40, flags);
-    put_u32(&mut a, 92, ev.clockid as u32);
+    put_u32(&mut a, 92, clockid as u32);
     a
 }
 
@@ -287,6 +452,23 @@ pub struct FileMeta<'a> {
     pub sample_time: Option<(u64, u64)>,
     /// The wall-clock reference.
     pub clock: ClockRef,
+    /// With context: the tracking attr (written after the events'), and the samples
+    /// carry a cgroup id.
+    pub tracking: Option<TrackingSpec>,
+}
+
+impl FileMeta<'_> {
+    /// Every attr with its id and name, in file order.
+    fn attrs(&self) -> Vec<([u8; ATTR_SIZE], u64, &str)> {
+        let cgroup = self.tracking.is_some();
+        let mut attrs: Vec<_> = (self.events.iter())
+            .map(|ev| (attr_bytes(ev, cgroup), ev.id, ev.name.as_str()))
+            .collect();
+        if let Some(t) = &self.tracking {
+            attrs.push((tracking_attr_bytes(t), t.id, TRACKING_NAME));
+        }
+        attrs
+    }
 }
 
 /// The bytes after the data section and the file header pointing at them.
@@ -325,13 +507,14 @@ fn features(meta: &FileMeta<'_>) -> Vec<(u32, Vec<u8>)> {
     }
     out.push((CMDLINE, b));
     let mut b = Vec::new();
-    push_u32(&mut b, meta.events.len() as u32);
+    let attrs = meta.attrs();
+    push_u32(&mut b, attrs.len() as u32);
     push_u32(&mut b, ATTR_SIZE as u32);
-    for ev in meta.events {
-        b.extend_from_slice(&attr_bytes(ev));
+    for (attr, id, name) in &attrs {
+        b.extend_from_slice(attr);
         push_u32(&mut b, 1);
-        push_string(&mut b, &ev.name);
-        push_u64(&mut b, ev.id);
+        push_string(&mut b, name);
+        push_u64(&mut b, *id);
     }
     out.push((feature::EVENT_DESC, b));
     if let Some((first, last)) = meta.sample_time {
@@ -380,18 +563,19 @@ pub fn trailer(meta: &FileMeta<'_>, data_size: u64) -> Trailer {
         at += padded as u64;
     }
     bytes.extend_from_slice(&bodies);
+    let list = meta.attrs();
     let attrs = Section {
         offset: at,
-        size: (FILE_ATTR_SIZE * meta.events.len()) as u64,
+        size: (FILE_ATTR_SIZE * list.len()) as u64,
     };
     let ids_at = attrs.offset + attrs.size;
-    for (i, ev) in meta.events.iter().enumerate() {
-        bytes.extend_from_slice(&attr_bytes(ev));
+    for (i, (attr, _, _)) in list.iter().enumerate() {
+        bytes.extend_from_slice(attr);
         push_u64(&mut bytes, ids_at + 8 * i as u64);
         push_u64(&mut bytes, 8);
     }
-    for ev in meta.events {
-        push_u64(&mut bytes, ev.id);
+    for (_, id, _) in &list {
+        push_u64(&mut bytes, *id);
     }
     Trailer {
         bytes,

@@ -3,8 +3,8 @@
 
 use crate::perf_data::lines::{DecodeOptions, DecodeStats};
 use crate::{
-    Endian, FirstSight, LineOptions, OutputWriter, PreparedFormat, RecordStamp, RecordWriter,
-    split_multi_format,
+    ContextTracker, ContextUpdate, Endian, FirstSight, LineOptions, OutputFormat, OutputWriter,
+    PreparedFormat, RecordStamp, RecordWriter, split_multi_format,
 };
 
 use super::{Item, TraceDat, TraceDatError};
@@ -30,6 +30,15 @@ pub struct Decoded {
 /// (system, event name) takes; the kernel's drops as `lost` lines, or as a notice when it
 /// did not store how many. Lines go to `flush` in runs of about 256 KiB; it returns
 /// whether to go on. Stops after `opts.max_records` event lines.
+///
+/// `pid` and `tid` are both the entry's `common_pid` (the kernel's thread id; a trace.dat
+/// holds no thread-group ids). With `opts.context` (JSON lines), `comm` is the name the
+/// file's saved cmdlines give that thread id ([`context_of`]): a snapshot the kernel took
+/// while tracing (its `saved_cmdlines`, written by trace-cmd when the recording ends), one
+/// name per thread id and no time, so every record of a thread shows the last name saved
+/// for it, also records written before an exec or rename; a thread whose name the kernel
+/// did not keep (its table holds `saved_cmdlines_size` entries, 128 by default) has no
+/// `comm`, where `trace-cmd report` shows `<...>`.
 pub fn decode_lines(
     file: &TraceDat<'_>,
     opts: &DecodeOptions,
@@ -70,6 +79,9 @@ pub fn decode_lines(
             )
         })
         .collect();
+    problems.extend(file.cmdline_error().map(|e| e.to_string()));
+    let context =
+        (opts.context && opts.format == OutputFormat::JsonLines).then(|| context_of(file));
     let mut stats = DecodeStats::default();
     let mut described = FirstSight::new(opts.schema);
     let mut records = file.records()?;
@@ -100,6 +112,9 @@ pub fn decode_lines(
                     pid,
                     tid: pid,
                 };
+                if let Some(c) = &context {
+                    writer.set_context(c, &stamp, None);
+                }
                 let event = r.event.unwrap_or(0);
                 described.write_record(&mut writer, &mut lines, event, &stamp, p, r.raw);
                 stats.records += 1;
@@ -139,4 +154,18 @@ pub fn decode_lines(
         flush(&lines);
     }
     Ok(Decoded { stats, problems })
+}
+
+/// The names of `file`'s saved cmdlines as a tracker: each pid (a thread id) is called its
+/// saved name, with no time (so before every record).
+pub fn context_of(file: &TraceDat<'_>) -> ContextTracker {
+    let mut tracker = ContextTracker::new();
+    for (tid, comm) in file.cmdlines() {
+        let update = ContextUpdate::Comm {
+            tid: *tid,
+            comm: comm.as_bytes(),
+        };
+        tracker.apply(None, update);
+    }
+    tracker
 }

@@ -160,6 +160,53 @@ pub enum ErrorKind {
     /// Something the file holds that this reader does not read.
     #[error("not supported: {0}")]
     Unsupported(String),
+    /// Lines of the saved command lines that are not `PID COMM` (the others are kept).
+    #[error(
+        "{count} saved cmdline line(s) are not `PID COMM` (first: `{first}`): the records of \
+         those pids get no `comm`"
+    )]
+    Cmdlines {
+        /// How many lines.
+        count: usize,
+        /// The first of them (at most [`MAX_SHOWN`] characters).
+        first: String,
+    },
+}
+
+/// How many lines were not read, and the first of them.
+pub type BadLines = (usize, String);
+
+/// At most this many characters of a bad line are shown in an error.
+pub const MAX_SHOWN: usize = 80;
+
+/// The `PID COMM` lines of a saved cmdlines text (the kernel's `saved_cmdlines` file,
+/// `"%d %s\n"` per entry) as (pid, comm) sorted by pid, one per pid (a later line wins, as
+/// libtraceevent's registration does), and the count and first of the lines that are not
+/// of that form (empty lines are not counted).
+pub fn parse_cmdlines(text: &str) -> (Vec<(u32, String)>, Option<BadLines>) {
+    let mut bad: Option<BadLines> = None;
+    let mut cmdlines: Vec<(u32, String)> = text
+        .lines()
+        .filter(|line| !line.is_empty())
+        .filter_map(|line| {
+            let parsed = line
+                .trim_start()
+                .split_once(' ')
+                .and_then(|(pid, comm)| Some((pid.parse().ok()?, comm.to_string())));
+            if parsed.is_none() {
+                match &mut bad {
+                    Some((n, _)) => *n += 1,
+                    None => bad = Some((1, line.chars().take(MAX_SHOWN).collect())),
+                }
+            }
+            parsed
+        })
+        .collect();
+    // Later lines win: reversed, a stable sort keeps the last line of a pid first.
+    cmdlines.reverse();
+    cmdlines.sort_by_key(|&(pid, _)| pid);
+    cmdlines.dedup_by_key(|&mut (pid, _)| pid);
+    (cmdlines, bad)
 }
 
 /// One event format of the file.
@@ -254,6 +301,7 @@ pub struct TraceDat<'a> {
     by_id: HashMap<u32, usize>,
     format_errors: Vec<FormatFailure>,
     cmdlines: Vec<(u32, String)>,
+    cmdline_error: Option<TraceDatError>,
     trace_clock: Option<String>,
     buffers: Vec<BufferInfo>,
     uname: Option<String>,
@@ -335,6 +383,7 @@ impl<'a> TraceDat<'a> {
             by_id: HashMap::new(),
             format_errors: Vec::new(),
             cmdlines: Vec::new(),
+            cmdline_error: None,
             trace_clock: None,
             buffers: Vec::new(),
             uname: None,
@@ -729,18 +778,12 @@ impl<'a> TraceDat<'a> {
     }
 
     fn read_cmdlines(&mut self, c: &mut Cursor<'_>) -> Result<(), TraceDatError> {
+        let at = c.pos;
         let text = c.sized_text(8, "cmdlines")?;
-        self.cmdlines = text
-            .lines()
-            .filter_map(|line| {
-                let (pid, comm) = line.trim_start().split_once(' ')?;
-                Some((pid.parse().ok()?, comm.to_string()))
-            })
-            .collect();
-        // Later lines win, as libtraceevent's registration does.
-        self.cmdlines.reverse();
-        self.cmdlines.sort_by_key(|&(pid, _)| pid);
-        self.cmdlines.dedup_by_key(|&mut (pid, _)| pid);
+        let (cmdlines, bad) = parse_cmdlines(&text);
+        self.cmdlines = cmdlines;
+        self.cmdline_error =
+            bad.map(|(count, first)| c.error_at(at, ErrorKind::Cmdlines { count, first }));
         Ok(())
     }
 
@@ -831,9 +874,15 @@ impl<'a> TraceDat<'a> {
         Some(&self.cmdlines[i].1)
     }
 
-    /// Every saved (pid, command name), by pid.
+    /// Every saved (pid, command name), by pid: a snapshot the kernel kept (one name per
+    /// thread id, no time; see [`lines::decode_lines`]).
     pub fn cmdlines(&self) -> &[(u32, String)] {
         &self.cmdlines
+    }
+
+    /// Why some saved cmdline lines were not read ([`ErrorKind::Cmdlines`]), if any were not.
+    pub fn cmdline_error(&self) -> Option<&TraceDatError> {
+        self.cmdline_error.as_ref()
     }
 
     /// The top instance's trace clock (`local`, `global`, `mono`, `x86-tsc`, …), when the

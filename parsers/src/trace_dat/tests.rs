@@ -83,6 +83,11 @@ fn formats(big: bool) -> Vec<u8> {
 
 /// A v6 file with the TRACECLOCK option and a DATE option.
 fn v6(big: bool) -> Vec<u8> {
+    v6_with_cmdlines(big, b"1 init\n42 worker\n")
+}
+
+/// [`v6`] with `cmdlines` as its saved cmdlines text.
+fn v6_with_cmdlines(big: bool, cmdlines: &[u8]) -> Vec<u8> {
     let mut w = W::new(big);
     w.s(MAGIC).s(b"6\0").s(&[u8::from(big), 8]).n(4096, 4);
     let hi = header_info(big);
@@ -90,9 +95,7 @@ fn v6(big: bool) -> Vec<u8> {
     w.n(0, 4); // no ftrace formats
     let f = formats(big);
     w.s(&f);
-    w.sized(4, b"")
-        .sized(4, b"")
-        .sized(8, b"1 init\n42 worker\n");
+    w.sized(4, b"").sized(4, b"").sized(8, cmdlines);
     w.n(1, 4); // cpus
     w.s(b"options  \0");
     w.n(u64::from(id::DATE), 2).sized(4, b"0x10\0");
@@ -291,4 +294,92 @@ fn c_integers() {
     assert_eq!(parse_c_int("010"), Some(8));
     assert_eq!(parse_c_int("0"), Some(0));
     assert_eq!(parse_c_int("x"), None);
+}
+
+#[test]
+fn saved_cmdlines_lines() {
+    let (lines, bad) = parse_cmdlines("  7 a b\n42 old\n\n42 new\n3 \n");
+    // Spaces inside a name are kept; a later line of a pid wins; an empty name is a name.
+    let want = [(3, ""), (7, "a b"), (42, "new")];
+    let want: Vec<(u32, String)> = want.iter().map(|&(p, c)| (p, c.to_string())).collect();
+    assert_eq!(lines, want);
+    assert_eq!(bad, None);
+    let (lines, bad) = parse_cmdlines("x y\n-1 neg\nnospace\n5 ok\n");
+    assert_eq!(lines, vec![(5, "ok".to_string())]);
+    assert_eq!(bad, Some((3, "x y".to_string())));
+    let long = format!("{}\n", "z".repeat(500));
+    let (_, bad) = parse_cmdlines(&long);
+    assert_eq!(bad.map(|(n, l)| (n, l.len())), Some((1, MAX_SHOWN)));
+}
+
+#[test]
+fn malformed_cmdlines_are_an_error_of_their_own_not_of_the_file() {
+    let bytes = v6_with_cmdlines(false, b"42 worker\ngarbage\n\xff\xfe\n");
+    let file = TraceDat::parse(&bytes).unwrap();
+    assert_eq!(file.comm(42), Some("worker"));
+    let e = file.cmdline_error().unwrap();
+    assert!(
+        matches!(&e.kind, ErrorKind::Cmdlines { count: 2, first } if first == "garbage"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("get no `comm`"), "{e}");
+    // Still decodes, with the problem reported and the good names used.
+    let (out, decoded) = decoded_lines(&file, true);
+    assert_eq!(decoded.problems, vec![e.to_string()]);
+    let mut events = out.lines().filter(|l| l.contains(r#""event""#)).peekable();
+    assert!(events.peek().is_some(), "{out}");
+    assert!(events.all(|l| l.contains(r#""comm":"worker""#)), "{out}");
+    // A cmdlines size past the end of the file is a truncation, not a panic.
+    let good = v6(false);
+    let at = find(&good, b"1 init") - 8;
+    let mut bytes = good.clone();
+    bytes[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+    let e = TraceDat::parse(&bytes).unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::Truncated { .. }), "{e}");
+    // Where the names would start.
+    assert_eq!(e.offset, at as u64 + 8);
+}
+
+#[test]
+fn records_get_the_saved_name_of_their_pid() {
+    for bytes in [v6(false), v7(true, true)] {
+        let file = TraceDat::parse(&bytes).unwrap();
+        let (out, decoded) = decoded_lines(&file, true);
+        assert!(decoded.problems.is_empty(), "{:?}", decoded.problems);
+        let events: Vec<&str> = out.lines().filter(|l| l.contains(r#""event""#)).collect();
+        assert_eq!(events.len(), 3, "{out}");
+        for l in events {
+            assert!(
+                l.contains(r#""pid":42,"tid":42,"comm":"worker","fields""#),
+                "{l}"
+            );
+        }
+        // --no-context: no key.
+        let (out, _) = decoded_lines(&file, false);
+        assert!(!out.contains("comm"), "{out}");
+    }
+    // A pid with no saved name gets no key (never a guess).
+    let bytes = v6_with_cmdlines(false, b"1 init\n");
+    let file = TraceDat::parse(&bytes).unwrap();
+    let (out, _) = decoded_lines(&file, true);
+    assert!(out.contains(r#""tid":42,"fields""#), "{out}");
+}
+
+/// The JSON lines of `file` with context on or off.
+fn decoded_lines(file: &TraceDat<'_>, context: bool) -> (String, lines::Decoded) {
+    let opts = crate::perf_data::lines::DecodeOptions {
+        context,
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    let decoded = lines::decode_lines(file, &opts, &|_, _| true, &mut |b| {
+        out.extend_from_slice(b);
+        true
+    })
+    .unwrap();
+    (String::from_utf8(out).unwrap(), decoded)
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> usize {
+    hay.windows(needle.len()).position(|w| w == needle).unwrap()
 }
