@@ -85,12 +85,15 @@ impl CpuReader {
     /// Hand what the ring holds to `f`, oldest first, until it is empty, `f` breaks, or
     /// `max_pages` pages were taken. When `settle` is set and the ring is empty, report the
     /// losses no page told of ([`Losses::settle`]) and then [`Arrival::Marker`], once.
+    /// A record written after `hold_after` (and all after it) stays for the next read.
+    /// Samples get their process id from `tgids` (None: no process id).
     pub fn read(
         &mut self,
         layout: &PageLayout,
-        tgids: &mut Tgids,
+        mut tgids: Option<&mut Tgids>,
         settle: bool,
         max_pages: usize,
+        hold_after: Option<u64>,
         mut f: impl FnMut(Arrival<'_>) -> ControlFlow<()>,
     ) {
         let mut pages = 0;
@@ -127,6 +130,7 @@ impl CpuReader {
                 continue;
             };
             let page = &self.page[..self.len];
+            let before = *cursor;
             let arrival = match cursor.next_item(layout, page) {
                 None => {
                     self.cursor = None;
@@ -146,7 +150,13 @@ impl CpuReader {
                         },
                     }
                 }
-                Some(Ok(Item::Record { time, raw, .. })) => sample(raw, time, self.cpu, tgids),
+                Some(Ok(Item::Record { time, .. })) if hold_after.is_some_and(|h| time > h) => {
+                    *cursor = before;
+                    return;
+                }
+                Some(Ok(Item::Record { time, raw, .. })) => {
+                    sample(raw, time, self.cpu, tgids.as_deref_mut())
+                }
             };
             if f(arrival).is_break() {
                 return;
@@ -168,7 +178,7 @@ fn lost_total(stats: &Path) -> Option<u64> {
 }
 
 /// The sample for trace entry `raw`.
-fn sample<'a>(raw: &'a [u8], time: u64, cpu: u32, tgids: &mut Tgids) -> Arrival<'a> {
+fn sample<'a>(raw: &'a [u8], time: u64, cpu: u32, tgids: Option<&mut Tgids>) -> Arrival<'a> {
     let Some(common) = raw.get(..COMMON_LEN) else {
         return Arrival::Malformed;
     };
@@ -178,7 +188,7 @@ fn sample<'a>(raw: &'a [u8], time: u64, cpu: u32, tgids: &mut Tgids) -> Arrival<
         key: Some(u64::from(key)),
         time: Some(time),
         cpu: Some(cpu),
-        pid: tgids.tgid(tid),
+        pid: tgids.and_then(|t| t.tgid(tid)),
         tid: Some(tid),
         cgroup: None,
         raw,

@@ -54,6 +54,7 @@ mod procfs;
 mod stager;
 #[cfg(test)]
 mod tests;
+pub(crate) mod time_merge;
 mod waiting;
 
 use std::collections::{BTreeMap, BTreeSet};
