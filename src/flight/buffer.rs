@@ -1,9 +1,17 @@
 //! The flight recorder's memory: the newest staged entries (records, lost counts,
 //! notices, exactly as the session staged them: [`EncodedEntry`]) whose bytes total at
-//! most SIZE, oldest first; pushing a new entry evicts the oldest ones until the total
-//! fits again, counting the records that fell out. [`FlightBuffer::take`] hands out
-//! everything held (a [`Snapshot`], to be decoded and written by the dump thread) and
-//! leaves the buffer empty: a dump clears it, so no record is in two dumps.
+//! most SIZE, in staging order; pushing a new entry evicts the oldest ones until the
+//! total fits again, counting the records that fell out.
+//!
+//! A dump cuts by time: [`FlightBuffer::take_until`] hands out (a [`Snapshot`], to be
+//! decoded and written by the dump thread, in time order) every entry held with a time
+//! up to the cut that no earlier dump took, and keeps those after it for the next dump.
+//! The session stages buffer by buffer, so entries of one pass are not in time order
+//! across CPUs; the flight thread cuts only once every record up to the cut's time was
+//! staged (crate::pipeline's `Staged::Drained`). Whole segments whose entries are all
+//! up to the cut move to the snapshot; the few after (usually the last one or two) are
+//! copied to it and stay, their entries up to the cut marked as taken ([`Cut`]). So no
+//! record is in two dumps and none is missing between two.
 //!
 //! Storage: segments of [`SEGMENT_BYTES`] filled back to back; a segment is freed (kept
 //! as a spare) once its last entry is evicted. Memory: at most SIZE of entries, plus the
@@ -46,17 +54,59 @@ pub struct FormatChange {
 pub struct Segment {
     bytes: Vec<u8>,
     start: usize,
+    /// Sequence number of the entry at `start`.
+    first: u64,
+    /// The latest time of its entries (those without a time count as 0).
+    max_time: u64,
 }
 
 impl Segment {
+    /// The entries still held, in order, each with its offset in the segment.
+    fn entries_at(&self) -> impl Iterator<Item = (usize, EncodedEntry<'_>)> {
+        let mut at = self.start;
+        std::iter::from_fn(move || {
+            let entry = EncodedEntry::first(&self.bytes[at..])?;
+            let here = at;
+            at += entry.bytes.len();
+            Some((here, entry))
+        })
+    }
+
     /// The entries still held, in order.
     pub fn entries(&self) -> impl Iterator<Item = EncodedEntry<'_>> {
-        let mut rest = &self.bytes[self.start..];
-        std::iter::from_fn(move || {
-            let entry = EncodedEntry::first(rest)?;
-            rest = &rest[entry.bytes.len()..];
-            Some(entry)
-        })
+        self.entries_at().map(|(_, e)| e)
+    }
+
+    /// A copy of the entries still held.
+    fn copy(&self) -> Segment {
+        Segment {
+            bytes: self.bytes[self.start..].to_vec(),
+            start: 0,
+            first: self.first,
+            max_time: self.max_time,
+        }
+    }
+}
+
+/// The time by which dumps cut (an entry without a time counts as 0: it goes with the
+/// first dump after it was staged).
+fn time_of(entry: &EncodedEntry<'_>) -> u64 {
+    entry.time().unwrap_or(0)
+}
+
+/// The entries a dump took: those staged before entry `seq` with a time up to `time`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cut {
+    /// The first entry staged after the dump.
+    pub seq: u64,
+    /// The dump's time (Unix ns).
+    pub time: u64,
+}
+
+impl Cut {
+    /// Whether the dump took entry `seq` at `time`.
+    fn took(&self, seq: u64, time: u64) -> bool {
+        seq < self.seq && time <= self.time
     }
 }
 
@@ -71,16 +121,22 @@ pub struct Counts {
     pub lost: u64,
 }
 
-/// Everything a [`FlightBuffer`] held when taken, oldest first.
+/// What a [`FlightBuffer`] held up to a cut: the entries of `segments` (in staging
+/// order) that the previous dump did not take (`after`) and whose time is at most
+/// `until`.
 #[derive(Debug, Default)]
 pub struct Snapshot {
-    /// The entries.
+    /// The segments holding the entries.
     pub segments: VecDeque<Segment>,
-    /// Sequence number of the first entry.
+    /// Sequence number of the first entry of `segments`.
     pub first_seq: u64,
-    /// Event records held.
+    /// What the previous dump took (left out here).
+    pub after: Cut,
+    /// The cut: no entry after this time (Unix ns).
+    pub until: u64,
+    /// Event records in the snapshot.
     pub records: u64,
-    /// Bytes of entries held (what SIZE bounds).
+    /// Bytes of its entries (what SIZE bounds).
     pub bytes: usize,
     /// What fell out and what the kernel lost since the previous snapshot.
     pub counts: Counts,
@@ -90,9 +146,42 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// The entries, each with its sequence number.
+    /// Whether entry `seq` at `time` is in the snapshot.
+    fn holds(&self, seq: u64, time: u64) -> bool {
+        !self.after.took(seq, time) && time <= self.until
+    }
+
+    /// The entries in staging order, each with its sequence number.
     pub fn entries(&self) -> impl Iterator<Item = (u64, EncodedEntry<'_>)> {
-        (self.first_seq..).zip(self.segments.iter().flat_map(Segment::entries))
+        (self.first_seq..)
+            .zip(self.segments.iter().flat_map(Segment::entries))
+            .filter(|(seq, e)| self.holds(*seq, time_of(e)))
+    }
+
+    /// The entries in time order (those of equal times, and those without a time after
+    /// the entry staged before them, in staging order), each with its sequence number.
+    /// Builds an index of 24 bytes per entry.
+    pub fn in_time_order(&self) -> impl Iterator<Item = (u64, EncodedEntry<'_>)> {
+        let mut index: Vec<(u64, u64, u32, u32)> = Vec::new();
+        let mut seq = self.first_seq;
+        let mut last = 0;
+        for (i, segment) in self.segments.iter().enumerate() {
+            for (at, entry) in segment.entries_at() {
+                let time = entry.time();
+                if self.holds(seq, time.unwrap_or(0)) {
+                    last = time.unwrap_or(last);
+                    // Segments and entries fit in u32 (SEGMENT_BYTES, and SIZE is far
+                    // below 2^32 segments).
+                    index.push((last, seq, i as u32, at as u32));
+                }
+                seq += 1;
+            }
+        }
+        index.sort_by_key(|&(time, ..)| time);
+        index.into_iter().filter_map(|(_, seq, i, at)| {
+            let segment = self.segments.get(i as usize)?;
+            Some((seq, EncodedEntry::first(&segment.bytes[at as usize..])?))
+        })
     }
 }
 
@@ -102,8 +191,14 @@ pub struct FlightBuffer {
     limit: usize,
     segments: VecDeque<Segment>,
     spares: Vec<Vec<u8>>,
+    /// Bytes of every entry held (dumped or not).
+    total_bytes: usize,
+    /// Bytes of the entries no dump took yet.
     held_bytes: usize,
+    /// Records no dump took yet.
     held_records: u64,
+    /// What the last dump took.
+    cut: Cut,
     /// Sequence number of the oldest entry held (== `next_seq` when empty).
     first_seq: u64,
     next_seq: u64,
@@ -118,8 +213,10 @@ impl FlightBuffer {
             limit,
             segments: VecDeque::new(),
             spares: Vec::new(),
+            total_bytes: 0,
             held_bytes: 0,
             held_records: 0,
+            cut: Cut::default(),
             first_seq: 0,
             next_seq: 0,
             counts: Counts::default(),
@@ -127,12 +224,12 @@ impl FlightBuffer {
         }
     }
 
-    /// Bytes of entries held.
+    /// Bytes of the entries held that no dump took yet.
     pub fn held_bytes(&self) -> usize {
         self.held_bytes
     }
 
-    /// Event records held.
+    /// Event records held that no dump took yet.
     pub fn held_records(&self) -> u64 {
         self.held_records
     }
@@ -161,14 +258,21 @@ impl FlightBuffer {
                 .spares
                 .pop()
                 .unwrap_or_else(|| Vec::with_capacity(SEGMENT_BYTES.max(len)));
-            self.segments.push_back(Segment { bytes, start: 0 });
+            self.segments.push_back(Segment {
+                bytes,
+                start: 0,
+                first: self.next_seq,
+                max_time: 0,
+            });
         }
         let back = self.segments.back_mut().expect("a segment was just added");
         back.bytes.extend_from_slice(entry.bytes);
+        back.max_time = back.max_time.max(time_of(&entry));
+        self.total_bytes += len;
         self.held_bytes += len;
         self.held_records += u64::from(entry.slot.is_some());
         self.next_seq += 1;
-        while self.held_bytes > self.limit {
+        while self.total_bytes > self.limit {
             self.evict_oldest();
         }
     }
@@ -179,17 +283,24 @@ impl FlightBuffer {
         };
         let Some(entry) = EncodedEntry::first(&front.bytes[front.start..]) else {
             // Only `push` writes segments, whole entries at a time: not reached.
+            self.total_bytes = 0;
             self.held_bytes = 0;
             return;
         };
         let (len, record) = (entry.bytes.len(), entry.slot.is_some());
+        let dumped = self.cut.took(front.first, time_of(&entry));
         front.start += len;
-        self.held_bytes -= len;
+        front.first += 1;
+        self.total_bytes -= len;
         self.first_seq += 1;
-        if record {
+        if dumped {
+            // In a dump already: nothing lost.
+        } else if record {
+            self.held_bytes -= len;
             self.held_records -= 1;
             self.counts.overwritten += 1;
         } else {
+            self.held_bytes -= len;
             self.counts.other_overwritten += 1;
         }
         if front.start == front.bytes.len() {
@@ -229,21 +340,65 @@ impl FlightBuffer {
         self.formats.retain(|_| keep.next().unwrap_or(true));
     }
 
-    /// Hand out everything held and the counts, leaving the buffer empty (the formats
+    /// Hand out everything held that no dump took yet, and the counts (the formats
     /// stay: later records need them).
     pub fn take(&mut self) -> Snapshot {
+        self.take_until(u64::MAX)
+    }
+
+    /// Hand out the entries held with a time up to `until` (Unix ns) that no dump took
+    /// yet, and the counts; keep the later ones for the next dump (see the module docs).
+    pub fn take_until(&mut self, until: u64) -> Snapshot {
         self.prune_formats();
+        // Dumps never go back in time: what an earlier one left out came after it.
+        let until = until.max(self.cut.time);
+        let split = self
+            .segments
+            .iter()
+            .position(|s| s.max_time > until)
+            .unwrap_or(self.segments.len());
+        let kept = self.segments.split_off(split);
+        let mut segments = std::mem::take(&mut self.segments);
+        // What stays for the next dump: the kept segments' entries after the cut.
+        let (mut bytes, mut records, mut lost) = (0, 0, 0);
+        for segment in &kept {
+            for (seq, entry) in (segment.first..).zip(segment.entries()) {
+                let time = time_of(&entry);
+                if self.cut.took(seq, time) || time <= until {
+                    continue;
+                }
+                bytes += entry.bytes.len();
+                records += u64::from(entry.slot.is_some());
+                if let Some(StagedEntry::Lost { lost: n, .. }) =
+                    entry.slot.is_none().then(|| entry.decode()).flatten()
+                {
+                    lost += n;
+                }
+            }
+            segments.push_back(segment.copy());
+        }
+        let mut counts = std::mem::take(&mut self.counts);
+        counts.lost -= lost;
+        self.counts.lost = lost;
         let snapshot = Snapshot {
-            segments: std::mem::take(&mut self.segments),
+            segments,
             first_seq: self.first_seq,
-            records: self.held_records,
-            bytes: self.held_bytes,
-            counts: std::mem::take(&mut self.counts),
+            after: self.cut,
+            until,
+            records: self.held_records - records,
+            bytes: self.held_bytes - bytes,
+            counts,
             formats: self.formats.clone(),
         };
-        self.first_seq = self.next_seq;
-        self.held_bytes = 0;
-        self.held_records = 0;
+        self.segments = kept;
+        self.first_seq = self.segments.front().map_or(self.next_seq, |s| s.first);
+        self.total_bytes = self.segments.iter().map(|s| s.bytes.len() - s.start).sum();
+        self.held_bytes = bytes;
+        self.held_records = records;
+        self.cut = Cut {
+            seq: self.next_seq,
+            time: until,
+        };
         self.prune_formats();
         snapshot
     }
@@ -275,16 +430,19 @@ pub(super) mod tests {
         chunk
     }
 
-    /// The record numbers a snapshot holds, in order.
+    /// The number of a record of [`records`].
+    fn number((_, e): (u64, EncodedEntry<'_>)) -> Option<u64> {
+        match e.decode() {
+            Some(StagedEntry::Record { raw, .. }) => {
+                Some(u64::from_le_bytes(raw[8..].try_into().unwrap()))
+            }
+            _ => None,
+        }
+    }
+
+    /// The record numbers a snapshot holds, in staging order.
     fn numbers(s: &Snapshot) -> Vec<u64> {
-        s.entries()
-            .filter_map(|(_, e)| match e.decode() {
-                Some(StagedEntry::Record { raw, .. }) => {
-                    Some(u64::from_le_bytes(raw[8..].try_into().unwrap()))
-                }
-                _ => None,
-            })
-            .collect()
+        s.entries().filter_map(number).collect()
     }
 
     /// Bytes one record of [`records`] takes (32-byte header + 16).
@@ -312,6 +470,73 @@ pub(super) mod tests {
         assert_eq!(numbers(&s), vec![25, 26, 27]);
         assert_eq!(s.counts, Counts::default());
         assert_eq!(s.first_seq, 25);
+    }
+
+    /// Push records numbered (and timed) as `order` says, in that order.
+    fn push_in(b: &mut FlightBuffer, order: &[u64]) {
+        for &n in order {
+            for e in records(n, n + 1).encoded() {
+                b.push(e);
+            }
+        }
+    }
+
+    /// The record numbers a snapshot holds, in time order.
+    fn by_time(s: &Snapshot) -> Vec<u64> {
+        s.in_time_order().filter_map(number).collect()
+    }
+
+    #[test]
+    fn dumps_cut_by_time_across_cpus_without_repeating_or_missing_a_record() {
+        // Two CPUs' records staged buffer by buffer, pass by pass: 0-4 then 100-104, 10-14
+        // then 110-114, and so on (times as numbers).
+        let mut b = FlightBuffer::new(1 << 20);
+        let mut order = Vec::new();
+        for pass in 0..4u64 {
+            order.extend(pass * 10..pass * 10 + 5);
+            order.extend(pass * 10 + 100..pass * 10 + 105);
+        }
+        push_in(&mut b, &order);
+        // Cut at 22: CPU 0's 0-4, 10-14, 20-22; CPU 1's 100-… are later.
+        let s = b.take_until(22);
+        assert_eq!(
+            by_time(&s),
+            vec![0, 1, 2, 3, 4, 10, 11, 12, 13, 14, 20, 21, 22]
+        );
+        assert_eq!(s.records, 13);
+        assert_eq!(numbers(&s).len(), 13);
+        assert_eq!(b.held_records(), 40 - 13);
+        // Records staged after the cut with a time before it (late) go into the next.
+        push_in(&mut b, &[5, 200]);
+        let s = b.take_until(104);
+        assert_eq!(
+            by_time(&s),
+            vec![5, 23, 24, 30, 31, 32, 33, 34, 100, 101, 102, 103, 104]
+        );
+        let s = b.take();
+        assert_eq!(
+            by_time(&s),
+            vec![
+                110, 111, 112, 113, 114, 120, 121, 122, 123, 124, 130, 131, 132, 133, 134, 200
+            ]
+        );
+        assert_eq!(s.records, 16);
+        assert_eq!(s.counts, Counts::default());
+        assert_eq!((b.held_records(), b.held_bytes()), (0, 0));
+    }
+
+    #[test]
+    fn what_a_dump_took_is_not_counted_as_overwritten_when_it_falls_out() {
+        let mut b = FlightBuffer::new(10 * ONE);
+        push_in(&mut b, &[0, 1, 5, 6, 2, 3]);
+        let s = b.take_until(3);
+        assert_eq!(by_time(&s), vec![0, 1, 2, 3]);
+        // 5, 6 stay (with the taken 2, 3 after them in the same segment); 10 more evict
+        // the oldest: 0-3 were dumped, 5 and 6 were not.
+        push_in(&mut b, &(10..20).collect::<Vec<_>>());
+        let s = b.take();
+        assert_eq!(s.counts.overwritten, 2);
+        assert_eq!(by_time(&s), (10..20).collect::<Vec<_>>());
     }
 
     #[test]

@@ -36,9 +36,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 
+use std::collections::VecDeque;
+
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use uevrec_parsers::{ContextTracker, LineOptions, LineWriter, OutputFormat};
 
+use crate::clock::now_unix_ns;
 use crate::pipeline::{Staged, StagedEntry};
 use crate::sched;
 use crate::selector::Selector;
@@ -47,6 +50,14 @@ use buffer::FlightBuffer;
 /// How long the flight thread waits for staged entries before it looks at the SIGUSR1
 /// flag again: bounds the delay of a signalled dump.
 const POLL: Duration = Duration::from_millis(20);
+
+/// A dump at time T is cut once the session has read every buffer in a pass that began
+/// this much after T (a record is stamped a little before it is committed to its ring).
+const COMMIT_SLACK_NS: u64 = 1_000_000;
+
+/// Dumps waiting for their cut; one asked for while this many wait is merged into the
+/// last (counted as skipped: its records go into that one).
+const MAX_PENDING: usize = 4;
 
 /// What `--flight` asks for (validated by the CLI).
 #[derive(Debug, Clone)]
@@ -163,10 +174,11 @@ pub fn run(
             notices: (!opts.quiet).then(|| LineWriter::new(LineOptions::default())),
             notice_buf: Vec::new(),
             context: opts.context.then(ContextTracker::new),
+            pending: VecDeque::new(),
         };
         loop {
             if dump_flag.swap(false, Ordering::AcqRel) {
-                keeper.dump(Reason::Signal);
+                keeper.request(now_unix_ns(), Reason::Signal);
             }
             match staged.recv_timeout(POLL) {
                 Ok(msg) => {
@@ -179,6 +191,8 @@ pub fn run(
                 Err(RecvTimeoutError::Disconnected) => break,
             }
         }
+        // Everything was staged: every dump waiting can be cut.
+        keeper.cut_ready(u64::MAX);
         let mut discarded = 0;
         // Nothing staged at all (the session failed to start): no file.
         if opts.on_exit && keeper.buffer.held_bytes() > 0 {
@@ -222,6 +236,9 @@ struct Keeper<'a> {
     /// Who is who, kept up to date from every context entry: not held in the buffer,
     /// where the start-up scan would fall out first; each dump gets a copy.
     context: Option<ContextTracker>,
+    /// Dumps asked for, oldest first, with the time they cut at (Unix ns), waiting until
+    /// every record up to then was staged.
+    pending: VecDeque<(u64, Reason)>,
 }
 
 impl Keeper<'_> {
@@ -247,6 +264,10 @@ impl Keeper<'_> {
                 self.buffer.format(slot, prepared, source);
                 return None;
             }
+            Staged::Drained(before) => {
+                self.cut_ready(before);
+                return None;
+            }
             Staged::Chunk(chunk) => chunk,
         };
         for entry in chunk.encoded() {
@@ -267,7 +288,8 @@ impl Keeper<'_> {
                 Some(slot) => {
                     if let Some(Some(event)) = self.trigger_slots.get(slot as usize) {
                         let event = event.clone();
-                        self.dump(Reason::Trigger(event));
+                        let time = entry.time().unwrap_or_else(now_unix_ns);
+                        self.request(time, Reason::Trigger(event));
                     }
                 }
                 None => self.print_notice(entry.decode()),
@@ -298,8 +320,42 @@ impl Keeper<'_> {
         }
     }
 
-    /// Hand everything held to the dump thread, unless two dumps are still with it.
-    fn dump(&mut self, reason: Reason) {
+    /// Ask for a dump of the records up to `time` (Unix ns), cut once they were all
+    /// staged ([`Keeper::cut_ready`]).
+    fn request(&mut self, time: u64, reason: Reason) {
+        if self.pending.len() >= MAX_PENDING {
+            if let Some(last) = self.pending.back_mut() {
+                self.skipped += 1;
+                self.skipped_total += 1;
+                say(format_args!(
+                    "uevrec: flight dump ({}) skipped: {MAX_PENDING} dumps are waiting for \
+                     their records (the records go into the next dump)\n",
+                    last.1
+                ));
+                *last = (last.0.max(time), reason);
+                return;
+            }
+        }
+        self.pending.push_back((time, reason));
+    }
+
+    /// Cut the dumps waiting whose records are all staged: every record written before
+    /// `drained` (Unix ns) was.
+    fn cut_ready(&mut self, drained: u64) {
+        while let Some(&(time, _)) = self.pending.front() {
+            if time.saturating_add(COMMIT_SLACK_NS) > drained {
+                return;
+            }
+            let Some((time, reason)) = self.pending.pop_front() else {
+                return;
+            };
+            self.dump(time, reason);
+        }
+    }
+
+    /// Hand the records held up to `time` to the dump thread, unless two dumps are still
+    /// with it.
+    fn dump(&mut self, time: u64, reason: Reason) {
         // Only this thread sends, so a channel with room takes the request at once.
         if self.dumps.is_full() {
             self.skipped += 1;
@@ -312,7 +368,7 @@ impl Keeper<'_> {
             return;
         }
         let request = Request {
-            snapshot: self.buffer.take(),
+            snapshot: self.buffer.take_until(time),
             reason,
             skipped: std::mem::take(&mut self.skipped),
             context: self.context.clone(),
