@@ -49,7 +49,7 @@ impl Generator {
              while (my $c = <STDIN>) {{ chomp $c; \
                if ($c =~ /^run (\\d+) (\\d+)$/) {{ syscall({NR_GETPGID}, $_) for $1..$2; print \"done\\n\" }} \
                elsif ($c =~ /^loop (\\d+) (\\S+)$/) {{ my ($b, $s, $i) = ($1, $2, 0); \
-                 until (-e $s) {{ for (1..50) {{ $i++; syscall({NR_GETPGID}, $b + $i) }} select(undef, undef, undef, 0.0002) }} \
+                 until (-e $s) {{ for (1..20) {{ $i++; syscall({NR_GETPGID}, $b + $i) }} select(undef, undef, undef, 0.001) }} \
                  print \"done $i\\n\" }} \
                elsif ($c eq 'exec') {{ exec '/bin/true' }} }}"
         );

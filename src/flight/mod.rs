@@ -6,8 +6,10 @@
 //! ```text
 //!  session ──staging channel──▶ flight thread (`uevrec-flight`, [`run`]): each staged
 //!    entry copied into the FlightBuffer (buffer.rs: a memcpy; the oldest entries
-//!    evicted), the chunk back to the pool; on a dump: FlightBuffer::take (O(1): the
-//!    segments move out, the buffer starts empty)
+//!    evicted), the chunk back to the pool; a dump at time T (the trigger record's,
+//!    or when SIGUSR1 was seen) waits until the session says every record up to T
+//!    was staged (`Staged::Drained`), then FlightBuffer::take_until(T) (the segments
+//!    whose entries are all up to T move out; the last one or two are copied)
 //!    ──bounded(1) channel of snapshots──▶ dump thread (`uevrec-dump`, dump.rs): the
 //!    snapshot through the ordinary formatter (crate::formatter, on a thread of its own)
 //!    into FILE.<time>
@@ -15,12 +17,15 @@
 //!
 //! The buffer holds raw staged entries, not lines: keeping a record costs a copy of its
 //! trace entry (no decoding, no JSON) and decoding happens only for the records that
-//! are dumped (BENCHMARKS.md measures both). The flight thread never waits for a dump:
-//! the take is a pointer move and the hand-over a non-blocking send. At most two
+//! are dumped (BENCHMARKS.md measures both). The dump thread writes a snapshot in time
+//! order across CPUs (an index sorted by time). The flight thread never waits for a
+//! dump: the take moves segments and copies at most the few after the cut, and the
+//! hand-over is a non-blocking send. At most two
 //! snapshots exist besides the live buffer (one being written, one waiting); a dump
 //! asked for while both are taken is skipped (said on stderr, counted in the next dump's
 //! first line) and its records stay in the live buffer. Memory: at most 3 × (SIZE +
-//! 4 segments of 256 KiB) of entries, plus the formatter's buffers of the dump.
+//! 4 segments of 256 KiB) of entries, plus the formatter's buffers of the dump and its
+//! time-order index (24 bytes per entry).
 //!
 //! SIZE counts the bytes of the staged entries held: per record its raw trace entry (as
 //! the kernel wrote it, common fields included) plus a 32-byte stamp; lost counts and

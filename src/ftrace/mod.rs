@@ -16,6 +16,10 @@
 //!    events/S/E/{filter,enable}     one event = its filter and enable files
 //!    per_cpu/cpuN/trace_pipe_raw    read page by page (reader.rs), parsed with the
 //!                                   layout of events/header_page and header_event
+//!  instances/uevrec-<pid>-t/        (context_instance.rs: made by start_tracking, removed
+//!                                   with the first) the tracking events (tracking.rs),
+//!                                   128 KiB per CPU, drained and merged by time ahead
+//!                                   of every read of the first
 //! ```
 //!
 //! A record names its event by `common_type` (the tracefs ID, the event's key) and its
