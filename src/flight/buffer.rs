@@ -121,19 +121,48 @@ pub struct Counts {
     pub lost: u64,
 }
 
-/// What a [`FlightBuffer`] held up to a cut: the entries of `segments` (in staging
-/// order) that the previous dump did not take (`after`) and whose time is at most
-/// `until`.
+/// What one [`FlightBuffer::take_until`] took: the entries of `segments` (in staging
+/// order, numbered from `first_seq`) that the previous take did not take (`after`) and
+/// whose time is at most `until`.
 #[derive(Debug, Default)]
-pub struct Snapshot {
+pub struct Part {
     /// The segments holding the entries.
     pub segments: VecDeque<Segment>,
     /// Sequence number of the first entry of `segments`.
     pub first_seq: u64,
-    /// What the previous dump took (left out here).
+    /// What the previous take took (left out here).
     pub after: Cut,
     /// The cut: no entry after this time (Unix ns).
     pub until: u64,
+}
+
+impl Part {
+    /// Whether entry `seq` at `time` is in the part.
+    fn holds(&self, seq: u64, time: u64) -> bool {
+        !self.after.took(seq, time) && time <= self.until
+    }
+
+    /// Its entries in staging order, each with its sequence number and its place
+    /// (segment, offset).
+    fn entries_at(&self) -> impl Iterator<Item = (u64, usize, usize, EncodedEntry<'_>)> {
+        let all = self
+            .segments
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| s.entries_at().map(move |(at, e)| (i, at, e)));
+        (self.first_seq..)
+            .zip(all)
+            .map(|(seq, (i, at, e))| (seq, i, at, e))
+            .filter(|(seq, _, _, e)| self.holds(*seq, time_of(e)))
+    }
+}
+
+/// What a dump writes: the entries of one or more takes ([`Part`]s; a dump whose cut
+/// waited for late records has two), with their counts.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// The takes.
+    pub parts: Vec<Part>,
     /// Event records in the snapshot.
     pub records: u64,
     /// Bytes of its entries (what SIZE bounds).
@@ -146,42 +175,60 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Whether entry `seq` at `time` is in the snapshot.
-    fn holds(&self, seq: u64, time: u64) -> bool {
-        !self.after.took(seq, time) && time <= self.until
+    /// Sequence number of the first entry.
+    pub fn first_seq(&self) -> u64 {
+        self.parts.first().map_or(0, |p| p.first_seq)
     }
 
     /// The entries in staging order, each with its sequence number.
     pub fn entries(&self) -> impl Iterator<Item = (u64, EncodedEntry<'_>)> {
-        (self.first_seq..)
-            .zip(self.segments.iter().flat_map(Segment::entries))
-            .filter(|(seq, e)| self.holds(*seq, time_of(e)))
+        self.parts
+            .iter()
+            .flat_map(|p| p.entries_at().map(|(seq, _, _, e)| (seq, e)))
     }
 
     /// The entries in time order (those of equal times, and those without a time after
     /// the entry staged before them, in staging order), each with its sequence number.
     /// Builds an index of 24 bytes per entry.
     pub fn in_time_order(&self) -> impl Iterator<Item = (u64, EncodedEntry<'_>)> {
+        let segments: Vec<&Segment> = self.parts.iter().flat_map(|p| &p.segments).collect();
         let mut index: Vec<(u64, u64, u32, u32)> = Vec::new();
-        let mut seq = self.first_seq;
-        let mut last = 0;
-        for (i, segment) in self.segments.iter().enumerate() {
-            for (at, entry) in segment.entries_at() {
-                let time = entry.time();
-                if self.holds(seq, time.unwrap_or(0)) {
-                    last = time.unwrap_or(last);
-                    // Segments and entries fit in u32 (SEGMENT_BYTES, and SIZE is far
-                    // below 2^32 segments).
-                    index.push((last, seq, i as u32, at as u32));
-                }
-                seq += 1;
+        let (mut base, mut last) = (0, 0);
+        for part in &self.parts {
+            for (seq, i, at, entry) in part.entries_at() {
+                last = entry.time().unwrap_or(last);
+                // Segments and offsets fit in u32 (SEGMENT_BYTES; SIZE is far below
+                // 2^32 segments).
+                index.push((last, seq, (base + i) as u32, at as u32));
             }
+            base += part.segments.len();
         }
         index.sort_by_key(|&(time, ..)| time);
-        index.into_iter().filter_map(|(_, seq, i, at)| {
-            let segment = self.segments.get(i as usize)?;
+        index.into_iter().filter_map(move |(_, seq, i, at)| {
+            let segment = segments.get(i as usize)?;
             Some((seq, EncodedEntry::first(&segment.bytes[at as usize..])?))
         })
+    }
+
+    /// Add the entries and counts of a later take (of the same buffer).
+    pub fn merge(&mut self, later: Snapshot) {
+        self.parts.extend(later.parts);
+        self.records += later.records;
+        self.bytes += later.bytes;
+        self.counts.overwritten += later.counts.overwritten;
+        self.counts.other_overwritten += later.counts.other_overwritten;
+        self.counts.lost += later.counts.lost;
+        // One timeline: the union, by position, is every change either part needs.
+        for change in later.formats {
+            if !self
+                .formats
+                .iter()
+                .any(|c| c.at == change.at && c.slot == change.slot)
+            {
+                self.formats.push(change);
+            }
+        }
+        self.formats.sort_by_key(|c| c.at);
     }
 }
 
@@ -349,6 +396,16 @@ impl FlightBuffer {
     /// Hand out the entries held with a time up to `until` (Unix ns) that no dump took
     /// yet, and the counts; keep the later ones for the next dump (see the module docs).
     pub fn take_until(&mut self, until: u64) -> Snapshot {
+        self.take_part(until, true)
+    }
+
+    /// [`FlightBuffer::take_until`] for the records staged late for a dump that took
+    /// already: the counts stay for the next dump (what fell out since was mostly newer).
+    pub fn take_late(&mut self, until: u64) -> Snapshot {
+        self.take_part(until, false)
+    }
+
+    fn take_part(&mut self, until: u64, with_counts: bool) -> Snapshot {
         self.prune_formats();
         // Dumps never go back in time: what an earlier one left out came after it.
         let until = until.max(self.cut.time);
@@ -377,14 +434,21 @@ impl FlightBuffer {
             }
             segments.push_back(segment.copy());
         }
-        let mut counts = std::mem::take(&mut self.counts);
-        counts.lost -= lost;
-        self.counts.lost = lost;
+        let counts = if with_counts {
+            let mut counts = std::mem::take(&mut self.counts);
+            counts.lost -= lost;
+            self.counts.lost = lost;
+            counts
+        } else {
+            Counts::default()
+        };
         let snapshot = Snapshot {
-            segments,
-            first_seq: self.first_seq,
-            after: self.cut,
-            until,
+            parts: vec![Part {
+                segments,
+                first_seq: self.first_seq,
+                after: self.cut,
+                until,
+            }],
             records: self.held_records - records,
             bytes: self.held_bytes - bytes,
             counts,
@@ -460,7 +524,7 @@ pub(super) mod tests {
         assert_eq!(numbers(&s), (15..25).collect::<Vec<_>>());
         assert_eq!(s.counts.overwritten, 15);
         assert_eq!(s.records, 10);
-        assert_eq!(s.first_seq, 15);
+        assert_eq!(s.first_seq(), 15);
         // Emptied: the next snapshot holds only what came after, counts start over.
         assert_eq!(b.held_records(), 0);
         for e in records(25, 28).encoded() {
@@ -469,7 +533,7 @@ pub(super) mod tests {
         let s = b.take();
         assert_eq!(numbers(&s), vec![25, 26, 27]);
         assert_eq!(s.counts, Counts::default());
-        assert_eq!(s.first_seq, 25);
+        assert_eq!(s.first_seq(), 25);
     }
 
     /// Push records numbered (and timed) as `order` says, in that order.

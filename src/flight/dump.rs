@@ -240,7 +240,7 @@ fn feed(
         }
         changes[slot].push((change.at, i));
         // Those holding from the first entry on, first (as the session sent them).
-        if change.at <= snapshot.first_seq {
+        if change.at <= snapshot.first_seq() {
             send_format(i)?;
             sent[slot] = Some(i);
         }
