@@ -20,12 +20,12 @@
 //! are dumped (BENCHMARKS.md measures both). The dump thread writes a snapshot in time
 //! order across CPUs (an index sorted by time). The flight thread never waits for a
 //! dump: the take moves segments and copies at most the few after the cut, and the
-//! hand-over is a non-blocking send. At most two
-//! snapshots exist besides the live buffer (one being written, one waiting); a dump
-//! asked for while both are taken is skipped (said on stderr, counted in the next dump's
-//! first line) and its records stay in the live buffer. Memory: at most 3 × (SIZE +
-//! 4 segments of 256 KiB) of entries, plus the formatter's buffers of the dump and its
-//! time-order index (24 bytes per entry).
+//! hand-over is a non-blocking send (a dump the dump thread has no room for waits).
+//! At most three snapshots exist besides the live buffer (one being written, one handed
+//! over, one waiting); up to 4 dumps wait, and one asked for while 4 wait is skipped
+//! (said on stderr, counted in the next dump's first line): its records go into the
+//! last waiting one. Memory: at most 4 × (SIZE + 4 segments of 256 KiB) of entries, plus
+//! the formatter's buffers of the dump and its time-order index (24 bytes per entry).
 //!
 //! SIZE counts the bytes of the staged entries held: per record its raw trace entry (as
 //! the kernel wrote it, common fields included) plus a 32-byte stamp; lost counts and
@@ -119,7 +119,7 @@ pub struct Request {
     pub snapshot: buffer::Snapshot,
     /// Why.
     pub reason: Reason,
-    /// Dumps skipped since the previous one (two were being written).
+    /// Dumps skipped since the previous one (asked for while 4 waited).
     pub skipped: u64,
     /// Who was who when the snapshot was taken (`None` without context): the dump's
     /// lines get their `comm`/`cgroup` keys from it.
@@ -133,7 +133,7 @@ pub struct FlightSummary {
     pub dumps: Vec<PathBuf>,
     /// Dumps that failed (each reported on stderr when it happened).
     pub failed: u64,
-    /// Dumps skipped because two others were still being written.
+    /// Dumps skipped because 4 others waited.
     pub skipped: u64,
     /// Records in memory at the end that no dump wrote (without `--flight-on-exit`).
     pub discarded: u64,
