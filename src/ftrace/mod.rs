@@ -86,6 +86,9 @@ pub struct FtraceBackend {
     /// The tracking instance ([`Backend::start_tracking`]), none before (dropped before
     /// `instance`, like the readers).
     context: Option<ContextInstance>,
+    /// When the last drain of the tracking instance began (records written later wait
+    /// for the next one).
+    drained_until: Option<u64>,
     /// How the instance was set up (the tracking instance is set up alike).
     opts: FtraceOptions,
     instance: Instance,
@@ -173,6 +176,7 @@ impl FtraceBackend {
             settle: false,
             max_pages: ring_pages + 2,
             context: None,
+            drained_until: None,
             opts: opts.clone(),
             instance,
         };
@@ -333,23 +337,42 @@ impl Backend for FtraceBackend {
         };
         let cpu = c.cpu;
         // Who-is-who of every CPU first, in time order (context_instance.rs); records
-        // written after the drain began stay for the next read.
-        let mut hold_after = None;
-        if let Some(context) = &mut self.context {
-            let limit = crate::clock::monotonic_ns();
-            if context.drain(&self.layout, &mut f).is_break() {
+        // written after that drain began stay for a later read. Drained once per pass
+        // over the buffers (an empty ring still costs a read(2), ~3 µs), and again when
+        // this ring holds a record written after the last drain.
+        let Some(context) = &mut self.context else {
+            c.read(
+                &self.layout,
+                Some(&mut self.tgids),
+                self.settle,
+                self.max_pages,
+                None,
+                |a| f(cpu, a),
+            );
+            return;
+        };
+        let mut drained = false;
+        loop {
+            if buffer == 0 || self.drained_until.is_none() || drained {
+                let limit = crate::clock::monotonic_ns();
+                if context.drain(&self.layout, &mut f).is_break() {
+                    return;
+                }
+                self.drained_until = Some(limit);
+            }
+            let held = c.read(
+                &self.layout,
+                Some(&mut self.tgids),
+                self.settle,
+                self.max_pages,
+                self.drained_until,
+                |a| f(cpu, a),
+            );
+            if !held || drained {
                 return;
             }
-            hold_after = Some(limit);
+            drained = true;
         }
-        c.read(
-            &self.layout,
-            Some(&mut self.tgids),
-            self.settle,
-            self.max_pages,
-            hold_after,
-            |a| f(cpu, a),
-        );
     }
 
     fn wait(&self, timeout: Duration) -> io::Result<()> {

@@ -85,7 +85,8 @@ impl CpuReader {
     /// Hand what the ring holds to `f`, oldest first, until it is empty, `f` breaks, or
     /// `max_pages` pages were taken. When `settle` is set and the ring is empty, report the
     /// losses no page told of ([`Losses::settle`]) and then [`Arrival::Marker`], once.
-    /// A record written after `hold_after` (and all after it) stays for the next read.
+    /// A record written after `hold_after` (and all after it) stays for the next read:
+    /// returns true when one did.
     /// Samples get their process id from `tgids` (None: no process id).
     pub fn read(
         &mut self,
@@ -95,12 +96,12 @@ impl CpuReader {
         max_pages: usize,
         hold_after: Option<u64>,
         mut f: impl FnMut(Arrival<'_>) -> ControlFlow<()>,
-    ) {
+    ) -> bool {
         let mut pages = 0;
         loop {
             let Some(cursor) = self.cursor.as_mut() else {
                 if pages >= max_pages {
-                    return;
+                    return false;
                 }
                 match self.next_page(layout) {
                     Ok(true) => pages += 1,
@@ -113,17 +114,17 @@ impl CpuReader {
                                 if lost > 0 && f(Arrival::Lost { lost, time }).is_break() {
                                     // The marker follows at the next read.
                                     self.settled = false;
-                                    return;
+                                    return false;
                                 }
                             }
                             let _ = f(Arrival::Marker);
                         }
-                        return;
+                        return false;
                     }
                     Err(()) => {
                         pages += 1;
                         if f(Arrival::Malformed).is_break() {
-                            return;
+                            return false;
                         }
                     }
                 }
@@ -152,14 +153,14 @@ impl CpuReader {
                 }
                 Some(Ok(Item::Record { time, .. })) if hold_after.is_some_and(|h| time > h) => {
                     *cursor = before;
-                    return;
+                    return true;
                 }
                 Some(Ok(Item::Record { time, raw, .. })) => {
                     sample(raw, time, self.cpu, tgids.as_deref_mut())
                 }
             };
             if f(arrival).is_break() {
-                return;
+                return false;
             }
         }
     }
