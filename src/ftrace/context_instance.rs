@@ -1,9 +1,10 @@
 //! The session's tracking instance (`instances/uevrec-<pid>-t`): the tracking events
 //! (tracking.rs) in rings of their own, so that who-is-who can be read ahead of the
-//! records. Each [`super::FtraceBackend`] read first drains every CPU's tracking ring,
-//! hands the updates on in time order across CPUs ([`TimeMerge`], as the perf backend
-//! does with its tracker rings), and only then reads records, up to the time the drain
-//! began: a record written later stays in its page for the next read, since its
+//! records. [`super::FtraceBackend`] drains every CPU's tracking ring at the start of
+//! each pass over the rings (and again when a ring holds a record newer than the last
+//! drain), hands the updates on in time order across CPUs ([`TimeMerge`], as the perf
+//! backend does with its tracker rings), and reads records only up to the time the last
+//! drain began: a record written later stays in its page for a later read, since its
 //! thread's fork, rename or move may have reached a tracking ring after that drain.
 //!
 //! Created by [`super::FtraceBackend`]'s `start_tracking` (not at all with
