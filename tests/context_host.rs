@@ -68,9 +68,11 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The complete lines of `path` (uevrec may be writing the last one).
 fn lines(path: &Path) -> Vec<Value> {
-    fs::read_to_string(path)
-        .unwrap_or_default()
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+    complete
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("invalid line {l:?}: {e}")))
         .collect()

@@ -8,8 +8,8 @@
 //! thread's fork, rename or move may have reached a tracking ring after that drain.
 //!
 //! Created by [`super::FtraceBackend`]'s `start_tracking` (not at all with
-//! `--no-context`) with the same thread filters, clock and overwrite mode as the
-//! session's instance, and removed on every way out like it (its [`Drop`]; a killed
+//! `--no-context`) with the same clock and overwrite mode as the session's instance (no
+//! thread filters), and removed on every way out like it (its [`Drop`]; a killed
 //! run's is removed as stale by the next start).
 
 use std::ops::ControlFlow;
@@ -41,19 +41,22 @@ pub(super) struct ContextInstance {
 }
 
 impl ContextInstance {
-    /// Create the tracking instance beside `main`, configured as `opts` says (but with
-    /// [`TRACKING_BUFFER_BYTES`]), with the tracking events enabled and readers on
-    /// `cpus`. Also returns what cannot be tracked (events this kernel lacks).
+    /// Create the tracking instance beside `main` ([`TRACKING_BUFFER_BYTES`] per CPU, no
+    /// thread filters), with the tracking events enabled and readers on `cpus`. Also
+    /// returns what cannot be tracked (events this kernel lacks).
     pub(super) fn open(
         main: &Instance,
         layout: &PageLayout,
         cpus: &[u32],
-        opts: &FtraceOptions,
     ) -> Result<(ContextInstance, Vec<String>), SetupError> {
         let instance = main.sibling("t")?;
+        // No thread filters: they hook sched_switch once more per instance, and the
+        // tracking records of uevrec's own threads (or, with --pid, of other processes)
+        // are few and harmless.
         let opts = FtraceOptions {
             buffer_bytes: TRACKING_BUFFER_BYTES,
-            ..opts.clone()
+            only_threads: None,
+            exclude_threads: Vec::new(),
         };
         let kb = configure(&instance, layout, &opts)?;
         let readers = open_readers(&instance, layout, cpus)?;

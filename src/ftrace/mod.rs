@@ -89,8 +89,6 @@ pub struct FtraceBackend {
     /// When the last drain of the tracking instance began (records written later wait
     /// for the next one).
     drained_until: Option<u64>,
-    /// How the instance was set up (the tracking instance is set up alike).
-    opts: FtraceOptions,
     instance: Instance,
 }
 
@@ -177,7 +175,6 @@ impl FtraceBackend {
             max_pages: ring_pages + 2,
             context: None,
             drained_until: None,
-            opts: opts.clone(),
             instance,
         };
         Ok((backend, notes))
@@ -291,7 +288,7 @@ impl Backend for FtraceBackend {
 
     fn start_tracking(&mut self) -> Result<Vec<String>, BackendError> {
         let cpus: Vec<u32> = self.cpus.iter().map(|c| c.cpu).collect();
-        match ContextInstance::open(&self.instance, &self.layout, &cpus, &self.opts) {
+        match ContextInstance::open(&self.instance, &self.layout, &cpus) {
             Ok((context, missing)) => {
                 self.context = Some(context);
                 Ok(missing)
