@@ -78,6 +78,7 @@ impl Formatter<'_> {
                 self.formats[slot] = Some(prepared);
                 return Ok(());
             }
+            Staged::Drained(_) => return Ok(()),
             Staged::Chunk(chunk) => chunk,
         };
         for entry in chunk.entries() {

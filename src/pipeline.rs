@@ -85,6 +85,11 @@ pub enum Staged {
         /// The event's system, name and format file text (what `record --raw` stores).
         source: Arc<FormatSource>,
     },
+    /// Every record written before this time (Unix ns) was sent before this message: a
+    /// pass over every buffer that began then read each one to its end. Sent after each
+    /// such pass; the flight recorder cuts its dumps by time with it (crate::flight),
+    /// the other consumers ignore it.
+    Drained(u64),
 }
 
 /// An attached event as tracefs described it: what a raw output (perf.data) stores so
@@ -145,6 +150,14 @@ impl<'a> StageSender<'a> {
         self.stage.send(Staged::Chunk(full)).map_err(|_| Closed)?;
         *chunk = self.fresh_chunk()?;
         Ok(())
+    }
+
+    /// Say that every record written before `before_unix_ns` was sent
+    /// ([`Staged::Drained`]).
+    pub fn drained(&self, before_unix_ns: u64) -> Result<(), Closed> {
+        self.stage
+            .send(Staged::Drained(before_unix_ns))
+            .map_err(|_| Closed)
     }
 
     /// `Err` once the formatter is gone.
@@ -444,6 +457,12 @@ impl<'a> EncodedEntry<'a> {
             slot => Some(slot),
         };
         Some(EncodedEntry { bytes, slot })
+    }
+
+    /// The entry's time (Unix ns), if it has one.
+    pub fn time(&self) -> Option<u64> {
+        let flags = u32_at(self.bytes, 20);
+        (flags & HAS_TIME != 0).then(|| u64_at(self.bytes, 24))
     }
 
     /// The entry decoded.

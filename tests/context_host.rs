@@ -68,9 +68,11 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The complete lines of `path` (uevrec may be writing the last one).
 fn lines(path: &Path) -> Vec<Value> {
-    fs::read_to_string(path)
-        .unwrap_or_default()
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+    complete
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("invalid line {l:?}: {e}")))
         .collect()
@@ -85,26 +87,44 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 /// The child: waits for a line, moves itself into `scope`, execs perl (getppid ×3,
-/// rename to `ctx-renamed`, getppid ×5). On the ftrace backend it runs on CPU 0 only:
-/// the tracking records share the rings with the records there and the rings are not
-/// merged by time (docs/json-lines.md, "Context"; tests/vm_context.rs lets it move).
-fn child(scope: &Path, backend: &str) -> Child {
+/// rename to `ctx-renamed`, getppid ×5), on any CPU.
+fn child(scope: &Path) -> Child {
     let script = format!(
         "read go; echo $$ > {}/cgroup.procs; \
          exec perl -e 'getppid() for 1..3; $0 = q(ctx-renamed); getppid() for 1..5'",
         scope.display()
     );
-    let mut cmd = if backend == "ftrace" {
-        let mut c = Command::new("taskset");
-        c.args(["-c", "0", "sh"]);
-        c
-    } else {
-        Command::new("sh")
-    };
-    cmd.args(["-c", &script])
+    Command::new("sh")
+        .args(["-c", &script])
         .stdin(Stdio::piped())
         .spawn()
         .unwrap()
+}
+
+/// `uevrec record --backend BACKEND EXTRA` of execs and getppid calls into `out`, once
+/// both events are attached.
+fn record_execs_and_getppid(backend: &str, extra: &[&str], out: &Path) -> Child {
+    let rec = Command::new(assert_cmd::cargo::cargo_bin("uevrec"))
+        .args(["record", "--quiet", "--backend", backend])
+        .args([
+            "-e",
+            "sched:sched_process_exec",
+            "-e",
+            "syscalls:sys_enter_getppid",
+        ])
+        .args(extra)
+        .arg("-o")
+        .arg(out)
+        .spawn()
+        .unwrap();
+    wait_for("two attached notices", || {
+        lines(out)
+            .iter()
+            .filter(|v| v["what"] == "attached")
+            .count()
+            == 2
+    });
+    rec
 }
 
 /// Run the child under `uevrec record --backend BACKEND EXTRA`; the records of the
@@ -116,28 +136,9 @@ fn record_child(root: &Path, backend: &str, extra: &[&str]) -> (Vec<Value>, Stri
     fs::create_dir_all(&parent).unwrap();
     let _cg = Cgroup(parent.clone());
     let scope = parent.join(format!("docker-{ID}.scope"));
-    let mut c = child(&scope, backend);
-    let mut rec = Command::new(assert_cmd::cargo::cargo_bin("uevrec"))
-        .args(["record", "--quiet", "--backend", backend])
-        .args(["--pid", &c.id().to_string()])
-        .args([
-            "-e",
-            "sched:sched_process_exec",
-            "-e",
-            "syscalls:sys_enter_getppid",
-        ])
-        .args(extra)
-        .arg("-o")
-        .arg(&out)
-        .spawn()
-        .unwrap();
-    wait_for("two attached notices", || {
-        lines(&out)
-            .iter()
-            .filter(|v| v["what"] == "attached")
-            .count()
-            == 2
-    });
+    let mut c = child(&scope);
+    let pid = c.id().to_string();
+    let mut rec = record_execs_and_getppid(backend, &[&["--pid", &pid], extra].concat(), &out);
     // Created now: its path must come from the kernel (PERF_RECORD_CGROUP), not the
     // start-up walk.
     fs::create_dir(&scope).unwrap();
@@ -281,4 +282,140 @@ fn in_a_pid_namespace() {
             assert_eq!(v["tid"], want, "{backend}: {v}");
         }
     }
+}
+
+/// How many children [`renames_and_execs_across_cpus`] starts.
+const CHILDREN: usize = 12;
+
+/// A parent started after uevrec, pinned to the last CPU and renamed `ctx-parent`, forks
+/// [`CHILDREN`] children in quick succession. Each calls getppid twice, execs `taskset`
+/// to move to CPU 0 (even ones: its later records are in a ring read before the one
+/// that holds its fork and first records) or to any CPU (odd ones), which execs perl: getppid ×2,
+/// renames itself `ctx-a` then `ctx-b` (getppid ×2 after each), and execs perl again
+/// through a symbolic link named `ctx-exec` (getppid ×2). Every record of every child
+/// (its getppid calls and its three execs) must carry the name the child had at that
+/// moment, although its fork, renames and records are read from different CPUs' rings,
+/// several changes apart.
+fn renames_and_execs_across_cpus(backend: &str) {
+    let _root = require!(Tier::Host, host());
+    let _one = serial();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let last = cpus - 1;
+    if cpus < 2 {
+        return common::tier::skip(Tier::Host, "one CPU: nothing runs on another CPU");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.json");
+    let link = dir.path().join("ctx-exec");
+    std::os::unix::fs::symlink(
+        String::from_utf8(
+            Command::new("sh")
+                .args(["-c", "command -v perl"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+        .trim(),
+        &link,
+    )
+    .unwrap();
+    let mut rec = record_execs_and_getppid(backend, &[], &out);
+    let inner = "getppid() for 1..2; $0 = q(ctx-a); getppid() for 1..2; $0 = q(ctx-b); \
+                 getppid() for 1..2; exec { $ARGV[0] } $ARGV[0], q(-e), q(getppid() for 1..2)";
+    let parent = format!(
+        "$0 = q(ctx-parent); my @kids; \
+         for my $i (0..{}) {{ \
+           my $pid = fork() // die; \
+           if ($pid == 0) {{ \
+             getppid() for 1..2; \
+             exec(q(taskset), q(-c), ($i % 2 ? q(0-{last}) : q(0)), q(perl), q(-e), q({inner}), $ARGV[0]) or die; \
+           }} \
+           push @kids, $pid; \
+         }} \
+         waitpid($_, 0) for @kids; print qq($_\\n) for @kids;",
+        CHILDREN - 1,
+    );
+    let done = Command::new("taskset")
+        .args(["-c", &last.to_string(), "perl", "-e", &parent])
+        .arg(&link)
+        .output()
+        .unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let kids: Vec<u64> = String::from_utf8(done.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(kids.len(), CHILDREN);
+    let want: Vec<(&str, &str)> = [
+        ("sys_enter_getppid", "ctx-parent"),
+        ("sys_enter_getppid", "ctx-parent"),
+        ("sched_process_exec", "taskset"),
+        ("sched_process_exec", "perl"),
+        ("sys_enter_getppid", "perl"),
+        ("sys_enter_getppid", "perl"),
+        ("sys_enter_getppid", "ctx-a"),
+        ("sys_enter_getppid", "ctx-a"),
+        ("sys_enter_getppid", "ctx-b"),
+        ("sys_enter_getppid", "ctx-b"),
+        ("sched_process_exec", "ctx-exec"),
+        ("sys_enter_getppid", "ctx-exec"),
+        ("sys_enter_getppid", "ctx-exec"),
+    ]
+    .into();
+    let count = |all: &[Value]| {
+        all.iter()
+            .filter(|v| v.get("uevrec").is_none() && kids.contains(&v["tid"].as_u64().unwrap_or(0)))
+            .count()
+    };
+    wait_for("every record of the children", || {
+        count(&lines(&out)) >= CHILDREN * want.len()
+    });
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    assert!(rec.wait().unwrap().success());
+    let all = lines(&out);
+    assert!(
+        !all.iter()
+            .any(|v| v["uevrec"] == "lost" || v["what"] == "context_lost"),
+        "{backend}: records lost"
+    );
+    let mut cpus_seen = std::collections::BTreeSet::new();
+    for &kid in &kids {
+        let mut mine: Vec<&Value> = all
+            .iter()
+            .filter(|v| v.get("uevrec").is_none() && v["tid"] == kid)
+            .collect();
+        mine.sort_by(|a, b| a["time"].as_str().cmp(&b["time"].as_str()));
+        cpus_seen.extend(mine.iter().map(|v| v["cpu"].as_u64()));
+        let got: Vec<(&str, &str)> = mine
+            .iter()
+            .map(|v| {
+                (
+                    v["event"].as_str().unwrap(),
+                    v["comm"].as_str().unwrap_or("-"),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "{backend}: child {kid}: {mine:#?}");
+    }
+    assert!(
+        cpus_seen.len() >= 2,
+        "{backend}: all on one CPU: {cpus_seen:?}"
+    );
+}
+
+#[test]
+fn renames_and_execs_across_cpus_perf() {
+    renames_and_execs_across_cpus("perf");
+}
+
+#[test]
+fn renames_and_execs_across_cpus_ftrace() {
+    renames_and_execs_across_cpus("ftrace");
 }

@@ -2,11 +2,15 @@
 //! real tracepoint (`sched:sched_process_exec` of the generator, `--trigger-filter`),
 //! SIGUSR1 dumps, two dumps in a row, the dump at exit; exact accounting.
 //!
-//! The generator (perl, pinned to one CPU so that its records and its exec are staged in
-//! the order they happened: uevrec stages buffer by buffer, see docs/flight-recorder.md)
-//! calls `getpgid(n)` for a known run of numbers n (the record's `args[0]`; ESRCH, no
-//! other effect) on command, and execs `/bin/true` on command (the trigger). uevrec
-//! records only its `getpgid` calls (`--filter`), so every record in a dump is known.
+//! The generator (perl) calls `getpgid(n)` for a known run of numbers n (the record's
+//! `args[0]`; ESRCH, no other effect) on command, or for 1, 2, … until told to stop, and
+//! execs `/bin/true` on command (the trigger). The tests whose SIZE holds less than one
+//! drain pass stages pin it to one CPU: SIZE evicts in staging order, so a record staged
+//! after the trigger from another CPU's ring could push the trigger out
+//! (docs/flight-recorder.md). uevrec records only the
+//! generators' `getpgid` calls (`--filter`), so every record in a dump is known. Two
+//! generators running at once on both CPUs while triggers fire show that a dump cuts by
+//! time across CPUs (docs/flight-recorder.md).
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -30,7 +34,7 @@ const BASE: u64 = 100_000_000;
 /// SIZE of the tests: room for ~160 sys_enter records (96 bytes staged each).
 const SIZE: u64 = 16 * 1024;
 
-/// The generator: a perl process pinned to CPU 0.
+/// The generator: a perl process, pinned to `cpus` (a `taskset -c` list) if given.
 struct Generator {
     child: Child,
     stdin: ChildStdin,
@@ -39,15 +43,26 @@ struct Generator {
 }
 
 impl Generator {
-    fn start() -> Generator {
+    fn start(cpus: Option<&str>) -> Generator {
         let script = format!(
             "$| = 1; print \"$$\\n\"; \
              while (my $c = <STDIN>) {{ chomp $c; \
                if ($c =~ /^run (\\d+) (\\d+)$/) {{ syscall({NR_GETPGID}, $_) for $1..$2; print \"done\\n\" }} \
+               elsif ($c =~ /^loop (\\d+) (\\S+)$/) {{ my ($b, $s, $i) = ($1, $2, 0); \
+                 until (-e $s) {{ for (1..20) {{ $i++; syscall({NR_GETPGID}, $b + $i) }} select(undef, undef, undef, 0.001) }} \
+                 print \"done $i\\n\" }} \
                elsif ($c eq 'exec') {{ exec '/bin/true' }} }}"
         );
-        let mut child = Command::new("taskset")
-            .args(["-c", "0", "perl", "-e", &script])
+        let mut cmd = match cpus {
+            Some(list) => {
+                let mut c = Command::new("taskset");
+                c.args(["-c", list, "perl"]);
+                c
+            }
+            None => Command::new("perl"),
+        };
+        let mut child = cmd
+            .args(["-e", &script])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -71,6 +86,18 @@ impl Generator {
         let mut line = String::new();
         self.stdout.read_line(&mut line).unwrap();
         assert_eq!(line, "done\n");
+    }
+
+    /// Start calling getpgid(BASE + n) for n = 1, 2, … until `stop` exists.
+    fn start_loop(&mut self, stop: &Path) {
+        writeln!(self.stdin, "loop {BASE} {}", stop.display()).unwrap();
+    }
+
+    /// How many calls the loop made (once `stop` exists).
+    fn loop_count(&mut self) -> u64 {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        line.trim().strip_prefix("done ").unwrap().parse().unwrap()
     }
 
     /// Exec /bin/true (the trigger); returns once it exited.
@@ -97,9 +124,15 @@ fn tmp(name: &str) -> PathBuf {
 /// `uevrec record --backend B --flight SIZE` of the generator's getpgid calls, plus `extra`.
 fn start(dir: &Path, backend: &str, generator: u32, extra: &[&str]) -> Flight {
     let filter = format!("id == {NR_GETPGID} && common_pid == {generator}");
-    let size = SIZE.to_string();
+    start_sized(dir, backend, SIZE, &filter, extra)
+}
+
+/// `uevrec record --backend B --flight SIZE` of the getpgid calls `filter` selects,
+/// plus `extra`.
+fn start_sized(dir: &Path, backend: &str, size: u64, filter: &str, extra: &[&str]) -> Flight {
+    let size = size.to_string();
     let mut args = vec!["--backend", backend, "--flight", &size];
-    args.extend(["-e", "raw_syscalls:sys_enter", "--filter", &filter]);
+    args.extend(["-e", "raw_syscalls:sys_enter", "--filter", filter]);
     args.extend(extra);
     Flight::start(&dir.join(format!("{backend}.json")), &args)
 }
@@ -118,7 +151,7 @@ fn a_trigger_tracepoint_dumps_the_last_records_before_it() {
     }
     let dir = tmp("trigger");
     for backend in ["perf", "ftrace"] {
-        let mut generator = Generator::start();
+        let mut generator = Generator::start(Some("0"));
         let filter = format!("pid == {}", generator.pid);
         let trigger = ["--trigger", "sched:sched_process_exec"];
         let flight = start(
@@ -134,7 +167,17 @@ fn a_trigger_tracepoint_dumps_the_last_records_before_it() {
         let dump = Dump::read(&flight.wait_dumps(1), SIZE);
         // The trigger record is the last one, after the last records before it.
         let last = dump.lines.last().unwrap();
-        assert_eq!(last["event"], "sched_process_exec", "{backend}: {last}");
+        assert_eq!(
+            last["event"],
+            "sched_process_exec",
+            "{backend}: {:?}",
+            dump.lines
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| v["event"] != "sys_enter")
+                .map(|(i, v)| (i, v.to_string()))
+                .collect::<Vec<_>>()
+        );
         assert_eq!(last["fields"]["filename"], "/bin/true");
         let numbers = numbers(&dump);
         let held = numbers.len() as u64;
@@ -157,7 +200,7 @@ fn sigusr1_dumps_twice_in_a_row_and_at_exit_without_repeating_a_record() {
     }
     let dir = tmp("signal");
     for backend in ["perf", "ftrace"] {
-        let mut generator = Generator::start();
+        let mut generator = Generator::start(Some("0"));
         let flight = start(&dir, backend, generator.pid, &["--flight-on-exit"]);
         flight.wait_attached(1);
         // Time for the session (which drains every 100 ms at most) to stage the records.
@@ -196,6 +239,113 @@ fn sigusr1_dumps_twice_in_a_row_and_at_exit_without_repeating_a_record() {
         assert_eq!(exit.count("overwritten"), 0);
         assert_eq!(exit.header["reason"], "exit");
         assert!(stderr.contains("3 dumps written"), "{stderr}");
+    }
+}
+
+/// Two generators call getpgid without pause on any CPU while a trigger fires three
+/// times (an exec of a link to /bin/true, unique to the test), then the recording ends
+/// (`--flight-on-exit`; SIZE holds everything). Each dump holds its records in time
+/// order, the trigger record last and nothing after it; the next dump starts after it;
+/// and every call of each generator is in exactly one dump.
+#[test]
+fn dumps_cut_by_time_across_cpus() {
+    if !common::raw_syscalls_here() {
+        return;
+    }
+    const TRIGGERS: usize = 3;
+    const ROOMY: u64 = 256 << 20;
+    let dir = tmp("order");
+    let trig = dir.join("trig");
+    std::os::unix::fs::symlink("/bin/true", &trig).unwrap();
+    for backend in ["perf", "ftrace"] {
+        let stop = dir.join(format!("stop-{backend}"));
+        let mut gens = [Generator::start(None), Generator::start(None)];
+        let filter = format!(
+            "id == {NR_GETPGID} && (common_pid == {} || common_pid == {})",
+            gens[0].pid, gens[1].pid
+        );
+        let trigger_filter = format!("filename == \"{}\"", trig.display());
+        let args = [
+            "--flight-on-exit",
+            "--trigger",
+            "sched:sched_process_exec",
+            "--trigger-filter",
+            &trigger_filter,
+        ];
+        let flight = start_sized(&dir, backend, ROOMY, &filter, &args);
+        flight.wait_attached(2);
+        for g in &mut gens {
+            g.start_loop(&stop);
+        }
+        for i in 0..TRIGGERS {
+            std::thread::sleep(Duration::from_millis(150));
+            assert!(Command::new(&trig).status().unwrap().success());
+            flight.wait_dumps(i + 1);
+        }
+        std::thread::sleep(Duration::from_millis(150));
+        fs::write(&stop, "").unwrap();
+        let counts: Vec<u64> = gens.iter_mut().map(Generator::loop_count).collect();
+        let out = flight.out.clone();
+        let stderr = flight.stop();
+        let dumps: Vec<Dump> = complete_dumps(&out)
+            .iter()
+            .map(|p| Dump::read(p, ROOMY))
+            .collect();
+        assert_eq!(dumps.len(), TRIGGERS + 1, "{backend}: {stderr}");
+        // Each generator's calls, from every dump.
+        let mut calls: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+        let mut cpus = std::collections::BTreeSet::new();
+        let mut previous_cut: Option<String> = None;
+        for (k, dump) in dumps.iter().enumerate() {
+            let records: Vec<&Value> = dump
+                .lines
+                .iter()
+                .filter(|v| v.get("system").is_some())
+                .collect();
+            let times: Vec<&str> = records
+                .iter()
+                .map(|v| v["time"].as_str().unwrap())
+                .collect();
+            assert!(
+                times.is_sorted(),
+                "{backend}: dump {k} is not in time order"
+            );
+            if let Some(cut) = &previous_cut {
+                assert!(
+                    times[0] > cut.as_str(),
+                    "{backend}: dump {k} starts before the last cut {cut}"
+                );
+            }
+            let mut both = [false; 2];
+            for v in &records[..records.len() - usize::from(k < TRIGGERS)] {
+                assert_eq!(v["event"], "sys_enter", "{backend}: dump {k}: {v}");
+                let g = gens.iter().position(|g| v["tid"] == g.pid).unwrap();
+                both[g] = true;
+                calls[g].push(v["fields"]["args"][0].as_u64().unwrap() - BASE);
+                cpus.insert(v["cpu"].as_u64().unwrap());
+            }
+            if k < TRIGGERS {
+                let last = records.last().unwrap();
+                assert_eq!(last["event"], "sched_process_exec", "{backend}: dump {k}");
+                assert_eq!(last["fields"]["filename"], trig.to_str().unwrap());
+                assert_eq!(dump.header["reason"], "trigger");
+                previous_cut = Some(times[times.len() - 1].to_owned());
+                assert!(
+                    both == [true, true],
+                    "{backend}: dump {k} holds one generator only"
+                );
+            }
+            assert_eq!(dump.count("overwritten"), 0, "{backend}: dump {k}");
+        }
+        for (g, got) in calls.iter_mut().enumerate() {
+            got.sort_unstable();
+            assert_run(got, 1, counts[g]);
+        }
+        assert!(
+            cpus.len() >= 2,
+            "{backend}: the generators ran on one CPU only: {cpus:?}"
+        );
+        let _ = fs::remove_file(&stop);
     }
 }
 
@@ -244,7 +394,7 @@ fn otlp_dumps_are_valid_otlp_requests_with_the_same_records() {
         return;
     }
     let dir = tmp("otlp");
-    let mut generator = Generator::start();
+    let mut generator = Generator::start(Some("0"));
     let filter = format!("pid == {}", generator.pid);
     let trigger = ["--trigger", "sched:sched_process_exec", "--trigger-filter"];
     let mut args = vec!["--format", "otlp"];

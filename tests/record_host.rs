@@ -153,6 +153,11 @@ fn instance_of(rec: &Child) -> PathBuf {
     instances().join(format!("uevrec-{}", rec.id()))
 }
 
+/// The tracking instance (thread names, cgroups) beside [`instance_of`].
+fn tracking_instance_of(rec: &Child) -> PathBuf {
+    instances().join(format!("uevrec-{}-t", rec.id()))
+}
+
 /// tracefs's `instances` directory.
 /// `uevrec record --backend ftrace -e sched:sched_process_exec`, stderr piped; the caller
 /// adds the rest.
@@ -344,14 +349,18 @@ fn stop_signal_drains_pending_events(sig: i32, backend: &[&str]) {
     let child = getppid_child(N);
     let mut rec = record_getppid(&child, &out, &[&["-m", "4M"], backend].concat());
     wait_attached(&out, &mut rec);
-    let inst = instance_of(&rec);
-    assert_eq!(inst.exists(), !backend.is_empty(), "{}", inst.display());
+    let (inst, tracking) = (instance_of(&rec), tracking_instance_of(&rec));
+    for i in [&inst, &tracking] {
+        assert_eq!(i.exists(), !backend.is_empty(), "{}", i.display());
+    }
     release_and_reap(child);
     // At once: the last records are still in the rings, below the wakeup watermark.
     signal(&rec, sig);
     let st = wait_exit(&mut rec);
     assert_eq!(st.code(), Some(0), "{}", stderr_text(&mut rec));
-    assert!(!inst.exists(), "{} left behind", inst.display());
+    for i in [&inst, &tracking] {
+        assert!(!i.exists(), "{} left behind", i.display());
+    }
     let lines = parse_lines(&fs::read_to_string(&out).unwrap());
     assert!(
         !lines.iter().any(|v| v["uevrec"] == "lost"),
@@ -541,9 +550,12 @@ fn a_killed_runs_instance_is_removed_by_the_next_start_ftrace() {
     let mut killed = ftrace_exec_recording().arg("-o").arg(&out).spawn().unwrap();
     wait_attached(&out, &mut killed);
     let stale = instance_of(&killed);
+    let stale_tracking = tracking_instance_of(&killed);
     signal(&killed, libc::SIGKILL);
     wait_exit(&mut killed);
-    assert!(stale.exists(), "SIGKILL cannot remove {}", stale.display());
+    for s in [&stale, &stale_tracking] {
+        assert!(s.exists(), "SIGKILL cannot remove {}", s.display());
+    }
     // The next run (a normal stop after --duration) removes it and says so, and removes
     // its own.
     let next = ftrace_exec_recording()
@@ -551,20 +563,24 @@ fn a_killed_runs_instance_is_removed_by_the_next_start_ftrace() {
         .arg(dir.path().join("next.json"))
         .spawn()
         .unwrap();
-    let own = instance_of(&next);
+    let own = [instance_of(&next), tracking_instance_of(&next)];
     let next = next.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&next.stderr);
     assert!(next.status.success(), "{err}");
-    assert!(!stale.exists(), "{} still there: {err}", stale.display());
-    assert!(
-        err.contains(&format!(
-            "removed the tracefs instance {} left by process {}, which is gone",
-            stale.display(),
-            killed.id()
-        )),
-        "{err}"
-    );
-    assert!(!own.exists(), "{} left behind", own.display());
+    for s in [&stale, &stale_tracking] {
+        assert!(!s.exists(), "{} still there: {err}", s.display());
+        assert!(
+            err.contains(&format!(
+                "removed the tracefs instance {} left by process {}, which is gone",
+                s.display(),
+                killed.id()
+            )),
+            "{err}"
+        );
+    }
+    for o in &own {
+        assert!(!o.exists(), "{} left behind", o.display());
+    }
 }
 
 #[test]

@@ -1,9 +1,17 @@
 //! The flight recorder's memory: the newest staged entries (records, lost counts,
 //! notices, exactly as the session staged them: [`EncodedEntry`]) whose bytes total at
-//! most SIZE, oldest first; pushing a new entry evicts the oldest ones until the total
-//! fits again, counting the records that fell out. [`FlightBuffer::take`] hands out
-//! everything held (a [`Snapshot`], to be decoded and written by the dump thread) and
-//! leaves the buffer empty: a dump clears it, so no record is in two dumps.
+//! most SIZE, in staging order; pushing a new entry evicts the oldest ones until the
+//! total fits again, counting the records that fell out.
+//!
+//! A dump cuts by time: [`FlightBuffer::take_until`] hands out (a [`Snapshot`], to be
+//! decoded and written by the dump thread, in time order) every entry held with a time
+//! up to the cut that no earlier dump took, and keeps those after it for the next dump.
+//! The session stages buffer by buffer, so entries of one pass are not in time order
+//! across CPUs; the flight thread cuts only once every record up to the cut's time was
+//! staged (crate::pipeline's `Staged::Drained`). Whole segments whose entries are all
+//! up to the cut move to the snapshot; the few after (usually the last one or two) are
+//! copied to it and stay, their entries up to the cut marked as taken ([`Cut`]). So no
+//! record is in two dumps and none is missing between two.
 //!
 //! Storage: segments of [`SEGMENT_BYTES`] filled back to back; a segment is freed (kept
 //! as a spare) once its last entry is evicted. Memory: at most SIZE of entries, plus the
@@ -46,17 +54,59 @@ pub struct FormatChange {
 pub struct Segment {
     bytes: Vec<u8>,
     start: usize,
+    /// Sequence number of the entry at `start`.
+    first: u64,
+    /// The latest time of its entries (those without a time count as 0).
+    max_time: u64,
 }
 
 impl Segment {
+    /// The entries still held, in order, each with its offset in the segment.
+    fn entries_at(&self) -> impl Iterator<Item = (usize, EncodedEntry<'_>)> {
+        let mut at = self.start;
+        std::iter::from_fn(move || {
+            let entry = EncodedEntry::first(&self.bytes[at..])?;
+            let here = at;
+            at += entry.bytes.len();
+            Some((here, entry))
+        })
+    }
+
     /// The entries still held, in order.
     pub fn entries(&self) -> impl Iterator<Item = EncodedEntry<'_>> {
-        let mut rest = &self.bytes[self.start..];
-        std::iter::from_fn(move || {
-            let entry = EncodedEntry::first(rest)?;
-            rest = &rest[entry.bytes.len()..];
-            Some(entry)
-        })
+        self.entries_at().map(|(_, e)| e)
+    }
+
+    /// A copy of the entries still held.
+    fn copy(&self) -> Segment {
+        Segment {
+            bytes: self.bytes[self.start..].to_vec(),
+            start: 0,
+            first: self.first,
+            max_time: self.max_time,
+        }
+    }
+}
+
+/// The time by which dumps cut (an entry without a time counts as 0: it goes with the
+/// first dump after it was staged).
+fn time_of(entry: &EncodedEntry<'_>) -> u64 {
+    entry.time().unwrap_or(0)
+}
+
+/// The entries a dump took: those staged before entry `seq` with a time up to `time`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cut {
+    /// The first entry staged after the dump.
+    pub seq: u64,
+    /// The dump's time (Unix ns).
+    pub time: u64,
+}
+
+impl Cut {
+    /// Whether the dump took entry `seq` at `time`.
+    fn took(&self, seq: u64, time: u64) -> bool {
+        seq < self.seq && time <= self.time
     }
 }
 
@@ -71,16 +121,51 @@ pub struct Counts {
     pub lost: u64,
 }
 
-/// Everything a [`FlightBuffer`] held when taken, oldest first.
+/// What one [`FlightBuffer::take_until`] took: the entries of `segments` (in staging
+/// order, numbered from `first_seq`) that the previous take did not take (`after`) and
+/// whose time is at most `until`.
+#[derive(Debug, Default)]
+pub struct Part {
+    /// The segments holding the entries.
+    pub segments: VecDeque<Segment>,
+    /// Sequence number of the first entry of `segments`.
+    pub first_seq: u64,
+    /// What the previous take took (left out here).
+    pub after: Cut,
+    /// The cut: no entry after this time (Unix ns).
+    pub until: u64,
+}
+
+impl Part {
+    /// Whether entry `seq` at `time` is in the part.
+    fn holds(&self, seq: u64, time: u64) -> bool {
+        !self.after.took(seq, time) && time <= self.until
+    }
+
+    /// Its entries in staging order, each with its sequence number and its place
+    /// (segment, offset).
+    fn entries_at(&self) -> impl Iterator<Item = (u64, usize, usize, EncodedEntry<'_>)> {
+        let all = self
+            .segments
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| s.entries_at().map(move |(at, e)| (i, at, e)));
+        (self.first_seq..)
+            .zip(all)
+            .map(|(seq, (i, at, e))| (seq, i, at, e))
+            .filter(|(seq, _, _, e)| self.holds(*seq, time_of(e)))
+    }
+}
+
+/// What a dump writes: the entries of one or more takes ([`Part`]s; a dump whose cut
+/// waited for late records has two), with their counts.
 #[derive(Debug, Default)]
 pub struct Snapshot {
-    /// The entries.
-    pub segments: VecDeque<Segment>,
-    /// Sequence number of the first entry.
-    pub first_seq: u64,
-    /// Event records held.
+    /// The takes.
+    pub parts: Vec<Part>,
+    /// Event records in the snapshot.
     pub records: u64,
-    /// Bytes of entries held (what SIZE bounds).
+    /// Bytes of its entries (what SIZE bounds).
     pub bytes: usize,
     /// What fell out and what the kernel lost since the previous snapshot.
     pub counts: Counts,
@@ -90,9 +175,60 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// The entries, each with its sequence number.
+    /// Sequence number of the first entry.
+    pub fn first_seq(&self) -> u64 {
+        self.parts.first().map_or(0, |p| p.first_seq)
+    }
+
+    /// The entries in staging order, each with its sequence number.
     pub fn entries(&self) -> impl Iterator<Item = (u64, EncodedEntry<'_>)> {
-        (self.first_seq..).zip(self.segments.iter().flat_map(Segment::entries))
+        self.parts
+            .iter()
+            .flat_map(|p| p.entries_at().map(|(seq, _, _, e)| (seq, e)))
+    }
+
+    /// The entries in time order (those of equal times, and those without a time after
+    /// the entry staged before them, in staging order), each with its sequence number.
+    /// Builds an index of 24 bytes per entry.
+    pub fn in_time_order(&self) -> impl Iterator<Item = (u64, EncodedEntry<'_>)> {
+        let segments: Vec<&Segment> = self.parts.iter().flat_map(|p| &p.segments).collect();
+        let mut index: Vec<(u64, u64, u32, u32)> = Vec::new();
+        let (mut base, mut last) = (0, 0);
+        for part in &self.parts {
+            for (seq, i, at, entry) in part.entries_at() {
+                last = entry.time().unwrap_or(last);
+                // Segments and offsets fit in u32 (SEGMENT_BYTES; SIZE is far below
+                // 2^32 segments).
+                index.push((last, seq, (base + i) as u32, at as u32));
+            }
+            base += part.segments.len();
+        }
+        index.sort_by_key(|&(time, ..)| time);
+        index.into_iter().filter_map(move |(_, seq, i, at)| {
+            let segment = segments.get(i as usize)?;
+            Some((seq, EncodedEntry::first(&segment.bytes[at as usize..])?))
+        })
+    }
+
+    /// Add the entries and counts of a later take (of the same buffer).
+    pub fn merge(&mut self, later: Snapshot) {
+        self.parts.extend(later.parts);
+        self.records += later.records;
+        self.bytes += later.bytes;
+        self.counts.overwritten += later.counts.overwritten;
+        self.counts.other_overwritten += later.counts.other_overwritten;
+        self.counts.lost += later.counts.lost;
+        // One timeline: the union, by position, is every change either part needs.
+        for change in later.formats {
+            if !self
+                .formats
+                .iter()
+                .any(|c| c.at == change.at && c.slot == change.slot)
+            {
+                self.formats.push(change);
+            }
+        }
+        self.formats.sort_by_key(|c| c.at);
     }
 }
 
@@ -102,8 +238,14 @@ pub struct FlightBuffer {
     limit: usize,
     segments: VecDeque<Segment>,
     spares: Vec<Vec<u8>>,
+    /// Bytes of every entry held (dumped or not).
+    total_bytes: usize,
+    /// Bytes of the entries no dump took yet.
     held_bytes: usize,
+    /// Records no dump took yet.
     held_records: u64,
+    /// What the last dump took.
+    cut: Cut,
     /// Sequence number of the oldest entry held (== `next_seq` when empty).
     first_seq: u64,
     next_seq: u64,
@@ -118,8 +260,10 @@ impl FlightBuffer {
             limit,
             segments: VecDeque::new(),
             spares: Vec::new(),
+            total_bytes: 0,
             held_bytes: 0,
             held_records: 0,
+            cut: Cut::default(),
             first_seq: 0,
             next_seq: 0,
             counts: Counts::default(),
@@ -127,12 +271,12 @@ impl FlightBuffer {
         }
     }
 
-    /// Bytes of entries held.
+    /// Bytes of the entries held that no dump took yet.
     pub fn held_bytes(&self) -> usize {
         self.held_bytes
     }
 
-    /// Event records held.
+    /// Event records held that no dump took yet.
     pub fn held_records(&self) -> u64 {
         self.held_records
     }
@@ -161,14 +305,21 @@ impl FlightBuffer {
                 .spares
                 .pop()
                 .unwrap_or_else(|| Vec::with_capacity(SEGMENT_BYTES.max(len)));
-            self.segments.push_back(Segment { bytes, start: 0 });
+            self.segments.push_back(Segment {
+                bytes,
+                start: 0,
+                first: self.next_seq,
+                max_time: 0,
+            });
         }
         let back = self.segments.back_mut().expect("a segment was just added");
         back.bytes.extend_from_slice(entry.bytes);
+        back.max_time = back.max_time.max(time_of(&entry));
+        self.total_bytes += len;
         self.held_bytes += len;
         self.held_records += u64::from(entry.slot.is_some());
         self.next_seq += 1;
-        while self.held_bytes > self.limit {
+        while self.total_bytes > self.limit {
             self.evict_oldest();
         }
     }
@@ -179,17 +330,24 @@ impl FlightBuffer {
         };
         let Some(entry) = EncodedEntry::first(&front.bytes[front.start..]) else {
             // Only `push` writes segments, whole entries at a time: not reached.
+            self.total_bytes = 0;
             self.held_bytes = 0;
             return;
         };
         let (len, record) = (entry.bytes.len(), entry.slot.is_some());
+        let dumped = self.cut.took(front.first, time_of(&entry));
         front.start += len;
-        self.held_bytes -= len;
+        front.first += 1;
+        self.total_bytes -= len;
         self.first_seq += 1;
-        if record {
+        if dumped {
+            // In a dump already: nothing lost.
+        } else if record {
+            self.held_bytes -= len;
             self.held_records -= 1;
             self.counts.overwritten += 1;
         } else {
+            self.held_bytes -= len;
             self.counts.other_overwritten += 1;
         }
         if front.start == front.bytes.len() {
@@ -229,21 +387,82 @@ impl FlightBuffer {
         self.formats.retain(|_| keep.next().unwrap_or(true));
     }
 
-    /// Hand out everything held and the counts, leaving the buffer empty (the formats
+    /// Hand out everything held that no dump took yet, and the counts (the formats
     /// stay: later records need them).
     pub fn take(&mut self) -> Snapshot {
+        self.take_until(u64::MAX)
+    }
+
+    /// Hand out the entries held with a time up to `until` (Unix ns) that no dump took
+    /// yet, and the counts; keep the later ones for the next dump (see the module docs).
+    pub fn take_until(&mut self, until: u64) -> Snapshot {
+        self.take_part(until, true)
+    }
+
+    /// [`FlightBuffer::take_until`] for the records staged late for a dump that took
+    /// already: the counts stay for the next dump (what fell out since was mostly newer).
+    pub fn take_late(&mut self, until: u64) -> Snapshot {
+        self.take_part(until, false)
+    }
+
+    fn take_part(&mut self, until: u64, with_counts: bool) -> Snapshot {
         self.prune_formats();
+        // Dumps never go back in time: what an earlier one left out came after it.
+        let until = until.max(self.cut.time);
+        let split = self
+            .segments
+            .iter()
+            .position(|s| s.max_time > until)
+            .unwrap_or(self.segments.len());
+        let kept = self.segments.split_off(split);
+        let mut segments = std::mem::take(&mut self.segments);
+        // What stays for the next dump: the kept segments' entries after the cut.
+        let (mut bytes, mut records, mut lost) = (0, 0, 0);
+        for segment in &kept {
+            for (seq, entry) in (segment.first..).zip(segment.entries()) {
+                let time = time_of(&entry);
+                if self.cut.took(seq, time) || time <= until {
+                    continue;
+                }
+                bytes += entry.bytes.len();
+                records += u64::from(entry.slot.is_some());
+                if let Some(StagedEntry::Lost { lost: n, .. }) =
+                    entry.slot.is_none().then(|| entry.decode()).flatten()
+                {
+                    lost += n;
+                }
+            }
+            segments.push_back(segment.copy());
+        }
+        let counts = if with_counts {
+            let mut counts = std::mem::take(&mut self.counts);
+            counts.lost -= lost;
+            self.counts.lost = lost;
+            counts
+        } else {
+            Counts::default()
+        };
         let snapshot = Snapshot {
-            segments: std::mem::take(&mut self.segments),
-            first_seq: self.first_seq,
-            records: self.held_records,
-            bytes: self.held_bytes,
-            counts: std::mem::take(&mut self.counts),
+            parts: vec![Part {
+                segments,
+                first_seq: self.first_seq,
+                after: self.cut,
+                until,
+            }],
+            records: self.held_records - records,
+            bytes: self.held_bytes - bytes,
+            counts,
             formats: self.formats.clone(),
         };
-        self.first_seq = self.next_seq;
-        self.held_bytes = 0;
-        self.held_records = 0;
+        self.segments = kept;
+        self.first_seq = self.segments.front().map_or(self.next_seq, |s| s.first);
+        self.total_bytes = self.segments.iter().map(|s| s.bytes.len() - s.start).sum();
+        self.held_bytes = bytes;
+        self.held_records = records;
+        self.cut = Cut {
+            seq: self.next_seq,
+            time: until,
+        };
         self.prune_formats();
         snapshot
     }
@@ -275,16 +494,19 @@ pub(super) mod tests {
         chunk
     }
 
-    /// The record numbers a snapshot holds, in order.
+    /// The number of a record of [`records`].
+    fn number((_, e): (u64, EncodedEntry<'_>)) -> Option<u64> {
+        match e.decode() {
+            Some(StagedEntry::Record { raw, .. }) => {
+                Some(u64::from_le_bytes(raw[8..].try_into().unwrap()))
+            }
+            _ => None,
+        }
+    }
+
+    /// The record numbers a snapshot holds, in staging order.
     fn numbers(s: &Snapshot) -> Vec<u64> {
-        s.entries()
-            .filter_map(|(_, e)| match e.decode() {
-                Some(StagedEntry::Record { raw, .. }) => {
-                    Some(u64::from_le_bytes(raw[8..].try_into().unwrap()))
-                }
-                _ => None,
-            })
-            .collect()
+        s.entries().filter_map(number).collect()
     }
 
     /// Bytes one record of [`records`] takes (32-byte header + 16).
@@ -302,7 +524,7 @@ pub(super) mod tests {
         assert_eq!(numbers(&s), (15..25).collect::<Vec<_>>());
         assert_eq!(s.counts.overwritten, 15);
         assert_eq!(s.records, 10);
-        assert_eq!(s.first_seq, 15);
+        assert_eq!(s.first_seq(), 15);
         // Emptied: the next snapshot holds only what came after, counts start over.
         assert_eq!(b.held_records(), 0);
         for e in records(25, 28).encoded() {
@@ -311,7 +533,74 @@ pub(super) mod tests {
         let s = b.take();
         assert_eq!(numbers(&s), vec![25, 26, 27]);
         assert_eq!(s.counts, Counts::default());
-        assert_eq!(s.first_seq, 25);
+        assert_eq!(s.first_seq(), 25);
+    }
+
+    /// Push records numbered (and timed) as `order` says, in that order.
+    fn push_in(b: &mut FlightBuffer, order: &[u64]) {
+        for &n in order {
+            for e in records(n, n + 1).encoded() {
+                b.push(e);
+            }
+        }
+    }
+
+    /// The record numbers a snapshot holds, in time order.
+    fn by_time(s: &Snapshot) -> Vec<u64> {
+        s.in_time_order().filter_map(number).collect()
+    }
+
+    #[test]
+    fn dumps_cut_by_time_across_cpus_without_repeating_or_missing_a_record() {
+        // Two CPUs' records staged buffer by buffer, pass by pass: 0-4 then 100-104, 10-14
+        // then 110-114, and so on (times as numbers).
+        let mut b = FlightBuffer::new(1 << 20);
+        let mut order = Vec::new();
+        for pass in 0..4u64 {
+            order.extend(pass * 10..pass * 10 + 5);
+            order.extend(pass * 10 + 100..pass * 10 + 105);
+        }
+        push_in(&mut b, &order);
+        // Cut at 22: CPU 0's 0-4, 10-14, 20-22; CPU 1's 100-… are later.
+        let s = b.take_until(22);
+        assert_eq!(
+            by_time(&s),
+            vec![0, 1, 2, 3, 4, 10, 11, 12, 13, 14, 20, 21, 22]
+        );
+        assert_eq!(s.records, 13);
+        assert_eq!(numbers(&s).len(), 13);
+        assert_eq!(b.held_records(), 40 - 13);
+        // Records staged after the cut with a time before it (late) go into the next.
+        push_in(&mut b, &[5, 200]);
+        let s = b.take_until(104);
+        assert_eq!(
+            by_time(&s),
+            vec![5, 23, 24, 30, 31, 32, 33, 34, 100, 101, 102, 103, 104]
+        );
+        let s = b.take();
+        assert_eq!(
+            by_time(&s),
+            vec![
+                110, 111, 112, 113, 114, 120, 121, 122, 123, 124, 130, 131, 132, 133, 134, 200
+            ]
+        );
+        assert_eq!(s.records, 16);
+        assert_eq!(s.counts, Counts::default());
+        assert_eq!((b.held_records(), b.held_bytes()), (0, 0));
+    }
+
+    #[test]
+    fn what_a_dump_took_is_not_counted_as_overwritten_when_it_falls_out() {
+        let mut b = FlightBuffer::new(10 * ONE);
+        push_in(&mut b, &[0, 1, 5, 6, 2, 3]);
+        let s = b.take_until(3);
+        assert_eq!(by_time(&s), vec![0, 1, 2, 3]);
+        // 5, 6 stay (with the taken 2, 3 after them in the same segment); 10 more evict
+        // the oldest: 0-3 were dumped, 5 and 6 were not.
+        push_in(&mut b, &(10..20).collect::<Vec<_>>());
+        let s = b.take();
+        assert_eq!(s.counts.overwritten, 2);
+        assert_eq!(by_time(&s), (10..20).collect::<Vec<_>>());
     }
 
     #[test]

@@ -204,8 +204,8 @@ pub fn format_snapshot(
     })
 }
 
-/// Send the snapshot's entries as chunks, each format change before the first entry
-/// it holds for.
+/// Send the snapshot's entries as chunks, in time order ([`Snapshot::in_time_order`]),
+/// each record after the format its event had when it was staged.
 fn feed(
     snapshot: &Snapshot,
     stage: &Sender<Staged>,
@@ -218,20 +218,47 @@ fn feed(
         )
     };
     let send = |chunk: StagedChunk| stage.send(Staged::Chunk(chunk)).map_err(|_| Closed);
-    let mut changes = snapshot.formats.iter().peekable();
+    let send_format = |i: usize| {
+        let change = &snapshot.formats[i];
+        stage
+            .send(Staged::Format {
+                slot: change.slot,
+                prepared: change.prepared.clone(),
+                source: change.source.clone(),
+            })
+            .map_err(|_| Closed)
+    };
+    // Per slot: its changes (staged at, index in `formats`), in order; and which one the
+    // formatter has.
+    let mut changes: Vec<Vec<(u64, usize)>> = Vec::new();
+    let mut sent: Vec<Option<usize>> = Vec::new();
+    for (i, change) in snapshot.formats.iter().enumerate() {
+        let slot = change.slot as usize;
+        if changes.len() <= slot {
+            changes.resize(slot + 1, Vec::new());
+            sent.resize(slot + 1, None);
+        }
+        changes[slot].push((change.at, i));
+        // Those holding from the first entry on, first (as the session sent them).
+        if change.at <= snapshot.first_seq() {
+            send_format(i)?;
+            sent[slot] = Some(i);
+        }
+    }
     let mut chunk = fresh();
-    for (seq, entry) in snapshot.entries() {
-        while let Some(change) = changes.next_if(|c| c.at <= seq) {
-            if !chunk.is_empty() {
-                send(std::mem::replace(&mut chunk, fresh()))?;
+    for (seq, entry) in snapshot.in_time_order() {
+        if let Some(slot) = entry.slot.map(|s| s as usize) {
+            let wanted = changes.get(slot).and_then(|c| {
+                let n = c.partition_point(|&(at, _)| at <= seq);
+                c.get(n.checked_sub(1)?).map(|&(_, i)| i)
+            });
+            if let Some(i) = wanted.filter(|&i| sent[slot] != Some(i)) {
+                if !chunk.is_empty() {
+                    send(std::mem::replace(&mut chunk, fresh()))?;
+                }
+                send_format(i)?;
+                sent[slot] = Some(i);
             }
-            stage
-                .send(Staged::Format {
-                    slot: change.slot,
-                    prepared: change.prepared.clone(),
-                    source: change.source.clone(),
-                })
-                .map_err(|_| Closed)?;
         }
         chunk.push_encoded(entry);
         if chunk.len() >= STAGE_BYTES {

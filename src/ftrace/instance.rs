@@ -6,7 +6,9 @@
 //! Names: `instances/uevrec-<pid>` for the first session of a process, and
 //! `uevrec-<pid>-s<n>` for later ones (tests run several sessions in one process);
 //! `uevrec-<pid>-<n>` are the throw-away instances of the filter complaints
-//! (crate::session). An instance whose `<pid>` no longer runs is stale.
+//! (crate::session). A session's tracking instance (its thread names and cgroups,
+//! tracking.rs) is its instance's name with `-t` ([`Instance::sibling`]). An instance
+//! whose `<pid>` no longer runs is stale.
 
 use std::fs;
 use std::io;
@@ -127,6 +129,22 @@ impl Instance {
         Ok((Instance { dir }, stale))
     }
 
+    /// A second instance of the same session, named like this one with `-<suffix>` (the
+    /// stale ones were removed when this one was created), removed when dropped.
+    pub fn sibling(&self, suffix: &str) -> Result<Instance, SetupError> {
+        let mut name = self.dir.as_os_str().to_owned();
+        name.push("-");
+        name.push(suffix);
+        let dir = PathBuf::from(name);
+        fs::create_dir(&dir).map_err(|source| {
+            SetupError::from_step(FtraceError {
+                step: format!("mkdir {}", dir.display()),
+                source,
+            })
+        })?;
+        Ok(Instance { dir })
+    }
+
     /// The instance's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -189,8 +207,9 @@ pub fn initial_pid() -> (u32, bool) {
     }
 }
 
-/// The process id in the name of a uevrec instance (`uevrec-<pid>[-…]`).
+/// The process id in the name of a uevrec instance (`uevrec-<pid>[-…][-t]`).
 pub fn instance_pid(name: &str) -> Option<u32> {
+    let name = name.strip_suffix("-t").unwrap_or(name);
     let rest = name.strip_prefix("uevrec-")?;
     let digits = rest.split('-').next()?;
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -262,12 +281,16 @@ mod tests {
         assert_eq!(instance_pid("uevrec-42"), Some(42));
         assert_eq!(instance_pid("uevrec-42-s3"), Some(42));
         assert_eq!(instance_pid("uevrec-42-7"), Some(42));
+        assert_eq!(instance_pid("uevrec-42-t"), Some(42));
+        assert_eq!(instance_pid("uevrec-42-s3-t"), Some(42));
         for other in [
             "uevrec-",
             "uevrec-x",
             "uevrec-42x",
             "uevrec-42-",
             "uevrec-42-sx",
+            "uevrec-42-t-t",
+            "uevrec--t",
             "foo-42",
         ] {
             assert_eq!(instance_pid(other), None, "{other}");

@@ -16,12 +16,19 @@
 //!    events/S/E/{filter,enable}     one event = its filter and enable files
 //!    per_cpu/cpuN/trace_pipe_raw    read page by page (reader.rs), parsed with the
 //!                                   layout of events/header_page and header_event
+//!  instances/uevrec-<pid>-t/        (context_instance.rs: made by start_tracking, removed
+//!                                   with the first) the tracking events (tracking.rs),
+//!                                   128 KiB per CPU, drained and merged by time ahead
+//!                                   of every read of the first
 //! ```
 //!
 //! A record names its event by `common_type` (the tracefs ID, the event's key) and its
 //! thread by `common_pid`; the process id comes from `tgid.rs` (a cache over `/proc` and
-//! the kernel's `saved_tgids`).
+//! the kernel's `saved_tgids`). Who is who (the records' `comm` and `cgroup`) comes from
+//! a second instance, `instances/uevrec-<pid>-t` (context_instance.rs, tracking.rs),
+//! drained ahead of the records on every read.
 
+mod context_instance;
 mod instance;
 mod lost;
 mod reader;
@@ -39,11 +46,11 @@ use crate::epoll::Epoll;
 use uevrec_parsers::Endian;
 use uevrec_parsers::ftrace_page::PageLayout;
 
+use context_instance::ContextInstance;
 pub use instance::{FtraceError, Instance, SetupError, initial_pid, instance_pid, remove_stale};
 use instance::{read_file, write_file};
 use reader::CpuReader;
 use tgid::Tgids;
-use tracking::Tracking;
 
 use crate::session::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
 use crate::session::filter::ThreadFilter;
@@ -76,11 +83,12 @@ pub struct FtraceBackend {
     settle: bool,
     /// Pages taken from one ring per [`Backend::read`] call.
     max_pages: usize,
-    /// The tracking events ([`Backend::start_tracking`]), none before.
-    tracking: Tracking,
-    /// Keys of the events the session attached (a tracking event the session also
-    /// records gives both a context update and a record).
-    attached: Vec<u64>,
+    /// The tracking instance ([`Backend::start_tracking`]), none before (dropped before
+    /// `instance`, like the readers).
+    context: Option<ContextInstance>,
+    /// When the last drain of the tracking instance began (records written later wait
+    /// for the next one).
+    drained_until: Option<u64>,
     instance: Instance,
 }
 
@@ -135,57 +143,26 @@ impl FtraceBackend {
         let layout = page_layout(root)?;
         let (instance, notes) = Instance::create(root)?;
         let step = SetupError::from_step;
-        instance.write("options/overwrite", "1").map_err(step)?;
-        instance.write("trace_clock", "mono").map_err(step)?;
-        let kb = opts
-            .buffer_bytes
-            .div_ceil(1024)
-            .max(2 * layout.page_size() as u64 / 1024);
-        instance
-            .write("buffer_size_kb", &kb.to_string())
-            .map_err(|e| match e.source.raw_os_error() {
-                Some(libc::ENOMEM | libc::EINVAL) => SetupError::BufferSize { kb, source: e },
-                _ => step(e),
-            })?;
+        let kb = configure(&instance, &layout, opts)?;
         instance
             .write("buffer_percent", &BUFFER_PERCENT.to_string())
             .map_err(step)?;
         // Without it (old kernels) exited threads may lack a process id; not fatal.
         let record_tgid = instance.write("options/record-tgid", "1").is_ok();
-        if let Some(only) = &opts.only_threads {
-            instance
-                .write("set_event_pid", &pid_list(only))
-                .map_err(step)?;
-        }
-        if !opts.exclude_threads.is_empty() {
-            instance
-                .write("set_event_notrace_pid", &pid_list(&opts.exclude_threads))
-                .map_err(step)?;
-        }
         let epoll = Epoll::new().map_err(|source| {
             step(FtraceError {
                 step: "epoll_create1".into(),
                 source,
             })
         })?;
-        let mut readers = Vec::with_capacity(cpus.len());
-        for (i, &cpu) in cpus.iter().enumerate() {
-            let r = CpuReader::open(instance.dir(), cpu, layout.page_size()).map_err(|source| {
-                step(FtraceError {
-                    step: format!(
-                        "open {}/per_cpu/cpu{cpu}/trace_pipe_raw",
-                        instance.dir().display()
-                    ),
-                    source,
-                })
-            })?;
+        let readers = open_readers(&instance, &layout, cpus)?;
+        for (i, r) in readers.iter().enumerate() {
             epoll.add(r.file.as_fd(), i as u64).map_err(|source| {
                 step(FtraceError {
-                    step: format!("epoll_ctl on CPU {cpu}'s trace_pipe_raw"),
+                    step: format!("epoll_ctl on CPU {}'s trace_pipe_raw", r.cpu),
                     source,
                 })
             })?;
-            readers.push(r);
         }
         let ring_pages = (kb * 1024).div_ceil(layout.page_size() as u64) as usize;
         let saved = record_tgid.then(|| root.join("saved_tgids"));
@@ -196,8 +173,8 @@ impl FtraceBackend {
             tgids: Tgids::new(saved),
             settle: false,
             max_pages: ring_pages + 2,
-            tracking: Tracking::default(),
-            attached: Vec::new(),
+            context: None,
+            drained_until: None,
             instance,
         };
         Ok((backend, notes))
@@ -207,6 +184,61 @@ impl FtraceBackend {
     pub fn instance_dir(&self) -> &Path {
         self.instance.dir()
     }
+}
+
+/// Set up `instance` as `opts` says: overwrite mode, the monotonic clock (record times
+/// are perf's), `opts.buffer_bytes` per CPU (at least two pages of `layout`), the thread
+/// filters. Returns the KiB per CPU set.
+fn configure(
+    instance: &Instance,
+    layout: &PageLayout,
+    opts: &FtraceOptions,
+) -> Result<u64, SetupError> {
+    let step = SetupError::from_step;
+    instance.write("options/overwrite", "1").map_err(step)?;
+    instance.write("trace_clock", "mono").map_err(step)?;
+    let kb = opts
+        .buffer_bytes
+        .div_ceil(1024)
+        .max(2 * layout.page_size() as u64 / 1024);
+    instance
+        .write("buffer_size_kb", &kb.to_string())
+        .map_err(|e| match e.source.raw_os_error() {
+            Some(libc::ENOMEM | libc::EINVAL) => SetupError::BufferSize { kb, source: e },
+            _ => step(e),
+        })?;
+    if let Some(only) = &opts.only_threads {
+        instance
+            .write("set_event_pid", &pid_list(only))
+            .map_err(step)?;
+    }
+    if !opts.exclude_threads.is_empty() {
+        instance
+            .write("set_event_notrace_pid", &pid_list(&opts.exclude_threads))
+            .map_err(step)?;
+    }
+    Ok(kb)
+}
+
+/// A reader of each of `cpus`' rings of `instance`.
+fn open_readers(
+    instance: &Instance,
+    layout: &PageLayout,
+    cpus: &[u32],
+) -> Result<Vec<CpuReader>, SetupError> {
+    cpus.iter()
+        .map(|&cpu| {
+            CpuReader::open(instance.dir(), cpu, layout.page_size()).map_err(|source| {
+                SetupError::from_step(FtraceError {
+                    step: format!(
+                        "open {}/per_cpu/cpu{cpu}/trace_pipe_raw",
+                        instance.dir().display()
+                    ),
+                    source,
+                })
+            })
+        })
+        .collect()
 }
 
 /// What a failed write to an event's file means for [`Backend::attach`].
@@ -255,24 +287,25 @@ impl Backend for FtraceBackend {
     }
 
     fn start_tracking(&mut self) -> Result<Vec<String>, BackendError> {
-        let (tracking, missing) = Tracking::enable(self.instance.dir());
-        self.tracking = tracking;
-        Ok(missing)
+        let cpus: Vec<u32> = self.cpus.iter().map(|c| c.cpu).collect();
+        match ContextInstance::open(&self.instance, &self.layout, &cpus) {
+            Ok((context, missing)) => {
+                self.context = Some(context);
+                Ok(missing)
+            }
+            Err(e) => Ok(vec![format!(
+                "thread names and cgroups are not tracked: the tracking instance could not \
+                 be set up: {e}"
+            )]),
+        }
     }
 
     fn enable(&mut self, event: &FtraceEvent) -> Result<(), BackendError> {
-        write_file(&event.dir.join("enable"), "1")?;
-        self.attached.push(event.keys[0]);
-        Ok(())
+        Ok(write_file(&event.dir.join("enable"), "1")?)
     }
 
     fn disable(&mut self, event: &FtraceEvent) {
-        let key = event.keys[0];
-        self.attached.retain(|&k| k != key);
-        // A tracking event stays enabled for the context.
-        if !self.tracking.tracks(key) {
-            let _ = write_file(&event.dir.join("enable"), "0");
-        }
+        let _ = write_file(&event.dir.join("enable"), "0");
     }
 
     /// One write of `0` to the instance's `events/enable` stops every event in it (the
@@ -300,33 +333,43 @@ impl Backend for FtraceBackend {
             return;
         };
         let cpu = c.cpu;
-        let (tracking, attached) = (&self.tracking, &self.attached);
-        c.read(
-            &self.layout,
-            &mut self.tgids,
-            self.settle,
-            self.max_pages,
-            |key| !tracking.tracks(key) || attached.contains(&key),
-            |a| match a {
-                Arrival::Sample {
-                    key: Some(key),
-                    time,
-                    raw,
-                    ..
-                } if tracking.tracks(key) => {
-                    // All of them, whatever each says: the record is consumed either way.
-                    let record = attached.contains(&key).then_some(a);
-                    let mut flow = ControlFlow::Continue(());
-                    for arrival in tracking.arrivals(key, time, raw).chain(record) {
-                        if f(cpu, arrival).is_break() {
-                            flow = ControlFlow::Break(());
-                        }
-                    }
-                    flow
+        // Who-is-who of every CPU first, in time order (context_instance.rs); records
+        // written after that drain began stay for a later read. Drained once per pass
+        // over the buffers (an empty ring still costs a read(2), ~3 µs), and again when
+        // this ring holds a record written after the last drain.
+        let Some(context) = &mut self.context else {
+            c.read(
+                &self.layout,
+                Some(&mut self.tgids),
+                self.settle,
+                self.max_pages,
+                None,
+                |a| f(cpu, a),
+            );
+            return;
+        };
+        let mut drained = false;
+        loop {
+            if buffer == 0 || self.drained_until.is_none() || drained {
+                let limit = crate::clock::monotonic_ns();
+                if context.drain(&self.layout, &mut f).is_break() {
+                    return;
                 }
-                a => f(cpu, a),
-            },
-        );
+                self.drained_until = Some(limit);
+            }
+            let held = c.read(
+                &self.layout,
+                Some(&mut self.tgids),
+                self.settle,
+                self.max_pages,
+                self.drained_until,
+                |a| f(cpu, a),
+            );
+            if !held || drained {
+                return;
+            }
+            drained = true;
+        }
     }
 
     fn wait(&self, timeout: Duration) -> io::Result<()> {

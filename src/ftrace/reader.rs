@@ -85,23 +85,23 @@ impl CpuReader {
     /// Hand what the ring holds to `f`, oldest first, until it is empty, `f` breaks, or
     /// `max_pages` pages were taken. When `settle` is set and the ring is empty, report the
     /// losses no page told of ([`Losses::settle`]) and then [`Arrival::Marker`], once.
-    /// Samples get their process id only when `wants_pid` says so for their key (the
-    /// tracking events' records need none, and looking one up for a thread of another
-    /// process costs an `open` of `/proc/<tid>/status`).
+    /// A record written after `hold_after` (and all after it) stays for the next read:
+    /// returns true when one did.
+    /// Samples get their process id from `tgids` (None: no process id).
     pub fn read(
         &mut self,
         layout: &PageLayout,
-        tgids: &mut Tgids,
+        mut tgids: Option<&mut Tgids>,
         settle: bool,
         max_pages: usize,
-        wants_pid: impl Fn(u64) -> bool,
+        hold_after: Option<u64>,
         mut f: impl FnMut(Arrival<'_>) -> ControlFlow<()>,
-    ) {
+    ) -> bool {
         let mut pages = 0;
         loop {
             let Some(cursor) = self.cursor.as_mut() else {
                 if pages >= max_pages {
-                    return;
+                    return false;
                 }
                 match self.next_page(layout) {
                     Ok(true) => pages += 1,
@@ -114,23 +114,24 @@ impl CpuReader {
                                 if lost > 0 && f(Arrival::Lost { lost, time }).is_break() {
                                     // The marker follows at the next read.
                                     self.settled = false;
-                                    return;
+                                    return false;
                                 }
                             }
                             let _ = f(Arrival::Marker);
                         }
-                        return;
+                        return false;
                     }
                     Err(()) => {
                         pages += 1;
                         if f(Arrival::Malformed).is_break() {
-                            return;
+                            return false;
                         }
                     }
                 }
                 continue;
             };
             let page = &self.page[..self.len];
+            let before = *cursor;
             let arrival = match cursor.next_item(layout, page) {
                 None => {
                     self.cursor = None;
@@ -150,12 +151,16 @@ impl CpuReader {
                         },
                     }
                 }
+                Some(Ok(Item::Record { time, .. })) if hold_after.is_some_and(|h| time > h) => {
+                    *cursor = before;
+                    return true;
+                }
                 Some(Ok(Item::Record { time, raw, .. })) => {
-                    sample(raw, time, self.cpu, tgids, &wants_pid)
+                    sample(raw, time, self.cpu, tgids.as_deref_mut())
                 }
             };
             if f(arrival).is_break() {
-                return;
+                return false;
             }
         }
     }
@@ -173,14 +178,8 @@ fn lost_total(stats: &Path) -> Option<u64> {
         .and_then(|t| stats_total(&t))
 }
 
-/// The sample for trace entry `raw`, with its process id if `wants_pid` its key.
-fn sample<'a>(
-    raw: &'a [u8],
-    time: u64,
-    cpu: u32,
-    tgids: &mut Tgids,
-    wants_pid: impl Fn(u64) -> bool,
-) -> Arrival<'a> {
+/// The sample for trace entry `raw`.
+fn sample<'a>(raw: &'a [u8], time: u64, cpu: u32, tgids: Option<&mut Tgids>) -> Arrival<'a> {
     let Some(common) = raw.get(..COMMON_LEN) else {
         return Arrival::Malformed;
     };
@@ -190,11 +189,7 @@ fn sample<'a>(
         key: Some(key),
         time: Some(time),
         cpu: Some(cpu),
-        pid: if wants_pid(key) {
-            tgids.tgid(tid)
-        } else {
-            None
-        },
+        pid: tgids.and_then(|t| t.tgid(tid)),
         tid: Some(tid),
         cgroup: None,
         raw,

@@ -10,9 +10,9 @@
 //! | `cgroup:cgroup_mkdir` (cgroup v2 only) | `Cgroup { id, path }` |
 //! | `cgroup:cgroup_attach_task` (cgroup v2 only) | `Cgroup { id: dst_id, path: dst_path }`, then `ThreadCgroup { tid: pid, id: dst_id }` |
 //!
-//! They share the instance's rings with the recorded events, so a ring's `lost` count
-//! can include tracking records; and their thread ids are the initial pid namespace's
-//! (docs/json-lines.md, "Context").
+//! They are enabled in the session's tracking instance (context_instance.rs), whose
+//! rings are read ahead of the records' and merged by time; their thread ids are the
+//! initial pid namespace's (docs/json-lines.md, "Context").
 
 use std::path::Path;
 
@@ -173,11 +173,6 @@ impl Tracking {
             }
         }
         (t, missing)
-    }
-
-    /// Whether `key` (a record's `common_type`) is a tracking event's.
-    pub(super) fn tracks(&self, key: u64) -> bool {
-        self.events.iter().any(|e| e.id == key)
     }
 
     /// The context arrivals of a tracking event's record (none when it tells nothing,

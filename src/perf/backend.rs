@@ -10,6 +10,7 @@ use uevrec_parsers::perf_sample::{PERF_RECORD_SAMPLE, Record, SampleFormat};
 use super::reaper::{ReaperPipe, close_in_background};
 use super::{EventFds, PerfError, Rings};
 use crate::session::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
+use crate::session::time_merge::TimeMerge;
 
 /// The rings and the layout of their samples.
 #[derive(Debug)]
@@ -19,11 +20,9 @@ pub struct PerfBackend {
     /// Made at the start, for a release when no descriptor is left to make a pipe with
     /// (see [`super::reaper`]).
     spare_pipe: Option<ReaperPipe>,
-    /// The trackers' records of one read, copied, and their (time, CPU, range) in
-    /// `tracked`, to be handed on in time order across CPUs (bounded by the trackers'
-    /// ring sizes; reused).
-    tracked_bytes: Vec<u8>,
-    tracked: Vec<(u64, u32, usize, usize)>,
+    /// The trackers' records of one read, to be handed on in time order across CPUs
+    /// (bounded by the trackers' ring sizes; reused).
+    tracked: TimeMerge,
 }
 
 impl PerfBackend {
@@ -34,8 +33,7 @@ impl PerfBackend {
                 .expect("uevrec's own sample_type is supported"),
             rings,
             spare_pipe: ReaperPipe::new().ok(),
-            tracked_bytes: Vec::new(),
-            tracked: Vec::new(),
+            tracked: TimeMerge::default(),
         }
     }
 }
@@ -145,14 +143,12 @@ impl Backend for PerfBackend {
         // across CPUs (a thread renamed on one CPU may fork on another), so the samples
         // read next find the threads they were written by; renames after a sample are
         // undone by time (uevrec_parsers::context).
-        self.tracked_bytes.clear();
-        self.tracked.clear();
         for c in self.rings.cpus_mut() {
             let cpu = c.cpu;
             let Some((_, tracker)) = &mut c.tracker else {
                 continue;
             };
-            let (bytes, index) = (&mut self.tracked_bytes, &mut self.tracked);
+            let merge = &mut self.tracked;
             tracker.read(|rec| {
                 let time = match layout.parse(rec) {
                     Ok(
@@ -164,26 +160,20 @@ impl Backend for PerfBackend {
                     ) => sample_id.time.unwrap_or(0),
                     _ => 0,
                 };
-                let start = bytes.len();
-                bytes.extend_from_slice(rec);
-                index.push((time, cpu, start, bytes.len()));
+                merge.push(time, cpu, rec);
                 ControlFlow::Continue(())
             });
         }
-        // Stable: records of one CPU keep their order when their times are equal.
-        self.tracked.sort_by_key(|&(time, ..)| time);
-        let mut stopped = false;
-        for &(_, cpu, start, end) in &self.tracked {
-            let flow = match arrival(layout, None, &self.tracked_bytes[start..end]) {
+        // A full chunk ends this read after them.
+        let stopped = self
+            .tracked
+            .drain(|_, cpu, rec| match arrival(layout, None, rec) {
                 Arrival::Lost { lost, .. } => f(cpu, Arrival::ContextLost { lost }),
                 a @ Arrival::Context { .. } => f(cpu, a),
                 // Nothing else is written there.
                 _ => ControlFlow::Continue(()),
-            };
-            // Every one is handed on (they are consumed); a full chunk ends this read
-            // after them.
-            stopped |= flow.is_break();
-        }
+            })
+            .is_break();
         if stopped {
             return;
         }

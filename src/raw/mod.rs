@@ -531,6 +531,7 @@ fn pump(
                 ref prepared,
                 ref source,
             } => enc.format(slot, prepared.format().id, Arc::clone(source)),
+            Staged::Drained(_) => {}
             Staged::Chunk(ref chunk) => {
                 let (before, after) = chunk.split_at_round();
                 enc.entries(before);

@@ -13,7 +13,9 @@
 //!       (uevrec_parsers::perf_sample), map its PERF_SAMPLE_IDENTIFIER to the event,
 //!       copy the trace entry with its stamp into the current StagedChunk,
 //!       store-release data_tail
-//!     → send the chunk when it holds pipeline::STAGE_BYTES, and at each wakeup
+//!     → send the chunk when it holds pipeline::STAGE_BYTES, and at each wakeup; after
+//!       a pass that read every buffer to its end, Staged::Drained (the flight
+//!       recorder cuts its dumps by time with it)
 //!       (a blocking send: a slow formatter or writer stalls this loop, the rings fill
 //!       and the kernel counts LOST records, which become `{"uevrec":"lost"}` lines;
 //!       nothing is dropped silently)
@@ -54,6 +56,7 @@ mod procfs;
 mod stager;
 #[cfg(test)]
 mod tests;
+pub(crate) mod time_merge;
 mod waiting;
 
 use std::collections::{BTreeMap, BTreeSet};

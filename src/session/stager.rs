@@ -12,6 +12,8 @@ use uevrec_parsers::{PreparedFormat, RecordStamp};
 use super::backend::{Arrival, Backend};
 use super::{LiveStats, Summary};
 use crate::clock::{WallClock, monotonic_ns};
+#[cfg(doc)]
+use crate::pipeline::Staged;
 use crate::pipeline::{Closed, FormatSource, STAGE_BYTES, StageSender, StagedChunk};
 
 /// One attached tracepoint; `E` is the backend's handle ([`Backend::Event`]).
@@ -153,7 +155,9 @@ impl<E> Stager<E> {
         }
     }
 
-    /// Read every buffer until it is empty (as of the reads), sending full chunks.
+    /// Read every buffer until it is empty (as of the reads), sending full chunks. When
+    /// every buffer was read to its end, the chunk is sent and then [`Staged::Drained`]
+    /// with the time the pass began (crate::pipeline).
     pub(super) fn drain<B: Backend<Event = E>>(
         &mut self,
         backend: &mut B,
@@ -161,11 +165,14 @@ impl<E> Stager<E> {
         stats: &LiveStats,
     ) -> Result<(), Closed> {
         let (records0, lost0) = (self.summary.records, self.summary.lost);
+        let began = monotonic_ns();
         let result = (|| {
+            let mut complete = true;
             for buffer in 0..backend.buffers() {
                 // Bounded so one busy CPU cannot starve the others or the rescan.
+                let mut full = false;
                 for _ in 0..64 {
-                    let mut full = false;
+                    full = false;
                     backend.read(buffer, |cpu, arrival| {
                         let flow = self.take(cpu, arrival);
                         full = flow.is_break();
@@ -176,8 +183,13 @@ impl<E> Stager<E> {
                     }
                     out.flush(&mut self.chunk)?;
                 }
+                complete &= !full;
             }
             self.chunk.mark_round_end();
+            if let Some(before) = self.clock.to_unix_ns(began).filter(|_| complete) {
+                out.flush(&mut self.chunk)?;
+                out.drained(before)?;
+            }
             Ok(())
         })();
         stats

@@ -258,6 +258,7 @@ impl Bench {
                 Staged::Format { slot, prepared, .. } => {
                     seen.push(Seen::Format(slot, prepared.format().id));
                 }
+                Staged::Drained(_) => {}
                 Staged::Chunk(chunk) => seen.extend(chunk.entries().filter_map(|e| {
                     Some(match e {
                         StagedEntry::Record { slot, .. } => Seen::Record(slot),
@@ -312,6 +313,7 @@ fn a_session_with_context_stages_the_scan_first() {
             Staged::Format { .. } => {
                 first_format.get_or_insert(i);
             }
+            Staged::Drained(_) => {}
             Staged::Chunk(chunk) => {
                 for e in chunk.entries() {
                     match e {

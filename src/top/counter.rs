@@ -25,6 +25,7 @@ pub fn run(staged: &Receiver<Staged>, pool: &Sender<Vec<u8>>, shared: &Shared) {
                 lock(&shared.model).attach(slot, &name);
                 continue;
             }
+            Staged::Drained(_) => continue,
             Staged::Chunk(chunk) => chunk,
         };
         count_chunk(&mut lock(&shared.model), &chunk, &mut fresh);

@@ -12,9 +12,11 @@
 //! cgroups are kept up to [`MAX_CGROUPS`] ids (then one is forgotten per new one: the
 //! kernel reports cgroup creation but never removal).
 //!
-//! Names are right at the time of each record even when a record is handled after a
-//! rename staged from another CPU's ring: each thread keeps its previous name and the
-//! time the current one began, and a record older than that shows the previous name.
+//! Names are right at the time of each record even when a record is handled after
+//! renames staged from another CPU's ring: each thread keeps the time its name began and
+//! up to [`MAX_NAMES`] earlier names with the times they began, and a record shows the
+//! name its thread had at the record's time (nothing when that is older than the names
+//! kept, after more renames than that in one read).
 
 pub mod container;
 
@@ -29,6 +31,8 @@ use crate::json_line::context::{cgroup_text, comm_text};
 pub const MAX_EXITED: usize = 1024;
 /// Cgroup ids whose paths are kept.
 pub const MAX_CGROUPS: usize = 65_536;
+/// Earlier names kept per thread (for records handled after later renames).
+pub const MAX_NAMES: usize = 8;
 
 /// One change of who is who.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,15 +80,82 @@ pub enum ContextUpdate<'a> {
 struct Thread {
     /// `,"comm":"…"`, rendered once per name.
     comm: Box<[u8]>,
-    /// The name before `comm` and the time `comm` began (records older than that show
-    /// the previous name).
-    before: Option<(Box<[u8]>, u64)>,
+    /// When `comm` began (None: before every record).
+    since: Option<u64>,
+    /// Earlier names, each with the time it began, oldest first (at most [`MAX_NAMES`];
+    /// empty for a thread never renamed during the recording).
+    older: Vec<(u64, Box<[u8]>)>,
+    /// Names older than `older` were forgotten: records before its first name show none.
+    forgot: bool,
     /// The thread's cgroup id, when known (records without one of their own use it).
     cgroup: Option<u64>,
     /// When the thread last got its name from a `Comm` update, if that had a time.
     named_at: Option<u64>,
     /// Exited, waiting in the exited queue to be dropped.
     exited: bool,
+}
+
+impl Thread {
+    /// A thread called `comm` (rendered) since `since`.
+    fn new(comm: Box<[u8]>, since: Option<u64>, cgroup: Option<u64>) -> Thread {
+        Thread {
+            comm,
+            since,
+            older: Vec::new(),
+            forgot: false,
+            cgroup,
+            named_at: since,
+            exited: false,
+        }
+    }
+
+    /// The (rendered) name the thread had at `time` (None: unknown, treated as now);
+    /// None when that is older than the names kept.
+    #[inline]
+    fn name_at(&self, time: Option<u64>) -> Option<&[u8]> {
+        let Some(at) = time.filter(|&at| self.since.is_some_and(|s| at < s)) else {
+            return Some(&self.comm);
+        };
+        match self.older.iter().rposition(|&(began, _)| began <= at) {
+            Some(i) => Some(&self.older[i].1),
+            None if self.forgot => None,
+            // Before the first name known: the thread had it from its start.
+            None => Some(self.older.first().map_or(&self.comm, |(_, c)| c)),
+        }
+    }
+
+    /// The thread is called `text` from `time` on (None: from the start, forgetting
+    /// earlier names).
+    fn rename(&mut self, time: Option<u64>, text: Box<[u8]>) {
+        match time {
+            None => {
+                self.comm = text;
+                self.since = None;
+                self.older.clear();
+                self.forgot = false;
+            }
+            Some(at) => self.began(at, text),
+        }
+    }
+
+    /// Name `text` began at `at`: the current one, or (read late from another CPU's
+    /// ring) an earlier one.
+    fn began(&mut self, at: u64, text: Box<[u8]>) {
+        if self.since.is_none_or(|s| at >= s) {
+            if *self.comm != *text {
+                let old = std::mem::replace(&mut self.comm, text);
+                self.older.push((self.since.unwrap_or(0), old));
+                self.since = Some(at);
+            }
+        } else {
+            let i = self.older.partition_point(|&(began, _)| began <= at);
+            self.older.insert(i, (at, text));
+        }
+        if self.older.len() > MAX_NAMES {
+            self.older.remove(0);
+            self.forgot = true;
+        }
+    }
 }
 
 type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
@@ -138,27 +209,13 @@ impl ContextTracker {
                 let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
                 let text = comm_text(&comm[..end]);
                 match self.threads.get_mut(&tid) {
-                    Some(t) if *t.comm == *text => {
+                    Some(t) => {
+                        t.rename(time, text);
                         t.exited = false;
                         t.named_at = time.or(t.named_at);
                     }
-                    Some(t) => {
-                        let old = std::mem::replace(&mut t.comm, text);
-                        t.before = time.map(|at| (old, at));
-                        t.exited = false;
-                        t.named_at = time;
-                    }
                     None => {
-                        self.threads.insert(
-                            tid,
-                            Thread {
-                                comm: text,
-                                before: None,
-                                cgroup: None,
-                                exited: false,
-                                named_at: time,
-                            },
-                        );
+                        self.threads.insert(tid, Thread::new(text, time, None));
                     }
                 }
             }
@@ -169,18 +226,20 @@ impl ContextTracker {
                     !c.exited && c.named_at.zip(time).is_some_and(|(n, f)| n >= f)
                 });
                 if renamed_since {
-                    let cgroup = self.threads.get(&parent_tid).and_then(|p| p.cgroup);
+                    // The name it had from the fork to them: the parent's then.
+                    let parent = self.threads.get(&parent_tid);
+                    let cgroup = parent.and_then(|p| p.cgroup);
+                    let comm: Option<Box<[u8]>> =
+                        parent.and_then(|p| p.name_at(time)).map(Into::into);
                     if let Some(c) = self.threads.get_mut(&tid) {
                         c.cgroup = c.cgroup.or(cgroup);
+                        if let (Some(comm), Some(at)) = (comm, time) {
+                            c.began(at, comm);
+                        }
                     }
                 } else if let Some(parent) = self.threads.get(&parent_tid) {
-                    let child = Thread {
-                        comm: parent.comm.clone(),
-                        before: None,
-                        cgroup: parent.cgroup,
-                        exited: false,
-                        named_at: time,
-                    };
+                    let comm = parent.name_at(time).unwrap_or(&parent.comm).into();
+                    let child = Thread::new(comm, time, parent.cgroup);
                     self.threads.insert(tid, child);
                 } else {
                     // A thread id reused by a thread whose parent is unknown: what the
@@ -247,17 +306,14 @@ impl ContextTracker {
         let thread = self.threads.get(&tid);
         let mut valid_from = Some(0);
         if let Some(t) = thread {
-            let comm = match (&t.before, time) {
-                (Some((old, since)), Some(at)) if at < *since => {
-                    valid_from = None;
-                    old
-                }
-                (Some((_, since)), _) => {
-                    valid_from = Some(*since);
-                    &t.comm
-                }
-                (None, _) => &t.comm,
+            // A record from before the current name's start shows an older one: its keys
+            // hold for its own time only.
+            valid_from = match (t.since, time) {
+                (Some(since), Some(at)) if at < since => None,
+                (since, _) => Some(since.unwrap_or(0)),
             };
+        }
+        if let Some(comm) = thread.and_then(|t| t.name_at(time)) {
             out.extend_from_slice(comm);
         }
         let cgroup = cgroup.or_else(|| self.cgroup_in(pid, tid, thread));

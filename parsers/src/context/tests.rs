@@ -6,6 +6,11 @@ fn line(t: &ContextTracker, tid: u32, time: Option<u64>, cgroup: Option<u64>) ->
     String::from_utf8(out).unwrap()
 }
 
+/// Thread `tid` is called `comm` from `time` on.
+fn name(t: &mut ContextTracker, time: Option<u64>, tid: u32, comm: &[u8]) {
+    t.apply(time, ContextUpdate::Comm { tid, comm });
+}
+
 #[test]
 fn unknown_threads_and_cgroups_write_nothing() {
     let t = ContextTracker::new();
@@ -198,6 +203,8 @@ fn a_fork_staged_after_the_childs_exec_keeps_the_exec_name() {
         },
     );
     assert_eq!(line(&t, 2, Some(30), None), ",\"comm\":\"true\"");
+    // Between the fork and the exec: the parent's name then.
+    assert_eq!(line(&t, 2, Some(15), None), ",\"comm\":\"bash\"");
     // A fork newer than the name (the id reused by a new thread) replaces it.
     t.apply(
         Some(40),
@@ -207,4 +214,68 @@ fn a_fork_staged_after_the_childs_exec_keeps_the_exec_name() {
         },
     );
     assert_eq!(line(&t, 2, Some(50), None), ",\"comm\":\"bash\"");
+}
+
+#[test]
+fn several_renames_in_one_read_each_apply_from_their_time_on() {
+    let mut t = ContextTracker::new();
+    name(&mut t, None, 1, b"bash");
+    // Fork, exec taskset, exec perl, two renames: all taken before any record is.
+    t.apply(
+        Some(10),
+        ContextUpdate::Fork {
+            tid: 2,
+            parent_tid: 1,
+        },
+    );
+    for (time, comm) in [
+        (20, &b"taskset"[..]),
+        (30, b"perl"),
+        (40, b"ctx-a"),
+        (50, b"ctx-b"),
+    ] {
+        name(&mut t, Some(time), 2, comm);
+    }
+    for (time, want) in [
+        (15, "bash"),
+        (20, "taskset"),
+        (25, "taskset"),
+        (35, "perl"),
+        (45, "ctx-a"),
+        (55, "ctx-b"),
+    ] {
+        assert_eq!(
+            line(&t, 2, Some(time), None),
+            format!(",\"comm\":\"{want}\""),
+            "at {time}"
+        );
+    }
+    // A rename read late (another CPU's ring) goes in its place.
+    name(&mut t, Some(32), 2, b"late");
+    assert_eq!(line(&t, 2, Some(31), None), ",\"comm\":\"perl\"");
+    assert_eq!(line(&t, 2, Some(33), None), ",\"comm\":\"late\"");
+    assert_eq!(line(&t, 2, Some(41), None), ",\"comm\":\"ctx-a\"");
+}
+
+#[test]
+fn names_older_than_those_kept_are_not_guessed() {
+    let mut t = ContextTracker::new();
+    name(&mut t, None, 3, b"n0");
+    let n = MAX_NAMES as u64 + 2;
+    for i in 1..=n {
+        let text = format!("n{i}");
+        name(&mut t, Some(i * 10), 3, text.as_bytes());
+    }
+    // The newest MAX_NAMES earlier names and the current one are known.
+    assert_eq!(
+        line(&t, 3, Some(n * 10 + 5), None),
+        format!(",\"comm\":\"n{n}\"")
+    );
+    let oldest_kept = n - MAX_NAMES as u64;
+    assert_eq!(
+        line(&t, 3, Some(oldest_kept * 10 + 5), None),
+        format!(",\"comm\":\"n{oldest_kept}\"")
+    );
+    // Before them: not known, nothing written.
+    assert_eq!(line(&t, 3, Some(5), None), "");
 }
