@@ -17,7 +17,7 @@
 //! ```
 //!
 //! Every event is a `PERF_TYPE_TRACEPOINT` attr (`config` = the tracepoint id) with
-//! `sample_type` = IDENTIFIER|TID|TIME|CPU|RAW (|CGROUP with context, [`sample_type`]) and
+//! `sample_type` = IDENTIFIER|TID|TIME|CPU|RAW (|CGROUP with context, [`sample_type()`]) and
 //! `sample_id_all`, and one sample id of its own; samples carry that id first, `LOST`
 //! records in their `sample_id` trailer. With context ([`FileMeta::tracking`]), one more
 //! attr, a software dummy event with `comm`, `comm_exec`, `task`, `cgroup` and
@@ -124,7 +124,7 @@ fn put_header(out: &mut [u8], kind: u32, size: usize) {
 
 /// Append a `PERF_RECORD_SAMPLE` of `raw` (a trace entry, common fields first), padded
 /// with zeros to a multiple of 8 bytes as the kernel does, then `cgroup` when the file's
-/// samples carry one (`Some` exactly when its attrs have [`sample_type`]`(true)`).
+/// samples carry one (`Some` exactly when its attrs have [`sample_type(true)`](sample_type())).
 pub fn push_sample(
     out: &mut Vec<u8>,
     stamp: &Stamp,
