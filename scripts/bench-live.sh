@@ -14,6 +14,7 @@
 #   uevrec-ftrace the same with `--backend ftrace` (a tracefs instance, trace_pipe_raw)
 #   uevrec-raw    `uevrec record -q -m P --filter F --raw tmpfs/FILE raw_syscalls:sys_enter`
 #                 (a perf.data; counted with `uevrec decode`, not timed)
+#   uevrec-ftrace-raw the same with `--backend ftrace`
 #   perf-record   `perf record -a -m P --filter F -e raw_syscalls:sys_enter -o tmpfs/FILE`
 #   perf-script   `perf script` of that perf.data into a tmpfs text file
 # (perf-record+script is the sum of the last two; --no-script leaves perf script out).
@@ -176,9 +177,9 @@ host_traced() {
       measure "$d/rec.json" "$BIN/uevrec" record -q -m "$PAGES" --filter "$filter" \
         --backend "$(backend_of $tool)" -o "$d/out.jsonl" raw_syscalls:sys_enter 2>"$d/rec.err" &
       ;;
-    uevrec-raw)
+    uevrec-raw | uevrec-ftrace-raw)
       measure "$d/rec.json" "$BIN/uevrec" record -q -m "$PAGES" --filter "$filter" \
-        --raw "$d/out.data" raw_syscalls:sys_enter 2>"$d/rec.err" &
+        --backend "$(backend_of $tool)" --raw "$d/out.data" raw_syscalls:sys_enter 2>"$d/rec.err" &
       ;;
     uevrec-noprio) # without CAP_SYS_NICE: its threads keep ordinary priorities (src/sched.rs)
       measure "$d/rec.json" setpriv --bounding-set=-sys_nice "$BIN/uevrec" record -q -m "$PAGES" \
@@ -215,11 +216,11 @@ host_traced() {
 }
 
 # backend_of TOOL: uevrec's --backend for a tool name.
-backend_of() { if [ "$1" = uevrec-ftrace ]; then echo ftrace; else echo perf; fi; }
+backend_of() { case $1 in uevrec-ftrace | uevrec-ftrace-raw) echo ftrace ;; *) echo perf ;; esac; }
 
 # recorder_attached TOOL PID SYSTEM EVENT: until the recorder is recording.
 recorder_attached() {
-  if [ "$1" = uevrec-ftrace ]; then wait_ftrace_enabled "$2" "$3" "$4"; else wait_attached "$2"; fi
+  if [ "$(backend_of "$1")" = ftrace ]; then wait_ftrace_enabled "$2" "$3" "$4"; else wait_attached "$2"; fi
 }
 
 # recorder_rows DIR TOOL SYSTEM EVENT CALLS RATE KEY=VALUE...: the result rows of one
@@ -231,7 +232,7 @@ recorder_rows() {
   local cpu rss
   cpu=$(json_field "$d/rec.json" '.user_s + .sys_s')
   rss=$(json_field "$d/rec.json" .maxrss_kb)
-  if [ "$tool" != perf ] && [ "$tool" != uevrec-raw ]; then
+  if [ "$tool" != perf ] && [ "$tool" != uevrec-raw ] && [ "$tool" != uevrec-ftrace-raw ]; then
     [ -e "$d/out.jsonl" ] || die "uevrec wrote no output: $(tail -5 "$d/rec.err")"
     events=$(grep -v '"uevrec":' "$d/out.jsonl" | grep -c "\"event\":\"$event\"" || true) # not the schema line
     lost=$({ grep '"uevrec":"lost"' "$d/out.jsonl" || true; } | jq -s 'map(.lost) | add // 0')
@@ -245,12 +246,12 @@ recorder_rows() {
     rm -f "$d/out.jsonl"
     return
   fi
-  if [ "$tool" = uevrec-raw ]; then
+  if [ "$tool" = uevrec-raw ] || [ "$tool" = uevrec-ftrace-raw ]; then
     [ -s "$d/out.data" ] || die "uevrec --raw wrote no file: $(tail -5 "$d/rec.err")"
     "$BIN/uevrec" decode -q "$d/out.data" >"$d/out.jsonl" || die "uevrec decode of the --raw file failed"
     events=$(grep -v '"uevrec":' "$d/out.jsonl" | grep -c "\"event\":\"$event\"" || true) # not the schema line
     lost=$({ grep '"uevrec":"lost"' "$d/out.jsonl" || true; } | jq -s 'map(.lost) | add // 0')
-    emit "$@" tool=uevrec-raw calls="$calls" rate="$rate" events="$events" lost="$lost" \
+    emit "$@" tool="$tool" calls="$calls" rate="$rate" events="$events" lost="$lost" \
       distinct="$events" missing=$((calls - events)) cpu_s="$cpu" maxrss_kb="$rss" \
       bytes="$(stat -c %s "$d/out.data")"
     rm -f "$d/out.jsonl" "$d/out.data"
@@ -319,6 +320,7 @@ host_part() {
       host_traced uevrec "$threads" "$CALLS" "$run" "$d/u"
       host_traced uevrec-ftrace "$threads" "$CALLS" "$run" "$d/f"
       host_traced uevrec-raw "$threads" "$CALLS" "$run" "$d/r"
+      host_traced uevrec-ftrace-raw "$threads" "$CALLS" "$run" "$d/r"
       host_traced perf "$threads" "$CALLS" "$run" "$d/p"
       if [ "$NOPRIO" = 1 ]; then host_traced uevrec-noprio "$threads" "$CALLS" "$run" "$d/u"; fi
     done
@@ -460,7 +462,7 @@ def table(where, group_key, groups):
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for g, sel in groups:
         base = [r["rate"] for r in sel if r["tool"] == "untraced"]
-        for tool in ("untraced", "uevrec", "uevrec-ftrace", "uevrec-raw", "perf-record", "perf-script", "perf-record+script"):
+        for tool in ("untraced", "uevrec", "uevrec-ftrace", "uevrec-raw", "uevrec-ftrace-raw", "perf-record", "perf-script", "perf-record+script"):
             rs = [r for r in sel if r["tool"] == tool]
             if not rs:
                 continue
@@ -536,7 +538,7 @@ host = [r for r in rows if r.get("host")]
 vm = [r for r in rows if r.get("vm") and r["tool"] != "skipped"]
 verdicts = []
 if host:
-    main = [r for r in host if r["tool"] in ("untraced", "uevrec", "uevrec-ftrace", "uevrec-raw", "perf-record", "perf-script")]
+    main = [r for r in host if r["tool"] in ("untraced", "uevrec", "uevrec-ftrace", "uevrec-raw", "uevrec-ftrace-raw", "perf-record", "perf-script")]
     main += combine(main)
     groups = [(f"{t} thread{'s' if t > 1 else ''}", [r for r in main if r.get("threads") == t])
               for t in sorted({r["threads"] for r in main})]
@@ -589,15 +591,23 @@ if host:
                       and x["threads"] == r["threads"]), None)
             if f:
                 ft_rate.append(f["rate"] / r["rate"])
-    if ft_rate:
-        verdicts.append(("host: traced program >= 2x faster under uevrec --backend ftrace than under perf record",
-                         min(ft_rate) >= 2.0,
-                         "per run: " + ", ".join(f"{x:.2f}x" for x in ft_rate)))
-    ft = [r for r in main if r["tool"] == "uevrec-ftrace"]
-    if ft:
-        verdicts.append(("host: uevrec --backend ftrace zero loss",
-                         all(r["missing"] == 0 and r["lost"] == 0 for r in ft),
-                         "lost per run: " + ", ".join(str(r["lost"]) for r in ft)))
+    for ftool, what in (("uevrec-ftrace", "--backend ftrace"), ("uevrec-ftrace-raw", "--backend ftrace --raw")):
+        by_threads = {}
+        for r in main:
+            if r["tool"] == "perf-record":
+                f = next((x for x in main if x["tool"] == ftool and x["run"] == r["run"]
+                          and x["threads"] == r["threads"]), None)
+                if f:
+                    by_threads.setdefault(r["threads"], []).append(f["rate"] / r["rate"])
+        for t, ft_rate in sorted(by_threads.items()):
+            verdicts.append((f"host, {t} thread(s): traced program >= 2x faster under uevrec {what} than under perf record",
+                             min(ft_rate) >= 2.0,
+                             "per run: " + ", ".join(f"{x:.2f}x" for x in ft_rate)))
+        ft = [r for r in main if r["tool"] == ftool]
+        if ft:
+            verdicts.append((f"host: uevrec {what} zero loss",
+                             all(r["missing"] == 0 and r["lost"] == 0 for r in ft),
+                             "lost per run: " + ", ".join(str(max(r["lost"], r["missing"])) for r in ft)))
     verdicts.append(("host: uevrec zero loss wherever perf record had zero loss",
                      all(pairs) if pairs else None,
                      f"{sum(pairs)}/{len(pairs)} runs where perf lost nothing; perf lost events in {lossy_perf} run(s)"))
