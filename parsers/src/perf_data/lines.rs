@@ -220,6 +220,7 @@ impl Out<'_> {
 
     /// Write the sample of `event` taken at `time` (the event's clock) with `stamp`'s
     /// cpu, pid and tid (its time is set here) and the trace entry `raw`.
+    #[inline(always)]
     fn sample(
         &mut self,
         event: usize,
