@@ -55,10 +55,21 @@ impl LineWriter {
             tid: stamp.tid,
             cgroup,
         };
-        if let Some((last, valid_from)) = self.context_of {
-            if last == key && stamp.time_unix_ns.is_none_or(|t| t >= valid_from) {
-                return;
-            }
+        let holds = |of: Option<(ContextKey, u64)>| {
+            of.is_some_and(|(last, valid_from)| {
+                last == key && stamp.time_unix_ns.is_none_or(|t| t >= valid_from)
+            })
+        };
+        if holds(self.context_of) {
+            return;
+        }
+        // The keys before become the current ones (those of the other thread of a pair),
+        // or the place the new ones are written; the current ones are kept as the keys
+        // before either way.
+        std::mem::swap(&mut self.context, &mut self.context_before);
+        std::mem::swap(&mut self.context_of, &mut self.context_before_of);
+        if holds(self.context_of) {
+            return;
         }
         self.context.clear();
         let valid_from = tracker.write(
@@ -120,9 +131,12 @@ mod tests {
             );
             kept
         };
-        // Runs of one thread, another thread, another cgroup, no time.
+        // Runs of one thread, another thread, two taking turns, another cgroup, no time.
         for s in [stamp(7, Some(10)), stamp(7, Some(11)), stamp(8, Some(12))] {
             check(&t, s, None);
+        }
+        for at in 12..20 {
+            check(&t, stamp(7 + at % 2, Some(u64::from(at))), None);
         }
         check(&t, stamp(8, Some(12)), Some(5));
         check(&t, stamp(8, None), Some(5));

@@ -48,10 +48,10 @@ pub(crate) fn push_prefix<const N: usize>(out: &mut Vec<u8>, bytes: &[u8; N], n:
     out.truncate(end);
 }
 
-/// `n` (1 to 10^8 - 1) without leading zeros: its ASCII word ([`eight_digits`] shifted
-/// by the zero lanes at its low end) and its length.
+/// `n` (0 to 10^8 - 1) without leading zeros: its ASCII word ([`eight_digits`] shifted
+/// by the zero lanes at its low end) and its length (0 is `0`, length 1).
 #[inline(always)]
-fn short_digits(n: u32) -> (u64, usize) {
+pub(crate) fn short_digits(n: u32) -> (u64, usize) {
     let values = digit_values(n);
     let zeros = (values | (1 << 56)).trailing_zeros() / 8;
     ((values + ZEROS) >> (8 * zeros), 8 - zeros as usize)
