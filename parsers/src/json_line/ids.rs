@@ -37,32 +37,35 @@ pub(crate) struct IdsCache {
 }
 
 impl IdsCache {
-    /// Append `cpu,"pid":pid,"tid":tid`: the cached text when the ids are the last ones,
-    /// else [`IdsCache::write_other`].
+    /// Append `cpu,"pid":pid,"tid":tid`: the cached text when the ids are the last ones
+    /// or those before (which then become the last), else [`IdsCache::write_other`].
     #[inline(always)]
     pub(crate) fn write(&mut self, out: &mut Vec<u8>, cpu: u32, pid: u32, tid: u32) {
-        if self.last.ids == Some((cpu, pid, tid)) {
-            push_prefix(out, &self.last.text, self.last.len);
-        } else {
-            self.write_other(out, cpu, pid, tid);
+        let ids = Some((cpu, pid, tid));
+        if self.last.ids != ids {
+            if self.before.ids == ids {
+                std::mem::swap(&mut self.last, &mut self.before);
+            } else {
+                self.write_other(out, cpu, pid, tid);
+                return;
+            }
         }
+        push_prefix(out, &self.last.text, self.last.len);
     }
 
-    /// Ids other than the last: the text of the ids before when they are these, else
-    /// made in place of it (8-byte stores into the fixed array: no `Vec` bookkeeping
-    /// per piece, no `memcpy` call to keep it); then appended and kept as the last.
+    /// Ids other than the last two: their text made in place of the one before (8-byte
+    /// stores into the fixed array: no `Vec` bookkeeping per piece, no `memcpy` call to
+    /// keep it), appended and kept as the last; the last become those before.
     #[inline(never)]
     fn write_other(&mut self, out: &mut Vec<u8>, cpu: u32, pid: u32, tid: u32) {
         std::mem::swap(&mut self.last, &mut self.before);
         let t = &mut self.last;
-        if t.ids != Some((cpu, pid, tid)) {
-            let mut at = put_u32(&mut t.text, 0, cpu);
-            at = put_word(&mut t.text, at, PID_KEY, PID_KEY_LEN);
-            at = put_u32(&mut t.text, at, pid);
-            at = put_word(&mut t.text, at, TID_KEY, TID_KEY_LEN);
-            t.len = put_u32(&mut t.text, at, tid);
-            t.ids = Some((cpu, pid, tid));
-        }
+        let mut at = put_u32(&mut t.text, 0, cpu);
+        at = put_word(&mut t.text, at, PID_KEY, PID_KEY_LEN);
+        at = put_u32(&mut t.text, at, pid);
+        at = put_word(&mut t.text, at, TID_KEY, TID_KEY_LEN);
+        t.len = put_u32(&mut t.text, at, tid);
+        t.ids = Some((cpu, pid, tid));
         push_prefix(out, &t.text, t.len);
     }
 }
