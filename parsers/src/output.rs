@@ -78,7 +78,7 @@ impl OutputWriter {
     }
 
     /// [`LineWriter::set_context`]; nothing for OTLP, whose records carry no context.
-    #[inline]
+    #[inline(always)]
     pub fn set_context(
         &mut self,
         tracker: &ContextTracker,

@@ -41,8 +41,9 @@ impl LineWriter {
     /// and cgroup and the tracker took no update since ([`ContextTracker::version`]):
     /// records come in runs of one thread, and looking the thread up again and copying
     /// its keys cost about a third of what formatting a `raw_syscalls:sys_enter` record
-    /// costs (BENCHMARKS.md, section 8).
-    #[inline]
+    /// costs (BENCHMARKS.md, section 8). That check is in line (a call cost as much
+    /// as the check); the rest ([`LineWriter::set_other_context`]) is not.
+    #[inline(always)]
     pub fn set_context(
         &mut self,
         tracker: &ContextTracker,
@@ -55,10 +56,28 @@ impl LineWriter {
             tid: stamp.tid,
             cgroup,
         };
-        if let Some((last, valid_from)) = self.context_of {
-            if last == key && stamp.time_unix_ns.is_none_or(|t| t >= valid_from) {
-                return;
-            }
+        if !key.holds(self.context_of, stamp.time_unix_ns) {
+            self.set_other_context(tracker, stamp, key);
+        }
+    }
+
+    /// [`LineWriter::set_context`] for a record the last keys do not hold for (`key`).
+    #[inline(never)]
+    fn set_other_context(
+        &mut self,
+        tracker: &ContextTracker,
+        stamp: &RecordStamp,
+        key: ContextKey,
+    ) {
+        let cgroup = key.cgroup;
+        let holds = |of| key.holds(of, stamp.time_unix_ns);
+        // The keys before become the current ones (those of the other thread of a pair),
+        // or the place the new ones are written; the current ones are kept as the keys
+        // before either way.
+        std::mem::swap(&mut self.context, &mut self.context_before);
+        std::mem::swap(&mut self.context_of, &mut self.context_before_of);
+        if holds(self.context_of) {
+            return;
         }
         self.context.clear();
         let valid_from = tracker.write(
@@ -80,6 +99,15 @@ pub(crate) struct ContextKey {
     pid: u32,
     tid: u32,
     cgroup: Option<u64>,
+}
+
+impl ContextKey {
+    /// Whether keys written for `of` (a key and the earliest time they hold for) are
+    /// those of a record with this key at `time`.
+    #[inline(always)]
+    fn holds(&self, of: Option<(ContextKey, u64)>, time: Option<u64>) -> bool {
+        of.is_some_and(|(last, valid_from)| last == *self && time.is_none_or(|t| t >= valid_from))
+    }
 }
 
 #[cfg(test)]
@@ -120,9 +148,12 @@ mod tests {
             );
             kept
         };
-        // Runs of one thread, another thread, another cgroup, no time.
+        // Runs of one thread, another thread, two taking turns, another cgroup, no time.
         for s in [stamp(7, Some(10)), stamp(7, Some(11)), stamp(8, Some(12))] {
             check(&t, s, None);
+        }
+        for at in 12..20 {
+            check(&t, stamp(7 + at % 2, Some(u64::from(at))), None);
         }
         check(&t, stamp(8, Some(12)), Some(5));
         check(&t, stamp(8, None), Some(5));

@@ -1,25 +1,27 @@
 //! The `"cpu"`, `"pid"` and `"tid"` values of a line, cached: a thread's records come in
 //! runs (one thread writes many events on one CPU), so the text of the last three ids is
-//! kept and appended again as one fixed-size copy while they stay the same.
+//! kept and appended again as one fixed-size copy while they stay the same; so is the
+//! text of the ids before them (two threads taking turns: a pipe's ends, a thread and
+//! the one it wakes).
 
-use super::numbers::{push_prefix, write_u64};
+use super::numbers::{eight_digits, push_prefix, short_digits};
 
-/// The longest text: three 10-digit numbers, `,"pid":` and `,"tid":`.
+/// The longest text (three 10-digit numbers, `,"pid":` and `,"tid":`: 44 bytes) and
+/// room for the 8-byte stores that make it ([`put_word`]).
 const IDS_TEXT: usize = 48;
 
-/// The text `cpu,"pid":pid,"tid":tid` of the last ids written (the `"cpu":` key is the
-/// caller's).
+/// The text `cpu,"pid":pid,"tid":tid` of some ids (the `"cpu":` key is the caller's).
 #[derive(Debug, Clone)]
-pub(crate) struct IdsCache {
+struct IdsText {
     /// The ids `text` is for, if any.
     ids: Option<(u32, u32, u32)>,
     text: [u8; IDS_TEXT],
     len: usize,
 }
 
-impl Default for IdsCache {
+impl Default for IdsText {
     fn default() -> Self {
-        IdsCache {
+        IdsText {
             ids: None,
             text: [0; IDS_TEXT],
             len: 0,
@@ -27,33 +29,79 @@ impl Default for IdsCache {
     }
 }
 
+/// The texts of the last ids written and of those before them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct IdsCache {
+    last: IdsText,
+    before: IdsText,
+}
+
 impl IdsCache {
-    /// Append `cpu,"pid":pid,"tid":tid`: the cached text when the ids are the last ones,
-    /// else written (and then kept).
+    /// Append `cpu,"pid":pid,"tid":tid`: the cached text when the ids are the last ones
+    /// or those before (which then become the last), else [`IdsCache::write_other`].
     #[inline(always)]
     pub(crate) fn write(&mut self, out: &mut Vec<u8>, cpu: u32, pid: u32, tid: u32) {
-        if self.ids == Some((cpu, pid, tid)) {
-            push_prefix(out, &self.text, self.len);
-        } else {
-            self.write_new(out, cpu, pid, tid);
+        let ids = Some((cpu, pid, tid));
+        if self.last.ids != ids {
+            if self.before.ids == ids {
+                std::mem::swap(&mut self.last, &mut self.before);
+            } else {
+                self.write_other(out, cpu, pid, tid);
+                return;
+            }
         }
+        push_prefix(out, &self.last.text, self.last.len);
     }
 
-    /// The text for new ids, written out and kept.
+    /// Ids other than the last two: their text made in place of the one before (8-byte
+    /// stores into the fixed array: no `Vec` bookkeeping per piece, no `memcpy` call to
+    /// keep it), appended and kept as the last; the last become those before.
     #[inline(never)]
-    fn write_new(&mut self, out: &mut Vec<u8>, cpu: u32, pid: u32, tid: u32) {
-        let start = out.len();
-        write_u64(out, u64::from(cpu));
-        out.extend_from_slice(b",\"pid\":");
-        write_u64(out, u64::from(pid));
-        out.extend_from_slice(b",\"tid\":");
-        write_u64(out, u64::from(tid));
-        let text = out.get(start..).unwrap_or_default();
-        if let Some(head) = self.text.get_mut(..text.len()) {
-            head.copy_from_slice(text);
-            self.len = text.len();
-            self.ids = Some((cpu, pid, tid));
-        }
+    fn write_other(&mut self, out: &mut Vec<u8>, cpu: u32, pid: u32, tid: u32) {
+        std::mem::swap(&mut self.last, &mut self.before);
+        let t = &mut self.last;
+        let mut at = put_u32(&mut t.text, 0, cpu);
+        at = put_word(&mut t.text, at, PID_KEY, PID_KEY_LEN);
+        at = put_u32(&mut t.text, at, pid);
+        at = put_word(&mut t.text, at, TID_KEY, TID_KEY_LEN);
+        t.len = put_u32(&mut t.text, at, tid);
+        t.ids = Some((cpu, pid, tid));
+        push_prefix(out, &t.text, t.len);
+    }
+}
+
+/// `,"pid":` as the first 7 bytes of a word (little-endian).
+const PID_KEY: u64 = u64::from_le_bytes(*b",\"pid\":\0");
+/// `,"tid":` likewise.
+const TID_KEY: u64 = u64::from_le_bytes(*b",\"tid\":\0");
+/// Their length.
+const PID_KEY_LEN: usize = 7;
+/// Their length.
+const TID_KEY_LEN: usize = 7;
+
+/// Store `word` (little-endian) at `text[at..at + 8]` and return `at + len`: the first
+/// `len` bytes count, the rest is overwritten by what follows. The largest text (three
+/// 10-digit ids) ends 4 bytes before the array's end, so every store fits;
+/// `at` past that (impossible) stores nothing.
+#[inline(always)]
+fn put_word(text: &mut [u8; IDS_TEXT], at: usize, word: u64, len: usize) -> usize {
+    if let Some(slot) = text.get_mut(at..).and_then(<[u8]>::first_chunk_mut::<8>) {
+        *slot = word.to_le_bytes();
+    }
+    at + len
+}
+
+/// The decimal digits of `v` at `text[at..]` ([`put_word`]); the position after them.
+#[inline(always)]
+fn put_u32(text: &mut [u8; IDS_TEXT], at: usize, v: u32) -> usize {
+    const E8: u32 = 100_000_000;
+    if v < E8 {
+        let (word, len) = short_digits(v);
+        put_word(text, at, word, len)
+    } else {
+        let (word, len) = short_digits(v / E8);
+        let at = put_word(text, at, word, len);
+        put_word(text, at, eight_digits(v % E8), 8)
     }
 }
 
@@ -72,6 +120,13 @@ mod tests {
             (u32::MAX, u32::MAX, u32::MAX),
             (0, 0, 0),
             (1, 42, 42),
+            (99_999_999, 100_000_000, 4_000_000_000),
+            (9, 10, 12_345_678),
+            (1, 42, 42),
+            (9, 10, 12_345_678),
+            (1, 42, 42),
+            (0, 42, 43),
+            (9, 10, 12_345_678),
         ] {
             let mut out = b"x".to_vec();
             cache.write(&mut out, cpu, pid, tid);

@@ -185,6 +185,11 @@ pub struct LineWriter {
     context: Vec<u8>,
     /// What `context` was written for, and the earliest record time it holds for.
     context_of: Option<(context::ContextKey, u64)>,
+    /// The keys written before `context`, and what for: two threads taking turns
+    /// (a pipe's two ends, a thread and the one it wakes) find theirs here.
+    context_before: Vec<u8>,
+    /// What `context_before` was written for ([`LineWriter::context_of`]).
+    context_before_of: Option<(context::ContextKey, u64)>,
 }
 
 impl LineWriter {
@@ -197,6 +202,8 @@ impl LineWriter {
             eh: eventheader::json::Scratch::default(),
             context: Vec::new(),
             context_of: None,
+            context_before: Vec::new(),
+            context_before_of: None,
         }
     }
 

@@ -48,10 +48,10 @@ pub(crate) fn push_prefix<const N: usize>(out: &mut Vec<u8>, bytes: &[u8; N], n:
     out.truncate(end);
 }
 
-/// `n` (1 to 10^8 - 1) without leading zeros: its ASCII word ([`eight_digits`] shifted
-/// by the zero lanes at its low end) and its length.
+/// `n` (0 to 10^8 - 1) without leading zeros: its ASCII word ([`eight_digits`] shifted
+/// by the zero lanes at its low end) and its length (0 is `0`, length 1).
 #[inline(always)]
-fn short_digits(n: u32) -> (u64, usize) {
+pub(crate) fn short_digits(n: u32) -> (u64, usize) {
     let values = digit_values(n);
     let zeros = (values | (1 << 56)).trailing_zeros() / 8;
     ((values + ZEROS) >> (8 * zeros), 8 - zeros as usize)
@@ -74,6 +74,28 @@ pub(crate) fn write_u64(out: &mut Vec<u8>, v: u64) {
         write_long(out, v);
     }
 }
+
+/// `sep` and then the decimal digits of `v`, in one store for numbers below 10^7 (the
+/// separator shifted into the digits' word): array elements after their `[` or `,`,
+/// where a separate push of the separator cost as much again as a short number.
+#[inline(always)]
+pub(crate) fn write_u64_after(out: &mut Vec<u8>, sep: u8, v: u64) {
+    if v < 10 {
+        out.extend_from_slice(&[sep, b'0' + v as u8]);
+    } else if v < 100 {
+        let v = v as u8;
+        out.extend_from_slice(&[sep, b'0' + v / 10, b'0' + v % 10]);
+    } else if v < E7 {
+        let (word, len) = short_digits(v as u32);
+        push_prefix(out, &((word << 8) | u64::from(sep)).to_le_bytes(), len + 1);
+    } else {
+        out.push(sep);
+        write_u64(out, v);
+    }
+}
+
+/// 10^7: the numbers whose digits and a separator fit one word.
+const E7: u64 = 10_000_000;
 
 /// The digits of `v` from 10^8 up (9 to 20 digits): the digits above the last 8 (up to
 /// 12: as [`write_u64`] writes a number below 10^8, or 4 and then 8), then the last 8.
@@ -133,6 +155,18 @@ pub(crate) fn write_int(out: &mut Vec<u8>, v: impl Decimal) {
     write_u64(out, magnitude);
 }
 
+/// [`write_int`] after `sep` ([`write_u64_after`]).
+#[inline(always)]
+pub(crate) fn write_int_after(out: &mut Vec<u8>, sep: u8, v: impl Decimal) {
+    let (negative, magnitude) = v.sign_magnitude();
+    if negative {
+        out.extend_from_slice(&[sep, b'-']);
+        write_u64(out, magnitude);
+    } else {
+        write_u64_after(out, sep, magnitude);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,6 +175,9 @@ mod tests {
         let mut out = b"x".to_vec();
         write_int(&mut out, v);
         assert_eq!(out[1..], *v.to_string().as_bytes(), "{v}");
+        let mut out = b"x".to_vec();
+        write_int_after(&mut out, b',', v);
+        assert_eq!(out[1..], *format!(",{v}").as_bytes(), "{v}");
     }
 
     #[test]

@@ -616,8 +616,9 @@ impl FirstSight {
     }
 
     /// Write the record `raw` of the event `event` (`prepared`), with the schema lines
-    /// that come first.
-    #[inline]
+    /// that come first. Always in line: a call cost as much as what it does besides
+    /// [`RecordWriter::write_prepared`].
+    #[inline(always)]
     pub fn write_record(
         &mut self,
         writer: &mut OutputWriter,

@@ -1,7 +1,7 @@
 //! Decoded values ([`Value`]) and raw integers as JSON numbers, arrays and strings.
 
 use super::escape::{write_hex, write_text};
-use super::numbers::{Decimal, write_int};
+use super::numbers::{Decimal, write_int, write_int_after};
 use crate::decode::{Endian, IntArray, Value};
 
 /// Write one value; returns `true` for [`Value::Error`] (written as `null`).
@@ -82,13 +82,14 @@ fn write_ints<const N: usize, T: Decimal>(
         .chunks_exact(N)
         .filter_map(|chunk| chunk.first_chunk::<N>());
     out.reserve(bytes.len() / N * 21 + 2);
-    out.push(b'[');
-    if let Some(first) = elements.next() {
-        write_int(out, read(*first));
-        for element in elements {
-            out.push(b',');
-            write_int(out, read(*element));
+    match elements.next() {
+        Some(first) => {
+            write_int_after(out, b'[', read(*first));
+            for element in elements {
+                write_int_after(out, b',', read(*element));
+            }
         }
+        None => out.push(b'['),
     }
     out.push(b']');
 }

@@ -430,6 +430,7 @@ impl PerfData {
 
     /// The time of the sample record `bytes` of `event`, read at its fixed place without
     /// parsing the rest (the record is checked when parsed in full).
+    #[inline]
     pub fn sample_time(&self, event: usize, bytes: &[u8]) -> Option<u64> {
         u64_at(bytes, self.events.get(event)?.time_at?, self.big_endian)
     }

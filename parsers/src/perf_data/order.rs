@@ -143,6 +143,7 @@ impl Orderer {
 
     /// Hold the record `source[start..start + len]` of the `source` later given to
     /// [`Orderer::drain`] (not copied; counted towards the bound as if it were).
+    #[inline]
     pub fn push_external(&mut self, time: u64, tag: u32, start: usize, len: u32) {
         self.external_bytes += len as usize;
         self.low_external = self.low_external.min(start);
@@ -187,6 +188,7 @@ impl Orderer {
         held.map(|e| e.start).min().unwrap_or(usize::MAX)
     }
 
+    #[inline(always)]
     fn hold(&mut self, time: u64, tag: u32, offset: u64, start: usize, len: u32, external: bool) {
         if self.out_time.is_some_and(|t| time < t) {
             self.late += 1;

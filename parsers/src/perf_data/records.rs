@@ -125,6 +125,9 @@ impl<'a> Records<'a> {
 impl<'a> Iterator for Records<'a> {
     type Item = Result<RawRecord<'a>, PerfDataError>;
 
+    // In line into the caller's loop (another crate's: `uevrec decode`), so that the
+    // record is not returned through memory.
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed || self.pos >= self.data.len() {
             return None;
