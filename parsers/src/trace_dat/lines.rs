@@ -25,8 +25,10 @@ pub struct Decoded {
 }
 
 /// Write every record of `file`'s top buffer, merged across CPUs in time order (the
-/// reader holds one page per CPU), as `record` writes it (`time` is `null`: a trace.dat
-/// keeps raw trace-clock stamps and no wall-clock anchor), for the events `select`
+/// reader holds one page per CPU), as `record` writes it (`time` is the record's stamp
+/// plus the file's [`TraceDat::wall_clock_offset_ns`] when it has one, as in the files of
+/// `record --raw-format trace-dat`; else `null`: raw trace-clock stamps with no wall-clock
+/// anchor), for the events `select`
 /// (system, event name) takes; the kernel's drops as `lost` lines, or as a notice when it
 /// did not store how many. Lines go to `flush` in runs of about 256 KiB; it returns
 /// whether to go on. Stops after `opts.max_records` event lines.
@@ -82,6 +84,8 @@ pub fn decode_lines(
     problems.extend(file.cmdline_error().map(|e| e.to_string()));
     let context =
         (opts.context && opts.format == OutputFormat::JsonLines).then(|| context_of(file));
+    let wall = file.wall_clock_offset_ns();
+    let unix = |t: u64| wall.and_then(|o| u64::try_from(i128::from(t) + i128::from(o)).ok());
     let mut stats = DecodeStats::default();
     let mut described = FirstSight::new(opts.schema);
     let mut records = file.records()?;
@@ -106,8 +110,9 @@ pub fn decode_lines(
                         Endian::Big => u32::from_be_bytes(b),
                         Endian::Little => u32::from_le_bytes(b),
                     });
+                let time_unix_ns = unix(r.time);
                 let stamp = RecordStamp {
-                    time_unix_ns: None,
+                    time_unix_ns,
                     cpu: r.cpu,
                     pid,
                     tid: pid,
@@ -118,19 +123,19 @@ pub fn decode_lines(
                 let event = r.event.unwrap_or(0);
                 described.write_record(&mut writer, &mut lines, event, &stamp, p, r.raw);
                 stats.records += 1;
-                stats.time_unknown += 1;
+                stats.time_unknown += u64::from(time_unix_ns.is_none());
                 if opts.max_records.is_some_and(|max| stats.records >= max) {
                     open = false;
                 }
             }
-            Ok(Some(Item::Lost { cpu, count, .. })) => match count {
+            Ok(Some(Item::Lost { cpu, count, time })) => match count {
                 Some(n) => {
-                    writer.write_lost(&mut lines, None, cpu, n);
+                    writer.write_lost(&mut lines, unix(time), cpu, n);
                     stats.lost += n;
                 }
                 None => writer.write_notice(
                     &mut lines,
-                    None,
+                    unix(time),
                     "lost",
                     None,
                     &format!("the kernel lost events on CPU {cpu} here; it did not store how many"),

@@ -39,6 +39,7 @@ mod compress;
 mod cursor;
 pub mod lines;
 mod records;
+pub mod write;
 
 use std::collections::HashMap;
 
@@ -308,6 +309,8 @@ pub struct TraceDat<'a> {
     tracer_version: Option<String>,
     cpu_count: Option<u32>,
     time_offset_ns: i64,
+    /// The file has a DATE or OFFSET option.
+    anchored: bool,
     tsc2nsec: Option<Tsc2Nsec>,
     /// Offset and size of `common_type` in a record.
     common_type: (usize, usize),
@@ -325,6 +328,7 @@ struct Options {
     version: Option<String>,
     cpu_count: Option<u32>,
     time_offset_ns: i64,
+    anchored: bool,
     tsc2nsec: Option<Tsc2Nsec>,
 }
 
@@ -390,6 +394,7 @@ impl<'a> TraceDat<'a> {
             tracer_version: None,
             cpu_count: None,
             time_offset_ns: 0,
+            anchored: false,
             tsc2nsec: None,
             common_type: (0, 2),
         };
@@ -553,6 +558,7 @@ impl<'a> TraceDat<'a> {
         self.tracer_version = options.version;
         self.cpu_count = options.cpu_count;
         self.time_offset_ns = options.time_offset_ns;
+        self.anchored = options.anchored;
         self.tsc2nsec = options.tsc2nsec;
     }
 
@@ -718,6 +724,7 @@ impl<'a> TraceDat<'a> {
     }
 
     fn time_offset_add(&self, options: &mut Options, ns: i64) {
+        options.anchored = true;
         options.time_offset_ns = options.time_offset_ns.saturating_add(ns);
     }
 
@@ -922,6 +929,20 @@ impl<'a> TraceDat<'a> {
     /// option); the records' times do not include it.
     pub fn time_offset_ns(&self) -> i64 {
         self.time_offset_ns
+    }
+
+    /// The offset that turns the records' times into Unix nanoseconds, when the file has
+    /// one: a DATE or OFFSET option ([`TraceDat::time_offset_ns`]) on a trace clock that
+    /// counts nanoseconds (`local`, `global`, `mono`, `mono_raw`, `boot`, `perf`, `tai`;
+    /// not `x86-tsc` or `counter`). `record --raw-format trace-dat` writes `REALTIME -
+    /// MONOTONIC` as OFFSET for its `mono` clock, so decoded times are the live ones.
+    pub fn wall_clock_offset_ns(&self) -> Option<i64> {
+        let clock = self.trace_clock().unwrap_or("local");
+        let ns = matches!(
+            clock,
+            "local" | "global" | "mono" | "mono_raw" | "boot" | "perf" | "tai"
+        );
+        (self.anchored && ns).then_some(self.time_offset_ns)
     }
 
     /// The TSC2NSEC option (not applied to the records' times).
