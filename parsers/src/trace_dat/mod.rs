@@ -311,6 +311,8 @@ pub struct TraceDat<'a> {
     time_offset_ns: i64,
     /// The file has a DATE or OFFSET option.
     anchored: bool,
+    /// The CPUSTAT options: (cpu, the ring's `stats` text).
+    cpu_stats: Vec<(u32, String)>,
     tsc2nsec: Option<Tsc2Nsec>,
     /// Offset and size of `common_type` in a record.
     common_type: (usize, usize),
@@ -329,6 +331,7 @@ struct Options {
     cpu_count: Option<u32>,
     time_offset_ns: i64,
     anchored: bool,
+    cpu_stats: Vec<(u32, String)>,
     tsc2nsec: Option<Tsc2Nsec>,
 }
 
@@ -395,6 +398,7 @@ impl<'a> TraceDat<'a> {
             cpu_count: None,
             time_offset_ns: 0,
             anchored: false,
+            cpu_stats: Vec::new(),
             tsc2nsec: None,
             common_type: (0, 2),
         };
@@ -559,6 +563,7 @@ impl<'a> TraceDat<'a> {
         self.cpu_count = options.cpu_count;
         self.time_offset_ns = options.time_offset_ns;
         self.anchored = options.anchored;
+        self.cpu_stats = options.cpu_stats;
         self.tsc2nsec = options.tsc2nsec;
     }
 
@@ -717,7 +722,16 @@ impl<'a> TraceDat<'a> {
                 let at = c.u64("section offset option")?;
                 options.sections.insert(option, at);
             }
-            id::CPUSTAT => {}
+            id::CPUSTAT => {
+                // `CPU: N` then the ring's `stats` lines (trace-cmd starts with a newline).
+                let text = text();
+                let cpu = text
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix("CPU:")?.trim().parse::<u32>().ok());
+                if let Some(cpu) = cpu {
+                    options.cpu_stats.push((cpu, text));
+                }
+            }
             _ => {}
         }
         Ok(())
@@ -943,6 +957,14 @@ impl<'a> TraceDat<'a> {
             "local" | "global" | "mono" | "mono_raw" | "boot" | "perf" | "tai"
         );
         (self.anchored && ns).then_some(self.time_offset_ns)
+    }
+
+    /// The records CPU `cpu`'s ring lost in all, from the file's CPUSTAT option for it
+    /// (its `stats` when the recording ended: `overrun + commit overrun + dropped
+    /// events`), when the file has one.
+    pub fn cpu_lost_total(&self, cpu: u32) -> Option<u64> {
+        let (_, text) = self.cpu_stats.iter().find(|(c, _)| *c == cpu)?;
+        crate::ftrace_page::losses::stats_total(text)
     }
 
     /// The TSC2NSEC option (not applied to the records' times).

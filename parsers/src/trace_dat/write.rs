@@ -19,7 +19,8 @@
 //! … each CPU's pages, page-aligned
 //! ```
 //!
-//! Options written: TRACECLOCK (the clock's text follows the flyrecord offsets), OFFSET
+//! Options written: CPUSTAT (each ring's `stats` at the end: the losses no page
+//! counted), TRACECLOCK (the clock's text follows the flyrecord offsets), OFFSET
 //! (nanoseconds trace-cmd report and [`super::TraceDat::time_offset_ns`] add to every
 //! record's time: `REALTIME - MONOTONIC` for a `mono` clock, so times come out as Unix
 //! time), CPUCOUNT, UNAME and VERSION when given.
@@ -30,6 +31,7 @@ use super::MAGIC;
 
 /// trace-cmd option ids written here.
 mod opt {
+    pub const CPUSTAT: u16 = 2;
     pub const TRACECLOCK: u16 = 4;
     pub const UNAME: u16 = 5;
     pub const OFFSET: u16 = 7;
@@ -60,6 +62,9 @@ pub struct DatMeta<'a> {
     pub trace_clock: &'a str,
     /// Nanoseconds to add to every record's time (the OFFSET option), if any.
     pub offset_ns: Option<i64>,
+    /// Each CPU's ring `stats` text when the recording ended (CPUSTAT options): (cpu,
+    /// text). The losses no page could count come from them.
+    pub cpu_stats: &'a [(u32, String)],
     /// The traced machine's `uname -a`-like text (UNAME option), if any.
     pub uname: Option<&'a str>,
     /// The writer's version (VERSION option), if any.
@@ -160,6 +165,9 @@ pub fn header(meta: &DatMeta<'_>, cpu_sizes: &[u64]) -> (Vec<u8>, Vec<u64>) {
     o.u32(cpu_sizes.len() as u32);
     o.b.extend_from_slice(b"options  \0");
     o.option(opt::TRACECLOCK, &[]);
+    for (cpu, stats) in meta.cpu_stats {
+        o.option(opt::CPUSTAT, &text_option(&format!("CPU: {cpu}\n{stats}")));
+    }
     if let Some(ns) = meta.offset_ns {
         o.option(opt::OFFSET, &text_option(&ns.to_string()));
     }
@@ -214,6 +222,7 @@ mod tests {
             cmdlines: "12 gen\n34 other\n",
             trace_clock: "mono",
             offset_ns: Some(1_700_000_000_000_000_000),
+            cpu_stats: &[],
             uname: Some("Linux host 6.18 #1 x86_64"),
             version: Some("uevrec 0"),
         }
