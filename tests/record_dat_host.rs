@@ -4,10 +4,11 @@
 //! The trace.dat recorder runs beside a live `record --backend ftrace -o` of the same
 //! events of the same process (each in its own tracefs instance, so each ring holds its
 //! own copy of every record). A perl process calls getppid a known number of times with
-//! (MAGIC, sequence number, its CLOCK_REALTIME in ns) as arguments, then execs
-//! /bin/true. Then:
+//! (MAGIC, sequence number, its CLOCK_REALTIME in ns) as arguments, half from its main
+//! thread and half from a second thread, then execs /bin/true. Then:
 //! - `uevrec decode FILE` gives exactly the live lines: the same count, in the same
-//!   order, every field equal (pid, tid, cpu, event, fields), but `time`, which two
+//!   order, every field equal (pid — the process's, also for the second thread —, tid,
+//!   cpu, event, fields), but `time`, which two
 //!   rings stamp separately (within 1 ms of the live one, and between the realtime the
 //!   producer read before the call and the one it read before the next), `comm` (the
 //!   trace.dat's names are the kernel's saved cmdlines: one name per thread, checked
@@ -167,21 +168,41 @@ fn trace_dat_decodes_to_the_live_lines_and_trace_cmd_reads_it() {
     let dir = tempfile::tempdir().unwrap();
     let (dat, live) = (dir.path().join("t.dat"), dir.path().join("live.json"));
     let (dat_log, live_log) = (dir.path().join("dat.log"), dir.path().join("live.log"));
+    // Half the calls from the main thread, half from a second one (its records' `pid`
+    // is the process's: the file's saved tgids, as live).
+    let half = CALLS / 2;
+    // (The second thread exists before the recorders start: --pid takes the threads
+    // that exist then.)
     let mut producer = Command::new("perl")
         .args([
+            "-Mthreads",
+            "-MThread::Queue",
             "-MTime::HiRes=clock_gettime,CLOCK_REALTIME",
             "-e",
             &format!(
-                "my $go = <STDIN>; for my $i (0..{last}) {{ \
-                 syscall({NR_GETPPID}, {MAGIC}, $i, int(clock_gettime(CLOCK_REALTIME) * 1e9)) }} \
-                 exec '/bin/true'",
+                "$| = 1; my $q = Thread::Queue->new; sub call {{ \
+                 syscall({NR_GETPPID}, {MAGIC}, $_[0], int(clock_gettime(CLOCK_REALTIME) * 1e9)) }} \
+                 my $t = threads->create(sub {{ $q->dequeue; call($_) for {half}..{last} }}); \
+                 print \"ready\\n\"; my $go = <STDIN>; call($_) for 0..{h1}; $q->enqueue(1); \
+                 $t->join; exec '/bin/true'",
+                h1 = half - 1,
                 last = CALLS - 1
             ),
         ])
         .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
         .spawn()
         .expect("perl");
+    let mut ready = [0u8; 6];
+    producer
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut ready)
+        .unwrap();
+    assert_eq!(&ready, b"ready\n");
     let pid = producer.id().to_string();
+    let producer_pid = u64::from(producer.id());
     let events = [
         "-e",
         "raw_syscalls:sys_enter",
@@ -210,7 +231,9 @@ fn trace_dat_decodes_to_the_live_lines_and_trace_cmd_reads_it() {
 
     let got = decoded(&dat);
     let want = json_lines(&fs::read_to_string(&live).unwrap());
-    let (got_calls, want_calls) = (calls(&got), calls(&want));
+    let (got_calls, mut want_calls) = (calls(&got), calls(&want));
+    // Live lines come ring by ring; decode merges the CPUs by time: the same calls.
+    want_calls.sort_by_key(|v| v["fields"]["args"][1].as_u64());
     assert_eq!(got_calls.len() as u64, CALLS, "calls decoded");
     assert_eq!(want_calls.len() as u64, CALLS, "calls recorded live");
     let mut worst = 0i128;
@@ -226,6 +249,12 @@ fn trace_dat_decodes_to_the_live_lines_and_trace_cmd_reads_it() {
             let after = i128::from(next["fields"]["args"][2].as_u64().unwrap());
             assert!(t <= after + 1_000_000, "call {i}: {t} > {after}");
         }
+        assert_eq!(g["pid"], producer_pid, "the process: {g}");
+        assert_eq!(
+            g["tid"] == producer_pid,
+            (i as u64) < half,
+            "the thread: {g}"
+        );
         let comm = g["comm"].as_str().unwrap_or("");
         assert!(["perl", "true"].contains(&comm), "comm {comm}: {g}");
     }
@@ -259,7 +288,7 @@ fn trace_dat_decodes_to_the_live_lines_and_trace_cmd_reads_it() {
         .collect();
     assert_eq!(reported.len() as u64, CALLS, "{text}");
     for (line, g) in reported.iter().zip(&got_calls) {
-        assert!(line.contains(&format!("-{pid} ")), "{line}");
+        assert!(line.contains(&format!("-{} ", g["tid"])), "{line}");
         assert!(
             line.contains(&format!(
                 "({MAGIC:x}, {:x}, {:x},",

@@ -80,6 +80,9 @@ pub struct SpoolReport {
     pub ftrace_formats: Vec<String>,
     /// The kernel's `saved_cmdlines` when the spooling stopped.
     pub cmdlines: String,
+    /// The kernel's `saved_tgids` when the spooling stopped (None: the instance does not
+    /// record them, or unreadable).
+    pub tgids: Option<String>,
     /// Each CPU's spool.
     pub cpus: Vec<CpuSpool>,
     /// Whether the spooling ended (every thread joined, every page moved).
@@ -117,6 +120,8 @@ pub struct SpoolBackend {
     stop: Arc<AtomicBool>,
     report: Arc<Mutex<SpoolReport>>,
     root: PathBuf,
+    /// The instance records thread → process ids.
+    record_tgid: bool,
     // Dropped last: the threads have closed trace_pipe_raw by then.
     instance: Instance,
 }
@@ -179,8 +184,12 @@ impl SpoolBackend {
         instance
             .write("buffer_percent", &BUFFER_PERCENT.to_string())
             .map_err(step)?;
+        // The kernel keeps thread → process ids (saved_tgids) for the records' `pid`; not
+        // fatal without (old kernels): the decoded pid is the thread id then.
+        let record_tgid = instance.write("options/record-tgid", "1").is_ok();
         let stop = Arc::new(AtomicBool::new(false));
         let mut backend = SpoolBackend {
+            record_tgid,
             spoolers: Vec::new(),
             stop: Arc::clone(&stop),
             report: Arc::clone(&plan.report),
@@ -253,7 +262,7 @@ impl SpoolBackend {
     /// Stop the spool threads (they move what the rings still hold first) and report
     /// what they did; once.
     fn finish(&mut self) {
-        if self.spoolers.iter().all(|s| s.thread.is_none()) {
+        if self.report.lock().unwrap_or_else(|p| p.into_inner()).ended {
             return;
         }
         // Nothing is written any more: the last, partly filled pages can be taken.
@@ -280,12 +289,17 @@ impl SpoolBackend {
                 stats: read_file(&stats).ok(),
             });
         }
-        // The whole table (it can be larger than one read of read_file).
-        let cmdlines =
-            std::fs::read_to_string(self.root.join("saved_cmdlines")).unwrap_or_default();
+        // The whole tables (they can be larger than one read of read_file).
+        let whole = |name: &str| std::fs::read_to_string(self.root.join(name));
+        let cmdlines = whole("saved_cmdlines").unwrap_or_default();
+        let tgids = self
+            .record_tgid
+            .then(|| whole("saved_tgids").ok())
+            .flatten();
         let mut report = self.report.lock().unwrap_or_else(|p| p.into_inner());
         report.cpus = cpus;
         report.cmdlines = cmdlines;
+        report.tgids = tgids;
         report.ended = true;
     }
 }

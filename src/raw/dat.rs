@@ -185,6 +185,7 @@ fn assemble(mut out: DatOutput, formats: &Formats) -> Result<RawSummary, RawErro
         trace_clock: &report.trace_clock,
         offset_ns: report.offset_ns,
         cpu_stats: &cpu_stats,
+        tgids: report.tgids.as_deref(),
         uname: Some(&uname),
         version: Some(version),
     };

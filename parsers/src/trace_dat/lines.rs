@@ -35,8 +35,9 @@ pub struct Decoded {
 /// counts add up to the kernel's: [`CpuLosses`]). Lines go to `flush` in runs of about 256 KiB; it returns
 /// whether to go on. Stops after `opts.max_records` event lines.
 ///
-/// `pid` and `tid` are both the entry's `common_pid` (the kernel's thread id; a trace.dat
-/// holds no thread-group ids). With `opts.context` (JSON lines), `comm` is the name the
+/// `tid` is the entry's `common_pid` (the kernel's thread id); `pid` is its process id
+/// from the file's saved tgids ([`TraceDat::tgid`]: the files of `record --raw-format
+/// trace-dat`), else the thread id too (trace-cmd's files hold no thread-group ids). With `opts.context` (JSON lines), `comm` is the name the
 /// file's saved cmdlines give that thread id ([`context_of`]): a snapshot the kernel took
 /// while tracing (its `saved_cmdlines`, written by trace-cmd when the recording ends), one
 /// name per thread id and no time, so every record of a thread shows the last name saved
@@ -119,7 +120,7 @@ pub fn decode_lines(
                 let stamp = RecordStamp {
                     time_unix_ns,
                     cpu: r.cpu,
-                    pid,
+                    pid: file.tgid(pid).unwrap_or(pid),
                     tid: pid,
                 };
                 if let Some(c) = &context {

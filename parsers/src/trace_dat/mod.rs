@@ -83,7 +83,14 @@ mod id {
     pub const EVENT_FORMATS: u16 = 18;
     pub const CMDLINES: u16 = 21;
     pub const BUFFER_TEXT: u16 = 22;
+    /// uevrec's own: [`super::UEVREC_SAVED_TGIDS`].
+    pub const UEVREC_SAVED_TGIDS: u16 = 0x7f75;
 }
+
+/// The option id under which `record --raw-format trace-dat` stores the kernel's
+/// `saved_tgids` (`TID TGID` lines): not one of trace-cmd's (which skips options it does
+/// not know; theirs count up from 0 and stand below 32).
+pub const UEVREC_SAVED_TGIDS: u16 = id::UEVREC_SAVED_TGIDS;
 
 /// A trace.dat file that cannot be read, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -313,6 +320,8 @@ pub struct TraceDat<'a> {
     anchored: bool,
     /// The CPUSTAT options: (cpu, the ring's `stats` text).
     cpu_stats: Vec<(u32, String)>,
+    /// (thread id, process id), by thread id ([`UEVREC_SAVED_TGIDS`]).
+    tgids: Vec<(u32, u32)>,
     tsc2nsec: Option<Tsc2Nsec>,
     /// Offset and size of `common_type` in a record.
     common_type: (usize, usize),
@@ -332,6 +341,7 @@ struct Options {
     time_offset_ns: i64,
     anchored: bool,
     cpu_stats: Vec<(u32, String)>,
+    tgids: Vec<(u32, u32)>,
     tsc2nsec: Option<Tsc2Nsec>,
 }
 
@@ -399,6 +409,7 @@ impl<'a> TraceDat<'a> {
             time_offset_ns: 0,
             anchored: false,
             cpu_stats: Vec::new(),
+            tgids: Vec::new(),
             tsc2nsec: None,
             common_type: (0, 2),
         };
@@ -564,6 +575,7 @@ impl<'a> TraceDat<'a> {
         self.time_offset_ns = options.time_offset_ns;
         self.anchored = options.anchored;
         self.cpu_stats = options.cpu_stats;
+        self.tgids = options.tgids;
         self.tsc2nsec = options.tsc2nsec;
     }
 
@@ -721,6 +733,18 @@ impl<'a> TraceDat<'a> {
             id::HEADER_INFO | id::FTRACE_EVENTS | id::EVENT_FORMATS | id::CMDLINES if v7 => {
                 let at = c.u64("section offset option")?;
                 options.sections.insert(option, at);
+            }
+            id::UEVREC_SAVED_TGIDS => {
+                let mut tgids: Vec<(u32, u32)> = text()
+                    .lines()
+                    .filter_map(|l| {
+                        let (tid, tgid) = l.trim().split_once(' ')?;
+                        Some((tid.parse().ok()?, tgid.trim().parse().ok()?))
+                    })
+                    .collect();
+                tgids.sort_unstable();
+                tgids.dedup_by_key(|&mut (tid, _)| tid);
+                options.tgids = tgids;
             }
             id::CPUSTAT => {
                 // `CPU: N` then the ring's `stats` lines (trace-cmd starts with a newline).
@@ -957,6 +981,12 @@ impl<'a> TraceDat<'a> {
             "local" | "global" | "mono" | "mono_raw" | "boot" | "perf" | "tai"
         );
         (self.anchored && ns).then_some(self.time_offset_ns)
+    }
+
+    /// The process id of thread `tid`, when the file says ([`UEVREC_SAVED_TGIDS`]).
+    pub fn tgid(&self, tid: u32) -> Option<u32> {
+        let i = self.tgids.binary_search_by_key(&tid, |&(t, _)| t).ok()?;
+        Some(self.tgids[i].1)
     }
 
     /// The records CPU `cpu`'s ring lost in all, from the file's CPUSTAT option for it

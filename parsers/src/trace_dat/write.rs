@@ -23,7 +23,8 @@
 //! counted), TRACECLOCK (the clock's text follows the flyrecord offsets), OFFSET
 //! (nanoseconds trace-cmd report and [`super::TraceDat::time_offset_ns`] add to every
 //! record's time: `REALTIME - MONOTONIC` for a `mono` clock, so times come out as Unix
-//! time), CPUCOUNT, UNAME and VERSION when given.
+//! time), CPUCOUNT, UNAME and VERSION when given, and uevrec's own
+//! [`super::UEVREC_SAVED_TGIDS`] (thread → process ids).
 
 use crate::decode::Endian;
 
@@ -37,6 +38,7 @@ mod opt {
     pub const OFFSET: u16 = 7;
     pub const CPUCOUNT: u16 = 8;
     pub const VERSION: u16 = 9;
+    pub const SAVED_TGIDS: u16 = super::super::id::UEVREC_SAVED_TGIDS;
 }
 
 /// What a trace.dat header says, borrowed from the caller.
@@ -65,6 +67,10 @@ pub struct DatMeta<'a> {
     /// Each CPU's ring `stats` text when the recording ended (CPUSTAT options): (cpu,
     /// text). The losses no page could count come from them.
     pub cpu_stats: &'a [(u32, String)],
+    /// The kernel's `saved_tgids` text (`TID TGID` lines), if any: the option
+    /// [`super::UEVREC_SAVED_TGIDS`] (trace-cmd skips options it does not know), from
+    /// which `uevrec decode` gives each record its process id, as live recording does.
+    pub tgids: Option<&'a str>,
     /// The traced machine's `uname -a`-like text (UNAME option), if any.
     pub uname: Option<&'a str>,
     /// The writer's version (VERSION option), if any.
@@ -176,6 +182,9 @@ pub fn header(meta: &DatMeta<'_>, cpu_sizes: &[u64]) -> (Vec<u8>, Vec<u64>) {
         Endian::Big => (cpu_sizes.len() as u32).to_be_bytes(),
     };
     o.option(opt::CPUCOUNT, &count);
+    if let Some(tgids) = meta.tgids {
+        o.option(opt::SAVED_TGIDS, &text_option(tgids));
+    }
     if let Some(uname) = meta.uname {
         o.option(opt::UNAME, &text_option(uname));
     }
@@ -223,6 +232,7 @@ mod tests {
             trace_clock: "mono",
             offset_ns: Some(1_700_000_000_000_000_000),
             cpu_stats: &[],
+            tgids: Some("12 10\n34 34\n"),
             uname: Some("Linux host 6.18 #1 x86_64"),
             version: Some("uevrec 0"),
         }
@@ -259,6 +269,10 @@ mod tests {
             assert_eq!(f.events()[0].format.id, 7);
             assert_eq!(f.comm(12), Some("gen"));
             assert_eq!(f.comm(34), Some("other"));
+            assert_eq!(
+                (f.tgid(12), f.tgid(34), f.tgid(56)),
+                (Some(10), Some(34), None)
+            );
             assert_eq!(f.trace_clock(), Some("mono"));
             assert_eq!(f.time_offset_ns(), 1_700_000_000_000_000_000);
             assert_eq!(f.wall_clock_offset_ns(), Some(1_700_000_000_000_000_000));
