@@ -366,7 +366,7 @@ fn records_get_the_saved_name_of_their_pid() {
 }
 
 /// The JSON lines of `file` with context on or off.
-fn decoded_lines(file: &TraceDat<'_>, context: bool) -> (String, lines::Decoded) {
+pub(super) fn decoded_lines(file: &TraceDat<'_>, context: bool) -> (String, lines::Decoded) {
     let opts = crate::perf_data::lines::DecodeOptions {
         context,
         ..Default::default()

@@ -306,6 +306,59 @@ mod tests {
         }
     }
 
+    /// `uevrec decode`'s lines of `bytes`.
+    fn lines_of(bytes: &[u8]) -> Vec<String> {
+        let f = TraceDat::parse(bytes).unwrap();
+        let (out, _) = super::super::tests::decoded_lines(&f, false);
+        out.lines().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn decoded_times_are_the_stamps_plus_the_offset_and_pids_the_tgids() {
+        let systems = vec![("test".to_string(), vec![FORMAT.to_string()])];
+        let mut m = meta(Endian::Little, &[], &systems);
+        // 1970-01-01T00:00:01Z, minus the page's first stamp (1001).
+        m.offset_ns = Some(1_000_000_000 - 1001);
+        m.tgids = Some("42 40\n");
+        let lines = lines_of(&file(&m, &[page_bytes(false)]));
+        let records: Vec<&String> = lines.iter().filter(|l| l.contains("\"v\":")).collect();
+        assert_eq!(records.len(), 3, "{lines:?}");
+        assert!(
+            records[0].starts_with("{\"time\":\"1970-01-01T00:00:01.000000000Z\""),
+            "{}",
+            records[0]
+        );
+        assert!(records[2].contains("00:00:01.000000005Z"), "{}", records[2]);
+        assert!(
+            records[0].contains("\"pid\":40,\"tid\":42"),
+            "{}",
+            records[0]
+        );
+    }
+
+    #[test]
+    fn the_cpu_stats_complete_the_loss_counts() {
+        let systems = vec![("test".to_string(), vec![FORMAT.to_string()])];
+        // The page stores 9; the ring's stats say 20 were lost in all (11 after the
+        // last page read, or on pages without room for their count).
+        let stats = vec![(
+            0,
+            "entries: 0\noverrun: 18\ncommit overrun: 0\ndropped events: 2\n".to_string(),
+        )];
+        let mut m = meta(Endian::Little, &[], &systems);
+        m.cpu_stats = &stats;
+        let lines = lines_of(&file(&m, &[page_bytes(false)]));
+        let lost: Vec<&String> = lines.iter().filter(|l| l.contains("\"lost\"")).collect();
+        assert_eq!(lost.len(), 2, "{lines:?}");
+        assert!(lost[0].contains("\"lost\":9}"), "{}", lost[0]);
+        assert!(lost[1].contains("\"lost\":11}"), "{}", lost[1]);
+        // Without stats: the page's count only.
+        m.cpu_stats = &[];
+        let lines = lines_of(&file(&m, &[page_bytes(false)]));
+        let lost: Vec<&String> = lines.iter().filter(|l| l.contains("\"lost\"")).collect();
+        assert_eq!(lost.len(), 1, "{lines:?}");
+    }
+
     #[test]
     fn no_offset_means_no_wall_clock() {
         let systems = vec![("test".to_string(), vec![FORMAT.to_string()])];
