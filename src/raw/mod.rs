@@ -1,6 +1,7 @@
 //! `record --raw FILE`: the staged entries ([`crate::pipeline::StagedChunk`]) written as
 //! a file-mode perf.data that `perf script`, `perf report` and `uevrec decode` read,
-//! instead of (or, with `-o`, as well as) JSON lines.
+//! instead of (or, with `-o`, as well as) JSON lines. (`--raw-format trace-dat`: a
+//! trace.dat of the ftrace rings' pages instead, [`dat`]; [`Raw`] says which.)
 //!
 //! ```text
 //!  session ──staging channel──▶ raw thread (`uevrec-raw`, [`run`]): each record → a
