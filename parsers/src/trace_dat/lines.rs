@@ -26,18 +26,19 @@ pub struct Decoded {
 }
 
 /// Write every record of `file`'s top buffer, merged across CPUs in time order (the
-/// reader holds one page per CPU), as `record` writes it (`time` is the record's stamp
-/// plus the file's [`TraceDat::wall_clock_offset_ns`] when it has one, as in the files of
-/// `record --raw-format trace-dat`; else `null`: raw trace-clock stamps with no wall-clock
-/// anchor), for the events `select`
-/// (system, event name) takes; the kernel's drops as `lost` lines, or as a notice when it
-/// did not store how many (with the rings' final `stats` in the file, CPUSTAT options, the
-/// counts add up to the kernel's: [`CpuLosses`]). Lines go to `flush` in runs of about 256 KiB; it returns
-/// whether to go on. Stops after `opts.max_records` event lines.
+/// reader holds one page per CPU), as `record` writes it, for the events `select`
+/// (system, event name) takes. `time` is the record's stamp plus the file's
+/// [`TraceDat::wall_clock_offset_ns`] when it has one (as the files of `record
+/// --raw-format trace-dat` do), else `null`: raw trace-clock stamps with no wall-clock
+/// anchor. The kernel's drops are `lost` lines, or a notice when it did not store how
+/// many (with the rings' final `stats` in the file, its CPUSTAT options, the counts add up
+/// to the kernel's: [`crate::ftrace_page::losses`]). Lines go to `flush` in runs of about
+/// 256 KiB; it returns whether to go on. Stops after `opts.max_records` event lines.
 ///
 /// `tid` is the entry's `common_pid` (the kernel's thread id); `pid` is its process id
 /// from the file's saved tgids ([`TraceDat::tgid`]: the files of `record --raw-format
-/// trace-dat`), else the thread id too (trace-cmd's files hold no thread-group ids). With `opts.context` (JSON lines), `comm` is the name the
+/// trace-dat`), else the thread id too (trace-cmd's files hold no thread-group ids).
+/// With `opts.context` (JSON lines), `comm` is the name the
 /// file's saved cmdlines give that thread id ([`context_of`]): a snapshot the kernel took
 /// while tracing (its `saved_cmdlines`, written by trace-cmd when the recording ends), one
 /// name per thread id and no time, so every record of a thread shows the last name saved
