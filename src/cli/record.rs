@@ -237,7 +237,11 @@ fn run(recorder: Recorder, rec: &RecordingArgs, status_line: bool) -> i32 {
         Ok(()) => {}
     }
     // A trace.dat's records are not counted while recording (its line said what it holds).
-    let counted = !matches!(&out.raw, Some(Ok(s)) if s.trace_dat.is_some());
+    let counted = match &out.raw {
+        Some(Ok(s)) => s.trace_dat.is_none(),
+        Some(Err(e)) => e.summary.trace_dat.is_none(),
+        None => true,
+    };
     match out.session {
         Ok(summary) => {
             print_summary(&summary, started.elapsed(), rec.quiet || !counted);
