@@ -21,7 +21,8 @@
 //!   lost.
 //!
 //! Also: `--raw-format trace-dat` without `--backend ftrace` (or with -o) is refused with
-//! the fix, and no spool is left beside the file.
+//! the fix, and no spool is left beside the file; a file whose assembly fills its disk
+//! ends the run with exit status 1 and a message naming the spools, which are kept.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -84,6 +85,24 @@ fn record(args: &[&str], log: &Path) -> Child {
         .stderr(fs::File::create(log).unwrap())
         .spawn()
         .unwrap()
+}
+
+/// `uevrec record --backend ftrace EXTRA --raw DAT --raw-format trace-dat` of the getppid
+/// calls of process `pid`, standard error into `log`.
+fn record_getppids(dat: &Path, log: &Path, pid: u32, extra: &[&str]) -> Child {
+    let (pid, filter) = (pid.to_string(), format!("id == {NR_GETPPID}"));
+    let mut args = vec!["--backend", "ftrace"];
+    args.extend(extra);
+    args.extend(["--raw", dat.to_str().unwrap(), "--raw-format", "trace-dat"]);
+    args.extend([
+        "--pid",
+        &pid,
+        "--filter",
+        &filter,
+        "-e",
+        "raw_syscalls:sys_enter",
+    ]);
+    record(&args, log)
 }
 
 fn decode(file: &Path) -> Output {
@@ -325,28 +344,7 @@ fn recorded_plus_lost_is_what_was_produced_with_a_tiny_ring() {
     let dir = tempfile::tempdir().unwrap();
     let (dat, log) = (dir.path().join("t.dat"), dir.path().join("dat.log"));
     let mut producer = common::getppid_producer(1);
-    let pid = producer.id().to_string();
-    let filter = format!("id == {NR_GETPPID}");
-    let dat_s = dat.to_str().unwrap();
-    let mut rec = record(
-        &[
-            "--backend",
-            "ftrace",
-            "-m",
-            "1",
-            "--raw",
-            dat_s,
-            "--raw-format",
-            "trace-dat",
-            "--pid",
-            &pid,
-            "--filter",
-            &filter,
-            "-e",
-            "raw_syscalls:sys_enter",
-        ],
-        &log,
-    );
+    let mut rec = record_getppids(&dat, &log, producer.id(), &["-m", "1"]);
     wait_attached(&log, &mut rec, 1);
     // The recorder stopped while the producer runs: its rings overflow for sure.
     signal(&rec, libc::SIGSTOP);
@@ -420,4 +418,69 @@ fn trace_dat_needs_the_ftrace_backend_and_no_lines() {
         assert!(err.contains(fix), "{args:?}: {err}");
         assert!(!Path::new(f).exists());
     }
+}
+
+/// A file that cannot be assembled (its disk fills up while the spools are copied in):
+/// exit status 1, a message naming the spools, and the spools kept with every page.
+#[test]
+fn a_failed_assembly_keeps_the_spools_and_says_so() {
+    if !common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // 2 MiB: room for the spools (~1.4 MB), not for them and the file's copy of them.
+    let small = dir.path().join("small");
+    fs::create_dir(&small).unwrap();
+    let small_s = small.to_str().unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=2m", "uevrec-test", small_s])
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mounting a 2 MiB tmpfs");
+    struct Unmount<'a>(&'a str);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(small_s);
+    let (dat, log) = (small.join("t.dat"), dir.path().join("dat.log"));
+    let calls = 20_000;
+    let mut producer = Command::new("perl")
+        .args([
+            "-e",
+            &format!("my $go = <STDIN>; syscall({NR_GETPPID}) for 1..{calls};"),
+        ])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("perl");
+    let mut rec = record_getppids(&dat, &log, producer.id(), &[]);
+    wait_attached(&log, &mut rec, 1);
+    producer.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(producer.wait().unwrap().success());
+    sleep(Duration::from_millis(200));
+    signal(&rec, libc::SIGINT);
+    let st = common::wait_exit(&mut rec, PATIENCE).expect("uevrec exits after SIGINT");
+    let err = fs::read_to_string(&log).unwrap();
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(err.contains("assembling the trace.dat"), "{err}");
+    assert!(err.contains("kept in"), "{err}");
+    let spools: Vec<PathBuf> = fs::read_dir(&small)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".uevrec-spool"))
+        .collect();
+    assert!(!spools.is_empty(), "the spools are kept: {err}");
+    let bytes: u64 = spools.iter().map(|p| fs::metadata(p).unwrap().len()).sum();
+    // Every call is in the spools: at most 60 records of 68 bytes per 4 KiB page.
+    assert!(bytes >= calls / 60 * 4096, "{bytes} bytes kept: {err}");
+    for p in &spools {
+        assert!(
+            err.contains(&p.display().to_string()),
+            "{err} names {}",
+            p.display()
+        );
+    }
+    eprintln!("{bytes} bytes of pages kept in {} spools", spools.len());
 }
