@@ -15,6 +15,8 @@
 #   uevrec-raw    `uevrec record -q -m P --filter F --raw tmpfs/FILE raw_syscalls:sys_enter`
 #                 (a perf.data; counted with `uevrec decode`, not timed)
 #   uevrec-ftrace-raw the same with `--backend ftrace`
+#   uevrec-ftrace-dat the same with `--raw-format trace-dat` (a trace.dat of the rings'
+#                 pages spliced whole; counted with `uevrec decode`, not timed)
 #   perf-record   `perf record -a -m P --filter F -e raw_syscalls:sys_enter -o tmpfs/FILE`
 #   perf-script   `perf script` of that perf.data into a tmpfs text file
 # (perf-record+script is the sum of the last two; --no-script leaves perf script out).
@@ -177,9 +179,10 @@ host_traced() {
       measure "$d/rec.json" "$BIN/uevrec" record -q -m "$PAGES" --filter "$filter" \
         --backend "$(backend_of $tool)" -o "$d/out.jsonl" raw_syscalls:sys_enter 2>"$d/rec.err" &
       ;;
-    uevrec-raw | uevrec-ftrace-raw)
+    uevrec-raw | uevrec-ftrace-raw | uevrec-ftrace-dat)
       measure "$d/rec.json" "$BIN/uevrec" record -q -m "$PAGES" --filter "$filter" \
-        --backend "$(backend_of $tool)" --raw "$d/out.data" raw_syscalls:sys_enter 2>"$d/rec.err" &
+        --backend "$(backend_of $tool)" --raw "$d/out.data" --raw-format "$(raw_format_of $tool)" \
+        raw_syscalls:sys_enter 2>"$d/rec.err" &
       ;;
     uevrec-noprio) # without CAP_SYS_NICE: its threads keep ordinary priorities (src/sched.rs)
       measure "$d/rec.json" setpriv --bounding-set=-sys_nice "$BIN/uevrec" record -q -m "$PAGES" \
@@ -216,7 +219,13 @@ host_traced() {
 }
 
 # backend_of TOOL: uevrec's --backend for a tool name.
-backend_of() { case $1 in uevrec-ftrace | uevrec-ftrace-raw) echo ftrace ;; *) echo perf ;; esac; }
+backend_of() { case $1 in uevrec-ftrace | uevrec-ftrace-raw | uevrec-ftrace-dat) echo ftrace ;; *) echo perf ;; esac; }
+
+# raw_format_of TOOL: uevrec's --raw-format for a --raw tool name.
+raw_format_of() { case $1 in uevrec-ftrace-dat) echo trace-dat ;; *) echo perf-data ;; esac; }
+
+# is_raw TOOL: whether the tool writes a --raw file (counted with uevrec decode).
+is_raw() { case $1 in uevrec-raw | uevrec-ftrace-raw | uevrec-ftrace-dat) return 0 ;; *) return 1 ;; esac; }
 
 # recorder_attached TOOL PID SYSTEM EVENT: until the recorder is recording.
 recorder_attached() {
@@ -232,7 +241,7 @@ recorder_rows() {
   local cpu rss
   cpu=$(json_field "$d/rec.json" '.user_s + .sys_s')
   rss=$(json_field "$d/rec.json" .maxrss_kb)
-  if [ "$tool" != perf ] && [ "$tool" != uevrec-raw ] && [ "$tool" != uevrec-ftrace-raw ]; then
+  if [ "$tool" != perf ] && ! is_raw "$tool"; then
     [ -e "$d/out.jsonl" ] || die "uevrec wrote no output: $(tail -5 "$d/rec.err")"
     events=$(grep -v '"uevrec":' "$d/out.jsonl" | grep -c "\"event\":\"$event\"" || true) # not the schema line
     lost=$({ grep '"uevrec":"lost"' "$d/out.jsonl" || true; } | jq -s 'map(.lost) | add // 0')
@@ -246,7 +255,7 @@ recorder_rows() {
     rm -f "$d/out.jsonl"
     return
   fi
-  if [ "$tool" = uevrec-raw ] || [ "$tool" = uevrec-ftrace-raw ]; then
+  if is_raw "$tool"; then
     [ -s "$d/out.data" ] || die "uevrec --raw wrote no file: $(tail -5 "$d/rec.err")"
     "$BIN/uevrec" decode -q "$d/out.data" >"$d/out.jsonl" || die "uevrec decode of the --raw file failed"
     events=$(grep -v '"uevrec":' "$d/out.jsonl" | grep -c "\"event\":\"$event\"" || true) # not the schema line
@@ -321,6 +330,7 @@ host_part() {
       host_traced uevrec-ftrace "$threads" "$CALLS" "$run" "$d/f"
       host_traced uevrec-raw "$threads" "$CALLS" "$run" "$d/r"
       host_traced uevrec-ftrace-raw "$threads" "$CALLS" "$run" "$d/r"
+      host_traced uevrec-ftrace-dat "$threads" "$CALLS" "$run" "$d/r"
       host_traced perf "$threads" "$CALLS" "$run" "$d/p"
       if [ "$NOPRIO" = 1 ]; then host_traced uevrec-noprio "$threads" "$CALLS" "$run" "$d/u"; fi
     done
@@ -462,7 +472,7 @@ def table(where, group_key, groups):
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for g, sel in groups:
         base = [r["rate"] for r in sel if r["tool"] == "untraced"]
-        for tool in ("untraced", "uevrec", "uevrec-ftrace", "uevrec-raw", "uevrec-ftrace-raw", "perf-record", "perf-script", "perf-record+script"):
+        for tool in ("untraced", "uevrec", "uevrec-ftrace", "uevrec-raw", "uevrec-ftrace-raw", "uevrec-ftrace-dat", "perf-record", "perf-script", "perf-record+script"):
             rs = [r for r in sel if r["tool"] == tool]
             if not rs:
                 continue
@@ -538,7 +548,7 @@ host = [r for r in rows if r.get("host")]
 vm = [r for r in rows if r.get("vm") and r["tool"] != "skipped"]
 verdicts = []
 if host:
-    main = [r for r in host if r["tool"] in ("untraced", "uevrec", "uevrec-ftrace", "uevrec-raw", "uevrec-ftrace-raw", "perf-record", "perf-script")]
+    main = [r for r in host if r["tool"] in ("untraced", "uevrec", "uevrec-ftrace", "uevrec-raw", "uevrec-ftrace-raw", "uevrec-ftrace-dat", "perf-record", "perf-script")]
     main += combine(main)
     groups = [(f"{t} thread{'s' if t > 1 else ''}", [r for r in main if r.get("threads") == t])
               for t in sorted({r["threads"] for r in main})]
@@ -591,7 +601,8 @@ if host:
                       and x["threads"] == r["threads"]), None)
             if f:
                 ft_rate.append(f["rate"] / r["rate"])
-    for ftool, what in (("uevrec-ftrace", "--backend ftrace"), ("uevrec-ftrace-raw", "--backend ftrace --raw")):
+    for ftool, what in (("uevrec-ftrace", "--backend ftrace"), ("uevrec-ftrace-raw", "--backend ftrace --raw"),
+                        ("uevrec-ftrace-dat", "--backend ftrace --raw --raw-format trace-dat")):
         by_threads = {}
         for r in main:
             if r["tool"] == "perf-record":

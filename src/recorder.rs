@@ -14,7 +14,7 @@
 //! chunk pool (raw only: no formatter, no writer). With `record --flight` (crate::flight)
 //! a flight thread (`uevrec-flight`) takes the chunks instead of the formatter and keeps
 //! them in memory; its own dump thread writes the dumps (no writer). [`Recorder`] takes a [`Config`]
-//! (validated by the CLI), a [`Sink`] and/or a [`RawOutput`]; the session never writes
+//! (validated by the CLI), a [`Sink`] and/or a [`Raw`] output; the session never writes
 //! JSON and the CLI never spawns a thread. The writer, formatter and raw threads start
 //! before the session's first attach, so the self-exclusion filter names them. The
 //! session thread runs real-time and the other threads at a raised nice value when
@@ -34,7 +34,7 @@ use crate::pipeline::{
     BATCH_CAPACITY, BATCH_POOL, Batch, CHANNEL_BATCHES, STAGE_CAPACITY, STAGE_CHUNKS, StageSender,
     Staged, touched_buffers,
 };
-use crate::raw::{self, RawError, RawOutput, RawSummary};
+use crate::raw::{self, Raw, RawError, RawSummary};
 use crate::sched;
 use crate::session::{self, LiveStats, SessionConfig, SessionError, Summary};
 use crate::signals::SignalFlags;
@@ -50,11 +50,11 @@ pub struct Config {
 }
 
 /// A recording: a validated [`Config`], the [`Sink`] the lines go to and/or the
-/// perf.data of `record --raw` ([`RawOutput`]).
+/// perf.data or trace.dat of `record --raw` ([`Raw`]).
 pub struct Recorder {
     config: Config,
     sink: Option<Box<dyn Sink + Send>>,
-    raw: Option<RawOutput>,
+    raw: Option<Raw>,
     flight: Option<FlightOptions>,
 }
 
@@ -70,7 +70,7 @@ impl Recorder {
     }
 
     /// A recorder of `config` into the perf.data `raw` only (no JSON lines).
-    pub fn raw_only(config: Config, raw: RawOutput) -> Self {
+    pub fn raw_only(config: Config, raw: Raw) -> Self {
         Recorder {
             config,
             sink: None,
@@ -91,7 +91,7 @@ impl Recorder {
     }
 
     /// Also write the perf.data `raw` (the same records as the lines).
-    pub fn with_raw(mut self, raw: RawOutput) -> Self {
+    pub fn with_raw(mut self, raw: Raw) -> Self {
         self.raw = Some(raw);
         self
     }
@@ -180,8 +180,8 @@ type RawResult = Option<Result<RawSummary, RawError>>;
 
 /// What takes the staged chunks behind the session.
 struct Consumers<'a> {
-    /// The raw writer (perf.data).
-    raw: Option<RawOutput>,
+    /// The raw writer (perf.data or trace.dat).
+    raw: Option<Raw>,
     /// The formatter: batches of lines out, empty buffers back.
     lines: Option<(&'a Sender<Batch>, &'a Receiver<Vec<u8>>)>,
     /// The flight recorder, with the SIGUSR1 flag (instead of the other two).
@@ -238,7 +238,8 @@ fn stage(
                     .name("uevrec-raw".into())
                     .spawn_scoped(scope, move || {
                         sched::raise_worker_thread();
-                        let r = raw::run(raw, input.expect("the staging receiver is here"), next);
+                        let r =
+                            raw::run_raw(raw, input.expect("the staging receiver is here"), next);
                         gone.store(true, Ordering::Release);
                         r
                     });

@@ -1431,3 +1431,115 @@ fn t11_self_describing_stream() {
         );
     });
 }
+
+// ---- 12: record --raw-format trace-dat, an event registered late -------------------------
+
+/// `record --backend ftrace --raw F --raw-format trace-dat` of a user_events event that
+/// the producer registers after uevrec started (attached by the rescan; its format read
+/// then goes into the trace.dat), then `uevrec decode F`: every value the producer wrote,
+/// once each, with wall-clock times inside the recording; no spool left beside F.
+#[test]
+fn t12_record_trace_dat_late_registration() {
+    if !user_events_here() {
+        return;
+    }
+    let name = "vmt_dat_late";
+    assert!(wait_until(Duration::from_secs(10), || !event_exists(
+        Path::new(TRACEFS),
+        "user_events",
+        name
+    )));
+    let dir = {
+        let d = std::env::temp_dir().join("uevrec-vm-t12-trace-dat");
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    };
+    let (dat, stderr) = (dir.join("t.dat"), dir.join("uevrec.stderr"));
+    let selector = format!("user_events:{name}");
+    let started = std::time::SystemTime::now();
+    let mut rec = Command::new(env!("CARGO_BIN_EXE_uevrec"))
+        .args([
+            "record",
+            "--backend",
+            "ftrace",
+            "--raw-format",
+            "trace-dat",
+            "--raw",
+        ])
+        .arg(&dat)
+        .args(["-e", &selector])
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(&stderr).unwrap())
+        .spawn()
+        .expect("spawning uevrec");
+    // uevrec is up (its file exists) before the event does.
+    assert!(
+        wait_until(PRODUCER_TIMEOUT, || dat.exists()),
+        "uevrec never started"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_running(&mut rec, &stderr);
+    let producer = Producer::spawn("every_type", &with_start(&["--name", name], &dir, "p"));
+    producer.wait_registered(1);
+    // The notices go to standard error (no JSON lines are written).
+    let attached = wait_until(PRODUCER_TIMEOUT, || {
+        fs::read_to_string(&stderr)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains("\"what\":\"attached\"") && l.contains(&selector))
+    });
+    assert!(
+        attached,
+        "{}",
+        fs::read_to_string(&stderr).unwrap_or_default()
+    );
+    fs::write(start_file(&dir, "p"), b"").unwrap();
+    let report = producer.finish();
+    interrupt_and_wait(&mut rec, STOP_TIMEOUT, &stderr);
+    let spools: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".uevrec-spool"))
+        .map(|e| e.file_name())
+        .collect();
+    assert!(spools.is_empty(), "spools left: {spools:?}");
+    let out = Command::new(env!("CARGO_BIN_EXE_uevrec"))
+        .args(["decode", "-q"])
+        .arg(&dat)
+        .output()
+        .expect("uevrec decode");
+    assert!(out.status.success(), "uevrec decode: {out:?}");
+    let decoded: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let recs = records_of(&decoded, "user_events", name);
+    assert_same_fields(name, &written(&report), &recs, "f_u8");
+    let since = started
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    for r in [recs.first(), recs.last()].into_iter().flatten() {
+        // `YYYY-MM-DDTHH:MM:SS…Z` of this recording (wall clock, not trace-clock stamps).
+        let t = r["time"].as_str().unwrap_or_else(|| panic!("no time: {r}"));
+        let secs = std::process::Command::new("date")
+            .args(["-u", "-d", t, "+%s"])
+            .output()
+            .unwrap();
+        let secs: u64 = String::from_utf8_lossy(&secs.stdout)
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            secs + 1 >= since && secs <= since + PRODUCER_TIMEOUT.as_secs() + 60,
+            "{r}"
+        );
+    }
+    println!(
+        "{}: {} late-registered records from the trace.dat, every value as written",
+        name,
+        recs.len()
+    );
+}

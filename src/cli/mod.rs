@@ -196,9 +196,24 @@ pub struct RecordArgs {
     /// decode read it); JSON lines too only when -o is given. FILE must not exist.
     #[arg(long, value_name = "FILE")]
     pub raw: Option<PathBuf>,
+    /// The format of --raw FILE: perf-data (the records re-encoded as perf samples), or
+    /// trace-dat (trace-cmd's trace.dat: the rings' pages moved whole into the file, no
+    /// per-event work while recording, the least cost for the traced programs; needs
+    /// --backend ftrace).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "perf-data")]
+    pub raw_format: RawFormat,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub flight: flight::FlightArgs,
+}
+
+/// The file format of `record --raw`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RawFormat {
+    /// perf.data (perf script, perf report, uevrec decode).
+    PerfData,
+    /// trace-cmd's trace.dat v6 (trace-cmd report, uevrec decode); --backend ftrace.
+    TraceDat,
 }
 
 /// `uevrec tail`.

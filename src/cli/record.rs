@@ -5,15 +5,18 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use super::{
-    EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, RecordArgs, RecordingArgs, TailArgs, print_error,
-    print_stderr,
+    EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, RawFormat, RecordArgs, RecordingArgs, TailArgs,
+    print_error, print_stderr,
 };
 use crate::flight::FlightSummary;
+use crate::ftrace::SpoolPlan;
+use crate::raw::dat::DatOutput;
 use crate::raw::file::PerfDataFile;
 use crate::raw::host::HostInfo;
-use crate::raw::{RawError, RawOutput, RawSummary};
+use crate::raw::{Raw, RawError, RawOutput, RawSummary};
 use crate::recorder::{Config, PipelineOptions, Recorder};
 use crate::selector::default_selectors;
+use crate::session::backend::BackendKind;
 use crate::session::{SessionConfig, Summary};
 use crate::signals::SignalFlags;
 use crate::sink::SinkError;
@@ -24,6 +27,10 @@ use crate::tracefs::TracefsError;
 pub fn record(args: RecordArgs) -> i32 {
     if let Some(size) = args.flight.flight {
         return flight(&args, size);
+    }
+    if let Err(e) = check_raw_format(&args) {
+        print_error(&e);
+        return EXIT_ERROR;
     }
     // With --raw, JSON lines only when -o asks for them.
     let sink = if args.raw.is_none() || args.output.output.is_some() {
@@ -47,13 +54,18 @@ pub fn record(args: RecordArgs) -> i32 {
             return EXIT_ERROR;
         }
     };
-    if args.raw.is_some() {
+    let trace_dat = args.raw.is_some() && args.raw_format == RawFormat::TraceDat;
+    if trace_dat {
+        // Nothing of who is who is staged: the trace.dat's names are the kernel's saved
+        // cmdlines.
+        config.session.context = false;
+    } else if args.raw.is_some() {
         // The perf.data carries the context whatever the lines' format (its COMM, FORK,
         // EXIT and CGROUP records, as perf record writes them).
         config.session.context = !args.rec.no_context;
     }
     let raw = match &args.raw {
-        Some(path) => match raw_output(path, &args, &config, sink.is_none()) {
+        Some(path) => match raw_output(path, &args, &mut config, sink.is_none()) {
             Ok(r) => Some(r),
             Err(e) => {
                 print_error(&e);
@@ -71,7 +83,30 @@ pub fn record(args: RecordArgs) -> i32 {
             sink.unwrap_or_else(|| Box::new(StdoutSink::new(false))),
         ),
     };
-    run(recorder, &args.rec, status_line)
+    run(recorder, &args.rec, status_line && !trace_dat)
+}
+
+/// `--raw-format trace-dat` with what it cannot go with: the error, which says the fix.
+fn check_raw_format(args: &RecordArgs) -> Result<(), String> {
+    if args.raw_format != RawFormat::TraceDat {
+        return Ok(());
+    }
+    let why = if args.raw.is_none() {
+        "--raw-format trace-dat is the format of --raw FILE: add --raw FILE"
+    } else if args.rec.session.backend != BackendKind::Ftrace {
+        "--raw-format trace-dat moves the pages of ftrace rings: add --backend ftrace (or \
+         use --raw-format perf-data)"
+    } else if args.output.output.is_some() {
+        "--raw-format trace-dat writes no JSON lines while recording (the records are not \
+         read then): drop -o and run `uevrec decode FILE` afterwards (or use --raw-format \
+         perf-data)"
+    } else if args.rec.count.is_some() {
+        "--raw-format trace-dat does not count records while recording: use --duration \
+         instead of --count (or --raw-format perf-data)"
+    } else {
+        return Ok(());
+    };
+    Err(why.into())
 }
 
 /// `uevrec record --flight SIZE`: no sink, the flight recorder's dumps.
@@ -98,13 +133,14 @@ fn flight(args: &RecordArgs, size: u64) -> i32 {
     run(Recorder::flight(config, flight), &args.rec, false)
 }
 
-/// The perf.data of `--raw PATH`: created now (so a bad path fails before recording).
+/// The file of `--raw PATH`: created now (so a bad path fails before recording). For a
+/// trace.dat, `config` gets the spool plan its backend fills.
 fn raw_output(
     path: &std::path::Path,
     args: &RecordArgs,
-    config: &Config,
+    config: &mut Config,
     notices: bool,
-) -> Result<RawOutput, String> {
+) -> Result<Raw, String> {
     if path == std::path::Path::new("-") {
         return Err(
             "--raw needs a file, not standard output: a file-mode perf.data gets its \
@@ -118,15 +154,23 @@ fn raw_output(
         .as_ref()
         .expect("config() finds tracefs");
     let host = HostInfo::read(tracefs).map_err(|e| e.to_string())?;
+    let notices = notices && !args.rec.quiet;
+    if args.raw_format == RawFormat::TraceDat {
+        let plan = SpoolPlan::new(path);
+        let out = DatOutput::create(path, args.output.file_mode, host, plan.clone(), notices)
+            .map_err(|e| e.to_string())?;
+        config.session.spool = Some(plan);
+        return Ok(Raw::TraceDat(out));
+    }
     let file = PerfDataFile::create(path, args.output.file_mode).map_err(|e| e.to_string())?;
     let cmdline = std::env::args().collect();
-    Ok(RawOutput::new(
+    Ok(Raw::PerfData(RawOutput::new(
         file,
         host,
         cmdline,
-        notices && !args.rec.quiet,
+        notices,
         config.session.context,
-    ))
+    )))
 }
 
 /// `uevrec tail`.
@@ -192,9 +236,15 @@ fn run(recorder: Recorder, rec: &RecordingArgs, status_line: bool) -> i32 {
         }
         Ok(()) => {}
     }
+    // A trace.dat's records are not counted while recording (its line said what it holds).
+    let counted = match &out.raw {
+        Some(Ok(s)) => s.trace_dat.is_none(),
+        Some(Err(e)) => e.summary.trace_dat.is_none(),
+        None => true,
+    };
     match out.session {
         Ok(summary) => {
-            print_summary(&summary, started.elapsed(), rec.quiet);
+            print_summary(&summary, started.elapsed(), rec.quiet || !counted);
             raw_status.max(flight_status)
         }
         Err(e) => {
@@ -220,7 +270,17 @@ fn report_raw(raw: Option<&Result<RawSummary, RawError>>, quiet: bool) -> i32 {
                     s.path.display()
                 ));
             }
-            if !quiet {
+            if let (false, Some(d)) = (quiet, s.trace_dat) {
+                print_stderr(format_args!(
+                    "uevrec: wrote {}: {} ring pages of {} CPUs, {} event formats (`uevrec \
+                     decode {}` reads its records and losses)\n",
+                    s.path.display(),
+                    d.pages,
+                    d.cpus,
+                    s.events,
+                    s.path.display()
+                ));
+            } else if !quiet {
                 print_stderr(format_args!(
                     "uevrec: wrote {}: {} samples of {} events, {} LOST records\n",
                     s.path.display(),

@@ -6,7 +6,8 @@
 //! ```text
 //!  instances/uevrec-<pid>/          (instance.rs: created at start, removed on every exit)
 //!    options/overwrite = 1          a full ring overwrites its oldest page; the next page
-//!                                   read says how many records were lost (lost.rs)
+//!                                   read says how many records were lost
+//!                                   (uevrec_parsers::ftrace_page::losses)
 //!    trace_clock = mono             record times are CLOCK_MONOTONIC, as perf's
 //!    buffer_size_kb = -m × page     per CPU
 //!    buffer_percent = 25            poll wakes the reader when a ring is ¼ full
@@ -30,8 +31,8 @@
 
 mod context_instance;
 mod instance;
-mod lost;
 mod reader;
+pub mod spool;
 mod tgid;
 mod tracking;
 
@@ -50,6 +51,7 @@ use context_instance::ContextInstance;
 pub use instance::{FtraceError, Instance, SetupError, initial_pid, instance_pid, remove_stale};
 use instance::{read_file, write_file};
 use reader::CpuReader;
+pub use spool::{CpuSpool, SpoolBackend, SpoolPlan, SpoolReport, spool_path};
 use tgid::Tgids;
 
 use crate::session::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
@@ -99,6 +101,18 @@ pub struct FtraceBackend {
 pub struct FtraceEvent {
     dir: PathBuf,
     keys: [u64; 1],
+}
+
+impl FtraceEvent {
+    /// Start recording it.
+    fn enable(&self) -> Result<(), FtraceError> {
+        write_file(&self.dir.join("enable"), "1")
+    }
+
+    /// Stop recording it (what it wrote stays in the ring).
+    fn disable(&self) {
+        let _ = write_file(&self.dir.join("enable"), "0");
+    }
 }
 
 /// The page layout of this kernel's rings, from `events/header_page` and `header_event`.
@@ -241,6 +255,44 @@ fn open_readers(
         .collect()
 }
 
+/// Attach `event` in `instance` ([`Backend::attach`] of both ftrace backends): set its
+/// filter, leave it disabled.
+fn attach_in(
+    instance: &Instance,
+    event: EventRef<'_>,
+    filter: Option<&str>,
+) -> Result<FtraceEvent, AttachError> {
+    let dir = instance
+        .dir()
+        .join("events")
+        .join(event.system)
+        .join(event.name);
+    // The session's expression is the same for every attachment, so without one no
+    // filter was ever set in this instance: nothing to clear.
+    if let Some(expr) = filter {
+        write_file(&dir.join("filter"), expr).map_err(|e| attach_error(e, true))?;
+    } else if !dir.is_dir() {
+        return Err(AttachError::Vanished);
+    }
+    Ok(FtraceEvent {
+        dir,
+        keys: [u64::from(event.id)],
+    })
+}
+
+/// Stop every one of `events` of `instance` ([`Backend::disable_all`] of both ftrace
+/// backends). One write of `0` to the instance's `events/enable` stops every event in it
+/// (the kernel walks its own list), instead of an open, write and close per event: with
+/// 10,000 events that is 30,000 system calls fewer at stop. Falls back to one write per
+/// event if the instance refuses.
+fn disable_all_in<'e>(instance: &Instance, events: impl Iterator<Item = &'e FtraceEvent>) {
+    if instance.write("events/enable", "0").is_err() {
+        for ev in events {
+            ev.disable();
+        }
+    }
+}
+
 /// What a failed write to an event's file means for [`Backend::attach`].
 fn attach_error(e: FtraceError, filter: bool) -> AttachError {
     match e.source.raw_os_error() {
@@ -267,23 +319,7 @@ impl Backend for FtraceBackend {
         event: EventRef<'_>,
         filter: Option<&str>,
     ) -> Result<FtraceEvent, AttachError> {
-        let dir = self
-            .instance
-            .dir()
-            .join("events")
-            .join(event.system)
-            .join(event.name);
-        // The session's expression is the same for every attachment, so without one no
-        // filter was ever set in this instance: nothing to clear.
-        if let Some(expr) = filter {
-            write_file(&dir.join("filter"), expr).map_err(|e| attach_error(e, true))?;
-        } else if !dir.is_dir() {
-            return Err(AttachError::Vanished);
-        }
-        Ok(FtraceEvent {
-            dir,
-            keys: [u64::from(event.id)],
-        })
+        attach_in(&self.instance, event, filter)
     }
 
     fn start_tracking(&mut self) -> Result<Vec<String>, BackendError> {
@@ -301,23 +337,15 @@ impl Backend for FtraceBackend {
     }
 
     fn enable(&mut self, event: &FtraceEvent) -> Result<(), BackendError> {
-        Ok(write_file(&event.dir.join("enable"), "1")?)
+        Ok(event.enable()?)
     }
 
     fn disable(&mut self, event: &FtraceEvent) {
-        let _ = write_file(&event.dir.join("enable"), "0");
+        event.disable();
     }
 
-    /// One write of `0` to the instance's `events/enable` stops every event in it (the
-    /// kernel walks its own list), instead of an open, write and close per event: with
-    /// 10,000 events that is 30,000 system calls fewer at stop. Falls back to one write
-    /// per event if the instance refuses.
     fn disable_all<'e>(&mut self, events: impl Iterator<Item = &'e FtraceEvent>) {
-        if self.instance.write("events/enable", "0").is_err() {
-            for ev in events {
-                self.disable(ev);
-            }
-        }
+        disable_all_in(&self.instance, events);
     }
 
     fn keys(event: &FtraceEvent) -> &[u64] {
@@ -390,6 +418,27 @@ impl Backend for FtraceBackend {
     }
 }
 
+/// The instance options of a session of `config`: its ring size and thread filters.
+fn options_for(config: &SessionConfig) -> FtraceOptions {
+    let (only_threads, exclude_threads) = match ThreadFilter::of(config) {
+        ThreadFilter::Only(t) => (Some(t), Vec::new()),
+        ThreadFilter::Exclude(t) => (None, t),
+        ThreadFilter::All => (None, Vec::new()),
+    };
+    FtraceOptions {
+        buffer_bytes: (config.buffer_pages.get() * crate::perf::page_size()) as u64,
+        only_threads,
+        exclude_threads,
+    }
+}
+
+/// Print an instance's setup notes (stale instances found) on standard error.
+fn print_notes(notes: Vec<String>) {
+    for msg in notes {
+        crate::cli::print_stderr(format_args!("uevrec: {msg}\n"));
+    }
+}
+
 /// The backend for a session of `config` on the `cpus` of tracefs `root`; its notes
 /// (stale instances found) go to standard error.
 pub fn open_for_session(
@@ -397,19 +446,8 @@ pub fn open_for_session(
     cpus: &[u32],
     config: &SessionConfig,
 ) -> Result<FtraceBackend, SessionError> {
-    let (only_threads, exclude_threads) = match ThreadFilter::of(config) {
-        ThreadFilter::Only(t) => (Some(t), Vec::new()),
-        ThreadFilter::Exclude(t) => (None, t),
-        ThreadFilter::All => (None, Vec::new()),
-    };
-    let opts = FtraceOptions {
-        buffer_bytes: (config.buffer_pages.get() * crate::perf::page_size()) as u64,
-        only_threads,
-        exclude_threads,
-    };
+    let opts = options_for(config);
     let (backend, notes) = FtraceBackend::open(root, cpus, &opts)?;
-    for msg in notes {
-        crate::cli::print_stderr(format_args!("uevrec: {msg}\n"));
-    }
+    print_notes(notes);
     Ok(backend)
 }

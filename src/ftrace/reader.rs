@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 
 use uevrec_parsers::ftrace_page::{Item, PageLayout, PageReader};
 
-use super::lost::{Losses, stats_total};
 use super::tgid::Tgids;
 use crate::session::backend::Arrival;
+use uevrec_parsers::ftrace_page::losses::{Losses, stats_total};
 
 /// One CPU's reader.
 #[derive(Debug)]

@@ -28,34 +28,41 @@ pub struct PerfDataFile {
     before_last: Option<u64>,
 }
 
+/// Create the raw output `path` (mode `mode`, exactly, whatever the umask). An existing
+/// file or link at `path` is an error: a recording is never appended to another.
+pub fn create_new(path: &Path, mode: u32) -> Result<File, SinkError> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| {
+            if e.kind() == io::ErrorKind::AlreadyExists {
+                SinkError::io(
+                    "creating",
+                    path,
+                    io::Error::other(
+                        "it exists; record --raw never overwrites or appends: remove it or \
+                         give another name",
+                    ),
+                )
+            } else {
+                SinkError::io("creating", path, e)
+            }
+        })?;
+    // create_new's mode is masked by the umask: set it exactly.
+    file.set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(|e| SinkError::io("writing to", path, e))?;
+    Ok(file)
+}
+
 impl PerfDataFile {
     /// Create `path` (mode `mode`, exactly) with a placeholder header. An existing file
     /// or link at `path` is an error: a recording is never appended to another.
     pub fn create(path: &Path, mode: u32) -> Result<Self, SinkError> {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(path)
-            .map_err(|e| {
-                if e.kind() == io::ErrorKind::AlreadyExists {
-                    SinkError::io(
-                        "creating",
-                        path,
-                        io::Error::other(
-                            "it exists; record --raw never overwrites or appends: remove it or \
-                             give another name",
-                        ),
-                    )
-                } else {
-                    SinkError::io("creating", path, e)
-                }
-            })?;
+        let mut file = create_new(path, mode)?;
         let err = |e| SinkError::io("writing to", path, e);
-        // create_new's mode is masked by the umask: set it exactly.
-        file.set_permissions(std::fs::Permissions::from_mode(mode))
-            .map_err(err)?;
         file.write_all(&placeholder_header()).map_err(err)?;
         Ok(PerfDataFile {
             path: path.to_owned(),

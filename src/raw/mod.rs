@@ -1,6 +1,7 @@
 //! `record --raw FILE`: the staged entries ([`crate::pipeline::StagedChunk`]) written as
 //! a file-mode perf.data that `perf script`, `perf report` and `uevrec decode` read,
-//! instead of (or, with `-o`, as well as) JSON lines.
+//! instead of (or, with `-o`, as well as) JSON lines. (`--raw-format trace-dat`: a
+//! trace.dat of the ftrace rings' pages instead, [`dat`]; [`Raw`] says which.)
 //!
 //! ```text
 //!  session ──staging channel──▶ raw thread (`uevrec-raw`, [`run`]): each record → a
@@ -24,6 +25,7 @@
 //! `CLOCK_REALTIME` as the attrs' clock and a `HEADER_CLOCK_DATA` saying so: `perf script`
 //! shows seconds since 1970, `uevrec decode` the same times as live recording.
 
+pub mod dat;
 pub mod file;
 pub mod host;
 
@@ -91,6 +93,23 @@ impl RawOutput {
     }
 }
 
+/// The file of `record --raw`, in the format `--raw-format` names.
+#[derive(Debug)]
+pub enum Raw {
+    /// A perf.data re-encoded from the records (the default).
+    PerfData(RawOutput),
+    /// A trace.dat of the ftrace rings' pages ([`dat`]).
+    TraceDat(dat::DatOutput),
+}
+
+/// Write `raw` from what arrives on `staged` ([`run`] or [`dat::run`]).
+pub fn run_raw(raw: Raw, staged: Receiver<Staged>, next: Next) -> Result<RawSummary, RawError> {
+    match raw {
+        Raw::PerfData(raw) => run(raw, staged, next),
+        Raw::TraceDat(dat) => dat::run(dat, staged, next),
+    }
+}
+
 /// What the raw output wrote, and what it could not.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RawSummary {
@@ -105,6 +124,9 @@ pub struct RawSummary {
     /// Records not written, with why, per event (never silently: the CLI reports them
     /// and exits 1).
     pub unwritten: BTreeMap<String, u64>,
+    /// For a trace.dat (`--raw-format trace-dat`): what it holds (its records are not
+    /// counted while recording; `samples` stays 0).
+    pub trace_dat: Option<dat::DatStats>,
 }
 
 /// How a slot's records are written.
@@ -130,11 +152,47 @@ struct Encoder {
     /// Samples and LOST records of the last write to the file.
     last_write: (u64, u64),
     summary: RawSummary,
-    notices: Option<LineWriter>,
-    notice_buf: Vec<u8>,
+    notices: Option<Notices>,
     /// With context: who is who as the staged entries tell (the same tracker the
     /// formatter keeps, for the cgroup of records that carry none), and the tracking attr.
     context: Option<(ContextTracker, TrackingSpec)>,
+}
+
+/// The session's notices as JSON lines on standard error (a raw output without JSON
+/// lines: nothing else carries them).
+pub(crate) struct Notices {
+    writer: LineWriter,
+    buf: Vec<u8>,
+}
+
+impl Notices {
+    /// Nothing written yet.
+    pub(crate) fn new() -> Self {
+        Notices {
+            writer: LineWriter::new(LineOptions::default()),
+            buf: Vec::new(),
+        }
+    }
+
+    /// One notice, kept until [`Notices::flush`].
+    pub(crate) fn notice(
+        &mut self,
+        time_unix_ns: Option<u64>,
+        what: &str,
+        event: Option<&str>,
+        message: &str,
+    ) {
+        self.writer
+            .write_notice(&mut self.buf, time_unix_ns, what, event, message);
+    }
+
+    /// Write the notices kept to standard error.
+    pub(crate) fn flush(&mut self) {
+        if !self.buf.is_empty() {
+            let _ = std::io::stderr().write_all(&self.buf);
+            self.buf.clear();
+        }
+    }
 }
 
 /// `CLOCK_REALTIME` as perf's `clockid`.
@@ -249,8 +307,8 @@ impl Encoder {
                     event,
                     message,
                 } => {
-                    if let Some(w) = &mut self.notices {
-                        w.write_notice(&mut self.notice_buf, time_unix_ns, what, event, message);
+                    if let Some(n) = &mut self.notices {
+                        n.notice(time_unix_ns, what, event, message);
                     }
                 }
                 StagedEntry::Context {
@@ -259,9 +317,8 @@ impl Encoder {
                 } => self.context(time_unix_ns, &update),
             }
         }
-        if !self.notice_buf.is_empty() {
-            let _ = std::io::stderr().write_all(&self.notice_buf);
-            self.notice_buf.clear();
+        if let Some(n) = &mut self.notices {
+            n.flush();
         }
     }
 
@@ -416,9 +473,7 @@ pub fn run(
             path: raw.file.path().to_owned(),
             ..RawSummary::default()
         },
-        notices: (raw.notices && matches!(next, Next::Recycle(_)))
-            .then(|| LineWriter::new(LineOptions::default())),
-        notice_buf: Vec::new(),
+        notices: (raw.notices && matches!(next, Next::Recycle(_))).then(Notices::new),
         context: raw.context.then(|| {
             let tracking = TrackingSpec {
                 id: TRACKING_ID,
@@ -447,11 +502,13 @@ pub fn run(
             error,
             finished: finish.err().map(Box::new),
             summary: Box::new(summary),
+            note: None,
         }),
         (Ok(()), Err(e)) => Err(RawError {
             error: e,
             finished: None,
             summary: Box::new(summary),
+            note: None,
         }),
     }
 }
@@ -466,11 +523,17 @@ pub struct RawError {
     pub finished: Option<Box<SinkError>>,
     /// What was written.
     pub summary: Box<RawSummary>,
+    /// What became of the file, when the output says it itself (a trace.dat); None: the
+    /// perf.data wording from `finished`.
+    pub note: Option<String>,
 }
 
 impl std::fmt::Display for RawError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", self.error)?;
+        if let Some(note) = &self.note {
+            return write!(f, "; {note}");
+        }
         match &self.finished {
             _ if matches!(
                 self.error,

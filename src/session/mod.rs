@@ -118,6 +118,9 @@ pub struct SessionConfig {
     /// Track who wrote each record (`comm`, `cgroup`, `container`/`unit` keys; off with
     /// `--no-context`).
     pub context: bool,
+    /// With `--backend ftrace`: move the rings' pages into spool files for a trace.dat
+    /// (`record --raw-format trace-dat`) instead of reading records.
+    pub spool: Option<crate::ftrace::SpoolPlan>,
 }
 
 impl Default for SessionConfig {
@@ -138,6 +141,7 @@ impl Default for SessionConfig {
             triggers: Vec::new(),
             trigger_filter: None,
             context: true,
+            spool: None,
         }
     }
 }
@@ -183,6 +187,11 @@ pub fn run(
         None => Tracefs::discover(None)?,
     };
     let cpus = perf::online_cpus().map_err(SessionError::Cpus)?;
+    if let (BackendKind::Ftrace, Some(plan)) = (config.backend, &config.spool) {
+        let root = tracefs.root().to_owned();
+        let mut backend = crate::ftrace::spool::open_for_session(&root, &cpus, config, plan)?;
+        return run_with(&mut backend, tracefs, None, config, out, stop, stats);
+    }
     if config.backend == BackendKind::Ftrace {
         let mut backend = crate::ftrace::open_for_session(tracefs.root(), &cpus, config)?;
         return run_with(&mut backend, tracefs, None, config, out, stop, stats);

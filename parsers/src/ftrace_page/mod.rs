@@ -43,6 +43,8 @@
 //! over a borrowed page. A malformed page gives one [`PageError`] (with its byte offset in
 //! the page) and then ends; the records before it are still returned.
 
+pub mod losses;
+
 use crate::decode::Endian;
 
 /// Bit of `commit`: events were lost between the previous page and this one.

@@ -8,6 +8,7 @@ use crate::{
 };
 
 use super::{Item, TraceDat, TraceDatError};
+use crate::ftrace_page::losses::Losses;
 
 /// Bytes of lines gathered before they go to `flush`.
 const BATCH: usize = 256 << 10;
@@ -25,14 +26,19 @@ pub struct Decoded {
 }
 
 /// Write every record of `file`'s top buffer, merged across CPUs in time order (the
-/// reader holds one page per CPU), as `record` writes it (`time` is `null`: a trace.dat
-/// keeps raw trace-clock stamps and no wall-clock anchor), for the events `select`
-/// (system, event name) takes; the kernel's drops as `lost` lines, or as a notice when it
-/// did not store how many. Lines go to `flush` in runs of about 256 KiB; it returns
-/// whether to go on. Stops after `opts.max_records` event lines.
+/// reader holds one page per CPU), as `record` writes it, for the events `select`
+/// (system, event name) takes. `time` is the record's stamp plus the file's
+/// [`TraceDat::wall_clock_offset_ns`] when it has one (as the files of `record
+/// --raw-format trace-dat` do), else `null`: raw trace-clock stamps with no wall-clock
+/// anchor. The kernel's drops are `lost` lines, or a notice when it did not store how
+/// many (with the rings' final `stats` in the file, its CPUSTAT options, the counts add up
+/// to the kernel's: [`crate::ftrace_page::losses`]). Lines go to `flush` in runs of about
+/// 256 KiB; it returns whether to go on. Stops after `opts.max_records` event lines.
 ///
-/// `pid` and `tid` are both the entry's `common_pid` (the kernel's thread id; a trace.dat
-/// holds no thread-group ids). With `opts.context` (JSON lines), `comm` is the name the
+/// `tid` is the entry's `common_pid` (the kernel's thread id); `pid` is its process id
+/// from the file's saved tgids ([`TraceDat::tgid`]: the files of `record --raw-format
+/// trace-dat`), else the thread id too (trace-cmd's files hold no thread-group ids).
+/// With `opts.context` (JSON lines), `comm` is the name the
 /// file's saved cmdlines give that thread id ([`context_of`]): a snapshot the kernel took
 /// while tracing (its `saved_cmdlines`, written by trace-cmd when the recording ends), one
 /// name per thread id and no time, so every record of a thread shows the last name saved
@@ -82,8 +88,12 @@ pub fn decode_lines(
     problems.extend(file.cmdline_error().map(|e| e.to_string()));
     let context =
         (opts.context && opts.format == OutputFormat::JsonLines).then(|| context_of(file));
+    let wall = file.wall_clock_offset_ns();
+    let unix = |t: u64| wall.and_then(|o| u64::try_from(i128::from(t) + i128::from(o)).ok());
     let mut stats = DecodeStats::default();
     let mut described = FirstSight::new(opts.schema);
+    let mut losses = CpuLosses::of(file);
+    let mut last_time = None;
     let mut records = file.records()?;
     let mut lines = Vec::with_capacity(BATCH + (64 << 10));
     let mut open = true;
@@ -91,6 +101,7 @@ pub fn decode_lines(
         match records.next_item() {
             Ok(None) => break,
             Ok(Some(Item::Record(r))) => {
+                last_time = Some(r.time);
                 let Some(p) = r.event.and_then(|i| prepared.get(i)) else {
                     stats.unknown_event += 1;
                     continue;
@@ -106,10 +117,11 @@ pub fn decode_lines(
                         Endian::Big => u32::from_be_bytes(b),
                         Endian::Little => u32::from_le_bytes(b),
                     });
+                let time_unix_ns = unix(r.time);
                 let stamp = RecordStamp {
-                    time_unix_ns: None,
+                    time_unix_ns,
                     cpu: r.cpu,
-                    pid,
+                    pid: file.tgid(pid).unwrap_or(pid),
                     tid: pid,
                 };
                 if let Some(c) = &context {
@@ -118,19 +130,27 @@ pub fn decode_lines(
                 let event = r.event.unwrap_or(0);
                 described.write_record(&mut writer, &mut lines, event, &stamp, p, r.raw);
                 stats.records += 1;
-                stats.time_unknown += 1;
+                stats.time_unknown += u64::from(time_unix_ns.is_none());
                 if opts.max_records.is_some_and(|max| stats.records >= max) {
                     open = false;
                 }
             }
-            Ok(Some(Item::Lost { cpu, count, .. })) => match count {
-                Some(n) => {
-                    writer.write_lost(&mut lines, None, cpu, n);
+            Ok(Some(Item::Lost { cpu, count, time })) => match (count, losses.get_mut(cpu)) {
+                (_, Some((total, l))) => {
+                    let total = *total;
+                    let n = l.missed(count, || Some(total));
+                    if n > 0 {
+                        writer.write_lost(&mut lines, unix(time), cpu, n);
+                        stats.lost += n;
+                    }
+                }
+                (Some(n), None) => {
+                    writer.write_lost(&mut lines, unix(time), cpu, n);
                     stats.lost += n;
                 }
-                None => writer.write_notice(
+                (None, None) => writer.write_notice(
                     &mut lines,
-                    None,
+                    unix(time),
                     "lost",
                     None,
                     &format!("the kernel lost events on CPU {cpu} here; it did not store how many"),
@@ -149,11 +169,57 @@ pub fn decode_lines(
             lines.clear();
         }
     }
+    // What no page counted (overwritten after the last page read, counts that did not
+    // fit in their page) the rings' final stats know.
+    if open {
+        for (cpu, total, l) in losses.iter_mut() {
+            let n = l.settle(total);
+            if n > 0 {
+                writer.write_lost(&mut lines, last_time.and_then(unix), cpu, n);
+                stats.lost += n;
+            }
+        }
+    }
     writer.end_lines(&mut lines);
     if !lines.is_empty() {
         flush(&lines);
     }
     Ok(Decoded { stats, problems })
+}
+
+/// Each CPU's loss accounting, for the CPUs whose final `stats` the file holds
+/// ([`TraceDat::cpu_lost_total`]): the pages' counts as they come; from the first page
+/// whose count the kernel could not store, what the stats say beyond the counts so far
+/// (at that page); at the end the rest ([`Losses`]). Records kept + lost = records
+/// produced.
+struct CpuLosses(Vec<(u32, u64, Losses)>);
+
+impl CpuLosses {
+    fn of(file: &TraceDat<'_>) -> Self {
+        let cpus = file
+            .buffers()
+            .iter()
+            .find(|b| b.name.is_empty() && !b.latency)
+            .map(|b| b.cpus.as_slice())
+            .unwrap_or_default();
+        CpuLosses(
+            cpus.iter()
+                .filter_map(|c| Some((c.cpu, file.cpu_lost_total(c.cpu)?, Losses::default())))
+                .collect(),
+        )
+    }
+
+    /// CPU `cpu`'s final total and accounting.
+    fn get_mut(&mut self, cpu: u32) -> Option<(&u64, &mut Losses)> {
+        self.0
+            .iter_mut()
+            .find(|(c, ..)| *c == cpu)
+            .map(|(_, total, l)| (&*total, l))
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = (u32, u64, &mut Losses)> {
+        self.0.iter_mut().map(|(c, t, l)| (*c, *t, l))
+    }
 }
 
 /// The names of `file`'s saved cmdlines as a tracker: each pid (a thread id) is called its

@@ -39,6 +39,7 @@ mod compress;
 mod cursor;
 pub mod lines;
 mod records;
+pub mod write;
 
 use std::collections::HashMap;
 
@@ -82,7 +83,14 @@ mod id {
     pub const EVENT_FORMATS: u16 = 18;
     pub const CMDLINES: u16 = 21;
     pub const BUFFER_TEXT: u16 = 22;
+    /// uevrec's own: [`super::UEVREC_SAVED_TGIDS`].
+    pub const UEVREC_SAVED_TGIDS: u16 = 0x7f75;
 }
+
+/// The option id under which `record --raw-format trace-dat` stores the kernel's
+/// `saved_tgids` (`TID TGID` lines): not one of trace-cmd's (which skips options it does
+/// not know; theirs count up from 0 and stand below 32).
+pub const UEVREC_SAVED_TGIDS: u16 = id::UEVREC_SAVED_TGIDS;
 
 /// A trace.dat file that cannot be read, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -308,6 +316,12 @@ pub struct TraceDat<'a> {
     tracer_version: Option<String>,
     cpu_count: Option<u32>,
     time_offset_ns: i64,
+    /// The file has a DATE or OFFSET option.
+    anchored: bool,
+    /// The CPUSTAT options: (cpu, the ring's `stats` text).
+    cpu_stats: Vec<(u32, String)>,
+    /// (thread id, process id), by thread id ([`UEVREC_SAVED_TGIDS`]).
+    tgids: Vec<(u32, u32)>,
     tsc2nsec: Option<Tsc2Nsec>,
     /// Offset and size of `common_type` in a record.
     common_type: (usize, usize),
@@ -325,6 +339,9 @@ struct Options {
     version: Option<String>,
     cpu_count: Option<u32>,
     time_offset_ns: i64,
+    anchored: bool,
+    cpu_stats: Vec<(u32, String)>,
+    tgids: Vec<(u32, u32)>,
     tsc2nsec: Option<Tsc2Nsec>,
 }
 
@@ -390,6 +407,9 @@ impl<'a> TraceDat<'a> {
             tracer_version: None,
             cpu_count: None,
             time_offset_ns: 0,
+            anchored: false,
+            cpu_stats: Vec::new(),
+            tgids: Vec::new(),
             tsc2nsec: None,
             common_type: (0, 2),
         };
@@ -553,6 +573,9 @@ impl<'a> TraceDat<'a> {
         self.tracer_version = options.version;
         self.cpu_count = options.cpu_count;
         self.time_offset_ns = options.time_offset_ns;
+        self.anchored = options.anchored;
+        self.cpu_stats = options.cpu_stats;
+        self.tgids = options.tgids;
         self.tsc2nsec = options.tsc2nsec;
     }
 
@@ -711,13 +734,35 @@ impl<'a> TraceDat<'a> {
                 let at = c.u64("section offset option")?;
                 options.sections.insert(option, at);
             }
-            id::CPUSTAT => {}
+            id::UEVREC_SAVED_TGIDS => {
+                let mut tgids: Vec<(u32, u32)> = text()
+                    .lines()
+                    .filter_map(|l| {
+                        let (tid, tgid) = l.trim().split_once(' ')?;
+                        Some((tid.parse().ok()?, tgid.trim().parse().ok()?))
+                    })
+                    .collect();
+                tgids.sort_unstable();
+                tgids.dedup_by_key(|&mut (tid, _)| tid);
+                options.tgids = tgids;
+            }
+            id::CPUSTAT => {
+                // `CPU: N` then the ring's `stats` lines (trace-cmd starts with a newline).
+                let text = text();
+                let cpu = text
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix("CPU:")?.trim().parse::<u32>().ok());
+                if let Some(cpu) = cpu {
+                    options.cpu_stats.push((cpu, text));
+                }
+            }
             _ => {}
         }
         Ok(())
     }
 
     fn time_offset_add(&self, options: &mut Options, ns: i64) {
+        options.anchored = true;
         options.time_offset_ns = options.time_offset_ns.saturating_add(ns);
     }
 
@@ -922,6 +967,34 @@ impl<'a> TraceDat<'a> {
     /// option); the records' times do not include it.
     pub fn time_offset_ns(&self) -> i64 {
         self.time_offset_ns
+    }
+
+    /// The offset that turns the records' times into Unix nanoseconds, when the file has
+    /// one: a DATE or OFFSET option ([`TraceDat::time_offset_ns`]) on a trace clock that
+    /// counts nanoseconds (`local`, `global`, `mono`, `mono_raw`, `boot`, `perf`, `tai`;
+    /// not `x86-tsc` or `counter`). `record --raw-format trace-dat` writes `REALTIME -
+    /// MONOTONIC` as OFFSET for its `mono` clock, so decoded times are the live ones.
+    pub fn wall_clock_offset_ns(&self) -> Option<i64> {
+        let clock = self.trace_clock().unwrap_or("local");
+        let ns = matches!(
+            clock,
+            "local" | "global" | "mono" | "mono_raw" | "boot" | "perf" | "tai"
+        );
+        (self.anchored && ns).then_some(self.time_offset_ns)
+    }
+
+    /// The process id of thread `tid`, when the file says ([`UEVREC_SAVED_TGIDS`]).
+    pub fn tgid(&self, tid: u32) -> Option<u32> {
+        let i = self.tgids.binary_search_by_key(&tid, |&(t, _)| t).ok()?;
+        Some(self.tgids[i].1)
+    }
+
+    /// The records CPU `cpu`'s ring lost in all, from the file's CPUSTAT option for it
+    /// (its `stats` when the recording ended: `overrun + commit overrun + dropped
+    /// events`), when the file has one.
+    pub fn cpu_lost_total(&self, cpu: u32) -> Option<u64> {
+        let (_, text) = self.cpu_stats.iter().find(|(c, _)| *c == cpu)?;
+        crate::ftrace_page::losses::stats_total(text)
     }
 
     /// The TSC2NSEC option (not applied to the records' times).

@@ -5,17 +5,17 @@
 use super::*;
 use crate::ftrace_page;
 
-const FORMAT: &str = "name: ev\nID: 7\nformat:\n\
+pub(super) const FORMAT: &str = "name: ev\nID: 7\nformat:\n\
 \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
 \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
 \tfield:u32 v;\toffset:8;\tsize:4;\tsigned:0;\n\nprint fmt: \"v=%u\", REC->v\n";
 
-const HEADER_PAGE: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
+pub(super) const HEADER_PAGE: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
 \tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\
 \tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n\
 \tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;\n";
 
-const HEADER_EVENT: &str = "# compressed entry header\n\ttype_len    :    5 bits\n\
+pub(super) const HEADER_EVENT: &str = "# compressed entry header\n\ttype_len    :    5 bits\n\
 \ttime_delta  :   27 bits\n\tarray       :   32 bits\n\n\tpadding     : type == 29\n\
 \ttime_extend : type == 30\n\ttime_stamp : type == 31\n\tdata max type_len  == 28\n";
 
@@ -50,7 +50,7 @@ impl W {
 
 /// One page holding records of event 7 with `v` = 1, 2, 3 at times 1001, 1003, 1006, and
 /// a missed count of 9.
-fn page(big: bool) -> Vec<u8> {
+pub(super) fn page(big: bool) -> Vec<u8> {
     let mut data = W::new(big);
     for (delta, v) in [(1u32, 1u32), (2, 2), (3, 3)] {
         let head = if big {
@@ -366,7 +366,7 @@ fn records_get_the_saved_name_of_their_pid() {
 }
 
 /// The JSON lines of `file` with context on or off.
-fn decoded_lines(file: &TraceDat<'_>, context: bool) -> (String, lines::Decoded) {
+pub(super) fn decoded_lines(file: &TraceDat<'_>, context: bool) -> (String, lines::Decoded) {
     let opts = crate::perf_data::lines::DecodeOptions {
         context,
         ..Default::default()

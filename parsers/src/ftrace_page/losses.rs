@@ -1,10 +1,11 @@
-//! Exact loss accounting for one CPU's ring of a tracefs instance.
+//! Exact loss accounting for one CPU's ring of a tracefs instance (the ftrace backend
+//! while recording, and `uevrec decode` of a trace.dat with the CPUs' `stats`).
 //!
 //! The instance runs in overwrite mode: when the ring is full the writer overwrites the
 //! oldest page and adds its records to the CPU's `overrun` counter. The reader learns of
 //! it from the next page it takes: the page's missed-events flag, with the count (the
 //! overrun since the previous report) stored after the data when it fits
-//! ([`uevrec_parsers::ftrace_page::PageHeader::missed`]). Records can also be dropped
+//! ([`super::PageHeader::missed`]). Records can also be dropped
 //! without a page to tell (`commit overrun`, and `dropped events` outside overwrite
 //! mode), and when the count does not fit it is not stored at all. So:
 //!
