@@ -42,7 +42,7 @@ impl LineWriter {
     /// records come in runs of one thread, and looking the thread up again and copying
     /// its keys cost about a third of what formatting a `raw_syscalls:sys_enter` record
     /// costs (BENCHMARKS.md, section 8). That check is in line (a call cost as much
-    /// as the check); the rest ([`LineWriter::set_other_context`]) is not.
+    /// as the check); the rest (`LineWriter::set_other_context`) is not.
     #[inline(always)]
     pub fn set_context(
         &mut self,
