@@ -7,7 +7,8 @@
 //! `/proc/thread-self/comm`, which is `prctl(PR_SET_NAME)`) before the writer threads
 //! start, so the recorder sees a rename mid-run (tests/vm_context.rs).
 //! START OPTIONS: `--timeout-secs S` (default 60), `--settle-ms MS`, `--start-file F`: when to
-//! start writing once enabled (see `uevrec_samples::StartArgs`).
+//! start writing once enabled (see `uevrec_samples::StartArgs`). `--exit-file F`: after the
+//! done line, stay alive until F exists (at most the timeout).
 //! Registers `NAME u32 thread; u64 seq`, waits until a recorder enables it, then thread
 //! `t` writes records `seq` = 0, 1, ... of its share of N with no pause (no allocation per
 //! record: the fields go to the kernel as iovecs pointing at two integers). Reports
@@ -40,6 +41,10 @@ struct Args {
     /// Rename the process to this once started, before writing.
     #[arg(long)]
     rename: Option<String>,
+    /// After the done line, stay alive (registered) until this file exists, at most the
+    /// start timeout: for tests that look the process up while it still runs.
+    #[arg(long)]
+    exit_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     start: StartArgs,
 }
@@ -94,6 +99,12 @@ fn main() {
         "elapsed_ns": elapsed.as_nanos() as u64,
         "per_sec": (written as f64 / elapsed.as_secs_f64().max(1e-9)).round() as u64,
     }));
+    if let Some(file) = &args.exit_file {
+        let give_up = Instant::now() + std::time::Duration::from_secs(args.start.timeout_secs);
+        while !file.exists() && Instant::now() < give_up {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
 }
 
 /// Write `share` records `(thread, seq)` for `seq` in `0..share`.
