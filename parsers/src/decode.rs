@@ -39,6 +39,15 @@ pub enum Endian {
     Big,
 }
 
+impl Endian {
+    /// The byte order of the machine this runs on (that of the live kernel's records).
+    pub const NATIVE: Endian = if cfg!(target_endian = "big") {
+        Endian::Big
+    } else {
+        Endian::Little
+    };
+}
+
 /// One decoded field, borrowing the record bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Value<'a> {

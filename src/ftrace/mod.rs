@@ -119,12 +119,7 @@ impl FtraceEvent {
 fn page_layout(root: &Path) -> Result<PageLayout, SetupError> {
     let page = read_file(&root.join("events/header_page")).map_err(SetupError::from_step)?;
     let event = read_file(&root.join("events/header_event")).map_err(SetupError::from_step)?;
-    let endian = if cfg!(target_endian = "little") {
-        Endian::Little
-    } else {
-        Endian::Big
-    };
-    PageLayout::from_header_texts(&page, &event, endian).map_err(|e| {
+    PageLayout::from_header_texts(&page, &event, Endian::NATIVE).map_err(|e| {
         SetupError::Layout(format!(
             "{}/events/header_page: the ring-buffer pages are laid out in a way uevrec does \
              not read ({e})",
@@ -154,15 +149,14 @@ impl FtraceBackend {
         cpus: &[u32],
         opts: &FtraceOptions,
     ) -> Result<(FtraceBackend, Vec<String>), SetupError> {
-        let layout = page_layout(root)?;
-        let (instance, notes) = Instance::create(root)?;
+        let EventInstance {
+            layout,
+            instance,
+            notes,
+            kb,
+            record_tgid,
+        } = EventInstance::create(root, opts)?;
         let step = SetupError::from_step;
-        let kb = configure(&instance, &layout, opts)?;
-        instance
-            .write("buffer_percent", &BUFFER_PERCENT.to_string())
-            .map_err(step)?;
-        // Without it (old kernels) exited threads may lack a process id; not fatal.
-        let record_tgid = instance.write("options/record-tgid", "1").is_ok();
         let epoll = Epoll::new().map_err(|source| {
             step(FtraceError {
                 step: "epoll_create1".into(),
@@ -197,6 +191,43 @@ impl FtraceBackend {
     /// The instance's directory.
     pub fn instance_dir(&self) -> &Path {
         self.instance.dir()
+    }
+}
+
+/// The instance the events are recorded in, as both ftrace backends (this one and
+/// [`SpoolBackend`]) set it up.
+struct EventInstance {
+    /// The rings' page layout (tracefs `events/header_page`, `header_event`).
+    layout: PageLayout,
+    instance: Instance,
+    /// For standard error: stale instances found (and removed).
+    notes: Vec<String>,
+    /// KiB per CPU.
+    kb: u64,
+    /// The instance records thread → process ids (`saved_tgids`).
+    record_tgid: bool,
+}
+
+impl EventInstance {
+    /// A new instance under tracefs `root`, set up as `opts` says ([`configure`]), whose
+    /// readers waiting in poll wake at [`BUFFER_PERCENT`] of a ring, recording thread →
+    /// process ids where the kernel can (not fatal without, on old kernels: exited
+    /// threads may then lack a process id).
+    fn create(root: &Path, opts: &FtraceOptions) -> Result<EventInstance, SetupError> {
+        let layout = page_layout(root)?;
+        let (instance, notes) = Instance::create(root)?;
+        let kb = configure(&instance, &layout, opts)?;
+        instance
+            .write("buffer_percent", &BUFFER_PERCENT.to_string())
+            .map_err(SetupError::from_step)?;
+        let record_tgid = instance.write("options/record-tgid", "1").is_ok();
+        Ok(EventInstance {
+            layout,
+            instance,
+            notes,
+            kb,
+            record_tgid,
+        })
     }
 }
 

@@ -35,8 +35,8 @@ use std::time::Duration;
 
 use super::instance::read_file;
 use super::{
-    BUFFER_PERCENT, FtraceEvent, FtraceOptions, Instance, SetupError, attach_in, configure,
-    disable_all_in, options_for, page_layout, pid_list, print_notes,
+    EventInstance, FtraceEvent, FtraceOptions, Instance, SetupError, attach_in, disable_all_in,
+    options_for, pid_list, print_notes,
 };
 use crate::session::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
 use crate::session::{SessionConfig, SessionError};
@@ -168,25 +168,25 @@ fn create_spool(path: &Path) -> Result<File, SetupError> {
 }
 
 impl SpoolBackend {
-    /// Set up the instance under tracefs `root` as [`super::FtraceBackend::open`] does and
-    /// start one spool thread per CPU of `cpus`, spooling for `plan`. Also returns notes for
-    /// standard error (stale instances found).
+    /// Set up the instance under tracefs `root` (`EventInstance`, as
+    /// [`super::FtraceBackend::open`] does) and start one spool thread per CPU of `cpus`,
+    /// spooling for `plan`. Also returns notes for standard error (stale instances found).
     pub fn open(
         root: &Path,
         cpus: &[u32],
         opts: &FtraceOptions,
         plan: &SpoolPlan,
     ) -> Result<(SpoolBackend, Vec<String>), SetupError> {
-        let layout = page_layout(root)?;
-        let (instance, notes) = Instance::create(root)?;
+        // The kernel keeps thread → process ids (saved_tgids) for the records' `pid`
+        // where it can: without (old kernels) the decoded pid is the thread id.
+        let EventInstance {
+            layout,
+            instance,
+            notes,
+            record_tgid,
+            ..
+        } = EventInstance::create(root, opts)?;
         let step = SetupError::from_step;
-        configure(&instance, &layout, opts)?;
-        instance
-            .write("buffer_percent", &BUFFER_PERCENT.to_string())
-            .map_err(step)?;
-        // The kernel keeps thread → process ids (saved_tgids) for the records' `pid`; not
-        // fatal without (old kernels): the decoded pid is the thread id then.
-        let record_tgid = instance.write("options/record-tgid", "1").is_ok();
         let stop = Arc::new(AtomicBool::new(false));
         let mut backend = SpoolBackend {
             record_tgid,

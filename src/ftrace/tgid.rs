@@ -29,6 +29,8 @@ use std::io::Read as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use uevrec_parsers::trace_dat::parse_saved_tgids;
+
 /// The most threads cached.
 pub const MAX_CACHED: usize = 65_536;
 /// How long a cached thread is trusted.
@@ -148,16 +150,6 @@ fn parse_status_tgid(status: &[u8]) -> Option<u32> {
     text.lines()
         .find_map(|l| l.strip_prefix("Tgid:"))
         .and_then(|v| v.trim().parse().ok())
-}
-
-/// The `pid tgid` pairs of a `saved_tgids` text (lines with a tgid of 0 say nothing).
-fn parse_saved_tgids(text: &str) -> impl Iterator<Item = (u32, u32)> + '_ {
-    text.lines().filter_map(|l| {
-        let mut it = l.split_whitespace();
-        let pid = it.next()?.parse().ok()?;
-        let tgid: u32 = it.next()?.parse().ok()?;
-        (tgid != 0).then_some((pid, tgid))
-    })
 }
 
 #[cfg(test)]

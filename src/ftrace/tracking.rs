@@ -94,12 +94,7 @@ impl Tracked {
 
     /// The update `raw` tells (for a cgroup move: its path when `path`, else the move).
     fn update<'a>(&self, raw: &'a [u8], path: bool) -> Option<ContextUpdate<'a>> {
-        let endian = if cfg!(target_endian = "little") {
-            Endian::Little
-        } else {
-            Endian::Big
-        };
-        let v = |i: usize| decode_field(&self.fields[i], raw, endian);
+        let v = |i: usize| decode_field(&self.fields[i], raw, Endian::NATIVE);
         let tid = |i: usize| int(v(i)).and_then(|n| u32::try_from(n).ok());
         let text = |i: usize| match v(i) {
             Value::Str(s) => Some(s),

@@ -125,16 +125,7 @@ pub fn run(out: DatOutput, staged: Receiver<Staged>, next: Next) -> Result<RawSu
             }
             Staged::Drained(_) => {}
         }
-        let sent = match &next {
-            Next::Forward(tx) => tx.send(msg).is_ok(),
-            Next::Recycle(pool) => {
-                if let Staged::Chunk(chunk) = msg {
-                    let _ = pool.send(chunk.into_buffer());
-                }
-                true
-            }
-        };
-        if !sent {
+        if !next.pass(msg) {
             break;
         }
     }
@@ -170,11 +161,7 @@ fn assemble(mut out: DatOutput, formats: &Formats) -> Result<RawSummary, RawErro
         .filter_map(|c| Some((c.cpu, c.stats.clone()?)))
         .collect();
     let meta = DatMeta {
-        endian: if cfg!(target_endian = "little") {
-            Endian::Little
-        } else {
-            Endian::Big
-        },
+        endian: Endian::NATIVE,
         long_size: out.host.long_size,
         page_size: report.page_size,
         header_page: &out.host.header_page,

@@ -57,6 +57,23 @@ pub enum Next {
     Forward(Sender<Staged>),
 }
 
+impl Next {
+    /// Pass `msg` on (a chunk's buffer back to the pool, or everything to the
+    /// formatter); false when the formatter has gone.
+    fn pass(&self, msg: Staged) -> bool {
+        match self {
+            Next::Forward(tx) => tx.send(msg).is_ok(),
+            Next::Recycle(pool) => {
+                if let Staged::Chunk(chunk) = msg {
+                    // The pool channel holds every chunk, so this never waits.
+                    let _ = pool.send(chunk.into_buffer());
+                }
+                true
+            }
+        }
+    }
+}
+
 /// A perf.data output, opened and ready.
 #[derive(Debug)]
 pub struct RawOutput {
@@ -572,7 +589,6 @@ fn pump(
     staged: &Receiver<Staged>,
     next: &Next,
 ) -> Result<(), SinkError> {
-    let gone = || SinkError::Closed;
     loop {
         let msg = match staged.try_recv() {
             Ok(msg) => msg,
@@ -607,14 +623,8 @@ fn pump(
         if enc.out.len() >= WRITE_BYTES {
             enc.write(&mut raw.file)?;
         }
-        match next {
-            Next::Forward(tx) => tx.send(msg).map_err(|_| gone())?,
-            Next::Recycle(pool) => {
-                if let Staged::Chunk(chunk) = msg {
-                    // The pool channel holds every chunk, so this never waits.
-                    let _ = pool.send(chunk.into_buffer());
-                }
-            }
+        if !next.pass(msg) {
+            return Err(SinkError::Closed);
         }
     }
 }

@@ -187,6 +187,19 @@ pub type BadLines = (usize, String);
 /// At most this many characters of a bad line are shown in an error.
 pub const MAX_SHOWN: usize = 80;
 
+/// The `TID TGID` pairs of a saved tgids text (the kernel's `saved_tgids` file, read live
+/// by the ftrace backend and kept in the files of `record --raw-format trace-dat`): lines
+/// that are not two numbers are skipped, and so are those with a tgid of 0 (they say
+/// nothing).
+pub fn parse_saved_tgids(text: &str) -> impl Iterator<Item = (u32, u32)> + '_ {
+    text.lines().filter_map(|l| {
+        let mut it = l.split_whitespace();
+        let tid = it.next()?.parse().ok()?;
+        let tgid: u32 = it.next()?.parse().ok()?;
+        (tgid != 0).then_some((tid, tgid))
+    })
+}
+
 /// The `PID COMM` lines of a saved cmdlines text (the kernel's `saved_cmdlines` file,
 /// `"%d %s\n"` per entry) as (pid, comm) sorted by pid, one per pid (a later line wins, as
 /// libtraceevent's registration does), and the count and first of the lines that are not
@@ -735,13 +748,7 @@ impl<'a> TraceDat<'a> {
                 options.sections.insert(option, at);
             }
             id::UEVREC_SAVED_TGIDS => {
-                let mut tgids: Vec<(u32, u32)> = text()
-                    .lines()
-                    .filter_map(|l| {
-                        let (tid, tgid) = l.trim().split_once(' ')?;
-                        Some((tid.parse().ok()?, tgid.trim().parse().ok()?))
-                    })
-                    .collect();
+                let mut tgids: Vec<(u32, u32)> = parse_saved_tgids(&text()).collect();
                 tgids.sort_unstable();
                 tgids.dedup_by_key(|&mut (tid, _)| tid);
                 options.tgids = tgids;

@@ -91,10 +91,14 @@ impl Out {
         });
     }
     fn u32(&mut self, v: u32) {
-        self.b.extend_from_slice(&match self.endian {
+        self.b.extend_from_slice(&self.u32_bytes(v));
+    }
+    /// The bytes of `v` in this byte order.
+    fn u32_bytes(&self, v: u32) -> [u8; 4] {
+        match self.endian {
             Endian::Little => v.to_le_bytes(),
             Endian::Big => v.to_be_bytes(),
-        });
+        }
     }
     fn u64(&mut self, v: u64) {
         self.b.extend_from_slice(&match self.endian {
@@ -177,10 +181,7 @@ pub fn header(meta: &DatMeta<'_>, cpu_sizes: &[u64]) -> (Vec<u8>, Vec<u64>) {
     if let Some(ns) = meta.offset_ns {
         o.option(opt::OFFSET, &text_option(&ns.to_string()));
     }
-    let count = match meta.endian {
-        Endian::Little => (cpu_sizes.len() as u32).to_le_bytes(),
-        Endian::Big => (cpu_sizes.len() as u32).to_be_bytes(),
-    };
+    let count = o.u32_bytes(cpu_sizes.len() as u32);
     o.option(opt::CPUCOUNT, &count);
     if let Some(tgids) = meta.tgids {
         o.option(opt::SAVED_TGIDS, &text_option(tgids));

@@ -23,7 +23,7 @@ use std::time::Instant;
 use clap::Parser;
 use serde_json::json;
 use uevrec_samples::{
-    Event, Flags, StartArgs, UserEvents, Written, announce, command, fail, report,
+    Event, Flags, StartArgs, UserEvents, Written, announce, command, fail, report, wait_until,
 };
 
 #[derive(Parser)]
@@ -100,10 +100,8 @@ fn main() {
         "per_sec": (written as f64 / elapsed.as_secs_f64().max(1e-9)).round() as u64,
     }));
     if let Some(file) = &args.exit_file {
-        let give_up = Instant::now() + std::time::Duration::from_secs(args.start.timeout_secs);
-        while !file.exists() && Instant::now() < give_up {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        let timeout = std::time::Duration::from_secs(args.start.timeout_secs);
+        wait_until(timeout, || file.exists());
     }
 }
 
