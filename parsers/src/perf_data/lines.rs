@@ -19,6 +19,7 @@
 
 use std::collections::BTreeMap;
 
+use super::cursor::u64_at;
 use super::order::{Drain, Orderer};
 use super::records::{RawRecord, StreamReader};
 use super::tracing_data::ParsedFormat;
@@ -116,6 +117,11 @@ struct Slot {
     skip: Option<String>,
     selected: bool,
     clock: Option<ClockData>,
+    /// `selected`, with a format and not skipped: its samples are written (one check per
+    /// sample instead of three).
+    written: bool,
+    /// [`super::Event::time_at`], copied like `layout`.
+    time_at: Option<usize>,
     /// The event's layout, if it has one (a copy of [`super::Event::layout`], so that a
     /// record going out looks up one slot, not its event and then its slot).
     layout: Option<SampleFormat>,
@@ -355,6 +361,7 @@ impl<'s> LineDecoder<'s> {
             let clock_matches = |c: &ClockData| attr.use_clockid() == Some(c.clockid as i32);
             self.slots[event].clock = clock.filter(clock_matches);
             self.slots[event].layout = self.data.events()[event].layout.as_ref().ok().copied();
+            self.slots[event].time_at = self.data.events()[event].time_at;
             if self.slots[event].resolved {
                 continue;
             }
@@ -380,6 +387,8 @@ impl<'s> LineDecoder<'s> {
                         selected,
                         clock: self.slots[event].clock,
                         layout: self.slots[event].layout,
+                        time_at: self.slots[event].time_at,
+                        written: false,
                     }
                 }
                 Some(ParsedFormat {
@@ -395,6 +404,8 @@ impl<'s> LineDecoder<'s> {
                 None => self.no_format_slot(event, have_tracing),
             };
             self.slots[event] = slot;
+            let slot = &mut self.slots[event];
+            slot.written = slot.selected && slot.prepared.is_some() && slot.skip.is_none();
         }
     }
 
@@ -409,6 +420,8 @@ impl<'s> LineDecoder<'s> {
             selected: true,
             clock: self.slots[event].clock,
             layout: self.slots[event].layout,
+            time_at: self.slots[event].time_at,
+            written: false,
         }
     }
 
@@ -522,14 +535,16 @@ impl<'s> LineDecoder<'s> {
             self.stats.unknown_event += 1;
             return Step::Continue;
         };
-        if !slot.selected {
+        if !slot.written {
+            if slot.selected {
+                self.skipped(event);
+            }
             return Step::Continue;
         }
-        if slot.prepared.is_none() || slot.skip.is_some() {
-            self.skipped(event);
-            return Step::Continue;
-        }
-        let time = self.data.sample_time(event, rec.bytes);
+        // `PerfData::sample_time` with the slot's copy of the place (no second lookup).
+        let time = slot
+            .time_at
+            .and_then(|at| u64_at(rec.bytes, at, self.data.big_endian));
         self.hold_or_write(event, time, rec, file, flush)
     }
 
