@@ -67,8 +67,13 @@ pub struct Orderer {
     /// Bytes of the held external records (counted like copies, so the bound and thus
     /// the output do not depend on whether records were copied).
     external_bytes: usize,
-    /// No held external record starts before this (exact after each drain).
+    /// No held external record starts before this (exact when `low_exact`).
     low_external: usize,
+    /// `low_external` is exact. A drain only clears it: the scan of the held records
+    /// that makes it exact waits for [`Orderer::release_point`] (every few MiB of input,
+    /// not every round: about 8 instructions a record on the mixed file, whose rounds
+    /// hold about ten records).
+    low_exact: bool,
     /// Largest time pushed so far.
     max_time: u64,
     /// What the next round may let out: `max_time` at the previous round's end.
@@ -91,6 +96,7 @@ impl Orderer {
             max_bytes: max_bytes.max(1),
             external_bytes: 0,
             low_external: usize::MAX,
+            low_exact: true,
             max_time: 0,
             next_flush: None,
             out_time: None,
@@ -159,8 +165,13 @@ impl Orderer {
     /// let the bytes before it go (unmap them). The resident part of a mapped file is then
     /// what the held records span, at most `far` (a record held long, e.g. one with a
     /// time far ahead of the others, is copied instead of pinning the mapping). O(1)
-    /// unless a record is to be copied.
+    /// unless a record is to be copied or records were let out since the last call (then
+    /// the held records are looked through once).
     pub fn release_point(&mut self, at: usize, far: usize, source: &[u8]) -> usize {
+        if !self.low_exact {
+            self.low_external = self.lowest_external();
+            self.low_exact = true;
+        }
         let end = at.saturating_sub(far);
         if self.low_external < end {
             for e in self
@@ -261,7 +272,8 @@ impl Orderer {
             self.out_time = Some(self.out_time.map_or(last, |t| t.max(last)));
         }
         self.entries.drain(..sent);
-        self.low_external = self.lowest_external();
+        // Still a lower bound (records only left); made exact when needed.
+        self.low_exact = false;
         let let_out = self.arena.len() - self.arena_live;
         if self.entries.is_empty() || (let_out >= COMPACT_MIN && let_out > self.arena_live) {
             self.compact();
