@@ -19,6 +19,7 @@
 
 use std::collections::BTreeMap;
 
+use super::cursor::u64_at;
 use super::order::{Drain, Orderer};
 use super::records::{RawRecord, StreamReader};
 use super::tracing_data::ParsedFormat;
@@ -30,7 +31,7 @@ use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
 use crate::output::{OutputFormat, OutputWriter, RecordWriter};
 use crate::perf_sample::{
     PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_SAMPLE,
-    Record, Sample,
+    Record, Sample, SampleFormat,
 };
 
 /// Lines are handed to the caller's sink in runs of about this many bytes.
@@ -116,6 +117,14 @@ struct Slot {
     skip: Option<String>,
     selected: bool,
     clock: Option<ClockData>,
+    /// `selected`, with a format and not skipped: its samples are written (one check per
+    /// sample instead of three).
+    written: bool,
+    /// [`super::Event::time_at`], copied like `layout`.
+    time_at: Option<usize>,
+    /// The event's layout, if it has one (a copy of [`super::Event::layout`], so that a
+    /// record going out looks up one slot, not its event and then its slot).
+    layout: Option<SampleFormat>,
 }
 
 /// Which events to write: `select(system, event)`.
@@ -138,13 +147,13 @@ pub struct LineDecoder<'s> {
 
 /// The writing side, apart from the orderer (so both can be borrowed at once).
 struct Out<'a> {
-    data: &'a PerfData,
     slots: &'a [Slot],
     writer: &'a mut OutputWriter,
     described: &'a mut FirstSight,
     out: &'a mut Vec<u8>,
     stats: &'a mut DecodeStats,
-    max_records: Option<u64>,
+    /// [`DecodeOptions::max_records`], `u64::MAX` for none (one comparison per line).
+    max_records: u64,
     flush: &'a mut dyn FnMut(&[u8]) -> bool,
     context: Option<&'a mut ContextTracker>,
 }
@@ -172,7 +181,11 @@ impl Out<'_> {
     /// Write the record `bytes` (at `offset`) of event `event`, a sample or a lost record;
     /// false to stop. A record that does not fit its layout is counted as an error.
     fn write(&mut self, event: usize, offset: u64, bytes: &[u8]) -> bool {
-        let Some(Ok(layout)) = self.data.events().get(event).map(|e| &e.layout) else {
+        let slots = self.slots;
+        let Some(slot) = slots.get(event) else {
+            return true;
+        };
+        let Some(layout) = &slot.layout else {
             return true;
         };
         if let Some(f) = layout.line_fields(bytes) {
@@ -182,7 +195,7 @@ impl Out<'_> {
                 pid: f.pid.unwrap_or(0),
                 tid: f.tid.unwrap_or(0),
             };
-            return self.sample(event, f.time, stamp, f.cgroup, f.raw);
+            return self.sample(event, slot, f.time, stamp, f.cgroup, f.raw);
         }
         // Other records, and samples that do not fit their layout (the error says why).
         match layout.parse(bytes) {
@@ -192,7 +205,7 @@ impl Out<'_> {
             }
             Ok(Record::Sample(s)) => {
                 let raw = s.raw.unwrap_or_default();
-                self.sample(event, s.time, stamp_of(&s), s.cgroup, raw)
+                self.sample(event, slot, s.time, stamp_of(&s), s.cgroup, raw)
             }
             Ok(Record::Lost {
                 lost, sample_id, ..
@@ -218,23 +231,21 @@ impl Out<'_> {
         clock.zip(time).and_then(|(c, t)| c.to_unix_ns(t))
     }
 
-    /// Write the sample of `event` taken at `time` (the event's clock) with `stamp`'s
-    /// cpu, pid and tid (its time is set here) and the trace entry `raw`.
+    /// Write the sample of `event` (its `slot`) taken at `time` (the event's clock) with
+    /// `stamp`'s cpu, pid and tid (its time is set here) and the trace entry `raw`.
     #[inline(always)]
     fn sample(
         &mut self,
         event: usize,
+        slot: &Slot,
         time: Option<u64>,
         mut stamp: RecordStamp,
         cgroup: Option<u64>,
         raw: &[u8],
     ) -> bool {
-        if self.max_records.is_some_and(|m| self.stats.records >= m) {
+        if self.stats.records >= self.max_records {
             return false;
         }
-        let Some(slot) = self.slots.get(event) else {
-            return true;
-        };
         let Some(prepared) = &slot.prepared else {
             return true;
         };
@@ -251,7 +262,7 @@ impl Out<'_> {
         let w = &mut *self.writer;
         (self.described).write_record(w, self.out, event, &stamp, prepared, raw);
         self.stats.records += 1;
-        self.maybe_flush() && self.max_records.is_none_or(|m| self.stats.records < m)
+        self.maybe_flush() && self.stats.records < self.max_records
     }
 
     fn lost(&mut self, event: usize, time: Option<u64>, cpu: Option<u32>, lost: u64) -> bool {
@@ -349,6 +360,8 @@ impl<'s> LineDecoder<'s> {
             let attr = self.data.events()[event].attr;
             let clock_matches = |c: &ClockData| attr.use_clockid() == Some(c.clockid as i32);
             self.slots[event].clock = clock.filter(clock_matches);
+            self.slots[event].layout = self.data.events()[event].layout.as_ref().ok().copied();
+            self.slots[event].time_at = self.data.events()[event].time_at;
             if self.slots[event].resolved {
                 continue;
             }
@@ -373,6 +386,9 @@ impl<'s> LineDecoder<'s> {
                         },
                         selected,
                         clock: self.slots[event].clock,
+                        layout: self.slots[event].layout,
+                        time_at: self.slots[event].time_at,
+                        written: false,
                     }
                 }
                 Some(ParsedFormat {
@@ -388,6 +404,8 @@ impl<'s> LineDecoder<'s> {
                 None => self.no_format_slot(event, have_tracing),
             };
             self.slots[event] = slot;
+            let slot = &mut self.slots[event];
+            slot.written = slot.selected && slot.prepared.is_some() && slot.skip.is_none();
         }
     }
 
@@ -401,6 +419,9 @@ impl<'s> LineDecoder<'s> {
             )),
             selected: true,
             clock: self.slots[event].clock,
+            layout: self.slots[event].layout,
+            time_at: self.slots[event].time_at,
+            written: false,
         }
     }
 
@@ -514,14 +535,16 @@ impl<'s> LineDecoder<'s> {
             self.stats.unknown_event += 1;
             return Step::Continue;
         };
-        if !slot.selected {
+        if !slot.written {
+            if slot.selected {
+                self.skipped(event);
+            }
             return Step::Continue;
         }
-        if slot.prepared.is_none() || slot.skip.is_some() {
-            self.skipped(event);
-            return Step::Continue;
-        }
-        let time = self.data.sample_time(event, rec.bytes);
+        // `PerfData::sample_time` with the slot's copy of the place (no second lookup).
+        let time = slot
+            .time_at
+            .and_then(|at| u64_at(rec.bytes, at, self.data.big_endian));
         self.hold_or_write(event, time, rec, file, flush)
     }
 
@@ -578,13 +601,12 @@ impl<'s> LineDecoder<'s> {
         flush: &'a mut dyn FnMut(&[u8]) -> bool,
     ) -> (&'a mut Orderer, Out<'a>) {
         let out = Out {
-            data: &self.data,
             slots: &self.slots,
             writer: &mut self.writer,
             described: &mut self.described,
             out: &mut self.out,
             stats: &mut self.stats,
-            max_records: self.opts.max_records,
+            max_records: self.opts.max_records.unwrap_or(u64::MAX),
             flush,
             context: self.context.as_mut(),
         };
