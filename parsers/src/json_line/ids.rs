@@ -4,7 +4,8 @@
 //! text of the ids before them (two threads taking turns: a pipe's ends, a thread and
 //! the one it wakes).
 
-use super::numbers::{eight_digits, push_prefix, short_digits};
+use super::numbers::{eight_digits, short_digits};
+use super::stage::Sink;
 
 /// The longest text (three 10-digit numbers, `,"pid":` and `,"tid":`: 44 bytes) and
 /// room for the 8-byte stores that make it ([`put_word`]).
@@ -40,7 +41,7 @@ impl IdsCache {
     /// Append `cpu,"pid":pid,"tid":tid`: the cached text when the ids are the last ones
     /// or those before (which then become the last), else [`IdsCache::write_other`].
     #[inline(always)]
-    pub(crate) fn write(&mut self, out: &mut Vec<u8>, cpu: u32, pid: u32, tid: u32) {
+    pub(crate) fn write(&mut self, out: &mut impl Sink, cpu: u32, pid: u32, tid: u32) {
         let ids = Some((cpu, pid, tid));
         if self.last.ids != ids {
             if self.before.ids == ids {
@@ -50,14 +51,14 @@ impl IdsCache {
                 return;
             }
         }
-        push_prefix(out, &self.last.text, self.last.len);
+        out.put(&self.last.text, self.last.len);
     }
 
     /// Ids other than the last two: their text made in place of the one before (8-byte
     /// stores into the fixed array: no `Vec` bookkeeping per piece, no `memcpy` call to
     /// keep it), appended and kept as the last; the last become those before.
     #[inline(never)]
-    fn write_other(&mut self, out: &mut Vec<u8>, cpu: u32, pid: u32, tid: u32) {
+    fn write_other(&mut self, out: &mut impl Sink, cpu: u32, pid: u32, tid: u32) {
         std::mem::swap(&mut self.last, &mut self.before);
         let t = &mut self.last;
         let mut at = put_u32(&mut t.text, 0, cpu);
@@ -66,7 +67,7 @@ impl IdsCache {
         at = put_word(&mut t.text, at, TID_KEY, TID_KEY_LEN);
         t.len = put_u32(&mut t.text, at, tid);
         t.ids = Some((cpu, pid, tid));
-        push_prefix(out, &t.text, t.len);
+        out.put(&t.text, t.len);
     }
 }
 

@@ -10,6 +10,8 @@
 //! width against `Display` at 0, the bounds, every power of ten and a stride through the
 //! rest.
 
+use super::stage::Sink;
+
 /// `b'0'` in every byte lane.
 const ZEROS: u64 = u64::from_le_bytes([b'0'; 8]);
 /// 10^8: the digits of one word.
@@ -39,13 +41,10 @@ fn digit_values(n: u32) -> u64 {
     tens | ((quarters - tens * 10) << 8)
 }
 
-/// Append the first `n` bytes of `bytes` (`n <= N`): one copy of a size known at compile
-/// time (a few vector moves, no `memcpy` call) and a truncation.
+/// Append the first `n` bytes of `bytes` (`n <= N`) to a `Vec` ([`Sink::put`]).
 #[inline(always)]
 pub(crate) fn push_prefix<const N: usize>(out: &mut Vec<u8>, bytes: &[u8; N], n: usize) {
-    let end = out.len() + n;
-    out.extend_from_slice(bytes);
-    out.truncate(end);
+    out.put(bytes, n);
 }
 
 /// `n` (0 to 10^8 - 1) without leading zeros: its ASCII word ([`eight_digits`] shifted
@@ -61,15 +60,15 @@ pub(crate) fn short_digits(n: u32) -> (u64, usize) {
 /// directly, others as one or more words. All in line: out of line, the register saves
 /// and constant loads of a call cost more than a third of a 15-digit pointer's digits.
 #[inline(always)]
-pub(crate) fn write_u64(out: &mut Vec<u8>, v: u64) {
+pub(crate) fn write_u64(out: &mut impl Sink, v: u64) {
     if v < 10 {
-        out.push(b'0' + v as u8);
+        out.put_all(&[b'0' + v as u8]);
     } else if v < 100 {
         let v = v as u8;
-        out.extend_from_slice(&[b'0' + v / 10, b'0' + v % 10]);
+        out.put_all(&[b'0' + v / 10, b'0' + v % 10]);
     } else if v < E8 {
         let (word, len) = short_digits(v as u32);
-        push_prefix(out, &word.to_le_bytes(), len);
+        out.put(&word.to_le_bytes(), len);
     } else {
         write_long(out, v);
     }
@@ -79,17 +78,17 @@ pub(crate) fn write_u64(out: &mut Vec<u8>, v: u64) {
 /// separator shifted into the digits' word): array elements after their `[` or `,`,
 /// where a separate push of the separator cost as much again as a short number.
 #[inline(always)]
-pub(crate) fn write_u64_after(out: &mut Vec<u8>, sep: u8, v: u64) {
+pub(crate) fn write_u64_after(out: &mut impl Sink, sep: u8, v: u64) {
     if v < 10 {
-        out.extend_from_slice(&[sep, b'0' + v as u8]);
+        out.put_all(&[sep, b'0' + v as u8]);
     } else if v < 100 {
         let v = v as u8;
-        out.extend_from_slice(&[sep, b'0' + v / 10, b'0' + v % 10]);
+        out.put_all(&[sep, b'0' + v / 10, b'0' + v % 10]);
     } else if v < E7 {
         let (word, len) = short_digits(v as u32);
-        push_prefix(out, &((word << 8) | u64::from(sep)).to_le_bytes(), len + 1);
+        out.put(&((word << 8) | u64::from(sep)).to_le_bytes(), len + 1);
     } else {
-        out.push(sep);
+        out.put_all(&[sep]);
         write_u64(out, v);
     }
 }
@@ -100,17 +99,17 @@ const E7: u64 = 10_000_000;
 /// The digits of `v` from 10^8 up (9 to 20 digits): the digits above the last 8 (up to
 /// 12: as [`write_u64`] writes a number below 10^8, or 4 and then 8), then the last 8.
 #[inline(always)]
-fn write_long(out: &mut Vec<u8>, v: u64) {
+fn write_long(out: &mut impl Sink, v: u64) {
     let high = v / E8;
     if high < E8 {
         let (word, len) = short_digits(high as u32);
-        push_prefix(out, &word.to_le_bytes(), len);
+        out.put(&word.to_le_bytes(), len);
     } else {
         let (top, len) = short_digits((high / E8) as u32);
-        push_prefix(out, &top.to_le_bytes(), len);
-        out.extend_from_slice(&eight_digits((high % E8) as u32).to_le_bytes());
+        out.put(&top.to_le_bytes(), len);
+        out.put_all(&eight_digits((high % E8) as u32).to_le_bytes());
     }
-    out.extend_from_slice(&eight_digits((v % E8) as u32).to_le_bytes());
+    out.put_all(&eight_digits((v % E8) as u32).to_le_bytes());
 }
 
 /// An integer type [`write_int`] writes: its sign and magnitude.
@@ -147,20 +146,20 @@ decimal_signed!(i8, i16, i32, i64, isize);
 /// An integer as a JSON number (always in line: out of line, the call costs more than
 /// the usual short number).
 #[inline(always)]
-pub(crate) fn write_int(out: &mut Vec<u8>, v: impl Decimal) {
+pub(crate) fn write_int(out: &mut impl Sink, v: impl Decimal) {
     let (negative, magnitude) = v.sign_magnitude();
     if negative {
-        out.push(b'-');
+        out.put_all(b"-");
     }
     write_u64(out, magnitude);
 }
 
 /// [`write_int`] after `sep` ([`write_u64_after`]).
 #[inline(always)]
-pub(crate) fn write_int_after(out: &mut Vec<u8>, sep: u8, v: impl Decimal) {
+pub(crate) fn write_int_after(out: &mut impl Sink, sep: u8, v: impl Decimal) {
     let (negative, magnitude) = v.sign_magnitude();
     if negative {
-        out.extend_from_slice(&[sep, b'-']);
+        out.put_all(&[sep, b'-']);
         write_u64(out, magnitude);
     } else {
         write_u64_after(out, sep, magnitude);

@@ -3,8 +3,9 @@
 
 use super::escape::{write_c_string, write_c_string_at, write_key};
 use super::numbers::write_int;
+use super::stage::{Sink, Stage, StageParts};
 use super::text::Text;
-use super::values::{write_int_slice, write_value};
+use super::values::{stage_int_slice, write_value};
 use crate::decode::{Endian, FieldPlan, PlanKind};
 use crate::location;
 use crate::schema::{Element, Field, LocKind};
@@ -118,8 +119,8 @@ impl Op {
 
     /// Write the value from `raw`; `false`, with nothing written, when the field must
     /// go through [`FieldPlan::read`] instead.
-    #[inline]
-    pub(crate) fn write(self, out: &mut Vec<u8>, raw: &[u8], big: bool) -> bool {
+    #[inline(always)]
+    pub(crate) fn write(self, out: &mut Stage<'_>, raw: &[u8], big: bool) -> bool {
         // The integer at `$at` as a `$t` in the record's byte order (one load and a swap
         // if big; swapping the bytes before the conversion made the compiler move them
         // one by one), widened to 64 bits.
@@ -153,8 +154,8 @@ impl Op {
     }
 
     /// [`Op::write`] for the kinds other than single integers.
-    #[inline]
-    fn write_other(self, out: &mut Vec<u8>, raw: &[u8], big: bool) -> bool {
+    #[inline(always)]
+    fn write_other(self, out: &mut Stage<'_>, raw: &[u8], big: bool) -> bool {
         match self {
             Op::Chars { start, end } => return write_c_string_at(out, raw, start, end),
             Op::DynChars { offset, loc } => {
@@ -165,7 +166,7 @@ impl Op {
                 };
                 match location::resolve(loc, offset, 4, value, raw.len()) {
                     Ok(range) => match raw.get(range) {
-                        Some(data) => write_c_string(out, data),
+                        Some(data) => write_c_string(out.vec(), data),
                         None => return false,
                     },
                     Err(_) => return false,
@@ -176,10 +177,12 @@ impl Op {
                 end,
                 width,
                 signed,
-            } => match raw.get(start..end) {
-                Some(area) => return write_int_slice(out, area, width, signed, big),
-                None => return false,
-            },
+            } => {
+                let Some(area) = raw.get(start..end) else {
+                    return false;
+                };
+                return out.lend(|line| stage_int_slice(line, area, width, signed, big));
+            }
             Op::U8(_)
             | Op::U16(_)
             | Op::U32(_)
@@ -195,25 +198,27 @@ impl Op {
 }
 
 /// [`write_fields`] with prepared `steps` for `fields` (the same length), including the
-/// object's opening (`open`, in the first step's key).
+/// object's opening (`open`, in the first step's key), into a stage given as its parts
+/// ([`Stage::lend`]); returns the position after the object and whether a field failed.
 pub(crate) fn write_steps(
-    out: &mut Vec<u8>,
+    line: StageParts<'_>,
     open: &[u8],
     steps: &[Step],
     raw: &[u8],
     endian: Endian,
-) -> bool {
+) -> (usize, bool) {
+    let mut line = Stage::from_parts(line);
     if steps.is_empty() {
-        out.extend_from_slice(open);
+        line.extend(open);
     }
     let big = endian == Endian::Big;
     let mut failed = false;
     for step in steps {
-        step.key.write(out);
-        if !step.op.write(out, raw, big) {
-            failed |= write_value(out, &step.plan.read(raw, endian));
+        step.key.write(&mut line);
+        if !step.op.write(&mut line, raw, big) {
+            failed |= write_value(line.vec(), &step.plan.read(raw, endian));
         }
     }
-    out.push(b'}');
-    failed
+    line.put_all(b"}");
+    (line.into_parts().1, failed)
 }

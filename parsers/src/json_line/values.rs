@@ -2,6 +2,7 @@
 
 use super::escape::{write_hex, write_text};
 use super::numbers::{Decimal, write_int, write_int_after};
+use super::stage::{Sink, Stage, StageParts};
 use crate::decode::{Endian, IntArray, Value};
 
 /// Write one value; returns `true` for [`Value::Error`] (written as `null`).
@@ -36,10 +37,26 @@ fn write_int_array(out: &mut Vec<u8>, array: IntArray<'_>) {
     }
 }
 
+/// [`write_int_slice`] into a stage given as its parts ([`Stage::lend`]: out of line,
+/// its position stays in a register); returns the position after the array.
+#[inline(never)]
+pub(crate) fn stage_int_slice(
+    line: StageParts<'_>,
+    bytes: &[u8],
+    width: u8,
+    signed: bool,
+    big: bool,
+) -> (usize, bool) {
+    let mut line = Stage::from_parts(line);
+    let ok = write_int_slice(&mut line, bytes, width, signed, big);
+    (line.into_parts().1, ok)
+}
+
 /// `[1,2,3]` for `bytes` holding `width`-byte integers; `false`, with nothing written,
 /// for a width other than 1, 2, 4 or 8.
+#[inline(always)]
 pub(crate) fn write_int_slice(
-    out: &mut Vec<u8>,
+    out: &mut impl Sink,
     bytes: &[u8],
     width: u8,
     signed: bool,
@@ -74,14 +91,13 @@ pub(crate) fn write_int_slice(
 /// last element is ignored), each converted by `read`.
 #[inline(always)]
 fn write_ints<const N: usize, T: Decimal>(
-    out: &mut Vec<u8>,
+    out: &mut impl Sink,
     bytes: &[u8],
     read: impl Fn([u8; N]) -> T,
 ) {
     let mut elements = bytes
         .chunks_exact(N)
         .filter_map(|chunk| chunk.first_chunk::<N>());
-    out.reserve(bytes.len() / N * 21 + 2);
     match elements.next() {
         Some(first) => {
             write_int_after(out, b'[', read(*first));
@@ -89,9 +105,9 @@ fn write_ints<const N: usize, T: Decimal>(
                 write_int_after(out, b',', read(*element));
             }
         }
-        None => out.push(b'['),
+        None => out.put_all(b"["),
     }
-    out.push(b']');
+    out.put_all(b"]");
 }
 
 #[cfg(test)]
