@@ -186,12 +186,12 @@ pub struct LineWriter {
     /// Buffers of the EventHeader writer.
     eh: eventheader::json::Scratch,
     /// Context keys written after `"tid"` ([`LineWriter::set_context`]).
-    context: Vec<u8>,
+    context: context::ContextText,
     /// What `context` was written for, and the earliest record time it holds for.
     context_of: Option<(context::ContextKey, u64)>,
     /// The keys written before `context`, and what for: two threads taking turns
     /// (a pipe's two ends, a thread and the one it wakes) find theirs here.
-    context_before: Vec<u8>,
+    context_before: context::ContextText,
     /// What `context_before` was written for ([`LineWriter::context_of`]).
     context_before_of: Option<(context::ContextKey, u64)>,
 }
@@ -211,9 +211,9 @@ impl LineWriter {
             time: TimeCache::default(),
             ids: ids::IdsCache::default(),
             eh: eventheader::json::Scratch::default(),
-            context: Vec::new(),
+            context: context::ContextText::default(),
             context_of: None,
-            context_before: Vec::new(),
+            context_before: context::ContextText::default(),
             context_before_of: None,
         }
     }
@@ -243,7 +243,7 @@ impl LineWriter {
         write_head(out, meta.system, meta.event, meta.format_id);
         out.extend_from_slice(b"\"cpu\":");
         self.ids.write(out, meta.cpu, meta.pid, meta.tid);
-        out.extend_from_slice(&self.context);
+        self.context.write(out);
         if let Some(tp) = eventheader::detect(format, meta.event) {
             self.write_eventheader(out, common, raw, |out, eh, data| {
                 eventheader::json::write_event(out, eh, &tp, data)
@@ -279,7 +279,7 @@ impl LineWriter {
         // The prepared head ends with `"cpu":`.
         prepared.head.write(&mut line);
         self.ids.write(&mut line, stamp.cpu, stamp.pid, stamp.tid);
-        line.extend(&self.context);
+        self.context.write(&mut line);
         if let Some(name) = &prepared.eventheader {
             line.finish();
             self.write_eventheader(out, common, raw, |out, eh, data| {

@@ -53,7 +53,7 @@ impl<const N: usize> Text<N> {
 }
 
 /// The window [`Texts`] copies: pieces up to this long take one fixed-size copy.
-const WINDOW: usize = 32;
+pub(crate) const WINDOW: usize = 32;
 
 /// A byte range of a [`Texts`] buffer.
 pub(crate) type Span = (u32, u32);
