@@ -120,6 +120,19 @@ impl<'a> Stage<'a> {
     }
 }
 
+/// [`Stage::spill`] of the first `n` bytes of `bytes`.
+#[cold]
+#[inline(never)]
+fn spill_array<const N: usize>(
+    buf: &[u8; STAGE],
+    pos: usize,
+    out: &mut Vec<u8>,
+    bytes: [u8; N],
+    n: usize,
+) -> usize {
+    spill(buf, pos, out, bytes.get(..n).unwrap_or_default())
+}
+
 /// [`Stage::spill`]: append `buf[..pos]` and `bytes` to `out`; the new position (0).
 #[cold]
 #[inline(never)]
@@ -141,7 +154,10 @@ impl Sink for Stage<'_> {
                 *slot = *bytes;
                 self.pos += n;
             }
-            None => self.spill(bytes.get(..n).unwrap_or_default()),
+            // The bytes by value: by reference, a piece made in registers (an integer
+            // array's separator and digit) was stored on the stack first (−2 Ir per
+            // element).
+            None => self.pos = spill_array(self.buf, self.pos, self.out, *bytes, n),
         }
     }
 
