@@ -81,12 +81,29 @@ impl LineWriter {
         if holds(self.context_of) {
             return;
         }
+        // Then the keys kept besides (four threads in turn: with `sched_switch`, a
+        // pipe's two threads and the idle task of each of two CPUs), which take the
+        // place of the ones before; else the place of the oldest of them is where the
+        // new ones are written.
+        let kept = self.context_others.iter().position(|(of, _)| holds(*of));
+        let slot = kept.unwrap_or(self.context_next % CONTEXT_OTHERS);
+        let (other_of, other) = &mut self.context_others[slot];
+        std::mem::swap(&mut self.context, other);
+        std::mem::swap(&mut self.context_of, other_of);
+        if kept.is_some() {
+            return;
+        }
+        self.context_next = slot + 1;
         let valid_from = self
             .context
             .fill(|text| tracker.write(text, stamp.pid, stamp.tid, stamp.time_unix_ns, cgroup));
         self.context_of = valid_from.map(|v| (key, v));
     }
 }
+
+/// How many context keys [`LineWriter`] keeps besides the current ones and those
+/// before ([`LineWriter::set_context`]).
+pub(crate) const CONTEXT_OTHERS: usize = 2;
 
 /// The context keys of a thread ([`LineWriter::set_context`]) followed by [`WINDOW`]
 /// bytes of slack, so that keys of at most [`WINDOW`] bytes (`,"comm":"…"` of a thread
@@ -191,6 +208,12 @@ mod tests {
         for at in 12..20 {
             check(&t, stamp(7 + at % 2, Some(u64::from(at))), None);
         }
+        // Four threads in turn (the current keys, those before and both others), then
+        // a fifth.
+        for at in 20..40 {
+            check(&t, stamp(7 + at % 4, Some(u64::from(at))), None);
+        }
+        check(&t, stamp(20, Some(40)), None);
         check(&t, stamp(8, Some(12)), Some(5));
         check(&t, stamp(8, None), Some(5));
         // A rename at 100: records before it keep the old name, also after a record

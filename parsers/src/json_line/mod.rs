@@ -194,6 +194,11 @@ pub struct LineWriter {
     context_before: context::ContextText,
     /// What `context_before` was written for ([`LineWriter::context_of`]).
     context_before_of: Option<(context::ContextKey, u64)>,
+    /// More keys and what for, looked at after those before.
+    context_others:
+        [(Option<(context::ContextKey, u64)>, context::ContextText); context::CONTEXT_OTHERS],
+    /// The one of `context_others` to replace next (in turn).
+    context_next: usize,
 }
 
 impl Default for LineWriter {
@@ -215,6 +220,8 @@ impl LineWriter {
             context_of: None,
             context_before: context::ContextText::default(),
             context_before_of: None,
+            context_others: Default::default(),
+            context_next: 0,
         }
     }
 
