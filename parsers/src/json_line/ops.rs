@@ -5,7 +5,7 @@ use super::escape::{write_c_string, write_c_string_at, write_key};
 use super::numbers::write_int;
 use super::stage::{Sink, Stage, StageParts};
 use super::text::Text;
-use super::values::{stage_int_slice, write_value};
+use super::values::{IntKind, stage_int_slice, write_value};
 use crate::decode::{Endian, FieldPlan, PlanKind};
 use crate::location;
 use crate::schema::{Element, Field, LocKind};
@@ -71,12 +71,11 @@ pub(crate) enum Op {
     Chars { start: usize, end: usize },
     /// A `__data_loc`/`__rel_loc` `char` string with a 4-byte location at `offset`.
     DynChars { offset: usize, loc: LocKind },
-    /// A fixed array of 1, 2, 4 or 8-byte integers filling `start..end` exactly.
+    /// A fixed array of integers of `kind` filling `start..end` exactly.
     Ints {
         start: usize,
         end: usize,
-        width: u8,
-        signed: bool,
+        kind: IntKind,
     },
     /// Anything else: [`FieldPlan::read`].
     Decode,
@@ -103,11 +102,9 @@ impl Op {
                 _ => Op::Decode,
             },
             PlanKind::Array(Element::Char) => Op::Chars { start, end },
-            PlanKind::Array(Element::Integer { size, signed }) => Op::Ints {
-                start,
-                end,
-                width: size,
-                signed,
+            PlanKind::Array(Element::Integer { size, signed }) => match IntKind::of(size, signed) {
+                Some(kind) => Op::Ints { start, end, kind },
+                None => Op::Decode,
             },
             PlanKind::Dynamic {
                 loc,
@@ -172,16 +169,11 @@ impl Op {
                     Err(_) => return false,
                 }
             }
-            Op::Ints {
-                start,
-                end,
-                width,
-                signed,
-            } => {
+            Op::Ints { start, end, kind } => {
                 let Some(area) = raw.get(start..end) else {
                     return false;
                 };
-                return out.lend(|line| stage_int_slice(line, area, width, signed, big));
+                out.lend(|line| stage_int_slice(line, area, kind, big));
             }
             Op::U8(_)
             | Op::U16(_)
