@@ -51,7 +51,9 @@ pub(crate) fn steps(open: &[u8], fields: &[Field]) -> Box<[Step]> {
 /// `null` plus an error for the rest.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Op {
-    /// An integer field of 1, 2, 4 or 8 bytes (the `size:` matches) at this offset.
+    /// An integer field of 1, 2, 4 or 8 bytes (the `size:` matches) ending at this
+    /// offset (the end, not the start: one comparison with the record's length checks
+    /// it is there; from the start it took two and their combination).
     U8(usize),
     /// See [`Op::U8`].
     U16(usize),
@@ -90,17 +92,22 @@ impl Op {
             return Op::Decode;
         };
         match plan.kind() {
-            PlanKind::Int { width, signed } => match (width, signed) {
-                (1, false) => Op::U8(start),
-                (2, false) => Op::U16(start),
-                (4, false) => Op::U32(start),
-                (8, false) => Op::U64(start),
-                (1, true) => Op::I8(start),
-                (2, true) => Op::I16(start),
-                (4, true) => Op::I32(start),
-                (8, true) => Op::I64(start),
-                _ => Op::Decode,
-            },
+            PlanKind::Int { width, signed } => {
+                let Some(end) = start.checked_add(usize::from(width)) else {
+                    return Op::Decode;
+                };
+                match (width, signed) {
+                    (1, false) => Op::U8(end),
+                    (2, false) => Op::U16(end),
+                    (4, false) => Op::U32(end),
+                    (8, false) => Op::U64(end),
+                    (1, true) => Op::I8(end),
+                    (2, true) => Op::I16(end),
+                    (4, true) => Op::I32(end),
+                    (8, true) => Op::I64(end),
+                    _ => Op::Decode,
+                }
+            }
             PlanKind::Array(Element::Char) => Op::Chars { start, end },
             PlanKind::Array(Element::Integer { size, signed }) => match IntKind::of(size, signed) {
                 Some(kind) => Op::Ints { start, end, kind },
@@ -118,12 +125,12 @@ impl Op {
     /// go through [`FieldPlan::read`] instead.
     #[inline(always)]
     pub(crate) fn write(self, out: &mut Stage<'_>, raw: &[u8], big: bool) -> bool {
-        // The integer at `$at` as a `$t` in the record's byte order (one load and a swap
-        // if big; swapping the bytes before the conversion made the compiler move them
-        // one by one), widened to 64 bits.
+        // The integer ending at `$end` as a `$t` in the record's byte order (one load and
+        // a swap if big; swapping the bytes before the conversion made the compiler move
+        // them one by one), widened to 64 bits.
         macro_rules! int {
-            ($t:ty, $at:expr) => {
-                match raw.get($at..).and_then(<[u8]>::first_chunk) {
+            ($t:ty, $end:expr) => {
+                match raw.get(..$end).and_then(<[u8]>::last_chunk) {
                     Some(&b) if big => <$t>::from_be_bytes(b).into(),
                     Some(&b) => <$t>::from_le_bytes(b).into(),
                     None => return false,
@@ -133,14 +140,14 @@ impl Op {
         // One number writer for the unsigned kinds and one for the signed (each is
         // inlined where it is called).
         let number: Result<u64, i64> = match self {
-            Op::U8(at) => Ok(int!(u8, at)),
-            Op::U16(at) => Ok(int!(u16, at)),
-            Op::U32(at) => Ok(int!(u32, at)),
-            Op::U64(at) => Ok(int!(u64, at)),
-            Op::I8(at) => Err(int!(i8, at)),
-            Op::I16(at) => Err(int!(i16, at)),
-            Op::I32(at) => Err(int!(i32, at)),
-            Op::I64(at) => Err(int!(i64, at)),
+            Op::U8(end) => Ok(int!(u8, end)),
+            Op::U16(end) => Ok(int!(u16, end)),
+            Op::U32(end) => Ok(int!(u32, end)),
+            Op::U64(end) => Ok(int!(u64, end)),
+            Op::I8(end) => Err(int!(i8, end)),
+            Op::I16(end) => Err(int!(i16, end)),
+            Op::I32(end) => Err(int!(i32, end)),
+            Op::I64(end) => Err(int!(i64, end)),
             other => return other.write_other(out, raw, big),
         };
         match number {
