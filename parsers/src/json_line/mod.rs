@@ -22,7 +22,9 @@
 //!
 //! Performance: everything is appended to a caller-owned `Vec<u8>`; nothing is allocated
 //! per record once the Vec has grown (strings with invalid UTF-8 included). The date-time
-//! part of the timestamp is formatted once per second and cached.
+//! part of the timestamp is formatted once per second and cached. The prepared path
+//! ([`LineWriter::write_prepared`]) writes a line into a fixed-size array the writer owns,
+//! with its position in a register, and appends it to the `Vec` with one copy.
 
 use std::fmt;
 
