@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::numbers::push_prefix;
+use super::stage::Sink;
 
 /// `char` data as a JSON string: up to its first NUL (all of it without one), as
 /// [`decode_field`] reads it, then as [`write_text`] writes it. One pass finds the first
@@ -30,16 +30,16 @@ pub(crate) fn write_c_string(out: &mut Vec<u8>, data: &[u8]) {
 /// [`write_c_string`] of the `char` area `start..end` of `raw`; `false`, with nothing
 /// written, when `raw` does not hold it. Areas of at most 16 bytes (`comm` and other
 /// short names) with 16 bytes of `raw` from `start` are scanned as two words and copied,
-/// quotes included, as one fixed-size window ([`push_prefix`]) instead of a `memcpy`
+/// quotes included, as one fixed-size window ([`Sink::put`]) instead of a `memcpy`
 /// call.
 #[inline]
-pub(crate) fn write_c_string_at(out: &mut Vec<u8>, raw: &[u8], start: usize, end: usize) -> bool {
+pub(crate) fn write_c_string_at(out: &mut impl Sink, raw: &[u8], start: usize, end: usize) -> bool {
     let Some(area) = raw.get(start..end) else {
         return false;
     };
     let window = raw.get(start..).and_then(<[u8]>::first_chunk::<16>);
     let Some(window) = window.filter(|_| area.len() <= 16) else {
-        write_c_string(out, area);
+        write_c_string(out.vec(), area);
         return true;
     };
     let (low, high) = window.split_at(8);
@@ -57,14 +57,14 @@ pub(crate) fn write_c_string_at(out: &mut Vec<u8>, raw: &[u8], start: usize, end
         Some(_) if first >= area.len() => area.len(),
         Some(0) => first,
         Some(_) => {
-            write_c_string(out, area);
+            write_c_string(out.vec(), area);
             return true;
         }
     };
     let mut quoted = [b'"'; 18];
     quoted[1..17].copy_from_slice(window);
     quoted[1 + len] = b'"';
-    push_prefix(out, &quoted, len + 2);
+    out.put(&quoted, len + 2);
     true
 }
 

@@ -22,7 +22,9 @@
 //!
 //! Performance: everything is appended to a caller-owned `Vec<u8>`; nothing is allocated
 //! per record once the Vec has grown (strings with invalid UTF-8 included). The date-time
-//! part of the timestamp is formatted once per second and cached.
+//! part of the timestamp is formatted once per second and cached. The prepared path
+//! ([`LineWriter::write_prepared`]) writes a line into a fixed-size array the writer owns,
+//! with its position in a register, and appends it to the `Vec` with one copy.
 
 use std::fmt;
 
@@ -37,6 +39,7 @@ mod ids;
 mod numbers;
 mod ops;
 pub(crate) mod schema;
+mod stage;
 mod text;
 mod time;
 mod values;
@@ -47,6 +50,7 @@ pub(crate) use escape::{
 };
 pub(crate) use numbers::{push_prefix, write_int};
 use ops::{Step, steps, write_steps};
+use stage::{STAGE, Sink, Stage};
 pub(crate) use text::{Span, Text, Texts};
 use time::TimeCache;
 pub(crate) use values::write_value;
@@ -174,22 +178,35 @@ pub struct LineOptions {
 
 /// Writes JSON lines into a caller-owned buffer; keeps small caches (time formatting),
 /// allocates nothing per record.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct LineWriter {
     opts: LineOptions,
+    /// Where [`LineWriter::write_prepared`] writes a line before appending it ([`Stage`]).
+    stage: Box<[u8; STAGE]>,
     time: TimeCache,
     ids: ids::IdsCache,
     /// Buffers of the EventHeader writer.
     eh: eventheader::json::Scratch,
     /// Context keys written after `"tid"` ([`LineWriter::set_context`]).
-    context: Vec<u8>,
+    context: context::ContextText,
     /// What `context` was written for, and the earliest record time it holds for.
     context_of: Option<(context::ContextKey, u64)>,
     /// The keys written before `context`, and what for: two threads taking turns
     /// (a pipe's two ends, a thread and the one it wakes) find theirs here.
-    context_before: Vec<u8>,
+    context_before: context::ContextText,
     /// What `context_before` was written for ([`LineWriter::context_of`]).
     context_before_of: Option<(context::ContextKey, u64)>,
+    /// More keys and what for, looked at after those before.
+    context_others:
+        [(Option<(context::ContextKey, u64)>, context::ContextText); context::CONTEXT_OTHERS],
+    /// The one of `context_others` to replace next (in turn).
+    context_next: usize,
+}
+
+impl Default for LineWriter {
+    fn default() -> Self {
+        LineWriter::new(LineOptions::default())
+    }
 }
 
 impl LineWriter {
@@ -197,13 +214,16 @@ impl LineWriter {
     pub fn new(opts: LineOptions) -> Self {
         LineWriter {
             opts,
+            stage: Box::new([0; STAGE]),
             time: TimeCache::default(),
             ids: ids::IdsCache::default(),
             eh: eventheader::json::Scratch::default(),
-            context: Vec::new(),
+            context: context::ContextText::default(),
             context_of: None,
-            context_before: Vec::new(),
+            context_before: context::ContextText::default(),
             context_before_of: None,
+            context_others: Default::default(),
+            context_next: 0,
         }
     }
 
@@ -232,7 +252,7 @@ impl LineWriter {
         write_head(out, meta.system, meta.event, meta.format_id);
         out.extend_from_slice(b"\"cpu\":");
         self.ids.write(out, meta.cpu, meta.pid, meta.tid);
-        out.extend_from_slice(&self.context);
+        self.context.write(out);
         if let Some(tp) = eventheader::detect(format, meta.event) {
             self.write_eventheader(out, common, raw, |out, eh, data| {
                 eventheader::json::write_event(out, eh, &tp, data)
@@ -261,12 +281,16 @@ impl LineWriter {
     ) {
         let endian = self.endian();
         let format = &prepared.format;
-        let common = self.start_line(out, stamp.time_unix_ns, format, raw);
+        let common = self.common(format);
+        // The line is written into the stage, then appended with one copy.
+        let mut line = Stage::new(&mut self.stage, out);
+        self.time.write(&mut line, stamp.time_unix_ns);
         // The prepared head ends with `"cpu":`.
-        prepared.head.write(out);
-        self.ids.write(out, stamp.cpu, stamp.pid, stamp.tid);
-        out.extend_from_slice(&self.context);
+        prepared.head.write(&mut line);
+        self.ids.write(&mut line, stamp.cpu, stamp.pid, stamp.tid);
+        self.context.write(&mut line);
         if let Some(name) = &prepared.eventheader {
+            line.finish();
             self.write_eventheader(out, common, raw, |out, eh, data| {
                 eventheader::json::write_event_prepared(out, eh, name, data)
             });
@@ -274,10 +298,14 @@ impl LineWriter {
         }
         let mut failed = false;
         if self.opts.include_common {
-            failed |= write_steps(out, COMMON_OPEN, &prepared.common, raw, endian);
+            failed |= line.lend(|l| write_steps(l, COMMON_OPEN, &prepared.common, raw, endian));
         }
-        failed |= write_steps(out, FIELDS_OPEN, &prepared.fields, raw, endian);
-        end_line(out, failed, common, &format.fields, raw, endian);
+        failed |= line.lend(|l| write_steps(l, FIELDS_OPEN, &prepared.fields, raw, endian));
+        if failed {
+            write_errors(line.vec(), common, &format.fields, raw, endian);
+        }
+        line.put_all(b"}\n");
+        line.finish();
     }
 
     /// The rest of an EventHeader event's line after `"tid"`: `common` (when asked
@@ -313,14 +341,21 @@ impl LineWriter {
         format: &'f EventFormat,
         raw: &[u8],
     ) -> &'f [Field] {
-        let common: &[Field] = if self.opts.include_common {
-            &format.common_fields
-        } else {
-            &[]
-        };
+        let common = self.common(format);
         out.reserve(RESERVE_FIXED + 24 * (common.len() + format.fields.len()) + raw.len());
         self.time.write(out, time_unix_ns);
         common
+    }
+
+    /// The common fields a line of `format` shows: all of them with
+    /// [`LineOptions::include_common`], else none.
+    #[inline(always)]
+    fn common<'f>(&self, format: &'f EventFormat) -> &'f [Field] {
+        if self.opts.include_common {
+            &format.common_fields
+        } else {
+            &[]
+        }
     }
 
     /// Append a `{"uevrec":"lost",...}` line: the kernel dropped `lost` records on `cpu`.

@@ -3,8 +3,9 @@
 
 use super::escape::{write_c_string, write_c_string_at, write_key};
 use super::numbers::write_int;
+use super::stage::{Sink, Stage, StageParts};
 use super::text::Text;
-use super::values::{write_int_slice, write_value};
+use super::values::{IntKind, stage_int_slice, write_value};
 use crate::decode::{Endian, FieldPlan, PlanKind};
 use crate::location;
 use crate::schema::{Element, Field, LocKind};
@@ -50,7 +51,9 @@ pub(crate) fn steps(open: &[u8], fields: &[Field]) -> Box<[Step]> {
 /// `null` plus an error for the rest.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Op {
-    /// An integer field of 1, 2, 4 or 8 bytes (the `size:` matches) at this offset.
+    /// An integer field of 1, 2, 4 or 8 bytes (the `size:` matches) ending at this
+    /// offset (the end, not the start: one comparison with the record's length checks
+    /// it is there; from the start it took two and their combination).
     U8(usize),
     /// See [`Op::U8`].
     U16(usize),
@@ -70,12 +73,11 @@ pub(crate) enum Op {
     Chars { start: usize, end: usize },
     /// A `__data_loc`/`__rel_loc` `char` string with a 4-byte location at `offset`.
     DynChars { offset: usize, loc: LocKind },
-    /// A fixed array of 1, 2, 4 or 8-byte integers filling `start..end` exactly.
+    /// A fixed array of integers of `kind` filling `start..end` exactly.
     Ints {
         start: usize,
         end: usize,
-        width: u8,
-        signed: bool,
+        kind: IntKind,
     },
     /// Anything else: [`FieldPlan::read`].
     Decode,
@@ -90,23 +92,26 @@ impl Op {
             return Op::Decode;
         };
         match plan.kind() {
-            PlanKind::Int { width, signed } => match (width, signed) {
-                (1, false) => Op::U8(start),
-                (2, false) => Op::U16(start),
-                (4, false) => Op::U32(start),
-                (8, false) => Op::U64(start),
-                (1, true) => Op::I8(start),
-                (2, true) => Op::I16(start),
-                (4, true) => Op::I32(start),
-                (8, true) => Op::I64(start),
-                _ => Op::Decode,
-            },
+            PlanKind::Int { width, signed } => {
+                let Some(end) = start.checked_add(usize::from(width)) else {
+                    return Op::Decode;
+                };
+                match (width, signed) {
+                    (1, false) => Op::U8(end),
+                    (2, false) => Op::U16(end),
+                    (4, false) => Op::U32(end),
+                    (8, false) => Op::U64(end),
+                    (1, true) => Op::I8(end),
+                    (2, true) => Op::I16(end),
+                    (4, true) => Op::I32(end),
+                    (8, true) => Op::I64(end),
+                    _ => Op::Decode,
+                }
+            }
             PlanKind::Array(Element::Char) => Op::Chars { start, end },
-            PlanKind::Array(Element::Integer { size, signed }) => Op::Ints {
-                start,
-                end,
-                width: size,
-                signed,
+            PlanKind::Array(Element::Integer { size, signed }) => match IntKind::of(size, signed) {
+                Some(kind) => Op::Ints { start, end, kind },
+                None => Op::Decode,
             },
             PlanKind::Dynamic {
                 loc,
@@ -118,14 +123,14 @@ impl Op {
 
     /// Write the value from `raw`; `false`, with nothing written, when the field must
     /// go through [`FieldPlan::read`] instead.
-    #[inline]
-    pub(crate) fn write(self, out: &mut Vec<u8>, raw: &[u8], big: bool) -> bool {
-        // The integer at `$at` as a `$t` in the record's byte order (one load and a swap
-        // if big; swapping the bytes before the conversion made the compiler move them
-        // one by one), widened to 64 bits.
+    #[inline(always)]
+    pub(crate) fn write(self, out: &mut Stage<'_>, raw: &[u8], big: bool) -> bool {
+        // The integer ending at `$end` as a `$t` in the record's byte order (one load and
+        // a swap if big; swapping the bytes before the conversion made the compiler move
+        // them one by one), widened to 64 bits.
         macro_rules! int {
-            ($t:ty, $at:expr) => {
-                match raw.get($at..).and_then(<[u8]>::first_chunk) {
+            ($t:ty, $end:expr) => {
+                match raw.get(..$end).and_then(<[u8]>::last_chunk) {
                     Some(&b) if big => <$t>::from_be_bytes(b).into(),
                     Some(&b) => <$t>::from_le_bytes(b).into(),
                     None => return false,
@@ -135,14 +140,14 @@ impl Op {
         // One number writer for the unsigned kinds and one for the signed (each is
         // inlined where it is called).
         let number: Result<u64, i64> = match self {
-            Op::U8(at) => Ok(int!(u8, at)),
-            Op::U16(at) => Ok(int!(u16, at)),
-            Op::U32(at) => Ok(int!(u32, at)),
-            Op::U64(at) => Ok(int!(u64, at)),
-            Op::I8(at) => Err(int!(i8, at)),
-            Op::I16(at) => Err(int!(i16, at)),
-            Op::I32(at) => Err(int!(i32, at)),
-            Op::I64(at) => Err(int!(i64, at)),
+            Op::U8(end) => Ok(int!(u8, end)),
+            Op::U16(end) => Ok(int!(u16, end)),
+            Op::U32(end) => Ok(int!(u32, end)),
+            Op::U64(end) => Ok(int!(u64, end)),
+            Op::I8(end) => Err(int!(i8, end)),
+            Op::I16(end) => Err(int!(i16, end)),
+            Op::I32(end) => Err(int!(i32, end)),
+            Op::I64(end) => Err(int!(i64, end)),
             other => return other.write_other(out, raw, big),
         };
         match number {
@@ -153,8 +158,8 @@ impl Op {
     }
 
     /// [`Op::write`] for the kinds other than single integers.
-    #[inline]
-    fn write_other(self, out: &mut Vec<u8>, raw: &[u8], big: bool) -> bool {
+    #[inline(always)]
+    fn write_other(self, out: &mut Stage<'_>, raw: &[u8], big: bool) -> bool {
         match self {
             Op::Chars { start, end } => return write_c_string_at(out, raw, start, end),
             Op::DynChars { offset, loc } => {
@@ -165,21 +170,18 @@ impl Op {
                 };
                 match location::resolve(loc, offset, 4, value, raw.len()) {
                     Ok(range) => match raw.get(range) {
-                        Some(data) => write_c_string(out, data),
+                        Some(data) => write_c_string(out.vec(), data),
                         None => return false,
                     },
                     Err(_) => return false,
                 }
             }
-            Op::Ints {
-                start,
-                end,
-                width,
-                signed,
-            } => match raw.get(start..end) {
-                Some(area) => return write_int_slice(out, area, width, signed, big),
-                None => return false,
-            },
+            Op::Ints { start, end, kind } => {
+                let Some(area) = raw.get(start..end) else {
+                    return false;
+                };
+                out.lend(|line| stage_int_slice(line, area, kind, big));
+            }
             Op::U8(_)
             | Op::U16(_)
             | Op::U32(_)
@@ -195,25 +197,27 @@ impl Op {
 }
 
 /// [`write_fields`] with prepared `steps` for `fields` (the same length), including the
-/// object's opening (`open`, in the first step's key).
+/// object's opening (`open`, in the first step's key), into a stage given as its parts
+/// ([`Stage::lend`]); returns the position after the object and whether a field failed.
 pub(crate) fn write_steps(
-    out: &mut Vec<u8>,
+    line: StageParts<'_>,
     open: &[u8],
     steps: &[Step],
     raw: &[u8],
     endian: Endian,
-) -> bool {
+) -> (usize, bool) {
+    let mut line = Stage::from_parts(line);
     if steps.is_empty() {
-        out.extend_from_slice(open);
+        line.extend(open);
     }
     let big = endian == Endian::Big;
     let mut failed = false;
     for step in steps {
-        step.key.write(out);
-        if !step.op.write(out, raw, big) {
-            failed |= write_value(out, &step.plan.read(raw, endian));
+        step.key.write(&mut line);
+        if !step.op.write(&mut line, raw, big) {
+            failed |= write_value(line.vec(), &step.plan.read(raw, endian));
         }
     }
-    out.push(b'}');
-    failed
+    line.put_all(b"}");
+    (line.into_parts().1, failed)
 }

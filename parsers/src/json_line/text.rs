@@ -6,6 +6,8 @@
 //! array of the window's size; [`Texts`] keeps many texts in one buffer with a window's
 //! worth of slack after the last.
 
+use super::stage::Sink;
+
 /// Prepared text to append, kept in a fixed-size array when it fits so that appending it
 /// is one fixed-size copy (a few vector moves, no `memcpy` call) and a truncation.
 #[derive(Debug, Clone)]
@@ -41,19 +43,17 @@ impl<const N: usize> Text<N> {
 
     /// Append the text to `out`.
     #[inline(always)]
-    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+    pub(crate) fn write(&self, out: &mut impl Sink) {
         if self.len <= N {
-            let end = out.len() + self.len;
-            out.extend_from_slice(&self.inline);
-            out.truncate(end);
+            out.put(&self.inline, self.len);
         } else {
-            out.extend_from_slice(&self.long);
+            out.extend(&self.long);
         }
     }
 }
 
 /// The window [`Texts`] copies: pieces up to this long take one fixed-size copy.
-const WINDOW: usize = 32;
+pub(crate) const WINDOW: usize = 32;
 
 /// A byte range of a [`Texts`] buffer.
 pub(crate) type Span = (u32, u32);
@@ -81,11 +81,7 @@ impl Texts {
         let (a, b) = (a as usize, b as usize);
         let window = self.0.get(a..).and_then(<[u8]>::first_chunk::<WINDOW>);
         match window {
-            Some(window) if b.wrapping_sub(a) <= WINDOW => {
-                let end = out.len() + (b - a);
-                out.extend_from_slice(window);
-                out.truncate(end);
-            }
+            Some(window) if b.wrapping_sub(a) <= WINDOW => out.put(window, b - a),
             _ => out.extend_from_slice(self.0.get(a..b).unwrap_or_default()),
         }
     }

@@ -4,6 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 use super::numbers::eight_digits;
+use super::stage::Sink;
 
 /// The start of every line, `{"time":"YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ"`, with the
 /// date-time part of the last second seen.
@@ -38,18 +39,18 @@ impl TimeCache {
     /// Write `{"time":"…Z"` for `time_unix_ns`, or `{"time":null` (always in line: a
     /// call's register saves were a sixth of its cost).
     #[inline(always)]
-    pub(crate) fn write(&mut self, out: &mut Vec<u8>, time_unix_ns: Option<u64>) {
+    pub(crate) fn write(&mut self, out: &mut impl Sink, time_unix_ns: Option<u64>) {
         let Some(ns) = time_unix_ns else {
-            out.extend_from_slice(b"{\"time\":null");
+            out.put_all(b"{\"time\":null");
             return;
         };
         let (secs, nanos) = (ns / 1_000_000_000, ns % 1_000_000_000);
         if self.secs != Some(secs) && !self.refresh(secs) {
-            out.extend_from_slice(b"{\"time\":null");
+            out.put_all(b"{\"time\":null");
             return;
         }
         self.line[TIME_AT + 20..TIME_AT + 29].copy_from_slice(&nine_digits(nanos as u32));
-        out.extend_from_slice(&self.line);
+        out.put_all(&self.line);
     }
 
     /// Format the prefix for `secs`; `false` if humantime refuses (past year 9999, which

@@ -2,6 +2,7 @@
 
 use super::escape::{write_hex, write_text};
 use super::numbers::{Decimal, write_int, write_int_after};
+use super::stage::{Sink, Stage, StageParts};
 use crate::decode::{Endian, IntArray, Value};
 
 /// Write one value; returns `true` for [`Value::Error`] (written as `null`).
@@ -36,15 +37,79 @@ fn write_int_array(out: &mut Vec<u8>, array: IntArray<'_>) {
     }
 }
 
+/// The element type of an integer array, its width (1, 2, 4 or 8 bytes) and sign
+/// checked once ([`IntKind::of`]): the prepared path then goes straight to its loop (the
+/// check and the sign's test were 10 instructions per array).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum IntKind {
+    /// `u8`.
+    U8,
+    /// `i8`.
+    I8,
+    /// `u16`.
+    U16,
+    /// `i16`.
+    I16,
+    /// `u32`.
+    U32,
+    /// `i32`.
+    I32,
+    /// `u64`.
+    U64,
+    /// `i64`.
+    I64,
+}
+
+impl IntKind {
+    /// The kind of `width`-byte integers; `None` for a width other than 1, 2, 4 or 8.
+    pub(crate) fn of(width: u8, signed: bool) -> Option<IntKind> {
+        Some(match (width, signed) {
+            (1, false) => IntKind::U8,
+            (1, true) => IntKind::I8,
+            (2, false) => IntKind::U16,
+            (2, true) => IntKind::I16,
+            (4, false) => IntKind::U32,
+            (4, true) => IntKind::I32,
+            (8, false) => IntKind::U64,
+            (8, true) => IntKind::I64,
+            _ => return None,
+        })
+    }
+}
+
+/// [`write_int_slice`] of `kind` into a stage given as its parts ([`Stage::lend`]: out
+/// of line, its position stays in a register); returns the position after the array.
+#[inline(never)]
+pub(crate) fn stage_int_slice(
+    line: StageParts<'_>,
+    bytes: &[u8],
+    kind: IntKind,
+    big: bool,
+) -> (usize, ()) {
+    let mut line = Stage::from_parts(line);
+    write_kind_slice(&mut line, bytes, kind, big);
+    (line.into_parts().1, ())
+}
+
 /// `[1,2,3]` for `bytes` holding `width`-byte integers; `false`, with nothing written,
 /// for a width other than 1, 2, 4 or 8.
 pub(crate) fn write_int_slice(
-    out: &mut Vec<u8>,
+    out: &mut impl Sink,
     bytes: &[u8],
     width: u8,
     signed: bool,
     big: bool,
 ) -> bool {
+    let Some(kind) = IntKind::of(width, signed) else {
+        return false;
+    };
+    write_kind_slice(out, bytes, kind, big);
+    true
+}
+
+/// `[1,2,3]` for `bytes` holding integers of `kind`.
+#[inline(always)]
+fn write_kind_slice(out: &mut impl Sink, bytes: &[u8], kind: IntKind, big: bool) {
     // The byte order is chosen once per array, so the loop reads each element with one
     // load (a swap inside the loop made it reassemble every element byte by byte).
     macro_rules! ints {
@@ -56,32 +121,29 @@ pub(crate) fn write_int_slice(
             }
         };
     }
-    match (width, signed) {
-        (1, false) => ints!(u8),
-        (1, true) => ints!(i8),
-        (2, false) => ints!(u16),
-        (2, true) => ints!(i16),
-        (4, false) => ints!(u32),
-        (4, true) => ints!(i32),
-        (8, false) => ints!(u64),
-        (8, true) => ints!(i64),
-        _ => return false,
+    match kind {
+        IntKind::U8 => ints!(u8),
+        IntKind::I8 => ints!(i8),
+        IntKind::U16 => ints!(u16),
+        IntKind::I16 => ints!(i16),
+        IntKind::U32 => ints!(u32),
+        IntKind::I32 => ints!(i32),
+        IntKind::U64 => ints!(u64),
+        IntKind::I64 => ints!(i64),
     }
-    true
 }
 
 /// `[e0,e1,…]` for the `N`-byte integers in `bytes` (a multiple of `N` long; a partial
 /// last element is ignored), each converted by `read`.
 #[inline(always)]
 fn write_ints<const N: usize, T: Decimal>(
-    out: &mut Vec<u8>,
+    out: &mut impl Sink,
     bytes: &[u8],
     read: impl Fn([u8; N]) -> T,
 ) {
     let mut elements = bytes
         .chunks_exact(N)
         .filter_map(|chunk| chunk.first_chunk::<N>());
-    out.reserve(bytes.len() / N * 21 + 2);
     match elements.next() {
         Some(first) => {
             write_int_after(out, b'[', read(*first));
@@ -89,9 +151,9 @@ fn write_ints<const N: usize, T: Decimal>(
                 write_int_after(out, b',', read(*element));
             }
         }
-        None => out.push(b'['),
+        None => out.put_all(b"["),
     }
-    out.push(b']');
+    out.put_all(b"]");
 }
 
 #[cfg(test)]
