@@ -229,6 +229,21 @@ fn in_a_pid_namespace() {
     if Command::new("unshare").arg("--version").output().is_err() {
         return common::tier::skip(Tier::Host, "unshare (util-linux) not installed");
     }
+    // An instance named like a live uevrec's (this test process's id: alive, but not
+    // visible from the namespace's own /proc). The ftrace backend in the namespace must
+    // neither take it for stale and remove it (as it did: a containerized uevrec removed
+    // the instances of recorders running on the host) nor name its own instance after
+    // its namespace's id (every container's uevrec would be `uevrec-1`).
+    let decoy = Path::new("/sys/kernel/tracing/instances")
+        .join(format!("uevrec-{}-s9999", std::process::id()));
+    fs::create_dir(&decoy).unwrap();
+    struct Rmdir<'a>(&'a Path);
+    impl Drop for Rmdir<'_> {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir(self.0);
+        }
+    }
+    let _decoy = Rmdir(&decoy);
     for backend in ["perf", "ftrace"] {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out.json");
@@ -242,7 +257,7 @@ fn in_a_pid_namespace() {
             pid_file.display()
         );
         // `timeout`: a producer that never sees the attached notice must not hang the run.
-        let status = Command::new("timeout")
+        let mut child = Command::new("timeout")
             .args([
                 "60",
                 "unshare",
@@ -259,9 +274,29 @@ fn in_a_pid_namespace() {
                 assert_cmd::cargo::cargo_bin("uevrec").display(),
                 out.display()
             ))
-            .status()
+            .spawn()
             .unwrap();
+        // While it runs: the names of the instances made from inside the namespace.
+        let mut ns_named = false;
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            ns_named |= fs::read_dir(decoy.parent().unwrap())
+                .unwrap()
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("uevrec-ns"));
+            std::thread::sleep(Duration::from_millis(20));
+        };
         assert!(status.success(), "{backend}: {status}");
+        if backend == "ftrace" {
+            assert!(ns_named, "no uevrec-ns<inode>-<pid> instance seen");
+        }
+        assert!(
+            decoy.is_dir(),
+            "{backend}: uevrec in a pid namespace removed {}, a live process's instance",
+            decoy.display()
+        );
         let ns_pid: u64 = fs::read_to_string(&pid_file)
             .unwrap()
             .trim()

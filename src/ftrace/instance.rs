@@ -8,7 +8,10 @@
 //! `uevrec-<pid>-<n>` are the throw-away instances of the filter complaints
 //! (crate::session). A session's tracking instance (its thread names and cgroups,
 //! tracking.rs) is its instance's name with `-t` ([`Instance::sibling`]). An instance
-//! whose `<pid>` no longer runs is stale.
+//! whose `<pid>` no longer runs is stale. In a nested pid namespace whose `/proc` does not
+//! show this process's initial-namespace id (a container's own `/proc`), the names are
+//! `uevrec-ns<inode>-<pid>` instead ([`name_prefix`]): unique across containers, and never
+//! taken for stale by anyone (the stale rule needs an initial-namespace id).
 
 use std::fs;
 use std::io;
@@ -106,18 +109,18 @@ impl Instance {
         }
         let seq = SESSIONS.fetch_add(1, Ordering::Relaxed);
         // In a pid namespace other uevrec processes are invisible (their instances would
-        // look stale) and this one's id is not the kernel's: name the instance with the
-        // initial namespace's id and leave the others alone.
-        let (pid, nested) = initial_pid();
+        // look stale) and this one's id is not the kernel's: name the instance so that
+        // it cannot collide, and leave the others alone.
+        let (prefix, nested) = name_prefix();
         let stale = if nested {
             Vec::new()
         } else {
             remove_stale(&parent, seq == 0)
         };
         let name = if seq == 0 {
-            format!("uevrec-{pid}")
+            prefix
         } else {
-            format!("uevrec-{pid}-s{seq}")
+            format!("{prefix}-s{seq}")
         };
         let dir = parent.join(name);
         fs::create_dir(&dir).map_err(|source| {
@@ -184,26 +187,68 @@ impl Drop for Instance {
     }
 }
 
-/// This process's id in the initial pid namespace (the first `NSpid:` of
-/// `/proc/self/status`), and whether uevrec runs in a nested pid namespace (more than one
-/// id there). Without that line (old kernels, no `/proc`): `getpid()`, not nested.
-pub fn initial_pid() -> (u32, bool) {
+/// The inode number of the initial pid namespace (`PROC_PID_INIT_INO`,
+/// include/linux/proc_ns.h): what `stat /proc/self/ns/pid` shows outside any nested one.
+const PROC_PID_INIT_INO: u64 = 0xEFFF_FFFC;
+
+/// Where this process stands among pid namespaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PidView {
+    /// In the initial pid namespace: this is the kernel's id of the process.
+    Initial(u32),
+    /// In a nested namespace whose `/proc` shows the initial namespace's id (the first
+    /// `NSpid:`, here), e.g. `unshare --pid --fork` without `--mount-proc`.
+    NestedKnown(u32),
+    /// In a nested namespace whose `/proc` is its own (a container's), so that the
+    /// initial namespace's id cannot be seen: the namespace's inode and the id in it.
+    NestedUnknown {
+        /// Inode number of the pid namespace (`/proc/self/ns/pid`).
+        ns: u64,
+        /// This process's id in that namespace.
+        pid: u32,
+    },
+}
+
+/// This process's [`PidView`]. Nested-ness comes from the pid namespace's inode, not from
+/// the number of `NSpid:` ids: a `/proc` mounted inside the namespace (a container's,
+/// `unshare --mount-proc`) shows one id, the namespace's own. Without `/proc/self/ns`
+/// (very old kernels, no `/proc`) the process counts as in the initial namespace.
+pub fn pid_view() -> PidView {
+    use std::os::unix::fs::MetadataExt;
     let own = std::process::id();
-    let Ok(status) = fs::read_to_string("/proc/self/status") else {
-        return (own, false);
-    };
-    let ids: Vec<u32> = status
-        .lines()
-        .find_map(|l| l.strip_prefix("NSpid:"))
-        .map(|l| {
-            l.split_whitespace()
-                .filter_map(|n| n.parse().ok())
-                .collect()
+    let ns = fs::metadata("/proc/self/ns/pid").map(|m| m.ino()).ok();
+    let ids: Vec<u32> = fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status.lines().find_map(|l| {
+                l.strip_prefix("NSpid:").map(|l| {
+                    l.split_whitespace()
+                        .filter_map(|n| n.parse().ok())
+                        .collect()
+                })
+            })
         })
         .unwrap_or_default();
-    match ids.first() {
-        Some(&first) => (first, ids.len() > 1),
-        None => (own, false),
+    match (ns, ids.as_slice()) {
+        (_, [first, _, ..]) => PidView::NestedKnown(*first),
+        (Some(ns), _) if ns != PROC_PID_INIT_INO => PidView::NestedUnknown {
+            ns,
+            pid: ids.first().copied().unwrap_or(own),
+        },
+        (_, [first]) => PidView::Initial(*first),
+        _ => PidView::Initial(own),
+    }
+}
+
+/// The start of this process's instance names, and whether it runs in a nested pid
+/// namespace (and so must remove no stale instances: the processes of other uevrec runs
+/// are invisible there). `uevrec-<pid>` with the initial namespace's id when it is known,
+/// else `uevrec-ns<inode>-<pid>`, which [`instance_pid`] does not read as a pid.
+pub fn name_prefix() -> (String, bool) {
+    match pid_view() {
+        PidView::Initial(pid) => (format!("uevrec-{pid}"), false),
+        PidView::NestedKnown(pid) => (format!("uevrec-{pid}"), true),
+        PidView::NestedUnknown { ns, pid } => (format!("uevrec-ns{ns}-{pid}"), true),
     }
 }
 
@@ -272,8 +317,10 @@ mod tests {
     #[test]
     fn the_initial_pid_is_this_process_outside_a_namespace() {
         // The tests run in the initial pid namespace (tests/context_host.rs covers a
-        // nested one end to end).
-        assert_eq!(initial_pid(), (std::process::id(), false));
+        // nested one end to end, with the namespace's own /proc).
+        let me = std::process::id();
+        assert_eq!(pid_view(), PidView::Initial(me));
+        assert_eq!(name_prefix(), (format!("uevrec-{me}"), false));
     }
 
     #[test]
@@ -291,6 +338,8 @@ mod tests {
             "uevrec-42-sx",
             "uevrec-42-t-t",
             "uevrec--t",
+            "uevrec-ns4026532000-1",
+            "uevrec-ns4026532000-1-t",
             "foo-42",
         ] {
             assert_eq!(instance_pid(other), None, "{other}");

@@ -48,7 +48,9 @@ use uevrec_parsers::Endian;
 use uevrec_parsers::ftrace_page::PageLayout;
 
 use context_instance::ContextInstance;
-pub use instance::{FtraceError, Instance, SetupError, initial_pid, instance_pid, remove_stale};
+pub use instance::{
+    FtraceError, Instance, PidView, SetupError, instance_pid, name_prefix, pid_view, remove_stale,
+};
 use instance::{read_file, write_file};
 use reader::CpuReader;
 pub use spool::{CpuSpool, SpoolBackend, SpoolPlan, SpoolReport, spool_path};

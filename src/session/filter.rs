@@ -98,7 +98,7 @@ pub(super) fn complaint(tracefs: &Tracefs, system: &str, event: &str, expr: &str
     let inst = tracefs
         .root()
         .join("instances")
-        .join(format!("uevrec-{}-{seq}", crate::ftrace::initial_pid().0));
+        .join(format!("{}-{seq}", crate::ftrace::name_prefix().0));
     if fs::create_dir(&inst).is_err() {
         return fallback();
     }
