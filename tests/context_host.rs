@@ -21,8 +21,10 @@ use common::tier::Tier;
 const ID: &str = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00";
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// One test at a time: uevrec in a pid namespace sees no other uevrec's process and
-/// takes their tracefs instances for stale ones (docs/json-lines.md, "pid namespaces").
+/// One test at a time when the tests share a process (`cargo test`'s threads; nextest
+/// runs each in its own): they watch the same CPUs' exec and rename traffic. A uevrec in a
+/// pid namespace no longer takes other recorders' instances for stale ones
+/// (`in_a_pid_namespace` checks it), so tests of other binaries may run beside these.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
