@@ -193,7 +193,7 @@ const PROC_PID_INIT_INO: u64 = 0xEFFF_FFFC;
 
 /// Where this process stands among pid namespaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PidView {
+enum PidView {
     /// In the initial pid namespace: this is the kernel's id of the process.
     Initial(u32),
     /// In a nested namespace whose `/proc` shows the initial namespace's id (the first
@@ -213,7 +213,7 @@ pub enum PidView {
 /// the number of `NSpid:` ids: a `/proc` mounted inside the namespace (a container's,
 /// `unshare --mount-proc`) shows one id, the namespace's own. Without `/proc/self/ns`
 /// (very old kernels, no `/proc`) the process counts as in the initial namespace.
-pub fn pid_view() -> PidView {
+fn pid_view() -> PidView {
     use std::os::unix::fs::MetadataExt;
     let own = std::process::id();
     let ns = fs::metadata("/proc/self/ns/pid").map(|m| m.ino()).ok();

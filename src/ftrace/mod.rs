@@ -48,9 +48,7 @@ use uevrec_parsers::Endian;
 use uevrec_parsers::ftrace_page::PageLayout;
 
 use context_instance::ContextInstance;
-pub use instance::{
-    FtraceError, Instance, PidView, SetupError, instance_pid, name_prefix, pid_view, remove_stale,
-};
+pub use instance::{FtraceError, Instance, SetupError, instance_pid, name_prefix, remove_stale};
 use instance::{read_file, write_file};
 use reader::CpuReader;
 pub use spool::{CpuSpool, SpoolBackend, SpoolPlan, SpoolReport, spool_path};

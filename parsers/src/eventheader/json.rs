@@ -14,8 +14,8 @@ use super::metadata::{FieldMeta, attributes, split_event_name, unescape};
 use super::plan::{PlanCache, PlanHint};
 use super::tracepoint_name::{OwnedTracepointName, TracepointName};
 use crate::json_line::{
-    Text, first_special, hex_digits, push_prefix, write_escape, write_hex, write_int, write_plain,
-    write_str, write_text, write_text_contents,
+    Text, first_special, hex_digits, write_escape, write_hex, write_int, write_plain, write_str,
+    write_text, write_text_contents,
 };
 
 /// Reusable buffers for [`write_event`]; keep one per writer.
@@ -362,7 +362,8 @@ pub(super) fn write_hash_x(out: &mut Vec<u8>, v: u64) {
     if let Some(quote) = text.get_mut(3 + digits) {
         *quote = b'"';
     }
-    push_prefix(out, &text, 4 + digits);
+    // Not imported: `Sink::extend` would shadow `Extend::extend` in this module.
+    crate::json_line::Sink::put(out, &text, 4 + digits);
 }
 
 /// `v` as `{:x}` writes it, without the formatting machinery.

@@ -48,9 +48,10 @@ pub(crate) use escape::{
     Escaped, first_special, hex_digits, write_c_string, write_escape, write_hex, write_key,
     write_plain, write_str, write_text, write_text_contents,
 };
-pub(crate) use numbers::{push_prefix, write_int};
+pub(crate) use numbers::write_int;
 use ops::{Step, steps, write_steps};
-use stage::{STAGE, Sink, Stage};
+pub(crate) use stage::Sink;
+use stage::{STAGE, Stage};
 pub(crate) use text::{Span, Text, Texts};
 use time::TimeCache;
 pub(crate) use values::write_value;
@@ -301,10 +302,7 @@ impl LineWriter {
             failed |= line.lend(|l| write_steps(l, COMMON_OPEN, &prepared.common, raw, endian));
         }
         failed |= line.lend(|l| write_steps(l, FIELDS_OPEN, &prepared.fields, raw, endian));
-        if failed {
-            write_errors(line.vec(), common, &format.fields, raw, endian);
-        }
-        line.put_all(b"}\n");
+        end_line(&mut line, failed, common, &format.fields, raw, endian);
         line.finish();
     }
 
@@ -416,7 +414,7 @@ fn write_fields(out: &mut Vec<u8>, fields: &[Field], raw: &[u8], endian: Endian)
 /// newline.
 #[inline(always)]
 fn end_line(
-    out: &mut Vec<u8>,
+    out: &mut impl Sink,
     failed: bool,
     common: &[Field],
     fields: &[Field],
@@ -424,9 +422,9 @@ fn end_line(
     endian: Endian,
 ) {
     if failed {
-        write_errors(out, common, fields, raw, endian);
+        write_errors(out.vec(), common, fields, raw, endian);
     }
-    out.extend_from_slice(b"}\n");
+    out.put_all(b"}\n");
 }
 
 /// `,"errors":{"name":"message",...}` for the fields that fail to decode (rare: they

@@ -6,7 +6,7 @@
 //! 20-digit numbers of ids and pointers). Here the digits are made 8 at a time in one
 //! 64-bit word ([`eight_digits`], multiply-shift divisions in every lane at once), the
 //! leading zeros shifted out, and the word appended as one fixed-size copy cut back to
-//! the number's length ([`push_prefix`]). `ints_as_display_writes_them` checks every
+//! the number's length ([`Sink::put`](super::stage::Sink::put)). `ints_as_display_writes_them` checks every
 //! width against `Display` at 0, the bounds, every power of ten and a stride through the
 //! rest.
 
@@ -39,12 +39,6 @@ fn digit_values(n: u32) -> u64 {
     // x / 10 for x < 100 is (x * 103) >> 10.
     let tens = ((quarters * 103) >> 10) & 0x000f_000f_000f_000f;
     tens | ((quarters - tens * 10) << 8)
-}
-
-/// Append the first `n` bytes of `bytes` (`n <= N`) to a `Vec` ([`Sink::put`]).
-#[inline(always)]
-pub(crate) fn push_prefix<const N: usize>(out: &mut Vec<u8>, bytes: &[u8; N], n: usize) {
-    out.put(bytes, n);
 }
 
 /// `n` (0 to 10^8 - 1) without leading zeros: its ASCII word ([`eight_digits`] shifted
@@ -258,7 +252,7 @@ mod tests {
     fn prefix_is_cut_to_length() {
         for n in 0..=8 {
             let mut out = b"ab".to_vec();
-            push_prefix(&mut out, b"12345678", n);
+            out.put(b"12345678", n);
             assert_eq!(out[2..], b"12345678"[..n]);
         }
     }
