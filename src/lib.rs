@@ -15,6 +15,7 @@
 pub mod cli;
 pub mod clock;
 pub mod context;
+pub mod delivery;
 pub mod describe;
 pub mod epoll;
 pub mod fd_limit;

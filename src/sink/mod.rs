@@ -32,6 +32,11 @@ pub trait Sink {
     fn idle(&mut self) -> Result<(), SinkError> {
         Ok(())
     }
+    /// Called once after the last batch (the pipeline has ended): a sink that hands
+    /// lines on asynchronously (OTLP export) finishes here.
+    fn close(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
 }
 
 /// Why a sink stopped.
@@ -126,7 +131,7 @@ pub fn write_batches(
                 Ok(()) => continue,
                 Err(e) => break Err(e),
             },
-            Err(RecvTimeoutError::Disconnected) => break Ok(stats),
+            Err(RecvTimeoutError::Disconnected) => break sink.close().map(|()| stats),
         };
         if batch.lines.is_empty() {
             continue;

@@ -1,0 +1,278 @@
+//! The delivery accounting: for every tracepoint and in total,
+//!
+//! ```text
+//! recorded (this run) + from_spool (left by an earlier run)
+//!     = exported (acknowledged) + dropped (by reason) + pending (still queued)
+//! ```
+//!
+//! Updated once per batch (never per record), read by the summary and by `/metrics`.
+//! A batch's records per tracepoint come from its frame's metadata
+//! ([`uevrec_parsers::otlp::FrameMeta`]); uevrec's own records (lost counts, notices)
+//! are under the tracepoint `uevrec`, and records of batches whose metadata was
+//! unreadable (a corrupt spool) under `(unknown)`.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
+/// Why records were dropped instead of exported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DropReason {
+    /// The collector answered with a non-retryable error (HTTP 400, `INVALID_ARGUMENT`, …).
+    Rejected,
+    /// The collector accepted the request but rejected some of its items
+    /// (`partial_success`).
+    PartialSuccess,
+    /// `--spool-full drop-oldest` made room for newer batches.
+    SpoolFull,
+    /// The spool held bytes whose checksum failed (torn write, flipped bits).
+    SpoolCorrupt,
+    /// A batch larger than the whole spool.
+    TooLarge,
+    /// The spool could not be written (disk full, I/O error).
+    SpoolError,
+    /// uevrec stopped with the batch still in memory (no `--spool`), or stopped while
+    /// waiting for room and the collector never made any.
+    Shutdown,
+}
+
+impl DropReason {
+    /// Every reason, in a fixed order.
+    pub const ALL: [DropReason; 7] = [
+        DropReason::Rejected,
+        DropReason::PartialSuccess,
+        DropReason::SpoolFull,
+        DropReason::SpoolCorrupt,
+        DropReason::TooLarge,
+        DropReason::SpoolError,
+        DropReason::Shutdown,
+    ];
+
+    /// The label value (`/metrics`, the summary, docs/export.md).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::Rejected => "rejected",
+            DropReason::PartialSuccess => "partial_success",
+            DropReason::SpoolFull => "spool_full",
+            DropReason::SpoolCorrupt => "spool_corrupt",
+            DropReason::TooLarge => "too_large",
+            DropReason::SpoolError => "spool_error",
+            DropReason::Shutdown => "shutdown",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The counts of one tracepoint, or of all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Records handed to the exporter by this run.
+    pub recorded: u64,
+    /// Records found in the spool at start (left by an earlier run).
+    pub from_spool: u64,
+    /// Records the collector acknowledged.
+    pub exported: u64,
+    /// Records dropped, per [`DropReason`] (indexed as [`DropReason::ALL`]).
+    pub dropped: [u64; 7],
+    /// Records still queued (in the spool, or in memory).
+    pub pending: u64,
+}
+
+impl Counts {
+    /// Records dropped for any reason.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.iter().sum()
+    }
+
+    /// Records dropped for `reason`.
+    pub fn dropped(&self, reason: DropReason) -> u64 {
+        self.dropped[reason.index()]
+    }
+
+    /// Whether `recorded + from_spool = exported + dropped + pending` holds.
+    pub fn balances(&self) -> bool {
+        self.recorded + self.from_spool == self.exported + self.dropped_total() + self.pending
+    }
+}
+
+/// Records of a batch, per tracepoint: `(name, count)`.
+pub type PerTracepoint<'a> = &'a [(String, u64)];
+
+/// The tracepoint name for records whose batch metadata was unreadable.
+pub const UNKNOWN: &str = "(unknown)";
+
+/// The accounting of one run.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    per: BTreeMap<String, Counts>,
+    total: Counts,
+    /// OTLP items (log records, spans, data points) rejected by partial successes.
+    rejected_items: u64,
+}
+
+/// A copy of the ledger at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LedgerSnapshot {
+    /// Per tracepoint (`system:event`, `uevrec`, `(unknown)`).
+    pub per_tracepoint: BTreeMap<String, Counts>,
+    /// All of them.
+    pub total: Counts,
+    /// OTLP items rejected by partial successes (the collector's unit: log records,
+    /// spans, metric data points).
+    pub rejected_items: u64,
+}
+
+impl Ledger {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn apply(&self, counts: PerTracepoint<'_>, f: impl Fn(&mut Counts, u64)) {
+        let mut g = self.lock();
+        let inner = &mut *g;
+        for (name, n) in counts {
+            if *n == 0 {
+                continue;
+            }
+            match inner.per.get_mut(name.as_str()) {
+                Some(c) => f(c, *n),
+                None => f(inner.per.entry(name.clone()).or_default(), *n),
+            }
+            f(&mut inner.total, *n);
+        }
+    }
+
+    /// Records handed over by this run (now pending).
+    pub fn recorded(&self, counts: PerTracepoint<'_>) {
+        self.apply(counts, |c, n| {
+            c.recorded += n;
+            c.pending += n;
+        });
+    }
+
+    /// Records found pending in the spool at start.
+    pub fn from_spool(&self, counts: PerTracepoint<'_>) {
+        self.apply(counts, |c, n| {
+            c.from_spool += n;
+            c.pending += n;
+        });
+    }
+
+    /// Records found in the spool at start whose bytes were corrupt: never sent.
+    pub fn corrupt_at_start(&self, records: u64) {
+        let counts = [(UNKNOWN.to_string(), records)];
+        self.apply(&counts, |c, n| {
+            c.from_spool += n;
+            c.dropped[DropReason::SpoolCorrupt.index()] += n;
+        });
+    }
+
+    /// A pending batch was acknowledged; `rejected` of its items were rejected
+    /// (partial success). The collector does not say which: they are attributed to
+    /// the batch's tracepoints in its order (totals exact, per tracepoint a
+    /// convention), and only as many records as the batch holds (for metrics a data
+    /// point is not a record; then `items_are_records` is false and the records all
+    /// count as exported while `rejected_items` says how many points were refused).
+    pub fn exported(&self, counts: PerTracepoint<'_>, rejected: u64, items_are_records: bool) {
+        let mut left = if items_are_records { rejected } else { 0 };
+        let mut g = self.lock();
+        let inner = &mut *g;
+        inner.rejected_items += rejected;
+        for (name, n) in counts {
+            let drop = left.min(*n);
+            left -= drop;
+            for c in [inner.per.entry(name.clone()).or_default(), &mut inner.total] {
+                c.pending -= (*n).min(c.pending);
+                c.exported += n - drop;
+                c.dropped[DropReason::PartialSuccess.index()] += drop;
+            }
+        }
+    }
+
+    /// A pending batch was dropped.
+    pub fn dropped(&self, counts: PerTracepoint<'_>, reason: DropReason) {
+        self.apply(counts, |c, n| {
+            c.pending -= n.min(c.pending);
+            c.dropped[reason.index()] += n;
+        });
+    }
+
+    /// Records handed over by this run that never got into the queue.
+    pub fn refused(&self, counts: PerTracepoint<'_>, reason: DropReason) {
+        self.apply(counts, |c, n| {
+            c.recorded += n;
+            c.dropped[reason.index()] += n;
+        });
+    }
+
+    /// The counts now.
+    pub fn snapshot(&self) -> LedgerSnapshot {
+        let g = self.lock();
+        LedgerSnapshot {
+            per_tracepoint: g.per.clone(),
+            total: g.total,
+            rejected_items: g.rejected_items,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn tp(v: &[(&str, u64)]) -> Vec<(String, u64)> {
+        v.iter().map(|(s, n)| (s.to_string(), *n)).collect()
+    }
+
+    #[test]
+    fn partial_success_is_attributed_in_order() {
+        let l = Ledger::default();
+        let b = tp(&[("a:x", 3), ("a:y", 2)]);
+        l.recorded(&b);
+        l.exported(&b, 4, true);
+        let s = l.snapshot();
+        assert_eq!(
+            s.per_tracepoint["a:x"].dropped(DropReason::PartialSuccess),
+            3
+        );
+        assert_eq!(
+            s.per_tracepoint["a:y"].dropped(DropReason::PartialSuccess),
+            1
+        );
+        assert_eq!(s.per_tracepoint["a:y"].exported, 1);
+        assert_eq!(s.total.exported, 1);
+        assert!(s.total.balances());
+        assert_eq!(s.rejected_items, 4);
+    }
+
+    proptest! {
+        /// Whatever happens to the batches, every tracepoint and the total balance.
+        #[test]
+        fn always_balances(ops in proptest::collection::vec((0u8..6, 0u64..50, 0u64..60), 0..60)) {
+            let l = Ledger::default();
+            let mut pending: Vec<Vec<(String, u64)>> = Vec::new();
+            for (op, a, b) in ops {
+                let batch = tp(&[("s:a", a), ("s:b", b % 7)]);
+                match op {
+                    0 => { l.recorded(&batch); pending.push(batch); }
+                    1 => { l.from_spool(&batch); pending.push(batch); }
+                    2 => if let Some(p) = pending.pop() { l.exported(&p, b, a % 2 == 0); },
+                    3 => if let Some(p) = pending.pop() { l.dropped(&p, DropReason::ALL[(a % 7) as usize]); },
+                    4 => l.refused(&batch, DropReason::TooLarge),
+                    _ => l.corrupt_at_start(a),
+                }
+                let s = l.snapshot();
+                prop_assert!(s.total.balances(), "{:?}", s.total);
+                for c in s.per_tracepoint.values() { prop_assert!(c.balances(), "{:?}", c); }
+            }
+        }
+    }
+}

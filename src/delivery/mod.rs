@@ -1,0 +1,442 @@
+//! Delivery to a collector: the sink of `record --otlp-endpoint`.
+//!
+//! ```text
+//!  formatter (OTLP export frames, uevrec_parsers::otlp::frame)
+//!    ──writer thread: DeliverySink::write_lines → Queue::append (the spool: durable
+//!      before it returns; full: block or drop-oldest)──▶
+//!  sender thread (`uevrec-export`): Queue::next → Link::send → ack / retry / drop
+//! ```
+//!
+//! Every record handed over is, at any moment, exported (acknowledged by the
+//! collector), dropped with a reason, or pending in the queue ([`ledger`]). A batch
+//! leaves the queue only when the collector acknowledged it or answered that it will
+//! never take it; retryable failures wait (exponential backoff with jitter, the
+//! server's `Retry-After` / `RetryInfo` first) and try the same batch again, so
+//! batches go out oldest first. On stop the sender keeps going until the queue is
+//! empty or the drain time is up; what is left stays in the spool for the next run
+//! (`--spool`) or is counted as dropped (`shutdown`, without a spool).
+
+pub mod ledger;
+pub mod queue;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ledger::{DropReason, Ledger};
+use queue::{Queue, QueueError};
+
+use crate::sink::{Sink, SinkError};
+
+/// What one attempt to send a batch came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attempt {
+    /// The collector took the request; `rejected` of its items it refused
+    /// (partial success), with its message.
+    Accepted {
+        /// Items refused.
+        rejected: u64,
+        /// The collector's message, if any.
+        message: Option<String>,
+    },
+    /// Try again, after `after` when the server said (Retry-After, RetryInfo).
+    Retry {
+        /// The server's wish.
+        after: Option<Duration>,
+        /// What happened (no secrets).
+        reason: String,
+    },
+    /// The collector will never take this request (HTTP 400, `INVALID_ARGUMENT`, …).
+    Failed {
+        /// What it said.
+        reason: String,
+    },
+}
+
+/// Something that sends one export request (the OTLP transport; fakes in tests).
+pub trait Link: Send {
+    /// Send `body`, an export request of `signal` (0 logs, 1 traces, 2 metrics).
+    fn send(&mut self, signal: u8, body: &[u8]) -> Attempt;
+}
+
+/// The delays between tries.
+pub trait Pacing: Send {
+    /// The delay before the next try after a failure (`hint`: the server's).
+    fn next_delay(&mut self, hint: Option<Duration>) -> Duration;
+    /// A try succeeded: start again from the shortest delay.
+    fn reset(&mut self);
+}
+
+/// A batch's metadata, decoded: its signal and records per tracepoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchInfo {
+    /// 0 logs, 1 traces, 2 metrics.
+    pub signal: u8,
+    /// OTLP items (log records, spans, metric data points).
+    pub items: u64,
+    /// Records per tracepoint.
+    pub tracepoints: Vec<(String, u64)>,
+}
+
+/// Reads a queued batch's metadata ([`uevrec_parsers::otlp::FrameMeta`] in uevrec).
+pub type MetaReader = dyn Fn(&[u8]) -> Option<BatchInfo> + Send + Sync;
+
+/// Makes an in-band notice batch (`(records, meta, body)`) saying `message`: the
+/// collector's answers reach the collector too.
+pub type NoticeMaker = dyn Fn(&str, &str) -> Option<(u64, Vec<u8>, Vec<u8>)> + Send + Sync;
+
+/// How the collector is doing, for `/readyz` and `/metrics`.
+#[derive(Debug, Default)]
+pub struct LinkHealth {
+    /// When the current run of failures started (ms since the UNIX epoch; 0: none).
+    pub failing_since_ms: AtomicU64,
+    /// Attempts that had to be retried.
+    pub retries: AtomicU64,
+    /// Requests sent (every attempt).
+    pub attempts: AtomicU64,
+    /// Time of the last acknowledged request (ms since the UNIX epoch; 0: none).
+    pub last_ok_ms: AtomicU64,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl LinkHealth {
+    /// How long the collector has been failing (zero when the last try worked).
+    pub fn unreachable_for(&self) -> Duration {
+        match self.failing_since_ms.load(Ordering::Acquire) {
+            0 => Duration::ZERO,
+            t => Duration::from_millis(now_ms().saturating_sub(t)),
+        }
+    }
+}
+
+/// What the sender needs.
+pub struct Parts {
+    /// The queue (spool or memory).
+    pub queue: Arc<dyn Queue>,
+    /// The transport.
+    pub link: Box<dyn Link>,
+    /// The retry delays.
+    pub pacing: Box<dyn Pacing>,
+    /// Reads a batch's metadata.
+    pub meta: Arc<MetaReader>,
+    /// Makes in-band notices (None: stderr only).
+    pub notices: Option<Arc<NoticeMaker>>,
+    /// Whether the queue survives the process (`--spool`).
+    pub durable: bool,
+    /// How long stopping waits for the queue to empty.
+    pub drain: Duration,
+    /// Quiet: no messages on stderr.
+    pub quiet: bool,
+    /// Observes every acknowledged request's latency (seconds) and outcome (metrics).
+    pub observe: Option<Box<dyn Fn(u8, &'static str, f64) + Send>>,
+}
+
+/// Shared between the sink, the sender and the caller.
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// The accounting.
+    pub ledger: Ledger,
+    /// The collector's health.
+    pub health: LinkHealth,
+    /// Set once the writer has handed everything over (the sender drains, then ends).
+    closing: AtomicBool,
+    /// Set when the sender must end now (the drain time is up).
+    quit: AtomicBool,
+    /// Messages already said once.
+    said: Mutex<BTreeSet<String>>,
+}
+
+/// The recorder's sink for OTLP export: hands frames to the queue, runs the sender.
+pub struct DeliverySink {
+    queue: Arc<dyn Queue>,
+    shared: Arc<Shared>,
+    meta: Arc<MetaReader>,
+    sender: Option<JoinHandle<()>>,
+    durable: bool,
+    drain: Duration,
+    quiet: bool,
+    /// Never set: appends wait for room as long as the collector is being tried; the
+    /// drain deadline of close() ends them.
+    stop_wait: Arc<AtomicBool>,
+    /// Splits the bytes of a batch into frames: (records, meta, body) each.
+    split: Box<
+        dyn FnMut(&[u8], &mut Vec<(u64, Vec<u8>, std::ops::Range<usize>)>) -> Result<(), String>
+            + Send,
+    >,
+    frames: Vec<(u64, Vec<u8>, std::ops::Range<usize>)>,
+}
+
+impl DeliverySink {
+    /// Start the sender thread over `parts`; `split` turns the bytes the formatter
+    /// writes into frames (records, encoded metadata, body range).
+    #[allow(clippy::type_complexity)]
+    pub fn start(
+        parts: Parts,
+        shared: Arc<Shared>,
+        split: Box<
+            dyn FnMut(&[u8], &mut Vec<(u64, Vec<u8>, std::ops::Range<usize>)>) -> Result<(), String>
+                + Send,
+        >,
+    ) -> std::io::Result<Self> {
+        let queue = parts.queue.clone();
+        let meta = parts.meta.clone();
+        let (durable, drain, quiet) = (parts.durable, parts.drain, parts.quiet);
+        let sh = shared.clone();
+        let sender = std::thread::Builder::new()
+            .name("uevrec-export".into())
+            .spawn(move || send_loop(parts, &sh))?;
+        Ok(DeliverySink {
+            queue,
+            shared,
+            meta,
+            sender: Some(sender),
+            durable,
+            drain,
+            quiet,
+            stop_wait: Arc::new(AtomicBool::new(false)),
+            split,
+            frames: Vec::new(),
+        })
+    }
+
+    /// The accounting and health.
+    pub fn shared(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+
+    fn counts(&self, meta: &[u8]) -> Vec<(String, u64)> {
+        (self.meta)(meta).map(|b| b.tracepoints).unwrap_or_default()
+    }
+}
+
+impl Sink for DeliverySink {
+    fn write_lines(&mut self, bytes: &[u8]) -> Result<(), SinkError> {
+        let mut frames = std::mem::take(&mut self.frames);
+        frames.clear();
+        if let Err(e) = (self.split)(bytes, &mut frames) {
+            // The formatter wrote them: a broken frame is a bug, said loudly.
+            let msg = format!("unreadable export frames: {e}");
+            report(&self.shared, self.quiet, None, "export", &msg);
+        }
+        for (records, meta, body) in frames.drain(..) {
+            let counts = self.counts(&meta);
+            match self
+                .queue
+                .append(records, &meta, &bytes[body], &self.stop_wait)
+            {
+                Ok(evicted) => {
+                    self.shared.ledger.recorded(&counts);
+                    for e in evicted {
+                        let c = self.counts(&e.meta);
+                        self.shared.ledger.dropped(&c, DropReason::SpoolFull);
+                    }
+                }
+                Err(e) => {
+                    self.shared.ledger.refused(&counts, drop_reason(&e));
+                    report(&self.shared, self.quiet, None, "export", &e.to_string());
+                }
+            }
+        }
+        self.frames = frames;
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), SinkError> {
+        self.shared.closing.store(true, Ordering::Release);
+        let deadline = Instant::now() + self.drain;
+        while self.queue.occupancy().batches > 0 && Instant::now() < deadline {
+            if self.sender.as_ref().is_some_and(|s| s.is_finished()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.shared.quit.store(true, Ordering::Release);
+        if let Some(s) = self.sender.take() {
+            let _ = s.join();
+        }
+        if !self.durable {
+            // What is left in memory is lost with the process: counted.
+            self.queue.rewind();
+            let mut ids = Vec::new();
+            while let Some(q) = self.queue.next(Duration::ZERO) {
+                ids.push(q.id);
+                let c = self.counts(&q.meta);
+                self.shared.ledger.dropped(&c, DropReason::Shutdown);
+            }
+            for id in ids {
+                let _ = self.queue.ack(id);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for DeliverySink {
+    fn drop(&mut self) {
+        if self.sender.is_some() {
+            let _ = self.close();
+        }
+    }
+}
+
+/// Say `message` once (per `what` and text; at most 64 distinct messages a run) on
+/// stderr and, when `notices` is given, in-band: a notice batch queued like any other
+/// (its records counted under the tracepoint `uevrec`).
+fn report(
+    shared: &Shared,
+    quiet: bool,
+    notices: Option<(&NoticeMaker, &dyn Queue, &MetaReader)>,
+    what: &str,
+    message: &str,
+) {
+    {
+        let mut said = shared.said.lock().unwrap_or_else(|e| e.into_inner());
+        if said.len() >= 64 || !said.insert(format!("{what}\0{message}")) {
+            return;
+        }
+    }
+    if !quiet {
+        crate::cli::print_stderr(format_args!("uevrec: {what}: {message}\n"));
+    }
+    let Some((make, queue, meta)) = notices else {
+        return;
+    };
+    let Some((records, m, body)) = make(what, message) else {
+        return;
+    };
+    let counts = meta(&m).map(|b| b.tracepoints).unwrap_or_default();
+    // Never waits for room: a notice finding the queue full is dropped, counted.
+    let no_wait = AtomicBool::new(true);
+    match queue.append(records, &m, &body, &no_wait) {
+        Ok(evicted) => {
+            shared.ledger.recorded(&counts);
+            for e in evicted {
+                let c = meta(&e.meta).map(|b| b.tracepoints).unwrap_or_default();
+                shared.ledger.dropped(&c, DropReason::SpoolFull);
+            }
+        }
+        Err(e) => shared.ledger.refused(&counts, drop_reason(&e)),
+    }
+}
+
+/// The reason a batch that could not be queued is counted under.
+fn drop_reason(e: &QueueError) -> DropReason {
+    match e {
+        QueueError::TooLarge { .. } => DropReason::TooLarge,
+        QueueError::Stopped => DropReason::Shutdown,
+        QueueError::Spool(_) => DropReason::SpoolError,
+    }
+}
+
+/// The sender thread: oldest batch first, until quit (or closing and empty).
+fn send_loop(mut p: Parts, shared: &Shared) {
+    let in_band = |shared: &Shared, what: &str, msg: &str, p: &Parts| {
+        let notices = p.notices.as_deref().map(|n| (n, &*p.queue, &*p.meta));
+        report(shared, p.quiet, notices, what, msg);
+    };
+    'batches: loop {
+        if shared.quit.load(Ordering::Acquire) {
+            return;
+        }
+        let Some(batch) = p.queue.next(Duration::from_millis(100)) else {
+            if shared.closing.load(Ordering::Acquire) && p.queue.occupancy().batches == 0 {
+                return;
+            }
+            continue;
+        };
+        let Some(info) = (p.meta)(&batch.meta) else {
+            shared.ledger.corrupt_at_start(batch.records);
+            let _ = p.queue.ack(batch.id);
+            continue;
+        };
+        loop {
+            let started = Instant::now();
+            shared.health.attempts.fetch_add(1, Ordering::Relaxed);
+            let attempt = p.link.send(info.signal, &batch.body);
+            let secs = started.elapsed().as_secs_f64();
+            match attempt {
+                Attempt::Accepted { rejected, message } => {
+                    if let Some(o) = &p.observe {
+                        o(info.signal, "accepted", secs);
+                    }
+                    p.pacing.reset();
+                    shared.health.failing_since_ms.store(0, Ordering::Release);
+                    shared.health.last_ok_ms.store(now_ms(), Ordering::Release);
+                    // Ack first: once acknowledged, a crash must not send it again.
+                    if let Err(e) = p.queue.ack(batch.id) {
+                        report(shared, p.quiet, None, "spool", &e.to_string());
+                    }
+                    shared
+                        .ledger
+                        .exported(&info.tracepoints, rejected, info.signal != 2);
+                    if rejected > 0 {
+                        let msg = format!(
+                            "the collector rejected {rejected} of {} items: {}",
+                            info.items,
+                            message.as_deref().unwrap_or("(no message)")
+                        );
+                        in_band(shared, "partial_success", &msg, &p);
+                    }
+                    continue 'batches;
+                }
+                Attempt::Failed { reason } => {
+                    if let Some(o) = &p.observe {
+                        o(info.signal, "failed", secs);
+                    }
+                    // The collector answered: it is reachable.
+                    shared.health.failing_since_ms.store(0, Ordering::Release);
+                    if let Err(e) = p.queue.ack(batch.id) {
+                        report(shared, p.quiet, None, "spool", &e.to_string());
+                    }
+                    shared
+                        .ledger
+                        .dropped(&info.tracepoints, DropReason::Rejected);
+                    let msg = format!(
+                        "the collector refused a batch of {} records: {reason}",
+                        batch.records
+                    );
+                    in_band(shared, "export_rejected", &msg, &p);
+                    continue 'batches;
+                }
+                Attempt::Retry { after, reason } => {
+                    if let Some(o) = &p.observe {
+                        o(info.signal, "retry", secs);
+                    }
+                    shared.health.retries.fetch_add(1, Ordering::Relaxed);
+                    let _ = shared.health.failing_since_ms.compare_exchange(
+                        0,
+                        now_ms().max(1),
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    );
+                    report(
+                        shared,
+                        p.quiet,
+                        None,
+                        "export",
+                        &format!("collector unavailable, retrying: {reason}"),
+                    );
+                    let delay = p.pacing.next_delay(after);
+                    let until = Instant::now() + delay;
+                    while Instant::now() < until {
+                        if shared.quit.load(Ordering::Acquire) {
+                            return;
+                        }
+                        std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
