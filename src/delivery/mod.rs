@@ -87,6 +87,15 @@ pub type MetaReader = dyn Fn(&[u8]) -> Option<BatchInfo> + Send + Sync;
 /// collector's answers reach the collector too.
 pub type NoticeMaker = dyn Fn(&str, &str) -> Option<(u64, Vec<u8>, Vec<u8>)> + Send + Sync;
 
+/// Observes each attempt: signal, outcome (`accepted`, `retry`, `failed`), seconds.
+pub type Observer = dyn Fn(u8, &'static str, f64) + Send;
+
+/// One frame of a batch: records, encoded metadata, the body's range in the batch.
+pub type FrameSpan = (u64, Vec<u8>, std::ops::Range<usize>);
+
+/// Splits the bytes the formatter wrote into frames.
+pub type FrameSplit = dyn FnMut(&[u8], &mut Vec<FrameSpan>) -> Result<(), String> + Send;
+
 /// How the collector is doing, for `/readyz` and `/metrics`.
 #[derive(Debug, Default)]
 pub struct LinkHealth {
@@ -136,7 +145,7 @@ pub struct Parts {
     /// Quiet: no messages on stderr.
     pub quiet: bool,
     /// Observes every acknowledged request's latency (seconds) and outcome (metrics).
-    pub observe: Option<Box<dyn Fn(u8, &'static str, f64) + Send>>,
+    pub observe: Option<Box<Observer>>,
 }
 
 /// Shared between the sink, the sender and the caller.
@@ -167,24 +176,17 @@ pub struct DeliverySink {
     /// drain deadline of close() ends them.
     stop_wait: Arc<AtomicBool>,
     /// Splits the bytes of a batch into frames: (records, meta, body) each.
-    split: Box<
-        dyn FnMut(&[u8], &mut Vec<(u64, Vec<u8>, std::ops::Range<usize>)>) -> Result<(), String>
-            + Send,
-    >,
-    frames: Vec<(u64, Vec<u8>, std::ops::Range<usize>)>,
+    split: Box<FrameSplit>,
+    frames: Vec<FrameSpan>,
 }
 
 impl DeliverySink {
     /// Start the sender thread over `parts`; `split` turns the bytes the formatter
     /// writes into frames (records, encoded metadata, body range).
-    #[allow(clippy::type_complexity)]
     pub fn start(
         parts: Parts,
         shared: Arc<Shared>,
-        split: Box<
-            dyn FnMut(&[u8], &mut Vec<(u64, Vec<u8>, std::ops::Range<usize>)>) -> Result<(), String>
-                + Send,
-        >,
+        split: Box<FrameSplit>,
     ) -> std::io::Result<Self> {
         let queue = parts.queue.clone();
         let meta = parts.meta.clone();

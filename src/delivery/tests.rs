@@ -6,10 +6,7 @@ use super::queue::{FullPolicy, MemoryQueue};
 use super::*;
 
 /// Test frames are lines `TRACEPOINT RECORDS BODY`; the metadata is `TRACEPOINT RECORDS`.
-#[allow(clippy::type_complexity)]
-fn split() -> Box<
-    dyn FnMut(&[u8], &mut Vec<(u64, Vec<u8>, std::ops::Range<usize>)>) -> Result<(), String> + Send,
-> {
+fn split() -> Box<FrameSplit> {
     Box::new(|bytes, out| {
         let mut at = 0;
         for line in bytes.split_inclusive(|b| *b == b'\n') {
