@@ -203,9 +203,7 @@ impl std::fmt::Display for Why {
             Why::Unreadable(BadHeader::Short) => f.write_str("fewer bytes than a frame header"),
             Why::Unreadable(BadHeader::NoMagic) => f.write_str("no frame magic"),
             Why::Unreadable(BadHeader::Checksum) => f.write_str("header checksum mismatch"),
-            Why::Unreadable(BadHeader::Inconsistent) => {
-                f.write_str("header fields inconsistent")
-            }
+            Why::Unreadable(BadHeader::Inconsistent) => f.write_str("header fields inconsistent"),
         }
     }
 }
@@ -401,7 +399,20 @@ mod tests {
         buf.extend(encode(2, 1, b"", b"b").unwrap());
         let items: Vec<_> = scan(&buf).collect();
         assert_eq!(items.len(), 3);
-        assert!(matches!(items[1], Item::Damage(Damage { bytes: 8, tail: false, .. })));
-        assert!(matches!(items[2], Item::Frame { header: Header { id: 2, .. }, .. }));
+        assert!(matches!(
+            items[1],
+            Item::Damage(Damage {
+                bytes: 8,
+                tail: false,
+                ..
+            })
+        ));
+        assert!(matches!(
+            items[2],
+            Item::Frame {
+                header: Header { id: 2, .. },
+                ..
+            }
+        ));
     }
 }

@@ -310,9 +310,7 @@ pub enum SpoolError {
     #[error("spool: stopped while waiting for space in a full spool")]
     Stopped,
     /// [`Spool::ack`] or [`Spool::discard`] of an id that is not pending.
-    #[error(
-        "spool: batch {0} is not pending (acknowledged or dropped already, or never appended)"
-    )]
+    #[error("spool: batch {0} is not pending (acknowledged or dropped already, or never appended)")]
     UnknownId(u64),
 }
 
@@ -327,9 +325,7 @@ impl SpoolError {
 /// What to do about an I/O error, for the message.
 fn hint(e: &io::Error) -> &'static str {
     match e.raw_os_error() {
-        Some(libc::ENOSPC) => {
-            " (free space on that filesystem or choose a smaller --spool-size)"
-        }
+        Some(libc::ENOSPC) => " (free space on that filesystem or choose a smaller --spool-size)",
         Some(libc::EDQUOT) => " (raise the disk quota or choose a smaller --spool-size)",
         Some(libc::EACCES | libc::EPERM) => {
             " (give uevrec write access to the directory or choose another --spool)"
@@ -535,8 +531,7 @@ impl Spool {
         let mut acks = BTreeSet::new();
         for entry in fs::read_dir(&dir).map_err(io_err("list", &dir))? {
             let entry = entry.map_err(io_err("list", &dir))?;
-            if let Some((first, is_log)) = entry.file_name().to_str().and_then(parse_seg_name)
-            {
+            if let Some((first, is_log)) = entry.file_name().to_str().and_then(parse_seg_name) {
                 if is_log { &mut logs } else { &mut acks }.insert(first);
             }
         }
@@ -612,11 +607,7 @@ impl Spool {
             delete_segment(&dir, &mut state, f)?;
             rec.files_removed += 2;
         }
-        state.bytes = state
-            .segments
-            .values()
-            .map(|s| s.log_len + s.ack_len)
-            .sum();
+        state.bytes = state.segments.values().map(|s| s.log_len + s.ack_len).sum();
         for p in state.pending.values() {
             rec.batches += 1;
             rec.records += p.records;
@@ -708,7 +699,11 @@ impl Spool {
                         .0;
                 }
                 FullPolicy::DropOldest => {
-                    let oldest = *st.segments.keys().next().expect("the active segment exists");
+                    let oldest = *st
+                        .segments
+                        .keys()
+                        .next()
+                        .expect("the active segment exists");
                     if oldest == st.active {
                         self.roll(&mut st)?;
                     } else {
@@ -739,7 +734,10 @@ impl Spool {
         let mut st = lock(&self.state);
         match written {
             Ok(()) => {
-                let seg = st.segments.get_mut(&seg_id).expect("the active segment stays");
+                let seg = st
+                    .segments
+                    .get_mut(&seg_id)
+                    .expect("the active segment stays");
                 seg.log_len += frame_len;
                 seg.live += 1;
                 st.pending.insert(
@@ -919,7 +917,10 @@ impl Spool {
         };
         st.stats.corrupt_batches += 1;
         st.stats.corrupt_records += p.records;
-        let seg = st.segments.get_mut(&p.seg).expect("pending batches have a segment");
+        let seg = st
+            .segments
+            .get_mut(&p.seg)
+            .expect("pending batches have a segment");
         eprintln!(
             "uevrec: spool: batch {id} ({} records) in {} at offset {} is damaged ({why}): counted as corrupt, not sent",
             p.records,
@@ -941,7 +942,10 @@ impl Spool {
 
     /// A batch of segment `seg` left: delete the segment when it was the last.
     fn left(&self, st: &mut State, seg: u64) {
-        let s = st.segments.get_mut(&seg).expect("segment of a pending batch");
+        let s = st
+            .segments
+            .get_mut(&seg)
+            .expect("segment of a pending batch");
         s.live -= 1;
         if s.live == 0 {
             if seg != st.active {
@@ -986,7 +990,10 @@ impl Spool {
             }
             return Err(SpoolError::UnknownId(id));
         };
-        let seg = st.segments.get_mut(&p.seg).expect("pending batches have a segment");
+        let seg = st
+            .segments
+            .get_mut(&p.seg)
+            .expect("pending batches have a segment");
         let file = match ack_file(seg) {
             Ok(f) => f,
             Err(e) => {
@@ -1003,7 +1010,9 @@ impl Spool {
         drop(st);
 
         let r = frame::encode_ack(id, kind);
-        let written = file.write_all_at(&r, offset).and_then(|()| file.sync_data());
+        let written = file
+            .write_all_at(&r, offset)
+            .and_then(|()| file.sync_data());
 
         let mut st = lock(&self.state);
         if let Err(source) = written {
@@ -1059,8 +1068,8 @@ impl Spool {
         let mut s = st.stats;
         s.batches = st.pending.len() as u64;
         s.records = st.pending.values().map(|p| p.records).sum();
-        s.handed_out = st.pending.values().filter(|p| p.handed_out).count() as u64
-            + st.detached.len() as u64;
+        s.handed_out =
+            st.pending.values().filter(|p| p.handed_out).count() as u64 + st.detached.len() as u64;
         s.bytes = st.bytes;
         s
     }
@@ -1151,7 +1160,8 @@ fn recover_segment(
     match File::open(&ack_path) {
         Ok(mut f) => {
             let mut acks = Vec::new();
-            f.read_to_end(&mut acks).map_err(io_err("read", &ack_path))?;
+            f.read_to_end(&mut acks)
+                .map_err(io_err("read", &ack_path))?;
             let whole = acks.len() / ACK_LEN * ACK_LEN;
             for r in acks[..whole].chunks_exact(ACK_LEN) {
                 match frame::parse_ack(r) {
@@ -1219,7 +1229,11 @@ fn recover_segment(
                         why: frame::Why::PayloadChecksum,
                         tail: false,
                     };
-                    damage(rec, d, format!("batch id {} out of order in its segment", h.id));
+                    damage(
+                        rec,
+                        d,
+                        format!("batch id {} out of order in its segment", h.id),
+                    );
                     continue;
                 }
                 last_id = Some(h.id);
