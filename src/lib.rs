@@ -31,5 +31,6 @@ pub mod selector;
 pub mod session;
 pub mod signals;
 pub mod sink;
+pub mod spool;
 pub mod top;
 pub mod tracefs;
