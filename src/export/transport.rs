@@ -624,14 +624,32 @@ impl GrpcSender {
         // refused or reset, timeout, HTTP/2 error): the server did not answer, whatever
         // code tonic chose for it. Try again.
         if let Some(source) = status.source() {
+            let mut timed_out = false;
+            let mut e: Option<&(dyn StdError + 'static)> = Some(source);
+            while let Some(x) = e {
+                timed_out |= x.is::<tonic::TimeoutExpired>();
+                e = x.source();
+            }
+            let reason = if timed_out {
+                format!(
+                    "no answer from {} within {:?} (the export timeout)",
+                    self.endpoint, self.timeout
+                )
+            } else {
+                let mut what = tidy(status.message());
+                let detail = chain(source);
+                if !what.contains(&detail) {
+                    what = if detail.starts_with(&what) {
+                        detail
+                    } else {
+                        format!("{what}: {detail}")
+                    };
+                }
+                format!("gRPC call to {} failed: {what}", self.endpoint)
+            };
             return Outcome::Retry {
                 after: None,
-                reason: format!(
-                    "gRPC call to {} failed: {}: {}",
-                    self.endpoint,
-                    tidy(status.message()),
-                    chain(source)
-                ),
+                reason,
             };
         }
         let retry_delay = status
