@@ -9,7 +9,8 @@
 //! [`describe`] what the stream's first lines say about it,
 //! [`recorder`] builds the threads and joins them ([`sched`] their priorities), [`clock`] turns sample times into
 //! wall-clock time, [`cli`] is the command line (flags → a [`recorder::Config`]);
-//! [`top`] counts the staged records instead of formatting them (`uevrec top`).
+//! [`top`] counts the staged records instead of formatting them (`uevrec top`);
+//! [`export`] sends OTLP requests to a collector (gRPC, HTTP).
 #![warn(missing_docs)]
 
 pub mod cli;
@@ -18,6 +19,7 @@ pub mod context;
 pub mod delivery;
 pub mod describe;
 pub mod epoll;
+pub mod export;
 pub mod fd_limit;
 pub mod flight;
 pub mod formatter;
