@@ -57,7 +57,7 @@ pub use health::{
     Health, HealthConfig, Heartbeat, NotReady, ReadinessInputs, Stale, liveness, readiness,
 };
 pub use registry::{Metrics, ScrapeHook, TracepointAccount, TracepointMetrics};
-pub use server::{MetricsError, MetricsServer, serve};
+pub use server::{HEADER_TIMEOUT, MAX_CONNECTIONS, MetricsError, MetricsServer, serve};
 
 use std::fmt;
 
@@ -68,7 +68,7 @@ use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
 pub const UNKNOWN_TRACEPOINT: &str = "unknown";
 
 /// The OTLP signal a record was exported as (the `signal` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Signal {
     /// Log records (`/v1/logs`, `LogsService`): every event not mapped to another signal.
     Logs,
@@ -99,7 +99,7 @@ impl Signal {
 
 /// Why records were dropped (the `reason` label of `uevrec_records_dropped_total`): each
 /// drop is counted under exactly one of these.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum DropReason {
     /// The collector refused the batch with a non-retryable answer (HTTP 400,
     /// gRPC `INVALID_ARGUMENT`, …): the whole batch is dropped.
@@ -157,7 +157,7 @@ impl DropReason {
 
 /// Why an export attempt will be retried (the `reason` label of
 /// `uevrec_export_retries_total`), following the OTLP specification's retryable answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RetryReason {
     /// gRPC `UNAVAILABLE`, HTTP 502 or 503.
     Unavailable,
@@ -194,7 +194,7 @@ impl RetryReason {
 }
 
 /// How one export request ended (the `outcome` label of `uevrec_export_requests_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ExportOutcome {
     /// The collector acknowledged it (a partial success included; its rejected items are
     /// counted as dropped with [`DropReason::PartialSuccess`]).
