@@ -59,6 +59,14 @@ if ! python3 -c 'import opentelemetry.proto' 2>/dev/null; then
     python3 -m pip install --quiet --break-system-packages opentelemetry-proto ||
     echo "pip install opentelemetry-proto failed: tests/vm_otlp.rs will fail until it is installed" >&2
 fi
+# tests/metrics_endpoint.rs reads /metrics with a real Prometheus text parser: the PyPI
+# package prometheus-client (tests/metrics/parse.py).
+if ! python3 -c 'import prometheus_client' 2>/dev/null; then
+  echo "installing: prometheus-client (PyPI, for tests/metrics/parse.py)"
+  python3 -m pip install --quiet prometheus-client ||
+    python3 -m pip install --quiet --break-system-packages prometheus-client ||
+    echo "pip install prometheus-client failed: tests/metrics_endpoint.rs will fail until it is installed" >&2
+fi
 if ! command -v cargo-nextest >/dev/null 2>&1; then
   echo "cargo-nextest not found: falling back to cargo test (cargo install cargo-nextest for per-test processes)"
 fi

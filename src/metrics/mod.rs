@@ -1,0 +1,265 @@
+//! Self-metrics and health endpoints (`--metrics-listen ADDR`): Prometheus text at
+//! `/metrics`, liveness at `/healthz`, readiness at `/readyz`.
+//!
+//! - [`Metrics`] holds every counter and gauge, on the `prometheus-client` crate (its
+//!   registry and encoders; nothing of the exposition format is written by hand). Callers
+//!   update it through typed methods (a [`DropReason`], a [`Signal`], not a label string),
+//!   once per batch, with atomic adds: [`Metrics::tracepoint`] gives a handle whose updates
+//!   take no lock at all. State owned elsewhere (the spool's size, the stage's occupancy)
+//!   is read at scrape time by hooks ([`Metrics::on_scrape`]).
+//! - [`Health`] decides liveness (every registered thread's heartbeat is fresh) and
+//!   readiness (events attached or being waited for, the collector reachable, the spool not
+//!   nearly full); the decisions themselves are pure functions ([`readiness`],
+//!   [`liveness`]) over plain inputs.
+//! - [`serve`] binds the address at once (a clear error with the fix when it cannot) and
+//!   answers on its own thread until [`MetricsServer::shutdown`].
+//!
+//! # The accounting the counters keep
+//! Per tracepoint and in total:
+//! - produced = recorded + lost in the kernel: `uevrec_records_recorded_total{tracepoint}`
+//!   counts records handed to the output; `uevrec_records_lost_total{cpu}` counts what the
+//!   kernel lost, per CPU ring, because a ring shared by several tracepoints cannot say
+//!   whose records it lost.
+//! - recorded = exported + dropped + spooled: `uevrec_records_exported_total{tracepoint,signal}`
+//!   (acknowledged by the collector), `uevrec_records_dropped_total{tracepoint,reason}`
+//!   ([`DropReason`]), `uevrec_records_spooled{tracepoint}` (still waiting, a gauge).
+//!   Records whose tracepoint cannot be told (a spool batch too damaged to read) count under
+//!   `tracepoint="unknown"` ([`UNKNOWN_TRACEPOINT`]), a value no real tracepoint has
+//!   (those are `system:event`).
+//!
+//! # Cardinality
+//! The per-tracepoint series grow with the tracepoints seen and never shrink (a counter
+//! that vanished would break `rate()`): about 2 + (signals used) + (drop reasons seen)
+//! series per tracepoint, so a recorder matching T tracepoints exposes roughly 3·T series
+//! plus one per CPU and ~40 fixed ones (the histogram's buckets included). T is bounded by
+//! what the selectors match; a selector such as `user_events:*` on a host whose producers
+//! register names without bound makes T unbounded, and the metrics with it.
+//!
+//! A family with no series yet is not shown at all, and the `exported` and `dropped`
+//! series of a tracepoint appear with their first count (creating every signal × reason
+//! at 0 would multiply the series by 11). PromQL's `increase()` misses a series' first
+//! count, so alert on drops with `uevrec_records_dropped_total > 0` or on the sum over
+//! tracepoints; the per-CPU lost series can be created at 0 up front
+//! ([`Metrics::init_cpus`]), and each tracepoint's `recorded` and `spooled` are created at
+//! 0 with its handle.
+//!
+//! # Formats
+//! `/metrics` answers in the Prometheus text format 0.0.4 (`text/plain; version=0.0.4`),
+//! or in OpenMetrics 1.0 (`application/openmetrics-text; version=1.0.0`) when the request's
+//! `Accept` names `application/openmetrics-text` (as Prometheus's own scraper does).
+
+mod health;
+mod process;
+mod registry;
+mod server;
+
+pub use health::{
+    Health, HealthConfig, Heartbeat, NotReady, ReadinessInputs, Stale, liveness, readiness,
+};
+pub use registry::{Metrics, ScrapeHook, TracepointAccount, TracepointMetrics};
+pub use server::{HEADER_TIMEOUT, MAX_CONNECTIONS, MetricsError, MetricsServer, serve};
+
+use std::fmt;
+
+use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
+
+/// The `tracepoint` label of records whose tracepoint cannot be told (no tracepoint is
+/// named without a `system:` part, so this never collides with one).
+pub const UNKNOWN_TRACEPOINT: &str = "unknown";
+
+/// The OTLP signal a record was exported as (the `signal` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Signal {
+    /// Log records (`/v1/logs`, `LogsService`): every event not mapped to another signal.
+    Logs,
+    /// Spans (`/v1/traces`, `TraceService`).
+    Traces,
+    /// Metric data points (`/v1/metrics`, `MetricsService`).
+    Metrics,
+}
+
+impl Signal {
+    /// Every signal, in the order of [`Signal::index`].
+    pub const ALL: [Signal; 3] = [Signal::Logs, Signal::Traces, Signal::Metrics];
+
+    /// The label value: `logs`, `traces` or `metrics` (the OTLP/HTTP path's last part).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Signal::Logs => "logs",
+            Signal::Traces => "traces",
+            Signal::Metrics => "metrics",
+        }
+    }
+
+    /// The position of this signal in [`Signal::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Why records were dropped (the `reason` label of `uevrec_records_dropped_total`): each
+/// drop is counted under exactly one of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DropReason {
+    /// The collector refused the batch with a non-retryable answer (HTTP 400,
+    /// gRPC `INVALID_ARGUMENT`, …): the whole batch is dropped.
+    Rejected,
+    /// The collector accepted the batch but rejected some of its items
+    /// (`partial_success.rejected_*`): those items.
+    PartialSuccess,
+    /// The spool was full under `--spool-full drop-oldest`: its oldest batches.
+    SpoolFull,
+    /// A spool batch failed its checksum or could not be read back.
+    SpoolCorrupt,
+    /// The spool could not store the batch (disk full, I/O error).
+    SpoolIo,
+    /// One record or batch exceeds what the collector or the spool accepts.
+    TooLarge,
+    /// A retry limit was reached before the collector acknowledged the batch.
+    RetriesExhausted,
+    /// uevrec stopped with the batch unacknowledged and no spool to keep it.
+    Shutdown,
+}
+
+impl DropReason {
+    /// Every reason, in the order of [`DropReason::index`].
+    pub const ALL: [DropReason; 8] = [
+        DropReason::Rejected,
+        DropReason::PartialSuccess,
+        DropReason::SpoolFull,
+        DropReason::SpoolCorrupt,
+        DropReason::SpoolIo,
+        DropReason::TooLarge,
+        DropReason::RetriesExhausted,
+        DropReason::Shutdown,
+    ];
+
+    /// The label value (`rejected`, `partial_success`, `spool_full`, `spool_corrupt`,
+    /// `spool_io`, `too_large`, `retries_exhausted`, `shutdown`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::Rejected => "rejected",
+            DropReason::PartialSuccess => "partial_success",
+            DropReason::SpoolFull => "spool_full",
+            DropReason::SpoolCorrupt => "spool_corrupt",
+            DropReason::SpoolIo => "spool_io",
+            DropReason::TooLarge => "too_large",
+            DropReason::RetriesExhausted => "retries_exhausted",
+            DropReason::Shutdown => "shutdown",
+        }
+    }
+
+    /// The position of this reason in [`DropReason::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Why an export attempt will be retried (the `reason` label of
+/// `uevrec_export_retries_total`), following the OTLP specification's retryable answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RetryReason {
+    /// gRPC `UNAVAILABLE`, HTTP 502 or 503.
+    Unavailable,
+    /// Throttled: HTTP 429, gRPC `RESOURCE_EXHAUSTED` with `RetryInfo`.
+    Throttled,
+    /// No answer in time: the request's timeout, gRPC `DEADLINE_EXCEEDED`, HTTP 504.
+    Timeout,
+    /// The connection failed: refused, reset, closed mid-request, TLS handshake failed.
+    Connection,
+    /// Another retryable gRPC code (`CANCELLED`, `ABORTED`, `OUT_OF_RANGE`, `DATA_LOSS`).
+    Other,
+}
+
+impl RetryReason {
+    /// Every reason.
+    pub const ALL: [RetryReason; 5] = [
+        RetryReason::Unavailable,
+        RetryReason::Throttled,
+        RetryReason::Timeout,
+        RetryReason::Connection,
+        RetryReason::Other,
+    ];
+
+    /// The label value (`unavailable`, `throttled`, `timeout`, `connection`, `other`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetryReason::Unavailable => "unavailable",
+            RetryReason::Throttled => "throttled",
+            RetryReason::Timeout => "timeout",
+            RetryReason::Connection => "connection",
+            RetryReason::Other => "other",
+        }
+    }
+}
+
+/// How one export request ended (the `outcome` label of `uevrec_export_requests_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ExportOutcome {
+    /// The collector acknowledged it (a partial success included; its rejected items are
+    /// counted as dropped with [`DropReason::PartialSuccess`]).
+    Accepted,
+    /// A retryable failure: the batch will be sent again.
+    Retry(RetryReason),
+    /// A non-retryable answer: the batch is dropped ([`DropReason::Rejected`]).
+    Failed,
+}
+
+impl ExportOutcome {
+    /// The label value: `accepted`, `retry` or `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExportOutcome::Accepted => "accepted",
+            ExportOutcome::Retry(_) => "retry",
+            ExportOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// A label value that is one of this module's enums, written as its `as_str`.
+macro_rules! label_value {
+    ($($t:ty),*) => {$(
+        impl EncodeLabelValue for $t {
+            fn encode(&self, encoder: &mut LabelValueEncoder) -> fmt::Result {
+                fmt::Write::write_str(encoder, self.as_str())
+            }
+        }
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    )*};
+}
+label_value!(Signal, DropReason, RetryReason, ExportOutcome);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indexes_follow_all() {
+        for (i, s) in Signal::ALL.iter().enumerate() {
+            assert_eq!(s.index(), i);
+        }
+        for (i, r) in DropReason::ALL.iter().enumerate() {
+            assert_eq!(r.index(), i);
+        }
+    }
+
+    #[test]
+    fn label_values_are_distinct_snake_case() {
+        let mut seen = std::collections::HashSet::new();
+        for v in DropReason::ALL.iter().map(|r| r.as_str()) {
+            assert!(
+                v.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "{v}"
+            );
+            assert!(seen.insert(v), "{v} twice");
+        }
+        let retry: std::collections::HashSet<_> =
+            RetryReason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(retry.len(), RetryReason::ALL.len());
+        assert!(!UNKNOWN_TRACEPOINT.contains(':'));
+    }
+}
