@@ -57,6 +57,26 @@ pub(crate) fn decode(
         .map_err(|e| format!("otlp_metrics buffer is not an ExportMetricsServiceRequest: {e}"))
 }
 
+/// The data points of `resource_metrics` (the items of a metrics request, what a
+/// `partial_success` counts as `rejected_data_points`).
+pub(crate) fn data_points(resource_metrics: &[ResourceMetrics]) -> usize {
+    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+    let points = |data: &Option<Data>| match data {
+        Some(Data::Gauge(g)) => g.data_points.len(),
+        Some(Data::Sum(s)) => s.data_points.len(),
+        Some(Data::Histogram(h)) => h.data_points.len(),
+        Some(Data::ExponentialHistogram(h)) => h.data_points.len(),
+        Some(Data::Summary(s)) => s.data_points.len(),
+        None => 0,
+    };
+    resource_metrics
+        .iter()
+        .flat_map(|rm| &rm.scope_metrics)
+        .flat_map(|sm| &sm.metrics)
+        .map(|m| points(&m.data))
+        .sum()
+}
+
 /// One `ResourceMetrics` as OTLP/JSON on `out` (`opentelemetry-proto`'s serde mapping).
 pub(crate) fn to_json(out: &mut Vec<u8>, rm: &ResourceMetrics) {
     // Writing to a Vec cannot fail, and the messages have only string keys.

@@ -30,6 +30,7 @@
 mod batch;
 mod common_schema;
 mod fields;
+pub mod frame;
 mod json;
 mod metrics;
 
@@ -39,6 +40,9 @@ use batch::{Batches, Signal};
 pub use batch::{MAX_AGE_NS, MAX_BYTES, MAX_RECORDS};
 use common_schema::{Cs, CsKind};
 use fields::{Fields, Text};
+pub use frame::{
+    Frame, FrameError, FrameMeta, OtlpEncoding, Signal as ExportSignal, read_frames, write_frame,
+};
 use json::{Attrs, LogHead, int_any, log_record, message_any, unsigned_any};
 
 use crate::decode::Endian;
@@ -50,6 +54,8 @@ use crate::output::RecordWriter;
 
 /// The scope of uevrec's own records (lost counts, notices).
 const UEVREC_SCOPE: &[u8] = b"\"uevrec\"";
+/// The tracepoint name export frames count uevrec's own records under.
+const UEVREC_TRACEPOINT: &[u8] = b"uevrec";
 
 /// OTLP severity numbers.
 pub(crate) const SEVERITY_DEBUG: i32 = 5;
@@ -95,6 +101,8 @@ struct TracepointValue {
     names: Vec<u8>,
     /// `{"stringValue":"system:event"}`.
     json: Vec<u8>,
+    /// `system:event` (what export frames count records under).
+    colon: Vec<u8>,
 }
 
 impl TracepointValue {
@@ -117,6 +125,10 @@ impl TracepointValue {
         let _ = fmt::Write::write_str(&mut text, ":");
         let _ = fmt::Write::write_str(&mut text, event);
         self.json.extend_from_slice(b"\"}");
+        self.colon.clear();
+        self.colon.extend_from_slice(system.as_bytes());
+        self.colon.push(b':');
+        self.colon.extend_from_slice(event.as_bytes());
     }
 }
 
@@ -182,6 +194,20 @@ impl OtlpWriter {
         }
     }
 
+    /// A writer of export frames ([`frame`]) instead of lines: the same requests, each a
+    /// frame saying its signal, record and item counts and records per tracepoint, its
+    /// body in `encoding`.
+    pub fn export(opts: LineOptions, encoding: OtlpEncoding) -> Self {
+        // Protobuf bodies come with the protobuf encoder; until then JSON, which the
+        // frames say.
+        let _ = encoding;
+        OtlpWriter {
+            opts,
+            batches: Batches::frames(OtlpEncoding::Json),
+            ..Default::default()
+        }
+    }
+
     fn endian(&self) -> Endian {
         if self.opts.big_endian {
             Endian::Big
@@ -232,8 +258,9 @@ impl OtlpWriter {
         let (resource, scope) = (&self.resource, &self.scope);
         let tracepoint = &self.tracepoint;
         let time = (time != 0).then_some(time);
+        let counted = (&tracepoint.colon[..], 1);
         self.batches
-            .add(out, Signal::Logs, resource, scope, time, |json| {
+            .add(out, Signal::Logs, resource, scope, time, counted, |json| {
                 log_record(
                     json,
                     keys,
@@ -330,20 +357,26 @@ impl OtlpWriter {
         let (resource, scope) = (&self.resource, &self.scope);
         let tracepoint = &self.tracepoint;
         let add_origin = |attrs: &mut Attrs<'_>| origin.add_to(attrs, tracepoint);
+        let counted = (&tracepoint.colon[..], 1);
         match cs.kind {
             CsKind::Log => {
                 let observed = time.unwrap_or(0);
                 let time = time.filter(|&t| t != 0);
                 self.batches
-                    .add(out, Signal::Logs, resource, scope, time, |json| {
+                    .add(out, Signal::Logs, resource, scope, time, counted, |json| {
                         common_schema::write_log(json, keys, fields, cs, observed, add_origin)
                     });
             }
             CsKind::Span => {
-                self.batches
-                    .add(out, Signal::Spans, resource, scope, time, |json| {
-                        common_schema::write_span(json, keys, fields, cs, add_origin)
-                    });
+                self.batches.add(
+                    out,
+                    Signal::Traces,
+                    resource,
+                    scope,
+                    time,
+                    counted,
+                    |json| common_schema::write_span(json, keys, fields, cs, add_origin),
+                );
             }
         }
     }
@@ -376,6 +409,7 @@ impl OtlpWriter {
             &self.resource,
             UEVREC_SCOPE,
             time,
+            (UEVREC_TRACEPOINT, 1),
             |json| {
                 log_record(
                     json,
@@ -414,13 +448,38 @@ impl RecordWriter for OtlpWriter {
         if metrics::is_metrics_event(prepared) {
             match metrics::decode(prepared.format(), raw, endian) {
                 Ok(request) => {
-                    for rm in &request.resource_metrics {
+                    let time = stamp.time_unix_ns;
+                    let tracepoint = &self.tracepoint.colon[..];
+                    if self.batches.framed().is_some() {
+                        // One record, whole in one frame, even without resources.
+                        let items = metrics::data_points(&request.resource_metrics);
                         self.batches.add(
                             out,
                             Signal::Metrics,
                             b"",
                             b"",
-                            stamp.time_unix_ns,
+                            time,
+                            (tracepoint, items),
+                            |json| {
+                                for (n, rm) in request.resource_metrics.iter().enumerate() {
+                                    if n > 0 {
+                                        json.push(b',');
+                                    }
+                                    metrics::to_json(json, rm);
+                                }
+                            },
+                        );
+                        return;
+                    }
+                    for rm in &request.resource_metrics {
+                        let items = metrics::data_points(std::slice::from_ref(rm));
+                        self.batches.add(
+                            out,
+                            Signal::Metrics,
+                            b"",
+                            b"",
+                            time,
+                            (tracepoint, items),
                             |json| metrics::to_json(json, rm),
                         );
                     }
