@@ -156,6 +156,7 @@ impl Batches {
             }
         }
         let framed = self.frames.is_some();
+        let proto = self.frames == Some(OtlpEncoding::Protobuf);
         let p = self.pending(signal);
         let found = p
             .groups
@@ -172,13 +173,15 @@ impl Batches {
         });
         let group = &mut p.groups[i];
         let before = group.json.len();
+        // JSON records are comma-separated; protobuf ones are fields, one after another.
+        let comma = group.records > 0 && before > 0 && !proto;
         if group.records == 0 {
             p.order.push(i);
-        } else if before > 0 {
+        } else if comma {
             group.json.push(b',');
         }
         write(&mut group.json);
-        if group.json.len() == before + 1 {
+        if comma && group.json.len() == before + 1 {
             // Nothing written (a metrics request without resources): no separator.
             group.json.truncate(before);
         }
@@ -219,6 +222,58 @@ impl Batches {
             let (records, items) = (count(p.records), count(p.items));
             begin_frame(out, signal, encoding, records, items, p.counts.iter())
         });
+        if frames == Some(OtlpEncoding::Protobuf) {
+            for &i in &p.order {
+                p.groups[i].protobuf(out, signal);
+            }
+        } else {
+            p.json(out, signal);
+        }
+        match frame {
+            Some(start) => end_frame(out, start),
+            None => out.push(b'\n'),
+        }
+        // Keep the groups of this line (their buffers) for the next; drop idle ones.
+        p.groups.retain_mut(|g| {
+            let used = g.records > 0;
+            g.json.clear();
+            g.records = 0;
+            used
+        });
+        p.order.clear();
+        p.records = 0;
+        p.items = 0;
+        p.counts.clear();
+        p.bytes = 0;
+        p.since = None;
+    }
+}
+
+impl Group {
+    /// The group as a `resource_*` field (1) of the request: a `Resource*` holding its
+    /// resource and one `Scope*` holding its scope and records (metrics: the records are
+    /// whole `resource_metrics` fields already). Sizes are known: written in one pass.
+    fn protobuf(&self, out: &mut Vec<u8>, signal: Signal) {
+        use super::proto::{field, field_len, head};
+        if signal == Signal::Metrics {
+            return out.extend_from_slice(&self.json);
+        }
+        let scoped = field_len(self.scope.len()) + self.json.len();
+        let resourced = field_len(self.resource.len()) + field_len(scoped);
+        head(out, field::FIRST, resourced);
+        head(out, field::FIRST, self.resource.len());
+        out.extend_from_slice(&self.resource);
+        head(out, field::SECOND, scoped);
+        head(out, field::FIRST, self.scope.len());
+        out.extend_from_slice(&self.scope);
+        out.extend_from_slice(&self.json);
+    }
+}
+
+impl Pending {
+    /// The OTLP/JSON request of the records waiting (without a newline).
+    fn json(&self, out: &mut Vec<u8>, signal: Signal) {
+        let p = self;
         let (resources, scopes, records): (&[u8], &[u8], &[u8]) = match signal {
             Signal::Logs => (b"{\"resourceLogs\":[", b"scopeLogs", b"logRecords"),
             Signal::Traces => (b"{\"resourceSpans\":[", b"scopeSpans", b"spans"),
@@ -250,22 +305,5 @@ impl Batches {
             out.extend_from_slice(b"]}]}");
         }
         out.extend_from_slice(b"]}");
-        match frame {
-            Some(start) => end_frame(out, start),
-            None => out.push(b'\n'),
-        }
-        // Keep the groups of this line (their buffers) for the next; drop idle ones.
-        p.groups.retain_mut(|g| {
-            let used = g.records > 0;
-            g.json.clear();
-            g.records = 0;
-            used
-        });
-        p.order.clear();
-        p.records = 0;
-        p.items = 0;
-        p.counts.clear();
-        p.bytes = 0;
-        p.since = None;
     }
 }

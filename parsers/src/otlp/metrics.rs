@@ -29,12 +29,12 @@ pub(crate) fn is_metrics_event(prepared: &PreparedFormat) -> bool {
     prepared.event() == EVENT && prepared.format().field("buffer").is_some()
 }
 
-/// The request in the record `raw`, or why there is none.
-pub(crate) fn decode(
+/// The request in the record `raw` and its bytes, or why there is none.
+pub(crate) fn decode<'a>(
     format: &EventFormat,
-    raw: &[u8],
+    raw: &'a [u8],
     endian: Endian,
-) -> Result<ExportMetricsServiceRequest, String> {
+) -> Result<(ExportMetricsServiceRequest, &'a [u8]), String> {
     if let Some(protocol) = format.field("protocol") {
         match decode_field(protocol, raw, endian) {
             Value::Unsigned(0) | Value::Signed(0) => {}
@@ -54,6 +54,7 @@ pub(crate) fn decode(
         other => return Err(format!("otlp_metrics buffer is not bytes: {other:?}")),
     };
     ExportMetricsServiceRequest::decode(bytes)
+        .map(|request| (request, bytes))
         .map_err(|e| format!("otlp_metrics buffer is not an ExportMetricsServiceRequest: {e}"))
 }
 

@@ -560,6 +560,26 @@ fn export_frames_carry_the_lines_and_their_counts() {
     let line: ExportMetricsServiceRequest = serde_json::from_slice(lines[2]).unwrap();
     assert_eq!(body, line);
     assert_eq!(body.resource_metrics.len(), 2);
+    // Protobuf frames: the same counts; the metrics body is the two events' requests
+    // passed through.
+    let mut proto_out = Vec::new();
+    mixed_records(
+        &mut OtlpWriter::export(LineOptions::default(), OtlpEncoding::Protobuf),
+        &mut proto_out,
+    );
+    let proto: Vec<Frame<'_>> = read_frames(&proto_out).collect::<Result<_, _>>().unwrap();
+    for (p, j) in proto.iter().zip(&frames) {
+        assert_eq!(p.encoding, OtlpEncoding::Protobuf);
+        assert_eq!(
+            (p.signal, p.records, p.items),
+            (j.signal, j.records, j.items)
+        );
+        assert_eq!(counts(p), counts(j));
+    }
+    assert_eq!(
+        ExportMetricsServiceRequest::decode(proto[2].body).unwrap(),
+        body
+    );
     // Counts restart with each frame.
     let mut more = Vec::new();
     w.write_lost(&mut more, Some(4), 0, 1);
