@@ -5,7 +5,7 @@
 use crate::context::ContextTracker;
 use crate::json_line::schema::SessionInfo;
 use crate::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
-use crate::otlp::OtlpWriter;
+use crate::otlp::{OtlpEncoding, OtlpWriter};
 
 /// What the lines are (`--format`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -15,6 +15,10 @@ pub enum OutputFormat {
     JsonLines,
     /// OTLP/JSON export requests, one per line, records batched (`docs/otlp.md`).
     Otlp,
+    /// The requests of [`OutputFormat::Otlp`] as export frames
+    /// ([`crate::otlp::frame`]: signal, counts and body, for uevrec's exporter) with
+    /// bodies in this encoding.
+    OtlpExport(OtlpEncoding),
 }
 
 /// The entry points of an output writer. Each appends complete lines to the
@@ -74,6 +78,9 @@ impl OutputWriter {
         match format {
             OutputFormat::JsonLines => OutputWriter::Json(LineWriter::new(opts)),
             OutputFormat::Otlp => OutputWriter::Otlp(Box::new(OtlpWriter::new(opts))),
+            OutputFormat::OtlpExport(encoding) => {
+                OutputWriter::Otlp(Box::new(OtlpWriter::export(opts, encoding)))
+            }
         }
     }
 

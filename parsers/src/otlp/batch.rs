@@ -14,15 +14,10 @@ pub const MAX_BYTES: usize = 1 << 20;
 /// ends the waiting line first.
 pub const MAX_AGE_NS: u64 = 1_000_000_000;
 
-/// The three request types.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Signal {
-    Logs,
-    Spans,
-    Metrics,
-}
+pub(crate) use super::frame::Signal;
+use super::frame::{OtlpEncoding, begin_frame, end_frame};
 
-const SIGNALS: [Signal; 3] = [Signal::Logs, Signal::Spans, Signal::Metrics];
+const SIGNALS: [Signal; 3] = [Signal::Logs, Signal::Traces, Signal::Metrics];
 
 /// Records sharing a resource and a scope: their JSON, comma-separated.
 #[derive(Debug, Default)]
@@ -32,6 +27,57 @@ struct Group {
     /// The scope name as a JSON string.
     scope: Vec<u8>,
     json: Vec<u8>,
+    /// Its records waiting.
+    records: usize,
+}
+
+/// Event records per tracepoint (`system:event`, or `uevrec` for uevrec's own), for
+/// export frames: the names in one buffer, reused from frame to frame.
+#[derive(Debug, Default)]
+struct Counts {
+    names: Vec<u8>,
+    /// A name's range in `names` and its count.
+    entries: Vec<(usize, usize, u32)>,
+    /// The entry counted last (records of one tracepoint tend to follow each other).
+    last: usize,
+}
+
+impl Counts {
+    /// Count a record of `name` (cut to 65,535 bytes, what a frame holds: the kernel's
+    /// names are far shorter).
+    fn add(&mut self, name: &[u8]) {
+        let name = &name[..name.len().min(usize::from(u16::MAX))];
+        let names = &self.names;
+        let is = |&(start, end, _): &(usize, usize, u32)| &names[start..end] == name;
+        if let Some(e) = self.entries.get_mut(self.last).filter(|e| is(e)) {
+            e.2 = e.2.saturating_add(1);
+            return;
+        }
+        if let Some(i) = self.entries.iter().position(is) {
+            self.last = i;
+            self.entries[i].2 = self.entries[i].2.saturating_add(1);
+            return;
+        }
+        let start = self.names.len();
+        self.names.extend_from_slice(name);
+        self.last = self.entries.len();
+        self.entries.push((start, self.names.len(), 1));
+    }
+
+    fn clear(&mut self) {
+        self.names.clear();
+        self.entries.clear();
+        self.last = 0;
+    }
+
+    /// The `(name, count)` pairs (at most 65,535: a frame's table holds no more, and a
+    /// frame has at most [`MAX_RECORDS`] records).
+    fn iter(&self) -> impl ExactSizeIterator<Item = (&[u8], u32)> {
+        let n = self.entries.len().min(usize::from(u16::MAX));
+        self.entries[..n]
+            .iter()
+            .map(|&(start, end, count)| (&self.names[start..end], count))
+    }
 }
 
 /// Records of one signal waiting for their line.
@@ -41,6 +87,10 @@ struct Pending {
     /// The groups with records waiting, in the order of their first record.
     order: Vec<usize>,
     records: usize,
+    /// OTLP items (log records, spans, metric data points) waiting.
+    items: usize,
+    /// Event records per tracepoint (export frames only).
+    counts: Counts,
     bytes: usize,
     /// Record time of the first record waiting.
     since: Option<u64>,
@@ -49,23 +99,41 @@ struct Pending {
 /// The records waiting, per signal.
 #[derive(Debug, Default)]
 pub(crate) struct Batches {
+    /// Export frames of this encoding instead of lines (JSON bodies only for now).
+    frames: Option<OtlpEncoding>,
     logs: Pending,
     spans: Pending,
     metrics: Pending,
 }
 
 impl Batches {
+    /// Batches ending in export frames ([`super::frame`]) with bodies of `encoding`
+    /// rather than in lines.
+    pub(crate) fn frames(encoding: OtlpEncoding) -> Self {
+        Batches {
+            frames: Some(encoding),
+            ..Default::default()
+        }
+    }
+
+    /// The encoding of the frames, if framed.
+    pub(crate) fn framed(&self) -> Option<OtlpEncoding> {
+        self.frames
+    }
+
     fn pending(&mut self, signal: Signal) -> &mut Pending {
         match signal {
             Signal::Logs => &mut self.logs,
-            Signal::Spans => &mut self.spans,
+            Signal::Traces => &mut self.spans,
             Signal::Metrics => &mut self.metrics,
         }
     }
 
-    /// Add one record of `signal` (`write` appends its JSON; the buffer it gets may hold
-    /// other records before it) to the group of `resource` and `scope` (see [`Group`]),
-    /// ending the lines that are due on `out`.
+    /// Add one record of `signal` (`write` appends its JSON, `items` OTLP items; the
+    /// buffer it gets may hold other records before it) of the tracepoint `tracepoint`
+    /// (`system:event`, or `uevrec`) to the group of `resource` and `scope` (see
+    /// [`Group`]), ending the lines that are due on `out`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn add(
         &mut self,
         out: &mut Vec<u8>,
@@ -73,6 +141,7 @@ impl Batches {
         resource: &[u8],
         scope: &[u8],
         time: Option<u64>,
+        (tracepoint, items): (&[u8], usize),
         write: impl FnOnce(&mut Vec<u8>),
     ) {
         if let Some(t) = time {
@@ -86,6 +155,8 @@ impl Batches {
                 }
             }
         }
+        let framed = self.frames.is_some();
+        let proto = self.frames == Some(OtlpEncoding::Protobuf);
         let p = self.pending(signal);
         let found = p
             .groups
@@ -96,19 +167,31 @@ impl Batches {
                 resource: resource.to_vec(),
                 scope: scope.to_vec(),
                 json: Vec::new(),
+                records: 0,
             });
             p.groups.len() - 1
         });
         let group = &mut p.groups[i];
         let before = group.json.len();
-        if before > 0 {
-            group.json.push(b',');
-        } else {
+        // JSON records are comma-separated; protobuf ones are fields, one after another.
+        let comma = group.records > 0 && before > 0 && !proto;
+        if group.records == 0 {
             p.order.push(i);
+        } else if comma {
+            group.json.push(b',');
         }
         write(&mut group.json);
+        if comma && group.json.len() == before + 1 {
+            // Nothing written (a metrics request without resources): no separator.
+            group.json.truncate(before);
+        }
+        group.records += 1;
         p.bytes += group.json.len() - before;
         p.records += 1;
+        p.items += items;
+        if framed {
+            p.counts.add(tracepoint);
+        }
         if p.since.is_none() {
             p.since = time;
         }
@@ -124,16 +207,76 @@ impl Batches {
         }
     }
 
-    /// Append the line of `signal`'s waiting records (if any) to `out`.
+    /// Append the line (or frame) of `signal`'s waiting records (if any) to `out`.
     fn emit(&mut self, out: &mut Vec<u8>, signal: Signal) {
+        let frames = self.frames;
         let p = self.pending(signal);
         if p.order.is_empty() {
             return;
         }
         out.reserve(p.bytes + 256 * p.order.len());
+        // (Counts fit: a frame has at most MAX_RECORDS + 1 records, MAX_BYTES + one
+        // record of body.)
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let frame = frames.map(|encoding| {
+            let (records, items) = (count(p.records), count(p.items));
+            begin_frame(out, signal, encoding, records, items, p.counts.iter())
+        });
+        if frames == Some(OtlpEncoding::Protobuf) {
+            for &i in &p.order {
+                p.groups[i].protobuf(out, signal);
+            }
+        } else {
+            p.json(out, signal);
+        }
+        match frame {
+            Some(start) => end_frame(out, start),
+            None => out.push(b'\n'),
+        }
+        // Keep the groups of this line (their buffers) for the next; drop idle ones.
+        p.groups.retain_mut(|g| {
+            let used = g.records > 0;
+            g.json.clear();
+            g.records = 0;
+            used
+        });
+        p.order.clear();
+        p.records = 0;
+        p.items = 0;
+        p.counts.clear();
+        p.bytes = 0;
+        p.since = None;
+    }
+}
+
+impl Group {
+    /// The group as a `resource_*` field (1) of the request: a `Resource*` holding its
+    /// resource and one `Scope*` holding its scope and records (metrics: the records are
+    /// whole `resource_metrics` fields already). Sizes are known: written in one pass.
+    fn protobuf(&self, out: &mut Vec<u8>, signal: Signal) {
+        use super::proto::{field, field_len, head};
+        if signal == Signal::Metrics {
+            return out.extend_from_slice(&self.json);
+        }
+        let scoped = field_len(self.scope.len()) + self.json.len();
+        let resourced = field_len(self.resource.len()) + field_len(scoped);
+        head(out, field::FIRST, resourced);
+        head(out, field::FIRST, self.resource.len());
+        out.extend_from_slice(&self.resource);
+        head(out, field::SECOND, scoped);
+        head(out, field::FIRST, self.scope.len());
+        out.extend_from_slice(&self.scope);
+        out.extend_from_slice(&self.json);
+    }
+}
+
+impl Pending {
+    /// The OTLP/JSON request of the records waiting (without a newline).
+    fn json(&self, out: &mut Vec<u8>, signal: Signal) {
+        let p = self;
         let (resources, scopes, records): (&[u8], &[u8], &[u8]) = match signal {
             Signal::Logs => (b"{\"resourceLogs\":[", b"scopeLogs", b"logRecords"),
-            Signal::Spans => (b"{\"resourceSpans\":[", b"scopeSpans", b"spans"),
+            Signal::Traces => (b"{\"resourceSpans\":[", b"scopeSpans", b"spans"),
             Signal::Metrics => (b"{\"resourceMetrics\":[", b"", b""),
         };
         out.extend_from_slice(resources);
@@ -161,17 +304,6 @@ impl Batches {
             out.extend_from_slice(&g.json);
             out.extend_from_slice(b"]}]}");
         }
-        out.extend_from_slice(b"]}\n");
-        // Keep the groups of this line (their buffers) for the next; drop idle ones.
-        // (A group had records this line exactly when its JSON is not empty.)
-        p.groups.retain_mut(|g| {
-            let used = !g.json.is_empty();
-            g.json.clear();
-            used
-        });
-        p.order.clear();
-        p.records = 0;
-        p.bytes = 0;
-        p.since = None;
+        out.extend_from_slice(b"]}");
     }
 }

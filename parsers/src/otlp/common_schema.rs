@@ -15,9 +15,9 @@ use std::borrow::Cow;
 
 use serde::de::{SeqAccess, Visitor};
 
+use super::enc::{Attrs, Body, Enc, SpanHead, Str};
 use super::fields::{Fields, Text};
-use super::json::{Attrs, LogHead, id, log_record, u64_string};
-use crate::json_line::write_int;
+use super::json::LogHead;
 
 /// `__csver__` of Common Schema 4.0.
 pub(crate) const CS_VERSION: i64 = 1024;
@@ -161,34 +161,27 @@ fn resource_key(f: &Fields, i: usize) -> Option<&'static str> {
     }
 }
 
-/// The resource attributes `PartA` names (JSON `KeyValue`s, comma-separated) on `out`.
-pub(crate) fn write_resource(out: &mut Vec<u8>, f: &Fields, cs: &Cs) {
+/// The resource attributes `PartA` names on `out`.
+pub(crate) fn write_resource<E: Enc>(out: &mut Vec<u8>, f: &Fields, cs: &Cs) {
     for i in members(f, cs.a) {
         if let Some(key) = resource_key(f, i) {
-            if !out.is_empty() {
-                out.push(b',');
-            }
-            out.extend_from_slice(b"{\"key\":\"");
-            out.extend_from_slice(key.as_bytes());
-            out.extend_from_slice(b"\",\"value\":");
-            f.write_any(out, i);
-            out.push(b'}');
+            E::resource_attr(out, key, |out| E::node_any(out, f, i));
         }
     }
 }
 
 /// Add the attributes: PartA's, PartC's and PartB's members not taken (PartB's keys
 /// renamed by `rename`), then the fields outside the parts.
-fn add_attributes(
-    attrs: &mut Attrs<'_>,
+fn add_attributes<E: Enc>(
+    attrs: &mut Attrs<'_, E>,
     f: &Fields,
     cs: &Cs,
     taken: &Taken,
     rename: impl Fn(&Fields, usize) -> Option<&'static str>,
-    between: impl FnOnce(&mut Attrs<'_>),
+    between: impl FnOnce(&mut Attrs<'_, E>),
 ) {
-    let add = |attrs: &mut Attrs<'_>, i: usize, key: &[u8]| {
-        attrs.add(key, |out| f.write_any(out, i));
+    let add = |attrs: &mut Attrs<'_, E>, i: usize, key: &[u8]| {
+        attrs.add(key, |out| E::node_any(out, f, i));
     };
     for i in members(f, cs.a).chain(members(f, cs.c)) {
         if !taken.has(i) {
@@ -200,7 +193,7 @@ fn add_attributes(
             continue;
         }
         match rename(f, i) {
-            Some(name) => attrs.add_named(name, |out| f.write_any(out, i)),
+            Some(name) => attrs.add_named(name, |out| E::node_any(out, f, i)),
             None => add(attrs, i, f.key(i)),
         }
     }
@@ -216,13 +209,13 @@ fn add_attributes(
 
 /// The `Log` event `f` as a `LogRecord` (observed at `observed`), `origin` adding the
 /// last attributes.
-pub(crate) fn write_log(
+pub(crate) fn write_log<E: Enc>(
     out: &mut Vec<u8>,
     keys: &mut Vec<Text>,
     f: &Fields,
     cs: &Cs,
     observed: u64,
-    origin: impl FnOnce(&mut Attrs<'_>),
+    origin: impl FnOnce(&mut Attrs<'_, E>),
 ) {
     let mut taken = Taken::default();
     let a = part_a(f, cs, &mut taken);
@@ -257,32 +250,29 @@ pub(crate) fn write_log(
         trace_id: a.trace_id.as_ref().map(|id| &id[..]),
         span_id: a.span_id.as_ref().map(|id| &id[..]),
     };
-    log_record(
+    E::log_record(
         out,
         keys,
         &head,
-        |out| write_str_or_empty(out, f, severity_text),
-        |out| match body {
-            Some(i) => f.write_any(out, i),
-            None => out.extend_from_slice(b"null"),
-        },
+        Str::Node(f, severity_text),
+        body.map_or(Body::Absent, |i| Body::Node(f, i)),
         |attrs| {
             // The exporter moves the `event_id` attribute to PartB's `eventId`.
             let rename = |f: &Fields, i| f.key_is(i, "eventId").then_some("event_id");
             add_attributes(attrs, f, cs, &taken, rename, |_| {});
             origin(attrs);
         },
-        |out| write_str_or_empty(out, f, name),
+        Str::Node(f, name),
     );
 }
 
 /// The `Span` event `f` as a `Span`, `origin` adding the last attributes.
-pub(crate) fn write_span(
+pub(crate) fn write_span<E: Enc>(
     out: &mut Vec<u8>,
     keys: &mut Vec<Text>,
     f: &Fields,
     cs: &Cs,
-    origin: impl FnOnce(&mut Attrs<'_>),
+    origin: impl FnOnce(&mut Attrs<'_, E>),
 ) {
     let mut taken = Taken::default();
     let a = part_a(f, cs, &mut taken);
@@ -326,73 +316,34 @@ pub(crate) fn write_span(
             taken.add(i);
         }
     }
-    out.extend_from_slice(b"{\"traceId\":");
-    id(out, a.trace_id.as_ref().map(|id| &id[..]));
-    out.extend_from_slice(b",\"spanId\":");
-    id(out, a.span_id.as_ref().map(|id| &id[..]));
-    out.extend_from_slice(b",\"traceState\":\"\",\"parentSpanId\":");
-    id(out, parent.as_ref().map(|id| &id[..]));
-    out.extend_from_slice(b",\"flags\":0,\"name\":");
-    write_str_or_empty(out, f, name);
-    out.extend_from_slice(b",\"kind\":");
-    write_int(out, kind);
-    out.extend_from_slice(b",\"startTimeUnixNano\":");
-    u64_string(out, start);
-    out.extend_from_slice(b",\"endTimeUnixNano\":");
-    u64_string(out, a.time.unwrap_or(0));
-    out.extend_from_slice(b",\"attributes\":");
-    let mut attrs = Attrs::open(out, keys);
-    let rename = |f: &Fields, i| {
-        WELL_KNOWN
-            .iter()
-            .find(|(cs, _)| f.key_is(i, cs))
-            .map(|&(_, name)| name)
+    let head = SpanHead {
+        fields: f,
+        trace_id: a.trace_id.as_ref().map(|id| &id[..]),
+        span_id: a.span_id.as_ref().map(|id| &id[..]),
+        parent: parent.as_ref().map(|id| &id[..]),
+        name,
+        kind,
+        start,
+        end: a.time.unwrap_or(0),
+        links,
+        error: failed.then_some(status_message),
     };
-    add_attributes(&mut attrs, f, cs, &taken, rename, |attrs| {
-        // A status message on a successful span (not something the exporter writes):
-        // an attribute rather than a claim of an error.
-        if let Some(i) = status_message.filter(|_| !failed) {
-            attrs.add_named("statusMessage", |out| f.write_any(out, i));
-        }
-    });
-    origin(&mut attrs);
-    attrs.close();
-    out.extend_from_slice(
-        b",\"droppedAttributesCount\":0,\"events\":[],\"droppedEventsCount\":0,\"links\":[",
-    );
-    if let Some(text) = links.and_then(|i| f.str_of(i)) {
-        let mut first = true;
-        for_each_link(&text, |trace_id, span_id| {
-            if !std::mem::take(&mut first) {
-                out.push(b',');
+    E::span(out, keys, &head, |attrs| {
+        let rename = |f: &Fields, i| {
+            WELL_KNOWN
+                .iter()
+                .find(|(cs, _)| f.key_is(i, cs))
+                .map(|&(_, name)| name)
+        };
+        add_attributes(attrs, f, cs, &taken, rename, |attrs| {
+            // A status message on a successful span (not something the exporter writes):
+            // an attribute rather than a claim of an error.
+            if let Some(i) = status_message.filter(|_| !failed) {
+                attrs.add_named("statusMessage", |out| E::node_any(out, f, i));
             }
-            out.extend_from_slice(b"{\"traceId\":");
-            id(out, Some(&trace_id));
-            out.extend_from_slice(b",\"spanId\":");
-            id(out, Some(&span_id));
-            out.extend_from_slice(
-                b",\"traceState\":\"\",\"attributes\":[],\"droppedAttributesCount\":0,\"flags\":0}",
-            );
         });
-    }
-    out.extend_from_slice(b"],\"droppedLinksCount\":0,\"status\":");
-    if failed {
-        out.extend_from_slice(b"{\"message\":");
-        write_str_or_empty(out, f, status_message);
-        out.extend_from_slice(b",\"code\":");
-        write_int(out, STATUS_ERROR);
-        out.push(b'}');
-    } else {
-        out.extend_from_slice(b"null");
-    }
-    out.push(b'}');
-}
-
-/// Node `i`'s string as a JSON string, `""` without one.
-fn write_str_or_empty(out: &mut Vec<u8>, f: &Fields, i: Option<usize>) {
-    if !i.is_some_and(|i| f.write_str_of(out, i)) {
-        out.extend_from_slice(b"\"\"");
-    }
+        origin(attrs);
+    });
 }
 
 /// Each link of the exporter's `links` text

@@ -47,6 +47,14 @@ impl Text {
     pub(crate) fn get(self, buf: &[u8]) -> &[u8] {
         buf.get(self.start..self.end).unwrap_or_default()
     }
+
+    /// The range after its bytes moved up by `by`.
+    pub(crate) fn shifted(self, by: usize) -> Text {
+        Text {
+            start: self.start + by,
+            end: self.end + by,
+        }
+    }
 }
 
 /// What a value's JSON scalar is, and so its `AnyValue`.
@@ -357,7 +365,7 @@ impl Fields {
             Key::Element => write_str(&mut self.text, ""),
         }
         let from = self.open.last().map_or(0, |&(_, k)| k);
-        let key = dedupe(&mut self.text, &self.keys[from..], start);
+        let key = dedupe(&mut self.text, &self.keys[from..], start, true);
         self.keys.push(key);
         key
     }
@@ -539,6 +547,90 @@ impl Fields {
     }
 }
 
+impl Fields {
+    /// Node `i` as protobuf `AnyValue` contents (what [`Fields::write_any`] writes as
+    /// JSON).
+    pub(crate) fn write_any_proto(&self, out: &mut Vec<u8>, i: usize) {
+        use super::proto::{self, field};
+        use prost::encoding::WireType;
+        match self.kind(i) {
+            Some(Kind::Value { scalar, class }) => {
+                let text = scalar.get(&self.text);
+                match class {
+                    Class::Str => {
+                        let mark = proto::open(out, field::STRING_VALUE);
+                        proto::unescape(out, text);
+                        proto::close(out, mark);
+                    }
+                    Class::Int => proto::int_any(out, parse_i64(text).unwrap_or(0)),
+                    Class::Digits => {
+                        proto::head(out, field::STRING_VALUE, text.len());
+                        out.extend_from_slice(text);
+                    }
+                    Class::Double => {
+                        // The shortest text that reads back as the value (zmij), so
+                        // parsing gives the value back.
+                        let v = std::str::from_utf8(text)
+                            .ok()
+                            .and_then(|t| t.parse::<f64>().ok())
+                            .unwrap_or(f64::NAN);
+                        proto::key(out, field::DOUBLE_VALUE, WireType::SixtyFourBit);
+                        out.extend_from_slice(&v.to_le_bytes());
+                    }
+                    Class::Bool => {
+                        proto::key(out, field::BOOL_VALUE, WireType::Varint);
+                        out.push(u8::from(text == b"true"));
+                    }
+                    Class::Null => {}
+                }
+            }
+            Some(Kind::Struct { .. }) => {
+                let list = proto::open(out, field::KVLIST_VALUE);
+                for m in self.members(i) {
+                    let kv = proto::open(out, field::VALUES);
+                    let key = proto::open(out, field::KEY);
+                    proto::unescape(out, self.key(m));
+                    proto::close(out, key);
+                    let value = proto::open(out, field::VALUE);
+                    self.write_any_proto(out, m);
+                    proto::close(out, value);
+                    proto::close(out, kv);
+                }
+                proto::close(out, list);
+            }
+            Some(Kind::Array { end }) => {
+                let array = proto::open(out, field::ARRAY_VALUE);
+                let mut at = i + 1;
+                while at < end {
+                    let value = proto::open(out, field::VALUES);
+                    self.write_any_proto(out, at);
+                    proto::close(out, value);
+                    at = self.after(at);
+                }
+                proto::close(out, array);
+            }
+            None => {}
+        }
+    }
+
+    /// Node `i`'s string (`stringValue`) as text; `false` (nothing written) when it is
+    /// not one.
+    pub(crate) fn write_raw_str_of(&self, out: &mut Vec<u8>, i: usize) -> bool {
+        match self.kind(i) {
+            Some(Kind::Value {
+                scalar,
+                class: Class::Str,
+            }) => super::proto::unescape(out, scalar.get(&self.text)),
+            Some(Kind::Value {
+                scalar,
+                class: Class::Digits,
+            }) => out.extend_from_slice(scalar.get(&self.text)),
+            _ => return false,
+        }
+        true
+    }
+}
+
 /// The key of an EventHeader item.
 fn key_of(name: &[u8], element: bool) -> Key<'_> {
     if element {
@@ -622,11 +714,11 @@ pub(crate) fn write_message(out: &mut Vec<u8>, message: &dyn fmt::Display) {
     out.push(b'"');
 }
 
-/// The key just written at `start..` in `buf` (a JSON string), renamed `key#2`,
-/// `key#3`, … when one of `keys` (ranges of `buf`) has it already; returns its range.
-/// THE rule for unique keys (OTLP attribute and kvlist keys must be unique), as in JSON
-/// lines.
-pub(crate) fn dedupe(buf: &mut Vec<u8>, keys: &[Text], start: usize) -> Text {
+/// The key just written at `start..` in `buf` (a JSON string when `quoted`, else its
+/// text), renamed `key#2`, `key#3`, … when one of `keys` (ranges of `buf`, written the
+/// same way) has it already; returns its range. THE rule for unique keys (OTLP attribute
+/// and kvlist keys must be unique), as in JSON lines.
+pub(crate) fn dedupe(buf: &mut Vec<u8>, keys: &[Text], start: usize, quoted: bool) -> Text {
     let taken = |buf: &[u8], at: usize| {
         keys.iter()
             .any(|k| k.get(buf) == buf.get(at..).unwrap_or_default())
@@ -638,10 +730,12 @@ pub(crate) fn dedupe(buf: &mut Vec<u8>, keys: &[Text], start: usize) -> Text {
     for n in 2u32.. {
         buf.truncate(end);
         // The candidate after the key: the key without its closing quote, `#n"`.
-        buf.extend_from_within(start..end - 1);
+        buf.extend_from_within(start..end - usize::from(quoted));
         buf.push(b'#');
         write_int(buf, n);
-        buf.push(b'"');
+        if quoted {
+            buf.push(b'"');
+        }
         if !taken(buf, end) {
             buf.copy_within(end.., start);
             let len = buf.len() - end;

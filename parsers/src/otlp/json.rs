@@ -8,71 +8,10 @@
 
 use std::fmt;
 
-use super::fields::{Text, dedupe, write_message};
-use crate::json_line::{write_hex, write_int, write_str};
-
-/// An attribute array being written (`[` … `]`): keys renamed `key#2`, … when taken
-/// ([`dedupe`]), so that they are unique as OTLP requires.
-pub(crate) struct Attrs<'a> {
-    out: &'a mut Vec<u8>,
-    keys: &'a mut Vec<Text>,
-    /// A bit per key written ([`key_bit`]): a key whose bit is clear is not taken, and
-    /// needs no comparisons.
-    seen: u128,
-}
-
-impl<'a> Attrs<'a> {
-    /// Open the array on `out`; `keys` is a reusable buffer.
-    pub(crate) fn open(out: &'a mut Vec<u8>, keys: &'a mut Vec<Text>) -> Self {
-        keys.clear();
-        out.push(b'[');
-        Attrs { out, keys, seen: 0 }
-    }
-
-    /// Add the attribute whose key is the JSON string `key` and whose `AnyValue` `value`
-    /// writes.
-    pub(crate) fn add(&mut self, key: &[u8], value: impl FnOnce(&mut Vec<u8>)) {
-        self.add_with(|out| out.extend_from_slice(key), value);
-    }
-
-    /// [`Attrs::add`] with the key `name`.
-    pub(crate) fn add_named(&mut self, name: &str, value: impl FnOnce(&mut Vec<u8>)) {
-        self.add_with(|out| write_str(out, name), value);
-    }
-
-    fn add_with(&mut self, key: impl FnOnce(&mut Vec<u8>), value: impl FnOnce(&mut Vec<u8>)) {
-        if !self.keys.is_empty() {
-            self.out.push(b',');
-        }
-        self.out.extend_from_slice(b"{\"key\":");
-        let start = self.out.len();
-        key(self.out);
-        let mut bit = key_bit(&self.out[start..]);
-        let key = if self.seen & bit == 0 {
-            Text::of(self.out, start)
-        } else {
-            let key = dedupe(self.out, self.keys, start);
-            bit = key_bit(key.get(self.out));
-            key
-        };
-        self.seen |= bit;
-        self.keys.push(key);
-        self.out.extend_from_slice(b",\"value\":");
-        value(self.out);
-        self.out.push(b'}');
-    }
-
-    /// Close the array.
-    pub(crate) fn close(self) {
-        self.out.push(b']');
-    }
-}
-
-/// The bit of a key in [`Attrs::seen`]: from its length and last letter.
-fn key_bit(key: &[u8]) -> u128 {
-    let last = key.len().checked_sub(2).and_then(|i| key.get(i)).copied();
-    1 << ((key.len() * 7 + usize::from(last.unwrap_or(0))) % 128)
-}
+use super::common_schema::{STATUS_ERROR, for_each_link};
+use super::enc::{Attrs, Body, Json, SpanHead, Str};
+use super::fields::{Fields, Text, write_message};
+use crate::json_line::{write_hex, write_int, write_str, write_text};
 
 /// `{"intValue":"…"}`.
 pub(crate) fn int_any(out: &mut Vec<u8>, v: i64) {
@@ -133,16 +72,29 @@ pub(crate) struct LogHead<'a> {
     pub span_id: Option<&'a [u8]>,
 }
 
-/// A `LogRecord`: `head`, then what the closures write: `severity_text` (a JSON string),
-/// `body` (an `AnyValue` or `null`), the attributes and `event_name` (a JSON string).
+/// A string of a record as a JSON string.
+fn string(out: &mut Vec<u8>, s: Str<'_>) {
+    match s {
+        Str::Json(json) => out.extend_from_slice(json),
+        Str::Name(name) => write_str(out, name),
+        Str::Text(bytes) => write_text(out, bytes),
+        Str::Node(f, i) => {
+            if !i.is_some_and(|i| f.write_str_of(out, i)) {
+                out.extend_from_slice(b"\"\"");
+            }
+        }
+    }
+}
+
+/// A `LogRecord`: `head`, `severity_text`, `body`, the attributes and `event_name`.
 pub(crate) fn log_record(
     out: &mut Vec<u8>,
     keys: &mut Vec<Text>,
     head: &LogHead<'_>,
-    severity_text: impl FnOnce(&mut Vec<u8>),
-    body: impl FnOnce(&mut Vec<u8>),
-    attributes: impl FnOnce(&mut Attrs<'_>),
-    event_name: impl FnOnce(&mut Vec<u8>),
+    severity_text: Str<'_>,
+    body: Body<'_>,
+    attributes: impl FnOnce(&mut Attrs<'_, Json>),
+    event_name: Str<'_>,
 ) {
     out.extend_from_slice(b"{\"timeUnixNano\":");
     u64_string(out, head.time);
@@ -151,11 +103,15 @@ pub(crate) fn log_record(
     out.extend_from_slice(b",\"severityNumber\":");
     write_int(out, head.severity);
     out.extend_from_slice(b",\"severityText\":");
-    severity_text(out);
+    string(out, severity_text);
     out.extend_from_slice(b",\"body\":");
-    body(out);
+    match body {
+        Body::Absent => out.extend_from_slice(b"null"),
+        Body::Node(f, i) => f.write_any(out, i),
+        Body::Message(m) => message_any(out, m),
+    }
     out.extend_from_slice(b",\"attributes\":");
-    let mut attrs = Attrs::open(out, keys);
+    let mut attrs = Attrs::open(out, keys, 0);
     attributes(&mut attrs);
     attrs.close();
     out.extend_from_slice(b",\"droppedAttributesCount\":0,\"flags\":0,\"traceId\":");
@@ -163,6 +119,63 @@ pub(crate) fn log_record(
     out.extend_from_slice(b",\"spanId\":");
     id(out, head.span_id);
     out.extend_from_slice(b",\"eventName\":");
-    event_name(out);
+    string(out, event_name);
+    out.push(b'}');
+}
+
+/// A `Span`.
+pub(crate) fn span(
+    out: &mut Vec<u8>,
+    keys: &mut Vec<Text>,
+    s: &SpanHead<'_>,
+    attributes: impl FnOnce(&mut Attrs<'_, Json>),
+) {
+    let f: &Fields = s.fields;
+    out.extend_from_slice(b"{\"traceId\":");
+    id(out, s.trace_id);
+    out.extend_from_slice(b",\"spanId\":");
+    id(out, s.span_id);
+    out.extend_from_slice(b",\"traceState\":\"\",\"parentSpanId\":");
+    id(out, s.parent);
+    out.extend_from_slice(b",\"flags\":0,\"name\":");
+    string(out, Str::Node(f, s.name));
+    out.extend_from_slice(b",\"kind\":");
+    write_int(out, s.kind);
+    out.extend_from_slice(b",\"startTimeUnixNano\":");
+    u64_string(out, s.start);
+    out.extend_from_slice(b",\"endTimeUnixNano\":");
+    u64_string(out, s.end);
+    out.extend_from_slice(b",\"attributes\":");
+    let mut attrs = Attrs::open(out, keys, 0);
+    attributes(&mut attrs);
+    attrs.close();
+    out.extend_from_slice(
+        b",\"droppedAttributesCount\":0,\"events\":[],\"droppedEventsCount\":0,\"links\":[",
+    );
+    if let Some(text) = s.links.and_then(|i| f.str_of(i)) {
+        let mut first = true;
+        for_each_link(&text, |trace_id, span_id| {
+            if !std::mem::take(&mut first) {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"traceId\":");
+            id(out, Some(&trace_id));
+            out.extend_from_slice(b",\"spanId\":");
+            id(out, Some(&span_id));
+            out.extend_from_slice(
+                b",\"traceState\":\"\",\"attributes\":[],\"droppedAttributesCount\":0,\"flags\":0}",
+            );
+        });
+    }
+    out.extend_from_slice(b"],\"droppedLinksCount\":0,\"status\":");
+    if let Some(message) = s.error {
+        out.extend_from_slice(b"{\"message\":");
+        string(out, Str::Node(f, message));
+        out.extend_from_slice(b",\"code\":");
+        write_int(out, STATUS_ERROR);
+        out.push(b'}');
+    } else {
+        out.extend_from_slice(b"null");
+    }
     out.push(b'}');
 }

@@ -29,12 +29,12 @@ pub(crate) fn is_metrics_event(prepared: &PreparedFormat) -> bool {
     prepared.event() == EVENT && prepared.format().field("buffer").is_some()
 }
 
-/// The request in the record `raw`, or why there is none.
-pub(crate) fn decode(
+/// The request in the record `raw` and its bytes, or why there is none.
+pub(crate) fn decode<'a>(
     format: &EventFormat,
-    raw: &[u8],
+    raw: &'a [u8],
     endian: Endian,
-) -> Result<ExportMetricsServiceRequest, String> {
+) -> Result<(ExportMetricsServiceRequest, &'a [u8]), String> {
     if let Some(protocol) = format.field("protocol") {
         match decode_field(protocol, raw, endian) {
             Value::Unsigned(0) | Value::Signed(0) => {}
@@ -54,7 +54,28 @@ pub(crate) fn decode(
         other => return Err(format!("otlp_metrics buffer is not bytes: {other:?}")),
     };
     ExportMetricsServiceRequest::decode(bytes)
+        .map(|request| (request, bytes))
         .map_err(|e| format!("otlp_metrics buffer is not an ExportMetricsServiceRequest: {e}"))
+}
+
+/// The data points of `resource_metrics` (the items of a metrics request, what a
+/// `partial_success` counts as `rejected_data_points`).
+pub(crate) fn data_points(resource_metrics: &[ResourceMetrics]) -> usize {
+    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+    let points = |data: &Option<Data>| match data {
+        Some(Data::Gauge(g)) => g.data_points.len(),
+        Some(Data::Sum(s)) => s.data_points.len(),
+        Some(Data::Histogram(h)) => h.data_points.len(),
+        Some(Data::ExponentialHistogram(h)) => h.data_points.len(),
+        Some(Data::Summary(s)) => s.data_points.len(),
+        None => 0,
+    };
+    resource_metrics
+        .iter()
+        .flat_map(|rm| &rm.scope_metrics)
+        .flat_map(|sm| &sm.metrics)
+        .map(|m| points(&m.data))
+        .sum()
 }
 
 /// One `ResourceMetrics` as OTLP/JSON on `out` (`opentelemetry-proto`'s serde mapping).

@@ -29,27 +29,36 @@
 
 mod batch;
 mod common_schema;
+mod enc;
 mod fields;
+pub mod frame;
 mod json;
 mod metrics;
+mod proto;
 
 use std::fmt;
 
 use batch::{Batches, Signal};
 pub use batch::{MAX_AGE_NS, MAX_BYTES, MAX_RECORDS};
 use common_schema::{Cs, CsKind};
+use enc::{Attrs, Body, Enc, Json, Proto, Str};
 use fields::{Fields, Text};
-use json::{Attrs, LogHead, int_any, log_record, message_any, unsigned_any};
+pub use frame::{
+    Frame, FrameError, FrameMeta, OtlpEncoding, Signal as ExportSignal, read_frames, write_frame,
+};
+use json::LogHead;
+
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 
 use crate::decode::Endian;
 use crate::eventheader::metadata::split_event_name;
 use crate::eventheader::plan::PlanCache;
 use crate::eventheader::{Enumerator, HeaderError, MetaError, TracepointName, parse_event};
-use crate::json_line::{Escaped, LineOptions, PreparedFormat, RecordStamp, write_str, write_text};
+use crate::json_line::{Escaped, LineOptions, PreparedFormat, RecordStamp, write_str};
 use crate::output::RecordWriter;
 
-/// The scope of uevrec's own records (lost counts, notices).
-const UEVREC_SCOPE: &[u8] = b"\"uevrec\"";
+/// The tracepoint name export frames count uevrec's own records under.
+const UEVREC_TRACEPOINT: &[u8] = b"uevrec";
 
 /// OTLP severity numbers.
 pub(crate) const SEVERITY_DEBUG: i32 = 5;
@@ -63,7 +72,8 @@ pub(crate) const SEVERITY_FATAL: i32 = 21;
 #[derive(Debug, Default)]
 pub struct OtlpWriter {
     opts: LineOptions,
-    /// `host.name` as a resource attribute (JSON `KeyValue`), when known.
+    /// `host.name` as a resource attribute (as [`Enc::resource_attr`] writes it), when
+    /// known.
     host: Vec<u8>,
     batches: Batches,
     /// The fields of the record being written.
@@ -74,8 +84,8 @@ pub struct OtlpWriter {
     plans: PlanCache,
     /// Its attribute keys.
     keys: Vec<Text>,
-    /// Its resource attributes (JSON `KeyValue`s, comma-separated) and scope name (a
-    /// JSON string).
+    /// Its resource attributes and scope (as [`Enc::resource_attr`] and [`Enc::scope`]
+    /// write them).
     resource: Vec<u8>,
     scope: Vec<u8>,
 }
@@ -95,6 +105,8 @@ struct TracepointValue {
     names: Vec<u8>,
     /// `{"stringValue":"system:event"}`.
     json: Vec<u8>,
+    /// `system:event` (what export frames count records under).
+    colon: Vec<u8>,
 }
 
 impl TracepointValue {
@@ -117,6 +129,10 @@ impl TracepointValue {
         let _ = fmt::Write::write_str(&mut text, ":");
         let _ = fmt::Write::write_str(&mut text, event);
         self.json.extend_from_slice(b"\"}");
+        self.colon.clear();
+        self.colon.extend_from_slice(system.as_bytes());
+        self.colon.push(b':');
+        self.colon.extend_from_slice(event.as_bytes());
     }
 }
 
@@ -126,21 +142,23 @@ impl Origin<'_> {
     /// `linux.tracepoint` (`system:event`), and for EventHeader events
     /// `eventheader.level` and `eventheader.keyword`.
     /// `tracepoint` is the `linux.tracepoint` value ([`TracepointValue`]).
-    fn add_to(&self, attrs: &mut Attrs<'_>, tracepoint: &TracepointValue) {
+    fn add_to<E: Enc>(&self, attrs: &mut Attrs<'_, E>, tracepoint: &TracepointValue) {
         let s = self.stamp;
-        attrs.add(b"\"process.pid\"", |out| int_any(out, i64::from(s.pid)));
-        attrs.add(b"\"thread.id\"", |out| int_any(out, i64::from(s.tid)));
+        attrs.add(b"\"process.pid\"", |out| E::int_any(out, i64::from(s.pid)));
+        attrs.add(b"\"thread.id\"", |out| E::int_any(out, i64::from(s.tid)));
         attrs.add(b"\"cpu.logical_number\"", |out| {
-            int_any(out, i64::from(s.cpu))
+            E::int_any(out, i64::from(s.cpu))
         });
         attrs.add(b"\"linux.tracepoint\"", |out| {
-            out.extend_from_slice(&tracepoint.json)
+            E::cached_str_any(out, &tracepoint.json, &tracepoint.colon)
         });
         if let Some((keyword, level)) = self.eventheader {
             attrs.add(b"\"eventheader.level\"", |out| {
-                int_any(out, i64::from(level))
+                E::int_any(out, i64::from(level))
             });
-            attrs.add(b"\"eventheader.keyword\"", |out| unsigned_any(out, keyword));
+            attrs.add(b"\"eventheader.keyword\"", |out| {
+                E::unsigned_any(out, keyword)
+            });
         }
     }
 
@@ -182,6 +200,22 @@ impl OtlpWriter {
         }
     }
 
+    /// A writer of export frames ([`frame`]) instead of lines: the same requests, each a
+    /// frame saying its signal, record and item counts and records per tracepoint, its
+    /// body in `encoding`.
+    pub fn export(opts: LineOptions, encoding: OtlpEncoding) -> Self {
+        OtlpWriter {
+            opts,
+            batches: Batches::frames(encoding),
+            ..Default::default()
+        }
+    }
+
+    /// Whether the requests are protobuf.
+    fn proto(&self) -> bool {
+        self.batches.framed() == Some(OtlpEncoding::Protobuf)
+    }
+
     fn endian(&self) -> Endian {
         if self.opts.big_endian {
             Endian::Big
@@ -202,23 +236,23 @@ impl OtlpWriter {
     }
 
     /// Set the resource to `host.name` alone (when known) and the scope to `scope`.
-    fn plain_resource(&mut self, scope: &str) {
+    fn plain_resource<E: Enc>(&mut self, scope: &str) {
         self.resource.clear();
         self.resource.extend_from_slice(&self.host);
         self.scope.clear();
-        write_str(&mut self.scope, scope);
+        E::scope(&mut self.scope, scope);
     }
 
     /// Add a log record for an event that is not a Common Schema one (its fields in
     /// [`Self::fields`] become the attributes, then `error` when there is one): time =
     /// observed time = the sample's, the EventHeader level as severity, `eventName` =
-    /// what `name` writes (a JSON string).
-    fn event_record(
+    /// `name`.
+    fn event_record<E: Enc>(
         &mut self,
         out: &mut Vec<u8>,
         origin: &Origin<'_>,
         error: Option<&dyn fmt::Display>,
-        name: impl FnOnce(&mut Vec<u8>),
+        name: Str<'_>,
     ) {
         let time = origin.stamp.time_unix_ns.unwrap_or(0);
         let (severity, severity_text) = origin.severity();
@@ -232,20 +266,21 @@ impl OtlpWriter {
         let (resource, scope) = (&self.resource, &self.scope);
         let tracepoint = &self.tracepoint;
         let time = (time != 0).then_some(time);
+        let counted = (&tracepoint.colon[..], 1);
         self.batches
-            .add(out, Signal::Logs, resource, scope, time, |json| {
-                log_record(
+            .add(out, Signal::Logs, resource, scope, time, counted, |json| {
+                E::log_record(
                     json,
                     keys,
                     &head,
-                    |out| out.extend_from_slice(severity_text),
-                    |out| out.extend_from_slice(b"null"),
+                    Str::Json(severity_text),
+                    Body::Absent,
                     |attrs| {
                         for i in fields.top() {
-                            attrs.add(fields.key(i), |out| fields.write_any(out, i));
+                            attrs.add(fields.key(i), |out| E::node_any(out, fields, i));
                         }
                         if let Some(e) = error {
-                            attrs.add_named("uevrec.error", |out| message_any(out, e));
+                            attrs.add_named("uevrec.error", |out| E::message_any(out, e));
                         }
                         origin.add_to(attrs, tracepoint);
                     },
@@ -256,7 +291,7 @@ impl OtlpWriter {
 
     /// An EventHeader event: a Common Schema log or span, else a log record of its
     /// fields.
-    fn eventheader(
+    fn eventheader<E: Enc>(
         &mut self,
         out: &mut Vec<u8>,
         stamp: &RecordStamp,
@@ -284,14 +319,17 @@ impl OtlpWriter {
             Err(e) => Err(Unreadable::Header(e)),
         };
         self.fields.clear();
-        self.plain_resource(tp.provider);
+        self.plain_resource::<E>(tp.provider);
         let (mut e, meta, payload, big) = match walk {
             Ok(walk) => walk,
             Err(problem) => {
                 self.add_common(prepared, raw);
-                return self.event_record(out, &origin, Some(&problem), |out| {
-                    write_str(out, tp.provider)
-                });
+                return self.event_record::<E>(
+                    out,
+                    &origin,
+                    Some(&problem),
+                    Str::Name(tp.provider),
+                );
             }
         };
         // The JSON-lines plan of the metadata when it has one (the fast path), else the
@@ -307,57 +345,59 @@ impl OtlpWriter {
         let error = e.error();
         let cs = error.is_none().then(|| common_schema::detect(&self.fields));
         if let Some(Some(cs)) = cs {
-            return self.common_schema(out, &origin, &cs);
+            return self.common_schema::<E>(out, &origin, &cs);
         }
         let (name, _) = split_event_name(e.event_name());
         let error = error.map(|e| e as &dyn fmt::Display);
-        self.event_record(out, &origin, error, |out| write_text(out, name));
+        self.event_record::<E>(out, &origin, error, Str::Text(name));
     }
 
     /// A Common Schema record (the event in [`Self::fields`]); scope = the provider,
     /// set already.
-    fn common_schema(&mut self, out: &mut Vec<u8>, origin: &Origin<'_>, cs: &Cs) {
+    fn common_schema<E: Enc>(&mut self, out: &mut Vec<u8>, origin: &Origin<'_>, cs: &Cs) {
         let time = origin.stamp.time_unix_ns;
         self.resource.clear();
-        common_schema::write_resource(&mut self.resource, &self.fields, cs);
-        if !self.host.is_empty() {
-            if !self.resource.is_empty() {
-                self.resource.push(b',');
-            }
-            self.resource.extend_from_slice(&self.host);
-        }
+        common_schema::write_resource::<E>(&mut self.resource, &self.fields, cs);
+        E::append_attrs(&mut self.resource, &self.host);
         let (fields, keys) = (&self.fields, &mut self.keys);
         let (resource, scope) = (&self.resource, &self.scope);
         let tracepoint = &self.tracepoint;
-        let add_origin = |attrs: &mut Attrs<'_>| origin.add_to(attrs, tracepoint);
+        let add_origin = |attrs: &mut Attrs<'_, E>| origin.add_to(attrs, tracepoint);
+        let counted = (&tracepoint.colon[..], 1);
         match cs.kind {
             CsKind::Log => {
                 let observed = time.unwrap_or(0);
                 let time = time.filter(|&t| t != 0);
                 self.batches
-                    .add(out, Signal::Logs, resource, scope, time, |json| {
+                    .add(out, Signal::Logs, resource, scope, time, counted, |json| {
                         common_schema::write_log(json, keys, fields, cs, observed, add_origin)
                     });
             }
             CsKind::Span => {
-                self.batches
-                    .add(out, Signal::Spans, resource, scope, time, |json| {
-                        common_schema::write_span(json, keys, fields, cs, add_origin)
-                    });
+                self.batches.add(
+                    out,
+                    Signal::Traces,
+                    resource,
+                    scope,
+                    time,
+                    counted,
+                    |json| common_schema::write_span(json, keys, fields, cs, add_origin),
+                );
             }
         }
     }
 
     /// A log record of uevrec's own (scope `uevrec`): `severity`, `event_name`, `body`
     /// (a string) and the attributes `attributes` adds.
-    fn own_record(
+    #[allow(clippy::too_many_arguments)]
+    fn own_record<E: Enc>(
         &mut self,
         out: &mut Vec<u8>,
         time_unix_ns: Option<u64>,
         (severity, severity_text): (i32, &[u8]),
         event_name: &[u8],
         body: &dyn fmt::Display,
-        attributes: impl FnOnce(&mut Attrs<'_>),
+        attributes: impl FnOnce(&mut Attrs<'_, E>),
     ) {
         let time = time_unix_ns.unwrap_or(0);
         let head = LogHead {
@@ -374,18 +414,146 @@ impl OtlpWriter {
             out,
             Signal::Logs,
             &self.resource,
-            UEVREC_SCOPE,
+            E::UEVREC_SCOPE,
             time,
+            (UEVREC_TRACEPOINT, 1),
             |json| {
-                log_record(
+                E::log_record(
                     json,
                     keys,
                     &head,
-                    |out| out.extend_from_slice(severity_text),
-                    |out| message_any(out, body),
+                    Str::Json(severity_text),
+                    Body::Message(body),
                     attributes,
-                    |out| out.extend_from_slice(event_name),
+                    Str::Json(event_name),
                 )
+            },
+        );
+    }
+}
+
+impl OtlpWriter {
+    /// [`RecordWriter::write_prepared`] in the encoding `E`.
+    fn prepared<E: Enc>(
+        &mut self,
+        out: &mut Vec<u8>,
+        stamp: &RecordStamp,
+        prepared: &PreparedFormat,
+        raw: &[u8],
+    ) {
+        self.tracepoint.set(prepared.system(), prepared.event());
+        if let Some(tp) = prepared.eventheader() {
+            return self.eventheader::<E>(out, stamp, prepared, tp, raw);
+        }
+        let origin = Origin {
+            stamp,
+            eventheader: None,
+        };
+        let endian = self.endian();
+        let mut error = None;
+        if metrics::is_metrics_event(prepared) {
+            match metrics::decode(prepared.format(), raw, endian) {
+                Ok((request, bytes)) => return self.metrics::<E>(out, stamp, &request, bytes),
+                Err(e) => error = Some(e),
+            }
+        }
+        self.fields.clear();
+        self.fields.plain(&prepared.format().fields, raw, endian);
+        self.add_common(prepared, raw);
+        self.plain_resource::<E>(prepared.system());
+        let error = error.as_ref().map(|e| e as &dyn fmt::Display);
+        self.event_record::<E>(out, &origin, error, Str::Name(prepared.event()));
+    }
+
+    /// An `otlp_metrics` event's request (`bytes` decoded): its resource metrics as they
+    /// are (protobuf: the bytes themselves, a request being its `resource_metrics`
+    /// fields, which concatenate).
+    fn metrics<E: Enc>(
+        &mut self,
+        out: &mut Vec<u8>,
+        stamp: &RecordStamp,
+        request: &ExportMetricsServiceRequest,
+        bytes: &[u8],
+    ) {
+        let time = stamp.time_unix_ns;
+        let tracepoint = &self.tracepoint.colon[..];
+        if self.batches.framed().is_some() {
+            // One record, whole in one frame, even without resources.
+            let items = metrics::data_points(&request.resource_metrics);
+            self.batches.add(
+                out,
+                Signal::Metrics,
+                b"",
+                b"",
+                time,
+                (tracepoint, items),
+                |body| {
+                    if E::PROTO {
+                        return body.extend_from_slice(bytes);
+                    }
+                    for (n, rm) in request.resource_metrics.iter().enumerate() {
+                        if n > 0 {
+                            body.push(b',');
+                        }
+                        metrics::to_json(body, rm);
+                    }
+                },
+            );
+            return;
+        }
+        for rm in &request.resource_metrics {
+            let items = metrics::data_points(std::slice::from_ref(rm));
+            self.batches.add(
+                out,
+                Signal::Metrics,
+                b"",
+                b"",
+                time,
+                (tracepoint, items),
+                |json| metrics::to_json(json, rm),
+            );
+        }
+    }
+
+    /// [`RecordWriter::write_lost`] in the encoding `E`.
+    fn lost<E: Enc>(&mut self, out: &mut Vec<u8>, time_unix_ns: Option<u64>, cpu: u32, lost: u64) {
+        let body = format_args!(
+            "{lost} records lost on CPU {cpu}: the ring buffer was full \
+             (a larger --buffer-size or a faster output helps)"
+        );
+        self.own_record::<E>(
+            out,
+            time_unix_ns,
+            (SEVERITY_WARN, b"\"WARN\""),
+            b"\"uevrec.lost\"",
+            &body,
+            |attrs| {
+                attrs.add_named("uevrec.lost.count", |out| E::unsigned_any(out, lost));
+                attrs.add_named("cpu.logical_number", |out| E::int_any(out, i64::from(cpu)));
+            },
+        );
+    }
+
+    /// [`RecordWriter::write_notice`] in the encoding `E`.
+    fn notice<E: Enc>(
+        &mut self,
+        out: &mut Vec<u8>,
+        time_unix_ns: Option<u64>,
+        what: &str,
+        event: Option<&str>,
+        message: &str,
+    ) {
+        self.own_record::<E>(
+            out,
+            time_unix_ns,
+            (SEVERITY_INFO, b"\"INFO\""),
+            b"\"uevrec.notice\"",
+            &message,
+            |attrs| {
+                attrs.add_named("uevrec.notice.what", |out| E::message_any(out, &what));
+                if let Some(event) = event {
+                    attrs.add_named("uevrec.notice.event", |out| E::message_any(out, &event));
+                }
             },
         );
     }
@@ -401,60 +569,21 @@ impl RecordWriter for OtlpWriter {
         prepared: &PreparedFormat,
         raw: &[u8],
     ) {
-        self.tracepoint.set(prepared.system(), prepared.event());
-        if let Some(tp) = prepared.eventheader() {
-            return self.eventheader(out, stamp, prepared, tp, raw);
+        if self.proto() {
+            self.prepared::<Proto>(out, stamp, prepared, raw)
+        } else {
+            self.prepared::<Json>(out, stamp, prepared, raw)
         }
-        let origin = Origin {
-            stamp,
-            eventheader: None,
-        };
-        let endian = self.endian();
-        let mut error = None;
-        if metrics::is_metrics_event(prepared) {
-            match metrics::decode(prepared.format(), raw, endian) {
-                Ok(request) => {
-                    for rm in &request.resource_metrics {
-                        self.batches.add(
-                            out,
-                            Signal::Metrics,
-                            b"",
-                            b"",
-                            stamp.time_unix_ns,
-                            |json| metrics::to_json(json, rm),
-                        );
-                    }
-                    return;
-                }
-                Err(e) => error = Some(e),
-            }
-        }
-        self.fields.clear();
-        self.fields.plain(&prepared.format().fields, raw, endian);
-        self.add_common(prepared, raw);
-        self.plain_resource(prepared.system());
-        let error = error.as_ref().map(|e| e as &dyn fmt::Display);
-        self.event_record(out, &origin, error, |out| write_str(out, prepared.event()));
     }
 
     /// Append a log record saying the kernel dropped `lost` records on `cpu`
     /// (event name `uevrec.lost`, severity WARN, attribute `uevrec.lost.count`).
     fn write_lost(&mut self, out: &mut Vec<u8>, time_unix_ns: Option<u64>, cpu: u32, lost: u64) {
-        let body = format_args!(
-            "{lost} records lost on CPU {cpu}: the ring buffer was full \
-             (a larger --buffer-size or a faster output helps)"
-        );
-        self.own_record(
-            out,
-            time_unix_ns,
-            (SEVERITY_WARN, b"\"WARN\""),
-            b"\"uevrec.lost\"",
-            &body,
-            |attrs| {
-                attrs.add_named("uevrec.lost.count", |out| unsigned_any(out, lost));
-                attrs.add_named("cpu.logical_number", |out| int_any(out, i64::from(cpu)));
-            },
-        );
+        if self.proto() {
+            self.lost::<Proto>(out, time_unix_ns, cpu, lost)
+        } else {
+            self.lost::<Json>(out, time_unix_ns, cpu, lost)
+        }
     }
 
     /// Append a log record for a notice (event name `uevrec.notice`, severity INFO;
@@ -467,19 +596,11 @@ impl RecordWriter for OtlpWriter {
         event: Option<&str>,
         message: &str,
     ) {
-        self.own_record(
-            out,
-            time_unix_ns,
-            (SEVERITY_INFO, b"\"INFO\""),
-            b"\"uevrec.notice\"",
-            &message,
-            |attrs| {
-                attrs.add_named("uevrec.notice.what", |out| message_any(out, &what));
-                if let Some(event) = event {
-                    attrs.add_named("uevrec.notice.event", |out| message_any(out, &event));
-                }
-            },
-        );
+        if self.proto() {
+            self.notice::<Proto>(out, time_unix_ns, what, event, message)
+        } else {
+            self.notice::<Json>(out, time_unix_ns, what, event, message)
+        }
     }
 
     /// Append every waiting record to `out` as complete lines (one per signal waiting).
@@ -490,10 +611,16 @@ impl RecordWriter for OtlpWriter {
     /// Put `host.name` = `name` in every record's resource from now on.
     fn set_host_name(&mut self, name: &str) {
         self.host.clear();
-        self.host
-            .extend_from_slice(b"{\"key\":\"host.name\",\"value\":{\"stringValue\":");
-        write_str(&mut self.host, name);
-        self.host.extend_from_slice(b"}}");
+        if self.proto() {
+            Proto::resource_attr(&mut self.host, "host.name", |out| {
+                Proto::message_any(out, &name)
+            });
+        } else {
+            self.host
+                .extend_from_slice(b"{\"key\":\"host.name\",\"value\":{\"stringValue\":");
+            write_str(&mut self.host, name);
+            self.host.extend_from_slice(b"}}");
+        }
     }
 }
 

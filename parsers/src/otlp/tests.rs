@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::eventheader::{trace_entry, tracepoint_format};
+use crate::otlp::frame::Frame;
 use crate::parse_format;
 
 /// A little-endian EventHeader event (from the flags byte on) with a metadata block.
@@ -461,4 +462,128 @@ fn a_common_schema_span_becomes_an_otlp_span() {
         !a.contains_key("statusMessage") && !a.contains_key("links"),
         "{keys:?}"
     );
+}
+
+/// Feed `w` a span, two plain events of two tracepoints, a metrics event with two data
+/// points in two resources, an empty metrics request, a lost count and a notice.
+fn mixed_records(w: &mut OtlpWriter, out: &mut Vec<u8>) {
+    let span = Eh::new("Span")
+        .u32("__csver__", 1024)
+        .structure("PartB", 2)
+        .str("_typeName", "Span")
+        .str("name", "op");
+    w.write_prepared(out, &STAMP, &eh_prepared("Prov_L4K1"), &span.raw());
+    let format = metrics_format("plain");
+    let plain = PreparedFormat::new(&format, "user_events", "plain", None);
+    let other = PreparedFormat::new(&format, "sys", "other", None);
+    for p in [&plain, &other, &plain] {
+        w.write_prepared(out, &STAMP, p, &metrics_raw(b"\x01"));
+    }
+    let point = |v| NumberDataPoint {
+        value: Some(number_data_point::Value::AsInt(v)),
+        ..Default::default()
+    };
+    let rm = |points| ResourceMetrics {
+        scope_metrics: vec![ScopeMetrics {
+            metrics: vec![Metric {
+                name: "g".into(),
+                data: Some(metric::Data::Gauge(Gauge {
+                    data_points: points,
+                })),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let request = ExportMetricsServiceRequest {
+        resource_metrics: vec![rm(vec![point(1), point(2)]), rm(vec![point(3)])],
+    };
+    let format = metrics_format("otlp_metrics");
+    let metrics = PreparedFormat::new(&format, "user_events", "otlp_metrics", None);
+    w.write_prepared(
+        out,
+        &STAMP,
+        &metrics,
+        &metrics_raw(&request.encode_to_vec()),
+    );
+    w.write_prepared(out, &STAMP, &metrics, &metrics_raw(&[]));
+    w.write_lost(out, Some(2), 3, 17);
+    w.write_notice(out, Some(3), "attached", None, "m");
+    w.end_lines(out);
+}
+
+#[test]
+fn export_frames_carry_the_lines_and_their_counts() {
+    let mut lines_out = Vec::new();
+    mixed_records(&mut OtlpWriter::new(LineOptions::default()), &mut lines_out);
+    let mut frames_out = Vec::new();
+    let mut w = OtlpWriter::export(LineOptions::default(), OtlpEncoding::Json);
+    mixed_records(&mut w, &mut frames_out);
+    let frames: Vec<Frame<'_>> = read_frames(&frames_out).collect::<Result<_, _>>().unwrap();
+    // The same requests, as lines and as frames' bodies; logs, then spans, then metrics.
+    let lines: Vec<&[u8]> = lines_out
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    let signals: Vec<ExportSignal> = frames.iter().map(|f| f.signal).collect();
+    assert_eq!(
+        signals,
+        [
+            ExportSignal::Logs,
+            ExportSignal::Traces,
+            ExportSignal::Metrics
+        ]
+    );
+    for (f, line) in frames.iter().zip(&lines) {
+        assert_eq!(f.encoding, OtlpEncoding::Json);
+        if f.signal != ExportSignal::Metrics {
+            assert_eq!(f.body, *line);
+        }
+    }
+    fn counts<'a>(f: &Frame<'a>) -> Vec<(&'a str, u32)> {
+        f.tracepoints.iter().collect()
+    }
+    assert_eq!((frames[0].records, frames[0].items), (5, 5));
+    assert_eq!(
+        counts(&frames[0]),
+        [("user_events:plain", 2), ("sys:other", 1), ("uevrec", 2)]
+    );
+    assert_eq!((frames[1].records, frames[1].items), (1, 1));
+    assert_eq!(counts(&frames[1]), [("user_events:Prov_L4K1", 1)]);
+    // Two metrics events (one without resources): 2 records, 3 data points, and the
+    // body is the request of both.
+    assert_eq!((frames[2].records, frames[2].items), (2, 3));
+    assert_eq!(counts(&frames[2]), [("user_events:otlp_metrics", 2)]);
+    let body: ExportMetricsServiceRequest = serde_json::from_slice(frames[2].body).unwrap();
+    let line: ExportMetricsServiceRequest = serde_json::from_slice(lines[2]).unwrap();
+    assert_eq!(body, line);
+    assert_eq!(body.resource_metrics.len(), 2);
+    // Protobuf frames: the same counts; the metrics body is the two events' requests
+    // passed through.
+    let mut proto_out = Vec::new();
+    mixed_records(
+        &mut OtlpWriter::export(LineOptions::default(), OtlpEncoding::Protobuf),
+        &mut proto_out,
+    );
+    let proto: Vec<Frame<'_>> = read_frames(&proto_out).collect::<Result<_, _>>().unwrap();
+    for (p, j) in proto.iter().zip(&frames) {
+        assert_eq!(p.encoding, OtlpEncoding::Protobuf);
+        assert_eq!(
+            (p.signal, p.records, p.items),
+            (j.signal, j.records, j.items)
+        );
+        assert_eq!(counts(p), counts(j));
+    }
+    assert_eq!(
+        ExportMetricsServiceRequest::decode(proto[2].body).unwrap(),
+        body
+    );
+    // Counts restart with each frame.
+    let mut more = Vec::new();
+    w.write_lost(&mut more, Some(4), 0, 1);
+    w.end_lines(&mut more);
+    let f = read_frames(&more).next().unwrap().unwrap();
+    assert_eq!((f.records, counts(&f)), (1, vec![("uevrec", 1)]));
 }

@@ -115,7 +115,7 @@ impl OtlpWriter {
         };
         if metrics::is_metrics_event(prepared) {
             match metrics::decode(prepared.format(), raw, self.endian()) {
-                Ok(request) => {
+                Ok((request, _)) => {
                     for rm in &request.resource_metrics {
                         self.add(out, Signal::Metrics, &[], "", stamp.time_unix_ns, |json| {
                             metrics::to_json(json, rm)

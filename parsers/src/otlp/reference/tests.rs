@@ -10,19 +10,27 @@
 //!   names, parts in any order, fields outside the parts) and arbitrary EventHeader
 //!   bytes (proptest).
 //!
+//! The same events go through the export-frame writers too ([`assert_same_protobuf`]):
+//! each protobuf frame, decoded with `opentelemetry-proto`'s prost types, equals the
+//! JSON frame of the same request read by its serde types, counts and all.
+//!
 //! Corpus: `$UEVREC_CORPUS_DIR`, else `<project root>/../shared/corpus`; without it the
 //! corpus tests say `SKIP` and pass, unless `UEVREC_REQUIRE_TIERS` has `pure`.
 
 use std::io::Read;
 use std::path::PathBuf;
 
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use proptest::prelude::*;
+use prost::Message;
 use serde_json::Value;
 
 use crate::eventheader::{trace_entry, tracepoint_format};
 use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
-use crate::otlp::OtlpWriter;
 use crate::otlp::tests::{Eh, eh_prepared, metrics_format, metrics_raw};
+use crate::otlp::{ExportSignal, Frame, OtlpEncoding, OtlpWriter, read_frames};
 use crate::output::RecordWriter;
 use crate::parse_format;
 
@@ -30,6 +38,93 @@ use crate::parse_format;
 mod tier;
 
 const T0: u64 = 1_795_345_200_000_000_000;
+
+/// Feed `w` `events` as [`assert_same`] does.
+fn feed(w: &mut OtlpWriter, events: &[(PreparedFormat, Vec<u8>)], host: Option<&str>) -> Vec<u8> {
+    if let Some(host) = host {
+        w.set_host_name(host);
+    }
+    let mut out = Vec::new();
+    for (n, (prepared, raw)) in events.iter().enumerate() {
+        let n = n as u64;
+        let stamp = RecordStamp {
+            time_unix_ns: (n % 23 != 5).then_some(T0 + n * 7_000_000),
+            cpu: (n % 3) as u32,
+            pid: 1000 + n as u32,
+            tid: 2000 + n as u32,
+        };
+        w.write_prepared(&mut out, &stamp, prepared, raw);
+        if n % 17 == 16 {
+            w.write_lost(&mut out, stamp.time_unix_ns, 2, u64::MAX - n);
+            w.write_notice(&mut out, None, "attached", Some("s:\"e\""), "id 7\n");
+        }
+    }
+    w.end_lines(&mut out);
+    out
+}
+
+/// The export frames of `events` with protobuf bodies against those with JSON bodies:
+/// the same frames (signal, counts), and the same requests (the protobuf decoded by
+/// prost, the JSON read by serde, compared as `opentelemetry-proto` messages).
+fn assert_same_protobuf(
+    events: &[(PreparedFormat, Vec<u8>)],
+    opts: LineOptions,
+    host: Option<&str>,
+) {
+    let json = feed(
+        &mut OtlpWriter::export(opts, OtlpEncoding::Json),
+        events,
+        host,
+    );
+    let proto = feed(
+        &mut OtlpWriter::export(opts, OtlpEncoding::Protobuf),
+        events,
+        host,
+    );
+    let frames = |buf| -> Vec<Frame<'_>> {
+        read_frames(buf)
+            .collect::<Result<_, _>>()
+            .expect("frames read back")
+    };
+    let (json, proto) = (frames(&json), frames(&proto));
+    assert_eq!(json.len(), proto.len(), "frame counts");
+    assert!(!json.is_empty(), "no frames");
+    for (j, p) in json.iter().zip(&proto) {
+        assert_eq!(
+            (j.encoding, p.encoding),
+            (OtlpEncoding::Json, OtlpEncoding::Protobuf)
+        );
+        assert_eq!(
+            (j.signal, j.records, j.items),
+            (p.signal, p.records, p.items)
+        );
+        assert!(j.tracepoints.iter().eq(p.tracepoints.iter()));
+        match j.signal {
+            ExportSignal::Logs => {
+                let want: ExportLogsServiceRequest = serde_json::from_slice(j.body).unwrap();
+                let got = ExportLogsServiceRequest::decode(p.body).expect("protobuf");
+                let items: usize = got
+                    .resource_logs
+                    .iter()
+                    .flat_map(|r| &r.scope_logs)
+                    .map(|s| s.log_records.len())
+                    .sum();
+                assert_eq!(items, p.items as usize);
+                assert_eq!(got, want);
+            }
+            ExportSignal::Traces => {
+                let want: ExportTraceServiceRequest = serde_json::from_slice(j.body).unwrap();
+                let got = ExportTraceServiceRequest::decode(p.body).expect("protobuf");
+                assert_eq!(got, want);
+            }
+            ExportSignal::Metrics => {
+                let want: ExportMetricsServiceRequest = serde_json::from_slice(j.body).unwrap();
+                let got = ExportMetricsServiceRequest::decode(p.body).expect("protobuf");
+                assert_eq!(got, want);
+            }
+        }
+    }
+}
 
 /// Feed both writers `events` (with a lost count and a notice every 17 records, 7 ms of
 /// record time apart) and compare their lines.
@@ -74,6 +169,7 @@ fn assert_same(events: &[(PreparedFormat, Vec<u8>)], opts: LineOptions, host: Op
             panic!("{}", first_difference(x, y, "$"));
         }
     }
+    assert_same_protobuf(events, opts, host);
 }
 
 /// Where two JSON values first differ (a path and both sides), for the failure message.
