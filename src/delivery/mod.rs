@@ -18,6 +18,7 @@
 
 pub mod ledger;
 pub mod queue;
+pub mod wire;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -94,61 +94,15 @@ impl FromStr for Protocol {
     }
 }
 
-/// The kind of telemetry in an export request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Signal {
-    /// Log records (`ExportLogsServiceRequest`).
-    Logs,
-    /// Spans (`ExportTraceServiceRequest`).
-    Traces,
-    /// Metrics (`ExportMetricsServiceRequest`).
-    Metrics,
-}
+/// The kind of telemetry in an export request (the frames' signal).
+pub use uevrec_parsers::otlp::frame::Signal;
 
-impl Signal {
-    /// The three signals, in the order [`ExportConfig`] holds them.
-    pub const ALL: [Signal; 3] = [Signal::Logs, Signal::Traces, Signal::Metrics];
-
-    /// `logs`, `traces` or `metrics`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Signal::Logs => "logs",
-            Signal::Traces => "traces",
-            Signal::Metrics => "metrics",
-        }
-    }
-
-    /// The OTLP/HTTP path appended to a base endpoint.
-    pub fn http_path(self) -> &'static str {
-        match self {
-            Signal::Logs => "/v1/logs",
-            Signal::Traces => "/v1/traces",
-            Signal::Metrics => "/v1/metrics",
-        }
-    }
-
-    /// The gRPC method path of the signal's `Export` call.
-    pub fn grpc_path(self) -> &'static str {
-        match self {
-            Signal::Logs => "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
-            Signal::Traces => "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
-            Signal::Metrics => "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
-        }
-    }
-
-    /// The infix of the per-signal environment variables (`LOGS`, `TRACES`, `METRICS`).
-    fn env_infix(self) -> &'static str {
-        match self {
-            Signal::Logs => "LOGS",
-            Signal::Traces => "TRACES",
-            Signal::Metrics => "METRICS",
-        }
-    }
-}
-
-impl fmt::Display for Signal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+/// The signal's part of its OTEL_EXPORTER_OTLP_<SIGNAL>_* variables.
+fn env_infix(signal: Signal) -> &'static str {
+    match signal {
+        Signal::Logs => "LOGS",
+        Signal::Traces => "TRACES",
+        Signal::Metrics => "METRICS",
     }
 }
 
@@ -377,7 +331,7 @@ fn lookup(
     signal: Signal,
     suffix: &str,
 ) -> Option<(String, String)> {
-    let specific = format!("OTEL_EXPORTER_OTLP_{}_{suffix}", signal.env_infix());
+    let specific = format!("OTEL_EXPORTER_OTLP_{}_{suffix}", env_infix(signal));
     if let Some(v) = env(&specific) {
         return Some((specific, v));
     }
@@ -421,7 +375,7 @@ fn resolve_signal(
         },
     };
 
-    let specific_endpoint = format!("OTEL_EXPORTER_OTLP_{}_ENDPOINT", signal.env_infix());
+    let specific_endpoint = format!("OTEL_EXPORTER_OTLP_{}_ENDPOINT", env_infix(signal));
     let (origin, raw, is_base) = if let Some(e) = &flags.endpoint {
         ("--otlp-endpoint".to_string(), e.clone(), true)
     } else if let Some(e) = env(&specific_endpoint) {

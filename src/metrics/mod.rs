@@ -68,34 +68,7 @@ use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
 pub const UNKNOWN_TRACEPOINT: &str = "unknown";
 
 /// The OTLP signal a record was exported as (the `signal` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Signal {
-    /// Log records (`/v1/logs`, `LogsService`): every event not mapped to another signal.
-    Logs,
-    /// Spans (`/v1/traces`, `TraceService`).
-    Traces,
-    /// Metric data points (`/v1/metrics`, `MetricsService`).
-    Metrics,
-}
-
-impl Signal {
-    /// Every signal, in the order of [`Signal::index`].
-    pub const ALL: [Signal; 3] = [Signal::Logs, Signal::Traces, Signal::Metrics];
-
-    /// The label value: `logs`, `traces` or `metrics` (the OTLP/HTTP path's last part).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Signal::Logs => "logs",
-            Signal::Traces => "traces",
-            Signal::Metrics => "metrics",
-        }
-    }
-
-    /// The position of this signal in [`Signal::ALL`].
-    pub fn index(self) -> usize {
-        self as usize
-    }
-}
+pub use uevrec_parsers::otlp::frame::Signal;
 
 /// Why records were dropped (the `reason` label of `uevrec_records_dropped_total`): each
 /// drop is counted under exactly one of these.
@@ -231,7 +204,17 @@ macro_rules! label_value {
         }
     )*};
 }
-label_value!(Signal, DropReason, RetryReason, ExportOutcome);
+label_value!(DropReason, RetryReason, ExportOutcome);
+
+/// A [`Signal`] as a label value (the signal type is the parsers' frames').
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct SignalLabel(pub(crate) Signal);
+
+impl EncodeLabelValue for SignalLabel {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> fmt::Result {
+        fmt::Write::write_str(encoder, self.0.as_str())
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -15,7 +15,7 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
 use super::process::ProcessCollector;
-use super::{DropReason, ExportOutcome, RetryReason, Signal};
+use super::{DropReason, ExportOutcome, RetryReason, Signal, SignalLabel};
 
 /// Upper bounds (seconds) of `uevrec_export_duration_seconds`' buckets: 1 ms to 30 s, about
 /// ×2.5 apart (a request on the loopback takes ~1 ms; the OTLP default timeout is 10 s).
@@ -34,7 +34,7 @@ struct TracepointLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ExportedLabels {
     tracepoint: Arc<str>,
-    signal: Signal,
+    signal: SignalLabel,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -50,12 +50,12 @@ struct CpuLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SignalLabels {
-    signal: Signal,
+    signal: SignalLabel,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    signal: Signal,
+    signal: SignalLabel,
     outcome: &'static str,
 }
 
@@ -359,7 +359,7 @@ impl Metrics {
     ) {
         self.export_requests
             .get_or_create(&RequestLabels {
-                signal,
+                signal: SignalLabel(signal),
                 outcome: outcome.as_str(),
             })
             .inc();
@@ -368,7 +368,9 @@ impl Metrics {
                 .get_or_create(&RetryLabels { reason })
                 .inc();
         }
-        let labels = SignalLabels { signal };
+        let labels = SignalLabels {
+            signal: SignalLabel(signal),
+        };
         self.export_duration
             .get_or_create(&labels)
             .observe(took.as_secs_f64());
@@ -496,7 +498,7 @@ impl TracepointMetrics {
             .get_or_init(|| {
                 t.exported_family.get_or_create_owned(&ExportedLabels {
                     tracepoint: t.name.clone(),
-                    signal,
+                    signal: SignalLabel(signal),
                 })
             })
             .inc_by(n);

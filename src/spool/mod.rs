@@ -199,7 +199,7 @@ pub struct Recovered {
 }
 
 /// What [`Spool::append`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppendOutcome {
     /// The id the batch got.
     pub id: u64,
@@ -207,6 +207,9 @@ pub struct AppendOutcome {
     pub evicted_batches: u64,
     /// Their records.
     pub evicted_records: u64,
+    /// Each of them: its records and its `meta` (read back before its segment was
+    /// deleted; empty when that read failed), so the caller can say what was dropped.
+    pub evicted: Vec<(u64, Vec<u8>)>,
 }
 
 /// What [`Spool::release`] did.
@@ -666,6 +669,7 @@ impl Spool {
             id: 0,
             evicted_batches: 0,
             evicted_records: 0,
+            evicted: Vec::new(),
         };
         let mut blocked = false;
         loop {
@@ -707,7 +711,7 @@ impl Spool {
                     if oldest == st.active {
                         self.roll(&mut st)?;
                     } else {
-                        let (b, r) = self.evict(&mut st, oldest)?;
+                        let (b, r) = self.evict(&mut st, oldest, &mut outcome.evicted)?;
                         outcome.evicted_batches += b;
                         outcome.evicted_records += r;
                     }
@@ -813,7 +817,12 @@ impl Spool {
     }
 
     /// Drop segment `first` with its batches (DropOldest): (batches, records) dropped now.
-    fn evict(&self, st: &mut State, first: u64) -> Result<(u64, u64), SpoolError> {
+    fn evict(
+        &self,
+        st: &mut State,
+        first: u64,
+        evicted: &mut Vec<(u64, Vec<u8>)>,
+    ) -> Result<(u64, u64), SpoolError> {
         // A segment's ids lie between its first id and the next segment's.
         let end = st
             .segments
@@ -827,6 +836,7 @@ impl Spool {
             .map(|(&id, _)| id)
             .collect();
         let (mut batches, mut records) = (0, 0);
+        let log = File::open(&st.segments[&first].log_path).ok();
         for id in ids {
             let p = st.pending.remove(&id).expect("listed above");
             st.ready.remove(&id);
@@ -835,6 +845,18 @@ impl Spool {
             } else {
                 batches += 1;
                 records += p.records;
+                let mut meta = vec![0; p.meta_len as usize];
+                let read = log.as_ref().map(|f| {
+                    std::os::unix::fs::FileExt::read_exact_at(
+                        f,
+                        &mut meta,
+                        p.offset + HEADER_LEN as u64,
+                    )
+                });
+                if !matches!(read, Some(Ok(()))) {
+                    meta.clear();
+                }
+                evicted.push((p.records, meta));
             }
         }
         st.stats.dropped_oldest_batches += batches;

@@ -20,8 +20,9 @@
 
 use std::fmt;
 
-/// The three OTLP signals, as the frame's `signal` byte numbers them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The three OTLP signals, as the frame's `signal` byte numbers them (the one signal
+/// type of uevrec: the exporter, the metrics' `signal` label and the frames use it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Signal {
     /// `ExportLogsServiceRequest` (0).
     Logs,
@@ -32,6 +33,32 @@ pub enum Signal {
 }
 
 impl Signal {
+    /// The three signals, in the order of [`Signal::index`].
+    pub const ALL: [Signal; 3] = [Signal::Logs, Signal::Traces, Signal::Metrics];
+
+    /// `logs`, `traces` or `metrics` (the OTLP/HTTP path's last part).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Signal::Logs => "logs",
+            Signal::Traces => "traces",
+            Signal::Metrics => "metrics",
+        }
+    }
+
+    /// Its position in [`Signal::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The gRPC method path of its `Export` call.
+    pub fn grpc_path(self) -> &'static str {
+        match self {
+            Signal::Logs => "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+            Signal::Traces => "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            Signal::Metrics => "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
+        }
+    }
+
     /// The frame's byte for it.
     pub fn byte(self) -> u8 {
         match self {
@@ -58,6 +85,12 @@ impl Signal {
             Signal::Traces => "/v1/traces",
             Signal::Metrics => "/v1/metrics",
         }
+    }
+}
+
+impl fmt::Display for Signal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
