@@ -54,7 +54,10 @@ fn redb_put(db: &Database, id: u64, body: &[u8]) {
 
 fn redb_del(db: &Database, id: u64) {
     let txn = db.begin_write().expect("begin");
-    txn.open_table(TABLE).expect("table").remove(id).expect("remove");
+    txn.open_table(TABLE)
+        .expect("table")
+        .remove(id)
+        .expect("remove");
     txn.commit().expect("commit");
 }
 

@@ -88,7 +88,9 @@ fn a_full_filesystem_is_a_clear_error_and_the_spool_stays_readable() {
         s.ack(id).expect("ack");
     }
     assert_eq!(s.next(Duration::ZERO), None);
-    let again = s.append(3, b"m", &body(1), &go).expect("append after space came back");
+    let again = s
+        .append(3, b"m", &body(1), &go)
+        .expect("append after space came back");
     drop(s);
 
     let (s, rec) = Spool::open(cfg).expect("reopen");
