@@ -683,7 +683,10 @@ impl Spool {
             let active = &st.segments[&st.active];
             if st.sealed || (active.log_len > 0 && active.log_len + frame_len > self.segment_target)
             {
-                self.roll(&mut st)?;
+                if let Err(e) = self.roll(&mut st) {
+                    st.stats.append_errors += 1;
+                    return Err(e);
+                }
             }
             if st.bytes + frame_len <= self.max_bytes {
                 break;
@@ -691,7 +694,10 @@ impl Spool {
             let active = &st.segments[&st.active];
             if active.live == 0 && active.log_len > 0 {
                 // Everything in it left: a new segment gives its bytes back.
-                self.roll(&mut st)?;
+                if let Err(e) = self.roll(&mut st) {
+                    st.stats.append_errors += 1;
+                    return Err(e);
+                }
                 continue;
             }
             match self.full {
@@ -716,9 +722,18 @@ impl Spool {
                         .next()
                         .expect("the active segment exists");
                     if oldest == st.active {
-                        self.roll(&mut st)?;
+                        if let Err(e) = self.roll(&mut st) {
+                            st.stats.append_errors += 1;
+                            return Err(e);
+                        }
                     } else {
-                        let (b, r) = self.evict(&mut st, oldest)?;
+                        let (b, r) = match self.evict(&mut st, oldest) {
+                            Ok(dropped) => dropped,
+                            Err(e) => {
+                                st.stats.append_errors += 1;
+                                return Err(e);
+                            }
+                        };
                         outcome.evicted_batches += b;
                         outcome.evicted_records += r;
                     }
