@@ -31,7 +31,7 @@
 //! The per-tracepoint series grow with the tracepoints seen and never shrink (a counter
 //! that vanished would break `rate()`): about 2 + (signals used) + (drop reasons seen)
 //! series per tracepoint, so a recorder matching T tracepoints exposes roughly 3·T series
-//! plus one per CPU and ~40 fixed ones (the histogram's buckets included). T is bounded by
+//! plus one per CPU and a few dozen fixed ones (17 per signal for the histogram). T is bounded by
 //! what the selectors match; a selector such as `user_events:*` on a host whose producers
 //! register names without bound makes T unbounded, and the metrics with it.
 //!
