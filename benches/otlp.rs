@@ -10,7 +10,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group};
 use uevrec_parsers::eventheader::{trace_entry, tracepoint_format};
-use uevrec_parsers::otlp::OtlpWriter;
+use uevrec_parsers::otlp::{OtlpEncoding, OtlpWriter};
 use uevrec_parsers::{
     LineOptions, LineWriter, OutputFormat, OutputWriter, PreparedFormat, RecordStamp, RecordWriter,
 };
@@ -126,7 +126,7 @@ fn bench(c: &mut Criterion) {
 
 criterion_group!(benches, bench);
 
-/// `UEVREC_BENCH_RECORDS=N UEVREC_BENCH_WRITER=json|otlp`: write N records with one
+/// `UEVREC_BENCH_RECORDS=N UEVREC_BENCH_WRITER=json|otlp|proto`: write N records with one
 /// writer and exit, for instruction counts (`valgrind --tool=callgrind`, two values of N:
 /// the difference over the difference of N is the count per record).
 fn count_only() -> bool {
@@ -144,6 +144,8 @@ fn count_only() -> bool {
     let mut out = Vec::with_capacity(4 << 20);
     let format = match writer.as_str() {
         "json" => OutputFormat::JsonLines,
+        // Export frames with protobuf bodies (what the OTLP exporter sends).
+        "proto" => OutputFormat::OtlpExport(OtlpEncoding::Protobuf),
         _ => OutputFormat::Otlp,
     };
     let mut w = OutputWriter::new(format, LineOptions::default());

@@ -6,7 +6,7 @@ use std::cell::Cell;
 
 use uevrec_parsers::EventFormat;
 use uevrec_parsers::eventheader::{trace_entry, tracepoint_format};
-use uevrec_parsers::otlp::OtlpWriter;
+use uevrec_parsers::otlp::{OtlpEncoding, OtlpWriter, read_frames};
 use uevrec_parsers::resolve_field;
 use uevrec_parsers::{
     LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp, RecordWriter, parse_format,
@@ -279,4 +279,36 @@ fn no_allocation_per_otlp_record() {
     assert!(out.len() < out.capacity(), "the buffer had to grow");
     assert!(out.len() > 1 << 20, "{} bytes", out.len());
     assert_eq!(counted, 0, "allocations while writing 5000 OTLP records");
+
+    // Export frames with protobuf bodies, per-tracepoint counts included: the same.
+    let mut writer = OtlpWriter::export(
+        LineOptions {
+            include_common: true,
+            big_endian: false,
+        },
+        OtlpEncoding::Protobuf,
+    );
+    writer.set_host_name("h");
+    out.clear();
+    for i in 0..600 {
+        write(&mut writer, &mut out, i);
+    }
+    writer.end_lines(&mut out);
+    assert!(read_frames(&out).all(|f| f.is_ok_and(|f| f.encoding == OtlpEncoding::Protobuf)));
+    out.clear();
+    let before = allocations();
+    for i in 600..1600 {
+        write(&mut writer, &mut out, i);
+        if i % 100 == 0 {
+            writer.end_lines(&mut out);
+        }
+    }
+    writer.end_lines(&mut out);
+    let counted = allocations() - before;
+    assert!(out.len() < out.capacity(), "the buffer had to grow");
+    assert!(read_frames(&out).filter(Result::is_ok).count() > 10);
+    assert_eq!(
+        counted, 0,
+        "allocations while writing 5000 OTLP records as protobuf"
+    );
 }
