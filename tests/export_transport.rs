@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::otlp_receiver::{BAD_REQUEST_MESSAGE, Kind, Mode, PARTIAL_MESSAGE, Receiver};
+use common::otlp_receiver::{BAD_REQUEST_MESSAGE, Kind, Mode, PARTIAL_MESSAGE, Receiver, TestPki};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -531,5 +531,132 @@ fn header_values_stay_out_of_debug_and_outcomes() {
         }
         // ...while the receiver did get it.
         assert_eq!(rx.last_header("authorization").as_deref(), Some(SECRET));
+    }
+}
+
+/// An https configuration for `rx` with the given CA and client certificate files.
+fn tls_config(
+    protocol: Protocol,
+    rx: &Receiver,
+    ca: Option<&std::path::Path>,
+    client: Option<(&std::path::Path, &std::path::Path)>,
+) -> ExportConfig {
+    assert!(rx.endpoint().starts_with("https://"));
+    let flags = ExportFlags {
+        endpoint: Some(rx.endpoint()),
+        protocol: Some(protocol),
+        timeout: Some(Duration::from_secs(5)),
+        ca: ca.map(Into::into),
+        client_cert: client.map(|(c, _)| c.into()),
+        client_key: client.map(|(_, k)| k.into()),
+        ..Default::default()
+    };
+    resolve(&flags, &|_| None).expect("a valid configuration")
+}
+
+#[test]
+fn https_with_the_collectors_ca() {
+    let pki = TestPki::new();
+    for (protocol, kind) in PROTOCOLS {
+        let rx = Receiver::start_tls(kind, &pki, false);
+        let mut t = Transport::new(&tls_config(protocol, &rx, Some(&pki.ca), None)).unwrap();
+        let logs = logs_request(1, 4);
+        assert_eq!(
+            t.send(Signal::Logs, &encode(protocol, &logs)),
+            accepted(),
+            "{protocol}"
+        );
+        assert_eq!(rx.logs(), [logs], "{protocol}");
+        assert!(
+            rx.tls_failures().is_empty(),
+            "{protocol}: {:?}",
+            rx.tls_failures()
+        );
+    }
+}
+
+#[test]
+fn https_refuses_a_collector_the_trusted_roots_do_not_vouch_for() {
+    let pki = TestPki::new();
+    let other = TestPki::new();
+    for (protocol, kind) in PROTOCOLS {
+        let rx = Receiver::start_tls(kind, &pki, false);
+        // Another CA given: the receiver's certificate is not trusted.
+        let mut t = Transport::new(&tls_config(protocol, &rx, Some(&other.ca), None)).unwrap();
+        match t.send(Signal::Logs, &encode(protocol, &logs_request(1, 1))) {
+            Outcome::Retry { reason, .. } => {
+                assert!(
+                    reason.to_lowercase().contains("certificate"),
+                    "{protocol}: {reason}"
+                )
+            }
+            other => panic!("{protocol}: an untrusted server gave {other:?}"),
+        }
+        // The system roots (no CA given) do not know the test CA either; a machine
+        // without any system roots is told so when the transport is built.
+        match Transport::new(&tls_config(protocol, &rx, None, None)) {
+            Ok(mut t) => match t.send(Signal::Logs, &encode(protocol, &logs_request(1, 1))) {
+                Outcome::Retry { reason, .. } => assert!(
+                    reason.to_lowercase().contains("certificate"),
+                    "{protocol}: {reason}"
+                ),
+                other => panic!("{protocol}: system roots gave {other:?}"),
+            },
+            Err(e) => assert!(e.to_string().contains("--otlp-ca"), "{e}"),
+        }
+        assert!(rx.logs().is_empty(), "{protocol}");
+    }
+}
+
+#[test]
+fn mutual_tls_needs_the_client_certificate() {
+    let pki = TestPki::new();
+    for (protocol, kind) in PROTOCOLS {
+        let rx = Receiver::start_tls(kind, &pki, true);
+        let body = encode(protocol, &logs_request(1, 2));
+        let mut without = Transport::new(&tls_config(protocol, &rx, Some(&pki.ca), None)).unwrap();
+        match without.send(Signal::Logs, &body) {
+            Outcome::Retry { .. } => {}
+            other => panic!("{protocol}: no client certificate gave {other:?}"),
+        }
+        assert!(rx.logs().is_empty(), "{protocol}");
+        let client = Some((pki.client_cert.as_path(), pki.client_key.as_path()));
+        let mut with = Transport::new(&tls_config(protocol, &rx, Some(&pki.ca), client)).unwrap();
+        assert_eq!(with.send(Signal::Logs, &body), accepted(), "{protocol}");
+        assert_eq!(rx.logs().len(), 1, "{protocol}");
+    }
+}
+
+#[test]
+fn unusable_tls_files_are_clear_errors_when_the_transport_is_built() {
+    let pki = TestPki::new();
+    let junk = pki.dir.path().join("junk.pem");
+    std::fs::write(&junk, "not a certificate\n").unwrap();
+    let missing = pki.dir.path().join("missing.pem");
+    for (protocol, kind) in PROTOCOLS {
+        let rx = Receiver::start_tls(kind, &pki, false);
+        for (ca, client, words) in [
+            (
+                Some(missing.as_path()),
+                None,
+                vec!["CA certificate", "missing.pem", "PEM"],
+            ),
+            (
+                Some(junk.as_path()),
+                None,
+                vec!["junk.pem", "no PEM certificate"],
+            ),
+            (
+                Some(pki.ca.as_path()),
+                Some((pki.client_cert.as_path(), junk.as_path())),
+                vec!["client key", "junk.pem"],
+            ),
+        ] {
+            let e = Transport::new(&tls_config(protocol, &rx, ca, client))
+                .expect_err("a transport with unusable TLS files");
+            for w in words {
+                assert!(e.to_string().contains(w), "{protocol}: {e} lacks {w:?}");
+            }
+        }
     }
 }

@@ -939,7 +939,8 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_variable_and_the_fix() {
-        let cases: [(&[(&str, &str)], &[&str]); 10] = [
+        type Case<'a> = (&'a [(&'a str, &'a str)], &'a [&'a str]);
+        let cases: [Case; 10] = [
             (
                 &[("OTEL_EXPORTER_OTLP_PROTOCOL", "http")],
                 &[

@@ -31,6 +31,8 @@ use opentelemetry_proto::tonic::collector::{
     trace::v1::ExportTraceServiceResponse,
 };
 use prost::Message;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::metadata::MetadataMap;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
@@ -308,16 +310,16 @@ fn grpc_channel(c: &SignalConfig) -> Result<Channel, TransportError> {
         .timeout(c.timeout)
         .tcp_nodelay(true);
     if c.is_https() {
+        // The files are checked here as for HTTP (tonic would take a PEM file without a
+        // certificate and fail only at the handshake), then handed to tonic as PEM.
+        let pem = TlsPem::load(c)?;
         let mut tls = ClientTlsConfig::new();
-        tls = match &c.tls.ca {
-            Some(ca) => tls.ca_certificate(Certificate::from_pem(read_file("CA certificate", ca)?)),
+        tls = match &pem.ca {
+            Some((pem, _)) => tls.ca_certificate(Certificate::from_pem(pem)),
             None => tls.with_native_roots(),
         };
-        if let (Some(cert), Some(key)) = (&c.tls.client_cert, &c.tls.client_key) {
-            tls = tls.identity(Identity::from_pem(
-                read_file("client certificate", cert)?,
-                read_file("client key", key)?,
-            ));
+        if let Some(((cert, _), (key, _))) = &pem.client {
+            tls = tls.identity(Identity::from_pem(cert, key));
         }
         endpoint = endpoint.tls_config(tls).map_err(|e| TransportError::Tls {
             endpoint: c.endpoint.clone(),
@@ -331,6 +333,63 @@ fn grpc_channel(c: &SignalConfig) -> Result<Channel, TransportError> {
     Ok(endpoint.connect_lazy())
 }
 
+type Pem<T> = (Vec<u8>, T);
+
+/// The TLS files of a signal, read and parsed (PEM text kept for tonic).
+struct TlsPem {
+    ca: Option<Pem<Vec<CertificateDer<'static>>>>,
+    client: Option<(
+        Pem<Vec<CertificateDer<'static>>>,
+        Pem<PrivateKeyDer<'static>>,
+    )>,
+}
+
+impl TlsPem {
+    fn load(c: &SignalConfig) -> Result<TlsPem, TransportError> {
+        let tls_err = |message: String| TransportError::Tls {
+            endpoint: c.endpoint.clone(),
+            message,
+        };
+        let certs = |what: &'static str, path: &Path| {
+            let pem = read_file(what, path)?;
+            let certs = CertificateDer::pem_slice_iter(&pem)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| {
+                    tls_err(format!("{what} {}: {e} (give a PEM file)", path.display()))
+                })?;
+            if certs.is_empty() {
+                return Err(tls_err(format!(
+                    "{what} {} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+                    path.display()
+                )));
+            }
+            Ok((pem, certs))
+        };
+        let ca = c
+            .tls
+            .ca
+            .as_deref()
+            .map(|p| certs("CA certificate", p))
+            .transpose()?;
+        let client = match (&c.tls.client_cert, &c.tls.client_key) {
+            (Some(cert), Some(key)) => {
+                let chain = certs("client certificate", cert)?;
+                let key_pem = read_file("client key", key)?;
+                let key_der = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
+                    tls_err(format!(
+                        "client key {}: {e} (give the PEM private key of the client \
+                         certificate)",
+                        key.display()
+                    ))
+                })?;
+                Some((chain, (key_pem, key_der)))
+            }
+            _ => None,
+        };
+        Ok(TlsPem { ca, client })
+    }
+}
+
 fn http_client(c: &SignalConfig) -> Result<HttpClient, TransportError> {
     let tls_err = |message: String| TransportError::Tls {
         endpoint: c.endpoint.clone(),
@@ -341,72 +400,40 @@ fn http_client(c: &SignalConfig) -> Result<HttpClient, TransportError> {
         .with_safe_default_protocol_versions()
         .map_err(|e| tls_err(e.to_string()))?;
     let mut roots = rustls::RootCertStore::empty();
-    if c.is_https() {
-        use rustls::pki_types::pem::PemObject;
-        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-        match &c.tls.ca {
-            Some(ca) => {
-                let pem = read_file("CA certificate", ca)?;
-                for cert in CertificateDer::pem_slice_iter(&pem) {
-                    let cert = cert.map_err(|e| {
-                        tls_err(format!("CA file {}: {e} (give a PEM file)", ca.display()))
-                    })?;
-                    roots
-                        .add(cert)
-                        .map_err(|e| tls_err(format!("CA file {}: {e}", ca.display())))?;
-                }
-                if roots.is_empty() {
-                    return Err(tls_err(format!(
-                        "CA file {} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
-                        ca.display()
-                    )));
-                }
-            }
-            None => {
-                let found = rustls_native_certs::load_native_certs();
-                roots.add_parsable_certificates(found.certs);
-                if roots.is_empty() {
-                    return Err(tls_err(
-                        "no system root certificates found (install the ca-certificates \
-                         package, or give the collector's CA with --otlp-ca)"
-                            .into(),
-                    ));
-                }
-            }
-        }
-        let builder = builder.with_root_certificates(roots);
-        let config = match (&c.tls.client_cert, &c.tls.client_key) {
-            (Some(cert), Some(key)) => {
-                let cert_pem = read_file("client certificate", cert)?;
-                let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| tls_err(format!("client certificate {}: {e}", cert.display())))?;
-                if chain.is_empty() {
-                    return Err(tls_err(format!(
-                        "client certificate {} holds no PEM certificate",
-                        cert.display()
-                    )));
-                }
-                let key_pem = read_file("client key", key)?;
-                let key_der = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
-                    tls_err(format!(
-                        "client key {}: {e} (give the PEM private key of the client \
-                         certificate)",
-                        key.display()
-                    ))
-                })?;
-                builder
-                    .with_client_auth_cert(chain, key_der)
-                    .map_err(|e| tls_err(format!("client certificate and key: {e}")))?
-            }
-            _ => builder.with_no_client_auth(),
-        };
-        Ok(finish_http_client(config, c.timeout))
-    } else {
+    if !c.is_https() {
         // Plain http: the TLS half of the connector is never used for this URL.
         let config = builder.with_root_certificates(roots).with_no_client_auth();
-        Ok(finish_http_client(config, c.timeout))
+        return Ok(finish_http_client(config, c.timeout));
     }
+    let pem = TlsPem::load(c)?;
+    match pem.ca {
+        Some((_, certs)) => {
+            for cert in certs {
+                roots
+                    .add(cert)
+                    .map_err(|e| tls_err(format!("CA certificate: {e}")))?;
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            roots.add_parsable_certificates(found.certs);
+            if roots.is_empty() {
+                return Err(tls_err(
+                    "no system root certificates found (install the ca-certificates \
+                     package, or give the collector's CA with --otlp-ca)"
+                        .into(),
+                ));
+            }
+        }
+    }
+    let builder = builder.with_root_certificates(roots);
+    let config = match pem.client {
+        Some(((_, chain), (_, key))) => builder
+            .with_client_auth_cert(chain, key)
+            .map_err(|e| tls_err(format!("client certificate and key: {e}")))?,
+        None => builder.with_no_client_auth(),
+    };
+    Ok(finish_http_client(config, c.timeout))
 }
 
 fn finish_http_client(tls: rustls::ClientConfig, timeout: Duration) -> HttpClient {

@@ -101,6 +101,7 @@ struct Shared {
     headers: Mutex<Vec<Vec<(String, String)>>>,
     requests: AtomicUsize,
     connections: AtomicUsize,
+    tls_failures: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -119,6 +120,7 @@ pub struct Receiver {
     addr: SocketAddr,
     shared: Arc<Shared>,
     kind: Kind,
+    https: bool,
 }
 
 impl Receiver {
@@ -130,6 +132,19 @@ impl Receiver {
     /// Start on 127.0.0.1:`port` (0: a free one), e.g. again after [`Receiver::stop`].
     /// Waits up to 10 s for the port to be free.
     pub fn start_on(kind: Kind, port: u16) -> Receiver {
+        Self::start_inner(kind, port, None)
+    }
+
+    /// Start with TLS on a free port, with the server certificate of `pki` (for
+    /// 127.0.0.1 and localhost); with `require_client_cert`, clients must present a
+    /// certificate signed by `pki`'s CA (mutual TLS). [`Receiver::endpoint`] says https.
+    pub fn start_tls(kind: Kind, pki: &TestPki, require_client_cert: bool) -> Receiver {
+        Self::start_inner(kind, 0, Some(pki.server_config(kind, require_client_cert)))
+    }
+
+    fn start_inner(kind: Kind, port: u16, tls: Option<Arc<rustls::ServerConfig>>) -> Receiver {
+        let https = tls.is_some();
+        let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -165,7 +180,22 @@ impl Receiver {
                 };
                 s.connections.fetch_add(1, Ordering::Relaxed);
                 let _ = stream.set_nodelay(true);
-                tokio::spawn(serve_connection(kind, stream, s.clone()));
+                match &acceptor {
+                    None => {
+                        tokio::spawn(serve_connection(kind, stream, s.clone()));
+                    }
+                    Some(acceptor) => {
+                        let (acceptor, s) = (acceptor.clone(), s.clone());
+                        tokio::spawn(async move {
+                            match acceptor.accept(stream).await {
+                                Ok(tls) => serve_connection(kind, tls, s).await,
+                                Err(e) => {
+                                    s.tls_failures.lock().unwrap().push(e.to_string());
+                                }
+                            }
+                        });
+                    }
+                }
             }
         });
         Receiver {
@@ -173,12 +203,19 @@ impl Receiver {
             addr,
             shared,
             kind,
+            https,
         }
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://` when started with TLS).
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// Why TLS handshakes failed, one entry per failed connection.
+    pub fn tls_failures(&self) -> Vec<String> {
+        self.shared.tls_failures.lock().unwrap().clone()
     }
 
     /// The port.
@@ -268,7 +305,10 @@ fn record<B>(shared: &Shared, req: &Request<B>) {
     shared.headers.lock().unwrap().push(headers);
 }
 
-async fn serve_connection(kind: Kind, stream: tokio::net::TcpStream, shared: Arc<Shared>) {
+async fn serve_connection<S>(kind: Kind, stream: S, shared: Arc<Shared>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let kill = Kill(Arc::new(Notify::new()));
     let io = TokioIo::new(stream);
     match kind {
@@ -604,4 +644,99 @@ fn status_response(
         .encode_to_vec()
     };
     body_response(status, body, json)
+}
+
+/// A throwaway PKI for the TLS tests: a CA, a server certificate for 127.0.0.1 and
+/// localhost, and a client certificate, all signed by the CA; the CA and client files are
+/// written as PEM for the exporter to read.
+pub struct TestPki {
+    /// Holds the PEM files.
+    pub dir: tempfile::TempDir,
+    /// The CA certificate (PEM).
+    pub ca: std::path::PathBuf,
+    /// The client certificate (PEM).
+    pub client_cert: std::path::PathBuf,
+    /// The client certificate's key (PEM).
+    pub client_key: std::path::PathBuf,
+    ca_der: rustls::pki_types::CertificateDer<'static>,
+    server_der: rustls::pki_types::CertificateDer<'static>,
+    server_key_der: Vec<u8>,
+}
+
+impl TestPki {
+    /// Generate the certificates and write the PEM files.
+    pub fn new() -> TestPki {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+            KeyUsagePurpose,
+        };
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "uevrec test CA");
+        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca_key = KeyPair::generate().unwrap();
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+
+        let leaf = |names: Vec<String>, usage| {
+            let mut p = CertificateParams::new(names).unwrap();
+            p.extended_key_usages = vec![usage];
+            let key = KeyPair::generate().unwrap();
+            let cert = p.signed_by(&key, &ca, &ca_key).unwrap();
+            (cert, key)
+        };
+        let (server, server_key) = leaf(
+            vec!["127.0.0.1".into(), "localhost".into()],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        );
+        let (client, client_key) = leaf(
+            vec!["uevrec-client".into()],
+            ExtendedKeyUsagePurpose::ClientAuth,
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, pem: String| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, pem).unwrap();
+            path
+        };
+        TestPki {
+            ca: write("ca.pem", ca.pem()),
+            client_cert: write("client.pem", client.pem()),
+            client_key: write("client-key.pem", client_key.serialize_pem()),
+            ca_der: ca.der().clone(),
+            server_der: server.der().clone(),
+            server_key_der: server_key.serialize_der(),
+            dir,
+        }
+    }
+
+    fn server_config(&self, kind: Kind, require_client_cert: bool) -> Arc<rustls::ServerConfig> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap();
+        let builder = if require_client_cert {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.add(self.ca_der.clone()).unwrap();
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .unwrap();
+            builder.with_client_cert_verifier(verifier)
+        } else {
+            builder.with_no_client_auth()
+        };
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(self.server_key_der.clone().into());
+        let mut config = builder
+            .with_single_cert(vec![self.server_der.clone()], key)
+            .unwrap();
+        config.alpn_protocols = match kind {
+            Kind::Grpc => vec![b"h2".to_vec()],
+            Kind::Http => vec![b"http/1.1".to_vec()],
+        };
+        Arc::new(config)
+    }
 }
