@@ -387,7 +387,7 @@ where
 }
 
 /// How [`run_pipeline`] runs.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub struct PipelineOptions {
     /// Set `stop` after this long.
     pub duration: Option<Duration>,
@@ -395,6 +395,9 @@ pub struct PipelineOptions {
     pub status_line: bool,
     /// What the lines are (`--format`).
     pub format: OutputFormat,
+    /// The live counters, when someone else reads them too (the metrics endpoint);
+    /// otherwise the pipeline keeps its own.
+    pub stats: Option<std::sync::Arc<LiveStats>>,
 }
 
 /// What [`run_pipeline`] ended with.
@@ -428,7 +431,7 @@ where
     for buffer in touched_buffers(BATCH_POOL, BATCH_CAPACITY) {
         let _ = recycle_tx.send(buffer);
     }
-    let stats = LiveStats::default();
+    let stats = opts.stats.clone().unwrap_or_default();
     let stop: &AtomicBool = &flags.stop;
     let reopen: &AtomicBool = &flags.reopen;
     thread::scope(|s| {
@@ -470,7 +473,7 @@ fn run_watched<S, E, F>(
 where
     F: FnOnce(&AtomicBool, &LiveStats) -> Result<S, E>,
 {
-    let stats = LiveStats::default();
+    let stats = opts.stats.clone().unwrap_or_default();
     let stop: &AtomicBool = &flags.stop;
     thread::scope(|s| {
         let done_tx = spawn_watchers(s, opts, stop, &stats);

@@ -4,10 +4,11 @@
 //! drops the connection, goes away and comes back.
 
 mod common;
+#[path = "common/otlp_receiver.rs"]
+mod otlp_receiver;
 
 use std::time::{Duration, Instant};
 
-use common::otlp_receiver::{BAD_REQUEST_MESSAGE, Kind, Mode, PARTIAL_MESSAGE, Receiver, TestPki};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -18,6 +19,7 @@ use opentelemetry_proto::tonic::metrics::v1::{
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use otlp_receiver::{BAD_REQUEST_MESSAGE, Kind, Mode, PARTIAL_MESSAGE, Receiver, TestPki};
 use prost::Message;
 use uevrec::export::{
     Compression, ExportConfig, ExportFlags, Outcome, Protocol, Signal, Transport, resolve,

@@ -9,6 +9,7 @@
 //! [`crate::signals::FORCED_EXIT_STATUS`] 130 a second SIGINT/SIGTERM cut the shutdown short.
 
 pub mod decode;
+pub mod export;
 pub mod flight;
 mod list;
 pub mod output;
@@ -52,6 +53,8 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
+// Parsed once per run: the size of `record`'s flags does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Record events as JSON lines into a file (-o) or standard output.
     Record(RecordArgs),
@@ -205,6 +208,9 @@ pub struct RecordArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub flight: flight::FlightArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub export: export::ExportArgs,
 }
 
 /// The file format of `record --raw`.

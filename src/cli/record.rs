@@ -25,6 +25,9 @@ use crate::tracefs::TracefsError;
 
 /// `uevrec record`.
 pub fn record(args: RecordArgs) -> i32 {
+    if args.export.enabled() {
+        return export(&args);
+    }
     if let Some(size) = args.flight.flight {
         return flight(&args, size);
     }
@@ -84,6 +87,90 @@ pub fn record(args: RecordArgs) -> i32 {
         ),
     };
     run(recorder, &args.rec, status_line && !trace_dat)
+}
+
+/// `uevrec record --otlp`: the records go to a collector (crate::delivery), with a
+/// perf.data too when --raw asks.
+fn export(args: &RecordArgs) -> i32 {
+    let refused = if args.output.output.is_some() {
+        Some(
+            "--otlp sends the records to a collector instead of -o: drop -o (or run a \
+             second uevrec for JSON lines; --raw FILE works beside --otlp)",
+        )
+    } else if args.flight.flight.is_some() {
+        Some("--otlp and --flight do not go together: the flight recorder keeps records in memory")
+    } else if args.raw.is_some() && args.raw_format == RawFormat::TraceDat {
+        Some(
+            "--otlp reads the records while recording: --raw-format trace-dat does not (use perf-data)",
+        )
+    } else {
+        None
+    };
+    if let Some(why) = refused {
+        print_error(&why);
+        return EXIT_ERROR;
+    }
+    let mut config = match config(&args.rec, false) {
+        Ok(c) => c,
+        Err(e) => {
+            print_error(&e);
+            return EXIT_ERROR;
+        }
+    };
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty());
+    let opened = match args.export.open(args.rec.quiet, host) {
+        Ok(r) => r,
+        Err(e) => {
+            print_error(&e);
+            return EXIT_ERROR;
+        }
+    };
+    let super::export::ExportRun {
+        sink,
+        shared,
+        encoding,
+        stats,
+        server,
+        health,
+        queue: _,
+        spool_dir,
+    } = opened;
+    config.pipeline.format = uevrec_parsers::OutputFormat::OtlpExport(encoding);
+    config.pipeline.stats = Some(stats);
+    // OTLP records carry no context; a perf.data does (its COMM, FORK, … records).
+    config.session.context = args.raw.is_some() && !args.rec.no_context;
+    let raw = match &args.raw {
+        Some(path) => match raw_output(path, args, &mut config, false) {
+            Ok(raw) => Some(raw),
+            Err(e) => {
+                print_error(&e);
+                return EXIT_ERROR;
+            }
+        },
+        None => None,
+    };
+    let recorder = match raw {
+        Some(raw) => Recorder::new(config, Box::new(sink)).with_raw(raw),
+        None => Recorder::new(config, Box::new(sink)),
+    };
+    let status = run(recorder, &args.rec, false);
+    if let Some(h) = &health {
+        h.set_stopping();
+    }
+    if !args.rec.quiet {
+        let snap = shared.ledger.snapshot();
+        print_stderr(format_args!(
+            "{}",
+            super::export::summary_text(&snap, spool_dir.as_deref())
+        ));
+    }
+    if let Some(s) = server {
+        s.shutdown();
+    }
+    status
 }
 
 /// `--raw-format trace-dat` with what it cannot go with: the error, which says the fix.
@@ -201,6 +288,7 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
         duration: rec.duration,
         status_line,
         format: rec.format.into(),
+        stats: None,
     };
     Ok(Config { session, pipeline })
 }

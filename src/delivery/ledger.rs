@@ -12,58 +12,12 @@
 //! unreadable (a corrupt spool) under `(unknown)`.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Why records were dropped instead of exported.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum DropReason {
-    /// The collector answered with a non-retryable error (HTTP 400, `INVALID_ARGUMENT`, …).
-    Rejected,
-    /// The collector accepted the request but rejected some of its items
-    /// (`partial_success`).
-    PartialSuccess,
-    /// `--spool-full drop-oldest` made room for newer batches.
-    SpoolFull,
-    /// The spool held bytes whose checksum failed (torn write, flipped bits).
-    SpoolCorrupt,
-    /// A batch larger than the whole spool.
-    TooLarge,
-    /// The spool could not be written (disk full, I/O error).
-    SpoolError,
-    /// uevrec stopped with the batch still in memory (no `--spool`), or stopped while
-    /// waiting for room and the collector never made any.
-    Shutdown,
-}
+use crate::metrics::{Metrics, Signal};
 
-impl DropReason {
-    /// Every reason, in a fixed order.
-    pub const ALL: [DropReason; 7] = [
-        DropReason::Rejected,
-        DropReason::PartialSuccess,
-        DropReason::SpoolFull,
-        DropReason::SpoolCorrupt,
-        DropReason::TooLarge,
-        DropReason::SpoolError,
-        DropReason::Shutdown,
-    ];
-
-    /// The label value (`/metrics`, the summary, docs/export.md).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DropReason::Rejected => "rejected",
-            DropReason::PartialSuccess => "partial_success",
-            DropReason::SpoolFull => "spool_full",
-            DropReason::SpoolCorrupt => "spool_corrupt",
-            DropReason::TooLarge => "too_large",
-            DropReason::SpoolError => "spool_error",
-            DropReason::Shutdown => "shutdown",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
+/// Why records were dropped instead of exported (the metrics' `reason` label).
+pub use crate::metrics::DropReason;
 
 /// The counts of one tracepoint, or of all.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -75,7 +29,7 @@ pub struct Counts {
     /// Records the collector acknowledged.
     pub exported: u64,
     /// Records dropped, per [`DropReason`] (indexed as [`DropReason::ALL`]).
-    pub dropped: [u64; 7],
+    pub dropped: [u64; DropReason::ALL.len()],
     /// Records still queued (in the spool, or in memory).
     pub pending: u64,
 }
@@ -101,12 +55,26 @@ impl Counts {
 pub type PerTracepoint<'a> = &'a [(String, u64)];
 
 /// The tracepoint name for records whose batch metadata was unreadable.
-pub const UNKNOWN: &str = "(unknown)";
+pub const UNKNOWN: &str = crate::metrics::UNKNOWN_TRACEPOINT;
+
+/// The tracepoint under which batches left in the spool by an earlier run are counted
+/// (their per-tracepoint counts are in the spool, not read at start).
+pub const EARLIER_RUN: &str = "(earlier run)";
 
 /// The accounting of one run.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Ledger {
     inner: Mutex<Inner>,
+    /// Mirrored into `/metrics` as it changes.
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger")
+            .field("inner", &self.inner)
+            .finish()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -130,6 +98,24 @@ pub struct LedgerSnapshot {
 }
 
 impl Ledger {
+    /// A ledger whose every change also goes to `metrics` (the
+    /// `uevrec_records_*{tracepoint}` series; records found in the spool at start count
+    /// as recorded there).
+    pub fn with_metrics(metrics: Arc<Metrics>) -> Self {
+        Ledger {
+            inner: Mutex::default(),
+            metrics: Some(metrics),
+        }
+    }
+
+    fn mirror(&self, counts: PerTracepoint<'_>, f: impl Fn(&Metrics, &str, u64)) {
+        if let Some(m) = &self.metrics {
+            for (name, n) in counts.iter().filter(|(_, n)| *n > 0) {
+                f(m, name, *n);
+            }
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -155,6 +141,11 @@ impl Ledger {
             c.recorded += n;
             c.pending += n;
         });
+        self.mirror(counts, |m, tp, n| {
+            let t = m.tracepoint(tp);
+            t.recorded(n);
+            t.spooled_add(n);
+        });
     }
 
     /// Records found pending in the spool at start.
@@ -162,6 +153,11 @@ impl Ledger {
         self.apply(counts, |c, n| {
             c.from_spool += n;
             c.pending += n;
+        });
+        self.mirror(counts, |m, tp, n| {
+            let t = m.tracepoint(tp);
+            t.recorded(n);
+            t.spooled_add(n);
         });
     }
 
@@ -172,6 +168,11 @@ impl Ledger {
             c.from_spool += n;
             c.dropped[DropReason::SpoolCorrupt.index()] += n;
         });
+        self.mirror(&counts, |m, tp, n| {
+            let t = m.tracepoint(tp);
+            t.recorded(n);
+            t.dropped(DropReason::SpoolCorrupt, n);
+        });
     }
 
     /// A pending batch was acknowledged; `rejected` of its items were rejected
@@ -180,7 +181,13 @@ impl Ledger {
     /// convention), and only as many records as the batch holds (for metrics a data
     /// point is not a record; then `items_are_records` is false and the records all
     /// count as exported while `rejected_items` says how many points were refused).
-    pub fn exported(&self, counts: PerTracepoint<'_>, rejected: u64, items_are_records: bool) {
+    pub fn exported(
+        &self,
+        counts: PerTracepoint<'_>,
+        signal: Signal,
+        rejected: u64,
+        items_are_records: bool,
+    ) {
         let mut left = if items_are_records { rejected } else { 0 };
         let mut g = self.lock();
         let inner = &mut *g;
@@ -193,6 +200,16 @@ impl Ledger {
                 c.exported += n - drop;
                 c.dropped[DropReason::PartialSuccess.index()] += drop;
             }
+            if let Some(m) = &self.metrics {
+                let t = m.tracepoint(name);
+                t.spooled_sub(*n);
+                if n - drop > 0 {
+                    t.exported(signal, n - drop);
+                }
+                if drop > 0 {
+                    t.dropped(DropReason::PartialSuccess, drop);
+                }
+            }
         }
     }
 
@@ -202,6 +219,11 @@ impl Ledger {
             c.pending -= n.min(c.pending);
             c.dropped[reason.index()] += n;
         });
+        self.mirror(counts, |m, tp, n| {
+            let t = m.tracepoint(tp);
+            t.spooled_sub(n);
+            t.dropped(reason, n);
+        });
     }
 
     /// Records handed over by this run that never got into the queue.
@@ -209,6 +231,11 @@ impl Ledger {
         self.apply(counts, |c, n| {
             c.recorded += n;
             c.dropped[reason.index()] += n;
+        });
+        self.mirror(counts, |m, tp, n| {
+            let t = m.tracepoint(tp);
+            t.recorded(n);
+            t.dropped(reason, n);
         });
     }
 
@@ -237,7 +264,7 @@ mod tests {
         let l = Ledger::default();
         let b = tp(&[("a:x", 3), ("a:y", 2)]);
         l.recorded(&b);
-        l.exported(&b, 4, true);
+        l.exported(&b, Signal::Logs, 4, true);
         let s = l.snapshot();
         assert_eq!(
             s.per_tracepoint["a:x"].dropped(DropReason::PartialSuccess),
@@ -264,8 +291,8 @@ mod tests {
                 match op {
                     0 => { l.recorded(&batch); pending.push(batch); }
                     1 => { l.from_spool(&batch); pending.push(batch); }
-                    2 => if let Some(p) = pending.pop() { l.exported(&p, b, a % 2 == 0); },
-                    3 => if let Some(p) = pending.pop() { l.dropped(&p, DropReason::ALL[(a % 7) as usize]); },
+                    2 => if let Some(p) = pending.pop() { l.exported(&p, Signal::Logs, b, a % 2 == 0); },
+                    3 => if let Some(p) = pending.pop() { l.dropped(&p, DropReason::ALL[(a % 8) as usize]); },
                     4 => l.refused(&batch, DropReason::TooLarge),
                     _ => l.corrupt_at_start(a),
                 }

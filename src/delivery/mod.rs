@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use ledger::{DropReason, Ledger};
 use queue::{Queue, QueueError};
 
+use crate::metrics::Signal;
 use crate::sink::{Sink, SinkError};
 
 /// What one attempt to send a batch came to.
@@ -84,12 +85,16 @@ pub struct BatchInfo {
 /// Reads a queued batch's metadata ([`uevrec_parsers::otlp::FrameMeta`] in uevrec).
 pub type MetaReader = dyn Fn(&[u8]) -> Option<BatchInfo> + Send + Sync;
 
-/// Makes an in-band notice batch (`(records, meta, body)`) saying `message`: the
-/// collector's answers reach the collector too.
-pub type NoticeMaker = dyn Fn(&str, &str) -> Option<(u64, Vec<u8>, Vec<u8>)> + Send + Sync;
+/// A notice batch ready to queue: its records, encoded metadata and body.
+pub type NoticeBatch = (u64, Vec<u8>, Vec<u8>);
 
-/// Observes each attempt: signal, outcome (`accepted`, `retry`, `failed`), seconds.
-pub type Observer = dyn Fn(u8, &'static str, f64) + Send;
+/// Makes an in-band notice batch saying `message` (`what`: its kind): the collector's
+/// answers reach the collector too.
+pub type NoticeMaker = dyn Fn(&str, &str) -> Option<NoticeBatch> + Send + Sync;
+
+/// Observes each attempt: its signal, what came of it, how long it took and the bytes
+/// sent (metrics, health).
+pub type Observer = dyn Fn(u8, &Attempt, Duration, usize) + Send;
 
 /// One frame of a batch: records, encoded metadata, the body's range in the batch.
 pub type FrameSpan = (u64, Vec<u8>, std::ops::Range<usize>);
@@ -145,8 +150,13 @@ pub struct Parts {
     pub drain: Duration,
     /// Quiet: no messages on stderr.
     pub quiet: bool,
-    /// Observes every acknowledged request's latency (seconds) and outcome (metrics).
+    /// Observes every attempt (metrics, health).
     pub observe: Option<Box<Observer>>,
+    /// Called at least every 100 ms while the sender runs (a liveness heartbeat).
+    pub tick: Option<Box<dyn Fn() + Send>>,
+    /// Batches with a smaller id were left by an earlier run (the spool's first id of
+    /// this run; 0: none): their records count under [`ledger::EARLIER_RUN`].
+    pub first_new_id: u64,
 }
 
 /// Shared between the sink, the sender and the caller.
@@ -162,6 +172,16 @@ pub struct Shared {
     quit: AtomicBool,
     /// Messages already said once.
     said: Mutex<BTreeSet<String>>,
+}
+
+impl Shared {
+    /// Over `ledger` (one that mirrors into the metrics, or a plain one).
+    pub fn new(ledger: Ledger) -> Self {
+        Shared {
+            ledger,
+            ..Shared::default()
+        }
+    }
 }
 
 /// The recorder's sink for OTLP export: hands frames to the queue, runs the sender.
@@ -231,19 +251,20 @@ impl Sink for DeliverySink {
         }
         for (records, meta, body) in frames.drain(..) {
             let counts = self.counts(&meta);
+            // Counted before it is queued: the sender may ack it before append returns.
+            self.shared.ledger.recorded(&counts);
             match self
                 .queue
                 .append(records, &meta, &bytes[body], &self.stop_wait)
             {
                 Ok(evicted) => {
-                    self.shared.ledger.recorded(&counts);
                     for e in evicted {
                         let c = self.counts(&e.meta);
                         self.shared.ledger.dropped(&c, DropReason::SpoolFull);
                     }
                 }
                 Err(e) => {
-                    self.shared.ledger.refused(&counts, drop_reason(&e));
+                    self.shared.ledger.dropped(&counts, drop_reason(&e));
                     report(&self.shared, self.quiet, None, "export", &e.to_string());
                 }
             }
@@ -318,15 +339,15 @@ fn report(
     let counts = meta(&m).map(|b| b.tracepoints).unwrap_or_default();
     // Never waits for room: a notice finding the queue full is dropped, counted.
     let no_wait = AtomicBool::new(true);
+    shared.ledger.recorded(&counts);
     match queue.append(records, &m, &body, &no_wait) {
         Ok(evicted) => {
-            shared.ledger.recorded(&counts);
             for e in evicted {
                 let c = meta(&e.meta).map(|b| b.tracepoints).unwrap_or_default();
                 shared.ledger.dropped(&c, DropReason::SpoolFull);
             }
         }
-        Err(e) => shared.ledger.refused(&counts, drop_reason(&e)),
+        Err(e) => shared.ledger.dropped(&counts, drop_reason(&e)),
     }
 }
 
@@ -335,7 +356,7 @@ fn drop_reason(e: &QueueError) -> DropReason {
     match e {
         QueueError::TooLarge { .. } => DropReason::TooLarge,
         QueueError::Stopped => DropReason::Shutdown,
-        QueueError::Spool(_) => DropReason::SpoolError,
+        QueueError::Spool(_) => DropReason::SpoolIo,
     }
 }
 
@@ -349,27 +370,32 @@ fn send_loop(mut p: Parts, shared: &Shared) {
         if shared.quit.load(Ordering::Acquire) {
             return;
         }
+        if let Some(tick) = &p.tick {
+            tick();
+        }
         let Some(batch) = p.queue.next(Duration::from_millis(100)) else {
             if shared.closing.load(Ordering::Acquire) && p.queue.occupancy().batches == 0 {
                 return;
             }
             continue;
         };
-        let Some(info) = (p.meta)(&batch.meta) else {
+        let Some(mut info) = (p.meta)(&batch.meta) else {
             shared.ledger.corrupt_at_start(batch.records);
             let _ = p.queue.ack(batch.id);
             continue;
         };
+        if batch.id < p.first_new_id {
+            info.tracepoints = vec![(ledger::EARLIER_RUN.to_string(), batch.records)];
+        }
         loop {
             let started = Instant::now();
             shared.health.attempts.fetch_add(1, Ordering::Relaxed);
             let attempt = p.link.send(info.signal, &batch.body);
-            let secs = started.elapsed().as_secs_f64();
+            if let Some(o) = &p.observe {
+                o(info.signal, &attempt, started.elapsed(), batch.body.len());
+            }
             match attempt {
                 Attempt::Accepted { rejected, message } => {
-                    if let Some(o) = &p.observe {
-                        o(info.signal, "accepted", secs);
-                    }
                     p.pacing.reset();
                     shared.health.failing_since_ms.store(0, Ordering::Release);
                     shared.health.last_ok_ms.store(now_ms(), Ordering::Release);
@@ -377,9 +403,13 @@ fn send_loop(mut p: Parts, shared: &Shared) {
                     if let Err(e) = p.queue.ack(batch.id) {
                         report(shared, p.quiet, None, "spool", &e.to_string());
                     }
-                    shared
-                        .ledger
-                        .exported(&info.tracepoints, rejected, info.signal != 2);
+                    let signal = Signal::from_byte(info.signal).unwrap_or(Signal::Logs);
+                    shared.ledger.exported(
+                        &info.tracepoints,
+                        signal,
+                        rejected,
+                        signal != Signal::Metrics,
+                    );
                     if rejected > 0 {
                         let msg = format!(
                             "the collector rejected {rejected} of {} items: {}",
@@ -391,9 +421,6 @@ fn send_loop(mut p: Parts, shared: &Shared) {
                     continue 'batches;
                 }
                 Attempt::Failed { reason } => {
-                    if let Some(o) = &p.observe {
-                        o(info.signal, "failed", secs);
-                    }
                     // The collector answered: it is reachable.
                     shared.health.failing_since_ms.store(0, Ordering::Release);
                     if let Err(e) = p.queue.ack(batch.id) {
@@ -410,9 +437,6 @@ fn send_loop(mut p: Parts, shared: &Shared) {
                     continue 'batches;
                 }
                 Attempt::Retry { after, reason } => {
-                    if let Some(o) = &p.observe {
-                        o(info.signal, "retry", secs);
-                    }
                     shared.health.retries.fetch_add(1, Ordering::Relaxed);
                     let _ = shared.health.failing_since_ms.compare_exchange(
                         0,
@@ -432,6 +456,9 @@ fn send_loop(mut p: Parts, shared: &Shared) {
                     while Instant::now() < until {
                         if shared.quit.load(Ordering::Acquire) {
                             return;
+                        }
+                        if let Some(tick) = &p.tick {
+                            tick();
                         }
                         std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
                     }

@@ -91,6 +91,8 @@ fn sink(
         drain: Duration::from_secs(5),
         quiet: true,
         observe: None,
+        tick: None,
+        first_new_id: 0,
     };
     let s = DeliverySink::start(parts, Arc::new(Shared::default()), split()).unwrap();
     (s, accepted)

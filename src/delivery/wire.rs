@@ -10,7 +10,7 @@ use uevrec_parsers::otlp::{FrameMeta, OtlpEncoding, read_frames};
 use uevrec_parsers::{LineOptions, OutputFormat, OutputWriter, RecordWriter};
 
 use super::queue::{Evicted, Occupancy, Queue, QueueError, Queued};
-use super::{Attempt, BatchInfo, FrameSpan, Link, Pacing};
+use super::{Attempt, BatchInfo, FrameSpan, Link, NoticeBatch, Pacing};
 use crate::export::{Backoff, Outcome, Transport};
 use crate::spool::{Spool, SpoolError};
 
@@ -122,7 +122,7 @@ pub fn split_frames(bytes: &[u8], out: &mut Vec<FrameSpan>) -> Result<(), String
 pub fn notice_maker(
     encoding: OtlpEncoding,
     host: Option<String>,
-) -> impl Fn(&str, &str) -> Option<(u64, Vec<u8>, Vec<u8>)> + Send + Sync {
+) -> impl Fn(&str, &str) -> Option<NoticeBatch> + Send + Sync {
     move |what, message| {
         let mut w = OutputWriter::new(OutputFormat::OtlpExport(encoding), LineOptions::default());
         if let Some(h) = &host {

@@ -153,6 +153,12 @@ pub struct LiveStats {
     pub records: AtomicU64,
     /// Records the kernel reported lost so far.
     pub lost: AtomicU64,
+    /// Of those, per CPU (updated when a drain pass saw losses).
+    pub lost_per_cpu: std::sync::Mutex<BTreeMap<u32, u64>>,
+    /// Events attached now (after each scan).
+    pub attached: AtomicU64,
+    /// Set once the first scan has attached (or found nothing to attach yet).
+    pub scanned: std::sync::atomic::AtomicBool,
 }
 
 /// What a finished session recorded.
@@ -250,6 +256,10 @@ fn run_with<B: Backend>(
     if let Some(e) = scan.refused.filter(|_| att.attached.is_empty()) {
         return Err(e);
     }
+    stats
+        .attached
+        .store(att.attached.len() as u64, Ordering::Relaxed);
+    stats.scanned.store(true, Ordering::Release);
     let no_user_events = !att.tracefs.has_user_events();
     let user_events_dir = att.tracefs.root().join("user_events_data");
     let mut waiting = Waiting::start(
@@ -286,6 +296,9 @@ fn run_with<B: Backend>(
                     Err(Halt::Closed) => return Err(Halt::Closed),
                     Ok(scan) => waiting.rescan(&att.selectors, &scan.events, &mut st),
                 }
+                stats
+                    .attached
+                    .store(att.attached.len() as u64, Ordering::Relaxed);
                 next_rescan = Instant::now() + config.rescan_interval;
                 continue;
             }

@@ -195,9 +195,13 @@ impl<E> Stager<E> {
         stats
             .records
             .fetch_add(self.summary.records - records0, Ordering::Relaxed);
-        stats
-            .lost
-            .fetch_add(self.summary.lost - lost0, Ordering::Relaxed);
+        if self.summary.lost != lost0 {
+            stats
+                .lost
+                .fetch_add(self.summary.lost - lost0, Ordering::Relaxed);
+            let mut per_cpu = stats.lost_per_cpu.lock().unwrap_or_else(|e| e.into_inner());
+            per_cpu.clone_from(&self.summary.lost_per_cpu);
+        }
         result
     }
 

@@ -5,7 +5,6 @@
 pub mod comm;
 pub mod flight;
 pub mod otlp;
-pub mod otlp_receiver;
 pub mod perf_script;
 pub mod schema_line;
 pub mod tier;

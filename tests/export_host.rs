@@ -1,0 +1,520 @@
+//! `record --otlp` on the host kernel (host tier: root, tracefs): a perl child calls
+//! `syscall(getppid, 424242, SEQ)`, uevrec records `raw_syscalls:sys_enter` of that child
+//! and exports the records to the real receivers of tests/common/otlp_receiver.rs on
+//! 127.0.0.1 (tonic gRPC on opentelemetry-proto's services, hyper OTLP/HTTP). Every SEQ
+//! must arrive, and what did not must be counted with its reason.
+
+mod common;
+#[path = "common/otlp_receiver.rs"]
+mod otlp_receiver;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use common::NR_GETPPID;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value};
+use otlp_receiver::{Kind, Mode, Receiver};
+
+/// The first argument of every call of the child: tells its records from any other.
+const MARK: i64 = 424_242;
+const PATIENCE: Duration = Duration::from_secs(60);
+
+fn bin() -> std::path::PathBuf {
+    assert_cmd::cargo::cargo_bin("uevrec")
+}
+
+macro_rules! require_host {
+    () => {
+        if !common::raw_syscalls_here() {
+            return;
+        }
+    };
+}
+
+/// A child that, for each number N it reads on stdin, makes the next N calls
+/// `syscall(getppid, MARK, SEQ)` (SEQ counting from 0), then prints `done SEQ`.
+struct Producer {
+    child: Child,
+    next: u64,
+}
+
+impl Producer {
+    fn start() -> Producer {
+        let child = Command::new("perl")
+            .args([
+                "-e",
+                &format!(
+                    "$| = 1; my $i = 0; while (my $n = <STDIN>) {{ \
+                     syscall({NR_GETPPID}, {MARK}, $i++) for 1 .. $n; print \"done $i\\n\" }}"
+                ),
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("perl is needed for the producer");
+        Producer { child, next: 0 }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Make `n` more calls and wait until they are made.
+    fn emit(&mut self, n: u64) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{n}").unwrap();
+        stdin.flush().unwrap();
+        let out = self.child.stdout.as_mut().unwrap();
+        let mut line = Vec::new();
+        let mut b = [0u8; 1];
+        while out.read(&mut b).unwrap() == 1 && b[0] != b'\n' {
+            line.push(b[0]);
+        }
+        self.next += n;
+        assert_eq!(
+            String::from_utf8_lossy(&line),
+            format!("done {}", self.next)
+        );
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `uevrec record --otlp-endpoint EP --otlp-protocol P` of the producer's calls.
+fn uevrec(producer: &Producer, endpoint: &str, protocol: &str, extra: &[&str]) -> Child {
+    Command::new(bin())
+        .args([
+            "record",
+            "--otlp-endpoint",
+            endpoint,
+            "--otlp-protocol",
+            protocol,
+        ])
+        .args(["--pid", &producer.pid().to_string()])
+        .args(["--filter", &format!("id == {NR_GETPPID}")])
+        .args(["-e", "raw_syscalls:sys_enter"])
+        .args(extra)
+        // The environment must not choose for the test.
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
+        .env_remove("OTEL_EXPORTER_OTLP_HEADERS")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning uevrec")
+}
+
+fn string(v: &AnyValue) -> Option<&str> {
+    match &v.value {
+        Some(any_value::Value::StringValue(s)) => Some(s),
+        _ => None,
+    }
+}
+
+fn attr<'a>(
+    r: &'a opentelemetry_proto::tonic::logs::v1::LogRecord,
+    key: &str,
+) -> Option<&'a AnyValue> {
+    r.attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref())
+}
+
+/// What the receiver got: every SEQ with how often, and the notices' `what`s.
+#[derive(Debug, Default)]
+struct Got {
+    seqs: BTreeMap<u64, u32>,
+    notices: Vec<String>,
+    /// Log records in all (events and uevrec's own).
+    records: u64,
+}
+
+fn got(rx: &Receiver) -> Got {
+    let mut g = Got::default();
+    for req in rx.logs() {
+        for rl in &req.resource_logs {
+            for sl in &rl.scope_logs {
+                for r in &sl.log_records {
+                    g.records += 1;
+                    if let Some(what) = attr(r, "uevrec.notice.what").and_then(string) {
+                        g.notices.push(what.to_string());
+                    }
+                    let Some(any_value::Value::ArrayValue(args)) =
+                        attr(r, "args").and_then(|v| v.value.as_ref())
+                    else {
+                        continue;
+                    };
+                    let int = |i: usize| match args.values.get(i).and_then(|v| v.value.as_ref()) {
+                        Some(any_value::Value::IntValue(n)) => Some(*n),
+                        _ => None,
+                    };
+                    if int(0) == Some(MARK) {
+                        *g.seqs.entry(int(1).unwrap() as u64).or_default() += 1;
+                    }
+                }
+            }
+        }
+    }
+    g
+}
+
+/// Wait until `f` holds (polled), or fail saying `what`.
+fn wait_for(what: &str, patience: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < patience, "waited {patience:?} for {what}");
+        sleep(Duration::from_millis(50));
+    }
+}
+
+/// Wait for the in-band `attached` notice (on failure: uevrec's stderr).
+fn wait_attached(rx: &Receiver, rec: &mut Child) {
+    let start = Instant::now();
+    while !got(rx).notices.iter().any(|w| w == "attached") {
+        if start.elapsed() > PATIENCE || rec.try_wait().unwrap().is_some() {
+            let _ = rec.kill();
+            let _ = rec.wait();
+            let mut err = String::new();
+            rec.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            panic!("no attached notice at the collector; uevrec said:\n{err}");
+        }
+        sleep(Duration::from_millis(50));
+    }
+}
+
+/// SIGINT, then the exit status and stderr.
+fn stop(mut rec: Child) -> (ExitStatus, String) {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let status = common::wait_exit(&mut rec, PATIENCE).expect("uevrec did not stop");
+    let mut err = String::new();
+    rec.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    (status, err)
+}
+
+/// The numbers of the summary line `uevrec: export: A records acknowledged by the
+/// collector, D dropped, P still …` and of `N  dropped: REASON` lines.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Summary {
+    exported: u64,
+    dropped: u64,
+    pending: u64,
+    reasons: BTreeMap<String, u64>,
+    recorded: u64,
+    lost: u64,
+}
+
+fn summary(stderr: &str) -> Summary {
+    let mut s = Summary::default();
+    for line in stderr.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if let Some(rest) = line.strip_prefix("uevrec: export: ") {
+            let n: Vec<u64> = rest
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|w| !w.is_empty())
+                .filter_map(|w| w.parse().ok())
+                .collect();
+            (s.exported, s.dropped, s.pending) = (n[0], n[1], n[2]);
+        } else if words.len() == 3 && words[1] == "dropped:" {
+            s.reasons.insert(words[2].into(), words[0].parse().unwrap());
+        } else if line.starts_with("uevrec: ")
+            && line.contains(" records, ")
+            && line.contains(" lost")
+        {
+            s.recorded = words[1].parse().unwrap();
+            s.lost = words[3].parse().unwrap();
+        }
+    }
+    s
+}
+
+fn assert_exactly_once(g: &Got, n: u64) {
+    let missing: Vec<u64> = (0..n).filter(|i| !g.seqs.contains_key(i)).collect();
+    let twice: Vec<(&u64, &u32)> = g.seqs.iter().filter(|(_, c)| **c != 1).collect();
+    assert!(
+        missing.is_empty() && twice.is_empty() && g.seqs.len() as u64 == n,
+        "{} missing (first {:?}), {} more than once (first {:?}), {} distinct of {n}",
+        missing.len(),
+        missing.first(),
+        twice.len(),
+        twice.first(),
+        g.seqs.len()
+    );
+}
+
+/// One clean run: the child's N calls arrive exactly once; the summary's counts add up.
+fn clean_run(kind: Kind, protocol: &str, gzip: bool) {
+    const N: u64 = 20_000;
+    let rx = Receiver::start(kind);
+    let mut p = Producer::start();
+    let compression = if gzip { "gzip" } else { "none" };
+    let mut rec = uevrec(
+        &p,
+        &rx.endpoint(),
+        protocol,
+        &["--otlp-compression", compression],
+    );
+    wait_attached(&rx, &mut rec);
+    p.emit(N / 2);
+    p.emit(N / 2);
+    wait_for("every record", PATIENCE, || got(&rx).seqs.len() as u64 >= N);
+    let (status, err) = stop(rec);
+    assert!(status.success(), "{status:?}\n{err}");
+    let g = got(&rx);
+    assert_exactly_once(&g, N);
+    let s = summary(&err);
+    assert_eq!(s.recorded, N, "{err}");
+    assert_eq!((s.dropped, s.pending), (0, 0), "{err}");
+    // Every log record the collector has was acknowledged: the child's and uevrec's notices.
+    assert_eq!(s.exported, g.records, "{err}");
+    if gzip && kind == Kind::Http {
+        assert_eq!(rx.last_header("content-encoding").as_deref(), Some("gzip"));
+    }
+}
+
+#[test]
+fn grpc_delivers_every_record_exactly_once() {
+    require_host!();
+    clean_run(Kind::Grpc, "grpc", false);
+    clean_run(Kind::Grpc, "grpc", true);
+}
+
+#[test]
+fn http_protobuf_delivers_every_record_exactly_once() {
+    require_host!();
+    clean_run(Kind::Http, "http/protobuf", false);
+    clean_run(Kind::Http, "http/protobuf", true);
+}
+
+#[test]
+fn http_json_delivers_every_record_exactly_once() {
+    require_host!();
+    clean_run(Kind::Http, "http/json", false);
+    clean_run(Kind::Http, "http/json", true);
+}
+
+/// A free port on 127.0.0.1 (nothing listens on it once this returns).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn collector_down_for_the_first_10_s_then_up_loses_nothing() {
+    require_host!();
+    const N: u64 = 20_000;
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let spool = dir.path().join("spool");
+    let mut p = Producer::start();
+    let rec = uevrec(
+        &p,
+        &format!("http://127.0.0.1:{port}"),
+        "grpc",
+        &["--spool", spool.to_str().unwrap()],
+    );
+    // No collector: wait for the attach (the spool has the notice), then produce.
+    wait_for("the spool", PATIENCE, || spool.join("LOCK").exists());
+    sleep(Duration::from_secs(2));
+    p.emit(N);
+    sleep(Duration::from_secs(8));
+    let rx = Receiver::start_on(Kind::Grpc, port);
+    wait_for("every record", PATIENCE, || got(&rx).seqs.len() as u64 >= N);
+    let (status, err) = stop(rec);
+    assert!(status.success(), "{err}");
+    assert_exactly_once(&got(&rx), N);
+    let s = summary(&err);
+    assert_eq!((s.recorded, s.dropped, s.pending), (N, 0, 0), "{err}");
+}
+
+#[test]
+fn collector_killed_mid_stream_and_restarted_loses_nothing() {
+    require_host!();
+    const CHUNKS: u64 = 20;
+    const CHUNK: u64 = 2_000;
+    let rx = Receiver::start(Kind::Http);
+    let port = rx.port();
+    let mut p = Producer::start();
+    let mut rec = uevrec(&p, &rx.endpoint(), "http/protobuf", &[]);
+    wait_attached(&rx, &mut rec);
+    let mut rx = Some(rx);
+    let mut before = Got::default();
+    for i in 0..CHUNKS {
+        p.emit(CHUNK);
+        sleep(Duration::from_millis(50));
+        if i == CHUNKS / 3 {
+            before = got(rx.as_ref().unwrap());
+            rx.take().unwrap().stop();
+        }
+        if i == 2 * CHUNKS / 3 {
+            rx = Some(Receiver::start_on(Kind::Http, port));
+        }
+    }
+    let rx = rx.unwrap();
+    let n = CHUNKS * CHUNK;
+    let all = || {
+        let g = got(&rx);
+        (0..n).all(|s| before.seqs.contains_key(&s) || g.seqs.contains_key(&s))
+    };
+    wait_for("every record", PATIENCE, all);
+    let (status, err) = stop(rec);
+    assert!(status.success(), "{err}");
+    let mut g = got(&rx);
+    for (s, c) in before.seqs {
+        *g.seqs.entry(s).or_default() += c;
+    }
+    // A request the collector took just before it was stopped may have lost its answer:
+    // sent again (at least once); at most that one batch (512 records) twice.
+    let twice = g.seqs.values().filter(|c| **c > 1).count();
+    assert!(twice <= 512, "{twice} records more than once");
+    assert_eq!(g.seqs.len() as u64, n);
+    let s = summary(&err);
+    assert_eq!((s.recorded, s.dropped, s.pending), (n, 0, 0), "{err}");
+}
+
+#[test]
+fn non_retryable_answers_and_partial_success_are_counted_as_dropped() {
+    require_host!();
+    const N: u64 = 3_000;
+    let rx = Receiver::start(Kind::Grpc);
+    let mut p = Producer::start();
+    let mut rec = uevrec(&p, &rx.endpoint(), "grpc", &[]);
+    wait_attached(&rx, &mut rec);
+    rx.set_mode(Mode::BadRequest);
+    p.emit(N);
+    sleep(Duration::from_secs(2));
+    rx.set_mode(Mode::Partial { rejected: 7 });
+    p.emit(N);
+    sleep(Duration::from_secs(2));
+    rx.set_mode(Mode::Ok);
+    let (status, err) = stop(rec);
+    assert!(status.success(), "{err}");
+    let s = summary(&err);
+    assert!(
+        s.reasons.get("rejected").copied().unwrap_or(0) >= N,
+        "{err}"
+    );
+    assert!(
+        s.reasons.get("partial_success").copied().unwrap_or(0) >= 7,
+        "{err}"
+    );
+    assert!(err.contains("test receiver refuses this request"), "{err}");
+    assert!(err.contains("test receiver rejected some items"), "{err}");
+    assert_eq!(s.pending, 0, "{err}");
+    // What the collector took plus what was dropped is everything handed over.
+    let g = got(&rx);
+    assert_eq!(
+        s.exported,
+        g.records - s.reasons["partial_success"],
+        "{err}"
+    );
+}
+
+/// Read `/metrics` (a plain HTTP/1.0 GET; the Prometheus parser check is below).
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let code = text.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+#[test]
+fn spool_survives_sigkill_20_times_every_record_arrives() {
+    require_host!();
+    const ROUNDS: u64 = 20;
+    const PER_ROUND: u64 = 1_500;
+    let dir = tempfile::tempdir().unwrap();
+    let spool = dir.path().join("spool");
+    let rx = Receiver::start(Kind::Grpc);
+    let mut p = Producer::start();
+    let mut kills = 0;
+    let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+    for round in 0..ROUNDS {
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        // The collector refuses (retryable) until the round's records are spooled, then
+        // takes them while uevrec is killed at a random moment.
+        rx.set_mode(Mode::Unavailable);
+        let rec = uevrec(
+            &p,
+            &rx.endpoint(),
+            "grpc",
+            &[
+                "--spool",
+                spool.to_str().unwrap(),
+                "--metrics-listen",
+                &addr,
+                "-q",
+            ],
+        );
+        wait_for("the metrics endpoint", PATIENCE, || {
+            std::net::TcpStream::connect(&addr).is_ok()
+        });
+        wait_for("the attach", PATIENCE, || {
+            http_get(&addr, "/metrics")
+                .1
+                .contains("uevrec_attached_events 1")
+        });
+        let start = p.next;
+        p.emit(PER_ROUND);
+        let want = format!("tracepoint=\"raw_syscalls:sys_enter\"}} {PER_ROUND}");
+        wait_for("the round's records in the spool", PATIENCE, || {
+            http_get(&addr, "/metrics")
+                .1
+                .lines()
+                .any(|l| l.starts_with("uevrec_records_recorded_total") && l.ends_with(&want))
+        });
+        assert!(start + PER_ROUND == p.next);
+        rx.set_mode(Mode::Ok);
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        sleep(Duration::from_millis(rng % 400));
+        let mut rec = rec;
+        rec.kill().unwrap();
+        rec.wait().unwrap();
+        kills += 1;
+        let _ = round;
+    }
+    // A last run sends what is left.
+    rx.set_mode(Mode::Ok);
+    let rec = uevrec(
+        &p,
+        &rx.endpoint(),
+        "grpc",
+        &["--spool", spool.to_str().unwrap()],
+    );
+    let n = ROUNDS * PER_ROUND;
+    wait_for("every record", PATIENCE, || got(&rx).seqs.len() as u64 >= n);
+    let (status, err) = stop(rec);
+    assert!(status.success(), "{err}");
+    let g = got(&rx);
+    assert_eq!(g.seqs.len() as u64, n, "every SEQ at least once");
+    // At most the batch in flight at each kill is sent twice (docs/export.md).
+    let extra: u64 = g.seqs.values().map(|c| u64::from(*c) - 1).sum();
+    assert!(
+        extra <= kills * 512,
+        "{extra} duplicates after {kills} kills"
+    );
+    let s = summary(&err);
+    assert_eq!((s.dropped, s.pending), (0, 0), "{err}");
+    assert!(!Path::new(&spool).join("LOCK").exists() || s.pending == 0);
+}
