@@ -160,10 +160,7 @@ impl ExportArgs {
 
         let (queue, first_new_id): (Arc<dyn Queue>, u64) = match &self.spool {
             Some(dir) => {
-                let full = match self.spool_full {
-                    FullPolicy::Block => crate::spool::FullPolicy::Block,
-                    FullPolicy::DropOldest => crate::spool::FullPolicy::DropOldest,
-                };
+                let full = self.spool_full;
                 let (spool, found) = crate::spool::Spool::open(crate::spool::SpoolConfig {
                     dir: dir.clone(),
                     max_bytes: self.spool_size,

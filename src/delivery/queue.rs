@@ -7,16 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// What to do when a batch does not fit (`--spool-full`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum FullPolicy {
-    /// Wait for the collector to acknowledge older batches: the pipeline pushes back,
-    /// the rings fill and the kernel's lost counts say how much was not recorded.
-    #[default]
-    Block,
-    /// Drop the oldest batches waiting (counted, reason `spool_full`).
-    DropOldest,
-}
+/// What to do when a batch does not fit (`--spool-full`): the spool's policy, for the
+/// memory queue too.
+pub use crate::spool::FullPolicy;
 
 /// One batch as it waits: its id, how many records it holds, its metadata
 /// ([`uevrec_parsers::otlp::FrameMeta`], encoded) and the export request.

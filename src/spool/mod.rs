@@ -122,8 +122,8 @@ pub const MAX_LISTED: usize = 256;
 /// How often a blocked [`Spool::append`] looks at its `stop` flag.
 const STOP_POLL: Duration = Duration::from_millis(50);
 
-/// What [`Spool::append`] does when the spool is full.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// What [`Spool::append`] does when the spool is full (`--spool-full`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum FullPolicy {
     /// Wait for acknowledgements to free space (the pipeline pushes back).
     #[default]
