@@ -193,8 +193,8 @@ pub struct DeliverySink {
     durable: bool,
     drain: Duration,
     quiet: bool,
-    /// Never set: appends wait for room as long as the collector is being tried; the
-    /// drain deadline of close() ends them.
+    /// Set `--drain-timeout` after the recording stopped
+    /// ([`DeliverySink::stop_waiting_after`]): appends waiting for room give up.
     stop_wait: Arc<AtomicBool>,
     /// Splits the bytes of a batch into frames: (records, meta, body) each.
     split: Box<FrameSplit>,
@@ -228,6 +228,33 @@ impl DeliverySink {
             split,
             frames: Vec::new(),
         })
+    }
+
+    /// Once `stop` is set, appends waiting for room in a full queue (`block`) wait
+    /// `drain` more, then give up: their records are counted as dropped (`shutdown`).
+    /// Without this they wait as long as the collector is being tried.
+    pub fn stop_waiting_after(&mut self, stop: Arc<AtomicBool>, drain: Duration) {
+        let (give_up, shared, stopping) =
+            (self.stop_wait.clone(), self.shared.clone(), stop.clone());
+        let watch = std::thread::Builder::new()
+            .name("uevrec-export-stop".into())
+            .spawn(move || {
+                while !stopping.load(Ordering::Acquire) {
+                    if shared.closing.load(Ordering::Acquire) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let deadline = Instant::now() + drain;
+                while Instant::now() < deadline && !shared.closing.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                give_up.store(true, Ordering::Release);
+            });
+        if watch.is_err() {
+            // No watcher: give up at once when stopping (nothing waits forever).
+            self.stop_wait = stop;
+        }
     }
 
     /// The accounting and health.
