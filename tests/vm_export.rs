@@ -174,7 +174,10 @@ impl Delivered {
             if let Err(e) = parsed
                 && strict
             {
-                panic!("{}: line is no OTLP/JSON request ({e}): {line}", file.display());
+                panic!(
+                    "{}: line is no OTLP/JSON request ({e}): {line}",
+                    file.display()
+                );
             }
         }
         d
@@ -185,7 +188,9 @@ impl Delivered {
         self.logs
             .iter()
             .filter(|i| i.record.event_name == "uevrec.notice")
-            .filter(|i| string(attr(&i.record.attributes, "uevrec.notice.what")) == Some("attached"))
+            .filter(|i| {
+                string(attr(&i.record.attributes, "uevrec.notice.what")) == Some("attached")
+            })
             .filter_map(|i| string(attr(&i.record.attributes, "uevrec.notice.event")))
             .map(String::from)
             .collect()
@@ -385,7 +390,9 @@ fn assert_same_items<T: Clone + PartialEq + Debug>(
             .enumerate()
             .find(|(k, (g, tg))| !used[*k] && g == j && tj.abs_diff(*tg) <= slack_ns);
         let Some((k, (_, tg))) = hit else {
-            panic!("{what}: no gRPC record equals this OTLP/JSON one:\n{j:#?}\ngRPC records:\n{grpc:#?}");
+            panic!(
+                "{what}: no gRPC record equals this OTLP/JSON one:\n{j:#?}\ngRPC records:\n{grpc:#?}"
+            );
         };
         used[k] = true;
         worst = worst.max(tj.abs_diff(*tg));
@@ -403,24 +410,25 @@ fn check_against_reports(d: &Delivered, reports: &[Value]) {
         let f = &report["fields"];
         let (a, b, c) = (&f["PartA"], &f["PartB"], &f["PartC"]);
         // The trace context and the PartC attributes of a record.
-        let common = |resource: &Option<Resource>,
-                      trace_id: &[u8],
-                      span_id: &[u8],
-                      attrs: &[opentelemetry_proto::tonic::common::v1::KeyValue]| {
-            assert_producer_resource(resource);
-            assert_eq!(hex(trace_id), a["ext_dt_traceId"], "{report}");
-            assert_eq!(hex(span_id), a["ext_dt_spanId"], "{report}");
-            for (k, v) in c.as_object().unwrap() {
-                assert_eq!(attr(attrs, k), Some(&any(v)), "{k} of {report}");
-            }
-            assert!(
-                matches!(
-                    attr(attrs, "process.pid").and_then(|v| v.value.as_ref()),
-                    Some(any_value::Value::IntValue(_))
-                ),
-                "process.pid of {report}"
-            );
-        };
+        let common =
+            |resource: &Option<Resource>,
+             trace_id: &[u8],
+             span_id: &[u8],
+             attrs: &[opentelemetry_proto::tonic::common::v1::KeyValue]| {
+                assert_producer_resource(resource);
+                assert_eq!(hex(trace_id), a["ext_dt_traceId"], "{report}");
+                assert_eq!(hex(span_id), a["ext_dt_spanId"], "{report}");
+                for (k, v) in c.as_object().unwrap() {
+                    assert_eq!(attr(attrs, k), Some(&any(v)), "{k} of {report}");
+                }
+                assert!(
+                    matches!(
+                        attr(attrs, "process.pid").and_then(|v| v.value.as_ref()),
+                        Some(any_value::Value::IntValue(_))
+                    ),
+                    "process.pid of {report}"
+                );
+            };
         if b["_typeName"] == "Log" {
             n_logs += 1;
             let hits: Vec<_> = d
@@ -455,11 +463,7 @@ fn check_against_reports(d: &Delivered, reports: &[Value]) {
             common(&hits[0].resource, &s.trace_id, &s.span_id, &s.attributes);
             assert_eq!(s.end_time_unix_nano, nanos(&a["time"]), "{s:?}");
             assert_eq!(s.start_time_unix_nano, nanos(&b["startTime"]), "{s:?}");
-            assert_eq!(
-                i64::from(s.kind),
-                b["kind"].as_i64().unwrap() + 1,
-                "{s:?}"
-            );
+            assert_eq!(i64::from(s.kind), b["kind"].as_i64().unwrap() + 1, "{s:?}");
         }
     }
     assert_eq!((n_logs, n_spans), (6, 2), "{reports:?}");
@@ -469,7 +473,13 @@ fn check_against_reports(d: &Delivered, reports: &[Value]) {
 
     // What the SDK was given for the spans (samples/otel): semantic-convention names,
     // parent, link and status.
-    let span = |name: &str| &d.spans.iter().find(|i| i.record.name == name).unwrap().record;
+    let span = |name: &str| {
+        &d.spans
+            .iter()
+            .find(|i| i.record.name == name)
+            .unwrap()
+            .record
+    };
     let server = span("GET /a");
     let client = span("SELECT users");
     let sa = &server.attributes;
@@ -578,6 +588,9 @@ fn check_against_reports(d: &Delivered, reports: &[Value]) {
     }
 }
 
+/// What a recorder has attached by now (read from where its records go).
+type AttachedNow<'a> = Box<dyn Fn() -> BTreeSet<String> + 'a>;
+
 /// Set a log record's observed time aside (returned).
 fn observed(r: &mut LogRecord) -> u64 {
     std::mem::take(&mut r.observed_time_unix_nano)
@@ -593,7 +606,13 @@ fn otel_logs_spans_and_metrics_exported_over_grpc_equal_the_otlp_json_path() {
     let json_rec = Recorder::spawn(
         "json",
         &dir,
-        &["--format", "otlp", "--quiet", "-o", json_out.to_str().unwrap()],
+        &[
+            "--format",
+            "otlp",
+            "--quiet",
+            "-o",
+            json_out.to_str().unwrap(),
+        ],
     );
     let grpc_args = |rx: &Receiver| {
         vec![
@@ -648,7 +667,7 @@ fn otel_logs_spans_and_metrics_exported_over_grpc_equal_the_otlp_json_path() {
         "the producer did not register 7 tracepoints: {:?}",
         registered()
     );
-    let mut waits: Vec<(&Recorder, Box<dyn Fn() -> BTreeSet<String>>)> = vec![
+    let mut waits: Vec<(&Recorder, AttachedNow<'_>)> = vec![
         (
             &json_rec,
             Box::new(|| Delivered::from_json_file(&json_out, false).attached()),
