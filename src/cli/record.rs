@@ -201,6 +201,9 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
         duration: rec.duration,
         status_line,
         format: rec.format.into(),
+        threads: rec
+            .threads
+            .map_or_else(crate::recorder::default_threads, usize::from),
     };
     Ok(Config { session, pipeline })
 }
