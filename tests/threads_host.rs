@@ -127,15 +127,19 @@ fn workers_write_the_same_lines_in_the_same_per_cpu_order_as_one() {
     const N: u32 = 200_000;
     let dir = tempfile::tempdir().unwrap();
     let child = burst_child(N);
-    // Both at once on the same calls: 1 worker and 4.
+    // Both at once on the same calls: 1 worker and 1 drain thread; 4 workers and a
+    // drain thread per CPU (while the rings are busy).
     let mut runs = Vec::new();
-    for threads in ["1", "4"] {
+    for (threads, drain) in [("1", "1"), ("4", "64")] {
         let out = dir.path().join(format!("t{threads}.json"));
+        // Rings large enough that a loaded 2-CPU machine loses nothing either way.
         let args = [
             "-m",
-            "4M",
+            "16M",
             "--threads",
             threads,
+            "--drain-threads",
+            drain,
             "-o",
             out.to_str().unwrap(),
         ];
@@ -176,7 +180,8 @@ fn workers_write_the_same_lines_in_the_same_per_cpu_order_as_one() {
     assert_eq!(got[0].1, got[1].1, "uevrec's own lines differ");
     assert!(
         got[0].0 == got[1].0,
-        "4 workers wrote other lines, or in another per-CPU order, than 1"
+        "4 workers and parallel draining wrote other lines, or in another per-CPU order, \
+         than 1 and 1"
     );
 }
 
@@ -187,7 +192,8 @@ fn accounting_is_exact_with_workers_under_overload() {
     }
     let secs = 4;
     let mut producer = common::getppid_producer(secs);
-    let mut rec = common::tail_getppid(producer.id(), &["-m", "1", "--threads", "3"]);
+    let args = ["-m", "1", "--threads", "3", "--drain-threads", "2"];
+    let mut rec = common::tail_getppid(producer.id(), &args);
     let mut out = BufReader::new(rec.stdout.take().unwrap());
     let mut line = String::new();
     loop {
