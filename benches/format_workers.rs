@@ -7,6 +7,8 @@
 use std::sync::Arc;
 use std::thread;
 
+use crossbeam_channel::{Receiver, Sender};
+
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use uevrec::formatter::{Lines, run_parallel};
 use uevrec::pipeline::{
@@ -66,20 +68,41 @@ fn stream() -> (Vec<Staged>, u64) {
     (out, n)
 }
 
-/// Format `staged` with `workers`; the bytes written.
-fn format(staged: Vec<Staged>, workers: usize) -> u64 {
+/// What one run takes, made before it is timed: the staged stream in its channel and the
+/// line buffers (touched) in theirs.
+struct Input {
+    stage_rx: Receiver<Staged>,
+    rec_tx: Sender<Vec<u8>>,
+    rec_rx: Receiver<Vec<u8>>,
+}
+
+fn input(workers: usize) -> Input {
+    let (staged, _) = stream();
     let pool = batch_pool(workers);
     let (stage_tx, stage_rx) = crossbeam_channel::bounded(staged.len());
     for m in staged {
         let _ = stage_tx.send(m);
     }
-    drop(stage_tx);
-    let (chunk_tx, _chunk_rx) = crossbeam_channel::unbounded();
-    let (out_tx, out_rx) = crossbeam_channel::bounded::<Batch>(8);
     let (rec_tx, rec_rx) = crossbeam_channel::bounded(pool);
     for b in touched_buffers(pool, BATCH_CAPACITY) {
         let _ = rec_tx.send(b);
     }
+    Input {
+        stage_rx,
+        rec_tx,
+        rec_rx,
+    }
+}
+
+/// Format the stream of `input` with `workers`; the bytes written.
+fn format(input: Input, workers: usize) -> u64 {
+    let Input {
+        stage_rx,
+        rec_tx,
+        rec_rx,
+    } = input;
+    let (chunk_tx, _chunk_rx) = crossbeam_channel::unbounded();
+    let (out_tx, out_rx) = crossbeam_channel::bounded::<Batch>(8);
     thread::scope(|s| {
         let writer = s.spawn(move || {
             let mut bytes = 0u64;
@@ -114,7 +137,7 @@ fn bench(c: &mut Criterion) {
     for workers in (1..=max).filter(|w| *w <= 2 || w.is_power_of_two()) {
         g.bench_function(format!("{workers}"), |b| {
             b.iter_batched(
-                || stream().0,
+                || input(workers),
                 |s| format(s, workers),
                 BatchSize::PerIteration,
             )

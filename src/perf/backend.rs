@@ -243,7 +243,10 @@ impl Backend for PerfBackend {
         let per = cpus.len().div_ceil(groups.len());
         std::thread::scope(|s| {
             for (rings, f) in cpus.chunks_mut(per).zip(groups.iter_mut()) {
-                s.spawn(move || {
+                // Named for `top -H` and /proc. As `Scope::spawn` (and the writer's start,
+                // crate::recorder) does: without the thread there is no pass.
+                let builder = std::thread::Builder::new().name("uevrec-drain".into());
+                let spawned = builder.spawn_scoped(s, move || {
                     for c in rings {
                         let (cpu, marker) = (c.cpu, c.marker_id());
                         let mut f = |rec: &[u8]| f(cpu, arrival(layout, marker, rec));
@@ -255,6 +258,7 @@ impl Backend for PerfBackend {
                         }
                     }
                 });
+                spawned.expect("the OS refused to start a drain thread");
             }
         });
     }
