@@ -7,6 +7,8 @@
 //!    ──channel of Staged; the chunks come from a fixed pool (STAGE_CHUNKS buffers of
 //!      STAGE_CAPACITY bytes, allocated and touched at start)──▶
 //!  formatter thread: decode + JSON lines (uevrec_parsers::json_line) into a Batch
+//!    (with --threads N: a dispatcher numbering the chunks for N workers, and a Reorder
+//!    stage putting their Parts back in order: crate::formatter::run_parallel)
 //!    ──bounded channel of Batch (CHANNEL_BATCHES × BATCH_BYTES)──▶
 //!  writer thread ──▶ sink (stdout/file)
 //! ```

@@ -8,7 +8,13 @@
 //!  writer thread (`uevrec-write`, crate::sink::write_batches) ──▶ the sink
 //! ```
 //!
-//! plus a timer thread for `--duration` and a status-line thread. With `record --raw`
+//! plus a timer thread for `--duration` and a status-line thread. With `--threads N` ≥ 2
+//! (JSON lines) the formatter thread only numbers the chunks and hands them out to N
+//! workers (`uevrec-format0` …), whose batches a reorder thread (`uevrec-order`) puts
+//! back in order before the writer ([`formatter::run_parallel`]); the line pool then
+//! holds [`crate::pipeline::batch_pool`]`(N)` buffers. With `--drain-threads N` ≥ 2 the
+//! session drains busy perf rings on N threads per pass (`uevrec-drain`,
+//! crate::session). With `record --raw`
 //! (crate::raw) a raw thread (`uevrec-raw`) takes the staged chunks first and writes
 //! the perf.data; it then hands them on to the formatter (with `-o`) or back to the
 //! chunk pool (raw only: no formatter, no writer). With `record --flight` (crate::flight)
