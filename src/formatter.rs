@@ -104,6 +104,12 @@ impl Core {
                     c.apply(time_unix_ns, update);
                 }
             }
+            StagedEntry::Schema { slot, time_unix_ns } => {
+                let prepared = self.formats.get(slot as usize).and_then(Option::as_ref);
+                if let (true, Some(prepared)) = (self.schema, prepared) {
+                    self.writer.write_format_schema(out, time_unix_ns, prepared);
+                }
+            }
             StagedEntry::Record {
                 slot,
                 stamp,
@@ -287,6 +293,10 @@ pub struct Lines<'a> {
     pub session: Option<&'a SessionInfo>,
     /// Who is who (`None`: `--no-context`).
     pub context: Option<ContextTracker>,
+    /// Schema lines where the staged entries place them ([`StagedEntry::Schema`], the
+    /// decoders of files) and for EventHeader metadata blocks, without a session line
+    /// (with `session` they are on whatever this says).
+    pub schema: bool,
 }
 
 /// Receive staged messages until the session closes `staged`, writing batches to `out`
@@ -313,9 +323,10 @@ pub fn run(
         format,
         session,
         context,
+        schema,
     } = lines;
     let mut core = Core::new(format, opts, context);
-    core.schema = session.is_some();
+    core.schema = schema || session.is_some();
     let mut f = Formatter {
         out,
         recycle,
@@ -395,6 +406,7 @@ pub fn run_parallel(
         format,
         session,
         context,
+        schema,
     } = lines;
     let (parts_tx, parts_rx) = crossbeam_channel::bounded::<Part>(workers * PARTS_IN_FLIGHT);
     thread::scope(|scope| {
@@ -408,7 +420,7 @@ pub fn run_parallel(
             }
             let (work_tx, work_rx) = crossbeam_channel::bounded::<Work>(WORK_QUEUE);
             let mut core = Core::new(format, opts, context.clone());
-            core.schema = session.is_some();
+            core.schema = schema || session.is_some();
             let worker = Worker {
                 id,
                 core,
@@ -833,6 +845,7 @@ mod tests {
                 format: OutputFormat::JsonLines,
                 session,
                 context: Some(ContextTracker::new()),
+                schema: false,
             };
             let mut called = false;
             run_parallel(stage_rx, chunk_tx, &out_tx, &rec_rx, lines, workers, || {

@@ -198,6 +198,8 @@ const NOTICE: u32 = u32::MAX;
 const LOST: u32 = u32::MAX - 1;
 /// `slot` value of a context entry (who is who: [`ContextUpdate`]).
 const CONTEXT: u32 = u32::MAX - 2;
+/// `slot` value of a schema entry (an event's schema line goes here: `uevrec decode`).
+const SCHEMA: u32 = u32::MAX - 3;
 /// Bit of an entry's flags word: the entry has a time (every u64 is a valid time, so
 /// "none" cannot be a sentinel value).
 const HAS_TIME: u32 = 1;
@@ -255,6 +257,14 @@ pub enum StagedEntry<'a> {
         cpu: u32,
         /// How many.
         lost: u64,
+    },
+    /// The `{"uevrec":"schema"}` line of the event in `slot` goes here (the decoders of
+    /// files write it before an event's first record: `uevrec decode --threads`).
+    Schema {
+        /// The event's slot.
+        slot: u32,
+        /// The time of the line (its record's), if known.
+        time_unix_ns: Option<u64>,
     },
     /// Something the session says (a `{"uevrec":"notice"}` line).
     Notice {
@@ -390,7 +400,7 @@ impl StagedChunk {
         cgroup: Option<u64>,
         raw: &[u8],
     ) {
-        debug_assert!(slot < CONTEXT);
+        debug_assert!(slot < SCHEMA);
         let raw = &raw[..raw.len().min(u32::MAX as usize - 8)];
         let id_len = if cgroup.is_some() { 8 } else { 0 };
         self.bytes.reserve(HEADER + id_len + raw.len());
@@ -420,6 +430,12 @@ impl StagedChunk {
         self.bytes.extend_from_slice(&a.to_ne_bytes());
         self.bytes.extend_from_slice(&b.to_ne_bytes());
         self.bytes.extend_from_slice(text);
+    }
+
+    /// Append the place of the schema line of `slot`'s event ([`StagedEntry::Schema`]).
+    pub fn push_schema(&mut self, slot: u32, time_unix_ns: Option<u64>) {
+        self.header(SCHEMA, &time_only(time_unix_ns, 0), 4, 0);
+        self.bytes.extend_from_slice(&slot.to_ne_bytes());
     }
 
     /// Append a count of records `cpu`'s ring lost.
@@ -474,7 +490,7 @@ impl<'a> EncodedEntry<'a> {
         let len = u32_at(head, 16) as usize;
         let bytes = bytes.get(..HEADER + len)?;
         let slot = match u32_at(head, 0) {
-            NOTICE | LOST | CONTEXT => None,
+            NOTICE | LOST | CONTEXT | SCHEMA => None,
             slot => Some(slot),
         };
         Some(EncodedEntry { bytes, slot })
@@ -623,7 +639,11 @@ impl<'a> Iterator for StagedEntries<'a> {
                     update,
                 }
             }
-            LOST => {
+            SCHEMA if entry.len() == 4 => StagedEntry::Schema {
+                slot: u32_at(entry, 0),
+                time_unix_ns,
+            },
+            LOST | SCHEMA => {
                 self.rest = &[];
                 return None;
             }
@@ -801,6 +821,7 @@ mod tests {
         );
         chunk.push_context(None, &ContextUpdate::Exit { tid: 9 });
         chunk.push_context(None, &ContextUpdate::ThreadCgroup { tid: 8, id: 3 });
+        chunk.push_schema(3, Some(9));
         assert_eq!(chunk.records(), 4);
         let got: Vec<StagedEntry<'_>> = chunk.entries().collect();
         assert_eq!(
@@ -876,6 +897,10 @@ mod tests {
                     time_unix_ns: None,
                     update: ContextUpdate::ThreadCgroup { tid: 8, id: 3 }
                 },
+                StagedEntry::Schema {
+                    slot: 3,
+                    time_unix_ns: Some(9)
+                },
             ]
         );
         let buf = chunk.into_buffer();
@@ -883,7 +908,7 @@ mod tests {
         let context = 5 * 20 + 2 + 4;
         assert_eq!(
             buf.len(),
-            12 * HEADER + 3 + notice + 70 + 8 + 8 + "waiting".len() + context + 8 + 2
+            13 * HEADER + 3 + notice + 70 + 8 + 8 + "waiting".len() + context + 8 + 2 + 4
         );
     }
 

@@ -296,6 +296,7 @@ fn stage(
                             format,
                             session: info,
                             context: context.then(ContextTracker::new),
+                            schema: false,
                         };
                         let started = move || {
                             let _ = ready_tx.send(());
