@@ -91,10 +91,10 @@ pub struct DecodeArgs {
     /// No summary on standard error (errors and notes on the input are still printed).
     #[arg(short, long)]
     pub quiet: bool,
-    /// Threads: with 2 or more the lines are written out by a thread of their own while
-    /// the next ones are decoded (the output is the same whatever N). Default: 2 on a
-    /// machine with 2 or more CPUs, else 1. (The decoding itself is on one thread:
-    /// more than 2 does not go faster today.)
+    /// Threads: with N ≥ 2 this thread reads and orders the records, N formatter workers
+    /// write the lines (JSON lines; --format otlp on one) and a thread of their own writes
+    /// them out; the output is the same, byte for byte, whatever N. Default: half the
+    /// online CPUs, at least 1, at most 8.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
     #[command(flatten)]
@@ -128,16 +128,17 @@ struct Output {
 /// in the channel, the writer's and the one being filled.
 const WRITE_POOL: usize = CHANNEL_BATCHES + 2;
 
-/// The default of `decode --threads`: 2 where there are 2 CPUs or more.
+/// The default of `decode --threads`: that of `record` ([`crate::recorder::default_threads`]).
 fn default_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get().min(2))
+    crate::recorder::default_threads()
 }
 
-/// Run `decode(flush)` with `flush` writing to `output`'s sink: on this thread, or
+/// Run `decode(flush, par)` with `flush` writing to `output`'s sink: on this thread, or
 /// (`threads` ≥ 2) handing copies of the lines to a writer thread
-/// ([`crate::sink::write_batches`], a fixed pool of [`WRITE_POOL`] buffers) so that the
-/// writes (the kernel's copy into the file: a third to a half of the time on tmpfs)
-/// overlap the decoding. The same bytes in the same order either way.
+/// ([`crate::sink::write_batches`], a fixed pool of [`crate::pipeline::batch_pool`]
+/// buffers) so that the writes (the kernel's copy into the file: a third to a half of the
+/// time on tmpfs) overlap the decoding; `par` then lets formatter workers fill those
+/// buffers instead ([`staged`]). The same bytes in the same order either way.
 fn with_output<T>(
     output: &mut Output,
     threads: usize,
@@ -460,7 +461,11 @@ struct Par<'a> {
 }
 
 /// What the workers of a decoding write: `opts`' lines, values of `big_endian` files so.
-fn par_lines(opts: DecodeOptions, big_endian: bool, context: Option<ContextTracker>) -> Lines<'static> {
+fn par_lines(
+    opts: DecodeOptions,
+    big_endian: bool,
+    context: Option<ContextTracker>,
+) -> Lines<'static> {
     Lines {
         opts: LineOptions {
             include_common: opts.include_common,

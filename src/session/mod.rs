@@ -300,12 +300,6 @@ fn run_with<B: Backend>(
                 next_rescan = Instant::now() + config.rescan_interval;
                 continue;
             }
-            // A pass that staged a chunk's worth or more: the rings are filling fast, so
-            // read them again at once rather than sleep until the next ¼-ring wakeup (by
-            // then a ring written at 150 MB/s has had time to overflow).
-            if st.busy() {
-                continue;
-            }
             let timeout = POLL_TIMEOUT.min(next_rescan - now);
             if let Err(e) = backend.wait(timeout) {
                 st.notice("epoll_failed", None, &e.to_string());

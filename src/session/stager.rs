@@ -181,11 +181,6 @@ impl<E> Stager<E> {
         self.chunk.push_notice(t, what, event, message);
     }
 
-    /// Whether the last pass staged a chunk's worth or more.
-    pub(super) fn busy(&self) -> bool {
-        self.busy
-    }
-
     /// Whether `max_records` records have been staged.
     pub(super) fn limit_reached(&self) -> bool {
         self.max_records.is_some_and(|m| self.summary.records >= m)

@@ -166,8 +166,9 @@ pub fn decode_into(
                     stats.lost += n;
                 }
                 (None, None) => {
-                    let msg =
-                        format!("the kernel lost events on CPU {cpu} here; it did not store how many");
+                    let msg = format!(
+                        "the kernel lost events on CPU {cpu} here; it did not store how many"
+                    );
                     match sink.as_deref_mut() {
                         Some(s) => open &= s.notice(unix(time), "lost", None, &msg),
                         None => writer.write_notice(&mut lines, unix(time), "lost", None, &msg),
