@@ -15,7 +15,7 @@
 //! With `--threads N` ≥ 2 (JSON lines) the decoder hands its records, ordered, to a
 //! [`RecordSink`] that stages them as the recorder's session does, for N formatter workers
 //! ([`formatter::run_parallel`]), and a writer thread writes their lines: the same bytes
-//! as one thread, in the same order ([`staged`]).
+//! as one thread, in the same order.
 //!
 //! Time: `HEADER_CLOCK_DATA` (written by `perf record -k CLOCK_MONOTONIC`) gives the
 //! wall-clock time of each sample; without it `time` is `null` and stderr says so once.
