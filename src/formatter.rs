@@ -619,15 +619,12 @@ impl Worker {
         for entry in chunk.entries() {
             batch.records += self.core.entry(&mut batch.lines, entry, &mut announced);
             if batch.lines.len() >= BATCH_BYTES {
-                let full = std::mem::replace(
-                    &mut batch,
-                    Batch {
-                        lines: self.buffer()?,
-                        records: 0,
-                    },
-                );
+                // Sent before the next buffer is taken: a worker waiting for a buffer
+                // holds none (what sizes the pool, crate::pipeline::batch_pool).
+                let full = std::mem::take(&mut batch);
                 self.send(seq, part, false, full, std::mem::take(&mut announced))?;
                 part += 1;
+                batch.lines = self.buffer()?;
             }
         }
         // The pool channel holds every chunk, so this never waits.
@@ -818,6 +815,16 @@ mod tests {
     /// `stream` through [`run_parallel`] with `workers`: the bytes written, schema lines'
     /// `time` (the moment they are written) left out.
     fn formatted(stream: Vec<Staged>, workers: usize, session: Option<&SessionInfo>) -> String {
+        formatted_slowly(stream, workers, session, std::time::Duration::ZERO)
+    }
+
+    /// [`formatted`] by a writer that takes `delay` per batch.
+    fn formatted_slowly(
+        stream: Vec<Staged>,
+        workers: usize,
+        session: Option<&SessionInfo>,
+        delay: std::time::Duration,
+    ) -> String {
         let pool = crate::pipeline::batch_pool(workers);
         let (stage_tx, stage_rx) = crossbeam_channel::bounded(stream.len() + 1);
         let (chunk_tx, _chunk_rx) = crossbeam_channel::unbounded();
@@ -834,6 +841,7 @@ mod tests {
             let writer = s.spawn(move || {
                 let mut all = Vec::new();
                 for mut b in out_rx.iter() {
+                    thread::sleep(delay);
                     all.extend_from_slice(&b.lines);
                     b.lines.clear();
                     let _ = rec_tx.try_send(b.lines);
@@ -901,6 +909,22 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A writer slower than the workers (the line buffers wait for it and for their turn
+    /// in the reorder stage): the pipeline still ends, with the lines one formatter
+    /// writes.
+    #[test]
+    fn a_slow_writer_gets_every_line_in_order() {
+        let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+        thread::spawn(move || {
+            let delay = std::time::Duration::from_millis(2);
+            let _ = done_tx.send(formatted_slowly(staged_stream(30), 3, None, delay));
+        });
+        let many = done_rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("the pipeline finished (no deadlock)");
+        assert!(many == formatted(staged_stream(30), 1, None));
     }
 
     #[test]
