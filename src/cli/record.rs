@@ -291,6 +291,9 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
         max_records: rec.count,
         // Only JSON lines carry context (OTLP records do not; --raw: `record`).
         context: !rec.no_context && matches!(rec.format, super::output::Format::Json),
+        drain_threads: rec
+            .drain_threads
+            .map_or_else(crate::session::default_drain_threads, usize::from),
         ..rec.session.session_config()?
     };
     let pipeline = PipelineOptions {
@@ -298,6 +301,9 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
         status_line,
         format: rec.format.into(),
         stats: None,
+        threads: rec
+            .threads
+            .map_or_else(crate::recorder::default_threads, usize::from),
     };
     Ok(Config { session, pipeline })
 }
