@@ -162,6 +162,11 @@ impl<'a> StageSender<'a> {
             .map_err(|_| Closed)
     }
 
+    /// Chunks sent and not yet taken by the formatter (the stage's occupancy).
+    pub fn queued(&self) -> usize {
+        self.stage.len()
+    }
+
     /// `Err` once the formatter is gone.
     pub fn check(&self) -> Result<(), Closed> {
         if self.formatter_gone.load(Ordering::Acquire) {

@@ -211,6 +211,10 @@ impl ExportArgs {
                 m.on_scrape(Box::new(move |m: &Metrics| {
                     let o = q.occupancy();
                     m.set_spool(o.bytes, o.capacity, o.batches);
+                    m.set_stage_chunks(
+                        st.stage_queued.load(std::sync::atomic::Ordering::Relaxed),
+                        crate::pipeline::STAGE_CHUNKS as u64,
+                    );
                     let attached = st.attached.load(std::sync::atomic::Ordering::Relaxed);
                     if st.scanned.load(std::sync::atomic::Ordering::Acquire) {
                         h.set_attached(attached);

@@ -167,6 +167,9 @@ pub struct LiveStats {
     pub lost_per_cpu: std::sync::Mutex<BTreeMap<u32, u64>>,
     /// Events attached now (after each scan).
     pub attached: AtomicU64,
+    /// Staged chunks waiting for the formatter after the last drain pass (of
+    /// [`crate::pipeline::STAGE_CHUNKS`]).
+    pub stage_queued: AtomicU64,
     /// Set once the first scan has attached (or found nothing to attach yet).
     pub scanned: std::sync::atomic::AtomicBool,
 }

@@ -314,6 +314,9 @@ impl<E> Stager<E> {
         stats
             .records
             .fetch_add(self.summary.records - records0, Ordering::Relaxed);
+        stats
+            .stage_queued
+            .store(out.queued() as u64, Ordering::Relaxed);
         if self.summary.lost != lost0 {
             stats
                 .lost
