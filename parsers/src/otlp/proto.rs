@@ -306,6 +306,11 @@ pub(crate) fn log_record(
             message_any(out, m);
             close(out, mark);
         }
+        Body::Encoded(any) => {
+            let mark = open(out, 5);
+            out.extend_from_slice(any);
+            close(out, mark);
+        }
     }
     let mut attrs = Attrs::open(out, keys, 6);
     attributes(&mut attrs);
