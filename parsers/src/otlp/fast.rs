@@ -125,6 +125,9 @@ pub(crate) struct FastCache {
     body: Vec<u8>,
     /// JSON text of values of [`Value::Other`].
     scratch: Vec<u8>,
+    /// The records written through a plan (tests: to know the fast path ran).
+    #[cfg(test)]
+    pub(crate) hits: usize,
 }
 
 /// Plans by metadata block.
@@ -456,6 +459,7 @@ impl OtlpWriter {
             values,
             body,
             scratch,
+            ..
         } = &mut self.fast;
         let Some(plan) = plans.get(meta, big) else {
             return false;
@@ -555,6 +559,308 @@ impl OtlpWriter {
                     text(plan.name),
                 )
             });
+        #[cfg(test)]
+        {
+            self.fast.hits += 1;
+        }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+
+    use super::super::tests::{Eh, eh_prepared};
+    use super::*;
+    use crate::eventheader::trace_entry;
+    use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
+    use crate::otlp::OtlpEncoding;
+    use crate::output::RecordWriter;
+
+    /// A field: encoding byte, format byte, payload bytes.
+    type Typed = (u8, Option<u8>, Vec<u8>);
+
+    fn text(s: &[u8]) -> Typed {
+        let mut p = (s.len() as u16).to_le_bytes().to_vec();
+        p.extend_from_slice(s);
+        (10, None, p)
+    }
+
+    /// Any value of the encodings and formats a plan handles itself or passes on.
+    fn typed() -> impl Strategy<Value = Typed> {
+        let le = |v: u64, n: usize| v.to_le_bytes()[..n].to_vec();
+        prop_oneof![
+            "\\PC{0,10}".prop_map(|s| text(s.as_bytes())),
+            prop::collection::vec(any::<u8>(), 0..8).prop_map(|b| text(&b)),
+            "[a-z\"\\\\\n\u{1}é]{0,8}".prop_map(|s| {
+                let mut p = s.into_bytes();
+                p.push(0);
+                (7, Some(11), p)
+            }),
+            (2u8..6, any::<u64>()).prop_map(move |(e, v)| (e, None, le(v, 1 << (e - 2)))),
+            (2u8..6, any::<u64>()).prop_map(move |(e, v)| (e, Some(2), le(v, 1 << (e - 2)))),
+            prop::sample::select(vec![0u64, 1, 2, u64::from(u32::MAX)])
+                .prop_map(move |v| (4, Some(7), le(v, 4))),
+            prop_oneof![
+                any::<f64>(),
+                prop::sample::select(vec![
+                    0.0,
+                    -0.0,
+                    1.0,
+                    -3.0,
+                    1e16,
+                    1e300,
+                    5e-324,
+                    123_456_789.0,
+                    f64::NAN,
+                    f64::INFINITY,
+                    f64::NEG_INFINITY,
+                ]),
+            ]
+            .prop_map(|v: f64| (5, Some(8), v.to_le_bytes().to_vec())),
+            any::<f32>().prop_map(|v| (4, Some(8), v.to_le_bytes().to_vec())),
+            (any::<u32>(), prop::sample::select(vec![3u8, 4, 5, 6, 16, 17]))
+                .prop_map(move |(v, f)| (4, Some(f), le(u64::from(v), 4))),
+            prop::collection::vec(any::<u8>(), 0..6).prop_map(|b| {
+                let (_, _, p) = text(&b);
+                (13, None, p)
+            }),
+            prop::collection::vec(any::<u8>(), 16).prop_map(|b| (6, Some(15), b)),
+            "[a-z]{0,4}".prop_map(|s| {
+                let mut p = (s.len() as u16).to_le_bytes().to_vec();
+                for c in s.encode_utf16() {
+                    p.extend_from_slice(&c.to_le_bytes());
+                }
+                (11, None, p)
+            }),
+        ]
+    }
+
+    /// Mostly `good` (what the mapping takes), sometimes any value.
+    fn mostly(good: impl Strategy<Value = Typed> + 'static) -> BoxedStrategy<Typed> {
+        prop_oneof![16 => good, 1 => typed()].boxed()
+    }
+
+    fn hex_text(n: usize) -> impl Strategy<Value = Typed> {
+        prop_oneof![
+            8 => prop::collection::vec(any::<u8>(), n).prop_map(|b| {
+                let h: String = b.iter().map(|b| format!("{b:02x}")).collect();
+                text(h.as_bytes())
+            }),
+            1 => Just(text(b"0af7651916cd43dd8448eb211c8031zz")),
+        ]
+    }
+
+    /// A name: mostly `prefix` and a number, sometimes one of `colliding`.
+    fn name(prefix: &'static str, colliding: &'static [&'static str]) -> BoxedStrategy<String> {
+        prop_oneof![
+            12 => (0..40).prop_map(move |n| format!("{prefix}{n}")),
+            1 => prop::sample::select(colliding).prop_map(String::from),
+        ]
+        .boxed()
+    }
+
+    /// Optional members with these names and values, then extra ones from `extra`.
+    fn part(
+        specials: Vec<(&'static str, BoxedStrategy<Typed>)>,
+        extra: (&'static str, &'static [&'static str]),
+    ) -> impl Strategy<Value = Vec<(String, Typed)>> {
+        let specials: Vec<_> = specials
+            .into_iter()
+            .map(|(name, v)| prop::option::weighted(0.8, v.prop_map(move |v| (name.to_string(), v))))
+            .collect();
+        let extra = prop::collection::vec((name(extra.0, extra.1), typed()), 0..4);
+        (specials, extra).prop_map(|(s, e)| s.into_iter().flatten().chain(e).collect())
+    }
+
+    /// A Common Schema log as the exporter writes it, with variations: special fields
+    /// missing, of other types or values, repeated names, other parts and fields.
+    fn cs_log() -> impl Strategy<Value = Vec<u8>> {
+        let time = prop_oneof![
+            Just(text(b"2026-11-22T11:00:00.123456789Z")),
+            Just(text(b"2024-03-28T00:45:12Z")),
+            Just(text(b"2024-13-28T00:45:12Z")),
+        ];
+        let a = part(
+            vec![
+                ("time", mostly(time)),
+                ("ext_dt_traceId", mostly(hex_text(16))),
+                ("ext_dt_spanId", mostly(hex_text(8))),
+                ("ext_cloud_role", mostly("\\PC{0,6}".prop_map(|s| text(s.as_bytes())))),
+                ("ext_cloud_roleInstance", mostly(Just(text(b"pod-7")))),
+            ],
+            ("a", &["time", "x", "ext_cloud_role"]),
+        );
+        let severity = prop_oneof![
+            (-5i16..30).prop_map(|v| (3, Some(2), v.to_le_bytes().to_vec())),
+            any::<i64>().prop_map(|v| (5, Some(2), v.to_le_bytes().to_vec())),
+        ];
+        let b = part(
+            vec![
+                ("body", typed().boxed()),
+                ("severityNumber", mostly(severity)),
+                ("severityText", mostly("[A-Z]{0,5}".prop_map(|s| text(s.as_bytes())))),
+                ("eventId", typed().boxed()),
+                ("name", mostly("\\PC{0,6}".prop_map(|s| text(s.as_bytes())))),
+            ],
+            ("b", &["y", "event_id", "body", "c1"]),
+        );
+        let c = prop::collection::vec(
+            (
+                name("c", &["x", "y", "event_id", "thread.id", "a1", "c1"]),
+                typed(),
+            ),
+            0..5,
+        );
+        let outside = prop::collection::vec(
+            (name("o", &["x", "PartC", "__csver__"]), typed()),
+            0..2,
+        );
+        let type_name = prop_oneof![16 => Just(&b"Log"[..]), 1 => Just(&b"Span"[..]), 1 => Just(&b"Log\0"[..])];
+        let csver = prop_oneof![
+            16 => Just((4u8, None, 1024u32.to_le_bytes().to_vec())),
+            1 => Just((5u8, Some(2), 1024i64.to_le_bytes().to_vec())),
+            1 => Just((4u8, None, 1023u32.to_le_bytes().to_vec())),
+        ];
+        let order = Just(vec![0usize, 1, 2]).prop_shuffle();
+        (csver, type_name, a, b, c, outside, order, any::<bool>(), 1u8..6).prop_map(
+            |(csver, type_name, a, b, c, outside, order, with_a, level)| {
+                let mut eh = Eh::new("Ev");
+                eh = add(eh, "__csver__", &csver);
+                for p in order {
+                    match p {
+                        0 if with_a => eh = structure(eh, "PartA", &a, None),
+                        1 => eh = structure(eh, "PartB", &b, Some(type_name)),
+                        2 if !c.is_empty() => eh = structure(eh, "PartC", &c, None),
+                        _ => {}
+                    }
+                }
+                for (name, v) in &outside {
+                    eh = add(eh, name, v);
+                }
+                trace_entry(level, &eh.meta, &eh.payload)
+            },
+        )
+    }
+
+    fn add(mut eh: Eh, name: &str, (encoding, format, payload): &Typed) -> Eh {
+        eh = eh.record(name, *encoding, *format);
+        eh.payload.extend_from_slice(payload);
+        eh
+    }
+
+    fn structure(
+        mut eh: Eh,
+        name: &str,
+        members: &[(String, Typed)],
+        type_name: Option<&[u8]>,
+    ) -> Eh {
+        let count = members.len() + usize::from(type_name.is_some());
+        if count == 0 {
+            return eh;
+        }
+        eh = eh.structure(name, count as u8);
+        if let Some(t) = type_name {
+            eh = add(eh, "_typeName", &text(t));
+        }
+        for (name, v) in members {
+            eh = add(eh, name, v);
+        }
+        eh
+    }
+
+    /// The protobuf frames of `events` through the plans (`fast`) or the general path,
+    /// and how many records took a plan.
+    fn frames(events: &[(PreparedFormat, Vec<u8>)], fast: bool) -> (Vec<u8>, usize) {
+        let mut w = OtlpWriter::export(LineOptions::default(), OtlpEncoding::Protobuf);
+        w.general_only = !fast;
+        w.set_host_name("host \"1\"");
+        let mut out = Vec::new();
+        for (n, (prepared, raw)) in events.iter().enumerate() {
+            let n = n as u64;
+            let stamp = RecordStamp {
+                time_unix_ns: (n % 23 != 5).then_some(1_795_345_200_000_000_000 + n * 7_000_000),
+                cpu: (n % 3) as u32,
+                pid: 1000 + n as u32,
+                tid: 2000 + n as u32,
+            };
+            w.write_prepared(&mut out, &stamp, prepared, raw);
+            if n % 17 == 16 {
+                w.write_lost(&mut out, stamp.time_unix_ns, 2, u64::MAX - n);
+            }
+        }
+        w.end_lines(&mut out);
+        (out, w.fast.hits)
+    }
+
+    /// Generated Common Schema logs (and near misses) give the same frames, byte for
+    /// byte, through their plans as through the general path; most take a plan.
+    #[test]
+    fn plans_write_what_the_general_path_writes() {
+        let mut runner = TestRunner::new(Config::with_cases(400));
+        let (records, hits) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+        let prepared = [eh_prepared("Prov_L4K1"), eh_prepared("Other_L1K5")];
+        runner
+            .run(&prop::collection::vec(cs_log(), 1..10), |events| {
+                let events: Vec<_> = events
+                    .into_iter()
+                    .enumerate()
+                    .map(|(n, raw)| (prepared[n % 7 / 6].clone(), raw))
+                    .collect();
+                let (fast, n) = frames(&events, true);
+                let (general, none) = frames(&events, false);
+                prop_assert_eq!(none, 0);
+                prop_assert!(fast == general, "frames differ");
+                records.set(records.get() + events.len());
+                hits.set(hits.get() + n);
+                Ok(())
+            })
+            .unwrap();
+        // The generator's events are mostly ones a plan takes.
+        let (records, hits) = (records.get(), hits.get());
+        assert!(hits * 4 > records, "{hits} of {records} records took a plan");
+    }
+
+    /// The benchmark's record (`benches/otlp.rs`) takes its plan, and the frames are
+    /// those of the general path.
+    #[test]
+    fn the_benchmark_record_takes_its_plan() {
+        let s = |name: &str, v: &str, eh: Eh| add(eh, name, &text(v.as_bytes()));
+        let mut eh = Eh::new("Log");
+        eh = add(eh, "__csver__", &(4, None, 1024u32.to_le_bytes().to_vec()));
+        eh = eh.structure("PartA", 5);
+        eh = s("time", "2026-11-22T11:00:00.123456789Z", eh);
+        eh = s("ext_dt_traceId", "0af7651916cd43dd8448eb211c80319c", eh);
+        eh = s("ext_dt_spanId", "b7ad6b7169203331", eh);
+        eh = s("ext_cloud_role", "checkout", eh);
+        eh = s("ext_cloud_roleInstance", "pod-7", eh);
+        eh = eh.structure("PartC", 4);
+        eh = s("user", "zoë", eh);
+        eh = eh.i64("attempt", 2).f64("latency", 1.5).bool("ok", true);
+        eh = eh.structure("PartB", 6);
+        eh = s("_typeName", "Log", eh);
+        eh = s("body", "request served from cache in 3 ms", eh);
+        eh = add(eh, "severityNumber", &(3, Some(2), 9i16.to_le_bytes().to_vec()));
+        eh = s("severityText", "INFO", eh);
+        eh = eh.i64("eventId", 42);
+        eh = s("name", "cache-hit", eh);
+        let events: Vec<_> = (0..600)
+            .map(|_| (eh_prepared("checkout_L4K1"), trace_entry(4, &eh.meta, &eh.payload)))
+            .collect();
+        let (fast, hits) = frames(&events, true);
+        let (general, _) = frames(&events, false);
+        assert_eq!(hits, 600);
+        assert!(fast == general, "frames differ");
+        // A record of another metadata block with a repeated name takes no plan.
+        let dup = eh_prepared("checkout_L4K1");
+        let eh2 = Eh::new("Log")
+            .u32("__csver__", 1024)
+            .structure("PartB", 2);
+        let eh2 = s("_typeName", "Log", eh2).i64("x", 1);
+        let eh2 = eh2.structure("PartC", 2).i64("y", 1).i64("y", 2);
+        let (_, hits) = frames(&[(dup, trace_entry(4, &eh2.meta, &eh2.payload))], true);
+        assert_eq!(hits, 0);
     }
 }
