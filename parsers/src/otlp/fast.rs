@@ -436,6 +436,45 @@ impl LogPlan {
     }
 }
 
+/// What [`Origin::add_to`] adds, keys unique (the plan checked that no field has one of
+/// them), written as its `Attrs::add` writes them.
+fn origin_attrs(out: &mut Vec<u8>, origin: &Origin<'_>, tracepoint: &TracepointValue) {
+    let s = origin.stamp;
+    attr(out, b"process.pid", |out| {
+        proto::int_any(out, i64::from(s.pid))
+    });
+    attr(out, b"thread.id", |out| {
+        proto::int_any(out, i64::from(s.tid))
+    });
+    attr(out, b"cpu.logical_number", |out| {
+        proto::int_any(out, i64::from(s.cpu))
+    });
+    attr(out, b"linux.tracepoint", |out| {
+        Proto::cached_str_any(out, &tracepoint.json, &tracepoint.colon)
+    });
+    if let Some((keyword, level)) = origin.eventheader {
+        attr(out, b"eventheader.level", |out| {
+            proto::int_any(out, i64::from(level))
+        });
+        attr(out, b"eventheader.keyword", |out| {
+            proto::unsigned_any(out, keyword)
+        });
+    }
+}
+
+/// A `LogRecord.attributes` `KeyValue` (field 6): `key` (under 128 bytes) and the
+/// `AnyValue` contents `value` writes.
+#[inline]
+fn attr(out: &mut Vec<u8>, key: &[u8], value: impl FnOnce(&mut Vec<u8>)) {
+    let kv = proto::open(out, 6);
+    proto::head(out, field::KEY, key.len());
+    out.extend_from_slice(key);
+    let v = proto::open(out, field::VALUE);
+    value(out);
+    proto::close(out, v);
+    proto::close(out, kv);
+}
+
 /// The low `size` bytes of `u` as a signed number.
 fn sign_extend(u: u64, size: usize) -> i64 {
     let shift = 64 - 8 * size as u32;
@@ -554,7 +593,7 @@ impl OtlpWriter {
                             proto::close(out, v);
                             proto::close(out, kv);
                         }
-                        origin.add_to(attrs, tracepoint);
+                        origin_attrs(attrs.out, origin, tracepoint);
                     },
                     text(plan.name),
                 )
@@ -601,8 +640,11 @@ mod tests {
             }),
             (2u8..6, any::<u64>()).prop_map(move |(e, v)| (e, None, le(v, 1 << (e - 2)))),
             (2u8..6, any::<u64>()).prop_map(move |(e, v)| (e, Some(2), le(v, 1 << (e - 2)))),
-            prop::sample::select(vec![0u64, 1, 2, u64::from(u32::MAX)])
-                .prop_map(move |v| (4, Some(7), le(v, 4))),
+            prop::sample::select(vec![0u64, 1, 2, u64::from(u32::MAX)]).prop_map(move |v| (
+                4,
+                Some(7),
+                le(v, 4)
+            )),
             prop_oneof![
                 any::<f64>(),
                 prop::sample::select(vec![
@@ -621,7 +663,10 @@ mod tests {
             ]
             .prop_map(|v: f64| (5, Some(8), v.to_le_bytes().to_vec())),
             any::<f32>().prop_map(|v| (4, Some(8), v.to_le_bytes().to_vec())),
-            (any::<u32>(), prop::sample::select(vec![3u8, 4, 5, 6, 16, 17]))
+            (
+                any::<u32>(),
+                prop::sample::select(vec![3u8, 4, 5, 6, 16, 17])
+            )
                 .prop_map(move |(v, f)| (4, Some(f), le(u64::from(v), 4))),
             prop::collection::vec(any::<u8>(), 0..6).prop_map(|b| {
                 let (_, _, p) = text(&b);
@@ -669,7 +714,9 @@ mod tests {
     ) -> impl Strategy<Value = Vec<(String, Typed)>> {
         let specials: Vec<_> = specials
             .into_iter()
-            .map(|(name, v)| prop::option::weighted(0.8, v.prop_map(move |v| (name.to_string(), v))))
+            .map(|(name, v)| {
+                prop::option::weighted(0.8, v.prop_map(move |v| (name.to_string(), v)))
+            })
             .collect();
         let extra = prop::collection::vec((name(extra.0, extra.1), typed()), 0..4);
         (specials, extra).prop_map(|(s, e)| s.into_iter().flatten().chain(e).collect())
@@ -688,7 +735,10 @@ mod tests {
                 ("time", mostly(time)),
                 ("ext_dt_traceId", mostly(hex_text(16))),
                 ("ext_dt_spanId", mostly(hex_text(8))),
-                ("ext_cloud_role", mostly("\\PC{0,6}".prop_map(|s| text(s.as_bytes())))),
+                (
+                    "ext_cloud_role",
+                    mostly("\\PC{0,6}".prop_map(|s| text(s.as_bytes()))),
+                ),
                 ("ext_cloud_roleInstance", mostly(Just(text(b"pod-7")))),
             ],
             ("a", &["time", "x", "ext_cloud_role"]),
@@ -701,7 +751,10 @@ mod tests {
             vec![
                 ("body", typed().boxed()),
                 ("severityNumber", mostly(severity)),
-                ("severityText", mostly("[A-Z]{0,5}".prop_map(|s| text(s.as_bytes())))),
+                (
+                    "severityText",
+                    mostly("[A-Z]{0,5}".prop_map(|s| text(s.as_bytes()))),
+                ),
                 ("eventId", typed().boxed()),
                 ("name", mostly("\\PC{0,6}".prop_map(|s| text(s.as_bytes())))),
             ],
@@ -714,35 +767,45 @@ mod tests {
             ),
             0..5,
         );
-        let outside = prop::collection::vec(
-            (name("o", &["x", "PartC", "__csver__"]), typed()),
-            0..2,
-        );
-        let type_name = prop_oneof![16 => Just(&b"Log"[..]), 1 => Just(&b"Span"[..]), 1 => Just(&b"Log\0"[..])];
+        let outside =
+            prop::collection::vec((name("o", &["x", "PartC", "__csver__"]), typed()), 0..2);
+        let type_name =
+            prop_oneof![16 => Just(&b"Log"[..]), 1 => Just(&b"Span"[..]), 1 => Just(&b"Log\0"[..])];
         let csver = prop_oneof![
             16 => Just((4u8, None, 1024u32.to_le_bytes().to_vec())),
             1 => Just((5u8, Some(2), 1024i64.to_le_bytes().to_vec())),
             1 => Just((4u8, None, 1023u32.to_le_bytes().to_vec())),
         ];
         let order = Just(vec![0usize, 1, 2]).prop_shuffle();
-        (csver, type_name, a, b, c, outside, order, any::<bool>(), 1u8..6).prop_map(
-            |(csver, type_name, a, b, c, outside, order, with_a, level)| {
-                let mut eh = Eh::new("Ev");
-                eh = add(eh, "__csver__", &csver);
-                for p in order {
-                    match p {
-                        0 if with_a => eh = structure(eh, "PartA", &a, None),
-                        1 => eh = structure(eh, "PartB", &b, Some(type_name)),
-                        2 if !c.is_empty() => eh = structure(eh, "PartC", &c, None),
-                        _ => {}
-                    }
-                }
-                for (name, v) in &outside {
-                    eh = add(eh, name, v);
-                }
-                trace_entry(level, &eh.meta, &eh.payload)
-            },
+        (
+            csver,
+            type_name,
+            a,
+            b,
+            c,
+            outside,
+            order,
+            any::<bool>(),
+            1u8..6,
         )
+            .prop_map(
+                |(csver, type_name, a, b, c, outside, order, with_a, level)| {
+                    let mut eh = Eh::new("Ev");
+                    eh = add(eh, "__csver__", &csver);
+                    for p in order {
+                        match p {
+                            0 if with_a => eh = structure(eh, "PartA", &a, None),
+                            1 => eh = structure(eh, "PartB", &b, Some(type_name)),
+                            2 if !c.is_empty() => eh = structure(eh, "PartC", &c, None),
+                            _ => {}
+                        }
+                    }
+                    for (name, v) in &outside {
+                        eh = add(eh, name, v);
+                    }
+                    trace_entry(level, &eh.meta, &eh.payload)
+                },
+            )
     }
 
     fn add(mut eh: Eh, name: &str, (encoding, format, payload): &Typed) -> Eh {
@@ -820,7 +883,10 @@ mod tests {
             .unwrap();
         // The generator's events are mostly ones a plan takes.
         let (records, hits) = (records.get(), hits.get());
-        assert!(hits * 4 > records, "{hits} of {records} records took a plan");
+        assert!(
+            hits * 4 > records,
+            "{hits} of {records} records took a plan"
+        );
     }
 
     /// The benchmark's record (`benches/otlp.rs`) takes its plan, and the frames are
@@ -842,12 +908,21 @@ mod tests {
         eh = eh.structure("PartB", 6);
         eh = s("_typeName", "Log", eh);
         eh = s("body", "request served from cache in 3 ms", eh);
-        eh = add(eh, "severityNumber", &(3, Some(2), 9i16.to_le_bytes().to_vec()));
+        eh = add(
+            eh,
+            "severityNumber",
+            &(3, Some(2), 9i16.to_le_bytes().to_vec()),
+        );
         eh = s("severityText", "INFO", eh);
         eh = eh.i64("eventId", 42);
         eh = s("name", "cache-hit", eh);
         let events: Vec<_> = (0..600)
-            .map(|_| (eh_prepared("checkout_L4K1"), trace_entry(4, &eh.meta, &eh.payload)))
+            .map(|_| {
+                (
+                    eh_prepared("checkout_L4K1"),
+                    trace_entry(4, &eh.meta, &eh.payload),
+                )
+            })
             .collect();
         let (fast, hits) = frames(&events, true);
         let (general, _) = frames(&events, false);
@@ -855,9 +930,7 @@ mod tests {
         assert!(fast == general, "frames differ");
         // A record of another metadata block with a repeated name takes no plan.
         let dup = eh_prepared("checkout_L4K1");
-        let eh2 = Eh::new("Log")
-            .u32("__csver__", 1024)
-            .structure("PartB", 2);
+        let eh2 = Eh::new("Log").u32("__csver__", 1024).structure("PartB", 2);
         let eh2 = s("_typeName", "Log", eh2).i64("x", 1);
         let eh2 = eh2.structure("PartC", 2).i64("y", 1).i64("y", 2);
         let (_, hits) = frames(&[(dup, trace_entry(4, &eh2.meta, &eh2.payload))], true);
