@@ -29,10 +29,12 @@ use super::fields::{Class, scalar_proto};
 use super::json::LogHead;
 use super::proto::{self, field};
 use super::{Origin, OtlpWriter, TracepointValue};
+use crate::decode::{Value as Decoded, decode_field};
 use crate::eventheader::enumerator::read_value;
 use crate::eventheader::json::{uint_of, write_value_as};
 use crate::eventheader::metadata::{ArrayKind, read_field};
 use crate::eventheader::{Encoding, Format, MAX_FIELDS};
+use crate::json_line::{PreparedFormat, write_value};
 
 use super::batch::Signal;
 
@@ -433,6 +435,110 @@ impl LogPlan {
             Class::of(scratch)
         };
         scalar_proto(out, class, scratch);
+    }
+}
+
+impl OtlpWriter {
+    /// A plain event (not EventHeader, not `otlp_metrics`) as a protobuf `LogRecord`
+    /// straight from its decoded fields (what [`OtlpWriter::event_record`] writes from
+    /// the field tree); `false` (nothing written) when the general path must write it:
+    /// names that could need escapes or renaming, a field that does not decode.
+    pub(super) fn fast_plain(
+        &mut self,
+        out: &mut Vec<u8>,
+        origin: &Origin<'_>,
+        prepared: &PreparedFormat,
+        raw: &[u8],
+    ) -> bool {
+        if !prepared.simple_names() {
+            return false;
+        }
+        let endian = self.endian();
+        let FastCache { body, scratch, .. } = &mut self.fast;
+        // The attributes, whole, before anything is written (a field that fails sends the
+        // record to the general path, which explains it in `uevrec.errors`).
+        body.clear();
+        for field in &prepared.format().fields {
+            let value = decode_field(field, raw, endian);
+            if let Decoded::Error(_) = value {
+                return false;
+            }
+            attr(body, field.name.as_bytes(), |out| {
+                plain_value(out, scratch, &value)
+            });
+        }
+        let attrs = &*body;
+        // (`plain_resource`, on fields apart from the attributes' buffer.)
+        self.resource.clear();
+        self.resource.extend_from_slice(&self.host);
+        self.scope.clear();
+        Proto::scope(&mut self.scope, prepared.system());
+        let time = origin.stamp.time_unix_ns.unwrap_or(0);
+        let head = LogHead {
+            time,
+            observed: time,
+            ..Default::default()
+        };
+        let tracepoint: &TracepointValue = &self.tracepoint;
+        let counted = (&tracepoint.colon[..], 1);
+        let keys = &mut self.keys;
+        let (resource, scope) = (&self.resource, &self.scope);
+        let time = (time != 0).then_some(time);
+        self.batches
+            .add(out, Signal::Logs, resource, scope, time, counted, |buf| {
+                proto::log_record(
+                    buf,
+                    keys,
+                    &head,
+                    Str::Json(b"\"\""),
+                    Body::Absent,
+                    |a: &mut Attrs<'_, Proto>| {
+                        a.out.extend_from_slice(attrs);
+                        origin_attrs(a.out, origin, tracepoint);
+                    },
+                    Str::Name(prepared.event()),
+                )
+            });
+        #[cfg(test)]
+        {
+            self.fast.hits += 1;
+        }
+        true
+    }
+}
+
+/// A plain field's value as `AnyValue` contents, as the field tree types its JSON-lines
+/// text ([`crate::json_line`]'s `write_value`): integers as `intValue` (unsigned ones
+/// beyond `int64` as the digits' `stringValue`), integer arrays as `arrayValue`, text as
+/// `stringValue` (invalid UTF-8 as U+FFFD), bytes as their hex `stringValue`.
+fn plain_value(out: &mut Vec<u8>, scratch: &mut Vec<u8>, value: &Decoded<'_>) {
+    match *value {
+        Decoded::Signed(v) => proto::int_any(out, v),
+        Decoded::Unsigned(v) => proto::unsigned_any(out, v),
+        Decoded::Str(bytes) => {
+            let mark = proto::open(out, field::STRING_VALUE);
+            proto::lossy(out, bytes);
+            proto::close(out, mark);
+        }
+        Decoded::IntArray(array) => {
+            let mark = proto::open(out, field::ARRAY_VALUE);
+            for v in array.iter() {
+                let element = proto::open(out, field::VALUES);
+                plain_value(out, scratch, &v);
+                proto::close(out, element);
+            }
+            proto::close(out, mark);
+        }
+        Decoded::Bytes(_) | Decoded::Error(_) => {
+            scratch.clear();
+            write_value(scratch, value);
+            let class = if scratch.first() == Some(&b'"') {
+                Class::Str
+            } else {
+                Class::of(scratch)
+            };
+            scalar_proto(out, class, scratch);
+        }
     }
 }
 

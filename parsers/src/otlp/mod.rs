@@ -480,6 +480,11 @@ impl OtlpWriter {
                 Err(e) => error = Some(e),
             }
         }
+        // Protobuf straight from the decoded fields, when nothing needs the field tree.
+        let fast = E::PROTO && error.is_none() && !self.opts.include_common;
+        if fast && self.fast_allowed() && self.fast_plain(out, &origin, prepared, raw) {
+            return;
+        }
         self.fields.clear();
         self.fields.plain(&prepared.format().fields, raw, endian);
         self.add_common(prepared, raw);
