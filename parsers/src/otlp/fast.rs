@@ -546,26 +546,30 @@ fn plain_value(out: &mut Vec<u8>, scratch: &mut Vec<u8>, value: &Decoded<'_>) {
 /// them), written as its `Attrs::add` writes them.
 fn origin_attrs(out: &mut Vec<u8>, origin: &Origin<'_>, tracepoint: &TracepointValue) {
     let s = origin.stamp;
-    attr(out, b"process.pid", |out| {
-        proto::int_any(out, i64::from(s.pid))
-    });
-    attr(out, b"thread.id", |out| {
-        proto::int_any(out, i64::from(s.tid))
-    });
-    attr(out, b"cpu.logical_number", |out| {
-        proto::int_any(out, i64::from(s.cpu))
-    });
+    int_attr(out, b"process.pid", i64::from(s.pid));
+    int_attr(out, b"thread.id", i64::from(s.tid));
+    int_attr(out, b"cpu.logical_number", i64::from(s.cpu));
     attr(out, b"linux.tracepoint", |out| {
         Proto::cached_str_any(out, &tracepoint.json, &tracepoint.colon)
     });
     if let Some((keyword, level)) = origin.eventheader {
-        attr(out, b"eventheader.level", |out| {
-            proto::int_any(out, i64::from(level))
-        });
+        int_attr(out, b"eventheader.level", i64::from(level));
         attr(out, b"eventheader.keyword", |out| {
             proto::unsigned_any(out, keyword)
         });
     }
+}
+
+/// [`attr`] with an `intValue`, its lengths known before it is written (`key` under
+/// 100 bytes).
+#[inline]
+fn int_attr(out: &mut Vec<u8>, key: &[u8], v: i64) {
+    let n = prost::encoding::encoded_len_varint(v as u64);
+    let any = 1 + n;
+    out.extend_from_slice(&[0x32, (4 + key.len() + any) as u8, 0x0a, key.len() as u8]);
+    out.extend_from_slice(key);
+    out.extend_from_slice(&[0x12, any as u8, 0x18]);
+    proto::encode_varint(v as u64, out);
 }
 
 /// A `LogRecord.attributes` `KeyValue` (field 6): `key` (under 128 bytes) and the
