@@ -1,5 +1,5 @@
-//! Compiled protobuf plans: the fast path of Common Schema `Log` events in protobuf
-//! export frames.
+//! The fast paths of protobuf export frames: Common Schema `Log` events through compiled
+//! plans, and plain events straight from their decoded fields.
 //!
 //! The general path ([`super::OtlpWriter::eventheader`]) writes an event's fields as
 //! JSON-lines text, reads that text back into the field tree ([`super::fields`]), finds
@@ -18,8 +18,16 @@
 //! sample's attributes would collide with) gets no plan, and a record whose values the
 //! general path would treat differently (`__csver__` not 1024, `_typeName` not `Log`, a
 //! time or id that does not parse, a severity beyond `int32`, a payload cut short)
-//! falls back to the general path, which writes it from scratch. The tests compare both
-//! paths on generated events (`tests.rs`).
+//! falls back to the general path, which writes it from scratch.
+//!
+//! Plain events ([`OtlpWriter::fast_plain`]) need no plan: their fields' names are
+//! their keys as they are when they are unique C identifiers
+//! ([`PreparedFormat::simple_names`]), and each decoded value becomes its `AnyValue`
+//! directly; a field that fails to decode sends the record to the general path.
+//!
+//! The tests here compare both paths byte for byte on generated Common Schema logs and
+//! near misses; the reference tests (`reference/tests.rs`) on every event they write
+//! (the EventHeader and plain-format corpora, generated events).
 
 use prost::encoding::WireType;
 
@@ -429,12 +437,7 @@ impl LogPlan {
     ) {
         scratch.clear();
         write_value_as(scratch, r.encoding, format, bytes, big);
-        let class = if scratch.first() == Some(&b'"') {
-            Class::Str
-        } else {
-            Class::of(scratch)
-        };
-        scalar_proto(out, class, scratch);
+        scalar_proto(out, Class::of(scratch), scratch);
     }
 }
 
@@ -532,12 +535,7 @@ fn plain_value(out: &mut Vec<u8>, scratch: &mut Vec<u8>, value: &Decoded<'_>) {
         Decoded::Bytes(_) | Decoded::Error(_) => {
             scratch.clear();
             write_value(scratch, value);
-            let class = if scratch.first() == Some(&b'"') {
-                Class::Str
-            } else {
-                Class::of(scratch)
-            };
-            scalar_proto(out, class, scratch);
+            scalar_proto(out, Class::of(scratch), scratch);
         }
     }
 }
@@ -572,7 +570,7 @@ fn int_attr(out: &mut Vec<u8>, key: &[u8], v: i64) {
     proto::encode_varint(v as u64, out);
 }
 
-/// A `LogRecord.attributes` `KeyValue` (field 6): `key` (under 128 bytes) and the
+/// A `LogRecord.attributes` `KeyValue` (field 6): `key` and the
 /// `AnyValue` contents `value` writes.
 #[inline]
 fn attr(out: &mut Vec<u8>, key: &[u8], value: impl FnOnce(&mut Vec<u8>)) {
