@@ -13,6 +13,7 @@ use uevrec_parsers::eventheader::{trace_entry, tracepoint_format};
 use uevrec_parsers::otlp::{OtlpEncoding, OtlpWriter};
 use uevrec_parsers::{
     LineOptions, LineWriter, OutputFormat, OutputWriter, PreparedFormat, RecordStamp, RecordWriter,
+    parse_format,
 };
 
 /// The raw trace entry of one Common Schema log record.
@@ -65,6 +66,28 @@ fn cs_log() -> Vec<u8> {
         payload.extend_from_slice(&bytes);
     }
     trace_entry(4, &meta, &payload)
+}
+
+/// `raw_syscalls:sys_enter` (a plain tracefs event, what `tests/export_host.rs` records):
+/// its format and one record (`getppid` with two arguments), for
+/// `UEVREC_BENCH_EVENT=sys_enter`.
+fn sys_enter() -> (PreparedFormat, Vec<u8>) {
+    let text = "name: sys_enter\nID: 21\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n\
+\tfield:unsigned long args[6];\toffset:16;\tsize:48;\tsigned:0;\n\n\
+print fmt: \"NR %ld (%lx, %lx, %lx, %lx, %lx, %lx)\", REC->id, REC->args[0], REC->args[1], REC->args[2], REC->args[3], REC->args[4], REC->args[5]\n";
+    let format = parse_format(text).expect("the sys_enter format parses");
+    let prepared = PreparedFormat::new(&format, "raw_syscalls", "sys_enter", None);
+    let mut raw = vec![21, 0, 0, 0, 0x92, 0x10, 0, 0];
+    raw.extend_from_slice(&110i64.to_le_bytes());
+    for arg in [424_242u64, 7, 0, 0, 0, 0] {
+        raw.extend_from_slice(&arg.to_le_bytes());
+    }
+    (prepared, raw)
 }
 
 fn stamp(i: u64) -> RecordStamp {
@@ -127,7 +150,8 @@ fn bench(c: &mut Criterion) {
 criterion_group!(benches, bench);
 
 /// `UEVREC_BENCH_RECORDS=N UEVREC_BENCH_WRITER=json|otlp|proto`: write N records with one
-/// writer and exit, for instruction counts (`valgrind --tool=callgrind`, two values of N:
+/// writer and exit (the Common Schema log, or with `UEVREC_BENCH_EVENT=sys_enter` a plain
+/// `raw_syscalls:sys_enter` record), for instruction counts (`valgrind --tool=callgrind`, two values of N:
 /// the difference over the difference of N is the count per record).
 fn count_only() -> bool {
     let (Some(n), Ok(writer)) = (
@@ -138,9 +162,15 @@ fn count_only() -> bool {
     ) else {
         return false;
     };
-    let raw = cs_log();
-    let name = "checkout_L4K1";
-    let prepared = PreparedFormat::new(&tracepoint_format(name, 1), "user_events", name, None);
+    let (prepared, raw) = match std::env::var("UEVREC_BENCH_EVENT").as_deref() {
+        Ok("sys_enter") => sys_enter(),
+        _ => {
+            let name = "checkout_L4K1";
+            let format = tracepoint_format(name, 1);
+            let prepared = PreparedFormat::new(&format, "user_events", name, None);
+            (prepared, cs_log())
+        }
+    };
     let mut out = Vec::with_capacity(4 << 20);
     let format = match writer.as_str() {
         "json" => OutputFormat::JsonLines,

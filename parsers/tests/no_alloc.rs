@@ -311,4 +311,28 @@ fn no_allocation_per_otlp_record() {
         counted, 0,
         "allocations while writing 5000 OTLP records as protobuf"
     );
+
+    // Without `--common`: the compiled protobuf plans (Common Schema logs, plain events).
+    let mut writer = OtlpWriter::export(LineOptions::default(), OtlpEncoding::Protobuf);
+    writer.set_host_name("h");
+    out.clear();
+    for i in 0..600 {
+        write(&mut writer, &mut out, i);
+    }
+    writer.end_lines(&mut out);
+    out.clear();
+    let before = allocations();
+    for i in 600..1600 {
+        write(&mut writer, &mut out, i);
+        if i % 100 == 0 {
+            writer.end_lines(&mut out);
+        }
+    }
+    writer.end_lines(&mut out);
+    let counted = allocations() - before;
+    assert!(read_frames(&out).filter(Result::is_ok).count() > 10);
+    assert_eq!(
+        counted, 0,
+        "allocations while writing 5000 OTLP records as protobuf through the plans"
+    );
 }

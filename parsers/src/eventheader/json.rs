@@ -671,7 +671,7 @@ pub fn write_value(out: &mut Vec<u8>, field: &FieldMeta<'_>, bytes: &[u8], big: 
 }
 
 /// [`write_value`] for a field of this encoding and format.
-pub(super) fn write_value_as(
+pub(crate) fn write_value_as(
     out: &mut Vec<u8>,
     encoding: Encoding,
     format: Format,
@@ -713,7 +713,7 @@ pub(super) fn write_value_as(
 /// A 1, 2, 4 or 8-byte value as a zero-extended number, in the given byte order
 /// (`None` for other lengths).
 #[inline]
-pub(super) fn uint_of(bytes: &[u8], big: bool) -> Option<u64> {
+pub(crate) fn uint_of(bytes: &[u8], big: bool) -> Option<u64> {
     macro_rules! read {
         ($t:ty) => {{
             let b = *bytes.first_chunk()?;

@@ -111,6 +111,10 @@ pub struct PreparedFormat {
     /// The tracepoint system, event name (base name for multi-format events) and
     /// format id, for writers other than JSON lines ([`crate::otlp`]) and schema lines.
     names: Box<(String, String, Option<String>)>,
+    /// Whether the fields' names are unique and each only ASCII letters, digits and `_`
+    /// (C identifiers, as the kernel's are): keys that need no escape and no renaming,
+    /// and that no writer's own key (`process.pid`, `name#2`) can equal.
+    simple_names: bool,
 }
 
 impl PreparedFormat {
@@ -133,7 +137,13 @@ impl PreparedFormat {
                 event.to_string(),
                 format_id.map(str::to_string),
             )),
+            simple_names: simple_names(&format.fields),
         }
+    }
+
+    /// Whether the fields' names are unique C-identifier-like names (see the field).
+    pub(crate) fn simple_names(&self) -> bool {
+        self.simple_names
     }
 
     /// The tracepoint system (`user_events`, `sched`, …).
@@ -460,4 +470,14 @@ fn write_head(out: &mut Vec<u8>, system: &str, event: &str, format_id: Option<&s
         write_str(out, id);
     }
     out.push(b',');
+}
+
+/// Whether `fields` have unique names made of ASCII letters, digits and `_` only.
+fn simple_names(fields: &[Field]) -> bool {
+    fields.iter().enumerate().all(|(i, f)| {
+        f.name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            && fields[..i].iter().all(|g| g.name != f.name)
+    })
 }

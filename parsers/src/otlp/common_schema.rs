@@ -391,13 +391,18 @@ pub(crate) fn parse_time(text: &str) -> Option<u64> {
 
 /// `N` bytes from `2N` hex digits (either case).
 pub(crate) fn hex_id<const N: usize>(text: &[u8]) -> Option<[u8; N]> {
-    let digit = |c: u8| char::from(c).to_digit(16);
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    };
     if text.len() != 2 * N {
         return None;
     }
     let mut id = [0u8; N];
     for (b, pair) in id.iter_mut().zip(text.chunks_exact(2)) {
-        *b = (digit(pair[0])? * 16 + digit(pair[1])?) as u8;
+        *b = digit(pair[0])? << 4 | digit(pair[1])?;
     }
     Some(id)
 }

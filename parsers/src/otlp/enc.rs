@@ -40,6 +40,8 @@ pub(crate) enum Body<'a> {
     Node(&'a Fields, usize),
     /// A string.
     Message(&'a dyn fmt::Display),
+    /// `AnyValue` contents already in the writer's encoding.
+    Encoded(&'a [u8]),
 }
 
 /// The parts of a span besides its attributes (the Common Schema mapping's result).

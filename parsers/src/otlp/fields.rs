@@ -76,7 +76,7 @@ pub(crate) enum Class {
 
 impl Class {
     /// The class of the JSON scalar `s`.
-    fn of(s: &[u8]) -> Class {
+    pub(crate) fn of(s: &[u8]) -> Class {
         match s.first() {
             Some(b'"') => Class::Str,
             Some(b't' | b'f') => Class::Bool,
@@ -552,38 +552,8 @@ impl Fields {
     /// JSON).
     pub(crate) fn write_any_proto(&self, out: &mut Vec<u8>, i: usize) {
         use super::proto::{self, field};
-        use prost::encoding::WireType;
         match self.kind(i) {
-            Some(Kind::Value { scalar, class }) => {
-                let text = scalar.get(&self.text);
-                match class {
-                    Class::Str => {
-                        let mark = proto::open(out, field::STRING_VALUE);
-                        proto::unescape(out, text);
-                        proto::close(out, mark);
-                    }
-                    Class::Int => proto::int_any(out, parse_i64(text).unwrap_or(0)),
-                    Class::Digits => {
-                        proto::head(out, field::STRING_VALUE, text.len());
-                        out.extend_from_slice(text);
-                    }
-                    Class::Double => {
-                        // The shortest text that reads back as the value (zmij), so
-                        // parsing gives the value back.
-                        let v = std::str::from_utf8(text)
-                            .ok()
-                            .and_then(|t| t.parse::<f64>().ok())
-                            .unwrap_or(f64::NAN);
-                        proto::key(out, field::DOUBLE_VALUE, WireType::SixtyFourBit);
-                        out.extend_from_slice(&v.to_le_bytes());
-                    }
-                    Class::Bool => {
-                        proto::key(out, field::BOOL_VALUE, WireType::Varint);
-                        out.push(u8::from(text == b"true"));
-                    }
-                    Class::Null => {}
-                }
-            }
+            Some(Kind::Value { scalar, class }) => scalar_proto(out, class, scalar.get(&self.text)),
             Some(Kind::Struct { .. }) => {
                 let list = proto::open(out, field::KVLIST_VALUE);
                 for m in self.members(i) {
@@ -628,6 +598,41 @@ impl Fields {
             _ => return false,
         }
         true
+    }
+}
+
+/// A JSON scalar of `class` as protobuf `AnyValue` contents (what [`Fields::write_any`]
+/// writes as JSON for a value node). Shared by the field tree and the compiled protobuf
+/// plans (`fast.rs`), so that both write the same bytes.
+pub(crate) fn scalar_proto(out: &mut Vec<u8>, class: Class, text: &[u8]) {
+    use super::proto::{self, field};
+    use prost::encoding::WireType;
+    match class {
+        Class::Str => {
+            let mark = proto::open(out, field::STRING_VALUE);
+            proto::unescape(out, text);
+            proto::close(out, mark);
+        }
+        Class::Int => proto::int_any(out, parse_i64(text).unwrap_or(0)),
+        Class::Digits => {
+            proto::head(out, field::STRING_VALUE, text.len());
+            out.extend_from_slice(text);
+        }
+        Class::Double => {
+            // The shortest text that reads back as the value (zmij), so parsing gives
+            // the value back.
+            let v = std::str::from_utf8(text)
+                .ok()
+                .and_then(|t| t.parse::<f64>().ok())
+                .unwrap_or(f64::NAN);
+            proto::key(out, field::DOUBLE_VALUE, WireType::SixtyFourBit);
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        Class::Bool => {
+            proto::key(out, field::BOOL_VALUE, WireType::Varint);
+            out.push(u8::from(text == b"true"));
+        }
+        Class::Null => {}
     }
 }
 

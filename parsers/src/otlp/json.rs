@@ -109,6 +109,7 @@ pub(crate) fn log_record(
         Body::Absent => out.extend_from_slice(b"null"),
         Body::Node(f, i) => f.write_any(out, i),
         Body::Message(m) => message_any(out, m),
+        Body::Encoded(any) => out.extend_from_slice(any),
     }
     out.extend_from_slice(b",\"attributes\":");
     let mut attrs = Attrs::open(out, keys, 0);

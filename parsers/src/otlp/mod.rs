@@ -30,6 +30,7 @@
 mod batch;
 mod common_schema;
 mod enc;
+mod fast;
 mod fields;
 pub mod frame;
 mod json;
@@ -88,6 +89,11 @@ pub struct OtlpWriter {
     /// write them).
     resource: Vec<u8>,
     scope: Vec<u8>,
+    /// Compiled protobuf plans of Common Schema logs (the fast path, `fast.rs`).
+    fast: fast::FastCache,
+    /// Whether the fast path is off (tests: to compare it with the general path).
+    #[cfg(test)]
+    general_only: bool,
 }
 
 /// What every record of an event carries besides its own data.
@@ -211,6 +217,16 @@ impl OtlpWriter {
         }
     }
 
+    /// Whether compiled protobuf plans may be used (always, but in the tests that compare
+    /// them with the general path).
+    fn fast_allowed(&self) -> bool {
+        #[cfg(test)]
+        if self.general_only {
+            return false;
+        }
+        true
+    }
+
     /// Whether the requests are protobuf.
     fn proto(&self) -> bool {
         self.batches.framed() == Some(OtlpEncoding::Protobuf)
@@ -332,6 +348,13 @@ impl OtlpWriter {
                 );
             }
         };
+        // A Common Schema log in protobuf through its compiled plan, when it has one.
+        if E::PROTO && !self.opts.include_common && self.fast_allowed() {
+            let origin = &origin;
+            if self.fast_log(out, origin, meta, payload, big) {
+                return;
+            }
+        }
         // The JSON-lines plan of the metadata when it has one (the fast path), else the
         // walk.
         let plans = &mut self.plans;
@@ -456,6 +479,11 @@ impl OtlpWriter {
                 Ok((request, bytes)) => return self.metrics::<E>(out, stamp, &request, bytes),
                 Err(e) => error = Some(e),
             }
+        }
+        // Protobuf straight from the decoded fields, when nothing needs the field tree.
+        let fast = E::PROTO && error.is_none() && !self.opts.include_common;
+        if fast && self.fast_allowed() && self.fast_plain(out, &origin, prepared, raw) {
+            return;
         }
         self.fields.clear();
         self.fields.plain(&prepared.format().fields, raw, endian);

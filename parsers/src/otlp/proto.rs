@@ -208,7 +208,8 @@ fn unescape_slow(out: &mut Vec<u8>, mut s: &[u8]) {
 /// JSON).
 #[inline]
 pub(crate) fn lossy(out: &mut Vec<u8>, bytes: &[u8]) {
-    if std::str::from_utf8(bytes).is_ok() {
+    // (ASCII, the common case, is checked a word at a time without a call.)
+    if bytes.is_ascii() || std::str::from_utf8(bytes).is_ok() {
         out.extend_from_slice(bytes);
         return;
     }
@@ -304,6 +305,11 @@ pub(crate) fn log_record(
         Body::Message(m) => {
             let mark = open(out, 5);
             message_any(out, m);
+            close(out, mark);
+        }
+        Body::Encoded(any) => {
+            let mark = open(out, 5);
+            out.extend_from_slice(any);
             close(out, mark);
         }
     }

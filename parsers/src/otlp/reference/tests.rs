@@ -86,6 +86,14 @@ fn assert_same_protobuf(
             .collect::<Result<_, _>>()
             .expect("frames read back")
     };
+    // The compiled protobuf plans (`fast.rs`) write what the general path writes.
+    let mut general = OtlpWriter::export(opts, OtlpEncoding::Protobuf);
+    general.general_only = true;
+    let general = feed(&mut general, events, host);
+    assert!(
+        proto == general,
+        "the protobuf fast paths and the general path differ"
+    );
     let (json, proto) = (frames(&json), frames(&proto));
     assert_eq!(json.len(), proto.len(), "frame counts");
     assert!(!json.is_empty(), "no frames");
