@@ -388,31 +388,55 @@ fn summary(stderr: &str) -> Summary {
 }
 
 /// Wait until uevrec has caught up: every call made is recorded or counted lost by the
-/// kernel, and nothing waits for the collector. A ring's loss is reported with the next
-/// record written to it: a few more calls first (they fit an emptied one-page ring; the
+/// kernel, and nothing waits for the collector. The kernel reports a ring's loss only
+/// with the next record written to it: once the queue is empty (the pipeline reads the
+/// rings again) a few more calls are made (they fit an emptied one-page ring; the
 /// producer must be pinned to one CPU, [`Producer::pin`], for them to reach the ring that
-/// lost).
-fn settle(p: &mut Producer, rec: &Rec) {
-    sleep(Duration::from_millis(200));
-    p.emit(10);
-    let produced = p.next;
+/// lost), again while the counts do not add up.
+fn settle(p: &mut Producer, rec: &mut Rec) {
     let start = Instant::now();
-    loop {
+    let mut last = String::new();
+    while start.elapsed() < PATIENCE {
         let (_, page) = http_get(&rec.addr, "/metrics").expect("/metrics answers");
         let recorded = sample_sum(&page, "uevrec_records_recorded_total", TP);
         let lost = sample_sum(&page, "uevrec_records_lost_total", "");
         let spooled = sample_sum(&page, "uevrec_records_spooled", "");
         let batches = sample_sum(&page, "uevrec_spool_batches", "");
-        if recorded + lost == produced && spooled == 0 && batches == 0 {
+        last = format!(
+            "produced {}, recorded {recorded}, lost {lost}, {spooled} records in {batches} \
+             batches queued",
+            p.next
+        );
+        if spooled > 0 || batches > 0 {
+            sleep(Duration::from_millis(50));
+            continue;
+        }
+        if recorded + lost == p.next {
             return;
         }
-        assert!(
-            start.elapsed() < PATIENCE,
-            "waited {PATIENCE:?}: produced {produced}, recorded {recorded}, lost {lost}, \
-             {spooled} records in {batches} batches queued"
-        );
-        sleep(Duration::from_millis(50));
+        sleep(Duration::from_millis(300));
+        p.emit(10);
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            let (_, page) = http_get(&rec.addr, "/metrics").expect("/metrics answers");
+            if sample_sum(&page, "uevrec_records_recorded_total", TP)
+                + sample_sum(&page, "uevrec_records_lost_total", "")
+                == p.next
+                && sample_sum(&page, "uevrec_records_spooled", "") == 0
+                && sample_sum(&page, "uevrec_spool_batches", "") == 0
+            {
+                return;
+            }
+            sleep(Duration::from_millis(50));
+        }
     }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(rec.child.id() as i32, libc::SIGINT) };
+    let _ = common::wait_exit(&mut rec.child, PATIENCE);
+    panic!(
+        "waited {PATIENCE:?} for uevrec to catch up: {last}; uevrec said:\n{}",
+        rec.stderr()
+    );
 }
 
 /// `status` is success and stderr shows no panic.
@@ -445,7 +469,7 @@ fn spool_full_with_block_pushes_back_and_loses_only_in_the_kernel() {
     rx.set_mode(Mode::Unavailable);
     let mut p = Producer::start();
     p.pin();
-    let rec = uevrec(
+    let mut rec = uevrec(
         &p,
         &rx.endpoint(),
         &[
@@ -464,24 +488,29 @@ fn spool_full_with_block_pushes_back_and_loses_only_in_the_kernel() {
         p.emit(CHUNK);
     }
     // The pipeline pushes back: the spool is (nearly) full, the kernel loses.
-    wait_for("the kernel's lost count", PATIENCE, || {
-        rec.metric("uevrec_records_lost_total", "") > 0
-    });
-    let (bytes, capacity) = (
-        rec.metric("uevrec_spool_bytes", ""),
-        rec.metric("uevrec_spool_capacity_bytes", ""),
-    );
+    let capacity = rec.metric("uevrec_spool_capacity_bytes", "");
     assert_eq!(capacity, 256 << 10);
-    assert!(bytes * 2 > capacity, "spool {bytes} of {capacity} bytes");
-    assert!(
-        rec.metric("uevrec_records_recorded_total", TP) < CHUNKS * CHUNK,
-        "everything recorded: nothing pushed back"
+    wait_for("a (nearly) full spool and the kernel's lost count", PATIENCE, || {
+        rec.metric("uevrec_spool_bytes", "") * 2 > capacity
+            && rec.metric("uevrec_records_lost_total", "") > 0
+    });
+    // Pushed back: while the spool stays full nothing more is handed over, whatever the
+    // child does.
+    sleep(Duration::from_millis(300));
+    let before = rec.metric("uevrec_records_recorded_total", TP);
+    p.emit(CHUNK);
+    sleep(Duration::from_millis(500));
+    assert_eq!(
+        rec.metric("uevrec_records_recorded_total", TP),
+        before,
+        "records handed over while the spool was full"
     );
+    assert!(before < CHUNKS * CHUNK);
     assert_eq!(rec.metric("uevrec_records_dropped_total", ""), 0);
 
     // The collector answers: the spool empties.
     rx.set_mode(Mode::Ok);
-    settle(&mut p, &rec);
+    settle(&mut p, &mut rec);
     let produced = p.next;
     let (status, err) = rec.stop();
     assert_clean_exit(status, &err);
@@ -979,20 +1008,20 @@ fn metrics_read_by_a_prometheus_parser_equal_the_summary() {
     let rx = Receiver::start(Kind::Grpc);
     let mut p = Producer::start();
     p.pin();
-    let rec = uevrec(&p, &rx.endpoint(), &["-m", "1"]);
+    let mut rec = uevrec(&p, &rx.endpoint(), &["-m", "1"]);
     // Exported, rejected (400), partially rejected, and lost in the kernel (a burst into
     // one-page rings).
     p.emit(2_000);
-    settle(&mut p, &rec);
+    settle(&mut p, &mut rec);
     rx.set_mode(Mode::BadRequest);
     p.emit(300);
-    settle(&mut p, &rec);
+    settle(&mut p, &mut rec);
     rx.set_mode(Mode::Partial { rejected: 7 });
     p.emit(300);
-    settle(&mut p, &rec);
+    settle(&mut p, &mut rec);
     rx.set_mode(Mode::Ok);
     p.emit(50_000);
-    settle(&mut p, &rec);
+    settle(&mut p, &mut rec);
     sleep(Duration::from_millis(500));
     let requests_at_scrape = rx.logs().len();
     let page = scrape(&rec.addr);
