@@ -84,7 +84,10 @@ impl Producer {
         unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             let size = std::mem::size_of::<libc::cpu_set_t>();
-            assert_eq!(libc::sched_getaffinity(self.pid() as i32, size, &mut set), 0);
+            assert_eq!(
+                libc::sched_getaffinity(self.pid() as i32, size, &mut set),
+                0
+            );
             let cpu = (0..libc::CPU_SETSIZE as usize)
                 .find(|c| libc::CPU_ISSET(*c, &set))
                 .expect("a CPU");
@@ -490,10 +493,14 @@ fn spool_full_with_block_pushes_back_and_loses_only_in_the_kernel() {
     // The pipeline pushes back: the spool is (nearly) full, the kernel loses.
     let capacity = rec.metric("uevrec_spool_capacity_bytes", "");
     assert_eq!(capacity, 256 << 10);
-    wait_for("a (nearly) full spool and the kernel's lost count", PATIENCE, || {
-        rec.metric("uevrec_spool_bytes", "") * 2 > capacity
-            && rec.metric("uevrec_records_lost_total", "") > 0
-    });
+    wait_for(
+        "a (nearly) full spool and the kernel's lost count",
+        PATIENCE,
+        || {
+            rec.metric("uevrec_spool_bytes", "") * 2 > capacity
+                && rec.metric("uevrec_records_lost_total", "") > 0
+        },
+    );
     // Pushed back: while the spool stays full nothing more is handed over, whatever the
     // child does.
     sleep(Duration::from_millis(300));
@@ -519,7 +526,11 @@ fn spool_full_with_block_pushes_back_and_loses_only_in_the_kernel() {
     assert_no_duplicates(&g);
     assert!(s.lost > 0, "{err}");
     assert_eq!(s.recorded + s.lost, produced, "{err}");
-    assert_eq!(g.len() as u64, s.recorded, "every recorded SEQ arrives\n{err}");
+    assert_eq!(
+        g.len() as u64,
+        s.recorded,
+        "every recorded SEQ arrives\n{err}"
+    );
     assert!(g.contains_key(&(produced - 1)), "the last SEQ arrives");
     assert_eq!((s.dropped, s.pending), (0, 0), "{err}");
     assert_eq!(
@@ -574,8 +585,7 @@ fn spool_full_with_drop_oldest_drops_the_oldest_and_counts_them() {
     );
     rx.set_mode(Mode::Ok);
     wait_for("the spool to empty", PATIENCE, || {
-        rec.metric("uevrec_spool_batches", "") == 0
-            && rec.metric("uevrec_records_spooled", TP) == 0
+        rec.metric("uevrec_spool_batches", "") == 0 && rec.metric("uevrec_records_spooled", TP) == 0
     });
     let (status, err) = rec.stop();
     assert_clean_exit(status, &err);
@@ -652,8 +662,10 @@ fn frames(spool: &Path) -> Vec<Frame> {
         let bytes = std::fs::read(&log).unwrap();
         let mut at = 0usize;
         while at + 40 <= bytes.len() && &bytes[at..at + 4] == b"uSp1" {
-            let u32_at = |o: usize| u32::from_le_bytes(bytes[at + o..at + o + 4].try_into().unwrap());
-            let u64_at = |o: usize| u64::from_le_bytes(bytes[at + o..at + o + 8].try_into().unwrap());
+            let u32_at =
+                |o: usize| u32::from_le_bytes(bytes[at + o..at + o + 4].try_into().unwrap());
+            let u64_at =
+                |o: usize| u64::from_le_bytes(bytes[at + o..at + o + 8].try_into().unwrap());
             let (len, meta_len) = (u32_at(8) as usize, u32_at(12) as usize);
             let end = at + 40 + len;
             if end > bytes.len() {
@@ -718,7 +730,9 @@ fn truncated_and_corrupt_spool_files_send_the_intact_batches_and_count_the_rest(
         p.emit(CHUNK);
     }
     let delivered = p.next;
-    wait_for("the first records", PATIENCE, || got(&rx).len() as u64 == delivered);
+    wait_for("the first records", PATIENCE, || {
+        got(&rx).len() as u64 == delivered
+    });
     // … the rest spooled while the collector refuses, one chunk after the other (each in
     // batches of its own), then uevrec is killed.
     rx.set_mode(Mode::Unavailable);
@@ -745,7 +759,11 @@ fn truncated_and_corrupt_spool_files_send_the_intact_batches_and_count_the_rest(
     let body_hit = with_seqs[with_seqs.len() / 2].clone();
     let head_hit = with_seqs[1].clone();
     let cut = (*with_seqs.last().unwrap()).clone();
-    assert_eq!(cut.id, pending.last().unwrap().id, "the last batch has SEQs");
+    assert_eq!(
+        cut.id,
+        pending.last().unwrap().id,
+        "the last batch has SEQs"
+    );
     flip_byte(
         &body_hit.file,
         body_hit.offset + 40 + body_hit.meta_len + (body_hit.len - body_hit.meta_len) / 2,
@@ -758,7 +776,10 @@ fn truncated_and_corrupt_spool_files_send_the_intact_batches_and_count_the_rest(
         .set_len(cut.offset + 40 + cut.len / 2)
         .unwrap();
     let damaged: BTreeSet<u64> = [body_hit.id, head_hit.id, cut.id].into();
-    let intact: Vec<&Frame> = pending.iter().filter(|f| !damaged.contains(&f.id)).collect();
+    let intact: Vec<&Frame> = pending
+        .iter()
+        .filter(|f| !damaged.contains(&f.id))
+        .collect();
     let lost_seqs: BTreeSet<u64> = [&body_hit, &head_hit, &cut]
         .iter()
         .flat_map(|f| f.seqs.iter().copied())
@@ -779,7 +800,10 @@ fn truncated_and_corrupt_spool_files_send_the_intact_batches_and_count_the_rest(
     let g = got(&rx);
     assert_no_duplicates(&g);
     let arrived: BTreeSet<u64> = g.keys().copied().collect();
-    assert_eq!(arrived, want, "every intact SEQ once, no damaged one\n{err}");
+    assert_eq!(
+        arrived, want,
+        "every intact SEQ once, no damaged one\n{err}"
+    );
     assert!(before.keys().all(|s| *s < delivered));
 
     let records: u64 = intact.iter().map(|f| f.records).sum();
@@ -887,8 +911,7 @@ fn spool_filesystem_full_drops_are_counted_as_spool_io_and_said() {
     }
     rx.set_mode(Mode::Ok);
     wait_for("the spool to empty", PATIENCE, || {
-        rec.metric("uevrec_spool_batches", "") == 0
-            && rec.metric("uevrec_records_spooled", TP) == 0
+        rec.metric("uevrec_spool_batches", "") == 0 && rec.metric("uevrec_records_spooled", TP) == 0
     });
     let after = p.next;
     p.emit(CHUNK);
@@ -969,7 +992,8 @@ fn scrape(addr: &str) -> Vec<Sample> {
         "parse.py: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let page: serde_json::Value = serde_json::from_slice(&out.stdout).expect("parse.py prints JSON");
+    let page: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("parse.py prints JSON");
     page["samples"]
         .as_array()
         .expect("samples")
@@ -1036,7 +1060,11 @@ fn metrics_read_by_a_prometheus_parser_equal_the_summary() {
     let lost = parsed(&page, "uevrec_records_lost_total", &[]);
     assert_eq!(lost, s.lost, "uevrec_records_lost_total\n{err}");
     assert_eq!(
-        parsed(&page, "uevrec_records_recorded_total", &[("tracepoint", TP)]),
+        parsed(
+            &page,
+            "uevrec_records_recorded_total",
+            &[("tracepoint", TP)]
+        ),
         s.recorded,
         "{err}"
     );
@@ -1062,7 +1090,10 @@ fn metrics_read_by_a_prometheus_parser_equal_the_summary() {
             want.recorded -= late;
             want.exported -= late;
         }
-        assert_eq!(from_metrics, want, "{tp}: /metrics against the summary\n{err}");
+        assert_eq!(
+            from_metrics, want,
+            "{tp}: /metrics against the summary\n{err}"
+        );
     }
     for (reason, n) in &s.reasons {
         assert_eq!(
