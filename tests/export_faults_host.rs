@@ -360,7 +360,10 @@ fn summary(stderr: &str) -> Summary {
     let mut s = Summary::default();
     for line in stderr.lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
-        if let Some(rest) = line.strip_prefix("uevrec: export: ") {
+        if let Some(rest) = line
+            .strip_prefix("uevrec: export: ")
+            .filter(|r| r.contains(" records acknowledged by the collector"))
+        {
             let n = numbers(rest);
             (s.exported, s.dropped, s.pending) = (n[0], n[1], n[2]);
         } else if words.len() == 3 && words[1] == "dropped:" {
@@ -626,6 +629,69 @@ fn spool_full_with_drop_oldest_drops_the_oldest_and_counts_them() {
         "{first} SEQs older than every dropped one arrived: more than the one batch in flight"
     );
     assert!(g.contains_key(&(N - 1)), "the newest SEQ must arrive");
+}
+
+#[test]
+fn stopping_with_a_full_spool_and_the_collector_down_ends_within_the_drain_timeout() {
+    require_host!();
+    let dir = tempfile::tempdir().unwrap();
+    let spool = dir.path().join("spool");
+    let rx = Receiver::start(Kind::Grpc);
+    rx.set_mode(Mode::Unavailable);
+    let mut p = Producer::start();
+    let mut rec = uevrec(
+        &p,
+        &rx.endpoint(),
+        &[
+            "--spool",
+            spool.to_str().unwrap(),
+            "--spool-size",
+            "256K",
+            "--spool-full",
+            "block",
+            "--drain-timeout",
+            "2s",
+        ],
+    );
+    let capacity = rec.metric("uevrec_spool_capacity_bytes", "");
+    while rec.metric("uevrec_spool_bytes", "") * 2 <= capacity {
+        assert!(p.next < 200_000, "the spool does not fill");
+        p.emit(2_000);
+    }
+    // More than fits: the writer waits for room.
+    p.emit(20_000);
+    sleep(Duration::from_millis(500));
+    let stopping = Instant::now();
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(rec.child.id() as i32, libc::SIGINT) };
+    let status = common::wait_exit(&mut rec.child, Duration::from_secs(20));
+    let took = stopping.elapsed();
+    let err = rec.stderr();
+    let status = status.unwrap_or_else(|s| {
+        panic!("still running 20 s after SIGINT (killed: {s:?}); it said:\n{err}")
+    });
+    assert_clean_exit(status, &err);
+    assert!(
+        took < Duration::from_secs(10),
+        "stopping took {took:?}\n{err}"
+    );
+    let s = summary(&err);
+    // Nothing reached the collector; what is in the spool waits for the next run, what
+    // did not fit is counted.
+    assert_eq!(s.exported, 0, "{err}");
+    assert!(s.pending > 0, "{err}");
+    let tp = s.tracepoints[TP];
+    assert_eq!(tp.recorded, tp.exported + tp.dropped + tp.queued, "{err}");
+    assert!(tp.queued > 0, "{err}");
+    assert!(
+        err.contains("stopped while waiting for room in the spool"),
+        "{err}"
+    );
+    assert!(
+        s.reasons.keys().all(|r| r == "shutdown") && s.reasons.contains_key("shutdown"),
+        "the batches that found no room are dropped as shutdown\n{err}"
+    );
+    assert_eq!(s.recorded + s.lost, p.next, "{err}");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -285,6 +285,14 @@ impl ExportArgs {
         };
         let sink = DeliverySink::start(parts, shared.clone(), Box::new(wire::split_frames))
             .map_err(|e| format!("starting the export thread: {e}"))?;
+        // A stop (SIGINT/SIGTERM) ends appends waiting for room once the drain time is
+        // up, even while the collector is down and the spool full.
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(sig, stop.clone())
+                .map_err(|e| format!("installing signal handlers: {e}"))?;
+        }
+        sink.stop_on(stop);
         Ok(ExportRun {
             sink,
             shared,

@@ -170,6 +170,13 @@ pub struct Shared {
     closing: AtomicBool,
     /// Set when the sender must end now (the drain time is up).
     quit: AtomicBool,
+    /// Set once a stop was asked for ([`DeliverySink::stop_on`]) and the drain time has
+    /// passed since: an append waiting for room in a full queue (`block`) gives up, its
+    /// batch counted as dropped (`shutdown`). Without it a stop asked for while the
+    /// collector is down and the spool full would wait for the collector forever.
+    stop_wait: AtomicBool,
+    /// The stop request the sender watches (SIGINT/SIGTERM), when one was given.
+    stop_requested: std::sync::OnceLock<Arc<AtomicBool>>,
     /// Messages already said once.
     said: Mutex<BTreeSet<String>>,
 }
@@ -193,9 +200,6 @@ pub struct DeliverySink {
     durable: bool,
     drain: Duration,
     quiet: bool,
-    /// Never set: appends wait for room as long as the collector is being tried; the
-    /// drain deadline of close() ends them.
-    stop_wait: Arc<AtomicBool>,
     /// Splits the bytes of a batch into frames: (records, meta, body) each.
     split: Box<FrameSplit>,
     frames: Vec<FrameSpan>,
@@ -224,7 +228,6 @@ impl DeliverySink {
             durable,
             drain,
             quiet,
-            stop_wait: Arc::new(AtomicBool::new(false)),
             split,
             frames: Vec::new(),
         })
@@ -233,6 +236,14 @@ impl DeliverySink {
     /// The accounting and health.
     pub fn shared(&self) -> Arc<Shared> {
         self.shared.clone()
+    }
+
+    /// Watch `stop` (set by SIGINT/SIGTERM): once it has been set for the drain time,
+    /// appends waiting for room in a full queue give up (their batches are counted as
+    /// dropped, `shutdown`), so that a stop ends even while the collector is down and the
+    /// spool full. Without it appends wait for room as long as the collector is tried.
+    pub fn stop_on(&self, stop: Arc<AtomicBool>) {
+        let _ = self.shared.stop_requested.set(stop);
     }
 
     fn counts(&self, meta: &[u8]) -> Vec<(String, u64)> {
@@ -255,7 +266,7 @@ impl Sink for DeliverySink {
             self.shared.ledger.recorded(&counts);
             match self
                 .queue
-                .append(records, &meta, &bytes[body], &self.stop_wait)
+                .append(records, &meta, &bytes[body], &self.shared.stop_wait)
             {
                 Ok(evicted) => {
                     for e in evicted {
@@ -275,7 +286,12 @@ impl Sink for DeliverySink {
 
     fn close(&mut self) -> Result<(), SinkError> {
         self.shared.closing.store(true, Ordering::Release);
-        let deadline = Instant::now() + self.drain;
+        // The drain time is spent already when appends gave up waiting for it.
+        let deadline = if self.shared.stop_wait.load(Ordering::Acquire) {
+            Instant::now()
+        } else {
+            Instant::now() + self.drain
+        };
         while self.queue.occupancy().batches > 0 && Instant::now() < deadline {
             if self.sender.as_ref().is_some_and(|s| s.is_finished()) {
                 break;
@@ -366,10 +382,24 @@ fn send_loop(mut p: Parts, shared: &Shared) {
         let notices = p.notices.as_deref().map(|n| (n, &*p.queue, &*p.meta));
         report(shared, p.quiet, notices, what, msg);
     };
+    // When the stop request was first seen.
+    let mut stop_seen: Option<Instant> = None;
+    let drain = p.drain;
+    let mut watch_stop = |shared: &Shared| {
+        let Some(stop) = shared.stop_requested.get() else {
+            return;
+        };
+        if stop.load(Ordering::Acquire)
+            && stop_seen.get_or_insert_with(Instant::now).elapsed() >= drain
+        {
+            shared.stop_wait.store(true, Ordering::Release);
+        }
+    };
     'batches: loop {
         if shared.quit.load(Ordering::Acquire) {
             return;
         }
+        watch_stop(shared);
         if let Some(tick) = &p.tick {
             tick();
         }
@@ -460,6 +490,7 @@ fn send_loop(mut p: Parts, shared: &Shared) {
                         if let Some(tick) = &p.tick {
                             tick();
                         }
+                        watch_stop(shared);
                         std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
                     }
                 }
