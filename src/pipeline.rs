@@ -7,6 +7,8 @@
 //!    ──channel of Staged; the chunks come from a fixed pool (STAGE_CHUNKS buffers of
 //!      STAGE_CAPACITY bytes, allocated and touched at start)──▶
 //!  formatter thread: decode + JSON lines (uevrec_parsers::json_line) into a Batch
+//!    (with --threads N: a dispatcher numbering the chunks for N workers, and a Reorder
+//!    stage putting their Parts back in order: crate::formatter::run_parallel)
 //!    ──bounded channel of Batch (CHANNEL_BATCHES × BATCH_BYTES)──▶
 //!  writer thread ──▶ sink (stdout/file)
 //! ```
@@ -160,6 +162,11 @@ impl<'a> StageSender<'a> {
             .map_err(|_| Closed)
     }
 
+    /// Chunks sent and not yet taken by the formatter (the stage's occupancy).
+    pub fn queued(&self) -> usize {
+        self.stage.len()
+    }
+
     /// `Err` once the formatter is gone.
     pub fn check(&self) -> Result<(), Closed> {
         if self.formatter_gone.load(Ordering::Acquire) {
@@ -196,6 +203,8 @@ const NOTICE: u32 = u32::MAX;
 const LOST: u32 = u32::MAX - 1;
 /// `slot` value of a context entry (who is who: [`ContextUpdate`]).
 const CONTEXT: u32 = u32::MAX - 2;
+/// `slot` value of a schema entry (an event's schema line goes here: `uevrec decode`).
+const SCHEMA: u32 = u32::MAX - 3;
 /// Bit of an entry's flags word: the entry has a time (every u64 is a valid time, so
 /// "none" cannot be a sentinel value).
 const HAS_TIME: u32 = 1;
@@ -219,6 +228,8 @@ pub struct StagedChunk {
     /// Bytes staged when the last pass over every buffer ended in this chunk (see
     /// [`StagedChunk::mark_round_end`]).
     round_end: Option<usize>,
+    /// Context entries held (the parallel formatter replicates them to every worker).
+    contexts: u32,
 }
 
 /// One entry of a [`StagedChunk`].
@@ -251,6 +262,14 @@ pub enum StagedEntry<'a> {
         cpu: u32,
         /// How many.
         lost: u64,
+    },
+    /// The `{"uevrec":"schema"}` line of the event in `slot` goes here (the decoders of
+    /// files write it before an event's first record: `uevrec decode --threads`).
+    Schema {
+        /// The event's slot.
+        slot: u32,
+        /// The time of the line (its record's), if known.
+        time_unix_ns: Option<u64>,
     },
     /// Something the session says (a `{"uevrec":"notice"}` line).
     Notice {
@@ -290,6 +309,7 @@ impl StagedChunk {
             bytes,
             records: 0,
             round_end: None,
+            contexts: 0,
         }
     }
 
@@ -333,6 +353,21 @@ impl StagedChunk {
         self.records
     }
 
+    /// Context entries held ([`StagedEntry::Context`]).
+    pub fn contexts(&self) -> u32 {
+        self.contexts
+    }
+
+    /// A chunk of this one's context entries only, in order (what a formatter worker
+    /// that does not format this chunk applies to its own tracker).
+    pub fn context_only(&self) -> StagedChunk {
+        let mut only = StagedChunk::default();
+        for e in self.encoded().filter(EncodedEntry::is_context) {
+            only.push_encoded(e);
+        }
+        only
+    }
+
     /// Give back the buffer (for reuse).
     pub fn into_buffer(self) -> Vec<u8> {
         self.bytes
@@ -370,7 +405,7 @@ impl StagedChunk {
         cgroup: Option<u64>,
         raw: &[u8],
     ) {
-        debug_assert!(slot < CONTEXT);
+        debug_assert!(slot < SCHEMA);
         let raw = &raw[..raw.len().min(u32::MAX as usize - 8)];
         let id_len = if cgroup.is_some() { 8 } else { 0 };
         self.bytes.reserve(HEADER + id_len + raw.len());
@@ -395,10 +430,17 @@ impl StagedChunk {
         };
         let text = &text[..text.len().min(u16::MAX as usize)];
         self.header(CONTEXT, &time_only(time_unix_ns, 0), 20 + text.len(), 0);
+        self.contexts += 1;
         self.bytes.extend_from_slice(&kind.to_ne_bytes());
         self.bytes.extend_from_slice(&a.to_ne_bytes());
         self.bytes.extend_from_slice(&b.to_ne_bytes());
         self.bytes.extend_from_slice(text);
+    }
+
+    /// Append the place of the schema line of `slot`'s event ([`StagedEntry::Schema`]).
+    pub fn push_schema(&mut self, slot: u32, time_unix_ns: Option<u64>) {
+        self.header(SCHEMA, &time_only(time_unix_ns, 0), 4, 0);
+        self.bytes.extend_from_slice(&slot.to_ne_bytes());
     }
 
     /// Append a count of records `cpu`'s ring lost.
@@ -453,7 +495,7 @@ impl<'a> EncodedEntry<'a> {
         let len = u32_at(head, 16) as usize;
         let bytes = bytes.get(..HEADER + len)?;
         let slot = match u32_at(head, 0) {
-            NOTICE | LOST | CONTEXT => None,
+            NOTICE | LOST | CONTEXT | SCHEMA => None,
             slot => Some(slot),
         };
         Some(EncodedEntry { bytes, slot })
@@ -463,6 +505,11 @@ impl<'a> EncodedEntry<'a> {
     pub fn time(&self) -> Option<u64> {
         let flags = u32_at(self.bytes, 20);
         (flags & HAS_TIME != 0).then(|| u64_at(self.bytes, 24))
+    }
+
+    /// Whether the entry is a context change ([`StagedEntry::Context`]).
+    pub fn is_context(&self) -> bool {
+        self.slot.is_none() && u32_at(self.bytes, 0) == CONTEXT
     }
 
     /// The entry decoded.
@@ -487,6 +534,8 @@ impl StagedChunk {
         self.bytes.extend_from_slice(entry.bytes);
         if entry.slot.is_some() {
             self.records += 1;
+        } else if entry.is_context() {
+            self.contexts += 1;
         }
     }
 }
@@ -595,7 +644,11 @@ impl<'a> Iterator for StagedEntries<'a> {
                     update,
                 }
             }
-            LOST => {
+            SCHEMA if entry.len() == 4 => StagedEntry::Schema {
+                slot: u32_at(entry, 0),
+                time_unix_ns,
+            },
+            LOST | SCHEMA => {
                 self.rest = &[];
                 return None;
             }
@@ -623,6 +676,106 @@ impl<'a> Iterator for StagedEntries<'a> {
             }
         };
         Some(item)
+    }
+}
+
+/// One piece of a formatter worker's output ([`crate::formatter::run_parallel`]): part
+/// `part` of the lines of the item numbered `seq` (a staged chunk, or a format's schema
+/// line), `last` when it is the item's last part.
+#[derive(Debug)]
+pub struct Part {
+    /// The item's number (the dispatcher numbers items in the order the session staged
+    /// them).
+    pub seq: u64,
+    /// The part's number within the item (0, 1, …).
+    pub part: u32,
+    /// Whether this is the item's last part.
+    pub last: bool,
+    /// The worker that wrote it (whose credit comes back when the part is let out).
+    pub worker: usize,
+    /// The lines (`None`: the item wrote nothing, and the worker kept its buffer).
+    pub batch: Option<Batch>,
+    /// EventHeader schema lines within `batch` (`crate::formatter`: let out only on
+    /// their first sight in the whole output).
+    pub announced: Vec<Announcement>,
+}
+
+/// An EventHeader schema line a worker put in a batch: `len` bytes at `start`, for the
+/// metadata block `key` (a hash of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Announcement {
+    /// Where the line starts in the batch.
+    pub start: usize,
+    /// Its length (with its newline).
+    pub len: usize,
+    /// The block it describes.
+    pub key: u64,
+}
+
+/// The reorder stage: items numbered `(seq, part)` taken in any order, let out in the
+/// order of their numbers (`seq` 0, 1, 2 …; within a `seq`, parts 0, 1 … up to the one
+/// marked last). Holds only what arrived early; the caller bounds that (each formatter
+/// worker has a fixed number of parts in flight, [`PARTS_IN_FLIGHT`]).
+#[derive(Debug)]
+pub struct Reorder<T> {
+    next: (u64, u32),
+    held: std::collections::BTreeMap<(u64, u32), (bool, T)>,
+}
+
+impl<T> Default for Reorder<T> {
+    fn default() -> Self {
+        Reorder {
+            next: (0, 0),
+            held: std::collections::BTreeMap::new(),
+        }
+    }
+}
+
+impl<T> Reorder<T> {
+    /// Take part `part` of item `seq` (`last`: the item has no more parts). A number
+    /// taken twice, or one already let out, is a caller's bug: the item is kept until
+    /// dropped with the stage, never let out twice.
+    pub fn push(&mut self, seq: u64, part: u32, last: bool, item: T) {
+        self.held.insert((seq, part), (last, item));
+    }
+
+    /// The next item in order, if it has arrived.
+    pub fn pop(&mut self) -> Option<T> {
+        let (last, item) = self.held.remove(&self.next)?;
+        self.next = if last {
+            (self.next.0 + 1, 0)
+        } else {
+            (self.next.0, self.next.1 + 1)
+        };
+        Some(item)
+    }
+
+    /// Items that arrived early and wait for those before them.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// The item let out next: `(seq, part)`.
+    pub fn next(&self) -> (u64, u32) {
+        self.next
+    }
+}
+
+/// Parts a formatter worker may have sent and not yet seen let out by the reorder
+/// stage (its credits): what bounds the stage's memory.
+pub const PARTS_IN_FLIGHT: usize = 4;
+
+/// Staged messages that may wait for each formatter worker.
+pub const WORK_QUEUE: usize = 4;
+
+/// Line buffers in the pool of a pipeline with `workers` formatter workers: the writer's
+/// channel and its own ([`BATCH_POOL`]), and per worker the parts in flight and the
+/// one it fills ([`PARTS_IN_FLIGHT`] + 1). With one worker, [`BATCH_POOL`].
+pub fn batch_pool(workers: usize) -> usize {
+    if workers <= 1 {
+        BATCH_POOL
+    } else {
+        BATCH_POOL + workers * (PARTS_IN_FLIGHT + 1)
     }
 }
 
@@ -673,6 +826,7 @@ mod tests {
         );
         chunk.push_context(None, &ContextUpdate::Exit { tid: 9 });
         chunk.push_context(None, &ContextUpdate::ThreadCgroup { tid: 8, id: 3 });
+        chunk.push_schema(3, Some(9));
         assert_eq!(chunk.records(), 4);
         let got: Vec<StagedEntry<'_>> = chunk.entries().collect();
         assert_eq!(
@@ -748,6 +902,10 @@ mod tests {
                     time_unix_ns: None,
                     update: ContextUpdate::ThreadCgroup { tid: 8, id: 3 }
                 },
+                StagedEntry::Schema {
+                    slot: 3,
+                    time_unix_ns: Some(9)
+                },
             ]
         );
         let buf = chunk.into_buffer();
@@ -755,7 +913,7 @@ mod tests {
         let context = 5 * 20 + 2 + 4;
         assert_eq!(
             buf.len(),
-            12 * HEADER + 3 + notice + 70 + 8 + 8 + "waiting".len() + context + 8 + 2
+            13 * HEADER + 3 + notice + 70 + 8 + 8 + "waiting".len() + context + 8 + 2 + 4
         );
     }
 
@@ -788,6 +946,72 @@ mod tests {
         );
         let bytes = chunk.into_buffer();
         assert_eq!(EncodedEntry::first(&bytes[..HEADER + 2]), None);
+    }
+
+    #[test]
+    fn context_only_keeps_the_context_entries() {
+        let mut chunk = StagedChunk::default();
+        chunk.push_record(4, &stamp(Some(5), 1), b"abc");
+        chunk.push_context(Some(7), &ContextUpdate::Exit { tid: 3 });
+        chunk.push_lost(None, 2, 9);
+        chunk.push_context(None, &ContextUpdate::Comm { tid: 4, comm: b"x" });
+        assert_eq!(chunk.contexts(), 2);
+        let only = chunk.context_only();
+        assert_eq!(only.contexts(), 2);
+        assert_eq!(only.records(), 0);
+        let kept: Vec<StagedEntry<'_>> = only.entries().collect();
+        let all: Vec<StagedEntry<'_>> = chunk
+            .entries()
+            .filter(|e| matches!(e, StagedEntry::Context { .. }))
+            .collect();
+        assert_eq!(kept, all);
+    }
+
+    mod reorder {
+        use super::super::Reorder;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Items with 1 to 4 parts each, spread over 1 to 6 workers (each worker's
+            /// parts arrive in its own order, as over a channel), the workers' streams
+            /// interleaved at random: the stage lets out every part once, in order.
+            #[test]
+            fn any_arrival_order_comes_out_in_order(
+                parts in proptest::collection::vec(1u32..5, 0..60),
+                owners in proptest::collection::vec(0usize..6, 60),
+                workers in 1usize..7,
+                picks in proptest::collection::vec(0usize..1000, 0..400),
+            ) {
+                let mut streams: Vec<std::collections::VecDeque<(u64, u32, bool)>> =
+                    vec![Default::default(); workers];
+                let mut expected = Vec::new();
+                for (seq, &n) in parts.iter().enumerate() {
+                    let w = owners[seq] % workers;
+                    for p in 0..n {
+                        streams[w].push_back((seq as u64, p, p + 1 == n));
+                        expected.push((seq as u64, p));
+                    }
+                }
+                let mut stage = Reorder::default();
+                let mut got = Vec::new();
+                let mut picks = picks.into_iter();
+                loop {
+                    let ready: Vec<usize> =
+                        (0..workers).filter(|&w| !streams[w].is_empty()).collect();
+                    if ready.is_empty() {
+                        break;
+                    }
+                    let w = ready[picks.next().unwrap_or(0) % ready.len()];
+                    let (seq, part, last) = streams[w].pop_front().unwrap();
+                    stage.push(seq, part, last, (seq, part));
+                    while let Some(item) = stage.pop() {
+                        got.push(item);
+                    }
+                }
+                prop_assert_eq!(stage.held(), 0);
+                prop_assert_eq!(got, expected);
+            }
+        }
     }
 
     #[test]

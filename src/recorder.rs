@@ -8,7 +8,13 @@
 //!  writer thread (`uevrec-write`, crate::sink::write_batches) ──▶ the sink
 //! ```
 //!
-//! plus a timer thread for `--duration` and a status-line thread. With `record --raw`
+//! plus a timer thread for `--duration` and a status-line thread. With `--threads N` ≥ 2
+//! (JSON lines) the formatter thread only numbers the chunks and hands them out to N
+//! workers (`uevrec-format0` …), whose batches a reorder thread (`uevrec-order`) puts
+//! back in order before the writer ([`formatter::run_parallel`]); the line pool then
+//! holds [`crate::pipeline::batch_pool`]`(N)` buffers. With `--drain-threads N` ≥ 2 the
+//! session drains busy perf rings on N threads per pass (`uevrec-drain`,
+//! crate::session). With `record --raw`
 //! (crate::raw) a raw thread (`uevrec-raw`) takes the staged chunks first and writes
 //! the perf.data; it then hands them on to the formatter (with `-o`) or back to the
 //! chunk pool (raw only: no formatter, no writer). With `record --flight` (crate::flight)
@@ -31,8 +37,8 @@ use uevrec_parsers::{ContextTracker, LineOptions, OutputFormat};
 use crate::flight::{self, FlightOptions, FlightSummary};
 use crate::formatter::{self, Lines};
 use crate::pipeline::{
-    BATCH_CAPACITY, BATCH_POOL, Batch, CHANNEL_BATCHES, STAGE_CAPACITY, STAGE_CHUNKS, StageSender,
-    Staged, touched_buffers,
+    BATCH_CAPACITY, Batch, CHANNEL_BATCHES, STAGE_CAPACITY, STAGE_CHUNKS, StageSender, Staged,
+    batch_pool, touched_buffers,
 };
 use crate::raw::{self, Raw, RawError, RawSummary};
 use crate::sched;
@@ -106,6 +112,7 @@ impl Recorder {
     pub fn run(self, flags: &SignalFlags) -> PipelineOutcome<Summary, SessionError> {
         let session = &self.config.session;
         let format = self.config.pipeline.format;
+        let threads = self.config.pipeline.threads;
         let raw = self.raw;
         let mut raw_result = None;
         let mut flight_result = None;
@@ -120,7 +127,7 @@ impl Recorder {
                         lines: Some((out, recycle)),
                         flight: None,
                     };
-                    let staged = stage(session, format, consumers, stop, stats);
+                    let staged = stage(session, (format, threads), consumers, stop, stats);
                     raw_result = staged.raw;
                     staged.session
                 },
@@ -131,7 +138,7 @@ impl Recorder {
                     lines: None,
                     flight: self.flight.map(|f| (f, &*flags.dump)),
                 };
-                let staged = stage(session, format, consumers, stop, stats);
+                let staged = stage(session, (format, threads), consumers, stop, stats);
                 raw_result = staged.raw;
                 flight_result = staged.flight;
                 staged.session
@@ -172,7 +179,7 @@ pub fn stage_and_format_as(
         lines: Some((out, recycle)),
         flight: None,
     };
-    stage(config, format, consumers, stop, stats).session
+    stage(config, (format, 1), consumers, stop, stats).session
 }
 
 /// The raw writer's result, when there is one.
@@ -198,10 +205,10 @@ struct Staging {
 /// The session on this thread, with behind it the raw writer (`raw`: perf.data) and/or
 /// the formatter (`lines`: batches of `format` out, empty buffers back), or the flight
 /// recorder, each on a thread of its own; with both raw and lines, the raw writer hands
-/// the chunks on to the formatter.
+/// the chunks on to the formatter (`threads` workers of it: [`formatter::run_parallel`]).
 fn stage(
     config: &SessionConfig,
-    format: OutputFormat,
+    (format, threads): (OutputFormat, usize),
     consumers: Consumers<'_>,
     stop: &AtomicBool,
     stats: &LiveStats,
@@ -278,6 +285,8 @@ fn stage(
             (Some((out, recycle)), Some(rx), Some(back)) => {
                 let gone = &downstream_gone;
                 let info = session_info.as_ref();
+                // The workers too start before the first attach: wait for them.
+                let (ready_tx, ready_rx) = crossbeam_channel::bounded::<()>(1);
                 let spawned = thread::Builder::new()
                     .name("uevrec-format".into())
                     .spawn_scoped(scope, move || {
@@ -287,13 +296,22 @@ fn stage(
                             format,
                             session: info,
                             context: context.then(ContextTracker::new),
+                            schema: false,
                         };
-                        let r = formatter::run(rx, back, out, recycle, lines);
+                        let started = move || {
+                            let _ = ready_tx.send(());
+                        };
+                        let r = formatter::run_parallel(
+                            rx, back, out, recycle, lines, threads, started,
+                        );
                         gone.store(true, Ordering::Release);
                         r
                     });
                 match spawned {
-                    Ok(t) => Some(t),
+                    Ok(t) => {
+                        let _ = ready_rx.recv();
+                        Some(t)
+                    }
                     Err(e) => return failed(e),
                 }
             }
@@ -398,6 +416,17 @@ pub struct PipelineOptions {
     /// The live counters, when someone else reads them too (the metrics endpoint);
     /// otherwise the pipeline keeps its own.
     pub stats: Option<std::sync::Arc<LiveStats>>,
+    /// Formatter workers (`--threads`; 0 and 1: one formatter thread). OTLP is
+    /// formatted on one whatever this says ([`formatter::run_parallel`]).
+    pub threads: usize,
+}
+
+/// The default of `--threads`: half the online CPUs, at least 1 and at most 8 (the
+/// session's drain thread and the writer need CPUs too; past 8 workers the writer, not
+/// the formatting, limits a file's rate).
+pub fn default_threads() -> usize {
+    let cpus = crate::perf::online_cpus().map_or(1, |c| c.len());
+    (cpus / 2).clamp(1, 8)
 }
 
 /// What [`run_pipeline`] ended with.
@@ -426,9 +455,10 @@ where
     F: FnOnce(&Sender<Batch>, &Receiver<Vec<u8>>, &AtomicBool, &LiveStats) -> Result<S, E>,
 {
     let (tx, rx) = crossbeam_channel::bounded::<Batch>(CHANNEL_BATCHES);
-    let (recycle_tx, recycle_rx) = crossbeam_channel::bounded::<Vec<u8>>(BATCH_POOL);
+    let pool = batch_pool(opts.threads);
+    let (recycle_tx, recycle_rx) = crossbeam_channel::bounded::<Vec<u8>>(pool);
     // The formatter's pool of line buffers (see crate::pipeline).
-    for buffer in touched_buffers(BATCH_POOL, BATCH_CAPACITY) {
+    for buffer in touched_buffers(pool, BATCH_CAPACITY) {
         let _ = recycle_tx.send(buffer);
     }
     let stats = opts.stats.clone().unwrap_or_default();

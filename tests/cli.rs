@@ -376,3 +376,67 @@ fn decode_reads_trace_dat_like_trace_cmd_report() {
         assert_eq!(rest.as_bytes(), out.stdout, "{name}: stdin differs");
     }
 }
+
+/// `uevrec decode --threads N` writes the same bytes as `--threads 1`: the trace.dat files
+/// of `decode_reads_trace_dat_like_trace_cmd_report` and the corpus's perf.data files
+/// (file and pipe mode, `UEVREC_CORPUS_DIR`), each from its path and through a pipe on
+/// standard input, to standard output and to `-o FILE`.
+#[test]
+fn decode_threads_write_the_same_bytes_as_one() {
+    let dat = Path::new(env!("CARGO_MANIFEST_DIR")).join("parsers/tests/data/trace-dat");
+    let mut inputs: Vec<std::path::PathBuf> = ["v6", "v7-none", "v7-zstd", "v7-lost"]
+        .iter()
+        .map(|n| dat.join(format!("{n}.dat")))
+        .collect();
+    let corpus = std::env::var_os("UEVREC_CORPUS_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"),
+        std::path::PathBuf::from,
+    );
+    for name in ["LinuxTracepoints-perf.data", "LinuxTracepoints-pipe.data"] {
+        let path = corpus.join("perf-data").join(name);
+        if path.exists() {
+            inputs.push(path);
+        } else {
+            eprintln!(
+                "{}: not there (set UEVREC_CORPUS_DIR); left out",
+                path.display()
+            );
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for input in &inputs {
+        let run = |threads: &str, stdin: bool, to_file: bool| {
+            let mut cmd = uevrec();
+            cmd.args(["decode", "-q", "--threads", threads]);
+            let out_file = dir.path().join(format!("out-{threads}-{stdin}.json"));
+            if to_file {
+                let _ = fs::remove_file(&out_file);
+                cmd.arg("-o").arg(&out_file);
+            }
+            if stdin {
+                cmd.arg("-").write_stdin(fs::read(input).unwrap());
+            } else {
+                cmd.arg(input);
+            }
+            let out = cmd.output().unwrap();
+            assert!(out.status.success(), "{}: {out:?}", input.display());
+            if to_file {
+                fs::read(&out_file).unwrap()
+            } else {
+                out.stdout
+            }
+        };
+        let one = run("1", false, false);
+        assert!(one.len() > 1000, "{}: {} bytes", input.display(), one.len());
+        for (threads, stdin, to_file) in
+            [("2", false, false), ("4", true, false), ("2", false, true)]
+        {
+            let many = run(threads, stdin, to_file);
+            assert!(
+                many == one,
+                "{}: --threads {threads} (stdin: {stdin}, -o: {to_file}) wrote other bytes",
+                input.display()
+            );
+        }
+    }
+}

@@ -44,5 +44,5 @@ pub use format_file::{FormatError, parse_format, parse_format_for};
 pub use json_line::schema::{ClockInfo, FirstSight, SeenOn, SessionInfo};
 pub use json_line::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
 pub use location::resolve as resolve_location;
-pub use output::{OutputFormat, OutputWriter, RecordWriter};
+pub use output::{OutputFormat, OutputWriter, RecordSink, RecordWriter};
 pub use schema::{Element, EventFormat, Field, FieldKind, LocKind};

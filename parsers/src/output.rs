@@ -2,7 +2,7 @@
 //! behind one writer with the entry points every caller uses ([`RecordWriter`]: the
 //! recorder's formatter, the perf.data and trace.dat decoders).
 
-use crate::context::ContextTracker;
+use crate::context::{ContextTracker, ContextUpdate};
 use crate::json_line::schema::SessionInfo;
 use crate::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
 use crate::otlp::{OtlpEncoding, OtlpWriter};
@@ -175,4 +175,39 @@ impl RecordWriter for OutputWriter {
             w.set_host_name(name);
         }
     }
+}
+
+/// Where a file decoder hands its records when it does not write them itself: a caller
+/// that formats them elsewhere (`uevrec decode --threads N`: on N threads, in the same
+/// order). It gets what the decoder's own writer would have been given, in the order it
+/// would have written it; each method but [`RecordSink::context`] returns false to stop.
+pub trait RecordSink {
+    /// A record of the file's event `event` (`prepared`); `first`: its event's first
+    /// record with schema lines on, so its `{"uevrec":"schema"}` line comes first
+    /// ([`FirstSight`](crate::FirstSight)).
+    fn record(
+        &mut self,
+        event: usize,
+        prepared: &PreparedFormat,
+        first: bool,
+        stamp: &RecordStamp,
+        cgroup: Option<u64>,
+        raw: &[u8],
+    ) -> bool;
+
+    /// The kernel dropped `lost` records on `cpu` ([`RecordWriter::write_lost`]).
+    fn lost(&mut self, time_unix_ns: Option<u64>, cpu: u32, lost: u64) -> bool;
+
+    /// A notice line ([`RecordWriter::write_notice`]).
+    fn notice(
+        &mut self,
+        time_unix_ns: Option<u64>,
+        what: &str,
+        event: Option<&str>,
+        message: &str,
+    ) -> bool;
+
+    /// Who is who changed, for the records after it (the decoder's own tracker takes it
+    /// too).
+    fn context(&mut self, time_unix_ns: Option<u64>, update: ContextUpdate<'_>);
 }

@@ -12,6 +12,11 @@
 //! (the same file options as
 //! `record`), in runs of 256 KiB.
 //!
+//! With `--threads N` ≥ 2 (JSON lines) the decoder hands its records, ordered, to a
+//! [`RecordSink`] that stages them as the recorder's session does, for N formatter workers
+//! ([`formatter::run_parallel`]), and a writer thread writes their lines: the same bytes
+//! as one thread, in the same order.
+//!
 //! Time: `HEADER_CLOCK_DATA` (written by `perf record -k CLOCK_MONOTONIC`) gives the
 //! wall-clock time of each sample; without it `time` is `null` and stderr says so once.
 //! Exit status: 0, or 1 when the input is corrupt or truncated (everything before the
@@ -35,7 +40,24 @@ use uevrec_parsers::trace_dat;
 use super::output::OutputArgs;
 use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, print_error, print_stderr, values};
 use crate::selector::Selector;
-use crate::sink::{Sink, SinkError};
+use std::sync::atomic::AtomicBool;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crossbeam_channel::{Receiver, Sender};
+use uevrec_parsers::perf_data::records::RawRecord;
+use uevrec_parsers::{
+    ContextTracker, ContextUpdate, LineOptions, OutputFormat, PreparedFormat, RecordSink,
+    RecordStamp,
+};
+
+use crate::formatter::{self, Lines};
+use crate::pipeline::{
+    BATCH_CAPACITY, Batch, CHANNEL_BATCHES, FormatSource, STAGE_BYTES, STAGE_CAPACITY,
+    STAGE_CHUNKS, StageSender, Staged, StagedChunk, batch_pool, touched_buffers,
+};
+use crate::sink::{Sink, SinkError, write_batches};
 
 /// `uevrec decode`.
 #[derive(Debug, Args)]
@@ -74,6 +96,12 @@ pub struct DecodeArgs {
     /// No summary on standard error (errors and notes on the input are still printed).
     #[arg(short, long)]
     pub quiet: bool,
+    /// Threads: with N ≥ 2 this thread reads and orders the records, N formatter workers
+    /// write the lines (JSON lines; --format otlp on one) and a thread of their own writes
+    /// them out; the output is the same, byte for byte, whatever N. Default: half the
+    /// online CPUs, at least 1, at most 8.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Option<u16>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub output: OutputArgs,
@@ -97,8 +125,96 @@ struct Outcome {
 
 /// The sink behind a `FnMut(&[u8]) -> bool`, keeping its first error.
 struct Output {
-    sink: Box<dyn Sink>,
+    sink: Box<dyn Sink + Send>,
     error: Option<SinkError>,
+}
+
+/// Buffers of lines between the decoding thread and the writer (`--threads` ≥ 2): those
+/// in the channel, the writer's and the one being filled.
+const WRITE_POOL: usize = CHANNEL_BATCHES + 2;
+
+/// The default of `decode --threads`: that of `record` ([`crate::recorder::default_threads`]).
+fn default_threads() -> usize {
+    crate::recorder::default_threads()
+}
+
+/// Run `decode(flush, par)` with `flush` writing to `output`'s sink: on this thread, or
+/// (`threads` ≥ 2) handing copies of the lines to a writer thread
+/// ([`crate::sink::write_batches`], a fixed pool of [`crate::pipeline::batch_pool`]
+/// buffers) so that the writes (the kernel's copy into the file: a third to a half of the
+/// time on tmpfs) overlap the decoding; `par` then lets formatter workers fill those
+/// buffers instead ([`staged`]). The same bytes in the same order either way.
+fn with_output<T>(
+    output: &mut Output,
+    threads: usize,
+    decode: impl FnOnce(&mut Flush<'_>, Option<&Par<'_>>) -> T,
+) -> T {
+    if threads < 2 {
+        let mut flush = |lines: &[u8]| output.write(lines);
+        return decode(&mut flush, None);
+    }
+    let pool = WRITE_POOL.max(batch_pool(threads));
+    let (tx, rx) = crossbeam_channel::bounded::<Batch>(CHANNEL_BATCHES);
+    let (recycle_tx, recycle_rx) = crossbeam_channel::bounded::<Vec<u8>>(pool);
+    for buffer in touched_buffers(pool, BATCH_CAPACITY) {
+        let _ = recycle_tx.send(buffer);
+    }
+    let sink = &mut output.sink;
+    let (result, written) = std::thread::scope(|s| {
+        let writer = std::thread::Builder::new()
+            .name("uevrec-write".into())
+            .spawn_scoped(s, move || {
+                let (stop, reopen) = (AtomicBool::new(false), AtomicBool::new(false));
+                write_batches(rx, &recycle_tx, &mut **sink, &stop, &reopen)
+            });
+        let writer = match writer {
+            Ok(w) => w,
+            Err(e) => {
+                let why = format!("starting the writer thread ({e}); --threads 1 needs none");
+                let err = SinkError::io("writing to", "<output>", std::io::Error::other(why));
+                return (decode(&mut |_: &[u8]| false, None), Err(err));
+            }
+        };
+        let mut tx = Some(tx);
+        let result = {
+            let par = tx.as_ref().map(|out| Par {
+                out,
+                recycle: &recycle_rx,
+                workers: threads,
+            });
+            let mut flush = |lines: &[u8]| {
+                let Some(out) = &tx else { return false };
+                if lines.is_empty() {
+                    return true;
+                }
+                // Waits only while the writer holds every buffer (the back-pressure).
+                let Ok(mut buffer) = recycle_rx.recv() else {
+                    return false;
+                };
+                buffer.clear();
+                buffer.extend_from_slice(lines);
+                out.send(Batch {
+                    lines: buffer,
+                    records: 0,
+                })
+                .is_ok()
+            };
+            decode(&mut flush, par.as_ref())
+        };
+        tx.take();
+        let written = writer.join().unwrap_or_else(|_| {
+            Err(SinkError::io(
+                "writing to",
+                "<output>",
+                std::io::Error::other("writer thread panicked"),
+            ))
+        });
+        (result, written.map(|_| ()))
+    });
+    if let Err(e) = written {
+        output.error.get_or_insert(e);
+    }
+    result
 }
 
 impl Output {
@@ -141,11 +257,15 @@ pub fn decode(args: DecodeArgs) -> i32 {
     let input = args.input.as_deref().filter(|p| *p != Path::new("-"));
     let name = input.map_or_else(|| "<stdin>".to_string(), |p| p.display().to_string());
     let started = Instant::now();
-    let mut flush = |lines: &[u8]| output.write(lines);
-    let outcome = match input {
-        Some(path) => decode_file(path, opts, &select, &mut flush),
-        None => decode_stdin(opts, &select, &mut flush),
-    };
+    let threads = args.threads.map_or_else(default_threads, usize::from);
+    let outcome = with_output(&mut output, threads, |flush, par| {
+        // OTLP requests batch records across the whole input: formatted on one thread.
+        let par = par.filter(|_| opts.format == OutputFormat::JsonLines);
+        match input {
+            Some(path) => decode_file(path, opts, &select, flush, par),
+            None => decode_stdin(opts, &select, flush, par),
+        }
+    });
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
@@ -279,13 +399,39 @@ fn decode_bytes(
     select: &dyn Fn(&str, &str) -> bool,
     flush: &mut Flush<'_>,
     release: &dyn Fn(usize),
+    par: Option<&Par<'_>>,
 ) -> Result<Outcome, String> {
     if bytes.starts_with(TRACE_DAT_MAGIC) {
-        return decode_trace_dat(bytes, opts, select, flush);
+        return decode_trace_dat(bytes, opts, select, flush, par);
     }
     let (data, records) = PerfData::open(bytes).map_err(|e| e.to_string())?;
     let clock_data = data.clock_data().is_some();
-    let mut dec = LineDecoder::new(data, opts, select);
+    let big_endian = data
+        .tracing_data()
+        .map_or(data.big_endian, |t| t.big_endian);
+    let dec = LineDecoder::new(data, opts, select);
+    let run = |dec: LineDecoder<'_>, flush: &mut Flush<'_>| {
+        perf_data_records(dec, records, bytes, flush, release, clock_data)
+    };
+    Ok(match par {
+        Some(par) => {
+            let context = opts.context.then(ContextTracker::new);
+            let lines = par_lines(opts, big_endian, context);
+            staged(par, lines, |sink| run(dec.with_sink(sink), flush))
+        }
+        None => run(dec, flush),
+    })
+}
+
+/// Every record of a mapped perf.data through `dec`, then the rest of the held lines.
+fn perf_data_records<'f>(
+    mut dec: LineDecoder<'_>,
+    records: impl Iterator<Item = Result<RawRecord<'f>, uevrec_parsers::perf_data::PerfDataError>>,
+    bytes: &'f [u8],
+    flush: &mut Flush<'_>,
+    release: &dyn Fn(usize),
+    clock_data: bool,
+) -> Outcome {
     let mut stopped = None;
     let mut behind = Behind::default();
     for rec in records {
@@ -302,13 +448,181 @@ fn decode_bytes(
         }
     }
     dec.finish_in(bytes, flush);
-    Ok(Outcome {
+    Outcome {
         stats: dec.stats().clone(),
         stopped,
         problems: Vec::new(),
         time_note: None,
         clock_data: clock_data || dec.data().clock_data().is_some(),
+    }
+}
+
+/// The line buffers of a writer thread, for formatter workers to fill (`--threads` ≥ 2
+/// and JSON lines: the decoder stages its records, [`staged`]).
+struct Par<'a> {
+    out: &'a Sender<Batch>,
+    recycle: &'a Receiver<Vec<u8>>,
+    workers: usize,
+}
+
+/// What the workers of a decoding write: `opts`' lines, values of `big_endian` files so.
+fn par_lines(
+    opts: DecodeOptions,
+    big_endian: bool,
+    context: Option<ContextTracker>,
+) -> Lines<'static> {
+    Lines {
+        opts: LineOptions {
+            include_common: opts.include_common,
+            big_endian,
+        },
+        format: OutputFormat::JsonLines,
+        session: None,
+        context: context.filter(|_| opts.context),
+        schema: opts.schema,
+    }
+}
+
+/// Run `body` with a [`RecordSink`] that stages the records it is given into chunks
+/// (the session's format, [`StagedChunk`]) for `par.workers` formatter workers
+/// ([`formatter::run_parallel`]: the same lines in the same order as one thread writes),
+/// whose batches go to `par`'s writer. The sink sends what it holds when dropped (the
+/// decoder that owns it ends); the workers are joined before this returns.
+fn staged<T>(
+    par: &Par<'_>,
+    lines: Lines<'_>,
+    body: impl for<'x> FnOnce(Box<dyn RecordSink + 'x>) -> T,
+) -> T {
+    let (stage_tx, stage_rx) = crossbeam_channel::bounded::<Staged>(STAGE_CHUNKS);
+    let (chunk_tx, chunk_rx) = crossbeam_channel::bounded::<Vec<u8>>(STAGE_CHUNKS);
+    for buffer in touched_buffers(STAGE_CHUNKS, STAGE_CAPACITY) {
+        let _ = chunk_tx.send(buffer);
+    }
+    let gone = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let gone_flag = &gone;
+        let (out, recycle, workers) = (par.out, par.recycle, par.workers);
+        let formatter = std::thread::Builder::new()
+            .name("uevrec-format".into())
+            .spawn_scoped(s, move || {
+                let r = formatter::run_parallel(
+                    stage_rx,
+                    chunk_tx,
+                    out,
+                    recycle,
+                    lines,
+                    workers,
+                    || {},
+                );
+                gone_flag.store(true, Ordering::Release);
+                r
+            })
+            // As the writer's start: without the thread there is no pipeline.
+            .expect("the OS refused to start the formatter thread");
+        let stage = StageSender::new(stage_tx, chunk_rx, &gone);
+        let result = {
+            let sink = StageSink {
+                chunk: stage.fresh_chunk().ok(),
+                stage: &stage,
+                sent: Vec::new(),
+            };
+            body(Box::new(sink))
+        };
+        drop(stage);
+        let _ = formatter.join();
+        result
     })
+}
+
+/// A decoder's records staged for formatter workers ([`staged`]); each event's format is
+/// sent before its first record (as the event's slot, its index in the file).
+struct StageSink<'a> {
+    stage: &'a StageSender<'a>,
+    /// `None` once the formatter is gone.
+    chunk: Option<StagedChunk>,
+    /// Event index → its format was sent.
+    sent: Vec<bool>,
+}
+
+impl StageSink<'_> {
+    /// Send the chunk once full; false when the formatter is gone.
+    fn step(&mut self) -> bool {
+        let Some(chunk) = &mut self.chunk else {
+            return false;
+        };
+        if chunk.len() >= STAGE_BYTES && self.stage.flush(chunk).is_err() {
+            self.chunk = None;
+        }
+        self.chunk.is_some()
+    }
+}
+
+impl RecordSink for StageSink<'_> {
+    fn record(
+        &mut self,
+        event: usize,
+        prepared: &PreparedFormat,
+        first: bool,
+        stamp: &RecordStamp,
+        cgroup: Option<u64>,
+        raw: &[u8],
+    ) -> bool {
+        let (Some(chunk), Ok(slot)) = (&mut self.chunk, u32::try_from(event)) else {
+            return false;
+        };
+        if !self.sent.get(event).copied().unwrap_or(false) {
+            if self.sent.len() <= event {
+                self.sent.resize(event + 1, false);
+            }
+            self.sent[event] = true;
+            let source = Arc::new(FormatSource {
+                system: prepared.system().into(),
+                name: prepared.event().into(),
+                text: String::new(),
+            });
+            let sent = self
+                .stage
+                .format(chunk, event, Arc::new(prepared.clone()), source);
+            if sent.is_err() {
+                self.chunk = None;
+                return false;
+            }
+        }
+        if first {
+            chunk.push_schema(slot, stamp.time_unix_ns);
+        }
+        chunk.push_record_in(slot, stamp, cgroup, raw);
+        self.step()
+    }
+
+    fn lost(&mut self, time_unix_ns: Option<u64>, cpu: u32, lost: u64) -> bool {
+        if let Some(chunk) = &mut self.chunk {
+            chunk.push_lost(time_unix_ns, cpu, lost);
+        }
+        self.step()
+    }
+
+    fn notice(&mut self, time: Option<u64>, what: &str, event: Option<&str>, msg: &str) -> bool {
+        if let Some(chunk) = &mut self.chunk {
+            chunk.push_notice(time, what, event, msg);
+        }
+        self.step()
+    }
+
+    fn context(&mut self, time_unix_ns: Option<u64>, update: ContextUpdate<'_>) {
+        if let Some(chunk) = &mut self.chunk {
+            chunk.push_context(time_unix_ns, &update);
+        }
+        self.step();
+    }
+}
+
+impl Drop for StageSink<'_> {
+    fn drop(&mut self) {
+        if let Some(chunk) = &mut self.chunk {
+            let _ = self.stage.flush(chunk);
+        }
+    }
 }
 
 fn decode_file(
@@ -316,9 +630,10 @@ fn decode_file(
     opts: DecodeOptions,
     select: &dyn Fn(&str, &str) -> bool,
     flush: &mut Flush<'_>,
+    par: Option<&Par<'_>>,
 ) -> Result<Outcome, String> {
     let file = File::open(path).map_err(|e| format!("opening: {e}"))?;
-    decode_open_file(&file, opts, select, flush)
+    decode_open_file(&file, opts, select, flush, par)
 }
 
 fn decode_open_file(
@@ -326,18 +641,18 @@ fn decode_open_file(
     opts: DecodeOptions,
     select: &dyn Fn(&str, &str) -> bool,
     flush: &mut Flush<'_>,
+    par: Option<&Par<'_>>,
 ) -> Result<Outcome, String> {
     let len = file
         .metadata()
         .map_err(|e| format!("reading size: {e}"))?
         .len();
     if len == 0 {
-        return decode_bytes(&[], opts, select, flush, &|_| ());
+        return decode_bytes(&[], opts, select, flush, &|_| (), par);
     }
     let map = MappedInput::open(file)?;
-    decode_bytes(map.bytes(), opts, select, flush, &|end| {
-        map.release_before(end)
-    })
+    let release = |end| map.release_before(end);
+    decode_bytes(map.bytes(), opts, select, flush, &release, par)
 }
 
 /// A file mapped read-only for one pass from start to end (`MADV_SEQUENTIAL`), whose
@@ -488,13 +803,14 @@ fn decode_stdin(
     opts: DecodeOptions,
     select: &dyn Fn(&str, &str) -> bool,
     flush: &mut Flush<'_>,
+    par: Option<&Par<'_>>,
 ) -> Result<Outcome, String> {
     let mut stdin = std::io::stdin().lock();
     // `< perf.data`: a regular file on standard input is read like a named one.
     if let Ok(fd) = stdin.as_fd().try_clone_to_owned() {
         let file = File::from(fd);
         if file.metadata().is_ok_and(|m| m.is_file()) {
-            return decode_open_file(&file, opts, select, flush);
+            return decode_open_file(&file, opts, select, flush, par);
         }
     }
     if stdin.is_terminal() {
@@ -516,16 +832,27 @@ fn decode_stdin(
         && (head.starts_with(TRACE_DAT_MAGIC) || parse_magic(&head).is_ok_and(|(_, pipe)| !pipe));
     if whole {
         stdin.read_to_end(&mut head).map_err(read_err)?;
-        return decode_bytes(&head, opts, select, flush, &|_| ());
+        return decode_bytes(&head, opts, select, flush, &|_| (), par);
     }
-    let mut dec = StreamDecoder::new(opts, select);
-    dec.feed(&head);
-    let mut read = |buf: &mut [u8]| stdin.read(buf);
-    let stopped = pump(&mut dec, &mut read, flush)?;
-    if dec.decoder().is_none() {
-        return Err(stopped.unwrap_or_else(|| "no input".into()));
+    let mut run = |mut dec: StreamDecoder<'_>, flush: &mut Flush<'_>| {
+        dec.feed(&head);
+        let mut read = |buf: &mut [u8]| stdin.read(buf);
+        let stopped = pump(&mut dec, &mut read, flush)?;
+        if dec.decoder().is_none() {
+            return Err(stopped.unwrap_or_else(|| "no input".into()));
+        }
+        Ok(stream_outcome(&dec, stopped, false))
+    };
+    let dec = StreamDecoder::new(opts, select);
+    match par {
+        Some(par) => {
+            // The header's byte order (the tracing data's, in every perf.data seen).
+            let big_endian = parse_magic(&head).is_ok_and(|(big, _)| big);
+            let lines = par_lines(opts, big_endian, Some(ContextTracker::new()));
+            staged(par, lines, |sink| run(dec.with_sink(sink), flush))
+        }
+        None => run(dec, flush),
     }
-    Ok(stream_outcome(&dec, stopped, false))
 }
 
 /// The first bytes of a trace-cmd `trace.dat`.
@@ -537,10 +864,21 @@ fn decode_trace_dat(
     opts: DecodeOptions,
     select: &dyn Fn(&str, &str) -> bool,
     flush: &mut Flush<'_>,
+    par: Option<&Par<'_>>,
 ) -> Result<Outcome, String> {
     let file = trace_dat::TraceDat::parse(bytes).map_err(|e| e.to_string())?;
-    let decoded =
-        trace_dat::lines::decode_lines(&file, &opts, select, flush).map_err(|e| e.to_string())?;
+    let decoded = match par {
+        Some(par) => {
+            let big_endian = file.endian() == uevrec_parsers::Endian::Big;
+            let context = trace_dat::lines::context_of(&file);
+            let lines = par_lines(opts, big_endian, Some(context));
+            staged(par, lines, |mut sink| {
+                trace_dat::lines::decode_into(&file, &opts, select, flush, Some(sink.as_mut()))
+            })
+        }
+        None => trace_dat::lines::decode_lines(&file, &opts, select, flush),
+    }
+    .map_err(|e| e.to_string())?;
     let clock = file.trace_clock().unwrap_or("local");
     Ok(Outcome {
         stats: decoded.stats,

@@ -211,6 +211,10 @@ impl ExportArgs {
                 m.on_scrape(Box::new(move |m: &Metrics| {
                     let o = q.occupancy();
                     m.set_spool(o.bytes, o.capacity, o.batches);
+                    m.set_stage_chunks(
+                        st.stage_queued.load(std::sync::atomic::Ordering::Relaxed),
+                        crate::pipeline::STAGE_CHUNKS as u64,
+                    );
                     let attached = st.attached.load(std::sync::atomic::Ordering::Relaxed);
                     if st.scanned.load(std::sync::atomic::Ordering::Acquire) {
                         h.set_attached(attached);
@@ -285,14 +289,6 @@ impl ExportArgs {
         };
         let sink = DeliverySink::start(parts, shared.clone(), Box::new(wire::split_frames))
             .map_err(|e| format!("starting the export thread: {e}"))?;
-        // A stop (SIGINT/SIGTERM) ends appends waiting for room once the drain time is
-        // up, even while the collector is down and the spool full.
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            signal_hook::flag::register(sig, stop.clone())
-                .map_err(|e| format!("installing signal handlers: {e}"))?;
-        }
-        sink.stop_on(stop);
         Ok(ExportRun {
             sink,
             shared,

@@ -180,6 +180,17 @@ pub struct RecordingArgs {
     /// Stop after this many records.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
+    /// Formatter threads writing the JSON lines in parallel (the output is the same, in
+    /// the same order, whatever N). Default: half the online CPUs, at least 1, at most 8.
+    /// --format otlp is formatted on one thread whatever N.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Option<u16>,
+    /// Threads that drain the perf rings while they are busy, each a group of CPUs next
+    /// to each other (records of one CPU stay in order). Default: a quarter of the online
+    /// CPUs, at least 1 (1: the session thread drains every ring). --backend ftrace
+    /// drains on one thread whatever N.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub drain_threads: Option<u16>,
     /// No status line, summary or waiting/matching messages on standard error (errors
     /// are still printed; the in-band notices stay).
     #[arg(short, long)]

@@ -129,7 +129,7 @@ fn export(args: &RecordArgs) -> i32 {
         }
     };
     let super::export::ExportRun {
-        sink,
+        mut sink,
         shared,
         encoding,
         stats,
@@ -152,11 +152,20 @@ fn export(args: &RecordArgs) -> i32 {
         },
         None => None,
     };
+    let flags = match SignalFlags::install() {
+        Ok(f) => f,
+        Err(e) => {
+            print_error(&format_args!("installing signal handlers: {e}"));
+            return EXIT_ERROR;
+        }
+    };
+    // Once stopping, a writer waiting for room in a full spool waits --drain-timeout more.
+    sink.stop_waiting_after(flags.stop.clone(), args.export.drain_timeout);
     let recorder = match raw {
         Some(raw) => Recorder::new(config, Box::new(sink)).with_raw(raw),
         None => Recorder::new(config, Box::new(sink)),
     };
-    let status = run(recorder, &args.rec, false);
+    let status = run_with(recorder, &args.rec, false, &flags);
     if let Some(h) = &health {
         h.set_stopping();
     }
@@ -282,6 +291,9 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
         max_records: rec.count,
         // Only JSON lines carry context (OTLP records do not; --raw: `record`).
         context: !rec.no_context && matches!(rec.format, super::output::Format::Json),
+        drain_threads: rec
+            .drain_threads
+            .map_or_else(crate::session::default_drain_threads, usize::from),
         ..rec.session.session_config()?
     };
     let pipeline = PipelineOptions {
@@ -289,6 +301,9 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
         status_line,
         format: rec.format.into(),
         stats: None,
+        threads: rec
+            .threads
+            .map_or_else(crate::recorder::default_threads, usize::from),
     };
     Ok(Config { session, pipeline })
 }
@@ -306,8 +321,18 @@ fn run(recorder: Recorder, rec: &RecordingArgs, status_line: bool) -> i32 {
             return EXIT_ERROR;
         }
     };
+    run_with(recorder, rec, status_line, &flags)
+}
+
+/// [`run`] with the signal handlers installed already.
+fn run_with(
+    recorder: Recorder,
+    rec: &RecordingArgs,
+    status_line: bool,
+    flags: &SignalFlags,
+) -> i32 {
     let started = Instant::now();
-    let out = recorder.run(&flags);
+    let out = recorder.run(flags);
     if status_line {
         print_stderr(format_args!("\r\x1b[K"));
     }

@@ -170,13 +170,6 @@ pub struct Shared {
     closing: AtomicBool,
     /// Set when the sender must end now (the drain time is up).
     quit: AtomicBool,
-    /// Set once a stop was asked for ([`DeliverySink::stop_on`]) and the drain time has
-    /// passed since: an append waiting for room in a full queue (`block`) gives up, its
-    /// batch counted as dropped (`shutdown`). Without it a stop asked for while the
-    /// collector is down and the spool full would wait for the collector forever.
-    stop_wait: AtomicBool,
-    /// The stop request the sender watches (SIGINT/SIGTERM), when one was given.
-    stop_requested: std::sync::OnceLock<Arc<AtomicBool>>,
     /// Messages already said once.
     said: Mutex<BTreeSet<String>>,
 }
@@ -200,6 +193,9 @@ pub struct DeliverySink {
     durable: bool,
     drain: Duration,
     quiet: bool,
+    /// Set `--drain-timeout` after the recording stopped
+    /// ([`DeliverySink::stop_waiting_after`]): appends waiting for room give up.
+    stop_wait: Arc<AtomicBool>,
     /// Splits the bytes of a batch into frames: (records, meta, body) each.
     split: Box<FrameSplit>,
     frames: Vec<FrameSpan>,
@@ -228,22 +224,42 @@ impl DeliverySink {
             durable,
             drain,
             quiet,
+            stop_wait: Arc::new(AtomicBool::new(false)),
             split,
             frames: Vec::new(),
         })
     }
 
+    /// Once `stop` is set, appends waiting for room in a full queue (`block`) wait
+    /// `drain` more, then give up: their records are counted as dropped (`shutdown`).
+    /// Without this they wait as long as the collector is being tried.
+    pub fn stop_waiting_after(&mut self, stop: Arc<AtomicBool>, drain: Duration) {
+        let (give_up, shared, stopping) =
+            (self.stop_wait.clone(), self.shared.clone(), stop.clone());
+        let watch = std::thread::Builder::new()
+            .name("uevrec-export-stop".into())
+            .spawn(move || {
+                while !stopping.load(Ordering::Acquire) {
+                    if shared.closing.load(Ordering::Acquire) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let deadline = Instant::now() + drain;
+                while Instant::now() < deadline && !shared.closing.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                give_up.store(true, Ordering::Release);
+            });
+        if watch.is_err() {
+            // No watcher: give up at once when stopping (nothing waits forever).
+            self.stop_wait = stop;
+        }
+    }
+
     /// The accounting and health.
     pub fn shared(&self) -> Arc<Shared> {
         self.shared.clone()
-    }
-
-    /// Watch `stop` (set by SIGINT/SIGTERM): once it has been set for the drain time,
-    /// appends waiting for room in a full queue give up (their batches are counted as
-    /// dropped, `shutdown`), so that a stop ends even while the collector is down and the
-    /// spool full. Without it appends wait for room as long as the collector is tried.
-    pub fn stop_on(&self, stop: Arc<AtomicBool>) {
-        let _ = self.shared.stop_requested.set(stop);
     }
 
     fn counts(&self, meta: &[u8]) -> Vec<(String, u64)> {
@@ -266,7 +282,7 @@ impl Sink for DeliverySink {
             self.shared.ledger.recorded(&counts);
             match self
                 .queue
-                .append(records, &meta, &bytes[body], &self.shared.stop_wait)
+                .append(records, &meta, &bytes[body], &self.stop_wait)
             {
                 Ok(evicted) => {
                     for e in evicted {
@@ -286,8 +302,9 @@ impl Sink for DeliverySink {
 
     fn close(&mut self) -> Result<(), SinkError> {
         self.shared.closing.store(true, Ordering::Release);
-        // The drain time is spent already when appends gave up waiting for it.
-        let deadline = if self.shared.stop_wait.load(Ordering::Acquire) {
+        // Appends that gave up waiting for room did so --drain-timeout after the stop:
+        // the drain time is spent, and the collector was not taking the queue then.
+        let deadline = if self.stop_wait.load(Ordering::Acquire) {
             Instant::now()
         } else {
             Instant::now() + self.drain
@@ -382,24 +399,10 @@ fn send_loop(mut p: Parts, shared: &Shared) {
         let notices = p.notices.as_deref().map(|n| (n, &*p.queue, &*p.meta));
         report(shared, p.quiet, notices, what, msg);
     };
-    // When the stop request was first seen.
-    let mut stop_seen: Option<Instant> = None;
-    let drain = p.drain;
-    let mut watch_stop = |shared: &Shared| {
-        let Some(stop) = shared.stop_requested.get() else {
-            return;
-        };
-        if stop.load(Ordering::Acquire)
-            && stop_seen.get_or_insert_with(Instant::now).elapsed() >= drain
-        {
-            shared.stop_wait.store(true, Ordering::Release);
-        }
-    };
     'batches: loop {
         if shared.quit.load(Ordering::Acquire) {
             return;
         }
-        watch_stop(shared);
         if let Some(tick) = &p.tick {
             tick();
         }
@@ -490,7 +493,6 @@ fn send_loop(mut p: Parts, shared: &Shared) {
                         if let Some(tick) = &p.tick {
                             tick();
                         }
-                        watch_stop(shared);
                         std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
                     }
                 }

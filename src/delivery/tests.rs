@@ -194,7 +194,7 @@ fn a_stop_ends_a_wait_for_room_after_the_drain_time() {
     };
     let mut s = DeliverySink::start(parts, Arc::new(Shared::default()), split()).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    s.stop_on(stop.clone());
+    s.stop_waiting_after(stop.clone(), Duration::from_millis(300));
     s.write_lines(b"a:x 3 first\n").unwrap();
     let t = std::thread::spawn(move || {
         // No room: waits, until the stop's drain time is up.

@@ -190,6 +190,7 @@ pub fn format_snapshot(
                     format,
                     session: opts.session.as_ref(),
                     context,
+                    schema: false,
                 },
             )
         });

@@ -199,6 +199,70 @@ impl Backend for PerfBackend {
         self.rings.wait(timeout).map(|_| ())
     }
 
+    fn drains_in_parallel(&self) -> bool {
+        true
+    }
+
+    fn read_trackers(&mut self, mut f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>) -> u64 {
+        let layout = &self.layout;
+        let limit = crate::clock::monotonic_ns();
+        if !self.rings.cpus_mut().iter().any(|c| c.tracker.is_some()) {
+            return u64::MAX;
+        }
+        for c in self.rings.cpus_mut() {
+            let cpu = c.cpu;
+            let Some((_, tracker)) = &mut c.tracker else {
+                continue;
+            };
+            let merge = &mut self.tracked;
+            tracker.read(|rec| {
+                merge.push(tracked_time(layout, rec), cpu, rec);
+                ControlFlow::Continue(())
+            });
+        }
+        // All of them are handed on (they were consumed), whatever `f` says.
+        let _ = self
+            .tracked
+            .drain(|_, cpu, rec| match arrival(layout, None, rec) {
+                Arrival::Lost { lost, .. } => f(cpu, Arrival::ContextLost { lost }),
+                a @ Arrival::Context { .. } => f(cpu, a),
+                _ => ControlFlow::Continue(()),
+            });
+        limit
+    }
+
+    fn read_groups<G>(&mut self, limit: u64, groups: &mut [G])
+    where
+        G: FnMut(u32, Arrival<'_>) -> ControlFlow<()> + Send,
+    {
+        let layout = &self.layout;
+        let cpus = self.rings.cpus_mut();
+        if groups.is_empty() || cpus.is_empty() {
+            return;
+        }
+        let per = cpus.len().div_ceil(groups.len());
+        std::thread::scope(|s| {
+            for (rings, f) in cpus.chunks_mut(per).zip(groups.iter_mut()) {
+                // Named for `top -H` and /proc. As `Scope::spawn` (and the writer's start,
+                // crate::recorder) does: without the thread there is no pass.
+                let builder = std::thread::Builder::new().name("uevrec-drain".into());
+                let spawned = builder.spawn_scoped(s, move || {
+                    for c in rings {
+                        let (cpu, marker) = (c.cpu, c.marker_id());
+                        let mut f = |rec: &[u8]| f(cpu, arrival(layout, marker, rec));
+                        if c.tracker.is_none() || limit == u64::MAX {
+                            c.ring.read(&mut f);
+                        } else {
+                            c.ring
+                                .read_until(|rec| sample_after(layout, rec, limit), &mut f);
+                        }
+                    }
+                });
+                spawned.expect("the OS refused to start a drain thread");
+            }
+        });
+    }
+
     fn marker_cpus(&self) -> Vec<u32> {
         self.rings.marker_cpus()
     }
@@ -215,6 +279,28 @@ impl Backend for PerfBackend {
 }
 
 /// A cgroup directory right below the cgroup v2 root `root`, if there is one.
+/// The time of a tracker's record (0 when it has none).
+fn tracked_time(layout: &SampleFormat, rec: &[u8]) -> u64 {
+    match layout.parse(rec) {
+        Ok(
+            Record::Comm { sample_id, .. }
+            | Record::Task { sample_id, .. }
+            | Record::Cgroup { sample_id, .. }
+            | Record::Lost { sample_id, .. }
+            | Record::LostSamples { sample_id, .. },
+        ) => sample_id.time.unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Whether `rec` is a sample written after `limit` (it stays for the next read).
+fn sample_after(layout: &SampleFormat, rec: &[u8], limit: u64) -> bool {
+    let is_sample = layout
+        .header(rec)
+        .is_some_and(|h| h.kind == PERF_RECORD_SAMPLE);
+    is_sample && layout.parse_sample(rec).is_ok_and(|s| s.time > Some(limit))
+}
+
 fn first_child(root: &std::path::Path) -> Option<std::path::PathBuf> {
     std::fs::read_dir(root)
         .ok()?

@@ -332,6 +332,8 @@ impl Encoder {
                     time_unix_ns,
                     update,
                 } => self.context(time_unix_ns, &update),
+                // A line's place: nothing a perf.data holds (the session stages none).
+                StagedEntry::Schema { .. } => {}
             }
         }
         if let Some(n) = &mut self.notices {

@@ -124,6 +124,33 @@ pub trait Backend {
     /// Sleep until a buffer has much to read or `timeout` ends.
     fn wait(&self, timeout: Duration) -> io::Result<()>;
 
+    /// Whether the buffers can be drained by several threads at once
+    /// ([`Backend::read_trackers`], then [`Backend::read_groups`]); the default cannot.
+    fn drains_in_parallel(&self) -> bool {
+        false
+    }
+
+    /// The first half of a parallel pass: hand what the trackers (who is who) hold to `f`,
+    /// in time order across CPUs, as [`Backend::read`] does before a buffer. Returns the
+    /// time after which records stay for the next pass (their thread's news may not be
+    /// read yet); the default reads nothing.
+    fn read_trackers(&mut self, f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>) -> u64 {
+        let _ = f;
+        u64::MAX
+    }
+
+    /// The second half of a parallel pass: every buffer read once (to its end, or until
+    /// its group's consumer breaks), the buffers split into `groups.len()` groups of
+    /// CPUs next to each other, each group read by a thread of its own with its own
+    /// consumer; records after `limit` (see [`Backend::read_trackers`]) stay. The default
+    /// reads nothing (see [`Backend::drains_in_parallel`]).
+    fn read_groups<G>(&mut self, limit: u64, groups: &mut [G])
+    where
+        G: FnMut(u32, Arrival<'_>) -> ControlFlow<()> + Send,
+    {
+        let _ = (limit, groups);
+    }
+
     /// The CPUs whose buffers can be made to report the losses the kernel still owes
     /// (see [`Backend::set_markers`]); empty when the backend has no such thing.
     fn marker_cpus(&self) -> Vec<u32>;

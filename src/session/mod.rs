@@ -121,6 +121,15 @@ pub struct SessionConfig {
     /// With `--backend ftrace`: move the rings' pages into spool files for a trace.dat
     /// (`record --raw-format trace-dat`) instead of reading records.
     pub spool: Option<crate::ftrace::SpoolPlan>,
+    /// Threads that drain the perf rings (groups of CPUs next to each other) while the
+    /// rings are busy (`--drain-threads`); 0 or 1: the session thread alone.
+    pub drain_threads: usize,
+}
+
+/// The default of `--drain-threads`: a quarter of the online CPUs, at least 1 (each
+/// drain thread copies about 8 M records/s: 4 CPUs' worth of a busy load).
+pub fn default_drain_threads() -> usize {
+    perf::online_cpus().map_or(1, |c| (c.len() / 4).max(1))
 }
 
 impl Default for SessionConfig {
@@ -142,6 +151,7 @@ impl Default for SessionConfig {
             trigger_filter: None,
             context: true,
             spool: None,
+            drain_threads: 1,
         }
     }
 }
@@ -157,6 +167,9 @@ pub struct LiveStats {
     pub lost_per_cpu: std::sync::Mutex<BTreeMap<u32, u64>>,
     /// Events attached now (after each scan).
     pub attached: AtomicU64,
+    /// Staged chunks waiting for the formatter after the last drain pass (of
+    /// [`crate::pipeline::STAGE_CHUNKS`]).
+    pub stage_queued: AtomicU64,
     /// Set once the first scan has attached (or found nothing to attach yet).
     pub scanned: std::sync::atomic::AtomicBool,
 }
@@ -238,6 +251,7 @@ fn run_with<B: Backend>(
     };
     let chunk = out.fresh_chunk().unwrap_or_default();
     let mut st = Stager::new(chunk, config.include_self, config.max_records);
+    st.drain_threads = config.drain_threads;
     let mut att = Attacher::new(tracefs, selectors, config);
     att.nofile = nofile;
     if config.context {
@@ -313,7 +327,9 @@ fn run_with<B: Backend>(
         return Ok(finish(backend, st, att));
     }
 
-    // Stop: no more attaching; disable everything, then drain every ring completely.
+    // Stop: no more attaching; disable everything, then drain every ring completely
+    // (on this thread: the markers of `flush_losses` are seen here).
+    st.drain_threads = 1;
     backend.disable_all(st.events.iter().flatten().map(|ev| &ev.handle));
     if st.drain(backend, out, stats).is_ok() && flush_losses(backend, &mut st, out, stats).is_ok() {
         if st.malformed + st.unknown > 0 {

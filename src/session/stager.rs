@@ -52,6 +52,100 @@ pub(super) struct Stager<E> {
     pub(super) malformed: u64,
     /// CPUs whose marker was seen (see [`Backend::set_markers`]).
     pub(super) marker_seen: BTreeSet<u32>,
+    /// Threads a busy pass drains the buffers with ([`Stager::drain`]); 1: this one.
+    pub(super) drain_threads: usize,
+    /// The last pass staged a chunk's worth or more: the next one drains in parallel.
+    busy: bool,
+    /// The drain threads' chunks, kept between parallel passes (pool buffers).
+    group_chunks: Vec<StagedChunk>,
+}
+
+/// What a drain thread of a parallel pass reads with ([`Stager::drain`]): the session's
+/// state, read only.
+struct Shared<'a> {
+    by_key: &'a foldhash::HashMap<u64, usize>,
+    /// Slot → attached.
+    attached: Vec<bool>,
+    clock: &'a WallClock,
+    self_pid: u32,
+    include_self: bool,
+    out: &'a StageSender<'a>,
+}
+
+/// A drain thread's part of a parallel pass: its chunk and what it counted (added to the
+/// session's counts after the pass).
+struct GroupTaker<'a> {
+    shared: &'a Shared<'a>,
+    chunk: StagedChunk,
+    /// Records per slot.
+    records: Vec<u64>,
+    lost_per_cpu: Vec<(u32, u64)>,
+    unknown: u64,
+    malformed: u64,
+    markers: Vec<u32>,
+    /// The formatter went away: the pass stops.
+    closed: bool,
+}
+
+impl GroupTaker<'_> {
+    /// [`Stager::take`] for one drain thread: the same entries, staged into its own
+    /// chunk, which it sends itself when full (its CPUs' records stay in their order).
+    fn take(&mut self, cpu: u32, arrival: Arrival<'_>) -> ControlFlow<()> {
+        let sh = self.shared;
+        match arrival {
+            Arrival::Sample {
+                key,
+                time,
+                cpu: sample_cpu,
+                pid,
+                tid,
+                cgroup,
+                raw,
+            } => {
+                let Some(&slot) = key.and_then(|k| sh.by_key.get(&k)) else {
+                    self.unknown += 1;
+                    return ControlFlow::Continue(());
+                };
+                if !sh.include_self && pid == Some(sh.self_pid) {
+                    return ControlFlow::Continue(());
+                }
+                if !sh.attached.get(slot).copied().unwrap_or(false) {
+                    self.unknown += 1;
+                    return ControlFlow::Continue(());
+                }
+                let stamp = RecordStamp {
+                    time_unix_ns: time.and_then(|t| sh.clock.to_unix_ns(t)),
+                    cpu: sample_cpu.unwrap_or(cpu),
+                    pid: pid.unwrap_or(0),
+                    tid: tid.unwrap_or(0),
+                };
+                self.chunk.push_record_in(slot as u32, &stamp, cgroup, raw);
+                self.records[slot] += 1;
+            }
+            Arrival::Lost { lost, time } => {
+                let t = time.and_then(|t| sh.clock.to_unix_ns(t));
+                self.chunk.push_lost(t, cpu, lost);
+                match self.lost_per_cpu.iter_mut().find(|(c, _)| *c == cpu) {
+                    Some((_, n)) => *n += lost,
+                    None => self.lost_per_cpu.push((cpu, lost)),
+                }
+            }
+            // Only the trackers hold these (read on the session thread); staged as
+            // they come should a buffer ever hold one.
+            Arrival::Context { time, update } => {
+                let t = time.and_then(|t| sh.clock.to_unix_ns(t));
+                self.chunk.push_context(t, &update);
+            }
+            Arrival::ContextLost { .. } | Arrival::Other => {}
+            Arrival::Marker => self.markers.push(cpu),
+            Arrival::Malformed => self.malformed += 1,
+        }
+        if self.chunk.len() >= STAGE_BYTES && sh.out.flush(&mut self.chunk).is_err() {
+            self.closed = true;
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 impl<E> Stager<E> {
@@ -71,6 +165,9 @@ impl<E> Stager<E> {
             unknown: 0,
             malformed: 0,
             marker_seen: BTreeSet::new(),
+            drain_threads: 1,
+            busy: false,
+            group_chunks: Vec::new(),
         }
     }
 
@@ -158,6 +255,10 @@ impl<E> Stager<E> {
     /// Read every buffer until it is empty (as of the reads), sending full chunks. When
     /// every buffer was read to its end, the chunk is sent and then [`Staged::Drained`]
     /// with the time the pass began (crate::pipeline).
+    ///
+    /// After a pass that staged a chunk's worth or more, with `drain_threads` > 1, a
+    /// backend that can ([`Backend::drains_in_parallel`]) and no `max_records`, the next
+    /// pass is parallel ([`Stager::drain_parallel`]).
     pub(super) fn drain<B: Backend<Event = E>>(
         &mut self,
         backend: &mut B,
@@ -166,6 +267,21 @@ impl<E> Stager<E> {
     ) -> Result<(), Closed> {
         let (records0, lost0) = (self.summary.records, self.summary.lost);
         let began = monotonic_ns();
+        let parallel = self.busy
+            && self.drain_threads > 1
+            && self.max_records.is_none()
+            && backend.drains_in_parallel();
+        if parallel {
+            let result = self.drain_parallel(backend, out, began);
+            stats
+                .records
+                .fetch_add(self.summary.records - records0, Ordering::Relaxed);
+            stats
+                .lost
+                .fetch_add(self.summary.lost - lost0, Ordering::Relaxed);
+            return result;
+        }
+        let mut staged = 0usize;
         let result = (|| {
             let mut complete = true;
             for buffer in 0..backend.buffers() {
@@ -181,10 +297,12 @@ impl<E> Stager<E> {
                     if !full {
                         break;
                     }
+                    staged += self.chunk.len();
                     out.flush(&mut self.chunk)?;
                 }
                 complete &= !full;
             }
+            staged += self.chunk.len();
             self.chunk.mark_round_end();
             if let Some(before) = self.clock.to_unix_ns(began).filter(|_| complete) {
                 out.flush(&mut self.chunk)?;
@@ -192,9 +310,13 @@ impl<E> Stager<E> {
             }
             Ok(())
         })();
+        self.busy = staged >= STAGE_BYTES;
         stats
             .records
             .fetch_add(self.summary.records - records0, Ordering::Relaxed);
+        stats
+            .stage_queued
+            .store(out.queued() as u64, Ordering::Relaxed);
         if self.summary.lost != lost0 {
             stats
                 .lost
@@ -203,6 +325,93 @@ impl<E> Stager<E> {
             per_cpu.clone_from(&self.summary.lost_per_cpu);
         }
         result
+    }
+
+    /// A pass over every buffer on `drain_threads` threads (the session's CPUs split in
+    /// groups next to each other): the trackers first, on this thread, into the session's
+    /// chunk, which is sent before the groups' (a record's thread is known before the
+    /// record); then each thread stages its CPUs' records into a chunk of its own and
+    /// sends it when full, and at the end. Each CPU's records keep their order; records of
+    /// different groups interleave by chunks. Counts are added up after the pass, so
+    /// they are exact. No round ends are marked (leaving them out is safe: see
+    /// [`StagedChunk::mark_round_end`]).
+    fn drain_parallel<B: Backend<Event = E>>(
+        &mut self,
+        backend: &mut B,
+        out: &StageSender<'_>,
+        began: u64,
+    ) -> Result<(), Closed> {
+        let limit = backend.read_trackers(|cpu, arrival| self.take(cpu, arrival));
+        out.flush(&mut self.chunk)?;
+        let groups = self.drain_threads.min(backend.buffers().max(1));
+        while self.group_chunks.len() < groups {
+            self.group_chunks.push(out.fresh_chunk()?);
+        }
+        let shared = Shared {
+            by_key: &self.by_key,
+            attached: self.events.iter().map(Option::is_some).collect(),
+            clock: &self.clock,
+            self_pid: self.self_pid,
+            include_self: self.include_self,
+            out,
+        };
+        let slots = self.events.len();
+        let mut takers: Vec<GroupTaker<'_>> = self
+            .group_chunks
+            .drain(..groups)
+            .map(|chunk| GroupTaker {
+                shared: &shared,
+                chunk,
+                records: vec![0; slots],
+                lost_per_cpu: Vec::new(),
+                unknown: 0,
+                malformed: 0,
+                markers: Vec::new(),
+                closed: false,
+            })
+            .collect();
+        {
+            let mut consumers: Vec<_> = takers
+                .iter_mut()
+                .map(|t| move |cpu: u32, a: Arrival<'_>| t.take(cpu, a))
+                .collect();
+            backend.read_groups(limit, &mut consumers);
+        }
+        let mut closed = false;
+        let mut staged = 0;
+        let mut chunks = Vec::with_capacity(takers.len());
+        for mut t in takers {
+            staged += t.records.iter().sum::<u64>();
+            for (slot, n) in t.records.iter().enumerate().filter(|(_, n)| **n > 0) {
+                if let Some(ev) = self.events.get_mut(slot).and_then(Option::as_mut) {
+                    ev.records += n;
+                }
+                self.summary.records += n;
+            }
+            for (cpu, n) in t.lost_per_cpu.drain(..) {
+                *self.summary.lost_per_cpu.entry(cpu).or_default() += n;
+                self.summary.lost += n;
+            }
+            self.unknown += t.unknown;
+            self.malformed += t.malformed;
+            self.marker_seen.extend(t.markers.iter().copied());
+            closed |= t.closed;
+            if !closed && !t.chunk.is_empty() {
+                closed = out.flush(&mut t.chunk).is_err();
+            }
+            chunks.push(t.chunk);
+        }
+        self.group_chunks = chunks;
+        if closed {
+            return Err(Closed);
+        }
+        // About a chunk's worth of sys_enter records (96 bytes staged each) or more.
+        self.busy = staged as usize * 96 >= STAGE_BYTES;
+        if let Some(before) = self.clock.to_unix_ns(began) {
+            out.flush(&mut self.chunk)?;
+            out.drained(before)?;
+        }
+        Ok(())
     }
 
     /// Release the handles of the events detached since the last call, in one batch

@@ -271,6 +271,8 @@ impl Bench {
                         } => Seen::Notice(what.into(), event.map(Into::into), message.into()),
                         // The context scan's entries (its own test: crate::context).
                         StagedEntry::Context { .. } => return None,
+                        // The session stages none (the decoders of files do).
+                        StagedEntry::Schema { .. } => return None,
                     })
                 })),
             }

@@ -67,7 +67,7 @@ pub fn count_chunk(model: &mut Model, chunk: &StagedChunk, fresh: &mut Vec<u32>)
                 model.notice(what, event, message);
             }
             // top runs without context tracking (names come from /proc).
-            StagedEntry::Context { .. } => {}
+            StagedEntry::Context { .. } | StagedEntry::Schema { .. } => {}
         }
     }
 }

@@ -615,6 +615,19 @@ impl FirstSight {
         }
     }
 
+    /// Whether a record of event `event` written now would come with its schema line
+    /// (on, and the event's first record), noting that it did.
+    pub fn first(&mut self, event: usize) -> bool {
+        if !self.on || self.described.get(event).copied().unwrap_or(false) {
+            return false;
+        }
+        if self.described.len() <= event {
+            self.described.resize(event + 1, false);
+        }
+        self.described[event] = true;
+        true
+    }
+
     /// Write the record `raw` of the event `event` (`prepared`), with the schema lines
     /// that come first. Always in line: a call cost as much as what it does besides
     /// [`RecordWriter::write_prepared`].

@@ -28,7 +28,7 @@ use crate::context::ContextTracker;
 use crate::event_name::split_multi_format;
 use crate::json_line::schema::FirstSight;
 use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
-use crate::output::{OutputFormat, OutputWriter, RecordWriter};
+use crate::output::{OutputFormat, OutputWriter, RecordSink, RecordWriter};
 use crate::perf_sample::{
     PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_SAMPLE,
     Record, Sample, SampleFormat,
@@ -143,10 +143,12 @@ pub struct LineDecoder<'s> {
     stats: DecodeStats,
     /// Who is who (with [`DecodeOptions::context`]).
     context: Option<ContextTracker>,
+    /// Where the records go instead of the writer ([`LineDecoder::with_sink`]).
+    sink: Option<Box<dyn RecordSink + 's>>,
 }
 
 /// The writing side, apart from the orderer (so both can be borrowed at once).
-struct Out<'a> {
+struct Out<'a, 'b> {
     slots: &'a [Slot],
     writer: &'a mut OutputWriter,
     described: &'a mut FirstSight,
@@ -156,6 +158,7 @@ struct Out<'a> {
     max_records: u64,
     flush: &'a mut dyn FnMut(&[u8]) -> bool,
     context: Option<&'a mut ContextTracker>,
+    sink: Option<&'a mut (dyn RecordSink + 'b)>,
 }
 
 /// The cpu, pid and tid of `s` for its line (the time is the caller's).
@@ -177,7 +180,7 @@ fn note_error(stats: &mut DecodeStats, e: PerfDataError) {
     }
 }
 
-impl Out<'_> {
+impl Out<'_, '_> {
     /// Write the record `bytes` (at `offset`) of event `event`, a sample or a lost record;
     /// false to stop. A record that does not fit its layout is counted as an error.
     fn write(&mut self, event: usize, offset: u64, bytes: &[u8]) -> bool {
@@ -218,6 +221,9 @@ impl Out<'_> {
                     let time = self.unix_time(event, time);
                     if let Some(c) = &mut self.context {
                         c.apply(time, update);
+                        if let Some(sink) = &mut self.sink {
+                            sink.context(time, update);
+                        }
                     }
                 }
                 true
@@ -256,6 +262,12 @@ impl Out<'_> {
         if stamp.time_unix_ns.is_none() {
             self.stats.time_unknown += 1;
         }
+        if let Some(sink) = &mut self.sink {
+            let first = self.described.first(event);
+            self.stats.records += 1;
+            return sink.record(event, prepared, first, &stamp, cgroup, raw)
+                && self.stats.records < self.max_records;
+        }
         if let Some(c) = self.context.as_deref() {
             self.writer.set_context(c, &stamp, cgroup);
         }
@@ -267,8 +279,11 @@ impl Out<'_> {
 
     fn lost(&mut self, event: usize, time: Option<u64>, cpu: Option<u32>, lost: u64) -> bool {
         let t = self.unix_time(event, time);
-        self.writer.write_lost(self.out, t, cpu.unwrap_or(0), lost);
         self.stats.lost += lost;
+        if let Some(sink) = &mut self.sink {
+            return sink.lost(t, cpu.unwrap_or(0), lost);
+        }
+        self.writer.write_lost(self.out, t, cpu.unwrap_or(0), lost);
         self.maybe_flush()
     }
 
@@ -312,12 +327,21 @@ impl<'s> LineDecoder<'s> {
             stats: DecodeStats::default(),
             context: (opts.context && opts.format == OutputFormat::JsonLines)
                 .then(ContextTracker::new),
+            sink: None,
         };
         for e in std::mem::take(&mut d.data.problems) {
             d.error(e);
         }
         d.refresh();
         d
+    }
+
+    /// Hand the records to `sink` instead of writing them (the lines `flush` is then
+    /// given hold nothing; [`RecordSink`]). The decoder still orders them, counts them,
+    /// tracks who is who and notes each event's first record.
+    pub fn with_sink(mut self, sink: Box<dyn RecordSink + 's>) -> Self {
+        self.sink = Some(sink);
+        self
     }
 
     /// The perf.data state.
@@ -599,7 +623,7 @@ impl<'s> LineDecoder<'s> {
     fn split<'a>(
         &'a mut self,
         flush: &'a mut dyn FnMut(&[u8]) -> bool,
-    ) -> (&'a mut Orderer, Out<'a>) {
+    ) -> (&'a mut Orderer, Out<'a, 's>) {
         let out = Out {
             slots: &self.slots,
             writer: &mut self.writer,
@@ -609,6 +633,7 @@ impl<'s> LineDecoder<'s> {
             max_records: self.opts.max_records.unwrap_or(u64::MAX),
             flush,
             context: self.context.as_mut(),
+            sink: self.sink.as_deref_mut(),
         };
         (&mut self.orderer, out)
     }
@@ -659,6 +684,8 @@ pub struct StreamDecoder<'s> {
     decoder: Option<LineDecoder<'s>>,
     opts: DecodeOptions,
     select: Option<Selector<'s>>,
+    /// For the line decoder, once made ([`StreamDecoder::with_sink`]).
+    sink: Option<Box<dyn RecordSink + 's>>,
 }
 
 impl<'s> StreamDecoder<'s> {
@@ -669,7 +696,14 @@ impl<'s> StreamDecoder<'s> {
             decoder: None,
             opts,
             select: Some(Box::new(select)),
+            sink: None,
         }
+    }
+
+    /// Hand the records to `sink` instead of writing them ([`LineDecoder::with_sink`]).
+    pub fn with_sink(mut self, sink: Box<dyn RecordSink + 's>) -> Self {
+        self.sink = Some(sink);
+        self
     }
 
     /// Room for at least `min` bytes of input (see [`StreamReader::buffer`]).
@@ -709,7 +743,11 @@ impl<'s> StreamDecoder<'s> {
                 .select
                 .take()
                 .unwrap_or_else(|| Box::new(|_: &str, _: &str| true));
-            self.decoder = Some(LineDecoder::new(data, self.opts, select));
+            let mut decoder = LineDecoder::new(data, self.opts, select);
+            if let Some(sink) = self.sink.take() {
+                decoder = decoder.with_sink(sink);
+            }
+            self.decoder = Some(decoder);
         }
         let Some(decoder) = self.decoder.as_mut() else {
             return Ok(Step::Continue);

@@ -4,7 +4,7 @@
 use crate::perf_data::lines::{DecodeOptions, DecodeStats};
 use crate::{
     ContextTracker, ContextUpdate, Endian, FirstSight, LineOptions, OutputFormat, OutputWriter,
-    PreparedFormat, RecordStamp, RecordWriter, split_multi_format,
+    PreparedFormat, RecordSink, RecordStamp, RecordWriter, split_multi_format,
 };
 
 use super::{Item, TraceDat, TraceDatError};
@@ -50,6 +50,18 @@ pub fn decode_lines(
     opts: &DecodeOptions,
     select: &dyn Fn(&str, &str) -> bool,
     flush: &mut dyn FnMut(&[u8]) -> bool,
+) -> Result<Decoded, TraceDatError> {
+    decode_into(file, opts, select, flush, None)
+}
+
+/// [`decode_lines`], the records handed to `sink` instead of written when there is one
+/// ([`RecordSink`]: the lines `flush` is given then hold nothing).
+pub fn decode_into(
+    file: &TraceDat<'_>,
+    opts: &DecodeOptions,
+    select: &dyn Fn(&str, &str) -> bool,
+    flush: &mut dyn FnMut(&[u8]) -> bool,
+    mut sink: Option<&mut dyn RecordSink>,
 ) -> Result<Decoded, TraceDatError> {
     let endian = file.endian();
     let mut writer = OutputWriter::new(
@@ -124,11 +136,16 @@ pub fn decode_lines(
                     pid: file.tgid(pid).unwrap_or(pid),
                     tid: pid,
                 };
-                if let Some(c) = &context {
-                    writer.set_context(c, &stamp, None);
-                }
                 let event = r.event.unwrap_or(0);
-                described.write_record(&mut writer, &mut lines, event, &stamp, p, r.raw);
+                if let Some(sink) = sink.as_deref_mut() {
+                    let first = described.first(event);
+                    open &= sink.record(event, p, first, &stamp, None, r.raw);
+                } else {
+                    if let Some(c) = &context {
+                        writer.set_context(c, &stamp, None);
+                    }
+                    described.write_record(&mut writer, &mut lines, event, &stamp, p, r.raw);
+                }
                 stats.records += 1;
                 stats.time_unknown += u64::from(time_unix_ns.is_none());
                 if opts.max_records.is_some_and(|max| stats.records >= max) {
@@ -140,21 +157,23 @@ pub fn decode_lines(
                     let total = *total;
                     let n = l.missed(count, || Some(total));
                     if n > 0 {
-                        writer.write_lost(&mut lines, unix(time), cpu, n);
+                        lost_line(&mut sink, &mut writer, &mut lines, unix(time), cpu, n);
                         stats.lost += n;
                     }
                 }
                 (Some(n), None) => {
-                    writer.write_lost(&mut lines, unix(time), cpu, n);
+                    lost_line(&mut sink, &mut writer, &mut lines, unix(time), cpu, n);
                     stats.lost += n;
                 }
-                (None, None) => writer.write_notice(
-                    &mut lines,
-                    unix(time),
-                    "lost",
-                    None,
-                    &format!("the kernel lost events on CPU {cpu} here; it did not store how many"),
-                ),
+                (None, None) => {
+                    let msg = format!(
+                        "the kernel lost events on CPU {cpu} here; it did not store how many"
+                    );
+                    match sink.as_deref_mut() {
+                        Some(s) => open &= s.notice(unix(time), "lost", None, &msg),
+                        None => writer.write_notice(&mut lines, unix(time), "lost", None, &msg),
+                    }
+                }
             },
             // A bad page or chunk: reported, and the reader goes on with the next one.
             Err(e) => {
@@ -175,7 +194,8 @@ pub fn decode_lines(
         for (cpu, total, l) in losses.iter_mut() {
             let n = l.settle(total);
             if n > 0 {
-                writer.write_lost(&mut lines, last_time.and_then(unix), cpu, n);
+                let t = last_time.and_then(unix);
+                lost_line(&mut sink, &mut writer, &mut lines, t, cpu, n);
                 stats.lost += n;
             }
         }
@@ -185,6 +205,24 @@ pub fn decode_lines(
         flush(&lines);
     }
     Ok(Decoded { stats, problems })
+}
+
+/// A `lost` line: to `sink` when there is one, else written.
+fn lost_line(
+    sink: &mut Option<&mut dyn RecordSink>,
+    writer: &mut OutputWriter,
+    lines: &mut Vec<u8>,
+    time: Option<u64>,
+    cpu: u32,
+    n: u64,
+) {
+    match sink.as_deref_mut() {
+        // A sink that wants to stop says so at its next record.
+        Some(s) => {
+            let _ = s.lost(time, cpu, n);
+        }
+        None => writer.write_lost(lines, time, cpu, n),
+    }
 }
 
 /// Each CPU's loss accounting, for the CPUs whose final `stats` the file holds
