@@ -302,7 +302,13 @@ impl Sink for DeliverySink {
 
     fn close(&mut self) -> Result<(), SinkError> {
         self.shared.closing.store(true, Ordering::Release);
-        let deadline = Instant::now() + self.drain;
+        // Appends that gave up waiting for room did so --drain-timeout after the stop:
+        // the drain time is spent, and the collector was not taking the queue then.
+        let deadline = if self.stop_wait.load(Ordering::Acquire) {
+            Instant::now()
+        } else {
+            Instant::now() + self.drain
+        };
         while self.queue.occupancy().batches > 0 && Instant::now() < deadline {
             if self.sender.as_ref().is_some_and(|s| s.is_finished()) {
                 break;

@@ -166,3 +166,63 @@ fn without_a_spool_what_is_left_at_stop_is_counted_as_shutdown() {
     assert_eq!(t.pending, 0);
     assert!(t.balances());
 }
+
+#[test]
+fn a_stop_ends_a_wait_for_room_after_the_drain_time() {
+    let parts = Parts {
+        queue: Arc::new(MemoryQueue::new(24, FullPolicy::Block)),
+        // The collector never answers: nothing leaves the queue.
+        link: Box::new(Scripted {
+            script: (0..100_000)
+                .map(|_| Attempt::Retry {
+                    after: None,
+                    reason: "down".into(),
+                })
+                .collect(),
+            accepted: Arc::new(Mutex::new(Vec::new())),
+            calls: Arc::new(AtomicUsize::new(0)),
+        }),
+        pacing: Box::new(NoWait),
+        meta: meta(),
+        notices: None,
+        durable: true,
+        drain: Duration::from_millis(300),
+        quiet: true,
+        observe: None,
+        tick: None,
+        first_new_id: 0,
+    };
+    let mut s = DeliverySink::start(parts, Arc::new(Shared::default()), split()).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    s.stop_waiting_after(stop.clone(), Duration::from_millis(300));
+    s.write_lines(b"a:x 3 first\n").unwrap();
+    let t = std::thread::spawn(move || {
+        // No room: waits, until the stop's drain time is up.
+        s.write_lines(b"a:x 2 second\n").unwrap();
+        s
+    });
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(
+        !t.is_finished(),
+        "must wait for room while no stop is asked"
+    );
+    let asked = Instant::now();
+    stop.store(true, Ordering::Release);
+    let mut s = t.join().unwrap();
+    let took = asked.elapsed();
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    let started = Instant::now();
+    s.close().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(250),
+        "close waits again"
+    );
+    let t = s.shared().ledger.snapshot().total;
+    assert_eq!(t.recorded, 5);
+    assert_eq!(t.dropped(DropReason::Shutdown), 2);
+    assert_eq!(t.pending, 3);
+    assert!(t.balances());
+}
