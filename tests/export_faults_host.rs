@@ -1009,6 +1009,9 @@ fn spool_filesystem_full_drops_are_counted_as_spool_io_and_said() {
             && err.contains("free space on that filesystem or choose a smaller --spool-size"),
         "{err}"
     );
+    // Said once per kind of failure, not once per segment file.
+    let said = err.matches("No space left on device").count();
+    assert!(said <= 2, "said {said} times:\n{err}");
     let s = summary(&err);
     let spool_io = s.reasons.get("spool_io").copied().unwrap_or(0);
     assert!(spool_io > 0, "{err}");

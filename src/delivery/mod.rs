@@ -292,7 +292,11 @@ impl Sink for DeliverySink {
                 }
                 Err(e) => {
                     self.shared.ledger.dropped(&counts, drop_reason(&e));
-                    report(&self.shared, self.quiet, None, "export", &e.to_string());
+                    let what = match e {
+                        QueueError::Spool(_) => "spool_io",
+                        _ => "export",
+                    };
+                    report(&self.shared, self.quiet, None, what, &e.to_string());
                 }
             }
         }
@@ -355,8 +359,16 @@ fn report(
     message: &str,
 ) {
     {
+        // Said once per kind of message: spool errors name the segment file, which
+        // changes; the first one says the fix.
+        let key = if what == "spool_io" {
+            let words = message.split_whitespace().filter(|w| !w.contains('/'));
+            words.collect::<Vec<_>>().join(" ")
+        } else {
+            message.to_string()
+        };
         let mut said = shared.said.lock().unwrap_or_else(|e| e.into_inner());
-        if said.len() >= 64 || !said.insert(format!("{what}\0{message}")) {
+        if said.len() >= 64 || !said.insert(format!("{what}\0{key}")) {
             return;
         }
     }
