@@ -523,3 +523,88 @@ fn spool_survives_sigkill_20_times_every_record_arrives() {
     assert_eq!((s.dropped, s.pending), (0, 0), "{err}");
     assert!(!Path::new(&spool).join("LOCK").exists() || s.pending == 0);
 }
+
+/// The SEQs in the requests `tests/otlp/receiver.py` wrote (its protobuf-to-JSON mapping:
+/// 64-bit integers as strings), each with how often; panics on a request it refused.
+fn python_seqs(out: &Path) -> BTreeMap<u64, u32> {
+    let mut seqs = BTreeMap::new();
+    let text = std::fs::read_to_string(out).unwrap_or_default();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(
+            v.get("error").is_none(),
+            "the official definitions refused a request: {v}"
+        );
+        let logs = v["request"]["resourceLogs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for rl in logs {
+            for sl in rl["scopeLogs"].as_array().into_iter().flatten() {
+                for r in sl["logRecords"].as_array().into_iter().flatten() {
+                    let args = r["attributes"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .find(|kv| kv["key"] == "args");
+                    let Some(args) = args else { continue };
+                    let ints: Vec<i64> = args["value"]["arrayValue"]["values"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|x| x["intValue"].as_str().unwrap().parse().unwrap())
+                        .collect();
+                    if ints.first() == Some(&MARK) {
+                        *seqs.entry(ints[1] as u64).or_default() += 1;
+                    }
+                }
+            }
+        }
+    }
+    seqs
+}
+
+/// The independent check: the PyPI opentelemetry-proto definitions (tests/otlp/receiver.py,
+/// a plain Python HTTP server) parse every request uevrec sends over OTLP/HTTP, protobuf
+/// and JSON, gzip or not, with no unknown field, and every SEQ is in them exactly once.
+#[test]
+fn official_definitions_parse_every_http_request() {
+    require_host!();
+    const N: u64 = 5_000;
+    for (protocol, compression) in [("http/protobuf", "gzip"), ("http/json", "none")] {
+        let dir = tempfile::tempdir().unwrap();
+        let (port_file, out) = (dir.path().join("port"), dir.path().join("requests.jsonl"));
+        let mut py = Command::new("python3")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/receiver.py"))
+            .args([&port_file, &out])
+            .spawn()
+            .expect("python3 with the PyPI package opentelemetry-proto must run here");
+        wait_for("the Python receiver", PATIENCE, || port_file.exists());
+        let port = std::fs::read_to_string(&port_file).unwrap();
+        let mut p = Producer::start();
+        let rec = uevrec(
+            &p,
+            &format!("http://127.0.0.1:{port}"),
+            protocol,
+            &["--otlp-compression", compression],
+        );
+        // The attach is in-band: a uevrec notice in the first request.
+        wait_for("the first request", PATIENCE, || out.exists());
+        p.emit(N);
+        wait_for("every record", PATIENCE, || {
+            python_seqs(&out).len() as u64 >= N
+        });
+        let (status, err) = stop(rec);
+        let _ = py.kill();
+        let _ = py.wait();
+        assert!(status.success(), "{err}");
+        let seqs = python_seqs(&out);
+        assert_eq!(seqs.len() as u64, N, "{protocol}");
+        assert!(
+            seqs.values().all(|c| *c == 1),
+            "{protocol}: a SEQ more than once"
+        );
+        let s = summary(&err);
+        assert_eq!((s.recorded, s.dropped, s.pending), (N, 0, 0), "{err}");
+    }
+}
