@@ -65,9 +65,9 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
             "--http" => kind = Some(Kind::Http),
             "--port" => {
                 let v = value("--port")?;
-                port = v
-                    .parse()
-                    .map_err(|_| format!("--port {v:?}: a port number 0-65535 (0: any free one)"))?;
+                port = v.parse().map_err(|_| {
+                    format!("--port {v:?}: a port number 0-65535 (0: any free one)")
+                })?;
             }
             "--mode" => mode = parse_mode(&value("--mode")?)?,
             "-h" | "--help" => return Err(USAGE.to_string()),
