@@ -104,6 +104,23 @@ fn print_counts(rx: &Receiver, started: Instant) {
     );
 }
 
+/// Whether 127.0.0.1:`port` can be bound as the receiver binds it (`SO_REUSEADDR`): the
+/// receiver would retry a port in use for 10 s and then panic; this says why at once.
+fn port_free(port: u16) -> Result<(), String> {
+    if port == 0 {
+        return Ok(());
+    }
+    let socket = tokio::net::TcpSocket::new_v4().map_err(|e| format!("a socket: {e}"))?;
+    socket
+        .set_reuseaddr(true)
+        .map_err(|e| format!("SO_REUSEADDR: {e}"))?;
+    socket
+        .bind(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+        .map_err(|e| {
+            format!("cannot listen on 127.0.0.1:{port}: {e}; pick another --port (0: a free one)")
+        })
+}
+
 fn main() -> ExitCode {
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(a) => a,
@@ -127,6 +144,10 @@ fn main() -> ExitCode {
         }
     });
 
+    if let Err(e) = port_free(args.port) {
+        eprintln!("otlp_receiver: {e}");
+        return ExitCode::from(1);
+    }
     let rx = Receiver::start_on(args.kind, args.port);
     rx.set_count_only(true);
     rx.set_mode(args.mode);
