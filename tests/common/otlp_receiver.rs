@@ -18,7 +18,7 @@
 use std::convert::Infallible;
 use std::io::Read;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -103,11 +103,71 @@ struct Shared {
     requests: AtomicUsize,
     connections: AtomicUsize,
     tls_failures: Mutex<Vec<String>>,
+    /// Count accepted log requests without keeping them ([`Receiver::set_count_only`]).
+    count_only: AtomicBool,
+    counts: LogCounts,
+}
+
+/// Running totals over the accepted log requests (kept or not).
+#[derive(Default)]
+struct LogCounts {
+    requests: AtomicU64,
+    records: AtomicU64,
+    uevrec_records: AtomicU64,
+    bytes: AtomicU64,
+    first: Mutex<Option<Instant>>,
+    last: Mutex<Option<Instant>>,
+}
+
+/// What a receiver accepted on the logs service so far ([`Receiver::counts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Requests that arrived (any service, answered or not).
+    pub requests: u64,
+    /// Log requests accepted (modes Ok and Partial).
+    pub log_requests: u64,
+    /// Log records in them outside the scope `uevrec` (the recorded events).
+    pub log_records: u64,
+    /// Log records of scope `uevrec` (uevrec's lost counts and notices).
+    pub uevrec_records: u64,
+    /// Their protobuf size (the decoded request encoded again; for OTLP/JSON bodies too).
+    pub log_bytes: u64,
+    /// When the first log request was accepted.
+    pub first_accepted: Option<Instant>,
+    /// When the last one was.
+    pub last_accepted: Option<Instant>,
 }
 
 impl Shared {
     fn mode(&self) -> Mode {
         self.mode.lock().unwrap().clone().unwrap_or(Mode::Ok)
+    }
+
+    /// Count an accepted log request, and keep it unless counting only.
+    fn keep_logs(&self, req: ExportLogsServiceRequest) {
+        let c = &self.counts;
+        let (mut events, mut own) = (0, 0);
+        for rl in &req.resource_logs {
+            for sl in &rl.scope_logs {
+                let n = sl.log_records.len() as u64;
+                if sl.scope.as_ref().is_some_and(|s| s.name == "uevrec") {
+                    own += n;
+                } else {
+                    events += n;
+                }
+            }
+        }
+        c.records.fetch_add(events, Ordering::Relaxed);
+        c.uevrec_records.fetch_add(own, Ordering::Relaxed);
+        c.bytes
+            .fetch_add(req.encoded_len() as u64, Ordering::Relaxed);
+        let now = Instant::now();
+        c.first.lock().unwrap().get_or_insert(now);
+        *c.last.lock().unwrap() = Some(now);
+        c.requests.fetch_add(1, Ordering::Relaxed);
+        if !self.count_only.load(Ordering::Relaxed) {
+            self.logs.lock().unwrap().push(req);
+        }
     }
 }
 
@@ -241,6 +301,26 @@ impl Receiver {
             rt.shutdown_timeout(Duration::from_secs(2));
         }
         self.addr.port()
+    }
+
+    /// Count accepted log requests ([`Receiver::counts`]) without keeping them:
+    /// [`Receiver::logs`] stays empty and memory flat however much arrives.
+    pub fn set_count_only(&self, count_only: bool) {
+        self.shared.count_only.store(count_only, Ordering::Relaxed);
+    }
+
+    /// What arrived and what the logs service accepted so far.
+    pub fn counts(&self) -> Counts {
+        let c = &self.shared.counts;
+        Counts {
+            requests: self.shared.requests.load(Ordering::Relaxed) as u64,
+            log_requests: c.requests.load(Ordering::Relaxed),
+            log_records: c.records.load(Ordering::Relaxed),
+            uevrec_records: c.uevrec_records.load(Ordering::Relaxed),
+            log_bytes: c.bytes.load(Ordering::Relaxed),
+            first_accepted: *c.first.lock().unwrap(),
+            last_accepted: *c.last.lock().unwrap(),
+        }
     }
 
     /// Every accepted log request (modes Ok and Partial), decoded.
@@ -415,7 +495,7 @@ impl LogsService for Handler {
         req: tonic::Request<ExportLogsServiceRequest>,
     ) -> Result<tonic::Response<ExportLogsServiceResponse>, tonic::Status> {
         let rejected = self.answer(&req).await?;
-        self.shared.logs.lock().unwrap().push(req.into_inner());
+        self.shared.keep_logs(req.into_inner());
         Ok(tonic::Response::new(ExportLogsServiceResponse {
             partial_success: rejected.map(|r| ExportLogsPartialSuccess {
                 rejected_log_records: r as i64,
@@ -551,7 +631,7 @@ async fn http_request(
         "/v1/logs" => accept(
             &body,
             json,
-            &shared.logs,
+            |r| shared.keep_logs(r),
             ExportLogsServiceResponse {
                 partial_success: rejected.map(|r| ExportLogsPartialSuccess {
                     rejected_log_records: r as i64,
@@ -562,7 +642,7 @@ async fn http_request(
         "/v1/traces" => accept(
             &body,
             json,
-            &shared.spans,
+            |r| shared.spans.lock().unwrap().push(r),
             ExportTraceServiceResponse {
                 partial_success: rejected.map(|r| ExportTracePartialSuccess {
                     rejected_spans: r as i64,
@@ -573,7 +653,7 @@ async fn http_request(
         "/v1/metrics" => accept(
             &body,
             json,
-            &shared.metrics,
+            |r| shared.metrics.lock().unwrap().push(r),
             ExportMetricsServiceResponse {
                 partial_success: rejected.map(|r| ExportMetricsPartialSuccess {
                     rejected_data_points: r as i64,
@@ -588,11 +668,11 @@ async fn http_request(
     Ok(answer.unwrap_or_else(|e| status_response(StatusCode::BAD_REQUEST, 3, &e, json)))
 }
 
-/// Decode a request (protobuf or OTLP/JSON), record it, and answer `response`.
+/// Decode a request (protobuf or OTLP/JSON), hand it to `keep`, and answer `response`.
 fn accept<Req, Resp>(
     body: &[u8],
     json: bool,
-    store: &Mutex<Vec<Req>>,
+    keep: impl FnOnce(Req),
     response: Resp,
 ) -> Result<Response<Full<Bytes>>, String>
 where
@@ -604,7 +684,7 @@ where
     } else {
         Req::decode(body).map_err(|e| format!("bad protobuf body: {e}"))?
     };
-    store.lock().unwrap().push(req);
+    keep(req);
     let bytes = if json {
         serde_json::to_vec(&response).unwrap()
     } else {
