@@ -5,23 +5,21 @@
 //! must arrive, and what did not must be counted with its reason.
 
 mod common;
+#[path = "common/export.rs"]
+mod export;
 #[path = "common/otlp_receiver.rs"]
 mod otlp_receiver;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use common::NR_GETPPID;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value};
+use export::*;
 use otlp_receiver::{Kind, Mode, Receiver};
-
-/// The first argument of every call of the child: tells its records from any other.
-const MARK: i64 = 424_242;
-const PATIENCE: Duration = Duration::from_secs(60);
 
 fn bin() -> std::path::PathBuf {
     assert_cmd::cargo::cargo_bin("uevrec")
@@ -33,60 +31,6 @@ macro_rules! require_host {
             return;
         }
     };
-}
-
-/// A child that, for each number N it reads on stdin, makes the next N calls
-/// `syscall(getppid, MARK, SEQ)` (SEQ counting from 0), then prints `done SEQ`.
-struct Producer {
-    child: Child,
-    next: u64,
-}
-
-impl Producer {
-    fn start() -> Producer {
-        let child = Command::new("perl")
-            .args([
-                "-e",
-                &format!(
-                    "$| = 1; my $i = 0; while (my $n = <STDIN>) {{ \
-                     syscall({NR_GETPPID}, {MARK}, $i++) for 1 .. $n; print \"done $i\\n\" }}"
-                ),
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("perl is needed for the producer");
-        Producer { child, next: 0 }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Make `n` more calls and wait until they are made.
-    fn emit(&mut self, n: u64) {
-        let stdin = self.child.stdin.as_mut().unwrap();
-        writeln!(stdin, "{n}").unwrap();
-        stdin.flush().unwrap();
-        let out = self.child.stdout.as_mut().unwrap();
-        let mut line = Vec::new();
-        let mut b = [0u8; 1];
-        while out.read(&mut b).unwrap() == 1 && b[0] != b'\n' {
-            line.push(b[0]);
-        }
-        self.next += n;
-        assert_eq!(
-            String::from_utf8_lossy(&line),
-            format!("done {}", self.next)
-        );
-    }
-}
-
-impl Drop for Producer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// `uevrec record --otlp-endpoint EP --otlp-protocol P` of the producer's calls.
@@ -112,23 +56,6 @@ fn uevrec(producer: &Producer, endpoint: &str, protocol: &str, extra: &[&str]) -
         .expect("spawning uevrec")
 }
 
-fn string(v: &AnyValue) -> Option<&str> {
-    match &v.value {
-        Some(any_value::Value::StringValue(s)) => Some(s),
-        _ => None,
-    }
-}
-
-fn attr<'a>(
-    r: &'a opentelemetry_proto::tonic::logs::v1::LogRecord,
-    key: &str,
-) -> Option<&'a AnyValue> {
-    r.attributes
-        .iter()
-        .find(|kv| kv.key == key)
-        .and_then(|kv| kv.value.as_ref())
-}
-
 /// What the receiver got: every SEQ with how often, and the notices' `what`s.
 #[derive(Debug, Default)]
 struct Got {
@@ -139,40 +66,17 @@ struct Got {
 }
 
 fn got(rx: &Receiver) -> Got {
-    let mut g = Got::default();
-    for req in rx.logs() {
-        for rl in &req.resource_logs {
-            for sl in &rl.scope_logs {
-                for r in &sl.log_records {
-                    g.records += 1;
-                    if let Some(what) = attr(r, "uevrec.notice.what").and_then(string) {
-                        g.notices.push(what.to_string());
-                    }
-                    let Some(any_value::Value::ArrayValue(args)) =
-                        attr(r, "args").and_then(|v| v.value.as_ref())
-                    else {
-                        continue;
-                    };
-                    let int = |i: usize| match args.values.get(i).and_then(|v| v.value.as_ref()) {
-                        Some(any_value::Value::IntValue(n)) => Some(*n),
-                        _ => None,
-                    };
-                    if int(0) == Some(MARK) {
-                        *g.seqs.entry(int(1).unwrap() as u64).or_default() += 1;
-                    }
-                }
-            }
-        }
-    }
-    g
-}
-
-/// Wait until `f` holds (polled), or fail saying `what`.
-fn wait_for(what: &str, patience: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < patience, "waited {patience:?} for {what}");
-        sleep(Duration::from_millis(50));
+    let logs = rx.logs();
+    let records = logs
+        .iter()
+        .flat_map(|r| &r.resource_logs)
+        .flat_map(|rl| &rl.scope_logs)
+        .map(|sl| sl.log_records.len() as u64)
+        .sum();
+    Got {
+        seqs: seqs_of(&logs),
+        notices: notices(&logs),
+        records,
     }
 }
 
@@ -199,42 +103,6 @@ fn stop(mut rec: Child) -> (ExitStatus, String) {
     let mut err = String::new();
     rec.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     (status, err)
-}
-
-/// The numbers of the summary line `uevrec: export: A records acknowledged by the
-/// collector, D dropped, P still …` and of `N  dropped: REASON` lines.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Summary {
-    exported: u64,
-    dropped: u64,
-    pending: u64,
-    reasons: BTreeMap<String, u64>,
-    recorded: u64,
-    lost: u64,
-}
-
-fn summary(stderr: &str) -> Summary {
-    let mut s = Summary::default();
-    for line in stderr.lines() {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        if let Some(rest) = line.strip_prefix("uevrec: export: ") {
-            let n: Vec<u64> = rest
-                .split(|c: char| !c.is_ascii_digit())
-                .filter(|w| !w.is_empty())
-                .filter_map(|w| w.parse().ok())
-                .collect();
-            (s.exported, s.dropped, s.pending) = (n[0], n[1], n[2]);
-        } else if words.len() == 3 && words[1] == "dropped:" {
-            s.reasons.insert(words[2].into(), words[0].parse().unwrap());
-        } else if line.starts_with("uevrec: ")
-            && line.contains(" records, ")
-            && line.contains(" lost")
-        {
-            s.recorded = words[1].parse().unwrap();
-            s.lost = words[3].parse().unwrap();
-        }
-    }
-    s
 }
 
 fn assert_exactly_once(g: &Got, n: u64) {
@@ -300,15 +168,6 @@ fn http_json_delivers_every_record_exactly_once() {
     require_host!();
     clean_run(Kind::Http, "http/json", false);
     clean_run(Kind::Http, "http/json", true);
-}
-
-/// A free port on 127.0.0.1 (nothing listens on it once this returns).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[test]
@@ -427,20 +286,6 @@ fn non_retryable_answers_and_partial_success_are_counted_as_dropped() {
     );
 }
 
-/// Read `/metrics` (a plain HTTP/1.0 GET; the Prometheus parser check is below).
-fn http_get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let code = text.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (code, body)
-}
-
 #[test]
 fn spool_survives_sigkill_20_times_every_record_arrives() {
     require_host!();
@@ -474,17 +319,14 @@ fn spool_survives_sigkill_20_times_every_record_arrives() {
             std::net::TcpStream::connect(&addr).is_ok()
         });
         wait_for("the attach", PATIENCE, || {
-            http_get(&addr, "/metrics")
-                .1
-                .contains("uevrec_attached_events 1")
+            http_get(&addr, "/metrics").is_some_and(|r| r.1.contains("uevrec_attached_events 1"))
         });
         let start = p.next;
         p.emit(PER_ROUND);
         let want = format!("tracepoint=\"raw_syscalls:sys_enter\"}} {PER_ROUND}");
         wait_for("the round's records in the spool", PATIENCE, || {
-            http_get(&addr, "/metrics")
-                .1
-                .lines()
+            let page = http_get(&addr, "/metrics").unwrap_or_default().1;
+            page.lines()
                 .any(|l| l.starts_with("uevrec_records_recorded_total") && l.ends_with(&want))
         });
         assert!(start + PER_ROUND == p.next);

@@ -32,30 +32,9 @@ use queue::{Queue, QueueError};
 use crate::metrics::Signal;
 use crate::sink::{Sink, SinkError};
 
-/// What one attempt to send a batch came to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Attempt {
-    /// The collector took the request; `rejected` of its items it refused
-    /// (partial success), with its message.
-    Accepted {
-        /// Items refused.
-        rejected: u64,
-        /// The collector's message, if any.
-        message: Option<String>,
-    },
-    /// Try again, after `after` when the server said (Retry-After, RetryInfo).
-    Retry {
-        /// The server's wish.
-        after: Option<Duration>,
-        /// What happened (no secrets).
-        reason: String,
-    },
-    /// The collector will never take this request (HTTP 400, `INVALID_ARGUMENT`, …).
-    Failed {
-        /// What it said.
-        reason: String,
-    },
-}
+/// What one attempt to send a batch came to: the transport's [`Outcome`] (fakes in
+/// tests give the same answers).
+pub use crate::export::Outcome as Attempt;
 
 /// Something that sends one export request (the OTLP transport; fakes in tests).
 pub trait Link: Send {

@@ -11,7 +11,7 @@ use uevrec_parsers::{LineOptions, OutputFormat, OutputWriter, RecordWriter};
 
 use super::queue::{Evicted, Occupancy, Queue, QueueError, Queued};
 use super::{Attempt, BatchInfo, FrameSpan, Link, NoticeBatch, Pacing};
-use crate::export::{Backoff, Outcome, Transport};
+use crate::export::{Backoff, Transport};
 use crate::spool::{Spool, SpoolError};
 
 impl Queue for Spool {
@@ -71,11 +71,7 @@ impl Link for Transport {
                 reason: format!("unknown signal {signal} in a queued batch"),
             };
         };
-        match Transport::send(self, signal, body) {
-            Outcome::Accepted { rejected, message } => Attempt::Accepted { rejected, message },
-            Outcome::Retry { after, reason } => Attempt::Retry { after, reason },
-            Outcome::Failed { reason } => Attempt::Failed { reason },
-        }
+        Transport::send(self, signal, body)
     }
 }
 
