@@ -13,7 +13,7 @@ mod otlp_receiver;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -34,7 +34,7 @@ macro_rules! require_host {
 }
 
 /// `uevrec record --otlp-endpoint EP --otlp-protocol P` of the producer's calls.
-fn uevrec(producer: &Producer, endpoint: &str, protocol: &str, extra: &[&str]) -> Child {
+fn uevrec(producer: &Producer, endpoint: &str, protocol: &str, extra: &[&str]) -> KillOnDrop {
     Command::new(bin())
         .args([
             "record",
@@ -53,6 +53,7 @@ fn uevrec(producer: &Producer, endpoint: &str, protocol: &str, extra: &[&str]) -
         .env_remove("OTEL_EXPORTER_OTLP_HEADERS")
         .stderr(Stdio::piped())
         .spawn()
+        .map(KillOnDrop)
         .expect("spawning uevrec")
 }
 
@@ -81,7 +82,7 @@ fn got(rx: &Receiver) -> Got {
 }
 
 /// Wait for the in-band `attached` notice (on failure: uevrec's stderr).
-fn wait_attached(rx: &Receiver, rec: &mut Child) {
+fn wait_attached(rx: &Receiver, rec: &mut KillOnDrop) {
     let start = Instant::now();
     while !got(rx).notices.iter().any(|w| w == "attached") {
         if start.elapsed() > PATIENCE || rec.try_wait().unwrap().is_some() {
@@ -96,7 +97,7 @@ fn wait_attached(rx: &Receiver, rec: &mut Child) {
 }
 
 /// SIGINT, then the exit status and stderr.
-fn stop(mut rec: Child) -> (ExitStatus, String) {
+fn stop(mut rec: KillOnDrop) -> (ExitStatus, String) {
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
     let status = common::wait_exit(&mut rec, PATIENCE).expect("uevrec did not stop");
@@ -416,10 +417,11 @@ fn official_definitions_parse_every_http_request() {
     for (protocol, compression) in [("http/protobuf", "gzip"), ("http/json", "none")] {
         let dir = tempfile::tempdir().unwrap();
         let (port_file, out) = (dir.path().join("port"), dir.path().join("requests.jsonl"));
-        let mut py = Command::new("python3")
+        let py = Command::new("python3")
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/receiver.py"))
             .args([&port_file, &out])
             .spawn()
+            .map(KillOnDrop)
             .expect("python3 with the PyPI package opentelemetry-proto must run here");
         wait_for("the Python receiver", PATIENCE, || port_file.exists());
         let port = std::fs::read_to_string(&port_file).unwrap();
@@ -437,8 +439,7 @@ fn official_definitions_parse_every_http_request() {
             python_seqs(&out).len() as u64 >= N
         });
         let (status, err) = stop(rec);
-        let _ = py.kill();
-        let _ = py.wait();
+        drop(py);
         assert!(status.success(), "{err}");
         let seqs = python_seqs(&out);
         assert_eq!(seqs.len() as u64, N, "{protocol}");
