@@ -32,7 +32,7 @@ use queue::{Queue, QueueError};
 use crate::metrics::Signal;
 use crate::sink::{Sink, SinkError};
 
-/// What one attempt to send a batch came to: the transport's [`Outcome`] (fakes in
+/// What one attempt to send a batch came to: the transport's [`crate::export::Outcome`] (fakes in
 /// tests give the same answers).
 pub use crate::export::Outcome as Attempt;
 
