@@ -762,33 +762,6 @@ fn spool_filesystem_full_drops_are_counted_as_spool_io_and_said() {
 // ---------------------------------------------------------------------------------------
 // 4. /metrics read by a real Prometheus text parser, equal to the summary.
 
-/// Whether python3 can import prometheus_client, installing it with pip once if not
-/// (as tests/metrics_endpoint.rs).
-fn prometheus_client_here() -> Result<(), String> {
-    let imports = || {
-        Command::new("python3")
-            .args(["-c", "import prometheus_client"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if imports() {
-        return Ok(());
-    }
-    for extra in [&[][..], &["--break-system-packages"][..]] {
-        let _ = Command::new("python3")
-            .args(["-m", "pip", "install", "--quiet"])
-            .args(extra)
-            .arg("prometheus-client")
-            .status();
-        if imports() {
-            return Ok(());
-        }
-    }
-    Err("python3 with the PyPI package prometheus-client is needed \
-         (python3 -m pip install prometheus-client)"
-        .to_string())
-}
-
 /// One sample read by tests/metrics/parse.py.
 #[derive(Debug)]
 struct Sample {
@@ -846,7 +819,7 @@ fn parsed(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> u64 {
 #[test]
 fn metrics_read_by_a_prometheus_parser_equal_the_summary() {
     require_host!();
-    require!(Tier::Host, prometheus_client_here());
+    require!(Tier::Host, common::prometheus_client_here());
     let rx = Receiver::start(Kind::Grpc);
     let mut p = Producer::start();
     p.pin();

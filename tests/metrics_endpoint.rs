@@ -13,8 +13,8 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::thread::sleep;
 use std::time::Duration;
 
@@ -24,37 +24,6 @@ use uevrec::metrics::{
     DropReason, ExportOutcome, Health, HealthConfig, Metrics, MetricsError, MetricsServer,
     RetryReason, Signal, UNKNOWN_TRACEPOINT, serve,
 };
-
-/// Whether python3 can import prometheus_client, installing it with pip once if not.
-fn prometheus_client_here() -> Result<(), String> {
-    static READY: OnceLock<Result<(), String>> = OnceLock::new();
-    READY
-        .get_or_init(|| {
-            let imports = || {
-                Command::new("python3")
-                    .args(["-c", "import prometheus_client"])
-                    .output()
-                    .is_ok_and(|o| o.status.success())
-            };
-            if imports() {
-                return Ok(());
-            }
-            for extra in [&[][..], &["--break-system-packages"][..]] {
-                let _ = Command::new("python3")
-                    .args(["-m", "pip", "install", "--quiet"])
-                    .args(extra)
-                    .arg("prometheus-client")
-                    .status();
-                if imports() {
-                    return Ok(());
-                }
-            }
-            Err("python3 with the PyPI package prometheus-client is needed \
-                 (python3 -m pip install prometheus-client)"
-                .to_string())
-        })
-        .clone()
-}
 
 /// What tests/metrics/parse.py read at `addr`'s /metrics.
 fn scrape(addr: SocketAddr, openmetrics: bool) -> Value {
@@ -227,7 +196,7 @@ fn run_batches(metrics: &Metrics, seed: u64, batches: usize) -> Model {
 
 #[test]
 fn metrics_read_by_prometheus_parsers_equal_the_counts() {
-    require!(Tier::Pure, prometheus_client_here());
+    require!(Tier::Pure, common::prometheus_client_here());
     let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health::default());
     let server = start(&metrics, &health);

@@ -21,7 +21,7 @@ pub mod queue;
 pub mod wire;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -81,36 +81,6 @@ pub type FrameSpan = (u64, Vec<u8>, std::ops::Range<usize>);
 /// Splits the bytes the formatter wrote into frames.
 pub type FrameSplit = dyn FnMut(&[u8], &mut Vec<FrameSpan>) -> Result<(), String> + Send;
 
-/// How the collector is doing, for `/readyz` and `/metrics`.
-#[derive(Debug, Default)]
-pub struct LinkHealth {
-    /// When the current run of failures started (ms since the UNIX epoch; 0: none).
-    pub failing_since_ms: AtomicU64,
-    /// Attempts that had to be retried.
-    pub retries: AtomicU64,
-    /// Requests sent (every attempt).
-    pub attempts: AtomicU64,
-    /// Time of the last acknowledged request (ms since the UNIX epoch; 0: none).
-    pub last_ok_ms: AtomicU64,
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-impl LinkHealth {
-    /// How long the collector has been failing (zero when the last try worked).
-    pub fn unreachable_for(&self) -> Duration {
-        match self.failing_since_ms.load(Ordering::Acquire) {
-            0 => Duration::ZERO,
-            t => Duration::from_millis(now_ms().saturating_sub(t)),
-        }
-    }
-}
-
 /// What the sender needs.
 pub struct Parts {
     /// The queue (spool or memory).
@@ -143,8 +113,6 @@ pub struct Parts {
 pub struct Shared {
     /// The accounting.
     pub ledger: Ledger,
-    /// The collector's health.
-    pub health: LinkHealth,
     /// Set once the writer has handed everything over (the sender drains, then ends).
     closing: AtomicBool,
     /// Set when the sender must end now (the drain time is up).
@@ -236,7 +204,7 @@ impl DeliverySink {
         }
     }
 
-    /// The accounting and health.
+    /// The accounting.
     pub fn shared(&self) -> Arc<Shared> {
         self.shared.clone()
     }
@@ -413,7 +381,6 @@ fn send_loop(mut p: Parts, shared: &Shared) {
         }
         loop {
             let started = Instant::now();
-            shared.health.attempts.fetch_add(1, Ordering::Relaxed);
             let attempt = p.link.send(info.signal, &batch.body);
             if let Some(o) = &p.observe {
                 o(info.signal, &attempt, started.elapsed(), batch.body.len());
@@ -421,8 +388,6 @@ fn send_loop(mut p: Parts, shared: &Shared) {
             match attempt {
                 Attempt::Accepted { rejected, message } => {
                     p.pacing.reset();
-                    shared.health.failing_since_ms.store(0, Ordering::Release);
-                    shared.health.last_ok_ms.store(now_ms(), Ordering::Release);
                     // Ack first: once acknowledged, a crash must not send it again.
                     if let Err(e) = p.queue.ack(batch.id) {
                         report(shared, p.quiet, None, "spool", &e.to_string());
@@ -445,8 +410,6 @@ fn send_loop(mut p: Parts, shared: &Shared) {
                     continue 'batches;
                 }
                 Attempt::Failed { reason } => {
-                    // The collector answered: it is reachable.
-                    shared.health.failing_since_ms.store(0, Ordering::Release);
                     if let Err(e) = p.queue.ack(batch.id) {
                         report(shared, p.quiet, None, "spool", &e.to_string());
                     }
@@ -461,13 +424,6 @@ fn send_loop(mut p: Parts, shared: &Shared) {
                     continue 'batches;
                 }
                 Attempt::Retry { after, reason } => {
-                    shared.health.retries.fetch_add(1, Ordering::Relaxed);
-                    let _ = shared.health.failing_since_ms.compare_exchange(
-                        0,
-                        now_ms().max(1),
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    );
                     report(
                         shared,
                         p.quiet,

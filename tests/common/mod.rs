@@ -158,3 +158,34 @@ pub fn tail_getppid(pid: u32, args: &[&str]) -> Child {
         .spawn()
         .expect("spawning uevrec tail")
 }
+
+/// Whether python3 can import prometheus_client, installing it with pip once if not.
+pub fn prometheus_client_here() -> Result<(), String> {
+    static READY: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    READY
+        .get_or_init(|| {
+            let imports = || {
+                std::process::Command::new("python3")
+                    .args(["-c", "import prometheus_client"])
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            };
+            if imports() {
+                return Ok(());
+            }
+            for extra in [&[][..], &["--break-system-packages"][..]] {
+                let _ = std::process::Command::new("python3")
+                    .args(["-m", "pip", "install", "--quiet"])
+                    .args(extra)
+                    .arg("prometheus-client")
+                    .status();
+                if imports() {
+                    return Ok(());
+                }
+            }
+            Err("python3 with the PyPI package prometheus-client is needed \
+                 (python3 -m pip install prometheus-client)"
+                .to_string())
+        })
+        .clone()
+}
