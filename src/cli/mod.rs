@@ -68,11 +68,11 @@ pub enum Command {
     /// Live view of the busiest events and processes (JSON lines when stdout is not a
     /// terminal).
     Top(top::TopArgs),
-    /// Create a persistent user_event (NAME FIELDS) before its producers start.
+    /// Create a persistent user_event (`NAME FIELDS`) before its producers start.
     Register(register::RegisterArgs),
-    /// Delete a persistent user_event (NAME [FIELDS]).
+    /// Delete a persistent user_event (`NAME [FIELDS]`).
     Unregister(register::UnregisterArgs),
-    /// Write one user_event record from the shell (NAME [FIELD=VALUE ...]).
+    /// Write one user_event record from the shell (`NAME [FIELD=VALUE ...]`).
     Emit(register::EmitArgs),
 }
 

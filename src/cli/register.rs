@@ -25,8 +25,8 @@ pub struct RegisterFlags {
     /// Like --register for every line of FILE (`#` starts a comment line).
     #[arg(long, value_name = "FILE")]
     pub register_file: Vec<PathBuf>,
-    /// Pre-register EventHeader tracepoints PROVIDER_L<level>K<keyword>[G<group>] (a glob
-    /// in the level, e.g. MyProvider_L*K1, means levels 1-5; repeatable).
+    /// Pre-register EventHeader tracepoints `PROVIDER_L<level>K<keyword>[G<group>]` (a glob
+    /// in the level, e.g. `MyProvider_L*K1`, means levels 1-5; repeatable).
     #[arg(long, value_name = "TRACEPOINT")]
     pub register_eventheader: Vec<String>,
     /// Leave the events this run pre-registered in place at the end.

@@ -38,7 +38,7 @@ pub const MULTI_SYSTEM: &str = "user_events_multi";
 
 /// How long a delete retries while the kernel answers EBUSY (a recorder's perf
 /// descriptors are closed in the background after it stops).
-pub const DELETE_RETRY: Duration = Duration::from_secs(5);
+pub const DELETE_RETRY: Duration = Duration::from_secs(10);
 
 /// One event to pre-register.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,7 +11,7 @@
 //! set right after DIAG_IOCSREG. Report line: `{"registered":NAME,"command":CMD,
 //! "write_index":N,"flags":F}` then `{"done":NAME,"seq":N,"enabled_at_register":bool,
 //! "written":bool}`; a refused registration reports `{"done":NAME,"error":TEXT,
-//! "errno":N}` and exits with status 3 (EADDRINUSE: the name exists with other fields).
+//! "addr_in_use":bool}` and exits with status 3 (EADDRINUSE: the name exists with other fields).
 
 use clap::Parser;
 use serde_json::json;
@@ -47,7 +47,9 @@ fn main() {
     let event = match events.register(&cmd, flags) {
         Ok(e) => e,
         Err(e) => {
-            report(&json!({"done": args.name, "error": e.to_string(), "errno": e.raw_os_error()}));
+            report(
+                &json!({"done": args.name, "error": e.to_string(), "addr_in_use": e.kind() == std::io::ErrorKind::AddrInUse}),
+            );
             std::process::exit(3);
         }
     };
