@@ -66,7 +66,9 @@ use crate::sink::{Sink, SinkError, write_batches};
 /// `uevrec decode`.
 #[derive(Debug, Args)]
 pub struct DecodeArgs {
-    /// The perf.data file (file or pipe mode); standard input if absent or "-".
+    /// The perf.data file (file or pipe mode); standard input if absent or "-". A
+    /// truncated or never-finished (killed) file is salvaged: every whole record, then a
+    /// {"uevrec":"notice","what":"truncated"} line, and exit status 3.
     #[arg(value_name = "FILE|-")]
     pub input: Option<PathBuf>,
     /// Events to decode, SYSTEM:EVENT with globs (repeatable; default: every event).
@@ -492,10 +494,10 @@ fn decode_bytes(
     let (mut data, records) = PerfData::open(bytes).map_err(|e| e.to_string())?;
     // Sections lying past the end: a cut file (the data section's part that is there is
     // decoded; the features or formats past the cut are missing).
-    let cut: Vec<PerfDataError> = data
-        .problems
-        .extract_if(.., |e| matches!(e, PerfDataError::BadSection { .. }))
-        .collect();
+    let (cut, rest): (Vec<PerfDataError>, Vec<PerfDataError>) = std::mem::take(&mut data.problems)
+        .into_iter()
+        .partition(|e| matches!(e, PerfDataError::BadSection { .. }));
+    data.problems = rest;
     let unfinished = writer::is_unfinished(bytes);
     let clock_data = data.clock_data().is_some();
     let big_endian = data
