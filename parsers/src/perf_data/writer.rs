@@ -629,7 +629,7 @@ pub const UNFINISHED_MARK: &[u8] = b"uevrec: unfinished recording";
 /// pipe-mode header (`PERFILE2`, size 16) and one [`HEADER_EVENT_TYPE`] record of 88
 /// bytes starting with [`UNFINISHED_MARK`] that fills the room the file-mode header takes
 /// once the file is finished. Until then the file is a valid pipe-mode perf.data: the
-/// records that describe the events ([`push_header_features`], [`push_event_header`])
+/// records that describe the events ([`push_header_features`], [`push_event_headers`])
 /// come before their first sample, so a file cut anywhere (SIGKILL, a crash, a full
 /// disk) reads up to its last whole record.
 pub fn unfinished_header() -> [u8; FILE_HEADER_SIZE as usize] {
@@ -673,7 +673,7 @@ pub fn push_feature_record(out: &mut Vec<u8>, bit: u32, body: &[u8]) {
 /// osrelease, version, arch, nrcpus, cmdline, clockid, clock_data) as
 /// `PERF_RECORD_HEADER_FEATURE` records: the start of a crash-safe file, right after
 /// [`unfinished_header`]. The tracing data and the attrs come per event
-/// ([`push_event_header`]); `HEADER_EVENT_DESC` and `HEADER_SAMPLE_TIME` only in the
+/// ([`push_event_headers`]); `HEADER_EVENT_DESC` and `HEADER_SAMPLE_TIME` only in the
 /// trailer.
 pub fn push_header_features(out: &mut Vec<u8>, meta: &FileMeta<'_>) {
     for (bit, body) in features(meta) {
