@@ -178,7 +178,7 @@ impl Instance {
 impl Drop for Instance {
     fn drop(&mut self) {
         if let Err(e) = self.remove() {
-            crate::cli::print_stderr(format_args!(
+            crate::stderr::print(format_args!(
                 "uevrec: cannot remove the tracefs instance {}: {e}; remove it with `rmdir {}`\n",
                 self.dir.display(),
                 self.dir.display()

@@ -4,6 +4,13 @@
 //! tracefs instance and its `trace_pipe_raw` pages: its events are enable files, its
 //! keys the events' tracefs IDs). The attach/rescan state machine is tested against a
 //! fake one (no root needed).
+//!
+//! Data flows one way: the backends (crate::perf, crate::ftrace) implement this
+//! contract and import nothing of the session; crate::recorder opens the backend a
+//! session asks for (`recorder::open`) and hands it to [`crate::session::run_with`],
+//! which drives any backend through this trait.
+
+pub mod time_merge;
 
 use std::io;
 use std::ops::ControlFlow;
