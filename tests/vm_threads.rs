@@ -28,7 +28,7 @@ const PATIENCE: Duration = Duration::from_secs(180);
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Records the producer writes (two threads): enough for many chunks and batches, few
 /// enough that 4 MiB rings lose none under emulation.
-const EVENTS: u64 = 20_000;
+const EVENTS: u64 = 10_000;
 
 /// A `uevrec record --threads N` writing JSON lines to a file (killed on drop).
 struct Rec {
