@@ -13,6 +13,7 @@
 //! [`export`] sends OTLP requests to a collector (gRPC, HTTP).
 #![warn(missing_docs)]
 
+pub mod backend;
 pub mod cli;
 pub mod clock;
 pub mod context;
@@ -36,5 +37,6 @@ pub mod session;
 pub mod signals;
 pub mod sink;
 pub mod spool;
+pub mod stderr;
 pub mod top;
 pub mod tracefs;

@@ -271,10 +271,7 @@ pub(crate) fn print_error(msg: &dyn std::fmt::Display) {
 }
 
 /// Write to stderr, ignoring failure (unlike `eprintln!`, which panics).
-pub(crate) fn print_stderr(args: std::fmt::Arguments<'_>) {
-    use std::io::Write;
-    let _ = std::io::stderr().write_fmt(args);
-}
+pub(crate) use crate::stderr::print as print_stderr;
 
 /// Run the command line; returns the exit status.
 pub fn main() -> i32 {

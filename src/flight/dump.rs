@@ -8,21 +8,17 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::thread;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, Sender};
 use uevrec_parsers::{ContextTracker, OutputWriter, RecordWriter};
 
 use super::buffer::Snapshot;
-use super::{FlightOptions, FlightSummary, Reason, Request, say};
+use super::{FlightOptions, FlightSummary, Reason, Request};
 use crate::clock::now_unix_ns;
 use crate::formatter::{self, Lines};
-use crate::pipeline::{Batch, Closed, STAGE_BYTES, STAGE_CAPACITY, Staged, StagedChunk};
-use crate::sched;
-
-/// Chunks and batches in flight between the dump's feeder, formatter and writer.
-const DEPTH: usize = 4;
+use crate::pipeline::{Closed, STAGE_BYTES, STAGE_CAPACITY, Staged, StagedChunk};
+use crate::stderr::print as say;
 
 /// Write every request received until the flight thread closes `requests`.
 pub fn run(requests: Receiver<Request>, opts: &FlightOptions) -> FlightSummary {
@@ -162,47 +158,22 @@ fn create_unique(base: &Path, mode: u32, unix_ns: u64) -> Result<(PathBuf, File)
 }
 
 /// The snapshot's entries as lines (the ordinary formatter on a thread of its own, fed
-/// from a second one), each batch passed to `write`; returns the records written.
+/// from a second one: [`crate::recorder::format_fed`]), each batch passed to `write`;
+/// returns the records written.
 pub fn format_snapshot(
     snapshot: &Snapshot,
     opts: &FlightOptions,
     context: Option<ContextTracker>,
-    mut write: impl FnMut(&[u8]) -> io::Result<()>,
+    write: impl FnMut(&[u8]) -> io::Result<()>,
 ) -> io::Result<u64> {
-    let (stage_tx, stage_rx) = crossbeam_channel::bounded(DEPTH);
-    let (chunk_tx, chunk_rx) = crossbeam_channel::bounded(2 * DEPTH + 2);
-    let (out_tx, out_rx) = crossbeam_channel::bounded::<Batch>(DEPTH);
-    let (recycle_tx, recycle_rx) = crossbeam_channel::bounded(2 * DEPTH);
-    let (format, line_options) = (opts.format, opts.line_options);
-    thread::scope(|scope| {
-        // Owned here, so that an error below drops it before the scope waits for the
-        // formatter: its next send fails, it ends, and the feeder after it.
-        let out_rx = out_rx;
-        scope.spawn(move || {
-            sched::raise_worker_thread();
-            formatter::run(
-                stage_rx,
-                chunk_tx,
-                &out_tx,
-                &recycle_rx,
-                Lines {
-                    opts: line_options,
-                    format,
-                    session: opts.session.as_ref(),
-                    context,
-                    schema: false,
-                },
-            )
-        });
-        scope.spawn(move || feed(snapshot, &stage_tx, &chunk_rx));
-        let mut records = 0;
-        while let Ok(batch) = out_rx.recv() {
-            write(&batch.lines)?;
-            records += batch.records;
-            let _ = recycle_tx.try_send(batch.lines);
-        }
-        Ok(records)
-    })
+    let lines = Lines {
+        opts: opts.line_options,
+        format: opts.format,
+        session: opts.session.as_ref(),
+        context,
+        schema: false,
+    };
+    crate::recorder::format_fed(lines, |stage, pool| feed(snapshot, stage, pool), write)
 }
 
 /// Send the snapshot's entries as chunks, in time order ([`Snapshot::in_time_order`]),

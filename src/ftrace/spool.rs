@@ -36,10 +36,9 @@ use std::time::Duration;
 use super::instance::read_file;
 use super::{
     EventInstance, FtraceEvent, FtraceOptions, Instance, SetupError, attach_in, disable_all_in,
-    options_for, pid_list, print_notes,
+    pid_list,
 };
-use crate::session::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
-use crate::session::{SessionConfig, SessionError};
+use crate::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
 
 /// The pipe between a ring and its spool: this many bytes when the kernel allows it.
 const PIPE_BYTES: libc::c_int = 1 << 20;
@@ -505,18 +504,6 @@ impl Backend for SpoolBackend {
     }
 
     fn set_markers(&mut self, _on: bool) {}
-}
-
-/// The spooling backend for a session of `config` on the `cpus` of tracefs `root`.
-pub fn open_for_session(
-    root: &Path,
-    cpus: &[u32],
-    config: &SessionConfig,
-    plan: &SpoolPlan,
-) -> Result<SpoolBackend, SessionError> {
-    let (backend, notes) = SpoolBackend::open(root, cpus, &options_for(config), plan)?;
-    print_notes(notes);
-    Ok(backend)
 }
 
 #[cfg(test)]

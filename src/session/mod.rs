@@ -49,29 +49,30 @@
 //! configuration, the loop, the stop.
 
 mod attach;
-pub mod backend;
+/// The backend contract lives in [`crate::backend`] (perf and ftrace implement it
+/// without importing the session); re-exported under its old path.
+pub use crate::backend;
 mod error;
 pub(crate) mod filter;
 mod procfs;
 mod stager;
 #[cfg(test)]
 mod tests;
-pub(crate) mod time_merge;
 mod waiting;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::fd_limit::{self, Nofile};
-use crate::perf::{self, PerfBackend, RingPages, Rings};
+use crate::fd_limit::Nofile;
+use crate::perf::{self, RingPages};
 use crate::pipeline::StageSender;
 use crate::selector::{Selector, default_selectors};
 use crate::tracefs::{Tracefs, TracefsError};
 use attach::{Attacher, Halt};
 use backend::{Backend, BackendKind};
 pub use error::SessionError;
-use error::perf_error;
+pub(crate) use error::perf_error;
 use stager::Stager;
 use waiting::Waiting;
 
@@ -188,54 +189,15 @@ pub struct Summary {
     pub lost: u64,
 }
 
-/// Attach, then loop until `stop` is set (or `max_records` reached): drain the rings,
-/// stage what they hold, send full chunks on `out` (a blocking send = back-pressure). On
-/// stop: stop attaching, drain every ring, send the rest, return the summary. Setup
-/// errors (before the first attach) return `Err`; a closed `out` (the formatter or writer
-/// went away) ends the session promptly with the summary so far. The formatter thread
-/// must be running already ([`crate::recorder`] starts it), so the self-exclusion filter
-/// names it.
-pub fn run(
-    config: &SessionConfig,
-    out: &StageSender<'_>,
-    stop: &AtomicBool,
-    stats: &LiveStats,
-) -> Result<Summary, SessionError> {
-    let tracefs = match &config.tracefs {
-        Some(t) => t.clone(),
-        None => Tracefs::discover(None)?,
-    };
-    let cpus = perf::online_cpus().map_err(SessionError::Cpus)?;
-    if let (BackendKind::Ftrace, Some(plan)) = (config.backend, &config.spool) {
-        let root = tracefs.root().to_owned();
-        let mut backend = crate::ftrace::spool::open_for_session(&root, &cpus, config, plan)?;
-        return run_with(&mut backend, tracefs, None, config, out, stop, stats);
-    }
-    if config.backend == BackendKind::Ftrace {
-        let mut backend = crate::ftrace::open_for_session(tracefs.root(), &cpus, config)?;
-        return run_with(&mut backend, tracefs, None, config, out, stop, stats);
-    }
-    // The soft limit goes up to the hard one now; the hard one as events come (rescan).
-    let nofile = Nofile::new().ok().map(|mut n| {
-        n.ensure(fd_limit::needed(0, cpus.len()));
-        n
-    });
-    let tracking = if config.context {
-        perf::Tracking {
-            tasks: true,
-            cgroups: true,
-        }
-    } else {
-        perf::Tracking::NONE
-    };
-    let rings = Rings::open(&cpus, config.buffer_pages.get(), tracking)
-        .map_err(|e| perf_error(e, config.buffer_pages.get()))?;
-    let mut backend = PerfBackend::new(rings);
-    run_with(&mut backend, tracefs, nofile, config, out, stop, stats)
-}
-
-/// [`run`] on any backend, from the first scan on.
-fn run_with<B: Backend>(
+/// Attach, then loop until `stop` is set (or `max_records` reached): drain `backend`'s
+/// buffers, stage what they hold, send full chunks on `out` (a blocking send =
+/// back-pressure). On stop: stop attaching, drain every buffer, send the rest, return
+/// the summary. Setup errors (before the first attach) return `Err`; a closed `out`
+/// (the formatter or writer went away) ends the session promptly with the summary so
+/// far. The backend is opened by the caller (crate::recorder, `recorder::open`), with
+/// `nofile` the open-file limit to raise as events come; the formatter thread must be
+/// running already ([`crate::recorder`] starts it), so the self-exclusion filter names it.
+pub fn run_with<B: Backend>(
     backend: &mut B,
     tracefs: Tracefs,
     nofile: Option<Nofile>,
