@@ -14,6 +14,7 @@ pub mod flight;
 mod list;
 pub mod output;
 mod record;
+pub mod recover;
 pub mod top;
 pub mod values;
 
@@ -67,6 +68,9 @@ pub enum Command {
     /// Live view of the busiest events and processes (JSON lines when stdout is not a
     /// terminal).
     Top(top::TopArgs),
+    /// Assemble the trace.dat of a killed `record --raw FILE --raw-format trace-dat` from
+    /// the spools it left beside FILE.
+    Recover(recover::RecoverArgs),
 }
 
 /// Which events, and where tracefs is.
@@ -222,6 +226,15 @@ pub struct RecordArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub export: export::ExportArgs,
+    /// How much a power cut may take from the files written (a kill of uevrec alone
+    /// takes nothing the kernel was given): never (the kernel writes back when it likes,
+    /// typically within 30 s), batch (-o: each batch of lines; --raw trace-dat: each round
+    /// of ring pages moved and each event format; flight dumps and rotated files: before
+    /// their rename into place), or INTERVAL such as 1s (at a write at least INTERVAL
+    /// after the last sync, and at the end). Dumps, rotated files and the trace.dat
+    /// appear whole under their names whatever the policy (docs/record-trace-dat.md).
+    #[arg(long, value_name = "never|batch|INTERVAL", default_value = "never")]
+    pub fsync: crate::durable::FsyncPolicy,
 }
 
 /// The file format of `record --raw`.
@@ -283,5 +296,6 @@ pub fn main() -> i32 {
         Command::List(args) => list::list(&args),
         Command::Decode(args) => decode::decode(args),
         Command::Top(args) => top::top(&args),
+        Command::Recover(args) => recover::recover(&args),
     }
 }

@@ -25,6 +25,7 @@ use crate::tracefs::TracefsError;
 
 /// `uevrec record`.
 pub fn record(args: RecordArgs) -> i32 {
+    crate::durable::set_policy(args.fsync);
     if args.export.enabled() {
         return export(&args);
     }
