@@ -9,8 +9,8 @@
 //!   (trace.dat spools), every perf.data write, every flight dump: what was written is on
 //!   disk before the next batch is written;
 //! - `INTERVAL` (e.g. `1s`, `200ms`): at a write at least INTERVAL after the last sync
-//!   (so at most INTERVAL plus one batch of writes is at risk, while records flow), and
-//!   at the end.
+//!   and when the output is idle with an unsynced write past INTERVAL (JSON lines: checked
+//!   every 200 ms), and at the end.
 //!
 //! [`Publish`]: a file written under a hidden temporary name in its final directory
 //! (`.NAME.uevrec-tmp`), synced as the policy asks, then renamed to its final name
@@ -116,6 +116,16 @@ impl Syncer {
             FsyncPolicy::Interval(d) => self.last.elapsed() >= d,
         };
         if due { self.sync(file) } else { Ok(()) }
+    }
+
+    /// Nothing written for a while: sync an unsynced write once its interval is over
+    /// (an output with an idle hook calls this, so a quiet period does not leave the
+    /// last batch unsynced until the next write).
+    pub fn tick(&mut self, file: &File) -> io::Result<()> {
+        match self.policy {
+            FsyncPolicy::Interval(d) if self.dirty && self.last.elapsed() >= d => self.sync(file),
+            _ => Ok(()),
+        }
     }
 
     /// The end of `file` (closing, rotating): sync what is unsynced, unless `never`.
