@@ -243,6 +243,10 @@ fn write_dat(
     file.write_all_at(head, 0)?;
     let mut end = head.len() as u64;
     for (part, &at) in parts.iter().zip(offsets) {
+        if part.size == 0 {
+            // Nothing to copy (a CPU without pages, or a spool a kill left uncreated).
+            continue;
+        }
         let src = File::open(&part.path)?;
         file.seek(SeekFrom::Start(at))?;
         // File to file: std's copy uses copy_file_range (no copy through user space).
@@ -543,4 +547,94 @@ pub fn recover(target: &Path, tracefs: Option<&Path>) -> Result<Recovered, Strin
         formats: formats.ids.len(),
         notes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ftrace::spool::append_meta;
+
+    /// tracefs `events/header_page` and `header_event` of a 6.18 x86_64 kernel.
+    const HEADER_PAGE: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;
+\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;
+\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;
+\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;
+";
+    const HEADER_EVENT: &str = "# compressed entry header
+\ttype_len    :    5 bits
+\ttime_delta  :   27 bits
+\tarray       :   32 bits
+
+\tpadding     : type == 29
+\ttime_extend : type == 30
+\ttime_stamp : type == 31
+\tdata max type_len  == 28
+";
+
+    fn host_line() -> MetaLine {
+        MetaLine::Host {
+            long_size: 8,
+            header_page: HEADER_PAGE.into(),
+            header_event: HEADER_EVENT.into(),
+            uname: "Linux h 6.18 #1 x86_64".into(),
+            boot_id: None,
+            mode: 0o640,
+        }
+    }
+
+    #[test]
+    fn recover_says_what_is_missing_and_never_replaces_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let dat = dir.path().join("k.dat");
+        let e = recover(&dat, None).unwrap_err();
+        assert!(
+            e.contains("nothing to recover") && e.contains(".k.dat.uevrec-meta"),
+            "{e}"
+        );
+        // Killed before its rings started: only the host's line.
+        std::fs::write(meta_path(&dat), "").unwrap();
+        append_meta(&dat, &host_line()).unwrap();
+        let e = recover(&dat, None).unwrap_err();
+        assert!(e.contains("nothing was recorded"), "{e}");
+        std::fs::write(&dat, "x").unwrap();
+        let e = recover(&dat, None).unwrap_err();
+        assert!(e.contains("never replaces"), "{e}");
+        assert_eq!(std::fs::read_to_string(&dat).unwrap(), "x");
+    }
+
+    #[test]
+    fn recover_keeps_whole_pages_and_skips_a_torn_meta_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let dat = dir.path().join("k.dat");
+        std::fs::write(meta_path(&dat), "").unwrap();
+        append_meta(&dat, &host_line()).unwrap();
+        let spool = MetaLine::Spool {
+            page_size: 4096,
+            trace_clock: "mono".into(),
+            offset_ns: Some(5),
+            ftrace_formats: Vec::new(),
+            cpus: vec![0, 1],
+        };
+        append_meta(&dat, &spool).unwrap();
+        // CPU 0: two empty pages and part of a third; CPU 1's spool is missing; the
+        // metadata ends in a torn line.
+        std::fs::write(spool_path(&dat, 0), vec![0u8; 2 * 4096 + 100]).unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(meta_path(&dat))
+            .unwrap();
+        f.write_all(b"{\"format\":{\"id\":1,").unwrap();
+        let r = recover(&dat, None).unwrap();
+        assert_eq!((r.pages, r.cpus, r.formats), (2, 2, 0));
+        let notes = r.notes.join("\n");
+        assert!(notes.contains("torn last line"), "{notes}");
+        assert!(notes.contains("last 100 bytes"), "{notes}");
+        assert!(notes.contains("cpu1.uevrec-spool is missing"), "{notes}");
+        // Whole: the reader takes it, with both CPUs and the offset.
+        let bytes = std::fs::read(&dat).unwrap();
+        let file = uevrec_parsers::trace_dat::TraceDat::parse(&bytes).unwrap();
+        assert_eq!(file.cpu_count(), Some(2));
+        assert_eq!(file.time_offset_ns(), 5);
+        assert!(!meta_path(&dat).exists() && !spool_path(&dat, 0).exists());
+    }
 }
