@@ -3,13 +3,16 @@
 #
 # A perl producer pinned to CPU 0 calls getppid(424242, SEQ) N times as fast as it can;
 # `uevrec record` (release build, --pid of the producer, filter id == getppid) writes
-# -o FILE (JSON lines) or --raw FILE --raw-format trace-dat (--backend ftrace) with each
+# -o FILE (JSON lines), a flight dump, or --raw FILE --raw-format trace-dat (--backend ftrace) with each
 # --fsync policy, RUNS times each. Printed per run: the recorder's CPU seconds (user +
 # system, /usr/bin/time), the records in the output (JSON lines: counted in FILE;
 # trace-dat: `uevrec decode FILE`), the kernel's lost counts in it, CPU µs per record, the producer's calls per second,
 # and the recorder's wall seconds. Needs root, tracefs with raw_syscalls, perl, taskset.
 #
-#   scripts/bench-fsync.sh            # N=1000000 RUNS=3, target/release/uevrec
+# `flight`: --flight 1G, one SIGUSR1 dump after the calls (its time on stderr: the
+# dump's fsync is there).
+#
+#   scripts/bench-fsync.sh            # json and dat, N=1000000 RUNS=3, target/release/uevrec
 #   UEVREC=path N=200000 RUNS=1 scripts/bench-fsync.sh json
 set -euo pipefail
 B=${UEVREC:-${CARGO_TARGET_DIR:-target}/release/uevrec}
@@ -28,10 +31,14 @@ for out in $OUTPUTS; do
         my $t = time; syscall('"$NR"', 424242, $_) for 1 .. $ARGV[1];
         printf "%.0f\n", $ARGV[1] / (time - $t);' "$dir/go" "$N" >"$dir/rate" &
       prod=$!
-      common=(--pid "$prod" --filter "id == $NR" -e raw_syscalls:sys_enter -q --fsync "$pol")
+      common=(--pid "$prod" --filter "id == $NR" -e raw_syscalls:sys_enter --fsync "$pol")
+      [ "$out" = flight ] || common+=(-q)
       if [ "$out" = json ]; then
         args=(-o "$dir/out.json")
         ready() { grep -q '"attached"' "$dir/out.json" 2>/dev/null; }
+      elif [ "$out" = flight ]; then
+        args=(--flight 1G -o "$dir/fl.json")
+        ready() { grep -q '"attached"' "$dir/log" 2>/dev/null; }
       else
         args=(--backend ftrace --raw "$dir/k.dat" --raw-format trace-dat)
         ready() { grep -q '{"format":' "$dir/.k.dat.uevrec-meta" 2>/dev/null; }
@@ -43,10 +50,18 @@ for out in $OUTPUTS; do
       touch "$dir/go"
       wait "$prod"
       sleep 0.5
+      if [ "$out" = flight ]; then
+        # One dump of everything held; its time is in the log line.
+        kill -USR1 "$(pgrep -P "$rec" -x uevrec || echo "$rec")"
+        until grep -q 'flight dump' "$dir/log"; do sleep 0.05; done
+      fi
       kill -INT "$(pgrep -P "$rec" -x uevrec || echo "$rec")"
       wait "$rec" || true
       if [ "$out" = json ]; then
         cp "$dir/out.json" "$dir/lines"
+      elif [ "$out" = flight ]; then
+        cat "$dir"/fl.json.* >"$dir/lines"
+        grep -o 'flight dump .* in [0-9.]* s' "$dir/log" | sed 's/.* in /flight dump written in /' >&2
       else
         "$B" decode "$dir/k.dat" >"$dir/lines" 2>/dev/null || true
       fi
