@@ -14,16 +14,19 @@
 #
 #   scripts/bench-fsync.sh            # json and dat, N=1000000 RUNS=3, target/release/uevrec
 #   UEVREC=path N=200000 RUNS=1 scripts/bench-fsync.sh json
+#   POLICIES='batch 1s' EXTRA='-m 8M' scripts/bench-fsync.sh json
 set -euo pipefail
 B=${UEVREC:-${CARGO_TARGET_DIR:-target}/release/uevrec}
 N=${N:-1000000}
 RUNS=${RUNS:-3}
 OUTPUTS=${1:-json dat}
+POLICIES=${POLICIES:-never batch 1s}
+read -r -a EXTRA <<<"${EXTRA:-}" # more record flags, e.g. EXTRA="-m 8M"
 NR=110
 [ -x "$B" ] || { echo "no $B: cargo build --release" >&2; exit 1; }
 printf 'output\tfsync\trun\trecorder_cpu_s\trecords\tlost\tcpu_us_per_record\tproducer_calls_per_s\trecorder_wall_s\n'
 for out in $OUTPUTS; do
-  for pol in never batch 1s; do
+  for pol in $POLICIES; do
     for run in $(seq 1 "$RUNS"); do
       dir=$(mktemp -d /tmp/bench-fsync.XXXXXX)
       taskset -c 0 perl -MTime::HiRes=time -e '
@@ -31,7 +34,7 @@ for out in $OUTPUTS; do
         my $t = time; syscall('"$NR"', 424242, $_) for 1 .. $ARGV[1];
         printf "%.0f\n", $ARGV[1] / (time - $t);' "$dir/go" "$N" >"$dir/rate" &
       prod=$!
-      common=(--pid "$prod" --filter "id == $NR" -e raw_syscalls:sys_enter --fsync "$pol")
+      common=(--pid "$prod" --filter "id == $NR" -e raw_syscalls:sys_enter --fsync "$pol" "${EXTRA[@]}")
       [ "$out" = flight ] || common+=(-q)
       if [ "$out" = json ]; then
         args=(-o "$dir/out.json")
