@@ -214,8 +214,13 @@ fn killed_trace_dat_runs_recover_to_a_contiguous_run() {
         if let Some(d) = start_up_kill(&mut rng, i) {
             sleep(d);
         } else {
-            let attached = wait_for(&mut rec, "attached", || {
+            // Recording: the format is on disk and pages were handed over (a spool
+            // holds bytes); the kill comes 0–600 ms later.
+            let attached = wait_for(&mut rec, "spooling", || {
                 fs::read_to_string(&meta).is_ok_and(|t| t.contains("{\"format\":"))
+                    && files_starting(dir.path(), &format!(".k{i}.dat.cpu"))
+                        .iter()
+                        .any(|n| fs::metadata(dir.path().join(n)).is_ok_and(|m| m.len() > 0))
             });
             assert!(attached, "{}", fs::read_to_string(&log).unwrap());
             sleep(Duration::from_millis(rng.u64(0..600)));
@@ -265,7 +270,7 @@ fn killed_trace_dat_runs_recover_to_a_contiguous_run() {
         );
         assert_contiguous(&seqs, &format!("run {i}"));
         if !at_start_up(i) {
-            // Killed while recording: full pages were handed over by then.
+            // Killed after pages were handed over: they are all in the file.
             assert!(!seqs.is_empty(), "run {i}: no records recovered: {err}");
         }
         recovered_runs += 1;
