@@ -133,6 +133,9 @@ pub enum MetaLine {
         boot_id: Option<String>,
         /// Permission bits of the trace.dat.
         mode: u32,
+        /// The recording uevrec's process id (its tracefs instance is `uevrec-PID`).
+        #[serde(default)]
+        pid: Option<u32>,
     },
     /// The spooling (written when the spools are created, before any page is moved).
     Spool {

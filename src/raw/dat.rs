@@ -114,6 +114,7 @@ impl DatOutput {
             uname: uname_text(),
             boot_id: boot_id(),
             mode,
+            pid: Some(std::process::id()),
         };
         let mut text = serde_json::to_vec(&line)
             .map_err(|e| SinkError::io("writing", &meta, io::Error::other(e)))?;
@@ -438,6 +439,7 @@ pub fn recover(target: &Path, tracefs: Option<&Path>) -> Result<Recovered, Strin
         uname,
         boot_id: rec_boot,
         mode,
+        pid,
     }) = host
     else {
         return Err(format!(
@@ -495,6 +497,20 @@ pub fn recover(target: &Path, tracefs: Option<&Path>) -> Result<Recovered, Strin
     };
     let cmdlines = table("saved_cmdlines").unwrap_or_default();
     let tgids = table("saved_tgids");
+    // The killed run's instance keeps its events enabled until removed.
+    let instance = pid
+        .filter(|_| same_boot)
+        .zip(tracefs)
+        .map(|(pid, t)| t.join(format!("instances/uevrec-{pid}")))
+        .filter(|dir| dir.is_dir());
+    if let Some(dir) = instance {
+        notes.push(format!(
+            "the killed run's tracefs instance {} still records (its events stay enabled): \
+             the next uevrec run removes it, or `rmdir {}`",
+            dir.display(),
+            dir.display()
+        ));
+    }
     if !same_boot {
         notes.push(
             "the machine was restarted since the recording: no process names (comm) in \
@@ -579,6 +595,7 @@ mod tests {
             uname: "Linux h 6.18 #1 x86_64".into(),
             boot_id: None,
             mode: 0o640,
+            pid: None,
         }
     }
 
