@@ -19,6 +19,7 @@ pub mod clock;
 pub mod context;
 pub mod delivery;
 pub mod describe;
+pub mod durable;
 pub mod epoll;
 pub mod export;
 pub mod fd_limit;

@@ -15,6 +15,7 @@ mod list;
 pub mod output;
 mod record;
 pub mod register;
+pub mod recover;
 pub mod top;
 pub mod values;
 
@@ -74,6 +75,9 @@ pub enum Command {
     Unregister(register::UnregisterArgs),
     /// Write one user_event record from the shell (`NAME [FIELD=VALUE ...]`).
     Emit(register::EmitArgs),
+    /// Assemble the trace.dat of a killed `record --raw FILE --raw-format trace-dat` from
+    /// the spools it left beside FILE.
+    Recover(recover::RecoverArgs),
 }
 
 /// Which events, and where tracefs is.
@@ -232,6 +236,16 @@ pub struct RecordArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub export: export::ExportArgs,
+    /// How much a power cut may take from the files written (a kill of uevrec alone
+    /// takes nothing the kernel was given): never (the kernel writes back when it likes,
+    /// typically within 30 s), batch (-o: each batch of lines; --raw trace-dat: each round
+    /// of ring pages moved and each event format; flight dumps and rotated files: before
+    /// their rename into place; --raw perf-data: not synced yet), or INTERVAL such as 1s
+    /// (at a write at least INTERVAL after the last sync, -o also while idle, and at the
+    /// end). Dumps, rotated files and the trace.dat appear whole under their names
+    /// whatever the policy (docs/json-lines.md, docs/record-trace-dat.md).
+    #[arg(long, value_name = "never|batch|INTERVAL", default_value = "never")]
+    pub fsync: crate::durable::FsyncPolicy,
 }
 
 /// The file format of `record --raw`.
@@ -293,5 +307,6 @@ pub fn main() -> i32 {
         Command::Register(args) => register::register(&args),
         Command::Unregister(args) => register::unregister(&args),
         Command::Emit(args) => register::emit(&args),
+        Command::Recover(args) => recover::recover(&args),
     }
 }

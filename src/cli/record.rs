@@ -42,6 +42,7 @@ pub fn record(args: RecordArgs) -> i32 {
 }
 
 fn record_run(args: RecordArgs) -> i32 {
+    crate::durable::set_policy(args.fsync);
     if args.export.enabled() {
         return export(&args);
     }
