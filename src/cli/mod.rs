@@ -195,12 +195,12 @@ pub struct RecordingArgs {
     /// are still printed; the in-band notices stay).
     #[arg(short, long)]
     pub quiet: bool,
-    /// The kubelet's pod log directories (<namespace>_<pod>_<uid>), which name the pods
+    /// The kubelet's pod log directories (NAMESPACE_POD_UID), which name the pods
     /// whose UIDs the cgroups give (k8s_namespace, k8s_pod keys; docs/json-lines.md,
     /// "Kubernetes").
     #[arg(long, value_name = "DIR", default_value = crate::kubernetes::DEFAULT_POD_LOGS)]
     pub k8s_pod_logs: std::path::PathBuf,
-    /// The kubelet's container log links (<pod>_<namespace>_<container>-<id>.log), which
+    /// The kubelet's container log links (POD_NAMESPACE_CONTAINER-ID.log), which
     /// name the containers (k8s_container key).
     #[arg(long, value_name = "DIR", default_value = crate::kubernetes::DEFAULT_CONTAINER_LOGS)]
     pub k8s_container_logs: std::path::PathBuf,

@@ -155,9 +155,8 @@ pub fn parse_container_log(name: &str) -> Option<(&str, &str, &str, &str)> {
     let (rest, id) = stem.rsplit_once('-')?;
     let mut parts = rest.split('_');
     let (pod, ns, container) = (parts.next()?, parts.next()?, parts.next()?);
-    let ok = parts.next().is_none()
-        && is_id(id)
-        && [pod, ns, container].iter().all(|s| !s.is_empty());
+    let ok =
+        parts.next().is_none() && is_id(id) && [pod, ns, container].iter().all(|s| !s.is_empty());
     ok.then_some((pod, ns, container, id))
 }
 
@@ -174,12 +173,8 @@ pub struct K8sNames {
 }
 
 /// Forget one entry of `map` when it is full and `key` is new.
-fn make_room<K: std::hash::Hash + Eq + Clone, V>(
-    map: &mut Map<K, V>,
-    key: &impl Fn(&K) -> bool,
-    max: usize,
-) {
-    if map.len() >= max && !map.keys().any(key) {
+fn make_room(map: &mut Map<Box<str>, Box<[u8]>>, key: &str, max: usize) {
+    if map.len() >= max && !map.contains_key(key) {
         if let Some(any) = map.keys().next().cloned() {
             map.remove(&any);
         }
@@ -202,7 +197,7 @@ impl K8sNames {
         if self.pods.get(&*uid).is_some_and(|t| **t == *text) {
             return false;
         }
-        make_room(&mut self.pods, &|k: &Box<str>| **k == *uid, MAX_PODS);
+        make_room(&mut self.pods, &uid, MAX_PODS);
         self.pods.insert(uid.into(), text.into());
         true
     }
@@ -215,7 +210,7 @@ impl K8sNames {
         if self.containers.get(&*id).is_some_and(|t| **t == *text) {
             return false;
         }
-        make_room(&mut self.containers, &|k: &Box<str>| **k == *id, MAX_CONTAINERS);
+        make_room(&mut self.containers, &id, MAX_CONTAINERS);
         self.containers.insert(id.into(), text.into());
         true
     }
@@ -268,7 +263,10 @@ mod tests {
     const UID: &str = "0f1e2d3c-aaaa-bbbb-cccc-001122334455";
     const UID_: &str = "0f1e2d3c_aaaa_bbbb_cccc_001122334455";
 
-    fn pod(path: &str) -> Option<(String, Qos, Option<String>)> {
+    /// What [`classify_pod`] finds, owned.
+    type Found = Option<(String, Qos, Option<String>)>;
+
+    fn pod(path: &str) -> Found {
         classify_pod(path).map(|p| (p.uid, p.qos, p.container.map(str::to_string)))
     }
 
@@ -276,7 +274,7 @@ mod tests {
     fn real_paths() {
         use Qos::*;
         let some = |q, c: Option<&str>| Some((UID.to_string(), q, c.map(str::to_string)));
-        let table: Vec<(String, Option<(String, Qos, Option<String>)>)> = vec![
+        let table: Vec<(String, Found)> = vec![
             // systemd driver, containerd, each class.
             (format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/cri-containerd-{ID}.scope"), some(Burstable, Some(ID))),
             (format!("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice/cri-containerd-{ID}.scope"), some(BestEffort, Some(ID))),
@@ -369,12 +367,18 @@ mod tests {
         assert!(n.learn_container(ID.as_bytes(), b"nginx"));
         assert_eq!(
             keys(&mut n),
-            format!("{bare},\"k8s_namespace\":\"shop\",\"k8s_pod\":\"web-0\",\"k8s_container\":\"nginx\"")
+            format!(
+                "{bare},\"k8s_namespace\":\"shop\",\"k8s_pod\":\"web-0\",\"k8s_container\":\"nginx\""
+            )
         );
         // No container key yet: the pod's container id is given.
         let mut out = Vec::new();
         n.write_keys(9, &path, false, &mut out);
-        assert!(String::from_utf8(out).unwrap().starts_with(&format!(",\"container\":\"{ID}\",")));
+        assert!(
+            String::from_utf8(out)
+                .unwrap()
+                .starts_with(&format!(",\"container\":\"{ID}\","))
+        );
         // Outside kubepods: nothing, and the cgroup is no pod's any more.
         let mut out = Vec::new();
         n.write_keys(9, "/system.slice/a.service", false, &mut out);
@@ -428,26 +432,77 @@ mod tracker_tests {
     fn names_come_after_the_uid_and_follow_a_replaced_pod() {
         let mut t = ContextTracker::new();
         let old = format!("/kubepods.slice/kubepods-pod1111_22.slice/cri-containerd-{ID}.scope");
-        t.apply(None, ContextUpdate::Cgroup { id: 5, path: old.as_bytes() });
+        t.apply(
+            None,
+            ContextUpdate::Cgroup {
+                id: 5,
+                path: old.as_bytes(),
+            },
+        );
         let before = keys(&t, 5);
-        assert!(before.ends_with(&format!("\"container\":\"{ID}\",\"k8s_pod_uid\":\"1111-22\",\"k8s_qos\":\"Guaranteed\"")), "{before}");
+        assert!(
+            before.ends_with(&format!(
+                "\"container\":\"{ID}\",\"k8s_pod_uid\":\"1111-22\",\"k8s_qos\":\"Guaranteed\""
+            )),
+            "{before}"
+        );
         let v = t.version();
-        t.apply(Some(10), ContextUpdate::Pod { uid: b"1111-22", namespace: b"shop", name: b"web-0" });
-        t.apply(Some(10), ContextUpdate::ContainerName { id: ID.as_bytes(), name: b"nginx" });
+        t.apply(
+            Some(10),
+            ContextUpdate::Pod {
+                uid: b"1111-22",
+                namespace: b"shop",
+                name: b"web-0",
+            },
+        );
+        t.apply(
+            Some(10),
+            ContextUpdate::ContainerName {
+                id: ID.as_bytes(),
+                name: b"nginx",
+            },
+        );
         assert_ne!(t.version(), v);
-        assert_eq!(keys(&t, 5), format!("{before},\"k8s_namespace\":\"shop\",\"k8s_pod\":\"web-0\",\"k8s_container\":\"nginx\""));
+        assert_eq!(
+            keys(&t, 5),
+            format!(
+                "{before},\"k8s_namespace\":\"shop\",\"k8s_pod\":\"web-0\",\"k8s_container\":\"nginx\""
+            )
+        );
         // The pod replaced: same name, another UID and container; until its names come
         // it shows its UID alone, never the old pod's names.
         let id2 = ID.replace("c0ffee", "decade");
         let new = format!("/kubepods.slice/kubepods-pod3333_44.slice/cri-containerd-{id2}.scope");
-        t.apply(None, ContextUpdate::Cgroup { id: 6, path: new.as_bytes() });
+        t.apply(
+            None,
+            ContextUpdate::Cgroup {
+                id: 6,
+                path: new.as_bytes(),
+            },
+        );
         let fresh = keys(&t, 6);
-        assert!(fresh.contains("\"k8s_pod_uid\":\"3333-44\"") && !fresh.contains("k8s_pod\""), "{fresh}");
-        t.apply(Some(20), ContextUpdate::Pod { uid: b"3333-44", namespace: b"shop", name: b"web-0" });
+        assert!(
+            fresh.contains("\"k8s_pod_uid\":\"3333-44\"") && !fresh.contains("k8s_pod\""),
+            "{fresh}"
+        );
+        t.apply(
+            Some(20),
+            ContextUpdate::Pod {
+                uid: b"3333-44",
+                namespace: b"shop",
+                name: b"web-0",
+            },
+        );
         assert!(keys(&t, 6).contains("\"k8s_pod_uid\":\"3333-44\",\"k8s_qos\":\"Guaranteed\",\"k8s_namespace\":\"shop\",\"k8s_pod\":\"web-0\""));
         assert!(keys(&t, 5).contains("\"k8s_pod_uid\":\"1111-22\""));
         // A cgroup outside kubepods has no k8s keys.
-        t.apply(None, ContextUpdate::Cgroup { id: 7, path: b"/system.slice/cron.service" });
+        t.apply(
+            None,
+            ContextUpdate::Cgroup {
+                id: 7,
+                path: b"/system.slice/cron.service",
+            },
+        );
         assert!(!keys(&t, 7).contains("k8s"));
     }
 }
