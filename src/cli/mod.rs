@@ -166,8 +166,8 @@ pub struct RecordingArgs {
     /// gets a {"uevrec":"schema"} line before its first record.
     #[arg(long)]
     pub no_schema: bool,
-    /// Leave out who wrote each record: no "comm", "cgroup", "container" or "unit"
-    /// keys, no /proc scan at start and no tracking of thread names (saves a few ns
+    /// Leave out who wrote each record: no "comm", "cgroup", "container", "unit" or
+    /// "k8s_*" keys, no /proc scan at start and no tracking of thread names (saves a few ns
     /// per record; docs/json-lines.md, "Context").
     #[arg(long)]
     pub no_context: bool,

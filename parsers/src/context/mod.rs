@@ -3,7 +3,9 @@
 //! from a stream of [`ContextUpdate`]s: perf's `PERF_RECORD_COMM`/`FORK`/`EXIT`/`CGROUP`
 //! records, the ftrace backend's tracking events, the start-up scan of `/proc` and
 //! `/sys/fs/cgroup`, or a file's own records (`perf.data` COMM records, `trace.dat`'s
-//! saved cmdlines). [`ContextTracker::write`] appends the keys to an event line.
+//! saved cmdlines). [`ContextTracker::write`] appends the keys to an event line. A
+//! cgroup in a Kubernetes pod also gets the pod's keys ([`kubernetes`]), with the names
+//! [`ContextUpdate::Pod`] and [`ContextUpdate::ContainerName`] bring.
 //!
 //! Memory is bounded: threads are keyed by thread id (never more entries than the
 //! kernel's `pid_max`), and an exited thread's entry is dropped once
