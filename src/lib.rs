@@ -26,6 +26,7 @@ pub mod fd_limit;
 pub mod flight;
 pub mod formatter;
 pub mod ftrace;
+pub mod kubernetes;
 pub mod metrics;
 pub mod perf;
 pub mod pipeline;

@@ -177,8 +177,8 @@ pub struct RecordingArgs {
     /// gets a {"uevrec":"schema"} line before its first record.
     #[arg(long)]
     pub no_schema: bool,
-    /// Leave out who wrote each record: no "comm", "cgroup", "container" or "unit"
-    /// keys, no /proc scan at start and no tracking of thread names (saves a few ns
+    /// Leave out who wrote each record: no "comm", "cgroup", "container", "unit" or
+    /// "k8s_*" keys, no /proc scan at start and no tracking of thread names (saves a few ns
     /// per record; docs/json-lines.md, "Context").
     #[arg(long)]
     pub no_context: bool,
@@ -209,6 +209,15 @@ pub struct RecordingArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub register: register::RegisterFlags,
+    /// The kubelet's pod log directories (NAMESPACE_POD_UID), which name the pods
+    /// whose UIDs the cgroups give (k8s_namespace, k8s_pod keys; docs/json-lines.md,
+    /// "Kubernetes").
+    #[arg(long, value_name = "DIR", default_value = crate::kubernetes::DEFAULT_POD_LOGS)]
+    pub k8s_pod_logs: std::path::PathBuf,
+    /// The kubelet's container log links (POD_NAMESPACE_CONTAINER-ID.log), which
+    /// name the containers (k8s_container key).
+    #[arg(long, value_name = "DIR", default_value = crate::kubernetes::DEFAULT_CONTAINER_LOGS)]
+    pub k8s_container_logs: std::path::PathBuf,
 }
 
 /// `uevrec record`.

@@ -337,6 +337,10 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
         max_records: rec.count,
         // Only JSON lines carry context (OTLP records do not; --raw: `record`).
         context: !rec.no_context && matches!(rec.format, super::output::Format::Json),
+        pod_logs: crate::kubernetes::PodLogDirs {
+            pods: rec.k8s_pod_logs.clone(),
+            containers: rec.k8s_container_logs.clone(),
+        },
         drain_threads: rec
             .drain_threads
             .map_or_else(crate::session::default_drain_threads, usize::from),

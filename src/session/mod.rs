@@ -125,6 +125,9 @@ pub struct SessionConfig {
     /// Threads that drain the perf rings (groups of CPUs next to each other) while the
     /// rings are busy (`--drain-threads`); 0 or 1: the session thread alone.
     pub drain_threads: usize,
+    /// With `context`: the kubelet's log directories that name pods and containers
+    /// (`--k8s-pod-logs`, `--k8s-container-logs`; [`crate::kubernetes`]).
+    pub pod_logs: crate::kubernetes::PodLogDirs,
 }
 
 /// The default of `--drain-threads`: a quarter of the online CPUs, at least 1 (each
@@ -153,6 +156,7 @@ impl Default for SessionConfig {
             context: true,
             spool: None,
             drain_threads: 1,
+            pod_logs: crate::kubernetes::PodLogDirs::default(),
         }
     }
 }
@@ -216,9 +220,13 @@ pub fn run_with<B: Backend>(
     st.drain_threads = config.drain_threads;
     let mut att = Attacher::new(tracefs, selectors, config);
     att.nofile = nofile;
+    let mut pod_logs = config
+        .context
+        .then(|| crate::kubernetes::PodLogs::new(&config.pod_logs));
     if config.context {
         start_context(backend, &mut st);
     }
+    stage_pod_names(pod_logs.as_mut(), &mut st);
 
     // First scan: problems that will not go away are errors.
     let scan = match att.rescan(backend, &mut st, out, stats) {
@@ -275,6 +283,7 @@ pub fn run_with<B: Backend>(
                 stats
                     .attached
                     .store(att.attached.len() as u64, Ordering::Relaxed);
+                stage_pod_names(pod_logs.as_mut(), &mut st);
                 next_rescan = Instant::now() + config.rescan_interval;
                 continue;
             }
@@ -342,6 +351,17 @@ fn start_context<B: Backend>(backend: &mut B, st: &mut Stager<B::Event>) {
         crate::context::scan_cgroups(root, &mut |u| chunk.push_context(None, &u));
     }
     crate::context::scan_threads(root.as_deref(), &mut |u| chunk.push_context(None, &u));
+}
+
+/// Stage the names of the pods and containers the kubelet made since the last look
+/// ([`crate::kubernetes::PodLogs::poll`]), stamped now: records from now on carry them.
+fn stage_pod_names<E>(pod_logs: Option<&mut crate::kubernetes::PodLogs>, st: &mut Stager<E>) {
+    let Some(pod_logs) = pod_logs else {
+        return;
+    };
+    let now = st.clock.to_unix_ns(crate::clock::monotonic_ns());
+    let chunk = &mut st.chunk;
+    pod_logs.poll(&mut |u| chunk.push_context(now, &u));
 }
 
 /// Bring out the losses the kernel still owes the buffers (perf reports a loss only at
