@@ -20,8 +20,9 @@
 //! Time: `HEADER_CLOCK_DATA` (written by `perf record -k CLOCK_MONOTONIC`) gives the
 //! wall-clock time of each sample; without it `time` is `null` and stderr says so once.
 //! Exit status: 0; 3 ([`EXIT_SALVAGED`]) when the input is cut short — truncated, or a
-//! `record --raw` perf.data that was never finished (killed, crashed) — and every whole
-//! record before the cut was decoded (the output ends with a
+//! `record --raw` perf.data that was never finished (killed, crashed), or a trace.dat
+//! that ends inside its CPU data (whole pages, and a cut page's complete events, are
+//! read) — and every whole record before the cut was decoded (the output ends with a
 //! `{"uevrec":"notice","what":"truncated",…}` line, stderr says what is missing and
 //! where); 1 when the input is corrupt (everything before the problem is written; stderr
 //! says at which byte and why), or the output failed; 141 when standard output was
@@ -67,7 +68,7 @@ use crate::sink::{Sink, SinkError, write_batches};
 #[derive(Debug, Args)]
 pub struct DecodeArgs {
     /// The perf.data file (file or pipe mode); standard input if absent or "-". A
-    /// truncated or never-finished (killed) file is salvaged: every whole record, then a
+    /// truncated or never-finished (killed) perf.data or trace.dat is salvaged: every whole record, then a
     /// {"uevrec":"notice","what":"truncated"} line, and exit status 3.
     #[arg(value_name = "FILE|-")]
     pub input: Option<PathBuf>,
@@ -1001,6 +1002,11 @@ fn decode_trace_dat(
             "a trace.dat holds raw `{clock}` trace-clock stamps and no wall-clock anchor (records are in time order)"
         )),
         clock_data: false,
-        truncated: None,
+        truncated: (!decoded.truncated.is_empty()).then(|| {
+            format!(
+                "{}; every whole record before the cut was decoded",
+                decoded.truncated.join("; ")
+            )
+        }),
     })
 }
