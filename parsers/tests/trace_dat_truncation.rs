@@ -255,3 +255,38 @@ fn the_cut_says_where_and_what_was_read() {
         "{kinds:?}"
     );
 }
+
+/// The fuzz seeds made from this file (`parsers/fuzz/seeds/trace_dat/`, copied into the
+/// corpus by `parsers/fuzz/seed-corpus.sh`): whole, cut inside CPU 0's second page, cut
+/// inside CPU 1's first page header. They are the bytes this builder makes
+/// (`UEVREC_WRITE_FUZZ_SEEDS=1` writes them anew).
+#[test]
+fn fuzz_seeds_are_the_files_of_this_test() {
+    let f = file();
+    let cpu0_page1 = f.ends[PER_PAGE as usize].1 - 20 - 16;
+    let cpu1 = f.bytes.len() - 2 * PAGE;
+    let seeds = [
+        ("whole", &f.bytes[..]),
+        ("cut-mid-page", &f.bytes[..cpu0_page1 + 16 + 45]),
+        ("cut-page-header", &f.bytes[..cpu1 + 9]),
+    ];
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/trace_dat");
+    for (name, bytes) in seeds {
+        let path = dir.join(name);
+        if std::env::var_os("UEVREC_WRITE_FUZZ_SEEDS").is_some() {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, bytes).unwrap();
+        }
+        let have = std::fs::read(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (UEVREC_WRITE_FUZZ_SEEDS=1 writes it)",
+                path.display()
+            )
+        });
+        assert!(
+            have == bytes,
+            "{} is not what this test makes",
+            path.display()
+        );
+    }
+}
