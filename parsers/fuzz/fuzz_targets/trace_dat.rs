@@ -13,9 +13,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use uevrec_parsers::{LineOptions, LineWriter, RecordMeta};
 use uevrec_parsers::perf_data::lines::DecodeOptions;
 use uevrec_parsers::trace_dat::{ErrorKind, Item, TraceDat, TraceDatError};
+use uevrec_parsers::{LineOptions, LineWriter, RecordMeta};
 use uevrec_parsers_fuzz::json::one_object_line;
 
 /// At most this many items (records, lost markers, errors) per input.
@@ -86,11 +86,12 @@ fuzz_target!(|data: &[u8]| {
         ..DecodeOptions::default()
     };
     let mut out = Vec::new();
-    let decoded = uevrec_parsers::trace_dat::lines::decode_lines(&file, &opts, &|_, _| true, &mut |b| {
-        out.extend_from_slice(b);
-        true
-    })
-    .expect("records() succeeded above");
+    let decoded =
+        uevrec_parsers::trace_dat::lines::decode_lines(&file, &opts, &|_, _| true, &mut |b| {
+            out.extend_from_slice(b);
+            true
+        })
+        .expect("records() succeeded above");
     for line in out.split_inclusive(|&b| b == b'\n') {
         one_object_line(line);
     }
