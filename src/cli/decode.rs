@@ -492,6 +492,14 @@ fn decode_bytes(
     if bytes.starts_with(TRACE_DAT_MAGIC) {
         return decode_trace_dat(bytes, opts, select, flush, par);
     }
+    // A recording killed while being finished: its records end where the finish noted
+    // (the trailer after them is of no use without the file-mode header).
+    let whole_len = bytes.len() as u64;
+    let finishing = writer::finishing_end(bytes);
+    let bytes = match finishing {
+        Some(end) => &bytes[..end as usize],
+        None => bytes,
+    };
     let (mut data, records) = PerfData::open(bytes).map_err(|e| e.to_string())?;
     // Sections lying past the end: a cut file (the data section's part that is there is
     // decoded; the features or formats past the cut are missing).
@@ -517,6 +525,14 @@ fn decode_bytes(
         None => run(dec, flush),
     };
     outcome.truncated = truncation(unfinished, &cut, stopped.as_ref(), bytes.len() as u64);
+    if let (Some(end), Some(msg)) = (finishing, &mut outcome.truncated) {
+        *msg = format!(
+            "its finish was cut short (killed or a failed write): the records end at byte \
+             {end}; the {} bytes after them (the trailer) are of no use without the file-mode \
+             header, which was not written; {msg}",
+            whole_len - end
+        );
+    }
     if outcome.truncated.is_none() {
         outcome.stopped = stopped.map(|e| e.to_string());
     }
