@@ -314,11 +314,17 @@ fn truncated_input_decodes_what_it_can_and_says_where() {
         .write_all(&bytes[..100_003])
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(json_lines(&out.stdout).len(), 60);
+    // Salvaged (issue 26): the 60 whole records, then the truncated notice; exit 3.
+    assert_eq!(out.status.code(), Some(3));
+    let lines = json_lines(&out.stdout);
+    assert_eq!(lines.len(), 61);
+    assert_eq!(lines[60]["what"], "truncated", "{}", lines[60]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("decoding stopped: truncated at byte 100000: record needs 8 bytes, 3 left"),
+        err.contains(
+            "truncated input salvaged: the input ends inside the record at byte 100000 \
+             (3 of its 8 bytes present)"
+        ),
         "{err}"
     );
 }

@@ -89,6 +89,20 @@ open(f"{out}/seed-file-0", "wb").write(b"\x07\x03\x00" + seed)
 PY
     echo "seed-corpus.sh: $(ls "$here/corpus/perf_data" | wc -l) files in $here/corpus/perf_data"
 fi
+# Truncated and unfinished inputs (committed, made by parsers/tests/perf_data_truncation.rs
+# and trace_dat_truncation.rs): an unfinished `record --raw` perf.data whole and cut, a
+# finished one cut inside its trailer; a small trace.dat whole, cut inside a page and
+# inside a page header. Plus the real trace.dat files of the tests.
+for target in perf_data trace_dat; do
+    mkdir -p "$here/corpus/$target"
+    for f in "$here/seeds/$target"/*; do
+        cp "$f" "$here/corpus/$target/seed-cut-$(basename "$f")"
+    done
+done
+for f in "$here/../tests/data/trace-dat"/*.dat; do
+    cp "$f" "$here/corpus/trace_dat/$(basename "$f")"
+done
+echo "seed-corpus.sh: truncated/unfinished seeds in $here/corpus/{perf_data,trace_dat}"
 zip=$corpus_dir/formats0.zip
 if [ ! -f "$zip" ]; then
     echo "seed-corpus.sh: $zip not found (set UEVREC_CORPUS_DIR); seeds skipped" >&2

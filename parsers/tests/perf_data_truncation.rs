@@ -161,3 +161,40 @@ fn a_finished_file_cut_anywhere_keeps_every_whole_sample() {
     assert!(!writer::is_unfinished(&finished));
     check_every_cut(&finished, &ends, "finished (file mode)");
 }
+
+/// The fuzz seeds made from these files (`parsers/fuzz/seeds/perf_data/`, copied into the
+/// corpus by `parsers/fuzz/seed-corpus.sh`): the unfinished file whole and cut inside a
+/// sample, the finished one cut inside its trailer and whole, each after the `perf_data`
+/// target's three parameter bytes. They are the bytes these builders make
+/// (`UEVREC_WRITE_FUZZ_SEEDS=1` writes them anew).
+#[test]
+fn fuzz_seeds_are_the_files_of_this_test() {
+    let (unfinished, finished, ends) = files();
+    let params = b"\x07\x03\x00";
+    let seeds = [
+        ("unfinished", &unfinished[..]),
+        ("unfinished-cut", &unfinished[..ends[5] - 3]),
+        ("finished-cut", &finished[..finished.len() - 100]),
+        ("finished", &finished[..]),
+    ];
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/perf_data");
+    for (name, bytes) in seeds {
+        let seed = [&params[..], bytes].concat();
+        let path = dir.join(name);
+        if std::env::var_os("UEVREC_WRITE_FUZZ_SEEDS").is_some() {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &seed).unwrap();
+        }
+        let have = std::fs::read(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (UEVREC_WRITE_FUZZ_SEEDS=1 writes it)",
+                path.display()
+            )
+        });
+        assert!(
+            have == seed,
+            "{} is not what this test makes",
+            path.display()
+        );
+    }
+}

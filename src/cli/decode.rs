@@ -20,8 +20,9 @@
 //! Time: `HEADER_CLOCK_DATA` (written by `perf record -k CLOCK_MONOTONIC`) gives the
 //! wall-clock time of each sample; without it `time` is `null` and stderr says so once.
 //! Exit status: 0; 3 ([`EXIT_SALVAGED`]) when the input is cut short — truncated, or a
-//! `record --raw` perf.data that was never finished (killed, crashed) — and every whole
-//! record before the cut was decoded (the output ends with a
+//! `record --raw` perf.data that was never finished (killed, crashed), or a trace.dat
+//! that ends inside its CPU data (whole pages, and a cut page's complete events, are
+//! read) — and every whole record before the cut was decoded (the output ends with a
 //! `{"uevrec":"notice","what":"truncated",…}` line, stderr says what is missing and
 //! where); 1 when the input is corrupt (everything before the problem is written; stderr
 //! says at which byte and why), or the output failed; 141 when standard output was
@@ -67,7 +68,7 @@ use crate::sink::{Sink, SinkError, write_batches};
 #[derive(Debug, Args)]
 pub struct DecodeArgs {
     /// The perf.data file (file or pipe mode); standard input if absent or "-". A
-    /// truncated or never-finished (killed) file is salvaged: every whole record, then a
+    /// truncated or never-finished (killed) perf.data or trace.dat is salvaged: every whole record, then a
     /// {"uevrec":"notice","what":"truncated"} line, and exit status 3.
     #[arg(value_name = "FILE|-")]
     pub input: Option<PathBuf>,
@@ -491,6 +492,14 @@ fn decode_bytes(
     if bytes.starts_with(TRACE_DAT_MAGIC) {
         return decode_trace_dat(bytes, opts, select, flush, par);
     }
+    // A recording killed while being finished: its records end where the finish noted
+    // (the trailer after them is of no use without the file-mode header).
+    let whole_len = bytes.len() as u64;
+    let finishing = writer::finishing_end(bytes);
+    let bytes = match finishing {
+        Some(end) => &bytes[..end as usize],
+        None => bytes,
+    };
     let (mut data, records) = PerfData::open(bytes).map_err(|e| e.to_string())?;
     // Sections lying past the end: a cut file (the data section's part that is there is
     // decoded; the features or formats past the cut are missing).
@@ -516,6 +525,14 @@ fn decode_bytes(
         None => run(dec, flush),
     };
     outcome.truncated = truncation(unfinished, &cut, stopped.as_ref(), bytes.len() as u64);
+    if let (Some(end), Some(msg)) = (finishing, &mut outcome.truncated) {
+        *msg = format!(
+            "its finish was cut short (killed or a failed write): the records end at byte \
+             {end}; the {} bytes after them (the trailer) are of no use without the file-mode \
+             header, which was not written; {msg}",
+            whole_len - end
+        );
+    }
     if outcome.truncated.is_none() {
         outcome.stopped = stopped.map(|e| e.to_string());
     }
@@ -1001,6 +1018,11 @@ fn decode_trace_dat(
             "a trace.dat holds raw `{clock}` trace-clock stamps and no wall-clock anchor (records are in time order)"
         )),
         clock_data: false,
-        truncated: None,
+        truncated: (!decoded.truncated.is_empty()).then(|| {
+            format!(
+                "{}; every whole record before the cut was decoded",
+                decoded.truncated.join("; ")
+            )
+        }),
     })
 }

@@ -15,7 +15,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use uevrec_parsers::perf_data::header::FILE_HEADER_SIZE;
-use uevrec_parsers::perf_data::writer::{Trailer, passed_over, unfinished_header};
+use uevrec_parsers::perf_data::writer::{self, Trailer, passed_over, unfinished_header};
 
 use crate::sink::SinkError;
 
@@ -132,6 +132,11 @@ impl PerfDataFile {
         trailer: &Trailer,
         inband: &[(u64, usize, u32)],
     ) -> Result<(), SinkError> {
+        // Where the records end, noted in the unfinished header first: a kill before the
+        // file-mode header is written leaves a file read to there (writer::finishing_end).
+        let mark = writer::finishing_mark(FILE_HEADER_SIZE + self.data_size);
+        let noted = self.file.write_all_at(&mark, writer::FINISHING_END_AT);
+        noted.map_err(|e| SinkError::io("finishing", &self.path, e))?;
         if let Err(e) = self.file.write_all(&trailer.bytes) {
             self.cut_to_data();
             return Err(SinkError::io("finishing", &self.path, e));

@@ -650,8 +650,9 @@ impl std::fmt::Display for RawError {
             {
                 write!(
                     f,
-                    "; the file is unfinished (its header names no events): perf and uevrec \
-                 decode refuse it"
+                    "; the file is unfinished (never given its file-mode header): `uevrec \
+                     decode` reads every whole record it holds (exit status 3, a truncated \
+                     notice), `perf script -i - < FILE` reads it as a pipe-mode stream"
                 )
             }
             None => write!(
@@ -663,8 +664,9 @@ impl std::fmt::Display for RawError {
             ),
             Some(e) => write!(
                 f,
-                "; finishing the file failed too ({e}): it is unfinished, perf and uevrec \
-                 decode refuse it"
+                "; finishing the file failed too ({e}): it is unfinished; `uevrec decode` \
+                 reads every whole record it holds (exit status 3, a truncated notice), \
+                 `perf script -i - < FILE` reads it as a pipe-mode stream"
             ),
         }
     }

@@ -5,12 +5,18 @@
 //! - an error's file offset is inside the file (or it names a decompressed section/chunk),
 //!   the saved cmdlines' error too; every saved name is one thread's name;
 //! - a record's format index is one of the file's formats, and the record goes through
-//!   `LineWriter::write_record` into exactly one JSON line.
+//!   `LineWriter::write_record` into exactly one JSON line;
+//! - a file cut short (seeds: `parsers/fuzz/seeds/trace_dat/`, truncated inside a page
+//!   and inside a page header): the cut (`CutShort`) is said at the end of the file, and
+//!   `decode_lines` (what `uevrec decode` runs) writes only whole JSON object lines, its
+//!   `undecoded` notices and the cut included.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use uevrec_parsers::perf_data::lines::DecodeOptions;
+use uevrec_parsers::trace_dat::{ErrorKind, Item, TraceDat, TraceDatError};
 use uevrec_parsers::{LineOptions, LineWriter, RecordMeta};
-use uevrec_parsers::trace_dat::{Item, TraceDat, TraceDatError};
+use uevrec_parsers_fuzz::json::one_object_line;
 
 /// At most this many items (records, lost markers, errors) per input.
 const MAX_ITEMS: usize = 100_000;
@@ -66,8 +72,30 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             Ok(Some(Item::Lost { .. })) => {}
+            // The cut: where the file ends.
+            Err(e) if matches!(e.kind, ErrorKind::CutShort { .. }) => {
+                assert_eq!(e.offset, data.len() as u64, "{e}");
+            }
             // Not the end: the walk goes on after a bad page or chunk.
             Err(e) => check_error(&e, data.len()),
         }
+    }
+    drop(records);
+    let opts = DecodeOptions {
+        max_records: Some(MAX_ITEMS as u64),
+        ..DecodeOptions::default()
+    };
+    let mut out = Vec::new();
+    let decoded =
+        uevrec_parsers::trace_dat::lines::decode_lines(&file, &opts, &|_, _| true, &mut |b| {
+            out.extend_from_slice(b);
+            true
+        })
+        .expect("records() succeeded above");
+    for line in out.split_inclusive(|&b| b == b'\n') {
+        one_object_line(line);
+    }
+    for cut in &decoded.truncated {
+        assert!(cut.contains("cut short"), "{cut}");
     }
 });

@@ -303,6 +303,47 @@ impl PageLayout {
         self.data_offset + self.data_size
     }
 
+    /// Read the header of `page`, the start of a page cut short (a file that ends inside
+    /// it): as [`PageLayout::page_header`], but the committed length is checked against a
+    /// whole page's capacity and then limited to the bytes present (the events wholly
+    /// inside them can be read; the one the cut goes through is not). The second value
+    /// says whether the committed data was cut. The missed-events count after the data
+    /// is read only when the data is whole.
+    pub fn page_header_cut(&self, page: &[u8]) -> Result<(PageHeader, bool), PageError> {
+        let header = self.data_offset;
+        let short = PageError {
+            offset: 0,
+            kind: PageErrorKind::ShortPage {
+                len: page.len(),
+                header,
+            },
+        };
+        if page.len() < header {
+            return Err(short);
+        }
+        let mut whole = page.to_vec();
+        whole.resize(self.page_size().max(page.len()), 0);
+        let mut h = self.page_header(&whole)?;
+        let present = page.len() - header;
+        let cut = h.data_len > present;
+        if cut {
+            h.data_len = present;
+            if let Some(count) = &mut h.missed {
+                *count = None;
+            }
+        } else if let Some(Some(_)) = h.missed {
+            // The count lies after the data: read it from the bytes present only.
+            let commit = read_uint(page, self.commit_offset, self.commit_size, self.endian);
+            let stored = commit.is_some_and(|c| c & MISSED_STORED != 0);
+            h.missed = Some(
+                stored
+                    .then(|| read_uint(page, header + h.data_len, self.commit_size, self.endian))
+                    .flatten(),
+            );
+        }
+        Ok((h, cut))
+    }
+
     /// Read the header of `page`, checking that the committed data fits in it.
     pub fn page_header(&self, page: &[u8]) -> Result<PageHeader, PageError> {
         let header = self.data_offset;
@@ -443,6 +484,8 @@ pub struct PageReader {
     missed_pending: bool,
     /// An error was returned or the data ended.
     done: bool,
+    /// The page is cut short inside its committed data ([`PageReader::new_cut`]).
+    cut: bool,
 }
 
 impl PageReader {
@@ -456,7 +499,31 @@ impl PageReader {
             time: header.timestamp,
             missed_pending: header.missed.is_some(),
             done: false,
+            cut: false,
         })
+    }
+
+    /// Start reading a page cut short (the file ends inside it:
+    /// [`PageLayout::page_header_cut`]): its events wholly present are read; the one the
+    /// cut goes through ends the page with [`PageErrorKind::EventTruncated`], which
+    /// [`PageReader::is_cut`] tells apart from a corrupt page.
+    pub fn new_cut(layout: &PageLayout, page: &[u8]) -> Result<Self, PageError> {
+        let (header, cut) = layout.page_header_cut(page)?;
+        Ok(PageReader {
+            header,
+            pos: layout.data_offset,
+            end: layout.data_offset + header.data_len,
+            time: header.timestamp,
+            missed_pending: header.missed.is_some(),
+            done: false,
+            cut,
+        })
+    }
+
+    /// Whether the page's committed data runs past the bytes given (a page cut short,
+    /// [`PageReader::new_cut`]): an event truncated at its end is the cut, not corruption.
+    pub fn is_cut(&self) -> bool {
+        self.cut
     }
 
     /// The page's header.

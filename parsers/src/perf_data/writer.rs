@@ -653,6 +653,33 @@ pub fn is_unfinished(file: &[u8]) -> bool {
         })
 }
 
+/// Where, in the filler record of [`unfinished_header`], the finish of a recording notes
+/// the end of its records ([`finishing_mark`]) before it appends the trailer.
+pub const FINISHING_END_AT: u64 = FILE_HEADER_SIZE - 8;
+
+/// The 8 bytes written at [`FINISHING_END_AT`] of an unfinished file when its finish
+/// begins, before the trailer is appended: `records_end`, the file offset where its
+/// records end (and the trailer starts). A file killed during the finish (trailer
+/// written, the file-mode header not yet) is still read as an unfinished one up to there
+/// ([`finishing_end`]), not as records running into the trailer's bytes.
+pub fn finishing_mark(records_end: u64) -> [u8; 8] {
+    records_end.to_ne_bytes()
+}
+
+/// The end of the records of an unfinished file ([`is_unfinished`]) whose finish began
+/// ([`finishing_mark`]): `None` for any other file, or when the noted end does not lie
+/// within it.
+pub fn finishing_end(file: &[u8]) -> Option<u64> {
+    if !is_unfinished(file) {
+        return None;
+    }
+    let at = FINISHING_END_AT as usize;
+    let b: [u8; 8] = file.get(at..at + 8)?.try_into().ok()?;
+    [u64::from_ne_bytes(b), u64::from_ne_bytes(b).swap_bytes()]
+        .into_iter()
+        .find(|&end| end >= FILE_HEADER_SIZE && end <= file.len() as u64)
+}
+
 /// Append a `PERF_RECORD_HEADER_FEATURE` (pipe mode's form of a feature section):
 /// `u64 feat_id`, then `body` zero-padded to 8 bytes. Bodies over 64 KiB are left out
 /// (a record's size is a u16): the features written this way are small.

@@ -7,7 +7,7 @@ use crate::{
     PreparedFormat, RecordSink, RecordStamp, RecordWriter, split_multi_format,
 };
 
-use super::{Item, TraceDat, TraceDatError};
+use super::{ErrorKind, Item, TraceDat, TraceDatError};
 use crate::ftrace_page::losses::Losses;
 
 /// Bytes of lines gathered before they go to `flush`.
@@ -23,6 +23,10 @@ pub struct Decoded {
     pub stats: DecodeStats,
     /// The first problems, in words: formats that did not parse, bad pages or chunks.
     pub problems: Vec<String>,
+    /// The file is cut short (a truncated copy, an unfinished recording): for each CPU
+    /// whose data runs past its end, what is missing and what was read
+    /// ([`super::ErrorKind::CutShort`]). Every record before the cut was written.
+    pub truncated: Vec<String>,
 }
 
 /// Write every record of `file`'s top buffer, merged across CPUs in time order (the
@@ -109,6 +113,8 @@ pub fn decode_into(
     let mut records = file.records()?;
     let mut lines = Vec::with_capacity(BATCH + (64 << 10));
     let mut open = true;
+    let mut truncated = Vec::new();
+    let unknown = unknown_formats(file);
     while open {
         match records.next_item() {
             Ok(None) => break,
@@ -116,6 +122,22 @@ pub fn decode_into(
                 last_time = Some(r.time);
                 let Some(p) = r.event.and_then(|i| prepared.get(i)) else {
                     stats.unknown_event += 1;
+                    let (event, message) = undecoded(file, &unknown, &r);
+                    let selected = event.as_ref().is_none_or(|(s, n)| select(s, n));
+                    if selected {
+                        let name = event.map(|(s, n)| format!("{s}:{n}"));
+                        let t = unix(r.time);
+                        match sink.as_deref_mut() {
+                            Some(s) => open &= s.notice(t, "undecoded", name.as_deref(), &message),
+                            None => writer.write_notice(
+                                &mut lines,
+                                t,
+                                "undecoded",
+                                name.as_deref(),
+                                &message,
+                            ),
+                        }
+                    }
                     continue;
                 };
                 let Some(p) = p else {
@@ -175,6 +197,10 @@ pub fn decode_into(
                     }
                 }
             },
+            // The file ends inside a CPU's data: what was there has been read.
+            Err(e) if matches!(e.kind, ErrorKind::CutShort { .. }) => {
+                truncated.push(e.to_string());
+            }
             // A bad page or chunk: reported, and the reader goes on with the next one.
             Err(e) => {
                 stats.error_count += 1;
@@ -204,7 +230,74 @@ pub fn decode_into(
     if !lines.is_empty() {
         flush(&lines);
     }
-    Ok(Decoded { stats, problems })
+    Ok(Decoded {
+        stats,
+        problems,
+        truncated,
+    })
+}
+
+/// The (system, name) of each format that did not parse, by its `ID:`, when its text
+/// says them.
+fn unknown_formats(file: &TraceDat<'_>) -> Vec<(u32, String, String)> {
+    file.format_errors()
+        .iter()
+        .filter_map(|f| {
+            let field = |key: &str| {
+                f.text
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix(key).map(|v| v.trim().to_string()))
+            };
+            let id = field("ID:")?.parse().ok()?;
+            Some((id, f.system.clone(), field("name:")?))
+        })
+        .collect()
+}
+
+/// The event (system, name) of a record with no usable format, if known, and the
+/// message of its `undecoded` notice: why, and the whole entry in hex.
+fn undecoded(
+    file: &TraceDat<'_>,
+    unknown: &[(u32, String, String)],
+    r: &super::Record<'_>,
+) -> (Option<(String, String)>, String) {
+    let id = common_type(file, r.raw);
+    let known = id.and_then(|id| unknown.iter().find(|(i, ..)| *i == id));
+    let why = match (id, known) {
+        (Some(id), Some((_, s, n))) => format!("the format of {s}:{n} (id {id}) does not parse"),
+        (Some(id), None) => format!("the file has no format for event id {id}"),
+        (None, _) => "the entry is too short for its common_type".to_string(),
+    };
+    let message = format!(
+        "not decoded: {why}; the trace entry on CPU {} ({} bytes, hex): {}",
+        r.cpu,
+        r.raw.len(),
+        hex(r.raw)
+    );
+    (known.map(|(_, s, n)| (s.clone(), n.clone())), message)
+}
+
+/// The entry's `common_type` (where the file's formats put it).
+fn common_type(file: &TraceDat<'_>, raw: &[u8]) -> Option<u32> {
+    let (offset, size) = file.common_type;
+    let bytes = raw.get(offset..offset.checked_add(size)?)?;
+    let mut v = 0u64;
+    let mut push = |x: &u8| v = (v << 8) | u64::from(*x);
+    match file.endian() {
+        Endian::Little => bytes.iter().rev().for_each(&mut push),
+        Endian::Big => bytes.iter().for_each(&mut push),
+    }
+    u32::try_from(v).ok()
+}
+
+/// `bytes` as lowercase hex.
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(2 * bytes.len());
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
 }
 
 /// A `lost` line: to `sink` when there is one, else written.

@@ -165,6 +165,24 @@ pub enum ErrorKind {
         /// The page error (offset within the page).
         error: PageError,
     },
+    /// The file ends inside the trace data of a CPU: a truncated copy, or a recording
+    /// that was never finished. What lies before the cut was read ([`Records`]: whole
+    /// pages, and the events wholly present of the page the cut goes through); this is the
+    /// last item of that CPU's stream.
+    #[error(
+        "cpu {cpu}: the file ends {present} bytes into the {declared} bytes of trace data it \
+         declares for this CPU (cut short: a truncated copy or an unfinished recording); {read}"
+    )]
+    CutShort {
+        /// The CPU.
+        cpu: u32,
+        /// Bytes of its data the file declares.
+        declared: u64,
+        /// Bytes of it present.
+        present: u64,
+        /// What of it was read.
+        read: String,
+    },
     /// Something the file holds that this reader does not read.
     #[error("not supported: {0}")]
     Unsupported(String),

@@ -43,6 +43,8 @@ struct PageSrc {
     in_chunk: bool,
     start: usize,
     len: usize,
+    /// The last page of data the file cuts short: fewer bytes than a page.
+    cut: bool,
 }
 
 /// The item a CPU stream offers next (offsets into its current page).
@@ -132,6 +134,14 @@ impl<'t> CpuStream<'t> {
                     self.head = Some(Head::Lost { count, time });
                     self.page = Some((src, reader));
                 }
+                // The event the cut goes through ends a cut page: the stream's
+                // `CutShort` error says so at its end.
+                Some(Err(e))
+                    if reader.is_cut()
+                        && matches!(e.kind, ftrace_page::PageErrorKind::EventTruncated { .. }) =>
+                {
+                    self.page = None;
+                }
                 Some(Err(e)) => {
                     self.page = None;
                     return Err(self.page_error(src, e));
@@ -158,6 +168,7 @@ impl<'t> CpuStream<'t> {
                 in_chunk: true,
                 start: self.chunk_pos,
                 len,
+                cut: false,
             };
             self.chunk_pos += len;
             src
@@ -170,13 +181,25 @@ impl<'t> CpuStream<'t> {
                 in_chunk: false,
                 start: self.pos,
                 len,
+                cut: self.truncated.is_some() && len < r.page_size,
             };
             self.pos += len;
             src
         };
-        match PageReader::new(&r.layout, self.page_bytes(src)) {
+        let page = self.page_bytes(src);
+        let reader = if src.cut {
+            PageReader::new_cut(&r.layout, page)
+        } else {
+            PageReader::new(&r.layout, page)
+        };
+        match reader {
             Ok(reader) => {
                 self.page = Some((src, reader));
+                Ok(())
+            }
+            // A cut through the page header: nothing of the page can be read (the
+            // stream's `CutShort` error says where the file ends).
+            Err(e) if src.cut && matches!(e.kind, ftrace_page::PageErrorKind::ShortPage { .. }) => {
                 Ok(())
             }
             Err(e) => Err(self.page_error(src, e)),
@@ -188,6 +211,17 @@ impl<'t> CpuStream<'t> {
         match self.truncated.take() {
             Some(e) => Err(e),
             None => Ok(()),
+        }
+    }
+
+    /// `e`, a chunk running past the end of the data present, unless the file is cut
+    /// short there (its `CutShort` error says so at the end of the stream).
+    fn unless_cut(&self, e: TraceDatError) -> Result<(), TraceDatError> {
+        let past_end = matches!(e.kind, ErrorKind::Truncated { .. });
+        if past_end && self.truncated.is_some() {
+            Ok(())
+        } else {
+            Err(e)
         }
     }
 
@@ -209,7 +243,7 @@ impl<'t> CpuStream<'t> {
                 // No next chunk can be found.
                 self.chunks_left = 0;
                 self.pos = self.end;
-                return Err(e);
+                return self.unless_cut(e);
             }
         };
         let data = c.take(u64::from(csize), "chunk data");
@@ -219,7 +253,7 @@ impl<'t> CpuStream<'t> {
             Err(e) => {
                 self.chunks_left = 0;
                 self.pos = self.end;
-                return Err(e);
+                return self.unless_cut(e);
             }
         };
         if usize_ as usize > MAX_CHUNK {
@@ -312,13 +346,15 @@ impl<'t> Records<'t> {
             let len = data.len() as u64;
             let start = entry.offset.min(len) as usize;
             let end = declared_end.min(len) as usize;
+            let present = (end - start) as u64;
             let truncated = (declared_end > len).then(|| TraceDatError {
                 offset: len,
                 inner: None,
-                kind: ErrorKind::Truncated {
-                    what: "cpu data",
-                    needed: declared_end - entry.offset,
-                    available: (end - start) as u64,
+                kind: ErrorKind::CutShort {
+                    cpu: entry.cpu,
+                    declared: declared_end - entry.offset,
+                    present,
+                    read: cut_detail(buffer.compressed, present, page_size as u64, start),
                 },
             });
             let mut stream = CpuStream {
@@ -404,4 +440,26 @@ impl<'t> Records<'t> {
     pub fn cpus(&self) -> impl Iterator<Item = u32> + '_ {
         self.cpus.iter().map(|s| s.cpu)
     }
+}
+
+/// What of a CPU's data cut short (`present` bytes of it, from file offset `start`) is
+/// read: whole pages, and the complete events of a page the cut goes through.
+fn cut_detail(compressed: bool, present: u64, page_size: u64, start: usize) -> String {
+    let (pages, rest) = (present / page_size, present % page_size);
+    if compressed {
+        return "its chunks wholly present were read".into();
+    }
+    let whole = match pages {
+        0 => "no whole page of it is present".to_string(),
+        1 => "its 1 whole page was read".to_string(),
+        n => format!("its {n} whole pages were read"),
+    };
+    if rest == 0 {
+        return whole;
+    }
+    format!(
+        "{whole}, and of the page at byte {} ({rest} of its {page_size} bytes present) \
+         the events wholly present",
+        start as u64 + pages * page_size
+    )
 }
