@@ -232,6 +232,19 @@ fn killed_trace_dat_runs_recover_to_a_contiguous_run() {
             "{} exists after the kill: it must appear only whole",
             dat.display()
         );
+        if meta.exists() {
+            // Decoding the killed run's file points at `recover`.
+            let out = Command::new(bin())
+                .arg("decode")
+                .arg(&dat)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success() && err.contains("uevrec recover"),
+                "decode of a killed run's file {i}: {err}"
+            );
+        }
         let out = Command::new(bin())
             .arg("recover")
             .arg(&dat)

@@ -750,7 +750,17 @@ fn decode_file(
     flush: &mut Flush<'_>,
     par: Option<&Par<'_>>,
 ) -> Result<Outcome, String> {
-    let file = File::open(path).map_err(|e| format!("opening: {e}"))?;
+    let file = File::open(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound && crate::raw::dat::has_leftovers(path) {
+            format!(
+                "opening: {e}; a killed `uevrec record --raw {p} --raw-format trace-dat` left \
+                 its spools beside it: run `uevrec recover {p}`, then decode it",
+                p = path.display()
+            )
+        } else {
+            format!("opening: {e}")
+        }
+    })?;
     decode_open_file(&file, opts, select, flush, par)
 }
 

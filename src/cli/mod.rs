@@ -14,8 +14,8 @@ pub mod flight;
 mod list;
 pub mod output;
 mod record;
-pub mod register;
 pub mod recover;
+pub mod register;
 pub mod top;
 pub mod values;
 
@@ -249,7 +249,7 @@ pub struct RecordArgs {
     /// takes nothing the kernel was given): never (the kernel writes back when it likes,
     /// typically within 30 s), batch (-o: each batch of lines; --raw trace-dat: each round
     /// of ring pages moved and each event format; flight dumps and rotated files: before
-    /// their rename into place; --raw perf-data: not synced yet), or INTERVAL such as 1s
+    /// their rename into place; --raw perf-data: each append of records and the finish), or INTERVAL such as 1s
     /// (at a write at least INTERVAL after the last sync, -o also while idle, and at the
     /// end). Dumps, rotated files and the trace.dat appear whole under their names
     /// whatever the policy (docs/json-lines.md, docs/record-trace-dat.md).

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use uevrec_parsers::perf_data::header::FILE_HEADER_SIZE;
 use uevrec_parsers::perf_data::writer::{self, Trailer, passed_over, unfinished_header};
 
+use crate::durable::{Syncer, sync_dir_of};
 use crate::sink::SinkError;
 
 /// A perf.data being written.
@@ -29,6 +30,8 @@ pub struct PerfDataFile {
     /// The data size before the last append that succeeded (see
     /// [`PerfDataFile::drop_last_append`]).
     before_last: Option<u64>,
+    /// When to sync the data (`record --fsync`, [`crate::durable`]).
+    syncer: Syncer,
 }
 
 /// Create the raw output `path` (mode `mode`, exactly, whatever the umask). An existing
@@ -70,11 +73,17 @@ impl PerfDataFile {
         let mut file = create_new(path, mode)?;
         let err = |e| SinkError::io("writing to", path, e);
         file.write_all(&unfinished_header()).map_err(err)?;
+        let syncer = Syncer::current();
+        if syncer.policy().syncs() {
+            // The new name survives a power cut too.
+            sync_dir_of(path).map_err(|e| SinkError::io("syncing the directory of", path, e))?;
+        }
         Ok(PerfDataFile {
             path: path.to_owned(),
             file,
             data_size: 0,
             before_last: None,
+            syncer,
         })
     }
 
@@ -96,7 +105,9 @@ impl PerfDataFile {
         }
         self.before_last = Some(self.data_size);
         self.data_size += records.len() as u64;
-        Ok(())
+        self.syncer
+            .wrote(&self.file)
+            .map_err(|e| SinkError::io("syncing", &self.path, e))
     }
 
     /// Cut the file back to the end of its data section (what a failed write added goes;
@@ -153,7 +164,9 @@ impl PerfDataFile {
             }
         }
         self.file.flush().map_err(err)?;
-        Ok(())
+        let sync = |e| SinkError::io("syncing", &self.path, e);
+        self.syncer.wrote(&self.file).map_err(sync)?;
+        self.syncer.finish(&self.file).map_err(sync)
     }
 }
 
