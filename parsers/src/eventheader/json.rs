@@ -13,7 +13,7 @@ use super::header::{EventParts, parse_event};
 use super::metadata::{FieldMeta, attributes, split_event_name, unescape};
 use super::plan::{PlanCache, PlanHint};
 use super::tracepoint_name::{OwnedTracepointName, TracepointName};
-use crate::json_line::{
+use crate::json::{
     Text, first_special, hex_digits, write_escape, write_hex, write_int, write_plain, write_str,
     write_text, write_text_contents,
 };
@@ -363,7 +363,7 @@ pub(super) fn write_hash_x(out: &mut Vec<u8>, v: u64) {
         *quote = b'"';
     }
     // Not imported: `Sink::extend` would shadow `Extend::extend` in this module.
-    crate::json_line::Sink::put(out, &text, 4 + digits);
+    crate::json::Sink::put(out, &text, 4 + digits);
 }
 
 /// `v` as `{:x}` writes it, without the formatting machinery.
@@ -456,7 +456,7 @@ fn write_level_error(out: &mut Vec<u8>, tp: &TracepointName<'_>, level: u8, more
 /// A JSON string from a `Display` message.
 fn write_message(out: &mut Vec<u8>, message: std::fmt::Arguments<'_>) {
     out.push(b'"');
-    let _ = std::fmt::Write::write_fmt(&mut crate::json_line::Escaped(out), message);
+    let _ = std::fmt::Write::write_fmt(&mut crate::json::Escaped(out), message);
     out.push(b'"');
 }
 

@@ -36,7 +36,7 @@ use super::json::{
     Open, Scratch, close, is_value_format, member, note_tag, uint_of, write_field_tags, write_name,
 };
 use super::metadata::{ArrayKind, FieldMeta, read_field};
-use crate::json_line::{Span, Texts, write_int, write_text};
+use crate::json::{Span, Texts, write_int, write_text};
 
 /// The number of metadata blocks a [`PlanCache`] remembers.
 pub const PLAN_CACHE_ENTRIES: usize = 512;

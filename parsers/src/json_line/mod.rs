@@ -34,25 +34,21 @@ use crate::eventheader::{self, TracepointName, tracepoint_name::OwnedTracepointN
 use crate::schema::{EventFormat, Field};
 
 pub(crate) mod context;
-mod escape;
 mod ids;
-mod numbers;
 mod ops;
+mod record_writer;
 pub(crate) mod schema;
-mod stage;
-mod text;
 mod time;
-mod values;
 
-pub(crate) use escape::{
-    Escaped, first_special, hex_digits, write_c_string, write_escape, write_hex, write_key,
-    write_plain, write_str, write_text, write_text_contents,
-};
+// The shared JSON text (`crate::json`), under the names this folder's files use.
+use crate::json::{escape, numbers, stage, text, values};
+pub(crate) use escape::{Escaped, write_c_string, write_hex, write_key, write_str, write_text};
 pub(crate) use numbers::write_int;
 use ops::{Step, steps, write_steps};
+pub use record_writer::RecordWriter;
 pub(crate) use stage::Sink;
 use stage::{STAGE, Stage};
-pub(crate) use text::{Span, Text, Texts};
+pub(crate) use text::Text;
 use time::TimeCache;
 pub(crate) use values::write_value;
 

@@ -42,7 +42,8 @@ use crate::eventheader::enumerator::read_value;
 use crate::eventheader::json::{uint_of, write_value_as};
 use crate::eventheader::metadata::{ArrayKind, read_field};
 use crate::eventheader::{Encoding, Format, MAX_FIELDS};
-use crate::json_line::{PreparedFormat, write_value};
+use crate::json::write_value;
+use crate::json_line::PreparedFormat;
 
 use super::batch::Signal;
 
@@ -722,9 +723,9 @@ mod tests {
     use super::super::tests::{Eh, eh_prepared};
     use super::*;
     use crate::eventheader::trace_entry;
+    use crate::json_line::RecordWriter;
     use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
     use crate::otlp::OtlpEncoding;
-    use crate::output::RecordWriter;
 
     /// A field: encoding byte, format byte, payload bytes.
     type Typed = (u8, Option<u8>, Vec<u8>);

@@ -25,7 +25,7 @@ use std::fmt;
 
 use crate::decode::{Endian, Value, decode_field};
 use crate::eventheader::enumerator::{Enumerator, Item};
-use crate::json_line::{Escaped, first_special, write_int, write_str, write_text, write_value};
+use crate::json::{Escaped, first_special, write_int, write_str, write_text, write_value};
 use crate::schema::Field;
 
 /// A range of a byte buffer.

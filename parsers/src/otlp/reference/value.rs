@@ -16,7 +16,7 @@ use opentelemetry_proto::tonic::common::v1::{AnyValue, ArrayValue, KeyValue, Key
 
 use crate::decode::{Endian, Value, decode_field};
 use crate::eventheader::enumerator::{Enumerator, Item};
-use crate::json_line::write_value as write_json_value;
+use crate::json::write_value as write_json_value;
 use crate::schema::Field;
 
 /// An `AnyValue` holding `v`.
