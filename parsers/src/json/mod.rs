@@ -8,6 +8,7 @@ pub(crate) mod escape;
 pub(crate) mod numbers;
 pub(crate) mod stage;
 pub(crate) mod text;
+pub(crate) mod unique;
 pub(crate) mod values;
 
 pub(crate) use escape::{
@@ -17,4 +18,5 @@ pub(crate) use escape::{
 pub(crate) use numbers::write_int;
 pub(crate) use stage::Sink;
 pub(crate) use text::{Span, Text, Texts};
+pub(crate) use unique::unique_key;
 pub(crate) use values::write_value;

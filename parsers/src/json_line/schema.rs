@@ -8,7 +8,7 @@
 //!
 //! None of these is on the per-record path: a tracefs schema line is written when an
 //! event attaches, an EventHeader one when the writer's plan cache compiles a metadata
-//! block (its first sight, [`crate::eventheader::plan::PlanCache::take_learnt`]). They
+//! block (its first sight, [`crate::json_line::eventheader::plan::PlanCache::take_learnt`]). They
 //! are built with serde (a few allocations per line, a few lines per recording).
 
 use serde::Serialize;
@@ -548,7 +548,7 @@ impl LineWriter {
     /// compiled a metadata block not seen before (an EventHeader event), put the block's
     /// schema line before the event line. One check per record; the line is built on
     /// first sight only. A block longer than the plan cache takes
-    /// ([`crate::eventheader::plan::MAX_PLAN_METADATA`]) is never announced.
+    /// ([`crate::json_line::eventheader::plan::MAX_PLAN_METADATA`]) is never announced.
     #[inline]
     pub fn announce_learnt(
         &mut self,

@@ -39,11 +39,11 @@ use super::proto::{self, field};
 use super::{Origin, OtlpWriter, TracepointValue};
 use crate::decode::{Value as Decoded, decode_field};
 use crate::eventheader::enumerator::read_value;
-use crate::eventheader::json::{uint_of, write_value_as};
 use crate::eventheader::metadata::{ArrayKind, read_field};
 use crate::eventheader::{Encoding, Format, MAX_FIELDS};
 use crate::json::write_value;
 use crate::json_line::PreparedFormat;
+use crate::json_line::eventheader::{uint_of, write_value_as};
 
 use super::batch::Signal;
 
