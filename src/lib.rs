@@ -29,6 +29,7 @@ pub mod perf;
 pub mod pipeline;
 pub mod raw;
 pub mod recorder;
+pub mod register;
 pub mod sched;
 pub mod selector;
 pub mod session;

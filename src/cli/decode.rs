@@ -19,9 +19,13 @@
 //!
 //! Time: `HEADER_CLOCK_DATA` (written by `perf record -k CLOCK_MONOTONIC`) gives the
 //! wall-clock time of each sample; without it `time` is `null` and stderr says so once.
-//! Exit status: 0, or 1 when the input is corrupt or truncated (everything before the
-//! problem is written; stderr says at which byte and why), or the output failed; 141
-//! when standard output was closed by its reader.
+//! Exit status: 0; 3 ([`EXIT_SALVAGED`]) when the input is cut short — truncated, or a
+//! `record --raw` perf.data that was never finished (killed, crashed) — and every whole
+//! record before the cut was decoded (the output ends with a
+//! `{"uevrec":"notice","what":"truncated",…}` line, stderr says what is missing and
+//! where); 1 when the input is corrupt (everything before the problem is written; stderr
+//! says at which byte and why), or the output failed; 141 when standard output was
+//! closed by its reader.
 
 use std::fs::File;
 use std::io::{IsTerminal, Read};
@@ -30,11 +34,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
-use uevrec_parsers::perf_data::PerfData;
 use uevrec_parsers::perf_data::header::parse_magic;
 use uevrec_parsers::perf_data::lines::{
     DEFAULT_ORDER_BYTES, DecodeOptions, DecodeStats, LineDecoder, Step, StreamDecoder,
 };
+use uevrec_parsers::perf_data::{PerfData, PerfDataError, writer};
 use uevrec_parsers::trace_dat;
 
 use super::output::OutputArgs;
@@ -62,7 +66,9 @@ use crate::sink::{Sink, SinkError, write_batches};
 /// `uevrec decode`.
 #[derive(Debug, Args)]
 pub struct DecodeArgs {
-    /// The perf.data file (file or pipe mode); standard input if absent or "-".
+    /// The perf.data file (file or pipe mode); standard input if absent or "-". A
+    /// truncated or never-finished (killed) file is salvaged: every whole record, then a
+    /// {"uevrec":"notice","what":"truncated"} line, and exit status 3.
     #[arg(value_name = "FILE|-")]
     pub input: Option<PathBuf>,
     /// Events to decode, SYSTEM:EVENT with globs (repeatable; default: every event).
@@ -121,6 +127,61 @@ struct Outcome {
     time_note: Option<String>,
     /// The file has `HEADER_CLOCK_DATA`.
     clock_data: bool,
+    /// The input is cut short or was never finished: what is missing and where (every
+    /// whole record before was decoded): the `truncated` notice, exit status
+    /// [`EXIT_SALVAGED`].
+    truncated: Option<String>,
+}
+
+/// Exit status of `decode` when the input was cut short (truncated, or a recording that
+/// was never finished: killed, crashed, a full disk) and every whole record it holds was
+/// decoded: the output ends with a `{"uevrec":"notice","what":"truncated",…}` line and
+/// standard error says what is missing and where.
+pub const EXIT_SALVAGED: i32 = 3;
+
+/// The message of the `truncated` notice for a perf.data: `unfinished` (a `record --raw`
+/// file killed before its end), the sections lying past the end (`cut`), the record
+/// decoding stopped at (`stopped`), `len` bytes in all.
+fn truncation(
+    unfinished: bool,
+    cut: &[PerfDataError],
+    stopped: Option<&PerfDataError>,
+    len: u64,
+) -> Option<String> {
+    let stopped = stopped.filter(|e| matches!(e, PerfDataError::Truncated { .. }));
+    if !unfinished && cut.is_empty() && stopped.is_none() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if unfinished {
+        parts.push(
+            "the recording was never finished (uevrec record --raw was killed or crashed): \
+             its trailer (event names, sample times) is missing, and whatever the recorder \
+             had not yet written"
+                .to_string(),
+        );
+    }
+    for e in cut {
+        parts.push(e.to_string());
+    }
+    let end = match stopped {
+        Some(PerfDataError::Truncated { at, need, have, .. }) => {
+            parts.push(format!(
+                "the input ends inside the record at byte {at} ({have} of its {need} bytes present)"
+            ));
+            *at
+        }
+        _ => {
+            parts.push(format!(
+                "the input ends at byte {len}, after a whole record"
+            ));
+            len
+        }
+    };
+    Some(format!(
+        "{}; every whole record before byte {end} was decoded",
+        parts.join("; ")
+    ))
 }
 
 /// The sink behind a `FnMut(&[u8]) -> bool`, keeping its first error.
@@ -261,10 +322,28 @@ pub fn decode(args: DecodeArgs) -> i32 {
     let outcome = with_output(&mut output, threads, |flush, par| {
         // OTLP requests batch records across the whole input: formatted on one thread.
         let par = par.filter(|_| opts.format == OutputFormat::JsonLines);
-        match input {
+        let outcome = match input {
             Some(path) => decode_file(path, opts, &select, flush, par),
             None => decode_stdin(opts, &select, flush, par),
+        };
+        // The notice after every record (JSON lines; stderr says it in any format).
+        if let Ok(Outcome {
+            truncated: Some(msg),
+            ..
+        }) = &outcome
+            && opts.format == OutputFormat::JsonLines
+        {
+            let mut line = Vec::new();
+            uevrec_parsers::LineWriter::new(LineOptions::default()).write_notice(
+                &mut line,
+                None,
+                "truncated",
+                None,
+                msg,
+            );
+            flush(&line);
         }
+        outcome
     });
     let outcome = match outcome {
         Ok(o) => o,
@@ -302,6 +381,11 @@ fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
     if let Some(e) = &o.stopped {
         print_error(&format_args!("{name}: decoding stopped: {e}"));
     }
+    if let Some(msg) = &o.truncated {
+        print_stderr(format_args!(
+            "uevrec: {name}: truncated input salvaged: {msg}\n"
+        ));
+    }
     if s.time_unknown > 0 {
         let why = if let Some(note) = &o.time_note {
             note.as_str()
@@ -317,7 +401,8 @@ fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
     }
     for (event, n) in &s.skipped {
         print_stderr(format_args!(
-            "uevrec: {name}: {n} samples of {event} not decoded\n"
+            "uevrec: {name}: {n} samples of {event} not decoded (written as \"undecoded\" \
+             notices with their bytes in hex)\n"
         ));
     }
     if s.unknown_event > 0 {
@@ -348,6 +433,8 @@ fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
     }
     if o.stopped.is_some() || s.error_count > 0 || !o.problems.is_empty() {
         EXIT_ERROR
+    } else if o.truncated.is_some() {
+        EXIT_SALVAGED
     } else {
         EXIT_OK
     }
@@ -404,7 +491,14 @@ fn decode_bytes(
     if bytes.starts_with(TRACE_DAT_MAGIC) {
         return decode_trace_dat(bytes, opts, select, flush, par);
     }
-    let (data, records) = PerfData::open(bytes).map_err(|e| e.to_string())?;
+    let (mut data, records) = PerfData::open(bytes).map_err(|e| e.to_string())?;
+    // Sections lying past the end: a cut file (the data section's part that is there is
+    // decoded; the features or formats past the cut are missing).
+    let (cut, rest): (Vec<PerfDataError>, Vec<PerfDataError>) = std::mem::take(&mut data.problems)
+        .into_iter()
+        .partition(|e| matches!(e, PerfDataError::BadSection { .. }));
+    data.problems = rest;
+    let unfinished = writer::is_unfinished(bytes);
     let clock_data = data.clock_data().is_some();
     let big_endian = data
         .tracing_data()
@@ -413,14 +507,19 @@ fn decode_bytes(
     let run = |dec: LineDecoder<'_>, flush: &mut Flush<'_>| {
         perf_data_records(dec, records, bytes, flush, release, clock_data)
     };
-    Ok(match par {
+    let (mut outcome, stopped) = match par {
         Some(par) => {
             let context = opts.context.then(ContextTracker::new);
             let lines = par_lines(opts, big_endian, context);
             staged(par, lines, |sink| run(dec.with_sink(sink), flush))
         }
         None => run(dec, flush),
-    })
+    };
+    outcome.truncated = truncation(unfinished, &cut, stopped.as_ref(), bytes.len() as u64);
+    if outcome.truncated.is_none() {
+        outcome.stopped = stopped.map(|e| e.to_string());
+    }
+    Ok(outcome)
 }
 
 /// Every record of a mapped perf.data through `dec`, then the rest of the held lines.
@@ -431,7 +530,7 @@ fn perf_data_records<'f>(
     flush: &mut Flush<'_>,
     release: &dyn Fn(usize),
     clock_data: bool,
-) -> Outcome {
+) -> (Outcome, Option<PerfDataError>) {
     let mut stopped = None;
     let mut behind = Behind::default();
     for rec in records {
@@ -444,17 +543,19 @@ fn perf_data_records<'f>(
                     release(dec.release_point(at, bytes));
                 }
             }
-            Err(e) => stopped = Some(e.to_string()),
+            Err(e) => stopped = Some(e),
         }
     }
     dec.finish_in(bytes, flush);
-    Outcome {
+    let outcome = Outcome {
         stats: dec.stats().clone(),
-        stopped,
+        stopped: None,
         problems: Vec::new(),
         time_note: None,
         clock_data: clock_data || dec.data().clock_data().is_some(),
-    }
+        truncated: None,
+    };
+    (outcome, stopped)
 }
 
 /// The line buffers of a writer thread, for formatter workers to fill (`--threads` ≥ 2
@@ -751,7 +852,7 @@ fn pump(
     dec: &mut StreamDecoder<'_>,
     read: &mut dyn FnMut(&mut [u8]) -> std::io::Result<usize>,
     flush: &mut Flush<'_>,
-) -> Result<Option<String>, String> {
+) -> Result<Option<PerfDataError>, String> {
     let mut stopped = None;
     let mut done = false;
     loop {
@@ -772,30 +873,42 @@ fn pump(
                 break;
             }
             Err(e) => {
-                stopped = Some(e.to_string());
+                stopped = Some(e);
                 break;
             }
         }
     }
     // After a stop (--count, closed output) the unread rest is not a truncation.
     match dec.finish(flush) {
-        Err(e) if stopped.is_none() && !done => stopped = Some(e.to_string()),
+        Err(e) if stopped.is_none() && !done => stopped = Some(e),
         _ => {}
     }
     Ok(stopped)
 }
 
-/// What a [`StreamDecoder`] saw, with `stopped` from [`pump`].
-fn stream_outcome(dec: &StreamDecoder<'_>, stopped: Option<String>, clock_data: bool) -> Outcome {
+/// What a [`StreamDecoder`] saw, with `stopped` from [`pump`] (an input ending inside a
+/// record is a truncation: everything before it was decoded).
+fn stream_outcome(
+    dec: &StreamDecoder<'_>,
+    stopped: Option<PerfDataError>,
+    clock_data: bool,
+) -> Outcome {
     let (stats, clock) = dec.decoder().map_or_else(Default::default, |d| {
         (d.stats().clone(), d.data().clock_data().is_some())
     });
+    let truncated = match &stopped {
+        Some(e @ PerfDataError::Truncated { .. }) => truncation(false, &[], Some(e), dec.offset()),
+        _ => None,
+    };
     Outcome {
         stats,
-        stopped,
+        stopped: stopped
+            .filter(|_| truncated.is_none())
+            .map(|e| e.to_string()),
         problems: Vec::new(),
         time_note: None,
         clock_data: clock_data || clock,
+        truncated,
     }
 }
 
@@ -839,7 +952,7 @@ fn decode_stdin(
         let mut read = |buf: &mut [u8]| stdin.read(buf);
         let stopped = pump(&mut dec, &mut read, flush)?;
         if dec.decoder().is_none() {
-            return Err(stopped.unwrap_or_else(|| "no input".into()));
+            return Err(stopped.map_or_else(|| "no input".into(), |e| e.to_string()));
         }
         Ok(stream_outcome(&dec, stopped, false))
     };
@@ -888,5 +1001,6 @@ fn decode_trace_dat(
             "a trace.dat holds raw `{clock}` trace-clock stamps and no wall-clock anchor (records are in time order)"
         )),
         clock_data: false,
+        truncated: None,
     })
 }

@@ -14,6 +14,7 @@ pub mod flight;
 mod list;
 pub mod output;
 mod record;
+pub mod register;
 pub mod top;
 pub mod values;
 
@@ -67,6 +68,12 @@ pub enum Command {
     /// Live view of the busiest events and processes (JSON lines when stdout is not a
     /// terminal).
     Top(top::TopArgs),
+    /// Create a persistent user_event (`NAME FIELDS`) before its producers start.
+    Register(register::RegisterArgs),
+    /// Delete a persistent user_event (`NAME [FIELDS]`).
+    Unregister(register::UnregisterArgs),
+    /// Write one user_event record from the shell (`NAME [FIELD=VALUE ...]`).
+    Emit(register::EmitArgs),
 }
 
 /// Which events, and where tracefs is.
@@ -195,6 +202,9 @@ pub struct RecordingArgs {
     /// are still printed; the in-band notices stay).
     #[arg(short, long)]
     pub quiet: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub register: register::RegisterFlags,
 }
 
 /// `uevrec record`.
@@ -283,5 +293,8 @@ pub fn main() -> i32 {
         Command::List(args) => list::list(&args),
         Command::Decode(args) => decode::decode(args),
         Command::Top(args) => top::top(&args),
+        Command::Register(args) => register::register(&args),
+        Command::Unregister(args) => register::unregister(&args),
+        Command::Emit(args) => register::emit(&args),
     }
 }

@@ -23,8 +23,25 @@ use crate::sink::SinkError;
 use crate::sink::stdout::StdoutSink;
 use crate::tracefs::TracefsError;
 
-/// `uevrec record`.
+/// `uevrec record`: pre-registered events (`--register`) live exactly as long as this
+/// call, whatever the exit path.
 pub fn record(args: RecordArgs) -> i32 {
+    let mut registered = match args
+        .rec
+        .register
+        .prepare(args.rec.session.events.tracefs.as_deref(), args.rec.quiet)
+    {
+        Ok(r) => r,
+        Err(e) => {
+            print_error(&e);
+            return EXIT_ERROR;
+        }
+    };
+    let status = record_run(args);
+    status.max(super::register::finish(&mut registered))
+}
+
+fn record_run(args: RecordArgs) -> i32 {
     if args.export.enabled() {
         return export(&args);
     }
@@ -269,8 +286,24 @@ fn raw_output(
     )))
 }
 
-/// `uevrec tail`.
+/// `uevrec tail` (with its pre-registered events, as [`record`]).
 pub fn tail(args: TailArgs) -> i32 {
+    let mut registered = match args
+        .rec
+        .register
+        .prepare(args.rec.session.events.tracefs.as_deref(), args.rec.quiet)
+    {
+        Ok(r) => r,
+        Err(e) => {
+            print_error(&e);
+            return EXIT_ERROR;
+        }
+    };
+    let status = tail_run(args);
+    status.max(super::register::finish(&mut registered))
+}
+
+fn tail_run(args: TailArgs) -> i32 {
     let config = match config(&args.rec, false) {
         Ok(c) => c,
         Err(e) => {
@@ -296,6 +329,8 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
             .map_or_else(crate::session::default_drain_threads, usize::from),
         ..rec.session.session_config()?
     };
+    let mut session = session;
+    rec.register.add_selectors(&mut session.selectors);
     let pipeline = PipelineOptions {
         duration: rec.duration,
         status_line,

@@ -1,6 +1,9 @@
 //! The perf.data file of `record --raw`: created new (never overwriting, never through a
-//! link), a placeholder header, the records appended as they come, and at the end the
-//! trailer (features, attrs) after the records and the real header at offset 0.
+//! link), starting as a pipe-mode perf.data ([`unfinished_header`]), the records appended
+//! as they come (each event's attr and format before its first sample, so a file cut at
+//! any byte by SIGKILL or a crash decodes to its last whole record), and at the end the
+//! trailer (features, attrs) after the records and the file-mode header at offset 0 (what
+//! perf script and perf report read).
 //!
 //! A failed append (ENOSPC, EIO …) is cut back with `ftruncate` to the last whole
 //! write, so the data section always ends with a whole record and the file can still be
@@ -12,7 +15,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use uevrec_parsers::perf_data::header::FILE_HEADER_SIZE;
-use uevrec_parsers::perf_data::writer::{Trailer, placeholder_header};
+use uevrec_parsers::perf_data::writer::{Trailer, passed_over, unfinished_header};
 
 use crate::sink::SinkError;
 
@@ -58,12 +61,15 @@ pub fn create_new(path: &Path, mode: u32) -> Result<File, SinkError> {
 }
 
 impl PerfDataFile {
-    /// Create `path` (mode `mode`, exactly) with a placeholder header. An existing file
-    /// or link at `path` is an error: a recording is never appended to another.
+    /// Create `path` (mode `mode`, exactly) starting as a pipe-mode perf.data
+    /// ([`unfinished_header`]: readable up to its last whole record at any moment, the
+    /// records that describe each event coming before its samples) until
+    /// [`PerfDataFile::finish`] writes the file-mode header over it. An existing file or
+    /// link at `path` is an error: a recording is never appended to another.
     pub fn create(path: &Path, mode: u32) -> Result<Self, SinkError> {
         let mut file = create_new(path, mode)?;
         let err = |e| SinkError::io("writing to", path, e);
-        file.write_all(&placeholder_header()).map_err(err)?;
+        file.write_all(&unfinished_header()).map_err(err)?;
         Ok(PerfDataFile {
             path: path.to_owned(),
             file,
@@ -112,16 +118,35 @@ impl PerfDataFile {
         true
     }
 
-    /// Write `trailer` after the records and its header at offset 0 (the file is
-    /// readable from then on). A trailer that does not fit is cut off again: the caller
-    /// may make room and call again.
-    pub fn finish(&mut self, trailer: &Trailer) -> Result<(), SinkError> {
+    /// Write `trailer` after the records and its header at offset 0 (a file-mode
+    /// perf.data from then on), then turn the in-band records at `inband` (`(offset,
+    /// length, type)`: the attrs, formats and features written before the samples) into
+    /// records perf reads past ([`passed_over`]). A trailer that does not fit is cut off
+    /// again: the caller may make room and call again.
+    ///
+    /// A kill during this leaves a readable file at every step: the pipe-mode stream
+    /// with trailing bytes (before the header), or a file-mode file whose in-band
+    /// records `uevrec decode` passes over (perf may not, until the last step).
+    pub fn finish(
+        &mut self,
+        trailer: &Trailer,
+        inband: &[(u64, usize, u32)],
+    ) -> Result<(), SinkError> {
         if let Err(e) = self.file.write_all(&trailer.bytes) {
             self.cut_to_data();
             return Err(SinkError::io("finishing", &self.path, e));
         }
         let err = |e| SinkError::io("finishing", &self.path, e);
         self.file.write_all_at(&trailer.header, 0).map_err(err)?;
+        let end = FILE_HEADER_SIZE + self.data_size;
+        for &(at, len, kind) in inband {
+            if at + len as u64 > end {
+                continue;
+            }
+            if let Some(h) = passed_over(len, kind) {
+                self.file.write_all_at(&h, at).map_err(err)?;
+            }
+        }
         self.file.flush().map_err(err)?;
         Ok(())
     }
@@ -180,6 +205,6 @@ mod tests {
         assert_eq!(meta.permissions().mode() & 0o777, 0o604);
         assert_eq!(meta.len(), FILE_HEADER_SIZE + 16);
         let bytes = std::fs::read(&p).unwrap();
-        assert_eq!(&bytes[..8], &placeholder_header()[..8]);
+        assert_eq!(&bytes[..104], &unfinished_header()[..]);
     }
 }

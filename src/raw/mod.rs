@@ -14,12 +14,20 @@
 //!
 //! Events: each attached tracepoint gets a `PERF_TYPE_TRACEPOINT` attr and a sample id
 //! of its own when its format first arrives ([`crate::pipeline::Staged::Format`]), late
-//! ones included; its format text goes into the tracing data. The attrs, the tracing
-//! data and the other features are written after the records when the thread ends
-//! ([`file::PerfDataFile::finish`]), so events attached at any time are described. Until
-//! then the header is a placeholder: a run killed with SIGKILL (or a crash) leaves the
-//! records on disk but a file perf and `uevrec decode` refuse (no events); every other
-//! end (SIGINT, SIGTERM, `--duration`, `--count`, an error) finishes the file.
+//! ones included; its format text goes into the tracing data.
+//!
+//! Crash safety: the file starts as a pipe-mode perf.data
+//! ([`writer::unfinished_header`]), the unchanging features follow as
+//! `PERF_RECORD_HEADER_FEATURE` records, and each event's format
+//! (`PERF_RECORD_HEADER_TRACING_DATA`) and attr (`PERF_RECORD_HEADER_ATTR`) go into the
+//! record stream when the event first appears, before any of its samples. A run killed
+//! with SIGKILL (or a crash, a power cut) thus leaves a file that `uevrec decode` (and
+//! `perf script -i - < FILE`) reads to its last whole record, with no step at the end
+//! needed. Every other end (SIGINT, SIGTERM, `--duration`, `--count`, an error) finishes
+//! the file as before: the attrs, the tracing data and the other features written after
+//! the records ([`file::PerfDataFile::finish`]) and the file-mode header over the
+//! pipe-mode one, so perf script and perf report read it as any perf.data (they pass
+//! over the in-band records: docs/record-raw.md).
 //!
 //! Times: sample times are the staged Unix nanoseconds (what the JSON lines print), with
 //! `CLOCK_REALTIME` as the attrs' clock and a `HEADER_CLOCK_DATA` saying so: `perf script`
@@ -44,6 +52,7 @@ use crate::pipeline::{FormatSource, Staged, StagedEntries, StagedEntry};
 use crate::sink::SinkError;
 use file::PerfDataFile;
 use host::HostInfo;
+use uevrec_parsers::perf_data::header::FILE_HEADER_SIZE;
 
 /// Bytes of records collected before they are written.
 pub const WRITE_BYTES: usize = 1 << 20;
@@ -164,6 +173,13 @@ struct Encoder {
     events: Vec<EventSpec>,
     /// The format of each event, in `events` order.
     sources: Vec<Arc<FormatSource>>,
+    /// Events whose format and attr are not in the record stream yet.
+    undescribed: Vec<usize>,
+    /// Where the in-band records lie in the file `(offset, length, type)`: passed over
+    /// once the file is finished ([`writer::passed_over`]). A few per event.
+    inband: Vec<(u64, usize, u32)>,
+    /// Bytes of records in the file (its data size after the last write).
+    base: u64,
     /// Times of the first and the last sample.
     first_last: Option<(u64, u64)>,
     /// Samples and LOST records of the last write to the file.
@@ -219,7 +235,41 @@ const CLOCK_REALTIME: i32 = libc::CLOCK_REALTIME;
 const TRACKING_ID: u64 = u64::MAX;
 
 impl Encoder {
-    /// `slot`'s records are now of `source` (tracepoint `tracepoint`).
+    /// Write the format and attr of the events that have none in the record stream yet
+    /// (before the next sample or loss, which may be theirs): one tracing data record
+    /// for all of them, so that the events attached before the first sample share one (perf reads only the
+    /// first tracing data record of a pipe-mode stream; `uevrec decode` reads them all).
+    fn describe(&mut self, host: &HostInfo) {
+        if self.undescribed.is_empty() {
+            return;
+        }
+        let spec = tracing_spec(host);
+        let events: Vec<_> = (self.undescribed.iter())
+            .map(|&ev| {
+                let src = &self.sources[ev];
+                (&self.events[ev], src.system.as_str(), src.text.as_str())
+            })
+            .collect();
+        let mut out = Vec::new();
+        writer::push_event_headers(&mut out, &events, self.context.is_some(), &spec);
+        drop(events);
+        self.undescribed.clear();
+        self.inband(&out);
+    }
+
+    /// Append `records` (in-band description: features, attrs, tracing data) and note
+    /// where they lie in the file, to be passed over once it is finished.
+    fn inband(&mut self, records: &[u8]) {
+        let at = FILE_HEADER_SIZE + self.base + self.out.len() as u64;
+        for (start, len, kind) in writer::record_spans(records) {
+            self.inband.push((at + start as u64, len, kind));
+        }
+        self.out.extend_from_slice(records);
+    }
+
+    /// `slot`'s records are now of `source` (tracepoint `tracepoint`); a new event is
+    /// described in the record stream before the next sample or loss
+    /// ([`Encoder::describe`]).
     fn format(&mut self, slot: u32, tracepoint: u32, source: Arc<FormatSource>) {
         let slot = slot as usize;
         if self.slots.len() <= slot {
@@ -239,6 +289,7 @@ impl Encoder {
                     clockid: CLOCK_REALTIME,
                 });
                 self.sources.push(source);
+                self.undescribed.push(self.events.len() - 1);
                 SlotOut::Event(self.events.len() - 1)
             }
         });
@@ -248,8 +299,13 @@ impl Encoder {
         *self.summary.unwritten.entry(what).or_default() += n;
     }
 
-    fn entries(&mut self, entries: StagedEntries<'_>) {
+    fn entries(&mut self, host: &HostInfo, entries: StagedEntries<'_>) {
         for entry in entries {
+            if !self.undescribed.is_empty()
+                && matches!(entry, StagedEntry::Record { .. } | StagedEntry::Lost { .. })
+            {
+                self.describe(host);
+            }
             match entry {
                 StagedEntry::Record {
                     slot,
@@ -395,6 +451,7 @@ impl Encoder {
     fn write(&mut self, file: &mut PerfDataFile) -> Result<(), SinkError> {
         file.append(&self.out)?;
         self.out.clear();
+        self.base = file.data_size();
         self.summary.samples += self.buffered.0;
         self.summary.lost_records += self.buffered.1;
         self.last_write = self.buffered;
@@ -407,18 +464,35 @@ impl Encoder {
     /// more (the sample-time feature is left out then: the first and last times of the
     /// samples kept are not known).
     fn finish_after_error(&mut self, raw: &mut RawOutput) -> Result<(), SinkError> {
-        let first = raw.file.finish(&self.trailer(raw));
+        let first = raw.file.finish(&self.trailer(raw), &self.inband);
         if first.is_ok() || !raw.file.drop_last_append() {
             return first;
         }
         self.summary.samples -= self.last_write.0;
         self.summary.lost_records -= self.last_write.1;
         self.first_last = None;
-        raw.file.finish(&self.trailer(raw))
+        raw.file.finish(&self.trailer(raw), &self.inband)
+    }
+
+    /// The start of the record stream: the features that do not change, and with
+    /// context the tracking attr (before any COMM/FORK/EXIT/CGROUP record).
+    fn start(&mut self, raw: &RawOutput) {
+        let mut out = Vec::new();
+        self.with_meta(raw, |meta| writer::push_header_features(&mut out, meta));
+        if let Some((_, t)) = &self.context {
+            writer::push_tracking_header(&mut out, t);
+        }
+        self.inband(&out);
     }
 
     /// The trailer of the file as it is now.
     fn trailer(&self, raw: &RawOutput) -> writer::Trailer {
+        let data_size = raw.file.data_size();
+        self.with_meta(raw, |meta| writer::trailer(meta, data_size))
+    }
+
+    /// `f` of the file's description as it is now.
+    fn with_meta<T>(&self, raw: &RawOutput, f: impl FnOnce(&FileMeta<'_>) -> T) -> T {
         let formats: Vec<(&str, &str)> = self
             .sources
             .iter()
@@ -428,12 +502,7 @@ impl Encoder {
         let h = &raw.host;
         let meta = FileMeta {
             events: &self.events,
-            tracing: TracingSpec {
-                long_size: h.long_size,
-                page_size: h.page_size,
-                header_page: &h.header_page,
-                header_event: &h.header_event,
-            },
+            tracing: tracing_spec(h),
             formats: &formats,
             hostname: &h.hostname,
             osrelease: &h.osrelease,
@@ -450,7 +519,17 @@ impl Encoder {
             },
             tracking: self.context.as_ref().map(|(_, t)| *t),
         };
-        writer::trailer(&meta, raw.file.data_size())
+        f(&meta)
+    }
+}
+
+/// The tracing data's description of `h`.
+fn tracing_spec(h: &HostInfo) -> TracingSpec<'_> {
+    TracingSpec {
+        long_size: h.long_size,
+        page_size: h.page_size,
+        header_page: &h.header_page,
+        header_event: &h.header_event,
     }
 }
 
@@ -486,6 +565,9 @@ pub fn run(
         slots: Vec::new(),
         events: Vec::new(),
         sources: Vec::new(),
+        undescribed: Vec::new(),
+        inband: Vec::new(),
+        base: 0,
         first_last: None,
         last_write: (0, 0),
         summary: RawSummary {
@@ -501,6 +583,7 @@ pub fn run(
             (ContextTracker::new(), tracking)
         }),
     };
+    enc.start(&raw);
     let result = pump(&mut raw, &mut enc, &staged, &next);
     // Closing the input now ends the session (if still running) before the finish.
     drop(staged);
@@ -511,7 +594,7 @@ pub fn run(
     };
     enc.summary.events = enc.events.len();
     let finish = match finished {
-        Ok(()) => raw.file.finish(&enc.trailer(&raw)),
+        Ok(()) => raw.file.finish(&enc.trailer(&raw), &enc.inband),
         Err(_) => enc.finish_after_error(&mut raw),
     };
     let summary = enc.summary;
@@ -615,10 +698,10 @@ fn pump(
             Staged::Drained(_) => {}
             Staged::Chunk(ref chunk) => {
                 let (before, after) = chunk.split_at_round();
-                enc.entries(before);
+                enc.entries(&raw.host, before);
                 if let Some(after) = after {
                     writer::push_finished_round(&mut enc.out);
-                    enc.entries(after);
+                    enc.entries(&raw.host, after);
                 }
             }
         }

@@ -562,6 +562,7 @@ impl<'s> LineDecoder<'s> {
         if !slot.written {
             if slot.selected {
                 self.skipped(event);
+                return self.undecoded(event, rec, flush);
             }
             return Step::Continue;
         }
@@ -570,6 +571,49 @@ impl<'s> LineDecoder<'s> {
             .time_at
             .and_then(|at| u64_at(rec.bytes, at, self.data.big_endian));
         self.hold_or_write(event, time, rec, file, flush)
+    }
+
+    /// A selected sample that cannot be decoded (its event has no format in the file,
+    /// or a layout this reader does not know): written at once as a notice
+    /// `{"uevrec":"notice","what":"undecoded","event":…,"message":…}` whose message
+    /// says why and holds the whole record in hex, never dropped without a word.
+    #[inline(never)]
+    fn undecoded(
+        &mut self,
+        event: usize,
+        rec: &RawRecord<'_>,
+        flush: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Step {
+        let name = self.data.event_name(event);
+        let why = self.slots.get(event).and_then(|s| s.skip.clone());
+        let why = why.unwrap_or_else(|| format!("{name} (no format in the file)"));
+        let message = format!(
+            "not decoded: {why}; the PERF_RECORD_SAMPLE at byte {} ({} bytes, hex): {}",
+            rec.offset,
+            rec.bytes.len(),
+            hex(rec.bytes)
+        );
+        self.notice("undecoded", Some(&name), &message, flush)
+    }
+
+    /// Write a notice line now (after the lines already written; records held for their
+    /// time order come later): `{"uevrec":"notice","what":what,…}`.
+    pub fn notice(
+        &mut self,
+        what: &str,
+        event: Option<&str>,
+        message: &str,
+        flush: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Step {
+        let (_, mut out) = self.split(flush);
+        let go_on = match &mut out.sink {
+            Some(sink) => sink.notice(None, what, event, message),
+            None => {
+                out.writer.write_notice(out.out, None, what, event, message);
+                out.maybe_flush()
+            }
+        };
+        if go_on { Step::Continue } else { Step::Stop }
     }
 
     /// Hold the record for time order, or write it now when it has no time. In line (the
@@ -770,4 +814,14 @@ impl<'s> StreamDecoder<'s> {
         self.reader.finish()?;
         Ok(step)
     }
+}
+
+/// `bytes` as lowercase hex.
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(2 * bytes.len());
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
 }

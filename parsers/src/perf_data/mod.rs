@@ -245,6 +245,9 @@ pub struct PerfData {
     formats: Vec<ParsedFormat>,
     /// Problems that did not stop the reading (a feature section that did not parse).
     pub problems: Vec<PerfDataError>,
+    /// The formats come from in-band records of a finished `record --raw` file (its
+    /// tracing data feature is missing): each such record adds to them.
+    inband_tracing: bool,
 }
 
 impl PerfData {
@@ -260,6 +263,7 @@ impl PerfData {
             tracing: None,
             formats: Vec::new(),
             problems: Vec::new(),
+            inband_tracing: false,
         }
     }
 
@@ -299,8 +303,16 @@ impl PerfData {
             });
         }
         let mut state = Self::empty(header.big_endian, false);
-        for entry in parse_attrs_section(file, &header)? {
-            state.add_event(entry);
+        match parse_attrs_section(file, &header) {
+            Ok(entries) => {
+                for entry in entries {
+                    state.add_event(entry);
+                }
+            }
+            // A cut file whose attrs were written at the end (`record --raw` writes them
+            // in the data section too, before their samples: read from there).
+            Err(e @ PerfDataError::BadSection { .. }) => state.problems.push(e),
+            Err(e) => return Err(e),
         }
         match header.feature_sections(file) {
             Ok(sections) => {
@@ -416,8 +428,20 @@ impl PerfData {
         self.features.absorb(bit, bytes, base, self.big_endian)
     }
 
+    /// Take in a tracing data block: its formats join those known (a format of an id
+    /// already known replaces it), as perf adds each block's events to its own. A
+    /// crash-safe `record --raw` file has one block per event, each before the event's
+    /// first sample.
     fn set_tracing_data(&mut self, data: TracingData) {
         let mut formats = data.formats();
+        if !self.formats.is_empty() {
+            let new: Vec<u64> = formats.iter().map(format_id).collect();
+            formats.extend(
+                std::mem::take(&mut self.formats)
+                    .into_iter()
+                    .filter(|f| format_id(f) == u64::MAX || !new.contains(&format_id(f))),
+            );
+        }
         formats.sort_by_key(format_id);
         self.formats = formats;
         self.tracing = Some(data);
@@ -505,6 +529,16 @@ impl PerfData {
             kind::FINISHED_ROUND => Ok(Item::FinishedRound),
             kind::HEADER_ATTR => {
                 let entry = parse_attr_record(body, body_at, self.big_endian)?;
+                // A finished crash-safe `record --raw` file keeps its in-band attrs in the
+                // data section; the attrs section already has them.
+                let known = !entry.ids.is_empty()
+                    && entry
+                        .ids
+                        .iter()
+                        .all(|id| self.ids.iter().any(|(k, _)| k == id));
+                if known {
+                    return Ok(Item::Other(rec.header));
+                }
                 self.add_event(entry);
                 Ok(Item::NewEvent)
             }
@@ -513,6 +547,39 @@ impl PerfData {
                 self.set_tracing_data(TracingData::parse(rec.payload, base)?.0);
                 Ok(Item::TracingData)
             }
+            // An in-band attr or format of a finished `record --raw` file, passed over
+            // for perf ([`writer::passed_over`]): read only when the file's own attrs or
+            // tracing data are missing (a finished file cut before its trailer).
+            writer::HEADER_EVENT_TYPE if !self.pipe => match u32::from(rec.header.misc) {
+                kind::HEADER_ATTR => {
+                    let entry = parse_attr_record(body, body_at, self.big_endian)?;
+                    let known = entry
+                        .ids
+                        .iter()
+                        .any(|id| self.ids.iter().any(|(k, _)| k == id));
+                    if known || entry.ids.is_empty() {
+                        return Ok(Item::Other(rec.header));
+                    }
+                    self.add_event(entry);
+                    Ok(Item::NewEvent)
+                }
+                kind::HEADER_TRACING_DATA if self.tracing.is_none() || self.inband_tracing => {
+                    let data = body.get(8..).unwrap_or_default();
+                    self.set_tracing_data(TracingData::parse(data, body_at + 8)?.0);
+                    self.inband_tracing = true;
+                    Ok(Item::TracingData)
+                }
+                kind::HEADER_FEATURE if self.features.clock_data.is_none() => {
+                    let mut c = Cursor::new(body, body_at, self.big_endian);
+                    let bit = u32::try_from(c.u64("feature id")?).unwrap_or(u32::MAX);
+                    if bit == feature::TRACING_DATA {
+                        return Ok(Item::Other(rec.header));
+                    }
+                    self.feature(bit, c.rest(), c.at())?;
+                    Ok(Item::Feature(bit))
+                }
+                _ => Ok(Item::Other(rec.header)),
+            },
             kind::HEADER_FEATURE => {
                 let mut c = Cursor::new(body, body_at, self.big_endian);
                 let bit = c.u64("feature id")?;

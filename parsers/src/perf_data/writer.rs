@@ -615,3 +615,182 @@ pub fn placeholder_header() -> [u8; FILE_HEADER_SIZE as usize] {
     };
     file_header(Section::default(), data, [0; 4])
 }
+
+/// `PERF_RECORD_HEADER_EVENT_TYPE`: a record type perf reads past without a word (it has
+/// been deprecated since 2012; pipe and file mode alike), which makes it the filler of
+/// [`unfinished_header`].
+pub const HEADER_EVENT_TYPE: u32 = 65;
+
+/// The text at the start of the filler record of [`unfinished_header`]: how a reader
+/// tells a recording that never finished from a perf pipe-mode stream.
+pub const UNFINISHED_MARK: &[u8] = b"uevrec: unfinished recording";
+
+/// The first [`FILE_HEADER_SIZE`] bytes of a file being written (crash-safe layout): a
+/// pipe-mode header (`PERFILE2`, size 16) and one [`HEADER_EVENT_TYPE`] record of 88
+/// bytes starting with [`UNFINISHED_MARK`] that fills the room the file-mode header takes
+/// once the file is finished. Until then the file is a valid pipe-mode perf.data: the
+/// records that describe the events ([`push_header_features`], [`push_event_headers`])
+/// come before their first sample, so a file cut anywhere (SIGKILL, a crash, a full
+/// disk) reads up to its last whole record.
+pub fn unfinished_header() -> [u8; FILE_HEADER_SIZE as usize] {
+    let mut h = [0u8; FILE_HEADER_SIZE as usize];
+    put_u64(&mut h, 0, u64::from_le_bytes(MAGIC));
+    put_u64(&mut h, 8, super::header::PIPE_HEADER_SIZE);
+    let filler = FILE_HEADER_SIZE as usize - super::header::PIPE_HEADER_SIZE as usize;
+    put_header(&mut h[16..], HEADER_EVENT_TYPE, filler);
+    h[24..24 + UNFINISHED_MARK.len()].copy_from_slice(UNFINISHED_MARK);
+    h
+}
+
+/// Whether `file` starts as [`unfinished_header`]: a recording by `uevrec record --raw`
+/// that never finished (killed, crashed); its records are read as a pipe-mode stream.
+pub fn is_unfinished(file: &[u8]) -> bool {
+    file.get(16..FILE_HEADER_SIZE as usize)
+        .is_some_and(|rest| rest[8..].starts_with(UNFINISHED_MARK))
+        && file.get(8..16).is_some_and(|s| {
+            s == super::header::PIPE_HEADER_SIZE.to_ne_bytes()
+                || s == super::header::PIPE_HEADER_SIZE.to_be_bytes()
+        })
+}
+
+/// Append a `PERF_RECORD_HEADER_FEATURE` (pipe mode's form of a feature section):
+/// `u64 feat_id`, then `body` zero-padded to 8 bytes. Bodies over 64 KiB are left out
+/// (a record's size is a u16): the features written this way are small.
+pub fn push_feature_record(out: &mut Vec<u8>, bit: u32, body: &[u8]) {
+    let size = 16 + body.len().next_multiple_of(8);
+    if size > usize::from(u16::MAX) {
+        return;
+    }
+    let mut h = [0u8; 16];
+    put_header(&mut h, kind::HEADER_FEATURE, size);
+    put_u64(&mut h, 8, u64::from(bit));
+    out.extend_from_slice(&h);
+    out.extend_from_slice(body);
+    out.resize(out.len() + size - 16 - body.len(), 0);
+}
+
+/// Append the features of `meta` that do not change while recording (hostname,
+/// osrelease, version, arch, nrcpus, cmdline, clockid, clock_data) as
+/// `PERF_RECORD_HEADER_FEATURE` records: the start of a crash-safe file, right after
+/// [`unfinished_header`]. The tracing data and the attrs come per event
+/// ([`push_event_headers`]); `HEADER_EVENT_DESC` and `HEADER_SAMPLE_TIME` only in the
+/// trailer.
+pub fn push_header_features(out: &mut Vec<u8>, meta: &FileMeta<'_>) {
+    for (bit, body) in features(meta) {
+        if matches!(
+            bit,
+            feature::TRACING_DATA | feature::EVENT_DESC | feature::SAMPLE_TIME
+        ) {
+            continue;
+        }
+        push_feature_record(out, bit, &body);
+    }
+}
+
+/// Append a `PERF_RECORD_HEADER_ATTR`: `attr` and its one sample `id`.
+pub fn push_attr_record(out: &mut Vec<u8>, attr: &[u8; ATTR_SIZE], id: u64) {
+    let size = 8 + ATTR_SIZE + 8;
+    let mut h = [0u8; 8];
+    put_header(&mut h, kind::HEADER_ATTR, size);
+    out.extend_from_slice(&h);
+    out.extend_from_slice(attr);
+    push_u64(out, id);
+}
+
+/// Append a `PERF_RECORD_HEADER_TRACING_DATA` (16 bytes: header, `u32 size` and 4
+/// bytes of padding, as perf 6.1 writes it and needs it) and the tracing data of `events`
+/// after it, zero-padded to 8 bytes, as `perf record -o -` writes it.
+pub fn push_tracing_data_record(
+    out: &mut Vec<u8>,
+    spec: &TracingSpec<'_>,
+    events: &[(&str, &str)],
+) {
+    let mut data = Vec::new();
+    push_tracing_data(&mut data, spec, events);
+    let padded = data.len().next_multiple_of(8);
+    let mut h = [0u8; 16];
+    put_header(&mut h, kind::HEADER_TRACING_DATA, 16);
+    put_u32(&mut h, 8, padded as u32);
+    out.extend_from_slice(&h);
+    out.extend_from_slice(&data);
+    out.resize(out.len() + padded - data.len(), 0);
+}
+
+/// Append the attr record of the tracking event (a file with context), before the first
+/// COMM/FORK/EXIT/CGROUP record.
+pub fn push_tracking_header(out: &mut Vec<u8>, t: &TrackingSpec) {
+    push_attr_record(out, &tracking_attr_bytes(t), t.id);
+}
+
+/// The records in `bytes` (a run of whole records written by this module: the in-band
+/// description of a crash-safe file), each as `(offset in bytes, length with its data,
+/// type)`: what [`passed_over`] turns into records perf reads past once the file is
+/// finished.
+pub fn record_spans(bytes: &[u8]) -> Vec<(usize, usize, u32)> {
+    let mut spans = Vec::new();
+    let mut at = 0;
+    while let Some(h) = bytes.get(at..at + 8) {
+        let kind = u32::from_ne_bytes([h[0], h[1], h[2], h[3]]);
+        let size = usize::from(u16::from_ne_bytes([h[6], h[7]]));
+        let data = match (kind, bytes.get(at + 8..at + 12)) {
+            (kind::HEADER_TRACING_DATA, Some(s)) => u32::from_ne_bytes([s[0], s[1], s[2], s[3]]),
+            _ => 0,
+        } as usize;
+        if size < 8 {
+            break;
+        }
+        spans.push((at, size + data, kind));
+        at += size + data;
+    }
+    spans
+}
+
+/// The header that turns the `len` bytes of an in-band record of type `kind` (and its
+/// data) of a finished file into one [`HEADER_EVENT_TYPE`] record that perf script and
+/// perf report read past (they would add its attr twice, or stop at a second tracing
+/// data block); its `misc` keeps `kind`, so that `uevrec decode` still finds the attrs
+/// and formats in a finished file cut before its trailer. `None` when `len` does not fit
+/// a record's size (over 64 KiB).
+pub fn passed_over(len: usize, kind: u32) -> Option<[u8; 8]> {
+    let size = u16::try_from(len).ok()?;
+    let mut h = [0u8; 8];
+    put_header(&mut h, HEADER_EVENT_TYPE, usize::from(size));
+    put_u16(&mut h, 4, u16::try_from(kind).ok()?);
+    Some(h)
+}
+
+/// Tracing data records longer than this are split (so that each can be passed over
+/// once the file is finished, [`passed_over`]).
+pub const MAX_INBAND_TRACING: usize = 60 * 1024;
+
+/// Append the attrs of `events` (`(spec, system, format text)`; samples with a cgroup id
+/// when `cgroup`) and then their formats in tracing data records of at most
+/// [`MAX_INBAND_TRACING`] bytes (one unless the formats are long): what a reader needs
+/// before their first sample in a crash-safe file. perf gives a tracing data record's
+/// formats to the events it already has, so the attrs come first.
+pub fn push_event_headers(
+    out: &mut Vec<u8>,
+    events: &[(&EventSpec, &str, &str)],
+    cgroup: bool,
+    tracing: &TracingSpec<'_>,
+) {
+    for (ev, _, _) in events {
+        push_attr_record(out, &attr_bytes(ev, cgroup), ev.id);
+    }
+    let room = MAX_INBAND_TRACING - tracing.header_page.len() - tracing.header_event.len() - 128;
+    let mut group: Vec<(&str, &str)> = Vec::new();
+    let mut len = 0;
+    for &(_, system, text) in events {
+        let need = system.len() + text.len() + 16;
+        if !group.is_empty() && len + need > room {
+            push_tracing_data_record(out, tracing, &group);
+            group.clear();
+            len = 0;
+        }
+        group.push((system, text));
+        len += need;
+    }
+    if !group.is_empty() {
+        push_tracing_data_record(out, tracing, &group);
+    }
+}

@@ -1,0 +1,163 @@
+//! Pure tier: a crash-safe `record --raw` perf.data (pipe-mode start, attrs and formats
+//! in-band before the samples: [`writer::unfinished_header`]) and the same file finished
+//! (trailer, file-mode header, in-band records passed over: [`writer::passed_over`]),
+//! cut at EVERY offset: opening and decoding never panic, and every sample wholly
+//! before the cut is decoded, with its value (the SEQ in its payload).
+
+use uevrec_parsers::perf_data::PerfData;
+use uevrec_parsers::perf_data::header::FILE_HEADER_SIZE;
+use uevrec_parsers::perf_data::lines::{DecodeOptions, LineDecoder};
+use uevrec_parsers::perf_data::writer::{self, ClockRef, EventSpec, FileMeta, Stamp, TracingSpec};
+
+const SEQ: &str = "name: seq
+ID: 2001
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:u64 seq;\toffset:8;\tsize:8;\tsigned:0;
+
+print fmt: \"seq=%llu\", REC->seq
+";
+
+const HEADER_PAGE: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;
+\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;
+\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;
+\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;
+";
+
+const SAMPLES: u64 = 12;
+
+/// The unfinished file (what a SIGKILL leaves), the finished one, and where each
+/// sample ends in both (the data section is the same bytes).
+fn files() -> (Vec<u8>, Vec<u8>, Vec<usize>) {
+    let ev = EventSpec {
+        tracepoint: 2001,
+        name: "test:seq".into(),
+        id: 7,
+        clockid: 0,
+    };
+    let events = [ev.clone()];
+    let tracing = TracingSpec {
+        long_size: 8,
+        page_size: 4096,
+        header_page: HEADER_PAGE,
+        header_event: "",
+    };
+    let formats = [("test", SEQ)];
+    let cmdline = ["uevrec".to_string()];
+    let meta = FileMeta {
+        events: &events,
+        tracing,
+        formats: &formats,
+        hostname: "h",
+        osrelease: "6.12",
+        version: "uevrec test",
+        arch: "x86_64",
+        nr_cpus: (1, 1),
+        cmdline: &cmdline,
+        sample_time: Some((1, SAMPLES)),
+        clock: ClockRef {
+            clockid: 0,
+            wall_ns: 0,
+            clockid_ns: 0,
+            res_ns: 1,
+        },
+        tracking: None,
+    };
+    let mut file = writer::unfinished_header().to_vec();
+    let mut inband = Vec::new();
+    let mut described = Vec::new();
+    writer::push_header_features(&mut described, &meta);
+    writer::push_event_headers(&mut described, &[(&ev, "test", SEQ)], false, &tracing);
+    for (start, len, kind) in writer::record_spans(&described) {
+        inband.push((file.len() + start, len, kind));
+    }
+    file.extend_from_slice(&described);
+    let mut ends = Vec::new();
+    for seq in 1..=SAMPLES {
+        let mut raw = vec![0u8; 8];
+        raw.extend_from_slice(&seq.to_ne_bytes());
+        let s = Stamp {
+            id: 7,
+            pid: 1,
+            tid: 1,
+            time: seq,
+            cpu: 0,
+        };
+        writer::push_sample(&mut file, &s, &raw, None).unwrap();
+        ends.push(file.len());
+        if seq % 4 == 0 {
+            writer::push_finished_round(&mut file);
+        }
+    }
+    let unfinished = file.clone();
+    let trailer = writer::trailer(&meta, file.len() as u64 - FILE_HEADER_SIZE);
+    file.extend_from_slice(&trailer.bytes);
+    file[..FILE_HEADER_SIZE as usize].copy_from_slice(&trailer.header);
+    for (at, len, kind) in inband {
+        let h = writer::passed_over(len, kind).unwrap();
+        file[at..at + 8].copy_from_slice(&h);
+    }
+    (unfinished, file, ends)
+}
+
+/// The SEQ values decoded from `bytes` (`None`: it does not open).
+fn seqs(bytes: &[u8]) -> Option<Vec<u64>> {
+    let (data, records) = PerfData::open(bytes).ok()?;
+    let mut dec = LineDecoder::new(data, DecodeOptions::default(), |_, _| true);
+    let mut out = Vec::new();
+    let mut sink = |b: &[u8]| {
+        out.extend_from_slice(b);
+        true
+    };
+    for rec in records {
+        match rec {
+            Ok(rec) => {
+                dec.record_in(&rec, bytes, &mut sink);
+            }
+            Err(_) => break,
+        }
+    }
+    dec.finish_in(bytes, &mut sink);
+    let text = String::from_utf8(out).unwrap();
+    Some(
+        text.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter_map(|v| v["fields"]["seq"].as_u64())
+            .collect(),
+    )
+}
+
+fn check_every_cut(file: &[u8], ends: &[usize], what: &str) {
+    assert_eq!(
+        seqs(file).unwrap(),
+        (1..=SAMPLES).collect::<Vec<_>>(),
+        "{what}: whole"
+    );
+    for cut in 0..file.len() {
+        let whole = ends.iter().filter(|&&e| e <= cut).count() as u64;
+        let got = seqs(&file[..cut]);
+        if whole == 0 {
+            continue;
+        }
+        let got = got.unwrap_or_else(|| panic!("{what} cut at {cut}: does not open"));
+        assert_eq!(got, (1..=whole).collect::<Vec<_>>(), "{what} cut at {cut}");
+    }
+}
+
+#[test]
+fn an_unfinished_file_cut_anywhere_keeps_every_whole_sample() {
+    let (unfinished, _, ends) = files();
+    assert!(writer::is_unfinished(&unfinished));
+    check_every_cut(&unfinished, &ends, "unfinished (pipe mode)");
+}
+
+#[test]
+fn a_finished_file_cut_anywhere_keeps_every_whole_sample() {
+    let (_, finished, ends) = files();
+    assert!(!writer::is_unfinished(&finished));
+    check_every_cut(&finished, &ends, "finished (file mode)");
+}
