@@ -51,6 +51,45 @@ fn tracker() -> ContextTracker {
     t
 }
 
+/// [`tracker`] with the cgroups named like pods' containers (systemd driver,
+/// containerd) and every pod's and container's Kubernetes names known: the keys of
+/// `with-k8s` (`k8s_pod_uid`, `k8s_qos`, `k8s_namespace`, `k8s_pod`, `k8s_container`).
+fn k8s_tracker() -> ContextTracker {
+    let mut t = tracker();
+    for id in 0..CGROUPS {
+        let uid = format!("{id:08x}-aaaa-4bbb-8ccc-{id:012x}");
+        let path = format!(
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-{id:064x}.scope",
+            uid.replace('-', "_")
+        );
+        let pod = format!("web-{id}");
+        let cid = format!("{id:064x}");
+        t.apply(
+            None,
+            ContextUpdate::Cgroup {
+                id,
+                path: path.as_bytes(),
+            },
+        );
+        t.apply(
+            None,
+            ContextUpdate::Pod {
+                uid: uid.as_bytes(),
+                namespace: b"shop",
+                name: pod.as_bytes(),
+            },
+        );
+        t.apply(
+            None,
+            ContextUpdate::ContainerName {
+                id: cid.as_bytes(),
+                name: b"nginx",
+            },
+        );
+    }
+    t
+}
+
 fn bench(c: &mut Criterion) {
     let text = format_file_text(
         "rate",
@@ -65,13 +104,17 @@ fn bench(c: &mut Criterion) {
     raw.extend_from_slice(&7i32.to_le_bytes());
     raw.extend_from_slice(&3u32.to_le_bytes());
     raw.extend_from_slice(&99u64.to_le_bytes());
-    let tracker = tracker();
+    let (tracker, k8s) = (tracker(), k8s_tracker());
     let mut g = c.benchmark_group("context");
     g.throughput(Throughput::Elements(u64::from(BATCH)));
     let mut out = Vec::with_capacity(1 << 20);
-    for with in [false, true] {
+    for (name, with, tracker) in [
+        ("without", false, &tracker),
+        ("with", true, &tracker),
+        ("with-k8s", true, &k8s),
+    ] {
         let mut w = LineWriter::new(LineOptions::default());
-        g.bench_function(if with { "with" } else { "without" }, |b| {
+        g.bench_function(name, |b| {
             b.iter(|| {
                 out.clear();
                 for i in 0..BATCH {
@@ -83,7 +126,7 @@ fn bench(c: &mut Criterion) {
                         tid,
                     };
                     if with {
-                        w.set_context(&tracker, &stamp, Some(u64::from(tid) % CGROUPS));
+                        w.set_context(tracker, &stamp, Some(u64::from(tid) % CGROUPS));
                     }
                     w.write_prepared(&mut out, &stamp, &prepared, &raw);
                 }

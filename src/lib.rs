@@ -13,17 +13,20 @@
 //! [`export`] sends OTLP requests to a collector (gRPC, HTTP).
 #![warn(missing_docs)]
 
+pub mod backend;
 pub mod cli;
 pub mod clock;
 pub mod context;
 pub mod delivery;
 pub mod describe;
+pub mod durable;
 pub mod epoll;
 pub mod export;
 pub mod fd_limit;
 pub mod flight;
 pub mod formatter;
 pub mod ftrace;
+pub mod kubernetes;
 pub mod metrics;
 pub mod perf;
 pub mod pipeline;
@@ -36,5 +39,6 @@ pub mod session;
 pub mod signals;
 pub mod sink;
 pub mod spool;
+pub mod stderr;
 pub mod top;
 pub mod tracefs;

@@ -421,7 +421,21 @@ impl StagedChunk {
     /// Append a context change (see [`ContextUpdate`]); body: a kind word, then the
     /// kind's fields (`u32` thread ids, `u64` cgroup ids) and text.
     pub fn push_context(&mut self, time_unix_ns: Option<u64>, update: &ContextUpdate<'_>) {
+        // Kubernetes names: their texts joined by NULs (none can hold one).
+        let joined: Vec<u8>;
         let (kind, a, b, text): (u32, u64, u64, &[u8]) = match *update {
+            ContextUpdate::Pod {
+                uid,
+                namespace,
+                name,
+            } => {
+                joined = [uid, namespace, name].join(&0);
+                (5, 0, 0, &joined)
+            }
+            ContextUpdate::ContainerName { id, name } => {
+                joined = [id, name].join(&0);
+                (6, 0, 0, &joined)
+            }
             ContextUpdate::Comm { tid, comm } => (0, tid.into(), 0, comm),
             ContextUpdate::Fork { tid, parent_tid } => (1, tid.into(), parent_tid.into(), &[]),
             ContextUpdate::Exit { tid } => (2, tid.into(), 0, &[]),
@@ -574,6 +588,21 @@ fn context_update(body: &[u8]) -> Option<ContextUpdate<'_>> {
         2 => ContextUpdate::Exit { tid: tid? },
         3 => ContextUpdate::Cgroup { id: a, path: text },
         4 => ContextUpdate::ThreadCgroup { tid: tid?, id: b },
+        5 => {
+            let mut parts = text.splitn(3, |&c| c == 0);
+            ContextUpdate::Pod {
+                uid: parts.next()?,
+                namespace: parts.next()?,
+                name: parts.next()?,
+            }
+        }
+        6 => {
+            let (id, name) = text.split_at(text.iter().position(|&c| c == 0)?);
+            ContextUpdate::ContainerName {
+                id,
+                name: &name[1..],
+            }
+        }
         _ => return None,
     })
 }

@@ -1,7 +1,8 @@
-//! The one place that builds the recording pipeline and joins its threads:
+//! The one place that builds the recording pipeline, spawns its threads and joins them:
 //!
 //! ```text
-//!  session (the caller's thread, crate::session): drain the rings → staged entries
+//!  session (the caller's thread, crate::session, on the backend [`open`] opened):
+//!  drain the rings → staged entries
 //!    ──staging channel (a fixed pool of StagedChunks, crate::pipeline)──▶
 //!  formatter thread (`uevrec-format`, crate::formatter): staged entries → JSON lines
 //!    ──bounded channel of Batches (a fixed pool of line buffers)──▶
@@ -14,21 +15,29 @@
 //! back in order before the writer ([`formatter::run_parallel`]); the line pool then
 //! holds [`crate::pipeline::batch_pool`]`(N)` buffers. With `--drain-threads N` ≥ 2 the
 //! session drains busy perf rings on N threads per pass (`uevrec-drain`,
-//! crate::session). With `record --raw`
+//! crate::session). What the [`Outputs`] are decides the rest: with `record --raw`
 //! (crate::raw) a raw thread (`uevrec-raw`) takes the staged chunks first and writes
-//! the perf.data; it then hands them on to the formatter (with `-o`) or back to the
-//! chunk pool (raw only: no formatter, no writer). With `record --flight` (crate::flight)
-//! a flight thread (`uevrec-flight`) takes the chunks instead of the formatter and keeps
-//! them in memory; its own dump thread writes the dumps (no writer). [`Recorder`] takes a [`Config`]
-//! (validated by the CLI), a [`Sink`] and/or a [`Raw`] output; the session never writes
-//! JSON and the CLI never spawns a thread. The writer, formatter and raw threads start
+//! the perf.data; it then hands them on to the formatter ([`Outputs::Lines`] with a raw
+//! file) or back to the chunk pool ([`Outputs::Raw`]: no formatter, no writer). With
+//! `record --flight` ([`Outputs::Flight`], crate::flight) a flight thread
+//! (`uevrec-flight`) takes the chunks instead of the formatter and keeps them in memory,
+//! handing snapshots to a dump thread (`uevrec-dump`), whose dumps are formatted by
+//! [`format_fed`] (no writer). `uevrec top` ([`stage_into`]) has a counting thread in
+//! place of the formatter and a display thread beside it.
+//!
+//! Every thread of those groups is spawned here (by one private `spawn`) and joined here; the
+//! session never writes JSON, the CLI never spawns a thread, and flight and top hand
+//! their bodies to this module. The writer, formatter, raw, flight and dump threads start
 //! before the session's first attach, so the self-exclusion filter names them. The
 //! session thread runs real-time and the other threads at a raised nice value when
 //! permitted ([`crate::sched`]: so the rings are drained in time on a busy machine).
 
-use std::io::Write;
+pub mod open;
+
+use std::io::{self, Write};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread;
+use std::thread::{self, Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -42,7 +51,7 @@ use crate::pipeline::{
 };
 use crate::raw::{self, Raw, RawError, RawSummary};
 use crate::sched;
-use crate::session::{self, LiveStats, SessionConfig, SessionError, Summary};
+use crate::session::{LiveStats, SessionConfig, SessionError, Summary};
 use crate::signals::SignalFlags;
 use crate::sink::{Sink, SinkError, write_batches};
 
@@ -55,91 +64,75 @@ pub struct Config {
     pub pipeline: PipelineOptions,
 }
 
-/// A recording: a validated [`Config`], the [`Sink`] the lines go to and/or the
-/// perf.data or trace.dat of `record --raw` ([`Raw`]).
+/// Where a recording's records go: each variant is one shape of the pipeline, so no
+/// combination needs checking at run time.
+pub enum Outputs {
+    /// Lines (`--format`: JSON lines or OTLP/JSON) into `sink`, and with `raw` the same
+    /// records into a perf.data or trace.dat too (`record --raw FILE -o OUT`).
+    Lines {
+        /// Where the lines go.
+        sink: Box<dyn Sink + Send>,
+        /// The perf.data or trace.dat of `record --raw`, when asked for.
+        raw: Option<Raw>,
+    },
+    /// Only the perf.data or trace.dat of `record --raw` (no lines).
+    Raw(Raw),
+    /// The flight recorder (`record --flight`): records kept in memory, dumped to files
+    /// as the options say (SIGUSR1 needs [`SignalFlags::catch_dump`]).
+    Flight(FlightOptions),
+}
+
+impl Outputs {
+    /// Lines into `sink`, nothing else.
+    pub fn lines(sink: Box<dyn Sink + Send>) -> Self {
+        Outputs::Lines { sink, raw: None }
+    }
+}
+
+/// A recording: a validated [`Config`] and its [`Outputs`].
 pub struct Recorder {
     config: Config,
-    sink: Option<Box<dyn Sink + Send>>,
-    raw: Option<Raw>,
-    flight: Option<FlightOptions>,
+    outputs: Outputs,
 }
 
 impl Recorder {
-    /// A recorder of `config` into `sink`.
-    pub fn new(config: Config, sink: Box<dyn Sink + Send>) -> Self {
-        Recorder {
-            config,
-            sink: Some(sink),
-            raw: None,
-            flight: None,
-        }
+    /// A recorder of `config` into `outputs`.
+    pub fn new(config: Config, outputs: Outputs) -> Self {
+        Recorder { config, outputs }
     }
 
-    /// A recorder of `config` into the perf.data `raw` only (no JSON lines).
-    pub fn raw_only(config: Config, raw: Raw) -> Self {
-        Recorder {
-            config,
-            sink: None,
-            raw: Some(raw),
-            flight: None,
-        }
-    }
-
-    /// A flight recorder of `config` (`record --flight`): records kept in memory, dumped
-    /// to files as `flight` says (SIGUSR1 needs [`SignalFlags::catch_dump`]).
-    pub fn flight(config: Config, flight: FlightOptions) -> Self {
-        Recorder {
-            config,
-            sink: None,
-            raw: None,
-            flight: Some(flight),
-        }
-    }
-
-    /// Also write the perf.data `raw` (the same records as the lines).
-    pub fn with_raw(mut self, raw: Raw) -> Self {
-        self.raw = Some(raw);
-        self
-    }
-
-    /// Whether this is a flight recorder ([`Recorder::flight`]).
+    /// Whether this is a flight recorder ([`Outputs::Flight`]).
     pub fn is_flight(&self) -> bool {
-        self.flight.is_some()
+        matches!(self.outputs, Outputs::Flight(_))
     }
 
     /// Record until `flags.stop` (a signal, the duration timer, a sink error), `--count`
     /// or a closed output; returns once every thread has ended.
     pub fn run(self, flags: &SignalFlags) -> PipelineOutcome<Summary, SessionError> {
         let session = &self.config.session;
-        let format = self.config.pipeline.format;
-        let threads = self.config.pipeline.threads;
-        let raw = self.raw;
+        let shape = (self.config.pipeline.format, self.config.pipeline.threads);
         let mut raw_result = None;
         let mut flight_result = None;
-        let mut outcome = match self.sink {
-            Some(sink) => run_pipeline(
+        let mut outcome = match self.outputs {
+            Outputs::Lines { sink, raw } => run_pipeline(
                 sink,
                 flags,
                 &self.config.pipeline,
                 |out, recycle, stop, stats| {
-                    let consumers = Consumers {
-                        raw,
-                        lines: Some((out, recycle)),
-                        flight: None,
-                    };
-                    let staged = stage(session, (format, threads), consumers, stop, stats);
+                    let behind = Behind::Lines { raw, out, recycle };
+                    let staged = stage(session, shape, behind, stop, stats);
                     raw_result = staged.raw;
                     staged.session
                 },
             ),
-            None => run_watched(flags, &self.config.pipeline, |stop, stats| {
-                let consumers = Consumers {
-                    raw,
-                    lines: None,
-                    flight: self.flight.map(|f| (f, &*flags.dump)),
-                };
-                let staged = stage(session, (format, threads), consumers, stop, stats);
+            Outputs::Raw(raw) => run_watched(flags, &self.config.pipeline, |stop, stats| {
+                let staged = stage(session, shape, Behind::Raw(raw), stop, stats);
                 raw_result = staged.raw;
+                staged.session
+            }),
+            Outputs::Flight(opts) => run_watched(flags, &self.config.pipeline, |stop, stats| {
+                let behind = Behind::Flight(opts, &flags.dump);
+                let staged = stage(session, shape, behind, stop, stats);
                 flight_result = staged.flight;
                 staged.session
             }),
@@ -174,51 +167,132 @@ pub fn stage_and_format_as(
     stop: &AtomicBool,
     stats: &LiveStats,
 ) -> Result<Summary, SessionError> {
-    let consumers = Consumers {
+    let behind = Behind::Lines {
         raw: None,
-        lines: Some((out, recycle)),
-        flight: None,
+        out,
+        recycle,
     };
-    stage(config, (format, 1), consumers, stop, stats).session
+    stage(config, (format, 1), behind, stop, stats).session
 }
 
-/// The raw writer's result, when there is one.
-type RawResult = Option<Result<RawSummary, RawError>>;
+/// Start `body` on a thread of `scope` named `name`, at the workers' raised nice value
+/// ([`sched::raise_worker_thread`]): the one spawn of every thread group this module
+/// assembles.
+fn spawn<'scope, T, F>(
+    scope: &'scope Scope<'scope, '_>,
+    name: &str,
+    body: F,
+) -> io::Result<ScopedJoinHandle<'scope, T>>
+where
+    T: Send + 'scope,
+    F: FnOnce() -> T + Send + 'scope,
+{
+    thread::Builder::new()
+        .name(name.into())
+        .spawn_scoped(scope, move || {
+            sched::raise_worker_thread();
+            body()
+        })
+}
 
-/// What takes the staged chunks behind the session.
-struct Consumers<'a> {
-    /// The raw writer (perf.data or trace.dat).
-    raw: Option<Raw>,
-    /// The formatter: batches of lines out, empty buffers back.
-    lines: Option<(&'a Sender<Batch>, &'a Receiver<Vec<u8>>)>,
-    /// The flight recorder, with the SIGUSR1 flag (instead of the other two).
-    flight: Option<(FlightOptions, &'a AtomicBool)>,
+/// [`spawn`], setting `gone` when `body` returns or unwinds (so the session, waiting on
+/// a thread downstream of it, ends instead of waiting for ever).
+fn spawn_downstream<'scope, T, F>(
+    scope: &'scope Scope<'scope, '_>,
+    name: &str,
+    gone: &'scope AtomicBool,
+    body: F,
+) -> io::Result<ScopedJoinHandle<'scope, T>>
+where
+    T: Send + 'scope,
+    F: FnOnce() -> T + Send + 'scope,
+{
+    spawn(scope, name, move || {
+        let _gone = SetOnDrop(gone);
+        body()
+    })
+}
+
+/// The thread's result; its panic goes on in the joining thread.
+fn join<T>(handle: ScopedJoinHandle<'_, T>) -> T {
+    handle
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+}
+
+/// Sets the flag when dropped: also when the thread unwinds.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// What takes the staged chunks behind the session: one of the pipeline's shapes.
+enum Behind<'a> {
+    /// The formatter (batches of lines out on `out`, empty buffers back on `recycle`),
+    /// behind the raw writer when there is one.
+    Lines {
+        raw: Option<Raw>,
+        out: &'a Sender<Batch>,
+        recycle: &'a Receiver<Vec<u8>>,
+    },
+    /// The raw writer alone (perf.data or trace.dat).
+    Raw(Raw),
+    /// The flight recorder, with the SIGUSR1 flag.
+    Flight(FlightOptions, &'a AtomicBool),
 }
 
 /// What [`stage`] ended with.
 struct Staging {
     session: Result<Summary, SessionError>,
-    raw: RawResult,
+    raw: Option<Result<RawSummary, RawError>>,
     flight: Option<FlightSummary>,
 }
 
-/// The session on this thread, with behind it the raw writer (`raw`: perf.data) and/or
-/// the formatter (`lines`: batches of `format` out, empty buffers back), or the flight
-/// recorder, each on a thread of its own; with both raw and lines, the raw writer hands
-/// the chunks on to the formatter (`threads` workers of it: [`formatter::run_parallel`]).
+/// The threads [`stage`] started behind the session, joined in this order.
+#[derive(Default)]
+struct Crew<'scope> {
+    raw: Option<ScopedJoinHandle<'scope, Result<RawSummary, RawError>>>,
+    formatter: Option<ScopedJoinHandle<'scope, Result<(), crate::pipeline::Closed>>>,
+    flight: Option<ScopedJoinHandle<'scope, FlightSummary>>,
+    dump: Option<ScopedJoinHandle<'scope, FlightSummary>>,
+}
+
+impl Crew<'_> {
+    /// Join every thread (they end once the staging channel is closed).
+    fn join(self) -> (Option<Result<RawSummary, RawError>>, Option<FlightSummary>) {
+        let raw = self.raw.map(join);
+        // The formatter's own result is the session's business (a closed output).
+        if let Some(f) = self.formatter {
+            let _ = join(f);
+        }
+        let kept = self.flight.map(join);
+        let flight = match (kept, self.dump.map(join)) {
+            (Some(kept), Some(dumped)) => Some(FlightSummary {
+                dumps: dumped.dumps,
+                failed: dumped.failed,
+                ..kept
+            }),
+            (kept, _) => kept,
+        };
+        (raw, flight)
+    }
+}
+
+/// The session on this thread (on the backend [`open`] opens), with behind it what
+/// `behind` says, each on a thread of its own: the raw writer (perf.data) and/or the
+/// formatter (batches of `format` out, empty buffers back; `threads` workers of it:
+/// [`formatter::run_parallel`]), or the flight recorder and its dump thread. With both
+/// raw and lines, the raw writer hands the chunks on to the formatter.
 fn stage(
     config: &SessionConfig,
     (format, threads): (OutputFormat, usize),
-    consumers: Consumers<'_>,
+    behind: Behind<'_>,
     stop: &AtomicBool,
     stats: &LiveStats,
 ) -> Staging {
-    let Consumers { raw, lines, flight } = consumers;
-    let failed = |e| Staging {
-        session: Err(SessionError::Thread(e)),
-        raw: None,
-        flight: None,
-    };
     let ((stage_tx, stage_rx), (chunk_tx, chunk_rx)) = chunk_pool();
     let opts = LineOptions {
         include_common: config.include_common,
@@ -228,110 +302,94 @@ fn stage(
     let downstream_gone = AtomicBool::new(false);
     let session_info = config.schema.then(|| crate::describe::session_info(config));
     thread::scope(|scope| {
+        let gone = &downstream_gone;
         // Started before the first attach, so the self-exclusion filter names them.
-        let (mut format_rx, mut chunk_back) = (Some(stage_rx), Some(chunk_tx));
-        let raw_thread = match raw {
-            Some(raw) => {
-                let input = format_rx.take();
-                let next = if lines.is_some() {
+        let started = (|| -> io::Result<Crew<'_>> {
+            let mut crew = Crew::default();
+            let (lines, input, back) = match behind {
+                Behind::Raw(raw) => {
+                    crew.raw = Some(spawn_downstream(scope, "uevrec-raw", gone, move || {
+                        raw::run_raw(raw, stage_rx, raw::Next::Recycle(chunk_tx))
+                    })?);
+                    return Ok(crew);
+                }
+                Behind::Flight(mut flight_opts, dump_flag) => {
+                    // The dumps are written as the lines would be.
+                    (flight_opts.format, flight_opts.line_options) = (format, opts);
+                    flight_opts.session = session_info.clone();
+                    flight_opts.context = context;
+                    let (dump_tx, dump_rx) = flight::request_channel();
+                    let flight_opts = Arc::new(flight_opts);
+                    let dump_opts = Arc::clone(&flight_opts);
+                    crew.dump = Some(spawn(scope, "uevrec-dump", move || {
+                        flight::dump::run(dump_rx, &dump_opts)
+                    })?);
+                    crew.flight =
+                        Some(spawn_downstream(scope, "uevrec-flight", gone, move || {
+                            flight::run(stage_rx, chunk_tx, &flight_opts, dump_flag, dump_tx)
+                        })?);
+                    return Ok(crew);
+                }
+                Behind::Lines {
+                    raw: Some(raw),
+                    out,
+                    recycle,
+                } => {
                     let (tx, rx) = crossbeam_channel::bounded(STAGE_CHUNKS);
-                    format_rx = Some(rx);
-                    raw::Next::Forward(tx)
-                } else {
-                    raw::Next::Recycle(chunk_back.take().expect("the pool sender is here"))
+                    crew.raw = Some(spawn_downstream(scope, "uevrec-raw", gone, move || {
+                        raw::run_raw(raw, stage_rx, raw::Next::Forward(tx))
+                    })?);
+                    ((out, recycle), rx, chunk_tx)
+                }
+                Behind::Lines {
+                    raw: None,
+                    out,
+                    recycle,
+                } => ((out, recycle), stage_rx, chunk_tx),
+            };
+            let (out, recycle) = lines;
+            let info = session_info.as_ref();
+            // The workers too start before the first attach: wait for them.
+            let (ready_tx, ready_rx) = crossbeam_channel::bounded::<()>(1);
+            crew.formatter = Some(spawn_downstream(scope, "uevrec-format", gone, move || {
+                let lines = Lines {
+                    opts,
+                    format,
+                    session: info,
+                    context: context.then(ContextTracker::new),
+                    schema: false,
                 };
-                let gone = &downstream_gone;
-                let spawned = thread::Builder::new()
-                    .name("uevrec-raw".into())
-                    .spawn_scoped(scope, move || {
-                        sched::raise_worker_thread();
-                        let r =
-                            raw::run_raw(raw, input.expect("the staging receiver is here"), next);
-                        gone.store(true, Ordering::Release);
-                        r
-                    });
-                match spawned {
-                    Ok(t) => Some(t),
-                    Err(e) => return failed(e),
-                }
+                let started = move || {
+                    let _ = ready_tx.send(());
+                };
+                formatter::run_parallel(input, back, out, recycle, lines, threads, started)
+            })?);
+            let _ = ready_rx.recv();
+            Ok(crew)
+        })();
+        let crew = match started {
+            Ok(crew) => crew,
+            // The threads that did start end as their input closes; the scope joins
+            // them.
+            Err(e) => {
+                drop(stage_tx);
+                return Staging {
+                    session: Err(SessionError::Thread(e)),
+                    raw: None,
+                    flight: None,
+                };
             }
-            None => None,
         };
-        let flight = match flight {
-            Some((mut flight_opts, dump_flag)) => {
-                // The dumps are written as the lines would be.
-                (flight_opts.format, flight_opts.line_options) = (format, opts);
-                flight_opts.session = session_info.clone();
-                flight_opts.context = context;
-                let rx = format_rx.take().expect("no raw output with --flight");
-                let back = chunk_back.take().expect("no raw output with --flight");
-                let gone = &downstream_gone;
-                let spawned = thread::Builder::new()
-                    .name("uevrec-flight".into())
-                    .spawn_scoped(scope, move || {
-                        sched::raise_worker_thread();
-                        let r = flight::run(rx, back, &flight_opts, dump_flag);
-                        gone.store(true, Ordering::Release);
-                        r
-                    });
-                match spawned {
-                    Ok(t) => Some(t),
-                    Err(e) => return failed(e),
-                }
-            }
-            _ => None,
-        };
-        let formatter = match (lines, format_rx, chunk_back) {
-            (Some((out, recycle)), Some(rx), Some(back)) => {
-                let gone = &downstream_gone;
-                let info = session_info.as_ref();
-                // The workers too start before the first attach: wait for them.
-                let (ready_tx, ready_rx) = crossbeam_channel::bounded::<()>(1);
-                let spawned = thread::Builder::new()
-                    .name("uevrec-format".into())
-                    .spawn_scoped(scope, move || {
-                        sched::raise_worker_thread();
-                        let lines = Lines {
-                            opts,
-                            format,
-                            session: info,
-                            context: context.then(ContextTracker::new),
-                            schema: false,
-                        };
-                        let started = move || {
-                            let _ = ready_tx.send(());
-                        };
-                        let r = formatter::run_parallel(
-                            rx, back, out, recycle, lines, threads, started,
-                        );
-                        gone.store(true, Ordering::Release);
-                        r
-                    });
-                match spawned {
-                    Ok(t) => {
-                        let _ = ready_rx.recv();
-                        Some(t)
-                    }
-                    Err(e) => return failed(e),
-                }
-            }
-            _ => None,
-        };
-        let stage = StageSender::new(stage_tx, chunk_rx, &downstream_gone);
+        let stage = StageSender::new(stage_tx, chunk_rx, gone);
         let priority = sched::raise_drain_thread();
-        let result = session::run(config, &stage, stop, stats);
+        let result = open::run_session(config, &stage, stop, stats);
         drop(priority);
         // Closing the staging channel lets the threads finish and return.
         drop(stage);
-        let raw_result =
-            raw_thread.map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-        if let Some(Err(panic)) = formatter.map(|t| t.join()) {
-            std::panic::resume_unwind(panic);
-        }
-        let flight = flight.map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        let (raw, flight) = crew.join();
         Staging {
             session: result,
-            raw: raw_result,
+            raw,
             flight,
         }
     })
@@ -353,54 +411,102 @@ fn chunk_pool() -> (
     (stage, (chunk_tx, chunk_rx))
 }
 
-/// The session on this thread and `consume` on a thread of its own named `name` (in
-/// place of the formatter: `uevrec top` counts instead of writing lines), fed the staged
-/// messages and returning each chunk buffer on the pool sender it is given. The thread
-/// starts before the first attach, so the self-exclusion filter names it; when it
-/// returns (or panics) the session ends. Returns the session's result and `consume`'s
-/// (`None` when the thread could not start).
-pub fn stage_into<R, F>(
+/// A thread of [`stage_into`]: its name and its body.
+pub struct Job<F> {
+    /// The thread's name (at most 15 bytes show in `/proc`).
+    pub name: &'static str,
+    /// What it runs.
+    pub body: F,
+}
+
+/// The session on this thread and `consume` on a thread of its own (in place of the
+/// formatter: `uevrec top` counts instead of writing lines), fed the staged messages and
+/// returning each chunk buffer on the pool sender it is given; and `view` on another,
+/// given a flag set once the session ended (`uevrec top`'s display). Both start before
+/// the first attach, so the self-exclusion filter names them; when `consume` returns
+/// (or panics) the session ends, and when `view` does, `stop` is set. Returns the
+/// session's result and the two threads' (`None` for a thread that did not run: the OS
+/// refused a thread).
+#[allow(clippy::type_complexity)]
+pub fn stage_into<R, F, W, V>(
     config: &SessionConfig,
-    name: &str,
     stop: &AtomicBool,
     stats: &LiveStats,
-    consume: F,
-) -> (Result<Summary, SessionError>, Option<R>)
+    consume: Job<F>,
+    view: Job<V>,
+) -> (Result<Summary, SessionError>, Option<R>, Option<W>)
 where
     R: Send,
     F: FnOnce(Receiver<Staged>, Sender<Vec<u8>>) -> R + Send,
+    W: Send,
+    V: FnOnce(&AtomicBool) -> W + Send,
 {
-    /// Sets the flag when dropped: also when the thread unwinds.
-    struct SetOnDrop<'a>(&'a AtomicBool);
-    impl Drop for SetOnDrop<'_> {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Release);
-        }
-    }
     let ((stage_tx, stage_rx), (chunk_tx, chunk_rx)) = chunk_pool();
-    let gone = AtomicBool::new(false);
+    let (gone, done) = (AtomicBool::new(false), AtomicBool::new(false));
     thread::scope(|scope| {
-        let gone_flag = &gone;
-        let spawned = thread::Builder::new()
-            .name(name.into())
-            .spawn_scoped(scope, move || {
-                let _gone = SetOnDrop(gone_flag);
-                sched::raise_worker_thread();
-                consume(stage_rx, chunk_tx)
-            });
-        let consumer = match spawned {
+        let (gone, done) = (&gone, &done);
+        let body = view.body;
+        // Also when the view panics: the session must not run on unseen.
+        let shown = spawn(scope, view.name, move || {
+            let _stop = SetOnDrop(stop);
+            body(done)
+        });
+        let shown = match shown {
             Ok(t) => t,
-            Err(e) => return (Err(SessionError::Thread(e)), None),
+            Err(e) => return (Err(SessionError::Thread(e)), None, None),
         };
-        let stage = StageSender::new(stage_tx, chunk_rx, &gone);
-        let priority = sched::raise_drain_thread();
-        let result = session::run(config, &stage, stop, stats);
-        drop(priority);
-        drop(stage);
-        let consumed = consumer
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        (result, Some(consumed))
+        let body = consume.body;
+        let consumer =
+            spawn_downstream(scope, consume.name, gone, move || body(stage_rx, chunk_tx));
+        let (result, consumed) = match consumer {
+            Ok(consumer) => {
+                let stage = StageSender::new(stage_tx, chunk_rx, gone);
+                let priority = sched::raise_drain_thread();
+                let result = open::run_session(config, &stage, stop, stats);
+                drop(priority);
+                drop(stage);
+                (result, Some(join(consumer)))
+            }
+            Err(e) => (Err(SessionError::Thread(e)), None),
+        };
+        done.store(true, Ordering::Release);
+        (result, consumed, Some(join(shown)))
+    })
+}
+
+/// Chunks and batches in flight between [`format_fed`]'s feeder, formatter and caller.
+const FED_DEPTH: usize = 4;
+
+/// Format what `feed` stages (on a thread of its own, taking chunk buffers from the pool
+/// receiver it is given) with the ordinary formatter (crate::formatter, on another, as
+/// `lines` says), each batch of lines passed to `write` on this thread: the flight
+/// recorder's dumps (crate::flight::dump), so a dump's lines are the lines `record -o`
+/// writes. Returns the records written; `write`'s first error ends it (the formatter's
+/// next send fails, it ends, and the feeder after it).
+pub fn format_fed<R: Send>(
+    lines: Lines<'_>,
+    feed: impl FnOnce(&Sender<Staged>, &Receiver<Vec<u8>>) -> R + Send,
+    mut write: impl FnMut(&[u8]) -> io::Result<()>,
+) -> io::Result<u64> {
+    let (stage_tx, stage_rx) = crossbeam_channel::bounded(FED_DEPTH);
+    let (chunk_tx, chunk_rx) = crossbeam_channel::bounded(2 * FED_DEPTH + 2);
+    let (out_tx, out_rx) = crossbeam_channel::bounded::<Batch>(FED_DEPTH);
+    let (recycle_tx, recycle_rx) = crossbeam_channel::bounded(2 * FED_DEPTH);
+    thread::scope(|scope| {
+        // Owned here, so that an error below drops it before the scope waits for the
+        // formatter.
+        let out_rx = out_rx;
+        spawn(scope, "uevrec-dumpfmt", move || {
+            formatter::run(stage_rx, chunk_tx, &out_tx, &recycle_rx, lines)
+        })?;
+        spawn(scope, "uevrec-dumpfeed", move || feed(&stage_tx, &chunk_rx))?;
+        let mut records = 0;
+        while let Ok(batch) = out_rx.recv() {
+            write(&batch.lines)?;
+            records += batch.records;
+            let _ = recycle_tx.try_send(batch.lines);
+        }
+        Ok(records)
     })
 }
 
@@ -465,24 +571,34 @@ where
     let stop: &AtomicBool = &flags.stop;
     let reopen: &AtomicBool = &flags.reopen;
     thread::scope(|s| {
-        let writer = thread::Builder::new()
-            .name("uevrec-write".into())
-            .spawn_scoped(s, move || {
-                sched::raise_worker_thread();
-                write_batches(rx, &recycle_tx, &mut *sink, stop, reopen).map(|_| ())
-            })
-            // As `Scope::spawn` does: without a thread there is nothing to fall back on.
-            .expect("the OS refused to start the writer thread");
+        let writer = spawn(s, "uevrec-write", move || {
+            write_batches(rx, &recycle_tx, &mut *sink, stop, reopen).map(|_| ())
+        });
+        let writer = match writer {
+            Ok(w) => Ok(w),
+            Err(e) => {
+                // Without a writer the lines have nowhere to go: the source finds its
+                // output closed at once (the receiver went with the closure) and ends.
+                stop.store(true, Ordering::Release);
+                Err(SinkError::io(
+                    "starting the writer thread for",
+                    "<output>",
+                    e,
+                ))
+            }
+        };
         let done_tx = spawn_watchers(s, opts, stop, &stats);
         let session = source(&tx, &recycle_rx, stop, &stats);
         drop(tx);
         drop(done_tx);
-        let sink = writer.join().unwrap_or_else(|_| {
-            Err(SinkError::io(
-                "writing to",
-                "<output>",
-                std::io::Error::other("writer thread panicked"),
-            ))
+        let sink = writer.and_then(|w| {
+            w.join().unwrap_or_else(|_| {
+                Err(SinkError::io(
+                    "writing to",
+                    "<output>",
+                    std::io::Error::other("writer thread panicked"),
+                ))
+            })
         });
         PipelineOutcome {
             session,

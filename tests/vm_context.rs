@@ -195,3 +195,121 @@ fn renamed_producer_in_a_created_container_cgroup() {
         let _ = fs::remove_dir(&parent);
     });
 }
+
+/// Kubernetes identity on user_events records: a fake kubelet log tree (a pod and its
+/// container's link) and a cgroup laid out as a pod's container (perf backend: systemd
+/// driver and containerd; ftrace: cgroupfs driver and CRI-O), created after uevrec
+/// started; the `rate` producer moved into it writes; every record carries the pod's
+/// UID, class, namespace, name and the container's name (docs/json-lines.md,
+/// "Kubernetes").
+#[test]
+fn producer_in_a_pod_container_cgroup() {
+    if !user_events_here() {
+        return;
+    }
+    let root = cgroup2_root();
+    each_backend(|| {
+        let dir = tmp_dir("k8s");
+        let (out, err, start) = (dir.join("out.json"), dir.join("err"), dir.join("start"));
+        let (uid, cid) = ("0a0b0c0d-1111-4222-8333-444455556666", ID);
+        let (pods, containers) = (dir.join("pods"), dir.join("containers"));
+        let logs = pods.join(format!("vm-ns_ue-0_{uid}/producer"));
+        fs::create_dir_all(&logs).unwrap();
+        fs::create_dir_all(&containers).unwrap();
+        std::os::unix::fs::symlink(
+            logs.join("0.log"),
+            containers.join(format!("ue-0_vm-ns_producer-{cid}.log")),
+        )
+        .unwrap();
+        let name = format!("uevrs_k8s_{}", backend());
+        let (mut producer, reports) = spawn_sample(
+            "rate",
+            &[
+                "--name",
+                &name,
+                "--events",
+                &RECORDS.to_string(),
+                "--threads",
+                "1",
+                "--start-file",
+                start.to_str().unwrap(),
+            ],
+        );
+        wait("the producer's registration", || {
+            reports
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|v| v.get("registered").is_some())
+        });
+        let mut rec = Command::new(assert_cmd::cargo::cargo_bin("uevrec"))
+            .args(["record", "--quiet", "--backend", backend()])
+            .args(["-e", &format!("user_events:{name}")])
+            .arg("--k8s-pod-logs")
+            .arg(&pods)
+            .arg("--k8s-container-logs")
+            .arg(&containers)
+            .arg("-o")
+            .arg(&out)
+            .stderr(Stdio::from(fs::File::create(&err).unwrap()))
+            .spawn()
+            .unwrap();
+        wait("uevrec's attached notice", || {
+            fs::read_to_string(&out).is_ok_and(|t| t.contains("\"attached\""))
+        });
+        let parent = root.join(format!("uevrec-vm-k8s-{}", backend()));
+        let (scope, qos) = if backend() == "perf" {
+            let pod = format!(
+                "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice",
+                uid.replace('-', "_")
+            );
+            (
+                parent.join(pod).join(format!("cri-containerd-{cid}.scope")),
+                "Burstable",
+            )
+        } else {
+            (
+                parent.join(format!("kubepods/besteffort/pod{uid}/crio-{cid}")),
+                "BestEffort",
+            )
+        };
+        fs::create_dir_all(&scope).unwrap();
+        fs::write(scope.join("cgroup.procs"), producer.id().to_string()).unwrap();
+        fs::write(&start, "").unwrap();
+        wait("the producer's done line", || {
+            reports
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|v| v.get("done").is_some())
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        interrupt_and_wait(&mut rec, PATIENCE, &err);
+        kill_if_running(&mut producer);
+        let lines = output_lines(&out);
+        let records: Vec<_> = lines
+            .iter()
+            .filter(|v| v["event"] == name.as_str())
+            .collect();
+        assert_eq!(records.len() as u64, RECORDS, "{}: {lines:#?}", backend());
+        for v in &records {
+            assert_eq!(v["container"], cid, "{v}");
+            assert_eq!(v["k8s_pod_uid"], uid, "{v}");
+            assert_eq!(v["k8s_qos"], qos, "{v}");
+            assert_eq!(v["k8s_namespace"], "vm-ns", "{v}");
+            assert_eq!(v["k8s_pod"], "ue-0", "{v}");
+            assert_eq!(v["k8s_container"], "producer", "{v}");
+        }
+        let mut dirs: Vec<PathBuf> = vec![scope.clone()];
+        dirs.extend(
+            scope
+                .ancestors()
+                .skip(1)
+                .take_while(|d| d.starts_with(&parent))
+                .map(Path::to_path_buf),
+        );
+        for d in dirs {
+            let _ = fs::remove_dir(&d);
+        }
+    });
+}

@@ -192,6 +192,10 @@ impl Recorder {
             cmd.arg("-e").arg(s);
         }
         cmd.args(extra);
+        // scripts/vm-test.sh runs this binary a second time with formatter workers.
+        if let Ok(n) = std::env::var("UEVREC_VM_THREADS") {
+            cmd.args(["--threads", &n]);
+        }
         let child = cmd
             .stdout(Stdio::null())
             .stderr(fs::File::create(&stderr).expect("stderr file"))

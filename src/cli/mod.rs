@@ -15,6 +15,7 @@ mod list;
 pub mod output;
 mod record;
 pub mod register;
+pub mod recover;
 pub mod top;
 pub mod values;
 
@@ -74,6 +75,9 @@ pub enum Command {
     Unregister(register::UnregisterArgs),
     /// Write one user_event record from the shell (`NAME [FIELD=VALUE ...]`).
     Emit(register::EmitArgs),
+    /// Assemble the trace.dat of a killed `record --raw FILE --raw-format trace-dat` from
+    /// the spools it left beside FILE.
+    Recover(recover::RecoverArgs),
 }
 
 /// Which events, and where tracefs is.
@@ -173,8 +177,8 @@ pub struct RecordingArgs {
     /// gets a {"uevrec":"schema"} line before its first record.
     #[arg(long)]
     pub no_schema: bool,
-    /// Leave out who wrote each record: no "comm", "cgroup", "container" or "unit"
-    /// keys, no /proc scan at start and no tracking of thread names (saves a few ns
+    /// Leave out who wrote each record: no "comm", "cgroup", "container", "unit" or
+    /// "k8s_*" keys, no /proc scan at start and no tracking of thread names (saves a few ns
     /// per record; docs/json-lines.md, "Context").
     #[arg(long)]
     pub no_context: bool,
@@ -205,6 +209,15 @@ pub struct RecordingArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub register: register::RegisterFlags,
+    /// The kubelet's pod log directories (NAMESPACE_POD_UID), which name the pods
+    /// whose UIDs the cgroups give (k8s_namespace, k8s_pod keys; docs/json-lines.md,
+    /// "Kubernetes").
+    #[arg(long, value_name = "DIR", default_value = crate::kubernetes::DEFAULT_POD_LOGS)]
+    pub k8s_pod_logs: std::path::PathBuf,
+    /// The kubelet's container log links (POD_NAMESPACE_CONTAINER-ID.log), which
+    /// name the containers (k8s_container key).
+    #[arg(long, value_name = "DIR", default_value = crate::kubernetes::DEFAULT_CONTAINER_LOGS)]
+    pub k8s_container_logs: std::path::PathBuf,
 }
 
 /// `uevrec record`.
@@ -232,6 +245,16 @@ pub struct RecordArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub export: export::ExportArgs,
+    /// How much a power cut may take from the files written (a kill of uevrec alone
+    /// takes nothing the kernel was given): never (the kernel writes back when it likes,
+    /// typically within 30 s), batch (-o: each batch of lines; --raw trace-dat: each round
+    /// of ring pages moved and each event format; flight dumps and rotated files: before
+    /// their rename into place; --raw perf-data: not synced yet), or INTERVAL such as 1s
+    /// (at a write at least INTERVAL after the last sync, -o also while idle, and at the
+    /// end). Dumps, rotated files and the trace.dat appear whole under their names
+    /// whatever the policy (docs/json-lines.md, docs/record-trace-dat.md).
+    #[arg(long, value_name = "never|batch|INTERVAL", default_value = "never")]
+    pub fsync: crate::durable::FsyncPolicy,
 }
 
 /// The file format of `record --raw`.
@@ -271,10 +294,7 @@ pub(crate) fn print_error(msg: &dyn std::fmt::Display) {
 }
 
 /// Write to stderr, ignoring failure (unlike `eprintln!`, which panics).
-pub(crate) fn print_stderr(args: std::fmt::Arguments<'_>) {
-    use std::io::Write;
-    let _ = std::io::stderr().write_fmt(args);
-}
+pub(crate) use crate::stderr::print as print_stderr;
 
 /// Run the command line; returns the exit status.
 pub fn main() -> i32 {
@@ -296,5 +316,6 @@ pub fn main() -> i32 {
         Command::Register(args) => register::register(&args),
         Command::Unregister(args) => register::unregister(&args),
         Command::Emit(args) => register::emit(&args),
+        Command::Recover(args) => recover::recover(&args),
     }
 }

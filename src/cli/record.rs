@@ -14,7 +14,7 @@ use crate::raw::dat::DatOutput;
 use crate::raw::file::PerfDataFile;
 use crate::raw::host::HostInfo;
 use crate::raw::{Raw, RawError, RawOutput, RawSummary};
-use crate::recorder::{Config, PipelineOptions, Recorder};
+use crate::recorder::{Config, Outputs, PipelineOptions, Recorder};
 use crate::selector::default_selectors;
 use crate::session::backend::BackendKind;
 use crate::session::{SessionConfig, Summary};
@@ -42,6 +42,7 @@ pub fn record(args: RecordArgs) -> i32 {
 }
 
 fn record_run(args: RecordArgs) -> i32 {
+    crate::durable::set_policy(args.fsync);
     if args.export.enabled() {
         return export(&args);
     }
@@ -95,12 +96,18 @@ fn record_run(args: RecordArgs) -> i32 {
         None => None,
     };
     let recorder = match (raw, sink) {
-        (Some(raw), Some(sink)) => Recorder::new(config, sink).with_raw(raw),
-        (Some(raw), None) => Recorder::raw_only(config, raw),
+        (Some(raw), Some(sink)) => Recorder::new(
+            config,
+            Outputs::Lines {
+                sink,
+                raw: Some(raw),
+            },
+        ),
+        (Some(raw), None) => Recorder::new(config, Outputs::Raw(raw)),
         // Without --raw the sink is always opened; standard output otherwise.
         (None, sink) => Recorder::new(
             config,
-            sink.unwrap_or_else(|| Box::new(StdoutSink::new(false))),
+            Outputs::lines(sink.unwrap_or_else(|| Box::new(StdoutSink::new(false)))),
         ),
     };
     run(recorder, &args.rec, status_line && !trace_dat)
@@ -178,10 +185,8 @@ fn export(args: &RecordArgs) -> i32 {
     };
     // Once stopping, a writer waiting for room in a full spool waits --drain-timeout more.
     sink.stop_waiting_after(flags.stop.clone(), args.export.drain_timeout);
-    let recorder = match raw {
-        Some(raw) => Recorder::new(config, Box::new(sink)).with_raw(raw),
-        None => Recorder::new(config, Box::new(sink)),
-    };
+    let sink = Box::new(sink);
+    let recorder = Recorder::new(config, Outputs::Lines { sink, raw });
     let status = run_with(recorder, &args.rec, false, &flags);
     if let Some(h) = &health {
         h.set_stopping();
@@ -243,7 +248,11 @@ fn flight(args: &RecordArgs, size: u64) -> i32 {
     session.selectors.extend(flight.triggers.iter().cloned());
     session.triggers = flight.triggers.clone();
     session.trigger_filter = args.flight.trigger_filter.clone();
-    run(Recorder::flight(config, flight), &args.rec, false)
+    run(
+        Recorder::new(config, Outputs::Flight(flight)),
+        &args.rec,
+        false,
+    )
 }
 
 /// The file of `--raw PATH`: created now (so a bad path fails before recording). For a
@@ -312,7 +321,11 @@ fn tail_run(args: TailArgs) -> i32 {
         }
     };
     let sink = Box::new(StdoutSink::new(args.pretty));
-    run(Recorder::new(config, sink), &args.rec, false)
+    run(
+        Recorder::new(config, Outputs::lines(sink)),
+        &args.rec,
+        false,
+    )
 }
 
 /// The flags as a [`Config`]; tracefs is found (and checked) here, once.
@@ -324,6 +337,10 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
         max_records: rec.count,
         // Only JSON lines carry context (OTLP records do not; --raw: `record`).
         context: !rec.no_context && matches!(rec.format, super::output::Format::Json),
+        pod_logs: crate::kubernetes::PodLogDirs {
+            pods: rec.k8s_pod_logs.clone(),
+            containers: rec.k8s_container_logs.clone(),
+        },
         drain_threads: rec
             .drain_threads
             .map_or_else(crate::session::default_drain_threads, usize::from),

@@ -320,7 +320,7 @@ fn report(
         }
     }
     if !quiet {
-        crate::cli::print_stderr(format_args!("uevrec: {what}: {message}\n"));
+        crate::stderr::print(format_args!("uevrec: {what}: {message}\n"));
     }
     let Some((make, queue, meta)) = notices else {
         return;

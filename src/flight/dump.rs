@@ -3,26 +3,24 @@
 //! snapshot's entries decoded and written by the ordinary formatter (crate::formatter,
 //! so a dump's lines are the lines `record -o` writes, JSON or OTLP), then a
 //! `flight_end` notice line (a dump without it was cut short).
+//!
+//! A dump is written under a hidden temporary name (`.NAME.uevrec-tmp`) and renamed to
+//! its final name when complete ([`crate::durable::Publish`]; synced first as `--fsync`
+//! asks): a crash never leaves a half-written dump under a final name.
 
-use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::thread;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, Sender};
 use uevrec_parsers::{ContextTracker, OutputWriter, RecordWriter};
 
 use super::buffer::Snapshot;
-use super::{FlightOptions, FlightSummary, Reason, Request, say};
+use super::{FlightOptions, FlightSummary, Reason, Request};
 use crate::clock::now_unix_ns;
 use crate::formatter::{self, Lines};
-use crate::pipeline::{Batch, Closed, STAGE_BYTES, STAGE_CAPACITY, Staged, StagedChunk};
-use crate::sched;
-
-/// Chunks and batches in flight between the dump's feeder, formatter and writer.
-const DEPTH: usize = 4;
+use crate::pipeline::{Closed, STAGE_BYTES, STAGE_CAPACITY, Staged, StagedChunk};
+use crate::stderr::print as say;
 
 /// Write every request received until the flight thread closes `requests`.
 pub fn run(requests: Receiver<Request>, opts: &FlightOptions) -> FlightSummary {
@@ -88,8 +86,9 @@ pub fn header_message(request: &Request, size: usize) -> String {
 fn write_dump(request: &Request, opts: &FlightOptions) -> Result<Done, String> {
     let started = Instant::now();
     let now = now_unix_ns();
-    let (path, mut file) = create_unique(&opts.output, opts.file_mode, now)?;
-    let io_err = |e: io::Error| format!("writing {}: {e}", path.display());
+    let (path, mut publish) = create_unique(&opts.output, opts.file_mode, now)?;
+    let io_err = |e: io::Error| format!("writing {}: {e}", publish_name(&path));
+    let file = publish.file();
     let mut writer = OutputWriter::new(opts.format, opts.line_options);
     if let Some(host) = formatter::host_name() {
         writer.set_host_name(&host);
@@ -112,6 +111,9 @@ fn write_dump(request: &Request, opts: &FlightOptions) -> Result<Done, String> {
     writer.write_notice(&mut line, Some(now_unix_ns()), "flight_end", event, &end);
     writer.end_lines(&mut line);
     file.write_all(&line).map_err(io_err)?;
+    let path = publish
+        .commit(crate::durable::policy())
+        .map_err(|e| format!("renaming {} into place: {e}", publish_name(&path)))?;
     Ok(Done {
         path,
         records,
@@ -135,22 +137,31 @@ pub fn dump_path(base: &Path, unix_ns: u64, n: u32) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// A new file (never an existing one, nor through a symbolic link) named for `unix_ns`.
-fn create_unique(base: &Path, mode: u32, unix_ns: u64) -> Result<(PathBuf, File), String> {
+/// The temporary name a dump for `path` is written under, for messages.
+fn publish_name(path: &Path) -> String {
+    crate::durable::hidden_beside(path, crate::durable::TMP_SUFFIX)
+        .display()
+        .to_string()
+}
+
+/// A new dump (never over an existing file, nor through a symbolic link) named for
+/// `unix_ns`, written under a temporary name until it is complete.
+fn create_unique(
+    base: &Path,
+    mode: u32,
+    unix_ns: u64,
+) -> Result<(PathBuf, crate::durable::Publish), String> {
     for n in 0..1000 {
         let path = dump_path(base, unix_ns, n);
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&path)
-        {
-            Ok(f) => return Ok((path, f)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+        if path.symlink_metadata().is_ok() {
+            continue;
+        }
+        match crate::durable::Publish::create(&path, mode) {
+            Ok(p) => return Ok((path, p)),
             Err(e) => {
                 return Err(format!(
                     "creating {}: {e} (check that the directory of -o exists and is writable)",
-                    path.display()
+                    publish_name(&path)
                 ));
             }
         }
@@ -162,47 +173,22 @@ fn create_unique(base: &Path, mode: u32, unix_ns: u64) -> Result<(PathBuf, File)
 }
 
 /// The snapshot's entries as lines (the ordinary formatter on a thread of its own, fed
-/// from a second one), each batch passed to `write`; returns the records written.
+/// from a second one: [`crate::recorder::format_fed`]), each batch passed to `write`;
+/// returns the records written.
 pub fn format_snapshot(
     snapshot: &Snapshot,
     opts: &FlightOptions,
     context: Option<ContextTracker>,
-    mut write: impl FnMut(&[u8]) -> io::Result<()>,
+    write: impl FnMut(&[u8]) -> io::Result<()>,
 ) -> io::Result<u64> {
-    let (stage_tx, stage_rx) = crossbeam_channel::bounded(DEPTH);
-    let (chunk_tx, chunk_rx) = crossbeam_channel::bounded(2 * DEPTH + 2);
-    let (out_tx, out_rx) = crossbeam_channel::bounded::<Batch>(DEPTH);
-    let (recycle_tx, recycle_rx) = crossbeam_channel::bounded(2 * DEPTH);
-    let (format, line_options) = (opts.format, opts.line_options);
-    thread::scope(|scope| {
-        // Owned here, so that an error below drops it before the scope waits for the
-        // formatter: its next send fails, it ends, and the feeder after it.
-        let out_rx = out_rx;
-        scope.spawn(move || {
-            sched::raise_worker_thread();
-            formatter::run(
-                stage_rx,
-                chunk_tx,
-                &out_tx,
-                &recycle_rx,
-                Lines {
-                    opts: line_options,
-                    format,
-                    session: opts.session.as_ref(),
-                    context,
-                    schema: false,
-                },
-            )
-        });
-        scope.spawn(move || feed(snapshot, &stage_tx, &chunk_rx));
-        let mut records = 0;
-        while let Ok(batch) = out_rx.recv() {
-            write(&batch.lines)?;
-            records += batch.records;
-            let _ = recycle_tx.try_send(batch.lines);
-        }
-        Ok(records)
-    })
+    let lines = Lines {
+        opts: opts.line_options,
+        format: opts.format,
+        session: opts.session.as_ref(),
+        context,
+        schema: false,
+    };
+    crate::recorder::format_fed(lines, |stage, pool| feed(snapshot, stage, pool), write)
 }
 
 /// Send the snapshot's entries as chunks, in time order ([`Snapshot::in_time_order`]),

@@ -35,10 +35,8 @@
 pub mod buffer;
 pub mod dump;
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread;
 use std::time::Duration;
 
 use std::collections::VecDeque;
@@ -48,7 +46,6 @@ use uevrec_parsers::{ContextTracker, LineOptions, LineWriter, OutputFormat};
 
 use crate::clock::now_unix_ns;
 use crate::pipeline::{Staged, StagedEntry};
-use crate::sched;
 use crate::selector::Selector;
 use buffer::FlightBuffer;
 
@@ -139,94 +136,81 @@ pub struct FlightSummary {
     pub discarded: u64,
 }
 
+/// The channel from the flight thread ([`run`]) to the dump thread ([`dump::run`]):
+/// one request waits at most (crate::recorder builds it and starts both threads).
+pub fn request_channel() -> (Sender<Request>, Receiver<Request>) {
+    crossbeam_channel::bounded::<Request>(1)
+}
+
 /// The flight thread: keep what arrives on `staged` (returning the chunk buffers on
-/// `chunk_back`) until the session closes the channel, handing snapshots to a dump
-/// thread of its own on SIGUSR1 (`dump_flag`), on trigger records and at the end
-/// (`on_exit`). Returns once every dump is written.
+/// `chunk_back`) until the session closes the channel, handing snapshots to the dump
+/// thread on `dumps` on SIGUSR1 (`dump_flag`), on trigger records and at the end
+/// (`on_exit`). Returns once everything is handed over (closing `dumps`), with the
+/// dumps skipped and the records discarded; the dump thread's summary has the rest.
 pub fn run(
     staged: Receiver<Staged>,
     chunk_back: Sender<Vec<u8>>,
     opts: &FlightOptions,
     dump_flag: &AtomicBool,
+    dumps: Sender<Request>,
 ) -> FlightSummary {
-    let (dump_tx, dump_rx) = crossbeam_channel::bounded::<Request>(1);
-    thread::scope(|scope| {
-        let dumper = thread::Builder::new()
-            .name("uevrec-dump".into())
-            .spawn_scoped(scope, move || {
-                sched::raise_worker_thread();
-                dump::run(dump_rx, opts)
-            });
-        let dumper = match dumper {
-            Ok(d) => d,
-            Err(e) => {
-                say(format_args!(
-                    "uevrec: error: cannot start the flight dump thread: {e}\n"
-                ));
-                return FlightSummary {
-                    failed: 1,
-                    ..FlightSummary::default()
-                };
-            }
-        };
-        let mut keeper = Keeper {
-            buffer: FlightBuffer::new(opts.size),
-            trigger_slots: Vec::new(),
-            dumps: &dump_tx,
-            skipped: 0,
-            skipped_total: 0,
-            opts,
-            notices: (!opts.quiet).then(|| LineWriter::new(LineOptions::default())),
-            notice_buf: Vec::new(),
-            context: opts.context.then(ContextTracker::new),
-            pending: VecDeque::new(),
-            drained: 0,
-        };
-        loop {
-            if dump_flag.swap(false, Ordering::AcqRel) {
-                keeper.request(now_unix_ns(), Reason::Signal);
-            }
-            // Dumps the dump thread had no room for at the last try.
-            keeper.cut_ready(keeper.drained, false);
-            match staged.recv_timeout(POLL) {
-                Ok(msg) => {
-                    if let Some(buffer) = keeper.take(msg) {
-                        // The pool channel holds every chunk, so this never waits.
-                        let _ = chunk_back.send(buffer);
-                    }
+    let dump_tx = dumps;
+    let mut keeper = Keeper {
+        buffer: FlightBuffer::new(opts.size),
+        trigger_slots: Vec::new(),
+        dumps: &dump_tx,
+        skipped: 0,
+        skipped_total: 0,
+        opts,
+        notices: (!opts.quiet).then(|| LineWriter::new(LineOptions::default())),
+        notice_buf: Vec::new(),
+        context: opts.context.then(ContextTracker::new),
+        pending: VecDeque::new(),
+        drained: 0,
+    };
+    loop {
+        if dump_flag.swap(false, Ordering::AcqRel) {
+            keeper.request(now_unix_ns(), Reason::Signal);
+        }
+        // Dumps the dump thread had no room for at the last try.
+        keeper.cut_ready(keeper.drained, false);
+        match staged.recv_timeout(POLL) {
+            Ok(msg) => {
+                if let Some(buffer) = keeper.take(msg) {
+                    // The pool channel holds every chunk, so this never waits.
+                    let _ = chunk_back.send(buffer);
                 }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
             }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
         }
-        // Everything was staged: every dump waiting can be cut (waiting for the dump
-        // thread costs no record now).
-        keeper.cut_ready(u64::MAX, true);
-        let mut discarded = 0;
-        let snapshot = keeper.buffer.take();
-        // Nothing staged at all (the session failed to start): no file.
-        if opts.on_exit && snapshot.bytes > 0 {
-            let skipped = keeper.skipped;
-            // The end: waiting for the dump thread costs no record now.
-            let _ = dump_tx.send(Request {
-                snapshot,
-                reason: Reason::Exit,
-                skipped,
-                context: keeper.context.take(),
-            });
-        } else {
-            discarded = snapshot.records;
-        }
-        let skipped = keeper.skipped_total;
-        drop(keeper);
-        drop(dump_tx);
-        let mut summary = dumper
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        summary.skipped = skipped;
-        summary.discarded = discarded;
-        summary
-    })
+    }
+    // Everything was staged: every dump waiting can be cut (waiting for the dump
+    // thread costs no record now).
+    keeper.cut_ready(u64::MAX, true);
+    let mut discarded = 0;
+    let snapshot = keeper.buffer.take();
+    // Nothing staged at all (the session failed to start): no file.
+    if opts.on_exit && snapshot.bytes > 0 {
+        let skipped = keeper.skipped;
+        // The end: waiting for the dump thread costs no record now.
+        let _ = dump_tx.send(Request {
+            snapshot,
+            reason: Reason::Exit,
+            skipped,
+            context: keeper.context.take(),
+        });
+    } else {
+        discarded = snapshot.records;
+    }
+    let skipped = keeper.skipped_total;
+    drop(keeper);
+    drop(dump_tx);
+    FlightSummary {
+        skipped,
+        discarded,
+        ..FlightSummary::default()
+    }
 }
 
 /// The flight thread's state.
@@ -308,7 +292,7 @@ impl Keeper<'_> {
             }
         }
         if !self.notice_buf.is_empty() {
-            say(format_args!(
+            crate::stderr::print(format_args!(
                 "{}",
                 String::from_utf8_lossy(&self.notice_buf)
             ));
@@ -346,7 +330,7 @@ impl Keeper<'_> {
             if let Some(last) = self.pending.back_mut() {
                 self.skipped += 1;
                 self.skipped_total += 1;
-                say(format_args!(
+                crate::stderr::print(format_args!(
                     "uevrec: flight dump ({}) skipped: {MAX_PENDING} dumps are waiting (for \
                      their records or for the dump thread); its records go into the next \
                      dump\n",
@@ -397,11 +381,6 @@ impl Keeper<'_> {
             }
         }
     }
-}
-
-/// Write to stderr, ignoring failure.
-fn say(args: std::fmt::Arguments<'_>) {
-    let _ = std::io::stderr().write_fmt(args);
 }
 
 #[cfg(test)]
@@ -463,7 +442,18 @@ mod tests {
         }
         stage_tx.send(Staged::Chunk(chunk)).unwrap();
         drop(stage_tx);
-        let summary = run(stage_rx, back_tx, &opts, &AtomicBool::new(false));
+        // The two threads crate::recorder starts for a flight recording.
+        let (dump_tx, dump_rx) = request_channel();
+        let (kept, dumped) = std::thread::scope(|s| {
+            let dumper = s.spawn(|| dump::run(dump_rx, &opts));
+            let kept = run(stage_rx, back_tx, &opts, &AtomicBool::new(false), dump_tx);
+            (kept, dumper.join().unwrap())
+        });
+        let summary = FlightSummary {
+            dumps: dumped.dumps,
+            failed: dumped.failed,
+            ..kept
+        };
         assert_eq!(summary.failed, 0);
         assert_eq!(
             summary.dumps.len() as u64 + summary.skipped,

@@ -20,8 +20,8 @@ use super::instance::{Instance, SetupError};
 use super::reader::CpuReader;
 use super::tracking::Tracking;
 use super::{FtraceOptions, configure, open_readers};
-use crate::session::backend::Arrival;
-use crate::session::time_merge::TimeMerge;
+use crate::backend::Arrival;
+use crate::backend::time_merge::TimeMerge;
 
 /// Ring bytes per CPU of the tracking instance: 128 KiB, as perf's tracker rings
 /// (~2,500 records between two reads).

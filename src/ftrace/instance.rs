@@ -19,16 +19,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// One failed step on a tracefs file.
-#[derive(Debug, thiserror::Error)]
-#[error("{step}: {source}")]
-pub struct FtraceError {
-    /// What was done, with the path (`write 1 to …/enable`).
-    pub step: String,
-    /// The OS error.
-    #[source]
-    pub source: io::Error,
-}
+/// (Defined beside the backend contract, crate::backend, so it imports nothing of ftrace.)
+pub use crate::backend::FtraceError;
 
 /// Why the ftrace backend could not start; the message says the fix.
 #[derive(Debug, thiserror::Error)]
@@ -178,7 +170,7 @@ impl Instance {
 impl Drop for Instance {
     fn drop(&mut self) {
         if let Err(e) = self.remove() {
-            crate::cli::print_stderr(format_args!(
+            crate::stderr::print(format_args!(
                 "uevrec: cannot remove the tracefs instance {}: {e}; remove it with `rmdir {}`\n",
                 self.dir.display(),
                 self.dir.display()

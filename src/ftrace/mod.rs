@@ -54,9 +54,7 @@ use reader::CpuReader;
 pub use spool::{CpuSpool, SpoolBackend, SpoolPlan, SpoolReport, spool_path};
 use tgid::Tgids;
 
-use crate::session::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
-use crate::session::filter::ThreadFilter;
-use crate::session::{SessionConfig, SessionError};
+use crate::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
 
 /// The ring fill (percent) at which a reader waiting in poll is woken.
 pub const BUFFER_PERCENT: u32 = 25;
@@ -447,38 +445,4 @@ impl Backend for FtraceBackend {
             }
         }
     }
-}
-
-/// The instance options of a session of `config`: its ring size and thread filters.
-fn options_for(config: &SessionConfig) -> FtraceOptions {
-    let (only_threads, exclude_threads) = match ThreadFilter::of(config) {
-        ThreadFilter::Only(t) => (Some(t), Vec::new()),
-        ThreadFilter::Exclude(t) => (None, t),
-        ThreadFilter::All => (None, Vec::new()),
-    };
-    FtraceOptions {
-        buffer_bytes: (config.buffer_pages.get() * crate::perf::page_size()) as u64,
-        only_threads,
-        exclude_threads,
-    }
-}
-
-/// Print an instance's setup notes (stale instances found) on standard error.
-fn print_notes(notes: Vec<String>) {
-    for msg in notes {
-        crate::cli::print_stderr(format_args!("uevrec: {msg}\n"));
-    }
-}
-
-/// The backend for a session of `config` on the `cpus` of tracefs `root`; its notes
-/// (stale instances found) go to standard error.
-pub fn open_for_session(
-    root: &Path,
-    cpus: &[u32],
-    config: &SessionConfig,
-) -> Result<FtraceBackend, SessionError> {
-    let opts = options_for(config);
-    let (backend, notes) = FtraceBackend::open(root, cpus, &opts)?;
-    print_notes(notes);
-    Ok(backend)
 }

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use uevrec_parsers::ftrace_page::{Item, PageLayout, PageReader};
 
 use super::tgid::Tgids;
-use crate::session::backend::Arrival;
+use crate::backend::Arrival;
 use uevrec_parsers::ftrace_page::losses::{Losses, stats_total};
 
 /// One CPU's reader.

@@ -20,6 +20,15 @@
 //!
 //! The spool threads' own system calls are kept out by `set_event_notrace_pid` (their
 //! thread ids are added to uevrec's).
+//!
+//! A killed run (SIGKILL, OOM, power cut) must leave what the rings handed over
+//! readable: everything the trace.dat header needs is in `.FILE.uevrec-meta` beside the
+//! spools ([`meta_path`], JSON lines appended as they become known: the host's header
+//! formats by the trace.dat writer when the file is planned, the page size, clock, clock
+//! offset, `ftrace` formats and CPUs when the spools are created, each event's format
+//! when it attaches, before it is enabled). `uevrec recover FILE` (crate::cli::recover)
+//! assembles the trace.dat from them. The spools are synced as `--fsync` asks
+//! (crate::durable) after each round of pages moved.
 
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
@@ -36,10 +45,9 @@ use std::time::Duration;
 use super::instance::read_file;
 use super::{
     EventInstance, FtraceEvent, FtraceOptions, Instance, SetupError, attach_in, disable_all_in,
-    options_for, pid_list, print_notes,
+    pid_list,
 };
-use crate::session::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
-use crate::session::{SessionConfig, SessionError};
+use crate::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
 
 /// The pipe between a ring and its spool: this many bytes when the kernel allows it.
 const PIPE_BYTES: libc::c_int = 1 << 20;
@@ -105,6 +113,91 @@ pub struct CpuSpool {
     pub stats: Option<String>,
 }
 
+/// What `.FILE.uevrec-meta` holds: one of these per line (JSON), in the order written.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MetaLine {
+    /// The recording machine (written first, by the trace.dat writer).
+    Host {
+        /// `sizeof(long)`.
+        long_size: u8,
+        /// tracefs `events/header_page`.
+        header_page: String,
+        /// tracefs `events/header_event`.
+        header_event: String,
+        /// `Linux NODE RELEASE VERSION MACHINE`.
+        uname: String,
+        /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`), to tell whether the
+        /// recovering machine still has the recording's tracefs tables.
+        boot_id: Option<String>,
+        /// Permission bits of the trace.dat.
+        mode: u32,
+        /// The recording uevrec's process id (its tracefs instance is `uevrec-PID`).
+        #[serde(default)]
+        pid: Option<u32>,
+    },
+    /// The spooling (written when the spools are created, before any page is moved).
+    Spool {
+        /// Bytes of a ring page.
+        page_size: u32,
+        /// The instance's trace clock.
+        trace_clock: String,
+        /// `REALTIME - MONOTONIC` when the rings started.
+        offset_ns: Option<i64>,
+        /// The `ftrace` system's format texts.
+        ftrace_formats: Vec<String>,
+        /// The CPUs spooled (one spool each, [`spool_path`]).
+        cpus: Vec<u32>,
+    },
+    /// An event's format (written when it attaches, before it is enabled).
+    Format {
+        /// Its tracepoint id.
+        id: u32,
+        /// Its system.
+        system: String,
+        /// The format file's text.
+        text: String,
+    },
+}
+
+/// The metadata file of the trace.dat `target`: `.NAME.uevrec-meta` beside it.
+pub fn meta_path(target: &Path) -> PathBuf {
+    crate::durable::hidden_beside(target, ".uevrec-meta")
+}
+
+/// Append `line` to `target`'s metadata file (one write of one JSON line: a kill leaves
+/// at most a torn last line, which a reader skips), synced unless `--fsync never`.
+pub fn append_meta(target: &Path, line: &MetaLine) -> io::Result<()> {
+    let mut text = serde_json::to_vec(line).map_err(io::Error::other)?;
+    text.push(b'\n');
+    let mut f = OpenOptions::new()
+        .append(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(meta_path(target))?;
+    f.write_all(&text)?;
+    if crate::durable::policy().syncs() {
+        f.sync_data()?;
+    }
+    Ok(())
+}
+
+/// The lines of a metadata file's `text` (a torn last line — the writer was killed in
+/// it — is left out, and said in the second value).
+pub fn parse_meta(text: &str) -> (Vec<MetaLine>, Option<String>) {
+    let mut lines = Vec::new();
+    let mut torn = None;
+    for (n, l) in text.lines().enumerate() {
+        if l.is_empty() {
+            continue;
+        }
+        match serde_json::from_str(l) {
+            Ok(line) => lines.push(line),
+            Err(e) => torn = Some(format!("line {}: {e}", n + 1)),
+        }
+    }
+    (lines, torn)
+}
+
 /// The spool of CPU `cpu` for the trace.dat `target`: `.NAME.cpuN.uevrec-spool` beside it.
 pub fn spool_path(target: &Path, cpu: u32) -> PathBuf {
     let mut name = OsString::from(".");
@@ -122,6 +215,8 @@ pub struct SpoolBackend {
     root: PathBuf,
     /// The instance records thread → process ids.
     record_tgid: bool,
+    /// The trace.dat planned (its metadata file gets each event's format).
+    target: PathBuf,
     // Dropped last: the threads have closed trace_pipe_raw by then.
     instance: Instance,
 }
@@ -155,8 +250,9 @@ fn create_spool(path: &Path) -> Result<File, SetupError> {
     })
     .map_err(|source| {
         let why = if source.kind() == io::ErrorKind::AlreadyExists {
-            " (a uevrec run killed before it assembled its trace.dat left it: remove it, \
-             or give another --raw name)"
+            " (a uevrec run killed before it assembled its trace.dat left it: run `uevrec \
+             recover` on the trace.dat's name to assemble what it recorded, or give another \
+             --raw name)"
         } else {
             ""
         };
@@ -194,6 +290,7 @@ impl SpoolBackend {
             stop: Arc::clone(&stop),
             report: Arc::clone(&plan.report),
             root: root.to_owned(),
+            target: PathBuf::new(),
             instance,
         };
         *backend.report.lock().unwrap_or_else(|p| p.into_inner()) = SpoolReport {
@@ -203,6 +300,23 @@ impl SpoolBackend {
             ftrace_formats: ftrace_formats(root),
             ..SpoolReport::default()
         };
+        {
+            let r = backend.report.lock().unwrap_or_else(|p| p.into_inner());
+            let line = MetaLine::Spool {
+                page_size: r.page_size,
+                trace_clock: r.trace_clock.clone(),
+                offset_ns: r.offset_ns,
+                ftrace_formats: r.ftrace_formats.clone(),
+                cpus: cpus.to_vec(),
+            };
+            append_meta(&plan.target, &line).map_err(|source| {
+                step(super::FtraceError {
+                    step: format!("write {}", meta_path(&plan.target).display()),
+                    source,
+                })
+            })?;
+        }
+        backend.target = plan.target.clone();
         let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         for &cpu in cpus {
             let ring = backend
@@ -385,6 +499,7 @@ fn wait(ring: &File) {
 /// result; what was moved before stays).
 fn spool(ring: &File, mut out: File, page: usize, stop: &AtomicBool) -> Spooled {
     let mut done = Spooled::default();
+    let mut syncer = crate::durable::Syncer::current();
     let result = (|| {
         let (r, w, size) = pipe()?;
         let chunk = (size / page).max(1) * page;
@@ -393,7 +508,11 @@ fn spool(ring: &File, mut out: File, page: usize, stop: &AtomicBool) -> Spooled 
             if !stopping {
                 wait(ring);
             }
-            done.bytes += move_full_pages(ring, &r, &w, &out, chunk)?;
+            let moved = move_full_pages(ring, &r, &w, &out, chunk)?;
+            if moved > 0 {
+                done.bytes += moved;
+                syncer.wrote(&out)?;
+            }
             if stopping {
                 break;
             }
@@ -403,15 +522,16 @@ fn spool(ring: &File, mut out: File, page: usize, stop: &AtomicBool) -> Spooled 
         let mut buf = vec![0u8; page];
         loop {
             match (&*ring).read(&mut buf) {
-                Ok(0) => return Ok(()),
+                Ok(0) => return syncer.finish(&out),
                 Ok(n) => {
                     // A page comes whole (the rest of the buffer is zeros when short).
                     buf[n..].fill(0);
                     out.write_all(&buf)?;
                     done.bytes += page as u64;
+                    syncer.wrote(&out)?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return syncer.finish(&out),
                 Err(e) => return Err(e),
             }
         }
@@ -467,7 +587,32 @@ impl Backend for SpoolBackend {
         event: EventRef<'_>,
         filter: Option<&str>,
     ) -> Result<FtraceEvent, AttachError> {
-        attach_in(&self.instance, event, filter)
+        let attached = attach_in(&self.instance, event, filter)?;
+        // Its format on disk before it is enabled: a killed run's records can be decoded.
+        let format = self
+            .root
+            .join("events")
+            .join(event.system)
+            .join(event.name)
+            .join("format");
+        let text = crate::tracefs::read_once(&format).map_err(|_| AttachError::Vanished)?;
+        let line = MetaLine::Format {
+            id: event.id,
+            system: event.system.to_owned(),
+            text,
+        };
+        if let Err(e) = append_meta(&self.target, &line) {
+            // Recording goes on (the trace.dat written at the end has the format); only
+            // a killed run could not decode this event's records: say so.
+            crate::cli::print_error(&format_args!(
+                "writing {}: {e} (if this run is killed, the records of {}:{} cannot be \
+                 decoded from its spools)",
+                meta_path(&self.target).display(),
+                event.system,
+                event.name
+            ));
+        }
+        Ok(attached)
     }
 
     fn enable(&mut self, event: &FtraceEvent) -> Result<(), BackendError> {
@@ -505,18 +650,6 @@ impl Backend for SpoolBackend {
     }
 
     fn set_markers(&mut self, _on: bool) {}
-}
-
-/// The spooling backend for a session of `config` on the `cpus` of tracefs `root`.
-pub fn open_for_session(
-    root: &Path,
-    cpus: &[u32],
-    config: &SessionConfig,
-    plan: &SpoolPlan,
-) -> Result<SpoolBackend, SessionError> {
-    let (backend, notes) = SpoolBackend::open(root, cpus, &options_for(config), plan)?;
-    print_notes(notes);
-    Ok(backend)
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use std::path::Path;
 use uevrec_parsers::{ContextUpdate, Endian, Field, Value, decode_field, parse_format};
 
 use super::instance::{read_file, write_file};
-use crate::session::backend::Arrival;
+use crate::backend::Arrival;
 
 /// What one tracking event becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,8 +9,8 @@ use uevrec_parsers::perf_sample::{PERF_RECORD_SAMPLE, Record, SampleFormat};
 
 use super::reaper::{ReaperPipe, close_in_background};
 use super::{EventFds, PerfError, Rings};
-use crate::session::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
-use crate::session::time_merge::TimeMerge;
+use crate::backend::time_merge::TimeMerge;
+use crate::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
 
 /// The rings and the layout of their samples.
 #[derive(Debug)]

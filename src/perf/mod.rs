@@ -81,18 +81,8 @@ impl CpuRing {
     }
 }
 
-/// Which step of opening failed, on which CPU.
-#[derive(Debug, thiserror::Error)]
-#[error("{step} on CPU {cpu}: {source}")]
-pub struct PerfError {
-    /// `perf_event_open`, `mmap`, `SET_OUTPUT`, `SET_FILTER`, `ID`, `ENABLE`, `epoll`.
-    pub step: &'static str,
-    /// The CPU (0 for steps that concern no CPU).
-    pub cpu: u32,
-    /// The OS error.
-    #[source]
-    pub source: io::Error,
-}
+/// (Defined beside the backend contract, crate::backend, so it imports nothing of perf.)
+pub use crate::backend::PerfError;
 
 fn step(step: &'static str, cpu: u32) -> impl FnOnce(io::Error) -> PerfError {
     move |source| PerfError { step, cpu, source }

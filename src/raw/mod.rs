@@ -444,6 +444,9 @@ impl Encoder {
             ContextUpdate::Cgroup { id, path } => writer::push_cgroup(out, &s, id, path),
             // No record for it: samples carry the id it gives (`Encoder::entries`).
             ContextUpdate::ThreadCgroup { .. } => {}
+            // perf.data has no record for them: decoding the file gives the pod UIDs
+            // (from the cgroup paths), not the names.
+            ContextUpdate::Pod { .. } | ContextUpdate::ContainerName { .. } => {}
         }
     }
 

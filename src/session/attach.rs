@@ -9,10 +9,10 @@ use std::sync::Arc;
 use uevrec_parsers::PreparedFormat;
 use uevrec_parsers::split_multi_format;
 
-use super::backend::{AttachError, Backend, EventRef};
 use super::error::{SessionError, backend_error};
 use super::stager::{Event, Stager};
 use super::{LiveStats, SessionConfig, filter};
+use crate::backend::{AttachError, Backend, EventRef};
 use crate::fd_limit::{self, Nofile};
 use crate::pipeline::{Closed, FormatSource, StageSender};
 use crate::selector::Selector;
@@ -317,7 +317,7 @@ impl<'a> Attacher<'a> {
     fn report_unattached(&mut self) {
         for (cause, n) in std::mem::take(&mut self.unattached) {
             let s = if n == 1 { "" } else { "s" };
-            crate::cli::print_stderr(format_args!("uevrec: {n} event{s} not attached: {cause}\n"));
+            crate::stderr::print(format_args!("uevrec: {n} event{s} not attached: {cause}\n"));
         }
     }
 

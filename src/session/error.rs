@@ -3,7 +3,7 @@
 use std::fs;
 use std::io;
 
-use super::backend::BackendError;
+use crate::backend::BackendError;
 use crate::ftrace::SetupError;
 use crate::perf::PerfError;
 use crate::tracefs::TracefsError;
@@ -69,7 +69,7 @@ fn read_proc(path: &str) -> String {
 }
 
 /// Turn a perf setup failure into the error that names the fix.
-pub(super) fn perf_error(e: PerfError, pages: usize) -> SessionError {
+pub(crate) fn perf_error(e: PerfError, pages: usize) -> SessionError {
     match (e.source.raw_os_error(), e.step) {
         (Some(libc::EPERM), "mmap") => SessionError::RingMemory {
             source: e,
@@ -85,7 +85,7 @@ pub(super) fn perf_error(e: PerfError, pages: usize) -> SessionError {
 }
 
 /// Turn a backend's failure that will not go away (see
-/// [`super::backend::AttachError::Denied`]) into the error that names the fix.
+/// [`crate::backend::AttachError::Denied`]) into the error that names the fix.
 pub(super) fn backend_error(e: BackendError, pages: usize) -> SessionError {
     match e {
         BackendError::Perf(e) => perf_error(e, pages),

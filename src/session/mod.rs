@@ -49,29 +49,30 @@
 //! configuration, the loop, the stop.
 
 mod attach;
-pub mod backend;
+/// The backend contract lives in [`crate::backend`] (perf and ftrace implement it
+/// without importing the session); re-exported under its old path.
+pub use crate::backend;
 mod error;
 pub(crate) mod filter;
 mod procfs;
 mod stager;
 #[cfg(test)]
 mod tests;
-pub(crate) mod time_merge;
 mod waiting;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::fd_limit::{self, Nofile};
-use crate::perf::{self, PerfBackend, RingPages, Rings};
+use crate::fd_limit::Nofile;
+use crate::perf::{self, RingPages};
 use crate::pipeline::StageSender;
 use crate::selector::{Selector, default_selectors};
 use crate::tracefs::{Tracefs, TracefsError};
 use attach::{Attacher, Halt};
 use backend::{Backend, BackendKind};
 pub use error::SessionError;
-use error::perf_error;
+pub(crate) use error::perf_error;
 use stager::Stager;
 use waiting::Waiting;
 
@@ -124,6 +125,9 @@ pub struct SessionConfig {
     /// Threads that drain the perf rings (groups of CPUs next to each other) while the
     /// rings are busy (`--drain-threads`); 0 or 1: the session thread alone.
     pub drain_threads: usize,
+    /// With `context`: the kubelet's log directories that name pods and containers
+    /// (`--k8s-pod-logs`, `--k8s-container-logs`; [`crate::kubernetes`]).
+    pub pod_logs: crate::kubernetes::PodLogDirs,
 }
 
 /// The default of `--drain-threads`: a quarter of the online CPUs, at least 1 (each
@@ -152,6 +156,7 @@ impl Default for SessionConfig {
             context: true,
             spool: None,
             drain_threads: 1,
+            pod_logs: crate::kubernetes::PodLogDirs::default(),
         }
     }
 }
@@ -188,54 +193,15 @@ pub struct Summary {
     pub lost: u64,
 }
 
-/// Attach, then loop until `stop` is set (or `max_records` reached): drain the rings,
-/// stage what they hold, send full chunks on `out` (a blocking send = back-pressure). On
-/// stop: stop attaching, drain every ring, send the rest, return the summary. Setup
-/// errors (before the first attach) return `Err`; a closed `out` (the formatter or writer
-/// went away) ends the session promptly with the summary so far. The formatter thread
-/// must be running already ([`crate::recorder`] starts it), so the self-exclusion filter
-/// names it.
-pub fn run(
-    config: &SessionConfig,
-    out: &StageSender<'_>,
-    stop: &AtomicBool,
-    stats: &LiveStats,
-) -> Result<Summary, SessionError> {
-    let tracefs = match &config.tracefs {
-        Some(t) => t.clone(),
-        None => Tracefs::discover(None)?,
-    };
-    let cpus = perf::online_cpus().map_err(SessionError::Cpus)?;
-    if let (BackendKind::Ftrace, Some(plan)) = (config.backend, &config.spool) {
-        let root = tracefs.root().to_owned();
-        let mut backend = crate::ftrace::spool::open_for_session(&root, &cpus, config, plan)?;
-        return run_with(&mut backend, tracefs, None, config, out, stop, stats);
-    }
-    if config.backend == BackendKind::Ftrace {
-        let mut backend = crate::ftrace::open_for_session(tracefs.root(), &cpus, config)?;
-        return run_with(&mut backend, tracefs, None, config, out, stop, stats);
-    }
-    // The soft limit goes up to the hard one now; the hard one as events come (rescan).
-    let nofile = Nofile::new().ok().map(|mut n| {
-        n.ensure(fd_limit::needed(0, cpus.len()));
-        n
-    });
-    let tracking = if config.context {
-        perf::Tracking {
-            tasks: true,
-            cgroups: true,
-        }
-    } else {
-        perf::Tracking::NONE
-    };
-    let rings = Rings::open(&cpus, config.buffer_pages.get(), tracking)
-        .map_err(|e| perf_error(e, config.buffer_pages.get()))?;
-    let mut backend = PerfBackend::new(rings);
-    run_with(&mut backend, tracefs, nofile, config, out, stop, stats)
-}
-
-/// [`run`] on any backend, from the first scan on.
-fn run_with<B: Backend>(
+/// Attach, then loop until `stop` is set (or `max_records` reached): drain `backend`'s
+/// buffers, stage what they hold, send full chunks on `out` (a blocking send =
+/// back-pressure). On stop: stop attaching, drain every buffer, send the rest, return
+/// the summary. Setup errors (before the first attach) return `Err`; a closed `out`
+/// (the formatter or writer went away) ends the session promptly with the summary so
+/// far. The backend is opened by the caller (crate::recorder, `recorder::open`), with
+/// `nofile` the open-file limit to raise as events come; the formatter thread must be
+/// running already ([`crate::recorder`] starts it), so the self-exclusion filter names it.
+pub fn run_with<B: Backend>(
     backend: &mut B,
     tracefs: Tracefs,
     nofile: Option<Nofile>,
@@ -254,9 +220,13 @@ fn run_with<B: Backend>(
     st.drain_threads = config.drain_threads;
     let mut att = Attacher::new(tracefs, selectors, config);
     att.nofile = nofile;
+    let mut pod_logs = config
+        .context
+        .then(|| crate::kubernetes::PodLogs::new(&config.pod_logs));
     if config.context {
         start_context(backend, &mut st);
     }
+    stage_pod_names(pod_logs.as_mut(), &mut st);
 
     // First scan: problems that will not go away are errors.
     let scan = match att.rescan(backend, &mut st, out, stats) {
@@ -313,6 +283,7 @@ fn run_with<B: Backend>(
                 stats
                     .attached
                     .store(att.attached.len() as u64, Ordering::Relaxed);
+                stage_pod_names(pod_logs.as_mut(), &mut st);
                 next_rescan = Instant::now() + config.rescan_interval;
                 continue;
             }
@@ -380,6 +351,17 @@ fn start_context<B: Backend>(backend: &mut B, st: &mut Stager<B::Event>) {
         crate::context::scan_cgroups(root, &mut |u| chunk.push_context(None, &u));
     }
     crate::context::scan_threads(root.as_deref(), &mut |u| chunk.push_context(None, &u));
+}
+
+/// Stage the names of the pods and containers the kubelet made since the last look
+/// ([`crate::kubernetes::PodLogs::poll`]), stamped now: records from now on carry them.
+fn stage_pod_names<E>(pod_logs: Option<&mut crate::kubernetes::PodLogs>, st: &mut Stager<E>) {
+    let Some(pod_logs) = pod_logs else {
+        return;
+    };
+    let now = st.clock.to_unix_ns(crate::clock::monotonic_ns());
+    let chunk = &mut st.chunk;
+    pod_logs.poll(&mut |u| chunk.push_context(now, &u));
 }
 
 /// Bring out the losses the kernel still owes the buffers (perf reports a loss only at

@@ -9,8 +9,8 @@ use std::sync::atomic::Ordering;
 
 use uevrec_parsers::{PreparedFormat, RecordStamp};
 
-use super::backend::{Arrival, Backend};
 use super::{LiveStats, Summary};
+use crate::backend::{Arrival, Backend};
 use crate::clock::{WallClock, monotonic_ns};
 #[cfg(doc)]
 use crate::pipeline::Staged;

@@ -14,9 +14,9 @@ use uevrec_parsers::ContextUpdate;
 use uevrec_samples::register::format_file_text;
 
 use super::attach::{Attacher, Halt, Scan};
-use super::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
 use super::stager::Stager;
 use super::*;
+use crate::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
 use crate::perf::PerfError;
 use crate::pipeline::{Staged, StagedChunk, StagedEntry};
 

@@ -76,7 +76,7 @@ impl Waiting {
 
     fn say<E>(&self, st: &mut Stager<E>, what: &str, event: Option<&str>, msg: &str) {
         if self.stderr {
-            crate::cli::print_stderr(format_args!("uevrec: {msg}\n"));
+            crate::stderr::print(format_args!("uevrec: {msg}\n"));
         }
         st.notice(what, event, msg);
     }

@@ -10,7 +10,15 @@
 //!   line is never split across files, and a single line longer than the size limit gets a
 //!   file of its own;
 //! - a failed write (ENOSPC, EIO …) is cut back with `ftruncate` to the length before it,
-//!   so the file always ends with a complete line.
+//!   so the file always ends with a complete line;
+//! - a file that ends in part of a line (uevrec was killed in the middle of a write) is
+//!   cut back to its last complete line when opened, and the bytes cut are said on
+//!   standard error: lines appended later never glue onto a torn one;
+//! - `--fsync` (crate::durable): the file's data is synced after each batch (`batch`),
+//!   or once an interval is over (at a write or while idle), and before the file is
+//!   renamed by rotation (then the directory too): a rotated file is whole on disk
+//!   before it gets its number. Rotated files only ever hold whole lines, so `FILE.N`
+//!   is never torn, whenever uevrec dies.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -58,6 +66,56 @@ pub struct RotatingFile {
     /// Bytes in the current file (from fstat at open, then counted).
     size: u64,
     rotations: u64,
+    syncer: crate::durable::Syncer,
+}
+
+/// Cut `file` (at `path`) back to just after its last `\n` if it ends in part of a line;
+/// the bytes cut.
+fn cut_torn_tail(file: &File, path: &Path) -> Result<u64, SinkError> {
+    use std::os::unix::fs::FileExt as _;
+    let len = file
+        .metadata()
+        .map_err(|e| SinkError::io("reading size of", path, e))?
+        .len();
+    let mut end = len;
+    let mut buf = vec![0u8; 64 * 1024];
+    while end > 0 {
+        let start = end.saturating_sub(buf.len() as u64);
+        let chunk = &mut buf[..(end - start) as usize];
+        match file.read_exact_at(chunk, start) {
+            Ok(()) => {}
+            // Not readable (opened for appending only, a FIFO …): leave it as it is.
+            Err(_) => return Ok(0),
+        }
+        if let Some(i) = chunk.iter().rposition(|&b| b == b'\n') {
+            let keep = start + i as u64 + 1;
+            if keep == len {
+                return Ok(0);
+            }
+            file.set_len(keep)
+                .map_err(|e| SinkError::io("cutting a torn last line of", path, e))?;
+            return Ok(len - keep);
+        }
+        end = start;
+    }
+    if len > 0 {
+        file.set_len(0)
+            .map_err(|e| SinkError::io("cutting a torn last line of", path, e))?;
+    }
+    Ok(len)
+}
+
+/// [`cut_torn_tail`] of a file being opened for appending, said on standard error.
+fn repair(file: &File, path: &Path) -> Result<(), SinkError> {
+    let cut = cut_torn_tail(file, path)?;
+    if cut > 0 {
+        crate::cli::print_stderr(format_args!(
+            "uevrec: note: {} ended in part of a line ({cut} bytes, left by a writer killed \
+             in the middle of a write): cut back to its last complete line\n",
+            path.display()
+        ));
+    }
+    Ok(())
 }
 
 /// Open `path` for appending: create it with exactly `mode` if missing.
@@ -81,7 +139,17 @@ fn open_append(path: &Path, mode: u32, follow: bool) -> Result<File, SinkError> 
                 .map_err(err)?;
             Ok(f)
         }
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => o.open(path).map_err(err),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            // Readable too where allowed, to find a torn last line.
+            let f = match o.clone().read(true).open(path) {
+                Ok(f) => f,
+                Err(_) => o.open(path).map_err(err)?,
+            };
+            if f.metadata().is_ok_and(|m| m.is_file()) {
+                repair(&f, path)?;
+            }
+            Ok(f)
+        }
         Err(e) => Err(err(e)),
     }
 }
@@ -108,6 +176,7 @@ impl RotatingFile {
             file,
             size,
             rotations: 0,
+            syncer: crate::durable::Syncer::current(),
         })
     }
 
@@ -123,6 +192,10 @@ impl RotatingFile {
 
     /// Rename the numbered files up, move the current file to `.1`, open a fresh one.
     fn rotate(&mut self, keep: u32) -> Result<(), SinkError> {
+        // Whole on disk before it is renamed (as the policy asks).
+        self.syncer
+            .finish(&self.file)
+            .map_err(|e| SinkError::io("syncing", &self.path, e))?;
         let ignore_missing = |r: io::Result<()>, what, p: &Path| match r {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(SinkError::io(what, p, e)),
             _ => Ok(()),
@@ -146,6 +219,10 @@ impl RotatingFile {
         }
         // rename/unlink act on links themselves; the new file never follows one.
         self.file = open_append(&self.path, self.opts.mode, false)?;
+        if self.syncer.policy().syncs() {
+            crate::durable::sync_dir_of(&self.path)
+                .map_err(|e| SinkError::io("syncing the directory of", &self.path, e))?;
+        }
         self.size = self
             .file
             .metadata()
@@ -164,7 +241,9 @@ impl RotatingFile {
             return Err(SinkError::io("writing to", &self.path, e));
         }
         self.size = before + chunk.len() as u64;
-        Ok(())
+        self.syncer
+            .wrote(&self.file)
+            .map_err(|e| SinkError::io("syncing", &self.path, e))
     }
 }
 
@@ -207,7 +286,20 @@ impl Sink for RotatingFile {
         Ok(())
     }
 
+    fn idle(&mut self) -> Result<(), SinkError> {
+        self.syncer
+            .tick(&self.file)
+            .map_err(|e| SinkError::io("syncing", &self.path, e))
+    }
+
+    fn close(&mut self) -> Result<(), SinkError> {
+        self.syncer
+            .finish(&self.file)
+            .map_err(|e| SinkError::io("syncing", &self.path, e))
+    }
+
     fn reopen(&mut self) -> Result<(), SinkError> {
+        let _ = self.syncer.finish(&self.file);
         let file = open_append(&self.path, self.opts.mode, self.opts.follow_symlinks)?;
         self.size = file
             .metadata()
@@ -458,6 +550,24 @@ mod tests {
         assert_eq!(read(&p), "ok\n");
         f.write_lines(b"after\n").unwrap();
         assert_eq!(read(&p), "ok\nafter\n");
+    }
+
+    #[test]
+    fn a_torn_last_line_is_cut_when_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("o.json");
+        fs::write(&p, "{\"a\":1}\n{\"a\":2}\n{\"a\"").unwrap();
+        let mut f = RotatingFile::open(&p, FileOptions::default()).unwrap();
+        assert_eq!(read(&p), "{\"a\":1}\n{\"a\":2}\n");
+        f.write_lines(b"{\"a\":3}\n").unwrap();
+        assert_eq!(read(&p), "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n");
+        // A file of one partial line is emptied; a whole one is left as it is.
+        fs::write(&p, "x".repeat(200_000)).unwrap();
+        RotatingFile::open(&p, FileOptions::default()).unwrap();
+        assert_eq!(read(&p), "");
+        fs::write(&p, "y\n").unwrap();
+        RotatingFile::open(&p, FileOptions::default()).unwrap();
+        assert_eq!(read(&p), "y\n");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!  session (this thread, crate::session, as for `record`): rings → staged chunks
-//!    ──staging channel (the same chunk pool, crate::recorder::stage_into)──▶
+//!    ──staging channel (the same chunk pool; crate::recorder::stage_into starts both
+//!      threads below and joins them)──▶
 //!  counting thread (`uevrec-count`, [`counter`]): per record only slot, pid and length
 //!    into the [`model::Model`] (no decoding, no JSON); chunks back to the pool
 //!  display thread (`uevrec-top`): every interval closes one in the model and shows it:
@@ -22,11 +23,10 @@ pub mod view;
 
 use std::io;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use crate::recorder;
+use crate::recorder::{self, Job};
 use crate::session::{LiveStats, SessionConfig, SessionError, Summary};
 use comm::CommCache;
 use model::{Model, SortKey};
@@ -92,47 +92,24 @@ pub fn run(
     stop: &AtomicBool,
 ) -> TopOutcome {
     let shared = Shared::default();
-    let done = AtomicBool::new(false);
     let stats = LiveStats::default();
-    thread::scope(|s| {
-        let (shared, done) = (&shared, &done);
-        let shown = thread::Builder::new()
-            .name("uevrec-top".into())
-            .spawn_scoped(s, move || {
-                // Also when the display panics: the session must not run on unseen.
-                let _stop = StopOnDrop(stop);
-                match display {
-                    Display::Terminal => view::run(shared, opts, stop, done),
-                    Display::Lines => plain::run(shared, opts, stop, done, &mut io::stdout()),
-                }
-            });
-        let shown = match shown {
-            Ok(t) => t,
-            Err(e) => {
-                return TopOutcome {
-                    session: Err(SessionError::Thread(e)),
-                    display: Ok(()),
-                };
-            }
-        };
-        let (session, _) =
-            recorder::stage_into(config, "uevrec-count", stop, &stats, |rx, pool| {
-                counter::run(&rx, &pool, shared)
-            });
-        done.store(true, Ordering::Release);
-        let display = shown
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        TopOutcome { session, display }
-    })
-}
-
-/// Sets the flag when dropped (also while unwinding).
-struct StopOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Release);
+    let shared = &shared;
+    let count = Job {
+        name: "uevrec-count",
+        body: |rx, pool| counter::run(&rx, &pool, shared),
+    };
+    let show = Job {
+        name: "uevrec-top",
+        body: |done: &AtomicBool| match display {
+            Display::Terminal => view::run(shared, opts, stop, done),
+            Display::Lines => plain::run(shared, opts, stop, done, &mut io::stdout()),
+        },
+    };
+    let (session, _, display) = recorder::stage_into(config, stop, &stats, count, show);
+    TopOutcome {
+        session,
+        // No display thread (the OS refused it): the session's error says so.
+        display: display.unwrap_or(Ok(())),
     }
 }
 

@@ -3,7 +3,9 @@
 //! from a stream of [`ContextUpdate`]s: perf's `PERF_RECORD_COMM`/`FORK`/`EXIT`/`CGROUP`
 //! records, the ftrace backend's tracking events, the start-up scan of `/proc` and
 //! `/sys/fs/cgroup`, or a file's own records (`perf.data` COMM records, `trace.dat`'s
-//! saved cmdlines). [`ContextTracker::write`] appends the keys to an event line.
+//! saved cmdlines). [`ContextTracker::write`] appends the keys to an event line. A
+//! cgroup in a Kubernetes pod also gets the pod's keys ([`kubernetes`]), with the names
+//! [`ContextUpdate::Pod`] and [`ContextUpdate::ContainerName`] bring.
 //!
 //! Memory is bounded: threads are keyed by thread id (never more entries than the
 //! kernel's `pid_max`), and an exited thread's entry is dropped once
@@ -19,11 +21,13 @@
 //! kept, after more renames than that in one read).
 
 pub mod container;
+pub mod kubernetes;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use container::{CgroupOwner, classify};
+pub use kubernetes::{K8sNames, PodCgroup, Qos, classify_pod};
 
 use crate::json_line::context::{cgroup_text, comm_text};
 
@@ -72,6 +76,24 @@ pub enum ContextUpdate<'a> {
         tid: u32,
         /// The cgroup id.
         id: u64,
+    },
+    /// Pod `uid` is `name` in `namespace` (from the kubelet's `/var/log/pods`;
+    /// [`kubernetes`]): the records of its cgroups carry the names from now on.
+    Pod {
+        /// The pod UID (as the API server spells it).
+        uid: &'a [u8],
+        /// Its namespace.
+        namespace: &'a [u8],
+        /// Its name.
+        name: &'a [u8],
+    },
+    /// The container with id `id` is named `name` in its pod (from the kubelet's
+    /// `/var/log/containers`).
+    ContainerName {
+        /// The container id.
+        id: &'a [u8],
+        /// Its name.
+        name: &'a [u8],
     },
 }
 
@@ -174,6 +196,8 @@ pub struct ContextTracker {
     cgroups: Map<u64, Box<[u8]>>,
     /// Changes with every [`ContextTracker::apply`] (0: nothing applied yet).
     version: u64,
+    /// Kubernetes names by pod UID and container id, and the paths of pod cgroups.
+    k8s: K8sNames,
 }
 
 impl ContextTracker {
@@ -268,16 +292,54 @@ impl ContextTracker {
                 if self.cgroups.len() >= MAX_CGROUPS && !self.cgroups.contains_key(&id) {
                     if let Some(&any) = self.cgroups.keys().next() {
                         self.cgroups.remove(&any);
+                        self.k8s.forget_cgroup(any);
                     }
                 }
                 let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
-                self.cgroups.insert(id, cgroup_text(&path[..end]));
+                let text = self.cgroup_keys(id, &String::from_utf8_lossy(&path[..end]));
+                self.cgroups.insert(id, text);
+            }
+            ContextUpdate::Pod {
+                uid,
+                namespace,
+                name,
+            } => {
+                if self.k8s.learn_pod(uid, namespace, name) {
+                    self.rewrite_pod_cgroups();
+                }
+            }
+            ContextUpdate::ContainerName { id, name } => {
+                if self.k8s.learn_container(id, name) {
+                    self.rewrite_pod_cgroups();
+                }
             }
             ContextUpdate::ThreadCgroup { tid, id } => {
                 if let Some(t) = self.threads.get_mut(&tid) {
                     t.cgroup = Some(id);
                 }
             }
+        }
+    }
+
+    /// The keys of cgroup `id` at `path`: `cgroup`, `container` or `unit`, and the
+    /// Kubernetes ones ([`K8sNames::write_keys`]).
+    fn cgroup_keys(&mut self, id: u64, path: &str) -> Box<[u8]> {
+        let mut text = cgroup_text(path.as_bytes()).into_vec();
+        let has_container = classify(path).container.is_some();
+        self.k8s.write_keys(id, path, has_container, &mut text);
+        text.into_boxed_slice()
+    }
+
+    /// Write the keys of every pod cgroup again (names of pods or containers came).
+    fn rewrite_pod_cgroups(&mut self) {
+        let pods: Vec<(u64, Box<str>)> = self
+            .k8s
+            .pod_cgroups()
+            .map(|(id, p)| (id, p.into()))
+            .collect();
+        for (id, path) in pods {
+            let text = self.cgroup_keys(id, &path);
+            self.cgroups.insert(id, text);
         }
     }
 

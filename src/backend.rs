@@ -4,13 +4,21 @@
 //! tracefs instance and its `trace_pipe_raw` pages: its events are enable files, its
 //! keys the events' tracefs IDs). The attach/rescan state machine is tested against a
 //! fake one (no root needed).
+//!
+//! Data flows one way: the backends (crate::perf, crate::ftrace) implement this
+//! contract and import nothing of the session, and this module imports nothing of them
+//! (their step errors are defined here); crate::recorder opens the backend a
+//! session asks for (`recorder::open`) and hands it to [`crate::session::run_with`],
+//! which drives any backend through this trait.
+
+mod error;
+pub mod time_merge;
+
+pub use error::{FtraceError, PerfError};
 
 use std::io;
 use std::ops::ControlFlow;
 use std::time::Duration;
-
-use crate::ftrace::FtraceError;
-use crate::perf::PerfError;
 
 /// Which backend records: perf rings (the default) or a tracefs instance.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]

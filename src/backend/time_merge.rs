@@ -1,6 +1,6 @@
 //! The side-band records of every CPU's buffer (who is who: thread names, new and exited
 //! threads, cgroups), copied and handed on in time order across CPUs. Both backends
-//! drain their trackers this way at the start of every [`super::backend::Backend::read`]:
+//! drain their trackers this way at the start of every [`super::Backend::read`]:
 //! a thread renamed on one CPU may fork on another, and the records read next must find
 //! the threads they were written by (perf: the tracker rings, crate::perf; ftrace: the
 //! tracking instance, crate::ftrace).
