@@ -14,8 +14,8 @@ pub mod flight;
 mod list;
 pub mod output;
 mod record;
-pub mod register;
 pub mod recover;
+pub mod register;
 pub mod top;
 pub mod values;
 

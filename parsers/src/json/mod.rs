@@ -12,8 +12,8 @@ pub(crate) mod unique;
 pub(crate) mod values;
 
 pub(crate) use escape::{
-    Escaped, first_special, hex_digits, write_escape, write_hex, write_plain, write_str,
-    write_text, write_text_contents,
+    Escaped, first_special, hex_digits, write_c_string, write_escape, write_hex, write_plain,
+    write_str, write_text, write_text_contents,
 };
 pub(crate) use numbers::write_int;
 pub(crate) use stage::Sink;

@@ -43,7 +43,7 @@ mod time;
 
 // The shared JSON text (`crate::json`), under the names this folder's files use.
 use crate::json::{escape, numbers, stage, text, values};
-pub(crate) use escape::{Escaped, write_c_string, write_hex, write_key, write_str, write_text};
+pub(crate) use escape::{Escaped, write_hex, write_key, write_str};
 pub(crate) use numbers::write_int;
 use ops::{Step, steps, write_steps};
 pub use record_writer::RecordWriter;
