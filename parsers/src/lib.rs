@@ -14,6 +14,12 @@
 //! Subsystems keep their own namespace: [`eventheader`] (self-describing user_events),
 //! [`perf_data`] (perf.data files, file and pipe mode), [`trace_dat`] (trace-cmd files)
 //! and [`ftrace_page`] (ftrace ring-buffer pages).
+//!
+//! Layers, lowest first: `schema`, `event_name`, `field_type`, `format_file`, `decode`,
+//! `json`, `context`, `perf_sample`, `eventheader`, `ftrace_page`, `json_line`, `otlp`,
+//! `output`, `perf_data`, `trace_dat`.
+//! A module imports only from modules before it; `tests/layers.rs` checks every crate
+//! path against this list.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -24,8 +30,8 @@ pub mod eventheader;
 mod field_type;
 mod format_file;
 pub mod ftrace_page;
+mod json;
 mod json_line;
-mod location;
 pub mod otlp;
 mod output;
 pub mod perf_data;
@@ -34,6 +40,7 @@ mod schema;
 pub mod trace_dat;
 
 pub use context::{ContextTracker, ContextUpdate};
+pub use decode::location::resolve as resolve_location;
 pub use decode::{DecodeError, Endian, FieldPlan, IntArray, PlanKind, Value, decode_field};
 pub use event_name::{is_version_of, split_multi_format};
 pub use field_type::{
@@ -41,8 +48,11 @@ pub use field_type::{
     signedness_of, size_of_type,
 };
 pub use format_file::{FormatError, parse_format, parse_format_for};
-pub use json_line::schema::{ClockInfo, FirstSight, SeenOn, SessionInfo};
-pub use json_line::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
-pub use location::resolve as resolve_location;
-pub use output::{OutputFormat, OutputWriter, RecordSink, RecordWriter};
+/// The EventHeader part of a JSON line (rendering; [`eventheader`] decodes).
+pub use json_line::eventheader as eventheader_json;
+pub use json_line::schema::{ClockInfo, SeenOn, SessionInfo};
+pub use json_line::{
+    LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp, RecordWriter,
+};
+pub use output::{FirstSight, OutputFormat, OutputWriter, RecordSink};
 pub use schema::{Element, EventFormat, Field, FieldKind, LocKind};

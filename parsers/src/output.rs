@@ -1,10 +1,13 @@
 //! The choice of output: JSON lines ([`LineWriter`]) or OTLP/JSON ([`OtlpWriter`]),
 //! behind one writer with the entry points every caller uses ([`RecordWriter`]: the
-//! recorder's formatter, the perf.data and trace.dat decoders).
+//! recorder's formatter, the perf.data and trace.dat decoders), and what the file
+//! decoders drive it with ([`RecordSink`], [`FirstSight`]).
+//!
+//! Above `json_line` and `otlp` (it dispatches to both); nothing below imports it.
 
 use crate::context::{ContextTracker, ContextUpdate};
 use crate::json_line::schema::SessionInfo;
-use crate::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp};
+use crate::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp, RecordWriter};
 use crate::otlp::{OtlpEncoding, OtlpWriter};
 
 /// What the lines are (`--format`).
@@ -19,46 +22,6 @@ pub enum OutputFormat {
     /// ([`crate::otlp::frame`]: signal, counts and body, for uevrec's exporter) with
     /// bodies in this encoding.
     OtlpExport(OtlpEncoding),
-}
-
-/// The entry points of an output writer. Each appends complete lines to the
-/// caller-owned `out` (a writer that batches, OTLP, may keep records until a line is
-/// due: [`RecordWriter::end_lines`] appends them).
-pub trait RecordWriter {
-    /// Take one record of the event `prepared` (its trace entry `raw`).
-    fn write_prepared(
-        &mut self,
-        out: &mut Vec<u8>,
-        stamp: &RecordStamp,
-        prepared: &PreparedFormat,
-        raw: &[u8],
-    );
-
-    /// The kernel dropped `lost` records on `cpu`.
-    fn write_lost(&mut self, out: &mut Vec<u8>, time_unix_ns: Option<u64>, cpu: u32, lost: u64);
-
-    /// A notice (event attached, detached, format changed, a format file skipped …);
-    /// `event` is `system:event` when the notice concerns one.
-    fn write_notice(
-        &mut self,
-        out: &mut Vec<u8>,
-        time_unix_ns: Option<u64>,
-        what: &str,
-        event: Option<&str>,
-        message: &str,
-    );
-
-    /// Append what is waiting for a line, so `out` then holds every record taken so
-    /// far (nothing waits in JSON lines).
-    fn end_lines(&mut self, out: &mut Vec<u8>) {
-        let _ = out;
-    }
-
-    /// The name of the machine the records come from, for outputs that carry it
-    /// (OTLP: resource attribute `host.name`; JSON lines have no such field).
-    fn set_host_name(&mut self, name: &str) {
-        let _ = name;
-    }
 }
 
 /// A [`LineWriter`] or an [`OtlpWriter`].
@@ -210,4 +173,111 @@ pub trait RecordSink {
     /// Who is who changed, for the records after it (the decoder's own tracker takes it
     /// too).
     fn context(&mut self, time_unix_ns: Option<u64>, update: ContextUpdate<'_>);
+}
+
+/// For the decoders of files (perf.data, trace.dat, `uevrec decode`): each event's
+/// schema line just before its first record (a trace.dat holds the formats of every
+/// event of its machine; only those with records are described), and each EventHeader
+/// metadata block's when first seen. Events are known by their index in the file; off,
+/// it only writes the records.
+#[derive(Debug, Default)]
+pub struct FirstSight {
+    on: bool,
+    /// Event index → described already.
+    described: Vec<bool>,
+}
+
+impl FirstSight {
+    /// Schema lines when `on`.
+    pub fn new(on: bool) -> Self {
+        FirstSight {
+            on,
+            described: Vec::new(),
+        }
+    }
+
+    /// Whether a record of event `event` written now would come with its schema line
+    /// (on, and the event's first record), noting that it did.
+    pub fn first(&mut self, event: usize) -> bool {
+        if !self.on || self.described.get(event).copied().unwrap_or(false) {
+            return false;
+        }
+        if self.described.len() <= event {
+            self.described.resize(event + 1, false);
+        }
+        self.described[event] = true;
+        true
+    }
+
+    /// Write the record `raw` of the event `event` (`prepared`), with the schema lines
+    /// that come first. Always in line: a call cost as much as what it does besides
+    /// [`RecordWriter::write_prepared`].
+    #[inline(always)]
+    pub fn write_record(
+        &mut self,
+        writer: &mut OutputWriter,
+        out: &mut Vec<u8>,
+        event: usize,
+        stamp: &RecordStamp,
+        prepared: &PreparedFormat,
+        raw: &[u8],
+    ) {
+        if !self.on {
+            writer.write_prepared(out, stamp, prepared, raw);
+            return;
+        }
+        if !self.described.get(event).copied().unwrap_or(false) {
+            if self.described.len() <= event {
+                self.described.resize(event + 1, false);
+            }
+            self.described[event] = true;
+            writer.write_format_schema(out, stamp.time_unix_ns, prepared);
+        }
+        let start = out.len();
+        writer.write_prepared(out, stamp, prepared, raw);
+        writer.announce_learnt(out, start, stamp.time_unix_ns, prepared);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json_line::schema::SessionInfo;
+    use crate::parse_format;
+
+    fn prepared() -> PreparedFormat {
+        let text = "name: m.1a\nID: 7\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\tfield:__rel_loc char[] msg;\toffset:8;\tsize:4;\tsigned:0;\n\nprint fmt: \"\"\n";
+        PreparedFormat::new(
+            &parse_format(text).unwrap(),
+            "user_events_multi",
+            "m",
+            Some("1a"),
+        )
+    }
+
+    #[test]
+    fn otlp_has_no_schema_lines_and_decoders_describe_once() {
+        let mut otlp = OutputWriter::new(OutputFormat::Otlp, LineOptions::default());
+        let mut out = Vec::new();
+        otlp.write_session(&mut out, None, &SessionInfo::default());
+        otlp.write_format_schema(&mut out, None, &prepared());
+        assert!(out.is_empty());
+        let mut json = OutputWriter::new(OutputFormat::JsonLines, LineOptions::default());
+        let (p, raw) = (prepared(), [0u8; 12]);
+        let stamp = RecordStamp::default();
+        for on in [true, false] {
+            let mut first = FirstSight::new(on);
+            let mut out = Vec::new();
+            for event in [3, 3, 0] {
+                first.write_record(&mut json, &mut out, event, &stamp, &p, &raw);
+            }
+            let text = String::from_utf8(out).unwrap();
+            let schemas = text.lines().filter(|l| l.contains(r#""uevrec":"schema""#));
+            assert_eq!(schemas.count(), if on { 2 } else { 0 }, "{text}");
+            assert_eq!(
+                text.lines().filter(|l| l.contains(r#""fields":{"#)).count(),
+                3
+            );
+        }
+    }
 }

@@ -313,7 +313,7 @@ fn count(v: &Value) -> usize {
 #[test]
 fn corpus_plans_write_what_the_streaming_writer_writes() {
     use uevrec_parsers::eventheader::TracepointName;
-    use uevrec_parsers::eventheader::json::{
+    use uevrec_parsers::eventheader_json::{
         Scratch, write_event, write_event_planned, write_event_streaming,
     };
     let Some(records) = records() else { return };

@@ -1000,7 +1000,7 @@ fn emit_any(ev: Ev, name: &str, g: &Any, r: &mut Bytes, in_array: bool) -> (Ev, 
 /// Returns whether the plan wrote the event.
 fn plan_matches_stream(tp: &str, data: &[u8]) -> bool {
     use uevrec_parsers::eventheader::TracepointName;
-    use uevrec_parsers::eventheader::json::{
+    use uevrec_parsers::eventheader_json::{
         Scratch, write_event, write_event_planned, write_event_streaming,
     };
     let tp = TracepointName::parse(tp).unwrap();
@@ -1115,8 +1115,8 @@ fn plans_stop_at_the_item_budget_as_the_stream_does() {
 #[test]
 fn plan_cache_keeps_lines_identical_past_its_bound() {
     use uevrec_parsers::eventheader::TracepointName;
-    use uevrec_parsers::eventheader::json::{Scratch, write_event, write_event_streaming};
-    use uevrec_parsers::eventheader::plan::PLAN_CACHE_ENTRIES;
+    use uevrec_parsers::eventheader_json::plan::PLAN_CACHE_ENTRIES;
+    use uevrec_parsers::eventheader_json::{Scratch, write_event, write_event_streaming};
     let tp = TracepointName::parse(TP).unwrap();
     let events: Vec<Vec<u8>> = (0..PLAN_CACHE_ENTRIES + 5)
         .map(|i| {

@@ -9,7 +9,7 @@
 //! records carry the UID alone. The keys are listed in `docs/json-lines.md`
 //! ("Kubernetes").
 
-use crate::json_line::write_text;
+use crate::json::write_text;
 
 type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 

@@ -21,6 +21,7 @@
 //! kept, after more renames than that in one read).
 
 pub mod container;
+mod keys;
 pub mod kubernetes;
 
 use std::collections::VecDeque;
@@ -29,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use container::{CgroupOwner, classify};
 pub use kubernetes::{K8sNames, PodCgroup, Qos, classify_pod};
 
-use crate::json_line::context::{cgroup_text, comm_text};
+use keys::{cgroup_text, comm_text};
 
 /// Exited threads whose entries are kept for records staged after their exit.
 pub const MAX_EXITED: usize = 1024;

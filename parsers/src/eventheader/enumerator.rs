@@ -479,7 +479,7 @@ pub(crate) fn read_value(
 
 /// A zero-terminated string of `unit`-byte code units at the start of `rest`: (the
 /// units before the terminator, bytes used). Without a terminator: all of `rest`.
-pub(super) fn zstring(rest: &[u8], unit: usize) -> (&[u8], usize) {
+pub(crate) fn zstring(rest: &[u8], unit: usize) -> (&[u8], usize) {
     let found = if unit == 1 {
         memchr::memchr(0, rest)
     } else {

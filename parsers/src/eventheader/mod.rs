@@ -10,8 +10,9 @@
 //!    (event name, field records: [`metadata`]) and the activity ids;
 //! 2. the payload, walked by the streaming, allocation-free [`Enumerator`] as the
 //!    metadata describes it;
-//! 3. for JSON lines, [`json::write_event`] writes the EventHeader keys of a line
-//!    (`docs/eventheader.md` has the shape), through a [`plan::Plan`] compiled once per
+//! 3. for JSON lines, [`crate::eventheader_json::write_event`] (rendering, outside this
+//!    decoding module) writes the EventHeader keys of a line
+//!    (`docs/eventheader.md` has the shape), through a plan compiled once per
 //!    distinct metadata block where it can, else (and for every event the plan cannot
 //!    write as the walk would) from the [`Enumerator`]'s items.
 //!
@@ -25,9 +26,7 @@ mod entry;
 pub mod enumerator;
 pub mod enums;
 pub mod header;
-pub mod json;
 pub mod metadata;
-pub mod plan;
 pub mod tracepoint_name;
 
 pub use entry::trace_entry;

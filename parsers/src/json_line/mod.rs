@@ -29,30 +29,27 @@
 use std::fmt;
 
 use crate::decode::{Endian, Value, decode_field};
-use crate::eventheader::json::PreparedName;
-use crate::eventheader::{self, TracepointName, tracepoint_name::OwnedTracepointName};
+use crate::eventheader::{TracepointName, tracepoint_name::OwnedTracepointName};
 use crate::schema::{EventFormat, Field};
+use eventheader::PreparedName;
 
 pub(crate) mod context;
-mod escape;
+pub mod eventheader;
 mod ids;
-mod numbers;
 mod ops;
+mod record_writer;
 pub(crate) mod schema;
-mod stage;
-mod text;
 mod time;
-mod values;
 
-pub(crate) use escape::{
-    Escaped, first_special, hex_digits, write_c_string, write_escape, write_hex, write_key,
-    write_plain, write_str, write_text, write_text_contents,
-};
+// The shared JSON text (`crate::json`), under the names this folder's files use.
+use crate::json::{escape, numbers, stage, text, values};
+pub(crate) use escape::{Escaped, write_hex, write_key, write_str};
 pub(crate) use numbers::write_int;
 use ops::{Step, steps, write_steps};
+pub use record_writer::RecordWriter;
 pub(crate) use stage::Sink;
 use stage::{STAGE, Stage};
-pub(crate) use text::{Span, Text, Texts};
+pub(crate) use text::Text;
 use time::TimeCache;
 pub(crate) use values::write_value;
 
@@ -129,7 +126,7 @@ impl PreparedFormat {
             head: Text::new(head),
             common: steps(COMMON_OPEN, &format.common_fields),
             fields: steps(FIELDS_OPEN, &format.fields),
-            eventheader: eventheader::detect(format, event)
+            eventheader: crate::eventheader::detect(format, event)
                 .and(OwnedTracepointName::parse(event))
                 .map(PreparedName::new),
             names: Box::new((
@@ -197,7 +194,7 @@ pub struct LineWriter {
     time: TimeCache,
     ids: ids::IdsCache,
     /// Buffers of the EventHeader writer.
-    eh: eventheader::json::Scratch,
+    eh: eventheader::Scratch,
     /// Context keys written after `"tid"` ([`LineWriter::set_context`]).
     context: context::ContextText,
     /// What `context` was written for, and the earliest record time it holds for.
@@ -228,7 +225,7 @@ impl LineWriter {
             stage: Box::new([0; STAGE]),
             time: TimeCache::default(),
             ids: ids::IdsCache::default(),
-            eh: eventheader::json::Scratch::default(),
+            eh: eventheader::Scratch::default(),
             context: context::ContextText::default(),
             context_of: None,
             context_before: context::ContextText::default(),
@@ -264,9 +261,9 @@ impl LineWriter {
         out.extend_from_slice(b"\"cpu\":");
         self.ids.write(out, meta.cpu, meta.pid, meta.tid);
         self.context.write(out);
-        if let Some(tp) = eventheader::detect(format, meta.event) {
+        if let Some(tp) = crate::eventheader::detect(format, meta.event) {
             self.write_eventheader(out, common, raw, |out, eh, data| {
-                eventheader::json::write_event(out, eh, &tp, data)
+                eventheader::write_event(out, eh, &tp, data)
             });
             return;
         }
@@ -303,7 +300,7 @@ impl LineWriter {
         if let Some(name) = &prepared.eventheader {
             line.finish();
             self.write_eventheader(out, common, raw, |out, eh, data| {
-                eventheader::json::write_event_prepared(out, eh, name, data)
+                eventheader::write_event_prepared(out, eh, name, data)
             });
             return;
         }
@@ -318,15 +315,15 @@ impl LineWriter {
 
     /// The rest of an EventHeader event's line after `"tid"`: `common` (when asked
     /// for; fields that fail are `null`, without an `errors` entry), the EventHeader
-    /// keys from `raw[8..]` (`write`: [`eventheader::json::write_event`] or
-    /// [`eventheader::json::write_event_prepared`]), `}` and the newline.
+    /// keys from `raw[8..]` (`write`: [`eventheader::write_event`] or
+    /// [`eventheader::write_event_prepared`]), `}` and the newline.
     #[inline(always)]
     fn write_eventheader(
         &mut self,
         out: &mut Vec<u8>,
         common: &[Field],
         raw: &[u8],
-        write: impl FnOnce(&mut Vec<u8>, &mut eventheader::json::Scratch, &[u8]),
+        write: impl FnOnce(&mut Vec<u8>, &mut eventheader::Scratch, &[u8]),
     ) {
         if !common.is_empty() {
             out.extend_from_slice(COMMON_OPEN);

@@ -6,8 +6,8 @@ use super::numbers::write_int;
 use super::stage::{Sink, Stage, StageParts};
 use super::text::Text;
 use super::values::{IntKind, stage_int_slice, write_value};
+use crate::decode::location;
 use crate::decode::{Endian, FieldPlan, PlanKind};
-use crate::location;
 use crate::schema::{Element, Field, LocKind};
 
 /// One field of a [`PreparedFormat`]: its key and how to write its value.

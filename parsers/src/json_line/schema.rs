@@ -8,18 +8,17 @@
 //!
 //! None of these is on the per-record path: a tracefs schema line is written when an
 //! event attaches, an EventHeader one when the writer's plan cache compiles a metadata
-//! block (its first sight, [`crate::eventheader::plan::PlanCache::take_learnt`]). They
+//! block (its first sight, [`crate::json_line::eventheader::plan::PlanCache::take_learnt`]). They
 //! are built with serde (a few allocations per line, a few lines per recording).
 
 use serde::Serialize;
 
-use super::{LineWriter, PreparedFormat, RecordStamp, write_hex};
+use super::{LineWriter, PreparedFormat, write_hex};
 use crate::eventheader::enums::{Encoding, Format};
 use crate::eventheader::metadata::{
     ArrayKind, MetaError, attributes, read_field, split_event_name, unescape,
 };
 use crate::eventheader::{MAX_FIELDS, MAX_STRUCT_DEPTH, TracepointName};
-use crate::output::{OutputWriter, RecordWriter};
 use crate::schema::{Element, EventFormat, Field, FieldKind, LocKind};
 
 /// What the `{"uevrec":"session",…}` line says: the recording machine and session. The
@@ -549,7 +548,7 @@ impl LineWriter {
     /// compiled a metadata block not seen before (an EventHeader event), put the block's
     /// schema line before the event line. One check per record; the line is built on
     /// first sight only. A block longer than the plan cache takes
-    /// ([`crate::eventheader::plan::MAX_PLAN_METADATA`]) is never announced.
+    /// ([`crate::json_line::eventheader::plan::MAX_PLAN_METADATA`]) is never announced.
     #[inline]
     pub fn announce_learnt(
         &mut self,
@@ -594,74 +593,10 @@ impl LineWriter {
     }
 }
 
-/// For the decoders of files (perf.data, trace.dat, `uevrec decode`): each event's
-/// schema line just before its first record (a trace.dat holds the formats of every
-/// event of its machine; only those with records are described), and each EventHeader
-/// metadata block's when first seen. Events are known by their index in the file; off,
-/// it only writes the records.
-#[derive(Debug, Default)]
-pub struct FirstSight {
-    on: bool,
-    /// Event index → described already.
-    described: Vec<bool>,
-}
-
-impl FirstSight {
-    /// Schema lines when `on`.
-    pub fn new(on: bool) -> Self {
-        FirstSight {
-            on,
-            described: Vec::new(),
-        }
-    }
-
-    /// Whether a record of event `event` written now would come with its schema line
-    /// (on, and the event's first record), noting that it did.
-    pub fn first(&mut self, event: usize) -> bool {
-        if !self.on || self.described.get(event).copied().unwrap_or(false) {
-            return false;
-        }
-        if self.described.len() <= event {
-            self.described.resize(event + 1, false);
-        }
-        self.described[event] = true;
-        true
-    }
-
-    /// Write the record `raw` of the event `event` (`prepared`), with the schema lines
-    /// that come first. Always in line: a call cost as much as what it does besides
-    /// [`RecordWriter::write_prepared`].
-    #[inline(always)]
-    pub fn write_record(
-        &mut self,
-        writer: &mut OutputWriter,
-        out: &mut Vec<u8>,
-        event: usize,
-        stamp: &RecordStamp,
-        prepared: &PreparedFormat,
-        raw: &[u8],
-    ) {
-        if !self.on {
-            writer.write_prepared(out, stamp, prepared, raw);
-            return;
-        }
-        if !self.described.get(event).copied().unwrap_or(false) {
-            if self.described.len() <= event {
-                self.described.resize(event + 1, false);
-            }
-            self.described[event] = true;
-            writer.write_format_schema(out, stamp.time_unix_ns, prepared);
-        }
-        let start = out.len();
-        writer.write_prepared(out, stamp, prepared, raw);
-        writer.announce_learnt(out, start, stamp.time_unix_ns, prepared);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{LineOptions, OutputFormat, parse_format};
+    use crate::{LineOptions, parse_format};
 
     fn prepared() -> PreparedFormat {
         let text = "name: m.1a\nID: 7\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\tfield:__rel_loc char[] msg;\toffset:8;\tsize:4;\tsigned:0;\n\nprint fmt: \"\"\n";
@@ -705,32 +640,6 @@ mod tests {
         // No top-level key of an event line.
         for key in ["system", "fields", "format_id", "provider", "name"] {
             assert!(schema.get(key).is_none(), "{key}");
-        }
-    }
-
-    #[test]
-    fn otlp_has_no_schema_lines_and_decoders_describe_once() {
-        let mut otlp = OutputWriter::new(OutputFormat::Otlp, LineOptions::default());
-        let mut out = Vec::new();
-        otlp.write_session(&mut out, None, &SessionInfo::default());
-        otlp.write_format_schema(&mut out, None, &prepared());
-        assert!(out.is_empty());
-        let mut json = OutputWriter::new(OutputFormat::JsonLines, LineOptions::default());
-        let (p, raw) = (prepared(), [0u8; 12]);
-        let stamp = RecordStamp::default();
-        for on in [true, false] {
-            let mut first = FirstSight::new(on);
-            let mut out = Vec::new();
-            for event in [3, 3, 0] {
-                first.write_record(&mut json, &mut out, event, &stamp, &p, &raw);
-            }
-            let text = String::from_utf8(out).unwrap();
-            let schemas = text.lines().filter(|l| l.contains(r#""uevrec":"schema""#));
-            assert_eq!(schemas.count(), if on { 2 } else { 0 }, "{text}");
-            assert_eq!(
-                text.lines().filter(|l| l.contains(r#""fields":{"#)).count(),
-                3
-            );
         }
     }
 }

@@ -15,7 +15,7 @@ use std::marker::PhantomData;
 use super::fields::{Fields, Text, dedupe};
 use super::json::LogHead;
 use super::proto::{self, field};
-use crate::json_line::write_str;
+use crate::json::write_str;
 
 /// A string of a record (severity text, event name, span name, status message).
 #[derive(Clone, Copy)]

@@ -39,10 +39,11 @@ use super::proto::{self, field};
 use super::{Origin, OtlpWriter, TracepointValue};
 use crate::decode::{Value as Decoded, decode_field};
 use crate::eventheader::enumerator::read_value;
-use crate::eventheader::json::{uint_of, write_value_as};
 use crate::eventheader::metadata::{ArrayKind, read_field};
 use crate::eventheader::{Encoding, Format, MAX_FIELDS};
-use crate::json_line::{PreparedFormat, write_value};
+use crate::json::write_value;
+use crate::json_line::PreparedFormat;
+use crate::json_line::eventheader::{uint_of, write_value_as};
 
 use super::batch::Signal;
 
@@ -722,9 +723,9 @@ mod tests {
     use super::super::tests::{Eh, eh_prepared};
     use super::*;
     use crate::eventheader::trace_entry;
+    use crate::json_line::RecordWriter;
     use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
     use crate::otlp::OtlpEncoding;
-    use crate::output::RecordWriter;
 
     /// A field: encoding byte, format byte, payload bytes.
     type Typed = (u8, Option<u8>, Vec<u8>);

@@ -6,9 +6,9 @@
 //! have grown.
 //!
 //! The text is what the JSON-lines writers write (so each EventHeader format rule, UUID,
-//! IP address, time, float, … exists once, in [`crate::eventheader::json`] and
+//! IP address, time, float, … exists once, in [`crate::json_line::eventheader`] and
 //! [`crate::json_line`]): for an EventHeader event whose metadata compiles, the
-//! `fields` members its cached [`Plan`](crate::eventheader::plan::Plan) writes, read
+//! `fields` members its cached [`Plan`](crate::json_line::eventheader::plan::Plan) writes, read
 //! back by [`Fields::eventheader_planned`]; otherwise each value of the
 //! [`Enumerator`]'s walk ([`Fields::eventheader`]) or of the plain event's fields
 //! ([`Fields::plain`]). A value's JSON scalar becomes its `AnyValue` ([`Class`]):
@@ -25,7 +25,7 @@ use std::fmt;
 
 use crate::decode::{Endian, Value, decode_field};
 use crate::eventheader::enumerator::{Enumerator, Item};
-use crate::json_line::{Escaped, first_special, write_int, write_str, write_text, write_value};
+use crate::json::{Escaped, first_special, unique_key, write_str, write_text, write_value};
 use crate::schema::Field;
 
 /// A range of a byte buffer.
@@ -257,7 +257,7 @@ impl Fields {
                     bytes,
                     element,
                 } => self.value(key_of(field.name, element), |out| {
-                    crate::eventheader::json::write_value(out, &field, bytes, big)
+                    crate::json_line::eventheader::write_value(out, &field, bytes, big)
                 }),
             }
         }
@@ -720,35 +720,11 @@ pub(crate) fn write_message(out: &mut Vec<u8>, message: &dyn fmt::Display) {
 }
 
 /// The key just written at `start..` in `buf` (a JSON string when `quoted`, else its
-/// text), renamed `key#2`, `key#3`, … when one of `keys` (ranges of `buf`, written the
-/// same way) has it already; returns its range. THE rule for unique keys (OTLP attribute
-/// and kvlist keys must be unique), as in JSON lines.
+/// text), made unique among `keys` ([`unique_key`], the one rule for JSON lines and
+/// OTLP: attribute and kvlist keys must be unique); returns its range.
 pub(crate) fn dedupe(buf: &mut Vec<u8>, keys: &[Text], start: usize, quoted: bool) -> Text {
-    let taken = |buf: &[u8], at: usize| {
-        keys.iter()
-            .any(|k| k.get(buf) == buf.get(at..).unwrap_or_default())
-    };
-    let end = buf.len();
-    if !taken(buf, start) {
-        return Text { start, end };
-    }
-    for n in 2u32.. {
-        buf.truncate(end);
-        // The candidate after the key: the key without its closing quote, `#n"`.
-        buf.extend_from_within(start..end - usize::from(quoted));
-        buf.push(b'#');
-        write_int(buf, n);
-        if quoted {
-            buf.push(b'"');
-        }
-        if !taken(buf, end) {
-            buf.copy_within(end.., start);
-            let len = buf.len() - end;
-            buf.truncate(start + len);
-            return Text::of(buf, start);
-        }
-    }
-    Text::of(buf, start)
+    let (start, end) = unique_key(buf, keys, |k| (k.start, k.end), start, quoted);
+    Text { start, end }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::fmt;
 use super::common_schema::{STATUS_ERROR, for_each_link};
 use super::enc::{Attrs, Body, Json, SpanHead, Str};
 use super::fields::{Fields, Text, write_message};
-use crate::json_line::{write_hex, write_int, write_str, write_text};
+use crate::json::{write_hex, write_int, write_str, write_text};
 
 /// `{"intValue":"…"}`.
 pub(crate) fn int_any(out: &mut Vec<u8>, v: i64) {

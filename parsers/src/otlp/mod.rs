@@ -53,10 +53,10 @@ use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequ
 
 use crate::decode::Endian;
 use crate::eventheader::metadata::split_event_name;
-use crate::eventheader::plan::PlanCache;
 use crate::eventheader::{Enumerator, HeaderError, MetaError, TracepointName, parse_event};
-use crate::json_line::{Escaped, LineOptions, PreparedFormat, RecordStamp, write_str};
-use crate::output::RecordWriter;
+use crate::json::{Escaped, write_str};
+use crate::json_line::eventheader::plan::PlanCache;
+use crate::json_line::{LineOptions, PreparedFormat, RecordStamp, RecordWriter};
 
 /// The tracepoint name export frames count uevrec's own records under.
 const UEVREC_TRACEPOINT: &[u8] = b"uevrec";

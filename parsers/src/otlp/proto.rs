@@ -245,7 +245,7 @@ pub(crate) fn unsigned_any(out: &mut Vec<u8>, v: u64) {
         Ok(i) => int_any(out, i),
         Err(_) => {
             let mark = open(out, field::STRING_VALUE);
-            crate::json_line::write_int(out, v);
+            crate::json::write_int(out, v);
             close(out, mark);
         }
     }

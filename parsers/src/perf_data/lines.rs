@@ -26,9 +26,9 @@ use super::tracing_data::ParsedFormat;
 use super::{ClockData, Item, PerfData, PerfDataError};
 use crate::context::ContextTracker;
 use crate::event_name::split_multi_format;
-use crate::json_line::schema::FirstSight;
+use crate::json_line::RecordWriter;
 use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
-use crate::output::{OutputFormat, OutputWriter, RecordSink, RecordWriter};
+use crate::output::{FirstSight, OutputFormat, OutputWriter, RecordSink};
 use crate::perf_sample::{
     PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_SAMPLE,
     Record, Sample, SampleFormat,

@@ -28,10 +28,10 @@ use prost::Message;
 use serde_json::Value;
 
 use crate::eventheader::{trace_entry, tracepoint_format};
+use crate::json_line::RecordWriter;
 use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
 use crate::otlp::tests::{Eh, eh_prepared, metrics_format, metrics_raw};
 use crate::otlp::{ExportSignal, Frame, OtlpEncoding, OtlpWriter, read_frames};
-use crate::output::RecordWriter;
 use crate::parse_format;
 
 #[path = "../../../../tests/common/tier.rs"]

@@ -3,7 +3,7 @@
 //!
 //! Every value is first rendered by the JSON-lines writers (so each EventHeader format
 //! rule, UUID, IP address, time, float, …, exists once, in
-//! [`crate::eventheader::json`] and [`crate::json_line`]), then its JSON scalar becomes
+//! [`crate::json_line::eventheader`] and [`crate::json_line`]), then its JSON scalar becomes
 //! the `AnyValue`: integers that fit `int64` → `intValue`; larger unsigned integers →
 //! `stringValue` of their decimal digits (OTLP has no unsigned 64-bit type); numbers
 //! with a fraction or exponent → `doubleValue`; strings (bytes as hex, NaN and the
@@ -16,7 +16,7 @@ use opentelemetry_proto::tonic::common::v1::{AnyValue, ArrayValue, KeyValue, Key
 
 use crate::decode::{Endian, Value, decode_field};
 use crate::eventheader::enumerator::{Enumerator, Item};
-use crate::json_line::write_value as write_json_value;
+use crate::json::write_value as write_json_value;
 use crate::schema::Field;
 
 /// An `AnyValue` holding `v`.
@@ -127,7 +127,7 @@ pub(crate) fn eventheader_fields(
                 element,
             } => {
                 let value = json_of(scratch, |out| {
-                    crate::eventheader::json::write_value(out, &field, bytes, big);
+                    crate::json_line::eventheader::write_value(out, &field, bytes, big);
                     false
                 });
                 add(&mut stack, (!element).then(|| name(field.name)), value);

@@ -19,7 +19,7 @@
 
 use std::ops::Range;
 
-use crate::decode::DecodeError;
+use super::error::DecodeError;
 use crate::schema::LocKind;
 
 /// The byte range of the data a dynamic location field points at.

@@ -29,14 +29,13 @@ use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::enumerator::{MAX_FIELDS, MAX_STRUCT_DEPTH, read_value, zstring};
-use super::enums::{Encoding, Format};
-use super::header::read_u16;
-use super::json::{
-    Open, Scratch, close, is_value_format, member, note_tag, uint_of, write_field_tags, write_name,
-};
-use super::metadata::{ArrayKind, FieldMeta, read_field};
-use crate::json_line::{Span, Texts, write_int, write_text};
+use super::keys::{Keys, Open, close, member, note_tag, write_field_tags, write_name};
+use super::values::{is_value_format, uint_of};
+use crate::eventheader::enumerator::{MAX_FIELDS, MAX_STRUCT_DEPTH, read_value, zstring};
+use crate::eventheader::enums::{Encoding, Format};
+use crate::eventheader::header::read_u16;
+use crate::eventheader::metadata::{ArrayKind, FieldMeta, read_field};
+use crate::json::{Span, Texts, write_int, write_text};
 
 /// The number of metadata blocks a [`PlanCache`] remembers.
 pub const PLAN_CACHE_ENTRIES: usize = 512;
@@ -64,19 +63,19 @@ enum Kind {
     /// Value8..Value64 of this many bytes shown as a signed number.
     Signed(u8),
     /// Value8..Value64 of this many bytes as a hex number
-    /// ([`super::json::write_hash_x`]).
+    /// ([`super::values::write_hash_x`]).
     Hex(u8),
     /// Value8..Value64 of this many bytes in another format
-    /// ([`super::json::write_int_value`]).
+    /// ([`super::values::write_int_value`]).
     Int(Format, u8),
     /// A Length16 string of UTF-8 text ([`write_text`]).
     Text,
     /// A zero-terminated string of UTF-8 text ([`write_text`]).
     ZText,
     /// Another string of `unit`-byte code units, in a string format
-    /// ([`super::json::write_string`]).
+    /// ([`super::values::write_string`]).
     Str(Format, u8),
-    /// Anything else ([`super::json::write_value_as`]).
+    /// Anything else ([`super::values::write_value_as`]).
     Other(Format),
 }
 
@@ -85,7 +84,7 @@ enum Kind {
 #[derive(Debug, Clone, Copy)]
 struct Op {
     text: Span,
-    /// The [`super::Enumerator`]'s items the text and the step stand for (struct begins
+    /// The [`Enumerator`](crate::eventheader::Enumerator)'s items the text and the step stand for (struct begins
     /// and ends, the value or the array's begin and end; not the elements).
     items: u32,
     what: What,
@@ -398,7 +397,7 @@ fn compile(meta: &[u8], big: bool) -> Option<Plan> {
         big,
         text: Vec::new(),
         ops: Vec::new(),
-        s: Scratch::default(),
+        s: Keys::default(),
         fields: 0,
         seen: 0,
         pending: 0,
@@ -459,7 +458,7 @@ struct Compiler<'m> {
     big: bool,
     text: Vec<u8>,
     ops: Vec<Op>,
-    s: Scratch,
+    s: Keys,
     fields: usize,
     seen: usize,
     /// Where the text not yet in an op starts, and the items it stands for.
@@ -627,7 +626,7 @@ struct Walk<'p> {
     payload: &'p [u8],
     pos: usize,
     big: bool,
-    /// Items left, as the [`super::Enumerator`] counts them (it fails on the item that
+    /// Items left, as the [`Enumerator`](crate::eventheader::Enumerator) counts them (it fails on the item that
     /// finds its budget at 0, counting the final step that ends the walk).
     budget: usize,
 }
@@ -672,7 +671,7 @@ impl Walk<'_> {
                 let shift = 64 - 8 * u32::from(size);
                 write_int(out, ((self.uint(size)? << shift) as i64) >> shift)
             }
-            Kind::Hex(size) => super::json::write_hash_x(out, self.uint(size)?),
+            Kind::Hex(size) => super::values::write_hash_x(out, self.uint(size)?),
             Kind::Text => {
                 let rest = self.payload.get(self.pos..)?;
                 let n = usize::from(read_u16(rest, 0, self.big)?);
@@ -689,17 +688,17 @@ impl Walk<'_> {
                 let size = usize::from(size);
                 let bytes = self.payload.get(self.pos..self.pos + size)?;
                 self.pos += size;
-                super::json::write_int_value(out, format, bytes, self.big)
+                super::values::write_int_value(out, format, bytes, self.big)
             }
             Kind::Str(format, unit) => {
                 let (bytes, used) = read_value(self.payload, self.pos, encoding, self.big).ok()?;
                 self.pos += used;
-                super::json::write_string(out, format, bytes, usize::from(unit), self.big)
+                super::values::write_string(out, format, bytes, usize::from(unit), self.big)
             }
             Kind::Other(format) => {
                 let (bytes, used) = read_value(self.payload, self.pos, encoding, self.big).ok()?;
                 self.pos += used;
-                super::json::write_value_as(out, encoding, format, bytes, self.big)
+                super::values::write_value_as(out, encoding, format, bytes, self.big)
             }
         }
         Some(())
