@@ -1,17 +1,10 @@
 //! The types that flow between the recording threads.
 //!
-//! ```text
-//!  rings (one per CPU)
-//!    ──session thread: parse each ring record's perf header, copy the trace entry with
-//!      its stamp into a StagedChunk (a memcpy: the rings drain as fast as perf record's)
-//!    ──channel of Staged; the chunks come from a fixed pool (STAGE_CHUNKS buffers of
-//!      STAGE_CAPACITY bytes, allocated and touched at start)──▶
-//!  formatter thread: decode + JSON lines (uevrec_parsers::json_line) into a Batch
-//!    (with --threads N: a dispatcher numbering the chunks for N workers, and a Reorder
-//!    stage putting their Parts back in order: crate::formatter::run_parallel)
-//!    ──bounded channel of Batch (CHANNEL_BATCHES × BATCH_BYTES)──▶
-//!  writer thread ──▶ sink (stdout/file)
-//! ```
+//! The threads and the channels between them are drawn once, in [`crate::recorder`]:
+//! the session thread copies each ring record's trace entry with its stamp into a
+//! [`StagedChunk`] from a fixed pool (STAGE_CHUNKS buffers of STAGE_CAPACITY bytes,
+//! allocated and touched at start); the formatter turns chunks into [`Batch`]es of lines
+//! (CHANNEL_BATCHES × BATCH_BYTES) for the writer.
 //!
 //! Both stages are bounded: when the formatter is behind by the whole chunk pool, or the
 //! writer by CHANNEL_BATCHES, the session thread waits, the rings fill and the kernel

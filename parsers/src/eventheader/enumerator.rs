@@ -3,7 +3,7 @@
 //! [`Enumerator`] yields [`Item`]s in payload order: struct begin/end, array
 //! begin/end, and values (scalars and array elements) with their field record (name,
 //! encoding, format, tag) and their bytes. It knows nothing of JSON: the JSON writer
-//! ([`super::json`]) and other consumers (tests, future exporters) share it.
+//! ([`crate::eventheader_json`]) and other consumers (tests, future exporters) share it.
 //!
 //! Rules (those of `eventheader.h` and the reference decoder `tracepoint_decode`):
 //! - a struct's field count says how many records follow it; metadata may end before

@@ -3,9 +3,9 @@
 //! `crate::eventheader`'s.
 //!
 //! [`write_event`] takes the event's cached compiled [`plan`] where it can, else the
-//! streaming walk ([`write_event_streaming`]); both name keys through [`keys`] (the one
-//! duplicate-key rule) and write values through [`values`], header keys through
-//! [`header`].
+//! streaming walk ([`write_event_streaming`]); both name keys through `keys.rs` (the one
+//! duplicate-key rule) and write values through `values.rs`, header keys through
+//! `header.rs`.
 
 mod header;
 mod keys;
@@ -66,7 +66,7 @@ impl Scratch {
 /// `,"provider":` to the last key (the caller writes the line's start and its `}\n`).
 /// Never panics; bad data is reported in `errors` with the bytes not decoded.
 ///
-/// Events whose metadata compiles take its cached [`Plan`](super::plan::Plan); the
+/// Events whose metadata compiles take its cached [`Plan`](plan::Plan); the
 /// others, and any event where the plan meets a problem, take the streaming writer
 /// ([`write_event_streaming`]), so the line is the same either way.
 pub fn write_event(out: &mut Vec<u8>, scratch: &mut Scratch, tp: &TracepointName<'_>, data: &[u8]) {
