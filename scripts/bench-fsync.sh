@@ -3,7 +3,7 @@
 #
 # A perl producer pinned to CPU 0 calls getppid(424242, SEQ) N times as fast as it can;
 # `uevrec record` (release build, --pid of the producer, filter id == getppid) writes
-# -o FILE (JSON lines), a flight dump, or --raw FILE --raw-format trace-dat (--backend ftrace) with each
+# -o FILE (JSON lines), a flight dump, --raw FILE (perf-data: `perf`) or --raw FILE --raw-format trace-dat (--backend ftrace) with each
 # --fsync policy, RUNS times each. Printed per run: the recorder's CPU seconds (user +
 # system, /usr/bin/time), the records in the output (JSON lines: counted in FILE;
 # trace-dat: `uevrec decode FILE`), the kernel's lost counts in it, CPU µs per record, the producer's calls per second,
@@ -39,6 +39,10 @@ for out in $OUTPUTS; do
       if [ "$out" = json ]; then
         args=(-o "$dir/out.json")
         ready() { grep -q '"attached"' "$dir/out.json" 2>/dev/null; }
+      elif [ "$out" = perf ]; then
+        args=(--raw "$dir/k.data")
+        # The file exists once the recorder runs; its events attach a moment later.
+        ready() { [ -s "$dir/k.data" ] && sleep 0.3; }
       elif [ "$out" = flight ]; then
         args=(--flight 1G -o "$dir/fl.json")
         ready() { grep -q '"attached"' "$dir/log" 2>/dev/null; }
@@ -65,6 +69,8 @@ for out in $OUTPUTS; do
       elif [ "$out" = flight ]; then
         cat "$dir"/fl.json.* >"$dir/lines"
         grep -o 'flight dump .* in [0-9.]* s' "$dir/log" | sed 's/.* in /flight dump written in /' >&2
+      elif [ "$out" = perf ]; then
+        "$B" decode "$dir/k.data" >"$dir/lines" 2>/dev/null || true
       else
         "$B" decode "$dir/k.dat" >"$dir/lines" 2>/dev/null || true
       fi
