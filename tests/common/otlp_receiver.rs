@@ -1,4 +1,3 @@
-#![allow(dead_code)] // each test binary uses a part
 //! OTLP receivers for the export tests: real protocol stacks on 127.0.0.1 standing in for
 //! a collector (no Collector binary can be installed here, docs/pipelines.md).
 //!
