@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Tier 3 of the test suite: real user_events. Boots a small Linux 6.12 kernel with
 # CONFIG_USER_EVENTS=y under QEMU (the host filesystem is visible inside, so the binaries
-# built here run there unchanged) and runs every tier-3 test binary (tests/vm_*.rs:
-# vm_user_events, vm_eventheader, ...) one after another in ONE boot; every acceptance
-# check is its own #[test]. Extra arguments go to each binary.
+# built here run there unchanged) and runs every tier-3 test binary (`vm`: tests/vm/, one
+# module per file; and samples' register_kernel) one after another in ONE boot; every
+# acceptance check is its own #[test]. Extra arguments go to each binary.
 #
 #   scripts/vm-test.sh [extra test-harness args, e.g. a test name filter or --nocapture]
 #
@@ -47,16 +47,14 @@ say "VM runner: $run"
 say "building: cargo build --workspace --tests --bins"
 cargo build --workspace --tests --bins --quiet
 
-# Every tier-3 test binary, from cargo's own build report: tests/vm_*.rs, samples'
-# register_kernel (register commands against the real kernel), and session_host, whose
-# user_events tests need this kernel (its other tests run on the host: see FILTERS).
+# Every tier-3 test binary, from cargo's own build report: `vm` (tests/vm/main.rs) and
+# samples' register_kernel (register commands against the real kernel). The binary is the
+# tier (tests/README.md): every test of these binaries runs here, none elsewhere.
 mapfile -t exes < <(cargo test --workspace --no-run --message-format=json 2>/dev/null |
 	grep '"reason":"compiler-artifact"' | grep '"kind":\["test"\]' |
-	sed -n 's/.*"name":"\(vm_[^"]*\|register_kernel\|session_host\)".*"executable":"\([^"]*\)".*/\1 \2/p' | sort -u)
-# Test-name filters per binary (none: all of its tests).
-declare -A FILTERS=([session_host]="multi_format_versions_are_attached_late_and_named_by_base")
+	sed -n 's/.*"name":"\(vm\|register_kernel\)".*"executable":"\([^"]*\)".*/\1 \2/p' | sort -u)
 if [ "${#exes[@]}" = 0 ]; then
-	say "found no tests/vm_*.rs binaries (cargo test --no-run)"
+	say "found no tier-3 test binaries (vm, register_kernel) in cargo test --no-run"
 	exit 1
 fi
 for e in "${exes[@]}"; do say "test binary: $e"; done
@@ -84,7 +82,7 @@ trap 'rm -f "$guest"' EXIT
 	for e in "${exes[@]}"; do
 		name=${e%% *} path=${e#* }
 		printf 'echo "vm-test: running %s"\n' "$name"
-		printf '"%s" %s "$@" || failed="$failed %s"\n' "$path" "${FILTERS[$name]:-}" "$name"
+		printf '"%s" "$@" || failed="$failed %s"\n' "$path" "$name"
 	done
 	echo 'if [ -n "$failed" ]; then echo "vm-test: FAILED:$failed"; exit 1; fi'
 	echo 'echo "vm-test: every tier-3 binary passed"'

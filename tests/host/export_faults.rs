@@ -1,5 +1,5 @@
 //! `record --otlp` under faults on the host kernel (host tier: root, tracefs), as
-//! tests/export_host.rs: a perl child calls `syscall(getppid, 424242, SEQ)`, uevrec records
+//! tests/host/export.rs: a perl child calls `syscall(getppid, 424242, SEQ)`, uevrec records
 //! `raw_syscalls:sys_enter` of that child and exports to the real receivers of
 //! tests/common/otlp_receiver.rs on 127.0.0.1. Here the faults of issue 24:
 //!

@@ -10,7 +10,7 @@
 //! guest's 127.0.0.1 in the test process.
 //!
 //! One producer run is recorded by two (three) uevrec processes at once: `--format otlp`
-//! into a file (the OTLP/JSON path of tests/vm_otlp.rs) and `--otlp-endpoint` over gRPC
+//! into a file (the OTLP/JSON path of tests/vm/otlp.rs) and `--otlp-endpoint` over gRPC
 //! (and, where `record` has `--threads`, a second gRPC export with `--threads 2`). Then:
 //! 1. every value the receiver decoded is what the producer gave the SDK (its report
 //!    lines), checked on the protobuf messages;
