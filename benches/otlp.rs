@@ -68,7 +68,7 @@ fn cs_log() -> Vec<u8> {
     trace_entry(4, &meta, &payload)
 }
 
-/// `raw_syscalls:sys_enter` (a plain tracefs event, what `tests/export_host.rs` records):
+/// `raw_syscalls:sys_enter` (a plain tracefs event, what `tests/host/export.rs` records):
 /// its format and one record (`getppid` with two arguments), for
 /// `UEVREC_BENCH_EVENT=sys_enter`.
 fn sys_enter() -> (PreparedFormat, Vec<u8>) {

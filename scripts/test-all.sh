@@ -35,9 +35,9 @@ missing=()
 command -v perf >/dev/null 2>&1 || missing+=(linux-perf)
 [ -x /bin/busybox ] || command -v busybox >/dev/null 2>&1 || missing+=(busybox-static)
 command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
-# tests/top_host.rs runs `uevrec top` in a real terminal: a tmux pane.
+# tests/host/top.rs runs `uevrec top` in a real terminal: a tmux pane.
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
-# tests/decode_host.rs compares trace.dat decoding with `trace-cmd report`.
+# tests/host/decode.rs compares trace.dat decoding with `trace-cmd report`.
 command -v trace-cmd >/dev/null 2>&1 || missing+=(trace-cmd)
 if [ ${#missing[@]} -gt 0 ]; then
   if $root; then
@@ -51,21 +51,21 @@ if [ ${#missing[@]} -gt 0 ]; then
 else
   echo "packages: all present"
 fi
-# The VM tier's OTLP test (tests/vm_otlp.rs) checks uevrec's lines with the official
+# The VM tier's OTLP test (tests/vm/otlp.rs) checks uevrec's lines with the official
 # protobuf definitions: the PyPI package opentelemetry-proto (the guest sees this python3).
 if ! python3 -c 'import opentelemetry.proto' 2>/dev/null; then
   echo "installing: opentelemetry-proto (PyPI, for tests/otlp/validate.py)"
   python3 -m pip install --quiet opentelemetry-proto ||
     python3 -m pip install --quiet --break-system-packages opentelemetry-proto ||
-    echo "pip install opentelemetry-proto failed: tests/vm_otlp.rs will fail until it is installed" >&2
+    echo "pip install opentelemetry-proto failed: tests/vm/otlp.rs will fail until it is installed" >&2
 fi
-# tests/metrics_endpoint.rs reads /metrics with a real Prometheus text parser: the PyPI
+# tests/pure/metrics_endpoint.rs reads /metrics with a real Prometheus text parser: the PyPI
 # package prometheus-client (tests/metrics/parse.py).
 if ! python3 -c 'import prometheus_client' 2>/dev/null; then
   echo "installing: prometheus-client (PyPI, for tests/metrics/parse.py)"
   python3 -m pip install --quiet prometheus-client ||
     python3 -m pip install --quiet --break-system-packages prometheus-client ||
-    echo "pip install prometheus-client failed: tests/metrics_endpoint.rs will fail until it is installed" >&2
+    echo "pip install prometheus-client failed: tests/pure/metrics_endpoint.rs will fail until it is installed" >&2
 fi
 if ! command -v cargo-nextest >/dev/null 2>&1; then
   echo "cargo-nextest not found: falling back to cargo test (cargo install cargo-nextest for per-test processes)"
@@ -105,11 +105,11 @@ cargo test --workspace --doc --quiet 2>&1 | tee -a "$log"
 
 step "tests: tier 1 (pure) and tier 2 (host kernel)"
 t1=$(date +%s)
-# The tier-3 tests (tests/vm_*.rs, samples' register_kernel, session_host's user_events
-# test: the list is scripts/vm-test.sh's) run in the VM only.
+# The tier-3 test binaries (`vm`: tests/vm/, and samples' register_kernel: the list is
+# scripts/vm-test.sh's) run in the VM only. One binary per tier: tests/README.md.
 if command -v cargo-nextest >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast --success-output never --failure-output final \
-    -E 'not binary(/^vm_/) and not binary(register_kernel) and not (binary(session_host) and test(multi_format_versions_are_attached_late_and_named_by_base))' \
+    -E 'not binary(=vm) and not binary(=register_kernel)' \
     2>&1 | tee -a "$log"
 else
   # Without nextest the tier-3 tests run here too and skip (they are not required on the
@@ -125,7 +125,7 @@ step "self-check: a required tier that cannot run fails"
 hidden=$(mktemp -d)
 check_log=$(mktemp)
 if UEVREC_TRACEFS=$hidden UEVREC_REQUIRE_TIERS=host UEVREC_SKIP_LOG=$check_log \
-  cargo test --quiet --test record_host records_exec_of_a_known_path >"$check_log.out" 2>&1; then
+  cargo test --quiet --test host record::records_exec_of_a_known_path >"$check_log.out" 2>&1; then
   echo "SELF-CHECK FAILED: a required host test passed with tracefs hidden" | tee -a "$log"
   echo "test result: FAILED. 0 passed; 1 failed; 0 ignored" >>"$log"
 elif ! grep -q "tier \`host\` is required" "$check_log.out"; then
@@ -133,8 +133,8 @@ elif ! grep -q "tier \`host\` is required" "$check_log.out"; then
   tail -n 20 "$check_log.out"
   echo "test result: FAILED. 0 passed; 1 failed; 0 ignored" >>"$log"
 elif ! UEVREC_TRACEFS=$hidden UEVREC_REQUIRE_TIERS=pure UEVREC_SKIP_LOG=$check_log \
-  cargo test --quiet --test record_host records_exec_of_a_known_path >"$check_log.out" 2>&1 ||
-  ! grep -q "SKIP \[host\] records_exec_of_a_known_path" "$check_log"; then
+  cargo test --quiet --test host record::records_exec_of_a_known_path >"$check_log.out" 2>&1 ||
+  ! grep -q "SKIP \[host\] record::records_exec_of_a_known_path" "$check_log"; then
   echo "SELF-CHECK FAILED: an unrequired host test with tracefs hidden did not skip loudly" | tee -a "$log"
   tail -n 20 "$check_log.out"
   echo "test result: FAILED. 0 passed; 1 failed; 0 ignored" >>"$log"

@@ -21,7 +21,7 @@ use uevrec_parsers::perf_data::lines::{
 mod tier;
 use tier::Tier;
 
-/// perf script as the reference (shared with tests/decode_host.rs).
+/// perf script as the reference (shared with tests/host/decode.rs).
 #[path = "../../tests/common/perf_script.rs"]
 mod perf_script;
 

@@ -308,7 +308,7 @@ mod tests {
 
     #[test]
     fn the_initial_pid_is_this_process_outside_a_namespace() {
-        // The tests run in the initial pid namespace (tests/context_host.rs covers a
+        // The tests run in the initial pid namespace (tests/host/context.rs covers a
         // nested one end to end, with the namespace's own /proc).
         let me = std::process::id();
         assert_eq!(pid_view(), PidView::Initial(me));

@@ -2,7 +2,7 @@
 //! recorder is attached when a producer registers and its very first record is kept
 //! (docs/register.md).
 //!
-//! The kernel side (checked on a 6.12 kernel, tests/vm_register.rs):
+//! The kernel side (checked on a 6.12 kernel, tests/vm/register.rs):
 //! - a `u:NAME FIELDS` line written to tracefs `dynamic_events` creates a persistent
 //!   event; a producer that later registers the same name with the same fields
 //!   (DIAG_IOCSREG) shares that tracepoint (same ID), and its enable bit is set at once

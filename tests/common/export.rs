@@ -1,8 +1,6 @@
-//! Helpers of the export tests (tests/export_host.rs, tests/export_faults_host.rs): the
+//! Helpers of the export tests (tests/host/export.rs, tests/host/export_faults.rs): the
 //! producer of `syscall(getppid, 424242, SEQ)` calls, what a receiver got, the end-of-run
-//! summary, `/metrics`. Included with `#[path = "common/export.rs"] mod export;` beside
-//! `mod common;` (it needs the OTLP types only those tests link).
-#![allow(dead_code)] // each test binary uses a part
+//! summary, `/metrics`.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -16,7 +14,6 @@ use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value};
 
 /// The first argument of every call of the child: tells its records from any other.
 pub const MARK: i64 = 424_242;
-pub const PATIENCE: Duration = Duration::from_secs(60);
 /// The tracepoint the child's records come from.
 pub const TP: &str = "raw_syscalls:sys_enter";
 

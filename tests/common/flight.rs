@@ -1,4 +1,4 @@
-//! `uevrec record --flight` as the tests run it (tests/flight_host.rs, tests/vm_flight.rs):
+//! `uevrec record --flight` as the tests run it (tests/host/flight.rs, tests/vm/flight.rs):
 //! the running recorder with its stderr, and the dump files read back with their counts.
 
 use std::collections::BTreeMap;
@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// How long a dump, an attach or an exit may take (TCG guests are slow).
-pub const PATIENCE: Duration = Duration::from_secs(60);
+use super::PATIENCE;
 
 /// A running `uevrec record --flight … -o OUT` whose stderr is collected.
 pub struct Flight {
@@ -25,7 +24,7 @@ pub struct Flight {
 impl Flight {
     /// `uevrec record -o out ARGS` (ARGS include `--flight SIZE`).
     pub fn start<S: AsRef<std::ffi::OsStr>>(out: &Path, args: &[S]) -> Flight {
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin("uevrec"))
+        let mut child = Command::new(super::bin())
             .arg("record")
             .arg("-o")
             .arg(out)

@@ -2,19 +2,40 @@
 
 #![allow(dead_code)] // each test binary uses a part
 
+#[macro_use]
+pub mod tier;
 pub mod comm;
+pub mod export;
 pub mod flight;
 pub mod otlp;
+pub mod otlp_receiver;
 pub mod perf_script;
 pub mod schema_line;
-pub mod tier;
+pub mod session;
 pub mod vm;
 
+use std::path::PathBuf;
 use std::process::{Child, ExitStatus};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+/// How long a host-tier test waits for things that take milliseconds on an idle machine
+/// (uevrec attaching, exiting, writing a line) before it fails: generous, for shared and
+/// loaded machines. The VM tier's is [`vm::PATIENCE`].
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The `uevrec` binary cargo built for these tests.
+pub fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("uevrec")
+}
+
+/// Wait up to [`PATIENCE`] for `child` (a uevrec) to exit; panics when it does not (it is
+/// killed and reaped first).
+pub fn must_exit(child: &mut Child) -> ExitStatus {
+    wait_exit(child, PATIENCE).unwrap_or_else(|_| panic!("uevrec did not exit within {PATIENCE:?}"))
+}
 
 /// Wait up to `patience` for `child` to exit. On timeout it is killed (and reaped) and
 /// the result is `Err` with its final status, for the caller to fail or report.
@@ -129,25 +150,41 @@ pub fn getppid_producer(secs: u64) -> Child {
         .expect("perl is needed for the getppid producer")
 }
 
-/// Whether this host can record `raw_syscalls` (root, tracefs with the events): when
+/// Why this host cannot record `raw_syscalls`, if it cannot: it needs root and tracefs
+/// with the events. `UEVREC_TRACEFS` (which uevrec itself reads too) moves tracefs:
+/// scripts/test-all.sh points it at an empty folder to check that a required tier that
+/// cannot run fails.
+pub fn raw_syscalls_skip_reason() -> Option<&'static str> {
+    // SAFETY: geteuid has no side effects.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root");
+    }
+    let root = std::env::var_os("UEVREC_TRACEFS").unwrap_or_else(|| "/sys/kernel/tracing".into());
+    if !std::path::Path::new(&root)
+        .join("events/raw_syscalls/sys_enter")
+        .exists()
+    {
+        return Some("tracefs with raw_syscalls events not mounted at /sys/kernel/tracing");
+    }
+    None
+}
+
+/// Whether this host can record `raw_syscalls` ([`raw_syscalls_skip_reason`]): when
 /// not, the test skips (or fails, when the host tier is required) and the caller returns.
 pub fn raw_syscalls_here() -> bool {
-    // SAFETY: geteuid has no side effects.
-    let why = if unsafe { libc::geteuid() } != 0 {
-        "not root"
-    } else if !std::path::Path::new("/sys/kernel/tracing/events/raw_syscalls/sys_enter").exists() {
-        "tracefs with raw_syscalls events not mounted at /sys/kernel/tracing"
-    } else {
-        return true;
-    };
-    tier::skip(tier::Tier::Host, why);
-    false
+    match raw_syscalls_skip_reason() {
+        None => true,
+        Some(why) => {
+            tier::skip(tier::Tier::Host, why);
+            false
+        }
+    }
 }
 
 /// `uevrec tail --quiet ARGS` of the getppid calls (`raw_syscalls:sys_enter`, id
 /// [`NR_GETPPID`]) of process `pid`, stdout and stderr piped.
 pub fn tail_getppid(pid: u32, args: &[&str]) -> Child {
-    std::process::Command::new(assert_cmd::cargo::cargo_bin("uevrec"))
+    std::process::Command::new(bin())
         .args(["tail", "--quiet"])
         .args(args)
         .args(["--pid", &pid.to_string()])

@@ -1,4 +1,4 @@
-#![allow(dead_code)] // each test binary uses a part
+#![allow(dead_code)] // each includer (the test binaries, examples/otlp_receiver.rs) uses a part
 //! OTLP receivers for the export tests: real protocol stacks on 127.0.0.1 standing in for
 //! a collector (no Collector binary can be installed here, docs/pipelines.md).
 //!

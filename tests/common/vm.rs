@@ -1,4 +1,4 @@
-//! What the tier-3 test binaries (`tests/vm_*.rs`, run in the user_events VM by
+//! What the tier-3 tests (the `vm` test binary, tests/vm/, run in the user_events VM by
 //! scripts/vm-test.sh) share: where the sample producers are, per-test directories, the
 //! user_events check, children whose JSON report lines are collected as they come.
 
@@ -13,6 +13,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::tier::{Tier, skip};
+
+/// How long a VM-tier test waits for a producer or for its records to show before it
+/// fails: the guest runs under TCG, slow (the host tier's is [`super::PATIENCE`]).
+pub const PATIENCE: Duration = Duration::from_secs(120);
 
 /// Where tracefs is mounted in the VM.
 pub const TRACEFS: &str = "/sys/kernel/tracing";

@@ -5,7 +5,7 @@
 //! ```
 //! `--rename COMM`: once started, rename the process (its main thread, by writing
 //! `/proc/thread-self/comm`, which is `prctl(PR_SET_NAME)`) before the writer threads
-//! start, so the recorder sees a rename mid-run (tests/vm_context.rs).
+//! start, so the recorder sees a rename mid-run (tests/vm/context.rs).
 //! START OPTIONS: `--timeout-secs S` (default 60), `--settle-ms MS`, `--start-file F`: when to
 //! start writing once enabled (see `uevrec_samples::StartArgs`). `--exit-file F`: after the
 //! done line, stay alive until F exists (at most the timeout).

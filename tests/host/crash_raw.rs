@@ -1,0 +1,126 @@
+//! Host tier: `record --raw FILE` (perf.data) killed with SIGKILL at random points, 20
+//! times. A perl child pinned to CPU 0 calls `syscall(getppid, 424242, SEQ)` for SEQ =
+//! 1, 2, 3 … without end; each round starts a recorder of its `raw_syscalls:sys_enter`,
+//! kills it after a random delay (printed with the seed), and decodes the file: exit
+//! status 3 (salvaged), a `truncated` notice last, and the SEQ values of the records form
+//! one contiguous run (no gap, no repeat) up to the last whole record.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::tier::Tier;
+use crate::common::{NR_GETPPID, PATIENCE};
+
+const ROUNDS: usize = 20;
+
+/// Kills and reaps the child when dropped (a failing test leaves nothing running).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The SEQ values (second argument of the getppid(424242, SEQ) calls) in `lines`, in
+/// output order, and the last line.
+fn seqs(stdout: &str) -> (Vec<u64>, Value) {
+    let lines: Vec<Value> = (stdout.lines())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let seqs = (lines.iter())
+        .filter(|l| l["event"] == "sys_enter" && l["fields"]["id"] == NR_GETPPID)
+        .filter(|l| l["fields"]["args"][0] == 424242)
+        .map(|l| l["fields"]["args"][1].as_u64().unwrap())
+        .collect();
+    (seqs, lines.last().cloned().unwrap_or(Value::Null))
+}
+
+#[test]
+fn sigkilled_raw_recordings_decode_to_a_contiguous_run() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    require!(
+        Tier::Host,
+        crate::common::perf_skip_reason().map_or(Ok(()), Err)
+    );
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64;
+    println!("seed {seed}");
+    let mut rng = seed | 1;
+    let mut next = move || {
+        // xorshift64
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let producer = Command::new("taskset")
+        .args(["-c", "0", "perl", "-e"])
+        .arg(format!(
+            "my $i = 0; while (1) {{ syscall({NR_GETPPID}, 424242, ++$i) for 1..200; \
+             select(undef, undef, undef, 0.0005) }}"
+        ))
+        .spawn()
+        .expect("taskset and perl are needed");
+    let producer = KillOnDrop(producer);
+    let pid = producer.0.id().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = crate::common::bin();
+    let started = Instant::now();
+    for round in 0..ROUNDS {
+        let file = dir.path().join(format!("k{round}.data"));
+        let rec = Command::new(&bin)
+            .args(["record", "-e", "raw_syscalls:sys_enter", "--pid", &pid])
+            .args(["--filter", &format!("id == {NR_GETPPID}"), "--raw"])
+            .arg(&file)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut rec = KillOnDrop(rec);
+        // Kill at a random moment once records flow: 0 to 800 ms after the file holds
+        // more than its start.
+        let t = Instant::now();
+        while std::fs::metadata(&file).map_or(0, |m| m.len()) < 4096 {
+            assert!(t.elapsed() < PATIENCE, "round {round}: nothing written");
+            sleep(Duration::from_millis(5));
+        }
+        let delay = Duration::from_millis(next() % 800);
+        sleep(delay);
+        rec.0.kill().unwrap();
+        rec.0.wait().unwrap();
+        let out = decode(&file);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let ctx = format!("round {round}, seed {seed}, killed {delay:?} in: {stderr}");
+        assert_eq!(out.status.code(), Some(3), "{ctx}");
+        let (seqs, last) = seqs(&String::from_utf8_lossy(&out.stdout));
+        assert_eq!(last["what"], "truncated", "{ctx}");
+        assert!(!seqs.is_empty(), "{ctx}");
+        for w in seqs.windows(2) {
+            assert_eq!(w[1], w[0] + 1, "gap or repeat: {ctx}");
+        }
+        println!(
+            "round {round}: killed after {delay:?}, {} records, SEQ {}..={}",
+            seqs.len(),
+            seqs[0],
+            seqs[seqs.len() - 1]
+        );
+    }
+    println!("{ROUNDS} rounds in {:?}", started.elapsed());
+}
+
+fn decode(file: &Path) -> std::process::Output {
+    Command::new(crate::common::bin())
+        .args(["decode", "-q", "--no-schema"])
+        .arg(file)
+        .output()
+        .unwrap()
+}

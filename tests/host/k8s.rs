@@ -1,0 +1,477 @@
+//! Kubernetes identity on every record, end to end through the binary on the host kernel
+//! (host tier: root, tracefs, a writable cgroup v2 hierarchy): real cgroups laid out as
+//! the kubelet's two cgroup drivers and each runtime name them (containerd, CRI-O and
+//! its monitor, Docker; kind's nesting under another slice), created after uevrec
+//! started (their paths come from the kernel's records), and a fake `/var/log/pods` +
+//! `/var/log/containers` tree in a temp dir as the kubelet lays it out. Each producer,
+//! a shell, moves itself into its cgroup, then execs perl to call
+//! `syscall(setpgid, 424242, SEQ)` (an `ESRCH` that `syscalls:sys_enter_setpgid`
+//! records with `pid == 424242` as the kernel filter, so other processes' calls are not
+//! recorded); every record's keys are checked by its SEQ.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::PATIENCE;
+use crate::common::tier::Tier;
+
+/// setpgid's number (the tracepoint's filter field `pid` is its first argument).
+#[cfg(target_arch = "x86_64")]
+const NR_SETPGID: u32 = 109;
+#[cfg(target_arch = "aarch64")]
+const NR_SETPGID: u32 = 154;
+const MARK: u32 = 424_242;
+
+/// Runs one test at a time (they share the cgroup tree and the tracepoint).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The cgroup v2 root, or why the tests cannot run.
+fn host() -> Result<PathBuf, String> {
+    // SAFETY: geteuid has no side effects.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("not root".into());
+    }
+    let event = Path::new("/sys/kernel/tracing/events/syscalls/sys_enter_setpgid");
+    if !event.exists() {
+        return Err(format!("no tracepoint {}", event.display()));
+    }
+    let root = uevrec::context::cgroup_root()
+        .ok_or_else(|| "no cgroup2 file system mounted".to_string())?;
+    let probe = root.join(format!("uevrec-k8s-probe-{}", std::process::id()));
+    fs::create_dir(&probe)
+        .map_err(|e| format!("cgroup v2 at {} not writable: {e}", root.display()))?;
+    let _ = fs::remove_dir(&probe);
+    Ok(root)
+}
+
+/// A cgroup tree removed (children first) when dropped.
+struct Cgroups(PathBuf);
+
+impl Drop for Cgroups {
+    fn drop(&mut self) {
+        let mut dirs = walk(&self.0);
+        dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+        for d in dirs {
+            let _ = fs::remove_dir(&d);
+        }
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![dir.to_path_buf()];
+    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            out.extend(walk(&e.path()));
+        }
+    }
+    out
+}
+
+/// The complete lines of `path` (uevrec may be writing the last one).
+fn lines(path: &Path) -> Vec<Value> {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+    complete
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("invalid line {l:?}: {e}")))
+        .collect()
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !done() {
+        assert!(t0.elapsed() < PATIENCE, "timed out waiting for {what}");
+        sleep(Duration::from_millis(20));
+    }
+}
+
+/// The SEQ numbers of this test process (tests of other processes record the same
+/// tracepoint at the same time): `seq` of it.
+fn ours(seq: u64) -> u64 {
+    u64::from(std::process::id()) * 1000 + seq
+}
+
+/// The record of SEQ `seq` ([`ours`]) in `out`, if written.
+fn record(out: &Path, seq: u64) -> Option<Value> {
+    lines(out)
+        .into_iter()
+        .find(|v| v["fields"]["pgid"] == ours(seq) && v.get("uevrec").is_none())
+}
+
+/// A recorder stopped (SIGINT, then waited for) when dropped, also when a test fails.
+struct Recorder(Child);
+
+impl Recorder {
+    /// Stop it; it must exit cleanly.
+    fn stop(mut self) {
+        assert!(self.interrupt().success());
+    }
+
+    fn interrupt(&mut self) -> std::process::ExitStatus {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
+        self.0.wait().unwrap()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            self.interrupt();
+        }
+    }
+}
+
+/// A pod UID in the systemd driver's spelling.
+fn underscored(uid: &str) -> String {
+    uid.replace('-', "_")
+}
+
+/// A 64-digit container id from `n`.
+fn cid(n: u8) -> String {
+    format!("{n:02x}").repeat(32)
+}
+
+/// The kubelet's log tree in a temp dir.
+struct Kubelet {
+    pods: PathBuf,
+    containers: PathBuf,
+}
+
+impl Kubelet {
+    fn new(dir: &Path) -> Self {
+        let k = Kubelet {
+            pods: dir.join("pods"),
+            containers: dir.join("containers"),
+        };
+        fs::create_dir_all(&k.pods).unwrap();
+        fs::create_dir_all(&k.containers).unwrap();
+        k
+    }
+
+    /// Pod `ns/pod` (`uid`) with container `name` (`id`), as the kubelet makes them:
+    /// `<ns>_<pod>_<uid>/<name>/0.log` and the link to it.
+    fn add(&self, ns: &str, pod: &str, uid: &str, name: &str, id: &str) {
+        let dir = self.pods.join(format!("{ns}_{pod}_{uid}")).join(name);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("0.log"), "").unwrap();
+        let link = self.containers.join(format!("{pod}_{ns}_{name}-{id}.log"));
+        std::os::unix::fs::symlink(dir.join("0.log"), link).unwrap();
+    }
+
+    /// The pod and its container links gone (the kubelet's cleanup).
+    fn remove(&self, ns: &str, pod: &str, uid: &str) {
+        fs::remove_dir_all(self.pods.join(format!("{ns}_{pod}_{uid}"))).unwrap();
+        for e in fs::read_dir(&self.containers).unwrap().flatten() {
+            if e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{pod}_{ns}_"))
+            {
+                fs::remove_file(e.path()).unwrap();
+            }
+        }
+    }
+}
+
+/// uevrec recording the marked setpgid calls into `out`, the kubelet's tree at `k`,
+/// once attached.
+fn recorder(backend: &str, k: &Kubelet, extra: &[&str], out: &Path) -> Recorder {
+    let rec = Command::new(crate::common::bin())
+        .args(["record", "--quiet", "--backend", backend])
+        .args(["-e", "syscalls:sys_enter_setpgid", "--filter"])
+        .arg(format!("pid == {MARK}"))
+        .args(["--rescan-interval", "100ms", "--k8s-pod-logs"])
+        .arg(&k.pods)
+        .arg("--k8s-container-logs")
+        .arg(&k.containers)
+        .args(extra)
+        .arg("-o")
+        .arg(out)
+        .spawn()
+        .unwrap();
+    let rec = Recorder(rec);
+    wait_for("the attached notice", || {
+        lines(out).iter().any(|v| v["what"] == "attached")
+    });
+    rec
+}
+
+/// A process moved into the cgroup `dir` (made now) that calls setpgid(MARK, `seq`),
+/// run to its end.
+fn produce_in(dir: &Path, seq: u64) {
+    fs::create_dir_all(dir).unwrap();
+    let script = format!(
+        "echo $$ > {}/cgroup.procs && exec perl -e 'syscall({NR_SETPGID}, {MARK}, {})'",
+        dir.display(),
+        ours(seq)
+    );
+    let status = Command::new("sh").args(["-c", &script]).status().unwrap();
+    assert!(status.success(), "{script}");
+}
+
+/// What a record must say: the k8s keys (None: absent) and the container id.
+#[derive(Debug)]
+struct Want {
+    uid: Option<String>,
+    qos: Option<&'static str>,
+    namespace: Option<&'static str>,
+    pod: Option<&'static str>,
+    container_name: Option<&'static str>,
+    container: Option<String>,
+}
+
+impl Want {
+    fn check(&self, v: &Value, what: &str) {
+        let s = |o: &Option<&'static str>| o.map_or(Value::Null, Value::from);
+        let got = |k: &str| v.get(k).cloned().unwrap_or(Value::Null);
+        assert_eq!(
+            got("k8s_pod_uid"),
+            self.uid.clone().map_or(Value::Null, Value::from),
+            "{what}: {v}"
+        );
+        assert_eq!(got("k8s_qos"), s(&self.qos), "{what}: {v}");
+        assert_eq!(got("k8s_namespace"), s(&self.namespace), "{what}: {v}");
+        assert_eq!(got("k8s_pod"), s(&self.pod), "{what}: {v}");
+        assert_eq!(got("k8s_container"), s(&self.container_name), "{what}: {v}");
+        assert_eq!(
+            got("container"),
+            self.container.clone().map_or(Value::Null, Value::from),
+            "{what}: {v}"
+        );
+    }
+}
+
+fn want(
+    uid: &str,
+    qos: &'static str,
+    ns: &'static str,
+    pod: &'static str,
+    name: Option<&'static str>,
+    id: Option<&str>,
+) -> Want {
+    Want {
+        uid: Some(uid.into()),
+        qos: Some(qos),
+        namespace: Some(ns),
+        pod: Some(pod),
+        container_name: name,
+        container: id.map(Into::into),
+    }
+}
+
+fn every_driver_and_runtime(backend: &str) {
+    let root = require!(Tier::Host, host());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let k = Kubelet::new(tmp.path());
+    let out = tmp.path().join("out.json");
+    let top = root.join(format!("uevrec-k8s-{}-{backend}", std::process::id()));
+    fs::create_dir_all(&top).unwrap();
+    let _cg = Cgroups(top.clone());
+
+    let u1 = "11111111-aaaa-4bbb-8ccc-000000000001";
+    let u2 = "22222222-aaaa-4bbb-8ccc-000000000002";
+    let u3 = "5d8f5e1c2b3a4f6e7d8c9b0a1f2e3d4c"; // a static pod: its manifest's hash
+    let u4 = "44444444-aaaa-4bbb-8ccc-000000000004";
+    let u5 = "55555555-aaaa-4bbb-8ccc-000000000005";
+    let u6 = "66666666-aaaa-4bbb-8ccc-000000000006";
+    let (i1, i2, i3, i4, i5, i6) = (cid(1), cid(2), cid(3), cid(4), cid(5), cid(6));
+    // Known before uevrec starts: pods 1 to 3 (read at start).
+    k.add("shop", "web-0", u1, "nginx", &i1);
+    k.add("batch", "job-x", u2, "worker", &i2);
+    k.add("kube-system", "etcd-node", u3, "etcd", &i3);
+    let rec = recorder(backend, &k, &[], &out);
+    // Known after it started: pods 4 to 6 (read at a rescan).
+    k.add("default", "api-1", u4, "app", &i4);
+    k.add("default", "cron-1", u5, "job", &i5);
+    k.add("kind", "nested", u6, "side-car", &i6);
+
+    let sd = top.join("kubepods.slice");
+    let fs_ = top.join("kubepods");
+    let cases: Vec<(PathBuf, Want)> = vec![
+        (
+            sd.join("kubepods-burstable.slice")
+                .join(format!("kubepods-burstable-pod{}.slice", underscored(u1)))
+                .join(format!("cri-containerd-{i1}.scope")),
+            want(u1, "Burstable", "shop", "web-0", Some("nginx"), Some(&i1)),
+        ),
+        (
+            sd.join("kubepods-besteffort.slice")
+                .join(format!("kubepods-besteffort-pod{}.slice", underscored(u2)))
+                .join(format!("crio-{i2}.scope")),
+            want(
+                u2,
+                "BestEffort",
+                "batch",
+                "job-x",
+                Some("worker"),
+                Some(&i2),
+            ),
+        ),
+        (
+            // CRI-O's monitor: the pod, no container.
+            sd.join("kubepods-besteffort.slice")
+                .join(format!("kubepods-besteffort-pod{}.slice", underscored(u2)))
+                .join(format!("crio-conmon-{i2}.scope")),
+            want(u2, "BestEffort", "batch", "job-x", None, None),
+        ),
+        (
+            sd.join(format!("kubepods-pod{u3}.slice"))
+                .join(format!("docker-{i3}.scope")),
+            want(
+                u3,
+                "Guaranteed",
+                "kube-system",
+                "etcd-node",
+                Some("etcd"),
+                Some(&i3),
+            ),
+        ),
+        (
+            fs_.join("burstable").join(format!("pod{u4}")).join(&i4),
+            want(u4, "Burstable", "default", "api-1", Some("app"), Some(&i4)),
+        ),
+        (
+            fs_.join("besteffort")
+                .join(format!("pod{u5}"))
+                .join(format!("crio-{i5}")),
+            want(
+                u5,
+                "BestEffort",
+                "default",
+                "cron-1",
+                Some("job"),
+                Some(&i5),
+            ),
+        ),
+        (
+            // kind: kubepods under the node container's kubelet.slice.
+            top.join("kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-burstable.slice")
+                .join(format!(
+                    "kubelet-kubepods-burstable-pod{}.slice",
+                    underscored(u6)
+                ))
+                .join(format!("cri-containerd-{i6}.scope")),
+            want(
+                u6,
+                "Burstable",
+                "kind",
+                "nested",
+                Some("side-car"),
+                Some(&i6),
+            ),
+        ),
+        (
+            // Outside kubepods: no k8s keys.
+            top.join("system.slice/uevrec-k8s-test.service"),
+            Want {
+                uid: None,
+                qos: None,
+                namespace: None,
+                pod: None,
+                container_name: None,
+                container: None,
+            },
+        ),
+    ];
+    // The names of pods 4 to 6 are read at the first rescan after they were made.
+    sleep(Duration::from_millis(500));
+    for (seq, (dir, _)) in cases.iter().enumerate() {
+        produce_in(dir, seq as u64);
+    }
+    let n = cases.len() as u64;
+    wait_for("every case's record", || {
+        (0..n).all(|s| record(&out, s).is_some())
+    });
+    for (seq, (dir, want)) in cases.iter().enumerate() {
+        let v = record(&out, seq as u64).unwrap();
+        let what = dir.strip_prefix(&root).unwrap().display().to_string();
+        assert_eq!(v["cgroup"], format!("/{what}"), "{v}");
+        want.check(&v, &what);
+    }
+
+    // Pod web-0 replaced: the old one's logs go, a new one (new UID, new container)
+    // starts before the kubelet made its log directory: its record carries the new UID
+    // alone, never the old pod's names; once the directory is there, the new names.
+    k.remove("shop", "web-0", u1);
+    let u7 = "77777777-aaaa-4bbb-8ccc-000000000007";
+    let i7 = cid(7);
+    let dir7 = sd
+        .join("kubepods-burstable.slice")
+        .join(format!("kubepods-burstable-pod{}.slice", underscored(u7)))
+        .join(format!("cri-containerd-{i7}.scope"));
+    produce_in(&dir7, 100);
+    wait_for("the new pod's first record", || record(&out, 100).is_some());
+    let mut early = want(u7, "Burstable", "shop", "web-0", None, Some(&i7));
+    early.namespace = None;
+    early.pod = None;
+    early.check(&record(&out, 100).unwrap(), "replaced pod, before its logs");
+    k.add("shop", "web-0", u7, "nginx-v2", &i7);
+    sleep(Duration::from_millis(600));
+    produce_in(&dir7, 101);
+    // And the old pod's cgroup (a process left in it) keeps the old UID.
+    produce_in(&cases[0].0, 102);
+    wait_for("the later records", || {
+        record(&out, 101).is_some() && record(&out, 102).is_some()
+    });
+    want(
+        u7,
+        "Burstable",
+        "shop",
+        "web-0",
+        Some("nginx-v2"),
+        Some(&i7),
+    )
+    .check(&record(&out, 101).unwrap(), "replaced pod, after its logs");
+    want(u1, "Burstable", "shop", "web-0", Some("nginx"), Some(&i1))
+        .check(&record(&out, 102).unwrap(), "the old pod's cgroup");
+
+    rec.stop();
+}
+
+#[test]
+fn every_driver_and_runtime_perf() {
+    every_driver_and_runtime("perf");
+}
+
+#[test]
+fn every_driver_and_runtime_ftrace() {
+    every_driver_and_runtime("ftrace");
+}
+
+#[test]
+fn no_context_leaves_the_k8s_keys_out() {
+    let root = require!(Tier::Host, host());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let k = Kubelet::new(tmp.path());
+    let out = tmp.path().join("out.json");
+    let top = root.join(format!("uevrec-k8s-{}-nocontext", std::process::id()));
+    let _cg = Cgroups(top.clone());
+    let uid = "11111111-aaaa-4bbb-8ccc-000000000001";
+    k.add("shop", "web-0", uid, "nginx", &cid(1));
+    let rec = recorder("perf", &k, &["--no-context"], &out);
+    let dir = top
+        .join(format!("kubepods/burstable/pod{uid}"))
+        .join(cid(1));
+    produce_in(&dir, 7);
+    wait_for("the record", || record(&out, 7).is_some());
+    let v = record(&out, 7).unwrap();
+    for key in [
+        "cgroup",
+        "container",
+        "k8s_pod_uid",
+        "k8s_qos",
+        "k8s_namespace",
+        "k8s_pod",
+        "k8s_container",
+    ] {
+        assert!(v.get(key).is_none(), "{key} in {v}");
+    }
+    rec.stop();
+}

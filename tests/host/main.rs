@@ -1,0 +1,28 @@
+//! Tier 2 (host kernel): the test binary of everything that needs root, tracefs and
+//! perf_event_open on this machine's kernel (no user_events). A test that cannot run here
+//! says why through `require!`/`crate::common::tier::skip` (and fails when
+//! `UEVREC_REQUIRE_TIERS` names `host`). Each file is a module; the rules: tests/README.md.
+
+#[macro_use]
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cli;
+mod context;
+mod crash;
+mod crash_raw;
+mod decode;
+mod export;
+mod export_faults;
+mod flight;
+mod k8s;
+mod otlp;
+mod record;
+mod record_dat;
+mod record_raw;
+mod session;
+mod spool;
+mod stall;
+mod stop;
+mod threads;
+mod top;

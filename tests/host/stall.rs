@@ -1,0 +1,113 @@
+//! A slow sink pushes back to the rings and shows as LOST, never as unbounded memory.
+//!
+//! `uevrec tail` records `raw_syscalls:sys_enter` of a child calling getppid flat out for
+//! `UEVREC_STALL_SECS` seconds (default 60), while the reader of uevrec's stdout stalls
+//! for that whole time. uevrec's RSS is sampled twice a second and must stay under
+//! [`RSS_BOUND_KIB`] (README: "Memory"); afterwards the stream is read and
+//! `recorded + lost == produced` must hold exactly.
+//! Needs root and tracefs (prints why it is skipped otherwise).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::common::NR_GETPPID;
+
+/// The documented bound on uevrec's resident memory with 16-page rings: binary + heap +
+/// the two fixed buffer pools (≈ 11.2 MiB, see `src/pipeline.rs`).
+const RSS_BOUND_KIB: u64 = 32 * 1024;
+
+fn vm_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[test]
+fn stalled_reader_gives_lost_lines_and_bounded_memory() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let secs: u64 = std::env::var("UEVREC_STALL_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+
+    let mut producer = crate::common::getppid_producer(secs);
+
+    let mut rec = crate::common::tail_getppid(producer.id(), &["-m", "16"]);
+    let mut out = BufReader::new(rec.stdout.take().unwrap());
+
+    // Read up to the attached notice, then stop reading: the stall.
+    let mut line = String::new();
+    let t0 = Instant::now();
+    loop {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "uevrec ended before attaching"
+        );
+        if line.contains("\"attached\"") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "no attached notice");
+    }
+    producer.stdin.take().unwrap().write_all(b"go\n").unwrap();
+
+    let mut max_rss = 0;
+    let stall_end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < stall_end {
+        if let Some(kib) = vm_rss_kib(rec.id()) {
+            max_rss = max_rss.max(kib);
+        }
+        thread::sleep(Duration::from_millis(500));
+    }
+    let mut produced = String::new();
+    producer
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut produced)
+        .unwrap();
+    assert!(producer.wait().unwrap().success());
+    let produced: u64 = produced.trim().parse().expect("producer count");
+
+    // Stop uevrec; it drains into the pipe as we read it now.
+    // SAFETY: kill on a child we own.
+    assert_eq!(unsafe { libc::kill(rec.id() as i32, libc::SIGINT) }, 0);
+    let (mut recorded, mut lost, mut lost_lines) = (0u64, 0u64, 0u64);
+    for l in out.lines() {
+        let l = l.unwrap();
+        let v: serde_json::Value = serde_json::from_str(&l).expect("valid JSON line");
+        match v.get("uevrec").and_then(|u| u.as_str()) {
+            Some("lost") => {
+                lost += v["lost"].as_u64().unwrap();
+                lost_lines += 1;
+            }
+            Some(_) => {}
+            None => {
+                assert_eq!(v["fields"]["id"], NR_GETPPID);
+                recorded += 1;
+            }
+        }
+    }
+    let status = rec.wait().unwrap();
+    let mut err = String::new();
+    rec.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(status.success(), "uevrec failed: {status}: {err}");
+    eprintln!(
+        "stall {secs}s: produced {produced}, recorded {recorded}, lost {lost} in {lost_lines} \
+         LOST lines, max RSS {max_rss} KiB (bound {RSS_BOUND_KIB} KiB)"
+    );
+    assert!(
+        lost_lines > 0,
+        "a {secs}s stall must overflow 16-page rings"
+    );
+    assert_eq!(
+        recorded + lost,
+        produced,
+        "recorded + lost must equal produced"
+    );
+    assert!(max_rss > 0, "RSS was never sampled");
+    assert!(max_rss < RSS_BOUND_KIB, "RSS {max_rss} KiB over the bound");
+}
