@@ -12,4 +12,3 @@ mod export_transport;
 mod metrics_endpoint;
 mod readme_paths;
 mod tiers;
-
