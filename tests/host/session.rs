@@ -626,7 +626,8 @@ fn unprivileged_run_says_root_or_cap_perfmon() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "unprivileged_run_says_root_or_cap_perfmon",
+            // This test's name in its tier's binary (`session::…`).
+            "session::unprivileged_run_says_root_or_cap_perfmon",
             "--nocapture",
             "--test-threads",
             "1",
