@@ -1476,9 +1476,14 @@ fn t12_record_trace_dat_late_registration() {
         .stderr(fs::File::create(&stderr).unwrap())
         .spawn()
         .expect("spawning uevrec");
-    // uevrec is up (its file exists) before the event does.
+    // uevrec is up (its metadata file beside the spools exists: the trace.dat itself
+    // appears only whole, at the end) before the event does.
+    let meta = dat.with_file_name(format!(
+        ".{}.uevrec-meta",
+        dat.file_name().unwrap().to_string_lossy()
+    ));
     assert!(
-        wait_until(PRODUCER_TIMEOUT, || dat.exists()),
+        wait_until(PRODUCER_TIMEOUT, || meta.exists()),
         "uevrec never started"
     );
     std::thread::sleep(Duration::from_secs(1));
