@@ -26,10 +26,21 @@ use crate::tracefs::TracefsError;
 /// `uevrec record`: pre-registered events (`--register`) live exactly as long as this
 /// call, whatever the exit path.
 pub fn record(args: RecordArgs) -> i32 {
-    let mut registered = match args
-        .rec
+    with_registered(args, |a| &a.rec, record_run)
+}
+
+/// `run(args)` between creating the pre-registered events of `args`' recording flags
+/// (`rec`) and deleting the ones this call created: the exit status is the worse of the
+/// run's and the deletes'.
+fn with_registered<A>(
+    args: A,
+    rec: impl Fn(&A) -> &RecordingArgs,
+    run: impl FnOnce(A) -> i32,
+) -> i32 {
+    let flags = rec(&args);
+    let mut registered = match flags
         .register
-        .prepare(args.rec.session.events.tracefs.as_deref(), args.rec.quiet)
+        .prepare(flags.session.events.tracefs.as_deref(), flags.quiet)
     {
         Ok(r) => r,
         Err(e) => {
@@ -37,7 +48,7 @@ pub fn record(args: RecordArgs) -> i32 {
             return EXIT_ERROR;
         }
     };
-    let status = record_run(args);
+    let status = run(args);
     status.max(super::register::finish(&mut registered))
 }
 
@@ -297,19 +308,7 @@ fn raw_output(
 
 /// `uevrec tail` (with its pre-registered events, as [`record`]).
 pub fn tail(args: TailArgs) -> i32 {
-    let mut registered = match args
-        .rec
-        .register
-        .prepare(args.rec.session.events.tracefs.as_deref(), args.rec.quiet)
-    {
-        Ok(r) => r,
-        Err(e) => {
-            print_error(&e);
-            return EXIT_ERROR;
-        }
-    };
-    let status = tail_run(args);
-    status.max(super::register::finish(&mut registered))
+    with_registered(args, |a| &a.rec, tail_run)
 }
 
 fn tail_run(args: TailArgs) -> i32 {
