@@ -32,7 +32,13 @@
 //!   before a frame goes into it. A crash loses at most the batch being appended, which
 //!   the caller was never told was handed over. Its partial frame is a torn tail: found by
 //!   the checksums at the next open, truncated, reported.
-//! - [`Spool::ack`] appends the ack record and `fdatasync`s it before returning `Ok`.
+//! - [`Spool::ack`] appends the ack record and `fdatasync`s it before returning `Ok`. The
+//!   record's disk space was reserved when its batch was appended (`fallocate` with
+//!   `FALLOC_FL_KEEP_SIZE`), so a full filesystem fails the append (the batch is counted
+//!   dropped), not the ack. Should an ack record still fail to be written
+//!   ([`SpoolError::AckNotRecorded`]: an I/O error, or a filesystem that cannot reserve),
+//!   the batch leaves this run's spool all the same, so that its segment is deleted and
+//!   gives its space back; only a crash before that deletion re-sends it.
 //! - **Duplicates**: a crash re-sends exactly the batches that were handed out by
 //!   [`Spool::next`] and whose [`Spool::ack`] had not returned: at most the number of
 //!   batches the sender has in flight at once (one for a sender that sends one batch at a
@@ -273,7 +279,9 @@ pub struct SpoolStats {
     pub corrupt_records: u64,
     /// Appends that failed (I/O error, `ENOSPC` included).
     pub append_errors: u64,
-    /// Acks that failed (I/O error); the batch stays pending.
+    /// Acks whose record could not be written (I/O error). The batch still leaves this
+    /// run's spool (the collector has it; a batch kept pending would hold its segment's
+    /// space forever), but a crash before its segment is deleted sends it again.
     pub ack_errors: u64,
     /// Appends that had to wait for space ([`FullPolicy::Block`]).
     pub blocked_appends: u64,
@@ -323,6 +331,20 @@ pub enum SpoolError {
     /// `stop` was set while [`Spool::append`] waited for space.
     #[error("spool: stopped while waiting for space in a full spool")]
     Stopped,
+    /// The ack record of a batch that left could not be written.
+    #[error(
+        "spool: cannot record the acknowledgement of batch {id} in {}: {source}{}; it is not sent again by this run, but would be after a crash until its segment is deleted",
+        path.display(),
+        hint(source)
+    )]
+    AckNotRecorded {
+        /// The batch.
+        id: u64,
+        /// The ack file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
     /// [`Spool::ack`] or [`Spool::discard`] of an id that is not pending.
     #[error("spool: batch {0} is not pending (acknowledged or dropped already, or never appended)")]
     UnknownId(u64),
@@ -331,7 +353,7 @@ pub enum SpoolError {
 impl SpoolError {
     /// Whether this is the filesystem being full (`ENOSPC`, or `EDQUOT`).
     pub fn is_no_space(&self) -> bool {
-        matches!(self, SpoolError::Io { source, .. }
+        matches!(self, SpoolError::Io { source, .. } | SpoolError::AckNotRecorded { source, .. }
             if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)))
     }
 }
@@ -423,6 +445,9 @@ pub struct Spool {
     append_lock: Mutex<()>,
     /// One ack at a time (an ack file's end is theirs).
     ack_lock: Mutex<()>,
+    /// The filesystem cannot reserve space (`EOPNOTSUPP` from fallocate): acks are
+    /// written without a reservation.
+    no_fallocate: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -639,6 +664,7 @@ impl Spool {
                 ready: Condvar::new(),
                 append_lock: Mutex::new(()),
                 ack_lock: Mutex::new(()),
+                no_fallocate: AtomicBool::new(false),
             },
             rec,
         ))
@@ -751,8 +777,29 @@ impl Spool {
         let seg_id = st.active;
         let offset = st.segments[&seg_id].log_len;
         let writer = Arc::clone(&st.writer);
+        let reserve = self.ack_reservation(&mut st, seg_id);
         st.bytes += frame_len;
         drop(st);
+
+        // The batch's ack record gets its disk space now: on a full filesystem it is this
+        // append that fails (its records are counted dropped), not the ack later (a
+        // batch that cannot be acknowledged would hold its segment's space forever).
+        if let Some((ack, end, ack_path)) = reserve
+            && let Err(source) = reserve_ack_space(&ack, end)
+        {
+            if source.raw_os_error() == Some(libc::EOPNOTSUPP) {
+                self.no_fallocate.store(true, Ordering::Relaxed);
+            } else {
+                let mut st = lock(&self.state);
+                st.bytes -= frame_len;
+                st.stats.append_errors += 1;
+                return Err(SpoolError::Io {
+                    op: "reserve acknowledgement space in",
+                    path: ack_path,
+                    source,
+                });
+            }
+        }
 
         let header = frame::encode_header(id, records, meta, body).expect("payload size checked");
         let written = writer
@@ -1063,14 +1110,16 @@ impl Spool {
             .and_then(|()| file.sync_data());
 
         let mut st = lock(&self.state);
-        if let Err(source) = written {
-            st.stats.ack_errors += 1;
-            return Err(SpoolError::Io {
-                op: "append to",
-                path,
-                source,
-            });
-        }
+        let result = match written {
+            Ok(()) => Ok(()),
+            Err(source) => {
+                // The collector has the batch: it leaves this run's spool all the same,
+                // so that its segment can be deleted (which makes the missing record
+                // moot). Only a crash before that sends it again.
+                st.stats.ack_errors += 1;
+                Err(SpoolError::AckNotRecorded { id, path, source })
+            }
+        };
         match st.pending.remove(&id) {
             Some(p) => {
                 st.ready.remove(&id);
@@ -1084,7 +1133,21 @@ impl Spool {
                 }
             }
         }
-        Ok(())
+        result
+    }
+
+    /// What to reserve for the ack record of a batch about to be appended to `seg`: its
+    /// ack file and the end its records may reach (every written record plus one per
+    /// pending batch and this one). `None` where the filesystem cannot reserve, or the
+    /// ack file cannot be opened (the ack reports that later).
+    fn ack_reservation(&self, st: &mut State, seg: u64) -> Option<(Arc<File>, u64, PathBuf)> {
+        if self.no_fallocate.load(Ordering::Relaxed) {
+            return None;
+        }
+        let seg = st.segments.get_mut(&seg)?;
+        let end = seg.ack_len + (seg.live + 1) * ACK_LEN as u64;
+        let file = ack_file(seg).ok()?;
+        Some((file, end, seg.ack_path.clone()))
     }
 
     /// Give back a handed-out batch: [`Spool::next`] hands it out again, oldest first.
@@ -1138,6 +1201,26 @@ fn ack_file(seg: &mut Segment) -> Result<Arc<File>, SpoolError> {
     );
     seg.ack_file = Some(Arc::clone(&f));
     Ok(f)
+}
+
+/// Give `ack` disk space up to `end` bytes without changing its size (fallocate with
+/// `FALLOC_FL_KEEP_SIZE`: ranges already allocated cost nothing, so this allocates a page
+/// once per 256 batches).
+fn reserve_ack_space(ack: &File, end: u64) -> io::Result<()> {
+    // SAFETY: fallocate(2) on a file descriptor `ack` keeps open for the call.
+    let rc = unsafe {
+        libc::fallocate(
+            ack.as_raw_fd(),
+            libc::FALLOC_FL_KEEP_SIZE,
+            0,
+            end as libc::off_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Delete segment `first`: the log, a directory fsync (so that the log cannot come back

@@ -410,6 +410,58 @@ fn a_torn_ack_record_resends_only_its_batch() {
 }
 
 #[test]
+fn an_ack_that_cannot_be_written_still_frees_its_segment() {
+    let d = tmp();
+    // Segments of 4 KiB (a sixteenth of the size, at least 4 KiB): batches of 3 KiB go
+    // one per segment.
+    let (s, _) = Spool::open(cfg(d.path(), 64 << 10, FullPolicy::Block)).expect("open");
+    let a = s.append(1, b"m", &body(0, 3000), &GO).unwrap().id;
+    let b = s.append(1, b"m", &body(1, 3000), &GO).unwrap().id;
+    let first = logs(d.path())[0].clone();
+    // The first segment's ack file, as a descriptor that cannot write (EBADF).
+    {
+        let mut st = lock(&s.state);
+        let seg = st.segments.values_mut().next().unwrap();
+        seg.ack_file = Some(Arc::new(File::open(&seg.ack_path).unwrap()));
+    }
+    assert_eq!(s.next(Duration::ZERO).unwrap().id, a);
+    let e = s.ack(a).unwrap_err();
+    assert!(
+        matches!(e, SpoolError::AckNotRecorded { id, .. } if id == a),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .contains("not sent again by this run, but would be after a crash"),
+        "{e}"
+    );
+    // It left: not handed out again, counted, and its segment is gone.
+    let st = s.stats();
+    assert_eq!((st.ack_errors, st.batches, st.acked_batches), (1, 1, 1));
+    assert!(!first.exists(), "{:?}", logs(d.path()));
+    assert_eq!(s.next(Duration::ZERO).unwrap().id, b);
+    s.ack(b).unwrap();
+    assert!(s.next(Duration::ZERO).is_none());
+}
+
+#[test]
+fn ack_space_is_reserved_when_the_batch_is_appended() {
+    let d = tmp();
+    let (s, _) = open(d.path());
+    for i in 0..3 {
+        s.append(1, b"m", &body(i, 100), &GO).unwrap();
+    }
+    let ack = d.path().join(format!("seg-{:020}.ack", 1));
+    let m = fs::metadata(&ack).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    // Nothing written yet, but blocks allocated (KEEP_SIZE), where the filesystem can.
+    assert_eq!(m.len(), 0);
+    if !s.no_fallocate.load(Ordering::Relaxed) {
+        assert!(m.blocks() > 0, "{m:?}");
+    }
+}
+
+#[test]
 fn errors_say_what_to_do() {
     let e = SpoolError::Io {
         op: "append to",
