@@ -18,6 +18,7 @@ use uevrec_parsers::ftrace_page::PageLayout;
 
 use super::instance::{Instance, SetupError};
 use super::reader::CpuReader;
+use super::tgid::Tgids;
 use super::tracking::Tracking;
 use super::{FtraceOptions, configure, open_readers};
 use crate::backend::Arrival;
@@ -76,10 +77,12 @@ impl ContextInstance {
 
     /// Hand what every tracking ring holds to `f`, as [`Arrival::Context`] in time order
     /// across CPUs ([`Arrival::ContextLost`] for what a ring lost): all of it (it is
-    /// consumed); breaks when `f` broke.
+    /// consumed); breaks when `f` broke. New tasks also go to `tgids` (their process ids
+    /// are known from their creation on, see tgid.rs).
     pub(super) fn drain(
         &mut self,
         layout: &PageLayout,
+        tgids: &mut Tgids,
         mut f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>,
     ) -> ControlFlow<()> {
         let mut flow = ControlFlow::Continue(());
@@ -111,6 +114,9 @@ impl ContextInstance {
             let key = raw
                 .get(..2)
                 .map(|k| u64::from(u16::from_ne_bytes([k[0], k[1]])));
+            if let Some((child, parent, thread)) = key.and_then(|k| tracking.new_task(k, raw)) {
+                tgids.learn_fork(child, parent, thread);
+            }
             let mut flow = ControlFlow::Continue(());
             for a in key
                 .into_iter()

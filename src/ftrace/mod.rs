@@ -409,7 +409,10 @@ impl Backend for FtraceBackend {
         loop {
             if buffer == 0 || self.drained_until.is_none() || drained {
                 let limit = crate::clock::monotonic_ns();
-                if context.drain(&self.layout, &mut f).is_break() {
+                if context
+                    .drain(&self.layout, &mut self.tgids, &mut f)
+                    .is_break()
+                {
                     return;
                 }
                 self.drained_until = Some(limit);

@@ -19,6 +19,20 @@
 //! [`MAX_CACHED`]), so its further records cost a lookup, not an `open` of
 //! `/proc/<tid>/status` each.
 //!
+//! Before all of these, what the tracking events told (`task:task_newtask`, with
+//! [`Tgids::learn_fork`]): a new task's process is its parent's when the clone shared
+//! the thread group (`CLONE_THREAD`), else itself. That is the only source that cannot be
+//! stale: `/proc` fails once a short-lived process has exited, and the kernel's table
+//! keeps an entry for a thread id until the id's next user is switched out, so on a busy
+//! machine whose thread ids wrap (`pid_max` 32768) a recycled id got the process id of
+//! its previous user (CI, 2026-11-28: a record of a new process named a process that had
+//! exited, and with it that process's cgroup and pod).
+//!
+//! Without the tracking events (`--no-context`: no tracking instance) only the cache
+//! protects from a recycled id, for [`CACHE_TTL`]: an id reused within that time of its
+//! previous user's last record gets that user's process id (tests/host/tid_reuse.rs shows
+//! it with context on; a tracking instance with `task_newtask` alone would close this).
+//!
 //! A thread found nowhere gets no process id (the JSON line says `"pid":0`): its id was
 //! recycled before it was looked up, or it exited less than [`SAVED_INTERVAL`] after the
 //! last read of the table (seen on a host busy compiling: 2,214 of 39,384
@@ -45,6 +59,8 @@ pub const SAVED_SHARE: u32 = 20;
 #[derive(Debug)]
 pub struct Tgids {
     last: Option<(u32, u32)>,
+    /// Thread → process as the tracking events told it (at most [`MAX_CACHED`]).
+    forked: foldhash::HashMap<u32, u32>,
     cache: foldhash::HashMap<u32, u32>,
     cached_since: Instant,
     /// Threads found nowhere, and when.
@@ -64,6 +80,7 @@ impl Tgids {
     pub fn new(saved_tgids: Option<PathBuf>) -> Self {
         Tgids {
             last: None,
+            forked: foldhash::HashMap::default(),
             cache: foldhash::HashMap::default(),
             cached_since: Instant::now(),
             missing: foldhash::HashMap::default(),
@@ -81,6 +98,10 @@ impl Tgids {
             if t == tid {
                 return Some(p);
             }
+        }
+        if let Some(&p) = self.forked.get(&tid) {
+            self.last = Some((tid, p));
+            return Some(p);
         }
         if self.cached_since.elapsed() >= CACHE_TTL || self.cache.len() >= MAX_CACHED {
             self.cache.clear();
@@ -111,6 +132,39 @@ impl Tgids {
         Some(pid)
     }
 
+    /// Task `child` was created by thread `parent` (`task:task_newtask`), in the
+    /// parent's thread group when `thread` (`CLONE_THREAD`), else as a process of its
+    /// own. This replaces whatever was known of the id `child` before (a recycled id).
+    pub fn learn_fork(&mut self, child: u32, parent: u32, thread: bool) {
+        let pid = if thread {
+            match self.tgid(parent) {
+                Some(p) => p,
+                None => {
+                    self.forget(child);
+                    return;
+                }
+            }
+        } else {
+            child
+        };
+        if self.forked.len() >= MAX_CACHED && !self.forked.contains_key(&child) {
+            self.forked.clear();
+        }
+        self.forget(child);
+        self.forked.insert(child, pid);
+    }
+
+    /// Nothing known of `tid` any more (its id is being reused).
+    fn forget(&mut self, tid: u32) {
+        self.forked.remove(&tid);
+        self.cache.remove(&tid);
+        self.missing.remove(&tid);
+        self.saved.remove(&tid);
+        if self.last.is_some_and(|(t, _)| t == tid) {
+            self.last = None;
+        }
+    }
+
     /// `Tgid:` of `/proc/<tid>/status`.
     fn proc_status(&mut self, tid: u32) -> Option<u32> {
         if tid == 0 {
@@ -124,8 +178,12 @@ impl Tgids {
 
     /// `tid` in the kernel's table, re-read when it is old enough.
     fn saved(&mut self, tid: u32) -> Option<u32> {
-        if let Some(&p) = self.saved.get(&tid) {
-            return Some(p);
+        // A copy older than CACHE_TTL is not trusted: the id may have a new user since.
+        let fresh = self.saved_read.is_some_and(|t| t.elapsed() < CACHE_TTL);
+        if fresh {
+            if let Some(&p) = self.saved.get(&tid) {
+                return Some(p);
+            }
         }
         let path = self.saved_path.as_ref()?;
         if self
@@ -176,6 +234,26 @@ mod tests {
         h.join().unwrap();
         // Cached now, though gone.
         assert_eq!(t.tgid(tid), Some(me));
+    }
+
+    #[test]
+    fn a_fork_replaces_what_the_kernels_table_says_of_a_recycled_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("saved_tgids");
+        // Ids that no process has here (above pid_max's default): only the table and
+        // the forks tell of them. 4000010 was a thread of 4000009 once.
+        fs::write(&path, "4000010 4000009\n4000009 4000009\n").unwrap();
+        let mut t = Tgids::new(Some(path));
+        assert_eq!(t.tgid(4_000_010), Some(4_000_009));
+        // Its id is reused by a new process (a fork without CLONE_THREAD) ...
+        t.learn_fork(4_000_010, 4_000_002, false);
+        assert_eq!(t.tgid(4_000_010), Some(4_000_010));
+        // ... which starts a thread: the thread is the new process's.
+        t.learn_fork(4_000_011, 4_000_010, true);
+        assert_eq!(t.tgid(4_000_011), Some(4_000_010));
+        // A thread of a parent known nowhere: nothing is guessed.
+        t.learn_fork(4_000_012, 4_000_999, true);
+        assert_eq!(t.tgid(4_000_012), None);
     }
 
     #[test]

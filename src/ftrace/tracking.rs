@@ -38,7 +38,7 @@ const EVENTS: [(&str, &str, Kind, &[&str]); 5] = [
         "task",
         "task_newtask",
         Kind::NewTask,
-        &["pid", "common_pid"],
+        &["pid", "common_pid", "clone_flags"],
     ),
     ("task", "task_rename", Kind::Rename, &["pid", "newcomm"]),
     ("sched", "sched_process_exit", Kind::Exit, &["pid"]),
@@ -168,6 +168,19 @@ impl Tracking {
             }
         }
         (t, missing)
+    }
+
+    /// A `task:task_newtask` record's (child, parent, shares the parent's thread group);
+    /// None for other records.
+    pub(super) fn new_task(&self, key: u64, raw: &[u8]) -> Option<(u32, u32, bool)> {
+        let e = self
+            .events
+            .iter()
+            .find(|e| e.id == key && e.kind == Kind::NewTask)?;
+        let v = |i: usize| decode_field(&e.fields[i], raw, Endian::NATIVE);
+        let tid = |i: usize| int(v(i)).and_then(|n| u32::try_from(n).ok());
+        let flags = int(v(2))?;
+        Some((tid(0)?, tid(1)?, flags & libc::CLONE_THREAD as u64 != 0))
     }
 
     /// The context arrivals of a tracking event's record (none when it tells nothing,

@@ -25,4 +25,5 @@ mod spool;
 mod stall;
 mod stop;
 mod threads;
+mod tid_reuse;
 mod top;

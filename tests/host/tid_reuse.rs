@@ -1,0 +1,118 @@
+//! Process ids on the ftrace backend when a thread id is reused: an ftrace record carries
+//! only the thread id, so uevrec finds the process id itself (src/ftrace/tgid.rs). A
+//! thread of this test process calls getppid and exits; the next process is made to get
+//! its id (`/proc/sys/kernel/ns_last_pid`) and calls getppid too: its record must name
+//! itself, not the test process that the id belonged to a moment before. (CI,
+//! 2026-11-28: under load, a recycled id named an exited process, and with it that
+//! process's cgroup and pod.)
+
+use std::path::Path;
+use std::process::{Child, Command};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::{NR_GETPPID, PATIENCE, bin};
+
+const MAGIC: u64 = 424_242;
+
+fn lines(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(out)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The record of getppid(MAGIC, `seq`), once it is written.
+fn record(out: &Path, seq: u64) -> Value {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = lines(out)
+            .into_iter()
+            .find(|v| v["fields"]["args"][0] == MAGIC && v["fields"]["args"][1] == seq)
+        {
+            return v;
+        }
+        assert!(start.elapsed() < PATIENCE, "no record of seq {seq}");
+        sleep(Duration::from_millis(20));
+    }
+}
+
+struct Stop(Child);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
+        let _ = crate::common::wait_exit(&mut self.0, PATIENCE);
+    }
+}
+
+#[test]
+fn a_reused_thread_id_names_its_new_process_ftrace() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.jsonl");
+    let _rec = Stop(
+        Command::new(bin())
+            .args(["record", "--quiet", "--backend", "ftrace"])
+            .args(["-e", "raw_syscalls:sys_enter", "--filter"])
+            .arg(format!("id == {NR_GETPPID}"))
+            .arg("-o")
+            .arg(&out)
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while !lines(&out).iter().any(|v| v["what"] == "attached") {
+        assert!(start.elapsed() < PATIENCE, "uevrec did not attach");
+        sleep(Duration::from_millis(20));
+    }
+    let me = std::process::id();
+    // Other processes on this machine may take the id first: try again with a new one.
+    for attempt in 0..30u64 {
+        let seq = attempt * 2;
+        let tid = std::thread::spawn(move || {
+            // SAFETY: gettid and getppid have no memory effects (getppid ignores the
+            // arguments, which the tracepoint records).
+            unsafe {
+                libc::syscall(libc::SYS_getppid, MAGIC, seq);
+                libc::gettid() as u32
+            }
+        })
+        .join()
+        .unwrap();
+        let v = record(&out, seq);
+        assert_eq!(
+            (v["pid"].as_u64(), v["tid"].as_u64()),
+            (Some(me.into()), Some(tid.into())),
+            "{v}"
+        );
+        std::fs::write("/proc/sys/kernel/ns_last_pid", format!("{}", tid - 1))
+            .expect("writing /proc/sys/kernel/ns_last_pid (root)");
+        let mut child = Command::new("perl")
+            .args([
+                "-e",
+                &format!("syscall({NR_GETPPID}, {MAGIC}, {})", seq + 1),
+            ])
+            .spawn()
+            .expect("perl");
+        let pid = child.id();
+        assert!(child.wait().unwrap().success());
+        if pid != tid {
+            continue;
+        }
+        let v = record(&out, seq + 1);
+        assert_eq!(
+            (v["pid"].as_u64(), v["tid"].as_u64()),
+            (Some(pid.into()), Some(pid.into())),
+            "the new process {pid} with the id of this process's thread: {v}"
+        );
+        return;
+    }
+    panic!("30 tries to give a new process a thread's id, each taken first by another process");
+}
