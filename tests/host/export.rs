@@ -183,8 +183,19 @@ fn collector_down_for_the_first_10_s_then_up_loses_nothing() {
     p.emit(N);
     sleep(Duration::from_secs(8));
     let rx = Receiver::start_on(Kind::Grpc, port);
-    wait_for("every record", PATIENCE, || got(&rx).seqs.len() as u64 >= N);
+    let up = Instant::now();
+    // Retries back off up to 30 s apart (src/export/retry.rs): the first after the
+    // collector came up may be that far away.
+    while (got(&rx).seqs.len() as u64) < N && up.elapsed() < PATIENCE {
+        sleep(Duration::from_millis(50));
+    }
     let (status, err) = stop(rec);
+    let have = got(&rx).seqs.len() as u64;
+    assert!(
+        have >= N,
+        "{have} of {N} records {:?} after the collector came up:\n{err}",
+        up.elapsed()
+    );
     assert!(status.success(), "{err}");
     assert_exactly_once(&got(&rx), N);
     let s = summary(&err);
