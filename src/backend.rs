@@ -102,6 +102,11 @@ pub trait Backend {
         ])
     }
 
+    /// Without the records' context (`--no-context`): follow new tasks all the same where
+    /// the backend needs them to tell a record's process (ftrace: a thread id's process,
+    /// src/ftrace/tgid.rs); reports nothing. The default does nothing.
+    fn track_new_tasks(&mut self) {}
+
     /// Start recording `event`.
     fn enable(&mut self, event: &Self::Event) -> Result<(), BackendError>;
 

@@ -37,6 +37,8 @@ pub(super) struct ContextInstance {
     tracking: Tracking,
     merge: TimeMerge,
     max_pages: usize,
+    /// Only new tasks, for process ids (`--no-context`): no arrivals but a lost count.
+    tasks_only: bool,
     /// Held for its [`Drop`], which removes it.
     _instance: Instance,
 }
@@ -49,6 +51,7 @@ impl ContextInstance {
         main: &Instance,
         layout: &PageLayout,
         cpus: &[u32],
+        tasks_only: bool,
     ) -> Result<(ContextInstance, Vec<String>), SetupError> {
         let instance = main.sibling("t")?;
         // No thread filters: they hook sched_switch once more per instance, and the
@@ -61,13 +64,14 @@ impl ContextInstance {
         };
         let kb = configure(&instance, layout, &opts)?;
         let readers = open_readers(&instance, layout, cpus)?;
-        let (tracking, missing) = Tracking::enable(instance.dir());
+        let (tracking, missing) = Tracking::enable(instance.dir(), tasks_only);
         let ring_pages = (kb * 1024).div_ceil(layout.page_size() as u64) as usize;
         Ok((
             ContextInstance {
                 cpus: readers,
                 tracking,
                 merge: TimeMerge::default(),
+                tasks_only,
                 max_pages: ring_pages + 2,
                 _instance: instance,
             },
@@ -86,6 +90,7 @@ impl ContextInstance {
         mut f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>,
     ) -> ControlFlow<()> {
         let mut flow = ControlFlow::Continue(());
+        let tasks_only = self.tasks_only;
         for c in &mut self.cpus {
             let (cpu, merge) = (c.cpu, &mut self.merge);
             c.read(layout, None, false, self.max_pages, None, |a| {
@@ -98,7 +103,9 @@ impl ContextInstance {
                         merge.push(time, cpu, raw);
                         ControlFlow::Continue(())
                     }
-                    Arrival::Lost { lost, .. } => f(cpu, Arrival::ContextLost { lost }),
+                    Arrival::Lost { lost, .. } if !tasks_only => {
+                        f(cpu, Arrival::ContextLost { lost })
+                    }
                     Arrival::Malformed => f(cpu, Arrival::Malformed),
                     // The reader gives every record a time; no markers without settling.
                     _ => ControlFlow::Continue(()),

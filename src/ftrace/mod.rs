@@ -353,7 +353,7 @@ impl Backend for FtraceBackend {
 
     fn start_tracking(&mut self) -> Result<Vec<String>, BackendError> {
         let cpus: Vec<u32> = self.cpus.iter().map(|c| c.cpu).collect();
-        match ContextInstance::open(&self.instance, &self.layout, &cpus) {
+        match ContextInstance::open(&self.instance, &self.layout, &cpus, false) {
             Ok((context, missing)) => {
                 self.context = Some(context);
                 Ok(missing)
@@ -362,6 +362,14 @@ impl Backend for FtraceBackend {
                 "thread names and cgroups are not tracked: the tracking instance could not \
                  be set up: {e}"
             )]),
+        }
+    }
+
+    fn track_new_tasks(&mut self) {
+        let cpus: Vec<u32> = self.cpus.iter().map(|c| c.cpu).collect();
+        // Without it, process ids fall back to a cache, /proc and saved_tgids (tgid.rs).
+        if let Ok((tasks, _)) = ContextInstance::open(&self.instance, &self.layout, &cpus, true) {
+            self.context = Some(tasks);
         }
     }
 

@@ -28,10 +28,10 @@
 //! its previous user (CI, 2026-11-28: a record of a new process named a process that had
 //! exited, and with it that process's cgroup and pod).
 //!
-//! Without the tracking events (`--no-context`: no tracking instance) only the cache
-//! protects from a recycled id, for [`CACHE_TTL`]: an id reused within that time of its
-//! previous user's last record gets that user's process id (tests/host/tid_reuse.rs shows
-//! it with context on; a tracking instance with `task_newtask` alone would close this).
+//! With `--no-context` the tracking instance is made all the same, with `task_newtask`
+//! alone and no context records ([`crate::backend::Backend::track_new_tasks`]): without
+//! it, an id reused within [`CACHE_TTL`] of its previous user's last record got that
+//! user's process id from the cache (tests/host/tid_reuse.rs, both ways).
 //!
 //! A thread found nowhere gets no process id (the JSON line says `"pid":0`): its id was
 //! recycled before it was looked up, or it exited less than [`SAVED_INTERVAL`] after the

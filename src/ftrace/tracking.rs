@@ -68,6 +68,9 @@ struct Tracked {
 #[derive(Debug, Default)]
 pub(super) struct Tracking {
     events: Vec<Tracked>,
+    /// Only `task_newtask`, for process ids (tgid.rs), and no context arrivals
+    /// (`--no-context`).
+    tasks_only: bool,
 }
 
 fn int(v: Value<'_>) -> Option<u64> {
@@ -132,10 +135,17 @@ impl Tracked {
 impl Tracking {
     /// Enable the tracking events in the instance at `dir`; also returns what could not
     /// be tracked (events this kernel lacks).
-    pub(super) fn enable(dir: &Path) -> (Tracking, Vec<String>) {
-        let mut t = Tracking::default();
+    /// With `tasks_only`, only `task_newtask` (for process ids), and no arrivals.
+    pub(super) fn enable(dir: &Path, tasks_only: bool) -> (Tracking, Vec<String>) {
+        let mut t = Tracking {
+            tasks_only,
+            ..Tracking::default()
+        };
         let mut missing = Vec::new();
         for (system, name, kind, names) in EVENTS {
+            if tasks_only && kind != Kind::NewTask {
+                continue;
+            }
             let ev = dir.join("events").join(system).join(name);
             let enabled = read_file(&ev.join("format"))
                 .ok()
@@ -193,7 +203,7 @@ impl Tracking {
     ) -> impl Iterator<Item = Arrival<'a>> {
         self.events
             .iter()
-            .find(|e| e.id == key)
+            .find(|e| e.id == key && !self.tasks_only)
             .map(|e| e.updates(raw))
             .into_iter()
             .flatten()

@@ -225,6 +225,8 @@ pub fn run_with<B: Backend>(
         .then(|| crate::kubernetes::PodLogs::new(&config.pod_logs));
     if config.context {
         start_context(backend, &mut st);
+    } else {
+        backend.track_new_tasks();
     }
     stage_pod_names(pod_logs.as_mut(), &mut st);
 

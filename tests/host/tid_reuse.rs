@@ -15,8 +15,6 @@ use serde_json::Value;
 
 use crate::common::{NR_GETPPID, PATIENCE, bin};
 
-const MAGIC: u64 = 424_242;
-
 fn lines(out: &Path) -> Vec<Value> {
     std::fs::read_to_string(out)
         .unwrap_or_default()
@@ -25,13 +23,13 @@ fn lines(out: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// The record of getppid(MAGIC, `seq`), once it is written.
-fn record(out: &Path, seq: u64) -> Value {
+/// The record of getppid(`magic`, `seq`), once it is written.
+fn record(out: &Path, magic: u64, seq: u64) -> Value {
     let start = Instant::now();
     loop {
         if let Some(v) = lines(out)
             .into_iter()
-            .find(|v| v["fields"]["args"][0] == MAGIC && v["fields"]["args"][1] == seq)
+            .find(|v| v["fields"]["args"][0] == magic && v["fields"]["args"][1] == seq)
         {
             return v;
         }
@@ -52,6 +50,17 @@ impl Drop for Stop {
 
 #[test]
 fn a_reused_thread_id_names_its_new_process_ftrace() {
+    reused_thread_id(424_242, &[]);
+}
+
+/// Without the context, the tracking instance follows new tasks all the same.
+#[test]
+fn a_reused_thread_id_names_its_new_process_ftrace_no_context() {
+    reused_thread_id(424_243, &["--no-context"]);
+}
+
+/// `magic` tells this test's calls from the other's (both record every getppid).
+fn reused_thread_id(magic: u64, extra: &[&str]) {
     if !crate::common::raw_syscalls_here() {
         return;
     }
@@ -60,6 +69,7 @@ fn a_reused_thread_id_names_its_new_process_ftrace() {
     let _rec = Stop(
         Command::new(bin())
             .args(["record", "--quiet", "--backend", "ftrace"])
+            .args(extra)
             .args(["-e", "raw_syscalls:sys_enter", "--filter"])
             .arg(format!("id == {NR_GETPPID}"))
             .arg("-o")
@@ -80,13 +90,13 @@ fn a_reused_thread_id_names_its_new_process_ftrace() {
             // SAFETY: gettid and getppid have no memory effects (getppid ignores the
             // arguments, which the tracepoint records).
             unsafe {
-                libc::syscall(libc::SYS_getppid, MAGIC, seq);
+                libc::syscall(libc::SYS_getppid, magic, seq);
                 libc::gettid() as u32
             }
         })
         .join()
         .unwrap();
-        let v = record(&out, seq);
+        let v = record(&out, magic, seq);
         assert_eq!(
             (v["pid"].as_u64(), v["tid"].as_u64()),
             (Some(me.into()), Some(tid.into())),
@@ -97,7 +107,7 @@ fn a_reused_thread_id_names_its_new_process_ftrace() {
         let mut child = Command::new("perl")
             .args([
                 "-e",
-                &format!("syscall({NR_GETPPID}, {MAGIC}, {})", seq + 1),
+                &format!("syscall({NR_GETPPID}, {magic}, {})", seq + 1),
             ])
             .spawn()
             .expect("perl");
@@ -106,7 +116,7 @@ fn a_reused_thread_id_names_its_new_process_ftrace() {
         if pid != tid {
             continue;
         }
-        let v = record(&out, seq + 1);
+        let v = record(&out, magic, seq + 1);
         assert_eq!(
             (v["pid"].as_u64(), v["tid"].as_u64()),
             (Some(pid.into()), Some(pid.into())),
