@@ -6,21 +6,11 @@
 //! the writer is still on, so the records written before a stop all come out); splice
 //! moves only full pages and would still need a pipe and a read to see them, with the
 //! same single copy. See BENCHMARKS.md for the measured difference.
-//!
-//! Losses: the ring's `per_cpu/cpuN/stats` are read after every page taken, and what they
-//! count beyond the losses reported so far is handed on as [`Arrival::Lost`] before the
-//! page's records. A page's missed-events flag does not cover every loss: records the
-//! kernel drops without moving the ring's head (`commit overrun`, `dropped events`) raise
-//! no flag, and were reported only by the settlement at the end ([`Losses::settle`]), so a
-//! recorder killed before its end left gaps with no lost line (tests/vm/crash.rs, issue
-//! #26). The stats are read after the page: every record lost before one of the page's
-//! records was dropped before the page was taken, so it is counted. (Losses after the
-//! page may be counted then too: reported early, never late.)
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read as _};
 use std::ops::ControlFlow;
-use std::os::unix::fs::{FileExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use uevrec_parsers::ftrace_page::{Item, PageLayout, PageReader};
@@ -37,9 +27,6 @@ pub struct CpuReader {
     /// `per_cpu/cpuN/trace_pipe_raw`, non-blocking.
     pub file: File,
     stats: PathBuf,
-    /// `stats`, kept open (None when it could not be opened: read by path then, and only
-    /// where the page flags say records were lost).
-    stats_file: Option<File>,
     /// The page being parsed (`len` bytes of it are valid).
     page: Vec<u8>,
     len: usize,
@@ -61,12 +48,10 @@ impl CpuReader {
             .read(true)
             .custom_flags(libc::O_NONBLOCK)
             .open(per_cpu.join("trace_pipe_raw"))?;
-        let stats = per_cpu.join("stats");
         Ok(CpuReader {
             cpu,
             file,
-            stats_file: File::open(&stats).ok(),
-            stats,
+            stats: per_cpu.join("stats"),
             page: vec![0; page_size],
             len: 0,
             cursor: None,
@@ -119,14 +104,7 @@ impl CpuReader {
                     return false;
                 }
                 match self.next_page(layout) {
-                    Ok(true) => {
-                        pages += 1;
-                        if let Some(lost) = self.lost_before_page()
-                            && f(lost).is_break()
-                        {
-                            return false;
-                        }
-                    }
+                    Ok(true) => pages += 1,
                     Ok(false) => {
                         if settle && !self.settled {
                             self.settled = true;
@@ -163,8 +141,6 @@ impl CpuReader {
                     self.cursor = None;
                     Arrival::Malformed
                 }
-                // Counted already: the stats were read after the page was taken.
-                Some(Ok(Item::Missed { .. })) if self.stats_file.is_some() => continue,
                 Some(Ok(Item::Missed { count, time })) => {
                     let stats = &self.stats;
                     match self.losses.missed(count, || lost_total(stats)) {
@@ -186,31 +162,6 @@ impl CpuReader {
             if f(arrival).is_break() {
                 return false;
             }
-        }
-    }
-
-    /// After a page was taken: what the CPU's `stats` count as lost beyond the losses
-    /// reported so far, as an [`Arrival::Lost`] at the page's time (None: nothing new, or
-    /// no stats file open).
-    fn lost_before_page(&mut self) -> Option<Arrival<'static>> {
-        let file = self.stats_file.as_ref()?;
-        // The stats are short (eight lines); one read of a fresh copy from offset 0.
-        let mut buf = [0u8; 1024];
-        let n = loop {
-            match file.read_at(&mut buf, 0) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return None,
-            }
-        };
-        let total = stats_total(&String::from_utf8_lossy(&buf[..n]))?;
-        // From stats from now on (a page's own count is in them: never counted twice).
-        match self.losses.missed(None, || Some(total)) {
-            0 => None,
-            lost => Some(Arrival::Lost {
-                lost,
-                time: self.cursor.as_ref().map(|c| c.header().timestamp),
-            }),
         }
     }
 

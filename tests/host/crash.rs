@@ -487,7 +487,7 @@ fn killed_flight_dumps_are_whole_or_absent() {
 /// `--backend ftrace` with rings of two pages and a producer flat out (the ring
 /// overflows), killed while recording: in each run's JSON lines (one ring, so in SEQ
 /// order) every SEQ missing before a record was said lost by lost lines before that
-/// record (issue #26: the ftrace backend once said some losses only at its end).
+/// record (issue #26).
 #[test]
 fn killed_ftrace_runs_say_every_loss_before_the_records_after_it() {
     if !crate::common::raw_syscalls_here() {
