@@ -226,3 +226,65 @@ pub fn prometheus_client_here() -> Result<(), String> {
         })
         .clone()
 }
+
+/// Read uevrec's standard output `out` up to its `attached` notice (a failure when it
+/// ends first, or takes over 30 s): what a test reads before it starts a producer.
+pub fn read_to_attached(out: &mut impl std::io::BufRead) {
+    let mut line = String::new();
+    let t0 = std::time::Instant::now();
+    loop {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "uevrec ended before attaching"
+        );
+        if line.contains("\"attached\"") {
+            return;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "no attached notice"
+        );
+    }
+}
+
+/// How many calls a [`getppid_producer`] made: what it prints when done (it must exit
+/// successfully).
+pub fn producer_count(producer: &mut Child) -> u64 {
+    let mut produced = String::new();
+    std::io::Read::read_to_string(&mut producer.stdout.take().unwrap(), &mut produced).unwrap();
+    assert!(producer.wait().unwrap().success());
+    produced.trim().parse().expect("producer count")
+}
+
+/// What a [`tail_getppid`] wrote: its records and lost lines.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct GetppidTally {
+    /// Records (each a getppid call).
+    pub recorded: u64,
+    /// Records the lost lines say were lost.
+    pub lost: u64,
+    /// Lost lines.
+    pub lost_lines: u64,
+}
+
+/// Count what a [`tail_getppid`] wrote to `out` until it ends: every line JSON, every
+/// record a getppid call.
+pub fn tally_getppid(out: impl std::io::BufRead) -> GetppidTally {
+    let mut t = GetppidTally::default();
+    for l in out.lines() {
+        let v: serde_json::Value = serde_json::from_str(&l.unwrap()).expect("valid JSON line");
+        match v.get("uevrec").and_then(|u| u.as_str()) {
+            Some("lost") => {
+                t.lost += v["lost"].as_u64().unwrap();
+                t.lost_lines += 1;
+            }
+            Some(_) => {}
+            None => {
+                assert_eq!(v["fields"]["id"], NR_GETPPID);
+                t.recorded += 1;
+            }
+        }
+    }
+    t
+}

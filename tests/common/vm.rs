@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use uevrec_samples::wait_until;
 
 use super::tier::{Tier, skip};
 
@@ -185,4 +186,30 @@ pub fn spawn_sample<S: AsRef<std::ffi::OsStr>>(
         .unwrap_or_else(|e| panic!("spawning {bin}: {e}"));
     let lines = collect_json_lines(&mut child);
     (child, lines)
+}
+
+/// Spawn the `rate` producer (`samples/src/bin/rate.rs`) of `events` records of the
+/// user event `name`, writing once the file `start` exists, with `extra` arguments, and
+/// wait until it has registered the event (a failure after [`PATIENCE`]). Its JSON report
+/// lines are collected as they come.
+pub fn spawn_rate(
+    name: &str,
+    events: u64,
+    start: &Path,
+    extra: &[&str],
+) -> (Child, Arc<Mutex<Vec<Value>>>) {
+    let events = events.to_string();
+    let start = start.to_str().expect("a UTF-8 start file path");
+    let mut args = vec!["--name", name, "--events", &events, "--start-file", start];
+    args.extend_from_slice(extra);
+    let (child, reports) = spawn_sample("rate", &args);
+    let registered = wait_until(PATIENCE, || {
+        reports
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|v| v.get("registered").is_some())
+    });
+    assert!(registered, "rate did not register: {reports:?}");
+    (child, reports)
 }

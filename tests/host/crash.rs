@@ -64,6 +64,17 @@ impl Producer {
         Producer(child)
     }
 
+    /// Like [`Producer::start`], flat out (no sleep): it overflows small rings.
+    fn flat_out() -> Self {
+        let script = format!("my $i = 0; while (1) {{ syscall({NR_GETPPID}, {MAGIC}, $i++) }}");
+        let child = Command::new("taskset")
+            .args(["-c", "0", "perl", "-e", &script])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("taskset and perl are needed for the producer");
+        Producer(child)
+    }
+
     fn pid(&self) -> u32 {
         self.0.id()
     }
@@ -471,4 +482,64 @@ fn killed_flight_dumps_are_whole_or_absent() {
         cut >= 1,
         "no kill landed in a dump: the test did not test that"
     );
+}
+
+/// `--backend ftrace` with rings of two pages and a producer flat out (the ring
+/// overflows), killed while recording: in each run's JSON lines (one ring, so in SEQ
+/// order) every SEQ missing before a record was said lost by lost lines before that
+/// record (issue #26).
+#[test]
+fn killed_ftrace_runs_say_every_loss_before_the_records_after_it() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let mut rng = rng("ftrace_losses");
+    let dir = tempfile::tempdir().unwrap();
+    let producer = Producer::flat_out();
+    let mut said = 0;
+    for i in 0..KILLS / 2 {
+        let out = dir.path().join(format!("l{i}.json"));
+        let log = dir.path().join(format!("l{i}.log"));
+        let args = [
+            "--backend",
+            "ftrace",
+            "-m",
+            "8k",
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        let mut rec = record(&producer, &args, &log);
+        let recording = wait_for(&mut rec, "recording", || {
+            fs::read_to_string(&out).is_ok_and(|t| t.contains("sys_enter"))
+        });
+        assert!(recording, "{}", fs::read_to_string(&log).unwrap());
+        sleep(Duration::from_millis(100 + rng.u64(0..500)));
+        kill9(&mut rec);
+        remove_instance(rec.id());
+        let text = fs::read_to_string(&out).unwrap();
+        let whole = &text[..text.rfind('\n').map_or(0, |n| n + 1)];
+        let (mut told, mut missing, mut next) = (0, 0, None);
+        for v in whole_lines(whole, &format!("run {i}")) {
+            if v["uevrec"] == "lost" {
+                told += v["lost"].as_u64().unwrap();
+                continue;
+            }
+            let Some(s) = seq(&v) else { continue };
+            if let Some(n) = next {
+                assert!(s >= n, "run {i}: {s} after {}", n - 1);
+                missing += s - n;
+                assert!(
+                    missing <= told,
+                    "run {i}: {missing} SEQ missing before {s}, {told} said lost before it"
+                );
+            }
+            next = Some(s + 1);
+        }
+        said += told;
+    }
+    eprintln!(
+        "ftrace_losses: {said} records said lost in {} runs",
+        KILLS / 2
+    );
+    assert!(said > 0, "no ring overflowed: no loss was tested");
 }

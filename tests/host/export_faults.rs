@@ -130,6 +130,35 @@ impl Drop for Rec {
     }
 }
 
+/// A gRPC receiver that answers every export with UNAVAILABLE (the collector is down).
+fn receiver_down() -> Receiver {
+    let rx = Receiver::start(Kind::Grpc);
+    rx.set_mode(Mode::Unavailable);
+    rx
+}
+
+/// [`uevrec`] exporting to `rx` through a 256 KiB spool at `spool` that, when full, does
+/// what `full` says (`--spool-full`), with `extra` arguments.
+fn uevrec_spooling(
+    producer: &Producer,
+    rx: &Receiver,
+    spool: &Path,
+    full: &str,
+    extra: &[&str],
+) -> Rec {
+    let spool = spool.to_str().unwrap();
+    let mut args = vec![
+        "--spool",
+        spool,
+        "--spool-size",
+        "256K",
+        "--spool-full",
+        full,
+    ];
+    args.extend_from_slice(extra);
+    uevrec(producer, &rx.endpoint(), &args)
+}
+
 /// What the receiver got: every SEQ with how often.
 fn got(rx: &Receiver) -> BTreeMap<u64, u32> {
     seqs_of(&rx.logs())
@@ -197,23 +226,17 @@ fn spool_full_with_block_pushes_back_and_loses_only_in_the_kernel() {
     const CHUNK: u64 = 3_000;
     let dir = tempfile::tempdir().unwrap();
     let spool = dir.path().join("spool");
-    let rx = Receiver::start(Kind::Grpc);
-    rx.set_mode(Mode::Unavailable);
+    let rx = receiver_down();
     let mut p = Producer::start();
     p.pin();
-    let mut rec = uevrec(
+    let mut rec = uevrec_spooling(
         &p,
-        &rx.endpoint(),
+        &rx,
+        &spool,
+        "block",
         &[
-            "--spool",
-            spool.to_str().unwrap(),
-            "--spool-size",
-            "256K",
-            "--spool-full",
-            "block",
             // One page per CPU ring: pushed back, the ring overflows at once.
-            "-m",
-            "1",
+            "-m", "1",
         ],
     );
     for _ in 0..CHUNKS {
@@ -283,23 +306,9 @@ fn spool_full_with_drop_oldest_drops_the_oldest_and_counts_them() {
     const N: u64 = FIRST + CHUNKS * CHUNK;
     let dir = tempfile::tempdir().unwrap();
     let spool = dir.path().join("spool");
-    let rx = Receiver::start(Kind::Grpc);
-    rx.set_mode(Mode::Unavailable);
+    let rx = receiver_down();
     let mut p = Producer::start();
-    let rec = uevrec(
-        &p,
-        &rx.endpoint(),
-        &[
-            "--spool",
-            spool.to_str().unwrap(),
-            "--spool-size",
-            "256K",
-            "--spool-full",
-            "drop-oldest",
-            "-m",
-            "4M",
-        ],
-    );
+    let rec = uevrec_spooling(&p, &rx, &spool, "drop-oldest", &["-m", "4M"]);
     // A first small batch: the oldest of the child's, it may be the one the sender holds
     // (retrying) when the spool fills, which is sent, not dropped.
     p.emit(FIRST);
@@ -370,23 +379,9 @@ fn stopping_with_a_full_spool_and_the_collector_down_ends_within_the_drain_timeo
     require_host!();
     let dir = tempfile::tempdir().unwrap();
     let spool = dir.path().join("spool");
-    let rx = Receiver::start(Kind::Grpc);
-    rx.set_mode(Mode::Unavailable);
+    let rx = receiver_down();
     let mut p = Producer::start();
-    let mut rec = uevrec(
-        &p,
-        &rx.endpoint(),
-        &[
-            "--spool",
-            spool.to_str().unwrap(),
-            "--spool-size",
-            "256K",
-            "--spool-full",
-            "block",
-            "--drain-timeout",
-            "2s",
-        ],
-    );
+    let mut rec = uevrec_spooling(&p, &rx, &spool, "block", &["--drain-timeout", "2s"]);
     let capacity = rec.metric("uevrec_spool_capacity_bytes", "");
     while rec.metric("uevrec_spool_bytes", "") * 2 <= capacity {
         assert!(p.next < 200_000, "the spool does not fill");
@@ -696,8 +691,7 @@ fn spool_filesystem_full_drops_are_counted_as_spool_io_and_said() {
             return;
         }
     };
-    let rx = Receiver::start(Kind::Grpc);
-    rx.set_mode(Mode::Unavailable);
+    let rx = receiver_down();
     let mut p = Producer::start();
     // The spool may take 8 MiB, its filesystem has 512 KiB.
     let rec = uevrec(

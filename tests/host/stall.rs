@@ -7,11 +7,9 @@
 //! `recorded + lost == produced` must hold exactly.
 //! Needs root and tracefs (prints why it is skipped otherwise).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::thread;
 use std::time::{Duration, Instant};
-
-use crate::common::NR_GETPPID;
 
 /// The documented bound on uevrec's resident memory with 16-page rings: binary + heap +
 /// the two fixed buffer pools (≈ 11.2 MiB, see `src/pipeline.rs`).
@@ -39,19 +37,7 @@ fn stalled_reader_gives_lost_lines_and_bounded_memory() {
     let mut out = BufReader::new(rec.stdout.take().unwrap());
 
     // Read up to the attached notice, then stop reading: the stall.
-    let mut line = String::new();
-    let t0 = Instant::now();
-    loop {
-        line.clear();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "uevrec ended before attaching"
-        );
-        if line.contains("\"attached\"") {
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(30), "no attached notice");
-    }
+    crate::common::read_to_attached(&mut out);
     producer.stdin.take().unwrap().write_all(b"go\n").unwrap();
 
     let mut max_rss = 0;
@@ -62,35 +48,16 @@ fn stalled_reader_gives_lost_lines_and_bounded_memory() {
         }
         thread::sleep(Duration::from_millis(500));
     }
-    let mut produced = String::new();
-    producer
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut produced)
-        .unwrap();
-    assert!(producer.wait().unwrap().success());
-    let produced: u64 = produced.trim().parse().expect("producer count");
+    let produced = crate::common::producer_count(&mut producer);
 
     // Stop uevrec; it drains into the pipe as we read it now.
     // SAFETY: kill on a child we own.
     assert_eq!(unsafe { libc::kill(rec.id() as i32, libc::SIGINT) }, 0);
-    let (mut recorded, mut lost, mut lost_lines) = (0u64, 0u64, 0u64);
-    for l in out.lines() {
-        let l = l.unwrap();
-        let v: serde_json::Value = serde_json::from_str(&l).expect("valid JSON line");
-        match v.get("uevrec").and_then(|u| u.as_str()) {
-            Some("lost") => {
-                lost += v["lost"].as_u64().unwrap();
-                lost_lines += 1;
-            }
-            Some(_) => {}
-            None => {
-                assert_eq!(v["fields"]["id"], NR_GETPPID);
-                recorded += 1;
-            }
-        }
-    }
+    let crate::common::GetppidTally {
+        recorded,
+        lost,
+        lost_lines,
+    } = crate::common::tally_getppid(out);
     let status = rec.wait().unwrap();
     let mut err = String::new();
     rec.stderr.take().unwrap().read_to_string(&mut err).unwrap();

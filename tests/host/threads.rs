@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
@@ -190,40 +190,18 @@ fn accounting_is_exact_with_workers_under_overload() {
     let args = ["-m", "1", "--threads", "3", "--drain-threads", "2"];
     let mut rec = crate::common::tail_getppid(producer.id(), &args);
     let mut out = BufReader::new(rec.stdout.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(out.read_line(&mut line).unwrap() > 0, "uevrec ended");
-        if line.contains("\"attached\"") {
-            break;
-        }
-    }
+    crate::common::read_to_attached(&mut out);
     producer.stdin.take().unwrap().write_all(b"go\n").unwrap();
     // The reader stalls for the whole run: the writer, the workers and the staging pool
     // fill, the rings overflow.
-    let mut produced = String::new();
-    producer
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut produced)
-        .unwrap();
-    assert!(producer.wait().unwrap().success());
-    let produced: u64 = produced.trim().parse().expect("producer count");
+    let produced = crate::common::producer_count(&mut producer);
     // SAFETY: kill on a child we own.
     assert_eq!(unsafe { libc::kill(rec.id() as i32, libc::SIGINT) }, 0);
-    let (mut recorded, mut lost, mut lost_lines) = (0u64, 0u64, 0u64);
-    for l in out.lines() {
-        let v: Value = serde_json::from_str(&l.unwrap()).expect("valid JSON line");
-        match v.get("uevrec").and_then(Value::as_str) {
-            Some("lost") => {
-                lost += v["lost"].as_u64().unwrap();
-                lost_lines += 1;
-            }
-            Some(_) => {}
-            None => recorded += 1,
-        }
-    }
+    let crate::common::GetppidTally {
+        recorded,
+        lost,
+        lost_lines,
+    } = crate::common::tally_getppid(out);
     let st = rec.wait().unwrap();
     assert!(st.success(), "{st}: {}", stderr(&mut rec));
     eprintln!("produced {produced}, recorded {recorded}, lost {lost} in {lost_lines} lines");

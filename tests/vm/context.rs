@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use crate::common::vm::PATIENCE;
 use crate::common::vm::{
-    backend, each_backend, interrupt_and_wait, kill_if_running, output_lines, spawn_sample,
-    tmp_dir, user_events_here,
+    backend, each_backend, interrupt_and_wait, kill_if_running, output_lines, spawn_rate, tmp_dir,
+    user_events_here,
 };
 
 const ID: &str = "feedbeef00000000feedbeef00000000feedbeef00000000feedbeef00000000";
@@ -118,28 +118,12 @@ fn renamed_producer_in_a_created_container_cgroup() {
         let dir = tmp_dir("context");
         let (out, err, start) = (dir.join("out.json"), dir.join("err"), dir.join("start"));
         let name = format!("uevrs_ctx_{}", backend());
-        let (mut producer, reports) = spawn_sample(
-            "rate",
-            &[
-                "--name",
-                &name,
-                "--events",
-                &RECORDS.to_string(),
-                "--threads",
-                "1",
-                "--rename",
-                "ctx-renamed",
-                "--start-file",
-                start.to_str().unwrap(),
-            ],
+        let (mut producer, reports) = spawn_rate(
+            &name,
+            RECORDS,
+            &start,
+            &["--threads", "1", "--rename", "ctx-renamed"],
         );
-        wait("the producer's registration", || {
-            reports
-                .lock()
-                .unwrap()
-                .iter()
-                .any(|v| v.get("registered").is_some())
-        });
         let mut rec = Command::new(crate::common::bin())
             .args(["record", "--quiet", "--backend", backend()])
             .args(["-e", &format!("user_events:{name}"), "-o"])
@@ -225,26 +209,7 @@ fn producer_in_a_pod_container_cgroup() {
         )
         .unwrap();
         let name = format!("uevrs_k8s_{}", backend());
-        let (mut producer, reports) = spawn_sample(
-            "rate",
-            &[
-                "--name",
-                &name,
-                "--events",
-                &RECORDS.to_string(),
-                "--threads",
-                "1",
-                "--start-file",
-                start.to_str().unwrap(),
-            ],
-        );
-        wait("the producer's registration", || {
-            reports
-                .lock()
-                .unwrap()
-                .iter()
-                .any(|v| v.get("registered").is_some())
-        });
+        let (mut producer, reports) = spawn_rate(&name, RECORDS, &start, &["--threads", "1"]);
         let mut rec = Command::new(assert_cmd::cargo::cargo_bin("uevrec"))
             .args(["record", "--quiet", "--backend", backend()])
             .args(["-e", &format!("user_events:{name}")])

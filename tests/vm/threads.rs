@@ -18,7 +18,7 @@ use uevrec_samples::wait_until;
 
 use crate::common::vm::{
     assert_running, backend, each_backend, interrupt_and_wait, kill_if_running, output_lines,
-    spawn_sample, tmp_dir, user_events_here, wait_child,
+    spawn_rate, tmp_dir, user_events_here, wait_child,
 };
 
 /// How long a producer or an attach may take (TCG guests are slow).
@@ -103,25 +103,7 @@ fn threads_2_writes_the_lines_of_threads_1() {
         let dir = tmp_dir("threads");
         let name = "vmt_threads";
         let start = dir.join("start");
-        let args = [
-            "--name".to_string(),
-            name.into(),
-            "--events".into(),
-            EVENTS.to_string(),
-            "--threads".into(),
-            "2".into(),
-            "--start-file".into(),
-            start.to_string_lossy().into_owned(),
-        ];
-        let (mut producer, report) = spawn_sample("rate", &args);
-        let registered = wait_until(PATIENCE, || {
-            report
-                .lock()
-                .unwrap()
-                .iter()
-                .any(|v| v.get("registered").is_some())
-        });
-        assert!(registered, "rate did not register: {report:?}");
+        let (mut producer, report) = spawn_rate(name, EVENTS, &start, &["--threads", "2"]);
         let selector = format!("user_events:{name}");
         let one = Rec::start(&dir, 1, &selector);
         let two = Rec::start(&dir, 2, &selector);
