@@ -118,6 +118,11 @@ fn containerd_burstable(sd: &Path, uid: &str, id: &str) -> PathBuf {
         .join(format!("cri-containerd-{id}.scope"))
 }
 
+/// A pod UID (a UUID) from `n`.
+fn uid(n: u8) -> String {
+    format!("{n:08x}-aaaa-4bbb-8ccc-{n:012x}")
+}
+
 /// A 64-digit container id from `n`.
 fn cid(n: u8) -> String {
     format!("{n:02x}").repeat(32)
@@ -164,12 +169,11 @@ impl Kubelet {
     }
 }
 
-/// `uevrec record --quiet ARGS` of the marked setpgid calls, the kubelet's tree at `k`,
-/// names looked for every 100 ms.
-fn record_command(k: &Kubelet, args: &[&str]) -> Command {
+/// `uevrec ARGS` (`record`, `top` …) of the marked setpgid calls, the kubelet's tree at
+/// `k`, names looked for every 100 ms.
+fn uevrec_command(k: &Kubelet, args: &[&str]) -> Command {
     let mut c = Command::new(crate::common::bin());
-    c.args(["record", "--quiet"])
-        .args(args)
+    c.args(args)
         .args(["-e", "syscalls:sys_enter_setpgid", "--filter"])
         .arg(format!("pid == {MARK}"))
         .args(["--rescan-interval", "100ms", "--k8s-pod-logs"])
@@ -182,7 +186,7 @@ fn record_command(k: &Kubelet, args: &[&str]) -> Command {
 /// uevrec recording the marked setpgid calls into `out`, the kubelet's tree at `k`,
 /// once attached.
 fn recorder(backend: &str, k: &Kubelet, extra: &[&str], out: &Path) -> Recorder {
-    let rec = record_command(k, &["--backend", backend])
+    let rec = uevrec_command(k, &["record", "--quiet", "--backend", backend])
         .args(extra)
         .arg("-o")
         .arg(out)
@@ -467,6 +471,33 @@ fn no_context_leaves_the_k8s_keys_out() {
     rec.stop();
 }
 
+/// What a test of this file works in: one at a time, a temp dir with the kubelet's
+/// tree, and the cgroup `uevrec-k8s-<pid>-<name>` (removed, with what is under it, at
+/// the end).
+struct Fixture {
+    _cgroups: Cgroups,
+    kubelet: Kubelet,
+    top: PathBuf,
+    tmp: tempfile::TempDir,
+    _one: std::sync::MutexGuard<'static, ()>,
+}
+
+impl Fixture {
+    fn new(root: &Path, name: &str) -> Fixture {
+        let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let tmp = tempfile::tempdir().unwrap();
+        let top = root.join(format!("uevrec-k8s-{}-{name}", std::process::id()));
+        fs::create_dir_all(&top).unwrap();
+        Fixture {
+            _cgroups: Cgroups(top.clone()),
+            kubelet: Kubelet::new(tmp.path()),
+            top,
+            tmp,
+            _one: one,
+        }
+    }
+}
+
 /// The resource attributes (strings) of the log record of SEQ `seq` ([`ours`]) the
 /// receiver got, if it got it.
 fn otlp_resource(
@@ -524,23 +555,16 @@ fn k8s_part(
 fn otlp_export(kind: crate::common::otlp_receiver::Kind, protocol: &str) {
     use crate::common::otlp_receiver::Receiver;
     let root = require!(Tier::Host, host());
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let tmp = tempfile::tempdir().unwrap();
-    let k = Kubelet::new(tmp.path());
-    let top = root.join(format!("uevrec-k8s-{}-otlp-{protocol}", std::process::id()));
-    fs::create_dir_all(&top).unwrap();
-    let _cg = Cgroups(top.clone());
-    let (u1, u2) = (
-        "11111111-aaaa-4bbb-8ccc-0000000000a1",
-        "22222222-aaaa-4bbb-8ccc-0000000000a2",
-    );
-    let (i1, i2) = (cid(0xa1), cid(0xa2));
+    let f = Fixture::new(&root, &format!("otlp-{protocol}"));
+    let (k, top) = (&f.kubelet, &f.top);
+    let (u1, u2, i1, i2) = (uid(0xa1), uid(0xa2), cid(0xa1), cid(0xa2));
+    let (u1, u2) = (u1.as_str(), u2.as_str());
     k.add("shop", "web-0", u1, "nginx", &i1);
     k.add("batch", "job-x", u2, "worker", &i2);
     let export = |extra: &[&str]| {
         let rx = Receiver::start(kind);
         let endpoint = rx.endpoint();
-        let rec = record_command(&k, &["--otlp-endpoint", &endpoint])
+        let rec = uevrec_command(k, &["record", "--quiet", "--otlp-endpoint", &endpoint])
             .args(["--otlp-protocol", protocol])
             .args(extra)
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -588,8 +612,8 @@ fn otlp_export(kind: crate::common::otlp_receiver::Kind, protocol: &str) {
 
     // web-0 replaced: a new UID whose directory the kubelet has not made yet.
     k.remove("shop", "web-0", u1);
-    let u3 = "33333333-aaaa-4bbb-8ccc-0000000000a3";
-    let i3 = cid(0xa3);
+    let (u3, i3) = (uid(0xa3), cid(0xa3));
+    let u3 = u3.as_str();
     let d3 = containerd_burstable(&top.join("kubepods.slice"), u3, &i3);
     produce_in(&d3, 10);
     wait_for("the new pod's first record", || {
@@ -627,4 +651,62 @@ fn otlp_export_grpc() {
 #[test]
 fn otlp_export_http_json() {
     otlp_export(crate::common::otlp_receiver::Kind::Http, "http/json");
+}
+
+/// `uevrec top --by pod --plain`: one row per pod, `namespace/pod` for a pod the
+/// kubelet's directory names, the UID for one it does not (yet), `-` for records outside
+/// pods; each row counts its pod's records exactly (the final lines count every record).
+#[test]
+fn top_by_pod() {
+    let root = require!(Tier::Host, host());
+    let f = Fixture::new(&root, "top");
+    let (k, top) = (&f.kubelet, &f.top);
+    let (named, unnamed, i1, i2) = (uid(0xb1), uid(0xb2), cid(0xb1), cid(0xb2));
+    let (named, unnamed) = (named.as_str(), unnamed.as_str());
+    k.add("shop", "web-0", named, "nginx", &i1);
+    let out = f.tmp.path().join("top.json");
+    let rec = uevrec_command(k, &["top", "--plain", "--by", "pod", "--interval", "200ms"])
+        .stdout(fs::File::create(&out).unwrap())
+        .spawn()
+        .unwrap();
+    let rec = Recorder(rec);
+    wait_for("top's attached notice", || {
+        fs::read_to_string(&out).is_ok_and(|t| t.contains("attached"))
+    });
+    let d1 = containerd_burstable(&top.join("kubepods.slice"), named, &i1);
+    let d2 = top.join(format!("kubepods/pod{unnamed}")).join(&i2);
+    let outside = top.join("system.slice/uevrec-k8s-top.service");
+    for seq in 0..3 {
+        produce_in(&d1, seq);
+    }
+    produce_in(&d2, 3);
+    produce_in(&outside, 4);
+    let rows = |all: &[Value], last: bool| -> Vec<(String, u64)> {
+        let mut rows: Vec<(String, u64)> = Vec::new();
+        for v in all.iter().filter(|v| v["uevrec"] == "top") {
+            if last && v.get("final").is_none() {
+                continue;
+            }
+            assert!(v.get("event").is_none(), "{v}");
+            let pod = v["pod"].as_str().unwrap().to_string();
+            let n = v["records"].as_u64().unwrap();
+            match rows.iter_mut().find(|(p, _)| *p == pod) {
+                Some(r) => r.1 = n,
+                None => rows.push((pod, n)),
+            }
+        }
+        rows
+    };
+    wait_for("the rows of both pods", || {
+        let r = rows(&lines(&out), false);
+        r.iter().any(|(p, n)| p == "shop/web-0" && *n == 3)
+            && r.iter().any(|(p, n)| p == unnamed && *n == 1)
+    });
+    rec.stop();
+    let r = rows(&lines(&out), true);
+    let get = |pod: &str| r.iter().find(|(p, _)| p == pod).map(|(_, n)| *n);
+    assert_eq!(get("shop/web-0"), Some(3), "{r:?}");
+    assert_eq!(get(unnamed), Some(1), "{r:?}");
+    // Outside pods: ours, and any other process's marked setpgid calls.
+    assert!(get("-").is_some_and(|n| n >= 1), "{r:?}");
 }
