@@ -93,6 +93,16 @@ fn k8s_tracker() -> ContextTracker {
     t
 }
 
+/// The stamp of record `i` of thread `tid` (a process of its own).
+fn stamp(i: u32, tid: u32) -> RecordStamp {
+    RecordStamp {
+        time_unix_ns: Some(T0 + u64::from(i) * 1000),
+        cpu: 0,
+        pid: tid,
+        tid,
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let text = format_file_text(
         "rate",
@@ -122,12 +132,7 @@ fn bench(c: &mut Criterion) {
                 out.clear();
                 for i in 0..BATCH {
                     let tid = 1 + i % THREADS;
-                    let stamp = RecordStamp {
-                        time_unix_ns: Some(T0 + u64::from(i) * 1000),
-                        cpu: 0,
-                        pid: tid,
-                        tid,
-                    };
+                    let stamp = stamp(i, tid);
                     if with {
                         w.set_context(tracker, &stamp, Some(u64::from(tid) % CGROUPS));
                     }
@@ -157,12 +162,7 @@ fn bench(c: &mut Criterion) {
                 out.clear();
                 for i in 0..BATCH {
                     let tid = 1 + (i / run) % THREADS;
-                    let stamp = RecordStamp {
-                        time_unix_ns: Some(T0 + u64::from(i) * 1000),
-                        cpu: 0,
-                        pid: tid,
-                        tid,
-                    };
+                    let stamp = stamp(i, tid);
                     if with {
                         w.set_context(&k8s, &stamp, Some(u64::from(tid) % CGROUPS));
                     }
