@@ -3,14 +3,17 @@
 //! (the tracker's lookups, then the same line with the keys), side by side in one run.
 //! The tracker holds 1,000 threads in 100 cgroups named like Docker scopes; records cycle
 //! through the threads, so the lookups are not all one cache line. Each iteration writes
-//! a batch of 1000 records into one reused buffer, as the formatter does.
+//! a batch of 1000 records into one reused buffer, as the formatter does. The `otlp-*`
+//! cases: the same records as OTLP export frames, with and without the Kubernetes
+//! resource attributes.
 
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use uevrec_parsers::otlp::OtlpEncoding;
 use uevrec_parsers::{
-    ContextTracker, ContextUpdate, LineOptions, LineWriter, PreparedFormat, RecordStamp,
-    parse_format,
+    ContextTracker, ContextUpdate, LineOptions, LineWriter, OutputFormat, OutputWriter,
+    PreparedFormat, RecordStamp, RecordWriter, parse_format,
 };
 use uevrec_samples::register::format_file_text;
 
@@ -90,6 +93,16 @@ fn k8s_tracker() -> ContextTracker {
     t
 }
 
+/// The stamp of record `i` of thread `tid` (a process of its own).
+fn stamp(i: u32, tid: u32) -> RecordStamp {
+    RecordStamp {
+        time_unix_ns: Some(T0 + u64::from(i) * 1000),
+        cpu: 0,
+        pid: tid,
+        tid,
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let text = format_file_text(
         "rate",
@@ -119,17 +132,43 @@ fn bench(c: &mut Criterion) {
                 out.clear();
                 for i in 0..BATCH {
                     let tid = 1 + i % THREADS;
-                    let stamp = RecordStamp {
-                        time_unix_ns: Some(T0 + u64::from(i) * 1000),
-                        cpu: 0,
-                        pid: tid,
-                        tid,
-                    };
+                    let stamp = stamp(i, tid);
                     if with {
                         w.set_context(tracker, &stamp, Some(u64::from(tid) % CGROUPS));
                     }
                     w.write_prepared(&mut out, &stamp, &prepared, &raw);
                 }
+                black_box(&out);
+            })
+        });
+    }
+    // OTLP (protobuf export frames, what `record --otlp-endpoint` writes): without
+    // context (as before the Kubernetes resource attributes), and with them, the records'
+    // pods either changing at every record (`-cycling`: the resource is rendered again
+    // for each record, and a request holds 100 resources) or in runs of 100 records of
+    // one pod (`-runs`, as a busy producer's records come).
+    for (name, with, run) in [
+        ("otlp-without", false, 1),
+        ("otlp-k8s-cycling", true, 1),
+        ("otlp-k8s-runs", true, 100),
+    ] {
+        let mut w = OutputWriter::new(
+            OutputFormat::OtlpExport(OtlpEncoding::Protobuf),
+            LineOptions::default(),
+        );
+        w.set_host_name("node-1");
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                out.clear();
+                for i in 0..BATCH {
+                    let tid = 1 + (i / run) % THREADS;
+                    let stamp = stamp(i, tid);
+                    if with {
+                        w.set_context(&k8s, &stamp, Some(u64::from(tid) % CGROUPS));
+                    }
+                    w.write_prepared(&mut out, &stamp, &prepared, &raw);
+                }
+                w.end_lines(&mut out);
                 black_box(&out);
             })
         });

@@ -47,7 +47,8 @@ impl OutputWriter {
         }
     }
 
-    /// [`LineWriter::set_context`]; nothing for OTLP, whose records carry no context.
+    /// [`LineWriter::set_context`], or for OTLP [`OtlpWriter::set_context`] (the
+    /// Kubernetes resource attributes).
     #[inline(always)]
     pub fn set_context(
         &mut self,
@@ -55,8 +56,9 @@ impl OutputWriter {
         stamp: &RecordStamp,
         cgroup: Option<u64>,
     ) {
-        if let OutputWriter::Json(w) = self {
-            w.set_context(tracker, stamp, cgroup);
+        match self {
+            OutputWriter::Json(w) => w.set_context(tracker, stamp, cgroup),
+            OutputWriter::Otlp(w) => w.set_context(tracker, stamp, cgroup),
         }
     }
 }

@@ -178,8 +178,9 @@ pub struct RecordingArgs {
     #[arg(long)]
     pub no_schema: bool,
     /// Leave out who wrote each record: no "comm", "cgroup", "container", "unit" or
-    /// "k8s_*" keys, no /proc scan at start and no tracking of thread names (saves a few ns
-    /// per record; docs/json-lines.md, "Context").
+    /// "k8s_*" keys (OTLP: no k8s.* / container.id resource attributes), no /proc scan
+    /// at start and no tracking of thread names (saves a few ns per record;
+    /// docs/json-lines.md, "Context").
     #[arg(long)]
     pub no_context: bool,
     /// Output format: json (uevrec's JSON lines) or otlp (OTLP/JSON requests).

@@ -175,8 +175,8 @@ fn export(args: &RecordArgs) -> i32 {
     } = opened;
     config.pipeline.format = uevrec_parsers::OutputFormat::OtlpExport(encoding);
     config.pipeline.stats = Some(stats);
-    // OTLP records carry no context; a perf.data does (its COMM, FORK, … records).
-    config.session.context = args.raw.is_some() && !args.rec.no_context;
+    // OTLP records carry the Kubernetes identity as resource attributes (docs/otlp.md).
+    config.session.context = !args.rec.no_context;
     let raw = match &args.raw {
         Some(path) => match raw_output(path, args, &mut config, false) {
             Ok(raw) => Some(raw),
@@ -334,8 +334,8 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
         schema: !rec.no_schema,
         quiet: rec.quiet,
         max_records: rec.count,
-        // Only JSON lines carry context (OTLP records do not; --raw: `record`).
-        context: !rec.no_context && matches!(rec.format, super::output::Format::Json),
+        // JSON lines carry every context key, OTLP the Kubernetes identity (docs/otlp.md).
+        context: !rec.no_context,
         pod_logs: crate::kubernetes::PodLogDirs {
             pods: rec.k8s_pod_logs.clone(),
             containers: rec.k8s_container_logs.clone(),

@@ -12,6 +12,7 @@ use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, SessionArgs, print_error, v
 use crate::session::SessionConfig;
 use crate::session::backend::BackendKind;
 use crate::top::model::SortKey;
+use crate::top::pods::GroupBy;
 use crate::top::{self as live, Display, TopOptions};
 
 /// `uevrec top`.
@@ -33,6 +34,16 @@ pub struct TopArgs {
     /// output is a terminal; they are the default when it is not.
     #[arg(long)]
     pub plain: bool,
+    /// One row per event, or per Kubernetes pod (namespace/pod, the pod UID until the
+    /// kubelet's log directories name it, "-" outside pods; docs/top.md).
+    #[arg(long, value_enum, default_value_t = GroupBy::Event)]
+    pub by: GroupBy,
+    /// With --by pod: the kubelet's pod log directories (NAMESPACE_POD_UID).
+    #[arg(long, value_name = "DIR", default_value = crate::kubernetes::DEFAULT_POD_LOGS)]
+    pub k8s_pod_logs: std::path::PathBuf,
+    /// With --by pod: the kubelet's container log links.
+    #[arg(long, value_name = "DIR", default_value = crate::kubernetes::DEFAULT_CONTAINER_LOGS)]
+    pub k8s_container_logs: std::path::PathBuf,
 }
 
 /// `uevrec top`; returns the exit status.
@@ -47,8 +58,13 @@ pub fn top(args: &TopArgs) -> i32 {
         // screen): the session's messages show as the view's notice line.
         Ok(c) => SessionConfig {
             quiet: display == Display::Terminal,
-            // Names come from /proc (crate::top), not from tracked context records.
-            context: false,
+            // Names come from /proc (crate::top); context records are tracked only for
+            // the pods of --by pod.
+            context: args.by == GroupBy::Pod,
+            pod_logs: crate::kubernetes::PodLogDirs {
+                pods: args.k8s_pod_logs.clone(),
+                containers: args.k8s_container_logs.clone(),
+            },
             ..c
         },
         Err(e) => {
@@ -73,6 +89,7 @@ pub fn top(args: &TopArgs) -> i32 {
             BackendKind::Perf => "perf",
             BackendKind::Ftrace => "ftrace",
         },
+        by: args.by,
     };
     let out = live::run(&config, &opts, display, &stop);
     if let Err(e) = out.session {

@@ -11,15 +11,18 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::Shared;
 use super::model::Model;
+use super::pods::{GroupBy, PodRows};
 use crate::pipeline::{Staged, StagedChunk, StagedEntry};
 
 /// Count everything staged on `staged` into `shared` until the session closes it,
-/// returning every chunk buffer on `pool`.
-pub fn run(staged: &Receiver<Staged>, pool: &Sender<Vec<u8>>, shared: &Shared) {
+/// returning every chunk buffer on `pool`; a row per event, or per pod (`by`).
+pub fn run(staged: &Receiver<Staged>, pool: &Sender<Vec<u8>>, shared: &Shared, by: GroupBy) {
     // Processes new in this interval, named once the model is unlocked.
     let mut fresh: Vec<u32> = Vec::new();
+    let mut pods = (by == GroupBy::Pod).then(PodRows::default);
     for msg in staged {
         let chunk = match msg {
+            Staged::Format { .. } if pods.is_some() => continue,
             Staged::Format { slot, source, .. } => {
                 let name = format!("{}:{}", source.system, source.name);
                 lock(&shared.model).attach(slot, &name);
@@ -28,7 +31,10 @@ pub fn run(staged: &Receiver<Staged>, pool: &Sender<Vec<u8>>, shared: &Shared) {
             Staged::Drained(_) => continue,
             Staged::Chunk(chunk) => chunk,
         };
-        count_chunk(&mut lock(&shared.model), &chunk, &mut fresh);
+        match &mut pods {
+            Some(rows) => count_by_pod(&mut lock(&shared.model), rows, &chunk, &mut fresh),
+            None => count_chunk(&mut lock(&shared.model), &chunk, &mut fresh),
+        }
         // The pool channel holds every chunk, so this never waits.
         let _ = pool.send(chunk.into_buffer());
         if !fresh.is_empty() {
@@ -68,6 +74,40 @@ pub fn count_chunk(model: &mut Model, chunk: &StagedChunk, fresh: &mut Vec<u32>)
             }
             // top runs without context tracking (names come from /proc).
             StagedEntry::Context { .. } | StagedEntry::Schema { .. } => {}
+        }
+    }
+}
+
+/// [`count_chunk`] with a row per pod: context entries go to the tracker of `rows`,
+/// each record counts in its pod's row.
+pub fn count_by_pod(
+    model: &mut Model,
+    rows: &mut PodRows,
+    chunk: &StagedChunk,
+    fresh: &mut Vec<u32>,
+) {
+    for entry in chunk.entries() {
+        match entry {
+            StagedEntry::Record {
+                stamp, cgroup, raw, ..
+            } => {
+                let slot = rows.slot(model, stamp.pid, stamp.tid, cgroup);
+                if model.record(slot, stamp.pid, raw.len()) {
+                    fresh.push(stamp.pid);
+                }
+            }
+            StagedEntry::Context {
+                time_unix_ns,
+                update,
+            } => rows.tracker.apply(time_unix_ns, update),
+            StagedEntry::Lost { lost, .. } => model.lost(lost),
+            StagedEntry::Notice {
+                what,
+                event,
+                message,
+                ..
+            } => model.notice(what, event, message),
+            StagedEntry::Schema { .. } => {}
         }
     }
 }
@@ -124,7 +164,7 @@ mod tests {
         tx.send(Staged::Chunk(chunk)).unwrap();
         drop(tx);
         let shared = Shared::default();
-        run(&rx, &pool_tx, &shared);
+        run(&rx, &pool_tx, &shared, GroupBy::Event);
         assert_eq!(
             pool_rx.try_iter().count(),
             1,

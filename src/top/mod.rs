@@ -19,6 +19,7 @@ pub mod comm;
 pub mod counter;
 pub mod model;
 pub mod plain;
+pub mod pods;
 pub mod view;
 
 use std::io;
@@ -60,6 +61,8 @@ pub struct TopOptions {
     pub sort: SortKey,
     /// The backend's name, for the header.
     pub backend: &'static str,
+    /// What a row is: an event, or a pod (`--by pod`, [`pods`]).
+    pub by: pods::GroupBy,
 }
 
 impl Default for TopOptions {
@@ -69,6 +72,7 @@ impl Default for TopOptions {
             duration: None,
             sort: SortKey::Rate,
             backend: "perf",
+            by: pods::GroupBy::Event,
         }
     }
 }
@@ -96,7 +100,7 @@ pub fn run(
     let shared = &shared;
     let count = Job {
         name: "uevrec-count",
-        body: |rx, pool| counter::run(&rx, &pool, shared),
+        body: |rx, pool| counter::run(&rx, &pool, shared, opts.by),
     };
     let show = Job {
         name: "uevrec-top",

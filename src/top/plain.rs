@@ -21,6 +21,7 @@ use serde::Serialize;
 use super::comm::CommCache;
 use super::counter::lock;
 use super::model::{Snapshot, sort_rows};
+use super::pods::GroupBy;
 use super::{Clock, Shared, TopOptions};
 
 /// How often the printer looks at `stop` and `done` between intervals.
@@ -39,7 +40,12 @@ struct Process<'a> {
 struct EventLine<'a> {
     time: &'a str,
     uevrec: &'static str,
-    event: &'a str,
+    /// `system:event`, or with `--by pod` None (the row is `pod`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    event: Option<&'a str>,
+    /// With `--by pod`: `namespace/pod`, the UID while unnamed, `-` outside pods.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pod: Option<&'a str>,
     attached: bool,
     interval_s: f64,
     records_per_s: f64,
@@ -107,7 +113,8 @@ pub fn write_interval(
         let line = EventLine {
             time: &time,
             uevrec: "top",
-            event: &r.event,
+            event: (opts.by == GroupBy::Event).then_some(r.event.as_str()),
+            pod: (opts.by == GroupBy::Pod).then_some(r.event.as_str()),
             attached: r.attached,
             interval_s,
             records_per_s: round3(r.records_per_s),

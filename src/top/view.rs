@@ -56,6 +56,8 @@ pub struct ViewState {
     pub error: Option<String>,
     /// The backend's name, for the header.
     pub backend: &'static str,
+    /// Rows per pod (`--by pod`) rather than per event.
+    pub by_pod: bool,
     /// Whether an interval has closed yet.
     pub ticked: bool,
 }
@@ -220,7 +222,10 @@ pub fn draw(frame: &mut Frame<'_>, state: &ViewState, comms: &mut CommCache) {
     let right =
         |v: String, width: u16| Cell::from(Line::raw(fit(&v, width as usize)).right_aligned());
     let header = TableRow::new([
-        Cell::from(fit("EVENT", event_w as usize)),
+        Cell::from(fit(
+            if state.by_pod { "POD" } else { "EVENT" },
+            event_w as usize,
+        )),
         right("REC/S".into(), RATE_W),
         right("TOTAL".into(), TOTAL_W),
         right("BYTES/S".into(), BYTES_W),
@@ -324,6 +329,7 @@ fn event_loop(
     let mut state = ViewState {
         sort: opts.sort,
         backend: opts.backend,
+        by_pod: opts.by == super::pods::GroupBy::Pod,
         ..ViewState::default()
     };
     let mut clock = Clock::new(opts.interval, opts.duration);

@@ -4,6 +4,7 @@
 
 #[macro_use]
 pub mod tier;
+pub mod cgroups;
 pub mod comm;
 pub mod export;
 pub mod flight;

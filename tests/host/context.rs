@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::common::PATIENCE;
+use crate::common::cgroups::Cgroups;
 use crate::common::tier::Tier;
 
 /// A container id the cgroup is named after.
@@ -43,30 +44,6 @@ fn host() -> Result<PathBuf, String> {
         }
     }
     uevrec::context::cgroup_root().ok_or_else(|| "no cgroup2 file system mounted".into())
-}
-
-/// A cgroup removed (with its children) when dropped.
-struct Cgroup(PathBuf);
-
-impl Drop for Cgroup {
-    fn drop(&mut self) {
-        // Children first; a cgroup with live processes cannot go (the child has exited).
-        let mut dirs: Vec<PathBuf> = walk(&self.0);
-        dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
-        for d in dirs {
-            let _ = fs::remove_dir(&d);
-        }
-    }
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = vec![dir.to_path_buf()];
-    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
-        if e.file_type().is_ok_and(|t| t.is_dir()) {
-            out.extend(walk(&e.path()));
-        }
-    }
-    out
 }
 
 /// The complete lines of `path` (uevrec may be writing the last one).
@@ -135,7 +112,7 @@ fn record_child(root: &Path, backend: &str, extra: &[&str]) -> (Vec<Value>, Stri
     let out = dir.path().join("out.json");
     let parent = root.join(format!("uevrec-ctx-{}-{backend}", std::process::id()));
     fs::create_dir_all(&parent).unwrap();
-    let _cg = Cgroup(parent.clone());
+    let _cg = Cgroups(parent.clone());
     let scope = parent.join(format!("docker-{ID}.scope"));
     let mut c = child(&scope);
     let pid = c.id().to_string();

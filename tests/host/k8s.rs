@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::common::PATIENCE;
+use crate::common::cgroups::Cgroups;
 use crate::common::tier::Tier;
 
 /// setpgid's number (the tracepoint's filter field `pid` is its first argument).
@@ -47,29 +48,6 @@ fn host() -> Result<PathBuf, String> {
         .map_err(|e| format!("cgroup v2 at {} not writable: {e}", root.display()))?;
     let _ = fs::remove_dir(&probe);
     Ok(root)
-}
-
-/// A cgroup tree removed (children first) when dropped.
-struct Cgroups(PathBuf);
-
-impl Drop for Cgroups {
-    fn drop(&mut self) {
-        let mut dirs = walk(&self.0);
-        dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
-        for d in dirs {
-            let _ = fs::remove_dir(&d);
-        }
-    }
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = vec![dir.to_path_buf()];
-    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
-        if e.file_type().is_ok_and(|t| t.is_dir()) {
-            out.extend(walk(&e.path()));
-        }
-    }
-    out
 }
 
 /// The complete lines of `path` (uevrec may be writing the last one).
@@ -132,6 +110,19 @@ fn underscored(uid: &str) -> String {
     uid.replace('-', "_")
 }
 
+/// A containerd container of a Burstable pod under the systemd driver's
+/// `kubepods.slice` at `sd`.
+fn containerd_burstable(sd: &Path, uid: &str, id: &str) -> PathBuf {
+    sd.join("kubepods-burstable.slice")
+        .join(format!("kubepods-burstable-pod{}.slice", underscored(uid)))
+        .join(format!("cri-containerd-{id}.scope"))
+}
+
+/// A pod UID (a UUID) from `n`.
+fn uid(n: u8) -> String {
+    format!("{n:08x}-aaaa-4bbb-8ccc-{n:012x}")
+}
+
 /// A 64-digit container id from `n`.
 fn cid(n: u8) -> String {
     format!("{n:02x}").repeat(32)
@@ -178,17 +169,24 @@ impl Kubelet {
     }
 }
 
-/// uevrec recording the marked setpgid calls into `out`, the kubelet's tree at `k`,
-/// once attached.
-fn recorder(backend: &str, k: &Kubelet, extra: &[&str], out: &Path) -> Recorder {
-    let rec = Command::new(crate::common::bin())
-        .args(["record", "--quiet", "--backend", backend])
+/// `uevrec ARGS` (`record`, `top` …) of the marked setpgid calls, the kubelet's tree at
+/// `k`, names looked for every 100 ms.
+fn uevrec_command(k: &Kubelet, args: &[&str]) -> Command {
+    let mut c = Command::new(crate::common::bin());
+    c.args(args)
         .args(["-e", "syscalls:sys_enter_setpgid", "--filter"])
         .arg(format!("pid == {MARK}"))
         .args(["--rescan-interval", "100ms", "--k8s-pod-logs"])
         .arg(&k.pods)
         .arg("--k8s-container-logs")
-        .arg(&k.containers)
+        .arg(&k.containers);
+    c
+}
+
+/// uevrec recording the marked setpgid calls into `out`, the kubelet's tree at `k`,
+/// once attached.
+fn recorder(backend: &str, k: &Kubelet, extra: &[&str], out: &Path) -> Recorder {
+    let rec = uevrec_command(k, &["record", "--quiet", "--backend", backend])
         .args(extra)
         .arg("-o")
         .arg(out)
@@ -401,10 +399,7 @@ fn every_driver_and_runtime(backend: &str) {
     k.remove("shop", "web-0", u1);
     let u7 = "77777777-aaaa-4bbb-8ccc-000000000007";
     let i7 = cid(7);
-    let dir7 = sd
-        .join("kubepods-burstable.slice")
-        .join(format!("kubepods-burstable-pod{}.slice", underscored(u7)))
-        .join(format!("cri-containerd-{i7}.scope"));
+    let dir7 = containerd_burstable(&sd, u7, &i7);
     produce_in(&dir7, 100);
     wait_for("the new pod's first record", || record(&out, 100).is_some());
     let mut early = want(u7, "Burstable", "shop", "web-0", None, Some(&i7));
@@ -474,4 +469,244 @@ fn no_context_leaves_the_k8s_keys_out() {
         assert!(v.get(key).is_none(), "{key} in {v}");
     }
     rec.stop();
+}
+
+/// What a test of this file works in: one at a time, a temp dir with the kubelet's
+/// tree, and the cgroup `uevrec-k8s-<pid>-<name>` (removed, with what is under it, at
+/// the end).
+struct Fixture {
+    _cgroups: Cgroups,
+    kubelet: Kubelet,
+    top: PathBuf,
+    tmp: tempfile::TempDir,
+    _one: std::sync::MutexGuard<'static, ()>,
+}
+
+impl Fixture {
+    fn new(root: &Path, name: &str) -> Fixture {
+        let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let tmp = tempfile::tempdir().unwrap();
+        let top = root.join(format!("uevrec-k8s-{}-{name}", std::process::id()));
+        fs::create_dir_all(&top).unwrap();
+        Fixture {
+            _cgroups: Cgroups(top.clone()),
+            kubelet: Kubelet::new(tmp.path()),
+            top,
+            tmp,
+            _one: one,
+        }
+    }
+}
+
+/// The resource attributes (strings) of the log record of SEQ `seq` ([`ours`]) the
+/// receiver got, if it got it.
+fn otlp_resource(
+    rx: &crate::common::otlp_receiver::Receiver,
+    seq: u64,
+) -> Option<std::collections::BTreeMap<String, String>> {
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+    let want = i64::try_from(ours(seq)).unwrap();
+    for req in rx.logs() {
+        for rl in &req.resource_logs {
+            let ours = rl.scope_logs.iter().flat_map(|s| &s.log_records).any(|r| {
+                crate::common::export::attr(r, "pgid")
+                    .is_some_and(|v| v.value == Some(Any::IntValue(want)))
+            });
+            if !ours {
+                continue;
+            }
+            let attrs = rl.resource.as_ref()?.attributes.iter();
+            return Some(
+                attrs
+                    .filter_map(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                        Any::StringValue(s) => Some((kv.key.clone(), s.clone())),
+                        _ => None,
+                    })
+                    .collect(),
+            );
+        }
+    }
+    None
+}
+
+/// The Kubernetes resource attributes a record must carry (the semantic-convention
+/// names; absent ones must be absent).
+fn k8s_attrs(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|&(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The Kubernetes part of a record's resource (host.name and the like left out).
+fn k8s_part(
+    mut attrs: std::collections::BTreeMap<String, String>,
+) -> std::collections::BTreeMap<String, String> {
+    attrs.retain(|k, _| k.starts_with("k8s.") || k == "container.id");
+    attrs
+}
+
+/// `record --otlp-endpoint` (gRPC and HTTP/protobuf, to the receivers of
+/// tests/common/otlp_receiver.rs): records of pods under both cgroup drivers carry
+/// `k8s.pod.uid`, `container.id`, `k8s.namespace.name`, `k8s.pod.name` and
+/// `k8s.container.name` as resource attributes; a record outside kubepods none; a pod
+/// replaced by another of the same name: the new UID, no name until the kubelet's
+/// directory names it, then the new names; with `--no-context` none at all.
+fn otlp_export(kind: crate::common::otlp_receiver::Kind, protocol: &str) {
+    use crate::common::otlp_receiver::Receiver;
+    let root = require!(Tier::Host, host());
+    let f = Fixture::new(&root, &format!("otlp-{protocol}"));
+    let (k, top) = (&f.kubelet, &f.top);
+    let (u1, u2, i1, i2) = (uid(0xa1), uid(0xa2), cid(0xa1), cid(0xa2));
+    let (u1, u2) = (u1.as_str(), u2.as_str());
+    k.add("shop", "web-0", u1, "nginx", &i1);
+    k.add("batch", "job-x", u2, "worker", &i2);
+    let export = |extra: &[&str]| {
+        let rx = Receiver::start(kind);
+        let endpoint = rx.endpoint();
+        let rec = uevrec_command(k, &["record", "--quiet", "--otlp-endpoint", &endpoint])
+            .args(["--otlp-protocol", protocol])
+            .args(extra)
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
+            .spawn()
+            .unwrap();
+        let rec = Recorder(rec);
+        wait_for("the attached notice at the receiver", || {
+            crate::common::export::notices(&rx.logs())
+                .iter()
+                .any(|w| w == "attached")
+        });
+        (rx, rec)
+    };
+    let (rx, rec) = export(&[]);
+    let d1 = containerd_burstable(&top.join("kubepods.slice"), u1, &i1);
+    let d2 = top
+        .join("kubepods/besteffort")
+        .join(format!("pod{u2}"))
+        .join(&i2);
+    let outside = top.join("system.slice/uevrec-k8s-otlp.service");
+    produce_in(&d1, 0);
+    produce_in(&d2, 1);
+    produce_in(&outside, 2);
+    wait_for("the three records at the receiver", || {
+        (0..3).all(|s| otlp_resource(&rx, s).is_some())
+    });
+    let named = |uid: &str, id: &str, ns: &str, pod: &str, name: &str| {
+        k8s_attrs(&[
+            ("container.id", id),
+            ("k8s.pod.uid", uid),
+            ("k8s.namespace.name", ns),
+            ("k8s.pod.name", pod),
+            ("k8s.container.name", name),
+        ])
+    };
+    let got = |s| k8s_part(otlp_resource(&rx, s).unwrap());
+    assert_eq!(got(0), named(u1, &i1, "shop", "web-0", "nginx"));
+    assert_eq!(got(1), named(u2, &i2, "batch", "job-x", "worker"));
+    assert_eq!(got(2), k8s_attrs(&[]));
+    assert!(
+        otlp_resource(&rx, 0).unwrap().contains_key("host.name"),
+        "the host stays in the resource"
+    );
+
+    // web-0 replaced: a new UID whose directory the kubelet has not made yet.
+    k.remove("shop", "web-0", u1);
+    let (u3, i3) = (uid(0xa3), cid(0xa3));
+    let u3 = u3.as_str();
+    let d3 = containerd_burstable(&top.join("kubepods.slice"), u3, &i3);
+    produce_in(&d3, 10);
+    wait_for("the new pod's first record", || {
+        otlp_resource(&rx, 10).is_some()
+    });
+    assert_eq!(
+        got(10),
+        k8s_attrs(&[("container.id", &i3), ("k8s.pod.uid", u3)]),
+        "before its logs: the UID alone, never the old pod's names"
+    );
+    k.add("shop", "web-0", u3, "nginx-v2", &i3);
+    sleep(Duration::from_millis(600));
+    produce_in(&d3, 11);
+    wait_for("the new pod's later record", || {
+        otlp_resource(&rx, 11).is_some()
+    });
+    assert_eq!(got(11), named(u3, &i3, "shop", "web-0", "nginx-v2"));
+    rec.stop();
+
+    // --no-context: no Kubernetes attributes.
+    let (rx, rec) = export(&["--no-context"]);
+    produce_in(&d2, 20);
+    wait_for("the record without context", || {
+        otlp_resource(&rx, 20).is_some()
+    });
+    assert_eq!(k8s_part(otlp_resource(&rx, 20).unwrap()), k8s_attrs(&[]));
+    rec.stop();
+}
+
+#[test]
+fn otlp_export_grpc() {
+    otlp_export(crate::common::otlp_receiver::Kind::Grpc, "grpc");
+}
+
+#[test]
+fn otlp_export_http_json() {
+    otlp_export(crate::common::otlp_receiver::Kind::Http, "http/json");
+}
+
+/// `uevrec top --by pod --plain`: one row per pod, `namespace/pod` for a pod the
+/// kubelet's directory names, the UID for one it does not (yet), `-` for records outside
+/// pods; each row counts its pod's records exactly (the final lines count every record).
+#[test]
+fn top_by_pod() {
+    let root = require!(Tier::Host, host());
+    let f = Fixture::new(&root, "top");
+    let (k, top) = (&f.kubelet, &f.top);
+    let (named, unnamed, i1, i2) = (uid(0xb1), uid(0xb2), cid(0xb1), cid(0xb2));
+    let (named, unnamed) = (named.as_str(), unnamed.as_str());
+    k.add("shop", "web-0", named, "nginx", &i1);
+    let out = f.tmp.path().join("top.json");
+    let rec = uevrec_command(k, &["top", "--plain", "--by", "pod", "--interval", "200ms"])
+        .stdout(fs::File::create(&out).unwrap())
+        .spawn()
+        .unwrap();
+    let rec = Recorder(rec);
+    wait_for("top's attached notice", || {
+        fs::read_to_string(&out).is_ok_and(|t| t.contains("attached"))
+    });
+    let d1 = containerd_burstable(&top.join("kubepods.slice"), named, &i1);
+    let d2 = top.join(format!("kubepods/pod{unnamed}")).join(&i2);
+    let outside = top.join("system.slice/uevrec-k8s-top.service");
+    for seq in 0..3 {
+        produce_in(&d1, seq);
+    }
+    produce_in(&d2, 3);
+    produce_in(&outside, 4);
+    let rows = |all: &[Value], last: bool| -> Vec<(String, u64)> {
+        let mut rows: Vec<(String, u64)> = Vec::new();
+        for v in all.iter().filter(|v| v["uevrec"] == "top") {
+            if last && v.get("final").is_none() {
+                continue;
+            }
+            assert!(v.get("event").is_none(), "{v}");
+            let pod = v["pod"].as_str().unwrap().to_string();
+            let n = v["records"].as_u64().unwrap();
+            match rows.iter_mut().find(|(p, _)| *p == pod) {
+                Some(r) => r.1 = n,
+                None => rows.push((pod, n)),
+            }
+        }
+        rows
+    };
+    wait_for("the rows of both pods", || {
+        let r = rows(&lines(&out), false);
+        r.iter().any(|(p, n)| p == "shop/web-0" && *n == 3)
+            && r.iter().any(|(p, n)| p == unnamed && *n == 1)
+    });
+    rec.stop();
+    let r = rows(&lines(&out), true);
+    let get = |pod: &str| r.iter().find(|(p, _)| p == pod).map(|(_, n)| *n);
+    assert_eq!(get("shop/web-0"), Some(3), "{r:?}");
+    assert_eq!(get(unnamed), Some(1), "{r:?}");
+    // Outside pods: ours, and any other process's marked setpgid calls.
+    assert!(get("-").is_some_and(|n| n >= 1), "{r:?}");
 }

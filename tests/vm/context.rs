@@ -188,7 +188,8 @@ fn renamed_producer_in_a_created_container_cgroup() {
 /// driver and containerd; ftrace: cgroupfs driver and CRI-O), created after uevrec
 /// started; the `rate` producer moved into it writes; every record carries the pod's
 /// UID, class, namespace, name and the container's name (docs/json-lines.md,
-/// "Kubernetes").
+/// "Kubernetes"); a second uevrec beside it writes OTLP, whose records of the event all
+/// carry the same as resource attributes (docs/otlp.md, "Kubernetes identity").
 #[test]
 fn producer_in_a_pod_container_cgroup() {
     if !user_events_here() {
@@ -210,21 +211,29 @@ fn producer_in_a_pod_container_cgroup() {
         .unwrap();
         let name = format!("uevrs_k8s_{}", backend());
         let (mut producer, reports) = spawn_rate(&name, RECORDS, &start, &["--threads", "1"]);
-        let mut rec = Command::new(assert_cmd::cargo::cargo_bin("uevrec"))
-            .args(["record", "--quiet", "--backend", backend()])
-            .args(["-e", &format!("user_events:{name}")])
-            .arg("--k8s-pod-logs")
-            .arg(&pods)
-            .arg("--k8s-container-logs")
-            .arg(&containers)
-            .arg("-o")
-            .arg(&out)
-            .stderr(Stdio::from(fs::File::create(&err).unwrap()))
-            .spawn()
-            .unwrap();
-        wait("uevrec's attached notice", || {
-            fs::read_to_string(&out).is_ok_and(|t| t.contains("\"attached\""))
-        });
+        // JSON lines and, beside them, OTLP (the identity as resource attributes).
+        let (otlp, otlp_err) = (dir.join("out.otlp"), dir.join("err.otlp"));
+        let recorder = |out: &Path, err: &Path, format: &str| {
+            let rec = Command::new(assert_cmd::cargo::cargo_bin("uevrec"))
+                .args(["record", "--quiet", "--backend", backend()])
+                .args(["--format", format])
+                .args(["-e", &format!("user_events:{name}")])
+                .arg("--k8s-pod-logs")
+                .arg(&pods)
+                .arg("--k8s-container-logs")
+                .arg(&containers)
+                .arg("-o")
+                .arg(out)
+                .stderr(Stdio::from(fs::File::create(err).unwrap()))
+                .spawn()
+                .unwrap();
+            wait("uevrec's attached notice", || {
+                fs::read_to_string(out).is_ok_and(|t| t.contains("\"attached\""))
+            });
+            rec
+        };
+        let mut rec = recorder(&out, &err, "json");
+        let mut rec_otlp = recorder(&otlp, &otlp_err, "otlp");
         let parent = root.join(format!("uevrec-vm-k8s-{}", backend()));
         let (scope, qos) = if backend() == "perf" {
             let pod = format!(
@@ -253,6 +262,7 @@ fn producer_in_a_pod_container_cgroup() {
         });
         std::thread::sleep(Duration::from_millis(300));
         interrupt_and_wait(&mut rec, PATIENCE, &err);
+        interrupt_and_wait(&mut rec_otlp, PATIENCE, &otlp_err);
         kill_if_running(&mut producer);
         let lines = output_lines(&out);
         let records: Vec<_> = lines
@@ -268,6 +278,35 @@ fn producer_in_a_pod_container_cgroup() {
             assert_eq!(v["k8s_pod"], "ue-0", "{v}");
             assert_eq!(v["k8s_container"], "producer", "{v}");
         }
+        // OTLP: every record of the event under a resource naming the pod.
+        let want = [
+            ("container.id", cid),
+            ("k8s.pod.uid", uid),
+            ("k8s.namespace.name", "vm-ns"),
+            ("k8s.pod.name", "ue-0"),
+            ("k8s.container.name", "producer"),
+        ];
+        let mut n = 0;
+        for line in output_lines(&otlp) {
+            for rl in line["resourceLogs"].as_array().into_iter().flatten() {
+                let sl = &rl["scopeLogs"][0];
+                if sl["scope"]["name"] != "user_events" {
+                    continue;
+                }
+                let attrs = &rl["resource"]["attributes"];
+                for (k, v) in want {
+                    let got = attrs
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|a| a["key"] == k)
+                        .map(|a| &a["value"]["stringValue"]);
+                    assert_eq!(got, Some(&serde_json::Value::from(v)), "{k}: {rl}");
+                }
+                n += sl["logRecords"].as_array().unwrap().len() as u64;
+            }
+        }
+        assert_eq!(n, RECORDS, "{}: OTLP records of the pod", backend());
         let mut dirs: Vec<PathBuf> = vec![scope.clone()];
         dirs.extend(
             scope

@@ -164,16 +164,32 @@ pub fn parse_container_log(name: &str) -> Option<(&str, &str, &str, &str)> {
 /// that belong to pods, so their keys are written again when names come.
 #[derive(Debug, Default, Clone)]
 pub struct K8sNames {
-    /// Pod UID → `,"k8s_namespace":"…","k8s_pod":"…"`.
-    pods: Map<Box<str>, Box<[u8]>>,
-    /// Container id → `,"k8s_container":"…"`.
-    containers: Map<Box<str>, Box<[u8]>>,
+    /// Pod UID → (namespace, pod name).
+    pods: Map<Box<str>, (Box<str>, Box<str>)>,
+    /// Container id → container name.
+    containers: Map<Box<str>, Box<str>>,
     /// Cgroup id → path, of the cgroups in pods.
     cgroups: Map<u64, Box<str>>,
 }
 
+/// The Kubernetes identity of a cgroup in a pod ([`K8sNames::identity`]): what its path
+/// says, and the names learnt for it (`None` until the kubelet's directories named it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodIdentity<'a> {
+    /// The pod UID.
+    pub uid: String,
+    /// Its QoS class.
+    pub qos: Qos,
+    /// The container id, for a container's cgroup.
+    pub container_id: Option<&'a str>,
+    /// The pod's namespace and name, when known.
+    pub names: Option<(&'a str, &'a str)>,
+    /// The container's name, when known.
+    pub container_name: Option<&'a str>,
+}
+
 /// Forget one entry of `map` when it is full and `key` is new.
-fn make_room(map: &mut Map<Box<str>, Box<[u8]>>, key: &str, max: usize) {
+fn make_room<V>(map: &mut Map<Box<str>, V>, key: &str, max: usize) {
     if map.len() >= max && !map.contains_key(key) {
         if let Some(any) = map.keys().next().cloned() {
             map.remove(&any);
@@ -190,29 +206,49 @@ impl K8sNames {
     /// Pod `uid` is `pod` in `namespace`; false when that was known already.
     pub fn learn_pod(&mut self, uid: &[u8], namespace: &[u8], pod: &[u8]) -> bool {
         let uid = String::from_utf8_lossy(uid);
-        let mut text = b",\"k8s_namespace\":".to_vec();
-        write_text(&mut text, namespace);
-        text.extend_from_slice(b",\"k8s_pod\":");
-        write_text(&mut text, pod);
-        if self.pods.get(&*uid).is_some_and(|t| **t == *text) {
+        let names: (Box<str>, Box<str>) = (
+            String::from_utf8_lossy(namespace).into(),
+            String::from_utf8_lossy(pod).into(),
+        );
+        if self.pods.get(&*uid).is_some_and(|n| *n == names) {
             return false;
         }
         make_room(&mut self.pods, &uid, MAX_PODS);
-        self.pods.insert(uid.into(), text.into());
+        self.pods.insert(uid.into(), names);
         true
     }
 
     /// Container `id` is named `name`; false when that was known already.
     pub fn learn_container(&mut self, id: &[u8], name: &[u8]) -> bool {
         let id = String::from_utf8_lossy(id);
-        let mut text = b",\"k8s_container\":".to_vec();
-        write_text(&mut text, name);
-        if self.containers.get(&*id).is_some_and(|t| **t == *text) {
+        let name: Box<str> = String::from_utf8_lossy(name).into();
+        if self.containers.get(&*id).is_some_and(|n| *n == name) {
             return false;
         }
         make_room(&mut self.containers, &id, MAX_CONTAINERS);
-        self.containers.insert(id.into(), text.into());
+        self.containers.insert(id.into(), name);
         true
+    }
+
+    /// The identity of cgroup `id` when it is a pod's (its path was seen by
+    /// [`K8sNames::write_keys`]); `None` outside pods and for unknown cgroups.
+    pub fn identity(&self, id: u64) -> Option<PodIdentity<'_>> {
+        let pod = classify_pod(self.cgroups.get(&id)?)?;
+        let names = self
+            .pods
+            .get(pod.uid.as_str())
+            .map(|(ns, name)| (&**ns, &**name));
+        let container_name = pod
+            .container
+            .and_then(|c| self.containers.get(c))
+            .map(|n| &**n);
+        Some(PodIdentity {
+            uid: pod.uid,
+            qos: pod.qos,
+            container_id: pod.container,
+            names,
+            container_name,
+        })
     }
 
     /// Cgroup `id` (path `path`) is forgotten.
@@ -240,11 +276,15 @@ impl K8sNames {
         write_text(out, pod.uid.as_bytes());
         out.extend_from_slice(b",\"k8s_qos\":");
         write_text(out, pod.qos.as_str().as_bytes());
-        if let Some(names) = self.pods.get(pod.uid.as_str()) {
-            out.extend_from_slice(names);
+        if let Some((namespace, name)) = self.pods.get(pod.uid.as_str()) {
+            out.extend_from_slice(b",\"k8s_namespace\":");
+            write_text(out, namespace.as_bytes());
+            out.extend_from_slice(b",\"k8s_pod\":");
+            write_text(out, name.as_bytes());
         }
         if let Some(name) = pod.container.and_then(|c| self.containers.get(c)) {
-            out.extend_from_slice(name);
+            out.extend_from_slice(b",\"k8s_container\":");
+            write_text(out, name.as_bytes());
         }
     }
 

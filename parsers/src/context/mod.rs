@@ -28,7 +28,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use container::{CgroupOwner, classify};
-pub use kubernetes::{K8sNames, PodCgroup, Qos, classify_pod};
+pub use kubernetes::{K8sNames, PodCgroup, PodIdentity, Qos, classify_pod};
 
 use keys::{cgroup_text, comm_text};
 
@@ -392,6 +392,13 @@ impl ContextTracker {
     #[inline]
     pub fn cgroup_of(&self, pid: u32, tid: u32) -> Option<u64> {
         self.cgroup_in(pid, tid, self.threads.get(&tid))
+    }
+
+    /// The Kubernetes identity of cgroup `id` when it is in a pod (its path was
+    /// seen): pod UID, container id and the names known so far (OTLP's resource
+    /// attributes; JSON lines get the same as keys from [`ContextTracker::write`]).
+    pub fn pod_identity(&self, id: u64) -> Option<PodIdentity<'_>> {
+        self.k8s.identity(id)
     }
 
     /// [`ContextTracker::cgroup_of`] with the thread looked up already.

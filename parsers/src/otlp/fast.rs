@@ -475,6 +475,7 @@ impl OtlpWriter {
         // (`plain_resource`, on fields apart from the attributes' buffer.)
         self.resource.clear();
         self.resource.extend_from_slice(&self.host);
+        Proto::append_attrs(&mut self.resource, &self.context);
         self.scope.clear();
         Proto::scope(&mut self.scope, prepared.system());
         let time = origin.stamp.time_unix_ns.unwrap_or(0);
@@ -662,6 +663,7 @@ impl OtlpWriter {
             });
         }
         Proto::append_attrs(&mut self.resource, &self.host);
+        Proto::append_attrs(&mut self.resource, &self.context);
         body.clear();
         if let Some(i) = plan.body {
             plan.write_value(body, scratch, i, bytes(i), big);

@@ -51,6 +51,7 @@ use json::LogHead;
 
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 
+use crate::context::{ContextTracker, PodIdentity};
 use crate::decode::Endian;
 use crate::eventheader::metadata::split_event_name;
 use crate::eventheader::{Enumerator, HeaderError, MetaError, TracepointName, parse_event};
@@ -76,6 +77,13 @@ pub struct OtlpWriter {
     /// `host.name` as a resource attribute (as [`Enc::resource_attr`] writes it), when
     /// known.
     host: Vec<u8>,
+    /// The Kubernetes resource attributes of the record being written (as
+    /// [`Enc::resource_attr`] writes them; empty outside pods and without context),
+    /// set by [`OtlpWriter::set_context`].
+    context: Vec<u8>,
+    /// What [`Self::context`] was rendered for: the record's cgroup id and the
+    /// tracker's version (None: nothing rendered yet).
+    context_key: Option<(Option<u64>, u64)>,
     batches: Batches,
     /// The fields of the record being written.
     fields: Fields,
@@ -251,10 +259,12 @@ impl OtlpWriter {
         }
     }
 
-    /// Set the resource to `host.name` alone (when known) and the scope to `scope`.
+    /// Set the resource to `host.name` (when known) and the record's Kubernetes
+    /// attributes ([`Self::context`]) and the scope to `scope`.
     fn plain_resource<E: Enc>(&mut self, scope: &str) {
         self.resource.clear();
         self.resource.extend_from_slice(&self.host);
+        E::append_attrs(&mut self.resource, &self.context);
         self.scope.clear();
         E::scope(&mut self.scope, scope);
     }
@@ -382,6 +392,7 @@ impl OtlpWriter {
         self.resource.clear();
         common_schema::write_resource::<E>(&mut self.resource, &self.fields, cs);
         E::append_attrs(&mut self.resource, &self.host);
+        E::append_attrs(&mut self.resource, &self.context);
         let (fields, keys) = (&self.fields, &mut self.keys);
         let (resource, scope) = (&self.resource, &self.scope);
         let tracepoint = &self.tracepoint;
@@ -452,6 +463,56 @@ impl OtlpWriter {
                 )
             },
         );
+    }
+}
+
+/// Context: the Kubernetes identity of the records as resource attributes.
+impl OtlpWriter {
+    /// Take the context of the next record (of `stamp`'s thread, whose sample named
+    /// `cgroup`): its pod's identity goes into the resource of that record and of every
+    /// later one until the next call — `container.id`, `k8s.pod.uid`, and once the
+    /// kubelet's directories named them `k8s.namespace.name`, `k8s.pod.name` and
+    /// `k8s.container.name` (semantic-convention names, `docs/otlp.md`). Records outside
+    /// pods get none. Re-rendered only when the cgroup or the tracker changed.
+    #[inline]
+    pub fn set_context(
+        &mut self,
+        tracker: &ContextTracker,
+        stamp: &RecordStamp,
+        cgroup: Option<u64>,
+    ) {
+        let id = cgroup.or_else(|| tracker.cgroup_of(stamp.pid, stamp.tid));
+        let key = Some((id, tracker.version()));
+        if self.context_key == key {
+            return;
+        }
+        self.context_key = key;
+        self.context.clear();
+        let Some(pod) = id.and_then(|id| tracker.pod_identity(id)) else {
+            return;
+        };
+        if self.proto() {
+            pod_attrs::<Proto>(&mut self.context, &pod);
+        } else {
+            pod_attrs::<Json>(&mut self.context, &pod);
+        }
+    }
+}
+
+/// The resource attributes of `pod` (what is known of it; never a name for another UID).
+fn pod_attrs<E: Enc>(out: &mut Vec<u8>, pod: &PodIdentity<'_>) {
+    let mut add =
+        |key: &str, value: &str| E::resource_attr(out, key, |o| E::message_any(o, &value));
+    if let Some(id) = pod.container_id {
+        add("container.id", id);
+    }
+    add("k8s.pod.uid", &pod.uid);
+    if let Some((namespace, name)) = pod.names {
+        add("k8s.namespace.name", namespace);
+        add("k8s.pod.name", name);
+    }
+    if let Some(name) = pod.container_name {
+        add("k8s.container.name", name);
     }
 }
 

@@ -587,3 +587,203 @@ fn export_frames_carry_the_lines_and_their_counts() {
     let f = read_frames(&more).next().unwrap().unwrap();
     assert_eq!((f.records, counts(&f)), (1, vec![("uevrec", 1)]));
 }
+
+/// The Kubernetes identity as resource attributes: records of cgroup `cgroup` are written
+/// after the tracker took `updates`; the requests come back decoded (JSON lines by serde,
+/// protobuf frames by prost), so both encoders and both paths (general and compiled) are
+/// checked against `opentelemetry-proto`'s own types.
+mod k8s_resource {
+    use super::*;
+    use crate::context::{ContextTracker, ContextUpdate};
+    use opentelemetry_proto::tonic::common::v1::any_value;
+
+    const UID: &str = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
+    const UID2: &str = "6fa459ea-ee8a-3ca4-894e-db77e160355e";
+    const ID: &str = "5f6a8b7c9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f809102";
+
+    fn pod_path(uid: &str) -> String {
+        let uid_ = uid.replace('-', "_");
+        format!(
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid_}.slice/cri-containerd-{ID}.scope"
+        )
+    }
+
+    /// One plain record and one Common Schema log per cgroup in `cgroups`, then the
+    /// requests: (resource attributes, records) per resource, in order of first sight.
+    fn export(
+        w: &mut OtlpWriter,
+        t: &ContextTracker,
+        cgroups: &[u64],
+    ) -> Vec<(Vec<(String, String)>, usize)> {
+        let plain = PreparedFormat::new(&metrics_format("plain"), "user_events", "plain", None);
+        let cs = Eh::new("Log")
+            .u32("__csver__", 1024)
+            .structure("PartB", 1)
+            .str("_typeName", "Log");
+        let mut out = Vec::new();
+        for &c in cgroups {
+            w.set_context(t, &STAMP, Some(c));
+            w.write_prepared(&mut out, &STAMP, &plain, &metrics_raw(b"\x01"));
+            w.write_prepared(&mut out, &STAMP, &eh_prepared("Prov_L4K1"), &cs.raw());
+        }
+        w.end_lines(&mut out);
+        let requests: Vec<ExportLogsServiceRequest> = match w.batches.framed() {
+            None => out
+                .split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+                .map(|l| serde_json::from_slice(l).unwrap())
+                .collect(),
+            Some(OtlpEncoding::Protobuf) => read_frames(&out)
+                .map(|f| ExportLogsServiceRequest::decode(f.unwrap().body).unwrap())
+                .collect(),
+            Some(OtlpEncoding::Json) => unreachable!(),
+        };
+        let mut groups = Vec::new();
+        for rl in requests.iter().flat_map(|r| &r.resource_logs) {
+            let attrs = rl
+                .resource
+                .as_ref()
+                .unwrap()
+                .attributes
+                .iter()
+                .map(|kv| {
+                    let v = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                        Some(any_value::Value::StringValue(s)) => s.clone(),
+                        other => panic!("{}: not a string: {other:?}", kv.key),
+                    };
+                    (kv.key.clone(), v)
+                })
+                .collect();
+            let records: usize = rl.scope_logs.iter().map(|s| s.log_records.len()).sum();
+            // (A resource has one ResourceLogs per scope: plain events and the Common
+            // Schema log have different scopes.)
+            match groups.iter_mut().find(|(a, _)| *a == attrs) {
+                Some((_, n)) => *n += records,
+                None => groups.push((attrs, records)),
+            }
+        }
+        groups
+    }
+
+    fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|&(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn check(mut make: impl FnMut() -> OtlpWriter) {
+        let mut t = ContextTracker::new();
+        let path = pod_path(UID);
+        t.apply(
+            None,
+            ContextUpdate::Cgroup {
+                id: 7,
+                path: path.as_bytes(),
+            },
+        );
+        t.apply(
+            None,
+            ContextUpdate::Cgroup {
+                id: 9,
+                path: b"/system.slice/cron.service",
+            },
+        );
+        let uid_only = kv(&[
+            ("host.name", "h"),
+            ("container.id", ID),
+            ("k8s.pod.uid", UID),
+        ]);
+        let bare = kv(&[("host.name", "h")]);
+        // Before the names: the UID (and container id) alone; outside pods: nothing.
+        let mut w = make();
+        w.set_host_name("h");
+        let got = export(&mut w, &t, &[7, 9]);
+        // Plain records and Common Schema logs of a pod share its resource.
+        assert_eq!(got, vec![(uid_only.clone(), 2), (bare.clone(), 2)]);
+        // The names come.
+        t.apply(
+            None,
+            ContextUpdate::Pod {
+                uid: UID.as_bytes(),
+                namespace: b"shop",
+                name: b"cart-0",
+            },
+        );
+        t.apply(
+            None,
+            ContextUpdate::ContainerName {
+                id: ID.as_bytes(),
+                name: b"app",
+            },
+        );
+        let named = kv(&[
+            ("host.name", "h"),
+            ("container.id", ID),
+            ("k8s.pod.uid", UID),
+            ("k8s.namespace.name", "shop"),
+            ("k8s.pod.name", "cart-0"),
+            ("k8s.container.name", "app"),
+        ]);
+        assert_eq!(export(&mut w, &t, &[7]), vec![(named.clone(), 2)]);
+        // The pod replaced by another of the same name (a new UID, a new cgroup): its
+        // records carry the new UID, no name until the kubelet names that UID.
+        let path2 = pod_path(UID2);
+        t.apply(
+            None,
+            ContextUpdate::Cgroup {
+                id: 8,
+                path: path2.as_bytes(),
+            },
+        );
+        let new_uid = kv(&[
+            ("host.name", "h"),
+            ("container.id", ID),
+            ("k8s.pod.uid", UID2),
+            ("k8s.container.name", "app"),
+        ]);
+        // Records of two pods in one request: one ResourceLogs each, in order.
+        assert_eq!(
+            export(&mut w, &t, &[7, 8, 7]),
+            vec![(named.clone(), 4), (new_uid, 2)]
+        );
+        t.apply(
+            None,
+            ContextUpdate::Pod {
+                uid: UID2.as_bytes(),
+                namespace: b"shop",
+                name: b"cart-0",
+            },
+        );
+        let got = export(&mut w, &t, &[8]);
+        assert_eq!(got[0].0[2], ("k8s.pod.uid".to_string(), UID2.to_string()));
+        assert_eq!(
+            got[0].0[4],
+            ("k8s.pod.name".to_string(), "cart-0".to_string())
+        );
+        // Without set_context (--no-context): no Kubernetes attributes.
+        let mut w = make();
+        w.set_host_name("h");
+        let plain = PreparedFormat::new(&metrics_format("plain"), "user_events", "plain", None);
+        let mut out = Vec::new();
+        w.write_prepared(&mut out, &STAMP, &plain, &metrics_raw(b"\x01"));
+        w.end_lines(&mut out);
+        assert!(!String::from_utf8_lossy(&out).contains("k8s."));
+    }
+
+    #[test]
+    fn pods_are_resources_in_json_lines() {
+        check(|| OtlpWriter::new(LineOptions::default()));
+    }
+
+    #[test]
+    fn pods_are_resources_in_protobuf_frames() {
+        check(|| OtlpWriter::export(LineOptions::default(), OtlpEncoding::Protobuf));
+        // The general path as well as the compiled one.
+        check(|| {
+            let mut w = OtlpWriter::export(LineOptions::default(), OtlpEncoding::Protobuf);
+            w.general_only = true;
+            w
+        });
+    }
+}
