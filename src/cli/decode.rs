@@ -15,7 +15,10 @@
 //! With `--threads N` ≥ 2 (JSON lines) the decoder hands its records, ordered, to a
 //! [`RecordSink`] that stages them as the recorder's session does, for N formatter workers
 //! ([`formatter::run_parallel`]), and a writer thread writes their lines: the same bytes
-//! as one thread, in the same order.
+//! as one thread, in the same order. A record of a mapped (or wholly read) input is
+//! staged by where it lies ([`StagedChunk::push_record_at`]) and the workers read it from
+//! the mapping, so the decoding thread copies no trace entry; a page thread maps the
+//! input ahead of the reader and lets it go [`PAGE_LAG`] behind (BENCHMARKS.md §20).
 //!
 //! Time: `HEADER_CLOCK_DATA` (written by `perf record -k CLOCK_MONOTONIC`) gives the
 //! wall-clock time of each sample; without it `time` is `null` and stderr says so once.
