@@ -206,6 +206,8 @@ fn metadata_key(line: &[u8]) -> u64 {
 
 /// Turns staged chunks into batches of JSON lines (one thread: [`run`]).
 struct Formatter<'a> {
+    /// Where records staged by where they lie are read ([`StagedChunk::entries_in`]).
+    input: &'a [u8],
     out: &'a Sender<Batch>,
     recycle: &'a Receiver<Vec<u8>>,
     core: Core,
@@ -262,7 +264,7 @@ impl Formatter<'_> {
             Staged::Drained(_) => return Ok(()),
             Staged::Chunk(chunk) => chunk,
         };
-        for entry in chunk.entries() {
+        for entry in chunk.entries_in(self.input) {
             self.batch.records += self
                 .core
                 .entry(&mut self.batch.lines, entry, &mut self.pending);
@@ -318,6 +320,18 @@ pub fn run(
     recycle: &Receiver<Vec<u8>>,
     lines: Lines<'_>,
 ) -> Result<(), Closed> {
+    run_in(staged, chunk_recycle, out, recycle, lines, &[])
+}
+
+/// [`run`], the records staged by where they lie read from `input`.
+fn run_in(
+    staged: Receiver<Staged>,
+    chunk_recycle: Sender<Vec<u8>>,
+    out: &Sender<Batch>,
+    recycle: &Receiver<Vec<u8>>,
+    lines: Lines<'_>,
+    input: &[u8],
+) -> Result<(), Closed> {
     let Lines {
         opts,
         format,
@@ -328,6 +342,7 @@ pub fn run(
     let mut core = Core::new(format, opts, context);
     core.schema = schema || session.is_some();
     let mut f = Formatter {
+        input,
         out,
         recycle,
         core,
@@ -397,9 +412,35 @@ pub fn run_parallel(
     workers: usize,
     started: impl FnOnce(),
 ) -> Result<(), Closed> {
+    run_parallel_in(
+        staged,
+        chunk_recycle,
+        out,
+        recycle,
+        lines,
+        workers,
+        started,
+        &[],
+    )
+}
+
+/// [`run_parallel`] for a file decoder (`uevrec decode --threads`) whose records are
+/// staged by where they lie in `input` ([`crate::pipeline::StagedChunk::push_record_at`]):
+/// each worker reads them from there, so the decoding thread copies no trace entry.
+#[allow(clippy::too_many_arguments)]
+pub fn run_parallel_in(
+    staged: Receiver<Staged>,
+    chunk_recycle: Sender<Vec<u8>>,
+    out: &Sender<Batch>,
+    recycle: &Receiver<Vec<u8>>,
+    lines: Lines<'_>,
+    workers: usize,
+    started: impl FnOnce(),
+    input: &[u8],
+) -> Result<(), Closed> {
     if workers <= 1 || lines.format != OutputFormat::JsonLines {
         started();
-        return run(staged, chunk_recycle, out, recycle, lines);
+        return run_in(staged, chunk_recycle, out, recycle, lines, input);
     }
     let Lines {
         opts,
@@ -423,6 +464,7 @@ pub fn run_parallel(
             core.schema = schema || session.is_some();
             let worker = Worker {
                 id,
+                input,
                 core,
                 parts: parts_tx.clone(),
                 credits: credit_rx,
@@ -533,8 +575,10 @@ fn pick(work: &[Sender<Work>], turn: &mut usize) -> usize {
 }
 
 /// A formatter worker of [`run_parallel`].
-struct Worker {
+struct Worker<'a> {
     id: usize,
+    /// Where records staged by where they lie are read.
+    input: &'a [u8],
     core: Core,
     parts: Sender<Part>,
     /// One message per part this worker may still send.
@@ -545,7 +589,7 @@ struct Worker {
     spare: Option<Vec<u8>>,
 }
 
-impl Worker {
+impl Worker<'_> {
     fn buffer(&mut self) -> Result<Vec<u8>, Closed> {
         if let Some(b) = self.spare.take() {
             return Ok(b);
@@ -616,7 +660,7 @@ impl Worker {
             records: 0,
         };
         let mut announced = Vec::new();
-        for entry in chunk.entries() {
+        for entry in chunk.entries_in(self.input) {
             batch.records += self.core.entry(&mut batch.lines, entry, &mut announced);
             if batch.lines.len() >= BATCH_BYTES {
                 // Sent before the next buffer is taken: a worker waiting for a buffer

@@ -204,6 +204,12 @@ const HAS_TIME: u32 = 1;
 /// Bit of a record entry's flags word: the body starts with the sample's cgroup id
 /// (u64), then the trace entry.
 const HAS_CGROUP: u32 = 2;
+/// Flag: the record's trace entry is not staged but named by where it lies in the input
+/// the decoder reads (`uevrec decode --threads`: a mapped file): the body (after the
+/// cgroup id, if any) is its offset (`u64`) and length (`u32`) there.
+const HAS_REF: u32 = 4;
+/// Body bytes of a [`HAS_REF`] record (besides the cgroup id).
+const REF_BODY: usize = 12;
 /// Bytes of an entry's header: slot, cpu, pid, tid, length, flags (u32 each), time (u64).
 const HEADER: usize = 32;
 /// A notice body's event length when it names no event.
@@ -323,8 +329,14 @@ impl StagedChunk {
             Some(end) => {
                 let (before, after) = self.bytes.split_at(end.min(self.bytes.len()));
                 (
-                    StagedEntries { rest: before },
-                    Some(StagedEntries { rest: after }),
+                    StagedEntries {
+                        rest: before,
+                        input: &[],
+                    },
+                    Some(StagedEntries {
+                        rest: after,
+                        input: &[],
+                    }),
                 )
             }
             None => (self.entries(), None),
@@ -411,6 +423,35 @@ impl StagedChunk {
         self.records += 1;
     }
 
+    /// [`StagedChunk::push_record_in`] for a trace entry that lies in the input a file
+    /// decoder reads, at `offset` (`len` bytes): only where it is, not its bytes, is
+    /// staged (12 bytes instead of the entry's). The formatter reads it from the same
+    /// input ([`StagedChunk::entries_in`]).
+    pub fn push_record_at(
+        &mut self,
+        slot: u32,
+        stamp: &RecordStamp,
+        cgroup: Option<u64>,
+        offset: u64,
+        len: u32,
+    ) {
+        debug_assert!(slot < SCHEMA);
+        let id_len = if cgroup.is_some() { 8 } else { 0 };
+        let flags = HAS_REF | if cgroup.is_some() { HAS_CGROUP } else { 0 };
+        self.header(slot, stamp, id_len + REF_BODY, flags);
+        let mut body = [0u8; 8 + REF_BODY];
+        body[..8].copy_from_slice(&cgroup.unwrap_or(0).to_ne_bytes());
+        body[8..16].copy_from_slice(&offset.to_ne_bytes());
+        body[16..].copy_from_slice(&len.to_ne_bytes());
+        // Fixed lengths (no call to memcpy).
+        if cgroup.is_some() {
+            self.bytes.extend_from_slice(&body);
+        } else {
+            self.bytes.extend_from_slice(&body[8..]);
+        }
+        self.records += 1;
+    }
+
     /// Append a context change (see [`ContextUpdate`]); body: a kind word, then the
     /// kind's fields (`u32` thread ids, `u64` cgroup ids) and text.
     pub fn push_context(&mut self, time_unix_ns: Option<u64>, update: &ContextUpdate<'_>) {
@@ -477,9 +518,21 @@ impl StagedChunk {
         self.bytes.extend_from_slice(message.as_bytes());
     }
 
-    /// The entries in order.
+    /// The entries in order (a record staged by where it lies,
+    /// [`StagedChunk::push_record_at`], ends the iteration: use
+    /// [`StagedChunk::entries_in`]).
     pub fn entries(&self) -> StagedEntries<'_> {
-        StagedEntries { rest: &self.bytes }
+        self.entries_in(&[])
+    }
+
+    /// The entries in order, the records staged by where they lie
+    /// ([`StagedChunk::push_record_at`]) read from `input` (the decoder's input). A
+    /// record lying outside `input` ends the iteration.
+    pub fn entries_in<'a>(&'a self, input: &'a [u8]) -> StagedEntries<'a> {
+        StagedEntries {
+            rest: &self.bytes,
+            input,
+        }
     }
 }
 
@@ -521,7 +574,11 @@ impl<'a> EncodedEntry<'a> {
 
     /// The entry decoded.
     pub fn decode(&self) -> Option<StagedEntry<'a>> {
-        StagedEntries { rest: self.bytes }.next()
+        StagedEntries {
+            rest: self.bytes,
+            input: &[],
+        }
+        .next()
     }
 }
 
@@ -551,6 +608,8 @@ impl StagedChunk {
 #[derive(Debug)]
 pub struct StagedEntries<'a> {
     rest: &'a [u8],
+    /// Where the records staged by where they lie are read ([`HAS_REF`]).
+    input: &'a [u8],
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -683,6 +742,21 @@ impl<'a> Iterator for StagedEntries<'a> {
                     (Some(u64_at(id, 0)), raw)
                 } else {
                     (None, entry)
+                };
+                let raw = if flags & HAS_REF != 0 {
+                    let at = (raw.len() == REF_BODY).then(|| {
+                        let offset = usize::try_from(u64_at(raw, 0)).unwrap_or(usize::MAX);
+                        (offset, u32_at(raw, 8) as usize)
+                    });
+                    let found = at
+                        .and_then(|(offset, len)| self.input.get(offset..offset.checked_add(len)?));
+                    let Some(found) = found else {
+                        self.rest = &[];
+                        return None;
+                    };
+                    found
+                } else {
+                    raw
                 };
                 StagedEntry::Record {
                     slot,
@@ -1037,6 +1111,30 @@ mod tests {
     }
 
     #[test]
+    fn a_record_staged_by_where_it_lies_is_read_from_the_input() {
+        let input = b"..header..TRACE-ENTRY..rest";
+        let st = stamp(Some(7), 3);
+        let mut chunk = StagedChunk::default();
+        chunk.push_record_at(2, &st, None, 10, 11);
+        chunk.push_record_at(4, &st, Some(99), 0, 2);
+        chunk.push_lost(Some(8), 1, 5);
+        assert_eq!(chunk.records(), 2);
+        let got: Vec<_> = chunk.entries_in(input).collect();
+        let record = |slot, cgroup, raw| StagedEntry::Record {
+            slot,
+            stamp: stamp(Some(7), 3),
+            cgroup,
+            raw,
+        };
+        assert_eq!(got[0], record(2, None, &b"TRACE-ENTRY"[..]));
+        assert_eq!(got[1], record(4, Some(99), &b".."[..]));
+        assert_eq!(got.len(), 3, "{got:?}");
+        // Without the input, or past its end, the iteration ends there.
+        assert_eq!(chunk.entries().count(), 0);
+        assert_eq!(chunk.entries_in(&input[..20]).count(), 0);
+    }
+
+    #[test]
     fn an_empty_chunk_has_no_entries() {
         assert_eq!(StagedChunk::with_buffer(vec![1, 2]).entries().count(), 0);
     }
@@ -1049,7 +1147,15 @@ mod tests {
         // The body cut short, then the header itself.
         for cut_at in [HEADER + 3, HEADER - 1] {
             bytes.truncate(cut_at);
-            assert_eq!(StagedEntries { rest: &bytes }.count(), 0, "cut at {cut_at}");
+            assert_eq!(
+                StagedEntries {
+                    rest: &bytes,
+                    input: &[]
+                }
+                .count(),
+                0,
+                "cut at {cut_at}"
+            );
         }
     }
 }

@@ -15,7 +15,10 @@
 //! With `--threads N` ≥ 2 (JSON lines) the decoder hands its records, ordered, to a
 //! [`RecordSink`] that stages them as the recorder's session does, for N formatter workers
 //! ([`formatter::run_parallel`]), and a writer thread writes their lines: the same bytes
-//! as one thread, in the same order.
+//! as one thread, in the same order. A record of a mapped (or wholly read) input is
+//! staged by where it lies ([`StagedChunk::push_record_at`]) and the workers read it from
+//! the mapping, so the decoding thread copies no trace entry; a page thread maps the
+//! input ahead of the reader and lets it go [`PAGE_LAG`] behind (BENCHMARKS.md §20).
 //!
 //! Time: `HEADER_CLOCK_DATA` (written by `perf record -k CLOCK_MONOTONIC`) gives the
 //! wall-clock time of each sample; without it `time` is `null` and stderr says so once.
@@ -48,7 +51,7 @@ use crate::selector::Selector;
 use std::sync::atomic::AtomicBool;
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crossbeam_channel::{Receiver, Sender};
 use uevrec_parsers::perf_data::records::RawRecord;
@@ -520,7 +523,7 @@ fn decode_bytes(
         Some(par) => {
             let context = opts.context.then(ContextTracker::new);
             let lines = par_lines(opts, big_endian, context);
-            staged(par, lines, |sink| run(dec.with_sink(sink), flush))
+            staged(par, lines, bytes, |sink| run(dec.with_sink(sink), flush))
         }
         None => run(dec, flush),
     };
@@ -606,9 +609,15 @@ fn par_lines(
 /// ([`formatter::run_parallel`]: the same lines in the same order as one thread writes),
 /// whose batches go to `par`'s writer. The sink sends what it holds when dropped (the
 /// decoder that owns it ends); the workers are joined before this returns.
+///
+/// Records whose trace entry lies in `input` (the mapped file, or the whole input read
+/// into memory) are staged by where they lie ([`StagedChunk::push_record_at`]) and the
+/// workers read them from there: the decoding thread copies none (`&[]`: every entry is
+/// copied, as for a pipe).
 fn staged<T>(
     par: &Par<'_>,
     lines: Lines<'_>,
+    input: &[u8],
     body: impl for<'x> FnOnce(Box<dyn RecordSink + 'x>) -> T,
 ) -> T {
     let (stage_tx, stage_rx) = crossbeam_channel::bounded::<Staged>(STAGE_CHUNKS);
@@ -623,7 +632,7 @@ fn staged<T>(
         let formatter = std::thread::Builder::new()
             .name("uevrec-format".into())
             .spawn_scoped(s, move || {
-                let r = formatter::run_parallel(
+                let r = formatter::run_parallel_in(
                     stage_rx,
                     chunk_tx,
                     out,
@@ -631,6 +640,7 @@ fn staged<T>(
                     lines,
                     workers,
                     || {},
+                    input,
                 );
                 gone_flag.store(true, Ordering::Release);
                 r
@@ -640,6 +650,7 @@ fn staged<T>(
         let stage = StageSender::new(stage_tx, chunk_rx, &gone);
         let result = {
             let sink = StageSink {
+                input,
                 chunk: stage.fresh_chunk().ok(),
                 stage: &stage,
                 sent: Vec::new(),
@@ -655,6 +666,8 @@ fn staged<T>(
 /// A decoder's records staged for formatter workers ([`staged`]); each event's format is
 /// sent before its first record (as the event's slot, its index in the file).
 struct StageSink<'a> {
+    /// The input the workers read records from ([`staged`]).
+    input: &'a [u8],
     stage: &'a StageSender<'a>,
     /// `None` once the formatter is gone.
     chunk: Option<StagedChunk>,
@@ -709,7 +722,10 @@ impl RecordSink for StageSink<'_> {
         if first {
             chunk.push_schema(slot, stamp.time_unix_ns);
         }
-        chunk.push_record_in(slot, stamp, cgroup, raw);
+        match offset_in(self.input, raw) {
+            Some((offset, len)) => chunk.push_record_at(slot, stamp, cgroup, offset, len),
+            None => chunk.push_record_in(slot, stamp, cgroup, raw),
+        }
         self.step()
     }
 
@@ -733,6 +749,15 @@ impl RecordSink for StageSink<'_> {
         }
         self.step();
     }
+}
+
+/// Where `part` lies in `input` (offset, length), if it lies wholly there. Addresses
+/// compared as numbers: no pointer is made from them.
+fn offset_in(input: &[u8], part: &[u8]) -> Option<(u64, u32)> {
+    let base = input.as_ptr() as usize;
+    let at = (part.as_ptr() as usize).checked_sub(base)?;
+    let len = u32::try_from(part.len()).ok()?;
+    (at.checked_add(part.len())? <= input.len()).then_some((at as u64, len))
 }
 
 impl Drop for StageSink<'_> {
@@ -779,9 +804,52 @@ fn decode_open_file(
         return decode_bytes(&[], opts, select, flush, &|_| (), par);
     }
     let map = MappedInput::open(file)?;
-    let release = |end| map.release_before(end);
-    decode_bytes(map.bytes(), opts, select, flush, &release, par)
+    if par.is_none() {
+        let release = |end| map.release_before(end);
+        return decode_bytes(map.bytes(), opts, select, flush, &release, par);
+    }
+    // With workers, a thread of its own maps the pages ahead of the reader
+    // (`MADV_POPULATE_READ`: the page faults off the decoding thread) and lets them go
+    // [`PAGE_LAG`] behind it, after the workers (which read the records from the
+    // mapping) are done with them (`MADV_DONTNEED`: its cost off the decoding thread too).
+    let (tx, rx) = crossbeam_channel::bounded::<usize>(64);
+    let map = &map;
+    std::thread::scope(|s| {
+        let pager = std::thread::Builder::new()
+            .name("uevrec-pages".into())
+            .spawn_scoped(s, move || {
+                map.populate(0, PAGE_AHEAD);
+                for at in rx {
+                    map.populate(at, at.saturating_add(PAGE_AHEAD));
+                    map.release_before(at.saturating_sub(PAGE_LAG));
+                }
+            });
+        let tx = pager.is_ok().then_some(tx);
+        let release = |end: usize| match &tx {
+            // Full: the next one says as much.
+            Some(tx) => {
+                let _ = tx.try_send(end);
+            }
+            // No thread: as with one thread.
+            None => map.release_before(end),
+        };
+        let result = decode_bytes(map.bytes(), opts, select, flush, &release, par);
+        drop(tx);
+        result
+    })
 }
+
+/// Bytes of a mapped input that the page thread of `decode --threads` maps ahead of the
+/// reader's point ([`MappedInput::populate`]).
+pub const PAGE_AHEAD: usize = 16 << 20;
+
+/// How far behind the reader's point the page thread of `decode --threads` lets a mapped
+/// input's pages go: past the records still with the formatter workers (the staging
+/// channel's chunks and the workers' queues, a few thousand records each, hold the
+/// places of some 25 MB of a 120-byte-record perf.data); a page let go too early is only
+/// read in again. The resident part of the mapping is then at most `--order-buffer` +
+/// [`RELEASE_STEP`] + this + [`PAGE_AHEAD`].
+pub const PAGE_LAG: usize = 64 << 20;
 
 /// A file mapped read-only for one pass from start to end (`MADV_SEQUENTIAL`), whose
 /// pages behind the reader are let go ([`MappedInput::release_before`]) so that its
@@ -790,7 +858,9 @@ fn decode_open_file(
 pub struct MappedInput {
     map: memmap2::Mmap,
     /// Bytes from the start already let go (a multiple of the page size).
-    released: std::cell::Cell<usize>,
+    released: AtomicUsize,
+    /// Bytes from the start already mapped in ([`MappedInput::populate`]).
+    populated: AtomicUsize,
 }
 
 impl MappedInput {
@@ -801,7 +871,8 @@ impl MappedInput {
         let _ = map.advise(memmap2::Advice::Sequential);
         Ok(MappedInput {
             map,
-            released: std::cell::Cell::new(0),
+            released: AtomicUsize::new(0),
+            populated: AtomicUsize::new(0),
         })
     }
 
@@ -815,7 +886,7 @@ impl MappedInput {
     pub fn release_before(&self, end: usize) {
         let page = crate::perf::page_size();
         let end = end.min(self.map.len()) / page * page;
-        let from = self.released.get();
+        let from = self.released.load(Ordering::Relaxed);
         if end <= from {
             return;
         }
@@ -828,8 +899,24 @@ impl MappedInput {
                 .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, end - from)
         };
         if dropped.is_ok() {
-            self.released.set(end);
+            self.released.store(end, Ordering::Relaxed);
         }
+    }
+
+    /// Map in the pages of bytes `from..to` not mapped in yet by an earlier call
+    /// (`MADV_POPULATE_READ`, Linux 5.14+; only a hint: on failure the reader's own page
+    /// faults map them), so that the thread reading them next does not take the faults.
+    pub fn populate(&self, from: usize, to: usize) {
+        let page = crate::perf::page_size();
+        let from = from.max(self.populated.load(Ordering::Relaxed)) / page * page;
+        let to = to.min(self.map.len());
+        if to <= from {
+            return;
+        }
+        let _ = self
+            .map
+            .advise_range(memmap2::Advice::PopulateRead, from, to - from);
+        self.populated.store(to, Ordering::Relaxed);
     }
 }
 
@@ -989,7 +1076,8 @@ fn decode_stdin(
             // The header's byte order (the tracing data's, in every perf.data seen).
             let big_endian = parse_magic(&head).is_ok_and(|(big, _)| big);
             let lines = par_lines(opts, big_endian, Some(ContextTracker::new()));
-            staged(par, lines, |sink| run(dec.with_sink(sink), flush))
+            // Pipe mode: the records are copied out of the stream's buffer.
+            staged(par, lines, &[], |sink| run(dec.with_sink(sink), flush))
         }
         None => run(dec, flush),
     }
@@ -1012,7 +1100,7 @@ fn decode_trace_dat(
             let big_endian = file.endian() == uevrec_parsers::Endian::Big;
             let context = trace_dat::lines::context_of(&file);
             let lines = par_lines(opts, big_endian, Some(context));
-            staged(par, lines, |mut sink| {
+            staged(par, lines, bytes, |mut sink| {
                 trace_dat::lines::decode_into(&file, &opts, select, flush, Some(sink.as_mut()))
             })
         }

@@ -12,6 +12,7 @@ mod context;
 mod crash;
 mod crash_raw;
 mod decode;
+mod decode_threads;
 mod export;
 mod export_faults;
 mod flight;

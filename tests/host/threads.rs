@@ -24,7 +24,7 @@ use crate::common::flight::{Dump, Flight};
 
 /// A child that waits for a line on stdin, then calls getppid(424242, SEQ) for SEQ in
 /// 1..=n and exits.
-fn burst_child(n: u32) -> Child {
+pub(crate) fn burst_child(n: u32) -> Child {
     Command::new("perl")
         .args([
             "-e",
@@ -48,7 +48,7 @@ fn record(child: &Child, extra: &[&str]) -> Child {
 }
 
 /// Wait until `path` holds an `attached` notice.
-fn wait_attached(path: &Path, rec: &mut Child) {
+pub(crate) fn wait_attached(path: &Path, rec: &mut Child) {
     let t0 = Instant::now();
     loop {
         let text = fs::read_to_string(path).unwrap_or_default();

@@ -41,7 +41,7 @@ pub mod lines;
 mod records;
 pub mod write;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 pub use compress::Compression;
 pub use records::{Item, Record, Records};
@@ -337,7 +337,9 @@ pub struct TraceDat<'a> {
     header_page: String,
     header_event: String,
     events: Vec<EventEntry>,
-    by_id: HashMap<u32, usize>,
+    /// Tracepoint id → index in `events`, looked up for every record: a B-tree (a few
+    /// comparisons for the handful of events a file holds) rather than a SipHash map.
+    by_id: BTreeMap<u32, usize>,
     format_errors: Vec<FormatFailure>,
     cmdlines: Vec<(u32, String)>,
     cmdline_error: Option<TraceDatError>,
@@ -428,7 +430,7 @@ impl<'a> TraceDat<'a> {
             header_page: String::new(),
             header_event: String::new(),
             events: Vec::new(),
-            by_id: HashMap::new(),
+            by_id: BTreeMap::new(),
             format_errors: Vec::new(),
             cmdlines: Vec::new(),
             cmdline_error: None,

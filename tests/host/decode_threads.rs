@@ -1,0 +1,184 @@
+//! Tier 2: `uevrec decode --threads N` writes the bytes `--threads 1` writes, on files
+//! recorded here large enough for many staged chunks and batches (issue 25): a
+//! `record --raw` perf.data read from its path (mapped: the workers read the records from
+//! the mapping) and through a pipe (pipe-mode copies), a `--raw-format trace-dat`
+//! trace.dat, and both cut short (the `truncated` notice, standard error's salvage note
+//! and exit status 3 the same too). Needs root and tracefs (says why it is skipped
+//! otherwise).
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::thread::sleep;
+use std::time::Duration;
+
+use crate::common::NR_GETPPID;
+use crate::common::PATIENCE;
+use crate::common::bin;
+use crate::threads::{burst_child, wait_attached};
+
+/// getppid calls of the burst: with a 120-byte perf sample each, a perf.data of about
+/// 10 MB, dozens of 192 KiB staged chunks.
+const N: u32 = 80_000;
+
+/// `uevrec record` of `child`'s getppid calls with `extra` arguments, stderr to `log`.
+fn record(child: &Child, extra: &[&str], log: &Path) -> Child {
+    Command::new(bin())
+        .args(["record", "--pid", &child.id().to_string()])
+        .args(["--filter", &format!("id == {NR_GETPPID}")])
+        .args(["-e", "raw_syscalls:sys_enter", "-m", "4M"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+/// SIGINT `rec`, which must exit 0.
+fn stop(rec: &mut Child, log: &Path) {
+    // SAFETY: kill on a child we own.
+    assert_eq!(unsafe { libc::kill(rec.id() as i32, libc::SIGINT) }, 0);
+    let st = crate::common::wait_exit(rec, PATIENCE).expect("uevrec exits");
+    assert!(st.success(), "{st}: {}", fs::read_to_string(log).unwrap());
+}
+
+/// `uevrec decode --threads THREADS` of `input`, from its path or (`pipe`) through a
+/// pipe on standard input.
+fn decode(input: &Path, threads: &str, pipe: bool) -> Output {
+    let mut cmd = Command::new(bin());
+    cmd.args(["decode", "--threads", threads]);
+    if pipe {
+        let bytes = fs::read(input).unwrap();
+        let mut child = cmd
+            .arg("-")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let feeder = std::thread::spawn(move || {
+            let _ = stdin.write_all(&bytes);
+        });
+        let out = child.wait_with_output().unwrap();
+        feeder.join().unwrap();
+        out
+    } else {
+        cmd.arg(input).output().unwrap()
+    }
+}
+
+/// Standard error without the summary (its seconds differ run to run).
+fn stderr_notes(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| !(l.starts_with("uevrec: ") && l.contains(" records, ") && l.ends_with(" s")))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `--threads 2` and `4` write what `--threads 1` writes from `input` (from its path,
+/// and through a pipe when `pipe`), with the same exit status and notes; returns
+/// `--threads 1`'s output.
+fn same_as_one(input: &Path, pipe: bool) -> Output {
+    let one = decode(input, "1", false);
+    let name = input.display();
+    for threads in ["2", "4"] {
+        let many = decode(input, threads, false);
+        assert_eq!(
+            many.status.code(),
+            one.status.code(),
+            "{name} --threads {threads}"
+        );
+        assert!(
+            many.stdout == one.stdout,
+            "{name}: --threads {threads} wrote other bytes ({} vs {})",
+            many.stdout.len(),
+            one.stdout.len()
+        );
+        assert_eq!(stderr_notes(&many), stderr_notes(&one), "{name}");
+    }
+    if pipe {
+        for threads in ["1", "2"] {
+            let piped = decode(input, threads, true);
+            assert_eq!(piped.status.code(), one.status.code(), "{name} piped");
+            assert!(
+                piped.stdout == one.stdout,
+                "{name}: piped in, --threads {threads} wrote other bytes"
+            );
+        }
+    }
+    one
+}
+
+/// Records (lines without a `uevrec` key) in `out`.
+fn records(out: &Output) -> usize {
+    out.stdout
+        .split(|&b| b == b'\n')
+        .filter(|l| l.starts_with(b"{") && !l.windows(9).any(|w| w == b"\"uevrec\":"))
+        .count()
+}
+
+#[test]
+fn decode_threads_write_the_bytes_of_one_thread() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (data, dat) = (dir.path().join("r.data"), dir.path().join("r.dat"));
+    let (json, log_data, log_dat) = (
+        dir.path().join("r.json"),
+        dir.path().join("data.log"),
+        dir.path().join("dat.log"),
+    );
+    let child = burst_child(N);
+    let raw = [
+        "--raw",
+        data.to_str().unwrap(),
+        "-o",
+        json.to_str().unwrap(),
+    ];
+    let mut perf = record(&child, &raw, &log_data);
+    wait_attached(&json, &mut perf);
+    let trace_dat = [
+        "--backend",
+        "ftrace",
+        "--raw",
+        dat.to_str().unwrap(),
+        "--raw-format",
+        "trace-dat",
+    ];
+    let mut ftrace = record(&child, &trace_dat, &log_dat);
+    wait_attached(&log_dat, &mut ftrace);
+    let mut stdin = child.stdin.as_ref().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    let mut child = child;
+    assert!(child.wait().unwrap().success());
+    sleep(Duration::from_millis(300));
+    stop(&mut perf, &log_data);
+    stop(&mut ftrace, &log_dat);
+
+    let one = same_as_one(&data, true);
+    assert_eq!(one.status.code(), Some(0));
+    assert_eq!(records(&one), N as usize, "perf.data records");
+    let one = same_as_one(&dat, false);
+    assert_eq!(one.status.code(), Some(0));
+    assert_eq!(records(&one), N as usize, "trace.dat records");
+
+    // Cut short: every whole record, the `truncated` notice and exit status 3, whatever
+    // the thread count (the trace.dat cut inside its CPU data, past its first page).
+    for (file, keep) in [(&data, 0.6), (&dat, 0.7)] {
+        let bytes = fs::read(file).unwrap();
+        let cut = dir.path().join("cut");
+        fs::write(&cut, &bytes[..(bytes.len() as f64 * keep) as usize]).unwrap();
+        let one = same_as_one(&cut, file == &data);
+        assert_eq!(one.status.code(), Some(3), "{}", stderr_notes(&one));
+        let n = records(&one);
+        assert!(n > 1000 && n < N as usize, "{n} records of a cut file");
+        assert!(
+            String::from_utf8_lossy(&one.stdout).contains("\"what\":\"truncated\""),
+            "a truncated notice"
+        );
+    }
+}
