@@ -15,7 +15,7 @@
 //! [`perf_data`] (perf.data files, file and pipe mode), [`trace_dat`] (trace-cmd files)
 //! and [`ftrace_page`] (ftrace ring-buffer pages).
 //!
-//! Layers, lowest first: `schema`, `event_name`, `field_type`, `format_file`, `decode`,
+//! Layers, lowest first: `bytes`, `schema`, `event_name`, `field_type`, `format_file`, `decode`,
 //! `json`, `context`, `perf_sample`, `eventheader`, `ftrace_page`, `json_line`, `otlp`,
 //! `output`, `perf_data`, `trace_dat`.
 //! A module imports only from modules before it; `tests/layers.rs` checks every crate
@@ -23,6 +23,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod bytes;
 pub mod context;
 mod decode;
 mod event_name;
@@ -39,9 +40,10 @@ pub mod perf_sample;
 mod schema;
 pub mod trace_dat;
 
+pub use bytes::Endian;
 pub use context::{ContextTracker, ContextUpdate};
 pub use decode::location::resolve as resolve_location;
-pub use decode::{DecodeError, Endian, FieldPlan, IntArray, PlanKind, Value, decode_field};
+pub use decode::{DecodeError, FieldPlan, IntArray, PlanKind, Value, decode_field};
 pub use event_name::{is_version_of, split_multi_format};
 pub use field_type::{
     Decl, DeclError, WordSize, resolve_decl, resolve_decl_for, resolve_field, resolve_field_for,

@@ -19,11 +19,11 @@
 
 use std::collections::BTreeMap;
 
-use super::cursor::u64_at;
 use super::order::{Drain, Orderer};
 use super::records::{RawRecord, StreamReader};
 use super::tracing_data::ParsedFormat;
 use super::{ClockData, Item, PerfData, PerfDataError};
+use crate::bytes::{Endian, u64_at};
 use crate::context::ContextTracker;
 use crate::event_name::split_multi_format;
 use crate::json_line::RecordWriter;
@@ -569,7 +569,7 @@ impl<'s> LineDecoder<'s> {
         // `PerfData::sample_time` with the slot's copy of the place (no second lookup).
         let time = slot
             .time_at
-            .and_then(|at| u64_at(rec.bytes, at, self.data.big_endian));
+            .and_then(|at| u64_at(rec.bytes, at, Endian::from_big(self.data.big_endian)));
         self.hold_or_write(event, time, rec, file, flush)
     }
 

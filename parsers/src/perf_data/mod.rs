@@ -28,8 +28,9 @@ pub mod writer;
 
 use std::cell::Cell;
 
+use crate::bytes::{Endian, u64_at};
 use attr::{AttrEntry, EventAttr, PERF_TYPE_TRACEPOINT, parse_attr_record, parse_attrs_section};
-use cursor::{Cursor, u64_at};
+use cursor::Cursor;
 use header::{FILE_HEADER_SIZE, FileHeader, PIPE_HEADER_SIZE, feature};
 use records::{RawRecord, Records, kind};
 use tracing_data::{ParsedFormat, TracingData};
@@ -472,7 +473,11 @@ impl PerfData {
     /// parsing the rest (the record is checked when parsed in full).
     #[inline]
     pub fn sample_time(&self, event: usize, bytes: &[u8]) -> Option<u64> {
-        u64_at(bytes, self.events.get(event)?.time_at?, self.big_endian)
+        u64_at(
+            bytes,
+            self.events.get(event)?.time_at?,
+            Endian::from_big(self.big_endian),
+        )
     }
 
     /// The event a record belongs to: the only one, or the one its id names.
@@ -491,7 +496,7 @@ impl PerfData {
         } else {
             bytes.len().checked_sub(self.id_pos.trailer?)?
         };
-        self.event_of_id(u64_at(bytes, at, self.big_endian)?)
+        self.event_of_id(u64_at(bytes, at, Endian::from_big(self.big_endian))?)
     }
 
     /// What `rec` means; header records (attrs, tracing data, features) update the state.

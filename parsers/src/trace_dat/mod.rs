@@ -46,7 +46,7 @@ use std::collections::HashMap;
 pub use compress::Compression;
 pub use records::{Item, Record, Records};
 
-use crate::decode::Endian;
+use crate::bytes::Endian;
 use crate::field_type::WordSize;
 use crate::format_file::{FormatError, parse_format_for};
 use crate::ftrace_page::{LayoutError, PageError, PageLayout};
@@ -384,7 +384,7 @@ impl<'a> TraceDat<'a> {
         if data.get(..MAGIC.len()) != Some(&MAGIC[..]) {
             return Err(c.error(ErrorKind::NotTraceDat));
         }
-        c.pos = MAGIC.len();
+        c.seek(MAGIC.len());
         let version_text = c.cstr("file version")?;
         let version = match version_text.as_str() {
             "6" => 6,
@@ -396,7 +396,7 @@ impl<'a> TraceDat<'a> {
             1 => Endian::Big,
             other => {
                 return Err(c.error_at(
-                    c.pos - 1,
+                    c.pos() - 1,
                     ErrorKind::Unexpected {
                         what: "endianness 0 or 1",
                         found: other.to_string(),
@@ -404,11 +404,11 @@ impl<'a> TraceDat<'a> {
                 ));
             }
         };
-        c.endian = endian;
+        c.set_endian(endian);
         let long_size = c.u8("long size")?;
         if long_size != 4 && long_size != 8 {
             return Err(c.error_at(
-                c.pos - 1,
+                c.pos() - 1,
                 ErrorKind::Unexpected {
                     what: "long size 4 or 8",
                     found: long_size.to_string(),
@@ -462,7 +462,7 @@ impl<'a> TraceDat<'a> {
         self.read_cmdlines(&mut c)?;
         let cpus = c.u32("cpu count")?;
         let mut options = Options::default();
-        let mut kind_at = c.pos;
+        let mut kind_at = c.pos();
         let mut kind = c.take(10, "options/flyrecord/latency tag")?;
         if kind == b"options  \0" {
             loop {
@@ -474,7 +474,7 @@ impl<'a> TraceDat<'a> {
                 let oc = c.sub(u64::from(size), "option data")?;
                 self.read_option(&mut options, option, oc, false)?;
             }
-            kind_at = c.pos;
+            kind_at = c.pos();
             kind = c.take(10, "flyrecord/latency tag")?;
         }
         if kind == b"latency  \0" {
@@ -530,7 +530,7 @@ impl<'a> TraceDat<'a> {
     }
 
     fn parse_v7(&mut self, mut c: Cursor<'a>) -> Result<(), TraceDatError> {
-        let name_at = c.pos;
+        let name_at = c.pos();
         let name = c.cstr("compression name")?;
         self.compression_version = c.cstr("compression version")?;
         self.compression = Compression::from_name(&name)
@@ -542,7 +542,7 @@ impl<'a> TraceDat<'a> {
             seen += 1;
             if seen > MAX_OPTION_SECTIONS {
                 return Err(c.error_at(
-                    c.pos,
+                    c.pos(),
                     ErrorKind::TooLarge {
                         what: "chain of options sections",
                         size: seen as u64,
@@ -631,7 +631,7 @@ impl<'a> TraceDat<'a> {
                     },
                 )
             })?;
-        c.pos = start;
+        c.seek(start);
         let sid = c.u16(what)?;
         let flags = c.u16(what)?;
         let _description = c.u32(what)?;
@@ -659,12 +659,12 @@ impl<'a> TraceDat<'a> {
             ));
         }
         // section_header read 16 bytes at `at`.
-        c.pos = at as usize + 16;
-        let body_at = c.pos;
+        c.seek(at as usize + 16);
+        let body_at = c.pos();
         let mut body = c.sub(size, what)?;
         if flags & 1 == 0 {
             return Ok(SectionBody {
-                bytes: std::borrow::Cow::Borrowed(body.bytes),
+                bytes: std::borrow::Cow::Borrowed(body.bytes()),
                 start: body_at,
                 base: None,
             });
@@ -793,7 +793,7 @@ impl<'a> TraceDat<'a> {
 
     fn read_header_info(&mut self, c: &mut Cursor<'_>) -> Result<(), TraceDatError> {
         c.expect(b"header_page\0", "`header_page` tag")?;
-        let at = c.pos;
+        let at = c.pos();
         self.header_page = c.sized_text(8, "header_page text")?;
         c.expect(b"header_event\0", "`header_event` tag")?;
         self.header_event = c.sized_text(8, "header_event text")?;
@@ -848,7 +848,7 @@ impl<'a> TraceDat<'a> {
     }
 
     fn read_cmdlines(&mut self, c: &mut Cursor<'_>) -> Result<(), TraceDatError> {
-        let at = c.pos;
+        let at = c.pos();
         let text = c.sized_text(8, "cmdlines")?;
         let (cmdlines, bad) = parse_cmdlines(&text);
         self.cmdlines = cmdlines;
