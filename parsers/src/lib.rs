@@ -13,11 +13,12 @@
 //!
 //! Subsystems keep their own namespace: [`eventheader`] (self-describing user_events),
 //! [`perf_data`] (perf.data files, file and pipe mode), [`trace_dat`] (trace-cmd files)
-//! and [`ftrace_page`] (ftrace ring-buffer pages).
+//! and [`ftrace_page`] (ftrace ring-buffer pages), all pure readers (and writers); the
+//! drivers from a whole file to lines are [`to_lines`], above them.
 //!
 //! Layers, lowest first: `bytes`, `schema`, `event_name`, `field_type`, `format_file`, `decode`,
 //! `json`, `context`, `perf_sample`, `eventheader`, `ftrace_page`, `json_line`, `otlp`,
-//! `output`, `perf_data`, `trace_dat`.
+//! `output`, `perf_data`, `trace_dat`, `to_lines`.
 //! A module imports only from modules before it; `tests/layers.rs` checks every crate
 //! path against this list.
 #![forbid(unsafe_code)]
@@ -38,6 +39,7 @@ mod output;
 pub mod perf_data;
 pub mod perf_sample;
 mod schema;
+pub mod to_lines;
 pub mod trace_dat;
 
 pub use bytes::Endian;
@@ -56,5 +58,6 @@ pub use json_line::schema::{ClockInfo, SeenOn, SessionInfo};
 pub use json_line::{
     LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp, RecordWriter,
 };
-pub use output::{FirstSight, OutputFormat, OutputWriter, RecordSink};
+pub use output::{OutputFormat, OutputWriter, RecordSink};
 pub use schema::{Element, EventFormat, Field, FieldKind, LocKind};
+pub use to_lines::FirstSight;

@@ -7,8 +7,8 @@
 //! - [`tracing_data`]: the embedded format files (`HEADER_TRACING_DATA`);
 //! - [`records`]: framing of the data section / pipe stream;
 //! - [`order`]: time order by `FINISHED_ROUND` windows, bounded;
-//! - [`lines`]: records → the JSON lines live recording writes;
 //! - [`writer`]: the bytes of a file-mode perf.data (`uevrec record --raw`);
+//! - (records → JSON lines is not here: [`crate::to_lines::perf_data`], a layer above);
 //! - [`PerfData`] (here): the state that turns framed records into [`Item`]s: which event
 //!   a sample belongs to (`PERF_SAMPLE_IDENTIFIER` / `PERF_SAMPLE_ID` and the attr ids,
 //!   as perf's `evlist__event2evsel`), its layout ([`crate::perf_sample::SampleFormat`] of
@@ -20,7 +20,6 @@
 pub mod attr;
 mod cursor;
 pub mod header;
-pub mod lines;
 pub mod order;
 pub mod records;
 pub mod tracing_data;

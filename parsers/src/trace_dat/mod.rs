@@ -37,7 +37,6 @@
 
 mod compress;
 mod cursor;
-pub mod lines;
 mod records;
 pub mod write;
 
@@ -46,7 +45,7 @@ use std::collections::HashMap;
 pub use compress::Compression;
 pub use records::{Item, Record, Records};
 
-use crate::bytes::Endian;
+use crate::bytes::{self, Endian};
 use crate::field_type::WordSize;
 use crate::format_file::{FormatError, parse_format_for};
 use crate::ftrace_page::{LayoutError, PageError, PageLayout};
@@ -920,17 +919,18 @@ impl<'a> TraceDat<'a> {
     /// The index in [`TraceDat::events`] of the format of the trace entry `raw` (by its
     /// `common_type`).
     pub fn event_of(&self, raw: &[u8]) -> Option<usize> {
+        self.event_index(self.common_type_of(raw)?)
+    }
+
+    /// The `common_type` of the trace entry `raw` (where the file's formats put it), if
+    /// the entry holds it.
+    pub fn common_type_of(&self, raw: &[u8]) -> Option<u32> {
         let (offset, size) = self.common_type;
         let bytes = raw.get(offset..offset.checked_add(size)?)?;
-        let mut v = 0u64;
-        match self.endian {
-            Endian::Little => bytes
-                .iter()
-                .rev()
-                .for_each(|&x| v = (v << 8) | u64::from(x)),
-            Endian::Big => bytes.iter().for_each(|&x| v = (v << 8) | u64::from(x)),
-        }
-        self.event_index(u32::try_from(v).ok()?)
+        let v = bytes::Cursor::new(bytes, 0, self.endian)
+            .uint(size, "common_type")
+            .ok()?;
+        u32::try_from(v).ok()
     }
 
     /// Event formats that did not parse.
@@ -945,7 +945,7 @@ impl<'a> TraceDat<'a> {
     }
 
     /// Every saved (pid, command name), by pid: a snapshot the kernel kept (one name per
-    /// thread id, no time; see [`lines::decode_lines`]).
+    /// thread id, no time; see [`crate::to_lines::trace_dat::decode_lines`]).
     pub fn cmdlines(&self) -> &[(u32, String)] {
         &self.cmdlines
     }
