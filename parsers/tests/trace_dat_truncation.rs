@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use uevrec_parsers::Endian;
 use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::trace_dat::{Decoded, decode_lines};
-use uevrec_parsers::trace_dat::write::{DatMeta, header};
+use uevrec_parsers::trace_dat::writer::{DatMeta, header};
 use uevrec_parsers::trace_dat::{ErrorKind, TraceDat};
 
 const SEQ: &str = "name: seq

@@ -2,6 +2,7 @@
 //! files, zlib, the BUFFER option without a page size (trace-cmd < 3.1), DATE/OFFSET
 //! options, a v6 trace_clock, option-section loops, unsupported compression.
 
+use super::text::parse_c_int;
 use super::*;
 use crate::ftrace_page;
 
