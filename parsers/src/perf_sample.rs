@@ -729,7 +729,7 @@ impl SampleFormat {
         let raw = raw.unwrap_or_default();
         // The fixed part within the record's first WINDOW bytes (the usual layouts): the
         // fields read from that array at places the compiler sees inside it, without a
-        // bounds check each (about 20 instructions a line less).
+        // bounds check each (BENCHMARKS.md, "Instruction counts moved out of the code").
         if usize::from(self.at.end) <= WINDOW
             && let Some(w) = record.first_chunk::<WINDOW>()
         {

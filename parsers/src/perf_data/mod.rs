@@ -234,8 +234,8 @@ pub struct PerfData {
     /// `(id, event index)`, sorted by id.
     ids: Vec<(u64, usize)>,
     /// The last id looked up in `ids` and its event: consecutive samples mostly come
-    /// from the same ring and event, and the binary search cost about 40 instructions
-    /// per sample with eight ids.
+    /// from the same ring and event, and the binary search costs on every sample with
+    /// several ids (BENCHMARKS.md, "Instruction counts moved out of the code").
     last_id: Cell<Option<(u64, usize)>>,
     id_pos: IdPos,
     /// The header features read so far.
