@@ -34,11 +34,11 @@ use tracepoint_decode::{
     PerfEventFormat, PerfSampleEventInfo, PerfSessionInfo,
 };
 use uevrec::cli::decode::{Behind, MappedInput};
-use uevrec_parsers::perf_data::lines::{DEFAULT_ORDER_BYTES, FLUSH_BYTES};
 use uevrec_parsers::perf_data::order::{Drain, Orderer};
 use uevrec_parsers::perf_data::records::kind;
 use uevrec_parsers::perf_data::{Item, PerfData};
 use uevrec_parsers::perf_sample::PERF_RECORD_SAMPLE;
+use uevrec_parsers::to_lines::{DEFAULT_ORDER_BYTES, FLUSH_BYTES};
 
 /// The per-sample state: the file, one `PerfEventDesc` per attr, the session, the output.
 struct Writer {

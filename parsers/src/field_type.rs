@@ -5,7 +5,8 @@
 //! This is the ONE place that maps C type text to a decoding rule; the format-file parser
 //! and the register-command compiler both call [`resolve_decl`].
 //!
-//! Rules (see `shared/notes/kernel-facts.md`):
+//! Rules (the kernel's `kernel/trace/trace_events_user.c`, `user_event_parse_field` and
+//! `user_field_size`; on a 6.12 kernel, `docs/vm-tier.md`'s `t1_every_type_round_trips`):
 //! - the element count of a fixed array is `size / element size`; the number inside the
 //!   brackets is never used (user_events prints garbage there);
 //! - `char` arrays are strings; `unsigned char`, `u8`, `__u8`, `uint8_t` and unknown element

@@ -341,7 +341,7 @@ mod tests {
             .clone()
     }
 
-    /// The real user_events format from kernel-facts.md (6.12 VM).
+    /// A real user_events format file (printed by a 6.12 kernel).
     #[test]
     fn user_events_real_shapes() {
         let body = "\tfield:u32 a;\toffset:8;\tsize:4;\tsigned:0;\n\

@@ -13,16 +13,18 @@
 //!
 //! Subsystems keep their own namespace: [`eventheader`] (self-describing user_events),
 //! [`perf_data`] (perf.data files, file and pipe mode), [`trace_dat`] (trace-cmd files)
-//! and [`ftrace_page`] (ftrace ring-buffer pages).
+//! and [`ftrace_page`] (ftrace ring-buffer pages), all pure readers (and writers); the
+//! drivers from a whole file to lines are [`to_lines`], above them.
 //!
-//! Layers, lowest first: `schema`, `event_name`, `field_type`, `format_file`, `decode`,
+//! Layers, lowest first: `bytes`, `schema`, `event_name`, `field_type`, `format_file`, `decode`,
 //! `json`, `context`, `perf_sample`, `eventheader`, `ftrace_page`, `json_line`, `otlp`,
-//! `output`, `perf_data`, `trace_dat`.
+//! `output`, `perf_data`, `trace_dat`, `to_lines`.
 //! A module imports only from modules before it; `tests/layers.rs` checks every crate
 //! path against this list.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod bytes;
 pub mod context;
 mod decode;
 mod event_name;
@@ -37,11 +39,13 @@ mod output;
 pub mod perf_data;
 pub mod perf_sample;
 mod schema;
+pub mod to_lines;
 pub mod trace_dat;
 
+pub use bytes::Endian;
 pub use context::{ContextTracker, ContextUpdate};
 pub use decode::location::resolve as resolve_location;
-pub use decode::{DecodeError, Endian, FieldPlan, IntArray, PlanKind, Value, decode_field};
+pub use decode::{DecodeError, FieldPlan, IntArray, PlanKind, Value, decode_field};
 pub use event_name::{is_version_of, split_multi_format};
 pub use field_type::{
     Decl, DeclError, WordSize, resolve_decl, resolve_decl_for, resolve_field, resolve_field_for,
@@ -54,5 +58,6 @@ pub use json_line::schema::{ClockInfo, SeenOn, SessionInfo};
 pub use json_line::{
     LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp, RecordWriter,
 };
-pub use output::{FirstSight, OutputFormat, OutputWriter, RecordSink};
+pub use output::{OutputFormat, OutputWriter, RecordSink};
 pub use schema::{Element, EventFormat, Field, FieldKind, LocKind};
+pub use to_lines::FirstSight;

@@ -1,7 +1,7 @@
 //! The choice of output: JSON lines ([`LineWriter`]) or OTLP/JSON ([`OtlpWriter`]),
 //! behind one writer with the entry points every caller uses ([`RecordWriter`]: the
 //! recorder's formatter, the perf.data and trace.dat decoders), and what the file
-//! decoders drive it with ([`RecordSink`], [`FirstSight`]).
+//! decoders drive it with ([`RecordSink`], [`FirstSight`](crate::FirstSight)).
 //!
 //! Above `json_line` and `otlp` (it dispatches to both); nothing below imports it.
 
@@ -177,75 +177,12 @@ pub trait RecordSink {
     fn context(&mut self, time_unix_ns: Option<u64>, update: ContextUpdate<'_>);
 }
 
-/// For the decoders of files (perf.data, trace.dat, `uevrec decode`): each event's
-/// schema line just before its first record (a trace.dat holds the formats of every
-/// event of its machine; only those with records are described), and each EventHeader
-/// metadata block's when first seen. Events are known by their index in the file; off,
-/// it only writes the records.
-#[derive(Debug, Default)]
-pub struct FirstSight {
-    on: bool,
-    /// Event index → described already.
-    described: Vec<bool>,
-}
-
-impl FirstSight {
-    /// Schema lines when `on`.
-    pub fn new(on: bool) -> Self {
-        FirstSight {
-            on,
-            described: Vec::new(),
-        }
-    }
-
-    /// Whether a record of event `event` written now would come with its schema line
-    /// (on, and the event's first record), noting that it did.
-    pub fn first(&mut self, event: usize) -> bool {
-        if !self.on || self.described.get(event).copied().unwrap_or(false) {
-            return false;
-        }
-        if self.described.len() <= event {
-            self.described.resize(event + 1, false);
-        }
-        self.described[event] = true;
-        true
-    }
-
-    /// Write the record `raw` of the event `event` (`prepared`), with the schema lines
-    /// that come first. Always in line: a call cost as much as what it does besides
-    /// [`RecordWriter::write_prepared`].
-    #[inline(always)]
-    pub fn write_record(
-        &mut self,
-        writer: &mut OutputWriter,
-        out: &mut Vec<u8>,
-        event: usize,
-        stamp: &RecordStamp,
-        prepared: &PreparedFormat,
-        raw: &[u8],
-    ) {
-        if !self.on {
-            writer.write_prepared(out, stamp, prepared, raw);
-            return;
-        }
-        if !self.described.get(event).copied().unwrap_or(false) {
-            if self.described.len() <= event {
-                self.described.resize(event + 1, false);
-            }
-            self.described[event] = true;
-            writer.write_format_schema(out, stamp.time_unix_ns, prepared);
-        }
-        let start = out.len();
-        writer.write_prepared(out, stamp, prepared, raw);
-        writer.announce_learnt(out, start, stamp.time_unix_ns, prepared);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::json_line::schema::SessionInfo;
     use crate::parse_format;
+    use crate::to_lines::FirstSight;
 
     fn prepared() -> PreparedFormat {
         let text = "name: m.1a\nID: 7\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\tfield:__rel_loc char[] msg;\toffset:8;\tsize:4;\tsigned:0;\n\nprint fmt: \"\"\n";

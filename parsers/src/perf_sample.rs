@@ -14,6 +14,7 @@
 //! Records come from the kernel's ring (native byte order) or from files written on
 //! other machines, so every length is bounds-checked and errors are values.
 
+use crate::bytes::{Cursor, Endian, Short};
 use crate::context::ContextUpdate;
 
 /// `PERF_RECORD_LOST`: the kernel dropped records because the ring was full.
@@ -558,11 +559,7 @@ impl SampleFormat {
 
     /// The header of the record `bytes` and a reader over its body (`header.size` bytes).
     fn body<'a>(&self, bytes: &'a [u8]) -> Result<(RecordHeader, Reader<'a>), PerfSampleError> {
-        let mut r = Reader {
-            bytes,
-            pos: 0,
-            big_endian: self.big_endian,
-        };
+        let mut r = Reader::new(bytes, 0, self.big_endian);
         let header = r.header()?;
         if usize::from(header.size) < HEADER_SIZE || usize::from(header.size) > bytes.len() {
             return Err(PerfSampleError::BadSize {
@@ -570,7 +567,7 @@ impl SampleFormat {
                 have: bytes.len(),
             });
         }
-        r.bytes = &bytes[..usize::from(header.size)];
+        let r = Reader::new(&bytes[..usize::from(header.size)], r.pos(), self.big_endian);
         Ok((header, r))
     }
 
@@ -599,8 +596,8 @@ impl SampleFormat {
                 let pid = r.u32("comm pid")?;
                 let tid = r.u32("comm tid")?;
                 let sample_id = self.trailer(r)?;
-                let end = r.bytes.len() - self.trailer_size();
-                let comm = until_nul(r.bytes.get(r.pos..end).unwrap_or_default());
+                let end = r.bytes().len() - self.trailer_size();
+                let comm = until_nul(r.bytes().get(r.pos()..end).unwrap_or_default());
                 Ok(Record::Comm {
                     pid,
                     tid,
@@ -628,8 +625,8 @@ impl SampleFormat {
             PERF_RECORD_CGROUP => {
                 let id = r.u64("cgroup id")?;
                 let sample_id = self.trailer(r)?;
-                let end = r.bytes.len() - self.trailer_size();
-                let path = until_nul(r.bytes.get(r.pos..end).unwrap_or_default());
+                let end = r.bytes().len() - self.trailer_size();
+                let path = until_nul(r.bytes().get(r.pos()..end).unwrap_or_default());
                 Ok(Record::Cgroup {
                     id,
                     path,
@@ -732,7 +729,7 @@ impl SampleFormat {
         let raw = raw.unwrap_or_default();
         // The fixed part within the record's first WINDOW bytes (the usual layouts): the
         // fields read from that array at places the compiler sees inside it, without a
-        // bounds check each (about 20 instructions a line less).
+        // bounds check each (BENCHMARKS.md, "Instruction counts moved out of the code").
         if usize::from(self.at.end) <= WINDOW
             && let Some(w) = record.first_chunk::<WINDOW>()
         {
@@ -820,19 +817,17 @@ impl SampleFormat {
         if size == 0 {
             return Ok(id);
         }
-        let have = r.bytes.len();
-        if r.pos + size > have {
+        let have = r.bytes().len();
+        if r.pos() + size > have {
             return Err(PerfSampleError::Truncated {
                 what: "sample_id trailer",
                 need: size,
-                at: r.pos,
+                at: r.pos(),
                 have,
             });
         }
-        let mut t = Reader {
-            pos: have - size,
-            ..r
-        };
+        let mut t = r;
+        t.0.seek(have - size);
         if self.has(TID) {
             id.pid = Some(t.u32("trailer pid")?);
             id.tid = Some(t.u32("trailer tid")?);
@@ -857,43 +852,45 @@ impl SampleFormat {
     }
 }
 
-/// `fn u16/u32/u64(&mut self, what)`: read one integer in the cursor's byte order.
+/// `fn u16/u32/u64(&mut self, what)`: the shared cursor's read, its error mapped.
 macro_rules! int_readers {
     ($($t:ident),*) => {$(
         fn $t(&mut self, what: &'static str) -> Result<$t, PerfSampleError> {
-            let a = self.array(what)?;
-            Ok(if self.big_endian { $t::from_be_bytes(a) } else { $t::from_le_bytes(a) })
+            self.0.$t(what).map_err(truncated)
         }
     )*};
 }
 
-/// A bounds-checked cursor.
-#[derive(Debug, Clone, Copy)]
-struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-    big_endian: bool,
+/// The shared cursor's short read as this module's error (`have`: the record's bytes).
+fn truncated(e: Short) -> PerfSampleError {
+    PerfSampleError::Truncated {
+        what: e.what,
+        need: usize::try_from(e.need).unwrap_or(usize::MAX),
+        at: e.at,
+        have: e.at + e.have as usize,
+    }
 }
 
+/// A bounds-checked cursor over one record: the crate's one cursor
+/// ([`crate::bytes::Cursor`]), its short reads mapped into [`PerfSampleError::Truncated`].
+#[derive(Debug, Clone, Copy)]
+struct Reader<'a>(Cursor<'a>);
+
 impl<'a> Reader<'a> {
-    fn take(&mut self, what: &'static str, n: usize) -> Result<&'a [u8], PerfSampleError> {
-        let have = self.bytes.len();
-        let end = self.pos.checked_add(n).filter(|&e| e <= have);
-        let end = end.ok_or(PerfSampleError::Truncated {
-            what,
-            need: n,
-            at: self.pos,
-            have,
-        })?;
-        let out = &self.bytes[self.pos..end];
-        self.pos = end;
-        Ok(out)
+    fn new(bytes: &'a [u8], pos: usize, big_endian: bool) -> Self {
+        Reader(Cursor::new(bytes, pos, Endian::from_big(big_endian)))
     }
 
-    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], PerfSampleError> {
-        let mut a = [0u8; N];
-        a.copy_from_slice(self.take(what, N)?);
-        Ok(a)
+    fn pos(&self) -> usize {
+        self.0.pos()
+    }
+
+    fn bytes(&self) -> &'a [u8] {
+        self.0.bytes()
+    }
+
+    fn take(&mut self, what: &'static str, n: usize) -> Result<&'a [u8], PerfSampleError> {
+        self.0.take(n as u64, what).map_err(truncated)
     }
 
     int_readers!(u16, u32, u64);
@@ -1254,7 +1251,7 @@ mod tests {
         fn fixed_places_match_fieldwise(body in proptest::collection::vec(any::<u8>(), 0..160),
                                         st in any::<u64>(), big in any::<bool>(), raw_size in 0u32..120) {
             let (f, rec) = sample_of(&body, st, big, raw_size);
-            let fieldwise = f.sample(Reader { bytes: &rec, pos: HEADER_SIZE, big_endian: big });
+            let fieldwise = f.sample(Reader::new(&rec, HEADER_SIZE, big));
             prop_assert_eq!(f.sample_fixed(&rec), fieldwise.ok());
         }
 

@@ -12,9 +12,8 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 use uevrec_parsers::perf_data::PerfData;
-use uevrec_parsers::perf_data::lines::{
-    DecodeOptions, DecodeStats, LineDecoder, Step, StreamDecoder,
-};
+use uevrec_parsers::to_lines::perf_data::{LineDecoder, Step, StreamDecoder};
+use uevrec_parsers::to_lines::{DecodeOptions, DecodeStats};
 
 /// The one "this test needs X" helper, shared with the root crate's tests.
 #[path = "../../tests/common/tier.rs"]

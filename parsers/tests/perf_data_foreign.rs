@@ -4,7 +4,8 @@
 //! args[2]` is two 4-byte elements in 8 bytes), and derives wall-clock time from
 //! HEADER_CLOCK_DATA.
 
-use uevrec_parsers::perf_data::lines::{DecodeOptions, Step, StreamDecoder};
+use uevrec_parsers::to_lines::DecodeOptions;
+use uevrec_parsers::to_lines::perf_data::{Step, StreamDecoder};
 
 fn be16(v: u16) -> Vec<u8> {
     v.to_be_bytes().to_vec()

@@ -7,8 +7,9 @@
 use std::path::PathBuf;
 
 use proptest::prelude::*;
-use uevrec_parsers::perf_data::lines::{DecodeOptions, LineDecoder, StreamDecoder};
 use uevrec_parsers::perf_data::{PerfData, PerfDataError};
+use uevrec_parsers::to_lines::DecodeOptions;
+use uevrec_parsers::to_lines::perf_data::{LineDecoder, StreamDecoder};
 
 #[path = "../../tests/common/tier.rs"]
 mod tier;

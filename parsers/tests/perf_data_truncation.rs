@@ -6,8 +6,9 @@
 
 use uevrec_parsers::perf_data::PerfData;
 use uevrec_parsers::perf_data::header::FILE_HEADER_SIZE;
-use uevrec_parsers::perf_data::lines::{DecodeOptions, LineDecoder};
 use uevrec_parsers::perf_data::writer::{self, ClockRef, EventSpec, FileMeta, Stamp, TracingSpec};
+use uevrec_parsers::to_lines::DecodeOptions;
+use uevrec_parsers::to_lines::perf_data::LineDecoder;
 
 const SEQ: &str = "name: seq
 ID: 2001

@@ -9,10 +9,11 @@
 use proptest::prelude::*;
 use uevrec_parsers::perf_data::PerfData;
 use uevrec_parsers::perf_data::header::FILE_HEADER_SIZE;
-use uevrec_parsers::perf_data::lines::{DecodeOptions, LineDecoder};
 use uevrec_parsers::perf_data::writer::{
     self, ClockRef, EventSpec, FileMeta, MAX_RAW, Stamp, Task, TooLarge, TracingSpec, TrackingSpec,
 };
+use uevrec_parsers::to_lines::DecodeOptions;
+use uevrec_parsers::to_lines::perf_data::LineDecoder;
 use uevrec_parsers::{
     ContextTracker, ContextUpdate, LineOptions, LineWriter, PreparedFormat, RecordStamp,
     parse_format,

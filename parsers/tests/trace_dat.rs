@@ -358,13 +358,13 @@ fn otlp_resources_name_the_traced_host() {
     let bytes = read("v6.dat");
     let file = TraceDat::parse(&bytes).unwrap();
     assert_eq!(file.host_name(), Some("uevrec-vm"));
-    let opts = uevrec_parsers::perf_data::lines::DecodeOptions {
+    let opts = uevrec_parsers::to_lines::DecodeOptions {
         format: uevrec_parsers::OutputFormat::Otlp,
         ..Default::default()
     };
     let mut out = Vec::new();
     let decoded =
-        uevrec_parsers::trace_dat::lines::decode_lines(&file, &opts, &|_, _| true, &mut |b| {
+        uevrec_parsers::to_lines::trace_dat::decode_lines(&file, &opts, &|_, _| true, &mut |b| {
             out.extend_from_slice(b);
             true
         })

@@ -8,9 +8,9 @@
 use std::collections::BTreeSet;
 
 use uevrec_parsers::Endian;
-use uevrec_parsers::perf_data::lines::DecodeOptions;
-use uevrec_parsers::trace_dat::lines::{Decoded, decode_lines};
-use uevrec_parsers::trace_dat::write::{DatMeta, header};
+use uevrec_parsers::to_lines::DecodeOptions;
+use uevrec_parsers::to_lines::trace_dat::{Decoded, decode_lines};
+use uevrec_parsers::trace_dat::writer::{DatMeta, header};
 use uevrec_parsers::trace_dat::{ErrorKind, TraceDat};
 
 const SEQ: &str = "name: seq

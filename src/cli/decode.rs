@@ -1,7 +1,7 @@
 //! `uevrec decode [FILE|-]`: a perf.data (file mode, or pipe mode from `perf record -o -`)
 //! → the JSON lines `uevrec record` writes, through the same sinks.
 //!
-//! The decoding is `uevrec_parsers::perf_data::lines` (pure); this module does the I/O.
+//! The decoding is `uevrec_parsers::to_lines` (pure); this module does the I/O.
 //! A perf.data (or trace.dat) file is mapped (memmap2, `MADV_SEQUENTIAL`) and read in
 //! place: records waiting for their time order are held as offsets into the mapping, not
 //! copied, and the pages before the oldest record still held are let go
@@ -39,11 +39,15 @@ use std::time::Instant;
 
 use clap::Args;
 use uevrec_parsers::perf_data::header::parse_magic;
-use uevrec_parsers::perf_data::lines::{
-    DEFAULT_ORDER_BYTES, DecodeOptions, DecodeStats, LineDecoder, Step, StreamDecoder,
-};
 use uevrec_parsers::perf_data::{PerfData, PerfDataError, writer};
-use uevrec_parsers::trace_dat;
+use uevrec_parsers::to_lines::perf_data::{LineDecoder, Step, StreamDecoder};
+use uevrec_parsers::to_lines::{DEFAULT_ORDER_BYTES, DecodeOptions, DecodeStats};
+/// The trace.dat reader as this module names it, its file-to-lines driver
+/// ([`uevrec_parsers::to_lines::trace_dat`]) as `trace_dat::lines`.
+mod trace_dat {
+    pub(super) use uevrec_parsers::to_lines::trace_dat as lines;
+    pub(super) use uevrec_parsers::trace_dat::*;
+}
 
 use super::output::OutputArgs;
 use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, print_error, print_stderr, values};

@@ -7,7 +7,7 @@
 //!    event's format (late ones too, as read when it attached), prints the notices,
 //!    returns the chunks
 //!  at the end (the session has stopped and the spools are complete):
-//!    .FILE.uevrec-tmp = header (uevrec_parsers::trace_dat::write) + each spool at its
+//!    .FILE.uevrec-tmp = header (uevrec_parsers::trace_dat::writer) + each spool at its
 //!    page-aligned offset (copy_file_range: no copy through user space); synced as
 //!    --fsync asks, renamed to FILE (never over a file); then the spools are removed
 //! ```
@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 
 use crossbeam_channel::Receiver;
 use uevrec_parsers::Endian;
-use uevrec_parsers::trace_dat::write::{DatMeta, header};
+use uevrec_parsers::trace_dat::writer::{DatMeta, header};
 
 use super::host::{HostInfo, Uname};
 use super::{Next, Notices, RawError, RawSummary};

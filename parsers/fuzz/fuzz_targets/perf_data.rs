@@ -15,7 +15,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use uevrec_parsers::perf_data::lines::{DecodeOptions, LineDecoder, Step, StreamDecoder};
+use uevrec_parsers::to_lines::DecodeOptions;
+use uevrec_parsers::to_lines::perf_data::{LineDecoder, Step, StreamDecoder};
 use uevrec_parsers::perf_data::{PerfData, PerfDataError};
 use uevrec_parsers_fuzz::json::one_object_line;
 

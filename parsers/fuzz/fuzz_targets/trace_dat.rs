@@ -13,7 +13,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use uevrec_parsers::perf_data::lines::DecodeOptions;
+use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::trace_dat::{ErrorKind, Item, TraceDat, TraceDatError};
 use uevrec_parsers::{LineOptions, LineWriter, RecordMeta};
 use uevrec_parsers_fuzz::json::one_object_line;
@@ -40,7 +40,7 @@ fuzz_target!(|data: &[u8]| {
     if let Some(e) = file.cmdline_error() {
         check_error(e, data.len());
     }
-    let names = uevrec_parsers::trace_dat::lines::context_of(&file);
+    let names = uevrec_parsers::to_lines::trace_dat::context_of(&file);
     assert_eq!(names.threads(), file.cmdlines().len());
     let mut records = match file.records() {
         Ok(r) => r,
@@ -87,7 +87,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut out = Vec::new();
     let decoded =
-        uevrec_parsers::trace_dat::lines::decode_lines(&file, &opts, &|_, _| true, &mut |b| {
+        uevrec_parsers::to_lines::trace_dat::decode_lines(&file, &opts, &|_, _| true, &mut |b| {
             out.extend_from_slice(b);
             true
         })

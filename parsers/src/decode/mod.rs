@@ -30,24 +30,7 @@ pub(crate) mod location;
 use crate::schema::{Element, Field, FieldKind, LocKind};
 pub use error::DecodeError;
 
-/// Byte order of the record's integers (and of dynamic location values).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Endian {
-    /// Little-endian (x86, arm64 …): the default.
-    #[default]
-    Little,
-    /// Big-endian (s390x, some perf.data files from other machines).
-    Big,
-}
-
-impl Endian {
-    /// The byte order of the machine this runs on (that of the live kernel's records).
-    pub const NATIVE: Endian = if cfg!(target_endian = "big") {
-        Endian::Big
-    } else {
-        Endian::Little
-    };
-}
+pub use crate::bytes::Endian;
 
 /// One decoded field, borrowing the record bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,6 +9,8 @@
 
 use std::fmt;
 
+use crate::bytes::{Endian, u16_at};
+
 use super::enums::{
     EXTENSION_ACTIVITY_ID, EXTENSION_CHAIN, EXTENSION_INVALID, EXTENSION_KIND_MASK,
     EXTENSION_METADATA, FLAG_EXTENSION, FLAG_LITTLE_ENDIAN, KNOWN_FLAGS,
@@ -137,13 +139,9 @@ impl fmt::Display for HeaderError {
 }
 
 /// A `u16` at `at` in the given byte order.
+#[inline]
 pub(crate) fn read_u16(bytes: &[u8], at: usize, big: bool) -> Option<u16> {
-    let b = *bytes.get(at..)?.first_chunk::<2>()?;
-    Some(if big {
-        u16::from_be_bytes(b)
-    } else {
-        u16::from_le_bytes(b)
-    })
+    u16_at(bytes, at, Endian::from_big(big))
 }
 
 /// The fixed header from its 8 bytes.

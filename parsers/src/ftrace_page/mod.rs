@@ -45,7 +45,7 @@
 
 pub mod losses;
 
-use crate::decode::Endian;
+use crate::bytes::Endian;
 
 /// Bit of `commit`: events were lost between the previous page and this one.
 pub const MISSED_EVENTS: u64 = 1 << 31;

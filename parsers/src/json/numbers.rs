@@ -61,7 +61,7 @@ pub(crate) fn write_u64(out: &mut impl Sink, v: u64) {
         let v = v as u8;
         out.put_all(&[b'0' + v / 10, b'0' + v % 10]);
     } else if v < 1000 {
-        // Syscall numbers, priorities: a third of the 8-digit word's instructions.
+        // Syscall numbers, priorities: cheaper than the 8-digit word (BENCHMARKS.md, "Instruction counts moved out of the code").
         // x / 100 for x < 1000 is (x * 41) >> 12; x / 10 for x < 100 is (x * 103) >> 10.
         let v = v as u32;
         let hundreds = (v * 41) >> 12;
@@ -93,7 +93,8 @@ pub(crate) fn write_u64_after(out: &mut impl Sink, sep: u8, v: u64) {
     } else if (E8..E15).contains(&v) {
         // Pointers (9 to 15 digits): the separator shifted into the word of the digits
         // above the last 8 as well, and no second pass through `write_u64`'s tests
-        // (−14 Ir per line on the sys_enter file, whose `args` start with one).
+        // (fewer instructions per line on the sys_enter file, whose `args` start with
+        // one; BENCHMARKS.md, "Instruction counts moved out of the code").
         let (word, len) = short_digits((v / E8) as u32);
         put_after(out, sep, word, len);
         out.put_all(&eight_digits((v % E8) as u32).to_le_bytes());

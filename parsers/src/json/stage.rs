@@ -5,8 +5,8 @@
 //! Why: every piece appended to a `Vec` is a capacity check, a load of `len` and a store
 //! of it, and the compiler loads `len` (and the data pointer) again after each store of
 //! text, which might have changed them as far as it knows. In the stage, a piece is one
-//! comparison of the position with a constant, the store and an add: about 6
-//! instructions less per piece, against one copy of the line (a `memcpy` call) at its
+//! comparison of the position with a constant, the store and an add: fewer instructions
+//! per piece (BENCHMARKS.md, "Instruction counts moved out of the code"), against one copy of the line (a `memcpy` call) at its
 //! end.
 
 /// The stage's size: the usual line fits; a piece that does not fit goes to the `Vec`
@@ -155,8 +155,8 @@ impl Sink for Stage<'_> {
                 self.pos += n;
             }
             // The bytes by value: by reference, a piece made in registers (an integer
-            // array's separator and digit) was stored on the stack first (−2 Ir per
-            // element).
+            // array's separator and digit) was stored on the stack first (instructions
+            // per element; BENCHMARKS.md, "Instruction counts moved out of the code").
             None => self.pos = spill_array(self.buf, self.pos, self.out, *bytes, n),
         }
     }

@@ -1,7 +1,7 @@
 //! Prepared text appended with fixed-size copies: a copy of a length known at compile
 //! time is a few vector moves, where a short copy of a length known only at run time is
-//! a call to `memcpy` (about 30 instructions with the capacity check, for the 5 to 40
-//! byte pieces a line is made of). So a prepared text is copied as a whole window of a
+//! a call to `memcpy` (with the capacity check, several times the moves for the 5 to 40
+//! byte pieces a line is made of; BENCHMARKS.md, "Instruction counts moved out of the code"). So a prepared text is copied as a whole window of a
 //! fixed size and the output cut back to the text's end: [`Text`] keeps a text in an
 //! array of the window's size; [`Texts`] keeps many texts in one buffer with a window's
 //! worth of slack after the last.

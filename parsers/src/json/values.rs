@@ -39,7 +39,7 @@ fn write_int_array(out: &mut Vec<u8>, array: IntArray<'_>) {
 
 /// The element type of an integer array, its width (1, 2, 4 or 8 bytes) and sign
 /// checked once ([`IntKind::of`]): the prepared path then goes straight to its loop (the
-/// check and the sign's test were 10 instructions per array).
+/// check and the sign's test cost instructions per array; BENCHMARKS.md, "Instruction counts moved out of the code").
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum IntKind {
     /// `u8`.

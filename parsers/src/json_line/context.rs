@@ -43,7 +43,7 @@ impl LineWriter {
     /// or the place the new ones are written; the current ones are kept as the keys
     /// before either way. Small, the rest ([`LineWriter::set_more_context`]) apart: in
     /// one function, this part (half the lines of the mixed file) paid the register
-    /// saves of the whole (mixed −10, switch −16 Ir/event apart).
+    /// saves of the whole (measured: BENCHMARKS.md, "Instruction counts moved out of the code").
     #[inline(never)]
     fn set_other_context(
         &mut self,
@@ -91,7 +91,7 @@ pub(crate) const CONTEXT_OTHERS: usize = 2;
 /// The context keys of a thread ([`LineWriter::set_context`]) followed by [`WINDOW`]
 /// bytes of slack, so that keys of at most [`WINDOW`] bytes (`,"comm":"…"` of a thread
 /// name of up to 16 bytes is at most 26) are appended as one fixed-size copy instead of
-/// a `memcpy` call (with the filling in line: sys_enter −5, switch −9, mixed −4 Ir per line).
+/// a `memcpy` call (with the filling in line; BENCHMARKS.md, "Instruction counts moved out of the code").
 #[derive(Debug, Default)]
 pub(crate) struct ContextText {
     /// The keys, then the slack.

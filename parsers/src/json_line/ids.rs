@@ -32,9 +32,9 @@ impl Default for IdsText {
     }
 }
 
-/// How many ids' texts are kept besides the last two. Without them, 97 % of the
-/// switch file's lines made their ids' text again (182 Ir each; 1727 → 1623 Ir/event
-/// with them).
+/// How many ids' texts are kept besides the last two. Without them, most of the switch
+/// file's lines (each CPU alternates between a thread and idle) made their ids' text
+/// again (BENCHMARKS.md, "Instruction counts moved out of the code").
 const OTHERS: usize = 2;
 
 /// The texts of the last ids written, of those before them and of [`OTHERS`] more.

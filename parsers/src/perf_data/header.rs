@@ -13,7 +13,8 @@
 
 use super::PerfDataError;
 use super::attr::EventAttr;
-use super::cursor::{Cursor, text};
+use super::cursor::Cursor;
+use crate::bytes::text;
 
 /// `PERFILE2`, the magic of current perf.data files.
 pub const MAGIC: [u8; 8] = *b"PERFILE2";

@@ -7,8 +7,8 @@
 //! - [`tracing_data`]: the embedded format files (`HEADER_TRACING_DATA`);
 //! - [`records`]: framing of the data section / pipe stream;
 //! - [`order`]: time order by `FINISHED_ROUND` windows, bounded;
-//! - [`lines`]: records → the JSON lines live recording writes;
 //! - [`writer`]: the bytes of a file-mode perf.data (`uevrec record --raw`);
+//! - (records → JSON lines is not here: [`crate::to_lines::perf_data`], a layer above);
 //! - [`PerfData`] (here): the state that turns framed records into [`Item`]s: which event
 //!   a sample belongs to (`PERF_SAMPLE_IDENTIFIER` / `PERF_SAMPLE_ID` and the attr ids,
 //!   as perf's `evlist__event2evsel`), its layout ([`crate::perf_sample::SampleFormat`] of
@@ -20,7 +20,6 @@
 pub mod attr;
 mod cursor;
 pub mod header;
-pub mod lines;
 pub mod order;
 pub mod records;
 pub mod tracing_data;
@@ -28,8 +27,9 @@ pub mod writer;
 
 use std::cell::Cell;
 
+use crate::bytes::{Endian, u64_at};
 use attr::{AttrEntry, EventAttr, PERF_TYPE_TRACEPOINT, parse_attr_record, parse_attrs_section};
-use cursor::{Cursor, u64_at};
+use cursor::Cursor;
 use header::{FILE_HEADER_SIZE, FileHeader, PIPE_HEADER_SIZE, feature};
 use records::{RawRecord, Records, kind};
 use tracing_data::{ParsedFormat, TracingData};
@@ -234,8 +234,8 @@ pub struct PerfData {
     /// `(id, event index)`, sorted by id.
     ids: Vec<(u64, usize)>,
     /// The last id looked up in `ids` and its event: consecutive samples mostly come
-    /// from the same ring and event, and the binary search cost about 40 instructions
-    /// per sample with eight ids.
+    /// from the same ring and event, and the binary search costs on every sample with
+    /// several ids (BENCHMARKS.md, "Instruction counts moved out of the code").
     last_id: Cell<Option<(u64, usize)>>,
     id_pos: IdPos,
     /// The header features read so far.
@@ -472,7 +472,11 @@ impl PerfData {
     /// parsing the rest (the record is checked when parsed in full).
     #[inline]
     pub fn sample_time(&self, event: usize, bytes: &[u8]) -> Option<u64> {
-        u64_at(bytes, self.events.get(event)?.time_at?, self.big_endian)
+        u64_at(
+            bytes,
+            self.events.get(event)?.time_at?,
+            Endian::from_big(self.big_endian),
+        )
     }
 
     /// The event a record belongs to: the only one, or the one its id names.
@@ -491,7 +495,7 @@ impl PerfData {
         } else {
             bytes.len().checked_sub(self.id_pos.trailer?)?
         };
-        self.event_of_id(u64_at(bytes, at, self.big_endian)?)
+        self.event_of_id(u64_at(bytes, at, Endian::from_big(self.big_endian))?)
     }
 
     /// What `rec` means; header records (attrs, tracing data, features) update the state.

@@ -68,8 +68,8 @@ pub struct Orderer {
     entries: Vec<Entry>,
     /// Records let out are dropped from the front of `entries` only once there are
     /// [`DEAD_MIN`] of them and at least as many as are held: the held ones are moved
-    /// once per many rounds, not after every round (Ir/event: mixed 1,238 → 1,234,
-    /// sys_enter 1,041 → 1,027, whose rounds hold tens of thousands of records).
+    /// once per many rounds, not after every round (it matters most on files whose rounds
+    /// hold tens of thousands of records; BENCHMARKS.md, "Instruction counts moved out of the code").
     head: usize,
     arena: Vec<u8>,
     spare: Vec<u8>,
@@ -77,8 +77,8 @@ pub struct Orderer {
     arena_live: usize,
     max_bytes: usize,
     /// [`Orderer::held_bytes`], kept up to date: [`Orderer::over_bound`], asked after
-    /// each push, is one comparison, not a sum of three fields (with `out_time` a u64:
-    /// about 2 instructions a record less on the mixed file, 1,240 → 1,238). External
+    /// each push, is one comparison, not a sum of three fields (with `out_time` a u64;
+    /// BENCHMARKS.md, "Instruction counts moved out of the code"). External
     /// records count like copies, so the bound and thus the output do not depend on
     /// whether records were copied.
     held: usize,
@@ -86,8 +86,8 @@ pub struct Orderer {
     low_external: usize,
     /// `low_external` is exact. A drain only clears it: the scan of the held records
     /// that makes it exact waits for [`Orderer::release_point`] (every few MiB of input,
-    /// not every round: about 8 instructions a record on the mixed file, whose rounds
-    /// hold about ten records).
+    /// not every round: per record it cost most on files whose rounds hold about ten
+    /// records; BENCHMARKS.md, "Instruction counts moved out of the code").
     low_exact: bool,
     /// Largest time pushed so far.
     max_time: u64,
@@ -168,7 +168,7 @@ impl Orderer {
     /// Hold the record `source[start..start + len]` of the `source` later given to
     /// [`Orderer::drain`] (not copied; counted towards the bound as if it were).
     // Always in line: `#[inline]` left it a call (its prologue, the arguments and the
-    // `Vec` field reloads cost about 25-35 instructions per record).
+    // `Vec` field reloads, per record; BENCHMARKS.md, "Instruction counts moved out of the code").
     #[inline(always)]
     pub fn push_external(&mut self, time: u64, tag: u32, start: usize, len: u32) {
         self.held += len as usize + ENTRY_COST;
@@ -263,7 +263,7 @@ impl Orderer {
         let mut stopped = false;
         let mut sent = 0usize;
         // Bytes let out, summed here and taken off the fields once (the fields' updates
-        // per record cost about 6 instructions a record).
+        // per record cost instructions on every record; BENCHMARKS.md, "Instruction counts moved out of the code").
         let (mut external_out, mut arena_out) = (0, 0);
         for e in &self.entries[self.head..self.head + count] {
             let external = e.external();

@@ -18,7 +18,8 @@
 //! 32-bit kernel.
 
 use super::PerfDataError;
-use super::cursor::{Cursor, text};
+use super::cursor::Cursor;
+use crate::bytes::text;
 use crate::field_type::WordSize;
 use crate::format_file::{FormatError, parse_format_for};
 use crate::schema::EventFormat;

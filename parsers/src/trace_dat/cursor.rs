@@ -1,32 +1,58 @@
-//! Reading numbers, strings and blocks out of trace.dat bytes, with errors that say where.
+//! Reading numbers, strings and blocks out of trace.dat bytes, with errors that say where:
+//! the crate's one cursor ([`crate::bytes::Cursor`]) plus the section its bytes came from.
 
 use super::{ErrorKind, TraceDatError};
-use crate::decode::Endian;
+use crate::bytes::{self, Endian, Short};
 
 /// A position in a byte slice that is either the file itself (`base` = None: positions
 /// are file offsets) or data decompressed from the section at file offset `base`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Cursor<'b> {
-    pub(crate) bytes: &'b [u8],
-    pub(crate) pos: usize,
-    pub(crate) endian: Endian,
-    /// File offset of the compressed section `bytes` came from, if any.
-    pub(crate) base: Option<u64>,
+    inner: bytes::Cursor<'b>,
+    /// File offset of the compressed section the bytes came from, if any.
+    base: Option<u64>,
+}
+
+/// `fn u8/u16/u32/u64(&mut self, what)`: the shared cursor's read, its error mapped.
+macro_rules! int_readers {
+    ($($t:ident),*) => {$(
+        pub(crate) fn $t(&mut self, what: &'static str) -> Result<$t, TraceDatError> {
+            self.inner.$t(what).map_err(|e| self.short(e))
+        }
+    )*};
 }
 
 impl<'b> Cursor<'b> {
     pub(crate) fn new(bytes: &'b [u8], pos: usize, endian: Endian, base: Option<u64>) -> Self {
         Cursor {
-            bytes,
-            pos,
-            endian,
+            inner: bytes::Cursor::new(bytes, pos, endian),
             base,
         }
     }
 
+    /// The position of the next byte.
+    pub(crate) fn pos(&self) -> usize {
+        self.inner.pos()
+    }
+
+    /// Moves to position `pos`.
+    pub(crate) fn seek(&mut self, pos: usize) {
+        self.inner.seek(pos);
+    }
+
+    /// Reads the integers that follow in byte order `endian`.
+    pub(crate) fn set_endian(&mut self, endian: Endian) {
+        self.inner.set_endian(endian);
+    }
+
+    /// All bytes of the cursor (read or not).
+    pub(crate) fn bytes(&self) -> &'b [u8] {
+        self.inner.bytes()
+    }
+
     /// An error at the current position.
     pub(crate) fn error(&self, kind: ErrorKind) -> TraceDatError {
-        self.error_at(self.pos, kind)
+        self.error_at(self.pos(), kind)
     }
 
     /// An error at position `at` of these bytes.
@@ -45,6 +71,18 @@ impl<'b> Cursor<'b> {
         }
     }
 
+    /// The shared cursor's short read as this file's error.
+    fn short(&self, e: Short) -> TraceDatError {
+        self.error_at(
+            e.at,
+            ErrorKind::Truncated {
+                what: e.what,
+                needed: e.need,
+                available: e.have,
+            },
+        )
+    }
+
     /// A cursor over the next `len` bytes (positions and errors stay those of `self`),
     /// which this one skips.
     pub(crate) fn sub(
@@ -52,78 +90,34 @@ impl<'b> Cursor<'b> {
         len: u64,
         what: &'static str,
     ) -> Result<Cursor<'b>, TraceDatError> {
-        let start = self.pos;
+        let start = self.pos();
         self.take(len, what)?;
         Ok(Cursor {
-            bytes: &self.bytes[..self.pos],
-            pos: start,
-            endian: self.endian,
+            inner: bytes::Cursor::new(&self.bytes()[..self.pos()], start, self.inner.endian()),
             base: self.base,
         })
     }
 
     /// The bytes left.
     pub(crate) fn rest(&self) -> &'b [u8] {
-        self.bytes.get(self.pos..).unwrap_or_default()
+        self.inner.rest()
     }
 
     /// The next `len` bytes.
     pub(crate) fn take(&mut self, len: u64, what: &'static str) -> Result<&'b [u8], TraceDatError> {
-        let available = self.bytes.len().saturating_sub(self.pos);
-        if len > available as u64 {
-            return Err(self.error(ErrorKind::Truncated {
-                what,
-                needed: len,
-                available: available as u64,
-            }));
-        }
-        // len <= available.
-        let start = self.pos;
-        self.pos += len as usize;
-        Ok(&self.bytes[start..self.pos])
+        self.inner.take(len, what).map_err(|e| self.short(e))
     }
 
     fn uint(&mut self, size: usize, what: &'static str) -> Result<u64, TraceDatError> {
-        let b = self.take(size as u64, what)?;
-        let mut v = 0u64;
-        match self.endian {
-            Endian::Little => b.iter().rev().for_each(|&x| v = (v << 8) | u64::from(x)),
-            Endian::Big => b.iter().for_each(|&x| v = (v << 8) | u64::from(x)),
-        }
-        Ok(v)
+        self.inner.uint(size, what).map_err(|e| self.short(e))
     }
 
-    pub(crate) fn u16(&mut self, what: &'static str) -> Result<u16, TraceDatError> {
-        // Two bytes fit.
-        self.uint(2, what).map(|v| v as u16)
-    }
-
-    pub(crate) fn u32(&mut self, what: &'static str) -> Result<u32, TraceDatError> {
-        // Four bytes fit.
-        self.uint(4, what).map(|v| v as u32)
-    }
-
-    pub(crate) fn u64(&mut self, what: &'static str) -> Result<u64, TraceDatError> {
-        self.uint(8, what)
-    }
-
-    pub(crate) fn u8(&mut self, what: &'static str) -> Result<u8, TraceDatError> {
-        Ok(self.take(1, what)?[0])
-    }
+    int_readers!(u8, u16, u32, u64);
 
     /// A NUL-terminated string (without its NUL), lossy UTF-8.
     pub(crate) fn cstr(&mut self, what: &'static str) -> Result<String, TraceDatError> {
-        let rest = self.bytes.get(self.pos..).unwrap_or_default();
-        let Some(len) = memchr::memchr(0, rest) else {
-            return Err(self.error(ErrorKind::Truncated {
-                what,
-                needed: rest.len() as u64 + 1,
-                available: rest.len() as u64,
-            }));
-        };
-        let text = String::from_utf8_lossy(&rest[..len]).into_owned();
-        self.pos += len + 1;
-        Ok(text)
+        let text = self.inner.c_string(what).map_err(|e| self.short(e))?;
+        Ok(String::from_utf8_lossy(text).into_owned())
     }
 
     /// Exactly `text` (a fixed tag such as `header_page\0`).
@@ -132,7 +126,7 @@ impl<'b> Cursor<'b> {
         text: &'static [u8],
         what: &'static str,
     ) -> Result<(), TraceDatError> {
-        let at = self.pos;
+        let at = self.pos();
         let found = self.take(text.len() as u64, what)?;
         if found != text {
             return Err(self.error_at(
@@ -169,7 +163,4 @@ impl<'b> Cursor<'b> {
 }
 
 /// The text of an option's data: up to its first NUL, lossy UTF-8.
-pub(crate) fn option_text(data: &[u8]) -> String {
-    let end = memchr::memchr(0, data).unwrap_or(data.len());
-    String::from_utf8_lossy(&data[..end]).into_owned()
-}
+pub(crate) use crate::bytes::text as option_text;

@@ -230,7 +230,7 @@ impl<'t> CpuStream<'t> {
         self.chunk.clear();
         self.chunk_pos = 0;
         let mut c = Cursor::new(&self.file[..self.end], self.pos, r.endian(), None);
-        let at = c.pos;
+        let at = c.pos();
         self.chunk_at = at as u64;
         let header = (|| {
             let csize = c.u32("chunk compressed size")?;
@@ -247,7 +247,7 @@ impl<'t> CpuStream<'t> {
             }
         };
         let data = c.take(u64::from(csize), "chunk data");
-        self.pos = c.pos;
+        self.pos = c.pos();
         let data = match data {
             Ok(d) => d,
             Err(e) => {
@@ -286,7 +286,7 @@ struct Settings {
 }
 
 impl Settings {
-    fn endian(&self) -> crate::decode::Endian {
+    fn endian(&self) -> crate::bytes::Endian {
         self.layout.endian()
     }
 }
@@ -375,7 +375,7 @@ impl<'t> Records<'t> {
             if buffer.compressed {
                 let mut c = Cursor::new(&data[..end], start, file.endian(), None);
                 stream.chunks_left = c.u32("chunk count")?;
-                stream.pos = c.pos;
+                stream.pos = c.pos();
             }
             cpus.push(stream);
         }

@@ -2,6 +2,7 @@
 //! files, zlib, the BUFFER option without a page size (trace-cmd < 3.1), DATE/OFFSET
 //! options, a v6 trace_clock, option-section loops, unsupported compression.
 
+use super::text::parse_c_int;
 use super::*;
 use crate::ftrace_page;
 
@@ -366,13 +367,16 @@ fn records_get_the_saved_name_of_their_pid() {
 }
 
 /// The JSON lines of `file` with context on or off.
-pub(super) fn decoded_lines(file: &TraceDat<'_>, context: bool) -> (String, lines::Decoded) {
-    let opts = crate::perf_data::lines::DecodeOptions {
+pub(super) fn decoded_lines(
+    file: &TraceDat<'_>,
+    context: bool,
+) -> (String, crate::to_lines::trace_dat::Decoded) {
+    let opts = crate::to_lines::DecodeOptions {
         context,
         ..Default::default()
     };
     let mut out = Vec::new();
-    let decoded = lines::decode_lines(file, &opts, &|_, _| true, &mut |b| {
+    let decoded = crate::to_lines::trace_dat::decode_lines(file, &opts, &|_, _| true, &mut |b| {
         out.extend_from_slice(b);
         true
     })

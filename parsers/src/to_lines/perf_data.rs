@@ -1,5 +1,5 @@
 //! perf.data records → the JSON lines live recording writes ([`crate::LineWriter`]), in
-//! time order ([`super::order`]); the whole of `uevrec decode` but the I/O.
+//! time order ([`crate::perf_data::order`]); the whole of `uevrec decode` but the I/O.
 //!
 //! Per event (attr): its format is the tracing data's format with the attr's `config` as
 //! `ID:`, prepared once ([`PreparedFormat`], multi-format names split as the recorder
@@ -17,86 +17,22 @@
 //! decoding goes on; the caller reports them. Framing errors are the caller's (they end
 //! the input).
 
-use std::collections::BTreeMap;
-
-use super::cursor::u64_at;
-use super::order::{Drain, Orderer};
-use super::records::{RawRecord, StreamReader};
-use super::tracing_data::ParsedFormat;
-use super::{ClockData, Item, PerfData, PerfDataError};
+use super::FirstSight;
+use super::{DecodeOptions, DecodeStats, FLUSH_BYTES, MAX_KEPT_ERRORS};
+use crate::bytes::{Endian, u64_at};
 use crate::context::ContextTracker;
 use crate::event_name::split_multi_format;
 use crate::json_line::RecordWriter;
 use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
-use crate::output::{FirstSight, OutputFormat, OutputWriter, RecordSink};
+use crate::output::{OutputFormat, OutputWriter, RecordSink};
+use crate::perf_data::order::{Drain, Orderer};
+use crate::perf_data::records::{RawRecord, StreamReader};
+use crate::perf_data::tracing_data::ParsedFormat;
+use crate::perf_data::{ClockData, Item, PerfData, PerfDataError};
 use crate::perf_sample::{
     PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_SAMPLE,
     Record, Sample, SampleFormat,
 };
-
-/// Lines are handed to the caller's sink in runs of about this many bytes.
-pub const FLUSH_BYTES: usize = 256 * 1024;
-/// Default bound of the time-order buffer ([`Orderer`]): 64 MiB of records.
-pub const DEFAULT_ORDER_BYTES: usize = 64 << 20;
-/// At most this many [`DecodeStats::errors`] are kept (all are counted).
-pub const MAX_KEPT_ERRORS: usize = 20;
-
-/// How to decode.
-#[derive(Debug, Clone, Copy)]
-pub struct DecodeOptions {
-    /// Write the common fields too (`--common`).
-    pub include_common: bool,
-    /// Bound of the time-order buffer in bytes.
-    pub order_bytes: usize,
-    /// Stop after this many event lines.
-    pub max_records: Option<u64>,
-    /// JSON lines or OTLP/JSON (`--format`).
-    pub format: OutputFormat,
-    /// Schema lines before each event's first record ([`crate::FirstSight`]).
-    pub schema: bool,
-    /// `comm`/`cgroup`/`container`/`unit` keys from the file's `PERF_RECORD_COMM`,
-    /// `FORK`, `EXIT` and `CGROUP` records and the samples' `PERF_SAMPLE_CGROUP`
-    /// (JSON lines only), applied in time order with the samples.
-    pub context: bool,
-}
-
-impl Default for DecodeOptions {
-    fn default() -> Self {
-        DecodeOptions {
-            include_common: false,
-            order_bytes: DEFAULT_ORDER_BYTES,
-            max_records: None,
-            format: OutputFormat::JsonLines,
-            schema: false,
-            context: false,
-        }
-    }
-}
-
-/// What decoding saw.
-#[derive(Debug, Clone, Default)]
-pub struct DecodeStats {
-    /// Event lines written.
-    pub records: u64,
-    /// Records lost (sum of `lost` lines).
-    pub lost: u64,
-    /// Event lines whose `time` is `null`.
-    pub time_unknown: u64,
-    /// Samples whose event could not be told (no id, or an id of no attr).
-    pub unknown_event: u64,
-    /// Samples skipped per event name: the event has no format in the file, or a
-    /// `sample_type` this reader cannot lay out.
-    pub skipped: BTreeMap<String, u64>,
-    /// Samples written after newer ones (the order buffer's bound was reached, or the
-    /// file's rounds were not in order for them).
-    pub late: u64,
-    /// How many times the order buffer's bound was reached (its older half let out early).
-    pub order_buffer_full: u64,
-    /// Problems that did not stop decoding (first [`MAX_KEPT_ERRORS`]).
-    pub errors: Vec<PerfDataError>,
-    /// How many problems there were.
-    pub error_count: u64,
-}
 
 /// Whether to go on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,9 +56,9 @@ struct Slot {
     /// `selected`, with a format and not skipped: its samples are written (one check per
     /// sample instead of three).
     written: bool,
-    /// [`super::Event::time_at`], copied like `layout`.
+    /// [`crate::perf_data::Event::time_at`], copied like `layout`.
     time_at: Option<usize>,
-    /// The event's layout, if it has one (a copy of [`super::Event::layout`], so that a
+    /// The event's layout, if it has one (a copy of [`crate::perf_data::Event::layout`], so that a
     /// record going out looks up one slot, not its event and then its slot).
     layout: Option<SampleFormat>,
 }
@@ -569,7 +505,7 @@ impl<'s> LineDecoder<'s> {
         // `PerfData::sample_time` with the slot's copy of the place (no second lookup).
         let time = slot
             .time_at
-            .and_then(|at| u64_at(rec.bytes, at, self.data.big_endian));
+            .and_then(|at| u64_at(rec.bytes, at, Endian::from_big(self.data.big_endian)));
         self.hold_or_write(event, time, rec, file, flush)
     }
 

@@ -26,7 +26,7 @@
 //! time), CPUCOUNT, UNAME and VERSION when given, and uevrec's own
 //! [`super::UEVREC_SAVED_TGIDS`] (thread → process ids).
 
-use crate::decode::Endian;
+use crate::bytes::Endian;
 
 use super::MAGIC;
 

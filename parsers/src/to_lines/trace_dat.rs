@@ -1,14 +1,14 @@
 //! trace.dat records → the JSON lines live recording writes: the whole of `uevrec decode`
 //! for a trace.dat but the I/O.
 
-use crate::perf_data::lines::{DecodeOptions, DecodeStats};
+use super::{DecodeOptions, DecodeStats, FirstSight};
 use crate::{
-    ContextTracker, ContextUpdate, Endian, FirstSight, LineOptions, OutputFormat, OutputWriter,
-    PreparedFormat, RecordSink, RecordStamp, RecordWriter, split_multi_format,
+    ContextTracker, ContextUpdate, Endian, LineOptions, OutputFormat, OutputWriter, PreparedFormat,
+    RecordSink, RecordStamp, RecordWriter, split_multi_format,
 };
 
-use super::{ErrorKind, Item, TraceDat, TraceDatError};
 use crate::ftrace_page::losses::Losses;
+use crate::trace_dat::{ErrorKind, Item, Record, TraceDat, TraceDatError};
 
 /// Bytes of lines gathered before they go to `flush`.
 const BATCH: usize = 256 << 10;
@@ -25,7 +25,7 @@ pub struct Decoded {
     pub problems: Vec<String>,
     /// The file is cut short (a truncated copy, an unfinished recording): for each CPU
     /// whose data runs past its end, what is missing and what was read
-    /// ([`super::ErrorKind::CutShort`]). Every record before the cut was written.
+    /// ([`crate::trace_dat::ErrorKind::CutShort`]). Every record before the cut was written.
     pub truncated: Vec<String>,
 }
 
@@ -259,9 +259,9 @@ fn unknown_formats(file: &TraceDat<'_>) -> Vec<(u32, String, String)> {
 fn undecoded(
     file: &TraceDat<'_>,
     unknown: &[(u32, String, String)],
-    r: &super::Record<'_>,
+    r: &Record<'_>,
 ) -> (Option<(String, String)>, String) {
-    let id = common_type(file, r.raw);
+    let id = file.common_type_of(r.raw);
     let known = id.and_then(|id| unknown.iter().find(|(i, ..)| *i == id));
     let why = match (id, known) {
         (Some(id), Some((_, s, n))) => format!("the format of {s}:{n} (id {id}) does not parse"),
@@ -275,19 +275,6 @@ fn undecoded(
         hex(r.raw)
     );
     (known.map(|(_, s, n)| (s.clone(), n.clone())), message)
-}
-
-/// The entry's `common_type` (where the file's formats put it).
-fn common_type(file: &TraceDat<'_>, raw: &[u8]) -> Option<u32> {
-    let (offset, size) = file.common_type;
-    let bytes = raw.get(offset..offset.checked_add(size)?)?;
-    let mut v = 0u64;
-    let mut push = |x: &u8| v = (v << 8) | u64::from(*x);
-    match file.endian() {
-        Endian::Little => bytes.iter().rev().for_each(&mut push),
-        Endian::Big => bytes.iter().for_each(&mut push),
-    }
-    u32::try_from(v).ok()
 }
 
 /// `bytes` as lowercase hex.

@@ -1,0 +1,142 @@
+//! The file-to-lines drivers: a whole perf.data ([`perf_data`]) or trace.dat
+//! ([`trace_dat`]) file → the JSON lines (or OTLP requests) live recording writes; the
+//! whole of `uevrec decode` but the I/O. The layer above the pure readers
+//! ([`crate::perf_data`], [`crate::trace_dat`]) and the writers ([`crate::OutputWriter`]):
+//! what both drivers share ([`DecodeOptions`], [`DecodeStats`], [`FirstSight`]) is here.
+
+pub mod perf_data;
+pub mod trace_dat;
+
+use std::collections::BTreeMap;
+
+use crate::json_line::{PreparedFormat, RecordStamp, RecordWriter};
+use crate::output::{OutputFormat, OutputWriter};
+use crate::perf_data::PerfDataError;
+
+/// Lines are handed to the caller's sink in runs of about this many bytes.
+pub const FLUSH_BYTES: usize = 256 * 1024;
+/// Default bound of the time-order buffer ([`crate::perf_data::order::Orderer`]): 64 MiB of records.
+pub const DEFAULT_ORDER_BYTES: usize = 64 << 20;
+/// At most this many [`DecodeStats::errors`] are kept (all are counted).
+pub const MAX_KEPT_ERRORS: usize = 20;
+
+/// How to decode.
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeOptions {
+    /// Write the common fields too (`--common`).
+    pub include_common: bool,
+    /// Bound of the time-order buffer in bytes.
+    pub order_bytes: usize,
+    /// Stop after this many event lines.
+    pub max_records: Option<u64>,
+    /// JSON lines or OTLP/JSON (`--format`).
+    pub format: OutputFormat,
+    /// Schema lines before each event's first record ([`crate::FirstSight`]).
+    pub schema: bool,
+    /// `comm`/`cgroup`/`container`/`unit` keys from the file's `PERF_RECORD_COMM`,
+    /// `FORK`, `EXIT` and `CGROUP` records and the samples' `PERF_SAMPLE_CGROUP`
+    /// (JSON lines only), applied in time order with the samples.
+    pub context: bool,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        DecodeOptions {
+            include_common: false,
+            order_bytes: DEFAULT_ORDER_BYTES,
+            max_records: None,
+            format: OutputFormat::JsonLines,
+            schema: false,
+            context: false,
+        }
+    }
+}
+
+/// What decoding saw.
+#[derive(Debug, Clone, Default)]
+pub struct DecodeStats {
+    /// Event lines written.
+    pub records: u64,
+    /// Records lost (sum of `lost` lines).
+    pub lost: u64,
+    /// Event lines whose `time` is `null`.
+    pub time_unknown: u64,
+    /// Samples whose event could not be told (no id, or an id of no attr).
+    pub unknown_event: u64,
+    /// Samples skipped per event name: the event has no format in the file, or a
+    /// `sample_type` this reader cannot lay out.
+    pub skipped: BTreeMap<String, u64>,
+    /// Samples written after newer ones (the order buffer's bound was reached, or the
+    /// file's rounds were not in order for them).
+    pub late: u64,
+    /// How many times the order buffer's bound was reached (its older half let out early).
+    pub order_buffer_full: u64,
+    /// Problems that did not stop decoding (first [`MAX_KEPT_ERRORS`]).
+    pub errors: Vec<PerfDataError>,
+    /// How many problems there were.
+    pub error_count: u64,
+}
+
+/// For the decoders of files (perf.data, trace.dat, `uevrec decode`): each event's
+/// schema line just before its first record (a trace.dat holds the formats of every
+/// event of its machine; only those with records are described), and each EventHeader
+/// metadata block's when first seen. Events are known by their index in the file; off,
+/// it only writes the records.
+#[derive(Debug, Default)]
+pub struct FirstSight {
+    on: bool,
+    /// Event index → described already.
+    described: Vec<bool>,
+}
+
+impl FirstSight {
+    /// Schema lines when `on`.
+    pub fn new(on: bool) -> Self {
+        FirstSight {
+            on,
+            described: Vec::new(),
+        }
+    }
+
+    /// Whether a record of event `event` written now would come with its schema line
+    /// (on, and the event's first record), noting that it did.
+    pub fn first(&mut self, event: usize) -> bool {
+        if !self.on || self.described.get(event).copied().unwrap_or(false) {
+            return false;
+        }
+        if self.described.len() <= event {
+            self.described.resize(event + 1, false);
+        }
+        self.described[event] = true;
+        true
+    }
+
+    /// Write the record `raw` of the event `event` (`prepared`), with the schema lines
+    /// that come first. Always in line: a call cost as much as what it does besides
+    /// [`RecordWriter::write_prepared`].
+    #[inline(always)]
+    pub fn write_record(
+        &mut self,
+        writer: &mut OutputWriter,
+        out: &mut Vec<u8>,
+        event: usize,
+        stamp: &RecordStamp,
+        prepared: &PreparedFormat,
+        raw: &[u8],
+    ) {
+        if !self.on {
+            writer.write_prepared(out, stamp, prepared, raw);
+            return;
+        }
+        if !self.described.get(event).copied().unwrap_or(false) {
+            if self.described.len() <= event {
+                self.described.resize(event + 1, false);
+            }
+            self.described[event] = true;
+            writer.write_format_schema(out, stamp.time_unix_ns, prepared);
+        }
+        let start = out.len();
+        writer.write_prepared(out, stamp, prepared, raw);
+        writer.announce_learnt(out, start, stamp.time_unix_ns, prepared);
+    }
+}
