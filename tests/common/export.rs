@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
+
+use std::time::Duration;
 
 use crate::common::NR_GETPPID;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
@@ -190,15 +190,6 @@ pub fn notices(reqs: &[ExportLogsServiceRequest]) -> Vec<String> {
         }
     }
     out
-}
-
-/// Wait until `f` holds (polled), or fail saying `what`.
-pub fn wait_for(what: &str, patience: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < patience, "waited {patience:?} for {what}");
-        sleep(Duration::from_millis(50));
-    }
 }
 
 /// One tracepoint's line of the summary: `  TP: R recorded, E exported, D dropped, Q queued`.

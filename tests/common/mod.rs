@@ -289,3 +289,23 @@ pub fn tally_getppid(out: impl std::io::BufRead) -> GetppidTally {
     }
     t
 }
+
+/// Wait until `f` holds (polled every 20 ms), or fail saying `what` after `patience`.
+pub fn wait_for(what: &str, patience: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < patience, "waited {patience:?} for {what}");
+        sleep(Duration::from_millis(20));
+    }
+}
+
+/// The complete JSON lines of `path` (uevrec may be writing the last one); a complete
+/// line that is not JSON fails the test.
+pub fn complete_lines(path: &std::path::Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+    complete
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("invalid line {l:?}: {e}")))
+        .collect()
+}

@@ -9,14 +9,14 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::common::PATIENCE;
 use crate::common::cgroups::Cgroups;
 use crate::common::tier::Tier;
+use crate::common::{complete_lines, wait_for};
 
 /// A container id the cgroup is named after.
 const ID: &str = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00";
@@ -44,24 +44,6 @@ fn host() -> Result<PathBuf, String> {
         }
     }
     uevrec::context::cgroup_root().ok_or_else(|| "no cgroup2 file system mounted".into())
-}
-
-/// The complete lines of `path` (uevrec may be writing the last one).
-fn lines(path: &Path) -> Vec<Value> {
-    let text = fs::read_to_string(path).unwrap_or_default();
-    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
-    complete
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("invalid line {l:?}: {e}")))
-        .collect()
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !done() {
-        assert!(t0.elapsed() < PATIENCE, "timed out waiting for {what}");
-        sleep(Duration::from_millis(20));
-    }
 }
 
 /// The child: waits for a line, moves itself into `scope`, execs perl (getppid ×3,
@@ -95,8 +77,8 @@ fn record_execs_and_getppid(backend: &str, extra: &[&str], out: &Path) -> Child 
         .arg(out)
         .spawn()
         .unwrap();
-    wait_for("two attached notices", || {
-        lines(out)
+    wait_for("two attached notices", PATIENCE, || {
+        complete_lines(out)
             .iter()
             .filter(|v| v["what"] == "attached")
             .count()
@@ -124,8 +106,8 @@ fn record_child(root: &Path, backend: &str, extra: &[&str]) -> (Vec<Value>, Stri
     c.stdin.take().unwrap().write_all(b"go\n").unwrap();
     assert!(c.wait().unwrap().success());
     let pid = c.id();
-    wait_for("the child's 9 records", || {
-        lines(&out)
+    wait_for("the child's 9 records", PATIENCE, || {
+        complete_lines(&out)
             .iter()
             .filter(|v| v["pid"] == pid && v.get("uevrec").is_none())
             .count()
@@ -134,7 +116,7 @@ fn record_child(root: &Path, backend: &str, extra: &[&str]) -> (Vec<Value>, Stri
     // SAFETY: signalling our own child.
     unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
     assert!(rec.wait().unwrap().success());
-    let mut got: Vec<Value> = lines(&out)
+    let mut got: Vec<Value> = complete_lines(&out)
         .into_iter()
         .filter(|v| v["pid"] == pid && v.get("uevrec").is_none())
         .collect();
@@ -280,7 +262,7 @@ fn in_a_pid_namespace() {
             .trim()
             .parse()
             .unwrap();
-        let all = lines(&out);
+        let all = complete_lines(&out);
         let mine: Vec<&Value> = all.iter().filter(|v| v["comm"] == "ns-producer").collect();
         assert_eq!(mine.len(), 4, "{backend}: {all:#?}");
         for v in mine {
@@ -386,13 +368,13 @@ fn renames_and_execs_across_cpus(backend: &str) {
             .filter(|v| v.get("uevrec").is_none() && kids.contains(&v["tid"].as_u64().unwrap_or(0)))
             .count()
     };
-    wait_for("every record of the children", || {
-        count(&lines(&out)) >= CHILDREN * want.len()
+    wait_for("every record of the children", PATIENCE, || {
+        count(&complete_lines(&out)) >= CHILDREN * want.len()
     });
     // SAFETY: signalling our own child.
     unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
     assert!(rec.wait().unwrap().success());
-    let all = lines(&out);
+    let all = complete_lines(&out);
     assert!(
         !all.iter()
             .any(|v| v["uevrec"] == "lost" || v["what"] == "context_lost"),

@@ -16,6 +16,7 @@ use crate::common::PATIENCE;
 use crate::common::bin;
 use crate::common::export::*;
 use crate::common::otlp_receiver::{Kind, Mode, Receiver};
+use crate::common::wait_for;
 
 macro_rules! require_host {
     () => {

@@ -25,6 +25,7 @@ use crate::common::bin;
 use crate::common::export::*;
 use crate::common::otlp_receiver::{Kind, Mode, Receiver};
 use crate::common::tier::{self, Tier};
+use crate::common::wait_for;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use prost::Message;
 

@@ -13,13 +13,14 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::common::PATIENCE;
 use crate::common::cgroups::Cgroups;
 use crate::common::tier::Tier;
+use crate::common::{complete_lines, wait_for};
 
 /// setpgid's number (the tracepoint's filter field `pid` is its first argument).
 #[cfg(target_arch = "x86_64")]
@@ -50,24 +51,6 @@ fn host() -> Result<PathBuf, String> {
     Ok(root)
 }
 
-/// The complete lines of `path` (uevrec may be writing the last one).
-fn lines(path: &Path) -> Vec<Value> {
-    let text = fs::read_to_string(path).unwrap_or_default();
-    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
-    complete
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("invalid line {l:?}: {e}")))
-        .collect()
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !done() {
-        assert!(t0.elapsed() < PATIENCE, "timed out waiting for {what}");
-        sleep(Duration::from_millis(20));
-    }
-}
-
 /// The SEQ numbers of this test process (tests of other processes record the same
 /// tracepoint at the same time): `seq` of it.
 fn ours(seq: u64) -> u64 {
@@ -76,7 +59,7 @@ fn ours(seq: u64) -> u64 {
 
 /// The record of SEQ `seq` ([`ours`]) in `out`, if written.
 fn record(out: &Path, seq: u64) -> Option<Value> {
-    lines(out)
+    complete_lines(out)
         .into_iter()
         .find(|v| v["fields"]["pgid"] == ours(seq) && v.get("uevrec").is_none())
 }
@@ -193,8 +176,8 @@ fn recorder(backend: &str, k: &Kubelet, extra: &[&str], out: &Path) -> Recorder 
         .spawn()
         .unwrap();
     let rec = Recorder(rec);
-    wait_for("the attached notice", || {
-        lines(out).iter().any(|v| v["what"] == "attached")
+    wait_for("the attached notice", PATIENCE, || {
+        complete_lines(out).iter().any(|v| v["what"] == "attached")
     });
     rec
 }
@@ -383,7 +366,7 @@ fn every_driver_and_runtime(backend: &str) {
         produce_in(dir, seq as u64);
     }
     let n = cases.len() as u64;
-    wait_for("every case's record", || {
+    wait_for("every case's record", PATIENCE, || {
         (0..n).all(|s| record(&out, s).is_some())
     });
     for (seq, (dir, want)) in cases.iter().enumerate() {
@@ -401,7 +384,9 @@ fn every_driver_and_runtime(backend: &str) {
     let i7 = cid(7);
     let dir7 = containerd_burstable(&sd, u7, &i7);
     produce_in(&dir7, 100);
-    wait_for("the new pod's first record", || record(&out, 100).is_some());
+    wait_for("the new pod's first record", PATIENCE, || {
+        record(&out, 100).is_some()
+    });
     let mut early = want(u7, "Burstable", "shop", "web-0", None, Some(&i7));
     early.namespace = None;
     early.pod = None;
@@ -411,7 +396,7 @@ fn every_driver_and_runtime(backend: &str) {
     produce_in(&dir7, 101);
     // And the old pod's cgroup (a process left in it) keeps the old UID.
     produce_in(&cases[0].0, 102);
-    wait_for("the later records", || {
+    wait_for("the later records", PATIENCE, || {
         record(&out, 101).is_some() && record(&out, 102).is_some()
     });
     want(
@@ -455,7 +440,7 @@ fn no_context_leaves_the_k8s_keys_out() {
         .join(format!("kubepods/burstable/pod{uid}"))
         .join(cid(1));
     produce_in(&dir, 7);
-    wait_for("the record", || record(&out, 7).is_some());
+    wait_for("the record", PATIENCE, || record(&out, 7).is_some());
     let v = record(&out, 7).unwrap();
     for key in [
         "cgroup",
@@ -572,7 +557,7 @@ fn otlp_export(kind: crate::common::otlp_receiver::Kind, protocol: &str) {
             .spawn()
             .unwrap();
         let rec = Recorder(rec);
-        wait_for("the attached notice at the receiver", || {
+        wait_for("the attached notice at the receiver", PATIENCE, || {
             crate::common::export::notices(&rx.logs())
                 .iter()
                 .any(|w| w == "attached")
@@ -589,7 +574,7 @@ fn otlp_export(kind: crate::common::otlp_receiver::Kind, protocol: &str) {
     produce_in(&d1, 0);
     produce_in(&d2, 1);
     produce_in(&outside, 2);
-    wait_for("the three records at the receiver", || {
+    wait_for("the three records at the receiver", PATIENCE, || {
         (0..3).all(|s| otlp_resource(&rx, s).is_some())
     });
     let named = |uid: &str, id: &str, ns: &str, pod: &str, name: &str| {
@@ -616,7 +601,7 @@ fn otlp_export(kind: crate::common::otlp_receiver::Kind, protocol: &str) {
     let u3 = u3.as_str();
     let d3 = containerd_burstable(&top.join("kubepods.slice"), u3, &i3);
     produce_in(&d3, 10);
-    wait_for("the new pod's first record", || {
+    wait_for("the new pod's first record", PATIENCE, || {
         otlp_resource(&rx, 10).is_some()
     });
     assert_eq!(
@@ -627,7 +612,7 @@ fn otlp_export(kind: crate::common::otlp_receiver::Kind, protocol: &str) {
     k.add("shop", "web-0", u3, "nginx-v2", &i3);
     sleep(Duration::from_millis(600));
     produce_in(&d3, 11);
-    wait_for("the new pod's later record", || {
+    wait_for("the new pod's later record", PATIENCE, || {
         otlp_resource(&rx, 11).is_some()
     });
     assert_eq!(got(11), named(u3, &i3, "shop", "web-0", "nginx-v2"));
@@ -636,7 +621,7 @@ fn otlp_export(kind: crate::common::otlp_receiver::Kind, protocol: &str) {
     // --no-context: no Kubernetes attributes.
     let (rx, rec) = export(&["--no-context"]);
     produce_in(&d2, 20);
-    wait_for("the record without context", || {
+    wait_for("the record without context", PATIENCE, || {
         otlp_resource(&rx, 20).is_some()
     });
     assert_eq!(k8s_part(otlp_resource(&rx, 20).unwrap()), k8s_attrs(&[]));
@@ -670,7 +655,7 @@ fn top_by_pod() {
         .spawn()
         .unwrap();
     let rec = Recorder(rec);
-    wait_for("top's attached notice", || {
+    wait_for("top's attached notice", PATIENCE, || {
         fs::read_to_string(&out).is_ok_and(|t| t.contains("attached"))
     });
     let d1 = containerd_burstable(&top.join("kubepods.slice"), named, &i1);
@@ -697,13 +682,13 @@ fn top_by_pod() {
         }
         rows
     };
-    wait_for("the rows of both pods", || {
-        let r = rows(&lines(&out), false);
+    wait_for("the rows of both pods", PATIENCE, || {
+        let r = rows(&complete_lines(&out), false);
         r.iter().any(|(p, n)| p == "shop/web-0" && *n == 3)
             && r.iter().any(|(p, n)| p == unnamed && *n == 1)
     });
     rec.stop();
-    let r = rows(&lines(&out), true);
+    let r = rows(&complete_lines(&out), true);
     let get = |pod: &str| r.iter().find(|(p, _)| p == pod).map(|(_, n)| *n);
     assert_eq!(get("shop/web-0"), Some(3), "{r:?}");
     assert_eq!(get(unnamed), Some(1), "{r:?}");

@@ -8,34 +8,22 @@
 
 use std::path::Path;
 use std::process::{Child, Command};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{NR_GETPPID, PATIENCE, bin};
-
-fn lines(out: &Path) -> Vec<Value> {
-    std::fs::read_to_string(out)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
+use crate::common::{NR_GETPPID, PATIENCE, bin, complete_lines, wait_for};
 
 /// The record of getppid(`magic`, `seq`), once it is written.
 fn record(out: &Path, magic: u64, seq: u64) -> Value {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = lines(out)
+    let find = || {
+        complete_lines(out)
             .into_iter()
             .find(|v| v["fields"]["args"][0] == magic && v["fields"]["args"][1] == seq)
-        {
-            return v;
-        }
-        assert!(start.elapsed() < PATIENCE, "no record of seq {seq}");
-        sleep(Duration::from_millis(20));
-    }
+    };
+    wait_for(&format!("the record of seq {seq}"), PATIENCE, || {
+        find().is_some()
+    });
+    find().unwrap()
 }
 
 struct Stop(Child);
@@ -77,11 +65,9 @@ fn reused_thread_id(magic: u64, extra: &[&str]) {
             .spawn()
             .unwrap(),
     );
-    let start = Instant::now();
-    while !lines(&out).iter().any(|v| v["what"] == "attached") {
-        assert!(start.elapsed() < PATIENCE, "uevrec did not attach");
-        sleep(Duration::from_millis(20));
-    }
+    wait_for("uevrec's attached notice", PATIENCE, || {
+        complete_lines(&out).iter().any(|v| v["what"] == "attached")
+    });
     let me = std::process::id();
     // Other processes on this machine may take the id first: try again with a new one.
     for attempt in 0..30u64 {
