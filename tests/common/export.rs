@@ -51,21 +51,8 @@ impl Producer {
     /// record written to that ring, so the calls that end a test must reach the ring that
     /// lost (see [`settle`]).
     pub fn pin(&self) {
-        // SAFETY: sched_{get,set}affinity on our child's pid with a cpu_set_t of ours.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            let size = std::mem::size_of::<libc::cpu_set_t>();
-            assert_eq!(
-                libc::sched_getaffinity(self.pid() as i32, size, &mut set),
-                0
-            );
-            let cpu = (0..libc::CPU_SETSIZE as usize)
-                .find(|c| libc::CPU_ISSET(*c, &set))
-                .expect("a CPU");
-            libc::CPU_ZERO(&mut set);
-            libc::CPU_SET(cpu, &mut set);
-            assert_eq!(libc::sched_setaffinity(self.pid() as i32, size, &set), 0);
-        }
+        let cpu = crate::common::allowed_cpus(self.pid())[0];
+        crate::common::pin_to(self.pid(), cpu);
     }
 
     /// Make `n` more calls and wait until they are made.

@@ -309,3 +309,38 @@ pub fn complete_lines(path: &std::path::Path) -> Vec<Value> {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("invalid line {l:?}: {e}")))
         .collect()
 }
+
+/// The CPUs thread `tid` may run on (0: the calling thread).
+pub fn allowed_cpus(tid: u32) -> Vec<usize> {
+    // SAFETY: sched_getaffinity into a cpu_set_t of ours; CPU_ISSET reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        assert_eq!(
+            libc::sched_getaffinity(tid as libc::pid_t, size, &mut set),
+            0,
+            "sched_getaffinity: {}",
+            std::io::Error::last_os_error()
+        );
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|c| libc::CPU_ISSET(*c, &set))
+            .collect()
+    }
+}
+
+/// Run thread `tid` (and the threads it starts later) on CPU `cpu` only.
+pub fn pin_to(tid: u32, cpu: usize) {
+    // SAFETY: a cpu_set_t zeroed is a valid empty set; CPU_SET and sched_setaffinity get
+    // pointers to it, alive for the calls.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(tid as libc::pid_t, size_of::<libc::cpu_set_t>(), &set)
+    };
+    assert_eq!(
+        rc,
+        0,
+        "sched_setaffinity: {}",
+        std::io::Error::last_os_error()
+    );
+}

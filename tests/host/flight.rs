@@ -242,19 +242,6 @@ fn sigusr1_dumps_twice_in_a_row_and_at_exit_without_repeating_a_record() {
     }
 }
 
-/// The CPUs this process may run on.
-fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: sched_getaffinity of this process into a cpu_set_t of ours; CPU_ISSET reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        assert_eq!(libc::sched_getaffinity(0, size, &mut set), 0);
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|c| libc::CPU_ISSET(*c, &set))
-            .collect()
-    }
-}
-
 /// Two generators call getpgid without pause, each pinned to a CPU of its own, while a
 /// trigger fires three times (an exec of a link to /bin/true, unique to the test), then
 /// the recording ends
@@ -273,7 +260,7 @@ fn dumps_cut_by_time_across_cpus() {
     std::os::unix::fs::symlink("/bin/true", &trig).unwrap();
     // One generator per CPU: left to the scheduler, a loaded machine ran both on one
     // (CI, 2026-11-28), and the test is about records of two CPUs.
-    let cpus = allowed_cpus();
+    let cpus = crate::common::allowed_cpus(0);
     if cpus.len() < 2 {
         crate::common::tier::skip(
             crate::common::tier::Tier::Host,

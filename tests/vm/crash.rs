@@ -31,23 +31,6 @@ use crate::common::vm::{
 /// The perf.data holds at least this much when uevrec is killed.
 const KILL_AT: u64 = 3 << 20;
 
-/// Run the thread `tid` (and the threads it starts later) on CPU 0 only.
-fn pin_to_cpu0(tid: u32) {
-    // SAFETY: a cpu_set_t zeroed is a valid empty set; CPU_SET and sched_setaffinity get
-    // pointers to it, alive for the calls.
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(0, &mut set);
-        libc::sched_setaffinity(tid as libc::pid_t, size_of::<libc::cpu_set_t>(), &set)
-    };
-    assert_eq!(
-        rc,
-        0,
-        "sched_setaffinity: {}",
-        std::io::Error::last_os_error()
-    );
-}
-
 /// The `attached` notices for `selector` in the JSON lines at `out`.
 fn attached(out: &Path, selector: &str) -> bool {
     fs::read_to_string(out)
@@ -72,7 +55,7 @@ fn a_sigkilled_raw_recording_of_user_events_decodes_every_value() {
         // One CPU, one ring: the records come in seq order, so a record missing before
         // the last one written was lost in the ring (or dropped by uevrec), never one
         // still waiting in another CPU's ring when uevrec was killed.
-        pin_to_cpu0(producer.id());
+        crate::common::pin_to(producer.id(), 0);
         // The perf.data on the guest's tmpfs, not in `dir`: that is the host's /tmp over
         // 9p, where 3 of 7 runs (2026-11-28) ended in a record whose bytes belonged about
         // 300 KB later in the stream, as if a write(2) cut by the kill had landed out of
