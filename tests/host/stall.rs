@@ -12,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 /// The documented bound on uevrec's resident memory with 16-page rings: binary + heap +
-/// the two fixed buffer pools (≈ 11.2 MiB, see `src/pipeline.rs`).
+/// the two fixed buffer pools (≈ 11.2 MiB, see `src/pipeline/pool.rs`).
 const RSS_BOUND_KIB: u64 = 32 * 1024;
 
 fn vm_rss_kib(pid: u32) -> Option<u64> {
