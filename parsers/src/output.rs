@@ -6,7 +6,7 @@
 //! Above `json_line` and `otlp` (it dispatches to both); nothing below imports it.
 
 use crate::context::{ContextTracker, ContextUpdate};
-use crate::json_line::schema::SessionInfo;
+use crate::json_line::own_lines::SessionInfo;
 use crate::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp, RecordWriter};
 use crate::otlp::{OtlpEncoding, OtlpWriter};
 
@@ -63,7 +63,7 @@ impl OutputWriter {
     }
 }
 
-/// The self-describing lines (`crate::json_line::schema`): JSON lines only. OTLP has no
+/// The self-describing lines (`crate::json_line::own_lines`): JSON lines only. OTLP has no
 /// place for them: its records carry typed attributes, and a log record per schema
 /// would be noise to every collector (`docs/otlp.md`).
 impl OutputWriter {
@@ -180,7 +180,7 @@ pub trait RecordSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::json_line::schema::SessionInfo;
+    use crate::json_line::own_lines::SessionInfo;
     use crate::parse_format;
     use crate::to_lines::FirstSight;
 

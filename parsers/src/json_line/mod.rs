@@ -37,8 +37,8 @@ pub(crate) mod context;
 pub mod eventheader;
 mod ids;
 mod ops;
+pub(crate) mod own_lines;
 mod record_writer;
-pub(crate) mod schema;
 mod time;
 
 // The shared JSON text (`crate::json`), under the names this folder's files use.
