@@ -24,7 +24,7 @@ pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value<'_>) -> bool {
 /// `[1,2,3]`: one loop per element type, each element read straight from the bytes.
 fn write_int_array(out: &mut Vec<u8>, array: IntArray<'_>) {
     let (bytes, width, signed, endian) = array.parts();
-    if !write_int_slice(out, bytes, width, signed, endian == Endian::Big) {
+    if !write_int_slice(out, bytes, width, signed, endian) {
         // `decode` makes no other arrays; the element-by-element path stays correct.
         out.push(b'[');
         for (i, v) in array.iter().enumerate() {
@@ -84,10 +84,10 @@ pub(crate) fn stage_int_slice(
     line: StageParts<'_>,
     bytes: &[u8],
     kind: IntKind,
-    big: bool,
+    endian: Endian,
 ) -> (usize, ()) {
     let mut line = Stage::from_parts(line);
-    write_kind_slice(&mut line, bytes, kind, big);
+    write_kind_slice(&mut line, bytes, kind, endian);
     (line.into_parts().1, ())
 }
 
@@ -98,23 +98,23 @@ pub(crate) fn write_int_slice(
     bytes: &[u8],
     width: u8,
     signed: bool,
-    big: bool,
+    endian: Endian,
 ) -> bool {
     let Some(kind) = IntKind::of(width, signed) else {
         return false;
     };
-    write_kind_slice(out, bytes, kind, big);
+    write_kind_slice(out, bytes, kind, endian);
     true
 }
 
 /// `[1,2,3]` for `bytes` holding integers of `kind`.
 #[inline(always)]
-fn write_kind_slice(out: &mut impl Sink, bytes: &[u8], kind: IntKind, big: bool) {
+fn write_kind_slice(out: &mut impl Sink, bytes: &[u8], kind: IntKind, endian: Endian) {
     // The byte order is chosen once per array, so the loop reads each element with one
     // load (a swap inside the loop made it reassemble every element byte by byte).
     macro_rules! ints {
         ($t:ty) => {
-            if big {
+            if endian == Endian::Big {
                 write_ints(out, bytes, <$t>::from_be_bytes)
             } else {
                 write_ints(out, bytes, <$t>::from_le_bytes)
@@ -185,7 +185,13 @@ mod tests {
                         bytes.extend_from_slice(&b);
                     }
                     let mut out = Vec::new();
-                    assert!(write_int_slice(&mut out, &bytes, width, signed, big));
+                    assert!(write_int_slice(
+                        &mut out,
+                        &bytes,
+                        width,
+                        signed,
+                        Endian::from_big(big)
+                    ));
                     let expected = format!("[{}]", expected.join(","));
                     assert_eq!(
                         String::from_utf8(out).unwrap(),
@@ -195,9 +201,15 @@ mod tests {
                 }
             }
         }
-        assert!(!write_int_slice(&mut Vec::new(), &[0; 3], 3, false, false));
+        assert!(!write_int_slice(
+            &mut Vec::new(),
+            &[0; 3],
+            3,
+            false,
+            Endian::Little
+        ));
         let mut out = Vec::new();
-        assert!(write_int_slice(&mut out, &[], 4, true, false));
+        assert!(write_int_slice(&mut out, &[], 4, true, Endian::Little));
         assert_eq!(out, b"[]");
     }
 }

@@ -236,11 +236,7 @@ impl LineWriter {
     }
 
     fn endian(&self) -> Endian {
-        if self.opts.big_endian {
-            Endian::Big
-        } else {
-            Endian::Little
-        }
+        Endian::from_big(self.opts.big_endian)
     }
 
     /// Append one event line for the trace entry `raw` (common fields first) to `out`.

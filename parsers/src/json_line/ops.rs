@@ -124,14 +124,14 @@ impl Op {
     /// Write the value from `raw`; `false`, with nothing written, when the field must
     /// go through [`FieldPlan::read`] instead.
     #[inline(always)]
-    pub(crate) fn write(self, out: &mut Stage<'_>, raw: &[u8], big: bool) -> bool {
+    pub(crate) fn write(self, out: &mut Stage<'_>, raw: &[u8], endian: Endian) -> bool {
         // The integer ending at `$end` as a `$t` in the record's byte order (one load and
         // a swap if big; swapping the bytes before the conversion made the compiler move
         // them one by one), widened to 64 bits.
         macro_rules! int {
             ($t:ty, $end:expr) => {
                 match raw.get(..$end).and_then(<[u8]>::last_chunk) {
-                    Some(&b) if big => <$t>::from_be_bytes(b).into(),
+                    Some(&b) if endian == Endian::Big => <$t>::from_be_bytes(b).into(),
                     Some(&b) => <$t>::from_le_bytes(b).into(),
                     None => return false,
                 }
@@ -148,7 +148,7 @@ impl Op {
             Op::I16(end) => Err(int!(i16, end)),
             Op::I32(end) => Err(int!(i32, end)),
             Op::I64(end) => Err(int!(i64, end)),
-            other => return other.write_other(out, raw, big),
+            other => return other.write_other(out, raw, endian),
         };
         match number {
             Ok(u) => write_int(out, u),
@@ -159,12 +159,12 @@ impl Op {
 
     /// [`Op::write`] for the kinds other than single integers.
     #[inline(always)]
-    fn write_other(self, out: &mut Stage<'_>, raw: &[u8], big: bool) -> bool {
+    fn write_other(self, out: &mut Stage<'_>, raw: &[u8], endian: Endian) -> bool {
         match self {
             Op::Chars { start, end } => return write_c_string_at(out, raw, start, end),
             Op::DynChars { offset, loc } => {
                 let value = match raw.get(offset..).and_then(<[u8]>::first_chunk) {
-                    Some(&b) if big => u32::from_be_bytes(b),
+                    Some(&b) if endian == Endian::Big => u32::from_be_bytes(b),
                     Some(&b) => u32::from_le_bytes(b),
                     None => return false,
                 };
@@ -180,7 +180,7 @@ impl Op {
                 let Some(area) = raw.get(start..end) else {
                     return false;
                 };
-                out.lend(|line| stage_int_slice(line, area, kind, big));
+                out.lend(|line| stage_int_slice(line, area, kind, endian));
             }
             Op::U8(_)
             | Op::U16(_)
@@ -210,11 +210,10 @@ pub(crate) fn write_steps(
     if steps.is_empty() {
         line.extend(open);
     }
-    let big = endian == Endian::Big;
     let mut failed = false;
     for step in steps {
         step.key.write(&mut line);
-        if !step.op.write(&mut line, raw, big) {
+        if !step.op.write(&mut line, raw, endian) {
             failed |= write_value(line.vec(), &step.plan.read(raw, endian));
         }
     }
