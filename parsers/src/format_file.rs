@@ -109,7 +109,7 @@ pub fn parse_format(text: &str) -> Result<EventFormat, FormatError> {
 /// [`parse_format`] for a format file of a machine whose `long` and pointers are `word`
 /// wide (a perf.data or trace.dat file from another machine says which).
 pub fn parse_format_for(text: &str, word: WordSize) -> Result<EventFormat, FormatError> {
-    let mut lines = Lines {
+    let mut lines = NumberedLines {
         inner: text.lines(),
         next_number: 1,
     };
@@ -165,12 +165,12 @@ pub fn parse_format_for(text: &str, word: WordSize) -> Result<EventFormat, Forma
 }
 
 /// The lines of the text with their 1-based numbers.
-struct Lines<'a> {
+struct NumberedLines<'a> {
     inner: std::str::Lines<'a>,
     next_number: usize,
 }
 
-impl<'a> Lines<'a> {
+impl<'a> NumberedLines<'a> {
     fn next(&mut self) -> Option<(usize, &'a str)> {
         let text = self.inner.next()?;
         let number = self.next_number;

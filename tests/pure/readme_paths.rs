@@ -65,3 +65,51 @@ fn the_checker_finds_a_missing_path() {
                 `options/record-tgid` `a b.rs`";
     assert_eq!(missing(root, text), ["nowhere.rs", "json_line.rs"]);
 }
+
+/// `unsafe` blocks (`unsafe {`, outside comments) in the `.rs` files under `dir`.
+fn unsafe_blocks(dir: &Path) -> usize {
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            n += unsafe_blocks(&path);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            n += text
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .map(|l| l.matches("unsafe {").count())
+                .sum::<usize>();
+        }
+    }
+    n
+}
+
+/// The number written just before `marker` in `text` (`23 in \`src/perf/\``).
+fn number_before(text: &str, marker: &str) -> usize {
+    let flat = text.replace('\n', " ");
+    let at = flat
+        .find(marker)
+        .unwrap_or_else(|| panic!("README.md no longer says `{marker}`"));
+    let head = flat[..at].trim_end();
+    let digits = &head[head.rfind(' ').map_or(0, |i| i + 1)..];
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("no count before `{marker}`"))
+}
+
+#[test]
+fn the_readme_counts_the_unsafe_blocks_of_src() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let in_perf = unsafe_blocks(&root.join("src/perf"));
+    let elsewhere = unsafe_blocks(&root.join("src")) - in_perf;
+    assert_eq!(
+        (
+            number_before(&readme, "in `src/perf/`"),
+            number_before(&readme, "elsewhere:")
+        ),
+        (in_perf, elsewhere),
+        "README.md's \"How it is built\" counts (src/perf, elsewhere) unsafe blocks; the tree has these"
+    );
+}

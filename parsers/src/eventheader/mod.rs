@@ -22,18 +22,18 @@
 //! bytes left after the last field are ignored, and only a zero-terminated string with
 //! no terminator of its own (which runs to the end of the event) can see them.
 
-mod entry;
 pub mod enumerator;
 pub mod enums;
 pub mod header;
 pub mod metadata;
+mod trace_entry;
 pub mod tracepoint_name;
 
-pub use entry::trace_entry;
 pub use enumerator::{DecodeError, Enumerator, ErrorKind, Item, MAX_FIELDS, MAX_STRUCT_DEPTH};
 pub use enums::{Encoding, Format};
 pub use header::{EventParts, Header, HeaderError, parse_event};
 pub use metadata::{ArrayKind, FieldMeta, MetaError};
+pub use trace_entry::trace_entry;
 pub use tracepoint_name::TracepointName;
 
 /// The field a tracepoint's format must start with (after the common fields) for its

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::stage::Sink;
+use super::stage::LineOut;
 
 /// `char` data as a JSON string: up to its first NUL (all of it without one), as
 /// [`decode_field`] reads it, then as [`write_text`] writes it. One pass finds the first
@@ -30,10 +30,15 @@ pub(crate) fn write_c_string(out: &mut Vec<u8>, data: &[u8]) {
 /// [`write_c_string`] of the `char` area `start..end` of `raw`; `false`, with nothing
 /// written, when `raw` does not hold it. Areas of at most 16 bytes (`comm` and other
 /// short names) with 16 bytes of `raw` from `start` are scanned as two words and copied,
-/// quotes included, as one fixed-size window ([`Sink::put`]) instead of a `memcpy`
+/// quotes included, as one fixed-size window ([`LineOut::put`]) instead of a `memcpy`
 /// call.
 #[inline]
-pub(crate) fn write_c_string_at(out: &mut impl Sink, raw: &[u8], start: usize, end: usize) -> bool {
+pub(crate) fn write_c_string_at(
+    out: &mut impl LineOut,
+    raw: &[u8],
+    start: usize,
+    end: usize,
+) -> bool {
     let Some(area) = raw.get(start..end) else {
         return false;
     };

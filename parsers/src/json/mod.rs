@@ -16,7 +16,7 @@ pub(crate) use escape::{
     write_str, write_text, write_text_contents,
 };
 pub(crate) use numbers::write_int;
-pub(crate) use stage::Sink;
+pub(crate) use stage::LineOut;
 pub(crate) use text::{Span, Text, Texts};
 pub(crate) use unique::unique_key;
 pub(crate) use values::write_value;

@@ -6,11 +6,11 @@
 //! 20-digit numbers of ids and pointers). Here the digits are made 8 at a time in one
 //! 64-bit word ([`eight_digits`], multiply-shift divisions in every lane at once), the
 //! leading zeros shifted out, and the word appended as one fixed-size copy cut back to
-//! the number's length ([`Sink::put`](super::stage::Sink::put)). `ints_as_display_writes_them` checks every
+//! the number's length ([`LineOut::put`](super::stage::LineOut::put)). `ints_as_display_writes_them` checks every
 //! width against `Display` at 0, the bounds, every power of ten and a stride through the
 //! rest.
 
-use super::stage::Sink;
+use super::stage::LineOut;
 
 /// `b'0'` in every byte lane.
 const ZEROS: u64 = u64::from_le_bytes([b'0'; 8]);
@@ -54,7 +54,7 @@ pub(crate) fn short_digits(n: u32) -> (u64, usize) {
 /// numbers, priorities) made digit by digit, others as one or more words. All in line: out of line, the register saves
 /// and constant loads of a call cost more than a third of a 15-digit pointer's digits.
 #[inline(always)]
-pub(crate) fn write_u64(out: &mut impl Sink, v: u64) {
+pub(crate) fn write_u64(out: &mut impl LineOut, v: u64) {
     if v < 10 {
         out.put_all(&[b'0' + v as u8]);
     } else if v < 100 {
@@ -81,7 +81,7 @@ pub(crate) fn write_u64(out: &mut impl Sink, v: u64) {
 /// separator shifted into the digits' word): array elements after their `[` or `,`,
 /// where a separate push of the separator cost as much again as a short number.
 #[inline(always)]
-pub(crate) fn write_u64_after(out: &mut impl Sink, sep: u8, v: u64) {
+pub(crate) fn write_u64_after(out: &mut impl LineOut, sep: u8, v: u64) {
     if v < 10 {
         out.put_all(&[sep, b'0' + v as u8]);
     } else if v < 100 {
@@ -106,7 +106,7 @@ pub(crate) fn write_u64_after(out: &mut impl Sink, sep: u8, v: u64) {
 
 /// `sep` and the `len` digits of `word` (at most 7, [`short_digits`]) in one store.
 #[inline(always)]
-fn put_after(out: &mut impl Sink, sep: u8, word: u64, len: usize) {
+fn put_after(out: &mut impl LineOut, sep: u8, word: u64, len: usize) {
     out.put(&((word << 8) | u64::from(sep)).to_le_bytes(), len + 1);
 }
 
@@ -118,7 +118,7 @@ const E15: u64 = 1_000_000_000_000_000;
 /// The digits of `v` from 10^8 up (9 to 20 digits): the digits above the last 8 (up to
 /// 12: as [`write_u64`] writes a number below 10^8, or 4 and then 8), then the last 8.
 #[inline(always)]
-fn write_long(out: &mut impl Sink, v: u64) {
+fn write_long(out: &mut impl LineOut, v: u64) {
     let high = v / E8;
     if high < E8 {
         let (word, len) = short_digits(high as u32);
@@ -165,7 +165,7 @@ decimal_signed!(i8, i16, i32, i64, isize);
 /// An integer as a JSON number (always in line: out of line, the call costs more than
 /// the usual short number).
 #[inline(always)]
-pub(crate) fn write_int(out: &mut impl Sink, v: impl Decimal) {
+pub(crate) fn write_int(out: &mut impl LineOut, v: impl Decimal) {
     let (negative, magnitude) = v.sign_magnitude();
     if negative {
         out.put_all(b"-");
@@ -175,7 +175,7 @@ pub(crate) fn write_int(out: &mut impl Sink, v: impl Decimal) {
 
 /// [`write_int`] after `sep` ([`write_u64_after`]).
 #[inline(always)]
-pub(crate) fn write_int_after(out: &mut impl Sink, sep: u8, v: impl Decimal) {
+pub(crate) fn write_int_after(out: &mut impl LineOut, sep: u8, v: impl Decimal) {
     let (negative, magnitude) = v.sign_magnitude();
     if negative {
         out.put_all(&[sep, b'-']);

@@ -1,4 +1,4 @@
-//! Where the text of a line goes ([`Sink`]): the caller's `Vec<u8>`, or a [`Stage`], a
+//! Where the text of a line goes ([`LineOut`]): the caller's `Vec<u8>`, or a [`Stage`], a
 //! fixed-size array the prepared path writes its line into with the position in a local
 //! and then appends to the `Vec` with one copy.
 //!
@@ -15,8 +15,8 @@ pub(crate) const STAGE: usize = 1024;
 
 /// Where line text is appended: a `Vec<u8>` or a [`Stage`]. The writers of the pieces
 /// most lines are made of (numbers, prepared texts, time, ids, short `char` areas, integer
-/// arrays) write to either; the others write to a `Vec` ([`Sink::vec`]).
-pub(crate) trait Sink {
+/// arrays) write to either; the others write to a `Vec` ([`LineOut::vec`]).
+pub(crate) trait LineOut {
     /// Append the first `n` bytes of `bytes` (`n <= N`): one copy of a size known at
     /// compile time (a few vector moves, no `memcpy` call) and a cut back to `n`.
     fn put<const N: usize>(&mut self, bytes: &[u8; N], n: usize);
@@ -29,7 +29,7 @@ pub(crate) trait Sink {
     fn vec(&mut self) -> &mut Vec<u8>;
 }
 
-impl Sink for Vec<u8> {
+impl LineOut for Vec<u8> {
     #[inline(always)]
     fn put<const N: usize>(&mut self, bytes: &[u8; N], n: usize) {
         let end = self.len() + n;
@@ -142,7 +142,7 @@ fn spill(buf: &[u8; STAGE], pos: usize, out: &mut Vec<u8>, bytes: &[u8]) -> usiz
     0
 }
 
-impl Sink for Stage<'_> {
+impl LineOut for Stage<'_> {
     #[inline(always)]
     fn put<const N: usize>(&mut self, bytes: &[u8; N], n: usize) {
         match self

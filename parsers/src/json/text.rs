@@ -6,7 +6,7 @@
 //! array of the window's size; [`Texts`] keeps many texts in one buffer with a window's
 //! worth of slack after the last.
 
-use super::stage::Sink;
+use super::stage::LineOut;
 
 /// Prepared text to append, kept in a fixed-size array when it fits so that appending it
 /// is one fixed-size copy (a few vector moves, no `memcpy` call) and a truncation.
@@ -43,7 +43,7 @@ impl<const N: usize> Text<N> {
 
     /// Append the text to `out`.
     #[inline(always)]
-    pub(crate) fn write(&self, out: &mut impl Sink) {
+    pub(crate) fn write(&self, out: &mut impl LineOut) {
         if self.len <= N {
             out.put(&self.inline, self.len);
         } else {

@@ -2,7 +2,7 @@
 
 use super::escape::{write_hex, write_text};
 use super::numbers::{Decimal, write_int, write_int_after};
-use super::stage::{Sink, Stage, StageParts};
+use super::stage::{LineOut, Stage, StageParts};
 use crate::decode::{Endian, IntArray, Value};
 
 /// Write one value; returns `true` for [`Value::Error`] (written as `null`).
@@ -94,7 +94,7 @@ pub(crate) fn stage_int_slice(
 /// `[1,2,3]` for `bytes` holding `width`-byte integers; `false`, with nothing written,
 /// for a width other than 1, 2, 4 or 8.
 pub(crate) fn write_int_slice(
-    out: &mut impl Sink,
+    out: &mut impl LineOut,
     bytes: &[u8],
     width: u8,
     signed: bool,
@@ -109,7 +109,7 @@ pub(crate) fn write_int_slice(
 
 /// `[1,2,3]` for `bytes` holding integers of `kind`.
 #[inline(always)]
-fn write_kind_slice(out: &mut impl Sink, bytes: &[u8], kind: IntKind, endian: Endian) {
+fn write_kind_slice(out: &mut impl LineOut, bytes: &[u8], kind: IntKind, endian: Endian) {
     // The byte order is chosen once per array, so the loop reads each element with one
     // load (a swap inside the loop made it reassemble every element byte by byte).
     macro_rules! ints {
@@ -137,7 +137,7 @@ fn write_kind_slice(out: &mut impl Sink, bytes: &[u8], kind: IntKind, endian: En
 /// last element is ignored), each converted by `read`.
 #[inline(always)]
 fn write_ints<const N: usize, T: Decimal>(
-    out: &mut impl Sink,
+    out: &mut impl LineOut,
     bytes: &[u8],
     read: impl Fn([u8; N]) -> T,
 ) {

@@ -2,7 +2,7 @@
 //! [`crate::context`]), rendered once per name or cgroup so each record only copies
 //! them, and the [`LineWriter`] hook that places them after `"tid"`.
 
-use super::stage::Sink;
+use super::stage::LineOut;
 use super::text::WINDOW;
 use super::{LineWriter, RecordStamp};
 use crate::context::ContextTracker;
@@ -119,7 +119,7 @@ impl ContextText {
 
     /// Append the keys to `out`.
     #[inline(always)]
-    pub(crate) fn write(&self, out: &mut impl Sink) {
+    pub(crate) fn write(&self, out: &mut impl LineOut) {
         match self.bytes.first_chunk::<WINDOW>() {
             Some(window) if self.len <= WINDOW => out.put(window, self.len),
             _ => out.extend(self.text()),

@@ -7,7 +7,7 @@
 //! four ids in turn).
 
 use super::numbers::{eight_digits, short_digits};
-use super::stage::Sink;
+use super::stage::LineOut;
 
 /// The longest text (three 10-digit numbers, `,"pid":` and `,"tid":`: 44 bytes) and
 /// room for the 8-byte stores that make it ([`put_word`]).
@@ -52,7 +52,7 @@ impl IdsCache {
     /// Append `cpu,"pid":pid,"tid":tid`: the cached text when the ids are the last ones
     /// or those before (which then become the last), else [`IdsCache::write_other`].
     #[inline(always)]
-    pub(crate) fn write(&mut self, out: &mut impl Sink, cpu: u32, pid: u32, tid: u32) {
+    pub(crate) fn write(&mut self, out: &mut impl LineOut, cpu: u32, pid: u32, tid: u32) {
         let ids = Some((cpu, pid, tid));
         if self.last.ids != ids {
             if self.before.ids == ids {
@@ -70,7 +70,7 @@ impl IdsCache {
     /// fixed array: no `Vec` bookkeeping per piece, no `memcpy` call to keep it); it
     /// becomes the last, the last those before, and those before take its place.
     #[inline(never)]
-    fn write_other(&mut self, out: &mut impl Sink, cpu: u32, pid: u32, tid: u32) {
+    fn write_other(&mut self, out: &mut impl LineOut, cpu: u32, pid: u32, tid: u32) {
         let ids = Some((cpu, pid, tid));
         let kept = self.others.iter().position(|t| t.ids == ids);
         let slot = kept.unwrap_or(self.next % OTHERS);

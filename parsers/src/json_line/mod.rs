@@ -35,8 +35,8 @@ use eventheader::PreparedName;
 
 pub(crate) mod context;
 pub mod eventheader;
+mod field_steps;
 mod ids;
-mod ops;
 pub(crate) mod own_lines;
 mod record_writer;
 mod time;
@@ -44,10 +44,10 @@ mod time;
 // The shared JSON text (`crate::json`), under the names this folder's files use.
 use crate::json::{escape, numbers, stage, text, values};
 pub(crate) use escape::{Escaped, write_hex, write_key, write_str};
+use field_steps::{FieldStep, steps, write_steps};
 pub(crate) use numbers::write_int;
-use ops::{Step, steps, write_steps};
 pub use record_writer::RecordWriter;
-pub(crate) use stage::Sink;
+pub(crate) use stage::LineOut;
 use stage::{STAGE, Stage};
 pub(crate) use text::Text;
 use time::TimeCache;
@@ -99,9 +99,9 @@ pub struct PreparedFormat {
     /// See [`write_head`]; then `"cpu":`.
     head: Text<64>,
     /// One step per common field: the first key opens the object (`,"common":{"name":`).
-    common: Box<[Step]>,
+    common: Box<[FieldStep]>,
     /// One step per field: the first key opens the object (`,"fields":{"name":`).
-    fields: Box<[Step]>,
+    fields: Box<[FieldStep]>,
     /// For EventHeader events ([`crate::eventheader::detect`]), the parsed name and the
     /// constant texts of its lines.
     eventheader: Option<PreparedName>,
@@ -417,7 +417,7 @@ fn write_fields(out: &mut Vec<u8>, fields: &[Field], raw: &[u8], endian: Endian)
 /// newline.
 #[inline(always)]
 fn end_line(
-    out: &mut impl Sink,
+    out: &mut impl LineOut,
     failed: bool,
     common: &[Field],
     fields: &[Field],

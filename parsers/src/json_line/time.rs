@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 use super::numbers::eight_digits;
-use super::stage::Sink;
+use super::stage::LineOut;
 
 /// The start of every line, `{"time":"YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ"`, with the
 /// date-time part of the last second seen.
@@ -39,7 +39,7 @@ impl TimeCache {
     /// Write `{"time":"…Z"` for `time_unix_ns`, or `{"time":null` (always in line: a
     /// call's register saves were a sixth of its cost).
     #[inline(always)]
-    pub(crate) fn write(&mut self, out: &mut impl Sink, time_unix_ns: Option<u64>) {
+    pub(crate) fn write(&mut self, out: &mut impl LineOut, time_unix_ns: Option<u64>) {
         let Some(ns) = time_unix_ns else {
             out.put_all(b"{\"time\":null");
             return;

@@ -437,8 +437,8 @@ pub(super) fn write_hash_x(out: &mut Vec<u8>, v: u64) {
     if let Some(quote) = text.get_mut(3 + digits) {
         *quote = b'"';
     }
-    // Not imported: `Sink::extend` would shadow `Extend::extend` in this module.
-    crate::json::Sink::put(out, &text, 4 + digits);
+    // Not imported: `LineOut::extend` would shadow `Extend::extend` in this module.
+    crate::json::LineOut::put(out, &text, 4 + digits);
 }
 
 /// `v` as `{:x}` writes it, without the formatting machinery.

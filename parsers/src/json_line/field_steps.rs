@@ -3,7 +3,7 @@
 
 use super::escape::{write_c_string, write_c_string_at, write_key};
 use super::numbers::write_int;
-use super::stage::{Sink, Stage, StageParts};
+use super::stage::{LineOut, Stage, StageParts};
 use super::text::Text;
 use super::values::{IntKind, stage_int_slice, write_value};
 use crate::decode::location;
@@ -12,7 +12,7 @@ use crate::schema::{Element, Field, LocKind};
 
 /// One field of a [`PreparedFormat`]: its key and how to write its value.
 #[derive(Debug, Clone)]
-pub(crate) struct Step {
+pub(crate) struct FieldStep {
     /// `open"name":` for the first field, `,"name":` for the others.
     key: Text<32>,
     /// How to write the value (derived from `plan`).
@@ -21,8 +21,8 @@ pub(crate) struct Step {
     plan: FieldPlan,
 }
 
-/// A [`Step`] per field of `fields`; the first key starts with `open`.
-pub(crate) fn steps(open: &[u8], fields: &[Field]) -> Box<[Step]> {
+/// A [`FieldStep`] per field of `fields`; the first key starts with `open`.
+pub(crate) fn steps(open: &[u8], fields: &[Field]) -> Box<[FieldStep]> {
     fields
         .iter()
         .enumerate()
@@ -34,7 +34,7 @@ pub(crate) fn steps(open: &[u8], fields: &[Field]) -> Box<[Step]> {
                 key.push(b',');
             }
             write_key(&mut key, &field.name);
-            Step {
+            FieldStep {
                 key: Text::new(key),
                 op: Op::of(&FieldPlan::of(field)),
                 plan: FieldPlan::of(field),
@@ -202,7 +202,7 @@ impl Op {
 pub(crate) fn write_steps(
     line: StageParts<'_>,
     open: &[u8],
-    steps: &[Step],
+    steps: &[FieldStep],
     raw: &[u8],
     endian: Endian,
 ) -> (usize, bool) {
