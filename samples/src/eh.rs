@@ -1,4 +1,4 @@
-//! The EventHeader producers' side of the contract in `eh-json-spec.md`: helpers that turn
+//! The EventHeader producers' side of the contract in docs/eventheader.md: helpers that turn
 //! the values a producer wrote into the JSON uevrec must print for them, and the report
 //! line (`{"event":..,"provider":..,"name":..,"level":..,"fields":{..}}`) each producer
 //! prints per event written.
@@ -132,7 +132,7 @@ pub fn latin1(bytes: &[u8]) -> String {
 }
 
 /// What a producer knows about one EventHeader event it wrote: the header keys of
-/// uevrec's line (`eh-json-spec.md`) plus the expected `fields` (and `field_tags`).
+/// uevrec's line (docs/eventheader.md) plus the expected `fields` (and `field_tags`).
 #[derive(Debug, Clone, Default)]
 pub struct Written {
     /// Tracepoint name, e.g. `MyProvider_L4K1` or `MyProvider_L4K1Gmygroup`.

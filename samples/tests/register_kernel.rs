@@ -1,6 +1,6 @@
 //! Register commands against what the kernel really does.
 //!
-//! 1. Pure: the schema computed for the register command of kernel-facts.md's real example
+//! 1. Pure: the schema computed for a register command recorded on a real kernel
 //!    equals the format file a 6.12 kernel printed for it (garbage array lengths aside),
 //!    checked line by line with the one type rule (`resolve_decl`) on the kernel's text,
 //!    and `format_file::parse_format` reads that text as exactly the computed schema.
@@ -30,7 +30,7 @@ use tier::Tier;
 
 /// The format file a 6.12 kernel showed for
 /// `test u32 a; char[8] b; __rel_loc char[] msg; __data_loc char[] dmsg`
-/// (shared/notes/kernel-facts.md), garbage `b[1055984226]` included.
+/// (recorded from a real 6.12 kernel, not derived), garbage `b[1055984226]` included.
 const KERNEL_FORMAT: &str = "name: test
 ID: 1117
 format:
@@ -148,8 +148,8 @@ fn kernel_facts_example_schema_equals_kernel_format() {
     let cmd = RegisterCommand::parse(EXAMPLE).unwrap();
     let format = cmd.event_format(1117);
     assert_eq!((format.name.as_str(), format.id), ("test", 1117));
-    assert_matches_kernel_text(&format, KERNEL_FORMAT, "kernel-facts example");
-    assert_parse_format_agrees(&format, KERNEL_FORMAT, "kernel-facts example");
+    assert_matches_kernel_text(&format, KERNEL_FORMAT, "the recorded kernel example");
+    assert_parse_format_agrees(&format, KERNEL_FORMAT, "the recorded kernel example");
     // The other garbage the kernel was seen to print changes nothing.
     for garbage in ["b[-2121988123]", "b[]", "b[8]"] {
         let text = KERNEL_FORMAT.replace("b[1055984226]", garbage);

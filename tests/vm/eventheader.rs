@@ -3,7 +3,7 @@
 //! The producers are the crates people use: `eh_macros` (the `eventheader` crate's
 //! macros), `eh_dynamic` (`eventheader_dynamic`) and `otel` (the OpenTelemetry
 //! user_events exporters for logs and spans), all in `samples/`. Each prints, per event
-//! written, the keys and `fields` uevrec must print for it (`/work/eh-json-spec.md`,
+//! written, the keys and `fields` uevrec must print for it (docs/eventheader.md,
 //! `uevrec_samples::eh`); the tests compare uevrec's lines with that account key by key.
 //!
 //! Like `vm_user_events.rs` (whose helpers this file copies in part: that file's

@@ -10,7 +10,7 @@ use arbitrary::{Arbitrary, Unstructured};
 use uevrec_parsers::parse_format;
 use uevrec_parsers::{Element, EventFormat, Field, FieldKind, LocKind};
 
-/// Declarations seen in real format files and register commands (kernel-facts.md).
+/// Declarations seen in real format files and register commands (as a 6.12 kernel prints them).
 const DECLS: &[&str] = &[
     "unsigned short common_type",
     "unsigned char common_flags",
