@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::stage::LineOut;
+use super::line_buf::LineOut;
 
 /// `char` data as a JSON string: up to its first NUL (all of it without one), as
 /// [`decode_field`] reads it, then as [`write_text`] writes it. One pass finds the first

@@ -6,11 +6,11 @@
 //! 20-digit numbers of ids and pointers). Here the digits are made 8 at a time in one
 //! 64-bit word ([`eight_digits`], multiply-shift divisions in every lane at once), the
 //! leading zeros shifted out, and the word appended as one fixed-size copy cut back to
-//! the number's length ([`LineOut::put`](super::stage::LineOut::put)). `ints_as_display_writes_them` checks every
+//! the number's length ([`LineOut::put`](super::line_buf::LineOut::put)). `ints_as_display_writes_them` checks every
 //! width against `Display` at 0, the bounds, every power of ten and a stride through the
 //! rest.
 
-use super::stage::LineOut;
+use super::line_buf::LineOut;
 
 /// `b'0'` in every byte lane.
 const ZEROS: u64 = u64::from_le_bytes([b'0'; 8]);

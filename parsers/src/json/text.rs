@@ -6,7 +6,7 @@
 //! array of the window's size; [`Texts`] keeps many texts in one buffer with a window's
 //! worth of slack after the last.
 
-use super::stage::LineOut;
+use super::line_buf::LineOut;
 
 /// Prepared text to append, kept in a fixed-size array when it fits so that appending it
 /// is one fixed-size copy (a few vector moves, no `memcpy` call) and a truncation.

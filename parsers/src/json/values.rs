@@ -1,8 +1,8 @@
 //! Decoded values ([`Value`]) and raw integers as JSON numbers, arrays and strings.
 
 use super::escape::{write_hex, write_text};
+use super::line_buf::{LineBuf, LineBufParts, LineOut};
 use super::numbers::{Decimal, write_int, write_int_after};
-use super::stage::{LineOut, Stage, StageParts};
 use crate::decode::{Endian, IntArray, Value};
 
 /// Write one value; returns `true` for [`Value::Error`] (written as `null`).
@@ -77,16 +77,16 @@ impl IntKind {
     }
 }
 
-/// [`write_int_slice`] of `kind` into a stage given as its parts ([`Stage::lend`]: out
+/// [`write_int_slice`] of `kind` into a line buffer given as its parts ([`LineBuf::lend`]: out
 /// of line, its position stays in a register); returns the position after the array.
 #[inline(never)]
-pub(crate) fn stage_int_slice(
-    line: StageParts<'_>,
+pub(crate) fn line_buf_int_slice(
+    line: LineBufParts<'_>,
     bytes: &[u8],
     kind: IntKind,
     endian: Endian,
 ) -> (usize, ()) {
-    let mut line = Stage::from_parts(line);
+    let mut line = LineBuf::from_parts(line);
     write_kind_slice(&mut line, bytes, kind, endian);
     (line.into_parts().1, ())
 }

@@ -2,7 +2,7 @@
 //! [`crate::context`]), rendered once per name or cgroup so each record only copies
 //! them, and the [`LineWriter`] hook that places them after `"tid"`.
 
-use super::stage::LineOut;
+use super::line_buf::LineOut;
 use super::text::WINDOW;
 use super::{LineWriter, RecordStamp};
 use crate::context::ContextTracker;

@@ -2,10 +2,10 @@
 //! derived once from its [`FieldPlan`] ([`Op`]), run by [`LineWriter::write_prepared`](super::LineWriter::write_prepared).
 
 use super::escape::{write_c_string, write_c_string_at, write_key};
+use super::line_buf::{LineBuf, LineBufParts, LineOut};
 use super::numbers::write_int;
-use super::stage::{LineOut, Stage, StageParts};
 use super::text::Text;
-use super::values::{IntKind, stage_int_slice, write_value};
+use super::values::{IntKind, line_buf_int_slice, write_value};
 use crate::decode::location;
 use crate::decode::{Endian, FieldPlan, PlanKind};
 use crate::schema::{Element, Field, LocKind};
@@ -124,7 +124,7 @@ impl Op {
     /// Write the value from `raw`; `false`, with nothing written, when the field must
     /// go through [`FieldPlan::read`] instead.
     #[inline(always)]
-    pub(crate) fn write(self, out: &mut Stage<'_>, raw: &[u8], endian: Endian) -> bool {
+    pub(crate) fn write(self, out: &mut LineBuf<'_>, raw: &[u8], endian: Endian) -> bool {
         // The integer ending at `$end` as a `$t` in the record's byte order (one load and
         // a swap if big; swapping the bytes before the conversion made the compiler move
         // them one by one), widened to 64 bits.
@@ -159,7 +159,7 @@ impl Op {
 
     /// [`Op::write`] for the kinds other than single integers.
     #[inline(always)]
-    fn write_other(self, out: &mut Stage<'_>, raw: &[u8], endian: Endian) -> bool {
+    fn write_other(self, out: &mut LineBuf<'_>, raw: &[u8], endian: Endian) -> bool {
         match self {
             Op::Chars { start, end } => return write_c_string_at(out, raw, start, end),
             Op::DynChars { offset, loc } => {
@@ -180,7 +180,7 @@ impl Op {
                 let Some(area) = raw.get(start..end) else {
                     return false;
                 };
-                out.lend(|line| stage_int_slice(line, area, kind, endian));
+                out.lend(|line| line_buf_int_slice(line, area, kind, endian));
             }
             Op::U8(_)
             | Op::U16(_)
@@ -197,16 +197,16 @@ impl Op {
 }
 
 /// [`write_fields`] with prepared `steps` for `fields` (the same length), including the
-/// object's opening (`open`, in the first step's key), into a stage given as its parts
-/// ([`Stage::lend`]); returns the position after the object and whether a field failed.
+/// object's opening (`open`, in the first step's key), into a line buffer given as its parts
+/// ([`LineBuf::lend`]); returns the position after the object and whether a field failed.
 pub(crate) fn write_steps(
-    line: StageParts<'_>,
+    line: LineBufParts<'_>,
     open: &[u8],
     steps: &[FieldStep],
     raw: &[u8],
     endian: Endian,
 ) -> (usize, bool) {
-    let mut line = Stage::from_parts(line);
+    let mut line = LineBuf::from_parts(line);
     if steps.is_empty() {
         line.extend(open);
     }

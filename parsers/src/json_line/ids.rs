@@ -6,8 +6,8 @@
 //! alternate between a thread and the idle task: a pipe's two threads on two CPUs are
 //! four ids in turn).
 
+use super::line_buf::LineOut;
 use super::numbers::{eight_digits, short_digits};
-use super::stage::LineOut;
 
 /// The longest text (three 10-digit numbers, `,"pid":` and `,"tid":`: 44 bytes) and
 /// room for the 8-byte stores that make it ([`put_word`]).

@@ -42,13 +42,13 @@ mod record_writer;
 mod time;
 
 // The shared JSON text (`crate::json`), under the names this folder's files use.
-use crate::json::{escape, numbers, stage, text, values};
+use crate::json::{escape, line_buf, numbers, text, values};
 pub(crate) use escape::{Escaped, write_hex, write_key, write_str};
 use field_steps::{FieldStep, steps, write_steps};
+pub(crate) use line_buf::LineOut;
+use line_buf::{LINE_BUF, LineBuf};
 pub(crate) use numbers::write_int;
 pub use record_writer::RecordWriter;
-pub(crate) use stage::LineOut;
-use stage::{STAGE, Stage};
 pub(crate) use text::Text;
 use time::TimeCache;
 pub(crate) use values::write_value;
@@ -189,8 +189,8 @@ pub struct LineOptions {
 #[derive(Debug)]
 pub struct LineWriter {
     opts: LineOptions,
-    /// Where [`LineWriter::write_prepared`] writes a line before appending it ([`Stage`]).
-    stage: Box<[u8; STAGE]>,
+    /// Where [`LineWriter::write_prepared`] writes a line before appending it ([`LineBuf`]).
+    line_buf: Box<[u8; LINE_BUF]>,
     time: TimeCache,
     ids: ids::IdsCache,
     /// Buffers of the EventHeader writer.
@@ -222,7 +222,7 @@ impl LineWriter {
     pub fn new(opts: LineOptions) -> Self {
         LineWriter {
             opts,
-            stage: Box::new([0; STAGE]),
+            line_buf: Box::new([0; LINE_BUF]),
             time: TimeCache::default(),
             ids: ids::IdsCache::default(),
             eh: eventheader::Scratch::default(),
@@ -286,8 +286,8 @@ impl LineWriter {
         let endian = self.endian();
         let format = &prepared.format;
         let common = self.common(format);
-        // The line is written into the stage, then appended with one copy.
-        let mut line = Stage::new(&mut self.stage, out);
+        // The line is written into the line buffer, then appended with one copy.
+        let mut line = LineBuf::new(&mut self.line_buf, out);
         self.time.write(&mut line, stamp.time_unix_ns);
         // The prepared head ends with `"cpu":`.
         prepared.head.write(&mut line);

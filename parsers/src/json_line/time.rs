@@ -3,8 +3,8 @@
 
 use std::time::{Duration, SystemTime};
 
+use super::line_buf::LineOut;
 use super::numbers::eight_digits;
-use super::stage::LineOut;
 
 /// The start of every line, `{"time":"YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ"`, with the
 /// date-time part of the last second seen.

@@ -1,19 +1,19 @@
-//! Where the text of a line goes ([`LineOut`]): the caller's `Vec<u8>`, or a [`Stage`], a
+//! Where the text of a line goes ([`LineOut`]): the caller's `Vec<u8>`, or a [`LineBuf`], a
 //! fixed-size array the prepared path writes its line into with the position in a local
 //! and then appends to the `Vec` with one copy.
 //!
 //! Why: every piece appended to a `Vec` is a capacity check, a load of `len` and a store
 //! of it, and the compiler loads `len` (and the data pointer) again after each store of
-//! text, which might have changed them as far as it knows. In the stage, a piece is one
+//! text, which might have changed them as far as it knows. In the line buffer, a piece is one
 //! comparison of the position with a constant, the store and an add: fewer instructions
 //! per piece (BENCHMARKS.md, "Instruction counts moved out of the code"), against one copy of the line (a `memcpy` call) at its
 //! end.
 
-/// The stage's size: the usual line fits; a piece that does not fit goes to the `Vec`
-/// after what the stage holds ([`Stage::spill`]), so longer lines come out the same.
-pub(crate) const STAGE: usize = 1024;
+/// The line buffer's size: the usual line fits; a piece that does not fit goes to the `Vec`
+/// after what the line buffer holds ([`LineBuf::spill`]), so longer lines come out the same.
+pub(crate) const LINE_BUF: usize = 1024;
 
-/// Where line text is appended: a `Vec<u8>` or a [`Stage`]. The writers of the pieces
+/// Where line text is appended: a `Vec<u8>` or a [`LineBuf`]. The writers of the pieces
 /// most lines are made of (numbers, prepared texts, time, ids, short `char` areas, integer
 /// arrays) write to either; the others write to a `Vec` ([`LineOut::vec`]).
 pub(crate) trait LineOut {
@@ -53,57 +53,57 @@ impl LineOut for Vec<u8> {
     }
 }
 
-/// A [`Stage`] as separate values: its array, position and `Vec`.
-pub(crate) type StageParts<'a> = (&'a mut [u8; STAGE], usize, &'a mut Vec<u8>);
+/// A [`LineBuf`] as separate values: its array, position and `Vec`.
+pub(crate) type LineBufParts<'a> = (&'a mut [u8; LINE_BUF], usize, &'a mut Vec<u8>);
 
 /// A line being written into a fixed-size array (`buf[..pos]`) before it is appended
-/// to `out` ([`Stage::finish`]). Functions out of line take its parts as separate
-/// arguments ([`Stage::into_parts`]): through a `&mut Stage` the compiler kept `pos` in
+/// to `out` ([`LineBuf::finish`]). Functions out of line take its parts as separate
+/// arguments ([`LineBuf::into_parts`]): through a `&mut LineBuf` the compiler kept `pos` in
 /// memory and loaded it again after every store of text.
 #[derive(Debug)]
-pub(crate) struct Stage<'a> {
-    buf: &'a mut [u8; STAGE],
+pub(crate) struct LineBuf<'a> {
+    buf: &'a mut [u8; LINE_BUF],
     pos: usize,
     out: &'a mut Vec<u8>,
 }
 
-impl<'a> Stage<'a> {
-    /// A stage in `buf` (from its start) for `out`.
+impl<'a> LineBuf<'a> {
+    /// A line buffer in `buf` (from its start) for `out`.
     #[inline(always)]
-    pub(crate) fn new(buf: &'a mut [u8; STAGE], out: &'a mut Vec<u8>) -> Self {
-        Stage { buf, pos: 0, out }
+    pub(crate) fn new(buf: &'a mut [u8; LINE_BUF], out: &'a mut Vec<u8>) -> Self {
+        LineBuf { buf, pos: 0, out }
     }
 
-    /// The stage from its parts ([`Stage::lend`]).
+    /// The line buffer from its parts ([`LineBuf::lend`]).
     #[inline(always)]
-    pub(crate) fn from_parts((buf, pos, out): StageParts<'a>) -> Self {
-        Stage { buf, pos, out }
+    pub(crate) fn from_parts((buf, pos, out): LineBufParts<'a>) -> Self {
+        LineBuf { buf, pos, out }
     }
 
     /// The array, the position and the `Vec`.
     #[inline(always)]
-    pub(crate) fn into_parts(self) -> StageParts<'a> {
+    pub(crate) fn into_parts(self) -> LineBufParts<'a> {
         (self.buf, self.pos, self.out)
     }
 
-    /// Lend the stage's parts to `write` (a function out of line, which makes its own
-    /// stage of them with [`Stage::from_parts`]), which returns the position after what
+    /// Lend the line buffer's parts to `write` (a function out of line, which makes its own
+    /// line buffer of them with [`LineBuf::from_parts`]), which returns the position after what
     /// it wrote and its result.
     #[inline(always)]
-    pub(crate) fn lend<R>(&mut self, write: impl FnOnce(StageParts<'_>) -> (usize, R)) -> R {
+    pub(crate) fn lend<R>(&mut self, write: impl FnOnce(LineBufParts<'_>) -> (usize, R)) -> R {
         let (pos, result) = write((&mut *self.buf, self.pos, &mut *self.out));
         self.pos = pos;
         result
     }
 
-    /// Append what the stage holds to the `Vec` and return it.
+    /// Append what the line buffer holds to the `Vec` and return it.
     #[inline(always)]
     pub(crate) fn finish(mut self) -> &'a mut Vec<u8> {
         self.flush();
         self.out
     }
 
-    /// Append what the stage holds to the `Vec`; the stage is then empty.
+    /// Append what the line buffer holds to the `Vec`; the line buffer is then empty.
     #[inline(always)]
     fn flush(&mut self) {
         self.out
@@ -111,8 +111,8 @@ impl<'a> Stage<'a> {
         self.pos = 0;
     }
 
-    /// A piece that does not fit: after what the stage holds, straight to the `Vec`.
-    /// Given the parts, not `&mut self`: a call with the stage's address kept the stage
+    /// A piece that does not fit: after what the line buffer holds, straight to the `Vec`.
+    /// Given the parts, not `&mut self`: a call with the line buffer's address kept the line buffer
     /// in memory, its position loaded and stored around every piece.
     #[inline(always)]
     fn spill(&mut self, bytes: &[u8]) {
@@ -120,11 +120,11 @@ impl<'a> Stage<'a> {
     }
 }
 
-/// [`Stage::spill`] of the first `n` bytes of `bytes`.
+/// [`LineBuf::spill`] of the first `n` bytes of `bytes`.
 #[cold]
 #[inline(never)]
 fn spill_array<const N: usize>(
-    buf: &[u8; STAGE],
+    buf: &[u8; LINE_BUF],
     pos: usize,
     out: &mut Vec<u8>,
     bytes: [u8; N],
@@ -133,16 +133,16 @@ fn spill_array<const N: usize>(
     spill(buf, pos, out, bytes.get(..n).unwrap_or_default())
 }
 
-/// [`Stage::spill`]: append `buf[..pos]` and `bytes` to `out`; the new position (0).
+/// [`LineBuf::spill`]: append `buf[..pos]` and `bytes` to `out`; the new position (0).
 #[cold]
 #[inline(never)]
-fn spill(buf: &[u8; STAGE], pos: usize, out: &mut Vec<u8>, bytes: &[u8]) -> usize {
+fn spill(buf: &[u8; LINE_BUF], pos: usize, out: &mut Vec<u8>, bytes: &[u8]) -> usize {
     out.extend_from_slice(buf.get(..pos).unwrap_or_default());
     out.extend_from_slice(bytes);
     0
 }
 
-impl LineOut for Stage<'_> {
+impl LineOut for LineBuf<'_> {
     #[inline(always)]
     fn put<const N: usize>(&mut self, bytes: &[u8; N], n: usize) {
         match self
@@ -192,24 +192,24 @@ mod tests {
     /// Pieces that fit and pieces that do not come out in order.
     #[test]
     fn pieces_come_out_in_order() {
-        let mut buf = [0u8; STAGE];
+        let mut buf = [0u8; LINE_BUF];
         let mut out = b"x".to_vec();
         let mut expected = b"x".to_vec();
-        let mut stage = Stage::new(&mut buf, &mut out);
+        let mut line_buf = LineBuf::new(&mut buf, &mut out);
         for i in 0..400u32 {
             let piece = i.to_le_bytes();
-            stage.put(&piece, (i % 5) as usize);
+            line_buf.put(&piece, (i % 5) as usize);
             expected.extend_from_slice(&piece[..(i % 5) as usize]);
             let long = vec![i as u8; (i as usize * 7) % 1500];
-            stage.extend(&long);
+            line_buf.extend(&long);
             expected.extend_from_slice(&long);
             if i % 50 == 0 {
-                stage.vec().push(b'v');
+                line_buf.vec().push(b'v');
                 expected.push(b'v');
             }
         }
-        stage.put_all(b"}\n");
+        line_buf.put_all(b"}\n");
         expected.extend_from_slice(b"}\n");
-        assert_eq!(*stage.finish(), expected);
+        assert_eq!(*line_buf.finish(), expected);
     }
 }
