@@ -116,9 +116,9 @@ pub struct RecordHeader {
 impl RecordHeader {
     /// The header in these 8 bytes, in the given byte order.
     #[inline]
-    pub fn read(h: &[u8; HEADER_SIZE], big_endian: bool) -> Self {
+    pub fn read(h: &[u8; HEADER_SIZE], endian: Endian) -> Self {
         let (kind, misc, size) = ([h[0], h[1], h[2], h[3]], [h[4], h[5]], [h[6], h[7]]);
-        if big_endian {
+        if endian == Endian::Big {
             RecordHeader {
                 kind: u32::from_be_bytes(kind),
                 misc: u16::from_be_bytes(misc),
@@ -137,7 +137,7 @@ impl RecordHeader {
 /// The header at the start of `bytes` (None when fewer than 8 bytes), native byte order.
 pub fn parse_header(bytes: &[u8]) -> Option<RecordHeader> {
     let h = bytes.first_chunk::<HEADER_SIZE>()?;
-    Some(RecordHeader::read(h, cfg!(target_endian = "big")))
+    Some(RecordHeader::read(h, Endian::NATIVE))
 }
 
 /// Fields of a `PERF_RECORD_SAMPLE` (each `None` when its bit is not in `sample_type`).
@@ -383,7 +383,7 @@ fn until_nul(bytes: &[u8]) -> &[u8] {
 pub struct SampleFormat {
     sample_type: u64,
     sample_id_all: bool,
-    big_endian: bool,
+    endian: Endian,
     at: SampleOffsets,
 }
 
@@ -476,14 +476,14 @@ impl SampleFormat {
         Ok(SampleFormat {
             sample_type,
             sample_id_all,
-            big_endian: cfg!(target_endian = "big"),
+            endian: Endian::NATIVE,
             at: SampleOffsets::of(sample_type),
         })
     }
 
     /// The same layout read in the given byte order (records from another machine).
-    pub fn with_big_endian(self, big_endian: bool) -> Self {
-        SampleFormat { big_endian, ..self }
+    pub fn with_endian(self, endian: Endian) -> Self {
+        SampleFormat { endian, ..self }
     }
 
     /// The `sample_type` bits.
@@ -520,7 +520,7 @@ impl SampleFormat {
     #[inline]
     pub fn header(&self, bytes: &[u8]) -> Option<RecordHeader> {
         let h = bytes.first_chunk::<HEADER_SIZE>()?;
-        Some(RecordHeader::read(h, self.big_endian))
+        Some(RecordHeader::read(h, self.endian))
     }
 
     /// Parse one whole record (header included); bytes past `header.size` are ignored.
@@ -559,7 +559,7 @@ impl SampleFormat {
 
     /// The header of the record `bytes` and a reader over its body (`header.size` bytes).
     fn body<'a>(&self, bytes: &'a [u8]) -> Result<(RecordHeader, Reader<'a>), PerfSampleError> {
-        let mut r = Reader::new(bytes, 0, self.big_endian);
+        let mut r = Reader::new(bytes, 0, self.endian);
         let header = r.header()?;
         if usize::from(header.size) < HEADER_SIZE || usize::from(header.size) > bytes.len() {
             return Err(PerfSampleError::BadSize {
@@ -567,7 +567,7 @@ impl SampleFormat {
                 have: bytes.len(),
             });
         }
-        let r = Reader::new(&bytes[..usize::from(header.size)], r.pos(), self.big_endian);
+        let r = Reader::new(&bytes[..usize::from(header.size)], r.pos(), self.endian);
         Ok((header, r))
     }
 
@@ -668,7 +668,7 @@ impl SampleFormat {
     /// data and the cgroup id after it; `None` when something is missing.
     #[inline(always)]
     fn fixed_parts<'a>(&self, bytes: &'a [u8]) -> Option<FixedParts<'a>> {
-        if self.big_endian {
+        if self.endian == Endian::Big {
             self.fixed_parts_in::<true>(bytes)
         } else {
             self.fixed_parts_in::<false>(bytes)
@@ -709,17 +709,18 @@ impl SampleFormat {
     #[inline(always)]
     pub fn line_fields<'a>(&self, bytes: &'a [u8]) -> Option<LineFields<'a>> {
         // The byte order chosen once per record, not per field.
-        if self.big_endian {
+        if self.endian == Endian::Big {
             self.line_fields_in::<true>(bytes)
         } else {
             self.line_fields_in::<false>(bytes)
         }
     }
 
-    /// [`Self::line_fields`] for records in the byte order `BIG`.
+    /// [`Self::line_fields`] for records in the byte order `BIG` (a `bool`: an enum such as
+    /// [`Endian`] cannot be a const generic parameter on stable Rust).
     #[inline(always)]
     fn line_fields_in<'a, const BIG: bool>(&self, bytes: &'a [u8]) -> Option<LineFields<'a>> {
-        let h = RecordHeader::read(bytes.first_chunk::<HEADER_SIZE>()?, BIG);
+        let h = RecordHeader::read(bytes.first_chunk::<HEADER_SIZE>()?, Endian::from_big(BIG));
         let size = usize::from(h.size);
         if h.kind != PERF_RECORD_SAMPLE || size < HEADER_SIZE {
             return None;
@@ -749,7 +750,7 @@ impl SampleFormat {
     /// The u64 at `at` of `bytes` in the layout's byte order (`None` for place 0).
     #[inline]
     fn u64_at(&self, bytes: &[u8], at: u8) -> Option<u64> {
-        if self.big_endian {
+        if self.endian == Endian::Big {
             u64_in::<true>(bytes, at)
         } else {
             u64_in::<false>(bytes, at)
@@ -759,7 +760,7 @@ impl SampleFormat {
     /// The u32 at `at` of `bytes` in the layout's byte order (`None` for place 0).
     #[inline]
     fn u32_at(&self, bytes: &[u8], at: u8) -> Option<u32> {
-        if self.big_endian {
+        if self.endian == Endian::Big {
             u32_in::<true>(bytes, at)
         } else {
             u32_in::<false>(bytes, at)
@@ -877,8 +878,8 @@ fn truncated(e: Short) -> PerfSampleError {
 struct Reader<'a>(Cursor<'a>);
 
 impl<'a> Reader<'a> {
-    fn new(bytes: &'a [u8], pos: usize, big_endian: bool) -> Self {
-        Reader(Cursor::new(bytes, pos, Endian::from_big(big_endian)))
+    fn new(bytes: &'a [u8], pos: usize, endian: Endian) -> Self {
+        Reader(Cursor::new(bytes, pos, endian))
     }
 
     fn pos(&self) -> usize {
@@ -948,7 +949,7 @@ mod tests {
     fn sample_of(body: &[u8], st: u64, big: bool, raw_size: u32) -> (SampleFormat, Vec<u8>) {
         let f = SampleFormat::new(st & sample_type::SUPPORTED, false)
             .unwrap()
-            .with_big_endian(big);
+            .with_endian(Endian::from_big(big));
         let mut rec = header(PERF_RECORD_SAMPLE, 8 + body.len());
         if big != cfg!(target_endian = "big") {
             // The header in the record's byte order too.
@@ -1209,7 +1210,7 @@ mod tests {
     fn big_endian_records() {
         let f = SampleFormat::new(sample_type::TID | sample_type::TIME, false)
             .unwrap()
-            .with_big_endian(true);
+            .with_endian(Endian::Big);
         let mut rec = 9u32.to_be_bytes().to_vec();
         rec.extend_from_slice(&0u16.to_be_bytes());
         rec.extend_from_slice(&24u16.to_be_bytes());
@@ -1251,7 +1252,7 @@ mod tests {
         fn fixed_places_match_fieldwise(body in proptest::collection::vec(any::<u8>(), 0..160),
                                         st in any::<u64>(), big in any::<bool>(), raw_size in 0u32..120) {
             let (f, rec) = sample_of(&body, st, big, raw_size);
-            let fieldwise = f.sample(Reader::new(&rec, HEADER_SIZE, big));
+            let fieldwise = f.sample(Reader::new(&rec, HEADER_SIZE, Endian::from_big(big)));
             prop_assert_eq!(f.sample_fixed(&rec), fieldwise.ok());
         }
 

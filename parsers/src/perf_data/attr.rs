@@ -11,6 +11,7 @@
 use super::PerfDataError;
 use super::cursor::Cursor;
 use super::header::{FileHeader, Section};
+use crate::bytes::Endian;
 use crate::perf_sample::{PerfSampleError, SampleFormat};
 
 /// `PERF_TYPE_TRACEPOINT`: `config` is the tracepoint id (the format file's `ID:`).
@@ -117,7 +118,7 @@ impl EventAttr {
     /// How this event's records are laid out, in the file's byte order.
     pub fn sample_format(&self, big_endian: bool) -> Result<SampleFormat, PerfSampleError> {
         SampleFormat::new(self.sample_type, self.sample_id_all())
-            .map(|f| f.with_big_endian(big_endian))
+            .map(|f| f.with_endian(Endian::from_big(big_endian)))
     }
 }
 

@@ -10,6 +10,7 @@
 use super::PerfDataError;
 use super::cursor::Cursor;
 use super::header::{FileHeader, PIPE_HEADER_SIZE, parse_magic};
+use crate::bytes::Endian;
 use crate::perf_sample::{HEADER_SIZE, RecordHeader};
 
 /// Record types perf itself writes (`enum perf_user_event_type`, tools/lib/perf/include/perf/event.h).
@@ -59,7 +60,7 @@ fn frame(
     let Some(h) = bytes.first_chunk::<8>() else {
         return Ok(None);
     };
-    let header = RecordHeader::read(h, big_endian);
+    let header = RecordHeader::read(h, Endian::from_big(big_endian));
     let size = usize::from(header.size);
     if size < HEADER_SIZE {
         return Err(PerfDataError::BadRecord {
@@ -136,7 +137,7 @@ impl<'a> Iterator for Records<'a> {
         let at = self.offset();
         // Nearly every record: a whole one of a kind without data after it.
         if let Some(h) = rest.first_chunk::<HEADER_SIZE>() {
-            let header = RecordHeader::read(h, self.big_endian);
+            let header = RecordHeader::read(h, Endian::from_big(self.big_endian));
             let size = usize::from(header.size);
             let plain = !matches!(header.kind, kind::HEADER_TRACING_DATA | kind::AUXTRACE);
             if plain && size >= HEADER_SIZE && size <= rest.len() {
