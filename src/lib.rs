@@ -17,6 +17,7 @@ pub mod backend;
 pub mod cli;
 pub mod clock;
 pub mod context;
+pub mod decode;
 pub mod delivery;
 pub mod describe;
 pub mod durable;

@@ -78,13 +78,13 @@ fn stderr_notes(out: &Output) -> String {
         .join("\n")
 }
 
-/// `--threads 2` and `4` write what `--threads 1` writes from `input` (from its path,
+/// `--threads 2`, `3`, `4` and `8` write what `--threads 1` writes from `input` (from its path,
 /// and through a pipe when `pipe`), with the same exit status and notes; returns
 /// `--threads 1`'s output.
 fn same_as_one(input: &Path, pipe: bool) -> Output {
     let one = decode(input, "1", false);
     let name = input.display();
-    for threads in ["2", "4"] {
+    for threads in ["2", "3", "4", "8"] {
         let many = decode(input, threads, false);
         assert_eq!(
             many.status.code(),

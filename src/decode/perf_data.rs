@@ -1,0 +1,223 @@
+//! A perf.data: a whole one (mapped or read) record by record, or a pipe-mode stream
+//! read in pieces ([`pump`]); what its end says (a cut file, an unfinished recording).
+
+use uevrec_parsers::ContextTracker;
+use uevrec_parsers::perf_data::records::RawRecord;
+use uevrec_parsers::perf_data::{PerfData, PerfDataError, writer};
+use uevrec_parsers::to_lines::DecodeOptions;
+use uevrec_parsers::to_lines::perf_data::{LineDecoder, Step, StreamDecoder};
+
+use super::mapped::Behind;
+use super::parallel::{Par, par_lines, staged};
+use super::trace_dat::{TRACE_DAT_MAGIC, decode_trace_dat};
+use super::{Flush, Outcome, READ_CHUNK};
+
+/// The message of the `truncated` notice for a perf.data: `unfinished` (a `record --raw`
+/// file killed before its end), the sections lying past the end (`cut`), the record
+/// decoding stopped at (`stopped`), `len` bytes in all.
+pub(crate) fn truncation(
+    unfinished: bool,
+    cut: &[PerfDataError],
+    stopped: Option<&PerfDataError>,
+    len: u64,
+) -> Option<String> {
+    let stopped = stopped.filter(|e| matches!(e, PerfDataError::Truncated { .. }));
+    if !unfinished && cut.is_empty() && stopped.is_none() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if unfinished {
+        parts.push(
+            "the recording was never finished (uevrec record --raw was killed or crashed): \
+             its trailer (event names, sample times) is missing, and whatever the recorder \
+             had not yet written"
+                .to_string(),
+        );
+    }
+    for e in cut {
+        parts.push(e.to_string());
+    }
+    let end = match stopped {
+        Some(PerfDataError::Truncated { at, need, have, .. }) => {
+            parts.push(format!(
+                "the input ends inside the record at byte {at} ({have} of its {need} bytes present)"
+            ));
+            *at
+        }
+        _ => {
+            parts.push(format!(
+                "the input ends at byte {len}, after a whole record"
+            ));
+            len
+        }
+    };
+    Some(format!(
+        "{}; every whole record before byte {end} was decoded",
+        parts.join("; ")
+    ))
+}
+
+/// A whole perf.data (or trace.dat) in memory or mapped: every record, then the rest of
+/// the held lines. Records waiting for their time order are held as offsets into `bytes`
+/// (not copied); `release(end)` is told when `bytes[..end]` is not needed any more
+/// ([`Behind`]).
+pub(crate) fn decode_bytes(
+    bytes: &[u8],
+    opts: DecodeOptions,
+    select: &dyn Fn(&str, &str) -> bool,
+    flush: &mut Flush<'_>,
+    release: &dyn Fn(usize),
+    par: Option<&Par<'_>>,
+) -> Result<Outcome, String> {
+    if bytes.starts_with(TRACE_DAT_MAGIC) {
+        return decode_trace_dat(bytes, opts, select, flush, par);
+    }
+    // A recording killed while being finished: its records end where the finish noted
+    // (the trailer after them is of no use without the file-mode header).
+    let whole_len = bytes.len() as u64;
+    let finishing = writer::finishing_end(bytes);
+    let bytes = match finishing {
+        Some(end) => &bytes[..end as usize],
+        None => bytes,
+    };
+    let (mut data, records) = PerfData::open(bytes).map_err(|e| e.to_string())?;
+    // Sections lying past the end: a cut file (the data section's part that is there is
+    // decoded; the features or formats past the cut are missing).
+    let (cut, rest): (Vec<PerfDataError>, Vec<PerfDataError>) = std::mem::take(&mut data.problems)
+        .into_iter()
+        .partition(|e| matches!(e, PerfDataError::BadSection { .. }));
+    data.problems = rest;
+    let unfinished = writer::is_unfinished(bytes);
+    let clock_data = data.clock_data().is_some();
+    let big_endian = data
+        .tracing_data()
+        .map_or(data.big_endian, |t| t.big_endian);
+    let dec = LineDecoder::new(data, opts, select);
+    let run = |dec: LineDecoder<'_>, flush: &mut Flush<'_>| {
+        perf_data_records(dec, records, bytes, flush, release, clock_data)
+    };
+    let (mut outcome, stopped) = match par {
+        Some(par) => {
+            let context = opts.context.then(ContextTracker::new);
+            let lines = par_lines(opts, big_endian, context);
+            staged(par, lines, bytes, |sink| run(dec.with_sink(sink), flush))
+        }
+        None => run(dec, flush),
+    };
+    outcome.truncated = truncation(unfinished, &cut, stopped.as_ref(), bytes.len() as u64);
+    if let (Some(end), Some(msg)) = (finishing, &mut outcome.truncated) {
+        *msg = format!(
+            "its finish was cut short (killed or a failed write): the records end at byte \
+             {end}; the {} bytes after them (the trailer) are of no use without the file-mode \
+             header, which was not written; {msg}",
+            whole_len - end
+        );
+    }
+    if outcome.truncated.is_none() {
+        outcome.stopped = stopped.map(|e| e.to_string());
+    }
+    Ok(outcome)
+}
+
+/// Every record of a mapped perf.data through `dec`, then the rest of the held lines.
+pub(crate) fn perf_data_records<'f>(
+    mut dec: LineDecoder<'_>,
+    records: impl Iterator<Item = Result<RawRecord<'f>, uevrec_parsers::perf_data::PerfDataError>>,
+    bytes: &'f [u8],
+    flush: &mut Flush<'_>,
+    release: &dyn Fn(usize),
+    clock_data: bool,
+) -> (Outcome, Option<PerfDataError>) {
+    let mut stopped = None;
+    let mut behind = Behind::default();
+    for rec in records {
+        match rec {
+            Ok(rec) => {
+                if dec.record_in(&rec, bytes, flush) == Step::Stop {
+                    break;
+                }
+                if let Some(at) = behind.due(rec.offset) {
+                    release(dec.release_point(at, bytes));
+                }
+            }
+            Err(e) => stopped = Some(e),
+        }
+    }
+    dec.finish_in(bytes, flush);
+    let outcome = Outcome {
+        stats: dec.stats().clone(),
+        stopped: None,
+        problems: Vec::new(),
+        time_note: None,
+        clock_data: clock_data || dec.data().clock_data().is_some(),
+        truncated: None,
+    };
+    (outcome, stopped)
+}
+
+/// Feed `dec` what `read` returns, [`READ_CHUNK`] bytes at a time, until the input ends
+/// or decoding stops, then let out what it holds. Returns why decoding stopped early, if
+/// it did (a framing error, or the input ending inside a record), or the read error.
+pub(crate) fn pump(
+    dec: &mut StreamDecoder<'_>,
+    read: &mut dyn FnMut(&mut [u8]) -> std::io::Result<usize>,
+    flush: &mut Flush<'_>,
+) -> Result<Option<PerfDataError>, String> {
+    let mut stopped = None;
+    let mut done = false;
+    loop {
+        let buf = dec.buffer(READ_CHUNK);
+        let n = match read(&mut buf[..READ_CHUNK]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("reading: {e}")),
+        };
+        if n == 0 {
+            break;
+        }
+        dec.filled(n);
+        match dec.process(flush) {
+            Ok(Step::Continue) => {}
+            Ok(Step::Stop) => {
+                done = true;
+                break;
+            }
+            Err(e) => {
+                stopped = Some(e);
+                break;
+            }
+        }
+    }
+    // After a stop (--count, closed output) the unread rest is not a truncation.
+    match dec.finish(flush) {
+        Err(e) if stopped.is_none() && !done => stopped = Some(e),
+        _ => {}
+    }
+    Ok(stopped)
+}
+
+/// What a [`StreamDecoder`] saw, with `stopped` from [`pump`] (an input ending inside a
+/// record is a truncation: everything before it was decoded).
+pub(crate) fn stream_outcome(
+    dec: &StreamDecoder<'_>,
+    stopped: Option<PerfDataError>,
+    clock_data: bool,
+) -> Outcome {
+    let (stats, clock) = dec.decoder().map_or_else(Default::default, |d| {
+        (d.stats().clone(), d.data().clock_data().is_some())
+    });
+    let truncated = match &stopped {
+        Some(e @ PerfDataError::Truncated { .. }) => truncation(false, &[], Some(e), dec.offset()),
+        _ => None,
+    };
+    Outcome {
+        stats,
+        stopped: stopped
+            .filter(|_| truncated.is_none())
+            .map(|e| e.to_string()),
+        problems: Vec::new(),
+        time_note: None,
+        clock_data: clock_data || clock,
+        truncated,
+    }
+}
