@@ -294,12 +294,16 @@ pub struct Sample {
     pub value: f64,
 }
 
-/// What tests/metrics/parse.py (prometheus-client's text parser) read at `addr`/metrics.
-pub fn scrape(addr: &str) -> Vec<Sample> {
+/// What tests/metrics/parse.py (prometheus-client's text parser, its OpenMetrics one
+/// with `openmetrics`) read at `addr`/metrics: its JSON.
+pub fn scrape_json(addr: &str, openmetrics: bool) -> serde_json::Value {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/metrics/parse.py");
-    let out = std::process::Command::new("python3")
-        .arg(script)
-        .arg(format!("http://{addr}/metrics"))
+    let mut cmd = Command::new("python3");
+    cmd.arg(script).arg(format!("http://{addr}/metrics"));
+    if openmetrics {
+        cmd.arg("--openmetrics");
+    }
+    let out = cmd
         .output()
         .expect("running python3 tests/metrics/parse.py");
     assert!(
@@ -307,8 +311,12 @@ pub fn scrape(addr: &str) -> Vec<Sample> {
         "parse.py: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let page: serde_json::Value =
-        serde_json::from_slice(&out.stdout).expect("parse.py prints JSON");
+    serde_json::from_slice(&out.stdout).expect("parse.py prints JSON")
+}
+
+/// What tests/metrics/parse.py (prometheus-client's text parser) read at `addr`/metrics.
+pub fn scrape(addr: &str) -> Vec<Sample> {
+    let page = scrape_json(addr, false);
     page["samples"]
         .as_array()
         .expect("samples")

@@ -175,6 +175,20 @@ fn uevrec_marked(k: &Kubelet, args: &[&str], mark: u32) -> Command {
     c
 }
 
+/// `uevrec record` of the setpgid calls marked `mark` exporting to `endpoint` over
+/// `protocol`, `extra` flags given (the environment's OTLP variables ignored).
+fn exporter(k: &Kubelet, mark: u32, endpoint: &str, protocol: &str, extra: &[&str]) -> Recorder {
+    let args = ["record", "--quiet", "--otlp-endpoint", endpoint];
+    let rec = uevrec_marked(k, &args, mark)
+        .args(["--otlp-protocol", protocol])
+        .args(extra)
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
+        .spawn()
+        .unwrap();
+    Recorder(rec)
+}
+
 /// uevrec recording the marked setpgid calls into `out`, the kubelet's tree at `k`,
 /// once attached.
 fn recorder(backend: &str, k: &Kubelet, extra: &[&str], out: &Path) -> Recorder {
@@ -563,14 +577,7 @@ fn otlp_export(kind: crate::common::otlp_receiver::Kind, protocol: &str) {
     let export = |extra: &[&str]| {
         let rx = Receiver::start(kind);
         let endpoint = rx.endpoint();
-        let rec = uevrec_command(k, &["record", "--quiet", "--otlp-endpoint", &endpoint])
-            .args(["--otlp-protocol", protocol])
-            .args(extra)
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
-            .spawn()
-            .unwrap();
-        let rec = Recorder(rec);
+        let rec = exporter(k, MARK, &endpoint, protocol, extra);
         wait_for("the attached notice at the receiver", PATIENCE, || {
             crate::common::export::notices(&rx.logs())
                 .iter()
@@ -739,22 +746,8 @@ fn metrics_by_pod(
     let rx = Receiver::start(Kind::Grpc);
     let addr = format!("127.0.0.1:{}", free_port());
     let endpoint = rx.endpoint();
-    let args = [
-        "record",
-        "--quiet",
-        "--otlp-endpoint",
-        &endpoint,
-        "--otlp-protocol",
-        "grpc",
-    ];
-    let rec = uevrec_marked(&k, &args, METRICS_MARK)
-        .args(["--metrics-listen", &addr])
-        .args(extra)
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
-        .spawn()
-        .unwrap();
-    let rec = Recorder(rec);
+    let metrics = [&["--metrics-listen", &addr][..], extra].concat();
+    let rec = exporter(&k, METRICS_MARK, &endpoint, "grpc", &metrics);
     wait_for("the tracepoint attached", PATIENCE, || {
         http_get(&addr, "/metrics")
             .is_some_and(|(_, body)| body.lines().any(|l| l == "uevrec_attached_events 1"))
@@ -805,18 +798,14 @@ fn metrics_count_each_pods_records() {
     };
     let (page, got) = metrics_by_pod(&root, "all", &[]);
     for (ns, pod, n) in [("shop", "cart-0", 3), ("web", "front-0", 2)] {
-        let say = format!("{ns}/{pod}: {page:?}");
-        assert_eq!(
-            count(&page, "uevrec_records_recorded_total", ns, pod),
-            n,
-            "{say}"
-        );
-        assert_eq!(
-            count(&page, "uevrec_records_exported_total", ns, pod),
-            n,
-            "{say}"
-        );
-        assert_eq!(count(&page, "uevrec_records_spooled", ns, pod), 0, "{say}");
+        for (metric, want) in [
+            ("uevrec_records_recorded_total", n),
+            ("uevrec_records_exported_total", n),
+            ("uevrec_records_spooled", 0),
+        ] {
+            let say = format!("{metric} of {ns}/{pod}: {page:?}");
+            assert_eq!(count(&page, metric, ns, pod), want, "{say}");
+        }
         // The collector got them, with the pod's name.
         let name = got.iter().find(|(k, _)| k.contains(&format!("\"{pod}\"")));
         assert_eq!(name.map(|(_, n)| *n), Some(n as usize), "{got:?}");
@@ -831,21 +820,14 @@ fn metrics_count_each_pods_records() {
 
     let (page, _) = metrics_by_pod(&root, "cap", &["--metrics-max-pods", "1"]);
     let other = "(other)";
-    assert_eq!(
-        count(&page, "uevrec_records_recorded_total", "shop", "cart-0"),
-        3,
-        "{page:?}"
-    );
-    assert_eq!(
-        count(&page, "uevrec_records_recorded_total", other, other),
-        2,
-        "{page:?}"
-    );
-    assert_eq!(
-        count(&page, "uevrec_records_exported_total", other, other),
-        2,
-        "{page:?}"
-    );
+    for (metric, ns, pod, want) in [
+        ("uevrec_records_recorded_total", "shop", "cart-0", 3),
+        ("uevrec_records_recorded_total", other, other, 2),
+        ("uevrec_records_exported_total", other, other, 2),
+    ] {
+        let say = format!("{metric} of {ns}/{pod}: {page:?}");
+        assert_eq!(count(&page, metric, ns, pod), want, "{say}");
+    }
     assert!(
         !page
             .iter()
