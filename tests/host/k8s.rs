@@ -48,7 +48,10 @@ fn host() -> Result<PathBuf, String> {
     }
     let root = uevrec::context::cgroup_root()
         .ok_or_else(|| "no cgroup2 file system mounted".to_string())?;
-    let probe = root.join(format!("uevrec-k8s-probe-{}", std::process::id()));
+    // One name per call: the tests of this file call it at the same time.
+    static PROBES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = root.join(format!("uevrec-k8s-probe-{}-{n}", std::process::id()));
     fs::create_dir(&probe)
         .map_err(|e| format!("cgroup v2 at {} not writable: {e}", root.display()))?;
     let _ = fs::remove_dir(&probe);
