@@ -789,7 +789,7 @@ fn metrics_by_pod(
 /// `/metrics` read by a real Prometheus text parser (prometheus_client): each pod's
 /// records recorded and acknowledged, per tracepoint, exactly (and the collector got
 /// as many with that pod's name); with `--metrics-max-pods 1` the second pod's
-/// records count under `(other)`.
+/// records count under `(other)`; with `--no-context` no series has pod labels.
 #[test]
 fn metrics_count_each_pods_records() {
     let root = require!(Tier::Host, host());
@@ -840,6 +840,19 @@ fn metrics_count_each_pods_records() {
     assert_eq!(
         parsed(&page, "uevrec_k8s_pods_folded_total", &[]),
         1,
+        "{page:?}"
+    );
+
+    // --no-context: no pod labels at all.
+    let (page, _) = metrics_by_pod(&root, "no-context", &["--no-context"]);
+    assert!(
+        !page.iter().any(|s| s.labels.contains_key("k8s_pod")),
+        "{page:?}"
+    );
+    let t = [tp];
+    assert_eq!(
+        parsed(&page, "uevrec_records_exported_total", &t),
+        6,
         "{page:?}"
     );
 }
