@@ -50,8 +50,12 @@ impl Counts {
         let name = &name[..name.len().min(usize::from(u16::MAX))];
         let pod = &pod[..pod.len().min(usize::from(u16::MAX))];
         let names = &self.names;
+        // Lengths first: most records have no pod, and no memcmp call is made for it.
         let is = |&(start, mid, end, _): &(usize, usize, usize, u32)| {
-            &names[start..mid] == name && &names[mid..end] == pod
+            mid - start == name.len()
+                && end - mid == pod.len()
+                && &names[start..mid] == name
+                && (pod.is_empty() || &names[mid..end] == pod)
         };
         if let Some(e) = self.entries.get_mut(self.last).filter(|e| is(e)) {
             e.3 = e.3.saturating_add(1);
