@@ -39,8 +39,21 @@ struct Counts {
     names: Vec<u8>,
     /// A name's range in `names`, where its pod starts, and its count.
     entries: Vec<(usize, usize, usize, u32)>,
+    /// Each entry's [`key_hash`]: a frame of records from many pods has as many entries,
+    /// searched by hash first.
+    hashes: Vec<u64>,
     /// The entry counted last (records of one tracepoint tend to follow each other).
     last: usize,
+}
+
+/// The hash of an entry's name and pod (to search the entries by).
+fn key_hash(name: &[u8], pod: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::hash::DefaultHasher::new();
+    h.write(name);
+    h.write_u8(0xff);
+    h.write(pod);
+    h.finish()
 }
 
 impl Counts {
@@ -61,11 +74,16 @@ impl Counts {
             e.3 = e.3.saturating_add(1);
             return;
         }
-        if let Some(i) = self.entries.iter().position(is) {
+        let hash = key_hash(name, pod);
+        let found = (self.hashes.iter().enumerate())
+            .find(|&(i, &h)| h == hash && is(&self.entries[i]))
+            .map(|(i, _)| i);
+        if let Some(i) = found {
             self.last = i;
             self.entries[i].3 = self.entries[i].3.saturating_add(1);
             return;
         }
+        self.hashes.push(hash);
         let start = self.names.len();
         self.names.extend_from_slice(name);
         let mid = self.names.len();
@@ -77,6 +95,7 @@ impl Counts {
     fn clear(&mut self) {
         self.names.clear();
         self.entries.clear();
+        self.hashes.clear();
         self.last = 0;
     }
 
