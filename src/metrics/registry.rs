@@ -397,17 +397,28 @@ impl Metrics {
         let admitted = series.admitted.contains(&id)
             || (series.admitted.len() < self.max_pods.load(Ordering::Relaxed)
                 && series.admitted.insert(id.clone()));
-        let (labels, remember) = if admitted {
-            (id, true)
-        } else {
-            let room = series.folded.len() < MAX_FOLDED;
-            if room && series.folded.insert(id) {
-                self.pods_folded.inc();
+        if admitted {
+            let t = self.new_series(Arc::from(tracepoint), Some(id));
+            series.handles.insert(key.into(), t.clone());
+            return t;
+        }
+        let room = series.folded.len() < MAX_FOLDED;
+        if room && series.folded.insert(id) {
+            self.pods_folded.inc();
+        }
+        // One handle per tracepoint for every folded pod (its exported and dropped
+        // series are made once).
+        let other = format!("{tracepoint}\0{OTHER_PODS}/{OTHER_PODS}");
+        let t = match series.handles.get(other.as_str()) {
+            Some(t) => t.clone(),
+            None => {
+                let labels = Arc::new((OTHER_PODS.into(), OTHER_PODS.into()));
+                let t = self.new_series(Arc::from(tracepoint), Some(labels));
+                series.handles.insert(other.into(), t.clone());
+                t
             }
-            (Arc::new((OTHER_PODS.into(), OTHER_PODS.into())), room)
         };
-        let t = self.new_series(Arc::from(tracepoint), Some(labels));
-        if remember {
+        if room {
             series.handles.insert(key.into(), t.clone());
         }
         t
@@ -559,12 +570,12 @@ impl Metrics {
     pub fn accounts(&self) -> Vec<TracepointAccount> {
         let mut by_name: BTreeMap<String, TracepointAccount> = BTreeMap::new();
         let pods = read(&self.pods);
-        // Each series once: handles of folded pods share the `(other)` series.
+        // Each handle once: the folded pods of a tracepoint share one.
         let mut seen = HashSet::new();
         let pod_series = pods
             .handles
             .values()
-            .filter(|t| seen.insert((t.0.name.clone(), t.0.pod.clone())));
+            .filter(|t| seen.insert(Arc::as_ptr(&t.0)));
         for t in read(&self.tracepoints).values().chain(pod_series) {
             let a = t.account();
             match by_name.get_mut(&a.tracepoint) {
