@@ -144,9 +144,11 @@ fn bench(c: &mut Criterion) {
     }
     // OTLP (protobuf export frames, what `record --otlp-endpoint` writes): without
     // context (as before the Kubernetes resource attributes), and with them, the records'
-    // pods either changing at every record (`-cycling`: the resource is rendered again
-    // for each record, and a request holds 100 resources) or in runs of 100 records of
-    // one pod (`-runs`, as a busy producer's records come).
+    // pods either changing at every record (`-cycling`: each record's resource is another
+    // cgroup's, taken from the writer's per-cgroup cache (rendered once per cgroup while
+    // the tracker's pod version stays; before that cache, rendered for each record), a
+    // request holds 100 resources, and its frame's table 100 (tracepoint, pod) entries) or
+    // in runs of 100 records of one pod (`-runs`, as a busy producer's records come).
     for (name, with, run) in [
         ("otlp-without", false, 1),
         ("otlp-k8s-cycling", true, 1),

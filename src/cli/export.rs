@@ -74,6 +74,10 @@ pub struct ExportArgs {
     /// /readyz fails once the collector has been unreachable this long.
     #[arg(long, value_name = "DUR", default_value = "30s", value_parser = values::parse_positive_duration)]
     pub unready_after: Duration,
+    /// At most this many Kubernetes pods get /metrics series of their own (labels
+    /// k8s_namespace, k8s_pod); later pods' records count under k8s_pod="(other)".
+    #[arg(long, value_name = "N", default_value_t = crate::metrics::Metrics::DEFAULT_MAX_PODS)]
+    pub metrics_max_pods: usize,
 }
 
 impl ExportArgs {
@@ -148,10 +152,11 @@ impl ExportArgs {
         };
         let transport = Transport::new(&config).map_err(|e| e.to_string())?;
 
-        let metrics = self
-            .metrics_listen
-            .as_ref()
-            .map(|_| Arc::new(Metrics::new()));
+        let metrics = self.metrics_listen.as_ref().map(|_| {
+            let m = Metrics::new();
+            m.set_max_pods(self.metrics_max_pods);
+            Arc::new(m)
+        });
         let ledger = match &metrics {
             Some(m) => ledger::Ledger::with_metrics(m.clone()),
             None => ledger::Ledger::default(),

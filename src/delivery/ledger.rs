@@ -10,11 +10,16 @@
 //! ([`uevrec_parsers::otlp::FrameMeta`]); uevrec's own records (lost counts, notices)
 //! are under the tracepoint `uevrec`, and records of batches whose metadata was
 //! unreadable (a corrupt spool) under `(unknown)`.
+//!
+//! A batch's entries are series keys ([`series_key`]): a tracepoint, and the
+//! Kubernetes pod its records came from when the frame's pod column names one. The
+//! ledger's own counts are per tracepoint (pods summed); `/metrics` gets the pod as
+//! the labels `k8s_namespace` and `k8s_pod` ([`Metrics::tracepoint_in_pod`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::metrics::{Metrics, Signal};
+use crate::metrics::{Metrics, Signal, TracepointMetrics};
 
 /// Why records were dropped instead of exported (the metrics' `reason` label).
 pub use crate::metrics::DropReason;
@@ -51,8 +56,31 @@ impl Counts {
     }
 }
 
-/// Records of a batch, per tracepoint: `(name, count)`.
+/// Records of a batch, per series: `(series key, count)` ([`series_key`]).
 pub type PerTracepoint<'a> = &'a [(String, u64)];
+
+/// What separates a series key's tracepoint from its pod (no tracepoint name holds it).
+const POD_SEPARATOR: char = '\0';
+
+/// The series key of `tracepoint`'s records from `pod` (an export frame's pod column:
+/// `namespace/pod`, `/UID` while the pod's names are unknown, or empty outside pods):
+/// the tracepoint alone outside pods.
+pub fn series_key(mut tracepoint: String, pod: &str) -> String {
+    if !pod.is_empty() {
+        tracepoint.push(POD_SEPARATOR);
+        tracepoint.push_str(pod);
+    }
+    tracepoint
+}
+
+/// The tracepoint of a series key and its pod as `(namespace, pod)` (the namespace
+/// empty, the pod its UID, while the pod's names are unknown).
+pub fn split_key(key: &str) -> (&str, Option<(&str, &str)>) {
+    match key.split_once(POD_SEPARATOR) {
+        Some((tp, pod)) => (tp, Some(pod.split_once('/').unwrap_or(("", pod)))),
+        None => (key, None),
+    }
+}
 
 /// The tracepoint name for records whose batch metadata was unreadable.
 pub const UNKNOWN: &str = crate::metrics::UNKNOWN_TRACEPOINT;
@@ -108,10 +136,10 @@ impl Ledger {
         }
     }
 
-    fn mirror(&self, counts: PerTracepoint<'_>, f: impl Fn(&Metrics, &str, u64)) {
+    fn mirror(&self, counts: PerTracepoint<'_>, f: impl Fn(&TracepointMetrics, u64)) {
         if let Some(m) = &self.metrics {
-            for (name, n) in counts.iter().filter(|(_, n)| *n > 0) {
-                f(m, name, *n);
+            for (key, n) in counts.iter().filter(|(_, n)| *n > 0) {
+                f(&series(m, key), *n);
             }
         }
     }
@@ -123,13 +151,14 @@ impl Ledger {
     fn apply(&self, counts: PerTracepoint<'_>, f: impl Fn(&mut Counts, u64)) {
         let mut g = self.lock();
         let inner = &mut *g;
-        for (name, n) in counts {
+        for (key, n) in counts {
             if *n == 0 {
                 continue;
             }
-            match inner.per.get_mut(name.as_str()) {
+            let name = split_key(key).0;
+            match inner.per.get_mut(name) {
                 Some(c) => f(c, *n),
-                None => f(inner.per.entry(name.clone()).or_default(), *n),
+                None => f(inner.per.entry(name.to_string()).or_default(), *n),
             }
             f(&mut inner.total, *n);
         }
@@ -141,8 +170,7 @@ impl Ledger {
             c.recorded += n;
             c.pending += n;
         });
-        self.mirror(counts, |m, tp, n| {
-            let t = m.tracepoint(tp);
+        self.mirror(counts, |t, n| {
             t.recorded(n);
             t.spooled_add(n);
         });
@@ -154,8 +182,7 @@ impl Ledger {
             c.from_spool += n;
             c.pending += n;
         });
-        self.mirror(counts, |m, tp, n| {
-            let t = m.tracepoint(tp);
+        self.mirror(counts, |t, n| {
             t.recorded(n);
             t.spooled_add(n);
         });
@@ -168,8 +195,7 @@ impl Ledger {
             c.from_spool += n;
             c.dropped[DropReason::SpoolCorrupt.index()] += n;
         });
-        self.mirror(&counts, |m, tp, n| {
-            let t = m.tracepoint(tp);
+        self.mirror(&counts, |t, n| {
             t.recorded(n);
             t.dropped(DropReason::SpoolCorrupt, n);
         });
@@ -192,16 +218,21 @@ impl Ledger {
         let mut g = self.lock();
         let inner = &mut *g;
         inner.rejected_items += rejected;
-        for (name, n) in counts {
+        for (key, n) in counts {
             let drop = left.min(*n);
             left -= drop;
-            for c in [inner.per.entry(name.clone()).or_default(), &mut inner.total] {
+            let name = split_key(key).0;
+            let per = match inner.per.get_mut(name) {
+                Some(c) => c,
+                None => inner.per.entry(name.to_string()).or_default(),
+            };
+            for c in [per, &mut inner.total] {
                 c.pending -= (*n).min(c.pending);
                 c.exported += n - drop;
                 c.dropped[DropReason::PartialSuccess.index()] += drop;
             }
             if let Some(m) = &self.metrics {
-                let t = m.tracepoint(name);
+                let t = series(m, key);
                 t.spooled_sub(*n);
                 if n - drop > 0 {
                     t.exported(signal, n - drop);
@@ -219,8 +250,7 @@ impl Ledger {
             c.pending -= n.min(c.pending);
             c.dropped[reason.index()] += n;
         });
-        self.mirror(counts, |m, tp, n| {
-            let t = m.tracepoint(tp);
+        self.mirror(counts, |t, n| {
             t.spooled_sub(n);
             t.dropped(reason, n);
         });
@@ -234,6 +264,14 @@ impl Ledger {
             total: g.total,
             rejected_items: g.rejected_items,
         }
+    }
+}
+
+/// The `/metrics` series of a series key.
+fn series(m: &Metrics, key: &str) -> TracepointMetrics {
+    match split_key(key) {
+        (tp, Some((namespace, pod))) => m.tracepoint_in_pod(tp, namespace, pod),
+        (tp, None) => m.tracepoint(tp),
     }
 }
 
@@ -265,6 +303,33 @@ mod tests {
         assert_eq!(s.total.exported, 1);
         assert!(s.total.balances());
         assert_eq!(s.rejected_items, 4);
+    }
+
+    #[test]
+    fn pods_sum_per_tracepoint_and_label_the_metrics() {
+        let m = Arc::new(Metrics::new());
+        let l = Ledger::with_metrics(m.clone());
+        let key = |pod: &str| series_key("a:x".to_string(), pod);
+        let b = vec![(key("shop/cart-0"), 3), (key("/9f0e-uid"), 2), (key(""), 1)];
+        assert_eq!(split_key(&b[0].0), ("a:x", Some(("shop", "cart-0"))));
+        assert_eq!(split_key(&b[1].0), ("a:x", Some(("", "9f0e-uid"))));
+        assert_eq!(split_key(&b[2].0), ("a:x", None));
+        l.recorded(&b);
+        l.exported(&b[..1], Signal::Logs, 0, true);
+        l.dropped(&b[1..], DropReason::Shutdown);
+        let s = l.snapshot();
+        assert_eq!(s.per_tracepoint.len(), 1, "{s:?}");
+        assert_eq!(s.per_tracepoint["a:x"].recorded, 6);
+        assert!(s.per_tracepoint["a:x"].balances());
+        let text = m.render();
+        for line in [
+            "uevrec_records_recorded_total{tracepoint=\"a:x\",k8s_namespace=\"shop\",k8s_pod=\"cart-0\"} 3",
+            "uevrec_records_exported_total{tracepoint=\"a:x\",k8s_namespace=\"shop\",k8s_pod=\"cart-0\",signal=\"logs\"} 3",
+            "uevrec_records_dropped_total{tracepoint=\"a:x\",k8s_namespace=\"\",k8s_pod=\"9f0e-uid\",reason=\"shutdown\"} 2",
+            "uevrec_records_recorded_total{tracepoint=\"a:x\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
     }
 
     proptest! {

@@ -94,7 +94,11 @@ pub fn batch_info(meta: &[u8]) -> Option<BatchInfo> {
         tracepoints: m
             .tracepoints
             .into_iter()
-            .map(|(n, c)| (n, u64::from(c)))
+            .enumerate()
+            .map(|(i, (n, c))| {
+                let pod = m.pods.get(i).map_or("", String::as_str);
+                (super::ledger::series_key(n, pod), u64::from(c))
+            })
             .collect(),
     })
 }

@@ -1,12 +1,12 @@
 //! [`Metrics`]: every counter and gauge, registered once in a `prometheus-client` registry,
 //! updated through typed methods.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::AtomicU64;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -26,21 +26,78 @@ pub(super) const DURATION_BUCKETS: [f64; 14] = [
 /// A hook run before each scrape (see [`Metrics::on_scrape`]).
 pub type ScrapeHook = Box<dyn Fn(&Metrics) + Send + Sync>;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct TracepointLabels {
-    tracepoint: Arc<str>,
+/// A Kubernetes pod as the labels `k8s_namespace` and `k8s_pod`.
+type Pod = Arc<(Box<str>, Box<str>)>;
+
+/// The pod label values of records of pods over the cap ([`Metrics::set_max_pods`]).
+pub const OTHER_PODS: &str = "(other)";
+
+/// Distinct pods over the cap remembered (and counted) at most.
+const MAX_FOLDED: usize = 10_000;
+
+/// `tracepoint`, then `k8s_namespace` and `k8s_pod` when the records came from a pod.
+fn encode_tracepoint(
+    tracepoint: &str,
+    pod: Option<&Pod>,
+    encoder: &mut LabelSetEncoder,
+) -> Result<(), std::fmt::Error> {
+    ("tracepoint", tracepoint).encode(encoder.encode_label())?;
+    if let Some(pod) = pod {
+        ("k8s_namespace", &*pod.0).encode(encoder.encode_label())?;
+        ("k8s_pod", &*pod.1).encode(encoder.encode_label())?;
+    }
+    Ok(())
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct TracepointLabels {
+    tracepoint: Arc<str>,
+    pod: Option<Pod>,
+}
+
+impl EncodeLabelSet for TracepointLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        encode_tracepoint(&self.tracepoint, self.pod.as_ref(), encoder)
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct ExportedLabels {
     tracepoint: Arc<str>,
+    pod: Option<Pod>,
     signal: SignalLabel,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+impl EncodeLabelSet for ExportedLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        encode_tracepoint(&self.tracepoint, self.pod.as_ref(), encoder)?;
+        ("signal", self.signal).encode(encoder.encode_label())
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct DroppedLabels {
     tracepoint: Arc<str>,
+    pod: Option<Pod>,
     reason: DropReason,
+}
+
+impl EncodeLabelSet for DroppedLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        encode_tracepoint(&self.tracepoint, self.pod.as_ref(), encoder)?;
+        ("reason", self.reason).encode(encoder.encode_label())
+    }
+}
+
+/// The pods with series of their own, and those folded into [`OTHER_PODS`].
+#[derive(Debug, Default)]
+struct PodSeries {
+    /// Series key (tracepoint, NUL, namespace, `/`, pod) → its handle.
+    handles: HashMap<Box<str>, TracepointMetrics>,
+    /// The pods with series of their own (at most the cap).
+    admitted: HashSet<Pod>,
+    /// Pods folded (at most [`MAX_FOLDED`] remembered).
+    folded: HashSet<Pod>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -85,6 +142,9 @@ pub struct Metrics {
     registry: Registry,
     hooks: RwLock<Vec<ScrapeHook>>,
     tracepoints: RwLock<HashMap<Arc<str>, TracepointMetrics>>,
+    pods: RwLock<PodSeries>,
+    max_pods: AtomicUsize,
+    pods_folded: Counter,
     lost_cpus: RwLock<BTreeMap<u32, Counter>>,
 
     recorded: Family<TracepointLabels, Counter>,
@@ -131,6 +191,9 @@ impl Metrics {
             registry: Registry::default(),
             hooks: RwLock::new(Vec::new()),
             tracepoints: RwLock::new(HashMap::new()),
+            pods: RwLock::default(),
+            max_pods: AtomicUsize::new(Self::DEFAULT_MAX_PODS),
+            pods_folded: Counter::default(),
             lost_cpus: RwLock::new(BTreeMap::new()),
             recorded: Family::default(),
             lost: Family::default(),
@@ -157,6 +220,12 @@ impl Metrics {
             "uevrec_records_recorded",
             "Records handed to the output (the collector, a file), per tracepoint",
             m.recorded.clone(),
+        );
+        r.register(
+            "uevrec_k8s_pods_folded",
+            "Kubernetes pods whose records count under k8s_pod=\"(other)\" because \
+             --metrics-max-pods pods had series already (distinct pods, up to 10,000)",
+            m.pods_folded.clone(),
         );
         r.register(
             "uevrec_records_lost",
@@ -273,19 +342,85 @@ impl Metrics {
             return t.clone();
         }
         let name: Arc<str> = Arc::from(tracepoint);
+        let t = self.new_series(name.clone(), None);
+        map.insert(name, t.clone());
+        t
+    }
+
+    /// A new handle of the series of `tracepoint` (and `pod`).
+    fn new_series(&self, tracepoint: Arc<str>, pod: Option<Pod>) -> TracepointMetrics {
         let labels = TracepointLabels {
-            tracepoint: name.clone(),
+            tracepoint: tracepoint.clone(),
+            pod: pod.clone(),
         };
-        let t = TracepointMetrics(Arc::new(TracepointInner {
+        TracepointMetrics(Arc::new(TracepointInner {
             recorded: self.recorded.get_or_create_owned(&labels),
             spooled: self.spooled.get_or_create_owned(&labels),
             exported: Default::default(),
             dropped: Default::default(),
             exported_family: self.exported.clone(),
             dropped_family: self.dropped.clone(),
-            name: name.clone(),
-        }));
-        map.insert(name, t.clone());
+            name: tracepoint,
+            pod,
+        }))
+    }
+
+    /// The default of [`Metrics::set_max_pods`].
+    pub const DEFAULT_MAX_PODS: usize = 1000;
+
+    /// At most `n` distinct Kubernetes pods get series of their own (labels
+    /// `k8s_namespace`, `k8s_pod`); the records of later pods count under the pod
+    /// `(other)` (both labels), and each such pod in `uevrec_k8s_pods_folded_total`.
+    /// Pods admitted already keep their series.
+    pub fn set_max_pods(&self, n: usize) {
+        self.max_pods.store(n, Ordering::Relaxed);
+    }
+
+    /// The handle of `tracepoint`'s series of the records from the Kubernetes pod
+    /// `namespace`/`pod` (the namespace empty and the pod its UID while its names are
+    /// unknown), or of the pod `(other)` once [`Metrics::set_max_pods`] pods have series.
+    pub fn tracepoint_in_pod(
+        &self,
+        tracepoint: &str,
+        namespace: &str,
+        pod: &str,
+    ) -> TracepointMetrics {
+        let key = format!("{tracepoint}\0{namespace}/{pod}");
+        if let Some(t) = read(&self.pods).handles.get(key.as_str()) {
+            return t.clone();
+        }
+        let mut series = write(&self.pods);
+        if let Some(t) = series.handles.get(key.as_str()) {
+            return t.clone();
+        }
+        let id: Pod = Arc::new((namespace.into(), pod.into()));
+        let admitted = series.admitted.contains(&id)
+            || (series.admitted.len() < self.max_pods.load(Ordering::Relaxed)
+                && series.admitted.insert(id.clone()));
+        if admitted {
+            let t = self.new_series(Arc::from(tracepoint), Some(id));
+            series.handles.insert(key.into(), t.clone());
+            return t;
+        }
+        let room = series.folded.len() < MAX_FOLDED;
+        if room && series.folded.insert(id) {
+            self.pods_folded.inc();
+        }
+        // One handle per tracepoint for every folded pod (its exported and dropped
+        // series are made once).
+        let other = format!("{tracepoint}\0{OTHER_PODS}/{OTHER_PODS}");
+        let t = match series.handles.get(other.as_str()) {
+            Some(t) => t.clone(),
+            None => {
+                let labels = Arc::new((OTHER_PODS.into(), OTHER_PODS.into()));
+                let t = self.new_series(Arc::from(tracepoint), Some(labels));
+                series.handles.insert(other.into(), t.clone());
+                t
+            }
+        };
+        if room {
+            series.handles.insert(key.into(), t.clone());
+        }
         t
     }
 
@@ -431,13 +566,26 @@ impl Metrics {
 
     /// Every tracepoint's accounting, sorted by name (for the end-of-run summary: the
     /// same numbers `/metrics` shows).
+    /// The series of pods are summed into their tracepoint's.
     pub fn accounts(&self) -> Vec<TracepointAccount> {
-        let mut all: Vec<_> = read(&self.tracepoints)
+        let mut by_name: BTreeMap<String, TracepointAccount> = BTreeMap::new();
+        let pods = read(&self.pods);
+        // Each handle once: the folded pods of a tracepoint share one.
+        let mut seen = HashSet::new();
+        let pod_series = pods
+            .handles
             .values()
-            .map(TracepointMetrics::account)
-            .collect();
-        all.sort_by(|a, b| a.tracepoint.cmp(&b.tracepoint));
-        all
+            .filter(|t| seen.insert(Arc::as_ptr(&t.0)));
+        for t in read(&self.tracepoints).values().chain(pod_series) {
+            let a = t.account();
+            match by_name.get_mut(&a.tracepoint) {
+                Some(sum) => sum.add(&a),
+                None => {
+                    by_name.insert(a.tracepoint.clone(), a);
+                }
+            }
+        }
+        by_name.into_values().collect()
     }
 
     /// The kernel's losses per CPU ring, by CPU (only CPUs that lost records).
@@ -464,6 +612,7 @@ pub struct TracepointMetrics(Arc<TracepointInner>);
 
 struct TracepointInner {
     name: Arc<str>,
+    pod: Option<Pod>,
     recorded: Counter,
     spooled: Gauge,
     exported: [OnceLock<Counter>; Signal::ALL.len()],
@@ -498,6 +647,7 @@ impl TracepointMetrics {
             .get_or_init(|| {
                 t.exported_family.get_or_create_owned(&ExportedLabels {
                     tracepoint: t.name.clone(),
+                    pod: t.pod.clone(),
                     signal: SignalLabel(signal),
                 })
             })
@@ -511,6 +661,7 @@ impl TracepointMetrics {
             .get_or_init(|| {
                 t.dropped_family.get_or_create_owned(&DroppedLabels {
                     tracepoint: t.name.clone(),
+                    pod: t.pod.clone(),
                     reason,
                 })
             })
@@ -562,6 +713,18 @@ pub struct TracepointAccount {
 }
 
 impl TracepointAccount {
+    /// Add `other`'s counts (another series of the same tracepoint).
+    fn add(&mut self, other: &TracepointAccount) {
+        self.recorded += other.recorded;
+        for (a, b) in self.exported.iter_mut().zip(other.exported) {
+            *a += b;
+        }
+        for (a, b) in self.dropped.iter_mut().zip(other.dropped) {
+            *a += b;
+        }
+        self.spooled += other.spooled;
+    }
+
     /// Records acknowledged, all signals.
     pub fn exported_total(&self) -> u64 {
         self.exported.iter().sum()
@@ -637,6 +800,37 @@ mod tests {
         assert_eq!(a.dropped[DropReason::Rejected.index()], 2);
         assert_eq!(a.dropped_total(), 3);
         assert_eq!(a.unaccounted(), 0);
+    }
+
+    #[test]
+    fn pods_over_the_cap_fold_into_other() {
+        let m = Metrics::new();
+        m.set_max_pods(1);
+        m.tracepoint_in_pod("s:e", "shop", "cart-0").recorded(3);
+        // The admitted pod keeps its series on another tracepoint too.
+        m.tracepoint_in_pod("s:f", "shop", "cart-0").recorded(1);
+        m.tracepoint_in_pod("s:e", "shop", "cart-1").recorded(2);
+        m.tracepoint_in_pod("s:e", "web", "front").recorded(4);
+        m.tracepoint_in_pod("s:e", "web", "front")
+            .exported(Signal::Logs, 4);
+        m.tracepoint("s:e").recorded(5);
+        let text = m.render();
+        for line in [
+            "uevrec_records_recorded_total{tracepoint=\"s:e\",k8s_namespace=\"shop\",k8s_pod=\"cart-0\"} 3",
+            "uevrec_records_recorded_total{tracepoint=\"s:f\",k8s_namespace=\"shop\",k8s_pod=\"cart-0\"} 1",
+            "uevrec_records_recorded_total{tracepoint=\"s:e\",k8s_namespace=\"(other)\",k8s_pod=\"(other)\"} 6",
+            "uevrec_records_exported_total{tracepoint=\"s:e\",k8s_namespace=\"(other)\",k8s_pod=\"(other)\",signal=\"logs\"} 4",
+            "uevrec_records_recorded_total{tracepoint=\"s:e\"} 5",
+            "uevrec_k8s_pods_folded_total 2",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+        assert!(!text.contains("cart-1"), "{text}");
+        let a = m.accounts();
+        assert_eq!(a.len(), 2);
+        assert_eq!((a[0].tracepoint.as_str(), a[0].recorded), ("s:e", 14));
+        assert_eq!(a[0].exported_total(), 4);
+        assert_eq!((a[1].tracepoint.as_str(), a[1].recorded), ("s:f", 1));
     }
 
     #[test]

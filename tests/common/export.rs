@@ -285,3 +285,65 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// One sample read by tests/metrics/parse.py.
+#[derive(Debug)]
+pub struct Sample {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub value: f64,
+}
+
+/// What tests/metrics/parse.py (prometheus-client's text parser, its OpenMetrics one
+/// with `openmetrics`) read at `addr`/metrics: its JSON.
+pub fn scrape_json(addr: &str, openmetrics: bool) -> serde_json::Value {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/metrics/parse.py");
+    let mut cmd = Command::new("python3");
+    cmd.arg(script).arg(format!("http://{addr}/metrics"));
+    if openmetrics {
+        cmd.arg("--openmetrics");
+    }
+    let out = cmd
+        .output()
+        .expect("running python3 tests/metrics/parse.py");
+    assert!(
+        out.status.success(),
+        "parse.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("parse.py prints JSON")
+}
+
+/// What tests/metrics/parse.py (prometheus-client's text parser) read at `addr`/metrics.
+pub fn scrape(addr: &str) -> Vec<Sample> {
+    let page = scrape_json(addr, false);
+    page["samples"]
+        .as_array()
+        .expect("samples")
+        .iter()
+        .map(|s| Sample {
+            name: s["name"].as_str().unwrap().to_string(),
+            labels: s["labels"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+                .collect(),
+            value: s["value"].as_f64().unwrap(),
+        })
+        .collect()
+}
+
+/// The sum of the samples named `name` whose labels include `labels`.
+pub fn parsed(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> u64 {
+    samples
+        .iter()
+        .filter(|s| s.name == name)
+        .filter(|s| {
+            labels
+                .iter()
+                .all(|(k, v)| s.labels.get(*k).is_some_and(|x| x == v))
+        })
+        .map(|s| s.value as u64)
+        .sum()
+}

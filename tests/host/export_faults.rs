@@ -750,60 +750,6 @@ fn spool_filesystem_full_drops_are_counted_as_spool_io_and_said() {
 // ---------------------------------------------------------------------------------------
 // 4. /metrics read by a real Prometheus text parser, equal to the summary.
 
-/// One sample read by tests/metrics/parse.py.
-#[derive(Debug)]
-struct Sample {
-    name: String,
-    labels: BTreeMap<String, String>,
-    value: f64,
-}
-
-/// What tests/metrics/parse.py (prometheus-client's text parser) read at `addr`/metrics.
-fn scrape(addr: &str) -> Vec<Sample> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/metrics/parse.py");
-    let out = Command::new("python3")
-        .arg(script)
-        .arg(format!("http://{addr}/metrics"))
-        .output()
-        .expect("running python3 tests/metrics/parse.py");
-    assert!(
-        out.status.success(),
-        "parse.py: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let page: serde_json::Value =
-        serde_json::from_slice(&out.stdout).expect("parse.py prints JSON");
-    page["samples"]
-        .as_array()
-        .expect("samples")
-        .iter()
-        .map(|s| Sample {
-            name: s["name"].as_str().unwrap().to_string(),
-            labels: s["labels"]
-                .as_object()
-                .unwrap()
-                .iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
-                .collect(),
-            value: s["value"].as_f64().unwrap(),
-        })
-        .collect()
-}
-
-/// The sum of the samples named `name` whose labels include `labels`.
-fn parsed(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> u64 {
-    samples
-        .iter()
-        .filter(|s| s.name == name)
-        .filter(|s| {
-            labels
-                .iter()
-                .all(|(k, v)| s.labels.get(*k).is_some_and(|x| x == v))
-        })
-        .map(|s| s.value as u64)
-        .sum()
-}
-
 #[test]
 fn metrics_read_by_a_prometheus_parser_equal_the_summary() {
     require_host!();

@@ -17,8 +17,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use std::collections::BTreeMap;
+
 use crate::common::PATIENCE;
 use crate::common::cgroups::Cgroups;
+use crate::common::export::{Sample, free_port, http_get, parsed, sample_sum, scrape};
+use crate::common::otlp_receiver::{Kind, Receiver};
 use crate::common::tier::Tier;
 use crate::common::{complete_lines, wait_for};
 
@@ -44,7 +48,10 @@ fn host() -> Result<PathBuf, String> {
     }
     let root = uevrec::context::cgroup_root()
         .ok_or_else(|| "no cgroup2 file system mounted".to_string())?;
-    let probe = root.join(format!("uevrec-k8s-probe-{}", std::process::id()));
+    // One name per call: the tests of this file call it at the same time.
+    static PROBES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = root.join(format!("uevrec-k8s-probe-{}-{n}", std::process::id()));
     fs::create_dir(&probe)
         .map_err(|e| format!("cgroup v2 at {} not writable: {e}", root.display()))?;
     let _ = fs::remove_dir(&probe);
@@ -155,15 +162,34 @@ impl Kubelet {
 /// `uevrec ARGS` (`record`, `top` …) of the marked setpgid calls, the kubelet's tree at
 /// `k`, names looked for every 100 ms.
 fn uevrec_command(k: &Kubelet, args: &[&str]) -> Command {
+    uevrec_marked(k, args, MARK)
+}
+
+/// [`uevrec_command`] of the setpgid calls marked `mark`.
+fn uevrec_marked(k: &Kubelet, args: &[&str], mark: u32) -> Command {
     let mut c = Command::new(crate::common::bin());
     c.args(args)
         .args(["-e", "syscalls:sys_enter_setpgid", "--filter"])
-        .arg(format!("pid == {MARK}"))
+        .arg(format!("pid == {mark}"))
         .args(["--rescan-interval", "100ms", "--k8s-pod-logs"])
         .arg(&k.pods)
         .arg("--k8s-container-logs")
         .arg(&k.containers);
     c
+}
+
+/// `uevrec record` of the setpgid calls marked `mark` exporting to `endpoint` over
+/// `protocol`, `extra` flags given (the environment's OTLP variables ignored).
+fn exporter(k: &Kubelet, mark: u32, endpoint: &str, protocol: &str, extra: &[&str]) -> Recorder {
+    let args = ["record", "--quiet", "--otlp-endpoint", endpoint];
+    let rec = uevrec_marked(k, &args, mark)
+        .args(["--otlp-protocol", protocol])
+        .args(extra)
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
+        .spawn()
+        .unwrap();
+    Recorder(rec)
 }
 
 /// uevrec recording the marked setpgid calls into `out`, the kubelet's tree at `k`,
@@ -185,9 +211,14 @@ fn recorder(backend: &str, k: &Kubelet, extra: &[&str], out: &Path) -> Recorder 
 /// A process moved into the cgroup `dir` (made now) that calls setpgid(MARK, `seq`),
 /// run to its end.
 fn produce_in(dir: &Path, seq: u64) {
+    produce_marked(dir, MARK, seq);
+}
+
+/// [`produce_in`] calling setpgid(`mark`, `seq`).
+fn produce_marked(dir: &Path, mark: u32, seq: u64) {
     fs::create_dir_all(dir).unwrap();
     let script = format!(
-        "echo $$ > {}/cgroup.procs && exec perl -e 'syscall({NR_SETPGID}, {MARK}, {})'",
+        "echo $$ > {}/cgroup.procs && exec perl -e 'syscall({NR_SETPGID}, {mark}, {})'",
         dir.display(),
         ours(seq)
     );
@@ -549,14 +580,7 @@ fn otlp_export(kind: crate::common::otlp_receiver::Kind, protocol: &str) {
     let export = |extra: &[&str]| {
         let rx = Receiver::start(kind);
         let endpoint = rx.endpoint();
-        let rec = uevrec_command(k, &["record", "--quiet", "--otlp-endpoint", &endpoint])
-            .args(["--otlp-protocol", protocol])
-            .args(extra)
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
-            .spawn()
-            .unwrap();
-        let rec = Recorder(rec);
+        let rec = exporter(k, MARK, &endpoint, protocol, extra);
         wait_for("the attached notice at the receiver", PATIENCE, || {
             crate::common::export::notices(&rx.logs())
                 .iter()
@@ -694,4 +718,141 @@ fn top_by_pod() {
     assert_eq!(get(unnamed), Some(1), "{r:?}");
     // Outside pods: ours, and any other process's marked setpgid calls.
     assert!(get("-").is_some_and(|n| n >= 1), "{r:?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// /metrics by pod (export): each pod's records recorded and acknowledged.
+
+/// The mark of the /metrics test's calls: other tests' (and other runs') marked calls
+/// are not recorded by its recorder, so every pod series it reads is its own.
+const METRICS_MARK: u32 = 424_243;
+
+/// A pod UID unique to this test process.
+fn process_uid(n: u8) -> String {
+    format!("{:08x}-cccc-4ccc-8ccc-{n:012x}", std::process::id())
+}
+
+/// One recording exporting to a test receiver with `/metrics` served, `extra` flags
+/// given: 3 calls in pod shop/cart-0, then 2 in web/front-0, then 1 outside pods; the
+/// page read by prometheus_client once the receiver acknowledged all 6, and the
+/// records per `k8s.pod.name` the receiver got.
+fn metrics_by_pod(
+    root: &Path,
+    run: &str,
+    extra: &[&str],
+) -> (Vec<Sample>, BTreeMap<String, usize>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let k = Kubelet::new(tmp.path());
+    let (u1, u2, i1, i2) = (process_uid(1), process_uid(2), cid(11), cid(12));
+    k.add("shop", "cart-0", &u1, "app", &i1);
+    k.add("web", "front-0", &u2, "app", &i2);
+    let rx = Receiver::start(Kind::Grpc);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let endpoint = rx.endpoint();
+    let metrics = [&["--metrics-listen", &addr][..], extra].concat();
+    let rec = exporter(&k, METRICS_MARK, &endpoint, "grpc", &metrics);
+    wait_for("the tracepoint attached", PATIENCE, || {
+        http_get(&addr, "/metrics")
+            .is_some_and(|(_, body)| body.lines().any(|l| l == "uevrec_attached_events 1"))
+    });
+    let top = root.join(format!("uevrec-k8s-metrics-{}-{run}", std::process::id()));
+    fs::create_dir_all(&top).unwrap();
+    let _cg = Cgroups(top.clone());
+    let sd = top.join("kubepods.slice");
+    for seq in 0..3 {
+        produce_marked(&containerd_burstable(&sd, &u1, &i1), METRICS_MARK, seq);
+    }
+    for seq in 3..5 {
+        produce_marked(&containerd_burstable(&sd, &u2, &i2), METRICS_MARK, seq);
+    }
+    produce_marked(&top.join("outside"), METRICS_MARK, 5);
+    let tp = "tracepoint=\"syscalls:sys_enter_setpgid\"";
+    wait_for("6 records acknowledged", PATIENCE, || {
+        http_get(&addr, "/metrics")
+            .is_some_and(|(_, b)| sample_sum(&b, "uevrec_records_exported_total", tp) == 6)
+    });
+    let page = scrape(&addr);
+    rec.stop();
+    let mut by_pod = BTreeMap::new();
+    for rl in rx.logs().iter().flat_map(|r| &r.resource_logs) {
+        let pod = rl
+            .resource
+            .iter()
+            .flat_map(|r| &r.attributes)
+            .find_map(|kv| (kv.key == "k8s.pod.name").then(|| format!("{:?}", kv.value)));
+        let records: usize = rl.scope_logs.iter().map(|s| s.log_records.len()).sum();
+        *by_pod.entry(pod.unwrap_or_default()).or_default() += records;
+    }
+    (page, by_pod)
+}
+
+/// `/metrics` read by a real Prometheus text parser (prometheus_client): each pod's
+/// records recorded and acknowledged, per tracepoint, exactly (and the collector got
+/// as many with that pod's name); with `--metrics-max-pods 1` the second pod's
+/// records count under `(other)`; with `--no-context` no series has pod labels.
+#[test]
+fn metrics_count_each_pods_records() {
+    let root = require!(Tier::Host, host());
+    require!(Tier::Host, crate::common::prometheus_client_here());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tp = ("tracepoint", "syscalls:sys_enter_setpgid");
+    let count = |page: &[Sample], name: &str, ns: &str, pod: &str| {
+        parsed(page, name, &[tp, ("k8s_namespace", ns), ("k8s_pod", pod)])
+    };
+    let (page, got) = metrics_by_pod(&root, "all", &[]);
+    for (ns, pod, n) in [("shop", "cart-0", 3), ("web", "front-0", 2)] {
+        for (metric, want) in [
+            ("uevrec_records_recorded_total", n),
+            ("uevrec_records_exported_total", n),
+            ("uevrec_records_spooled", 0),
+        ] {
+            let say = format!("{metric} of {ns}/{pod}: {page:?}");
+            assert_eq!(count(&page, metric, ns, pod), want, "{say}");
+        }
+        // The collector got them, with the pod's name.
+        let name = got.iter().find(|(k, _)| k.contains(&format!("\"{pod}\"")));
+        assert_eq!(name.map(|(_, n)| *n), Some(n as usize), "{got:?}");
+    }
+    // The record outside pods: in the series without pod labels.
+    let outside = page.iter().filter(|s| {
+        s.name == "uevrec_records_exported_total"
+            && s.labels.get("tracepoint").map(String::as_str) == Some(tp.1)
+            && !s.labels.contains_key("k8s_pod")
+    });
+    assert_eq!(outside.map(|s| s.value as u64).sum::<u64>(), 1, "{page:?}");
+
+    let (page, _) = metrics_by_pod(&root, "cap", &["--metrics-max-pods", "1"]);
+    let other = "(other)";
+    for (metric, ns, pod, want) in [
+        ("uevrec_records_recorded_total", "shop", "cart-0", 3),
+        ("uevrec_records_recorded_total", other, other, 2),
+        ("uevrec_records_exported_total", other, other, 2),
+    ] {
+        let say = format!("{metric} of {ns}/{pod}: {page:?}");
+        assert_eq!(count(&page, metric, ns, pod), want, "{say}");
+    }
+    assert!(
+        !page
+            .iter()
+            .any(|s| s.labels.values().any(|v| v == "front-0")),
+        "{page:?}"
+    );
+    assert_eq!(
+        parsed(&page, "uevrec_k8s_pods_folded_total", &[]),
+        1,
+        "{page:?}"
+    );
+
+    // --no-context: no pod labels at all.
+    let (page, _) = metrics_by_pod(&root, "no-context", &["--no-context"]);
+    assert!(
+        !page.iter().any(|s| s.labels.contains_key("k8s_pod")),
+        "{page:?}"
+    );
+    let t = [tp];
+    assert_eq!(
+        parsed(&page, "uevrec_records_exported_total", &t),
+        6,
+        "{page:?}"
+    );
 }

@@ -9,8 +9,6 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::sleep;
@@ -25,21 +23,7 @@ use uevrec::metrics::{
 
 /// What tests/metrics/parse.py read at `addr`'s /metrics.
 fn scrape(addr: SocketAddr, openmetrics: bool) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/metrics/parse.py");
-    let mut cmd = Command::new("python3");
-    cmd.arg(script).arg(format!("http://{addr}/metrics"));
-    if openmetrics {
-        cmd.arg("--openmetrics");
-    }
-    let out = cmd
-        .output()
-        .expect("running python3 tests/metrics/parse.py");
-    assert!(
-        out.status.success(),
-        "parse.py: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("parse.py prints JSON")
+    crate::common::export::scrape_json(&addr.to_string(), openmetrics)
 }
 
 /// One parsed sample's value: the sample named `name` whose labels are exactly `labels`.

@@ -197,6 +197,9 @@ pub struct ContextTracker {
     cgroups: Map<u64, Box<[u8]>>,
     /// Changes with every [`ContextTracker::apply`] (0: nothing applied yet).
     version: u64,
+    /// The [`ContextTracker::version`] of the last update that changed what
+    /// [`ContextTracker::pod_identity`] gives ([`ContextTracker::pod_version`]).
+    pod_version: u64,
     /// Kubernetes names by pod UID and container id, and the paths of pod cgroups.
     k8s: K8sNames,
 }
@@ -223,6 +226,14 @@ impl ContextTracker {
     /// [`crate::LineWriter::set_context`]).
     pub fn version(&self) -> u64 {
         self.version
+    }
+
+    /// Identifies what the tracker knows of cgroups and pods: [`ContextTracker::pod_identity`]
+    /// of a cgroup id gives the same while it stays the same (it changes when a cgroup
+    /// is named or forgotten and when a pod's or container's names are learnt; not
+    /// with threads' names and moves, unlike [`ContextTracker::version`]).
+    pub fn pod_version(&self) -> u64 {
+        self.pod_version
     }
 
     /// Take one update, which happened at `time` (the records' clock; None: unknown,
@@ -290,6 +301,7 @@ impl ContextTracker {
                 }
             }
             ContextUpdate::Cgroup { id, path } => {
+                self.pod_version = self.version;
                 if self.cgroups.len() >= MAX_CGROUPS && !self.cgroups.contains_key(&id) {
                     if let Some(&any) = self.cgroups.keys().next() {
                         self.cgroups.remove(&any);
@@ -306,11 +318,13 @@ impl ContextTracker {
                 name,
             } => {
                 if self.k8s.learn_pod(uid, namespace, name) {
+                    self.pod_version = self.version;
                     self.rewrite_pod_cgroups();
                 }
             }
             ContextUpdate::ContainerName { id, name } => {
                 if self.k8s.learn_container(id, name) {
+                    self.pod_version = self.version;
                     self.rewrite_pod_cgroups();
                 }
             }

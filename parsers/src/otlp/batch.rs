@@ -31,52 +31,81 @@ struct Group {
     records: usize,
 }
 
-/// Event records per tracepoint (`system:event`, or `uevrec` for uevrec's own), for
-/// export frames: the names in one buffer, reused from frame to frame.
+/// Event records per tracepoint (`system:event`, or `uevrec` for uevrec's own) and pod
+/// (`namespace/pod`, `/UID`, or empty: [`super::frame`]), for export frames: the names
+/// in one buffer, reused from frame to frame.
 #[derive(Debug, Default)]
 struct Counts {
     names: Vec<u8>,
-    /// A name's range in `names` and its count.
-    entries: Vec<(usize, usize, u32)>,
+    /// A name's range in `names`, where its pod starts, and its count.
+    entries: Vec<(usize, usize, usize, u32)>,
+    /// Each entry's [`key_hash`]: a frame of records from many pods has as many entries,
+    /// searched by hash first.
+    hashes: Vec<u64>,
     /// The entry counted last (records of one tracepoint tend to follow each other).
     last: usize,
+}
+
+/// The hash of an entry's name and pod (to search the entries by).
+fn key_hash(name: &[u8], pod: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::hash::DefaultHasher::new();
+    h.write(name);
+    h.write_u8(0xff);
+    h.write(pod);
+    h.finish()
 }
 
 impl Counts {
     /// Count a record of `name` (cut to 65,535 bytes, what a frame holds: the kernel's
     /// names are far shorter).
-    fn add(&mut self, name: &[u8]) {
+    fn add(&mut self, name: &[u8], pod: &[u8]) {
         let name = &name[..name.len().min(usize::from(u16::MAX))];
+        let pod = &pod[..pod.len().min(usize::from(u16::MAX))];
         let names = &self.names;
-        let is = |&(start, end, _): &(usize, usize, u32)| &names[start..end] == name;
+        // Lengths first: most records have no pod, and no memcmp call is made for it.
+        let is = |&(start, mid, end, _): &(usize, usize, usize, u32)| {
+            mid - start == name.len()
+                && end - mid == pod.len()
+                && &names[start..mid] == name
+                && (pod.is_empty() || &names[mid..end] == pod)
+        };
         if let Some(e) = self.entries.get_mut(self.last).filter(|e| is(e)) {
-            e.2 = e.2.saturating_add(1);
+            e.3 = e.3.saturating_add(1);
             return;
         }
-        if let Some(i) = self.entries.iter().position(is) {
+        let hash = key_hash(name, pod);
+        let found = (self.hashes.iter().enumerate())
+            .find(|&(i, &h)| h == hash && is(&self.entries[i]))
+            .map(|(i, _)| i);
+        if let Some(i) = found {
             self.last = i;
-            self.entries[i].2 = self.entries[i].2.saturating_add(1);
+            self.entries[i].3 = self.entries[i].3.saturating_add(1);
             return;
         }
+        self.hashes.push(hash);
         let start = self.names.len();
         self.names.extend_from_slice(name);
+        let mid = self.names.len();
+        self.names.extend_from_slice(pod);
         self.last = self.entries.len();
-        self.entries.push((start, self.names.len(), 1));
+        self.entries.push((start, mid, self.names.len(), 1));
     }
 
     fn clear(&mut self) {
         self.names.clear();
         self.entries.clear();
+        self.hashes.clear();
         self.last = 0;
     }
 
-    /// The `(name, count)` pairs (at most 65,535: a frame's table holds no more, and a
-    /// frame has at most [`MAX_RECORDS`] records).
-    fn iter(&self) -> impl ExactSizeIterator<Item = (&[u8], u32)> {
+    /// The `(name, pod, count)` entries (at most 65,535: a frame's table holds no
+    /// more, and a frame has at most [`MAX_RECORDS`] records).
+    fn iter(&self) -> impl ExactSizeIterator<Item = (&[u8], &[u8], u32)> + Clone {
         let n = self.entries.len().min(usize::from(u16::MAX));
-        self.entries[..n]
-            .iter()
-            .map(|&(start, end, count)| (&self.names[start..end], count))
+        self.entries[..n].iter().map(|&(start, mid, end, count)| {
+            (&self.names[start..mid], &self.names[mid..end], count)
+        })
     }
 }
 
@@ -101,6 +130,9 @@ struct Pending {
 pub(crate) struct Batches {
     /// Export frames of this encoding instead of lines (JSON bodies only for now).
     frames: Option<OtlpEncoding>,
+    /// The pod event records are counted under in export frames (see
+    /// [`Batches::set_pod`]).
+    pod: Vec<u8>,
     logs: Pending,
     spans: Pending,
     metrics: Pending,
@@ -114,6 +146,14 @@ impl Batches {
             frames: Some(encoding),
             ..Default::default()
         }
+    }
+
+    /// Count the event records added from now on under `pod` (`namespace/pod`, `/UID`,
+    /// or empty outside pods) in the frames' tables; uevrec's own records are counted
+    /// without a pod.
+    pub(crate) fn set_pod(&mut self, pod: &[u8]) {
+        self.pod.clear();
+        self.pod.extend_from_slice(pod);
     }
 
     /// The encoding of the frames, if framed.
@@ -157,6 +197,7 @@ impl Batches {
         }
         let framed = self.frames.is_some();
         let proto = self.frames == Some(OtlpEncoding::Protobuf);
+        let pod = std::mem::take(&mut self.pod);
         let p = self.pending(signal);
         let found = p
             .groups
@@ -190,12 +231,15 @@ impl Batches {
         p.records += 1;
         p.items += items;
         if framed {
-            p.counts.add(tracepoint);
+            let own = tracepoint == super::UEVREC_TRACEPOINT;
+            p.counts.add(tracepoint, if own { b"" } else { &pod });
         }
         if p.since.is_none() {
             p.since = time;
         }
-        if p.records >= MAX_RECORDS || p.bytes >= MAX_BYTES {
+        let full = p.records >= MAX_RECORDS || p.bytes >= MAX_BYTES;
+        self.pod = pod;
+        if full {
             self.emit(out, signal);
         }
     }

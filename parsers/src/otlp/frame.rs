@@ -9,9 +9,19 @@
 //!        | u32 LE records (uevrec records: event records + uevrec's own lost/notice records)
 //!        | u32 LE items (OTLP items: log records / spans / metric data points)
 //!        | u16 LE n | n × (u16 LE name_len, name "system:event", u32 LE count)
+//!        | [pods: n × (u16 LE pod_len, pod "namespace/pod" or "")]
 //!        | body (the Export{Logs,Trace,Metrics}ServiceRequest: OTLP/JSON without a
 //!          newline, or protobuf)
 //! ```
+//!
+//! The pod column is there only when the encoding byte has its high bit
+//! ([`POD_COLUMN`]) set, which the writer does only when a record of the frame came from
+//! a Kubernetes pod: frames without pods are byte for byte what they were before the
+//! column existed (spools written by older uevrec read the same; an older uevrec reading
+//! a spool with pod columns finds a bad encoding byte and counts those batches as
+//! corrupt). Entry `i` of the column is the pod of entry `i` of the tracepoint table
+//! (a tracepoint appears once per pod its records came from): `namespace/pod`, or
+//! `/UID` while the pod's names are unknown, or empty outside pods.
 //!
 //! The per-tracepoint counts are of event records; uevrec's own records are counted
 //! under `uevrec`. [`FrameMeta`] is everything but the body (and `frame_len`), owned, for
@@ -198,12 +208,39 @@ impl std::error::Error for FrameError {}
 /// Bytes of the fixed part of the metadata: signal, encoding, records, items, n.
 const META_FIXED: usize = 1 + 1 + 4 + 4 + 2;
 
+/// The encoding byte's bit saying a pod column follows the tracepoint table.
+pub const POD_COLUMN: u8 = 0x80;
+
+/// Check the `u16 LE len, UTF-8 text` at `at` in `bytes`; where it ends.
+fn check_text(bytes: &[u8], at: usize) -> Result<usize, FrameError> {
+    let len = bytes
+        .get(at..at + 2)
+        .ok_or(FrameError::BadTable)
+        .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])))?;
+    let text = bytes
+        .get(at + 2..at + 2 + len)
+        .ok_or(FrameError::BadTable)?;
+    std::str::from_utf8(text).map_err(|_| FrameError::BadName)?;
+    Ok(at + 2 + len)
+}
+
+/// Check a pod column of `n` entries at the start of `bytes`; the column and the rest.
+fn parse_pods(n: u16, bytes: &[u8]) -> Result<(&[u8], &[u8]), FrameError> {
+    let mut at = 0usize;
+    for _ in 0..n {
+        at = check_text(bytes, at)?;
+    }
+    Ok(bytes.split_at(at))
+}
+
 /// A frame's tracepoint table: `(name, count)` pairs, validated (names are UTF-8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Tracepoints<'a> {
     n: u16,
     /// The entries (after `n`).
     bytes: &'a [u8],
+    /// The pod column (empty: none).
+    pods: &'a [u8],
 }
 
 impl<'a> Tracepoints<'a> {
@@ -211,21 +248,21 @@ impl<'a> Tracepoints<'a> {
     fn parse(n: u16, bytes: &'a [u8]) -> Result<(Tracepoints<'a>, &'a [u8]), FrameError> {
         let mut at = 0usize;
         for _ in 0..n {
-            let len = bytes
-                .get(at..at + 2)
-                .ok_or(FrameError::BadTable)
-                .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])))?;
-            let name = bytes
-                .get(at + 2..at + 2 + len)
-                .ok_or(FrameError::BadTable)?;
-            std::str::from_utf8(name).map_err(|_| FrameError::BadName)?;
-            if bytes.len() < at + 2 + len + 4 {
+            at = check_text(bytes, at)?;
+            if bytes.len() < at + 4 {
                 return Err(FrameError::BadTable);
             }
-            at += 2 + len + 4;
+            at += 4;
         }
         let (table, rest) = bytes.split_at(at);
-        Ok((Tracepoints { n, bytes: table }, rest))
+        Ok((
+            Tracepoints {
+                n,
+                bytes: table,
+                pods: &[],
+            },
+            rest,
+        ))
     }
 
     /// How many tracepoints.
@@ -249,6 +286,28 @@ impl<'a> Tracepoints<'a> {
             let count = u32::from_le_bytes(rest.get(2 + len..6 + len)?.try_into().ok()?);
             rest = rest.get(6 + len..)?;
             Some((name, count))
+        })
+    }
+
+    /// Whether the table has a pod column.
+    pub fn has_pods(&self) -> bool {
+        !self.pods.is_empty()
+    }
+
+    /// The `(system:event, pod, event records)` of each entry: the pod as in the
+    /// module docs (`namespace/pod`, `/UID`, or empty outside pods and in frames
+    /// without a pod column).
+    pub fn entries(&self) -> impl Iterator<Item = (&'a str, &'a str, u32)> + 'a {
+        let mut pods = self.pods;
+        self.iter().map(move |(name, count)| {
+            // Validated by `parse_pods`, as in `iter`.
+            let pod = (|| {
+                let len = usize::from(u16::from_le_bytes(pods.get(..2)?.try_into().ok()?));
+                let pod = std::str::from_utf8(pods.get(2..2 + len)?).ok()?;
+                pods = pods.get(2 + len..)?;
+                Some(pod)
+            })();
+            (name, pod.unwrap_or(""), count)
         })
     }
 }
@@ -284,6 +343,14 @@ impl Frame<'_> {
                 .iter()
                 .map(|(name, count)| (name.to_owned(), count))
                 .collect(),
+            pods: if self.tracepoints.has_pods() {
+                self.tracepoints
+                    .entries()
+                    .map(|(_, pod, _)| pod.to_owned())
+                    .collect()
+            } else {
+                Vec::new()
+            },
         }
     }
 }
@@ -301,6 +368,9 @@ pub struct FrameMeta {
     pub items: u32,
     /// Event records per tracepoint (`uevrec` for uevrec's own).
     pub tracepoints: Vec<(String, u32)>,
+    /// The pod of each entry of `tracepoints` (see the module docs), or empty when none
+    /// has one (no pod column is written).
+    pub pods: Vec<String>,
 }
 
 impl FrameMeta {
@@ -317,6 +387,12 @@ impl FrameMeta {
         {
             return Err(FrameError::TooLarge("a tracepoint name over 65,535 bytes"));
         }
+        if !self.pods.is_empty() && self.pods.len() != self.tracepoints.len() {
+            return Err(FrameError::TooLarge("a pod column not one per tracepoint"));
+        }
+        if self.pods.iter().any(|p| p.len() > usize::from(u16::MAX)) {
+            return Err(FrameError::TooLarge("a pod name over 65,535 bytes"));
+        }
         Ok(())
     }
 
@@ -329,7 +405,7 @@ impl FrameMeta {
             self.encoding,
             self.records,
             self.items,
-            self.tracepoints.iter().map(|(n, c)| (n.as_bytes(), *c)),
+            self.entries(),
         );
         Ok(())
     }
@@ -342,6 +418,14 @@ impl FrameMeta {
         }
         Ok(frame.meta())
     }
+
+    /// `(name, pod, count)` of each entry.
+    fn entries(&self) -> impl ExactSizeIterator<Item = (&[u8], &[u8], u32)> + Clone {
+        self.tracepoints.iter().enumerate().map(|(i, (n, c))| {
+            let pod = self.pods.get(i).map_or(&b""[..], |p| p.as_bytes());
+            (n.as_bytes(), pod, *c)
+        })
+    }
 }
 
 /// Append the frame of `meta` and `body` (nothing when it does not fit a frame).
@@ -352,7 +436,8 @@ pub fn write_frame(out: &mut Vec<u8>, meta: &FrameMeta, body: &[u8]) -> Result<(
             .tracepoints
             .iter()
             .map(|(n, _)| 6 + n.len())
-            .sum::<usize>();
+            .sum::<usize>()
+        + meta.pods.iter().map(|p| 2 + p.len()).sum::<usize>();
     if u32::try_from(fixed + body.len()).is_err() {
         return Err(FrameError::TooLarge("a body of 4 GiB or more"));
     }
@@ -362,7 +447,7 @@ pub fn write_frame(out: &mut Vec<u8>, meta: &FrameMeta, body: &[u8]) -> Result<(
         meta.encoding,
         meta.records,
         meta.items,
-        meta.tracepoints.iter().map(|(n, c)| (n.as_bytes(), *c)),
+        meta.entries(),
     );
     out.extend_from_slice(body);
     end_frame(out, start);
@@ -371,15 +456,16 @@ pub fn write_frame(out: &mut Vec<u8>, meta: &FrameMeta, body: &[u8]) -> Result<(
 
 /// Start a frame at the end of `out` whose body follows: its length field (filled by
 /// [`end_frame`]) and metadata. Returns where it starts. The caller keeps to the limits
-/// ([`FrameMeta::check`]): at most 65,535 tracepoints (more are left out), names of at
-/// most 65,535 bytes (longer ones are cut).
+/// ([`FrameMeta::check`]): at most 65,535 tracepoints (more are left out), names and
+/// pods of at most 65,535 bytes (longer ones are cut). The pod column is written when
+/// an entry has a pod.
 pub(crate) fn begin_frame<'n>(
     out: &mut Vec<u8>,
     signal: Signal,
     encoding: OtlpEncoding,
     records: u32,
     items: u32,
-    tracepoints: impl ExactSizeIterator<Item = (&'n [u8], u32)>,
+    tracepoints: impl ExactSizeIterator<Item = (&'n [u8], &'n [u8], u32)> + Clone,
 ) -> usize {
     let start = out.len();
     out.extend_from_slice(&[0; 4]);
@@ -401,19 +487,31 @@ fn put_meta<'n>(
     encoding: OtlpEncoding,
     records: u32,
     items: u32,
-    tracepoints: impl ExactSizeIterator<Item = (&'n [u8], u32)>,
+    tracepoints: impl ExactSizeIterator<Item = (&'n [u8], &'n [u8], u32)> + Clone,
 ) {
     let n = tracepoints.len().min(usize::from(u16::MAX));
+    let pods = tracepoints
+        .clone()
+        .take(n)
+        .any(|(_, pod, _)| !pod.is_empty());
     out.push(signal.byte());
-    out.push(encoding.byte());
+    out.push(encoding.byte() | if pods { POD_COLUMN } else { 0 });
     out.extend_from_slice(&records.to_le_bytes());
     out.extend_from_slice(&items.to_le_bytes());
     out.extend_from_slice(&(n as u16).to_le_bytes());
-    for (name, count) in tracepoints.take(n) {
-        let name = &name[..name.len().min(usize::from(u16::MAX))];
+    let cut = |b: &'n [u8]| &b[..b.len().min(usize::from(u16::MAX))];
+    for (name, _, count) in tracepoints.clone().take(n) {
+        let name = cut(name);
         out.extend_from_slice(&(name.len() as u16).to_le_bytes());
         out.extend_from_slice(name);
         out.extend_from_slice(&count.to_le_bytes());
+    }
+    if pods {
+        for (_, pod, _) in tracepoints.take(n) {
+            let pod = cut(pod);
+            out.extend_from_slice(&(pod.len() as u16).to_le_bytes());
+            out.extend_from_slice(pod);
+        }
     }
 }
 
@@ -424,13 +522,22 @@ fn parse_meta(bytes: &[u8]) -> Result<(Frame<'_>, &[u8]), FrameError> {
         return Err(FrameError::BadTable);
     };
     let signal = Signal::from_byte(fixed[0]).ok_or(FrameError::BadSignal(fixed[0]))?;
-    let encoding = OtlpEncoding::from_byte(fixed[1]).ok_or(FrameError::BadEncoding(fixed[1]))?;
+    let has_pods = fixed[1] & POD_COLUMN != 0;
+    let encoding =
+        OtlpEncoding::from_byte(fixed[1] & !POD_COLUMN).ok_or(FrameError::BadEncoding(fixed[1]))?;
     let u32_at =
         |i: usize| u32::from_le_bytes([fixed[i], fixed[i + 1], fixed[i + 2], fixed[i + 3]]);
     let records = u32_at(2);
     let items = u32_at(6);
     let n = u16::from_le_bytes([fixed[10], fixed[11]]);
-    let (tracepoints, rest) = Tracepoints::parse(n, &bytes[META_FIXED..])?;
+    let (mut tracepoints, mut rest) = Tracepoints::parse(n, &bytes[META_FIXED..])?;
+    if has_pods {
+        (tracepoints.pods, rest) = parse_pods(n, rest)?;
+        if n == 0 {
+            // Written only with an entry that has a pod.
+            return Err(FrameError::BadTable);
+        }
+    }
     Ok((
         Frame {
             signal,
@@ -493,7 +600,51 @@ mod tests {
             records: 7,
             items: 6,
             tracepoints: vec![("user_events:a_L4K1".into(), 5), ("uevrec".into(), 1)],
+            pods: Vec::new(),
         }
+    }
+
+    #[test]
+    fn pod_column_round_trips_and_is_absent_without_pods() {
+        let mut plain = Vec::new();
+        meta().encode(&mut plain).unwrap();
+        // Without pods: the layout before the column existed (encoding byte 0).
+        assert_eq!(plain[1], 0);
+        let with = FrameMeta {
+            tracepoints: vec![
+                ("user_events:a".into(), 5),
+                ("user_events:a".into(), 2),
+                ("uevrec".into(), 1),
+            ],
+            pods: vec!["shop/cart-0".into(), "/1234-uid".into(), String::new()],
+            ..meta()
+        };
+        let mut stored = Vec::new();
+        with.encode(&mut stored).unwrap();
+        assert_eq!(stored[1], POD_COLUMN);
+        assert_eq!(FrameMeta::decode(&stored), Ok(with.clone()));
+        let mut buf = Vec::new();
+        write_frame(&mut buf, &with, b"body").unwrap();
+        let f = read_frames(&buf).next().unwrap().unwrap();
+        assert_eq!(f.body, b"body");
+        assert_eq!(
+            f.tracepoints.entries().collect::<Vec<_>>(),
+            [
+                ("user_events:a", "shop/cart-0", 5),
+                ("user_events:a", "/1234-uid", 2),
+                ("uevrec", "", 1)
+            ]
+        );
+        // A column cut short is a bad table, not a panic.
+        assert_eq!(
+            FrameMeta::decode(&stored[..stored.len() - 1]),
+            Err(FrameError::BadTable)
+        );
+        let uneven = FrameMeta {
+            pods: vec!["a/b".into()],
+            ..with
+        };
+        assert!(uneven.encode(&mut Vec::new()).is_err());
     }
 
     #[test]
@@ -612,6 +763,11 @@ mod tests {
                     encoding: OtlpEncoding::from_byte(e).unwrap(),
                     records,
                     items,
+                    pods: if tracepoints.iter().any(|t: &(String, u32)| t.0.len() % 2 == 1) {
+                        tracepoints.iter().map(|(n, _)| format!("ns/{n}")).collect()
+                    } else {
+                        Vec::new()
+                    },
                     tracepoints,
                 };
                 write_frame(&mut buf, &meta, &body).unwrap();

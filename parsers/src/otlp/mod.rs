@@ -82,8 +82,10 @@ pub struct OtlpWriter {
     /// set by [`OtlpWriter::set_context`].
     context: Vec<u8>,
     /// What [`Self::context`] was rendered for: the record's cgroup id and the
-    /// tracker's version (None: nothing rendered yet).
+    /// tracker's [`ContextTracker::pod_version`] (None: nothing rendered yet).
     context_key: Option<(Option<u64>, u64)>,
+    /// The rendered Kubernetes attributes and pod of the cgroups seen lately.
+    pods: PodCache,
     batches: Batches,
     /// The fields of the record being written.
     fields: Fields,
@@ -482,21 +484,64 @@ impl OtlpWriter {
         cgroup: Option<u64>,
     ) {
         let id = cgroup.or_else(|| tracker.cgroup_of(stamp.pid, stamp.tid));
-        let key = Some((id, tracker.version()));
+        let version = tracker.pod_version();
+        let key = Some((id, version));
         if self.context_key == key {
             return;
         }
         self.context_key = key;
         self.context.clear();
-        let Some(pod) = id.and_then(|id| tracker.pod_identity(id)) else {
+        let Some(id) = id else {
+            self.batches.set_pod(b"");
             return;
         };
-        if self.proto() {
-            pod_attrs::<Proto>(&mut self.context, &pod);
-        } else {
-            pod_attrs::<Json>(&mut self.context, &pod);
+        if self.pods.version != version {
+            // A pod named, a cgroup (re)named: what was rendered may be wrong now.
+            self.pods.map.clear();
+            self.pods.version = version;
         }
+        if let Some((attrs, pod)) = self.pods.map.get(&id) {
+            self.context.extend_from_slice(attrs);
+            self.batches.set_pod(pod);
+            return;
+        }
+        let mut label = String::new();
+        if let Some(pod) = tracker.pod_identity(id) {
+            if self.proto() {
+                pod_attrs::<Proto>(&mut self.context, &pod);
+            } else {
+                pod_attrs::<Json>(&mut self.context, &pod);
+            }
+            label = match pod.names {
+                Some((namespace, name)) => format!("{namespace}/{name}"),
+                None => format!("/{}", pod.uid),
+            };
+        }
+        self.batches.set_pod(label.as_bytes());
+        if self.pods.map.len() >= PodCache::MAX {
+            self.pods.map.clear();
+        }
+        let entry = (self.context.as_slice().into(), label.into_bytes().into());
+        self.pods.map.insert(id, entry);
     }
+}
+
+/// The rendered Kubernetes resource attributes (as [`Enc::resource_attr`] writes them)
+/// and pod (`namespace/pod`, `/UID`, empty) of each cgroup id seen, while the tracker's
+/// [`ContextTracker::pod_version`] stays: a record from another cgroup than the last
+/// one copies its attributes instead of rendering them. Bounded: emptied when full.
+#[derive(Debug, Default)]
+struct PodCache {
+    version: u64,
+    map: std::collections::HashMap<u64, RenderedPod>,
+}
+
+/// A cgroup's rendered attributes and its pod (see [`PodCache`]).
+type RenderedPod = (Box<[u8]>, Box<[u8]>);
+
+impl PodCache {
+    /// Cgroups held at most (a node runs at most a few hundred pods' containers).
+    const MAX: usize = 4096;
 }
 
 /// The resource attributes of `pod` (what is known of it; never a name for another UID).

@@ -771,6 +771,65 @@ mod k8s_resource {
         assert!(!String::from_utf8_lossy(&out).contains("k8s."));
     }
 
+    /// The per-cgroup cache of rendered attributes: a cgroup id whose path changes to
+    /// another pod's (ids are inode numbers, reused once a cgroup is removed) gets the
+    /// new pod's attributes, never the cached ones; the frames count each record under
+    /// its pod, uevrec's own records under none.
+    #[test]
+    fn a_reused_cgroup_id_gets_the_new_pod_and_frames_count_pods() {
+        let mut t = ContextTracker::new();
+        let cgroup = |t: &mut ContextTracker, id, uid| {
+            let path = pod_path(uid);
+            t.apply(
+                None,
+                ContextUpdate::Cgroup {
+                    id,
+                    path: path.as_bytes(),
+                },
+            );
+        };
+        cgroup(&mut t, 7, UID);
+        let (uid, namespace, name) = (UID.as_bytes(), &b"shop"[..], &b"cart-0"[..]);
+        t.apply(
+            None,
+            ContextUpdate::Pod {
+                uid,
+                namespace,
+                name,
+            },
+        );
+        let mut w = OtlpWriter::export(LineOptions::default(), OtlpEncoding::Protobuf);
+        let got = export(&mut w, &t, &[7, 9, 7]);
+        assert_eq!(got[0].0[1], ("k8s.pod.uid".to_string(), UID.to_string()));
+        cgroup(&mut t, 7, UID2);
+        let got = export(&mut w, &t, &[7]);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0[1], ("k8s.pod.uid".to_string(), UID2.to_string()));
+        assert!(!got[0].0.iter().any(|(_, v)| v == "cart-0"), "{got:?}");
+
+        // The frames' tables: per tracepoint and pod.
+        let plain = PreparedFormat::new(&metrics_format("plain"), "user_events", "plain", None);
+        let mut out = Vec::new();
+        cgroup(&mut t, 8, UID);
+        for c in [8, 7, 8, 9] {
+            w.set_context(&t, &STAMP, Some(c));
+            w.write_prepared(&mut out, &STAMP, &plain, &metrics_raw(b"\x01"));
+        }
+        w.write_lost(&mut out, None, 0, 3);
+        w.end_lines(&mut out);
+        let f = read_frames(&out).next().unwrap().unwrap();
+        let uid2 = format!("/{UID2}");
+        assert_eq!(
+            f.tracepoints.entries().collect::<Vec<_>>(),
+            [
+                ("user_events:plain", "shop/cart-0", 2),
+                ("user_events:plain", uid2.as_str(), 1),
+                ("user_events:plain", "", 1),
+                ("uevrec", "", 1),
+            ]
+        );
+    }
+
     #[test]
     fn pods_are_resources_in_json_lines() {
         check(|| OtlpWriter::new(LineOptions::default()));
