@@ -322,3 +322,47 @@ impl DrainPool {
         }
     }
 }
+
+#[cfg(test)]
+mod drain_pool_tests {
+    use super::DrainPool;
+
+    #[test]
+    fn each_group_runs_once_on_its_own_thread_and_a_panic_is_an_error() {
+        let pool = DrainPool::start(2).unwrap();
+        assert_eq!(pool.threads(), 2);
+        // Five groups on two threads: each once, group i on thread i mod 2.
+        let mut groups: Vec<(usize, Vec<String>)> = (0..5).map(|i| (i, Vec::new())).collect();
+        pool.each(&mut groups, |i, (id, seen)| {
+            assert_eq!(i, *id);
+            let me = std::thread::current();
+            seen.push(format!("{} {:?}", me.name().unwrap_or(""), me.id()));
+        })
+        .unwrap();
+        for (i, seen) in groups.iter().map(|(i, s)| (*i, s)) {
+            assert_eq!(seen.len(), 1, "group {i} ran {} times", seen.len());
+            assert!(seen[0].starts_with("uevrec-drain "), "{seen:?}");
+            assert_eq!(
+                seen[0],
+                groups[i % 2].1[0],
+                "group {i} not on thread {}",
+                i % 2
+            );
+        }
+        assert_ne!(groups[0].1, groups[1].1, "both groups on one thread");
+        // A group that panics: the others finish, the error names it, the pool lives on.
+        let mut done = vec![false; 4];
+        let err = pool
+            .each(&mut done, |i, d| {
+                assert_ne!(i, 2, "group two breaks");
+                *d = true;
+            })
+            .unwrap_err();
+        assert_eq!(err.group, 2);
+        assert!(err.message.contains("group two breaks"), "{err}");
+        assert_eq!(done, [true, true, false, true]);
+        let mut again = vec![0u8; 2];
+        pool.each(&mut again, |_, n| *n += 1).unwrap();
+        assert_eq!(again, [1, 1]);
+    }
+}
