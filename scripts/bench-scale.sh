@@ -13,7 +13,10 @@
 #
 #   UEVREC=path [UEVREC_OLD=path] [PERF=path [PERF_LIBS=dir]] [LOADGEN=path] \
 #     scripts/bench-scale.sh [--threads "1 2 4 8 15"] [--calls 1000000] [--pages 1024] \
-#     [--tmp /dev/shm] [--log FILE]
+#     [--tmp /dev/shm] [--log FILE] [--drain-threads N]
+#
+# --drain-threads N is passed to every uevrec (old and new; left out: each one's default,
+# CPUs / 4), so the 16-CPU table can be rerun with 1 and with N persistent drain threads.
 #
 # Binaries from a folder: with PERF_LIBS, perf runs as
 # `PERF_LIBS/ld-linux-x86-64.so.2 --library-path PERF_LIBS PERF` (perf's shared libraries
@@ -30,6 +33,7 @@ TMP=/dev/shm
 LOG=
 NCPU=$(nproc)
 THREADS=
+DRAIN=()
 while [ $# -gt 0 ]; do
   case $1 in
     --threads) THREADS=$2; shift 2 ;;
@@ -37,6 +41,7 @@ while [ $# -gt 0 ]; do
     --pages) PAGES=$2; shift 2 ;;
     --tmp) TMP=$2; shift 2 ;;
     --log) LOG=$2; shift 2 ;;
+    --drain-threads) DRAIN=(--drain-threads "$2"); shift 2 ;;
     *) echo "bench-scale: unknown argument $1 (see the comment at the top)" >&2; exit 1 ;;
   esac
 done
@@ -71,7 +76,7 @@ fi
 [ -n "$LOG" ] && exec > >(tee -a "$LOG") 2>&1
 
 echo "# bench-scale: $(uname -r), $NCPU CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), calls/thread $CALLS, -m $PAGES, output in $TMP"
-echo "# UEVREC=$UEVREC ${UEVREC_ARGS:-} UEVREC_OLD=${UEVREC_OLD:-none} perf: ${PERF_CMD[*]:-none}"
+echo "# UEVREC=$UEVREC ${UEVREC_ARGS:-} ${DRAIN[*]} UEVREC_OLD=${UEVREC_OLD:-none} perf: ${PERF_CMD[*]:-none}"
 "$UEVREC" --version 2>/dev/null | sed 's/^/# /'
 [ ${#PERF_CMD[@]} -gt 0 ] && "${PERF_CMD[@]}" --version | sed 's/^/# /'
 
@@ -139,14 +144,14 @@ for t in $THREADS; do
       -o "$TMP/bench-scale.perf.data"
   fi
   if [ -n "${UEVREC_OLD:-}" ]; then
-    record old-perf "$t" "$UEVREC_OLD" record -m "$PAGES" -e raw_syscalls:sys_enter -o "$OUT"
-    record old-ftrace "$t" "$UEVREC_OLD" record --backend ftrace -m "$PAGES" \
+    record old-perf "$t" "$UEVREC_OLD" record "${DRAIN[@]}" -m "$PAGES" -e raw_syscalls:sys_enter -o "$OUT"
+    record old-ftrace "$t" "$UEVREC_OLD" record "${DRAIN[@]}" --backend ftrace -m "$PAGES" \
       -e raw_syscalls:sys_enter -o "$OUT"
   fi
   # shellcheck disable=SC2086
-  record new-perf "$t" "$UEVREC" record ${UEVREC_ARGS:-} -m "$PAGES" -e raw_syscalls:sys_enter -o "$OUT"
+  record new-perf "$t" "$UEVREC" record ${UEVREC_ARGS:-} "${DRAIN[@]}" -m "$PAGES" -e raw_syscalls:sys_enter -o "$OUT"
   # shellcheck disable=SC2086
-  record new-ftrace "$t" "$UEVREC" record ${UEVREC_ARGS:-} --backend ftrace -m "$PAGES" \
+  record new-ftrace "$t" "$UEVREC" record ${UEVREC_ARGS:-} "${DRAIN[@]}" --backend ftrace -m "$PAGES" \
     -e raw_syscalls:sys_enter -o "$OUT"
 done
 

@@ -18,6 +18,8 @@ pub use error::{FtraceError, PerfError};
 
 use std::io;
 use std::ops::ControlFlow;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// Which backend records: perf rings (the default) or a tracefs instance.
@@ -157,11 +159,20 @@ pub trait Backend {
     /// CPUs next to each other, each group read by a thread of its own with its own
     /// consumer; records after `limit` (see [`Backend::read_trackers`]) stay. The default
     /// reads nothing (see [`Backend::drains_in_parallel`]).
-    fn read_groups<G>(&mut self, limit: u64, groups: &mut [G])
+    /// (Group `i` is read by thread `i` of `pool`, started once for the session.) A
+    /// drain thread that failed is an error that says which; what its group read until
+    /// then was handed to its consumer.
+    fn read_groups<G>(
+        &mut self,
+        limit: u64,
+        pool: &DrainPool,
+        groups: &mut [G],
+    ) -> Result<(), DrainFailed>
     where
         G: FnMut(u32, Arrival<'_>) -> ControlFlow<()> + Send,
     {
-        let _ = (limit, groups);
+        let _ = (limit, pool, groups);
+        Ok(())
     }
 
     /// The CPUs whose buffers can be made to report the losses the kernel still owes
@@ -239,4 +250,119 @@ pub enum AttachError {
     Denied(BackendError),
     /// Another failure of one step (e.g. EMFILE).
     Failed(BackendError),
+}
+
+/// The persistent drain threads of `--drain-threads N` (named `uevrec-drain`): started
+/// once, when the session starts ([`DrainPool::start`]), and kept until it ends, so a
+/// parallel pass ([`Backend::read_groups`]) spawns nothing. Thread `i` always drains
+/// group `i` of the buffers (CPUs next to each other), so each CPU's records are read by
+/// one thread and keep their order.
+#[derive(Debug)]
+pub struct DrainPool {
+    pool: rayon::ThreadPool,
+}
+
+/// A drain thread failed (it panicked) during a pass.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "drain thread {group} (`uevrec-drain`) failed: {message}; what it had read was kept and \
+     the session thread drains every buffer from now on"
+)]
+pub struct DrainFailed {
+    /// The failed thread's group.
+    pub group: usize,
+    /// Its panic message.
+    pub message: String,
+}
+
+impl DrainPool {
+    /// Start `threads` drain threads (at least 1). `Err` when the OS refuses one.
+    pub fn start(threads: usize) -> io::Result<DrainPool> {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.max(1))
+            .thread_name(|_| "uevrec-drain".into())
+            .build()
+            .map(|pool| DrainPool { pool })
+            .map_err(|e| io::Error::other(e.to_string()))
+    }
+
+    /// The number of drain threads.
+    pub fn threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+
+    /// Run `work` on every one of `groups` at once, group `i` on thread `i` (modulo the
+    /// thread count); returns when every group is done. A `work` that panics is caught:
+    /// the other groups finish, and the first failure is returned.
+    pub fn each<T: Send>(
+        &self,
+        groups: &mut [T],
+        work: impl Fn(usize, &mut T) + Sync,
+    ) -> Result<(), DrainFailed> {
+        let cells: Vec<Mutex<&mut T>> = groups.iter_mut().map(Mutex::new).collect();
+        let failures = self.pool.broadcast(|ctx| {
+            let mut failed = None;
+            for i in (ctx.index()..cells.len()).step_by(ctx.num_threads().max(1)) {
+                let mut group = cells[i].lock().unwrap_or_else(PoisonError::into_inner);
+                let ran = std::panic::catch_unwind(AssertUnwindSafe(|| work(i, &mut group)));
+                if let Err(panic) = ran {
+                    let message = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "it panicked".into());
+                    failed.get_or_insert(DrainFailed { group: i, message });
+                }
+            }
+            failed
+        });
+        match failures.into_iter().flatten().next() {
+            Some(failed) => Err(failed),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod drain_pool_tests {
+    use super::DrainPool;
+
+    #[test]
+    fn each_group_runs_once_on_its_own_thread_and_a_panic_is_an_error() {
+        let pool = DrainPool::start(2).unwrap();
+        assert_eq!(pool.threads(), 2);
+        // Five groups on two threads: each once, group i on thread i mod 2.
+        let mut groups: Vec<(usize, Vec<String>)> = (0..5).map(|i| (i, Vec::new())).collect();
+        pool.each(&mut groups, |i, (id, seen)| {
+            assert_eq!(i, *id);
+            let me = std::thread::current();
+            seen.push(format!("{} {:?}", me.name().unwrap_or(""), me.id()));
+        })
+        .unwrap();
+        for (i, seen) in groups.iter().map(|(i, s)| (*i, s)) {
+            assert_eq!(seen.len(), 1, "group {i} ran {} times", seen.len());
+            assert!(seen[0].starts_with("uevrec-drain "), "{seen:?}");
+            assert_eq!(
+                seen[0],
+                groups[i % 2].1[0],
+                "group {i} not on thread {}",
+                i % 2
+            );
+        }
+        assert_ne!(groups[0].1, groups[1].1, "both groups on one thread");
+        // A group that panics: the others finish, the error names it, the pool lives on.
+        let mut done = vec![false; 4];
+        let err = pool
+            .each(&mut done, |i, d| {
+                assert_ne!(i, 2, "group two breaks");
+                *d = true;
+            })
+            .unwrap_err();
+        assert_eq!(err.group, 2);
+        assert!(err.message.contains("group two breaks"), "{err}");
+        assert_eq!(done, [true, true, false, true]);
+        let mut again = vec![0u8; 2];
+        pool.each(&mut again, |_, n| *n += 1).unwrap();
+        assert_eq!(again, [1, 1]);
+    }
 }

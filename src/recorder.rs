@@ -14,8 +14,8 @@
 //! workers (`uevrec-format0` …), whose batches a reorder thread (`uevrec-order`) puts
 //! back in order before the writer ([`formatter::run_parallel`]); the line pool then
 //! holds [`crate::pipeline::batch_pool`]`(N)` buffers. With `--drain-threads N` ≥ 2 the
-//! session drains busy perf rings on N threads per pass (`uevrec-drain`,
-//! crate::session). What the [`Outputs`] are decides the rest: with `record --raw`
+//! session drains busy perf rings on N threads it starts once, at its start, through one
+//! helper (`uevrec-drain`, crate::backend::DrainPool, crate::session). What the [`Outputs`] are decides the rest: with `record --raw`
 //! (crate::raw) a raw thread (`uevrec-raw`) takes the staged chunks first and writes
 //! the perf.data; it then hands them on to the formatter ([`Outputs::Lines`] with a raw
 //! file) or back to the chunk pool ([`Outputs::Raw`]: no formatter, no writer). With

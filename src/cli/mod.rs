@@ -198,7 +198,8 @@ pub struct RecordingArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
     /// Threads that drain the perf rings while they are busy, each a group of CPUs next
-    /// to each other (records of one CPU stay in order). Default: a quarter of the online
+    /// to each other (records of one CPU stay in order); started once for the session
+    /// (`uevrec-drain`, no more than the CPUs recorded). Default: a quarter of the online
     /// CPUs, at least 1 (1: the session thread drains every ring). --backend ftrace
     /// drains on one thread whatever N.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]

@@ -8,9 +8,11 @@ use std::time::Duration;
 use uevrec_parsers::perf_sample::{PERF_RECORD_SAMPLE, Record, SampleFormat};
 
 use super::reaper::{ReaperPipe, close_in_background};
-use super::{EventFds, PerfError, Rings};
+use super::{CpuRing, EventFds, PerfError, Rings};
 use crate::backend::time_merge::TimeMerge;
-use crate::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
+use crate::backend::{
+    Arrival, AttachError, Backend, BackendError, DrainFailed, DrainPool, EventRef,
+};
 
 /// The rings and the layout of their samples.
 #[derive(Debug)]
@@ -231,36 +233,36 @@ impl Backend for PerfBackend {
         limit
     }
 
-    fn read_groups<G>(&mut self, limit: u64, groups: &mut [G])
+    fn read_groups<G>(
+        &mut self,
+        limit: u64,
+        pool: &DrainPool,
+        groups: &mut [G],
+    ) -> Result<(), DrainFailed>
     where
         G: FnMut(u32, Arrival<'_>) -> ControlFlow<()> + Send,
     {
         let layout = &self.layout;
         let cpus = self.rings.cpus_mut();
         if groups.is_empty() || cpus.is_empty() {
-            return;
+            return Ok(());
         }
         let per = cpus.len().div_ceil(groups.len());
-        std::thread::scope(|s| {
-            for (rings, f) in cpus.chunks_mut(per).zip(groups.iter_mut()) {
-                // Named for `top -H` and /proc. As `Scope::spawn` (and the writer's start,
-                // crate::recorder) does: without the thread there is no pass.
-                let builder = std::thread::Builder::new().name("uevrec-drain".into());
-                let spawned = builder.spawn_scoped(s, move || {
-                    for c in rings {
-                        let (cpu, marker) = (c.cpu, c.marker_id());
-                        let mut f = |rec: &[u8]| f(cpu, arrival(layout, marker, rec));
-                        if c.tracker.is_none() || limit == u64::MAX {
-                            c.ring.read(&mut f);
-                        } else {
-                            c.ring
-                                .read_until(|rec| sample_after(layout, rec, limit), &mut f);
-                        }
-                    }
-                });
-                spawned.expect("the OS refused to start a drain thread");
+        let mut work: Vec<(&mut [CpuRing], &mut G)> =
+            cpus.chunks_mut(per).zip(groups.iter_mut()).collect();
+        // Group i on drain thread i (started once for the session, crate::backend).
+        pool.each(&mut work, |_, (rings, f)| {
+            for c in rings.iter_mut() {
+                let (cpu, marker) = (c.cpu, c.marker_id());
+                let mut f = |rec: &[u8]| f(cpu, arrival(layout, marker, rec));
+                if c.tracker.is_none() || limit == u64::MAX {
+                    c.ring.read(&mut f);
+                } else {
+                    c.ring
+                        .read_until(|rec| sample_after(layout, rec, limit), &mut f);
+                }
             }
-        });
+        })
     }
 
     fn marker_cpus(&self) -> Vec<u32> {

@@ -52,6 +52,12 @@ pub enum SessionError {
     /// The formatter thread could not be started.
     #[error("cannot start the formatter thread: {0}")]
     Thread(io::Error),
+    /// The drain threads (`--drain-threads`) could not be started.
+    #[error(
+        "cannot start {0} drain threads (`--drain-threads {0}`): {1}; use fewer \
+         (`--drain-threads 1`: the session thread alone)"
+    )]
+    DrainThreads(usize, io::Error),
     /// The filter expression was refused by the kernel for every matching event.
     #[error("the kernel refused the filter `{expr}` on {event}: {complaint}")]
     Filter {

@@ -217,7 +217,7 @@ pub fn run_with<B: Backend>(
     };
     let chunk = out.fresh_chunk().unwrap_or_default();
     let mut st = Stager::new(chunk, config.include_self, config.max_records);
-    st.drain_threads = config.drain_threads;
+    st.pool = start_drain_threads(backend, config.drain_threads)?;
     let mut att = Attacher::new(tracefs, selectors, config);
     att.nofile = nofile;
     let mut pod_logs = config
@@ -302,7 +302,7 @@ pub fn run_with<B: Backend>(
 
     // Stop: no more attaching; disable everything, then drain every ring completely
     // (on this thread: the markers of `flush_losses` are seen here).
-    st.drain_threads = 1;
+    st.pool = None;
     backend.disable_all(st.events.iter().flatten().map(|ev| &ev.handle));
     if st.drain(backend, out, stats).is_ok() && flush_losses(backend, &mut st, out, stats).is_ok() {
         if st.malformed + st.unknown > 0 {
@@ -330,6 +330,23 @@ pub fn run_with<B: Backend>(
         let _ = out.flush(&mut st.chunk);
     }
     Ok(finish(backend, st, att))
+}
+
+/// Start the session's `threads` drain threads (`--drain-threads`, `uevrec-drain`; no more
+/// than the buffers) once, when there are 2 or more and the backend drains in parallel
+/// ([`Backend::drains_in_parallel`]); they live until the session ends.
+fn start_drain_threads<B: Backend>(
+    backend: &B,
+    threads: usize,
+) -> Result<Option<backend::DrainPool>, SessionError> {
+    // No more threads than buffers: group i is buffer i at most.
+    let threads = threads.min(backend.buffers());
+    if threads < 2 || !backend.drains_in_parallel() {
+        return Ok(None);
+    }
+    backend::DrainPool::start(threads)
+        .map(Some)
+        .map_err(|e| SessionError::DrainThreads(threads, e))
 }
 
 /// Start tracking who is who, then stage what every thread and cgroup is now

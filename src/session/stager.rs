@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use uevrec_parsers::{PreparedFormat, RecordStamp};
 
 use super::{LiveStats, Summary};
-use crate::backend::{Arrival, Backend};
+use crate::backend::{Arrival, Backend, DrainPool};
 use crate::clock::{WallClock, monotonic_ns};
 #[cfg(doc)]
 use crate::pipeline::Staged;
@@ -52,8 +52,9 @@ pub(super) struct Stager<E> {
     pub(super) malformed: u64,
     /// CPUs whose marker was seen (see [`Backend::set_markers`]).
     pub(super) marker_seen: BTreeSet<u32>,
-    /// Threads a busy pass drains the buffers with ([`Stager::drain`]); 1: this one.
-    pub(super) drain_threads: usize,
+    /// The drain threads a busy pass drains the buffers with ([`Stager::drain`]), started
+    /// once for the session (`--drain-threads` ≥ 2); None: this thread alone.
+    pub(super) pool: Option<DrainPool>,
     /// The last pass staged a chunk's worth or more: the next one drains in parallel.
     busy: bool,
     /// The drain threads' chunks, kept between parallel passes (pool buffers).
@@ -165,7 +166,7 @@ impl<E> Stager<E> {
             unknown: 0,
             malformed: 0,
             marker_seen: BTreeSet::new(),
-            drain_threads: 1,
+            pool: None,
             busy: false,
             group_chunks: Vec::new(),
         }
@@ -256,7 +257,7 @@ impl<E> Stager<E> {
     /// every buffer was read to its end, the chunk is sent and then [`Staged::Drained`]
     /// with the time the pass began (crate::pipeline).
     ///
-    /// After a pass that staged a chunk's worth or more, with `drain_threads` > 1, a
+    /// After a pass that staged a chunk's worth or more, with drain threads (`pool`), a
     /// backend that can ([`Backend::drains_in_parallel`]) and no `max_records`, the next
     /// pass is parallel ([`Stager::drain_parallel`]).
     pub(super) fn drain<B: Backend<Event = E>>(
@@ -268,7 +269,7 @@ impl<E> Stager<E> {
         let (records0, lost0) = (self.summary.records, self.summary.lost);
         let began = monotonic_ns();
         let parallel = self.busy
-            && self.drain_threads > 1
+            && self.pool.is_some()
             && self.max_records.is_none()
             && backend.drains_in_parallel();
         if parallel {
@@ -327,8 +328,8 @@ impl<E> Stager<E> {
         result
     }
 
-    /// A pass over every buffer on `drain_threads` threads (the session's CPUs split in
-    /// groups next to each other): the trackers first, on this thread, into the session's
+    /// A pass over every buffer on the drain threads (`pool`: the session's CPUs split in
+    /// groups next to each other, group i always on thread i): the trackers first, on this thread, into the session's
     /// chunk, which is sent before the groups' (a record's thread is known before the
     /// record); then each thread stages its CPUs' records into a chunk of its own and
     /// sends it when full, and at the end. Each CPU's records keep their order; records of
@@ -343,7 +344,10 @@ impl<E> Stager<E> {
     ) -> Result<(), Closed> {
         let limit = backend.read_trackers(|cpu, arrival| self.take(cpu, arrival));
         out.flush(&mut self.chunk)?;
-        let groups = self.drain_threads.min(backend.buffers().max(1));
+        let Some(pool) = self.pool.take() else {
+            return Ok(());
+        };
+        let groups = pool.threads().min(backend.buffers().max(1));
         while self.group_chunks.len() < groups {
             self.group_chunks.push(out.fresh_chunk()?);
         }
@@ -370,13 +374,13 @@ impl<E> Stager<E> {
                 closed: false,
             })
             .collect();
-        {
+        let failed = {
             let mut consumers: Vec<_> = takers
                 .iter_mut()
                 .map(|t| move |cpu: u32, a: Arrival<'_>| t.take(cpu, a))
                 .collect();
-            backend.read_groups(limit, &mut consumers);
-        }
+            backend.read_groups(limit, &pool, &mut consumers).err()
+        };
         let mut closed = false;
         let mut staged = 0;
         let mut chunks = Vec::with_capacity(takers.len());
@@ -402,6 +406,11 @@ impl<E> Stager<E> {
             chunks.push(t.chunk);
         }
         self.group_chunks = chunks;
+        match failed {
+            // Its counts and chunk were kept above; from now on this thread drains.
+            Some(e) => self.notice("drain_thread_failed", None, &e.to_string()),
+            None => self.pool = Some(pool),
+        }
         if closed {
             return Err(Closed);
         }

@@ -317,3 +317,222 @@ fn flight_with_workers() {
     assert_eq!(sorted, expected, "every call in the dump once");
     flight.stop();
 }
+
+/// The thread ids of `pid`'s threads named `name`.
+fn threads_named(pid: u32, name: &str) -> Vec<u32> {
+    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut tids: Vec<u32> = dir
+        .flatten()
+        .filter(|e| fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim_end() == name))
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    tids
+}
+
+/// `uevrec record -o OUT` of the getppid calls of the processes `pids`, with `extra`.
+fn record_pids(pids: &[u32], out: &Path, extra: &[&str]) -> Child {
+    let who: Vec<String> = pids.iter().map(|p| format!("common_pid == {p}")).collect();
+    Command::new(bin())
+        .args(["record", "-q", "-e", "raw_syscalls:sys_enter"])
+        .args([
+            "--filter",
+            &format!("id == {NR_GETPPID} && ({})", who.join(" || ")),
+        ])
+        .args(extra)
+        .args(["-o", out.to_str().unwrap()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn drain_threads_start_once_and_live_the_whole_session() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.json");
+    let mut producer = crate::common::getppid_producer(3);
+    let mut rec = record_pids(
+        &[producer.id()],
+        &out,
+        &["-m", "512K", "--drain-threads", "2"],
+    );
+    wait_attached(&out, &mut rec);
+    producer.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    // While the rings are busy (a getppid loop; passes of a chunk's worth or more are
+    // parallel): the same two drain
+    // threads at every look, never others (a pass that spawned its threads would show
+    // new ids, or none between passes).
+    let first = threads_named(rec.id(), "uevrec-drain");
+    let mut looks = 0;
+    let mut changed = None;
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(2) && changed.is_none() {
+        let now = threads_named(rec.id(), "uevrec-drain");
+        if now != first {
+            changed = Some(now);
+        }
+        looks += 1;
+        sleep(Duration::from_millis(5));
+    }
+    let produced = crate::common::producer_count(&mut producer);
+    // Stopped first, so that a failure leaves no uevrec behind.
+    stop(&mut rec);
+    assert_eq!(
+        changed, None,
+        "the drain threads changed after {looks} looks from {first:?}"
+    );
+    assert_eq!(first.len(), 2, "not 2 drain threads: {first:?}");
+    let recorded = parse(&out)
+        .iter()
+        .filter(|v| v.get("uevrec").is_none())
+        .count();
+    eprintln!("{looks} looks at {first:?}; produced {produced}, recorded {recorded}");
+    assert!(recorded > 0, "nothing recorded");
+}
+
+/// A burst child of `n` calls pinned to each of the first two CPUs, as (CPU, child).
+fn pinned_bursts(n: u32) -> Vec<(u64, Child)> {
+    let cpus = crate::common::allowed_cpus(std::process::id());
+    assert!(cpus.len() >= 2, "needs 2 CPUs, has {cpus:?}");
+    cpus[..2]
+        .iter()
+        .map(|&cpu| {
+            let child = burst_child(n);
+            crate::common::pin_to(child.id(), cpu);
+            (cpu as u64, child)
+        })
+        .collect()
+}
+
+/// (Records, lost) per CPU of the lines `text`.
+fn tally_per_cpu(text: &str) -> BTreeMap<u64, (u64, u64)> {
+    let mut got: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    for l in text.lines() {
+        let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+        let cpu = v["cpu"].as_u64();
+        match v.get("uevrec").and_then(Value::as_str) {
+            Some("lost") => got.entry(cpu.unwrap()).or_default().1 += v["lost"].as_u64().unwrap(),
+            Some(_) => {}
+            None => got.entry(cpu.unwrap()).or_default().0 += 1,
+        }
+    }
+    got
+}
+
+#[test]
+fn accounting_is_exact_per_cpu_with_drain_threads_under_overload() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    const N: u32 = 1_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    // A burst pinned to each of two CPUs: what each made is what its CPU's ring got.
+    let bursts = pinned_bursts(N);
+    let pids: Vec<u32> = bursts.iter().map(|(_, c)| c.id()).collect();
+    // A FIFO read slowly (64 KiB every 2 ms, ~250 k lines/s): the writer and the staging
+    // pool fill, the rings (512 KiB: a full ring's pass is a chunk's worth, so the next
+    // passes are parallel) overflow.
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo on a NUL-terminated path of ours.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let mut rec = record_pids(&pids, &fifo, &["-m", "512K", "--drain-threads", "2"]);
+    let mut reader = BufReader::new(fs::File::open(&fifo).unwrap());
+    crate::common::read_to_attached(&mut reader);
+    let slow = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match reader.read(&mut buf).unwrap() {
+                0 => return String::from_utf8(text).unwrap(),
+                n => text.extend_from_slice(&buf[..n]),
+            }
+            sleep(Duration::from_millis(2));
+        }
+    });
+    // Stopped as soon as both bursts end, while the drain threads are busy.
+    for (_, child) in bursts {
+        release(child);
+    }
+    // SAFETY: kill on a child we own.
+    assert_eq!(unsafe { libc::kill(rec.id() as i32, libc::SIGINT) }, 0);
+    let got = tally_per_cpu(&slow.join().unwrap());
+    let st = crate::common::wait_exit(&mut rec, PATIENCE).expect("uevrec exits");
+    assert!(st.success(), "{st}: {}", stderr(&mut rec));
+    eprintln!("{N} calls on each CPU; (recorded, lost) per CPU {got:?}");
+    assert!(
+        got.values().any(|(_, lost)| *lost > 0),
+        "a slow writer must overflow the rings"
+    );
+    for (cpu, (recorded, lost)) in &got {
+        assert_eq!(
+            recorded + lost,
+            u64::from(N),
+            "CPU {cpu}: recorded + lost must equal produced ({got:?})"
+        );
+    }
+    assert_eq!(got.len(), 2, "not two CPUs: {got:?}");
+}
+
+#[test]
+fn stop_while_drain_threads_are_busy_drains_everything() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    const N: u32 = 200_000;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.json");
+    let bursts = pinned_bursts(N);
+    let pids: Vec<u32> = bursts.iter().map(|(_, c)| c.id()).collect();
+    // Rings that hold a whole burst (~120 bytes a record): nothing is lost.
+    let mut rec = record_pids(&pids, &out, &["-m", "64M", "--drain-threads", "2"]);
+    wait_attached(&out, &mut rec);
+    // Stopped as soon as the bursts end: much of them is still in the rings.
+    for (_, child) in bursts {
+        release(child);
+    }
+    stop(&mut rec);
+    let lines = parse(&out);
+    let lost: Vec<&Value> = lines.iter().filter(|v| v["uevrec"] == "lost").collect();
+    assert!(lost.is_empty(), "lost records: {lost:?}");
+    for (cpu, recs) in per_cpu(&lines) {
+        let seqs: Vec<u64> = recs.iter().map(|l| seq(l)).collect();
+        let expected: Vec<u64> = (1..=u64::from(N)).collect();
+        assert!(
+            seqs == expected,
+            "CPU {cpu}: {} of {N} calls, or out of order",
+            seqs.len()
+        );
+    }
+}
+
+#[test]
+fn count_is_exact_with_drain_threads() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    const COUNT: usize = 300_000;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.json");
+    let bursts = pinned_bursts(1_000_000);
+    let pids: Vec<u32> = bursts.iter().map(|(_, c)| c.id()).collect();
+    let count = COUNT.to_string();
+    let args = ["-m", "4M", "--drain-threads", "2", "--count", &count];
+    let mut rec = record_pids(&pids, &out, &args);
+    wait_attached(&out, &mut rec);
+    for (_, child) in bursts {
+        release(child);
+    }
+    let st = crate::common::wait_exit(&mut rec, PATIENCE).expect("uevrec exits on --count");
+    assert!(st.success(), "{st}: {}", stderr(&mut rec));
+    let recorded = parse(&out)
+        .iter()
+        .filter(|v| v.get("uevrec").is_none())
+        .count();
+    assert_eq!(recorded, COUNT, "--count {COUNT} wrote {recorded} records");
+}
