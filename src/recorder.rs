@@ -119,19 +119,19 @@ impl Recorder {
                 flags,
                 &self.config.pipeline,
                 |out, recycle, stop, stats| {
-                    let behind = Behind::Lines { raw, out, recycle };
+                    let behind = Downstream::Lines { raw, out, recycle };
                     let staged = stage(session, shape, behind, stop, stats);
                     raw_result = staged.raw;
                     staged.session
                 },
             ),
             Outputs::Raw(raw) => run_watched(flags, &self.config.pipeline, |stop, stats| {
-                let staged = stage(session, shape, Behind::Raw(raw), stop, stats);
+                let staged = stage(session, shape, Downstream::Raw(raw), stop, stats);
                 raw_result = staged.raw;
                 staged.session
             }),
             Outputs::Flight(opts) => run_watched(flags, &self.config.pipeline, |stop, stats| {
-                let behind = Behind::Flight(opts, &flags.dump);
+                let behind = Downstream::Flight(opts, &flags.dump);
                 let staged = stage(session, shape, behind, stop, stats);
                 flight_result = staged.flight;
                 staged.session
@@ -167,7 +167,7 @@ pub fn stage_and_format_as(
     stop: &AtomicBool,
     stats: &LiveStats,
 ) -> Result<Summary, SessionError> {
-    let behind = Behind::Lines {
+    let behind = Downstream::Lines {
         raw: None,
         out,
         recycle,
@@ -230,7 +230,7 @@ impl Drop for SetOnDrop<'_> {
 }
 
 /// What takes the staged chunks behind the session: one of the pipeline's shapes.
-enum Behind<'a> {
+enum Downstream<'a> {
     /// The formatter (batches of lines out on `out`, empty buffers back on `recycle`),
     /// behind the raw writer when there is one.
     Lines {
@@ -289,7 +289,7 @@ impl Crew<'_> {
 fn stage(
     config: &SessionConfig,
     (format, threads): (OutputFormat, usize),
-    behind: Behind<'_>,
+    behind: Downstream<'_>,
     stop: &AtomicBool,
     stats: &LiveStats,
 ) -> Staging {
@@ -307,13 +307,13 @@ fn stage(
         let started = (|| -> io::Result<Crew<'_>> {
             let mut crew = Crew::default();
             let (lines, input, back) = match behind {
-                Behind::Raw(raw) => {
+                Downstream::Raw(raw) => {
                     crew.raw = Some(spawn_downstream(scope, "uevrec-raw", gone, move || {
                         raw::run_raw(raw, stage_rx, raw::Next::Recycle(chunk_tx))
                     })?);
                     return Ok(crew);
                 }
-                Behind::Flight(mut flight_opts, dump_flag) => {
+                Downstream::Flight(mut flight_opts, dump_flag) => {
                     // The dumps are written as the lines would be.
                     (flight_opts.format, flight_opts.line_options) = (format, opts);
                     flight_opts.session = session_info.clone();
@@ -330,7 +330,7 @@ fn stage(
                         })?);
                     return Ok(crew);
                 }
-                Behind::Lines {
+                Downstream::Lines {
                     raw: Some(raw),
                     out,
                     recycle,
@@ -341,7 +341,7 @@ fn stage(
                     })?);
                     ((out, recycle), rx, chunk_tx)
                 }
-                Behind::Lines {
+                Downstream::Lines {
                     raw: None,
                     out,
                     recycle,

@@ -54,10 +54,10 @@ pub use field_type::{
 pub use format_file::{FormatError, parse_format, parse_format_for};
 /// The EventHeader part of a JSON line (rendering; [`eventheader`] decodes).
 pub use json_line::eventheader as eventheader_json;
-pub use json_line::own_lines::{ClockInfo, SeenOn, SessionInfo};
+pub use json_line::own_lines::{ClockInfo, FirstTracepoint, SessionInfo};
 pub use json_line::{
     LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp, RecordWriter,
 };
 pub use output::{OutputFormat, OutputWriter, RecordSink};
 pub use schema::{Element, EventFormat, Field, FieldKind, LocKind};
-pub use to_lines::FirstSight;
+pub use to_lines::SchemaOnce;

@@ -1,7 +1,7 @@
 //! The choice of output: JSON lines ([`LineWriter`]) or OTLP/JSON ([`OtlpWriter`]),
 //! behind one writer with the entry points every caller uses ([`RecordWriter`]: the
 //! recorder's formatter, the perf.data and trace.dat decoders), and what the file
-//! decoders drive it with ([`RecordSink`], [`FirstSight`](crate::FirstSight)).
+//! decoders drive it with ([`RecordSink`], [`SchemaOnce`](crate::SchemaOnce)).
 //!
 //! Above `json_line` and `otlp` (it dispatches to both); nothing below imports it.
 
@@ -149,7 +149,7 @@ impl RecordWriter for OutputWriter {
 pub trait RecordSink {
     /// A record of the file's event `event` (`prepared`); `first`: its event's first
     /// record with schema lines on, so its `{"uevrec":"schema"}` line comes first
-    /// ([`FirstSight`](crate::FirstSight)).
+    /// ([`SchemaOnce`](crate::SchemaOnce)).
     fn record(
         &mut self,
         event: usize,
@@ -182,7 +182,7 @@ mod tests {
     use super::*;
     use crate::json_line::own_lines::SessionInfo;
     use crate::parse_format;
-    use crate::to_lines::FirstSight;
+    use crate::to_lines::SchemaOnce;
 
     fn prepared() -> PreparedFormat {
         let text = "name: m.1a\nID: 7\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\tfield:__rel_loc char[] msg;\toffset:8;\tsize:4;\tsigned:0;\n\nprint fmt: \"\"\n";
@@ -205,7 +205,7 @@ mod tests {
         let (p, raw) = (prepared(), [0u8; 12]);
         let stamp = RecordStamp::default();
         for on in [true, false] {
-            let mut first = FirstSight::new(on);
+            let mut first = SchemaOnce::new(on);
             let mut out = Vec::new();
             for event in [3, 3, 0] {
                 first.write_record(&mut json, &mut out, event, &stamp, &p, &raw);

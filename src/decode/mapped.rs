@@ -1,5 +1,5 @@
 //! A mapped input read once from start to end: its pages let go behind the reader
-//! ([`Behind`], [`MappedInput::release_before`]) and, with workers, mapped in ahead of it;
+//! ([`MapWindow`], [`MappedInput::release_before`]) and, with workers, mapped in ahead of it;
 //! a SIGBUS from a file shrinking under the mapping reported, not fatal without a word.
 
 use std::fs::File;
@@ -15,19 +15,19 @@ pub const RELEASE_STEP: usize = 4 << 20;
 /// held records span (perf's last two rounds) plus [`RELEASE_STEP`], at most
 /// `--order-buffer` + [`RELEASE_STEP`].
 #[derive(Debug)]
-pub struct Behind {
+pub struct MapWindow {
     next: u64,
 }
 
-impl Default for Behind {
+impl Default for MapWindow {
     fn default() -> Self {
-        Behind {
+        MapWindow {
             next: RELEASE_STEP as u64,
         }
     }
 }
 
-impl Behind {
+impl MapWindow {
     /// With the record at `offset` read: whether it is time to let some input go, and
     /// `offset` as a `usize` if so.
     pub fn due(&mut self, offset: u64) -> Option<usize> {

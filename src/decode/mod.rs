@@ -8,7 +8,7 @@
 //! A perf.data (or trace.dat) file is mapped (memmap2, `MADV_SEQUENTIAL`) and read in
 //! place: records waiting for their time order are held as offsets into the mapping, not
 //! copied, and the pages before the oldest record still held are let go
-//! (`MADV_DONTNEED`, [`mapped::Behind`]), so memory does not grow with the file. Standard input is
+//! (`MADV_DONTNEED`, [`mapped::MapWindow`]), so memory does not grow with the file. Standard input is
 //! read in 1 MiB pieces into the stream decoder (records waiting for their time order are
 //! copied; a file-mode perf.data or a trace.dat on standard input is read whole first:
 //! that layout needs its end before its data). Lines go to standard output or `-o FILE`

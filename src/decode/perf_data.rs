@@ -7,7 +7,7 @@ use uevrec_parsers::perf_data::{PerfData, PerfDataError, writer};
 use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::perf_data::{LineDecoder, Step, StreamDecoder};
 
-use super::mapped::Behind;
+use super::mapped::MapWindow;
 use super::parallel::{Par, par_lines, staged};
 use super::trace_dat::{TRACE_DAT_MAGIC, decode_trace_dat};
 use super::{Flush, Outcome, READ_CHUNK};
@@ -60,7 +60,7 @@ pub(crate) fn truncation(
 /// A whole perf.data (or trace.dat) in memory or mapped: every record, then the rest of
 /// the held lines. Records waiting for their time order are held as offsets into `bytes`
 /// (not copied); `release(end)` is told when `bytes[..end]` is not needed any more
-/// ([`Behind`]).
+/// ([`MapWindow`]).
 pub(crate) fn decode_bytes(
     bytes: &[u8],
     opts: DecodeOptions,
@@ -129,7 +129,7 @@ pub(crate) fn perf_data_records<'f>(
     clock_data: bool,
 ) -> (Outcome, Option<PerfDataError>) {
     let mut stopped = None;
-    let mut behind = Behind::default();
+    let mut behind = MapWindow::default();
     for rec in records {
         match rec {
             Ok(rec) => {

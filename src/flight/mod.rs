@@ -155,7 +155,7 @@ pub fn run(
     dumps: Sender<Request>,
 ) -> FlightSummary {
     let dump_tx = dumps;
-    let mut keeper = Keeper {
+    let mut keeper = FlightState {
         buffer: FlightBuffer::new(opts.size),
         trigger_slots: Vec::new(),
         dumps: &dump_tx,
@@ -214,7 +214,7 @@ pub fn run(
 }
 
 /// The flight thread's state.
-struct Keeper<'a> {
+struct FlightState<'a> {
     buffer: FlightBuffer,
     /// Slot → its event (`system:event`) when it is a trigger event.
     trigger_slots: Vec<Option<String>>,
@@ -237,7 +237,7 @@ struct Keeper<'a> {
     drained: u64,
 }
 
-impl Keeper<'_> {
+impl FlightState<'_> {
     /// Keep a staged message; the chunk buffer to return, if it was a chunk.
     fn take(&mut self, msg: Staged) -> Option<Vec<u8>> {
         let chunk = match msg {
@@ -317,7 +317,7 @@ impl Keeper<'_> {
     }
 
     /// Ask for a dump of the records up to `time` (Unix ns), handed over once the
-    /// records up to then were all staged ([`Keeper::cut_ready`]). When no other dump
+    /// records up to then were all staged ([`FlightState::cut_ready`]). When no other dump
     /// waits, what is held up to then is taken now (a later one's take would also take
     /// the records staged late for the earlier one).
     fn request(&mut self, time: u64, reason: Reason) {

@@ -2,7 +2,7 @@
 //! ([`trace_dat`]) file → the JSON lines (or OTLP requests) live recording writes; the
 //! whole of `uevrec decode` but the I/O. The layer above the pure readers
 //! ([`crate::perf_data`], [`crate::trace_dat`]) and the writers ([`crate::OutputWriter`]):
-//! what both drivers share ([`DecodeOptions`], [`DecodeStats`], [`FirstSight`]) is here.
+//! what both drivers share ([`DecodeOptions`], [`DecodeStats`], [`SchemaOnce`]) is here.
 
 pub mod perf_data;
 pub mod trace_dat;
@@ -31,7 +31,7 @@ pub struct DecodeOptions {
     pub max_records: Option<u64>,
     /// JSON lines or OTLP/JSON (`--format`).
     pub format: OutputFormat,
-    /// Schema lines before each event's first record ([`crate::FirstSight`]).
+    /// Schema lines before each event's first record ([`crate::SchemaOnce`]).
     pub schema: bool,
     /// `comm`/`cgroup`/`container`/`unit` keys from the file's `PERF_RECORD_COMM`,
     /// `FORK`, `EXIT` and `CGROUP` records and the samples' `PERF_SAMPLE_CGROUP`
@@ -83,16 +83,16 @@ pub struct DecodeStats {
 /// metadata block's when first seen. Events are known by their index in the file; off,
 /// it only writes the records.
 #[derive(Debug, Default)]
-pub struct FirstSight {
+pub struct SchemaOnce {
     on: bool,
     /// Event index → described already.
     described: Vec<bool>,
 }
 
-impl FirstSight {
+impl SchemaOnce {
     /// Schema lines when `on`.
     pub fn new(on: bool) -> Self {
-        FirstSight {
+        SchemaOnce {
             on,
             described: Vec::new(),
         }

@@ -17,7 +17,7 @@
 //! decoding goes on; the caller reports them. Framing errors are the caller's (they end
 //! the input).
 
-use super::FirstSight;
+use super::SchemaOnce;
 use super::{DecodeOptions, DecodeStats, FLUSH_BYTES, MAX_KEPT_ERRORS};
 use crate::bytes::{Endian, u64_at};
 use crate::context::ContextTracker;
@@ -71,7 +71,7 @@ pub struct LineDecoder<'s> {
     data: PerfData,
     orderer: Orderer,
     writer: OutputWriter,
-    described: FirstSight,
+    described: SchemaOnce,
     slots: Vec<Slot>,
     select: Selector<'s>,
     opts: DecodeOptions,
@@ -87,7 +87,7 @@ pub struct LineDecoder<'s> {
 struct Out<'a, 'b> {
     slots: &'a [Slot],
     writer: &'a mut OutputWriter,
-    described: &'a mut FirstSight,
+    described: &'a mut SchemaOnce,
     out: &'a mut Vec<u8>,
     stats: &'a mut DecodeStats,
     /// [`DecodeOptions::max_records`], `u64::MAX` for none (one comparison per line).
@@ -255,7 +255,7 @@ impl<'s> LineDecoder<'s> {
                     big_endian,
                 },
             ),
-            described: FirstSight::new(opts.schema),
+            described: SchemaOnce::new(opts.schema),
             slots: Vec::new(),
             select: Box::new(select),
             opts,

@@ -1,7 +1,7 @@
 //! trace.dat records → the JSON lines live recording writes: the whole of `uevrec decode`
 //! for a trace.dat but the I/O.
 
-use super::{DecodeOptions, DecodeStats, FirstSight};
+use super::{DecodeOptions, DecodeStats, SchemaOnce};
 use crate::{
     ContextTracker, ContextUpdate, Endian, LineOptions, OutputFormat, OutputWriter, PreparedFormat,
     RecordSink, RecordStamp, RecordWriter, split_multi_format,
@@ -107,7 +107,7 @@ pub fn decode_into(
     let wall = file.wall_clock_offset_ns();
     let unix = |t: u64| wall.and_then(|o| u64::try_from(i128::from(t) + i128::from(o)).ok());
     let mut stats = DecodeStats::default();
-    let mut described = FirstSight::new(opts.schema);
+    let mut described = SchemaOnce::new(opts.schema);
     let mut losses = CpuLosses::of(file);
     let mut last_time = None;
     let mut records = file.records()?;

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::SeenOn;
+use super::FirstTracepoint;
 use crate::eventheader::enums::{Encoding, Format};
 use crate::eventheader::metadata::{
     ArrayKind, MetaError, attributes, read_field, split_event_name, unescape,
@@ -14,7 +14,7 @@ use crate::json_line::write_hex;
 
 /// The `eventheader` member of the schema line of the metadata block `meta` (values
 /// big-endian if `big`), first seen on `seen`.
-pub(super) fn member<'a>(seen: &SeenOn<'a>, meta: &[u8], big: bool) -> EhMember<'a> {
+pub(super) fn member<'a>(seen: &FirstTracepoint<'a>, meta: &[u8], big: bool) -> EhMember<'a> {
     let name_len = memchr::memchr(0, meta).unwrap_or(meta.len());
     let (name, attrs) = split_event_name(&meta[..name_len]);
     let event_attributes = attributes(attrs)

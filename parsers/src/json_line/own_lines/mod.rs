@@ -122,7 +122,7 @@ struct SchemaLine<'a, B: Serialize> {
 /// Whoever an EventHeader schema line names as the tracepoint the block was first seen
 /// on.
 #[derive(Debug, Clone, Copy)]
-pub struct SeenOn<'a> {
+pub struct FirstTracepoint<'a> {
     /// The tracefs system.
     pub system: &'a str,
     /// The tracepoint name (base name for multi-format events).
@@ -199,7 +199,7 @@ impl LineWriter {
         &mut self,
         out: &mut Vec<u8>,
         time_unix_ns: Option<u64>,
-        seen: &SeenOn<'_>,
+        seen: &FirstTracepoint<'_>,
         meta: &[u8],
         big: bool,
     ) {
@@ -252,7 +252,7 @@ impl LineWriter {
             return;
         };
         let meta = meta.to_vec();
-        let seen = SeenOn {
+        let seen = FirstTracepoint {
             system: prepared.system(),
             event: prepared.event(),
             format_id: prepared.format_id(),
