@@ -253,7 +253,7 @@ impl OtlpWriter {
         };
         let walk = match &parts {
             Ok(p) => match p.metadata {
-                Some(meta) => Enumerator::new(meta, p.payload, p.header.big_endian())
+                Some(meta) => Enumerator::new(meta, p.payload, p.header.endian())
                     .map_err(|e| format!("bad metadata: {e}")),
                 None => Err("no metadata block: the payload cannot be decoded".to_string()),
             },
