@@ -296,7 +296,7 @@ fn stage(
     let ((stage_tx, stage_rx), (chunk_tx, chunk_rx)) = chunk_pool();
     let opts = LineOptions {
         include_common: config.include_common,
-        big_endian: false,
+        endian: uevrec_parsers::Endian::Little,
     };
     let context = config.context;
     let downstream_gone = AtomicBool::new(false);

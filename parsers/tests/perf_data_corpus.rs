@@ -148,7 +148,10 @@ fn file_mode_decodes_fully() {
     assert_eq!(data.features.arch.as_deref(), Some("x86_64"));
     assert_eq!(data.features.nr_cpus, Some((24, 24)));
     let tracing = data.tracing_data().expect("HEADER_TRACING_DATA");
-    assert_eq!((tracing.long_size, tracing.big_endian), (8, false));
+    assert_eq!(
+        (tracing.long_size, tracing.endian),
+        (8, uevrec_parsers::Endian::Little)
+    );
     let clock = data.clock_data().expect("HEADER_CLOCK_DATA");
     assert_eq!(clock.clockid, 1, "CLOCK_MONOTONIC");
     for event in 0..10 {

@@ -128,7 +128,10 @@ fn big_endian_32_bit_machine() {
     let d = dec.decoder().unwrap();
     assert_eq!(d.stats().error_count, 0, "{:?}", d.stats().errors);
     let tracing = d.data().tracing_data().unwrap();
-    assert_eq!((tracing.big_endian, tracing.long_size), (true, 4));
+    assert_eq!(
+        (tracing.endian, tracing.long_size),
+        (uevrec_parsers::Endian::Big, 4)
+    );
     assert_eq!(d.data().events()[0].attr.use_clockid(), Some(1));
     assert_eq!(
         String::from_utf8(out).unwrap(),

@@ -110,16 +110,16 @@ pub(crate) struct Par<'a> {
     workers: usize,
 }
 
-/// What the workers of a decoding write: `opts`' lines, values of `big_endian` files so.
+/// What the workers of a decoding write: `opts`' lines, values in `endian` order.
 pub(crate) fn par_lines(
     opts: DecodeOptions,
-    big_endian: bool,
+    endian: uevrec_parsers::Endian,
     context: Option<ContextTracker>,
 ) -> Lines<'static> {
     Lines {
         opts: LineOptions {
             include_common: opts.include_common,
-            big_endian,
+            endian,
         },
         format: OutputFormat::JsonLines,
         session: None,

@@ -89,9 +89,7 @@ pub(crate) fn decode_bytes(
     data.problems = rest;
     let unfinished = writer::is_unfinished(bytes);
     let clock_data = data.clock_data().is_some();
-    let big_endian = data
-        .tracing_data()
-        .map_or(data.big_endian, |t| t.big_endian);
+    let endian = data.tracing_data().map_or(data.endian, |t| t.endian);
     let dec = LineDecoder::new(data, opts, select);
     let run = |dec: LineDecoder<'_>, flush: &mut Flush<'_>| {
         perf_data_records(dec, records, bytes, flush, release, clock_data)
@@ -99,7 +97,7 @@ pub(crate) fn decode_bytes(
     let (mut outcome, stopped) = match par {
         Some(par) => {
             let context = opts.context.then(ContextTracker::new);
-            let lines = par_lines(opts, big_endian, context);
+            let lines = par_lines(opts, endian, context);
             staged(par, lines, bytes, |sink| run(dec.with_sink(sink), flush))
         }
         None => run(dec, flush),

@@ -243,11 +243,7 @@ impl OtlpWriter {
     }
 
     fn endian(&self) -> Endian {
-        if self.opts.big_endian {
-            Endian::Big
-        } else {
-            Endian::Little
-        }
+        self.opts.endian
     }
 
     /// With `--common` ([`LineOptions::include_common`]): the common fields of `raw` as

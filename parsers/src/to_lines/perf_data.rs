@@ -19,7 +19,7 @@
 
 use super::SchemaOnce;
 use super::{DecodeOptions, DecodeStats, FLUSH_BYTES, MAX_KEPT_ERRORS};
-use crate::bytes::{Endian, u64_at};
+use crate::bytes::u64_at;
 use crate::context::ContextTracker;
 use crate::event_name::split_multi_format;
 use crate::json_line::RecordWriter;
@@ -242,9 +242,7 @@ impl<'s> LineDecoder<'s> {
         opts: DecodeOptions,
         select: impl Fn(&str, &str) -> bool + 's,
     ) -> Self {
-        let big_endian = data
-            .tracing_data()
-            .map_or(data.big_endian, |t| t.big_endian);
+        let endian = data.tracing_data().map_or(data.endian, |t| t.endian);
         let mut d = LineDecoder {
             data,
             orderer: Orderer::new(opts.order_bytes),
@@ -252,7 +250,7 @@ impl<'s> LineDecoder<'s> {
                 opts.format,
                 LineOptions {
                     include_common: opts.include_common,
-                    big_endian,
+                    endian,
                 },
             ),
             described: SchemaOnce::new(opts.schema),
@@ -300,17 +298,17 @@ impl<'s> LineDecoder<'s> {
         self.slots.resize_with(n, Slot::default);
         let have_tracing = self.data.tracing_data().is_some();
         let clock = self.data.clock_data();
-        let big_endian = self
+        let endian = self
             .data
             .tracing_data()
-            .map_or(self.data.big_endian, |t| t.big_endian);
+            .map_or(self.data.endian, |t| t.endian);
         // Records an OTLP writer holds go out before it is replaced.
         self.writer.end_lines(&mut self.out);
         self.writer = OutputWriter::new(
             self.opts.format,
             LineOptions {
                 include_common: self.opts.include_common,
-                big_endian,
+                endian,
             },
         );
         if let Some(host) = &self.data.features.hostname {
@@ -505,7 +503,7 @@ impl<'s> LineDecoder<'s> {
         // `PerfData::sample_time` with the slot's copy of the place (no second lookup).
         let time = slot
             .time_at
-            .and_then(|at| u64_at(rec.bytes, at, Endian::from_big(self.data.big_endian)));
+            .and_then(|at| u64_at(rec.bytes, at, self.data.endian));
         self.hold_or_write(event, time, rec, file, flush)
     }
 
@@ -718,7 +716,7 @@ impl<'s> StreamDecoder<'s> {
             let Some(header) = self.reader.read_header()? else {
                 return Ok(Step::Continue);
             };
-            let data = PerfData::pipe(header.big_endian);
+            let data = PerfData::pipe(header.endian);
             let select = self
                 .select
                 .take()

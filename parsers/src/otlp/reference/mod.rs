@@ -203,11 +203,7 @@ impl OtlpWriter {
     }
 
     fn endian(&self) -> Endian {
-        if self.opts.big_endian {
-            Endian::Big
-        } else {
-            Endian::Little
-        }
+        self.opts.endian
     }
 
     /// A plain event's fields as attributes; fields that fail to decode are left out
