@@ -5,7 +5,7 @@ use uevrec_parsers::ContextTracker;
 use uevrec_parsers::perf_data::records::RawRecord;
 use uevrec_parsers::perf_data::{PerfData, PerfDataError, writer};
 use uevrec_parsers::to_lines::DecodeOptions;
-use uevrec_parsers::to_lines::perf_data::{LineDecoder, Step, StreamDecoder};
+use uevrec_parsers::to_lines::perf_data::{FeedControl, LineDecoder, StreamDecoder};
 
 use super::mapped::MapWindow;
 use super::parallel::{Par, par_lines, staged};
@@ -131,7 +131,7 @@ pub(crate) fn perf_data_records<'f>(
     for rec in records {
         match rec {
             Ok(rec) => {
-                if dec.record_in(&rec, bytes, flush) == Step::Stop {
+                if dec.record_in(&rec, bytes, flush) == FeedControl::Stop {
                     break;
                 }
                 if let Some(at) = behind.due(rec.offset) {
@@ -175,8 +175,8 @@ pub(crate) fn pump(
         }
         dec.filled(n);
         match dec.process(flush) {
-            Ok(Step::Continue) => {}
-            Ok(Step::Stop) => {
+            Ok(FeedControl::Continue) => {}
+            Ok(FeedControl::Stop) => {
                 done = true;
                 break;
             }
