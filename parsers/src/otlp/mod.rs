@@ -207,7 +207,7 @@ impl fmt::Display for Unreadable {
 }
 
 impl OtlpWriter {
-    /// A writer with these options (`big_endian` applies; `include_common` adds the
+    /// A writer with these options (`endian` applies; `include_common` adds the
     /// common fields as the attribute `linux.tracepoint.common`, see `docs/otlp.md`).
     pub fn new(opts: LineOptions) -> Self {
         OtlpWriter {

@@ -80,7 +80,7 @@ struct Origin<'a> {
 }
 
 impl OtlpWriter {
-    /// A writer with these options (`big_endian` applies; `include_common` does not:
+    /// A writer with these options (`endian` applies; `include_common` does not:
     /// OTLP records carry the sample's pid, tid and cpu as attributes instead).
     pub(crate) fn new(opts: LineOptions) -> Self {
         OtlpWriter {
