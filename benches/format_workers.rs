@@ -10,7 +10,7 @@ use std::thread;
 use crossbeam_channel::{Receiver, Sender};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use uevrec::formatter::{Lines, run_parallel};
+use uevrec::formatter::{FormatterOptions, run_parallel};
 use uevrec::pipeline::{
     BATCH_CAPACITY, Batch, FormatSource, STAGE_BYTES, Staged, StagedChunk, batch_pool,
     touched_buffers,
@@ -113,7 +113,7 @@ fn format(input: Input, workers: usize) -> u64 {
             }
             bytes
         });
-        let lines = Lines {
+        let lines = FormatterOptions {
             opts: LineOptions::default(),
             format: OutputFormat::JsonLines,
             session: None,

@@ -150,7 +150,7 @@ fn run(path: &std::ffi::OsStr) -> Result<(), String> {
     let map = MappedInput::open(&file)?;
     let bytes = map.bytes();
     let (data, records) = PerfData::open(bytes).map_err(|e| e.to_string())?;
-    let session = PerfSessionInfo::new(PerfByteReader::new(data.big_endian));
+    let session = PerfSessionInfo::new(PerfByteReader::new(data.endian.is_big()));
     let mut w = Writer {
         data,
         descs: Vec::new(),

@@ -284,9 +284,9 @@ impl Formatter<'_> {
     }
 }
 
-/// What the formatter writes and how (see [`run`]).
+/// The formatter's options: what it writes and how (see [`run`]).
 #[derive(Debug, Default)]
-pub struct Lines<'a> {
+pub struct FormatterOptions<'a> {
     /// How records are written.
     pub opts: LineOptions,
     /// JSON lines or OTLP.
@@ -318,7 +318,7 @@ pub fn run(
     chunk_recycle: Sender<Vec<u8>>,
     out: &Sender<Batch>,
     recycle: &Receiver<Vec<u8>>,
-    lines: Lines<'_>,
+    lines: FormatterOptions<'_>,
 ) -> Result<(), Closed> {
     run_in(staged, chunk_recycle, out, recycle, lines, &[])
 }
@@ -329,10 +329,10 @@ fn run_in(
     chunk_recycle: Sender<Vec<u8>>,
     out: &Sender<Batch>,
     recycle: &Receiver<Vec<u8>>,
-    lines: Lines<'_>,
+    lines: FormatterOptions<'_>,
     input: &[u8],
 ) -> Result<(), Closed> {
-    let Lines {
+    let FormatterOptions {
         opts,
         format,
         session,
@@ -408,7 +408,7 @@ pub fn run_parallel(
     chunk_recycle: Sender<Vec<u8>>,
     out: &Sender<Batch>,
     recycle: &Receiver<Vec<u8>>,
-    lines: Lines<'_>,
+    lines: FormatterOptions<'_>,
     workers: usize,
     started: impl FnOnce(),
 ) -> Result<(), Closed> {
@@ -433,7 +433,7 @@ pub fn run_parallel_in(
     chunk_recycle: Sender<Vec<u8>>,
     out: &Sender<Batch>,
     recycle: &Receiver<Vec<u8>>,
-    lines: Lines<'_>,
+    lines: FormatterOptions<'_>,
     workers: usize,
     started: impl FnOnce(),
     input: &[u8],
@@ -442,7 +442,7 @@ pub fn run_parallel_in(
         started();
         return run_in(staged, chunk_recycle, out, recycle, lines, input);
     }
-    let Lines {
+    let FormatterOptions {
         opts,
         format,
         session,
@@ -757,7 +757,14 @@ mod tests {
             .unwrap();
         stage_tx.send(Staged::Chunk(chunk)).unwrap();
         drop(stage_tx);
-        run(stage_rx, chunk_tx, &out_tx, &rec_rx, Lines::default()).unwrap();
+        run(
+            stage_rx,
+            chunk_tx,
+            &out_tx,
+            &rec_rx,
+            FormatterOptions::default(),
+        )
+        .unwrap();
         drop(out_tx);
         let text: Vec<u8> = out_rx.iter().flat_map(|b| b.lines).collect();
         let text = String::from_utf8(text).unwrap();
@@ -892,7 +899,7 @@ mod tests {
                 }
                 all
             });
-            let lines = Lines {
+            let lines = FormatterOptions {
                 opts: LineOptions::default(),
                 format: OutputFormat::JsonLines,
                 session,
@@ -1008,6 +1015,15 @@ mod tests {
         let mut chunk = StagedChunk::default();
         chunk.push_notice(None, "waiting", None, "");
         stage_tx.send(Staged::Chunk(chunk)).unwrap();
-        assert!(run(stage_rx, chunk_tx, &out_tx, &rec_rx, Lines::default(),).is_err());
+        assert!(
+            run(
+                stage_rx,
+                chunk_tx,
+                &out_tx,
+                &rec_rx,
+                FormatterOptions::default(),
+            )
+            .is_err()
+        );
     }
 }

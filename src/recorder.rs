@@ -44,7 +44,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use uevrec_parsers::{ContextTracker, LineOptions, OutputFormat};
 
 use crate::flight::{self, FlightOptions, FlightSummary};
-use crate::formatter::{self, Lines};
+use crate::formatter::{self, FormatterOptions};
 use crate::pipeline::{
     BATCH_CAPACITY, Batch, CHANNEL_BATCHES, STAGE_CAPACITY, STAGE_CHUNKS, StageSender, Staged,
     batch_pool, touched_buffers,
@@ -296,7 +296,7 @@ fn stage(
     let ((stage_tx, stage_rx), (chunk_tx, chunk_rx)) = chunk_pool();
     let opts = LineOptions {
         include_common: config.include_common,
-        big_endian: false,
+        endian: uevrec_parsers::Endian::Little,
     };
     let context = config.context;
     let downstream_gone = AtomicBool::new(false);
@@ -352,7 +352,7 @@ fn stage(
             // The workers too start before the first attach: wait for them.
             let (ready_tx, ready_rx) = crossbeam_channel::bounded::<()>(1);
             crew.formatter = Some(spawn_downstream(scope, "uevrec-format", gone, move || {
-                let lines = Lines {
+                let lines = FormatterOptions {
                     opts,
                     format,
                     session: info,
@@ -484,7 +484,7 @@ const FED_DEPTH: usize = 4;
 /// writes. Returns the records written; `write`'s first error ends it (the formatter's
 /// next send fails, it ends, and the feeder after it).
 pub fn format_fed<R: Send>(
-    lines: Lines<'_>,
+    lines: FormatterOptions<'_>,
     feed: impl FnOnce(&Sender<Staged>, &Receiver<Vec<u8>>) -> R + Send,
     mut write: impl FnMut(&[u8]) -> io::Result<()>,
 ) -> io::Result<u64> {

@@ -28,6 +28,12 @@ impl Endian {
     pub const fn from_big(big: bool) -> Endian {
         if big { Endian::Big } else { Endian::Little }
     }
+
+    /// Whether this is [`Endian::Big`].
+    #[inline]
+    pub const fn is_big(self) -> bool {
+        matches!(self, Endian::Big)
+    }
 }
 
 /// A read that ran past the end of the cursor's bytes.

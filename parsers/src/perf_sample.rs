@@ -943,15 +943,15 @@ mod tests {
         v
     }
 
-    /// A layout of `st` (supported bits) in the byte order `big` and a sample record of
+    /// A layout of `st` (supported bits) in the byte order `endian` and a sample record of
     /// it with `body` after the header, its raw size (if it has raw data and the body
     /// reaches it) set to `raw_size`, which often fits, so that readers get to the end.
-    fn sample_of(body: &[u8], st: u64, big: bool, raw_size: u32) -> (SampleFormat, Vec<u8>) {
+    fn sample_of(body: &[u8], st: u64, endian: Endian, raw_size: u32) -> (SampleFormat, Vec<u8>) {
         let f = SampleFormat::new(st & sample_type::SUPPORTED, false)
             .unwrap()
-            .with_endian(Endian::from_big(big));
+            .with_endian(endian);
         let mut rec = header(PERF_RECORD_SAMPLE, 8 + body.len());
-        if big != cfg!(target_endian = "big") {
+        if endian != Endian::NATIVE {
             // The header in the record's byte order too.
             rec[..4].reverse();
             rec[6..8].reverse();
@@ -959,7 +959,7 @@ mod tests {
         rec.extend_from_slice(body);
         let at = usize::from(f.at.raw);
         if at != 0 && rec.len() >= at + 4 {
-            let size = if big {
+            let size = if endian.is_big() {
                 raw_size.to_be_bytes()
             } else {
                 raw_size.to_le_bytes()
@@ -1250,9 +1250,9 @@ mod tests {
         /// (the latter is what `parse` falls back to for its errors).
         #[test]
         fn fixed_places_match_fieldwise(body in proptest::collection::vec(any::<u8>(), 0..160),
-                                        st in any::<u64>(), big in any::<bool>(), raw_size in 0u32..120) {
-            let (f, rec) = sample_of(&body, st, big, raw_size);
-            let fieldwise = f.sample(Reader::new(&rec, HEADER_SIZE, Endian::from_big(big)));
+                                        st in any::<u64>(), endian in prop_oneof![Just(Endian::Little), Just(Endian::Big)], raw_size in 0u32..120) {
+            let (f, rec) = sample_of(&body, st, endian, raw_size);
+            let fieldwise = f.sample(Reader::new(&rec, HEADER_SIZE, endian));
             prop_assert_eq!(f.sample_fixed(&rec), fieldwise.ok());
         }
 
@@ -1260,8 +1260,8 @@ mod tests {
         /// reading of the whole sample does.
         #[test]
         fn line_fields_match_the_sample(body in proptest::collection::vec(any::<u8>(), 0..160),
-                                        st in any::<u64>(), big in any::<bool>(), raw_size in 0u32..120) {
-            let (f, rec) = sample_of(&body, st, big, raw_size);
+                                        st in any::<u64>(), endian in prop_oneof![Just(Endian::Little), Just(Endian::Big)], raw_size in 0u32..120) {
+            let (f, rec) = sample_of(&body, st, endian, raw_size);
             let line = f.line_fields(&rec).map(|l| (l.time, l.pid, l.tid, l.cpu, l.raw, l.cgroup));
             let sample = f.sample_fixed(&rec);
             let whole = sample.map(|s| (s.time, s.pid, s.tid, s.cpu, s.raw.unwrap_or_default(), s.cgroup));

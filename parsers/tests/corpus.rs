@@ -378,7 +378,7 @@ fn every_corpus_format_has_a_schema_line_that_decodes_its_records_alone() {
     let Some(entries) = corpus() else { return };
     let opts = LineOptions {
         include_common: true,
-        big_endian: false,
+        endian: uevrec_parsers::Endian::Little,
     };
     let mut writer = LineWriter::new(opts);
     let (mut lines, mut records, mut shapes) = (0, 0, 0);

@@ -347,7 +347,7 @@ fn metadata_fields(meta: &[u8]) -> Vec<(String, String, String, u64, String, u64
     let mut pos = meta.iter().position(|&b| b == 0).unwrap() + 1;
     let mut out = Vec::new();
     while pos < meta.len() {
-        let f = read_field(meta, pos, false).unwrap();
+        let f = read_field(meta, pos, uevrec_parsers::Endian::Little).unwrap();
         pos = f.next;
         let (array, count) = match f.array {
             ArrayKind::Scalar => ("", 0),

@@ -522,7 +522,12 @@ fn enumerator_items() {
         .data(&[1, 2]);
     let data = ev.bytes();
     let parts = parse_event(&data).unwrap();
-    let e = Enumerator::new(parts.metadata.unwrap(), parts.payload, false).unwrap();
+    let e = Enumerator::new(
+        parts.metadata.unwrap(),
+        parts.payload,
+        uevrec_parsers::Endian::Little,
+    )
+    .unwrap();
     let kinds: Vec<String> = e
         .map(|i| match i {
             Item::StructBegin { field, .. } => format!("{{{}", String::from_utf8_lossy(field.name)),

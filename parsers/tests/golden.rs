@@ -169,7 +169,7 @@ fn big_endian_records() {
     raw.extend_from_slice(b"be\0");
     let opts = LineOptions {
         include_common: true,
-        big_endian: true,
+        endian: uevrec_parsers::Endian::Big,
     };
     assert_eq!(
         line_with(opts, &meta(), &fmt, &raw),
@@ -182,7 +182,7 @@ fn common_fields_on_request() {
     let fmt = format(&[("u32 a", 8, 4, false)]);
     let opts = LineOptions {
         include_common: true,
-        big_endian: false,
+        endian: uevrec_parsers::Endian::Little,
     };
     assert_eq!(
         line_with(opts, &meta(), &fmt, &record(&5u32.to_le_bytes())),
@@ -372,7 +372,7 @@ fn errors_leave_other_fields_alone() {
     // A record shorter than the common header: common fields fail too.
     let opts = LineOptions {
         include_common: true,
-        big_endian: false,
+        endian: uevrec_parsers::Endian::Little,
     };
     let out = line_with(opts, &meta(), &format(&[]), &[1, 2, 3]);
     assert!(
@@ -574,10 +574,10 @@ fn prepared_lines_equal_record_lines() {
         ..meta()
     };
     for include_common in [false, true] {
-        for big_endian in [false, true] {
+        for endian in [uevrec_parsers::Endian::Little, uevrec_parsers::Endian::Big] {
             let opts = LineOptions {
                 include_common,
-                big_endian,
+                endian,
             };
             let mut out = Vec::new();
             LineWriter::new(opts).write_record(&mut out, &meta, &fmt, &raw);

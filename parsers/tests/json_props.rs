@@ -133,11 +133,7 @@ fn check_record(format: &EventFormat, raw: &[u8], opts: LineOptions, meta: &Reco
     let mut out = Vec::new();
     LineWriter::new(opts).write_record(&mut out, meta, format, raw);
     let json = parse_line(&out);
-    let endian = if opts.big_endian {
-        Endian::Big
-    } else {
-        Endian::Little
-    };
+    let endian = opts.endian;
     assert_eq!(json["system"], Json::from(meta.system));
     assert_eq!(json["event"], Json::from(meta.event));
     if !unique_names(format) {
@@ -180,7 +176,7 @@ proptest! {
         raw in prop::collection::vec(any::<u8>(), 0..300),
         locs in prop::collection::vec((any::<u16>(), any::<u16>()), 1..4),
         include_common in any::<bool>(),
-        big_endian in any::<bool>(),
+        endian in any::<bool>(),
         time in any::<Option<u64>>(),
         format_id in any::<Option<String>>(),
         system in any::<String>(),
@@ -196,7 +192,7 @@ proptest! {
             event: &event,
             format_id: format_id.as_deref(),
         };
-        check_record(&format, &raw, LineOptions { include_common, big_endian }, &meta);
+        check_record(&format, &raw, LineOptions { include_common, endian: Endian::from_big(endian) }, &meta);
     }
 
     /// The prepared path has its own per-field code: it must write the same bytes as
@@ -208,7 +204,7 @@ proptest! {
         raws in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..300), 1..4),
         locs in prop::collection::vec((any::<u16>(), any::<u16>()), 1..4),
         include_common in any::<bool>(),
-        big_endian in any::<bool>(),
+        endian in any::<bool>(),
         times in prop::collection::vec(any::<Option<u64>>(), 1..4),
         format_id in any::<Option<String>>(),
         system in any::<String>(),
@@ -217,7 +213,7 @@ proptest! {
         pid in any::<u32>(),
         tid in any::<u32>(),
     ) {
-        let opts = LineOptions { include_common, big_endian };
+        let opts = LineOptions { include_common, endian: Endian::from_big(endian) };
         let prepared = PreparedFormat::new(&format, &system, &event, format_id.as_deref());
         let (mut by_record, mut by_prepared) = (LineWriter::new(opts), LineWriter::new(opts));
         for (raw, time) in raws.into_iter().zip(times.iter().cycle()) {

@@ -85,7 +85,7 @@ fn no_allocation_per_record() {
     };
     let mut writer = LineWriter::new(LineOptions {
         include_common: true,
-        big_endian: false,
+        endian: uevrec_parsers::Endian::Little,
     });
     let mut out = Vec::with_capacity(1 << 20);
     // Warm up once (nothing should allocate there either, but the count starts after).
@@ -232,7 +232,7 @@ fn no_allocation_per_otlp_record() {
     plain_raw.extend_from_slice(b"ab\0");
     let mut writer = OtlpWriter::new(LineOptions {
         include_common: true,
-        big_endian: false,
+        endian: uevrec_parsers::Endian::Little,
     });
     writer.set_host_name("h");
     let mut out = Vec::with_capacity(8 << 20);
@@ -284,7 +284,7 @@ fn no_allocation_per_otlp_record() {
     let mut writer = OtlpWriter::export(
         LineOptions {
             include_common: true,
-            big_endian: false,
+            endian: uevrec_parsers::Endian::Little,
         },
         OtlpEncoding::Protobuf,
     );

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 use uevrec_parsers::perf_data::PerfData;
-use uevrec_parsers::to_lines::perf_data::{LineDecoder, Step, StreamDecoder};
+use uevrec_parsers::to_lines::perf_data::{FeedControl, LineDecoder, StreamDecoder};
 use uevrec_parsers::to_lines::{DecodeOptions, DecodeStats};
 
 /// The one "this test needs X" helper, shared with the root crate's tests.
@@ -72,7 +72,7 @@ fn decode_whole_with(bytes: &[u8], opts: DecodeOptions) -> (String, DecodeStats)
     };
     for rec in records {
         let rec = rec.expect("every record framed");
-        assert_eq!(dec.record_in(&rec, bytes, &mut sink), Step::Continue);
+        assert_eq!(dec.record_in(&rec, bytes, &mut sink), FeedControl::Continue);
     }
     dec.finish_in(bytes, &mut sink);
     let stats = dec.stats().clone();
@@ -89,9 +89,9 @@ fn decode_stream(bytes: &[u8], chunk: usize) -> (String, DecodeStats) {
     let mut dec = StreamDecoder::new(DecodeOptions::default(), |_, _| true);
     for piece in bytes.chunks(chunk) {
         dec.feed(piece);
-        assert_eq!(dec.process(&mut sink), Ok(Step::Continue));
+        assert_eq!(dec.process(&mut sink), Ok(FeedControl::Continue));
     }
-    assert_eq!(dec.finish(&mut sink), Ok(Step::Continue));
+    assert_eq!(dec.finish(&mut sink), Ok(FeedControl::Continue));
     let stats = dec.decoder().expect("header read").stats().clone();
     (String::from_utf8(out).expect("UTF-8 lines"), stats)
 }
@@ -148,7 +148,10 @@ fn file_mode_decodes_fully() {
     assert_eq!(data.features.arch.as_deref(), Some("x86_64"));
     assert_eq!(data.features.nr_cpus, Some((24, 24)));
     let tracing = data.tracing_data().expect("HEADER_TRACING_DATA");
-    assert_eq!((tracing.long_size, tracing.big_endian), (8, false));
+    assert_eq!(
+        (tracing.long_size, tracing.endian),
+        (8, uevrec_parsers::Endian::Little)
+    );
     let clock = data.clock_data().expect("HEADER_CLOCK_DATA");
     assert_eq!(clock.clockid, 1, "CLOCK_MONOTONIC");
     for event in 0..10 {

@@ -5,7 +5,7 @@
 //! HEADER_CLOCK_DATA.
 
 use uevrec_parsers::to_lines::DecodeOptions;
-use uevrec_parsers::to_lines::perf_data::{Step, StreamDecoder};
+use uevrec_parsers::to_lines::perf_data::{FeedControl, StreamDecoder};
 
 fn be16(v: u16) -> Vec<u8> {
     v.to_be_bytes().to_vec()
@@ -123,12 +123,15 @@ fn big_endian_32_bit_machine() {
     };
     let mut dec = StreamDecoder::new(DecodeOptions::default(), |_, _| true);
     dec.feed(&bytes);
-    assert_eq!(dec.process(&mut sink), Ok(Step::Continue));
-    assert_eq!(dec.finish(&mut sink), Ok(Step::Continue));
+    assert_eq!(dec.process(&mut sink), Ok(FeedControl::Continue));
+    assert_eq!(dec.finish(&mut sink), Ok(FeedControl::Continue));
     let d = dec.decoder().unwrap();
     assert_eq!(d.stats().error_count, 0, "{:?}", d.stats().errors);
     let tracing = d.data().tracing_data().unwrap();
-    assert_eq!((tracing.big_endian, tracing.long_size), (true, 4));
+    assert_eq!(
+        (tracing.endian, tracing.long_size),
+        (uevrec_parsers::Endian::Big, 4)
+    );
     assert_eq!(d.data().events()[0].attr.use_clockid(), Some(1));
     assert_eq!(
         String::from_utf8(out).unwrap(),

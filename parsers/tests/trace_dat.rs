@@ -109,7 +109,7 @@ fn check_against_report(name: &str) -> (usize, usize) {
         parse_report(&std::fs::read_to_string(data_dir().join(format!("{name}.report"))).unwrap());
     let mut writer = LineWriter::new(LineOptions {
         include_common: true,
-        big_endian: false,
+        endian: uevrec_parsers::Endian::Little,
     });
     let mut line = Vec::new();
     let mut records = file.records().unwrap();

@@ -137,8 +137,9 @@ pub(crate) fn decode_stdin(
     match par {
         Some(par) => {
             // The header's byte order (the tracing data's, in every perf.data seen).
-            let big_endian = parse_magic(&head).is_ok_and(|(big, _)| big);
-            let lines = par_lines(opts, big_endian, Some(ContextTracker::new()));
+            let endian =
+                parse_magic(&head).map_or(uevrec_parsers::Endian::Little, |(endian, _)| endian);
+            let lines = par_lines(opts, endian, Some(ContextTracker::new()));
             // Pipe mode: the records are copied out of the stream's buffer.
             staged(par, lines, &[], |sink| run(dec.with_sink(sink), flush))
         }

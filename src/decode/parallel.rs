@@ -12,7 +12,7 @@ use uevrec_parsers::{
 };
 
 use super::{Flush, Output};
-use crate::formatter::{self, Lines};
+use crate::formatter::{self, FormatterOptions};
 use crate::pipeline::{
     BATCH_CAPACITY, Batch, CHANNEL_BATCHES, FormatSource, STAGE_BYTES, STAGE_CAPACITY,
     STAGE_CHUNKS, StageSender, Staged, StagedChunk, batch_pool, touched_buffers,
@@ -110,16 +110,16 @@ pub(crate) struct Par<'a> {
     workers: usize,
 }
 
-/// What the workers of a decoding write: `opts`' lines, values of `big_endian` files so.
+/// What the workers of a decoding write: `opts`' lines, values in `endian` order.
 pub(crate) fn par_lines(
     opts: DecodeOptions,
-    big_endian: bool,
+    endian: uevrec_parsers::Endian,
     context: Option<ContextTracker>,
-) -> Lines<'static> {
-    Lines {
+) -> FormatterOptions<'static> {
+    FormatterOptions {
         opts: LineOptions {
             include_common: opts.include_common,
-            big_endian,
+            endian,
         },
         format: OutputFormat::JsonLines,
         session: None,
@@ -140,7 +140,7 @@ pub(crate) fn par_lines(
 /// copied, as for a pipe).
 pub(crate) fn staged<T>(
     par: &Par<'_>,
-    lines: Lines<'_>,
+    lines: FormatterOptions<'_>,
     input: &[u8],
     body: impl for<'x> FnOnce(Box<dyn RecordSink + 'x>) -> T,
 ) -> T {

@@ -5,7 +5,7 @@ use uevrec_parsers::ContextTracker;
 use uevrec_parsers::perf_data::records::RawRecord;
 use uevrec_parsers::perf_data::{PerfData, PerfDataError, writer};
 use uevrec_parsers::to_lines::DecodeOptions;
-use uevrec_parsers::to_lines::perf_data::{LineDecoder, Step, StreamDecoder};
+use uevrec_parsers::to_lines::perf_data::{FeedControl, LineDecoder, StreamDecoder};
 
 use super::mapped::MapWindow;
 use super::parallel::{Par, par_lines, staged};
@@ -89,9 +89,7 @@ pub(crate) fn decode_bytes(
     data.problems = rest;
     let unfinished = writer::is_unfinished(bytes);
     let clock_data = data.clock_data().is_some();
-    let big_endian = data
-        .tracing_data()
-        .map_or(data.big_endian, |t| t.big_endian);
+    let endian = data.tracing_data().map_or(data.endian, |t| t.endian);
     let dec = LineDecoder::new(data, opts, select);
     let run = |dec: LineDecoder<'_>, flush: &mut Flush<'_>| {
         perf_data_records(dec, records, bytes, flush, release, clock_data)
@@ -99,7 +97,7 @@ pub(crate) fn decode_bytes(
     let (mut outcome, stopped) = match par {
         Some(par) => {
             let context = opts.context.then(ContextTracker::new);
-            let lines = par_lines(opts, big_endian, context);
+            let lines = par_lines(opts, endian, context);
             staged(par, lines, bytes, |sink| run(dec.with_sink(sink), flush))
         }
         None => run(dec, flush),
@@ -133,7 +131,7 @@ pub(crate) fn perf_data_records<'f>(
     for rec in records {
         match rec {
             Ok(rec) => {
-                if dec.record_in(&rec, bytes, flush) == Step::Stop {
+                if dec.record_in(&rec, bytes, flush) == FeedControl::Stop {
                     break;
                 }
                 if let Some(at) = behind.due(rec.offset) {
@@ -177,8 +175,8 @@ pub(crate) fn pump(
         }
         dec.filled(n);
         match dec.process(flush) {
-            Ok(Step::Continue) => {}
-            Ok(Step::Stop) => {
+            Ok(FeedControl::Continue) => {}
+            Ok(FeedControl::Stop) => {
                 done = true;
                 break;
             }

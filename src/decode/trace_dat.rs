@@ -20,9 +20,9 @@ pub(crate) fn decode_trace_dat(
     let file = uevrec_parsers::trace_dat::TraceDat::parse(bytes).map_err(|e| e.to_string())?;
     let decoded = match par {
         Some(par) => {
-            let big_endian = file.endian() == uevrec_parsers::Endian::Big;
+            let endian = file.endian();
             let context = lines::context_of(&file);
-            let lines = par_lines(opts, big_endian, Some(context));
+            let lines = par_lines(opts, endian, Some(context));
             staged(par, lines, bytes, |mut sink| {
                 lines::decode_into(&file, &opts, select, flush, Some(sink.as_mut()))
             })

@@ -18,7 +18,7 @@ use uevrec_parsers::{ContextTracker, OutputWriter, RecordWriter};
 use super::buffer::Snapshot;
 use super::{FlightOptions, FlightSummary, Reason, Request};
 use crate::clock::now_unix_ns;
-use crate::formatter::{self, Lines};
+use crate::formatter::{self, FormatterOptions};
 use crate::pipeline::{Closed, STAGE_BYTES, STAGE_CAPACITY, Staged, StagedChunk};
 use crate::stderr::print as say;
 
@@ -181,7 +181,7 @@ pub fn format_snapshot(
     context: Option<ContextTracker>,
     write: impl FnMut(&[u8]) -> io::Result<()>,
 ) -> io::Result<u64> {
-    let lines = Lines {
+    let lines = FormatterOptions {
         opts: opts.line_options,
         format: opts.format,
         session: opts.session.as_ref(),

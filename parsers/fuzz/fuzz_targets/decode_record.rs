@@ -49,7 +49,7 @@ fuzz_target!(|input: Input| {
     };
     let mut writer = LineWriter::new(LineOptions {
         include_common: input.include_common,
-        big_endian: input.big_endian,
+        endian: uevrec_parsers::Endian::from_big(input.big_endian),
     });
     let mut out = input.prefix.clone();
     writer.write_record(&mut out, &meta, &format, &input.raw);

@@ -35,7 +35,7 @@ struct Input {
 fuzz_target!(|input: Input| {
     let mut writer = LineWriter::new(LineOptions {
         include_common: input.include_common,
-        big_endian: input.big_endian,
+        endian: uevrec_parsers::Endian::from_big(input.big_endian),
     });
     for call in &input.calls {
         let mut out = input.prefix.clone();

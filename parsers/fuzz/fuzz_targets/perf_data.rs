@@ -16,7 +16,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use uevrec_parsers::to_lines::DecodeOptions;
-use uevrec_parsers::to_lines::perf_data::{LineDecoder, Step, StreamDecoder};
+use uevrec_parsers::to_lines::perf_data::{LineDecoder, FeedControl, StreamDecoder};
 use uevrec_parsers::perf_data::{PerfData, PerfDataError};
 use uevrec_parsers_fuzz::json::one_object_line;
 
@@ -79,7 +79,7 @@ fuzz_target!(|input: &[u8]| {
                 match rec {
                     Ok(rec) => {
                         assert!(rec.offset < len as u64 && rec.bytes.len() >= 8);
-                        if dec.record_in(&rec, file, &mut sink) == Step::Stop {
+                        if dec.record_in(&rec, file, &mut sink) == FeedControl::Stop {
                             break;
                         }
                     }
@@ -113,8 +113,8 @@ fuzz_target!(|input: &[u8]| {
     for piece in file.chunks(chunk) {
         dec.feed(piece);
         match dec.process(&mut sink) {
-            Ok(Step::Continue) => {}
-            Ok(Step::Stop) => {
+            Ok(FeedControl::Continue) => {}
+            Ok(FeedControl::Stop) => {
                 stopped = true;
                 break;
             }

@@ -30,7 +30,7 @@ fuzz_target!(|input: Input| {
         input.sample_type & sample_type::SUPPORTED
     };
     let format = match SampleFormat::new(bits, input.sample_id_all) {
-        Ok(format) => format.with_big_endian(input.big_endian),
+        Ok(format) => format.with_endian(uevrec_parsers::Endian::from_big(input.big_endian)),
         Err(e) => {
             assert_eq!(
                 e,

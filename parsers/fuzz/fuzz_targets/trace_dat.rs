@@ -48,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut writer = LineWriter::new(LineOptions {
         include_common: true,
-        big_endian: file.endian() == uevrec_parsers::Endian::Big,
+        endian: file.endian(),
     });
     let mut line = Vec::new();
     for _ in 0..MAX_ITEMS {

@@ -20,6 +20,7 @@
 //!
 //! Nothing is allocated: the open structs and arrays live in a fixed-size stack.
 
+use crate::bytes::Endian;
 use std::fmt;
 
 use super::enums::Encoding;
@@ -158,7 +159,7 @@ enum State {
 pub struct Enumerator<'a> {
     meta: &'a [u8],
     payload: &'a [u8],
-    big: bool,
+    endian: Endian,
     name: &'a [u8],
     pos: usize,
     stack: [Entry<'a>; STACK],
@@ -174,14 +175,14 @@ pub struct Enumerator<'a> {
 
 impl<'a> Enumerator<'a> {
     /// A walk over `payload` as `metadata` (the metadata block's data) describes it;
-    /// `big_endian` from the header. Fails when the event name has no NUL.
-    pub fn new(metadata: &'a [u8], payload: &'a [u8], big_endian: bool) -> Result<Self, MetaError> {
+    /// `endian` from the header. Fails when the event name has no NUL.
+    pub fn new(metadata: &'a [u8], payload: &'a [u8], endian: Endian) -> Result<Self, MetaError> {
         let name_len = memchr::memchr(0, metadata).ok_or(MetaError::Truncated { offset: 0 })?;
         let first = name_len + 1;
         Ok(Enumerator {
             meta: metadata,
             payload,
-            big: big_endian,
+            endian,
             name: &metadata[..name_len],
             pos: 0,
             stack: [Entry::Body {
@@ -205,9 +206,9 @@ impl<'a> Enumerator<'a> {
         self.name
     }
 
-    /// Whether values are big-endian.
-    pub fn big_endian(&self) -> bool {
-        self.big
+    /// The byte order of the values.
+    pub fn endian(&self) -> Endian {
+        self.endian
     }
 
     /// Why the walk stopped early, once it has.
@@ -258,7 +259,7 @@ impl<'a> Enumerator<'a> {
 
     /// Read the field record at `offset`, counting first visits against [`MAX_FIELDS`].
     fn field_at(&mut self, offset: usize) -> Result<FieldMeta<'a>, ErrorKind> {
-        let field = read_field(self.meta, offset, self.big).map_err(ErrorKind::Metadata)?;
+        let field = read_field(self.meta, offset, self.endian).map_err(ErrorKind::Metadata)?;
         if offset >= self.seen_until {
             self.seen_until = field.next;
             self.fields += 1;
@@ -295,7 +296,7 @@ impl<'a> Enumerator<'a> {
 
     /// Read the value of `field` at the payload position and move past it.
     fn value(&mut self, field: &FieldMeta<'a>) -> Result<&'a [u8], ErrorKind> {
-        let (value, used) = read_value(self.payload, self.pos, field.encoding, self.big)?;
+        let (value, used) = read_value(self.payload, self.pos, field.encoding, self.endian)?;
         self.pos += used;
         Ok(value)
     }
@@ -371,10 +372,11 @@ impl<'a> Enumerator<'a> {
                     ArrayKind::Constant(n) => n,
                     ArrayKind::Variable => {
                         let rest = self.payload.get(self.pos..).unwrap_or_default();
-                        let n = read_u16(rest, 0, self.big).ok_or(ErrorKind::PayloadTruncated {
-                            need: 2,
-                            have: rest.len(),
-                        })?;
+                        let n =
+                            read_u16(rest, 0, self.endian).ok_or(ErrorKind::PayloadTruncated {
+                                need: 2,
+                                have: rest.len(),
+                            })?;
                         self.pos += 2;
                         n
                     }
@@ -445,7 +447,7 @@ pub(crate) fn read_value(
     payload: &[u8],
     pos: usize,
     encoding: Encoding,
-    big: bool,
+    endian: Endian,
 ) -> Result<(&[u8], usize), ErrorKind> {
     let rest = payload.get(pos..).unwrap_or_default();
     let truncated = |need: usize| ErrorKind::PayloadTruncated {
@@ -469,7 +471,7 @@ pub(crate) fn read_value(
         | Encoding::StringLength16Char32
         | Encoding::BinaryLength16Char8 => {
             let unit = encoding.char_size().unwrap_or(1);
-            let count = read_u16(rest, 0, big).ok_or(truncated(2))?;
+            let count = read_u16(rest, 0, endian).ok_or(truncated(2))?;
             let end = 2 + usize::from(count) * unit;
             (rest.get(2..end).ok_or(truncated(end))?, end)
         }

@@ -34,9 +34,10 @@ pub struct Header {
 }
 
 impl Header {
-    /// Whether the event's multi-byte values are big-endian.
-    pub fn big_endian(&self) -> bool {
-        self.flags & FLAG_LITTLE_ENDIAN == 0
+    /// The byte order of the event's multi-byte values (the header's one flag bit,
+    /// read here).
+    pub fn endian(&self) -> Endian {
+        Endian::from_big(self.flags & FLAG_LITTLE_ENDIAN == 0)
     }
 }
 
@@ -140,18 +141,18 @@ impl fmt::Display for HeaderError {
 
 /// A `u16` at `at` in the given byte order.
 #[inline]
-pub(crate) fn read_u16(bytes: &[u8], at: usize, big: bool) -> Option<u16> {
-    u16_at(bytes, at, Endian::from_big(big))
+pub(crate) fn read_u16(bytes: &[u8], at: usize, endian: Endian) -> Option<u16> {
+    u16_at(bytes, at, endian)
 }
 
 /// The fixed header from its 8 bytes.
 #[inline(always)]
 fn read_header(head: &[u8; 8]) -> Header {
     let flags = head[0];
-    let big = flags & FLAG_LITTLE_ENDIAN == 0;
+    let endian = Endian::from_big(flags & FLAG_LITTLE_ENDIAN == 0);
     let u16_at = |i: usize| {
         let b = [head[i], head[i + 1]];
-        if big {
+        if endian.is_big() {
             u16::from_be_bytes(b)
         } else {
             u16::from_le_bytes(b)
@@ -178,8 +179,8 @@ fn parse_usual(data: &[u8]) -> Option<EventParts<'_>> {
         return None;
     }
     let (block, rest) = rest.split_first_chunk::<4>()?;
-    let big = header.big_endian();
-    let (size, kind) = (read_u16(block, 0, big)?, read_u16(block, 2, big)?);
+    let endian = header.endian();
+    let (size, kind) = (read_u16(block, 0, endian)?, read_u16(block, 2, endian)?);
     if kind != EXTENSION_METADATA {
         return None;
     }
@@ -212,7 +213,7 @@ fn parse_any(data: &[u8]) -> Result<EventParts<'_>, HeaderError> {
     };
     let header = read_header(head);
     let flags = header.flags;
-    let big = header.big_endian();
+    let endian = header.endian();
     if flags & !KNOWN_FLAGS != 0 {
         return Err(HeaderError::UnsupportedFlags(flags));
     }
@@ -230,7 +231,8 @@ fn parse_any(data: &[u8]) -> Result<EventParts<'_>, HeaderError> {
     let mut pos = 8usize;
     loop {
         let at = pos;
-        let (Some(size), Some(kind)) = (read_u16(data, pos, big), read_u16(data, pos + 2, big))
+        let (Some(size), Some(kind)) =
+            (read_u16(data, pos, endian), read_u16(data, pos + 2, endian))
         else {
             return Err(HeaderError::ExtensionTruncated { at });
         };
@@ -274,9 +276,9 @@ fn parse_any(data: &[u8]) -> Result<EventParts<'_>, HeaderError> {
 mod tests {
     use super::*;
 
-    fn ext(out: &mut Vec<u8>, kind: u16, data: &[u8], big: bool) {
+    fn ext(out: &mut Vec<u8>, kind: u16, data: &[u8], endian: Endian) {
         let (s, k) = (data.len() as u16, kind);
-        if big {
+        if endian.is_big() {
             out.extend_from_slice(&s.to_be_bytes());
             out.extend_from_slice(&k.to_be_bytes());
         } else {
@@ -301,23 +303,32 @@ mod tests {
                 level: 4
             }
         );
-        assert!(!p.header.big_endian());
+        assert_eq!(p.header.endian(), Endian::Little);
         assert_eq!(p.metadata, None);
         assert_eq!(p.payload_start, 8);
         let be = [0x01, 2, 0, 5, 0, 7, 1, 4, 9];
         let p = parse_event(&be).unwrap();
         assert_eq!((p.header.id, p.header.tag), (5, 7));
-        assert!(p.header.big_endian());
+        assert_eq!(p.header.endian(), Endian::Big);
         assert_eq!(p.payload, &[9]);
     }
 
     #[test]
     fn extensions() {
-        for big in [false, true] {
-            let mut d = vec![if big { 0x05 } else { 0x07 }, 0, 0, 0, 0, 0, 0, 4];
-            ext(&mut d, 0x8000 | 7, b"xyz", big); // unknown, skipped
-            ext(&mut d, 0x8000 | 2, &[0xaa; 32], big);
-            ext(&mut d, 1, b"ev\0", big);
+        for endian in [Endian::Little, Endian::Big] {
+            let mut d = vec![
+                if endian.is_big() { 0x05 } else { 0x07 },
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                4,
+            ];
+            ext(&mut d, 0x8000 | 7, b"xyz", endian); // unknown, skipped
+            ext(&mut d, 0x8000 | 2, &[0xaa; 32], endian);
+            ext(&mut d, 1, b"ev\0", endian);
             d.extend_from_slice(b"payload");
             let p = parse_event(&d).unwrap();
             assert_eq!(p.metadata, Some(&b"ev\0"[..]));
@@ -346,34 +357,34 @@ mod tests {
             Err(HeaderError::ExtensionTruncated { at: 8 })
         );
         let mut d = head.to_vec();
-        ext(&mut d, 1, b"ab", false);
+        ext(&mut d, 1, b"ab", Endian::Little);
         d.truncate(d.len() - 1);
         assert_eq!(
             parse_event(&d),
             Err(HeaderError::ExtensionTruncated { at: 8 })
         );
         let mut d = head.to_vec();
-        ext(&mut d, 0x8001, b"a\0", false);
-        ext(&mut d, 1, b"b\0", false);
+        ext(&mut d, 0x8001, b"a\0", Endian::Little);
+        ext(&mut d, 1, b"b\0", Endian::Little);
         assert_eq!(
             parse_event(&d),
             Err(HeaderError::DuplicateMetadata { at: 14 })
         );
         let mut d = head.to_vec();
-        ext(&mut d, 0x8002, &[0; 16], false);
-        ext(&mut d, 2, &[0; 16], false);
+        ext(&mut d, 0x8002, &[0; 16], Endian::Little);
+        ext(&mut d, 2, &[0; 16], Endian::Little);
         assert_eq!(
             parse_event(&d),
             Err(HeaderError::DuplicateActivity { at: 28 })
         );
         let mut d = head.to_vec();
-        ext(&mut d, 2, &[0; 8], false);
+        ext(&mut d, 2, &[0; 8], Endian::Little);
         assert_eq!(
             parse_event(&d),
             Err(HeaderError::BadActivitySize { at: 8, size: 8 })
         );
         let mut d = head.to_vec();
-        ext(&mut d, 0, &[], false);
+        ext(&mut d, 0, &[], Endian::Little);
         assert_eq!(
             parse_event(&d),
             Err(HeaderError::InvalidExtensionKind { at: 8 })

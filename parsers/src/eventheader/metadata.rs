@@ -10,6 +10,7 @@
 //! The event name may carry attributes: `name;attr=value;attr2=value2`, where `;;`
 //! stands for a literal `;` (in the name and in values).
 
+use crate::bytes::Endian;
 use std::fmt;
 
 use super::enums::{
@@ -191,8 +192,8 @@ impl fmt::Display for MetaError {
     }
 }
 
-/// Read the field record at `offset` of `meta` (values in big-endian order if `big`).
-pub fn read_field(meta: &[u8], offset: usize, big: bool) -> Result<FieldMeta<'_>, MetaError> {
+/// Read the field record at `offset` of `meta` (values in byte order `endian`).
+pub fn read_field(meta: &[u8], offset: usize, endian: Endian) -> Result<FieldMeta<'_>, MetaError> {
     let truncated = MetaError::Truncated { offset };
     let rest = meta.get(offset..).ok_or(truncated)?;
     let name_len = memchr::memchr(0, rest).ok_or(truncated)?;
@@ -207,7 +208,7 @@ pub fn read_field(meta: &[u8], offset: usize, big: bool) -> Result<FieldMeta<'_>
         pos += 1;
         format_byte = f & FORMAT_VALUE_MASK;
         if f & FORMAT_CHAIN != 0 {
-            tag = read_u16(meta, pos, big).ok_or(truncated)?;
+            tag = read_u16(meta, pos, endian).ok_or(truncated)?;
             pos += 2;
         }
     }
@@ -215,7 +216,7 @@ pub fn read_field(meta: &[u8], offset: usize, big: bool) -> Result<FieldMeta<'_>
         0 => ArrayKind::Scalar,
         ENCODING_VARRAY => ArrayKind::Variable,
         ENCODING_CARRAY => {
-            let n = read_u16(meta, pos, big).ok_or(truncated)?;
+            let n = read_u16(meta, pos, endian).ok_or(truncated)?;
             pos += 2;
             if n == 0 {
                 return Err(MetaError::ZeroLengthArray { offset });
@@ -269,30 +270,34 @@ mod tests {
 
     #[test]
     fn field_records() {
-        for big in [false, true] {
-            let tag = if big { [0x12, 0x34] } else { [0x34, 0x12] };
-            let len = if big { [0, 3] } else { [3, 0] };
+        for endian in [Endian::Little, Endian::Big] {
+            let tag = if endian.is_big() {
+                [0x12, 0x34]
+            } else {
+                [0x34, 0x12]
+            };
+            let len = if endian.is_big() { [0, 3] } else { [3, 0] };
             let mut m = b"ev\0a\0\x02b\0\x85\x88".to_vec();
             m.extend_from_slice(&tag);
             m.extend_from_slice(b"c\0\xa6\x0f");
             m.extend_from_slice(&len);
             m.extend_from_slice(b"s\0\xc1\x02");
-            let a = read_field(&m, 3, big).unwrap();
+            let a = read_field(&m, 3, endian).unwrap();
             assert_eq!(
                 (a.name, a.encoding, a.format_byte, a.tag, a.array, a.next),
                 (&b"a"[..], Encoding::Value8, 0, 0, ArrayKind::Scalar, 6)
             );
-            let b = read_field(&m, a.next, big).unwrap();
+            let b = read_field(&m, a.next, endian).unwrap();
             assert_eq!(
                 (b.encoding, b.format(), b.tag),
                 (Encoding::Value64, Format::Float, 0x1234)
             );
-            let c = read_field(&m, b.next, big).unwrap();
+            let c = read_field(&m, b.next, endian).unwrap();
             assert_eq!(
                 (c.encoding, c.format(), c.array),
                 (Encoding::Value128, Format::Uuid, ArrayKind::Constant(3))
             );
-            let s = read_field(&m, c.next, big).unwrap();
+            let s = read_field(&m, c.next, endian).unwrap();
             assert_eq!(
                 (s.encoding, s.struct_field_count(), s.array, s.next),
                 (Encoding::Struct, 2, ArrayKind::Variable, m.len())
@@ -321,19 +326,19 @@ mod tests {
             (b"a\0\x22\0\0", MetaError::ZeroLengthArray { offset: 0 }),
         ];
         for (m, e) in cases {
-            assert_eq!(read_field(m, 0, false), Err(e), "{m:?}");
+            assert_eq!(read_field(m, 0, Endian::Little), Err(e), "{m:?}");
             assert!(!e.to_string().is_empty());
         }
         assert_eq!(
-            read_field(b"s\0\x01", 0, false),
+            read_field(b"s\0\x01", 0, Endian::Little),
             Err(MetaError::EmptyStruct { offset: 0 })
         );
         assert_eq!(
-            read_field(b"s\0\x81\x00", 0, false),
+            read_field(b"s\0\x81\x00", 0, Endian::Little),
             Err(MetaError::EmptyStruct { offset: 0 })
         );
         assert_eq!(
-            read_field(b"", 5, false),
+            read_field(b"", 5, Endian::Little),
             Err(MetaError::Truncated { offset: 5 })
         );
     }

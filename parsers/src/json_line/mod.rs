@@ -181,7 +181,7 @@ pub struct LineOptions {
     /// Also write the common fields (`common_type`, `common_pid`, ...).
     pub include_common: bool,
     /// The records are big-endian (perf.data from another machine); default little.
-    pub big_endian: bool,
+    pub endian: Endian,
 }
 
 /// Writes JSON lines into a caller-owned buffer; keeps small caches (time formatting),
@@ -236,7 +236,7 @@ impl LineWriter {
     }
 
     fn endian(&self) -> Endian {
-        Endian::from_big(self.opts.big_endian)
+        self.opts.endian
     }
 
     /// Append one event line for the trace entry `raw` (common fields first) to `out`.

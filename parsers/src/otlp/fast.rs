@@ -29,6 +29,7 @@
 //! near misses; the reference tests (`reference/tests.rs`) on every event they write
 //! (the EventHeader and plain-format corpora, generated events).
 
+use crate::bytes::Endian;
 use prost::encoding::WireType;
 
 use super::common_schema::{CS_VERSION, hex_id, parse_time};
@@ -122,7 +123,7 @@ pub(crate) struct LogPlan {
 #[derive(Debug)]
 struct Cached {
     meta: Box<[u8]>,
-    big: bool,
+    endian: Endian,
     plan: Option<LogPlan>,
 }
 
@@ -151,8 +152,8 @@ struct Plans {
 
 impl Plans {
     /// The plan of `meta` (compiled on first sight), if it has one.
-    fn get(&mut self, meta: &[u8], big: bool) -> Option<&LogPlan> {
-        let hit = |c: &Cached| c.big == big && *c.meta == *meta;
+    fn get(&mut self, meta: &[u8], endian: Endian) -> Option<&LogPlan> {
+        let hit = |c: &Cached| c.endian == endian && *c.meta == *meta;
         if !self.entries.get(self.last).is_some_and(hit) {
             match self.entries.iter().position(hit) {
                 Some(i) => self.last = i,
@@ -165,8 +166,8 @@ impl Plans {
                     }
                     self.entries.push(Cached {
                         meta: meta.into(),
-                        big,
-                        plan: compile(meta, big),
+                        endian,
+                        plan: compile(meta, endian),
                     });
                     self.last = self.entries.len() - 1;
                 }
@@ -212,7 +213,7 @@ fn value_of(encoding: Encoding, format: Format) -> Value {
 
 /// Compile a metadata block: `None` unless its events are Common Schema `Log` events
 /// whose mapping the plan can do (see the module documentation).
-fn compile(meta: &[u8], big: bool) -> Option<LogPlan> {
+fn compile(meta: &[u8], endian: Endian) -> Option<LogPlan> {
     let name_len = memchr::memchr(0, meta)?;
     let mut pos = name_len + 1;
     let mut reads = Vec::new();
@@ -224,7 +225,7 @@ fn compile(meta: &[u8], big: bool) -> Option<LogPlan> {
     // (part, fields left in it)
     let mut part: Option<(u8, u8)> = None;
     while pos < meta.len() {
-        let f = read_field(meta, pos, big).ok()?;
+        let f = read_field(meta, pos, endian).ok()?;
         pos = f.next;
         count += 1;
         if count > MAX_FIELDS || f.array != ArrayKind::Scalar {
@@ -368,11 +369,11 @@ fn compile(meta: &[u8], big: bool) -> Option<LogPlan> {
 impl LogPlan {
     /// Find each field's value in `payload` (`values`: ranges of it); `None` where the
     /// general path would report a problem.
-    fn read(&self, payload: &[u8], big: bool, values: &mut Vec<(usize, usize)>) -> Option<()> {
+    fn read(&self, payload: &[u8], endian: Endian, values: &mut Vec<(usize, usize)>) -> Option<()> {
         values.clear();
         let mut pos = 0;
         for r in &self.reads {
-            let (bytes, used) = read_value(payload, pos, r.encoding, big).ok()?;
+            let (bytes, used) = read_value(payload, pos, r.encoding, endian).ok()?;
             let start = bytes.as_ptr() as usize - payload.as_ptr() as usize;
             values.push((start, start + bytes.len()));
             pos += used;
@@ -387,41 +388,41 @@ impl LogPlan {
         scratch: &mut Vec<u8>,
         i: usize,
         bytes: &[u8],
-        big: bool,
+        endian: Endian,
     ) {
         let r = self.reads[i];
         match r.value {
-            Value::Unsigned => match uint_of(bytes, big) {
+            Value::Unsigned => match uint_of(bytes, endian) {
                 Some(u) => proto::unsigned_any(out, u),
-                None => self.write_other(out, scratch, r, Format::Default, bytes, big),
+                None => self.write_other(out, scratch, r, Format::Default, bytes, endian),
             },
-            Value::Signed => match uint_of(bytes, big) {
+            Value::Signed => match uint_of(bytes, endian) {
                 Some(u) => proto::int_any(out, sign_extend(u, bytes.len())),
-                None => self.write_other(out, scratch, r, Format::SignedInt, bytes, big),
+                None => self.write_other(out, scratch, r, Format::SignedInt, bytes, endian),
             },
             Value::Text => {
                 let mark = proto::open(out, field::STRING_VALUE);
                 proto::lossy(out, bytes);
                 proto::close(out, mark);
             }
-            Value::Bool32 => match uint_of(bytes, big) {
+            Value::Bool32 => match uint_of(bytes, endian) {
                 Some(u @ (0 | 1)) => {
                     proto::key(out, field::BOOL_VALUE, WireType::Varint);
                     out.push(u as u8);
                 }
                 Some(u) => proto::int_any(out, i64::from(u as u32 as i32)),
-                None => self.write_other(out, scratch, r, Format::Boolean, bytes, big),
+                None => self.write_other(out, scratch, r, Format::Boolean, bytes, endian),
             },
-            Value::Float64 => match uint_of(bytes, big).map(f64::from_bits) {
+            Value::Float64 => match uint_of(bytes, endian).map(f64::from_bits) {
                 // zmij writes finite values with a `.` or an exponent (a `doubleValue`)
                 // and the shortest digits that read back the same value.
                 Some(v) if v.is_finite() => {
                     proto::key(out, field::DOUBLE_VALUE, WireType::SixtyFourBit);
                     out.extend_from_slice(&v.to_le_bytes());
                 }
-                _ => self.write_other(out, scratch, r, Format::Float, bytes, big),
+                _ => self.write_other(out, scratch, r, Format::Float, bytes, endian),
             },
-            Value::Other(format) => self.write_other(out, scratch, r, format, bytes, big),
+            Value::Other(format) => self.write_other(out, scratch, r, format, bytes, endian),
         }
     }
 
@@ -434,10 +435,10 @@ impl LogPlan {
         r: Read,
         format: Format,
         bytes: &[u8],
-        big: bool,
+        endian: Endian,
     ) {
         scratch.clear();
-        write_value_as(scratch, r.encoding, format, bytes, big);
+        write_value_as(scratch, r.encoding, format, bytes, endian);
         scalar_proto(out, Class::of(scratch), scratch);
     }
 }
@@ -601,7 +602,7 @@ impl OtlpWriter {
         origin: &Origin<'_>,
         meta: &[u8],
         payload: &[u8],
-        big: bool,
+        endian: Endian,
     ) -> bool {
         let FastCache {
             plans,
@@ -610,10 +611,10 @@ impl OtlpWriter {
             scratch,
             ..
         } = &mut self.fast;
-        let Some(plan) = plans.get(meta, big) else {
+        let Some(plan) = plans.get(meta, endian) else {
             return false;
         };
-        if plan.read(payload, big, values).is_none() {
+        if plan.read(payload, endian, values).is_none() {
             return false;
         }
         let bytes = |i: usize| {
@@ -623,7 +624,7 @@ impl OtlpWriter {
         // What the general path checks: a Common Schema 4.0 `Log`, every special field
         // taken (else it would be an attribute).
         let int = |i: usize| {
-            let u = uint_of(bytes(i), big)?;
+            let u = uint_of(bytes(i), endian)?;
             match plan.reads[i].value {
                 Value::Signed => Some(sign_extend(u, bytes(i).len())),
                 _ => i64::try_from(u).ok(),
@@ -659,14 +660,14 @@ impl OtlpWriter {
         self.resource.clear();
         for &(key, i) in &plan.resource {
             Proto::resource_attr(&mut self.resource, key, |out| {
-                plan.write_value(out, scratch, i, bytes(i), big)
+                plan.write_value(out, scratch, i, bytes(i), endian)
             });
         }
         Proto::append_attrs(&mut self.resource, &self.host);
         Proto::append_attrs(&mut self.resource, &self.context);
         body.clear();
         if let Some(i) = plan.body {
-            plan.write_value(body, scratch, i, bytes(i), big);
+            plan.write_value(body, scratch, i, bytes(i), endian);
         }
         let observed = origin.stamp.time_unix_ns;
         let head = LogHead {
@@ -700,7 +701,7 @@ impl OtlpWriter {
                             let kv = proto::open(out, 6);
                             out.extend_from_slice(&plan.keys[a as usize..b as usize]);
                             let v = proto::open(out, field::VALUE);
-                            plan.write_value(out, scratch, i, bytes(i), big);
+                            plan.write_value(out, scratch, i, bytes(i), endian);
                             proto::close(out, v);
                             proto::close(out, kv);
                         }

@@ -244,7 +244,7 @@ impl Fields {
     /// The nodes of an EventHeader walk, up to its end or to where it stopped (the
     /// structs and arrays open there are closed as they are).
     pub(crate) fn eventheader(&mut self, e: &mut Enumerator<'_>) {
-        let big = e.big_endian();
+        let endian = e.endian();
         for item in e.by_ref() {
             match item {
                 Item::StructBegin { field, element } => {
@@ -257,7 +257,7 @@ impl Fields {
                     bytes,
                     element,
                 } => self.value(key_of(field.name, element), |out| {
-                    crate::json_line::eventheader::write_value(out, &field, bytes, big)
+                    crate::json_line::eventheader::write_value(out, &field, bytes, endian)
                 }),
             }
         }

@@ -207,7 +207,7 @@ impl fmt::Display for Unreadable {
 }
 
 impl OtlpWriter {
-    /// A writer with these options (`big_endian` applies; `include_common` adds the
+    /// A writer with these options (`endian` applies; `include_common` adds the
     /// common fields as the attribute `linux.tracepoint.common`, see `docs/otlp.md`).
     pub fn new(opts: LineOptions) -> Self {
         OtlpWriter {
@@ -243,11 +243,7 @@ impl OtlpWriter {
     }
 
     fn endian(&self) -> Endian {
-        if self.opts.big_endian {
-            Endian::Big
-        } else {
-            Endian::Little
-        }
+        self.opts.endian
     }
 
     /// With `--common` ([`LineOptions::include_common`]): the common fields of `raw` as
@@ -337,9 +333,9 @@ impl OtlpWriter {
         let walk = match parts {
             Ok(p) => match p.metadata {
                 Some(meta) => {
-                    let big = p.header.big_endian();
-                    Enumerator::new(meta, p.payload, big)
-                        .map(|e| (e, meta, p.payload, big))
+                    let endian = p.header.endian();
+                    Enumerator::new(meta, p.payload, endian)
+                        .map(|e| (e, meta, p.payload, endian))
                         .map_err(Unreadable::Metadata)
                 }
                 None => Err(Unreadable::NoMetadata),
@@ -348,7 +344,7 @@ impl OtlpWriter {
         };
         self.fields.clear();
         self.plain_resource::<E>(tp.provider);
-        let (mut e, meta, payload, big) = match walk {
+        let (mut e, meta, payload, endian) = match walk {
             Ok(walk) => walk,
             Err(problem) => {
                 self.add_common(prepared, raw);
@@ -363,16 +359,18 @@ impl OtlpWriter {
         // A Common Schema log in protobuf through its compiled plan, when it has one.
         if E::PROTO && !self.opts.include_common && self.fast_allowed() {
             let origin = &origin;
-            if self.fast_log(out, origin, meta, payload, big) {
+            if self.fast_log(out, origin, meta, payload, endian) {
                 return;
             }
         }
         // The JSON-lines plan of the metadata when it has one (the fast path), else the
         // walk.
         let plans = &mut self.plans;
-        let planned = self
-            .fields
-            .eventheader_planned(|out| plans.get(meta, big, None)?.write_fields(out, payload, big));
+        let planned = self.fields.eventheader_planned(|out| {
+            plans
+                .get(meta, endian, None)?
+                .write_fields(out, payload, endian)
+        });
         if !planned {
             self.fields.eventheader(&mut e);
         }

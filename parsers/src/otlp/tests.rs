@@ -365,7 +365,7 @@ fn lines_end_at_512_records_and_after_a_second() {
 fn common_fields_are_one_attribute_with_common() {
     let opts = LineOptions {
         include_common: true,
-        big_endian: false,
+        endian: crate::Endian::Little,
     };
     let common = |record: &Value| {
         let a = attributes(record);

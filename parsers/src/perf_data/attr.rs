@@ -57,8 +57,8 @@ pub struct EventAttr {
 impl EventAttr {
     /// Parse an attr from `bytes` (at least [`ATTR_SIZE_VER0`] long), which start at
     /// absolute offset `at`.
-    pub fn parse(bytes: &[u8], at: u64, big_endian: bool) -> Result<Self, PerfDataError> {
-        let mut c = Cursor::new(bytes, at, big_endian);
+    pub fn parse(bytes: &[u8], at: u64, endian: Endian) -> Result<Self, PerfDataError> {
+        let mut c = Cursor::new(bytes, at, endian);
         if bytes.len() < ATTR_SIZE_VER0 {
             return Err(PerfDataError::Truncated {
                 what: "perf_event_attr",
@@ -74,13 +74,13 @@ impl EventAttr {
         let sample_type = c.u64("attr sample_type")?;
         let read_format = c.u64("attr read_format")?;
         let raw_flags = c.u64("attr flags")?;
-        let flags = if big_endian {
+        let flags = if endian.is_big() {
             raw_flags.reverse_bits()
         } else {
             raw_flags
         };
         let clockid = if bytes.len() >= 96 && size >= 96 {
-            let mut c = Cursor::new(&bytes[92..96], at + 92, big_endian);
+            let mut c = Cursor::new(&bytes[92..96], at + 92, endian);
             Some(c.u32("attr clockid")? as i32)
         } else {
             None
@@ -116,9 +116,8 @@ impl EventAttr {
     }
 
     /// How this event's records are laid out, in the file's byte order.
-    pub fn sample_format(&self, big_endian: bool) -> Result<SampleFormat, PerfSampleError> {
-        SampleFormat::new(self.sample_type, self.sample_id_all())
-            .map(|f| f.with_endian(Endian::from_big(big_endian)))
+    pub fn sample_format(&self, endian: Endian) -> Result<SampleFormat, PerfSampleError> {
+        SampleFormat::new(self.sample_type, self.sample_id_all()).map(|f| f.with_endian(endian))
     }
 }
 
@@ -132,8 +131,8 @@ pub struct AttrEntry {
 }
 
 /// `n` u64 ids from `bytes` (at absolute offset `at`).
-fn read_ids(bytes: &[u8], at: u64, big_endian: bool) -> Result<Vec<u64>, PerfDataError> {
-    let mut c = Cursor::new(bytes, at, big_endian);
+fn read_ids(bytes: &[u8], at: u64, endian: Endian) -> Result<Vec<u64>, PerfDataError> {
+    let mut c = Cursor::new(bytes, at, endian);
     (0..bytes.len() / 8).map(|_| c.u64("sample id")).collect()
 }
 
@@ -168,8 +167,8 @@ pub fn parse_attrs_section(
                 });
             }
             let (attr_bytes, ids) = bytes.split_at(entry - 16);
-            let attr = EventAttr::parse(attr_bytes, at, header.big_endian)?;
-            let mut c = Cursor::new(ids, at + (entry - 16) as u64, header.big_endian);
+            let attr = EventAttr::parse(attr_bytes, at, header.endian)?;
+            let mut c = Cursor::new(ids, at + (entry - 16) as u64, header.endian);
             let ids = Section {
                 offset: c.u64("ids offset")?,
                 size: c.u64("ids size")?,
@@ -177,7 +176,7 @@ pub fn parse_attrs_section(
             let ids_bytes = ids.slice(file, "attr ids")?;
             Ok(AttrEntry {
                 attr,
-                ids: read_ids(ids_bytes, ids.offset, header.big_endian)?,
+                ids: read_ids(ids_bytes, ids.offset, header.endian)?,
             })
         })
         .collect()
@@ -185,12 +184,8 @@ pub fn parse_attrs_section(
 
 /// The body of a `PERF_RECORD_HEADER_ATTR` record (after its 8-byte header, at absolute
 /// offset `at`): the attr (`attr.size` bytes), then the ids.
-pub fn parse_attr_record(
-    body: &[u8],
-    at: u64,
-    big_endian: bool,
-) -> Result<AttrEntry, PerfDataError> {
-    let attr = EventAttr::parse(body, at, big_endian)?;
+pub fn parse_attr_record(body: &[u8], at: u64, endian: Endian) -> Result<AttrEntry, PerfDataError> {
+    let attr = EventAttr::parse(body, at, endian)?;
     let size = (attr.size as usize).max(ATTR_SIZE_VER0);
     let Some(ids) = body.get(size..) else {
         return Err(PerfDataError::Truncated {
@@ -200,9 +195,9 @@ pub fn parse_attr_record(
             have: body.len() as u64,
         });
     };
-    let attr = EventAttr::parse(&body[..size], at, big_endian)?;
+    let attr = EventAttr::parse(&body[..size], at, endian)?;
     Ok(AttrEntry {
         attr,
-        ids: read_ids(ids, at + size as u64, big_endian)?,
+        ids: read_ids(ids, at + size as u64, endian)?,
     })
 }

@@ -25,9 +25,9 @@ macro_rules! int_readers {
 
 impl<'a> Cursor<'a> {
     /// A cursor at the start of `bytes`, which start at absolute offset `base`.
-    pub(crate) fn new(bytes: &'a [u8], base: u64, big_endian: bool) -> Self {
+    pub(crate) fn new(bytes: &'a [u8], base: u64, endian: Endian) -> Self {
         Cursor {
-            inner: bytes::Cursor::new(bytes, 0, Endian::from_big(big_endian)),
+            inner: bytes::Cursor::new(bytes, 0, endian),
             base,
         }
     }

@@ -14,7 +14,7 @@
 use super::PerfDataError;
 use super::attr::EventAttr;
 use super::cursor::Cursor;
-use crate::bytes::text;
+use crate::bytes::{Endian, text};
 
 /// `PERFILE2`, the magic of current perf.data files.
 pub const MAGIC: [u8; 8] = *b"PERFILE2";
@@ -87,7 +87,7 @@ impl Section {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileHeader {
     /// The file's numbers are big-endian.
-    pub big_endian: bool,
+    pub endian: Endian,
     /// Pipe mode (`perf record -o -`): attrs, tracing data and features are records.
     pub pipe: bool,
     /// File mode: bytes per entry of the attrs section (attr + ids section).
@@ -101,7 +101,7 @@ pub struct FileHeader {
 }
 
 /// Byte order and mode from the first 16 bytes (magic and header size).
-pub fn parse_magic(bytes: &[u8]) -> Result<(bool, bool), PerfDataError> {
+pub fn parse_magic(bytes: &[u8]) -> Result<(Endian, bool), PerfDataError> {
     let mut magic = [0u8; 8];
     match bytes.get(..8) {
         Some(b) => magic.copy_from_slice(b),
@@ -116,17 +116,17 @@ pub fn parse_magic(bytes: &[u8]) -> Result<(bool, bool), PerfDataError> {
     }
     let mut reversed = MAGIC;
     reversed.reverse();
-    let big_endian = if magic == MAGIC {
-        false
+    let endian = if magic == MAGIC {
+        Endian::Little
     } else if magic == reversed {
-        true
+        Endian::Big
     } else {
         return Err(PerfDataError::BadMagic { found: magic });
     };
-    let size = Cursor::new(bytes.get(8..).unwrap_or_default(), 8, big_endian).u64("header size")?;
+    let size = Cursor::new(bytes.get(8..).unwrap_or_default(), 8, endian).u64("header size")?;
     match size {
-        PIPE_HEADER_SIZE => Ok((big_endian, true)),
-        FILE_HEADER_SIZE => Ok((big_endian, false)),
+        PIPE_HEADER_SIZE => Ok((endian, true)),
+        FILE_HEADER_SIZE => Ok((endian, false)),
         _ => Err(PerfDataError::BadHeaderSize { size }),
     }
 }
@@ -135,10 +135,10 @@ impl FileHeader {
     /// Parse the header at the start of `bytes` (a pipe-mode header needs 16 bytes, a
     /// file-mode one 104).
     pub fn parse(bytes: &[u8]) -> Result<Self, PerfDataError> {
-        let (big_endian, pipe) = parse_magic(bytes)?;
+        let (endian, pipe) = parse_magic(bytes)?;
         if pipe {
             return Ok(FileHeader {
-                big_endian,
+                endian,
                 pipe,
                 attr_size: 0,
                 attrs: Section::default(),
@@ -146,7 +146,7 @@ impl FileHeader {
                 features: [0; 4],
             });
         }
-        let mut c = Cursor::new(bytes, 0, big_endian);
+        let mut c = Cursor::new(bytes, 0, endian);
         c.take("file header", 16)?;
         let attr_size = c.u64("attr_size")?;
         let attrs = Section::read(&mut c, "attrs section")?;
@@ -157,7 +157,7 @@ impl FileHeader {
             *word = c.u64("feature bitmap")?;
         }
         Ok(FileHeader {
-            big_endian,
+            endian,
             pipe,
             attr_size,
             attrs,
@@ -184,7 +184,7 @@ impl FileHeader {
         let mut c = Cursor::new(
             table.slice(file, "feature section table")?,
             table.offset,
-            self.big_endian,
+            self.endian,
         );
         bits.into_iter()
             .map(|bit| Ok((bit, Section::read(&mut c, "feature section table")?)))
@@ -256,9 +256,9 @@ impl Features {
         bit: u32,
         bytes: &[u8],
         base: u64,
-        big_endian: bool,
+        endian: Endian,
     ) -> Result<(), PerfDataError> {
-        let mut c = Cursor::new(bytes, base, big_endian);
+        let mut c = Cursor::new(bytes, base, endian);
         match bit {
             feature::HOSTNAME => self.hostname = Some(header_string(&mut c)?),
             feature::OSRELEASE => self.osrelease = Some(header_string(&mut c)?),
@@ -267,7 +267,7 @@ impl Features {
             feature::NRCPUS => {
                 self.nr_cpus = Some((c.u32("nr_cpus online")?, c.u32("nr_cpus available")?))
             }
-            feature::EVENT_DESC => self.event_desc = event_desc(&mut c, big_endian)?,
+            feature::EVENT_DESC => self.event_desc = event_desc(&mut c, endian)?,
             feature::SAMPLE_TIME => {
                 self.sample_time = Some((c.u64("first sample time")?, c.u64("last sample time")?))
             }
@@ -316,7 +316,7 @@ fn header_string(c: &mut Cursor<'_>) -> Result<String, PerfDataError> {
 
 /// `HEADER_EVENT_DESC`: `u32 nr, u32 attr_size`, then per event the attr, `u32 nr_ids`,
 /// the name string and the ids.
-fn event_desc(c: &mut Cursor<'_>, big_endian: bool) -> Result<Vec<EventDesc>, PerfDataError> {
+fn event_desc(c: &mut Cursor<'_>, endian: Endian) -> Result<Vec<EventDesc>, PerfDataError> {
     let nr = c.u32("event_desc count")?;
     let attr_size = c.u32("event_desc attr_size")?;
     let mut out = Vec::new();
@@ -325,12 +325,12 @@ fn event_desc(c: &mut Cursor<'_>, big_endian: bool) -> Result<Vec<EventDesc>, Pe
         let attr = EventAttr::parse(
             c.take_u64("event_desc attr", u64::from(attr_size))?,
             at,
-            big_endian,
+            endian,
         )?;
         let nr_ids = c.u32("event_desc id count")?;
         let name = header_string(c)?;
         let ids_bytes = c.take_u64("event_desc ids", u64::from(nr_ids) * 8)?;
-        let mut ids = Cursor::new(ids_bytes, 0, big_endian);
+        let mut ids = Cursor::new(ids_bytes, 0, endian);
         let ids = (0..nr_ids)
             .map(|_| ids.u64("id"))
             .collect::<Result<_, _>>()?;

@@ -227,7 +227,7 @@ impl IdPos {
 #[derive(Debug, Clone)]
 pub struct PerfData {
     /// The file's numbers are big-endian.
-    pub big_endian: bool,
+    pub endian: Endian,
     /// Pipe mode.
     pub pipe: bool,
     events: Vec<Event>,
@@ -251,9 +251,9 @@ pub struct PerfData {
 }
 
 impl PerfData {
-    fn empty(big_endian: bool, pipe: bool) -> Self {
+    fn empty(endian: Endian, pipe: bool) -> Self {
         PerfData {
-            big_endian,
+            endian,
             pipe,
             events: Vec::new(),
             ids: Vec::new(),
@@ -269,8 +269,8 @@ impl PerfData {
 
     /// State for a pipe-mode stream of this byte order (from
     /// [`records::StreamReader::header`]).
-    pub fn pipe(big_endian: bool) -> Self {
-        Self::empty(big_endian, true)
+    pub fn pipe(endian: Endian) -> Self {
+        Self::empty(endian, true)
     }
 
     /// Read the header, attrs and features of a whole perf.data (file mode, or a
@@ -283,11 +283,8 @@ impl PerfData {
         let header = FileHeader::parse(file)?;
         if header.pipe {
             let data = &file[PIPE_HEADER_SIZE as usize..];
-            let state = Self::pipe(header.big_endian);
-            return Ok((
-                state,
-                Records::new(data, PIPE_HEADER_SIZE, header.big_endian),
-            ));
+            let state = Self::pipe(header.endian);
+            return Ok((state, Records::new(data, PIPE_HEADER_SIZE, header.endian)));
         }
         if header.attrs.size == 0 && header.data.size == 0 && file.len() as u64 > FILE_HEADER_SIZE {
             // The placeholder `record --raw` (and perf record) write first: the run ended
@@ -302,7 +299,7 @@ impl PerfData {
                 ),
             });
         }
-        let mut state = Self::empty(header.big_endian, false);
+        let mut state = Self::empty(header.endian, false);
         match parse_attrs_section(file, &header) {
             Ok(entries) => {
                 for entry in entries {
@@ -335,10 +332,7 @@ impl PerfData {
                 file.get(start..).unwrap_or_default()
             }
         };
-        Ok((
-            state,
-            Records::new(data, header.data.offset, header.big_endian),
-        ))
+        Ok((state, Records::new(data, header.data.offset, header.endian)))
     }
 
     /// The events (attrs) known so far.
@@ -405,7 +399,7 @@ impl PerfData {
         }
         self.ids.sort_unstable();
         self.last_id.set(None);
-        let layout = entry.attr.sample_format(self.big_endian);
+        let layout = entry.attr.sample_format(self.endian);
         let st = entry.attr.sample_type;
         let time_at = (st & sample_type::TIME != 0).then(|| {
             let before = [sample_type::IDENTIFIER, sample_type::IP, sample_type::TID];
@@ -425,7 +419,7 @@ impl PerfData {
             self.set_tracing_data(TracingData::parse(bytes, base)?.0);
             return Ok(());
         }
-        self.features.absorb(bit, bytes, base, self.big_endian)
+        self.features.absorb(bit, bytes, base, self.endian)
     }
 
     /// Take in a tracing data block: its formats join those known (a format of an id
@@ -472,11 +466,7 @@ impl PerfData {
     /// parsing the rest (the record is checked when parsed in full).
     #[inline]
     pub fn sample_time(&self, event: usize, bytes: &[u8]) -> Option<u64> {
-        u64_at(
-            bytes,
-            self.events.get(event)?.time_at?,
-            Endian::from_big(self.big_endian),
-        )
+        u64_at(bytes, self.events.get(event)?.time_at?, self.endian)
     }
 
     /// The event a record belongs to: the only one, or the one its id names.
@@ -495,7 +485,7 @@ impl PerfData {
         } else {
             bytes.len().checked_sub(self.id_pos.trailer?)?
         };
-        self.event_of_id(u64_at(bytes, at, Endian::from_big(self.big_endian))?)
+        self.event_of_id(u64_at(bytes, at, self.endian)?)
     }
 
     /// What `rec` means; header records (attrs, tracing data, features) update the state.
@@ -532,7 +522,7 @@ impl PerfData {
             }
             kind::FINISHED_ROUND => Ok(Item::FinishedRound),
             kind::HEADER_ATTR => {
-                let entry = parse_attr_record(body, body_at, self.big_endian)?;
+                let entry = parse_attr_record(body, body_at, self.endian)?;
                 // A finished crash-safe `record --raw` file keeps its in-band attrs in the
                 // data section; the attrs section already has them.
                 let known = !entry.ids.is_empty()
@@ -556,7 +546,7 @@ impl PerfData {
             // tracing data are missing (a finished file cut before its trailer).
             writer::HEADER_EVENT_TYPE if !self.pipe => match u32::from(rec.header.misc) {
                 kind::HEADER_ATTR => {
-                    let entry = parse_attr_record(body, body_at, self.big_endian)?;
+                    let entry = parse_attr_record(body, body_at, self.endian)?;
                     let known = entry
                         .ids
                         .iter()
@@ -574,7 +564,7 @@ impl PerfData {
                     Ok(Item::TracingData)
                 }
                 kind::HEADER_FEATURE if self.features.clock_data.is_none() => {
-                    let mut c = Cursor::new(body, body_at, self.big_endian);
+                    let mut c = Cursor::new(body, body_at, self.endian);
                     let bit = u32::try_from(c.u64("feature id")?).unwrap_or(u32::MAX);
                     if bit == feature::TRACING_DATA {
                         return Ok(Item::Other(rec.header));
@@ -585,7 +575,7 @@ impl PerfData {
                 _ => Ok(Item::Other(rec.header)),
             },
             kind::HEADER_FEATURE => {
-                let mut c = Cursor::new(body, body_at, self.big_endian);
+                let mut c = Cursor::new(body, body_at, self.endian);
                 let bit = c.u64("feature id")?;
                 let bit = u32::try_from(bit).unwrap_or(u32::MAX);
                 self.feature(bit, c.rest(), c.at())?;

@@ -55,12 +55,12 @@ pub struct RawRecord<'a> {
 fn frame(
     bytes: &[u8],
     at: u64,
-    big_endian: bool,
+    endian: Endian,
 ) -> Result<Option<(RecordHeader, usize, usize)>, PerfDataError> {
     let Some(h) = bytes.first_chunk::<8>() else {
         return Ok(None);
     };
-    let header = RecordHeader::read(h, Endian::from_big(big_endian));
+    let header = RecordHeader::read(h, endian);
     let size = usize::from(header.size);
     if size < HEADER_SIZE {
         return Err(PerfDataError::BadRecord {
@@ -78,7 +78,7 @@ fn frame(
     if bytes.len() < need {
         return Ok(None);
     }
-    let mut c = Cursor::new(&bytes[HEADER_SIZE..], at + HEADER_SIZE as u64, big_endian);
+    let mut c = Cursor::new(&bytes[HEADER_SIZE..], at + HEADER_SIZE as u64, endian);
     let payload = match header.kind {
         kind::HEADER_TRACING_DATA => u64::from(c.u32(what)?),
         _ => c.u64(what)?,
@@ -101,18 +101,18 @@ pub struct Records<'a> {
     data: &'a [u8],
     pos: usize,
     base: u64,
-    big_endian: bool,
+    endian: Endian,
     failed: bool,
 }
 
 impl<'a> Records<'a> {
     /// The records in `data`, which starts at absolute offset `base`.
-    pub fn new(data: &'a [u8], base: u64, big_endian: bool) -> Self {
+    pub fn new(data: &'a [u8], base: u64, endian: Endian) -> Self {
         Records {
             data,
             pos: 0,
             base,
-            big_endian,
+            endian,
             failed: false,
         }
     }
@@ -137,7 +137,7 @@ impl<'a> Iterator for Records<'a> {
         let at = self.offset();
         // Nearly every record: a whole one of a kind without data after it.
         if let Some(h) = rest.first_chunk::<HEADER_SIZE>() {
-            let header = RecordHeader::read(h, Endian::from_big(self.big_endian));
+            let header = RecordHeader::read(h, self.endian);
             let size = usize::from(header.size);
             let plain = !matches!(header.kind, kind::HEADER_TRACING_DATA | kind::AUXTRACE);
             if plain && size >= HEADER_SIZE && size <= rest.len() {
@@ -150,7 +150,7 @@ impl<'a> Iterator for Records<'a> {
                 }));
             }
         }
-        let framed = frame(rest, at, self.big_endian).and_then(|f| {
+        let framed = frame(rest, at, self.endian).and_then(|f| {
             let (header, size, payload) = f.ok_or(PerfDataError::Truncated {
                 what: "record header",
                 at,
@@ -191,7 +191,7 @@ pub struct StreamReader {
     offset: u64,
     header: Option<FileHeader>,
     /// The records' byte order, once known (from the pipe header, or given).
-    big_endian: Option<bool>,
+    endian: Option<Endian>,
 }
 
 impl StreamReader {
@@ -244,7 +244,7 @@ impl StreamReader {
     /// bound; at least 1).
     pub fn wanted(&self) -> usize {
         let have = self.end - self.start;
-        let need = match self.big_endian {
+        let need = match self.endian {
             None => PIPE_HEADER_SIZE as usize,
             Some(big) => match frame(self.pending(), self.offset, big) {
                 Ok(Some((_, size, payload))) => size + payload,
@@ -257,7 +257,7 @@ impl StreamReader {
     /// Read the pipe header if it is not read yet and enough bytes are there; `Ok(None)`
     /// when more are needed. A file-mode header is [`PerfDataError::FileModeStream`].
     pub fn read_header(&mut self) -> Result<Option<&FileHeader>, PerfDataError> {
-        if self.big_endian.is_none() {
+        if self.endian.is_none() {
             if self.end - self.start < PIPE_HEADER_SIZE as usize {
                 return Ok(None);
             }
@@ -266,7 +266,7 @@ impl StreamReader {
                 return Err(PerfDataError::FileModeStream);
             }
             let header = FileHeader::parse(self.pending())?;
-            self.big_endian = Some(header.big_endian);
+            self.endian = Some(header.endian);
             self.header = Some(header);
             self.start += PIPE_HEADER_SIZE as usize;
             self.offset += PIPE_HEADER_SIZE;
@@ -278,13 +278,13 @@ impl StreamReader {
     /// the pipe header; a file-mode header is
     /// [`PerfDataError::FileModeStream`].
     pub fn next_record(&mut self) -> Result<Option<RawRecord<'_>>, PerfDataError> {
-        if self.big_endian.is_none() {
+        if self.endian.is_none() {
             self.read_header()?;
         }
-        let Some(big_endian) = self.big_endian else {
+        let Some(endian) = self.endian else {
             return Ok(None);
         };
-        let Some((header, size, payload)) = frame(self.pending(), self.offset, big_endian)? else {
+        let Some((header, size, payload)) = frame(self.pending(), self.offset, endian)? else {
             return Ok(None);
         };
         let total = size + payload;
@@ -305,10 +305,10 @@ impl StreamReader {
     /// At the end of the input: an error if a partial record (or header) is left.
     pub fn finish(&self) -> Result<(), PerfDataError> {
         let have = (self.end - self.start) as u64;
-        if have == 0 && self.big_endian.is_some() {
+        if have == 0 && self.endian.is_some() {
             return Ok(());
         }
-        let what = if self.big_endian.is_none() {
+        let what = if self.endian.is_none() {
             "pipe header"
         } else {
             "record"

@@ -19,7 +19,7 @@
 
 use super::PerfDataError;
 use super::cursor::Cursor;
-use crate::bytes::text;
+use crate::bytes::{Endian, text};
 use crate::field_type::WordSize;
 use crate::format_file::{FormatError, parse_format_for};
 use crate::schema::EventFormat;
@@ -44,7 +44,7 @@ pub struct TracingData {
     /// The version string (`0.6`).
     pub version: String,
     /// The traced machine is big-endian (its records' byte order).
-    pub big_endian: bool,
+    pub endian: Endian,
     /// `sizeof(long)` on the traced machine.
     pub long_size: u8,
     /// The traced machine's page size.
@@ -80,7 +80,7 @@ impl TracingData {
     /// Parse the block at the start of `bytes` (at absolute offset `base`); returns it with
     /// the number of bytes it took.
     pub fn parse(bytes: &[u8], base: u64) -> Result<(Self, usize), PerfDataError> {
-        let mut c = Cursor::new(bytes, base, false);
+        let mut c = Cursor::new(bytes, base, Endian::Little);
         let magic = c.take("tracing data magic", TRACING_MAGIC.len())?;
         if magic != TRACING_MAGIC {
             return Err(PerfDataError::BadTracingData {
@@ -90,9 +90,9 @@ impl TracingData {
         }
         let version = text(c.c_string("tracing data version")?);
         let endian_at = c.at();
-        let big_endian = match c.u8("tracing data endianness")? {
-            0 => false,
-            1 => true,
+        let endian = match c.u8("tracing data endianness")? {
+            0 => Endian::Little,
+            1 => Endian::Big,
             other => {
                 return Err(PerfDataError::BadTracingData {
                     at: endian_at,
@@ -108,7 +108,7 @@ impl TracingData {
                 why: format!("long size {long_size} (expected 4 or 8)"),
             });
         }
-        let mut c = Cursor::new(c.rest(), c.at(), big_endian);
+        let mut c = Cursor::new(c.rest(), c.at(), endian);
         let page_size = c.u32("tracing data page size")?;
         let header_page = named_text(&mut c, b"header_page\0")?;
         let header_event = named_text(&mut c, b"header_event\0")?;
@@ -148,7 +148,7 @@ impl TracingData {
         Ok((
             TracingData {
                 version,
-                big_endian,
+                endian,
                 long_size,
                 page_size,
                 header_page,

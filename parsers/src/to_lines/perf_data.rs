@@ -19,7 +19,7 @@
 
 use super::SchemaOnce;
 use super::{DecodeOptions, DecodeStats, FLUSH_BYTES, MAX_KEPT_ERRORS};
-use crate::bytes::{Endian, u64_at};
+use crate::bytes::u64_at;
 use crate::context::ContextTracker;
 use crate::event_name::split_multi_format;
 use crate::json_line::RecordWriter;
@@ -34,9 +34,9 @@ use crate::perf_sample::{
     Record, Sample, SampleFormat,
 };
 
-/// Whether to go on.
+/// What the decoder tells whoever feeds it records: go on, or stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub enum FeedControl {
     /// Feed more records.
     Continue,
     /// Stop: `--count` reached, or the sink said stop.
@@ -242,9 +242,7 @@ impl<'s> LineDecoder<'s> {
         opts: DecodeOptions,
         select: impl Fn(&str, &str) -> bool + 's,
     ) -> Self {
-        let big_endian = data
-            .tracing_data()
-            .map_or(data.big_endian, |t| t.big_endian);
+        let endian = data.tracing_data().map_or(data.endian, |t| t.endian);
         let mut d = LineDecoder {
             data,
             orderer: Orderer::new(opts.order_bytes),
@@ -252,7 +250,7 @@ impl<'s> LineDecoder<'s> {
                 opts.format,
                 LineOptions {
                     include_common: opts.include_common,
-                    big_endian,
+                    endian,
                 },
             ),
             described: SchemaOnce::new(opts.schema),
@@ -300,17 +298,17 @@ impl<'s> LineDecoder<'s> {
         self.slots.resize_with(n, Slot::default);
         let have_tracing = self.data.tracing_data().is_some();
         let clock = self.data.clock_data();
-        let big_endian = self
+        let endian = self
             .data
             .tracing_data()
-            .map_or(self.data.big_endian, |t| t.big_endian);
+            .map_or(self.data.endian, |t| t.endian);
         // Records an OTLP writer holds go out before it is replaced.
         self.writer.end_lines(&mut self.out);
         self.writer = OutputWriter::new(
             self.opts.format,
             LineOptions {
                 include_common: self.opts.include_common,
-                big_endian,
+                endian,
             },
         );
         if let Some(host) = &self.data.features.hostname {
@@ -403,7 +401,11 @@ impl<'s> LineDecoder<'s> {
     /// Take one record; lines that became ready go to `flush` in runs of about
     /// [`FLUSH_BYTES`] (it returns false to stop). The record is copied if it must wait
     /// for its time order.
-    pub fn record(&mut self, rec: &RawRecord<'_>, flush: &mut dyn FnMut(&[u8]) -> bool) -> Step {
+    pub fn record(
+        &mut self,
+        rec: &RawRecord<'_>,
+        flush: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> FeedControl {
         self.take(rec, None, flush)
     }
 
@@ -416,7 +418,7 @@ impl<'s> LineDecoder<'s> {
         rec: &RawRecord<'_>,
         file: &[u8],
         flush: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Step {
+    ) -> FeedControl {
         self.take(rec, Some(file), flush)
     }
 
@@ -425,7 +427,7 @@ impl<'s> LineDecoder<'s> {
         rec: &RawRecord<'_>,
         file: Option<&[u8]>,
         flush: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Step {
+    ) -> FeedControl {
         if rec.header.kind == PERF_RECORD_SAMPLE {
             return self.sample(rec, file, flush);
         }
@@ -433,7 +435,7 @@ impl<'s> LineDecoder<'s> {
             Ok(item) => item,
             Err(e) => {
                 self.error(e);
-                return Step::Continue;
+                return FeedControl::Continue;
             }
         };
         let (event, time) = match item {
@@ -441,7 +443,7 @@ impl<'s> LineDecoder<'s> {
                 event, sample_id, ..
             } => (event, sample_id.time),
             Item::Sample { .. } | Item::UnknownSample | Item::Unparsable { .. } => {
-                return Step::Continue;
+                return FeedControl::Continue;
             }
             Item::FinishedRound => {
                 return self.drain(Drain::Round, file.unwrap_or_default(), flush);
@@ -451,11 +453,11 @@ impl<'s> LineDecoder<'s> {
                     self.error(e);
                 }
                 self.refresh();
-                return Step::Continue;
+                return FeedControl::Continue;
             }
             Item::Other(header) => match self.context_record(header.kind, rec) {
                 Some(event_time) => event_time,
-                None => return Step::Continue,
+                None => return FeedControl::Continue,
             },
         };
         self.hold_or_write(event, time, rec, file, flush)
@@ -486,26 +488,26 @@ impl<'s> LineDecoder<'s> {
         rec: &RawRecord<'_>,
         file: Option<&[u8]>,
         flush: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Step {
+    ) -> FeedControl {
         let Some(event) = self.data.sample_event(rec.bytes) else {
             self.stats.unknown_event += 1;
-            return Step::Continue;
+            return FeedControl::Continue;
         };
         let Some(slot) = self.slots.get(event) else {
             self.stats.unknown_event += 1;
-            return Step::Continue;
+            return FeedControl::Continue;
         };
         if !slot.written {
             if slot.selected {
                 self.skipped(event);
                 return self.undecoded(event, rec, flush);
             }
-            return Step::Continue;
+            return FeedControl::Continue;
         }
         // `PerfData::sample_time` with the slot's copy of the place (no second lookup).
         let time = slot
             .time_at
-            .and_then(|at| u64_at(rec.bytes, at, Endian::from_big(self.data.big_endian)));
+            .and_then(|at| u64_at(rec.bytes, at, self.data.endian));
         self.hold_or_write(event, time, rec, file, flush)
     }
 
@@ -519,7 +521,7 @@ impl<'s> LineDecoder<'s> {
         event: usize,
         rec: &RawRecord<'_>,
         flush: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Step {
+    ) -> FeedControl {
         let name = self.data.event_name(event);
         let why = self.slots.get(event).and_then(|s| s.skip.clone());
         let why = why.unwrap_or_else(|| format!("{name} (no format in the file)"));
@@ -540,7 +542,7 @@ impl<'s> LineDecoder<'s> {
         event: Option<&str>,
         message: &str,
         flush: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Step {
+    ) -> FeedControl {
         let (_, mut out) = self.split(flush);
         let go_on = match &mut out.sink {
             Some(sink) => sink.notice(None, what, event, message),
@@ -549,7 +551,11 @@ impl<'s> LineDecoder<'s> {
                 out.maybe_flush()
             }
         };
-        if go_on { Step::Continue } else { Step::Stop }
+        if go_on {
+            FeedControl::Continue
+        } else {
+            FeedControl::Stop
+        }
     }
 
     /// Hold the record for time order, or write it now when it has no time. In line (the
@@ -563,7 +569,7 @@ impl<'s> LineDecoder<'s> {
         rec: &RawRecord<'_>,
         file: Option<&[u8]>,
         flush: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Step {
+    ) -> FeedControl {
         let tag = u32::try_from(event).unwrap_or(u32::MAX);
         match time {
             Some(t) => {
@@ -577,7 +583,7 @@ impl<'s> LineDecoder<'s> {
                 if self.orderer.over_bound() {
                     return self.drain(Drain::Half, file.unwrap_or_default(), flush);
                 }
-                Step::Continue
+                FeedControl::Continue
             }
             None => self.write_now(event, rec, flush),
         }
@@ -590,12 +596,12 @@ impl<'s> LineDecoder<'s> {
         event: usize,
         rec: &RawRecord<'_>,
         flush: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Step {
+    ) -> FeedControl {
         let (_, mut out) = self.split(flush);
         if out.write(event, rec.offset, rec.bytes) {
-            Step::Continue
+            FeedControl::Continue
         } else {
-            Step::Stop
+            FeedControl::Stop
         }
     }
 
@@ -618,18 +624,27 @@ impl<'s> LineDecoder<'s> {
         (&mut self.orderer, out)
     }
 
-    fn drain(&mut self, how: Drain, file: &[u8], flush: &mut dyn FnMut(&[u8]) -> bool) -> Step {
+    fn drain(
+        &mut self,
+        how: Drain,
+        file: &[u8],
+        flush: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> FeedControl {
         let (orderer, mut out) = self.split(flush);
         let stopped = orderer.drain(how, file, &mut |tag, offset, bytes| {
             out.write(tag as usize, offset, bytes)
         });
         out.stats.late = orderer.late();
         out.stats.order_buffer_full = orderer.bound_reached();
-        if stopped { Step::Stop } else { Step::Continue }
+        if stopped {
+            FeedControl::Stop
+        } else {
+            FeedControl::Continue
+        }
     }
 
     /// At the end of the input: let out everything held and hand the last lines to `flush`.
-    pub fn finish(&mut self, flush: &mut dyn FnMut(&[u8]) -> bool) -> Step {
+    pub fn finish(&mut self, flush: &mut dyn FnMut(&[u8]) -> bool) -> FeedControl {
         self.finish_in(&[], flush)
     }
 
@@ -642,14 +657,14 @@ impl<'s> LineDecoder<'s> {
     }
 
     /// [`LineDecoder::finish`] after [`LineDecoder::record_in`] calls on `file`.
-    pub fn finish_in(&mut self, file: &[u8], flush: &mut dyn FnMut(&[u8]) -> bool) -> Step {
+    pub fn finish_in(&mut self, file: &[u8], flush: &mut dyn FnMut(&[u8]) -> bool) -> FeedControl {
         let step = self.drain(Drain::All, file, flush);
         self.writer.end_lines(&mut self.out);
         if !self.out.is_empty() {
             let go_on = flush(&self.out);
             self.out.clear();
             if !go_on {
-                return Step::Stop;
+                return FeedControl::Stop;
             }
         }
         step
@@ -713,12 +728,15 @@ impl<'s> StreamDecoder<'s> {
 
     /// Decode every whole record fed so far. An error is a framing error: the input
     /// cannot be followed past it.
-    pub fn process(&mut self, flush: &mut dyn FnMut(&[u8]) -> bool) -> Result<Step, PerfDataError> {
+    pub fn process(
+        &mut self,
+        flush: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<FeedControl, PerfDataError> {
         if self.decoder.is_none() {
             let Some(header) = self.reader.read_header()? else {
-                return Ok(Step::Continue);
+                return Ok(FeedControl::Continue);
             };
-            let data = PerfData::pipe(header.big_endian);
+            let data = PerfData::pipe(header.endian);
             let select = self
                 .select
                 .take()
@@ -730,22 +748,25 @@ impl<'s> StreamDecoder<'s> {
             self.decoder = Some(decoder);
         }
         let Some(decoder) = self.decoder.as_mut() else {
-            return Ok(Step::Continue);
+            return Ok(FeedControl::Continue);
         };
         while let Some(rec) = self.reader.next_record()? {
-            if decoder.record(&rec, flush) == Step::Stop {
-                return Ok(Step::Stop);
+            if decoder.record(&rec, flush) == FeedControl::Stop {
+                return Ok(FeedControl::Stop);
             }
         }
-        Ok(Step::Continue)
+        Ok(FeedControl::Continue)
     }
 
     /// At the end of the input: let everything held out; an error if the input ended
     /// inside the header or a record (the lines before it are written all the same).
-    pub fn finish(&mut self, flush: &mut dyn FnMut(&[u8]) -> bool) -> Result<Step, PerfDataError> {
+    pub fn finish(
+        &mut self,
+        flush: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<FeedControl, PerfDataError> {
         let step = match self.decoder.as_mut() {
             Some(d) => d.finish(flush),
-            None => Step::Continue,
+            None => FeedControl::Continue,
         };
         self.reader.finish()?;
         Ok(step)

@@ -72,7 +72,7 @@ pub fn decode_into(
         opts.format,
         LineOptions {
             include_common: opts.include_common,
-            big_endian: endian == Endian::Big,
+            endian,
         },
     );
     if let Some(host) = file.host_name() {

@@ -22,18 +22,21 @@ pub(super) const HEADER_EVENT: &str = "# compressed entry header\n\ttype_len    
 
 /// Bytes in one byte order.
 struct W {
-    big: bool,
+    endian: Endian,
     b: Vec<u8>,
 }
 
 impl W {
-    fn new(big: bool) -> Self {
-        W { big, b: Vec::new() }
+    fn new(endian: Endian) -> Self {
+        W {
+            endian,
+            b: Vec::new(),
+        }
     }
     fn n(&mut self, v: u64, size: usize) -> &mut Self {
         let le = v.to_le_bytes();
         let bytes = &le[..size];
-        if self.big {
+        if self.endian.is_big() {
             self.b.extend(bytes.iter().rev());
         } else {
             self.b.extend_from_slice(bytes);
@@ -51,10 +54,10 @@ impl W {
 
 /// One page holding records of event 7 with `v` = 1, 2, 3 at times 1001, 1003, 1006, and
 /// a missed count of 9.
-pub(super) fn page(big: bool) -> Vec<u8> {
-    let mut data = W::new(big);
+pub(super) fn page(endian: Endian) -> Vec<u8> {
+    let mut data = W::new(endian);
     for (delta, v) in [(1u32, 1u32), (2, 2), (3, 3)] {
-        let head = if big {
+        let head = if endian.is_big() {
             (3 << 27) | delta
         } else {
             3 | (delta << 5)
@@ -62,39 +65,42 @@ pub(super) fn page(big: bool) -> Vec<u8> {
         data.n(u64::from(head), 4);
         data.n(7, 2).n(0, 2).n(42, 4).n(u64::from(v), 4);
     }
-    let mut p = W::new(big);
+    let mut p = W::new(endian);
     let commit = data.b.len() as u64 | ftrace_page::MISSED_EVENTS | ftrace_page::MISSED_STORED;
     p.n(1000, 8).n(commit, 8).s(&data.b).n(9, 8);
     p.b.resize(4096, 0);
     p.b
 }
 
-fn header_info(big: bool) -> Vec<u8> {
-    let mut w = W::new(big);
+fn header_info(endian: Endian) -> Vec<u8> {
+    let mut w = W::new(endian);
     w.s(b"header_page\0").sized(8, HEADER_PAGE.as_bytes());
     w.s(b"header_event\0").sized(8, HEADER_EVENT.as_bytes());
     w.b
 }
 
-fn formats(big: bool) -> Vec<u8> {
-    let mut w = W::new(big);
+fn formats(endian: Endian) -> Vec<u8> {
+    let mut w = W::new(endian);
     w.n(1, 4).s(b"test\0").n(1, 4).sized(8, FORMAT.as_bytes());
     w.b
 }
 
 /// A v6 file with the TRACECLOCK option and a DATE option.
-fn v6(big: bool) -> Vec<u8> {
-    v6_with_cmdlines(big, b"1 init\n42 worker\n")
+fn v6(endian: Endian) -> Vec<u8> {
+    v6_with_cmdlines(endian, b"1 init\n42 worker\n")
 }
 
 /// [`v6`] with `cmdlines` as its saved cmdlines text.
-fn v6_with_cmdlines(big: bool, cmdlines: &[u8]) -> Vec<u8> {
-    let mut w = W::new(big);
-    w.s(MAGIC).s(b"6\0").s(&[u8::from(big), 8]).n(4096, 4);
-    let hi = header_info(big);
+fn v6_with_cmdlines(endian: Endian, cmdlines: &[u8]) -> Vec<u8> {
+    let mut w = W::new(endian);
+    w.s(MAGIC)
+        .s(b"6\0")
+        .s(&[u8::from(endian.is_big()), 8])
+        .n(4096, 4);
+    let hi = header_info(endian);
     w.s(&hi);
     w.n(0, 4); // no ftrace formats
-    let f = formats(big);
+    let f = formats(endian);
     w.s(&f);
     w.sized(4, b"").sized(4, b"").sized(8, cmdlines);
     w.n(1, 4); // cpus
@@ -108,9 +114,9 @@ fn v6_with_cmdlines(big: bool, cmdlines: &[u8]) -> Vec<u8> {
     w.sized(8, b"local [global] counter\n");
     let at = w.b.len().next_multiple_of(4096);
     w.b.resize(at, 0);
-    let p = page(big);
+    let p = page(endian);
     w.s(&p);
-    let mut fix = W::new(big);
+    let mut fix = W::new(endian);
     fix.n(at as u64, 8);
     w.b[table..table + 8].copy_from_slice(&fix.b);
     w.b
@@ -118,9 +124,12 @@ fn v6_with_cmdlines(big: bool, cmdlines: &[u8]) -> Vec<u8> {
 
 /// A v7 file compressed with zlib; `page_size_in_buffer` writes trace-cmd 3.1's BUFFER
 /// option.
-fn v7(big: bool, page_size_in_buffer: bool) -> Vec<u8> {
-    let mut w = W::new(big);
-    w.s(MAGIC).s(b"7\0").s(&[u8::from(big), 8]).n(4096, 4);
+fn v7(endian: Endian, page_size_in_buffer: bool) -> Vec<u8> {
+    let mut w = W::new(endian);
+    w.s(MAGIC)
+        .s(b"7\0")
+        .s(&[u8::from(endian.is_big()), 8])
+        .n(4096, 4);
     w.s(b"zlib\0").s(b"1.2.13\0");
     let options_at_pos = w.b.len();
     w.n(0, 8);
@@ -134,20 +143,20 @@ fn v7(big: bool, page_size_in_buffer: bool) -> Vec<u8> {
         w.n(z.len() as u64, 4).n(body.len() as u64, 4).s(&z);
         at
     };
-    let hi = section(&mut w, id::HEADER_INFO, &header_info(big));
-    let ev = section(&mut w, id::EVENT_FORMATS, &formats(big));
-    let mut cl = W::new(big);
+    let hi = section(&mut w, id::HEADER_INFO, &header_info(endian));
+    let ev = section(&mut w, id::EVENT_FORMATS, &formats(endian));
+    let mut cl = W::new(endian);
     cl.sized(8, b"42 worker\n");
     let cmd = section(&mut w, id::CMDLINES, &cl.b);
     // The flyrecord section: header, then the CPU data (count, one chunk).
     let fly = w.b.len() as u64;
     w.n(u64::from(id::BUFFER), 2).n(1, 2).n(0, 4).n(0, 8);
     let cpu_at = w.b.len() as u64;
-    let z = miniz_oxide::deflate::compress_to_vec_zlib(&page(big), 6);
+    let z = miniz_oxide::deflate::compress_to_vec_zlib(&page(endian), 6);
     w.n(1, 4).n(z.len() as u64, 4).n(4096, 4).s(&z);
     let cpu_size = 8 + z.len() as u64;
     // The options section, uncompressed.
-    let mut o = W::new(big);
+    let mut o = W::new(endian);
     for (sid, at) in [
         (id::HEADER_INFO, hi),
         (id::EVENT_FORMATS, ev),
@@ -156,7 +165,7 @@ fn v7(big: bool, page_size_in_buffer: bool) -> Vec<u8> {
         o.n(u64::from(sid), 2).n(8, 4).n(at, 8);
     }
     o.n(u64::from(id::OFFSET), 2).sized(4, b"-5\0");
-    let mut buffer = W::new(big);
+    let mut buffer = W::new(endian);
     buffer.n(fly, 8).s(b"\0mono\0");
     if page_size_in_buffer {
         buffer.n(4096, 4);
@@ -166,7 +175,7 @@ fn v7(big: bool, page_size_in_buffer: bool) -> Vec<u8> {
     o.n(u64::from(id::DONE), 2).n(8, 4).n(0, 8);
     let opts = w.b.len() as u64;
     w.n(0, 2).n(0, 2).n(0, 4).n(o.b.len() as u64, 8).s(&o.b);
-    let mut fix = W::new(big);
+    let mut fix = W::new(endian);
     fix.n(opts, 8);
     w.b[options_at_pos..options_at_pos + 8].copy_from_slice(&fix.b);
     w.b
@@ -201,8 +210,8 @@ fn items(file: &TraceDat<'_>) -> (Vec<Rec>, Vec<Lost>) {
 
 #[test]
 fn v6_both_byte_orders() {
-    for big in [false, true] {
-        let bytes = v6(big);
+    for endian in [Endian::Little, Endian::Big] {
+        let bytes = v6(endian);
         let file = TraceDat::parse(&bytes).unwrap();
         assert_eq!(file.version(), 6);
         assert_eq!(file.trace_clock(), Some("global"));
@@ -215,7 +224,7 @@ fn v6_both_byte_orders() {
         assert_eq!(
             recs,
             vec![(0, 1001, 1), (0, 1003, 2), (0, 1006, 3)],
-            "big {big}"
+            "{endian:?}"
         );
         assert_eq!(lost, vec![(0, Some(9))]);
     }
@@ -223,9 +232,9 @@ fn v6_both_byte_orders() {
 
 #[test]
 fn v7_zlib_both_byte_orders_both_buffer_options() {
-    for big in [false, true] {
+    for endian in [Endian::Little, Endian::Big] {
         for with_page_size in [false, true] {
-            let bytes = v7(big, with_page_size);
+            let bytes = v7(endian, with_page_size);
             let file = TraceDat::parse(&bytes).unwrap();
             assert_eq!(file.compression().0, Compression::Zlib);
             assert_eq!(file.trace_clock(), Some("mono"));
@@ -253,21 +262,21 @@ fn errors_say_where_and_why() {
     let e = TraceDat::parse(b"\x17\x08\x44tracinX").unwrap_err();
     assert_eq!((e.offset, e.kind), (0, ErrorKind::NotTraceDat));
     // Unsupported compression, at the name.
-    let mut bytes = v7(false, true);
+    let mut bytes = v7(Endian::Little, true);
     let at = MAGIC.len() + 2 + 2 + 4;
     bytes[at..at + 4].copy_from_slice(b"lz4\0");
     let e = TraceDat::parse(&bytes).unwrap_err();
     assert_eq!(e.offset, at as u64);
     assert_eq!(e.kind, ErrorKind::UnsupportedCompression("lz4".into()));
     // Options sections chained in a loop.
-    let mut bytes = v7(false, true);
+    let mut bytes = v7(Endian::Little, true);
     let first = u64::from_le_bytes(bytes[at + 12..at + 20].try_into().unwrap()) as usize;
     let done = bytes.len() - 8;
     bytes[done..].copy_from_slice(&(first as u64).to_le_bytes());
     let e = TraceDat::parse(&bytes).unwrap_err();
     assert!(matches!(e.kind, ErrorKind::TooLarge { .. }), "{e}");
     // A corrupt compressed section: the error names the section's offset.
-    let good = v7(false, true);
+    let good = v7(Endian::Little, true);
     let mut bytes = good.clone();
     let z = at + 20 + 16 + 8; // inside the first section's zlib data
     bytes[z + 2] ^= 0xff;
@@ -315,7 +324,7 @@ fn saved_cmdlines_lines() {
 
 #[test]
 fn malformed_cmdlines_are_an_error_of_their_own_not_of_the_file() {
-    let bytes = v6_with_cmdlines(false, b"42 worker\ngarbage\n\xff\xfe\n");
+    let bytes = v6_with_cmdlines(Endian::Little, b"42 worker\ngarbage\n\xff\xfe\n");
     let file = TraceDat::parse(&bytes).unwrap();
     assert_eq!(file.comm(42), Some("worker"));
     let e = file.cmdline_error().unwrap();
@@ -331,7 +340,7 @@ fn malformed_cmdlines_are_an_error_of_their_own_not_of_the_file() {
     assert!(events.peek().is_some(), "{out}");
     assert!(events.all(|l| l.contains(r#""comm":"worker""#)), "{out}");
     // A cmdlines size past the end of the file is a truncation, not a panic.
-    let good = v6(false);
+    let good = v6(Endian::Little);
     let at = find(&good, b"1 init") - 8;
     let mut bytes = good.clone();
     bytes[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
@@ -343,7 +352,7 @@ fn malformed_cmdlines_are_an_error_of_their_own_not_of_the_file() {
 
 #[test]
 fn records_get_the_saved_name_of_their_pid() {
-    for bytes in [v6(false), v7(true, true)] {
+    for bytes in [v6(Endian::Little), v7(Endian::Big, true)] {
         let file = TraceDat::parse(&bytes).unwrap();
         let (out, decoded) = decoded_lines(&file, true);
         assert!(decoded.problems.is_empty(), "{:?}", decoded.problems);
@@ -360,7 +369,7 @@ fn records_get_the_saved_name_of_their_pid() {
         assert!(!out.contains("comm"), "{out}");
     }
     // A pid with no saved name gets no key (never a guess).
-    let bytes = v6_with_cmdlines(false, b"1 init\n");
+    let bytes = v6_with_cmdlines(Endian::Little, b"1 init\n");
     let file = TraceDat::parse(&bytes).unwrap();
     let (out, _) = decoded_lines(&file, true);
     assert!(out.contains(r#""tid":42,"fields""#), "{out}");

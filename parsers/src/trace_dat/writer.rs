@@ -257,8 +257,7 @@ mod tests {
         for endian in [Endian::Little, Endian::Big] {
             let systems = vec![("test".to_string(), vec![FORMAT.to_string()])];
             let m = meta(endian, &[], &systems);
-            let big = endian == Endian::Big;
-            let bytes = file(&m, &[page_bytes(big), Vec::new(), page_bytes(big)]);
+            let bytes = file(&m, &[page_bytes(endian), Vec::new(), page_bytes(endian)]);
             let f = TraceDat::parse(&bytes).unwrap();
             assert_eq!(f.version(), 6);
             assert_eq!(f.endian(), endian);
@@ -287,7 +286,9 @@ mod tests {
             let mut seen = Vec::new();
             while let Some(item) = records.next_item().unwrap() {
                 match item {
-                    Item::Record(r) => seen.push((r.cpu, r.time, r.raw[if big { 11 } else { 8 }])),
+                    Item::Record(r) => {
+                        seen.push((r.cpu, r.time, r.raw[if endian.is_big() { 11 } else { 8 }]))
+                    }
                     Item::Lost { cpu, count, .. } => seen.push((cpu, count.unwrap(), 0xff)),
                 }
             }
@@ -321,7 +322,7 @@ mod tests {
         // 1970-01-01T00:00:01Z, minus the page's first stamp (1001).
         m.offset_ns = Some(1_000_000_000 - 1001);
         m.tgids = Some("42 40\n");
-        let lines = lines_of(&file(&m, &[page_bytes(false)]));
+        let lines = lines_of(&file(&m, &[page_bytes(Endian::Little)]));
         let records: Vec<&String> = lines.iter().filter(|l| l.contains("\"v\":")).collect();
         assert_eq!(records.len(), 3, "{lines:?}");
         assert!(
@@ -348,14 +349,14 @@ mod tests {
         )];
         let mut m = meta(Endian::Little, &[], &systems);
         m.cpu_stats = &stats;
-        let lines = lines_of(&file(&m, &[page_bytes(false)]));
+        let lines = lines_of(&file(&m, &[page_bytes(Endian::Little)]));
         let lost: Vec<&String> = lines.iter().filter(|l| l.contains("\"lost\"")).collect();
         assert_eq!(lost.len(), 2, "{lines:?}");
         assert!(lost[0].contains("\"lost\":9}"), "{}", lost[0]);
         assert!(lost[1].contains("\"lost\":11}"), "{}", lost[1]);
         // Without stats: the page's count only.
         m.cpu_stats = &[];
-        let lines = lines_of(&file(&m, &[page_bytes(false)]));
+        let lines = lines_of(&file(&m, &[page_bytes(Endian::Little)]));
         let lost: Vec<&String> = lines.iter().filter(|l| l.contains("\"lost\"")).collect();
         assert_eq!(lost.len(), 1, "{lines:?}");
     }
@@ -365,7 +366,7 @@ mod tests {
         let systems = vec![("test".to_string(), vec![FORMAT.to_string()])];
         let mut m = meta(Endian::Little, &[], &systems);
         m.offset_ns = None;
-        let bytes = file(&m, &[page_bytes(false)]);
+        let bytes = file(&m, &[page_bytes(Endian::Little)]);
         let f = TraceDat::parse(&bytes).unwrap();
         assert_eq!(f.time_offset_ns(), 0);
         assert_eq!(f.wall_clock_offset_ns(), None);

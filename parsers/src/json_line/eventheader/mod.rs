@@ -21,6 +21,7 @@ pub use streaming::write_event_streaming;
 pub use values::write_value;
 pub(crate) use values::{uint_of, write_value_as};
 
+use crate::bytes::Endian;
 use crate::eventheader::header::parse_event;
 use crate::eventheader::tracepoint_name::{OwnedTracepointName, TracepointName};
 use crate::json::Text;
@@ -56,7 +57,7 @@ impl Scratch {
     }
 
     /// See [`PlanCache::take_learnt`].
-    pub fn take_learnt(&mut self) -> Option<(&[u8], bool)> {
+    pub fn take_learnt(&mut self) -> Option<(&[u8], Endian)> {
         self.plans.take_learnt()
     }
 }
@@ -157,14 +158,14 @@ fn write_planned(
     if parts.header.level != level {
         return None;
     }
-    let big = parts.header.big_endian();
-    let plan = scratch.plans.get(parts.metadata?, big, hint)?;
+    let endian = parts.header.endian();
+    let plan = scratch.plans.get(parts.metadata?, endian, hint)?;
     provider(out);
     plan.write_head(out);
     level_keyword(out);
     write_header_keys(out, &parts);
     out.extend_from_slice(b",\"fields\":{");
-    plan.write_fields(out, parts.payload, big)?;
+    plan.write_fields(out, parts.payload, endian)?;
     out.push(b'}');
     plan.write_tags(out);
     Some(())

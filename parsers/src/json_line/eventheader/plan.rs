@@ -25,6 +25,7 @@
 //! the errors. So a plan only ever writes lines the streaming writer writes too, byte
 //! for byte (`tests/eventheader_json.rs` checks it on generated and mutated events).
 
+use crate::bytes::Endian;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -125,7 +126,7 @@ pub struct Plan {
 #[derive(Debug, Clone)]
 struct Cached {
     hash: u64,
-    big: bool,
+    endian: Endian,
     meta: Box<[u8]>,
     plan: Option<Plan>,
     /// The bytes it holds, counted against [`PLAN_CACHE_BYTES`].
@@ -133,8 +134,8 @@ struct Cached {
 }
 
 impl Cached {
-    fn is(&self, hash: u64, meta: &[u8], big: bool) -> bool {
-        self.hash == hash && self.big == big && *self.meta == *meta
+    fn is(&self, hash: u64, meta: &[u8], endian: Endian) -> bool {
+        self.hash == hash && self.endian == endian && *self.meta == *meta
     }
 }
 
@@ -162,7 +163,7 @@ pub struct PlanCache {
 }
 
 impl PlanCache {
-    /// The plan for `meta` (values in big-endian order if `big`), compiling it the first
+    /// The plan for `meta` (values in byte order `endian`), compiling it the first
     /// time; `None` when the metadata does not compile or is too long to cache.
     ///
     /// `hint` (one per tracepoint) remembers the slot its events found last: when that
@@ -170,23 +171,23 @@ impl PlanCache {
     /// tracepoint mostly carry the same block); else the front table by a fingerprint of
     /// the block (a few of its words), and then the index by the full hash, are searched. Without a hint, the slot the
     /// cache found last is tried first.
-    pub fn get(&mut self, meta: &[u8], big: bool, hint: Option<&PlanHint>) -> Option<&Plan> {
+    pub fn get(&mut self, meta: &[u8], endian: Endian, hint: Option<&PlanHint>) -> Option<&Plan> {
         let holds = |slot: usize| {
             self.slots
                 .get(slot)
                 .and_then(Option::as_ref)
-                .is_some_and(|c| c.big == big && *c.meta == *meta)
+                .is_some_and(|c| c.endian == endian && *c.meta == *meta)
         };
         let hinted = hint.map(PlanHint::get);
         let guess = hinted.unwrap_or(self.last);
         let slot = if holds(guess) {
             guess
         } else {
-            let print = fingerprint(meta, big);
+            let print = fingerprint(meta, endian);
             match self.front.get(print).map(|&slot| usize::from(slot)) {
                 Some(slot) if holds(slot) => slot,
                 _ => {
-                    let slot = self.find(meta, big)?;
+                    let slot = self.find(meta, endian)?;
                     if self.front.is_empty() {
                         self.front = vec![NO_SLOT; FRONT_ENTRIES].into_boxed_slice();
                     }
@@ -210,21 +211,21 @@ impl PlanCache {
     /// cached (`None` when it is too long to cache). Out of line: the usual lookup
     /// stops at the hint or the front table.
     #[inline(never)]
-    fn find(&mut self, meta: &[u8], big: bool) -> Option<usize> {
-        let hash = hash(meta, big);
+    fn find(&mut self, meta: &[u8], endian: Endian) -> Option<usize> {
+        let hash = hash(meta, endian);
         let found = self.index.get(&hash).map(|&slot| slot as usize);
         let cached = |slot: usize| self.slots.get(slot).and_then(Option::as_ref);
         match found {
-            Some(slot) if cached(slot).is_some_and(|c| c.is(hash, meta, big)) => Some(slot),
+            Some(slot) if cached(slot).is_some_and(|c| c.is(hash, meta, endian)) => Some(slot),
             _ if meta.len() > MAX_PLAN_METADATA => None,
-            _ => Some(self.insert(hash, meta, big)),
+            _ => Some(self.insert(hash, meta, endian)),
         }
     }
 
     /// Compile and cache `meta`, evicting the oldest entries as the bounds require.
     #[inline(never)]
-    fn insert(&mut self, hash: u64, meta: &[u8], big: bool) -> usize {
-        let plan = compile(meta, big);
+    fn insert(&mut self, hash: u64, meta: &[u8], endian: Endian) -> usize {
+        let plan = compile(meta, endian);
         let bytes = meta.len() + plan.as_ref().map_or(0, Plan::bytes);
         if self.index.capacity() == 0 {
             self.index.reserve(PLAN_CACHE_ENTRIES);
@@ -240,7 +241,7 @@ impl PlanCache {
         }
         let entry = Some(Cached {
             hash,
-            big,
+            endian,
             meta: meta.into(),
             plan,
             bytes,
@@ -262,13 +263,13 @@ impl PlanCache {
         self.learnt.is_some()
     }
 
-    /// The metadata block (and whether big-endian) first seen since the last call, if
+    /// The metadata block (and its byte order) first seen since the last call, if
     /// any: at most one per event, so whoever writes schema lines calls this after each
     /// event (a block evicted and seen again is new again).
-    pub fn take_learnt(&mut self) -> Option<(&[u8], bool)> {
+    pub fn take_learnt(&mut self) -> Option<(&[u8], Endian)> {
         let slot = self.learnt.take()?;
         let cached = self.slots.get(slot)?.as_ref()?;
-        Some((&cached.meta, cached.big))
+        Some((&cached.meta, cached.endian))
     }
 
     fn evict(&mut self, slot: usize) {
@@ -343,7 +344,7 @@ const _: () = assert!(PLAN_CACHE_ENTRIES < NO_SLOT as usize);
 /// words (first, middle, last; the event name, a field record, the last record), mixed.
 /// Cheap rather than thorough: blocks that share it only take turns in the front table.
 #[inline]
-fn fingerprint(meta: &[u8], big: bool) -> usize {
+fn fingerprint(meta: &[u8], endian: Endian) -> usize {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
     let word = |at: usize| {
         meta.get(at..)
@@ -357,15 +358,15 @@ fn fingerprint(meta: &[u8], big: bool) -> usize {
         None => (meta.iter().rev().fold(0, |w, &b| w << 8 | u64::from(b)), 0),
     };
     let last = last.map_or(0, |w| u64::from_le_bytes(*w));
-    let key = (len as u64) << 1 | u64::from(big);
+    let key = (len as u64) << 1 | u64::from(endian.is_big());
     let h = (first ^ middle.rotate_left(21) ^ last.rotate_left(42) ^ key).wrapping_mul(K);
     (h >> (64 - FRONT_ENTRIES.trailing_zeros())) as usize
 }
 
 /// A quick hash of a metadata block and its byte order, 8 bytes at a time.
-fn hash(meta: &[u8], big: bool) -> u64 {
+fn hash(meta: &[u8], endian: Endian) -> u64 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut h = (meta.len() as u64) << 1 | u64::from(big);
+    let mut h = (meta.len() as u64) << 1 | u64::from(endian.is_big());
     let mut words = meta.chunks_exact(8);
     for w in &mut words {
         let mut b = [0u8; 8];
@@ -390,11 +391,11 @@ fn hash(meta: &[u8], big: bool) -> u64 {
 }
 
 /// Compile a metadata block (`None`: the streaming writer handles its events).
-fn compile(meta: &[u8], big: bool) -> Option<Plan> {
+fn compile(meta: &[u8], endian: Endian) -> Option<Plan> {
     let name_len = memchr::memchr(0, meta)?;
     let mut c = Compiler {
         meta,
-        big,
+        endian,
         text: Vec::new(),
         ops: Vec::new(),
         s: Keys::default(),
@@ -455,7 +456,7 @@ fn counted(ops: &[Op]) -> bool {
 /// keys (the same [`member`], [`note_tag`] and [`close`] over the plan's text).
 struct Compiler<'m> {
     meta: &'m [u8],
-    big: bool,
+    endian: Endian,
     text: Vec<u8>,
     ops: Vec<Op>,
     s: Keys,
@@ -502,7 +503,7 @@ impl Compiler<'_> {
         in_struct_array: bool,
     ) -> Option<()> {
         while remaining != 0 && *pos < self.meta.len() {
-            let field = read_field(self.meta, *pos, self.big).ok()?;
+            let field = read_field(self.meta, *pos, self.endian).ok()?;
             self.fields += 1;
             if self.fields > MAX_FIELDS || (field.tag != 0 && in_struct_array) {
                 return None;
@@ -625,7 +626,7 @@ fn kind(field: &FieldMeta<'_>) -> Kind {
 struct Walk<'p> {
     payload: &'p [u8],
     pos: usize,
-    big: bool,
+    endian: Endian,
     /// Items left, as the [`Enumerator`](crate::eventheader::Enumerator) counts them (it fails on the item that
     /// finds its budget at 0, counting the final step that ends the walk).
     budget: usize,
@@ -647,7 +648,7 @@ impl Walk<'_> {
     #[inline]
     fn uint(&mut self, size: u8) -> Option<u64> {
         let size = usize::from(size);
-        let v = uint_of(self.payload.get(self.pos..self.pos + size)?, self.big)?;
+        let v = uint_of(self.payload.get(self.pos..self.pos + size)?, self.endian)?;
         self.pos += size;
         Some(v)
     }
@@ -656,7 +657,7 @@ impl Walk<'_> {
         match count {
             Count::Const(n) => Some(n),
             Count::Var => {
-                let n = read_u16(self.payload.get(self.pos..)?, 0, self.big)?;
+                let n = read_u16(self.payload.get(self.pos..)?, 0, self.endian)?;
                 self.pos += 2;
                 Some(n)
             }
@@ -674,7 +675,7 @@ impl Walk<'_> {
             Kind::Hex(size) => super::values::write_hash_x(out, self.uint(size)?),
             Kind::Text => {
                 let rest = self.payload.get(self.pos..)?;
-                let n = usize::from(read_u16(rest, 0, self.big)?);
+                let n = usize::from(read_u16(rest, 0, self.endian)?);
                 write_text(out, rest.get(2..2 + n)?);
                 self.pos += 2 + n;
             }
@@ -688,17 +689,19 @@ impl Walk<'_> {
                 let size = usize::from(size);
                 let bytes = self.payload.get(self.pos..self.pos + size)?;
                 self.pos += size;
-                super::values::write_int_value(out, format, bytes, self.big)
+                super::values::write_int_value(out, format, bytes, self.endian)
             }
             Kind::Str(format, unit) => {
-                let (bytes, used) = read_value(self.payload, self.pos, encoding, self.big).ok()?;
+                let (bytes, used) =
+                    read_value(self.payload, self.pos, encoding, self.endian).ok()?;
                 self.pos += used;
-                super::values::write_string(out, format, bytes, usize::from(unit), self.big)
+                super::values::write_string(out, format, bytes, usize::from(unit), self.endian)
             }
             Kind::Other(format) => {
-                let (bytes, used) = read_value(self.payload, self.pos, encoding, self.big).ok()?;
+                let (bytes, used) =
+                    read_value(self.payload, self.pos, encoding, self.endian).ok()?;
                 self.pos += used;
-                super::values::write_value_as(out, encoding, format, bytes, self.big)
+                super::values::write_value_as(out, encoding, format, bytes, self.endian)
             }
         }
         Some(())
@@ -728,11 +731,11 @@ impl Plan {
     /// Write the `fields` members of an event whose payload is `payload` (without the
     /// braces); `None` (with partial output) where the streaming writer would report an
     /// error.
-    pub fn write_fields(&self, out: &mut Vec<u8>, payload: &[u8], big: bool) -> Option<()> {
+    pub fn write_fields(&self, out: &mut Vec<u8>, payload: &[u8], endian: Endian) -> Option<()> {
         let mut walk = Walk {
             payload,
             pos: 0,
-            big,
+            endian,
             budget: MIN_BUDGET + payload.len().saturating_mul(32),
         };
         if !self.counted {

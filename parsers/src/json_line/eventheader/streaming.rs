@@ -6,6 +6,7 @@ use super::Scratch;
 use super::header::*;
 use super::keys::*;
 use super::values::*;
+use crate::bytes::Endian;
 use crate::eventheader::enumerator::{Enumerator, Item};
 use crate::eventheader::header::parse_event;
 use crate::eventheader::tracepoint_name::TracepointName;
@@ -39,10 +40,10 @@ pub fn write_event_streaming(
         }
     };
     let header = parts.header;
-    let big = header.big_endian();
+    let endian = header.endian();
     let enumerator = match parts
         .metadata
-        .map(|m| Enumerator::new(m, parts.payload, big))
+        .map(|m| Enumerator::new(m, parts.payload, endian))
     {
         Some(Ok(e)) => Some(e),
         Some(Err(_)) => {
@@ -70,7 +71,7 @@ pub fn write_event_streaming(
         write_hex(out, parts.payload);
         return;
     };
-    write_fields(out, scratch, &mut enumerator, big);
+    write_fields(out, scratch, &mut enumerator, endian);
     if !scratch.tags.is_empty() {
         write_field_tags(out, scratch);
     }
@@ -135,7 +136,12 @@ pub fn write_event_streaming(
 
 /// `,"fields":{…}` from the walk, closing what is open when it stops early (the path
 /// where it stopped goes to `scratch.err_path`).
-pub(super) fn write_fields(out: &mut Vec<u8>, s: &mut Keys, e: &mut Enumerator<'_>, big: bool) {
+pub(super) fn write_fields(
+    out: &mut Vec<u8>,
+    s: &mut Keys,
+    e: &mut Enumerator<'_>,
+    endian: Endian,
+) {
     out.extend_from_slice(b",\"fields\":{");
     s.open.push(Open {
         array: false,
@@ -155,7 +161,7 @@ pub(super) fn write_fields(out: &mut Vec<u8>, s: &mut Keys, e: &mut Enumerator<'
                 if !element {
                     note_tag(s, &field, key, &mut seen);
                 }
-                write_value(out, &field, bytes, big);
+                write_value(out, &field, bytes, endian);
             }
             Item::StructBegin { field, element } => {
                 let key = member(out, s, field.name);

@@ -2,6 +2,7 @@
 //! errno, bool, time, IP addresses, UUIDs, floats, strings in UTF-8/16/32), written from
 //! the field's bytes. JSON lines and OTLP (`crate::otlp::fields`) both use them.
 
+use crate::bytes::Endian;
 use crate::eventheader::enums::{Encoding, Format};
 use crate::eventheader::metadata::{FieldMeta, unescape};
 use crate::json::{
@@ -24,8 +25,8 @@ pub(super) fn is_value_format(format: Format) -> bool {
 }
 
 /// One value of `field` (the bytes the enumerator gave).
-pub fn write_value(out: &mut Vec<u8>, field: &FieldMeta<'_>, bytes: &[u8], big: bool) {
-    write_value_as(out, field.encoding, field.format(), bytes, big)
+pub fn write_value(out: &mut Vec<u8>, field: &FieldMeta<'_>, bytes: &[u8], endian: Endian) {
+    write_value_as(out, field.encoding, field.format(), bytes, endian)
 }
 
 /// [`write_value`] for a field of this encoding and format.
@@ -34,26 +35,30 @@ pub(crate) fn write_value_as(
     encoding: Encoding,
     format: Format,
     bytes: &[u8],
-    big: bool,
+    endian: Endian,
 ) {
     match encoding {
         Encoding::Value8 | Encoding::Value16 | Encoding::Value32 | Encoding::Value64 => {
-            write_int_value(out, format, bytes, big)
+            write_int_value(out, format, bytes, endian)
         }
         Encoding::Value128 => write_value128(out, format, bytes),
         Encoding::ZStringChar8
         | Encoding::ZStringChar16
         | Encoding::ZStringChar32
         | Encoding::StringLength16Char16
-        | Encoding::StringLength16Char32 => {
-            write_string(out, format, bytes, encoding.char_size().unwrap_or(1), big)
-        }
+        | Encoding::StringLength16Char32 => write_string(
+            out,
+            format,
+            bytes,
+            encoding.char_size().unwrap_or(1),
+            endian,
+        ),
         Encoding::StringLength16Char8 | Encoding::BinaryLength16Char8 => {
             let binary = encoding == Encoding::BinaryLength16Char8;
             if is_value_format(format) {
                 match bytes.len() {
                     0 => out.extend_from_slice(b"null"),
-                    1 | 2 | 4 | 8 => write_int_value(out, format, bytes, big),
+                    1 | 2 | 4 | 8 => write_int_value(out, format, bytes, endian),
                     16 => write_value128(out, format, bytes),
                     _ if binary => write_hex(out, bytes),
                     _ => write_text(out, bytes),
@@ -61,7 +66,7 @@ pub(crate) fn write_value_as(
             } else if binary && format == Format::Default {
                 write_hex(out, bytes)
             } else {
-                write_string(out, format, bytes, 1, big)
+                write_string(out, format, bytes, 1, endian)
             }
         }
         Encoding::Struct => out.extend_from_slice(b"null"),
@@ -71,11 +76,11 @@ pub(crate) fn write_value_as(
 /// A 1, 2, 4 or 8-byte value as a zero-extended number, in the given byte order
 /// (`None` for other lengths).
 #[inline]
-pub(crate) fn uint_of(bytes: &[u8], big: bool) -> Option<u64> {
+pub(crate) fn uint_of(bytes: &[u8], endian: Endian) -> Option<u64> {
     macro_rules! read {
         ($t:ty) => {{
             let b = *bytes.first_chunk()?;
-            u64::from(if big {
+            u64::from(if endian.is_big() {
                 <$t>::from_be_bytes(b)
             } else {
                 <$t>::from_le_bytes(b)
@@ -92,8 +97,8 @@ pub(crate) fn uint_of(bytes: &[u8], big: bool) -> Option<u64> {
 }
 
 /// A 1, 2, 4 or 8-byte value (any other length: its hex).
-pub(super) fn write_int_value(out: &mut Vec<u8>, format: Format, bytes: &[u8], big: bool) {
-    let Some(u) = uint_of(bytes, big) else {
+pub(super) fn write_int_value(out: &mut Vec<u8>, format: Format, bytes: &[u8], endian: Endian) {
+    let Some(u) = uint_of(bytes, endian) else {
         return write_hex(out, bytes);
     };
     let n = bytes.len();
@@ -284,7 +289,7 @@ pub(super) fn write_string(
     format: Format,
     bytes: &[u8],
     unit: usize,
-    big: bool,
+    endian: Endian,
 ) {
     match format {
         Format::HexBytes => write_hex(out, bytes),
@@ -297,32 +302,32 @@ pub(super) fn write_string(
             out.push(b'"');
         }
         Format::StringUtfBom | Format::StringXml | Format::StringJson => {
-            let (unit, big, skip) = match bytes {
-                [0, 0, 0xfe, 0xff, ..] => (4, true, 4),
-                [0xff, 0xfe, 0, 0, ..] => (4, false, 4),
-                [0xfe, 0xff, ..] => (2, true, 2),
-                [0xff, 0xfe, ..] => (2, false, 2),
-                [0xef, 0xbb, 0xbf, ..] => (1, big, 3),
-                _ => (unit, big, 0),
+            let (unit, endian, skip) = match bytes {
+                [0, 0, 0xfe, 0xff, ..] => (4, Endian::Big, 4),
+                [0xff, 0xfe, 0, 0, ..] => (4, Endian::Little, 4),
+                [0xfe, 0xff, ..] => (2, Endian::Big, 2),
+                [0xff, 0xfe, ..] => (2, Endian::Little, 2),
+                [0xef, 0xbb, 0xbf, ..] => (1, endian, 3),
+                _ => (unit, endian, 0),
             };
-            write_units(out, bytes.get(skip..).unwrap_or_default(), unit, big)
+            write_units(out, bytes.get(skip..).unwrap_or_default(), unit, endian)
         }
-        _ => write_units(out, bytes, unit, big),
+        _ => write_units(out, bytes, unit, endian),
     }
 }
 
 /// UTF-8, UTF-16 or UTF-32 code units as a JSON string (invalid → U+FFFD).
-pub(super) fn write_units(out: &mut Vec<u8>, bytes: &[u8], unit: usize, big: bool) {
+pub(super) fn write_units(out: &mut Vec<u8>, bytes: &[u8], unit: usize, endian: Endian) {
     match unit {
-        2 if write_ascii_units::<2>(out, bytes, big) => {}
-        4 if write_ascii_units::<4>(out, bytes, big) => {}
+        2 if write_ascii_units::<2>(out, bytes, endian) => {}
+        4 if write_ascii_units::<4>(out, bytes, endian) => {}
         2 => {
             out.push(b'"');
             let chunks = bytes.chunks_exact(2);
             let partial = !chunks.remainder().is_empty();
             let units = chunks.map(|c| {
                 let b = [c[0], c[1]];
-                if big {
+                if endian.is_big() {
                     u16::from_be_bytes(b)
                 } else {
                     u16::from_le_bytes(b)
@@ -342,7 +347,7 @@ pub(super) fn write_units(out: &mut Vec<u8>, bytes: &[u8], unit: usize, big: boo
             let partial = !chunks.remainder().is_empty();
             for c in chunks {
                 let b = [c[0], c[1], c[2], c[3]];
-                let v = if big {
+                let v = if endian.is_big() {
                     u32::from_be_bytes(b)
                 } else {
                     u32::from_le_bytes(b)
@@ -363,14 +368,14 @@ pub(super) fn write_units(out: &mut Vec<u8>, bytes: &[u8], unit: usize, big: boo
 pub(super) fn write_ascii_units<const N: usize>(
     out: &mut Vec<u8>,
     bytes: &[u8],
-    big: bool,
+    endian: Endian,
 ) -> bool {
     let units = bytes.chunks_exact(N);
     if !units.remainder().is_empty() {
         return false;
     }
     // The byte holding the unit's low 8 bits; all the others must be 0.
-    let low = if big { N - 1 } else { 0 };
+    let low = if endian.is_big() { N - 1 } else { 0 };
     let mut high = 0u8;
     for unit in units.clone() {
         for (i, &b) in unit.iter().enumerate() {

@@ -2,6 +2,7 @@
 //! metadata block says (provider, event name, every field's encoding, format, array kind,
 //! tag and nested fields) and the block itself as hex.
 
+use crate::bytes::Endian;
 use serde::Serialize;
 
 use super::FirstTracepoint;
@@ -13,8 +14,8 @@ use crate::eventheader::{MAX_FIELDS, MAX_STRUCT_DEPTH};
 use crate::json_line::write_hex;
 
 /// The `eventheader` member of the schema line of the metadata block `meta` (values
-/// big-endian if `big`), first seen on `seen`.
-pub(super) fn member<'a>(seen: &FirstTracepoint<'a>, meta: &[u8], big: bool) -> EhMember<'a> {
+/// in byte order `endian`), first seen on `seen`.
+pub(super) fn member<'a>(seen: &FirstTracepoint<'a>, meta: &[u8], endian: Endian) -> EhMember<'a> {
     let name_len = memchr::memchr(0, meta).unwrap_or(meta.len());
     let (name, attrs) = split_event_name(&meta[..name_len]);
     let event_attributes = attributes(attrs)
@@ -22,7 +23,7 @@ pub(super) fn member<'a>(seen: &FirstTracepoint<'a>, meta: &[u8], big: bool) -> 
         .collect();
     let mut walk = MetaWalk {
         meta,
-        big,
+        endian,
         pos: name_len + 1,
         fields: 0,
     };
@@ -40,7 +41,7 @@ pub(super) fn member<'a>(seen: &FirstTracepoint<'a>, meta: &[u8], big: bool) -> 
             provider: seen.tracepoint.provider,
             name: unescaped(name),
             event_attributes,
-            byte_order: if big { "big" } else { "little" },
+            byte_order: if endian.is_big() { "big" } else { "little" },
             fields,
             error,
             metadata: String::from_utf8_lossy(hex).into_owned(),
@@ -151,7 +152,7 @@ fn unescaped(text: &[u8]) -> String {
 /// Reads the field records of a metadata block into [`EhFieldLine`]s.
 struct MetaWalk<'m> {
     meta: &'m [u8],
-    big: bool,
+    endian: Endian,
     pos: usize,
     fields: usize,
 }
@@ -167,8 +168,8 @@ impl MetaWalk<'_> {
     ) -> Result<(), String> {
         let mut left = remaining;
         while left != 0 && self.pos < self.meta.len() {
-            let f =
-                read_field(self.meta, self.pos, self.big).map_err(|e: MetaError| e.to_string())?;
+            let f = read_field(self.meta, self.pos, self.endian)
+                .map_err(|e: MetaError| e.to_string())?;
             self.fields += 1;
             if self.fields > MAX_FIELDS {
                 return Err(format!("more than {MAX_FIELDS} fields"));

@@ -15,6 +15,7 @@
 //! writer's methods; [`format`] the body of a tracefs schema line, [`eventheader`] that of
 //! an EventHeader one.
 
+use crate::bytes::Endian;
 use serde::Serialize;
 
 use super::{LineWriter, PreparedFormat};
@@ -194,14 +195,14 @@ impl LineWriter {
     }
 
     /// Append the `{"uevrec":"schema","source":"eventheader",…}` line of the metadata
-    /// block `meta` (values big-endian if `big`), first seen on `seen`.
+    /// block `meta` (values in byte order `endian`), first seen on `seen`.
     pub fn write_eventheader_schema(
         &mut self,
         out: &mut Vec<u8>,
         time_unix_ns: Option<u64>,
         seen: &FirstTracepoint<'_>,
         meta: &[u8],
-        big: bool,
+        endian: Endian,
     ) {
         let tracepoint = Tracepoint {
             system: seen.system,
@@ -212,7 +213,7 @@ impl LineWriter {
             event: tracepoint.key(),
             tracepoint,
             source: "eventheader",
-            body: eventheader::member(seen, meta, big),
+            body: eventheader::member(seen, meta, endian),
         };
         self.write_own_line(out, time_unix_ns, "schema", &line);
     }
@@ -245,7 +246,7 @@ impl LineWriter {
         time_unix_ns: Option<u64>,
         prepared: &PreparedFormat,
     ) {
-        let Some((meta, big)) = self.eh.take_learnt() else {
+        let Some((meta, endian)) = self.eh.take_learnt() else {
             return;
         };
         let Some(tracepoint) = prepared.eventheader() else {
@@ -259,7 +260,7 @@ impl LineWriter {
             tracepoint,
         };
         let end = out.len();
-        self.write_eventheader_schema(out, time_unix_ns, &seen, &meta, big);
+        self.write_eventheader_schema(out, time_unix_ns, &seen, &meta, endian);
         if let Some(moved) = out.get_mut(line_start.min(end)..) {
             moved.rotate_right(moved.len() - (end - line_start.min(end)));
         }

@@ -80,7 +80,7 @@ struct Origin<'a> {
 }
 
 impl OtlpWriter {
-    /// A writer with these options (`big_endian` applies; `include_common` does not:
+    /// A writer with these options (`endian` applies; `include_common` does not:
     /// OTLP records carry the sample's pid, tid and cpu as attributes instead).
     pub(crate) fn new(opts: LineOptions) -> Self {
         OtlpWriter {
@@ -203,11 +203,7 @@ impl OtlpWriter {
     }
 
     fn endian(&self) -> Endian {
-        if self.opts.big_endian {
-            Endian::Big
-        } else {
-            Endian::Little
-        }
+        self.opts.endian
     }
 
     /// A plain event's fields as attributes; fields that fail to decode are left out
@@ -253,7 +249,7 @@ impl OtlpWriter {
         };
         let walk = match &parts {
             Ok(p) => match p.metadata {
-                Some(meta) => Enumerator::new(meta, p.payload, p.header.big_endian())
+                Some(meta) => Enumerator::new(meta, p.payload, p.header.endian())
                     .map_err(|e| format!("bad metadata: {e}")),
                 None => Err("no metadata block: the payload cannot be decoded".to_string()),
             },

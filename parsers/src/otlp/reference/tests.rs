@@ -304,7 +304,7 @@ fn plain_formats_of_the_corpus() {
     assert_same(
         &events,
         LineOptions {
-            big_endian: true,
+            endian: crate::Endian::Big,
             ..Default::default()
         },
         Some("h"),

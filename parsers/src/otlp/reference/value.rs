@@ -108,7 +108,7 @@ pub(crate) fn eventheader_fields(
     scratch: &mut Vec<u8>,
     e: &mut Enumerator<'_>,
 ) -> (Vec<KeyValue>, Option<String>) {
-    let big = e.big_endian();
+    let endian = e.endian();
     let mut stack: Vec<Open> = vec![Open::Struct(None, Vec::new())];
     let name = |n: &[u8]| String::from_utf8_lossy(n).into_owned();
     for item in e.by_ref() {
@@ -127,7 +127,7 @@ pub(crate) fn eventheader_fields(
                 element,
             } => {
                 let value = json_of(scratch, |out| {
-                    crate::json_line::eventheader::write_value(out, &field, bytes, big);
+                    crate::json_line::eventheader::write_value(out, &field, bytes, endian);
                     false
                 });
                 add(&mut stack, (!element).then(|| name(field.name)), value);
