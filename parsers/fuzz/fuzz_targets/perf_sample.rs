@@ -102,6 +102,13 @@ fn check(input: &Input, format: &SampleFormat, bits: u64, bytes: &[u8], record: 
             assert!(size >= HEADER_SIZE + 8 + format.trailer_size());
             check_trailer(sample_id, bits, input.sample_id_all);
         }
+        Record::Comm { comm, sample_id, .. } => {
+            assert!(!comm.contains(&0), "the name runs to its NUL, not past it");
+            check_trailer(sample_id, bits, input.sample_id_all);
+        }
+        Record::Task { sample_id, .. } | Record::Cgroup { sample_id, .. } => {
+            check_trailer(sample_id, bits, input.sample_id_all);
+        }
         Record::Other(_) => {}
     }
     size
