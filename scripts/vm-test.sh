@@ -80,6 +80,26 @@ trap 'rm -f "$guest"' EXIT
 	echo 't=/sys/kernel/tracing'
 	echo 'if echo 1 > "$t/set_event_pid" && echo 1 > "$t/events/sched/sched_kthread_stop/enable"; then echo "vm-test: scheduler probes pinned"; else echo "vm-test: WARNING: could not pin the scheduler probes"; fi'
 	echo 'failed=""'
+	# A test that fails without stopping its recorder must not fail the next module's
+	# tests too: a leftover uevrec holds every user event it attached (they cannot be
+	# deleted, and the kernel keeps them past their producers). After each run any
+	# uevrec still alive is named, killed, and that run counts as failed.
+	cat <<'REAP'
+reap() {
+	l=""
+	for p in /proc/[0-9]*; do
+		[ "$(cat "$p/comm" 2>/dev/null)" = uevrec ] || continue
+		read -r _ _ state _ <"$p/stat" 2>/dev/null || continue
+		[ "$state" = Z ] || l="$l ${p#/proc/}"
+	done
+	if [ -n "$l" ]; then
+		echo "vm-test: $1 left uevrec running (pid$l): a test without a kill-on-drop guard; killed"
+		kill -9 $l 2>/dev/null
+		sleep 1
+		failed="$failed $1(left uevrec running)"
+	fi
+}
+REAP
 	for e in "${exes[@]}"; do
 		name=${e%% *} path=${e#* }
 		# The `vm` binary runs one module (one tests/vm/ file) at a time, as the files ran
@@ -95,6 +115,7 @@ trap 'rm -f "$guest"' EXIT
 			for o in "${mods[@]}"; do if [ "$o" != "$m" ]; then skips="$skips --skip $o::"; fi; done
 			printf 'echo "vm-test: running %s%s"\n' "$name" "${m:+ (module $m)}"
 			printf '"%s"%s "$@" || failed="$failed %s%s"\n' "$path" "$skips" "$name" "${m:+::$m}"
+			printf 'reap "%s%s"\n' "$name" "${m:+::$m}"
 		done
 	done
 	# The acceptance tests once more with two formatter workers and the reorder stage
@@ -111,6 +132,7 @@ trap 'rm -f "$guest"' EXIT
 			for o in "${mods[@]}"; do if [ "$o" != user_events ]; then skips="$skips --skip $o::"; fi; done
 			printf 'echo "vm-test: running %s (module user_events) with UEVREC_VM_THREADS=2 (record --threads 2)"\n' "$name"
 			printf 'UEVREC_VM_THREADS=2 "%s"%s --skip user_events::t10_ --skip user_events::t12_ "$@" || failed="$failed %s::user_events(--threads 2)"\n' "$path" "$skips" "$name"
+			printf 'reap "%s::user_events(--threads 2)"\n' "$name"
 		fi
 	done
 	echo 'if [ -n "$failed" ]; then echo "vm-test: FAILED:$failed"; exit 1; fi'

@@ -262,30 +262,6 @@ pub fn assert_no_duplicates(seqs: &BTreeMap<u64, u32>) {
     );
 }
 
-/// A child process killed (and reaped) when dropped: a failing test leaves no recorder
-/// running. Derefs to the [`Child`].
-pub struct KillOnDrop(pub Child);
-
-impl std::ops::Deref for KillOnDrop {
-    type Target = Child;
-    fn deref(&self) -> &Child {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for KillOnDrop {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.0
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// One sample read by tests/metrics/parse.py.
 #[derive(Debug)]
 pub struct Sample {

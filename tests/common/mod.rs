@@ -32,6 +32,30 @@ pub fn bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin("uevrec")
 }
 
+/// A child process killed (and reaped) when dropped: a failing test leaves no recorder
+/// running. Derefs to the [`Child`].
+pub struct KillOnDrop(pub Child);
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Wait up to [`PATIENCE`] for `child` (a uevrec) to exit; panics when it does not (it is
 /// killed and reaped first).
 pub fn must_exit(child: &mut Child) -> ExitStatus {

@@ -172,6 +172,35 @@ pub fn kill_if_running(child: &mut Child) {
     }
 }
 
+/// Wait up to `timeout` for the sample producer `bin` (`child`, its report lines collected
+/// into `reports` by [`collect_json_lines`]) to exit successfully, then up to 5 s more for
+/// the reader thread to take in its last line (the exit can be seen first); its report
+/// lines, which must end with `done` (a failure shows the last 8).
+pub fn finish_sample(
+    child: &mut Child,
+    reports: &Mutex<Vec<Value>>,
+    bin: &str,
+    timeout: Duration,
+) -> Vec<Value> {
+    let status = wait_child(child, timeout)
+        .unwrap_or_else(|| panic!("{bin} still running after {timeout:?}"));
+    let done = wait_until(Duration::from_secs(5), || {
+        reports
+            .lock()
+            .unwrap()
+            .last()
+            .is_some_and(|v| v.get("done").is_some())
+    });
+    let reports = reports.lock().unwrap().clone();
+    let tail = &reports[reports.len().saturating_sub(8)..];
+    assert!(
+        status.success(),
+        "{bin} failed ({status}); its last lines: {tail:?}"
+    );
+    assert!(done, "{bin}: no done line; its last lines: {tail:?}");
+    reports
+}
+
 /// Spawn the sample producer `bin` with `args`; its JSON report lines are collected as
 /// they come.
 pub fn spawn_sample<S: AsRef<std::ffi::OsStr>>(

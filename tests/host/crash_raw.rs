@@ -13,19 +13,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::common::tier::Tier;
-use crate::common::{NR_GETPPID, PATIENCE};
+use crate::common::{KillOnDrop, NR_GETPPID, PATIENCE};
 
 const ROUNDS: usize = 20;
-
-/// Kills and reaps the child when dropped (a failing test leaves nothing running).
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The SEQ values (second argument of the getppid(424242, SEQ) calls) in `lines`, in
 /// output order, and the last line.

@@ -11,6 +11,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+use crate::common::KillOnDrop;
 use crate::common::NR_GETPPID;
 use crate::common::PATIENCE;
 use crate::common::bin;

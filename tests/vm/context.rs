@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::KillOnDrop;
 use crate::common::vm::PATIENCE;
 use crate::common::vm::{
     backend, each_backend, interrupt_and_wait, kill_if_running, output_lines, spawn_rate, tmp_dir,
@@ -124,13 +125,15 @@ fn renamed_producer_in_a_created_container_cgroup() {
             &start,
             &["--threads", "1", "--rename", "ctx-renamed"],
         );
-        let mut rec = Command::new(crate::common::bin())
-            .args(["record", "--quiet", "--backend", backend()])
-            .args(["-e", &format!("user_events:{name}"), "-o"])
-            .arg(&out)
-            .stderr(Stdio::from(fs::File::create(&err).unwrap()))
-            .spawn()
-            .unwrap();
+        let mut rec = KillOnDrop(
+            Command::new(crate::common::bin())
+                .args(["record", "--quiet", "--backend", backend()])
+                .args(["-e", &format!("user_events:{name}"), "-o"])
+                .arg(&out)
+                .stderr(Stdio::from(fs::File::create(&err).unwrap()))
+                .spawn()
+                .unwrap(),
+        );
         wait("uevrec's attached notice", || {
             fs::read_to_string(&out).is_ok_and(|t| t.contains("\"attached\""))
         });
@@ -214,19 +217,21 @@ fn producer_in_a_pod_container_cgroup() {
         // JSON lines and, beside them, OTLP (the identity as resource attributes).
         let (otlp, otlp_err) = (dir.join("out.otlp"), dir.join("err.otlp"));
         let recorder = |out: &Path, err: &Path, format: &str| {
-            let rec = Command::new(assert_cmd::cargo::cargo_bin("uevrec"))
-                .args(["record", "--quiet", "--backend", backend()])
-                .args(["--format", format])
-                .args(["-e", &format!("user_events:{name}")])
-                .arg("--k8s-pod-logs")
-                .arg(&pods)
-                .arg("--k8s-container-logs")
-                .arg(&containers)
-                .arg("-o")
-                .arg(out)
-                .stderr(Stdio::from(fs::File::create(err).unwrap()))
-                .spawn()
-                .unwrap();
+            let rec = KillOnDrop(
+                Command::new(assert_cmd::cargo::cargo_bin("uevrec"))
+                    .args(["record", "--quiet", "--backend", backend()])
+                    .args(["--format", format])
+                    .args(["-e", &format!("user_events:{name}")])
+                    .arg("--k8s-pod-logs")
+                    .arg(&pods)
+                    .arg("--k8s-container-logs")
+                    .arg(&containers)
+                    .arg("-o")
+                    .arg(out)
+                    .stderr(Stdio::from(fs::File::create(err).unwrap()))
+                    .spawn()
+                    .unwrap(),
+            );
             wait("uevrec's attached notice", || {
                 fs::read_to_string(out).is_ok_and(|t| t.contains("\"attached\""))
             });

@@ -23,6 +23,7 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 use uevrec_samples::wait_until;
 
+use crate::common::KillOnDrop;
 use crate::common::vm::{
     PATIENCE, backend, each_backend, kill_if_running, spawn_rate, tmp_dir, user_events_here,
 };
@@ -67,15 +68,17 @@ fn a_sigkilled_raw_recording_of_user_events_decodes_every_value() {
         let data = local.join("raw.data");
         let out = dir.join("live.jsonl");
         let stderr = dir.join("uevrec.stderr");
-        let mut recorder = Command::new(env!("CARGO_BIN_EXE_uevrec"))
-            .args(["record", "--backend", backend(), "-e", &selector, "-o"])
-            .arg(&out)
-            .arg("--raw")
-            .arg(&data)
-            .stdout(Stdio::null())
-            .stderr(fs::File::create(&stderr).unwrap())
-            .spawn()
-            .expect("spawning uevrec");
+        let mut recorder = KillOnDrop(
+            Command::new(env!("CARGO_BIN_EXE_uevrec"))
+                .args(["record", "--backend", backend(), "-e", &selector, "-o"])
+                .arg(&out)
+                .arg("--raw")
+                .arg(&data)
+                .stdout(Stdio::null())
+                .stderr(fs::File::create(&stderr).unwrap())
+                .spawn()
+                .expect("spawning uevrec"),
+        );
         assert!(
             wait_until(PATIENCE, || attached(&out, &selector)
                 || recorder.try_wait().ok().flatten().is_some()),

@@ -109,19 +109,7 @@ impl Producer {
 
     /// Wait for a successful exit; the report lines.
     fn finish(mut self) -> Vec<Value> {
-        let status = wait_child(&mut self.child, PRODUCER_TIMEOUT)
-            .unwrap_or_else(|| panic!("{} still running after {PRODUCER_TIMEOUT:?}", self.name));
-        let done = wait_until(Duration::from_secs(5), || {
-            self.lines().last().is_some_and(|v| v.get("done").is_some())
-        });
-        assert!(
-            status.success(),
-            "{} failed ({status}): {:?}",
-            self.name,
-            self.lines()
-        );
-        assert!(done, "{}: no done line: {:?}", self.name, self.lines());
-        self.lines()
+        vm::finish_sample(&mut self.child, &self.lines, &self.name, PRODUCER_TIMEOUT)
     }
 }
 

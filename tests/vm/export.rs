@@ -44,7 +44,7 @@ use uevrec_samples::wait_until;
 
 use crate::common::otlp_receiver::{Kind, Receiver};
 use crate::common::vm::{
-    self, interrupt_and_wait, kill_if_running, spawn_sample, user_events_here, wait_child,
+    self, interrupt_and_wait, kill_if_running, spawn_sample, user_events_here,
 };
 
 /// How long the producer and the deliveries may take (TCG guests are slow).
@@ -340,14 +340,7 @@ fn export_summary(stderr: &str) -> ((u64, u64, u64), BTreeMap<String, [u64; 4]>)
 
 /// Wait for a producer to succeed; its report lines, ending with `done`.
 fn finish(child: &mut Child, reports: &Mutex<Vec<Value>>) -> Vec<Value> {
-    let status = wait_child(child, TIMEOUT).expect("otel still running");
-    assert!(status.success(), "otel failed: {status}");
-    let reports = reports.lock().unwrap().clone();
-    assert!(
-        reports.last().is_some_and(|v| v.get("done").is_some()),
-        "otel: {reports:?}"
-    );
-    reports
+    vm::finish_sample(child, reports, "otel", TIMEOUT)
 }
 
 /// `json` and `grpc` hold the same items, each as often (a log record's observed time,

@@ -28,7 +28,7 @@ use uevrec_samples::wait_until;
 
 use crate::common::vm::{
     collect_json_lines, interrupt_and_wait, kill_if_running, output_lines, sample, tmp_dir,
-    user_events_here, wait_child,
+    user_events_here,
 };
 
 /// How long registering, attaching and writing may take (TCG guests are ~6x slower).
@@ -68,21 +68,14 @@ impl Producer {
         Producer { child, lines }
     }
 
-    fn lines(&self) -> Vec<Value> {
-        self.lines.lock().unwrap().clone()
-    }
-
     /// Wait for a successful exit; the report lines.
     fn finish(mut self) -> Vec<Value> {
-        let status = wait_child(&mut self.child, PRODUCER_TIMEOUT)
-            .unwrap_or_else(|| panic!("many_events still running after {PRODUCER_TIMEOUT:?}"));
-        let done = wait_until(Duration::from_secs(5), || {
-            self.lines().last().is_some_and(|v| v.get("done").is_some())
-        });
-        let tail: Vec<Value> = self.lines().into_iter().rev().take(3).collect();
-        assert!(status.success(), "many_events failed ({status}): {tail:?}");
-        assert!(done, "many_events: no done line: {tail:?}");
-        self.lines()
+        crate::common::vm::finish_sample(
+            &mut self.child,
+            &self.lines,
+            "many_events",
+            PRODUCER_TIMEOUT,
+        )
     }
 }
 

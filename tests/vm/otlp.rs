@@ -24,7 +24,6 @@ use crate::common::json_eq;
 use crate::common::otlp::{self, attributes, records};
 use crate::common::vm::{
     self, interrupt_and_wait, kill_if_running, output_lines, spawn_sample, user_events_here,
-    wait_child,
 };
 
 /// How long the producer may take (TCG guests are slow).
@@ -77,6 +76,14 @@ struct Recording {
     stderr: PathBuf,
 }
 
+/// A failing test leaves no recorder running (it would hold every user event it
+/// attached, and the next tests could not delete theirs).
+impl Drop for Recording {
+    fn drop(&mut self) {
+        kill_if_running(&mut self.child);
+    }
+}
+
 impl Recording {
     fn start(test: &str) -> Recording {
         let dir = vm::tmp_dir(test);
@@ -98,7 +105,6 @@ impl Recording {
     fn stop(mut self) -> Vec<Value> {
         std::thread::sleep(Duration::from_secs(2));
         interrupt_and_wait(&mut self.child, Duration::from_secs(60), &self.stderr);
-        kill_if_running(&mut self.child);
         otlp::validate(&self.out);
         output_lines(&self.out)
     }
@@ -130,14 +136,7 @@ fn wait_attached(recording: &Recording, reports: &[&Mutex<Vec<Value>>], n: usize
 
 /// Wait for a producer to succeed; its report lines, ending with `done`.
 fn finish(child: &mut Child, reports: &Mutex<Vec<Value>>, bin: &str) -> Vec<Value> {
-    let status = wait_child(child, TIMEOUT).unwrap_or_else(|| panic!("{bin} still running"));
-    assert!(status.success(), "{bin} failed: {status}");
-    let reports = reports.lock().unwrap().clone();
-    assert!(
-        reports.last().is_some_and(|v| v.get("done").is_some()),
-        "{bin}: {reports:?}"
-    );
-    reports
+    vm::finish_sample(child, reports, bin, TIMEOUT)
 }
 
 #[test]

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::common::KillOnDrop;
 use crate::common::vm::PATIENCE;
 use crate::common::vm::{
     backend, collect_json_lines, each_backend, interrupt_and_wait, kill_if_running, spawn_sample,
@@ -75,13 +76,15 @@ fn top_counts_each_event_and_its_writer() {
             });
         }
         let stderr = dir.join("top.stderr");
-        let mut top = Command::new(env!("CARGO_BIN_EXE_uevrec"))
-            .args(["top", "--interval", "250ms", "--backend", backend()])
-            .arg("user_events:uevtop_*")
-            .stdout(Stdio::piped())
-            .stderr(fs::File::create(&stderr).unwrap())
-            .spawn()
-            .unwrap();
+        let mut top = KillOnDrop(
+            Command::new(env!("CARGO_BIN_EXE_uevrec"))
+                .args(["top", "--interval", "250ms", "--backend", backend()])
+                .arg("user_events:uevtop_*")
+                .stdout(Stdio::piped())
+                .stderr(fs::File::create(&stderr).unwrap())
+                .spawn()
+                .unwrap(),
+        );
         let lines = collect_json_lines(&mut top);
         // A row shows once its event is attached and enabled on every CPU.
         wait_lines(&lines, "a line for each event", |l| {

@@ -28,6 +28,7 @@ use uevrec_samples::{
     remove_persistent, wait_until,
 };
 
+use crate::common::KillOnDrop;
 use crate::common::vm::{
     TRACEFS, assert_running, backend, each_backend, interrupt_and_wait, kill_if_running,
     output_lines, spawn_sample, tmp_dir, user_events_here, wait_child,
@@ -116,25 +117,7 @@ impl Producer {
 
     /// Wait for the producer to exit successfully; its report lines.
     fn finish(mut self) -> Vec<Value> {
-        let status = wait_child(&mut self.child, PRODUCER_TIMEOUT)
-            .unwrap_or_else(|| panic!("{} still running after {PRODUCER_TIMEOUT:?}", self.name));
-        // Let the reader thread see EOF.
-        let lines_ready = wait_until(Duration::from_secs(5), || {
-            self.lines().last().is_some_and(|v| v.get("done").is_some())
-        });
-        assert!(
-            status.success(),
-            "{} failed ({status}); reported {:?}",
-            self.name,
-            self.lines()
-        );
-        assert!(
-            lines_ready,
-            "{}: no done line: {:?}",
-            self.name,
-            self.lines()
-        );
-        self.lines()
+        crate::common::vm::finish_sample(&mut self.child, &self.lines, &self.name, PRODUCER_TIMEOUT)
     }
 }
 
@@ -1461,21 +1444,23 @@ fn t12_record_trace_dat_late_registration() {
     let (dat, stderr) = (dir.join("t.dat"), dir.join("uevrec.stderr"));
     let selector = format!("user_events:{name}");
     let started = std::time::SystemTime::now();
-    let mut rec = Command::new(env!("CARGO_BIN_EXE_uevrec"))
-        .args([
-            "record",
-            "--backend",
-            "ftrace",
-            "--raw-format",
-            "trace-dat",
-            "--raw",
-        ])
-        .arg(&dat)
-        .args(["-e", &selector])
-        .stdout(Stdio::null())
-        .stderr(fs::File::create(&stderr).unwrap())
-        .spawn()
-        .expect("spawning uevrec");
+    let mut rec = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_uevrec"))
+            .args([
+                "record",
+                "--backend",
+                "ftrace",
+                "--raw-format",
+                "trace-dat",
+                "--raw",
+            ])
+            .arg(&dat)
+            .args(["-e", &selector])
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&stderr).unwrap())
+            .spawn()
+            .expect("spawning uevrec"),
+    );
     // uevrec is up (its metadata file beside the spools exists: the trace.dat itself
     // appears only whole, at the end) before the event does.
     let meta = dat.with_file_name(format!(
