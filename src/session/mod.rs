@@ -2,7 +2,11 @@
 //! buffers into staged entries, and hand them to the formatter thread. The session
 //! writes no JSON.
 //!
-//! # Pipeline
+//! # The session's part of the pipeline
+//!
+//! What happens after the staging channel (formatter workers and their reorder thread,
+//! the writer; or the raw, flight or counting threads) is drawn once, in
+//! [`crate::recorder`]'s diagram; this is the part before it.
 //!
 //! ```text
 //!  kernel ──samples──▶ one perf ring per CPU (owned by a dummy event; every tracepoint fd
@@ -27,16 +31,13 @@
 //!     on stop: disable every event, drain every ring, bring out the losses still owed,
 //!       then release every event the same way (the exit does not wait either)
 //!  (runs SCHED_FIFO when permitted, crate::sched: a ring is drained as soon as it
-//!   passes its watermark, however busy the machine)
-//!  formatter thread (started by crate::recorder, crate::formatter): decodes the staged
-//!  records and renders them, the lost counts and the notices as JSON lines
-//!  (uevrec_parsers::json_line) into Batches
-//!  writer thread (crate::recorder): receives Batches, writes them to the sink, returns
-//!  the empty buffers on the `recycle` channel.
+//!   passes its watermark, however busy the machine; with --drain-threads N ≥ 2, busy
+//!   rings are read by N `uevrec-drain` threads, crate::backend::DrainPool)
+//!    ──staging channel──▶ crate::recorder's diagram
 //! ```
 //!
 //! The session thread only copies, so the rings drain at memcpy speed whatever the
-//! formatting costs; decoding and JSON happen on the formatter thread, and the writer
+//! formatting costs; decoding and JSON happen on the formatter threads, and the writer
 //! does nothing but I/O.
 //!
 //! # Files
