@@ -711,6 +711,7 @@ fn spool_filesystem_full_drops_are_counted_as_spool_io_and_said() {
     // the space comes back, and new records are spooled and sent again.
     for _ in 0..5 {
         p.emit(CHUNK);
+        sleep(Duration::from_millis(20));
     }
     rx.set_mode(Mode::Ok);
     wait_for("the spool to empty", PATIENCE, || {
@@ -737,11 +738,13 @@ fn spool_filesystem_full_drops_are_counted_as_spool_io_and_said() {
     let spool_io = s.reasons.get("spool_io").copied().unwrap_or(0);
     assert!(spool_io > 0, "{err}");
     assert_eq!(s.reasons.keys().collect::<Vec<_>>(), ["spool_io"], "{err}");
-    assert_eq!((s.recorded, s.lost), (produced, 0), "{err}");
+    // What the kernel dropped (a busy CI machine: 631 of 10,000 once) is counted as lost,
+    // not exported: the export's own accounting starts at what was recorded.
+    assert_eq!(s.recorded + s.lost, produced, "{err}");
     let tp = s.tracepoints[TP];
     assert_eq!(tp.queued, 0, "{err}");
-    assert_eq!(tp.recorded, produced, "{err}");
-    assert_eq!(tp.exported + tp.dropped, produced, "{err}");
+    assert_eq!(tp.recorded, s.recorded, "{err}");
+    assert_eq!(tp.exported + tp.dropped, s.recorded, "{err}");
     let g = got(&rx);
     assert_no_duplicates(&g);
     assert_eq!(g.len() as u64, tp.exported, "received = exported\n{err}");
