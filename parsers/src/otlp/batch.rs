@@ -59,6 +59,7 @@ fn key_hash(name: &[u8], pod: &[u8]) -> u64 {
 impl Counts {
     /// Count a record of `name` (cut to 65,535 bytes, what a frame holds: the kernel's
     /// names are far shorter).
+    #[inline]
     fn add(&mut self, name: &[u8], pod: &[u8]) {
         let name = &name[..name.len().min(usize::from(u16::MAX))];
         let pod = &pod[..pod.len().min(usize::from(u16::MAX))];
@@ -174,6 +175,7 @@ impl Batches {
     /// (`system:event`, or `uevrec`) to the group of `resource` and `scope` (see
     /// [`Group`]), ending the lines that are due on `out`.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(crate) fn add(
         &mut self,
         out: &mut Vec<u8>,
