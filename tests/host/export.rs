@@ -92,9 +92,16 @@ fn wait_attached(rx: &Receiver, rec: &mut KillOnDrop) {
 
 /// SIGINT, then the exit status and stderr.
 fn stop(mut rec: KillOnDrop) -> (ExitStatus, String) {
+    let (status, err) = interrupt(&mut rec);
+    (status.expect("uevrec did not stop"), err)
+}
+
+/// SIGINT, wait up to [`PATIENCE`] for the exit (`Err`: it was killed then, see
+/// [`crate::common::wait_exit`]), and read all of standard error.
+fn interrupt(rec: &mut KillOnDrop) -> (Result<ExitStatus, ExitStatus>, String) {
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
-    let status = crate::common::wait_exit(&mut rec, PATIENCE).expect("uevrec did not stop");
+    let status = crate::common::wait_exit(rec, PATIENCE);
     let mut err = String::new();
     rec.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     (status, err)
@@ -127,13 +134,7 @@ fn emit_delivered(p: &mut Producer, rec: &mut KillOnDrop, n: u64, delivered: imp
         let start = Instant::now();
         while delivered() < p.next {
             if start.elapsed() > PATIENCE {
-                // SAFETY: kill(2) on our own child's pid.
-                unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
-                let _ = crate::common::wait_exit(rec, PATIENCE);
-                let mut err = String::new();
-                if let Some(mut e) = rec.stderr.take() {
-                    let _ = e.read_to_string(&mut err);
-                }
+                let (_, err) = interrupt(rec);
                 panic!(
                     "{} of {} records delivered after {PATIENCE:?}; uevrec said:\n{err}",
                     delivered(),

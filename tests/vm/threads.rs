@@ -17,8 +17,8 @@ use serde_json::Value;
 use uevrec_samples::wait_until;
 
 use crate::common::vm::{
-    assert_running, backend, each_backend, interrupt_and_wait, kill_if_running, output_lines,
-    spawn_rate, tmp_dir, user_events_here, wait_child,
+    assert_running, backend, each_backend, finish_sample, interrupt_and_wait, kill_if_running,
+    output_lines, spawn_rate, tmp_dir, user_events_here,
 };
 
 /// How long a producer or an attach may take (TCG guests are slow).
@@ -112,22 +112,8 @@ fn threads_2_writes_the_lines_of_threads_1() {
         });
         assert!(both, "the two recorders did not both attach {selector}");
         fs::write(&start, b"").expect("start file");
-        let status = wait_child(&mut producer, PATIENCE).expect("rate finished in time");
-        assert!(status.success(), "rate failed: {status}");
-        let written = wait_until(Duration::from_secs(5), || {
-            report
-                .lock()
-                .unwrap()
-                .iter()
-                .any(|v| v.get("done").is_some())
-        });
-        assert!(written, "rate wrote no done line: {report:?}");
-        let written = report
-            .lock()
-            .unwrap()
-            .iter()
-            .find_map(|v| v["written"].as_u64())
-            .unwrap();
+        let report = finish_sample(&mut producer, &report, "rate", PATIENCE);
+        let written = report.iter().find_map(|v| v["written"].as_u64()).unwrap();
         assert_eq!(written, EVENTS);
         let (lines1, lines2) = (one.stop(), two.stop());
         let (cpus1, lost1) = per_cpu(&lines1, name);
