@@ -127,10 +127,12 @@ fn workers_write_the_same_lines_in_the_same_per_cpu_order_as_one() {
     let mut runs = Vec::new();
     for (threads, drain) in [("1", "1"), ("4", "64")] {
         let out = dir.path().join(format!("t{threads}.json"));
-        // Rings large enough that a loaded 2-CPU machine loses nothing either way.
+        // Rings that hold the whole burst (N records of about 110 bytes: 22 MB), so that
+        // nothing is lost however late a loaded machine runs the recorders (16M lost
+        // records in CI while the suite ran beside it).
         let args = [
             "-m",
-            "16M",
+            "64M",
             "--threads",
             threads,
             "--drain-threads",
