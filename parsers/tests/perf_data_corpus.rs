@@ -12,13 +12,17 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 use uevrec_parsers::perf_data::PerfData;
-use uevrec_parsers::to_lines::perf_data::{FeedControl, LineDecoder, StreamDecoder};
+use uevrec_parsers::to_lines::perf_data::{FeedControl, RangePlanner, StreamDecoder};
 use uevrec_parsers::to_lines::{DecodeOptions, DecodeStats};
 
 /// The one "this test needs X" helper, shared with the root crate's tests.
 #[path = "../../tests/common/tier.rs"]
 mod tier;
 use tier::Tier;
+
+/// One decoder against ranges (shared with perf_data_writer.rs).
+#[path = "common/ranges.rs"]
+mod ranges;
 
 /// perf script as the reference (shared with tests/host/decode.rs).
 #[path = "../../tests/common/perf_script.rs"]
@@ -63,19 +67,7 @@ fn decode_whole(bytes: &[u8]) -> (String, DecodeStats) {
 
 /// [`decode_whole`] with these options.
 fn decode_whole_with(bytes: &[u8], opts: DecodeOptions) -> (String, DecodeStats) {
-    let (data, records) = PerfData::open(bytes).expect("header, attrs and features read");
-    let mut dec = LineDecoder::new(data, opts, |_, _| true);
-    let mut out = Vec::new();
-    let mut sink = |b: &[u8]| {
-        out.extend_from_slice(b);
-        true
-    };
-    for rec in records {
-        let rec = rec.expect("every record framed");
-        assert_eq!(dec.record_in(&rec, bytes, &mut sink), FeedControl::Continue);
-    }
-    dec.finish_in(bytes, &mut sink);
-    let stats = dec.stats().clone();
+    let (out, stats) = ranges::decode_whole(bytes, opts);
     (String::from_utf8(out).expect("UTF-8 lines"), stats)
 }
 
@@ -321,4 +313,54 @@ fn schema_lines_come_once_before_each_events_first_record_and_change_nothing_els
         described.len()
     );
     assert!(!described.is_empty());
+}
+
+#[test]
+fn both_files_decode_in_ranges_to_the_bytes_of_one_decoder() {
+    // Cut at every FINISHED_ROUND that allows it (`--range-size` of one byte), context
+    // and schema lines on and off: the lines put end to end are one decoder's bytes. With
+    // schema lines, EventHeader events end the cutting (their metadata lines depend on
+    // what the writer wrote before): the file-mode file is refused at once (its attrs
+    // are in its header), the pipe-mode file is cut up to its first EventHeader attr.
+    for name in [FILE_MODE, PIPE_MODE] {
+        let Some((path, bytes)) = corpus_file(name) else {
+            return;
+        };
+        let name = path.display();
+        for (context, schema) in [(true, true), (true, false), (false, false)] {
+            let opts = DecodeOptions {
+                context,
+                schema,
+                ..DecodeOptions::default()
+            };
+            let (data, records) = PerfData::open(&bytes).expect("opens");
+            let select = |_: &str, _: &str| true;
+            let start = records.offset() as usize;
+            if let Err(why) = RangePlanner::new(&data, start, opts, &select, 1) {
+                assert!(
+                    schema && name.to_string().ends_with(FILE_MODE),
+                    "{name}: {why}"
+                );
+                assert_eq!(why, "EventHeader events with schema lines");
+                continue;
+            }
+            let (one, seen) = ranges::decode_whole(&bytes, opts);
+            let (cut, summed, n, stopped) = ranges::decode_in_ranges(&bytes, opts);
+            assert!(n >= 2 || schema, "{name}: only {n} ranges ({stopped:?})");
+            assert_eq!(
+                stopped.as_deref(),
+                schema.then_some("EventHeader events with schema lines"),
+                "{name}"
+            );
+            assert!(
+                cut == one,
+                "{name} context {context} schema {schema}: other bytes"
+            );
+            assert_eq!(
+                (summed.records, summed.lost, summed.late, summed.error_count),
+                (seen.records, seen.lost, seen.late, seen.error_count),
+                "{name}"
+            );
+        }
+    }
 }

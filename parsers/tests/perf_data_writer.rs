@@ -13,7 +13,11 @@ use uevrec_parsers::perf_data::writer::{
     self, ClockRef, EventSpec, FileMeta, MAX_RAW, Stamp, Task, TooLarge, TracingSpec, TrackingSpec,
 };
 use uevrec_parsers::to_lines::DecodeOptions;
-use uevrec_parsers::to_lines::perf_data::LineDecoder;
+
+/// One decoder against ranges (shared with perf_data_corpus.rs).
+#[path = "common/ranges.rs"]
+mod ranges;
+use ranges::{decode_in_ranges, decode_whole};
 use uevrec_parsers::{
     ContextTracker, ContextUpdate, LineOptions, LineWriter, PreparedFormat, RecordStamp,
     parse_format,
@@ -278,24 +282,13 @@ fn decode(file: &[u8]) -> (Vec<String>, usize) {
 
 /// [`decode`] with context on or off (`--no-context`).
 fn decode_with(file: &[u8], context: bool) -> (Vec<String>, usize) {
-    let (data, records) = PerfData::open(file).expect("the written file opens");
     let opts = DecodeOptions {
         context,
         ..DecodeOptions::default()
     };
-    let mut dec = LineDecoder::new(data, opts, |_, _| true);
-    let mut out = Vec::new();
-    let mut sink = |b: &[u8]| {
-        out.extend_from_slice(b);
-        true
-    };
-    for rec in records {
-        dec.record_in(&rec.expect("record frames"), file, &mut sink);
-    }
-    dec.finish_in(file, &mut sink);
-    let errors = dec.stats().errors.len();
+    let (out, stats) = decode_whole(file, opts);
     let text = String::from_utf8(out).unwrap();
-    (text.lines().map(String::from).collect(), errors)
+    (text.lines().map(String::from).collect(), stats.errors.len())
 }
 
 fn stamp(time: u64, cpu: u32, pid: u32) -> RecordStamp {
@@ -548,6 +541,144 @@ fn the_placeholder_header_has_no_events() {
         panic!("an unfinished file is refused");
     };
     assert!(e.to_string().contains("unfinished"), "{e}");
+}
+
+/// Records of rounds that overlap in time as the rings of a live recording do (each
+/// round holds records from half a round back to half a round ahead), some context
+/// records and losses, and now and then (`late`) a record older than what went out.
+fn overlapping_rounds(
+    rounds: &[Vec<(u64, u32, u32, u8)>],
+    late: Option<(usize, usize)>,
+) -> Vec<Entry> {
+    let t0 = 1_700_000_000_000_000_000u64;
+    let comms = ["sh", "cat", "a-longer-name"];
+    let mut entries = Vec::new();
+    for (r, items) in rounds.iter().enumerate() {
+        let base = t0 + r as u64 * 1_000;
+        for (j, &(dt, cpu, tid, what)) in items.iter().enumerate() {
+            let mut time = base + dt - 500;
+            if late == Some((r, j)) {
+                time = t0 + dt % 10;
+            }
+            let tid = 100 + tid;
+            entries.push(match what {
+                0 => Entry::Comm {
+                    time,
+                    tid,
+                    comm: comms[(dt % 3) as usize],
+                },
+                1 => Entry::Fork {
+                    time,
+                    tid,
+                    parent: 100,
+                },
+                2 => Entry::Exit { time, tid },
+                3 => Entry::Lost {
+                    time,
+                    cpu,
+                    lost: dt + 1,
+                },
+                4 => Entry::Cgroup {
+                    time,
+                    id: u64::from(tid),
+                    path: "/system.slice/x.service",
+                },
+                5..=7 => Entry::Sample {
+                    event: 1,
+                    stamp: RecordStamp {
+                        time_unix_ns: Some(time),
+                        cpu,
+                        pid: tid,
+                        tid,
+                    },
+                    raw: late_raw(what as i8, dt),
+                },
+                _ => Entry::Sample {
+                    event: 0,
+                    stamp: RecordStamp {
+                        time_unix_ns: Some(time),
+                        cpu,
+                        pid: tid,
+                        tid,
+                    },
+                    raw: exec_raw(tid as i32, &format!("/bin/p{dt}")),
+                },
+            });
+        }
+        entries.push(Entry::Round);
+    }
+    entries
+}
+
+#[test]
+fn ranges_cut_a_recording_and_write_its_bytes() {
+    // A hand-made case: three rounds, overlapping (times 500 before the round's base to
+    // 1,500 after); the second round holds records both out at its end (older than the
+    // first round's newest) and held past it, and a cut after the last round leaves an
+    // empty last range that only lets out what is held.
+    let rounds = vec![
+        vec![(600, 0, 1, 9), (700, 1, 2, 0), (900, 0, 1, 9)],
+        vec![
+            (0, 1, 2, 9),
+            (300, 0, 1, 9),
+            (1_200, 1, 2, 9),
+            (1_300, 0, 3, 1),
+        ],
+        vec![(100, 0, 3, 9), (800, 1, 2, 3), (1_400, 0, 1, 9)],
+    ];
+    let (file, _) = build_with(&overlapping_rounds(&rounds, None), true);
+    for (context, schema) in [(true, true), (false, false)] {
+        let opts = DecodeOptions {
+            context,
+            schema,
+            ..DecodeOptions::default()
+        };
+        let (one, seen) = decode_whole(&file, opts);
+        let (cut, summed, ranges, stopped) = decode_in_ranges(&file, opts);
+        assert_eq!(stopped, None);
+        assert_eq!(
+            ranges, 4,
+            "the first, and a range after each of the three rounds"
+        );
+        assert_eq!(String::from_utf8_lossy(&cut), String::from_utf8_lossy(&one));
+        assert_eq!(
+            (summed.records, summed.lost, summed.late),
+            (seen.records, seen.lost, 0)
+        );
+        assert_eq!(summed.records, 7);
+    }
+}
+
+proptest! {
+    /// Overlapping rounds with context and losses, context and schema lines on or off,
+    /// sometimes a late record (cutting stops there; the rest is one range): the ranges'
+    /// lines put end to end are the bytes one decoder writes, and their counts add up to
+    /// its counts.
+    #[test]
+    fn ranges_write_the_bytes_of_one_decoder(
+        rounds in prop::collection::vec(
+            prop::collection::vec((0u64..2_000, 0u32..4, 0u32..6, 0u8..12), 0..12),
+            1..10,
+        ),
+        late in prop::option::of((0usize..10, 0usize..12)),
+        context in any::<bool>(),
+        schema in any::<bool>(),
+    ) {
+        let (file, _) = build_with(&overlapping_rounds(&rounds, late), context);
+        let opts = DecodeOptions { context, schema, ..DecodeOptions::default() };
+        let (one, seen) = decode_whole(&file, opts);
+        let (cut, summed, ranges, stopped) = decode_in_ranges(&file, opts);
+        // A range after every round, unless the late record ended the cutting.
+        prop_assert!(stopped.is_none() || late.is_some(), "{:?}", stopped);
+        if stopped.is_none() {
+            prop_assert_eq!(ranges, rounds.len() + 1);
+        }
+        prop_assert_eq!(String::from_utf8_lossy(&cut), String::from_utf8_lossy(&one));
+        prop_assert_eq!(
+            (summed.records, summed.lost, summed.late, summed.time_unknown, summed.error_count),
+            (seen.records, seen.lost, seen.late, seen.time_unknown, seen.error_count)
+        );
+    }
 }
 
 proptest! {

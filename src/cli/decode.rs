@@ -68,10 +68,19 @@ pub struct DecodeArgs {
     pub quiet: bool,
     /// Threads: with N ≥ 2 this thread reads and orders the records, N formatter workers
     /// write the lines (JSON lines; --format otlp on one) and a thread of their own writes
-    /// them out; the output is the same, byte for byte, whatever N. Default: half the
-    /// online CPUs, at least 1, at most 8.
+    /// them out; with --range-size, N workers decode ranges of a whole perf.data instead.
+    /// The output is the same, byte for byte, whatever N. Default: half the online CPUs,
+    /// at least 1, at most 8.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
+    /// With --threads N ≥ 2, cut a whole perf.data into ranges of about SIZE bytes of
+    /// records (e.g. 16M; each ends at a FINISHED_ROUND) that the N workers decode each
+    /// on their own, this thread only finding the cuts: for many CPUs, where the one
+    /// reading thread bounds the default. On 2 CPUs it measured slower than the default
+    /// (BENCHMARKS.md §30). The summary says when a file cannot be cut (and why); at most
+    /// N + 2 ranges' lines wait in memory (about 1.7 × SIZE each).
+    #[arg(long, value_name = "SIZE", value_parser = values::parse_positive_size)]
+    pub range_size: Option<u64>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub output: OutputArgs,
@@ -113,7 +122,10 @@ pub fn decode(args: DecodeArgs) -> i32 {
     let name = input.map_or_else(|| "<stdin>".to_string(), |p| p.display().to_string());
     let started = Instant::now();
     let threads = args.threads.map_or_else(default_threads, usize::from);
-    let (outcome, output_error) = crate::decode::run(input, opts, &select, sink, threads);
+    let range = args
+        .range_size
+        .map(|r| usize::try_from(r).unwrap_or(usize::MAX));
+    let (outcome, output_error) = crate::decode::run(input, opts, &select, sink, threads, range);
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
@@ -193,11 +205,13 @@ fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
         ));
     }
     if !quiet {
+        let shared = o.shared.as_ref().map(|how| format!(" ({how})"));
         print_stderr(format_args!(
-            "uevrec: {} records, {} lost, from {name} in {:.1} s\n",
+            "uevrec: {} records, {} lost, from {name} in {:.1} s{}\n",
             s.records,
             s.lost,
-            started.elapsed().as_secs_f64()
+            started.elapsed().as_secs_f64(),
+            shared.unwrap_or_default()
         ));
     }
     if o.stopped.is_some() || s.error_count > 0 || !o.problems.is_empty() {

@@ -51,12 +51,12 @@ pub(crate) fn decode_open_file(
         .map_err(|e| format!("reading size: {e}"))?
         .len();
     if len == 0 {
-        return decode_bytes(&[], opts, select, flush, &|_| (), par);
+        return decode_bytes(&[], opts, select, flush, &|_| (), &|_, _| (), par);
     }
     let map = MappedInput::open(file)?;
     if par.is_none() {
         let release = |end| map.release_before(end);
-        return decode_bytes(map.bytes(), opts, select, flush, &release, par);
+        return decode_bytes(map.bytes(), opts, select, flush, &release, &|_, _| (), par);
     }
     // With workers, a thread of its own maps the pages ahead of the reader
     // (`MADV_POPULATE_READ`: the page faults off the decoding thread) and lets them go
@@ -83,7 +83,8 @@ pub(crate) fn decode_open_file(
             // No thread: as with one thread.
             None => map.release_before(end),
         };
-        let result = decode_bytes(map.bytes(), opts, select, flush, &release, par);
+        let forget = |from, to| map.release_range(from, to);
+        let result = decode_bytes(map.bytes(), opts, select, flush, &release, &forget, par);
         drop(tx);
         result
     })
@@ -122,7 +123,7 @@ pub(crate) fn decode_stdin(
         && (head.starts_with(TRACE_DAT_MAGIC) || parse_magic(&head).is_ok_and(|(_, pipe)| !pipe));
     if whole {
         stdin.read_to_end(&mut head).map_err(read_err)?;
-        return decode_bytes(&head, opts, select, flush, &|_| (), par);
+        return decode_bytes(&head, opts, select, flush, &|_| (), &|_, _| (), par);
     }
     let mut run = |mut dec: StreamDecoder<'_>, flush: &mut Flush<'_>| {
         dec.feed(&head);

@@ -103,6 +103,24 @@ impl MappedInput {
         }
     }
 
+    /// Drop the pages wholly inside bytes `from..to` from this process (`MADV_DONTNEED`),
+    /// whether or not they were let go before: for range decoding (`decode
+    /// --range-size`), whose reading is not one pass from start to end.
+    pub fn release_range(&self, from: usize, to: usize) {
+        let page = crate::perf::page_size();
+        let from = from.div_ceil(page) * page;
+        let to = to.min(self.map.len()) / page * page;
+        if to <= from {
+            return;
+        }
+        // SAFETY: as in `release_before`: a private read-only file mapping, `from..to`
+        // inside it; the pages are read in again if touched.
+        let _ = unsafe {
+            self.map
+                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
+        };
+    }
+
     /// Map in the pages of bytes `from..to` not mapped in yet by an earlier call
     /// (`MADV_POPULATE_READ`, Linux 5.14+; only a hint: on failure the reader's own page
     /// faults map them), so that the thread reading them next does not take the faults.

@@ -34,6 +34,7 @@ mod input;
 pub mod mapped;
 mod parallel;
 mod perf_data;
+mod ranges;
 mod trace_dat;
 
 /// Bytes read at a time from standard input.
@@ -55,6 +56,9 @@ pub struct Outcome {
     /// whole record before was decoded): the `truncated` notice, exit status
     /// [`crate::cli::decode::EXIT_SALVAGED`].
     pub truncated: Option<String>,
+    /// With `--threads` ≥ 2 on a whole perf.data: how the work was shared (in ranges, or
+    /// why not), for the summary line.
+    pub shared: Option<String>,
 }
 
 /// The sink behind a `FnMut(&[u8]) -> bool`, keeping its first error.
@@ -83,7 +87,8 @@ pub type Flush<'a> = dyn FnMut(&[u8]) -> bool + 'a;
 
 /// Decode `input` (a file; standard input if `None`) with `opts`, the events `select`
 /// keeps, onto `sink` with `threads` threads (≥ 2: a writer thread and, for JSON lines,
-/// formatter workers; the same bytes whatever the number). Returns how the input ended
+/// formatter workers, or with `range_bytes` workers on ranges of a whole perf.data;
+/// the same bytes whatever the number). Returns how the input ended
 /// (or why it could not be read) and the first error of the output, if any.
 pub fn run(
     input: Option<&Path>,
@@ -91,9 +96,10 @@ pub fn run(
     select: &dyn Fn(&str, &str) -> bool,
     sink: Box<dyn Sink + Send>,
     threads: usize,
+    range_bytes: Option<usize>,
 ) -> (Result<Outcome, String>, Option<SinkError>) {
     let mut output = Output { sink, error: None };
-    let outcome = parallel::with_output(&mut output, threads, |flush, par| {
+    let outcome = parallel::with_output(&mut output, threads, range_bytes, |flush, par| {
         // OTLP requests batch records across the whole input: formatted on one thread.
         let par = par.filter(|_| opts.format == OutputFormat::JsonLines);
         let outcome = match input {

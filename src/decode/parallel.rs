@@ -23,6 +23,9 @@ use crate::sink::{SinkError, write_batches};
 /// in the channel, the writer's and the one being filled.
 pub(crate) const WRITE_POOL: usize = CHANNEL_BATCHES + 2;
 
+/// Buffers the writer may give back beyond the pool (range decoding's).
+const RECYCLE_EXTRA: usize = 1024;
+
 /// Run `decode(flush, par)` with `flush` writing to `output`'s sink: on this thread, or
 /// (`threads` ≥ 2) handing copies of the lines to a writer thread
 /// ([`crate::sink::write_batches`], a fixed pool of [`crate::pipeline::batch_pool`]
@@ -32,6 +35,7 @@ pub(crate) const WRITE_POOL: usize = CHANNEL_BATCHES + 2;
 pub(crate) fn with_output<T>(
     output: &mut Output,
     threads: usize,
+    range_bytes: Option<usize>,
     decode: impl FnOnce(&mut Flush<'_>, Option<&Par<'_>>) -> T,
 ) -> T {
     if threads < 2 {
@@ -40,7 +44,10 @@ pub(crate) fn with_output<T>(
     }
     let pool = WRITE_POOL.max(batch_pool(threads));
     let (tx, rx) = crossbeam_channel::bounded::<Batch>(CHANNEL_BATCHES);
-    let (recycle_tx, recycle_rx) = crossbeam_channel::bounded::<Vec<u8>>(pool);
+    // Room for more than the pool: range decoding ([`super::ranges`]) holds more
+    // buffers at a time (the lines of ranges not yet due), and each one given back is
+    // one that need not be made from fresh pages.
+    let (recycle_tx, recycle_rx) = crossbeam_channel::bounded::<Vec<u8>>(pool + RECYCLE_EXTRA);
     for buffer in touched_buffers(pool, BATCH_CAPACITY) {
         let _ = recycle_tx.send(buffer);
     }
@@ -66,6 +73,7 @@ pub(crate) fn with_output<T>(
                 out,
                 recycle: &recycle_rx,
                 workers: threads,
+                range_bytes,
             });
             let mut flush = |lines: &[u8]| {
                 let Some(out) = &tx else { return false };
@@ -105,9 +113,19 @@ pub(crate) fn with_output<T>(
 /// The line buffers of a writer thread, for formatter workers to fill (`--threads` ≥ 2
 /// and JSON lines: the decoder stages its records, [`staged`]).
 pub(crate) struct Par<'a> {
-    out: &'a Sender<Batch>,
-    recycle: &'a Receiver<Vec<u8>>,
-    workers: usize,
+    pub(super) out: &'a Sender<Batch>,
+    pub(super) recycle: &'a Receiver<Vec<u8>>,
+    pub(super) workers: usize,
+    /// Bytes of records per range, when a whole perf.data is decoded in ranges
+    /// ([`super::ranges`], `--range-size`).
+    pub(super) range_bytes: Option<usize>,
+}
+
+impl Par<'_> {
+    /// The number of workers.
+    pub(crate) fn workers(&self) -> usize {
+        self.workers
+    }
 }
 
 /// What the workers of a decoding write: `opts`' lines, values in `endian` order.

@@ -5,10 +5,11 @@ use uevrec_parsers::ContextTracker;
 use uevrec_parsers::perf_data::records::RawRecord;
 use uevrec_parsers::perf_data::{PerfData, PerfDataError, writer};
 use uevrec_parsers::to_lines::DecodeOptions;
-use uevrec_parsers::to_lines::perf_data::{FeedControl, LineDecoder, StreamDecoder};
+use uevrec_parsers::to_lines::perf_data::{FeedControl, LineDecoder, RangePlanner, StreamDecoder};
 
 use super::mapped::MapWindow;
 use super::parallel::{Par, par_lines, staged};
+use super::ranges::decode_ranges;
 use super::trace_dat::{TRACE_DAT_MAGIC, decode_trace_dat};
 use super::{Flush, Outcome, READ_CHUNK};
 
@@ -60,13 +61,15 @@ pub(crate) fn truncation(
 /// A whole perf.data (or trace.dat) in memory or mapped: every record, then the rest of
 /// the held lines. Records waiting for their time order are held as offsets into `bytes`
 /// (not copied); `release(end)` is told when `bytes[..end]` is not needed any more
-/// ([`MapWindow`]).
+/// ([`MapWindow`]), and with workers in ranges ([`decode_ranges`]) `forget(from, to)`
+/// when `bytes[from..to]` is not (again).
 pub(crate) fn decode_bytes(
     bytes: &[u8],
     opts: DecodeOptions,
     select: &dyn Fn(&str, &str) -> bool,
     flush: &mut Flush<'_>,
     release: &dyn Fn(usize),
+    forget: &dyn Fn(usize, usize),
     par: Option<&Par<'_>>,
 ) -> Result<Outcome, String> {
     if bytes.starts_with(TRACE_DAT_MAGIC) {
@@ -89,18 +92,56 @@ pub(crate) fn decode_bytes(
     data.problems = rest;
     let unfinished = writer::is_unfinished(bytes);
     let clock_data = data.clock_data().is_some();
+    // With workers: in ranges when the file allows (otherwise the reason is said).
     let endian = data.tracing_data().map_or(data.endian, |t| t.endian);
-    let dec = LineDecoder::new(data, opts, select);
-    let run = |dec: LineDecoder<'_>, flush: &mut Flush<'_>| {
-        perf_data_records(dec, records, bytes, flush, release, clock_data)
-    };
-    let (mut outcome, stopped) = match par {
-        Some(par) => {
+    let planner = par.and_then(|par| {
+        let start = usize::try_from(records.offset()).unwrap_or(usize::MAX);
+        let size = par.range_bytes?;
+        Some(RangePlanner::new(&data, start, opts, select, size))
+    });
+    let (mut outcome, stopped) = match (par, planner) {
+        (Some(par), Some(Ok(planner))) => {
+            let done = decode_ranges(planner, records, bytes, par, forget);
+            let mut how = format!("in {} ranges by {} threads", done.ranges, par.workers());
+            if let Some(why) = done.cut_short {
+                how.push_str(&format!(", the last from where cutting stopped: {why}"));
+            }
+            let outcome = Outcome {
+                stats: done.stats,
+                stopped: None,
+                problems: Vec::new(),
+                time_note: None,
+                clock_data,
+                truncated: None,
+                shared: Some(how),
+            };
+            (outcome, done.stopped)
+        }
+        (Some(par), planner) => {
+            let dec = LineDecoder::new(data, opts, select);
             let context = opts.context.then(ContextTracker::new);
             let lines = par_lines(opts, endian, context);
-            staged(par, lines, bytes, |sink| run(dec.with_sink(sink), flush))
+            let (mut outcome, stopped) = staged(par, lines, bytes, |sink| {
+                perf_data_records(
+                    dec.with_sink(sink),
+                    records,
+                    bytes,
+                    flush,
+                    release,
+                    clock_data,
+                )
+            });
+            let mut how = format!("{} formatting threads after one reading", par.workers());
+            if let Some(Err(why)) = planner {
+                how.push_str(&format!(", not in ranges: {why}"));
+            }
+            outcome.shared = Some(how);
+            (outcome, stopped)
         }
-        None => run(dec, flush),
+        _ => {
+            let dec = LineDecoder::new(data, opts, select);
+            perf_data_records(dec, records, bytes, flush, release, clock_data)
+        }
     };
     outcome.truncated = truncation(unfinished, &cut, stopped.as_ref(), bytes.len() as u64);
     if let (Some(end), Some(msg)) = (finishing, &mut outcome.truncated) {
@@ -149,6 +190,7 @@ pub(crate) fn perf_data_records<'f>(
         time_note: None,
         clock_data: clock_data || dec.data().clock_data().is_some(),
         truncated: None,
+        shared: None,
     };
     (outcome, stopped)
 }
@@ -217,5 +259,6 @@ pub(crate) fn stream_outcome(
         time_note: None,
         clock_data: clock_data || clock,
         truncated,
+        shared: None,
     }
 }

@@ -18,6 +18,12 @@ pub(crate) fn decode_trace_dat(
     par: Option<&Par<'_>>,
 ) -> Result<Outcome, String> {
     let file = uevrec_parsers::trace_dat::TraceDat::parse(bytes).map_err(|e| e.to_string())?;
+    let shared = par.map(|par| {
+        format!(
+            "{} formatting threads after one reading (a trace.dat is not cut into ranges)",
+            par.workers()
+        )
+    });
     let decoded = match par {
         Some(par) => {
             let endian = file.endian();
@@ -45,5 +51,6 @@ pub(crate) fn decode_trace_dat(
                 decoded.truncated.join("; ")
             )
         }),
+        shared,
     })
 }

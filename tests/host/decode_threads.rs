@@ -3,7 +3,7 @@
 //! `record --raw` perf.data read from its path (mapped: the workers read the records from
 //! the mapping) and through a pipe (pipe-mode copies), a `--raw-format trace-dat`
 //! trace.dat, and both cut short (the `truncated` notice, standard error's salvage note
-//! and exit status 3 the same too). Needs root and tracefs (says why it is skipped
+//! and exit status 3 the same too); a whole perf.data also in ranges (`--range-size`). Needs root and tracefs (says why it is skipped
 //! otherwise).
 
 use std::fs;
@@ -46,8 +46,13 @@ fn stop(rec: &mut Child, log: &Path) {
 /// `uevrec decode --threads THREADS` of `input`, from its path or (`pipe`) through a
 /// pipe on standard input.
 fn decode(input: &Path, threads: &str, pipe: bool) -> Output {
+    decode_with(input, threads, pipe, &[])
+}
+
+/// [`decode`] with `extra` arguments.
+fn decode_with(input: &Path, threads: &str, pipe: bool, extra: &[&str]) -> Output {
     let mut cmd = Command::new(bin());
-    cmd.args(["decode", "--threads", threads]);
+    cmd.args(["decode", "--threads", threads]).args(extra);
     if pipe {
         let bytes = fs::read(input).unwrap();
         let mut child = cmd
@@ -73,19 +78,43 @@ fn decode(input: &Path, threads: &str, pipe: bool) -> Output {
 fn stderr_notes(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr)
         .lines()
-        .filter(|l| !(l.starts_with("uevrec: ") && l.contains(" records, ") && l.ends_with(" s")))
+        .filter(|l| !(l.starts_with("uevrec: ") && l.contains(" lost, from ")))
         .collect::<Vec<_>>()
         .join("\n")
 }
 
-/// `--threads 2`, `3`, `4` and `8` write what `--threads 1` writes from `input` (from its path,
-/// and through a pipe when `pipe`), with the same exit status and notes; returns
-/// `--threads 1`'s output.
+/// The summary's note on how the threads shared the work (`(in 5 ranges by 2 threads)`).
+fn shared(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let summary = err
+        .lines()
+        .find(|l| l.contains(" lost, from "))
+        .unwrap_or_default();
+    summary
+        .split_once(" s (")
+        .map_or("", |(_, how)| how)
+        .to_string()
+}
+
+/// `--threads 2`, `3`, `4` and `8` write what `--threads 1` writes from `input` (from its
+/// path, also in ranges of 64 KiB (many cuts) and 16 MiB (one range); and through a pipe
+/// when `pipe`), with the same exit status and notes; returns `--threads 1`'s output.
 fn same_as_one(input: &Path, pipe: bool) -> Output {
     let one = decode(input, "1", false);
     let name = input.display();
-    for threads in ["2", "3", "4", "8"] {
-        let many = decode(input, threads, false);
+    let small = ["--range-size", "64K"];
+    let large = ["--range-size", "16M"];
+    for (threads, extra) in [
+        ("2", &[][..]),
+        ("3", &[]),
+        ("4", &[]),
+        ("8", &[]),
+        ("2", &small),
+        ("3", &small),
+        ("8", &small),
+        ("2", &large),
+    ] {
+        let many = decode_with(input, threads, false, extra);
         assert_eq!(
             many.status.code(),
             one.status.code(),
@@ -171,6 +200,23 @@ fn decode_threads_write_the_bytes_of_one_thread() {
     sleep(Duration::from_millis(300));
     stop(&mut perf, &log_data);
     stop(&mut ftrace, &log_dat);
+
+    // With --range-size the whole perf.data was cut into ranges (the summary says how
+    // many); without, and for the trace.dat, staged formatter workers.
+    let ranges = shared(&decode_with(&data, "2", false, &["--range-size", "64K"]));
+    let n: usize = ranges
+        .strip_prefix("in ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("not in ranges: {ranges}"));
+    // As many as the file has rounds past 64 KiB (the burst fills the 4 MiB rings a few
+    // times: a few rounds); the pure tests cut at every round.
+    assert!(n >= 2, "{ranges}: a 10 MB perf.data in 64 KiB ranges");
+    assert!(ranges.ends_with("ranges by 2 threads)"), "{ranges}");
+    for input in [&data, &dat] {
+        let staged = shared(&decode(input, "2", false));
+        assert!(staged.starts_with("2 formatting threads"), "{staged}");
+    }
 
     // Every call is a record or counted lost (a busy machine can overflow the rings: seen
     // in CI, 74,727 recorded of 80,000; the files must still decode alike).

@@ -154,6 +154,21 @@ impl Orderer {
         self.held > self.max_bytes
     }
 
+    /// Start where an orderer fed from the start of the input stands just after the
+    /// `FINISHED_ROUND` whose drain used `limit` (`None`: the first, which lets out
+    /// nothing), given that no record had arrived late and the bound was never reached
+    /// up to there: every record with a time up to `limit` went out (the newest of them
+    /// at `limit`), and the records held, the newer ones of the round it ended, are pushed
+    /// next. For decoders of their own on pieces of one file (range decoding,
+    /// [`crate::to_lines::perf_data::RangePlanner`]).
+    pub fn resume_after(&mut self, limit: Option<u64>) {
+        if let Some(limit) = limit {
+            self.next_flush = Some(limit);
+            self.max_time = self.max_time.max(limit);
+            self.out_time = self.out_time.max(limit);
+        }
+    }
+
     /// Hold a copy of `bytes` (found at the caller's `offset`) with its `time` and `tag`
     /// (31 bits: the top bit is dropped).
     pub fn push(&mut self, time: u64, tag: u32, offset: u64, bytes: &[u8]) {

@@ -121,6 +121,11 @@ impl<'a> Records<'a> {
     pub fn offset(&self) -> u64 {
         self.base + self.pos as u64
     }
+
+    /// Absolute offset of the end of the records' bytes.
+    pub fn end(&self) -> u64 {
+        self.base + self.data.len() as u64
+    }
 }
 
 impl<'a> Iterator for Records<'a> {

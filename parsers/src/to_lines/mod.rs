@@ -98,6 +98,17 @@ impl SchemaOnce {
         }
     }
 
+    /// Mark the events `described` says as described already (range decoding: those
+    /// whose schema line an earlier range wrote).
+    pub fn seed(&mut self, described: &[bool]) {
+        if self.described.len() < described.len() {
+            self.described.resize(described.len(), false);
+        }
+        for (mine, &theirs) in self.described.iter_mut().zip(described) {
+            *mine |= theirs;
+        }
+    }
+
     /// Whether a record of event `event` written now would come with its schema line
     /// (on, and the event's first record), noting that it did.
     pub fn first(&mut self, event: usize) -> bool {

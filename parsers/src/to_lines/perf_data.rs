@@ -34,6 +34,9 @@ use crate::perf_sample::{
     Record, Sample, SampleFormat,
 };
 
+mod ranges;
+pub use ranges::{DecodeRange, MAX_CONTEXT_RECORDS, RangePlanner, RangeStop};
+
 /// What the decoder tells whoever feeds it records: go on, or stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FeedControl {
@@ -63,6 +66,9 @@ struct Slot {
     layout: Option<SampleFormat>,
 }
 
+/// Takes a buffer of lines, leaving an empty one (range decoding).
+type HandOver<'s> = dyn FnMut(&mut Vec<u8>) + 's;
+
 /// Which events to write: `select(system, event)`.
 type Selector<'s> = Box<dyn Fn(&str, &str) -> bool + 's>;
 
@@ -81,6 +87,11 @@ pub struct LineDecoder<'s> {
     context: Option<ContextTracker>,
     /// Where the records go instead of the writer ([`LineDecoder::with_sink`]).
     sink: Option<Box<dyn RecordSink + 's>>,
+    /// Lines go to the caller's flush once this many bytes are ready ([`FLUSH_BYTES`]).
+    flush_at: usize,
+    /// Instead of the caller's flush: takes the lines' buffer, leaving an empty one to
+    /// fill next (range decoding hands its buffers on whole: [`ranges`]).
+    hand_over: Option<Box<HandOver<'s>>>,
 }
 
 /// The writing side, apart from the orderer (so both can be borrowed at once).
@@ -92,6 +103,10 @@ struct Out<'a, 'b> {
     stats: &'a mut DecodeStats,
     /// [`DecodeOptions::max_records`], `u64::MAX` for none (one comparison per line).
     max_records: u64,
+    /// The decoder's `flush_at`.
+    flush_at: usize,
+    /// The decoder's `hand_over`.
+    hand_over: Option<&'a mut HandOver<'b>>,
     flush: &'a mut dyn FnMut(&[u8]) -> bool,
     context: Option<&'a mut ContextTracker>,
     sink: Option<&'a mut (dyn RecordSink + 'b)>,
@@ -224,7 +239,11 @@ impl Out<'_, '_> {
     }
 
     fn maybe_flush(&mut self) -> bool {
-        if self.out.len() < FLUSH_BYTES {
+        if self.out.len() < self.flush_at {
+            return true;
+        }
+        if let Some(take) = &mut self.hand_over {
+            take(self.out);
             return true;
         }
         let go_on = (self.flush)(self.out);
@@ -262,6 +281,8 @@ impl<'s> LineDecoder<'s> {
             context: (opts.context && opts.format == OutputFormat::JsonLines)
                 .then(ContextTracker::new),
             sink: None,
+            flush_at: FLUSH_BYTES,
+            hand_over: None,
         };
         for e in std::mem::take(&mut d.data.problems) {
             d.error(e);
@@ -617,6 +638,8 @@ impl<'s> LineDecoder<'s> {
             out: &mut self.out,
             stats: &mut self.stats,
             max_records: self.opts.max_records.unwrap_or(u64::MAX),
+            flush_at: self.flush_at,
+            hand_over: self.hand_over.as_deref_mut(),
             flush,
             context: self.context.as_mut(),
             sink: self.sink.as_deref_mut(),

@@ -1,0 +1,545 @@
+//! Range decoding (`uevrec decode --threads N`): a whole perf.data cut at its
+//! `FINISHED_ROUND` records into ranges that decoders of their own write, each exactly the
+//! lines one decoder fed from the start writes for it, so that their lines put end to
+//! end are the same bytes.
+//!
+//! Why a cut can be exact. Records go out at the end of round r when their time is at
+//! most `M(r−1)`, the largest time pushed before the round began ([`Orderer`]). When no
+//! record arrives with a time below what already went out (none is late) and the order
+//! buffer's bound is never reached, the state just after round r's `FINISHED_ROUND` is
+//! known from the file alone: everything up to `M(r−1)` went out (in time order, ties
+//! in arrival order), and what is held is round r's records newer than `M(r−1)`. A
+//! decoder for the range after that cut starts there ([`Orderer::resume_after`]): it reads
+//! round r again only to hold those records (carries them), and goes on. The decoder of
+//! the range before stops after that `FINISHED_ROUND`'s drain, holding them unwritten.
+//! Two more things flow across a cut, and the plan gives both: which events already had
+//! their schema line, and who is who (`COMM`/`FORK`/`EXIT`/`CGROUP` records, applied in
+//! time order as they go out: with nothing late, the context records out before the cut
+//! are those with a time up to the cut's limit, in time order).
+//!
+//! A [`RangePlanner`] reads the record headers (and the times) once, ahead of the
+//! decoders, and hands out each range as soon as the cut after it is found. A cut holds
+//! while, from the file's start: every record pushed for time order has a time and none
+//! is late, two rounds together fit the order buffer's bound, no attr or tracing-data
+//! record lies in a round a later range carries, and there are at most
+//! [`MAX_CONTEXT_RECORDS`] context records (each range replays those before it). The
+//! first record breaking one of these ends the planning: the rest of the file, from the
+//! last cut, is the last range, decoded by one decoder that handles everything as one
+//! decoder fed from the start does (it starts in the exact state of its cut). Whole files
+//! are refused ([`RangePlanner::new`]) for OTLP, `--count`, and schema lines with
+//! EventHeader events (their metadata lines depend on what the writer saw before).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::{FeedControl, LineDecoder};
+use crate::bytes::u64_at;
+use crate::json_line::RecordWriter;
+use crate::perf_data::order::Drain;
+use crate::perf_data::records::{RawRecord, Records};
+use crate::perf_data::{Item, PerfData, PerfDataError};
+use crate::perf_sample::PERF_RECORD_SAMPLE;
+use crate::to_lines::{DecodeOptions, DecodeStats, MAX_KEPT_ERRORS};
+
+/// At most this many context records before a cut: each range applies those before it
+/// again (cost: ranges × context records).
+pub const MAX_CONTEXT_RECORDS: usize = 20_000;
+
+/// One range: where it lies in the file and the state a decoder of it starts from.
+#[derive(Debug, Clone)]
+pub struct DecodeRange {
+    /// Its place in the file's order of ranges (0: the first).
+    pub index: usize,
+    /// Where the round before the range starts: its records newer than `limit` are held
+    /// (carried), none is written. Equal to `start` for the first range.
+    pub carry: usize,
+    /// Where the range's own records start.
+    pub start: usize,
+    /// Where they end: after a `FINISHED_ROUND`, or the end of the data (the last range).
+    pub end: usize,
+    /// The last range (it lets out everything held at its end).
+    pub last: bool,
+    /// The time limit of the drain at the `FINISHED_ROUND` before `start` (`None`: the
+    /// file's first, which lets out nothing).
+    limit: Option<u64>,
+    /// Event index → its schema line was written before this range.
+    described: Vec<bool>,
+    /// The file's state at `start` (events, formats).
+    data: PerfData,
+    /// What the caller's selector said of each (system, event) it was asked.
+    selected: Arc<Vec<(String, String, bool)>>,
+    /// The context records before the cut: (time, event, offset, length), file order.
+    context: Arc<Vec<(u64, usize, usize, usize)>>,
+    opts: DecodeOptions,
+}
+
+/// What a record is to the time order ([`LineDecoder::classify`]).
+enum Seen {
+    /// Held for time order with this time (a written sample, a lost record, a context
+    /// record): its event, and whether it is a context record.
+    Pushed {
+        time: u64,
+        event: usize,
+        context: bool,
+    },
+    /// Written at once or not at all.
+    Other,
+    /// An attr or tracing-data record (the state the decoders start from changes).
+    Header,
+    /// A `FINISHED_ROUND`.
+    Round,
+}
+
+impl LineDecoder<'_> {
+    /// What `rec` is to the time order: as [`LineDecoder::record_in`] takes it, without
+    /// writing or counting anything (attr and tracing-data records are taken into the
+    /// state). `Err`: a record range decoding cannot carry (one without a time).
+    fn classify(&mut self, rec: &RawRecord<'_>) -> Result<Seen, &'static str> {
+        if rec.header.kind == PERF_RECORD_SAMPLE {
+            let Some(event) = self.data.sample_event(rec.bytes) else {
+                return Ok(Seen::Other);
+            };
+            let Some(slot) = self.slots.get(event).filter(|s| s.written) else {
+                return Ok(Seen::Other);
+            };
+            let time = slot
+                .time_at
+                .and_then(|at| u64_at(rec.bytes, at, self.data.endian));
+            return match time {
+                Some(time) => Ok(Seen::Pushed {
+                    time,
+                    event,
+                    context: false,
+                }),
+                None => Err("a sample without a time"),
+            };
+        }
+        let (event, time, context) = match self.data.record(rec) {
+            Ok(Item::Lost {
+                event, sample_id, ..
+            }) => (event, sample_id.time, false),
+            Ok(Item::FinishedRound) => return Ok(Seen::Round),
+            Ok(Item::NewEvent | Item::TracingData | Item::Feature(_)) => {
+                self.data.problems.clear();
+                self.refresh();
+                return Ok(Seen::Header);
+            }
+            Ok(Item::Other(header)) => match self.context_record(header.kind, rec) {
+                Some((event, time)) => (event, time, true),
+                None => return Ok(Seen::Other),
+            },
+            Ok(_) | Err(_) => return Ok(Seen::Other),
+        };
+        match time {
+            Some(time) => Ok(Seen::Pushed {
+                time,
+                event,
+                context,
+            }),
+            None => Err("a lost or context record without a time"),
+        }
+    }
+
+    /// Whether schema lines would come with EventHeader metadata lines (which depend on
+    /// what the writer saw before: not for range decoding).
+    fn eventheader_schema(&self) -> bool {
+        self.opts.schema
+            && self.slots.iter().any(|s| {
+                s.written
+                    && s.prepared
+                        .as_ref()
+                        .is_some_and(|p| p.eventheader().is_some())
+            })
+    }
+}
+
+/// Bytes a held record counts towards the order buffer's bound (as the orderer counts).
+fn held_cost(rec: &RawRecord<'_>) -> usize {
+    rec.bytes.len() + 32
+}
+
+/// Mark event `e` in `v`.
+#[inline]
+fn mark(v: &mut Vec<bool>, e: usize) {
+    if v.get(e) == Some(&true) {
+        return;
+    }
+    if v.len() <= e {
+        v.resize(e + 1, false);
+    }
+    v[e] = true;
+}
+
+/// Finds the cuts of a whole perf.data, record by record ([`RangePlanner::take`]), and
+/// makes each range ([`DecodeRange`]) as soon as its end is known.
+pub struct RangePlanner<'s> {
+    dec: LineDecoder<'s>,
+    asked: Rc<RefCell<Vec<(String, String, bool)>>>,
+    target: usize,
+    /// Why planning ended early (the rest is one range), once it did.
+    stopped: Option<String>,
+    /// The range being found: its index, carry and start, limit, state at its start.
+    next: DecodeRange,
+    context: Vec<(u64, usize, usize, usize)>,
+    /// Where the round began, the bytes it pushed and the round before's.
+    round_start: usize,
+    round_bytes: usize,
+    prev_bytes: usize,
+    /// The orderer's max time, the limit the next drain uses and the last drain's
+    /// (nothing may arrive older than it).
+    max_time: u64,
+    next_limit: Option<u64>,
+    let_out: Option<u64>,
+    /// Events described before the round, and this round's out at its end and after.
+    described: Vec<bool>,
+    low: Vec<bool>,
+    high: Vec<bool>,
+    /// An attr or tracing-data record in this round (no cut may carry it).
+    header_in_round: bool,
+    /// Where the last record seen ends.
+    end: usize,
+}
+
+impl<'s> RangePlanner<'s> {
+    /// A planner for the file whose state [`PerfData::open`] returned as `data`, its
+    /// records starting at `data_start`, decoded with `opts` and `select`, in ranges of
+    /// about `target` bytes; `Err`: why the file is not decoded in ranges at all.
+    pub fn new(
+        data: &PerfData,
+        data_start: usize,
+        opts: DecodeOptions,
+        select: &'s dyn Fn(&str, &str) -> bool,
+        target: usize,
+    ) -> Result<Self, String> {
+        if opts.max_records.is_some() {
+            return Err("--count".into());
+        }
+        if opts.format != crate::output::OutputFormat::JsonLines {
+            return Err("not JSON lines".into());
+        }
+        let asked = Rc::new(RefCell::new(Vec::new()));
+        let log = Rc::clone(&asked);
+        let recording = move |system: &str, event: &str| {
+            let yes = select(system, event);
+            log.borrow_mut()
+                .push((system.to_string(), event.to_string(), yes));
+            yes
+        };
+        let mut quiet = data.clone();
+        quiet.problems.clear();
+        let dec = LineDecoder::new(quiet, opts, recording);
+        if dec.eventheader_schema() {
+            return Err("EventHeader events with schema lines".into());
+        }
+        let first = DecodeRange {
+            index: 0,
+            carry: data_start,
+            start: data_start,
+            end: data_start,
+            last: false,
+            limit: None,
+            described: Vec::new(),
+            // The first range reports the file's problems (as one decoder does).
+            data: data.clone(),
+            selected: Arc::new(asked.borrow().clone()),
+            context: Arc::new(Vec::new()),
+            opts,
+        };
+        Ok(RangePlanner {
+            dec,
+            asked,
+            target,
+            stopped: None,
+            next: first,
+            context: Vec::new(),
+            round_start: data_start,
+            round_bytes: 0,
+            prev_bytes: 0,
+            max_time: 0,
+            next_limit: None,
+            let_out: None,
+            described: Vec::new(),
+            low: Vec::new(),
+            high: Vec::new(),
+            header_in_round: false,
+            end: data_start,
+        })
+    }
+
+    /// Why planning ended before the file's end (the rest was one range), if it did.
+    pub fn stopped(&self) -> Option<&str> {
+        self.stopped.as_deref()
+    }
+
+    /// Take the next record (`Err`: the file stops being readable there; planning ends):
+    /// the range that ends with it, when it ends one. Give it every record to the end,
+    /// also once planning stopped ([`RangePlanner::stopped`]): the last range's
+    /// selection of events is made from all of them.
+    #[inline]
+    pub fn take(&mut self, rec: Result<&RawRecord<'_>, &PerfDataError>) -> Option<DecodeRange> {
+        if self.stopped.is_some() {
+            // The last range reads on: its events' selection is asked of the selector
+            // here (a pipe-mode file's attrs come with its records).
+            if let Ok(rec) = rec
+                && rec.header.kind != PERF_RECORD_SAMPLE
+                && let Ok(Item::NewEvent | Item::TracingData | Item::Feature(_)) =
+                    self.dec.data.record(rec)
+            {
+                self.dec.data.problems.clear();
+                self.dec.refresh();
+            }
+            return None;
+        }
+        // Nearly every record: a sample in time (what `see` does with it, in line).
+        if let Ok(rec) = rec
+            && rec.header.kind == PERF_RECORD_SAMPLE
+            && let Some(event) = self.dec.data.sample_event(rec.bytes)
+            && let Some(slot) = self.dec.slots.get(event)
+        {
+            if !slot.written {
+                return None;
+            }
+            let time = slot
+                .time_at
+                .and_then(|at| u64_at(rec.bytes, at, self.dec.data.endian));
+            if let Some(time) = time
+                && self.let_out.is_none_or(|l| time >= l)
+            {
+                self.max_time = self.max_time.max(time);
+                self.round_bytes += held_cost(rec);
+                if self.dec.opts.schema {
+                    if self.next_limit.is_some_and(|l| time <= l) {
+                        mark(&mut self.low, event);
+                    } else {
+                        mark(&mut self.high, event);
+                    }
+                }
+                return None;
+            }
+        }
+        let rec = match rec {
+            Ok(rec) => rec,
+            Err(e) => {
+                self.stopped = Some(format!("the file stops being readable ({e})"));
+                return None;
+            }
+        };
+        match self.see(rec) {
+            Ok(cut) => cut,
+            Err(why) => {
+                self.stopped = Some(why);
+                None
+            }
+        }
+    }
+
+    fn see(&mut self, rec: &RawRecord<'_>) -> Result<Option<DecodeRange>, String> {
+        let offset = usize::try_from(rec.offset).map_err(|_| "offsets past usize")?;
+        self.end = offset + rec.bytes.len() + rec.payload.len();
+        match self.dec.classify(rec)? {
+            Seen::Pushed {
+                time,
+                event,
+                context,
+            } => {
+                if self.let_out.is_some_and(|l| time < l) {
+                    return Err(format!("a record at byte {offset} arrives late"));
+                }
+                self.max_time = self.max_time.max(time);
+                self.round_bytes += held_cost(rec);
+                // Samples in time were taken by `take` (their events marked for the
+                // schema lines there); here a lost or context record (late samples
+                // ended the planning above).
+                if context {
+                    if self.context.len() == MAX_CONTEXT_RECORDS {
+                        return Err("too many context records".into());
+                    }
+                    self.context.push((time, event, offset, rec.bytes.len()));
+                }
+                Ok(None)
+            }
+            Seen::Other => Ok(None),
+            Seen::Header => {
+                if self.dec.eventheader_schema() {
+                    return Err("EventHeader events with schema lines".into());
+                }
+                self.header_in_round = true;
+                Ok(None)
+            }
+            Seen::Round => {
+                if self.prev_bytes + self.round_bytes > self.dec.opts.order_bytes {
+                    return Err("two rounds hold more than the order buffer".into());
+                }
+                // A cut after this round: the next range carries it (no attr or
+                // tracing-data record in it) and starts after this drain.
+                let cut = (!self.header_in_round && self.end - self.next.start >= self.target)
+                    .then(|| self.cut());
+                self.let_out = self.next_limit;
+                self.next_limit = Some(self.max_time);
+                for v in [&self.low, &self.high] {
+                    for (e, _) in v.iter().enumerate().filter(|(_, w)| **w) {
+                        mark(&mut self.described, e);
+                    }
+                }
+                self.low.clear();
+                self.high.clear();
+                self.prev_bytes = self.round_bytes;
+                self.round_bytes = 0;
+                self.round_start = self.end;
+                self.header_in_round = false;
+                Ok(cut)
+            }
+        }
+    }
+
+    /// The range ending at this `FINISHED_ROUND` (before its bookkeeping moves on); the
+    /// next one starts after it.
+    fn cut(&mut self) -> DecodeRange {
+        let mut described = self.described.clone();
+        for (e, _) in self.low.iter().enumerate().filter(|(_, w)| **w) {
+            mark(&mut described, e);
+        }
+        let mut data = self.dec.data.clone();
+        data.problems.clear();
+        let after = DecodeRange {
+            index: self.next.index + 1,
+            carry: self.round_start,
+            start: self.end,
+            end: self.end,
+            last: false,
+            limit: self.next_limit,
+            described,
+            data,
+            selected: Arc::new(self.asked.borrow().clone()),
+            context: Arc::new(self.context.clone()),
+            opts: self.dec.opts,
+        };
+        let mut done = std::mem::replace(&mut self.next, after);
+        done.end = self.end;
+        // What the selector was asked up to its end (attrs may come with the records).
+        done.selected = Arc::new(self.asked.borrow().clone());
+        done
+    }
+
+    /// The last range: from the last cut to `data_end`, the end of the records' bytes
+    /// (past where planning stopped, if it did).
+    pub fn finish(mut self, data_end: usize) -> DecodeRange {
+        self.next.end = data_end.max(self.next.start);
+        self.next.last = true;
+        self.next.selected = Arc::new(self.asked.borrow().clone());
+        self.next
+    }
+}
+
+/// Where one range's decoding stopped early: the framing error that ended the file.
+pub type RangeStop = Option<PerfDataError>;
+
+impl DecodeRange {
+    /// Decode this range of `file` (the whole file its planner read): its lines go to
+    /// `lines` in pieces of about [`crate::to_lines::FLUSH_BYTES`] (it takes the
+    /// buffer's bytes, leaving an empty buffer to fill next: handed on, not copied), and
+    /// what it saw is returned, with the framing error that ended the file in it.
+    pub fn decode(
+        self,
+        file: &[u8],
+        lines: &mut dyn FnMut(&mut Vec<u8>),
+    ) -> (DecodeStats, RangeStop) {
+        let r = self;
+        let table = Arc::clone(&r.selected);
+        let select = move |system: &str, event: &str| {
+            table
+                .iter()
+                .find(|(s, e, _)| s == system && e == event)
+                .is_some_and(|(_, _, yes)| *yes)
+        };
+        let endian = r.data.endian;
+        let mut dec = LineDecoder::new(r.data, r.opts, select);
+        let mut none = |_: &[u8]| true;
+        if r.index > 0 {
+            // Who is who at the cut: the context records out before it, in time order.
+            let mut before: Vec<&(u64, usize, usize, usize)> = r
+                .context
+                .iter()
+                .filter(|c| r.limit.is_some_and(|l| c.0 <= l))
+                .collect();
+            before.sort_by_key(|c| c.0);
+            let (_, mut w) = dec.split(&mut none);
+            for &&(_, event, offset, len) in &before {
+                if let Some(bytes) = file.get(offset..offset + len) {
+                    w.write(event, offset as u64, bytes);
+                }
+            }
+            // Context records write nothing and count nothing; should one be taken for
+            // a line, it belongs to the range before.
+            dec.out.clear();
+            dec.stats = DecodeStats::default();
+            dec.orderer.resume_after(r.limit);
+            dec.described.seed(&r.described);
+            // The round before: hold what the range before left held.
+            let carried = file.get(r.carry..r.start).unwrap_or_default();
+            for rec in Records::new(carried, r.carry as u64, endian).flatten() {
+                match dec.classify(&rec) {
+                    Ok(Seen::Pushed { time, event, .. }) if r.limit.is_none_or(|l| time > l) => {
+                        let tag = u32::try_from(event).unwrap_or(u32::MAX);
+                        let len = u32::try_from(rec.bytes.len()).unwrap_or(u32::MAX);
+                        dec.orderer
+                            .push_external(time, tag, rec.offset as usize, len);
+                    }
+                    Ok(Seen::Round) => {
+                        dec.drain(Drain::Round, file, &mut none);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        dec.hand_over = Some(Box::new(|buf: &mut Vec<u8>| lines(buf)));
+        let own = file.get(r.start..r.end).unwrap_or_default();
+        let mut stopped = None;
+        for rec in Records::new(own, r.start as u64, endian) {
+            let rec = match rec {
+                Ok(rec) => rec,
+                Err(e) => {
+                    stopped = Some(e);
+                    break;
+                }
+            };
+            if dec.record_in(&rec, file, &mut none) == FeedControl::Stop {
+                break;
+            }
+        }
+        if r.last {
+            // `finish_in`, its last lines handed on below.
+            dec.drain(Drain::All, file, &mut none);
+            dec.writer.end_lines(&mut dec.out);
+        }
+        // What is left (for a range before the last, what the next drain would have
+        // flushed with its own lines).
+        let stats = std::mem::take(&mut dec.stats);
+        let mut out = std::mem::take(&mut dec.out);
+        drop(dec);
+        if !out.is_empty() {
+            lines(&mut out);
+        }
+        (stats, stopped)
+    }
+}
+
+impl DecodeStats {
+    /// Add what the next range's decoder saw (range decoding): counts summed, problems
+    /// kept in order up to [`MAX_KEPT_ERRORS`].
+    pub fn absorb(&mut self, next: DecodeStats) {
+        self.records += next.records;
+        self.lost += next.lost;
+        self.time_unknown += next.time_unknown;
+        self.unknown_event += next.unknown_event;
+        for (name, n) in next.skipped {
+            *self.skipped.entry(name).or_default() += n;
+        }
+        self.late += next.late;
+        self.order_buffer_full += next.order_buffer_full;
+        let room = MAX_KEPT_ERRORS.saturating_sub(self.errors.len());
+        self.errors.extend(next.errors.into_iter().take(room));
+        self.error_count += next.error_count;
+    }
+}
