@@ -111,7 +111,7 @@ pub(crate) fn decode_bytes(
                 stopped: None,
                 problems: Vec::new(),
                 time_note: None,
-                clock_data,
+                clock_data: clock_data || done.clock_data,
                 truncated: None,
                 shared: Some(how),
             };

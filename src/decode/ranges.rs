@@ -47,6 +47,8 @@ pub(crate) struct RangesDone {
     pub ranges: usize,
     /// Why the cutting ended before the file's end (the rest was one range).
     pub cut_short: Option<String>,
+    /// The file has `HEADER_CLOCK_DATA` (a pipe-mode file says so among its records).
+    pub clock_data: bool,
 }
 
 /// The lines of the ranges, in order, to the writer.
@@ -176,6 +178,7 @@ pub(crate) fn decode_ranges(
             }
         }
         let cut_short = planner.stopped().map(str::to_string);
+        let clock_data = planner.data().clock_data().is_some();
         if going {
             dispatch(planner.finish(data_end), &mut fwd);
         }
@@ -186,6 +189,7 @@ pub(crate) fn decode_ranges(
             stopped: fwd.stopped,
             ranges: planned,
             cut_short,
+            clock_data,
         }
     })
 }

@@ -145,8 +145,25 @@ fn otel_logs_spans_and_metrics_recorded_as_otlp_parse_and_keep_their_values() {
         return;
     }
     let recording = Recording::start("otlp");
-    let (mut producer, reports) = spawn_sample("otel", &["--name", "UevrecOtlp", "--metrics"]);
+    // Written once uevrec has attached all 7 tracepoints: the enable bits turn on when
+    // uevrec opens an event's first CPU, before the others (CI lost the first log
+    // record, seq 0, waiting only for the bits).
+    let start = recording.out.with_file_name("start");
+    let start_arg = start.to_str().unwrap();
+    let (mut producer, reports) = spawn_sample(
+        "otel",
+        &[
+            "--name",
+            "UevrecOtlp",
+            "--metrics",
+            "--timeout-secs",
+            "150",
+            "--start-file",
+            start_arg,
+        ],
+    );
     wait_attached(&recording, &[&reports], 7);
+    fs::write(&start, b"").unwrap();
     let reports = finish(&mut producer, &reports, "otel");
     // 1. The official protobuf definitions accept every line (`stop`); 2. every value is
     // what the SDK was given.

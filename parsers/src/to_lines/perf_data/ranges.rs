@@ -267,6 +267,11 @@ impl<'s> RangePlanner<'s> {
         })
     }
 
+    /// The file's state after the records taken so far (events, formats, features).
+    pub fn data(&self) -> &PerfData {
+        &self.dec.data
+    }
+
     /// Why planning ended before the file's end (the rest was one range), if it did.
     pub fn stopped(&self) -> Option<&str> {
         self.stopped.as_deref()
