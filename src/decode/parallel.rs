@@ -121,13 +121,6 @@ pub(crate) struct Par<'a> {
     pub(super) range_bytes: Option<usize>,
 }
 
-impl Par<'_> {
-    /// The number of workers.
-    pub(crate) fn workers(&self) -> usize {
-        self.workers
-    }
-}
-
 /// What the workers of a decoding write: `opts`' lines, values in `endian` order.
 pub(crate) fn par_lines(
     opts: DecodeOptions,

@@ -92,8 +92,9 @@ pub(crate) fn decode_bytes(
     data.problems = rest;
     let unfinished = writer::is_unfinished(bytes);
     let clock_data = data.clock_data().is_some();
-    // With workers: in ranges when the file allows (otherwise the reason is said).
     let endian = data.tracing_data().map_or(data.endian, |t| t.endian);
+    // With workers and --range-size: in ranges when the file allows (otherwise the
+    // summary says why).
     let planner = par.and_then(|par| {
         let start = usize::try_from(records.offset()).unwrap_or(usize::MAX);
         let size = par.range_bytes?;
@@ -102,7 +103,7 @@ pub(crate) fn decode_bytes(
     let (mut outcome, stopped) = match (par, planner) {
         (Some(par), Some(Ok(planner))) => {
             let done = decode_ranges(planner, records, bytes, par, forget);
-            let mut how = format!("in {} ranges by {} threads", done.ranges, par.workers());
+            let mut how = format!("in {} ranges by {} threads", done.ranges, par.workers);
             if let Some(why) = done.cut_short {
                 how.push_str(&format!(", the last from where cutting stopped: {why}"));
             }
@@ -131,7 +132,7 @@ pub(crate) fn decode_bytes(
                     clock_data,
                 )
             });
-            let mut how = format!("{} formatting threads after one reading", par.workers());
+            let mut how = format!("{} formatting threads after one reading", par.workers);
             if let Some(Err(why)) = planner {
                 how.push_str(&format!(", not in ranges: {why}"));
             }

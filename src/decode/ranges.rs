@@ -128,7 +128,7 @@ pub(crate) fn decode_ranges(
     par: &Par<'_>,
     forget: &dyn Fn(usize, usize),
 ) -> RangesDone {
-    let workers = par.workers().max(1);
+    let workers = par.workers.max(1);
     let out_at_once = workers + 2;
     let data_end = usize::try_from(records.end()).unwrap_or(file.len());
     std::thread::scope(|s| {

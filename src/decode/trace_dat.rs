@@ -21,7 +21,7 @@ pub(crate) fn decode_trace_dat(
     let shared = par.map(|par| {
         format!(
             "{} formatting threads after one reading (a trace.dat is not cut into ranges)",
-            par.workers()
+            par.workers
         )
     });
     let decoded = match par {

@@ -87,8 +87,6 @@ pub struct LineDecoder<'s> {
     context: Option<ContextTracker>,
     /// Where the records go instead of the writer ([`LineDecoder::with_sink`]).
     sink: Option<Box<dyn RecordSink + 's>>,
-    /// Lines go to the caller's flush once this many bytes are ready ([`FLUSH_BYTES`]).
-    flush_at: usize,
     /// Instead of the caller's flush: takes the lines' buffer, leaving an empty one to
     /// fill next (range decoding hands its buffers on whole: [`ranges`]).
     hand_over: Option<Box<HandOver<'s>>>,
@@ -103,8 +101,6 @@ struct Out<'a, 'b> {
     stats: &'a mut DecodeStats,
     /// [`DecodeOptions::max_records`], `u64::MAX` for none (one comparison per line).
     max_records: u64,
-    /// The decoder's `flush_at`.
-    flush_at: usize,
     /// The decoder's `hand_over`.
     hand_over: Option<&'a mut HandOver<'b>>,
     flush: &'a mut dyn FnMut(&[u8]) -> bool,
@@ -239,7 +235,7 @@ impl Out<'_, '_> {
     }
 
     fn maybe_flush(&mut self) -> bool {
-        if self.out.len() < self.flush_at {
+        if self.out.len() < FLUSH_BYTES {
             return true;
         }
         if let Some(take) = &mut self.hand_over {
@@ -281,7 +277,6 @@ impl<'s> LineDecoder<'s> {
             context: (opts.context && opts.format == OutputFormat::JsonLines)
                 .then(ContextTracker::new),
             sink: None,
-            flush_at: FLUSH_BYTES,
             hand_over: None,
         };
         for e in std::mem::take(&mut d.data.problems) {
@@ -638,7 +633,6 @@ impl<'s> LineDecoder<'s> {
             out: &mut self.out,
             stats: &mut self.stats,
             max_records: self.opts.max_records.unwrap_or(u64::MAX),
-            flush_at: self.flush_at,
             hand_over: self.hand_over.as_deref_mut(),
             flush,
             context: self.context.as_mut(),

@@ -97,22 +97,14 @@ impl LineDecoder<'_> {
     /// state). `Err`: a record range decoding cannot carry (one without a time).
     fn classify(&mut self, rec: &RawRecord<'_>) -> Result<Seen, &'static str> {
         if rec.header.kind == PERF_RECORD_SAMPLE {
-            let Some(event) = self.data.sample_event(rec.bytes) else {
-                return Ok(Seen::Other);
-            };
-            let Some(slot) = self.slots.get(event).filter(|s| s.written) else {
-                return Ok(Seen::Other);
-            };
-            let time = slot
-                .time_at
-                .and_then(|at| u64_at(rec.bytes, at, self.data.endian));
-            return match time {
-                Some(time) => Ok(Seen::Pushed {
+            return match self.written_sample(rec) {
+                None => Ok(Seen::Other),
+                Some((event, Some(time))) => Ok(Seen::Pushed {
                     time,
                     event,
                     context: false,
                 }),
-                None => Err("a sample without a time"),
+                Some((_, None)) => Err("a sample without a time"),
             };
         }
         let (event, time, context) = match self.data.record(rec) {
@@ -139,6 +131,19 @@ impl LineDecoder<'_> {
             }),
             None => Err("a lost or context record without a time"),
         }
+    }
+
+    /// The event and time of the sample `rec` when its event is written (`None`: a
+    /// sample of no known event, or one not written), read at their fixed places as
+    /// [`LineDecoder::record_in`] reads them.
+    #[inline]
+    fn written_sample(&self, rec: &RawRecord<'_>) -> Option<(usize, Option<u64>)> {
+        let event = self.data.sample_event(rec.bytes)?;
+        let slot = self.slots.get(event).filter(|s| s.written)?;
+        let time = slot
+            .time_at
+            .and_then(|at| u64_at(rec.bytes, at, self.data.endian));
+        Some((event, time))
     }
 
     /// Whether schema lines would come with EventHeader metadata lines (which depend on
@@ -299,15 +304,9 @@ impl<'s> RangePlanner<'s> {
         // Nearly every record: a sample in time (what `see` does with it, in line).
         if let Ok(rec) = rec
             && rec.header.kind == PERF_RECORD_SAMPLE
-            && let Some(event) = self.dec.data.sample_event(rec.bytes)
-            && let Some(slot) = self.dec.slots.get(event)
         {
-            if !slot.written {
-                return None;
-            }
-            let time = slot
-                .time_at
-                .and_then(|at| u64_at(rec.bytes, at, self.dec.data.endian));
+            // Not written (or of no known event): nothing to the time order.
+            let (event, time) = self.dec.written_sample(rec)?;
             if let Some(time) = time
                 && self.let_out.is_none_or(|l| time >= l)
             {
