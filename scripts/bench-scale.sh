@@ -9,7 +9,9 @@
 #   new-perf/new-ftrace   UEVREC the same (with UEVREC_ARGS, e.g. "--threads 8")
 # Per run: the traced generator's rate (calls/s), records written, records lost (uevrec:
 # its summary; perf record: the chunks its "lost N chunks" warning counts), and the
-# recorder's rate (records written / the generator's seconds). Then the table.
+# recorder's rate (records written / the generator's seconds); for uevrec, what each of its
+# threads did over the load (CPU, time waiting for a CPU, context switches: where the
+# bound is). Then the table.
 #
 #   UEVREC=path [UEVREC_OLD=path] [PERF=path [PERF_LIBS=dir]] [LOADGEN=path] \
 #     scripts/bench-scale.sh [--threads "1 2 4 8 15"] [--calls 1000000] [--pages 1024] \
@@ -89,6 +91,31 @@ load() {
   "$LOADGEN" "$1" "$CALLS" | sed -E 's/.*secs=([0-9.]+) rate=([0-9]+).*/\2 \1/'
 }
 
+# threads_snapshot PID: one line per thread of PID: "name cpu_ns wait_ns nvcsw nivcsw" (CPU
+# from schedstat's run time, wait = time runnable but not running, on a runqueue; then the
+# voluntary and involuntary context switches).
+threads_snapshot() {
+  local t name run wait rest vol invol
+  for t in /proc/"$1"/task/*; do
+    read -r name <"$t/comm" 2>/dev/null || continue
+    read -r run wait rest <"$t/schedstat" 2>/dev/null || continue
+    vol=$(awk '/^voluntary_ctxt_switches/ {print $2}' "$t/status" 2>/dev/null)
+    invol=$(awk '/^nonvoluntary_ctxt_switches/ {print $2}' "$t/status" 2>/dev/null)
+    echo "${t##*/} $name $run $wait ${vol:-0} ${invol:-0}"
+  done
+}
+
+# threads_during BEFORE AFTER: per thread name (threads of one name added up), what the
+# threads did between two snapshots: CPU seconds, seconds waiting for a CPU, context
+# switches (voluntary/involuntary). Where a thread's time goes while the load runs: a
+# thread busy all of it is a bound; one waiting for a CPU is starved by the load.
+threads_during() {
+  awk 'NR == FNR { r[$1] = $3; w[$1] = $4; v[$1] = $5; i[$1] = $6; next }
+       { n = $2; c[n]++; cpu[n] += $3 - r[$1]; wt[n] += $4 - w[$1]; vs[n] += $5 - v[$1]; is[n] += $6 - i[$1] }
+       END { for (n in c) printf "%s x%d cpu %.2fs wait %.2fs cs %d/%d; ", n, c[n], cpu[n] / 1e9, wt[n] / 1e9, vs[n], is[n] }' \
+    <(echo "$1") <(echo "$2")
+}
+
 # record NAME T CMD...: run CMD (a recorder) in the background around the load.
 record() {
   local name=$1 t=$2; shift 2
@@ -106,9 +133,12 @@ record() {
     sleep 0.1; waited=$((waited + 1))
   done
   sleep 0.3
-  local rs
+  local rs before=""
+  [ "$name" = perf ] || before=$(threads_snapshot "$pid")
   rs=$(load "$t")
   sleep 0.5
+  local during=""
+  [ "$name" = perf ] || during=$(threads_during "$before" "$(threads_snapshot "$pid")")
   kill -INT $pid 2>/dev/null
   local ok=1 i=0
   while kill -0 $pid 2>/dev/null; do
@@ -131,6 +161,7 @@ record() {
   [ -n "$rec" ] && per_s=$(awk -v r="$rec" -v s="$secs" 'BEGIN { printf "%.1f", r / s / 1e6 }')
   printf '%-10s T=%-3s traced %6.2f M/s  recorded %-10s lost %-14s (%s M records/s over the load)\n' \
     "$name" "$t" "$(awk -v r="$rate" 'BEGIN { print r / 1e6 }')" "${rec:-?}" "${lost:-?}" "$per_s"
+  [ -n "$during" ] && echo "    threads over the load: $during"
   [ "$name" = perf ] || grep -vE '^uevrec: [0-9]+ records|^ +[0-9]+ ' "$ERR" | tr '\r' '\n' \
     | grep -vE 'events/s|^$' | head -3 | sed 's/^/    stderr: /'
   rm -f "$OUT" "$TMP/bench-scale.perf.data"

@@ -92,12 +92,12 @@ impl Forward<'_> {
         if let Some(outcome) = outcome {
             self.waiting.entry(i).or_default().1 = Some(outcome);
         }
-        // Every range whose last piece came, in order; then the next one's waiting pieces.
+        // Every range whose last piece came, in order (its pieces went out already: as
+        // they came while it was due, or below when it became due); then the next one's
+        // waiting pieces.
         while let Some((_, Some(_))) = self.waiting.get(&self.written) {
             let (pieces, outcome) = self.waiting.remove(&self.written).unwrap_or_default();
-            for lines in pieces {
-                self.send(lines);
-            }
+            debug_assert!(pieces.is_empty(), "a due range's pieces were held back");
             if let Some((stats, stopped)) = outcome {
                 self.stats.absorb(stats);
                 self.stopped = self.stopped.take().or(stopped);

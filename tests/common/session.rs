@@ -245,6 +245,7 @@ pub fn records<'a>(lines: &'a [Value], system: &str, event: &str) -> Vec<&'a Val
         .collect()
 }
 
+/// The sum of the `lost` lines' counts (records the kernel dropped).
 pub fn lost_total(lines: &[Value]) -> u64 {
     lines
         .iter()

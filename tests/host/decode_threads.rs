@@ -141,17 +141,15 @@ fn same_as_one(input: &Path, pipe: bool) -> Output {
     one
 }
 
-/// The sum of the `lost` lines' counts in `out`.
+/// The sum of the `lost` lines' counts in `out` (only those lines parsed; summed by
+/// [`crate::common::session::lost_total`]).
 fn lost_count(out: &Output) -> usize {
     const LOST: &[u8] = b"\"uevrec\":\"lost\"";
-    (out.stdout.split(|&b| b == b'\n'))
+    let lost: Vec<serde_json::Value> = (out.stdout.split(|&b| b == b'\n'))
         .filter(|l| l.windows(LOST.len()).any(|w| w == LOST))
-        .map(|l| {
-            serde_json::from_slice::<serde_json::Value>(l).expect("a JSON line")["lost"]
-                .as_u64()
-                .expect("a lost count") as usize
-        })
-        .sum()
+        .map(|l| serde_json::from_slice(l).expect("a JSON line"))
+        .collect();
+    crate::common::session::lost_total(&lost) as usize
 }
 
 /// Records (lines without a `uevrec` key) in `out`.

@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -27,10 +27,11 @@ use serde_json::Value;
 use uevrec_samples::eh::REPORTED_KEYS;
 use uevrec_samples::{Flags, RegisterCommand, UserEvents, Written, wait_until};
 
+use crate::common::KillOnDrop;
 use crate::common::json_eq;
 use crate::common::vm::{
     self, assert_running, bin_dir, collect_json_lines, each_backend, interrupt_and_wait,
-    kill_if_running, output_lines, user_events_here, wait_child,
+    output_lines, user_events_here, wait_child,
 };
 
 /// How long a producer may take from start to exit (TCG guests are ~6x slower).
@@ -59,7 +60,7 @@ fn tmp_dir(test: &str) -> PathBuf {
 
 /// A running producer whose stdout JSON lines are collected as they come.
 struct Producer {
-    child: Child,
+    child: KillOnDrop,
     lines: Arc<Mutex<Vec<Value>>>,
     name: String,
 }
@@ -80,7 +81,7 @@ impl Producer {
             .unwrap_or_else(|e| panic!("spawning {bin}: {e}"));
         let lines = collect_json_lines(&mut child);
         Producer {
-            child,
+            child: KillOnDrop(child),
             lines,
             name: format!("{bin} {}", args.join(" ")),
         }
@@ -113,15 +114,9 @@ impl Producer {
     }
 }
 
-impl Drop for Producer {
-    fn drop(&mut self) {
-        kill_if_running(&mut self.child);
-    }
-}
-
 /// `uevrec record -o FILE` with its default selectors, stopped with SIGINT.
 struct Recorder {
-    child: Child,
+    child: KillOnDrop,
     out: PathBuf,
     stderr: PathBuf,
 }
@@ -140,7 +135,11 @@ impl Recorder {
             .stderr(fs::File::create(&stderr).expect("stderr file"))
             .spawn()
             .expect("spawning uevrec");
-        Recorder { child, out, stderr }
+        Recorder {
+            child: KillOnDrop(child),
+            out,
+            stderr,
+        }
     }
 
     /// Wait until uevrec's output has an `attached` notice for every tracepoint.
@@ -181,12 +180,6 @@ impl Recorder {
         self.assert_running();
         interrupt_and_wait(&mut self.child, STOP_TIMEOUT, &self.stderr);
         output_lines(&self.out)
-    }
-}
-
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        kill_if_running(&mut self.child);
     }
 }
 

@@ -42,6 +42,7 @@ use opentelemetry_proto::tonic::trace::v1::{Span, status::StatusCode};
 use serde_json::Value;
 use uevrec_samples::wait_until;
 
+use crate::common::KillOnDrop;
 use crate::common::otlp_receiver::{Kind, Receiver};
 use crate::common::vm::{
     self, interrupt_and_wait, kill_if_running, spawn_sample, user_events_here,
@@ -258,7 +259,7 @@ fn assert_producer_resource(resource: &Option<Resource>) {
 
 /// A running `uevrec record`, its standard error in a file.
 struct Recorder {
-    child: Child,
+    child: KillOnDrop,
     stderr: PathBuf,
     what: String,
 }
@@ -278,7 +279,7 @@ impl Recorder {
             .spawn()
             .expect("spawning uevrec");
         Recorder {
-            child,
+            child: KillOnDrop(child),
             stderr,
             what: what.into(),
         }
@@ -293,12 +294,6 @@ impl Recorder {
         interrupt_and_wait(&mut self.child, Duration::from_secs(60), &self.stderr);
         kill_if_running(&mut self.child);
         self.stderr()
-    }
-}
-
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        kill_if_running(&mut self.child);
     }
 }
 

@@ -19,16 +19,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use uevrec_samples::wait_until;
 
+use crate::common::KillOnDrop;
 use crate::common::vm::{
-    collect_json_lines, interrupt_and_wait, kill_if_running, output_lines, sample, tmp_dir,
-    user_events_here,
+    collect_json_lines, interrupt_and_wait, output_lines, sample, tmp_dir, user_events_here,
 };
 
 /// How long registering, attaching and writing may take (TCG guests are ~6x slower).
@@ -49,7 +49,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 /// A running `many_events` whose stdout JSON lines are collected as they come.
 struct Producer {
-    child: Child,
+    child: KillOnDrop,
     lines: Arc<Mutex<Vec<Value>>>,
 }
 
@@ -65,7 +65,10 @@ impl Producer {
             .spawn()
             .expect("spawning many_events");
         let lines = collect_json_lines(&mut child);
-        Producer { child, lines }
+        Producer {
+            child: KillOnDrop(child),
+            lines,
+        }
     }
 
     /// Wait for a successful exit; the report lines.
@@ -76,12 +79,6 @@ impl Producer {
             "many_events",
             PRODUCER_TIMEOUT,
         )
-    }
-}
-
-impl Drop for Producer {
-    fn drop(&mut self) {
-        kill_if_running(&mut self.child);
     }
 }
 
@@ -101,7 +98,7 @@ struct Setup<'a> {
 
 /// `uevrec record` writing JSON lines to a file, stopped with SIGINT.
 struct Recorder {
-    child: Child,
+    child: KillOnDrop,
     out: PathBuf,
     stderr: PathBuf,
 }
@@ -145,7 +142,11 @@ impl Recorder {
             .stderr(fs::File::create(&stderr).expect("stderr file"))
             .spawn()
             .expect("spawning uevrec");
-        Recorder { child, out, stderr }
+        Recorder {
+            child: KillOnDrop(child),
+            out,
+            stderr,
+        }
     }
 
     /// The output's lines so far (a partial last line is left out).
@@ -197,12 +198,6 @@ impl Recorder {
             Err(left) => panic!("background closers {left:?} still running after {STOP_TIMEOUT:?}"),
         }
         (output_lines(&self.out), took)
-    }
-}
-
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        kill_if_running(&mut self.child);
     }
 }
 

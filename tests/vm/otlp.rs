@@ -20,11 +20,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use uevrec_samples::wait_until;
 
+use crate::common::KillOnDrop;
 use crate::common::json_eq;
 use crate::common::otlp::{self, attributes, records};
-use crate::common::vm::{
-    self, interrupt_and_wait, kill_if_running, output_lines, spawn_sample, user_events_here,
-};
+use crate::common::vm::{self, interrupt_and_wait, output_lines, spawn_sample, user_events_here};
 
 /// How long the producer may take (TCG guests are slow).
 const TIMEOUT: Duration = Duration::from_secs(180);
@@ -71,17 +70,11 @@ fn attached(out: &Path) -> BTreeSet<String> {
 
 /// `uevrec record --format otlp` of every event, into a per-test directory.
 struct Recording {
-    child: Child,
+    /// Killed when dropped: a failing test leaves no recorder running (it would hold
+    /// every user event it attached, and the next tests could not delete theirs).
+    child: KillOnDrop,
     out: PathBuf,
     stderr: PathBuf,
-}
-
-/// A failing test leaves no recorder running (it would hold every user event it
-/// attached, and the next tests could not delete theirs).
-impl Drop for Recording {
-    fn drop(&mut self) {
-        kill_if_running(&mut self.child);
-    }
 }
 
 impl Recording {
@@ -96,7 +89,11 @@ impl Recording {
             .stderr(fs::File::create(&stderr).unwrap())
             .spawn()
             .expect("spawning uevrec");
-        Recording { child, out, stderr }
+        Recording {
+            child: KillOnDrop(child),
+            out,
+            stderr,
+        }
     }
 
     /// Give the recorder a moment to read what the producers wrote (they write

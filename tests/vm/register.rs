@@ -9,15 +9,15 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::common::KillOnDrop;
 use crate::common::json_eq;
 use crate::common::vm::{
-    TRACEFS, interrupt_and_wait, kill_if_running, output_lines, sample, user_events_here,
-    wait_child,
+    TRACEFS, interrupt_and_wait, output_lines, sample, user_events_here, wait_child,
 };
 use uevrec_samples::{event_exists, wait_until};
 
@@ -73,7 +73,7 @@ fn event_id(name: &str) -> String {
 
 /// `uevrec record -o DIR/out.jsonl ARGS` in the background.
 struct Rec {
-    child: Child,
+    child: KillOnDrop,
     out: PathBuf,
     stderr: PathBuf,
 }
@@ -91,7 +91,11 @@ impl Rec {
             .stderr(fs::File::create(&stderr).expect("stderr"))
             .spawn()
             .expect("spawning uevrec");
-        Rec { child, out, stderr }
+        Rec {
+            child: KillOnDrop(child),
+            out,
+            stderr,
+        }
     }
 
     /// Wait for the `attached` notice of `event` (SYSTEM:EVENT, or a prefix of it).
@@ -130,12 +134,6 @@ impl Rec {
     fn stop(mut self) -> Vec<Value> {
         interrupt_and_wait(&mut self.child, STOP_TIMEOUT, &self.stderr);
         output_lines(&self.out)
-    }
-}
-
-impl Drop for Rec {
-    fn drop(&mut self) {
-        kill_if_running(&mut self.child);
     }
 }
 

@@ -10,15 +10,16 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 use uevrec_samples::wait_until;
 
+use crate::common::KillOnDrop;
 use crate::common::vm::{
-    assert_running, backend, each_backend, finish_sample, interrupt_and_wait, kill_if_running,
-    output_lines, spawn_rate, tmp_dir, user_events_here,
+    assert_running, backend, each_backend, finish_sample, interrupt_and_wait, output_lines,
+    spawn_rate, tmp_dir, user_events_here,
 };
 
 /// How long a producer or an attach may take (TCG guests are slow).
@@ -31,7 +32,7 @@ const EVENTS: u64 = 10_000;
 
 /// A `uevrec record --threads N` writing JSON lines to a file (killed on drop).
 struct Rec {
-    child: Child,
+    child: KillOnDrop,
     out: PathBuf,
     stderr: PathBuf,
 }
@@ -50,7 +51,11 @@ impl Rec {
             .stderr(fs::File::create(&stderr).expect("stderr file"))
             .spawn()
             .expect("spawning uevrec");
-        Rec { child, out, stderr }
+        Rec {
+            child: KillOnDrop(child),
+            out,
+            stderr,
+        }
     }
 
     /// Whether the output says `selector` is attached.
@@ -66,12 +71,6 @@ impl Rec {
         assert_running(&mut self.child, &self.stderr);
         interrupt_and_wait(&mut self.child, STOP_TIMEOUT, &self.stderr);
         output_lines(&self.out)
-    }
-}
-
-impl Drop for Rec {
-    fn drop(&mut self) {
-        kill_if_running(&mut self.child);
     }
 }
 

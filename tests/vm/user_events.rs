@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -30,8 +30,8 @@ use uevrec_samples::{
 
 use crate::common::KillOnDrop;
 use crate::common::vm::{
-    TRACEFS, assert_running, backend, each_backend, interrupt_and_wait, kill_if_running,
-    output_lines, spawn_sample, tmp_dir, user_events_here, wait_child,
+    TRACEFS, assert_running, backend, each_backend, interrupt_and_wait, output_lines, spawn_sample,
+    tmp_dir, user_events_here, wait_child,
 };
 
 /// How long a producer may take from start to exit (TCG guests are ~6x slower).
@@ -56,7 +56,7 @@ fn wait_released() {
 
 /// A running producer whose stdout JSON lines are collected as they come.
 struct Producer {
-    child: Child,
+    child: KillOnDrop,
     lines: Arc<Mutex<Vec<Value>>>,
     name: String,
 }
@@ -65,7 +65,7 @@ impl Producer {
     fn spawn<S: AsRef<std::ffi::OsStr>>(bin: &str, args: &[S]) -> Producer {
         let (child, lines) = spawn_sample(bin, args);
         Producer {
-            child,
+            child: KillOnDrop(child),
             lines,
             name: format!(
                 "{bin} {}",
@@ -121,12 +121,6 @@ impl Producer {
     }
 }
 
-impl Drop for Producer {
-    fn drop(&mut self) {
-        kill_if_running(&mut self.child);
-    }
-}
-
 /// The start signal `tag` of a producer in a test's directory.
 fn start_file(dir: &Path, tag: &str) -> PathBuf {
     dir.join(format!("start-{tag}"))
@@ -146,7 +140,7 @@ fn with_start(args: &[&str], dir: &Path, tag: &str) -> Vec<String> {
 /// once uevrec's output says it attached the event: the enable bit alone turns on when
 /// the event is opened, a moment before recording is enabled.
 struct Recorder {
-    child: Child,
+    child: KillOnDrop,
     dir: PathBuf,
     out: PathBuf,
     stderr: PathBuf,
@@ -184,7 +178,7 @@ impl Recorder {
             .spawn()
             .expect("spawning uevrec");
         Recorder {
-            child,
+            child: KillOnDrop(child),
             dir: dir.to_path_buf(),
             out,
             stderr,
@@ -238,12 +232,6 @@ impl Recorder {
         self.assert_running();
         interrupt_and_wait(&mut self.child, STOP_TIMEOUT, &self.stderr);
         output_lines(&self.out)
-    }
-}
-
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        kill_if_running(&mut self.child);
     }
 }
 
