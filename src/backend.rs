@@ -257,9 +257,86 @@ pub enum AttachError {
 /// parallel pass ([`Backend::read_groups`]) spawns nothing. Thread `i` always drains
 /// group `i` of the buffers (CPUs next to each other), so each CPU's records are read by
 /// one thread and keep their order.
+///
+/// Between passes the threads sleep on a condition variable: no spinning (the rayon pool
+/// used before yielded for a while after every pass, which on a busy machine made each
+/// idle drain thread runnable most of the time: BENCHMARKS.md §32).
 #[derive(Debug)]
 pub struct DrainPool {
-    pool: rayon::ThreadPool,
+    threads: Vec<DrainThread>,
+}
+
+/// What a pass gives one drain thread to run (it borrows the pass's data: see
+/// [`DrainPool::each`]).
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// One drain thread and its mailbox.
+#[derive(Debug)]
+struct DrainThread {
+    mailbox: std::sync::Arc<Mailbox>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+/// A drain thread's next job, or that the pool is closing.
+struct Mailbox {
+    next: Mutex<(Option<Job>, bool)>,
+    ready: std::sync::Condvar,
+}
+
+impl std::fmt::Debug for Mailbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Mailbox")
+    }
+}
+
+impl Mailbox {
+    /// Wait for the next job; `None` once the pool closes.
+    fn take(&self) -> Option<Job> {
+        let mut next = self.next.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(job) = next.0.take() {
+                return Some(job);
+            }
+            if next.1 {
+                return None;
+            }
+            next = self
+                .ready
+                .wait(next)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Give the thread `job` (it has none: a pass waits for its jobs to end).
+    fn give(&self, job: Job) {
+        self.next.lock().unwrap_or_else(PoisonError::into_inner).0 = Some(job);
+        self.ready.notify_one();
+    }
+
+    fn close(&self) {
+        self.next.lock().unwrap_or_else(PoisonError::into_inner).1 = true;
+        self.ready.notify_one();
+    }
+}
+
+/// The jobs of a pass not yet over (run or dropped), and the first failure.
+struct PassDone {
+    left: Mutex<(usize, Option<DrainFailed>)>,
+    over: std::sync::Condvar,
+}
+
+/// Held by a job: dropped when the job has run (or was dropped unrun), which is what
+/// [`DrainPool::each`] waits for.
+struct JobDone(std::sync::Arc<PassDone>);
+
+impl Drop for JobDone {
+    fn drop(&mut self) {
+        let mut left = self.0.left.lock().unwrap_or_else(PoisonError::into_inner);
+        left.0 -= 1;
+        if left.0 == 0 {
+            self.0.over.notify_all();
+        }
+    }
 }
 
 /// A drain thread failed (it panicked) during a pass.
@@ -275,20 +352,45 @@ pub struct DrainFailed {
     pub message: String,
 }
 
+/// What a group's work that panicked said.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "it panicked".into())
+}
+
 impl DrainPool {
     /// Start `threads` drain threads (at least 1). `Err` when the OS refuses one.
     pub fn start(threads: usize) -> io::Result<DrainPool> {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads.max(1))
-            .thread_name(|_| "uevrec-drain".into())
-            .build()
-            .map(|pool| DrainPool { pool })
-            .map_err(|e| io::Error::other(e.to_string()))
+        let mut pool = DrainPool {
+            threads: Vec::new(),
+        };
+        for _ in 0..threads.max(1) {
+            let mailbox = std::sync::Arc::new(Mailbox {
+                next: Mutex::new((None, false)),
+                ready: std::sync::Condvar::new(),
+            });
+            let theirs = std::sync::Arc::clone(&mailbox);
+            let handle = std::thread::Builder::new()
+                .name("uevrec-drain".into())
+                .spawn(move || {
+                    while let Some(job) = theirs.take() {
+                        job();
+                    }
+                })?;
+            pool.threads.push(DrainThread {
+                mailbox,
+                handle: Some(handle),
+            });
+        }
+        Ok(pool)
     }
 
     /// The number of drain threads.
     pub fn threads(&self) -> usize {
-        self.pool.current_num_threads()
+        self.threads.len()
     }
 
     /// Run `work` on every one of `groups` at once, group `i` on thread `i` (modulo the
@@ -299,26 +401,91 @@ impl DrainPool {
         groups: &mut [T],
         work: impl Fn(usize, &mut T) + Sync,
     ) -> Result<(), DrainFailed> {
+        let n = self.threads.len();
         let cells: Vec<Mutex<&mut T>> = groups.iter_mut().map(Mutex::new).collect();
-        let failures = self.pool.broadcast(|ctx| {
+        // Thread t's part of the pass: groups t, t + n, ...
+        let part = |t: usize| {
             let mut failed = None;
-            for i in (ctx.index()..cells.len()).step_by(ctx.num_threads().max(1)) {
+            for i in (t..cells.len()).step_by(n.max(1)) {
                 let mut group = cells[i].lock().unwrap_or_else(PoisonError::into_inner);
                 let ran = std::panic::catch_unwind(AssertUnwindSafe(|| work(i, &mut group)));
                 if let Err(panic) = ran {
-                    let message = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| (*s).to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "it panicked".into());
+                    let message = panic_message(&*panic);
                     failed.get_or_insert(DrainFailed { group: i, message });
                 }
             }
             failed
+        };
+        let part: &(dyn Fn(usize) -> Option<DrainFailed> + Sync) = &part;
+        // SAFETY: `part` (and the groups and `work` it borrows) outlives every use of
+        // this reference: each job holding it also holds a `JobDone`, and this function
+        // returns only once every `JobDone` was dropped, i.e. every job has run or was
+        // dropped unrun (a job cannot unwind past its `JobDone`: `part` catches the
+        // panics of `work`, and dropping the job drops the guard). Only the lifetime is
+        // changed; the layout of the reference is the same.
+        let part: &'static (dyn Fn(usize) -> Option<DrainFailed> + Sync) =
+            unsafe { std::mem::transmute(part) };
+        let busy = n.min(cells.len());
+        let done = std::sync::Arc::new(PassDone {
+            left: Mutex::new((busy, None)),
+            over: std::sync::Condvar::new(),
         });
-        match failures.into_iter().flatten().next() {
+        for (t, thread) in self.threads.iter().take(busy).enumerate() {
+            let guard = JobDone(std::sync::Arc::clone(&done));
+            let job: Job = Box::new(move || {
+                if let Some(failed) = part(t) {
+                    let mut left = guard.0.left.lock().unwrap_or_else(PoisonError::into_inner);
+                    left.1.get_or_insert(failed);
+                }
+                drop(guard);
+            });
+            // A thread that is gone (it cannot end but by the pool's drop) would never
+            // take its job: this thread does that part.
+            match &thread.handle {
+                Some(h) if !h.is_finished() => thread.mailbox.give(job),
+                _ => job(),
+            }
+        }
+        let mut left = done.left.lock().unwrap_or_else(PoisonError::into_inner);
+        while left.0 > 0 {
+            left = done.over.wait(left).unwrap_or_else(PoisonError::into_inner);
+        }
+        match left.1.take() {
             Some(failed) => Err(failed),
             None => Ok(()),
+        }
+    }
+}
+
+impl DrainPool {
+    /// One pass of [`Backend::read_groups`]: `buffers` split into `groups.len()` groups of
+    /// buffers next to each other (CPUs next to each other), group i read by `work` with
+    /// its consumer `groups[i]` on drain thread i ([`DrainPool::each`]).
+    pub fn read_groups<B: Send, G: Send>(
+        &self,
+        buffers: &mut [B],
+        groups: &mut [G],
+        work: impl Fn(&mut [B], &mut G) + Sync,
+    ) -> Result<(), DrainFailed> {
+        if groups.is_empty() || buffers.is_empty() {
+            return Ok(());
+        }
+        let per = buffers.len().div_ceil(groups.len());
+        let mut parts: Vec<(&mut [B], &mut G)> =
+            buffers.chunks_mut(per).zip(groups.iter_mut()).collect();
+        self.each(&mut parts, |_, (buffers, group)| work(buffers, group))
+    }
+}
+
+impl Drop for DrainPool {
+    fn drop(&mut self) {
+        for t in &self.threads {
+            t.mailbox.close();
+        }
+        for t in &mut self.threads {
+            if let Some(handle) = t.handle.take() {
+                let _ = handle.join();
+            }
         }
     }
 }

@@ -197,11 +197,10 @@ pub struct RecordingArgs {
     /// --format otlp is formatted on one thread whatever N.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
-    /// Threads that drain the perf rings while they are busy, each a group of CPUs next
-    /// to each other (records of one CPU stay in order); started once for the session
-    /// (`uevrec-drain`, no more than the CPUs recorded). Default: a quarter of the online
-    /// CPUs, at least 1 (1: the session thread drains every ring). --backend ftrace
-    /// drains on one thread whatever N.
+    /// Threads that drain the rings (either backend) while they are busy, each a group of
+    /// CPUs next to each other (records of one CPU stay in order); started once for the
+    /// session (`uevrec-drain`, no more than the CPUs recorded). Default: a quarter of the
+    /// online CPUs, at least 1 (1: the session thread drains every ring).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub drain_threads: Option<u16>,
     /// No status line, summary or waiting/matching messages on standard error (errors

@@ -28,6 +28,12 @@
 //! the kernel's `saved_tgids`). Who is who (the records' `comm` and `cgroup`) comes from
 //! a second instance, `instances/uevrec-<pid>-t` (context_instance.rs, tracking.rs),
 //! drained ahead of the records on every read.
+//!
+//! With `--drain-threads N` ≥ 2, a busy pass reads the rings on N drain threads
+//! ([`crate::backend::DrainPool`], a group of CPUs each): the tracking instance first, on
+//! the session thread ([`Backend::read_trackers`]), then every group's rings up to the
+//! time that drain began ([`Backend::read_groups`]), each thread asking the shared
+//! thread → process cache only when the thread id changes.
 
 mod context_instance;
 mod instance;
@@ -40,6 +46,7 @@ use std::io;
 use std::ops::ControlFlow;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::epoll::Epoll;
@@ -54,7 +61,9 @@ use reader::CpuReader;
 pub use spool::{CpuSpool, SpoolBackend, SpoolPlan, SpoolReport, spool_path};
 use tgid::Tgids;
 
-use crate::backend::{Arrival, AttachError, Backend, BackendError, EventRef};
+use crate::backend::{
+    Arrival, AttachError, Backend, BackendError, DrainFailed, DrainPool, EventRef,
+};
 
 /// The ring fill (percent) at which a reader waiting in poll is woken.
 pub const BUFFER_PERCENT: u32 = 25;
@@ -402,10 +411,11 @@ impl Backend for FtraceBackend {
         // written after that drain began stay for a later read. Drained once per pass
         // over the buffers (an empty ring still costs a read(2), ~3 µs), and again when
         // this ring holds a record written after the last drain.
+        let tgids = &mut self.tgids;
         let Some(context) = &mut self.context else {
             c.read(
                 &self.layout,
-                Some(&mut self.tgids),
+                Some(&mut |tid| tgids.tgid(tid)),
                 self.settle,
                 self.max_pages,
                 None,
@@ -417,17 +427,14 @@ impl Backend for FtraceBackend {
         loop {
             if buffer == 0 || self.drained_until.is_none() || drained {
                 let limit = crate::clock::monotonic_ns();
-                if context
-                    .drain(&self.layout, &mut self.tgids, &mut f)
-                    .is_break()
-                {
+                if context.drain(&self.layout, tgids, &mut f).is_break() {
                     return;
                 }
                 self.drained_until = Some(limit);
             }
             let held = c.read(
                 &self.layout,
-                Some(&mut self.tgids),
+                Some(&mut |tid| tgids.tgid(tid)),
                 self.settle,
                 self.max_pages,
                 self.drained_until,
@@ -442,6 +449,66 @@ impl Backend for FtraceBackend {
 
     fn wait(&self, timeout: Duration) -> io::Result<()> {
         self.epoll.wait(timeout).map(drop)
+    }
+
+    fn drains_in_parallel(&self) -> bool {
+        true
+    }
+
+    fn read_trackers(&mut self, mut f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>) -> u64 {
+        let Some(context) = &mut self.context else {
+            return u64::MAX;
+        };
+        // As in `read`: records written after this drain began wait for the next pass
+        // (their thread's news may not be read yet). The drain hands on all it read
+        // (consumed), whatever `f` says.
+        let limit = crate::clock::monotonic_ns();
+        let _ = context.drain(&self.layout, &mut self.tgids, &mut f);
+        self.drained_until = Some(limit);
+        limit
+    }
+
+    fn read_groups<G>(
+        &mut self,
+        limit: u64,
+        pool: &DrainPool,
+        groups: &mut [G],
+    ) -> Result<(), DrainFailed>
+    where
+        G: FnMut(u32, Arrival<'_>) -> ControlFlow<()> + Send,
+    {
+        let (layout, settle, max_pages) = (&self.layout, self.settle, self.max_pages);
+        let hold_after = (limit != u64::MAX).then_some(limit);
+        // Thread → process ids: the trackers' news went in before the pass (read_trackers),
+        // so within a pass an answer does not change; each thread keeps the last one (a
+        // CPU runs one thread for a while) and asks the shared cache only on a change.
+        let tgids = Mutex::new(&mut self.tgids);
+        // Group i on drain thread i (started once for the session, crate::backend).
+        pool.read_groups(&mut self.cpus, groups, |readers, f| {
+            let mut last: Option<(u32, u32)> = None;
+            let mut pid_of = |tid: u32| match last {
+                Some((t, p)) if t == tid => Some(p),
+                _ => {
+                    let pid = tgids
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .tgid(tid);
+                    last = pid.map(|p| (tid, p));
+                    pid
+                }
+            };
+            for c in readers.iter_mut() {
+                let cpu = c.cpu;
+                c.read(
+                    layout,
+                    Some(&mut pid_of),
+                    settle,
+                    max_pages,
+                    hold_after,
+                    |a| f(cpu, a),
+                );
+            }
+        })
     }
 
     fn marker_cpus(&self) -> Vec<u32> {

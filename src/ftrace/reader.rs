@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 
 use uevrec_parsers::ftrace_page::{Item, PageLayout, PageReader};
 
-use super::tgid::Tgids;
 use crate::backend::Arrival;
 use uevrec_parsers::ftrace_page::losses::{Losses, stats_total};
 
@@ -87,11 +86,12 @@ impl CpuReader {
     /// losses no page told of ([`Losses::settle`]) and then [`Arrival::Marker`], once.
     /// A record written after `hold_after` (and all after it) stays for the next read:
     /// returns true when one did.
-    /// Samples get their process id from `tgids` (None: no process id).
+    /// Samples get their process id from `pid_of` (thread id → process id; None: no
+    /// process id).
     pub fn read(
         &mut self,
         layout: &PageLayout,
-        mut tgids: Option<&mut Tgids>,
+        mut pid_of: Option<&mut dyn FnMut(u32) -> Option<u32>>,
         settle: bool,
         max_pages: usize,
         hold_after: Option<u64>,
@@ -155,9 +155,9 @@ impl CpuReader {
                     *cursor = before;
                     return true;
                 }
-                Some(Ok(Item::Record { time, raw, .. })) => {
-                    sample(raw, time, self.cpu, tgids.as_deref_mut())
-                }
+                Some(Ok(Item::Record { time, raw, .. })) => sample(raw, time, self.cpu, |tid| {
+                    pid_of.as_mut().and_then(|f| f(tid))
+                }),
             };
             if f(arrival).is_break() {
                 return false;
@@ -179,7 +179,7 @@ fn lost_total(stats: &Path) -> Option<u64> {
 }
 
 /// The sample for trace entry `raw`.
-fn sample<'a>(raw: &'a [u8], time: u64, cpu: u32, tgids: Option<&mut Tgids>) -> Arrival<'a> {
+fn sample(raw: &[u8], time: u64, cpu: u32, pid_of: impl FnOnce(u32) -> Option<u32>) -> Arrival<'_> {
     let Some(common) = raw.get(..COMMON_LEN) else {
         return Arrival::Malformed;
     };
@@ -189,7 +189,7 @@ fn sample<'a>(raw: &'a [u8], time: u64, cpu: u32, tgids: Option<&mut Tgids>) -> 
         key: Some(key),
         time: Some(time),
         cpu: Some(cpu),
-        pid: tgids.and_then(|t| t.tgid(tid)),
+        pid: pid_of(tid),
         tid: Some(tid),
         cgroup: None,
         raw,

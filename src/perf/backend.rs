@@ -8,7 +8,7 @@ use std::time::Duration;
 use uevrec_parsers::perf_sample::{PERF_RECORD_SAMPLE, Record, SampleFormat};
 
 use super::reaper::{ReaperPipe, close_in_background};
-use super::{CpuRing, EventFds, PerfError, Rings};
+use super::{EventFds, PerfError, Rings};
 use crate::backend::time_merge::TimeMerge;
 use crate::backend::{
     Arrival, AttachError, Backend, BackendError, DrainFailed, DrainPool, EventRef,
@@ -243,15 +243,8 @@ impl Backend for PerfBackend {
         G: FnMut(u32, Arrival<'_>) -> ControlFlow<()> + Send,
     {
         let layout = &self.layout;
-        let cpus = self.rings.cpus_mut();
-        if groups.is_empty() || cpus.is_empty() {
-            return Ok(());
-        }
-        let per = cpus.len().div_ceil(groups.len());
-        let mut work: Vec<(&mut [CpuRing], &mut G)> =
-            cpus.chunks_mut(per).zip(groups.iter_mut()).collect();
         // Group i on drain thread i (started once for the session, crate::backend).
-        pool.each(&mut work, |_, (rings, f)| {
+        pool.read_groups(self.rings.cpus_mut(), groups, |rings, f| {
             for c in rings.iter_mut() {
                 let (cpu, marker) = (c.cpu, c.marker_id());
                 let mut f = |rec: &[u8]| f(cpu, arrival(layout, marker, rec));

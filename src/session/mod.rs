@@ -123,8 +123,8 @@ pub struct SessionConfig {
     /// With `--backend ftrace`: move the rings' pages into spool files for a trace.dat
     /// (`record --raw-format trace-dat`) instead of reading records.
     pub spool: Option<crate::ftrace::SpoolPlan>,
-    /// Threads that drain the perf rings (groups of CPUs next to each other) while the
-    /// rings are busy (`--drain-threads`); 0 or 1: the session thread alone.
+    /// Threads that drain the rings of either backend (groups of CPUs next to each other)
+    /// while they are busy (`--drain-threads`); 0 or 1: the session thread alone.
     pub drain_threads: usize,
     /// With `context`: the kubelet's log directories that name pods and containers
     /// (`--k8s-pod-logs`, `--k8s-container-logs`; [`crate::kubernetes`]).

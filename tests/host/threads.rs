@@ -21,6 +21,7 @@ use crate::common::NR_GETPPID;
 use crate::common::PATIENCE;
 use crate::common::bin;
 use crate::common::flight::{Dump, Flight};
+use crate::common::vm::BACKENDS;
 
 /// A child that waits for a line on stdin, then calls getppid(424242, SEQ) for SEQ in
 /// 1..=n and exits.
@@ -119,6 +120,13 @@ fn workers_write_the_same_lines_in_the_same_per_cpu_order_as_one() {
     if !crate::common::raw_syscalls_here() {
         return;
     }
+    for backend in BACKENDS {
+        same_lines_as_one(backend);
+    }
+}
+
+/// [`workers_write_the_same_lines_in_the_same_per_cpu_order_as_one`] on `backend`.
+fn same_lines_as_one(backend: &str) {
     const N: u32 = 200_000;
     let dir = tempfile::tempdir().unwrap();
     let child = burst_child(N);
@@ -131,6 +139,8 @@ fn workers_write_the_same_lines_in_the_same_per_cpu_order_as_one() {
         // nothing is lost however late a loaded machine runs the recorders (16M lost
         // records in CI while the suite ran beside it).
         let args = [
+            "--backend",
+            backend,
             "-m",
             "64M",
             "--threads",
@@ -152,7 +162,7 @@ fn workers_write_the_same_lines_in_the_same_per_cpu_order_as_one() {
         let lines = parse(&out);
         assert!(
             !lines.iter().any(|v| v["uevrec"] == "lost"),
-            "{}: lost records (the test needs none)",
+            "{backend}: {}: lost records (the test needs none)",
             out.display()
         );
         let cpus = per_cpu(&lines);
@@ -162,23 +172,27 @@ fn workers_write_the_same_lines_in_the_same_per_cpu_order_as_one() {
             // A CPU's ring holds one thread's calls in the order it made them.
             assert!(
                 seqs.windows(2).all(|w| w[0] < w[1]),
-                "{}: CPU {cpu}'s records out of order",
+                "{backend}: {}: CPU {cpu}'s records out of order",
                 out.display()
             );
             all.extend(seqs);
         }
         all.sort_unstable();
         let expected: Vec<u64> = (1..=u64::from(N)).collect();
-        assert!(all == expected, "{}: not every call once", out.display());
+        assert!(
+            all == expected,
+            "{backend}: {}: not every call once",
+            out.display()
+        );
         // The schema, session and notice lines are written too, once.
         let own = lines.iter().filter(|v| v.get("uevrec").is_some()).count();
         got.push((cpus, own));
     }
-    assert_eq!(got[0].1, got[1].1, "uevrec's own lines differ");
+    assert_eq!(got[0].1, got[1].1, "{backend}: uevrec's own lines differ");
     assert!(
         got[0].0 == got[1].0,
-        "4 workers and parallel draining wrote other lines, or in another per-CPU order, \
-         than 1 and 1"
+        "{backend}: 4 workers and parallel draining wrote other lines, or in another \
+         per-CPU order, than 1 and 1"
     );
 }
 
@@ -355,13 +369,20 @@ fn drain_threads_start_once_and_live_the_whole_session() {
     if !crate::common::raw_syscalls_here() {
         return;
     }
+    for backend in BACKENDS {
+        drain_threads_live_the_session(backend);
+    }
+}
+
+/// [`drain_threads_start_once_and_live_the_whole_session`] on `backend`.
+fn drain_threads_live_the_session(backend: &str) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.json");
     let mut producer = crate::common::getppid_producer(3);
     let mut rec = record_pids(
         &[producer.id()],
         &out,
-        &["-m", "512K", "--drain-threads", "2"],
+        &["--backend", backend, "-m", "512K", "--drain-threads", "2"],
     );
     wait_attached(&out, &mut rec);
     producer.stdin.take().unwrap().write_all(b"go\n").unwrap();
@@ -386,15 +407,15 @@ fn drain_threads_start_once_and_live_the_whole_session() {
     stop(&mut rec);
     assert_eq!(
         changed, None,
-        "the drain threads changed after {looks} looks from {first:?}"
+        "{backend}: the drain threads changed after {looks} looks from {first:?}"
     );
-    assert_eq!(first.len(), 2, "not 2 drain threads: {first:?}");
+    assert_eq!(first.len(), 2, "{backend}: not 2 drain threads: {first:?}");
     let recorded = parse(&out)
         .iter()
         .filter(|v| v.get("uevrec").is_none())
         .count();
-    eprintln!("{looks} looks at {first:?}; produced {produced}, recorded {recorded}");
-    assert!(recorded > 0, "nothing recorded");
+    eprintln!("{backend}: {looks} looks at {first:?}; produced {produced}, recorded {recorded}");
+    assert!(recorded > 0, "{backend}: nothing recorded");
 }
 
 /// A burst child of `n` calls pinned to each of the first two CPUs, as (CPU, child).
@@ -431,6 +452,13 @@ fn accounting_is_exact_per_cpu_with_drain_threads_under_overload() {
     if !crate::common::raw_syscalls_here() {
         return;
     }
+    for backend in BACKENDS {
+        exact_per_cpu_under_overload(backend);
+    }
+}
+
+/// [`accounting_is_exact_per_cpu_with_drain_threads_under_overload`] on `backend`.
+fn exact_per_cpu_under_overload(backend: &str) {
     const N: u32 = 1_000_000;
     let dir = tempfile::tempdir().unwrap();
     // A burst pinned to each of two CPUs: what each made is what its CPU's ring got.
@@ -443,7 +471,8 @@ fn accounting_is_exact_per_cpu_with_drain_threads_under_overload() {
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: mkfifo on a NUL-terminated path of ours.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    let mut rec = record_pids(&pids, &fifo, &["-m", "512K", "--drain-threads", "2"]);
+    let args = ["--backend", backend, "-m", "512K", "--drain-threads", "2"];
+    let mut rec = record_pids(&pids, &fifo, &args);
     let mut reader = BufReader::new(fs::File::open(&fifo).unwrap());
     crate::common::read_to_attached(&mut reader);
     let slow = std::thread::spawn(move || {
@@ -466,19 +495,19 @@ fn accounting_is_exact_per_cpu_with_drain_threads_under_overload() {
     let got = tally_per_cpu(&slow.join().unwrap());
     let st = crate::common::wait_exit(&mut rec, PATIENCE).expect("uevrec exits");
     assert!(st.success(), "{st}: {}", stderr(&mut rec));
-    eprintln!("{N} calls on each CPU; (recorded, lost) per CPU {got:?}");
+    eprintln!("{backend}: {N} calls on each CPU; (recorded, lost) per CPU {got:?}");
     assert!(
         got.values().any(|(_, lost)| *lost > 0),
-        "a slow writer must overflow the rings"
+        "{backend}: a slow writer must overflow the rings"
     );
     for (cpu, (recorded, lost)) in &got {
         assert_eq!(
             recorded + lost,
             u64::from(N),
-            "CPU {cpu}: recorded + lost must equal produced ({got:?})"
+            "{backend}: CPU {cpu}: recorded + lost must equal produced ({got:?})"
         );
     }
-    assert_eq!(got.len(), 2, "not two CPUs: {got:?}");
+    assert_eq!(got.len(), 2, "{backend}: not two CPUs: {got:?}");
 }
 
 #[test]
@@ -486,13 +515,21 @@ fn stop_while_drain_threads_are_busy_drains_everything() {
     if !crate::common::raw_syscalls_here() {
         return;
     }
+    for backend in BACKENDS {
+        stop_drains_everything(backend);
+    }
+}
+
+/// [`stop_while_drain_threads_are_busy_drains_everything`] on `backend`.
+fn stop_drains_everything(backend: &str) {
     const N: u32 = 200_000;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.json");
     let bursts = pinned_bursts(N);
     let pids: Vec<u32> = bursts.iter().map(|(_, c)| c.id()).collect();
     // Rings that hold a whole burst (~120 bytes a record): nothing is lost.
-    let mut rec = record_pids(&pids, &out, &["-m", "64M", "--drain-threads", "2"]);
+    let args = ["--backend", backend, "-m", "64M", "--drain-threads", "2"];
+    let mut rec = record_pids(&pids, &out, &args);
     wait_attached(&out, &mut rec);
     // Stopped as soon as the bursts end: much of them is still in the rings.
     for (_, child) in bursts {
@@ -501,13 +538,13 @@ fn stop_while_drain_threads_are_busy_drains_everything() {
     stop(&mut rec);
     let lines = parse(&out);
     let lost: Vec<&Value> = lines.iter().filter(|v| v["uevrec"] == "lost").collect();
-    assert!(lost.is_empty(), "lost records: {lost:?}");
+    assert!(lost.is_empty(), "{backend}: lost records: {lost:?}");
     for (cpu, recs) in per_cpu(&lines) {
         let seqs: Vec<u64> = recs.iter().map(|l| seq(l)).collect();
         let expected: Vec<u64> = (1..=u64::from(N)).collect();
         assert!(
             seqs == expected,
-            "CPU {cpu}: {} of {N} calls, or out of order",
+            "{backend}: CPU {cpu}: {} of {N} calls, or out of order",
             seqs.len()
         );
     }
