@@ -1,5 +1,6 @@
-//! Tier 2: `--threads N` (formatter workers) on the host kernel: the same lines in the same
-//! per-CPU order as one formatter, exact accounting under overload, and `--raw`,
+//! Tier 2: `--threads N` (formatter workers) and `--drain-threads N` (drain threads, both
+//! backends) on the host kernel: the same lines in the same per-CPU order as one
+//! formatter and one drainer, exact accounting under overload, and `--raw`,
 //! `--format otlp` and `--flight` with several workers.
 //!
 //! The burst: a perl child calls `syscall(getppid, 424242, SEQ)` for SEQ = 1..N (getppid
