@@ -4,7 +4,8 @@
 #   scripts/bench-decode-threads.sh UEVREC_BINARY [ROUNDS] [OLD_BINARY] [DIR]
 #
 # Builds no uevrec (give a release binary); needs root (tracefs, perf_event_open) and
-# gcc for scripts/bench-scale/loadgen.c. Makes a 3 M-sample perf.data and a trace.dat of
+# gcc for scripts/bench-scale/loadgen.c, unless LOADGEN names a built one (as
+# scripts/bench-scale-pack.sh packs it: `DIR/run.sh decode` runs this script). Makes a 3 M-sample perf.data and a trace.dat of
 # `raw_syscalls:sys_enter` around `loadgen 1 3000000` on /dev/shm (as BENCHMARKS §21),
 # checks that both thread counts write the same bytes, then decodes each file with
 # `-q --threads 1` and `--threads 2` alternating, ROUNDS (default 5) times, output to
@@ -16,6 +17,7 @@
 # ("old2"), checked for the same bytes too. With DIR holding p.data and t.dat already
 # (from an earlier run: kept there), nothing is recorded.
 set -euo pipefail
+TIMEFORMAT='%R %U %S'
 BIN=${1:?usage: $0 UEVREC_BINARY [ROUNDS] [OLD_BINARY] [DIR]}
 ROUNDS=${2:-5}
 BIN=$(readlink -f "$BIN")
@@ -30,8 +32,10 @@ else
   KEEP=${4:+1}
 fi
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$DIR"' EXIT
-LOADGEN=$DIR/loadgen
-gcc -static -O2 -pthread "$ROOT/scripts/bench-scale/loadgen.c" -o "$LOADGEN"
+if [ -z "${LOADGEN:-}" ]; then
+  LOADGEN=$DIR/loadgen
+  gcc -static -O2 -pthread "$ROOT/scripts/bench-scale/loadgen.c" -o "$LOADGEN"
+fi
 
 record() { # OUT ARGS... : record around one loadgen run
   local out=$1; shift
@@ -77,8 +81,10 @@ for f in p.data t.dat; do
       [ "$t" = old2 ] && bin=$OLD n=2
       [ "$t" = 2r ] && n=2 extra=(--range-size "${RANGE:-16M}")
       [ "$n" = 2 ] && n=${THREADS:-2}
-      /usr/bin/time -f '%e %U %S' -o "$DIR/time" "$bin" decode -q --threads "$n" "${extra[@]}" "$DIR/$f" >/dev/null || [ $? -eq 3 ]
-      read -r wall user sys <"$DIR/time"
+      # bash's own `time` (no /usr/bin/time needed): wall, user, sys seconds.
+      { time "$bin" decode -q --threads "$n" "${extra[@]}" "$DIR/$f" >/dev/null || [ $? -eq 3 ]; } \
+        2>"$DIR/time"
+      read -r wall user sys < <(tail -n 1 "$DIR/time")
       echo "$wall" >>"$DIR/w$t"
       printf '%s round %d %s: wall %s s user %s s sys %s s (load %s)\n' "$f" "$r" "$t" "$wall" "$user" "$sys" "$load"
     done

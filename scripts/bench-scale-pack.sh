@@ -7,6 +7,9 @@
 #
 #   scripts/bench-scale-pack.sh DIR [OLD_REV]
 #   then, there:  DIR/run.sh [bench-scale.sh arguments, e.g. --threads "1 2 4 8 15"]
+#            or:  [THREADS=8] [RANGE=16M] DIR/run.sh decode [ROUNDS]
+#                 (scripts/bench-decode-threads.sh with the packed uevrec: --threads 1
+#                 against THREADS staged and in ranges, on a 3 M-sample recording)
 #
 # DIR must lie right under the repository root (run.sh finds the scripts one level up)
 # and should be ignored by git (e.g. listed in .git/info/exclude) and carried to the
@@ -54,13 +57,19 @@ done
 cat >"$DIR/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs scripts/bench-scale.sh with the binaries packed beside this file
-# (scripts/bench-scale-pack.sh); arguments go to bench-scale.sh.
+# (scripts/bench-scale-pack.sh); arguments go to bench-scale.sh. `run.sh decode [ROUNDS]`
+# runs scripts/bench-decode-threads.sh instead (THREADS, default 8, and RANGE from the
+# environment; with uevrec-old packed, its staged runs too).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 [ -x "$root/scripts/bench-scale.sh" ] || { echo "run.sh: pack into a folder right under the repository root" >&2; exit 1; }
 export UEVREC=$here/uevrec PERF=$here/perf PERF_LIBS=$here/lib LOADGEN=$here/loadgen
 [ -x "$here/uevrec-old" ] && export UEVREC_OLD=$here/uevrec-old
+if [ "${1:-}" = decode ]; then
+  export THREADS=${THREADS:-8}
+  exec "$root/scripts/bench-decode-threads.sh" "$UEVREC" "${2:-5}" ${UEVREC_OLD:+"$UEVREC_OLD"}
+fi
 exec "$root/scripts/bench-scale.sh" "$@"
 RUN
 chmod +x "$DIR/run.sh"
