@@ -319,6 +319,15 @@ impl Mailbox {
     }
 }
 
+/// A pass's work for the drain threads, its lifetime erased: a raw pointer, so that
+/// nothing asserts it is alive once the pass is over ([`DrainPool::each`]).
+#[derive(Clone, Copy)]
+struct PartOf(*const (dyn Fn(usize) -> Option<DrainFailed> + Sync));
+
+// SAFETY: the pointee is `Sync` (the drain threads only call it through a shared
+// reference), and `DrainPool::each` keeps it alive while any job may call it.
+unsafe impl Send for PartOf {}
+
 /// The jobs of a pass not yet over (run or dropped), and the first failure.
 struct PassDone {
     left: Mutex<(usize, Option<DrainFailed>)>,
@@ -417,14 +426,15 @@ impl DrainPool {
             failed
         };
         let part: &(dyn Fn(usize) -> Option<DrainFailed> + Sync) = &part;
-        // SAFETY: `part` (and the groups and `work` it borrows) outlives every use of
-        // this reference: each job holding it also holds a `JobDone`, and this function
-        // returns only once every `JobDone` was dropped, i.e. every job has run or was
-        // dropped unrun (a job cannot unwind past its `JobDone`: `part` catches the
-        // panics of `work`, and dropping the job drops the guard). Only the lifetime is
-        // changed; the layout of the reference is the same.
-        let part: &'static (dyn Fn(usize) -> Option<DrainFailed> + Sync) =
-            unsafe { std::mem::transmute(part) };
+        // SAFETY: only the trait object's lifetime bound is erased (the pointer's layout
+        // is the same); the pointer is dereferenced only by the jobs below, while this
+        // function waits for them.
+        let part = PartOf(unsafe {
+            std::mem::transmute::<
+                *const (dyn Fn(usize) -> Option<DrainFailed> + Sync + '_),
+                *const (dyn Fn(usize) -> Option<DrainFailed> + Sync + 'static),
+            >(part)
+        });
         let busy = n.min(cells.len());
         let done = std::sync::Arc::new(PassDone {
             left: Mutex::new((busy, None)),
@@ -433,7 +443,12 @@ impl DrainPool {
         for (t, thread) in self.threads.iter().take(busy).enumerate() {
             let guard = JobDone(std::sync::Arc::clone(&done));
             let job: Job = Box::new(move || {
-                if let Some(failed) = part(t) {
+                let part = part; // the whole `PartOf` (Send), not its pointer field
+                // SAFETY: `each` returns only once this job's `JobDone` is dropped (below,
+                // after this call; or with the job, unrun), so `part`'s pointee (and the
+                // groups and `work` it borrows) is alive for this call. `part` catches the
+                // panics of `work`. The raw pointer left after the drop is never used.
+                if let Some(failed) = unsafe { (*part.0)(t) } {
                     let mut left = guard.0.left.lock().unwrap_or_else(PoisonError::into_inner);
                     left.1.get_or_insert(failed);
                 }
