@@ -20,7 +20,8 @@
 //! ```
 //!
 //! Options written: CPUSTAT (each ring's `stats` at the end: the losses no page
-//! counted), TRACECLOCK (the clock's text follows the flyrecord offsets), OFFSET
+//! counted), TRACECLOCK (its data the clock's text, which also follows the flyrecord
+//! offsets), OFFSET
 //! (nanoseconds trace-cmd report and [`super::TraceDat::time_offset_ns`] add to every
 //! record's time: `REALTIME - MONOTONIC` for a `mono` clock, so times come out as Unix
 //! time), CPUCOUNT, UNAME and VERSION when given, and uevrec's own
@@ -174,7 +175,12 @@ pub fn header(meta: &DatMeta<'_>, cpu_sizes: &[u64]) -> (Vec<u8>, Vec<u64>) {
     o.sized(meta.cmdlines);
     o.u32(cpu_sizes.len() as u32);
     o.b.extend_from_slice(b"options  \0");
-    o.option(opt::TRACECLOCK, &[]);
+    // The clock's text goes after the flyrecord offsets (where v6 readers look), and into
+    // the option too: trace-cmd 3.x parses the option's bytes as that text, so an empty
+    // option had it read `malloc(0)`'s leftovers, and a stray `[` there printed every
+    // time as a raw count (a flaky `trace-cmd report`, seen in CI).
+    let clock = format!("[{}]\n", meta.trace_clock);
+    o.option(opt::TRACECLOCK, &text_option(&clock));
     for (cpu, stats) in meta.cpu_stats {
         o.option(opt::CPUSTAT, &text_option(&format!("CPU: {cpu}\n{stats}")));
     }
@@ -195,7 +201,6 @@ pub fn header(meta: &DatMeta<'_>, cpu_sizes: &[u64]) -> (Vec<u8>, Vec<u64>) {
     o.u16(0); // DONE
     o.b.extend_from_slice(b"flyrecord\0");
     // The clock text after the offsets, as the kernel's trace_clock file shows it.
-    let clock = format!("[{}]\n", meta.trace_clock);
     let end = o.b.len() as u64 + 16 * cpu_sizes.len() as u64 + 8 + clock.len() as u64;
     let mut offsets = Vec::with_capacity(cpu_sizes.len());
     let mut at = align_up(end, meta.page_size);
@@ -250,6 +255,30 @@ mod tests {
             bytes.extend_from_slice(data);
         }
         bytes
+    }
+
+    /// trace-cmd 3.x reads the TRACECLOCK option's bytes as the clock text: they must be
+    /// the text, NUL-terminated (an empty option had it read uninitialised memory).
+    #[test]
+    fn the_clock_option_holds_the_clock_text() {
+        for endian in [Endian::Little, Endian::Big] {
+            let m = meta(endian, &[], &[]);
+            let (bytes, _) = header(&m, &[0]);
+            let at = bytes.windows(10).position(|w| w == b"options  \0").unwrap() + 10;
+            let (id, size) = match endian {
+                Endian::Little => (
+                    u16::from_le_bytes([bytes[at], bytes[at + 1]]),
+                    u32::from_le_bytes(bytes[at + 2..at + 6].try_into().unwrap()),
+                ),
+                Endian::Big => (
+                    u16::from_be_bytes([bytes[at], bytes[at + 1]]),
+                    u32::from_be_bytes(bytes[at + 2..at + 6].try_into().unwrap()),
+                ),
+            };
+            assert_eq!(id, opt::TRACECLOCK, "the first option");
+            let size = size as usize;
+            assert_eq!(&bytes[at + 6..at + 6 + size], b"[mono]\n\0");
+        }
     }
 
     #[test]
