@@ -470,9 +470,7 @@ impl DrainPool {
             None => Ok(()),
         }
     }
-}
 
-impl DrainPool {
     /// One pass of [`Backend::read_groups`]: `buffers` split into `groups.len()` groups of
     /// buffers next to each other (CPUs next to each other), group i read by `work` with
     /// its consumer `groups[i]` on drain thread i ([`DrainPool::each`]).

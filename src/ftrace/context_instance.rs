@@ -82,39 +82,49 @@ impl ContextInstance {
     /// Hand what every tracking ring holds to `f`, as [`Arrival::Context`] in time order
     /// across CPUs ([`Arrival::ContextLost`] for what a ring lost): all of it (it is
     /// consumed); breaks when `f` broke. New tasks also go to `tgids` (their process ids
-    /// are known from their creation on, see tgid.rs).
+    /// are known from their creation on, see tgid.rs). Also returns when the drain began:
+    /// the traced rings' records written after that wait for the next drain (their
+    /// thread's news may not have been read).
     pub(super) fn drain(
         &mut self,
         layout: &PageLayout,
         tgids: &mut Tgids,
         mut f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>,
-    ) -> ControlFlow<()> {
+    ) -> (ControlFlow<()>, u64) {
+        let began = crate::clock::monotonic_ns();
         let mut flow = ControlFlow::Continue(());
         let tasks_only = self.tasks_only;
         for c in &mut self.cpus {
             let (cpu, merge) = (c.cpu, &mut self.merge);
-            c.read(layout, None, false, self.max_pages, None, |a| {
-                let handed = match a {
-                    Arrival::Sample {
-                        time: Some(time),
-                        raw,
-                        ..
-                    } => {
-                        merge.push(time, cpu, raw);
-                        ControlFlow::Continue(())
+            c.read(
+                layout,
+                |_| None,
+                false,
+                self.max_pages,
+                None,
+                |a| {
+                    let handed = match a {
+                        Arrival::Sample {
+                            time: Some(time),
+                            raw,
+                            ..
+                        } => {
+                            merge.push(time, cpu, raw);
+                            ControlFlow::Continue(())
+                        }
+                        Arrival::Lost { lost, .. } if !tasks_only => {
+                            f(cpu, Arrival::ContextLost { lost })
+                        }
+                        Arrival::Malformed => f(cpu, Arrival::Malformed),
+                        // The reader gives every record a time; no markers without settling.
+                        _ => ControlFlow::Continue(()),
+                    };
+                    if handed.is_break() {
+                        flow = ControlFlow::Break(());
                     }
-                    Arrival::Lost { lost, .. } if !tasks_only => {
-                        f(cpu, Arrival::ContextLost { lost })
-                    }
-                    Arrival::Malformed => f(cpu, Arrival::Malformed),
-                    // The reader gives every record a time; no markers without settling.
-                    _ => ControlFlow::Continue(()),
-                };
-                if handed.is_break() {
-                    flow = ControlFlow::Break(());
-                }
-                ControlFlow::Continue(())
-            });
+                    ControlFlow::Continue(())
+                },
+            );
         }
         let tracking = &self.tracking;
         let merged = self.merge.drain(|time, cpu, raw| {
@@ -138,6 +148,6 @@ impl ContextInstance {
         if merged.is_break() {
             flow = ControlFlow::Break(());
         }
-        flow
+        (flow, began)
     }
 }

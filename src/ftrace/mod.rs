@@ -415,7 +415,7 @@ impl Backend for FtraceBackend {
         let Some(context) = &mut self.context else {
             c.read(
                 &self.layout,
-                Some(&mut |tid| tgids.tgid(tid)),
+                |tid| tgids.tgid(tid),
                 self.settle,
                 self.max_pages,
                 None,
@@ -426,15 +426,15 @@ impl Backend for FtraceBackend {
         let mut drained = false;
         loop {
             if buffer == 0 || self.drained_until.is_none() || drained {
-                let limit = crate::clock::monotonic_ns();
-                if context.drain(&self.layout, tgids, &mut f).is_break() {
+                let (flow, began) = context.drain(&self.layout, tgids, &mut f);
+                self.drained_until = Some(began);
+                if flow.is_break() {
                     return;
                 }
-                self.drained_until = Some(limit);
             }
             let held = c.read(
                 &self.layout,
-                Some(&mut |tid| tgids.tgid(tid)),
+                |tid| tgids.tgid(tid),
                 self.settle,
                 self.max_pages,
                 self.drained_until,
@@ -459,13 +459,11 @@ impl Backend for FtraceBackend {
         let Some(context) = &mut self.context else {
             return u64::MAX;
         };
-        // As in `read`: records written after this drain began wait for the next pass
-        // (their thread's news may not be read yet). The drain hands on all it read
-        // (consumed), whatever `f` says.
-        let limit = crate::clock::monotonic_ns();
-        let _ = context.drain(&self.layout, &mut self.tgids, &mut f);
-        self.drained_until = Some(limit);
-        limit
+        // As in `read`: records written after this drain began wait for the next pass.
+        // The drain hands on all it read (consumed), whatever `f` says.
+        let (_, began) = context.drain(&self.layout, &mut self.tgids, &mut f);
+        self.drained_until = Some(began);
+        began
     }
 
     fn read_groups<G>(
@@ -499,14 +497,9 @@ impl Backend for FtraceBackend {
             };
             for c in readers.iter_mut() {
                 let cpu = c.cpu;
-                c.read(
-                    layout,
-                    Some(&mut pid_of),
-                    settle,
-                    max_pages,
-                    hold_after,
-                    |a| f(cpu, a),
-                );
+                c.read(layout, &mut pid_of, settle, max_pages, hold_after, |a| {
+                    f(cpu, a)
+                });
             }
         })
     }

@@ -91,7 +91,7 @@ impl CpuReader {
     pub fn read(
         &mut self,
         layout: &PageLayout,
-        mut pid_of: Option<&mut dyn FnMut(u32) -> Option<u32>>,
+        mut pid_of: impl FnMut(u32) -> Option<u32>,
         settle: bool,
         max_pages: usize,
         hold_after: Option<u64>,
@@ -155,9 +155,9 @@ impl CpuReader {
                     *cursor = before;
                     return true;
                 }
-                Some(Ok(Item::Record { time, raw, .. })) => sample(raw, time, self.cpu, |tid| {
-                    pid_of.as_mut().and_then(|f| f(tid))
-                }),
+                Some(Ok(Item::Record { time, raw, .. })) => {
+                    sample(raw, time, self.cpu, &mut pid_of)
+                }
             };
             if f(arrival).is_break() {
                 return false;

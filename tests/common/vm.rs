@@ -232,13 +232,37 @@ pub fn spawn_rate(
     let mut args = vec!["--name", name, "--events", &events, "--start-file", start];
     args.extend_from_slice(extra);
     let (child, reports) = spawn_sample("rate", &args);
-    let registered = wait_until(PATIENCE, || {
-        reports
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|v| v.get("registered").is_some())
-    });
-    assert!(registered, "rate did not register: {reports:?}");
+    wait_reports(&reports, "registered", 1, PATIENCE, "rate");
     (child, reports)
+}
+
+/// Wait until `n` of a producer's report `lines` carry `key` (a failure naming `who` after
+/// `timeout`); those lines, in order.
+pub fn wait_reports(
+    lines: &Mutex<Vec<Value>>,
+    key: &str,
+    n: usize,
+    timeout: Duration,
+    who: &str,
+) -> Vec<Value> {
+    let with_key = || -> Vec<Value> {
+        let lines = lines.lock().unwrap_or_else(|e| e.into_inner());
+        lines
+            .iter()
+            .filter(|v| v.get(key).is_some())
+            .cloned()
+            .collect()
+    };
+    let count = || {
+        let lines = lines.lock().unwrap_or_else(|e| e.into_inner());
+        lines.iter().filter(|v| v.get(key).is_some()).count()
+    };
+    let ok = wait_until(timeout, || count() >= n);
+    assert!(
+        ok,
+        "{who}: {} of {n} {key:?} lines within {timeout:?}; got {:?}",
+        count(),
+        lines.lock().unwrap_or_else(|e| e.into_inner())
+    );
+    with_key()
 }

@@ -87,25 +87,16 @@ impl Producer {
         }
     }
 
-    fn lines(&self) -> Vec<Value> {
-        self.lines.lock().unwrap().clone()
-    }
-
     fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// The tracepoints the producer registered, once `n` `{"registered":..}` lines came.
     fn wait_registered(&self, n: usize) -> Vec<String> {
-        let registered = || -> Vec<String> {
-            self.lines()
-                .iter()
-                .filter_map(|v| v["registered"].as_str().map(str::to_string))
-                .collect()
-        };
-        let ok = wait_until(PRODUCER_TIMEOUT, || registered().len() >= n);
-        assert!(ok, "{}: not registered: {:?}", self.name, self.lines());
-        registered()
+        crate::common::vm::wait_reports(&self.lines, "registered", n, PRODUCER_TIMEOUT, &self.name)
+            .iter()
+            .map(|v| v["registered"].as_str().expect("a tracepoint").to_string())
+            .collect()
     }
 
     /// Wait for a successful exit; the report lines.

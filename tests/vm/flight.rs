@@ -13,7 +13,8 @@ use serde_json::Value;
 
 use crate::common::flight::{Dump, Flight, assert_run};
 use crate::common::vm::{
-    backend, each_backend, spawn_sample, tmp_dir, user_events_here, wait_child,
+    PATIENCE, backend, each_backend, spawn_sample, tmp_dir, user_events_here, wait_child,
+    wait_reports,
 };
 
 /// SIZE: room for ~150 records of `u64 seq` (about 56 bytes staged each).
@@ -24,22 +25,6 @@ const COUNT: u64 = 1000;
 /// `seq` of a record.
 fn seq(v: &Value) -> u64 {
     v["fields"]["seq"].as_u64().expect("a seq field")
-}
-
-/// Wait until `lines` holds `n` lines with key `key`.
-fn wait_lines(lines: &std::sync::Mutex<Vec<Value>>, key: &str, n: usize) -> Vec<Value> {
-    let ok = uevrec_samples::wait_until(Duration::from_secs(120), || {
-        lines
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|v| v.get(key).is_some())
-            .count()
-            >= n
-    });
-    let all = lines.lock().unwrap().clone();
-    assert!(ok, "no {n} {key:?} lines from the producer: {all:?}");
-    all
 }
 
 #[test]
@@ -67,7 +52,7 @@ fn a_user_event_trigger_dumps_each_round_exactly() {
         .map(ToString::to_string)
         .collect();
         let (mut producer, lines) = spawn_sample("flight_app", &args);
-        wait_lines(&lines, "registered", 2);
+        wait_reports(&lines, "registered", 2, PATIENCE, "flight_app");
         let size = SIZE.to_string();
         let event = format!("user_events:{name}");
         let trigger = format!("user_events:{name}_error");
@@ -86,9 +71,8 @@ fn a_user_event_trigger_dumps_each_round_exactly() {
         );
         flight.wait_attached(2);
         std::fs::write(&start, b"").unwrap();
-        let report = wait_lines(&lines, "done", 1);
+        let done = wait_reports(&lines, "done", 1, PATIENCE, "flight_app").remove(0);
         assert!(wait_child(&mut producer, Duration::from_secs(120)).is_some());
-        let done = report.iter().find(|v| v.get("done").is_some()).unwrap();
         assert_eq!(done["written"], 2 * COUNT + 2, "{done}");
         assert_eq!(done["disabled"], 0, "{done}");
 

@@ -479,17 +479,12 @@ fn unraisable_limit_is_reported_on_stderr() {
     };
     // Never released: its events are not all enabled, it is killed at the end.
     let producer = Producer::spawn(count, prefix, &dir.join("start"));
-    let registered = || {
-        let lines = producer.lines.lock().unwrap_or_else(|e| e.into_inner());
-        lines
-            .iter()
-            .filter(|l| l.get("registered").is_some())
-            .count()
-    };
-    assert!(
-        wait_until(PRODUCER_TIMEOUT, || registered() >= count),
-        "the producer registered {} of {count} events",
-        registered()
+    crate::common::vm::wait_reports(
+        &producer.lines,
+        "registered",
+        count,
+        PRODUCER_TIMEOUT,
+        "the producer",
     );
     let mut recorder = Recorder::start(&dir, &setup);
     recorder.wait_output("a notice for every event", |l| {

@@ -99,20 +99,7 @@ impl Producer {
 
     /// The `{"registered":..}` lines once `n` have arrived.
     fn wait_registered(&self, n: usize) -> Vec<Value> {
-        let ok = wait_until(PRODUCER_TIMEOUT, || self.registered().len() >= n);
-        assert!(
-            ok,
-            "{}: not registered within {PRODUCER_TIMEOUT:?}",
-            self.name
-        );
-        self.registered()
-    }
-
-    fn registered(&self) -> Vec<Value> {
-        self.lines()
-            .into_iter()
-            .filter(|v| v.get("registered").is_some())
-            .collect()
+        crate::common::vm::wait_reports(&self.lines, "registered", n, PRODUCER_TIMEOUT, &self.name)
     }
 
     /// Wait for the producer to exit successfully; its report lines.
