@@ -68,9 +68,11 @@ pub struct DecodeArgs {
     pub quiet: bool,
     /// Threads: with N ≥ 2 this thread reads and orders the records, N formatter workers
     /// write the lines (JSON lines; --format otlp on one) and a thread of their own writes
-    /// them out; with --range-size, N workers decode ranges of a whole perf.data instead.
-    /// The output is the same, byte for byte, whatever N. Default: half the online CPUs,
-    /// at least 1, at most 8.
+    /// them out; a trace.dat is cut into windows of time that N workers decode each on
+    /// their own (JSON lines; not with --count, EventHeader events, or a compressed or
+    /// cut-short file), and with --range-size a whole perf.data into ranges. The output is
+    /// the same, byte for byte, whatever N. Default: half the online CPUs, at least 1, at
+    /// most 8.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
     /// With --threads N ≥ 2, cut a whole perf.data into ranges of about SIZE bytes of
@@ -78,7 +80,8 @@ pub struct DecodeArgs {
     /// on their own, this thread only finding the cuts: for many CPUs, where the one
     /// reading thread bounds the default. On 2 CPUs it measured slower than the default
     /// (BENCHMARKS.md §30). The summary says when a file cannot be cut (and why); at most
-    /// N + 2 ranges' lines wait in memory (about 1.7 × SIZE each).
+    /// N + 2 ranges' lines wait in memory (about 1.7 × SIZE each). For a trace.dat: the
+    /// pages each window of time holds (default 1M, and 128K a CPU past 8).
     #[arg(long, value_name = "SIZE", value_parser = values::parse_positive_size)]
     pub range_size: Option<u64>,
     #[command(flatten)]

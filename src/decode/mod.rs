@@ -36,6 +36,7 @@ mod parallel;
 mod perf_data;
 mod ranges;
 mod trace_dat;
+mod windows;
 
 /// Bytes read at a time from standard input.
 pub const READ_CHUNK: usize = 1 << 20;

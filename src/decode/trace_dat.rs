@@ -4,6 +4,7 @@ use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::trace_dat as lines;
 
 use super::parallel::{Par, par_lines, staged};
+use super::windows::{decode_windows, window_bytes};
 use super::{Flush, Outcome};
 
 /// The first bytes of a trace-cmd `trace.dat`.
@@ -18,24 +19,69 @@ pub(crate) fn decode_trace_dat(
     par: Option<&Par<'_>>,
 ) -> Result<Outcome, String> {
     let file = uevrec_parsers::trace_dat::TraceDat::parse(bytes).map_err(|e| e.to_string())?;
-    let shared = par.map(|par| {
-        format!(
-            "{} formatting threads after one reading (a trace.dat is not cut into ranges)",
-            par.workers
-        )
-    });
-    let decoded = match par {
+    let (decoded, shared) = match par {
         Some(par) => {
-            let endian = file.endian();
-            let context = lines::context_of(&file);
-            let lines = par_lines(opts, endian, Some(context));
-            staged(par, lines, bytes, |mut sink| {
-                lines::decode_into(&file, &opts, select, flush, Some(sink.as_mut()))
-            })
+            let d = lines::FileDecoder::new(&file, &opts, select);
+            let sizes: Vec<u64> = file
+                .buffers()
+                .iter()
+                .filter(|b| b.name.is_empty() && !b.latency)
+                .flat_map(|b| b.cpus.iter().map(|c| c.size).filter(|&s| s > 0))
+                .collect();
+            let data: u64 = sizes.iter().sum();
+            let window = par
+                .range_bytes
+                .unwrap_or_else(|| window_bytes(sizes.len()))
+                .max(1);
+            let count = usize::try_from(data.div_ceil(window as u64))
+                .unwrap_or(usize::MAX)
+                .max(par.workers);
+            match lines::plan_windows(&d, count) {
+                Ok(windows) => {
+                    let done = decode_windows(&d, windows, par, |skip| {
+                        let mut skip = skip;
+                        let mut rest = |lines: &[u8]| {
+                            let at = usize::try_from(skip).unwrap_or(usize::MAX).min(lines.len());
+                            skip -= at as u64;
+                            flush(&lines[at..])
+                        };
+                        lines::decode_lines(&file, &opts, select, &mut rest)
+                            .map_err(|e| e.to_string())
+                    })?;
+                    let mut how = format!(
+                        "in {} windows of time by {} threads",
+                        done.windows, par.workers
+                    );
+                    if let Some(why) = done.again {
+                        how.push_str(&format!(
+                            ", then decoded again whole by one thread from where the windows \
+                             stopped ({why})"
+                        ));
+                    }
+                    (done.decoded, how)
+                }
+                Err(why) => {
+                    let endian = file.endian();
+                    let context = lines::context_of(&file);
+                    let par_opts = par_lines(opts, endian, Some(context));
+                    let decoded = staged(par, par_opts, bytes, |mut sink| {
+                        lines::decode_into(&file, &opts, select, flush, Some(sink.as_mut()))
+                    })
+                    .map_err(|e| e.to_string())?;
+                    let how = format!(
+                        "{} formatting threads after one reading, not in windows of time: {why}",
+                        par.workers
+                    );
+                    (decoded, how)
+                }
+            }
         }
-        None => lines::decode_lines(&file, &opts, select, flush),
-    }
-    .map_err(|e| e.to_string())?;
+        None => (
+            lines::decode_lines(&file, &opts, select, flush).map_err(|e| e.to_string())?,
+            String::new(),
+        ),
+    };
+    let shared = par.map(|_| shared);
     let clock = file.trace_clock().unwrap_or("local");
     Ok(Outcome {
         stats: decoded.stats,

@@ -3,8 +3,9 @@
 //! `record --raw` perf.data read from its path (mapped: the workers read the records from
 //! the mapping) and through a pipe (pipe-mode copies), a `--raw-format trace-dat`
 //! trace.dat, and both cut short (the `truncated` notice, standard error's salvage note
-//! and exit status 3 the same too); a whole perf.data also in ranges (`--range-size`). Needs root and tracefs (says why it is skipped
-//! otherwise).
+//! and exit status 3 the same too); a whole perf.data also in ranges (`--range-size`), a
+//! trace.dat in windows of time (and, cut short, staged). Needs root and tracefs (says why
+//! it is skipped otherwise).
 
 use std::fs;
 use std::io::Write;
@@ -211,10 +212,21 @@ fn decode_threads_write_the_bytes_of_one_thread() {
     // times: a few rounds); the pure tests cut at every round.
     assert!(n >= 2, "{ranges}: a 10 MB perf.data in 64 KiB ranges");
     assert!(ranges.ends_with("ranges by 2 threads)"), "{ranges}");
-    for input in [&data, &dat] {
-        let staged = shared(&decode(input, "2", false));
-        assert!(staged.starts_with("2 formatting threads"), "{staged}");
-    }
+    let staged = shared(&decode(&data, "2", false));
+    assert!(staged.starts_with("2 formatting threads"), "{staged}");
+    // A trace.dat, in windows of time (as many as 64 KiB of pages each make; the pure
+    // tests check every cut), each of which vouched for its lines.
+    let windows = shared(&decode_with(&dat, "2", false, &["--range-size", "64K"]));
+    let n: usize = windows
+        .strip_prefix("in ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("not in windows: {windows}"));
+    assert!(n >= 2, "{windows}: a trace.dat in 64 KiB windows");
+    assert!(
+        windows.ends_with("windows of time by 2 threads)"),
+        "{windows}"
+    );
 
     // Every call is a record or counted lost (a busy machine can overflow the rings: seen
     // in CI, 74,727 recorded of 80,000; the files must still decode alike).
@@ -238,6 +250,10 @@ fn decode_threads_write_the_bytes_of_one_thread() {
         fs::write(&cut, &bytes[..(bytes.len() as f64 * keep) as usize]).unwrap();
         let one = same_as_one(&cut, file == &data);
         assert_eq!(one.status.code(), Some(3), "{}", stderr_notes(&one));
+        if file == &dat {
+            let how = shared(&decode(&cut, "2", false));
+            assert!(how.contains("not in windows of time: CPU"), "{how}");
+        }
         let n = records(&one);
         assert!(n > 1000 && n < N as usize, "{n} records of a cut file");
         assert!(

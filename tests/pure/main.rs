@@ -8,6 +8,7 @@ mod common;
 
 mod cli;
 mod decode_salvage;
+mod decode_windows;
 mod export_transport;
 mod metrics_endpoint;
 mod readme_paths;

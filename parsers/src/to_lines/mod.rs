@@ -109,6 +109,12 @@ impl SchemaOnce {
         }
     }
 
+    /// Whether a record of event `event` written now would come with its schema line,
+    /// without noting it.
+    pub fn is_new(&self, event: usize) -> bool {
+        self.on && !self.described.get(event).copied().unwrap_or(false)
+    }
+
     /// Whether a record of event `event` written now would come with its schema line
     /// (on, and the event's first record), noting that it did.
     pub fn first(&mut self, event: usize) -> bool {

@@ -8,7 +8,7 @@ use crate::{
 };
 
 use crate::ftrace_page::losses::Losses;
-use crate::trace_dat::{ErrorKind, Item, Record, TraceDat, TraceDatError};
+use crate::trace_dat::{ErrorKind, Item, Record, Records, TraceDat, TraceDatError};
 
 /// Bytes of lines gathered before they go to `flush`.
 const BATCH: usize = 256 << 10;
@@ -65,176 +65,622 @@ pub fn decode_into(
     opts: &DecodeOptions,
     select: &dyn Fn(&str, &str) -> bool,
     flush: &mut dyn FnMut(&[u8]) -> bool,
-    mut sink: Option<&mut dyn RecordSink>,
+    sink: Option<&mut dyn RecordSink>,
 ) -> Result<Decoded, TraceDatError> {
-    let endian = file.endian();
-    let mut writer = OutputWriter::new(
-        opts.format,
-        LineOptions {
-            include_common: opts.include_common,
-            endian,
-        },
-    );
-    if let Some(host) = file.host_name() {
-        writer.set_host_name(host);
-    }
-    let prepared: Vec<Option<PreparedFormat>> = file
-        .events()
-        .iter()
-        .map(|e| {
-            let name = e.format.name.as_str();
-            select(&e.system, name).then(|| {
-                let (event, id) =
-                    split_multi_format(name).map_or((name, None), |(b, i)| (b, Some(i)));
-                PreparedFormat::new(&e.format, &e.system, event, id)
-            })
-        })
-        .collect();
-    // Records of events whose format did not parse count as of no known event.
-    let mut problems: Vec<String> = file
-        .format_errors()
-        .iter()
-        .map(|f| {
-            format!(
-                "a format of system {} does not parse: {}",
-                f.system, f.error
-            )
-        })
-        .collect();
-    problems.extend(file.cmdline_error().map(|e| e.to_string()));
-    let context =
-        (opts.context && opts.format == OutputFormat::JsonLines).then(|| context_of(file));
-    let wall = file.wall_clock_offset_ns();
-    let unix = |t: u64| wall.and_then(|o| u64::try_from(i128::from(t) + i128::from(o)).ok());
-    let mut stats = DecodeStats::default();
-    let mut described = SchemaOnce::new(opts.schema);
-    let mut losses = CpuLosses::of(file);
-    let mut last_time = None;
+    let d = FileDecoder::new(file, opts, select);
     let mut records = file.records()?;
-    let mut lines = Vec::with_capacity(BATCH + (64 << 10));
-    let mut open = true;
-    let mut truncated = Vec::new();
-    let unknown = unknown_formats(file);
-    while open {
-        match records.next_item() {
-            Ok(None) => break,
-            Ok(Some(Item::Record(r))) => {
-                last_time = Some(r.time);
-                let Some(p) = r.event.and_then(|i| prepared.get(i)) else {
-                    stats.unknown_event += 1;
-                    let (event, message) = undecoded(file, &unknown, &r);
-                    let selected = event.as_ref().is_none_or(|(s, n)| select(s, n));
-                    if selected {
-                        let name = event.map(|(s, n)| format!("{s}:{n}"));
-                        let t = unix(r.time);
-                        match sink.as_deref_mut() {
-                            Some(s) => open &= s.notice(t, "undecoded", name.as_deref(), &message),
-                            None => writer.write_notice(
-                                &mut lines,
-                                t,
-                                "undecoded",
-                                name.as_deref(),
-                                &message,
-                            ),
-                        }
-                    }
-                    continue;
-                };
-                let Some(p) = p else {
-                    continue; // not selected
-                };
-                let pid = r
-                    .raw
-                    .get(4..8)
-                    .and_then(|b| <[u8; 4]>::try_from(b).ok())
-                    .map_or(0, |b| match endian {
-                        Endian::Big => u32::from_be_bytes(b),
-                        Endian::Little => u32::from_le_bytes(b),
-                    });
-                let time_unix_ns = unix(r.time);
-                let stamp = RecordStamp {
-                    time_unix_ns,
-                    cpu: r.cpu,
-                    pid: file.tgid(pid).unwrap_or(pid),
-                    tid: pid,
-                };
-                let event = r.event.unwrap_or(0);
-                if let Some(sink) = sink.as_deref_mut() {
-                    let first = described.first(event);
-                    open &= sink.record(event, p, first, &stamp, None, r.raw);
-                } else {
-                    if let Some(c) = &context {
-                        writer.set_context(c, &stamp, None);
-                    }
-                    described.write_record(&mut writer, &mut lines, event, &stamp, p, r.raw);
-                }
-                stats.records += 1;
-                stats.time_unknown += u64::from(time_unix_ns.is_none());
-                if opts.max_records.is_some_and(|max| stats.records >= max) {
-                    open = false;
-                }
-            }
-            Ok(Some(Item::Lost { cpu, count, time })) => match (count, losses.get_mut(cpu)) {
-                (_, Some((total, l))) => {
-                    let total = *total;
-                    let n = l.missed(count, || Some(total));
-                    if n > 0 {
-                        lost_line(&mut sink, &mut writer, &mut lines, unix(time), cpu, n);
-                        stats.lost += n;
-                    }
-                }
-                (Some(n), None) => {
-                    lost_line(&mut sink, &mut writer, &mut lines, unix(time), cpu, n);
-                    stats.lost += n;
-                }
-                (None, None) => {
-                    let msg = format!(
-                        "the kernel lost events on CPU {cpu} here; it did not store how many"
-                    );
-                    match sink.as_deref_mut() {
-                        Some(s) => open &= s.notice(unix(time), "lost", None, &msg),
-                        None => writer.write_notice(&mut lines, unix(time), "lost", None, &msg),
-                    }
-                }
-            },
-            // The file ends inside a CPU's data: what was there has been read.
-            Err(e) if matches!(e.kind, ErrorKind::CutShort { .. }) => {
-                truncated.push(e.to_string());
-            }
-            // A bad page or chunk: reported, and the reader goes on with the next one.
-            Err(e) => {
-                stats.error_count += 1;
-                if problems.len() < MAX_KEPT {
-                    problems.push(e.to_string());
-                }
-            }
-        }
-        if lines.len() >= BATCH {
-            open &= flush(&lines);
-            lines.clear();
-        }
-    }
+    let mut run = Run::new(&d, CpuLosses::of(file), false);
+    let mut sink = sink;
+    run.read(
+        &mut records,
+        &mut |lines: &mut Vec<u8>, _: &[SchemaSpan]| flush(lines.as_slice()),
+        &mut sink,
+    );
     // What no page counted (overwritten after the last page read, counts that did not
     // fit in their page) the rings' final stats know.
-    if open {
+    if run.open {
+        let mut losses = std::mem::replace(&mut run.losses, CpuLosses(Vec::new()));
+        run.settle(&mut losses, &mut sink);
+    }
+    run.writer.end_lines(&mut run.lines);
+    if !run.lines.is_empty() {
+        flush(&run.lines);
+    }
+    let mut problems = d.problems.clone();
+    for p in run.problems {
+        if problems.len() < MAX_KEPT {
+            problems.push(p);
+        }
+    }
+    Ok(Decoded {
+        stats: run.stats,
+        problems,
+        truncated: run.truncated,
+    })
+}
+
+/// What decoding a file's records needs, made once for the file (and shared by the
+/// windows of [`plan_windows`]).
+pub struct FileDecoder<'f> {
+    file: &'f TraceDat<'f>,
+    opts: DecodeOptions,
+    /// The selected events' formats, by event index.
+    prepared: Vec<Option<PreparedFormat>>,
+    /// The formats that did not parse: (id, system, name, selected).
+    unknown: Vec<(u32, String, String, bool)>,
+    context: Option<ContextTracker>,
+    wall: Option<i64>,
+    /// The file's own problems: formats and cmdlines that did not parse.
+    problems: Vec<String>,
+}
+
+impl<'f> FileDecoder<'f> {
+    /// Prepare the decoding of `file` with `opts`, for the events `select` (system, event
+    /// name) takes.
+    pub fn new(
+        file: &'f TraceDat<'f>,
+        opts: &DecodeOptions,
+        select: &dyn Fn(&str, &str) -> bool,
+    ) -> Self {
+        let prepared = file
+            .events()
+            .iter()
+            .map(|e| {
+                let name = e.format.name.as_str();
+                select(&e.system, name).then(|| {
+                    let (event, id) =
+                        split_multi_format(name).map_or((name, None), |(b, i)| (b, Some(i)));
+                    PreparedFormat::new(&e.format, &e.system, event, id)
+                })
+            })
+            .collect();
+        // Records of events whose format did not parse count as of no known event.
+        let mut problems: Vec<String> = file
+            .format_errors()
+            .iter()
+            .map(|f| {
+                format!(
+                    "a format of system {} does not parse: {}",
+                    f.system, f.error
+                )
+            })
+            .collect();
+        problems.extend(file.cmdline_error().map(|e| e.to_string()));
+        let unknown = unknown_formats(file)
+            .into_iter()
+            .map(|(id, system, name)| {
+                let selected = select(&system, &name);
+                (id, system, name, selected)
+            })
+            .collect();
+        FileDecoder {
+            file,
+            opts: *opts,
+            prepared,
+            unknown,
+            context: (opts.context && opts.format == OutputFormat::JsonLines)
+                .then(|| context_of(file)),
+            wall: file.wall_clock_offset_ns(),
+            problems,
+        }
+    }
+
+    /// The file's own problems: formats and cmdlines that did not parse.
+    pub fn problems(&self) -> &[String] {
+        &self.problems
+    }
+
+    /// `t` as Unix time, when the file anchors its clock.
+    fn unix(&self, t: u64) -> Option<u64> {
+        self.wall
+            .and_then(|o| u64::try_from(i128::from(t) + i128::from(o)).ok())
+    }
+
+    fn writer(&self) -> OutputWriter {
+        let mut writer = OutputWriter::new(
+            self.opts.format,
+            LineOptions {
+                include_common: self.opts.include_common,
+                endian: self.file.endian(),
+            },
+        );
+        if let Some(host) = self.file.host_name() {
+            writer.set_host_name(host);
+        }
+        writer
+    }
+}
+
+/// A schema line a window wrote ([`decode_window`]): bytes `start..end` of the lines it
+/// was flushed with, describing event `event`. The line is the window's first record of
+/// that event's; the whole file's decoding writes it only when no window before wrote one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchemaSpan {
+    /// Where the line starts in the flushed lines.
+    pub start: usize,
+    /// Where it ends (after its newline).
+    pub end: usize,
+    /// The event it describes (index in [`TraceDat::events`]).
+    pub event: usize,
+}
+
+/// One reading of records (the whole file's, or a window's): its writer, loss
+/// accounting, schema lines and what it saw.
+struct Run<'d, 'f> {
+    d: &'d FileDecoder<'f>,
+    writer: OutputWriter,
+    described: SchemaOnce,
+    losses: CpuLosses,
+    stats: DecodeStats,
+    problems: Vec<String>,
+    truncated: Vec<String>,
+    last_time: Option<u64>,
+    lines: Vec<u8>,
+    /// A window's: where its schema lines are in `lines`.
+    spans: Option<Vec<SchemaSpan>>,
+    /// A window's: the CPUs it takes to have lost nothing, and whether one did.
+    lossless: Vec<u32>,
+    doubted: bool,
+    open: bool,
+}
+
+impl<'d, 'f> Run<'d, 'f> {
+    fn new(d: &'d FileDecoder<'f>, losses: CpuLosses, spans: bool) -> Self {
+        Run {
+            d,
+            writer: d.writer(),
+            described: SchemaOnce::new(d.opts.schema),
+            losses,
+            stats: DecodeStats::default(),
+            problems: Vec::new(),
+            truncated: Vec::new(),
+            last_time: None,
+            lines: Vec::with_capacity(BATCH + (64 << 10)),
+            spans: spans.then(Vec::new),
+            lossless: Vec::new(),
+            doubted: false,
+            open: true,
+        }
+    }
+
+    /// Hand on the lines gathered (and the schema lines among them).
+    fn flush(&mut self, flush: &mut dyn FnMut(&mut Vec<u8>, &[SchemaSpan]) -> bool) {
+        let spans = self.spans.as_deref().unwrap_or_default();
+        self.open &= flush(&mut self.lines, spans);
+        self.lines.clear();
+        if let Some(spans) = &mut self.spans {
+            spans.clear();
+        }
+    }
+
+    /// Write every item of `records` (to `sink` when there is one), `flush`ed in runs of
+    /// about [`BATCH`] bytes; the last run stays in `lines`. A window's reading stops at
+    /// its first problem (it is then decoded again whole).
+    fn read(
+        &mut self,
+        records: &mut Records<'_>,
+        flush: &mut dyn FnMut(&mut Vec<u8>, &[SchemaSpan]) -> bool,
+        sink: &mut Option<&mut dyn RecordSink>,
+    ) {
+        let d = self.d;
+        let (file, opts, endian) = (d.file, &d.opts, d.file.endian());
+        let writer = &mut self.writer;
+        let lines = &mut self.lines;
+        let stats = &mut self.stats;
+        while self.open {
+            match records.next_item() {
+                Ok(None) => break,
+                Ok(Some(Item::Record(r))) => {
+                    self.last_time = Some(r.time);
+                    let Some(p) = r.event.and_then(|i| d.prepared.get(i)) else {
+                        stats.unknown_event += 1;
+                        let (event, message, selected) = undecoded(file, &d.unknown, &r);
+                        if selected {
+                            let name = event.map(|(s, n)| format!("{s}:{n}"));
+                            let t = d.unix(r.time);
+                            match sink.as_deref_mut() {
+                                Some(s) => {
+                                    self.open &= s.notice(t, "undecoded", name.as_deref(), &message)
+                                }
+                                None => writer.write_notice(
+                                    lines,
+                                    t,
+                                    "undecoded",
+                                    name.as_deref(),
+                                    &message,
+                                ),
+                            }
+                        }
+                        continue;
+                    };
+                    let Some(p) = p else {
+                        continue; // not selected
+                    };
+                    let pid = r
+                        .raw
+                        .get(4..8)
+                        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                        .map_or(0, |b| match endian {
+                            Endian::Big => u32::from_be_bytes(b),
+                            Endian::Little => u32::from_le_bytes(b),
+                        });
+                    let time_unix_ns = d.unix(r.time);
+                    let stamp = RecordStamp {
+                        time_unix_ns,
+                        cpu: r.cpu,
+                        pid: file.tgid(pid).unwrap_or(pid),
+                        tid: pid,
+                    };
+                    let event = r.event.unwrap_or(0);
+                    if let Some(sink) = sink.as_deref_mut() {
+                        let first = self.described.first(event);
+                        self.open &= sink.record(event, p, first, &stamp, None, r.raw);
+                    } else {
+                        if let Some(c) = &d.context {
+                            writer.set_context(c, &stamp, None);
+                        }
+                        match &mut self.spans {
+                            None => self
+                                .described
+                                .write_record(writer, lines, event, &stamp, p, r.raw),
+                            Some(spans) => {
+                                let (start, first) = (lines.len(), self.described.is_new(event));
+                                self.described
+                                    .write_record(writer, lines, event, &stamp, p, r.raw);
+                                if first {
+                                    let end = lines[start..]
+                                        .iter()
+                                        .position(|&b| b == b'\n')
+                                        .map_or(lines.len(), |n| start + n + 1);
+                                    spans.push(SchemaSpan { start, end, event });
+                                }
+                            }
+                        }
+                    }
+                    stats.records += 1;
+                    stats.time_unknown += u64::from(time_unix_ns.is_none());
+                    if opts.max_records.is_some_and(|max| stats.records >= max) {
+                        self.open = false;
+                    }
+                }
+                Ok(Some(Item::Lost { cpu, count, time })) => {
+                    self.doubted |= self.lossless.contains(&cpu);
+                    match (count, self.losses.get_mut(cpu)) {
+                        (_, Some((total, l))) => {
+                            let total = *total;
+                            let n = l.missed(count, || Some(total));
+                            if n > 0 {
+                                lost_line(sink, writer, lines, d.unix(time), cpu, n);
+                                stats.lost += n;
+                            }
+                        }
+                        (Some(n), None) => {
+                            lost_line(sink, writer, lines, d.unix(time), cpu, n);
+                            stats.lost += n;
+                        }
+                        (None, None) => {
+                            let msg = format!(
+                                "the kernel lost events on CPU {cpu} here; it did not store how many"
+                            );
+                            match sink.as_deref_mut() {
+                                Some(s) => self.open &= s.notice(d.unix(time), "lost", None, &msg),
+                                None => {
+                                    writer.write_notice(lines, d.unix(time), "lost", None, &msg)
+                                }
+                            }
+                        }
+                    }
+                }
+                // The file ends inside a CPU's data: what was there has been read.
+                Err(e) if matches!(e.kind, ErrorKind::CutShort { .. }) => {
+                    self.truncated.push(e.to_string());
+                }
+                // A bad page or chunk: reported, and the reader goes on with the next one.
+                Err(e) => {
+                    stats.error_count += 1;
+                    if self.problems.len() < MAX_KEPT {
+                        self.problems.push(e.to_string());
+                    }
+                    if self.spans.is_some() {
+                        return;
+                    }
+                }
+            }
+            if lines.len() >= BATCH {
+                let spans = self.spans.as_deref().unwrap_or_default();
+                self.open &= flush(lines, spans);
+                lines.clear();
+                if let Some(spans) = &mut self.spans {
+                    spans.clear();
+                }
+            }
+        }
+    }
+
+    /// The losses `losses` (each CPU's accounting at the end) reports beyond what was
+    /// counted, as `lost` lines at the last record's time.
+    fn settle(&mut self, losses: &mut CpuLosses, sink: &mut Option<&mut dyn RecordSink>) {
         for (cpu, total, l) in losses.iter_mut() {
             let n = l.settle(total);
             if n > 0 {
-                let t = last_time.and_then(unix);
-                lost_line(&mut sink, &mut writer, &mut lines, t, cpu, n);
-                stats.lost += n;
+                let t = self.last_time.and_then(|t| self.d.unix(t));
+                lost_line(sink, &mut self.writer, &mut self.lines, t, cpu, n);
+                self.stats.lost += n;
             }
         }
     }
-    writer.end_lines(&mut lines);
-    if !lines.is_empty() {
-        flush(&lines);
+}
+
+/// The windows of time a trace.dat's records are decoded in ([`plan_windows`]).
+pub struct Windows {
+    /// The windows, in time order.
+    pub windows: Vec<Window>,
+    /// Each CPU's loss accounting after its last page.
+    end_losses: CpuLosses,
+}
+
+/// One window of time of a trace.dat's records ([`decode_window`]).
+pub struct Window {
+    /// Its place among the windows.
+    pub index: usize,
+    from: u64,
+    until: Option<u64>,
+    /// Where each CPU's reading starts (file offset of a page).
+    starts: Vec<(u32, usize)>,
+    /// Each CPU's loss accounting before it.
+    losses: CpuLosses,
+    /// The CPUs whose final stats say they lost nothing (their pages were not all read).
+    lossless: Vec<u32>,
+}
+
+/// What a window's decoding saw ([`decode_window`]).
+#[derive(Debug, Clone, Default)]
+pub struct WindowDone {
+    /// Lines written, lost counts, records of no known event.
+    pub stats: DecodeStats,
+    /// Its last record's time.
+    pub last_time: Option<u64>,
+    /// Its lines are those of the whole file's decoding for its span of time: every CPU's
+    /// items came in time order and none was bad (else the file is decoded whole again).
+    pub sure: bool,
+    /// Where each CPU's stream ended (see [`Records::stops`]).
+    stops: Vec<(u32, Option<usize>)>,
+}
+
+/// Page times read per window asked for, per CPU, to choose where windows start.
+const SAMPLES_PER_WINDOW: usize = 16;
+
+/// Cut the records `d` decodes into about `count` windows of time holding about as many
+/// pages each, from a few page headers: for `uevrec decode --threads N`, each window
+/// decoded on its own ([`decode_window`]) and their lines written in order, the same
+/// bytes as one decoding when every CPU's items come in time order (which each window
+/// checks: [`WindowDone::sure`], [`Windows::joins`]). Where each window starts a CPU is
+/// found by bisecting its pages by time (a handful of headers); only the CPUs whose rings
+/// lost records (their final `stats`) have every page header read, for the loss
+/// accounting before each window. `Err`: why the file is not decoded so (in words).
+pub fn plan_windows(d: &FileDecoder<'_>, count: usize) -> Result<Windows, String> {
+    let opts = &d.opts;
+    if opts.format != OutputFormat::JsonLines {
+        return Err("only JSON lines are decoded in windows".into());
     }
-    Ok(Decoded {
-        stats,
-        problems,
-        truncated,
+    if opts.max_records.is_some() {
+        return Err("--count".into());
+    }
+    if opts.schema
+        && d.prepared
+            .iter()
+            .flatten()
+            .any(|p| p.eventheader().is_some())
+    {
+        return Err("EventHeader events' metadata lines depend on what came before".into());
+    }
+    let file = d.file;
+    let cpus = file.cpu_pages()?;
+    let pages: usize = cpus.iter().map(|c| c.count).sum();
+    let count = count.min(pages / 2);
+    // Where the windows start: the quantiles of a sample of page times.
+    let mut times: Vec<u64> = Vec::new();
+    for c in &cpus {
+        let k = (count * SAMPLES_PER_WINDOW).min(c.count);
+        for j in 0..k {
+            let header = file.page_header_at(c, j * c.count / k);
+            if let Some(h) = header.filter(|h| h.data_len > 0) {
+                times.push(h.timestamp);
+            }
+        }
+    }
+    times.sort_unstable();
+    let mut bounds = vec![0u64];
+    for j in 1..count {
+        let Some(&t) = times.get(j * times.len() / count) else {
+            break;
+        };
+        if bounds.last().is_some_and(|&b| t > b) {
+            bounds.push(t);
+        }
+    }
+    if bounds.len() < 2 {
+        return Err(format!("{pages} pages are too few to cut"));
+    }
+    // The CPUs whose rings lost records: each page's loss, in order.
+    let stats = CpuLosses::of(file);
+    type Marks = Vec<(u64, bool, Option<Option<u64>>)>;
+    let mut lossy: Vec<(u32, Marks)> = Vec::new();
+    for c in &cpus {
+        if stats.total(c.cpu).is_none_or(|total| total == 0) {
+            continue;
+        }
+        let mut marks = Vec::with_capacity(c.count);
+        let mut last = 0;
+        for i in 0..c.count {
+            let h = file
+                .page_header_at(c, i)
+                .ok_or_else(|| format!("a page header of CPU {} does not parse", c.cpu))?;
+            let meaningful = h.data_len > 0 || h.missed.is_some();
+            if meaningful {
+                if h.timestamp < last {
+                    return Err(format!("CPU {}'s page times go back", c.cpu));
+                }
+                last = h.timestamp;
+            }
+            marks.push((h.timestamp, meaningful, h.missed));
+        }
+        lossy.push((c.cpu, marks));
+    }
+    // A CPU of no losses in its final stats had no page that lost any (else a window
+    // that meets one does not vouch for its lines).
+    let lossless: Vec<u32> = cpus
+        .iter()
+        .map(|c| c.cpu)
+        .filter(|cpu| lossy.iter().all(|(c, _)| c != cpu))
+        .filter(|&cpu| stats.total(cpu).is_some())
+        .collect();
+    let windows = bounds
+        .iter()
+        .enumerate()
+        .map(|(index, &from)| {
+            let mut losses = stats.clone();
+            let starts = cpus
+                .iter()
+                .map(|c| {
+                    let marks = lossy.iter().find(|(cpu, _)| *cpu == c.cpu).map(|(_, m)| m);
+                    let lo = match marks {
+                        // Every page read: the first that holds something at or past
+                        // `from`, and the losses of those before it.
+                        Some(marks) => {
+                            let lo = marks
+                                .iter()
+                                .position(|&(time, meaningful, _)| meaningful && time >= from)
+                                .unwrap_or(marks.len());
+                            if let Some((total, l)) = losses.get_mut(c.cpu) {
+                                let total = *total;
+                                for &(_, _, missed) in &marks[..lo] {
+                                    if let Some(count) = missed {
+                                        l.missed(count, || Some(total));
+                                    }
+                                }
+                            }
+                            lo
+                        }
+                        // Bisected: the first page at or past `from` (a page whose header
+                        // does not parse counts as before: starting later than need be is
+                        // what the windows' checks catch).
+                        None => {
+                            let (mut lo, mut hi) = (0, c.count);
+                            while lo < hi {
+                                let mid = lo + (hi - lo) / 2;
+                                let before = file
+                                    .page_header_at(c, mid)
+                                    .is_none_or(|h| h.timestamp < from);
+                                if before {
+                                    lo = mid + 1;
+                                } else {
+                                    hi = mid;
+                                }
+                            }
+                            lo
+                        }
+                    };
+                    // Start from the last page before it that holds something (its
+                    // items may reach past `from`).
+                    let mut start = lo.saturating_sub(1);
+                    while start > 0
+                        && file
+                            .page_header_at(c, start)
+                            .is_none_or(|h| h.data_len == 0 && h.missed.is_none())
+                    {
+                        start -= 1;
+                    }
+                    (c.cpu, c.offset(start))
+                })
+                .collect();
+            Window {
+                index,
+                from,
+                until: bounds.get(index + 1).copied(),
+                starts,
+                losses,
+                lossless: lossless.clone(),
+            }
+        })
+        .collect();
+    let mut end_losses = stats.clone();
+    for (cpu, marks) in &lossy {
+        if let Some((total, l)) = end_losses.get_mut(*cpu) {
+            let total = *total;
+            for &(_, _, missed) in marks {
+                if let Some(count) = missed {
+                    l.missed(count, || Some(total));
+                }
+            }
+        }
+    }
+    Ok(Windows {
+        windows,
+        end_losses,
     })
+}
+
+impl Windows {
+    /// Whether the window before `next` (its reading `done`) read each CPU up to where
+    /// `next` starts reading it: else items between were read by neither.
+    pub fn joins(&self, done: &WindowDone, next: usize) -> bool {
+        let Some(next) = self.windows.get(next) else {
+            return true;
+        };
+        done.stops.iter().all(|&(cpu, stop)| {
+            let start = next.starts.iter().find(|(c, _)| *c == cpu).map(|&(_, s)| s);
+            match (stop, start) {
+                (Some(stop), Some(start)) => stop >= start,
+                _ => true,
+            }
+        })
+    }
+
+    /// The lines that end the file's decoding: the losses no page counted (the rings'
+    /// final stats), at `last_time` (the last record's); their count is added to `stats`.
+    pub fn finish(
+        &mut self,
+        d: &FileDecoder<'_>,
+        last_time: Option<u64>,
+        stats: &mut DecodeStats,
+    ) -> Vec<u8> {
+        let mut run = Run::new(d, CpuLosses(Vec::new()), false);
+        run.last_time = last_time;
+        run.settle(&mut self.end_losses, &mut None);
+        stats.lost += run.stats.lost;
+        run.lines
+    }
+}
+
+/// Decode window `w` of the file `d` decodes: its lines to `flush` in runs of about 256
+/// KiB (it may take the buffer, leaving an empty one in its place), with where its schema
+/// lines are (written for each event's first record in the window: the caller drops those
+/// of events a window before described).
+pub fn decode_window(
+    d: &FileDecoder<'_>,
+    w: &Window,
+    flush: &mut dyn FnMut(&mut Vec<u8>, &[SchemaSpan]) -> bool,
+) -> WindowDone {
+    let mut records = match d.file.window_records(w.from, w.until, &w.starts) {
+        Ok(r) => r,
+        Err(_) => return WindowDone::default(),
+    };
+    let mut run = Run::new(d, w.losses.clone(), true);
+    run.lossless.clone_from(&w.lossless);
+    run.read(&mut records, flush, &mut None);
+    if run.open && !run.lines.is_empty() {
+        run.flush(flush);
+    }
+    WindowDone {
+        sure: records.in_order()
+            && run.stats.error_count == 0
+            && run.truncated.is_empty()
+            && !run.doubted,
+        stops: records.stops(),
+        last_time: run.last_time,
+        stats: run.stats,
+    }
 }
 
 /// The (system, name) of each format that did not parse, by its `ID:`, when its text
@@ -254,17 +700,20 @@ fn unknown_formats(file: &TraceDat<'_>) -> Vec<(u32, String, String)> {
         .collect()
 }
 
-/// The event (system, name) of a record with no usable format, if known, and the
-/// message of its `undecoded` notice: why, and the whole entry in hex.
+/// The event (system, name) of a record with no usable format, if known, the message of
+/// its `undecoded` notice (why, and the whole entry in hex), and whether it is selected
+/// (an unknown event is).
 fn undecoded(
     file: &TraceDat<'_>,
-    unknown: &[(u32, String, String)],
+    unknown: &[(u32, String, String, bool)],
     r: &Record<'_>,
-) -> (Option<(String, String)>, String) {
+) -> (Option<(String, String)>, String, bool) {
     let id = file.common_type_of(r.raw);
     let known = id.and_then(|id| unknown.iter().find(|(i, ..)| *i == id));
     let why = match (id, known) {
-        (Some(id), Some((_, s, n))) => format!("the format of {s}:{n} (id {id}) does not parse"),
+        (Some(id), Some((_, s, n, _))) => {
+            format!("the format of {s}:{n} (id {id}) does not parse")
+        }
         (Some(id), None) => format!("the file has no format for event id {id}"),
         (None, _) => "the entry is too short for its common_type".to_string(),
     };
@@ -274,7 +723,12 @@ fn undecoded(
         r.raw.len(),
         hex(r.raw)
     );
-    (known.map(|(_, s, n)| (s.clone(), n.clone())), message)
+    let selected = known.is_none_or(|(.., selected)| *selected);
+    (
+        known.map(|(_, s, n, _)| (s.clone(), n.clone())),
+        message,
+        selected,
+    )
 }
 
 /// `bytes` as lowercase hex.
@@ -310,6 +764,7 @@ fn lost_line(
 /// whose count the kernel could not store, what the stats say beyond the counts so far
 /// (at that page); at the end the rest ([`Losses`]). Records kept + lost = records
 /// produced.
+#[derive(Debug, Clone)]
 struct CpuLosses(Vec<(u32, u64, Losses)>);
 
 impl CpuLosses {
@@ -325,6 +780,14 @@ impl CpuLosses {
                 .filter_map(|c| Some((c.cpu, file.cpu_lost_total(c.cpu)?, Losses::default())))
                 .collect(),
         )
+    }
+
+    /// CPU `cpu`'s final total.
+    fn total(&self, cpu: u32) -> Option<u64> {
+        self.0
+            .iter()
+            .find(|(c, ..)| *c == cpu)
+            .map(|&(_, total, _)| total)
     }
 
     /// CPU `cpu`'s final total and accounting.

@@ -47,12 +47,12 @@ use std::collections::BTreeMap;
 
 pub use compress::Compression;
 pub use error::{ErrorKind, TraceDatError};
-pub use records::{Item, Record, Records};
+pub use records::{CpuPages, Item, Record, Records};
 pub use text::{BadLines, MAX_SHOWN, parse_cmdlines, parse_saved_tgids};
 
 use crate::bytes::{self, Endian};
 use crate::format_file::FormatError;
-use crate::ftrace_page::PageLayout;
+use crate::ftrace_page::{PageHeader, PageLayout};
 use crate::schema::EventFormat;
 use cursor::Cursor;
 
@@ -363,6 +363,68 @@ impl<'a> TraceDat<'a> {
                     .error(ErrorKind::Unsupported("no top-instance trace data".into()))
             })?;
         self.buffer_records(index)
+    }
+
+    /// The top buffer's data, CPU by CPU, as pages in the file: where a decoding in
+    /// windows of time may start each CPU ([`TraceDat::window_records`], the pages'
+    /// headers read with [`TraceDat::page_header_at`]). `Err`, in words, when the data
+    /// cannot be cut so: compressed, or cut short.
+    pub fn cpu_pages(&self) -> Result<Vec<CpuPages>, String> {
+        let buffer = self
+            .buffers
+            .iter()
+            .find(|b| b.name.is_empty() && !b.latency)
+            .ok_or("no top-instance trace data")?;
+        if buffer.compressed {
+            return Err("its data is compressed".into());
+        }
+        let page_size = (buffer.page_size as usize).max(self.layout.data_offset() + 1);
+        let mut entries = buffer.cpus.clone();
+        entries.sort_by_key(|c| c.cpu);
+        let mut all = Vec::with_capacity(entries.len());
+        for entry in entries.iter().filter(|c| c.size > 0) {
+            let end = entry.offset.saturating_add(entry.size);
+            if end > self.data.len() as u64 {
+                return Err(format!("CPU {}'s data is cut short", entry.cpu));
+            }
+            // Both within the file (checked above).
+            let len = entry.size as usize;
+            all.push(CpuPages {
+                cpu: entry.cpu,
+                first: entry.offset as usize,
+                count: len.div_ceil(page_size),
+                len,
+                page_size,
+            });
+        }
+        Ok(all)
+    }
+
+    /// The header of page `i` of `cpu`'s data (`None`: no such page, or its header does
+    /// not parse).
+    pub fn page_header_at(&self, cpu: &CpuPages, i: usize) -> Option<PageHeader> {
+        let at = cpu.offset(i);
+        let len = cpu.page_size.min(cpu.len.checked_sub(i * cpu.page_size)?);
+        let page = self.data.get(at..at + len)?;
+        self.layout.page_header(page).ok()
+    }
+
+    /// The top buffer's items with times in `from..until` (no end: to the end), in the
+    /// order [`TraceDat::records`] gives them when every CPU's items come in time order:
+    /// each CPU's read from its page at file offset `starts` names (one at or before its
+    /// first item of the window, from [`TraceDat::cpu_pages`]), its items before `from`
+    /// passed over, its stream ended at its first item at or past `until`. Whether the
+    /// items did come in time order, and where each CPU's stream ended, the reading says
+    /// at its end ([`Records::in_order`], [`Records::stops`]).
+    pub fn window_records(
+        &self,
+        from: u64,
+        until: Option<u64>,
+        starts: &[(u32, usize)],
+    ) -> Result<Records<'_>, TraceDatError> {
+        let mut records = self.records()?;
+        records.set_window(from, until, starts);
+        Ok(records)
     }
 
     /// The records of the `index`th buffer of [`TraceDat::buffers`].

@@ -36,6 +36,28 @@ pub struct Record<'r> {
     pub event: Option<usize>,
 }
 
+/// A CPU's data of the top buffer, whole pages in the file ([`TraceDat::cpu_pages`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuPages {
+    /// The CPU.
+    pub cpu: u32,
+    /// File offset of its first page.
+    pub first: usize,
+    /// How many pages (the last may be shorter).
+    pub count: usize,
+    /// Bytes of its data.
+    pub len: usize,
+    /// The page size.
+    pub page_size: usize,
+}
+
+impl CpuPages {
+    /// File offset of page `i`.
+    pub fn offset(&self, i: usize) -> usize {
+        self.first + i * self.page_size
+    }
+}
+
 /// Where the current page's bytes are.
 #[derive(Debug, Clone, Copy)]
 struct PageSrc {
@@ -82,6 +104,10 @@ struct CpuStream<'t> {
     page: Option<(PageSrc, PageReader)>,
     head: Option<Head>,
     done: bool,
+    /// A window's reading: the time of the last head (to tell entries that go back in
+    /// time) and the page where the window ended this stream.
+    last: u64,
+    stop: Option<usize>,
 }
 
 impl<'t> CpuStream<'t> {
@@ -317,6 +343,10 @@ pub struct Records<'t> {
     cpus: Vec<CpuStream<'t>>,
     /// The stream whose head was returned last (consumed on the next call).
     taken: Option<usize>,
+    /// A window of the stream ([`TraceDat::window_records`]): its times `from..until`.
+    window: Option<(u64, Option<u64>)>,
+    /// In a window: an entry came before the one ahead of it on its CPU.
+    disorder: bool,
 }
 
 impl<'t> Records<'t> {
@@ -371,6 +401,8 @@ impl<'t> Records<'t> {
                 page: None,
                 head: None,
                 done: false,
+                last: 0,
+                stop: None,
             };
             if buffer.compressed {
                 let mut c = Cursor::new(&data[..end], start, file.endian(), None);
@@ -384,7 +416,62 @@ impl<'t> Records<'t> {
             settings,
             cpus,
             taken: None,
+            window: None,
+            disorder: false,
         })
+    }
+
+    /// Make this (new, uncompressed) stream the window of items with times `from..until`
+    /// (no end: to the end), each CPU's read from the page at file offset `starts[cpu]`
+    /// (a page at or before the first item of the window).
+    pub(super) fn set_window(&mut self, from: u64, until: Option<u64>, starts: &[(u32, usize)]) {
+        self.window = Some((from, until));
+        for stream in &mut self.cpus {
+            if let Some(&(_, at)) = starts.iter().find(|(cpu, _)| *cpu == stream.cpu) {
+                stream.pos = at.clamp(stream.pos, stream.end);
+            }
+        }
+    }
+
+    /// A window's heads: items before it passed over, the first at or past its end ends
+    /// its CPU's stream there; an item older than the one before it on its CPU noted.
+    fn fill_window(&mut self, from: u64, until: Option<u64>) -> Result<(), TraceDatError> {
+        for stream in &mut self.cpus {
+            loop {
+                stream.fill(&self.settings)?;
+                let Some(head) = stream.head else {
+                    break;
+                };
+                let time = head.time();
+                if time < stream.last {
+                    self.disorder = true;
+                }
+                stream.last = time;
+                if time < from {
+                    stream.head = None;
+                    continue;
+                }
+                if until.is_some_and(|until| time >= until) {
+                    stream.stop = stream.page.map(|(src, _)| src.start);
+                    stream.head = None;
+                    stream.done = true;
+                }
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// A window's reading: false when an item came before the one ahead of it on its CPU
+    /// (the window's items are then not those of the whole stream's merge).
+    pub fn in_order(&self) -> bool {
+        !self.disorder
+    }
+
+    /// A window's reading: for each CPU, the file offset of the page where the window
+    /// ended its stream (`None`: it read the CPU's data to its end, or not yet ended).
+    pub fn stops(&self) -> Vec<(u32, Option<usize>)> {
+        self.cpus.iter().map(|s| (s.cpu, s.stop)).collect()
     }
 
     /// The next record or lost-event marker in time order, `Ok(None)` at the end.
@@ -396,8 +483,13 @@ impl<'t> Records<'t> {
                 stream.head = None;
             }
         }
-        for stream in &mut self.cpus {
-            stream.fill(&self.settings)?;
+        match self.window {
+            Some((from, until)) => self.fill_window(from, until)?,
+            None => {
+                for stream in &mut self.cpus {
+                    stream.fill(&self.settings)?;
+                }
+            }
         }
         let mut best: Option<(usize, u64)> = None;
         for (i, stream) in self.cpus.iter().enumerate() {

@@ -1,0 +1,440 @@
+//! Pure tier: a trace.dat decoded in windows of time ([`plan_windows`], [`decode_window`],
+//! the schema lines of events a window before described cut out, [`Windows::finish`])
+//! gives the bytes one decoding gives, whenever every window vouches for its lines; and
+//! every window does when each CPU's items come in time order. Random files: 1–4 CPUs of
+//! pages of two events with formats and one without, deltas of 0 (ties) and up, pages that
+//! lost events (with and without a stored count), CPUs with and without their final
+//! `stats`, and (in the second property) pages that start before the page ahead ended.
+
+use proptest::prelude::*;
+use uevrec_parsers::Endian;
+use uevrec_parsers::to_lines::DecodeOptions;
+use uevrec_parsers::to_lines::trace_dat::{
+    FileDecoder, SchemaSpan, decode_lines, decode_window, plan_windows,
+};
+use uevrec_parsers::trace_dat::TraceDat;
+use uevrec_parsers::trace_dat::writer::{DatMeta, header};
+
+fn format(name: &str, id: u16) -> String {
+    format!(
+        "name: {name}
+ID: {id}
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:u64 seq;\toffset:8;\tsize:8;\tsigned:0;
+
+print fmt: \"seq=%llu\", REC->seq
+"
+    )
+}
+
+const HEADER_PAGE: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;
+\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;
+\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;
+\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;
+";
+
+const HEADER_EVENT: &str = "# compressed entry header
+\ttype_len    :    5 bits
+\ttime_delta  :   27 bits
+\tarray       :   32 bits
+
+\tpadding     : type == 29
+\ttime_extend : type == 30
+\ttime_stamp : type == 31
+\tdata max type_len  == 28
+";
+
+const PAGE: usize = 4096;
+/// Event ids: two with formats, one without.
+const TYPES: [u16; 3] = [2001, 2002, 999];
+/// In a [`PageSpec`]: not an event but an absolute time stamp (its "delta" the time).
+const STAMP: u16 = u16::MAX;
+
+/// One page to build: its time, what it lost before it, its events (type, delta).
+#[derive(Debug, Clone)]
+struct PageSpec {
+    time: u64,
+    missed: Option<Option<u64>>,
+    events: Vec<(u16, u32)>,
+}
+
+fn page(spec: &PageSpec, seq: &mut u64) -> Vec<u8> {
+    let mut p = vec![0u8; 16];
+    p[..8].copy_from_slice(&spec.time.to_le_bytes());
+    for &(ty, delta) in &spec.events {
+        if ty == STAMP {
+            p.extend_from_slice(&(31u32 | (delta << 5)).to_le_bytes());
+            p.extend_from_slice(&0u32.to_le_bytes());
+            continue;
+        }
+        *seq += 1;
+        // type_len 4: 16 bytes of data.
+        p.extend_from_slice(&(4u32 | (delta << 5)).to_le_bytes());
+        p.extend_from_slice(&ty.to_le_bytes());
+        p.extend_from_slice(&[0, 0]);
+        p.extend_from_slice(&(40 + (*seq % 3) as i32).to_le_bytes());
+        p.extend_from_slice(&seq.to_le_bytes());
+    }
+    let mut commit = (p.len() - 16) as u64;
+    match spec.missed {
+        Some(Some(n)) => {
+            commit |= (1 << 31) | (1 << 30);
+            p.extend_from_slice(&n.to_le_bytes());
+        }
+        Some(None) => commit |= 1 << 31,
+        None => {}
+    }
+    p[8..16].copy_from_slice(&commit.to_le_bytes());
+    p.resize(PAGE, 0);
+    p
+}
+
+/// A v6 file of these CPUs' pages; `stats[cpu]`: the CPU's final `overrun`, if stored.
+fn build(cpus: &[Vec<PageSpec>], stats: &[Option<u64>]) -> Vec<u8> {
+    let systems = [(
+        "test".to_string(),
+        vec![format("one", 2001), format("two", 2002)],
+    )];
+    let cpu_stats: Vec<(u32, String)> = stats
+        .iter()
+        .enumerate()
+        .filter_map(|(cpu, s)| {
+            s.map(|n| {
+                (
+                    cpu as u32,
+                    format!("entries: 0\noverrun: {n}\ncommit overrun: 0\ndropped events: 0\n"),
+                )
+            })
+        })
+        .collect();
+    let meta = DatMeta {
+        endian: Endian::Little,
+        long_size: 8,
+        page_size: PAGE as u32,
+        header_page: HEADER_PAGE,
+        header_event: HEADER_EVENT,
+        ftrace_formats: &[],
+        systems: &systems,
+        cmdlines: "40 forty\n41 forty-one\n",
+        trace_clock: "mono",
+        offset_ns: Some(1_000_000_000),
+        cpu_stats: &cpu_stats,
+        tgids: Some("40 40\n41 40\n"),
+        uname: Some("Linux host 6.18 #1 x86_64"),
+        version: None,
+    };
+    let sizes: Vec<u64> = cpus.iter().map(|p| (p.len() * PAGE) as u64).collect();
+    let (mut bytes, offsets) = header(&meta, &sizes);
+    let mut seq = 0;
+    for (pages, &at) in cpus.iter().zip(&offsets) {
+        bytes.resize(at as usize, 0);
+        for spec in pages {
+            bytes.extend_from_slice(&page(spec, &mut seq));
+        }
+    }
+    bytes
+}
+
+fn opts() -> DecodeOptions {
+    DecodeOptions {
+        schema: true,
+        context: true,
+        ..DecodeOptions::default()
+    }
+}
+
+/// One decoding's lines.
+fn whole(file: &TraceDat<'_>) -> Vec<u8> {
+    let mut out = Vec::new();
+    decode_lines(file, &opts(), &|_, _| true, &mut |b| {
+        out.extend_from_slice(b);
+        true
+    })
+    .unwrap();
+    out
+}
+
+/// The lines of the windows as `uevrec decode --threads` writes them, when every window
+/// vouches for its lines (`None` when one does not, or the file is not cut).
+fn in_windows(file: &TraceDat<'_>, count: usize) -> Option<Vec<u8>> {
+    let d = FileDecoder::new(file, &opts(), &|_, _| true);
+    let mut windows = plan_windows(&d, count).ok()?;
+    let mut out = Vec::new();
+    let mut described = Vec::new();
+    let mut last_time = None;
+    let mut stats = Default::default();
+    for i in 0..windows.windows.len() {
+        let mut pieces: Vec<(Vec<u8>, Vec<SchemaSpan>)> = Vec::new();
+        let done = decode_window(&d, &windows.windows[i], &mut |lines, spans| {
+            pieces.push((std::mem::take(lines), spans.to_vec()));
+            true
+        });
+        if !done.sure || !windows.joins(&done, i + 1) {
+            return None;
+        }
+        for (mut lines, spans) in pieces {
+            let mut cut = Vec::new();
+            for s in spans {
+                if described.len() <= s.event {
+                    described.resize(s.event + 1, false);
+                }
+                if std::mem::replace(&mut described[s.event], true) {
+                    cut.push(s.start..s.end);
+                }
+            }
+            for r in cut.into_iter().rev() {
+                lines.drain(r);
+            }
+            out.extend_from_slice(&lines);
+        }
+        last_time = done.last_time.or(last_time);
+    }
+    out.extend_from_slice(&windows.finish(&d, last_time, &mut stats));
+    Some(out)
+}
+
+/// A CPU's pages: each starts `gap` after the page before ended, or (`overlap`) up to
+/// `back` before that.
+fn cpu_pages(overlap: bool) -> impl Strategy<Value = Vec<PageSpec>> {
+    let event =
+        (0..TYPES.len(), prop_oneof![Just(0u32), 0u32..40]).prop_map(|(t, d)| (TYPES[t], d));
+    let missed = prop_oneof![
+        6 => Just(None),
+        1 => (1u64..5).prop_map(|n| Some(Some(n))),
+        1 => Just(Some(None)),
+    ];
+    let spec = (
+        prop::collection::vec(event, 0..8),
+        missed,
+        0u64..50,
+        0u64..30,
+    );
+    prop::collection::vec(spec, 1..7).prop_map(move |pages| {
+        let mut end = 1000u64;
+        let mut page_time = 0u64;
+        pages
+            .into_iter()
+            .map(|(events, missed, gap, back)| {
+                let mut time = end + gap;
+                if overlap {
+                    time = time.saturating_sub(back).max(page_time);
+                }
+                page_time = time;
+                end = time + events.iter().map(|&(_, d)| u64::from(d)).sum::<u64>();
+                PageSpec {
+                    time,
+                    missed,
+                    events,
+                }
+            })
+            .collect()
+    })
+}
+
+fn files(overlap: bool) -> impl Strategy<Value = (Vec<Vec<PageSpec>>, Vec<Option<u64>>)> {
+    prop::collection::vec((cpu_pages(overlap), prop::option::of(0u64..20)), 1..5).prop_map(|cpus| {
+        // A ring's final stats count at least what its pages said it lost.
+        cpus.into_iter()
+            .map(|(pages, extra)| {
+                let said: u64 = pages
+                    .iter()
+                    .map(|p| match p.missed {
+                        Some(Some(n)) => n,
+                        Some(None) => 1,
+                        None => 0,
+                    })
+                    .sum();
+                let total = extra.map(|e| said + e);
+                (pages, total)
+            })
+            .unzip()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn windows_in_time_order_write_the_bytes_of_one_decoding(
+        (cpus, stats) in files(false),
+        count in 2usize..7,
+    ) {
+        let bytes = build(&cpus, &stats);
+        let file = TraceDat::parse(&bytes).unwrap();
+        let want = whole(&file);
+        let d = FileDecoder::new(&file, &opts(), &|_, _| true);
+        if let Err(why) = plan_windows(&d, count) {
+            // Too few pages (or page times) to cut: nothing to check.
+            prop_assert!(why.contains("too few"), "{}", why);
+            return Ok(());
+        }
+        let got = in_windows(&file, count);
+        prop_assert!(got.is_some(), "a window in time order did not vouch for its lines");
+        let got = got.unwrap();
+        prop_assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want)
+        );
+    }
+
+    #[test]
+    fn windows_that_vouch_for_their_lines_are_right_even_when_items_go_back(
+        (cpus, stats) in files(true),
+        count in 2usize..7,
+    ) {
+        let bytes = build(&cpus, &stats);
+        let file = TraceDat::parse(&bytes).unwrap();
+        if let Some(got) = in_windows(&file, count) {
+            let want = whole(&file);
+            prop_assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&want)
+            );
+        }
+    }
+}
+
+/// A CPU whose second page starts before its first ended: the windows do not vouch for
+/// their lines (the file is decoded again whole).
+#[test]
+fn items_that_go_back_across_pages_are_noticed() {
+    let first = PageSpec {
+        time: 1000,
+        missed: None,
+        events: vec![(2001, 0), (2001, 30), (2001, 30), (2001, 30)],
+    };
+    let second = PageSpec {
+        time: 1010,
+        missed: None,
+        events: vec![(2001, 0), (2001, 30), (2001, 30), (2001, 30)],
+    };
+    let other = |time| PageSpec {
+        time,
+        missed: None,
+        events: vec![(2002, 0), (2002, 5)],
+    };
+    let cpus = vec![
+        vec![first, second],
+        vec![other(1000), other(1020), other(1040), other(1200)],
+    ];
+    let bytes = build(&cpus, &[None, None]);
+    let file = TraceDat::parse(&bytes).unwrap();
+    for count in 2..4 {
+        assert_eq!(in_windows(&file, count), None, "{count} windows");
+    }
+}
+
+/// Two CPUs of four pages, losses with and without a stored count, both events in every
+/// window: cut into 2 to 6 windows, each vouches for its lines, and they are the bytes of
+/// one decoding (schema lines once, the losses the stats add at the end).
+#[test]
+fn a_file_in_windows_is_one_decoding() {
+    let spec = |time, missed, ty| PageSpec {
+        time,
+        missed,
+        events: vec![(ty, 0), (2001, 3), (2002, 3), (999, 3)],
+    };
+    let cpus = vec![
+        vec![
+            spec(1000, None, 2001),
+            spec(1100, Some(Some(3)), 2002),
+            spec(1200, None, 2001),
+            spec(1300, Some(None), 2002),
+        ],
+        vec![
+            spec(1005, Some(Some(2)), 2002),
+            spec(1105, None, 2001),
+            spec(1205, Some(Some(1)), 2002),
+            spec(1305, None, 2001),
+        ],
+    ];
+    let bytes = build(&cpus, &[Some(20), None]);
+    let file = TraceDat::parse(&bytes).unwrap();
+    let want = whole(&file);
+    let text = String::from_utf8_lossy(&want);
+    assert_eq!(text.matches("\"uevrec\":\"schema\"").count(), 2, "{text}");
+    assert!(text.contains("\"uevrec\":\"lost\""), "{text}");
+    let d = FileDecoder::new(&file, &opts(), &|_, _| true);
+    for count in 2..7 {
+        let windows = plan_windows(&d, count).unwrap();
+        assert!(
+            windows.windows.len() >= 2,
+            "{count}: {}",
+            windows.windows.len()
+        );
+        let got = in_windows(&file, count).expect("every window vouches");
+        assert_eq!(String::from_utf8_lossy(&got), text, "{count} windows");
+    }
+}
+
+/// A page whose absolute time stamp takes its time back, past where the next window
+/// starts: that window does not vouch for its lines (it would pass the older record over
+/// as the window before's, which ended the CPU before it).
+#[test]
+fn an_absolute_time_stamp_going_back_is_noticed() {
+    let back = PageSpec {
+        time: 1000,
+        missed: None,
+        events: vec![(2001, 0), (2001, 100), (STAMP, 1050), (2001, 0)],
+    };
+    let other = |time| PageSpec {
+        time,
+        missed: None,
+        events: vec![(2002, 0)],
+    };
+    let cpus = vec![
+        vec![back],
+        vec![
+            other(1000),
+            other(1010),
+            other(1070),
+            other(1080),
+            other(1090),
+        ],
+    ];
+    let bytes = build(&cpus, &[None, None]);
+    let file = TraceDat::parse(&bytes).unwrap();
+    let text = String::from_utf8(whole(&file)).unwrap();
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.contains("\"fields\":{\"seq\""))
+            .count(),
+        8,
+        "{text}"
+    );
+    // Two windows, the second from 1070: the record at 1050 comes after the one at 1100.
+    assert_eq!(in_windows(&file, 2), None);
+}
+
+/// A page that lost records on a CPU whose final stats say it lost none (its pages were
+/// not all read for the loss accounting): the window that meets it does not vouch for its
+/// lines.
+#[test]
+fn a_loss_the_stats_do_not_know_is_noticed() {
+    let spec = |time, missed| PageSpec {
+        time,
+        missed,
+        events: vec![(2001, 0), (2002, 5)],
+    };
+    let cpus = vec![
+        vec![
+            spec(1000, None),
+            spec(1100, None),
+            spec(1200, Some(Some(2))),
+        ],
+        vec![spec(1005, None), spec(1105, None), spec(1205, None)],
+    ];
+    let bytes = build(&cpus, &[Some(0), Some(0)]);
+    let file = TraceDat::parse(&bytes).unwrap();
+    assert!(
+        String::from_utf8(whole(&file))
+            .unwrap()
+            .contains("\"lost\":2")
+    );
+    assert_eq!(in_windows(&file, 2), None);
+}
