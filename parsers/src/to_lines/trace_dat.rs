@@ -245,12 +245,7 @@ impl<'d, 'f> Run<'d, 'f> {
 
     /// Hand on the lines gathered (and the schema lines among them).
     fn flush(&mut self, flush: &mut dyn FnMut(&mut Vec<u8>, &[SchemaSpan]) -> bool) {
-        let spans = self.spans.as_deref().unwrap_or_default();
-        self.open &= flush(&mut self.lines, spans);
-        self.lines.clear();
-        if let Some(spans) = &mut self.spans {
-            spans.clear();
-        }
+        self.open &= hand_on(&mut self.lines, &mut self.spans, flush);
     }
 
     /// Write every item of `records` (to `sink` when there is one), `flush`ed in runs of
@@ -387,12 +382,7 @@ impl<'d, 'f> Run<'d, 'f> {
                 }
             }
             if lines.len() >= BATCH {
-                let spans = self.spans.as_deref().unwrap_or_default();
-                self.open &= flush(lines, spans);
-                lines.clear();
-                if let Some(spans) = &mut self.spans {
-                    spans.clear();
-                }
+                self.open &= hand_on(lines, &mut self.spans, flush);
             }
         }
     }
@@ -409,6 +399,21 @@ impl<'d, 'f> Run<'d, 'f> {
             }
         }
     }
+}
+
+/// Hand `lines` (and where the schema lines among them are, for a window) to `flush`, then
+/// start both afresh; whether to go on.
+fn hand_on(
+    lines: &mut Vec<u8>,
+    spans: &mut Option<Vec<SchemaSpan>>,
+    flush: &mut dyn FnMut(&mut Vec<u8>, &[SchemaSpan]) -> bool,
+) -> bool {
+    let go_on = flush(lines, spans.as_deref().unwrap_or_default());
+    lines.clear();
+    if let Some(spans) = spans {
+        spans.clear();
+    }
+    go_on
 }
 
 /// The windows of time a trace.dat's records are decoded in ([`plan_windows`]).
