@@ -7,63 +7,30 @@
 
 use std::collections::BTreeSet;
 
-use uevrec_parsers::Endian;
 use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::trace_dat::{Decoded, decode_lines};
-use uevrec_parsers::trace_dat::writer::{DatMeta, header};
+use uevrec_parsers::trace_dat::writer::header;
 use uevrec_parsers::trace_dat::{ErrorKind, TraceDat};
 
-const SEQ: &str = "name: seq
-ID: 2001
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+#[path = "common/trace_dat.rs"]
+mod fixture;
+use fixture::{Entry, PAGE, seq_format};
 
-\tfield:u64 seq;\toffset:8;\tsize:8;\tsigned:0;
-
-print fmt: \"seq=%llu\", REC->seq
-";
-
-const HEADER_PAGE: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;
-\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;
-\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;
-\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;
-";
-
-const HEADER_EVENT: &str = "# compressed entry header
-\ttype_len    :    5 bits
-\ttime_delta  :   27 bits
-\tarray       :   32 bits
-
-\tpadding     : type == 29
-\ttime_extend : type == 30
-\ttime_stamp : type == 31
-\tdata max type_len  == 28
-";
-
-const PAGE: usize = 4096;
 const PER_PAGE: u64 = 7;
 /// The event id no format in the file describes.
 const NO_FORMAT: u16 = 999;
 
 /// One ring-buffer page: the events `(common_type, seq)` 10 ns apart from `time`.
 fn page(time: u64, events: &[(u16, u64)]) -> Vec<u8> {
-    let mut p = vec![0u8; 16];
-    p[..8].copy_from_slice(&time.to_le_bytes());
-    for &(ty, seq) in events {
-        // type_len 4: 16 bytes of data; time delta 10.
-        p.extend_from_slice(&(4u32 | (10 << 5)).to_le_bytes());
-        p.extend_from_slice(&ty.to_le_bytes());
-        p.extend_from_slice(&[0, 0]);
-        p.extend_from_slice(&42i32.to_le_bytes());
-        p.extend_from_slice(&seq.to_le_bytes());
-    }
-    let commit = (p.len() - 16) as u64;
-    p[8..16].copy_from_slice(&commit.to_le_bytes());
-    p.resize(PAGE, 0);
-    p
+    let entries: Vec<Entry> = (events.iter())
+        .map(|&(ty, seq)| Entry::Record {
+            ty,
+            delta: 10,
+            pid: 42,
+            seq,
+        })
+        .collect();
+    fixture::page(time, None, &entries)
 }
 
 /// What the file holds.
@@ -78,23 +45,8 @@ struct File {
 }
 
 fn file() -> File {
-    let systems = [("test".to_string(), vec![SEQ.to_string()])];
-    let meta = DatMeta {
-        endian: Endian::Little,
-        long_size: 8,
-        page_size: PAGE as u32,
-        header_page: HEADER_PAGE,
-        header_event: HEADER_EVENT,
-        ftrace_formats: &[],
-        systems: &systems,
-        cmdlines: "42 producer\n",
-        trace_clock: "mono",
-        offset_ns: Some(1_000_000_000),
-        cpu_stats: &[],
-        tgids: None,
-        uname: None,
-        version: None,
-    };
+    let systems = [("test".to_string(), vec![seq_format("seq", 2001)])];
+    let meta = fixture::meta(&systems, "42 producer\n", &[], None, None);
     let (mut bytes, offsets) = header(&meta, &[2 * PAGE as u64, 2 * PAGE as u64]);
     let header_len = bytes.len();
     let mut ends = Vec::new();

@@ -7,49 +7,17 @@
 //! `stats`, and (in the second property) pages that start before the page ahead ended.
 
 use proptest::prelude::*;
-use uevrec_parsers::Endian;
 use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::trace_dat::{
     FileDecoder, SchemaSpan, decode_lines, decode_window, plan_windows,
 };
 use uevrec_parsers::trace_dat::TraceDat;
-use uevrec_parsers::trace_dat::writer::{DatMeta, header};
+use uevrec_parsers::trace_dat::writer::header;
 
-fn format(name: &str, id: u16) -> String {
-    format!(
-        "name: {name}
-ID: {id}
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+#[path = "common/trace_dat.rs"]
+mod fixture;
+use fixture::{Entry, PAGE, seq_format};
 
-\tfield:u64 seq;\toffset:8;\tsize:8;\tsigned:0;
-
-print fmt: \"seq=%llu\", REC->seq
-"
-    )
-}
-
-const HEADER_PAGE: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;
-\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;
-\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;
-\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;
-";
-
-const HEADER_EVENT: &str = "# compressed entry header
-\ttype_len    :    5 bits
-\ttime_delta  :   27 bits
-\tarray       :   32 bits
-
-\tpadding     : type == 29
-\ttime_extend : type == 30
-\ttime_stamp : type == 31
-\tdata max type_len  == 28
-";
-
-const PAGE: usize = 4096;
 /// Event ids: two with formats, one without.
 const TYPES: [u16; 3] = [2001, 2002, 999];
 /// In a [`PageSpec`]: not an event but an absolute time stamp (its "delta" the time).
@@ -64,41 +32,28 @@ struct PageSpec {
 }
 
 fn page(spec: &PageSpec, seq: &mut u64) -> Vec<u8> {
-    let mut p = vec![0u8; 16];
-    p[..8].copy_from_slice(&spec.time.to_le_bytes());
-    for &(ty, delta) in &spec.events {
-        if ty == STAMP {
-            p.extend_from_slice(&(31u32 | (delta << 5)).to_le_bytes());
-            p.extend_from_slice(&0u32.to_le_bytes());
-            continue;
-        }
-        *seq += 1;
-        // type_len 4: 16 bytes of data.
-        p.extend_from_slice(&(4u32 | (delta << 5)).to_le_bytes());
-        p.extend_from_slice(&ty.to_le_bytes());
-        p.extend_from_slice(&[0, 0]);
-        p.extend_from_slice(&(40 + (*seq % 3) as i32).to_le_bytes());
-        p.extend_from_slice(&seq.to_le_bytes());
-    }
-    let mut commit = (p.len() - 16) as u64;
-    match spec.missed {
-        Some(Some(n)) => {
-            commit |= (1 << 31) | (1 << 30);
-            p.extend_from_slice(&n.to_le_bytes());
-        }
-        Some(None) => commit |= 1 << 31,
-        None => {}
-    }
-    p[8..16].copy_from_slice(&commit.to_le_bytes());
-    p.resize(PAGE, 0);
-    p
+    let entries: Vec<Entry> = (spec.events.iter())
+        .map(|&(ty, delta)| {
+            if ty == STAMP {
+                return Entry::Stamp(delta);
+            }
+            *seq += 1;
+            Entry::Record {
+                ty,
+                delta,
+                pid: 40 + (*seq % 3) as i32,
+                seq: *seq,
+            }
+        })
+        .collect();
+    fixture::page(spec.time, spec.missed, &entries)
 }
 
 /// A v6 file of these CPUs' pages; `stats[cpu]`: the CPU's final `overrun`, if stored.
 fn build(cpus: &[Vec<PageSpec>], stats: &[Option<u64>]) -> Vec<u8> {
     let systems = [(
         "test".to_string(),
-        vec![format("one", 2001), format("two", 2002)],
+        vec![seq_format("one", 2001), seq_format("two", 2002)],
     )];
     let cpu_stats: Vec<(u32, String)> = stats
         .iter()
@@ -112,22 +67,13 @@ fn build(cpus: &[Vec<PageSpec>], stats: &[Option<u64>]) -> Vec<u8> {
             })
         })
         .collect();
-    let meta = DatMeta {
-        endian: Endian::Little,
-        long_size: 8,
-        page_size: PAGE as u32,
-        header_page: HEADER_PAGE,
-        header_event: HEADER_EVENT,
-        ftrace_formats: &[],
-        systems: &systems,
-        cmdlines: "40 forty\n41 forty-one\n",
-        trace_clock: "mono",
-        offset_ns: Some(1_000_000_000),
-        cpu_stats: &cpu_stats,
-        tgids: Some("40 40\n41 40\n"),
-        uname: Some("Linux host 6.18 #1 x86_64"),
-        version: None,
-    };
+    let meta = fixture::meta(
+        &systems,
+        "40 forty\n41 forty-one\n",
+        &cpu_stats,
+        Some("40 40\n41 40\n"),
+        Some("Linux host 6.18 #1 x86_64"),
+    );
     let sizes: Vec<u64> = cpus.iter().map(|p| (p.len() * PAGE) as u64).collect();
     let (mut bytes, offsets) = header(&meta, &sizes);
     let mut seq = 0;

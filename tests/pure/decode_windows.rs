@@ -2,85 +2,41 @@
 //! writes the bytes `--threads 1` writes, and says so in its summary; when a CPU's items
 //! go back in time across pages (so no window can vouch for the merge past there), the
 //! file is decoded again whole from where the windows stopped, the same bytes again. The
-//! files are built here with the parsers' trace.dat writer (two CPUs of 4 KiB pages).
+//! files are built with the parsers' trace.dat writer and their tests' page builder (two
+//! CPUs of 4 KiB pages).
 
 use std::process::Command;
 
-use uevrec_parsers::Endian;
-use uevrec_parsers::trace_dat::writer::{DatMeta, header};
+use uevrec_parsers::trace_dat::writer::header;
 
-const SEQ: &str = "name: seq
-ID: 2001
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+/// The parsers' tests' trace.dat builder.
+#[path = "../../parsers/tests/common/trace_dat.rs"]
+mod fixture;
+use fixture::{Entry, PAGE, seq_format};
 
-\tfield:u64 seq;\toffset:8;\tsize:8;\tsigned:0;
-
-print fmt: \"seq=%llu\", REC->seq
-";
-
-const HEADER_PAGE: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;
-\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;
-\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;
-\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;
-";
-
-const HEADER_EVENT: &str = "# compressed entry header
-\ttype_len    :    5 bits
-\ttime_delta  :   27 bits
-\tarray       :   32 bits
-
-\tpadding     : type == 29
-\ttime_extend : type == 30
-\ttime_stamp : type == 31
-\tdata max type_len  == 28
-";
-
-const PAGE: usize = 4096;
 /// Records a page: 200 of 20 bytes.
 const PER_PAGE: u64 = 200;
 
 /// A page of `PER_PAGE` seq records from `time`, 10 apart.
 fn page(time: u64, seq: &mut u64) -> Vec<u8> {
-    let mut p = vec![0u8; 16];
-    p[..8].copy_from_slice(&time.to_le_bytes());
-    for i in 0..PER_PAGE {
-        *seq += 1;
-        let delta: u32 = if i == 0 { 0 } else { 10 };
-        p.extend_from_slice(&(4u32 | (delta << 5)).to_le_bytes());
-        p.extend_from_slice(&2001u16.to_le_bytes());
-        p.extend_from_slice(&[0, 0]);
-        p.extend_from_slice(&42i32.to_le_bytes());
-        p.extend_from_slice(&seq.to_le_bytes());
-    }
-    let commit = (p.len() - 16) as u64;
-    p[8..16].copy_from_slice(&commit.to_le_bytes());
-    p.resize(PAGE, 0);
-    p
+    let entries: Vec<Entry> = (0..PER_PAGE)
+        .map(|i| {
+            *seq += 1;
+            Entry::Record {
+                ty: 2001,
+                delta: if i == 0 { 0 } else { 10 },
+                pid: 42,
+                seq: *seq,
+            }
+        })
+        .collect();
+    fixture::page(time, None, &entries)
 }
 
 /// A trace.dat of two CPUs whose pages start at `times[cpu]`.
 fn file(times: [&[u64]; 2]) -> Vec<u8> {
-    let systems = [("test".to_string(), vec![SEQ.to_string()])];
-    let meta = DatMeta {
-        endian: Endian::Little,
-        long_size: 8,
-        page_size: PAGE as u32,
-        header_page: HEADER_PAGE,
-        header_event: HEADER_EVENT,
-        ftrace_formats: &[],
-        systems: &systems,
-        cmdlines: "42 producer\n",
-        trace_clock: "mono",
-        offset_ns: Some(1_000_000_000),
-        cpu_stats: &[],
-        tgids: None,
-        uname: None,
-        version: None,
-    };
+    let systems = [("test".to_string(), vec![seq_format("seq", 2001)])];
+    let meta = fixture::meta(&systems, "42 producer\n", &[], None, None);
     let sizes = times.map(|t| (t.len() * PAGE) as u64);
     let (mut bytes, offsets) = header(&meta, &sizes);
     let mut seq = 0;
