@@ -22,10 +22,7 @@ pub(crate) fn decode_trace_dat(
     let (decoded, shared) = match par {
         Some(par) => {
             let d = lines::FileDecoder::new(&file, &opts, select);
-            let sizes: Vec<u64> = file
-                .buffers()
-                .iter()
-                .filter(|b| b.name.is_empty() && !b.latency)
+            let sizes: Vec<u64> = (file.top_buffer().into_iter())
                 .flat_map(|b| b.cpus.iter().map(|c| c.size).filter(|&s| s > 0))
                 .collect();
             let data: u64 = sizes.iter().sum();

@@ -775,9 +775,7 @@ struct CpuLosses(Vec<(u32, u64, Losses)>);
 impl CpuLosses {
     fn of(file: &TraceDat<'_>) -> Self {
         let cpus = file
-            .buffers()
-            .iter()
-            .find(|b| b.name.is_empty() && !b.latency)
+            .top_buffer()
             .map(|b| b.cpus.as_slice())
             .unwrap_or_default();
         CpuLosses(

@@ -354,15 +354,23 @@ impl<'a> TraceDat<'a> {
 
     /// The records and lost-event markers of the top instance, merged in time order.
     pub fn records(&self) -> Result<Records<'_>, TraceDatError> {
-        let index = self
-            .buffers
+        let buffer = self.top_buffer().ok_or_else(|| {
+            Cursor::new(self.data, 0, self.endian, None)
+                .error(ErrorKind::Unsupported("no top-instance trace data".into()))
+        })?;
+        Records::new(self, buffer)
+    }
+
+    /// The top instance's buffer (its ring data), if the file has one.
+    pub fn top_buffer(&self) -> Option<&BufferInfo> {
+        self.buffers
             .iter()
-            .position(|b| b.name.is_empty() && !b.latency)
-            .ok_or_else(|| {
-                Cursor::new(self.data, 0, self.endian, None)
-                    .error(ErrorKind::Unsupported("no top-instance trace data".into()))
-            })?;
-        self.buffer_records(index)
+            .find(|b| b.name.is_empty() && !b.latency)
+    }
+
+    /// The size of `buffer`'s pages as read (at least one byte past the page header).
+    pub(crate) fn page_size_of(&self, buffer: &BufferInfo) -> usize {
+        (buffer.page_size as usize).max(self.layout.data_offset() + 1)
     }
 
     /// The top buffer's data, CPU by CPU, as pages in the file: where a decoding in
@@ -370,15 +378,11 @@ impl<'a> TraceDat<'a> {
     /// headers read with [`TraceDat::page_header_at`]). `Err`, in words, when the data
     /// cannot be cut so: compressed, or cut short.
     pub fn cpu_pages(&self) -> Result<Vec<CpuPages>, String> {
-        let buffer = self
-            .buffers
-            .iter()
-            .find(|b| b.name.is_empty() && !b.latency)
-            .ok_or("no top-instance trace data")?;
+        let buffer = self.top_buffer().ok_or("no top-instance trace data")?;
         if buffer.compressed {
             return Err("its data is compressed".into());
         }
-        let page_size = (buffer.page_size as usize).max(self.layout.data_offset() + 1);
+        let page_size = self.page_size_of(buffer);
         let mut entries = buffer.cpus.clone();
         entries.sort_by_key(|c| c.cpu);
         let mut all = Vec::with_capacity(entries.len());

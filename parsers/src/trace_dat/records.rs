@@ -352,7 +352,7 @@ pub struct Records<'t> {
 impl<'t> Records<'t> {
     pub(super) fn new(file: &'t TraceDat<'t>, buffer: &BufferInfo) -> Result<Self, TraceDatError> {
         let data = file.data();
-        let page_size = (buffer.page_size as usize).max(file.layout().data_offset() + 1);
+        let page_size = file.page_size_of(buffer);
         let settings = Settings {
             layout: *file.layout(),
             page_size,
