@@ -344,6 +344,9 @@ fn both_files_decode_in_ranges_to_the_bytes_of_one_decoder() {
                 assert_eq!(why, "EventHeader events with schema lines");
                 continue;
             }
+            // perf's files have no range index (`record --raw` writes one).
+            let none = ranges::decode_in_index_ranges(&bytes, opts, 1).err();
+            assert_eq!(none.as_deref(), Some("no range index"), "{name}");
             let (one, seen) = ranges::decode_whole(&bytes, opts);
             let (cut, summed, n, stopped) = ranges::decode_in_ranges(&bytes, opts);
             assert!(n >= 2 || schema, "{name}: only {n} ranges ({stopped:?})");

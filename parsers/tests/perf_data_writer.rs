@@ -17,7 +17,8 @@ use uevrec_parsers::to_lines::DecodeOptions;
 /// One decoder against ranges (shared with perf_data_corpus.rs).
 #[path = "common/ranges.rs"]
 mod ranges;
-use ranges::{decode_in_ranges, decode_whole};
+use ranges::{decode_in_index_ranges, decode_in_ranges, decode_whole};
+use uevrec_parsers::perf_data::index::{IndexBuilder, RangeIndex, TAIL_SIZE};
 use uevrec_parsers::{
     ContextTracker, ContextUpdate, LineOptions, LineWriter, PreparedFormat, RecordStamp,
     parse_format,
@@ -135,6 +136,13 @@ fn build(entries: &[Entry]) -> (Vec<u8>, Vec<String>) {
 /// the same changes in the same order gives, and samples carry the cgroup id the
 /// tracker knows for their thread (`record --raw`'s rule).
 fn build_with(entries: &[Entry], context: bool) -> (Vec<u8>, Vec<String>) {
+    build_indexed(entries, context, None)
+}
+
+/// [`build_with`], with a range index ([`IndexBuilder`], a cut noted after every
+/// `every` bytes of records) when `index` says so, as `record --raw` writes it.
+fn build_indexed(entries: &[Entry], context: bool, index: Option<u64>) -> (Vec<u8>, Vec<String>) {
+    let mut ix = IndexBuilder::new(FILE_HEADER_SIZE).every(index.unwrap_or(u64::MAX));
     let mut tracker = ContextTracker::new();
     let formats = [("sched", EXEC), ("test", LATE)];
     let events: Vec<EventSpec> = [(365, "sched:sched_process_exec"), (2001, "test:late")]
@@ -169,6 +177,7 @@ fn build_with(entries: &[Entry], context: bool) -> (Vec<u8>, Vec<String>) {
                     cpu: stamp.cpu,
                 };
                 let cgroup = context.then(|| tracker.cgroup_of(stamp.pid, stamp.tid).unwrap_or(0));
+                ix.sample(*event, s.id, file.len() as u64, s.time);
                 writer::push_sample(&mut file, &s, raw, cgroup).unwrap();
                 if context {
                     live.set_context(&tracker, stamp, cgroup);
@@ -184,12 +193,17 @@ fn build_with(entries: &[Entry], context: bool) -> (Vec<u8>, Vec<String>) {
                     time: *time,
                     cpu: *cpu,
                 };
+                ix.lost(*time);
                 writer::push_lost(&mut file, &s, *lost);
                 live.write_lost(&mut expected, Some(*time), *cpu, *lost);
             }
-            Entry::Round => writer::push_finished_round(&mut file),
+            Entry::Round => {
+                writer::push_finished_round(&mut file);
+                ix.round(file.len() as u64);
+            }
             Entry::Comm { time, tid, comm } => {
                 let s = tracking_stamp(*time, *tid);
+                ix.context(file.len() as u64, *time);
                 writer::push_comm(&mut file, &s, *tid, *tid, comm.as_bytes(), false);
                 let comm = comm.as_bytes();
                 tracker.apply(Some(*time), ContextUpdate::Comm { tid: *tid, comm });
@@ -202,6 +216,7 @@ fn build_with(entries: &[Entry], context: bool) -> (Vec<u8>, Vec<String>) {
                     tid: *tid,
                     ptid: *parent,
                 };
+                ix.context(file.len() as u64, *time);
                 writer::push_task(&mut file, &tracking_stamp(*time, *tid), &task);
                 let update = ContextUpdate::Fork {
                     tid: *tid,
@@ -217,15 +232,21 @@ fn build_with(entries: &[Entry], context: bool) -> (Vec<u8>, Vec<String>) {
                     tid: *tid,
                     ptid: 0,
                 };
+                ix.context(file.len() as u64, *time);
                 writer::push_task(&mut file, &tracking_stamp(*time, *tid), &task);
                 tracker.apply(Some(*time), ContextUpdate::Exit { tid: *tid });
             }
             Entry::Cgroup { time, id, path } => {
                 let path = path.as_bytes();
+                ix.context(file.len() as u64, *time);
                 writer::push_cgroup(&mut file, &tracking_stamp(*time, 0), *id, path);
                 tracker.apply(Some(*time), ContextUpdate::Cgroup { id: *id, path });
             }
         }
+    }
+    if index.is_some() {
+        let at = file.len() as u64;
+        ix.push(&mut file, at);
     }
     let data_size = file.len() as u64 - FILE_HEADER_SIZE;
     let cmdline = vec!["uevrec".to_string(), "record".to_string()];
@@ -610,13 +631,21 @@ fn overlapping_rounds(
     entries
 }
 
-#[test]
-fn ranges_cut_a_recording_and_write_its_bytes() {
-    // A hand-made case: three rounds, overlapping (times 500 before the round's base to
-    // 1,500 after); the second round holds records both out at its end (older than the
-    // first round's newest) and held past it, and a cut after the last round leaves an
-    // empty last range that only lets out what is held.
-    let rounds = vec![
+/// Rounds (`rounds` of them) of `items` records each for [`overlapping_rounds`]: (time
+/// in the round, cpu, thread, what).
+fn rounds_of(
+    items: std::ops::Range<usize>,
+    rounds: std::ops::Range<usize>,
+) -> impl Strategy<Value = Vec<Vec<(u64, u32, u32, u8)>>> {
+    let round = prop::collection::vec((0u64..2_000, 0u32..4, 0u32..6, 0u8..12), items);
+    prop::collection::vec(round, rounds)
+}
+
+/// Three rounds, overlapping (times 500 before the round's base to 1,500 after); the
+/// second round holds records both out at its end (older than the first round's newest)
+/// and held past it.
+fn three_rounds() -> Vec<Vec<(u64, u32, u32, u8)>> {
+    vec![
         vec![(600, 0, 1, 9), (700, 1, 2, 0), (900, 0, 1, 9)],
         vec![
             (0, 1, 2, 9),
@@ -625,7 +654,14 @@ fn ranges_cut_a_recording_and_write_its_bytes() {
             (1_300, 0, 3, 1),
         ],
         vec![(100, 0, 3, 9), (800, 1, 2, 3), (1_400, 0, 1, 9)],
-    ];
+    ]
+}
+
+#[test]
+fn ranges_cut_a_recording_and_write_its_bytes() {
+    // A hand-made case ([`three_rounds`]); a cut after the last round leaves an empty
+    // last range that only lets out what is held.
+    let rounds = three_rounds();
     let (file, _) = build_with(&overlapping_rounds(&rounds, None), true);
     for (context, schema) in [(true, true), (false, false)] {
         let opts = DecodeOptions {
@@ -656,10 +692,7 @@ proptest! {
     /// its counts.
     #[test]
     fn ranges_write_the_bytes_of_one_decoder(
-        rounds in prop::collection::vec(
-            prop::collection::vec((0u64..2_000, 0u32..4, 0u32..6, 0u8..12), 0..12),
-            1..10,
-        ),
+        rounds in rounds_of(0..12, 1..10),
         late in prop::option::of((0usize..10, 0usize..12)),
         context in any::<bool>(),
         schema in any::<bool>(),
@@ -679,6 +712,116 @@ proptest! {
             (seen.records, seen.lost, seen.late, seen.time_unknown, seen.error_count)
         );
     }
+}
+
+proptest! {
+    /// The same recordings written with a range index (a cut noted after every round),
+    /// decoded in the ranges it gives for ranges of at least `target` bytes: with no late
+    /// record every range starts where the one before ended and their lines put end to
+    /// end are one decoder's bytes; with one, the ranges up to the first that does not
+    /// join are a prefix of them (the binary decodes the rest again).
+    #[test]
+    fn index_ranges_write_the_bytes_of_one_decoder(
+        rounds in rounds_of(0..12, 1..10),
+        late in prop::option::of((0usize..10, 0usize..12)),
+        context in any::<bool>(),
+        schema in any::<bool>(),
+        target in 1usize..600,
+    ) {
+        let (file, _) = build_indexed(&overlapping_rounds(&rounds, late), context, Some(1));
+        let opts = DecodeOptions { context, schema, ..DecodeOptions::default() };
+        let (one, seen) = decode_whole(&file, opts);
+        let (cut, summed, _, failed) = match decode_in_index_ranges(&file, opts, target) {
+            Ok(done) => done,
+            Err(why) => {
+                // Too few rounds, or too small for `target`.
+                prop_assert!(why.contains("no cut"), "{}", why);
+                return Ok(());
+            }
+        };
+        let late_here = late.is_some_and(|(r, j)| rounds.get(r).is_some_and(|items| j < items.len()));
+        prop_assert!(failed.is_none() || late_here, "{:?}", failed);
+        if failed.is_none() {
+            prop_assert_eq!(String::from_utf8_lossy(&cut), String::from_utf8_lossy(&one));
+            prop_assert_eq!(
+                (summed.records, summed.lost, summed.late, summed.time_unknown, summed.error_count),
+                (seen.records, seen.lost, seen.late, seen.time_unknown, seen.error_count)
+            );
+        } else {
+            prop_assert!(one.starts_with(&cut));
+        }
+    }
+
+    /// A range index with one word of it changed (a cut's offset or limit, a context
+    /// record's offset, a first sample's): refused, or its ranges joined and wrote one
+    /// decoder's bytes, or the first range that does not join is found and the lines
+    /// before it are a prefix of them. Never other bytes.
+    #[test]
+    fn a_wrong_index_never_gives_other_bytes(
+        rounds in rounds_of(1..12, 2..10),
+        context in any::<bool>(),
+        schema in any::<bool>(),
+        word in any::<prop::sample::Index>(),
+        delta in prop_oneof![-600i64..600, Just(-8), Just(8), Just(1), Just(-1)],
+    ) {
+        let (mut file, _) = build_indexed(&overlapping_rounds(&rounds, None), context, Some(1));
+        let opts = DecodeOptions { context, schema, ..DecodeOptions::default() };
+        let (one, _) = decode_whole(&file, opts);
+        let (data, records) = PerfData::open(&file).unwrap();
+        let (start, end) = (records.offset() as usize, records.end() as usize);
+        let index = RangeIndex::find(&file[start..end], start as u64, data.endian)
+            .unwrap()
+            .unwrap();
+        // The index's words: each record's body, up to the tail.
+        let mut words = Vec::new();
+        let mut at = index.at as usize;
+        while at < end - TAIL_SIZE {
+            let size = usize::from(u16::from_ne_bytes([file[at + 6], file[at + 7]]));
+            words.extend((at + 8..at + size).step_by(8));
+            at += size;
+        }
+        prop_assume!(!words.is_empty());
+        let w = words[word.index(words.len())];
+        let v = u64::from_ne_bytes(file[w..w + 8].try_into().unwrap());
+        file[w..w + 8].copy_from_slice(&v.wrapping_add_signed(delta).to_ne_bytes());
+        match decode_in_index_ranges(&file, opts, 1) {
+            Err(_) => {}
+            Ok((cut, _, _, None)) => {
+                prop_assert_eq!(String::from_utf8_lossy(&cut), String::from_utf8_lossy(&one));
+            }
+            Ok((cut, _, _, Some(_))) => prop_assert!(one.starts_with(&cut)),
+        }
+    }
+}
+
+#[test]
+fn an_index_cuts_a_recording_where_it_says_and_writes_its_bytes() {
+    // The hand-made case ([`three_rounds`]), indexed: a cut noted after each round but
+    // the first (the round before a cut is read again).
+    let rounds = three_rounds();
+    let (file, _) = build_indexed(&overlapping_rounds(&rounds, None), true, Some(1));
+    for (context, schema) in [(true, true), (false, false), (true, false)] {
+        let opts = DecodeOptions {
+            context,
+            schema,
+            ..DecodeOptions::default()
+        };
+        let (one, _) = decode_whole(&file, opts);
+        let (cut, summed, ranges, failed) = decode_in_index_ranges(&file, opts, 1).unwrap();
+        assert_eq!(failed, None);
+        assert_eq!(
+            ranges, 3,
+            "the first, and a range after the second and third rounds"
+        );
+        assert_eq!(String::from_utf8_lossy(&cut), String::from_utf8_lossy(&one));
+        assert_eq!(summed.records, 7);
+    }
+    // Without an index, and a file too small for the ranges asked.
+    let (plain, _) = build_with(&overlapping_rounds(&rounds, None), true);
+    let e = decode_in_index_ranges(&plain, DecodeOptions::default(), 1).unwrap_err();
+    assert_eq!(e, "no range index");
+    let e = decode_in_index_ranges(&file, DecodeOptions::default(), 1 << 20).unwrap_err();
+    assert!(e.contains("no cut 1048576 bytes or more"), "{e}");
 }
 
 proptest! {

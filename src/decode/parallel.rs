@@ -51,6 +51,7 @@ pub(crate) fn with_output<T>(
     for buffer in touched_buffers(pool, BATCH_CAPACITY) {
         let _ = recycle_tx.send(buffer);
     }
+    let give_back = recycle_tx.clone();
     let sink = &mut output.sink;
     let (result, written) = std::thread::scope(|s| {
         let writer = std::thread::Builder::new()
@@ -72,6 +73,7 @@ pub(crate) fn with_output<T>(
             let par = tx.as_ref().map(|out| Par {
                 out,
                 recycle: &recycle_rx,
+                give_back: &give_back,
                 workers: threads,
                 range_bytes,
             });
@@ -115,6 +117,10 @@ pub(crate) fn with_output<T>(
 pub(crate) struct Par<'a> {
     pub(super) out: &'a Sender<Batch>,
     pub(super) recycle: &'a Receiver<Vec<u8>>,
+    /// Where buffers taken from `recycle` and not handed to the writer go back (a
+    /// decoding that stops its workers early drops their lines): the one-thread flush
+    /// waits on `recycle`, so every buffer taken must come back one way or the other.
+    pub(super) give_back: &'a Sender<Vec<u8>>,
     pub(super) workers: usize,
     /// Bytes of records per range, when a whole perf.data is decoded in ranges
     /// ([`super::ranges`], `--range-size`).

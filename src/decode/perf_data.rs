@@ -2,14 +2,17 @@
 //! read in pieces ([`pump`]); what its end says (a cut file, an unfinished recording).
 
 use uevrec_parsers::ContextTracker;
-use uevrec_parsers::perf_data::records::RawRecord;
+use uevrec_parsers::perf_data::index::RangeIndex;
+use uevrec_parsers::perf_data::records::{RawRecord, Records};
 use uevrec_parsers::perf_data::{PerfData, PerfDataError, writer};
 use uevrec_parsers::to_lines::DecodeOptions;
-use uevrec_parsers::to_lines::perf_data::{FeedControl, LineDecoder, RangePlanner, StreamDecoder};
+use uevrec_parsers::to_lines::perf_data::{
+    DecodeRange, FeedControl, LineDecoder, RangePlanner, StreamDecoder, ranges_from_index,
+};
 
 use super::mapped::MapWindow;
 use super::parallel::{Par, par_lines, staged};
-use super::ranges::decode_ranges;
+use super::ranges::{Plan, decode_ranges};
 use super::trace_dat::{TRACE_DAT_MAGIC, decode_trace_dat};
 use super::{Flush, Outcome, READ_CHUNK};
 
@@ -93,22 +96,48 @@ pub(crate) fn decode_bytes(
     let unfinished = writer::is_unfinished(bytes);
     let clock_data = data.clock_data().is_some();
     let endian = data.tracing_data().map_or(data.endian, |t| t.endian);
-    // With workers and --range-size: in ranges when the file allows (otherwise the
-    // summary says why).
-    let planner = par.and_then(|par| {
-        let start = usize::try_from(records.offset()).unwrap_or(usize::MAX);
-        let size = par.range_bytes?;
-        Some(RangePlanner::new(&data, start, opts, select, size))
-    });
-    let (mut outcome, stopped) = match (par, planner) {
-        (Some(par), Some(Ok(planner))) => {
-            let done = decode_ranges(planner, records, bytes, par, forget);
+    // With workers: in ranges where the file's range index says, or (--range-size) where
+    // a pass ahead of the workers finds; otherwise staged (the summary says why).
+    let start = usize::try_from(records.offset()).unwrap_or(usize::MAX);
+    let data_end = usize::try_from(records.end()).unwrap_or(bytes.len());
+    let plan = par.map(|par| plan(&data, bytes, start, data_end, opts, select, par));
+    let (mut outcome, stopped) = match (par, plan) {
+        (Some(par), Some(Ok(plan))) => {
+            let (from_index, planned) = match plan {
+                Planned::Index(ranges) => (true, Plan::Index(ranges)),
+                Planned::Planner(planner) => (false, Plan::Planner(planner, records)),
+            };
+            let done = decode_ranges(planned, data_end, bytes, par, forget);
             let mut how = format!("in {} ranges by {} threads", done.ranges, par.workers);
+            if from_index {
+                how.push_str(", cut where the file's range index says");
+            }
             if let Some(why) = done.cut_short {
                 how.push_str(&format!(", the last from where cutting stopped: {why}"));
             }
+            let (stats, stopped) = match done.failed {
+                None => (done.stats, done.stopped),
+                Some(why) => {
+                    how.push_str(&format!(
+                        ", then decoded again whole by one thread from where the ranges \
+                         stopped ({why})"
+                    ));
+                    let mut skip = done.bytes;
+                    let mut rest = |lines: &[u8]| {
+                        let at = usize::try_from(skip).unwrap_or(usize::MAX).min(lines.len());
+                        skip -= at as u64;
+                        flush(&lines[at..])
+                    };
+                    let own = bytes.get(start..data_end).unwrap_or_default();
+                    let records = Records::new(own, start as u64, data.endian);
+                    let dec = LineDecoder::new(data, opts, select);
+                    let (outcome, stopped) =
+                        perf_data_records(dec, records, bytes, &mut rest, release, clock_data);
+                    (outcome.stats, stopped)
+                }
+            };
             let outcome = Outcome {
-                stats: done.stats,
+                stats,
                 stopped: None,
                 problems: Vec::new(),
                 time_note: None,
@@ -116,7 +145,7 @@ pub(crate) fn decode_bytes(
                 truncated: None,
                 shared: Some(how),
             };
-            (outcome, done.stopped)
+            (outcome, stopped)
         }
         (Some(par), planner) => {
             let dec = LineDecoder::new(data, opts, select);
@@ -133,7 +162,7 @@ pub(crate) fn decode_bytes(
                 )
             });
             let mut how = format!("{} formatting threads after one reading", par.workers);
-            if let Some(Err(why)) = planner {
+            if let Some(Err(Some(why))) = planner {
                 how.push_str(&format!(", not in ranges: {why}"));
             }
             outcome.shared = Some(how);
@@ -157,6 +186,57 @@ pub(crate) fn decode_bytes(
         outcome.stopped = stopped.map(|e| e.to_string());
     }
     Ok(outcome)
+}
+
+/// How a whole perf.data is cut into ranges.
+enum Planned<'s> {
+    /// Where its range index says.
+    Index(Vec<DecodeRange>),
+    /// Where a pass ahead of the workers finds (`--range-size`).
+    Planner(Box<RangePlanner<'s>>),
+}
+
+/// Bytes of records a range holds when the file's range index cuts it and `--range-size`
+/// does not say: a sixth of a worker's share of the file, from 4 MiB to 64 MiB (each range
+/// reads the round before it again: rounds of a busy recording are a few MiB).
+fn index_range_bytes(records: usize, workers: usize) -> usize {
+    (records / workers.max(1) / 6).clamp(4 << 20, 64 << 20)
+}
+
+/// How the records `start..data_end` of `bytes` (a whole perf.data whose state is
+/// `data`) are cut for `par`'s workers: `Err(None)` not at all (no index, no
+/// `--range-size`), `Err(Some(why))` not at all for a reason the summary gives.
+fn plan<'s>(
+    data: &PerfData,
+    bytes: &[u8],
+    start: usize,
+    data_end: usize,
+    opts: DecodeOptions,
+    select: &'s dyn Fn(&str, &str) -> bool,
+    par: &Par<'_>,
+) -> Result<Planned<'s>, Option<String>> {
+    let records = bytes.get(start..data_end).unwrap_or_default();
+    let index = RangeIndex::find(records, start as u64, data.endian);
+    let has_index = !matches!(index, Ok(None));
+    let by_index = match index {
+        Ok(Some(index)) => {
+            let target = (par.range_bytes)
+                .unwrap_or_else(|| index_range_bytes(data_end - start, par.workers));
+            ranges_from_index(data, bytes, start, data_end, &index, opts, select, target)
+                .map_err(|why| format!("its range index does not serve: {why}"))
+        }
+        Ok(None) => Err("no range index (not a finished `uevrec record --raw` file)".into()),
+        Err(why) => Err(why),
+    };
+    match (by_index, par.range_bytes) {
+        (Ok(ranges), _) => Ok(Planned::Index(ranges)),
+        (Err(_), Some(size)) => RangePlanner::new(data, start, opts, select, size)
+            .map(|p| Planned::Planner(Box::new(p)))
+            .map_err(Some),
+        // A perf file without --range-size: staged, as always (nothing to say).
+        (Err(_), None) if !has_index => Err(None),
+        (Err(why), None) => Err(Some(why)),
+    }
 }
 
 /// Every record of a mapped perf.data through `dec`, then the rest of the held lines.

@@ -21,21 +21,34 @@
 //! many CPUs, where the staged path's one reading thread is the bound.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crossbeam_channel::{Receiver, Sender};
 use uevrec_parsers::perf_data::PerfDataError;
 use uevrec_parsers::perf_data::records::Records;
 use uevrec_parsers::to_lines::DecodeStats;
-use uevrec_parsers::to_lines::perf_data::{DecodeRange, RangePlanner, RangeStop};
+use uevrec_parsers::to_lines::perf_data::{DecodeRange, RangeEnd, RangePlanner, RangeStart};
 
 use super::parallel::Par;
 use crate::pipeline::{BATCH_CAPACITY, Batch};
 
-/// What a range saw, and the framing error that ended the file in it.
-type RangeOutcome = (DecodeStats, RangeStop);
+/// What a worker sends about a range.
+enum Msg {
+    /// The state it starts its own records in (a range after the first, before any line).
+    Start(usize, RangeStart),
+    /// A piece of its lines.
+    Piece(usize, Vec<u8>),
+    /// How it ended (after its last piece).
+    End(usize, RangeEnd),
+}
 
-/// What a worker sends: range, a piece of its lines, and with its last piece its outcome.
-type Piece = (usize, Vec<u8>, Option<RangeOutcome>);
+/// Where the ranges come from.
+pub(crate) enum Plan<'p> {
+    /// Cut as the records are read, by this thread ahead of the workers.
+    Planner(Box<RangePlanner<'p>>, Records<'p>),
+    /// Cut where the file's range index says (`record --raw`): nothing read ahead.
+    Index(Vec<DecodeRange>),
+}
 
 /// How a decoding in ranges ended.
 pub(crate) struct RangesDone {
@@ -43,26 +56,45 @@ pub(crate) struct RangesDone {
     pub stats: DecodeStats,
     /// The framing error that ended the file, if one did.
     pub stopped: Option<PerfDataError>,
-    /// How many ranges.
+    /// How many ranges were written.
     pub ranges: usize,
     /// Why the cutting ended before the file's end (the rest was one range).
     pub cut_short: Option<String>,
     /// The file has `HEADER_CLOCK_DATA` (a pipe-mode file says so among its records).
     pub clock_data: bool,
+    /// A range did not start where the one before it ended: why (the lines of the ranges
+    /// before it were written, `bytes` of them; the rest is to be decoded again).
+    pub failed: Option<String>,
+    /// Bytes of lines handed to the writer.
+    pub bytes: u64,
+}
+
+/// A range's messages that came before it was due, and how it ended once it did.
+#[derive(Default)]
+struct Waiting {
+    start: Option<RangeStart>,
+    pieces: Vec<Vec<u8>>,
+    end: Option<RangeEnd>,
 }
 
 /// The lines of the ranges, in order, to the writer.
 struct Forward<'p> {
     par: &'p Par<'p>,
-    done: Receiver<Piece>,
-    /// Pieces of ranges not yet due, and the outcome of ranges whose last piece came.
-    waiting: BTreeMap<usize, (Vec<Vec<u8>>, Option<RangeOutcome>)>,
+    done: Receiver<Msg>,
+    waiting: BTreeMap<usize, Waiting>,
     written: usize,
+    /// The range due starts where the one before ended (checked): its pieces go out as
+    /// they come.
+    due_ok: bool,
+    /// How the range before the one due ended.
+    before: Option<RangeEnd>,
     /// Where each range planned and not yet written carries from.
     carries: BTreeMap<usize, usize>,
     let_go: usize,
     stats: DecodeStats,
     stopped: Option<PerfDataError>,
+    failed: Option<String>,
+    bytes: u64,
     /// The writer took everything so far.
     whole: bool,
 }
@@ -70,78 +102,132 @@ struct Forward<'p> {
 impl Forward<'_> {
     fn send(&mut self, lines: Vec<u8>) {
         if self.whole && !lines.is_empty() {
+            self.bytes += lines.len() as u64;
             self.whole = self.par.out.send(Batch { lines, records: 0 }).is_ok();
         }
     }
 
-    /// Take one piece (waiting for it when `wait`): false when none came.
+    /// After the ranges ended early (a range that does not join, a writer that stopped):
+    /// wait for the workers to finish the ranges they are at (no more are given) and put
+    /// every buffer of lines not written back into the pool.
+    fn give_back_all(&mut self) {
+        if self.going() {
+            return;
+        }
+        for msg in self.done.iter() {
+            if let Msg::Piece(_, lines) = msg {
+                let _ = self.par.give_back.try_send(lines);
+            }
+        }
+        for (_, waiting) in std::mem::take(&mut self.waiting) {
+            for lines in waiting.pieces {
+                let _ = self.par.give_back.try_send(lines);
+            }
+        }
+    }
+
+    /// Whether more may be planned and sent: the writer takes lines and no range failed.
+    fn going(&self) -> bool {
+        self.whole && self.failed.is_none()
+    }
+
+    /// Take one message (waiting for it when `wait`): false when none came.
     fn take(&mut self, wait: bool, forget: &dyn Fn(usize, usize), file_len: usize) -> bool {
         let got = if wait {
             self.done.recv().ok()
         } else {
             self.done.try_recv().ok()
         };
-        let Some((i, lines, outcome)) = got else {
+        let Some(msg) = got else {
             return false;
         };
-        if i == self.written {
-            self.send(lines);
-        } else {
-            self.waiting.entry(i).or_default().0.push(lines);
+        match msg {
+            Msg::Start(i, start) => self.waiting.entry(i).or_default().start = Some(start),
+            Msg::Piece(i, lines) if i == self.written && self.due_ok => self.send(lines),
+            Msg::Piece(i, lines) => self.waiting.entry(i).or_default().pieces.push(lines),
+            Msg::End(i, end) => self.waiting.entry(i).or_default().end = Some(end),
         }
-        if let Some(outcome) = outcome {
-            self.waiting.entry(i).or_default().1 = Some(outcome);
-        }
-        // Every range whose last piece came, in order (its pieces went out already: as
-        // they came while it was due, or below when it became due); then the next one's
-        // waiting pieces.
-        while let Some((_, Some(_))) = self.waiting.get(&self.written) {
-            let (pieces, outcome) = self.waiting.remove(&self.written).unwrap_or_default();
-            debug_assert!(pieces.is_empty(), "a due range's pieces were held back");
-            if let Some((stats, stopped)) = outcome {
-                self.stats.absorb(stats);
-                self.stopped = self.stopped.take().or(stopped);
+        self.advance(forget, file_len);
+        true
+    }
+
+    /// Check the range due once its start came, write what it sent, and move on past
+    /// every range that ended.
+    fn advance(&mut self, forget: &dyn Fn(usize, usize), file_len: usize) {
+        while self.failed.is_none() {
+            if !self.due_ok {
+                let i = self.written;
+                if let Some(before) = &self.before {
+                    let Some(start) = self.waiting.get(&i).and_then(|w| w.start.as_ref()) else {
+                        return;
+                    };
+                    if let Err(why) = before.joins(start) {
+                        self.failed = Some(format!(
+                            "range {i} does not start where range {} ended: {why}",
+                            i - 1
+                        ));
+                        return;
+                    }
+                }
+                self.due_ok = true;
+                let pieces = self
+                    .waiting
+                    .get_mut(&i)
+                    .map(|w| std::mem::take(&mut w.pieces));
+                for lines in pieces.into_iter().flatten() {
+                    self.send(lines);
+                }
             }
+            let Some(Waiting { end: Some(_), .. }) = self.waiting.get(&self.written) else {
+                return;
+            };
+            let Some(Waiting {
+                end: Some(mut end), ..
+            }) = self.waiting.remove(&self.written)
+            else {
+                return;
+            };
+            self.stats.absorb(std::mem::take(&mut end.stats));
+            self.stopped = self.stopped.take().or(end.stop.take());
+            self.before = Some(end);
             self.carries.remove(&self.written);
             self.written += 1;
+            self.due_ok = false;
             // The ranges still out read from their carry on.
             let keep = self.carries.values().next().copied().unwrap_or(file_len);
             forget(self.let_go, keep);
             self.let_go = self.let_go.max(keep);
-            if let Some((pieces, _)) = self.waiting.get_mut(&self.written) {
-                for lines in std::mem::take(pieces) {
-                    self.send(lines);
-                }
-            }
         }
-        true
     }
 }
 
-/// Decode `file` in the ranges `planner` finds among `records` with `par.workers`
-/// workers, handing the lines to `par`'s writer in order; `forget(from, to)` is told when
-/// the bytes `from..to` of `file` are not needed any more.
+/// Decode `file` in the ranges of `plan` with `par.workers` workers, handing the lines
+/// to `par`'s writer in order; `forget(from, to)` is told when the bytes `from..to` of
+/// `file` are not needed any more. Each range after the first is checked to start where
+/// the one before ended; the first that does not ends the ranges
+/// ([`RangesDone::failed`]).
 pub(crate) fn decode_ranges(
-    mut planner: RangePlanner<'_>,
-    records: Records<'_>,
+    plan: Plan<'_>,
+    data_end: usize,
     file: &[u8],
     par: &Par<'_>,
     forget: &dyn Fn(usize, usize),
 ) -> RangesDone {
     let workers = par.workers.max(1);
     let out_at_once = workers + 2;
-    let data_end = usize::try_from(records.end()).unwrap_or(file.len());
+    let abandon = AtomicBool::new(false);
     std::thread::scope(|s| {
         // Made in here: dropped before the workers are joined, so that none waits on a
         // channel whose other end is gone when the writer stopped early.
         let (job_tx, job_rx) = crossbeam_channel::bounded::<DecodeRange>(workers);
-        let (done_tx, done_rx) = crossbeam_channel::unbounded::<Piece>();
+        let (done_tx, done_rx) = crossbeam_channel::unbounded::<Msg>();
+        let abandon = &abandon;
         for w in 0..workers {
             let (jobs, done) = (job_rx.clone(), done_tx.clone());
             let recycle = par.recycle.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("uevrec-range{w}"))
-                .spawn_scoped(s, move || work(&jobs, &done, &recycle, file));
+                .spawn_scoped(s, move || work(&jobs, &done, &recycle, file, abandon));
             if spawned.is_err() && w == 0 {
                 // As the staged path's threads: without one there is no pipeline.
                 panic!("the OS refused to start the range decoding threads");
@@ -153,56 +239,97 @@ pub(crate) fn decode_ranges(
             done: done_rx,
             waiting: BTreeMap::new(),
             written: 0,
+            due_ok: false,
+            before: None,
             carries: BTreeMap::new(),
             let_go: 0,
             stats: DecodeStats::default(),
             stopped: None,
+            failed: None,
+            bytes: 0,
             whole: true,
         };
         let mut planned = 0;
         let mut dispatch = |range: DecodeRange, fwd: &mut Forward<'_>| {
             // At most `out_at_once` ranges out: wait for the oldest to be written.
-            while planned - fwd.written >= out_at_once && fwd.take(true, forget, file.len()) {}
+            while planned - fwd.written >= out_at_once
+                && fwd.going()
+                && fwd.take(true, forget, file.len())
+            {}
             while fwd.take(false, forget, file.len()) {}
             fwd.carries.insert(range.index, range.carry);
+            if !fwd.going() || job_tx.send(range).is_err() {
+                return false;
+            }
             planned += 1;
-            fwd.whole && job_tx.send(range).is_ok()
+            true
         };
-        let mut going = true;
-        for rec in records {
-            if let Some(range) = planner.take(rec.as_ref()) {
-                going = dispatch(range, &mut fwd);
+        let (cut_short, clock_data) = match plan {
+            Plan::Planner(mut planner, records) => {
+                let mut going = true;
+                for rec in records {
+                    if let Some(range) = planner.take(rec.as_ref()) {
+                        going = dispatch(range, &mut fwd);
+                    }
+                    if !going {
+                        break;
+                    }
+                }
+                let cut_short = planner.stopped().map(str::to_string);
+                let clock_data = planner.data().clock_data().is_some();
+                if going {
+                    dispatch(planner.finish(data_end), &mut fwd);
+                }
+                (cut_short, clock_data)
             }
-            if !going {
-                break;
+            Plan::Index(ranges) => {
+                for range in ranges {
+                    if !dispatch(range, &mut fwd) {
+                        break;
+                    }
+                }
+                (None, false)
             }
-        }
-        let cut_short = planner.stopped().map(str::to_string);
-        let clock_data = planner.data().clock_data().is_some();
-        if going {
-            dispatch(planner.finish(data_end), &mut fwd);
-        }
+        };
         drop(job_tx);
-        while fwd.written < planned && fwd.take(true, forget, file.len()) {}
+        while fwd.written < planned && fwd.going() && fwd.take(true, forget, file.len()) {}
+        abandon.store(!fwd.going(), Ordering::Relaxed);
+        fwd.give_back_all();
+        let Forward {
+            stats,
+            stopped,
+            written,
+            failed,
+            bytes,
+            ..
+        } = fwd;
         RangesDone {
-            stats: fwd.stats,
-            stopped: fwd.stopped,
-            ranges: planned,
+            stats,
+            stopped,
+            ranges: written,
             cut_short,
             clock_data,
+            failed,
+            bytes,
         }
     })
 }
 
-/// A worker: decode the ranges it is given, their lines in the writer's recycled
-/// buffers (handed on whole: the decoder fills one, gets an empty one back).
+/// A worker: decode the ranges it is given (none once `abandon` says so), their lines in
+/// the writer's recycled buffers (handed on whole: the decoder fills one, gets an empty
+/// one back).
 fn work(
     jobs: &Receiver<DecodeRange>,
-    done: &Sender<Piece>,
+    done: &Sender<Msg>,
     recycle: &Receiver<Vec<u8>>,
     file: &[u8],
+    abandon: &AtomicBool,
 ) {
     for range in jobs {
+        // The ranges ended early: those still given are not decoded.
+        if abandon.load(Ordering::Relaxed) {
+            continue;
+        }
         let i = range.index;
         let mut gone = false;
         let mut piece = |buf: &mut Vec<u8>| {
@@ -214,10 +341,13 @@ fn work(
                 .unwrap_or_else(|_| Vec::with_capacity(BATCH_CAPACITY));
             next.clear();
             std::mem::swap(buf, &mut next);
-            gone = done.send((i, next, None)).is_err();
+            gone = done.send(Msg::Piece(i, next)).is_err();
         };
-        let outcome = range.decode(file, &mut piece);
-        if gone || done.send((i, Vec::new(), Some(outcome))).is_err() {
+        let mut begun = |start: RangeStart| {
+            let _ = done.send(Msg::Start(i, start));
+        };
+        let end = range.decode(file, &mut piece, &mut begun);
+        if gone || done.send(Msg::End(i, end)).is_err() {
             return;
         }
     }

@@ -211,7 +211,19 @@ pub(crate) fn decode_windows(
                 Err(_) => break,
             }
         }
-        // Workers still at a window stop at their next piece (nobody takes them).
+        // When the windows ended early: wait for the workers to finish the windows they
+        // are at (no more are given) and put every buffer of lines not written back into
+        // the pool (the one-thread decoding after them waits on it).
+        if fwd.failed.is_some() || !fwd.whole {
+            for (_, lines, _, _) in done_rx.iter() {
+                let _ = par.give_back.try_send(lines);
+            }
+            for (_, (pieces, _)) in std::mem::take(&mut fwd.waiting) {
+                for (lines, _) in pieces {
+                    let _ = par.give_back.try_send(lines);
+                }
+            }
+        }
         drop(done_rx);
     });
     if let Some(why) = fwd.failed.take() {

@@ -53,6 +53,7 @@ use crate::sink::SinkError;
 use file::PerfDataFile;
 use host::HostInfo;
 use uevrec_parsers::perf_data::header::FILE_HEADER_SIZE;
+use uevrec_parsers::perf_data::index::IndexBuilder;
 
 /// Bytes of records collected before they are written.
 pub const WRITE_BYTES: usize = 1 << 20;
@@ -189,6 +190,8 @@ struct Encoder {
     /// With context: who is who as the staged entries tell (the same tracker the
     /// formatter keeps, for the cgroup of records that carry none), and the tracking attr.
     context: Option<(ContextTracker, TrackingSpec)>,
+    /// Where `decode --threads N` may cut the file (written at its finish).
+    index: IndexBuilder,
 }
 
 /// The session's notices as JSON lines on standard error (a raw output without JSON
@@ -339,8 +342,10 @@ impl Encoder {
                     };
                     let tracker = self.context.as_ref().map(|(c, _)| c);
                     let cgroup = sample_cgroup(tracker, &stamp, cgroup);
+                    let at = self.here();
                     match writer::push_sample(&mut self.out, &s, raw, cgroup) {
                         Ok(()) => {
+                            self.index.sample(ev, s.id, at, time);
                             self.buffered.0 += 1;
                             self.first_last = Some(match self.first_last {
                                 Some((a, b)) => (a.min(time), b.max(time)),
@@ -372,6 +377,7 @@ impl Encoder {
                         cpu,
                     };
                     writer::push_lost(&mut self.out, &s, lost);
+                    self.index.lost(s.time);
                     self.buffered.1 += 1;
                 }
                 StagedEntry::Notice {
@@ -418,7 +424,9 @@ impl Encoder {
             time: time_unix_ns.unwrap_or(0),
             cpu: 0,
         };
+        let at = self.here();
         let out = &mut self.out;
+        let before = out.len();
         match *update {
             ContextUpdate::Comm { tid, comm } => writer::push_comm(out, &s, tid, tid, comm, false),
             ContextUpdate::Fork { tid, parent_tid } => {
@@ -448,6 +456,20 @@ impl Encoder {
             // (from the cgroup paths), not the names.
             ContextUpdate::Pod { .. } | ContextUpdate::ContainerName { .. } => {}
         }
+        if self.out.len() > before {
+            self.index.context(at, s.time);
+        }
+    }
+
+    /// The file offset where the next record appended goes.
+    fn here(&self) -> u64 {
+        FILE_HEADER_SIZE + self.base + self.out.len() as u64
+    }
+
+    /// Append the range index (the last records of the data section).
+    fn push_index(&mut self) {
+        let at = self.here();
+        self.index.push(&mut self.out, at);
     }
 
     /// Append what is encoded to `file`.
@@ -585,6 +607,7 @@ pub fn run(
             };
             (ContextTracker::new(), tracking)
         }),
+        index: IndexBuilder::new(FILE_HEADER_SIZE),
     };
     enc.start(&raw);
     let result = pump(&mut raw, &mut enc, &staged, &next);
@@ -592,7 +615,10 @@ pub fn run(
     drop(staged);
     drop(next);
     let finished = match result {
-        Ok(()) => enc.write(&mut raw.file),
+        Ok(()) => {
+            enc.push_index();
+            enc.write(&mut raw.file)
+        }
         Err(e) => Err(e),
     };
     enc.summary.events = enc.events.len();
@@ -706,6 +732,7 @@ fn pump(
                 enc.entries(&raw.host, before);
                 if let Some(after) = after {
                     writer::push_finished_round(&mut enc.out);
+                    enc.index.round(enc.here());
                     enc.entries(&raw.host, after);
                 }
             }

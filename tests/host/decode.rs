@@ -146,11 +146,25 @@ fn compare(file: &Path, out: &Output, perf_stdin: bool) {
         .collect();
     let lines = json_lines(&out.stdout);
     let got: Vec<String> = lines.iter().filter_map(as_perf_line).collect();
-    assert_eq!(
-        got.len(),
-        lines.len(),
-        "every line is one of the three events"
+    // perf's own ring may drop samples under load (a PERF_RECORD_LOST in the file, which
+    // uevrec writes as a `lost` line and perf script leaves out, as it leaves out the
+    // samples): allowed, and said. Any other line that is not one of the events fails.
+    let (lost, odd): (Vec<&Value>, Vec<&Value>) = lines
+        .iter()
+        .filter(|v| as_perf_line(v).is_none())
+        .partition(|v| v["uevrec"] == "lost");
+    assert!(
+        odd.is_empty(),
+        "lines that are not one of the three events: {odd:?}"
     );
+    if !lost.is_empty() {
+        let n: u64 = lost.iter().filter_map(|v| v["lost"].as_u64()).sum();
+        eprintln!(
+            "{}: perf's ring lost {n} records ({} lost lines); perf script leaves them out too",
+            file.display(),
+            lost.len()
+        );
+    }
     for e in EVENTS {
         let n = got.iter().filter(|l| l.contains(&format!(" {e}:"))).count();
         assert!(n > 0, "no {e} recorded");

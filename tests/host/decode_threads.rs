@@ -142,6 +142,57 @@ fn same_as_one(input: &Path, pipe: bool) -> Output {
     one
 }
 
+/// How many ranges the summary note `how` says (`in 5 ranges by …`).
+fn ranges_in(how: &str) -> usize {
+    how.strip_prefix("in ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("not in ranges: {how}"))
+}
+
+/// The data section (offset, size) of a file-mode perf.data.
+fn data_section(file: &[u8]) -> (usize, usize) {
+    let word = |at: usize| u64::from_le_bytes(file[at..at + 8].try_into().unwrap()) as usize;
+    (word(40), word(48))
+}
+
+/// `file` (a finished `record --raw` perf.data) with its range index's tail mark gone.
+fn without_index(file: &[u8]) -> Vec<u8> {
+    use uevrec_parsers::perf_data::index::{INDEX_MAGIC, TAIL_SIZE};
+    let (at, size) = data_section(file);
+    let tail = at + size - TAIL_SIZE;
+    assert_eq!(&file[tail + 8..tail + 16], INDEX_MAGIC, "a range index");
+    let mut out = file.to_vec();
+    out[tail + 8..tail + 16].copy_from_slice(b"notindex");
+    out
+}
+
+/// `file` with every cut of its range index given a limit 1 µs lower.
+fn wrong_limits(file: &[u8]) -> Vec<u8> {
+    use uevrec_parsers::perf_data::index::{KIND_CUTS, TAIL_SIZE};
+    let (at, size) = data_section(file);
+    let end = at + size - TAIL_SIZE;
+    let mut out = file.to_vec();
+    let mut rec = u64::from_le_bytes(out[end + 24..end + 32].try_into().unwrap()) as usize;
+    let mut cuts = 0;
+    while rec < end {
+        let misc = u16::from_le_bytes([out[rec + 4], out[rec + 5]]);
+        let len = usize::from(u16::from_le_bytes([out[rec + 6], out[rec + 7]]));
+        if misc == KIND_CUTS {
+            for cut in (rec + 8..rec + len).step_by(32) {
+                for limit in [cut + 16, cut + 24] {
+                    let v = u64::from_le_bytes(out[limit..limit + 8].try_into().unwrap());
+                    out[limit..limit + 8].copy_from_slice(&(v - 1000).to_le_bytes());
+                }
+                cuts += 1;
+            }
+        }
+        rec += len;
+    }
+    assert!(cuts > 0, "the index has cuts");
+    out
+}
+
 /// The sum of the `lost` lines' counts in `out` (only those lines parsed; summed by
 /// [`crate::common::session::lost_total`]).
 fn lost_count(out: &Output) -> usize {
@@ -200,20 +251,41 @@ fn decode_threads_write_the_bytes_of_one_thread() {
     stop(&mut perf, &log_data);
     stop(&mut ftrace, &log_dat);
 
-    // With --range-size the whole perf.data was cut into ranges (the summary says how
-    // many); without, and for the trace.dat, staged formatter workers.
-    let ranges = shared(&decode_with(&data, "2", false, &["--range-size", "64K"]));
-    let n: usize = ranges
-        .strip_prefix("in ")
-        .and_then(|r| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("not in ranges: {ranges}"));
+    // The finished perf.data has a range index: cut where it says (the summary says how
+    // many ranges; every one joined the one before, or it would say "decoded again").
+    let indexed = shared(&decode_with(&data, "2", false, &["--range-size", "64K"]));
+    let n = ranges_in(&indexed);
     // As many as the file has rounds past 64 KiB (the burst fills the 4 MiB rings a few
     // times: a few rounds); the pure tests cut at every round.
-    assert!(n >= 2, "{ranges}: a 10 MB perf.data in 64 KiB ranges");
-    assert!(ranges.ends_with("ranges by 2 threads)"), "{ranges}");
-    let staged = shared(&decode(&data, "2", false));
+    assert!(n >= 2, "{indexed}: a 10 MB perf.data in 64 KiB ranges");
+    assert!(
+        indexed.ends_with("ranges by 2 threads, cut where the file's range index says)"),
+        "{indexed}"
+    );
+    let by_default = shared(&decode(&data, "2", false));
+    assert!(
+        by_default.contains("cut where the file's range index says"),
+        "{by_default}"
+    );
+    // The same file without its index (the tail's mark gone, as a file of perf's): cut by
+    // a pass ahead of the workers with --range-size, staged without.
+    let plain = dir.path().join("plain.data");
+    fs::write(&plain, without_index(&fs::read(&data).unwrap())).unwrap();
+    let planned = shared(&decode_with(&plain, "2", false, &["--range-size", "64K"]));
+    assert!(ranges_in(&planned) >= 2, "{planned}");
+    assert!(planned.ends_with("ranges by 2 threads)"), "{planned}");
+    let staged = shared(&decode(&plain, "2", false));
     assert!(staged.starts_with("2 formatting threads"), "{staged}");
+    // With an index whose time limits are wrong (each cut's lowered by 1 µs): the
+    // first range that does not start where the one before ended is found, and the
+    // rest decoded again by one thread (the same bytes: `same_as_one` below).
+    let wrong = dir.path().join("wrong.data");
+    fs::write(&wrong, wrong_limits(&fs::read(&data).unwrap())).unwrap();
+    let again = shared(&decode_with(&wrong, "2", false, &["--range-size", "64K"]));
+    assert!(
+        again.contains("then decoded again whole by one thread"),
+        "{again}"
+    );
     // A trace.dat, in windows of time (as many as 64 KiB of pages each make; the pure
     // tests check every cut), each of which vouched for its lines.
     let windows = shared(&decode_with(&dat, "2", false, &["--range-size", "64K"]));
@@ -230,7 +302,12 @@ fn decode_threads_write_the_bytes_of_one_thread() {
 
     // Every call is a record or counted lost (a busy machine can overflow the rings: seen
     // in CI, 74,727 recorded of 80,000; the files must still decode alike).
-    for (file, input, pipe) in [("perf.data", &data, true), ("trace.dat", &dat, false)] {
+    for (file, input, pipe) in [
+        ("perf.data", &data, true),
+        ("perf.data without its index", &plain, false),
+        ("perf.data with a wrong index", &wrong, false),
+        ("trace.dat", &dat, false),
+    ] {
         let one = same_as_one(input, pipe);
         assert_eq!(one.status.code(), Some(0), "{file}");
         let (got, lost) = (records(&one), lost_count(&one));

@@ -20,6 +20,7 @@
 pub mod attr;
 mod cursor;
 pub mod header;
+pub mod index;
 pub mod order;
 pub mod records;
 pub mod tracing_data;

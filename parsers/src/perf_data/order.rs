@@ -169,6 +169,15 @@ impl Orderer {
         }
     }
 
+    /// What a decoder's orderer holds between two rounds, for comparing two decoders
+    /// (range decoding checks that a range starts as the range before it ended): the
+    /// limit of the next round's drain, the newest time let out, and the caller's offsets
+    /// of the records held, in the order they are held.
+    pub fn state(&self) -> (Option<u64>, u64, Vec<u64>) {
+        let held = self.entries[self.head..].iter().map(|e| e.offset).collect();
+        (self.next_flush, self.out_time, held)
+    }
+
     /// Hold a copy of `bytes` (found at the caller's `offset`) with its `time` and `tag`
     /// (31 bits: the top bit is dropped).
     pub fn push(&mut self, time: u64, tag: u32, offset: u64, bytes: &[u8]) {

@@ -109,6 +109,16 @@ impl SchemaOnce {
         }
     }
 
+    /// The events described so far (event index → described), without the undescribed
+    /// ones at its end (so that two equal sets compare equal); none when off.
+    pub fn described(&self) -> Vec<bool> {
+        if !self.on {
+            return Vec::new();
+        }
+        let len = self.described.iter().rposition(|&d| d).map_or(0, |i| i + 1);
+        self.described[..len].to_vec()
+    }
+
     /// Whether a record of event `event` written now would come with its schema line,
     /// without noting it.
     pub fn is_new(&self, event: usize) -> bool {

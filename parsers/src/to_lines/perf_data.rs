@@ -35,7 +35,10 @@ use crate::perf_sample::{
 };
 
 mod ranges;
-pub use ranges::{DecodeRange, MAX_CONTEXT_RECORDS, RangePlanner, RangeStop};
+pub use ranges::{
+    DecodeRange, MAX_CONTEXT_RECORDS, RangeEnd, RangePlanner, RangeStart, RangeStop,
+    ranges_from_index,
+};
 
 /// What the decoder tells whoever feeds it records: go on, or stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -36,6 +36,7 @@ use std::sync::Arc;
 use super::{FeedControl, LineDecoder};
 use crate::bytes::u64_at;
 use crate::json_line::RecordWriter;
+use crate::perf_data::index::RangeIndex;
 use crate::perf_data::order::Drain;
 use crate::perf_data::records::{RawRecord, Records};
 use crate::perf_data::{Item, PerfData, PerfDataError};
@@ -44,7 +45,7 @@ use crate::to_lines::{DecodeOptions, DecodeStats, MAX_KEPT_ERRORS};
 
 /// At most this many context records before a cut: each range applies those before it
 /// again (cost: ranges × context records).
-pub const MAX_CONTEXT_RECORDS: usize = 20_000;
+pub const MAX_CONTEXT_RECORDS: usize = crate::perf_data::index::MAX_INDEX_CONTEXT;
 
 /// One range: where it lies in the file and the state a decoder of it starts from.
 #[derive(Debug, Clone)]
@@ -71,7 +72,111 @@ pub struct DecodeRange {
     selected: Arc<Vec<(String, String, bool)>>,
     /// The context records before the cut: (time, event, offset, length), file order.
     context: Arc<Vec<(u64, usize, usize, usize)>>,
+    /// Where the context records of the range's own records start, as the plan knows
+    /// them (checked against those the range meets: the next range's `context` holds
+    /// them).
+    own_context: Vec<usize>,
     opts: DecodeOptions,
+}
+
+/// What a decoder holds between two rounds that the next round's lines depend on: its
+/// orderer's state ([`crate::perf_data::order::Orderer::state`]) and the events whose
+/// schema line was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CutState {
+    next_flush: Option<u64>,
+    out_time: u64,
+    held: Vec<u64>,
+    described: Vec<bool>,
+}
+
+impl CutState {
+    fn of(dec: &LineDecoder<'_>) -> Self {
+        let (next_flush, out_time, held) = dec.orderer.state();
+        CutState {
+            next_flush,
+            out_time,
+            held,
+            described: dec.described.described(),
+        }
+    }
+}
+
+/// The state a range (not the first) starts its own records in, once it read the round
+/// before them again ([`DecodeRange::decode`] gives it before any line).
+#[derive(Debug, Clone)]
+pub struct RangeStart {
+    carry: usize,
+    start: usize,
+    state: CutState,
+}
+
+/// How a range's decoding ended ([`DecodeRange::decode`]).
+#[derive(Debug)]
+pub struct RangeEnd {
+    /// What it saw.
+    pub stats: DecodeStats,
+    /// The framing error that ended the file in it, if one did.
+    pub stop: RangeStop,
+    /// Its state after its last record (a range before the last).
+    state: Option<CutState>,
+    /// Where its last two `FINISHED_ROUND`s end (its start stands for one before it).
+    rounds: (usize, usize),
+    /// The context records it met are those the plan knows.
+    context_ok: bool,
+    /// No record came late and the order buffer's bound was never reached (either breaks
+    /// what a later range takes from the file alone: the order in which context records
+    /// before it were applied, which records are held).
+    in_order: bool,
+}
+
+impl RangeEnd {
+    /// Whether the range that starts as `next` says goes on exactly where this one ended
+    /// (its lines are then those one decoder fed from the start writes for it, given that
+    /// this one's were): `Err` says where they part.
+    pub fn joins(&self, next: &RangeStart) -> Result<(), String> {
+        if let Some(e) = &self.stop {
+            return Err(format!(
+                "the records stop being readable before its end ({e})"
+            ));
+        }
+        if !self.in_order {
+            return Err("a record in it came late, or its order buffer filled".into());
+        }
+        if !self.context_ok {
+            return Err("its context records are not those the plan lists".into());
+        }
+        if self.rounds != (next.carry, next.start) {
+            return Err(format!(
+                "its last rounds end at bytes {} and {}, not at {} and {} where the next range \
+                 carries from and starts",
+                self.rounds.0, self.rounds.1, next.carry, next.start
+            ));
+        }
+        let Some(end) = &self.state else {
+            return Err("it was the last".into());
+        };
+        if end.next_flush != next.state.next_flush || end.out_time != next.state.out_time {
+            return Err(format!(
+                "its time order stands at ({:?}, {}), the next range's at ({:?}, {})",
+                end.next_flush, end.out_time, next.state.next_flush, next.state.out_time
+            ));
+        }
+        if end.held != next.state.held {
+            return Err(format!(
+                "it holds {} records for time order, the next range {}",
+                end.held.len(),
+                next.state.held.len()
+            ));
+        }
+        if end.described != next.state.described {
+            return Err(format!(
+                "the events it described ({:?}) are not those the next range takes as described ({:?})",
+                end.described, next.state.described
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// What a record is to the time order ([`LineDecoder::classify`]).
@@ -176,11 +281,46 @@ fn mark(v: &mut Vec<bool>, e: usize) {
     v[e] = true;
 }
 
+/// What the caller's selector said of each (system, event) it was asked, in order.
+type Asked = Rc<RefCell<Vec<(String, String, bool)>>>;
+
+/// A decoder of `data` (its problems left to the first range) that notes what `select`
+/// says of each event it asks about (the ranges' decoders are given those answers), or
+/// why a whole file is not decoded in ranges: `--count`, OTLP, schema lines with
+/// EventHeader events (their metadata lines depend on what the writer saw before).
+fn recording_decoder<'s>(
+    data: &PerfData,
+    opts: DecodeOptions,
+    select: &'s dyn Fn(&str, &str) -> bool,
+) -> Result<(LineDecoder<'s>, Asked), String> {
+    if opts.max_records.is_some() {
+        return Err("--count".into());
+    }
+    if opts.format != crate::output::OutputFormat::JsonLines {
+        return Err("not JSON lines".into());
+    }
+    let asked: Asked = Rc::new(RefCell::new(Vec::new()));
+    let log = Rc::clone(&asked);
+    let recording = move |system: &str, event: &str| {
+        let yes = select(system, event);
+        log.borrow_mut()
+            .push((system.to_string(), event.to_string(), yes));
+        yes
+    };
+    let mut quiet = data.clone();
+    quiet.problems.clear();
+    let dec = LineDecoder::new(quiet, opts, recording);
+    if dec.eventheader_schema() {
+        return Err("EventHeader events with schema lines".into());
+    }
+    Ok((dec, asked))
+}
+
 /// Finds the cuts of a whole perf.data, record by record ([`RangePlanner::take`]), and
 /// makes each range ([`DecodeRange`]) as soon as its end is known.
 pub struct RangePlanner<'s> {
     dec: LineDecoder<'s>,
-    asked: Rc<RefCell<Vec<(String, String, bool)>>>,
+    asked: Asked,
     target: usize,
     /// Why planning ended early (the rest is one range), once it did.
     stopped: Option<String>,
@@ -204,6 +344,8 @@ pub struct RangePlanner<'s> {
     header_in_round: bool,
     /// Where the last record seen ends.
     end: usize,
+    /// The first of `context` in the range being found.
+    own_context_from: usize,
 }
 
 impl<'s> RangePlanner<'s> {
@@ -217,26 +359,7 @@ impl<'s> RangePlanner<'s> {
         select: &'s dyn Fn(&str, &str) -> bool,
         target: usize,
     ) -> Result<Self, String> {
-        if opts.max_records.is_some() {
-            return Err("--count".into());
-        }
-        if opts.format != crate::output::OutputFormat::JsonLines {
-            return Err("not JSON lines".into());
-        }
-        let asked = Rc::new(RefCell::new(Vec::new()));
-        let log = Rc::clone(&asked);
-        let recording = move |system: &str, event: &str| {
-            let yes = select(system, event);
-            log.borrow_mut()
-                .push((system.to_string(), event.to_string(), yes));
-            yes
-        };
-        let mut quiet = data.clone();
-        quiet.problems.clear();
-        let dec = LineDecoder::new(quiet, opts, recording);
-        if dec.eventheader_schema() {
-            return Err("EventHeader events with schema lines".into());
-        }
+        let (dec, asked) = recording_decoder(data, opts, select)?;
         let first = DecodeRange {
             index: 0,
             carry: data_start,
@@ -249,6 +372,7 @@ impl<'s> RangePlanner<'s> {
             data: data.clone(),
             selected: Arc::new(asked.borrow().clone()),
             context: Arc::new(Vec::new()),
+            own_context: Vec::new(),
             opts,
         };
         Ok(RangePlanner {
@@ -269,6 +393,7 @@ impl<'s> RangePlanner<'s> {
             high: Vec::new(),
             header_in_round: false,
             end: data_start,
+            own_context_from: 0,
         })
     }
 
@@ -417,10 +542,16 @@ impl<'s> RangePlanner<'s> {
             data,
             selected: Arc::new(self.asked.borrow().clone()),
             context: Arc::new(self.context.clone()),
+            own_context: Vec::new(),
             opts: self.dec.opts,
         };
         let mut done = std::mem::replace(&mut self.next, after);
         done.end = self.end;
+        done.own_context = self.context[self.own_context_from..]
+            .iter()
+            .map(|c| c.2)
+            .collect();
+        self.own_context_from = self.context.len();
         // What the selector was asked up to its end (attrs may come with the records).
         done.selected = Arc::new(self.asked.borrow().clone());
         done
@@ -436,19 +567,135 @@ impl<'s> RangePlanner<'s> {
     }
 }
 
+/// The ranges of about `target` bytes that the range index of a finished `record --raw`
+/// file gives ([`RangeIndex`]): no pass over the records, the state at each cut taken
+/// from the index and checked when the range before is decoded ([`RangeEnd::joins`]).
+/// `data` is the file's state from [`PerfData::open`], its records `data_start..data_end`
+/// of `file`. `Err`: why the index does not serve this decoding (the caller decodes
+/// otherwise).
+#[allow(clippy::too_many_arguments)]
+pub fn ranges_from_index(
+    data: &PerfData,
+    file: &[u8],
+    data_start: usize,
+    data_end: usize,
+    index: &RangeIndex,
+    opts: DecodeOptions,
+    select: &dyn Fn(&str, &str) -> bool,
+    target: usize,
+) -> Result<Vec<DecodeRange>, String> {
+    let (dec, asked) = recording_decoder(data, opts, select)?;
+    // The limits count every event's samples: every event with samples must be written.
+    let event_of = |id: u64| data.events().iter().position(|e| e.ids.contains(&id));
+    let mut first = Vec::new();
+    for &(id, offset) in &index.first_samples {
+        let event = event_of(id)
+            .ok_or_else(|| format!("its range index names sample id {id}, which no attr has"))?;
+        if !dec.slots.get(event).is_some_and(|s| s.written) {
+            return Err("not every event with samples is decoded (the range index's time limits count them all)".into());
+        }
+        first.push((event, offset as usize));
+    }
+    let context_on = dec.context.is_some();
+    let mut context = Vec::new();
+    if context_on {
+        for &offset in &index.context {
+            let at = offset as usize;
+            let bytes = file.get(at..data_end).unwrap_or_default();
+            let rec = Records::new(bytes, offset, data.endian).next();
+            let found = match &rec {
+                Some(Ok(rec)) => dec
+                    .context_record(rec.header.kind, rec)
+                    .map(|(e, t)| (e, t, rec.bytes.len())),
+                _ => None,
+            };
+            let Some((event, Some(time), len)) = found else {
+                return Err(format!(
+                    "its range index lists a context record at byte {offset} that is none"
+                ));
+            };
+            context.push((time, event, at, len));
+        }
+    }
+    let mut starts = Vec::new();
+    let mut last = data_start;
+    for cut in &index.cuts {
+        let (carry, start) = (cut.carry as usize, cut.start as usize);
+        if carry < last || start >= data_end || start as u64 > index.at {
+            break;
+        }
+        if start - last >= target.max(1) {
+            let limit = if context_on {
+                cut.limit
+            } else {
+                cut.limit_plain
+            };
+            starts.push((carry, start, limit));
+            last = start;
+        }
+    }
+    if starts.is_empty() {
+        return Err(format!(
+            "its range index has no cut {target} bytes or more into the records"
+        ));
+    }
+    let selected = Arc::new(asked.borrow().clone());
+    let mut ranges = Vec::with_capacity(starts.len() + 1);
+    let mut begin = (data_start, data_start, None);
+    for (i, &(carry, start, limit)) in starts
+        .iter()
+        .chain(std::iter::once(&(data_end, data_end, 0)))
+        .enumerate()
+    {
+        let is_last = i == starts.len();
+        let (own_carry, own_start, own_limit) = begin;
+        let end = if is_last { data_end } else { start };
+        let mut described = Vec::new();
+        for &(event, offset) in &first {
+            if offset < own_carry {
+                mark(&mut described, event);
+            }
+        }
+        let before = context.partition_point(|c| c.2 < own_start);
+        let own_end = context.partition_point(|c| c.2 < end);
+        let mut state = data.clone();
+        if i > 0 {
+            state.problems.clear();
+        }
+        ranges.push(DecodeRange {
+            index: i,
+            carry: own_carry,
+            start: own_start,
+            end,
+            last: is_last,
+            limit: own_limit,
+            described,
+            data: state,
+            selected: Arc::clone(&selected),
+            context: Arc::new(context[..before].to_vec()),
+            own_context: context[before..own_end].iter().map(|c| c.2).collect(),
+            opts,
+        });
+        begin = (carry, start, Some(limit));
+    }
+    Ok(ranges)
+}
+
 /// Where one range's decoding stopped early: the framing error that ended the file.
 pub type RangeStop = Option<PerfDataError>;
 
 impl DecodeRange {
-    /// Decode this range of `file` (the whole file its planner read): its lines go to
-    /// `lines` in pieces of about [`crate::to_lines::FLUSH_BYTES`] (it takes the
-    /// buffer's bytes, leaving an empty buffer to fill next: handed on, not copied), and
-    /// what it saw is returned, with the framing error that ended the file in it.
+    /// Decode this range of `file` (the whole file its plan was made from): its lines go
+    /// to `lines` in pieces of about [`crate::to_lines::FLUSH_BYTES`] (it takes the
+    /// buffer's bytes, leaving an empty buffer to fill next: handed on, not copied). A
+    /// range after the first tells `begun` the state it starts its own records in before
+    /// any line ([`RangeEnd::joins`] compares it with how the range before ended).
     pub fn decode(
         self,
         file: &[u8],
         lines: &mut dyn FnMut(&mut Vec<u8>),
-    ) -> (DecodeStats, RangeStop) {
+        begun: &mut dyn FnMut(RangeStart),
+    ) -> RangeEnd {
         let r = self;
         let table = Arc::clone(&r.selected);
         let select = move |system: &str, event: &str| {
@@ -480,15 +727,26 @@ impl DecodeRange {
             dec.stats = DecodeStats::default();
             dec.orderer.resume_after(r.limit);
             dec.described.seed(&r.described);
-            // The round before: hold what the range before left held.
+            // The round before: hold what the range before left held; the events whose
+            // samples in it went out at the cut were described there.
+            let mut described = Vec::new();
             let carried = file.get(r.carry..r.start).unwrap_or_default();
             for rec in Records::new(carried, r.carry as u64, endian).flatten() {
                 match dec.classify(&rec) {
-                    Ok(Seen::Pushed { time, event, .. }) if r.limit.is_none_or(|l| time > l) => {
-                        let tag = u32::try_from(event).unwrap_or(u32::MAX);
-                        let len = u32::try_from(rec.bytes.len()).unwrap_or(u32::MAX);
-                        dec.orderer
-                            .push_external(time, tag, rec.offset as usize, len);
+                    Ok(Seen::Pushed {
+                        time,
+                        event,
+                        context,
+                    }) => {
+                        if r.limit.is_none_or(|l| time > l) {
+                            let tag = u32::try_from(event).unwrap_or(u32::MAX);
+                            let len = u32::try_from(rec.bytes.len()).unwrap_or(u32::MAX);
+                            dec.orderer
+                                .push_external(time, tag, rec.offset as usize, len);
+                        } else if !context && rec.header.kind == PERF_RECORD_SAMPLE {
+                            // (A lost record has no schema line.)
+                            mark(&mut described, event);
+                        }
                     }
                     Ok(Seen::Round) => {
                         dec.drain(Drain::Round, file, &mut none);
@@ -496,10 +754,20 @@ impl DecodeRange {
                     _ => {}
                 }
             }
+            if dec.opts.schema {
+                dec.described.seed(&described);
+            }
+            begun(RangeStart {
+                carry: r.carry,
+                start: r.start,
+                state: CutState::of(&dec),
+            });
         }
         dec.hand_over = Some(Box::new(|buf: &mut Vec<u8>| lines(buf)));
         let own = file.get(r.start..r.end).unwrap_or_default();
         let mut stopped = None;
+        let mut rounds = (r.start, r.start);
+        let mut context = Vec::new();
         for rec in Records::new(own, r.start as u64, endian) {
             let rec = match rec {
                 Ok(rec) => rec,
@@ -508,10 +776,21 @@ impl DecodeRange {
                     break;
                 }
             };
+            let kind = rec.header.kind;
+            if kind != PERF_RECORD_SAMPLE {
+                if kind == crate::perf_data::records::kind::FINISHED_ROUND {
+                    let end = rec.offset as usize + rec.bytes.len();
+                    rounds = (rounds.1, end);
+                } else if dec.context_record(kind, &rec).is_some() {
+                    context.push(rec.offset as usize);
+                }
+            }
             if dec.record_in(&rec, file, &mut none) == FeedControl::Stop {
                 break;
             }
         }
+        let state = (!r.last).then(|| CutState::of(&dec));
+        let in_order = dec.orderer.late() == 0 && dec.orderer.bound_reached() == 0;
         if r.last {
             // `finish_in`, its last lines handed on below.
             dec.drain(Drain::All, file, &mut none);
@@ -525,7 +804,14 @@ impl DecodeRange {
         if !out.is_empty() {
             lines(&mut out);
         }
-        (stats, stopped)
+        RangeEnd {
+            stats,
+            stop: stopped,
+            state,
+            rounds,
+            context_ok: context == r.own_context,
+            in_order,
+        }
     }
 }
 
