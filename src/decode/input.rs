@@ -15,6 +15,7 @@ use uevrec_parsers::to_lines::perf_data::StreamDecoder;
 use super::mapped::{MappedInput, PAGE_AHEAD, PAGE_LAG};
 use super::parallel::{Par, par_lines, staged};
 use super::perf_data::{decode_bytes, pump, stream_outcome};
+use super::ranges::{NO_PAGES, Pages};
 use super::trace_dat::TRACE_DAT_MAGIC;
 use super::{Flush, Outcome};
 
@@ -51,12 +52,12 @@ pub(crate) fn decode_open_file(
         .map_err(|e| format!("reading size: {e}"))?
         .len();
     if len == 0 {
-        return decode_bytes(&[], opts, select, flush, &|_| (), &|_, _| (), par);
+        return decode_bytes(&[], opts, select, flush, &|_| (), &NO_PAGES, par);
     }
     let map = MappedInput::open(file)?;
     if par.is_none() {
         let release = |end| map.release_before(end);
-        return decode_bytes(map.bytes(), opts, select, flush, &release, &|_, _| (), par);
+        return decode_bytes(map.bytes(), opts, select, flush, &release, &NO_PAGES, par);
     }
     // With workers, a thread of its own maps the pages ahead of the reader
     // (`MADV_POPULATE_READ`: the page faults off the decoding thread) and lets them go
@@ -83,8 +84,11 @@ pub(crate) fn decode_open_file(
             // No thread: as with one thread.
             None => map.release_before(end),
         };
-        let forget = |from, to| map.release_range(from, to);
-        let result = decode_bytes(map.bytes(), opts, select, flush, &release, &forget, par);
+        let pages = Pages {
+            forget: &|from, to| map.release_range(from, to),
+            populate: &|from, to| map.populate_range(from, to),
+        };
+        let result = decode_bytes(map.bytes(), opts, select, flush, &release, &pages, par);
         drop(tx);
         result
     })
@@ -123,7 +127,7 @@ pub(crate) fn decode_stdin(
         && (head.starts_with(TRACE_DAT_MAGIC) || parse_magic(&head).is_ok_and(|(_, pipe)| !pipe));
     if whole {
         stdin.read_to_end(&mut head).map_err(read_err)?;
-        return decode_bytes(&head, opts, select, flush, &|_| (), &|_, _| (), par);
+        return decode_bytes(&head, opts, select, flush, &|_| (), &NO_PAGES, par);
     }
     let mut run = |mut dec: StreamDecoder<'_>, flush: &mut Flush<'_>| {
         dec.feed(&head);

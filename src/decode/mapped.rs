@@ -121,6 +121,20 @@ impl MappedInput {
         };
     }
 
+    /// Map in the pages of bytes `from..to` (`MADV_POPULATE_READ`; a hint, as
+    /// [`MappedInput::populate`]), whatever was mapped in before: for workers that read
+    /// pieces of the file in no one order (ranges, windows of time).
+    pub fn populate_range(&self, from: usize, to: usize) {
+        let page = crate::perf::page_size();
+        let from = from / page * page;
+        let to = to.min(self.map.len());
+        if to > from {
+            let _ = self
+                .map
+                .advise_range(memmap2::Advice::PopulateRead, from, to - from);
+        }
+    }
+
     /// Map in the pages of bytes `from..to` not mapped in yet by an earlier call
     /// (`MADV_POPULATE_READ`, Linux 5.14+; only a hint: on failure the reader's own page
     /// faults map them), so that the thread reading them next does not take the faults.

@@ -12,7 +12,7 @@ use uevrec_parsers::to_lines::perf_data::{
 
 use super::mapped::MapWindow;
 use super::parallel::{Par, par_lines, staged};
-use super::ranges::{Plan, decode_ranges};
+use super::ranges::{Pages, Plan, decode_ranges};
 use super::trace_dat::{TRACE_DAT_MAGIC, decode_trace_dat};
 use super::{Flush, Outcome, READ_CHUNK};
 
@@ -64,19 +64,19 @@ pub(crate) fn truncation(
 /// A whole perf.data (or trace.dat) in memory or mapped: every record, then the rest of
 /// the held lines. Records waiting for their time order are held as offsets into `bytes`
 /// (not copied); `release(end)` is told when `bytes[..end]` is not needed any more
-/// ([`MapWindow`]), and with workers in ranges ([`decode_ranges`]) `forget(from, to)`
-/// when `bytes[from..to]` is not (again).
+/// ([`MapWindow`]), and with workers in ranges ([`decode_ranges`]) `pages` what they
+/// read next and what they are done with.
 pub(crate) fn decode_bytes(
     bytes: &[u8],
     opts: DecodeOptions,
     select: &dyn Fn(&str, &str) -> bool,
     flush: &mut Flush<'_>,
     release: &dyn Fn(usize),
-    forget: &dyn Fn(usize, usize),
+    pages: &Pages<'_>,
     par: Option<&Par<'_>>,
 ) -> Result<Outcome, String> {
     if bytes.starts_with(TRACE_DAT_MAGIC) {
-        return decode_trace_dat(bytes, opts, select, flush, par);
+        return decode_trace_dat(bytes, opts, select, flush, pages.populate, par);
     }
     // A recording killed while being finished: its records end where the finish noted
     // (the trailer after them is of no use without the file-mode header).
@@ -107,7 +107,7 @@ pub(crate) fn decode_bytes(
                 Planned::Index(ranges) => (true, Plan::Index(ranges)),
                 Planned::Planner(planner) => (false, Plan::Planner(planner, records)),
             };
-            let done = decode_ranges(planned, data_end, bytes, par, forget);
+            let done = decode_ranges(planned, data_end, bytes, par, pages);
             let mut how = format!("in {} ranges by {} threads", done.ranges, par.workers);
             if from_index {
                 how.push_str(", cut where the file's range index says");

@@ -50,6 +50,21 @@ pub(crate) enum Plan<'p> {
     Index(Vec<DecodeRange>),
 }
 
+/// What the ranges tell the mapping of the file they read.
+pub(crate) struct Pages<'a> {
+    /// The bytes `from..to` are not needed any more.
+    pub forget: &'a dyn Fn(usize, usize),
+    /// A worker reads the bytes `from..to` next: map them in (one call, not a page fault
+    /// a page; BENCHMARKS.md §31).
+    pub populate: &'a (dyn Fn(usize, usize) + Sync),
+}
+
+/// For an input that is not mapped.
+pub(crate) const NO_PAGES: Pages<'static> = Pages {
+    forget: &|_, _| (),
+    populate: &|_, _| (),
+};
+
 /// How a decoding in ranges ended.
 pub(crate) struct RangesDone {
     /// What the ranges saw, summed.
@@ -202,8 +217,8 @@ impl Forward<'_> {
 }
 
 /// Decode `file` in the ranges of `plan` with `par.workers` workers, handing the lines
-/// to `par`'s writer in order; `forget(from, to)` is told when the bytes `from..to` of
-/// `file` are not needed any more. Each range after the first is checked to start where
+/// to `par`'s writer in order, telling `pages` what the workers read next and what they
+/// are done with. Each range after the first is checked to start where
 /// the one before ended; the first that does not ends the ranges
 /// ([`RangesDone::failed`]).
 pub(crate) fn decode_ranges(
@@ -211,8 +226,10 @@ pub(crate) fn decode_ranges(
     data_end: usize,
     file: &[u8],
     par: &Par<'_>,
-    forget: &dyn Fn(usize, usize),
+    pages: &Pages<'_>,
 ) -> RangesDone {
+    let forget = pages.forget;
+    let populate = pages.populate;
     let workers = par.workers.max(1);
     let out_at_once = workers + 2;
     let abandon = AtomicBool::new(false);
@@ -227,7 +244,9 @@ pub(crate) fn decode_ranges(
             let recycle = par.recycle.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("uevrec-range{w}"))
-                .spawn_scoped(s, move || work(&jobs, &done, &recycle, file, abandon));
+                .spawn_scoped(s, move || {
+                    work(&jobs, &done, &recycle, file, abandon, populate)
+                });
             if spawned.is_err() && w == 0 {
                 // As the staged path's threads: without one there is no pipeline.
                 panic!("the OS refused to start the range decoding threads");
@@ -324,6 +343,7 @@ fn work(
     recycle: &Receiver<Vec<u8>>,
     file: &[u8],
     abandon: &AtomicBool,
+    populate: &(dyn Fn(usize, usize) + Sync),
 ) {
     for range in jobs {
         // The ranges ended early: those still given are not decoded.
@@ -331,6 +351,7 @@ fn work(
             continue;
         }
         let i = range.index;
+        populate(range.carry, range.end);
         let mut gone = false;
         let mut piece = |buf: &mut Vec<u8>| {
             if gone || buf.is_empty() {

@@ -10,12 +10,14 @@ use super::{Flush, Outcome};
 /// The first bytes of a trace-cmd `trace.dat`.
 pub(crate) const TRACE_DAT_MAGIC: &[u8] = uevrec_parsers::trace_dat::MAGIC;
 
-/// A whole trace-cmd trace.dat (v6 or v7): [`lines::decode_lines`].
+/// A whole trace-cmd trace.dat (v6 or v7): [`lines::decode_lines`]; with workers in
+/// windows of time, each mapping in what it reads first (`populate(from, to)`).
 pub(crate) fn decode_trace_dat(
     bytes: &[u8],
     opts: DecodeOptions,
     select: &dyn Fn(&str, &str) -> bool,
     flush: &mut Flush<'_>,
+    populate: &(dyn Fn(usize, usize) + Sync),
     par: Option<&Par<'_>>,
 ) -> Result<Outcome, String> {
     let file = uevrec_parsers::trace_dat::TraceDat::parse(bytes).map_err(|e| e.to_string())?;
@@ -35,7 +37,7 @@ pub(crate) fn decode_trace_dat(
                 .max(par.workers);
             match lines::plan_windows(&d, count) {
                 Ok(windows) => {
-                    let done = decode_windows(&d, windows, par, |skip| {
+                    let done = decode_windows(&d, windows, par, populate, |skip| {
                         let mut skip = skip;
                         let mut rest = |lines: &[u8]| {
                             let at = usize::try_from(skip).unwrap_or(usize::MAX).min(lines.len());

@@ -154,6 +154,7 @@ pub(crate) fn decode_windows(
     d: &FileDecoder<'_>,
     mut windows: Windows,
     par: &Par<'_>,
+    populate: &(dyn Fn(usize, usize) + Sync),
     again: impl FnOnce(u64) -> Result<Decoded, String>,
 ) -> Result<WindowsDone, String> {
     let workers = par.workers.max(1);
@@ -173,14 +174,15 @@ pub(crate) fn decode_windows(
     std::thread::scope(|s| {
         // Made in here: dropped before the workers are joined, so that none waits on a
         // channel whose other end is gone.
-        let (job_tx, job_rx) = crossbeam_channel::bounded::<&Window>(workers);
+        let (job_tx, job_rx) =
+            crossbeam_channel::bounded::<(&Window, Vec<(usize, usize)>)>(workers);
         let (done_tx, done_rx) = crossbeam_channel::unbounded::<Piece>();
         for w in 0..workers {
             let (jobs, done) = (job_rx.clone(), done_tx.clone());
             let recycle = par.recycle.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("uevrec-window{w}"))
-                .spawn_scoped(s, move || work(d, &jobs, &done, &recycle));
+                .spawn_scoped(s, move || work(d, &jobs, &done, &recycle, populate));
             if spawned.is_err() && w == 0 {
                 // As the staged path's threads: without one there is no pipeline.
                 panic!("the OS refused to start the window decoding threads");
@@ -188,7 +190,7 @@ pub(crate) fn decode_windows(
         }
         drop((job_rx, done_tx));
         let mut sent = 0;
-        for window in &windows.windows {
+        for (i, window) in windows.windows.iter().enumerate() {
             // At most `out_at_once` windows out: wait for the oldest to be written.
             while sent - fwd.written >= out_at_once && fwd.failed.is_none() && fwd.whole {
                 match done_rx.recv() {
@@ -199,7 +201,8 @@ pub(crate) fn decode_windows(
             while let Ok(piece) = done_rx.try_recv() {
                 fwd.take(piece, &windows);
             }
-            if fwd.failed.is_some() || !fwd.whole || job_tx.send(window).is_err() {
+            let spans = windows.spans(i);
+            if fwd.failed.is_some() || !fwd.whole || job_tx.send((window, spans)).is_err() {
                 break;
             }
             sent += 1;
@@ -252,12 +255,17 @@ pub(crate) fn decode_windows(
 /// buffers.
 fn work(
     d: &FileDecoder<'_>,
-    jobs: &Receiver<&Window>,
+    jobs: &Receiver<(&Window, Vec<(usize, usize)>)>,
     done: &Sender<Piece>,
     recycle: &Receiver<Vec<u8>>,
+    populate: &(dyn Fn(usize, usize) + Sync),
 ) {
-    for window in jobs {
+    for (window, spans) in jobs {
         let i = window.index;
+        // Its pages mapped in at once, not a page fault a page (BENCHMARKS.md §34).
+        for (from, to) in spans {
+            populate(from, to);
+        }
         let mut gone = false;
         // The lines' buffer goes on whole; the decoder goes on in an empty one.
         let mut piece = |lines: &mut Vec<u8>, spans: &[SchemaSpan]| {

@@ -422,6 +422,8 @@ pub struct Windows {
     pub windows: Vec<Window>,
     /// Each CPU's loss accounting after its last page.
     end_losses: CpuLosses,
+    /// Where each CPU's pages end (file offset).
+    ends: Vec<(u32, usize)>,
 }
 
 /// One window of time of a trace.dat's records ([`decode_window`]).
@@ -620,13 +622,34 @@ pub fn plan_windows(d: &FileDecoder<'_>, count: usize) -> Result<Windows, String
             }
         }
     }
+    let ends = cpus.iter().map(|c| (c.cpu, c.first + c.len)).collect();
     Ok(Windows {
         windows,
         end_losses,
+        ends,
     })
 }
 
 impl Windows {
+    /// The bytes window `i` reads of each CPU's pages, about (from where it starts
+    /// reading the CPU to 64 KiB past where the next window does; the last to the CPU's
+    /// end): for mapping them in before it is decoded.
+    pub fn spans(&self, i: usize) -> Vec<(usize, usize)> {
+        let Some(w) = self.windows.get(i) else {
+            return Vec::new();
+        };
+        let next = self.windows.get(i + 1);
+        (w.starts.iter())
+            .filter_map(|&(cpu, start)| {
+                let end = self.ends.iter().find(|(c, _)| *c == cpu)?.1;
+                let until = next
+                    .and_then(|n| n.starts.iter().find(|(c, _)| *c == cpu))
+                    .map_or(end, |&(_, s)| s.saturating_add(1 << 16).min(end));
+                Some((start, until))
+            })
+            .collect()
+    }
+
     /// Whether the window before `next` (its reading `done`) read each CPU up to where
     /// `next` starts reading it: else items between were read by neither.
     pub fn joins(&self, done: &WindowDone, next: usize) -> bool {
