@@ -11,7 +11,9 @@
 # `-q --threads 1` and `--threads 2` alternating, ROUNDS (default 5) times, output to
 # /dev/null, and prints wall/user/sys per run, the load average before each run and the
 # ratio of the medians (t1 / t2: above 1 means two threads are faster); the p.data also
-# with `--threads 2 --range-size ${RANGE:-16M}` ("2r": in ranges). THREADS=N times N
+# with `--threads 2 --range-size ${RANGE:-16M}` ("2r": ranges of that size; a p.data
+# recorded by a build with the range index, BENCHMARKS.md §34, is cut where its index
+# says in both "2" rows, one without by a pass ahead of the workers in "2r"). THREADS=N times N
 # threads instead of 2 in every "2" row (the rows keep their names). With OLD_BINARY
 # (another build, e.g. before a change), its `--threads 2` runs in the same rounds
 # ("old2"), checked for the same bytes too. With DIR holding p.data and t.dat already

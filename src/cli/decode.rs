@@ -68,20 +68,23 @@ pub struct DecodeArgs {
     pub quiet: bool,
     /// Threads: with N ≥ 2 this thread reads and orders the records, N formatter workers
     /// write the lines (JSON lines; --format otlp on one) and a thread of their own writes
-    /// them out; a trace.dat is cut into windows of time that N workers decode each on
-    /// their own (JSON lines; not with --count, EventHeader events, or a compressed or
-    /// cut-short file), and with --range-size a whole perf.data into ranges. The output is
-    /// the same, byte for byte, whatever N. Default: half the online CPUs, at least 1, at
-    /// most 8.
+    /// them out; a finished `record --raw` perf.data is cut where its range index says,
+    /// and a trace.dat into windows of time, that N workers decode each on their own (JSON
+    /// lines; not with --count, EventHeader events with schema lines, or a compressed or
+    /// cut-short file; for the index, not with -e leaving out events of the file). Each
+    /// piece is checked to start where the one before ended; else the rest is decoded
+    /// again by one thread. The output is the same, byte for byte, whatever N; the summary
+    /// says how the work was shared. Default: half the online CPUs, at least 1, at most 8.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
-    /// With --threads N ≥ 2, cut a whole perf.data into ranges of about SIZE bytes of
-    /// records (e.g. 16M; each ends at a FINISHED_ROUND) that the N workers decode each
-    /// on their own, this thread only finding the cuts: for many CPUs, where the one
-    /// reading thread bounds the default. On 2 CPUs it measured slower than the default
-    /// (BENCHMARKS.md §30). The summary says when a file cannot be cut (and why); at most
-    /// N + 2 ranges' lines wait in memory (about 1.7 × SIZE each). For a trace.dat: the
-    /// pages each window of time holds (default 1M, and 128K a CPU past 8).
+    /// With --threads N ≥ 2, the bytes of records a range holds (e.g. 16M): a finished
+    /// `record --raw` perf.data is cut at the range index's cuts that many bytes apart
+    /// (default: an eighth of a worker's share, 4M to 16M); any other whole perf.data is cut
+    /// at its FINISHED_ROUNDs by this thread reading the record headers ahead of the
+    /// workers (for many CPUs: on 2 it measured slower than the staged default,
+    /// BENCHMARKS.md §30). At most N + 2 ranges' lines wait in memory (about 1.7 × SIZE
+    /// each). For a trace.dat: the pages each window of time holds (default 1M, and 128K
+    /// a CPU past 8).
     #[arg(long, value_name = "SIZE", value_parser = values::parse_positive_size)]
     pub range_size: Option<u64>,
     #[command(flatten)]

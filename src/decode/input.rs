@@ -56,7 +56,13 @@ pub(crate) fn decode_open_file(
     }
     let map = MappedInput::open(file)?;
     if par.is_none() {
-        let release = |end| map.release_before(end);
+        // The pages ahead mapped in by one call every few MiB, not a fault a page (5 %
+        // of one thread's time on a 3 M-sample perf.data: BENCHMARKS.md §34).
+        let release = |end: usize| {
+            map.populate(end, end.saturating_add(PAGE_AHEAD));
+            map.release_before(end);
+        };
+        map.populate(0, PAGE_AHEAD);
         return decode_bytes(map.bytes(), opts, select, flush, &release, &NO_PAGES, par);
     }
     // With workers, a thread of its own maps the pages ahead of the reader

@@ -197,10 +197,13 @@ enum Planned<'s> {
 }
 
 /// Bytes of records a range holds when the file's range index cuts it and `--range-size`
-/// does not say: a sixth of a worker's share of the file, from 4 MiB to 64 MiB (each range
-/// reads the round before it again: rounds of a busy recording are a few MiB).
+/// does not say: an eighth of a worker's share of the file, from 4 MiB (each range reads
+/// the round before it again: rounds of a busy recording are a few MiB) to 16 MiB (the
+/// ranges out at a time are mapped in, and the lines of those not yet due wait: 8, 16 and
+/// 32 MiB took the same time on a 3 M-sample file, and 197 MB of memory at 30 MiB
+/// against 115 MB at 16; BENCHMARKS.md §34).
 fn index_range_bytes(records: usize, workers: usize) -> usize {
-    (records / workers.max(1) / 6).clamp(4 << 20, 64 << 20)
+    (records / workers.max(1) / 8).clamp(4 << 20, 16 << 20)
 }
 
 /// How the records `start..data_end` of `bytes` (a whole perf.data whose state is

@@ -1,24 +1,30 @@
-//! `decode --threads N --range-size SIZE` on a whole perf.data in ranges: N workers each
-//! decode a range of about SIZE bytes of records from start to lines, on their own
-//! ([`uevrec_parsers::to_lines::perf_data::RangePlanner`]: what makes a cut exact, and
-//! what ends the cutting), and the lines go to the writer in range order: the same bytes
-//! as one thread. Unlike the staged path ([`super::parallel::staged`]), no thread reads
-//! every record for the others: this thread plans (a pass over the record headers and
-//! times, ahead of the workers) and hands the lines on.
+//! `decode --threads N` on a whole perf.data in ranges: N workers each decode a range of
+//! records from start to lines, on their own, and the lines go to the writer in range
+//! order: the same bytes as one thread. The cuts come from one of two places ([`Plan`]):
+//!
+//! - the **range index** a finished `uevrec record --raw` file ends with
+//!   ([`uevrec_parsers::perf_data::index`]; the default): nothing reads the records ahead
+//!   of the workers. Each range after the first tells the state it starts in (time order,
+//!   records held, events described) before its first line, and is checked against how
+//!   the range before ended ([`RangeEnd::joins`]); the first that does not join ends the
+//!   ranges ([`RangesDone::failed`]) and the caller decodes the rest again with one thread;
+//! - with `--range-size` on a file without one (perf's, a killed recording), a pass over
+//!   the record headers on this thread, ahead of the workers
+//!   ([`uevrec_parsers::to_lines::perf_data::RangePlanner`]); on 2 CPUs slower than the
+//!   staged path (BENCHMARKS.md §30, §31), for many CPUs.
+//!
+//! Each worker maps in the pages of its range with one call before it reads them
+//! ([`Pages::populate`]), and the pages of the ranges written are let go.
 //!
 //! The lines travel in the writer's recycled buffers (pieces of about 256 KiB, handed on
 //! whole), so that the memory they are written into is memory already touched (a
 //! range's lines written into one growing buffer took twice the CPU, most of it the
-//! kernel clearing fresh pages). Memory: at most `N + 2`
-//! ranges are out at a time (planned, not yet written), the lines of those not yet due
-//! waiting in pieces: about `(N + 1) ×` `--range-size` `×` the lines-to-records ratio (≈ 1.7
-//! for `raw_syscalls:sys_enter`), and of the mapping what those ranges span. Its pages
-//! are let go behind the ranges written.
-//!
-//! Cost (BENCHMARKS.md §30): the plan's pass and each range's second reading of the round
-//! before it (about 2 MiB of a busy recording's) are work one decoder does not do; on 2
-//! CPUs this came out slower than the staged path, hence not the default. It is for
-//! many CPUs, where the staged path's one reading thread is the bound.
+//! kernel clearing fresh pages); those of ranges dropped when the ranges end early go
+//! back to the pool. Memory: at most `N + 2` ranges are out at a time (planned, not yet
+//! written), the lines of those not yet due waiting in pieces: about `(N + 1) ×` the
+//! range size `×` the lines-to-records ratio (≈ 1.7 for `raw_syscalls:sys_enter`), and of
+//! the mapping what those ranges span. The range size: `--range-size`, else (index) an
+//! eighth of a worker's share of the records, 4 to 16 MiB.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -270,13 +276,16 @@ pub(crate) fn decode_ranges(
         };
         let mut planned = 0;
         let mut dispatch = |range: DecodeRange, fwd: &mut Forward<'_>| {
+            // Its bytes are needed from its carry on (noted first: while it waits, the
+            // ranges before it may all be written, and their pages are let go only up to
+            // there, not to the file's end).
+            fwd.carries.insert(range.index, range.carry);
             // At most `out_at_once` ranges out: wait for the oldest to be written.
             while planned - fwd.written >= out_at_once
                 && fwd.going()
                 && fwd.take(true, forget, file.len())
             {}
             while fwd.take(false, forget, file.len()) {}
-            fwd.carries.insert(range.index, range.carry);
             if !fwd.going() || job_tx.send(range).is_err() {
                 return false;
             }
