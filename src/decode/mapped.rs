@@ -139,15 +139,12 @@ impl MappedInput {
     /// (`MADV_POPULATE_READ`, Linux 5.14+; only a hint: on failure the reader's own page
     /// faults map them), so that the thread reading them next does not take the faults.
     pub fn populate(&self, from: usize, to: usize) {
-        let page = crate::perf::page_size();
-        let from = from.max(self.populated.load(Ordering::Relaxed)) / page * page;
+        let from = from.max(self.populated.load(Ordering::Relaxed));
         let to = to.min(self.map.len());
         if to <= from {
             return;
         }
-        let _ = self
-            .map
-            .advise_range(memmap2::Advice::PopulateRead, from, to - from);
+        self.populate_range(from, to);
         self.populated.store(to, Ordering::Relaxed);
     }
 }

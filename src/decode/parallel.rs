@@ -127,6 +127,63 @@ pub(crate) struct Par<'a> {
     pub(super) range_bytes: Option<usize>,
 }
 
+/// Lines handed to `par`'s writer in whole buffers, in order (the forwarders of ranges
+/// and windows of time): the bytes it took, and whether it took every buffer (the first
+/// refusal, a writer that stopped, ends the sending).
+pub(crate) struct Handed<'p> {
+    par: &'p Par<'p>,
+    /// Bytes of lines the writer took.
+    pub(crate) bytes: u64,
+    /// The writer took everything so far.
+    pub(crate) whole: bool,
+}
+
+impl<'p> Handed<'p> {
+    /// Nothing handed yet.
+    pub(crate) fn new(par: &'p Par<'p>) -> Self {
+        Handed {
+            par,
+            bytes: 0,
+            whole: true,
+        }
+    }
+
+    /// Hand `lines` to the writer (while it takes them).
+    pub(crate) fn send(&mut self, lines: Vec<u8>) {
+        if self.whole && !lines.is_empty() {
+            self.bytes += lines.len() as u64;
+            self.whole = self.par.out.send(Batch { lines, records: 0 }).is_ok();
+        }
+    }
+
+    /// A buffer of lines that will not be written: back into the pool ([`Par::give_back`]).
+    pub(crate) fn give_back(&self, lines: Vec<u8>) {
+        let _ = self.par.give_back.try_send(lines);
+    }
+}
+
+/// A worker's lines in `buf`, taken whole, leaving in `buf` an empty buffer from the
+/// writer's `recycle` pool (a new one when it has none): the worker goes on in memory
+/// already touched, and nothing is copied.
+pub(crate) fn take_lines(buf: &mut Vec<u8>, recycle: &Receiver<Vec<u8>>) -> Vec<u8> {
+    let mut next = recycle
+        .try_recv()
+        .unwrap_or_else(|_| Vec::with_capacity(BATCH_CAPACITY));
+    next.clear();
+    std::mem::swap(buf, &mut next);
+    next
+}
+
+/// `flush` without the first `skip` bytes of what it is given: a decoding again from the
+/// start that writes only past what was written before it.
+pub(crate) fn past<'f>(mut skip: u64, flush: &'f mut Flush<'_>) -> impl FnMut(&[u8]) -> bool + 'f {
+    move |lines: &[u8]| {
+        let at = usize::try_from(skip).unwrap_or(usize::MAX).min(lines.len());
+        skip -= at as u64;
+        flush(&lines[at..])
+    }
+}
+
 /// What the workers of a decoding write: `opts`' lines, values in `endian` order.
 pub(crate) fn par_lines(
     opts: DecodeOptions,

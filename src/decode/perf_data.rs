@@ -7,11 +7,11 @@ use uevrec_parsers::perf_data::records::{RawRecord, Records};
 use uevrec_parsers::perf_data::{PerfData, PerfDataError, writer};
 use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::perf_data::{
-    DecodeRange, FeedControl, LineDecoder, RangePlanner, StreamDecoder, ranges_from_index,
+    FeedControl, LineDecoder, RangePlanner, StreamDecoder, ranges_from_index,
 };
 
 use super::mapped::MapWindow;
-use super::parallel::{Par, par_lines, staged};
+use super::parallel::{Par, par_lines, past, staged};
 use super::ranges::{Pages, Plan, decode_ranges};
 use super::trace_dat::{TRACE_DAT_MAGIC, decode_trace_dat};
 use super::{Flush, Outcome, READ_CHUNK};
@@ -103,11 +103,8 @@ pub(crate) fn decode_bytes(
     let plan = par.map(|par| plan(&data, bytes, start, data_end, opts, select, par));
     let (mut outcome, stopped) = match (par, plan) {
         (Some(par), Some(Ok(plan))) => {
-            let (from_index, planned) = match plan {
-                Planned::Index(ranges) => (true, Plan::Index(ranges)),
-                Planned::Planner(planner) => (false, Plan::Planner(planner, records)),
-            };
-            let done = decode_ranges(planned, data_end, bytes, par, pages);
+            let from_index = matches!(plan, Plan::Index(_));
+            let done = decode_ranges(plan, records, bytes, par, pages);
             let mut how = format!("in {} ranges by {} threads", done.ranges, par.workers);
             if from_index {
                 how.push_str(", cut where the file's range index says");
@@ -122,12 +119,7 @@ pub(crate) fn decode_bytes(
                         ", then decoded again whole by one thread from where the ranges \
                          stopped ({why})"
                     ));
-                    let mut skip = done.bytes;
-                    let mut rest = |lines: &[u8]| {
-                        let at = usize::try_from(skip).unwrap_or(usize::MAX).min(lines.len());
-                        skip -= at as u64;
-                        flush(&lines[at..])
-                    };
+                    let mut rest = past(done.bytes, flush);
                     let own = bytes.get(start..data_end).unwrap_or_default();
                     let records = Records::new(own, start as u64, data.endian);
                     let dec = LineDecoder::new(data, opts, select);
@@ -188,14 +180,6 @@ pub(crate) fn decode_bytes(
     Ok(outcome)
 }
 
-/// How a whole perf.data is cut into ranges.
-enum Planned<'s> {
-    /// Where its range index says.
-    Index(Vec<DecodeRange>),
-    /// Where a pass ahead of the workers finds (`--range-size`).
-    Planner(Box<RangePlanner<'s>>),
-}
-
 /// Bytes of records a range holds when the file's range index cuts it and `--range-size`
 /// does not say: an eighth of a worker's share of the file, from 4 MiB (each range reads
 /// the round before it again: rounds of a busy recording are a few MiB) to 16 MiB (the
@@ -217,7 +201,7 @@ fn plan<'s>(
     opts: DecodeOptions,
     select: &'s dyn Fn(&str, &str) -> bool,
     par: &Par<'_>,
-) -> Result<Planned<'s>, Option<String>> {
+) -> Result<Plan<'s>, Option<String>> {
     let records = bytes.get(start..data_end).unwrap_or_default();
     let index = RangeIndex::find(records, start as u64, data.endian);
     let has_index = !matches!(index, Ok(None));
@@ -232,9 +216,9 @@ fn plan<'s>(
         Err(why) => Err(why),
     };
     match (by_index, par.range_bytes) {
-        (Ok(ranges), _) => Ok(Planned::Index(ranges)),
+        (Ok(ranges), _) => Ok(Plan::Index(ranges)),
         (Err(_), Some(size)) => RangePlanner::new(data, start, opts, select, size)
-            .map(|p| Planned::Planner(Box::new(p)))
+            .map(|p| Plan::Planner(Box::new(p)))
             .map_err(Some),
         // A perf file without --range-size: staged, as always (nothing to say).
         (Err(_), None) if !has_index => Err(None),

@@ -35,8 +35,7 @@ use uevrec_parsers::perf_data::records::Records;
 use uevrec_parsers::to_lines::DecodeStats;
 use uevrec_parsers::to_lines::perf_data::{DecodeRange, RangeEnd, RangePlanner, RangeStart};
 
-use super::parallel::Par;
-use crate::pipeline::{BATCH_CAPACITY, Batch};
+use super::parallel::{Handed, Par, take_lines};
 
 /// What a worker sends about a range.
 enum Msg {
@@ -51,7 +50,7 @@ enum Msg {
 /// Where the ranges come from.
 pub(crate) enum Plan<'p> {
     /// Cut as the records are read, by this thread ahead of the workers.
-    Planner(Box<RangePlanner<'p>>, Records<'p>),
+    Planner(Box<RangePlanner<'p>>),
     /// Cut where the file's range index says (`record --raw`): nothing read ahead.
     Index(Vec<DecodeRange>),
 }
@@ -100,7 +99,7 @@ struct Waiting {
 
 /// The lines of the ranges, in order, to the writer.
 struct Forward<'p> {
-    par: &'p Par<'p>,
+    out: Handed<'p>,
     done: Receiver<Msg>,
     waiting: BTreeMap<usize, Waiting>,
     written: usize,
@@ -115,19 +114,9 @@ struct Forward<'p> {
     stats: DecodeStats,
     stopped: Option<PerfDataError>,
     failed: Option<String>,
-    bytes: u64,
-    /// The writer took everything so far.
-    whole: bool,
 }
 
 impl Forward<'_> {
-    fn send(&mut self, lines: Vec<u8>) {
-        if self.whole && !lines.is_empty() {
-            self.bytes += lines.len() as u64;
-            self.whole = self.par.out.send(Batch { lines, records: 0 }).is_ok();
-        }
-    }
-
     /// After the ranges ended early (a range that does not join, a writer that stopped):
     /// wait for the workers to finish the ranges they are at (no more are given) and put
     /// every buffer of lines not written back into the pool.
@@ -137,19 +126,19 @@ impl Forward<'_> {
         }
         for msg in self.done.iter() {
             if let Msg::Piece(_, lines) = msg {
-                let _ = self.par.give_back.try_send(lines);
+                self.out.give_back(lines);
             }
         }
         for (_, waiting) in std::mem::take(&mut self.waiting) {
             for lines in waiting.pieces {
-                let _ = self.par.give_back.try_send(lines);
+                self.out.give_back(lines);
             }
         }
     }
 
     /// Whether more may be planned and sent: the writer takes lines and no range failed.
     fn going(&self) -> bool {
-        self.whole && self.failed.is_none()
+        self.out.whole && self.failed.is_none()
     }
 
     /// Take one message (waiting for it when `wait`): false when none came.
@@ -164,7 +153,7 @@ impl Forward<'_> {
         };
         match msg {
             Msg::Start(i, start) => self.waiting.entry(i).or_default().start = Some(start),
-            Msg::Piece(i, lines) if i == self.written && self.due_ok => self.send(lines),
+            Msg::Piece(i, lines) if i == self.written && self.due_ok => self.out.send(lines),
             Msg::Piece(i, lines) => self.waiting.entry(i).or_default().pieces.push(lines),
             Msg::End(i, end) => self.waiting.entry(i).or_default().end = Some(end),
         }
@@ -196,7 +185,7 @@ impl Forward<'_> {
                     .get_mut(&i)
                     .map(|w| std::mem::take(&mut w.pieces));
                 for lines in pieces.into_iter().flatten() {
-                    self.send(lines);
+                    self.out.send(lines);
                 }
             }
             let Some(Waiting { end: Some(_), .. }) = self.waiting.get(&self.written) else {
@@ -222,20 +211,22 @@ impl Forward<'_> {
     }
 }
 
-/// Decode `file` in the ranges of `plan` with `par.workers` workers, handing the lines
+/// Decode `file` in the ranges of `plan` (a planner reads `records`, the file's whole
+/// data section) with `par.workers` workers, handing the lines
 /// to `par`'s writer in order, telling `pages` what the workers read next and what they
 /// are done with. Each range after the first is checked to start where
 /// the one before ended; the first that does not ends the ranges
 /// ([`RangesDone::failed`]).
 pub(crate) fn decode_ranges(
     plan: Plan<'_>,
-    data_end: usize,
+    records: Records<'_>,
     file: &[u8],
     par: &Par<'_>,
     pages: &Pages<'_>,
 ) -> RangesDone {
     let forget = pages.forget;
     let populate = pages.populate;
+    let data_end = usize::try_from(records.end()).unwrap_or(file.len());
     let workers = par.workers.max(1);
     let out_at_once = workers + 2;
     let abandon = AtomicBool::new(false);
@@ -260,7 +251,7 @@ pub(crate) fn decode_ranges(
         }
         drop((job_rx, done_tx));
         let mut fwd = Forward {
-            par,
+            out: Handed::new(par),
             done: done_rx,
             waiting: BTreeMap::new(),
             written: 0,
@@ -271,8 +262,6 @@ pub(crate) fn decode_ranges(
             stats: DecodeStats::default(),
             stopped: None,
             failed: None,
-            bytes: 0,
-            whole: true,
         };
         let mut planned = 0;
         let mut dispatch = |range: DecodeRange, fwd: &mut Forward<'_>| {
@@ -293,7 +282,7 @@ pub(crate) fn decode_ranges(
             true
         };
         let (cut_short, clock_data) = match plan {
-            Plan::Planner(mut planner, records) => {
+            Plan::Planner(mut planner) => {
                 let mut going = true;
                 for rec in records {
                     if let Some(range) = planner.take(rec.as_ref()) {
@@ -328,7 +317,7 @@ pub(crate) fn decode_ranges(
             stopped,
             written,
             failed,
-            bytes,
+            out,
             ..
         } = fwd;
         RangesDone {
@@ -338,7 +327,7 @@ pub(crate) fn decode_ranges(
             cut_short,
             clock_data,
             failed,
-            bytes,
+            bytes: out.bytes,
         }
     })
 }
@@ -366,12 +355,7 @@ fn work(
             if gone || buf.is_empty() {
                 return;
             }
-            let mut next = recycle
-                .try_recv()
-                .unwrap_or_else(|_| Vec::with_capacity(BATCH_CAPACITY));
-            next.clear();
-            std::mem::swap(buf, &mut next);
-            gone = done.send(Msg::Piece(i, next)).is_err();
+            gone = done.send(Msg::Piece(i, take_lines(buf, recycle))).is_err();
         };
         let mut begun = |start: RangeStart| {
             let _ = done.send(Msg::Start(i, start));

@@ -3,7 +3,7 @@
 use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::trace_dat as lines;
 
-use super::parallel::{Par, par_lines, staged};
+use super::parallel::{Par, par_lines, past, staged};
 use super::windows::{decode_windows, window_bytes};
 use super::{Flush, Outcome};
 
@@ -38,12 +38,7 @@ pub(crate) fn decode_trace_dat(
             match lines::plan_windows(&d, count) {
                 Ok(windows) => {
                     let done = decode_windows(&d, windows, par, populate, |skip| {
-                        let mut skip = skip;
-                        let mut rest = |lines: &[u8]| {
-                            let at = usize::try_from(skip).unwrap_or(usize::MAX).min(lines.len());
-                            skip -= at as u64;
-                            flush(&lines[at..])
-                        };
+                        let mut rest = past(skip, flush);
                         lines::decode_lines(&file, &opts, select, &mut rest)
                             .map_err(|e| e.to_string())
                     })?;

@@ -31,8 +31,7 @@ use uevrec_parsers::to_lines::trace_dat::{
     Decoded, FileDecoder, SchemaSpan, Window, WindowDone, Windows, decode_window,
 };
 
-use super::parallel::Par;
-use crate::pipeline::{BATCH_CAPACITY, Batch};
+use super::parallel::{Handed, Par, take_lines};
 
 /// Bytes of pages a window holds, by default (`--range-size` sets it): 1 MiB, and 128 KiB
 /// a CPU with data past 8 (each window reads about half a page per CPU it passes over,
@@ -64,30 +63,19 @@ pub(crate) struct WindowsDone {
 
 /// The lines of the windows, in order, to the writer.
 struct Forward<'p> {
-    par: &'p Par<'p>,
+    out: Handed<'p>,
     /// Pieces of windows not yet written, and what the window saw once its last came.
     waiting: BTreeMap<usize, Waiting>,
     written: usize,
-    /// Bytes handed to the writer.
-    bytes: u64,
     /// Events whose schema line was written.
     described: Vec<bool>,
     decoded: Decoded,
     last_time: Option<u64>,
     /// A window could not vouch for its lines: why.
     failed: Option<String>,
-    /// The writer took everything so far.
-    whole: bool,
 }
 
 impl Forward<'_> {
-    fn send(&mut self, lines: Vec<u8>) {
-        if self.whole && !lines.is_empty() {
-            self.bytes += lines.len() as u64;
-            self.whole = self.par.out.send(Batch { lines, records: 0 }).is_ok();
-        }
-    }
-
     /// `lines` without the schema lines of events already described.
     fn send_piece(&mut self, mut lines: Vec<u8>, spans: Vec<SchemaSpan>) {
         let mut cut = Vec::new();
@@ -102,7 +90,7 @@ impl Forward<'_> {
         for range in cut.into_iter().rev() {
             lines.drain(range);
         }
-        self.send(lines);
+        self.out.send(lines);
     }
 
     /// Take a piece in; write every window now due whose last piece came.
@@ -161,15 +149,13 @@ pub(crate) fn decode_windows(
     let out_at_once = workers + 2;
     let count = windows.windows.len();
     let mut fwd = Forward {
-        par,
+        out: Handed::new(par),
         waiting: BTreeMap::new(),
         written: 0,
-        bytes: 0,
         described: Vec::new(),
         decoded: Decoded::default(),
         last_time: None,
         failed: None,
-        whole: true,
     };
     std::thread::scope(|s| {
         // Made in here: dropped before the workers are joined, so that none waits on a
@@ -192,7 +178,7 @@ pub(crate) fn decode_windows(
         let mut sent = 0;
         for (i, window) in windows.windows.iter().enumerate() {
             // At most `out_at_once` windows out: wait for the oldest to be written.
-            while sent - fwd.written >= out_at_once && fwd.failed.is_none() && fwd.whole {
+            while sent - fwd.written >= out_at_once && fwd.failed.is_none() && fwd.out.whole {
                 match done_rx.recv() {
                     Ok(piece) => fwd.take(piece, &windows),
                     Err(_) => break,
@@ -202,13 +188,13 @@ pub(crate) fn decode_windows(
                 fwd.take(piece, &windows);
             }
             let spans = windows.spans(i);
-            if fwd.failed.is_some() || !fwd.whole || job_tx.send((window, spans)).is_err() {
+            if fwd.failed.is_some() || !fwd.out.whole || job_tx.send((window, spans)).is_err() {
                 break;
             }
             sent += 1;
         }
         drop(job_tx);
-        while fwd.written < sent && fwd.failed.is_none() && fwd.whole {
+        while fwd.written < sent && fwd.failed.is_none() && fwd.out.whole {
             match done_rx.recv() {
                 Ok(piece) => fwd.take(piece, &windows),
                 Err(_) => break,
@@ -217,31 +203,31 @@ pub(crate) fn decode_windows(
         // When the windows ended early: wait for the workers to finish the windows they
         // are at (no more are given) and put every buffer of lines not written back into
         // the pool (the one-thread decoding after them waits on it).
-        if fwd.failed.is_some() || !fwd.whole {
+        if fwd.failed.is_some() || !fwd.out.whole {
             for (_, lines, _, _) in done_rx.iter() {
-                let _ = par.give_back.try_send(lines);
+                fwd.out.give_back(lines);
             }
             for (_, (pieces, _)) in std::mem::take(&mut fwd.waiting) {
                 for (lines, _) in pieces {
-                    let _ = par.give_back.try_send(lines);
+                    fwd.out.give_back(lines);
                 }
             }
         }
         drop(done_rx);
     });
     if let Some(why) = fwd.failed.take() {
-        let decoded = again(fwd.bytes)?;
+        let decoded = again(fwd.out.bytes)?;
         return Ok(WindowsDone {
             decoded,
             windows: fwd.written,
             again: Some(why),
         });
     }
-    if fwd.written == count && fwd.whole {
+    if fwd.written == count && fwd.out.whole {
         let mut stats = std::mem::take(&mut fwd.decoded.stats);
         let lines = windows.finish(d, fwd.last_time, &mut stats);
         fwd.decoded.stats = stats;
-        fwd.send(lines);
+        fwd.out.send(lines);
     }
     fwd.decoded.problems = d.problems().to_vec();
     Ok(WindowsDone {
@@ -272,11 +258,7 @@ fn work(
             if gone {
                 return false;
             }
-            let mut next = recycle
-                .try_recv()
-                .unwrap_or_else(|_| Vec::with_capacity(BATCH_CAPACITY));
-            next.clear();
-            std::mem::swap(lines, &mut next);
+            let next = take_lines(lines, recycle);
             gone = done.send((i, next, spans.to_vec(), None)).is_err();
             !gone
         };

@@ -263,7 +263,7 @@ impl Encoder {
     /// Append `records` (in-band description: features, attrs, tracing data) and note
     /// where they lie in the file, to be passed over once it is finished.
     fn inband(&mut self, records: &[u8]) {
-        let at = FILE_HEADER_SIZE + self.base + self.out.len() as u64;
+        let at = self.here();
         for (start, len, kind) in writer::record_spans(records) {
             self.inband.push((at + start as u64, len, kind));
         }

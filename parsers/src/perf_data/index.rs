@@ -170,21 +170,18 @@ impl IndexBuilder {
         self.prev = Some((end, self.max_all, self.max_plain));
     }
 
-    /// The cuts noted so far.
-    pub fn cuts(&self) -> &[Cut] {
-        &self.cuts
-    }
-
     /// Append the index records to `out`, whose end is at file offset `at`; the tail is
     /// the last record appended (and must stay the last of the data section).
     pub fn push(&self, out: &mut Vec<u8>, at: u64) {
         let last = self.cuts.last().map_or(0, |c| c.start);
-        let context: Vec<u64> = self.context.iter().copied().filter(|&o| o < last).collect();
         let cuts: Vec<[u64; 4]> = (self.cuts.iter())
             .map(|c| [c.carry, c.start, c.limit, c.limit_plain])
             .collect();
         push_entries(out, KIND_CUTS, &cuts);
-        let context: Vec<[u64; 1]> = context.iter().map(|&o| [o]).collect();
+        let context: Vec<[u64; 1]> = (self.context.iter())
+            .filter(|&&o| o < last)
+            .map(|&o| [o])
+            .collect();
         push_entries(out, KIND_CONTEXT, &context);
         let first: Vec<[u64; 2]> = self.first_samples.iter().map(|&(i, o)| [i, o]).collect();
         push_entries(out, KIND_FIRST, &first);
@@ -228,23 +225,14 @@ impl RangeIndex {
             return Ok(None);
         };
         let tail = &data[tail_at..];
-        let u16_at = |b: &[u8], at: usize| {
-            let v = [b[at], b[at + 1]];
-            match endian {
-                Endian::Little => u16::from_le_bytes(v),
-                Endian::Big => u16::from_be_bytes(v),
-            }
+        let tail_offset = base + tail_at as u64;
+        // Its header as the records' framing reads one.
+        let Some(Ok(rec)) = Records::new(tail, tail_offset, endian).next() else {
+            return Ok(None);
         };
-        let u32_at = |b: &[u8], at: usize| {
-            let v = [b[at], b[at + 1], b[at + 2], b[at + 3]];
-            match endian {
-                Endian::Little => u32::from_le_bytes(v),
-                Endian::Big => u32::from_be_bytes(v),
-            }
-        };
-        if u32_at(tail, 0) != HEADER_EVENT_TYPE
-            || u16_at(tail, 4) != KIND_TAIL
-            || usize::from(u16_at(tail, 6)) != TAIL_SIZE
+        if rec.header.kind != HEADER_EVENT_TYPE
+            || rec.header.misc != KIND_TAIL
+            || rec.bytes.len() != TAIL_SIZE
             || &tail[8..16] != INDEX_MAGIC
         {
             return Ok(None);
@@ -256,7 +244,6 @@ impl RangeIndex {
             ));
         }
         let at = u64_at(tail, 24, endian).unwrap_or(u64::MAX);
-        let tail_offset = base + tail_at as u64;
         if at < base || at > tail_offset {
             return Err(format!(
                 "its range index starts at byte {at}, outside its records"

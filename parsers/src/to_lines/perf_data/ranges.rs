@@ -617,7 +617,8 @@ pub fn ranges_from_index(
             context.push((time, event, at, len));
         }
     }
-    let mut starts = Vec::new();
+    // Each range's carry, start and limit: the first from the records' start.
+    let mut starts = vec![(data_start, data_start, None)];
     let mut last = data_start;
     for cut in &index.cuts {
         let (carry, start) = (cut.carry as usize, cut.start as usize);
@@ -630,33 +631,27 @@ pub fn ranges_from_index(
             } else {
                 cut.limit_plain
             };
-            starts.push((carry, start, limit));
+            starts.push((carry, start, Some(limit)));
             last = start;
         }
     }
-    if starts.is_empty() {
+    if starts.len() == 1 {
         return Err(format!(
             "its range index has no cut {target} bytes or more into the records"
         ));
     }
     let selected = Arc::new(asked.borrow().clone());
-    let mut ranges = Vec::with_capacity(starts.len() + 1);
-    let mut begin = (data_start, data_start, None);
-    for (i, &(carry, start, limit)) in starts
-        .iter()
-        .chain(std::iter::once(&(data_end, data_end, 0)))
-        .enumerate()
-    {
-        let is_last = i == starts.len();
-        let (own_carry, own_start, own_limit) = begin;
-        let end = if is_last { data_end } else { start };
+    let mut ranges = Vec::with_capacity(starts.len());
+    for (i, &(carry, start, limit)) in starts.iter().enumerate() {
+        let next = starts.get(i + 1);
+        let end = next.map_or(data_end, |n| n.1);
         let mut described = Vec::new();
         for &(event, offset) in &first {
-            if offset < own_carry {
+            if offset < carry {
                 mark(&mut described, event);
             }
         }
-        let before = context.partition_point(|c| c.2 < own_start);
+        let before = context.partition_point(|c| c.2 < start);
         let own_end = context.partition_point(|c| c.2 < end);
         let mut state = data.clone();
         if i > 0 {
@@ -664,11 +659,11 @@ pub fn ranges_from_index(
         }
         ranges.push(DecodeRange {
             index: i,
-            carry: own_carry,
-            start: own_start,
+            carry,
+            start,
             end,
-            last: is_last,
-            limit: own_limit,
+            last: next.is_none(),
+            limit,
             described,
             data: state,
             selected: Arc::clone(&selected),
@@ -676,7 +671,6 @@ pub fn ranges_from_index(
             own_context: context[before..own_end].iter().map(|c| c.2).collect(),
             opts,
         });
-        begin = (carry, start, Some(limit));
     }
     Ok(ranges)
 }
