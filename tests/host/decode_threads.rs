@@ -167,7 +167,9 @@ fn without_index(file: &[u8]) -> Vec<u8> {
     out
 }
 
-/// `file` with every cut of its range index given a limit 1 µs lower.
+/// `file` with every cut of its range index given limits 1 µs lower (those of 1 µs or
+/// more: a cut before the first sample has limits of 0, the start-up scan's context
+/// records' time).
 fn wrong_limits(file: &[u8]) -> Vec<u8> {
     use uevrec_parsers::perf_data::index::{KIND_CUTS, TAIL_SIZE};
     let (at, size) = data_section(file);
@@ -182,14 +184,16 @@ fn wrong_limits(file: &[u8]) -> Vec<u8> {
             for cut in (rec + 8..rec + len).step_by(32) {
                 for limit in [cut + 16, cut + 24] {
                     let v = u64::from_le_bytes(out[limit..limit + 8].try_into().unwrap());
-                    out[limit..limit + 8].copy_from_slice(&(v - 1000).to_le_bytes());
+                    if let Some(lower) = v.checked_sub(1000) {
+                        out[limit..limit + 8].copy_from_slice(&lower.to_le_bytes());
+                        cuts += 1;
+                    }
                 }
-                cuts += 1;
             }
         }
         rec += len;
     }
-    assert!(cuts > 0, "the index has cuts");
+    assert!(cuts > 0, "the index has cuts with limits to lower");
     out
 }
 
@@ -254,14 +258,27 @@ fn decode_threads_write_the_bytes_of_one_thread() {
     // The finished perf.data has a range index: cut where it says (the summary says how
     // many ranges; every one joined the one before, or it would say "decoded again").
     let indexed = shared(&decode_with(&data, "2", false, &["--range-size", "64K"]));
-    let n = ranges_in(&indexed);
-    // As many as the file has rounds past 64 KiB (the burst fills the 4 MiB rings a few
-    // times: a few rounds); the pure tests cut at every round.
-    assert!(n >= 2, "{indexed}: a 10 MB perf.data in 64 KiB ranges");
-    assert!(
-        indexed.ends_with("ranges by 2 threads, cut where the file's range index says)"),
-        "{indexed}"
-    );
+    let cut = "ranges by 2 threads, cut where the file's range index says";
+    match indexed.split_once(", then decoded again whole by one thread") {
+        None => {
+            // As many as the file has rounds past 64 KiB (the burst fills the 4 MiB
+            // rings a few times: a few rounds); the pure tests cut at every round.
+            let n = ranges_in(&indexed);
+            assert!(n >= 2, "{indexed}: a 10 MB perf.data in 64 KiB ranges");
+            assert!(indexed.ends_with(&format!("{cut})")), "{indexed}");
+        }
+        // A record the kernel committed after newer ones went out (its writer preempted
+        // between taking its time and committing, under load) ends the ranges there,
+        // as one decoder would count it late: allowed, and said; any other reason fails.
+        Some((head, why)) => {
+            assert!(head.ends_with(cut), "{indexed}");
+            assert!(
+                why.contains("a record in it came late, or its order buffer filled"),
+                "{indexed}"
+            );
+            eprintln!("the index's ranges ended early: {indexed}");
+        }
+    }
     let by_default = shared(&decode(&data, "2", false));
     assert!(
         by_default.contains("cut where the file's range index says"),
@@ -276,7 +293,7 @@ fn decode_threads_write_the_bytes_of_one_thread() {
     assert!(planned.ends_with("ranges by 2 threads)"), "{planned}");
     let staged = shared(&decode(&plain, "2", false));
     assert!(staged.starts_with("2 formatting threads"), "{staged}");
-    // With an index whose time limits are wrong (each cut's lowered by 1 µs): the
+    // With an index whose time limits are wrong (lowered by 1 µs): the
     // first range that does not start where the one before ended is found, and the
     // rest decoded again by one thread (the same bytes: `same_as_one` below).
     let wrong = dir.path().join("wrong.data");
