@@ -5,8 +5,10 @@
 //!   whatever the umask); an existing file is appended to, never truncated;
 //! - an existing symbolic link at the path is refused (`O_NOFOLLOW`) unless
 //!   [`FileOptions::follow_symlinks`]; files created by rotation never follow links;
-//! - rotation renames `FILE.{keep-1}` → `FILE.{keep}` … `FILE` → `FILE.1` (the oldest is
-//!   replaced, i.e. removed) and creates a new `FILE`. It happens only between lines: a
+//! - rotation renames `FILE.{m-1}` → `FILE.{m}` … `FILE` → `FILE.1`, where `m` is the
+//!   first free number (at most `keep`: the oldest is then replaced, i.e. removed), and
+//!   creates a new `FILE`. A kill between two of those renames leaves one number free,
+//!   the files' order intact (higher is older), and the next rotation takes that number. It happens only between lines: a
 //!   line is never split across files, and a single line longer than the size limit gets a
 //!   file of its own;
 //! - a failed write (ENOSPC, EIO …) is cut back with `ftruncate` to the length before it,
@@ -155,6 +157,12 @@ fn open_append(path: &Path, mode: u32, follow: bool) -> Result<File, SinkError> 
 }
 
 /// `FILE.n`.
+/// Whether something (a file, a link, anything) has the name `path`; an error other than
+/// "not found" counts as present, so that rotation renames onto it and reports that error.
+fn present(path: &Path) -> bool {
+    !matches!(fs::symlink_metadata(path), Err(e) if e.kind() == io::ErrorKind::NotFound)
+}
+
 fn numbered(path: &Path, n: u32) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(format!(".{n}"));
@@ -203,7 +211,15 @@ impl RotatingFile {
         if keep == 0 {
             ignore_missing(fs::remove_file(&self.path), "removing", &self.path)?;
         } else {
-            for n in (1..keep).rev() {
+            // Only the files below the first free number move up (logrotate does the
+            // same): a rotation costs a rename per file kept, not `keep` of them, and a
+            // number left free by a kill in the middle of a rotation (`FILE.3`, `FILE.1`
+            // and no `FILE.2`) is taken by the next rotation instead of moving with the
+            // others for ever. At `keep` files the oldest is replaced.
+            let free = (1..keep)
+                .find(|&n| !present(&numbered(&self.path, n)))
+                .unwrap_or(keep);
+            for n in (1..free).rev() {
                 let from = numbered(&self.path, n);
                 ignore_missing(
                     fs::rename(&from, numbered(&self.path, n + 1)),
@@ -447,6 +463,27 @@ mod tests {
         assert_eq!(read(&numbered(&p, 1)).into_bytes(), lines(6..8));
         assert_eq!(read(&numbered(&p, 2)).into_bytes(), lines(4..6));
         assert!(!numbered(&p, 3).exists());
+    }
+
+    #[test]
+    fn a_free_number_is_taken_by_the_next_rotation_and_files_above_it_stay() {
+        // As a kill between two renames of a rotation leaves it: FILE.1 moved to FILE.2,
+        // FILE not yet to FILE.1.
+        let (_dir, p, mut f) = rotating(22, 100_000);
+        for (n, text) in [(2, "two\n"), (3, "three\n")] {
+            fs::write(numbered(&p, n), text).unwrap();
+        }
+        f.write_lines(&lines(0..3)).unwrap();
+        assert_eq!(read(&numbered(&p, 1)).into_bytes(), lines(0..2));
+        assert_eq!(read(&numbered(&p, 2)), "two\n");
+        assert_eq!(read(&numbered(&p, 3)), "three\n");
+        assert!(!numbered(&p, 4).exists());
+        f.write_lines(&lines(3..5)).unwrap();
+        assert_eq!(read(&numbered(&p, 4)), "three\n");
+        assert_eq!(read(&numbered(&p, 3)), "two\n");
+        assert_eq!(read(&numbered(&p, 2)).into_bytes(), lines(0..2));
+        assert_eq!(read(&numbered(&p, 1)).into_bytes(), lines(2..4));
+        assert_eq!(read(&p).into_bytes(), lines(4..5));
     }
 
     #[test]

@@ -400,8 +400,10 @@ fn killed_rotating_runs_leave_whole_rotated_files_in_sequence() {
             .map(|n| n["r.json.".len()..].parse().unwrap())
             .collect();
         ns.sort_unstable_by(|a, b| b.cmp(a));
+        // 1…N, or one number free where the kill fell between two renames of a
+        // rotation (the next rotation takes it: src/sink/file.rs's unit tests).
         assert!(
-            ns.iter().rev().copied().eq(1..=ns.len() as u32),
+            ns.first().is_none_or(|&top| top as usize <= ns.len() + 1),
             "numbers {ns:?}"
         );
         for n in ns {
