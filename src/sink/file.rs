@@ -8,9 +8,9 @@
 //! - rotation renames `FILE.{m-1}` → `FILE.{m}` … `FILE` → `FILE.1`, where `m` is the
 //!   first free number (at most `keep`: the oldest is then replaced, i.e. removed), and
 //!   creates a new `FILE`. A kill between two of those renames leaves one number free,
-//!   the files' order intact (higher is older), and the next rotation takes that number. It happens only between lines: a
-//!   line is never split across files, and a single line longer than the size limit gets a
-//!   file of its own;
+//!   the files' order intact (higher is older), and the next rotation takes that number.
+//!   Rotation happens only between lines: a line is never split across files, and a
+//!   single line longer than the size limit gets a file of its own;
 //! - a failed write (ENOSPC, EIO …) is cut back with `ftruncate` to the length before it,
 //!   so the file always ends with a complete line;
 //! - a file that ends in part of a line (uevrec was killed in the middle of a write) is
@@ -156,13 +156,13 @@ fn open_append(path: &Path, mode: u32, follow: bool) -> Result<File, SinkError> 
     }
 }
 
-/// `FILE.n`.
 /// Whether something (a file, a link, anything) has the name `path`; an error other than
 /// "not found" counts as present, so that rotation renames onto it and reports that error.
 fn present(path: &Path) -> bool {
     !matches!(fs::symlink_metadata(path), Err(e) if e.kind() == io::ErrorKind::NotFound)
 }
 
+/// `FILE.n`.
 fn numbered(path: &Path, n: u32) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(format!(".{n}"));
