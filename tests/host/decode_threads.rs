@@ -337,7 +337,8 @@ fn decode_threads_write_the_bytes_of_one_thread() {
     // A burst drained in fewer than two rounds gives an index with no cut (seen in CI: a
     // cut needs the round before it): then --range-size cuts by the planner's pass, and
     // the default is staged, saying why.
-    let cuts = index_cuts(&fs::read(&data).unwrap());
+    let recorded = fs::read(&data).unwrap();
+    let cuts = index_cuts(&recorded);
     let indexed = shared(&decode_with(&data, "2", false, &["--range-size", "64K"]));
     let cut = ", cut where the file's range index says";
     if cuts == 0 {
@@ -364,7 +365,7 @@ fn decode_threads_write_the_bytes_of_one_thread() {
     // The same file without its index (the tail's mark gone, as a file of perf's): cut by
     // a pass ahead of the workers with --range-size, staged without.
     let plain = dir.path().join("plain.data");
-    fs::write(&plain, without_index(&fs::read(&data).unwrap())).unwrap();
+    fs::write(&plain, without_index(&recorded)).unwrap();
     let planned = shared(&decode_with(&plain, "2", false, &["--range-size", "64K"]));
     if !ranges_joined(&planned, "") {
         assert!(ranges_in(&planned) >= 2, "{planned}");
@@ -376,7 +377,7 @@ fn decode_threads_write_the_bytes_of_one_thread() {
     // rest decoded again by one thread (the same bytes: `same_as_one` below).
     let wrong = dir.path().join("wrong.data");
     if cuts > 0 {
-        fs::write(&wrong, wrong_limits(&fs::read(&data).unwrap())).unwrap();
+        fs::write(&wrong, wrong_limits(&recorded)).unwrap();
         let again = shared(&decode_with(&wrong, "2", false, &["--range-size", "64K"]));
         assert!(
             again.contains("then decoded again whole by one thread"),
