@@ -685,6 +685,48 @@ fn ranges_cut_a_recording_and_write_its_bytes() {
     }
 }
 
+/// Two `PERF_RECORD_LOST` records claiming 2^63 + 1 lost records each: their sum is more
+/// than a counter holds. Each is a `lost` line as the file says it; the decoding ends with
+/// the notice that the total cannot be represented (`lost` stops at `u64::MAX`, never
+/// wraps), whole or in ranges (the ranges' stats absorbed, the notice after the last).
+#[test]
+fn losses_past_a_counter_end_with_one_notice() {
+    use uevrec_parsers::to_lines::LOST_OVERFLOW;
+    let t = 1_795_345_200_000_000_000;
+    let claim = (1 << 63) + 1;
+    let entries = vec![
+        Entry::Lost {
+            time: t + 10,
+            cpu: 0,
+            lost: claim,
+        },
+        Entry::Round,
+        Entry::Lost {
+            time: t + 20,
+            cpu: 1,
+            lost: claim,
+        },
+        Entry::Round,
+    ];
+    let (file, _) = build(&entries);
+    let (one, seen) = decode_whole(&file, DecodeOptions::default());
+    let text = String::from_utf8(one.clone()).unwrap();
+    assert_eq!(
+        text.matches(&format!("\"lost\":{claim}")).count(),
+        2,
+        "{text}"
+    );
+    assert!(
+        text.lines().last().unwrap().contains(LOST_OVERFLOW),
+        "{text}"
+    );
+    assert_eq!((seen.lost, seen.lost_overflow), (u64::MAX, true));
+    let (cut, summed, ranges, _) = decode_in_ranges(&file, DecodeOptions::default());
+    assert!(ranges >= 2, "{ranges}");
+    assert_eq!(String::from_utf8_lossy(&cut), text);
+    assert_eq!((summed.lost, summed.lost_overflow), (u64::MAX, true));
+}
+
 proptest! {
     /// Overlapping rounds with context and losses, context and schema lines on or off,
     /// sometimes a late record (cutting stops there; the rest is one range): the ranges'

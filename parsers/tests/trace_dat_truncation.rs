@@ -191,6 +191,17 @@ fn the_cut_says_where_and_what_was_read() {
         )) && msg.contains("cpu 1: the file ends 0 bytes into"),
         "{msg}"
     );
+    // Summed up in one line for a reader (both CPUs' bytes missing), all of it in-band.
+    let summary = decoded.truncation_summary().unwrap();
+    assert!(
+        summary.starts_with("the file ends inside the trace data of 2 CPUs (cut short")
+            && summary.contains("(CPUs 0, 1); what is present of each was read"),
+        "{summary}"
+    );
+    assert_eq!(
+        decoded.truncation_details().unwrap(),
+        format!("{summary}: {msg}")
+    );
     // The error itself is the reader's last item of that CPU: a CutShort.
     let file = TraceDat::parse(&f.bytes[..cut]).unwrap();
     let mut records = file.records().unwrap();

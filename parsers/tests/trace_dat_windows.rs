@@ -7,10 +7,10 @@
 //! `stats`, and (in the second property) pages that start before the page ahead ended.
 
 use proptest::prelude::*;
-use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::trace_dat::{
     FileDecoder, SchemaSpan, decode_lines, decode_window, plan_windows,
 };
+use uevrec_parsers::to_lines::{DecodeOptions, DecodeStats, LOST_OVERFLOW};
 use uevrec_parsers::trace_dat::TraceDat;
 use uevrec_parsers::trace_dat::writer::header;
 
@@ -113,7 +113,7 @@ fn in_windows(file: &TraceDat<'_>, count: usize) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     let mut described = Vec::new();
     let mut last_time = None;
-    let mut stats = Default::default();
+    let mut stats = DecodeStats::default();
     for i in 0..windows.windows.len() {
         let mut pieces: Vec<(Vec<u8>, Vec<SchemaSpan>)> = Vec::new();
         let done = decode_window(&d, &windows.windows[i], &mut |lines, spans| {
@@ -139,6 +139,7 @@ fn in_windows(file: &TraceDat<'_>, count: usize) -> Option<Vec<u8>> {
             out.extend_from_slice(&lines);
         }
         last_time = done.last_time.or(last_time);
+        stats.absorb(done.stats);
     }
     out.extend_from_slice(&windows.finish(&d, last_time, &mut stats));
     Some(out)
@@ -357,24 +358,28 @@ fn an_absolute_time_stamp_going_back_is_noticed() {
     assert_eq!(in_windows(&file, 2), None);
 }
 
+/// Two CPUs of three pages (from 1000 and 1005, 100 apart) of both events, each page
+/// losing what `missed` says before it.
+fn three_pages_each(missed: [[Option<Option<u64>>; 3]; 2]) -> Vec<Vec<PageSpec>> {
+    (missed.iter().zip([1000, 1005]))
+        .map(|(pages, first)| {
+            (pages.iter().zip(0..))
+                .map(|(&missed, i)| PageSpec {
+                    time: first + 100 * i,
+                    missed,
+                    events: vec![(2001, 0), (2002, 5)],
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// A page that lost records on a CPU whose final stats say it lost none (its pages were
 /// not all read for the loss accounting): the window that meets it does not vouch for its
 /// lines.
 #[test]
 fn a_loss_the_stats_do_not_know_is_noticed() {
-    let spec = |time, missed| PageSpec {
-        time,
-        missed,
-        events: vec![(2001, 0), (2002, 5)],
-    };
-    let cpus = vec![
-        vec![
-            spec(1000, None),
-            spec(1100, None),
-            spec(1200, Some(Some(2))),
-        ],
-        vec![spec(1005, None), spec(1105, None), spec(1205, None)],
-    ];
+    let cpus = three_pages_each([[None, None, Some(Some(2))], [None; 3]]);
     let bytes = build(&cpus, &[Some(0), Some(0)]);
     let file = TraceDat::parse(&bytes).unwrap();
     assert!(
@@ -383,4 +388,33 @@ fn a_loss_the_stats_do_not_know_is_noticed() {
             .contains("\"lost\":2")
     );
     assert_eq!(in_windows(&file, 2), None);
+}
+
+/// Pages on two CPUs claiming 2^63 + 1 lost records each (stored counts, no final
+/// stats): their sum is more than a counter holds. One decoding writes each claim as a
+/// `lost` line and ends with the notice that the total cannot be represented; windows,
+/// each below the limit on its own, end with the same notice ([`Windows::finish`] sees
+/// their absorbed stats): the same bytes.
+#[test]
+fn losses_past_a_counter_end_with_one_notice_whole_or_in_windows() {
+    let claim = (1 << 63) + 1;
+    let cpus = three_pages_each([
+        [None, None, Some(Some(claim))],
+        [Some(Some(claim)), None, None],
+    ]);
+    let bytes = build(&cpus, &[None, None]);
+    let file = TraceDat::parse(&bytes).unwrap();
+    let text = String::from_utf8(whole(&file)).unwrap();
+    assert_eq!(
+        text.matches(&format!("\"lost\":{claim}")).count(),
+        2,
+        "{text}"
+    );
+    let last = text.lines().last().unwrap();
+    assert!(last.contains(LOST_OVERFLOW), "{text}");
+    assert_eq!(text.matches(LOST_OVERFLOW).count(), 1, "{text}");
+    for count in 2..4 {
+        let got = in_windows(&file, count).expect("every window vouches");
+        assert_eq!(String::from_utf8_lossy(&got), text, "{count} windows");
+    }
 }

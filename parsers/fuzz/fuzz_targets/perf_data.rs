@@ -7,7 +7,9 @@
 //!   file aside: they say where the file claims a section is);
 //! - pipe mode: the stream fed `chunk` bytes at a time writes exactly the lines of the
 //!   whole-input decoder and stops at the same offset for the same reason;
-//! - `--count`: never more event lines than asked.
+//! - `--count`: never more event lines than asked;
+//! - the `lost` total is the sum of the `lost` lines, or, past what a u64 holds,
+//!   `u64::MAX` with the notice that says so (`totals::check_lost_total`).
 //!
 //! Input layout: byte 0 → chunk size (1..=256), byte 1 → order buffer bound (256 bytes ×
 //! (1..=256): small bounds exercise the half flush), byte 2 → `--count` (0 = none), then
@@ -19,6 +21,7 @@ use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::perf_data::{LineDecoder, FeedControl, StreamDecoder};
 use uevrec_parsers::perf_data::{PerfData, PerfDataError};
 use uevrec_parsers_fuzz::json::one_object_line;
+use uevrec_parsers_fuzz::totals::check_lost_total;
 
 fn check_error(e: &PerfDataError, len: usize) {
     if let PerfDataError::BadSection { .. } = e {
@@ -93,6 +96,7 @@ fuzz_target!(|input: &[u8]| {
             for e in &dec.stats().errors {
                 check_error(e, len);
             }
+            check_lost_total(dec.stats(), &whole);
         }
         Err(e) => check_error(&e, len),
     }

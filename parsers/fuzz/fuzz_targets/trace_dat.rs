@@ -9,14 +9,16 @@
 //! - a file cut short (seeds: `parsers/fuzz/seeds/trace_dat/`, truncated inside a page
 //!   and inside a page header): the cut (`CutShort`) is said at the end of the file, and
 //!   `decode_lines` (what `uevrec decode` runs) writes only whole JSON object lines, its
-//!   `undecoded` notices and the cut included.
+//!   `undecoded` notices and the cut included;
+//! - the decoding's `lost` total is the sum of its `lost` lines, or, past what a u64
+//!   holds, `u64::MAX` with the notice that says so (`totals::check_lost_total`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::trace_dat::{ErrorKind, Item, TraceDat, TraceDatError};
 use uevrec_parsers::{LineOptions, LineWriter, RecordMeta};
-use uevrec_parsers_fuzz::json::one_object_line;
+use uevrec_parsers_fuzz::totals::check_lost_total;
 
 /// At most this many items (records, lost markers, errors) per input.
 const MAX_ITEMS: usize = 100_000;
@@ -92,9 +94,7 @@ fuzz_target!(|data: &[u8]| {
             true
         })
         .expect("records() succeeded above");
-    for line in out.split_inclusive(|&b| b == b'\n') {
-        one_object_line(line);
-    }
+    check_lost_total(&decoded.stats, &out);
     for cut in &decoded.truncated {
         assert!(cut.contains("cut short"), "{cut}");
     }

@@ -4,6 +4,7 @@
 
 pub mod json;
 pub mod schema_input;
+pub mod totals;
 
 use uevrec_parsers::{Element, EventFormat, FieldKind};
 

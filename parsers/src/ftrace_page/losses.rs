@@ -37,7 +37,10 @@ impl Losses {
     pub fn missed(&mut self, count: Option<u64>, total: impl FnOnce() -> Option<u64>) -> u64 {
         match count {
             Some(c) if !self.by_stats => {
-                self.reported += c;
+                // `c` is the page's claim, any u64: the tally stops at u64::MAX rather than
+                // wrap. Stopped there it is at least every stats total, so nothing more
+                // is reported from the stats, which is right: the pages alone claim more.
+                self.reported = self.reported.saturating_add(c);
                 c
             }
             _ => {
@@ -51,7 +54,8 @@ impl Losses {
     /// (at the end of a session, after draining).
     pub fn settle(&mut self, total: u64) -> u64 {
         let n = total.saturating_sub(self.reported);
-        self.reported += n;
+        // reported + n, without a sum that could overflow.
+        self.reported = self.reported.max(total);
         n
     }
 
@@ -121,5 +125,17 @@ mod tests {
         assert_eq!(l.missed(Some(1), || None), 0);
         assert_eq!(l.settle(16), 1);
         assert_eq!(l.reported(), 16);
+    }
+
+    #[test]
+    fn counts_past_what_a_u64_holds_stop_the_tally_and_report_nothing_twice() {
+        let mut l = Losses::default();
+        assert_eq!(l.missed(Some(u64::MAX - 1), || None), u64::MAX - 1);
+        // Each page's claim is reported as it is; the tally stops at u64::MAX.
+        assert_eq!(l.missed(Some(5), || None), 5);
+        assert_eq!(l.reported(), u64::MAX);
+        // No stats total is beyond it: nothing more to settle.
+        assert_eq!(l.settle(u64::MAX), 0);
+        assert_eq!(l.missed(None, || Some(7)), 0);
     }
 }

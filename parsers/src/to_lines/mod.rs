@@ -57,8 +57,14 @@ impl Default for DecodeOptions {
 pub struct DecodeStats {
     /// Event lines written.
     pub records: u64,
-    /// Records lost (sum of `lost` lines).
+    /// Records lost: the sum of the `lost` lines, or `u64::MAX` when that sum is more than
+    /// a `u64` holds ([`DecodeStats::lost_overflow`]); [`DecodeStats::lost_words`] says
+    /// either in words.
     pub lost: u64,
+    /// The `lost` lines add up to more than a `u64` holds (a file can claim any count in
+    /// each): `lost` stopped at `u64::MAX`, and the decoding ended with a `lost` notice
+    /// saying so ([`LOST_OVERFLOW`]).
+    pub lost_overflow: bool,
     /// Event lines whose `time` is `null`.
     pub time_unknown: u64,
     /// Samples whose event could not be told (no id, or an id of no attr).
@@ -75,6 +81,43 @@ pub struct DecodeStats {
     pub errors: Vec<PerfDataError>,
     /// How many problems there were.
     pub error_count: u64,
+}
+
+/// The message of the `lost` notice that ends a decoding whose `lost` lines add up to
+/// more than a counter holds ([`DecodeStats::lost_overflow`]): each line's count is the
+/// file's, their total is not given.
+pub const LOST_OVERFLOW: &str = "the file claims more lost records than a counter holds: \
+     its lost lines add up to more than 18446744073709551615, so no total is given (each \
+     lost line's own count is what the file says)";
+
+impl DecodeStats {
+    /// Count `n` more records lost (a `lost` line's count, read from the input): the total
+    /// stops at `u64::MAX` rather than wrap, and [`DecodeStats::lost_overflow`] says so.
+    pub fn add_lost(&mut self, n: u64) {
+        match self.lost.checked_add(n) {
+            Some(total) => self.lost = total,
+            None => {
+                self.lost = u64::MAX;
+                self.lost_overflow = true;
+            }
+        }
+    }
+
+    /// The message of the notice that ends the decoding when the total lost cannot be
+    /// represented ([`LOST_OVERFLOW`]), else `None`.
+    pub fn lost_notice(&self) -> Option<&'static str> {
+        self.lost_overflow.then_some(LOST_OVERFLOW)
+    }
+
+    /// The records lost in words, for a summary: the count, or "more than
+    /// 18446744073709551615" when it cannot be represented.
+    pub fn lost_words(&self) -> String {
+        if self.lost_overflow {
+            format!("more than {}", u64::MAX)
+        } else {
+            self.lost.to_string()
+        }
+    }
 }
 
 /// For the decoders of files (perf.data, trace.dat, `uevrec decode`): each event's

@@ -229,7 +229,7 @@ impl Out<'_, '_> {
 
     fn lost(&mut self, event: usize, time: Option<u64>, cpu: Option<u32>, lost: u64) -> bool {
         let t = self.unix_time(event, time);
-        self.stats.lost += lost;
+        self.stats.add_lost(lost);
         if let Some(sink) = &mut self.sink {
             return sink.lost(t, cpu.unwrap_or(0), lost);
         }
@@ -678,7 +678,20 @@ impl<'s> LineDecoder<'s> {
 
     /// [`LineDecoder::finish`] after [`LineDecoder::record_in`] calls on `file`.
     pub fn finish_in(&mut self, file: &[u8], flush: &mut dyn FnMut(&[u8]) -> bool) -> FeedControl {
-        let step = self.drain(Drain::All, file, flush);
+        let mut step = self.drain(Drain::All, file, flush);
+        // The `lost` lines added up to more than a counter holds: said after them.
+        if let Some(msg) = self.stats.lost_notice() {
+            match &mut self.sink {
+                Some(sink) => {
+                    if !sink.notice(None, "lost", None, msg) {
+                        step = FeedControl::Stop;
+                    }
+                }
+                None => self
+                    .writer
+                    .write_notice(&mut self.out, None, "lost", None, msg),
+            }
+        }
         self.writer.end_lines(&mut self.out);
         if !self.out.is_empty() {
             let go_on = flush(&self.out);

@@ -26,7 +26,64 @@ pub struct Decoded {
     /// The file is cut short (a truncated copy, an unfinished recording): for each CPU
     /// whose data runs past its end, what is missing and what was read
     /// ([`crate::trace_dat::ErrorKind::CutShort`]). Every record before the cut was written.
+    /// One line for a reader: [`Decoded::truncation_summary`]; all of it, for the
+    /// `truncated` notice: [`Decoded::truncation_details`].
     pub truncated: Vec<String>,
+    /// The same cuts, as the reader said them (for the summary's counts).
+    cuts: Vec<TraceDatError>,
+}
+
+/// CPUs named in a truncation summary before "and N more".
+const CPUS_NAMED: usize = 8;
+
+impl Decoded {
+    /// The cut in one line, for stderr (`None` when the file is whole): one CPU's cut as
+    /// the reader says it; for more, how many CPUs, the bytes of theirs missing, the
+    /// lowest-numbered few of them and "and N more" ([`Decoded::truncation_details`] has each CPU's).
+    pub fn truncation_summary(&self) -> Option<String> {
+        if self.truncated.len() <= 1 {
+            return self.truncated.first().cloned();
+        }
+        let (mut cpus, mut declared, mut present) = (Vec::new(), 0u128, 0u128);
+        for e in &self.cuts {
+            if let ErrorKind::CutShort {
+                cpu,
+                declared: d,
+                present: p,
+                ..
+            } = &e.kind
+            {
+                cpus.push(*cpu);
+                // Sizes the file claims, each up to u64::MAX: summed wide.
+                declared = declared.saturating_add(u128::from(*d));
+                present = present.saturating_add(u128::from(*p));
+            }
+        }
+        cpus.sort_unstable();
+        let named: Vec<String> = cpus.iter().take(CPUS_NAMED).map(u32::to_string).collect();
+        let more = match cpus.len().saturating_sub(CPUS_NAMED) {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        Some(format!(
+            "the file ends inside the trace data of {} CPUs (cut short: a truncated copy or an \
+             unfinished recording): {} of the {declared} bytes they declare are missing \
+             (CPUs {}{more}); what is present of each was read",
+            self.truncated.len(),
+            declared.saturating_sub(present),
+            named.join(", "),
+        ))
+    }
+
+    /// The cut with every CPU's details, for the `truncated` notice in-band (`None` when
+    /// the file is whole): the summary, then what is missing and what was read of each CPU.
+    pub fn truncation_details(&self) -> Option<String> {
+        let summary = self.truncation_summary()?;
+        if self.truncated.len() <= 1 {
+            return Some(summary);
+        }
+        Some(format!("{summary}: {}", self.truncated.join("; ")))
+    }
 }
 
 /// Write every record of `file`'s top buffer, merged across CPUs in time order (the
@@ -36,7 +93,9 @@ pub struct Decoded {
 /// --raw-format trace-dat` do), else `null`: raw trace-clock stamps with no wall-clock
 /// anchor. The kernel's drops are `lost` lines, or a notice when it did not store how
 /// many (with the rings' final `stats` in the file, its CPUSTAT options, the counts add up
-/// to the kernel's: [`crate::ftrace_page::losses`]). Lines go to `flush` in runs of about
+/// to the kernel's: [`crate::ftrace_page::losses`]). When the `lost` lines add up to more
+/// than a counter holds, a `lost` notice after them says so
+/// ([`DecodeStats::lost_overflow`]). Lines go to `flush` in runs of about
 /// 256 KiB; it returns whether to go on. Stops after `opts.max_records` event lines.
 ///
 /// `tid` is the entry's `common_pid` (the kernel's thread id); `pid` is its process id
@@ -82,6 +141,7 @@ pub fn decode_into(
         let mut losses = std::mem::replace(&mut run.losses, CpuLosses(Vec::new()));
         run.settle(&mut losses, &mut sink);
     }
+    run.say_lost_overflow(&mut sink);
     run.writer.end_lines(&mut run.lines);
     if !run.lines.is_empty() {
         flush(&run.lines);
@@ -95,7 +155,8 @@ pub fn decode_into(
     Ok(Decoded {
         stats: run.stats,
         problems,
-        truncated: run.truncated,
+        truncated: run.truncated.iter().map(TraceDatError::to_string).collect(),
+        cuts: run.truncated,
     })
 }
 
@@ -213,7 +274,8 @@ struct Run<'d, 'f> {
     losses: CpuLosses,
     stats: DecodeStats,
     problems: Vec<String>,
-    truncated: Vec<String>,
+    /// The cuts ([`ErrorKind::CutShort`]) met.
+    truncated: Vec<TraceDatError>,
     last_time: Option<u64>,
     lines: Vec<u8>,
     /// A window's: where its schema lines are in `lines`.
@@ -273,18 +335,8 @@ impl<'d, 'f> Run<'d, 'f> {
                         if selected {
                             let name = event.map(|(s, n)| format!("{s}:{n}"));
                             let t = d.unix(r.time);
-                            match sink.as_deref_mut() {
-                                Some(s) => {
-                                    self.open &= s.notice(t, "undecoded", name.as_deref(), &message)
-                                }
-                                None => writer.write_notice(
-                                    lines,
-                                    t,
-                                    "undecoded",
-                                    name.as_deref(),
-                                    &message,
-                                ),
-                            }
+                            let what = ("undecoded", name.as_deref());
+                            self.open &= notice_line(sink, writer, lines, t, what, &message);
                         }
                         continue;
                     };
@@ -346,29 +398,25 @@ impl<'d, 'f> Run<'d, 'f> {
                             let n = l.missed(count, || Some(total));
                             if n > 0 {
                                 lost_line(sink, writer, lines, d.unix(time), cpu, n);
-                                stats.lost += n;
+                                stats.add_lost(n);
                             }
                         }
                         (Some(n), None) => {
                             lost_line(sink, writer, lines, d.unix(time), cpu, n);
-                            stats.lost += n;
+                            stats.add_lost(n);
                         }
                         (None, None) => {
                             let msg = format!(
                                 "the kernel lost events on CPU {cpu} here; it did not store how many"
                             );
-                            match sink.as_deref_mut() {
-                                Some(s) => self.open &= s.notice(d.unix(time), "lost", None, &msg),
-                                None => {
-                                    writer.write_notice(lines, d.unix(time), "lost", None, &msg)
-                                }
-                            }
+                            let t = d.unix(time);
+                            self.open &= notice_line(sink, writer, lines, t, ("lost", None), &msg);
                         }
                     }
                 }
                 // The file ends inside a CPU's data: what was there has been read.
                 Err(e) if matches!(e.kind, ErrorKind::CutShort { .. }) => {
-                    self.truncated.push(e.to_string());
+                    self.truncated.push(e);
                 }
                 // A bad page or chunk: reported, and the reader goes on with the next one.
                 Err(e) => {
@@ -395,8 +443,20 @@ impl<'d, 'f> Run<'d, 'f> {
             if n > 0 {
                 let t = self.last_time.and_then(|t| self.d.unix(t));
                 lost_line(sink, &mut self.writer, &mut self.lines, t, cpu, n);
-                self.stats.lost += n;
+                self.stats.add_lost(n);
             }
+        }
+    }
+}
+
+impl Run<'_, '_> {
+    /// When the `lost` lines added up to more than a counter holds: the notice that says
+    /// so, after them (with no time: the same line whether the file was decoded whole or
+    /// in windows).
+    fn say_lost_overflow(&mut self, sink: &mut Option<&mut dyn RecordSink>) {
+        if let Some(msg) = self.stats.lost_notice() {
+            let (writer, lines) = (&mut self.writer, &mut self.lines);
+            self.open &= notice_line(sink, writer, lines, None, ("lost", None), msg);
         }
     }
 }
@@ -666,7 +726,10 @@ impl Windows {
     }
 
     /// The lines that end the file's decoding: the losses no page counted (the rings'
-    /// final stats), at `last_time` (the last record's); their count is added to `stats`.
+    /// final stats), at `last_time` (the last record's); their count is added to `stats`
+    /// (the windows' stats, absorbed), and when that total is more than a counter holds,
+    /// the notice that says so ([`DecodeStats::lost_notice`]), as the whole file's
+    /// decoding ends.
     pub fn finish(
         &mut self,
         d: &FileDecoder<'_>,
@@ -676,7 +739,9 @@ impl Windows {
         let mut run = Run::new(d, CpuLosses(Vec::new()), false);
         run.last_time = last_time;
         run.settle(&mut self.end_losses, &mut None);
-        stats.lost += run.stats.lost;
+        stats.add_lost(run.stats.lost);
+        run.stats.lost_overflow = stats.lost_overflow;
+        run.say_lost_overflow(&mut None);
         run.lines
     }
 }
@@ -784,6 +849,25 @@ fn lost_line(
             let _ = s.lost(time, cpu, n);
         }
         None => writer.write_lost(lines, time, cpu, n),
+    }
+}
+
+/// A notice (`what`: its kind and event): to `sink` when there is one (whether to go on),
+/// else written.
+fn notice_line(
+    sink: &mut Option<&mut dyn RecordSink>,
+    writer: &mut OutputWriter,
+    lines: &mut Vec<u8>,
+    time: Option<u64>,
+    (what, event): (&str, Option<&str>),
+    message: &str,
+) -> bool {
+    match sink.as_deref_mut() {
+        Some(s) => s.notice(time, what, event, message),
+        None => {
+            writer.write_notice(lines, time, what, event, message);
+            true
+        }
     }
 }
 

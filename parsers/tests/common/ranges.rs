@@ -8,6 +8,7 @@ use uevrec_parsers::to_lines::perf_data::{
     DecodeRange, FeedControl, LineDecoder, RangeEnd, RangePlanner, RangeStart, ranges_from_index,
 };
 use uevrec_parsers::to_lines::{DecodeOptions, DecodeStats};
+use uevrec_parsers::{LineOptions, LineWriter};
 
 /// Decode `file` with one decoder from the start, as `uevrec decode --threads 1` does:
 /// its bytes and what it saw.
@@ -107,6 +108,11 @@ fn decode_each(file: &[u8], ranges: Vec<DecodeRange>) -> (Vec<u8>, DecodeStats, 
         all.extend_from_slice(&out);
         total.absorb(std::mem::take(&mut end.stats));
         before = Some(end);
+    }
+    // As one decoder's end: the notice when the ranges' `lost` lines add up to more than a
+    // counter holds (what `uevrec decode` writes after the last range).
+    if let Some(msg) = total.lost_notice() {
+        LineWriter::new(LineOptions::default()).write_notice(&mut all, None, "lost", None, msg);
     }
     (all, total, None)
 }

@@ -813,17 +813,23 @@ impl DecodeStats {
     /// Add what the next range's decoder saw (range decoding): counts summed, problems
     /// kept in order up to [`MAX_KEPT_ERRORS`].
     pub fn absorb(&mut self, next: DecodeStats) {
-        self.records += next.records;
-        self.lost += next.lost;
-        self.time_unknown += next.time_unknown;
-        self.unknown_event += next.unknown_event;
+        // Counts of items of one file, each at least a byte of it, cannot add up past a
+        // u64: saturating all the same. `lost` is summed from the file's claims: checked.
+        self.records = self.records.saturating_add(next.records);
+        self.add_lost(next.lost);
+        self.lost_overflow |= next.lost_overflow;
+        self.time_unknown = self.time_unknown.saturating_add(next.time_unknown);
+        self.unknown_event = self.unknown_event.saturating_add(next.unknown_event);
         for (name, n) in next.skipped {
-            *self.skipped.entry(name).or_default() += n;
+            let count = self.skipped.entry(name).or_default();
+            *count = count.saturating_add(n);
         }
-        self.late += next.late;
-        self.order_buffer_full += next.order_buffer_full;
+        self.late = self.late.saturating_add(next.late);
+        self.order_buffer_full = self
+            .order_buffer_full
+            .saturating_add(next.order_buffer_full);
         let room = MAX_KEPT_ERRORS.saturating_sub(self.errors.len());
         self.errors.extend(next.errors.into_iter().take(room));
-        self.error_count += next.error_count;
+        self.error_count = self.error_count.saturating_add(next.error_count);
     }
 }
