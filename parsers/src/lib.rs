@@ -31,6 +31,7 @@ mod event_name;
 pub mod eventheader;
 mod field_type;
 mod format_file;
+#[deny(clippy::arithmetic_side_effects)]
 pub mod ftrace_page;
 mod json;
 mod json_line;
@@ -39,7 +40,9 @@ mod output;
 pub mod perf_data;
 pub mod perf_sample;
 mod schema;
+#[deny(clippy::arithmetic_side_effects)]
 pub mod to_lines;
+#[deny(clippy::arithmetic_side_effects)]
 pub mod trace_dat;
 
 pub use bytes::Endian;

@@ -63,6 +63,11 @@ pub const TYPE_TIME_STAMP: u32 = 31;
 pub const TS_SHIFT: u32 = 27;
 /// The 5 high bits of a time that an absolute time stamp does not hold.
 const TS_MSB: u64 = 0xf8 << 56;
+/// The largest data capacity of a page: what 27 bits of `commit` can count.
+const MAX_DATA_SIZE: usize = 1 << 27;
+/// The farthest a page's data may start (16 on every kernel): with [`MAX_DATA_SIZE`],
+/// a [`PageLayout`]'s offsets and sizes add up to far less than `usize::MAX`.
+const MAX_DATA_OFFSET: usize = 1 << 16;
 
 /// How the ring-buffer pages of one machine are laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,12 +254,20 @@ impl PageLayout {
                 "commit size {commit_size}, expected 4 or 8"
             )));
         }
-        if commit_offset < 8 || data_offset < commit_offset + commit_size {
+        // Offsets and sizes are the text's, any usize: the sum is checked (saturated, it
+        // is past every data offset), and the data's place and size bounded, so that every
+        // sum of the layout's fields below (page size, data end) fits.
+        if commit_offset < 8 || data_offset < commit_offset.saturating_add(commit_size) {
             return Err(LayoutError::HeaderPage(format!(
                 "fields overlap: commit at {commit_offset}, data at {data_offset}"
             )));
         }
-        if data_size > (1 << 27) || data_size == 0 {
+        if data_offset > MAX_DATA_OFFSET {
+            return Err(LayoutError::HeaderPage(format!(
+                "data offset {data_offset} out of range (at most {MAX_DATA_OFFSET})"
+            )));
+        }
+        if data_size > MAX_DATA_SIZE || data_size == 0 {
             return Err(LayoutError::HeaderPage(format!(
                 "data size {data_size} out of range"
             )));
@@ -272,14 +285,17 @@ impl PageLayout {
     /// The usual layout of a 64-bit (`long_size` 8) or 32-bit (4) kernel with 4096-byte
     /// pages, for tests and for data whose header texts are missing.
     pub fn standard(long_size: u8, endian: Endian) -> Self {
-        let commit_size = if long_size == 4 { 4 } else { 8 };
-        let data_offset = 8 + commit_size;
+        let (commit_size, data_offset, data_size) = if long_size == 4 {
+            (4, 12, 4084)
+        } else {
+            (8, 16, 4080)
+        };
         PageLayout {
             endian,
             commit_offset: 8,
             commit_size,
             data_offset,
-            data_size: 4096 - data_offset,
+            data_size,
         }
     }
 
@@ -300,7 +316,10 @@ impl PageLayout {
 
     /// The page size: header plus data capacity.
     pub fn page_size(&self) -> usize {
-        self.data_offset + self.data_size
+        // Both bounded (MAX_DATA_OFFSET, MAX_DATA_SIZE) when the layout was made.
+        #[allow(clippy::arithmetic_side_effects)]
+        let size = self.data_offset + self.data_size;
+        size
     }
 
     /// Read the header of `page`, the start of a page cut short (a file that ends inside
@@ -318,13 +337,12 @@ impl PageLayout {
                 header,
             },
         };
-        if page.len() < header {
+        let Some(present) = page.len().checked_sub(header) else {
             return Err(short);
-        }
+        };
         let mut whole = page.to_vec();
         whole.resize(self.page_size().max(page.len()), 0);
         let mut h = self.page_header(&whole)?;
-        let present = page.len() - header;
         let cut = h.data_len > present;
         if cut {
             h.data_len = present;
@@ -335,9 +353,11 @@ impl PageLayout {
             // The count lies after the data: read it from the bytes present only.
             let commit = read_uint(page, self.commit_offset, self.commit_size, self.endian);
             let stored = commit.is_some_and(|c| c & MISSED_STORED != 0);
+            // Not cut: header + data_len <= page.len().
+            let after = header.saturating_add(h.data_len);
             h.missed = Some(
                 stored
-                    .then(|| read_uint(page, header + h.data_len, self.commit_size, self.endian))
+                    .then(|| read_uint(page, after, self.commit_size, self.endian))
                     .flatten(),
             );
         }
@@ -357,11 +377,11 @@ impl PageLayout {
         let timestamp = read_uint(page, 0, 8, self.endian).ok_or_else(short)?;
         let commit =
             read_uint(page, self.commit_offset, self.commit_size, self.endian).ok_or_else(short)?;
-        if page.len() < header {
+        let Some(room) = page.len().checked_sub(header) else {
             return Err(short());
-        }
+        };
         let data_len = commit & COMMIT_MASK;
-        let capacity = self.data_size.min(page.len() - header);
+        let capacity = self.data_size.min(room);
         if data_len > capacity as u64 {
             return Err(PageError {
                 offset: self.commit_offset,
@@ -373,11 +393,13 @@ impl PageLayout {
         }
         // data_len <= capacity <= usize.
         let data_len = data_len as usize;
+        // header + data_len <= header + room = page.len().
+        let after = header.saturating_add(data_len);
         let missed = if commit & MISSED_EVENTS != 0 {
             // The count sits right after the data, when it fit (the kernel stores it only
             // then, and sets MISSED_STORED).
             let count = if commit & MISSED_STORED != 0 {
-                read_uint(page, header + data_len, self.commit_size, self.endian)
+                read_uint(page, after, self.commit_size, self.endian)
             } else {
                 None
             };
@@ -495,7 +517,8 @@ impl PageReader {
         Ok(PageReader {
             header,
             pos: layout.data_offset,
-            end: layout.data_offset + header.data_len,
+            // Checked against the page's length by page_header: no overflow.
+            end: layout.data_offset.saturating_add(header.data_len),
             time: header.timestamp,
             missed_pending: header.missed.is_some(),
             done: false,
@@ -512,7 +535,8 @@ impl PageReader {
         Ok(PageReader {
             header,
             pos: layout.data_offset,
-            end: layout.data_offset + header.data_len,
+            // At most a whole page (page_header_cut): no overflow.
+            end: layout.data_offset.saturating_add(header.data_len),
             time: header.timestamp,
             missed_pending: header.missed.is_some(),
             done: false,
@@ -557,6 +581,10 @@ impl PageReader {
         result
     }
 
+    // Offsets inside `page` (a slice: at most isize::MAX bytes) plus at most 8, or plus a
+    // length checked against the bytes `available` first; a u32 length minus 4 after the
+    // check that it is at least 4. None can overflow.
+    #[allow(clippy::arithmetic_side_effects)]
     fn next_record<'p>(
         &mut self,
         layout: &PageLayout,
@@ -640,6 +668,9 @@ impl PageReader {
     }
 
     /// The record at `at` whose `body` bytes start `head` bytes in.
+    // `head` (4 or 8) + `body` (at most 4 × u32::MAX) fits a u64; the offsets are checked
+    // against the bytes `available` before they are added.
+    #[allow(clippy::arithmetic_side_effects)]
     fn record<'p>(
         &mut self,
         page: &'p [u8],
@@ -714,5 +745,7 @@ impl<'p> Iterator for PageIter<'p> {
     }
 }
 
+// Tests compute with the values they pick.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests;

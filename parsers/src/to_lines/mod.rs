@@ -120,6 +120,17 @@ impl DecodeStats {
     }
 }
 
+/// `bytes` as lowercase hex (the `undecoded` notices).
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    // A slice is at most isize::MAX bytes: twice that fits a usize.
+    let mut s = String::with_capacity(bytes.len().saturating_mul(2));
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
 /// For the decoders of files (perf.data, trace.dat, `uevrec decode`): each event's
 /// schema line just before its first record (a trace.dat holds the formats of every
 /// event of its machine; only those with records are described), and each EventHeader
@@ -158,7 +169,8 @@ impl SchemaOnce {
         if !self.on {
             return Vec::new();
         }
-        let len = self.described.iter().rposition(|&d| d).map_or(0, |i| i + 1);
+        // An index of the vector, plus one: fits.
+        let len = (self.described.iter().rposition(|&d| d)).map_or(0, |i| i.saturating_add(1));
         self.described[..len].to_vec()
     }
 
@@ -175,7 +187,7 @@ impl SchemaOnce {
             return false;
         }
         if self.described.len() <= event {
-            self.described.resize(event + 1, false);
+            self.described.resize(event.saturating_add(1), false);
         }
         self.described[event] = true;
         true
@@ -200,7 +212,7 @@ impl SchemaOnce {
         }
         if !self.described.get(event).copied().unwrap_or(false) {
             if self.described.len() <= event {
-                self.described.resize(event + 1, false);
+                self.described.resize(event.saturating_add(1), false);
             }
             self.described[event] = true;
             writer.write_format_schema(out, stamp.time_unix_ns, prepared);

@@ -18,7 +18,7 @@
 //! the input).
 
 use super::SchemaOnce;
-use super::{DecodeOptions, DecodeStats, FLUSH_BYTES, MAX_KEPT_ERRORS};
+use super::{DecodeOptions, DecodeStats, FLUSH_BYTES, MAX_KEPT_ERRORS, hex};
 use crate::bytes::u64_at;
 use crate::context::ContextTracker;
 use crate::event_name::split_multi_format;
@@ -124,7 +124,7 @@ fn stamp_of(s: &Sample<'_>) -> RecordStamp {
 
 /// Count `e`, keep it if there is room.
 fn note_error(stats: &mut DecodeStats, e: PerfDataError) {
-    stats.error_count += 1;
+    stats.error_count = stats.error_count.saturating_add(1);
     if stats.errors.len() < MAX_KEPT_ERRORS {
         stats.errors.push(e);
     }
@@ -210,11 +210,11 @@ impl Out<'_, '_> {
             _ => None,
         };
         if stamp.time_unix_ns.is_none() {
-            self.stats.time_unknown += 1;
+            self.stats.time_unknown = self.stats.time_unknown.saturating_add(1);
         }
         if let Some(sink) = &mut self.sink {
             let first = self.described.first(event);
-            self.stats.records += 1;
+            self.stats.records = self.stats.records.saturating_add(1);
             return sink.record(event, prepared, first, &stamp, cgroup, raw)
                 && self.stats.records < self.max_records;
         }
@@ -223,7 +223,7 @@ impl Out<'_, '_> {
         }
         let w = &mut *self.writer;
         (self.described).write_record(w, self.out, event, &stamp, prepared, raw);
-        self.stats.records += 1;
+        self.stats.records = self.stats.records.saturating_add(1);
         self.maybe_flush() && self.stats.records < self.max_records
     }
 
@@ -404,7 +404,7 @@ impl<'s> LineDecoder<'s> {
 
     fn skipped(&mut self, event: usize) {
         let Some(slot) = self.slots.get(event) else {
-            self.stats.unknown_event += 1;
+            self.stats.unknown_event = self.stats.unknown_event.saturating_add(1);
             return;
         };
         if !slot.selected {
@@ -414,7 +414,8 @@ impl<'s> LineDecoder<'s> {
             .skip
             .clone()
             .unwrap_or_else(|| self.data.event_name(event));
-        *self.stats.skipped.entry(name).or_default() += 1;
+        let skipped = self.stats.skipped.entry(name).or_default();
+        *skipped = skipped.saturating_add(1);
     }
 
     /// Take one record; lines that became ready go to `flush` in runs of about
@@ -509,11 +510,11 @@ impl<'s> LineDecoder<'s> {
         flush: &mut dyn FnMut(&[u8]) -> bool,
     ) -> FeedControl {
         let Some(event) = self.data.sample_event(rec.bytes) else {
-            self.stats.unknown_event += 1;
+            self.stats.unknown_event = self.stats.unknown_event.saturating_add(1);
             return FeedControl::Continue;
         };
         let Some(slot) = self.slots.get(event) else {
-            self.stats.unknown_event += 1;
+            self.stats.unknown_event = self.stats.unknown_event.saturating_add(1);
             return FeedControl::Continue;
         };
         if !slot.written {
@@ -804,14 +805,4 @@ impl<'s> StreamDecoder<'s> {
         self.reader.finish()?;
         Ok(step)
     }
-}
-
-/// `bytes` as lowercase hex.
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(2 * bytes.len());
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
 }

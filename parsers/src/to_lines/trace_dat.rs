@@ -1,7 +1,7 @@
 //! trace.dat records → the JSON lines live recording writes: the whole of `uevrec decode`
 //! for a trace.dat but the I/O.
 
-use super::{DecodeOptions, DecodeStats, SchemaOnce};
+use super::{DecodeOptions, DecodeStats, SchemaOnce, hex};
 use crate::{
     ContextTracker, ContextUpdate, Endian, LineOptions, OutputFormat, OutputWriter, PreparedFormat,
     RecordSink, RecordStamp, RecordWriter, split_multi_format,
@@ -233,8 +233,7 @@ impl<'f> FileDecoder<'f> {
 
     /// `t` as Unix time, when the file anchors its clock.
     fn unix(&self, t: u64) -> Option<u64> {
-        self.wall
-            .and_then(|o| u64::try_from(i128::from(t) + i128::from(o)).ok())
+        self.wall.and_then(|o| t.checked_add_signed(o))
     }
 
     fn writer(&self) -> OutputWriter {
@@ -330,7 +329,7 @@ impl<'d, 'f> Run<'d, 'f> {
                 Ok(Some(Item::Record(r))) => {
                     self.last_time = Some(r.time);
                     let Some(p) = r.event.and_then(|i| d.prepared.get(i)) else {
-                        stats.unknown_event += 1;
+                        stats.unknown_event = stats.unknown_event.saturating_add(1);
                         let (event, message, selected) = undecoded(file, &d.unknown, &r);
                         if selected {
                             let name = event.map(|(s, n)| format!("{s}:{n}"));
@@ -378,14 +377,18 @@ impl<'d, 'f> Run<'d, 'f> {
                                     let end = lines[start..]
                                         .iter()
                                         .position(|&b| b == b'\n')
-                                        .map_or(lines.len(), |n| start + n + 1);
+                                        .map_or(lines.len(), |n| {
+                                            // A place in `lines`: the sum fits.
+                                            start.saturating_add(n).saturating_add(1)
+                                        });
                                     spans.push(SchemaSpan { start, end, event });
                                 }
                             }
                         }
                     }
-                    stats.records += 1;
-                    stats.time_unknown += u64::from(time_unix_ns.is_none());
+                    stats.records = stats.records.saturating_add(1);
+                    let unknown = u64::from(time_unix_ns.is_none());
+                    stats.time_unknown = stats.time_unknown.saturating_add(unknown);
                     if opts.max_records.is_some_and(|max| stats.records >= max) {
                         self.open = false;
                     }
@@ -420,7 +423,7 @@ impl<'d, 'f> Run<'d, 'f> {
                 }
                 // A bad page or chunk: reported, and the reader goes on with the next one.
                 Err(e) => {
-                    stats.error_count += 1;
+                    stats.error_count = stats.error_count.saturating_add(1);
                     if self.problems.len() < MAX_KEPT {
                         self.problems.push(e.to_string());
                     }
@@ -514,6 +517,16 @@ pub struct WindowDone {
     stops: Vec<(u32, Option<usize>)>,
 }
 
+/// `j × n / k` for `j < k` (a share of `n`, below it): the product is taken in u128, where
+/// two usizes' fits; 0 when `k` is.
+fn share(j: usize, n: usize, k: usize) -> usize {
+    // usize is at most 64 bits: the product of two fits a u128.
+    #[allow(clippy::arithmetic_side_effects)]
+    let product = j as u128 * n as u128;
+    let q = product.checked_div(k as u128).unwrap_or(0);
+    usize::try_from(q).unwrap_or(n)
+}
+
 /// Page times read per window asked for, per CPU, to choose where windows start.
 const SAMPLES_PER_WINDOW: usize = 16;
 
@@ -548,9 +561,9 @@ pub fn plan_windows(d: &FileDecoder<'_>, count: usize) -> Result<Windows, String
     // Where the windows start: the quantiles of a sample of page times.
     let mut times: Vec<u64> = Vec::new();
     for c in &cpus {
-        let k = (count * SAMPLES_PER_WINDOW).min(c.count);
+        let k = count.saturating_mul(SAMPLES_PER_WINDOW).min(c.count);
         for j in 0..k {
-            let header = file.page_header_at(c, j * c.count / k);
+            let header = file.page_header_at(c, share(j, c.count, k));
             if let Some(h) = header.filter(|h| h.data_len > 0) {
                 times.push(h.timestamp);
             }
@@ -559,7 +572,7 @@ pub fn plan_windows(d: &FileDecoder<'_>, count: usize) -> Result<Windows, String
     times.sort_unstable();
     let mut bounds = vec![0u64];
     for j in 1..count {
-        let Some(&t) = times.get(j * times.len() / count) else {
+        let Some(&t) = times.get(share(j, times.len(), count)) else {
             break;
         };
         if bounds.last().is_some_and(|&b| t > b) {
@@ -635,12 +648,14 @@ pub fn plan_windows(d: &FileDecoder<'_>, count: usize) -> Result<Windows, String
                         None => {
                             let (mut lo, mut hi) = (0, c.count);
                             while lo < hi {
+                                // lo < hi: no overflow, mid < hi.
+                                #[allow(clippy::arithmetic_side_effects)]
                                 let mid = lo + (hi - lo) / 2;
                                 let before = file
                                     .page_header_at(c, mid)
                                     .is_none_or(|h| h.timestamp < from);
                                 if before {
-                                    lo = mid + 1;
+                                    lo = mid.saturating_add(1);
                                 } else {
                                     hi = mid;
                                 }
@@ -656,7 +671,7 @@ pub fn plan_windows(d: &FileDecoder<'_>, count: usize) -> Result<Windows, String
                             .page_header_at(c, start)
                             .is_none_or(|h| h.data_len == 0 && h.missed.is_none())
                     {
-                        start -= 1;
+                        start = start.saturating_sub(1);
                     }
                     (c.cpu, c.offset(start))
                 })
@@ -664,7 +679,7 @@ pub fn plan_windows(d: &FileDecoder<'_>, count: usize) -> Result<Windows, String
             Window {
                 index,
                 from,
-                until: bounds.get(index + 1).copied(),
+                until: bounds.get(index.saturating_add(1)).copied(),
                 starts,
                 losses,
                 lossless: lossless.clone(),
@@ -682,7 +697,10 @@ pub fn plan_windows(d: &FileDecoder<'_>, count: usize) -> Result<Windows, String
             }
         }
     }
-    let ends = cpus.iter().map(|c| (c.cpu, c.first + c.len)).collect();
+    // Inside the file (TraceDat::cpu_pages): the sums fit.
+    let ends = (cpus.iter())
+        .map(|c| (c.cpu, c.first.saturating_add(c.len)))
+        .collect();
     Ok(Windows {
         windows,
         end_losses,
@@ -698,7 +716,7 @@ impl Windows {
         let Some(w) = self.windows.get(i) else {
             return Vec::new();
         };
-        let next = self.windows.get(i + 1);
+        let next = self.windows.get(i.saturating_add(1));
         (w.starts.iter())
             .filter_map(|&(cpu, start)| {
                 let end = self.ends.iter().find(|(c, _)| *c == cpu)?.1;
@@ -822,16 +840,6 @@ fn undecoded(
         message,
         selected,
     )
-}
-
-/// `bytes` as lowercase hex.
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(2 * bytes.len());
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
 }
 
 /// A `lost` line: to `sink` when there is one, else written.

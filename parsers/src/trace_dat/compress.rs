@@ -51,14 +51,16 @@ impl Compression {
                     .map_err(|e| format!("zstd frame header: {e}"))?;
                 // One byte more than expected, to tell "too long" from "exactly".
                 decoder
-                    .take(expected as u64 + 1)
+                    .take((expected as u64).saturating_add(1))
                     .read_to_end(out)
                     .map_err(|e| format!("zstd: {e}"))?;
             }
             Compression::Zlib => {
-                let data =
-                    miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(input, expected + 1)
-                        .map_err(|e| format!("zlib: {:?}", e.status))?;
+                let data = miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(
+                    input,
+                    expected.saturating_add(1),
+                )
+                .map_err(|e| format!("zlib: {:?}", e.status))?;
                 *out = data;
             }
         }

@@ -63,8 +63,9 @@ impl<'a> TraceDat<'a> {
             0 => Endian::Little,
             1 => Endian::Big,
             other => {
+                // The byte just read (pos >= 1).
                 return Err(c.error_at(
-                    c.pos() - 1,
+                    c.pos().saturating_sub(1),
                     ErrorKind::Unexpected {
                         what: "endianness 0 or 1",
                         found: other.to_string(),
@@ -76,7 +77,7 @@ impl<'a> TraceDat<'a> {
         let long_size = c.u8("long size")?;
         if long_size != 4 && long_size != 8 {
             return Err(c.error_at(
-                c.pos() - 1,
+                c.pos().saturating_sub(1),
                 ErrorKind::Unexpected {
                     what: "long size 4 or 8",
                     found: long_size.to_string(),
@@ -205,9 +206,10 @@ impl<'a> TraceDat<'a> {
             .ok_or_else(|| c.error_at(name_at, ErrorKind::UnsupportedCompression(name)))?;
         let mut next = c.u64("first options offset")?;
         let mut options = Options::default();
-        let mut seen = 0;
+        let mut seen = 0usize;
         while next != 0 {
-            seen += 1;
+            // Bounded by the check below.
+            seen = seen.saturating_add(1);
             if seen > MAX_OPTION_SECTIONS {
                 return Err(c.error_at(
                     c.pos(),
@@ -327,7 +329,7 @@ impl<'a> TraceDat<'a> {
             ));
         }
         // section_header read 16 bytes at `at`.
-        c.seek(at as usize + 16);
+        c.seek((at as usize).saturating_add(16));
         let body_at = c.pos();
         let mut body = c.sub(size, what)?;
         if flags & 1 == 0 {
@@ -414,7 +416,10 @@ impl<'a> TraceDat<'a> {
                     // do not. The rest is 4 + 20 × cpus bytes without it.
                     let rest = c.rest().len();
                     let first = c.u32("BUFFER option cpus")?;
-                    let cpus = if (rest as u64) == 4 + 20 * u64::from(first) {
+                    // 4 + 20 × a u32 fits a u64.
+                    #[allow(clippy::arithmetic_side_effects)]
+                    let without = 4 + 20 * u64::from(first);
+                    let cpus = if (rest as u64) == without {
                         first
                     } else {
                         buffer.page_size = first;

@@ -41,6 +41,9 @@ mod error;
 mod header;
 mod records;
 mod text;
+// Lays out what its caller holds (the lengths of its buffers and files, far below
+// u64::MAX), not what a file claims.
+#[allow(clippy::arithmetic_side_effects)]
 pub mod writer;
 
 use std::collections::BTreeMap;
@@ -370,7 +373,8 @@ impl<'a> TraceDat<'a> {
 
     /// The size of `buffer`'s pages as read (at least one byte past the page header).
     pub(crate) fn page_size_of(&self, buffer: &BufferInfo) -> usize {
-        (buffer.page_size as usize).max(self.layout.data_offset() + 1)
+        // data_offset is bounded (ftrace_page's layout check): no overflow.
+        (buffer.page_size as usize).max(self.layout.data_offset().saturating_add(1))
     }
 
     /// The top buffer's data, CPU by CPU, as pages in the file: where a decoding in
@@ -408,8 +412,10 @@ impl<'a> TraceDat<'a> {
     /// not parse).
     pub fn page_header_at(&self, cpu: &CpuPages, i: usize) -> Option<PageHeader> {
         let at = cpu.offset(i);
-        let len = cpu.page_size.min(cpu.len.checked_sub(i * cpu.page_size)?);
-        let page = self.data.get(at..at + len)?;
+        let len = cpu
+            .page_size
+            .min(cpu.len.checked_sub(i.checked_mul(cpu.page_size)?)?);
+        let page = self.data.get(at..at.checked_add(len)?)?;
         self.layout.page_header(page).ok()
     }
 
@@ -455,5 +461,7 @@ impl<'a> TraceDat<'a> {
     }
 }
 
+// Tests compute with the values they pick.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests;

@@ -54,7 +54,8 @@ pub struct CpuPages {
 impl CpuPages {
     /// File offset of page `i`.
     pub fn offset(&self, i: usize) -> usize {
-        self.first + i * self.page_size
+        // Pages inside the file for every `i` below `count`; saturating past them.
+        self.first.saturating_add(i.saturating_mul(self.page_size))
     }
 }
 
@@ -114,13 +115,15 @@ impl<'t> CpuStream<'t> {
     fn page_bytes(&self, src: PageSrc) -> &[u8] {
         let bytes: &[u8] = if src.in_chunk { &self.chunk } else { self.file };
         bytes
-            .get(src.start..src.start + src.len)
+            // A page inside `bytes` (next_page): the sum fits.
+            .get(src.start..src.start.saturating_add(src.len))
             .unwrap_or_default()
     }
 
     /// The error for `error` on the page `src`.
     fn page_error(&self, src: PageSrc, error: PageError) -> TraceDatError {
-        let offset = src.start + error.offset;
+        // An offset inside the page: the sum fits.
+        let offset = src.start.saturating_add(error.offset);
         let kind = ErrorKind::Page {
             cpu: self.cpu,
             error,
@@ -182,34 +185,38 @@ impl<'t> CpuStream<'t> {
     /// mark the stream done.
     fn next_page(&mut self, r: &Settings) -> Result<(), TraceDatError> {
         if self.chunked && self.chunk_pos >= self.chunk.len() {
-            if self.chunks_left == 0 {
+            let Some(left) = self.chunks_left.checked_sub(1) else {
                 return self.finish();
-            }
-            self.chunks_left -= 1;
+            };
+            self.chunks_left = left;
             self.read_chunk(r)?;
         }
         let src = if self.chunked {
-            let len = r.page_size.min(self.chunk.len() - self.chunk_pos);
+            // chunk_pos <= chunk.len(): the position only moves by what is left.
+            let len = r
+                .page_size
+                .min(self.chunk.len().saturating_sub(self.chunk_pos));
             let src = PageSrc {
                 in_chunk: true,
                 start: self.chunk_pos,
                 len,
                 cut: false,
             };
-            self.chunk_pos += len;
+            self.chunk_pos = self.chunk_pos.saturating_add(len);
             src
         } else {
             if self.pos >= self.end {
                 return self.finish();
             }
-            let len = r.page_size.min(self.end - self.pos);
+            // pos < end, checked just above.
+            let len = r.page_size.min(self.end.saturating_sub(self.pos));
             let src = PageSrc {
                 in_chunk: false,
                 start: self.pos,
                 len,
                 cut: self.truncated.is_some() && len < r.page_size,
             };
-            self.pos += len;
+            self.pos = self.pos.saturating_add(len);
             src
         };
         let page = self.page_bytes(src);
@@ -376,13 +383,14 @@ impl<'t> Records<'t> {
             let len = data.len() as u64;
             let start = entry.offset.min(len) as usize;
             let end = declared_end.min(len) as usize;
-            let present = (end - start) as u64;
+            // start <= end: both the file's length or less, declared_end >= offset.
+            let present = end.saturating_sub(start) as u64;
             let truncated = (declared_end > len).then(|| TraceDatError {
                 offset: len,
                 inner: None,
                 kind: ErrorKind::CutShort {
                     cpu: entry.cpu,
-                    declared: declared_end - entry.offset,
+                    declared: declared_end.saturating_sub(entry.offset),
                     present,
                     read: cut_detail(buffer.compressed, present, page_size as u64, start),
                 },
@@ -516,7 +524,8 @@ impl<'t> Records<'t> {
             Head::Record { time, start, len } => {
                 let page = stream.page.map(|(src, _)| stream.page_bytes(src));
                 let raw = page
-                    .and_then(|p| p.get(start..start + len))
+                    // A record inside its page: the sum fits.
+                    .and_then(|p| p.get(start..start.saturating_add(len)))
                     .unwrap_or_default();
                 Item::Record(Record {
                     cpu: stream.cpu,
@@ -537,7 +546,9 @@ impl<'t> Records<'t> {
 /// What of a CPU's data cut short (`present` bytes of it, from file offset `start`) is
 /// read: whole pages, and the complete events of a page the cut goes through.
 fn cut_detail(compressed: bool, present: u64, page_size: u64, start: usize) -> String {
-    let (pages, rest) = (present / page_size, present % page_size);
+    // page_size >= 1 (TraceDat::page_size_of).
+    let pages = present.checked_div(page_size).unwrap_or(0);
+    let rest = present.checked_rem(page_size).unwrap_or(present);
     if compressed {
         return "its chunks wholly present were read".into();
     }
@@ -552,6 +563,7 @@ fn cut_detail(compressed: bool, present: u64, page_size: u64, start: usize) -> S
     format!(
         "{whole}, and of the page at byte {} ({rest} of its {page_size} bytes present) \
          the events wholly present",
-        start as u64 + pages * page_size
+        // Inside the file: start + the bytes present of this CPU.
+        (start as u64).saturating_add(pages.saturating_mul(page_size))
     )
 }

@@ -36,7 +36,8 @@ pub fn parse_cmdlines(text: &str) -> (Vec<(u32, String)>, Option<BadLines>) {
                 .and_then(|(pid, comm)| Some((pid.parse().ok()?, comm.to_string())));
             if parsed.is_none() {
                 match &mut bad {
-                    Some((n, _)) => *n += 1,
+                    // A count of lines of the text: saturating never reached.
+                    Some((n, _)) => *n = n.saturating_add(1),
                     None => bad = Some((1, line.chars().take(MAX_SHOWN).collect())),
                 }
             }
@@ -66,5 +67,5 @@ pub(super) fn parse_c_int(text: &str) -> Option<i64> {
         t.parse::<u64>().ok()?
     };
     let v = i64::try_from(v).ok()?;
-    Some(if neg { -v } else { v })
+    if neg { v.checked_neg() } else { Some(v) }
 }

@@ -266,7 +266,8 @@ impl LineDecoder<'_> {
 
 /// Bytes a held record counts towards the order buffer's bound (as the orderer counts).
 fn held_cost(rec: &RawRecord<'_>) -> usize {
-    rec.bytes.len() + 32
+    // A slice's length (at most isize::MAX) plus 32 fits.
+    rec.bytes.len().saturating_add(32)
 }
 
 /// Mark event `e` in `v`.
@@ -276,7 +277,8 @@ fn mark(v: &mut Vec<bool>, e: usize) {
         return;
     }
     if v.len() <= e {
-        v.resize(e + 1, false);
+        // An event index (of the file's attrs) plus one fits.
+        v.resize(e.saturating_add(1), false);
     }
     v[e] = true;
 }
@@ -436,7 +438,8 @@ impl<'s> RangePlanner<'s> {
                 && self.let_out.is_none_or(|l| time >= l)
             {
                 self.max_time = self.max_time.max(time);
-                self.round_bytes += held_cost(rec);
+                // Costs of records of the file: the sum stays near its length.
+                self.round_bytes = self.round_bytes.saturating_add(held_cost(rec));
                 if self.dec.opts.schema {
                     if self.next_limit.is_some_and(|l| time <= l) {
                         mark(&mut self.low, event);
@@ -465,7 +468,8 @@ impl<'s> RangePlanner<'s> {
 
     fn see(&mut self, rec: &RawRecord<'_>) -> Result<Option<DecodeRange>, String> {
         let offset = usize::try_from(rec.offset).map_err(|_| "offsets past usize")?;
-        self.end = offset + rec.bytes.len() + rec.payload.len();
+        // The end of a record inside the file: the sum fits.
+        self.end = (offset.saturating_add(rec.bytes.len())).saturating_add(rec.payload.len());
         match self.dec.classify(rec)? {
             Seen::Pushed {
                 time,
@@ -476,7 +480,7 @@ impl<'s> RangePlanner<'s> {
                     return Err(format!("a record at byte {offset} arrives late"));
                 }
                 self.max_time = self.max_time.max(time);
-                self.round_bytes += held_cost(rec);
+                self.round_bytes = self.round_bytes.saturating_add(held_cost(rec));
                 // Samples in time were taken by `take` (their events marked for the
                 // schema lines there); here a lost or context record (late samples
                 // ended the planning above).
@@ -497,13 +501,14 @@ impl<'s> RangePlanner<'s> {
                 Ok(None)
             }
             Seen::Round => {
-                if self.prev_bytes + self.round_bytes > self.dec.opts.order_bytes {
+                if self.prev_bytes.saturating_add(self.round_bytes) > self.dec.opts.order_bytes {
                     return Err("two rounds hold more than the order buffer".into());
                 }
                 // A cut after this round: the next range carries it (no attr or
                 // tracing-data record in it) and starts after this drain.
-                let cut = (!self.header_in_round && self.end - self.next.start >= self.target)
-                    .then(|| self.cut());
+                // The range started before this record ended: end >= start.
+                let size = self.end.saturating_sub(self.next.start);
+                let cut = (!self.header_in_round && size >= self.target).then(|| self.cut());
                 self.let_out = self.next_limit;
                 self.next_limit = Some(self.max_time);
                 for v in [&self.low, &self.high] {
@@ -532,7 +537,7 @@ impl<'s> RangePlanner<'s> {
         let mut data = self.dec.data.clone();
         data.problems.clear();
         let after = DecodeRange {
-            index: self.next.index + 1,
+            index: self.next.index.saturating_add(1),
             carry: self.round_start,
             start: self.end,
             end: self.end,
@@ -625,7 +630,8 @@ pub fn ranges_from_index(
         if carry < last || start >= data_end || start as u64 > index.at {
             break;
         }
-        if start - last >= target.max(1) {
+        // RangeIndex::find checked carry < start, and carry >= last is checked above.
+        if start.saturating_sub(last) >= target.max(1) {
             let limit = if context_on {
                 cut.limit
             } else {
@@ -643,7 +649,7 @@ pub fn ranges_from_index(
     let selected = Arc::new(asked.borrow().clone());
     let mut ranges = Vec::with_capacity(starts.len());
     for (i, &(carry, start, limit)) in starts.iter().enumerate() {
-        let next = starts.get(i + 1);
+        let next = starts.get(i.saturating_add(1));
         let end = next.map_or(data_end, |n| n.1);
         let mut described = Vec::new();
         for &(event, offset) in &first {
@@ -711,7 +717,8 @@ impl DecodeRange {
             before.sort_by_key(|c| c.0);
             let (_, mut w) = dec.split(&mut none);
             for &&(_, event, offset, len) in &before {
-                if let Some(bytes) = file.get(offset..offset + len) {
+                // A record's place in the file: the sum fits (else nothing is got).
+                if let Some(bytes) = file.get(offset..offset.saturating_add(len)) {
                     w.write(event, offset as u64, bytes);
                 }
             }
@@ -773,7 +780,8 @@ impl DecodeRange {
             let kind = rec.header.kind;
             if kind != PERF_RECORD_SAMPLE {
                 if kind == crate::perf_data::records::kind::FINISHED_ROUND {
-                    let end = rec.offset as usize + rec.bytes.len();
+                    // A record inside the file: the sum fits.
+                    let end = (rec.offset as usize).saturating_add(rec.bytes.len());
                     rounds = (rounds.1, end);
                 } else if dec.context_record(kind, &rec).is_some() {
                     context.push(rec.offset as usize);
