@@ -178,6 +178,19 @@ fn bad_layout_texts_are_errors() {
     PageLayout::from_header_texts(HEADER_PAGE_64, &no_ts, Endian::Little).unwrap();
 }
 
+/// Offsets the text gives are any usize: one near `usize::MAX` (the commit's, the data's)
+/// is an error in words, not an overflow (the commit's was one before the audit of issue
+/// 43: `commit_offset + commit_size`).
+#[test]
+fn offsets_past_any_page_are_errors_not_overflows() {
+    let e = |hp: &str| PageLayout::from_header_texts(hp, HEADER_EVENT, Endian::Little).unwrap_err();
+    let max = usize::MAX;
+    let commit = HEADER_PAGE_64.replace("offset:8;\tsize:8", &format!("offset:{max};\tsize:8"));
+    assert!(matches!(e(&commit), LayoutError::HeaderPage(m) if m.contains("fields overlap")));
+    let data = HEADER_PAGE_64.replace("offset:16;", &format!("offset:{max};"));
+    assert!(matches!(e(&data), LayoutError::HeaderPage(m) if m.contains("data offset")));
+}
+
 #[test]
 fn records_deltas_extends_and_lengths_both_orders_both_longs() {
     for endian in [Endian::Little, Endian::Big] {
