@@ -132,10 +132,12 @@ impl<'a> Cursor<'a> {
         if n > have as u64 {
             return Err(self.short(what, n));
         }
-        // n <= have, so it fits a usize.
+        // n <= have, so it fits a usize, and pos + n <= len.
         let start = self.pos;
-        self.pos += n as usize;
-        Ok(&self.bytes[start..self.pos])
+        #[allow(clippy::arithmetic_side_effects)]
+        let end = start + n as usize;
+        self.pos = end;
+        Ok(&self.bytes[start..end])
     }
 
     /// One byte.
@@ -161,10 +163,13 @@ impl<'a> Cursor<'a> {
         let rest = self.rest();
         match memchr::memchr(0, rest) {
             Some(end) => {
-                self.pos += end + 1;
+                // The NUL is inside the bytes: pos + end + 1 <= len.
+                #[allow(clippy::arithmetic_side_effects)]
+                let after = self.pos + end + 1;
+                self.pos = after;
                 Ok(&rest[..end])
             }
-            None => Err(self.short(what, rest.len() as u64 + 1)),
+            None => Err(self.short(what, (rest.len() as u64).saturating_add(1))),
         }
     }
 }
@@ -197,7 +202,9 @@ pub(crate) fn u64_at(bytes: &[u8], at: usize, endian: Endian) -> Option<u64> {
     })
 }
 
+// Tests compute with the values they pick.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
 

@@ -239,14 +239,15 @@ fn plain_kind(
         if size == 0 {
             return FieldKind::RestOfRecord { elem };
         }
-        let elem = if size % elem.size() == 0 {
+        // Element sizes are 1, 2, 4 or 8: the checked forms never fail.
+        let elem = if size.checked_rem(elem.size()) == Some(0) {
             elem
         } else {
             Element::Byte
         };
         return FieldKind::FixedArray {
             elem,
-            count: size / elem.size(),
+            count: size.checked_div(elem.size()).unwrap_or(size),
         };
     }
     // `struct T *p` / `union U *p` are pointers: scalars like any other.
@@ -289,7 +290,8 @@ pub(crate) fn split_trailing_ident(text: &str) -> (&str, &str) {
         .char_indices()
         .rev()
         .find(|&(_, c)| !is_ident_char(c))
-        .map_or(0, |(i, c)| i + c.len_utf8());
+        // A place inside the text: the sum fits.
+        .map_or(0, |(i, c)| i.saturating_add(c.len_utf8()));
     text.split_at(start)
 }
 
@@ -331,7 +333,9 @@ fn classify_error(text: &str) -> DeclError {
     }
 }
 
+// Tests compute with the values they pick.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
 

@@ -174,7 +174,8 @@ impl<'a> NumberedLines<'a> {
     fn next(&mut self) -> Option<(usize, &'a str)> {
         let text = self.inner.next()?;
         let number = self.next_number;
-        self.next_number += 1;
+        // A count of the text's lines.
+        self.next_number = self.next_number.saturating_add(1);
         Some((number, text))
     }
 
@@ -321,7 +322,9 @@ fn best_effort_name(decl: &str) -> String {
     if name.is_empty() { decl.trim() } else { name }.to_string()
 }
 
+// Tests compute with the values they pick.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
     use crate::schema::{Element, LocKind};

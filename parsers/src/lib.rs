@@ -24,12 +24,17 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[deny(clippy::arithmetic_side_effects)]
 mod bytes;
 pub mod context;
+#[deny(clippy::arithmetic_side_effects)]
 mod decode;
 mod event_name;
+#[deny(clippy::arithmetic_side_effects)]
 pub mod eventheader;
+#[deny(clippy::arithmetic_side_effects)]
 mod field_type;
+#[deny(clippy::arithmetic_side_effects)]
 mod format_file;
 #[deny(clippy::arithmetic_side_effects)]
 pub mod ftrace_page;
@@ -38,6 +43,7 @@ mod json_line;
 pub mod otlp;
 mod output;
 pub mod perf_data;
+#[deny(clippy::arithmetic_side_effects)]
 pub mod perf_sample;
 mod schema;
 #[deny(clippy::arithmetic_side_effects)]

@@ -414,6 +414,8 @@ impl SampleOffsets {
     /// The fields of a line, read with `read4` (a u32) and `read8` (a u64) at their places
     /// in the fixed part.
     #[inline(always)]
+    // `at` is a place of SampleOffsets::of (at most 84): plus 4 fits a u8.
+    #[allow(clippy::arithmetic_side_effects)]
     fn line_fields<'a>(
         &self,
         read4: impl Fn(u8) -> Option<u32>,
@@ -436,6 +438,8 @@ impl SampleOffsets {
     }
 
     /// The places for `sample_type` (supported bits only), in the kernel's order.
+    // The header and the supported fields' sizes: 8 + 9 × 8 + 4 = 84 at most, in a u8.
+    #[allow(clippy::arithmetic_side_effects)]
     fn of(st: u64) -> Self {
         use sample_type::*;
         let mut pos = HEADER_SIZE as u8;
@@ -596,7 +600,8 @@ impl SampleFormat {
                 let pid = r.u32("comm pid")?;
                 let tid = r.u32("comm tid")?;
                 let sample_id = self.trailer(r)?;
-                let end = r.bytes().len() - self.trailer_size();
+                // The trailer was there (self.trailer): len >= its size.
+                let end = r.bytes().len().saturating_sub(self.trailer_size());
                 let comm = until_nul(r.bytes().get(r.pos()..end).unwrap_or_default());
                 Ok(Record::Comm {
                     pid,
@@ -625,7 +630,8 @@ impl SampleFormat {
             PERF_RECORD_CGROUP => {
                 let id = r.u64("cgroup id")?;
                 let sample_id = self.trailer(r)?;
-                let end = r.bytes().len() - self.trailer_size();
+                // The trailer was there (self.trailer): len >= its size.
+                let end = r.bytes().len().saturating_sub(self.trailer_size());
                 let path = until_nul(r.bytes().get(r.pos()..end).unwrap_or_default());
                 Ok(Record::Cgroup {
                     id,
@@ -646,6 +652,8 @@ impl SampleFormat {
         let (fixed, raw, cgroup) = self.fixed_parts(bytes)?;
         // Every place is inside `fixed`: each field is `Some` exactly when its bit is set.
         let word = |at: u8| self.u64_at(fixed, at);
+        // A place of SampleOffsets::of (at most 84): plus 4 fits a u8.
+        #[allow(clippy::arithmetic_side_effects)]
         let pair = |at: u8| Some((self.u32_at(fixed, at)?, self.u32_at(fixed, at + 4)?));
         let tid = pair(o.tid);
         Some(Sample {
@@ -819,7 +827,8 @@ impl SampleFormat {
             return Ok(id);
         }
         let have = r.bytes().len();
-        if r.pos() + size > have {
+        // pos <= have and size <= 48: the sum fits.
+        if r.pos().saturating_add(size) > have {
             return Err(PerfSampleError::Truncated {
                 what: "sample_id trailer",
                 need: size,
@@ -828,7 +837,8 @@ impl SampleFormat {
             });
         }
         let mut t = r;
-        t.0.seek(have - size);
+        // size <= have - pos, checked above.
+        t.0.seek(have.saturating_sub(size));
         if self.has(TID) {
             id.pid = Some(t.u32("trailer pid")?);
             id.tid = Some(t.u32("trailer tid")?);
@@ -868,7 +878,8 @@ fn truncated(e: Short) -> PerfSampleError {
         what: e.what,
         need: usize::try_from(e.need).unwrap_or(usize::MAX),
         at: e.at,
-        have: e.at + e.have as usize,
+        // A place in the record plus the bytes after it: its length.
+        have: e.at.saturating_add(e.have as usize),
     }
 }
 
@@ -904,7 +915,9 @@ impl<'a> Reader<'a> {
     }
 }
 
+// Tests compute with the values they pick.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

@@ -62,7 +62,10 @@ pub struct IntArray<'a> {
 impl<'a> IntArray<'a> {
     /// Number of elements.
     pub fn len(&self) -> usize {
-        self.bytes.len() / usize::from(self.width)
+        // The width is 1, 2, 4 or 8 (elem_check): never 0.
+        (self.bytes.len())
+            .checked_div(usize::from(self.width))
+            .unwrap_or(0)
     }
 
     /// Whether the array has no elements.
@@ -269,7 +272,8 @@ fn elem_check(len: usize, elem: Element) -> Result<(), DecodeError> {
         Element::Integer { size, .. } if !matches!(size, 1 | 2 | 4 | 8) => {
             Err(DecodeError::IntegerWidth { width: size })
         }
-        Element::Integer { size, .. } if len % usize::from(size) != 0 => {
+        // size is 1, 2, 4 or 8 here.
+        Element::Integer { size, .. } if len.checked_rem(usize::from(size)) != Some(0) => {
             Err(DecodeError::NotMultiple {
                 len,
                 elem_size: size,
@@ -334,6 +338,8 @@ fn read_int(b: &[u8], signed: bool, endian: Endian) -> Value<'static> {
         }
     };
     if signed {
+        // bits is 8, 16, 32 or 64.
+        #[allow(clippy::arithmetic_side_effects)]
         let shift = 64 - bits;
         Value::Signed(((unsigned << shift) as i64) >> shift)
     } else {
@@ -341,7 +347,9 @@ fn read_int(b: &[u8], signed: bool, endian: Endian) -> Value<'static> {
     }
 }
 
+// Tests compute with the values they pick.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
     use crate::field_type::resolve_field;

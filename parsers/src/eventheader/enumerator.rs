@@ -173,12 +173,16 @@ pub struct Enumerator<'a> {
     error: Option<DecodeError<'a>>,
 }
 
+// The walk's counters and places move by one or by what was just read: each is bounded by
+// the stack (STACK), MAX_STRUCT_DEPTH, MAX_FIELDS, the budget or the payload's length,
+// checked where it moves; the saturating forms leave the bounds to those checks.
 impl<'a> Enumerator<'a> {
     /// A walk over `payload` as `metadata` (the metadata block's data) describes it;
     /// `endian` from the header. Fails when the event name has no NUL.
     pub fn new(metadata: &'a [u8], payload: &'a [u8], endian: Endian) -> Result<Self, MetaError> {
         let name_len = memchr::memchr(0, metadata).ok_or(MetaError::Truncated { offset: 0 })?;
-        let first = name_len + 1;
+        // The NUL is inside the metadata: the sum fits.
+        let first = name_len.saturating_add(1);
         Ok(Enumerator {
             meta: metadata,
             payload,
@@ -193,7 +197,7 @@ impl<'a> Enumerator<'a> {
             bodies: 1,
             fields: 0,
             seen_until: first,
-            budget: 4096 + payload.len().saturating_mul(32),
+            budget: payload.len().saturating_mul(32).saturating_add(4096),
             state: State::Running,
             current: None,
             error: None,
@@ -240,7 +244,7 @@ impl<'a> Enumerator<'a> {
     fn push(&mut self, entry: Entry<'a>) -> Result<(), ErrorKind> {
         let slot = self.stack.get_mut(self.len).ok_or(ErrorKind::TooDeep)?;
         *slot = entry;
-        self.len += 1;
+        self.len = self.len.saturating_add(1);
         Ok(())
     }
 
@@ -253,7 +257,7 @@ impl<'a> Enumerator<'a> {
             next,
             remaining: u32::from(remaining),
         })?;
-        self.bodies += 1;
+        self.bodies = self.bodies.saturating_add(1);
         Ok(())
     }
 
@@ -262,7 +266,7 @@ impl<'a> Enumerator<'a> {
         let field = read_field(self.meta, offset, self.endian).map_err(ErrorKind::Metadata)?;
         if offset >= self.seen_until {
             self.seen_until = field.next;
-            self.fields += 1;
+            self.fields = self.fields.saturating_add(1);
             if self.fields > MAX_FIELDS {
                 return Err(ErrorKind::TooManyFields);
             }
@@ -286,10 +290,10 @@ impl<'a> Enumerator<'a> {
         while remaining != 0 && pos < self.meta.len() {
             let child = self.field_at(pos)?;
             if child.encoding == Encoding::Struct {
-                remaining += u32::from(child.format_byte);
+                remaining = remaining.saturating_add(u32::from(child.format_byte));
             }
             pos = child.next;
-            remaining -= 1;
+            remaining = remaining.saturating_sub(1);
         }
         Ok(pos)
     }
@@ -297,7 +301,7 @@ impl<'a> Enumerator<'a> {
     /// Read the value of `field` at the payload position and move past it.
     fn value(&mut self, field: &FieldMeta<'a>) -> Result<&'a [u8], ErrorKind> {
         let (value, used) = read_value(self.payload, self.pos, field.encoding, self.endian)?;
-        self.pos += used;
+        self.pos = self.pos.saturating_add(used);
         Ok(value)
     }
 
@@ -311,8 +315,8 @@ impl<'a> Enumerator<'a> {
             Entry::Body { next, remaining } => {
                 if remaining == 0 || next >= self.meta.len() {
                     // The body ends: a struct (or the event).
-                    self.len -= 1;
-                    self.bodies -= 1;
+                    self.len = self.len.saturating_sub(1);
+                    self.bodies = self.bodies.saturating_sub(1);
                     let Some(owner) = self.len.checked_sub(1).and_then(|i| self.stack.get_mut(i))
                     else {
                         return Ok(None);
@@ -325,7 +329,7 @@ impl<'a> Enumerator<'a> {
                             ..
                         } => {
                             *children_end = next;
-                            *index += 1;
+                            *index = index.saturating_add(1);
                             Item::StructEnd {
                                 field: *field,
                                 element: true,
@@ -333,7 +337,7 @@ impl<'a> Enumerator<'a> {
                         }
                         Entry::Struct { field } => {
                             let field = *field;
-                            self.len -= 1;
+                            self.len = self.len.saturating_sub(1);
                             self.set_enclosing_next(next);
                             Item::StructEnd {
                                 field,
@@ -350,7 +354,7 @@ impl<'a> Enumerator<'a> {
                     top.and_then(|i| self.stack.get_mut(i))
                 {
                     *next = field.next;
-                    *remaining -= 1;
+                    *remaining = remaining.saturating_sub(1);
                 }
                 let count = match field.array {
                     ArrayKind::Scalar if field.encoding == Encoding::Struct => {
@@ -377,12 +381,12 @@ impl<'a> Enumerator<'a> {
                                 need: 2,
                                 have: rest.len(),
                             })?;
-                        self.pos += 2;
+                        self.pos = self.pos.saturating_add(2);
                         n
                     }
                 };
                 if let Some(size) = field.encoding.fixed_size() {
-                    let need = usize::from(count) * size;
+                    let need = usize::from(count).saturating_mul(size);
                     let have = self.payload.len().saturating_sub(self.pos);
                     if need > have {
                         return Err(ErrorKind::PayloadTruncated { need, have });
@@ -405,7 +409,7 @@ impl<'a> Enumerator<'a> {
                 // The array's key is on the consumer's path already.
                 self.current = None;
                 if index >= count {
-                    self.len -= 1;
+                    self.len = self.len.saturating_sub(1);
                     let end = if field.encoding != Encoding::Struct {
                         field.next
                     } else if count == 0 {
@@ -425,7 +429,7 @@ impl<'a> Enumerator<'a> {
                 }
                 let bytes = self.value(&field)?;
                 if let Some(Entry::Array { index, .. }) = top.and_then(|i| self.stack.get_mut(i)) {
-                    *index += 1;
+                    *index = index.saturating_add(1);
                 }
                 Ok(Some(Item::Value {
                     field,
@@ -472,6 +476,8 @@ pub(crate) fn read_value(
         | Encoding::BinaryLength16Char8 => {
             let unit = encoding.char_size().unwrap_or(1);
             let count = read_u16(rest, 0, endian).ok_or(truncated(2))?;
+            // A u16 count of units of at most 4 bytes, plus 2: fits.
+            #[allow(clippy::arithmetic_side_effects)]
             let end = 2 + usize::from(count) * unit;
             (rest.get(2..end).ok_or(truncated(end))?, end)
         }
@@ -487,10 +493,11 @@ pub(crate) fn zstring(rest: &[u8], unit: usize) -> (&[u8], usize) {
     } else {
         rest.chunks_exact(unit)
             .position(|c| c.iter().all(|&b| b == 0))
-            .map(|i| i * unit)
+            .map(|i| i.saturating_mul(unit))
     };
     match found {
-        Some(end) => (&rest[..end], end + unit),
+        // The terminator is inside `rest`: end + unit <= its length.
+        Some(end) => (&rest[..end], end.saturating_add(unit)),
         None => (rest, rest.len()),
     }
 }

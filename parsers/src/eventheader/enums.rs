@@ -226,7 +226,9 @@ pub mod level {
     pub const VERBOSE: u8 = 5;
 }
 
+// Tests compute with the values they pick.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
 

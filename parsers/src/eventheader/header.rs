@@ -150,6 +150,8 @@ pub(crate) fn read_u16(bytes: &[u8], at: usize, endian: Endian) -> Option<u16> {
 fn read_header(head: &[u8; 8]) -> Header {
     let flags = head[0];
     let endian = Endian::from_big(flags & FLAG_LITTLE_ENDIAN == 0);
+    // Called with the constants 2, 4 and 6: i + 1 < 8.
+    #[allow(clippy::arithmetic_side_effects)]
     let u16_at = |i: usize| {
         let b = [head[i], head[i + 1]];
         if endian.is_big() {
@@ -231,13 +233,16 @@ fn parse_any(data: &[u8]) -> Result<EventParts<'_>, HeaderError> {
     let mut pos = 8usize;
     loop {
         let at = pos;
-        let (Some(size), Some(kind)) =
-            (read_u16(data, pos, endian), read_u16(data, pos + 2, endian))
-        else {
+        let (Some(size), Some(kind)) = (
+            read_u16(data, pos, endian),
+            read_u16(data, pos.saturating_add(2), endian),
+        ) else {
             return Err(HeaderError::ExtensionTruncated { at });
         };
-        let start = pos + 4;
-        let end = start + usize::from(size);
+        // pos is inside `data` (or just past it): the sums fit, and a block past the end
+        // is not got.
+        let start = pos.saturating_add(4);
+        let end = start.saturating_add(usize::from(size));
         let Some(block) = data.get(start..end) else {
             return Err(HeaderError::ExtensionTruncated { at });
         };
@@ -272,7 +277,9 @@ fn parse_any(data: &[u8]) -> Result<EventParts<'_>, HeaderError> {
     Ok(parts)
 }
 
+// Tests compute with the values they pick.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
 

@@ -33,13 +33,14 @@ fn unescaped_semicolon(raw: &[u8], from: usize) -> usize {
     let mut i = from;
     while let Some(&b) = raw.get(i) {
         if b == b';' {
-            if raw.get(i + 1) == Some(&b';') {
-                i += 2;
+            // i < raw.len() here: the sums below fit.
+            if raw.get(i.saturating_add(1)) == Some(&b';') {
+                i = i.saturating_add(2);
                 continue;
             }
             return i;
         }
-        i += 1;
+        i = i.saturating_add(1);
     }
     raw.len()
 }
@@ -54,7 +55,8 @@ pub fn attributes(mut text: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
         let (attr, next) = rest.split_at(end);
         text = next;
         Some(match memchr::memchr(b'=', attr) {
-            Some(eq) => (&attr[..eq], &attr[eq + 1..]),
+            // eq < attr.len(): the sum fits.
+            Some(eq) => (&attr[..eq], &attr[eq.saturating_add(1)..]),
             None => (attr, &[][..]),
         })
     })
@@ -69,8 +71,9 @@ pub fn unescape(mut text: &[u8]) -> impl Iterator<Item = &[u8]> {
         }
         match memchr::memmem::find(text, b";;") {
             Some(at) => {
-                let piece = &text[..at + 1];
-                text = &text[at + 2..];
+                // `;;` is at `at`: at + 2 <= text.len().
+                let piece = &text[..at.saturating_add(1)];
+                text = &text[at.saturating_add(2)..];
                 Some(piece)
             }
             None => {
@@ -198,18 +201,19 @@ pub fn read_field(meta: &[u8], offset: usize, endian: Endian) -> Result<FieldMet
     let rest = meta.get(offset..).ok_or(truncated)?;
     let name_len = memchr::memchr(0, rest).ok_or(truncated)?;
     let name = &rest[..name_len];
-    let mut pos = offset + name_len + 1;
+    // The NUL is inside `meta`: this and the steps below stay near its length.
+    let mut pos = offset.saturating_add(name_len).saturating_add(1);
     let byte = *meta.get(pos).ok_or(truncated)?;
-    pos += 1;
+    pos = pos.saturating_add(1);
     let encoding = Encoding::from_u8(byte).ok_or(MetaError::BadEncoding { offset, byte })?;
     let (mut format_byte, mut tag) = (0, 0);
     if byte & ENCODING_CHAIN != 0 {
         let f = *meta.get(pos).ok_or(truncated)?;
-        pos += 1;
+        pos = pos.saturating_add(1);
         format_byte = f & FORMAT_VALUE_MASK;
         if f & FORMAT_CHAIN != 0 {
             tag = read_u16(meta, pos, endian).ok_or(truncated)?;
-            pos += 2;
+            pos = pos.saturating_add(2);
         }
     }
     let array = match byte & (ENCODING_CARRAY | ENCODING_VARRAY) {
@@ -217,7 +221,7 @@ pub fn read_field(meta: &[u8], offset: usize, endian: Endian) -> Result<FieldMet
         ENCODING_VARRAY => ArrayKind::Variable,
         ENCODING_CARRAY => {
             let n = read_u16(meta, pos, endian).ok_or(truncated)?;
-            pos += 2;
+            pos = pos.saturating_add(2);
             if n == 0 {
                 return Err(MetaError::ZeroLengthArray { offset });
             }
@@ -241,7 +245,9 @@ pub fn read_field(meta: &[u8], offset: usize, endian: Endian) -> Result<FieldMet
     })
 }
 
+// Tests compute with the values they pick.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
 

@@ -8,7 +8,12 @@
 /// endian | extension; version 0, id 0, tag 0, opcode 0, `level`), the metadata
 /// extension block (kind 1, no block after it), then the payload.
 pub fn trace_entry(level: u8, metadata: &[u8], payload: &[u8]) -> Vec<u8> {
-    let mut raw = Vec::with_capacity(20 + metadata.len() + payload.len());
+    // A capacity hint: saturated, the vector grows as needed.
+    let capacity = metadata
+        .len()
+        .saturating_add(payload.len())
+        .saturating_add(20);
+    let mut raw = Vec::with_capacity(capacity);
     raw.extend_from_slice(&[0; 8]);
     raw.extend_from_slice(&[0x07, 0, 0, 0, 0, 0, 0, level]);
     let len = u16::try_from(metadata.len()).unwrap_or(u16::MAX);
@@ -19,7 +24,9 @@ pub fn trace_entry(level: u8, metadata: &[u8], payload: &[u8]) -> Vec<u8> {
     raw
 }
 
+// Tests compute with the values they pick.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
 

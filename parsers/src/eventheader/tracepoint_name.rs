@@ -34,6 +34,9 @@ impl<'a> TracepointName<'a> {
     /// assert_eq!((tp.provider, tp.level, tp.keyword, tp.group), ("My_Provider", 4, 0x1f, Some("grp")));
     /// assert!(TracepointName::parse("plain_event").is_none());
     /// ```
+    // Places inside `name` (a str: at most isize::MAX bytes), each past one found in it by
+    // a byte or a count of its bytes: no sum overflows.
+    #[allow(clippy::arithmetic_side_effects)]
     pub fn parse(name: &'a str) -> Option<TracepointName<'a>> {
         let name = split_multi_format(name).map_or(name, |(base, _)| base);
         let underscore = name.rfind('_')?;
@@ -83,20 +86,25 @@ impl<'a> TracepointName<'a> {
 /// there is no digit or it overflows a `u64`.
 fn lower_hex(bytes: &[u8]) -> Option<(u64, usize)> {
     let mut value: u64 = 0;
-    let mut len = 0;
+    let mut len = 0usize;
     for &b in bytes {
+        // Each subtraction is inside the range matched.
+        #[allow(clippy::arithmetic_side_effects)]
         let digit = match b {
             b'0'..=b'9' => b - b'0',
             b'a'..=b'f' => b - b'a' + 10,
             _ => break,
         };
         value = value.checked_mul(16)?.checked_add(u64::from(digit))?;
-        len += 1;
+        // At most the bytes' count.
+        len = len.saturating_add(1);
     }
     (len > 0).then_some((value, len))
 }
 
+// Tests compute with the values they pick.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
 
@@ -161,7 +169,8 @@ impl OwnedTracepointName {
         let base = name.as_ptr() as usize;
         let range = |s: &str| {
             let start = (s.as_ptr() as usize).wrapping_sub(base);
-            start..start + s.len()
+            // `s` is part of `name`: the sum is inside it.
+            start..start.saturating_add(s.len())
         };
         Some(OwnedTracepointName {
             text: name.into(),
