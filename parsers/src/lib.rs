@@ -42,6 +42,7 @@ mod json;
 mod json_line;
 pub mod otlp;
 mod output;
+#[deny(clippy::arithmetic_side_effects)]
 pub mod perf_data;
 #[deny(clippy::arithmetic_side_effects)]
 pub mod perf_sample;

@@ -36,7 +36,7 @@ impl<'a> Cursor<'a> {
     fn short(&self, e: Short) -> PerfDataError {
         PerfDataError::Truncated {
             what: e.what,
-            at: self.base + e.at as u64,
+            at: self.base.saturating_add(e.at as u64),
             need: e.need,
             have: e.have,
         }
@@ -44,7 +44,8 @@ impl<'a> Cursor<'a> {
 
     /// The absolute offset of the next byte.
     pub(crate) fn at(&self) -> u64 {
-        self.base + self.inner.pos() as u64
+        // A place in the input: far below u64::MAX (saturating all the same).
+        self.base.saturating_add(self.inner.pos() as u64)
     }
 
     /// The bytes not read yet (without consuming them).

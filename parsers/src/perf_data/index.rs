@@ -131,7 +131,8 @@ impl IndexBuilder {
     #[cold]
     fn first_sample(&mut self, event: usize, id: u64, offset: u64) {
         if self.seen.len() <= event {
-            self.seen.resize(event + 1, false);
+            // An event index plus one fits.
+            self.seen.resize(event.saturating_add(1), false);
         }
         self.seen[event] = true;
         self.first_samples.push((id, offset));
@@ -157,7 +158,8 @@ impl IndexBuilder {
     pub fn round(&mut self, end: u64) {
         if let Some((carry, limit, limit_plain)) = self.prev
             && !self.full
-            && end - self.last_cut >= self.every
+            // Rounds end after the last cut: end >= last_cut.
+            && end.saturating_sub(self.last_cut) >= self.every
         {
             self.cuts.push(Cut {
                 carry,
@@ -203,6 +205,8 @@ fn header(out: &mut [u8], misc: u16, size: usize) {
 }
 
 /// `entries` in records of `misc`, as many as fit each (none when there are none).
+// The index's writer: N is 1 to 4 and the records it makes are below 64 KiB.
+#[allow(clippy::arithmetic_side_effects)]
 fn push_entries<const N: usize>(out: &mut Vec<u8>, misc: u16, entries: &[[u64; N]]) {
     let per = RECORD_ROOM / (8 * N);
     for chunk in entries.chunks(per) {
@@ -225,7 +229,7 @@ impl RangeIndex {
             return Ok(None);
         };
         let tail = &data[tail_at..];
-        let tail_offset = base + tail_at as u64;
+        let tail_offset = base.saturating_add(tail_at as u64);
         // Its header as the records' framing reads one.
         let Some(Ok(rec)) = Records::new(tail, tail_offset, endian).next() else {
             return Ok(None);
@@ -253,7 +257,8 @@ impl RangeIndex {
             at,
             ..RangeIndex::default()
         };
-        let bytes = &data[(at - base) as usize..tail_at];
+        // base <= at <= tail_offset (checked above): inside `data`.
+        let bytes = &data[at.saturating_sub(base) as usize..tail_at];
         for rec in Records::new(bytes, at, endian) {
             let rec = rec.map_err(|e| format!("its range index: {e}"))?;
             if rec.header.kind != HEADER_EVENT_TYPE {
@@ -263,8 +268,8 @@ impl RangeIndex {
                 ));
             }
             let body = &rec.bytes[8..];
-            let words: Vec<u64> = (0..body.len() / 8)
-                .filter_map(|i| u64_at(body, i * 8, endian))
+            let words: Vec<u64> = (body.chunks_exact(8))
+                .filter_map(|w| u64_at(w, 0, endian))
                 .collect();
             match rec.header.misc {
                 KIND_CUTS => index.cuts.extend(words.chunks_exact(4).map(|w| Cut {

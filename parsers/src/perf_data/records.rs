@@ -78,7 +78,8 @@ fn frame(
     if bytes.len() < need {
         return Ok(None);
     }
-    let mut c = Cursor::new(&bytes[HEADER_SIZE..], at + HEADER_SIZE as u64, endian);
+    let body_at = at.saturating_add(HEADER_SIZE as u64);
+    let mut c = Cursor::new(&bytes[HEADER_SIZE..], body_at, endian);
     let payload = match header.kind {
         kind::HEADER_TRACING_DATA => u64::from(c.u32(what)?),
         _ => c.u64(what)?,
@@ -119,12 +120,13 @@ impl<'a> Records<'a> {
 
     /// Absolute offset of the next record.
     pub fn offset(&self) -> u64 {
-        self.base + self.pos as u64
+        // A place in the input: far below u64::MAX (saturating all the same).
+        self.base.saturating_add(self.pos as u64)
     }
 
     /// Absolute offset of the end of the records' bytes.
     pub fn end(&self) -> u64 {
-        self.base + self.data.len() as u64
+        self.base.saturating_add(self.data.len() as u64)
     }
 }
 
@@ -134,6 +136,9 @@ impl<'a> Iterator for Records<'a> {
     // In line into the caller's loop (another crate's: `uevrec decode`), so that the
     // record is not returned through memory.
     #[inline]
+    // `pos` moves by a record checked to lie inside `data`; a record's size (a u16) plus
+    // its payload (at most MAX_PAYLOAD, checked by `frame`) fits a usize.
+    #[allow(clippy::arithmetic_side_effects)]
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed || self.pos >= self.data.len() {
             return None;
@@ -199,6 +204,11 @@ pub struct StreamReader {
     endian: Option<Endian>,
 }
 
+// start <= end <= buf.len() throughout (`start` moves only by what is checked to lie
+// before `end`); a record's size (a u16) plus its payload (at most MAX_PAYLOAD, checked by
+// `frame`) fits; `offset` counts the bytes framed. The caller's sizes (`min`, `n`) are
+// added saturating.
+#[allow(clippy::arithmetic_side_effects)]
 impl StreamReader {
     /// A reader expecting the pipe header first.
     pub fn new() -> Self {
@@ -229,14 +239,14 @@ impl StreamReader {
             self.start = 0;
         }
         if self.buf.len() - self.end < min {
-            self.buf.resize(self.end + min, 0);
+            self.buf.resize(self.end.saturating_add(min), 0);
         }
         &mut self.buf[self.end..]
     }
 
     /// `n` bytes of [`StreamReader::buffer`] were written.
     pub fn filled(&mut self, n: usize) {
-        self.end = (self.end + n).min(self.buf.len());
+        self.end = self.end.saturating_add(n).min(self.buf.len());
     }
 
     /// Append `bytes`.

@@ -144,7 +144,8 @@ impl TracingData {
         } else {
             None
         };
-        let used = (c.at() - base) as usize;
+        // The cursor started at `base`.
+        let used = c.at().saturating_sub(base) as usize;
         Ok((
             TracingData {
                 version,
@@ -205,7 +206,8 @@ fn named_text(c: &mut Cursor<'_>, name: &'static [u8]) -> Result<String, PerfDat
             at,
             why: format!(
                 "expected {:?}, found {:?}",
-                String::from_utf8_lossy(&name[..name.len() - 1]),
+                // The names end with their NUL.
+                String::from_utf8_lossy(name.strip_suffix(b"\0").unwrap_or(name)),
                 String::from_utf8_lossy(found)
             ),
         });
