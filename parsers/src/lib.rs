@@ -26,6 +26,7 @@
 
 #[deny(clippy::arithmetic_side_effects)]
 mod bytes;
+#[deny(clippy::arithmetic_side_effects)]
 pub mod context;
 #[deny(clippy::arithmetic_side_effects)]
 mod decode;

@@ -87,8 +87,9 @@ fn systemd_pod(component: &str) -> Option<(String, Qos)> {
     let at = stem
         .match_indices("kubepods-")
         .map(|(i, _)| i)
-        .find(|&i| i == 0 || stem.as_bytes()[i - 1] == b'-')?;
-    let rest = &stem[at + "kubepods-".len()..];
+        .find(|&i| i.checked_sub(1).is_none_or(|b| stem.as_bytes()[b] == b'-'))?;
+    // A match inside `stem`: its end is too.
+    let rest = &stem[at.saturating_add("kubepods-".len())..];
     let (qos, rest) = match rest.split_once('-') {
         Some((level, rest)) if !level.starts_with("pod") => (Qos::of_level(level)?, rest),
         _ => (Qos::Guaranteed, rest),
@@ -129,7 +130,7 @@ pub fn classify_pod(path: &str) -> Option<PodCgroup<'_>> {
         let Some((uid, qos)) = systemd_pod(c).or_else(|| cgroupfs_pod(&parts[..i], c)) else {
             continue;
         };
-        let container = parts.get(i + 1).and_then(|c| container_in_pod(c));
+        let container = (parts.get(i.saturating_add(1))).and_then(|c| container_in_pod(c));
         return Some(PodCgroup {
             uid,
             qos,

@@ -34,6 +34,8 @@ use crate::schema::{EventFormat, Field};
 use eventheader::PreparedName;
 
 pub(crate) mod context;
+// Reads EventHeader payloads (counts, lengths and places from the input).
+#[deny(clippy::arithmetic_side_effects)]
 pub mod eventheader;
 mod field_steps;
 mod ids;

@@ -76,7 +76,7 @@ pub(super) fn write_name(out: &mut Vec<u8>, keys: &mut Vec<(usize, usize)>, even
 
 /// Copy the text of the key `out[a..b]` (a JSON string) without its quotes.
 pub(super) fn copy_key_text(out: &mut Vec<u8>, a: usize, b: usize) {
-    let (from, to) = (a + 1, b.saturating_sub(1));
+    let (from, to) = (a.saturating_add(1), b.saturating_sub(1));
     if from <= to && to <= out.len() {
         out.extend_from_within(from..to);
     }
@@ -126,7 +126,9 @@ pub(super) fn note_tag(
             .filter_map(|o| o.key)
             .chain(std::iter::once(key)),
     );
-    s.tags.push((field.tag, start, s.paths.len() - start));
+    // The paths only grew since `start`.
+    s.tags
+        .push((field.tag, start, s.paths.len().saturating_sub(start)));
 }
 
 /// Close the innermost open container.
@@ -154,7 +156,8 @@ pub(super) fn write_field_tags(out: &mut Vec<u8>, s: &mut Keys) {
         let start = out.len();
         out.push(b'"');
         for j in 0..len {
-            if let Some(&(a, b)) = s.paths.get(from + j) {
+            // A place in the paths (or none): the sum fits.
+            if let Some(&(a, b)) = s.paths.get(from.saturating_add(j)) {
                 if j > 0 {
                     out.push(b'.');
                 }

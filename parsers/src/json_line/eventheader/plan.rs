@@ -224,6 +224,9 @@ impl PlanCache {
 
     /// Compile and cache `meta`, evicting the oldest entries as the bounds require.
     #[inline(never)]
+    // Bytes of blocks and plans held in memory (at most PLAN_CACHE_BYTES and one more
+    // block); slots below PLAN_CACHE_ENTRIES, plus one, modulo it.
+    #[allow(clippy::arithmetic_side_effects)]
     fn insert(&mut self, hash: u64, meta: &[u8], endian: Endian) -> usize {
         let plan = compile(meta, endian);
         let bytes = meta.len() + plan.as_ref().map_or(0, Plan::bytes);
@@ -276,7 +279,8 @@ impl PlanCache {
         let Some(old) = self.slots.get_mut(slot).and_then(Option::take) else {
             return;
         };
-        self.bytes -= old.bytes;
+        // Its bytes were added when it was cached.
+        self.bytes = self.bytes.saturating_sub(old.bytes);
         if self.index.get(&old.hash) == Some(&(slot as u32)) {
             self.index.remove(&old.hash);
         }
@@ -344,6 +348,8 @@ const _: () = assert!(PLAN_CACHE_ENTRIES < NO_SLOT as usize);
 /// words (first, middle, last; the event name, a field record, the last record), mixed.
 /// Cheap rather than thorough: blocks that share it only take turns in the front table.
 #[inline]
+// len >= 8 where len / 2 - 4 is taken; the shift is 64 minus a table's bits.
+#[allow(clippy::arithmetic_side_effects)]
 fn fingerprint(meta: &[u8], endian: Endian) -> usize {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
     let word = |at: usize| {
@@ -413,7 +419,8 @@ fn compile(meta: &[u8], endian: Endian) -> Option<Plan> {
         keys_from: 0,
         key: None,
     });
-    let mut pos = name_len + 1;
+    // The NUL is inside the metadata: the sum fits.
+    let mut pos = name_len.saturating_add(1);
     c.body(&mut pos, u32::MAX, 1, false)?;
     c.flush();
     let head_from = c.text.len();
@@ -443,7 +450,8 @@ const MIN_BUDGET: usize = 4096;
 /// together are at most one item per payload byte, within the budget's 32 per byte.
 /// Arrays of structs and of strings (whose elements may take no byte) are counted.
 fn counted(ops: &[Op]) -> bool {
-    let fixed = ops.iter().map(|op| op.items as usize).sum::<usize>() + 1;
+    // A few items per field, at most MAX_FIELDS fields: the sum is small.
+    let fixed = (ops.iter().map(|op| op.items as usize)).fold(1usize, usize::saturating_add);
     fixed > MIN_BUDGET
         || ops.iter().any(|op| match op.what {
             What::Text | What::Value { .. } => false,
@@ -467,6 +475,11 @@ struct Compiler<'m> {
     pending_items: u32,
 }
 
+// Counts of the fields of one metadata block (at most MAX_FIELDS, checked per field) and
+// of their items (a few each), depths up to MAX_STRUCT_DEPTH + 1, places inside the
+// metadata and the plan's text: no sum overflows; `remaining` is taken one from only
+// while it is not 0.
+#[allow(clippy::arithmetic_side_effects)]
 impl Compiler<'_> {
     /// An op with the text since the last one.
     fn op(&mut self, items: u32, what: What) {
@@ -632,6 +645,10 @@ struct Walk<'p> {
     budget: usize,
 }
 
+// `pos` moves only past bytes got from the payload (pos <= payload.len(), a slice's
+// length), by a u16 count plus 2 or by at most 16 bytes at a time: no sum overflows;
+// shifts are 64 − 8 × (1, 2, 4 or 8).
+#[allow(clippy::arithmetic_side_effects)]
 impl Walk<'_> {
     #[inline]
     fn item(&mut self) -> Option<()> {
@@ -711,7 +728,12 @@ impl Walk<'_> {
 impl Plan {
     /// The bytes it holds.
     fn bytes(&self) -> usize {
-        self.text.len() + std::mem::size_of_val::<[Op]>(&self.ops) + std::mem::size_of::<Plan>()
+        // Sizes of what it holds in memory.
+        #[allow(clippy::arithmetic_side_effects)]
+        let bytes = self.text.len()
+            + std::mem::size_of_val::<[Op]>(&self.ops)
+            + std::mem::size_of::<Plan>();
+        bytes
     }
 
     /// Append `,"name":…` and `,"event_attributes":{…}` when the name has attributes.
@@ -736,7 +758,7 @@ impl Plan {
             payload,
             pos: 0,
             endian,
-            budget: MIN_BUDGET + payload.len().saturating_mul(32),
+            budget: payload.len().saturating_mul(32).saturating_add(MIN_BUDGET),
         };
         if !self.counted {
             return self.run::<false>(out, &self.ops, &mut walk);
@@ -748,6 +770,9 @@ impl Plan {
 
     /// The walk over `ops`; `COUNT`: whether it counts items against the budget (see
     /// [`counted`]; the same code without the counting when it cannot run out).
+    // `i` indexes `ops`, moved by one or by a struct body's op count (both inside them);
+    // a u16 count times a value's size (at most 16) fits.
+    #[allow(clippy::arithmetic_side_effects)]
     fn run<const COUNT: bool>(
         &self,
         out: &mut Vec<u8>,

@@ -112,7 +112,8 @@ pub fn write_event_streaming(
             }
             write_text_contents(out, name);
         }
-        if out.len() == start + 1 {
+        // `start` is a place in `out`: the sum fits.
+        if out.len() == start.saturating_add(1) {
             out.extend_from_slice(b"payload");
         }
         out.push(b'"');

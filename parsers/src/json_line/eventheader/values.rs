@@ -102,6 +102,8 @@ pub(super) fn write_int_value(out: &mut Vec<u8>, format: Format, bytes: &[u8], e
         return write_hex(out, bytes);
     };
     let n = bytes.len();
+    // n is 1, 2, 4 or 8 (uint_of read it).
+    #[allow(clippy::arithmetic_side_effects)]
     let shift = 64 - 8 * n as u32;
     let s = ((u << shift) as i64) >> shift;
     match format {
@@ -160,6 +162,8 @@ pub(super) fn write_value128(out: &mut Vec<u8>, format: Format, bytes: &[u8]) {
 /// `std::net::Ipv6Addr` displays, without the formatting machinery: `::ffff:a.b.c.d`
 /// for IPv4-mapped addresses, else the segments in hex with the first longest run of
 /// two or more zero segments as `::`.
+// Indexes and run lengths of 8 segments.
+#[allow(clippy::arithmetic_side_effects)]
 pub(super) fn write_ipv6(out: &mut Vec<u8>, b: &[u8; 16]) {
     let ip = std::net::Ipv6Addr::from(*b);
     out.push(b'"');
@@ -211,6 +215,8 @@ pub(super) fn write_ipv6(out: &mut Vec<u8>, b: &[u8; 16]) {
 }
 
 /// `"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"` from 16 bytes in network order.
+// Constant places in a 38-byte text.
+#[allow(clippy::arithmetic_side_effects)]
 pub(super) fn write_uuid(out: &mut Vec<u8>, b: &[u8; 16]) {
     let mut digits = [0u8; 32];
     for (d, word) in digits.chunks_exact_mut(8).zip(b.chunks_exact(4)) {
@@ -250,6 +256,9 @@ pub(super) fn write_float<F: zmij::Float>(out: &mut Vec<u8>, v: F) {
 
 /// `time_t` seconds as `"YYYY-MM-DDTHH:MM:SSZ"` (years 0..=9999, RFC 3339's range),
 /// else the number.
+// Any i64 of seconds is within ±1.1e14 days: every step of the civil date (Hinnant's
+// algorithm) fits an i64 with room; the digits are of values below 10,000.
+#[allow(clippy::arithmetic_side_effects)]
 pub(super) fn write_time(out: &mut Vec<u8>, secs: i64) {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
@@ -375,6 +384,8 @@ pub(super) fn write_ascii_units<const N: usize>(
         return false;
     }
     // The byte holding the unit's low 8 bits; all the others must be 0.
+    // N is 2 or 4 (a code unit's size).
+    #[allow(clippy::arithmetic_side_effects)]
     let low = if endian.is_big() { N - 1 } else { 0 };
     let mut high = 0u8;
     for unit in units.clone() {
@@ -389,7 +400,8 @@ pub(super) fn write_ascii_units<const N: usize>(
     out.push(b'"');
     out.extend(units.map(|unit| unit[low]));
     if out
-        .get(mark + 1..)
+        // A place inside `out`: the sum fits.
+        .get(mark.saturating_add(1)..)
         .is_none_or(|text| first_special(text).is_some())
     {
         out.truncate(mark);
@@ -430,6 +442,8 @@ pub(super) fn write_escaped_text(out: &mut Vec<u8>, text: &[u8]) {
 /// 16 digits made in two words, the leading zeros shifted out, and `"0x…"` appended as
 /// one fixed-size copy.
 #[inline]
+// 1 to 16 digits of a u64: every place and shift is within the 20-byte text.
+#[allow(clippy::arithmetic_side_effects)]
 pub(super) fn write_hash_x(out: &mut Vec<u8>, v: u64) {
     let digits = ((67 - v.leading_zeros()) / 4).max(1) as usize;
     let (high, low) = (hex_digits((v >> 32) as u32), hex_digits(v as u32));
@@ -447,6 +461,8 @@ pub(super) fn write_hash_x(out: &mut Vec<u8>, v: u64) {
 }
 
 /// `v` as `{:x}` writes it, without the formatting machinery.
+// 1 to 16 digits of a u64.
+#[allow(clippy::arithmetic_side_effects)]
 pub(super) fn write_x(out: &mut Vec<u8>, v: u64) {
     let digits = ((67 - v.leading_zeros()) / 4).max(1) as usize;
     let (high, low) = (hex_digits((v >> 32) as u32), hex_digits(v as u32));
