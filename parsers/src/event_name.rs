@@ -13,7 +13,8 @@
 /// ```
 pub fn split_multi_format(event: &str) -> Option<(&str, &str)> {
     let dot = event.rfind('.')?;
-    let (base, id) = (&event[..dot], &event[dot + 1..]);
+    // `dot` is the place of a `.` in `event`: the sum fits.
+    let (base, id) = (&event[..dot], &event[dot.saturating_add(1)..]);
     if base.is_empty() || id.is_empty() || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }

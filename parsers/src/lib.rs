@@ -21,6 +21,18 @@
 //! `output`, `perf_data`, `trace_dat`, `to_lines`.
 //! A module imports only from modules before it; `tests/layers.rs` checks every crate
 //! path against this list.
+//!
+//! Arithmetic on what the input says: the modules that read input (those marked
+//! `#[deny(clippy::arithmetic_side_effects)]` below, and [`eventheader_json`]) add,
+//! multiply or allocate by a count, size, offset or length read from the input only
+//! checked (`checked_*`: an error, or a notice, when it fails) or saturating where the
+//! saturated value is still right (a tally stopped at `u64::MAX` is at least every total
+//! it is compared with). A total the input can push past a `u64` is said, never wrapped
+//! ([`to_lines::DecodeStats::lost_overflow`]). Arithmetic that is provably bounded (a place
+//! inside a slice plus a few bytes, a `u16` count of code units) is allowed where it is,
+//! with the bound in a comment; the writers (sizes their caller holds) and the unit tests
+//! are allowed as a whole. Not linted yet: the JSON writers (`json`, `json_line` but its
+//! EventHeader walk, `output`, `schema`) and `otlp`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -30,6 +42,7 @@ mod bytes;
 pub mod context;
 #[deny(clippy::arithmetic_side_effects)]
 mod decode;
+#[deny(clippy::arithmetic_side_effects)]
 mod event_name;
 #[deny(clippy::arithmetic_side_effects)]
 pub mod eventheader;
