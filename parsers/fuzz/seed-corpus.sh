@@ -4,6 +4,9 @@
 #                ($UEVREC_CORPUS_DIR, else <project root>/../shared/corpus).
 #   register:    a few register commands in every form (kernel-facts.md examples).
 #   eventheader: the 374 records of EventHeaderInterceptorLE64.dat, as `name NUL data`.
+#   ftrace_page: the ring-buffer pages of tests/data/trace-dat/*.dat.
+#   cgroup_path: cgroup paths of Docker, podman, units and both kubelet drivers, with
+#                kubelet names.
 # The structured targets (decode_record, json_line, perf_sample) start from libFuzzer's
 # own empty input.
 set -eu
@@ -103,6 +106,46 @@ for f in "$here/../tests/data/trace-dat"/*.dat; do
     cp "$f" "$here/corpus/trace_dat/$(basename "$f")"
 done
 echo "seed-corpus.sh: truncated/unfinished seeds in $here/corpus/{perf_data,trace_dat}"
+# ftrace_page: the 4 KiB pages of the test trace.dat files (a layout byte 0: little
+# endian, 8-byte commit; a cut at 2048), each page that looks like one (committed data
+# that fits, a timestamp).
+mkdir -p "$here/corpus/ftrace_page"
+python3 - "$here/../tests/data/trace-dat" "$here/corpus/ftrace_page" <<'PY'
+import glob, os, struct, sys
+n = 0
+for path in sorted(glob.glob(f"{sys.argv[1]}/*.dat")):
+    data = open(path, "rb").read()
+    for at in range(0, len(data) - 4096 + 1, 4096):
+        page = data[at:at + 4096]
+        ts, commit = struct.unpack_from("<QQ", page)
+        if ts and 0 < commit & ((1 << 27) - 1) <= 4080:
+            n += 1
+            open(f"{sys.argv[2]}/seed-{os.path.basename(path)}-{at}", "wb").write(b"\x00\x00\x08" + page)
+print(f"seed-corpus.sh: {n} ring-buffer pages in {sys.argv[2]}")
+PY
+# cgroup_path: paths of both kubelet cgroup drivers, containers and units, and kubelet
+# names (line 1 the path, then the names).
+cg=$here/corpus/cgroup_path
+mkdir -p "$cg"
+id=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+uid=0f1e2d3c-aaaa-bbbb-cccc-001122334455
+uid_=0f1e2d3c_aaaa_bbbb_cccc_001122334455
+i=0
+for path in \
+    "/system.slice/docker-$id.scope" \
+    "/docker/$id" \
+    "/user.slice/user-1000.slice/session-3.scope" \
+    "/system.slice/cron.service" \
+    "/machine.slice/libpod-$id.scope/container" \
+    "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$uid_.slice/cri-containerd-$id.scope" \
+    "/kubepods.slice/kubepods-pod$uid_.slice/crio-$id.scope" \
+    "/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod$uid_.slice/docker-$id.scope" \
+    "/kubepods/burstable/pod$uid/$id" \
+    "/kubepods/pod$uid/crio-$id"; do
+    i=$((i + 1))
+    printf '%s\nshop_web-0_%s\nweb-0_shop_nginx-%s.log\n' "$path" "$uid" "$id" >"$cg/seed-$i"
+done
+echo "seed-corpus.sh: $i cgroup paths in $cg"
 zip=$corpus_dir/formats0.zip
 if [ ! -f "$zip" ]; then
     echo "seed-corpus.sh: $zip not found (set UEVREC_CORPUS_DIR); seeds skipped" >&2

@@ -17,9 +17,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use uevrec_parsers::to_lines::DecodeOptions;
-use uevrec_parsers::to_lines::perf_data::{LineDecoder, FeedControl, StreamDecoder};
 use uevrec_parsers::perf_data::{PerfData, PerfDataError};
+use uevrec_parsers::to_lines::DecodeOptions;
+use uevrec_parsers::to_lines::perf_data::{FeedControl, LineDecoder, StreamDecoder};
 use uevrec_parsers_fuzz::json::one_object_line;
 use uevrec_parsers_fuzz::totals::check_lost_total;
 
@@ -28,7 +28,10 @@ fn check_error(e: &PerfDataError, len: usize) {
         return;
     }
     if let Some(at) = e.offset() {
-        assert!(at <= len as u64, "error offset {at} past the input ({len}): {e}");
+        assert!(
+            at <= len as u64,
+            "error offset {at} past the input ({len}): {e}"
+        );
     }
     assert!(!e.to_string().is_empty());
 }
@@ -145,5 +148,8 @@ fuzz_target!(|input: &[u8]| {
         stream_stop.as_ref().and_then(PerfDataError::offset),
         "whole {whole_stop:?} vs stream {stream_stop:?}"
     );
-    assert!(pieces == whole, "stream fed {chunk} bytes at a time wrote other lines");
+    assert!(
+        pieces == whole,
+        "stream fed {chunk} bytes at a time wrote other lines"
+    );
 });

@@ -27,12 +27,18 @@ pub fn check_lost_total(stats: &DecodeStats, out: &[u8]) -> u128 {
     }
     if sum <= u128::from(u64::MAX) {
         assert_eq!(u128::from(stats.lost), sum, "lost total vs the lost lines");
-        assert!(!stats.lost_overflow && notices.is_empty(), "overflow said for {sum}");
+        assert!(
+            !stats.lost_overflow && notices.is_empty(),
+            "overflow said for {sum}"
+        );
     } else {
         assert!(stats.lost_overflow, "a sum of {sum} not said to overflow");
         assert_eq!(stats.lost, u64::MAX);
         assert_eq!(notices.len(), 1, "one overflow notice");
-        assert!(last_lost < Some(notices[0]), "the notice after every lost line");
+        assert!(
+            last_lost < Some(notices[0]),
+            "the notice after every lost line"
+        );
     }
     sum
 }
