@@ -14,9 +14,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use uevrec::flight::buffer::FlightBuffer;
-use uevrec::flight::{FlightOptions, dump};
-use uevrec::pipeline::{FormatSource, StagedChunk, StagedEntry};
+use uevrec::capture::staging::{FormatSource, StagedChunk, StagedEntry};
+use uevrec::outputs::flight::buffer::FlightBuffer;
+use uevrec::outputs::flight::{FlightOptions, dump};
 use uevrec_parsers::{LineOptions, LineWriter, OutputFormat, PreparedFormat, RecordStamp};
 use uevrec_samples::register::format_file_text;
 
@@ -186,11 +186,12 @@ fn dump_64m(c: &mut Criterion) {
     group.bench_function("format_64MiB_sys_enter", |b| {
         b.iter(|| {
             let mut bytes = 0;
-            let n = dump::format_snapshot(&snapshot, &opts, None, |b| {
-                bytes += b.len();
-                Ok(())
-            })
-            .expect("no write fails");
+            let n =
+                dump::format_snapshot(&snapshot, &opts, None, uevrec::recorder::format_fed, |b| {
+                    bytes += b.len();
+                    Ok(())
+                })
+                .expect("no write fails");
             black_box((n, bytes))
         })
     });

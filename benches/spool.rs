@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use redb::{Database, TableDefinition};
-use uevrec::spool::{FullPolicy, Spool, SpoolConfig};
+use uevrec::delivery::spool::{FullPolicy, Spool, SpoolConfig};
 
 const SIZES: [usize; 2] = [4 << 10, 256 << 10];
 const TABLE: TableDefinition<u64, &[u8]> = TableDefinition::new("batches");

@@ -19,10 +19,10 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::metrics::{Metrics, Signal, TracepointMetrics};
+use crate::delivery::metrics::{Metrics, Signal, TracepointMetrics};
 
 /// Why records were dropped instead of exported (the metrics' `reason` label).
-pub use crate::metrics::DropReason;
+pub use crate::delivery::metrics::DropReason;
 
 /// The counts of one tracepoint, or of all.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -83,7 +83,7 @@ pub fn split_key(key: &str) -> (&str, Option<(&str, &str)>) {
 }
 
 /// The tracepoint name for records whose batch metadata was unreadable.
-pub const UNKNOWN: &str = crate::metrics::UNKNOWN_TRACEPOINT;
+pub const UNKNOWN: &str = crate::delivery::metrics::UNKNOWN_TRACEPOINT;
 
 /// The tracepoint under which batches left in the spool by an earlier run are counted
 /// (their per-tracepoint counts are in the spool, not read at start).

@@ -16,10 +16,10 @@ use crate::common::session::*;
 use crate::common::tier::Tier;
 
 use serde_json::Value;
-use uevrec::perf::RingPages;
-use uevrec::session::SessionConfig;
-use uevrec::session::backend::BackendKind::{self, Ftrace, Perf};
-use uevrec::tracefs::Tracefs;
+use uevrec::capture::perf::RingPages;
+use uevrec::capture::session::SessionConfig;
+use uevrec::capture::session::backend::BackendKind::{self, Ftrace, Perf};
+use uevrec::capture::tracefs::Tracefs;
 
 /// A forked child that makes exactly `n` getppid system calls each time it is asked.
 struct SyscallChild {
