@@ -1,4 +1,4 @@
-//! The flight recorder's costs (`record --flight`, src/flight/): what keeping one record
+//! The flight recorder's costs (`record --flight`, src/outputs/flight/): what keeping one record
 //! in memory costs, as the flight thread does it (a copy of the staged entry into the
 //! FlightBuffer, the oldest evicted) beside what keeping it as a JSON line would cost
 //! (the line written, as the formatter does, then copied into a byte ring: a lower

@@ -1,4 +1,4 @@
-//! The export spool's costs (src/spool/, issue 24) beside an embedded transactional store
+//! The export spool's costs (src/delivery/spool/, issue 24) beside an embedded transactional store
 //! (redb), per batch of 4 KiB and 256 KiB, each made durable before it returns:
 //!
 //! - `append`: the segment log's [`Spool::append`] (frame written, `fdatasync`) against a

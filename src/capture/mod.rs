@@ -3,8 +3,8 @@
 //! or an [`ftrace`] instance, both behind [`backend`]'s trait), and the [`session`]
 //! drains what they deliver into [`staging`] for the threads after it; [`clock`] stamps
 //! records with wall-clock time, [`context`] and [`kubernetes`] say who wrote them.
-//! [`register`] creates user_events before their producers start. The `unsafe` of the
-//! crate lives here (each block with its `SAFETY` reason).
+//! [`register`] creates user_events before their producers start. Most of the crate's
+//! `unsafe` is here (perf_event_open, the rings, splice), each block with its reason.
 //!
 //! Layers, lowest first: `tracefs`, `selector`, `clock`, `context`, `kubernetes`,
 //! `staging`, `backend`, `perf`, `ftrace`, `session`, `register`.

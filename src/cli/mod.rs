@@ -128,7 +128,7 @@ pub struct SessionArgs {
     /// private tracefs instance read page by page (cheaper for the traced programs, no
     /// descriptor per event; needs root).
     #[arg(long, value_enum, value_name = "BACKEND", default_value = "perf")]
-    pub backend: crate::capture::session::backend::BackendKind,
+    pub backend: crate::capture::backend::BackendKind,
     /// Kernel-side filter applied to every event (ftrace syntax, e.g. 'pid > 100').
     #[arg(long, value_name = "EXPR")]
     pub filter: Option<String>,

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use super::{
     EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, RawFormat, RecordArgs, RecordingArgs, TailArgs,
 };
+use crate::capture::backend::BackendKind;
 use crate::capture::ftrace::SpoolPlan;
 use crate::capture::selector::default_selectors;
-use crate::capture::session::backend::BackendKind;
 use crate::capture::session::{SessionConfig, Summary};
 use crate::capture::tracefs::TracefsError;
 use crate::messages;

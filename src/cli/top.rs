@@ -9,8 +9,8 @@ use clap::Args;
 use signal_hook::consts::{SIGINT, SIGTERM};
 
 use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, SessionArgs, values};
+use crate::capture::backend::BackendKind;
 use crate::capture::session::SessionConfig;
-use crate::capture::session::backend::BackendKind;
 use crate::messages;
 use crate::outputs::top::model::SortKey;
 use crate::outputs::top::pods::GroupBy;

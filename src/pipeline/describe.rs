@@ -8,10 +8,10 @@ use std::hash::{Hash, Hasher};
 
 use uevrec_parsers::{ClockInfo, SessionInfo};
 
+use crate::capture::backend::BackendKind;
 use crate::capture::clock::{RESAMPLE_INTERVAL, monotonic_ns, sample_offset_ns};
 use crate::capture::selector::default_selectors;
 use crate::capture::session::SessionConfig;
-use crate::capture::session::backend::BackendKind;
 use crate::capture::staging::FormatSource;
 use crate::system::uname::Uname;
 

@@ -22,7 +22,7 @@
 //! `record --flight` ([`Outputs::Flight`], crate::outputs::flight) a flight thread
 //! (`uevrec-flight`) takes the chunks instead of the formatter and keeps them in memory,
 //! handing snapshots to a dump thread (`uevrec-dump`), whose dumps are formatted by
-//! [`format_fed`] (no writer). `uevrec top` ([`stage_into`]) has a counting thread in
+//! [`format_fed`] (no writer). `uevrec top` ([`top`]) has a counting thread in
 //! place of the formatter and a display thread beside it.
 //!
 //! Every thread of those groups is spawned here (by one private `spawn`) and joined here; the

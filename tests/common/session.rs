@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
+use uevrec::capture::backend::BackendKind::{self, Perf};
 use uevrec::capture::perf::RingPages;
 use uevrec::capture::selector::Selector;
-use uevrec::capture::session::backend::BackendKind::{self, Perf};
 use uevrec::capture::session::{LiveStats, SessionConfig, Summary};
 use uevrec::capture::tracefs::Tracefs;
 use uevrec::pipeline::Batch;

@@ -34,7 +34,7 @@ use crate::common::vm::{
 /// How long registering, attaching and writing may take (TCG guests are ~6x slower).
 const PRODUCER_TIMEOUT: Duration = Duration::from_secs(400);
 /// How long uevrec may take to drain and exit after SIGINT, and then its background
-/// closer (`uevrec-close`, src/perf/reaper.rs) to close the descriptors. Closing is slow:
+/// closer (`uevrec-close`, src/capture/perf/reaper.rs) to close the descriptors. Closing is slow:
 /// the kernel waits for RCU grace periods for each event's last perf descriptor, one
 /// event at a time (`perf_trace_event_unreg`, under `event_mutex`); 2,000 events took
 /// 77 s in the guest, which uevrec's exit no longer waits for.

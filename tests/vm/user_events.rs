@@ -38,7 +38,7 @@ use crate::common::vm::{
 const PRODUCER_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long uevrec may take to drain and exit after SIGINT.
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long uevrec's background closer (`uevrec-close`, src/perf/reaper.rs) may take,
+/// How long uevrec's background closer (`uevrec-close`, src/capture/perf/reaper.rs) may take,
 /// after uevrec exited, to close the descriptors of the few events a test records: one
 /// RCU grace period per event (tens of ms; TCG guests are slower). Until then the events
 /// are still in use: enable bits set, deleting them fails with EBUSY. (The ftrace

@@ -42,7 +42,7 @@
 //!
 //! # Files
 //!
-//! [`backend`] is what the session needs from perf (or ftrace, `--backend ftrace`:
+//! [`crate::capture::backend`] is what the session needs from perf (or ftrace, `--backend ftrace`:
 //! crate::capture::ftrace, a tracefs instance read page by page): attach, detach, drain; `attach` the attach/detach/rescan state machine over it; `stager` stages what
 //! the buffers hold; `filter` the kernel filter expressions and the kernel's complaints
 //! about them; `procfs` the thread scan; `error` the setup errors; `waiting` the
@@ -50,9 +50,6 @@
 //! configuration, the loop, the stop.
 
 mod attach;
-/// The backend contract lives in [`crate::capture::backend`] (perf and ftrace implement it
-/// without importing the session); re-exported under its old path.
-pub use crate::capture::backend;
 mod error;
 pub(crate) mod filter;
 mod procfs;
@@ -65,13 +62,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::capture::backend::{Backend, BackendKind};
 use crate::capture::perf::{self, RingPages};
 use crate::capture::selector::{Selector, default_selectors};
 use crate::capture::staging::StageSender;
 use crate::capture::tracefs::{Tracefs, TracefsError};
 use crate::system::fd_limit::Nofile;
 use attach::{Attacher, Halt};
-use backend::{Backend, BackendKind};
 pub use error::SessionError;
 pub(crate) use error::perf_error;
 use stager::Stager;
@@ -339,13 +336,13 @@ pub fn run_with<B: Backend>(
 fn start_drain_threads<B: Backend>(
     backend: &B,
     threads: usize,
-) -> Result<Option<backend::DrainPool>, SessionError> {
+) -> Result<Option<crate::capture::backend::DrainPool>, SessionError> {
     // No more threads than buffers: group i is buffer i at most.
     let threads = threads.min(backend.buffers());
     if threads < 2 || !backend.drains_in_parallel() {
         return Ok(None);
     }
-    backend::DrainPool::start(threads)
+    crate::capture::backend::DrainPool::start(threads)
         .map(Some)
         .map_err(|e| SessionError::DrainThreads(threads, e))
 }
