@@ -32,28 +32,50 @@ use std::path::{Path, PathBuf};
 /// read). The head of a level is above all of its modules (it declares them): its own
 /// paths are checked one level up.
 pub fn violations(src: &Path) -> Vec<String> {
-    let files = sources(src);
     let levels = levels(src);
-    let mut wrong = Vec::new();
-    for level in &levels {
-        wrong.extend(list_problems(level));
-    }
-    for file in &files {
-        let code = code_of(&read(&src.join(file)));
+    let mut wrong: Vec<String> = levels.iter().flat_map(list_problems).collect();
+    // (file, level, own module, module gone up to) → the paths that do it, as written.
+    let mut up: BTreeMap<(PathBuf, usize, String, String), Vec<String>> = BTreeMap::new();
+    for file in sources(src) {
+        let code = code_of(&read(&src.join(&file)));
         let inline = inline_modules(&code);
         for (at, raw) in paths(&code) {
-            let Some(module) = module_at(&module_of(file), &inline, at) else {
+            let Some(module) = module_at(&module_of(&file), &inline, at) else {
                 continue; // in an inline test module
             };
             let Some(target) = absolute(&raw, &module) else {
                 continue;
             };
-            for level in levels.iter().filter(|l| is_inside(&module, &l.path)) {
-                if let Some(problem) = check(level, file, &module, &raw, &target) {
-                    wrong.push(problem);
+            let written = written(&raw);
+            for (i, level) in levels.iter().enumerate() {
+                match judge(level, &module, &target) {
+                    None => {}
+                    Some(Wrong::Up { own, to }) => {
+                        let paths = up.entry((file.clone(), i, own, to)).or_default();
+                        if !paths.contains(&written) {
+                            paths.push(written.clone());
+                        }
+                    }
+                    Some(Wrong::Unknown(name)) => wrong.push(format!(
+                        "{}: `{written}`: `{name}` is no module of {}, nor an item or import \
+                         of {}",
+                        file.display(),
+                        level.folder(),
+                        level.head.display()
+                    )),
                 }
             }
         }
+    }
+    for ((file, i, own, to), paths) in up {
+        let level = &levels[i];
+        wrong.push(format!(
+            "{}: goes UP from `{own}` to `{to}`: `{}` ({}: lowest first {:?})",
+            file.display(),
+            paths.join("`, `"),
+            level.head.display(),
+            level.order
+        ));
     }
     wrong
 }
@@ -120,41 +142,40 @@ impl Level {
     }
 }
 
-/// The problem of the path `raw` (resolved: `target`) of `file` (module `module`) at
-/// `level`, if it has one.
-fn check(
-    level: &Level,
-    file: &Path,
-    module: &[String],
-    raw: &[String],
-    target: &[String],
-) -> Option<String> {
-    let depth = level.path.len();
-    if !is_inside(target, &level.path) {
-        return None; // it leaves the folder: a level above judges it
+/// What is wrong with a path.
+enum Wrong {
+    /// It names the module `to`, listed after the file's own module `own`.
+    Up { own: String, to: String },
+    /// It names something the level does not have.
+    Unknown(String),
+}
+
+/// What is wrong, at `level`, with a path from a file of `module` to `target` (both
+/// from the crate root), if anything: nothing when one of them is outside the level.
+fn judge(level: &Level, module: &[String], target: &[String]) -> Option<Wrong> {
+    if !is_inside(module, &level.path) || !is_inside(target, &level.path) {
+        return None; // a level above judges a path that leaves the folder
     }
+    let depth = level.path.len();
     let own = &module[depth];
-    let written = raw.join("::");
-    let head = level.head.display();
     match level.name(&target[depth]) {
         Name::Module(to) if &to == own => None,
         Name::Module(to) => match (level.rank(&to), level.rank(own)) {
-            (Some(to_rank), Some(own_rank)) if to_rank < own_rank => None,
-            (Some(_), Some(_)) => Some(format!(
-                "{}: `{written}` goes UP from `{own}` to `{to}` ({head}: lowest first {:?})",
-                file.display(),
-                level.order
-            )),
+            (Some(to_rank), Some(own_rank)) if to_rank > own_rank => Some(Wrong::Up {
+                own: own.clone(),
+                to,
+            }),
             _ => None, // a module missing from the list: `list_problems` says so
         },
         Name::Other => None,
-        Name::Unknown => Some(format!(
-            "{}: `{written}`: `{}` is no module of {}, nor an item or import of {head}",
-            file.display(),
-            target[depth],
-            level.folder()
-        )),
+        Name::Unknown => Some(Wrong::Unknown(target[depth].clone())),
     }
+}
+
+/// A path as written, without a group's `self` (`super::wire::{self}` is `super::wire`).
+fn written(raw: &[String]) -> String {
+    let raw = raw.strip_suffix(&["self".to_string()]).unwrap_or(raw);
+    raw.join("::")
 }
 
 /// Whether `module` is strictly inside `folder` (a module of it or deeper).
@@ -937,7 +958,7 @@ mod tests {
                 ("tests.rs", "use crate::c;\n"),
             ],
             &[
-                "a.rs: `crate::B` goes UP from `a` to `b`",
+                "a.rs: goes UP from `a` to `b`: `crate::B` (lib.rs: lowest first",
                 "a.rs: `crate::nothing`: `nothing` is no module",
                 "lib.rs: module `c` of the crate root is not in its layer list",
                 "names `ghost`, which is no module of the crate root",
@@ -987,14 +1008,13 @@ mod tests {
                 ("f/high/deep.rs", "use crate::f::high::inner;\n"),
             ],
             &[
-                "f/low.rs: `super::high::H` goes UP from `low` to `high`",
-                "f/low.rs: `super::Up` goes UP from `low` to `high`",
-                "f/low.rs: `crate::f::sub::S` goes UP from `low` to `sub`",
-                "f/low.rs: `crate::g` goes UP from `f` to `g`",
-                "f/low.rs: `super::super::high` goes UP from `low` to `high`",
+                "f/low.rs: goes UP from `low` to `high`: `super::high::H`, `super::Up`, \
+                 `super::super::high` (f/mod.rs: lowest first",
+                "f/low.rs: goes UP from `low` to `sub`: `crate::f::sub::S` (",
+                "f/low.rs: goes UP from `f` to `g`: `crate::g` (lib.rs",
                 "f/low.rs: `super::Nope`: `Nope` is no module of f/, nor an item or import of f/mod.rs",
-                "f/sub/x.rs: `super::y::Y` goes UP from `x` to `y`",
-                "f/sub/x.rs: `super::super::high` goes UP from `sub` to `high`",
+                "f/sub/x.rs: goes UP from `x` to `y`: `super::y::Y` (f/sub/mod.rs",
+                "f/sub/x.rs: goes UP from `sub` to `high`: `super::super::high` (f/mod.rs",
             ],
         );
     }
@@ -1015,7 +1035,7 @@ mod tests {
                 ("f/tests/mod.rs", "use super::b;\n"),
             ],
             &[
-                "f/a.rs: `super::b` goes UP from `a` to `b`",
+                "f/a.rs: goes UP from `a` to `b`: `super::b` (f.rs",
                 "f.rs: the layer list names `tests`: test modules are not layers",
             ],
         );
