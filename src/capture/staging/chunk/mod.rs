@@ -3,9 +3,6 @@
 
 use uevrec_parsers::{ContextUpdate, RecordStamp};
 
-#[cfg(doc)]
-use super::Staged;
-
 /// `slot` value of a notice entry (not a record).
 const NOTICE: u32 = u32::MAX;
 /// `slot` value of a lost-records entry (not a record).
@@ -52,7 +49,7 @@ pub struct StagedChunk {
 pub enum StagedEntry<'a> {
     /// An event record.
     Record {
-        /// The session's event slot (see [`Staged::Format`]).
+        /// The session's event slot (see [`Staged::Format`](super::Staged::Format)).
         slot: u32,
         /// Time, CPU, pid and tid of the sample.
         stamp: RecordStamp,
