@@ -1,16 +1,8 @@
 //! uevrec: record Linux user_events (and any tracefs tracepoint) into JSON lines, OTLP,
-//! perf.data or trace.dat.
-//!
-//! The folders are the data path, in the order data flows:
-//!
-//! ```text
-//! capture ──staged entries──▶ pipeline ──lines──▶ outputs (files, stdout, raw, flight, top)
-//!                                             └──▶ delivery (queue, spool, OTLP export, metrics)
-//! offline: recorded files ──▶ pipeline ──▶ outputs
-//! ```
-//!
-//! [`recorder`] is the one owner that builds those threads and joins them; [`cli`] turns
-//! flags into its configuration. [`system`] and [`messages`] are leaves for every layer.
+//! perf.data or trace.dat. The folders are the data path (docs/architecture.md draws it):
+//! [`capture`] → [`pipeline`] → [`outputs`] or [`delivery`]; [`offline`] decodes recorded
+//! files through the same pipeline; [`recorder`] builds and joins the threads; [`cli`]
+//! turns flags into its configuration; [`system`] and [`messages`] are leaves for all.
 //!
 //! Layers, lowest first: `messages`, `system`, `capture`, `pipeline`, `outputs`,
 //! `delivery`, `offline`, `recorder`, `cli`.

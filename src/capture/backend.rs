@@ -1,15 +1,13 @@
 //! What the session needs from a way of recording tracepoints: attach event X, detach
-//! event X, drain what arrived. Two implementations: [`crate::capture::perf::PerfBackend`] (perf
-//! rings, one descriptor per event and CPU) and [`crate::capture::ftrace::FtraceBackend`] (a
-//! tracefs instance and its `trace_pipe_raw` pages: its events are enable files, its
-//! keys the events' tracefs IDs). The attach/rescan state machine is tested against a
-//! fake one (no root needed).
-//!
-//! Data flows one way: the backends (crate::capture::perf, crate::capture::ftrace) implement this
-//! contract and import nothing of the session, and this module imports nothing of them
-//! (their step errors are defined here); crate::recorder opens the backend a
-//! session asks for (`recorder::open`) and hands it to [`crate::capture::session::run_with`],
-//! which drives any backend through this trait.
+//! event X, drain what arrived ([`Backend`]). Two implementations:
+//! [`crate::capture::perf::PerfBackend`] (perf rings, one descriptor per event and CPU)
+//! and [`crate::capture::ftrace::FtraceBackend`] (a tracefs instance and its
+//! `trace_pipe_raw` pages: its events are enable files, its keys the events' tracefs
+//! IDs); the attach/rescan state machine is tested against a fake one (no root needed).
+//! Data flows one way: the backends implement this contract and import nothing of the
+//! session, this module imports nothing of them (their step errors are defined here), and
+//! crate::recorder's `open` hands the backend a session asks for to
+//! [`crate::capture::session::run_with`], which drives any backend through this trait.
 
 mod error;
 pub mod time_merge;
@@ -106,7 +104,7 @@ pub trait Backend {
 
     /// Without the records' context (`--no-context`): follow new tasks all the same where
     /// the backend needs them to tell a record's process (ftrace: a thread id's process,
-    /// src/ftrace/tgid.rs); reports nothing. The default does nothing.
+    /// src/capture/ftrace/tgid.rs); reports nothing. The default does nothing.
     fn track_new_tasks(&mut self) {}
 
     /// Start recording `event`.

@@ -1,16 +1,9 @@
-//! Wall-clock time for records.
-//!
-//! Tracepoint perf events accept only `CLOCK_MONOTONIC`/`CLOCK_MONOTONIC_RAW` as their
-//! clock, so samples carry monotonic nanoseconds. [`WallClock`] converts them to Unix
-//! time with an offset `REALTIME - MONOTONIC` that is re-sampled (by default every
-//! second, [`WallClock::maybe_resample`]) so NTP steps and slews are followed.
-//!
-//! Accuracy: each sample reads REALTIME, MONOTONIC, REALTIME back to back and keeps the
-//! tightest of a few tries, so the offset itself is exact to within that window (well under
-//! a microsecond). Between re-samples NTP may slew the realtime clock by at most 500 ppm,
-//! i.e. ≤ 0.5 ms per second of interval; a step of the realtime clock shows in records
-//! converted after the next re-sample (records already in the rings at that moment are
-//! converted with the new offset).
+//! Wall-clock time for records. Tracepoint perf events accept only
+//! `CLOCK_MONOTONIC`/`CLOCK_MONOTONIC_RAW` as their clock, so samples carry monotonic
+//! nanoseconds; [`WallClock`] converts them to Unix time with an offset `REALTIME -
+//! MONOTONIC` that is re-sampled (by default every second, [`WallClock::maybe_resample`])
+//! so NTP steps and slews are followed. The accuracy: [`sample_offset_ns`] (the offset)
+//! and [`WallClock`] (between re-samples).
 
 use std::time::{Duration, Instant};
 
@@ -39,7 +32,9 @@ pub fn now_unix_ns() -> u64 {
     u64::try_from(now_ns(libc::CLOCK_REALTIME)).unwrap_or(0)
 }
 
-/// Measure `REALTIME - MONOTONIC` in nanoseconds, keeping the tightest of 5 tries.
+/// Measure `REALTIME - MONOTONIC` in nanoseconds, keeping the tightest of 5 tries: each
+/// reads REALTIME, MONOTONIC, REALTIME back to back, so the offset itself is exact to
+/// within that window (well under a microsecond).
 pub fn sample_offset_ns() -> i128 {
     let mut best = (i128::MAX, 0i128);
     for _ in 0..5 {
@@ -54,7 +49,11 @@ pub fn sample_offset_ns() -> i128 {
     best.1
 }
 
-/// Converts monotonic sample times to Unix nanoseconds, re-sampling its offset.
+/// Converts monotonic sample times to Unix nanoseconds, re-sampling its offset. Between
+/// re-samples NTP may slew the realtime clock by at most 500 ppm, i.e. ≤ 0.5 ms per second
+/// of interval; a step of the realtime clock shows in records converted after the next
+/// re-sample (records already in the rings at that moment are converted with the new
+/// offset).
 #[derive(Debug, Clone)]
 pub struct WallClock {
     offset_ns: i128,

@@ -4,17 +4,8 @@
 //! name every container id. [`PodLogs::poll`] hands what is new since the last look as
 //! [`ContextUpdate::Pod`] and [`ContextUpdate::ContainerName`] updates, which the
 //! session stages with the records (`uevrec_parsers::context::kubernetes` turns cgroup
-//! paths into pod UIDs and writes the keys).
-//!
-//! Cheap when nothing changes: a look is one `stat` per directory; a directory is read
-//! only when its modification time changed (a pod or container came or went) or changed
-//! so recently that an entry made in the same clock tick could have been missed. The
-//! session looks at start and once per rescan interval (a second by default), so names
-//! come within about a second of the kubelet making the directories; records written
-//! before carry the pod UID alone.
-//!
-//! Memory is bounded: at most [`MAX_ENTRIES`] entries of each directory are read and
-//! remembered.
+//! paths into pod UIDs and writes the keys). Cheap when nothing changes, and bounded
+//! ([`MAX_ENTRIES`]); the keys and their limits: docs/json-lines.md ("Kubernetes").
 
 use std::collections::HashSet;
 use std::fs;
@@ -28,7 +19,8 @@ use uevrec_parsers::context::kubernetes::{parse_container_log, parse_pod_log_dir
 pub const DEFAULT_POD_LOGS: &str = "/var/log/pods";
 /// The kubelet's container log links.
 pub const DEFAULT_CONTAINER_LOGS: &str = "/var/log/containers";
-/// Entries read and remembered per directory (a node runs at most a few hundred pods).
+/// Entries read and remembered per directory (a node runs at most a few hundred pods):
+/// memory is bounded.
 pub const MAX_ENTRIES: usize = 65_536;
 /// A directory changed less than this before a look is read again at the next look
 /// (an entry made in the same clock tick as the look does not change the time).
@@ -120,6 +112,13 @@ impl PodLogs {
     /// Hand `f` the names of the pods and containers that appeared since the last call
     /// (all of them at the first). Entries whose names are not the kubelet's are
     /// skipped.
+    ///
+    /// Cheap when nothing changes: a look is one `stat` per directory; a directory is read
+    /// only when its modification time changed (a pod or container came or went) or
+    /// changed so recently that an entry made in the same clock tick could have been
+    /// missed (`SETTLE`). The session looks at start and once per rescan interval (a
+    /// second by default), so names come within about a second of the kubelet making the
+    /// directories; records written before carry the pod UID alone.
     pub fn poll(&mut self, f: &mut dyn FnMut(ContextUpdate<'_>)) {
         for name in self.pods.new_names().unwrap_or_default() {
             if let Some((namespace, pod, uid)) = parse_pod_log_dir(&name) {

@@ -1,19 +1,7 @@
 //! `uevrec decode [FILE|-]`: a perf.data (file mode, or pipe mode from `perf record -o -`)
-//! → the JSON lines `uevrec record` writes, through the same sinks.
-//!
-//! The flags and the summary are here; the engine (input, mapping, threads) is
-//! [`crate::offline::decode`].
-//!
-//! Time: `HEADER_CLOCK_DATA` (written by `perf record -k CLOCK_MONOTONIC`) gives the
-//! wall-clock time of each sample; without it `time` is `null` and stderr says so once.
-//! Exit status: 0; 3 ([`EXIT_SALVAGED`]) when the input is cut short — truncated, or a
-//! `record --raw` perf.data that was never finished (killed, crashed), or a trace.dat
-//! that ends inside its CPU data (whole pages, and a cut page's complete events, are
-//! read) — and every whole record before the cut was decoded (the output ends with a
-//! `{"uevrec":"notice","what":"truncated",…}` line, stderr says what is missing and
-//! where); 1 when the input is corrupt (everything before the problem is written; stderr
-//! says at which byte and why), or the output failed; 141 when standard output was
-//! closed by its reader.
+//! or a trace.dat → the JSON lines `uevrec record` writes, through the same sinks. The
+//! flags, the summary and the exit status are here (`report` says which status when);
+//! the engine (input, mapping, threads) is [`crate::offline::decode`].
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -153,6 +141,18 @@ pub fn decode(args: DecodeArgs) -> i32 {
 }
 
 /// Notes, problems and the summary on stderr; the exit status.
+///
+/// Time: `HEADER_CLOCK_DATA` (written by `perf record -k CLOCK_MONOTONIC`) gives the
+/// wall-clock time of each sample; without it `time` is `null` and stderr says so once.
+///
+/// Exit status: 0; 3 ([`EXIT_SALVAGED`]) when the input is cut short (truncated, or a
+/// `record --raw` perf.data that was never finished: killed, crashed; or a trace.dat that
+/// ends inside its CPU data: whole pages, and a cut page's complete events, are read) and
+/// every whole record before the cut was decoded (the output ends with a
+/// `{"uevrec":"notice","what":"truncated",…}` line, stderr says what is missing and
+/// where); 1 when the input is corrupt (everything before the problem is written; stderr
+/// says at which byte and why), or the output failed; 141 when standard output was closed
+/// by its reader.
 fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
     let s = &o.stats;
     for e in &s.errors {

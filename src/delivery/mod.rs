@@ -1,21 +1,9 @@
-//! Delivery to a collector: the sink of `record --otlp-endpoint`.
-//!
-//! ```text
-//!  formatter (OTLP export frames, uevrec_parsers::otlp::frame)
-//!    ──writer thread: DeliverySink::write_lines → Queue::append (the spool: durable
-//!      before it returns; full: block or drop-oldest)──▶
-//!  sender thread (`uevrec-export`): Queue::next → Link::send → ack / retry / drop
-//! ```
-//!
-//! Every record handed over is, at any moment, exported (acknowledged by the
-//! collector), dropped with a reason, or pending in the queue ([`ledger`]). A batch
-//! leaves the queue only when the collector acknowledged it or answered that it will
-//! never take it; retryable failures wait (exponential backoff with jitter, the
-//! server's `Retry-After` / `RetryInfo` first) and try the same batch again, so
-//! batches go out oldest first. On stop the sender keeps going until the queue is
-//! empty or the drain time is up; what is left stays in the spool for the next run
-//! (`--spool`) or is counted as dropped (`shutdown`, without a spool).
-
+//! Delivery to a collector: the sink of `record --otlp-endpoint`. The writer thread
+//! appends each batch of OTLP export frames to the [`queue`] (the [`spool`] with
+//! `--spool`), and a sender thread sends them oldest first ([`link`], [`export`]); a batch
+//! leaves only when the collector acknowledged it or answered that it never will. Every
+//! record handed over is, at any moment, exported, dropped with a reason, or pending
+//! ([`ledger`]). Threads: docs/architecture.md; retries and stopping: docs/export.md.
 //!
 //! Layers, lowest first: `export`, `spool`, `metrics`, `link`, `ledger`, `queue`, `wire`,
 //! `sink`.

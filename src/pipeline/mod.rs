@@ -1,12 +1,10 @@
 //! From staged entries to lines: the formatter ([`formatter`]: one thread, or N workers
 //! and the [`reorder`] stage that puts their output back in order), the [`Batch`]es of
 //! lines it hands the writer ([`batch`], from a fixed [`pool`]), and what a stream says
-//! about itself first ([`describe`]).
-//!
-//! Both ends are bounded: when the formatter is behind by the whole chunk pool, or the
-//! writer by [`CHANNEL_BATCHES`], the session thread waits, the rings fill and the kernel
-//! counts lost records, which become `{"uevrec":"lost"}` lines; nothing is dropped
-//! silently. The threads and channels are drawn once, in [`crate::recorder`].
+//! about itself first ([`describe`]). Both ends are bounded (the chunk pool,
+//! [`CHANNEL_BATCHES`]): a formatter or writer that falls behind makes the session wait,
+//! the rings fill and the kernel counts lost records, which become `{"uevrec":"lost"}`
+//! lines; nothing is dropped silently. The threads and channels: docs/architecture.md.
 //!
 //! Layers, lowest first: `pool`, `batch`, `reorder`, `describe`, `formatter`.
 

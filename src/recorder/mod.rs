@@ -1,36 +1,12 @@
 //! The one place that builds the recording pipeline, spawns its threads and joins them:
+//! the session on the caller's thread (on the backend [`open`] opens), behind it the
+//! formatter ([`formatter::run_parallel`]) and the writer, or the raw, flight or counting
+//! ([`top`]) threads, as the [`Outputs`] say; plus a `--duration` timer and a status line.
 //!
-//! ```text
-//!  session (the caller's thread, crate::capture::session, on the backend [`open`] opened):
-//!  drain the rings → staged entries
-//!    ──staging channel (a fixed pool of StagedChunks, crate::pipeline)──▶
-//!  formatter thread (`uevrec-format`, crate::pipeline::formatter): staged entries → JSON lines
-//!    ──bounded channel of Batches (a fixed pool of line buffers)──▶
-//!  writer thread (`uevrec-write`, crate::outputs::sink::write_batches) ──▶ the sink
-//! ```
-//!
-//! plus a timer thread for `--duration` and a status-line thread. With `--threads N` ≥ 2
-//! (JSON lines) the formatter thread only numbers the chunks and hands them out to N
-//! workers (`uevrec-format0` …), whose batches a reorder thread (`uevrec-order`) puts
-//! back in order before the writer ([`formatter::run_parallel`]); the line pool then
-//! holds [`crate::pipeline::batch_pool`]`(N)` buffers. With `--drain-threads N` ≥ 2 the
-//! session drains busy perf rings on N threads it starts once, at its start, through one
-//! helper (`uevrec-drain`, crate::capture::backend::DrainPool, crate::capture::session). What the [`Outputs`] are decides the rest: with `record --raw`
-//! (crate::outputs::raw) a raw thread (`uevrec-raw`) takes the staged chunks first and writes
-//! the perf.data; it then hands them on to the formatter ([`Outputs::Lines`] with a raw
-//! file) or back to the chunk pool ([`Outputs::Raw`]: no formatter, no writer). With
-//! `record --flight` ([`Outputs::Flight`], crate::outputs::flight) a flight thread
-//! (`uevrec-flight`) takes the chunks instead of the formatter and keeps them in memory,
-//! handing snapshots to a dump thread (`uevrec-dump`), whose dumps are formatted by
-//! [`format_fed`] (no writer). `uevrec top` ([`top`]) has a counting thread in
-//! place of the formatter and a display thread beside it.
-//!
-//! Every thread of those groups is spawned here (by one private `spawn`) and joined here; the
-//! session never writes JSON, the CLI never spawns a thread, and flight and top hand
-//! their bodies to this module. The writer, formatter, raw, flight and dump threads start
-//! before the session's first attach, so the self-exclusion filter names them. The
-//! session thread runs real-time and the other threads at a raised nice value when
-//! permitted ([`crate::system::sched`]: so the rings are drained in time on a busy machine).
+//! Every thread of those groups is spawned here (by one private `spawn`) and joined here:
+//! the session never writes JSON, the CLI never spawns a thread, and flight and top hand
+//! their bodies to this module. The threads and channels are drawn in
+//! docs/architecture.md.
 
 pub mod open;
 pub mod top;
@@ -382,6 +358,8 @@ fn stage(
             }
         };
         let stage = StageSender::new(stage_tx, chunk_rx, gone);
+        // Real-time when permitted, so the rings are drained in time on a busy machine
+        // (the threads behind it run at the workers' raised nice value: `spawn`).
         let priority = sched::raise_drain_thread();
         let result = open::run_session(config, &stage, stop, stats);
         drop(priority);

@@ -1,25 +1,9 @@
-//! What `record --fsync` asks of the files it writes, and files that appear whole.
-//!
-//! [`FsyncPolicy`]: how much a power cut (or a kernel crash) may take from a file output.
-//! A SIGKILL of uevrec alone loses nothing the kernel was given by write(2) whatever the
-//! policy: the page cache keeps it. The policy only decides when uevrec asks the kernel
-//! to put it on the disk:
-//! - `never`: the kernel writes back when it likes (typically within 30 s); the cheapest;
-//! - `batch`: after every batch of lines (JSON lines), every round of ring pages moved
-//!   (trace.dat spools), every perf.data write, every flight dump: what was written is on
-//!   disk before the next batch is written;
-//! - `INTERVAL` (e.g. `1s`, `200ms`): at a write at least INTERVAL after the last sync
-//!   and when the output is idle with an unsynced write past INTERVAL (JSON lines: checked
-//!   every 200 ms), and at the end.
-//!
-//! [`Publish`]: a file written under a hidden temporary name in its final directory
-//! (`.NAME.uevrec-tmp`), synced as the policy asks, then renamed to its final name
-//! (never over an existing file) and the directory synced: a crash at any point leaves
-//! either no file under the final name, or the whole file.
-//!
-//! The policy is chosen once per process ([`set_policy`], by `record`), read by every
-//! output ([`policy`]): one flag for every output, and no plumbing through each
-//! writer's options.
+//! What `record --fsync` asks of the files it writes ([`FsyncPolicy`], one [`Syncer`]
+//! per output), and files that appear whole ([`Publish`]: written under a hidden name,
+//! renamed when complete). The policy is chosen once per process ([`set_policy`], by
+//! `record`) and read by every output ([`policy`]): one flag for every output, and no
+//! plumbing through each writer's options. What each output syncs when:
+//! docs/json-lines.md ("When uevrec dies"), docs/record-trace-dat.md ("`--fsync`").
 
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
@@ -30,15 +14,22 @@ use std::str::FromStr;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// When a file output asks the kernel to put what it wrote on the disk.
+/// When a file output asks the kernel to put what it wrote on the disk: how much a power
+/// cut (or a kernel crash) may take from it. A SIGKILL of uevrec alone loses nothing the
+/// kernel was given by write(2) whatever the policy: the page cache keeps it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum FsyncPolicy {
-    /// Never (the kernel's writeback decides); published files are still renamed whole.
+    /// Never (the kernel writes back when it likes, typically within 30 s; the cheapest);
+    /// published files are still renamed whole.
     #[default]
     Never,
-    /// After every batch written.
+    /// After every batch written: every batch of lines (JSON lines), every round of ring
+    /// pages moved (trace.dat spools), every perf.data write, every flight dump. What was
+    /// written is on disk before the next batch is written.
     Batch,
-    /// At a write this long after the last sync, and at the end.
+    /// At a write this long after the last sync (e.g. `1s`, `200ms`), when the output is
+    /// idle with an unsynced write past it (JSON lines: checked every 200 ms), and at the
+    /// end.
     Interval(Duration),
 }
 
@@ -193,8 +184,11 @@ pub fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
     std::fs::remove_file(from)
 }
 
-/// A file being written under a hidden temporary name, to appear whole under its final
-/// name at [`Publish::commit`]. Dropped without a commit, the temporary file is removed.
+/// A file being written under a hidden temporary name in its final directory
+/// (`.NAME.uevrec-tmp`), to appear whole under its final name at [`Publish::commit`]
+/// (synced as the policy asks, renamed never over an existing file, the directory synced):
+/// a crash at any point leaves either no file under the final name, or the whole file.
+/// Dropped without a commit, the temporary file is removed.
 #[derive(Debug)]
 pub struct Publish {
     tmp: PathBuf,

@@ -1,38 +1,23 @@
 //! Scheduling priorities of the recording threads, so that uevrec keeps up where
-//! `perf record` does on a busy machine (issue 16; the measurements are in BENCHMARKS.md,
-//! "Loss under contention").
-//!
-//! A ring overflows when the thread that drains it does not run for as long as the ring
-//! takes to fill. On a contended machine a plain (`SCHED_OTHER`, nice 0) thread waits its
-//! turn behind every other runnable thread: gaps of 100–300 ms between drains were
-//! measured with two tracing generator threads and a busy loop on two cores, longer than a
-//! 4 MiB ring lasts at that rate. The same holds downstream: the formatter and the writer
-//! sleep and wake once per chunk or batch and wait a scheduler turn at each wake-up, so
-//! under contention they fall behind, the chunk pool runs dry and the drain thread waits
-//! for it (up to 350 ms measured) while the rings fill.
-//!
-//! So, when allowed (root or `CAP_SYS_NICE`):
-//! - the drain thread (the session's) runs `SCHED_FIFO` at priority [`DRAIN_FIFO_PRIORITY`]
-//!   (the lowest real-time priority, as `perf record -r 1`), with `SCHED_RESET_ON_FORK`:
-//!   it preempts ordinary threads the moment a ring passes its watermark. Its work is
-//!   bounded by the formatter's: it only copies records (≈ 30 ns each, a third of what
-//!   formatting one costs) into a fixed pool of chunks and sleeps when the pool is empty or
-//!   the rings are; the kernel's real-time throttling (`sched_rt_runtime_us`) is a second
-//!   bound. [`DrainPriority`] restores the thread's previous policy when the session ends.
-//! - the formatter and writer threads run at nice [`WORKER_NICE`]: still ordinary threads
-//!   (they cannot starve anything), with about nine times the weight of a nice-0 thread,
-//!   so they get their turn soon after waking and a larger share when CPUs are contended.
-//!
-//! Without the privilege the threads keep their priorities and a busy machine can make
-//! uevrec lose records (each loss is reported as a `lost` line, never silent).
+//! `perf record` does on a busy machine (issue 16; the measurements are in BENCHMARKS.md
+//! §7, "Loss under contention"). A ring overflows when the thread that drains it does not
+//! run for as long as the ring takes to fill; on a contended machine a plain thread waits
+//! its turn behind every runnable thread, and so do the formatter and the writer at each
+//! wake-up, until the chunk pool runs dry and the drain thread waits for it. So, when
+//! allowed (root or `CAP_SYS_NICE`), the drain thread runs real-time
+//! ([`raise_drain_thread`]) and the workers at a raised nice value
+//! ([`raise_worker_thread`]). Without the privilege the threads keep their priorities and
+//! a busy machine can make uevrec lose records (each loss a `lost` line, never silent).
 
 use std::io;
 
 /// The drain thread's `SCHED_FIFO` priority: the lowest, above every ordinary thread and
-/// below every other real-time one.
+/// below every other real-time one (as `perf record -r 1`).
 pub const DRAIN_FIFO_PRIORITY: i32 = 1;
 
-/// The formatter's and writer's nice value.
+/// The formatter's and writer's nice value: still ordinary threads (they cannot starve
+/// anything), with about nine times the weight of a nice-0 thread, so they get their turn
+/// soon after waking and a larger share when CPUs are contended.
 pub const WORKER_NICE: i32 = -10;
 
 /// The calling thread's id.
@@ -90,7 +75,12 @@ impl Drop for DrainPriority {
 }
 
 /// Make the calling thread the drain thread: `SCHED_FIFO` at [`DRAIN_FIFO_PRIORITY`] with
-/// `SCHED_RESET_ON_FORK` (a child process starts as an ordinary one), when permitted.
+/// `SCHED_RESET_ON_FORK` (a child process starts as an ordinary one), when permitted. It
+/// then preempts ordinary threads the moment a ring passes its watermark. Its work is
+/// bounded by the formatter's: it only copies records (a third of what formatting one
+/// costs, BENCHMARKS.md §7) into a fixed pool of chunks and sleeps when the pool is empty
+/// or the rings are; the kernel's real-time throttling (`sched_rt_runtime_us`) is a second
+/// bound. [`DrainPriority`] restores the thread's previous policy when the session ends.
 pub fn raise_drain_thread() -> DrainPriority {
     let previous = current().ok().filter(|&(policy, _)| {
         let param = libc::sched_param {

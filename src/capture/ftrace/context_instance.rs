@@ -1,16 +1,10 @@
 //! The session's tracking instance (`instances/uevrec-<pid>-t`): the tracking events
 //! (tracking.rs) in rings of their own, so that who-is-who can be read ahead of the
-//! records. [`super::FtraceBackend`] drains every CPU's tracking ring at the start of
-//! each pass over the rings (and again when a ring holds a record newer than the last
-//! drain), hands the updates on in time order across CPUs ([`TimeMerge`], as the perf
-//! backend does with its tracker rings), and reads records only up to the time the last
-//! drain began: a record written later stays in its page for a later read, since its
-//! thread's fork, rename or move may have reached a tracking ring after that drain.
-//!
-//! Created by [`super::FtraceBackend`]'s `start_tracking` (not at all with
-//! `--no-context`) with the same clock and overwrite mode as the session's instance (no
-//! thread filters), and removed on every way out like it (its [`Drop`]; a killed
-//! run's is removed as stale by the next start).
+//! records. [`super::FtraceBackend`] drains every CPU's tracking ring at the start of each
+//! pass over the rings and reads records only up to the time the last drain began
+//! ([`ContextInstance::drain`]). Created by its `start_tracking` (with `--no-context`:
+//! `task_newtask` alone, for process ids), removed on every way out like the session's
+//! instance (its [`Drop`]; a killed run's is removed as stale by the next start).
 
 use std::ops::ControlFlow;
 
@@ -45,8 +39,9 @@ pub(super) struct ContextInstance {
 
 impl ContextInstance {
     /// Create the tracking instance beside `main` ([`TRACKING_BUFFER_BYTES`] per CPU, no
-    /// thread filters), with the tracking events enabled and readers on `cpus`. Also
-    /// returns what cannot be tracked (events this kernel lacks).
+    /// thread filters; the same clock and overwrite mode as `main`), with the tracking
+    /// events enabled and readers on `cpus`. Also returns what cannot be tracked (events
+    /// this kernel lacks).
     pub(super) fn open(
         main: &Instance,
         layout: &PageLayout,
@@ -80,11 +75,13 @@ impl ContextInstance {
     }
 
     /// Hand what every tracking ring holds to `f`, as [`Arrival::Context`] in time order
-    /// across CPUs ([`Arrival::ContextLost`] for what a ring lost): all of it (it is
-    /// consumed); breaks when `f` broke. New tasks also go to `tgids` (their process ids
-    /// are known from their creation on, see tgid.rs). Also returns when the drain began:
-    /// the traced rings' records written after that wait for the next drain (their
-    /// thread's news may not have been read).
+    /// across CPUs ([`TimeMerge`], as the perf backend does with its tracker rings;
+    /// [`Arrival::ContextLost`] for what a ring lost): all of it (it is consumed); breaks
+    /// when `f` broke. New tasks also go to `tgids` (their process ids are known from
+    /// their creation on, see tgid.rs). Also returns when the drain began: the traced
+    /// rings' records written after that stay in their pages for a later read (their
+    /// thread's fork, rename or move may have reached a tracking ring after that drain),
+    /// and a ring that holds such a record is read again after another drain.
     pub(super) fn drain(
         &mut self,
         layout: &PageLayout,

@@ -1,17 +1,8 @@
 //! The tracefs instance of one ftrace session: created at start, removed on every way out
 //! (its [`Drop`], which runs on a normal stop, on SIGINT/SIGTERM, on errors and on panics),
 //! and found and removed by the next start when a killed run (SIGKILL, a second SIGINT)
-//! left it behind ([`remove_stale`]).
-//!
-//! Names: `instances/uevrec-<pid>` for the first session of a process, and
-//! `uevrec-<pid>-s<n>` for later ones (tests run several sessions in one process);
-//! `uevrec-<pid>-<n>` are the throw-away instances of the filter complaints
-//! (crate::capture::session). A session's tracking instance (its thread names and cgroups,
-//! tracking.rs) is its instance's name with `-t` ([`Instance::sibling`]). An instance
-//! whose `<pid>` no longer runs is stale. In a nested pid namespace whose `/proc` does not
-//! show this process's initial-namespace id (a container's own `/proc`), the names are
-//! `uevrec-ns<inode>-<pid>` instead ([`name_prefix`]): unique across containers, and never
-//! taken for stale by anyone (the stale rule needs an initial-namespace id).
+//! left it behind ([`remove_stale`]: an instance whose `<pid>` no longer runs is stale).
+//! Its names are at [`Instance::create`] and [`name_prefix`].
 
 use std::fs;
 use std::io;
@@ -94,6 +85,12 @@ pub struct Instance {
 impl Instance {
     /// Create this session's instance under `root/instances`, after removing stale ones
     /// (returned: one message per stale instance, removed or not).
+    ///
+    /// Names: `instances/uevrec-<pid>` for the first session of a process, and
+    /// `uevrec-<pid>-s<n>` for later ones (tests run several sessions in one process);
+    /// `uevrec-<pid>-<n>` are the throw-away instances of the filter complaints
+    /// (crate::capture::session), and a session's tracking instance (its thread names and
+    /// cgroups, tracking.rs) is its instance's name with `-t` ([`Instance::sibling`]).
     pub fn create(root: &Path) -> Result<(Instance, Vec<String>), SetupError> {
         let parent = root.join("instances");
         if !parent.is_dir() {
@@ -235,7 +232,10 @@ fn pid_view() -> PidView {
 /// The start of this process's instance names, and whether it runs in a nested pid
 /// namespace (and so must remove no stale instances: the processes of other uevrec runs
 /// are invisible there). `uevrec-<pid>` with the initial namespace's id when it is known,
-/// else `uevrec-ns<inode>-<pid>`, which [`instance_pid`] does not read as a pid.
+/// else `uevrec-ns<inode>-<pid>`, which [`instance_pid`] does not read as a pid: in a
+/// nested pid namespace whose `/proc` does not show this process's initial-namespace id
+/// (a container's own `/proc`), such names are unique across containers, and never taken
+/// for stale by anyone (the stale rule needs an initial-namespace id).
 pub fn name_prefix() -> (String, bool) {
     match pid_view() {
         PidView::Initial(pid) => (format!("uevrec-{pid}"), false),

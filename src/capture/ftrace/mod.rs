@@ -1,39 +1,12 @@
 //! Recording with ftrace (`--backend ftrace`): a private tracefs instance per session and
-//! its per-CPU `trace_pipe_raw` pages. The kernel writes an event into an ftrace ring in
-//! roughly a third of the time it needs for a perf ring (BENCHMARKS.md), so the traced
-//! programs run faster; and the instance needs no descriptor per event.
-//!
-//! ```text
-//!  instances/uevrec-<pid>/          (instance.rs: created at start, removed on every exit)
-//!    options/overwrite = 1          a full ring overwrites its oldest page; the next page
-//!                                   read says how many records were lost
-//!                                   (uevrec_parsers::ftrace_page::losses)
-//!    trace_clock = mono             record times are CLOCK_MONOTONIC, as perf's
-//!    buffer_size_kb = -m × page     per CPU
-//!    buffer_percent = 25            poll wakes the reader when a ring is ¼ full
-//!    options/record-tgid = 1        the kernel keeps thread → process ids (tgid.rs)
-//!    set_event_pid                  --pid: the process's threads
-//!    set_event_notrace_pid          uevrec's own threads (unless --include-self)
-//!    events/S/E/{filter,enable}     one event = its filter and enable files
-//!    per_cpu/cpuN/trace_pipe_raw    read page by page (reader.rs), parsed with the
-//!                                   layout of events/header_page and header_event
-//!  instances/uevrec-<pid>-t/        (context_instance.rs: made by start_tracking, removed
-//!                                   with the first) the tracking events (tracking.rs),
-//!                                   128 KiB per CPU, drained and merged by time ahead
-//!                                   of every read of the first
-//! ```
+//! its per-CPU `trace_pipe_raw` pages. The kernel writes an event into an ftrace ring
+//! faster than into a perf ring (BENCHMARKS.md §8), so the traced programs run faster;
+//! and the instance needs no descriptor per event.
 //!
 //! A record names its event by `common_type` (the tracefs ID, the event's key) and its
-//! thread by `common_pid`; the process id comes from `tgid.rs` (a cache over `/proc` and
-//! the kernel's `saved_tgids`). Who is who (the records' `comm` and `cgroup`) comes from
-//! a second instance, `instances/uevrec-<pid>-t` (context_instance.rs, tracking.rs),
-//! drained ahead of the records on every read.
-//!
-//! With `--drain-threads N` ≥ 2, a busy pass reads the rings on N drain threads
-//! ([`crate::capture::backend::DrainPool`], a group of CPUs each): the tracking instance first, on
-//! the session thread ([`Backend::read_trackers`]), then every group's rings up to the
-//! time that drain began ([`Backend::read_groups`]), each thread asking the shared
-//! thread → process cache only when the thread id changes.
+//! thread by `common_pid`; the process id comes from `tgid.rs`, who is who from a second,
+//! tracking instance (`context_instance.rs`, `tracking.rs`) drained ahead of the records.
+//! The instances' files and settings, and the drain threads' order: docs/architecture.md.
 
 mod context_instance;
 mod instance;

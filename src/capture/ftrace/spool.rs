@@ -1,34 +1,12 @@
 //! `record --raw-format trace-dat`: the instance's ring pages moved whole into per-CPU
-//! spool files, with no copy through user space and no parsing, for crate::outputs::raw::dat to
-//! assemble into a trace.dat at the end.
-//!
-//! ```text
-//!  instances/uevrec-<pid>/  (the same instance as the ftrace backend's: -m, mono clock,
-//!                            overwrite, filters, --pid, late attachment, removal)
-//!    per_cpu/cpuN/trace_pipe_raw ──splice──▶ pipe ──splice──▶ .FILE.cpuN.uevrec-spool
-//!  one thread per CPU (`uevrec-spoolN`): poll wakes it at BUFFER_PERCENT of the ring
-//!  (or after 100 ms), then splice moves every full page
-//!  at stop (after the events are disabled): the full pages by splice, then the page the
-//!  kernel was still writing by read(2) (splice hands over only full pages), so every
-//!  record written before the stop reaches the spool
-//! ```
-//!
-//! A page keeps the kernel's missed-events flag and count (overwrite mode: the oldest
-//! page goes when the ring is full), so the loss counts travel in the file and `uevrec
-//! decode` turns them into `lost` lines. The session sees no records ([`Backend::read`]
-//! yields nothing): it attaches, rescans and stops as with the other backends.
-//!
-//! The spool threads' own system calls are kept out by `set_event_notrace_pid` (their
-//! thread ids are added to uevrec's).
-//!
-//! A killed run (SIGKILL, OOM, power cut) must leave what the rings handed over
-//! readable: everything the trace.dat header needs is in `.FILE.uevrec-meta` beside the
-//! spools ([`meta_path`], JSON lines appended as they become known: the host's header
-//! formats by the trace.dat writer when the file is planned, the page size, clock, clock
-//! offset, `ftrace` formats and CPUs when the spools are created, each event's format
-//! when it attaches, before it is enabled). `uevrec recover FILE` (crate::cli::recover)
-//! assembles the trace.dat from them. The spools are synced as `--fsync` asks
-//! (crate::system::durable) after each round of pages moved.
+//! spool files, with no copy through user space and no parsing, for
+//! crate::outputs::raw::dat to assemble into a trace.dat at the end. One thread per CPU
+//! (`uevrec-spoolN`) splices every full page; the session sees no records
+//! ([`Backend::read`] yields nothing): it attaches, rescans and stops as with the other
+//! backends. A page keeps the kernel's missed-events flag and count (overwrite mode: the
+//! oldest page goes when the ring is full), so the loss counts travel in the file and
+//! `uevrec decode` turns them into `lost` lines. Drawn, with the stop and `uevrec
+//! recover`: docs/record-trace-dat.md.
 
 use crate::messages;
 use std::ffi::OsString;
@@ -161,7 +139,11 @@ pub enum MetaLine {
     },
 }
 
-/// The metadata file of the trace.dat `target`: `.NAME.uevrec-meta` beside it.
+/// The metadata file of the trace.dat `target`: `.NAME.uevrec-meta` beside it. A killed
+/// run (SIGKILL, OOM, power cut) must leave what the rings handed over readable, so
+/// everything the trace.dat header needs is in it, beside the spools, as [`MetaLine`]s
+/// appended as they become known; `uevrec recover FILE` (crate::cli::recover) assembles
+/// the trace.dat from them.
 pub fn meta_path(target: &Path) -> PathBuf {
     crate::system::durable::hidden_beside(target, ".uevrec-meta")
 }
@@ -495,9 +477,11 @@ fn wait(ring: &File) {
     unsafe { libc::poll(&mut pfd, 1, POLL_MS) };
 }
 
-/// One CPU's spooling: full pages from `ring` into `out` by splice until `stop`, then
-/// the rest (the partly filled page by read(2)). Stops at the first error (said in the
-/// result; what was moved before stays).
+/// One CPU's spooling: full pages from `ring` into `out` by splice until `stop` (after
+/// the events are disabled), then the rest (the partly filled page by read(2)), so every
+/// record written before the stop reaches the spool. The spool is synced as `--fsync`
+/// asks (crate::system::durable) after each round of pages moved. Stops at the first
+/// error (said in the result; what was moved before stays).
 fn spool(ring: &File, mut out: File, page: usize, stop: &AtomicBool) -> Spooled {
     let mut done = Spooled::default();
     let mut syncer = crate::system::durable::Syncer::current();

@@ -1,42 +1,9 @@
-//! Thread id → process id for ftrace records.
-//!
-//! An ftrace record carries only `common_pid`, the thread id; the perf backend gives the
-//! process id (tgid) too. [`Tgids`] finds it the way a reader can without the kernel's
-//! help, bounded:
-//!
-//! 1. a cache (the last thread, then a map of at most [`MAX_CACHED`] threads, emptied
-//!    every [`CACHE_TTL`] so a recycled thread id does not keep a dead process's id);
-//! 2. `/proc/<tid>/status` (`Tgid:`), for a thread that is still alive;
-//! 3. the kernel's `saved_tgids` table, for a thread that exited before it was looked
-//!    up: the instance sets `options/record-tgid`, so the kernel saves the tgid of every
-//!    task at each context switch on a CPU that recorded an event (a thread that wrote a
-//!    record is saved at the latest when it is switched out, also at exit). The table is
-//!    read at most every [`SAVED_INTERVAL`], and at most a [`SAVED_SHARE`] of the time
-//!    (the table lists every thread that ever ran; on a busy machine one read took about
-//!    4 million instructions, and a build's exited threads asked for one every 5 ms).
-//!
-//! A thread found nowhere is remembered as such for [`SAVED_INTERVAL`] (a map of at most
-//! [`MAX_CACHED`]), so its further records cost a lookup, not an `open` of
-//! `/proc/<tid>/status` each.
-//!
-//! Before all of these, what the tracking events told (`task:task_newtask`, with
-//! [`Tgids::learn_fork`]): a new task's process is its parent's when the clone shared
-//! the thread group (`CLONE_THREAD`), else itself. That is the only source that cannot be
-//! stale: `/proc` fails once a short-lived process has exited, and the kernel's table
-//! keeps an entry for a thread id until the id's next user is switched out, so on a busy
-//! machine whose thread ids wrap (`pid_max` 32768) a recycled id got the process id of
-//! its previous user (CI, 2026-11-28: a record of a new process named a process that had
-//! exited, and with it that process's cgroup and pod).
-//!
-//! With `--no-context` the tracking instance is made all the same, with `task_newtask`
-//! alone and no context records ([`crate::capture::backend::Backend::track_new_tasks`]): without
-//! it, an id reused within [`CACHE_TTL`] of its previous user's last record got that
-//! user's process id from the cache (tests/host/tid_reuse.rs, both ways).
-//!
-//! A thread found nowhere gets no process id (the JSON line says `"pid":0`): its id was
-//! recycled before it was looked up, or it exited less than [`SAVED_INTERVAL`] after the
-//! last read of the table (seen on a host busy compiling: 2,214 of 39,384
-//! `raw_syscalls:sys_enter` records in one second with an interval of 50 ms).
+//! Thread id → process id for ftrace records: an ftrace record carries only
+//! `common_pid`, the thread id, where the perf backend gives the process id (tgid) too.
+//! [`Tgids`] finds it the way a reader can without the kernel's help, bounded: what the
+//! tracking events told ([`Tgids::learn_fork`]), then a cache, `/proc/<tid>/status`, and
+//! the kernel's `saved_tgids` ([`Tgids::tgid`] says why each and in which order). A thread
+//! found nowhere gets no process id (the JSON line says `"pid":0`).
 
 use std::fs;
 use std::io::Read as _;
@@ -52,10 +19,14 @@ pub const CACHE_TTL: Duration = Duration::from_secs(1);
 /// The least time between two reads of `saved_tgids`.
 pub const SAVED_INTERVAL: Duration = Duration::from_millis(5);
 /// The most of the time spent reading `saved_tgids`: after a read that took `d`, the
-/// next waits at least `d / SAVED_SHARE` (and [`SAVED_INTERVAL`]).
+/// next waits at least `d / SAVED_SHARE` (and [`SAVED_INTERVAL`]). The table lists every
+/// thread that ever ran, so one read is expensive on a busy machine, and a build's exited
+/// threads asked for one every 5 ms (BENCHMARKS.md §8, "Threads found nowhere").
 pub const SAVED_SHARE: u32 = 20;
 
-/// The thread → process cache (see the module docs).
+/// The thread → process cache: the tracking events' forks, then the last thread, then a
+/// map of at most [`MAX_CACHED`] threads emptied every [`CACHE_TTL`] (so a recycled thread
+/// id does not keep a dead process's id), over `/proc` and `saved_tgids`.
 #[derive(Debug)]
 pub struct Tgids {
     last: Option<(u32, u32)>,
@@ -92,7 +63,23 @@ impl Tgids {
         }
     }
 
-    /// The process id of thread `tid`, if known.
+    /// The process id of thread `tid`, if known. Tried in order:
+    ///
+    /// 1. what the tracking events told ([`Tgids::learn_fork`]);
+    /// 2. the cache (the last thread, then the map);
+    /// 3. `/proc/<tid>/status` (`Tgid:`), for a thread that is still alive;
+    /// 4. the kernel's `saved_tgids` table, for a thread that exited before it was looked
+    ///    up: the instance sets `options/record-tgid`, so the kernel saves the tgid of
+    ///    every task at each context switch on a CPU that recorded an event (a thread that
+    ///    wrote a record is saved at the latest when it is switched out, also at exit).
+    ///    The table is read at most every [`SAVED_INTERVAL`], and at most a
+    ///    [`SAVED_SHARE`] of the time.
+    ///
+    /// A thread found nowhere is remembered as such for [`SAVED_INTERVAL`] (a map of at
+    /// most [`MAX_CACHED`]), so its further records cost a lookup, not an `open` of
+    /// `/proc/<tid>/status` each. It gets `None` when its id was recycled before it was
+    /// looked up, or when it exited less than [`SAVED_INTERVAL`] after the last read of
+    /// the table.
     pub fn tgid(&mut self, tid: u32) -> Option<u32> {
         if let Some((t, p)) = self.last {
             if t == tid {
@@ -135,6 +122,17 @@ impl Tgids {
     /// Task `child` was created by thread `parent` (`task:task_newtask`), in the
     /// parent's thread group when `thread` (`CLONE_THREAD`), else as a process of its
     /// own. This replaces whatever was known of the id `child` before (a recycled id).
+    ///
+    /// This is the only source that cannot be stale: `/proc` fails once a short-lived
+    /// process has exited, and the kernel's table keeps an entry for a thread id until the
+    /// id's next user is switched out, so on a busy machine whose thread ids wrap
+    /// (`pid_max` 32768) a recycled id got the process id of its previous user (CI,
+    /// 2026-11-28: a record of a new process named a process that had exited, and with it
+    /// that process's cgroup and pod). With `--no-context` the tracking instance is made
+    /// all the same, with `task_newtask` alone
+    /// ([`crate::capture::backend::Backend::track_new_tasks`]): without it, an id reused
+    /// within [`CACHE_TTL`] of its previous user's last record got that user's process id
+    /// from the cache (tests/host/tid_reuse.rs, both ways).
     pub fn learn_fork(&mut self, child: u32, parent: u32, thread: bool) {
         let pid = if thread {
             match self.tgid(parent) {

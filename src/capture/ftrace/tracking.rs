@@ -1,18 +1,9 @@
 //! Who is who on the ftrace backend (the records' `comm` and `cgroup`): tracefs has no
 //! `PERF_RECORD_COMM`, so the instance enables kernel tracepoints of its own as tracking
-//! events, whose records the backend turns into [`Arrival::Context`] instead of records:
-//!
-//! | tracepoint | becomes |
-//! |---|---|
-//! | `task:task_newtask` (in the parent) | `Fork { tid: pid, parent_tid: common_pid }` |
-//! | `task:task_rename` (exec and `prctl(PR_SET_NAME)`) | `Comm { tid: pid, comm: newcomm }` |
-//! | `sched:sched_process_exit` | `Exit { tid: pid }` |
-//! | `cgroup:cgroup_mkdir` (cgroup v2 only) | `Cgroup { id, path }` |
-//! | `cgroup:cgroup_attach_task` (cgroup v2 only) | `Cgroup { id: dst_id, path: dst_path }`, then `ThreadCgroup { tid: pid, id: dst_id }` |
-//!
-//! They are enabled in the session's tracking instance (context_instance.rs), whose
-//! rings are read ahead of the records' and merged by time; their thread ids are the
-//! initial pid namespace's (docs/json-lines.md, "Context").
+//! events ([`EVENTS`]), whose records the backend turns into [`Arrival::Context`] instead
+//! of records. They are enabled in the session's tracking instance
+//! (context_instance.rs), whose rings are read ahead of the records' and merged by time;
+//! their thread ids are the initial pid namespace's (docs/json-lines.md, "Context").
 
 use std::path::Path;
 
@@ -32,7 +23,15 @@ enum Kind {
 }
 
 /// The tracking events: system, name, kind, and the fields read (in the order
-/// [`Tracked::update`] takes them).
+/// [`Tracked::update`] takes them). What each becomes:
+///
+/// | tracepoint | becomes |
+/// |---|---|
+/// | `task:task_newtask` (in the parent) | `Fork { tid: pid, parent_tid: common_pid }` |
+/// | `task:task_rename` (exec and `prctl(PR_SET_NAME)`) | `Comm { tid: pid, comm: newcomm }` |
+/// | `sched:sched_process_exit` | `Exit { tid: pid }` |
+/// | `cgroup:cgroup_mkdir` (cgroup v2 only) | `Cgroup { id, path }` |
+/// | `cgroup:cgroup_attach_task` (cgroup v2 only) | `Cgroup { id: dst_id, path: dst_path }`, then `ThreadCgroup { tid: pid, id: dst_id }` |
 const EVENTS: [(&str, &str, Kind, &[&str]); 5] = [
     (
         "task",

@@ -1,14 +1,13 @@
 //! Attaching to tracepoints with perf: one ring per CPU, any number of events per ring.
 //!
-//! Layout: each online CPU gets a software *dummy* event that owns the CPU's mmap ring
-//! ([`sys::open_ring_owner`], [`ring::Ring`]); every tracepoint fd of that CPU is redirected
-//! into it with `PERF_EVENT_IOC_SET_OUTPUT`. Because the ring belongs to no tracepoint,
-//! events can be attached and detached at any time without touching the ring. Samples
-//! name their event by `PERF_SAMPLE_IDENTIFIER` ([`EventFds::ids`]). [`Rings::wait`]
-//! sleeps in `epoll_wait` on the owner fds until a ring passes its watermark or the
-//! timeout ends. CPUs going on- or offline after the start are not followed. Closing a
-//! tracepoint's descriptors waits for RCU grace periods in the kernel; [`reaper`] takes
-//! that off the session's path.
+//! Each online CPU gets a software *dummy* event that owns the CPU's mmap ring
+//! ([`sys::open_ring_owner`], [`ring::Ring`]); every tracepoint fd of that CPU is
+//! redirected into it with `PERF_EVENT_IOC_SET_OUTPUT`. Because the ring belongs to no
+//! tracepoint, events can be attached and detached at any time without touching the ring.
+//! Samples name their event by `PERF_SAMPLE_IDENTIFIER` ([`EventFds::ids`]);
+//! [`Rings::wait`] sleeps in `epoll_wait` on the owner fds. CPUs going on- or offline
+//! after the start are not followed. Closing a tracepoint's descriptors waits for RCU
+//! grace periods in the kernel; [`reaper`] takes that off the session's path.
 
 pub mod backend;
 pub mod reaper;

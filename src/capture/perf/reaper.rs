@@ -1,38 +1,12 @@
-//! Closing tracepoint descriptors off the critical path.
-//!
-//! Closing the last perf descriptor of a tracepoint makes the kernel wait for RCU grace
-//! periods (`perf_trace_destroy` → `perf_trace_event_unreg` →
-//! `tracepoint_synchronize_unregister`, under the global `event_mutex`), one tracepoint
-//! after another: ≈ 39 ms each on the development host, so `syscalls:*` (722 events)
-//! took 28 s to close; closing from 8 threads at once took just as long (the mutex
-//! serialises them). A process's exit closes its descriptors before the parent hears of
-//! it, so `perf record` takes as long to exit.
-//!
-//! [`close_in_background`] takes that wait off the caller: it forks a *reaper* process
-//! that inherits the descriptors, the caller closes its own copies (cheap: the reaper's
-//! still reference the same open files), and the reaper, once the caller is done, exits,
-//! and so makes the last close and pays the grace periods, in the background:
-//!
-//! - the reaper is a grandchild (double fork, own session via `setsid`): nobody waits
-//!   for it, no terminal signal reaches it, and `init` (or the nearest subreaper) reaps
-//!   it; it is named `uevrec-close` (`ps`, `pgrep`), starts as an ordinary thread
-//!   (`SCHED_RESET_ON_FORK`, see [`crate::system::sched`]) with every signal blocked;
-//! - before anything else it closes every descriptor but the ones handed to it, so an
-//!   output pipe sees end-of-file and an output file is complete as soon as the caller
-//!   closes them; it touches no output and runs no Rust code that could allocate or lock
-//!   (only system calls: it is the child of a multi-threaded process);
-//! - it waits (a pipe) until the caller has closed its copies, so that the last close is
-//!   its own, then exits. It lives for as long as the grace periods take (≈ 39 ms per
-//!   tracepoint here) and no longer.
-//!
-//! What this means for user_events producers: their enable bit clears, and an event
-//! without other users is deleted (or can be deleted), only when the reaper's close
-//! reaches it, i.e. up to (number of events × one grace period) after uevrec exited.
-//!
-//! The pipe needs two descriptors. A session that has used every descriptor it may open
-//! (events attached up to `RLIMIT_NOFILE`) cannot make one at its end, so the caller keeps
-//! a spare [`ReaperPipe`] made at the start for that case. When no pipe can be had or a
-//! fork fails, the descriptors are closed in place (slowly, as before).
+//! Closing tracepoint descriptors off the critical path. Closing the last perf descriptor
+//! of a tracepoint makes the kernel wait for RCU grace periods (`perf_trace_destroy` →
+//! `perf_trace_event_unreg` → `tracepoint_synchronize_unregister`, under the global
+//! `event_mutex`), one tracepoint after another: closing hundreds takes many seconds, and
+//! from several threads just as long, since the mutex serialises them (BENCHMARKS.md §7,
+//! "Stop time"). A process's exit closes its descriptors before the parent hears of it,
+//! so `perf record` takes as long to exit. [`close_in_background`] hands that wait to a
+//! *reaper* process (`uevrec-close`) that inherits the descriptors and makes the last
+//! close in the background.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -41,6 +15,10 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 pub const REAPER_NAME: &std::ffi::CStr = c"uevrec-close";
 
 /// The pipe a reaper waits on: it may go once the write end is closed.
+///
+/// The pipe needs two descriptors. A session that has used every descriptor it may open
+/// (events attached up to `RLIMIT_NOFILE`) cannot make one at its end, so the caller keeps
+/// a spare one made at the start for that case.
 #[derive(Debug)]
 pub struct ReaperPipe {
     read: OwnedFd,
@@ -64,8 +42,28 @@ impl ReaperPipe {
 }
 
 /// Close `fds`, handing the cost of the last close to a reaper process that waits on
-/// `pipe` (see the module docs). Returns once the caller's copies are closed; the reaper
-/// closes the rest later. Without a pipe, or when the fork fails, closes them here.
+/// `pipe`. Returns once the caller's copies are closed; the reaper closes the rest later.
+/// Without a pipe, or when the fork fails, closes them here (slowly, one grace period per
+/// tracepoint).
+///
+/// It forks a reaper that inherits the descriptors, the caller closes its own copies
+/// (cheap: the reaper's still reference the same open files), and the reaper, once the
+/// caller is done, exits, and so makes the last close and pays the grace periods:
+///
+/// - the reaper is a grandchild (double fork, own session via `setsid`): nobody waits
+///   for it, no terminal signal reaches it, and `init` (or the nearest subreaper) reaps
+///   it; it is named `uevrec-close` (`ps`, `pgrep`), starts as an ordinary thread
+///   (`SCHED_RESET_ON_FORK`, see [`crate::system::sched`]) with every signal blocked;
+/// - before anything else it closes every descriptor but the ones handed to it, so an
+///   output pipe sees end-of-file and an output file is complete as soon as the caller
+///   closes them; it touches no output and runs no Rust code that could allocate or lock
+///   (only system calls: it is the child of a multi-threaded process);
+/// - it waits (a pipe) until the caller has closed its copies, so that the last close is
+///   its own, then exits. It lives for as long as the grace periods take and no longer.
+///
+/// What this means for user_events producers: their enable bit clears, and an event
+/// without other users is deleted (or can be deleted), only when the reaper's close
+/// reaches it, i.e. up to (number of events × one grace period) after uevrec exited.
 pub fn close_in_background(fds: Vec<OwnedFd>, pipe: Option<ReaperPipe>) {
     if fds.is_empty() {
         return;

@@ -1,22 +1,10 @@
 //! Pre-registration: persistent user_events created before their producers start, so a
-//! recorder is attached when a producer registers and its very first record is kept
-//! (docs/register.md).
-//!
-//! The kernel side (checked on a 6.12 kernel, tests/vm/register.rs):
-//! - a `u:NAME FIELDS` line written to tracefs `dynamic_events` creates a persistent
-//!   event; a producer that later registers the same name with the same fields
-//!   (DIAG_IOCSREG) shares that tracepoint (same ID), and its enable bit is set at once
-//!   when a recorder has the event open. The same name with other fields: EADDRINUSE.
-//! - writing `u:` for an event that already exists with the same fields succeeds and
-//!   creates nothing, so whether *this* run created an event is decided by looking first
-//!   ([`Registrar::create`]).
-//! - `-:NAME FIELDS` deletes exactly that event (the fields must match; `-:NAME` alone
-//!   is ENOENT), EBUSY while a producer or recorder still uses it.
-//! - multi-format versions (`user_events_multi:NAME.<hex>`) are created with DIAG_IOCSREG
-//!   and `USER_EVENT_REG_PERSIST | USER_EVENT_REG_MULTI_FORMAT` (dynamic_events has no
-//!   multi-format form), and one version is deleted through `dynamic_events` with
-//!   `-:NAME FIELDS`, as the kernel's user_events documentation says (DIAG_IOCSDEL by
-//!   name would try every version).
+//! recorder is attached when a producer registers and its very first record is kept. A
+//! `u:NAME FIELDS` line written to tracefs `dynamic_events` creates a persistent event that
+//! a producer registering the same name and fields shares (same ID, its enable bit set at
+//! once when a recorder has the event open); what the kernel does in each case (checked
+//! on a 6.12 kernel, tests/vm/register.rs) is in docs/register.md, and each rule this
+//! module relies on is at [`Registrar::create`] and [`Registrar::delete`].
 
 pub mod eventheader;
 
@@ -251,6 +239,13 @@ impl Registrar {
     /// Create `w` as a persistent event unless it exists with the same fields (then it is
     /// left alone: [`Outcome::Existed`]). An existing event of that name with other fields
     /// is [`RegError::OtherFormat`] (single-format only: multi-format adds a version).
+    ///
+    /// Writing `u:` for an event that already exists with the same fields succeeds and
+    /// creates nothing, so whether *this* run created an event is decided by looking
+    /// first. A producer that later registers the same name with other fields gets
+    /// EADDRINUSE. Multi-format versions (`user_events_multi:NAME.<hex>`) are created with
+    /// DIAG_IOCSREG and `USER_EVENT_REG_PERSIST | USER_EVENT_REG_MULTI_FORMAT`
+    /// (`dynamic_events` has no multi-format form).
     pub fn create(&self, w: &Wanted) -> Result<Outcome, RegError> {
         let existing = self.existing(w);
         if existing.iter().any(|(_, f)| same_fields(&w.cmd, f)) {
@@ -298,6 +293,11 @@ impl Registrar {
 
     /// Delete `w` (its exact fields; for multi-format that one version) with `-:` on
     /// `dynamic_events`, retrying for `retry` while the kernel answers EBUSY.
+    ///
+    /// `-:NAME FIELDS` deletes exactly that event (the fields must match; `-:NAME` alone is
+    /// ENOENT), EBUSY while a producer or recorder still uses it. One multi-format version
+    /// is deleted this way too, as the kernel's user_events documentation says
+    /// (DIAG_IOCSDEL by name would try every version).
     pub fn delete(&self, w: &Wanted, retry: Duration) -> Result<(), RegError> {
         let line = format!("-:{}", w.text());
         let end = Instant::now() + retry;

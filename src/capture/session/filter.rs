@@ -1,18 +1,6 @@
-//! Kernel filters: the expression set on every attachment, and the kernel's own words
-//! when it refuses one.
-//!
-//! The kernel applies filters (`PERF_EVENT_IOC_SET_FILTER`) before a record reaches the
-//! ring. The expression set on every fd is the `&&` of: the user's `--filter` (for the
-//! trigger events of a flight recording, `--trigger-filter` instead), then
-//! `common_pid == PID` for `--pid` (the thread id, as the kernel's `common_pid` is), else
-//! (unless `include_self`) `common_pid != TID` for each of uevrec's threads at attach time.
-//! Threads started later are caught by a second check in the stager: samples whose
-//! process id is uevrec's are not staged. A backend that filters threads itself (ftrace:
-//! `set_event_pid`, `set_event_notrace_pid`) gets the same thread lists
-//! ([`ThreadFilter`]) and expressions with the user's `--filter` only. When the kernel refuses an expression the
-//! ioctl says only EINVAL, so the session repeats the expression into the event's `filter`
-//! file of a private, throw-away tracefs instance (`instances/uevrec-<pid>-<n>`, which
-//! leaves the global tracing state alone) and reports the kernel's parse error from there.
+//! Kernel filters: the expression set on every attachment ([`expression`]), and the
+//! kernel's own words when it refuses one ([`complaint`]). The kernel applies filters
+//! (`PERF_EVENT_IOC_SET_FILTER`) before a record reaches the ring.
 
 use std::fs;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,9 +9,15 @@ use super::SessionConfig;
 use super::procfs::threads;
 use crate::capture::tracefs::{Tracefs, read_once};
 
-/// The filter expression for a new attachment of `system:event` (see the module docs);
-/// None for none. Without `thread_terms` (a backend that filters threads itself, see
-/// [`ThreadFilter`]) only the user's `--filter` (or `--trigger-filter`).
+/// The filter expression for a new attachment of `system:event`; None for none. It is
+/// the `&&` of: the user's `--filter` (for the trigger events of a flight recording,
+/// `--trigger-filter` instead), then `common_pid == PID` for `--pid` (the thread id, as
+/// the kernel's `common_pid` is), else (unless `include_self`) `common_pid != TID` for each
+/// of uevrec's threads at attach time. Threads started later are caught by a second check
+/// in the stager: samples whose process id is uevrec's are not staged. Without
+/// `thread_terms` (a backend that filters threads itself: ftrace's `set_event_pid`,
+/// `set_event_notrace_pid`, given the same thread lists, [`ThreadFilter`]) only the user's
+/// `--filter` (or `--trigger-filter`).
 pub(super) fn expression(
     config: &SessionConfig,
     system: &str,
@@ -91,7 +85,10 @@ impl ThreadFilter {
 static INSTANCE_SEQ: AtomicUsize = AtomicUsize::new(0);
 
 /// The kernel's complaint about filter `expr` on `system:event`, read from the event's
-/// `filter` file in a throw-away tracefs instance.
+/// `filter` file in a throw-away tracefs instance. When the kernel refuses an expression
+/// the ioctl says only EINVAL, so the expression is repeated into the event's `filter`
+/// file of a private instance (`instances/uevrec-<pid>-<n>`, which leaves the global
+/// tracing state alone) and the kernel's parse error is read from there.
 pub(super) fn complaint(tracefs: &Tracefs, system: &str, event: &str, expr: &str) -> String {
     let fallback = || complaint_fallback(tracefs, system, event);
     let seq = INSTANCE_SEQ.fetch_add(1, Ordering::Relaxed);

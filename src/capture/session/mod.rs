@@ -1,53 +1,13 @@
 //! A live recording session: attach to the selected tracepoints, drain the per-CPU
 //! buffers into staged entries, and hand them to the formatter thread. The session
-//! writes no JSON.
+//! writes no JSON: it only copies, so the rings drain at memcpy speed whatever the
+//! formatting costs (its loop is drawn in docs/architecture.md, "The session's part").
 //!
-//! # The session's part of the pipeline
-//!
-//! What happens after the staging channel (formatter workers and their reorder thread,
-//! the writer; or the raw, flight or counting threads) is drawn once, in
-//! [`crate::recorder`]'s diagram; this is the part before it.
-//!
-//! ```text
-//!  kernel ──samples──▶ one perf ring per CPU (owned by a dummy event; every tracepoint fd
-//!                      of that CPU is redirected into it with PERF_EVENT_IOC_SET_OUTPUT)
-//!  session thread (the caller of [`run`]), one loop:
-//!     epoll_wait on the ring owners (wakes at a ¼-ring watermark or after ≤ 100 ms)
-//!     → for each ring: load-acquire data_head, parse each record's perf header
-//!       (uevrec_parsers::perf_sample), map its PERF_SAMPLE_IDENTIFIER to the event,
-//!       copy the trace entry with its stamp into the current StagedChunk,
-//!       store-release data_tail
-//!     → send the chunk when it holds pipeline::STAGE_BYTES, and at each wakeup; after
-//!       a pass that read every buffer to its end, Staged::Drained (the flight
-//!       recorder cuts its dumps by time with it)
-//!       (a blocking send: a slow formatter or writer stalls this loop, the rings fill
-//!       and the kernel counts LOST records, which become `{"uevrec":"lost"}` lines;
-//!       nothing is dropped silently)
-//!     → every `rescan_interval`: list tracefs, attach new matching events (late
-//!       registration, new multi-format versions), detach vanished ones or re-attach
-//!       ones whose ID changed; each step stages a notice; the detached events are
-//!       released together ([`Backend::release`]: perf closes them in a background
-//!       process, crate::capture::perf::reaper, so the loop never waits for the kernel)
-//!     on stop: disable every event, drain every ring, bring out the losses still owed,
-//!       then release every event the same way (the exit does not wait either)
-//!  (runs SCHED_FIFO when permitted, crate::system::sched: a ring is drained as soon as it
-//!   passes its watermark, however busy the machine; with --drain-threads N ≥ 2, busy
-//!   rings are read by N `uevrec-drain` threads, crate::capture::backend::DrainPool)
-//!    ──staging channel──▶ crate::recorder's diagram
-//! ```
-//!
-//! The session thread only copies, so the rings drain at memcpy speed whatever the
-//! formatting costs; decoding and JSON happen on the formatter threads, and the writer
-//! does nothing but I/O.
-//!
-//! # Files
-//!
-//! [`crate::capture::backend`] is what the session needs from perf (or ftrace, `--backend ftrace`:
-//! crate::capture::ftrace, a tracefs instance read page by page): attach, detach, drain; `attach` the attach/detach/rescan state machine over it; `stager` stages what
-//! the buffers hold; `filter` the kernel filter expressions and the kernel's complaints
-//! about them; `procfs` the thread scan; `error` the setup errors; `waiting` the
-//! selectors that match nothing yet (said once, and again when they match). This file: the
-//! configuration, the loop, the stop.
+//! [`crate::capture::backend`] is what it needs from perf or ftrace; `attach` the
+//! attach/detach/rescan state machine over it; `stager` stages what the buffers hold;
+//! `filter` the kernel filters and the kernel's complaints; `procfs` the thread scan;
+//! `error` the setup errors; `waiting` the selectors that match nothing yet (said once,
+//! and again when they match); this file the configuration, the loop, the stop.
 
 mod attach;
 mod error;

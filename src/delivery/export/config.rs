@@ -1,42 +1,11 @@
 //! Where and how to export: command-line flags and the OpenTelemetry exporter
-//! environment variables resolved into one [`ExportConfig`] per run.
+//! environment variables resolved into one [`ExportConfig`] per run ([`resolve`]).
 //!
 //! The environment follows the OTLP exporter specification
 //! (<https://opentelemetry.io/docs/specs/otel/protocol/exporter/>), so its documentation
-//! applies unchanged:
-//!
-//! | variable (and its per-signal `_LOGS_`/`_TRACES_`/`_METRICS_` form) | meaning |
-//! |---|---|
-//! | `OTEL_EXPORTER_OTLP_ENDPOINT` | base URL; for HTTP `/v1/logs`, `/v1/traces`, `/v1/metrics` is appended to its path |
-//! | `OTEL_EXPORTER_OTLP_{LOGS,TRACES,METRICS}_ENDPOINT` | that signal's URL, used as given (`/` when it has no path) |
-//! | `OTEL_EXPORTER_OTLP_PROTOCOL` | `grpc`, `http/protobuf` (the default) or `http/json` |
-//! | `OTEL_EXPORTER_OTLP_HEADERS` | `key1=value1,key2=value2`, values percent-decoded |
-//! | `OTEL_EXPORTER_OTLP_COMPRESSION` | `gzip` or `none` (the default) |
-//! | `OTEL_EXPORTER_OTLP_TIMEOUT` | per request, milliseconds (default 10000) |
-//! | `OTEL_EXPORTER_OTLP_CERTIFICATE` | PEM file of the CA(s) to trust instead of the system's |
-//! | `OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE`, `_CLIENT_KEY` | PEM files for mutual TLS |
-//! | `OTEL_EXPORTER_OTLP_INSECURE` | `true`: a gRPC endpoint given without a scheme is plain `http://` |
-//!
-//! A per-signal variable replaces the general one for that signal (headers too: they are
-//! not merged), and an empty variable counts as unset, as the specification says. Without
-//! an endpoint the default is `http://localhost:4317` for gRPC and `http://localhost:4318`
-//! for HTTP.
-//!
-//! Flags override the environment: `--otlp-endpoint` is a base URL like
-//! `OTEL_EXPORTER_OTLP_ENDPOINT` and replaces every endpoint variable; `--otlp-header
-//! KEY=VALUE` is added to the headers from the environment (a flag wins over a variable
-//! for the same key) and its value is taken literally, not percent-decoded; the others
-//! replace their variables.
-//!
-//! Where the specification says to warn and go on (an unparsable timeout, an unknown
-//! protocol), uevrec stops with an error that names the variable and the fix instead: a
-//! recorder that would silently send elsewhere, or never time out, loses data quietly.
-//!
-//! Transport security: plain text only when the URL says `http://` (or a scheme-less gRPC
-//! endpoint with `OTEL_EXPORTER_OTLP_INSECURE=true`); `https://` (and a scheme-less gRPC
-//! endpoint) uses TLS with the system's root certificates, or only the CA file when one is
-//! given. Header values are [`Secret`]s: they never appear in a message, a log line or a
-//! `Debug` print.
+//! applies unchanged; every variable and flag with its default: docs/export.md
+//! ("Configuration"). Header values are [`Secret`]s: they never appear in a message, a
+//! log line or a `Debug` print.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -309,7 +278,29 @@ pub fn process_env(name: &str) -> Option<String> {
 
 /// Resolve flags and environment (`env` looks a variable up; [`process_env`] for the real
 /// one) into the configuration of every signal, following the OTLP exporter
-/// specification (see the module documentation).
+/// specification.
+///
+/// A per-signal variable (`OTEL_EXPORTER_OTLP_{LOGS,TRACES,METRICS}_*`) replaces the
+/// general one for that signal (headers too: they are not merged), and an empty variable
+/// counts as unset, as the specification says. `OTEL_EXPORTER_OTLP_ENDPOINT` is a base
+/// URL (for HTTP `/v1/logs`, `/v1/traces`, `/v1/metrics` is appended to its path); a
+/// per-signal endpoint is used as given (`/` when it has no path). Without an endpoint the
+/// default is `http://localhost:4317` for gRPC and `http://localhost:4318` for HTTP.
+///
+/// Flags override the environment: `--otlp-endpoint` is a base URL like
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` and replaces every endpoint variable; `--otlp-header
+/// KEY=VALUE` is added to the headers from the environment (a flag wins over a variable
+/// for the same key) and its value is taken literally, not percent-decoded; the others
+/// replace their variables.
+///
+/// Where the specification says to warn and go on (an unparsable timeout, an unknown
+/// protocol), this is an error that names the variable and the fix instead: a recorder
+/// that would silently send elsewhere, or never time out, loses data quietly.
+///
+/// Transport security: plain text only when the URL says `http://` (or a scheme-less gRPC
+/// endpoint with `OTEL_EXPORTER_OTLP_INSECURE=true`); `https://` (and a scheme-less gRPC
+/// endpoint) uses TLS with the system's root certificates, or only the CA file
+/// (`OTEL_EXPORTER_OTLP_CERTIFICATE`) when one is given.
 pub fn resolve(
     flags: &ExportFlags,
     env: &dyn Fn(&str) -> Option<String>,

@@ -1,21 +1,9 @@
 //! Which export answers are worth another try, and how long to wait before it (pure: no
-//! I/O, no clock of its own; the caller passes "now" where an HTTP date needs one).
-//!
-//! The classification is the OTLP specification's
-//! (<https://opentelemetry.io/docs/specs/otlp/#failures>):
-//! - gRPC: `CANCELLED`, `DEADLINE_EXCEEDED`, `ABORTED`, `OUT_OF_RANGE`, `UNAVAILABLE` and
-//!   `DATA_LOSS` are retryable; `RESOURCE_EXHAUSTED` only when the status carries a
-//!   `google.rpc.RetryInfo` (then after its `retry_delay`); every other code is not.
-//! - HTTP: 429, 502, 503 and 504 are retryable, honouring `Retry-After` (delay-seconds or
-//!   an HTTP-date); every other 4xx/5xx is not.
-//!
-//! Between tries, [`Backoff`] waits exponentially longer (doubling from
-//! [`BackoffPolicy::initial`], 1 s by default, up to [`BackoffPolicy::max`], 30 s), each
-//! wait scattered by ±[`BackoffPolicy::jitter`] (20 %) so that many recorders cut off by
-//! the same outage do not come back in the same instant. A server's own hint
-//! (`Retry-After`, `RetryInfo`) takes precedence over the schedule, up to
-//! [`BackoffPolicy::max_hint`] (5 min): a collector asking for an hour is asked again
-//! sooner, as the spool keeps filling meanwhile.
+//! I/O, no clock of its own; the caller passes "now" where an HTTP date needs one). The
+//! classification is the OTLP specification's
+//! (<https://opentelemetry.io/docs/specs/otlp/#failures>): [`grpc()`] and [`http()`]; the
+//! waits between tries are [`Backoff`]'s. Every answer and what uevrec does with it:
+//! docs/export.md ("Retries").
 
 use std::time::{Duration, SystemTime};
 
@@ -36,6 +24,10 @@ pub enum Verdict {
 /// The verdict for a gRPC status `code` returned by the server. `retry_delay` is the
 /// `RetryInfo.retry_delay` from the status details, `Some` when the status carried a
 /// `RetryInfo` at all (a `RetryInfo` without a delay: `Some(Duration::ZERO)`).
+///
+/// `CANCELLED`, `DEADLINE_EXCEEDED`, `ABORTED`, `OUT_OF_RANGE`, `UNAVAILABLE` and
+/// `DATA_LOSS` are retryable; `RESOURCE_EXHAUSTED` only when the status carries a
+/// `google.rpc.RetryInfo` (then after its `retry_delay`); every other code is not.
 pub fn grpc(code: Code, retry_delay: Option<Duration>) -> Verdict {
     match code {
         Code::Cancelled
@@ -57,7 +49,9 @@ pub fn grpc(code: Code, retry_delay: Option<Duration>) -> Verdict {
 }
 
 /// The verdict for an HTTP response status `status` (not 2xx), with the `Retry-After`
-/// header's value if there was one, read against the wall clock `now`.
+/// header's value if there was one, read against the wall clock `now`: 429, 502, 503 and
+/// 504 are retryable, honouring `Retry-After` (delay-seconds or an HTTP-date); every other
+/// 4xx/5xx is not.
 pub fn http(status: u16, retry_after: Option<&str>, now: SystemTime) -> Verdict {
     match status {
         429 | 502 | 503 | 504 => Verdict::Retry {
@@ -106,7 +100,12 @@ impl Default for BackoffPolicy {
     }
 }
 
-/// Exponential backoff with jitter and a cap; a server's hint takes precedence.
+/// Exponential backoff with jitter and a cap; a server's hint takes precedence. Each wait
+/// is doubled from [`BackoffPolicy::initial`] up to [`BackoffPolicy::max`] and scattered by
+/// ±[`BackoffPolicy::jitter`], so that many recorders cut off by the same outage do not
+/// come back in the same instant. A server's own hint (`Retry-After`, `RetryInfo`) is
+/// capped at [`BackoffPolicy::max_hint`]: a collector asking for an hour is asked again
+/// sooner, as the spool keeps filling meanwhile.
 #[derive(Debug, Clone)]
 pub struct Backoff {
     policy: BackoffPolicy,

@@ -6,12 +6,7 @@
 //! passed, or the connection failed, and returns an [`Outcome`]: accepted (perhaps
 //! partially), worth a retry (with the server's hint), or failed for good. It knows nothing
 //! of batching or the spool; the caller decides when to try again ([`super::retry`]).
-//!
-//! gRPC requests are sent as they are: a custom [`Codec`] writes the caller's protobuf
-//! bytes into the gRPC frame without decoding them, and decodes only the small
-//! `Export*ServiceResponse`. Connections are made lazily and remade after the collector
-//! restarts: a request on a dead connection fails as [`Outcome::Retry`], and the next one
-//! connects again.
+//! gRPC requests are sent as they are (the caller's protobuf bytes, not decoded again).
 
 use std::error::Error as StdError;
 use std::io::{Read, Write};
@@ -118,7 +113,23 @@ pub enum TransportError {
     Runtime(std::io::Error),
 }
 
-/// Sends export requests to the configured collector(s); see the module documentation.
+/// Sends export requests to the configured collector(s), one at a time. A caller's loop,
+/// in short:
+///
+/// ```no_run
+/// use uevrec::delivery::export::{Backoff, BackoffPolicy, ExportFlags, Outcome, Signal, Transport};
+/// let config = uevrec::delivery::export::resolve(&ExportFlags::default(), &uevrec::delivery::export::process_env)?;
+/// let mut transport = Transport::new(&config)?;
+/// let mut backoff = Backoff::new(BackoffPolicy::default());
+/// let body: Vec<u8> = Vec::new(); // an encoded ExportLogsServiceRequest
+/// loop {
+///     match transport.send(Signal::Logs, &body) {
+///         Outcome::Accepted { .. } | Outcome::Failed { .. } => break, // count, then next batch
+///         Outcome::Retry { after, .. } => std::thread::sleep(backoff.next_delay(after)),
+///     }
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Transport {
     runtime: tokio::runtime::Runtime,
     senders: [Sender; 3],
@@ -260,6 +271,8 @@ impl Transport {
     /// Send one export request for `signal` and wait for the outcome. `body` is encoded
     /// for the signal's protocol: the protobuf `Export*ServiceRequest` for gRPC and
     /// `http/protobuf`, OTLP/JSON for `http/json`; gzip is applied here when configured.
+    /// Connections are made lazily and remade after the collector restarts: a request on
+    /// a dead connection fails as [`Outcome::Retry`], and the next one connects again.
     pub fn send(&mut self, signal: Signal, body: &[u8]) -> Outcome {
         let body = Bytes::copy_from_slice(body);
         let sender = &mut self.senders[signal as usize];

@@ -1,27 +1,5 @@
 //! [`Health`]: what `/healthz` (alive) and `/readyz` (ready) answer, decided by the pure
-//! functions [`liveness`] and [`readiness`].
-//!
-//! # Readiness
-//! Ready when all of these hold (each failing one is a line of the 503 body):
-//! - **events**: at least one tracepoint attached, *or* the recorder is waiting for events
-//!   its selectors name but that do not exist yet (user_events appear only while their
-//!   producers run). A recorder waiting that way is doing its job: in a DaemonSet, calling
-//!   it unready would hold a rolling update on every node where the traced application has
-//!   not started yet, and the `uevrec_attached_events` gauge already tells who attached
-//!   nothing. Before the first attach pass has reported, it is not ready ("starting").
-//! - **collector**: not unreachable for longer than [`HealthConfig::unready_after`]
-//!   (default 30 s), counted from the first failed attempt after the last answer. Before
-//!   any attempt, and without an exporter, this holds.
-//! - **spool**: below [`HealthConfig::spool_full_ratio`] of its capacity (default 90 %);
-//!   holds without a spool (capacity 0).
-//! - not stopping ([`Health::set_stopping`]).
-//!
-//! # Liveness
-//! Alive while every thread that took a [`Heartbeat`] has beaten within
-//! [`HealthConfig::stale_after`] (default 30 s). A thread that ends normally calls
-//! [`Heartbeat::retire`]; one that dies (a panic) drops its heartbeat without retiring it,
-//! so it goes stale and `/healthz` answers 503 naming it. A thread that waits (for events,
-//! for the spool to drain) must wake and beat at least that often.
+//! functions [`liveness`] and [`readiness`], which state the rules.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -124,7 +102,20 @@ impl fmt::Display for NotReady {
 }
 
 /// Whether a recorder in state `i` is ready under `config`: `Err` lists every reason it is
-/// not (see the module's documentation for the rules).
+/// not (each a line of the 503 body). Ready when all of these hold:
+///
+/// - **events**: at least one tracepoint attached, *or* the recorder is waiting for events
+///   its selectors name but that do not exist yet (user_events appear only while their
+///   producers run). A recorder waiting that way is doing its job: in a DaemonSet, calling
+///   it unready would hold a rolling update on every node where the traced application has
+///   not started yet, and the `uevrec_attached_events` gauge already tells who attached
+///   nothing. Before the first attach pass has reported, it is not ready ("starting").
+/// - **collector**: not unreachable for longer than [`HealthConfig::unready_after`]
+///   (default 30 s), counted from the first failed attempt after the last answer. Before
+///   any attempt, and without an exporter, this holds.
+/// - **spool**: below [`HealthConfig::spool_full_ratio`] of its capacity (default 90 %);
+///   holds without a spool (capacity 0).
+/// - not stopping ([`Health::set_stopping`]).
 pub fn readiness(i: &ReadinessInputs, config: &HealthConfig) -> Result<(), Vec<NotReady>> {
     let mut why = Vec::new();
     if i.stopping {
@@ -179,7 +170,11 @@ impl fmt::Display for Stale {
 }
 
 /// Whether threads whose last heartbeats were `ages` ago (name, age) are all alive:
-/// `Err` lists those silent for longer than `stale_after`.
+/// `Err` lists those silent for longer than `stale_after` ([`HealthConfig::stale_after`],
+/// default 30 s). A thread that ends normally calls [`Heartbeat::retire`]; one that dies
+/// (a panic) drops its heartbeat without retiring it, so it goes stale and `/healthz`
+/// answers 503 naming it. A thread that waits (for events, for the spool to drain) must
+/// wake and beat at least that often.
 pub fn liveness(ages: &[(&str, Duration)], stale_after: Duration) -> Result<(), Vec<Stale>> {
     let stale: Vec<Stale> = ages
         .iter()

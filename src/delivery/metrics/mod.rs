@@ -1,52 +1,12 @@
 //! Self-metrics and health endpoints (`--metrics-listen ADDR`): Prometheus text at
 //! `/metrics`, liveness at `/healthz`, readiness at `/readyz`.
 //!
-//! - [`Metrics`] holds every counter and gauge, on the `prometheus-client` crate (its
-//!   registry and encoders; nothing of the exposition format is written by hand). Callers
-//!   update it through typed methods (a [`DropReason`], a [`Signal`], not a label string),
-//!   once per batch, with atomic adds: [`Metrics::tracepoint`] gives a handle whose updates
-//!   take no lock at all. State owned elsewhere (the spool's size, the stage's occupancy)
-//!   is read at scrape time by hooks ([`Metrics::on_scrape`]).
-//! - [`Health`] decides liveness (every registered thread's heartbeat is fresh) and
-//!   readiness (events attached or being waited for, the collector reachable, the spool not
-//!   nearly full); the decisions themselves are pure functions ([`readiness`],
-//!   [`liveness`]) over plain inputs.
-//! - [`serve`] binds the address at once (a clear error with the fix when it cannot) and
-//!   answers on its own thread until [`MetricsServer::shutdown`].
-//!
-//! # The accounting the counters keep
-//! Per tracepoint and in total:
-//! - produced = recorded + lost in the kernel: `uevrec_records_recorded_total{tracepoint}`
-//!   counts records handed to the output; `uevrec_records_lost_total{cpu}` counts what the
-//!   kernel lost, per CPU ring, because a ring shared by several tracepoints cannot say
-//!   whose records it lost.
-//! - recorded = exported + dropped + spooled: `uevrec_records_exported_total{tracepoint,signal}`
-//!   (acknowledged by the collector), `uevrec_records_dropped_total{tracepoint,reason}`
-//!   ([`DropReason`]), `uevrec_records_spooled{tracepoint}` (still waiting, a gauge).
-//!   Records whose tracepoint cannot be told (a spool batch too damaged to read) count under
-//!   `tracepoint="unknown"` ([`UNKNOWN_TRACEPOINT`]), a value no real tracepoint has
-//!   (those are `system:event`).
-//!
-//! # Cardinality
-//! The per-tracepoint series grow with the tracepoints seen and never shrink (a counter
-//! that vanished would break `rate()`): about 2 + (signals used) + (drop reasons seen)
-//! series per tracepoint, so a recorder matching T tracepoints exposes roughly 3·T series
-//! plus one per CPU and a few dozen fixed ones (17 per signal for the histogram). T is bounded by
-//! what the selectors match; a selector such as `user_events:*` on a host whose producers
-//! register names without bound makes T unbounded, and the metrics with it.
-//!
-//! A family with no series yet is not shown at all, and the `exported` and `dropped`
-//! series of a tracepoint appear with their first count (creating every signal × reason
-//! at 0 would multiply the series by 11). PromQL's `increase()` misses a series' first
-//! count, so alert on drops with `uevrec_records_dropped_total > 0` or on the sum over
-//! tracepoints; the per-CPU lost series can be created at 0 up front
-//! ([`Metrics::init_cpus`]), and each tracepoint's `recorded` and `spooled` are created at
-//! 0 with its handle.
-//!
-//! # Formats
-//! `/metrics` answers in the Prometheus text format 0.0.4 (`text/plain; version=0.0.4`),
-//! or in OpenMetrics 1.0 (`application/openmetrics-text; version=1.0.0`) when the request's
-//! `Accept` names `application/openmetrics-text` (as Prometheus's own scraper does).
+//! [`Metrics`] holds every counter and gauge on the `prometheus-client` crate (its
+//! registry and encoders: nothing of the exposition format is written by hand), updated
+//! through typed methods once per batch; [`Health`] decides liveness and readiness by pure
+//! functions ([`liveness`], [`readiness`]); [`serve`] answers on its own thread. Every
+//! series, the accounting they keep (produced = recorded + lost; recorded = exported +
+//! dropped + spooled) and their cardinality: docs/metrics.md.
 
 mod health;
 mod process;

@@ -606,7 +606,9 @@ fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 }
 
 /// One tracepoint's series ([`Metrics::tracepoint`]): cheap to clone, updates are atomic
-/// adds without a lock. The `exported` and `dropped` series appear on their first update.
+/// adds without a lock. The `exported` and `dropped` series appear on their first update
+/// (creating every signal × reason at 0 would multiply the series by 11); `recorded` and
+/// `spooled` are created at 0 with the handle.
 #[derive(Clone)]
 pub struct TracepointMetrics(Arc<TracepointInner>);
 

@@ -1,18 +1,7 @@
 //! [`serve`]: the HTTP endpoint of `--metrics-listen`, on hyper's HTTP/1 server in a
 //! current-thread tokio runtime on its own thread (the lightest server stack that does
-//! HTTP properly; axum's routing is not needed for three paths).
-//!
-//! | path | answer |
-//! |---|---|
-//! | `/metrics` | 200, the metrics: Prometheus text 0.0.4, or OpenMetrics 1.0 when `Accept` names `application/openmetrics-text` |
-//! | `/healthz` | 200 `ok`, or 503 with one stale thread per line ([`super::Health::alive`]) |
-//! | `/readyz` | 200 `ready`, or 503 with one reason per line ([`super::Health::ready`]) |
-//! | `/` | 200, a list of these paths |
-//! | other | 404; methods other than GET and HEAD: 405 |
-//!
-//! At most [`MAX_CONNECTIONS`] connections are served at once (further ones wait in the
-//! kernel's backlog), and a client has [`HEADER_TIMEOUT`] to send a request's headers, so
-//! neither memory nor the thread can be held by slow or many clients.
+//! HTTP properly; axum's routing is not needed for three paths). Its paths and answers:
+//! docs/metrics.md.
 
 use std::convert::Infallible;
 use std::io;
@@ -32,7 +21,8 @@ use tokio::sync::{Semaphore, oneshot};
 
 use super::{Health, Metrics};
 
-/// Connections served at once.
+/// Connections served at once (further ones wait in the kernel's backlog): with
+/// [`HEADER_TIMEOUT`], neither memory nor the thread can be held by slow or many clients.
 pub const MAX_CONNECTIONS: usize = 32;
 
 /// Time a client has to send a request's headers (including the wait for the next request
@@ -327,7 +317,15 @@ fn handle<B>(state: &State, req: &Request<B>) -> Response<Full<Bytes>> {
     response
 }
 
-/// Status, content type and body for `method` on `path`.
+/// Status, content type and body for `method` on `path`:
+///
+/// | path | answer |
+/// |---|---|
+/// | `/metrics` | 200, the metrics: Prometheus text 0.0.4, or OpenMetrics 1.0 when `Accept` names `application/openmetrics-text` |
+/// | `/healthz` | 200 `ok`, or 503 with one stale thread per line ([`Health::alive`]) |
+/// | `/readyz` | 200 `ready`, or 503 with one reason per line ([`Health::ready`]) |
+/// | `/` | 200, a list of these paths |
+/// | other | 404; methods other than GET and HEAD: 405 |
 fn answer(
     metrics: &Metrics,
     health: &Health,

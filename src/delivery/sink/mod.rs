@@ -287,7 +287,11 @@ fn drop_reason(e: &QueueError) -> DropReason {
     }
 }
 
-/// The sender thread: oldest batch first, until quit (or closing and empty).
+/// The sender thread: oldest batch first, until quit (or closing and empty). A retryable
+/// failure waits (its [`Pacing`]; in the recorder the OTLP backoff with jitter, the
+/// server's `Retry-After` / `RetryInfo` first) and tries the same batch again, so the
+/// batches behind it wait and go out in order; on stop it keeps going until the queue is
+/// empty or the drain time is up ([`Shared`]'s `quit`).
 fn send_loop(mut p: Parts, shared: &Shared) {
     let in_band = |shared: &Shared, what: &str, msg: &str, p: &Parts| {
         let notices = p.notices.as_deref().map(|n| (n, &*p.queue, &*p.meta));

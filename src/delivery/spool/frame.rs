@@ -1,28 +1,7 @@
 //! The spool's on-disk records, pure (no I/O, no `unsafe`): batch frames in the segment
 //! logs and acknowledgement records in the ack files, their encoding and a parser that
-//! takes any bytes (the fuzzed and property-tested reader).
-//!
-//! A frame (little endian; [`HEADER_LEN`] = 40 bytes of header, then the payload):
-//!
-//! | offset | size | field |
-//! |---|---|---|
-//! | 0 | 4 | magic `uSp1` ([`MAGIC`]) |
-//! | 4 | 4 | header CRC-32C of bytes 8..40 |
-//! | 8 | 4 | `len`: payload bytes (meta + body) |
-//! | 12 | 4 | `meta_len` (≤ `len`) |
-//! | 16 | 8 | batch id |
-//! | 24 | 8 | records in the body |
-//! | 32 | 4 | payload CRC-32C (meta then body) |
-//! | 36 | 4 | reserved, 0 |
-//! | 40 | len | meta, then body |
-//!
-//! Two checksums instead of one: a frame whose header is intact but whose payload is not
-//! still tells its id, its record count (so the loss is counted in records, not only in
-//! batches) and its exact length (the reader skips it without searching). A frame whose
-//! header is damaged is skipped by searching for the next magic followed by a header that
-//! passes its checksum.
-//!
-//! An ack record is 16 bytes: id (u64), kind (u32, [`AckKind`]), CRC-32C of the first 12.
+//! takes any bytes (the fuzzed and property-tested reader). The frame's layout is at
+//! [`encode_header`], the ack record's at [`encode_ack`].
 
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"uSp1";
@@ -57,6 +36,26 @@ impl Header {
 
 /// The header of a frame holding `meta` and `body`, or `None` when the payload is over
 /// [`MAX_PAYLOAD`].
+///
+/// A frame (little endian; [`HEADER_LEN`] = 40 bytes of header, then the payload):
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 4 | magic `uSp1` ([`MAGIC`]) |
+/// | 4 | 4 | header CRC-32C of bytes 8..40 |
+/// | 8 | 4 | `len`: payload bytes (meta + body) |
+/// | 12 | 4 | `meta_len` (≤ `len`) |
+/// | 16 | 8 | batch id |
+/// | 24 | 8 | records in the body |
+/// | 32 | 4 | payload CRC-32C (meta then body) |
+/// | 36 | 4 | reserved, 0 |
+/// | 40 | len | meta, then body |
+///
+/// Two checksums instead of one: a frame whose header is intact but whose payload is not
+/// still tells its id, its record count (so the loss is counted in records, not only in
+/// batches) and its exact length (the reader skips it without searching). A frame whose
+/// header is damaged is skipped by searching for the next magic followed by a header that
+/// passes its checksum ([`scan`]).
 pub fn encode_header(id: u64, records: u64, meta: &[u8], body: &[u8]) -> Option<[u8; HEADER_LEN]> {
     let len = u32::try_from(meta.len().checked_add(body.len())?).ok()?;
     let meta_len = u32::try_from(meta.len()).ok()?;
@@ -327,7 +326,8 @@ pub enum AckKind {
     Corrupt = 3,
 }
 
-/// An ack record.
+/// An ack record: 16 bytes ([`ACK_LEN`]), id (u64), kind (u32, [`AckKind`]), CRC-32C of
+/// the first 12, little endian.
 pub fn encode_ack(id: u64, kind: AckKind) -> [u8; ACK_LEN] {
     let mut r = [0u8; ACK_LEN];
     r[0..8].copy_from_slice(&id.to_le_bytes());

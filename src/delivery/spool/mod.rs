@@ -4,104 +4,10 @@
 //!
 //! One [`Spool`] is shared by the thread that appends encoded export requests
 //! ([`Spool::append`]) and the thread that sends them ([`Spool::next`], then
-//! [`Spool::ack`], [`Spool::discard`] or [`Spool::release`]).
-//!
-//! # On disk
-//!
-//! `DIR/LOCK` holds an exclusive `flock` (and the holder's pid, for the message a second
-//! uevrec gets). The batches live in **segment logs** `DIR/seg-<first id, 20 digits>.log`,
-//! appended to, never rewritten: each batch is one frame ([`frame`]: magic, header
-//! CRC-32C, lengths, id, record count, payload CRC-32C, then meta and body). Beside each
-//! log, `seg-<id>.ack` is its **ack file**: 16-byte records (id, kind, CRC-32C), one per
-//! batch that left the spool (acknowledged, discarded, or found corrupt). A segment is
-//! deleted (log, directory fsync, then ack file) once every batch in it left; the newest
-//! ("active") segment takes the appends and rolls over to a new file when the next frame
-//! would take it past a target size (1/16 of `--spool-size`, between 4 KiB and 16 MiB) or
-//! when the spool is full and the active segment holds nothing pending. Every open starts
-//! a new active segment: recovered segments are never appended to. Segment names carry the
-//! first id, and the active segment always exists, so ids stay monotonic across restarts
-//! even when everything was acknowledged.
-//!
-//! Bytes counted against `--spool-size` are bytes on disk: segment logs (acknowledged
-//! batches included until their segment is deleted) and ack files.
-//!
-//! # Write-ahead order and what a crash costs
-//!
-//! - [`Spool::append`] writes the frame at the end of the active log and `fdatasync`s it
-//!   before returning `Ok`; a new segment file is made durable (file and directory fsync)
-//!   before a frame goes into it. A crash loses at most the batch being appended, which
-//!   the caller was never told was handed over. Its partial frame is a torn tail: found by
-//!   the checksums at the next open, truncated, reported.
-//! - [`Spool::ack`] appends the ack record and `fdatasync`s it before returning `Ok`. The
-//!   record's disk space was reserved when its batch was appended (`fallocate` with
-//!   `FALLOC_FL_KEEP_SIZE`), so a full filesystem fails the append (the batch is counted
-//!   dropped), not the ack. Should an ack record still fail to be written
-//!   ([`SpoolError::AckNotRecorded`]: an I/O error, or a filesystem that cannot reserve),
-//!   the batch leaves this run's spool all the same, so that its segment is deleted and
-//!   gives its space back; only a crash before that deletion re-sends it.
-//! - **Duplicates**: a crash re-sends exactly the batches that were handed out by
-//!   [`Spool::next`] and whose [`Spool::ack`] had not returned: at most the number of
-//!   batches the sender has in flight at once (one for a sender that sends one batch at a
-//!   time). A torn ack record is one of those. Only media corruption of an ack record
-//!   (checksum failure) can re-send a batch that was acknowledged long before; such records
-//!   are counted in [`Recovered::bad_ack_records`].
-//! - A batch that fails its checksum is never sent (neither at open nor when read for
-//!   sending), and skipping it never re-sends another: frames are found by checksum, ids
-//!   are checked to increase within a segment and to lie within it.
-//!
-//! # Recovery
-//!
-//! [`Spool::open`] reads each segment once, frame by frame: intact frames not named in the
-//! ack file become pending, oldest first. A damaged frame whose header is intact (payload
-//! checksum failure, or the file ends inside it) is reported with its id and record count
-//! and skipped by its length; bytes with no valid header are skipped up to the next magic
-//! followed by a header passing its checksum, and reported as a region (records unknown).
-//! Damage reaching the end of a log (a torn tail) is truncated away. Damage in the middle
-//! stays in the file until the segment is deleted, so an open before that reports it
-//! again. A damaged frame whose id the ack file names was delivered already: it is counted
-//! in [`Recovered::damaged_acked`], not as a loss. Memory: only an index (about 60 bytes per
-//! pending batch) and, while opening, one segment's bytes at a time.
-//!
-//! # When full
-//!
-//! [`FullPolicy::Block`] waits (polling `stop` every 50 ms) until acknowledgements free a
-//! segment. [`FullPolicy::DropOldest`] deletes the oldest segments (and, when needed, rolls
-//! the active one) until the frame fits: their pending batches that were not handed out
-//! are dropped and counted in [`AppendOutcome`] and [`SpoolStats`]; those handed out stay
-//! with the sender (the bytes it holds are in memory already): its later [`Spool::ack`]
-//! counts them as acknowledged, its [`Spool::release`] as dropped
-//! ([`Released::Dropped`]). Eviction works in whole segments because only deleting a file
-//! gives bytes back.
-//!
-//! # Why a segment log and not redb
-//!
-//! `benches/spool.rs` measures both, each batch made durable before the call returns
-//! (BENCHMARKS.md §14: 2-vCPU KVM guest, `/var/tmp` on its virtio disk, shared and noisy).
-//! Means per batch:
-//!
-//! | | append 4 KiB | ack 4 KiB | append 256 KiB | ack 256 KiB |
-//! |---|---|---|---|---|
-//! | segment log (this module) | 4.7 ms | 3.9 ms | 4.0 ms | 3.2 ms |
-//! | redb 2.6, `Durability::Immediate` | 3.6 ms | 2.7 ms | 3.1 ms | 3.9 ms |
-//!
-//! Both are one device flush per operation (≈ 3–4 ms on that disk), and the differences
-//! are within the run-to-run noise of a shared disk: neither is cheaper in a way that
-//! matters next to a network round trip per batch. The segment log was chosen for what the
-//! issue asks of a damaged spool, which its format makes checkable: a torn or corrupt file
-//! is read frame by frame, the intact batches are sent and each damaged one is reported
-//! with where it was, why, and (header intact) its id and record count, so the loss is
-//! counted in records. redb's checksums protect its pages and it rolls back to its last
-//! commit, but it gives no per-batch account of what a damaged page held. The log also
-//! writes each batch once, needs no compaction, and gives bytes back to the filesystem by
-//! deleting whole files (redb reuses freed pages inside its file), so `--spool-size` is
-//! simply the files' sizes.
-//!
-//! # Errors
-//!
-//! No panic on any bytes or any I/O failure: errors say which file, what failed and what
-//! to do ([`SpoolError`]). A failed append (`ENOSPC` included) truncates its partial frame,
-//! closes the active segment to appends (the next append starts a new one) and is counted
-//! in [`SpoolStats::append_errors`]; the batches already spooled stay readable.
+//! [`Spool::ack`], [`Spool::discard`] or [`Spool::release`]). Batches are [`frame`]s in
+//! append-only segment logs, each with an ack file beside it; each method says what a
+//! crash costs there. The layout and the guarantees: docs/export.md ("The spool"); why a
+//! segment log and not redb: BENCHMARKS.md §14.
 
 pub mod frame;
 #[cfg(test)]
@@ -143,7 +49,8 @@ pub enum FullPolicy {
 pub struct SpoolConfig {
     /// The directory (created if missing).
     pub dir: PathBuf,
-    /// Bytes on disk the spool may take (at least [`MIN_BYTES`]).
+    /// Bytes on disk the spool may take (at least [`MIN_BYTES`]): segment logs
+    /// (acknowledged batches included until their segment is deleted) and ack files.
     pub max_bytes: u64,
     /// What a full spool does to appends.
     pub full: FullPolicy,
@@ -206,7 +113,8 @@ pub struct Recovered {
     /// Damaged frames that the ack file names (delivered already: not a loss).
     pub damaged_acked: u64,
     /// Ack records that failed their checksum or name no batch of their segment (a
-    /// corrupt one may re-send an acknowledged batch).
+    /// corrupt one may re-send an acknowledged batch: the only way a batch acknowledged
+    /// long before is sent again).
     pub bad_ack_records: u64,
     /// Segment files deleted because every batch in them had left, and ack files without
     /// their log (an interrupted deletion).
@@ -287,7 +195,8 @@ pub struct SpoolStats {
     pub blocked_appends: u64,
 }
 
-/// What went wrong.
+/// What went wrong. No bytes on disk and no I/O failure make the spool panic: each error
+/// says which file, what failed and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum SpoolError {
     /// A file operation failed.
@@ -511,7 +420,8 @@ fn truncate(f: &File, path: &Path, len: u64) -> Result<(), SpoolError> {
     f.sync_all().map_err(io_err("fsync", path))
 }
 
-/// Take the directory's lock, or say who holds it.
+/// Take the directory's lock (`DIR/LOCK`, an exclusive `flock` holding the holder's pid),
+/// or say who holds it.
 fn take_lock(dir: &Path) -> Result<File, SpoolError> {
     let path = dir.join("LOCK");
     let mut f = OpenOptions::new()
@@ -548,14 +458,24 @@ fn take_lock(dir: &Path) -> Result<File, SpoolError> {
     Ok(f)
 }
 
-/// The segment target size for a spool of `max_bytes`.
+/// The segment target size for a spool of `max_bytes`: 1/16 of it, between 4 KiB and
+/// [`MAX_SEGMENT`]. The active segment rolls over to a new file when the next frame would
+/// take it past this size, or when the spool is full and it holds nothing pending.
 fn segment_target(max_bytes: u64) -> u64 {
     (max_bytes / 16).clamp(4096, MAX_SEGMENT)
 }
 
 impl Spool {
-    /// Open (or create) the spool in `cfg.dir`: take its lock, recover what is there
-    /// (see the module documentation) and start a new active segment.
+    /// Open (or create) the spool in `cfg.dir`: take its lock, recover what is there and
+    /// start a new active segment.
+    ///
+    /// Each segment is read once, frame by frame: intact frames not named in its ack file
+    /// become pending, oldest first; damage is counted and listed in [`Recovered`].
+    /// Recovered segments are never appended to (only an empty last one named for the
+    /// next id is reused). Segment names carry their first id and the active segment
+    /// always exists, so ids stay monotonic across restarts even when everything was
+    /// acknowledged. Memory: only an index (about 60 bytes per pending batch) and, while
+    /// opening, one segment's bytes at a time.
     pub fn open(cfg: SpoolConfig) -> Result<(Spool, Recovered), SpoolError> {
         if cfg.max_bytes < MIN_BYTES {
             return Err(SpoolError::TooSmall { max: cfg.max_bytes });
@@ -675,14 +595,31 @@ impl Spool {
         &self.dir
     }
 
-    /// Append a batch of `records` records; `Ok` once it is durable (fdatasync'd).
+    /// Append a batch of `records` records; `Ok` once it is durable: the frame is written
+    /// at the end of the active log and fdatasync'd, and a new segment file is made durable
+    /// (file and directory fsync) before a frame goes into it. A crash loses at most the
+    /// batch being appended, which the caller was never told was handed over; its partial
+    /// frame is a torn tail, found by the checksums at the next open and truncated.
     ///
-    /// When full, [`FullPolicy::Block`] waits until acknowledgements free space, or until
-    /// `stop` is set (then [`SpoolError::Stopped`]; a batch that fits is appended even
-    /// when `stop` is set, so the last batches of a run are kept);
-    /// [`FullPolicy::DropOldest`] evicts the oldest segments (see the module
-    /// documentation). A frame larger than the whole spool is [`SpoolError::TooLarge`]
-    /// (the caller counts it dropped).
+    /// The batch's ack record gets its disk space here (`fallocate` with
+    /// `FALLOC_FL_KEEP_SIZE`), so a full filesystem fails this append (the batch is counted
+    /// dropped), not its [`Spool::ack`]. A failed append (`ENOSPC` included) truncates its
+    /// partial frame, closes the active segment to appends (the next append starts a new
+    /// one) and is counted in [`SpoolStats::append_errors`]; the batches already spooled
+    /// stay readable.
+    ///
+    /// When full, [`FullPolicy::Block`] waits (polling `stop` every 50 ms) until
+    /// acknowledgements free a segment, or until `stop` is set (then
+    /// [`SpoolError::Stopped`]; a batch that fits is appended even when `stop` is set, so
+    /// the last batches of a run are kept). [`FullPolicy::DropOldest`] deletes the oldest
+    /// segments (and, when needed, rolls the active one) until the frame fits: their
+    /// pending batches that were not handed out are dropped and counted in
+    /// [`AppendOutcome`] and [`SpoolStats`]; those handed out stay with the sender (the
+    /// bytes it holds are in memory already): its later [`Spool::ack`] counts them as
+    /// acknowledged, its [`Spool::release`] as dropped ([`Released::Dropped`]). Eviction
+    /// works in whole segments because only deleting a file gives bytes back. A frame
+    /// larger than the whole spool is [`SpoolError::TooLarge`] (the caller counts it
+    /// dropped).
     pub fn append(
         &self,
         records: u64,
@@ -947,6 +884,11 @@ impl Spool {
     /// [`Spool::ack`] (or [`Spool::discard`]) it; [`Spool::release`] is for giving a batch
     /// back (a sender stopping with batches in hand), so that a later `next` returns it
     /// again.
+    ///
+    /// Duplicates: a crash re-sends exactly the batches handed out here whose
+    /// [`Spool::ack`] had not returned, so at most the number of batches the sender has in
+    /// flight at once (one for a sender that sends one batch at a time). A torn ack record
+    /// is one of those.
     pub fn next(&self, timeout: Duration) -> Option<Entry> {
         let deadline = Instant::now().checked_add(timeout);
         let mut st = lock(&self.state);
@@ -1055,6 +997,12 @@ impl Spool {
 
     /// Batch `id` was acknowledged by the collector: remove it durably (the ack record is
     /// fdatasync'd before `Ok`); it is never handed out again, even after a crash.
+    ///
+    /// The record's disk space was reserved by [`Spool::append`]. Should it still fail to
+    /// be written ([`SpoolError::AckNotRecorded`]: an I/O error, or a filesystem that
+    /// cannot reserve), the batch leaves this run's spool all the same, so that its
+    /// segment is deleted and gives its space back; only a crash before that deletion
+    /// re-sends it.
     pub fn ack(&self, id: u64) -> Result<(), SpoolError> {
         self.remove(id, AckKind::Acked)
     }
@@ -1270,6 +1218,16 @@ fn read_entry(file: &File, id: u64, p: &Pending) -> Result<Entry, String> {
 
 /// Recover segment `first` (ids below `limit`): its pending batches go to `pending`,
 /// damage to `rec`. Returns the segment and the next id it implies.
+///
+/// A damaged frame whose header is intact (payload checksum failure, or the file ends
+/// inside it) is reported with its id and record count and skipped by its length; bytes
+/// with no valid header are skipped up to the next magic followed by a header passing its
+/// checksum, and reported as a region (records unknown). Damage reaching the end of the
+/// log (a torn tail) is truncated away; damage in the middle stays in the file until the
+/// segment is deleted, so an open before that reports it again. A damaged frame whose id
+/// the ack file names was delivered already ([`Recovered::damaged_acked`], not a loss).
+/// Skipping damage never re-sends another batch: ids must increase within a segment and
+/// lie within it.
 fn recover_segment(
     dir: &Path,
     first: u64,

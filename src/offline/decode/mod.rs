@@ -1,27 +1,12 @@
 //! The engine of `uevrec decode` (its flags are `crate::cli::decode`): one input, a
 //! perf.data (file mode, or pipe mode from `perf record -o -`) or a trace.dat, → the JSON
-//! lines (or OTLP) `uevrec record` writes, through the same sinks. One job per file:
-//! `input` (where the bytes come from), [`mapped`] (a mapped input's pages),
-//! `perf_data` and `trace_dat` (the two formats), `parallel` (`--threads` ≥ 2).
-//!
-//! The decoding is `uevrec_parsers::to_lines` (pure); this module does the I/O.
-//! A perf.data (or trace.dat) file is mapped (memmap2, `MADV_SEQUENTIAL`) and read in
-//! place: records waiting for their time order are held as offsets into the mapping, not
-//! copied, and the pages before the oldest record still held are let go
-//! (`MADV_DONTNEED`, [`mapped::MapWindow`]), so memory does not grow with the file. Standard input is
-//! read in 1 MiB pieces into the stream decoder (records waiting for their time order are
-//! copied; a file-mode perf.data or a trace.dat on standard input is read whole first:
-//! that layout needs its end before its data). Lines go to standard output or `-o FILE`
-//! (the same file options as
-//! `record`), in runs of 256 KiB.
-//!
-//! With `--threads N` ≥ 2 (JSON lines) the decoder hands its records, ordered, to a
-//! [`uevrec_parsers::RecordSink`] that stages them as the recorder's session does, for N formatter workers
-//! ([`crate::pipeline::formatter::run_parallel`]), and a writer thread writes their lines: the same bytes
-//! as one thread, in the same order. A record of a mapped (or wholly read) input is
-//! staged by where it lies ([`crate::capture::staging::StagedChunk::push_record_at`]) and the workers read it from
-//! the mapping, so the decoding thread copies no trace entry; a page thread maps the
-//! input ahead of the reader and lets it go [`mapped::PAGE_LAG`] behind (BENCHMARKS.md §20).
+//! lines (or OTLP) `uevrec record` writes, through the same sinks. The decoding is
+//! `uevrec_parsers::to_lines` (pure); this module does the I/O. One job per file: `input`
+//! (where the bytes come from: a file mapped and read in place, or a pipe read in
+//! pieces), [`mapped`] (a mapped input's pages, let go behind the reader so that memory
+//! does not grow with the file), `perf_data` and `trace_dat` (the two formats),
+//! `parallel` (`--threads` ≥ 2: the records staged, by where they lie, for formatter
+//! workers), `ranges` and `windows` (a whole file cut for the workers).
 
 use std::path::Path;
 
@@ -38,7 +23,9 @@ mod ranges;
 mod trace_dat;
 mod windows;
 
-/// Bytes read at a time from standard input.
+/// Bytes read at a time from standard input, into the stream decoder (records waiting
+/// for their time order are copied; a file-mode perf.data or a trace.dat on standard
+/// input is read whole first: that layout needs its end before its data).
 pub const READ_CHUNK: usize = 1 << 20;
 
 /// How the input ended.
@@ -91,6 +78,13 @@ pub type Flush<'a> = dyn FnMut(&[u8]) -> bool + 'a;
 /// formatter workers, or with `range_bytes` workers on ranges of a whole perf.data;
 /// the same bytes whatever the number). Returns how the input ended
 /// (or why it could not be read) and the first error of the output, if any.
+///
+/// A file (named, or regular on standard input) is mapped (memmap2, `MADV_SEQUENTIAL`)
+/// and read in place: records waiting for their time order are held as offsets into the
+/// mapping, not copied, and the pages before the oldest record still held are let go
+/// ([`mapped::MapWindow`]). With workers, a page thread maps the input ahead of the reader
+/// and lets it go [`mapped::PAGE_LAG`] behind (BENCHMARKS.md §20). Lines go to the sink in
+/// runs of [`uevrec_parsers::to_lines::FLUSH_BYTES`].
 pub fn run(
     input: Option<&Path>,
     opts: DecodeOptions,

@@ -1,30 +1,11 @@
 //! `decode --threads N` on a whole perf.data in ranges: N workers each decode a range of
 //! records from start to lines, on their own, and the lines go to the writer in range
 //! order: the same bytes as one thread. The cuts come from one of two places ([`Plan`]):
-//!
-//! - the **range index** a finished `uevrec record --raw` file ends with
-//!   ([`uevrec_parsers::perf_data::index`]; the default): nothing reads the records ahead
-//!   of the workers. Each range after the first tells the state it starts in (time order,
-//!   records held, events described) before its first line, and is checked against how
-//!   the range before ended ([`RangeEnd::joins`]); the first that does not join ends the
-//!   ranges ([`RangesDone::failed`]) and the caller decodes the rest again with one thread;
-//! - with `--range-size` on a file without one (perf's, a killed recording), a pass over
-//!   the record headers on this thread, ahead of the workers
-//!   ([`uevrec_parsers::to_lines::perf_data::RangePlanner`]); on 2 CPUs slower than the
-//!   staged path (BENCHMARKS.md §30, §31), for many CPUs.
-//!
-//! Each worker maps in the pages of its range with one call before it reads them
-//! ([`Pages::populate`]), and the pages of the ranges written are let go.
-//!
-//! The lines travel in the writer's recycled buffers (pieces of about 256 KiB, handed on
-//! whole), so that the memory they are written into is memory already touched (a
-//! range's lines written into one growing buffer took twice the CPU, most of it the
-//! kernel clearing fresh pages); those of ranges dropped when the ranges end early go
-//! back to the pool. Memory: at most `N + 2` ranges are out at a time (planned, not yet
-//! written), the lines of those not yet due waiting in pieces: about `(N + 1) ×` the
-//! range size `×` the lines-to-records ratio (≈ 1.7 for `raw_syscalls:sys_enter`), and of
-//! the mapping what those ranges span. The range size: `--range-size`, else (index) an
-//! eighth of a worker's share of the records, 4 to 16 MiB.
+//! the range index a finished `uevrec record --raw` file ends with
+//! ([`uevrec_parsers::perf_data::index`]; the default), or, with `--range-size` on a file
+//! without one, a pass over the record headers ahead of the workers. Each range after the
+//! first is checked against how the one before ended ([`RangeEnd::joins`]); the index,
+//! its checks and what the ranges hold in memory: docs/record-raw.md ("The range index").
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,9 +30,14 @@ enum Msg {
 
 /// Where the ranges come from.
 pub(crate) enum Plan<'p> {
-    /// Cut as the records are read, by this thread ahead of the workers.
+    /// Cut as the records are read, by this thread ahead of the workers
+    /// ([`RangePlanner`], `--range-size` on a file without an index: perf's, a killed
+    /// recording). On 2 CPUs slower than the staged path (BENCHMARKS.md §30, §31): for
+    /// many CPUs.
     Planner(Box<RangePlanner<'p>>),
-    /// Cut where the file's range index says (`record --raw`): nothing read ahead.
+    /// Cut where the file's range index says (`record --raw`): nothing read ahead. Each
+    /// range after the first tells the state it starts in (time order, records held,
+    /// events described) before its first line.
     Index(Vec<DecodeRange>),
 }
 
@@ -228,6 +214,8 @@ pub(crate) fn decode_ranges(
     let populate = pages.populate;
     let data_end = usize::try_from(records.end()).unwrap_or(file.len());
     let workers = par.workers.max(1);
+    // Memory: at most this many ranges planned and not yet written, the lines of those
+    // not yet due waiting in pieces (docs/record-raw.md, "The range index").
     let out_at_once = workers + 2;
     let abandon = AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -333,8 +321,10 @@ pub(crate) fn decode_ranges(
 }
 
 /// A worker: decode the ranges it is given (none once `abandon` says so), their lines in
-/// the writer's recycled buffers (handed on whole: the decoder fills one, gets an empty
-/// one back).
+/// the writer's recycled buffers (pieces of about 256 KiB, handed on whole: the decoder
+/// fills one, gets an empty one back), so that the memory they are written into is memory
+/// already touched (a range's lines written into one growing buffer took twice the CPU,
+/// most of it the kernel clearing fresh pages: BENCHMARKS.md §30).
 fn work(
     jobs: &Receiver<DecodeRange>,
     done: &Sender<Msg>,

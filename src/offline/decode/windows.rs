@@ -2,27 +2,11 @@
 //! window of the records from start to lines, on their own
 //! ([`uevrec_parsers::to_lines::trace_dat::plan_windows`]: cut from the pages' headers
 //! alone, so no thread reads the records ahead of the workers), and the lines go to the
-//! writer in window order: the same bytes as one thread.
-//!
-//! Why it is the same: a trace.dat holds each CPU's ring pages, and one thread merges the
-//! CPUs by time. When every CPU's items come in time order, that merge writes all items
-//! before a time T before any at or after it, so the items of each window `from..until`,
-//! merged alone, are the merge's for that span. Each window checks the order of what it
-//! reads (and that it read each CPU up to where the next window starts): the first window
-//! that cannot vouch for its lines, or meets a bad page, ends the windows, and the file is
-//! decoded again from its start by this thread, writing only past what was written.
-//!
-//! What the windows cannot know alone is done here, in order: each event's schema line
-//! comes only with its first record in the file (a window writes one for its own first,
-//! and the lines of events a window before described are cut out), and the losses the
-//! rings' final `stats` add are written after the last window. EventHeader metadata lines,
-//! `--count` and OTLP output depend on more of what came before: those decode with the
-//! staged path.
-//!
-//! Memory: at most `N + 2` windows are out at a time (planned, not yet written), the lines
-//! of those not yet due waiting in pieces: about `(N + 2) ×` the window's share of the file
-//! `×` the lines-to-bytes ratio (≈ 1.7 for `raw_syscalls:sys_enter`; windows hold
-//! [`window_bytes`] of pages by default, `--range-size` otherwise).
+//! writer in window order: the same bytes as one thread. The first window that cannot
+//! vouch for its lines, or meets a bad page, ends the windows, and the file is decoded
+//! again by one thread ([`decode_windows`]). Why the windows give the same bytes, what
+//! they cannot do alone and their memory: docs/trace-dat.md ("Decoding in windows of
+//! time").
 
 use std::collections::BTreeMap;
 
@@ -138,6 +122,12 @@ impl Forward<'_> {
 /// handing the lines to `par`'s writer in order; when a window cannot vouch for its lines,
 /// `again(skip)` decodes the file whole from its start, writing only past the first
 /// `skip` bytes of its lines.
+///
+/// What the windows cannot know alone is done here, in order: each event's schema line
+/// comes only with its first record in the file (a window writes one for its own first,
+/// and the lines of events a window before described are cut out:
+/// `Forward::send_piece`), and the losses the rings' final `stats` add are written after
+/// the last window (`Windows::finish`).
 pub(crate) fn decode_windows(
     d: &FileDecoder<'_>,
     mut windows: Windows,
@@ -146,6 +136,8 @@ pub(crate) fn decode_windows(
     again: impl FnOnce(u64) -> Result<Decoded, String>,
 ) -> Result<WindowsDone, String> {
     let workers = par.workers.max(1);
+    // Memory: at most this many windows planned and not yet written, the lines of those
+    // not yet due waiting in pieces (docs/trace-dat.md, "Decoding in windows of time").
     let out_at_once = workers + 2;
     let count = windows.windows.len();
     let mut fwd = Forward {

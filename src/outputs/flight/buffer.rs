@@ -1,27 +1,9 @@
 //! The flight recorder's memory: the newest staged entries (records, lost counts,
 //! notices, exactly as the session staged them: [`EncodedEntry`]) whose bytes total at
 //! most SIZE, in staging order; pushing a new entry evicts the oldest ones until the
-//! total fits again, counting the records that fell out.
-//!
-//! A dump cuts by time: [`FlightBuffer::take_until`] hands out (a [`Snapshot`], to be
-//! decoded and written by the dump thread, in time order) every entry held with a time
-//! up to the cut that no earlier dump took, and keeps those after it for the next dump.
-//! The session stages buffer by buffer, so entries of one pass are not in time order
-//! across CPUs; the flight thread cuts only once every record up to the cut's time was
-//! staged (crate::pipeline's `Staged::Drained`). Whole segments whose entries are all
-//! up to the cut move to the snapshot; the few after (usually the last one or two) are
-//! copied to it and stay, their entries up to the cut marked as taken ([`Cut`]). So no
-//! record is in two dumps and none is missing between two.
-//!
-//! Storage: segments of [`SEGMENT_BYTES`] filled back to back; a segment is freed (kept
-//! as a spare) once its last entry is evicted. Memory: at most SIZE of entries, plus the
-//! unused tail of each segment (less than one entry: < 25 % with 64 KiB entries, ~0.04 %
-//! with 100-byte ones) and two partly used segments.
-//!
-//! Formats: a record names its event by slot; the slot's format can change (an event
-//! detached, another attached in its slot), so each [`FormatChange`] is kept with the
-//! position (entry sequence number) from which it holds, for as long as a held record
-//! may need it.
+//! total fits again, counting the records that fell out. A dump cuts by time
+//! ([`FlightBuffer::take_until`]) so that no record is in two dumps and none is missing
+//! between two.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -30,13 +12,20 @@ use uevrec_parsers::PreparedFormat;
 
 use crate::capture::staging::{EncodedEntry, FormatSource, StagedEntry};
 
-/// Bytes per storage segment (a staged entry is at most 64 KiB + its header).
+/// Bytes per storage segment (a staged entry is at most 64 KiB + its header). Segments
+/// are filled back to back; one is freed (kept as a spare) once its last entry is evicted.
+/// Memory: at most SIZE of entries, plus the unused tail of each segment (less than one
+/// entry: < 25 % with 64 KiB entries, ~0.04 % with 100-byte ones) and two partly used
+/// segments.
 pub const SEGMENT_BYTES: usize = 256 * 1024;
 
 /// Spare segments kept for reuse (beyond them, freed segments go back to the allocator).
 const SPARES: usize = 2;
 
-/// From entry `at` on, records of `slot` have this format.
+/// From entry `at` on, records of `slot` have this format. A record names its event by
+/// slot, and the slot's format can change (an event detached, another attached in its
+/// slot), so each change is kept with the position from which it holds, for as long as a
+/// held record may need it.
 #[derive(Debug, Clone)]
 pub struct FormatChange {
     /// Sequence number of the first entry staged after the change.
@@ -232,7 +221,8 @@ impl Snapshot {
     }
 }
 
-/// The newest entries whose bytes total at most `limit` (see the module docs).
+/// The newest entries whose bytes total at most `limit`, in staging order, in segments
+/// of [`SEGMENT_BYTES`].
 #[derive(Debug)]
 pub struct FlightBuffer {
     limit: usize,
@@ -394,7 +384,15 @@ impl FlightBuffer {
     }
 
     /// Hand out the entries held with a time up to `until` (Unix ns) that no dump took
-    /// yet, and the counts; keep the later ones for the next dump (see the module docs).
+    /// yet, and the counts; keep the later ones for the next dump. So no record is in two
+    /// dumps and none is missing between two.
+    ///
+    /// The session stages buffer by buffer, so entries of one pass are not in time order
+    /// across CPUs; the flight thread cuts only once every record up to the cut's time was
+    /// staged (crate::pipeline's `Staged::Drained`). Whole segments whose entries are all
+    /// up to the cut move to the snapshot (a [`Snapshot`], decoded and written by the dump
+    /// thread in time order); the few after (usually the last one or two) are copied to it
+    /// and stay, their entries up to the cut marked as taken ([`Cut`]).
     pub fn take_until(&mut self, until: u64) -> Snapshot {
         self.take_part(until, true)
     }

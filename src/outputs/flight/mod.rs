@@ -3,34 +3,10 @@
 //! `FILE.<UTC time>` when SIGUSR1 arrives, when a trigger event (`--trigger`) is
 //! recorded, and (with `--flight-on-exit`) when the recording ends.
 //!
-//! ```text
-//!  session ──staging channel──▶ flight thread (`uevrec-flight`, [`run`]): each staged
-//!    entry copied into the FlightBuffer (buffer.rs: a memcpy; the oldest entries
-//!    evicted), the chunk back to the pool; a dump at time T (the trigger record's,
-//!    or when SIGUSR1 was seen) waits until the session says every record up to T
-//!    was staged (`Staged::Drained`), then FlightBuffer::take_until(T) (the segments
-//!    whose entries are all up to T move out; the last one or two are copied)
-//!    ──bounded(1) channel of snapshots──▶ dump thread (`uevrec-dump`, dump.rs): the
-//!    snapshot through the ordinary formatter (crate::pipeline::formatter, on a thread of its own)
-//!    into FILE.<time>
-//! ```
-//!
-//! The buffer holds raw staged entries, not lines: keeping a record costs a copy of its
-//! trace entry (no decoding, no JSON) and decoding happens only for the records that
-//! are dumped (BENCHMARKS.md measures both). The dump thread writes a snapshot in time
-//! order across CPUs (an index sorted by time). The flight thread never waits for a
-//! dump: the take moves segments and copies at most the few after the cut, and the
-//! hand-over is a non-blocking send (a dump the dump thread has no room for waits).
-//! At most three snapshots exist besides the live buffer (one being written, one handed
-//! over, one waiting); up to 4 dumps wait, and one asked for while 4 wait is skipped
-//! (said on stderr, counted in the next dump's first line): its records go into the
-//! last waiting one. Memory: at most 4 × (SIZE + 4 segments of 256 KiB) of entries, plus
-//! the formatter's buffers of the dump and its time-order index (24 bytes per entry).
-//!
-//! SIZE counts the bytes of the staged entries held: per record its raw trace entry (as
-//! the kernel wrote it, common fields included) plus a 32-byte stamp; lost counts and
-//! notices take room too. It is not the size of the dump file (a JSON line is typically
-//! 1.5-3 times its staged size).
+//! The flight thread ([`run`]) only copies each staged entry into the [`buffer`] (no
+//! decoding, no JSON: decoding happens only for the records that are dumped) and never
+//! waits for a dump; the dump thread ([`dump`]) formats the snapshots. The threads, what
+//! SIZE counts, the memory bound and why raw entries, not lines: docs/flight-recorder.md.
 
 pub mod buffer;
 pub mod dump;
@@ -64,7 +40,9 @@ const MAX_PENDING: usize = 4;
 /// What `--flight` asks for (validated by the CLI).
 #[derive(Debug, Clone)]
 pub struct FlightOptions {
-    /// Bytes of staged entries kept (see the module docs).
+    /// Bytes of staged entries kept: per record its raw trace entry (as the kernel wrote
+    /// it, common fields included) plus a 32-byte stamp; lost counts and notices take room
+    /// too. Not the size of the dump file (docs/flight-recorder.md, "What SIZE counts").
     pub size: usize,
     /// Events whose every record triggers a dump (after the record is kept).
     pub triggers: Vec<Selector>,

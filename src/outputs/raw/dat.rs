@@ -1,28 +1,11 @@
 //! `record --raw FILE --raw-format trace-dat` (with `--backend ftrace`): a trace-cmd
-//! trace.dat (v6) that `uevrec decode` and `trace-cmd report` read.
-//!
-//! ```text
-//!  spool threads (crate::capture::ftrace::spool): ring pages ──splice──▶ .FILE.cpuN.uevrec-spool
-//!  session ──staging channel──▶ this thread (`uevrec-raw`, [`run`]): keeps each attached
-//!    event's format (late ones too, as read when it attached), prints the notices,
-//!    returns the chunks
-//!  at the end (the session has stopped and the spools are complete):
-//!    .FILE.uevrec-tmp = header (uevrec_parsers::trace_dat::writer) + each spool at its
-//!    page-aligned offset (copy_file_range: no copy through user space); synced as
-//!    --fsync asks, renamed to FILE (never over a file); then the spools are removed
-//! ```
-//!
-//! FILE appears whole or not at all. Until then `.FILE.uevrec-meta` (crate::capture::ftrace::spool::
-//! MetaLine) holds what the header needs: the host's line is written by
-//! [`DatOutput::create`], so a run killed at any point leaves the metadata and spools
-//! that `uevrec recover FILE` (crate::offline::recover) assembles into FILE.
-//!
-//! Times: the pages carry the instance's `mono` stamps; the file's OFFSET option is
-//! `REALTIME - MONOTONIC` sampled when the rings started, which `uevrec decode` and
-//! `trace-cmd report` add to every stamp: decoded times are Unix time, as live.
-//!
-//! A file that cannot be assembled (a full disk …) is reported with the spools kept
-//! (never removed then): nothing recorded is lost silently.
+//! trace.dat (v6) that `uevrec decode` and `trace-cmd report` read. While the spool
+//! threads (crate::capture::ftrace::spool) move the rings' pages into spool files, this
+//! thread (`uevrec-raw`, [`run`]) keeps each attached event's format (late ones too, as
+//! read when it attached), prints the notices and returns the chunks; at the end it
+//! assembles FILE from the header and the spools. FILE appears whole or not at all, and
+//! a run killed at any point leaves what `uevrec recover FILE` assembles into it
+//! (docs/record-trace-dat.md).
 
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
@@ -67,7 +50,10 @@ pub struct DatOutput {
 impl DatOutput {
     /// An output into `path` (mode `mode`, never over an existing file) describing
     /// `host`, assembled from what the spooling of `plan` reports. `path` itself appears
-    /// at the end, whole; its metadata file (with the host's line) is created now.
+    /// at the end, whole; its metadata file `.FILE.uevrec-meta`
+    /// (crate::capture::ftrace::spool's `MetaLine`) is created now with the host's line,
+    /// so that a run killed at any point leaves what `uevrec recover FILE`
+    /// (crate::offline::recover) needs.
     pub fn create(
         path: &Path,
         mode: u32,
@@ -270,7 +256,14 @@ pub(crate) fn write_dat(
 }
 
 /// Write the header and every spool into `out`'s file; remove the spools and the
-/// metadata when it is complete.
+/// metadata when it is complete. A file that cannot be assembled (a full disk …) is
+/// reported with the spools kept (never removed then): nothing recorded is lost
+/// silently.
+///
+/// Times: the pages carry the instance's `mono` stamps; the header's OFFSET option is
+/// `REALTIME - MONOTONIC` sampled when the rings started (`offset_ns`), which `uevrec
+/// decode` and `trace-cmd report` add to every stamp: decoded times are Unix time, as
+/// live.
 fn assemble(out: DatOutput, formats: &Formats) -> Result<RawSummary, RawError> {
     let report = report_of(&out.plan);
     let page = u64::from(report.page_size.max(1));

@@ -1,37 +1,12 @@
-//! `record --raw FILE`: the staged entries ([`crate::capture::staging::StagedChunk`]) written as
-//! a file-mode perf.data that `perf script`, `perf report` and `uevrec decode` read,
-//! instead of (or, with `-o`, as well as) JSON lines. (`--raw-format trace-dat`: a
-//! trace.dat of the ftrace rings' pages instead, [`dat`]; [`Raw`] says which.)
-//!
-//! ```text
-//!  session ──staging channel──▶ raw thread (`uevrec-raw`, [`run`]): each record → a
-//!    PERF_RECORD_SAMPLE (a copy behind a 44-byte header), each loss → PERF_RECORD_LOST,
-//!    each end of a pass over the buffers → PERF_RECORD_FINISHED_ROUND; appended to the
-//!    file in runs of WRITE_BYTES
-//!    ──▶ chunk pool (raw only)  or  ──▶ formatter thread (with -o: the same chunks
-//!        become JSON lines, so one run yields both)
-//! ```
-//!
-//! Events: each attached tracepoint gets a `PERF_TYPE_TRACEPOINT` attr and a sample id
-//! of its own when its format first arrives ([`crate::capture::staging::Staged::Format`]), late
-//! ones included; its format text goes into the tracing data.
-//!
-//! Crash safety: the file starts as a pipe-mode perf.data
-//! ([`writer::unfinished_header`]), the unchanging features follow as
-//! `PERF_RECORD_HEADER_FEATURE` records, and each event's format
-//! (`PERF_RECORD_HEADER_TRACING_DATA`) and attr (`PERF_RECORD_HEADER_ATTR`) go into the
-//! record stream when the event first appears, before any of its samples. A run killed
-//! with SIGKILL (or a crash, a power cut) thus leaves a file that `uevrec decode` (and
-//! `perf script -i - < FILE`) reads to its last whole record, with no step at the end
-//! needed. Every other end (SIGINT, SIGTERM, `--duration`, `--count`, an error) finishes
-//! the file as before: the attrs, the tracing data and the other features written after
-//! the records ([`file::PerfDataFile::finish`]) and the file-mode header over the
-//! pipe-mode one, so perf script and perf report read it as any perf.data (they pass
-//! over the in-band records: docs/record-raw.md).
-//!
-//! Times: sample times are the staged Unix nanoseconds (what the JSON lines print), with
-//! `CLOCK_REALTIME` as the attrs' clock and a `HEADER_CLOCK_DATA` saying so: `perf script`
-//! shows seconds since 1970, `uevrec decode` the same times as live recording.
+//! `record --raw FILE`: the staged entries ([`crate::capture::staging::StagedChunk`])
+//! written as a file-mode perf.data that `perf script`, `perf report` and `uevrec decode`
+//! read, instead of (or, with `-o`, as well as) JSON lines; with `--raw-format trace-dat`
+//! a trace.dat of the ftrace rings' pages instead ([`dat`]; [`Raw`] says which). The raw
+//! thread ([`run`]) turns each record into a `PERF_RECORD_SAMPLE`, each loss into a
+//! `PERF_RECORD_LOST` and each end of a pass over the buffers into a
+//! `PERF_RECORD_FINISHED_ROUND`; the file is readable at every moment ([`mod@file`]).
+//! Its threads, what it holds, its times and why it starts in pipe mode:
+//! docs/record-raw.md.
 
 pub mod dat;
 pub mod file;
@@ -231,7 +206,9 @@ impl Notices {
     }
 }
 
-/// `CLOCK_REALTIME` as perf's `clockid`.
+/// `CLOCK_REALTIME` as perf's `clockid`: sample times are the staged Unix nanoseconds
+/// (what the JSON lines print), and `HEADER_CLOCK_DATA` says so, so `perf script` shows
+/// seconds since 1970 and `uevrec decode` the same times as live recording.
 const CLOCK_REALTIME: i32 = libc::CLOCK_REALTIME;
 
 /// The id of the tracking attr's records (the events' ids count up from 1).
@@ -270,9 +247,10 @@ impl Encoder {
         self.out.extend_from_slice(records);
     }
 
-    /// `slot`'s records are now of `source` (tracepoint `tracepoint`); a new event is
+    /// `slot`'s records are now of `source` (tracepoint `tracepoint`); a new event (late
+    /// ones included) gets a `PERF_TYPE_TRACEPOINT` attr and a sample id of its own, and is
     /// described in the record stream before the next sample or loss
-    /// ([`Encoder::describe`]).
+    /// ([`Encoder::describe`]: its format into the tracing data).
     fn format(&mut self, slot: u32, tracepoint: u32, source: Arc<FormatSource>) {
         let slot = slot as usize;
         if self.slots.len() <= slot {

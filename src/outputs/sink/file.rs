@@ -1,26 +1,8 @@
-//! An output file that may rotate by size and reopens on request (SIGHUP).
-//!
-//! Rules:
-//! - a new file is created with mode [`FileOptions::mode`] (default `0640`, set exactly,
-//!   whatever the umask); an existing file is appended to, never truncated;
-//! - an existing symbolic link at the path is refused (`O_NOFOLLOW`) unless
-//!   [`FileOptions::follow_symlinks`]; files created by rotation never follow links;
-//! - rotation renames `FILE.{m-1}` → `FILE.{m}` … `FILE` → `FILE.1`, where `m` is the
-//!   first free number (at most `keep`: the oldest is then replaced, i.e. removed), and
-//!   creates a new `FILE`. A kill between two of those renames leaves one number free,
-//!   the files' order intact (higher is older), and the next rotation takes that number.
-//!   Rotation happens only between lines: a line is never split across files, and a
-//!   single line longer than the size limit gets a file of its own;
-//! - a failed write (ENOSPC, EIO …) is cut back with `ftruncate` to the length before it,
-//!   so the file always ends with a complete line;
-//! - a file that ends in part of a line (uevrec was killed in the middle of a write) is
-//!   cut back to its last complete line when opened, and the bytes cut are said on
-//!   standard error: lines appended later never glue onto a torn one;
-//! - `--fsync` (crate::system::durable): the file's data is synced after each batch (`batch`),
-//!   or once an interval is over (at a write or while idle), and before the file is
-//!   renamed by rotation (then the directory too): a rotated file is whole on disk
-//!   before it gets its number. Rotated files only ever hold whole lines, so `FILE.N`
-//!   is never torn, whenever uevrec dies.
+//! An output file that may rotate by size and reopens on request (SIGHUP). Whenever
+//! uevrec dies, every file ends with a complete line: a failed write is cut back, a torn
+//! last line left by a kill is cut when the file is next opened, and rotation happens only
+//! between lines. The rules are at what they concern: [`FileOptions`] (mode, links),
+//! [`Rotation`] (the renames), [`RotatingFile`] (cutting back, `--fsync`).
 
 use crate::messages;
 use std::fs::{self, File, OpenOptions};
@@ -30,7 +12,12 @@ use std::path::{Path, PathBuf};
 
 use super::{Sink, SinkError};
 
-/// Size-based rotation.
+/// Size-based rotation: renames `FILE.{m-1}` → `FILE.{m}` … `FILE` → `FILE.1`, where `m`
+/// is the first free number (at most `keep`: the oldest is then replaced, i.e. removed),
+/// and creates a new `FILE`. A kill between two of those renames leaves one number free,
+/// the files' order intact (higher is older), and the next rotation takes that number.
+/// Rotation happens only between lines: a line is never split across files, and a single
+/// line longer than the size limit gets a file of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rotation {
     /// Rotate before a write would make the file larger than this many bytes.
@@ -42,9 +29,12 @@ pub struct Rotation {
 /// How the output file is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileOptions {
-    /// Permission bits of newly created files.
+    /// Permission bits of newly created files (default `0640`, set exactly, whatever the
+    /// umask); an existing file is appended to, never truncated.
     pub mode: u32,
-    /// Write through an existing symbolic link at the path (the first open and reopens only).
+    /// Write through an existing symbolic link at the path (the first open and reopens
+    /// only); otherwise a link there is refused (`O_NOFOLLOW`). Files created by rotation
+    /// never follow links.
     pub follow_symlinks: bool,
     /// Rotate by size, if set.
     pub rotation: Option<Rotation>,
@@ -60,7 +50,17 @@ impl Default for FileOptions {
     }
 }
 
-/// A JSON-lines output file.
+/// A JSON-lines output file. A failed write (ENOSPC, EIO …) is cut back with `ftruncate`
+/// to the length before it, so the file always ends with a complete line; a file that ends
+/// in part of a line (uevrec was killed in the middle of a write) is cut back to its last
+/// complete line when opened, and the bytes cut are said on standard error, so that lines
+/// appended later never glue onto a torn one.
+///
+/// `--fsync` (crate::system::durable): the file's data is synced after each batch
+/// (`batch`), or once an interval is over (at a write or while idle), and before the file
+/// is renamed by rotation (then the directory too): a rotated file is whole on disk before
+/// it gets its number. Rotated files only ever hold whole lines, so `FILE.N` is never torn,
+/// whenever uevrec dies.
 #[derive(Debug)]
 pub struct RotatingFile {
     path: PathBuf,

@@ -1,19 +1,10 @@
-//! `uevrec top`: which events fire, how often, and who writes them, live.
-//!
-//! ```text
-//!  session (this thread, crate::capture::session, as for `record`): rings → staged chunks
-//!    ──staging channel (the same chunk pool; crate::recorder::top starts both
-//!      threads below and joins them)──▶
-//!  counting thread (`uevrec-count`, [`counter`]): per record only slot, pid and length
-//!    into the [`model::Model`] (no decoding, no JSON); chunks back to the pool
-//!  display thread (`uevrec-top`): every interval closes one in the model and shows it:
-//!    [`view`] (a terminal: ratatui) or [`plain`] (JSON lines, when stdout is not one)
-//! ```
-//!
-//! The display thread starts before the session's first attach (so the self-exclusion
-//! filter names it); when it leaves (q, an error) it sets `stop`, and when the session
-//! ends (a signal, `--duration`, a setup error) it leaves. Process names come from
-//! `/proc` ([`comm`]), only for the processes shown.
+//! `uevrec top`: which events fire, how often, and who writes them, live. It is `record`
+//! with the formatter replaced: a counting thread (`uevrec-count`, [`counter`]) puts per
+//! record only its slot, pid and length into the [`model::Model`] (no decoding, no JSON),
+//! and a display thread (`uevrec-top`) closes one interval at a time and shows it, in a
+//! terminal ([`view`], ratatui) or as JSON lines ([`plain`]). Process names come from
+//! `/proc` ([`comm`]), only for the processes shown. crate::recorder::top starts and
+//! joins the threads (drawn in docs/top.md, "How it counts").
 
 pub mod comm;
 pub mod counter;

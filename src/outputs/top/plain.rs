@@ -1,16 +1,8 @@
 //! `uevrec top` when standard output is not a terminal (or with `--plain`): every
 //! interval, one JSON line per event and one line of totals, for pipelines (`jq`, a
 //! metrics agent, a log). The last set, after the session stopped, has `"final":true`
-//! and counts every record the session staged.
-//!
-//! ```text
-//! {"time":"…Z","uevrec":"top","event":"sched:sched_switch","attached":true,"interval_s":1.0,
-//!  "records_per_s":1520.0,"records":4312,"bytes_per_s":97280.0,"bytes":275968,
-//!  "top":[{"pid":812,"comm":"Xorg","records":402}, …]}
-//! {"time":"…Z","uevrec":"top_total","interval_s":1.0,"events":1,"records_per_s":1520.0,
-//!  "records":4312,"lost_per_s":0.0,"lost":0}
-//! ```
-//! (each on one line; docs/top.md has every key).
+//! and counts every record the session staged. Real lines and every key: docs/top.md
+//! ("Not a terminal: JSON lines").
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};

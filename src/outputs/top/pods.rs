@@ -2,13 +2,8 @@
 //! counting thread keeps a [`ContextTracker`] (the session tracks cgroups and reads the
 //! kubelet's log directories as for `record`), and each record's row is
 //! `namespace/pod` once the kubelet named its pod, the pod UID before, and [`OUTSIDE`]
-//! for records outside pods. The model's rows are keyed by slots: each label gets a
-//! slot of its own here.
-//!
-//! Bounded: at most [`MAX_ROWS`] labels get rows; records of further pods count in the
-//! row [`OTHER`], and how many records went there is that row's total. The label of a
-//! record is worked out once per change of its cgroup or of the tracker (a cache of
-//! one), not per record.
+//! for records outside pods; each label gets a model slot of its own. Bounded: at most
+//! [`MAX_ROWS`] labels get rows, records of further pods count in the row [`OTHER`].
 
 use std::collections::HashMap;
 
@@ -20,7 +15,8 @@ use super::model::Model;
 pub const MAX_ROWS: usize = 1024;
 /// The row of records outside pods (or whose cgroup is unknown).
 pub const OUTSIDE: &str = "-";
-/// The row of records of pods beyond [`MAX_ROWS`].
+/// The row of records of pods beyond [`MAX_ROWS`]: how many records went there is that
+/// row's total.
 pub const OTHER: &str = "other";
 
 /// How `top` groups its rows (`--by`).
@@ -40,7 +36,9 @@ pub struct PodRows {
     /// Who is who (cgroup paths, pod names).
     pub tracker: ContextTracker,
     slots: HashMap<String, u32>,
-    /// The last record's (cgroup, tracker version) and its slot.
+    /// The last record's (cgroup, tracker version) and its slot: a record's label is
+    /// worked out once per change of its cgroup or of the tracker (a cache of one), not
+    /// per record.
     last: Option<((Option<u64>, u64), u32)>,
 }
 
