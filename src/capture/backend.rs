@@ -8,6 +8,8 @@
 //! session, this module imports nothing of them (their step errors are defined here), and
 //! crate::recorder's `open` hands the backend a session asks for to
 //! [`crate::capture::session::run_with`], which drives any backend through this trait.
+//!
+//! Layers, lowest first: `error`, `time_merge`.
 
 mod error;
 pub mod time_merge;

@@ -7,6 +7,9 @@
 //! [`EXIT_USAGE`] 2 bad command line; [`EXIT_OUTPUT_CLOSED`] 141 the reader of standard
 //! output went away (EPIPE; like a shell's status for SIGPIPE), nothing printed;
 //! [`crate::system::signals::FORCED_EXIT_STATUS`] 130 a second SIGINT/SIGTERM cut the shutdown short.
+//!
+//! Layers, lowest first: `values`, `output`, `export`, `register`, `record`, `decode`,
+//! `flight`, `list`, `recover`, `top`.
 
 pub mod decode;
 pub mod export;

@@ -7,6 +7,8 @@
 //! the session never writes JSON, the CLI never spawns a thread, and flight and top hand
 //! their bodies to this module. The threads and channels are drawn in
 //! docs/architecture.md.
+//!
+//! Layers, lowest first: `open`, `top`.
 
 pub mod open;
 pub mod top;

@@ -289,8 +289,10 @@ fn documented_layers(head: &str) -> Vec<String> {
 
 /// The code of a file: the test module at its end cut, comments cut, and the contents of
 /// string and character literals (so that neither a `//` nor a brace in one misleads).
+/// Only an inline `mod tests {` is cut: a `mod tests;` declaration (the module in its own
+/// `tests.rs`, which is skipped) may stand before the rest of the file's code.
 fn code_of(text: &str) -> String {
-    let text = match text.find("#[cfg(test)]\nmod tests") {
+    let text = match text.find("#[cfg(test)]\nmod tests {") {
         Some(at) => &text[..at],
         None => text,
     };

@@ -7,6 +7,9 @@
 //! thread by `common_pid`; the process id comes from `tgid.rs`, who is who from a second,
 //! tracking instance (`context_instance.rs`, `tracking.rs`) drained ahead of the records.
 //! The instances' files and settings, and the drain threads' order: docs/architecture.md.
+//!
+//! Layers, lowest first: `instance`, `tgid`, `reader`, `tracking`, `context_instance`,
+//! `spool`.
 
 mod context_instance;
 mod instance;

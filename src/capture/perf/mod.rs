@@ -8,6 +8,8 @@
 //! [`Rings::wait`] sleeps in `epoll_wait` on the owner fds. CPUs going on- or offline
 //! after the start are not followed. Closing a tracepoint's descriptors waits for RCU
 //! grace periods in the kernel; [`reaper`] takes that off the session's path.
+//!
+//! Layers, lowest first: `sys`, `ring`, `reaper`, `backend`.
 
 pub mod backend;
 pub mod reaper;

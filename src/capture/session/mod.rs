@@ -8,6 +8,8 @@
 //! `filter` the kernel filters and the kernel's complaints; `procfs` the thread scan;
 //! `error` the setup errors; `waiting` the selectors that match nothing yet (said once,
 //! and again when they match); this file the configuration, the loop, the stop.
+//!
+//! Layers, lowest first: `procfs`, `error`, `filter`, `stager`, `waiting`, `attach`.
 
 mod attach;
 mod error;

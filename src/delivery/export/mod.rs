@@ -6,6 +6,8 @@
 //! returns an [`Outcome`]; it blocks, owns its own small tokio runtime, and knows nothing
 //! of batching or the spool) and [`retry`] (the OTLP specification's classification of
 //! answers, and [`Backoff`]). A caller's loop is at [`Transport`].
+//!
+//! Layers, lowest first: `config`, `retry`, `transport`.
 
 pub mod config;
 pub mod retry;

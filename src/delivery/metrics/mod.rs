@@ -7,6 +7,8 @@
 //! functions ([`liveness`], [`readiness`]); [`serve`] answers on its own thread. Every
 //! series, the accounting they keep (produced = recorded + lost; recorded = exported +
 //! dropped + spooled) and their cardinality: docs/metrics.md.
+//!
+//! Layers, lowest first: `process`, `registry`, `health`, `server`.
 
 mod health;
 mod process;

@@ -7,6 +7,9 @@
 //! does not grow with the file), `perf_data` and `trace_dat` (the two formats),
 //! `parallel` (`--threads` ≥ 2: the records staged, by where they lie, for formatter
 //! workers), `ranges` and `windows` (a whole file cut for the workers).
+//!
+//! Layers, lowest first: `mapped`, `parallel`, `windows`, `ranges`, `trace_dat`,
+//! `perf_data`, `input`.
 
 use std::path::Path;
 

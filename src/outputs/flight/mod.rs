@@ -7,6 +7,8 @@
 //! decoding, no JSON: decoding happens only for the records that are dumped) and never
 //! waits for a dump; the dump thread ([`dump`]) formats the snapshots. The threads, what
 //! SIZE counts, the memory bound and why raw entries, not lines: docs/flight-recorder.md.
+//!
+//! Layers, lowest first: `buffer`, `dump`.
 
 pub mod buffer;
 pub mod dump;

@@ -7,6 +7,8 @@
 //! `PERF_RECORD_FINISHED_ROUND`; the file is readable at every moment ([`mod@file`]).
 //! Its threads, what it holds, its times and why it starts in pipe mode:
 //! docs/record-raw.md.
+//!
+//! Layers, lowest first: `host`, `file`, `dat`.
 
 pub mod dat;
 pub mod file;

@@ -5,6 +5,8 @@
 //! Every sink receives runs of complete lines (a [`Batch`] never
 //! ends mid-line) and keeps that property on its output: a line is never split across two
 //! files, and a failed write leaves the output ending with a complete line.
+//!
+//! Layers, lowest first: `file`, `stdout`.
 
 pub mod file;
 pub mod stdout;

@@ -5,6 +5,8 @@
 //! terminal ([`view`], ratatui) or as JSON lines ([`plain`]). Process names come from
 //! `/proc` ([`comm`]), only for the processes shown. crate::recorder::top starts and
 //! joins the threads (drawn in docs/top.md, "How it counts").
+//!
+//! Layers, lowest first: `model`, `comm`, `pods`, `counter`, `plain`, `view`.
 
 pub mod comm;
 pub mod counter;
