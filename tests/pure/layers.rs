@@ -5,7 +5,7 @@
 //! documents its order. The rule and its checker: `tests/common/layers.rs`.
 
 #[path = "../common/layers.rs"]
-mod layers;
+mod checker;
 
 use std::path::Path;
 
@@ -15,7 +15,7 @@ fn src() -> std::path::PathBuf {
 
 #[test]
 fn every_crate_import_goes_down_the_documented_layers() {
-    let wrong = layers::violations(&src());
+    let wrong = checker::violations(&src());
     assert!(
         wrong.is_empty(),
         "{} layer violation(s) in src/ (see tests/common/layers.rs for the rule):\n{}",
