@@ -1,4 +1,4 @@
-//! The flight recorder's costs (`record --flight`, src/flight/): what keeping one record
+//! The flight recorder's costs (`record --flight`, src/outputs/flight/): what keeping one record
 //! in memory costs, as the flight thread does it (a copy of the staged entry into the
 //! FlightBuffer, the oldest evicted) beside what keeping it as a JSON line would cost
 //! (the line written, as the formatter does, then copied into a byte ring: a lower
@@ -14,9 +14,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use uevrec::flight::buffer::FlightBuffer;
-use uevrec::flight::{FlightOptions, dump};
-use uevrec::pipeline::{FormatSource, StagedChunk, StagedEntry};
+use uevrec::capture::staging::{FormatSource, StagedChunk, StagedEntry};
+use uevrec::outputs::flight::buffer::FlightBuffer;
+use uevrec::outputs::flight::{FlightOptions, dump};
 use uevrec_parsers::{LineOptions, LineWriter, OutputFormat, PreparedFormat, RecordStamp};
 use uevrec_samples::register::format_file_text;
 
@@ -186,11 +186,12 @@ fn dump_64m(c: &mut Criterion) {
     group.bench_function("format_64MiB_sys_enter", |b| {
         b.iter(|| {
             let mut bytes = 0;
-            let n = dump::format_snapshot(&snapshot, &opts, None, |b| {
-                bytes += b.len();
-                Ok(())
-            })
-            .expect("no write fails");
+            let n =
+                dump::format_snapshot(&snapshot, &opts, None, uevrec::recorder::format_fed, |b| {
+                    bytes += b.len();
+                    Ok(())
+                })
+                .expect("no write fails");
             black_box((n, bytes))
         })
     });

@@ -1,4 +1,4 @@
-//! Formatter scaling (`record --threads N`, crate::formatter::run_parallel): staged
+//! Formatter scaling (`record --threads N`, crate::pipeline::formatter::run_parallel): staged
 //! `raw_syscalls:sys_enter` records (as on x86_64: a 68-byte trace entry, cpu/pid/tid
 //! varying, context on) formatted into JSON lines by 1, 2 … workers, the batches taken by
 //! a writer thread that only gives the buffers back. Target (issue 25): 2 workers ≥ 1.8×
@@ -10,11 +10,9 @@ use std::thread;
 use crossbeam_channel::{Receiver, Sender};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use uevrec::formatter::{FormatterOptions, run_parallel};
-use uevrec::pipeline::{
-    BATCH_CAPACITY, Batch, FormatSource, STAGE_BYTES, Staged, StagedChunk, batch_pool,
-    touched_buffers,
-};
+use uevrec::capture::staging::{FormatSource, STAGE_BYTES, Staged, StagedChunk, touched_buffers};
+use uevrec::pipeline::formatter::{FormatterOptions, run_parallel};
+use uevrec::pipeline::{BATCH_CAPACITY, Batch, batch_pool};
 use uevrec_parsers::{ContextTracker, LineOptions, OutputFormat, PreparedFormat, RecordStamp};
 use uevrec_samples::register::format_file_text;
 

@@ -8,7 +8,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use uevrec::metrics::{DropReason, ExportOutcome, Metrics, Signal};
+use uevrec::delivery::metrics::{DropReason, ExportOutcome, Metrics, Signal};
 
 fn updates(c: &mut Criterion) {
     let m = Metrics::new();

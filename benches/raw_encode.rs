@@ -13,8 +13,8 @@ use std::hint::black_box;
 mod common;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use uevrec::pipeline::{StagedChunk, StagedEntry};
-use uevrec::raw::sample_cgroup;
+use uevrec::capture::staging::{StagedChunk, StagedEntry};
+use uevrec::outputs::raw::sample_cgroup;
 use uevrec_parsers::perf_data::writer::{self, Stamp};
 use uevrec_parsers::{ContextTracker, ContextUpdate};
 

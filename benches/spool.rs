@@ -1,4 +1,4 @@
-//! The export spool's costs (src/spool/, issue 24) beside an embedded transactional store
+//! The export spool's costs (src/delivery/spool/, issue 24) beside an embedded transactional store
 //! (redb), per batch of 4 KiB and 256 KiB, each made durable before it returns:
 //!
 //! - `append`: the segment log's [`Spool::append`] (frame written, `fdatasync`) against a
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use redb::{Database, TableDefinition};
-use uevrec::spool::{FullPolicy, Spool, SpoolConfig};
+use uevrec::delivery::spool::{FullPolicy, Spool, SpoolConfig};
 
 const SIZES: [usize; 2] = [4 << 10, 256 << 10];
 const TABLE: TableDefinition<u64, &[u8]> = TableDefinition::new("batches");

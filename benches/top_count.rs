@@ -11,9 +11,9 @@ use std::time::Duration;
 mod common;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use uevrec::pipeline::{StagedChunk, StagedEntry};
-use uevrec::top::counter::count_chunk;
-use uevrec::top::model::Model;
+use uevrec::capture::staging::{StagedChunk, StagedEntry};
+use uevrec::outputs::top::counter::count_chunk;
+use uevrec::outputs::top::model::Model;
 use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, parse_format};
 
 const BATCH: u64 = 1000;

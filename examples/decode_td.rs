@@ -6,7 +6,7 @@
 //! What is whose:
 //! - `tracepoint_decode` 0.5 (the newest release) has no perf.data file reader (its C++
 //!   sibling has one), so the file is read exactly as `uevrec decode` reads it: mapped
-//!   (`uevrec::decode::mapped::{MappedInput, MapWindow}`: read in place, the pages behind the
+//!   (`uevrec::offline::decode::mapped::{MappedInput, MapWindow}`: read in place, the pages behind the
 //!   reader let go), header, attrs, features and tracing data, records framed, laid out
 //!   and put in time order (`FINISHED_ROUND` windows, the same [`Orderer`] and bound,
 //!   records held as offsets into the mapping) by `uevrec_parsers::perf_data`. The two
@@ -33,7 +33,7 @@ use tracepoint_decode::{
     PerfByteReader, PerfConvertOptions, PerfEventAttr, PerfEventAttrSampleType, PerfEventDesc,
     PerfEventFormat, PerfSampleEventInfo, PerfSessionInfo,
 };
-use uevrec::decode::mapped::{MapWindow, MappedInput};
+use uevrec::offline::decode::mapped::{MapWindow, MappedInput};
 use uevrec_parsers::perf_data::order::{Drain, Orderer};
 use uevrec_parsers::perf_data::records::kind;
 use uevrec_parsers::perf_data::{Item, PerfData};

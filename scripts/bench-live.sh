@@ -25,7 +25,7 @@
 # the recorder must win CPU time from them (issue 16: loss under contention); each row
 # notes the busy loops and the 1-minute load average at its start. --noprio adds a third
 # recorder per run, uevrec without CAP_SYS_NICE (`setpriv --bounding-set=-sys_nice`), whose
-# threads therefore keep ordinary priorities (src/sched.rs): the same binary before and
+# threads therefore keep ordinary priorities (src/system/sched.rs): the same binary before and
 # after the fix of issue 16's loss. Measured: generator rate, events
 # recorded, events the recorder says it lost, missing = calls - recorded, recorder CPU
 # (user+sys from wait4's rusage, µs resolution), peak RSS (ru_maxrss), output bytes.
@@ -34,7 +34,7 @@
 # Stop time (--stop-runs N, default 2; 0 with --quick): `uevrec record -q syscalls:*` and
 # `perf record -a -e 'syscalls:*'` (every syscall tracepoint on every CPU), SIGINT once
 # attached; measured from the signal to the recorder's exit, and for uevrec also until its
-# background closer (`uevrec-close`, see src/perf/reaper.rs) is gone.
+# background closer (`uevrec-close`, see src/capture/perf/reaper.rs) is gone.
 # VM part (scripts/…/run.sh boots a kernel with user_events): samples' `rate` producer
 # writes user events while uevrec (both backends) or perf record is attached; same
 # measures, ratios only.
@@ -184,7 +184,7 @@ host_traced() {
         --backend "$(backend_of $tool)" --raw "$d/out.data" --raw-format "$(raw_format_of $tool)" \
         raw_syscalls:sys_enter 2>"$d/rec.err" &
       ;;
-    uevrec-noprio) # without CAP_SYS_NICE: its threads keep ordinary priorities (src/sched.rs)
+    uevrec-noprio) # without CAP_SYS_NICE: its threads keep ordinary priorities (src/system/sched.rs)
       measure "$d/rec.json" setpriv --bounding-set=-sys_nice "$BIN/uevrec" record -q -m "$PAGES" \
         --filter "$filter" -o "$d/out.jsonl" raw_syscalls:sys_enter 2>"$d/rec.err" &
       ;;

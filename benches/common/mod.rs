@@ -1,6 +1,6 @@
 //! What several benches stage: `raw_syscalls:sys_enter` records as the session stages them.
 
-use uevrec::pipeline::StagedChunk;
+use uevrec::capture::staging::StagedChunk;
 use uevrec_parsers::RecordStamp;
 
 /// A time in 2026 (Unix ns).

@@ -20,7 +20,8 @@
 //! `json`, `context`, `perf_sample`, `eventheader`, `ftrace_page`, `json_line`, `otlp`,
 //! `output`, `perf_data`, `trace_dat`, `to_lines`.
 //! A module imports only from modules before it; `tests/layers.rs` checks every crate
-//! path against this list.
+//! path against this list, and against the lists of the folders that document their own
+//! (`otlp/`, `perf_data/`).
 //!
 //! Arithmetic on what the input says: the modules that read input (those marked
 //! `#[deny(clippy::arithmetic_side_effects)]` below, and [`eventheader_json`]) add,

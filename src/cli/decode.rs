@@ -1,19 +1,7 @@
 //! `uevrec decode [FILE|-]`: a perf.data (file mode, or pipe mode from `perf record -o -`)
-//! → the JSON lines `uevrec record` writes, through the same sinks.
-//!
-//! The flags and the summary are here; the engine (input, mapping, threads) is
-//! [`crate::decode`].
-//!
-//! Time: `HEADER_CLOCK_DATA` (written by `perf record -k CLOCK_MONOTONIC`) gives the
-//! wall-clock time of each sample; without it `time` is `null` and stderr says so once.
-//! Exit status: 0; 3 ([`EXIT_SALVAGED`]) when the input is cut short — truncated, or a
-//! `record --raw` perf.data that was never finished (killed, crashed), or a trace.dat
-//! that ends inside its CPU data (whole pages, and a cut page's complete events, are
-//! read) — and every whole record before the cut was decoded (the output ends with a
-//! `{"uevrec":"notice","what":"truncated",…}` line, stderr says what is missing and
-//! where); 1 when the input is corrupt (everything before the problem is written; stderr
-//! says at which byte and why), or the output failed; 141 when standard output was
-//! closed by its reader.
+//! or a trace.dat → the JSON lines `uevrec record` writes, through the same sinks. The
+//! flags, the summary and the exit status are here (`report` says which status when);
+//! the engine (input, mapping, threads) is [`crate::offline::decode`].
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -22,10 +10,11 @@ use clap::Args;
 use uevrec_parsers::to_lines::{DEFAULT_ORDER_BYTES, DecodeOptions};
 
 use super::output::OutputArgs;
-use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, print_error, print_stderr, values};
-use crate::decode::Outcome;
-use crate::selector::Selector;
-use crate::sink::SinkError;
+use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, values};
+use crate::capture::selector::Selector;
+use crate::messages;
+use crate::offline::decode::Outcome;
+use crate::outputs::sink::SinkError;
 
 /// `uevrec decode`.
 #[derive(Debug, Args)]
@@ -108,7 +97,7 @@ pub fn decode(args: DecodeArgs) -> i32 {
     let sink = match args.output.open() {
         Ok(s) => s,
         Err(e) => {
-            print_error(&e);
+            messages::error(&e);
             return EXIT_ERROR;
         }
     };
@@ -131,18 +120,19 @@ pub fn decode(args: DecodeArgs) -> i32 {
     let range = args
         .range_size
         .map(|r| usize::try_from(r).unwrap_or(usize::MAX));
-    let (outcome, output_error) = crate::decode::run(input, opts, &select, sink, threads, range);
+    let (outcome, output_error) =
+        crate::offline::decode::run(input, opts, &select, sink, threads, range);
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
-            print_error(&format_args!("{name}: {e}"));
+            messages::error(&format_args!("{name}: {e}"));
             return EXIT_ERROR;
         }
     };
     match output_error {
         Some(SinkError::Closed) => return EXIT_OUTPUT_CLOSED,
         Some(e) => {
-            print_error(&e);
+            messages::error(&e);
             return EXIT_ERROR;
         }
         None => {}
@@ -151,25 +141,37 @@ pub fn decode(args: DecodeArgs) -> i32 {
 }
 
 /// Notes, problems and the summary on stderr; the exit status.
+///
+/// Time: `HEADER_CLOCK_DATA` (written by `perf record -k CLOCK_MONOTONIC`) gives the
+/// wall-clock time of each sample; without it `time` is `null` and stderr says so once.
+///
+/// Exit status: 0; 3 ([`EXIT_SALVAGED`]) when the input is cut short (truncated, or a
+/// `record --raw` perf.data that was never finished: killed, crashed; or a trace.dat that
+/// ends inside its CPU data: whole pages, and a cut page's complete events, are read) and
+/// every whole record before the cut was decoded (the output ends with a
+/// `{"uevrec":"notice","what":"truncated",…}` line, stderr says what is missing and
+/// where); 1 when the input is corrupt (everything before the problem is written; stderr
+/// says at which byte and why), or the output failed; 141 when standard output was closed
+/// by its reader.
 fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
     let s = &o.stats;
     for e in &s.errors {
-        print_error(&format_args!("{name}: {e}"));
+        messages::error(&format_args!("{name}: {e}"));
     }
     if s.error_count > s.errors.len() as u64 {
-        print_error(&format_args!(
+        messages::error(&format_args!(
             "{name}: … and {} more problems",
             s.error_count - s.errors.len() as u64
         ));
     }
     for e in &o.problems {
-        print_error(&format_args!("{name}: {e}"));
+        messages::error(&format_args!("{name}: {e}"));
     }
     if let Some(e) = &o.stopped {
-        print_error(&format_args!("{name}: decoding stopped: {e}"));
+        messages::error(&format_args!("{name}: decoding stopped: {e}"));
     }
     if let Some(msg) = &o.truncated {
-        print_stderr(format_args!(
+        messages::print(format_args!(
             "uevrec: {name}: truncated input salvaged: {msg}\n"
         ));
     }
@@ -181,19 +183,19 @@ fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
         } else {
             "the file has no HEADER_CLOCK_DATA (`perf record -k CLOCK_MONOTONIC` writes one)"
         };
-        print_stderr(format_args!(
+        messages::print(format_args!(
             "uevrec: {name}: \"time\" is null in {} lines: {why}\n",
             s.time_unknown
         ));
     }
     for (event, n) in &s.skipped {
-        print_stderr(format_args!(
+        messages::print(format_args!(
             "uevrec: {name}: {n} samples of {event} not decoded (written as \"undecoded\" \
              notices with their bytes in hex)\n"
         ));
     }
     if s.unknown_event > 0 {
-        print_stderr(format_args!(
+        messages::print(format_args!(
             "uevrec: {name}: {} samples of no known event (their id matches no attr)\n",
             s.unknown_event
         ));
@@ -205,14 +207,14 @@ fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
             "they came after a FINISHED_ROUND that should have followed them; perf script \
              counts them as out of order events too"
         };
-        print_stderr(format_args!(
+        messages::print(format_args!(
             "uevrec: {name}: {} records written out of time order ({why})\n",
             s.late
         ));
     }
     if !quiet {
         let shared = o.shared.as_ref().map(|how| format!(" ({how})"));
-        print_stderr(format_args!(
+        messages::print(format_args!(
             "uevrec: {} records, {} lost, from {name} in {:.1} s{}\n",
             s.records,
             s.lost,

@@ -1,6 +1,6 @@
 //! `record`'s export flags: OTLP to a collector (`--otlp`, `--otlp-endpoint`, …), the
 //! spool, the metrics endpoint. The OpenTelemetry exporter environment variables fill in
-//! what the flags leave out (crate::export::config); docs/export.md has the semantics.
+//! what the flags leave out (crate::delivery::export::config); docs/export.md has the semantics.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -8,8 +8,8 @@ use std::time::Duration;
 use clap::Args;
 
 use super::values;
+use crate::delivery::export::{Compression, Protocol};
 use crate::delivery::queue::FullPolicy;
-use crate::export::{Compression, Protocol};
 
 /// OTLP export, spool and metrics flags.
 #[derive(Debug, Args, Default)]
@@ -76,7 +76,7 @@ pub struct ExportArgs {
     pub unready_after: Duration,
     /// At most this many Kubernetes pods get /metrics series of their own (labels
     /// k8s_namespace, k8s_pod); later pods' records count under k8s_pod="(other)".
-    #[arg(long, value_name = "N", default_value_t = crate::metrics::Metrics::DEFAULT_MAX_PODS)]
+    #[arg(long, value_name = "N", default_value_t = crate::delivery::metrics::Metrics::DEFAULT_MAX_PODS)]
     pub metrics_max_pods: usize,
 }
 
@@ -97,11 +97,11 @@ pub struct ExportRun {
     /// The frames' encoding (the pipeline writes them).
     pub encoding: uevrec_parsers::otlp::OtlpEncoding,
     /// The live counters the session updates (read by `/metrics`).
-    pub stats: std::sync::Arc<crate::session::LiveStats>,
+    pub stats: std::sync::Arc<crate::capture::session::LiveStats>,
     /// The metrics endpoint, while it serves.
-    pub server: Option<crate::metrics::MetricsServer>,
+    pub server: Option<crate::delivery::metrics::MetricsServer>,
     /// Its health state.
-    pub health: Option<std::sync::Arc<crate::metrics::Health>>,
+    pub health: Option<std::sync::Arc<crate::delivery::metrics::Health>>,
     /// The queue (for the summary).
     pub queue: std::sync::Arc<dyn crate::delivery::queue::Queue>,
     /// Where the spool is, when there is one.
@@ -112,8 +112,8 @@ pub struct ExportRun {
 const MEMORY_QUEUE: u64 = 16 << 20;
 
 impl ExportArgs {
-    fn flags(&self) -> crate::export::ExportFlags {
-        crate::export::ExportFlags {
+    fn flags(&self) -> crate::delivery::export::ExportFlags {
+        crate::delivery::export::ExportFlags {
             endpoint: self.otlp_endpoint.clone(),
             protocol: self.otlp_protocol,
             headers: self.otlp_header.clone(),
@@ -131,10 +131,10 @@ impl ExportArgs {
     pub fn open(&self, quiet: bool, host: Option<String>) -> Result<ExportRun, String> {
         use std::sync::Arc;
 
+        use crate::delivery::export::{Backoff, BackoffPolicy, Transport, process_env, resolve};
+        use crate::delivery::metrics::{self, Health, HealthConfig, Metrics};
         use crate::delivery::queue::{MemoryQueue, Queue};
         use crate::delivery::{DeliverySink, Parts, Shared, ledger, wire};
-        use crate::export::{Backoff, BackoffPolicy, Transport, process_env, resolve};
-        use crate::metrics::{self, Health, HealthConfig, Metrics};
         use uevrec_parsers::otlp::OtlpEncoding;
 
         let config = resolve(&self.flags(), &process_env).map_err(|e| e.to_string())?;
@@ -166,12 +166,13 @@ impl ExportArgs {
         let (queue, first_new_id): (Arc<dyn Queue>, u64) = match &self.spool {
             Some(dir) => {
                 let full = self.spool_full;
-                let (spool, found) = crate::spool::Spool::open(crate::spool::SpoolConfig {
-                    dir: dir.clone(),
-                    max_bytes: self.spool_size,
-                    full,
-                })
-                .map_err(|e| e.to_string())?;
+                let (spool, found) =
+                    crate::delivery::spool::Spool::open(crate::delivery::spool::SpoolConfig {
+                        dir: dir.clone(),
+                        max_bytes: self.spool_size,
+                        full,
+                    })
+                    .map_err(|e| e.to_string())?;
                 if found.records > 0 {
                     shared
                         .ledger
@@ -181,7 +182,7 @@ impl ExportArgs {
                     shared.ledger.corrupt_at_start(found.corrupt_records);
                 }
                 if !quiet && (found.batches > 0 || found.corrupt_batches > 0) {
-                    super::print_stderr(format_args!(
+                    crate::messages::print(format_args!(
                         "uevrec: spool {}: {} batches ({} records) of an earlier run to send{}\n",
                         dir.display(),
                         found.batches,
@@ -205,7 +206,7 @@ impl ExportArgs {
             None => (Arc::new(MemoryQueue::new(MEMORY_QUEUE, self.spool_full)), 0),
         };
 
-        let stats = Arc::new(crate::session::LiveStats::default());
+        let stats = Arc::new(crate::capture::session::LiveStats::default());
         let (server, health) = match (&self.metrics_listen, &metrics) {
             (Some(addr), Some(m)) => {
                 let health = Arc::new(Health::new(HealthConfig {
@@ -218,7 +219,7 @@ impl ExportArgs {
                     m.set_spool(o.bytes, o.capacity, o.batches);
                     m.set_stage_chunks(
                         st.stage_queued.load(std::sync::atomic::Ordering::Relaxed),
-                        crate::pipeline::STAGE_CHUNKS as u64,
+                        crate::capture::staging::STAGE_CHUNKS as u64,
                     );
                     let attached = st.attached.load(std::sync::atomic::Ordering::Relaxed);
                     if st.scanned.load(std::sync::atomic::Ordering::Acquire) {
@@ -251,7 +252,7 @@ impl ExportArgs {
                 let (m, h) = (m.clone(), h.clone());
                 Some(Box::new(move |signal, attempt, took, bytes| {
                     use crate::delivery::Attempt;
-                    use crate::metrics::{ExportOutcome, RetryReason};
+                    use crate::delivery::metrics::{ExportOutcome, RetryReason};
                     let signal = uevrec_parsers::otlp::frame::Signal::from_byte(signal)
                         .unwrap_or(uevrec_parsers::otlp::frame::Signal::Logs);
                     let outcome = match attempt {
@@ -308,8 +309,8 @@ impl ExportArgs {
 }
 
 /// The metrics' retry reason of a transport's retry (its reason text).
-fn retry_reason(reason: &str, hinted: bool) -> crate::metrics::RetryReason {
-    use crate::metrics::RetryReason;
+fn retry_reason(reason: &str, hinted: bool) -> crate::delivery::metrics::RetryReason {
+    use crate::delivery::metrics::RetryReason;
     let r = reason.to_ascii_lowercase();
     if hinted || r.contains("429") || r.contains("resource_exhausted") || r.contains("throttl") {
         RetryReason::Throttled

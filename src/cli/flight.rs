@@ -1,10 +1,10 @@
-//! `record --flight SIZE`: the flight recorder's flags (crate::flight) → [`FlightOptions`].
+//! `record --flight SIZE`: the flight recorder's flags (crate::outputs::flight) → [`FlightOptions`].
 
 use clap::Args;
 
 use super::values;
-use crate::flight::FlightOptions;
-use crate::selector::Selector;
+use crate::capture::selector::Selector;
+use crate::outputs::flight::FlightOptions;
 
 /// The flight recorder's options of `uevrec record` (docs/flight-recorder.md).
 #[derive(Debug, Args)]

@@ -6,8 +6,9 @@ use std::io::{self, Write};
 use serde::Serialize;
 use uevrec_parsers::{EventFormat, FieldKind};
 
-use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, ListArgs, print_error, print_stderr};
-use crate::selector::default_selectors;
+use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, ListArgs};
+use crate::capture::selector::default_selectors;
+use crate::messages;
 
 /// Systems whose events appear in `user_events_status`.
 const USER_EVENT_SYSTEMS: [&str; 2] = ["user_events", "user_events_multi"];
@@ -77,7 +78,7 @@ pub fn list(args: &ListArgs) -> i32 {
     let tracefs = match args.events.tracefs() {
         Ok(t) => t,
         Err(e) => {
-            print_error(&e);
+            messages::error(&e);
             return EXIT_ERROR;
         }
     };
@@ -88,7 +89,7 @@ pub fn list(args: &ListArgs) -> i32 {
     let events = match tracefs.list_events() {
         Ok(ev) => ev,
         Err(e) => {
-            print_error(&e);
+            messages::error(&e);
             return EXIT_ERROR;
         }
     };
@@ -107,7 +108,7 @@ pub fn list(args: &ListArgs) -> i32 {
             Ok(f) => f,
             Err(e) => {
                 // Events may vanish between listing and reading; report and go on.
-                print_error(&e);
+                messages::error(&e);
                 failed += 1;
                 continue;
             }
@@ -139,7 +140,7 @@ pub fn list(args: &ListArgs) -> i32 {
         return io_exit(&e);
     }
     if shown == 0 && failed == 0 {
-        print_stderr(format_args!(
+        messages::print(format_args!(
             "uevrec: no event matches (see the SELECTOR syntax in --help)\n"
         ));
     }
@@ -150,7 +151,7 @@ fn io_exit(e: &io::Error) -> i32 {
     if e.kind() == io::ErrorKind::BrokenPipe {
         EXIT_OUTPUT_CLOSED
     } else {
-        print_error(&format_args!("writing to <stdout>: {e}"));
+        messages::error(&format_args!("writing to <stdout>: {e}"));
         EXIT_ERROR
     }
 }

@@ -6,7 +6,10 @@
 //! [`EXIT_ERROR`] 1 an error (tracefs, privileges, output file), printed with its fix;
 //! [`EXIT_USAGE`] 2 bad command line; [`EXIT_OUTPUT_CLOSED`] 141 the reader of standard
 //! output went away (EPIPE; like a shell's status for SIGPIPE), nothing printed;
-//! [`crate::signals::FORCED_EXIT_STATUS`] 130 a second SIGINT/SIGTERM cut the shutdown short.
+//! [`crate::system::signals::FORCED_EXIT_STATUS`] 130 a second SIGINT/SIGTERM cut the shutdown short.
+//!
+//! Layers, lowest first: `values`, `output`, `export`, `register`, `record`, `decode`,
+//! `flight`, `list`, `recover`, `top`.
 
 pub mod decode;
 pub mod export;
@@ -24,8 +27,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::selector::Selector;
-use crate::tracefs::{Tracefs, TracefsError};
+use crate::capture::selector::Selector;
+use crate::capture::tracefs::{Tracefs, TracefsError};
 
 /// Success.
 pub const EXIT_OK: i32 = 0;
@@ -123,12 +126,12 @@ pub struct SessionArgs {
     /// to a power of two pages.
     #[arg(short = 'm', long, value_name = "PAGES|SIZE", default_value = "128",
           value_parser = values::parse_buffer_pages)]
-    pub buffer_size: crate::perf::RingPages,
+    pub buffer_size: crate::capture::perf::RingPages,
     /// How events reach uevrec: perf rings (one descriptor per event and CPU), or a
     /// private tracefs instance read page by page (cheaper for the traced programs, no
     /// descriptor per event; needs root).
     #[arg(long, value_enum, value_name = "BACKEND", default_value = "perf")]
-    pub backend: crate::session::backend::BackendKind,
+    pub backend: crate::capture::backend::BackendKind,
     /// Kernel-side filter applied to every event (ftrace syntax, e.g. 'pid > 100').
     #[arg(long, value_name = "EXPR")]
     pub filter: Option<String>,
@@ -147,8 +150,8 @@ impl SessionArgs {
     /// The session these flags ask for (no common fields, no record limit, no schema
     /// lines, messages on standard error, no triggers); tracefs is
     /// found (and checked) here.
-    pub fn session_config(&self) -> Result<crate::session::SessionConfig, TracefsError> {
-        Ok(crate::session::SessionConfig {
+    pub fn session_config(&self) -> Result<crate::capture::session::SessionConfig, TracefsError> {
+        Ok(crate::capture::session::SessionConfig {
             tracefs: Some(self.events.tracefs()?),
             selectors: self.events.all_selectors(),
             backend: self.backend,
@@ -213,11 +216,11 @@ pub struct RecordingArgs {
     /// The kubelet's pod log directories (NAMESPACE_POD_UID), which name the pods
     /// whose UIDs the cgroups give (k8s_namespace, k8s_pod keys; docs/json-lines.md,
     /// "Kubernetes").
-    #[arg(long, value_name = "DIR", default_value = crate::kubernetes::DEFAULT_POD_LOGS)]
+    #[arg(long, value_name = "DIR", default_value = crate::capture::kubernetes::DEFAULT_POD_LOGS)]
     pub k8s_pod_logs: std::path::PathBuf,
     /// The kubelet's container log links (POD_NAMESPACE_CONTAINER-ID.log), which
     /// name the containers (k8s_container key).
-    #[arg(long, value_name = "DIR", default_value = crate::kubernetes::DEFAULT_CONTAINER_LOGS)]
+    #[arg(long, value_name = "DIR", default_value = crate::capture::kubernetes::DEFAULT_CONTAINER_LOGS)]
     pub k8s_container_logs: std::path::PathBuf,
 }
 
@@ -255,7 +258,7 @@ pub struct RecordArgs {
     /// end). Dumps, rotated files and the trace.dat appear whole under their names
     /// whatever the policy (docs/json-lines.md, docs/record-trace-dat.md).
     #[arg(long, value_name = "never|batch|INTERVAL", default_value = "never")]
-    pub fsync: crate::durable::FsyncPolicy,
+    pub fsync: crate::system::durable::FsyncPolicy,
 }
 
 /// The file format of `record --raw`.
@@ -288,14 +291,6 @@ pub struct ListArgs {
     #[arg(long)]
     pub json: bool,
 }
-
-/// Print an error with the program name (a closed stderr is ignored, never a panic).
-pub(crate) fn print_error(msg: &dyn std::fmt::Display) {
-    print_stderr(format_args!("uevrec: error: {msg}\n"));
-}
-
-/// Write to stderr, ignoring failure (unlike `eprintln!`, which panics).
-pub(crate) use crate::stderr::print as print_stderr;
 
 /// Run the command line; returns the exit status.
 pub fn main() -> i32 {

@@ -7,9 +7,9 @@ use clap::{Args, ValueEnum};
 use uevrec_parsers::OutputFormat;
 
 use super::values;
-use crate::sink::file::{FileOptions, RotatingFile, Rotation};
-use crate::sink::stdout::StdoutSink;
-use crate::sink::{Sink, SinkError};
+use crate::outputs::sink::file::{FileOptions, RotatingFile, Rotation};
+use crate::outputs::sink::stdout::StdoutSink;
+use crate::outputs::sink::{Sink, SinkError};
 
 /// Where the lines go: `record`'s output options.
 #[derive(Debug, Args)]

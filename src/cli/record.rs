@@ -6,22 +6,22 @@ use std::time::{Duration, Instant};
 
 use super::{
     EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, RawFormat, RecordArgs, RecordingArgs, TailArgs,
-    print_error, print_stderr,
 };
-use crate::flight::FlightSummary;
-use crate::ftrace::SpoolPlan;
-use crate::raw::dat::DatOutput;
-use crate::raw::file::PerfDataFile;
-use crate::raw::host::HostInfo;
-use crate::raw::{Raw, RawError, RawOutput, RawSummary};
+use crate::capture::backend::BackendKind;
+use crate::capture::ftrace::SpoolPlan;
+use crate::capture::selector::default_selectors;
+use crate::capture::session::{SessionConfig, Summary};
+use crate::capture::tracefs::TracefsError;
+use crate::messages;
+use crate::outputs::flight::FlightSummary;
+use crate::outputs::raw::dat::DatOutput;
+use crate::outputs::raw::file::PerfDataFile;
+use crate::outputs::raw::host::HostInfo;
+use crate::outputs::raw::{Raw, RawError, RawOutput, RawSummary};
+use crate::outputs::sink::SinkError;
+use crate::outputs::sink::stdout::StdoutSink;
 use crate::recorder::{Config, Outputs, PipelineOptions, Recorder};
-use crate::selector::default_selectors;
-use crate::session::backend::BackendKind;
-use crate::session::{SessionConfig, Summary};
-use crate::signals::SignalFlags;
-use crate::sink::SinkError;
-use crate::sink::stdout::StdoutSink;
-use crate::tracefs::TracefsError;
+use crate::system::signals::SignalFlags;
 
 /// `uevrec record`: pre-registered events (`--register`) live exactly as long as this
 /// call, whatever the exit path.
@@ -44,7 +44,7 @@ fn with_registered<A>(
     {
         Ok(r) => r,
         Err(e) => {
-            print_error(&e);
+            messages::error(&e);
             return EXIT_ERROR;
         }
     };
@@ -53,7 +53,7 @@ fn with_registered<A>(
 }
 
 fn record_run(args: RecordArgs) -> i32 {
-    crate::durable::set_policy(args.fsync);
+    crate::system::durable::set_policy(args.fsync);
     if args.export.enabled() {
         return export(&args);
     }
@@ -61,7 +61,7 @@ fn record_run(args: RecordArgs) -> i32 {
         return flight(&args, size);
     }
     if let Err(e) = check_raw_format(&args) {
-        print_error(&e);
+        messages::error(&e);
         return EXIT_ERROR;
     }
     // With --raw, JSON lines only when -o asks for them.
@@ -69,7 +69,7 @@ fn record_run(args: RecordArgs) -> i32 {
         match args.output.open() {
             Ok(s) => Some(s),
             Err(e) => {
-                print_error(&e);
+                messages::error(&e);
                 return EXIT_ERROR;
             }
         }
@@ -82,7 +82,7 @@ fn record_run(args: RecordArgs) -> i32 {
     let mut config = match config(&args.rec, status_line) {
         Ok(c) => c,
         Err(e) => {
-            print_error(&e);
+            messages::error(&e);
             return EXIT_ERROR;
         }
     };
@@ -100,7 +100,7 @@ fn record_run(args: RecordArgs) -> i32 {
         Some(path) => match raw_output(path, &args, &mut config, sink.is_none()) {
             Ok(r) => Some(r),
             Err(e) => {
-                print_error(&e);
+                messages::error(&e);
                 return EXIT_ERROR;
             }
         },
@@ -142,13 +142,13 @@ fn export(args: &RecordArgs) -> i32 {
         None
     };
     if let Some(why) = refused {
-        print_error(&why);
+        messages::error(&why);
         return EXIT_ERROR;
     }
     let mut config = match config(&args.rec, false) {
         Ok(c) => c,
         Err(e) => {
-            print_error(&e);
+            messages::error(&e);
             return EXIT_ERROR;
         }
     };
@@ -159,7 +159,7 @@ fn export(args: &RecordArgs) -> i32 {
     let opened = match args.export.open(args.rec.quiet, host) {
         Ok(r) => r,
         Err(e) => {
-            print_error(&e);
+            messages::error(&e);
             return EXIT_ERROR;
         }
     };
@@ -181,7 +181,7 @@ fn export(args: &RecordArgs) -> i32 {
         Some(path) => match raw_output(path, args, &mut config, false) {
             Ok(raw) => Some(raw),
             Err(e) => {
-                print_error(&e);
+                messages::error(&e);
                 return EXIT_ERROR;
             }
         },
@@ -190,7 +190,7 @@ fn export(args: &RecordArgs) -> i32 {
     let flags = match SignalFlags::install() {
         Ok(f) => f,
         Err(e) => {
-            print_error(&format_args!("installing signal handlers: {e}"));
+            messages::error(&format_args!("installing signal handlers: {e}"));
             return EXIT_ERROR;
         }
     };
@@ -204,7 +204,7 @@ fn export(args: &RecordArgs) -> i32 {
     }
     if !args.rec.quiet {
         let snap = shared.ledger.snapshot();
-        print_stderr(format_args!(
+        messages::print(format_args!(
             "{}",
             super::export::summary_text(&snap, spool_dir.as_deref())
         ));
@@ -248,7 +248,7 @@ fn flight(args: &RecordArgs, size: u64) -> i32 {
     let (flight, mut config) = match prepared {
         Ok(p) => p,
         Err(e) => {
-            print_error(&e);
+            messages::error(&e);
             return EXIT_ERROR;
         }
     };
@@ -315,7 +315,7 @@ fn tail_run(args: TailArgs) -> i32 {
     let config = match config(&args.rec, false) {
         Ok(c) => c,
         Err(e) => {
-            print_error(&e);
+            messages::error(&e);
             return EXIT_ERROR;
         }
     };
@@ -336,13 +336,13 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
         max_records: rec.count,
         // JSON lines carry every context key, OTLP the Kubernetes identity (docs/otlp.md).
         context: !rec.no_context,
-        pod_logs: crate::kubernetes::PodLogDirs {
+        pod_logs: crate::capture::kubernetes::PodLogDirs {
             pods: rec.k8s_pod_logs.clone(),
             containers: rec.k8s_container_logs.clone(),
         },
         drain_threads: rec
             .drain_threads
-            .map_or_else(crate::session::default_drain_threads, usize::from),
+            .map_or_else(crate::capture::session::default_drain_threads, usize::from),
         ..rec.session.session_config()?
     };
     let mut session = session;
@@ -368,7 +368,7 @@ fn run(recorder: Recorder, rec: &RecordingArgs, status_line: bool) -> i32 {
     }) {
         Ok(f) => f,
         Err(e) => {
-            print_error(&format_args!("installing signal handlers: {e}"));
+            messages::error(&format_args!("installing signal handlers: {e}"));
             return EXIT_ERROR;
         }
     };
@@ -385,7 +385,7 @@ fn run_with(
     let started = Instant::now();
     let out = recorder.run(flags);
     if status_line {
-        print_stderr(format_args!("\r\x1b[K"));
+        messages::print(format_args!("\r\x1b[K"));
     }
     let raw_status = report_raw(out.raw.as_ref(), rec.quiet);
     let flight_status = report_flight(out.flight.as_ref(), rec.quiet);
@@ -395,7 +395,7 @@ fn run_with(
             if let Ok(summary) = &out.session {
                 print_summary(summary, started.elapsed(), rec.quiet);
             }
-            print_error(&e);
+            messages::error(&e);
             return EXIT_ERROR;
         }
         Ok(()) => {}
@@ -412,7 +412,7 @@ fn run_with(
             raw_status.max(flight_status)
         }
         Err(e) => {
-            print_error(&e);
+            messages::error(&e);
             EXIT_ERROR
         }
     }
@@ -424,18 +424,18 @@ fn report_raw(raw: Option<&Result<RawSummary, RawError>>, quiet: bool) -> i32 {
         None => EXIT_OK,
         Some(Err(e)) if matches!(e.error, SinkError::Closed) => EXIT_OK,
         Some(Err(e)) => {
-            print_error(e);
+            messages::error(e);
             EXIT_ERROR
         }
         Some(Ok(s)) => {
             for (why, n) in &s.unwritten {
-                print_error(&format_args!(
+                messages::error(&format_args!(
                     "{n} records not written to {}: {why}",
                     s.path.display()
                 ));
             }
             if let (false, Some(d)) = (quiet, s.trace_dat) {
-                print_stderr(format_args!(
+                messages::print(format_args!(
                     "uevrec: wrote {}: {} ring pages of {} CPUs, {} event formats (`uevrec \
                      decode {}` reads its records and losses)\n",
                     s.path.display(),
@@ -445,7 +445,7 @@ fn report_raw(raw: Option<&Result<RawSummary, RawError>>, quiet: bool) -> i32 {
                     s.path.display()
                 ));
             } else if !quiet {
-                print_stderr(format_args!(
+                messages::print(format_args!(
                     "uevrec: wrote {}: {} samples of {} events, {} LOST records\n",
                     s.path.display(),
                     s.samples,
@@ -479,10 +479,10 @@ fn report_flight(flight: Option<&FlightSummary>, quiet: bool) -> i32 {
                 f.discarded
             ));
         }
-        print_stderr(format_args!("{text}\n"));
+        messages::print(format_args!("{text}\n"));
     }
     if f.failed > 0 {
-        print_error(&format_args!("{} flight dumps failed", f.failed));
+        messages::error(&format_args!("{} flight dumps failed", f.failed));
         EXIT_ERROR
     } else {
         EXIT_OK

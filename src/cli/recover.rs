@@ -1,13 +1,14 @@
 //! `uevrec recover FILE`: the trace.dat of a killed `record --raw FILE --raw-format
 //! trace-dat`, assembled from the metadata and per-CPU spools it left beside FILE
-//! (crate::raw::dat::recover).
+//! (crate::offline::recover).
 
 use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{EXIT_ERROR, EXIT_OK, print_error, print_stderr};
-use crate::durable::FsyncPolicy;
+use super::{EXIT_ERROR, EXIT_OK};
+use crate::messages;
+use crate::system::durable::FsyncPolicy;
 
 /// `uevrec recover`.
 #[derive(Debug, Args)]
@@ -33,17 +34,17 @@ pub struct RecoverArgs {
 
 /// Run `uevrec recover`; the exit status.
 pub fn recover(args: &RecoverArgs) -> i32 {
-    crate::durable::set_policy(args.fsync);
-    let tracefs = crate::tracefs::Tracefs::discover(args.tracefs.as_deref())
+    crate::system::durable::set_policy(args.fsync);
+    let tracefs = crate::capture::tracefs::Tracefs::discover(args.tracefs.as_deref())
         .ok()
         .map(|t| t.root().to_owned());
-    match crate::raw::dat::recover(&args.file, tracefs.as_deref()) {
+    match crate::offline::recover::recover(&args.file, tracefs.as_deref()) {
         Ok(r) => {
             if !args.quiet {
                 for n in &r.notes {
-                    print_stderr(format_args!("uevrec: note: {n}\n"));
+                    messages::print(format_args!("uevrec: note: {n}\n"));
                 }
-                print_stderr(format_args!(
+                messages::print(format_args!(
                     "uevrec: recovered {}: {} ring pages of {} CPUs, {} event formats \
                      (`uevrec decode {}` reads its records and losses)\n",
                     r.path.display(),
@@ -56,7 +57,7 @@ pub fn recover(args: &RecoverArgs) -> i32 {
             EXIT_OK
         }
         Err(e) => {
-            print_error(&e);
+            messages::error(&e);
             EXIT_ERROR
         }
     }

@@ -9,10 +9,11 @@ use clap::Args;
 use uevrec_parsers::{Element, FieldKind};
 use uevrec_samples::{Flags, PayloadValue, RegisterCommand, UserEvents, Written};
 
-use super::{EXIT_ERROR, EXIT_OK, print_error, print_stderr, values};
-use crate::register::{Outcome, RegError, Registered, Registrar, Wanted, eventheader};
-use crate::selector::Selector;
-use crate::tracefs::Tracefs;
+use super::{EXIT_ERROR, EXIT_OK, values};
+use crate::capture::register::{Outcome, RegError, Registered, Registrar, Wanted, eventheader};
+use crate::capture::selector::Selector;
+use crate::capture::tracefs::Tracefs;
+use crate::messages;
 
 /// The pre-registration flags of `record` and `tail`.
 #[derive(Debug, Clone, Default, Args)]
@@ -49,7 +50,7 @@ impl RegisterFlags {
             out.push(Wanted::parse(text, false)?);
         }
         for file in &self.register_file {
-            out.extend(crate::register::read_register_file(file, false)?);
+            out.extend(crate::capture::register::read_register_file(file, false)?);
         }
         for pattern in &self.register_eventheader {
             out.extend(eventheader::expand(pattern)?);
@@ -91,7 +92,7 @@ impl RegisterFlags {
 pub fn finish(reg: &mut Registered) -> i32 {
     let errors = reg.finish();
     for e in &errors {
-        print_error(e);
+        messages::error(e);
     }
     if errors.is_empty() {
         EXIT_OK
@@ -188,8 +189,10 @@ pub fn register(args: &RegisterArgs) -> i32 {
             .map_err(|e| e.to_string())?;
         let reg = registrar(args.tracefs.as_deref())?;
         match reg.create(&w).map_err(|e| e.to_string())? {
-            Outcome::Created => print_stderr(format_args!("uevrec: registered `{}`\n", w.text())),
-            Outcome::Existed => print_stderr(format_args!(
+            Outcome::Created => {
+                messages::print(format_args!("uevrec: registered `{}`\n", w.text()))
+            }
+            Outcome::Existed => messages::print(format_args!(
                 "uevrec: `{}` exists already (nothing created)\n",
                 w.text()
             )),
@@ -226,7 +229,7 @@ pub fn unregister(args: &UnregisterArgs) -> i32 {
         };
         let w = Wanted::parse(&text, false).map_err(|e| e.to_string())?;
         reg.delete(&w, args.wait).map_err(|e| e.to_string())?;
-        print_stderr(format_args!("uevrec: unregistered `{}`\n", w.text()));
+        messages::print(format_args!("uevrec: unregistered `{}`\n", w.text()));
         Ok(())
     };
     status(run())
@@ -236,7 +239,7 @@ fn status(r: Result<(), String>) -> i32 {
     match r {
         Ok(()) => EXIT_OK,
         Err(e) => {
-            print_error(&e);
+            messages::error(&e);
             EXIT_ERROR
         }
     }

@@ -1,4 +1,4 @@
-//! `uevrec top`: flags → a session and display options; [`crate::top`] runs them.
+//! `uevrec top`: flags → a session and display options; [`crate::outputs::top`] runs them.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -8,12 +8,13 @@ use std::time::Duration;
 use clap::Args;
 use signal_hook::consts::{SIGINT, SIGTERM};
 
-use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, SessionArgs, print_error, values};
-use crate::session::SessionConfig;
-use crate::session::backend::BackendKind;
-use crate::top::model::SortKey;
-use crate::top::pods::GroupBy;
-use crate::top::{self as live, Display, TopOptions};
+use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, SessionArgs, values};
+use crate::capture::backend::BackendKind;
+use crate::capture::session::SessionConfig;
+use crate::messages;
+use crate::outputs::top::model::SortKey;
+use crate::outputs::top::pods::GroupBy;
+use crate::outputs::top::{Display, TopOptions};
 
 /// `uevrec top`.
 #[derive(Debug, Args)]
@@ -39,10 +40,10 @@ pub struct TopArgs {
     #[arg(long, value_enum, default_value_t = GroupBy::Event)]
     pub by: GroupBy,
     /// With --by pod: the kubelet's pod log directories (NAMESPACE_POD_UID).
-    #[arg(long, value_name = "DIR", default_value = crate::kubernetes::DEFAULT_POD_LOGS)]
+    #[arg(long, value_name = "DIR", default_value = crate::capture::kubernetes::DEFAULT_POD_LOGS)]
     pub k8s_pod_logs: std::path::PathBuf,
     /// With --by pod: the kubelet's container log links.
-    #[arg(long, value_name = "DIR", default_value = crate::kubernetes::DEFAULT_CONTAINER_LOGS)]
+    #[arg(long, value_name = "DIR", default_value = crate::capture::kubernetes::DEFAULT_CONTAINER_LOGS)]
     pub k8s_container_logs: std::path::PathBuf,
 }
 
@@ -58,17 +59,17 @@ pub fn top(args: &TopArgs) -> i32 {
         // screen): the session's messages show as the view's notice line.
         Ok(c) => SessionConfig {
             quiet: display == Display::Terminal,
-            // Names come from /proc (crate::top); context records are tracked only for
+            // Names come from /proc (crate::outputs::top); context records are tracked only for
             // the pods of --by pod.
             context: args.by == GroupBy::Pod,
-            pod_logs: crate::kubernetes::PodLogDirs {
+            pod_logs: crate::capture::kubernetes::PodLogDirs {
                 pods: args.k8s_pod_logs.clone(),
                 containers: args.k8s_container_logs.clone(),
             },
             ..c
         },
         Err(e) => {
-            print_error(&e);
+            messages::error(&e);
             return EXIT_ERROR;
         }
     };
@@ -77,7 +78,7 @@ pub fn top(args: &TopArgs) -> i32 {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [SIGINT, SIGTERM] {
         if let Err(e) = signal_hook::flag::register(sig, Arc::clone(&stop)) {
-            print_error(&format_args!("installing signal handlers: {e}"));
+            messages::error(&format_args!("installing signal handlers: {e}"));
             return EXIT_ERROR;
         }
     }
@@ -91,9 +92,9 @@ pub fn top(args: &TopArgs) -> i32 {
         },
         by: args.by,
     };
-    let out = live::run(&config, &opts, display, &stop);
+    let out = crate::recorder::top::run(&config, &opts, display, &stop);
     if let Err(e) = out.session {
-        print_error(&e);
+        messages::error(&e);
         return EXIT_ERROR;
     }
     match out.display {
@@ -104,7 +105,7 @@ pub fn top(args: &TopArgs) -> i32 {
                 Display::Terminal => "the terminal",
                 Display::Lines => "standard output",
             };
-            print_error(&format_args!(
+            messages::error(&format_args!(
                 "{what}: {e} (with standard output not a terminal, top prints JSON lines)"
             ));
             EXIT_ERROR

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::perf::RingPages;
+use crate::capture::perf::RingPages;
 
 /// A byte size: a number with an optional `k`/`M`/`G`/`T` suffix (binary units, 1k = 1024;
 /// `kB`, `KiB`, `MiB` … are accepted too).
@@ -24,7 +24,7 @@ pub fn parse_positive_size(s: &str) -> Result<u64, String> {
 /// Ring size per CPU, perf `-m` style: a plain number is pages, a number with a unit is
 /// bytes; both are rounded up to a power of two pages.
 pub fn parse_buffer_pages(s: &str) -> Result<RingPages, String> {
-    pages_for(s, crate::perf::page_size() as u64)
+    pages_for(s, crate::capture::perf::page_size() as u64)
 }
 
 fn pages_for(s: &str, page: u64) -> Result<RingPages, String> {

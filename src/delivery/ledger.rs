@@ -5,24 +5,17 @@
 //!     = exported (acknowledged) + dropped (by reason) + pending (still queued)
 //! ```
 //!
-//! Updated once per batch (never per record), read by the summary and by `/metrics`.
-//! A batch's records per tracepoint come from its frame's metadata
-//! ([`uevrec_parsers::otlp::FrameMeta`]); uevrec's own records (lost counts, notices)
-//! are under the tracepoint `uevrec`, and records of batches whose metadata was
-//! unreadable (a corrupt spool) under `(unknown)`.
-//!
-//! A batch's entries are series keys ([`series_key`]): a tracepoint, and the
-//! Kubernetes pod its records came from when the frame's pod column names one. The
-//! ledger's own counts are per tracepoint (pods summed); `/metrics` gets the pod as
-//! the labels `k8s_namespace` and `k8s_pod` ([`Metrics::tracepoint_in_pod`]).
+//! Updated once per batch (never per record), read by the summary and by `/metrics`. A
+//! batch's records per series ([`series_key`]: a tracepoint, and its Kubernetes pod) come
+//! from its frame's metadata ([`uevrec_parsers::otlp::FrameMeta`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::metrics::{Metrics, Signal, TracepointMetrics};
+use crate::delivery::metrics::{Metrics, Signal, TracepointMetrics};
 
 /// Why records were dropped instead of exported (the metrics' `reason` label).
-pub use crate::metrics::DropReason;
+pub use crate::delivery::metrics::DropReason;
 
 /// The counts of one tracepoint, or of all.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -64,7 +57,9 @@ const POD_SEPARATOR: char = '\0';
 
 /// The series key of `tracepoint`'s records from `pod` (an export frame's pod column:
 /// `namespace/pod`, `/UID` while the pod's names are unknown, or empty outside pods):
-/// the tracepoint alone outside pods.
+/// the tracepoint alone outside pods. The ledger's own counts are per tracepoint (pods
+/// summed); `/metrics` gets the pod as the labels `k8s_namespace` and `k8s_pod`
+/// ([`crate::delivery::metrics::Metrics::tracepoint_in_pod`]).
 pub fn series_key(mut tracepoint: String, pod: &str) -> String {
     if !pod.is_empty() {
         tracepoint.push(POD_SEPARATOR);
@@ -83,13 +78,15 @@ pub fn split_key(key: &str) -> (&str, Option<(&str, &str)>) {
 }
 
 /// The tracepoint name for records whose batch metadata was unreadable.
-pub const UNKNOWN: &str = crate::metrics::UNKNOWN_TRACEPOINT;
+pub const UNKNOWN: &str = crate::delivery::metrics::UNKNOWN_TRACEPOINT;
 
 /// The tracepoint under which batches left in the spool by an earlier run are counted
 /// (their per-tracepoint counts are in the spool, not read at start).
 pub const EARLIER_RUN: &str = "(earlier run)";
 
-/// The accounting of one run.
+/// The accounting of one run. uevrec's own records (lost counts, notices) count under
+/// the tracepoint `uevrec`, records of batches whose metadata was unreadable (a corrupt
+/// spool) under [`UNKNOWN`].
 #[derive(Default)]
 pub struct Ledger {
     inner: Mutex<Inner>,

@@ -1,5 +1,5 @@
 //! Where batches wait between the formatter and the collector: the durable spool
-//! ([`crate::spool::Spool`], `--spool DIR`) or, without one, a small queue in memory
+//! ([`crate::delivery::spool::Spool`], `--spool DIR`) or, without one, a small queue in memory
 //! ([`MemoryQueue`]). Both are bounded and have the same full policy.
 
 use std::collections::VecDeque;
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 /// What to do when a batch does not fit (`--spool-full`): the spool's policy, for the
 /// memory queue too.
-pub use crate::spool::FullPolicy;
+pub use crate::delivery::spool::FullPolicy;
 
 /// One batch as it waits: its id, how many records it holds, its metadata
 /// ([`uevrec_parsers::otlp::FrameMeta`], encoded) and the export request.

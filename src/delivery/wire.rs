@@ -1,5 +1,5 @@
-//! The real parts behind the delivery engine's traits: the spool ([`crate::spool`]) as
-//! a [`Queue`], the OTLP transport ([`crate::export`]) as a [`Link`], its backoff as
+//! The real parts behind the delivery engine's traits: the spool ([`crate::delivery::spool`]) as
+//! a [`Queue`], the OTLP transport ([`crate::delivery::export`]) as a [`Link`], its backoff as
 //! [`Pacing`], and the export frames of `uevrec_parsers::otlp::frame` as the batches'
 //! metadata and in-band notices.
 
@@ -9,10 +9,10 @@ use std::time::Duration;
 use uevrec_parsers::otlp::{FrameMeta, OtlpEncoding, read_frames};
 use uevrec_parsers::{LineOptions, OutputFormat, OutputWriter, RecordWriter};
 
+use super::link::{Attempt, BatchInfo, FrameSpan, Link, NoticeBatch, Pacing};
 use super::queue::{Evicted, Occupancy, Queue, QueueError, Queued};
-use super::{Attempt, BatchInfo, FrameSpan, Link, NoticeBatch, Pacing};
-use crate::export::{Backoff, Transport};
-use crate::spool::{Spool, SpoolError};
+use crate::delivery::export::{Backoff, Transport};
+use crate::delivery::spool::{Spool, SpoolError};
 
 impl Queue for Spool {
     fn append(

@@ -1,20 +1,20 @@
 //! Opening the backend a session asks for (perf rings, a tracefs instance, or the
 //! instance's page spool of `--raw-format trace-dat`) and running the session on it.
-//! Here, outside crate::session, so the backends and the session never import each
-//! other: the backends implement [`crate::backend::Backend`], the session drives one
+//! Here, outside crate::capture::session, so the backends and the session never import each
+//! other: the backends implement [`crate::capture::backend::Backend`], the session drives one
 //! ([`session::run_with`]), and this module is the only one that knows both.
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
-use crate::backend::BackendKind;
-use crate::fd_limit::{self, Nofile};
-use crate::ftrace::{FtraceBackend, FtraceOptions, SpoolBackend};
-use crate::perf::{self, PerfBackend, Rings};
-use crate::pipeline::StageSender;
-use crate::session::filter::ThreadFilter;
-use crate::session::{self, LiveStats, SessionConfig, SessionError, Summary};
-use crate::tracefs::Tracefs;
+use crate::capture::backend::BackendKind;
+use crate::capture::ftrace::{FtraceBackend, FtraceOptions, SpoolBackend};
+use crate::capture::perf::{self, PerfBackend, Rings};
+use crate::capture::session::filter::ThreadFilter;
+use crate::capture::session::{self, LiveStats, SessionConfig, SessionError, Summary};
+use crate::capture::staging::StageSender;
+use crate::capture::tracefs::Tracefs;
+use crate::system::fd_limit::{self, Nofile};
 
 /// Open `config`'s backend, then attach and record until `stop` (as
 /// [`session::run_with`] says). Setup errors (before the first attach) return `Err`.
@@ -87,6 +87,6 @@ fn ftrace_options(config: &SessionConfig) -> FtraceOptions {
 /// Print an instance's setup notes (stale instances found) on standard error.
 fn print_notes(notes: Vec<String>) {
     for msg in notes {
-        crate::stderr::print(format_args!("uevrec: {msg}\n"));
+        crate::messages::print(format_args!("uevrec: {msg}\n"));
     }
 }

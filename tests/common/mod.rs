@@ -94,7 +94,7 @@ pub fn perf_skip_reason() -> Option<String> {
     }
 }
 
-/// The process ids of uevrec's background closers (`uevrec-close`, src/perf/reaper.rs),
+/// The process ids of uevrec's background closers (`uevrec-close`, src/capture/perf/reaper.rs),
 /// which close tracepoint descriptors after uevrec exited.
 pub fn reapers() -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {

@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
-use uevrec::perf::RingPages;
+use uevrec::capture::backend::BackendKind::{self, Perf};
+use uevrec::capture::perf::RingPages;
+use uevrec::capture::selector::Selector;
+use uevrec::capture::session::{LiveStats, SessionConfig, Summary};
+use uevrec::capture::tracefs::Tracefs;
 use uevrec::pipeline::Batch;
 use uevrec::recorder;
-use uevrec::selector::Selector;
-use uevrec::session::backend::BackendKind::{self, Perf};
-use uevrec::session::{LiveStats, SessionConfig, Summary};
-use uevrec::tracefs::Tracefs;
 
 /// The tracefs root when the host can run these tests, else why not.
 pub fn host() -> Result<Tracefs, String> {

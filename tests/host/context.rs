@@ -43,7 +43,7 @@ fn host() -> Result<PathBuf, String> {
             return Err(format!("no tracepoint {e} under {}", tracing.display()));
         }
     }
-    uevrec::context::cgroup_root().ok_or_else(|| "no cgroup2 file system mounted".into())
+    uevrec::capture::context::cgroup_root().ok_or_else(|| "no cgroup2 file system mounted".into())
 }
 
 /// The child: waits for a line, moves itself into `scope`, execs perl (getppid ×3,

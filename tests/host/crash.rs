@@ -401,7 +401,7 @@ fn killed_rotating_runs_leave_whole_rotated_files_in_sequence() {
             .collect();
         ns.sort_unstable_by(|a, b| b.cmp(a));
         // 1…N, or one number free where the kill fell between two renames of a
-        // rotation (the next rotation takes it: src/sink/file.rs's unit tests).
+        // rotation (the next rotation takes it: src/outputs/sink/file.rs's unit tests).
         assert!(
             ns.first().is_none_or(|&top| top as usize <= ns.len() + 1),
             "numbers {ns:?}"

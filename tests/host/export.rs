@@ -221,7 +221,7 @@ fn collector_down_for_the_first_10_s_then_up_loses_nothing() {
     sleep(Duration::from_secs(8));
     let rx = Receiver::start_on(Kind::Grpc, port);
     let up = Instant::now();
-    // Retries back off up to 30 s apart (src/export/retry.rs): the first after the
+    // Retries back off up to 30 s apart (src/delivery/export/retry.rs): the first after the
     // collector came up may be that far away.
     while (got(&rx).seqs.len() as u64) < N && up.elapsed() < PATIENCE {
         sleep(Duration::from_millis(50));

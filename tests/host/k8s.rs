@@ -46,7 +46,7 @@ fn host() -> Result<PathBuf, String> {
     if !event.exists() {
         return Err(format!("no tracepoint {}", event.display()));
     }
-    let root = uevrec::context::cgroup_root()
+    let root = uevrec::capture::context::cgroup_root()
         .ok_or_else(|| "no cgroup2 file system mounted".to_string())?;
     // One name per call: the tests of this file call it at the same time.
     static PROBES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

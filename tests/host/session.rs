@@ -16,10 +16,10 @@ use crate::common::session::*;
 use crate::common::tier::Tier;
 
 use serde_json::Value;
-use uevrec::perf::RingPages;
-use uevrec::session::SessionConfig;
-use uevrec::session::backend::BackendKind::{self, Ftrace, Perf};
-use uevrec::tracefs::Tracefs;
+use uevrec::capture::backend::BackendKind::{self, Ftrace, Perf};
+use uevrec::capture::perf::RingPages;
+use uevrec::capture::session::SessionConfig;
+use uevrec::capture::tracefs::Tracefs;
 
 /// A forked child that makes exactly `n` getppid system calls each time it is asked.
 struct SyscallChild {
@@ -368,7 +368,7 @@ fn late_uprobe_is_attached_recorded_and_released_on(backend: BackendKind) {
         });
     }
     let (summary, _) = run.finish();
-    // Stopping handed every fd to a background closer (src/perf/reaper.rs); once it is
+    // Stopping handed every fd to a background closer (src/capture/perf/reaper.rs); once it is
     // done the probe can be deleted (EBUSY before).
     if let Err(left) = crate::common::wait_reapers_gone(Duration::from_secs(60)) {
         panic!("background closers {left:?} still running after 60 s");
@@ -770,7 +770,7 @@ fn churn_skip_reattach_and_detach_follow_tracefs() {
 
 /// Detaching many events at once does not stall the drain: the kernel's RCU grace period
 /// per closed tracepoint (≈ 39 ms here) is paid by a background closer
-/// (src/perf/reaper.rs), not by the session thread. 200 fake events on distinct real
+/// (src/capture/perf/reaper.rs), not by the session thread. 200 fake events on distinct real
 /// syscall tracepoints vanish in one rescan; closed in place that took ≥ 200 grace periods
 /// (≈ 8 s) during which no ring was drained, and the `detached` notices (stamped as each
 /// detach is done) were spread over those seconds.

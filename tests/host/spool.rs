@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use uevrec::spool::{FullPolicy, Spool, SpoolConfig};
+use uevrec::delivery::spool::{FullPolicy, Spool, SpoolConfig};
 
 use crate::common::tier::Tier;
 

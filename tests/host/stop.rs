@@ -3,7 +3,7 @@
 //! Closing the last perf descriptor of a tracepoint makes the kernel wait for RCU grace
 //! periods, one tracepoint after another (≈ 39 ms each on the development host, 28 s for
 //! the 722 `syscalls:*` events). uevrec hands that wait to a background closer
-//! (`uevrec-close`, src/perf/reaper.rs) and exits at once. This test records `syscalls:*`
+//! (`uevrec-close`, src/capture/perf/reaper.rs) and exits at once. This test records `syscalls:*`
 //! on every CPU for `--duration 1` into a pipe and checks that the pipe ends and uevrec
 //! exits well within [`BOUND`] (the order of magnitude: before, it took 28 s), that the
 //! closer holds nothing but perf descriptors, and that it is gone within [`CLOSE_BOUND`].

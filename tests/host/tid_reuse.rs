@@ -1,5 +1,5 @@
 //! Process ids on the ftrace backend when a thread id is reused: an ftrace record carries
-//! only the thread id, so uevrec finds the process id itself (src/ftrace/tgid.rs). A
+//! only the thread id, so uevrec finds the process id itself (src/capture/ftrace/tgid.rs). A
 //! thread of this test process calls getppid and exits; the next process is made to get
 //! its id (`/proc/sys/kernel/ns_last_pid`) and calls getppid too: its record must name
 //! itself, not the test process that the id belonged to a moment before. (CI,

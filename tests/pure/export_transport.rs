@@ -19,7 +19,7 @@ use opentelemetry_proto::tonic::metrics::v1::{
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message;
-use uevrec::export::{
+use uevrec::delivery::export::{
     Compression, ExportConfig, ExportFlags, Outcome, Protocol, Signal, Transport, resolve,
 };
 

@@ -10,6 +10,7 @@ mod cli;
 mod decode_salvage;
 mod decode_windows;
 mod export_transport;
+mod layers;
 mod metrics_endpoint;
 mod readme_paths;
 mod tiers;

@@ -1,4 +1,4 @@
-//! The metrics endpoint (`uevrec::metrics::serve`) on 127.0.0.1, read by real clients:
+//! The metrics endpoint (`uevrec::delivery::metrics::serve`) on 127.0.0.1, read by real clients:
 //! `/metrics` fetched with Python's urllib and parsed by the PyPI package
 //! prometheus-client (its Prometheus 0.0.4 text parser and its OpenMetrics parser,
 //! tests/metrics/parse.py), every value compared with what the test counted itself;
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crate::common::tier::Tier;
 use serde_json::Value;
-use uevrec::metrics::{
+use uevrec::delivery::metrics::{
     DropReason, ExportOutcome, Health, HealthConfig, Metrics, MetricsError, MetricsServer,
     RetryReason, Signal, UNKNOWN_TRACEPOINT, serve,
 };
@@ -572,7 +572,7 @@ fn many_clients_at_once_are_all_answered() {
     // them holds its connection open without sending anything meanwhile.
     let idle = TcpStream::connect(addr).unwrap();
     std::thread::scope(|s| {
-        let clients: Vec<_> = (0..3 * uevrec::metrics::MAX_CONNECTIONS)
+        let clients: Vec<_> = (0..3 * uevrec::delivery::metrics::MAX_CONNECTIONS)
             .map(|_| s.spawn(move || get(addr, "/metrics")))
             .collect();
         for c in clients {

@@ -91,7 +91,7 @@ fn perf_context_notices() -> String {
 
 /// The cgroup v2 mount, made on /run when there is none.
 fn mounted_cgroup2() -> PathBuf {
-    if let Some(root) = uevrec::context::cgroup_root() {
+    if let Some(root) = uevrec::capture::context::cgroup_root() {
         return root;
     }
     let dir = Path::new("/run/uevrec-cgroup2");

@@ -34,7 +34,7 @@ use crate::common::vm::{
 /// How long registering, attaching and writing may take (TCG guests are ~6x slower).
 const PRODUCER_TIMEOUT: Duration = Duration::from_secs(400);
 /// How long uevrec may take to drain and exit after SIGINT, and then its background
-/// closer (`uevrec-close`, src/perf/reaper.rs) to close the descriptors. Closing is slow:
+/// closer (`uevrec-close`, src/capture/perf/reaper.rs) to close the descriptors. Closing is slow:
 /// the kernel waits for RCU grace periods for each event's last perf descriptor, one
 /// event at a time (`perf_trace_event_unreg`, under `event_mutex`); 2,000 events took
 /// 77 s in the guest, which uevrec's exit no longer waits for.
@@ -432,10 +432,10 @@ fn hard_limit_raised_for_late_events() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let cpus = fs::read_to_string("/sys/devices/system/cpu/online")
         .ok()
-        .and_then(|s| uevrec::perf::parse_cpu_list(&s))
+        .and_then(|s| uevrec::capture::perf::parse_cpu_list(&s))
         .map_or(1, |v| v.len());
     let count = 600;
-    let need = uevrec::fd_limit::needed(count, cpus);
+    let need = uevrec::system::fd_limit::needed(count, cpus);
     let setup = Setup {
         backend: None,
         selectors: &["user_events:uevrec_hard_*"],
@@ -445,7 +445,7 @@ fn hard_limit_raised_for_late_events() {
     let run = record_many("many-hard", "uevrec_hard", count, &setup);
     let raised = fd_limit_notices(&run.lines);
     if need > 1024 {
-        let want = need.div_ceil(uevrec::fd_limit::STEP) * uevrec::fd_limit::STEP;
+        let want = need.div_ceil(uevrec::system::fd_limit::STEP) * uevrec::system::fd_limit::STEP;
         assert!(
             raised.iter().any(|n| n["message"]
                 .as_str()

@@ -5,8 +5,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use uevrec::session::SessionConfig;
-use uevrec::session::backend::BackendKind::{self, Ftrace, Perf};
+use uevrec::capture::backend::BackendKind::{self, Ftrace, Perf};
+use uevrec::capture::session::SessionConfig;
 use uevrec_samples::{Flags, RegisterCommand, UserEvents};
 
 use crate::common::session::*;

@@ -38,7 +38,7 @@ use crate::common::vm::{
 const PRODUCER_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long uevrec may take to drain and exit after SIGINT.
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long uevrec's background closer (`uevrec-close`, src/perf/reaper.rs) may take,
+/// How long uevrec's background closer (`uevrec-close`, src/capture/perf/reaper.rs) may take,
 /// after uevrec exited, to close the descriptors of the few events a test records: one
 /// RCU grace period per event (tens of ms; TCG guests are slower). Until then the events
 /// are still in use: enable bits set, deleting them fails with EBUSY. (The ftrace
@@ -287,12 +287,12 @@ fn assert_same_fields(what: &str, expected: &[&Value], got: &[&Value], key: &str
 
 /// Whether the current backend can record an `every_type --strings` row whose strings
 /// are `len` bytes (None: not a strings row). The ftrace backend cannot record entries
-/// larger than [`uevrec::ftrace::MAX_ENTRY`]: the kernel drops them (without a count),
+/// larger than [`uevrec::capture::ftrace::MAX_ENTRY`]: the kernel drops them (without a count),
 /// so the 4000-byte row (an 8 KiB entry: two copies of the string) is not expected there.
 fn fits_backend(len: Option<u64>) -> bool {
     // Common fields 8, u32 len 4, two dynamic locations 8, two strings with their NULs.
     let entry = len.map_or(0, |n| 20 + 2 * (n + 1));
-    backend() != "ftrace" || entry <= uevrec::ftrace::MAX_ENTRY as u64
+    backend() != "ftrace" || entry <= uevrec::capture::ftrace::MAX_ENTRY as u64
 }
 
 /// Run `every_type ARGS` under uevrec; compare values (and the schema uevrec lists).

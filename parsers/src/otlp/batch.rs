@@ -300,7 +300,7 @@ impl Group {
     /// resource and one `Scope*` holding its scope and records (metrics: the records are
     /// whole `resource_metrics` fields already). Sizes are known: written in one pass.
     fn protobuf(&self, out: &mut Vec<u8>, signal: Signal) {
-        use super::proto::{field, field_len, head};
+        use super::wire::{field, field_len, head};
         if signal == Signal::Metrics {
             return out.extend_from_slice(&self.json);
         }

@@ -1,20 +1,22 @@
 //! The seam between the mapping and the encoding: the mapping (`mod.rs`,
 //! `common_schema.rs`) decides what each record is (which `LogRecord` or `Span`, which
 //! attributes in which order, which resource and scope) once, and writes it through an
-//! [`Enc`]: [`Json`] (OTLP/JSON, `json.rs`) or [`Proto`] (protobuf, `proto.rs`). The
+//! [`Enc`]: [`Json`](super::json::Json) (OTLP/JSON, `json.rs`) or
+//! [`Proto`](super::proto::Proto) (protobuf, `proto.rs`), each implemented there. The
 //! writers are generic over it, so each encoding is compiled into its own copy of the
 //! mapping with no run-time dispatch per value.
 //!
 //! The field tree ([`Fields`]) holds JSON text either way (keys and scalars as the
 //! JSON-lines writers write them); the protobuf encoder reads its strings back
-//! ([`super::proto::unescape`]) and its numbers.
+//! ([`super::wire::unescape`]) and its numbers. The record's vocabulary ([`Str`],
+//! [`Body`], [`LogHead`], [`SpanHead`]) and attribute lists ([`Attrs`]) are here too, below
+//! both encodings.
 
 use std::fmt;
 use std::marker::PhantomData;
 
 use super::fields::{Fields, Text, dedupe};
-use super::json::LogHead;
-use super::proto::{self, field};
+use super::wire::{self, field};
 use crate::json::write_str;
 
 /// A string of a record (severity text, event name, span name, status message).
@@ -44,6 +46,16 @@ pub(crate) enum Body<'a> {
     Encoded(&'a [u8]),
 }
 
+/// The fixed-size parts of a `LogRecord`.
+#[derive(Debug, Default)]
+pub(crate) struct LogHead<'a> {
+    pub time: u64,
+    pub observed: u64,
+    pub severity: i32,
+    pub trace_id: Option<&'a [u8]>,
+    pub span_id: Option<&'a [u8]>,
+}
+
 /// The parts of a span besides its attributes (the Common Schema mapping's result).
 pub(crate) struct SpanHead<'a> {
     pub fields: &'a Fields,
@@ -60,6 +72,9 @@ pub(crate) struct SpanHead<'a> {
     /// `Some` (the node of the message, if any) for a failed span: status error.
     pub error: Option<Option<usize>>,
 }
+
+/// OTLP `STATUS_CODE_ERROR`.
+pub(crate) const STATUS_ERROR: i32 = 2;
 
 /// An encoding of OTLP requests.
 pub(crate) trait Enc: Sized {
@@ -107,143 +122,6 @@ pub(crate) trait Enc: Sized {
     );
 }
 
-/// OTLP/JSON.
-pub(crate) struct Json;
-/// Protobuf.
-pub(crate) struct Proto;
-
-impl Enc for Json {
-    const PROTO: bool = false;
-    const UEVREC_SCOPE: &'static [u8] = b"\"uevrec\"";
-
-    fn scope(out: &mut Vec<u8>, name: &str) {
-        write_str(out, name);
-    }
-
-    fn resource_attr(out: &mut Vec<u8>, key: &str, value: impl FnOnce(&mut Vec<u8>)) {
-        if !out.is_empty() {
-            out.push(b',');
-        }
-        out.extend_from_slice(b"{\"key\":");
-        write_str(out, key);
-        out.extend_from_slice(b",\"value\":");
-        value(out);
-        out.push(b'}');
-    }
-
-    fn append_attrs(out: &mut Vec<u8>, more: &[u8]) {
-        if !more.is_empty() {
-            if !out.is_empty() {
-                out.push(b',');
-            }
-            out.extend_from_slice(more);
-        }
-    }
-
-    fn int_any(out: &mut Vec<u8>, v: i64) {
-        super::json::int_any(out, v)
-    }
-
-    fn unsigned_any(out: &mut Vec<u8>, v: u64) {
-        super::json::unsigned_any(out, v)
-    }
-
-    fn message_any(out: &mut Vec<u8>, message: &dyn fmt::Display) {
-        super::json::message_any(out, message)
-    }
-
-    fn node_any(out: &mut Vec<u8>, f: &Fields, i: usize) {
-        f.write_any(out, i)
-    }
-
-    fn cached_str_any(out: &mut Vec<u8>, json_any: &[u8], _: &[u8]) {
-        out.extend_from_slice(json_any);
-    }
-
-    fn log_record(
-        out: &mut Vec<u8>,
-        keys: &mut Vec<Text>,
-        head: &LogHead<'_>,
-        severity_text: Str<'_>,
-        body: Body<'_>,
-        attributes: impl FnOnce(&mut Attrs<'_, Self>),
-        event_name: Str<'_>,
-    ) {
-        super::json::log_record(out, keys, head, severity_text, body, attributes, event_name)
-    }
-
-    fn span(
-        out: &mut Vec<u8>,
-        keys: &mut Vec<Text>,
-        head: &SpanHead<'_>,
-        attributes: impl FnOnce(&mut Attrs<'_, Self>),
-    ) {
-        super::json::span(out, keys, head, attributes)
-    }
-}
-
-impl Enc for Proto {
-    const PROTO: bool = true;
-    // InstrumentationScope { name: "uevrec" }.
-    const UEVREC_SCOPE: &'static [u8] = b"\x0a\x06uevrec";
-
-    fn scope(out: &mut Vec<u8>, name: &str) {
-        proto::bytes(out, field::FIRST, name.as_bytes());
-    }
-
-    fn resource_attr(out: &mut Vec<u8>, key: &str, value: impl FnOnce(&mut Vec<u8>)) {
-        let kv = proto::open(out, field::FIRST);
-        proto::head(out, field::KEY, key.len());
-        out.extend_from_slice(key.as_bytes());
-        let v = proto::open(out, field::VALUE);
-        value(out);
-        proto::close(out, v);
-        proto::close(out, kv);
-    }
-
-    fn int_any(out: &mut Vec<u8>, v: i64) {
-        proto::int_any(out, v)
-    }
-
-    fn unsigned_any(out: &mut Vec<u8>, v: u64) {
-        proto::unsigned_any(out, v)
-    }
-
-    fn message_any(out: &mut Vec<u8>, message: &dyn fmt::Display) {
-        proto::message_any(out, message)
-    }
-
-    fn node_any(out: &mut Vec<u8>, f: &Fields, i: usize) {
-        f.write_any_proto(out, i)
-    }
-
-    fn cached_str_any(out: &mut Vec<u8>, _: &[u8], raw: &[u8]) {
-        proto::head(out, field::STRING_VALUE, raw.len());
-        out.extend_from_slice(raw);
-    }
-
-    fn log_record(
-        out: &mut Vec<u8>,
-        keys: &mut Vec<Text>,
-        head: &LogHead<'_>,
-        severity_text: Str<'_>,
-        body: Body<'_>,
-        attributes: impl FnOnce(&mut Attrs<'_, Self>),
-        event_name: Str<'_>,
-    ) {
-        proto::log_record(out, keys, head, severity_text, body, attributes, event_name)
-    }
-
-    fn span(
-        out: &mut Vec<u8>,
-        keys: &mut Vec<Text>,
-        head: &SpanHead<'_>,
-        attributes: impl FnOnce(&mut Attrs<'_, Self>),
-    ) {
-        proto::span(out, keys, head, attributes)
-    }
-}
-
 /// An attribute list being written (JSON: `[` … `]`; protobuf: repeated `KeyValue`
 /// fields numbered `field`): keys renamed `key#2`, … when taken ([`dedupe`]), so that
 /// they are unique as OTLP requires.
@@ -278,7 +156,7 @@ impl<'a, E: Enc> Attrs<'a, E> {
     /// writes.
     pub(crate) fn add(&mut self, key: &[u8], value: impl FnOnce(&mut Vec<u8>)) {
         if E::PROTO {
-            self.add_proto(|out| proto::unescape(out, key), value);
+            self.add_proto(|out| wire::unescape(out, key), value);
         } else {
             self.add_json(|out| out.extend_from_slice(key), value);
         }
@@ -317,8 +195,8 @@ impl<'a, E: Enc> Attrs<'a, E> {
 
     fn add_proto(&mut self, key: impl FnOnce(&mut Vec<u8>), value: impl FnOnce(&mut Vec<u8>)) {
         let out = &mut *self.out;
-        let kv = proto::open(out, self.field);
-        let key_mark = proto::open(out, field::KEY);
+        let kv = wire::open(out, self.field);
+        let key_mark = wire::open(out, field::KEY);
         let start = out.len();
         key(out);
         let mut bit = key_bit(&out[start..], false);
@@ -330,11 +208,11 @@ impl<'a, E: Enc> Attrs<'a, E> {
             key
         };
         self.seen |= bit;
-        key = key.shifted(proto::close(out, key_mark));
-        let v = proto::open(out, field::VALUE);
+        key = key.shifted(wire::close(out, key_mark));
+        let v = wire::open(out, field::VALUE);
         value(out);
-        proto::close(out, v);
-        key = key.shifted(proto::close(out, kv));
+        wire::close(out, v);
+        key = key.shifted(wire::close(out, kv));
         self.keys.push(key);
     }
 

@@ -32,11 +32,12 @@
 use crate::bytes::Endian;
 use prost::encoding::WireType;
 
-use super::common_schema::{CS_VERSION, hex_id, parse_time};
-use super::enc::{Attrs, Body, Enc, Proto, Str};
+use super::common_schema::CS_VERSION;
+use super::cs_text::{hex_id, parse_time};
+use super::enc::{Attrs, Body, Enc, LogHead, Str};
 use super::fields::{Class, scalar_proto};
-use super::json::LogHead;
-use super::proto::{self, field};
+use super::proto::{self, Proto};
+use super::wire::{self, field};
 use super::{Origin, OtlpWriter, TracepointValue};
 use crate::decode::{Value as Decoded, decode_field};
 use crate::eventheader::enumerator::read_value;
@@ -191,7 +192,7 @@ const ORIGIN_KEYS: [&[u8]; 6] = [
 /// A field name as the general path's keys have it (UTF-8, invalid sequences as U+FFFD).
 fn key_text(name: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    proto::lossy(&mut out, name);
+    wire::lossy(&mut out, name);
     out
 }
 
@@ -339,7 +340,7 @@ fn compile(meta: &[u8], endian: Endian) -> Option<LogPlan> {
             return None;
         }
         let start = u32::try_from(keys.len()).ok()?;
-        proto::head(&mut keys, field::KEY, key.len());
+        wire::head(&mut keys, field::KEY, key.len());
         keys.extend_from_slice(key);
         attrs.push((start, u32::try_from(keys.len()).ok()?, *i));
     }
@@ -393,31 +394,31 @@ impl LogPlan {
         let r = self.reads[i];
         match r.value {
             Value::Unsigned => match uint_of(bytes, endian) {
-                Some(u) => proto::unsigned_any(out, u),
+                Some(u) => wire::unsigned_any(out, u),
                 None => self.write_other(out, scratch, r, Format::Default, bytes, endian),
             },
             Value::Signed => match uint_of(bytes, endian) {
-                Some(u) => proto::int_any(out, sign_extend(u, bytes.len())),
+                Some(u) => wire::int_any(out, sign_extend(u, bytes.len())),
                 None => self.write_other(out, scratch, r, Format::SignedInt, bytes, endian),
             },
             Value::Text => {
-                let mark = proto::open(out, field::STRING_VALUE);
-                proto::lossy(out, bytes);
-                proto::close(out, mark);
+                let mark = wire::open(out, field::STRING_VALUE);
+                wire::lossy(out, bytes);
+                wire::close(out, mark);
             }
             Value::Bool32 => match uint_of(bytes, endian) {
                 Some(u @ (0 | 1)) => {
-                    proto::key(out, field::BOOL_VALUE, WireType::Varint);
+                    wire::key(out, field::BOOL_VALUE, WireType::Varint);
                     out.push(u as u8);
                 }
-                Some(u) => proto::int_any(out, i64::from(u as u32 as i32)),
+                Some(u) => wire::int_any(out, i64::from(u as u32 as i32)),
                 None => self.write_other(out, scratch, r, Format::Boolean, bytes, endian),
             },
             Value::Float64 => match uint_of(bytes, endian).map(f64::from_bits) {
                 // zmij writes finite values with a `.` or an exponent (a `doubleValue`)
                 // and the shortest digits that read back the same value.
                 Some(v) if v.is_finite() => {
-                    proto::key(out, field::DOUBLE_VALUE, WireType::SixtyFourBit);
+                    wire::key(out, field::DOUBLE_VALUE, WireType::SixtyFourBit);
                     out.extend_from_slice(&v.to_le_bytes());
                 }
                 _ => self.write_other(out, scratch, r, Format::Float, bytes, endian),
@@ -519,21 +520,21 @@ impl OtlpWriter {
 /// `stringValue` (invalid UTF-8 as U+FFFD), bytes as their hex `stringValue`.
 fn plain_value(out: &mut Vec<u8>, scratch: &mut Vec<u8>, value: &Decoded<'_>) {
     match *value {
-        Decoded::Signed(v) => proto::int_any(out, v),
-        Decoded::Unsigned(v) => proto::unsigned_any(out, v),
+        Decoded::Signed(v) => wire::int_any(out, v),
+        Decoded::Unsigned(v) => wire::unsigned_any(out, v),
         Decoded::Str(bytes) => {
-            let mark = proto::open(out, field::STRING_VALUE);
-            proto::lossy(out, bytes);
-            proto::close(out, mark);
+            let mark = wire::open(out, field::STRING_VALUE);
+            wire::lossy(out, bytes);
+            wire::close(out, mark);
         }
         Decoded::IntArray(array) => {
-            let mark = proto::open(out, field::ARRAY_VALUE);
+            let mark = wire::open(out, field::ARRAY_VALUE);
             for v in array.iter() {
-                let element = proto::open(out, field::VALUES);
+                let element = wire::open(out, field::VALUES);
                 plain_value(out, scratch, &v);
-                proto::close(out, element);
+                wire::close(out, element);
             }
-            proto::close(out, mark);
+            wire::close(out, mark);
         }
         Decoded::Bytes(_) | Decoded::Error(_) => {
             scratch.clear();
@@ -556,7 +557,7 @@ fn origin_attrs(out: &mut Vec<u8>, origin: &Origin<'_>, tracepoint: &TracepointV
     if let Some((keyword, level)) = origin.eventheader {
         int_attr(out, b"eventheader.level", i64::from(level));
         attr(out, b"eventheader.keyword", |out| {
-            proto::unsigned_any(out, keyword)
+            wire::unsigned_any(out, keyword)
         });
     }
 }
@@ -570,20 +571,20 @@ fn int_attr(out: &mut Vec<u8>, key: &[u8], v: i64) {
     out.extend_from_slice(&[0x32, (4 + key.len() + any) as u8, 0x0a, key.len() as u8]);
     out.extend_from_slice(key);
     out.extend_from_slice(&[0x12, any as u8, 0x18]);
-    proto::encode_varint(v as u64, out);
+    wire::encode_varint(v as u64, out);
 }
 
 /// A `LogRecord.attributes` `KeyValue` (field 6): `key` and the
 /// `AnyValue` contents `value` writes.
 #[inline]
 fn attr(out: &mut Vec<u8>, key: &[u8], value: impl FnOnce(&mut Vec<u8>)) {
-    let kv = proto::open(out, 6);
-    proto::head(out, field::KEY, key.len());
+    let kv = wire::open(out, 6);
+    wire::head(out, field::KEY, key.len());
     out.extend_from_slice(key);
-    let v = proto::open(out, field::VALUE);
+    let v = wire::open(out, field::VALUE);
     value(out);
-    proto::close(out, v);
-    proto::close(out, kv);
+    wire::close(out, v);
+    wire::close(out, kv);
 }
 
 /// The low `size` bytes of `u` as a signed number.
@@ -698,12 +699,12 @@ impl OtlpWriter {
                     |attrs: &mut Attrs<'_, Proto>| {
                         for &(a, b, i) in &plan.attrs {
                             let out = &mut *attrs.out;
-                            let kv = proto::open(out, 6);
+                            let kv = wire::open(out, 6);
                             out.extend_from_slice(&plan.keys[a as usize..b as usize]);
-                            let v = proto::open(out, field::VALUE);
+                            let v = wire::open(out, field::VALUE);
                             plan.write_value(out, scratch, i, bytes(i), endian);
-                            proto::close(out, v);
-                            proto::close(out, kv);
+                            wire::close(out, v);
+                            wire::close(out, kv);
                         }
                         origin_attrs(attrs.out, origin, tracepoint);
                     },

@@ -551,33 +551,33 @@ impl Fields {
     /// Node `i` as protobuf `AnyValue` contents (what [`Fields::write_any`] writes as
     /// JSON).
     pub(crate) fn write_any_proto(&self, out: &mut Vec<u8>, i: usize) {
-        use super::proto::{self, field};
+        use super::wire::{self, field};
         match self.kind(i) {
             Some(Kind::Value { scalar, class }) => scalar_proto(out, class, scalar.get(&self.text)),
             Some(Kind::Struct { .. }) => {
-                let list = proto::open(out, field::KVLIST_VALUE);
+                let list = wire::open(out, field::KVLIST_VALUE);
                 for m in self.members(i) {
-                    let kv = proto::open(out, field::VALUES);
-                    let key = proto::open(out, field::KEY);
-                    proto::unescape(out, self.key(m));
-                    proto::close(out, key);
-                    let value = proto::open(out, field::VALUE);
+                    let kv = wire::open(out, field::VALUES);
+                    let key = wire::open(out, field::KEY);
+                    wire::unescape(out, self.key(m));
+                    wire::close(out, key);
+                    let value = wire::open(out, field::VALUE);
                     self.write_any_proto(out, m);
-                    proto::close(out, value);
-                    proto::close(out, kv);
+                    wire::close(out, value);
+                    wire::close(out, kv);
                 }
-                proto::close(out, list);
+                wire::close(out, list);
             }
             Some(Kind::Array { end }) => {
-                let array = proto::open(out, field::ARRAY_VALUE);
+                let array = wire::open(out, field::ARRAY_VALUE);
                 let mut at = i + 1;
                 while at < end {
-                    let value = proto::open(out, field::VALUES);
+                    let value = wire::open(out, field::VALUES);
                     self.write_any_proto(out, at);
-                    proto::close(out, value);
+                    wire::close(out, value);
                     at = self.after(at);
                 }
-                proto::close(out, array);
+                wire::close(out, array);
             }
             None => {}
         }
@@ -590,7 +590,7 @@ impl Fields {
             Some(Kind::Value {
                 scalar,
                 class: Class::Str,
-            }) => super::proto::unescape(out, scalar.get(&self.text)),
+            }) => super::wire::unescape(out, scalar.get(&self.text)),
             Some(Kind::Value {
                 scalar,
                 class: Class::Digits,
@@ -605,17 +605,17 @@ impl Fields {
 /// writes as JSON for a value node). Shared by the field tree and the compiled protobuf
 /// plans (`fast.rs`), so that both write the same bytes.
 pub(crate) fn scalar_proto(out: &mut Vec<u8>, class: Class, text: &[u8]) {
-    use super::proto::{self, field};
+    use super::wire::{self, field};
     use prost::encoding::WireType;
     match class {
         Class::Str => {
-            let mark = proto::open(out, field::STRING_VALUE);
-            proto::unescape(out, text);
-            proto::close(out, mark);
+            let mark = wire::open(out, field::STRING_VALUE);
+            wire::unescape(out, text);
+            wire::close(out, mark);
         }
-        Class::Int => proto::int_any(out, parse_i64(text).unwrap_or(0)),
+        Class::Int => wire::int_any(out, parse_i64(text).unwrap_or(0)),
         Class::Digits => {
-            proto::head(out, field::STRING_VALUE, text.len());
+            wire::head(out, field::STRING_VALUE, text.len());
             out.extend_from_slice(text);
         }
         Class::Double => {
@@ -625,11 +625,11 @@ pub(crate) fn scalar_proto(out: &mut Vec<u8>, class: Class, text: &[u8]) {
                 .ok()
                 .and_then(|t| t.parse::<f64>().ok())
                 .unwrap_or(f64::NAN);
-            proto::key(out, field::DOUBLE_VALUE, WireType::SixtyFourBit);
+            wire::key(out, field::DOUBLE_VALUE, WireType::SixtyFourBit);
             out.extend_from_slice(&v.to_le_bytes());
         }
         Class::Bool => {
-            proto::key(out, field::BOOL_VALUE, WireType::Varint);
+            wire::key(out, field::BOOL_VALUE, WireType::Varint);
             out.push(u8::from(text == b"true"));
         }
         Class::Null => {}

@@ -1,6 +1,5 @@
-//! OTLP/JSON pieces written straight into the output: attribute lists with unique keys
-//! ([`Attrs`]), typed `AnyValue`s, 64-bit integers as decimal strings, and the fixed
-//! parts of a `LogRecord`. The OTLP/JSON rules (the protobuf JSON mapping with the
+//! The OTLP/JSON encoding ([`Json`]): `LogRecord`s, `Span`s and typed `AnyValue`s written
+//! straight into the output, 64-bit integers as decimal strings. The OTLP/JSON rules (the protobuf JSON mapping with the
 //! OTLP exceptions): lowerCamelCase keys, trace and span ids as lowercase hex, 64-bit
 //! integers as decimal strings, enums as integers. Fields are written as
 //! `opentelemetry-proto`'s serde mapping writes them, default values included (e.g.
@@ -8,10 +7,83 @@
 
 use std::fmt;
 
-use super::common_schema::{STATUS_ERROR, for_each_link};
-use super::enc::{Attrs, Body, Json, SpanHead, Str};
+use super::cs_text::for_each_link;
+use super::enc::{Attrs, Body, Enc, LogHead, STATUS_ERROR, SpanHead, Str};
 use super::fields::{Fields, Text, write_message};
 use crate::json::{write_hex, write_int, write_str, write_text};
+
+/// OTLP/JSON.
+pub(crate) struct Json;
+
+impl Enc for Json {
+    const PROTO: bool = false;
+    const UEVREC_SCOPE: &'static [u8] = b"\"uevrec\"";
+
+    fn scope(out: &mut Vec<u8>, name: &str) {
+        write_str(out, name);
+    }
+
+    fn resource_attr(out: &mut Vec<u8>, key: &str, value: impl FnOnce(&mut Vec<u8>)) {
+        if !out.is_empty() {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"key\":");
+        write_str(out, key);
+        out.extend_from_slice(b",\"value\":");
+        value(out);
+        out.push(b'}');
+    }
+
+    fn append_attrs(out: &mut Vec<u8>, more: &[u8]) {
+        if !more.is_empty() {
+            if !out.is_empty() {
+                out.push(b',');
+            }
+            out.extend_from_slice(more);
+        }
+    }
+
+    fn int_any(out: &mut Vec<u8>, v: i64) {
+        int_any(out, v)
+    }
+
+    fn unsigned_any(out: &mut Vec<u8>, v: u64) {
+        unsigned_any(out, v)
+    }
+
+    fn message_any(out: &mut Vec<u8>, message: &dyn fmt::Display) {
+        message_any(out, message)
+    }
+
+    fn node_any(out: &mut Vec<u8>, f: &Fields, i: usize) {
+        f.write_any(out, i)
+    }
+
+    fn cached_str_any(out: &mut Vec<u8>, json_any: &[u8], _: &[u8]) {
+        out.extend_from_slice(json_any);
+    }
+
+    fn log_record(
+        out: &mut Vec<u8>,
+        keys: &mut Vec<Text>,
+        head: &LogHead<'_>,
+        severity_text: Str<'_>,
+        body: Body<'_>,
+        attributes: impl FnOnce(&mut Attrs<'_, Self>),
+        event_name: Str<'_>,
+    ) {
+        log_record(out, keys, head, severity_text, body, attributes, event_name)
+    }
+
+    fn span(
+        out: &mut Vec<u8>,
+        keys: &mut Vec<Text>,
+        head: &SpanHead<'_>,
+        attributes: impl FnOnce(&mut Attrs<'_, Self>),
+    ) {
+        span(out, keys, head, attributes)
+    }
+}
 
 /// `{"intValue":"…"}`.
 pub(crate) fn int_any(out: &mut Vec<u8>, v: i64) {
@@ -60,16 +132,6 @@ pub(crate) fn id(out: &mut Vec<u8>, id: Option<&[u8]>) {
         pair[1] = HEX[usize::from(b & 15)];
     }
     out.extend_from_slice(&text[..2 + 2 * id.len()]);
-}
-
-/// The fixed-size parts of a `LogRecord`.
-#[derive(Debug, Default)]
-pub(crate) struct LogHead<'a> {
-    pub time: u64,
-    pub observed: u64,
-    pub severity: i32,
-    pub trace_id: Option<&'a [u8]>,
-    pub span_id: Option<&'a [u8]>,
 }
 
 /// A string of a record as a JSON string.

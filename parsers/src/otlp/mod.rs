@@ -26,9 +26,17 @@
 //! after the first one waiting, or the caller calls [`RecordWriter::end_lines`] (the
 //! recorder does whenever it has caught up, the decoders at the end). Only complete
 //! lines are ever appended to the caller's buffer.
+//!
+//! Layers, lowest first: `wire`, `fields`, `cs_text`, `enc`, `json`, `proto`,
+//! `common_schema`, `metrics`, `frame`, `batch`, `fast`, `reference`.
+//! The pieces of both encodings first (protobuf wire format, the field tree, the Common
+//! Schema texts, the seam [`Enc`] and its record vocabulary), then the two encodings, the
+//! mappings, framing and batching, the fast path and the test oracle; this file is above
+//! them all. A module imports only from modules before it (`parsers/tests/layers.rs`).
 
 mod batch;
 mod common_schema;
+mod cs_text;
 mod enc;
 mod fast;
 mod fields;
@@ -36,18 +44,20 @@ pub mod frame;
 mod json;
 mod metrics;
 mod proto;
+mod wire;
 
 use std::fmt;
 
 use batch::{Batches, Signal};
 pub use batch::{MAX_AGE_NS, MAX_BYTES, MAX_RECORDS};
 use common_schema::{Cs, CsKind};
-use enc::{Attrs, Body, Enc, Json, Proto, Str};
+use enc::{Attrs, Body, Enc, LogHead, Str};
 use fields::{Fields, Text};
 pub use frame::{
     Frame, FrameError, FrameMeta, OtlpEncoding, Signal as ExportSignal, read_frames, write_frame,
 };
-use json::LogHead;
+use json::Json;
+use proto::Proto;
 
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 

@@ -12,8 +12,8 @@
 //! reverse order mean a big-endian file. Every number after it is in that order.
 
 use super::PerfDataError;
-use super::attr::EventAttr;
 use super::cursor::Cursor;
+use super::event_attr::EventAttr;
 use crate::bytes::{Endian, text};
 
 /// `PERFILE2`, the magic of current perf.data files.

@@ -16,11 +16,18 @@
 //!   data's format whose `ID:` is the attr's `config`).
 //!
 //! Errors ([`PerfDataError`]) say where (absolute byte offset) and why.
+//!
+//! Layers, lowest first: `cursor`, `event_attr`, `header`, `attr`, `records`,
+//! `tracing_data`, `writer`, `index`, `order`.
+//! `event_attr` is the attr alone, below the header (whose event descriptions hold attrs)
+//! and `attr` (attrs with their ids, read through the header); a module imports only from
+//! modules before it (`parsers/tests/layers.rs`), this file from all of them.
 
 // Audited last (another change is moving code in and out of them): allowed until then.
 #[allow(clippy::arithmetic_side_effects)]
 pub mod attr;
 mod cursor;
+mod event_attr;
 #[allow(clippy::arithmetic_side_effects)]
 pub mod header;
 pub mod index;

@@ -6,9 +6,9 @@ use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::trace::v1::{Span, Status, span::Link};
 
-use super::super::common_schema::{
-    CS_VERSION, STATUS_ERROR, WELL_KNOWN, for_each_link, hex_id, parse_time,
-};
+use super::super::common_schema::{CS_VERSION, WELL_KNOWN};
+use super::super::cs_text::{for_each_link, hex_id, parse_time};
+use super::super::enc::STATUS_ERROR;
 use super::value::{push_unique, string};
 
 /// A Common Schema event as OTLP.

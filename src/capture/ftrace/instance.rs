@@ -1,0 +1,363 @@
+//! The tracefs instance of one ftrace session: created at start, removed on every way out
+//! (its [`Drop`], which runs on a normal stop, on SIGINT/SIGTERM, on errors and on panics),
+//! and found and removed by the next start when a killed run (SIGKILL, a second SIGINT)
+//! left it behind ([`remove_stale`]: an instance whose `<pid>` no longer runs is stale).
+//! Its names are at [`Instance::create`] and [`name_prefix`].
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// (Defined beside the backend contract, crate::capture::backend, so it imports nothing of ftrace.)
+pub use crate::capture::backend::FtraceError;
+
+/// Why the ftrace backend could not start; the message says the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// tracefs has no `instances` directory.
+    #[error(
+        "{0} does not exist: this kernel's tracefs has no instances (they need Linux 3.15 or \
+         later); use --backend perf"
+    )]
+    NoInstances(PathBuf),
+    /// Creating or configuring the instance was not permitted.
+    #[error(
+        "{0}: the ftrace backend creates a tracefs instance and writes its files, which \
+         needs root; run uevrec as root, or use --backend perf (root or CAP_PERFMON)"
+    )]
+    Permission(FtraceError),
+    /// The ring could not be allocated.
+    #[error("{source}: cannot allocate {kb} KiB per CPU for the instance's ring; use a smaller -m")]
+    BufferSize {
+        /// KiB per CPU asked for.
+        kb: u64,
+        /// The failing write.
+        source: FtraceError,
+    },
+    /// The ring-buffer page layout is not one uevrec reads.
+    #[error("{0}; use --backend perf")]
+    Layout(String),
+    /// Another step failed.
+    #[error("{0}")]
+    Step(FtraceError),
+}
+
+impl SetupError {
+    /// The setup error for a failed step: [`SetupError::Permission`] for EACCES/EPERM.
+    pub fn from_step(e: FtraceError) -> SetupError {
+        match e.source.raw_os_error() {
+            Some(libc::EACCES | libc::EPERM) => SetupError::Permission(e),
+            _ => SetupError::Step(e),
+        }
+    }
+}
+
+/// Write `value` to tracefs file `path`.
+pub fn write_file(path: &Path, value: &str) -> Result<(), FtraceError> {
+    fs::write(path, value).map_err(|source| FtraceError {
+        step: format!("write `{}` to {}", value.trim_end(), path.display()),
+        source,
+    })
+}
+
+/// Read tracefs file `path`.
+pub fn read_file(path: &Path) -> Result<String, FtraceError> {
+    crate::capture::tracefs::read_once(path).map_err(|source| FtraceError {
+        step: format!("read {}", path.display()),
+        source,
+    })
+}
+
+/// Sessions started in this process (names the instances).
+static SESSIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// How long removal retries while the instance is busy (a reader still closing).
+const REMOVE_PATIENCE: Duration = Duration::from_secs(2);
+
+/// A tracefs instance owned by this session; dropping it removes it.
+#[derive(Debug)]
+pub struct Instance {
+    dir: PathBuf,
+}
+
+impl Instance {
+    /// Create this session's instance under `root/instances`, after removing stale ones
+    /// (returned: one message per stale instance, removed or not).
+    ///
+    /// Names: `instances/uevrec-<pid>` for the first session of a process, and
+    /// `uevrec-<pid>-s<n>` for later ones (tests run several sessions in one process);
+    /// `uevrec-<pid>-<n>` are the throw-away instances of the filter complaints
+    /// (crate::capture::session), and a session's tracking instance (its thread names and
+    /// cgroups, tracking.rs) is its instance's name with `-t` ([`Instance::sibling`]).
+    pub fn create(root: &Path) -> Result<(Instance, Vec<String>), SetupError> {
+        let parent = root.join("instances");
+        if !parent.is_dir() {
+            return Err(SetupError::NoInstances(parent));
+        }
+        let seq = SESSIONS.fetch_add(1, Ordering::Relaxed);
+        // In a pid namespace other uevrec processes are invisible (their instances would
+        // look stale) and this one's id is not the kernel's: name the instance so that
+        // it cannot collide, and leave the others alone.
+        let (prefix, nested) = name_prefix();
+        let stale = if nested {
+            Vec::new()
+        } else {
+            remove_stale(&parent, seq == 0)
+        };
+        let name = if seq == 0 {
+            prefix
+        } else {
+            format!("{prefix}-s{seq}")
+        };
+        let dir = parent.join(name);
+        fs::create_dir(&dir).map_err(|source| {
+            SetupError::from_step(FtraceError {
+                step: format!("mkdir {}", dir.display()),
+                source,
+            })
+        })?;
+        Ok((Instance { dir }, stale))
+    }
+
+    /// A second instance of the same session, named like this one with `-<suffix>` (the
+    /// stale ones were removed when this one was created), removed when dropped.
+    pub fn sibling(&self, suffix: &str) -> Result<Instance, SetupError> {
+        let mut name = self.dir.as_os_str().to_owned();
+        name.push("-");
+        name.push(suffix);
+        let dir = PathBuf::from(name);
+        fs::create_dir(&dir).map_err(|source| {
+            SetupError::from_step(FtraceError {
+                step: format!("mkdir {}", dir.display()),
+                source,
+            })
+        })?;
+        Ok(Instance { dir })
+    }
+
+    /// The instance's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Write `value` to the instance's file `rel`.
+    pub fn write(&self, rel: &str, value: &str) -> Result<(), FtraceError> {
+        write_file(&self.dir.join(rel), value)
+    }
+
+    /// Remove the instance (retrying while it is busy).
+    fn remove(&self) -> io::Result<()> {
+        let t0 = Instant::now();
+        loop {
+            match fs::remove_dir(&self.dir) {
+                Err(e)
+                    if e.raw_os_error() == Some(libc::EBUSY) && t0.elapsed() < REMOVE_PATIENCE =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                other => return other,
+            }
+        }
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if let Err(e) = self.remove() {
+            crate::messages::print(format_args!(
+                "uevrec: cannot remove the tracefs instance {}: {e}; remove it with `rmdir {}`\n",
+                self.dir.display(),
+                self.dir.display()
+            ));
+        }
+    }
+}
+
+/// The inode number of the initial pid namespace (`PROC_PID_INIT_INO`,
+/// include/linux/proc_ns.h): what `stat /proc/self/ns/pid` shows outside any nested one.
+const PROC_PID_INIT_INO: u64 = 0xEFFF_FFFC;
+
+/// Where this process stands among pid namespaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PidView {
+    /// In the initial pid namespace: this is the kernel's id of the process.
+    Initial(u32),
+    /// In a nested namespace whose `/proc` shows the initial namespace's id (the first
+    /// `NSpid:`, here), e.g. `unshare --pid --fork` without `--mount-proc`.
+    NestedKnown(u32),
+    /// In a nested namespace whose `/proc` is its own (a container's), so that the
+    /// initial namespace's id cannot be seen: the namespace's inode and the id in it.
+    NestedUnknown {
+        /// Inode number of the pid namespace (`/proc/self/ns/pid`).
+        ns: u64,
+        /// This process's id in that namespace.
+        pid: u32,
+    },
+}
+
+/// This process's [`PidView`]. Nested-ness comes from the pid namespace's inode, not from
+/// the number of `NSpid:` ids: a `/proc` mounted inside the namespace (a container's,
+/// `unshare --mount-proc`) shows one id, the namespace's own. Without `/proc/self/ns`
+/// (very old kernels, no `/proc`) the process counts as in the initial namespace.
+fn pid_view() -> PidView {
+    use std::os::unix::fs::MetadataExt;
+    let own = std::process::id();
+    let ns = fs::metadata("/proc/self/ns/pid").map(|m| m.ino()).ok();
+    let ids: Vec<u32> = fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status.lines().find_map(|l| {
+                l.strip_prefix("NSpid:").map(|l| {
+                    l.split_whitespace()
+                        .filter_map(|n| n.parse().ok())
+                        .collect()
+                })
+            })
+        })
+        .unwrap_or_default();
+    match (ns, ids.as_slice()) {
+        (_, [first, _, ..]) => PidView::NestedKnown(*first),
+        (Some(ns), _) if ns != PROC_PID_INIT_INO => PidView::NestedUnknown {
+            ns,
+            pid: ids.first().copied().unwrap_or(own),
+        },
+        (_, [first]) => PidView::Initial(*first),
+        _ => PidView::Initial(own),
+    }
+}
+
+/// The start of this process's instance names, and whether it runs in a nested pid
+/// namespace (and so must remove no stale instances: the processes of other uevrec runs
+/// are invisible there). `uevrec-<pid>` with the initial namespace's id when it is known,
+/// else `uevrec-ns<inode>-<pid>`, which [`instance_pid`] does not read as a pid: in a
+/// nested pid namespace whose `/proc` does not show this process's initial-namespace id
+/// (a container's own `/proc`), such names are unique across containers, and never taken
+/// for stale by anyone (the stale rule needs an initial-namespace id).
+pub fn name_prefix() -> (String, bool) {
+    match pid_view() {
+        PidView::Initial(pid) => (format!("uevrec-{pid}"), false),
+        PidView::NestedKnown(pid) => (format!("uevrec-{pid}"), true),
+        PidView::NestedUnknown { ns, pid } => (format!("uevrec-ns{ns}-{pid}"), true),
+    }
+}
+
+/// The process id in the name of a uevrec instance (`uevrec-<pid>[-…][-t]`).
+pub fn instance_pid(name: &str) -> Option<u32> {
+    let name = name.strip_suffix("-t").unwrap_or(name);
+    let rest = name.strip_prefix("uevrec-")?;
+    let digits = rest.split('-').next()?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let pid = digits.parse().ok()?;
+    let suffix = &rest[digits.len()..];
+    // Nothing, `-s<n>` (a later session) or `-<n>` (a filter complaint).
+    let ok = suffix.is_empty()
+        || suffix
+            .strip_prefix('-')
+            .map(|s| s.strip_prefix('s').unwrap_or(s))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    ok.then_some(pid)
+}
+
+/// Remove the uevrec instances in `instances` whose process is gone (and, when `own` — no
+/// session of this process has started yet — those named with this process's id, left by
+/// an earlier process that had it). One message per instance found.
+pub fn remove_stale(instances: &Path, own: bool) -> Vec<String> {
+    let me = std::process::id();
+    let Ok(rd) = fs::read_dir(instances) else {
+        return Vec::new();
+    };
+    let mut msgs = Vec::new();
+    for entry in rd.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(instance_pid) else {
+            continue;
+        };
+        let gone = if pid == me {
+            own
+        } else {
+            !Path::new(&format!("/proc/{pid}")).exists()
+        };
+        if !gone {
+            continue;
+        }
+        let path = entry.path();
+        msgs.push(match fs::remove_dir(&path) {
+            Ok(()) => format!(
+                "removed the tracefs instance {} left by process {pid}, which is gone",
+                path.display()
+            ),
+            Err(e) => format!(
+                "the tracefs instance {} was left by process {pid}, which is gone, and cannot be \
+                 removed: {e}; remove it with `rmdir {}`",
+                path.display(),
+                path.display()
+            ),
+        });
+    }
+    msgs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_initial_pid_is_this_process_outside_a_namespace() {
+        // The tests run in the initial pid namespace (tests/host/context.rs covers a
+        // nested one end to end, with the namespace's own /proc).
+        let me = std::process::id();
+        assert_eq!(pid_view(), PidView::Initial(me));
+        assert_eq!(name_prefix(), (format!("uevrec-{me}"), false));
+    }
+
+    #[test]
+    fn instance_names() {
+        assert_eq!(instance_pid("uevrec-42"), Some(42));
+        assert_eq!(instance_pid("uevrec-42-s3"), Some(42));
+        assert_eq!(instance_pid("uevrec-42-7"), Some(42));
+        assert_eq!(instance_pid("uevrec-42-t"), Some(42));
+        assert_eq!(instance_pid("uevrec-42-s3-t"), Some(42));
+        for other in [
+            "uevrec-",
+            "uevrec-x",
+            "uevrec-42x",
+            "uevrec-42-",
+            "uevrec-42-sx",
+            "uevrec-42-t-t",
+            "uevrec--t",
+            "uevrec-ns4026532000-1",
+            "uevrec-ns4026532000-1-t",
+            "foo-42",
+        ] {
+            assert_eq!(instance_pid(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn stale_instances_of_dead_processes_are_removed_and_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        // pid_max is at most 2^22: this pid cannot run.
+        let dead = dir.path().join("uevrec-4194399");
+        let live = dir.path().join(format!("uevrec-{}-7", std::process::id()));
+        let other = dir.path().join("someone-else");
+        for d in [&dead, &live, &other] {
+            fs::create_dir(d).unwrap();
+        }
+        let msgs = remove_stale(dir.path(), false);
+        assert_eq!(msgs.len(), 1, "{msgs:?}");
+        assert!(
+            msgs[0].contains("process 4194399, which is gone"),
+            "{msgs:?}"
+        );
+        assert!(!dead.exists() && live.exists() && other.exists());
+        // Named with this process's id before any session of it started: stale.
+        let msgs = remove_stale(dir.path(), true);
+        assert_eq!(msgs.len(), 1, "{msgs:?}");
+        assert!(!live.exists() && other.exists());
+    }
+}

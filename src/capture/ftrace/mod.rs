@@ -1,0 +1,495 @@
+//! Recording with ftrace (`--backend ftrace`): a private tracefs instance per session and
+//! its per-CPU `trace_pipe_raw` pages. The kernel writes an event into an ftrace ring
+//! faster than into a perf ring (BENCHMARKS.md §8), so the traced programs run faster;
+//! and the instance needs no descriptor per event.
+//!
+//! A record names its event by `common_type` (the tracefs ID, the event's key) and its
+//! thread by `common_pid`; the process id comes from `tgid.rs`, who is who from a second,
+//! tracking instance (`context_instance.rs`, `tracking.rs`) drained ahead of the records.
+//! The instances' files and settings, and the drain threads' order: docs/architecture.md.
+//!
+//! Layers, lowest first: `instance`, `tgid`, `reader`, `tracking`, `context_instance`,
+//! `spool`.
+
+mod context_instance;
+mod instance;
+mod reader;
+pub mod spool;
+mod tgid;
+mod tracking;
+
+use std::io;
+use std::ops::ControlFlow;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use crate::system::epoll::Epoll;
+
+use uevrec_parsers::Endian;
+use uevrec_parsers::ftrace_page::PageLayout;
+
+use context_instance::ContextInstance;
+pub use instance::{FtraceError, Instance, SetupError, instance_pid, name_prefix, remove_stale};
+use instance::{read_file, write_file};
+use reader::CpuReader;
+pub use spool::{CpuSpool, SpoolBackend, SpoolPlan, SpoolReport, spool_path};
+use tgid::Tgids;
+
+use crate::capture::backend::{
+    Arrival, AttachError, Backend, BackendError, DrainFailed, DrainPool, EventRef,
+};
+
+/// The ring fill (percent) at which a reader waiting in poll is woken.
+pub const BUFFER_PERCENT: u32 = 25;
+
+/// How an ftrace session is set up.
+#[derive(Debug, Clone, Default)]
+pub struct FtraceOptions {
+    /// Ring bytes per CPU.
+    pub buffer_bytes: u64,
+    /// Record only these threads (`set_event_pid`); None: all.
+    pub only_threads: Option<Vec<u32>>,
+    /// Never record these threads (`set_event_notrace_pid`).
+    pub exclude_threads: Vec<u32>,
+}
+
+/// The session's [`Backend`] on a tracefs instance.
+#[derive(Debug)]
+pub struct FtraceBackend {
+    // Field order is drop order: the readers close trace_pipe_raw before the instance is
+    // removed (an open file keeps it busy).
+    cpus: Vec<CpuReader>,
+    epoll: Epoll,
+    layout: PageLayout,
+    tgids: Tgids,
+    /// Settle each CPU's losses when its ring is empty (see [`Backend::set_markers`]).
+    settle: bool,
+    /// Pages taken from one ring per [`Backend::read`] call.
+    max_pages: usize,
+    /// The tracking instance ([`Backend::start_tracking`]), none before (dropped before
+    /// `instance`, like the readers).
+    context: Option<ContextInstance>,
+    /// When the last drain of the tracking instance began (records written later wait
+    /// for the next one).
+    drained_until: Option<u64>,
+    instance: Instance,
+}
+
+/// One attached event: its directory in the instance. The session disables an event
+/// before it lets it go ([`Backend::disable`]); on any other way out, removing the
+/// instance disables every event in it.
+#[derive(Debug)]
+pub struct FtraceEvent {
+    dir: PathBuf,
+    keys: [u64; 1],
+}
+
+impl FtraceEvent {
+    /// Start recording it.
+    fn enable(&self) -> Result<(), FtraceError> {
+        write_file(&self.dir.join("enable"), "1")
+    }
+
+    /// Stop recording it (what it wrote stays in the ring).
+    fn disable(&self) {
+        let _ = write_file(&self.dir.join("enable"), "0");
+    }
+}
+
+/// The page layout of this kernel's rings, from `events/header_page` and `header_event`.
+fn page_layout(root: &Path) -> Result<PageLayout, SetupError> {
+    let page = read_file(&root.join("events/header_page")).map_err(SetupError::from_step)?;
+    let event = read_file(&root.join("events/header_event")).map_err(SetupError::from_step)?;
+    PageLayout::from_header_texts(&page, &event, Endian::NATIVE).map_err(|e| {
+        SetupError::Layout(format!(
+            "{}/events/header_page: the ring-buffer pages are laid out in a way uevrec does \
+             not read ({e})",
+            root.display()
+        ))
+    })
+}
+
+/// The largest trace entry (common fields and payload) the kernel writes into an
+/// ftrace ring of 4 KiB pages: the page's data (4,080 bytes) less the 8-byte event
+/// header. Larger entries are dropped by the kernel without a count (perf takes up to
+/// about 8 KiB). Measured in the VM (6.12): 4,067 bytes kept, 4,077 dropped; setting the
+/// instance's `buffer_subbuf_size_kb` larger does not raise this on that kernel.
+pub const MAX_ENTRY: usize = 4072;
+
+/// Join thread ids for a pid file.
+fn pid_list(tids: &[u32]) -> String {
+    let v: Vec<String> = tids.iter().map(u32::to_string).collect();
+    v.join(" ")
+}
+
+impl FtraceBackend {
+    /// Create and configure the instance under tracefs `root` and open the readers of
+    /// `cpus`. Also returns notes for standard error (stale instances found).
+    pub fn open(
+        root: &Path,
+        cpus: &[u32],
+        opts: &FtraceOptions,
+    ) -> Result<(FtraceBackend, Vec<String>), SetupError> {
+        let EventInstance {
+            layout,
+            instance,
+            notes,
+            kb,
+            record_tgid,
+        } = EventInstance::create(root, opts)?;
+        let step = SetupError::from_step;
+        let epoll = Epoll::new().map_err(|source| {
+            step(FtraceError {
+                step: "epoll_create1".into(),
+                source,
+            })
+        })?;
+        let readers = open_readers(&instance, &layout, cpus)?;
+        for (i, r) in readers.iter().enumerate() {
+            epoll.add(r.file.as_fd(), i as u64).map_err(|source| {
+                step(FtraceError {
+                    step: format!("epoll_ctl on CPU {}'s trace_pipe_raw", r.cpu),
+                    source,
+                })
+            })?;
+        }
+        let ring_pages = (kb * 1024).div_ceil(layout.page_size() as u64) as usize;
+        let saved = record_tgid.then(|| root.join("saved_tgids"));
+        let backend = FtraceBackend {
+            cpus: readers,
+            epoll,
+            layout,
+            tgids: Tgids::new(saved),
+            settle: false,
+            max_pages: ring_pages + 2,
+            context: None,
+            drained_until: None,
+            instance,
+        };
+        Ok((backend, notes))
+    }
+
+    /// The instance's directory.
+    pub fn instance_dir(&self) -> &Path {
+        self.instance.dir()
+    }
+}
+
+/// The instance the events are recorded in, as both ftrace backends (this one and
+/// [`SpoolBackend`]) set it up.
+struct EventInstance {
+    /// The rings' page layout (tracefs `events/header_page`, `header_event`).
+    layout: PageLayout,
+    instance: Instance,
+    /// For standard error: stale instances found (and removed).
+    notes: Vec<String>,
+    /// KiB per CPU.
+    kb: u64,
+    /// The instance records thread → process ids (`saved_tgids`).
+    record_tgid: bool,
+}
+
+impl EventInstance {
+    /// A new instance under tracefs `root`, set up as `opts` says ([`configure`]), whose
+    /// readers waiting in poll wake at [`BUFFER_PERCENT`] of a ring, recording thread →
+    /// process ids where the kernel can (not fatal without, on old kernels: exited
+    /// threads may then lack a process id).
+    fn create(root: &Path, opts: &FtraceOptions) -> Result<EventInstance, SetupError> {
+        let layout = page_layout(root)?;
+        let (instance, notes) = Instance::create(root)?;
+        let kb = configure(&instance, &layout, opts)?;
+        instance
+            .write("buffer_percent", &BUFFER_PERCENT.to_string())
+            .map_err(SetupError::from_step)?;
+        let record_tgid = instance.write("options/record-tgid", "1").is_ok();
+        Ok(EventInstance {
+            layout,
+            instance,
+            notes,
+            kb,
+            record_tgid,
+        })
+    }
+}
+
+/// Set up `instance` as `opts` says: overwrite mode, the monotonic clock (record times
+/// are perf's), `opts.buffer_bytes` per CPU (at least two pages of `layout`), the thread
+/// filters. Returns the KiB per CPU set.
+fn configure(
+    instance: &Instance,
+    layout: &PageLayout,
+    opts: &FtraceOptions,
+) -> Result<u64, SetupError> {
+    let step = SetupError::from_step;
+    instance.write("options/overwrite", "1").map_err(step)?;
+    instance.write("trace_clock", "mono").map_err(step)?;
+    let kb = opts
+        .buffer_bytes
+        .div_ceil(1024)
+        .max(2 * layout.page_size() as u64 / 1024);
+    instance
+        .write("buffer_size_kb", &kb.to_string())
+        .map_err(|e| match e.source.raw_os_error() {
+            Some(libc::ENOMEM | libc::EINVAL) => SetupError::BufferSize { kb, source: e },
+            _ => step(e),
+        })?;
+    if let Some(only) = &opts.only_threads {
+        instance
+            .write("set_event_pid", &pid_list(only))
+            .map_err(step)?;
+    }
+    if !opts.exclude_threads.is_empty() {
+        instance
+            .write("set_event_notrace_pid", &pid_list(&opts.exclude_threads))
+            .map_err(step)?;
+    }
+    Ok(kb)
+}
+
+/// A reader of each of `cpus`' rings of `instance`.
+fn open_readers(
+    instance: &Instance,
+    layout: &PageLayout,
+    cpus: &[u32],
+) -> Result<Vec<CpuReader>, SetupError> {
+    cpus.iter()
+        .map(|&cpu| {
+            CpuReader::open(instance.dir(), cpu, layout.page_size()).map_err(|source| {
+                SetupError::from_step(FtraceError {
+                    step: format!(
+                        "open {}/per_cpu/cpu{cpu}/trace_pipe_raw",
+                        instance.dir().display()
+                    ),
+                    source,
+                })
+            })
+        })
+        .collect()
+}
+
+/// Attach `event` in `instance` ([`Backend::attach`] of both ftrace backends): set its
+/// filter, leave it disabled.
+fn attach_in(
+    instance: &Instance,
+    event: EventRef<'_>,
+    filter: Option<&str>,
+) -> Result<FtraceEvent, AttachError> {
+    let dir = instance
+        .dir()
+        .join("events")
+        .join(event.system)
+        .join(event.name);
+    // The session's expression is the same for every attachment, so without one no
+    // filter was ever set in this instance: nothing to clear.
+    if let Some(expr) = filter {
+        write_file(&dir.join("filter"), expr).map_err(|e| attach_error(e, true))?;
+    } else if !dir.is_dir() {
+        return Err(AttachError::Vanished);
+    }
+    Ok(FtraceEvent {
+        dir,
+        keys: [u64::from(event.id)],
+    })
+}
+
+/// Stop every one of `events` of `instance` ([`Backend::disable_all`] of both ftrace
+/// backends). One write of `0` to the instance's `events/enable` stops every event in it
+/// (the kernel walks its own list), instead of an open, write and close per event: with
+/// 10,000 events that is 30,000 system calls fewer at stop. Falls back to one write per
+/// event if the instance refuses.
+fn disable_all_in<'e>(instance: &Instance, events: impl Iterator<Item = &'e FtraceEvent>) {
+    if instance.write("events/enable", "0").is_err() {
+        for ev in events {
+            ev.disable();
+        }
+    }
+}
+
+/// What a failed write to an event's file means for [`Backend::attach`].
+fn attach_error(e: FtraceError, filter: bool) -> AttachError {
+    match e.source.raw_os_error() {
+        Some(libc::ENOENT | libc::ENODEV) => AttachError::Vanished,
+        Some(libc::EACCES | libc::EPERM) => AttachError::Denied(e.into()),
+        Some(libc::EINVAL) if filter => AttachError::FilterRefused(e.into()),
+        _ => AttachError::Failed(e.into()),
+    }
+}
+
+impl Backend for FtraceBackend {
+    type Event = FtraceEvent;
+
+    fn cpus(&self) -> usize {
+        self.cpus.len()
+    }
+
+    fn filters_threads(&self) -> bool {
+        true
+    }
+
+    fn attach(
+        &mut self,
+        event: EventRef<'_>,
+        filter: Option<&str>,
+    ) -> Result<FtraceEvent, AttachError> {
+        attach_in(&self.instance, event, filter)
+    }
+
+    fn start_tracking(&mut self) -> Result<Vec<String>, BackendError> {
+        let cpus: Vec<u32> = self.cpus.iter().map(|c| c.cpu).collect();
+        match ContextInstance::open(&self.instance, &self.layout, &cpus, false) {
+            Ok((context, missing)) => {
+                self.context = Some(context);
+                Ok(missing)
+            }
+            Err(e) => Ok(vec![format!(
+                "thread names and cgroups are not tracked: the tracking instance could not \
+                 be set up: {e}"
+            )]),
+        }
+    }
+
+    fn track_new_tasks(&mut self) {
+        let cpus: Vec<u32> = self.cpus.iter().map(|c| c.cpu).collect();
+        // Without it, process ids fall back to a cache, /proc and saved_tgids (tgid.rs).
+        if let Ok((tasks, _)) = ContextInstance::open(&self.instance, &self.layout, &cpus, true) {
+            self.context = Some(tasks);
+        }
+    }
+
+    fn enable(&mut self, event: &FtraceEvent) -> Result<(), BackendError> {
+        Ok(event.enable()?)
+    }
+
+    fn disable(&mut self, event: &FtraceEvent) {
+        event.disable();
+    }
+
+    fn disable_all<'e>(&mut self, events: impl Iterator<Item = &'e FtraceEvent>) {
+        disable_all_in(&self.instance, events);
+    }
+
+    fn keys(event: &FtraceEvent) -> &[u64] {
+        &event.keys
+    }
+
+    fn buffers(&self) -> usize {
+        self.cpus.len()
+    }
+
+    fn read(&mut self, buffer: usize, mut f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>) {
+        let Some(c) = self.cpus.get_mut(buffer) else {
+            return;
+        };
+        let cpu = c.cpu;
+        // Who-is-who of every CPU first, in time order (context_instance.rs); records
+        // written after that drain began stay for a later read. Drained once per pass
+        // over the buffers (an empty ring still costs a read(2), ~3 µs), and again when
+        // this ring holds a record written after the last drain.
+        let tgids = &mut self.tgids;
+        let Some(context) = &mut self.context else {
+            c.read(
+                &self.layout,
+                |tid| tgids.tgid(tid),
+                self.settle,
+                self.max_pages,
+                None,
+                |a| f(cpu, a),
+            );
+            return;
+        };
+        let mut drained = false;
+        loop {
+            if buffer == 0 || self.drained_until.is_none() || drained {
+                let (flow, began) = context.drain(&self.layout, tgids, &mut f);
+                self.drained_until = Some(began);
+                if flow.is_break() {
+                    return;
+                }
+            }
+            let held = c.read(
+                &self.layout,
+                |tid| tgids.tgid(tid),
+                self.settle,
+                self.max_pages,
+                self.drained_until,
+                |a| f(cpu, a),
+            );
+            if !held || drained {
+                return;
+            }
+            drained = true;
+        }
+    }
+
+    fn wait(&self, timeout: Duration) -> io::Result<()> {
+        self.epoll.wait(timeout).map(drop)
+    }
+
+    fn drains_in_parallel(&self) -> bool {
+        true
+    }
+
+    fn read_trackers(&mut self, mut f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>) -> u64 {
+        let Some(context) = &mut self.context else {
+            return u64::MAX;
+        };
+        // As in `read`: records written after this drain began wait for the next pass.
+        // The drain hands on all it read (consumed), whatever `f` says.
+        let (_, began) = context.drain(&self.layout, &mut self.tgids, &mut f);
+        self.drained_until = Some(began);
+        began
+    }
+
+    fn read_groups<G>(
+        &mut self,
+        limit: u64,
+        pool: &DrainPool,
+        groups: &mut [G],
+    ) -> Result<(), DrainFailed>
+    where
+        G: FnMut(u32, Arrival<'_>) -> ControlFlow<()> + Send,
+    {
+        let (layout, settle, max_pages) = (&self.layout, self.settle, self.max_pages);
+        let hold_after = (limit != u64::MAX).then_some(limit);
+        // Thread → process ids: the trackers' news went in before the pass (read_trackers),
+        // so within a pass an answer does not change; each thread keeps the last one (a
+        // CPU runs one thread for a while) and asks the shared cache only on a change.
+        let tgids = Mutex::new(&mut self.tgids);
+        // Group i on drain thread i (started once for the session, crate::capture::backend).
+        pool.read_groups(&mut self.cpus, groups, |readers, f| {
+            let mut last: Option<(u32, u32)> = None;
+            let mut pid_of = |tid: u32| match last {
+                Some((t, p)) if t == tid => Some(p),
+                _ => {
+                    let pid = tgids
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .tgid(tid);
+                    last = pid.map(|p| (tid, p));
+                    pid
+                }
+            };
+            for c in readers.iter_mut() {
+                let cpu = c.cpu;
+                c.read(layout, &mut pid_of, settle, max_pages, hold_after, |a| {
+                    f(cpu, a)
+                });
+            }
+        })
+    }
+
+    fn marker_cpus(&self) -> Vec<u32> {
+        self.cpus.iter().map(|c| c.cpu).collect()
+    }
+
+    fn set_markers(&mut self, on: bool) {
+        self.settle = on;
+        if on {
+            for c in &mut self.cpus {
+                c.unsettle();
+            }
+        }
+    }
+}

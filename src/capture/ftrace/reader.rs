@@ -1,0 +1,197 @@
+//! One CPU's `trace_pipe_raw`: whole ring-buffer pages read into a reused buffer, parsed
+//! in place ([`PageReader`]) into [`Arrival`]s, with the CPU's loss accounting.
+//!
+//! `read(2)` rather than `splice(2)`: each read hands over one page (the kernel swaps a
+//! full page out of the ring and copies it, or copies the committed records of the page
+//! the writer is still on, so the records written before a stop all come out); splice
+//! moves only full pages and would still need a pipe and a read to see them, with the
+//! same single copy. See BENCHMARKS.md for the measured difference.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read as _};
+use std::ops::ControlFlow;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+
+use uevrec_parsers::ftrace_page::{Item, PageLayout, PageReader};
+
+use crate::capture::backend::Arrival;
+use uevrec_parsers::ftrace_page::losses::{Losses, stats_total};
+
+/// One CPU's reader.
+#[derive(Debug)]
+pub struct CpuReader {
+    /// The CPU number.
+    pub cpu: u32,
+    /// `per_cpu/cpuN/trace_pipe_raw`, non-blocking.
+    pub file: File,
+    stats: PathBuf,
+    /// The page being parsed (`len` bytes of it are valid).
+    page: Vec<u8>,
+    len: usize,
+    cursor: Option<PageReader>,
+    losses: Losses,
+    /// The final settlement was made (see [`CpuReader::read`]).
+    settled: bool,
+}
+
+/// Where the records' ids are: `common_type` (u16 at 0) and `common_pid` (i32 at 4), the
+/// same on every kernel (RT kernels add common fields after them).
+const COMMON_LEN: usize = 8;
+
+impl CpuReader {
+    /// Open `per_cpu/cpu<cpu>` of the instance at `dir`, for pages of `page_size` bytes.
+    pub fn open(dir: &Path, cpu: u32, page_size: usize) -> io::Result<CpuReader> {
+        let per_cpu = dir.join(format!("per_cpu/cpu{cpu}"));
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(per_cpu.join("trace_pipe_raw"))?;
+        Ok(CpuReader {
+            cpu,
+            file,
+            stats: per_cpu.join("stats"),
+            page: vec![0; page_size],
+            len: 0,
+            cursor: None,
+            losses: Losses::default(),
+            settled: false,
+        })
+    }
+
+    /// Take the next page; false when the ring is empty (or unreadable).
+    fn next_page(&mut self, layout: &PageLayout) -> Result<bool, ()> {
+        loop {
+            match self.file.read(&mut self.page) {
+                Ok(0) => return Ok(false),
+                Ok(n) => {
+                    self.len = n;
+                    return match PageReader::new(layout, &self.page[..n]) {
+                        Ok(r) => {
+                            self.cursor = Some(r);
+                            Ok(true)
+                        }
+                        Err(_) => Err(()),
+                    };
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // EAGAIN: empty. Anything else: nothing to read now either.
+                Err(_) => return Ok(false),
+            }
+        }
+    }
+
+    /// Hand what the ring holds to `f`, oldest first, until it is empty, `f` breaks, or
+    /// `max_pages` pages were taken. When `settle` is set and the ring is empty, report the
+    /// losses no page told of ([`Losses::settle`]) and then [`Arrival::Marker`], once.
+    /// A record written after `hold_after` (and all after it) stays for the next read:
+    /// returns true when one did.
+    /// Samples get their process id from `pid_of` (thread id → process id; None: no
+    /// process id).
+    pub fn read(
+        &mut self,
+        layout: &PageLayout,
+        mut pid_of: impl FnMut(u32) -> Option<u32>,
+        settle: bool,
+        max_pages: usize,
+        hold_after: Option<u64>,
+        mut f: impl FnMut(Arrival<'_>) -> ControlFlow<()>,
+    ) -> bool {
+        let mut pages = 0;
+        loop {
+            let Some(cursor) = self.cursor.as_mut() else {
+                if pages >= max_pages {
+                    return false;
+                }
+                match self.next_page(layout) {
+                    Ok(true) => pages += 1,
+                    Ok(false) => {
+                        if settle && !self.settled {
+                            self.settled = true;
+                            if let Some(total) = lost_total(&self.stats) {
+                                let lost = self.losses.settle(total);
+                                let time = Some(crate::capture::clock::monotonic_ns());
+                                if lost > 0 && f(Arrival::Lost { lost, time }).is_break() {
+                                    // The marker follows at the next read.
+                                    self.settled = false;
+                                    return false;
+                                }
+                            }
+                            let _ = f(Arrival::Marker);
+                        }
+                        return false;
+                    }
+                    Err(()) => {
+                        pages += 1;
+                        if f(Arrival::Malformed).is_break() {
+                            return false;
+                        }
+                    }
+                }
+                continue;
+            };
+            let page = &self.page[..self.len];
+            let before = *cursor;
+            let arrival = match cursor.next_item(layout, page) {
+                None => {
+                    self.cursor = None;
+                    continue;
+                }
+                Some(Err(_)) => {
+                    self.cursor = None;
+                    Arrival::Malformed
+                }
+                Some(Ok(Item::Missed { count, time })) => {
+                    let stats = &self.stats;
+                    match self.losses.missed(count, || lost_total(stats)) {
+                        0 => continue,
+                        lost => Arrival::Lost {
+                            lost,
+                            time: Some(time),
+                        },
+                    }
+                }
+                Some(Ok(Item::Record { time, .. })) if hold_after.is_some_and(|h| time > h) => {
+                    *cursor = before;
+                    return true;
+                }
+                Some(Ok(Item::Record { time, raw, .. })) => {
+                    sample(raw, time, self.cpu, &mut pid_of)
+                }
+            };
+            if f(arrival).is_break() {
+                return false;
+            }
+        }
+    }
+
+    /// Make the next empty read settle again (see [`CpuReader::read`]).
+    pub fn unsettle(&mut self) {
+        self.settled = false;
+    }
+}
+
+/// The records a CPU's ring lost in all, from its `stats` file, if readable.
+fn lost_total(stats: &Path) -> Option<u64> {
+    crate::capture::tracefs::read_once(stats)
+        .ok()
+        .and_then(|t| stats_total(&t))
+}
+
+/// The sample for trace entry `raw`.
+fn sample(raw: &[u8], time: u64, cpu: u32, pid_of: impl FnOnce(u32) -> Option<u32>) -> Arrival<'_> {
+    let Some(common) = raw.get(..COMMON_LEN) else {
+        return Arrival::Malformed;
+    };
+    let key = u64::from(u16::from_ne_bytes([common[0], common[1]]));
+    let tid = i32::from_ne_bytes([common[4], common[5], common[6], common[7]]) as u32;
+    Arrival::Sample {
+        key: Some(key),
+        time: Some(time),
+        cpu: Some(cpu),
+        pid: pid_of(tid),
+        tid: Some(tid),
+        cgroup: None,
+        raw,
+    }
+}

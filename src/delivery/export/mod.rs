@@ -1,0 +1,21 @@
+//! OTLP export: send the recorder's OTLP requests to a collector over gRPC or HTTP, in
+//! three parts, each usable on its own: [`config`] (flags and the `OTEL_EXPORTER_OTLP_*`
+//! variables resolved into an [`ExportConfig`] with one endpoint, protocol, header set,
+//! compression, timeout and TLS setting per signal; header values are [`Secret`]s that
+//! never print), [`transport`] (a [`Transport`] that sends ONE already-encoded request and
+//! returns an [`Outcome`]; it blocks, owns its own small tokio runtime, and knows nothing
+//! of batching or the spool) and [`retry`] (the OTLP specification's classification of
+//! answers, and [`Backoff`]). A caller's loop is at [`Transport`].
+//!
+//! Layers, lowest first: `config`, `retry`, `transport`.
+
+pub mod config;
+pub mod retry;
+pub mod transport;
+
+pub use config::{
+    Compression, ConfigError, ExportConfig, ExportFlags, Header, Protocol, Secret, Signal,
+    SignalConfig, Tls, process_env, resolve,
+};
+pub use retry::{Backoff, BackoffPolicy, Verdict};
+pub use transport::{Outcome, Transport, TransportError};

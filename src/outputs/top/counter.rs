@@ -1,0 +1,189 @@
+//! The counting thread of `uevrec top`: takes the session's staged chunks (where
+//! `record` has its formatter), counts each entry into the [`Model`] and returns the
+//! chunk to the pool. No decoding and no JSON: per record only its slot, pid and length
+//! are read, under one lock per chunk. A process's name is looked up when it first shows
+//! in an interval (a cache hit after the first time), so a short-lived process is still
+//! named after it exited.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::Shared;
+use super::model::Model;
+use super::pods::{GroupBy, PodRows};
+use crate::capture::staging::{Staged, StagedChunk, StagedEntry};
+
+/// Count everything staged on `staged` into `shared` until the session closes it,
+/// returning every chunk buffer on `pool`; a row per event, or per pod (`by`).
+pub fn run(staged: &Receiver<Staged>, pool: &Sender<Vec<u8>>, shared: &Shared, by: GroupBy) {
+    // Processes new in this interval, named once the model is unlocked.
+    let mut fresh: Vec<u32> = Vec::new();
+    let mut pods = (by == GroupBy::Pod).then(PodRows::default);
+    for msg in staged {
+        let chunk = match msg {
+            Staged::Format { .. } if pods.is_some() => continue,
+            Staged::Format { slot, source, .. } => {
+                let name = format!("{}:{}", source.system, source.name);
+                lock(&shared.model).attach(slot, &name);
+                continue;
+            }
+            Staged::Drained(_) => continue,
+            Staged::Chunk(chunk) => chunk,
+        };
+        match &mut pods {
+            Some(rows) => count_by_pod(&mut lock(&shared.model), rows, &chunk, &mut fresh),
+            None => count_chunk(&mut lock(&shared.model), &chunk, &mut fresh),
+        }
+        // The pool channel holds every chunk, so this never waits.
+        let _ = pool.send(chunk.into_buffer());
+        if !fresh.is_empty() {
+            let mut comms = lock(&shared.comms);
+            for pid in fresh.drain(..) {
+                comms.name(pid);
+            }
+        }
+    }
+}
+
+/// Count every entry of `chunk` into `model`; the pids new in this interval are added
+/// to `fresh` (to be named).
+pub fn count_chunk(model: &mut Model, chunk: &StagedChunk, fresh: &mut Vec<u32>) {
+    for entry in chunk.entries() {
+        match entry {
+            StagedEntry::Record {
+                slot, stamp, raw, ..
+            } => {
+                if model.record(slot, stamp.pid, raw.len()) {
+                    fresh.push(stamp.pid);
+                }
+            }
+            StagedEntry::Lost { lost, .. } => model.lost(lost),
+            StagedEntry::Notice {
+                what,
+                event,
+                message,
+                ..
+            } => {
+                if what == "detached"
+                    && let Some(event) = event
+                {
+                    model.detach(event);
+                }
+                model.notice(what, event, message);
+            }
+            // top runs without context tracking (names come from /proc).
+            StagedEntry::Context { .. } | StagedEntry::Schema { .. } => {}
+        }
+    }
+}
+
+/// [`count_chunk`] with a row per pod: context entries go to the tracker of `rows`,
+/// each record counts in its pod's row.
+pub fn count_by_pod(
+    model: &mut Model,
+    rows: &mut PodRows,
+    chunk: &StagedChunk,
+    fresh: &mut Vec<u32>,
+) {
+    for entry in chunk.entries() {
+        match entry {
+            StagedEntry::Record {
+                stamp, cgroup, raw, ..
+            } => {
+                let slot = rows.slot(model, stamp.pid, stamp.tid, cgroup);
+                if model.record(slot, stamp.pid, raw.len()) {
+                    fresh.push(stamp.pid);
+                }
+            }
+            StagedEntry::Context {
+                time_unix_ns,
+                update,
+            } => rows.tracker.apply(time_unix_ns, update),
+            StagedEntry::Lost { lost, .. } => model.lost(lost),
+            StagedEntry::Notice {
+                what,
+                event,
+                message,
+                ..
+            } => model.notice(what, event, message),
+            StagedEntry::Schema { .. } => {}
+        }
+    }
+}
+
+/// The model or the names, also when a thread panicked while holding them (counts are
+/// still counts: better shown than lost).
+pub fn lock<T>(shared: &Mutex<T>) -> MutexGuard<'_, T> {
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::staging::FormatSource;
+    use std::sync::Arc;
+    use std::time::Duration;
+    use uevrec_parsers::{PreparedFormat, RecordStamp};
+
+    fn format(slot: u32, system: &str, name: &str) -> Staged {
+        let text = format!(
+            "name: {name}\nID: 7\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\nprint fmt: \"\"\n"
+        );
+        let parsed = uevrec_parsers::parse_format(&text).unwrap();
+        Staged::Format {
+            slot,
+            prepared: Arc::new(PreparedFormat::new(&parsed, system, name, None)),
+            source: Arc::new(FormatSource {
+                system: system.into(),
+                name: name.into(),
+                text,
+            }),
+        }
+    }
+
+    #[test]
+    fn counts_records_losses_and_detaches_and_returns_chunks() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (pool_tx, pool_rx) = crossbeam_channel::unbounded();
+        // Pids no process has (above pid_max).
+        let stamp = |pid: u32| RecordStamp {
+            time_unix_ns: Some(1),
+            cpu: 0,
+            pid,
+            tid: pid,
+        };
+        tx.send(format(0, "sched", "sched_switch")).unwrap();
+        let mut chunk = StagedChunk::default();
+        chunk.push_notice(None, "attached", Some("sched:sched_switch"), "id 7");
+        chunk.push_record(0, &stamp(1 << 30), &[0; 40]);
+        chunk.push_record(0, &stamp(1 << 30), &[0; 40]);
+        chunk.push_record(0, &stamp((1 << 30) + 1), &[0; 24]);
+        chunk.push_lost(None, 1, 9);
+        chunk.push_notice(None, "detached", Some("sched:sched_switch"), "gone");
+        tx.send(Staged::Chunk(chunk)).unwrap();
+        drop(tx);
+        let shared = Shared::default();
+        run(&rx, &pool_tx, &shared, GroupBy::Event);
+        assert_eq!(
+            pool_rx.try_iter().count(),
+            1,
+            "the chunk went back to the pool"
+        );
+        // Both processes were looked up as they showed (no such pids: `?`).
+        assert_eq!(lock(&shared.comms).len(), 2);
+        let mut m = lock(&shared.model);
+        m.tick(Duration::from_secs(1));
+        let s = m.snapshot();
+        assert_eq!(s.rows.len(), 1);
+        let r = &s.rows[0];
+        assert_eq!(r.event, "sched:sched_switch");
+        assert_eq!((r.records, r.bytes, r.attached), (3, 104, false));
+        assert_eq!(r.top, vec![(1 << 30, 2), ((1 << 30) + 1, 1)]);
+        assert_eq!(s.lost, 9);
+        assert_eq!(
+            s.notice.as_deref(),
+            Some("detached sched:sched_switch: gone")
+        );
+    }
+}
