@@ -31,9 +31,10 @@
 //! it is compared with). A total the input can push past a `u64` is said, never wrapped
 //! ([`to_lines::DecodeStats::lost_overflow`]). Arithmetic that is provably bounded (a place
 //! inside a slice plus a few bytes, a `u16` count of code units) is allowed where it is,
-//! with the bound in a comment; the writers (sizes their caller holds) and the unit tests
-//! are allowed as a whole. Not linted yet: the JSON writers (`json`, `json_line` but its
-//! EventHeader walk, `output`, `schema`) and `otlp`.
+//! with the bound in a comment; the writers (sizes their caller holds, lengths of their
+//! own buffers: `perf_data::writer`, `trace_dat::writer`, `otlp`'s encoders) and the unit
+//! tests are allowed as a whole. Not linted: the JSON-lines writers (`json`, `json_line`
+//! but its EventHeader walk, `output`, `schema`), which read nothing from the input.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -55,6 +56,7 @@ mod format_file;
 pub mod ftrace_page;
 mod json;
 mod json_line;
+#[deny(clippy::arithmetic_side_effects)]
 pub mod otlp;
 mod output;
 #[deny(clippy::arithmetic_side_effects)]

@@ -67,7 +67,9 @@ pub(crate) fn hex_id<const N: usize>(text: &[u8]) -> Option<[u8; N]> {
     Some(id)
 }
 
+// Tests compute with the values they pick.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
 

@@ -170,7 +170,8 @@ impl Plans {
                         endian,
                         plan: compile(meta, endian),
                     });
-                    self.last = self.entries.len() - 1;
+                    // Just pushed: not empty.
+                    self.last = self.entries.len().saturating_sub(1);
                 }
             }
         }
@@ -216,19 +217,21 @@ fn value_of(encoding: Encoding, format: Format) -> Value {
 /// whose mapping the plan can do (see the module documentation).
 fn compile(meta: &[u8], endian: Endian) -> Option<LogPlan> {
     let name_len = memchr::memchr(0, meta)?;
-    let mut pos = name_len + 1;
+    // The NUL is inside the metadata: the sum fits.
+    let mut pos = name_len.saturating_add(1);
     let mut reads = Vec::new();
     // Top-level value fields and parts' members: (part or none, key, index in `reads`).
     let mut members: Vec<(Option<u8>, Vec<u8>, usize)> = Vec::new();
     let mut top_keys: Vec<Vec<u8>> = Vec::new();
     let mut parts_seen = [false; 3];
-    let mut count = 0;
+    let mut count = 0usize;
     // (part, fields left in it)
     let mut part: Option<(u8, u8)> = None;
     while pos < meta.len() {
         let f = read_field(meta, pos, endian).ok()?;
         pos = f.next;
-        count += 1;
+        // At most MAX_FIELDS + 1 (checked below).
+        count = count.saturating_add(1);
         if count > MAX_FIELDS || f.array != ArrayKind::Scalar {
             return None;
         }
@@ -264,7 +267,8 @@ fn compile(meta: &[u8], endian: Endian) -> Option<LogPlan> {
                     return None;
                 }
                 members.push((Some(p), key, index));
-                *left -= 1;
+                // A part has at least one field (format_byte != 0) and ends at 0.
+                *left = left.saturating_sub(1);
                 if *left == 0 {
                     part = None;
                 }
@@ -375,9 +379,11 @@ impl LogPlan {
         let mut pos = 0;
         for r in &self.reads {
             let (bytes, used) = read_value(payload, pos, r.encoding, endian).ok()?;
-            let start = bytes.as_ptr() as usize - payload.as_ptr() as usize;
-            values.push((start, start + bytes.len()));
-            pos += used;
+            // `bytes` is part of `payload`: the difference is its place there, and the
+            // sums stay inside it.
+            let start = (bytes.as_ptr() as usize).checked_sub(payload.as_ptr() as usize)?;
+            values.push((start, start.saturating_add(bytes.len())));
+            pos = pos.saturating_add(used);
         }
         Some(())
     }
@@ -508,7 +514,7 @@ impl OtlpWriter {
             });
         #[cfg(test)]
         {
-            self.fast.hits += 1;
+            self.fast.hits = self.fast.hits.saturating_add(1);
         }
         true
     }
@@ -567,8 +573,10 @@ fn origin_attrs(out: &mut Vec<u8>, origin: &Origin<'_>, tracepoint: &TracepointV
 #[inline]
 fn int_attr(out: &mut Vec<u8>, key: &[u8], v: i64) {
     let n = prost::encoding::encoded_len_varint(v as u64);
-    let any = 1 + n;
-    out.extend_from_slice(&[0x32, (4 + key.len() + any) as u8, 0x0a, key.len() as u8]);
+    // A varint of at most 10 bytes and a key under 100: small sums.
+    #[allow(clippy::arithmetic_side_effects)]
+    let (any, kv) = (1 + n, 4 + key.len() + 1 + n);
+    out.extend_from_slice(&[0x32, kv as u8, 0x0a, key.len() as u8]);
     out.extend_from_slice(key);
     out.extend_from_slice(&[0x12, any as u8, 0x18]);
     wire::encode_varint(v as u64, out);
@@ -589,6 +597,8 @@ fn attr(out: &mut Vec<u8>, key: &[u8], value: impl FnOnce(&mut Vec<u8>)) {
 
 /// The low `size` bytes of `u` as a signed number.
 fn sign_extend(u: u64, size: usize) -> i64 {
+    // size is a value's width, 1 to 8 bytes.
+    #[allow(clippy::arithmetic_side_effects)]
     let shift = 64 - 8 * size as u32;
     ((u << shift) as i64) >> shift
 }
@@ -713,13 +723,15 @@ impl OtlpWriter {
             });
         #[cfg(test)]
         {
-            self.fast.hits += 1;
+            self.fast.hits = self.fast.hits.saturating_add(1);
         }
         true
     }
 }
 
+// Tests compute with the values they pick.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use proptest::prelude::*;
     use proptest::test_runner::{Config, TestRunner};

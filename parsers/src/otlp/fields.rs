@@ -727,7 +727,9 @@ pub(crate) fn dedupe(buf: &mut Vec<u8>, keys: &[Text], start: usize, quoted: boo
     Text { start, end }
 }
 
+// Tests compute with the values they pick.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
 

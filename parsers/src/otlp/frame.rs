@@ -213,15 +213,16 @@ pub const POD_COLUMN: u8 = 0x80;
 
 /// Check the `u16 LE len, UTF-8 text` at `at` in `bytes`; where it ends.
 fn check_text(bytes: &[u8], at: usize) -> Result<usize, FrameError> {
+    // `at` is a place in `bytes` and `len` a u16: the sums fit (checked all the same).
+    let start = at.checked_add(2).ok_or(FrameError::BadTable)?;
     let len = bytes
-        .get(at..at + 2)
+        .get(at..start)
         .ok_or(FrameError::BadTable)
         .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])))?;
-    let text = bytes
-        .get(at + 2..at + 2 + len)
-        .ok_or(FrameError::BadTable)?;
+    let end = start.checked_add(len).ok_or(FrameError::BadTable)?;
+    let text = bytes.get(start..end).ok_or(FrameError::BadTable)?;
     std::str::from_utf8(text).map_err(|_| FrameError::BadName)?;
-    Ok(at + 2 + len)
+    Ok(end)
 }
 
 /// Check a pod column of `n` entries at the start of `bytes`; the column and the rest.
@@ -249,10 +250,11 @@ impl<'a> Tracepoints<'a> {
         let mut at = 0usize;
         for _ in 0..n {
             at = check_text(bytes, at)?;
-            if bytes.len() < at + 4 {
+            // at <= bytes.len(): the count's 4 bytes after the name.
+            at = at.saturating_add(4);
+            if bytes.len() < at {
                 return Err(FrameError::BadTable);
             }
-            at += 4;
         }
         let (table, rest) = bytes.split_at(at);
         Ok((
@@ -431,14 +433,14 @@ impl FrameMeta {
 /// Append the frame of `meta` and `body` (nothing when it does not fit a frame).
 pub fn write_frame(out: &mut Vec<u8>, meta: &FrameMeta, body: &[u8]) -> Result<(), FrameError> {
     meta.check()?;
-    let fixed = META_FIXED
-        + meta
-            .tracepoints
-            .iter()
-            .map(|(n, _)| 6 + n.len())
-            .sum::<usize>()
-        + meta.pods.iter().map(|p| 2 + p.len()).sum::<usize>();
-    if u32::try_from(fixed + body.len()).is_err() {
+    // The caller's names and body (checked by meta.check: at most 65,535 names of at
+    // most 65,535 bytes each): saturating, a sum past usize is too large all the same.
+    let names = (meta.tracepoints.iter()).fold(0usize, |n, (t, _)| {
+        n.saturating_add(t.len().saturating_add(6))
+    });
+    let pods = (meta.pods.iter()).fold(0usize, |n, p| n.saturating_add(p.len().saturating_add(2)));
+    let fixed = META_FIXED.saturating_add(names).saturating_add(pods);
+    if u32::try_from(fixed.saturating_add(body.len())).is_err() {
         return Err(FrameError::TooLarge("a body of 4 GiB or more"));
     }
     let start = begin_frame(
@@ -476,8 +478,9 @@ pub(crate) fn begin_frame<'n>(
 /// Fill in the length of the frame started at `start` (the body written). The body must
 /// stay under 4 GiB (the writer's frames end at about 1 MiB).
 pub(crate) fn end_frame(out: &mut [u8], start: usize) {
-    let len = u32::try_from(out.len() - start - 4).unwrap_or(u32::MAX);
-    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    // begin_frame wrote the 4 length bytes at `start`: out.len() >= start + 4.
+    let len = u32::try_from(out.len().saturating_sub(start).saturating_sub(4)).unwrap_or(u32::MAX);
+    out[start..start.saturating_add(4)].copy_from_slice(&len.to_le_bytes());
 }
 
 /// The metadata's bytes (see [`begin_frame`] for the limits).
@@ -525,6 +528,8 @@ fn parse_meta(bytes: &[u8]) -> Result<(Frame<'_>, &[u8]), FrameError> {
     let has_pods = fixed[1] & POD_COLUMN != 0;
     let encoding =
         OtlpEncoding::from_byte(fixed[1] & !POD_COLUMN).ok_or(FrameError::BadEncoding(fixed[1]))?;
+    // Called with the constants 2 and 6: inside the fixed part.
+    #[allow(clippy::arithmetic_side_effects)]
     let u32_at =
         |i: usize| u32::from_le_bytes([fixed[i], fixed[i + 1], fixed[i + 2], fixed[i + 3]]);
     let records = u32_at(2);
@@ -581,13 +586,18 @@ fn read_one(buf: &[u8], at: usize) -> Result<(Frame<'_>, usize), FrameError> {
         .get(..4)
         .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
         .ok_or_else(|| truncated(4))?;
-    let frame = rest.get(4..4 + len).ok_or_else(|| truncated(4 + len))?;
+    // A u32 length from the file: the sum is checked (a usize of 32 bits overflows).
+    let end = len.checked_add(4).ok_or_else(|| truncated(usize::MAX))?;
+    let frame = rest.get(4..end).ok_or_else(|| truncated(end))?;
     let (mut head, body) = parse_meta(frame)?;
     head.body = body;
-    Ok((head, at + 4 + len))
+    // The frame is inside `buf`: at + end <= buf.len().
+    Ok((head, at.saturating_add(end)))
 }
 
+// Tests compute with the values they pick.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use proptest::prelude::*;
 

@@ -34,16 +34,27 @@
 //! mappings, framing and batching, the fast path and the test oracle; this file is above
 //! them all. A module imports only from modules before it (`parsers/tests/layers.rs`).
 
+// Writers: their sums are lengths of the crate's own buffers (the JSON and protobuf it
+// writes, the field tree read back from the JSON text it wrote) and small counts, far
+// below usize::MAX; what comes from input is read in `frame` and `fast`.
+#[allow(clippy::arithmetic_side_effects)]
 mod batch;
+#[allow(clippy::arithmetic_side_effects)]
 mod common_schema;
+// Hex digits and ids of a fixed size.
+#[allow(clippy::arithmetic_side_effects)]
 mod cs_text;
+#[allow(clippy::arithmetic_side_effects)]
 mod enc;
 mod fast;
+#[allow(clippy::arithmetic_side_effects)]
 mod fields;
 pub mod frame;
+#[allow(clippy::arithmetic_side_effects)]
 mod json;
 mod metrics;
 mod proto;
+#[allow(clippy::arithmetic_side_effects)]
 mod wire;
 
 use std::fmt;
@@ -137,7 +148,8 @@ struct TracepointValue {
 
 impl TracepointValue {
     fn set(&mut self, system: &str, event: &str) {
-        let same = self.names.len() == system.len() + 1 + event.len()
+        // Lengths of two strs and a colon: the sum fits.
+        let same = self.names.len() == system.len().saturating_add(1).saturating_add(event.len())
             && self.names.starts_with(system.as_bytes())
             && self.names.ends_with(event.as_bytes());
         if same {
@@ -779,7 +791,10 @@ fn severity_of_level(level: u8) -> (i32, &'static [u8]) {
     }
 }
 
+// The test oracle and the tests compute with the values they pick.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod reference;
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests;

@@ -248,7 +248,9 @@ pub(crate) fn message_any(out: &mut Vec<u8>, message: &dyn fmt::Display) {
     close(out, mark);
 }
 
+// Tests compute with the values they pick.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
 

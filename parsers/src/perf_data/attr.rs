@@ -31,15 +31,13 @@ pub fn parse_attrs_section(
     file: &[u8],
     header: &FileHeader,
 ) -> Result<Vec<AttrEntry>, PerfDataError> {
+    /// An attr of the first version and its ids section.
+    const MIN_ENTRY: u64 = ATTR_SIZE_VER0 as u64 + 16;
     let section = header.attrs.slice(file, "attrs section")?;
-    if header.attr_size < ATTR_SIZE_VER0 as u64 + 16 {
+    if header.attr_size < MIN_ENTRY {
         return Err(PerfDataError::Unsupported {
             at: 16,
-            what: format!(
-                "attr_size {} (at least {})",
-                header.attr_size,
-                ATTR_SIZE_VER0 + 16
-            ),
+            what: format!("attr_size {} (at least {MIN_ENTRY})", header.attr_size,),
         });
     }
     let entry = header.attr_size as usize;
@@ -47,7 +45,8 @@ pub fn parse_attrs_section(
         .chunks(entry)
         .enumerate()
         .map(|(i, bytes)| {
-            let at = header.attrs.offset + (i * entry) as u64;
+            // A place in the section, which is inside the file: the sums fit.
+            let at = (header.attrs.offset).saturating_add(i.saturating_mul(entry) as u64);
             if bytes.len() < entry {
                 return Err(PerfDataError::Truncated {
                     what: "attrs section entry",
@@ -56,9 +55,12 @@ pub fn parse_attrs_section(
                     have: bytes.len() as u64,
                 });
             }
-            let (attr_bytes, ids) = bytes.split_at(entry - 16);
+            // entry >= MIN_ENTRY, checked above.
+            let attr_size = entry.saturating_sub(16);
+            let (attr_bytes, ids) = bytes.split_at(attr_size);
             let attr = EventAttr::parse(attr_bytes, at, header.endian)?;
-            let mut c = Cursor::new(ids, at + (entry - 16) as u64, header.endian);
+            let ids_at = at.saturating_add(attr_size as u64);
+            let mut c = Cursor::new(ids, ids_at, header.endian);
             let ids = Section {
                 offset: c.u64("ids offset")?,
                 size: c.u64("ids size")?,
@@ -88,6 +90,7 @@ pub fn parse_attr_record(body: &[u8], at: u64, endian: Endian) -> Result<AttrEnt
     let attr = EventAttr::parse(&body[..size], at, endian)?;
     Ok(AttrEntry {
         attr,
-        ids: read_ids(ids, at + size as u64, endian)?,
+        // A place in the input: far below u64::MAX (saturating all the same).
+        ids: read_ids(ids, at.saturating_add(size as u64), endian)?,
     })
 }

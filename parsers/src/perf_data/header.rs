@@ -179,7 +179,8 @@ impl FileHeader {
             .collect();
         let table = Section {
             offset: self.data.offset.saturating_add(self.data.size),
-            size: 16 * bits.len() as u64,
+            // At most 255 entries of 16 bytes.
+            size: (bits.len() as u64).saturating_mul(16),
         };
         let mut c = Cursor::new(
             table.slice(file, "feature section table")?,
@@ -207,6 +208,8 @@ impl ClockData {
     /// Unix nanoseconds of a sample time on `clockid`: `wall + (time - clockid_ns)`
     /// (`None` before 1970 or past 2554).
     pub fn to_unix_ns(&self, time: u64) -> Option<u64> {
+        // Three u64s in an i128: no overflow (per sample: no checks).
+        #[allow(clippy::arithmetic_side_effects)]
         let ns = i128::from(self.wall_ns) + i128::from(time) - i128::from(self.clockid_ns);
         u64::try_from(ns).ok()
     }

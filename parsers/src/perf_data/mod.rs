@@ -23,12 +23,9 @@
 //! and `attr` (attrs with their ids, read through the header); a module imports only from
 //! modules before it (`parsers/tests/layers.rs`), this file from all of them.
 
-// Audited last (another change is moving code in and out of them): allowed until then.
-#[allow(clippy::arithmetic_side_effects)]
 pub mod attr;
 mod cursor;
 mod event_attr;
-#[allow(clippy::arithmetic_side_effects)]
 pub mod header;
 pub mod index;
 pub mod order;
