@@ -7,6 +7,7 @@
 #   ftrace_page: the ring-buffer pages of tests/data/trace-dat/*.dat.
 #   cgroup_path: cgroup paths of Docker, podman, units and both kubelet drivers, with
 #                kubelet names.
+#   otlp_frames: OTLP export frames of every signal and encoding, with and without pods.
 # The structured targets (decode_record, json_line, perf_sample) start from libFuzzer's
 # own empty input.
 set -eu
@@ -146,6 +147,37 @@ for path in \
     printf '%s\nshop_web-0_%s\nweb-0_shop_nginx-%s.log\n' "$path" "$uid" "$id" >"$cg/seed-$i"
 done
 echo "seed-corpus.sh: $i cgroup paths in $cg"
+# otlp_frames: export frames as the writer appends them (parsers/src/otlp/frame.rs):
+# logs, traces and metrics, JSON and protobuf, with and without a pod column, one to
+# three frames per buffer.
+mkdir -p "$here/corpus/otlp_frames"
+python3 - "$here/corpus/otlp_frames" <<'PY'
+import struct, sys
+def text(s):
+    b = s.encode()
+    return struct.pack("<H", len(b)) + b
+def frame(signal, encoding, entries, pods, body):
+    meta = struct.pack("<BBIIH", signal, encoding | (0x80 if pods else 0),
+                       sum(c for _, c in entries), len(entries), len(entries))
+    for name, count in entries:
+        meta += text(name) + struct.pack("<I", count)
+    for pod in pods:
+        meta += text(pod)
+    rest = meta + body
+    return struct.pack("<I", len(rest)) + rest
+frames = [
+    frame(0, 1, [("user_events:hello", 3), ("uevrec", 1)], [], b'{"resourceLogs":[]}'),
+    frame(0, 0, [("user_events:hello", 2)], ["shop/web-0"], b"\x0a\x02\x12\x00"),
+    frame(1, 1, [("user_events:span", 1)], [], b'{"resourceSpans":[]}'),
+    frame(2, 0, [("user_events:otlp_metrics", 5), ("sched:x", 1)], ["", "/0f1e2d3c"], b"\x0a\x00"),
+    frame(0, 1, [], [], b""),
+]
+for i, f in enumerate(frames):
+    open(f"{sys.argv[1]}/seed-{i}", "wb").write(f)
+open(f"{sys.argv[1]}/seed-all", "wb").write(b"".join(frames))
+open(f"{sys.argv[1]}/seed-cut", "wb").write(b"".join(frames)[:-7])
+print(f"seed-corpus.sh: {len(frames) + 2} export frame buffers in {sys.argv[1]}")
+PY
 zip=$corpus_dir/formats0.zip
 if [ ! -f "$zip" ]; then
     echo "seed-corpus.sh: $zip not found (set UEVREC_CORPUS_DIR); seeds skipped" >&2
