@@ -30,7 +30,7 @@
 //! Layers, lowest first: `wire`, `fields`, `cs_text`, `enc`, `json`, `proto`,
 //! `common_schema`, `metrics`, `frame`, `batch`, `fast`, `reference`.
 //! The pieces of both encodings first (protobuf wire format, the field tree, the Common
-//! Schema texts, the seam [`Enc`] and its record vocabulary), then the two encodings, the
+//! Schema texts, the seam `enc::Enc` and its record vocabulary), then the two encodings, the
 //! mappings, framing and batching, the fast path and the test oracle; this file is above
 //! them all. A module imports only from modules before it (`parsers/tests/layers.rs`).
 
