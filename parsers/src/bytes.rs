@@ -202,6 +202,21 @@ pub(crate) fn u64_at(bytes: &[u8], at: usize, endian: Endian) -> Option<u64> {
     })
 }
 
+/// Bytes as a user reads them in an error: as text (printable ASCII kept, the rest
+/// escaped as `\xNN`) and as spaced hex, e.g. `"PERFILE3" (50 45 52 46 49 4c 45 33)`.
+pub(crate) struct ShownBytes<'a>(pub &'a [u8]);
+
+impl std::fmt::Display for ShownBytes<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "\"{}\" (", self.0.escape_ascii())?;
+        for (i, b) in self.0.iter().enumerate() {
+            let sep = if i == 0 { "" } else { " " };
+            write!(f, "{sep}{b:02x}")?;
+        }
+        f.write_str(")")
+    }
+}
+
 // Tests compute with the values they pick.
 #[cfg(test)]
 #[allow(clippy::arithmetic_side_effects)]
@@ -244,5 +259,15 @@ mod tests {
         assert_eq!(u16_at(&bytes, 10, Endian::Little), Some(0x0900));
         assert_eq!(u16_at(&bytes, 11, Endian::Big), None);
         assert_eq!(text(b"ab\0cd"), "ab");
+    }
+
+    #[test]
+    fn shown_bytes_are_text_and_hex() {
+        let junk = [0xea, 0x57, 0x96, 0x25, 0, b'"', b'\\', 0x7f];
+        assert_eq!(
+            ShownBytes(&junk).to_string(),
+            r#""\xeaW\x96%\x00\"\\\x7f" (ea 57 96 25 00 22 5c 7f)"#
+        );
+        assert_eq!(ShownBytes(b"").to_string(), r#""" ()"#);
     }
 }

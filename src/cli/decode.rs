@@ -16,6 +16,23 @@ use crate::messages;
 use crate::offline::decode::Outcome;
 use crate::outputs::sink::SinkError;
 
+/// The error when the output file is the input file (emptying it first, or appending
+/// to it while reading it, would lose or loop on the input).
+fn same_file(input: Option<&Path>, output: Option<&Path>) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let input = input.filter(|p| *p != Path::new("-"))?;
+    let (a, b) = (
+        std::fs::metadata(input).ok()?,
+        std::fs::metadata(output?).ok()?,
+    );
+    (a.dev() == b.dev() && a.ino() == b.ino()).then(|| {
+        format!(
+            "-o {} is the input file: name another output file",
+            output.map_or_else(String::new, |p| p.display().to_string())
+        )
+    })
+}
+
 /// `uevrec decode`.
 #[derive(Debug, Args)]
 pub struct DecodeArgs {
@@ -76,6 +93,10 @@ pub struct DecodeArgs {
     /// a CPU past 8).
     #[arg(long, value_name = "SIZE", value_parser = values::parse_positive_size)]
     pub range_size: Option<u64>,
+    /// Append to the -o file if it exists (by default decode replaces it, as perf's -o
+    /// does, so that decoding again gives the same file).
+    #[arg(long, requires = "output")]
+    pub append: bool,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub output: OutputArgs,
@@ -94,7 +115,11 @@ fn default_threads() -> usize {
 
 /// `uevrec decode`.
 pub fn decode(args: DecodeArgs) -> i32 {
-    let sink = match args.output.open() {
+    if let Some(e) = same_file(args.input.as_deref(), args.output.file()) {
+        messages::error(&e);
+        return EXIT_ERROR;
+    }
+    let sink = match args.output.open(!args.append) {
         Ok(s) => s,
         Err(e) => {
             messages::error(&e);

@@ -14,8 +14,9 @@ use crate::outputs::sink::{Sink, SinkError};
 /// Where the lines go: `record`'s output options.
 #[derive(Debug, Args)]
 pub struct OutputArgs {
-    /// Output file (appended to if it exists, never truncated); standard output if absent
-    /// or "-".
+    /// Output file; standard output if absent or "-". `record` appends to an existing
+    /// file (a log file, never truncated: a restarted service goes on where it stopped);
+    /// `decode` replaces it, as perf's -o does, unless --append.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Rotate the output file before it would grow past SIZE (e.g. 100M); needs -o.
@@ -38,8 +39,9 @@ impl OutputArgs {
         self.output.as_deref().filter(|p| *p != Path::new("-"))
     }
 
-    /// The sink: the rotating file of `-o`, else standard output.
-    pub fn open(&self) -> Result<Box<dyn Sink + Send>, SinkError> {
+    /// The sink: the rotating file of `-o` (emptied first when `replace`, else appended
+    /// to), else standard output.
+    pub fn open(&self, replace: bool) -> Result<Box<dyn Sink + Send>, SinkError> {
         match self.file() {
             Some(path) => {
                 let opts = FileOptions {
@@ -49,6 +51,7 @@ impl OutputArgs {
                         max_bytes,
                         keep: self.rotate_keep,
                     }),
+                    replace,
                 };
                 Ok(Box::new(RotatingFile::open(path, opts)?))
             }

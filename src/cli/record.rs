@@ -66,7 +66,7 @@ fn record_run(args: RecordArgs) -> i32 {
     }
     // With --raw, JSON lines only when -o asks for them.
     let sink = if args.raw.is_none() || args.output.output.is_some() {
-        match args.output.open() {
+        match args.output.open(false) {
             Ok(s) => Some(s),
             Err(e) => {
                 messages::error(&e);

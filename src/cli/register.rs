@@ -301,10 +301,12 @@ fn emit_inner(args: &EmitArgs) -> Result<(), String> {
     })?;
     if !event.wait_enabled(args.wait) {
         return Err(format!(
-            "nobody records `{}` (its enable bit stayed clear for {:?}): the kernel discards \
+            "nobody records `{}` (its enable bit stayed clear for {}): the kernel discards \
              writes to an event nobody records, so nothing was written. Start a recorder first \
              (`uevrec tail user_events:{}`), or give it more time with --wait",
-            cmd.name, args.wait, cmd.name
+            cmd.name,
+            humantime::format_duration(args.wait),
+            cmd.name
         ));
     }
     match event.write(&payload).map_err(|e| e.to_string())? {

@@ -63,3 +63,35 @@ fn unprivileged_run_says_root_or_cap_perfmon() {
     assert!(err.contains("root") || err.contains("CAP_PERFMON"), "{err}");
     assert!(out.stdout.is_empty(), "no output lines expected");
 }
+
+/// A refused `--filter` is shown as the user typed it, with the kernel's caret under it:
+/// uevrec's own thread terms (`common_pid != …`) stay out of the message.
+#[test]
+fn a_refused_filter_shows_the_users_expression_and_the_caret_alone() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let out = std::process::Command::new(crate::common::bin())
+        .args(["record", "--filter", "bogus ==", "-o", "/dev/null"])
+        .arg("raw_syscalls:sys_enter")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(!err.contains("common_pid"), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| *l == "bogus ==")
+        .unwrap_or_else(|| panic!("no line with the expression alone:\n{err}"));
+    let caret = lines.get(at + 1).copied().unwrap_or_default();
+    assert_eq!(caret.trim(), "^", "{err}");
+    assert!(
+        caret.len() <= "bogus ==".len() + 1,
+        "caret past the expression:\n{err}"
+    );
+    assert!(
+        err.contains("the kernel refused the filter `bogus ==`"),
+        "{err}"
+    );
+}

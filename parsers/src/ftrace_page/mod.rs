@@ -463,8 +463,13 @@ fn check_header_event(text: &str) -> Result<(), LayoutError> {
         }
     }
     if type_len != Some(5) || time_delta != Some(TS_SHIFT) {
+        let found = |name: &str, bits: Option<u32>| {
+            bits.map_or_else(|| format!("no {name}"), |b| format!("`{name} : {b} bits`"))
+        };
         return Err(LayoutError::HeaderEvent(format!(
-            "expected `type_len : 5 bits` and `time_delta : 27 bits`, found {type_len:?} and {time_delta:?}"
+            "expected `type_len : 5 bits` and `time_delta : 27 bits`, found {} and {}",
+            found("type_len", type_len),
+            found("time_delta", time_delta)
         )));
     }
     // Kernels before 5.x print no time_stamp line; its value has always been 31.

@@ -38,11 +38,17 @@ pub(crate) fn decode<'a>(
     if let Some(protocol) = format.field("protocol") {
         match decode_field(protocol, raw, endian) {
             Value::Unsigned(0) | Value::Signed(0) => {}
-            other => {
+            Value::Unsigned(n) => {
                 return Err(format!(
-                    "otlp_metrics protocol {other:?} is not 0 (protobuf): not decoded"
+                    "otlp_metrics protocol {n} is not 0 (protobuf): not decoded"
                 ));
             }
+            Value::Signed(n) => {
+                return Err(format!(
+                    "otlp_metrics protocol {n} is not 0 (protobuf): not decoded"
+                ));
+            }
+            _ => return Err("otlp_metrics protocol is not a number: not decoded".into()),
         }
     }
     let buffer = format
@@ -51,7 +57,7 @@ pub(crate) fn decode<'a>(
     let bytes = match decode_field(buffer, raw, endian) {
         Value::Bytes(b) | Value::Str(b) => b,
         Value::Error(e) => return Err(format!("otlp_metrics buffer: {e}")),
-        other => return Err(format!("otlp_metrics buffer is not bytes: {other:?}")),
+        _ => return Err("otlp_metrics buffer is not bytes: not decoded".into()),
     };
     ExportMetricsServiceRequest::decode(bytes)
         .map(|request| (request, bytes))

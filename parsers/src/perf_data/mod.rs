@@ -38,7 +38,7 @@ pub mod writer;
 
 use std::cell::Cell;
 
-use crate::bytes::{Endian, u64_at};
+use crate::bytes::{Endian, ShownBytes, u64_at};
 use attr::{AttrEntry, EventAttr, PERF_TYPE_TRACEPOINT, parse_attr_record, parse_attrs_section};
 use cursor::Cursor;
 use header::{FILE_HEADER_SIZE, FileHeader, PIPE_HEADER_SIZE, feature};
@@ -69,7 +69,10 @@ pub enum PerfDataError {
         have: u64,
     },
     /// Not `PERFILE2` in either byte order.
-    #[error("not a perf.data file: magic {found:02x?} at byte 0 (expected \"PERFILE2\")")]
+    #[error(
+        "not a perf.data file: magic {} at byte 0 (expected \"PERFILE2\")",
+        ShownBytes(.found)
+    )]
     BadMagic {
         /// The first 8 bytes.
         found: [u8; 8],

@@ -19,6 +19,7 @@
 
 use super::PerfDataError;
 use super::cursor::Cursor;
+use crate::bytes::ShownBytes;
 use crate::bytes::{Endian, text};
 use crate::field_type::WordSize;
 use crate::format_file::{FormatError, parse_format_for};
@@ -85,7 +86,11 @@ impl TracingData {
         if magic != TRACING_MAGIC {
             return Err(PerfDataError::BadTracingData {
                 at: base,
-                why: format!("magic {magic:02x?}, expected \\x17\\x08\\x44tracing"),
+                why: format!(
+                    "magic {}, expected {}",
+                    ShownBytes(magic),
+                    ShownBytes(TRACING_MAGIC)
+                ),
             });
         }
         let version = text(c.c_string("tracing data version")?);
@@ -204,12 +209,7 @@ fn named_text(c: &mut Cursor<'_>, name: &'static [u8]) -> Result<String, PerfDat
     if found != name {
         return Err(PerfDataError::BadTracingData {
             at,
-            why: format!(
-                "expected {:?}, found {:?}",
-                // The names end with their NUL.
-                String::from_utf8_lossy(name.strip_suffix(b"\0").unwrap_or(name)),
-                String::from_utf8_lossy(found)
-            ),
+            why: format!("expected {}, found {}", ShownBytes(name), ShownBytes(found)),
         });
     }
     let size = c.u64("tracing data section size")?;

@@ -60,7 +60,7 @@ impl Compression {
                     input,
                     expected.saturating_add(1),
                 )
-                .map_err(|e| format!("zlib: {:?}", e.status))?;
+                .map_err(|e| format!("zlib: {}", zlib_words(e.status)))?;
                 *out = data;
             }
         }
@@ -72,5 +72,19 @@ impl Compression {
             ));
         }
         Ok(())
+    }
+}
+
+/// What miniz_oxide's inflate status means, in words.
+fn zlib_words(status: miniz_oxide::inflate::TINFLStatus) -> &'static str {
+    use miniz_oxide::inflate::TINFLStatus as S;
+    match status {
+        S::FailedCannotMakeProgress | S::NeedsMoreInput => "the compressed data ends early",
+        S::BadParam => "bad parameters",
+        S::Adler32Mismatch => "the checksum does not match",
+        S::Failed => "the compressed data is corrupt",
+        S::Done => "done",
+        S::HasMoreOutput => "it inflates to more than the section says",
+        _ => "the compressed data cannot be inflated",
     }
 }

@@ -155,14 +155,16 @@ impl<'a> Attacher<'a> {
                     AttachFailure::Fatal(backend_error(e, self.config.buffer_pages.get()))
                 }
                 AttachError::FilterRefused(_) => {
-                    let expr = expr.clone().unwrap_or_default();
+                    let full = expr.as_deref().unwrap_or_default();
+                    let user = filter::user_expression(self.config, system, name);
                     // Each complaint costs a tracefs instance; a few tell the story.
                     let n = self.complaints;
                     self.complaints += 1;
-                    let complaint = if n < MAX_COMPLAINTS {
-                        filter::complaint(&self.tracefs, system, name, &expr)
+                    let (expr, complaint) = if n < MAX_COMPLAINTS {
+                        filter::complaint(&self.tracefs, system, name, user, full)
                     } else {
-                        filter::complaint_fallback(&self.tracefs, system, name)
+                        let complaint = filter::complaint_fallback(&self.tracefs, system, name);
+                        (user.unwrap_or(full).to_string(), complaint)
                     };
                     AttachFailure::Filter { expr, complaint }
                 }

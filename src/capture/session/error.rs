@@ -61,7 +61,7 @@ pub enum SessionError {
     /// The filter expression was refused by the kernel for every matching event.
     #[error("the kernel refused the filter `{expr}` on {event}: {complaint}")]
     Filter {
-        /// The expression as set (the user's, combined with pid terms).
+        /// The expression the kernel refused: the user's alone when it refuses that.
         expr: String,
         /// The first event it was tried on.
         event: String,

@@ -25,13 +25,7 @@ pub(super) fn expression(
     thread_terms: bool,
 ) -> Option<String> {
     let mut terms = Vec::new();
-    let trigger = config.triggers.iter().any(|t| t.matches(system, event));
-    let user = if trigger {
-        &config.trigger_filter
-    } else {
-        &config.filter
-    };
-    if let Some(f) = user.as_deref().map(str::trim).filter(|f| !f.is_empty()) {
+    if let Some(f) = user_expression(config, system, event) {
         terms.push(format!("({f})"));
     }
     if thread_terms {
@@ -51,6 +45,22 @@ pub(super) fn expression(
         }
     }
     (!terms.is_empty()).then(|| terms.join(" && "))
+}
+
+/// The user's own part of [`expression`] for `system:event`: `--filter`, or
+/// `--trigger-filter` for the trigger events of a flight recording; None when empty.
+pub(super) fn user_expression<'c>(
+    config: &'c SessionConfig,
+    system: &str,
+    event: &str,
+) -> Option<&'c str> {
+    let trigger = config.triggers.iter().any(|t| t.matches(system, event));
+    let user = if trigger {
+        &config.trigger_filter
+    } else {
+        &config.filter
+    };
+    user.as_deref().map(str::trim).filter(|f| !f.is_empty())
 }
 
 /// Which threads a session records, by thread id (the kernel's `common_pid`).
@@ -84,31 +94,40 @@ impl ThreadFilter {
 
 static INSTANCE_SEQ: AtomicUsize = AtomicUsize::new(0);
 
-/// The kernel's complaint about filter `expr` on `system:event`, read from the event's
-/// `filter` file in a throw-away tracefs instance. When the kernel refuses an expression
-/// the ioctl says only EINVAL, so the expression is repeated into the event's `filter`
-/// file of a private instance (`instances/uevrec-<pid>-<n>`, which leaves the global
-/// tracing state alone) and the kernel's parse error is read from there.
-pub(super) fn complaint(tracefs: &Tracefs, system: &str, event: &str, expr: &str) -> String {
-    let fallback = || complaint_fallback(tracefs, system, event);
+/// The kernel's complaint about a refused filter on `system:event`: the expression it
+/// refused and its parse error (the expression with a caret under the fault). The user's
+/// own expression (`user`) is tried first, so the caret points into what the user typed,
+/// not into uevrec's thread terms; only when the kernel takes that alone is the whole
+/// expression `full` tried. When the kernel refuses an expression the ioctl says only
+/// EINVAL, so the expression is repeated into the event's `filter` file of a private
+/// instance (`instances/uevrec-<pid>-<n>`, which leaves the global tracing state alone)
+/// and the kernel's parse error is read from there.
+pub(super) fn complaint(
+    tracefs: &Tracefs,
+    system: &str,
+    event: &str,
+    user: Option<&str>,
+    full: &str,
+) -> (String, String) {
+    let shown = user.unwrap_or(full).to_string();
+    let fallback = |expr: String| (expr, complaint_fallback(tracefs, system, event));
     let seq = INSTANCE_SEQ.fetch_add(1, Ordering::Relaxed);
     let inst = tracefs
         .root()
         .join("instances")
         .join(format!("{}-{seq}", crate::capture::ftrace::name_prefix().0));
     if fs::create_dir(&inst).is_err() {
-        return fallback();
+        return fallback(shown);
     }
     let file = inst.join("events").join(system).join(event).join("filter");
-    let complaint = match fs::write(&file, expr) {
-        Ok(()) => None, // accepted by ftrace: the refusal was perf-specific
-        Err(_) => read_once(&file)
-            .ok()
-            .map(|t| t.trim_end().to_string())
-            .filter(|t| !t.is_empty()),
-    };
+    let refused = user.into_iter().chain([full]).find_map(|expr| {
+        // Accepted by ftrace: not this one (or the refusal was perf-specific).
+        fs::write(&file, expr).err()?;
+        let text = read_once(&file).ok()?.trim_end().to_string();
+        (!text.is_empty()).then(|| (expr.to_string(), format!("\n{text}")))
+    });
     let _ = fs::remove_dir(&inst);
-    complaint.map_or_else(fallback, |c| format!("\n{c}"))
+    refused.unwrap_or_else(|| fallback(shown))
 }
 
 /// What to say when the kernel's parse error is not available.
@@ -191,7 +210,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         fs::create_dir(dir.path().join("events")).unwrap();
         let t = Tracefs::discover(Some(dir.path())).unwrap();
-        let c = complaint(&t, "s", "e", "x == 1");
+        let (expr, c) = complaint(&t, "s", "e", Some("x == 1"), "(x == 1) && common_pid != 1");
+        assert_eq!(expr, "x == 1");
         assert_eq!(
             c,
             format!(

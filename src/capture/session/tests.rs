@@ -542,7 +542,8 @@ fn a_refused_filter_is_skipped_and_reported_with_the_format_file() {
             event,
             complaint: c,
         }) => {
-            assert_eq!((expr.as_str(), event.as_str()), ("(n == 1)", "s:a"));
+            // The user's expression, as typed: not the one with uevrec's thread terms.
+            assert_eq!((expr.as_str(), event.as_str()), ("n == 1", "s:a"));
             assert_eq!(c, complaint);
         }
         other => panic!("{other:?}"),
@@ -552,7 +553,7 @@ fn a_refused_filter_is_skipped_and_reported_with_the_format_file() {
         vec![notice(
             "skipped",
             Some("s:a"),
-            &format!("the kernel refused the filter `(n == 1)`: {complaint}")
+            &format!("the kernel refused the filter `n == 1`: {complaint}")
         )]
     );
 }

@@ -36,7 +36,10 @@ impl Waiting {
             if first_match(sel, events).is_some() {
                 continue;
             }
-            let mut msg = format!("waiting for {sel} to appear (rescanning every {every:?})");
+            let mut msg = format!(
+                "waiting for {sel} to appear (rescanning every {})",
+                humantime::format_duration(every)
+            );
             if let Some(note) = note(sel) {
                 msg.push_str("; note: ");
                 msg.push_str(&note);

@@ -647,8 +647,9 @@ impl GrpcSender {
                 return Outcome::Retry {
                     after: None,
                     reason: format!(
-                        "no answer from {} within {:?} (the export timeout)",
-                        self.endpoint, self.timeout
+                        "no answer from {} within {} (the export timeout)",
+                        self.endpoint,
+                        humantime::format_duration(self.timeout)
                     ),
                 };
             }
@@ -672,8 +673,9 @@ impl GrpcSender {
             }
             let reason = if timed_out {
                 format!(
-                    "no answer from {} within {:?} (the export timeout)",
-                    self.endpoint, self.timeout
+                    "no answer from {} within {} (the export timeout)",
+                    self.endpoint,
+                    humantime::format_duration(self.timeout)
                 )
             } else {
                 let mut what = tidy(status.message());
@@ -696,15 +698,19 @@ impl GrpcSender {
             .get_details_retry_info()
             .map(|info| info.retry_delay.unwrap_or_default());
         let mut reason = format!(
-            "{} answered {:?}: {}",
+            "{} answered gRPC status {} ({}): {}",
             self.endpoint,
-            status.code(),
+            status.code() as i32,
+            status.code().description(),
             tidy(status.message())
         );
         match retry::grpc(status.code(), retry_delay) {
             Verdict::Retry { after } => {
                 if let Some(after) = after {
-                    reason.push_str(&format!(" (retry in {after:?})"));
+                    reason.push_str(&format!(
+                        " (retry in {})",
+                        humantime::format_duration(after)
+                    ));
                 }
                 Outcome::Retry { after, reason }
             }
@@ -750,8 +756,9 @@ impl HttpSender {
             Err(_) => Outcome::Retry {
                 after: None,
                 reason: format!(
-                    "no answer from {} within {:?} (the export timeout)",
-                    self.endpoint, self.timeout
+                    "no answer from {} within {} (the export timeout)",
+                    self.endpoint,
+                    humantime::format_duration(self.timeout)
                 ),
             },
             Ok(Err(e)) => Outcome::Retry {
@@ -815,7 +822,10 @@ impl HttpSender {
         match retry::http(status.as_u16(), retry_after, SystemTime::now()) {
             Verdict::Retry { after } => {
                 if let Some(after) = after {
-                    reason.push_str(&format!(" (retry in {after:?})"));
+                    reason.push_str(&format!(
+                        " (retry in {})",
+                        humantime::format_duration(after)
+                    ));
                 }
                 Outcome::Retry { after, reason }
             }

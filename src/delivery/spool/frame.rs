@@ -95,16 +95,20 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 }
 
 /// Why a header is not one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum BadHeader {
     /// Fewer than [`HEADER_LEN`] bytes.
+    #[error("shorter than a frame header")]
     Short,
     /// The first four bytes are not [`MAGIC`].
+    #[error("no frame magic")]
     NoMagic,
     /// The header checksum does not match.
+    #[error("its checksum does not match")]
     Checksum,
     /// The checksum matches but the fields contradict each other (`meta_len` > `len`,
     /// reserved bytes not 0): not written by uevrec.
+    #[error("its fields contradict each other (not written by uevrec)")]
     Inconsistent,
 }
 

@@ -1200,7 +1200,7 @@ fn read_entry(file: &File, id: u64, p: &Pending) -> Result<Entry, String> {
     file.read_exact_at(&mut head, p.offset)
         .and_then(|()| file.read_exact_at(&mut body, p.offset + head_len as u64))
         .map_err(|e| format!("read failed: {e}"))?;
-    let header = frame::parse_header(&head).map_err(|e| format!("header: {e:?}"))?;
+    let header = frame::parse_header(&head).map_err(|e| format!("header: {e}"))?;
     if header.id != id || header.frame_len() != p.frame_len || header.meta_len != p.meta_len {
         return Err("header changed since the spool was opened".into());
     }

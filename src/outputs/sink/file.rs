@@ -38,6 +38,10 @@ pub struct FileOptions {
     pub follow_symlinks: bool,
     /// Rotate by size, if set.
     pub rotation: Option<Rotation>,
+    /// Empty an existing regular file at the first open (`decode -o`, as perf's `-o`
+    /// replaces); otherwise it is appended to (the recorder's log-file rule). Rotation's
+    /// fresh files are new either way.
+    pub replace: bool,
 }
 
 impl Default for FileOptions {
@@ -46,6 +50,7 @@ impl Default for FileOptions {
             mode: 0o640,
             follow_symlinks: false,
             rotation: None,
+            replace: false,
         }
     }
 }
@@ -157,6 +162,27 @@ fn open_append(path: &Path, mode: u32, follow: bool) -> Result<File, SinkError> 
     }
 }
 
+/// Empty the regular file at `path`, if there is one (a FIFO, a device or a missing file
+/// is left alone); a link there is followed only with `follow`.
+fn empty_existing(path: &Path, follow: bool) -> Result<(), SinkError> {
+    let meta = if follow {
+        fs::metadata(path)
+    } else {
+        fs::symlink_metadata(path)
+    };
+    let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
+    match meta {
+        Ok(m) if m.is_file() => OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .custom_flags(nofollow | libc::O_CLOEXEC)
+            .open(path)
+            .map(drop)
+            .map_err(|e| SinkError::io("emptying", path, e)),
+        _ => Ok(()),
+    }
+}
+
 /// Whether something (a file, a link, anything) has the name `path`; an error other than
 /// "not found" counts as present, so that rotation renames onto it and reports that error.
 fn present(path: &Path) -> bool {
@@ -174,6 +200,9 @@ impl RotatingFile {
     /// Open (or create) `path` under `opts`.
     pub fn open(path: impl Into<PathBuf>, opts: FileOptions) -> Result<Self, SinkError> {
         let path = path.into();
+        if opts.replace {
+            empty_existing(&path, opts.follow_symlinks)?;
+        }
         let file = open_append(&path, opts.mode, opts.follow_symlinks)?;
         let size = file
             .metadata()

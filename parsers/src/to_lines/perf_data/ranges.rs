@@ -157,9 +157,14 @@ impl RangeEnd {
             return Err("it was the last".into());
         };
         if end.next_flush != next.state.next_flush || end.out_time != next.state.out_time {
+            let order = |flush: Option<u64>, out: u64| match flush {
+                Some(f) => format!("next flush at {f}, written up to time {out}"),
+                None => format!("no flush pending, written up to time {out}"),
+            };
             return Err(format!(
-                "its time order stands at ({:?}, {}), the next range's at ({:?}, {})",
-                end.next_flush, end.out_time, next.state.next_flush, next.state.out_time
+                "its time order stands at ({}), the next range's at ({})",
+                order(end.next_flush, end.out_time),
+                order(next.state.next_flush, next.state.out_time)
             ));
         }
         if end.held != next.state.held {
@@ -170,9 +175,17 @@ impl RangeEnd {
             ));
         }
         if end.described != next.state.described {
+            let described = |d: &[bool]| {
+                let ids: Vec<String> = (0..d.len())
+                    .filter(|&i| d[i])
+                    .map(|i| i.to_string())
+                    .collect();
+                format!("events {}", ids.join(", "))
+            };
             return Err(format!(
-                "the events it described ({:?}) are not those the next range takes as described ({:?})",
-                end.described, next.state.described
+                "the events it described ({}) are not those the next range takes as described ({})",
+                described(&end.described),
+                described(&next.state.described)
             ));
         }
         Ok(())
