@@ -8,8 +8,9 @@
 //! 3. decoding: raw trace-entry bytes + schema → typed [`Value`]s, through one compiled
 //!    [`FieldPlan`] per field (dynamic locations by the one rule, [`resolve_location`]);
 //! 4. JSON lines: [`LineWriter`] writes one line per record ([`PreparedFormat`] once per
-//!    event on the recorder's path); or OTLP/JSON requests ([`otlp::OtlpWriter`]), the
-//!    choice made by [`OutputWriter`].
+//!    event on the recorder's path); or OTLP/JSON requests ([`otlp::OtlpWriter`]), or one
+//!    readable line per record ([`TextWriter`], `--format text`), the choice made by
+//!    [`OutputWriter`].
 //!
 //! Subsystems keep their own namespace: [`eventheader`] (self-describing user_events),
 //! [`perf_data`] (perf.data files, file and pipe mode), [`trace_dat`] (trace-cmd files)
@@ -18,7 +19,7 @@
 //!
 //! Layers, lowest first: `bytes`, `schema`, `event_name`, `field_type`, `format_file`, `decode`,
 //! `json`, `context`, `perf_sample`, `eventheader`, `ftrace_page`, `json_line`, `otlp`,
-//! `output`, `perf_data`, `trace_dat`, `to_lines`.
+//! `text`, `output`, `perf_data`, `trace_dat`, `to_lines`.
 //! A module imports only from modules before it; `tests/layers.rs` checks every crate
 //! path against this list, and against the lists of the folders that document their own
 //! (`otlp/`, `perf_data/`).
@@ -64,6 +65,7 @@ pub mod perf_data;
 #[deny(clippy::arithmetic_side_effects)]
 pub mod perf_sample;
 mod schema;
+mod text;
 #[deny(clippy::arithmetic_side_effects)]
 pub mod to_lines;
 #[deny(clippy::arithmetic_side_effects)]
@@ -87,4 +89,5 @@ pub use json_line::{
 };
 pub use output::{OutputFormat, OutputWriter, RecordSink};
 pub use schema::{Element, EventFormat, Field, FieldKind, LocKind};
+pub use text::TextWriter;
 pub use to_lines::SchemaOnce;

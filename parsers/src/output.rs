@@ -9,6 +9,7 @@ use crate::context::{ContextTracker, ContextUpdate};
 use crate::json_line::own_lines::SessionInfo;
 use crate::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp, RecordWriter};
 use crate::otlp::{OtlpEncoding, OtlpWriter};
+use crate::text::TextWriter;
 
 /// What the lines are (`--format`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -18,13 +19,27 @@ pub enum OutputFormat {
     JsonLines,
     /// OTLP/JSON export requests, one per line, records batched (`docs/otlp.md`).
     Otlp,
+    /// One readable line per record (`--format text`, [`TextWriter`]); ANSI colors when
+    /// `color`.
+    Text {
+        /// Colors on (a terminal without `NO_COLOR`).
+        color: bool,
+    },
     /// The requests of [`OutputFormat::Otlp`] as export frames
     /// ([`crate::otlp::frame`]: signal, counts and body, for uevrec's exporter) with
     /// bodies in this encoding.
     OtlpExport(OtlpEncoding),
 }
 
-/// A [`LineWriter`] or an [`OtlpWriter`].
+impl OutputFormat {
+    /// Whether its lines say who wrote each record (`comm`, `cgroup` …): a decoder
+    /// keeps a [`ContextTracker`] for it.
+    pub fn carries_context(self) -> bool {
+        matches!(self, OutputFormat::JsonLines | OutputFormat::Text { .. })
+    }
+}
+
+/// A [`LineWriter`], an [`OtlpWriter`] or a [`TextWriter`].
 #[derive(Debug)]
 // The JSON-lines writer stays inline (no pointer to follow on its hot path).
 #[allow(clippy::large_enum_variant)]
@@ -33,6 +48,8 @@ pub enum OutputWriter {
     Json(LineWriter),
     /// OTLP/JSON.
     Otlp(Box<OtlpWriter>),
+    /// Text.
+    Text(Box<TextWriter>),
 }
 
 impl OutputWriter {
@@ -41,6 +58,9 @@ impl OutputWriter {
         match format {
             OutputFormat::JsonLines => OutputWriter::Json(LineWriter::new(opts)),
             OutputFormat::Otlp => OutputWriter::Otlp(Box::new(OtlpWriter::new(opts))),
+            OutputFormat::Text { color } => {
+                OutputWriter::Text(Box::new(TextWriter::new(opts, color)))
+            }
             OutputFormat::OtlpExport(encoding) => {
                 OutputWriter::Otlp(Box::new(OtlpWriter::export(opts, encoding)))
             }
@@ -59,6 +79,7 @@ impl OutputWriter {
         match self {
             OutputWriter::Json(w) => w.set_context(tracker, stamp, cgroup),
             OutputWriter::Otlp(w) => w.set_context(tracker, stamp, cgroup),
+            OutputWriter::Text(w) => w.set_context(tracker, stamp, cgroup),
         }
     }
 }
@@ -104,12 +125,13 @@ impl OutputWriter {
 }
 
 /// `$call` on the writer inside `$self` (bound to `$w`): `LineWriter`'s own methods,
-/// `OtlpWriter`'s [`RecordWriter`] ones.
+/// `OtlpWriter`'s and `TextWriter`'s [`RecordWriter`] ones.
 macro_rules! each {
     ($self:ident, $w:ident => $call:expr) => {
         match $self {
             OutputWriter::Json($w) => $call,
             OutputWriter::Otlp($w) => $call,
+            OutputWriter::Text($w) => $call,
         }
     };
 }

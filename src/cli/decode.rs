@@ -58,7 +58,8 @@ pub struct DecodeArgs {
     /// the samples' cgroup ids, where the file has them; docs/json-lines.md, "Context").
     #[arg(long)]
     pub no_context: bool,
-    /// Output format: json (uevrec's JSON lines) or otlp (OTLP/JSON requests).
+    /// Output format: json (uevrec's JSON lines), otlp (OTLP/JSON requests) or text (one
+    /// readable line per record).
     #[arg(long, value_enum, default_value_t = super::output::Format::Json)]
     pub format: super::output::Format,
     /// Stop after this many records.
@@ -134,7 +135,9 @@ pub fn decode(args: DecodeArgs) -> i32 {
         include_common: args.common,
         order_bytes: usize::try_from(args.order_buffer).unwrap_or(usize::MAX),
         max_records: args.count,
-        format: args.format.into(),
+        format: args
+            .format
+            .output_format(args.output.file().is_none() && super::output::stdout_is_terminal()),
         schema: !args.no_schema,
         context: !args.no_context,
     };

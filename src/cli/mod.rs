@@ -186,9 +186,11 @@ pub struct RecordingArgs {
     /// docs/json-lines.md, "Context").
     #[arg(long)]
     pub no_context: bool,
-    /// Output format: json (uevrec's JSON lines) or otlp (OTLP/JSON requests).
-    #[arg(long, value_enum, default_value_t = output::Format::Json)]
-    pub format: output::Format,
+    /// Output format: json (uevrec's JSON lines), otlp (OTLP/JSON requests) or text (one
+    /// readable line per record). Default: json; for `tail` writing to a terminal, text
+    /// (json in a pipe or a file, or with --pretty).
+    #[arg(long, value_enum)]
+    pub format: Option<output::Format>,
     /// Stop after this long (e.g. 10s, 1m).
     #[arg(long, value_name = "DUR", value_parser = values::parse_positive_duration)]
     pub duration: Option<Duration>,

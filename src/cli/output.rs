@@ -69,13 +69,34 @@ pub enum Format {
     /// OTLP/JSON export requests, one per line, records batched: OpenTelemetry logs,
     /// spans and metrics for the Collector's otlpjsonfile receiver (docs/otlp.md).
     Otlp,
+    /// One readable line per record, as perf script and journalctl print them: time,
+    /// comm[pid], cpu, event, field=value …; strings quoted and escaped (a payload
+    /// cannot forge a line), colors on a terminal unless NO_COLOR is set.
+    Text,
 }
 
-impl From<Format> for OutputFormat {
-    fn from(f: Format) -> Self {
-        match f {
+impl Format {
+    /// The writer's format; `to_terminal`: the lines go to a terminal (text in colors
+    /// there, unless [`colors_off`]).
+    pub fn output_format(self, to_terminal: bool) -> OutputFormat {
+        match self {
             Format::Json => OutputFormat::JsonLines,
             Format::Otlp => OutputFormat::Otlp,
+            Format::Text => OutputFormat::Text {
+                color: to_terminal && !colors_off(),
+            },
         }
     }
+}
+
+/// Whether the user turned colors off: `NO_COLOR` set and not empty (no-color.org), or
+/// `TERM=dumb`.
+pub fn colors_off() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
+        || std::env::var_os("TERM").is_some_and(|t| t == "dumb")
+}
+
+/// Whether standard output is a terminal.
+pub fn stdout_is_terminal() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stdout())
 }

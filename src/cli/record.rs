@@ -4,6 +4,7 @@
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
+use super::output::Format;
 use super::{
     EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, RawFormat, RecordArgs, RecordingArgs, TailArgs,
 };
@@ -86,6 +87,10 @@ fn record_run(args: RecordArgs) -> i32 {
             return EXIT_ERROR;
         }
     };
+    if args.output.file().is_none() && super::output::stdout_is_terminal() {
+        // Lines on a terminal: --format text in colors (unless NO_COLOR).
+        config.pipeline.format = args.rec.format.unwrap_or_default().output_format(true);
+    }
     let trace_dat = args.raw.is_some() && args.raw_format == RawFormat::TraceDat;
     if trace_dat {
         // Nothing of who is who is staged: the trace.dat's names are the kernel's saved
@@ -319,12 +324,35 @@ fn tail_run(args: TailArgs) -> i32 {
             return EXIT_ERROR;
         }
     };
+    let mut config = config;
+    match tail_format(&args) {
+        Ok(format) => config.pipeline.format = format,
+        Err(e) => {
+            messages::error(&e);
+            return EXIT_ERROR;
+        }
+    }
     let sink = Box::new(StdoutSink::new(args.pretty));
     run(
         Recorder::new(config, Outputs::lines(sink)),
         &args.rec,
         false,
     )
+}
+
+/// `tail`'s format: `--format`, else text on a terminal (JSON lines in a pipe or a file,
+/// or with `--pretty`).
+fn tail_format(args: &TailArgs) -> Result<uevrec_parsers::OutputFormat, &'static str> {
+    let terminal = super::output::stdout_is_terminal();
+    let format = match args.rec.format {
+        Some(f) => f,
+        None if terminal && !args.pretty => Format::Text,
+        None => Format::Json,
+    };
+    if args.pretty && format != Format::Json {
+        return Err("--pretty indents JSON lines: use it with --format json only");
+    }
+    Ok(format.output_format(terminal))
 }
 
 /// The flags as a [`Config`]; tracefs is found (and checked) here, once.
@@ -350,7 +378,8 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
     let pipeline = PipelineOptions {
         duration: rec.duration,
         status_line,
-        format: rec.format.into(),
+        // `tail` chooses its own default ([`tail_format`]).
+        format: rec.format.unwrap_or_default().output_format(false),
         stats: None,
         threads: rec
             .threads

@@ -25,6 +25,7 @@ mod session;
 mod spool;
 mod stall;
 mod stop;
+mod text;
 mod threads;
 mod tid_reuse;
 mod top;

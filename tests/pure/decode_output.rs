@@ -90,3 +90,37 @@ fn a_junk_file_names_its_magic_as_text_and_hex() {
     );
     assert!(!err.contains('['), "a Rust debug form: {err}");
 }
+
+#[test]
+fn decode_format_text_is_one_plain_line_per_record_in_a_pipe() {
+    let input = v6();
+    let run = |format: &str| {
+        let o = decode(&[
+            input.as_os_str(),
+            "-q".as_ref(),
+            "--format".as_ref(),
+            format.as_ref(),
+        ]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let text = run("text");
+    assert!(!text.contains('\x1b'), "colors in a pipe");
+    assert_eq!(
+        text.lines().next(),
+        Some(
+            "- sh[97] cpu0 sched:sched_switch prev_comm=trace-cmd prev_pid=97 prev_prio=120 \
+             prev_state=2 next_comm=swapper/0 next_pid=0 next_prio=120"
+        )
+    );
+    let records = run("json")
+        .lines()
+        .filter(|l| !l.contains("\"uevrec\":\"schema\""))
+        .count();
+    assert_eq!(text.lines().count(), records);
+}

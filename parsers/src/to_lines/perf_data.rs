@@ -24,7 +24,7 @@ use crate::context::ContextTracker;
 use crate::event_name::split_multi_format;
 use crate::json_line::RecordWriter;
 use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
-use crate::output::{OutputFormat, OutputWriter, RecordSink};
+use crate::output::{OutputWriter, RecordSink};
 use crate::perf_data::order::{Drain, Orderer};
 use crate::perf_data::records::{RawRecord, StreamReader};
 use crate::perf_data::tracing_data::ParsedFormat;
@@ -277,8 +277,7 @@ impl<'s> LineDecoder<'s> {
             opts,
             out: Vec::with_capacity(FLUSH_BYTES + 64 * 1024),
             stats: DecodeStats::default(),
-            context: (opts.context && opts.format == OutputFormat::JsonLines)
-                .then(ContextTracker::new),
+            context: (opts.context && opts.format.carries_context()).then(ContextTracker::new),
             sink: None,
             hand_over: None,
         };

@@ -219,8 +219,7 @@ impl<'f> FileDecoder<'f> {
             opts: *opts,
             prepared,
             unknown,
-            context: (opts.context && opts.format == OutputFormat::JsonLines)
-                .then(|| context_of(file)),
+            context: (opts.context && opts.format.carries_context()).then(|| context_of(file)),
             wall: file.wall_clock_offset_ns(),
             problems,
         }
