@@ -37,6 +37,15 @@ command -v perf >/dev/null 2>&1 || missing+=(linux-perf)
 command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
 # tests/host/top.rs runs `uevrec top` in a real terminal: a tmux pane.
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+# tests/pure/install.rs parses the completion scripts with zsh -n and fish -n and renders
+# the man pages with man -l (man-db, groff).
+command -v zsh >/dev/null 2>&1 || missing+=(zsh)
+command -v fish >/dev/null 2>&1 || missing+=(fish)
+command -v man >/dev/null 2>&1 || missing+=(man-db)
+command -v groff >/dev/null 2>&1 || missing+=(groff-base)
+command -v objcopy >/dev/null 2>&1 || missing+=(binutils)
+# tests/host/text.rs runs `uevrec tail` in a terminal made by util-linux `script`.
+command -v script >/dev/null 2>&1 || missing+=(bsdutils)
 # tests/host/decode.rs compares trace.dat decoding with `trace-cmd report`.
 command -v trace-cmd >/dev/null 2>&1 || missing+=(trace-cmd)
 if [ ${#missing[@]} -gt 0 ]; then

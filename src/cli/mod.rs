@@ -9,9 +9,10 @@
 //! [`crate::system::signals::FORCED_EXIT_STATUS`] 130 a second SIGINT/SIGTERM cut the shutdown short.
 //!
 //! Layers, lowest first: `values`, `output`, `export`, `register`, `record`, `decode`,
-//! `flight`, `list`, `recover`, `top`.
+//! `flight`, `list`, `recover`, `top`, `docs`.
 
 pub mod decode;
+pub mod docs;
 pub mod export;
 pub mod flight;
 mod list;
@@ -63,7 +64,8 @@ pub struct Cli {
 pub enum Command {
     /// Record events as JSON lines into a file (-o) or standard output.
     Record(RecordArgs),
-    /// Print events as JSON lines on standard output as they happen.
+    /// Print events on standard output as they happen: readable lines on a terminal
+    /// (--format text), JSON lines in a pipe or a file.
     Tail(TailArgs),
     /// List the matching events with their fields.
     List(ListArgs),
@@ -81,6 +83,11 @@ pub enum Command {
     /// Assemble the trace.dat of a killed `record --raw FILE --raw-format trace-dat` from
     /// the spools it left beside FILE.
     Recover(recover::RecoverArgs),
+    /// Print a shell completion script (bash, zsh, fish …), e.g.
+    /// `uevrec completions bash > /etc/bash_completion.d/uevrec`.
+    Completions(docs::CompletionsArgs),
+    /// Write the man pages (uevrec.1, uevrec-COMMAND.1) into a folder.
+    Man(docs::ManArgs),
 }
 
 /// Which events, and where tracefs is.
@@ -315,5 +322,7 @@ pub fn main() -> i32 {
         Command::Unregister(args) => register::unregister(&args),
         Command::Emit(args) => register::emit(&args),
         Command::Recover(args) => recover::recover(&args),
+        Command::Completions(args) => docs::completions(&args),
+        Command::Man(args) => docs::man(&args),
     }
 }

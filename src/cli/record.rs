@@ -87,6 +87,10 @@ fn record_run(args: RecordArgs) -> i32 {
             return EXIT_ERROR;
         }
     };
+    if args.output.file().is_none() && args.raw.is_none() {
+        // Lines to standard output (a terminal, a pipe): live, as `tail`.
+        config.session.poll_timeout = crate::capture::session::LIVE_POLL_TIMEOUT;
+    }
     if args.output.file().is_none() && super::output::stdout_is_terminal() {
         // Lines on a terminal: --format text in colors (unless NO_COLOR).
         config.pipeline.format = args.rec.format.unwrap_or_default().output_format(true);
@@ -325,6 +329,7 @@ fn tail_run(args: TailArgs) -> i32 {
         }
     };
     let mut config = config;
+    config.session.poll_timeout = crate::capture::session::LIVE_POLL_TIMEOUT;
     match tail_format(&args) {
         Ok(format) => config.pipeline.format = format,
         Err(e) => {

@@ -17,6 +17,7 @@ mod export;
 mod export_faults;
 mod flight;
 mod k8s;
+mod live;
 mod otlp;
 mod record;
 mod record_dat;

@@ -11,6 +11,7 @@ mod decode_output;
 mod decode_salvage;
 mod decode_windows;
 mod export_transport;
+mod install;
 mod layers;
 mod metrics_endpoint;
 mod readme_paths;

@@ -36,8 +36,17 @@ pub(crate) use error::perf_error;
 use stager::Stager;
 use waiting::Waiting;
 
-/// The longest the loop sleeps: bounds the latency of quiet streams and of `stop`.
-const POLL_TIMEOUT: Duration = Duration::from_millis(100);
+/// The longest the loop sleeps: bounds the latency of quiet streams and of `stop`. A
+/// ring wakes the loop only past its watermark (a quarter of it), so a quiet stream's
+/// records are read when this ends.
+pub const POLL_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// The loop's longest sleep for output a person watches (`tail`, `record` to standard
+/// output): a record of a quiet stream shows within this (plus formatting). Busy rings
+/// still wake the loop at their watermark first, so at high rates the loop wakes as
+/// often as with [`POLL_TIMEOUT`]; idle, it wakes 200 times a second (BENCHMARKS.md,
+/// "issue 42").
+pub const LIVE_POLL_TIMEOUT: Duration = Duration::from_millis(5);
 
 /// What to record and how.
 #[derive(Debug, Clone)]
@@ -59,6 +68,9 @@ pub struct SessionConfig {
     pub include_self: bool,
     /// How often tracefs is rescanned for new or vanished events.
     pub rescan_interval: Duration,
+    /// The longest the loop sleeps when no ring wakes it ([`POLL_TIMEOUT`], or
+    /// [`LIVE_POLL_TIMEOUT`] for output a person watches).
+    pub poll_timeout: Duration,
     /// Write the common fields too.
     pub include_common: bool,
     /// Write the self-describing lines: a `session` line first, a `schema` line per
@@ -107,6 +119,7 @@ impl Default for SessionConfig {
             pid: None,
             include_self: false,
             rescan_interval: Duration::from_secs(1),
+            poll_timeout: POLL_TIMEOUT,
             include_common: false,
             schema: true,
             quiet: false,
@@ -249,7 +262,7 @@ pub fn run_with<B: Backend>(
                 next_rescan = Instant::now() + config.rescan_interval;
                 continue;
             }
-            let timeout = POLL_TIMEOUT.min(next_rescan - now);
+            let timeout = config.poll_timeout.min(next_rescan - now);
             if let Err(e) = backend.wait(timeout) {
                 st.notice("epoll_failed", None, &e.to_string());
                 std::thread::sleep(timeout);

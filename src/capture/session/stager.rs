@@ -57,6 +57,11 @@ pub(super) struct Stager<E> {
     pub(super) pool: Option<DrainPool>,
     /// The last pass staged a chunk's worth or more: the next one drains in parallel.
     busy: bool,
+    /// Whether the last drain staged anything. A drain that stages nothing after one that
+    /// staged nothing sends no [`Staged::Drained`](crate::capture::staging::Staged) mark:
+    /// the last mark already released every record before it, so an idle loop (every
+    /// 5 ms for `tail`) wakes no other thread.
+    staged_last: bool,
     /// The drain threads' chunks, kept between parallel passes (pool buffers).
     group_chunks: Vec<StagedChunk>,
 }
@@ -168,6 +173,7 @@ impl<E> Stager<E> {
             marker_seen: BTreeSet::new(),
             pool: None,
             busy: false,
+            staged_last: true,
             group_chunks: Vec::new(),
         }
     }
@@ -305,7 +311,8 @@ impl<E> Stager<E> {
             }
             staged += self.chunk.len();
             self.chunk.mark_round_end();
-            if let Some(before) = self.clock.to_unix_ns(began).filter(|_| complete) {
+            let mark = std::mem::replace(&mut self.staged_last, staged > 0) || staged > 0;
+            if let Some(before) = self.clock.to_unix_ns(began).filter(|_| complete && mark) {
                 out.flush(&mut self.chunk)?;
                 out.drained(before)?;
             }
@@ -383,6 +390,7 @@ impl<E> Stager<E> {
         };
         let mut closed = false;
         let mut staged = 0;
+        let mut sent = !self.chunk.is_empty();
         let mut chunks = Vec::with_capacity(takers.len());
         for mut t in takers {
             staged += t.records.iter().sum::<u64>();
@@ -401,6 +409,7 @@ impl<E> Stager<E> {
             self.marker_seen.extend(t.markers.iter().copied());
             closed |= t.closed;
             if !closed && !t.chunk.is_empty() {
+                sent = true;
                 closed = out.flush(&mut t.chunk).is_err();
             }
             chunks.push(t.chunk);
@@ -416,7 +425,8 @@ impl<E> Stager<E> {
         }
         // About a chunk's worth of sys_enter records (96 bytes staged each) or more.
         self.busy = staged as usize * 96 >= STAGE_BYTES;
-        if let Some(before) = self.clock.to_unix_ns(began) {
+        let mark = std::mem::replace(&mut self.staged_last, sent) || sent;
+        if let Some(before) = self.clock.to_unix_ns(began).filter(|_| mark) {
             out.flush(&mut self.chunk)?;
             out.drained(before)?;
         }
