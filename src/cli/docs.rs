@@ -81,10 +81,17 @@ pub fn write_man_pages(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(written)
 }
 
+/// `cmd` and its subcommands without the values of their environment variables.
+fn hide_env_values(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| a.hide_env_values(true))
+        .mut_subcommands(hide_env_values)
+}
+
 /// docs/cli.md: for each command its one-line purpose and its `--help` text, in the
 /// order `uevrec --help` lists them.
 pub fn reference_markdown() -> String {
-    let mut cmd = Cli::command().term_width(100);
+    // The same text on every machine: a fixed width, no environment values.
+    let mut cmd = hide_env_values(Cli::command().term_width(100));
     cmd.build();
     let mut md = String::from(
         "# uevrec command line reference\n\n\

@@ -1,7 +1,7 @@
 //! The command line: `uevrec record`, `uevrec tail`, `uevrec list`, `uevrec decode`,
 //! `uevrec top`.
 //!
-//! Exit statuses (also in `--help` and the README):
+//! Exit statuses (also in `--help` and docs/overview.md):
 //! [`EXIT_OK`] 0 success (also after SIGINT/SIGTERM, `--duration`, `--count`);
 //! [`EXIT_ERROR`] 1 an error (tracefs, privileges, output file), printed with its fix;
 //! [`EXIT_USAGE`] 2 bad command line; [`EXIT_OUTPUT_CLOSED`] 141 the reader of standard

@@ -19,6 +19,7 @@ mod flight;
 mod k8s;
 mod live;
 mod otlp;
+mod readme;
 mod record;
 mod record_dat;
 mod record_raw;

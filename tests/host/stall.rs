@@ -3,7 +3,7 @@
 //! `uevrec tail` records `raw_syscalls:sys_enter` of a child calling getppid flat out for
 //! `UEVREC_STALL_SECS` seconds (default 60), while the reader of uevrec's stdout stalls
 //! for that whole time. uevrec's RSS is sampled twice a second and must stay under
-//! [`RSS_BOUND_KIB`] (README: "Memory"); afterwards the stream is read and
+//! [`RSS_BOUND_KIB`] (docs/overview.md: "Memory"); afterwards the stream is read and
 //! `recorded + lost == produced` must hold exactly.
 //! Needs root and tracefs (prints why it is skipped otherwise).
 

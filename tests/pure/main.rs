@@ -7,6 +7,7 @@
 mod common;
 
 mod cli;
+mod cli_reference;
 mod decode_output;
 mod decode_salvage;
 mod decode_windows;

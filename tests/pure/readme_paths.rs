@@ -1,5 +1,5 @@
-//! Every path README.md names exists (issue 29: the layout section is written from the
-//! tree and must stay true). A path is a backquoted token ending in `/` or a source or
+//! Every path README.md and docs/overview.md name exists (issue 29: the layout section,
+//! now in docs/overview.md, is written from the tree and must stay true). A path is a backquoted token ending in `/` or a source or
 //! document extension; it may be relative to the repository root, `parsers/src`, `src`,
 //! `tests`, or to a folder named earlier on the same line (`decode/` … `location.rs`).
 
@@ -50,12 +50,14 @@ fn missing(root: &Path, text: &str) -> Vec<String> {
 #[test]
 fn every_path_the_readme_names_exists() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let bad = missing(root, &readme);
-    assert!(
-        bad.is_empty(),
-        "README.md names paths that do not exist: {bad:?}"
-    );
+    for doc in ["README.md", "docs/overview.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        let bad = missing(root, &text);
+        assert!(
+            bad.is_empty(),
+            "{doc} names paths that do not exist: {bad:?}"
+        );
+    }
 }
 
 #[test]
@@ -90,7 +92,7 @@ fn number_before(text: &str, marker: &str) -> usize {
     let flat = text.replace('\n', " ");
     let at = flat
         .find(marker)
-        .unwrap_or_else(|| panic!("README.md no longer says `{marker}`"));
+        .unwrap_or_else(|| panic!("docs/overview.md no longer says `{marker}`"));
     let head = flat[..at].trim_end();
     let digits = &head[head.rfind(' ').map_or(0, |i| i + 1)..];
     digits
@@ -101,15 +103,15 @@ fn number_before(text: &str, marker: &str) -> usize {
 #[test]
 fn the_readme_counts_the_unsafe_blocks_of_src() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let overview = std::fs::read_to_string(root.join("docs/overview.md")).unwrap();
     let in_capture = unsafe_blocks(&root.join("src/capture"));
     let elsewhere = unsafe_blocks(&root.join("src")) - in_capture;
     assert_eq!(
         (
-            number_before(&readme, "in `src/capture/`"),
-            number_before(&readme, "elsewhere:")
+            number_before(&overview, "in `src/capture/`"),
+            number_before(&overview, "elsewhere:")
         ),
         (in_capture, elsewhere),
-        "README.md's \"How it is built\" counts (src/capture, elsewhere) unsafe blocks; the tree has these"
+        "docs/overview.md's \"How it is built\" counts (src/capture, elsewhere) unsafe blocks; the tree has these"
     );
 }

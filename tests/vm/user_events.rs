@@ -1161,7 +1161,7 @@ fn t10_record_raw_multi_format_versions() {
         return;
     }
     // perf script is not asked: perf cannot handle `user_events_multi:name.N` events
-    // (it crashes on the dotted names, see the README's comparison).
+    // (it crashes on the dotted names, see docs/overview.md's comparison).
     let name = "vmt_raw_multi";
     let selector = format!("user_events_multi:{name}");
     let args = ["--name", name, "--count", "3"];
