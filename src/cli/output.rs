@@ -70,7 +70,7 @@ pub enum Format {
     /// spans and metrics for the Collector's otlpjsonfile receiver (docs/otlp.md).
     Otlp,
     /// One readable line per record, as perf script and journalctl print them: time,
-    /// comm[pid], cpu, event, field=value …; strings quoted and escaped (a payload
+    /// `comm[pid]`, cpu, event, `field=value …`; strings quoted and escaped (a payload
     /// cannot forge a line), colors on a terminal unless NO_COLOR is set.
     Text,
 }

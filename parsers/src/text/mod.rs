@@ -114,13 +114,17 @@ impl TextWriter {
         }
         let (pid, tid) = (get("pid"), get("tid"));
         out.push(b'[');
-        pid.map(|p| escape::write_value(out, p));
-        if tid.is_some() && tid != pid {
+        if let Some(p) = pid {
+            escape::write_value(out, p);
+        }
+        if let Some(t) = tid.filter(|_| tid != pid) {
             out.push(b'/');
-            tid.map(|t| escape::write_value(out, t));
+            escape::write_value(out, t);
         }
         out.extend_from_slice(b"] cpu");
-        get("cpu").map(|c| escape::write_value(out, c));
+        if let Some(c) = get("cpu") {
+            escape::write_value(out, c);
+        }
         out.push(b' ');
         // The event: provider:name for an EventHeader event with a name, else system:event.
         let name_of = |a: &str, b: &str| match (get(a), get(b)) {
