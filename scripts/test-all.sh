@@ -46,6 +46,10 @@ command -v groff >/dev/null 2>&1 || missing+=(groff-base)
 command -v objcopy >/dev/null 2>&1 || missing+=(binutils)
 # tests/host/text.rs runs `uevrec tail` in a terminal made by util-linux `script`.
 command -v script >/dev/null 2>&1 || missing+=(bsdutils)
+# tests/host/container.rs builds and runs the image of contrib/container/ with podman (runc:
+# crun refuses hosts whose cgroups are in hybrid mode).
+command -v podman >/dev/null 2>&1 || missing+=(podman)
+command -v runc >/dev/null 2>&1 || missing+=(runc)
 # tests/host/decode.rs compares trace.dat decoding with `trace-cmd report`.
 command -v trace-cmd >/dev/null 2>&1 || missing+=(trace-cmd)
 if [ ${#missing[@]} -gt 0 ]; then

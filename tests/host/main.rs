@@ -8,6 +8,7 @@
 mod common;
 
 mod cli;
+mod container;
 mod context;
 mod crash;
 mod crash_raw;
