@@ -5,8 +5,9 @@
 #   scripts/install.sh [PREFIX]        (default /usr/local)
 #
 # DESTDIR stages the tree (packaging: DESTDIR=/tmp/pkg scripts/install.sh /usr); UEVREC_BIN
-# installs that binary instead of building one (`cargo build --release --locked`, the
-# release profile). The installed binary is stripped; its debug info is kept apart in
+# installs that binary instead of building one (`cargo build --release --locked`: the
+# release profile, which has no debug info). The installed binary is stripped; the debug
+# info a binary has (a `--profile profiling` or debug build) is kept apart in
 # PREFIX/lib/debug/uevrec.debug (found through its .gnu_debuglink by gdb and perf).
 # The units' ExecStart names PREFIX/bin/uevrec. Prints what it installed.
 set -euo pipefail
