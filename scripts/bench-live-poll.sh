@@ -7,6 +7,8 @@
 # perl calls getppid at a rate (0 = idle, else calls a second; "max" = flat out); the
 # CPU time of uevrec (all its threads) from `perf stat -e task-clock`, the records from its
 # summary.
+# With OLD_BIN = NEW_BIN the OLD runs write with `-o /dev/null` instead: file output, which
+# keeps the 100 ms sleep, against standard output's 5 ms, in the same binary.
 # Root, tracefs mounted. Prints one row per run.
 set -euo pipefail
 old=$1 new=$2 secs=${3:-5} rounds=${4:-2}
@@ -25,10 +27,11 @@ for round in $(seq "$rounds"); do
     for rate in 0 100 1000 10000 max; do
         for which in old new; do
             bin=$old; [ $which = new ] && bin=$new
+            out=(); [ "$old" = "$new" ] && [ $which = old ] && out=(-o /dev/null)
             producer $rate & p=$!
             err=$(mktemp)
             perf stat -x, -e task-clock -o "$err.time" -- "$bin" record --pid $p --filter "id == $nr" \
-                -e raw_syscalls:sys_enter --duration "${secs}s" >/dev/null 2>"$err" || true
+                -e raw_syscalls:sys_enter --duration "${secs}s" "${out[@]}" >/dev/null 2>"$err" || true
             kill $p; wait $p 2>/dev/null || true
             cpu=$(grep task-clock "$err.time" | cut -d, -f1 | awk '{printf "%.3f", $1 / 1000}')
             recs=$(grep -oE '^uevrec: [0-9]+ records' "$err" | grep -oE '[0-9]+' || echo 0)

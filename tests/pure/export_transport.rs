@@ -311,7 +311,10 @@ fn unavailable_and_throttling_are_retries_with_the_servers_hint() {
         rx.set_mode(Mode::TooMany { retry_after: None });
         match (protocol, t.send(Signal::Logs, &body)) {
             (Protocol::Grpc, Outcome::Failed { reason }) => {
-                assert!(reason.contains("ResourceExhausted"), "{reason}")
+                assert!(
+                    reason.contains("gRPC status 8 (Some resource has been exhausted)"),
+                    "{reason}"
+                )
             }
             (
                 Protocol::HttpProtobuf | Protocol::HttpJson,
