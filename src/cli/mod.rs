@@ -14,6 +14,7 @@
 pub mod decode;
 pub mod export;
 pub mod flight;
+pub mod instance;
 mod list;
 pub mod output;
 mod record;
@@ -222,6 +223,9 @@ pub struct RecordingArgs {
     /// name the containers (k8s_container key).
     #[arg(long, value_name = "DIR", default_value = crate::capture::kubernetes::DEFAULT_CONTAINER_LOGS)]
     pub k8s_container_logs: std::path::PathBuf,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub instance: instance::InstanceArgs,
 }
 
 /// `uevrec record`.

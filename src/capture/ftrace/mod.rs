@@ -13,6 +13,7 @@
 
 mod context_instance;
 mod instance;
+pub mod named;
 mod reader;
 pub mod spool;
 mod tgid;
@@ -53,6 +54,9 @@ pub struct FtraceOptions {
     pub only_threads: Option<Vec<u32>>,
     /// Never record these threads (`set_event_notrace_pid`).
     pub exclude_threads: Vec<u32>,
+    /// A named instance (`--instance`) and what it is made with (its `ring_kb` is filled
+    /// in here, from `buffer_bytes`); None: a per-process one.
+    pub named: Option<(named::NamedInstance, named::Recipe)>,
 }
 
 /// The session's [`Backend`] on a tracefs instance.
@@ -74,6 +78,8 @@ pub struct FtraceBackend {
     /// When the last drain of the tracking instance began (records written later wait
     /// for the next one).
     drained_until: Option<u64>,
+    /// The adopted instance's notice ([`Backend::adoption`]).
+    adoption: Option<String>,
     instance: Instance,
 }
 
@@ -138,6 +144,7 @@ impl FtraceBackend {
             notes,
             kb,
             record_tgid,
+            adoption,
         } = EventInstance::create(root, opts)?;
         let step = SetupError::from_step;
         let epoll = Epoll::new().map_err(|source| {
@@ -146,7 +153,10 @@ impl FtraceBackend {
                 source,
             })
         })?;
-        let readers = open_readers(&instance, &layout, cpus)?;
+        let mut readers = open_readers(&instance, &layout, cpus)?;
+        if adoption.is_some() {
+            readers.iter_mut().for_each(CpuReader::adopt);
+        }
         for (i, r) in readers.iter().enumerate() {
             epoll.add(r.file.as_fd(), i as u64).map_err(|source| {
                 step(FtraceError {
@@ -166,6 +176,7 @@ impl FtraceBackend {
             max_pages: ring_pages + 2,
             context: None,
             drained_until: None,
+            adoption,
             instance,
         };
         Ok((backend, notes))
@@ -189,6 +200,8 @@ struct EventInstance {
     kb: u64,
     /// The instance records thread → process ids (`saved_tgids`).
     record_tgid: bool,
+    /// An adopted named instance: the notice that says so (named.rs).
+    adoption: Option<String>,
 }
 
 impl EventInstance {
@@ -198,8 +211,30 @@ impl EventInstance {
     /// threads may then lack a process id).
     fn create(root: &Path, opts: &FtraceOptions) -> Result<EventInstance, SetupError> {
         let layout = page_layout(root)?;
-        let (instance, notes) = Instance::create(root)?;
-        let kb = configure(&instance, &layout, opts)?;
+        let (instance, adopted, notes) = match &opts.named {
+            Some((spec, recipe)) => {
+                let recipe = named::Recipe {
+                    ring_kb: ring_kb(&layout, opts),
+                    ..recipe.clone()
+                };
+                Instance::named(root, spec, &recipe)?
+            }
+            None => {
+                let (instance, notes) = Instance::create(root)?;
+                (instance, None, notes)
+            }
+        };
+        // An adopted instance keeps its settings: writing trace_clock would empty its
+        // rings, and the recipe said they are the ones asked for. Only uevrec's own
+        // threads (new ids) are set anew.
+        let (kb, adoption) = match adopted {
+            Some(a) => {
+                set_thread_filters(&instance, opts, true)?;
+                let notice = named::adoption_notice(&instance, &a);
+                (ring_kb(&layout, opts), Some(notice))
+            }
+            None => (configure(&instance, &layout, opts)?, None),
+        };
         instance
             .write("buffer_percent", &BUFFER_PERCENT.to_string())
             .map_err(SetupError::from_step)?;
@@ -210,8 +245,16 @@ impl EventInstance {
             notes,
             kb,
             record_tgid,
+            adoption,
         })
     }
+}
+
+/// The ring KiB per CPU `opts` asks for: `buffer_bytes`, at least two pages of `layout`.
+fn ring_kb(layout: &PageLayout, opts: &FtraceOptions) -> u64 {
+    opts.buffer_bytes
+        .div_ceil(1024)
+        .max(2 * layout.page_size() as u64 / 1024)
 }
 
 /// Set up `instance` as `opts` says: overwrite mode, the monotonic clock (record times
@@ -225,27 +268,40 @@ fn configure(
     let step = SetupError::from_step;
     instance.write("options/overwrite", "1").map_err(step)?;
     instance.write("trace_clock", "mono").map_err(step)?;
-    let kb = opts
-        .buffer_bytes
-        .div_ceil(1024)
-        .max(2 * layout.page_size() as u64 / 1024);
+    let kb = ring_kb(layout, opts);
     instance
         .write("buffer_size_kb", &kb.to_string())
         .map_err(|e| match e.source.raw_os_error() {
             Some(libc::ENOMEM | libc::EINVAL) => SetupError::BufferSize { kb, source: e },
             _ => step(e),
         })?;
+    set_thread_filters(instance, opts, false)?;
+    Ok(kb)
+}
+
+/// Set the thread filters of `opts` in `instance` (`--pid`, uevrec's own threads); added
+/// to the lists there when `append` (an adopted instance: rewriting a list empties it
+/// first, and records of the listed threads were measured missing for ~15 ms after).
+fn set_thread_filters(
+    instance: &Instance,
+    opts: &FtraceOptions,
+    append: bool,
+) -> Result<(), SetupError> {
+    let step = SetupError::from_step;
+    let put = |rel: &str, tids: &[u32]| {
+        if append {
+            instance.append(rel, &pid_list(tids))
+        } else {
+            instance.write(rel, &pid_list(tids))
+        }
+    };
     if let Some(only) = &opts.only_threads {
-        instance
-            .write("set_event_pid", &pid_list(only))
-            .map_err(step)?;
+        put("set_event_pid", only).map_err(step)?;
     }
     if !opts.exclude_threads.is_empty() {
-        instance
-            .write("set_event_notrace_pid", &pid_list(&opts.exclude_threads))
-            .map_err(step)?;
+        put("set_event_notrace_pid", &opts.exclude_threads).map_err(step)?;
     }
-    Ok(kb)
+    Ok(())
 }
 
 /// A reader of each of `cpus`' rings of `instance`.
@@ -367,7 +423,14 @@ impl Backend for FtraceBackend {
     }
 
     fn disable_all<'e>(&mut self, events: impl Iterator<Item = &'e FtraceEvent>) {
-        disable_all_in(&self.instance, events);
+        // A kept instance (--keep-instance) goes on recording for the next run.
+        if !self.instance.kept() {
+            disable_all_in(&self.instance, events);
+        }
+    }
+
+    fn adoption(&self) -> Option<String> {
+        self.adoption.clone()
     }
 
     fn keys(event: &FtraceEvent) -> &[u64] {

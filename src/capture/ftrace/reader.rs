@@ -33,6 +33,9 @@ pub struct CpuReader {
     losses: Losses,
     /// The final settlement was made (see [`CpuReader::read`]).
     settled: bool,
+    /// Of an adopted instance: the ring's loss total when this run began, taken as
+    /// reported once the first page said what it missed (see [`CpuReader::adopt`]).
+    absorb: Option<u64>,
 }
 
 /// Where the records' ids are: `common_type` (u16 at 0) and `common_pid` (i32 at 4), the
@@ -56,7 +59,24 @@ impl CpuReader {
             cursor: None,
             losses: Losses::default(),
             settled: false,
+            absorb: None,
         })
+    }
+
+    /// This ring was adopted from a run that ended without settling its losses: what its
+    /// `stats` count as lost so far was reported by that run, except the overruns since
+    /// its last page, which the first page read now reports (its missed count). So that
+    /// is reported, and then the whole total so far counts as reported (a settlement at
+    /// the end reports only what was lost after).
+    pub fn adopt(&mut self) {
+        self.absorb = lost_total(&self.stats);
+    }
+
+    /// Count the adopted ring's earlier losses as reported (see [`CpuReader::adopt`]).
+    fn absorb(&mut self) {
+        if let Some(total) = self.absorb.take() {
+            self.losses.settle(total);
+        }
     }
 
     /// Take the next page; false when the ring is empty (or unreadable).
@@ -106,6 +126,7 @@ impl CpuReader {
                 match self.next_page(layout) {
                     Ok(true) => pages += 1,
                     Ok(false) => {
+                        self.absorb();
                         if settle && !self.settled {
                             self.settled = true;
                             if let Some(total) = lost_total(&self.stats) {
@@ -143,7 +164,16 @@ impl CpuReader {
                 }
                 Some(Ok(Item::Missed { count, time })) => {
                     let stats = &self.stats;
-                    match self.losses.missed(count, || lost_total(stats)) {
+                    // After an adoption, a page without its count: what stats say beyond
+                    // the total at the adoption (the dead run's share is not known).
+                    if let (None, Some(total)) = (count, self.absorb.take()) {
+                        self.losses.settle(total);
+                    }
+                    let lost = self.losses.missed(count, || lost_total(stats));
+                    if let Some(total) = self.absorb.take() {
+                        self.losses.settle(total);
+                    }
+                    match lost {
                         0 => continue,
                         lost => Arrival::Lost {
                             lost,
@@ -156,6 +186,11 @@ impl CpuReader {
                     return true;
                 }
                 Some(Ok(Item::Record { time, raw, .. })) => {
+                    // A page with no missed flag: nothing lost since the dead run's last
+                    // page; the total at the adoption stands as reported.
+                    if let Some(total) = self.absorb.take() {
+                        self.losses.settle(total);
+                    }
                     sample(raw, time, self.cpu, &mut pid_of)
                 }
             };
