@@ -200,6 +200,12 @@ impl Instance {
         self.named.as_ref().is_some_and(|n| n.adopted)
     }
 
+    /// Of the main named instance: CPU `cpu`'s loss ledger (named.rs).
+    pub fn ledger(&self, cpu: u32) -> Option<PathBuf> {
+        let state = self.named.as_ref()?.state.as_ref()?;
+        Some(super::named::ledger(state, cpu))
+    }
+
     /// Whether it stays when this run ends (`--keep-instance`): its events stay enabled.
     pub fn kept(&self) -> bool {
         self.named.as_ref().is_some_and(|n| n.keep)

@@ -154,9 +154,7 @@ impl FtraceBackend {
             })
         })?;
         let mut readers = open_readers(&instance, &layout, cpus)?;
-        if adoption.is_some() {
-            readers.iter_mut().for_each(CpuReader::adopt);
-        }
+        keep_losses(&instance, &mut readers)?;
         for (i, r) in readers.iter().enumerate() {
             epoll.add(r.file.as_fd(), i as u64).map_err(|source| {
                 step(FtraceError {
@@ -300,6 +298,22 @@ fn set_thread_filters(
     }
     if !opts.exclude_threads.is_empty() {
         put("set_event_notrace_pid", &opts.exclude_threads).map_err(step)?;
+    }
+    Ok(())
+}
+
+/// Of a named instance: each reader keeps its losses in the instance's ledger
+/// ([`CpuReader::keep_losses`], read when the instance was adopted).
+fn keep_losses(instance: &Instance, readers: &mut [CpuReader]) -> Result<(), SetupError> {
+    for r in readers {
+        if let Some(path) = instance.ledger(r.cpu) {
+            r.keep_losses(&path, instance.adopted()).map_err(|source| {
+                SetupError::from_step(FtraceError {
+                    step: format!("open {}", path.display()),
+                    source,
+                })
+            })?;
+        }
     }
     Ok(())
 }

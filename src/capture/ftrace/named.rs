@@ -344,9 +344,27 @@ fn lock(state_dir: &Path, name: &str) -> Result<File, SetupError> {
     Ok(file)
 }
 
-/// Forget instance `NAME`'s state (after removing the instance at a clean stop).
+/// The loss ledger of CPU `cpu` beside state file `state` (`NAME.cpuN.lost`): the
+/// records that CPU's ring was reported to have lost, by every run of the instance.
+pub fn ledger(state: &Path, cpu: u32) -> PathBuf {
+    state.with_extension(format!("cpu{cpu}.lost"))
+}
+
+/// Forget instance `NAME`'s state and ledgers (after removing the instance at a clean
+/// stop).
 pub fn forget(state: &Path) {
     let _ = fs::remove_file(state);
+    let (Some(dir), Some(stem)) = (state.parent(), state.file_stem()) else {
+        return;
+    };
+    let prefix = format!("{}.cpu", stem.to_string_lossy());
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(&prefix) && name.ends_with(".lost") {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
 }
 
 #[cfg(test)]

@@ -33,9 +33,9 @@ pub struct CpuReader {
     losses: Losses,
     /// The final settlement was made (see [`CpuReader::read`]).
     settled: bool,
-    /// Of an adopted instance: the ring's loss total when this run began, taken as
-    /// reported once the first page said what it missed (see [`CpuReader::adopt`]).
-    absorb: Option<u64>,
+    /// Of a named instance: the file that keeps the losses reported so far (for a
+    /// later run that adopts it), and that tally ([`CpuReader::keep_losses`]).
+    ledger: Option<(File, u64)>,
 }
 
 /// Where the records' ids are: `common_type` (u16 at 0) and `common_pid` (i32 at 4), the
@@ -59,23 +59,40 @@ impl CpuReader {
             cursor: None,
             losses: Losses::default(),
             settled: false,
-            absorb: None,
+            ledger: None,
         })
     }
 
-    /// This ring was adopted from a run that ended without settling its losses: what its
-    /// `stats` count as lost so far was reported by that run, except the overruns since
-    /// its last page, which the first page read now reports (its missed count). So that
-    /// is reported, and then the whole total so far counts as reported (a settlement at
-    /// the end reports only what was lost after).
-    pub fn adopt(&mut self) {
-        self.absorb = lost_total(&self.stats);
+    /// Keep the losses this ring reported in `path` (a named instance's, named.rs), so
+    /// that a run adopting the instance after a kill reports only what was not: when
+    /// `adopted`, the tally there is taken as reported already (a page's missed count
+    /// then adds what was overwritten since; a settlement from `stats` what is beyond).
+    pub fn keep_losses(&mut self, path: &Path, adopted: bool) -> io::Result<()> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        let mut text = String::new();
+        let before = if adopted {
+            file.read_to_string(&mut text)?;
+            text.trim().parse().unwrap_or(0)
+        } else {
+            0
+        };
+        self.losses.settle(before);
+        self.ledger = Some((file, before));
+        self.record_losses(0);
+        Ok(())
     }
 
-    /// Count the adopted ring's earlier losses as reported (see [`CpuReader::adopt`]).
-    fn absorb(&mut self) {
-        if let Some(total) = self.absorb.take() {
-            self.losses.settle(total);
+    /// Add `lost` (just reported) to the ledger, if one is kept: one positioned write.
+    fn record_losses(&mut self, lost: u64) {
+        if let Some((file, total)) = &mut self.ledger {
+            *total = total.saturating_add(lost);
+            let text = format!("{:<20}\n", total);
+            let _ = std::os::unix::fs::FileExt::write_all_at(file, text.as_bytes(), 0);
         }
     }
 
@@ -126,11 +143,11 @@ impl CpuReader {
                 match self.next_page(layout) {
                     Ok(true) => pages += 1,
                     Ok(false) => {
-                        self.absorb();
                         if settle && !self.settled {
                             self.settled = true;
                             if let Some(total) = lost_total(&self.stats) {
                                 let lost = self.losses.settle(total);
+                                self.record_losses(lost);
                                 let time = Some(crate::capture::clock::monotonic_ns());
                                 if lost > 0 && f(Arrival::Lost { lost, time }).is_break() {
                                     // The marker follows at the next read.
@@ -164,14 +181,11 @@ impl CpuReader {
                 }
                 Some(Ok(Item::Missed { count, time })) => {
                     let stats = &self.stats;
-                    // After an adoption, a page without its count: what stats say beyond
-                    // the total at the adoption (the dead run's share is not known).
-                    if let (None, Some(total)) = (count, self.absorb.take()) {
-                        self.losses.settle(total);
-                    }
                     let lost = self.losses.missed(count, || lost_total(stats));
-                    if let Some(total) = self.absorb.take() {
-                        self.losses.settle(total);
+                    if let Some((file, total)) = &mut self.ledger {
+                        *total = total.saturating_add(lost);
+                        let text = format!("{:<20}\n", total);
+                        let _ = std::os::unix::fs::FileExt::write_all_at(file, text.as_bytes(), 0);
                     }
                     match lost {
                         0 => continue,
@@ -186,11 +200,6 @@ impl CpuReader {
                     return true;
                 }
                 Some(Ok(Item::Record { time, raw, .. })) => {
-                    // A page with no missed flag: nothing lost since the dead run's last
-                    // page; the total at the adoption stands as reported.
-                    if let Some(total) = self.absorb.take() {
-                        self.losses.settle(total);
-                    }
                     sample(raw, time, self.cpu, &mut pid_of)
                 }
             };

@@ -1,0 +1,324 @@
+//! `--backend ftrace --instance NAME` across kills (tier `host`: root, tracefs with
+//! raw_syscalls, perl): a SIGKILLed recorder leaves its named instance recording, the next
+//! run adopts it and reads what it kept, so that the runs' files together hold every SEQ of
+//! a `getppid(424242, SEQ)` stream once; the refusals (another recipe, a second reader, an
+//! instance uevrec did not make, the perf backend); a ring overwritten during a long
+//! absence, its loss counted exactly. docs/restarts.md says what is promised.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::{NR_GETPPID, bin, complete_lines, must_exit, wait_for};
+
+const MAGIC: u64 = 424_242;
+const TRACEFS_INSTANCES: &str = "/sys/kernel/tracing/instances";
+
+/// Kills per loop: `UEVREC_INSTANCE_KILLS` (default 5).
+fn kills() -> usize {
+    std::env::var("UEVREC_INSTANCE_KILLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5)
+}
+
+/// `getppid(424242, SEQ)`, SEQ = 0, 1 …, about 2,000 a second (0.5 ms asleep after each)
+/// on CPU 0, killed when dropped.
+struct Producer(Child);
+
+impl Producer {
+    fn start() -> Producer {
+        let script = format!(
+            "my $i = 0; while (1) {{ syscall({NR_GETPPID}, {MAGIC}, $i++); \
+             select(undef, undef, undef, 0.0005) }}"
+        );
+        Producer(
+            Command::new("taskset")
+                .args(["-c", "0", "perl", "-e", &script])
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("taskset and perl are needed for the producer"),
+        )
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A named instance's name for this test, removed (with its state) when dropped.
+struct Name(String);
+
+impl Name {
+    fn new(test: &str) -> Name {
+        let name = Name(format!("uevrec_test_{test}_{}", std::process::id()));
+        name.clean();
+        name
+    }
+
+    fn dir(&self) -> PathBuf {
+        Path::new(TRACEFS_INSTANCES).join(&self.0)
+    }
+
+    fn clean(&self) {
+        let dir = self.dir();
+        let _ = fs::remove_dir(format!("{}-t", dir.display()));
+        let _ = fs::remove_dir(&dir);
+        for ext in ["json", "lock"] {
+            let _ = fs::remove_file(format!("/run/uevrec/instances/{}.{ext}", self.0));
+        }
+    }
+}
+
+impl Drop for Name {
+    fn drop(&mut self) {
+        self.clean();
+    }
+}
+
+/// `uevrec record --backend ftrace --instance NAME` of the producer's calls into `out`
+/// (`extra` flags added), standard error into `out.err`.
+fn record(producer: &Producer, name: &Name, out: &Path, extra: &[&str]) -> Child {
+    Command::new(bin())
+        .args(["record", "--backend", "ftrace", "--instance", &name.0])
+        .args(extra)
+        .args(["--pid", &producer.0.id().to_string()])
+        .args(["--filter", &format!("id == {NR_GETPPID}")])
+        .args(["-e", "raw_syscalls:sys_enter", "-o"])
+        .arg(out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(out.with_extension("err")).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+/// Wait until `out` says the event is attached (the run reads its rings).
+fn wait_attached(out: &Path) {
+    wait_for("the attached notice", crate::common::PATIENCE, || {
+        complete_lines(out)
+            .iter()
+            .any(|v| v["uevrec"] == "notice" && v["what"] == "attached")
+    });
+}
+
+fn signal(child: &mut Child, sig: i32) {
+    // SAFETY: kill on a child we own (not yet reaped).
+    unsafe { libc::kill(child.id() as i32, sig) };
+}
+
+/// What one output file holds: SEQs, lost count, the adopted notice.
+#[derive(Debug, Default)]
+struct Held {
+    seqs: Vec<u64>,
+    lost: u64,
+    adopted: Option<String>,
+}
+
+fn held(out: &Path) -> Held {
+    let mut h = Held::default();
+    for v in complete_lines(out) {
+        if v["uevrec"] == "lost" {
+            h.lost += v["lost"].as_u64().unwrap_or(0);
+        } else if v["uevrec"] == "notice" && v["what"] == "adopted" {
+            h.adopted = v["message"].as_str().map(str::to_owned);
+        } else if v["event"] == "sys_enter" && v["fields"]["args"][0] == MAGIC {
+            h.seqs.push(v["fields"]["args"][1].as_u64().unwrap());
+        }
+    }
+    h
+}
+
+/// Every SEQ of `files` together, with how often each came.
+fn tally(files: &[PathBuf]) -> BTreeMap<u64, u32> {
+    let mut t = BTreeMap::new();
+    for f in files {
+        for s in held(f).seqs {
+            *t.entry(s).or_insert(0) += 1;
+        }
+    }
+    t
+}
+
+#[test]
+fn sigkilled_runs_lose_and_repeat_nothing_through_an_adopted_instance() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let name = Name::new("kills");
+    let producer = Producer::start();
+    let mut rng = fastrand::Rng::new();
+    let mut files = Vec::new();
+    let n = kills();
+    for i in 0..=n {
+        let out = dir.path().join(format!("run{i}.json"));
+        let mut run = record(&producer, &name, &out, &[]);
+        wait_attached(&out);
+        sleep(Duration::from_millis(rng.u64(300..1500)));
+        if i == n {
+            signal(&mut run, libc::SIGINT);
+            let status = must_exit(&mut run);
+            assert!(
+                status.success(),
+                "{}",
+                fs::read_to_string(out.with_extension("err")).unwrap()
+            );
+        } else {
+            signal(&mut run, libc::SIGKILL);
+            run.wait().unwrap();
+            assert!(name.dir().is_dir(), "a killed run's instance stays");
+            sleep(Duration::from_secs(1));
+        }
+        let h = held(&out);
+        assert_eq!(h.adopted.is_some(), i > 0, "run {i}: {:?}", h.adopted);
+        files.push(out);
+    }
+    assert!(!name.dir().exists(), "a clean stop removes the instance");
+    let t = tally(&files);
+    let dup: Vec<_> = t.iter().filter(|(_, c)| **c > 1).collect();
+    let lost: u64 = files.iter().map(|f| held(f).lost).sum();
+    let (first, last) = (*t.keys().next().unwrap(), *t.keys().last().unwrap());
+    let missing = (last - first + 1) - t.len() as u64;
+    eprintln!(
+        "instance kills: {n} kills, SEQ {first}..={last}, {} held, {missing} missing, {} twice, \
+         {lost} reported lost",
+        t.len(),
+        dup.len()
+    );
+    assert!(
+        dup.is_empty(),
+        "records written twice: {:?}",
+        &dup[..dup.len().min(10)]
+    );
+    assert_eq!(lost, 0, "a 2 kHz stream overflows no ring in a second");
+    assert_eq!(missing, 0, "SEQs missing across the kills");
+}
+
+#[test]
+fn an_overwritten_ring_is_counted_exactly_and_the_rest_is_read() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let name = Name::new("overwritten");
+    let producer = Producer::start();
+    // 8 pages per CPU: a few hundred records, overwritten many times in 4 s at 2 kHz.
+    let small = ["-m", "8"];
+    let a = dir.path().join("a.json");
+    let mut run = record(&producer, &name, &a, &small);
+    wait_attached(&a);
+    sleep(Duration::from_millis(500));
+    signal(&mut run, libc::SIGKILL);
+    run.wait().unwrap();
+    sleep(Duration::from_secs(4));
+    let b = dir.path().join("b.json");
+    let mut run = record(&producer, &name, &b, &small);
+    wait_attached(&b);
+    sleep(Duration::from_secs(1));
+    signal(&mut run, libc::SIGINT);
+    assert!(must_exit(&mut run).success());
+    let (ha, hb) = (held(&a), held(&b));
+    assert!(hb.adopted.is_some());
+    let t = tally(&[a.clone(), b.clone()]);
+    assert!(t.values().all(|c| *c == 1), "records written twice");
+    let (first, last) = (*t.keys().next().unwrap(), *t.keys().last().unwrap());
+    let missing = (last - first + 1) - t.len() as u64;
+    eprintln!(
+        "overwritten: SEQ {first}..={last}, {} held, {missing} missing, lost lines {} + {}",
+        t.len(),
+        ha.lost,
+        hb.lost
+    );
+    assert!(
+        missing > 1000,
+        "4 s at 2 kHz overflow 8 pages: only {missing} missing"
+    );
+    assert_eq!(ha.lost + hb.lost, missing, "the loss counted exactly");
+    // After the loss, B holds a contiguous run up to its stop.
+    let after: Vec<u64> = hb
+        .seqs
+        .iter()
+        .copied()
+        .skip_while(|s| *s <= ha.seqs.last().copied().unwrap_or(0))
+        .collect();
+    assert!(
+        after.len() > 1000,
+        "B read what the ring kept and what came after"
+    );
+}
+
+#[test]
+fn refusals_name_the_fix() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let name = Name::new("refusals");
+    let producer = Producer::start();
+    let a = dir.path().join("a.json");
+    let mut first = record(&producer, &name, &a, &[]);
+    wait_attached(&a);
+    let expect_refusal = |extra: &[&str], out: &str, text: &str| {
+        let out = dir.path().join(out);
+        let mut run = record(&producer, &name, &out, extra);
+        let status = must_exit(&mut run);
+        let err = fs::read_to_string(out.with_extension("err")).unwrap();
+        assert!(!status.success() && err.contains(text), "{extra:?}: {err}");
+    };
+    // A second reader of the same name, while the first runs.
+    expect_refusal(&[], "second.json", "is being read by another uevrec");
+    signal(&mut first, libc::SIGKILL);
+    first.wait().unwrap();
+    // Another recipe: another event, or another ring size.
+    expect_refusal(
+        &["-e", "raw_syscalls:sys_exit"],
+        "events.json",
+        "events: made with `raw_syscalls:sys_enter`, asked for `raw_syscalls:sys_enter \
+         raw_syscalls:sys_exit`",
+    );
+    expect_refusal(
+        &["-m", "64"],
+        "ring.json",
+        "ring size: made with 512 KiB per CPU, asked for 256 KiB",
+    );
+    // --instance-reset starts anew.
+    let reset = dir.path().join("reset.json");
+    let mut run = record(&producer, &name, &reset, &["-m", "64", "--instance-reset"]);
+    wait_attached(&reset);
+    signal(&mut run, libc::SIGINT);
+    assert!(must_exit(&mut run).success());
+    assert!(held(&reset).adopted.is_none());
+    let err = fs::read_to_string(reset.with_extension("err")).unwrap();
+    assert!(err.contains("--instance-reset: removed instance"), "{err}");
+    // An instance someone else made.
+    fs::create_dir(name.dir()).unwrap();
+    expect_refusal(&[], "foreign.json", "uevrec did not make it");
+    assert!(name.dir().is_dir(), "another tool's instance is left alone");
+    // The perf backend has nothing that outlives it.
+    let out = Command::new(bin())
+        .args([
+            "record",
+            "--instance",
+            "x",
+            "-e",
+            "raw_syscalls:sys_enter",
+            "-o",
+        ])
+        .arg(dir.path().join("perf.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--instance x needs --backend ftrace"),
+        "{err}"
+    );
+}
