@@ -204,6 +204,43 @@ fn sigkilled_runs_lose_and_repeat_nothing_through_an_adopted_instance() {
 }
 
 #[test]
+fn a_clean_stop_with_keep_instance_hands_over_to_the_next_run() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let name = Name::new("keep");
+    let producer = Producer::start();
+    let mut files = Vec::new();
+    for i in 0..3 {
+        let out = dir.path().join(format!("run{i}.json"));
+        let keep: &[&str] = if i < 2 { &["--keep-instance"] } else { &[] };
+        let mut run = record(&producer, &name, &out, keep);
+        wait_attached(&out);
+        sleep(Duration::from_millis(700));
+        // SIGTERM, as `systemctl restart` sends.
+        signal(&mut run, libc::SIGTERM);
+        assert!(must_exit(&mut run).success());
+        assert_eq!(
+            name.dir().is_dir(),
+            i < 2,
+            "run {i}: kept only with --keep-instance"
+        );
+        assert_eq!(held(&out).adopted.is_some(), i > 0);
+        files.push(out);
+        sleep(Duration::from_millis(700));
+    }
+    let t = tally(&files);
+    assert!(t.values().all(|c| *c == 1), "records written twice");
+    let (first, last) = (*t.keys().next().unwrap(), *t.keys().last().unwrap());
+    assert_eq!(
+        (last - first + 1) as usize,
+        t.len(),
+        "SEQs missing across the restarts"
+    );
+}
+
+#[test]
 fn an_overwritten_ring_is_counted_exactly_and_the_rest_is_read() {
     if !crate::common::raw_syscalls_here() {
         return;

@@ -47,6 +47,15 @@ pub enum SetupError {
     Named(String),
 }
 
+impl From<super::named::NamedError> for SetupError {
+    fn from(e: super::named::NamedError) -> SetupError {
+        match e {
+            super::named::NamedError::Refused(msg) => SetupError::Named(msg),
+            super::named::NamedError::Step(e) => SetupError::from_step(e),
+        }
+    }
+}
+
 impl SetupError {
     /// The setup error for a failed step: [`SetupError::Permission`] for EACCES/EPERM.
     pub fn from_step(e: FtraceError) -> SetupError {

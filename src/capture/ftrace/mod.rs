@@ -8,8 +8,8 @@
 //! tracking instance (`context_instance.rs`, `tracking.rs`) drained ahead of the records.
 //! The instances' files and settings, and the drain threads' order: docs/architecture.md.
 //!
-//! Layers, lowest first: `instance`, `tgid`, `reader`, `tracking`, `context_instance`,
-//! `spool`.
+//! Layers, lowest first: `named`, `instance`, `tgid`, `reader`, `tracking`,
+//! `context_instance`, `spool`.
 
 mod context_instance;
 mod instance;
@@ -228,7 +228,7 @@ impl EventInstance {
         let (kb, adoption) = match adopted {
             Some(a) => {
                 set_thread_filters(&instance, opts, true)?;
-                let notice = named::adoption_notice(&instance, &a);
+                let notice = named::adoption_notice(instance.dir(), &a);
                 (ring_kb(&layout, opts), Some(notice))
             }
             None => (configure(&instance, &layout, opts)?, None),

@@ -9,7 +9,18 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::instance::{FtraceError, SetupError};
+use crate::capture::backend::FtraceError;
+
+/// Why a named instance cannot be used (crate::capture::ftrace's setup error wraps it).
+#[derive(Debug, thiserror::Error)]
+pub enum NamedError {
+    /// Refused; the message says why and the fix.
+    #[error("{0}")]
+    Refused(String),
+    /// A step on the instance or the state files failed.
+    #[error("{0}")]
+    Step(FtraceError),
+}
 
 /// Where the lock and state files of named instances live: tmpfs, gone at reboot like
 /// the instances themselves.
@@ -115,13 +126,13 @@ pub struct Adoption {
     pub made_at_unix_ns: u64,
 }
 
-/// The notice of an adopted instance `instance`: who made it and when, how many records
+/// The notice of the adopted instance at `dir`: who made it and when, how many records
 /// its rings held waiting (every CPU's `entries`) and how old the oldest is (`oldest event
 /// ts` against `now ts`, the instance's monotonic clock).
-pub fn adoption_notice(instance: &super::Instance, a: &Adoption) -> String {
+pub fn adoption_notice(dir: &Path, a: &Adoption) -> String {
     let mut waiting = 0u64;
     let mut oldest_age: Option<f64> = None;
-    let per_cpu = instance.dir().join("per_cpu");
+    let per_cpu = dir.join("per_cpu");
     for entry in fs::read_dir(&per_cpu).into_iter().flatten().flatten() {
         let Ok(text) = crate::capture::tracefs::read_once(&entry.path().join("stats")) else {
             continue;
@@ -149,9 +160,7 @@ pub fn adoption_notice(instance: &super::Instance, a: &Adoption) -> String {
         "adopted instance {} (made by process {} {made_ago:.1} s ago, at Unix time {}.{:09}): \
          {waiting} records were waiting in its rings{oldest}; records overwritten \
          meanwhile are counted as lost",
-        instance
-            .dir()
-            .file_name()
+        dir.file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
         a.made_by,
@@ -200,8 +209,8 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn step(what: String, source: io::Error) -> SetupError {
-    SetupError::from_step(FtraceError { step: what, source })
+fn step(what: String, source: io::Error) -> NamedError {
+    NamedError::Step(FtraceError { step: what, source })
 }
 
 /// Take the lock of `name` in `state_dir`, then adopt `parent/name` when uevrec made it with
@@ -213,8 +222,8 @@ pub fn open(
     state_dir: &Path,
     spec: &NamedInstance,
     recipe: &Recipe,
-) -> Result<Opened, SetupError> {
-    check_name(&spec.name).map_err(SetupError::Named)?;
+) -> Result<Opened, NamedError> {
+    check_name(&spec.name).map_err(NamedError::Refused)?;
     fs::create_dir_all(state_dir)
         .map_err(|e| step(format!("mkdir -p {}", state_dir.display()), e))?;
     let lock = lock(state_dir, &spec.name)?;
@@ -228,7 +237,7 @@ pub fn open(
         let state = match state {
             Some(s) if s.inode == meta.ino() => s,
             _ => {
-                return Err(SetupError::Named(format!(
+                return Err(NamedError::Refused(format!(
                     "{} exists but uevrec did not make it ({} does not name it): another \
                      tool's instance is never adopted or removed; choose another --instance \
                      name, or remove it with `rmdir {}` if it is no one's",
@@ -252,7 +261,7 @@ pub fn open(
             });
         }
         if !spec.reset {
-            return Err(SetupError::Named(format!(
+            return Err(NamedError::Refused(format!(
                 "instance {} was made with another recipe ({}); ask for the same, or add \
                  --instance-reset to remove it (and the records it holds) and start anew",
                 spec.name,
@@ -295,7 +304,7 @@ pub fn companion(dir: &Path) -> PathBuf {
 }
 
 /// Remove instance `dir` if there (not found is fine).
-fn remove_dir(dir: &Path) -> Result<(), SetupError> {
+fn remove_dir(dir: &Path) -> Result<(), NamedError> {
     match fs::remove_dir(dir) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => {
             Err(step(format!("rmdir {}", dir.display()), e))
@@ -305,7 +314,7 @@ fn remove_dir(dir: &Path) -> Result<(), SetupError> {
 }
 
 /// Write the state file whole (a temporary file renamed over it).
-fn write_state(path: &Path, state: &State) -> Result<(), SetupError> {
+fn write_state(path: &Path, state: &State) -> Result<(), NamedError> {
     let tmp = path.with_extension("json.tmp");
     let text = serde_json::to_vec(state).unwrap_or_default();
     fs::write(&tmp, text)
@@ -316,7 +325,7 @@ fn write_state(path: &Path, state: &State) -> Result<(), SetupError> {
 /// The exclusive lock of `name`: a flock, which the kernel releases when the process dies
 /// however it dies (a SIGKILL frees the name at once). The holder's pid is written into
 /// the file for the refusal's message.
-fn lock(state_dir: &Path, name: &str) -> Result<File, SetupError> {
+fn lock(state_dir: &Path, name: &str) -> Result<File, NamedError> {
     let path = state_dir.join(format!("{name}.lock"));
     let mut file = OpenOptions::new()
         .read(true)
@@ -330,7 +339,7 @@ fn lock(state_dir: &Path, name: &str) -> Result<File, SetupError> {
         let e = io::Error::last_os_error();
         if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
             let holder = fs::read_to_string(&path).unwrap_or_default();
-            return Err(SetupError::Named(format!(
+            return Err(NamedError::Refused(format!(
                 "instance {name} is being read by another uevrec (process {}); two readers \
                  would each get part of the records: stop that one first, or choose another \
                  --instance name",
@@ -408,7 +417,8 @@ mod tests {
         assert!(e.contains("another uevrec"), "{e}");
         drop(made);
         let again = open(&parent, &state, &spec, &recipe()).unwrap();
-        assert_eq!(again.adopted.unwrap().made_by, std::process::id());
+        assert_eq!(again.adopted.as_ref().unwrap().made_by, std::process::id());
+        drop(again);
         let mut other = recipe();
         other.ring_kb = 1024;
         let e = open(&parent, &state, &spec, &other)
