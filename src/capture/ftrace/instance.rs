@@ -236,7 +236,6 @@ impl Instance {
         use std::io::Write as _;
         let path = self.dir.join(rel);
         fs::OpenOptions::new()
-            .write(true)
             .append(true)
             .open(&path)
             .and_then(|mut f| f.write_all(value.as_bytes()))
