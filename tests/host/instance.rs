@@ -86,6 +86,19 @@ impl Drop for Name {
     }
 }
 
+/// What a test of a named instance needs: a folder, a name, the producer; None (said)
+/// where this host cannot record raw_syscalls.
+fn setup(test: &str) -> Option<(tempfile::TempDir, Name, Producer)> {
+    if !crate::common::raw_syscalls_here() {
+        return None;
+    }
+    Some((
+        tempfile::tempdir().unwrap(),
+        Name::new(test),
+        Producer::start(),
+    ))
+}
+
 /// `uevrec record --backend ftrace --instance NAME` of the producer's calls into `out`
 /// (`extra` flags added), standard error into `out.err`.
 fn record(producer: &Producer, name: &Name, out: &Path, extra: &[&str]) -> Child {
@@ -152,12 +165,9 @@ fn tally(files: &[PathBuf]) -> BTreeMap<u64, u32> {
 
 #[test]
 fn sigkilled_runs_lose_and_repeat_nothing_through_an_adopted_instance() {
-    if !crate::common::raw_syscalls_here() {
+    let Some((dir, name, producer)) = setup("kills") else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let name = Name::new("kills");
-    let producer = Producer::start();
+    };
     let mut rng = fastrand::Rng::new();
     let mut files = Vec::new();
     let n = kills();
@@ -215,12 +225,9 @@ fn sigkilled_runs_lose_and_repeat_nothing_through_an_adopted_instance() {
 
 #[test]
 fn a_clean_stop_with_keep_instance_hands_over_to_the_next_run() {
-    if !crate::common::raw_syscalls_here() {
+    let Some((dir, name, producer)) = setup("keep") else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let name = Name::new("keep");
-    let producer = Producer::start();
+    };
     let mut files = Vec::new();
     for i in 0..3 {
         let out = dir.path().join(format!("run{i}.json"));
@@ -252,12 +259,9 @@ fn a_clean_stop_with_keep_instance_hands_over_to_the_next_run() {
 
 #[test]
 fn an_overwritten_ring_is_counted_exactly_and_the_rest_is_read() {
-    if !crate::common::raw_syscalls_here() {
+    let Some((dir, name, producer)) = setup("overwritten") else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let name = Name::new("overwritten");
-    let producer = Producer::start();
+    };
     // 8 pages per CPU: a few hundred records, overwritten many times in 4 s at 2 kHz.
     let small = ["-m", "8"];
     let a = dir.path().join("a.json");
@@ -305,12 +309,9 @@ fn an_overwritten_ring_is_counted_exactly_and_the_rest_is_read() {
 
 #[test]
 fn refusals_name_the_fix() {
-    if !crate::common::raw_syscalls_here() {
+    let Some((dir, name, producer)) = setup("refusals") else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let name = Name::new("refusals");
-    let producer = Producer::start();
+    };
     let a = dir.path().join("a.json");
     let mut first = record(&producer, &name, &a, &[]);
     wait_attached(&a);

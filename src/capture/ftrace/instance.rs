@@ -89,7 +89,7 @@ static SESSIONS: AtomicUsize = AtomicUsize::new(0);
 const REMOVE_PATIENCE: Duration = Duration::from_secs(2);
 
 /// A tracefs instance owned by this session; dropping it removes it (a named one: unless
-/// kept, [`Instance::keep`]).
+/// kept, [`Instance::kept`]).
 #[derive(Debug)]
 pub struct Instance {
     dir: PathBuf,

@@ -277,27 +277,30 @@ fn configure(
     Ok(kb)
 }
 
-/// Set the thread filters of `opts` in `instance` (`--pid`, uevrec's own threads); added
-/// to the lists there when `append` (an adopted instance: rewriting a list empties it
-/// first, and records of the listed threads were measured missing for ~15 ms after).
+/// Set the thread filters of `opts` in `instance` (`--pid`, uevrec's own threads). Of an
+/// adopted instance (`adopted`), `--pid`'s threads are added to the list there (rewriting
+/// `set_event_pid` empties it first, and records of the listed threads were measured
+/// missing for ~15 ms after), while uevrec's own list is rewritten: the dead run's thread
+/// ids must not stay in it, or a program that reuses one would go unrecorded.
 fn set_thread_filters(
     instance: &Instance,
     opts: &FtraceOptions,
-    append: bool,
+    adopted: bool,
 ) -> Result<(), SetupError> {
     let step = SetupError::from_step;
-    let put = |rel: &str, tids: &[u32]| {
-        if append {
-            instance.append(rel, &pid_list(tids))
-        } else {
-            instance.write(rel, &pid_list(tids))
-        }
-    };
     if let Some(only) = &opts.only_threads {
-        put("set_event_pid", only).map_err(step)?;
+        let tids = pid_list(only);
+        if adopted {
+            instance.append("set_event_pid", &tids)
+        } else {
+            instance.write("set_event_pid", &tids)
+        }
+        .map_err(step)?;
     }
-    if !opts.exclude_threads.is_empty() {
-        put("set_event_notrace_pid", &opts.exclude_threads).map_err(step)?;
+    if !opts.exclude_threads.is_empty() || adopted {
+        instance
+            .write("set_event_notrace_pid", &pid_list(&opts.exclude_threads))
+            .map_err(step)?;
     }
     Ok(())
 }
