@@ -35,13 +35,18 @@ struct Producer(Child);
 
 impl Producer {
     fn start() -> Producer {
+        Producer::on("0")
+    }
+
+    /// The same on the CPUs `cpus` (a taskset list).
+    fn on(cpus: &str) -> Producer {
         let script = format!(
             "my $i = 0; while (1) {{ syscall({NR_GETPPID}, {MAGIC}, $i++); \
              select(undef, undef, undef, 0.0005) }}"
         );
         Producer(
             Command::new("taskset")
-                .args(["-c", "0", "perl", "-e", &script])
+                .args(["-c", cpus, "perl", "-e", &script])
                 .stdin(Stdio::null())
                 .spawn()
                 .expect("taskset and perl are needed for the producer"),
@@ -165,9 +170,13 @@ fn tally(files: &[PathBuf]) -> BTreeMap<u64, u32> {
 
 #[test]
 fn sigkilled_runs_lose_and_repeat_nothing_through_an_adopted_instance() {
-    let Some((dir, name, producer)) = setup("kills") else {
+    let Some((dir, name, _)) = setup("kills") else {
         return;
     };
+    // On every CPU it may run on: each CPU's ring is adopted.
+    let cpus = crate::common::allowed_cpus(0);
+    let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
+    let producer = Producer::on(&list.join(","));
     let mut rng = fastrand::Rng::new();
     let mut files = Vec::new();
     let n = kills();

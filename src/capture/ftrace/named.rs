@@ -391,6 +391,21 @@ mod tests {
     }
 
     #[test]
+    fn the_state_and_the_ledgers_are_forgotten_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("a.b.json");
+        let ledgers = [ledger(&state, 0), ledger(&state, 13)];
+        assert_eq!(ledgers[1], dir.path().join("a.b.cpu13.lost"));
+        let other = dir.path().join("a.json");
+        for f in ledgers.iter().chain([&state, &other]) {
+            fs::write(f, "1").unwrap();
+        }
+        forget(&state);
+        assert!(!state.exists() && ledgers.iter().all(|l| !l.exists()));
+        assert!(other.exists(), "another name's state is left");
+    }
+
+    #[test]
     fn names() {
         assert!(check_name("agent-1.prod_x").is_ok());
         for bad in ["", ".x", "a/b", "uevrec-12", "a b", &"x".repeat(65)] {
