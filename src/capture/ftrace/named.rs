@@ -127,8 +127,9 @@ pub struct Adoption {
 }
 
 /// The notice of the adopted instance at `dir`: who made it and when, how many records
-/// its rings held waiting (every CPU's `entries`) and how old the oldest is (`oldest event
-/// ts` against `now ts`, the instance's monotonic clock).
+/// its rings held waiting (every CPU's `entries`) and since when at most (`oldest event ts`
+/// against `now ts`, the instance's monotonic clock: the stamp of the oldest page's first
+/// record, which may be one the dead run had read already).
 pub fn adoption_notice(dir: &Path, a: &Adoption) -> String {
     let mut waiting = 0u64;
     let mut oldest_age: Option<f64> = None;
@@ -154,7 +155,7 @@ pub fn adoption_notice(dir: &Path, a: &Adoption) -> String {
     let made_ago =
         crate::capture::clock::now_unix_ns().saturating_sub(a.made_at_unix_ns) as f64 / 1e9;
     let oldest = oldest_age.map_or_else(String::new, |s| {
-        format!(", the oldest written {s:.1} s ago")
+        format!(", written over the last {s:.1} s at most")
     });
     format!(
         "adopted instance {} (made by process {} {made_ago:.1} s ago, at Unix time {}.{:09}): \
