@@ -3,9 +3,8 @@
 //! ring size). What makes an instance ours, the lock and the state file:
 //! docs/restarts.md.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write as _};
-use std::os::fd::AsRawFd;
+use std::fs::{self, File};
+use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -328,30 +327,17 @@ fn write_state(path: &Path, state: &State) -> Result<(), NamedError> {
 /// the file for the refusal's message.
 fn lock(state_dir: &Path, name: &str) -> Result<File, NamedError> {
     let path = state_dir.join(format!("{name}.lock"));
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| step(format!("open {}", path.display()), e))?;
-    // SAFETY: flock on a descriptor this function owns.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            let holder = fs::read_to_string(&path).unwrap_or_default();
-            return Err(NamedError::Refused(format!(
-                "instance {name} is being read by another uevrec (process {}); two readers \
-                 would each get part of the records: stop that one first, or choose another \
-                 --instance name",
-                holder.trim()
-            )));
+    crate::system::pid_lock::take(&path).map_err(|e| match e {
+        crate::system::pid_lock::LockError::Held(pid) => NamedError::Refused(format!(
+            "instance {name} is being read by another uevrec (process {}); two readers would \
+             each get part of the records: stop that one first, or choose another --instance \
+             name",
+            pid.map_or_else(|| "unknown".into(), |p| p.to_string())
+        )),
+        crate::system::pid_lock::LockError::Io(op, e) => {
+            step(format!("{op} {}", path.display()), e)
         }
-        return Err(step(format!("flock {}", path.display()), e));
-    }
-    let _ = file.set_len(0);
-    let _ = file.write_all(std::process::id().to_string().as_bytes());
-    Ok(file)
+    })
 }
 
 /// The loss ledger of CPU `cpu` beside state file `state` (`NAME.cpuN.lost`): the
