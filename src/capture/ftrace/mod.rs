@@ -223,8 +223,8 @@ impl EventInstance {
             }
         };
         // An adopted instance keeps its settings: writing trace_clock would empty its
-        // rings, and the recipe said they are the ones asked for. Only uevrec's own
-        // threads (new ids) are set anew.
+        // rings, and the recipe said they are the ones asked for. Only the thread lists
+        // are set (this run's threads have new ids).
         let (kb, adoption) = match adopted {
             Some(a) => {
                 set_thread_filters(&instance, opts, true)?;

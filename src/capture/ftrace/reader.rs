@@ -82,18 +82,9 @@ impl CpuReader {
             0
         };
         self.losses.settle(before);
+        write_ledger(&file, before);
         self.ledger = Some((file, before));
-        self.record_losses(0);
         Ok(())
-    }
-
-    /// Add `lost` (just reported) to the ledger, if one is kept: one positioned write.
-    fn record_losses(&mut self, lost: u64) {
-        if let Some((file, total)) = &mut self.ledger {
-            *total = total.saturating_add(lost);
-            let text = format!("{:<20}\n", total);
-            let _ = std::os::unix::fs::FileExt::write_all_at(file, text.as_bytes(), 0);
-        }
     }
 
     /// Take the next page; false when the ring is empty (or unreadable).
@@ -147,7 +138,7 @@ impl CpuReader {
                             self.settled = true;
                             if let Some(total) = lost_total(&self.stats) {
                                 let lost = self.losses.settle(total);
-                                self.record_losses(lost);
+                                add_to_ledger(&mut self.ledger, lost);
                                 let time = Some(crate::capture::clock::monotonic_ns());
                                 if lost > 0 && f(Arrival::Lost { lost, time }).is_break() {
                                     // The marker follows at the next read.
@@ -182,11 +173,7 @@ impl CpuReader {
                 Some(Ok(Item::Missed { count, time })) => {
                     let stats = &self.stats;
                     let lost = self.losses.missed(count, || lost_total(stats));
-                    if let Some((file, total)) = &mut self.ledger {
-                        *total = total.saturating_add(lost);
-                        let text = format!("{:<20}\n", total);
-                        let _ = std::os::unix::fs::FileExt::write_all_at(file, text.as_bytes(), 0);
-                    }
+                    add_to_ledger(&mut self.ledger, lost);
                     match lost {
                         0 => continue,
                         lost => Arrival::Lost {
@@ -213,6 +200,21 @@ impl CpuReader {
     pub fn unsettle(&mut self) {
         self.settled = false;
     }
+}
+
+/// Add `lost` (just reported) to `ledger`, if one is kept ([`CpuReader::keep_losses`]):
+/// one positioned write of the new tally.
+fn add_to_ledger(ledger: &mut Option<(File, u64)>, lost: u64) {
+    if let (Some((file, total)), 1..) = (ledger, lost) {
+        *total = total.saturating_add(lost);
+        write_ledger(file, *total);
+    }
+}
+
+/// Write `total` over the ledger `file` (fixed width: the file never holds two numbers).
+fn write_ledger(file: &File, total: u64) {
+    let text = format!("{total:<20}\n");
+    let _ = std::os::unix::fs::FileExt::write_all_at(file, text.as_bytes(), 0);
 }
 
 /// The records a CPU's ring lost in all, from its `stats` file, if readable.
