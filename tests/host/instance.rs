@@ -30,6 +30,11 @@ fn kills() -> usize {
         .unwrap_or(5)
 }
 
+/// Whether the kill loop also kills in start-ups (`UEVREC_INSTANCE_START_UP_KILLS=1`).
+fn start_up_kills() -> bool {
+    std::env::var("UEVREC_INSTANCE_START_UP_KILLS").is_ok_and(|v| v == "1")
+}
+
 /// `getppid(424242, SEQ)`, SEQ = 0, 1 …, about 2,000 a second (0.5 ms asleep after each)
 /// on CPU 0, killed when dropped.
 struct Producer(Child);
@@ -190,8 +195,17 @@ fn sigkilled_runs_lose_and_repeat_nothing_through_an_adopted_instance() {
             dir.path().join(format!("run{i}.json"))
         };
         let mut run = record(&producer, &name, &out, &[]);
-        wait_attached(&out);
-        sleep(Duration::from_millis(rng.u64(300..1500)));
+        // With UEVREC_INSTANCE_START_UP_KILLS=1, every third kill lands in the start-up
+        // of an adopting run (0–200 ms in), where the backlog read at once is in flight
+        // longest: the loss window docs/restarts.md measures (1 of 9 such kills lost
+        // records); the CI loop kills settled runs.
+        let in_start_up = start_up_kills() && i % 3 == 2 && i < n;
+        if in_start_up {
+            sleep(Duration::from_millis(rng.u64(0..200)));
+        } else {
+            wait_attached(&out);
+            sleep(Duration::from_millis(rng.u64(300..1500)));
+        }
         if i == n {
             signal(&mut run, libc::SIGINT);
             let status = must_exit(&mut run);
@@ -207,7 +221,9 @@ fn sigkilled_runs_lose_and_repeat_nothing_through_an_adopted_instance() {
             sleep(Duration::from_secs(1));
         }
         let h = held(&out);
-        assert_eq!(h.adopted.is_some(), i > 0, "run {i}: {:?}", h.adopted);
+        if !in_start_up {
+            assert_eq!(h.adopted.is_some(), i > 0, "run {i}: {:?}", h.adopted);
+        }
         if !files.contains(&out) {
             files.push(out);
         }

@@ -182,9 +182,15 @@ impl Instance {
         name.push("-");
         name.push(suffix);
         let dir = PathBuf::from(name);
+        // A companion its maker was killed before setting up (no `mono` clock yet) is
+        // made again.
+        let set_up = || {
+            crate::capture::tracefs::read_once(&dir.join("trace_clock"))
+                .is_ok_and(|c| c.contains("[mono]"))
+        };
         let named = self.named.as_ref().map(|n| Named {
             keep: n.keep,
-            adopted: n.adopted && dir.is_dir(),
+            adopted: n.adopted && dir.is_dir() && set_up(),
             state: None,
             _lock: None,
         });
@@ -207,6 +213,15 @@ impl Instance {
     /// its settings stand, its rings hold what was written meanwhile.
     pub fn adopted(&self) -> bool {
         self.named.as_ref().is_some_and(|n| n.adopted)
+    }
+
+    /// Of a new named instance, once set up: say so in its state file, so that a later
+    /// run adopts it (one killed before is made again, named.rs).
+    pub fn mark_configured(&self) -> Result<(), SetupError> {
+        match self.named.as_ref().and_then(|n| n.state.as_ref()) {
+            Some(state) => Ok(super::named::mark_configured(state)?),
+            None => Ok(()),
+        }
     }
 
     /// Of the main named instance: CPU `cpu`'s loss ledger (named.rs).

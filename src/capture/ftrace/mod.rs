@@ -233,6 +233,7 @@ impl EventInstance {
             }
             None => (configure(&instance, &layout, opts)?, None),
         };
+        instance.mark_configured()?;
         instance
             .write("buffer_percent", &BUFFER_PERCENT.to_string())
             .map_err(SetupError::from_step)?;

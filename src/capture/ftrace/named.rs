@@ -110,7 +110,11 @@ fn tracked(on: bool) -> &'static str {
 /// (its directory's inode, which a new `mkdir` of the name does not keep) and how.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct State {
-    inode: u64,
+    /// None between the state's first write and the `mkdir`.
+    inode: Option<u64>,
+    /// Set once the instance's settings are written ([`mark_configured`]): an instance
+    /// whose maker was killed before is made again, never adopted.
+    configured: bool,
     made_by: u32,
     made_at_unix_ns: u64,
     recipe: Recipe,
@@ -234,8 +238,12 @@ pub fn open(
         let state: Option<State> = fs::read(&state_path)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
+        let ours = |s: &State| s.inode.is_none_or(|i| i == meta.ino());
         let state = match state {
-            Some(s) if s.inode == meta.ino() => s,
+            Some(s) if s.inode == Some(meta.ino()) && s.configured => Some(s),
+            // Made by a run killed before it set the instance up (the lock says none
+            // runs now): made again.
+            Some(s) if ours(&s) && !s.configured => None,
             _ => {
                 return Err(NamedError::Refused(format!(
                     "{} exists but uevrec did not make it ({} does not name it): another \
@@ -247,8 +255,8 @@ pub fn open(
                 )));
             }
         };
-        let diff = state.recipe.differences(recipe);
-        if diff.is_empty() {
+        let diff = state.as_ref().map(|s| s.recipe.differences(recipe));
+        if let (Some(state), Some([])) = (&state, diff.as_deref()) {
             return Ok(Opened {
                 dir,
                 adopted: Some(Adoption {
@@ -260,32 +268,44 @@ pub fn open(
                 notes,
             });
         }
-        if !spec.reset {
-            return Err(NamedError::Refused(format!(
-                "instance {} was made with another recipe ({}); ask for the same, or add \
-                 --instance-reset to remove it (and the records it holds) and start anew",
+        match diff {
+            Some(diff) if !spec.reset => {
+                return Err(NamedError::Refused(format!(
+                    "instance {} was made with another recipe ({}); ask for the same, or add \
+                     --instance-reset to remove it (and the records it holds) and start anew",
+                    spec.name,
+                    diff.join("; ")
+                )));
+            }
+            Some(diff) => notes.push(format!(
+                "--instance-reset: removed instance {} ({}) and the records it held",
                 spec.name,
                 diff.join("; ")
-            )));
+            )),
+            None => notes.push(format!(
+                "instance {} was left by a run killed while it set it up: made again",
+                spec.name
+            )),
         }
         remove_dir(&companion(&dir))?;
         remove_dir(&dir)?;
-        notes.push(format!(
-            "--instance-reset: removed instance {} ({}) and the records it held",
-            spec.name,
-            diff.join("; ")
-        ));
     }
-    fs::create_dir(&dir).map_err(|e| step(format!("mkdir {}", dir.display()), e))?;
-    let inode = fs::metadata(&dir)
-        .map_err(|e| step(format!("stat {}", dir.display()), e))?
-        .ino();
-    let state = State {
-        inode,
+    // The state first: a kill before the mkdir's inode is written leaves an instance
+    // that the next run knows as its own (and makes again).
+    let mut state = State {
+        inode: None,
+        configured: false,
         made_by: std::process::id(),
         made_at_unix_ns: crate::capture::clock::now_unix_ns(),
         recipe: recipe.clone(),
     };
+    write_state(&state_path, &state)?;
+    fs::create_dir(&dir).map_err(|e| step(format!("mkdir {}", dir.display()), e))?;
+    state.inode = Some(
+        fs::metadata(&dir)
+            .map_err(|e| step(format!("stat {}", dir.display()), e))?
+            .ino(),
+    );
     write_state(&state_path, &state)?;
     Ok(Opened {
         dir,
@@ -294,6 +314,19 @@ pub fn open(
         state: state_path,
         notes,
     })
+}
+
+/// Record in state file `state` that its instance is set up (adoptable from now on).
+pub fn mark_configured(state: &Path) -> Result<(), NamedError> {
+    let text = fs::read(state).map_err(|e| step(format!("read {}", state.display()), e))?;
+    let mut s: State = serde_json::from_slice(&text).map_err(|e| {
+        step(
+            format!("read {}", state.display()),
+            io::Error::new(io::ErrorKind::InvalidData, e),
+        )
+    })?;
+    s.configured = true;
+    write_state(state, &s)
 }
 
 /// The companion (tracking) instance of `dir`: `NAME-t`.
@@ -412,6 +445,19 @@ mod tests {
         };
         let made = open(&parent, &state, &spec, &recipe()).unwrap();
         assert!(made.adopted.is_none() && made.dir.is_dir());
+        // Killed before it was set up: made again, not adopted.
+        drop(made);
+        let made = open(&parent, &state, &spec, &recipe()).unwrap();
+        assert!(
+            made.adopted.is_none(),
+            "an instance not set up is made again"
+        );
+        assert!(
+            made.notes[0].contains("killed while it set it up"),
+            "{:?}",
+            made.notes
+        );
+        mark_configured(&made.state).unwrap();
         // The lock: a second opener is refused while the first holds it.
         let e = open(&parent, &state, &spec, &recipe())
             .unwrap_err()
@@ -436,6 +482,7 @@ mod tests {
         };
         let fresh = open(&parent, &state, &reset, &other).unwrap();
         assert!(fresh.adopted.is_none() && fresh.notes.len() == 1);
+        mark_configured(&fresh.state).unwrap();
         drop(fresh);
         // A directory our state file does not name: not ours.
         fs::create_dir(parent.join("m")).unwrap();
