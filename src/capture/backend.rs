@@ -109,6 +109,12 @@ pub trait Backend {
     /// src/capture/ftrace/tgid.rs); reports nothing. The default does nothing.
     fn track_new_tasks(&mut self) {}
 
+    /// When the backend took over the buffers of a run before (ftrace `--instance`): the
+    /// notice that says so, from when, and what was waiting. The default: never.
+    fn adoption(&self) -> Option<String> {
+        None
+    }
+
     /// Start recording `event`.
     fn enable(&mut self, event: &Self::Event) -> Result<(), BackendError>;
 

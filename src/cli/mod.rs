@@ -8,13 +8,14 @@
 //! output went away (EPIPE; like a shell's status for SIGPIPE), nothing printed;
 //! [`crate::system::signals::FORCED_EXIT_STATUS`] 130 a second SIGINT/SIGTERM cut the shutdown short.
 //!
-//! Layers, lowest first: `values`, `output`, `export`, `register`, `record`, `decode`,
-//! `flight`, `list`, `recover`, `top`, `docs`.
+//! Layers, lowest first: `values`, `instance`, `output`, `export`, `register`, `record`,
+//! `decode`, `flight`, `list`, `recover`, `top`, `docs`.
 
 pub mod decode;
 pub mod docs;
 pub mod export;
 pub mod flight;
+pub mod instance;
 mod list;
 pub mod output;
 mod record;
@@ -231,6 +232,9 @@ pub struct RecordingArgs {
     /// name the containers (k8s_container key).
     #[arg(long, value_name = "DIR", default_value = crate::capture::kubernetes::DEFAULT_CONTAINER_LOGS)]
     pub k8s_container_logs: std::path::PathBuf,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub instance: instance::InstanceArgs,
 }
 
 /// `uevrec record`.

@@ -12,7 +12,6 @@ use crate::capture::backend::BackendKind;
 use crate::capture::ftrace::SpoolPlan;
 use crate::capture::selector::default_selectors;
 use crate::capture::session::{SessionConfig, Summary};
-use crate::capture::tracefs::TracefsError;
 use crate::messages;
 use crate::outputs::flight::FlightSummary;
 use crate::outputs::raw::dat::DatOutput;
@@ -231,6 +230,9 @@ fn check_raw_format(args: &RecordArgs) -> Result<(), String> {
     }
     let why = if args.raw.is_none() {
         "--raw-format trace-dat is the format of --raw FILE: add --raw FILE"
+    } else if args.rec.instance.instance.is_some() {
+        "--instance does not go with --raw-format trace-dat yet (a killed trace-dat run is \
+         recovered with `uevrec recover FILE`): drop --instance, or record JSON lines"
     } else if args.rec.session.backend != BackendKind::Ftrace {
         "--raw-format trace-dat moves the pages of ftrace rings: add --backend ftrace (or \
          use --raw-format perf-data)"
@@ -361,8 +363,10 @@ fn tail_format(args: &TailArgs) -> Result<uevrec_parsers::OutputFormat, &'static
 }
 
 /// The flags as a [`Config`]; tracefs is found (and checked) here, once.
-fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError> {
+fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, String> {
+    let instance = rec.instance.spec(rec.session.backend)?;
     let session = SessionConfig {
+        instance,
         include_common: rec.common,
         schema: !rec.no_schema,
         quiet: rec.quiet,
@@ -376,7 +380,7 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
         drain_threads: rec
             .drain_threads
             .map_or_else(crate::capture::session::default_drain_threads, usize::from),
-        ..rec.session.session_config()?
+        ..rec.session.session_config().map_err(|e| e.to_string())?
     };
     let mut session = session;
     rec.register.add_selectors(&mut session.selectors);
@@ -539,6 +543,9 @@ fn print_summary(summary: &Summary, elapsed: Duration, quiet: bool) {
     }
     for (cpu, n) in summary.lost_per_cpu.iter().filter(|(_, n)| **n > 0) {
         text.push_str(&format!("  {n:>12}  lost on CPU {cpu}\n"));
+    }
+    if let Some(adopted) = &summary.adopted {
+        text.push_str(&format!("  {adopted}\n"));
     }
     let _ = std::io::stderr().write_all(text.as_bytes());
 }

@@ -145,19 +145,26 @@ pub fn recover(target: &Path, tracefs: Option<&Path>) -> Result<Recovered, Strin
     };
     let cmdlines = table("saved_cmdlines").unwrap_or_default();
     let tgids = table("saved_tgids");
-    // The killed run's instance keeps its events enabled until removed.
+    // The killed run's instance kept recording since the kill: what its rings hold goes
+    // into the spools too, up to now, and the instance is removed.
     let instance = pid
         .filter(|_| same_boot)
         .zip(tracefs)
-        .map(|(pid, t)| t.join(format!("instances/uevrec-{pid}")))
-        .filter(|dir| dir.is_dir());
-    if let Some(dir) = instance {
-        notes.push(format!(
-            "the killed run's tracefs instance {} still records (its events stay enabled): \
-             the next uevrec run removes it, or `rmdir {}`",
-            dir.display(),
-            dir.display()
-        ));
+        .map(|(pid, t)| (pid, t.join(format!("instances/uevrec-{pid}"))))
+        .filter(|(_, dir)| dir.is_dir());
+    let mut cpu_stats = Vec::new();
+    if let Some((pid, dir)) = instance {
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            notes.push(format!(
+                "process {pid}, whose tracefs instance {} this is, still runs: its rings \
+                 were left alone",
+                dir.display()
+            ));
+        } else {
+            let drained = drain_instance(&dir, &mut parts, cpus, page)?;
+            cpu_stats = drained.stats;
+            notes.push(drained.note);
+        }
     }
     if !same_boot {
         notes.push(
@@ -179,7 +186,7 @@ pub fn recover(target: &Path, tracefs: Option<&Path>) -> Result<Recovered, Strin
         cmdlines: &cmdlines,
         trace_clock,
         offset_ns: *offset_ns,
-        cpu_stats: &[],
+        cpu_stats: &cpu_stats,
         tgids: tgids.as_deref(),
         uname: Some(uname),
         version: Some(version),
@@ -210,6 +217,99 @@ pub fn recover(target: &Path, tracefs: Option<&Path>) -> Result<Recovered, Strin
         cpus: parts.len(),
         formats: formats.ids.len(),
         notes,
+    })
+}
+
+/// What [`drain_instance`] did.
+struct Drained {
+    /// Each CPU's `per_cpu/cpuN/stats` after its ring was emptied.
+    stats: Vec<(u32, String)>,
+    /// For the notes.
+    note: String,
+}
+
+/// Stop the killed run's instance `dir` (`tracing_on` = 0: nothing written after this
+/// moment goes in), move every page its rings hold to the end of each CPU's spool in
+/// `parts` (cut to whole pages first; `parts[i]` is CPU `cpus[i]`), read the rings'
+/// stats (the losses the pages do not tell) and remove the instance.
+fn drain_instance(
+    dir: &Path,
+    parts: &mut [SpoolPart],
+    cpus: &[u32],
+    page: u64,
+) -> Result<Drained, String> {
+    use std::io::{Read as _, Write as _};
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let stopped_ns = crate::capture::clock::monotonic_ns();
+    let _ = std::fs::write(dir.join("tracing_on"), "0");
+    let mut stats = Vec::new();
+    let mut pages = 0u64;
+    let mut buf = vec![0u8; page as usize];
+    for (part, &cpu) in parts.iter_mut().zip(cpus) {
+        let per_cpu = dir.join(format!("per_cpu/cpu{cpu}"));
+        let Ok(mut ring) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(per_cpu.join("trace_pipe_raw"))
+        else {
+            continue;
+        };
+        let err = |e: io::Error| {
+            format!(
+                "appending the killed run's ring pages to {}: {e} (nothing is lost yet: \
+                 the instance {} is kept; free space and run recover again)",
+                part.path.display(),
+                dir.display()
+            )
+        };
+        let spool = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&part.path)
+            .map_err(err)?;
+        // A page the kill cut short is left out (said above): the pages go after the
+        // whole ones.
+        spool.set_len(part.size).map_err(err)?;
+        let mut spool = io::BufWriter::new(spool);
+        std::io::Seek::seek(&mut spool, io::SeekFrom::Start(part.size)).map_err(err)?;
+        loop {
+            match ring.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    // A page the writer was still on comes shorter: the rest is zeros
+                    // (its header's commit says how much is data).
+                    buf[n..].fill(0);
+                    spool.write_all(&buf).map_err(err)?;
+                    part.size += page;
+                    pages += 1;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        spool.flush().map_err(err)?;
+        if let Ok(text) = std::fs::read_to_string(per_cpu.join("stats")) {
+            stats.push((cpu, text));
+        }
+    }
+    let mut companion = dir.as_os_str().to_owned();
+    companion.push("-t");
+    let _ = std::fs::remove_dir(PathBuf::from(companion));
+    let removed = match std::fs::remove_dir(dir) {
+        Ok(()) => "and removed it".to_string(),
+        Err(e) => format!("but cannot remove it ({e}): `rmdir {}`", dir.display()),
+    };
+    Ok(Drained {
+        stats,
+        note: format!(
+            "the killed run's tracefs instance {} had gone on recording: its {pages} ring \
+             pages are in the file, up to the recovery (stopped at monotonic {}.{:09} s), {removed}",
+            dir.display(),
+            stopped_ns / 1_000_000_000,
+            stopped_ns % 1_000_000_000
+        ),
     })
 }
 

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use crate::capture::backend::BackendKind;
+use crate::capture::ftrace::named::Recipe;
 use crate::capture::ftrace::{FtraceBackend, FtraceOptions, SpoolBackend};
 use crate::capture::perf::{self, PerfBackend, Rings};
 use crate::capture::session::filter::ThreadFilter;
@@ -77,10 +78,26 @@ fn ftrace_options(config: &SessionConfig) -> FtraceOptions {
         ThreadFilter::Exclude(t) => (None, t),
         ThreadFilter::All => (None, Vec::new()),
     };
+    let named = config.instance.clone().map(|spec| {
+        let recipe = Recipe {
+            events: {
+                let mut e: Vec<String> = config.selectors.iter().map(ToString::to_string).collect();
+                e.sort();
+                e.dedup();
+                e
+            },
+            filter: config.filter.clone(),
+            pid: config.pid,
+            ring_kb: 0,
+            context: config.context,
+        };
+        (spec, recipe)
+    });
     FtraceOptions {
         buffer_bytes: (config.buffer_pages.get() * perf::page_size()) as u64,
         only_threads,
         exclude_threads,
+        named,
     }
 }
 

@@ -1,13 +1,15 @@
 //! Leaves every layer may use: what the process asks of the operating system. Signals
 //! ([`signals`]), the open-file limit ([`fd_limit`]), thread priorities ([`sched`]), an
-//! epoll set ([`epoll`]), files that reach the disk whole ([`durable`]) and the kernel's
-//! name for the machine ([`uname`]). None imports another module of the crate.
+//! epoll set ([`epoll`]), files that reach the disk whole ([`durable`]), a lock held for
+//! the process's life ([`pid_lock`]) and the kernel's name for the machine ([`uname`]). None imports another module of the crate.
 //!
-//! Layers, lowest first: `durable`, `epoll`, `fd_limit`, `sched`, `signals`, `uname`.
+//! Layers, lowest first: `durable`, `epoll`, `fd_limit`, `pid_lock`, `sched`, `signals`,
+//! `uname`.
 
 pub mod durable;
 pub mod epoll;
 pub mod fd_limit;
+pub mod pid_lock;
 pub mod sched;
 pub mod signals;
 pub mod uname;

@@ -17,6 +17,7 @@ mod decode_threads;
 mod export;
 mod export_faults;
 mod flight;
+mod instance;
 mod k8s;
 mod live;
 mod otlp;

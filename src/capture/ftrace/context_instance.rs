@@ -56,8 +56,14 @@ impl ContextInstance {
             buffer_bytes: TRACKING_BUFFER_BYTES,
             only_threads: None,
             exclude_threads: Vec::new(),
+            named: None,
         };
-        let kb = configure(&instance, layout, &opts)?;
+        // An adopted companion keeps its settings (as its main instance, mod.rs).
+        let kb = if instance.adopted() {
+            super::ring_kb(layout, &opts)
+        } else {
+            configure(&instance, layout, &opts)?
+        };
         let readers = open_readers(&instance, layout, cpus)?;
         let (tracking, missing) = Tracking::enable(instance.dir(), tasks_only);
         let ring_pages = (kb * 1024).div_ceil(layout.page_size() as u64) as usize;

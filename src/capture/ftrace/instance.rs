@@ -42,6 +42,18 @@ pub enum SetupError {
     /// Another step failed.
     #[error("{0}")]
     Step(FtraceError),
+    /// A named instance (`--instance`) cannot be used; the message says why and the fix.
+    #[error("{0}")]
+    Named(String),
+}
+
+impl From<super::named::NamedError> for SetupError {
+    fn from(e: super::named::NamedError) -> SetupError {
+        match e {
+            super::named::NamedError::Refused(msg) => SetupError::Named(msg),
+            super::named::NamedError::Step(e) => SetupError::from_step(e),
+        }
+    }
 }
 
 impl SetupError {
@@ -76,10 +88,25 @@ static SESSIONS: AtomicUsize = AtomicUsize::new(0);
 /// How long removal retries while the instance is busy (a reader still closing).
 const REMOVE_PATIENCE: Duration = Duration::from_secs(2);
 
-/// A tracefs instance owned by this session; dropping it removes it.
+/// A tracefs instance owned by this session; dropping it removes it (a named one: unless
+/// kept, [`Instance::kept`]).
 #[derive(Debug)]
 pub struct Instance {
     dir: PathBuf,
+    named: Option<Named>,
+}
+
+/// What a named instance (`--instance`, named.rs) adds.
+#[derive(Debug)]
+struct Named {
+    /// Left in place when dropped.
+    keep: bool,
+    /// It was there when this run started (made by a run before).
+    adopted: bool,
+    /// The state file, forgotten when the instance is removed (the main instance only).
+    state: Option<PathBuf>,
+    /// The name's lock, held as long as the instance.
+    _lock: Option<std::fs::File>,
 }
 
 impl Instance {
@@ -118,23 +145,94 @@ impl Instance {
                 source,
             })
         })?;
-        Ok((Instance { dir }, stale))
+        Ok((Instance { dir, named: None }, stale))
+    }
+
+    /// The named instance `spec` asks for under `root/instances` (named.rs): adopted when
+    /// uevrec made it with `recipe`, else made. Also returns the adoption, if any, and
+    /// notes for standard error.
+    pub fn named(
+        root: &Path,
+        spec: &super::named::NamedInstance,
+        recipe: &super::named::Recipe,
+    ) -> Result<(Instance, Option<super::named::Adoption>, Vec<String>), SetupError> {
+        let parent = root.join("instances");
+        if !parent.is_dir() {
+            return Err(SetupError::NoInstances(parent));
+        }
+        let opened = super::named::open(&parent, Path::new(super::named::STATE_DIR), spec, recipe)?;
+        let instance = Instance {
+            dir: opened.dir,
+            named: Some(Named {
+                keep: spec.keep,
+                adopted: opened.adopted.is_some(),
+                state: Some(opened.state),
+                _lock: Some(opened.lock),
+            }),
+        };
+        Ok((instance, opened.adopted, opened.notes))
     }
 
     /// A second instance of the same session, named like this one with `-<suffix>` (the
-    /// stale ones were removed when this one was created), removed when dropped.
+    /// stale ones were removed when this one was created), removed when dropped. Of an
+    /// adopted named instance: the one there is adopted too (a leftover beside a new one
+    /// is removed first).
     pub fn sibling(&self, suffix: &str) -> Result<Instance, SetupError> {
         let mut name = self.dir.as_os_str().to_owned();
         name.push("-");
         name.push(suffix);
         let dir = PathBuf::from(name);
+        // A companion its maker was killed before setting up (no `mono` clock yet) is
+        // made again.
+        let set_up = || {
+            crate::capture::tracefs::read_once(&dir.join("trace_clock"))
+                .is_ok_and(|c| c.contains("[mono]"))
+        };
+        let named = self.named.as_ref().map(|n| Named {
+            keep: n.keep,
+            adopted: n.adopted && dir.is_dir() && set_up(),
+            state: None,
+            _lock: None,
+        });
+        if named.as_ref().is_some_and(|n| n.adopted) {
+            return Ok(Instance { dir, named });
+        }
+        if named.is_some() {
+            let _ = fs::remove_dir(&dir);
+        }
         fs::create_dir(&dir).map_err(|source| {
             SetupError::from_step(FtraceError {
                 step: format!("mkdir {}", dir.display()),
                 source,
             })
         })?;
-        Ok(Instance { dir })
+        Ok(Instance { dir, named })
+    }
+
+    /// Whether this instance was there, made by an earlier run (named instances only):
+    /// its settings stand, its rings hold what was written meanwhile.
+    pub fn adopted(&self) -> bool {
+        self.named.as_ref().is_some_and(|n| n.adopted)
+    }
+
+    /// Of a new named instance, once set up: say so in its state file, so that a later
+    /// run adopts it (one killed before is made again, named.rs).
+    pub fn mark_configured(&self) -> Result<(), SetupError> {
+        match self.named.as_ref().and_then(|n| n.state.as_ref()) {
+            Some(state) => Ok(super::named::mark_configured(state)?),
+            None => Ok(()),
+        }
+    }
+
+    /// Of the main named instance: CPU `cpu`'s loss ledger (named.rs).
+    pub fn ledger(&self, cpu: u32) -> Option<PathBuf> {
+        let state = self.named.as_ref()?.state.as_ref()?;
+        Some(super::named::ledger(state, cpu))
+    }
+
+    /// Whether it stays when this run ends (`--keep-instance`): its events stay enabled.
+    pub fn kept(&self) -> bool {
+        self.named.as_ref().is_some_and(|n| n.keep)
     }
 
     /// The instance's directory.
@@ -145,6 +243,21 @@ impl Instance {
     /// Write `value` to the instance's file `rel`.
     pub fn write(&self, rel: &str, value: &str) -> Result<(), FtraceError> {
         write_file(&self.dir.join(rel), value)
+    }
+
+    /// Add `value` to the instance's list file `rel` (opened without truncation, which
+    /// would empty the list first).
+    pub fn append(&self, rel: &str, value: &str) -> Result<(), FtraceError> {
+        use std::io::Write as _;
+        let path = self.dir.join(rel);
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(value.as_bytes()))
+            .map_err(|source| FtraceError {
+                step: format!("add `{value}` to {}", path.display()),
+                source,
+            })
     }
 
     /// Remove the instance (retrying while it is busy).
@@ -166,7 +279,16 @@ impl Instance {
 
 impl Drop for Instance {
     fn drop(&mut self) {
-        if let Err(e) = self.remove() {
+        if self.kept() {
+            return;
+        }
+        let removed = self.remove();
+        if let (Ok(()), Some(state)) =
+            (&removed, self.named.as_ref().and_then(|n| n.state.as_ref()))
+        {
+            super::named::forget(state);
+        }
+        if let Err(e) = removed {
             crate::messages::print(format_args!(
                 "uevrec: cannot remove the tracefs instance {}: {e}; remove it with `rmdir {}`\n",
                 self.dir.display(),

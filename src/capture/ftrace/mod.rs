@@ -8,11 +8,12 @@
 //! tracking instance (`context_instance.rs`, `tracking.rs`) drained ahead of the records.
 //! The instances' files and settings, and the drain threads' order: docs/architecture.md.
 //!
-//! Layers, lowest first: `instance`, `tgid`, `reader`, `tracking`, `context_instance`,
-//! `spool`.
+//! Layers, lowest first: `named`, `instance`, `tgid`, `reader`, `tracking`,
+//! `context_instance`, `spool`.
 
 mod context_instance;
 mod instance;
+pub mod named;
 mod reader;
 pub mod spool;
 mod tgid;
@@ -53,6 +54,9 @@ pub struct FtraceOptions {
     pub only_threads: Option<Vec<u32>>,
     /// Never record these threads (`set_event_notrace_pid`).
     pub exclude_threads: Vec<u32>,
+    /// A named instance (`--instance`) and what it is made with (its `ring_kb` is filled
+    /// in here, from `buffer_bytes`); None: a per-process one.
+    pub named: Option<(named::NamedInstance, named::Recipe)>,
 }
 
 /// The session's [`Backend`] on a tracefs instance.
@@ -74,6 +78,8 @@ pub struct FtraceBackend {
     /// When the last drain of the tracking instance began (records written later wait
     /// for the next one).
     drained_until: Option<u64>,
+    /// The adopted instance's notice ([`Backend::adoption`]).
+    adoption: Option<String>,
     instance: Instance,
 }
 
@@ -138,6 +144,7 @@ impl FtraceBackend {
             notes,
             kb,
             record_tgid,
+            adoption,
         } = EventInstance::create(root, opts)?;
         let step = SetupError::from_step;
         let epoll = Epoll::new().map_err(|source| {
@@ -146,7 +153,8 @@ impl FtraceBackend {
                 source,
             })
         })?;
-        let readers = open_readers(&instance, &layout, cpus)?;
+        let mut readers = open_readers(&instance, &layout, cpus)?;
+        keep_losses(&instance, &mut readers)?;
         for (i, r) in readers.iter().enumerate() {
             epoll.add(r.file.as_fd(), i as u64).map_err(|source| {
                 step(FtraceError {
@@ -166,6 +174,7 @@ impl FtraceBackend {
             max_pages: ring_pages + 2,
             context: None,
             drained_until: None,
+            adoption,
             instance,
         };
         Ok((backend, notes))
@@ -189,6 +198,8 @@ struct EventInstance {
     kb: u64,
     /// The instance records thread → process ids (`saved_tgids`).
     record_tgid: bool,
+    /// An adopted named instance: the notice that says so (named.rs).
+    adoption: Option<String>,
 }
 
 impl EventInstance {
@@ -198,8 +209,31 @@ impl EventInstance {
     /// threads may then lack a process id).
     fn create(root: &Path, opts: &FtraceOptions) -> Result<EventInstance, SetupError> {
         let layout = page_layout(root)?;
-        let (instance, notes) = Instance::create(root)?;
-        let kb = configure(&instance, &layout, opts)?;
+        let (instance, adopted, notes) = match &opts.named {
+            Some((spec, recipe)) => {
+                let recipe = named::Recipe {
+                    ring_kb: ring_kb(&layout, opts),
+                    ..recipe.clone()
+                };
+                Instance::named(root, spec, &recipe)?
+            }
+            None => {
+                let (instance, notes) = Instance::create(root)?;
+                (instance, None, notes)
+            }
+        };
+        // An adopted instance keeps its settings: writing trace_clock would empty its
+        // rings, and the recipe said they are the ones asked for. Only the thread lists
+        // are set (this run's threads have new ids).
+        let (kb, adoption) = match adopted {
+            Some(a) => {
+                set_thread_filters(&instance, opts, true)?;
+                let notice = named::adoption_notice(instance.dir(), &a);
+                (ring_kb(&layout, opts), Some(notice))
+            }
+            None => (configure(&instance, &layout, opts)?, None),
+        };
+        instance.mark_configured()?;
         instance
             .write("buffer_percent", &BUFFER_PERCENT.to_string())
             .map_err(SetupError::from_step)?;
@@ -210,8 +244,16 @@ impl EventInstance {
             notes,
             kb,
             record_tgid,
+            adoption,
         })
     }
+}
+
+/// The ring KiB per CPU `opts` asks for: `buffer_bytes`, at least two pages of `layout`.
+fn ring_kb(layout: &PageLayout, opts: &FtraceOptions) -> u64 {
+    opts.buffer_bytes
+        .div_ceil(1024)
+        .max(2 * layout.page_size() as u64 / 1024)
 }
 
 /// Set up `instance` as `opts` says: overwrite mode, the monotonic clock (record times
@@ -225,27 +267,59 @@ fn configure(
     let step = SetupError::from_step;
     instance.write("options/overwrite", "1").map_err(step)?;
     instance.write("trace_clock", "mono").map_err(step)?;
-    let kb = opts
-        .buffer_bytes
-        .div_ceil(1024)
-        .max(2 * layout.page_size() as u64 / 1024);
+    let kb = ring_kb(layout, opts);
     instance
         .write("buffer_size_kb", &kb.to_string())
         .map_err(|e| match e.source.raw_os_error() {
             Some(libc::ENOMEM | libc::EINVAL) => SetupError::BufferSize { kb, source: e },
             _ => step(e),
         })?;
+    set_thread_filters(instance, opts, false)?;
+    Ok(kb)
+}
+
+/// Set the thread filters of `opts` in `instance` (`--pid`, uevrec's own threads). Of an
+/// adopted instance (`adopted`), `--pid`'s threads are added to the list there (rewriting
+/// `set_event_pid` empties it first, and records of the listed threads were measured
+/// missing for ~15 ms after), while uevrec's own list is rewritten: the dead run's thread
+/// ids must not stay in it, or a program that reuses one would go unrecorded.
+fn set_thread_filters(
+    instance: &Instance,
+    opts: &FtraceOptions,
+    adopted: bool,
+) -> Result<(), SetupError> {
+    let step = SetupError::from_step;
     if let Some(only) = &opts.only_threads {
-        instance
-            .write("set_event_pid", &pid_list(only))
-            .map_err(step)?;
+        let tids = pid_list(only);
+        if adopted {
+            instance.append("set_event_pid", &tids)
+        } else {
+            instance.write("set_event_pid", &tids)
+        }
+        .map_err(step)?;
     }
-    if !opts.exclude_threads.is_empty() {
+    if !opts.exclude_threads.is_empty() || adopted {
         instance
             .write("set_event_notrace_pid", &pid_list(&opts.exclude_threads))
             .map_err(step)?;
     }
-    Ok(kb)
+    Ok(())
+}
+
+/// Of a named instance: each reader keeps its losses in the instance's ledger
+/// ([`CpuReader::keep_losses`], read when the instance was adopted).
+fn keep_losses(instance: &Instance, readers: &mut [CpuReader]) -> Result<(), SetupError> {
+    for r in readers {
+        if let Some(path) = instance.ledger(r.cpu) {
+            r.keep_losses(&path, instance.adopted()).map_err(|source| {
+                SetupError::from_step(FtraceError {
+                    step: format!("open {}", path.display()),
+                    source,
+                })
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// A reader of each of `cpus`' rings of `instance`.
@@ -367,7 +441,14 @@ impl Backend for FtraceBackend {
     }
 
     fn disable_all<'e>(&mut self, events: impl Iterator<Item = &'e FtraceEvent>) {
-        disable_all_in(&self.instance, events);
+        // A kept instance (--keep-instance) goes on recording for the next run.
+        if !self.instance.kept() {
+            disable_all_in(&self.instance, events);
+        }
+    }
+
+    fn adoption(&self) -> Option<String> {
+        self.adoption.clone()
     }
 
     fn keys(event: &FtraceEvent) -> &[u64] {

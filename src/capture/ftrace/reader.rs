@@ -33,6 +33,9 @@ pub struct CpuReader {
     losses: Losses,
     /// The final settlement was made (see [`CpuReader::read`]).
     settled: bool,
+    /// Of a named instance: the file that keeps the losses reported so far (for a
+    /// later run that adopts it), and that tally ([`CpuReader::keep_losses`]).
+    ledger: Option<(File, u64)>,
 }
 
 /// Where the records' ids are: `common_type` (u16 at 0) and `common_pid` (i32 at 4), the
@@ -56,7 +59,32 @@ impl CpuReader {
             cursor: None,
             losses: Losses::default(),
             settled: false,
+            ledger: None,
         })
+    }
+
+    /// Keep the losses this ring reported in `path` (a named instance's, named.rs), so
+    /// that a run adopting the instance after a kill reports only what was not: when
+    /// `adopted`, the tally there is taken as reported already (a page's missed count
+    /// then adds what was overwritten since; a settlement from `stats` what is beyond).
+    pub fn keep_losses(&mut self, path: &Path, adopted: bool) -> io::Result<()> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        let mut text = String::new();
+        let before = if adopted {
+            file.read_to_string(&mut text)?;
+            text.trim().parse().unwrap_or(0)
+        } else {
+            0
+        };
+        self.losses.settle(before);
+        write_ledger(&file, before);
+        self.ledger = Some((file, before));
+        Ok(())
     }
 
     /// Take the next page; false when the ring is empty (or unreadable).
@@ -110,6 +138,7 @@ impl CpuReader {
                             self.settled = true;
                             if let Some(total) = lost_total(&self.stats) {
                                 let lost = self.losses.settle(total);
+                                add_to_ledger(&mut self.ledger, lost);
                                 let time = Some(crate::capture::clock::monotonic_ns());
                                 if lost > 0 && f(Arrival::Lost { lost, time }).is_break() {
                                     // The marker follows at the next read.
@@ -143,7 +172,9 @@ impl CpuReader {
                 }
                 Some(Ok(Item::Missed { count, time })) => {
                     let stats = &self.stats;
-                    match self.losses.missed(count, || lost_total(stats)) {
+                    let lost = self.losses.missed(count, || lost_total(stats));
+                    add_to_ledger(&mut self.ledger, lost);
+                    match lost {
                         0 => continue,
                         lost => Arrival::Lost {
                             lost,
@@ -169,6 +200,21 @@ impl CpuReader {
     pub fn unsettle(&mut self) {
         self.settled = false;
     }
+}
+
+/// Add `lost` (just reported) to `ledger`, if one is kept ([`CpuReader::keep_losses`]):
+/// one positioned write of the new tally.
+fn add_to_ledger(ledger: &mut Option<(File, u64)>, lost: u64) {
+    if let (Some((file, total)), 1..) = (ledger, lost) {
+        *total = total.saturating_add(lost);
+        write_ledger(file, *total);
+    }
+}
+
+/// Write `total` over the ledger `file` (fixed width: the file never holds two numbers).
+fn write_ledger(file: &File, total: u64) {
+    let text = format!("{total:<20}\n");
+    let _ = std::os::unix::fs::FileExt::write_all_at(file, text.as_bytes(), 0);
 }
 
 /// The records a CPU's ring lost in all, from its `stats` file, if readable.

@@ -100,6 +100,9 @@ pub struct SessionConfig {
     /// With `context`: the kubelet's log directories that name pods and containers
     /// (`--k8s-pod-logs`, `--k8s-container-logs`; [`crate::capture::kubernetes`]).
     pub pod_logs: crate::capture::kubernetes::PodLogDirs,
+    /// With `--backend ftrace`: record through a named instance that outlives a killed
+    /// run and is adopted by the next (`--instance`, crate::capture::ftrace::named).
+    pub instance: Option<crate::capture::ftrace::named::NamedInstance>,
 }
 
 /// The default of `--drain-threads`: a quarter of the online CPUs, at least 1 (each
@@ -130,6 +133,7 @@ impl Default for SessionConfig {
             spool: None,
             drain_threads: 1,
             pod_logs: crate::capture::kubernetes::PodLogDirs::default(),
+            instance: None,
         }
     }
 }
@@ -164,6 +168,8 @@ pub struct Summary {
     pub records: u64,
     /// All records lost.
     pub lost: u64,
+    /// The backend adopted a run's buffers ([`Backend::adoption`]): its notice.
+    pub adopted: Option<String>,
 }
 
 /// Attach, then loop until `stop` is set (or `max_records` reached): drain `backend`'s
@@ -202,6 +208,10 @@ pub fn run_with<B: Backend>(
         backend.track_new_tasks();
     }
     stage_pod_names(pod_logs.as_mut(), &mut st);
+    if let Some(msg) = backend.adoption() {
+        st.notice("adopted", None, &msg);
+        st.summary.adopted = Some(msg);
+    }
 
     // First scan: problems that will not go away are errors.
     let scan = match att.rescan(backend, &mut st, out, stats) {

@@ -15,7 +15,7 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -424,38 +424,13 @@ fn truncate(f: &File, path: &Path, len: u64) -> Result<(), SpoolError> {
 /// or say who holds it.
 fn take_lock(dir: &Path) -> Result<File, SpoolError> {
     let path = dir.join("LOCK");
-    let mut f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(io_err("open the lock file", &path))?;
-    // SAFETY: flock on a descriptor this function owns (`f` outlives the call); no memory
-    // is passed to the kernel.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            let mut s = String::new();
-            let _ = f.read_to_string(&mut s);
-            return Err(SpoolError::Locked {
-                dir: dir.to_path_buf(),
-                pid: s.trim().parse().ok(),
-            });
-        }
-        return Err(SpoolError::Io {
-            op: "lock",
-            path,
-            source: e,
-        });
-    }
-    // Who holds it, for a second uevrec's message (not needed for correctness).
-    let _ = f
-        .set_len(0)
-        .and_then(|()| f.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0));
-    let _ = f.flush();
-    Ok(f)
+    crate::system::pid_lock::take(&path).map_err(|e| match e {
+        crate::system::pid_lock::LockError::Held(pid) => SpoolError::Locked {
+            dir: dir.to_path_buf(),
+            pid,
+        },
+        crate::system::pid_lock::LockError::Io(op, source) => SpoolError::Io { op, path, source },
+    })
 }
 
 /// The segment target size for a spool of `max_bytes`: 1/16 of it, between 4 KiB and
