@@ -210,6 +210,16 @@ pub struct RecordingArgs {
     /// are still printed; the in-band notices stay).
     #[arg(short, long)]
     pub quiet: bool,
+    /// Keep only the records for which the CEL condition EXPR holds over their decoded
+    /// values: system, event, cpu, pid, tid, fields.NAME, and for EventHeader events
+    /// provider, name, level, keyword, opcode (`fields.args[1] % 3 == 0`, `level <= 2`;
+    /// docs/filtering.md);
+    /// `SYSTEM:EVENT=EXPR` for the events a selector names. Repeatable: every condition
+    /// that applies must hold. The others are counted by reason (summary,
+    /// {"uevrec":"dropped"} lines at the end, /metrics). A perf.data of --raw keeps every
+    /// record (the evidence); only the lines are filtered.
+    #[arg(long = "where", value_name = "EXPR", value_parser = values::parse_where)]
+    pub where_rules: Vec<crate::pipeline::filter::WhereRule>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub register: register::RegisterFlags,

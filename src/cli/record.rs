@@ -20,6 +20,7 @@ use crate::outputs::raw::host::HostInfo;
 use crate::outputs::raw::{Raw, RawError, RawOutput, RawSummary};
 use crate::outputs::sink::SinkError;
 use crate::outputs::sink::stdout::StdoutSink;
+use crate::pipeline::filter::{DropReason, Filter};
 use crate::recorder::{Config, Outputs, PipelineOptions, Recorder};
 use crate::system::signals::SignalFlags;
 
@@ -83,7 +84,7 @@ fn record_run(args: RecordArgs) -> i32 {
         Ok(c) => c,
         Err(e) => {
             messages::error(&e);
-            return EXIT_ERROR;
+            return e.exit_status();
         }
     };
     let trace_dat = args.raw.is_some() && args.raw_format == RawFormat::TraceDat;
@@ -149,7 +150,7 @@ fn export(args: &RecordArgs) -> i32 {
         Ok(c) => c,
         Err(e) => {
             messages::error(&e);
-            return EXIT_ERROR;
+            return e.exit_status();
         }
     };
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -240,6 +241,13 @@ fn check_raw_format(args: &RecordArgs) -> Result<(), String> {
 
 /// `uevrec record --flight SIZE`: no sink, the flight recorder's dumps.
 fn flight(args: &RecordArgs, size: u64) -> i32 {
+    if !args.rec.where_rules.is_empty() {
+        messages::error(
+            &"--where does not go with --flight yet: the flight recorder keeps every record \
+              (filter its dumps with `uevrec decode` or jq instead)",
+        );
+        return super::EXIT_USAGE;
+    }
     let out = args.output.file();
     let prepared = args
         .flight
@@ -316,7 +324,7 @@ fn tail_run(args: TailArgs) -> i32 {
         Ok(c) => c,
         Err(e) => {
             messages::error(&e);
-            return EXIT_ERROR;
+            return e.exit_status();
         }
     };
     let sink = Box::new(StdoutSink::new(args.pretty));
@@ -327,8 +335,59 @@ fn tail_run(args: TailArgs) -> i32 {
     )
 }
 
+/// Why the flags make no [`Config`].
+#[derive(Debug, thiserror::Error)]
+enum ConfigError {
+    /// tracefs is not there (or not usable).
+    #[error(transparent)]
+    Tracefs(#[from] TracefsError),
+    /// A `--where` reads a field no matching event has.
+    #[error("{0}")]
+    Where(crate::pipeline::filter::WhereError),
+}
+
+impl ConfigError {
+    /// The exit status: 2 for a `--where` the user must fix, 1 otherwise.
+    fn exit_status(&self) -> i32 {
+        match self {
+            ConfigError::Tracefs(_) => EXIT_ERROR,
+            ConfigError::Where(_) => super::EXIT_USAGE,
+        }
+    }
+}
+
+/// The `--where` filter of `rec` (`None` without one), its fields checked against the
+/// formats of the events the session's selectors match now.
+fn where_filter(
+    rec: &RecordingArgs,
+    session: &SessionConfig,
+) -> Result<Option<std::sync::Arc<Filter>>, ConfigError> {
+    if rec.where_rules.is_empty() {
+        return Ok(None);
+    }
+    if let Some(tracefs) = &session.tracefs {
+        let selectors = if session.selectors.is_empty() {
+            default_selectors()
+        } else {
+            session.selectors.clone()
+        };
+        let formats: Vec<_> = tracefs
+            .list_events()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(s, e)| selectors.iter().any(|sel| sel.matches(s, e)))
+            .filter_map(|(s, e)| {
+                let format = tracefs.read_format(&s, &e).ok()?;
+                Some((s, e, format))
+            })
+            .collect();
+        Filter::check_fields(&rec.where_rules, &formats).map_err(ConfigError::Where)?;
+    }
+    Ok(Filter::new(rec.where_rules.clone()))
+}
+
 /// The flags as a [`Config`]; tracefs is found (and checked) here, once.
-fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError> {
+fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, ConfigError> {
     let session = SessionConfig {
         include_common: rec.common,
         schema: !rec.no_schema,
@@ -347,6 +406,7 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
     };
     let mut session = session;
     rec.register.add_selectors(&mut session.selectors);
+    let filter = where_filter(rec, &session)?;
     let pipeline = PipelineOptions {
         duration: rec.duration,
         status_line,
@@ -355,6 +415,7 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, TracefsError
         threads: rec
             .threads
             .map_or_else(crate::recorder::default_threads, usize::from),
+        filter,
     };
     Ok(Config { session, pipeline })
 }
@@ -383,6 +444,7 @@ fn run_with(
     flags: &SignalFlags,
 ) -> i32 {
     let started = Instant::now();
+    let filter = recorder.filter();
     let out = recorder.run(flags);
     if status_line {
         messages::print(format_args!("\r\x1b[K"));
@@ -393,7 +455,7 @@ fn run_with(
         Err(SinkError::Closed) => return EXIT_OUTPUT_CLOSED,
         Err(e) => {
             if let Ok(summary) = &out.session {
-                print_summary(summary, started.elapsed(), rec.quiet);
+                print_summary(summary, filter.as_deref(), started.elapsed(), rec.quiet);
             }
             messages::error(&e);
             return EXIT_ERROR;
@@ -408,7 +470,8 @@ fn run_with(
     };
     match out.session {
         Ok(summary) => {
-            print_summary(&summary, started.elapsed(), rec.quiet || !counted);
+            let quiet = rec.quiet || !counted;
+            print_summary(&summary, filter.as_deref(), started.elapsed(), quiet);
             raw_status.max(flight_status)
         }
         Err(e) => {
@@ -489,8 +552,9 @@ fn report_flight(flight: Option<&FlightSummary>, quiet: bool) -> i32 {
     }
 }
 
-/// The end-of-run summary on stderr.
-fn print_summary(summary: &Summary, elapsed: Duration, quiet: bool) {
+/// The end-of-run summary on stderr; with `--where`, what became of each event's records
+/// (recorded = kept + the counts by reason).
+fn print_summary(summary: &Summary, filter: Option<&Filter>, elapsed: Duration, quiet: bool) {
     if quiet {
         return;
     }
@@ -500,8 +564,23 @@ fn print_summary(summary: &Summary, elapsed: Duration, quiet: bool) {
         summary.lost,
         elapsed.as_secs_f64()
     );
+    let counted: std::collections::BTreeMap<_, _> = filter
+        .map(Filter::counted)
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
     for (event, n) in &summary.records_per_event {
-        text.push_str(&format!("  {n:>12}  {event}\n"));
+        text.push_str(&format!("  {n:>12}  {event}"));
+        if let Some(c) = counted.get(event) {
+            text.push_str(&format!(": {} kept", c.kept));
+            for reason in DropReason::ALL {
+                let dropped = c.dropped(reason);
+                if dropped > 0 || reason == DropReason::Filtered {
+                    text.push_str(&format!(", {dropped} {}", reason.as_str()));
+                }
+            }
+        }
+        text.push('\n');
     }
     for (cpu, n) in summary.lost_per_cpu.iter().filter(|(_, n)| **n > 0) {
         text.push_str(&format!("  {n:>12}  lost on CPU {cpu}\n"));

@@ -111,3 +111,10 @@ mod tests {
         assert!(parse_mode("77777").is_err());
     }
 }
+
+/// `--where EXPR` / `--where SYSTEM:EVENT=EXPR`: the CEL condition compiled, or what is
+/// wrong with the text under a caret (clap then exits 2).
+pub fn parse_where(s: &str) -> Result<crate::pipeline::filter::WhereRule, String> {
+    s.parse()
+        .map_err(|e: crate::pipeline::filter::WhereError| e.to_string())
+}

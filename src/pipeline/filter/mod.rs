@@ -1,0 +1,312 @@
+//! `--where`: keep a record only when CEL conditions hold over its decoded values, and
+//! count every record not kept by its reason (docs/filtering.md says what and why).
+//!
+//! A condition is compiled once ([`Condition`]); for each event format the formatter
+//! builds a [`FormatFilter`] once (which conditions apply, which fields they read and how
+//! to decode them), and each record is then judged on its decoded values
+//! ([`record_vars`]), before any JSON is written for it.
+//!
+//! Layers, lowest first: `counts`, `condition`, `record_vars`.
+
+pub mod condition;
+pub mod counts;
+pub mod record_vars;
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use uevrec_parsers::{Endian, EventFormat, FieldPlan, PreparedFormat, RecordStamp};
+
+pub use condition::{Condition, WhereError};
+pub use counts::{Counted, DropReason, TracepointCounts};
+use record_vars::{EventHeaderVars, FieldReader, Fields, RecordVars};
+
+use crate::capture::selector::Selector;
+
+/// One `--where` flag: a condition, for every recorded event or for those a selector
+/// names (`SELECTOR=EXPR`).
+#[derive(Debug, Clone)]
+pub struct WhereRule {
+    selector: Option<Selector>,
+    condition: Arc<Condition>,
+}
+
+impl FromStr for WhereRule {
+    type Err = WhereError;
+
+    /// `EXPR`, or `SYSTEM:EVENT=EXPR` when the text before the first `=` is a selector
+    /// (no space, one `:`) and that `=` is not the start of `==`.
+    fn from_str(text: &str) -> Result<Self, WhereError> {
+        if let Some((head, rest)) = text.split_once('=')
+            && !rest.starts_with('=')
+            && !head.is_empty()
+            && !head.contains(char::is_whitespace)
+            && head.matches(':').count() == 1
+            && !head.contains(['!', '<', '>', '(', '"', '\''])
+        {
+            let selector: Selector =
+                head.parse()
+                    .map_err(|e: crate::capture::selector::SelectorError| WhereError {
+                        text: text.to_string(),
+                        message: format!("--where {e}"),
+                        at: (0, head.chars().count()),
+                    })?;
+            let offset = head.chars().count() + 1;
+            let condition = Condition::parse(rest).map_err(|mut e| {
+                e.text = text.to_string();
+                e.at = (e.at.0 + offset, e.at.1 + offset);
+                e
+            })?;
+            return Ok(WhereRule {
+                selector: Some(selector),
+                condition: Arc::new(condition),
+            });
+        }
+        Ok(WhereRule {
+            selector: None,
+            condition: Arc::new(Condition::parse(text)?),
+        })
+    }
+}
+
+impl WhereRule {
+    /// Whether this rule is for `system:event`.
+    fn applies(&self, system: &str, event: &str) -> bool {
+        self.selector
+            .as_ref()
+            .is_none_or(|s| s.matches(system, event))
+    }
+
+    /// The rule's condition.
+    pub fn condition(&self) -> &Condition {
+        &self.condition
+    }
+}
+
+/// The `--where` rules of a recording and what they counted, shared by every formatter
+/// worker and read at the end (and by `/metrics`).
+pub struct Filter {
+    rules: Vec<WhereRule>,
+    /// CEL's standard functions, built once.
+    env: Arc<cel::Env>,
+    /// Tracepoint (`system:event`) → its counts.
+    counts: Mutex<BTreeMap<String, Arc<TracepointCounts>>>,
+}
+
+impl Filter {
+    /// The filter of `rules`; `None` without rules (every record kept, nothing counted).
+    pub fn new(rules: Vec<WhereRule>) -> Option<Arc<Filter>> {
+        (!rules.is_empty()).then(|| {
+            Arc::new(Filter {
+                rules,
+                env: Arc::new(cel::Env::stdlib()),
+                counts: Mutex::default(),
+            })
+        })
+    }
+
+    /// The filter of the format `prepared`, or `None` when no rule applies to it.
+    pub fn for_format(self: &Arc<Self>, prepared: &PreparedFormat) -> Option<FormatFilter> {
+        let (system, event) = (prepared.system(), prepared.event());
+        let rules: Vec<usize> = (0..self.rules.len())
+            .filter(|&i| self.rules[i].applies(system, event))
+            .collect();
+        if rules.is_empty() {
+            return None;
+        }
+        let eventheader = prepared.eventheader().is_some();
+        let readers = if eventheader {
+            Vec::new()
+        } else {
+            let all = rules.iter().any(|&i| self.rules[i].condition.all_fields());
+            let read = |name: &str| {
+                rules.iter().any(|&i| {
+                    self.rules[i]
+                        .condition
+                        .fields()
+                        .iter()
+                        .any(|(n, _)| n == name)
+                })
+            };
+            prepared
+                .format()
+                .fields
+                .iter()
+                .filter(|f| all || read(&f.name))
+                .map(|f| FieldReader {
+                    name: f.name.as_str().into(),
+                    plan: FieldPlan::of(f),
+                })
+                .collect()
+        };
+        let key = format!("{system}:{event}");
+        let counts = self
+            .counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key)
+            .or_default()
+            .clone();
+        Some(FormatFilter {
+            filter: Arc::clone(self),
+            rules,
+            readers,
+            counts,
+        })
+    }
+
+    /// Every tracepoint's counts so far, by `system:event`.
+    pub fn counted(&self) -> Vec<(String, Counted)> {
+        self.counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(k, c)| (k.clone(), c.get()))
+            .collect()
+    }
+
+    /// Check, before recording, that every `fields.NAME` a rule reads is a field of at
+    /// least one event it applies to among `formats` (`system`, `event`, format): the
+    /// error points at the first that is not. An EventHeader event's fields are in its
+    /// records, not its format: a rule that applies to one is not checked, and neither
+    /// is a rule no event matches yet (user events may register later).
+    pub fn check_fields(
+        rules: &[WhereRule],
+        formats: &[(String, String, EventFormat)],
+    ) -> Result<(), WhereError> {
+        for rule in rules {
+            let matching: Vec<_> = formats
+                .iter()
+                .filter(|(s, e, _)| rule.applies(s, e))
+                .collect();
+            let eventheader = matching
+                .iter()
+                .any(|(_, e, f)| uevrec_parsers::eventheader::detect(f, e).is_some());
+            if matching.is_empty() || eventheader {
+                continue;
+            }
+            for (name, at) in rule.condition.fields() {
+                let known = matching
+                    .iter()
+                    .any(|(_, _, f)| f.fields.iter().any(|x| &x.name == name));
+                if !known {
+                    let mut names: Vec<String> = matching
+                        .iter()
+                        .map(|(s, e, _)| format!("{s}:{e}"))
+                        .collect();
+                    names.truncate(3);
+                    if matching.len() > 3 {
+                        names.push(format!("and {} more", matching.len() - 3));
+                    }
+                    return Err(rule.condition.unknown_field(name, *at, &names.join(", ")));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Filter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // cel::Env has no Debug of its own.
+        f.debug_struct("Filter")
+            .field("rules", &self.rules)
+            .field("counts", &self.counts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The filter of one event format (see [`Filter::for_format`]).
+#[derive(Debug)]
+pub struct FormatFilter {
+    filter: Arc<Filter>,
+    /// The rules that apply (indexes into the filter's rules); all must hold.
+    rules: Vec<usize>,
+    /// The fields they read (plain events).
+    readers: Vec<FieldReader>,
+    counts: Arc<TracepointCounts>,
+}
+
+impl FormatFilter {
+    /// Whether the record `raw` (of `prepared`, this filter's format) is kept; counted
+    /// either way.
+    pub fn keep(
+        &self,
+        prepared: &PreparedFormat,
+        stamp: &RecordStamp,
+        raw: &[u8],
+        endian: Endian,
+    ) -> bool {
+        match self.judge(prepared, stamp, raw, endian) {
+            None => {
+                self.counts.kept();
+                true
+            }
+            Some(reason) => {
+                self.counts.dropped(reason);
+                false
+            }
+        }
+    }
+
+    /// `None` when every rule holds, else why the record is not kept.
+    fn judge(
+        &self,
+        prepared: &PreparedFormat,
+        stamp: &RecordStamp,
+        raw: &[u8],
+        endian: Endian,
+    ) -> Option<DropReason> {
+        let vars = RecordVars {
+            system: prepared.system(),
+            event: prepared.event(),
+            stamp,
+            fields: Fields {
+                readers: &self.readers,
+                raw,
+                endian,
+            },
+            eventheader: prepared.eventheader().map(|tp| eventheader_vars(tp, raw)),
+        };
+        let mut context = cel::Context::with_env(Arc::clone(&self.filter.env));
+        context.set_variable_resolver(&vars);
+        for &i in &self.rules {
+            let program = self.filter.rules[i].condition.program();
+            match program.execute(&context) {
+                Ok(cel::Value::Bool(true)) => {}
+                Ok(cel::Value::Bool(false)) => return Some(DropReason::Filtered),
+                Ok(_) | Err(_) => return Some(DropReason::FilterError),
+            }
+        }
+        None
+    }
+}
+
+/// The EventHeader variables of record `raw` of an event named `tp`: the header's level
+/// and opcode (the name's level when the header cannot be read) and the metadata's event
+/// name (without its `;attr=value` suffixes).
+fn eventheader_vars<'a>(
+    tp: uevrec_parsers::eventheader::TracepointName<'a>,
+    raw: &'a [u8],
+) -> EventHeaderVars<'a> {
+    let parts = raw
+        .get(8..)
+        .and_then(|data| uevrec_parsers::eventheader::parse_event(data).ok());
+    let name = parts.and_then(|p| p.metadata).map(|m| {
+        let end = m.iter().position(|&b| b == 0).unwrap_or(m.len());
+        let name = &m[..end];
+        let cut = name.iter().position(|&b| b == b';').unwrap_or(name.len());
+        &name[..cut]
+    });
+    EventHeaderVars {
+        provider: tp.provider,
+        name,
+        level: parts.map_or(tp.level, |p| p.header.level),
+        keyword: tp.keyword,
+        opcode: parts.map_or(0, |p| p.header.opcode),
+    }
+}
+
+#[cfg(test)]
+mod tests;
