@@ -15,6 +15,7 @@ mod decode;
 mod decode_threads;
 mod export;
 mod export_faults;
+mod filtering;
 mod flight;
 mod k8s;
 mod otlp;

@@ -1,0 +1,151 @@
+//! Tier 2: `--where` on the host kernel, exact. A perl child calls
+//! `syscall(getppid, 424242, SEQ)` for SEQ = 1..30,000 (`raw_syscalls:sys_enter` records
+//! them as `args`); `--where 'fields.args[1] % 3 == 0'` must keep exactly the 10,000
+//! multiples of 3, and the 20,000 others must be named, as filtered, in the end-of-run
+//! summary and in the `{"uevrec":"dropped"}` line, with one formatter and with two, on
+//! both backends. Needs root and tracefs (prints why it is skipped otherwise).
+
+use std::fs;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::vm::BACKENDS;
+use crate::common::{NR_GETPPID, PATIENCE, bin};
+use crate::threads::{burst_child, wait_attached};
+
+const CALLS: u64 = 30_000;
+
+/// `uevrec record` (summary on) of `child`'s getppid calls into `out`, with `extra`.
+fn record(child: &Child, out: &Path, extra: &[&str]) -> Child {
+    Command::new(bin())
+        .args(["record", "--pid", &child.id().to_string()])
+        .args(["--filter", &format!("id == {NR_GETPPID}")])
+        .args(["-e", "raw_syscalls:sys_enter", "-m", "16M"])
+        .args(extra)
+        .args(["-o", out.to_str().unwrap()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// SIGINT `rec`, which must exit 0; its standard error.
+fn stop(rec: &mut Child) -> String {
+    // SAFETY: kill on a child we own.
+    assert_eq!(unsafe { libc::kill(rec.id() as i32, libc::SIGINT) }, 0);
+    let st = crate::common::wait_exit(rec, PATIENCE).expect("uevrec exits");
+    let mut err = String::new();
+    rec.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(st.success(), "{st}: {err}");
+    err
+}
+
+#[test]
+fn where_keeps_exactly_the_multiples_of_three_and_counts_the_rest() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = burst_child(CALLS as u32);
+    let mut runs = Vec::new();
+    for backend in BACKENDS {
+        for threads in ["1", "2"] {
+            let out = dir.path().join(format!("{backend}-{threads}.json"));
+            let args = [
+                "--backend",
+                backend,
+                "--threads",
+                threads,
+                "--where",
+                "fields.args[0] == 424242 && fields.args[1] % 3 == 0",
+            ];
+            let mut rec = record(&child, &out, &args);
+            wait_attached(&out, &mut rec);
+            runs.push((format!("{backend}, --threads {threads}"), rec, out));
+        }
+    }
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    sleep(Duration::from_millis(300));
+    for (run, mut rec, out) in runs {
+        let stderr = stop(&mut rec);
+        let lines: Vec<Value> = fs::read_to_string(&out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{run}: {e}: {l}")))
+            .collect();
+        assert!(
+            !lines.iter().any(|v| v["uevrec"] == "lost"),
+            "{run}: lost records (the test needs none)"
+        );
+        let mut kept: Vec<u64> = lines
+            .iter()
+            .filter(|v| v.get("uevrec").is_none())
+            .map(|v| {
+                assert_eq!(v["fields"]["args"][0], 424242, "{run}: {v}");
+                v["fields"]["args"][1].as_u64().unwrap()
+            })
+            .collect();
+        kept.sort_unstable();
+        let multiples: Vec<u64> = (1..=CALLS / 3).map(|k| 3 * k).collect();
+        assert!(
+            kept == multiples,
+            "{run}: kept {} records, not the 10,000 multiples of 3",
+            kept.len()
+        );
+        let dropped: Vec<&Value> = lines.iter().filter(|v| v["uevrec"] == "dropped").collect();
+        assert_eq!(dropped.len(), 1, "{run}: {dropped:?}");
+        assert_eq!(dropped[0]["event"], "raw_syscalls:sys_enter", "{run}");
+        assert_eq!(dropped[0]["reason"], "filtered", "{run}");
+        assert_eq!(dropped[0]["records"], CALLS - CALLS / 3, "{run}");
+        // The dropped line comes after every record.
+        assert_eq!(lines.last().unwrap()["uevrec"], "dropped", "{run}");
+        assert!(
+            stderr.contains("30000  raw_syscalls:sys_enter: 10000 kept, 20000 filtered\n"),
+            "{run}: the summary does not say it: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_bad_condition_is_refused_at_start_with_a_caret() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    for (condition, shown, caret) in [
+        (
+            "fields.args[1] %% 3 == 0",
+            "fields.args[1] %% 3 == 0",
+            "                ^",
+        ),
+        ("fields.argz[1] == 0", "fields.argz[1] == 0", "^^^^^^^^^^^"),
+    ] {
+        let out = Command::new(bin())
+            .args([
+                "record",
+                "-e",
+                "raw_syscalls:sys_enter",
+                "--where",
+                condition,
+            ])
+            .args(["-o", "/dev/null"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{condition}: {err}");
+        let lines: Vec<&str> = err.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.trim_end() == format!("  {shown}"))
+            .unwrap_or_else(|| panic!("{condition}: the text is not shown: {err}"));
+        assert_eq!(
+            lines[at + 1].trim_end(),
+            format!("  {caret}"),
+            "{condition}: {err}"
+        );
+    }
+}
