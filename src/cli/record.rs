@@ -175,6 +175,16 @@ fn export(args: &RecordArgs) -> i32 {
         spool_dir,
     } = opened;
     config.pipeline.format = uevrec_parsers::OutputFormat::OtlpExport(encoding);
+    if let (Some(filter), Some(metrics)) = (&config.pipeline.filter, shared.ledger.metrics()) {
+        let filter = std::sync::Arc::clone(filter);
+        metrics.on_scrape(Box::new(move |m| {
+            for (tracepoint, counted) in filter.counted() {
+                for reason in DropReason::ALL {
+                    m.records_not_kept(&tracepoint, reason.as_str(), counted.dropped(reason));
+                }
+            }
+        }));
+    }
     config.pipeline.stats = Some(stats);
     // OTLP records carry the Kubernetes identity as resource attributes (docs/otlp.md).
     config.session.context = !args.rec.no_context;
