@@ -417,6 +417,7 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, ConfigError>
     let mut session = session;
     rec.register.add_selectors(&mut session.selectors);
     let filter = where_filter(rec, &session)?;
+    session.pushed = Filter::pushed_terms(&rec.where_rules);
     let pipeline = PipelineOptions {
         duration: rec.duration,
         status_line,

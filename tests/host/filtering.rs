@@ -22,9 +22,14 @@ const CALLS: u64 = 30_000;
 
 /// `uevrec record` (summary on) of `child`'s getppid calls into `out`, with `extra`.
 fn record(child: &Child, out: &Path, extra: &[&str]) -> Child {
+    let filter = format!("id == {NR_GETPPID}");
+    record_with(child, out, &[&["--filter", &filter], extra].concat())
+}
+
+/// `uevrec record` (summary on) of `child`'s system calls into `out`, with `extra`.
+fn record_with(child: &Child, out: &Path, extra: &[&str]) -> Child {
     Command::new(bin())
         .args(["record", "--pid", &child.id().to_string()])
-        .args(["--filter", &format!("id == {NR_GETPPID}")])
         .args(["-e", "raw_syscalls:sys_enter", "-m", "16M"])
         .args(extra)
         .args(["-o", out.to_str().unwrap()])
@@ -239,4 +244,48 @@ fn where_with_export_counts_on_metrics_and_in_the_ledger() {
         err.contains("30000  raw_syscalls:sys_enter: 10000 kept, 20000 filtered\n"),
         "{err}"
     );
+}
+
+/// Push-down: `fields.id == N` of `--where` goes into the kernel's filter (the ftrace
+/// instance's filter file holds it), so the child's other system calls never reach
+/// uevrec: with no `--filter`, exactly the 20,000 getppid calls that are not multiples of
+/// 3 are counted as filtered, on both backends.
+#[test]
+fn a_field_comparison_is_pushed_into_the_kernel_filter() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = burst_child(CALLS as u32);
+    let condition = format!("fields.id == {NR_GETPPID} && fields.args[1] % 3 == 0");
+    let mut runs = Vec::new();
+    for backend in BACKENDS {
+        let out = dir.path().join(format!("{backend}.json"));
+        let mut rec = record_with(&child, &out, &["--backend", backend, "--where", &condition]);
+        wait_attached(&out, &mut rec);
+        if backend == "ftrace" {
+            let file = format!(
+                "/sys/kernel/tracing/instances/uevrec-{}/events/raw_syscalls/sys_enter/filter",
+                rec.id()
+            );
+            let text = fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert_eq!(text.trim(), format!("id == {NR_GETPPID}"), "{file}");
+        }
+        runs.push((backend, rec, out));
+    }
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    sleep(Duration::from_millis(300));
+    for (backend, mut rec, out) in runs {
+        let stderr = stop(&mut rec);
+        let text = fs::read_to_string(&out).unwrap();
+        assert!(
+            !text.contains("\"uevrec\":\"lost\""),
+            "{backend}: lost records"
+        );
+        assert!(
+            stderr.contains("30000  raw_syscalls:sys_enter: 10000 kept, 20000 filtered\n"),
+            "{backend}: {stderr}"
+        );
+    }
 }

@@ -135,6 +135,15 @@ impl Condition {
         self.all_fields
     }
 
+    /// The conjuncts of this condition (the operands of its top-level `&&`s) that
+    /// compare a field with a constant: (field, operator, constant), the operator as the
+    /// kernel writes it with the field on its left.
+    pub fn field_comparisons(&self) -> Vec<(String, &'static str, Literal)> {
+        let mut out = Vec::new();
+        conjuncts(self.program.expression(), &mut out);
+        out
+    }
+
     /// The error for field `name` (read at `at`) that no matching format has.
     pub fn unknown_field(&self, name: &str, at: (usize, usize), formats: &str) -> WhereError {
         WhereError {
@@ -143,6 +152,58 @@ impl Condition {
                 "--where reads fields.{name}, which no matching event has ({formats})"
             ),
             at,
+        }
+    }
+}
+
+/// A constant a condition compares a field with ([`Condition::field_comparisons`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Literal {
+    /// An `int` constant.
+    Int(i64),
+    /// A `string` constant.
+    Str(String),
+}
+
+/// Collect the field comparisons among the `&&` operands of `expr`.
+fn conjuncts(expr: &IdedExpr, out: &mut Vec<(String, &'static str, Literal)>) {
+    let Expr::Call(call) = &expr.expr else {
+        return;
+    };
+    if call.func_name == "_&&_" {
+        for a in &call.args {
+            conjuncts(a, out);
+        }
+        return;
+    }
+    // (operator, the same with the operands swapped)
+    let op = match call.func_name.as_str() {
+        "_==_" => ("==", "=="),
+        "_!=_" => ("!=", "!="),
+        "_<_" => ("<", ">"),
+        "_<=_" => ("<=", ">="),
+        "_>_" => (">", "<"),
+        "_>=_" => (">=", "<="),
+        _ => return,
+    };
+    let field = |e: &IdedExpr| match &e.expr {
+        Expr::Select(s)
+            if !s.test && matches!(&s.operand.expr, Expr::Ident(r) if r == "fields") =>
+        {
+            Some(s.field.clone())
+        }
+        _ => None,
+    };
+    let literal = |e: &IdedExpr| match &e.expr {
+        Expr::Literal(LiteralValue::Int(i)) => Some(Literal::Int(i64::from(*i))),
+        Expr::Literal(LiteralValue::String(s)) => Some(Literal::Str(s.to_string())),
+        _ => None,
+    };
+    if let [a, b] = call.args.as_slice() {
+        if let (Some(f), Some(l)) = (field(a), literal(b)) {
+            out.push((f, op.0, l));
+        } else if let (Some(l), Some(f)) = (literal(a), field(b)) {
+            out.push((f, op.1, l));
         }
     }
 }

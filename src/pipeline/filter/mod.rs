@@ -18,10 +18,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use uevrec_parsers::{Endian, EventFormat, FieldPlan, PreparedFormat, RecordStamp};
 
-pub use condition::{Condition, WhereError};
+pub use condition::{Condition, Literal, WhereError};
 pub use counts::{Counted, DropReason, TracepointCounts};
 use record_vars::{EventHeaderVars, FieldReader, Fields, RecordVars};
 
+use crate::capture::pushdown::{PushedTerm, PushedValue};
 use crate::capture::selector::Selector;
 
 /// One `--where` flag: a condition, for every recorded event or for those a selector
@@ -164,6 +165,33 @@ impl Filter {
             .iter()
             .map(|(k, c)| (k.clone(), c.get()))
             .collect()
+    }
+
+    /// The terms of `rules` the kernel can judge ([`crate::capture::pushdown`]): each
+    /// comparison of a field with a constant among a condition's top-level `&&`
+    /// operands (a record failing one is not kept whatever the rest says). Strings with
+    /// a `"`, `\` or a glob character (`*?[`, which the kernel's `==` would match as a
+    /// pattern) stay with uevrec.
+    pub fn pushed_terms(rules: &[WhereRule]) -> Vec<PushedTerm> {
+        let mut terms = Vec::new();
+        for rule in rules {
+            for (field, op, literal) in rule.condition.field_comparisons() {
+                let value = match literal {
+                    Literal::Int(n) => PushedValue::Int(n),
+                    Literal::Str(s) if !s.contains(['"', '\\', '*', '?', '[']) => {
+                        PushedValue::Str(s)
+                    }
+                    Literal::Str(_) => continue,
+                };
+                terms.push(PushedTerm {
+                    selector: rule.selector.clone(),
+                    field,
+                    op,
+                    value,
+                });
+            }
+        }
+        terms
     }
 
     /// Check, before recording, that every `fields.NAME` a rule reads is a field of at
