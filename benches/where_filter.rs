@@ -63,7 +63,7 @@ fn bench(c: &mut Criterion) {
     });
     for (name, condition) in [("one_clause", ONE), ("five_clauses", FIVE)] {
         let rule: WhereRule = condition.parse().unwrap();
-        let filter: Arc<Filter> = Filter::new(vec![rule]).unwrap();
+        let filter: Arc<Filter> = Filter::new(vec![rule], vec![], vec![]).unwrap();
         let judge = filter.for_format(&prepared).unwrap();
         assert!(judge.keep(&prepared, &stamp, &raw, Endian::Little));
         g.bench_function(name, |b| {

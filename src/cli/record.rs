@@ -251,10 +251,13 @@ fn check_raw_format(args: &RecordArgs) -> Result<(), String> {
 
 /// `uevrec record --flight SIZE`: no sink, the flight recorder's dumps.
 fn flight(args: &RecordArgs, size: u64) -> i32 {
-    if !args.rec.where_rules.is_empty() {
+    if !(args.rec.where_rules.is_empty()
+        && args.rec.sample.is_empty()
+        && args.rec.rate_limit.is_empty())
+    {
         messages::error(
-            &"--where does not go with --flight yet: the flight recorder keeps every record \
-              (filter its dumps with `uevrec decode` or jq instead)",
+            &"--where, --sample and --rate-limit do not go with --flight yet: the flight \
+              recorder keeps every record (filter its dumps with jq instead)",
         );
         return super::EXIT_USAGE;
     }
@@ -372,7 +375,7 @@ fn where_filter(
     rec: &RecordingArgs,
     session: &SessionConfig,
 ) -> Result<Option<std::sync::Arc<Filter>>, ConfigError> {
-    if rec.where_rules.is_empty() {
+    if rec.where_rules.is_empty() && rec.sample.is_empty() && rec.rate_limit.is_empty() {
         return Ok(None);
     }
     if let Some(tracefs) = &session.tracefs {
@@ -393,7 +396,11 @@ fn where_filter(
             .collect();
         Filter::check_fields(&rec.where_rules, &formats).map_err(ConfigError::Where)?;
     }
-    Ok(Filter::new(rec.where_rules.clone()))
+    Ok(Filter::new(
+        rec.where_rules.clone(),
+        rec.sample.clone(),
+        rec.rate_limit.clone(),
+    ))
 }
 
 /// The flags as a [`Config`]; tracefs is found (and checked) here, once.

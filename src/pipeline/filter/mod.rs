@@ -6,10 +6,13 @@
 //! to decode them), and each record is then judged on its decoded values
 //! ([`record_vars`]), before any JSON is written for it.
 //!
-//! Layers, lowest first: `counts`, `condition`, `record_vars`.
+//! `--sample` and `--rate-limit` ([`limits`]) then thin what `--where` kept.
+//!
+//! Layers, lowest first: `counts`, `condition`, `limits`, `record_vars`.
 
 pub mod condition;
 pub mod counts;
+pub mod limits;
 pub mod record_vars;
 
 use std::collections::BTreeMap;
@@ -20,6 +23,8 @@ use uevrec_parsers::{Endian, EventFormat, FieldPlan, PreparedFormat, RecordStamp
 
 pub use condition::{Condition, Literal, WhereError};
 pub use counts::{Counted, DropReason, TracepointCounts};
+use limits::RateState;
+pub use limits::{RateRule, SampleRule};
 use record_vars::{EventHeaderVars, FieldReader, Fields, RecordVars};
 
 use crate::capture::pushdown::{PushedTerm, PushedValue};
@@ -89,6 +94,10 @@ impl WhereRule {
 /// worker and read at the end (and by `/metrics`).
 pub struct Filter {
     rules: Vec<WhereRule>,
+    samples: Vec<SampleRule>,
+    rates: Vec<RateRule>,
+    /// Tracepoint → its rate limit's buckets (shared by the workers).
+    buckets: Mutex<BTreeMap<String, Arc<RateState>>>,
     /// CEL's standard functions, built once.
     env: Arc<cel::Env>,
     /// Tracepoint (`system:event`) → its counts.
@@ -96,11 +105,20 @@ pub struct Filter {
 }
 
 impl Filter {
-    /// The filter of `rules`; `None` without rules (every record kept, nothing counted).
-    pub fn new(rules: Vec<WhereRule>) -> Option<Arc<Filter>> {
-        (!rules.is_empty()).then(|| {
+    /// The filter of `rules`, `samples` and `rates`; `None` without any (every record
+    /// kept, nothing counted).
+    pub fn new(
+        rules: Vec<WhereRule>,
+        samples: Vec<SampleRule>,
+        rates: Vec<RateRule>,
+    ) -> Option<Arc<Filter>> {
+        let any = !(rules.is_empty() && samples.is_empty() && rates.is_empty());
+        any.then(|| {
             Arc::new(Filter {
                 rules,
+                samples,
+                rates,
+                buckets: Mutex::default(),
                 env: Arc::new(cel::Env::stdlib()),
                 counts: Mutex::default(),
             })
@@ -113,9 +131,27 @@ impl Filter {
         let rules: Vec<usize> = (0..self.rules.len())
             .filter(|&i| self.rules[i].applies(system, event))
             .collect();
-        if rules.is_empty() {
+        let sample = self
+            .samples
+            .iter()
+            .find(|s| s.selector.matches(system, event))
+            .cloned();
+        let rate = self
+            .rates
+            .iter()
+            .find(|r| r.selector.matches(system, event));
+        if rules.is_empty() && sample.is_none() && rate.is_none() {
             return None;
         }
+        let key = format!("{system}:{event}");
+        let rate = rate.map(|r| {
+            self.buckets
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(key.clone())
+                .or_insert_with(|| Arc::new(RateState::new(r.clone())))
+                .clone()
+        });
         let eventheader = prepared.eventheader().is_some();
         let readers = if eventheader {
             Vec::new()
@@ -141,7 +177,6 @@ impl Filter {
                 })
                 .collect()
         };
-        let key = format!("{system}:{event}");
         let counts = self
             .counts
             .lock()
@@ -154,6 +189,8 @@ impl Filter {
             rules,
             readers,
             counts,
+            sample,
+            rate,
         })
     }
 
@@ -254,6 +291,10 @@ pub struct FormatFilter {
     /// The fields they read (plain events).
     readers: Vec<FieldReader>,
     counts: Arc<TracepointCounts>,
+    /// The `--sample` for this tracepoint.
+    sample: Option<SampleRule>,
+    /// The `--rate-limit` buckets of this tracepoint.
+    rate: Option<Arc<RateState>>,
 }
 
 impl FormatFilter {
@@ -278,8 +319,35 @@ impl FormatFilter {
         }
     }
 
-    /// `None` when every rule holds, else why the record is not kept.
+    /// `None` when the record is kept, else why not: `--where`, then `--sample`, then
+    /// `--rate-limit` (a record a condition drops takes no token).
     fn judge(
+        &self,
+        prepared: &PreparedFormat,
+        stamp: &RecordStamp,
+        raw: &[u8],
+        endian: Endian,
+    ) -> Option<DropReason> {
+        if !self.rules.is_empty()
+            && let Some(reason) = self.condition(prepared, stamp, raw, endian)
+        {
+            return Some(reason);
+        }
+        if let Some(s) = &self.sample
+            && !s.keeps(stamp, raw)
+        {
+            return Some(DropReason::Sampled);
+        }
+        if let Some(r) = &self.rate
+            && !r.admits(stamp)
+        {
+            return Some(DropReason::Throttled);
+        }
+        None
+    }
+
+    /// `None` when every `--where` condition holds, else why the record is not kept.
+    fn condition(
         &self,
         prepared: &PreparedFormat,
         stamp: &RecordStamp,
