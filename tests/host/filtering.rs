@@ -289,3 +289,134 @@ fn a_field_comparison_is_pushed_into_the_kernel_filter() {
         );
     }
 }
+
+/// The `--where` summary line of `stderr` for sys_enter: (recorded, kept, [(reason, n)]).
+fn counted(stderr: &str) -> (u64, u64, Vec<(String, u64)>) {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("raw_syscalls:sys_enter: "))
+        .unwrap_or_else(|| panic!("no sys_enter line in the summary: {stderr}"));
+    let (recorded, rest) = line
+        .trim()
+        .split_once("  raw_syscalls:sys_enter: ")
+        .unwrap();
+    let mut parts = rest.split(", ");
+    let kept = parts
+        .next()
+        .unwrap()
+        .strip_suffix(" kept")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let reasons = parts
+        .map(|p| {
+            let (n, why) = p.split_once(' ').unwrap();
+            (why.to_string(), n.parse().unwrap())
+        })
+        .collect();
+    (recorded.parse().unwrap(), kept, reasons)
+}
+
+/// `--sample raw_syscalls:sys_enter=0.1` over 100,000 calls: the kept count within 5
+/// binomial standard deviations of 10,000 (σ ≈ 94.9), recorded = kept + sampled exactly,
+/// and the kept lines are the ones counted.
+#[test]
+fn a_sample_keeps_the_ratio_within_binomial_bounds() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    const N: u64 = 100_000;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = burst_child(N as u32);
+    let out = dir.path().join("sample.json");
+    let args = ["--threads", "2", "--sample", "raw_syscalls:sys_enter=0.1"];
+    let mut rec = record(&child, &out, &args);
+    wait_attached(&out, &mut rec);
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    sleep(Duration::from_millis(300));
+    let stderr = stop(&mut rec);
+    let text = fs::read_to_string(&out).unwrap();
+    assert!(!text.contains("\"uevrec\":\"lost\""), "lost records");
+    let lines = text.lines().filter(|l| !l.contains("\"uevrec\"")).count() as u64;
+    let (recorded, kept, reasons) = counted(&stderr);
+    assert_eq!(recorded, N, "{stderr}");
+    assert_eq!(kept, lines, "{stderr}");
+    let sampled = reasons
+        .iter()
+        .find(|(r, _)| r == "sampled")
+        .map_or(0, |r| r.1);
+    assert_eq!(kept + sampled, N, "{stderr}");
+    let sigma = (N as f64 * 0.1 * 0.9).sqrt();
+    assert!(
+        (kept as f64 - 10_000.0).abs() < 5.0 * sigma,
+        "kept {kept}: {stderr}"
+    );
+}
+
+/// `--rate-limit raw_syscalls:sys_enter=1000/s,1000` over a steady 4,000 calls a second
+/// for 3 s: the kept records are at most the burst + 1000 a second of the records' time
+/// span, and (the stream being faster than the rate) at least 1000 a second of it less
+/// one; recorded = kept + throttled exactly.
+#[test]
+fn a_rate_limit_holds_within_the_buckets_bound() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new("perl")
+        .args([
+            "-e",
+            &format!(
+                "use Time::HiRes qw(time sleep); my $go = <STDIN>; my $t0 = time; \
+                 for my $i (1..12000) {{ my $d = $t0 + $i / 4000 - time; sleep($d) if $d > 0; \
+                 syscall({NR_GETPPID}, 424242, $i) }}"
+            ),
+        ])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = dir.path().join("rate.json");
+    let args = [
+        "--threads",
+        "2",
+        "--rate-limit",
+        "raw_syscalls:sys_enter=1000/s,1000",
+    ];
+    let mut rec = record(&child, &out, &args);
+    wait_attached(&out, &mut rec);
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    sleep(Duration::from_millis(300));
+    let stderr = stop(&mut rec);
+    let text = fs::read_to_string(&out).unwrap();
+    assert!(!text.contains("\"uevrec\":\"lost\""), "lost records");
+    let times: Vec<u64> = text
+        .lines()
+        .filter(|l| !l.contains("\"uevrec\""))
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            let t = v["time"].as_str().unwrap();
+            // HH:MM:SS.nnnnnnnnn of the RFC 3339 time: the run is within a day.
+            let (hms, frac) = t[11..t.len() - 1].split_once('.').unwrap();
+            let s: Vec<u64> = hms.split(':').map(|x| x.parse().unwrap()).collect();
+            (s[0] * 3600 + s[1] * 60 + s[2]) * 1_000_000_000 + frac.parse::<u64>().unwrap()
+        })
+        .collect();
+    let (recorded, kept, reasons) = counted(&stderr);
+    assert_eq!(recorded, 12_000, "{stderr}");
+    assert_eq!(kept, times.len() as u64, "{stderr}");
+    let throttled = reasons
+        .iter()
+        .find(|(r, _)| r == "throttled")
+        .map_or(0, |r| r.1);
+    assert_eq!(kept + throttled, 12_000, "{stderr}");
+    // The first record is kept (the bucket starts full); the last kept one bounds the span.
+    let span_ns = times.iter().max().unwrap() - times.iter().min().unwrap();
+    let most = 1000 + span_ns / 1_000_000;
+    let least = (span_ns / 1_000_000).saturating_sub(1);
+    assert!(
+        (least..=most).contains(&kept),
+        "kept {kept} over {span_ns} ns: {stderr}"
+    );
+}
