@@ -57,6 +57,11 @@ pub struct RecordVars<'a> {
 
 impl VariableResolver for RecordVars<'_> {
     fn resolve<'b>(&'b self, variable: &str) -> Option<CowVal<'b, 'b>> {
+        // CEL asks for `fields.NAME` as one qualified name first: answering it here
+        // spares the map lookup (a missing field falls back to `fields`, then NAME).
+        if let Some(name) = variable.strip_prefix("fields.") {
+            return self.fields.value(name).ok().map(CowVal::Owned);
+        }
         let eh = self.eventheader.as_ref();
         Some(match variable {
             "system" => CowVal::owned(CelString::from(self.system)),
@@ -66,7 +71,7 @@ impl VariableResolver for RecordVars<'_> {
             "tid" => CowVal::owned(CelInt::from(i64::from(self.stamp.tid))),
             "fields" => CowVal::Borrowed(&self.fields),
             "provider" => CowVal::owned(CelString::from(eh?.provider)),
-            "name" => CowVal::owned(CelString::from(text(eh?.name?))),
+            "name" => CowVal::owned(text(eh?.name?)),
             "level" => CowVal::owned(CelInt::from(i64::from(eh?.level))),
             "keyword" => int(eh?.keyword),
             "opcode" => CowVal::owned(CelInt::from(i64::from(eh?.opcode))),
