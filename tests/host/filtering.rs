@@ -49,6 +49,26 @@ fn stop(rec: &mut Child) -> String {
     err
 }
 
+/// Let `child` make its calls and wait for it to end (and the rings to be drained).
+fn release(child: &mut Child) {
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    sleep(Duration::from_millis(300));
+}
+
+/// [`stop`] `rec`, then its standard error and what it wrote to `out`, which must hold
+/// no lost records (the tests need none).
+fn stopped(rec: &mut Child, out: &Path) -> (String, String) {
+    let stderr = stop(rec);
+    let text = fs::read_to_string(out).unwrap();
+    assert!(
+        !text.contains("\"uevrec\":\"lost\""),
+        "{}: lost records",
+        out.display()
+    );
+    (stderr, text)
+}
+
 #[test]
 fn where_keeps_exactly_the_multiples_of_three_and_counts_the_rest() {
     if !crate::common::raw_syscalls_here() {
@@ -73,9 +93,7 @@ fn where_keeps_exactly_the_multiples_of_three_and_counts_the_rest() {
             runs.push((format!("{backend}, --threads {threads}"), rec, out));
         }
     }
-    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    assert!(child.wait().unwrap().success());
-    sleep(Duration::from_millis(300));
+    release(&mut child);
     for (run, mut rec, out) in runs {
         let stderr = stop(&mut rec);
         let lines: Vec<Value> = fs::read_to_string(&out)
@@ -273,16 +291,9 @@ fn a_field_comparison_is_pushed_into_the_kernel_filter() {
         }
         runs.push((backend, rec, out));
     }
-    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    assert!(child.wait().unwrap().success());
-    sleep(Duration::from_millis(300));
+    release(&mut child);
     for (backend, mut rec, out) in runs {
-        let stderr = stop(&mut rec);
-        let text = fs::read_to_string(&out).unwrap();
-        assert!(
-            !text.contains("\"uevrec\":\"lost\""),
-            "{backend}: lost records"
-        );
+        let (stderr, _) = stopped(&mut rec, &out);
         assert!(
             stderr.contains("30000  raw_syscalls:sys_enter: 10000 kept, 20000 filtered\n"),
             "{backend}: {stderr}"
@@ -332,12 +343,8 @@ fn a_sample_keeps_the_ratio_within_binomial_bounds() {
     let args = ["--threads", "2", "--sample", "raw_syscalls:sys_enter=0.1"];
     let mut rec = record(&child, &out, &args);
     wait_attached(&out, &mut rec);
-    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    assert!(child.wait().unwrap().success());
-    sleep(Duration::from_millis(300));
-    let stderr = stop(&mut rec);
-    let text = fs::read_to_string(&out).unwrap();
-    assert!(!text.contains("\"uevrec\":\"lost\""), "lost records");
+    release(&mut child);
+    let (stderr, text) = stopped(&mut rec, &out);
     let lines = text.lines().filter(|l| !l.contains("\"uevrec\"")).count() as u64;
     let (recorded, kept, reasons) = counted(&stderr);
     assert_eq!(recorded, N, "{stderr}");
@@ -385,12 +392,8 @@ fn a_rate_limit_holds_within_the_buckets_bound() {
     ];
     let mut rec = record(&child, &out, &args);
     wait_attached(&out, &mut rec);
-    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    assert!(child.wait().unwrap().success());
-    sleep(Duration::from_millis(300));
-    let stderr = stop(&mut rec);
-    let text = fs::read_to_string(&out).unwrap();
-    assert!(!text.contains("\"uevrec\":\"lost\""), "lost records");
+    release(&mut child);
+    let (stderr, text) = stopped(&mut rec, &out);
     let times: Vec<u64> = text
         .lines()
         .filter(|l| !l.contains("\"uevrec\""))
