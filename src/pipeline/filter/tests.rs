@@ -2,23 +2,22 @@ use super::*;
 use proptest::prelude::*;
 use uevrec_parsers::parse_format;
 
-/// raw_syscalls:sys_enter as Linux 6.18 describes it.
-pub(crate) const SYS_ENTER: &str = "name: sys_enter\nID: 443\nformat:\n\
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
-\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n\
-\tfield:unsigned long args[6];\toffset:16;\tsize:48;\tsigned:0;\n\n\
-print fmt: \"NR %ld\", REC->id\n";
+/// raw_syscalls:sys_enter's format (its fields as Linux 6.18 describes them).
+fn sys_enter_format() -> uevrec_parsers::EventFormat {
+    let text = uevrec_samples::register::format_file_text(
+        "sys_enter",
+        443,
+        &[
+            ("long id", 8, 8, true),
+            ("unsigned long args[6]", 16, 48, false),
+        ],
+        "\"NR %ld\", REC->id",
+    );
+    parse_format(&text).unwrap()
+}
 
 fn sys_enter() -> PreparedFormat {
-    PreparedFormat::new(
-        &parse_format(SYS_ENTER).unwrap(),
-        "raw_syscalls",
-        "sys_enter",
-        None,
-    )
+    PreparedFormat::new(&sys_enter_format(), "raw_syscalls", "sys_enter", None)
 }
 
 /// A sys_enter record of syscall `id` with `args`.
@@ -142,7 +141,7 @@ fn an_error_after_a_selector_points_into_the_whole_text() {
 
 #[test]
 fn a_field_no_matching_format_has_is_refused_at_start() {
-    let format = parse_format(SYS_ENTER).unwrap();
+    let format = sys_enter_format();
     let formats = vec![("raw_syscalls".to_string(), "sys_enter".to_string(), format)];
     let ok: WhereRule = "fields.args[0] == 1".parse().unwrap();
     Filter::check_fields(&[ok], &formats).unwrap();
