@@ -8,10 +8,14 @@
 //!
 //! `--sample` and `--rate-limit` ([`limits`]) then thin what `--where` kept.
 //!
-//! Layers, lowest first: `counts`, `condition`, `limits`, `record_vars`.
+//! The common part of CEL is compiled per format into a tree evaluated on the decoded
+//! values ([`fast`]); the rest runs in CEL's interpreter.
+//!
+//! Layers, lowest first: `counts`, `condition`, `fast`, `limits`, `record_vars`.
 
 pub mod condition;
 pub mod counts;
+mod fast;
 pub mod limits;
 pub mod record_vars;
 
@@ -177,6 +181,20 @@ impl Filter {
                 })
                 .collect()
         };
+        let plans: Vec<(String, FieldPlan)> = if eventheader {
+            Vec::new()
+        } else {
+            prepared
+                .format()
+                .fields
+                .iter()
+                .map(|f| (f.name.clone(), FieldPlan::of(f)))
+                .collect()
+        };
+        let fast = rules
+            .iter()
+            .map(|&i| fast::Fast::compile(self.rules[i].condition.program().expression(), &plans))
+            .collect();
         let counts = self
             .counts
             .lock()
@@ -187,6 +205,7 @@ impl Filter {
         Some(FormatFilter {
             filter: Arc::clone(self),
             rules,
+            fast,
             readers,
             counts,
             sample,
@@ -288,6 +307,8 @@ pub struct FormatFilter {
     filter: Arc<Filter>,
     /// The rules that apply (indexes into the filter's rules); all must hold.
     rules: Vec<usize>,
+    /// Each rule compiled for this format where it can be ([`fast`]).
+    fast: Vec<Option<fast::Fast>>,
     /// The fields they read (plain events).
     readers: Vec<FieldReader>,
     counts: Arc<TracepointCounts>,
@@ -354,6 +375,23 @@ impl FormatFilter {
         raw: &[u8],
         endian: Endian,
     ) -> Option<DropReason> {
+        let record = fast::Record {
+            system: prepared.system(),
+            event: prepared.event(),
+            stamp,
+            raw,
+            endian,
+        };
+        if self.fast.iter().all(Option::is_some) {
+            for f in self.fast.iter().flatten() {
+                match f.holds(&record) {
+                    Ok(true) => {}
+                    Ok(false) => return Some(DropReason::Filtered),
+                    Err(()) => return Some(DropReason::FilterError),
+                }
+            }
+            return None;
+        }
         let vars = RecordVars {
             system: prepared.system(),
             event: prepared.event(),

@@ -1,5 +1,6 @@
 use super::*;
 use proptest::prelude::*;
+use record_vars::{FieldReader, Fields, RecordVars};
 use uevrec_parsers::parse_format;
 
 /// raw_syscalls:sys_enter's format (its fields as Linux 6.18 describes them).
@@ -188,6 +189,170 @@ proptest! {
             if let Some(ff) = f.for_format(&prepared) {
                 let _ = ff.keep(&prepared, &stamp(1), &record(1, [1; 6]), Endian::Little);
             }
+        }
+    }
+}
+
+/// CEL's interpreter on `text` over the sys_enter record `raw`: Ok(kept) or Err (error).
+fn cel_answer(
+    text: &str,
+    prepared: &PreparedFormat,
+    raw: &[u8],
+    stamp: &RecordStamp,
+) -> Result<bool, ()> {
+    let condition = Condition::parse(text).map_err(|_| ())?;
+    let readers: Vec<FieldReader> = prepared
+        .format()
+        .fields
+        .iter()
+        .map(|f| FieldReader {
+            name: f.name.as_str().into(),
+            plan: FieldPlan::of(f),
+        })
+        .collect();
+    let vars = RecordVars {
+        system: prepared.system(),
+        event: prepared.event(),
+        stamp,
+        fields: Fields {
+            readers: &readers,
+            raw,
+            endian: Endian::Little,
+        },
+        eventheader: None,
+    };
+    let mut context = cel::Context::with_env(Arc::new(cel::Env::stdlib()));
+    context.set_variable_resolver(&vars);
+    match condition.program().execute(&context) {
+        Ok(cel::Value::Bool(b)) => Ok(b),
+        _ => Err(()),
+    }
+}
+
+/// The compiled tree on `text`: None when it does not compile it.
+fn fast_answer(
+    text: &str,
+    prepared: &PreparedFormat,
+    raw: &[u8],
+    stamp: &RecordStamp,
+) -> Option<Result<bool, ()>> {
+    let condition = Condition::parse(text).ok()?;
+    let plans: Vec<(String, FieldPlan)> = prepared
+        .format()
+        .fields
+        .iter()
+        .map(|f| (f.name.clone(), FieldPlan::of(f)))
+        .collect();
+    let fast = fast::Fast::compile(condition.program().expression(), &plans)?;
+    let record = fast::Record {
+        system: prepared.system(),
+        event: prepared.event(),
+        stamp,
+        raw,
+        endian: Endian::Little,
+    };
+    Some(fast.holds(&record))
+}
+
+#[test]
+fn the_benchmarked_conditions_are_compiled() {
+    let prepared = sys_enter();
+    let raw = record(110, [424242, 3, 0, 0, 0, 0]);
+    for text in [
+        "fields.args[1] % 3 == 0",
+        "fields.id == 110 && fields.args[0] == 424242 && pid > 0 && system == 'raw_syscalls' && fields.args[1] % 3 == 0",
+    ] {
+        assert_eq!(
+            fast_answer(text, &prepared, &raw, &stamp(7)),
+            Some(Ok(true)),
+            "{text}"
+        );
+    }
+    // The edges, answered as CEL answers them.
+    let raw = record(-1, [u64::MAX, 3, 0, 0, 0, 0]);
+    for text in [
+        "(9223372036854775807 + 1) == 0",
+        "1 == 'a'",
+        "1 < 'a'",
+        "(fields.nope == 1) || true",
+        "(fields.nope == 1) && false",
+        "fields.args[6] == 0",
+        "fields.args[0] > 5",
+        "fields.args[0] % 2 == 1",
+        "fields.id / 0 == 1",
+        "fields.id < 0 && system + event == 'raw_syscallssys_enter'",
+    ] {
+        let fast = fast_answer(text, &prepared, &raw, &stamp(7));
+        assert!(fast.is_some(), "{text} is not compiled");
+        assert_eq!(
+            fast.unwrap(),
+            cel_answer(text, &prepared, &raw, &stamp(7)),
+            "{text}"
+        );
+    }
+}
+
+/// A CEL expression of the compiled subset, with values that reach its edges (overflow,
+/// division by zero, out-of-range indexes, missing fields, mixed types).
+fn subset_expr() -> impl Strategy<Value = String> {
+    let leaf = prop_oneof![
+        prop::sample::select(vec![
+            "fields.id",
+            "fields.args[0]",
+            "fields.args[1]",
+            "fields.args[5]",
+            "fields.args[6]",
+            "fields.args[-1]",
+            "fields.nope",
+            "pid",
+            "tid",
+            "cpu",
+            "system",
+            "event",
+            "'raw_syscalls'",
+            "'a'",
+            "true",
+            "false",
+            "0",
+            "1",
+            "3",
+            "-1",
+            "9223372036854775807",
+            "-9223372036854775808",
+        ])
+        .prop_map(str::to_string),
+        any::<i32>().prop_map(|n| n.to_string()),
+    ];
+    leaf.prop_recursive(4, 24, 2, |inner| {
+        (
+            inner.clone(),
+            prop::sample::select(vec![
+                "+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=", "&&", "||",
+            ]),
+            inner,
+        )
+            .prop_map(|(a, op, b)| format!("({a} {op} {b})"))
+            .boxed()
+            .prop_union(Just("!true".to_string()).boxed())
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    /// The compiled tree answers as CEL's interpreter does, errors included.
+    #[test]
+    fn the_compiled_tree_answers_as_cel(
+        text in subset_expr(),
+        args in prop::array::uniform6(prop_oneof![Just(0u64), Just(3), Just(u64::MAX), any::<u64>()]),
+        id in prop_oneof![Just(110i64), Just(-1), any::<i64>()],
+        pid in any::<u32>(),
+    ) {
+        let prepared = sys_enter();
+        let raw = record(id, args);
+        let s = stamp(pid);
+        if let Some(fast) = fast_answer(&text, &prepared, &raw, &s) {
+            prop_assert_eq!(fast, cel_answer(&text, &prepared, &raw, &s), "{}", text);
         }
     }
 }
