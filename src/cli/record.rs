@@ -77,6 +77,16 @@ fn record_run(args: RecordArgs) -> i32 {
     } else {
         None
     };
+    let thins = !(args.rec.where_rules.is_empty()
+        && args.rec.sample.is_empty()
+        && args.rec.rate_limit.is_empty());
+    if sink.is_none() && thins {
+        messages::error(
+            &"--where, --sample and --rate-limit choose which lines are written: --raw \
+              FILE without -o writes none (the perf.data keeps every record); add -o",
+        );
+        return super::EXIT_USAGE;
+    }
     let status_line = (args.output.file().is_some() || args.raw.is_some())
         && !args.rec.quiet
         && std::io::stderr().is_terminal();

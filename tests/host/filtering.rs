@@ -171,6 +171,24 @@ fn a_bad_condition_is_refused_at_start_with_a_caret() {
             "{condition}: {err}"
         );
     }
+    // --raw without -o writes no lines: nothing for --where to choose.
+    let dir = tempfile::tempdir().unwrap();
+    let raw = dir.path().join("r.data");
+    let out = Command::new(bin())
+        .args([
+            "record",
+            "-e",
+            "raw_syscalls:sys_enter",
+            "--where",
+            "pid == 1",
+        ])
+        .arg("--raw")
+        .arg(&raw)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("the perf.data keeps every record"), "{err}");
 }
 
 /// `record --otlp` with `--where`: the collector gets exactly the kept records (SEQ 0,
