@@ -287,9 +287,11 @@ fn stage(
     };
     let context = config.context;
     let downstream_gone = AtomicBool::new(false);
-    let session_info = config
-        .schema
-        .then(|| crate::pipeline::describe::session_info(config));
+    let session_info = config.schema.then(|| {
+        let mut info = crate::pipeline::describe::session_info(config);
+        info.thinning = filter.as_ref().map(|f| f.describe()).unwrap_or_default();
+        info
+    });
     thread::scope(|scope| {
         let gone = &downstream_gone;
         // Started before the first attach, so the self-exclusion filter names them.

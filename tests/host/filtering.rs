@@ -125,6 +125,12 @@ fn where_keeps_exactly_the_multiples_of_three_and_counts_the_rest() {
         assert_eq!(dropped[0]["event"], "raw_syscalls:sys_enter", "{run}");
         assert_eq!(dropped[0]["reason"], "filtered", "{run}");
         assert_eq!(dropped[0]["records"], CALLS - CALLS / 3, "{run}");
+        // The session line says which records the lines keep.
+        assert_eq!(
+            lines[0]["where"],
+            serde_json::json!(["--where fields.args[0] == 424242 && fields.args[1] % 3 == 0"]),
+            "{run}"
+        );
         // The dropped line comes after every record.
         assert_eq!(lines.last().unwrap()["uevrec"], "dropped", "{run}");
         assert!(

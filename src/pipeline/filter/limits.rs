@@ -27,6 +27,8 @@ pub enum SampleBy {
 /// One `--sample` flag.
 #[derive(Debug, Clone)]
 pub struct SampleRule {
+    /// The flag's text.
+    pub text: String,
     /// The events it is for.
     pub selector: Selector,
     /// Kept when the hash is below this (`RATIO × 2^64`).
@@ -81,6 +83,7 @@ impl FromStr for SampleRule {
             (ratio * 18_446_744_073_709_551_616.0) as u64
         };
         Ok(SampleRule {
+            text: text.to_string(),
             selector,
             threshold,
             ratio,
@@ -121,6 +124,8 @@ pub enum LimitBy {
 /// One `--rate-limit` flag.
 #[derive(Debug, Clone)]
 pub struct RateRule {
+    /// The flag's text.
+    pub text: String,
     /// The events it is for.
     pub selector: Selector,
     /// Tokens added per second.
@@ -151,6 +156,7 @@ impl FromStr for RateRule {
             return Err(bad());
         }
         Ok(RateRule {
+            text: text.to_string(),
             selector,
             per_second,
             burst,

@@ -213,6 +213,21 @@ impl Filter {
         })
     }
 
+    /// The flags as given (`--where TEXT`, `--sample TEXT`, `--rate-limit TEXT`), for
+    /// the session line.
+    pub fn describe(&self) -> Vec<String> {
+        let rules = self.rules.iter().map(|r| match &r.selector {
+            Some(s) => format!("--where {s}={}", r.condition.text()),
+            None => format!("--where {}", r.condition.text()),
+        });
+        let samples = self.samples.iter().map(|s| format!("--sample {}", s.text));
+        let rates = self
+            .rates
+            .iter()
+            .map(|r| format!("--rate-limit {}", r.text));
+        rules.chain(samples).chain(rates).collect()
+    }
+
     /// Every tracepoint's counts so far, by `system:event`.
     pub fn counted(&self) -> Vec<(String, Counted)> {
         self.counts
