@@ -9,7 +9,7 @@
 //! `--sample` and `--rate-limit` ([`limits`]) then thin what `--where` kept.
 //!
 //! The common part of CEL is compiled per format into a tree evaluated on the decoded
-//! values ([`fast`]); the rest runs in CEL's interpreter.
+//! values (`fast.rs`); the rest runs in CEL's interpreter.
 //!
 //! Layers, lowest first: `counts`, `condition`, `fast`, `limits`, `record_vars`.
 
