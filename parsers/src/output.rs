@@ -124,6 +124,28 @@ impl OutputWriter {
     }
 }
 
+impl OutputWriter {
+    /// `records` records of `event` (`system:name`) not kept, for `reason`: a
+    /// `{"uevrec":"dropped"}` line in JSON lines, a `uevrec.notice` log record
+    /// (`what` = `dropped`) in OTLP.
+    pub fn write_dropped(
+        &mut self,
+        out: &mut Vec<u8>,
+        time_unix_ns: Option<u64>,
+        event: &str,
+        reason: &str,
+        records: u64,
+    ) {
+        match self {
+            OutputWriter::Json(w) => w.write_dropped(out, time_unix_ns, event, reason, records),
+            OutputWriter::Otlp(w) => {
+                let message = format!("{records} records not kept: {reason}");
+                w.write_notice(out, time_unix_ns, "dropped", Some(event), &message);
+            }
+        }
+    }
+}
+
 /// `$call` on the writer inside `$self` (bound to `$w`): `LineWriter`'s own methods,
 /// `OtlpWriter`'s and `TextWriter`'s [`RecordWriter`] ones.
 macro_rules! each {

@@ -20,6 +20,7 @@ use crate::outputs::raw::host::HostInfo;
 use crate::outputs::raw::{Raw, RawError, RawOutput, RawSummary};
 use crate::outputs::sink::SinkError;
 use crate::outputs::sink::stdout::StdoutSink;
+use crate::pipeline::filter::{DropReason, Filter};
 use crate::recorder::{Config, Outputs, PipelineOptions, Recorder};
 use crate::system::signals::SignalFlags;
 
@@ -76,6 +77,16 @@ fn record_run(args: RecordArgs) -> i32 {
     } else {
         None
     };
+    let thins = !(args.rec.where_rules.is_empty()
+        && args.rec.sample.is_empty()
+        && args.rec.rate_limit.is_empty());
+    if sink.is_none() && thins {
+        messages::error(
+            &"--where, --sample and --rate-limit choose which lines are written: --raw \
+              FILE without -o writes none (the perf.data keeps every record); add -o",
+        );
+        return super::EXIT_USAGE;
+    }
     let status_line = (args.output.file().is_some() || args.raw.is_some())
         && !args.rec.quiet
         && std::io::stderr().is_terminal();
@@ -83,7 +94,7 @@ fn record_run(args: RecordArgs) -> i32 {
         Ok(c) => c,
         Err(e) => {
             messages::error(&e);
-            return EXIT_ERROR;
+            return e.exit_status();
         }
     };
     if args.output.file().is_none() && args.raw.is_none() {
@@ -157,7 +168,7 @@ fn export(args: &RecordArgs) -> i32 {
         Ok(c) => c,
         Err(e) => {
             messages::error(&e);
-            return EXIT_ERROR;
+            return e.exit_status();
         }
     };
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -182,6 +193,16 @@ fn export(args: &RecordArgs) -> i32 {
         spool_dir,
     } = opened;
     config.pipeline.format = uevrec_parsers::OutputFormat::OtlpExport(encoding);
+    if let (Some(filter), Some(metrics)) = (&config.pipeline.filter, shared.ledger.metrics()) {
+        let filter = std::sync::Arc::clone(filter);
+        metrics.on_scrape(Box::new(move |m| {
+            for (tracepoint, counted) in filter.counted() {
+                for reason in DropReason::ALL {
+                    m.records_not_kept(&tracepoint, reason.as_str(), counted.dropped(reason));
+                }
+            }
+        }));
+    }
     config.pipeline.stats = Some(stats);
     // OTLP records carry the Kubernetes identity as resource attributes (docs/otlp.md).
     config.session.context = !args.rec.no_context;
@@ -251,6 +272,16 @@ fn check_raw_format(args: &RecordArgs) -> Result<(), String> {
 
 /// `uevrec record --flight SIZE`: no sink, the flight recorder's dumps.
 fn flight(args: &RecordArgs, size: u64) -> i32 {
+    if !(args.rec.where_rules.is_empty()
+        && args.rec.sample.is_empty()
+        && args.rec.rate_limit.is_empty())
+    {
+        messages::error(
+            &"--where, --sample and --rate-limit do not go with --flight yet: the flight \
+              recorder keeps every record (filter its dumps with jq instead)",
+        );
+        return super::EXIT_USAGE;
+    }
     let out = args.output.file();
     let prepared = args
         .flight
@@ -327,7 +358,7 @@ fn tail_run(args: TailArgs) -> i32 {
         Ok(c) => c,
         Err(e) => {
             messages::error(&e);
-            return EXIT_ERROR;
+            return e.exit_status();
         }
     };
     let mut config = config;
@@ -362,9 +393,70 @@ fn tail_format(args: &TailArgs) -> Result<uevrec_parsers::OutputFormat, &'static
     Ok(format.output_format(terminal))
 }
 
+/// Why the flags make no [`Config`].
+#[derive(Debug, thiserror::Error)]
+enum ConfigError {
+    /// tracefs is not there (or not usable).
+    #[error(transparent)]
+    Tracefs(#[from] TracefsError),
+    /// A `--where` reads a field no matching event has.
+    #[error("{0}")]
+    Where(crate::pipeline::filter::WhereError),
+    /// `--instance` cannot be used as asked (with the perf backend, say).
+    #[error("{0}")]
+    Instance(String),
+}
+
+impl ConfigError {
+    /// The exit status: 2 for a `--where` the user must fix, 1 otherwise.
+    fn exit_status(&self) -> i32 {
+        match self {
+            ConfigError::Tracefs(_) | ConfigError::Instance(_) => EXIT_ERROR,
+            ConfigError::Where(_) => super::EXIT_USAGE,
+        }
+    }
+}
+
+/// The `--where` filter of `rec` (`None` without one), its fields checked against the
+/// formats of the events the session's selectors match now.
+fn where_filter(
+    rec: &RecordingArgs,
+    session: &SessionConfig,
+) -> Result<Option<std::sync::Arc<Filter>>, ConfigError> {
+    if rec.where_rules.is_empty() && rec.sample.is_empty() && rec.rate_limit.is_empty() {
+        return Ok(None);
+    }
+    if let Some(tracefs) = &session.tracefs {
+        let selectors = if session.selectors.is_empty() {
+            default_selectors()
+        } else {
+            session.selectors.clone()
+        };
+        let formats: Vec<_> = tracefs
+            .list_events()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(s, e)| selectors.iter().any(|sel| sel.matches(s, e)))
+            .filter_map(|(s, e)| {
+                let format = tracefs.read_format(&s, &e).ok()?;
+                Some((s, e, format))
+            })
+            .collect();
+        Filter::check_fields(&rec.where_rules, &formats).map_err(ConfigError::Where)?;
+    }
+    Ok(Filter::new(
+        rec.where_rules.clone(),
+        rec.sample.clone(),
+        rec.rate_limit.clone(),
+    ))
+}
+
 /// The flags as a [`Config`]; tracefs is found (and checked) here, once.
-fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, String> {
-    let instance = rec.instance.spec(rec.session.backend)?;
+fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, ConfigError> {
+    let instance = rec
+        .instance
+        .spec(rec.session.backend)
+        .map_err(ConfigError::Instance)?;
     let session = SessionConfig {
         instance,
         include_common: rec.common,
@@ -380,10 +472,12 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, String> {
         drain_threads: rec
             .drain_threads
             .map_or_else(crate::capture::session::default_drain_threads, usize::from),
-        ..rec.session.session_config().map_err(|e| e.to_string())?
+        ..rec.session.session_config()?
     };
     let mut session = session;
     rec.register.add_selectors(&mut session.selectors);
+    let filter = where_filter(rec, &session)?;
+    session.pushed = Filter::pushed_terms(&rec.where_rules);
     let pipeline = PipelineOptions {
         duration: rec.duration,
         status_line,
@@ -393,6 +487,7 @@ fn config(rec: &RecordingArgs, status_line: bool) -> Result<Config, String> {
         threads: rec
             .threads
             .map_or_else(crate::recorder::default_threads, usize::from),
+        filter,
     };
     Ok(Config { session, pipeline })
 }
@@ -421,6 +516,7 @@ fn run_with(
     flags: &SignalFlags,
 ) -> i32 {
     let started = Instant::now();
+    let filter = recorder.filter();
     let out = recorder.run(flags);
     if status_line {
         messages::print(format_args!("\r\x1b[K"));
@@ -431,7 +527,7 @@ fn run_with(
         Err(SinkError::Closed) => return EXIT_OUTPUT_CLOSED,
         Err(e) => {
             if let Ok(summary) = &out.session {
-                print_summary(summary, started.elapsed(), rec.quiet);
+                print_summary(summary, filter.as_deref(), started.elapsed(), rec.quiet);
             }
             messages::error(&e);
             return EXIT_ERROR;
@@ -446,7 +542,8 @@ fn run_with(
     };
     match out.session {
         Ok(summary) => {
-            print_summary(&summary, started.elapsed(), rec.quiet || !counted);
+            let quiet = rec.quiet || !counted;
+            print_summary(&summary, filter.as_deref(), started.elapsed(), quiet);
             raw_status.max(flight_status)
         }
         Err(e) => {
@@ -527,8 +624,9 @@ fn report_flight(flight: Option<&FlightSummary>, quiet: bool) -> i32 {
     }
 }
 
-/// The end-of-run summary on stderr.
-fn print_summary(summary: &Summary, elapsed: Duration, quiet: bool) {
+/// The end-of-run summary on stderr; with `--where`, what became of each event's records
+/// (recorded = kept + the counts by reason).
+fn print_summary(summary: &Summary, filter: Option<&Filter>, elapsed: Duration, quiet: bool) {
     if quiet {
         return;
     }
@@ -538,8 +636,23 @@ fn print_summary(summary: &Summary, elapsed: Duration, quiet: bool) {
         summary.lost,
         elapsed.as_secs_f64()
     );
+    let counted: std::collections::BTreeMap<_, _> = filter
+        .map(Filter::counted)
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
     for (event, n) in &summary.records_per_event {
-        text.push_str(&format!("  {n:>12}  {event}\n"));
+        text.push_str(&format!("  {n:>12}  {event}"));
+        if let Some(c) = counted.get(event) {
+            text.push_str(&format!(": {} kept", c.kept));
+            for reason in DropReason::ALL {
+                let dropped = c.dropped(reason);
+                if dropped > 0 || reason == DropReason::Filtered {
+                    text.push_str(&format!(", {dropped} {}", reason.as_str()));
+                }
+            }
+        }
+        text.push('\n');
     }
     for (cpu, n) in summary.lost_per_cpu.iter().filter(|(_, n)| **n > 0) {
         text.push_str(&format!("  {n:>12}  lost on CPU {cpu}\n"));

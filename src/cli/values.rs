@@ -64,6 +64,13 @@ pub fn parse_mode(s: &str) -> Result<u32, String> {
     }
 }
 
+/// `--where EXPR` / `--where SYSTEM:EVENT=EXPR`: the CEL condition compiled, or what is
+/// wrong with the text under a caret (clap then exits 2).
+pub fn parse_where(s: &str) -> Result<crate::pipeline::filter::WhereRule, String> {
+    s.parse()
+        .map_err(|e: crate::pipeline::filter::WhereError| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -133,6 +133,11 @@ impl Ledger {
         }
     }
 
+    /// The metrics this ledger's changes go to, when it has them.
+    pub fn metrics(&self) -> Option<&Arc<Metrics>> {
+        self.metrics.as_ref()
+    }
+
     fn mirror(&self, counts: PerTracepoint<'_>, f: impl Fn(&TracepointMetrics, u64)) {
         if let Some(m) = &self.metrics {
             for (key, n) in counts.iter().filter(|(_, n)| *n > 0) {

@@ -49,6 +49,7 @@ pub fn session_info(config: &SessionConfig) -> SessionInfo {
         .into(),
         selectors: selectors.iter().map(ToString::to_string).collect(),
         filter: config.filter.clone(),
+        thinning: Vec::new(),
         only_pid: config.pid,
         uevrec_pid: std::process::id(),
         include_self: config.include_self,

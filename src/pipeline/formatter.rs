@@ -19,6 +19,7 @@ use uevrec_parsers::{
 };
 
 use crate::pipeline::describe::Described;
+use crate::pipeline::filter::{DropReason, Filter, FormatFilter};
 
 use crate::capture::staging::{Closed, Staged, StagedChunk, StagedEntry};
 use crate::pipeline::{
@@ -34,6 +35,11 @@ struct Core {
     context: Option<ContextTracker>,
     /// Schema lines on: EventHeader metadata blocks are announced.
     schema: bool,
+    /// `--where`: the rules, and each slot's filter (`None`: every record kept).
+    filter: Option<Arc<Filter>>,
+    filters: Vec<Option<FormatFilter>>,
+    /// The records' byte order (what the filters decode with).
+    endian: uevrec_parsers::Endian,
 }
 
 impl Core {
@@ -47,6 +53,9 @@ impl Core {
             writer,
             context,
             schema: false,
+            filter: None,
+            filters: Vec::new(),
+            endian: opts.endian,
         }
     }
 
@@ -54,6 +63,12 @@ impl Core {
         let slot = slot as usize;
         if self.formats.len() <= slot {
             self.formats.resize(slot + 1, None);
+        }
+        if let Some(filter) = &self.filter {
+            if self.filters.len() <= slot {
+                self.filters.resize_with(slot + 1, || None);
+            }
+            self.filters[slot] = filter.for_format(&prepared);
         }
         self.formats[slot] = Some(prepared);
     }
@@ -118,6 +133,11 @@ impl Core {
             } => {
                 match self.formats.get(slot as usize).and_then(Option::as_ref) {
                     Some(prepared) => {
+                        if let Some(Some(f)) = self.filters.get(slot as usize)
+                            && !f.keep(prepared, &stamp, raw, self.endian)
+                        {
+                            return 0;
+                        }
                         let start = out.len();
                         if let Some(c) = &self.context {
                             self.writer.set_context(c, &stamp, cgroup);
@@ -299,6 +319,9 @@ pub struct FormatterOptions<'a> {
     /// decoders of files) and for EventHeader metadata blocks, without a session line
     /// (with `session` they are on whatever this says).
     pub schema: bool,
+    /// `--where`: which records are kept (`None`: all); the counts of the others are
+    /// written as `{"uevrec":"dropped"}` lines at the end.
+    pub filter: Option<Arc<Filter>>,
 }
 
 /// Receive staged messages until the session closes `staged`, writing batches to `out`
@@ -338,9 +361,11 @@ fn run_in(
         session,
         context,
         schema,
+        filter,
     } = lines;
     let mut core = Core::new(format, opts, context);
     core.schema = schema || session.is_some();
+    core.filter = filter.clone();
     let mut f = Formatter {
         input,
         out,
@@ -373,7 +398,25 @@ fn run_in(
         f.take(msg, &chunk_recycle)?;
     }
     f.core.writer.end_lines(&mut f.batch.lines);
+    if let Some(filter) = &filter {
+        write_dropped(&mut f.core.writer, &mut f.batch.lines, filter);
+        f.core.writer.end_lines(&mut f.batch.lines);
+    }
     f.flush()
+}
+
+/// The `{"uevrec":"dropped"}` lines of `filter`'s counts, one per tracepoint and reason
+/// with records not kept (at the end: every worker is done).
+fn write_dropped(writer: &mut OutputWriter, out: &mut Vec<u8>, filter: &Filter) {
+    let now = Some(crate::capture::clock::now_unix_ns());
+    for (event, counted) in filter.counted() {
+        for reason in DropReason::ALL {
+            let n = counted.dropped(reason);
+            if n > 0 {
+                writer.write_dropped(out, now, &event, reason.as_str(), n);
+            }
+        }
+    }
 }
 
 /// What the dispatcher sends a worker of [`run_parallel`], in the session's order.
@@ -448,6 +491,7 @@ pub fn run_parallel_in(
         session,
         context,
         schema,
+        filter,
     } = lines;
     let (parts_tx, parts_rx) = crossbeam_channel::bounded::<Part>(workers * PARTS_IN_FLIGHT);
     thread::scope(|scope| {
@@ -462,6 +506,7 @@ pub fn run_parallel_in(
             let (work_tx, work_rx) = crossbeam_channel::bounded::<Work>(WORK_QUEUE);
             let mut core = Core::new(format, opts, context.clone());
             core.schema = schema || session.is_some();
+            core.filter = filter.clone();
             let worker = Worker {
                 id,
                 input,
@@ -492,11 +537,12 @@ pub fn run_parallel_in(
             w.write_session(&mut line, Some(info.clock.realtime_ns), info);
             line
         });
+        let dropped = filter.map(|f| (f, OutputWriter::new(format, opts)));
         let merged = thread::Builder::new()
             .name("uevrec-order".into())
             .spawn_scoped(scope, move || {
                 crate::system::sched::raise_worker_thread();
-                merge(parts_rx, credit_txs, out, recycle, session_line)
+                merge(parts_rx, credit_txs, out, recycle, session_line, dropped)
             });
         started();
         if spawn_failed || merged.is_err() {
@@ -678,13 +724,15 @@ impl Worker<'_> {
 }
 
 /// The reorder stage of [`run_parallel`]: the session line first, then the workers'
-/// parts in the items' order, each credit given back as its part goes out.
+/// parts in the items' order, each credit given back as its part goes out; with
+/// `dropped`, the `{"uevrec":"dropped"}` lines of `--where` last.
 fn merge(
     parts: Receiver<Part>,
     credits: Vec<Sender<()>>,
     out: &Sender<Batch>,
     recycle: &Receiver<Vec<u8>>,
     session_line: Option<Vec<u8>>,
+    dropped: Option<(Arc<Filter>, OutputWriter)>,
 ) -> Result<(), Closed> {
     if let Some(line) = session_line {
         let mut lines = recycle.recv().map_err(|_| Closed)?;
@@ -702,6 +750,15 @@ fn merge(
                 announced.drop_repeats(&mut batch.lines, &part.announced);
                 out.send(batch).map_err(|_| Closed)?;
             }
+        }
+    }
+    // Every worker is done (the parts channel closed): the counts are final.
+    if let Some((filter, mut writer)) = dropped {
+        let mut lines = recycle.recv().map_err(|_| Closed)?;
+        lines.clear();
+        write_dropped(&mut writer, &mut lines, &filter);
+        if !lines.is_empty() {
+            out.send(Batch { lines, records: 0 }).map_err(|_| Closed)?;
         }
     }
     Ok(())
@@ -905,6 +962,7 @@ mod tests {
                 session,
                 context: Some(ContextTracker::new()),
                 schema: false,
+                filter: None,
             };
             let mut called = false;
             run_parallel(stage_rx, chunk_tx, &out_tx, &rec_rx, lines, workers, || {

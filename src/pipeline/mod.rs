@@ -6,10 +6,11 @@
 //! the rings fill and the kernel counts lost records, which become `{"uevrec":"lost"}`
 //! lines; nothing is dropped silently. The threads and channels: docs/architecture.md.
 //!
-//! Layers, lowest first: `pool`, `batch`, `reorder`, `describe`, `formatter`.
+//! Layers, lowest first: `pool`, `batch`, `reorder`, `describe`, `filter`, `formatter`.
 
 pub mod batch;
 pub mod describe;
+pub mod filter;
 pub mod formatter;
 pub mod pool;
 pub mod reorder;

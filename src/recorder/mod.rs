@@ -27,6 +27,7 @@ use crate::capture::staging::{STAGE_CAPACITY, STAGE_CHUNKS, StageSender, Staged,
 use crate::outputs::flight::{self, FlightOptions, FlightSummary};
 use crate::outputs::raw::{self, Raw, RawError, RawSummary};
 use crate::outputs::sink::{Sink, SinkError, write_batches};
+use crate::pipeline::filter::Filter;
 use crate::pipeline::formatter::{self, FormatterOptions};
 use crate::pipeline::{BATCH_CAPACITY, Batch, CHANNEL_BATCHES, batch_pool};
 use crate::system::sched;
@@ -78,6 +79,11 @@ impl Recorder {
         Recorder { config, outputs }
     }
 
+    /// The `--where` filter, whose counts the summary reports.
+    pub fn filter(&self) -> Option<Arc<Filter>> {
+        self.config.pipeline.filter.clone()
+    }
+
     /// Whether this is a flight recorder ([`Outputs::Flight`]).
     pub fn is_flight(&self) -> bool {
         matches!(self.outputs, Outputs::Flight(_))
@@ -87,7 +93,11 @@ impl Recorder {
     /// or a closed output; returns once every thread has ended.
     pub fn run(self, flags: &SignalFlags) -> PipelineOutcome<Summary, SessionError> {
         let session = &self.config.session;
-        let shape = (self.config.pipeline.format, self.config.pipeline.threads);
+        let shape = (
+            self.config.pipeline.format,
+            self.config.pipeline.threads,
+            self.config.pipeline.filter.clone(),
+        );
         let mut raw_result = None;
         let mut flight_result = None;
         let mut outcome = match self.outputs {
@@ -149,7 +159,7 @@ pub fn stage_and_format_as(
         out,
         recycle,
     };
-    stage(config, (format, 1), behind, stop, stats).session
+    stage(config, (format, 1, None), behind, stop, stats).session
 }
 
 /// Start `body` on a thread of `scope` named `name`, at the workers' raised nice value
@@ -265,7 +275,7 @@ impl Crew<'_> {
 /// raw and lines, the raw writer hands the chunks on to the formatter.
 fn stage(
     config: &SessionConfig,
-    (format, threads): (OutputFormat, usize),
+    (format, threads, filter): (OutputFormat, usize, Option<Arc<Filter>>),
     behind: Downstream<'_>,
     stop: &AtomicBool,
     stats: &LiveStats,
@@ -277,9 +287,11 @@ fn stage(
     };
     let context = config.context;
     let downstream_gone = AtomicBool::new(false);
-    let session_info = config
-        .schema
-        .then(|| crate::pipeline::describe::session_info(config));
+    let session_info = config.schema.then(|| {
+        let mut info = crate::pipeline::describe::session_info(config);
+        info.thinning = filter.as_ref().map(|f| f.describe()).unwrap_or_default();
+        info
+    });
     thread::scope(|scope| {
         let gone = &downstream_gone;
         // Started before the first attach, so the self-exclusion filter names them.
@@ -337,6 +349,7 @@ fn stage(
                     session: info,
                     context: context.then(ContextTracker::new),
                     schema: false,
+                    filter,
                 };
                 let started = move || {
                     let _ = ready_tx.send(());
@@ -506,6 +519,9 @@ pub struct PipelineOptions {
     /// Formatter workers (`--threads`; 0 and 1: one formatter thread). OTLP is
     /// formatted on one whatever this says ([`formatter::run_parallel`]).
     pub threads: usize,
+    /// `--where`: which records the lines keep (`None`: all). A perf.data of `--raw`
+    /// keeps every record whatever this says.
+    pub filter: Option<Arc<Filter>>,
 }
 
 /// The default of `--threads`: half the online CPUs, at least 1 and at most 8 (the

@@ -16,6 +16,7 @@ mod decode;
 mod decode_threads;
 mod export;
 mod export_faults;
+mod filtering;
 mod flight;
 mod instance;
 mod k8s;

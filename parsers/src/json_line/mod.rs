@@ -377,6 +377,27 @@ impl LineWriter {
         out.extend_from_slice(b"}\n");
     }
 
+    /// Append a `{"uevrec":"dropped",...}` line: `records` records of `event`
+    /// (`system:name`) were not kept, for `reason` (`filtered`, `filter_error`: the
+    /// recorder's `--where`; docs/filtering.md).
+    pub fn write_dropped(
+        &mut self,
+        out: &mut Vec<u8>,
+        time_unix_ns: Option<u64>,
+        event: &str,
+        reason: &str,
+        records: u64,
+    ) {
+        self.time.write(out, time_unix_ns);
+        out.extend_from_slice(b",\"uevrec\":\"dropped\",\"event\":");
+        write_str(out, event);
+        out.extend_from_slice(b",\"reason\":");
+        write_str(out, reason);
+        out.extend_from_slice(b",\"records\":");
+        write_int(out, records);
+        out.extend_from_slice(b"}\n");
+    }
+
     /// Append a `{"uevrec":"notice",...}` line (event attached, detached, format changed,
     /// a format file skipped ...). `event` is `system:event` when the notice concerns one.
     pub fn write_notice(

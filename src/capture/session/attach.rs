@@ -141,7 +141,13 @@ impl<'a> Attacher<'a> {
                 return Err(AttachFailure::Skipped { msg, cause });
             }
         };
-        let expr = filter::expression(self.config, system, name, !backend.filters_threads());
+        let expr = filter::expression(
+            self.config,
+            system,
+            name,
+            &format,
+            !backend.filters_threads(),
+        );
         let event = EventRef {
             system,
             name,

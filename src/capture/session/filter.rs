@@ -9,9 +9,10 @@ use super::SessionConfig;
 use super::procfs::threads;
 use crate::capture::tracefs::{Tracefs, read_once};
 
-/// The filter expression for a new attachment of `system:event`; None for none. It is
-/// the `&&` of: the user's `--filter` (for the trigger events of a flight recording,
-/// `--trigger-filter` instead), then `common_pid == PID` for `--pid` (the thread id, as
+/// The filter expression for a new attachment of `system:event` (of `format`); None for
+/// none. It is the `&&` of: the user's `--filter` (for the trigger events of a flight
+/// recording, `--trigger-filter` instead), the `--where` terms pushed down for it
+/// ([`crate::capture::pushdown`]), then `common_pid == PID` for `--pid` (the thread id, as
 /// the kernel's `common_pid` is), else (unless `include_self`) `common_pid != TID` for each
 /// of uevrec's threads at attach time. Threads started later are caught by a second check
 /// in the stager: samples whose process id is uevrec's are not staged. Without
@@ -22,11 +23,20 @@ pub(super) fn expression(
     config: &SessionConfig,
     system: &str,
     event: &str,
+    format: &uevrec_parsers::EventFormat,
     thread_terms: bool,
 ) -> Option<String> {
     let mut terms = Vec::new();
     if let Some(f) = user_expression(config, system, event) {
         terms.push(format!("({f})"));
+    }
+    if !trigger {
+        terms.extend(
+            config
+                .pushed
+                .iter()
+                .filter_map(|t| t.for_event(system, event, format)),
+        );
     }
     if thread_terms {
         match ThreadFilter::of(config) {
@@ -139,6 +149,12 @@ pub(super) fn complaint_fallback(tracefs: &Tracefs, system: &str, event: &str) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use uevrec_parsers::EventFormat;
+
+    /// A format for the tests that push no `--where` terms (any will do).
+    fn any_format() -> EventFormat {
+        uevrec_parsers::eventheader::tracepoint_format("p_L1K1", 1)
+    }
 
     #[test]
     fn filter_terms() {
@@ -148,20 +164,20 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            expression(&config, "s", "e", true).as_deref(),
+            expression(&config, "s", "e", &any_format(), true).as_deref(),
             Some("(id == 110) && common_pid == 99999999")
         );
         assert_eq!(
-            expression(&config, "s", "e", false).as_deref(),
+            expression(&config, "s", "e", &any_format(), false).as_deref(),
             Some("(id == 110)")
         );
         // A process id covers every thread of that process (this test runs in a thread).
         config.pid = Some(std::process::id() as i32);
-        let f = expression(&config, "s", "e", true).unwrap();
+        let f = expression(&config, "s", "e", &any_format(), true).unwrap();
         assert!(f.starts_with("(id == 110) && (common_pid == "), "{f}");
         assert!(f.contains(" || "), "{f}");
         config.pid = None;
-        let f = expression(&config, "s", "e", true).unwrap();
+        let f = expression(&config, "s", "e", &any_format(), true).unwrap();
         assert!(f.starts_with("(id == 110) && common_pid != "), "{f}");
         assert!(
             f.contains(&format!("common_pid != {}", std::process::id())),
@@ -169,11 +185,11 @@ mod tests {
         );
         config.include_self = true;
         assert_eq!(
-            expression(&config, "s", "e", true).as_deref(),
+            expression(&config, "s", "e", &any_format(), true).as_deref(),
             Some("(id == 110)")
         );
         config.filter = None;
-        assert_eq!(expression(&config, "s", "e", true), None);
+        assert_eq!(expression(&config, "s", "e", &any_format(), true), None);
     }
 
     #[test]
@@ -185,7 +201,7 @@ mod tests {
             include_self: true,
             ..Default::default()
         };
-        let f = |s, e| expression(&config, s, e, true);
+        let f = |s, e| expression(&config, s, e, &any_format(), true);
         assert_eq!(
             f("sched", "sched_process_exec").as_deref(),
             Some("(pid == 7)")
@@ -199,7 +215,7 @@ mod tests {
             ..config
         };
         assert_eq!(
-            expression(&config, "sched", "sched_process_exec", true),
+            expression(&config, "sched", "sched_process_exec", &any_format(), true),
             None
         );
     }

@@ -62,6 +62,9 @@ pub struct SessionConfig {
     pub buffer_pages: RingPages,
     /// A kernel (ftrace) filter expression applied to every event.
     pub filter: Option<String>,
+    /// `--where` terms the kernel can judge, added to the filter of each event whose
+    /// format has their field ([`crate::capture::pushdown`]).
+    pub pushed: Vec<crate::capture::pushdown::PushedTerm>,
     /// Record only this thread id (`common_pid == PID`).
     pub pid: Option<i32>,
     /// Also record uevrec's own threads (default: never).
@@ -119,6 +122,7 @@ impl Default for SessionConfig {
             backend: BackendKind::Perf,
             buffer_pages: RingPages::DEFAULT,
             filter: None,
+            pushed: Vec::new(),
             pid: None,
             include_self: false,
             rescan_interval: Duration::from_secs(1),

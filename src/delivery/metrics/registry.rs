@@ -101,6 +101,12 @@ struct PodSeries {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NotKeptLabels {
+    tracepoint: String,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CpuLabels {
     cpu: u32,
 }
@@ -152,6 +158,7 @@ pub struct Metrics {
     exported: Family<ExportedLabels, Counter>,
     dropped: Family<DroppedLabels, Counter>,
     spooled: Family<TracepointLabels, Gauge>,
+    not_kept: Family<NotKeptLabels, Counter>,
     spool_bytes: UGauge,
     spool_capacity_bytes: UGauge,
     spool_batches: UGauge,
@@ -200,6 +207,7 @@ impl Metrics {
             exported: Family::default(),
             dropped: Family::default(),
             spooled: Family::default(),
+            not_kept: Family::default(),
             spool_bytes: UGauge::default(),
             spool_capacity_bytes: UGauge::default(),
             spool_batches: UGauge::default(),
@@ -246,6 +254,12 @@ impl Metrics {
             "uevrec_records_spooled",
             "Records recorded and not yet acknowledged nor dropped, per tracepoint",
             m.spooled.clone(),
+        );
+        r.register(
+            "uevrec_records_not_kept",
+            "Records captured and not handed to the output, per tracepoint and reason \
+             (--where: filtered, filter_error)",
+            m.not_kept.clone(),
         );
         r.register(
             "uevrec_spool_bytes",
@@ -437,6 +451,20 @@ impl Metrics {
     /// `n` records of `tracepoint` dropped for `reason`.
     pub fn records_dropped(&self, tracepoint: &str, reason: DropReason, n: u64) {
         self.tracepoint(tracepoint).dropped(reason, n);
+    }
+
+    /// `total` records of `tracepoint` not kept for `reason` so far (`--where`; the
+    /// counter is raised to it, never lowered).
+    pub fn records_not_kept(&self, tracepoint: &str, reason: &'static str, total: u64) {
+        let labels = NotKeptLabels {
+            tracepoint: tracepoint.to_string(),
+            reason,
+        };
+        let counter = self.not_kept.get_or_create(&labels);
+        let was = counter.get();
+        if total > was {
+            counter.inc_by(total - was);
+        }
     }
 
     /// `n` records of `tracepoint` wait in the spool (or in flight) now.

@@ -53,6 +53,11 @@ pub struct SessionInfo {
     /// The kernel filter expression applied to every event, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filter: Option<String>,
+    /// Which records the lines keep (`--where`, `--sample`, `--rate-limit`: each flag's
+    /// text as given, prefixed with the flag), if any; per tracepoint, the others are
+    /// counted in `{"uevrec":"dropped"}` lines at the end.
+    #[serde(rename = "where", skip_serializing_if = "Vec::is_empty")]
+    pub thinning: Vec<String>,
     /// Only this thread id was recorded, if set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub only_pid: Option<i32>,

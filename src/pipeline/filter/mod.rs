@@ -1,0 +1,461 @@
+//! `--where`: keep a record only when CEL conditions hold over its decoded values, and
+//! count every record not kept by its reason (docs/filtering.md says what and why).
+//!
+//! A condition is compiled once ([`Condition`]); for each event format the formatter
+//! builds a [`FormatFilter`] once (which conditions apply, which fields they read and how
+//! to decode them), and each record is then judged on its decoded values
+//! ([`record_vars`]), before any JSON is written for it.
+//!
+//! `--sample` and `--rate-limit` ([`limits`]) then thin what `--where` kept.
+//!
+//! The common part of CEL is compiled per format into a tree evaluated on the decoded
+//! values (`fast.rs`); the rest runs in CEL's interpreter.
+//!
+//! Layers, lowest first: `counts`, `condition`, `fast`, `limits`, `record_vars`.
+
+pub mod condition;
+pub mod counts;
+mod fast;
+pub mod limits;
+pub mod record_vars;
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use uevrec_parsers::{Endian, EventFormat, FieldPlan, PreparedFormat, RecordStamp};
+
+pub use condition::{Condition, Literal, WhereError};
+pub use counts::{Counted, DropReason, TracepointCounts};
+use limits::RateState;
+pub use limits::{RateRule, SampleRule};
+use record_vars::{EventHeaderVars, FieldReader, Fields, RecordVars};
+
+use crate::capture::pushdown::{PushedTerm, PushedValue};
+use crate::capture::selector::Selector;
+
+/// One `--where` flag: a condition, for every recorded event or for those a selector
+/// names (`SELECTOR=EXPR`).
+#[derive(Debug, Clone)]
+pub struct WhereRule {
+    selector: Option<Selector>,
+    condition: Arc<Condition>,
+}
+
+impl FromStr for WhereRule {
+    type Err = WhereError;
+
+    /// `EXPR`, or `SYSTEM:EVENT=EXPR` when the text before the first `=` is a selector
+    /// (no space, one `:`) and that `=` is not the start of `==`.
+    fn from_str(text: &str) -> Result<Self, WhereError> {
+        if let Some((head, rest)) = text.split_once('=')
+            && !rest.starts_with('=')
+            && !head.is_empty()
+            && !head.contains(char::is_whitespace)
+            && head.matches(':').count() == 1
+            && !head.contains(['!', '<', '>', '(', '"', '\''])
+        {
+            let selector: Selector =
+                head.parse()
+                    .map_err(|e: crate::capture::selector::SelectorError| WhereError {
+                        text: text.to_string(),
+                        message: format!("--where {e}"),
+                        at: (0, head.chars().count()),
+                    })?;
+            let offset = head.chars().count() + 1;
+            let condition = Condition::parse(rest).map_err(|mut e| {
+                e.text = text.to_string();
+                e.at = (e.at.0 + offset, e.at.1 + offset);
+                e
+            })?;
+            return Ok(WhereRule {
+                selector: Some(selector),
+                condition: Arc::new(condition),
+            });
+        }
+        Ok(WhereRule {
+            selector: None,
+            condition: Arc::new(Condition::parse(text)?),
+        })
+    }
+}
+
+impl WhereRule {
+    /// Whether this rule is for `system:event`.
+    fn applies(&self, system: &str, event: &str) -> bool {
+        self.selector
+            .as_ref()
+            .is_none_or(|s| s.matches(system, event))
+    }
+
+    /// The rule's condition.
+    pub fn condition(&self) -> &Condition {
+        &self.condition
+    }
+}
+
+/// The `--where` rules of a recording and what they counted, shared by every formatter
+/// worker and read at the end (and by `/metrics`).
+pub struct Filter {
+    rules: Vec<WhereRule>,
+    samples: Vec<SampleRule>,
+    rates: Vec<RateRule>,
+    /// Tracepoint → its rate limit's buckets (shared by the workers).
+    buckets: Mutex<BTreeMap<String, Arc<RateState>>>,
+    /// CEL's standard functions, built once.
+    env: Arc<cel::Env>,
+    /// Tracepoint (`system:event`) → its counts.
+    counts: Mutex<BTreeMap<String, Arc<TracepointCounts>>>,
+}
+
+impl Filter {
+    /// The filter of `rules`, `samples` and `rates`; `None` without any (every record
+    /// kept, nothing counted).
+    pub fn new(
+        rules: Vec<WhereRule>,
+        samples: Vec<SampleRule>,
+        rates: Vec<RateRule>,
+    ) -> Option<Arc<Filter>> {
+        let any = !(rules.is_empty() && samples.is_empty() && rates.is_empty());
+        any.then(|| {
+            Arc::new(Filter {
+                rules,
+                samples,
+                rates,
+                buckets: Mutex::default(),
+                env: Arc::new(cel::Env::stdlib()),
+                counts: Mutex::default(),
+            })
+        })
+    }
+
+    /// The filter of the format `prepared`, or `None` when no rule applies to it.
+    pub fn for_format(self: &Arc<Self>, prepared: &PreparedFormat) -> Option<FormatFilter> {
+        let (system, event) = (prepared.system(), prepared.event());
+        let rules: Vec<usize> = (0..self.rules.len())
+            .filter(|&i| self.rules[i].applies(system, event))
+            .collect();
+        let sample = self
+            .samples
+            .iter()
+            .find(|s| s.selector.matches(system, event))
+            .cloned();
+        let rate = self
+            .rates
+            .iter()
+            .find(|r| r.selector.matches(system, event));
+        if rules.is_empty() && sample.is_none() && rate.is_none() {
+            return None;
+        }
+        let key = format!("{system}:{event}");
+        let rate = rate.map(|r| {
+            self.buckets
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(key.clone())
+                .or_insert_with(|| Arc::new(RateState::new(r.clone())))
+                .clone()
+        });
+        let eventheader = prepared.eventheader().is_some();
+        let readers = if eventheader {
+            Vec::new()
+        } else {
+            let all = rules.iter().any(|&i| self.rules[i].condition.all_fields());
+            let read = |name: &str| {
+                rules.iter().any(|&i| {
+                    self.rules[i]
+                        .condition
+                        .fields()
+                        .iter()
+                        .any(|(n, _)| n == name)
+                })
+            };
+            prepared
+                .format()
+                .fields
+                .iter()
+                .filter(|f| all || read(&f.name))
+                .map(|f| FieldReader {
+                    name: f.name.as_str().into(),
+                    plan: FieldPlan::of(f),
+                })
+                .collect()
+        };
+        let plans: Vec<(String, FieldPlan)> = if eventheader {
+            Vec::new()
+        } else {
+            prepared
+                .format()
+                .fields
+                .iter()
+                .map(|f| (f.name.clone(), FieldPlan::of(f)))
+                .collect()
+        };
+        let fast = rules
+            .iter()
+            .map(|&i| fast::Fast::compile(self.rules[i].condition.program().expression(), &plans))
+            .collect();
+        let counts = self
+            .counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key)
+            .or_default()
+            .clone();
+        Some(FormatFilter {
+            filter: Arc::clone(self),
+            rules,
+            fast,
+            readers,
+            counts,
+            sample,
+            rate,
+        })
+    }
+
+    /// The flags as given (`--where TEXT`, `--sample TEXT`, `--rate-limit TEXT`), for
+    /// the session line.
+    pub fn describe(&self) -> Vec<String> {
+        let rules = self.rules.iter().map(|r| match &r.selector {
+            Some(s) => format!("--where {s}={}", r.condition.text()),
+            None => format!("--where {}", r.condition.text()),
+        });
+        let samples = self.samples.iter().map(|s| format!("--sample {}", s.text));
+        let rates = self
+            .rates
+            .iter()
+            .map(|r| format!("--rate-limit {}", r.text));
+        rules.chain(samples).chain(rates).collect()
+    }
+
+    /// Every tracepoint's counts so far, by `system:event`.
+    pub fn counted(&self) -> Vec<(String, Counted)> {
+        self.counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(k, c)| (k.clone(), c.get()))
+            .collect()
+    }
+
+    /// The terms of `rules` the kernel can judge ([`crate::capture::pushdown`]): each
+    /// comparison of a field with a constant among a condition's top-level `&&`
+    /// operands (a record failing one is not kept whatever the rest says). Strings with
+    /// a `"`, `\` or a glob character (`*?[`, which the kernel's `==` would match as a
+    /// pattern) stay with uevrec.
+    pub fn pushed_terms(rules: &[WhereRule]) -> Vec<PushedTerm> {
+        let mut terms = Vec::new();
+        for rule in rules {
+            for (field, op, literal) in rule.condition.field_comparisons() {
+                let value = match literal {
+                    Literal::Int(n) => PushedValue::Int(n),
+                    Literal::Str(s) if !s.contains(['"', '\\', '*', '?', '[']) => {
+                        PushedValue::Str(s)
+                    }
+                    Literal::Str(_) => continue,
+                };
+                terms.push(PushedTerm {
+                    selector: rule.selector.clone(),
+                    field,
+                    op,
+                    value,
+                });
+            }
+        }
+        terms
+    }
+
+    /// Check, before recording, that every `fields.NAME` a rule reads is a field of at
+    /// least one event it applies to among `formats` (`system`, `event`, format): the
+    /// error points at the first that is not. An EventHeader event's fields are in its
+    /// records, not its format: a rule that applies to one is not checked, and neither
+    /// is a rule no event matches yet (user events may register later).
+    pub fn check_fields(
+        rules: &[WhereRule],
+        formats: &[(String, String, EventFormat)],
+    ) -> Result<(), WhereError> {
+        for rule in rules {
+            let matching: Vec<_> = formats
+                .iter()
+                .filter(|(s, e, _)| rule.applies(s, e))
+                .collect();
+            let eventheader = matching
+                .iter()
+                .any(|(_, e, f)| uevrec_parsers::eventheader::detect(f, e).is_some());
+            if matching.is_empty() || eventheader {
+                continue;
+            }
+            for (name, at) in rule.condition.fields() {
+                let known = matching
+                    .iter()
+                    .any(|(_, _, f)| f.fields.iter().any(|x| &x.name == name));
+                if !known {
+                    let mut names: Vec<String> = matching
+                        .iter()
+                        .map(|(s, e, _)| format!("{s}:{e}"))
+                        .collect();
+                    names.truncate(3);
+                    if matching.len() > 3 {
+                        names.push(format!("and {} more", matching.len() - 3));
+                    }
+                    return Err(rule.condition.unknown_field(name, *at, &names.join(", ")));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Filter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // cel::Env has no Debug of its own.
+        f.debug_struct("Filter")
+            .field("rules", &self.rules)
+            .field("counts", &self.counts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The filter of one event format (see [`Filter::for_format`]).
+#[derive(Debug)]
+pub struct FormatFilter {
+    filter: Arc<Filter>,
+    /// The rules that apply (indexes into the filter's rules); all must hold.
+    rules: Vec<usize>,
+    /// Each rule compiled for this format where it can be ([`fast`]).
+    fast: Vec<Option<fast::Fast>>,
+    /// The fields they read (plain events).
+    readers: Vec<FieldReader>,
+    counts: Arc<TracepointCounts>,
+    /// The `--sample` for this tracepoint.
+    sample: Option<SampleRule>,
+    /// The `--rate-limit` buckets of this tracepoint.
+    rate: Option<Arc<RateState>>,
+}
+
+impl FormatFilter {
+    /// Whether the record `raw` (of `prepared`, this filter's format) is kept; counted
+    /// either way.
+    pub fn keep(
+        &self,
+        prepared: &PreparedFormat,
+        stamp: &RecordStamp,
+        raw: &[u8],
+        endian: Endian,
+    ) -> bool {
+        match self.judge(prepared, stamp, raw, endian) {
+            None => {
+                self.counts.kept();
+                true
+            }
+            Some(reason) => {
+                self.counts.dropped(reason);
+                false
+            }
+        }
+    }
+
+    /// `None` when the record is kept, else why not: `--where`, then `--sample`, then
+    /// `--rate-limit` (a record a condition drops takes no token).
+    fn judge(
+        &self,
+        prepared: &PreparedFormat,
+        stamp: &RecordStamp,
+        raw: &[u8],
+        endian: Endian,
+    ) -> Option<DropReason> {
+        if !self.rules.is_empty()
+            && let Some(reason) = self.condition(prepared, stamp, raw, endian)
+        {
+            return Some(reason);
+        }
+        if let Some(s) = &self.sample
+            && !s.keeps(stamp, raw)
+        {
+            return Some(DropReason::Sampled);
+        }
+        if let Some(r) = &self.rate
+            && !r.admits(stamp)
+        {
+            return Some(DropReason::Throttled);
+        }
+        None
+    }
+
+    /// `None` when every `--where` condition holds, else why the record is not kept.
+    fn condition(
+        &self,
+        prepared: &PreparedFormat,
+        stamp: &RecordStamp,
+        raw: &[u8],
+        endian: Endian,
+    ) -> Option<DropReason> {
+        let record = fast::Record {
+            system: prepared.system(),
+            event: prepared.event(),
+            stamp,
+            raw,
+            endian,
+        };
+        if self.fast.iter().all(Option::is_some) {
+            for f in self.fast.iter().flatten() {
+                match f.holds(&record) {
+                    Ok(true) => {}
+                    Ok(false) => return Some(DropReason::Filtered),
+                    Err(()) => return Some(DropReason::FilterError),
+                }
+            }
+            return None;
+        }
+        let vars = RecordVars {
+            system: prepared.system(),
+            event: prepared.event(),
+            stamp,
+            fields: Fields {
+                readers: &self.readers,
+                raw,
+                endian,
+            },
+            eventheader: prepared.eventheader().map(|tp| eventheader_vars(tp, raw)),
+        };
+        let mut context = cel::Context::with_env(Arc::clone(&self.filter.env));
+        context.set_variable_resolver(&vars);
+        for &i in &self.rules {
+            let program = self.filter.rules[i].condition.program();
+            match program.execute(&context) {
+                Ok(cel::Value::Bool(true)) => {}
+                Ok(cel::Value::Bool(false)) => return Some(DropReason::Filtered),
+                Ok(_) | Err(_) => return Some(DropReason::FilterError),
+            }
+        }
+        None
+    }
+}
+
+/// The EventHeader variables of record `raw` of an event named `tp`: the header's level
+/// and opcode (the name's level when the header cannot be read) and the metadata's event
+/// name (without its `;attr=value` suffixes).
+fn eventheader_vars<'a>(
+    tp: uevrec_parsers::eventheader::TracepointName<'a>,
+    raw: &'a [u8],
+) -> EventHeaderVars<'a> {
+    let parts = raw
+        .get(8..)
+        .and_then(|data| uevrec_parsers::eventheader::parse_event(data).ok());
+    let name = parts.and_then(|p| p.metadata).map(|m| {
+        let end = m.iter().position(|&b| b == 0).unwrap_or(m.len());
+        let name = &m[..end];
+        let cut = name.iter().position(|&b| b == b';').unwrap_or(name.len());
+        &name[..cut]
+    });
+    EventHeaderVars {
+        provider: tp.provider,
+        name,
+        level: parts.map_or(tp.level, |p| p.header.level),
+        keyword: tp.keyword,
+        opcode: parts.map_or(0, |p| p.header.opcode),
+    }
+}
+
+#[cfg(test)]
+mod tests;

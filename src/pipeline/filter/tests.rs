@@ -1,0 +1,358 @@
+use super::*;
+use proptest::prelude::*;
+use record_vars::{FieldReader, Fields, RecordVars};
+use uevrec_parsers::parse_format;
+
+/// raw_syscalls:sys_enter's format (its fields as Linux 6.18 describes them).
+fn sys_enter_format() -> uevrec_parsers::EventFormat {
+    let text = uevrec_samples::register::format_file_text(
+        "sys_enter",
+        443,
+        &[
+            ("long id", 8, 8, true),
+            ("unsigned long args[6]", 16, 48, false),
+        ],
+        "\"NR %ld\", REC->id",
+    );
+    parse_format(&text).unwrap()
+}
+
+fn sys_enter() -> PreparedFormat {
+    PreparedFormat::new(&sys_enter_format(), "raw_syscalls", "sys_enter", None)
+}
+
+/// A sys_enter record of syscall `id` with `args`.
+fn record(id: i64, args: [u64; 6]) -> Vec<u8> {
+    let mut raw = vec![0u8; 8];
+    raw.extend_from_slice(&id.to_le_bytes());
+    for a in args {
+        raw.extend_from_slice(&a.to_le_bytes());
+    }
+    raw
+}
+
+fn filter(rules: &[&str]) -> Arc<Filter> {
+    Filter::new(
+        rules.iter().map(|r| r.parse().unwrap()).collect(),
+        vec![],
+        vec![],
+    )
+    .unwrap()
+}
+
+fn stamp(pid: u32) -> RecordStamp {
+    RecordStamp {
+        time_unix_ns: Some(1),
+        cpu: 1,
+        pid,
+        tid: pid,
+    }
+}
+
+#[test]
+fn keeps_the_records_whose_decoded_argument_holds_and_counts_the_rest() {
+    let f = filter(&["fields.args[1] % 3 == 0 && fields.args[0] == 424242"]);
+    let prepared = sys_enter();
+    let ff = f.for_format(&prepared).unwrap();
+    let mut kept = Vec::new();
+    for seq in 1..=300u64 {
+        let raw = record(110, [424242, seq, 0, 0, 0, 0]);
+        if ff.keep(&prepared, &stamp(7), &raw, Endian::Little) {
+            kept.push(seq);
+        }
+    }
+    assert_eq!(kept, (1..=100).map(|k| 3 * k).collect::<Vec<u64>>());
+    let counted = f.counted();
+    assert_eq!(counted.len(), 1);
+    assert_eq!(counted[0].0, "raw_syscalls:sys_enter");
+    assert_eq!(
+        counted[0].1,
+        Counted {
+            kept: 100,
+            filtered: 200,
+            ..Counted::default()
+        }
+    );
+}
+
+#[test]
+fn reads_the_record_variables() {
+    let f = filter(&[
+        "system == 'raw_syscalls' && event == 'sys_enter' && pid == 7 && tid == 7 && cpu == 1 && fields.id == 110",
+    ]);
+    let prepared = sys_enter();
+    let ff = f.for_format(&prepared).unwrap();
+    let raw = record(110, [0; 6]);
+    assert!(ff.keep(&prepared, &stamp(7), &raw, Endian::Little));
+    assert!(!ff.keep(&prepared, &stamp(8), &raw, Endian::Little));
+}
+
+#[test]
+fn a_field_missing_from_a_record_is_not_kept_and_counted_as_such() {
+    let f = filter(&["fields.args[1] == 5"]);
+    let prepared = sys_enter();
+    let ff = f.for_format(&prepared).unwrap();
+    // Cut short: args does not decode.
+    let raw = record(110, [0, 5, 0, 0, 0, 0]);
+    assert!(!ff.keep(&prepared, &stamp(1), &raw[..20], Endian::Little));
+    assert!(ff.keep(&prepared, &stamp(1), &raw, Endian::Little));
+    let c = f.counted()[0].1;
+    assert_eq!((c.kept, c.filtered, c.filter_error), (1, 0, 1));
+}
+
+#[test]
+fn has_tells_whether_a_field_is_there() {
+    let f = filter(&["has(fields.id) && !has(fields.nope)"]);
+    let prepared = sys_enter();
+    let ff = f.for_format(&prepared).unwrap();
+    assert!(ff.keep(&prepared, &stamp(1), &record(1, [0; 6]), Endian::Little));
+}
+
+#[test]
+fn a_rule_for_a_selector_applies_to_its_events_only() {
+    let f = filter(&["sched:*=pid == 1"]);
+    assert!(f.for_format(&sys_enter()).is_none());
+    let f = filter(&["raw_syscalls:sys_*=pid == 1", "fields.id == 3"]);
+    let prepared = sys_enter();
+    let ff = f.for_format(&prepared).unwrap();
+    assert!(ff.keep(&prepared, &stamp(1), &record(3, [0; 6]), Endian::Little));
+    assert!(!ff.keep(&prepared, &stamp(1), &record(4, [0; 6]), Endian::Little));
+    assert!(!ff.keep(&prepared, &stamp(2), &record(3, [0; 6]), Endian::Little));
+}
+
+#[test]
+fn an_expression_with_equals_is_not_a_selector() {
+    let r: WhereRule = "pid == 3".parse().unwrap();
+    assert!(r.selector.is_none());
+    let r: WhereRule = "user_events:*=level <= 2".parse().unwrap();
+    assert_eq!(r.selector.unwrap().to_string(), "user_events:*");
+    assert_eq!(r.condition.text(), "level <= 2");
+}
+
+#[test]
+fn an_error_after_a_selector_points_into_the_whole_text() {
+    let e = "raw_syscalls:*=fields.id =="
+        .parse::<WhereRule>()
+        .unwrap_err();
+    let shown = e.to_string();
+    let lines: Vec<_> = shown.lines().collect();
+    assert_eq!(lines[1], "  raw_syscalls:*=fields.id ==", "{shown}");
+    assert!(lines[2].find('^').unwrap() >= 2 + 15, "{shown}");
+}
+
+#[test]
+fn a_field_no_matching_format_has_is_refused_at_start() {
+    let format = sys_enter_format();
+    let formats = vec![("raw_syscalls".to_string(), "sys_enter".to_string(), format)];
+    let ok: WhereRule = "fields.args[0] == 1".parse().unwrap();
+    Filter::check_fields(&[ok], &formats).unwrap();
+    let bad: WhereRule = "fields.id == 1 && fields.argz[0] == 1".parse().unwrap();
+    let e = Filter::check_fields(&[bad], &formats).unwrap_err();
+    assert!(e.message.contains("fields.argz"), "{e}");
+    assert!(e.message.contains("raw_syscalls:sys_enter"), "{e}");
+    assert_eq!(e.at.0, 18, "{e}");
+    // A rule for other events is not checked against these.
+    let other: WhereRule = "sched:*=fields.prev_pid == 1".parse().unwrap();
+    Filter::check_fields(&[other], &formats).unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// Any text is a rule or an error, never a panic; an error's caret is inside or
+    /// just past the text.
+    #[test]
+    fn any_text_is_a_rule_or_an_error(text in "\\PC{0,40}") {
+        if let Err(e) = text.parse::<WhereRule>() {
+            prop_assert!(e.at.0 <= text.chars().count() + 1, "{e}");
+            let _ = e.to_string();
+        }
+    }
+
+    /// Text made of CEL's own tokens (more often near-valid): the same.
+    #[test]
+    fn cel_like_text_is_a_rule_or_an_error(
+        parts in proptest::collection::vec(
+            prop::sample::select(vec![
+                "fields", ".", "args", "[", "]", "0", "1u", "%", "==", "!=", "&&", "||", "!",
+                "(", ")", "pid", "'a'", "\"b\"", "has", "size", ",", "?", ":", "=", "x",
+                "raw_syscalls:*", "in", "[1,2]", "{", "}", "-", "1.5", "b'\\x00'", "\\",
+            ]),
+            0..16,
+        )
+    ) {
+        let text = parts.concat();
+        if let Ok(rule) = text.parse::<WhereRule>() {
+            // A rule that parsed evaluates without a panic.
+            let f = Filter::new(vec![rule], vec![], vec![]).unwrap();
+            let prepared = sys_enter();
+            if let Some(ff) = f.for_format(&prepared) {
+                let _ = ff.keep(&prepared, &stamp(1), &record(1, [1; 6]), Endian::Little);
+            }
+        }
+    }
+}
+
+/// CEL's interpreter on `text` over the sys_enter record `raw`: Ok(kept) or Err (error).
+fn cel_answer(
+    text: &str,
+    prepared: &PreparedFormat,
+    raw: &[u8],
+    stamp: &RecordStamp,
+) -> Result<bool, ()> {
+    let condition = Condition::parse(text).map_err(|_| ())?;
+    let readers: Vec<FieldReader> = prepared
+        .format()
+        .fields
+        .iter()
+        .map(|f| FieldReader {
+            name: f.name.as_str().into(),
+            plan: FieldPlan::of(f),
+        })
+        .collect();
+    let vars = RecordVars {
+        system: prepared.system(),
+        event: prepared.event(),
+        stamp,
+        fields: Fields {
+            readers: &readers,
+            raw,
+            endian: Endian::Little,
+        },
+        eventheader: None,
+    };
+    let mut context = cel::Context::with_env(Arc::new(cel::Env::stdlib()));
+    context.set_variable_resolver(&vars);
+    match condition.program().execute(&context) {
+        Ok(cel::Value::Bool(b)) => Ok(b),
+        _ => Err(()),
+    }
+}
+
+/// The compiled tree on `text`: None when it does not compile it.
+fn fast_answer(
+    text: &str,
+    prepared: &PreparedFormat,
+    raw: &[u8],
+    stamp: &RecordStamp,
+) -> Option<Result<bool, ()>> {
+    let condition = Condition::parse(text).ok()?;
+    let plans: Vec<(String, FieldPlan)> = prepared
+        .format()
+        .fields
+        .iter()
+        .map(|f| (f.name.clone(), FieldPlan::of(f)))
+        .collect();
+    let fast = fast::Fast::compile(condition.program().expression(), &plans)?;
+    let record = fast::Record {
+        system: prepared.system(),
+        event: prepared.event(),
+        stamp,
+        raw,
+        endian: Endian::Little,
+    };
+    Some(fast.holds(&record))
+}
+
+#[test]
+fn the_benchmarked_conditions_are_compiled() {
+    let prepared = sys_enter();
+    let raw = record(110, [424242, 3, 0, 0, 0, 0]);
+    for text in [
+        "fields.args[1] % 3 == 0",
+        "fields.id == 110 && fields.args[0] == 424242 && pid > 0 && system == 'raw_syscalls' && fields.args[1] % 3 == 0",
+    ] {
+        assert_eq!(
+            fast_answer(text, &prepared, &raw, &stamp(7)),
+            Some(Ok(true)),
+            "{text}"
+        );
+    }
+    // The edges, answered as CEL answers them.
+    let raw = record(-1, [u64::MAX, 3, 0, 0, 0, 0]);
+    for text in [
+        "(9223372036854775807 + 1) == 0",
+        "1 == 'a'",
+        "1 < 'a'",
+        "(fields.nope == 1) || true",
+        "(fields.nope == 1) && false",
+        "fields.args[6] == 0",
+        "fields.args[0] > 5",
+        "fields.args[0] % 2 == 1",
+        "fields.id / 0 == 1",
+        "fields.id < 0 && system + event == 'raw_syscallssys_enter'",
+    ] {
+        let fast = fast_answer(text, &prepared, &raw, &stamp(7));
+        assert!(fast.is_some(), "{text} is not compiled");
+        assert_eq!(
+            fast.unwrap(),
+            cel_answer(text, &prepared, &raw, &stamp(7)),
+            "{text}"
+        );
+    }
+}
+
+/// A CEL expression of the compiled subset, with values that reach its edges (overflow,
+/// division by zero, out-of-range indexes, missing fields, mixed types).
+fn subset_expr() -> impl Strategy<Value = String> {
+    let leaf = prop_oneof![
+        prop::sample::select(vec![
+            "fields.id",
+            "fields.args[0]",
+            "fields.args[1]",
+            "fields.args[5]",
+            "fields.args[6]",
+            "fields.args[-1]",
+            "fields.nope",
+            "pid",
+            "tid",
+            "cpu",
+            "system",
+            "event",
+            "'raw_syscalls'",
+            "'a'",
+            "true",
+            "false",
+            "0",
+            "1",
+            "3",
+            "-1",
+            "9223372036854775807",
+            "-9223372036854775808",
+        ])
+        .prop_map(str::to_string),
+        any::<i32>().prop_map(|n| n.to_string()),
+    ];
+    leaf.prop_recursive(4, 24, 2, |inner| {
+        (
+            inner.clone(),
+            prop::sample::select(vec![
+                "+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=", "&&", "||",
+            ]),
+            inner,
+        )
+            .prop_map(|(a, op, b)| format!("({a} {op} {b})"))
+            .boxed()
+            .prop_union(Just("!true".to_string()).boxed())
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    /// The compiled tree answers as CEL's interpreter does, errors included.
+    #[test]
+    fn the_compiled_tree_answers_as_cel(
+        text in subset_expr(),
+        args in prop::array::uniform6(prop_oneof![Just(0u64), Just(3), Just(u64::MAX), any::<u64>()]),
+        id in prop_oneof![Just(110i64), Just(-1), any::<i64>()],
+        pid in any::<u32>(),
+    ) {
+        let prepared = sys_enter();
+        let raw = record(id, args);
+        let s = stamp(pid);
+        if let Some(fast) = fast_answer(&text, &prepared, &raw, &s) {
+            prop_assert_eq!(fast, cel_answer(&text, &prepared, &raw, &s), "{}", text);
+        }
+    }
+}
