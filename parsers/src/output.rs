@@ -127,7 +127,7 @@ impl OutputWriter {
 impl OutputWriter {
     /// `records` records of `event` (`system:name`) not kept, for `reason`: a
     /// `{"uevrec":"dropped"}` line in JSON lines, a `uevrec.notice` log record
-    /// (`what` = `dropped`) in OTLP.
+    /// (`what` = `dropped`) in OTLP, a notice line in text.
     pub fn write_dropped(
         &mut self,
         out: &mut Vec<u8>,
@@ -139,6 +139,10 @@ impl OutputWriter {
         match self {
             OutputWriter::Json(w) => w.write_dropped(out, time_unix_ns, event, reason, records),
             OutputWriter::Otlp(w) => {
+                let message = format!("{records} records not kept: {reason}");
+                w.write_notice(out, time_unix_ns, "dropped", Some(event), &message);
+            }
+            OutputWriter::Text(w) => {
                 let message = format!("{records} records not kept: {reason}");
                 w.write_notice(out, time_unix_ns, "dropped", Some(event), &message);
             }

@@ -12,6 +12,7 @@ use crate::capture::backend::BackendKind;
 use crate::capture::ftrace::SpoolPlan;
 use crate::capture::selector::default_selectors;
 use crate::capture::session::{SessionConfig, Summary};
+use crate::capture::tracefs::TracefsError;
 use crate::messages;
 use crate::outputs::flight::FlightSummary;
 use crate::outputs::raw::dat::DatOutput;

@@ -30,7 +30,8 @@ pub(super) fn expression(
     if let Some(f) = user_expression(config, system, event) {
         terms.push(format!("({f})"));
     }
-    if !trigger {
+    // A flight recording's trigger events take only `--trigger-filter`.
+    if !config.triggers.iter().any(|t| t.matches(system, event)) {
         terms.extend(
             config
                 .pushed
