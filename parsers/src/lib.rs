@@ -4,7 +4,8 @@
 //! The data path, one private module per step, its API re-exported here:
 //! 1. format files: tracefs `format` text → [`EventFormat`] ([`parse_format`], with the one
 //!    C-type rule [`resolve_decl`]; [`WordSize`] for files of 32-bit machines);
-//! 2. [`perf_sample`]: perf ring-buffer record bytes → sample (ids, time, cpu, raw bytes);
+//! 2. [`perf_sample`]: perf ring-buffer record bytes → sample (ids, time, cpu, raw bytes,
+//!    the [`callchain`] of a stack);
 //! 3. decoding: raw trace-entry bytes + schema → typed [`Value`]s, through one compiled
 //!    [`FieldPlan`] per field (dynamic locations by the one rule, [`resolve_location`]);
 //! 4. JSON lines: [`LineWriter`] writes one line per record ([`PreparedFormat`] once per
@@ -17,7 +18,7 @@
 //! drivers from a whole file to lines are [`to_lines`], above them.
 //!
 //! Layers, lowest first: `bytes`, `schema`, `event_name`, `field_type`, `format_file`, `decode`,
-//! `json`, `context`, `perf_sample`, `eventheader`, `ftrace_page`, `json_line`, `otlp`,
+//! `json`, `context`, `callchain`, `perf_sample`, `eventheader`, `ftrace_page`, `json_line`, `otlp`,
 //! `output`, `perf_data`, `trace_dat`, `to_lines`.
 //! A module imports only from modules before it; `tests/layers.rs` checks every crate
 //! path against this list, and against the lists of the folders that document their own
@@ -40,6 +41,8 @@
 
 #[deny(clippy::arithmetic_side_effects)]
 mod bytes;
+#[deny(clippy::arithmetic_side_effects)]
+pub mod callchain;
 #[deny(clippy::arithmetic_side_effects)]
 pub mod context;
 #[deny(clippy::arithmetic_side_effects)]
