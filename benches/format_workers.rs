@@ -117,6 +117,7 @@ fn format(input: Input, workers: usize) -> u64 {
             session: None,
             context: Some(ContextTracker::new()),
             schema: false,
+            stacks: None,
         };
         run_parallel(stage_rx, chunk_tx, &out_tx, &rec_rx, lines, workers, || {})
             .expect("the writer takes every batch");

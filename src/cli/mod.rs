@@ -19,6 +19,7 @@ pub mod output;
 mod record;
 pub mod recover;
 pub mod register;
+pub mod stacks;
 pub mod top;
 pub mod values;
 
@@ -144,6 +145,9 @@ pub struct SessionArgs {
     /// How often to look for new events matching the selectors.
     #[arg(long, value_name = "DUR", default_value = "1s", value_parser = values::parse_positive_duration)]
     pub rescan_interval: Duration,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub stacks: stacks::StackArgs,
 }
 
 impl SessionArgs {
@@ -160,6 +164,8 @@ impl SessionArgs {
             pid: self.pid,
             include_self: self.include_self,
             rescan_interval: self.rescan_interval,
+            stacks: self.stacks.request(),
+            symbolize: !self.stacks.no_symbolize,
             ..Default::default()
         })
     }

@@ -54,6 +54,16 @@ fn with_registered<A>(
 
 fn record_run(args: RecordArgs) -> i32 {
     crate::system::durable::set_policy(args.fsync);
+    if let Some(why) = super::stacks::unsupported_output(
+        &args.rec.session.stacks,
+        args.rec.format == super::output::Format::Otlp,
+        args.raw.is_some(),
+        args.flight.flight.is_some(),
+        args.export.enabled(),
+    ) {
+        messages::error(&why);
+        return EXIT_ERROR;
+    }
     if args.export.enabled() {
         return export(&args);
     }
@@ -312,6 +322,16 @@ pub fn tail(args: TailArgs) -> i32 {
 }
 
 fn tail_run(args: TailArgs) -> i32 {
+    if let Some(why) = super::stacks::unsupported_output(
+        &args.rec.session.stacks,
+        args.rec.format == super::output::Format::Otlp,
+        false,
+        false,
+        false,
+    ) {
+        messages::error(&why);
+        return EXIT_ERROR;
+    }
     let config = match config(&args.rec, false) {
         Ok(c) => c,
         Err(e) => {

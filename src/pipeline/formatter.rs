@@ -19,6 +19,7 @@ use uevrec_parsers::{
 };
 
 use crate::pipeline::describe::Described;
+use crate::pipeline::stacks::{StackOptions, StackWriter};
 
 use crate::capture::staging::{Closed, Staged, StagedChunk, StagedEntry};
 use crate::pipeline::{
@@ -34,6 +35,8 @@ struct Core {
     context: Option<ContextTracker>,
     /// Schema lines on: EventHeader metadata blocks are announced.
     schema: bool,
+    /// Call stacks (`-g`), when records carry them.
+    stacks: Option<StackWriter>,
 }
 
 impl Core {
@@ -47,6 +50,7 @@ impl Core {
             writer,
             context,
             schema: false,
+            stacks: None,
         }
     }
 
@@ -68,6 +72,17 @@ impl Core {
                 } = entry
                 {
                     c.apply(time_unix_ns, update);
+                }
+            }
+        }
+        if let Some(s) = &mut self.stacks {
+            for entry in chunk.entries() {
+                if let StagedEntry::Context {
+                    time_unix_ns,
+                    update,
+                } = entry
+                {
+                    s.apply(time_unix_ns, &update);
                 }
             }
         }
@@ -100,6 +115,9 @@ impl Core {
                 time_unix_ns,
                 update,
             } => {
+                if let Some(s) = &mut self.stacks {
+                    s.apply(time_unix_ns, &update);
+                }
                 if let Some(c) = &mut self.context {
                     c.apply(time_unix_ns, update);
                 }
@@ -115,6 +133,7 @@ impl Core {
                 stamp,
                 cgroup,
                 raw,
+                stack,
             } => {
                 match self.formats.get(slot as usize).and_then(Option::as_ref) {
                     Some(prepared) => {
@@ -123,6 +142,9 @@ impl Core {
                             self.writer.set_context(c, &stamp, cgroup);
                         }
                         self.writer.write_prepared(out, &stamp, prepared, raw);
+                        if let (Some(s), Some(stack)) = (&mut self.stacks, stack) {
+                            add_stack(out, start, s, &stamp, stack);
+                        }
                         if self.schema {
                             let end = out.len();
                             let t = stamp.time_unix_ns;
@@ -149,6 +171,24 @@ impl Core {
         }
         0
     }
+}
+
+/// Put the `"stack"` key of a record into its JSON line (`out[start..]`, ending `}\n`);
+/// a line of any other shape (OTLP, which the CLI does not pair with stacks) is left as
+/// it is.
+fn add_stack(
+    out: &mut Vec<u8>,
+    start: usize,
+    stacks: &mut StackWriter,
+    stamp: &uevrec_parsers::RecordStamp,
+    stack: uevrec_parsers::callchain::Callchain<'_>,
+) {
+    if out.len() < start + 2 || !out.ends_with(b"}\n") {
+        return;
+    }
+    out.truncate(out.len() - 2);
+    stacks.write(out, stamp, stack);
+    out.extend_from_slice(b"}\n");
 }
 
 /// The EventHeader metadata blocks announced so far in the whole output, by a hash of
@@ -295,6 +335,8 @@ pub struct FormatterOptions<'a> {
     pub session: Option<&'a SessionInfo>,
     /// Who is who (`None`: `--no-context`).
     pub context: Option<ContextTracker>,
+    /// Call stacks on the lines of records that carry them (`None`: none asked for).
+    pub stacks: Option<StackOptions>,
     /// Schema lines where the staged entries place them ([`StagedEntry::Schema`], the
     /// decoders of files) and for EventHeader metadata blocks, without a session line
     /// (with `session` they are on whatever this says).
@@ -338,9 +380,11 @@ fn run_in(
         session,
         context,
         schema,
+        stacks,
     } = lines;
     let mut core = Core::new(format, opts, context);
     core.schema = schema || session.is_some();
+    core.stacks = stacks.map(StackWriter::new);
     let mut f = Formatter {
         input,
         out,
@@ -448,6 +492,7 @@ pub fn run_parallel_in(
         session,
         context,
         schema,
+        stacks,
     } = lines;
     let (parts_tx, parts_rx) = crossbeam_channel::bounded::<Part>(workers * PARTS_IN_FLIGHT);
     thread::scope(|scope| {
@@ -462,6 +507,7 @@ pub fn run_parallel_in(
             let (work_tx, work_rx) = crossbeam_channel::bounded::<Work>(WORK_QUEUE);
             let mut core = Core::new(format, opts, context.clone());
             core.schema = schema || session.is_some();
+            core.stacks = stacks.map(StackWriter::new);
             let worker = Worker {
                 id,
                 input,
@@ -905,6 +951,7 @@ mod tests {
                 session,
                 context: Some(ContextTracker::new()),
                 schema: false,
+                stacks: None,
             };
             let mut called = false;
             run_parallel(stage_rx, chunk_tx, &out_tx, &rec_rx, lines, workers, || {

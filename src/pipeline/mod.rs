@@ -6,13 +6,14 @@
 //! the rings fill and the kernel counts lost records, which become `{"uevrec":"lost"}`
 //! lines; nothing is dropped silently. The threads and channels: docs/architecture.md.
 //!
-//! Layers, lowest first: `pool`, `batch`, `reorder`, `describe`, `formatter`.
+//! Layers, lowest first: `pool`, `batch`, `reorder`, `describe`, `stacks`, `formatter`.
 
 pub mod batch;
 pub mod describe;
 pub mod formatter;
 pub mod pool;
 pub mod reorder;
+pub mod stacks;
 
 pub use batch::{Announcement, Batch, Part};
 pub use pool::{

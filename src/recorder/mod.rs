@@ -276,6 +276,9 @@ fn stage(
         endian: uevrec_parsers::Endian::Little,
     };
     let context = config.context;
+    let stacks = config.stacks.map(|_| crate::pipeline::stacks::StackOptions {
+        symbolize: config.symbolize,
+    });
     let downstream_gone = AtomicBool::new(false);
     let session_info = config
         .schema
@@ -337,6 +340,7 @@ fn stage(
                     session: info,
                     context: context.then(ContextTracker::new),
                     schema: false,
+                    stacks,
                 };
                 let started = move || {
                     let _ = ready_tx.send(());

@@ -53,8 +53,14 @@ fn arrival<'a>(layout: &SampleFormat, marker: Option<u64>, bytes: &'a [u8]) -> A
             tid: s.tid,
             cgroup: s.cgroup,
             raw: s.raw.unwrap_or(&[]),
+            callchain: s.callchain,
         },
-        Ok(rec @ (Record::Comm { .. } | Record::Task { .. } | Record::Cgroup { .. })) => {
+        Ok(
+            rec @ (Record::Comm { .. }
+            | Record::Task { .. }
+            | Record::Cgroup { .. }
+            | Record::Mmap { .. }),
+        ) => {
             match rec.context_update() {
                 Some((time, update)) => Arrival::Context { time, update },
                 None => Arrival::Other,
@@ -158,6 +164,7 @@ impl Backend for PerfBackend {
                         Record::Comm { sample_id, .. }
                         | Record::Task { sample_id, .. }
                         | Record::Cgroup { sample_id, .. }
+                        | Record::Mmap { sample_id, .. }
                         | Record::Lost { sample_id, .. }
                         | Record::LostSamples { sample_id, .. },
                     ) => sample_id.time.unwrap_or(0),
@@ -282,6 +289,7 @@ fn tracked_time(layout: &SampleFormat, rec: &[u8]) -> u64 {
             Record::Comm { sample_id, .. }
             | Record::Task { sample_id, .. }
             | Record::Cgroup { sample_id, .. }
+            | Record::Mmap { sample_id, .. }
             | Record::Lost { sample_id, .. }
             | Record::LostSamples { sample_id, .. },
         ) => sample_id.time.unwrap_or(0),

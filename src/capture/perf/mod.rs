@@ -148,7 +148,7 @@ impl Rings {
             epoll
                 .add(owner.as_fd(), i as u64)
                 .map_err(step("epoll_ctl", cpu))?;
-            let tracker = if tracking == Tracking::NONE {
+            let tracker = if !tracking.side_band() {
                 None
             } else {
                 let bytes = TRACKER_PAGES * ring::page_size();

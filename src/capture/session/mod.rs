@@ -88,6 +88,10 @@ pub struct SessionConfig {
     /// With `context`: the kubelet's log directories that name pods and containers
     /// (`--k8s-pod-logs`, `--k8s-container-logs`; [`crate::capture::kubernetes`]).
     pub pod_logs: crate::capture::kubernetes::PodLogDirs,
+    /// Call stacks with every record (`-g`; perf backend), or none.
+    pub stacks: Option<crate::capture::stacks::StackRequest>,
+    /// Name the stacks' frames (off: `--no-symbolize`, addresses with module and offset).
+    pub symbolize: bool,
 }
 
 /// The default of `--drain-threads`: a quarter of the online CPUs, at least 1 (each
@@ -117,6 +121,8 @@ impl Default for SessionConfig {
             spool: None,
             drain_threads: 1,
             pod_logs: crate::capture::kubernetes::PodLogDirs::default(),
+            stacks: None,
+            symbolize: true,
         }
     }
 }

@@ -200,6 +200,7 @@ pub(crate) fn par_lines(
         session: None,
         context: context.filter(|_| opts.context),
         schema: opts.schema,
+        stacks: None,
     }
 }
 

@@ -203,6 +203,7 @@ pub fn format_snapshot(
         session: opts.session.as_ref(),
         context,
         schema: false,
+        stacks: None,
     };
     format(
         lines,

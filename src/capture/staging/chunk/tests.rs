@@ -55,7 +55,8 @@ fn entries_come_back_in_order() {
                 slot: 0,
                 stamp: stamp(Some(5), 1),
                 cgroup: None,
-                raw: b"abc"
+                raw: b"abc",
+                stack: None,
             },
             StagedEntry::Notice {
                 time_unix_ns: Some(6),
@@ -67,7 +68,8 @@ fn entries_come_back_in_order() {
                 slot: 3,
                 stamp: stamp(None, 0),
                 cgroup: None,
-                raw: b""
+                raw: b"",
+                stack: None,
             },
             StagedEntry::Lost {
                 time_unix_ns: None,
@@ -84,7 +86,8 @@ fn entries_come_back_in_order() {
                 slot: 9,
                 stamp: stamp(Some(u64::MAX), 2),
                 cgroup: None,
-                raw: &[0xff; 70]
+                raw: &[0xff; 70],
+                stack: None,
             },
             StagedEntry::Context {
                 time_unix_ns: Some(7),
@@ -97,7 +100,8 @@ fn entries_come_back_in_order() {
                 slot: 1,
                 stamp: stamp(Some(8), 1),
                 cgroup: Some(1 << 33),
-                raw: b"xy"
+                raw: b"xy",
+                stack: None,
             },
             StagedEntry::Context {
                 time_unix_ns: None,
@@ -201,6 +205,7 @@ fn a_record_staged_by_where_it_lies_is_read_from_the_input() {
         stamp: stamp(Some(7), 3),
         cgroup,
         raw,
+        stack: None,
     };
     assert_eq!(got[0], record(2, None, &b"TRACE-ENTRY"[..]));
     assert_eq!(got[1], record(4, Some(99), &b".."[..]));

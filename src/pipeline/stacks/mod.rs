@@ -1,0 +1,176 @@
+//! Call stacks on JSON lines (`-g`): each record's callchain → a `"stack"` array,
+//! innermost frame first, symbolized on the formatter worker that writes the line
+//! (docs/stacks.md says why there and not in a stage of its own).
+//!
+//! [`maps`] keeps what each process mapped (so processes that exited still get names);
+//! [`symbols`] turns a file offset or a kernel address into functions, files and lines,
+//! with bounded caches and a time budget.
+//!
+//! Layers, lowest first: `maps`, `symbols`.
+
+pub mod maps;
+pub mod symbols;
+
+use std::io::Write;
+
+use uevrec_parsers::callchain::{Callchain, FrameContext};
+use uevrec_parsers::{ContextUpdate, RecordStamp};
+
+use maps::ProcessMaps;
+use symbols::Resolved;
+
+/// How stacks are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StackOptions {
+    /// Names for the addresses (off: `--no-symbolize`, each user frame with its module,
+    /// file offset and build id, for symbolizing elsewhere).
+    pub symbolize: bool,
+}
+
+/// The stack writer of one formatter worker.
+#[derive(Debug)]
+pub struct StackWriter {
+    options: StackOptions,
+    maps: ProcessMaps,
+}
+
+impl StackWriter {
+    /// A writer for `options` (each formatter thread makes its own symbolizer,
+    /// [`symbols::with`], at its first stack).
+    pub fn new(options: StackOptions) -> Self {
+        StackWriter {
+            options,
+            maps: ProcessMaps::default(),
+        }
+    }
+
+    /// Take a context change (mappings, execs, forks, exits).
+    pub fn apply(&mut self, time: Option<u64>, update: &ContextUpdate<'_>) {
+        self.maps.apply(time, update);
+    }
+
+    /// Append `,"stack":[…]` for the record of `stamp` to `out`.
+    pub fn write(&mut self, out: &mut Vec<u8>, stamp: &RecordStamp, stack: Callchain<'_>) {
+        out.extend_from_slice(b",\"stack\":[");
+        let mut first = true;
+        let mut user_frames = 0u32;
+        for frame in stack.frames() {
+            let frame = match frame {
+                Ok(f) => f,
+                Err(e) => {
+                    // The frames before stay; the rest of the chain is not guessed at.
+                    sep(out, &mut first);
+                    out.extend_from_slice(b"{\"error\":");
+                    let _ = serde_json::to_writer(&mut *out, &e.to_string());
+                    out.push(b'}');
+                    break;
+                }
+            };
+            sep(out, &mut first);
+            let address = frame.address;
+            let _ = write!(out, "{{\"addr\":\"{address:#x}\"");
+            match frame.context {
+                FrameContext::Kernel => {
+                    out.extend_from_slice(b",\"context\":\"kernel\"");
+                    if self.options.symbolize {
+                        let r = symbols::with(|s| s.kernel(address));
+                        write_resolved(out, &r, 0);
+                    }
+                }
+                FrameContext::User => {
+                    out.extend_from_slice(b",\"context\":\"user\"");
+                    // A return address but for the innermost frame: its call is the
+                    // instruction before (the line of the call, as perf shows it).
+                    let lookup_back = u64::from(user_frames > 0);
+                    user_frames = user_frames.saturating_add(1);
+                    self.user_frame(out, stamp, address, lookup_back);
+                }
+                other => {
+                    let _ = write!(out, ",\"context\":\"{}\"", other.name());
+                }
+            }
+            out.push(b'}');
+        }
+        out.push(b']');
+    }
+
+    /// The keys of a user frame after its address and context.
+    fn user_frame(&mut self, out: &mut Vec<u8>, stamp: &RecordStamp, address: u64, back: u64) {
+        let Some(m) = self.maps.find(stamp.pid, stamp.time_unix_ns, address).cloned() else {
+            out.extend_from_slice(b",\"unsymbolized\":\"no_mapping\"");
+            return;
+        };
+        out.extend_from_slice(b",\"module\":");
+        let _ = serde_json::to_writer(&mut *out, &*m.path);
+        let offset = m.file_offset(address);
+        if !self.options.symbolize {
+            let _ = write!(out, ",\"file_offset\":\"{offset:#x}\"");
+            if !m.build_id.is_empty() {
+                out.extend_from_slice(b",\"build_id\":\"");
+                for b in m.build_id.iter() {
+                    let _ = write!(out, "{b:02x}");
+                }
+                out.push(b'"');
+            }
+            return;
+        }
+        if !m.path.starts_with('/') {
+            // [vdso], //anon (JIT code), [stack] …: no file to read.
+            out.extend_from_slice(b",\"unsymbolized\":\"no_file\"");
+            return;
+        }
+        let r = symbols::with(|s| s.user(&m.path, offset.saturating_sub(back)));
+        write_resolved(out, &r, back);
+    }
+
+}
+
+/// A comma before every frame but the first.
+fn sep(out: &mut Vec<u8>, first: &mut bool) {
+    if !*first {
+        out.push(b',');
+    }
+    *first = false;
+}
+
+/// The names of a frame (`symbol`, `offset`, `file`, `line`, and the inlined calls at
+/// its address as `inlined` entries), or why there are none; `back`: how far before the
+/// address it was looked up (the offset is the address's own).
+fn write_resolved(out: &mut Vec<u8>, r: &Resolved, back: u64) {
+    let Some((outer, inner)) = r.frames.split_last() else {
+        let _ = write!(out, ",\"unsymbolized\":\"{}\"", r.reason.unwrap_or("not_found"));
+        return;
+    };
+    write_names(out, outer, back);
+    if !inner.is_empty() {
+        out.extend_from_slice(b",\"inlined\":[");
+        for (i, f) in inner.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.push(b'{');
+            // write_names starts with a comma: skip it.
+            let at = out.len();
+            write_names(out, f, 0);
+            out.remove(at);
+            out.push(b'}');
+        }
+        out.push(b']');
+    }
+}
+
+/// `,"symbol":…,"offset":…,"file":…,"line":…` of one function.
+fn write_names(out: &mut Vec<u8>, f: &symbols::SourceFrame, back: u64) {
+    out.extend_from_slice(b",\"symbol\":");
+    let _ = serde_json::to_writer(&mut *out, &*f.symbol);
+    if !f.inlined {
+        let _ = write!(out, ",\"offset\":{}", f.offset.saturating_add(back));
+    }
+    if let Some(file) = &f.file {
+        out.extend_from_slice(b",\"file\":");
+        let _ = serde_json::to_writer(&mut *out, &**file);
+    }
+    if let Some(line) = f.line {
+        let _ = write!(out, ",\"line\":{line}");
+    }
+}
