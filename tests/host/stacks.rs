@@ -1,0 +1,246 @@
+//! Call stacks on every record (`record -g`), end to end on the host kernel: a C program
+//! built here with frame pointers and debug information (`main → outer → middle → inner
+//! → syscall(SYS_getppid, MAGIC, SEQ)`, each function kept out of line) is recorded on
+//! `raw_syscalls:sys_enter`; every record of it names middle, outer and main in that
+//! order with their file and line (glibc's `syscall()` keeps no frame pointer, so a
+//! frame-pointer walk skips `inner`: docs/stacks.md), and the kernel's `do_syscall_64`
+//! when `/proc/kallsyms` shows addresses. uevrec is stopped (SIGSTOP) while the program
+//! runs and exits, so every record is symbolized after the process is gone: its names
+//! come from the mappings the kernel reported while it lived (MMAP2), not from /proc.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+use serde_json::Value;
+
+use crate::common::tier::Tier;
+use crate::common::{NR_GETPPID, PATIENCE, bin, complete_lines, wait_for};
+
+/// The traced program; the `/* CALL n */` comments mark the lines of its calls.
+const CHAIN_C: &str = r#"#define _GNU_SOURCE
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+__attribute__((noinline)) long inner(long magic, long seq) {
+    return syscall(SYS_getppid, magic, seq);
+}
+__attribute__((noinline)) long middle(long magic, long seq) {
+    long r = inner(magic, seq); /* CALL middle */
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+__attribute__((noinline)) long outer(long magic, long seq) {
+    long r = middle(magic, seq); /* CALL outer */
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+int main(int argc, char **argv) {
+    long magic = atol(argv[1]), n = atol(argv[2]);
+    for (long seq = 0; seq < n; seq++) {
+        outer(magic, seq); /* CALL main */
+    }
+    return 0;
+}
+"#;
+
+/// The line of `/* CALL function */` in [`CHAIN_C`].
+fn call_line(function: &str) -> u64 {
+    let mark = format!("/* CALL {function} */");
+    CHAIN_C.lines().position(|l| l.contains(&mark)).unwrap() as u64 + 1
+}
+
+/// Build [`CHAIN_C`] in `dir` with gcc (`-O1 -g -fno-omit-frame-pointer`).
+fn build_chain(dir: &Path) -> Result<PathBuf, String> {
+    let src = dir.join("chain.c");
+    std::fs::write(&src, CHAIN_C).unwrap();
+    let exe = dir.join("chain");
+    let status = Command::new("gcc")
+        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .map_err(|e| format!("gcc is needed to build the traced program: {e}"))?;
+    assert!(status.success(), "gcc failed on the test program");
+    Ok(exe)
+}
+
+/// uevrec, interrupted (then waited for) when dropped.
+struct Recorder(Child);
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.0.id() as i32, libc::SIGCONT);
+            libc::kill(self.0.id() as i32, libc::SIGINT);
+        }
+        let _ = crate::common::wait_exit(&mut self.0, PATIENCE);
+    }
+}
+
+/// Whether `/proc/kallsyms` shows addresses (kptr_restrict may hide them as zeros).
+fn kallsyms_readable() -> bool {
+    std::fs::read_to_string("/proc/kallsyms")
+        .ok()
+        .and_then(|t| t.lines().next().map(|l| !l.starts_with("0000000000000000")))
+        .unwrap_or(false)
+}
+
+#[test]
+fn fp_stacks_name_the_chain_after_the_program_exited() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = require!(Tier::Host, build_chain(dir.path()));
+    let out = dir.path().join("out.jsonl");
+    let mut rec = Recorder(
+        Command::new(bin())
+            .args(["record", "--quiet", "-g", "-e", "raw_syscalls:sys_enter"])
+            .arg("--filter")
+            .arg(format!("id == {NR_GETPPID}"))
+            .arg("-o")
+            .arg(&out)
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("uevrec's attached notice", PATIENCE, || {
+        complete_lines(&out).iter().any(|v| v["what"] == "attached")
+    });
+    const MAGIC: u64 = 424_242_038;
+    const N: u64 = 200;
+    // uevrec stopped while the program runs and exits: its records wait in the ring.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(rec.0.id() as i32, libc::SIGSTOP) };
+    let status = Command::new(&exe)
+        .args([MAGIC.to_string(), N.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // SAFETY: as above.
+    unsafe { libc::kill(rec.0.id() as i32, libc::SIGCONT) };
+    let mine = |lines: &[Value]| -> Vec<Value> {
+        lines
+            .iter()
+            .filter(|v| v["fields"]["args"][0] == MAGIC)
+            .cloned()
+            .collect()
+    };
+    wait_for("every record of the program", PATIENCE, || {
+        mine(&complete_lines(&out)).len() as u64 >= N
+    });
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(rec.0.id() as i32, libc::SIGINT) };
+    assert!(crate::common::wait_exit(&mut rec.0, PATIENCE).is_ok_and(|s| s.success()));
+    let lines = complete_lines(&out);
+    let records = mine(&lines);
+    // Accounting: every call recorded once, nothing lost.
+    let lost: u64 = lines
+        .iter()
+        .filter(|v| v["uevrec"] == "lost")
+        .map(|v| v["lost"].as_u64().unwrap())
+        .sum();
+    assert_eq!(lost, 0, "records lost");
+    let mut seqs: Vec<u64> = records
+        .iter()
+        .map(|v| v["fields"]["args"][1].as_u64().unwrap())
+        .collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (0..N).collect::<Vec<_>>(), "each SEQ exactly once");
+
+    let kernel = kallsyms_readable();
+    let file = dir.path().join("chain.c");
+    for r in &records {
+        let stack = r["stack"].as_array().expect("a stack on every record");
+        let user: Vec<&Value> = stack.iter().filter(|f| f["context"] == "user").collect();
+        let names: Vec<&str> = user.iter().filter_map(|f| f["symbol"].as_str()).collect();
+        let at = |name: &str| names.iter().position(|n| *n == name);
+        let (middle, outer, main) = (at("middle"), at("outer"), at("main"));
+        assert!(
+            middle.is_some() && middle < outer && outer < main,
+            "middle, outer, main in order in {names:?}: {r}"
+        );
+        for name in ["middle", "outer", "main"] {
+            let f = user.iter().find(|f| f["symbol"] == name).unwrap();
+            assert_eq!(f["module"], exe.to_str().unwrap(), "{f}");
+            assert_eq!(f["file"], file.to_str().unwrap(), "{f}");
+            assert_eq!(f["line"], call_line(name), "{name}'s call line: {f}");
+            assert!(f["addr"].as_str().unwrap().starts_with("0x"), "{f}");
+        }
+        // Kernel frames first (innermost first), told apart by their context.
+        let first_user = stack.iter().position(|f| f["context"] == "user").unwrap();
+        assert!(stack[..first_user].iter().all(|f| f["context"] == "kernel"));
+        if kernel {
+            assert!(
+                stack.iter().any(|f| f["context"] == "kernel" && f["symbol"] == "do_syscall_64"),
+                "do_syscall_64 among the kernel frames: {r}"
+            );
+        } else {
+            assert!(
+                stack.iter().filter(|f| f["context"] == "kernel").all(|f| f["unsymbolized"] == "kallsyms_hidden"),
+                "kernel frames say why they have no names: {r}"
+            );
+        }
+    }
+}
+
+/// `--no-symbolize`: user frames carry their module and file offset, no names.
+#[test]
+fn no_symbolize_gives_module_and_file_offset() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = require!(Tier::Host, build_chain(dir.path()));
+    let out = dir.path().join("out.jsonl");
+    let _rec = Recorder(
+        Command::new(bin())
+            .args(["record", "--quiet", "-g", "--user-callchains", "--no-symbolize"])
+            .args(["-e", "raw_syscalls:sys_enter", "--filter"])
+            .arg(format!("id == {NR_GETPPID}"))
+            .arg("-o")
+            .arg(&out)
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("uevrec's attached notice", PATIENCE, || {
+        complete_lines(&out).iter().any(|v| v["what"] == "attached")
+    });
+    const MAGIC: u64 = 424_242_039;
+    let status = Command::new(&exe)
+        .args([MAGIC.to_string(), "3".into()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mine = || -> Vec<Value> {
+        complete_lines(&out)
+            .into_iter()
+            .filter(|v| v["fields"]["args"][0] == MAGIC)
+            .collect()
+    };
+    wait_for("the program's records", PATIENCE, || mine().len() >= 3);
+    for r in mine() {
+        let stack = r["stack"].as_array().unwrap();
+        assert!(stack.iter().all(|f| f["context"] == "user"), "user frames only: {r}");
+        assert!(stack.iter().all(|f| f.get("symbol").is_none()), "no names: {r}");
+        let own: Vec<&Value> = stack.iter().filter(|f| f["module"] == exe.to_str().unwrap()).collect();
+        assert!(own.len() >= 3, "middle, outer and main in the program: {r}");
+        for f in own {
+            let offset = f["file_offset"].as_str().unwrap();
+            assert!(offset.starts_with("0x"), "{f}");
+            assert!(f["build_id"].as_str().is_some_and(|b| b.len() == 40), "a GNU build id: {f}");
+        }
+    }
+}
+
+/// `--call-graph dwarf` is refused with the reason, never recorded as something else.
+#[test]
+fn dwarf_is_refused_with_its_reason() {
+    let out = Command::new(bin())
+        .args(["record", "--call-graph", "dwarf", "-e", "raw_syscalls:sys_enter"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not supported yet"), "{err}");
+}
