@@ -8,7 +8,7 @@
 //! output went away (EPIPE; like a shell's status for SIGPIPE), nothing printed;
 //! [`crate::system::signals::FORCED_EXIT_STATUS`] 130 a second SIGINT/SIGTERM cut the shutdown short.
 //!
-//! Layers, lowest first: `values`, `output`, `export`, `register`, `record`, `decode`,
+//! Layers, lowest first: `values`, `stacks`, `output`, `export`, `register`, `record`, `decode`,
 //! `flight`, `list`, `recover`, `top`.
 
 pub mod decode;

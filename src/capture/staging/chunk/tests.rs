@@ -239,3 +239,55 @@ fn a_cut_chunk_ends_the_iteration() {
         );
     }
 }
+
+#[test]
+fn stacked_records_and_mapping_contexts_round_trip() {
+    use uevrec_parsers::callchain::{Callchain, PERF_CONTEXT_USER};
+    let words: Vec<u8> = [PERF_CONTEXT_USER, 0x401000, 0x402000]
+        .iter()
+        .flat_map(|w| w.to_ne_bytes())
+        .collect();
+    let chain = Callchain::new(&words, uevrec_parsers::Endian::NATIVE);
+    let mut chunk = StagedChunk::default();
+    chunk.push_record_stacked(2, &stamp(Some(5), 1), Some(7), Some(chain), b"entry");
+    chunk.push_record_stacked(3, &stamp(Some(6), 1), None, None, b"plain");
+    let mmap = ContextUpdate::Mmap {
+        pid: 9,
+        addr: 1 << 40,
+        len: 0x3000,
+        pgoff: 0x1000,
+        build_id: &[0xab; 20],
+        path: b"/usr/bin/x",
+    };
+    chunk.push_context(Some(8), &mmap);
+    chunk.push_context(Some(9), &ContextUpdate::Exec { pid: 9, comm: b"x" });
+    let got: Vec<_> = chunk.entries().collect();
+    assert_eq!(chunk.records(), 2);
+    assert_eq!(
+        got,
+        vec![
+            StagedEntry::Record {
+                slot: 2,
+                stamp: stamp(Some(5), 1),
+                cgroup: Some(7),
+                raw: b"entry",
+                stack: Some(chain),
+            },
+            StagedEntry::Record {
+                slot: 3,
+                stamp: stamp(Some(6), 1),
+                cgroup: None,
+                raw: b"plain",
+                stack: None,
+            },
+            StagedEntry::Context {
+                time_unix_ns: Some(8),
+                update: mmap,
+            },
+            StagedEntry::Context {
+                time_unix_ns: Some(9),
+                update: ContextUpdate::Exec { pid: 9, comm: b"x" },
+            },
+        ]
+    );
+}
