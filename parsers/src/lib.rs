@@ -84,7 +84,7 @@ pub use field_type::{
 pub use format_file::{FormatError, parse_format, parse_format_for};
 /// The EventHeader part of a JSON line (rendering; [`eventheader`] decodes).
 pub use json_line::eventheader as eventheader_json;
-pub use json_line::own_lines::{ClockInfo, FirstTracepoint, SessionInfo};
+pub use json_line::own_lines::{ClockInfo, FirstTracepoint, SessionInfo, StackInfo};
 pub use json_line::{
     LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp, RecordWriter,
 };

@@ -6,7 +6,7 @@
 //! the rings fill and the kernel counts lost records, which become `{"uevrec":"lost"}`
 //! lines; nothing is dropped silently. The threads and channels: docs/architecture.md.
 //!
-//! Layers, lowest first: `pool`, `batch`, `reorder`, `describe`, `stacks`, `formatter`.
+//! Layers, lowest first: `pool`, `batch`, `reorder`, `stacks`, `describe`, `formatter`.
 
 pub mod batch;
 pub mod describe;
