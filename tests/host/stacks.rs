@@ -88,6 +88,17 @@ fn kallsyms_readable() -> bool {
 
 #[test]
 fn fp_stacks_name_the_chain_after_the_program_exited() {
+    fp_stacks(424_242_038, &[]);
+}
+
+/// Without the context keys the trackers still report the mappings.
+#[test]
+fn fp_stacks_name_the_chain_without_context() {
+    fp_stacks(424_242_040, &["--no-context"]);
+}
+
+/// `magic` tells this test's calls from the other tests' (each records every getppid).
+fn fp_stacks(magic: u64, extra: &[&str]) {
     if !crate::common::raw_syscalls_here() {
         return;
     }
@@ -97,6 +108,7 @@ fn fp_stacks_name_the_chain_after_the_program_exited() {
     let mut rec = Recorder(
         Command::new(bin())
             .args(["record", "--quiet", "-g", "-e", "raw_syscalls:sys_enter"])
+            .args(extra)
             .arg("--filter")
             .arg(format!("id == {NR_GETPPID}"))
             .arg("-o")
@@ -107,13 +119,12 @@ fn fp_stacks_name_the_chain_after_the_program_exited() {
     wait_for("uevrec's attached notice", PATIENCE, || {
         complete_lines(&out).iter().any(|v| v["what"] == "attached")
     });
-    const MAGIC: u64 = 424_242_038;
     const N: u64 = 200;
     // uevrec stopped while the program runs and exits: its records wait in the ring.
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(rec.0.id() as i32, libc::SIGSTOP) };
     let status = Command::new(&exe)
-        .args([MAGIC.to_string(), N.to_string()])
+        .args([magic.to_string(), N.to_string()])
         .status()
         .unwrap();
     assert!(status.success());
@@ -122,7 +133,7 @@ fn fp_stacks_name_the_chain_after_the_program_exited() {
     let mine = |lines: &[Value]| -> Vec<Value> {
         lines
             .iter()
-            .filter(|v| v["fields"]["args"][0] == MAGIC)
+            .filter(|v| v["fields"]["args"][0] == magic)
             .cloned()
             .collect()
     };
@@ -148,6 +159,10 @@ fn fp_stacks_name_the_chain_after_the_program_exited() {
     seqs.sort_unstable();
     assert_eq!(seqs, (0..N).collect::<Vec<_>>(), "each SEQ exactly once");
 
+    // The session line says what the stack key holds.
+    let session = lines.iter().find(|v| v["uevrec"] == "session").unwrap();
+    assert_eq!(session["stacks"]["call_graph"], "fp", "{session}");
+    assert_eq!(session["stacks"]["symbolized"], true, "{session}");
     let kernel = kallsyms_readable();
     let file = dir.path().join("chain.c");
     for r in &records {

@@ -127,6 +127,12 @@ impl Backend for PerfBackend {
         Ok(missing)
     }
 
+    fn track_new_tasks(&mut self) {
+        // Without context the trackers exist only for call stacks (the mappings that name
+        // their frames); a failure leaves frames to say `no_mapping`.
+        let _ = self.rings.start_tracking();
+    }
+
     fn enable(&mut self, event: &EventFds) -> Result<(), BackendError> {
         Ok(event.enable()?)
     }
