@@ -94,7 +94,9 @@ pub struct ChainFrame {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum CallchainError {
     /// A value in the marker range that no kernel writes.
-    #[error("callchain entry {index} is {value:#x}, in the marker range but no known PERF_CONTEXT_* marker")]
+    #[error(
+        "callchain entry {index} is {value:#x}, in the marker range but no known PERF_CONTEXT_* marker"
+    )]
     UnknownMarker {
         /// Place of the entry in the chain.
         index: usize,
@@ -108,7 +110,9 @@ pub enum CallchainError {
         index: usize,
     },
     /// A marker naming a part the kernel writes before one already seen.
-    #[error("callchain entry {index}: the {context} marker comes after the {after} part (the kernel writes them in order)")]
+    #[error(
+        "callchain entry {index}: the {context} marker comes after the {after} part (the kernel writes them in order)"
+    )]
     MarkerOutOfOrder {
         /// Place of the entry in the chain.
         index: usize,
@@ -173,39 +177,41 @@ impl<'a> Callchain<'a> {
     pub fn frames(&self) -> impl Iterator<Item = Result<ChainFrame, CallchainError>> + 'a {
         let mut context: Option<FrameContext> = None;
         let mut failed = false;
-        self.entries().enumerate().filter_map(move |(index, value)| {
-            if failed {
-                return None;
-            }
-            if value >= PERF_CONTEXT_MAX {
-                let Some(next) = FrameContext::of_marker(value) else {
-                    failed = true;
-                    return Some(Err(CallchainError::UnknownMarker { index, value }));
-                };
-                if let Some(before) = context
-                    && next.rank() <= before.rank()
-                {
-                    failed = true;
-                    return Some(Err(CallchainError::MarkerOutOfOrder {
-                        index,
-                        context: next.name(),
-                        after: before.name(),
-                    }));
+        self.entries()
+            .enumerate()
+            .filter_map(move |(index, value)| {
+                if failed {
+                    return None;
                 }
-                context = Some(next);
-                return None;
-            }
-            match context {
-                Some(context) => Some(Ok(ChainFrame {
-                    address: value,
-                    context,
-                })),
-                None => {
-                    failed = true;
-                    Some(Err(CallchainError::NoContext { index }))
+                if value >= PERF_CONTEXT_MAX {
+                    let Some(next) = FrameContext::of_marker(value) else {
+                        failed = true;
+                        return Some(Err(CallchainError::UnknownMarker { index, value }));
+                    };
+                    if let Some(before) = context
+                        && next.rank() <= before.rank()
+                    {
+                        failed = true;
+                        return Some(Err(CallchainError::MarkerOutOfOrder {
+                            index,
+                            context: next.name(),
+                            after: before.name(),
+                        }));
+                    }
+                    context = Some(next);
+                    return None;
                 }
-            }
-        })
+                match context {
+                    Some(context) => Some(Ok(ChainFrame {
+                        address: value,
+                        context,
+                    })),
+                    None => {
+                        failed = true;
+                        Some(Err(CallchainError::NoContext { index }))
+                    }
+                }
+            })
     }
 }
 
@@ -222,25 +228,49 @@ mod tests {
 
     #[test]
     fn kernel_then_user_frames() {
-        let bytes = chain(&[PERF_CONTEXT_KERNEL, 0xffff_1, 0xffff_2, PERF_CONTEXT_USER, 0x401000]);
+        let bytes = chain(&[
+            PERF_CONTEXT_KERNEL,
+            0xffff_1,
+            0xffff_2,
+            PERF_CONTEXT_USER,
+            0x401000,
+        ]);
         let c = Callchain::new(&bytes, Endian::Little);
         assert_eq!(c.len(), 5);
         let frames: Vec<_> = c.frames().collect::<Result<_, _>>().unwrap();
         assert_eq!(
             frames,
             [
-                ChainFrame { address: 0xffff_1, context: FrameContext::Kernel },
-                ChainFrame { address: 0xffff_2, context: FrameContext::Kernel },
-                ChainFrame { address: 0x401000, context: FrameContext::User },
+                ChainFrame {
+                    address: 0xffff_1,
+                    context: FrameContext::Kernel
+                },
+                ChainFrame {
+                    address: 0xffff_2,
+                    context: FrameContext::Kernel
+                },
+                ChainFrame {
+                    address: 0x401000,
+                    context: FrameContext::User
+                },
             ]
         );
     }
 
     #[test]
     fn big_endian_words() {
-        let bytes: Vec<u8> = [PERF_CONTEXT_USER, 7].iter().flat_map(|v| v.to_be_bytes()).collect();
+        let bytes: Vec<u8> = [PERF_CONTEXT_USER, 7]
+            .iter()
+            .flat_map(|v| v.to_be_bytes())
+            .collect();
         let frames: Vec<_> = Callchain::new(&bytes, Endian::Big).frames().collect();
-        assert_eq!(frames, [Ok(ChainFrame { address: 7, context: FrameContext::User })]);
+        assert_eq!(
+            frames,
+            [Ok(ChainFrame {
+                address: 7,
+                context: FrameContext::User
+            })]
+        );
     }
 
     #[test]
@@ -253,12 +283,32 @@ mod tests {
         let unknown = chain(&[PERF_CONTEXT_USER, 1, -300i64 as u64, 2]);
         let got: Vec<_> = Callchain::new(&unknown, Endian::Little).frames().collect();
         assert_eq!(got.len(), 2, "the walk ends at the error");
-        assert_eq!(got[1], Err(CallchainError::UnknownMarker { index: 2, value: -300i64 as u64 }));
+        assert_eq!(
+            got[1],
+            Err(CallchainError::UnknownMarker {
+                index: 2,
+                value: -300i64 as u64
+            })
+        );
         let back = chain(&[PERF_CONTEXT_USER, 1, PERF_CONTEXT_KERNEL, 2]);
-        let e = Callchain::new(&back, Endian::Little).frames().nth(1).unwrap().unwrap_err();
-        assert!(e.to_string().contains("kernel marker comes after the user part"), "{e}");
+        let e = Callchain::new(&back, Endian::Little)
+            .frames()
+            .nth(1)
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("kernel marker comes after the user part"),
+            "{e}"
+        );
         let twice = chain(&[PERF_CONTEXT_USER, PERF_CONTEXT_USER]);
-        assert!(Callchain::new(&twice, Endian::Little).frames().next().unwrap().is_err());
+        assert!(
+            Callchain::new(&twice, Endian::Little)
+                .frames()
+                .next()
+                .unwrap()
+                .is_err()
+        );
     }
 
     proptest! {

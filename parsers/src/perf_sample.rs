@@ -186,7 +186,12 @@ pub struct Sample<'a> {
 }
 
 /// A sample's fixed part, callchain, raw data and cgroup id ([`SampleFormat::fixed_parts`]).
-type FixedParts<'a> = (&'a [u8], Option<Callchain<'a>>, Option<&'a [u8]>, Option<u64>);
+type FixedParts<'a> = (
+    &'a [u8],
+    Option<Callchain<'a>>,
+    Option<&'a [u8]>,
+    Option<u64>,
+);
 
 /// The u64 at `at` of `bytes`, big-endian if `BIG` (`None` for place 0 or past the end).
 #[inline(always)]
@@ -555,7 +560,11 @@ impl SampleOffsets {
             cpu: place(CPU, 8),
             period: place(PERIOD, 8),
             // After the variable-length callchain the raw size has no fixed place.
-            raw: if st & CALLCHAIN == 0 { place(RAW, 4) } else { 0 },
+            raw: if st & CALLCHAIN == 0 {
+                place(RAW, 4)
+            } else {
+                0
+            },
             callchain: st & CALLCHAIN != 0,
             cgroup: st & CGROUP != 0,
             end: 0,
@@ -820,7 +829,10 @@ impl SampleFormat {
         let (callchain, end) = if o.callchain {
             let nr = u64_at_pos::<BIG>(bytes, end)?;
             let start = end.checked_add(8)?;
-            let stop = usize::try_from(nr).ok()?.checked_mul(8)?.checked_add(start)?;
+            let stop = usize::try_from(nr)
+                .ok()?
+                .checked_mul(8)?
+                .checked_add(start)?;
             let words = bytes.get(start..stop)?;
             (Some(Callchain::new(words, Endian::from_big(BIG))), stop)
         } else {
@@ -1315,12 +1327,20 @@ mod tests {
     fn callchain_before_raw() {
         use crate::callchain::{ChainFrame, FrameContext, PERF_CONTEXT_KERNEL, PERF_CONTEXT_USER};
         let f = SampleFormat::new(sample_type::UEVREC | sample_type::CALLCHAIN, true).unwrap();
-        let chain = [PERF_CONTEXT_KERNEL, 0xffff_ffff_8100_0000, PERF_CONTEXT_USER, 0x401234];
+        let chain = [
+            PERF_CONTEXT_KERNEL,
+            0xffff_ffff_8100_0000,
+            PERF_CONTEXT_USER,
+            0x401234,
+        ];
         let rec = chain_sample(&chain, 4, b"entry");
         let Record::Sample(s) = f.parse(&rec).unwrap() else {
             panic!("not a sample")
         };
-        assert_eq!((s.pid, s.tid, s.time, s.cpu), (Some(10), Some(11), Some(99), Some(1)));
+        assert_eq!(
+            (s.pid, s.tid, s.time, s.cpu),
+            (Some(10), Some(11), Some(99), Some(1))
+        );
         assert_eq!(s.raw, Some(&b"entry"[..]));
         let c = s.callchain.unwrap();
         assert_eq!(c.entries().collect::<Vec<_>>(), chain);
@@ -1340,7 +1360,10 @@ mod tests {
         let Record::Sample(s) = f.parse(&rec).unwrap() else {
             panic!("not a sample")
         };
-        assert_eq!((s.callchain.map(|c| c.len()), s.raw), (Some(0), Some(&b"x"[..])));
+        assert_eq!(
+            (s.callchain.map(|c| c.len()), s.raw),
+            (Some(0), Some(&b"x"[..]))
+        );
     }
 
     #[test]

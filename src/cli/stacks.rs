@@ -145,8 +145,16 @@ mod tests {
             let e = parse_call_graph(dwarf).unwrap_err();
             assert!(e.contains("not supported yet"), "{e}");
         }
-        assert!(parse_call_graph("dwarf,7").unwrap_err().contains("multiple of 8"));
-        assert!(parse_call_graph("lbr").unwrap_err().contains("not a call-graph mode"));
+        assert!(
+            parse_call_graph("dwarf,7")
+                .unwrap_err()
+                .contains("multiple of 8")
+        );
+        assert!(
+            parse_call_graph("lbr")
+                .unwrap_err()
+                .contains("not a call-graph mode")
+        );
         assert!(parse_max_stack("0").is_err());
         assert_eq!(parse_max_stack("3"), Ok(3));
     }
@@ -156,12 +164,24 @@ mod tests {
         let mut a = StackArgs::default();
         assert_eq!(a.request(), None);
         a.g = true;
-        assert_eq!(a.request(), Some(StackRequest { max_stack: 0, kernel: true }));
+        assert_eq!(
+            a.request(),
+            Some(StackRequest {
+                max_stack: 0,
+                kernel: true
+            })
+        );
         a.call_graph = Some(CallGraph::None);
         assert_eq!(a.request(), None);
         a.call_graph = Some(CallGraph::Fp);
         a.user_callchains = true;
         a.max_stack = Some(20);
-        assert_eq!(a.request(), Some(StackRequest { max_stack: 20, kernel: false }));
+        assert_eq!(
+            a.request(),
+            Some(StackRequest {
+                max_stack: 20,
+                kernel: false
+            })
+        );
     }
 }

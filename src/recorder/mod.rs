@@ -276,9 +276,11 @@ fn stage(
         endian: uevrec_parsers::Endian::Little,
     };
     let context = config.context;
-    let stacks = config.stacks.map(|_| crate::pipeline::stacks::StackOptions {
-        symbolize: config.symbolize,
-    });
+    let stacks = config
+        .stacks
+        .map(|_| crate::pipeline::stacks::StackOptions {
+            symbolize: config.symbolize,
+        });
     let downstream_gone = AtomicBool::new(false);
     let session_info = config
         .schema

@@ -187,12 +187,17 @@ fn fp_stacks(magic: u64, extra: &[&str]) {
         assert!(stack[..first_user].iter().all(|f| f["context"] == "kernel"));
         if kernel {
             assert!(
-                stack.iter().any(|f| f["context"] == "kernel" && f["symbol"] == "do_syscall_64"),
+                stack
+                    .iter()
+                    .any(|f| f["context"] == "kernel" && f["symbol"] == "do_syscall_64"),
                 "do_syscall_64 among the kernel frames: {r}"
             );
         } else {
             assert!(
-                stack.iter().filter(|f| f["context"] == "kernel").all(|f| f["unsymbolized"] == "kallsyms_hidden"),
+                stack
+                    .iter()
+                    .filter(|f| f["context"] == "kernel")
+                    .all(|f| f["unsymbolized"] == "kallsyms_hidden"),
                 "kernel frames say why they have no names: {r}"
             );
         }
@@ -210,7 +215,13 @@ fn no_symbolize_gives_module_and_file_offset() {
     let out = dir.path().join("out.jsonl");
     let _rec = Recorder(
         Command::new(bin())
-            .args(["record", "--quiet", "-g", "--user-callchains", "--no-symbolize"])
+            .args([
+                "record",
+                "--quiet",
+                "-g",
+                "--user-callchains",
+                "--no-symbolize",
+            ])
             .args(["-e", "raw_syscalls:sys_enter", "--filter"])
             .arg(format!("id == {NR_GETPPID}"))
             .arg("-o")
@@ -236,14 +247,26 @@ fn no_symbolize_gives_module_and_file_offset() {
     wait_for("the program's records", PATIENCE, || mine().len() >= 3);
     for r in mine() {
         let stack = r["stack"].as_array().unwrap();
-        assert!(stack.iter().all(|f| f["context"] == "user"), "user frames only: {r}");
-        assert!(stack.iter().all(|f| f.get("symbol").is_none()), "no names: {r}");
-        let own: Vec<&Value> = stack.iter().filter(|f| f["module"] == exe.to_str().unwrap()).collect();
+        assert!(
+            stack.iter().all(|f| f["context"] == "user"),
+            "user frames only: {r}"
+        );
+        assert!(
+            stack.iter().all(|f| f.get("symbol").is_none()),
+            "no names: {r}"
+        );
+        let own: Vec<&Value> = stack
+            .iter()
+            .filter(|f| f["module"] == exe.to_str().unwrap())
+            .collect();
         assert!(own.len() >= 3, "middle, outer and main in the program: {r}");
         for f in own {
             let offset = f["file_offset"].as_str().unwrap();
             assert!(offset.starts_with("0x"), "{f}");
-            assert!(f["build_id"].as_str().is_some_and(|b| b.len() == 40), "a GNU build id: {f}");
+            assert!(
+                f["build_id"].as_str().is_some_and(|b| b.len() == 40),
+                "a GNU build id: {f}"
+            );
         }
     }
 }
@@ -252,7 +275,13 @@ fn no_symbolize_gives_module_and_file_offset() {
 #[test]
 fn dwarf_is_refused_with_its_reason() {
     let out = Command::new(bin())
-        .args(["record", "--call-graph", "dwarf", "-e", "raw_syscalls:sys_enter"])
+        .args([
+            "record",
+            "--call-graph",
+            "dwarf",
+            "-e",
+            "raw_syscalls:sys_enter",
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success());

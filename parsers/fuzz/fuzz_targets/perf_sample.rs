@@ -92,7 +92,10 @@ fn check(input: &Input, format: &SampleFormat, bits: u64, bytes: &[u8], record: 
             assert_eq!(s.callchain.is_some(), has(CALLCHAIN));
             if let Some(chain) = s.callchain {
                 let start = chain.bytes().as_ptr() as usize - bytes.as_ptr() as usize;
-                assert!(start + chain.bytes().len() <= size, "callchain past the record end");
+                assert!(
+                    start + chain.bytes().len() <= size,
+                    "callchain past the record end"
+                );
                 // Frames until the first error, never a panic.
                 for frame in chain.frames() {
                     if frame.is_err() {
@@ -113,7 +116,9 @@ fn check(input: &Input, format: &SampleFormat, bits: u64, bytes: &[u8], record: 
             assert!(size >= HEADER_SIZE + 8 + format.trailer_size());
             check_trailer(sample_id, bits, input.sample_id_all);
         }
-        Record::Comm { comm, sample_id, .. } => {
+        Record::Comm {
+            comm, sample_id, ..
+        } => {
             assert!(!comm.contains(&0), "the name runs to its NUL, not past it");
             check_trailer(sample_id, bits, input.sample_id_all);
         }
@@ -123,7 +128,10 @@ fn check(input: &Input, format: &SampleFormat, bits: u64, bytes: &[u8], record: 
             sample_id,
             ..
         } => {
-            assert!(!filename.contains(&0), "the file name runs to its NUL, not past it");
+            assert!(
+                !filename.contains(&0),
+                "the file name runs to its NUL, not past it"
+            );
             assert!(build_id.len() <= 20, "a build id is at most 20 bytes");
             check_trailer(sample_id, bits, input.sample_id_all);
         }

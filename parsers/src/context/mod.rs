@@ -265,7 +265,9 @@ impl ContextTracker {
     pub fn apply(&mut self, time: Option<u64>, update: ContextUpdate<'_>) {
         self.version = VERSIONS.fetch_add(1, Ordering::Relaxed);
         match update {
-            ContextUpdate::Exec { pid, comm } => self.apply(time, ContextUpdate::Comm { tid: pid, comm }),
+            ContextUpdate::Exec { pid, comm } => {
+                self.apply(time, ContextUpdate::Comm { tid: pid, comm })
+            }
             // Mappings name stack frames (the formatter's stack symbolizer), not records.
             ContextUpdate::Mmap { .. } => {}
             ContextUpdate::Comm { tid, comm } => {

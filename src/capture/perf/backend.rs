@@ -60,12 +60,10 @@ fn arrival<'a>(layout: &SampleFormat, marker: Option<u64>, bytes: &'a [u8]) -> A
             | Record::Task { .. }
             | Record::Cgroup { .. }
             | Record::Mmap { .. }),
-        ) => {
-            match rec.context_update() {
-                Some((time, update)) => Arrival::Context { time, update },
-                None => Arrival::Other,
-            }
-        }
+        ) => match rec.context_update() {
+            Some((time, update)) => Arrival::Context { time, update },
+            None => Arrival::Other,
+        },
         Ok(
             Record::Lost {
                 lost, sample_id, ..

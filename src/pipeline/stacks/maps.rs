@@ -266,20 +266,44 @@ mod tests {
     #[test]
     fn mappings_by_process_and_program() {
         let mut m = ProcessMaps::default();
-        m.apply(Some(1), &ContextUpdate::Fork { tid: 10, parent_tid: NO_PROCESS });
+        m.apply(
+            Some(1),
+            &ContextUpdate::Fork {
+                tid: 10,
+                parent_tid: NO_PROCESS,
+            },
+        );
         m.apply(Some(2), &mmap(10, 0x40_0000, b"/bin/a"));
         let found = m.find(10, Some(3), 0x40_0010).unwrap();
-        assert_eq!((&*found.path, found.file_offset(0x40_0010)), ("/bin/a", 0x2010));
+        assert_eq!(
+            (&*found.path, found.file_offset(0x40_0010)),
+            ("/bin/a", 0x2010)
+        );
         // After an exec, the old program's mappings serve only samples before it.
-        m.apply(Some(5), &ContextUpdate::Exec { pid: 10, comm: b"b" });
+        m.apply(
+            Some(5),
+            &ContextUpdate::Exec {
+                pid: 10,
+                comm: b"b",
+            },
+        );
         m.apply(Some(6), &mmap(10, 0x50_0000, b"/bin/b"));
         assert!(m.find(10, Some(7), 0x40_0010).is_none());
         assert_eq!(&*m.find(10, Some(4), 0x40_0010).unwrap().path, "/bin/a");
         assert_eq!(&*m.find(10, Some(7), 0x50_0000).unwrap().path, "/bin/b");
         // The process exits; its id is reused by a child of an unknown parent: no names.
         m.apply(Some(8), &ContextUpdate::Exit { tid: 10 });
-        assert!(m.find(10, Some(8), 0x50_0000).is_some(), "kept after its exit");
-        m.apply(Some(9), &ContextUpdate::Fork { tid: 10, parent_tid: NO_PROCESS + 1 });
+        assert!(
+            m.find(10, Some(8), 0x50_0000).is_some(),
+            "kept after its exit"
+        );
+        m.apply(
+            Some(9),
+            &ContextUpdate::Fork {
+                tid: 10,
+                parent_tid: NO_PROCESS + 1,
+            },
+        );
         assert!(m.find(10, Some(9), 0x50_0000).is_none());
     }
 
@@ -287,11 +311,20 @@ mod tests {
     fn fork_inherits_and_maps_line() {
         let mut m = ProcessMaps::default();
         m.apply(None, &mmap(20, 0x1000, b"/lib/x.so"));
-        m.apply(Some(1), &ContextUpdate::Fork { tid: 21, parent_tid: 20 });
+        m.apply(
+            Some(1),
+            &ContextUpdate::Fork {
+                tid: 21,
+                parent_tid: 20,
+            },
+        );
         assert_eq!(&*m.find(21, Some(2), 0x1800).unwrap().path, "/lib/x.so");
         let line = "7f00-7f10 r-xp 00001000 08:01 1234      /usr/lib/libc.so.6";
         let got = parse_maps_line(line).unwrap();
-        assert_eq!((got.start, got.end, got.pgoff, &*got.path), (0x7f00, 0x7f10, 0x1000, "/usr/lib/libc.so.6"));
+        assert_eq!(
+            (got.start, got.end, got.pgoff, &*got.path),
+            (0x7f00, 0x7f10, 0x1000, "/usr/lib/libc.so.6")
+        );
         assert!(parse_maps_line("7f00-7f10 rw-p 00000000 00:00 0").is_none());
     }
 

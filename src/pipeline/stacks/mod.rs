@@ -104,7 +104,11 @@ impl StackWriter {
 
     /// The keys of a user frame after its address and context.
     fn user_frame(&mut self, out: &mut Vec<u8>, stamp: &RecordStamp, address: u64, back: u64) {
-        let Some(m) = self.maps.find(stamp.pid, stamp.time_unix_ns, address).cloned() else {
+        let Some(m) = self
+            .maps
+            .find(stamp.pid, stamp.time_unix_ns, address)
+            .cloned()
+        else {
             out.extend_from_slice(b",\"unsymbolized\":\"no_mapping\"");
             return;
         };
@@ -130,7 +134,6 @@ impl StackWriter {
         let r = symbols::with(|s| s.user(&m.path, offset.saturating_sub(back)));
         write_resolved(out, &r, back);
     }
-
 }
 
 /// A comma before every frame but the first.
@@ -146,7 +149,11 @@ fn sep(out: &mut Vec<u8>, first: &mut bool) {
 /// address it was looked up (the offset is the address's own).
 fn write_resolved(out: &mut Vec<u8>, r: &Resolved, back: u64) {
     let Some((outer, inner)) = r.frames.split_last() else {
-        let _ = write!(out, ",\"unsymbolized\":\"{}\"", r.reason.unwrap_or("not_found"));
+        let _ = write!(
+            out,
+            ",\"unsymbolized\":\"{}\"",
+            r.reason.unwrap_or("not_found")
+        );
         return;
     };
     write_names(out, outer, back);

@@ -267,7 +267,8 @@ impl StagedChunk {
         if let Some(id) = cgroup {
             self.bytes.extend_from_slice(&id.to_ne_bytes());
         }
-        self.bytes.extend_from_slice(&len32(words.len()).to_ne_bytes());
+        self.bytes
+            .extend_from_slice(&len32(words.len()).to_ne_bytes());
         self.bytes.extend_from_slice(words);
         self.bytes.extend_from_slice(raw);
         self.records += 1;
@@ -630,9 +631,9 @@ impl<'a> Iterator for StagedEntries<'a> {
                     (None, entry)
                 };
                 let (stack, raw) = if flags & HAS_STACK != 0 {
-                    let words = raw.split_at_checked(4).and_then(|(n, rest)| {
-                        rest.split_at_checked(u32_at(n, 0) as usize)
-                    });
+                    let words = raw
+                        .split_at_checked(4)
+                        .and_then(|(n, rest)| rest.split_at_checked(u32_at(n, 0) as usize));
                     let Some((words, raw)) = words else {
                         self.rest = &[];
                         return None;
