@@ -288,3 +288,119 @@ fn dwarf_is_refused_with_its_reason() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not supported yet"), "{err}");
 }
+
+/// A JIT stub: executable anonymous memory named in `/tmp/perf-PID.map`, between
+/// `caller` and `callee` (x86_64 code: push rbp; mov rbp,rsp; mov rax,rdi; mov rdi,rsi;
+/// call rax; pop rbp; ret).
+#[cfg(target_arch = "x86_64")]
+const JIT_C: &str = r#"#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static long magic;
+__attribute__((noinline)) long callee(long seq) { return syscall(SYS_getppid, magic, seq); }
+typedef long (*stub_fn)(long (*)(long), long);
+__attribute__((noinline)) long caller(stub_fn stub, long seq) {
+    long r = stub(callee, seq);
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+int main(int argc, char **argv) {
+    magic = atol(argv[1]);
+    long n = atol(argv[2]);
+    static const unsigned char code[] = {0x55, 0x48, 0x89, 0xe5, 0x48, 0x89, 0xf8, 0x48,
+                                         0x89, 0xf7, 0xff, 0xd0, 0x5d, 0xc3};
+    unsigned char *mem = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) return 2;
+    memcpy(mem, code, sizeof code);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/perf-%d.map", getpid());
+    FILE *f = fopen(path, "w");
+    if (!f) return 3;
+    fprintf(f, "%lx %zx jit_stub\n", (unsigned long)mem, sizeof code);
+    fclose(f);
+    for (long seq = 0; seq < n; seq++) caller((stub_fn)mem, seq);
+    return 0;
+}
+"#;
+
+/// JIT code is named from the process's perf map, after the process exited.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn jit_stub_named_from_its_perf_map() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("jit.c");
+    std::fs::write(&src, JIT_C).unwrap();
+    let exe = dir.path().join("jit");
+    let built = Command::new("gcc")
+        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .map_err(|e| format!("gcc is needed to build the traced program: {e}"));
+    assert!(require!(Tier::Host, built).success());
+    let out = dir.path().join("out.jsonl");
+    let rec = Recorder(
+        Command::new(bin())
+            .args(["record", "--quiet", "-g", "--user-callchains"])
+            .args(["-e", "raw_syscalls:sys_enter", "--filter"])
+            .arg(format!("id == {NR_GETPPID}"))
+            .arg("-o")
+            .arg(&out)
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("uevrec's attached notice", PATIENCE, || {
+        complete_lines(&out).iter().any(|v| v["what"] == "attached")
+    });
+    const MAGIC: u64 = 424_242_041;
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(rec.0.id() as i32, libc::SIGSTOP) };
+    let child = Command::new(&exe)
+        .args([MAGIC.to_string(), "5".into()])
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let status = crate::common::wait_exit(&mut { child }, PATIENCE).unwrap();
+    // SAFETY: as above.
+    unsafe { libc::kill(rec.0.id() as i32, libc::SIGCONT) };
+    let map = format!("/tmp/perf-{pid}.map");
+    assert!(status.success(), "the JIT program failed: {status}");
+    let mine = || -> Vec<Value> {
+        complete_lines(&out)
+            .into_iter()
+            .filter(|v| v["fields"]["args"][0] == MAGIC)
+            .collect()
+    };
+    wait_for("the program's records", PATIENCE, || mine().len() >= 5);
+    let records = mine();
+    let _ = std::fs::remove_file(&map);
+    for r in records {
+        let names: Vec<&str> = r["stack"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f["symbol"].as_str())
+            .collect();
+        let at = |n: &str| names.iter().position(|x| *x == n);
+        assert!(
+            at("jit_stub").is_some() && at("jit_stub") < at("caller") && at("caller") < at("main"),
+            "jit_stub, caller, main in order in {names:?}: {r}"
+        );
+        let stub = r["stack"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["symbol"] == "jit_stub")
+            .unwrap();
+        assert_eq!(stub["perf_map"], true, "{stub}");
+        assert_eq!(stub["module"], "//anon", "{stub}");
+    }
+}

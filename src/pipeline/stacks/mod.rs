@@ -6,9 +6,12 @@
 //! [`symbols`] turns a file offset or a kernel address into functions, files and lines,
 //! with bounded caches and a time budget.
 //!
-//! Layers, lowest first: `maps`, `symbols`.
+//! [`perf_map`] names JIT code from `/tmp/perf-PID.map`.
+//!
+//! Layers, lowest first: `maps`, `perf_map`, `symbols`.
 
 pub mod maps;
+pub mod perf_map;
 pub mod symbols;
 
 use std::io::Write;
@@ -17,6 +20,7 @@ use uevrec_parsers::callchain::{Callchain, FrameContext};
 use uevrec_parsers::{ContextUpdate, RecordStamp};
 
 use maps::ProcessMaps;
+use perf_map::PerfMaps;
 use symbols::Resolved;
 
 /// What the session line says the `stack` key holds.
@@ -40,6 +44,7 @@ pub struct StackOptions {
 pub struct StackWriter {
     options: StackOptions,
     maps: ProcessMaps,
+    perf_maps: PerfMaps,
 }
 
 impl StackWriter {
@@ -49,6 +54,7 @@ impl StackWriter {
         StackWriter {
             options,
             maps: ProcessMaps::default(),
+            perf_maps: PerfMaps::default(),
         }
     }
 
@@ -126,8 +132,15 @@ impl StackWriter {
             }
             return;
         }
-        if !m.path.starts_with('/') {
-            // [vdso], //anon (JIT code), [stack] …: no file to read.
+        // `//anon` (anonymous memory), `[vdso]`, `[stack]` …: not files.
+        if !m.path.starts_with('/') || m.path.starts_with("//") {
+            // JIT code its runtime named; else [vdso], [stack] …: no file to read.
+            if let Some((name, into)) = self.perf_maps.find(stamp.pid, address) {
+                out.extend_from_slice(b",\"symbol\":");
+                let _ = serde_json::to_writer(&mut *out, &*name);
+                let _ = write!(out, ",\"offset\":{into},\"perf_map\":true");
+                return;
+            }
             out.extend_from_slice(b",\"unsymbolized\":\"no_file\"");
             return;
         }
