@@ -27,7 +27,8 @@ use symbols::Resolved;
 pub const FRAMES_IN_WORDS: &str = "stack: the frames, innermost first; each with addr (hex), \
      context (kernel, user …), and when known symbol, offset (bytes into it), module (the \
      file), file and line (of the call; of the instruction for the innermost frame), \
-     inlined (the calls inlined at the address, innermost first); a frame without names \
+     inlined (the calls inlined at the address, innermost first), perf_map (true: named \
+     from /tmp/perf-PID.map); a frame without names \
      says why in unsymbolized (no_mapping, no_file, behind, kallsyms_hidden, no_symbols \
      …); with --no-symbolize, user frames carry module, file_offset and build_id instead";
 
