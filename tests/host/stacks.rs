@@ -404,3 +404,123 @@ fn jit_stub_named_from_its_perf_map() {
         assert_eq!(stub["module"], "//anon", "{stub}");
     }
 }
+
+/// Build [`CHAIN_C`] as another program: `outer` and `middle` renamed `alpha` and `beta`.
+fn build_other(dir: &Path) -> PathBuf {
+    let exe = dir.join("other");
+    let status = Command::new("gcc")
+        .args([
+            "-O1",
+            "-g",
+            "-fno-omit-frame-pointer",
+            "-Douter=alpha",
+            "-Dmiddle=beta",
+            "-o",
+        ])
+        .arg(&exe)
+        .arg(dir.join("chain.c"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "gcc failed on the second program");
+    exe
+}
+
+/// A process id reused by another program while uevrec was stopped: every record of the
+/// first program names its functions, every record of the second its own, none the
+/// other's (both symbolized after both exited).
+#[test]
+fn a_reused_process_id_never_gets_the_old_programs_names() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let first = require!(Tier::Host, build_chain(dir.path()));
+    let second = build_other(dir.path());
+    let out = dir.path().join("out.jsonl");
+    let rec = Recorder(
+        Command::new(bin())
+            .args(["record", "--quiet", "-g", "--user-callchains"])
+            .args(["-e", "raw_syscalls:sys_enter", "--filter"])
+            .arg(format!("id == {NR_GETPPID}"))
+            .arg("-o")
+            .arg(&out)
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("uevrec's attached notice", PATIENCE, || {
+        complete_lines(&out).iter().any(|v| v["what"] == "attached")
+    });
+    let run = |exe: &Path, magic: u64| -> u32 {
+        let mut child = Command::new(exe)
+            .args([magic.to_string(), "3".into()])
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert!(child.wait().unwrap().success());
+        pid
+    };
+    // Other processes on this machine may take the id first: try again with new calls.
+    let mut pair = None;
+    for attempt in 0..30u64 {
+        let (magic_a, magic_b) = (424_242_100 + 2 * attempt, 424_242_101 + 2 * attempt);
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(rec.0.id() as i32, libc::SIGSTOP) };
+        let pid_a = run(&first, magic_a);
+        std::fs::write("/proc/sys/kernel/ns_last_pid", format!("{}", pid_a - 1))
+            .expect("writing /proc/sys/kernel/ns_last_pid (root)");
+        let pid_b = run(&second, magic_b);
+        // SAFETY: as above.
+        unsafe { libc::kill(rec.0.id() as i32, libc::SIGCONT) };
+        if pid_a == pid_b {
+            pair = Some((magic_a, magic_b));
+            break;
+        }
+    }
+    let (magic_a, magic_b) =
+        pair.expect("30 tries to give the second program the first's process id");
+    let of = |magic: u64| -> Vec<Value> {
+        complete_lines(&out)
+            .into_iter()
+            .filter(|v| v["fields"]["args"][0] == magic)
+            .collect()
+    };
+    wait_for("both programs' records", PATIENCE, || {
+        of(magic_a).len() >= 3 && of(magic_b).len() >= 3
+    });
+    let names = |r: &Value| -> Vec<String> {
+        r["stack"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f["symbol"].as_str().map(String::from))
+            .collect()
+    };
+    for r in of(magic_a) {
+        let n = names(&r);
+        assert!(
+            n.contains(&"middle".into()) && n.contains(&"outer".into()),
+            "{n:?}: {r}"
+        );
+        assert!(
+            !n.contains(&"alpha".into()) && !n.contains(&"beta".into()),
+            "{n:?}: {r}"
+        );
+    }
+    for r in of(magic_b) {
+        let n = names(&r);
+        assert!(
+            n.contains(&"beta".into()) && n.contains(&"alpha".into()),
+            "{n:?}: {r}"
+        );
+        assert!(
+            !n.contains(&"middle".into()) && !n.contains(&"outer".into()),
+            "{n:?}: {r}"
+        );
+        let own = r["stack"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["module"] == second.to_str().unwrap());
+        assert!(own, "the second program's module: {r}");
+    }
+}

@@ -16,9 +16,10 @@ pub const MAX_PROCESSES: usize = 4096;
 /// Mappings kept per process at most (later ones are not kept: their frames are named
 /// by address only, with the reason `no_mapping`).
 pub const MAX_MAPPINGS: usize = 1024;
-/// Exec generations kept per process (a sample staged after an exec but written before
-/// it finds the program it ran).
-const MAX_GENERATIONS: usize = 2;
+/// Program runs kept per process id: each fork and exec starts one, so a sample staged
+/// after an exec, or after its process id was reused, but written before, finds the
+/// program that wrote it.
+const MAX_GENERATIONS: usize = 4;
 
 /// One executable mapping of a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +61,40 @@ struct Process {
     exited: bool,
 }
 
+impl Process {
+    /// The program run at `time`: the last to begin by then (the first when all began
+    /// later; the last when the time is unknown).
+    fn generation_at(&self, time: Option<u64>) -> Option<&Generation> {
+        self.generations
+            .iter()
+            .rev()
+            .find(|g| g.since.zip(time).is_none_or(|(since, t)| since <= t))
+            .or(self.generations.front())
+    }
+
+    /// [`Process::generation_at`], to change.
+    fn generation_at_mut(&mut self, time: Option<u64>) -> Option<&mut Generation> {
+        let at = self
+            .generations
+            .iter()
+            .rposition(|g| g.since.zip(time).is_none_or(|(since, t)| since <= t))
+            .unwrap_or(0);
+        self.generations.get_mut(at)
+    }
+
+    /// A program run (a fork's or an exec's) begins at `time` with `mappings`.
+    fn begin(&mut self, time: Option<u64>, mappings: Vec<Mapping>) {
+        self.generations.push_back(Generation {
+            since: time,
+            mappings,
+        });
+        while self.generations.len() > MAX_GENERATIONS {
+            self.generations.pop_front();
+        }
+        self.exited = false;
+    }
+}
+
 /// The mappings of every process seen, bounded ([`MAX_PROCESSES`], [`MAX_MAPPINGS`]).
 #[derive(Debug, Default)]
 pub struct ProcessMaps {
@@ -93,7 +128,7 @@ impl ProcessMaps {
                 if p.generations.is_empty() {
                     p.generations.push_back(Generation::default());
                 }
-                if let Some(g) = p.generations.back_mut()
+                if let Some(g) = p.generation_at_mut(time)
                     && g.mappings.len() < MAX_MAPPINGS
                 {
                     // A new mapping over old addresses replaces them (munmap is not told).
@@ -105,39 +140,23 @@ impl ProcessMaps {
             }
             ContextUpdate::Exec { pid, .. } => {
                 let p = Arc::make_mut(self.processes.entry(pid).or_default());
-                p.generations.push_back(Generation {
-                    since: time,
-                    mappings: Vec::new(),
-                });
-                while p.generations.len() > MAX_GENERATIONS {
-                    p.generations.pop_front();
-                }
-                p.exited = false;
+                p.begin(time, Vec::new());
                 self.scanned.insert(pid);
             }
             ContextUpdate::Fork { tid, parent_tid } => {
-                // A new process (or thread) starts with its parent's mappings; whatever
-                // an earlier owner of the id had is gone.
-                // A parent from before the recording: its mappings read now, once.
+                // A new process (or thread) starts with its parent's mappings (none when
+                // the parent is unknown); an earlier owner of the id keeps its own for
+                // the samples it wrote before. A parent from before the recording: its
+                // mappings are read now, once.
                 self.scan(parent_tid);
-                let inherited = self.processes.get(&parent_tid).map(|parent| {
-                    let mut p = Process::default();
-                    if let Some(g) = parent.generations.back() {
-                        p.generations.push_back(Generation {
-                            since: time,
-                            mappings: g.mappings.clone(),
-                        });
-                    }
-                    Arc::new(p)
-                });
-                match inherited {
-                    Some(p) => {
-                        self.processes.insert(tid, p);
-                    }
-                    None => {
-                        self.processes.remove(&tid);
-                    }
-                }
+                let inherited = self
+                    .processes
+                    .get(&parent_tid)
+                    .and_then(|parent| parent.generation_at(time))
+                    .map(|g| g.mappings.clone())
+                    .unwrap_or_default();
+                let p = Arc::make_mut(self.processes.entry(tid).or_default());
+                p.begin(time, inherited);
                 self.scanned.insert(tid);
             }
             ContextUpdate::Exit { tid } => {
@@ -181,13 +200,7 @@ impl ProcessMaps {
     /// recording started).
     pub fn find(&mut self, pid: u32, time: Option<u64>, address: u64) -> Option<&Mapping> {
         self.scan(pid);
-        let p = self.processes.get(&pid)?;
-        let g = p
-            .generations
-            .iter()
-            .rev()
-            .find(|g| g.since.zip(time).is_none_or(|(since, t)| since <= t))
-            .or(p.generations.front())?;
+        let g = self.processes.get(&pid)?.generation_at(time)?;
         g.mappings
             .iter()
             .find(|m| m.start <= address && address < m.end)
@@ -305,6 +318,8 @@ mod tests {
             },
         );
         assert!(m.find(10, Some(9), 0x50_0000).is_none());
+        // The old program's samples, staged after the reuse, still find it.
+        assert_eq!(&*m.find(10, Some(7), 0x50_0000).unwrap().path, "/bin/b");
     }
 
     #[test]
