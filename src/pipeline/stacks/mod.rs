@@ -15,6 +15,7 @@ pub mod perf_map;
 pub mod symbols;
 
 use std::io::Write;
+use std::sync::Arc;
 
 use uevrec_parsers::callchain::{Callchain, FrameContext};
 use uevrec_parsers::{ContextUpdate, RecordStamp};
@@ -40,12 +41,21 @@ pub struct StackOptions {
     pub symbolize: bool,
 }
 
+/// Rendered frames kept per worker (the keys after `addr` and `context`), by module,
+/// file offset and look-up distance, or by kernel address: about 200 bytes each.
+pub const MAX_RENDERED: usize = 1 << 16;
+
 /// The stack writer of one formatter worker.
 #[derive(Debug)]
 pub struct StackWriter {
     options: StackOptions,
     maps: ProcessMaps,
     perf_maps: PerfMaps,
+    /// A user frame's keys after its context, by (module, file offset, look-up distance):
+    /// a named frame is one copy, not a look-up and escaping each time.
+    user: foldhash::HashMap<(Arc<str>, u64, u64), Arc<[u8]>>,
+    /// A kernel frame's keys after its context, by address.
+    kernel: foldhash::HashMap<u64, Arc<[u8]>>,
 }
 
 impl StackWriter {
@@ -56,6 +66,8 @@ impl StackWriter {
             options,
             maps: ProcessMaps::default(),
             perf_maps: PerfMaps::default(),
+            user: foldhash::HashMap::default(),
+            kernel: foldhash::HashMap::default(),
         }
     }
 
@@ -83,25 +95,28 @@ impl StackWriter {
             };
             sep(out, &mut first);
             let address = frame.address;
-            let _ = write!(out, "{{\"addr\":\"{address:#x}\"");
+            out.extend_from_slice(b"{\"addr\":\"");
+            push_hex(out, address);
+            out.push(b'"');
             match frame.context {
                 FrameContext::Kernel => {
                     out.extend_from_slice(b",\"context\":\"kernel\"");
                     if self.options.symbolize {
-                        let r = symbols::with(|s| s.kernel(address));
-                        write_resolved(out, &r, 0);
+                        self.kernel_frame(out, address);
                     }
                 }
                 FrameContext::User => {
                     out.extend_from_slice(b",\"context\":\"user\"");
                     // A return address but for the innermost frame: its call is the
                     // instruction before (the line of the call, as perf shows it).
-                    let lookup_back = u64::from(user_frames > 0);
+                    let back = u64::from(user_frames > 0);
                     user_frames = user_frames.saturating_add(1);
-                    self.user_frame(out, stamp, address, lookup_back);
+                    self.user_frame(out, stamp, address, back);
                 }
                 other => {
-                    let _ = write!(out, ",\"context\":\"{}\"", other.name());
+                    out.extend_from_slice(b",\"context\":\"");
+                    out.extend_from_slice(other.name().as_bytes());
+                    out.push(b'"');
                 }
             }
             out.push(b'}');
@@ -109,45 +124,102 @@ impl StackWriter {
         out.push(b']');
     }
 
+    /// The keys of a kernel frame after its context.
+    fn kernel_frame(&mut self, out: &mut Vec<u8>, address: u64) {
+        if let Some(r) = self.kernel.get(&address) {
+            out.extend_from_slice(r);
+            return;
+        }
+        let r = symbols::with(|s| s.kernel(address));
+        let mut keys = Vec::new();
+        write_resolved(&mut keys, &r, 0);
+        out.extend_from_slice(&keys);
+        if r.reason != Some("behind") {
+            if self.kernel.len() >= MAX_RENDERED {
+                self.kernel.clear();
+            }
+            self.kernel.insert(address, keys.into());
+        }
+    }
+
     /// The keys of a user frame after its address and context.
     fn user_frame(&mut self, out: &mut Vec<u8>, stamp: &RecordStamp, address: u64, back: u64) {
-        let Some(m) = self
-            .maps
-            .find(stamp.pid, stamp.time_unix_ns, address)
-            .cloned()
-        else {
+        let Some(m) = self.maps.find(stamp.pid, stamp.time_unix_ns, address) else {
             out.extend_from_slice(b",\"unsymbolized\":\"no_mapping\"");
             return;
         };
-        out.extend_from_slice(b",\"module\":");
-        let _ = serde_json::to_writer(&mut *out, &*m.path);
         let offset = m.file_offset(address);
-        if !self.options.symbolize {
-            let _ = write!(out, ",\"file_offset\":\"{offset:#x}\"");
-            if !m.build_id.is_empty() {
-                out.extend_from_slice(b",\"build_id\":\"");
-                for b in m.build_id.iter() {
-                    let _ = write!(out, "{b:02x}");
-                }
-                out.push(b'"');
-            }
-            return;
-        }
+        let path = m.path.clone();
+        let build_id = m.build_id.clone();
         // `//anon` (anonymous memory), `[vdso]`, `[stack]` …: not files.
-        if !m.path.starts_with('/') || m.path.starts_with("//") {
-            // JIT code its runtime named; else [vdso], [stack] …: no file to read.
+        let is_file = path.starts_with('/') && !path.starts_with("//");
+        if !is_file && self.options.symbolize {
+            // JIT code its runtime named (read again as it grows: not cached here).
+            out.extend_from_slice(b",\"module\":");
+            let _ = serde_json::to_writer(&mut *out, &*path);
             if let Some((name, into)) = self.perf_maps.find(stamp.pid, address) {
                 out.extend_from_slice(b",\"symbol\":");
                 let _ = serde_json::to_writer(&mut *out, &*name);
                 let _ = write!(out, ",\"offset\":{into},\"perf_map\":true");
-                return;
+            } else {
+                out.extend_from_slice(b",\"unsymbolized\":\"no_file\"");
             }
-            out.extend_from_slice(b",\"unsymbolized\":\"no_file\"");
             return;
         }
-        let r = symbols::with(|s| s.user(&m.path, offset.saturating_sub(back)));
-        write_resolved(out, &r, back);
+        let key = (path, offset, back);
+        if let Some(r) = self.user.get(&key) {
+            out.extend_from_slice(r);
+            return;
+        }
+        let mut keys = Vec::new();
+        keys.extend_from_slice(b",\"module\":");
+        let _ = serde_json::to_writer(&mut keys, &*key.0);
+        let mut behind = false;
+        if self.options.symbolize {
+            let r = symbols::with(|s| s.user(&key.0, offset.saturating_sub(back)));
+            behind = r.reason == Some("behind");
+            write_resolved(&mut keys, &r, back);
+        } else {
+            keys.extend_from_slice(b",\"file_offset\":\"");
+            push_hex(&mut keys, offset);
+            keys.push(b'"');
+            if !build_id.is_empty() {
+                keys.extend_from_slice(b",\"build_id\":\"");
+                for b in build_id.iter() {
+                    keys.push(HEX[usize::from(b >> 4)]);
+                    keys.push(HEX[usize::from(b & 15)]);
+                }
+                keys.push(b'"');
+            }
+        }
+        out.extend_from_slice(&keys);
+        if !behind {
+            if self.user.len() >= MAX_RENDERED {
+                self.user.clear();
+            }
+            self.user.insert(key, keys.into());
+        }
     }
+}
+
+/// Lowercase hex digits.
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// `0x` and `v` in lowercase hex (what `{v:#x}` writes, without the formatting machinery).
+fn push_hex(out: &mut Vec<u8>, v: u64) {
+    let mut buf = [0u8; 16];
+    let mut at = buf.len();
+    let mut v = v;
+    loop {
+        at -= 1;
+        buf[at] = HEX[(v & 15) as usize];
+        v >>= 4;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(b"0x");
+    out.extend_from_slice(&buf[at..]);
 }
 
 /// A comma before every frame but the first.
@@ -201,5 +273,19 @@ fn write_names(out: &mut Vec<u8>, f: &symbols::SourceFrame, back: u64) {
     }
     if let Some(line) = f.line {
         let _ = write!(out, ",\"line\":{line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_as_format_writes_it() {
+        for v in [0, 1, 0xf, 0x10, 0xdead_beef, u64::MAX] {
+            let mut out = Vec::new();
+            push_hex(&mut out, v);
+            assert_eq!(String::from_utf8(out).unwrap(), format!("{v:#x}"));
+        }
     }
 }
