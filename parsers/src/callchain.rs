@@ -230,8 +230,8 @@ mod tests {
     fn kernel_then_user_frames() {
         let bytes = chain(&[
             PERF_CONTEXT_KERNEL,
-            0xffff_1,
-            0xffff_2,
+            0xf_fff1,
+            0xf_fff2,
             PERF_CONTEXT_USER,
             0x401000,
         ]);
@@ -242,11 +242,11 @@ mod tests {
             frames,
             [
                 ChainFrame {
-                    address: 0xffff_1,
+                    address: 0xf_fff1,
                     context: FrameContext::Kernel
                 },
                 ChainFrame {
-                    address: 0xffff_2,
+                    address: 0xf_fff2,
                     context: FrameContext::Kernel
                 },
                 ChainFrame {

@@ -77,7 +77,7 @@ pub struct StackArgs {
     /// stacks (docs/stacks.md).
     #[arg(short = 'g', help_heading = "Call stacks")]
     pub g: bool,
-    /// How to record call stacks: fp (frame pointers), dwarf[,SIZE] (not supported yet)
+    /// How to record call stacks: fp (frame pointers), dwarf or dwarf,SIZE (not supported yet)
     /// or none.
     #[arg(long, value_name = "MODE", value_parser = parse_call_graph, help_heading = "Call stacks")]
     pub call_graph: Option<CallGraph>,
