@@ -199,12 +199,7 @@ fn u64_in<const BIG: bool>(bytes: &[u8], at: u8) -> Option<u64> {
     if at == 0 {
         return None;
     }
-    let a = *bytes.get(usize::from(at)..)?.first_chunk::<8>()?;
-    Some(if BIG {
-        u64::from_be_bytes(a)
-    } else {
-        u64::from_le_bytes(a)
-    })
+    u64_at_pos::<BIG>(bytes, usize::from(at))
 }
 
 /// The u32 at `at` of `bytes`, big-endian if `BIG` (`None` for place 0 or past the end).
@@ -213,12 +208,7 @@ fn u32_in<const BIG: bool>(bytes: &[u8], at: u8) -> Option<u32> {
     if at == 0 {
         return None;
     }
-    let a = *bytes.get(usize::from(at)..)?.first_chunk::<4>()?;
-    Some(if BIG {
-        u32::from_be_bytes(a)
-    } else {
-        u32::from_le_bytes(a)
-    })
+    u32_at_pos::<BIG>(bytes, usize::from(at))
 }
 
 /// The u64 at byte `at` of `bytes`, big-endian if `BIG` (`None` past the end).

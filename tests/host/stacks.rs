@@ -1,7 +1,10 @@
 //! Call stacks on every record (`record -g`), end to end on the host kernel: a C program
 //! built here with frame pointers and debug information (`main → outer → middle → inner
-//! → syscall(SYS_getppid, MAGIC, SEQ)`, each function kept out of line) is recorded on
-//! `raw_syscalls:sys_enter`; every record of it names middle, outer and main in that
+//! → syscall(SYS_setpgid, MAGIC, SEQ)`, each function kept out of line: an ESRCH) is
+//! recorded on `raw_syscalls:sys_enter` with `id == NR_SETPGID` (not getppid: the machine
+//! is shared, and other tests' getppid floods would fill the ring while uevrec is stopped;
+//! `syscalls:sys_enter_setpgid` would filter on MAGIC but its callchains have no kernel
+//! part: the kernel passes it the user registers); every record of it names middle, outer and main in that
 //! order with their file and line (glibc's `syscall()` keeps no frame pointer, so a
 //! frame-pointer walk skips `inner`: docs/stacks.md), and the kernel's `do_syscall_64`
 //! when `/proc/kallsyms` shows addresses. uevrec is stopped (SIGSTOP) while the program
@@ -14,7 +17,13 @@ use std::process::{Child, Command};
 use serde_json::Value;
 
 use crate::common::tier::Tier;
-use crate::common::{NR_GETPPID, PATIENCE, bin, complete_lines, wait_for};
+use crate::common::{PATIENCE, bin, complete_lines, wait_for};
+
+/// setpgid's number (x86_64, aarch64): `setpgid(MAGIC, SEQ)` fails with ESRCH.
+#[cfg(target_arch = "x86_64")]
+const NR_SETPGID: u32 = 109;
+#[cfg(target_arch = "aarch64")]
+const NR_SETPGID: u32 = 154;
 
 /// The traced program; the `/* CALL n */` comments mark the lines of its calls.
 const CHAIN_C: &str = r#"#define _GNU_SOURCE
@@ -22,7 +31,7 @@ const CHAIN_C: &str = r#"#define _GNU_SOURCE
 #include <sys/syscall.h>
 #include <unistd.h>
 __attribute__((noinline)) long inner(long magic, long seq) {
-    return syscall(SYS_getppid, magic, seq);
+    return syscall(SYS_setpgid, magic, seq);
 }
 __attribute__((noinline)) long middle(long magic, long seq) {
     long r = inner(magic, seq); /* CALL middle */
@@ -78,6 +87,26 @@ impl Drop for Recorder {
     }
 }
 
+/// `uevrec record --quiet ARGS` of every setpgid call on `raw_syscalls:sys_enter` into
+/// `out`, once attached.
+fn record_setpgid(out: &Path, args: &[&str]) -> Recorder {
+    let rec = Recorder(
+        Command::new(bin())
+            .args(["record", "--quiet"])
+            .args(args)
+            .args(["-e", "raw_syscalls:sys_enter", "--filter"])
+            .arg(format!("id == {NR_SETPGID}"))
+            .arg("-o")
+            .arg(out)
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("uevrec's attached notice", PATIENCE, || {
+        complete_lines(out).iter().any(|v| v["what"] == "attached")
+    });
+    rec
+}
+
 /// Whether `/proc/kallsyms` shows addresses (kptr_restrict may hide them as zeros).
 fn kallsyms_readable() -> bool {
     std::fs::read_to_string("/proc/kallsyms")
@@ -97,7 +126,7 @@ fn fp_stacks_name_the_chain_without_context() {
     fp_stacks(424_242_040, &["--no-context"]);
 }
 
-/// `magic` tells this test's calls from the other tests' (each records every getppid).
+/// `magic` tells this test's calls from the other tests' (each records all of them).
 fn fp_stacks(magic: u64, extra: &[&str]) {
     if !crate::common::raw_syscalls_here() {
         return;
@@ -105,20 +134,7 @@ fn fp_stacks(magic: u64, extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let exe = require!(Tier::Host, build_chain(dir.path()));
     let out = dir.path().join("out.jsonl");
-    let mut rec = Recorder(
-        Command::new(bin())
-            .args(["record", "--quiet", "-g", "-e", "raw_syscalls:sys_enter"])
-            .args(extra)
-            .arg("--filter")
-            .arg(format!("id == {NR_GETPPID}"))
-            .arg("-o")
-            .arg(&out)
-            .spawn()
-            .unwrap(),
-    );
-    wait_for("uevrec's attached notice", PATIENCE, || {
-        complete_lines(&out).iter().any(|v| v["what"] == "attached")
-    });
+    let mut rec = record_setpgid(&out, &[&["-g"][..], extra].concat());
     const N: u64 = 200;
     // uevrec stopped while the program runs and exits: its records wait in the ring.
     // SAFETY: kill(2) on our own child's pid.
@@ -213,25 +229,7 @@ fn no_symbolize_gives_module_and_file_offset() {
     let dir = tempfile::tempdir().unwrap();
     let exe = require!(Tier::Host, build_chain(dir.path()));
     let out = dir.path().join("out.jsonl");
-    let _rec = Recorder(
-        Command::new(bin())
-            .args([
-                "record",
-                "--quiet",
-                "-g",
-                "--user-callchains",
-                "--no-symbolize",
-            ])
-            .args(["-e", "raw_syscalls:sys_enter", "--filter"])
-            .arg(format!("id == {NR_GETPPID}"))
-            .arg("-o")
-            .arg(&out)
-            .spawn()
-            .unwrap(),
-    );
-    wait_for("uevrec's attached notice", PATIENCE, || {
-        complete_lines(&out).iter().any(|v| v["what"] == "attached")
-    });
+    let _rec = record_setpgid(&out, &["-g", "--user-callchains", "--no-symbolize"]);
     const MAGIC: u64 = 424_242_039;
     let status = Command::new(&exe)
         .args([MAGIC.to_string(), "3".into()])
@@ -301,7 +299,7 @@ const JIT_C: &str = r#"#define _GNU_SOURCE
 #include <sys/syscall.h>
 #include <unistd.h>
 static long magic;
-__attribute__((noinline)) long callee(long seq) { return syscall(SYS_getppid, magic, seq); }
+__attribute__((noinline)) long callee(long seq) { return syscall(SYS_setpgid, magic, seq); }
 typedef long (*stub_fn)(long (*)(long), long);
 __attribute__((noinline)) long caller(stub_fn stub, long seq) {
     long r = stub(callee, seq);
@@ -347,19 +345,7 @@ fn jit_stub_named_from_its_perf_map() {
         .map_err(|e| format!("gcc is needed to build the traced program: {e}"));
     assert!(require!(Tier::Host, built).success());
     let out = dir.path().join("out.jsonl");
-    let rec = Recorder(
-        Command::new(bin())
-            .args(["record", "--quiet", "-g", "--user-callchains"])
-            .args(["-e", "raw_syscalls:sys_enter", "--filter"])
-            .arg(format!("id == {NR_GETPPID}"))
-            .arg("-o")
-            .arg(&out)
-            .spawn()
-            .unwrap(),
-    );
-    wait_for("uevrec's attached notice", PATIENCE, || {
-        complete_lines(&out).iter().any(|v| v["what"] == "attached")
-    });
+    let rec = record_setpgid(&out, &["-g", "--user-callchains"]);
     const MAGIC: u64 = 424_242_041;
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(rec.0.id() as i32, libc::SIGSTOP) };
@@ -437,19 +423,7 @@ fn a_reused_process_id_never_gets_the_old_programs_names() {
     let first = require!(Tier::Host, build_chain(dir.path()));
     let second = build_other(dir.path());
     let out = dir.path().join("out.jsonl");
-    let rec = Recorder(
-        Command::new(bin())
-            .args(["record", "--quiet", "-g", "--user-callchains"])
-            .args(["-e", "raw_syscalls:sys_enter", "--filter"])
-            .arg(format!("id == {NR_GETPPID}"))
-            .arg("-o")
-            .arg(&out)
-            .spawn()
-            .unwrap(),
-    );
-    wait_for("uevrec's attached notice", PATIENCE, || {
-        complete_lines(&out).iter().any(|v| v["what"] == "attached")
-    });
+    let rec = record_setpgid(&out, &["-g", "--user-callchains"]);
     let run = |exe: &Path, magic: u64| -> u32 {
         let mut child = Command::new(exe)
             .args([magic.to_string(), "3".into()])

@@ -136,18 +136,10 @@ impl Symbols {
         if let Some(r) = self.user.get(&key) {
             return r.clone();
         }
-        if !self.may_look_up() {
-            self.behind += 1;
-            return behind();
-        }
-        let began = Instant::now();
         let src = Source::Elf(Elf::new(PathBuf::from(&**path)));
-        let found = self
-            .symbolizer
-            .symbolize_single(&src, Input::FileOffset(lookup_offset));
-        let resolved = Arc::new(resolved(found));
-        self.budget = self.budget.saturating_sub(began.elapsed());
-        self.cold += 1;
+        let Some(resolved) = self.look_up(&src, Input::FileOffset(lookup_offset)) else {
+            return behind();
+        };
         if self.user.len() >= MAX_CACHED {
             self.user.clear();
         }
@@ -166,27 +158,35 @@ impl Symbols {
         if let Some(r) = self.kernel.get(&address) {
             return r.clone();
         }
-        if !self.may_look_up() {
-            self.behind += 1;
-            return behind();
-        }
-        let began = Instant::now();
         let kernel = Kernel {
             vmlinux: blazesym::MaybeDefault::None,
             debug_syms: false,
             ..Kernel::default()
         };
-        let found = self
-            .symbolizer
-            .symbolize_single(&Source::Kernel(kernel), Input::AbsAddr(address));
-        let resolved = Arc::new(resolved(found));
-        self.budget = self.budget.saturating_sub(began.elapsed());
-        self.cold += 1;
+        let src = Source::Kernel(kernel);
+        let Some(resolved) = self.look_up(&src, Input::AbsAddr(address)) else {
+            return behind();
+        };
         if self.kernel.len() >= MAX_CACHED {
             self.kernel.clear();
         }
         self.kernel.insert(address, resolved.clone());
         resolved
+    }
+
+    /// A cold look-up in `src`, its time taken from the budget (`None`, counted in
+    /// `behind`, when the budget is spent).
+    fn look_up(&mut self, src: &Source<'_>, input: Input<u64>) -> Option<Arc<Resolved>> {
+        if !self.may_look_up() {
+            self.behind += 1;
+            return None;
+        }
+        let began = Instant::now();
+        let found = self.symbolizer.symbolize_single(src, input);
+        let resolved = Arc::new(resolved(found));
+        self.budget = self.budget.saturating_sub(began.elapsed());
+        self.cold += 1;
+        Some(resolved)
     }
 }
 
