@@ -694,9 +694,7 @@ impl SampleFormat {
                 let pid = r.u32("comm pid")?;
                 let tid = r.u32("comm tid")?;
                 let sample_id = self.trailer(r)?;
-                // The trailer was there (self.trailer): len >= its size.
-                let end = r.bytes().len().saturating_sub(self.trailer_size());
-                let comm = until_nul(r.bytes().get(r.pos()..end).unwrap_or_default());
+                let comm = self.text_before_trailer(&r);
                 Ok(Record::Comm {
                     pid,
                     tid,
@@ -738,9 +736,7 @@ impl SampleFormat {
                     &[]
                 };
                 let sample_id = self.trailer(r)?;
-                // The trailer was there (self.trailer): len >= its size.
-                let end = r.bytes().len().saturating_sub(self.trailer_size());
-                let filename = until_nul(r.bytes().get(r.pos()..end).unwrap_or_default());
+                let filename = self.text_before_trailer(&r);
                 Ok(Record::Mmap {
                     pid,
                     tid,
@@ -755,9 +751,7 @@ impl SampleFormat {
             PERF_RECORD_CGROUP => {
                 let id = r.u64("cgroup id")?;
                 let sample_id = self.trailer(r)?;
-                // The trailer was there (self.trailer): len >= its size.
-                let end = r.bytes().len().saturating_sub(self.trailer_size());
-                let path = until_nul(r.bytes().get(r.pos()..end).unwrap_or_default());
+                let path = self.text_before_trailer(&r);
                 Ok(Record::Cgroup {
                     id,
                     path,
@@ -962,6 +956,14 @@ impl SampleFormat {
             s.cgroup = Some(r.u64("cgroup")?);
         }
         Ok(s)
+    }
+
+    /// The text from `r`'s place to the trailer, up to its NUL (a COMM's name, an MMAP2's
+    /// file, a CGROUP's path), once [`Self::trailer`] found the trailer there.
+    fn text_before_trailer<'a>(&self, r: &Reader<'a>) -> &'a [u8] {
+        // The trailer was there: len >= its size.
+        let end = r.bytes().len().saturating_sub(self.trailer_size());
+        until_nul(r.bytes().get(r.pos()..end).unwrap_or_default())
     }
 
     fn trailer(&self, r: Reader<'_>) -> Result<SampleId, PerfSampleError> {
