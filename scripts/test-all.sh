@@ -37,6 +37,8 @@ command -v perf >/dev/null 2>&1 || missing+=(linux-perf)
 command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
 # tests/host/top.rs runs `uevrec top` in a real terminal: a tmux pane.
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+# tests/host/stacks.rs builds its traced C programs with gcc (-g -fno-omit-frame-pointer).
+command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 # tests/host/decode.rs compares trace.dat decoding with `trace-cmd report`.
 command -v trace-cmd >/dev/null 2>&1 || missing+=(trace-cmd)
 if [ ${#missing[@]} -gt 0 ]; then
