@@ -118,6 +118,7 @@ fn format(input: Input, workers: usize) -> u64 {
             context: Some(ContextTracker::new()),
             schema: false,
             filter: None,
+            stacks: None,
         };
         run_parallel(stage_rx, chunk_tx, &out_tx, &rec_rx, lines, workers, || {})
             .expect("the writer takes every batch");

@@ -50,6 +50,8 @@ command -v script >/dev/null 2>&1 || missing+=(bsdutils)
 # crun refuses hosts whose cgroups are in hybrid mode).
 command -v podman >/dev/null 2>&1 || missing+=(podman)
 command -v runc >/dev/null 2>&1 || missing+=(runc)
+# tests/host/stacks.rs builds its traced C programs with gcc (-g -fno-omit-frame-pointer).
+command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 # tests/host/decode.rs compares trace.dat decoding with `trace-cmd report`.
 command -v trace-cmd >/dev/null 2>&1 || missing+=(trace-cmd)
 if [ ${#missing[@]} -gt 0 ]; then

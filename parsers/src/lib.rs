@@ -4,7 +4,8 @@
 //! The data path, one private module per step, its API re-exported here:
 //! 1. format files: tracefs `format` text → [`EventFormat`] ([`parse_format`], with the one
 //!    C-type rule [`resolve_decl`]; [`WordSize`] for files of 32-bit machines);
-//! 2. [`perf_sample`]: perf ring-buffer record bytes → sample (ids, time, cpu, raw bytes);
+//! 2. [`perf_sample`]: perf ring-buffer record bytes → sample (ids, time, cpu, raw bytes,
+//!    the [`callchain`] of a stack);
 //! 3. decoding: raw trace-entry bytes + schema → typed [`Value`]s, through one compiled
 //!    [`FieldPlan`] per field (dynamic locations by the one rule, [`resolve_location`]);
 //! 4. JSON lines: [`LineWriter`] writes one line per record ([`PreparedFormat`] once per
@@ -18,8 +19,8 @@
 //! drivers from a whole file to lines are [`to_lines`], above them.
 //!
 //! Layers, lowest first: `bytes`, `schema`, `event_name`, `field_type`, `format_file`, `decode`,
-//! `json`, `context`, `perf_sample`, `eventheader`, `ftrace_page`, `json_line`, `otlp`,
-//! `text`, `output`, `perf_data`, `trace_dat`, `to_lines`.
+//! `json`, `context`, `callchain`, `perf_sample`, `eventheader`, `ftrace_page`, `json_line`,
+//! `otlp`, `text`, `output`, `perf_data`, `trace_dat`, `to_lines`.
 //! A module imports only from modules before it; `tests/layers.rs` checks every crate
 //! path against this list, and against the lists of the folders that document their own
 //! (`otlp/`, `perf_data/`).
@@ -41,6 +42,8 @@
 
 #[deny(clippy::arithmetic_side_effects)]
 mod bytes;
+#[deny(clippy::arithmetic_side_effects)]
+pub mod callchain;
 #[deny(clippy::arithmetic_side_effects)]
 pub mod context;
 #[deny(clippy::arithmetic_side_effects)]
@@ -83,7 +86,7 @@ pub use field_type::{
 pub use format_file::{FormatError, parse_format, parse_format_for};
 /// The EventHeader part of a JSON line (rendering; [`eventheader`] decodes).
 pub use json_line::eventheader as eventheader_json;
-pub use json_line::own_lines::{ClockInfo, FirstTracepoint, SessionInfo};
+pub use json_line::own_lines::{ClockInfo, FirstTracepoint, SessionInfo, StackInfo};
 pub use json_line::{
     LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp, RecordWriter,
 };

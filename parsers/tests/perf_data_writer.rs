@@ -487,10 +487,11 @@ fn context_records_read_back() {
         at += size;
     }
     let want = [
+        // An exec's COMM (pid == tid) is the process's exec (issue 38: stacks start over).
         format!(
             "{:?}",
-            ContextUpdate::Comm {
-                tid: 5,
+            ContextUpdate::Exec {
+                pid: 5,
                 comm: b"name"
             }
         ),

@@ -216,6 +216,8 @@ pub enum Arrival<'a> {
         cgroup: Option<u64>,
         /// The trace entry (common fields first).
         raw: &'a [u8],
+        /// The call stack (`PERF_SAMPLE_CALLCHAIN`), if asked for.
+        callchain: Option<uevrec_parsers::callchain::Callchain<'a>>,
     },
     /// Who is who changed (a thread's name, a new or exited thread, a new cgroup).
     Context {

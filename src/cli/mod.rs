@@ -8,8 +8,8 @@
 //! output went away (EPIPE; like a shell's status for SIGPIPE), nothing printed;
 //! [`crate::system::signals::FORCED_EXIT_STATUS`] 130 a second SIGINT/SIGTERM cut the shutdown short.
 //!
-//! Layers, lowest first: `values`, `instance`, `output`, `export`, `register`, `record`,
-//! `decode`, `flight`, `list`, `recover`, `top`, `docs`.
+//! Layers, lowest first: `values`, `instance`, `stacks`, `output`, `export`, `register`,
+//! `record`, `decode`, `flight`, `list`, `recover`, `top`, `docs`.
 
 pub mod decode;
 pub mod docs;
@@ -21,6 +21,7 @@ pub mod output;
 mod record;
 pub mod recover;
 pub mod register;
+pub mod stacks;
 pub mod top;
 pub mod values;
 
@@ -152,6 +153,9 @@ pub struct SessionArgs {
     /// How often to look for new events matching the selectors.
     #[arg(long, value_name = "DUR", default_value = "1s", value_parser = values::parse_positive_duration)]
     pub rescan_interval: Duration,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub stacks: stacks::StackArgs,
 }
 
 impl SessionArgs {
@@ -168,6 +172,8 @@ impl SessionArgs {
             pid: self.pid,
             include_self: self.include_self,
             rescan_interval: self.rescan_interval,
+            stacks: self.stacks.request(),
+            symbolize: !self.stacks.no_symbolize,
             ..Default::default()
         })
     }
@@ -196,7 +202,7 @@ pub struct RecordingArgs {
     pub no_context: bool,
     /// Output format: json (uevrec's JSON lines), otlp (OTLP/JSON requests) or text (one
     /// readable line per record). Default: json; for `tail` writing to a terminal, text
-    /// (json in a pipe or a file, or with --pretty).
+    /// (json in a pipe or a file, with --pretty, or with -g: text lines carry no stacks).
     #[arg(long, value_enum)]
     pub format: Option<output::Format>,
     /// Stop after this long (e.g. 10s, 1m).

@@ -56,6 +56,17 @@ fn with_registered<A>(
 
 fn record_run(args: RecordArgs) -> i32 {
     crate::system::durable::set_policy(args.fsync);
+    if let Some(why) = super::stacks::unsupported_output(
+        &args.rec.session.stacks,
+        args.rec.format == Some(Format::Otlp),
+        args.rec.format == Some(Format::Text),
+        args.raw.is_some(),
+        args.flight.flight.is_some(),
+        args.export.enabled(),
+    ) {
+        messages::error(&why);
+        return EXIT_ERROR;
+    }
     if args.export.enabled() {
         return export(&args);
     }
@@ -355,6 +366,17 @@ pub fn tail(args: TailArgs) -> i32 {
 }
 
 fn tail_run(args: TailArgs) -> i32 {
+    if let Some(why) = super::stacks::unsupported_output(
+        &args.rec.session.stacks,
+        args.rec.format == Some(Format::Otlp),
+        args.rec.format == Some(Format::Text),
+        false,
+        false,
+        false,
+    ) {
+        messages::error(&why);
+        return EXIT_ERROR;
+    }
     let config = match config(&args.rec, false) {
         Ok(c) => c,
         Err(e) => {
@@ -380,12 +402,13 @@ fn tail_run(args: TailArgs) -> i32 {
 }
 
 /// `tail`'s format: `--format`, else text on a terminal (JSON lines in a pipe or a file,
-/// or with `--pretty`).
+/// with `--pretty`, or with call stacks: text lines do not carry them).
 fn tail_format(args: &TailArgs) -> Result<uevrec_parsers::OutputFormat, &'static str> {
     let terminal = super::output::stdout_is_terminal();
+    let stacks = args.rec.session.stacks.request().is_some();
     let format = match args.rec.format {
         Some(f) => f,
-        None if terminal && !args.pretty => Format::Text,
+        None if terminal && !args.pretty && !stacks => Format::Text,
         None => Format::Json,
     };
     if args.pretty && format != Format::Json {

@@ -54,6 +54,10 @@ pub fn top(args: &TopArgs) -> i32 {
     } else {
         Display::Terminal
     };
+    if args.session.stacks.request().is_some() {
+        messages::error(&"uevrec top does not show call stacks yet: drop -g (docs/stacks.md)");
+        return EXIT_ERROR;
+    }
     let config = match args.session.session_config() {
         // Nothing on standard error under the live view (it would scribble over the
         // screen): the session's messages show as the view's notice line.

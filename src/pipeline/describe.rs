@@ -64,6 +64,13 @@ pub fn session_info(config: &SessionConfig) -> SessionInfo {
             realtime_ns: realtime,
             resample_ms: RESAMPLE_INTERVAL.as_millis() as u64,
         },
+        stacks: config.stacks.map(|s| uevrec_parsers::StackInfo {
+            call_graph: "fp".into(),
+            max_stack: s.max_stack,
+            kernel: s.kernel,
+            symbolized: config.symbolize,
+            frames: crate::pipeline::stacks::FRAMES_IN_WORDS.into(),
+        }),
     }
 }
 

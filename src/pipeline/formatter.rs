@@ -20,6 +20,7 @@ use uevrec_parsers::{
 
 use crate::pipeline::describe::Described;
 use crate::pipeline::filter::{DropReason, Filter, FormatFilter};
+use crate::pipeline::stacks::{StackOptions, StackWriter};
 
 use crate::capture::staging::{Closed, Staged, StagedChunk, StagedEntry};
 use crate::pipeline::{
@@ -40,6 +41,8 @@ struct Core {
     filters: Vec<Option<FormatFilter>>,
     /// The records' byte order (what the filters decode with).
     endian: uevrec_parsers::Endian,
+    /// Call stacks (`-g`), when records carry them.
+    stacks: Option<StackWriter>,
 }
 
 impl Core {
@@ -56,6 +59,7 @@ impl Core {
             filter: None,
             filters: Vec::new(),
             endian: opts.endian,
+            stacks: None,
         }
     }
 
@@ -83,6 +87,17 @@ impl Core {
                 } = entry
                 {
                     c.apply(time_unix_ns, update);
+                }
+            }
+        }
+        if let Some(s) = &mut self.stacks {
+            for entry in chunk.entries() {
+                if let StagedEntry::Context {
+                    time_unix_ns,
+                    update,
+                } = entry
+                {
+                    s.apply(time_unix_ns, &update);
                 }
             }
         }
@@ -115,6 +130,9 @@ impl Core {
                 time_unix_ns,
                 update,
             } => {
+                if let Some(s) = &mut self.stacks {
+                    s.apply(time_unix_ns, &update);
+                }
                 if let Some(c) = &mut self.context {
                     c.apply(time_unix_ns, update);
                 }
@@ -130,6 +148,7 @@ impl Core {
                 stamp,
                 cgroup,
                 raw,
+                stack,
             } => {
                 match self.formats.get(slot as usize).and_then(Option::as_ref) {
                     Some(prepared) => {
@@ -143,6 +162,9 @@ impl Core {
                             self.writer.set_context(c, &stamp, cgroup);
                         }
                         self.writer.write_prepared(out, &stamp, prepared, raw);
+                        if let (Some(s), Some(stack)) = (&mut self.stacks, stack) {
+                            add_stack(out, start, s, &stamp, stack);
+                        }
                         if self.schema {
                             let end = out.len();
                             let t = stamp.time_unix_ns;
@@ -169,6 +191,24 @@ impl Core {
         }
         0
     }
+}
+
+/// Put the `"stack"` key of a record into its JSON line (`out[start..]`, ending `}\n`);
+/// a line of any other shape (OTLP, which the CLI does not pair with stacks) is left as
+/// it is.
+fn add_stack(
+    out: &mut Vec<u8>,
+    start: usize,
+    stacks: &mut StackWriter,
+    stamp: &uevrec_parsers::RecordStamp,
+    stack: uevrec_parsers::callchain::Callchain<'_>,
+) {
+    if out.len() < start + 2 || !out.ends_with(b"}\n") {
+        return;
+    }
+    out.truncate(out.len() - 2);
+    stacks.write(out, stamp, stack);
+    out.extend_from_slice(b"}\n");
 }
 
 /// The EventHeader metadata blocks announced so far in the whole output, by a hash of
@@ -315,6 +355,8 @@ pub struct FormatterOptions<'a> {
     pub session: Option<&'a SessionInfo>,
     /// Who is who (`None`: `--no-context`).
     pub context: Option<ContextTracker>,
+    /// Call stacks on the lines of records that carry them (`None`: none asked for).
+    pub stacks: Option<StackOptions>,
     /// Schema lines where the staged entries place them ([`StagedEntry::Schema`], the
     /// decoders of files) and for EventHeader metadata blocks, without a session line
     /// (with `session` they are on whatever this says).
@@ -362,10 +404,12 @@ fn run_in(
         context,
         schema,
         filter,
+        stacks,
     } = lines;
     let mut core = Core::new(format, opts, context);
     core.schema = schema || session.is_some();
     core.filter = filter.clone();
+    core.stacks = stacks.map(StackWriter::new);
     let mut f = Formatter {
         input,
         out,
@@ -492,6 +536,7 @@ pub fn run_parallel_in(
         context,
         schema,
         filter,
+        stacks,
     } = lines;
     let (parts_tx, parts_rx) = crossbeam_channel::bounded::<Part>(workers * PARTS_IN_FLIGHT);
     thread::scope(|scope| {
@@ -507,6 +552,7 @@ pub fn run_parallel_in(
             let mut core = Core::new(format, opts, context.clone());
             core.schema = schema || session.is_some();
             core.filter = filter.clone();
+            core.stacks = stacks.map(StackWriter::new);
             let worker = Worker {
                 id,
                 input,
@@ -963,6 +1009,7 @@ mod tests {
                 context: Some(ContextTracker::new()),
                 schema: false,
                 filter: None,
+                stacks: None,
             };
             let mut called = false;
             run_parallel(stage_rx, chunk_tx, &out_tx, &rec_rx, lines, workers, || {

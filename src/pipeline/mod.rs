@@ -6,7 +6,7 @@
 //! the rings fill and the kernel counts lost records, which become `{"uevrec":"lost"}`
 //! lines; nothing is dropped silently. The threads and channels: docs/architecture.md.
 //!
-//! Layers, lowest first: `pool`, `batch`, `reorder`, `describe`, `filter`, `formatter`.
+//! Layers, lowest first: `pool`, `batch`, `reorder`, `stacks`, `describe`, `filter`, `formatter`.
 
 pub mod batch;
 pub mod describe;
@@ -14,6 +14,7 @@ pub mod filter;
 pub mod formatter;
 pub mod pool;
 pub mod reorder;
+pub mod stacks;
 
 pub use batch::{Announcement, Batch, Part};
 pub use pool::{

@@ -286,6 +286,11 @@ fn stage(
         endian: uevrec_parsers::Endian::Little,
     };
     let context = config.context;
+    let stacks = config
+        .stacks
+        .map(|_| crate::pipeline::stacks::StackOptions {
+            symbolize: config.symbolize,
+        });
     let downstream_gone = AtomicBool::new(false);
     let session_info = config.schema.then(|| {
         let mut info = crate::pipeline::describe::session_info(config);
@@ -350,6 +355,7 @@ fn stage(
                     context: context.then(ContextTracker::new),
                     schema: false,
                     filter,
+                    stacks,
                 };
                 let started = move || {
                     let _ = ready_tx.send(());

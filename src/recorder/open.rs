@@ -29,6 +29,12 @@ pub fn run_session(
         Some(t) => t.clone(),
         None => Tracefs::discover(None)?,
     };
+    if config.stacks.is_some() && config.backend == BackendKind::Ftrace {
+        return Err(SessionError::Stacks(
+            "call stacks (-g, --call-graph) need --backend perf: the ftrace backend's \
+             stack records are not supported yet (docs/stacks.md, \"Not yet\")",
+        ));
+    }
     let cpus = perf::online_cpus().map_err(SessionError::Cpus)?;
     if let (BackendKind::Ftrace, Some(plan)) = (config.backend, &config.spool) {
         let root = tracefs.root().to_owned();
@@ -49,9 +55,13 @@ pub fn run_session(
         perf::Tracking {
             tasks: true,
             cgroups: true,
+            stacks: config.stacks,
         }
     } else {
-        perf::Tracking::NONE
+        perf::Tracking {
+            stacks: config.stacks,
+            ..perf::Tracking::NONE
+        }
     };
     let rings = Rings::open(&cpus, config.buffer_pages.get(), tracking)
         .map_err(|e| session::perf_error(e, config.buffer_pages.get()))?;

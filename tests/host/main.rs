@@ -28,6 +28,7 @@ mod record_dat;
 mod record_raw;
 mod session;
 mod spool;
+mod stacks;
 mod stall;
 mod stop;
 mod text;

@@ -89,6 +89,20 @@ fn check(input: &Input, format: &SampleFormat, bits: u64, bytes: &[u8], record: 
             assert_eq!(s.cpu.is_some(), has(CPU));
             assert_eq!(s.period.is_some(), has(PERIOD));
             assert_eq!(s.raw.is_some(), has(RAW));
+            assert_eq!(s.callchain.is_some(), has(CALLCHAIN));
+            if let Some(chain) = s.callchain {
+                let start = chain.bytes().as_ptr() as usize - bytes.as_ptr() as usize;
+                assert!(
+                    start + chain.bytes().len() <= size,
+                    "callchain past the record end"
+                );
+                // Frames until the first error, never a panic.
+                for frame in chain.frames() {
+                    if frame.is_err() {
+                        break;
+                    }
+                }
+            }
             if let Some(raw) = s.raw {
                 let start = raw.as_ptr() as usize - bytes.as_ptr() as usize;
                 assert!(start + raw.len() <= size, "raw data past the record end");
@@ -102,8 +116,23 @@ fn check(input: &Input, format: &SampleFormat, bits: u64, bytes: &[u8], record: 
             assert!(size >= HEADER_SIZE + 8 + format.trailer_size());
             check_trailer(sample_id, bits, input.sample_id_all);
         }
-        Record::Comm { comm, sample_id, .. } => {
+        Record::Comm {
+            comm, sample_id, ..
+        } => {
             assert!(!comm.contains(&0), "the name runs to its NUL, not past it");
+            check_trailer(sample_id, bits, input.sample_id_all);
+        }
+        Record::Mmap {
+            filename,
+            build_id,
+            sample_id,
+            ..
+        } => {
+            assert!(
+                !filename.contains(&0),
+                "the file name runs to its NUL, not past it"
+            );
+            assert!(build_id.len() <= 20, "a build id is at most 20 bytes");
             check_trailer(sample_id, bits, input.sample_id_all);
         }
         Record::Task { sample_id, .. } | Record::Cgroup { sample_id, .. } => {

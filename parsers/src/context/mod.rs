@@ -96,6 +96,30 @@ pub enum ContextUpdate<'a> {
         /// Its name.
         name: &'a [u8],
     },
+    /// Process `pid` ran a new program (exec) called `comm`: for names, a rename of the
+    /// thread `pid`; for stacks, every mapping the process had is gone.
+    Exec {
+        /// The process (its main thread).
+        pid: u32,
+        /// The new name.
+        comm: &'a [u8],
+    },
+    /// Process `pid` mapped `len` bytes of the file `path` (from its byte `pgoff`) at
+    /// `addr`, executable (perf's `PERF_RECORD_MMAP2`): what names its stack frames.
+    Mmap {
+        /// The process.
+        pid: u32,
+        /// Start of the mapping.
+        addr: u64,
+        /// Its length.
+        len: u64,
+        /// Its offset in the file.
+        pgoff: u64,
+        /// The file's GNU build id, when the kernel gave it (up to 20 bytes).
+        build_id: &'a [u8],
+        /// The file (`[vdso]`, `//anon` … for mappings of no file), up to its NUL.
+        path: &'a [u8],
+    },
 }
 
 /// What is known of one thread.
@@ -241,6 +265,11 @@ impl ContextTracker {
     pub fn apply(&mut self, time: Option<u64>, update: ContextUpdate<'_>) {
         self.version = VERSIONS.fetch_add(1, Ordering::Relaxed);
         match update {
+            ContextUpdate::Exec { pid, comm } => {
+                self.apply(time, ContextUpdate::Comm { tid: pid, comm })
+            }
+            // Mappings name stack frames (the formatter's stack symbolizer), not records.
+            ContextUpdate::Mmap { .. } => {}
             ContextUpdate::Comm { tid, comm } => {
                 let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
                 let text = comm_text(&comm[..end]);

@@ -239,5 +239,6 @@ fn sample(raw: &[u8], time: u64, cpu: u32, pid_of: impl FnOnce(u32) -> Option<u3
         tid: Some(tid),
         cgroup: None,
         raw,
+        callchain: None,
     }
 }

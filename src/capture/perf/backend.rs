@@ -53,13 +53,17 @@ fn arrival<'a>(layout: &SampleFormat, marker: Option<u64>, bytes: &'a [u8]) -> A
             tid: s.tid,
             cgroup: s.cgroup,
             raw: s.raw.unwrap_or(&[]),
+            callchain: s.callchain,
         },
-        Ok(rec @ (Record::Comm { .. } | Record::Task { .. } | Record::Cgroup { .. })) => {
-            match rec.context_update() {
-                Some((time, update)) => Arrival::Context { time, update },
-                None => Arrival::Other,
-            }
-        }
+        Ok(
+            rec @ (Record::Comm { .. }
+            | Record::Task { .. }
+            | Record::Cgroup { .. }
+            | Record::Mmap { .. }),
+        ) => match rec.context_update() {
+            Some((time, update)) => Arrival::Context { time, update },
+            None => Arrival::Other,
+        },
         Ok(
             Record::Lost {
                 lost, sample_id, ..
@@ -121,6 +125,12 @@ impl Backend for PerfBackend {
         Ok(missing)
     }
 
+    fn track_new_tasks(&mut self) {
+        // Without context the trackers exist only for call stacks (the mappings that name
+        // their frames); a failure leaves frames to say `no_mapping`.
+        let _ = self.rings.start_tracking();
+    }
+
     fn enable(&mut self, event: &EventFds) -> Result<(), BackendError> {
         Ok(event.enable()?)
     }
@@ -158,6 +168,7 @@ impl Backend for PerfBackend {
                         Record::Comm { sample_id, .. }
                         | Record::Task { sample_id, .. }
                         | Record::Cgroup { sample_id, .. }
+                        | Record::Mmap { sample_id, .. }
                         | Record::Lost { sample_id, .. }
                         | Record::LostSamples { sample_id, .. },
                     ) => sample_id.time.unwrap_or(0),
@@ -282,6 +293,7 @@ fn tracked_time(layout: &SampleFormat, rec: &[u8]) -> u64 {
             Record::Comm { sample_id, .. }
             | Record::Task { sample_id, .. }
             | Record::Cgroup { sample_id, .. }
+            | Record::Mmap { sample_id, .. }
             | Record::Lost { sample_id, .. }
             | Record::LostSamples { sample_id, .. },
         ) => sample_id.time.unwrap_or(0),

@@ -148,7 +148,7 @@ impl Rings {
             epoll
                 .add(owner.as_fd(), i as u64)
                 .map_err(step("epoll_ctl", cpu))?;
-            let tracker = if tracking == Tracking::NONE {
+            let tracker = if !tracking.side_band() {
                 None
             } else {
                 let bytes = TRACKER_PAGES * ring::page_size();
@@ -224,6 +224,21 @@ impl Rings {
     }
 }
 
+/// EOVERFLOW from perf_event_open: the callchain asked for more frames than
+/// `kernel.perf_event_max_stack` allows; said in words with the fix.
+fn explain_stack_refusal(e: io::Error) -> io::Error {
+    if e.raw_os_error() != Some(libc::EOVERFLOW) {
+        return e;
+    }
+    let limit = crate::capture::stacks::max_stack_sysctl()
+        .map_or_else(|| "unreadable".to_string(), |n| n.to_string());
+    io::Error::other(format!(
+        "{e}: the call stacks' --max-stack is above kernel.perf_event_max_stack ({limit}, \
+         {}); ask for fewer frames or raise the sysctl",
+        crate::capture::stacks::MAX_STACK_SYSCTL
+    ))
+}
+
 /// One tracepoint open on every CPU, redirected into the CPUs' rings.
 #[derive(Debug)]
 pub struct EventFds {
@@ -240,6 +255,7 @@ impl EventFds {
         let mut ids = Vec::with_capacity(rings.cpus.len());
         for c in &rings.cpus {
             let fd = sys::open_tracepoint(tp_id, c.cpu, rings.tracking)
+                .map_err(explain_stack_refusal)
                 .map_err(step("perf_event_open", c.cpu))?;
             fd.set_output(&c.owner)
                 .map_err(step("PERF_EVENT_IOC_SET_OUTPUT", c.cpu))?;

@@ -16,6 +16,8 @@ use perf_event_open_sys as sys;
 use sys::bindings::perf_event_attr;
 use uevrec_parsers::perf_sample::sample_type;
 
+use crate::capture::stacks::StackRequest;
+
 /// An open perf event.
 #[derive(Debug)]
 pub struct PerfFd(OwnedFd);
@@ -46,6 +48,9 @@ pub struct Tracking {
     pub tasks: bool,
     /// `PERF_RECORD_CGROUP` and `PERF_SAMPLE_CGROUP` (Linux 5.7).
     pub cgroups: bool,
+    /// `PERF_SAMPLE_CALLCHAIN` on every event, and the trackers report tasks and
+    /// executable mappings (`PERF_RECORD_MMAP2`), which name the frames.
+    pub stacks: Option<StackRequest>,
 }
 
 impl Tracking {
@@ -53,15 +58,24 @@ impl Tracking {
     pub const NONE: Tracking = Tracking {
         tasks: false,
         cgroups: false,
+        stacks: None,
     };
+
+    /// Whether the rings need trackers (side-band records of every task).
+    pub fn side_band(self) -> bool {
+        self.tasks || self.cgroups || self.stacks.is_some()
+    }
 
     /// The `sample_type` of every event of rings tracking this.
     pub fn sample_type(self) -> u64 {
+        let mut st = sample_type::UEVREC;
         if self.cgroups {
-            sample_type::UEVREC | sample_type::CGROUP
-        } else {
-            sample_type::UEVREC
+            st |= sample_type::CGROUP;
         }
+        if self.stacks.is_some() {
+            st |= sample_type::CALLCHAIN;
+        }
+        st
     }
 }
 
@@ -78,6 +92,10 @@ fn base_attr(tracking: Tracking) -> perf_event_attr {
     attr.set_disabled(1);
     // Wakeups by bytes (the ring owner's watermark), never per event.
     attr.set_watermark(1);
+    if let Some(stacks) = tracking.stacks {
+        attr.sample_max_stack = stacks.max_stack;
+        attr.set_exclude_callchain_kernel(u64::from(!stacks.kernel));
+    }
     attr
 }
 
@@ -130,7 +148,13 @@ pub fn open_ring_owner(
     if !side_band {
         return open(&mut attr, cpu);
     }
-    if tracking.tasks {
+    if tracking.stacks.is_some() {
+        // Executable mappings only (no mmap_data), with build ids where the kernel has them.
+        attr.set_mmap(1);
+        attr.set_mmap2(1);
+        attr.set_build_id(1);
+    }
+    if tracking.tasks || tracking.stacks.is_some() {
         attr.set_comm(1);
         attr.set_comm_exec(1);
         attr.set_task(1);

@@ -46,6 +46,9 @@ pub enum SessionError {
     /// The ftrace backend's tracefs instance could not be set up.
     #[error(transparent)]
     Ftrace(#[from] SetupError),
+    /// Call stacks asked for where they cannot be recorded yet.
+    #[error("{0}")]
+    Stacks(&'static str),
     /// The online CPU list could not be read.
     #[error("cannot read the online CPUs: {0}")]
     Cpus(io::Error),

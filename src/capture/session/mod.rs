@@ -106,6 +106,10 @@ pub struct SessionConfig {
     /// With `--backend ftrace`: record through a named instance that outlives a killed
     /// run and is adopted by the next (`--instance`, crate::capture::ftrace::named).
     pub instance: Option<crate::capture::ftrace::named::NamedInstance>,
+    /// Call stacks with every record (`-g`; perf backend), or none.
+    pub stacks: Option<crate::capture::stacks::StackRequest>,
+    /// Name the stacks' frames (off: `--no-symbolize`, addresses with module and offset).
+    pub symbolize: bool,
 }
 
 /// The default of `--drain-threads`: a quarter of the online CPUs, at least 1 (each
@@ -138,6 +142,8 @@ impl Default for SessionConfig {
             drain_threads: 1,
             pod_logs: crate::capture::kubernetes::PodLogDirs::default(),
             instance: None,
+            stacks: None,
+            symbolize: true,
         }
     }
 }

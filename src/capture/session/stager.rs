@@ -107,6 +107,7 @@ impl GroupTaker<'_> {
                 tid,
                 cgroup,
                 raw,
+                callchain,
             } => {
                 let Some(&slot) = key.and_then(|k| sh.by_key.get(&k)) else {
                     self.unknown += 1;
@@ -125,7 +126,8 @@ impl GroupTaker<'_> {
                     pid: pid.unwrap_or(0),
                     tid: tid.unwrap_or(0),
                 };
-                self.chunk.push_record_in(slot as u32, &stamp, cgroup, raw);
+                self.chunk
+                    .push_record_stacked(slot as u32, &stamp, cgroup, callchain, raw);
                 self.records[slot] += 1;
             }
             Arrival::Lost { lost, time } => {
@@ -204,6 +206,7 @@ impl<E> Stager<E> {
                 tid,
                 cgroup,
                 raw,
+                callchain,
             } => {
                 let Some(&slot) = key.and_then(|k| self.by_key.get(&k)) else {
                     self.unknown += 1;
@@ -223,7 +226,8 @@ impl<E> Stager<E> {
                     tid: tid.unwrap_or(0),
                 };
                 // Slots fit in u32: [`StageSender::format`] refuses any other.
-                self.chunk.push_record_in(slot as u32, &stamp, cgroup, raw);
+                self.chunk
+                    .push_record_stacked(slot as u32, &stamp, cgroup, callchain, raw);
                 ev.records += 1;
                 self.summary.records += 1;
             }

@@ -163,6 +163,7 @@ impl Backend for Fake {
                     tid: Some(*pid),
                     cgroup: None,
                     raw,
+                    callchain: None,
                 },
                 Pending::Lost(n) => Arrival::Lost {
                     lost: *n,

@@ -201,6 +201,7 @@ pub(crate) fn par_lines(
         context: context.filter(|_| opts.context),
         schema: opts.schema,
         filter: None,
+        stacks: None,
     }
 }
 

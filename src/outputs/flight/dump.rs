@@ -204,6 +204,7 @@ pub fn format_snapshot(
         context,
         schema: false,
         filter: None,
+        stacks: None,
     };
     format(
         lines,

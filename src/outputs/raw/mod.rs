@@ -295,6 +295,8 @@ impl Encoder {
                     stamp,
                     cgroup,
                     raw,
+                    // Callchains are not written to perf.data yet (docs/stacks.md).
+                    stack: _,
                 } => {
                     let ev = match self.slots.get(slot as usize).copied().flatten() {
                         Some(SlotOut::Event(ev)) => ev,
@@ -393,6 +395,7 @@ impl Encoder {
         tracker.apply(time_unix_ns, *update);
         let thread = match *update {
             ContextUpdate::Comm { tid, .. }
+            | ContextUpdate::Exec { pid: tid, .. }
             | ContextUpdate::Fork { tid, .. }
             | ContextUpdate::Exit { tid } => tid,
             _ => 0,
@@ -409,6 +412,9 @@ impl Encoder {
         let before = out.len();
         match *update {
             ContextUpdate::Comm { tid, comm } => writer::push_comm(out, &s, tid, tid, comm, false),
+            ContextUpdate::Exec { pid, comm } => writer::push_comm(out, &s, pid, pid, comm, true),
+            // Not written to perf.data yet (docs/stacks.md): the samples carry no callchain.
+            ContextUpdate::Mmap { .. } => {}
             ContextUpdate::Fork { tid, parent_tid } => {
                 let task = Task {
                     fork: true,

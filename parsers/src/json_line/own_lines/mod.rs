@@ -67,6 +67,24 @@ pub struct SessionInfo {
     pub include_self: bool,
     /// How record times were taken and turned into the lines' `time`.
     pub clock: ClockInfo,
+    /// The call stacks on the records (`-g`), if asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<StackInfo>,
+}
+
+/// What the records' `stack` key holds (docs/stacks.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StackInfo {
+    /// How the stacks were taken (`fp`: the kernel walked the frame pointers).
+    pub call_graph: String,
+    /// Frames per stack at most (0: `kernel.perf_event_max_stack`).
+    pub max_stack: u16,
+    /// Whether kernel frames were asked for.
+    pub kernel: bool,
+    /// Whether the frames were named (off: `--no-symbolize`).
+    pub symbolized: bool,
+    /// The key's shape, in words.
+    pub frames: String,
 }
 
 /// The clock of a session: records are stamped on `source` by the kernel; uevrec adds

@@ -1,7 +1,8 @@
 //! The byte format of a staged chunk: entries written by the session (or a file
 //! decoder) and read back by the formatter, private to the process.
 
-use uevrec_parsers::{ContextUpdate, RecordStamp};
+use uevrec_parsers::callchain::Callchain;
+use uevrec_parsers::{ContextUpdate, Endian, RecordStamp};
 
 /// `slot` value of a notice entry (not a record).
 const NOTICE: u32 = u32::MAX;
@@ -21,6 +22,9 @@ const HAS_CGROUP: u32 = 2;
 /// the decoder reads (`uevrec decode --threads`: a mapped file): the body (after the
 /// cgroup id, if any) is its offset (`u64`) and length (`u32`) there.
 const HAS_REF: u32 = 4;
+/// Flag: the record's body (after the cgroup id, if any) starts with its call stack: a
+/// `u32` byte length, then the callchain's words (native byte order, markers included).
+const HAS_STACK: u32 = 8;
 /// Body bytes of a [`HAS_REF`] record (besides the cgroup id).
 const REF_BODY: usize = 12;
 /// Bytes of an entry's header: slot, cpu, pid, tid, length, flags (u32 each), time (u64).
@@ -57,6 +61,8 @@ pub enum StagedEntry<'a> {
         cgroup: Option<u64>,
         /// The trace entry (common fields first).
         raw: &'a [u8],
+        /// The call stack the sample carried (`PERF_SAMPLE_CALLCHAIN`), if any.
+        stack: Option<Callchain<'a>>,
     },
     /// Who is who changed (a thread's name, a new thread, a cgroup's path …): the
     /// formatter's [`uevrec_parsers::ContextTracker`] takes it.
@@ -236,6 +242,38 @@ impl StagedChunk {
         self.records += 1;
     }
 
+    /// [`StagedChunk::push_record_in`] with the call stack the sample carried, if any
+    /// (its words and a length staged only when there is one).
+    pub fn push_record_stacked(
+        &mut self,
+        slot: u32,
+        stamp: &RecordStamp,
+        cgroup: Option<u64>,
+        stack: Option<Callchain<'_>>,
+        raw: &[u8],
+    ) {
+        let Some(stack) = stack else {
+            return self.push_record_in(slot, stamp, cgroup, raw);
+        };
+        debug_assert!(slot < SCHEMA);
+        // Both come from one ring record (< 64 KiB).
+        let words = stack.bytes();
+        let raw = &raw[..raw.len().min(u32::MAX as usize - 16 - words.len())];
+        let id_len = if cgroup.is_some() { 8 } else { 0 };
+        let len = id_len + 4 + words.len() + raw.len();
+        self.bytes.reserve(HEADER + len);
+        let flags = HAS_STACK | if cgroup.is_some() { HAS_CGROUP } else { 0 };
+        self.header(slot, stamp, len, flags);
+        if let Some(id) = cgroup {
+            self.bytes.extend_from_slice(&id.to_ne_bytes());
+        }
+        self.bytes
+            .extend_from_slice(&len32(words.len()).to_ne_bytes());
+        self.bytes.extend_from_slice(words);
+        self.bytes.extend_from_slice(raw);
+        self.records += 1;
+    }
+
     /// [`StagedChunk::push_record_in`] for a trace entry that lies in the input a file
     /// decoder reads, at `offset` (`len` bytes): only where it is, not its bytes, is
     /// staged (12 bytes instead of the entry's). The formatter reads it from the same
@@ -282,6 +320,26 @@ impl StagedChunk {
             ContextUpdate::ContainerName { id, name } => {
                 joined = [id, name].join(&0);
                 (6, 0, 0, &joined)
+            }
+            ContextUpdate::Exec { pid, comm } => (7, pid.into(), 0, comm),
+            ContextUpdate::Mmap {
+                pid,
+                addr,
+                len,
+                pgoff,
+                build_id,
+                path,
+            } => {
+                // The length and file offset, the build id behind its length, the path.
+                let id = &build_id[..build_id.len().min(u8::MAX as usize)];
+                let mut v = Vec::with_capacity(17 + id.len() + path.len());
+                v.extend_from_slice(&len.to_ne_bytes());
+                v.extend_from_slice(&pgoff.to_ne_bytes());
+                v.push(id.len() as u8);
+                v.extend_from_slice(id);
+                v.extend_from_slice(path);
+                joined = v;
+                (8, pid.into(), addr, &joined)
             }
             ContextUpdate::Comm { tid, comm } => (0, tid.into(), 0, comm),
             ContextUpdate::Fork { tid, parent_tid } => (1, tid.into(), parent_tid.into(), &[]),
@@ -468,6 +526,22 @@ fn context_update(body: &[u8]) -> Option<ContextUpdate<'_>> {
                 name: &name[1..],
             }
         }
+        7 => ContextUpdate::Exec {
+            pid: tid?,
+            comm: text,
+        },
+        8 => {
+            let (fixed, rest) = text.split_at_checked(17)?;
+            let (build_id, path) = rest.split_at_checked(usize::from(fixed[16]))?;
+            ContextUpdate::Mmap {
+                pid: tid?,
+                addr: b,
+                len: u64_at(fixed, 0),
+                pgoff: u64_at(fixed, 8),
+                build_id,
+                path,
+            }
+        }
         _ => return None,
     })
 }
@@ -556,6 +630,18 @@ impl<'a> Iterator for StagedEntries<'a> {
                 } else {
                     (None, entry)
                 };
+                let (stack, raw) = if flags & HAS_STACK != 0 {
+                    let words = raw
+                        .split_at_checked(4)
+                        .and_then(|(n, rest)| rest.split_at_checked(u32_at(n, 0) as usize));
+                    let Some((words, raw)) = words else {
+                        self.rest = &[];
+                        return None;
+                    };
+                    (Some(Callchain::new(words, Endian::NATIVE)), raw)
+                } else {
+                    (None, raw)
+                };
                 let raw = if flags & HAS_REF != 0 {
                     let at = (raw.len() == REF_BODY).then(|| {
                         let offset = usize::try_from(u64_at(raw, 0)).unwrap_or(usize::MAX);
@@ -581,6 +667,7 @@ impl<'a> Iterator for StagedEntries<'a> {
                     },
                     cgroup,
                     raw,
+                    stack,
                 }
             }
         };

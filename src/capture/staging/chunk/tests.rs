@@ -55,7 +55,8 @@ fn entries_come_back_in_order() {
                 slot: 0,
                 stamp: stamp(Some(5), 1),
                 cgroup: None,
-                raw: b"abc"
+                raw: b"abc",
+                stack: None,
             },
             StagedEntry::Notice {
                 time_unix_ns: Some(6),
@@ -67,7 +68,8 @@ fn entries_come_back_in_order() {
                 slot: 3,
                 stamp: stamp(None, 0),
                 cgroup: None,
-                raw: b""
+                raw: b"",
+                stack: None,
             },
             StagedEntry::Lost {
                 time_unix_ns: None,
@@ -84,7 +86,8 @@ fn entries_come_back_in_order() {
                 slot: 9,
                 stamp: stamp(Some(u64::MAX), 2),
                 cgroup: None,
-                raw: &[0xff; 70]
+                raw: &[0xff; 70],
+                stack: None,
             },
             StagedEntry::Context {
                 time_unix_ns: Some(7),
@@ -97,7 +100,8 @@ fn entries_come_back_in_order() {
                 slot: 1,
                 stamp: stamp(Some(8), 1),
                 cgroup: Some(1 << 33),
-                raw: b"xy"
+                raw: b"xy",
+                stack: None,
             },
             StagedEntry::Context {
                 time_unix_ns: None,
@@ -201,6 +205,7 @@ fn a_record_staged_by_where_it_lies_is_read_from_the_input() {
         stamp: stamp(Some(7), 3),
         cgroup,
         raw,
+        stack: None,
     };
     assert_eq!(got[0], record(2, None, &b"TRACE-ENTRY"[..]));
     assert_eq!(got[1], record(4, Some(99), &b".."[..]));
@@ -233,4 +238,56 @@ fn a_cut_chunk_ends_the_iteration() {
             "cut at {cut_at}"
         );
     }
+}
+
+#[test]
+fn stacked_records_and_mapping_contexts_round_trip() {
+    use uevrec_parsers::callchain::{Callchain, PERF_CONTEXT_USER};
+    let words: Vec<u8> = [PERF_CONTEXT_USER, 0x401000, 0x402000]
+        .iter()
+        .flat_map(|w| w.to_ne_bytes())
+        .collect();
+    let chain = Callchain::new(&words, uevrec_parsers::Endian::NATIVE);
+    let mut chunk = StagedChunk::default();
+    chunk.push_record_stacked(2, &stamp(Some(5), 1), Some(7), Some(chain), b"entry");
+    chunk.push_record_stacked(3, &stamp(Some(6), 1), None, None, b"plain");
+    let mmap = ContextUpdate::Mmap {
+        pid: 9,
+        addr: 1 << 40,
+        len: 0x3000,
+        pgoff: 0x1000,
+        build_id: &[0xab; 20],
+        path: b"/usr/bin/x",
+    };
+    chunk.push_context(Some(8), &mmap);
+    chunk.push_context(Some(9), &ContextUpdate::Exec { pid: 9, comm: b"x" });
+    let got: Vec<_> = chunk.entries().collect();
+    assert_eq!(chunk.records(), 2);
+    assert_eq!(
+        got,
+        vec![
+            StagedEntry::Record {
+                slot: 2,
+                stamp: stamp(Some(5), 1),
+                cgroup: Some(7),
+                raw: b"entry",
+                stack: Some(chain),
+            },
+            StagedEntry::Record {
+                slot: 3,
+                stamp: stamp(Some(6), 1),
+                cgroup: None,
+                raw: b"plain",
+                stack: None,
+            },
+            StagedEntry::Context {
+                time_unix_ns: Some(8),
+                update: mmap,
+            },
+            StagedEntry::Context {
+                time_unix_ns: Some(9),
+                update: ContextUpdate::Exec { pid: 9, comm: b"x" },
+            },
+        ]
+    );
 }

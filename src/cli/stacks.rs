@@ -1,0 +1,190 @@
+//! The call-stack flags of the recording commands (perf's spellings: `-g`,
+//! `--call-graph`, `--max-stack`, `--user-callchains`; docs/stacks.md).
+
+use clap::Args;
+
+use crate::capture::stacks::{StackRequest, max_stack_sysctl};
+
+/// `--call-graph`'s modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallGraph {
+    /// Frame pointers, walked by the kernel.
+    Fp,
+    /// No stacks.
+    None,
+}
+
+/// perf's default `dwarf` stack size (bytes of user stack copied per sample).
+pub const DWARF_DEFAULT_SIZE: u32 = 8192;
+
+/// `--call-graph fp|dwarf[,SIZE]|none`: `dwarf` (with or without a valid size) is
+/// refused with the reason, never taken for `fp`.
+pub fn parse_call_graph(s: &str) -> Result<CallGraph, String> {
+    let (mode, size) = match s.split_once(',') {
+        Some((m, size)) => (m, Some(size)),
+        None => (s, None),
+    };
+    match (mode, size) {
+        ("fp", None) => Ok(CallGraph::Fp),
+        ("none", None) => Ok(CallGraph::None),
+        ("dwarf", size) => {
+            let size = match size {
+                None => DWARF_DEFAULT_SIZE,
+                Some(text) => text
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| *n > 0 && *n <= 65528 && n % 8 == 0)
+                    .ok_or_else(|| {
+                        format!(
+                            "`dwarf,{text}`: the size must be a multiple of 8 from 8 to 65528 bytes"
+                        )
+                    })?,
+            };
+            Err(format!(
+                "`dwarf` ({size} bytes of user stack per record) is not supported yet: uevrec \
+                 walks frame pointers only so far (`fp`, or -g); DWARF unwinding is planned \
+                 (docs/stacks.md, \"Not yet\")"
+            ))
+        }
+        _ => Err(format!(
+            "`{s}` is not a call-graph mode: use fp, dwarf[,SIZE] or none"
+        )),
+    }
+}
+
+/// `--max-stack N`: 1 to `kernel.perf_event_max_stack` (the kernel refuses more).
+pub fn parse_max_stack(s: &str) -> Result<u16, String> {
+    let n: u16 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of frames (1 to 65535)"))?;
+    if n == 0 {
+        return Err("the stack needs at least one frame".into());
+    }
+    match max_stack_sysctl() {
+        Some(limit) if n > limit => Err(format!(
+            "{n} frames is more than kernel.perf_event_max_stack allows ({limit}); raise it \
+             (`sysctl kernel.perf_event_max_stack={n}`) or ask for fewer"
+        )),
+        _ => Ok(n),
+    }
+}
+
+/// Call stacks on every record.
+#[derive(Debug, Args, Default)]
+pub struct StackArgs {
+    /// Record the call stack of every record, by frame pointers (same as --call-graph fp;
+    /// perf backend). Programs and libraries built without frame pointers give short
+    /// stacks (docs/stacks.md).
+    #[arg(short = 'g', help_heading = "Call stacks")]
+    pub g: bool,
+    /// How to record call stacks: fp (frame pointers), dwarf or dwarf,SIZE (not supported yet)
+    /// or none.
+    #[arg(long, value_name = "MODE", value_parser = parse_call_graph, help_heading = "Call stacks")]
+    pub call_graph: Option<CallGraph>,
+    /// Frames per stack at most, kernel and user together (default and most:
+    /// kernel.perf_event_max_stack, 127 unless changed).
+    #[arg(long, value_name = "N", value_parser = parse_max_stack, help_heading = "Call stacks")]
+    pub max_stack: Option<u16>,
+    /// User frames only (no kernel frames).
+    #[arg(long, help_heading = "Call stacks")]
+    pub user_callchains: bool,
+    /// Addresses only: each user frame with its module, file offset and build id, for
+    /// symbolizing elsewhere; kernel frames with their address.
+    #[arg(long, help_heading = "Call stacks")]
+    pub no_symbolize: bool,
+}
+
+/// Why stacks cannot go where the command sends its records (`None`: they can): so far
+/// they are written on JSON lines only, and a stack asked for is never dropped silently.
+pub fn unsupported_output(
+    stacks: &StackArgs,
+    format_otlp: bool,
+    format_text: bool,
+    raw: bool,
+    flight: bool,
+    export: bool,
+) -> Option<String> {
+    stacks.request()?;
+    let what = if format_otlp || export {
+        "OTLP (--format otlp, --export)"
+    } else if format_text {
+        "text lines (--format text; tail on a terminal writes JSON lines when -g asks for stacks)"
+    } else if raw {
+        "--raw files"
+    } else if flight {
+        "flight recordings (--flight)"
+    } else {
+        return None;
+    };
+    Some(format!(
+        "call stacks (-g, --call-graph) are written on JSON lines only so far, not to {what} (docs/stacks.md, \"Not yet\"): drop -g or record JSON lines"
+    ))
+}
+
+impl StackArgs {
+    /// The stacks asked for (`None`: none; `--call-graph none` wins over -g).
+    pub fn request(&self) -> Option<StackRequest> {
+        let on = match self.call_graph {
+            Some(CallGraph::None) => false,
+            Some(CallGraph::Fp) => true,
+            None => self.g,
+        };
+        on.then(|| StackRequest {
+            max_stack: self.max_stack.unwrap_or(0),
+            kernel: !self.user_callchains,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes() {
+        assert_eq!(parse_call_graph("fp"), Ok(CallGraph::Fp));
+        assert_eq!(parse_call_graph("none"), Ok(CallGraph::None));
+        for dwarf in ["dwarf", "dwarf,16384"] {
+            let e = parse_call_graph(dwarf).unwrap_err();
+            assert!(e.contains("not supported yet"), "{e}");
+        }
+        assert!(
+            parse_call_graph("dwarf,7")
+                .unwrap_err()
+                .contains("multiple of 8")
+        );
+        assert!(
+            parse_call_graph("lbr")
+                .unwrap_err()
+                .contains("not a call-graph mode")
+        );
+        assert!(parse_max_stack("0").is_err());
+        assert_eq!(parse_max_stack("3"), Ok(3));
+    }
+
+    #[test]
+    fn requests() {
+        let mut a = StackArgs::default();
+        assert_eq!(a.request(), None);
+        a.g = true;
+        assert_eq!(
+            a.request(),
+            Some(StackRequest {
+                max_stack: 0,
+                kernel: true
+            })
+        );
+        a.call_graph = Some(CallGraph::None);
+        assert_eq!(a.request(), None);
+        a.call_graph = Some(CallGraph::Fp);
+        a.user_callchains = true;
+        a.max_stack = Some(20);
+        assert_eq!(
+            a.request(),
+            Some(StackRequest {
+                max_stack: 20,
+                kernel: false
+            })
+        );
+    }
+}

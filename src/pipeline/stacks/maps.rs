@@ -1,0 +1,355 @@
+//! What each process had mapped, executable, while it ran: from the trackers'
+//! `PERF_RECORD_MMAP2`, exec, fork and exit records (staged as context entries, so every
+//! formatter worker sees all of them), or from `/proc/PID/maps` at first sight for a
+//! process that was running before the recording started. A process that exits before
+//! its records are formatted keeps its mappings here; a process id reused by another
+//! program starts from its fork (its parent's mappings) or its exec (none), never from
+//! the old program's.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use uevrec_parsers::ContextUpdate;
+
+/// Processes whose mappings are kept at most (the oldest exited ones go first).
+pub const MAX_PROCESSES: usize = 4096;
+/// Mappings kept per process at most (later ones are not kept: their frames are named
+/// by address only, with the reason `no_mapping`).
+pub const MAX_MAPPINGS: usize = 1024;
+/// Program runs kept per process id: each fork and exec starts one, so a sample staged
+/// after an exec, or after its process id was reused, but written before, finds the
+/// program that wrote it.
+const MAX_GENERATIONS: usize = 4;
+
+/// One executable mapping of a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// Offset in the file of `start`.
+    pub pgoff: u64,
+    /// The file (`[vdso]`, `//anon` … for no file).
+    pub path: Arc<str>,
+    /// The GNU build id, if the kernel gave it.
+    pub build_id: Arc<[u8]>,
+}
+
+impl Mapping {
+    /// The offset in the file of `address` (inside the mapping).
+    pub fn file_offset(&self, address: u64) -> u64 {
+        // start <= address < end: no overflow below; pgoff + a mapping's length fits.
+        address
+            .saturating_sub(self.start)
+            .saturating_add(self.pgoff)
+    }
+}
+
+/// The mappings of one program run (from an exec, or from the recording's start).
+#[derive(Debug, Default, Clone)]
+struct Generation {
+    /// When it began (Unix ns; None: before every record).
+    since: Option<u64>,
+    mappings: Vec<Mapping>,
+}
+
+/// One process's program runs, oldest first.
+#[derive(Debug, Default, Clone)]
+struct Process {
+    generations: VecDeque<Generation>,
+    exited: bool,
+}
+
+impl Process {
+    /// The program run at `time`: the last to begin by then (the first when all began
+    /// later; the last when the time is unknown).
+    fn generation_at(&self, time: Option<u64>) -> Option<&Generation> {
+        self.generations
+            .iter()
+            .rev()
+            .find(|g| g.since.zip(time).is_none_or(|(since, t)| since <= t))
+            .or(self.generations.front())
+    }
+
+    /// [`Process::generation_at`], to change.
+    fn generation_at_mut(&mut self, time: Option<u64>) -> Option<&mut Generation> {
+        let at = self
+            .generations
+            .iter()
+            .rposition(|g| g.since.zip(time).is_none_or(|(since, t)| since <= t))
+            .unwrap_or(0);
+        self.generations.get_mut(at)
+    }
+
+    /// A program run (a fork's or an exec's) begins at `time` with `mappings`.
+    fn begin(&mut self, time: Option<u64>, mappings: Vec<Mapping>) {
+        self.generations.push_back(Generation {
+            since: time,
+            mappings,
+        });
+        while self.generations.len() > MAX_GENERATIONS {
+            self.generations.pop_front();
+        }
+        self.exited = false;
+    }
+}
+
+/// The mappings of every process seen, bounded ([`MAX_PROCESSES`], [`MAX_MAPPINGS`]).
+#[derive(Debug, Default)]
+pub struct ProcessMaps {
+    processes: HashMap<u32, Arc<Process>>,
+    /// Exited processes, in exit order (the first to forget).
+    exited: VecDeque<u32>,
+    /// Process ids looked up in `/proc` already (found or not): never read twice.
+    scanned: std::collections::HashSet<u32>,
+}
+
+impl ProcessMaps {
+    /// Take one context change (those that are not about mappings are ignored).
+    pub fn apply(&mut self, time: Option<u64>, update: &ContextUpdate<'_>) {
+        match *update {
+            ContextUpdate::Mmap {
+                pid,
+                addr,
+                len,
+                pgoff,
+                build_id,
+                path,
+            } => {
+                let mapping = Mapping {
+                    start: addr,
+                    end: addr.saturating_add(len),
+                    pgoff,
+                    path: String::from_utf8_lossy(path).into(),
+                    build_id: build_id.into(),
+                };
+                let p = Arc::make_mut(self.processes.entry(pid).or_default());
+                if p.generations.is_empty() {
+                    p.generations.push_back(Generation::default());
+                }
+                if let Some(g) = p.generation_at_mut(time)
+                    && g.mappings.len() < MAX_MAPPINGS
+                {
+                    // A new mapping over old addresses replaces them (munmap is not told).
+                    g.mappings
+                        .retain(|m| m.end <= mapping.start || m.start >= mapping.end);
+                    g.mappings.push(mapping);
+                }
+                self.scanned.insert(pid);
+            }
+            ContextUpdate::Exec { pid, .. } => {
+                let p = Arc::make_mut(self.processes.entry(pid).or_default());
+                p.begin(time, Vec::new());
+                self.scanned.insert(pid);
+            }
+            ContextUpdate::Fork { tid, parent_tid } => {
+                // A new process (or thread) starts with its parent's mappings (none when
+                // the parent is unknown); an earlier owner of the id keeps its own for
+                // the samples it wrote before. A parent from before the recording: its
+                // mappings are read now, once.
+                self.scan(parent_tid);
+                let inherited = self
+                    .processes
+                    .get(&parent_tid)
+                    .and_then(|parent| parent.generation_at(time))
+                    .map(|g| g.mappings.clone())
+                    .unwrap_or_default();
+                let p = Arc::make_mut(self.processes.entry(tid).or_default());
+                p.begin(time, inherited);
+                self.scanned.insert(tid);
+            }
+            ContextUpdate::Exit { tid } => {
+                if let Some(p) = self.processes.get_mut(&tid)
+                    && !p.exited
+                {
+                    Arc::make_mut(p).exited = true;
+                    self.exited.push_back(tid);
+                }
+            }
+            _ => {}
+        }
+        self.bound();
+    }
+
+    /// Forget the oldest exited processes past [`MAX_PROCESSES`] (then any, should live
+    /// ones alone exceed it).
+    fn bound(&mut self) {
+        while self.processes.len() > MAX_PROCESSES {
+            match self.exited.pop_front() {
+                Some(pid) => {
+                    if self.processes.get(&pid).is_some_and(|p| p.exited) {
+                        self.processes.remove(&pid);
+                    }
+                }
+                None => {
+                    let Some(&any) = self.processes.keys().next() else {
+                        break;
+                    };
+                    self.processes.remove(&any);
+                }
+            }
+        }
+        if self.scanned.len() > 4 * MAX_PROCESSES {
+            self.scanned.clear();
+        }
+    }
+
+    /// The mapping holding `address` in process `pid` at `time` (its program then).
+    /// A process never seen is read from `/proc/PID/maps` once (one that ran before the
+    /// recording started).
+    pub fn find(&mut self, pid: u32, time: Option<u64>, address: u64) -> Option<&Mapping> {
+        self.scan(pid);
+        let g = self.processes.get(&pid)?.generation_at(time)?;
+        g.mappings
+            .iter()
+            .find(|m| m.start <= address && address < m.end)
+    }
+}
+
+impl ProcessMaps {
+    /// Read `/proc/PID/maps` of a process never seen (once).
+    fn scan(&mut self, pid: u32) {
+        if self.processes.contains_key(&pid) || !self.scanned.insert(pid) {
+            return;
+        }
+        if let Some(mappings) = read_proc_maps(pid) {
+            let mut p = Process::default();
+            p.generations.push_back(Generation {
+                since: None,
+                mappings,
+            });
+            self.processes.insert(pid, Arc::new(p));
+            self.bound();
+        }
+    }
+}
+
+/// The executable file mappings of a running process (`None` when it is gone).
+fn read_proc_maps(pid: u32) -> Option<Vec<Mapping>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    Some(
+        text.lines()
+            .filter_map(parse_maps_line)
+            .take(MAX_MAPPINGS)
+            .collect(),
+    )
+}
+
+/// One line of `/proc/PID/maps` (`start-end perms offset dev inode path`), if it maps
+/// executable memory.
+fn parse_maps_line(line: &str) -> Option<Mapping> {
+    let mut parts = line.splitn(6, ' ');
+    let (start, end) = parts.next()?.split_once('-')?;
+    let perms = parts.next()?;
+    if !perms.contains('x') {
+        return None;
+    }
+    let pgoff = u64::from_str_radix(parts.next()?, 16).ok()?;
+    let _dev = parts.next()?;
+    let _inode = parts.next()?;
+    let path = parts.next().unwrap_or("").trim_start();
+    Some(Mapping {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        pgoff,
+        path: if path.is_empty() { "//anon" } else { path }.into(),
+        build_id: Arc::from(&[][..]),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process id above any pid_max (no /proc entry to read).
+    const NO_PROCESS: u32 = 4_000_000_000;
+
+    fn mmap(pid: u32, addr: u64, path: &'static [u8]) -> ContextUpdate<'static> {
+        ContextUpdate::Mmap {
+            pid,
+            addr,
+            len: 0x1000,
+            pgoff: 0x2000,
+            build_id: b"",
+            path,
+        }
+    }
+
+    #[test]
+    fn mappings_by_process_and_program() {
+        let mut m = ProcessMaps::default();
+        m.apply(
+            Some(1),
+            &ContextUpdate::Fork {
+                tid: 10,
+                parent_tid: NO_PROCESS,
+            },
+        );
+        m.apply(Some(2), &mmap(10, 0x40_0000, b"/bin/a"));
+        let found = m.find(10, Some(3), 0x40_0010).unwrap();
+        assert_eq!(
+            (&*found.path, found.file_offset(0x40_0010)),
+            ("/bin/a", 0x2010)
+        );
+        // After an exec, the old program's mappings serve only samples before it.
+        m.apply(
+            Some(5),
+            &ContextUpdate::Exec {
+                pid: 10,
+                comm: b"b",
+            },
+        );
+        m.apply(Some(6), &mmap(10, 0x50_0000, b"/bin/b"));
+        assert!(m.find(10, Some(7), 0x40_0010).is_none());
+        assert_eq!(&*m.find(10, Some(4), 0x40_0010).unwrap().path, "/bin/a");
+        assert_eq!(&*m.find(10, Some(7), 0x50_0000).unwrap().path, "/bin/b");
+        // The process exits; its id is reused by a child of an unknown parent: no names.
+        m.apply(Some(8), &ContextUpdate::Exit { tid: 10 });
+        assert!(
+            m.find(10, Some(8), 0x50_0000).is_some(),
+            "kept after its exit"
+        );
+        m.apply(
+            Some(9),
+            &ContextUpdate::Fork {
+                tid: 10,
+                parent_tid: NO_PROCESS + 1,
+            },
+        );
+        assert!(m.find(10, Some(9), 0x50_0000).is_none());
+        // The old program's samples, staged after the reuse, still find it.
+        assert_eq!(&*m.find(10, Some(7), 0x50_0000).unwrap().path, "/bin/b");
+    }
+
+    #[test]
+    fn fork_inherits_and_maps_line() {
+        let mut m = ProcessMaps::default();
+        m.apply(None, &mmap(20, 0x1000, b"/lib/x.so"));
+        m.apply(
+            Some(1),
+            &ContextUpdate::Fork {
+                tid: 21,
+                parent_tid: 20,
+            },
+        );
+        assert_eq!(&*m.find(21, Some(2), 0x1800).unwrap().path, "/lib/x.so");
+        let line = "7f00-7f10 r-xp 00001000 08:01 1234      /usr/lib/libc.so.6";
+        let got = parse_maps_line(line).unwrap();
+        assert_eq!(
+            (got.start, got.end, got.pgoff, &*got.path),
+            (0x7f00, 0x7f10, 0x1000, "/usr/lib/libc.so.6")
+        );
+        assert!(parse_maps_line("7f00-7f10 rw-p 00000000 00:00 0").is_none());
+    }
+
+    #[test]
+    fn bounded() {
+        let mut m = ProcessMaps::default();
+        for pid in 0..(MAX_PROCESSES as u32 + 100) {
+            m.apply(None, &mmap(pid, 0x1000, b"/bin/x"));
+            m.apply(None, &ContextUpdate::Exit { tid: pid });
+        }
+        assert!(m.processes.len() <= MAX_PROCESSES);
+    }
+}

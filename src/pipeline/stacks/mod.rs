@@ -1,0 +1,291 @@
+//! Call stacks on JSON lines (`-g`): each record's callchain → a `"stack"` array,
+//! innermost frame first, symbolized on the formatter worker that writes the line
+//! (docs/stacks.md says why there and not in a stage of its own).
+//!
+//! [`maps`] keeps what each process mapped (so processes that exited still get names);
+//! [`symbols`] turns a file offset or a kernel address into functions, files and lines,
+//! with bounded caches and a time budget.
+//!
+//! [`perf_map`] names JIT code from `/tmp/perf-PID.map`.
+//!
+//! Layers, lowest first: `maps`, `perf_map`, `symbols`.
+
+pub mod maps;
+pub mod perf_map;
+pub mod symbols;
+
+use std::io::Write;
+use std::sync::Arc;
+
+use uevrec_parsers::callchain::{Callchain, FrameContext};
+use uevrec_parsers::{ContextUpdate, RecordStamp};
+
+use maps::ProcessMaps;
+use perf_map::PerfMaps;
+use symbols::Resolved;
+
+/// What the session line says the `stack` key holds.
+pub const FRAMES_IN_WORDS: &str = "stack: the frames, innermost first; each with addr (hex), \
+     context (kernel, user …), and when known symbol, offset (bytes into it), module (the \
+     file), file and line (of the call; of the instruction for the innermost frame), \
+     inlined (the calls inlined at the address, innermost first), perf_map (true: named \
+     from /tmp/perf-PID.map); a frame without names \
+     says why in unsymbolized (no_mapping, no_file, behind, kallsyms_hidden, no_symbols \
+     …); with --no-symbolize, user frames carry module, file_offset and build_id instead";
+
+/// How stacks are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StackOptions {
+    /// Names for the addresses (off: `--no-symbolize`, each user frame with its module,
+    /// file offset and build id, for symbolizing elsewhere).
+    pub symbolize: bool,
+}
+
+/// Rendered frames kept per worker (the keys after `addr` and `context`), by module,
+/// file offset and look-up distance, or by kernel address: about 200 bytes each.
+pub const MAX_RENDERED: usize = 1 << 16;
+
+/// The stack writer of one formatter worker.
+#[derive(Debug)]
+pub struct StackWriter {
+    options: StackOptions,
+    maps: ProcessMaps,
+    perf_maps: PerfMaps,
+    /// A user frame's keys after its context, by (module, file offset, look-up distance):
+    /// a named frame is one copy, not a look-up and escaping each time.
+    user: foldhash::HashMap<(Arc<str>, u64, u64), Arc<[u8]>>,
+    /// A kernel frame's keys after its context, by address.
+    kernel: foldhash::HashMap<u64, Arc<[u8]>>,
+}
+
+impl StackWriter {
+    /// A writer for `options` (each formatter thread makes its own symbolizer,
+    /// [`symbols::with`], at its first stack).
+    pub fn new(options: StackOptions) -> Self {
+        StackWriter {
+            options,
+            maps: ProcessMaps::default(),
+            perf_maps: PerfMaps::default(),
+            user: foldhash::HashMap::default(),
+            kernel: foldhash::HashMap::default(),
+        }
+    }
+
+    /// Take a context change (mappings, execs, forks, exits).
+    pub fn apply(&mut self, time: Option<u64>, update: &ContextUpdate<'_>) {
+        self.maps.apply(time, update);
+    }
+
+    /// Append `,"stack":[…]` for the record of `stamp` to `out`.
+    pub fn write(&mut self, out: &mut Vec<u8>, stamp: &RecordStamp, stack: Callchain<'_>) {
+        out.extend_from_slice(b",\"stack\":[");
+        let mut first = true;
+        let mut user_frames = 0u32;
+        for frame in stack.frames() {
+            let frame = match frame {
+                Ok(f) => f,
+                Err(e) => {
+                    // The frames before stay; the rest of the chain is not guessed at.
+                    sep(out, &mut first);
+                    out.extend_from_slice(b"{\"error\":");
+                    let _ = serde_json::to_writer(&mut *out, &e.to_string());
+                    out.push(b'}');
+                    break;
+                }
+            };
+            sep(out, &mut first);
+            let address = frame.address;
+            out.extend_from_slice(b"{\"addr\":\"");
+            push_hex(out, address);
+            out.push(b'"');
+            match frame.context {
+                FrameContext::Kernel => {
+                    out.extend_from_slice(b",\"context\":\"kernel\"");
+                    if self.options.symbolize {
+                        self.kernel_frame(out, address);
+                    }
+                }
+                FrameContext::User => {
+                    out.extend_from_slice(b",\"context\":\"user\"");
+                    // A return address but for the innermost frame: its call is the
+                    // instruction before (the line of the call, as perf shows it).
+                    let back = u64::from(user_frames > 0);
+                    user_frames = user_frames.saturating_add(1);
+                    self.user_frame(out, stamp, address, back);
+                }
+                other => {
+                    out.extend_from_slice(b",\"context\":\"");
+                    out.extend_from_slice(other.name().as_bytes());
+                    out.push(b'"');
+                }
+            }
+            out.push(b'}');
+        }
+        out.push(b']');
+    }
+
+    /// The keys of a kernel frame after its context.
+    fn kernel_frame(&mut self, out: &mut Vec<u8>, address: u64) {
+        if let Some(r) = self.kernel.get(&address) {
+            out.extend_from_slice(r);
+            return;
+        }
+        let r = symbols::with(|s| s.kernel(address));
+        let mut keys = Vec::new();
+        write_resolved(&mut keys, &r, 0);
+        out.extend_from_slice(&keys);
+        if r.reason != Some("behind") {
+            if self.kernel.len() >= MAX_RENDERED {
+                self.kernel.clear();
+            }
+            self.kernel.insert(address, keys.into());
+        }
+    }
+
+    /// The keys of a user frame after its address and context.
+    fn user_frame(&mut self, out: &mut Vec<u8>, stamp: &RecordStamp, address: u64, back: u64) {
+        let Some(m) = self.maps.find(stamp.pid, stamp.time_unix_ns, address) else {
+            out.extend_from_slice(b",\"unsymbolized\":\"no_mapping\"");
+            return;
+        };
+        let offset = m.file_offset(address);
+        let path = m.path.clone();
+        let build_id = m.build_id.clone();
+        // `//anon` (anonymous memory), `[vdso]`, `[stack]` …: not files.
+        let is_file = path.starts_with('/') && !path.starts_with("//");
+        if !is_file && self.options.symbolize {
+            // JIT code its runtime named (read again as it grows: not cached here).
+            out.extend_from_slice(b",\"module\":");
+            let _ = serde_json::to_writer(&mut *out, &*path);
+            if let Some((name, into)) = self.perf_maps.find(stamp.pid, address) {
+                out.extend_from_slice(b",\"symbol\":");
+                let _ = serde_json::to_writer(&mut *out, &*name);
+                let _ = write!(out, ",\"offset\":{into},\"perf_map\":true");
+            } else {
+                out.extend_from_slice(b",\"unsymbolized\":\"no_file\"");
+            }
+            return;
+        }
+        let key = (path, offset, back);
+        if let Some(r) = self.user.get(&key) {
+            out.extend_from_slice(r);
+            return;
+        }
+        let mut keys = Vec::new();
+        keys.extend_from_slice(b",\"module\":");
+        let _ = serde_json::to_writer(&mut keys, &*key.0);
+        let mut behind = false;
+        if self.options.symbolize {
+            let r = symbols::with(|s| s.user(&key.0, offset.saturating_sub(back)));
+            behind = r.reason == Some("behind");
+            write_resolved(&mut keys, &r, back);
+        } else {
+            keys.extend_from_slice(b",\"file_offset\":\"");
+            push_hex(&mut keys, offset);
+            keys.push(b'"');
+            if !build_id.is_empty() {
+                keys.extend_from_slice(b",\"build_id\":\"");
+                for b in build_id.iter() {
+                    keys.push(HEX[usize::from(b >> 4)]);
+                    keys.push(HEX[usize::from(b & 15)]);
+                }
+                keys.push(b'"');
+            }
+        }
+        out.extend_from_slice(&keys);
+        if !behind {
+            if self.user.len() >= MAX_RENDERED {
+                self.user.clear();
+            }
+            self.user.insert(key, keys.into());
+        }
+    }
+}
+
+/// Lowercase hex digits.
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// `0x` and `v` in lowercase hex (what `{v:#x}` writes, without the formatting machinery).
+fn push_hex(out: &mut Vec<u8>, v: u64) {
+    let mut buf = [0u8; 16];
+    let mut at = buf.len();
+    let mut v = v;
+    loop {
+        at -= 1;
+        buf[at] = HEX[(v & 15) as usize];
+        v >>= 4;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(b"0x");
+    out.extend_from_slice(&buf[at..]);
+}
+
+/// A comma before every frame but the first.
+fn sep(out: &mut Vec<u8>, first: &mut bool) {
+    if !*first {
+        out.push(b',');
+    }
+    *first = false;
+}
+
+/// The names of a frame (`symbol`, `offset`, `file`, `line`, and the inlined calls at
+/// its address as `inlined` entries), or why there are none; `back`: how far before the
+/// address it was looked up (the offset is the address's own).
+fn write_resolved(out: &mut Vec<u8>, r: &Resolved, back: u64) {
+    let Some((outer, inner)) = r.frames.split_last() else {
+        let _ = write!(
+            out,
+            ",\"unsymbolized\":\"{}\"",
+            r.reason.unwrap_or("not_found")
+        );
+        return;
+    };
+    write_names(out, outer, back);
+    if !inner.is_empty() {
+        out.extend_from_slice(b",\"inlined\":[");
+        for (i, f) in inner.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.push(b'{');
+            // write_names starts with a comma: skip it.
+            let at = out.len();
+            write_names(out, f, 0);
+            out.remove(at);
+            out.push(b'}');
+        }
+        out.push(b']');
+    }
+}
+
+/// `,"symbol":…,"offset":…,"file":…,"line":…` of one function.
+fn write_names(out: &mut Vec<u8>, f: &symbols::SourceFrame, back: u64) {
+    out.extend_from_slice(b",\"symbol\":");
+    let _ = serde_json::to_writer(&mut *out, &*f.symbol);
+    if !f.inlined {
+        let _ = write!(out, ",\"offset\":{}", f.offset.saturating_add(back));
+    }
+    if let Some(file) = &f.file {
+        out.extend_from_slice(b",\"file\":");
+        let _ = serde_json::to_writer(&mut *out, &**file);
+    }
+    if let Some(line) = f.line {
+        let _ = write!(out, ",\"line\":{line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_as_format_writes_it() {
+        for v in [0, 1, 0xf, 0x10, 0xdead_beef, u64::MAX] {
+            let mut out = Vec::new();
+            push_hex(&mut out, v);
+            assert_eq!(String::from_utf8(out).unwrap(), format!("{v:#x}"));
+        }
+    }
+}

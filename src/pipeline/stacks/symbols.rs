@@ -1,0 +1,268 @@
+//! Addresses → function, file and line, with blazesym (the libbpf project's symbolizer:
+//! ELF symbol tables, DWARF lines and inlined functions, debug links, the kernel's
+//! kallsyms), behind caches bounded by count, and a time budget: a formatter worker
+//! spends on cold look-ups at most [`BUDGET_SHARE`] of its time once its first
+//! [`BUDGET_BURST`] (the files' first loading) is spent; past it, frames go out with
+//! their addresses and the reason `behind`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use blazesym::symbolize::source::{Elf, Kernel, Source};
+use blazesym::symbolize::{Input, Symbolized, Symbolizer};
+
+/// Look-ups kept per cache (user frames; kernel frames) before it starts again: about
+/// 200 bytes each, so ≤ 13 MiB per cache and formatter worker.
+pub const MAX_CACHED: usize = 1 << 16;
+/// Cold look-up time a worker may spend at once (the budget's start and its most).
+pub const BUDGET_BURST: Duration = Duration::from_secs(3);
+/// The share of its time a worker may spend on cold look-ups once the burst is spent.
+pub const BUDGET_SHARE: f64 = 0.25;
+
+/// What an address is, as far as the files tell.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Resolved {
+    /// The frames at the address, innermost first: inlined functions, then the function
+    /// that holds the code (empty: nothing found, see `reason`).
+    pub frames: Vec<SourceFrame>,
+    /// Why nothing was found (blazesym's reason in words), when `frames` is empty.
+    pub reason: Option<&'static str>,
+}
+
+/// One function at an address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFrame {
+    /// The function (demangled).
+    pub symbol: Arc<str>,
+    /// Bytes from the function's start (the outer function only; 0 for inlined ones).
+    pub offset: u64,
+    /// The source file, when the debug information tells.
+    pub file: Option<Arc<str>>,
+    /// Its line.
+    pub line: Option<u32>,
+    /// Inlined into the frame after it.
+    pub inlined: bool,
+}
+
+thread_local! {
+    /// The symbolizer of this formatter thread (blazesym's is not `Send`: each worker
+    /// makes its own, at its first stack).
+    static SYMBOLS: std::cell::RefCell<Option<Symbols>> = const { std::cell::RefCell::new(None) };
+}
+
+/// `f` with this thread's symbolizer (made at the first call).
+pub fn with<R>(f: impl FnOnce(&mut Symbols) -> R) -> R {
+    SYMBOLS.with(|cell| f(cell.borrow_mut().get_or_insert_with(Symbols::new)))
+}
+
+/// The symbolizer of one formatter worker and its caches.
+pub struct Symbols {
+    symbolizer: Symbolizer,
+    user: HashMap<(Arc<str>, u64), Arc<Resolved>>,
+    kernel: HashMap<u64, Arc<Resolved>>,
+    /// Whether `/proc/kallsyms` shows addresses (`kptr_restrict` may hide them: zeros).
+    kallsyms_readable: bool,
+    /// Cold look-up time left (a token bucket: [`BUDGET_SHARE`] of the time that
+    /// passes comes back, up to [`BUDGET_BURST`]).
+    budget: Duration,
+    refilled_at: Instant,
+    /// Frames left unnamed because the budget was spent.
+    pub behind: u64,
+    /// Cold look-ups made.
+    pub cold: u64,
+}
+
+impl std::fmt::Debug for Symbols {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Symbols")
+            .field("user", &self.user.len())
+            .field("kernel", &self.kernel.len())
+            .field("behind", &self.behind)
+            .finish()
+    }
+}
+
+/// The answer when the budget is spent.
+fn behind() -> Arc<Resolved> {
+    Arc::new(Resolved {
+        frames: Vec::new(),
+        reason: Some("behind"),
+    })
+}
+
+impl Default for Symbols {
+    fn default() -> Self {
+        Symbols::new()
+    }
+}
+
+impl Symbols {
+    /// A symbolizer with empty caches.
+    pub fn new() -> Self {
+        Symbols {
+            symbolizer: Symbolizer::builder()
+                .enable_code_info(true)
+                .enable_inlined_fns(true)
+                .build(),
+            user: HashMap::new(),
+            kernel: HashMap::new(),
+            kallsyms_readable: kallsyms_readable(),
+            budget: BUDGET_BURST,
+            refilled_at: Instant::now(),
+            behind: 0,
+            cold: 0,
+        }
+    }
+
+    /// Whether `/proc/kallsyms` shows addresses.
+    pub fn kallsyms_readable(&self) -> bool {
+        self.kallsyms_readable
+    }
+
+    /// Whether a cold look-up may be made now (the budget is not spent).
+    fn may_look_up(&mut self) -> bool {
+        let now = Instant::now();
+        let back = now.duration_since(self.refilled_at).mul_f64(BUDGET_SHARE);
+        self.refilled_at = now;
+        self.budget = (self.budget + back).min(BUDGET_BURST);
+        !self.budget.is_zero()
+    }
+
+    /// What is at `lookup_offset` (a file offset) of the file `path`.
+    pub fn user(&mut self, path: &Arc<str>, lookup_offset: u64) -> Arc<Resolved> {
+        let key = (path.clone(), lookup_offset);
+        if let Some(r) = self.user.get(&key) {
+            return r.clone();
+        }
+        let src = Source::Elf(Elf::new(PathBuf::from(&**path)));
+        let Some(resolved) = self.look_up(&src, Input::FileOffset(lookup_offset)) else {
+            return behind();
+        };
+        if self.user.len() >= MAX_CACHED {
+            self.user.clear();
+        }
+        self.user.insert(key, resolved.clone());
+        resolved
+    }
+
+    /// What is at the kernel address `address`.
+    pub fn kernel(&mut self, address: u64) -> Arc<Resolved> {
+        if !self.kallsyms_readable {
+            return Arc::new(Resolved {
+                frames: Vec::new(),
+                reason: Some("kallsyms_hidden"),
+            });
+        }
+        if let Some(r) = self.kernel.get(&address) {
+            return r.clone();
+        }
+        let kernel = Kernel {
+            vmlinux: blazesym::MaybeDefault::None,
+            debug_syms: false,
+            ..Kernel::default()
+        };
+        let src = Source::Kernel(kernel);
+        let Some(resolved) = self.look_up(&src, Input::AbsAddr(address)) else {
+            return behind();
+        };
+        if self.kernel.len() >= MAX_CACHED {
+            self.kernel.clear();
+        }
+        self.kernel.insert(address, resolved.clone());
+        resolved
+    }
+
+    /// A cold look-up in `src`, its time taken from the budget (`None`, counted in
+    /// `behind`, when the budget is spent).
+    fn look_up(&mut self, src: &Source<'_>, input: Input<u64>) -> Option<Arc<Resolved>> {
+        if !self.may_look_up() {
+            self.behind += 1;
+            return None;
+        }
+        let began = Instant::now();
+        let found = self.symbolizer.symbolize_single(src, input);
+        let resolved = Arc::new(resolved(found));
+        self.budget = self.budget.saturating_sub(began.elapsed());
+        self.cold += 1;
+        Some(resolved)
+    }
+}
+
+/// blazesym's answer as frames (innermost first) or a reason.
+fn resolved(found: blazesym::Result<Symbolized<'_>>) -> Resolved {
+    let sym = match found {
+        Ok(Symbolized::Sym(sym)) => sym,
+        Ok(Symbolized::Unknown(reason)) => {
+            return Resolved {
+                frames: Vec::new(),
+                reason: Some(reason_word(reason)),
+            };
+        }
+        Err(_) => {
+            return Resolved {
+                frames: Vec::new(),
+                reason: Some("unreadable"),
+            };
+        }
+    };
+    let place = |info: Option<&blazesym::symbolize::CodeInfo<'_>>| {
+        info.map_or((None, None), |c| {
+            (
+                Some(Arc::<str>::from(c.to_path().to_string_lossy().as_ref())),
+                c.line,
+            )
+        })
+    };
+    let mut frames = Vec::with_capacity(sym.inlined.len() + 1);
+    // blazesym lists inlined calls outermost first, each with where its code is.
+    for inl in sym.inlined.iter().rev() {
+        let (file, line) = place(inl.code_info.as_ref());
+        frames.push(SourceFrame {
+            symbol: inl.name.as_ref().into(),
+            offset: 0,
+            file,
+            line,
+            inlined: true,
+        });
+    }
+    let (file, line) = place(sym.code_info.as_deref());
+    frames.push(SourceFrame {
+        symbol: sym.name.as_ref().into(),
+        offset: sym.offset as u64,
+        file,
+        line,
+        inlined: false,
+    });
+    Resolved {
+        frames,
+        reason: None,
+    }
+}
+
+/// blazesym's reason as one word for the JSON lines.
+fn reason_word(reason: blazesym::symbolize::Reason) -> &'static str {
+    use blazesym::symbolize::Reason;
+    match reason {
+        Reason::InvalidFileOffset => "invalid_offset",
+        Reason::MissingSyms => "no_symbols",
+        Reason::Unsupported => "unsupported",
+        Reason::UnknownAddr => "unknown_address",
+        _ => "not_found",
+    }
+}
+
+/// Whether `/proc/kallsyms` shows real addresses (its first line's is not zero).
+fn kallsyms_readable() -> bool {
+    use std::io::BufRead;
+    let Ok(file) = std::fs::File::open("/proc/kallsyms") else {
+        return false;
+    };
+    let mut first = String::new();
+    if std::io::BufReader::new(file).read_line(&mut first).is_err() {
+        return false;
+    }
+    let addr = first.split(' ').next().unwrap_or_default();
+    !addr.is_empty() && addr.bytes().any(|b| b != b'0')
+}

@@ -1,0 +1,500 @@
+//! Call stacks on every record (`record -g`), end to end on the host kernel: a C program
+//! built here with frame pointers and debug information (`main → outer → middle → inner
+//! → syscall(SYS_setpgid, MAGIC, SEQ)`, each function kept out of line: an ESRCH) is
+//! recorded on `raw_syscalls:sys_enter` with `id == NR_SETPGID` (not getppid: the machine
+//! is shared, and other tests' getppid floods would fill the ring while uevrec is stopped;
+//! `syscalls:sys_enter_setpgid` would filter on MAGIC but its callchains have no kernel
+//! part: the kernel passes it the user registers); every record of it names middle, outer and main in that
+//! order with their file and line (glibc's `syscall()` keeps no frame pointer, so a
+//! frame-pointer walk skips `inner`: docs/stacks.md), and the kernel's `do_syscall_64`
+//! when `/proc/kallsyms` shows addresses. uevrec is stopped (SIGSTOP) while the program
+//! runs and exits, so every record is symbolized after the process is gone: its names
+//! come from the mappings the kernel reported while it lived (MMAP2), not from /proc.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+use serde_json::Value;
+
+use crate::common::tier::Tier;
+use crate::common::{PATIENCE, bin, complete_lines, wait_for};
+
+/// setpgid's number (x86_64, aarch64): `setpgid(MAGIC, SEQ)` fails with ESRCH.
+#[cfg(target_arch = "x86_64")]
+const NR_SETPGID: u32 = 109;
+#[cfg(target_arch = "aarch64")]
+const NR_SETPGID: u32 = 154;
+
+/// The traced program; the `/* CALL n */` comments mark the lines of its calls.
+const CHAIN_C: &str = r#"#define _GNU_SOURCE
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+__attribute__((noinline)) long inner(long magic, long seq) {
+    return syscall(SYS_setpgid, magic, seq);
+}
+__attribute__((noinline)) long middle(long magic, long seq) {
+    long r = inner(magic, seq); /* CALL middle */
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+__attribute__((noinline)) long outer(long magic, long seq) {
+    long r = middle(magic, seq); /* CALL outer */
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+int main(int argc, char **argv) {
+    long magic = atol(argv[1]), n = atol(argv[2]);
+    for (long seq = 0; seq < n; seq++) {
+        outer(magic, seq); /* CALL main */
+    }
+    return 0;
+}
+"#;
+
+/// The line of `/* CALL function */` in [`CHAIN_C`].
+fn call_line(function: &str) -> u64 {
+    let mark = format!("/* CALL {function} */");
+    CHAIN_C.lines().position(|l| l.contains(&mark)).unwrap() as u64 + 1
+}
+
+/// Build [`CHAIN_C`] in `dir` with gcc (`-O1 -g -fno-omit-frame-pointer`).
+fn build_chain(dir: &Path) -> Result<PathBuf, String> {
+    let src = dir.join("chain.c");
+    std::fs::write(&src, CHAIN_C).unwrap();
+    let exe = dir.join("chain");
+    let status = Command::new("gcc")
+        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .map_err(|e| format!("gcc is needed to build the traced program: {e}"))?;
+    assert!(status.success(), "gcc failed on the test program");
+    Ok(exe)
+}
+
+/// uevrec, interrupted (then waited for) when dropped.
+struct Recorder(Child);
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.0.id() as i32, libc::SIGCONT);
+            libc::kill(self.0.id() as i32, libc::SIGINT);
+        }
+        let _ = crate::common::wait_exit(&mut self.0, PATIENCE);
+    }
+}
+
+/// `uevrec record --quiet ARGS` of every setpgid call on `raw_syscalls:sys_enter` into
+/// `out`, once attached.
+fn record_setpgid(out: &Path, args: &[&str]) -> Recorder {
+    let rec = Recorder(
+        Command::new(bin())
+            .args(["record", "--quiet"])
+            .args(args)
+            .args(["-e", "raw_syscalls:sys_enter", "--filter"])
+            .arg(format!("id == {NR_SETPGID}"))
+            .arg("-o")
+            .arg(out)
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("uevrec's attached notice", PATIENCE, || {
+        complete_lines(out).iter().any(|v| v["what"] == "attached")
+    });
+    rec
+}
+
+/// Whether `/proc/kallsyms` shows addresses (kptr_restrict may hide them as zeros).
+fn kallsyms_readable() -> bool {
+    std::fs::read_to_string("/proc/kallsyms")
+        .ok()
+        .and_then(|t| t.lines().next().map(|l| !l.starts_with("0000000000000000")))
+        .unwrap_or(false)
+}
+
+#[test]
+fn fp_stacks_name_the_chain_after_the_program_exited() {
+    fp_stacks(424_242_038, &[]);
+}
+
+/// Without the context keys the trackers still report the mappings.
+#[test]
+fn fp_stacks_name_the_chain_without_context() {
+    fp_stacks(424_242_040, &["--no-context"]);
+}
+
+/// `magic` tells this test's calls from the other tests' (each records all of them).
+fn fp_stacks(magic: u64, extra: &[&str]) {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = require!(Tier::Host, build_chain(dir.path()));
+    let out = dir.path().join("out.jsonl");
+    let mut rec = record_setpgid(&out, &[&["-g"][..], extra].concat());
+    const N: u64 = 200;
+    // uevrec stopped while the program runs and exits: its records wait in the ring.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(rec.0.id() as i32, libc::SIGSTOP) };
+    let status = Command::new(&exe)
+        .args([magic.to_string(), N.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // SAFETY: as above.
+    unsafe { libc::kill(rec.0.id() as i32, libc::SIGCONT) };
+    let mine = |lines: &[Value]| -> Vec<Value> {
+        lines
+            .iter()
+            .filter(|v| v["fields"]["args"][0] == magic)
+            .cloned()
+            .collect()
+    };
+    wait_for("every record of the program", PATIENCE, || {
+        mine(&complete_lines(&out)).len() as u64 >= N
+    });
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(rec.0.id() as i32, libc::SIGINT) };
+    assert!(crate::common::wait_exit(&mut rec.0, PATIENCE).is_ok_and(|s| s.success()));
+    let lines = complete_lines(&out);
+    let records = mine(&lines);
+    // Accounting: every call recorded once, nothing lost.
+    let lost: u64 = lines
+        .iter()
+        .filter(|v| v["uevrec"] == "lost")
+        .map(|v| v["lost"].as_u64().unwrap())
+        .sum();
+    assert_eq!(lost, 0, "records lost");
+    let mut seqs: Vec<u64> = records
+        .iter()
+        .map(|v| v["fields"]["args"][1].as_u64().unwrap())
+        .collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (0..N).collect::<Vec<_>>(), "each SEQ exactly once");
+
+    // The session line says what the stack key holds.
+    let session = lines.iter().find(|v| v["uevrec"] == "session").unwrap();
+    assert_eq!(session["stacks"]["call_graph"], "fp", "{session}");
+    assert_eq!(session["stacks"]["symbolized"], true, "{session}");
+    let kernel = kallsyms_readable();
+    let file = dir.path().join("chain.c");
+    for r in &records {
+        let stack = r["stack"].as_array().expect("a stack on every record");
+        let user: Vec<&Value> = stack.iter().filter(|f| f["context"] == "user").collect();
+        let names: Vec<&str> = user.iter().filter_map(|f| f["symbol"].as_str()).collect();
+        let at = |name: &str| names.iter().position(|n| *n == name);
+        let (middle, outer, main) = (at("middle"), at("outer"), at("main"));
+        assert!(
+            middle.is_some() && middle < outer && outer < main,
+            "middle, outer, main in order in {names:?}: {r}"
+        );
+        for name in ["middle", "outer", "main"] {
+            let f = user.iter().find(|f| f["symbol"] == name).unwrap();
+            assert_eq!(f["module"], exe.to_str().unwrap(), "{f}");
+            assert_eq!(f["file"], file.to_str().unwrap(), "{f}");
+            assert_eq!(f["line"], call_line(name), "{name}'s call line: {f}");
+            assert!(f["addr"].as_str().unwrap().starts_with("0x"), "{f}");
+        }
+        // Kernel frames first (innermost first), told apart by their context.
+        let first_user = stack.iter().position(|f| f["context"] == "user").unwrap();
+        assert!(stack[..first_user].iter().all(|f| f["context"] == "kernel"));
+        if kernel {
+            assert!(
+                stack
+                    .iter()
+                    .any(|f| f["context"] == "kernel" && f["symbol"] == "do_syscall_64"),
+                "do_syscall_64 among the kernel frames: {r}"
+            );
+        } else {
+            assert!(
+                stack
+                    .iter()
+                    .filter(|f| f["context"] == "kernel")
+                    .all(|f| f["unsymbolized"] == "kallsyms_hidden"),
+                "kernel frames say why they have no names: {r}"
+            );
+        }
+    }
+}
+
+/// `--no-symbolize`: user frames carry their module and file offset, no names.
+#[test]
+fn no_symbolize_gives_module_and_file_offset() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = require!(Tier::Host, build_chain(dir.path()));
+    let out = dir.path().join("out.jsonl");
+    let _rec = record_setpgid(&out, &["-g", "--user-callchains", "--no-symbolize"]);
+    const MAGIC: u64 = 424_242_039;
+    let status = Command::new(&exe)
+        .args([MAGIC.to_string(), "3".into()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mine = || -> Vec<Value> {
+        complete_lines(&out)
+            .into_iter()
+            .filter(|v| v["fields"]["args"][0] == MAGIC)
+            .collect()
+    };
+    wait_for("the program's records", PATIENCE, || mine().len() >= 3);
+    for r in mine() {
+        let stack = r["stack"].as_array().unwrap();
+        assert!(
+            stack.iter().all(|f| f["context"] == "user"),
+            "user frames only: {r}"
+        );
+        assert!(
+            stack.iter().all(|f| f.get("symbol").is_none()),
+            "no names: {r}"
+        );
+        let own: Vec<&Value> = stack
+            .iter()
+            .filter(|f| f["module"] == exe.to_str().unwrap())
+            .collect();
+        assert!(own.len() >= 3, "middle, outer and main in the program: {r}");
+        for f in own {
+            let offset = f["file_offset"].as_str().unwrap();
+            assert!(offset.starts_with("0x"), "{f}");
+            assert!(
+                f["build_id"].as_str().is_some_and(|b| b.len() == 40),
+                "a GNU build id: {f}"
+            );
+        }
+    }
+}
+
+/// `--call-graph dwarf` is refused with the reason, never recorded as something else.
+#[test]
+fn dwarf_is_refused_with_its_reason() {
+    let out = Command::new(bin())
+        .args([
+            "record",
+            "--call-graph",
+            "dwarf",
+            "-e",
+            "raw_syscalls:sys_enter",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not supported yet"), "{err}");
+}
+
+/// A JIT stub: executable anonymous memory named in `/tmp/perf-PID.map`, between
+/// `caller` and `callee` (x86_64 code: push rbp; mov rbp,rsp; mov rax,rdi; mov rdi,rsi;
+/// call rax; pop rbp; ret).
+#[cfg(target_arch = "x86_64")]
+const JIT_C: &str = r#"#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static long magic;
+__attribute__((noinline)) long callee(long seq) { return syscall(SYS_setpgid, magic, seq); }
+typedef long (*stub_fn)(long (*)(long), long);
+__attribute__((noinline)) long caller(stub_fn stub, long seq) {
+    long r = stub(callee, seq);
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+int main(int argc, char **argv) {
+    magic = atol(argv[1]);
+    long n = atol(argv[2]);
+    static const unsigned char code[] = {0x55, 0x48, 0x89, 0xe5, 0x48, 0x89, 0xf8, 0x48,
+                                         0x89, 0xf7, 0xff, 0xd0, 0x5d, 0xc3};
+    unsigned char *mem = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) return 2;
+    memcpy(mem, code, sizeof code);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/perf-%d.map", getpid());
+    FILE *f = fopen(path, "w");
+    if (!f) return 3;
+    fprintf(f, "%lx %zx jit_stub\n", (unsigned long)mem, sizeof code);
+    fclose(f);
+    for (long seq = 0; seq < n; seq++) caller((stub_fn)mem, seq);
+    return 0;
+}
+"#;
+
+/// JIT code is named from the process's perf map, after the process exited.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn jit_stub_named_from_its_perf_map() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("jit.c");
+    std::fs::write(&src, JIT_C).unwrap();
+    let exe = dir.path().join("jit");
+    let built = Command::new("gcc")
+        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .map_err(|e| format!("gcc is needed to build the traced program: {e}"));
+    assert!(require!(Tier::Host, built).success());
+    let out = dir.path().join("out.jsonl");
+    let rec = record_setpgid(&out, &["-g", "--user-callchains"]);
+    const MAGIC: u64 = 424_242_041;
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(rec.0.id() as i32, libc::SIGSTOP) };
+    let child = Command::new(&exe)
+        .args([MAGIC.to_string(), "5".into()])
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let status = crate::common::wait_exit(&mut { child }, PATIENCE).unwrap();
+    // SAFETY: as above.
+    unsafe { libc::kill(rec.0.id() as i32, libc::SIGCONT) };
+    let map = format!("/tmp/perf-{pid}.map");
+    assert!(status.success(), "the JIT program failed: {status}");
+    let mine = || -> Vec<Value> {
+        complete_lines(&out)
+            .into_iter()
+            .filter(|v| v["fields"]["args"][0] == MAGIC)
+            .collect()
+    };
+    wait_for("the program's records", PATIENCE, || mine().len() >= 5);
+    let records = mine();
+    let _ = std::fs::remove_file(&map);
+    for r in records {
+        let names: Vec<&str> = r["stack"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f["symbol"].as_str())
+            .collect();
+        let at = |n: &str| names.iter().position(|x| *x == n);
+        assert!(
+            at("jit_stub").is_some() && at("jit_stub") < at("caller") && at("caller") < at("main"),
+            "jit_stub, caller, main in order in {names:?}: {r}"
+        );
+        let stub = r["stack"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["symbol"] == "jit_stub")
+            .unwrap();
+        assert_eq!(stub["perf_map"], true, "{stub}");
+        assert_eq!(stub["module"], "//anon", "{stub}");
+    }
+}
+
+/// Build [`CHAIN_C`] as another program: `outer` and `middle` renamed `alpha` and `beta`.
+fn build_other(dir: &Path) -> PathBuf {
+    let exe = dir.join("other");
+    let status = Command::new("gcc")
+        .args([
+            "-O1",
+            "-g",
+            "-fno-omit-frame-pointer",
+            "-Douter=alpha",
+            "-Dmiddle=beta",
+            "-o",
+        ])
+        .arg(&exe)
+        .arg(dir.join("chain.c"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "gcc failed on the second program");
+    exe
+}
+
+/// A process id reused by another program while uevrec was stopped: every record of the
+/// first program names its functions, every record of the second its own, none the
+/// other's (both symbolized after both exited).
+#[test]
+fn a_reused_process_id_never_gets_the_old_programs_names() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let first = require!(Tier::Host, build_chain(dir.path()));
+    let second = build_other(dir.path());
+    let out = dir.path().join("out.jsonl");
+    let rec = record_setpgid(&out, &["-g", "--user-callchains"]);
+    let run = |exe: &Path, magic: u64| -> u32 {
+        let mut child = Command::new(exe)
+            .args([magic.to_string(), "3".into()])
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert!(child.wait().unwrap().success());
+        pid
+    };
+    // Other processes on this machine may take the id first: try again with new calls.
+    let mut pair = None;
+    for attempt in 0..30u64 {
+        let (magic_a, magic_b) = (424_242_100 + 2 * attempt, 424_242_101 + 2 * attempt);
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(rec.0.id() as i32, libc::SIGSTOP) };
+        let pid_a = run(&first, magic_a);
+        std::fs::write("/proc/sys/kernel/ns_last_pid", format!("{}", pid_a - 1))
+            .expect("writing /proc/sys/kernel/ns_last_pid (root)");
+        let pid_b = run(&second, magic_b);
+        // SAFETY: as above.
+        unsafe { libc::kill(rec.0.id() as i32, libc::SIGCONT) };
+        if pid_a == pid_b {
+            pair = Some((magic_a, magic_b));
+            break;
+        }
+    }
+    let (magic_a, magic_b) =
+        pair.expect("30 tries to give the second program the first's process id");
+    let of = |magic: u64| -> Vec<Value> {
+        complete_lines(&out)
+            .into_iter()
+            .filter(|v| v["fields"]["args"][0] == magic)
+            .collect()
+    };
+    wait_for("both programs' records", PATIENCE, || {
+        of(magic_a).len() >= 3 && of(magic_b).len() >= 3
+    });
+    let names = |r: &Value| -> Vec<String> {
+        r["stack"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f["symbol"].as_str().map(String::from))
+            .collect()
+    };
+    for r in of(magic_a) {
+        let n = names(&r);
+        assert!(
+            n.contains(&"middle".into()) && n.contains(&"outer".into()),
+            "{n:?}: {r}"
+        );
+        assert!(
+            !n.contains(&"alpha".into()) && !n.contains(&"beta".into()),
+            "{n:?}: {r}"
+        );
+    }
+    for r in of(magic_b) {
+        let n = names(&r);
+        assert!(
+            n.contains(&"beta".into()) && n.contains(&"alpha".into()),
+            "{n:?}: {r}"
+        );
+        assert!(
+            !n.contains(&"middle".into()) && !n.contains(&"outer".into()),
+            "{n:?}: {r}"
+        );
+        let own = r["stack"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["module"] == second.to_str().unwrap());
+        assert!(own, "the second program's module: {r}");
+    }
+}
