@@ -16,9 +16,9 @@
 //! and [`ftrace_page`] (ftrace ring-buffer pages), all pure readers (and writers); the
 //! drivers from a whole file to lines are [`to_lines`], above them.
 //!
-//! Layers, lowest first: `bytes`, `schema`, `event_name`, `field_type`, `format_file`, `decode`,
+//! Layers, lowest first: `bytes`, `spool`, `schema`, `event_name`, `field_type`, `format_file`, `decode`,
 //! `json`, `context`, `perf_sample`, `eventheader`, `ftrace_page`, `json_line`, `otlp`,
-//! `output`, `perf_data`, `trace_dat`, `to_lines`.
+//! `export_config`, `output`, `perf_data`, `trace_dat`, `to_lines`.
 //! A module imports only from modules before it; `tests/layers.rs` checks every crate
 //! path against this list, and against the lists of the folders that document their own
 //! (`otlp/`, `perf_data/`).
@@ -49,6 +49,8 @@ mod event_name;
 #[deny(clippy::arithmetic_side_effects)]
 pub mod eventheader;
 #[deny(clippy::arithmetic_side_effects)]
+pub mod export_config;
+#[deny(clippy::arithmetic_side_effects)]
 mod field_type;
 #[deny(clippy::arithmetic_side_effects)]
 mod format_file;
@@ -64,6 +66,8 @@ pub mod perf_data;
 #[deny(clippy::arithmetic_side_effects)]
 pub mod perf_sample;
 mod schema;
+#[deny(clippy::arithmetic_side_effects)]
+pub mod spool;
 #[deny(clippy::arithmetic_side_effects)]
 pub mod to_lines;
 #[deny(clippy::arithmetic_side_effects)]

@@ -9,7 +9,8 @@
 //! crash costs there. The layout and the guarantees: docs/export.md ("The spool"); why a
 //! segment log and not redb: BENCHMARKS.md §14.
 
-pub mod frame;
+/// The segment and ack records, pure: [`uevrec_parsers::spool`] (fuzzed there).
+pub use uevrec_parsers::spool as frame;
 #[cfg(test)]
 mod tests;
 
