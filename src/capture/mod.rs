@@ -15,6 +15,7 @@ pub mod context;
 pub mod ftrace;
 pub mod kubernetes;
 pub mod perf;
+#[deny(clippy::arithmetic_side_effects)]
 pub mod register;
 pub mod selector;
 pub mod session;

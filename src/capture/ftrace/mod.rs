@@ -13,7 +13,9 @@
 
 mod context_instance;
 mod instance;
+#[deny(clippy::arithmetic_side_effects)]
 mod reader;
+#[deny(clippy::arithmetic_side_effects)]
 pub mod spool;
 mod tgid;
 mod tracking;
