@@ -14,7 +14,9 @@
 //! Subsystems keep their own namespace: [`eventheader`] (self-describing user_events),
 //! [`perf_data`] (perf.data files, file and pipe mode), [`trace_dat`] (trace-cmd files)
 //! and [`ftrace_page`] (ftrace ring-buffer pages), all pure readers (and writers); the
-//! drivers from a whole file to lines are [`to_lines`], above them.
+//! drivers from a whole file to lines are [`to_lines`], above them. The OTLP exporter's
+//! pure parts live here too, to be fuzzed: [`spool`] (the export spool's frames and ack
+//! records) and [`export_config`] (its flags and `OTEL_EXPORTER_OTLP_*` variables).
 //!
 //! Layers, lowest first: `bytes`, `spool`, `schema`, `event_name`, `field_type`, `format_file`, `decode`,
 //! `json`, `context`, `perf_sample`, `eventheader`, `ftrace_page`, `json_line`, `otlp`,
