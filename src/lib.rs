@@ -8,6 +8,11 @@
 //! `delivery`, `offline`, `recorder`, `cli`.
 //! A module imports only from modules before it (`tests/pure/layers.rs` checks it, and
 //! each folder's own order in its `mod.rs`).
+//!
+//! The modules that read what files and the kernel's rings say (`delivery::spool`,
+//! `capture::perf::ring`, `capture::register`, `capture::ftrace`'s reader and spool) deny
+//! `clippy::arithmetic_side_effects`, as the readers of `uevrec-parsers` do (its
+//! `lib.rs` says the rule).
 #![warn(missing_docs)]
 
 pub mod capture;

@@ -16,11 +16,14 @@
 //! Subsystems keep their own namespace: [`eventheader`] (self-describing user_events),
 //! [`perf_data`] (perf.data files, file and pipe mode), [`trace_dat`] (trace-cmd files)
 //! and [`ftrace_page`] (ftrace ring-buffer pages), all pure readers (and writers); the
-//! drivers from a whole file to lines are [`to_lines`], above them.
+//! drivers from a whole file to lines are [`to_lines`], above them. The OTLP exporter's
+//! pure parts live here too, to be fuzzed: [`spool`] (the export spool's frames and ack
+//! records) and [`export_config`] (its flags and `OTEL_EXPORTER_OTLP_*` variables).
 //!
-//! Layers, lowest first: `bytes`, `schema`, `event_name`, `field_type`, `format_file`, `decode`,
-//! `json`, `context`, `callchain`, `perf_sample`, `eventheader`, `ftrace_page`, `json_line`,
-//! `otlp`, `text`, `output`, `perf_data`, `trace_dat`, `to_lines`.
+//! Layers, lowest first: `bytes`, `spool`, `schema`, `event_name`, `field_type`,
+//! `format_file`, `decode`, `json`, `context`, `callchain`, `perf_sample`, `eventheader`,
+//! `ftrace_page`, `json_line`, `otlp`, `export_config`, `text`, `output`, `perf_data`,
+//! `trace_dat`, `to_lines`.
 //! A module imports only from modules before it; `tests/layers.rs` checks every crate
 //! path against this list, and against the lists of the folders that document their own
 //! (`otlp/`, `perf_data/`).
@@ -53,6 +56,8 @@ mod event_name;
 #[deny(clippy::arithmetic_side_effects)]
 pub mod eventheader;
 #[deny(clippy::arithmetic_side_effects)]
+pub mod export_config;
+#[deny(clippy::arithmetic_side_effects)]
 mod field_type;
 #[deny(clippy::arithmetic_side_effects)]
 mod format_file;
@@ -69,6 +74,8 @@ pub mod perf_data;
 pub mod perf_sample;
 mod schema;
 mod text;
+#[deny(clippy::arithmetic_side_effects)]
+pub mod spool;
 #[deny(clippy::arithmetic_side_effects)]
 pub mod to_lines;
 #[deny(clippy::arithmetic_side_effects)]

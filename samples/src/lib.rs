@@ -62,6 +62,7 @@ pub mod data_file;
 pub mod eh;
 pub mod payload;
 pub mod producer;
+#[deny(clippy::arithmetic_side_effects)]
 pub mod register;
 pub mod tracefs;
 

@@ -405,13 +405,14 @@ impl RegisterCommand {
         }
         let mut fields = Vec::new();
         let mut offset = COMMON_HEADER_SIZE;
-        for (i, piece) in args.unwrap_or("").split(';').enumerate() {
+        // Fields counted from 1.
+        for (index, piece) in (1..).zip(args.unwrap_or("").split(';')) {
             let text = piece.trim_start_matches(' ');
             if text.is_empty() {
                 continue;
             }
             let field = parse_field(text, offset).map_err(|problem| RegisterError::Field {
-                index: i + 1,
+                index,
                 text: text.to_string(),
                 problem,
             })?;
@@ -639,8 +640,12 @@ fn parse_field(text: &str, offset: u32) -> Result<CommandField, FieldProblem> {
     // type, then the parts after it, split on single spaces like the kernel's strsep.
     let (type_text, rest) = match prefix {
         Some((p, _)) => {
-            let end = text[p.len()..].find(' ').ok_or(FieldProblem::MissingName)? + p.len();
-            (&text[..end], Some(&text[end + 1..]))
+            // A place in `text`; the space there is one byte.
+            let end = text[p.len()..]
+                .find(' ')
+                .ok_or(FieldProblem::MissingName)?
+                .saturating_add(p.len());
+            (&text[..end], Some(&text[end..][1..]))
         }
         None => match text.split_once(' ') {
             Some((t, rest)) => (t, Some(rest)),
@@ -744,7 +749,7 @@ fn array_len(type_text: &str) -> Result<u32, FieldProblem> {
     let Some(close) = inner.find(']') else {
         return Err(FieldProblem::BadArrayLength(inner.to_string()));
     };
-    if close + 1 != inner.len() {
+    if &inner[close..] != "]" {
         return Err(FieldProblem::AfterBracket(type_text.to_string()));
     }
     let digits = &inner[..close];
@@ -1279,6 +1284,7 @@ mod tests {
 }
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)] // Offsets of the fields a test generates.
 mod props {
     use super::*;
     use proptest::prelude::*;

@@ -17,6 +17,7 @@ pub mod ftrace;
 pub mod kubernetes;
 pub mod perf;
 pub mod pushdown;
+#[deny(clippy::arithmetic_side_effects)]
 pub mod register;
 pub mod selector;
 pub mod session;

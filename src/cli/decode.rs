@@ -186,19 +186,16 @@ fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
     for e in &s.errors {
         messages::error(&format_args!("{name}: {e}"));
     }
-    if s.error_count > s.errors.len() as u64 {
-        messages::error(&format_args!(
-            "{name}: … and {} more problems",
-            s.error_count - s.errors.len() as u64
-        ));
-    }
     for e in &o.problems {
         messages::error(&format_args!("{name}: {e}"));
+    }
+    if o.unlisted > 0 {
+        messages::error(&format_args!("{name}: … and {} more problems", o.unlisted));
     }
     if let Some(e) = &o.stopped {
         messages::error(&format_args!("{name}: decoding stopped: {e}"));
     }
-    if let Some(msg) = &o.truncated {
+    if let Some(msg) = o.truncated_summary.as_ref().or(o.truncated.as_ref()) {
         messages::print(format_args!(
             "uevrec: {name}: truncated input salvaged: {msg}\n"
         ));
@@ -224,7 +221,7 @@ fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
     }
     if s.unknown_event > 0 {
         messages::print(format_args!(
-            "uevrec: {name}: {} samples of no known event (their id matches no attr)\n",
+            "uevrec: {name}: {} records of no known event (no event the file describes has their id)\n",
             s.unknown_event
         ));
     }
@@ -245,7 +242,7 @@ fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
         messages::print(format_args!(
             "uevrec: {} records, {} lost, from {name} in {:.1} s{}\n",
             s.records,
-            s.lost,
+            s.lost_words(),
             started.elapsed().as_secs_f64(),
             shared.unwrap_or_default()
         ));

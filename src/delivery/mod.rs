@@ -14,6 +14,7 @@ pub mod link;
 pub mod metrics;
 pub mod queue;
 pub mod sink;
+#[deny(clippy::arithmetic_side_effects)]
 pub mod spool;
 pub mod wire;
 

@@ -432,7 +432,7 @@ fn stopping_with_a_full_spool_and_the_collector_down_ends_within_the_drain_timeo
 // ---------------------------------------------------------------------------------------
 // 2. Spool files truncated and corrupted.
 
-/// A batch frame in a spool segment log (tests read the format of src/delivery/spool/frame.rs:
+/// A batch frame in a spool segment log (tests read the format of parsers/src/spool.rs:
 /// 40-byte header `uSp1`, crc, len, meta_len, id, records, payload crc, 0; meta; body).
 #[derive(Debug, Clone)]
 struct Frame {

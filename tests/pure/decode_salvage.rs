@@ -99,3 +99,54 @@ fn a_perf_data_killed_while_being_finished_is_salvaged_with_exit_status_3() {
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(lines.len(), values.len() - 1, "{lines:?}");
 }
+
+/// The `trace_dat` fuzz finding of issue 43 (parsers/tests/fuzz-regressions): a file cut
+/// through 40 CPUs whose pages claim more lost records than a counter holds. Stderr stays
+/// readable: the cut in one line ("and N more" CPUs; each CPU's words in the `truncated`
+/// notice), the problems past the first ones counted after them, and the summary says the
+/// lost total cannot be given instead of printing a counter's end as a count.
+#[test]
+fn a_trace_dat_cut_through_many_cpus_is_one_line_on_stderr() {
+    let input = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("parsers/tests/fuzz-regressions/trace_dat-lost-total-overflow.bin");
+    let (code, lines, stderr) = decode(&input);
+    // Bad pages make it corrupt (1), not only cut short.
+    assert_eq!(code, 1, "{stderr}");
+    // Before: one line of 9 KB.
+    let path = input.display().to_string();
+    for line in stderr.lines() {
+        let words = line.replace(&path, "FILE");
+        assert!(
+            words.len() < 400,
+            "a stderr line of {} bytes: {words}",
+            words.len()
+        );
+    }
+    let salvaged: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("truncated input salvaged"))
+        .collect();
+    assert_eq!(salvaged.len(), 1, "{stderr}");
+    assert!(
+        salvaged[0].contains("the file ends inside the trace data of ")
+            && salvaged[0].contains(" more); "),
+        "{}",
+        salvaged[0]
+    );
+    let notice: serde_json::Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+    assert_eq!(notice["what"], "truncated");
+    let details = notice["message"].as_str().unwrap();
+    for cpu in [19, 22, 60] {
+        assert!(
+            details.contains(&format!("cpu {cpu}: the file ends")),
+            "{details}"
+        );
+    }
+    // "… and N more problems" comes after the problems it continues.
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error:")).collect();
+    assert!(errors.last().unwrap().contains("… and "), "{stderr}");
+    assert!(
+        stderr.contains(&format!("0 records, more than {} lost", u64::MAX)),
+        "{stderr}"
+    );
+}

@@ -23,6 +23,9 @@ pub struct Decoded {
     pub stats: DecodeStats,
     /// The first problems, in words: formats that did not parse, bad pages or chunks.
     pub problems: Vec<String>,
+    /// The problems `stats.error_count` counts that `problems` does not list (past the
+    /// first 20): for "and N more".
+    pub unlisted: u64,
     /// The file is cut short (a truncated copy, an unfinished recording): for each CPU
     /// whose data runs past its end, what is missing and what was read
     /// ([`crate::trace_dat::ErrorKind::CutShort`]). Every record before the cut was written.
@@ -147,12 +150,15 @@ pub fn decode_into(
         flush(&run.lines);
     }
     let mut problems = d.problems.clone();
+    let mut listed = 0u64;
     for p in run.problems {
         if problems.len() < MAX_KEPT {
             problems.push(p);
+            listed = listed.saturating_add(1);
         }
     }
     Ok(Decoded {
+        unlisted: run.stats.error_count.saturating_sub(listed),
         stats: run.stats,
         problems,
         truncated: run.truncated.iter().map(TraceDatError::to_string).collect(),

@@ -14,7 +14,9 @@
 mod context_instance;
 mod instance;
 pub mod named;
+#[deny(clippy::arithmetic_side_effects)]
 mod reader;
+#[deny(clippy::arithmetic_side_effects)]
 pub mod spool;
 mod tgid;
 mod tracking;

@@ -132,7 +132,7 @@ impl CpuReader {
                     return false;
                 }
                 match self.next_page(layout) {
-                    Ok(true) => pages += 1,
+                    Ok(true) => pages = pages.saturating_add(1),
                     Ok(false) => {
                         if settle && !self.settled {
                             self.settled = true;
@@ -151,7 +151,7 @@ impl CpuReader {
                         return false;
                     }
                     Err(()) => {
-                        pages += 1;
+                        pages = pages.saturating_add(1);
                         if f(Arrival::Malformed).is_break() {
                             return false;
                         }

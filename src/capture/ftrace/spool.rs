@@ -169,13 +169,13 @@ pub fn append_meta(target: &Path, line: &MetaLine) -> io::Result<()> {
 pub fn parse_meta(text: &str) -> (Vec<MetaLine>, Option<String>) {
     let mut lines = Vec::new();
     let mut torn = None;
-    for (n, l) in text.lines().enumerate() {
+    for (n, l) in (1u64..).zip(text.lines()) {
         if l.is_empty() {
             continue;
         }
         match serde_json::from_str(l) {
             Ok(line) => lines.push(line),
-            Err(e) => torn = Some(format!("line {}: {e}", n + 1)),
+            Err(e) => torn = Some(format!("line {n}: {e}")),
         }
     }
     (lines, torn)
@@ -487,7 +487,12 @@ fn spool(ring: &File, mut out: File, page: usize, stop: &AtomicBool) -> Spooled 
     let mut syncer = crate::system::durable::Syncer::current();
     let result = (|| {
         let (r, w, size) = pipe()?;
-        let chunk = (size / page).max(1) * page;
+        // Whole pages, at least one (`page` is the system's, never 0).
+        let chunk = size
+            .checked_div(page)
+            .unwrap_or(0)
+            .max(1)
+            .saturating_mul(page);
         loop {
             let stopping = stop.load(Ordering::Acquire);
             if !stopping {
@@ -495,7 +500,7 @@ fn spool(ring: &File, mut out: File, page: usize, stop: &AtomicBool) -> Spooled 
             }
             let moved = move_full_pages(ring, &r, &w, &out, chunk)?;
             if moved > 0 {
-                done.bytes += moved;
+                done.bytes = done.bytes.saturating_add(moved);
                 syncer.wrote(&out)?;
             }
             if stopping {
@@ -512,7 +517,7 @@ fn spool(ring: &File, mut out: File, page: usize, stop: &AtomicBool) -> Spooled 
                     // A page comes whole (the rest of the buffer is zeros when short).
                     buf[n..].fill(0);
                     out.write_all(&buf)?;
-                    done.bytes += page as u64;
+                    done.bytes = done.bytes.saturating_add(page as u64);
                     syncer.wrote(&out)?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -549,10 +554,11 @@ fn move_full_pages(
         while left > 0 {
             match splice(r.as_fd(), out.as_fd(), left, libc::SPLICE_F_MOVE)? {
                 0 => return Err(io::ErrorKind::WriteZero.into()),
-                m => left -= m,
+                // splice moves at most what it is asked for.
+                m => left = left.saturating_sub(m),
             }
         }
-        total += n as u64;
+        total = total.saturating_add(n as u64);
     }
 }
 

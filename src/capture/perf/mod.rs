@@ -13,6 +13,7 @@
 
 pub mod backend;
 pub mod reaper;
+#[deny(clippy::arithmetic_side_effects)]
 pub mod ring;
 pub mod sys;
 

@@ -48,7 +48,7 @@ impl RingPages {
             p if p > Self::MAX as u64 => Err(format!(
                 "{p} pages per CPU is too large (at most {} pages, {} MiB with {} KiB pages)",
                 Self::MAX,
-                (Self::MAX * page_size()) >> 20,
+                Self::MAX.saturating_mul(page_size()) >> 20,
                 page_size() >> 10
             )),
             p => Ok(RingPages(p.next_power_of_two() as usize)),
@@ -97,7 +97,8 @@ impl Ring {
         let mut ring = Ring {
             map,
             data_offset: page,
-            data_size: (data_pages * page) as u64,
+            // `len` is (data_pages + 1) pages.
+            data_size: len.saturating_sub(page) as u64,
             scratch: Vec::new(),
             corrupt: 0,
         };
@@ -125,6 +126,12 @@ impl Ring {
         unsafe { &*(self.map.as_ptr().add(offset) as *const AtomicU64) }
     }
 
+    /// Where ring position `pos` lies in the data area.
+    #[allow(clippy::arithmetic_side_effects)] // data_size is never 0: at least one page.
+    fn place(&self, pos: u64) -> usize {
+        (pos % self.data_size) as usize
+    }
+
     /// Bytes the kernel has written that are not yet consumed.
     pub fn pending(&self) -> u64 {
         let head = self.meta(DATA_HEAD).load(Ordering::Acquire);
@@ -134,15 +141,16 @@ impl Ring {
     /// Copy `len` bytes starting at ring position `pos` (modulo the data size) into `dst`.
     fn copy_out(&self, pos: u64, dst: &mut [u8]) {
         let size = self.data_size as usize;
-        let start = (pos % self.data_size) as usize;
-        let first = dst.len().min(size - start);
+        let start = self.place(pos);
+        let first = dst.len().min(size.saturating_sub(start));
         // SAFETY: [start, start+first) and [0, len-first) lie inside the data area
         // (len ≤ 65535 ≤ data size is checked by the caller); the kernel does not write
         // the bytes between tail and head until data_tail moves past them.
         unsafe {
             let base = self.map.as_ptr().add(self.data_offset);
             std::ptr::copy_nonoverlapping(base.add(start), dst.as_mut_ptr(), first);
-            std::ptr::copy_nonoverlapping(base, dst.as_mut_ptr().add(first), dst.len() - first);
+            let rest = dst.len().saturating_sub(first);
+            std::ptr::copy_nonoverlapping(base, dst.as_mut_ptr().add(first), rest);
         }
     }
 
@@ -164,7 +172,7 @@ impl Ring {
         let mut tail = self.meta(DATA_TAIL).load(Ordering::Relaxed);
         let release_every = (self.data_size / 4).max(1);
         let mut unreleased = 0u64;
-        let mut n = 0;
+        let mut n = 0u64;
         while head.wrapping_sub(tail) >= HEADER_SIZE as u64 {
             let mut hb = [0u8; HEADER_SIZE];
             self.copy_out(tail, &mut hb);
@@ -172,17 +180,22 @@ impl Ring {
             if size < HEADER_SIZE as u64 || size > head.wrapping_sub(tail) || size > self.data_size
             {
                 // Cannot happen with a sane kernel; skip what is there rather than loop.
-                self.corrupt += 1;
+                self.corrupt = self.corrupt.saturating_add(1);
                 tail = head;
                 break;
             }
-            let start = (tail % self.data_size) as usize;
-            let flow = if start as u64 + size <= self.data_size {
+            let start = self.place(tail);
+            let flow = if (start as u64)
+                .checked_add(size)
+                .is_some_and(|end| end <= self.data_size)
+            {
                 // SAFETY: the record lies inside the data area and between tail and
                 // head, which the kernel leaves alone until data_tail passes it.
                 let rec = unsafe {
                     std::slice::from_raw_parts(
-                        self.map.as_ptr().add(self.data_offset + start),
+                        self.map
+                            .as_ptr()
+                            .add(self.data_offset.saturating_add(start)),
                         size as usize,
                     )
                 };
@@ -201,9 +214,9 @@ impl Ring {
                     None => break,
                 }
             };
-            n += 1;
+            n = n.saturating_add(1);
             tail = tail.wrapping_add(size);
-            unreleased += size;
+            unreleased = unreleased.saturating_add(size);
             if unreleased >= release_every {
                 self.meta(DATA_TAIL).store(tail, Ordering::Release);
                 unreleased = 0;
@@ -218,6 +231,7 @@ impl Ring {
 }
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
 

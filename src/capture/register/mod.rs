@@ -300,11 +300,15 @@ impl Registrar {
     /// (DIAG_IOCSDEL by name would try every version).
     pub fn delete(&self, w: &Wanted, retry: Duration) -> Result<(), RegError> {
         let line = format!("-:{}", w.text());
-        let end = Instant::now() + retry;
+        // A retry past what an Instant holds never ends.
+        let end = Instant::now().checked_add(retry);
         loop {
             match self.write_dynamic_events(&line) {
                 Ok(()) => return Ok(()),
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < end => {
+                Err(e)
+                    if e.raw_os_error() == Some(libc::EBUSY)
+                        && end.is_none_or(|end| Instant::now() < end) =>
+                {
                     std::thread::sleep(Duration::from_millis(20));
                 }
                 Err(e) => {
@@ -534,13 +538,13 @@ pub fn read_register_file(path: &Path, multi_format: bool) -> Result<Vec<Wanted>
         ))
     })?;
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
+    for (i, line) in (1u64..).zip(text.lines()) {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
         let w = Wanted::parse(line, multi_format)
-            .map_err(|e| RegError::Usage(format!("{} line {}: {e}", path.display(), i + 1)))?;
+            .map_err(|e| RegError::Usage(format!("{} line {i}: {e}", path.display())))?;
         out.push(w);
     }
     Ok(out)

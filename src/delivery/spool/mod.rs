@@ -9,8 +9,10 @@
 //! crash costs there. The layout and the guarantees: docs/export.md ("The spool"); why a
 //! segment log and not redb: BENCHMARKS.md §14.
 
-pub mod frame;
+/// The segment and ack records, pure: [`uevrec_parsers::spool`] (fuzzed there).
+pub use uevrec_parsers::spool as frame;
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)] // Sizes and counts the tests choose.
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -257,6 +259,12 @@ pub enum SpoolError {
     /// [`Spool::ack`] or [`Spool::discard`] of an id that is not pending.
     #[error("spool: batch {0} is not pending (acknowledged or dropped already, or never appended)")]
     UnknownId(u64),
+    /// The batch ids are used up: the spool's files name a batch id near `u64::MAX`
+    /// (not written by uevrec, which counts from 1).
+    #[error(
+        "spool: no batch id is left after {0} (its files name ids no uevrec wrote): send or move what it holds, then start with an empty --spool directory"
+    )]
+    IdsUsedUp(u64),
 }
 
 impl SpoolError {
@@ -472,7 +480,7 @@ impl Spool {
         for &orphan in acks.difference(&logs) {
             let (_, ack) = seg_paths(&dir, orphan);
             fs::remove_file(&ack).map_err(io_err("remove", &ack))?;
-            rec.files_removed += 1;
+            rec.files_removed = rec.files_removed.saturating_add(1);
         }
 
         let mut segments = BTreeMap::new();
@@ -480,7 +488,7 @@ impl Spool {
         let mut next_id = logs.last().copied().unwrap_or(1).max(1);
         let firsts: Vec<u64> = logs.iter().copied().collect();
         for (i, &first) in firsts.iter().enumerate() {
-            let limit = firsts.get(i + 1).copied().unwrap_or(u64::MAX);
+            let limit = firsts.get(i.saturating_add(1)).copied().unwrap_or(u64::MAX);
             let seg = recover_segment(&dir, first, limit, &mut pending, &mut rec)?;
             next_id = next_id.max(seg.1);
             segments.insert(first, seg.0);
@@ -539,13 +547,15 @@ impl Spool {
             .collect();
         for f in empty {
             delete_segment(&dir, &mut state, f)?;
-            rec.files_removed += 2;
+            rec.files_removed = rec.files_removed.saturating_add(2);
         }
-        state.bytes = state.segments.values().map(|s| s.log_len + s.ack_len).sum();
+        state.bytes = state.segments.values().fold(0u64, |sum, s| {
+            sum.saturating_add(s.log_len).saturating_add(s.ack_len)
+        });
         for p in state.pending.values() {
-            rec.batches += 1;
-            rec.records += p.records;
-            rec.bytes += p.frame_len;
+            rec.batches = rec.batches.saturating_add(1);
+            rec.records = rec.records.saturating_add(p.records);
+            rec.bytes = rec.bytes.saturating_add(p.frame_len);
         }
         Ok((
             Spool {
@@ -602,10 +612,11 @@ impl Spool {
         body: &[u8],
         stop: &AtomicBool,
     ) -> Result<AppendOutcome, SpoolError> {
-        let frame_len = (HEADER_LEN + meta.len()) as u64 + body.len() as u64;
+        // Lengths of buffers in memory: their sum fits a u64.
+        let payload = (meta.len() as u64).saturating_add(body.len() as u64);
+        let frame_len = payload.saturating_add(HEADER_LEN as u64);
         // The frame and its ack record must fit an otherwise empty spool.
-        if frame_len + ACK_LEN as u64 > self.max_bytes
-            || (meta.len() + body.len()) as u64 > frame::MAX_PAYLOAD
+        if frame_len.saturating_add(ACK_LEN as u64) > self.max_bytes || payload > frame::MAX_PAYLOAD
         {
             return Err(SpoolError::TooLarge {
                 size: frame_len,
@@ -623,21 +634,23 @@ impl Spool {
         let mut blocked = false;
         loop {
             let active = &st.segments[&st.active];
-            if st.sealed || (active.log_len > 0 && active.log_len + frame_len > self.segment_target)
+            if st.sealed
+                || (active.log_len > 0
+                    && active.log_len.saturating_add(frame_len) > self.segment_target)
             {
                 if let Err(e) = self.roll(&mut st) {
-                    st.stats.append_errors += 1;
+                    st.stats.append_errors = st.stats.append_errors.saturating_add(1);
                     return Err(e);
                 }
             }
-            if st.bytes + frame_len <= self.max_bytes {
+            if st.bytes.saturating_add(frame_len) <= self.max_bytes {
                 break;
             }
             let active = &st.segments[&st.active];
             if active.live == 0 && active.log_len > 0 {
                 // Everything in it left: a new segment gives its bytes back.
                 if let Err(e) = self.roll(&mut st) {
-                    st.stats.append_errors += 1;
+                    st.stats.append_errors = st.stats.append_errors.saturating_add(1);
                     return Err(e);
                 }
                 continue;
@@ -649,7 +662,7 @@ impl Spool {
                     }
                     if !blocked {
                         blocked = true;
-                        st.stats.blocked_appends += 1;
+                        st.stats.blocked_appends = st.stats.blocked_appends.saturating_add(1);
                     }
                     st = self
                         .space
@@ -665,32 +678,32 @@ impl Spool {
                         .expect("the active segment exists");
                     if oldest == st.active {
                         if let Err(e) = self.roll(&mut st) {
-                            st.stats.append_errors += 1;
+                            st.stats.append_errors = st.stats.append_errors.saturating_add(1);
                             return Err(e);
                         }
                     } else {
                         let (b, r) = match self.evict(&mut st, oldest, &mut outcome.evicted) {
                             Ok(dropped) => dropped,
                             Err(e) => {
-                                st.stats.append_errors += 1;
+                                st.stats.append_errors = st.stats.append_errors.saturating_add(1);
                                 return Err(e);
                             }
                         };
-                        outcome.evicted_batches += b;
-                        outcome.evicted_records += r;
+                        outcome.evicted_batches = outcome.evicted_batches.saturating_add(b);
+                        outcome.evicted_records = outcome.evicted_records.saturating_add(r);
                     }
                 }
             }
         }
 
         let id = st.next_id;
-        st.next_id += 1;
+        st.next_id = id.checked_add(1).ok_or(SpoolError::IdsUsedUp(id))?;
         outcome.id = id;
         let seg_id = st.active;
         let offset = st.segments[&seg_id].log_len;
         let writer = Arc::clone(&st.writer);
         let reserve = self.ack_reservation(&mut st, seg_id);
-        st.bytes += frame_len;
+        st.bytes = st.bytes.saturating_add(frame_len);
         drop(st);
 
         // The batch's ack record gets its disk space now: on a full filesystem it is this
@@ -703,8 +716,8 @@ impl Spool {
                 self.no_fallocate.store(true, Ordering::Relaxed);
             } else {
                 let mut st = lock(&self.state);
-                st.bytes -= frame_len;
-                st.stats.append_errors += 1;
+                st.bytes = st.bytes.saturating_sub(frame_len);
+                st.stats.append_errors = st.stats.append_errors.saturating_add(1);
                 return Err(SpoolError::Io {
                     op: "reserve acknowledgement space in",
                     path: ack_path,
@@ -716,8 +729,15 @@ impl Spool {
         let header = frame::encode_header(id, records, meta, body).expect("payload size checked");
         let written = writer
             .write_all_at(&header, offset)
-            .and_then(|()| writer.write_all_at(meta, offset + HEADER_LEN as u64))
-            .and_then(|()| writer.write_all_at(body, offset + (HEADER_LEN + meta.len()) as u64))
+            .and_then(|()| writer.write_all_at(meta, offset.saturating_add(HEADER_LEN as u64)))
+            .and_then(|()| {
+                writer.write_all_at(
+                    body,
+                    offset
+                        .saturating_add(frame_len)
+                        .saturating_sub(body.len() as u64),
+                )
+            })
             .and_then(|()| writer.sync_data());
 
         let mut st = lock(&self.state);
@@ -727,8 +747,8 @@ impl Spool {
                     .segments
                     .get_mut(&seg_id)
                     .expect("the active segment stays");
-                seg.log_len += frame_len;
-                seg.live += 1;
+                seg.log_len = seg.log_len.saturating_add(frame_len);
+                seg.live = seg.live.saturating_add(1);
                 st.pending.insert(
                     id,
                     Pending {
@@ -741,15 +761,15 @@ impl Spool {
                     },
                 );
                 st.ready.insert(id);
-                st.stats.appended_batches += 1;
-                st.stats.appended_records += records;
+                st.stats.appended_batches = st.stats.appended_batches.saturating_add(1);
+                st.stats.appended_records = st.stats.appended_records.saturating_add(records);
                 drop(st);
                 self.ready.notify_all();
                 Ok(outcome)
             }
             Err(source) => {
-                st.bytes -= frame_len;
-                st.stats.append_errors += 1;
+                st.bytes = st.bytes.saturating_sub(frame_len);
+                st.stats.append_errors = st.stats.append_errors.saturating_add(1);
                 // Take the partial frame away; appends go to a new segment from now on
                 // (after a failed fdatasync the file's cached pages cannot be trusted).
                 let _ = writer.set_len(offset).and_then(|()| writer.sync_all());
@@ -811,7 +831,7 @@ impl Spool {
         // A segment's ids lie between its first id and the next segment's.
         let end = st
             .segments
-            .range(first + 1..)
+            .range(first.saturating_add(1)..)
             .next()
             .map_or(u64::MAX, |(&f, _)| f);
         let ids: Vec<u64> = st
@@ -820,7 +840,7 @@ impl Spool {
             .filter(|(_, p)| p.seg == first)
             .map(|(&id, _)| id)
             .collect();
-        let (mut batches, mut records) = (0, 0);
+        let (mut batches, mut records) = (0u64, 0u64);
         let log = File::open(&st.segments[&first].log_path).ok();
         for id in ids {
             let p = st.pending.remove(&id).expect("listed above");
@@ -828,14 +848,14 @@ impl Spool {
             if p.handed_out {
                 st.detached.insert(id, p.records);
             } else {
-                batches += 1;
-                records += p.records;
+                batches = batches.saturating_add(1);
+                records = records.saturating_add(p.records);
                 let mut meta = vec![0; p.meta_len as usize];
                 let read = log.as_ref().map(|f| {
                     std::os::unix::fs::FileExt::read_exact_at(
                         f,
                         &mut meta,
-                        p.offset + HEADER_LEN as u64,
+                        p.offset.saturating_add(HEADER_LEN as u64),
                     )
                 });
                 if !matches!(read, Some(Ok(()))) {
@@ -844,8 +864,8 @@ impl Spool {
                 evicted.push((p.records, meta));
             }
         }
-        st.stats.dropped_oldest_batches += batches;
-        st.stats.dropped_oldest_records += records;
+        st.stats.dropped_oldest_batches = st.stats.dropped_oldest_batches.saturating_add(batches);
+        st.stats.dropped_oldest_records = st.stats.dropped_oldest_records.saturating_add(records);
         delete_segment(&self.dir, st, first)?;
         Ok((batches, records))
     }
@@ -922,13 +942,14 @@ impl Spool {
             // Evicted meanwhile: it was handed out, so it is detached; it never reaches
             // the sender, so it is dropped.
             if let Some(records) = st.detached.remove(&id) {
-                st.stats.dropped_oldest_batches += 1;
-                st.stats.dropped_oldest_records += records;
+                st.stats.dropped_oldest_batches = st.stats.dropped_oldest_batches.saturating_add(1);
+                st.stats.dropped_oldest_records =
+                    st.stats.dropped_oldest_records.saturating_add(records);
             }
             return;
         };
-        st.stats.corrupt_batches += 1;
-        st.stats.corrupt_records += p.records;
+        st.stats.corrupt_batches = st.stats.corrupt_batches.saturating_add(1);
+        st.stats.corrupt_records = st.stats.corrupt_records.saturating_add(p.records);
         let seg = st
             .segments
             .get_mut(&p.seg)
@@ -947,8 +968,8 @@ impl Spool {
                 .and_then(|()| f.sync_data())
                 .map_err(io_err("append to", &seg.ack_path))
         });
-        seg.ack_len += ACK_LEN as u64;
-        st.bytes += ACK_LEN as u64;
+        seg.ack_len = seg.ack_len.saturating_add(ACK_LEN as u64);
+        st.bytes = st.bytes.saturating_add(ACK_LEN as u64);
         self.left(st, p.seg);
     }
 
@@ -958,7 +979,7 @@ impl Spool {
             .segments
             .get_mut(&seg)
             .expect("segment of a pending batch");
-        s.live -= 1;
+        s.live = s.live.saturating_sub(1);
         if s.live == 0 {
             if seg != st.active {
                 if let Err(e) = delete_segment(&self.dir, st, seg) {
@@ -993,12 +1014,12 @@ impl Spool {
         let mut st = lock(&self.state);
         let count = |st: &mut State, records: u64| match kind {
             AckKind::Discarded => {
-                st.stats.discarded_batches += 1;
-                st.stats.discarded_records += records;
+                st.stats.discarded_batches = st.stats.discarded_batches.saturating_add(1);
+                st.stats.discarded_records = st.stats.discarded_records.saturating_add(records);
             }
             _ => {
-                st.stats.acked_batches += 1;
-                st.stats.acked_records += records;
+                st.stats.acked_batches = st.stats.acked_batches.saturating_add(1);
+                st.stats.acked_records = st.stats.acked_records.saturating_add(records);
             }
         };
         let Some(p) = st.pending.get(&id).copied() else {
@@ -1015,7 +1036,7 @@ impl Spool {
         let file = match ack_file(seg) {
             Ok(f) => f,
             Err(e) => {
-                st.stats.ack_errors += 1;
+                st.stats.ack_errors = st.stats.ack_errors.saturating_add(1);
                 return Err(e);
             }
         };
@@ -1023,8 +1044,8 @@ impl Spool {
         // (by `next`) goes after it. A failed write leaves a hole that the next open
         // counts as a bad ack record (its batch is sent again).
         let (offset, path) = (seg.ack_len, seg.ack_path.clone());
-        seg.ack_len += ACK_LEN as u64;
-        st.bytes += ACK_LEN as u64;
+        seg.ack_len = seg.ack_len.saturating_add(ACK_LEN as u64);
+        st.bytes = st.bytes.saturating_add(ACK_LEN as u64);
         drop(st);
 
         let r = frame::encode_ack(id, kind);
@@ -1039,7 +1060,7 @@ impl Spool {
                 // The collector has the batch: it leaves this run's spool all the same,
                 // so that its segment can be deleted (which makes the missing record
                 // moot). Only a crash before that sends it again.
-                st.stats.ack_errors += 1;
+                st.stats.ack_errors = st.stats.ack_errors.saturating_add(1);
                 Err(SpoolError::AckNotRecorded { id, path, source })
             }
         };
@@ -1068,7 +1089,11 @@ impl Spool {
             return None;
         }
         let seg = st.segments.get_mut(&seg)?;
-        let end = seg.ack_len + (seg.live + 1) * ACK_LEN as u64;
+        let end = seg
+            .live
+            .saturating_add(1)
+            .saturating_mul(ACK_LEN as u64)
+            .saturating_add(seg.ack_len);
         let file = ack_file(seg).ok()?;
         Some((file, end, seg.ack_path.clone()))
     }
@@ -1088,8 +1113,9 @@ impl Spool {
         }
         match st.detached.remove(&id) {
             Some(records) => {
-                st.stats.dropped_oldest_batches += 1;
-                st.stats.dropped_oldest_records += records;
+                st.stats.dropped_oldest_batches = st.stats.dropped_oldest_batches.saturating_add(1);
+                st.stats.dropped_oldest_records =
+                    st.stats.dropped_oldest_records.saturating_add(records);
                 Released::Dropped { records }
             }
             None => Released::Unknown,
@@ -1102,8 +1128,8 @@ impl Spool {
         let mut s = st.stats;
         s.batches = st.pending.len() as u64;
         s.records = st.pending.values().map(|p| p.records).sum();
-        s.handed_out =
-            st.pending.values().filter(|p| p.handed_out).count() as u64 + st.detached.len() as u64;
+        s.handed_out = (st.pending.values().filter(|p| p.handed_out).count() as u64)
+            .saturating_add(st.detached.len() as u64);
         s.bytes = st.bytes;
         s
     }
@@ -1160,7 +1186,9 @@ fn delete_segment(dir: &Path, st: &mut State, first: u64) -> Result<(), SpoolErr
     sync_dir(dir)?;
     let _ = fs::remove_file(&seg.ack_path);
     let seg = st.segments.remove(&first).expect("looked up above");
-    st.bytes = st.bytes.saturating_sub(seg.log_len + seg.ack_len);
+    st.bytes = st
+        .bytes
+        .saturating_sub(seg.log_len.saturating_add(seg.ack_len));
     if st.read_cache.as_ref().is_some_and(|(s, _)| *s == first) {
         st.read_cache = None;
     }
@@ -1169,11 +1197,12 @@ fn delete_segment(dir: &Path, st: &mut State, first: u64) -> Result<(), SpoolErr
 
 /// Read and check batch `id` at `p`; `Err(why)` when it fails.
 fn read_entry(file: &File, id: u64, p: &Pending) -> Result<Entry, String> {
-    let head_len = HEADER_LEN + p.meta_len as usize;
+    // `meta_len` ≤ the payload's length (its header said so); saturated, the read fails.
+    let head_len = HEADER_LEN.saturating_add(p.meta_len as usize);
     let mut head = vec![0u8; head_len];
-    let mut body = vec![0u8; p.frame_len as usize - head_len];
+    let mut body = vec![0u8; (p.frame_len as usize).saturating_sub(head_len)];
     file.read_exact_at(&mut head, p.offset)
-        .and_then(|()| file.read_exact_at(&mut body, p.offset + head_len as u64))
+        .and_then(|()| file.read_exact_at(&mut body, p.offset.saturating_add(head_len as u64)))
         .map_err(|e| format!("read failed: {e}"))?;
     let header = frame::parse_header(&head).map_err(|e| format!("header: {e}"))?;
     if header.id != id || header.frame_len() != p.frame_len || header.meta_len != p.meta_len {
@@ -1226,14 +1255,16 @@ fn recover_segment(
             let mut acks = Vec::new();
             f.read_to_end(&mut acks)
                 .map_err(io_err("read", &ack_path))?;
-            let whole = acks.len() / ACK_LEN * ACK_LEN;
-            for r in acks[..whole].chunks_exact(ACK_LEN) {
+            let records = acks.chunks_exact(ACK_LEN);
+            // The bytes of whole records (a torn last one is cut off below).
+            let whole = acks.len().saturating_sub(records.remainder().len());
+            for r in records {
                 match frame::parse_ack(r) {
                     Some((id, kind)) if id >= first && id < limit => {
                         left.insert(id, kind);
                         next_id = next_id.max(id.saturating_add(1));
                     }
-                    _ => rec.bad_ack_records += 1,
+                    _ => rec.bad_ack_records = rec.bad_ack_records.saturating_add(1),
                 }
             }
             ack_len = whole as u64;
@@ -1250,23 +1281,23 @@ fn recover_segment(
         Err(e) => return Err(io_err("open", &ack_path)(e)),
     }
 
-    let mut live = 0;
+    let mut live = 0u64;
     let mut last_id = None;
     let mut truncate_at = None;
     let damage = |rec: &mut Recovered, d: frame::Damage, why: String| {
         if let Some(h) = d.header {
             if left.contains_key(&h.id) {
-                rec.damaged_acked += 1;
+                rec.damaged_acked = rec.damaged_acked.saturating_add(1);
                 return;
             }
-            rec.corrupt_records += h.records;
+            rec.corrupt_records = rec.corrupt_records.saturating_add(h.records);
         } else {
-            rec.corrupt_unknown += 1;
+            rec.corrupt_unknown = rec.corrupt_unknown.saturating_add(1);
         }
-        rec.corrupt_batches += 1;
-        rec.corrupt_bytes += d.bytes;
+        rec.corrupt_batches = rec.corrupt_batches.saturating_add(1);
+        rec.corrupt_bytes = rec.corrupt_bytes.saturating_add(d.bytes);
         if d.tail {
-            rec.truncated_bytes += d.bytes;
+            rec.truncated_bytes = rec.truncated_bytes.saturating_add(d.bytes);
         }
         if rec.corrupt.len() < MAX_LISTED {
             rec.corrupt.push(Corrupt {
@@ -1301,11 +1332,11 @@ fn recover_segment(
                     continue;
                 }
                 last_id = Some(h.id);
-                next_id = next_id.max(h.id + 1);
+                next_id = next_id.max(h.id.saturating_add(1));
                 if left.contains_key(&h.id) {
                     continue;
                 }
-                live += 1;
+                live = live.saturating_add(1);
                 pending.insert(
                     h.id,
                     Pending {
@@ -1321,7 +1352,7 @@ fn recover_segment(
             frame::Item::Damage(d) => {
                 if let Some(h) = d.header {
                     if h.id >= first && h.id < limit {
-                        next_id = next_id.max(h.id + 1);
+                        next_id = next_id.max(h.id.saturating_add(1));
                     }
                 }
                 if d.tail {

@@ -641,3 +641,23 @@ fn chunk() -> impl Strategy<Value = Vec<u8>> {
 }
 
 use frame::MAGIC;
+
+/// Counts and ids a segment's frames claim (checksums intact, not written by uevrec):
+/// the totals saturate instead of overflowing, and an id past the last one is an error,
+/// never a batch id given twice (issue 43).
+#[test]
+fn counts_and_ids_near_the_end_of_a_u64_saturate_or_are_errors() {
+    let d = tmp();
+    let first = u64::MAX - 2;
+    let mut log = frame::encode(first, u64::MAX, b"m", b"one").unwrap();
+    log.extend(frame::encode(first + 1, u64::MAX, b"m", b"two").unwrap());
+    fs::write(seg_paths(d.path(), first).0, &log).unwrap();
+    let (s, rec) = open(d.path());
+    assert_eq!((rec.batches, rec.records), (2, u64::MAX));
+    assert_eq!(rec.next_id, u64::MAX);
+    match s.append(1, b"m", b"three", &GO) {
+        Err(SpoolError::IdsUsedUp(id)) => assert_eq!(id, u64::MAX),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(ids(&s), vec![first, first + 1]);
+}

@@ -39,6 +39,9 @@ pub struct Outcome {
     pub stopped: Option<String>,
     /// Problems that did not stop decoding, besides those in `stats` (trace.dat).
     pub problems: Vec<String>,
+    /// Problems `stats.error_count` counts that neither `stats.errors` nor `problems`
+    /// lists: stderr says "and N more".
+    pub unlisted: u64,
     /// Why `time` is null, when the input says (trace.dat: no wall-clock anchor).
     pub time_note: Option<String>,
     /// The file has `HEADER_CLOCK_DATA`.
@@ -47,6 +50,10 @@ pub struct Outcome {
     /// whole record before was decoded): the `truncated` notice, exit status
     /// [`crate::cli::decode::EXIT_SALVAGED`].
     pub truncated: Option<String>,
+    /// `truncated` in one line for stderr, where it is long (a trace.dat cut through many
+    /// CPUs: how many, the bytes missing, the first CPUs and "and N more"); `None`: stderr
+    /// says `truncated` itself.
+    pub truncated_summary: Option<String>,
     /// With `--threads` ≥ 2 on a whole perf.data: how the work was shared (in ranges, or
     /// why not), for the summary line.
     pub shared: Option<String>,

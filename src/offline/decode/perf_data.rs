@@ -5,10 +5,10 @@ use uevrec_parsers::ContextTracker;
 use uevrec_parsers::perf_data::index::RangeIndex;
 use uevrec_parsers::perf_data::records::{RawRecord, Records};
 use uevrec_parsers::perf_data::{PerfData, PerfDataError, writer};
-use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::perf_data::{
     FeedControl, LineDecoder, RangePlanner, StreamDecoder, ranges_from_index,
 };
+use uevrec_parsers::to_lines::{DecodeOptions, DecodeStats};
 
 use super::mapped::MapWindow;
 use super::parallel::{Par, par_lines, past, staged};
@@ -129,12 +129,14 @@ pub(crate) fn decode_bytes(
                 }
             };
             let outcome = Outcome {
+                unlisted: unlisted(&stats),
                 stats,
                 stopped: None,
                 problems: Vec::new(),
                 time_note: None,
                 clock_data: clock_data || done.clock_data,
                 truncated: None,
+                truncated_summary: None,
                 shared: Some(how),
             };
             (outcome, stopped)
@@ -255,12 +257,21 @@ pub(crate) fn perf_data_records<'f>(
         stats: dec.stats().clone(),
         stopped: None,
         problems: Vec::new(),
+        unlisted: unlisted(dec.stats()),
         time_note: None,
         clock_data: clock_data || dec.data().clock_data().is_some(),
         truncated: None,
+        truncated_summary: None,
         shared: None,
     };
     (outcome, stopped)
+}
+
+/// A perf.data's problems past the first ones `stats.errors` lists.
+fn unlisted(stats: &DecodeStats) -> u64 {
+    stats
+        .error_count
+        .saturating_sub(u64::try_from(stats.errors.len()).unwrap_or(u64::MAX))
 }
 
 /// Feed `dec` what `read` returns, [`READ_CHUNK`] bytes at a time, until the input ends
@@ -319,6 +330,7 @@ pub(crate) fn stream_outcome(
         _ => None,
     };
     Outcome {
+        unlisted: unlisted(&stats),
         stats,
         stopped: stopped
             .filter(|_| truncated.is_none())
@@ -327,6 +339,7 @@ pub(crate) fn stream_outcome(
         time_note: None,
         clock_data: clock_data || clock,
         truncated,
+        truncated_summary: None,
         shared: None,
     }
 }

@@ -7,6 +7,9 @@ use super::parallel::{Par, par_lines, past, staged};
 use super::windows::{decode_windows, window_bytes};
 use super::{Flush, Outcome};
 
+/// How a cut trace.dat's message ends.
+const WHOLE_RECORDS_DECODED: &str = "every whole record before the cut was decoded";
+
 /// The first bytes of a trace-cmd `trace.dat`.
 pub(crate) const TRACE_DAT_MAGIC: &[u8] = uevrec_parsers::trace_dat::MAGIC;
 
@@ -77,20 +80,24 @@ pub(crate) fn decode_trace_dat(
     };
     let shared = par.map(|_| shared);
     let clock = file.trace_clock().unwrap_or("local");
+    // Every CPU's cut in-band; one line on stderr.
+    let truncated = decoded
+        .truncation_details()
+        .map(|d| format!("{d}; {WHOLE_RECORDS_DECODED}"));
+    let truncated_summary = decoded
+        .truncation_summary()
+        .map(|s| format!("{s}; {WHOLE_RECORDS_DECODED}"));
     Ok(Outcome {
         stats: decoded.stats,
         stopped: None,
         problems: decoded.problems,
+        unlisted: decoded.unlisted,
         time_note: Some(format!(
             "a trace.dat holds raw `{clock}` trace-clock stamps and no wall-clock anchor (records are in time order)"
         )),
         clock_data: false,
-        truncated: (!decoded.truncated.is_empty()).then(|| {
-            format!(
-                "{}; every whole record before the cut was decoded",
-                decoded.truncated.join("; ")
-            )
-        }),
+        truncated,
+        truncated_summary,
         shared,
     })
 }

@@ -64,7 +64,7 @@ impl FromStr for Protocol {
 }
 
 /// The kind of telemetry in an export request (the frames' signal).
-pub use uevrec_parsers::otlp::frame::Signal;
+pub use crate::otlp::frame::Signal;
 
 /// The signal's part of its OTEL_EXPORTER_OTLP_<SIGNAL>_* variables.
 fn env_infix(signal: Signal) -> &'static str {
@@ -270,14 +270,8 @@ pub enum ConfigError {
     },
 }
 
-/// Read the process environment (for [`resolve`]); a value that is not UTF-8 is read
-/// lossily, so that it fails validation with a message instead of being ignored.
-pub fn process_env(name: &str) -> Option<String> {
-    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
-}
-
-/// Resolve flags and environment (`env` looks a variable up; [`process_env`] for the real
-/// one) into the configuration of every signal, following the OTLP exporter
+/// Resolve flags and environment (`env` looks a variable up; uevrec's
+/// `delivery::export::process_env` for the real one) into the configuration of every signal, following the OTLP exporter
 /// specification.
 ///
 /// A per-signal variable (`OTEL_EXPORTER_OTLP_{LOGS,TRACES,METRICS}_*`) replaces the
@@ -592,10 +586,11 @@ fn shown_url(raw: &str) -> String {
 /// (from 1) for messages.
 fn parse_flag_headers(flags: &[String]) -> Result<Vec<(usize, Header)>, ConfigError> {
     let mut out: Vec<(usize, Header)> = Vec::new();
-    for (i, entry) in flags.iter().enumerate() {
+    // Counted from 1 (positions in a slice: no overflow).
+    for (index, entry) in (1..).zip(flags) {
         let err = |problem: String| ConfigError::Header {
             origin: "--otlp-header".into(),
-            index: i + 1,
+            index,
             problem,
         };
         let Some((key, value)) = entry.split_once('=') else {
@@ -608,8 +603,8 @@ fn parse_flag_headers(flags: &[String]) -> Result<Vec<(usize, Header)>, ConfigEr
             value: Secret::new(value),
         };
         match out.iter_mut().find(|(_, x)| x.name == h.name) {
-            Some(x) => *x = (i + 1, h),
-            None => out.push((i + 1, h)),
+            Some(x) => *x = (index, h),
+            None => out.push((index, h)),
         }
     }
     Ok(out)
@@ -623,10 +618,10 @@ fn parse_env_headers(
     protocol: Protocol,
 ) -> Result<Vec<Header>, ConfigError> {
     let mut out: Vec<Header> = Vec::new();
-    for (i, entry) in list.split(',').enumerate() {
+    for (index, entry) in (1..).zip(list.split(',')) {
         let err = |problem: String| ConfigError::Header {
             origin: origin.to_string(),
-            index: i + 1,
+            index,
             problem,
         };
         if entry.trim().is_empty() {

@@ -1,4 +1,4 @@
-//! The spool's on-disk records, pure (no I/O, no `unsafe`): batch frames in the segment
+//! The export spool's on-disk records, pure (no I/O, no `unsafe`): batch frames in the segment
 //! logs and acknowledgement records in the ack files, their encoding and a parser that
 //! takes any bytes (the fuzzed and property-tested reader). The frame's layout is at
 //! [`encode_header`], the ack record's at [`encode_ack`].
@@ -29,6 +29,7 @@ pub struct Header {
 
 impl Header {
     /// Header and payload bytes.
+    #[allow(clippy::arithmetic_side_effects)] // 40 + a u32: a u64 holds it.
     pub fn frame_len(&self) -> u64 {
         HEADER_LEN as u64 + u64::from(self.len)
     }
@@ -75,7 +76,12 @@ pub fn encode_header(id: u64, records: u64, meta: &[u8], body: &[u8]) -> Option<
 /// A whole frame (header, meta, body) in one buffer; `None` as for [`encode_header`].
 pub fn encode(id: u64, records: u64, meta: &[u8], body: &[u8]) -> Option<Vec<u8>> {
     let h = encode_header(id, records, meta, body)?;
-    let mut v = Vec::with_capacity(HEADER_LEN + meta.len() + body.len());
+    // A hint: `encode_header` checked that the payload's length fits a u32.
+    let mut v = Vec::with_capacity(
+        HEADER_LEN
+            .saturating_add(meta.len())
+            .saturating_add(body.len()),
+    );
     v.extend_from_slice(&h);
     v.extend_from_slice(meta);
     v.extend_from_slice(body);
@@ -84,13 +90,13 @@ pub fn encode(id: u64, records: u64, meta: &[u8], body: &[u8]) -> Option<Vec<u8>
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
     let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
+    a.copy_from_slice(&b[at..][..4]);
     u32::from_le_bytes(a)
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
     let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
+    a.copy_from_slice(&b[at..][..8]);
     u64::from_le_bytes(a)
 }
 
@@ -143,7 +149,8 @@ pub fn payload_ok(header: &Header, pieces: &[&[u8]]) -> bool {
     let mut len = 0u64;
     for p in pieces {
         crc = crc32c::crc32c_append(crc, p);
-        len += p.len() as u64;
+        // Stopped at u64::MAX it still differs from a u32 `len`.
+        len = len.saturating_add(p.len() as u64);
     }
     len == u64::from(header.len) && crc == header.payload_crc
 }
@@ -174,12 +181,15 @@ pub fn parse(buf: &[u8]) -> Parsed<'_> {
         Ok(h) => h,
         Err(e) => return Parsed::BadHeader(e),
     };
-    let end = HEADER_LEN as u64 + u64::from(header.len);
-    if (buf.len() as u64) < end {
+    // 40 + a u32 may not fit a 32-bit usize: such a frame is past any buffer's end.
+    let Some(end) = usize::try_from(header.frame_len())
+        .ok()
+        .filter(|end| *end <= buf.len())
+    else {
         return Parsed::Truncated(header);
-    }
-    let meta_end = HEADER_LEN + header.meta_len as usize;
-    let (meta, body) = (&buf[HEADER_LEN..meta_end], &buf[meta_end..end as usize]);
+    };
+    // `parse_header` checked `meta_len` ≤ `len`, the payload's length.
+    let (meta, body) = buf[HEADER_LEN..end].split_at(header.meta_len as usize);
     if !payload_ok(&header, &[meta, body]) {
         return Parsed::PayloadCorrupt(header);
     }
@@ -261,15 +271,31 @@ impl Scan<'_> {
     /// The next offset after `from` where a valid header starts.
     fn resync(&self, from: usize) -> Option<usize> {
         let mut at = from;
-        while at + HEADER_LEN <= self.buf.len() {
+        while self.buf.len().checked_sub(at)? >= HEADER_LEN {
             let rel = self.buf[at..].windows(4).position(|w| w == MAGIC)?;
-            at += rel;
+            at = at.checked_add(rel)?;
             if parse_header(&self.buf[at..]).is_ok() {
                 return Some(at);
             }
-            at += 1;
+            at = at.checked_add(1)?;
         }
         None
+    }
+
+    /// The end of the frame at `pos` whose header is `h`, which [`parse`] found inside the
+    /// buffer (not [`Parsed::Truncated`]).
+    fn past(&self, pos: usize, h: Header) -> usize {
+        usize::try_from(h.frame_len())
+            .ok()
+            .and_then(|len| pos.checked_add(len))
+            .map_or(self.buf.len(), |end| end.min(self.buf.len()))
+    }
+
+    /// Where the next valid header after `pos` starts, or the end.
+    fn resync_after(&self, pos: usize) -> usize {
+        pos.checked_add(1)
+            .and_then(|from| self.resync(from))
+            .unwrap_or(self.buf.len())
     }
 }
 
@@ -284,14 +310,14 @@ impl<'a> Iterator for Scan<'a> {
         }
         let damage = |end: usize, header, why| Damage {
             offset: pos as u64,
-            bytes: (end - pos) as u64,
+            bytes: buf[pos..end].len() as u64,
             header,
             why,
             tail: end == buf.len(),
         };
         let item = match parse(&buf[pos..]) {
             Parsed::Frame { header, meta, body } => {
-                self.pos = pos + header.frame_len() as usize;
+                self.pos = self.past(pos, header);
                 return Some(Item::Frame {
                     offset: pos as u64,
                     header,
@@ -300,17 +326,17 @@ impl<'a> Iterator for Scan<'a> {
                 });
             }
             Parsed::PayloadCorrupt(h) => {
-                let end = pos + h.frame_len() as usize;
+                let end = self.past(pos, h);
                 self.pos = end;
                 damage(end, Some(h), Why::PayloadChecksum)
             }
             Parsed::Truncated(h) => {
-                let end = self.resync(pos + 1).unwrap_or(buf.len());
+                let end = self.resync_after(pos);
                 self.pos = end;
                 damage(end, Some(h), Why::Truncated)
             }
             Parsed::BadHeader(e) => {
-                let end = self.resync(pos + 1).unwrap_or(buf.len());
+                let end = self.resync_after(pos);
                 self.pos = end;
                 damage(end, None, Why::Unreadable(e))
             }
@@ -356,6 +382,7 @@ pub fn parse_ack(rec: &[u8]) -> Option<(u64, AckKind)> {
 }
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
 
