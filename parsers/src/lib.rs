@@ -73,9 +73,9 @@ pub mod perf_data;
 #[deny(clippy::arithmetic_side_effects)]
 pub mod perf_sample;
 mod schema;
-mod text;
 #[deny(clippy::arithmetic_side_effects)]
 pub mod spool;
+mod text;
 #[deny(clippy::arithmetic_side_effects)]
 pub mod to_lines;
 #[deny(clippy::arithmetic_side_effects)]
