@@ -9,9 +9,9 @@
 # goes on), until SECONDS (default 1200) or 1,000,000 runs, whichever comes first (fork
 # mode checks the runs as each job ends, so it may overshoot by one job). At the end one
 # table: target, runs, seconds, exec/s, coverage at the start (the corpus as it was,
-# read once) → at the end, corpus size, oom/timeout/crash counts, and the distinct crash
-# sites: each crash input saved during the run is run again and its panic location read
-# from that log.
+# read once) → at the end (the final corpus, read the same way), corpus size (files),
+# oom/timeout/crash counts, and the distinct crash sites: each crash input saved during
+# the run is run again and its panic location read from that log.
 #
 # Environment: TARGETS (space-separated, default: all), RUNS (default 1000000),
 # UEVREC_CORPUS_DIR (for seed-corpus.sh). Logs: parsers/fuzz/logs/campaign/ (TARGET.log,
@@ -60,6 +60,10 @@ for t in $targets; do
         -timeout=30 -artifact_prefix="$artifacts/" "${dict[@]}" "$corpus" \
         >"$logs/$t.log" 2>&1 || true
     elapsed=$(($(date +%s) - start))
+    # Coverage and corpus at the end, read the same way as at the start: fork mode's last
+    # status line is printed before the last job's inputs are merged (a target that
+    # reaches RUNS in one job would read 0).
+    nice -n 10 "$bin/$t" -runs=0 "${dict[@]}" "$corpus" >"$logs/$t-end.log" 2>&1 || true
     # Each crash input of this run, run again: its panic location.
     sites=$(
         find "$artifacts" -maxdepth 1 -type f -name 'crash-*' -newer "$stamp" | sort |
@@ -73,20 +77,23 @@ for t in $targets; do
     rm -f "$stamp"
     row=$(
         awk -v t="$t" -v secs="$elapsed" -v sites="${sites:-none}" \
-            -v start_log="$logs/$t-start.log" '
-        BEGIN {
-            cov0 = "?"
-            # An empty corpus reports no coverage: 0.
-            while ((getline line < start_log) > 0)
-                if (match(line, /INITED cov: [0-9]+/)) cov0 = substr(line, RSTART + 12, RLENGTH - 12)
-                else if (line ~ /INITED/) cov0 = 0
+            -v start_log="$logs/$t-start.log" -v end_log="$logs/$t-end.log" -v corp="$(find "$corpus" -type f | wc -l)" '
+        # The coverage libFuzzer reports after reading a corpus (-runs=0); an empty corpus
+        # reports none: 0.
+        function coverage(file,    line, cov) {
+            cov = "?"
+            while ((getline line < file) > 0)
+                if (match(line, /INITED cov: [0-9]+/)) cov = substr(line, RSTART + 12, RLENGTH - 12)
+                else if (line ~ /INITED/) cov = 0
+            return cov
         }
+        BEGIN { cov0 = coverage(start_log); cov = coverage(end_log) }
         /^#[0-9]+: cov: / {
             runs = substr($1, 2); sub(/:$/, "", runs)
-            cov = $3; corp = $7; omc = $11
+            omc = $11
         }
         END {
-            if (runs == "") { runs = 0; cov = "?"; corp = "?"; omc = "?" }
+            if (runs == "") { runs = 0; omc = "?" }
             rate = secs > 0 ? int(runs / secs) : 0
             printf "| `%s` | %d | %d | %d | %s → %s | %s | %s | %s |\n", t, runs, secs, rate, cov0, cov, corp, omc, sites
         }' "$logs/$t.log"

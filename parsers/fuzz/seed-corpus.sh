@@ -8,6 +8,7 @@
 #   cgroup_path: cgroup paths of Docker, podman, units and both kubelet drivers, with
 #                kubelet names.
 #   otlp_frames: OTLP export frames of every signal and encoding, with and without pods.
+#   callchain:   kernel, user and guest chains in both byte orders, and each error.
 # The structured targets (decode_record, json_line, perf_sample) start from libFuzzer's
 # own empty input.
 set -eu
@@ -177,6 +178,26 @@ for i, f in enumerate(frames):
 open(f"{sys.argv[1]}/seed-all", "wb").write(b"".join(frames))
 open(f"{sys.argv[1]}/seed-cut", "wb").write(b"".join(frames)[:-7])
 print(f"seed-corpus.sh: {len(frames) + 2} export frame buffers in {sys.argv[1]}")
+PY
+# callchain: a byte-order byte, then chains as the kernel writes them (markers, then
+# addresses): kernel then user, user only, guest parts, and one of each error.
+mkdir -p "$here/corpus/callchain"
+python3 - "$here/corpus/callchain" <<'PY'
+import struct, sys
+KERNEL, USER = 0xFFFFFFFFFFFFFF80, 0xFFFFFFFFFFFFFE00
+GUEST, GUEST_KERNEL, GUEST_USER = 0xFFFFFFFFFFFFF800, 0xFFFFFFFFFFFFF780, 0xFFFFFFFFFFFFF600
+chains = {
+    "kernel-user": [KERNEL, 0xFFFFFFFF81425010, 0xFFFFFFFF8223CAEF, USER, 0x7EFF9FB0D829, 0x559F7AB8516F, 0x559F7AB8519B],
+    "user": [USER, 0x401000, 0x401100, 0x401200],
+    "guest": [GUEST, GUEST_KERNEL, 0xFFFFFFFF81000000, GUEST_USER, 0x400000],
+    "unknown-marker": [KERNEL, 0xFFFFFFFF81000000, 0xFFFFFFFFFFFFFFF0, 0x401000],
+    "out-of-order": [USER, 0x401000, KERNEL, 0xFFFFFFFF81000000],
+    "no-context": [0x401000, USER, 0x401100],
+}
+for name, words in chains.items():
+    open(f"{sys.argv[1]}/seed-le-{name}", "wb").write(b"\x00" + struct.pack(f"<{len(words)}Q", *words))
+    open(f"{sys.argv[1]}/seed-be-{name}", "wb").write(b"\x01" + struct.pack(f">{len(words)}Q", *words))
+print(f"seed-corpus.sh: {2 * len(chains)} callchains in {sys.argv[1]}")
 PY
 zip=$corpus_dir/formats0.zip
 if [ ! -f "$zip" ]; then
