@@ -136,16 +136,11 @@ impl OutputWriter {
         reason: &str,
         records: u64,
     ) {
-        match self {
-            OutputWriter::Json(w) => w.write_dropped(out, time_unix_ns, event, reason, records),
-            OutputWriter::Otlp(w) => {
-                let message = format!("{records} records not kept: {reason}");
-                w.write_notice(out, time_unix_ns, "dropped", Some(event), &message);
-            }
-            OutputWriter::Text(w) => {
-                let message = format!("{records} records not kept: {reason}");
-                w.write_notice(out, time_unix_ns, "dropped", Some(event), &message);
-            }
+        if let OutputWriter::Json(w) = self {
+            w.write_dropped(out, time_unix_ns, event, reason, records);
+        } else {
+            let message = format!("{records} records not kept: {reason}");
+            self.write_notice(out, time_unix_ns, "dropped", Some(event), &message);
         }
     }
 }
@@ -265,6 +260,25 @@ mod tests {
                 text.lines().filter(|l| l.contains(r#""fields":{"#)).count(),
                 3
             );
+        }
+    }
+
+    #[test]
+    fn dropped_counts_reach_every_format() {
+        let formats = [
+            OutputFormat::JsonLines,
+            OutputFormat::Otlp,
+            OutputFormat::Text { color: false },
+        ];
+        for format in formats {
+            let mut writer = OutputWriter::new(format, LineOptions::default());
+            let mut out = Vec::new();
+            writer.write_dropped(&mut out, None, "raw_syscalls:sys_enter", "filtered", 20_000);
+            writer.end_lines(&mut out);
+            let text = String::from_utf8(out).unwrap();
+            assert!(text.contains("raw_syscalls:sys_enter"), "{format:?}: {text}");
+            assert!(text.contains("20000"), "{format:?}: {text}");
+            assert!(text.contains("filtered"), "{format:?}: {text}");
         }
     }
 }
