@@ -112,6 +112,12 @@ cargo fmt --all --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
+# The fuzz targets (their own workspace, parsers/fuzz) call the parsers' API: checked here
+# so that a change to it cannot leave them unbuildable until the next campaign.
+step "cargo fmt --check and clippy on the fuzz targets (parsers/fuzz)"
+cargo fmt --manifest-path parsers/fuzz/Cargo.toml --check
+cargo clippy --manifest-path parsers/fuzz/Cargo.toml --all-targets --quiet -- -D warnings
+
 step "cargo doc (broken or private links are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 

@@ -13,8 +13,8 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value};
-use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
 use uevrec_parsers::{Field, FieldKind};
+use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp};
 use uevrec_parsers_fuzz::json::{check_time, one_object_line};
 use uevrec_parsers_fuzz::schema_input::SchemaInput;
 

@@ -16,7 +16,10 @@ use uevrec_parsers::{LineOptions, LineWriter, PreparedFormat, RecordMeta, Record
 
 fuzz_target!(|input: &[u8]| {
     let (name, data) = match input.iter().position(|&b| b == 0) {
-        Some(nul) => (String::from_utf8_lossy(&input[..nul]).into_owned(), &input[nul + 1..]),
+        Some(nul) => (
+            String::from_utf8_lossy(&input[..nul]).into_owned(),
+            &input[nul + 1..],
+        ),
         None => ("P_L4K1".to_string(), input),
     };
     let name = name.as_str();
@@ -25,7 +28,12 @@ fuzz_target!(|input: &[u8]| {
     raw.extend_from_slice(data);
     let mut writer = LineWriter::new(LineOptions::default());
     let prepared = PreparedFormat::new(&format, "user_events", name, None);
-    let stamp = RecordStamp { time_unix_ns: Some(1), cpu: 0, pid: 1, tid: 1 };
+    let stamp = RecordStamp {
+        time_unix_ns: Some(1),
+        cpu: 0,
+        pid: 1,
+        tid: 1,
+    };
     let mut a = Vec::new();
     writer.write_prepared(&mut a, &stamp, &prepared, &raw);
     let meta = RecordMeta {

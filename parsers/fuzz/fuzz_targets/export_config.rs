@@ -82,9 +82,13 @@ fuzz_target!(|input: Input| {
             .iter()
             .map(|h| h.replacen('=', &format!("={CANARY}"), 1))
             .collect(),
-        compression: input
-            .compression
-            .map(|gzip| if gzip { Compression::Gzip } else { Compression::None }),
+        compression: input.compression.map(|gzip| {
+            if gzip {
+                Compression::Gzip
+            } else {
+                Compression::None
+            }
+        }),
         timeout: input
             .timeout_ms
             .map(|ms| Duration::from_millis(u64::from(ms))),
@@ -124,7 +128,10 @@ fuzz_target!(|input: Input| {
     };
     if !own_canary {
         let shown = format!("{config:?}");
-        assert!(!shown.contains(CANARY), "a header value in a Debug: {shown}");
+        assert!(
+            !shown.contains(CANARY),
+            "a header value in a Debug: {shown}"
+        );
     }
     check_config(&config, &flags, &env);
 });

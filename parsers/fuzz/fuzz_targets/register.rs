@@ -6,9 +6,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use uevrec_parsers::EventFormat;
 use uevrec_parsers::parse_format;
 use uevrec_samples::register::{RegisterCommand, strip_bracket_contents};
-use uevrec_parsers::EventFormat;
 
 const ID: u32 = 1117;
 

@@ -18,8 +18,8 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use uevrec_parsers::spool::{
-    ACK_LEN, AckKind, Item, MAGIC, Parsed, Why, encode, encode_ack, parse,
-    parse_ack, parse_header, scan,
+    ACK_LEN, AckKind, Item, MAGIC, Parsed, Why, encode, encode_ack, parse, parse_ack, parse_header,
+    scan,
 };
 
 #[derive(Arbitrary, Debug)]
@@ -91,7 +91,10 @@ fuzz_target!(|input: Input| {
         .filter(|(_, w)| *w == MAGIC)
         .map(|(at, _)| at)
         .collect();
-    if magic_at.iter().all(|at| written.iter().any(|w| w.at == *at)) {
+    if magic_at
+        .iter()
+        .all(|at| written.iter().any(|w| w.at == *at))
+    {
         let found: Vec<(u64, Vec<u8>)> = scan(&seg)
             .filter_map(|item| match item {
                 Item::Frame { offset, header, .. } => {
@@ -115,7 +118,11 @@ fuzz_target!(|input: Input| {
 
     for rec in input.acks.chunks(ACK_LEN) {
         if let Some((id, kind)) = parse_ack(rec) {
-            assert_eq!(&encode_ack(id, kind)[..], rec, "an ack record parsed differently");
+            assert_eq!(
+                &encode_ack(id, kind)[..],
+                rec,
+                "an ack record parsed differently"
+            );
         }
     }
     let kind = match input.ack.1 % 3 {
@@ -123,7 +130,10 @@ fuzz_target!(|input: Input| {
         1 => AckKind::Discarded,
         _ => AckKind::Corrupt,
     };
-    assert_eq!(parse_ack(&encode_ack(input.ack.0, kind)), Some((input.ack.0, kind)));
+    assert_eq!(
+        parse_ack(&encode_ack(input.ack.0, kind)),
+        Some((input.ack.0, kind))
+    );
 });
 
 /// The rules every scan keeps, whatever the bytes.
@@ -142,7 +152,11 @@ fn check_scan(seg: &[u8]) {
                 assert_eq!(*offset, pos as u64, "a gap or overlap before a frame");
                 let len = header.frame_len() as usize;
                 let again = encode(header.id, header.records, meta, body).expect("it was read");
-                assert_eq!(&again[..], &seg[pos..pos + len], "a frame read is not its bytes");
+                assert_eq!(
+                    &again[..],
+                    &seg[pos..pos + len],
+                    "a frame read is not its bytes"
+                );
                 assert_eq!(
                     parse(&seg[pos..]),
                     Parsed::Frame {
@@ -154,7 +168,10 @@ fn check_scan(seg: &[u8]) {
                 pos += len;
             }
             Item::Damage(d) => {
-                assert_eq!(d.offset, pos as u64, "a gap or overlap before a damaged region");
+                assert_eq!(
+                    d.offset, pos as u64,
+                    "a gap or overlap before a damaged region"
+                );
                 assert!(d.bytes > 0, "an empty damaged region");
                 let end = pos + d.bytes as usize;
                 assert!(end <= seg.len(), "a damaged region past the end");
