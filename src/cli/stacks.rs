@@ -95,7 +95,8 @@ pub struct StackArgs {
 }
 
 /// Why stacks cannot go where the command sends its records (`None`: they can): so far
-/// they are written on JSON lines only, and a stack asked for is never dropped silently.
+/// they are written on JSON lines and into `--raw` perf.data files (`raw`: a `--raw`
+/// file that cannot take them), and a stack asked for is never dropped silently.
 pub fn unsupported_output(
     stacks: &StackArgs,
     format_otlp: bool,
@@ -110,14 +111,15 @@ pub fn unsupported_output(
     } else if format_text {
         "text lines (--format text; tail on a terminal writes JSON lines when -g asks for stacks)"
     } else if raw {
-        "--raw files"
+        "a trace.dat (--raw-format trace-dat), nor to a --raw perf.data with --no-context \
+         (its MMAP2 records, which name the frames, go with the process records)"
     } else if flight {
         "flight recordings (--flight)"
     } else {
         return None;
     };
     Some(format!(
-        "call stacks (-g, --call-graph) are written on JSON lines only so far, not to {what} (docs/stacks.md, \"Not yet\"): drop -g or record JSON lines"
+        "call stacks (-g, --call-graph) are written on JSON lines and into --raw perf.data files so far, not to {what} (docs/stacks.md, \"Not yet\"): drop -g, or record JSON lines or a perf.data with context"
     ))
 }
 
