@@ -26,6 +26,7 @@ use crate::event_name::split_multi_format;
 use crate::json_line::RecordWriter;
 use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
 use crate::output::{OutputWriter, RecordSink, StackNamer, add_stack};
+use crate::perf_data::attr::flag;
 use crate::perf_data::order::{Drain, Orderer};
 use crate::perf_data::records::{RawRecord, StreamReader};
 use crate::perf_data::tracing_data::ParsedFormat;
@@ -68,6 +69,11 @@ struct Slot {
     /// The event's layout, if it has one (a copy of [`crate::perf_data::Event::layout`], so that a
     /// record going out looks up one slot, not its event and then its slot).
     layout: Option<SampleFormat>,
+    /// Its attr asks for build ids in `PERF_RECORD_MMAP2` (`build_id`): only then is a
+    /// record's build id taken. The kernel (seen on 6.18) sets the build-id bit of an
+    /// MMAP2 record for every event after one that asked for them, over the inode
+    /// numbers of those that did not (perf's, while `uevrec record -g` runs).
+    build_ids: bool,
 }
 
 /// Takes a buffer of lines, leaving an empty one (range decoding).
@@ -175,8 +181,13 @@ impl Out<'_, '_> {
                 self.lost(event, sample_id.time, sample_id.cpu, lost)
             }
             Ok(rec) => {
-                if let Some((time, update)) = rec.context_update() {
+                if let Some((time, mut update)) = rec.context_update() {
                     let time = self.unix_time(event, time);
+                    if let ContextUpdate::Mmap { build_id, .. } = &mut update
+                        && !slot.build_ids
+                    {
+                        *build_id = &[];
+                    }
                     let names = matches!(
                         update,
                         ContextUpdate::Comm { .. } | ContextUpdate::Cgroup { .. }
@@ -375,6 +386,7 @@ impl<'s> LineDecoder<'s> {
             self.slots[event].clock = clock.filter(clock_matches);
             self.slots[event].layout = self.data.events()[event].layout.as_ref().ok().copied();
             self.slots[event].time_at = self.data.events()[event].time_at;
+            self.slots[event].build_ids = attr.flags & 1 << flag::BUILD_ID != 0;
             if self.slots[event].resolved {
                 continue;
             }
@@ -401,6 +413,7 @@ impl<'s> LineDecoder<'s> {
                         clock: self.slots[event].clock,
                         layout: self.slots[event].layout,
                         time_at: self.slots[event].time_at,
+                        build_ids: self.slots[event].build_ids,
                         written: false,
                     }
                 }
@@ -434,6 +447,7 @@ impl<'s> LineDecoder<'s> {
             clock: self.slots[event].clock,
             layout: self.slots[event].layout,
             time_at: self.slots[event].time_at,
+            build_ids: self.slots[event].build_ids,
             written: false,
         }
     }
