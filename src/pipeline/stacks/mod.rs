@@ -136,13 +136,22 @@ impl StackWriter {
         out.push(b']');
     }
 
+    /// `f` with this thread's symbolizer, without a time budget for a recorded file.
+    fn symbols<R>(&self, f: impl FnOnce(&mut symbols::Symbols) -> R) -> R {
+        let offline = self.options.offline;
+        symbols::with(|s| {
+            s.unbudgeted = offline;
+            f(s)
+        })
+    }
+
     /// The keys of a kernel frame after its context.
     fn kernel_frame(&mut self, out: &mut Vec<u8>, address: u64) {
         if let Some(r) = self.kernel.get(&address) {
             out.extend_from_slice(r);
             return;
         }
-        let r = symbols::with(|s| s.kernel(address));
+        let r = self.symbols(|s| s.kernel(address));
         let mut keys = Vec::new();
         write_resolved(&mut keys, &r, 0);
         out.extend_from_slice(&keys);
@@ -198,7 +207,7 @@ impl StackWriter {
         let _ = serde_json::to_writer(&mut keys, &*key.0);
         let mut behind = false;
         if self.options.symbolize {
-            let r = symbols::with(|s| s.user(&key.0, offset.saturating_sub(back)));
+            let r = self.symbols(|s| s.user(&key.0, offset.saturating_sub(back)));
             behind = r.reason == Some("behind");
             write_resolved(&mut keys, &r, back);
         } else {
