@@ -73,8 +73,9 @@ pub fn parse_max_stack(s: &str) -> Result<u16, String> {
 #[derive(Debug, Args, Default)]
 pub struct StackArgs {
     /// Record the call stack of every record, by frame pointers (same as --call-graph fp;
-    /// perf backend). Programs and libraries built without frame pointers give short
-    /// stacks (docs/stacks.md).
+    /// perf backend): on JSON lines, and into a --raw perf.data with the mappings that name
+    /// them. Programs and libraries built without frame pointers give short stacks
+    /// (docs/stacks.md).
     #[arg(short = 'g', help_heading = "Call stacks")]
     pub g: bool,
     /// How to record call stacks: fp (frame pointers), dwarf or dwarf,SIZE (not supported yet)
