@@ -201,6 +201,9 @@ pub trait RecordSink {
     /// ([`SchemaOnce`](crate::SchemaOnce)); `stack`: its call stack, when the sample
     /// carries one and [`DecodeOptions::stacks`](crate::to_lines::DecodeOptions::stacks)
     /// asks for it.
+    // The record's parts as the decoder has them at hand: a struct would be filled per
+    // record for one call.
+    #[allow(clippy::too_many_arguments)]
     fn record(
         &mut self,
         event: usize,
