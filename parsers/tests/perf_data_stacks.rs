@@ -16,24 +16,9 @@ use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::perf_data::LineDecoder;
 use uevrec_parsers::{ContextUpdate, Endian, RecordStamp, StackNamer};
 
-const SEQ: &str = "name: seq
-ID: 2001
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
-
-\tfield:u64 seq;\toffset:8;\tsize:8;\tsigned:0;
-
-print fmt: \"seq=%llu\", REC->seq
-";
-
-const HEADER_PAGE: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;
-\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;
-\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;
-\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;
-";
+#[path = "common/trace_dat.rs"]
+mod trace_dat;
+use trace_dat::{HEADER_PAGE, seq_format};
 
 const EVENT_ID: u64 = 7;
 const TRACKING: TrackingSpec = TrackingSpec {
@@ -86,7 +71,8 @@ fn file_with(n: u64, tracking: TrackingSpec) -> Vec<u8> {
         header_page: HEADER_PAGE,
         header_event: "",
     };
-    let formats = [("test", SEQ)];
+    let seq = seq_format("seq", 2001);
+    let formats = [("test", seq.as_str())];
     let cmdline = ["uevrec".to_string()];
     let meta = FileMeta {
         events: &events,
