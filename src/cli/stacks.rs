@@ -112,8 +112,8 @@ pub fn unsupported_output(
     } else if format_text {
         "text lines (--format text; tail on a terminal writes JSON lines when -g asks for stacks)"
     } else if raw {
-        "a trace.dat (--raw-format trace-dat), nor to a --raw perf.data with --no-context \
-         (its MMAP2 records, which name the frames, go with the process records)"
+        "a trace.dat (--raw-format trace-dat) or a --raw perf.data without its process \
+         records (--no-context: the MMAP2 records that name the frames go with them)"
     } else if flight {
         "flight recordings (--flight)"
     } else {

@@ -274,3 +274,28 @@ fn a_perf_record_g_file_decodes_with_names() {
     let records = of(&decode(&file, &[]), magic);
     assert_chain_named(&records, &exe, &dir.path().join("chain.c"));
 }
+
+/// Stacks where the file cannot carry them are refused before anything is written.
+#[test]
+fn raw_stacks_without_process_records_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for extra in [
+        &["--no-context"][..],
+        &["--backend", "ftrace", "--raw-format", "trace-dat"][..],
+    ] {
+        let file = dir.path().join("x.data");
+        let out = Command::new(bin())
+            .args(["record", "-g", "-e", "raw_syscalls:sys_enter", "--raw"])
+            .arg(&file)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{extra:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("call stacks") && err.contains("--no-context"),
+            "{err}"
+        );
+        assert!(!file.exists(), "{extra:?}: nothing written");
+    }
+}
