@@ -5,6 +5,7 @@
 //!
 //! Above `json_line` and `otlp` (it dispatches to both); nothing below imports it.
 
+use crate::callchain::Callchain;
 use crate::context::{ContextTracker, ContextUpdate};
 use crate::json_line::own_lines::SessionInfo;
 use crate::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp, RecordWriter};
@@ -192,7 +193,12 @@ impl RecordWriter for OutputWriter {
 pub trait RecordSink {
     /// A record of the file's event `event` (`prepared`); `first`: its event's first
     /// record with schema lines on, so its `{"uevrec":"schema"}` line comes first
-    /// ([`SchemaOnce`](crate::SchemaOnce)).
+    /// ([`SchemaOnce`](crate::SchemaOnce)); `stack`: its call stack, when the sample
+    /// carries one and [`DecodeOptions::stacks`](crate::to_lines::DecodeOptions::stacks)
+    /// asks for it.
+    // The record's parts as the decoder has them at hand: a struct would be filled per
+    // record for one call.
+    #[allow(clippy::too_many_arguments)]
     fn record(
         &mut self,
         event: usize,
@@ -201,6 +207,7 @@ pub trait RecordSink {
         stamp: &RecordStamp,
         cgroup: Option<u64>,
         raw: &[u8],
+        stack: Option<Callchain<'_>>,
     ) -> bool;
 
     /// The kernel dropped `lost` records on `cpu` ([`RecordWriter::write_lost`]).
@@ -218,6 +225,35 @@ pub trait RecordSink {
     /// Who is who changed, for the records after it (the decoder's own tracker takes it
     /// too).
     fn context(&mut self, time_unix_ns: Option<u64>, update: ContextUpdate<'_>);
+}
+
+/// Names the frames of call stacks and writes a record's `"stack"` key (the recorder's
+/// symbolizer: this crate reads no files), told of the processes' mappings, execs,
+/// forks and exits in time order with the records (a file decoder: from the file's own
+/// `PERF_RECORD_MMAP2`, `COMM`, `FORK` and `EXIT` records).
+pub trait StackNamer {
+    /// A change of the processes at `time_unix_ns` (those that are not about mappings
+    /// and programs are passed over).
+    fn context(&mut self, time_unix_ns: Option<u64>, update: &ContextUpdate<'_>);
+
+    /// Append `,"stack":[…]` of the record of `stamp` to `out`.
+    fn write(&mut self, out: &mut Vec<u8>, stamp: &RecordStamp, stack: Callchain<'_>);
+}
+
+/// Put the `"stack"` key into the JSON line that ends `out` (`…}\n`): the line then ends
+/// `…,"stack":[…]}\n`. A line of another shape (OTLP, text) is left as it is.
+pub fn add_stack(
+    out: &mut Vec<u8>,
+    namer: &mut dyn StackNamer,
+    stamp: &RecordStamp,
+    stack: Callchain<'_>,
+) {
+    if !out.ends_with(b"}\n") {
+        return;
+    }
+    out.truncate(out.len().saturating_sub(2));
+    namer.write(out, stamp, stack);
+    out.extend_from_slice(b"}\n");
 }
 
 #[cfg(test)]

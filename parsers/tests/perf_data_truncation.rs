@@ -39,6 +39,7 @@ fn files() -> (Vec<u8>, Vec<u8>, Vec<usize>) {
         name: "test:seq".into(),
         id: 7,
         clockid: 0,
+        callchain: false,
     };
     let events = [ev.clone()];
     let tracing = TracingSpec {

@@ -124,7 +124,11 @@ enum Entry {
 }
 
 /// The tracking attr of files written with context.
-const TRACKING: TrackingSpec = TrackingSpec { id: 7, clockid: 0 };
+const TRACKING: TrackingSpec = TrackingSpec {
+    id: 7,
+    clockid: 0,
+    mmap: false,
+};
 
 /// Write `entries` as a perf.data (events appear in the trailer in the order given) and
 /// return the file with the lines live recording writes for the same entries.
@@ -153,6 +157,7 @@ fn build_indexed(entries: &[Entry], context: bool, index: Option<u64>) -> (Vec<u
             name: name.into(),
             id: 100 + i as u64,
             clockid: 0,
+            callchain: false,
         })
         .collect();
     let prepared: Vec<PreparedFormat> = formats

@@ -58,6 +58,15 @@ pub struct DecodeArgs {
     /// the samples' cgroup ids, where the file has them; docs/json-lines.md, "Context").
     #[arg(long)]
     pub no_context: bool,
+    /// No "stack" key: without it the lines of samples that carry a call stack
+    /// (`record -g --raw`, `perf record -g`) get one, named from this machine's files as
+    /// the file's PERF_RECORD_MMAP2 records place them (JSON lines; docs/stacks.md).
+    #[arg(long, help_heading = "Call stacks")]
+    pub no_stacks: bool,
+    /// Addresses only: each user frame with its module, file offset and build id (for
+    /// symbolizing elsewhere); kernel frames with their address.
+    #[arg(long, help_heading = "Call stacks")]
+    pub no_symbolize: bool,
     /// Output format: json (uevrec's JSON lines), otlp (OTLP/JSON requests) or text (one
     /// readable line per record).
     #[arg(long, value_enum, default_value_t = super::output::Format::Json)]
@@ -140,6 +149,8 @@ pub fn decode(args: DecodeArgs) -> i32 {
             .output_format(args.output.file().is_none() && super::output::stdout_is_terminal()),
         schema: !args.no_schema,
         context: !args.no_context,
+        stacks: !args.no_stacks,
+        symbolize_stacks: !args.no_symbolize,
     };
     let input = args.input.as_deref().filter(|p| *p != Path::new("-"));
     let name = input.map_or_else(|| "<stdin>".to_string(), |p| p.display().to_string());

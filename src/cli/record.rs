@@ -60,7 +60,8 @@ fn record_run(args: RecordArgs) -> i32 {
         &args.rec.session.stacks,
         args.rec.format == Some(Format::Otlp),
         args.rec.format == Some(Format::Text),
-        args.raw.is_some(),
+        // A perf.data carries them with its process records (not without context).
+        args.raw.is_some() && (args.raw_format == RawFormat::TraceDat || args.rec.no_context),
         args.flight.flight.is_some(),
         args.export.enabled(),
     ) {
@@ -351,13 +352,10 @@ fn raw_output(
     }
     let file = PerfDataFile::create(path, args.output.file_mode).map_err(|e| e.to_string())?;
     let cmdline = std::env::args().collect();
-    Ok(Raw::PerfData(RawOutput::new(
-        file,
-        host,
-        cmdline,
-        notices,
-        config.session.context,
-    )))
+    Ok(Raw::PerfData(
+        RawOutput::new(file, host, cmdline, notices, config.session.context)
+            .with_stacks(config.session.stacks.is_some()),
+    ))
 }
 
 /// `uevrec tail` (with its pre-registered events, as [`record`]).

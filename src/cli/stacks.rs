@@ -73,8 +73,9 @@ pub fn parse_max_stack(s: &str) -> Result<u16, String> {
 #[derive(Debug, Args, Default)]
 pub struct StackArgs {
     /// Record the call stack of every record, by frame pointers (same as --call-graph fp;
-    /// perf backend). Programs and libraries built without frame pointers give short
-    /// stacks (docs/stacks.md).
+    /// perf backend): on JSON lines, and into a --raw perf.data with the mappings that name
+    /// them. Programs and libraries built without frame pointers give short stacks
+    /// (docs/stacks.md).
     #[arg(short = 'g', help_heading = "Call stacks")]
     pub g: bool,
     /// How to record call stacks: fp (frame pointers), dwarf or dwarf,SIZE (not supported yet)
@@ -95,7 +96,8 @@ pub struct StackArgs {
 }
 
 /// Why stacks cannot go where the command sends its records (`None`: they can): so far
-/// they are written on JSON lines only, and a stack asked for is never dropped silently.
+/// they are written on JSON lines and into `--raw` perf.data files (`raw`: a `--raw`
+/// file that cannot take them), and a stack asked for is never dropped silently.
 pub fn unsupported_output(
     stacks: &StackArgs,
     format_otlp: bool,
@@ -110,14 +112,15 @@ pub fn unsupported_output(
     } else if format_text {
         "text lines (--format text; tail on a terminal writes JSON lines when -g asks for stacks)"
     } else if raw {
-        "--raw files"
+        "a trace.dat (--raw-format trace-dat) or a --raw perf.data without its process \
+         records (--no-context: the MMAP2 records that name the frames go with them)"
     } else if flight {
         "flight recordings (--flight)"
     } else {
         return None;
     };
     Some(format!(
-        "call stacks (-g, --call-graph) are written on JSON lines only so far, not to {what} (docs/stacks.md, \"Not yet\"): drop -g or record JSON lines"
+        "call stacks (-g, --call-graph) are written on JSON lines and into --raw perf.data files so far, not to {what} (docs/stacks.md, \"Not yet\"): drop -g, or record JSON lines or a perf.data with context"
     ))
 }
 

@@ -290,6 +290,7 @@ fn stage(
         .stacks
         .map(|_| crate::pipeline::stacks::StackOptions {
             symbolize: config.symbolize,
+            offline: false,
         });
     let downstream_gone = AtomicBool::new(false);
     let session_info = config.schema.then(|| {

@@ -29,6 +29,7 @@ mod record_raw;
 mod session;
 mod spool;
 mod stacks;
+mod stacks_raw;
 mod stall;
 mod stop;
 mod text;

@@ -21,9 +21,9 @@ use crate::common::{PATIENCE, bin, complete_lines, wait_for};
 
 /// setpgid's number (x86_64, aarch64): `setpgid(MAGIC, SEQ)` fails with ESRCH.
 #[cfg(target_arch = "x86_64")]
-const NR_SETPGID: u32 = 109;
+pub(crate) const NR_SETPGID: u32 = 109;
 #[cfg(target_arch = "aarch64")]
-const NR_SETPGID: u32 = 154;
+pub(crate) const NR_SETPGID: u32 = 154;
 
 /// The traced program; the `/* CALL n */` comments mark the lines of its calls.
 const CHAIN_C: &str = r#"#define _GNU_SOURCE
@@ -53,13 +53,13 @@ int main(int argc, char **argv) {
 "#;
 
 /// The line of `/* CALL function */` in [`CHAIN_C`].
-fn call_line(function: &str) -> u64 {
+pub(crate) fn call_line(function: &str) -> u64 {
     let mark = format!("/* CALL {function} */");
     CHAIN_C.lines().position(|l| l.contains(&mark)).unwrap() as u64 + 1
 }
 
 /// Build [`CHAIN_C`] in `dir` with gcc (`-O1 -g -fno-omit-frame-pointer`).
-fn build_chain(dir: &Path) -> Result<PathBuf, String> {
+pub(crate) fn build_chain(dir: &Path) -> Result<PathBuf, String> {
     let src = dir.join("chain.c");
     std::fs::write(&src, CHAIN_C).unwrap();
     let exe = dir.join("chain");
@@ -74,7 +74,7 @@ fn build_chain(dir: &Path) -> Result<PathBuf, String> {
 }
 
 /// uevrec, interrupted (then waited for) when dropped.
-struct Recorder(Child);
+pub(crate) struct Recorder(pub(crate) Child);
 
 impl Drop for Recorder {
     fn drop(&mut self) {

@@ -20,18 +20,24 @@ pub const ATTR_SIZE_VER0: usize = 64;
 
 /// Flag bit numbers in the attr's bitfield word.
 pub mod flag {
+    /// `mmap`: `PERF_RECORD_MMAP` of executable mappings.
+    pub const MMAP: u32 = 8;
     /// `comm`: `PERF_RECORD_COMM` on exec and renames.
     pub const COMM: u32 = 9;
     /// `task`: `PERF_RECORD_FORK` and `PERF_RECORD_EXIT`.
     pub const TASK: u32 = 13;
     /// `sample_id_all`: non-sample records end with a `sample_id` trailer.
     pub const SAMPLE_ID_ALL: u32 = 18;
+    /// `mmap2`: mappings as `PERF_RECORD_MMAP2` (with `mmap`).
+    pub const MMAP2: u32 = 23;
     /// `comm_exec`: `PERF_RECORD_COMM` of an exec says so in its misc bits.
     pub const COMM_EXEC: u32 = 24;
     /// `use_clockid`: sample times are on `clockid`, not perf's local clock.
     pub const USE_CLOCKID: u32 = 25;
     /// `cgroup`: `PERF_RECORD_CGROUP` when a cgroup is made.
     pub const CGROUP: u32 = 32;
+    /// `build_id`: `PERF_RECORD_MMAP2` carries the build id instead of the inode.
+    pub const BUILD_ID: u32 = 34;
 }
 
 /// The parts of a `perf_event_attr` a reader of tracepoint samples needs.

@@ -22,15 +22,20 @@
 //! records in their `sample_id` trailer. With context ([`FileMeta::tracking`]), one more
 //! attr, a software dummy event with `comm`, `comm_exec`, `task`, `cgroup` and
 //! `sample_id_all` (what `perf record` opens to track tasks), names the COMM, FORK, EXIT
-//! and CGROUP records in their trailers.
+//! and CGROUP records in their trailers. With call stacks ([`EventSpec::callchain`]) the
+//! samples carry `IP` and `CALLCHAIN` too ([`push_stacked_sample`]), and the tracking
+//! attr (`mmap`, `mmap2`, `build_id`) names the `PERF_RECORD_MMAP2` records
+//! ([`push_mmap2`]) that tell which file each address lies in.
 
 use super::attr::{PERF_TYPE_TRACEPOINT, flag};
 use super::header::{FILE_HEADER_SIZE, MAGIC, Section, feature};
 use super::records::kind;
 use super::tracing_data::TRACING_MAGIC;
+use crate::callchain::{Callchain, PERF_CONTEXT_MAX};
 use crate::perf_sample::{
     PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
-    PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_SAMPLE, sample_type,
+    PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_MMAP_BUILD_ID, PERF_RECORD_MMAP2,
+    PERF_RECORD_SAMPLE, sample_type,
 };
 
 /// Bytes of each `perf_event_attr` written (`PERF_ATTR_SIZE_VER7`, what perf 5.13–6.2
@@ -54,6 +59,11 @@ pub const fn sample_type(cgroup: bool) -> u64 {
         SAMPLE_TYPE
     }
 }
+
+/// The `sample_type` bits the samples of an event with call stacks add
+/// ([`EventSpec::callchain`]): `IP` (perf script prints its `ip` and `sym` fields from
+/// it) and `CALLCHAIN`.
+pub const STACK_SAMPLE_TYPE: u64 = sample_type::IP | sample_type::CALLCHAIN;
 
 /// The `sample_type` of the tracking attr: what its records' `sample_id` trailers hold.
 const TRACKING_SAMPLE_TYPE: u64 =
@@ -131,11 +141,41 @@ pub fn push_sample(
     raw: &[u8],
     cgroup: Option<u64>,
 ) -> Result<(), TooLarge> {
-    if raw.len() > MAX_RAW {
-        return Err(TooLarge { len: raw.len() });
+    push_sample_parts(out, stamp, None, raw, cgroup)
+}
+
+/// [`push_sample`] for an event with call stacks ([`EventSpec::callchain`]): after the
+/// identifier the `IP` (the chain's innermost address, 0 for an empty chain: a
+/// tracepoint's own IP is where the kernel fired it, which the chain starts with), and
+/// before the raw data the chain (`u64 nr`, then its entries, markers included), in the
+/// writer's byte order.
+pub fn push_stacked_sample(
+    out: &mut Vec<u8>,
+    stamp: &Stamp,
+    chain: Callchain<'_>,
+    raw: &[u8],
+    cgroup: Option<u64>,
+) -> Result<(), TooLarge> {
+    push_sample_parts(out, stamp, Some(chain), raw, cgroup)
+}
+
+/// A sample with or without a call stack.
+fn push_sample_parts(
+    out: &mut Vec<u8>,
+    stamp: &Stamp,
+    chain: Option<Callchain<'_>>,
+    raw: &[u8],
+    cgroup: Option<u64>,
+) -> Result<(), TooLarge> {
+    // IP and the chain's count, then its entries.
+    let chain_bytes = chain.map_or(0, |c| 16 + 8 * c.len());
+    if raw.len() + chain_bytes > MAX_RAW {
+        return Err(TooLarge {
+            len: raw.len() + chain_bytes,
+        });
     }
     let padded = (SAMPLE_HEAD + raw.len()).next_multiple_of(8);
-    let size = padded + if cgroup.is_some() { 8 } else { 0 };
+    let size = padded + chain_bytes + if cgroup.is_some() { 8 } else { 0 };
     // Every byte of the header is written below, so the zeroing is optimised away.
     let mut head = [0u8; SAMPLE_HEAD];
     put_header(&mut head, PERF_RECORD_SAMPLE, size);
@@ -148,7 +188,25 @@ pub fn push_sample(
     // The raw size counts the padding (the u32 and the data end on 8 bytes).
     put_u32(&mut head, 40, (padded - SAMPLE_HEAD) as u32);
     out.reserve(size);
-    out.extend_from_slice(&head);
+    match chain {
+        None => out.extend_from_slice(&head),
+        Some(chain) => {
+            // header, identifier | IP | pid/tid, time, cpu | nr, ips | raw size.
+            out.extend_from_slice(&head[..16]);
+            let ip = chain.entries().find(|&e| e < PERF_CONTEXT_MAX).unwrap_or(0);
+            out.extend_from_slice(&ip.to_ne_bytes());
+            out.extend_from_slice(&head[16..40]);
+            out.extend_from_slice(&(chain.len() as u64).to_ne_bytes());
+            if chain.endian().is_big() == cfg!(target_endian = "big") {
+                out.extend_from_slice(chain.bytes());
+            } else {
+                chain
+                    .entries()
+                    .for_each(|e| out.extend_from_slice(&e.to_ne_bytes()));
+            }
+            out.extend_from_slice(&head[40..]);
+        }
+    }
     out.extend_from_slice(raw);
     out.extend_from_slice(&[0; 8][..padded - SAMPLE_HEAD - raw.len()]);
     if let Some(id) = cgroup {
@@ -243,6 +301,58 @@ pub fn push_task(out: &mut Vec<u8>, stamp: &Stamp, task: &Task) {
     out.extend_from_slice(&rec);
 }
 
+/// Where a process mapped a file, for [`push_mmap2`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mmap2<'a> {
+    /// The process.
+    pub pid: u32,
+    /// The thread that mapped it (the process itself for mappings read from `/proc`).
+    pub tid: u32,
+    /// First address.
+    pub addr: u64,
+    /// Bytes mapped.
+    pub len: u64,
+    /// The file offset of `addr`.
+    pub pgoff: u64,
+    /// The GNU build id (at most 20 bytes; empty: none, the record says no build id).
+    pub build_id: &'a [u8],
+    /// The file (`//anon`, `[vdso]` … for memory without one).
+    pub path: &'a [u8],
+}
+
+/// `PROT_READ | PROT_EXEC`: perf makes a mapping without `PROT_EXEC` a data mapping,
+/// whose addresses it does not name as code.
+const PROT_READ_EXEC: u32 = 0x1 | 0x4;
+/// `MAP_PRIVATE`.
+const MAP_PRIVATE: u32 = 0x2;
+
+/// Append a `PERF_RECORD_MMAP2` of an executable mapping (`stamp` is the trailer, the
+/// tracking attr's id): with `PERF_RECORD_MISC_MMAP_BUILD_ID` and the build id when
+/// there is one (as the kernel writes it with the attr's `build_id`), else with zero
+/// device and inode numbers.
+pub fn push_mmap2(out: &mut Vec<u8>, stamp: &Stamp, m: &Mmap2<'_>) {
+    let mut head = [0u8; 8 + 24 + 24 + 8];
+    put_u32(&mut head, 0, m.pid);
+    put_u32(&mut head, 4, m.tid);
+    put_u64(&mut head, 8, m.addr);
+    put_u64(&mut head, 16, m.len);
+    put_u64(&mut head, 24, m.pgoff);
+    let build_id = &m.build_id[..m.build_id.len().min(20)];
+    if !build_id.is_empty() {
+        // Its length fits the byte (at most 20).
+        head[32] = build_id.len() as u8;
+        head[36..36 + build_id.len()].copy_from_slice(build_id);
+    }
+    put_u32(&mut head, 56, PROT_READ_EXEC);
+    put_u32(&mut head, 60, MAP_PRIVATE);
+    let misc = if build_id.is_empty() {
+        0
+    } else {
+        PERF_RECORD_MISC_MMAP_BUILD_ID
+    };
+    push_text_record(out, PERF_RECORD_MMAP2, misc, &head, m.path, stamp);
+}
+
 /// Append a `PERF_RECORD_LOST`: `stamp.cpu`'s buffer lost `lost` records (`stamp.id` is
 /// the id of any event written, for readers that look the trailer's id up).
 pub fn push_lost(out: &mut Vec<u8>, stamp: &Stamp, lost: u64) {
@@ -273,6 +383,8 @@ pub struct EventSpec {
     pub id: u64,
     /// The clock of its sample times (`clockid` with `use_clockid`).
     pub clockid: i32,
+    /// Its samples carry call stacks ([`STACK_SAMPLE_TYPE`], [`push_stacked_sample`]).
+    pub callchain: bool,
 }
 
 /// The tracking attr of a file with context: its id (in the trailers of the COMM, FORK,
@@ -283,6 +395,9 @@ pub struct TrackingSpec {
     pub id: u64,
     /// The clock of their times.
     pub clockid: i32,
+    /// It reports mappings too (`mmap`, `mmap2`, `build_id`): the file holds
+    /// `PERF_RECORD_MMAP2` records ([`push_mmap2`]).
+    pub mmap: bool,
 }
 
 /// The name `perf` gives the tracking attr.
@@ -292,24 +407,28 @@ pub const TRACKING_NAME: &str = "dummy";
 /// when `cgroup`.
 pub fn attr_bytes(ev: &EventSpec, cgroup: bool) -> [u8; ATTR_SIZE] {
     let flags = 1 << flag::SAMPLE_ID_ALL | 1 << flag::USE_CLOCKID;
+    let stacks = if ev.callchain { STACK_SAMPLE_TYPE } else { 0 };
     attr_of(
         PERF_TYPE_TRACEPOINT,
         u64::from(ev.tracepoint),
-        sample_type(cgroup),
+        sample_type(cgroup) | stacks,
         flags,
         ev.clockid,
     )
 }
 
 /// The `perf_event_attr` of the tracking event: a software dummy with `comm`,
-/// `comm_exec`, `task`, `cgroup` and `sample_id_all`, as `perf record` opens it.
+/// `comm_exec`, `task`, `cgroup` and `sample_id_all` (and with [`TrackingSpec::mmap`]
+/// `mmap`, `mmap2` and `build_id`), as `perf record` opens it.
 pub fn tracking_attr_bytes(t: &TrackingSpec) -> [u8; ATTR_SIZE] {
+    let mmap = 1 << flag::MMAP | 1 << flag::MMAP2 | 1 << flag::BUILD_ID;
     let flags = 1 << flag::SAMPLE_ID_ALL
         | 1 << flag::USE_CLOCKID
         | 1 << flag::COMM
         | 1 << flag::COMM_EXEC
         | 1 << flag::TASK
-        | 1 << flag::CGROUP;
+        | 1 << flag::CGROUP
+        | if t.mmap { mmap } else { 0 };
     attr_of(
         PERF_TYPE_SOFTWARE,
         PERF_COUNT_SW_DUMMY,

@@ -37,6 +37,15 @@ pub struct DecodeOptions {
     /// `FORK`, `EXIT` and `CGROUP` records and the samples' `PERF_SAMPLE_CGROUP`
     /// (JSON lines only), applied in time order with the samples.
     pub context: bool,
+    /// The `stack` key on the lines of samples that carry a callchain, named by the
+    /// [`StackNamer`](crate::StackNamer) given to the decoder (JSON lines only); the
+    /// file's `PERF_RECORD_MMAP2`, `COMM`, `FORK` and `EXIT` records are applied in time
+    /// order with the samples for it, with or without `context`.
+    pub stacks: bool,
+    /// With `stacks`: the frames named (else each with its module, file offset and
+    /// build id, `--no-symbolize`); what the caller's namer is told, this crate names
+    /// nothing.
+    pub symbolize_stacks: bool,
 }
 
 impl Default for DecodeOptions {
@@ -48,6 +57,8 @@ impl Default for DecodeOptions {
             format: OutputFormat::JsonLines,
             schema: false,
             context: false,
+            stacks: false,
+            symbolize_stacks: true,
         }
     }
 }
@@ -206,8 +217,26 @@ impl SchemaOnce {
         prepared: &PreparedFormat,
         raw: &[u8],
     ) {
+        self.write_record_then(writer, out, event, stamp, prepared, raw, |_| {});
+    }
+
+    /// [`SchemaOnce::write_record`], calling `then(out)` right after the record's own
+    /// line (before the schema lines it taught, if any): where its `stack` key goes.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_record_then(
+        &mut self,
+        writer: &mut OutputWriter,
+        out: &mut Vec<u8>,
+        event: usize,
+        stamp: &RecordStamp,
+        prepared: &PreparedFormat,
+        raw: &[u8],
+        then: impl FnOnce(&mut Vec<u8>),
+    ) {
         if !self.on {
             writer.write_prepared(out, stamp, prepared, raw);
+            then(out);
             return;
         }
         if !self.described.get(event).copied().unwrap_or(false) {
@@ -219,6 +248,7 @@ impl SchemaOnce {
         }
         let start = out.len();
         writer.write_prepared(out, stamp, prepared, raw);
+        then(out);
         writer.announce_learnt(out, start, stamp.time_unix_ns, prepared);
     }
 }

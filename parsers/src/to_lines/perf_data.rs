@@ -20,18 +20,20 @@
 use super::SchemaOnce;
 use super::{DecodeOptions, DecodeStats, FLUSH_BYTES, MAX_KEPT_ERRORS, hex};
 use crate::bytes::u64_at;
-use crate::context::ContextTracker;
+use crate::callchain::Callchain;
+use crate::context::{ContextTracker, ContextUpdate};
 use crate::event_name::split_multi_format;
 use crate::json_line::RecordWriter;
 use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
-use crate::output::{OutputWriter, RecordSink};
+use crate::output::{OutputWriter, RecordSink, StackNamer, add_stack};
+use crate::perf_data::attr::flag;
 use crate::perf_data::order::{Drain, Orderer};
 use crate::perf_data::records::{RawRecord, StreamReader};
 use crate::perf_data::tracing_data::ParsedFormat;
 use crate::perf_data::{ClockData, Item, PerfData, PerfDataError};
 use crate::perf_sample::{
-    PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_SAMPLE,
-    Record, Sample, SampleFormat,
+    PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_MMAP2,
+    PERF_RECORD_SAMPLE, Record, Sample, SampleFormat,
 };
 
 mod ranges;
@@ -67,6 +69,11 @@ struct Slot {
     /// The event's layout, if it has one (a copy of [`crate::perf_data::Event::layout`], so that a
     /// record going out looks up one slot, not its event and then its slot).
     layout: Option<SampleFormat>,
+    /// Its attr asks for build ids in `PERF_RECORD_MMAP2` (`build_id`): only then is a
+    /// record's build id taken. The kernel (seen on 6.18) sets the build-id bit of an
+    /// MMAP2 record for every event after one that asked for them, over the inode
+    /// numbers of those that did not (perf's, while `uevrec record -g` runs).
+    build_ids: bool,
 }
 
 /// Takes a buffer of lines, leaving an empty one (range decoding).
@@ -90,6 +97,8 @@ pub struct LineDecoder<'s> {
     context: Option<ContextTracker>,
     /// Where the records go instead of the writer ([`LineDecoder::with_sink`]).
     sink: Option<Box<dyn RecordSink + 's>>,
+    /// Names the call stacks the lines carry ([`LineDecoder::with_stacks`]).
+    stacks: Option<Box<dyn StackNamer + 's>>,
     /// Instead of the caller's flush: takes the lines' buffer, leaving an empty one to
     /// fill next (range decoding hands its buffers on whole: [`ranges`]).
     hand_over: Option<Box<HandOver<'s>>>,
@@ -109,6 +118,9 @@ struct Out<'a, 'b> {
     flush: &'a mut dyn FnMut(&[u8]) -> bool,
     context: Option<&'a mut ContextTracker>,
     sink: Option<&'a mut (dyn RecordSink + 'b)>,
+    stacks: Option<&'a mut (dyn StackNamer + 'b)>,
+    /// [`DecodeOptions::stacks`]: samples hand on their callchains.
+    with_stacks: bool,
 }
 
 /// The cpu, pid and tid of `s` for its line (the time is the caller's).
@@ -148,7 +160,8 @@ impl Out<'_, '_> {
                 pid: f.pid.unwrap_or(0),
                 tid: f.tid.unwrap_or(0),
             };
-            return self.sample(event, slot, f.time, stamp, f.cgroup, f.raw);
+            let stack = f.callchain.filter(|_| self.with_stacks);
+            return self.sample(event, slot, f.time, stamp, f.cgroup, f.raw, stack);
         }
         // Other records, and samples that do not fit their layout (the error says why).
         match layout.parse(bytes) {
@@ -158,7 +171,8 @@ impl Out<'_, '_> {
             }
             Ok(Record::Sample(s)) => {
                 let raw = s.raw.unwrap_or_default();
-                self.sample(event, slot, s.time, stamp_of(&s), s.cgroup, raw)
+                let stack = s.callchain.filter(|_| self.with_stacks);
+                self.sample(event, slot, s.time, stamp_of(&s), s.cgroup, raw, stack)
             }
             Ok(Record::Lost {
                 lost, sample_id, ..
@@ -167,13 +181,31 @@ impl Out<'_, '_> {
                 self.lost(event, sample_id.time, sample_id.cpu, lost)
             }
             Ok(rec) => {
-                if let Some((time, update)) = rec.context_update() {
+                if let Some((time, mut update)) = rec.context_update() {
                     let time = self.unix_time(event, time);
-                    if let Some(c) = &mut self.context {
+                    if let ContextUpdate::Mmap { build_id, .. } = &mut update
+                        && !slot.build_ids
+                    {
+                        *build_id = &[];
+                    }
+                    let names = matches!(
+                        update,
+                        ContextUpdate::Comm { .. } | ContextUpdate::Cgroup { .. }
+                    );
+                    // Mappings and programs are for stacks only; names for context only.
+                    let for_context =
+                        self.context.is_some() && !matches!(update, ContextUpdate::Mmap { .. });
+                    let for_stacks = self.with_stacks && !names;
+                    if let Some(c) = self.context.as_deref_mut().filter(|_| for_context) {
                         c.apply(time, update);
-                        if let Some(sink) = &mut self.sink {
-                            sink.context(time, update);
-                        }
+                    }
+                    if let Some(s) = self.stacks.as_deref_mut().filter(|_| for_stacks) {
+                        s.context(time, &update);
+                    }
+                    if let Some(sink) = &mut self.sink
+                        && (for_context || for_stacks)
+                    {
+                        sink.context(time, update);
                     }
                 }
                 true
@@ -190,6 +222,7 @@ impl Out<'_, '_> {
     /// Write the sample of `event` (its `slot`) taken at `time` (the event's clock) with
     /// `stamp`'s cpu, pid and tid (its time is set here) and the trace entry `raw`.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn sample(
         &mut self,
         event: usize,
@@ -198,6 +231,7 @@ impl Out<'_, '_> {
         mut stamp: RecordStamp,
         cgroup: Option<u64>,
         raw: &[u8],
+        stack: Option<Callchain<'_>>,
     ) -> bool {
         if self.stats.records >= self.max_records {
             return false;
@@ -215,14 +249,20 @@ impl Out<'_, '_> {
         if let Some(sink) = &mut self.sink {
             let first = self.described.first(event);
             self.stats.records = self.stats.records.saturating_add(1);
-            return sink.record(event, prepared, first, &stamp, cgroup, raw)
+            return sink.record(event, prepared, first, &stamp, cgroup, raw, stack)
                 && self.stats.records < self.max_records;
         }
         if let Some(c) = self.context.as_deref() {
             self.writer.set_context(c, &stamp, cgroup);
         }
         let w = &mut *self.writer;
-        (self.described).write_record(w, self.out, event, &stamp, prepared, raw);
+        match (stack, self.stacks.as_deref_mut()) {
+            (Some(stack), Some(namer)) => {
+                let then = |out: &mut Vec<u8>| add_stack(out, namer, &stamp, stack);
+                (self.described).write_record_then(w, self.out, event, &stamp, prepared, raw, then);
+            }
+            _ => (self.described).write_record(w, self.out, event, &stamp, prepared, raw),
+        }
         self.stats.records = self.stats.records.saturating_add(1);
         self.maybe_flush() && self.stats.records < self.max_records
     }
@@ -279,6 +319,7 @@ impl<'s> LineDecoder<'s> {
             stats: DecodeStats::default(),
             context: (opts.context && opts.format.carries_context()).then(ContextTracker::new),
             sink: None,
+            stacks: None,
             hand_over: None,
         };
         for e in std::mem::take(&mut d.data.problems) {
@@ -293,6 +334,13 @@ impl<'s> LineDecoder<'s> {
     /// tracks who is who and notes each event's first record.
     pub fn with_sink(mut self, sink: Box<dyn RecordSink + 's>) -> Self {
         self.sink = Some(sink);
+        self
+    }
+
+    /// Name the call stacks of the lines with `namer` ([`DecodeOptions::stacks`]; with a
+    /// sink, the sink's records carry the callchains and `namer` is not needed).
+    pub fn with_stacks(mut self, namer: Box<dyn StackNamer + 's>) -> Self {
+        self.stacks = Some(namer);
         self
     }
 
@@ -338,6 +386,7 @@ impl<'s> LineDecoder<'s> {
             self.slots[event].clock = clock.filter(clock_matches);
             self.slots[event].layout = self.data.events()[event].layout.as_ref().ok().copied();
             self.slots[event].time_at = self.data.events()[event].time_at;
+            self.slots[event].build_ids = attr.flags & 1 << flag::BUILD_ID != 0;
             if self.slots[event].resolved {
                 continue;
             }
@@ -364,6 +413,7 @@ impl<'s> LineDecoder<'s> {
                         clock: self.slots[event].clock,
                         layout: self.slots[event].layout,
                         time_at: self.slots[event].time_at,
+                        build_ids: self.slots[event].build_ids,
                         written: false,
                     }
                 }
@@ -397,6 +447,7 @@ impl<'s> LineDecoder<'s> {
             clock: self.slots[event].clock,
             layout: self.slots[event].layout,
             time_at: self.slots[event].time_at,
+            build_ids: self.slots[event].build_ids,
             written: false,
         }
     }
@@ -486,12 +537,17 @@ impl<'s> LineDecoder<'s> {
     /// EXIT or CGROUP record and context is on (it then goes through the time order
     /// like a sample, so that each sample sees the names of its moment).
     fn context_record(&self, kind: u32, rec: &RawRecord<'_>) -> Option<(usize, Option<u64>)> {
-        if self.context.is_none()
-            || !matches!(
+        let for_context = self.context.is_some()
+            && matches!(
                 kind,
                 PERF_RECORD_COMM | PERF_RECORD_FORK | PERF_RECORD_EXIT | PERF_RECORD_CGROUP
-            )
-        {
+            );
+        let for_stacks = self.opts.stacks
+            && matches!(
+                kind,
+                PERF_RECORD_MMAP2 | PERF_RECORD_COMM | PERF_RECORD_FORK | PERF_RECORD_EXIT
+            );
+        if !for_context && !for_stacks {
             return None;
         }
         let event = self.data.non_sample_event(rec.bytes);
@@ -640,6 +696,8 @@ impl<'s> LineDecoder<'s> {
             flush,
             context: self.context.as_mut(),
             sink: self.sink.as_deref_mut(),
+            stacks: self.stacks.as_deref_mut(),
+            with_stacks: self.opts.stacks,
         };
         (&mut self.orderer, out)
     }
@@ -714,6 +772,8 @@ pub struct StreamDecoder<'s> {
     select: Option<Selector<'s>>,
     /// For the line decoder, once made ([`StreamDecoder::with_sink`]).
     sink: Option<Box<dyn RecordSink + 's>>,
+    /// For the line decoder, once made ([`StreamDecoder::with_stacks`]).
+    stacks: Option<Box<dyn StackNamer + 's>>,
 }
 
 impl<'s> StreamDecoder<'s> {
@@ -725,7 +785,14 @@ impl<'s> StreamDecoder<'s> {
             opts,
             select: Some(Box::new(select)),
             sink: None,
+            stacks: None,
         }
+    }
+
+    /// Name the call stacks with `namer` ([`LineDecoder::with_stacks`]).
+    pub fn with_stacks(mut self, namer: Box<dyn StackNamer + 's>) -> Self {
+        self.stacks = Some(namer);
+        self
     }
 
     /// Hand the records to `sink` instead of writing them ([`LineDecoder::with_sink`]).
@@ -777,6 +844,9 @@ impl<'s> StreamDecoder<'s> {
             let mut decoder = LineDecoder::new(data, self.opts, select);
             if let Some(sink) = self.sink.take() {
                 decoder = decoder.with_sink(sink);
+            }
+            if let Some(namer) = self.stacks.take() {
+                decoder = decoder.with_stacks(namer);
             }
             self.decoder = Some(decoder);
         }

@@ -365,7 +365,7 @@ impl<'d, 'f> Run<'d, 'f> {
                     let event = r.event.unwrap_or(0);
                     if let Some(sink) = sink.as_deref_mut() {
                         let first = self.described.first(event);
-                        self.open &= sink.record(event, p, first, &stamp, None, r.raw);
+                        self.open &= sink.record(event, p, first, &stamp, None, r.raw, None);
                     } else {
                         if let Some(c) = &d.context {
                             writer.set_context(c, &stamp, None);

@@ -13,11 +13,12 @@ use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::perf_data::StreamDecoder;
 
 use super::mapped::{MappedInput, PAGE_AHEAD, PAGE_LAG};
-use super::parallel::{Par, par_lines, staged};
+use super::parallel::{Par, par_lines, stack_options, staged};
 use super::perf_data::{decode_bytes, pump, stream_outcome};
 use super::ranges::{NO_PAGES, Pages};
 use super::trace_dat::TRACE_DAT_MAGIC;
 use super::{Flush, Outcome};
+use crate::pipeline::stacks::StackWriter;
 
 pub(crate) fn decode_file(
     path: &Path,
@@ -155,6 +156,15 @@ pub(crate) fn decode_stdin(
             // Pipe mode: the records are copied out of the stream's buffer.
             staged(par, lines, &[], |sink| run(dec.with_sink(sink), flush))
         }
-        None => run(dec, flush),
+        None => run(with_namer(dec, opts), flush),
+    }
+}
+
+/// `dec` naming the stacks of its lines on this thread, when `opts` asks for stacks
+/// ([`stack_options`]).
+fn with_namer<'s>(dec: StreamDecoder<'s>, opts: DecodeOptions) -> StreamDecoder<'s> {
+    match stack_options(opts) {
+        Some(o) => dec.with_stacks(Box::new(StackWriter::new(o))),
+        None => dec,
     }
 }

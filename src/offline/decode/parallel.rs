@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crossbeam_channel::{Receiver, Sender};
+use uevrec_parsers::callchain::Callchain;
 use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::{
     ContextTracker, ContextUpdate, LineOptions, OutputFormat, PreparedFormat, RecordSink,
@@ -18,6 +19,7 @@ use crate::capture::staging::{
 };
 use crate::outputs::sink::{SinkError, write_batches};
 use crate::pipeline::formatter::{self, FormatterOptions};
+use crate::pipeline::stacks::StackOptions;
 use crate::pipeline::{BATCH_CAPACITY, Batch, CHANNEL_BATCHES, batch_pool};
 
 /// Buffers of lines between the decoding thread and the writer (`--threads` ≥ 2): those
@@ -201,8 +203,17 @@ pub(crate) fn par_lines(
         context: context.filter(|_| opts.context),
         schema: opts.schema,
         filter: None,
-        stacks: None,
+        stacks: stack_options(opts),
     }
+}
+
+/// How the stacks of a decoded file are named ([`DecodeOptions::stacks`]; `symbolize`:
+/// not `--no-symbolize`), or `None` without stacks.
+pub(crate) fn stack_options(opts: DecodeOptions) -> Option<StackOptions> {
+    (opts.stacks && opts.format == OutputFormat::JsonLines).then_some(StackOptions {
+        symbolize: opts.symbolize_stacks,
+        offline: true,
+    })
 }
 
 /// Run `body` with a [`RecordSink`] that stages the records it is given into chunks
@@ -298,6 +309,7 @@ impl RecordSink for StageSink<'_> {
         stamp: &RecordStamp,
         cgroup: Option<u64>,
         raw: &[u8],
+        stack: Option<Callchain<'_>>,
     ) -> bool {
         let (Some(chunk), Ok(slot)) = (&mut self.chunk, u32::try_from(event)) else {
             return false;
@@ -323,9 +335,11 @@ impl RecordSink for StageSink<'_> {
         if first {
             chunk.push_schema(slot, stamp.time_unix_ns);
         }
-        match offset_in(self.input, raw) {
-            Some((offset, len)) => chunk.push_record_at(slot, stamp, cgroup, offset, len),
-            None => chunk.push_record_in(slot, stamp, cgroup, raw),
+        match (stack, offset_in(self.input, raw)) {
+            // The chain and the entry are copied (a staged reference holds one part).
+            (Some(stack), _) => chunk.push_record_stacked(slot, stamp, cgroup, Some(stack), raw),
+            (None, Some((offset, len))) => chunk.push_record_at(slot, stamp, cgroup, offset, len),
+            (None, None) => chunk.push_record_in(slot, stamp, cgroup, raw),
         }
         self.step()
     }

@@ -5,16 +5,18 @@ use uevrec_parsers::ContextTracker;
 use uevrec_parsers::perf_data::index::RangeIndex;
 use uevrec_parsers::perf_data::records::{RawRecord, Records};
 use uevrec_parsers::perf_data::{PerfData, PerfDataError, writer};
+use uevrec_parsers::perf_sample::sample_type::CALLCHAIN;
 use uevrec_parsers::to_lines::perf_data::{
     FeedControl, LineDecoder, RangePlanner, StreamDecoder, ranges_from_index,
 };
 use uevrec_parsers::to_lines::{DecodeOptions, DecodeStats};
 
 use super::mapped::MapWindow;
-use super::parallel::{Par, par_lines, past, staged};
+use super::parallel::{Par, par_lines, past, stack_options, staged};
 use super::ranges::{Pages, Plan, decode_ranges};
 use super::trace_dat::{TRACE_DAT_MAGIC, decode_trace_dat};
 use super::{Flush, Outcome, READ_CHUNK};
+use crate::pipeline::stacks::StackWriter;
 
 /// The message of the `truncated` notice for a perf.data: `unfinished` (a `record --raw`
 /// file killed before its end), the sections lying past the end (`cut`), the record
@@ -122,7 +124,7 @@ pub(crate) fn decode_bytes(
                     let mut rest = past(done.bytes, flush);
                     let own = bytes.get(start..data_end).unwrap_or_default();
                     let records = Records::new(own, start as u64, data.endian);
-                    let dec = LineDecoder::new(data, opts, select);
+                    let dec = line_decoder(data, opts, select);
                     let (outcome, stopped) =
                         perf_data_records(dec, records, bytes, &mut rest, release, clock_data);
                     (outcome.stats, stopped)
@@ -163,7 +165,7 @@ pub(crate) fn decode_bytes(
             (outcome, stopped)
         }
         _ => {
-            let dec = LineDecoder::new(data, opts, select);
+            let dec = line_decoder(data, opts, select);
             perf_data_records(dec, records, bytes, flush, release, clock_data)
         }
     };
@@ -180,6 +182,20 @@ pub(crate) fn decode_bytes(
         outcome.stopped = stopped.map(|e| e.to_string());
     }
     Ok(outcome)
+}
+
+/// A decoder of `data` writing its lines on this thread, naming their stacks when
+/// `opts` asks for them ([`stack_options`]).
+fn line_decoder<'s>(
+    data: PerfData,
+    opts: DecodeOptions,
+    select: &'s dyn Fn(&str, &str) -> bool,
+) -> LineDecoder<'s> {
+    let dec = LineDecoder::new(data, opts, select);
+    match stack_options(opts) {
+        Some(o) => dec.with_stacks(Box::new(StackWriter::new(o))),
+        None => dec,
+    }
 }
 
 /// Bytes of records a range holds when the file's range index cuts it and `--range-size`
@@ -204,6 +220,18 @@ fn plan<'s>(
     select: &'s dyn Fn(&str, &str) -> bool,
     par: &Par<'_>,
 ) -> Result<Plan<'s>, Option<String>> {
+    if stack_options(opts).is_some()
+        && data
+            .events()
+            .iter()
+            .any(|e| e.attr.sample_type & CALLCHAIN != 0)
+    {
+        // A range would start without the mappings before it (the range index notes
+        // where the COMM/FORK/EXIT records are, not the MMAP2 ones).
+        return Err(Some(
+            "its samples carry call stacks, named from the mappings before them".into(),
+        ));
+    }
     let records = bytes.get(start..data_end).unwrap_or_default();
     let index = RangeIndex::find(records, start as u64, data.endian);
     let has_index = !matches!(index, Ok(None));

@@ -8,21 +8,23 @@
 //! Its threads, what it holds, its times and why it starts in pipe mode:
 //! docs/record-raw.md.
 //!
-//! Layers, lowest first: `host`, `file`, `dat`.
+//! Layers, lowest first: `host`, `file`, `stacks`, `dat`.
 
 pub mod dat;
 pub mod file;
 pub mod host;
+pub mod stacks;
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use uevrec_parsers::callchain::Callchain;
 use uevrec_parsers::perf_data::writer::{
     self, ClockRef, EventSpec, FileMeta, Stamp, Task, TracingSpec, TrackingSpec,
 };
-use uevrec_parsers::{ContextTracker, ContextUpdate, LineOptions, LineWriter, RecordStamp};
+use uevrec_parsers::{ContextTracker, ContextUpdate, Endian, LineOptions, LineWriter, RecordStamp};
 
 use crate::capture::clock::now_unix_ns;
 use crate::capture::staging::{FormatSource, Staged, StagedEntries, StagedEntry};
@@ -73,6 +75,9 @@ pub struct RawOutput {
     /// Write the session's context (a tracking attr, COMM/FORK/EXIT/CGROUP records,
     /// samples with a cgroup id).
     context: bool,
+    /// The samples carry call stacks (`-g`; with context): the file holds them and the
+    /// mappings that name them ([`stacks`]).
+    stacks: bool,
 }
 
 impl RawOutput {
@@ -93,7 +98,16 @@ impl RawOutput {
             cmdline,
             notices,
             context,
+            stacks: false,
         }
+    }
+
+    /// The records carry call stacks (`-g`), written with the samples, and the mappings
+    /// that name them as `PERF_RECORD_MMAP2` records (only with context: they go with the
+    /// tracking attr).
+    pub fn with_stacks(mut self, stacks: bool) -> Self {
+        self.stacks = stacks && self.context;
+        self
     }
 }
 
@@ -169,6 +183,8 @@ struct Encoder {
     context: Option<(ContextTracker, TrackingSpec)>,
     /// Where `decode --threads N` may cut the file (written at its finish).
     index: IndexBuilder,
+    /// With call stacks: the processes whose mappings the file holds.
+    stacks: Option<stacks::Mapped>,
 }
 
 /// The session's notices as JSON lines on standard error (a raw output without JSON
@@ -270,6 +286,7 @@ impl Encoder {
                     name: format!("{}:{}", source.system, source.name),
                     id: self.events.len() as u64 + 1,
                     clockid: CLOCK_REALTIME,
+                    callchain: self.stacks.is_some(),
                 });
                 self.sources.push(source);
                 self.undescribed.push(self.events.len() - 1);
@@ -295,8 +312,7 @@ impl Encoder {
                     stamp,
                     cgroup,
                     raw,
-                    // Callchains are not written to perf.data yet (docs/stacks.md).
-                    stack: _,
+                    stack,
                 } => {
                     let ev = match self.slots.get(slot as usize).copied().flatten() {
                         Some(SlotOut::Event(ev)) => ev,
@@ -324,9 +340,29 @@ impl Encoder {
                     };
                     let tracker = self.context.as_ref().map(|(c, _)| c);
                     let cgroup = sample_cgroup(tracker, &stamp, cgroup);
-                    let at = self.here();
-                    match writer::push_sample(&mut self.out, &s, raw, cgroup) {
-                        Ok(()) => {
+                    let pushed = match &mut self.stacks {
+                        Some(mapped) => {
+                            // A process from before the recording: its mappings first.
+                            if let Some(tracking) = self.context.as_ref().map(|(_, t)| t.id) {
+                                let before = self.out.len();
+                                mapped.synthesize(&mut self.out, tracking, stamp.pid, time);
+                                if self.out.len() > before {
+                                    let at = FILE_HEADER_SIZE + self.base + before as u64;
+                                    self.index.context(at, time.saturating_sub(1));
+                                }
+                            }
+                            let chain = stack.unwrap_or(Callchain::new(&[], Endian::Little));
+                            let at = self.here();
+                            writer::push_stacked_sample(&mut self.out, &s, chain, raw, cgroup)
+                                .map(|()| at)
+                        }
+                        None => {
+                            let at = self.here();
+                            writer::push_sample(&mut self.out, &s, raw, cgroup).map(|()| at)
+                        }
+                    };
+                    match pushed {
+                        Ok(at) => {
                             self.index.sample(ev, s.id, at, time);
                             self.buffered.0 += 1;
                             self.first_last = Some(match self.first_last {
@@ -412,10 +448,41 @@ impl Encoder {
         let before = out.len();
         match *update {
             ContextUpdate::Comm { tid, comm } => writer::push_comm(out, &s, tid, tid, comm, false),
-            ContextUpdate::Exec { pid, comm } => writer::push_comm(out, &s, pid, pid, comm, true),
-            // Not written to perf.data yet (docs/stacks.md): the samples carry no callchain.
-            ContextUpdate::Mmap { .. } => {}
+            ContextUpdate::Exec { pid, comm } => {
+                if let Some(mapped) = &mut self.stacks {
+                    mapped.seen(pid);
+                }
+                writer::push_comm(out, &s, pid, pid, comm, true)
+            }
+            ContextUpdate::Mmap {
+                pid,
+                addr,
+                len,
+                pgoff,
+                build_id,
+                path,
+            } => {
+                if let Some(mapped) = &mut self.stacks {
+                    let m = writer::Mmap2 {
+                        pid,
+                        tid: pid,
+                        addr,
+                        len,
+                        pgoff,
+                        build_id,
+                        path,
+                    };
+                    writer::push_mmap2(out, &Stamp { pid, tid: pid, ..s }, &m);
+                    mapped.seen(pid);
+                }
+            }
             ContextUpdate::Fork { tid, parent_tid } => {
+                if let Some(mapped) = &mut self.stacks {
+                    // The child starts with its parent's mappings: a parent from before
+                    // the recording has its own in the file first.
+                    mapped.synthesize(out, s.id, parent_tid, s.time);
+                    mapped.seen(tid);
+                }
                 let task = Task {
                     fork: true,
                     pid: tid,
@@ -590,10 +657,12 @@ pub fn run(
             let tracking = TrackingSpec {
                 id: TRACKING_ID,
                 clockid: CLOCK_REALTIME,
+                mmap: raw.stacks,
             };
             (ContextTracker::new(), tracking)
         }),
         index: IndexBuilder::new(FILE_HEADER_SIZE),
+        stacks: raw.stacks.then(stacks::Mapped::default),
     };
     enc.start(&raw);
     let result = pump(&mut raw, &mut enc, &staged, &next);

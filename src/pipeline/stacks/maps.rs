@@ -98,6 +98,9 @@ impl Process {
 /// The mappings of every process seen, bounded ([`MAX_PROCESSES`], [`MAX_MAPPINGS`]).
 #[derive(Debug, Default)]
 pub struct ProcessMaps {
+    /// Read `/proc/PID/maps` of a process never seen (off for a recorded file: its
+    /// process ids are not this machine's processes now).
+    read_proc: bool,
     processes: HashMap<u32, Arc<Process>>,
     /// Exited processes, in exit order (the first to forget).
     exited: VecDeque<u32>,
@@ -106,6 +109,14 @@ pub struct ProcessMaps {
 }
 
 impl ProcessMaps {
+    /// No process yet; `read_proc`: a process never seen is read from `/proc/PID/maps`.
+    pub fn new(read_proc: bool) -> Self {
+        ProcessMaps {
+            read_proc,
+            ..ProcessMaps::default()
+        }
+    }
+
     /// Take one context change (those that are not about mappings are ignored).
     pub fn apply(&mut self, time: Option<u64>, update: &ContextUpdate<'_>) {
         match *update {
@@ -210,7 +221,7 @@ impl ProcessMaps {
 impl ProcessMaps {
     /// Read `/proc/PID/maps` of a process never seen (once).
     fn scan(&mut self, pid: u32) {
-        if self.processes.contains_key(&pid) || !self.scanned.insert(pid) {
+        if !self.read_proc || self.processes.contains_key(&pid) || !self.scanned.insert(pid) {
             return;
         }
         if let Some(mappings) = read_proc_maps(pid) {
@@ -226,7 +237,7 @@ impl ProcessMaps {
 }
 
 /// The executable file mappings of a running process (`None` when it is gone).
-fn read_proc_maps(pid: u32) -> Option<Vec<Mapping>> {
+pub fn read_proc_maps(pid: u32) -> Option<Vec<Mapping>> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
     Some(
         text.lines()

@@ -8,8 +8,12 @@
 //!
 //! [`perf_map`] names JIT code from `/tmp/perf-PID.map`.
 //!
-//! Layers, lowest first: `maps`, `perf_map`, `symbols`.
+//! [`build_ids`] tells, for a recorded file, whether a module on disk is still the one
+//! recorded.
+//!
+//! Layers, lowest first: `build_ids`, `maps`, `perf_map`, `symbols`.
 
+pub mod build_ids;
 pub mod maps;
 pub mod perf_map;
 pub mod symbols;
@@ -39,6 +43,11 @@ pub struct StackOptions {
     /// Names for the addresses (off: `--no-symbolize`, each user frame with its module,
     /// file offset and build id, for symbolizing elsewhere).
     pub symbolize: bool,
+    /// The stacks of a recorded file (`uevrec decode`): the processes are not this
+    /// machine's now, so mappings come from the file's records only (never
+    /// `/proc/PID/maps`), and a frame in a file whose build id is not the one recorded
+    /// is not named from it ([`build_ids`]).
+    pub offline: bool,
 }
 
 /// Rendered frames kept per worker (the keys after `addr` and `context`), by module,
@@ -56,6 +65,8 @@ pub struct StackWriter {
     user: foldhash::HashMap<(Arc<str>, u64, u64), Arc<[u8]>>,
     /// A kernel frame's keys after its context, by address.
     kernel: foldhash::HashMap<u64, Arc<[u8]>>,
+    /// Offline: the build ids of the modules on disk now.
+    build_ids: build_ids::BuildIds,
 }
 
 impl StackWriter {
@@ -64,10 +75,11 @@ impl StackWriter {
     pub fn new(options: StackOptions) -> Self {
         StackWriter {
             options,
-            maps: ProcessMaps::default(),
+            maps: ProcessMaps::new(!options.offline),
             perf_maps: PerfMaps::default(),
             user: foldhash::HashMap::default(),
             kernel: foldhash::HashMap::default(),
+            build_ids: build_ids::BuildIds::default(),
         }
     }
 
@@ -124,13 +136,22 @@ impl StackWriter {
         out.push(b']');
     }
 
+    /// `f` with this thread's symbolizer, without a time budget for a recorded file.
+    fn symbols<R>(&self, f: impl FnOnce(&mut symbols::Symbols) -> R) -> R {
+        let offline = self.options.offline;
+        symbols::with(|s| {
+            s.unbudgeted = offline;
+            f(s)
+        })
+    }
+
     /// The keys of a kernel frame after its context.
     fn kernel_frame(&mut self, out: &mut Vec<u8>, address: u64) {
         if let Some(r) = self.kernel.get(&address) {
             out.extend_from_slice(r);
             return;
         }
-        let r = symbols::with(|s| s.kernel(address));
+        let r = self.symbols(|s| s.kernel(address));
         let mut keys = Vec::new();
         write_resolved(&mut keys, &r, 0);
         out.extend_from_slice(&keys);
@@ -171,12 +192,22 @@ impl StackWriter {
             out.extend_from_slice(r);
             return;
         }
+        if self.options.offline
+            && self.options.symbolize
+            && let Some(why) = self.build_ids.differs(&key.0, &build_id)
+        {
+            // Another file lies at the path now: its names would be wrong.
+            out.extend_from_slice(b",\"module\":");
+            let _ = serde_json::to_writer(&mut *out, &*key.0);
+            let _ = write!(out, ",\"unsymbolized\":\"{why}\"");
+            return;
+        }
         let mut keys = Vec::new();
         keys.extend_from_slice(b",\"module\":");
         let _ = serde_json::to_writer(&mut keys, &*key.0);
         let mut behind = false;
         if self.options.symbolize {
-            let r = symbols::with(|s| s.user(&key.0, offset.saturating_sub(back)));
+            let r = self.symbols(|s| s.user(&key.0, offset.saturating_sub(back)));
             behind = r.reason == Some("behind");
             write_resolved(&mut keys, &r, back);
         } else {
@@ -199,6 +230,16 @@ impl StackWriter {
             }
             self.user.insert(key, keys.into());
         }
+    }
+}
+
+impl uevrec_parsers::StackNamer for StackWriter {
+    fn context(&mut self, time_unix_ns: Option<u64>, update: &ContextUpdate<'_>) {
+        self.apply(time_unix_ns, update);
+    }
+
+    fn write(&mut self, out: &mut Vec<u8>, stamp: &RecordStamp, stack: Callchain<'_>) {
+        StackWriter::write(self, out, stamp, stack);
     }
 }
 

@@ -72,6 +72,9 @@ pub struct Symbols {
     pub behind: u64,
     /// Cold look-ups made.
     pub cold: u64,
+    /// No time budget: every look-up is made (a recorded file, `uevrec decode`: no ring
+    /// waits for it, and its lines must not depend on the time the look-ups take).
+    pub unbudgeted: bool,
 }
 
 impl std::fmt::Debug for Symbols {
@@ -113,6 +116,7 @@ impl Symbols {
             refilled_at: Instant::now(),
             behind: 0,
             cold: 0,
+            unbudgeted: false,
         }
     }
 
@@ -123,6 +127,9 @@ impl Symbols {
 
     /// Whether a cold look-up may be made now (the budget is not spent).
     fn may_look_up(&mut self) -> bool {
+        if self.unbudgeted {
+            return true;
+        }
         let now = Instant::now();
         let back = now.duration_since(self.refilled_at).mul_f64(BUDGET_SHARE);
         self.refilled_at = now;

@@ -1,0 +1,67 @@
+//! `record -g --raw`: the mappings of the processes whose samples the file holds. The
+//! trackers report every executable mapping made while recording (`PERF_RECORD_MMAP2`,
+//! with the build id where the kernel has it) and every fork and exec; a process that
+//! ran before the recording started has mapped its files before that, so at its first
+//! sample (or its first fork: the child starts with its mappings) its `/proc/PID/maps`
+//! is read, as `perf record` synthesizes it, and written as `PERF_RECORD_MMAP2` records
+//! (without build ids: `/proc` gives none) just before that record, one nanosecond older
+//! than it.
+
+use std::collections::HashSet;
+
+use uevrec_parsers::perf_data::writer::{self, Mmap2, Stamp};
+
+use crate::pipeline::stacks::maps::{MAX_PROCESSES, read_proc_maps};
+
+/// Which processes the file has mappings for (or had none to give).
+#[derive(Debug, Default)]
+pub struct Mapped {
+    /// Process ids whose mappings are in the file (from the trackers or `/proc`), or
+    /// that were looked up in `/proc` already (found or gone). Bounded: forgotten at
+    /// `4 ×` [`MAX_PROCESSES`] (a process then seen again is read again: its mappings
+    /// written twice, never missing).
+    known: HashSet<u32>,
+}
+
+impl Mapped {
+    /// The file tells `pid`'s mappings from now on (a fork, an exec, an MMAP2 record).
+    pub fn seen(&mut self, pid: u32) {
+        if self.known.len() >= 4 * MAX_PROCESSES {
+            self.known.clear();
+        }
+        self.known.insert(pid);
+    }
+
+    /// Before the first sample or fork (at `time`) of a process the file has no mappings of:
+    /// its executable mappings from `/proc/PID/maps`, as `PERF_RECORD_MMAP2` records of
+    /// the tracking attr `tracking` (nothing when it is gone, or for pid 0, the idle
+    /// task, which has none).
+    pub fn synthesize(&mut self, out: &mut Vec<u8>, tracking: u64, pid: u32, time: u64) {
+        if pid == 0 || self.known.contains(&pid) {
+            return;
+        }
+        self.seen(pid);
+        let Some(mappings) = read_proc_maps(pid) else {
+            return;
+        };
+        let stamp = Stamp {
+            id: tracking,
+            pid,
+            tid: pid,
+            time: time.saturating_sub(1),
+            cpu: 0,
+        };
+        for m in &mappings {
+            let record = Mmap2 {
+                pid,
+                tid: pid,
+                addr: m.start,
+                len: m.end.saturating_sub(m.start),
+                pgoff: m.pgoff,
+                build_id: &m.build_id,
+                path: m.path.as_bytes(),
+            };
+            writer::push_mmap2(out, &stamp, &record);
+        }
+    }
+}
