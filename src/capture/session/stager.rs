@@ -108,6 +108,7 @@ impl GroupTaker<'_> {
                 cgroup,
                 raw,
                 callchain,
+                user_stack,
             } => {
                 let Some(&slot) = key.and_then(|k| sh.by_key.get(&k)) else {
                     self.unknown += 1;
@@ -127,7 +128,7 @@ impl GroupTaker<'_> {
                     tid: tid.unwrap_or(0),
                 };
                 self.chunk
-                    .push_record_stacked(slot as u32, &stamp, cgroup, callchain, raw);
+                    .push_record_stacked(slot as u32, &stamp, cgroup, callchain, user_stack, raw);
                 self.records[slot] += 1;
             }
             Arrival::Lost { lost, time } => {
@@ -207,6 +208,7 @@ impl<E> Stager<E> {
                 cgroup,
                 raw,
                 callchain,
+                user_stack,
             } => {
                 let Some(&slot) = key.and_then(|k| self.by_key.get(&k)) else {
                     self.unknown += 1;
@@ -227,7 +229,7 @@ impl<E> Stager<E> {
                 };
                 // Slots fit in u32: [`StageSender::format`] refuses any other.
                 self.chunk
-                    .push_record_stacked(slot as u32, &stamp, cgroup, callchain, raw);
+                    .push_record_stacked(slot as u32, &stamp, cgroup, callchain, user_stack, raw);
                 ev.records += 1;
                 self.summary.records += 1;
             }

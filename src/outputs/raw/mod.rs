@@ -297,6 +297,7 @@ impl Encoder {
                     raw,
                     // Callchains are not written to perf.data yet (docs/stacks.md).
                     stack: _,
+                    user_stack: _,
                 } => {
                     let ev = match self.slots.get(slot as usize).copied().flatten() {
                         Some(SlotOut::Event(ev)) => ev,
