@@ -127,8 +127,14 @@ impl GroupTaker<'_> {
                     pid: pid.unwrap_or(0),
                     tid: tid.unwrap_or(0),
                 };
-                self.chunk
-                    .push_record_stacked(slot as u32, &stamp, cgroup, callchain, user_stack, raw);
+                self.chunk.push_record_stacked(
+                    slot as u32,
+                    &stamp,
+                    cgroup,
+                    callchain,
+                    user_stack,
+                    raw,
+                );
                 self.records[slot] += 1;
             }
             Arrival::Lost { lost, time } => {
@@ -228,8 +234,14 @@ impl<E> Stager<E> {
                     tid: tid.unwrap_or(0),
                 };
                 // Slots fit in u32: [`StageSender::format`] refuses any other.
-                self.chunk
-                    .push_record_stacked(slot as u32, &stamp, cgroup, callchain, user_stack, raw);
+                self.chunk.push_record_stacked(
+                    slot as u32,
+                    &stamp,
+                    cgroup,
+                    callchain,
+                    user_stack,
+                    raw,
+                );
                 ev.records += 1;
                 self.summary.records += 1;
             }

@@ -108,7 +108,9 @@ impl FileSections {
     /// Bytes held.
     fn bytes(&self) -> usize {
         let len = |s: &Option<(Range<u64>, Arc<[u8]>)>| s.as_ref().map_or(0, |(_, d)| d.len());
-        len(&self.eh_frame) + len(&self.eh_frame_hdr) + self.debug_frame.as_ref().map_or(0, |d| d.len())
+        len(&self.eh_frame)
+            + len(&self.eh_frame_hdr)
+            + self.debug_frame.as_ref().map_or(0, |d| d.len())
     }
 
     /// The framehop module of `mapping` of this file, or `None` when no loadable segment
@@ -296,4 +298,3 @@ impl UserUnwinder {
         read
     }
 }
-

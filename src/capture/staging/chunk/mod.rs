@@ -273,7 +273,9 @@ impl StagedChunk {
         let user_len = user.map_or(0, |u| {
             USER_STACK_HEAD + u.regs.bytes().len() + u.stack.bytes.len()
         });
-        let raw = &raw[..raw.len().min(u32::MAX as usize - 16 - words.len() - user_len)];
+        let raw = &raw[..raw
+            .len()
+            .min(u32::MAX as usize - 16 - words.len() - user_len)];
         let id_len = if cgroup.is_some() { 8 } else { 0 };
         let len = id_len + 4 + words.len() + user_len + raw.len();
         self.bytes.reserve(HEADER + len);
