@@ -73,12 +73,10 @@ impl FileSections {
     /// Read `path`'s sections (`None`: unreadable, not an ELF file, or no unwind
     /// information at all: its frames are walked by the frame pointer).
     fn read(path: &str) -> Option<FileSections> {
-        let file = std::fs::File::open(path).ok()?;
-        // SAFETY: the map is read only while this function runs and copied out of; a
-        // file truncated meanwhile could fault, as for any reader of mapped files
-        // (blazesym maps them too).
-        let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
-        let obj = object::File::parse(&*map).ok()?;
+        // Read through object's cache: the headers and the few sections used, not the
+        // whole file (a binary with its debug information can be large).
+        let file = object::ReadCache::new(std::fs::File::open(path).ok()?);
+        let obj = object::File::parse(&file).ok()?;
         let section = |name: &str| {
             let s = obj.section_by_name(name)?;
             let range = s.address()..s.address().checked_add(s.size())?;
