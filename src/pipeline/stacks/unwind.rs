@@ -296,3 +296,91 @@ impl UserUnwinder {
         read
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uevrec_parsers::Endian;
+    use uevrec_parsers::user_stack::{StackCopy, UserRegs};
+
+    /// A process id above any pid_max (no /proc entry: no mappings, no modules).
+    const NO_PROCESS: u32 = 4_000_000_000;
+    const SP: u64 = 0x7fff_0000;
+
+    /// A stack copy from `SP` holding a frame-pointer chain: at SP + 16 the caller's
+    /// frame pointer (SP + 48) and a return address 0x2000; at SP + 48 a null frame
+    /// pointer and 0x3000.
+    fn chain() -> Vec<u8> {
+        let mut words = [0u64; 8];
+        words[2] = SP + 48;
+        words[3] = 0x2000;
+        words[6] = 0;
+        words[7] = 0x3000;
+        words.iter().flat_map(|w| w.to_ne_bytes()).collect()
+    }
+
+    fn walk(copy: &[u8], size: u64, max: usize) -> (Vec<u64>, Option<Truncated>) {
+        let regs: Vec<u8> = [SP + 16, SP, 0x1000]
+            .iter()
+            .flat_map(|w| w.to_ne_bytes())
+            .collect();
+        let mask = 1 << x86_64::BP | 1 << x86_64::SP | 1 << x86_64::IP;
+        let user = UserStack {
+            regs: UserRegs::new(2, mask, &regs, Endian::NATIVE),
+            stack: StackCopy { bytes: copy, size },
+        };
+        let mut frames = Vec::new();
+        let end = UserUnwinder::default().walk(
+            &mut ProcessMaps::default(),
+            NO_PROCESS,
+            None,
+            &user,
+            max,
+            &mut frames,
+        );
+        (frames, end)
+    }
+
+    #[test]
+    fn code_without_unwind_information_is_walked_by_the_frame_pointer() {
+        let copy = chain();
+        assert_eq!(walk(&copy, 64, 100), (vec![0x1000, 0x2000, 0x3000], None));
+    }
+
+    #[test]
+    fn early_ends_say_why() {
+        let copy = chain();
+        // The copy ends before the second frame record, and it was full: SIZE was short.
+        assert_eq!(
+            walk(&copy[..40], 40, 100),
+            (vec![0x1000, 0x2000], Some(Truncated::StackCopy))
+        );
+        // A copy that ended before its size ended at the top of the stack: astray.
+        assert_eq!(
+            walk(&copy[..40], 64, 100),
+            (vec![0x1000, 0x2000], Some(Truncated::Unwind))
+        );
+        assert_eq!(
+            walk(&copy, 64, 2),
+            (vec![0x1000, 0x2000], Some(Truncated::MaxStack))
+        );
+        // No user registers (a kernel thread): no frames, nothing to say.
+        let none = UserStack {
+            regs: UserRegs::new(0, 0, &[], Endian::NATIVE),
+            stack: StackCopy {
+                bytes: &[],
+                size: 0,
+            },
+        };
+        let mut frames = Vec::new();
+        let end = UserUnwinder::default().walk(
+            &mut ProcessMaps::default(),
+            NO_PROCESS,
+            None,
+            &none,
+            100,
+            &mut frames,
+        );
+        assert_eq!((frames.len(), end), (0, None));
+    }
+}
