@@ -10,6 +10,9 @@
 //! when `/proc/kallsyms` shows addresses. uevrec is stopped (SIGSTOP) while the program
 //! runs and exits, so every record is symbolized after the process is gone: its names
 //! come from the mappings the kernel reported while it lived (MMAP2), not from /proc.
+//! With `--call-graph dwarf` the same program (and one built without frame pointers, and
+//! the JIT stub) is unwound by uevrec from its stack copies: `inner` is there, and the
+//! stack goes on through the stub, where `perf record --call-graph dwarf` stops.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -123,50 +126,9 @@ fn fp_stacks(magic: u64, extra: &[&str]) {
     }
     let dir = tempfile::tempdir().unwrap();
     let exe = require!(Tier::Host, build_chain(dir.path()));
-    let out = dir.path().join("out.jsonl");
-    let mut rec = record_setpgid(&out, &[&["-g"][..], extra].concat());
-    const N: u64 = 200;
-    // uevrec stopped while the program runs and exits: its records wait in the ring.
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(rec.0.id() as i32, libc::SIGSTOP) };
-    let status = Command::new(&exe)
-        .args([magic.to_string(), N.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    // SAFETY: as above.
-    unsafe { libc::kill(rec.0.id() as i32, libc::SIGCONT) };
-    let mine = |lines: &[Value]| -> Vec<Value> {
-        lines
-            .iter()
-            .filter(|v| v["fields"]["args"][0] == magic)
-            .cloned()
-            .collect()
-    };
-    wait_for("every record of the program", PATIENCE, || {
-        mine(&complete_lines(&out)).len() as u64 >= N
-    });
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(rec.0.id() as i32, libc::SIGINT) };
-    assert!(crate::common::wait_exit(&mut rec.0, PATIENCE).is_ok_and(|s| s.success()));
-    let lines = complete_lines(&out);
-    let records = mine(&lines);
-    // Accounting: every call recorded once, nothing lost.
-    let lost: u64 = lines
-        .iter()
-        .filter(|v| v["uevrec"] == "lost")
-        .map(|v| v["lost"].as_u64().unwrap())
-        .sum();
-    assert_eq!(lost, 0, "records lost");
-    let mut seqs: Vec<u64> = records
-        .iter()
-        .map(|v| v["fields"]["args"][1].as_u64().unwrap())
-        .collect();
-    seqs.sort_unstable();
-    assert_eq!(seqs, (0..N).collect::<Vec<_>>(), "each SEQ exactly once");
-
+    let args = [&["-g"][..], extra].concat();
+    let (session, records, _) = record_program(&exe, magic, 200, &args);
     // The session line says what the stack key holds.
-    let session = lines.iter().find(|v| v["uevrec"] == "session").unwrap();
     assert_eq!(session["stacks"]["call_graph"], "fp", "{session}");
     assert_eq!(session["stacks"]["symbolized"], true, "{session}");
     let kernel = kallsyms_readable();
@@ -592,38 +554,28 @@ fn dwarf_walks_through_jit_code_where_perf_stops() {
         crate::common::tier::skip(Tier::Host, &why);
         return;
     }
-    let data = dir.path().join("perf.data");
-    let perf = Command::new("perf")
-        .args([
-            "record",
-            "-q",
-            "--call-graph",
-            "dwarf",
-            "-e",
-            "raw_syscalls:sys_enter",
-        ])
-        .arg("--filter")
-        .arg(format!("id == {NR_SETPGID}"))
-        .arg("-o")
-        .arg(&data)
-        .arg(&exe)
-        .args(["424242055", "3"])
-        .status()
-        .unwrap();
-    assert!(perf.success(), "perf record failed");
-    let script = Command::new("perf")
-        .arg("script")
-        .arg("-i")
-        .arg(&data)
-        .args(["-F", "ip,sym"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&script.stdout);
-    let samples: Vec<&str> = text
-        .split("\n\n")
-        .filter(|s| s.contains("jit_stub"))
-        .collect();
-    assert_eq!(samples.len(), 3, "perf's samples through the stub: {text}");
+    // perf 6.1 sometimes aborts in its own build-id code ("assertion failed at
+    // util/build-id.c", then "stack smashing detected") while other tests run: tried
+    // three times, then said (uevrec's stacks above are checked either way).
+    let mut tries = Vec::new();
+    let samples = loop {
+        match perf_dwarf_samples(&exe, dir.path()) {
+            Ok(samples) => break samples,
+            Err(why) if tries.len() < 2 => tries.push(why),
+            Err(why) => {
+                tries.push(why);
+                eprintln!(
+                    "NOTE: perf record/script --call-graph dwarf crashed 3 times, its stacks not compared: {tries:?}"
+                );
+                return;
+            }
+        }
+    };
+    assert_eq!(
+        samples.len(),
+        3,
+        "perf's samples through the stub: {samples:?}"
+    );
     for sample in samples {
         assert!(sample.contains("callee"), "{sample}");
         assert!(
@@ -632,6 +584,47 @@ fn dwarf_walks_through_jit_code_where_perf_stops() {
              docs/stacks.md should say so: {sample}"
         );
     }
+}
+
+/// `perf record --call-graph dwarf` of `exe` (the JIT program) and `perf script` of it:
+/// the samples whose stack holds the stub, or what perf said when it failed. The
+/// program's perf map is removed after.
+#[cfg(target_arch = "x86_64")]
+fn perf_dwarf_samples(exe: &Path, dir: &Path) -> Result<Vec<String>, String> {
+    let data = dir.join("perf.data");
+    let perf = Command::new("perf")
+        .args(["record", "-q", "--no-buildid", "--call-graph", "dwarf"])
+        .args(["-e", "raw_syscalls:sys_enter", "--filter"])
+        .arg(format!("id == {NR_SETPGID}"))
+        .arg("-o")
+        .arg(&data)
+        .arg(exe)
+        .args(["424242055", "3"])
+        .output()
+        .unwrap();
+    let script = Command::new("perf")
+        .arg("script")
+        .arg("-i")
+        .arg(&data)
+        .args(["-F", "pid,ip,sym"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&script.stdout);
+    for pid in text.lines().filter_map(|l| l.trim().parse::<u32>().ok()) {
+        let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+    }
+    if !perf.status.success() || !script.status.success() {
+        return Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&perf.stderr),
+            String::from_utf8_lossy(&script.stderr)
+        ));
+    }
+    Ok(text
+        .split("\n\n")
+        .filter(|s| s.contains("jit_stub"))
+        .map(String::from)
+        .collect())
 }
 
 /// JIT code is named from the process's perf map, after the process exited.
