@@ -2,7 +2,17 @@
 # Call stacks (issue 38): recorder CPU per record with -g against perf record -g, on the
 # same load, side by side in one run. Prints one table (BENCHMARKS.md, "Issue 38").
 #
-#   scripts/bench-stacks.sh [--runs N] [--calls N]
+#   scripts/bench-stacks.sh [--runs N] [--calls N] [--dwarf]
+#
+# --dwarf: `--call-graph dwarf` (8 KiB of user stack per record) against perf's, both with
+# 4 MiB rings per CPU (-m 4M), instead of the -g rows:
+#   uevrec-dwarf        `uevrec record -q --call-graph dwarf -m 4M` (unwound and named while
+#                       recording)
+#   uevrec-dwarf-nosym  the same with --no-symbolize (unwound, not named)
+#   perf-dwarf          `perf record -q --call-graph dwarf -m 4M -a` (copies only)
+#   perf-dwarf+script   perf-dwarf plus `perf script` (perf unwinds and names afterwards)
+# The load then calls setpgid (id 109: ESRCH) instead of getppid, which other programs on a
+# shared machine also call with 424242.
 #
 # The load: a C program built here (-O1 -g -fno-omit-frame-pointer) calling
 # main → outer → middle → inner → syscall(SYS_getppid, 424242, SEQ) N times flat out.
@@ -20,11 +30,14 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RUNS=3
 CALLS=200000
+NAMES="uevrec uevrec-g uevrec-g-nosym perf-g"
+NR=110
 while [ $# -gt 0 ]; do
   case $1 in
     --runs) RUNS=$2; shift 2 ;;
     --calls) CALLS=$2; shift 2 ;;
-    *) echo "usage: $0 [--runs N] [--calls N]" >&2; exit 2 ;;
+    --dwarf) NAMES="uevrec uevrec-dwarf uevrec-dwarf-nosym perf-dwarf"; NR=109; shift ;;
+    *) echo "usage: $0 [--runs N] [--calls N] [--dwarf]" >&2; exit 2 ;;
   esac
 done
 
@@ -40,7 +53,7 @@ cat > "$WORK/chain.c" <<'C'
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-__attribute__((noinline)) long inner(long seq) { return syscall(SYS_getppid, 424242L, seq); }
+__attribute__((noinline)) long inner(long seq) { return syscall(NR, 424242L, seq); }
 __attribute__((noinline)) long middle(long seq) { long r = inner(seq); __asm__ volatile("" ::: "memory"); return r; }
 __attribute__((noinline)) long outer(long seq) { long r = middle(seq); __asm__ volatile("" ::: "memory"); return r; }
 int main(int argc, char **argv) {
@@ -53,7 +66,7 @@ int main(int argc, char **argv) {
     return 0;
 }
 C
-gcc -O1 -g -fno-omit-frame-pointer -o "$WORK/chain" "$WORK/chain.c"
+gcc -O1 -g -fno-omit-frame-pointer -DNR="$NR" -o "$WORK/chain" "$WORK/chain.c"
 
 # measure OUT CMD...: run CMD as a child; its pid in OUT.pid at once; after it exits,
 # "user sys" seconds (wait4's rusage) in OUT.
@@ -76,10 +89,13 @@ one() {
   local name=$1 f=$WORK/$1.out
   rm -f "$f" "$WORK/m" "$WORK/m.pid"
   case $name in
-    uevrec) measure "$WORK/m" "$UEVREC" record -q -e raw_syscalls:sys_enter --filter 'id == 110' -o "$f" & ;;
-    uevrec-g) measure "$WORK/m" "$UEVREC" record -q -g -e raw_syscalls:sys_enter --filter 'id == 110' -o "$f" & ;;
-    uevrec-g-nosym) measure "$WORK/m" "$UEVREC" record -q -g --no-symbolize -e raw_syscalls:sys_enter --filter 'id == 110' -o "$f" & ;;
-    perf-g) measure "$WORK/m" perf record -q -g -a -e raw_syscalls:sys_enter --filter 'id == 110' -o "$f" & ;;
+    uevrec) measure "$WORK/m" "$UEVREC" record -q -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
+    uevrec-g) measure "$WORK/m" "$UEVREC" record -q -g -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
+    uevrec-g-nosym) measure "$WORK/m" "$UEVREC" record -q -g --no-symbolize -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
+    perf-g) measure "$WORK/m" perf record -q -g -a -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
+    uevrec-dwarf) measure "$WORK/m" "$UEVREC" record -q --call-graph dwarf -m 4M -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
+    uevrec-dwarf-nosym) measure "$WORK/m" "$UEVREC" record -q --call-graph dwarf -m 4M --no-symbolize -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
+    perf-dwarf) measure "$WORK/m" perf record -q --call-graph dwarf -m 4M -a -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
   esac
   while [ ! -s "$WORK/m.pid" ]; do sleep 0.05; done
   local pid; pid=$(cat "$WORK/m.pid")
@@ -95,7 +111,7 @@ one() {
   while [ ! -s "$WORK/m" ]; do sleep 0.05; done
   local cpu; cpu=$(awk '{print $1 + $2}' "$WORK/m")
   local records extra=0
-  if [ "$name" = perf-g ]; then
+  if [ "${name#perf}" != "$name" ]; then
     local t0 t1
     records=$( { /usr/bin/time -f '%U %S' -o "$WORK/t" perf script -i "$f" -F event 2>/dev/null || true; } | grep -c sys_enter || true)
     extra=$( { /usr/bin/time -f '%U %S' -o "$WORK/t" perf script -i "$f" > /dev/null 2>&1 || true; }; awk '{print $1 + $2}' "$WORK/t")
@@ -107,7 +123,7 @@ one() {
 
 printf '%-16s %3s %12s %9s %9s %10s %12s\n' recorder run calls/s records cpu_s us/record script_cpu_s
 for run in $(seq "$RUNS"); do
-  for name in uevrec uevrec-g uevrec-g-nosym perf-g; do
+  for name in $NAMES; do
     read -r rate records cpu extra < <(one "$name")
     per=$(awk -v c="$cpu" -v r="$records" 'BEGIN { if (r > 0) printf "%.3f", c * 1e6 / r; else print "n/a" }')
     printf '%-16s %3s %12s %9s %9.3f %10s %12s\n' "$name" "$run" "$rate" "$records" "$cpu" "$per" "$extra"

@@ -21,7 +21,7 @@
 //! records) and [`export_config`] (its flags and `OTEL_EXPORTER_OTLP_*` variables).
 //!
 //! Layers, lowest first: `bytes`, `spool`, `schema`, `event_name`, `field_type`,
-//! `format_file`, `decode`, `json`, `context`, `callchain`, `perf_sample`, `eventheader`,
+//! `format_file`, `decode`, `json`, `context`, `callchain`, `user_stack`, `perf_sample`, `eventheader`,
 //! `ftrace_page`, `json_line`, `otlp`, `export_config`, `text`, `output`, `perf_data`,
 //! `trace_dat`, `to_lines`.
 //! A module imports only from modules before it; `tests/layers.rs` checks every crate
@@ -80,6 +80,8 @@ mod text;
 pub mod to_lines;
 #[deny(clippy::arithmetic_side_effects)]
 pub mod trace_dat;
+#[deny(clippy::arithmetic_side_effects)]
+pub mod user_stack;
 
 pub use bytes::Endian;
 pub use context::{ContextTracker, ContextUpdate};

@@ -5,8 +5,9 @@
 //! (`include/uapi/linux/perf_event.h`):
 //! - `PERF_RECORD_SAMPLE` (9): the fields selected by `sample_type`, in bit order
 //!   (identifier, ip, pid/tid, time, addr, id, stream_id, cpu/res, period, callchain,
-//!   raw); `callchain` is `u64 nr` + `nr` u64s ([`Callchain`]); `raw` is `u32 size` +
-//!   `size` bytes (the trace entry, starting with `common_type`).
+//!   raw, regs_user, stack_user, cgroup); `callchain` is `u64 nr` + `nr` u64s
+//!   ([`Callchain`]); `raw` is `u32 size` + `size` bytes (the trace entry, starting with
+//!   `common_type`); `regs_user` and `stack_user` are read as [`crate::user_stack`] says.
 //! - `PERF_RECORD_LOST` (2): `u64 id; u64 lost;` then the `sample_id` trailer.
 //! - `PERF_RECORD_LOST_SAMPLES` (13): `u64 lost;` then the `sample_id` trailer.
 //! - With `sample_id_all`, every non-sample record ends with a `sample_id` trailer:
@@ -18,6 +19,7 @@
 use crate::bytes::{Cursor, Endian, Short};
 use crate::callchain::Callchain;
 use crate::context::ContextUpdate;
+use crate::user_stack::{StackCopy, UserRegs, regs_len};
 
 /// `PERF_RECORD_LOST`: the kernel dropped records because the ring was full.
 pub const PERF_RECORD_LOST: u32 = 2;
@@ -64,6 +66,12 @@ pub mod sample_type {
     pub const STREAM_ID: u64 = 1 << 9;
     /// `PERF_SAMPLE_RAW`: `u32 size` + bytes (the tracepoint's trace entry).
     pub const RAW: u64 = 1 << 10;
+    /// `PERF_SAMPLE_REGS_USER`: `u64 abi` + one u64 per bit of `sample_regs_user`
+    /// ([`super::SampleFormat::with_user_regs`]), after `raw`.
+    pub const REGS_USER: u64 = 1 << 12;
+    /// `PERF_SAMPLE_STACK_USER`: `u64 size` + `size` bytes + `u64 dyn_size` (nothing
+    /// after a size of 0), after the registers.
+    pub const STACK_USER: u64 = 1 << 13;
     /// `PERF_SAMPLE_IDENTIFIER`: the event id, first in samples and last in trailers.
     pub const IDENTIFIER: u64 = 1 << 16;
     /// `PERF_SAMPLE_CGROUP` (Linux 5.7): the `u64` cgroup id of the task, after `raw`.
@@ -79,6 +87,8 @@ pub mod sample_type {
         | STREAM_ID
         | CALLCHAIN
         | RAW
+        | REGS_USER
+        | STACK_USER
         | IDENTIFIER
         | CGROUP;
     /// What uevrec asks the kernel for on tracepoints.
@@ -113,9 +123,19 @@ pub enum PerfSampleError {
     },
     /// `sample_type` has bits this parser cannot lay out.
     #[error(
-        "unsupported perf sample_type bits {0:#x} (supported: IP TID TIME ADDR ID CPU PERIOD STREAM_ID CALLCHAIN RAW IDENTIFIER CGROUP)"
+        "unsupported perf sample_type bits {0:#x} (supported: IP TID TIME ADDR ID CPU PERIOD STREAM_ID CALLCHAIN RAW REGS_USER STACK_USER IDENTIFIER CGROUP)"
     )]
     Unsupported(u64),
+    /// A user stack copy that says it holds more bytes than it has room for.
+    #[error(
+        "perf sample's user stack says {dyn_size} bytes were copied into a copy of {size} bytes"
+    )]
+    StackDynSize {
+        /// The bytes the record says were copied.
+        dyn_size: u64,
+        /// The room for them.
+        size: u64,
+    },
 }
 
 /// `struct perf_event_header`.
@@ -181,17 +201,24 @@ pub struct Sample<'a> {
     pub callchain: Option<Callchain<'a>>,
     /// The raw trace entry (common fields first).
     pub raw: Option<&'a [u8]>,
+    /// The user registers (`PERF_SAMPLE_REGS_USER`).
+    pub user_regs: Option<UserRegs<'a>>,
+    /// The copy of the user stack (`PERF_SAMPLE_STACK_USER`).
+    pub user_stack: Option<StackCopy<'a>>,
     /// The cgroup id of the task (`PERF_SAMPLE_CGROUP`).
     pub cgroup: Option<u64>,
 }
 
-/// A sample's fixed part, callchain, raw data and cgroup id ([`SampleFormat::fixed_parts`]).
-type FixedParts<'a> = (
-    &'a [u8],
-    Option<Callchain<'a>>,
-    Option<&'a [u8]>,
-    Option<u64>,
-);
+/// A sample's parts that are not at fixed places ([`SampleFormat::fixed_parts`]).
+struct FixedParts<'a> {
+    /// The fixed part (up to [`SampleOffsets::end`]).
+    fixed: &'a [u8],
+    callchain: Option<Callchain<'a>>,
+    raw: Option<&'a [u8]>,
+    user_regs: Option<UserRegs<'a>>,
+    user_stack: Option<StackCopy<'a>>,
+    cgroup: Option<u64>,
+}
 
 /// The u64 at `at` of `bytes`, big-endian if `BIG` (`None` for place 0 or past the end).
 #[inline(always)]
@@ -467,6 +494,8 @@ fn until_nul(bytes: &[u8]) -> &[u8] {
 pub struct SampleFormat {
     sample_type: u64,
     sample_id_all: bool,
+    /// `sample_regs_user`: which registers `PERF_SAMPLE_REGS_USER` holds.
+    regs_user: u64,
     endian: Endian,
     at: SampleOffsets,
 }
@@ -574,6 +603,7 @@ impl SampleFormat {
         Ok(SampleFormat {
             sample_type,
             sample_id_all,
+            regs_user: 0,
             endian: Endian::NATIVE,
             at: SampleOffsets::of(sample_type),
         })
@@ -582,6 +612,21 @@ impl SampleFormat {
     /// The same layout read in the given byte order (records from another machine).
     pub fn with_endian(self, endian: Endian) -> Self {
         SampleFormat { endian, ..self }
+    }
+
+    /// The same layout with the user registers of `mask` (the event's
+    /// `sample_regs_user`: one u64 per bit after the abi, when `PERF_SAMPLE_REGS_USER` is
+    /// set; no registers without this).
+    pub fn with_user_regs(self, mask: u64) -> Self {
+        SampleFormat {
+            regs_user: mask,
+            ..self
+        }
+    }
+
+    /// The `sample_regs_user` mask ([`SampleFormat::with_user_regs`]).
+    pub fn user_regs_mask(&self) -> u64 {
+        self.regs_user
     }
 
     /// The `sample_type` bits.
@@ -768,7 +813,14 @@ impl SampleFormat {
     #[inline(always)]
     fn sample_fixed<'a>(&self, bytes: &'a [u8]) -> Option<Sample<'a>> {
         let o = &self.at;
-        let (fixed, callchain, raw, cgroup) = self.fixed_parts(bytes)?;
+        let FixedParts {
+            fixed,
+            callchain,
+            raw,
+            user_regs,
+            user_stack,
+            cgroup,
+        } = self.fixed_parts(bytes)?;
         // Every place is inside `fixed`: each field is `Some` exactly when its bit is set.
         let word = |at: u8| self.u64_at(fixed, at);
         // A place of SampleOffsets::of (at most 84): plus 4 fits a u8.
@@ -787,6 +839,8 @@ impl SampleFormat {
             period: word(o.period),
             callchain,
             raw,
+            user_regs,
+            user_stack,
             cgroup,
         })
     }
@@ -834,6 +888,37 @@ impl SampleFormat {
             let after = end.checked_add(size)?;
             (Some(bytes.get(end..after)?), after)
         };
+        let (user_regs, after) = if self.has(sample_type::REGS_USER) {
+            let abi = u64_at_pos::<BIG>(bytes, after)?;
+            let start = after.checked_add(8)?;
+            let stop = start.checked_add(regs_len(abi, self.regs_user))?;
+            let words = bytes.get(start..stop)?;
+            let regs = UserRegs::new(abi, self.regs_user, words, Endian::from_big(BIG));
+            (Some(regs), stop)
+        } else {
+            (None, after)
+        };
+        let (user_stack, after) = if self.has(sample_type::STACK_USER) {
+            let size = u64_at_pos::<BIG>(bytes, after)?;
+            let start = after.checked_add(8)?;
+            if size == 0 {
+                (Some(StackCopy { bytes: &[], size }), start)
+            } else {
+                let copy_end = start.checked_add(usize::try_from(size).ok()?)?;
+                let copy = bytes.get(start..copy_end)?;
+                let dyn_size = u64_at_pos::<BIG>(bytes, copy_end)?;
+                let copied = copy.get(..usize::try_from(dyn_size).ok()?)?;
+                (
+                    Some(StackCopy {
+                        bytes: copied,
+                        size,
+                    }),
+                    copy_end.checked_add(8)?,
+                )
+            }
+        } else {
+            (None, after)
+        };
         let cgroup = if o.cgroup {
             let a = *bytes.get(after..)?.first_chunk::<8>()?;
             Some(if BIG {
@@ -844,7 +929,14 @@ impl SampleFormat {
         } else {
             None
         };
-        Some((fixed, callchain, raw, cgroup))
+        Some(FixedParts {
+            fixed,
+            callchain,
+            raw,
+            user_regs,
+            user_stack,
+            cgroup,
+        })
     }
 
     /// What a JSON line of the `PERF_RECORD_SAMPLE` record `bytes` (header included)
@@ -871,7 +963,13 @@ impl SampleFormat {
             return None;
         }
         let record = bytes.get(..size)?;
-        let (fixed, callchain, raw, cgroup) = self.fixed_parts_in::<BIG>(record)?;
+        let FixedParts {
+            fixed,
+            callchain,
+            raw,
+            cgroup,
+            ..
+        } = self.fixed_parts_in::<BIG>(record)?;
         let raw = raw.unwrap_or_default();
         // The fixed part within the record's first WINDOW bytes (the usual layouts): the
         // fields read from that array at places the compiler sees inside it, without a
@@ -951,6 +1049,28 @@ impl SampleFormat {
         if self.has(RAW) {
             let size = r.u32("raw size")? as usize;
             s.raw = Some(r.take("raw data", size)?);
+        }
+        if self.has(REGS_USER) {
+            let abi = r.u64("regs_user abi")?;
+            let words = r.take("regs_user registers", regs_len(abi, self.regs_user))?;
+            s.user_regs = Some(UserRegs::new(abi, self.regs_user, words, self.endian));
+        }
+        if self.has(STACK_USER) {
+            let size = r.u64("stack_user size")?;
+            let mut copy: &[u8] = &[];
+            if size != 0 {
+                // A size past the record: the take names it (saturated, never wrapped).
+                let room = r.take(
+                    "stack_user data",
+                    usize::try_from(size).unwrap_or(usize::MAX),
+                )?;
+                let dyn_size = r.u64("stack_user dyn_size")?;
+                copy = usize::try_from(dyn_size)
+                    .ok()
+                    .and_then(|n| room.get(..n))
+                    .ok_or(PerfSampleError::StackDynSize { dyn_size, size })?;
+            }
+            s.user_stack = Some(StackCopy { bytes: copy, size });
         }
         if self.has(CGROUP) {
             s.cgroup = Some(r.u64("cgroup")?);
@@ -1464,6 +1584,113 @@ mod tests {
         assert_eq!((s.pid, s.tid, s.time), (Some(7), Some(8), Some(42)));
     }
 
+    /// A sample of `UEVREC | CALLCHAIN | REGS_USER | STACK_USER | CGROUP` (the shape of
+    /// `--call-graph dwarf`): `regs` after the raw data, the stack copy (`size` bytes of
+    /// room, `stack` in it, `dyn_size` said), the cgroup id last.
+    fn dwarf_sample(abi: u64, regs: &[u64], size: u64, stack: &[u8], dyn_size: u64) -> Vec<u8> {
+        let mut v = chain_sample(
+            &[PERF_CONTEXT_KERNEL_FOR_TESTS, 0xffff_ffff_8100_0000],
+            2,
+            b"entry",
+        );
+        // The kernel's raw size counts the padding to 8 bytes: what follows is aligned.
+        v[64..68].copy_from_slice(&12u32.to_ne_bytes());
+        v.extend_from_slice(&abi.to_ne_bytes());
+        for r in regs {
+            v.extend_from_slice(&r.to_ne_bytes());
+        }
+        v.extend_from_slice(&size.to_ne_bytes());
+        if size != 0 {
+            let mut room = stack.to_vec();
+            room.resize(size as usize, 0);
+            v.extend_from_slice(&room);
+            v.extend_from_slice(&dyn_size.to_ne_bytes());
+        }
+        v.extend_from_slice(&0x77u64.to_ne_bytes());
+        let len = v.len() as u16;
+        v[6..8].copy_from_slice(&len.to_ne_bytes());
+        v
+    }
+
+    const PERF_CONTEXT_KERNEL_FOR_TESTS: u64 = crate::callchain::PERF_CONTEXT_KERNEL;
+
+    fn dwarf_format() -> SampleFormat {
+        use crate::user_stack::x86_64::{BP, IP, SP};
+        use sample_type::*;
+        SampleFormat::new(UEVREC | CALLCHAIN | REGS_USER | STACK_USER | CGROUP, true)
+            .unwrap()
+            .with_user_regs(1 << BP | 1 << SP | 1 << IP)
+    }
+
+    #[test]
+    fn user_registers_and_stack_copy() {
+        use crate::user_stack::x86_64::{BP, IP, SP};
+        let f = dwarf_format();
+        let stack: Vec<u8> = (0..40).collect();
+        let rec = dwarf_sample(2, &[0xb0, 0x5000, 0x40_1000], 64, &stack, 40);
+        let Record::Sample(s) = f.parse(&rec).unwrap() else {
+            panic!("not a sample")
+        };
+        let regs = s.user_regs.unwrap();
+        assert_eq!(
+            (regs.abi(), regs.get(BP), regs.get(SP), regs.get(IP)),
+            (2, Some(0xb0), Some(0x5000), Some(0x40_1000))
+        );
+        let copy = s.user_stack.unwrap();
+        assert_eq!((copy.bytes, copy.size), (&stack[..], 64));
+        assert_eq!(
+            (s.raw, s.cgroup),
+            (Some(&b"entry\0\0\0\0\0\0\0"[..]), Some(0x77))
+        );
+        assert_eq!(s.callchain.unwrap().len(), 2);
+        // The line fields find the cgroup id after them too.
+        assert_eq!(f.line_fields(&rec).unwrap().cgroup, Some(0x77));
+        // No registers (a kernel thread): abi 0, no words; a stack of size 0: no dyn_size.
+        let rec = dwarf_sample(0, &[], 0, &[], 0);
+        let Record::Sample(s) = f.parse(&rec).unwrap() else {
+            panic!("not a sample")
+        };
+        assert_eq!(s.user_regs.unwrap().get(SP), None);
+        assert_eq!(s.user_stack.unwrap().bytes, &[] as &[u8]);
+        assert_eq!(s.cgroup, Some(0x77));
+    }
+
+    #[test]
+    fn truncated_user_stacks_are_errors() {
+        let f = dwarf_format();
+        let rec = dwarf_sample(2, &[1, 2, 3], 64, &[7; 64], 64);
+        // Every cut inside the registers or the copy is an error naming the field.
+        let regs_at = rec.len() - 8 - 8 - 64 - 8 - 24 - 8;
+        for cut in regs_at..rec.len() {
+            let mut short = rec[..cut].to_vec();
+            short[6..8].copy_from_slice(&(cut as u16).to_ne_bytes());
+            let e = f.parse(&short).unwrap_err();
+            let text = e.to_string();
+            assert!(
+                ["regs_user", "stack_user", "cgroup"]
+                    .iter()
+                    .any(|w| text.contains(w)),
+                "cut at {cut}: {text}"
+            );
+        }
+        // A size past the record.
+        let mut huge = dwarf_sample(2, &[1, 2, 3], 8, &[0; 8], 8);
+        let size_at = huge.len() - 8 - 8 - 8 - 8;
+        huge[size_at..size_at + 8].copy_from_slice(&u64::MAX.to_ne_bytes());
+        let e = f.parse(&huge).unwrap_err();
+        assert!(e.to_string().contains("stack_user data"), "{e}");
+        // dyn_size past the room it was copied into.
+        let bad = dwarf_sample(2, &[1, 2, 3], 16, &[0; 16], 24);
+        assert_eq!(
+            f.parse(&bad),
+            Err(PerfSampleError::StackDynSize {
+                dyn_size: 24,
+                size: 16
+            })
+        );
+        assert_eq!(f.line_fields(&bad), None);
+    }
+
     #[test]
     fn header_helper() {
         assert_eq!(parse_header(&[0; 7]), None);
@@ -1495,6 +1722,40 @@ mod tests {
             let (f, rec) = sample_of(&body, st, endian, raw_size);
             let fieldwise = f.sample(Reader::new(&rec, HEADER_SIZE, endian));
             prop_assert_eq!(f.sample_fixed(&rec), fieldwise.ok());
+        }
+
+        /// With user registers and stacks too (any mask, any sizes, cut anywhere): the
+        /// fixed-place reading and the fieldwise one agree, and nothing panics.
+        #[test]
+        fn user_stack_places_match_fieldwise(abi in 0u64..3, mask in any::<u64>(), size in 0u64..80, dyn_size in 0u64..90,
+                                             words in 0usize..12, cut in 0usize..400, endian in prop_oneof![Just(Endian::Little), Just(Endian::Big)]) {
+            use sample_type::*;
+            let f = SampleFormat::new(REGS_USER | STACK_USER | CGROUP | TID, false).unwrap().with_endian(endian).with_user_regs(mask);
+            let word = |w: u64| if endian.is_big() { w.to_be_bytes() } else { w.to_le_bytes() };
+            let mut rec = header(PERF_RECORD_SAMPLE, 0);
+            if endian != Endian::NATIVE {
+                rec[..4].reverse();
+            }
+            rec.extend_from_slice(&[1, 0, 0, 0, 2, 0, 0, 0]);
+            rec.extend_from_slice(&word(abi));
+            for i in 0..words as u64 {
+                rec.extend_from_slice(&word(i));
+            }
+            rec.extend_from_slice(&word(size));
+            rec.extend(std::iter::repeat_n(0xaa, size as usize));
+            rec.extend_from_slice(&word(dyn_size));
+            rec.extend_from_slice(&word(9));
+            rec.truncate(cut.max(8));
+            let len = rec.len() as u16;
+            let len = if endian.is_big() { len.to_be_bytes() } else { len.to_le_bytes() };
+            rec[6..8].copy_from_slice(&len);
+            let fieldwise = f.sample(Reader::new(&rec, HEADER_SIZE, endian));
+            prop_assert_eq!(f.sample_fixed(&rec), fieldwise.clone().ok());
+            if let Ok(s) = fieldwise {
+                let copy = s.user_stack.unwrap();
+                prop_assert!(copy.bytes.len() as u64 <= copy.size);
+                prop_assert_eq!(s.user_regs.unwrap().bytes().len(), crate::user_stack::regs_len(abi, mask));
+            }
         }
 
         /// `line_fields` (through the 64-byte window or the slice) reads what the fixed-place

@@ -218,6 +218,8 @@ pub enum Arrival<'a> {
         raw: &'a [u8],
         /// The call stack (`PERF_SAMPLE_CALLCHAIN`), if asked for.
         callchain: Option<uevrec_parsers::callchain::Callchain<'a>>,
+        /// The user registers and stack copy (`--call-graph dwarf`), if asked for.
+        user_stack: Option<uevrec_parsers::user_stack::UserStack<'a>>,
     },
     /// Who is who changed (a thread's name, a new or exited thread, a new cgroup).
     Context {

@@ -3,13 +3,16 @@
 
 use clap::Args;
 
-use crate::capture::stacks::{StackRequest, max_stack_sysctl};
+use crate::capture::stacks::{DWARF_SUPPORTED, StackRequest, max_stack_sysctl};
 
 /// `--call-graph`'s modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallGraph {
     /// Frame pointers, walked by the kernel.
     Fp,
+    /// The user registers and this many bytes of user stack with every record, unwound
+    /// in user space from each module's `.eh_frame`.
+    Dwarf(u32),
     /// No stacks.
     None,
 }
@@ -17,8 +20,9 @@ pub enum CallGraph {
 /// perf's default `dwarf` stack size (bytes of user stack copied per sample).
 pub const DWARF_DEFAULT_SIZE: u32 = 8192;
 
-/// `--call-graph fp|dwarf[,SIZE]|none`: `dwarf` (with or without a valid size) is
-/// refused with the reason, never taken for `fp`.
+/// `--call-graph fp|dwarf[,SIZE]|none` (SIZE: a multiple of 8 up to 65528, perf's
+/// bounds; on a machine without the unwinder `dwarf` is refused with the reason, never
+/// taken for `fp`).
 pub fn parse_call_graph(s: &str) -> Result<CallGraph, String> {
     let (mode, size) = match s.split_once(',') {
         Some((m, size)) => (m, Some(size)),
@@ -40,11 +44,14 @@ pub fn parse_call_graph(s: &str) -> Result<CallGraph, String> {
                         )
                     })?,
             };
-            Err(format!(
-                "`dwarf` ({size} bytes of user stack per record) is not supported yet: uevrec \
-                 walks frame pointers only so far (`fp`, or -g); DWARF unwinding is planned \
-                 (docs/stacks.md, \"Not yet\")"
-            ))
+            if !DWARF_SUPPORTED {
+                return Err(format!(
+                    "`dwarf` is not supported on {} yet: uevrec unwinds x86_64 stacks only \
+                     so far; use fp (or -g) here (docs/stacks.md, \"Not yet\")",
+                    std::env::consts::ARCH
+                ));
+            }
+            Ok(CallGraph::Dwarf(size))
         }
         _ => Err(format!(
             "`{s}` is not a call-graph mode: use fp, dwarf[,SIZE] or none"
@@ -78,8 +85,9 @@ pub struct StackArgs {
     /// (docs/stacks.md).
     #[arg(short = 'g', help_heading = "Call stacks")]
     pub g: bool,
-    /// How to record call stacks: fp (frame pointers), dwarf or dwarf,SIZE (not supported yet)
-    /// or none.
+    /// How to record call stacks: fp (frame pointers), dwarf or dwarf,SIZE (user registers
+    /// and SIZE bytes of user stack per record, default 8192, at most 65528, unwound from
+    /// .eh_frame; through code without unwind information by its frame pointer) or none.
     #[arg(long, value_name = "MODE", value_parser = parse_call_graph, help_heading = "Call stacks")]
     pub call_graph: Option<CallGraph>,
     /// Frames per stack at most, kernel and user together (default and most:
@@ -127,14 +135,16 @@ pub fn unsupported_output(
 impl StackArgs {
     /// The stacks asked for (`None`: none; `--call-graph none` wins over -g).
     pub fn request(&self) -> Option<StackRequest> {
-        let on = match self.call_graph {
-            Some(CallGraph::None) => false,
-            Some(CallGraph::Fp) => true,
-            None => self.g,
+        let (on, dwarf) = match self.call_graph {
+            Some(CallGraph::None) => (false, None),
+            Some(CallGraph::Fp) => (true, None),
+            Some(CallGraph::Dwarf(size)) => (true, Some(size)),
+            None => (self.g, None),
         };
         on.then(|| StackRequest {
             max_stack: self.max_stack.unwrap_or(0),
             kernel: !self.user_callchains,
+            dwarf,
         })
     }
 }
@@ -147,9 +157,13 @@ mod tests {
     fn modes() {
         assert_eq!(parse_call_graph("fp"), Ok(CallGraph::Fp));
         assert_eq!(parse_call_graph("none"), Ok(CallGraph::None));
-        for dwarf in ["dwarf", "dwarf,16384"] {
-            let e = parse_call_graph(dwarf).unwrap_err();
-            assert!(e.contains("not supported yet"), "{e}");
+        if DWARF_SUPPORTED {
+            assert_eq!(parse_call_graph("dwarf"), Ok(CallGraph::Dwarf(8192)));
+            assert_eq!(parse_call_graph("dwarf,65528"), Ok(CallGraph::Dwarf(65528)));
+            assert!(parse_call_graph("dwarf,65536").is_err());
+        } else {
+            let e = parse_call_graph("dwarf").unwrap_err();
+            assert!(e.contains("not supported"), "{e}");
         }
         assert!(
             parse_call_graph("dwarf,7")
@@ -174,7 +188,8 @@ mod tests {
             a.request(),
             Some(StackRequest {
                 max_stack: 0,
-                kernel: true
+                kernel: true,
+                dwarf: None,
             })
         );
         a.call_graph = Some(CallGraph::None);
@@ -186,8 +201,11 @@ mod tests {
             a.request(),
             Some(StackRequest {
                 max_stack: 20,
-                kernel: false
+                kernel: false,
+                dwarf: None,
             })
         );
+        a.call_graph = Some(CallGraph::Dwarf(4096));
+        assert_eq!(a.request().and_then(|r| r.dwarf), Some(4096));
     }
 }

@@ -65,7 +65,7 @@ pub fn session_info(config: &SessionConfig) -> SessionInfo {
             resample_ms: RESAMPLE_INTERVAL.as_millis() as u64,
         },
         stacks: config.stacks.map(|s| uevrec_parsers::StackInfo {
-            call_graph: "fp".into(),
+            call_graph: s.call_graph(),
             max_stack: s.max_stack,
             kernel: s.kernel,
             symbolized: config.symbolize,

@@ -149,6 +149,7 @@ impl Core {
                 cgroup,
                 raw,
                 stack,
+                user_stack,
             } => {
                 match self.formats.get(slot as usize).and_then(Option::as_ref) {
                     Some(prepared) => {
@@ -163,7 +164,7 @@ impl Core {
                         }
                         self.writer.write_prepared(out, &stamp, prepared, raw);
                         if let (Some(s), Some(stack)) = (&mut self.stacks, stack) {
-                            add_stack(out, start, s, &stamp, stack);
+                            add_stack(out, start, s, &stamp, stack, user_stack);
                         }
                         if self.schema {
                             let end = out.len();
@@ -202,12 +203,13 @@ fn add_stack(
     stacks: &mut StackWriter,
     stamp: &uevrec_parsers::RecordStamp,
     stack: uevrec_parsers::callchain::Callchain<'_>,
+    user_stack: Option<uevrec_parsers::user_stack::UserStack<'_>>,
 ) {
     if out.len() < start + 2 || !out.ends_with(b"}\n") {
         return;
     }
     out.truncate(out.len() - 2);
-    stacks.write(out, stamp, stack);
+    stacks.write(out, stamp, stack, user_stack);
     out.extend_from_slice(b"}\n");
 }
 

@@ -288,9 +288,13 @@ fn stage(
     let context = config.context;
     let stacks = config
         .stacks
-        .map(|_| crate::pipeline::stacks::StackOptions {
+        .map(|s| crate::pipeline::stacks::StackOptions {
             symbolize: config.symbolize,
             offline: false,
+            max_frames: usize::from(match s.max_stack {
+                0 => crate::capture::stacks::max_stack_sysctl().unwrap_or(127),
+                n => n,
+            }),
         });
     let downstream_gone = AtomicBool::new(false);
     let session_info = config.schema.then(|| {

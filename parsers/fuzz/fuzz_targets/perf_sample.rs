@@ -2,7 +2,8 @@
 //! - never panics, on one record or on a walk over consecutive records;
 //! - unsupported `sample_type` bits are an error, never a guess;
 //! - a parsed sample has exactly the fields its `sample_type` selects, and its raw bytes
-//!   lie inside the record;
+//!   lie inside the record, and so do its user registers and stack copy (never more
+//!   than the copy's room);
 //! - a parsed lost record has exactly the trailer fields `sample_id_all` selects, and the
 //!   record is long enough to hold body and trailer.
 #![no_main]
@@ -20,6 +21,8 @@ struct Input {
     unmasked: bool,
     sample_id_all: bool,
     big_endian: bool,
+    /// `sample_regs_user`: how many registers `PERF_SAMPLE_REGS_USER` holds.
+    regs_mask: u64,
     bytes: Vec<u8>,
 }
 
@@ -30,7 +33,9 @@ fuzz_target!(|input: Input| {
         input.sample_type & sample_type::SUPPORTED
     };
     let format = match SampleFormat::new(bits, input.sample_id_all) {
-        Ok(format) => format.with_endian(uevrec_parsers::Endian::from_big(input.big_endian)),
+        Ok(format) => format
+            .with_endian(uevrec_parsers::Endian::from_big(input.big_endian))
+            .with_user_regs(input.regs_mask),
         Err(e) => {
             assert_eq!(
                 e,
@@ -106,6 +111,24 @@ fn check(input: &Input, format: &SampleFormat, bits: u64, bytes: &[u8], record: 
             if let Some(raw) = s.raw {
                 let start = raw.as_ptr() as usize - bytes.as_ptr() as usize;
                 assert!(start + raw.len() <= size, "raw data past the record end");
+            }
+            assert_eq!(s.user_regs.is_some(), has(REGS_USER));
+            assert_eq!(s.user_stack.is_some(), has(STACK_USER));
+            if let Some(regs) = s.user_regs {
+                let words = regs.bytes();
+                let start = words.as_ptr() as usize - bytes.as_ptr() as usize;
+                assert!(start + words.len() <= size, "registers past the record end");
+                assert_eq!(
+                    words.len(),
+                    uevrec_parsers::user_stack::regs_len(regs.abi(), input.regs_mask)
+                );
+            }
+            if let Some(copy) = s.user_stack {
+                assert!(copy.bytes.len() as u64 <= copy.size, "dyn_size past the copy");
+                if !copy.bytes.is_empty() {
+                    let start = copy.bytes.as_ptr() as usize - bytes.as_ptr() as usize;
+                    assert!(start + copy.bytes.len() <= size, "stack copy past the record end");
+                }
             }
         }
         Record::Lost { sample_id, .. } => {

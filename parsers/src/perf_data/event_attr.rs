@@ -4,7 +4,7 @@
 //! sample ids), which re-exports it all.
 //!
 //! Offsets used: `type` 0, `size` 4, `config` 8, `sample_type` 24, `read_format` 32, the
-//! flag bitfield 40, `clockid` 92 (present from `PERF_ATTR_SIZE_VER3`, 96 bytes). The
+//! flag bitfield 40, `sample_regs_user` 80 (from `PERF_ATTR_SIZE_VER3`), `clockid` 92 (present from `PERF_ATTR_SIZE_VER3`, 96 bytes). The
 //! bitfield is in the writer's order: on a big-endian machine the first flag is the
 //! most significant bit of the u64 (C bitfield allocation), so flag n is bit 63 − n.
 
@@ -57,6 +57,8 @@ pub struct EventAttr {
     pub flags: u64,
     /// `clockid` when the attr is large enough to hold it.
     pub clockid: Option<i32>,
+    /// `sample_regs_user` (0 when the attr is too small to hold it).
+    pub regs_user: u64,
 }
 
 impl EventAttr {
@@ -91,7 +93,15 @@ impl EventAttr {
         } else {
             None
         };
+        let regs_user = if bytes.len() >= 96 && size >= 96 {
+            // A place in the input: far below u64::MAX (saturating all the same).
+            let mut c = Cursor::new(&bytes[80..88], at.saturating_add(80), endian);
+            c.u64("attr sample_regs_user")?
+        } else {
+            0
+        };
         Ok(EventAttr {
+            regs_user,
             kind,
             size,
             config,
@@ -123,6 +133,7 @@ impl EventAttr {
 
     /// How this event's records are laid out, in the file's byte order.
     pub fn sample_format(&self, endian: Endian) -> Result<SampleFormat, PerfSampleError> {
-        SampleFormat::new(self.sample_type, self.sample_id_all()).map(|f| f.with_endian(endian))
+        SampleFormat::new(self.sample_type, self.sample_id_all())
+            .map(|f| f.with_endian(endian).with_user_regs(self.regs_user))
     }
 }

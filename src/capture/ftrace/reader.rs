@@ -240,5 +240,6 @@ fn sample(raw: &[u8], time: u64, cpu: u32, pid_of: impl FnOnce(u32) -> Option<u3
         cgroup: None,
         raw,
         callchain: None,
+        user_stack: None,
     }
 }

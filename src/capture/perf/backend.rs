@@ -32,7 +32,8 @@ impl PerfBackend {
     pub fn new(rings: Rings) -> Self {
         PerfBackend {
             layout: SampleFormat::new(rings.tracking().sample_type(), true)
-                .expect("uevrec's own sample_type is supported"),
+                .expect("uevrec's own sample_type is supported")
+                .with_user_regs(crate::capture::stacks::USER_REGS_MASK),
             rings,
             spare_pipe: ReaperPipe::new().ok(),
             tracked: TimeMerge::default(),
@@ -54,6 +55,10 @@ fn arrival<'a>(layout: &SampleFormat, marker: Option<u64>, bytes: &'a [u8]) -> A
             cgroup: s.cgroup,
             raw: s.raw.unwrap_or(&[]),
             callchain: s.callchain,
+            user_stack: s
+                .user_regs
+                .zip(s.user_stack)
+                .map(|(regs, stack)| uevrec_parsers::user_stack::UserStack { regs, stack }),
         },
         Ok(
             rec @ (Record::Comm { .. }

@@ -2,7 +2,8 @@
 //!
 //! Every event uevrec opens shares one attr shape (so one [`SampleFormat`] parses all of
 //! a ring): `sample_type` = IDENTIFIER|TID|TIME|CPU|RAW (and CGROUP when context is
-//! on and the kernel has it, [`Tracking`]), `sample_id_all`, `use_clockid`
+//! on and the kernel has it, CALLCHAIN with stacks, REGS_USER|STACK_USER with dwarf
+//! stacks: [`Tracking`]), `sample_id_all`, `use_clockid`
 //! with `CLOCK_MONOTONIC` (the only clocks tracepoints accept besides MONOTONIC_RAW),
 //! opened disabled, CPU-wide (`pid = -1`), close-on-exec.
 //!
@@ -16,7 +17,7 @@ use perf_event_open_sys as sys;
 use sys::bindings::perf_event_attr;
 use uevrec_parsers::perf_sample::sample_type;
 
-use crate::capture::stacks::StackRequest;
+use crate::capture::stacks::{StackRequest, USER_REGS_MASK};
 
 /// An open perf event.
 #[derive(Debug)]
@@ -72,8 +73,11 @@ impl Tracking {
         if self.cgroups {
             st |= sample_type::CGROUP;
         }
-        if self.stacks.is_some() {
+        if let Some(stacks) = self.stacks {
             st |= sample_type::CALLCHAIN;
+            if stacks.dwarf.is_some() {
+                st |= sample_type::REGS_USER | sample_type::STACK_USER;
+            }
         }
         st
     }
@@ -95,6 +99,12 @@ fn base_attr(tracking: Tracking) -> perf_event_attr {
     if let Some(stacks) = tracking.stacks {
         attr.sample_max_stack = stacks.max_stack;
         attr.set_exclude_callchain_kernel(u64::from(!stacks.kernel));
+        if let Some(size) = stacks.dwarf {
+            // The user part is unwound from these; the kernel's chain keeps its kernel part.
+            attr.sample_regs_user = USER_REGS_MASK;
+            attr.sample_stack_user = size;
+            attr.set_exclude_callchain_user(1);
+        }
     }
     attr
 }

@@ -108,6 +108,7 @@ impl GroupTaker<'_> {
                 cgroup,
                 raw,
                 callchain,
+                user_stack,
             } => {
                 let Some(&slot) = key.and_then(|k| sh.by_key.get(&k)) else {
                     self.unknown += 1;
@@ -126,8 +127,14 @@ impl GroupTaker<'_> {
                     pid: pid.unwrap_or(0),
                     tid: tid.unwrap_or(0),
                 };
-                self.chunk
-                    .push_record_stacked(slot as u32, &stamp, cgroup, callchain, raw);
+                self.chunk.push_record_stacked(
+                    slot as u32,
+                    &stamp,
+                    cgroup,
+                    callchain,
+                    user_stack,
+                    raw,
+                );
                 self.records[slot] += 1;
             }
             Arrival::Lost { lost, time } => {
@@ -207,6 +214,7 @@ impl<E> Stager<E> {
                 cgroup,
                 raw,
                 callchain,
+                user_stack,
             } => {
                 let Some(&slot) = key.and_then(|k| self.by_key.get(&k)) else {
                     self.unknown += 1;
@@ -226,8 +234,14 @@ impl<E> Stager<E> {
                     tid: tid.unwrap_or(0),
                 };
                 // Slots fit in u32: [`StageSender::format`] refuses any other.
-                self.chunk
-                    .push_record_stacked(slot as u32, &stamp, cgroup, callchain, raw);
+                self.chunk.push_record_stacked(
+                    slot as u32,
+                    &stamp,
+                    cgroup,
+                    callchain,
+                    user_stack,
+                    raw,
+                );
                 ev.records += 1;
                 self.summary.records += 1;
             }

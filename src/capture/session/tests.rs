@@ -164,6 +164,7 @@ impl Backend for Fake {
                     cgroup: None,
                     raw,
                     callchain: None,
+                    user_stack: None,
                 },
                 Pending::Lost(n) => Arrival::Lost {
                     lost: *n,

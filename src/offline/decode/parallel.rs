@@ -213,6 +213,8 @@ pub(crate) fn stack_options(opts: DecodeOptions) -> Option<StackOptions> {
     (opts.stacks && opts.format == OutputFormat::JsonLines).then_some(StackOptions {
         symbolize: opts.symbolize_stacks,
         offline: true,
+        // A recorded chain is as long as the kernel made it; no stack copies are unwound.
+        max_frames: usize::MAX,
     })
 }
 
@@ -337,7 +339,7 @@ impl RecordSink for StageSink<'_> {
         }
         match (stack, offset_in(self.input, raw)) {
             // The chain and the entry are copied (a staged reference holds one part).
-            (Some(stack), _) => chunk.push_record_stacked(slot, stamp, cgroup, Some(stack), raw),
+            (Some(stack), _) => chunk.push_record_stacked(slot, stamp, cgroup, Some(stack), None, raw),
             (None, Some((offset, len))) => chunk.push_record_at(slot, stamp, cgroup, offset, len),
             (None, None) => chunk.push_record_in(slot, stamp, cgroup, raw),
         }

@@ -313,6 +313,8 @@ impl Encoder {
                     cgroup,
                     raw,
                     stack,
+                    // `--call-graph dwarf` is refused with `--raw` (docs/stacks.md).
+                    user_stack: _,
                 } => {
                     let ev = match self.slots.get(slot as usize).copied().flatten() {
                         Some(SlotOut::Event(ev)) => ev,

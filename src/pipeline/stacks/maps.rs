@@ -52,6 +52,19 @@ struct Generation {
     /// When it began (Unix ns; None: before every record).
     since: Option<u64>,
     mappings: Vec<Mapping>,
+    /// Mappings added since it began (what the unwinder built from them checks).
+    changes: u32,
+}
+
+/// The mappings of one program run of a process, for building its unwinder
+/// ([`super::unwind`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ProgramRun<'a> {
+    /// The run's key: the process and when the run began (Unix ns; `None`: before the
+    /// recording), and how many mappings it was told of (a new one changes it).
+    pub key: (u32, Option<u64>, u32),
+    /// Its executable mappings.
+    pub mappings: &'a [Mapping],
 }
 
 /// One process's program runs, oldest first.
@@ -87,6 +100,7 @@ impl Process {
         self.generations.push_back(Generation {
             since: time,
             mappings,
+            changes: 0,
         });
         while self.generations.len() > MAX_GENERATIONS {
             self.generations.pop_front();
@@ -146,6 +160,7 @@ impl ProcessMaps {
                     g.mappings
                         .retain(|m| m.end <= mapping.start || m.start >= mapping.end);
                     g.mappings.push(mapping);
+                    g.changes = g.changes.wrapping_add(1);
                 }
                 self.scanned.insert(pid);
             }
@@ -216,6 +231,17 @@ impl ProcessMaps {
             .iter()
             .find(|m| m.start <= address && address < m.end)
     }
+
+    /// The program run of process `pid` at `time`, with all its mappings (read from
+    /// `/proc` as [`ProcessMaps::find`] does for a process never seen).
+    pub fn run(&mut self, pid: u32, time: Option<u64>) -> Option<ProgramRun<'_>> {
+        self.scan(pid);
+        let g = self.processes.get(&pid)?.generation_at(time)?;
+        Some(ProgramRun {
+            key: (pid, g.since, g.changes),
+            mappings: &g.mappings,
+        })
+    }
 }
 
 impl ProcessMaps {
@@ -229,6 +255,7 @@ impl ProcessMaps {
             p.generations.push_back(Generation {
                 since: None,
                 mappings,
+                changes: 0,
             });
             self.processes.insert(pid, Arc::new(p));
             self.bound();

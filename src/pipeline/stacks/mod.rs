@@ -6,27 +6,31 @@
 //! [`symbols`] turns a file offset or a kernel address into functions, files and lines,
 //! with bounded caches and a time budget.
 //!
-//! [`perf_map`] names JIT code from `/tmp/perf-PID.map`.
+//! [`perf_map`] names JIT code from `/tmp/perf-PID.map`; [`unwind`] turns the user
+//! registers and stack copy of `--call-graph dwarf` into the user frames.
 //!
 //! [`build_ids`] tells, for a recorded file, whether a module on disk is still the one
 //! recorded.
 //!
-//! Layers, lowest first: `build_ids`, `maps`, `perf_map`, `symbols`.
+//! Layers, lowest first: `build_ids`, `maps`, `perf_map`, `symbols`, `unwind`.
 
 pub mod build_ids;
 pub mod maps;
 pub mod perf_map;
 pub mod symbols;
+pub mod unwind;
 
 use std::io::Write;
 use std::sync::Arc;
 
 use uevrec_parsers::callchain::{Callchain, FrameContext};
+use uevrec_parsers::user_stack::UserStack;
 use uevrec_parsers::{ContextUpdate, RecordStamp};
 
 use maps::ProcessMaps;
 use perf_map::PerfMaps;
 use symbols::Resolved;
+use unwind::UserUnwinder;
 
 /// What the session line says the `stack` key holds.
 pub const FRAMES_IN_WORDS: &str = "stack: the frames, innermost first; each with addr (hex), \
@@ -35,7 +39,9 @@ pub const FRAMES_IN_WORDS: &str = "stack: the frames, innermost first; each with
      inlined (the calls inlined at the address, innermost first), perf_map (true: named \
      from /tmp/perf-PID.map); a frame without names \
      says why in unsymbolized (no_mapping, no_file, behind, kallsyms_hidden, no_symbols \
-     …); with --no-symbolize, user frames carry module, file_offset and build_id instead";
+     …); with --no-symbolize, user frames carry module, file_offset and build_id instead; \
+     with --call-graph dwarf the last user frame says why the walk ended early in \
+     truncated (stack_copy: past the copied stack, max_stack, unwind_failed)";
 
 /// How stacks are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -48,6 +54,9 @@ pub struct StackOptions {
     /// `/proc/PID/maps`), and a frame in a file whose build id is not the one recorded
     /// is not named from it ([`build_ids`]).
     pub offline: bool,
+    /// Frames per stack at most, kernel and user together (the user frames unwound from
+    /// a stack copy stop there: the kernel bounds only its own part).
+    pub max_frames: usize,
 }
 
 /// Rendered frames kept per worker (the keys after `addr` and `context`), by module,
@@ -67,6 +76,10 @@ pub struct StackWriter {
     kernel: foldhash::HashMap<u64, Arc<[u8]>>,
     /// Offline: the build ids of the modules on disk now.
     build_ids: build_ids::BuildIds,
+    /// The unwinder of `--call-graph dwarf` (made at its first stack copy).
+    unwinder: Option<Box<UserUnwinder>>,
+    /// The user frames of the record being written (reused).
+    unwound: Vec<u64>,
 }
 
 impl StackWriter {
@@ -80,6 +93,8 @@ impl StackWriter {
             user: foldhash::HashMap::default(),
             kernel: foldhash::HashMap::default(),
             build_ids: build_ids::BuildIds::default(),
+            unwinder: None,
+            unwound: Vec::new(),
         }
     }
 
@@ -88,12 +103,21 @@ impl StackWriter {
         self.maps.apply(time, update);
     }
 
-    /// Append `,"stack":[…]` for the record of `stamp` to `out`.
-    pub fn write(&mut self, out: &mut Vec<u8>, stamp: &RecordStamp, stack: Callchain<'_>) {
+    /// Append `,"stack":[…]` for the record of `stamp` to `out`: the frames of the
+    /// kernel's chain, then those unwound from `user` (`--call-graph dwarf`), if any.
+    pub fn write(
+        &mut self,
+        out: &mut Vec<u8>,
+        stamp: &RecordStamp,
+        stack: Callchain<'_>,
+        user: Option<UserStack<'_>>,
+    ) {
         out.extend_from_slice(b",\"stack\":[");
         let mut first = true;
         let mut user_frames = 0u32;
+        let mut chain_frames = 0usize;
         for frame in stack.frames() {
+            chain_frames += 1;
             let frame = match frame {
                 Ok(f) => f,
                 Err(e) => {
@@ -133,6 +157,9 @@ impl StackWriter {
             }
             out.push(b'}');
         }
+        if let Some(user) = user {
+            self.write_unwound(out, stamp, &user, chain_frames, &mut first, user_frames);
+        }
         out.push(b']');
     }
 
@@ -143,6 +170,48 @@ impl StackWriter {
             s.unbudgeted = offline;
             f(s)
         })
+    }
+
+    /// The user frames unwound from a stack copy, after the `chain_frames` of the
+    /// kernel's chain; the last says why the walk ended early, if it did.
+    fn write_unwound(
+        &mut self,
+        out: &mut Vec<u8>,
+        stamp: &RecordStamp,
+        user: &UserStack<'_>,
+        chain_frames: usize,
+        first: &mut bool,
+        mut user_frames: u32,
+    ) {
+        let max = self.options.max_frames.saturating_sub(chain_frames);
+        let mut frames = std::mem::take(&mut self.unwound);
+        frames.clear();
+        let unwinder = self.unwinder.get_or_insert_with(Box::default);
+        let truncated = unwinder.walk(
+            &mut self.maps,
+            stamp.pid,
+            stamp.time_unix_ns,
+            user,
+            max,
+            &mut frames,
+        );
+        for &address in &frames {
+            sep(out, first);
+            out.extend_from_slice(b"{\"addr\":\"");
+            push_hex(out, address);
+            out.extend_from_slice(b"\",\"context\":\"user\"");
+            let back = u64::from(user_frames > 0);
+            user_frames = user_frames.saturating_add(1);
+            self.user_frame(out, stamp, address, back);
+            out.push(b'}');
+        }
+        if let (Some(why), false) = (truncated, frames.is_empty()) {
+            out.pop();
+            out.extend_from_slice(b",\"truncated\":\"");
+            out.extend_from_slice(why.name().as_bytes());
+            out.extend_from_slice(b"\"}");
+        }
+        self.unwound = frames;
     }
 
     /// The keys of a kernel frame after its context.
@@ -239,7 +308,7 @@ impl uevrec_parsers::StackNamer for StackWriter {
     }
 
     fn write(&mut self, out: &mut Vec<u8>, stamp: &RecordStamp, stack: Callchain<'_>) {
-        StackWriter::write(self, out, stamp, stack);
+        StackWriter::write(self, out, stamp, stack, None);
     }
 }
 

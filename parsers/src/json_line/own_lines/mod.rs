@@ -75,7 +75,8 @@ pub struct SessionInfo {
 /// What the records' `stack` key holds (docs/stacks.md).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct StackInfo {
-    /// How the stacks were taken (`fp`: the kernel walked the frame pointers).
+    /// How the stacks were taken (`fp`: the kernel walked the frame pointers; `dwarf,SIZE`:
+    /// user registers and SIZE bytes of stack unwound by uevrec).
     pub call_graph: String,
     /// Frames per stack at most (0: `kernel.perf_event_max_stack`).
     pub max_stack: u16,

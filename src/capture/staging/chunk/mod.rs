@@ -2,6 +2,7 @@
 //! decoder) and read back by the formatter, private to the process.
 
 use uevrec_parsers::callchain::Callchain;
+use uevrec_parsers::user_stack::{StackCopy, UserRegs, UserStack};
 use uevrec_parsers::{ContextUpdate, Endian, RecordStamp};
 
 /// `slot` value of a notice entry (not a record).
@@ -25,6 +26,13 @@ const HAS_REF: u32 = 4;
 /// Flag: the record's body (after the cgroup id, if any) starts with its call stack: a
 /// `u32` byte length, then the callchain's words (native byte order, markers included).
 const HAS_STACK: u32 = 8;
+/// Flag (with [`HAS_STACK`]): after the callchain's words, the user registers and stack
+/// copy of `--call-graph dwarf`: abi, register mask and the copy's room (`u64` each), the
+/// registers' and the copy's byte lengths (`u32` each), then their bytes
+/// ([`USER_STACK_HEAD`] + at most 64 registers + the copy: SIZE bytes at most).
+const HAS_USER_STACK: u32 = 16;
+/// Bytes before the registers of a [`HAS_USER_STACK`] body.
+const USER_STACK_HEAD: usize = 32;
 /// Body bytes of a [`HAS_REF`] record (besides the cgroup id).
 const REF_BODY: usize = 12;
 /// Bytes of an entry's header: slot, cpu, pid, tid, length, flags (u32 each), time (u64).
@@ -63,6 +71,8 @@ pub enum StagedEntry<'a> {
         raw: &'a [u8],
         /// The call stack the sample carried (`PERF_SAMPLE_CALLCHAIN`), if any.
         stack: Option<Callchain<'a>>,
+        /// The user registers and stack copy (`--call-graph dwarf`), if any.
+        user_stack: Option<UserStack<'a>>,
     },
     /// Who is who changed (a thread's name, a new thread, a cgroup's path …): the
     /// formatter's [`uevrec_parsers::ContextTracker`] takes it.
@@ -243,26 +253,35 @@ impl StagedChunk {
     }
 
     /// [`StagedChunk::push_record_in`] with the call stack the sample carried, if any
-    /// (its words and a length staged only when there is one).
+    /// (its words and a length staged only when there is one), and the user registers
+    /// and stack copy of `--call-graph dwarf` (the bytes the kernel copied, no more).
     pub fn push_record_stacked(
         &mut self,
         slot: u32,
         stamp: &RecordStamp,
         cgroup: Option<u64>,
         stack: Option<Callchain<'_>>,
+        user: Option<UserStack<'_>>,
         raw: &[u8],
     ) {
         let Some(stack) = stack else {
             return self.push_record_in(slot, stamp, cgroup, raw);
         };
         debug_assert!(slot < SCHEMA);
-        // Both come from one ring record (< 64 KiB).
+        // All come from one ring record (< 64 KiB).
         let words = stack.bytes();
-        let raw = &raw[..raw.len().min(u32::MAX as usize - 16 - words.len())];
+        let user_len = user.map_or(0, |u| {
+            USER_STACK_HEAD + u.regs.bytes().len() + u.stack.bytes.len()
+        });
+        let raw = &raw[..raw
+            .len()
+            .min(u32::MAX as usize - 16 - words.len() - user_len)];
         let id_len = if cgroup.is_some() { 8 } else { 0 };
-        let len = id_len + 4 + words.len() + raw.len();
+        let len = id_len + 4 + words.len() + user_len + raw.len();
         self.bytes.reserve(HEADER + len);
-        let flags = HAS_STACK | if cgroup.is_some() { HAS_CGROUP } else { 0 };
+        let flags = HAS_STACK
+            | if cgroup.is_some() { HAS_CGROUP } else { 0 }
+            | if user.is_some() { HAS_USER_STACK } else { 0 };
         self.header(slot, stamp, len, flags);
         if let Some(id) = cgroup {
             self.bytes.extend_from_slice(&id.to_ne_bytes());
@@ -270,6 +289,18 @@ impl StagedChunk {
         self.bytes
             .extend_from_slice(&len32(words.len()).to_ne_bytes());
         self.bytes.extend_from_slice(words);
+        if let Some(u) = user {
+            let (regs, copy) = (u.regs.bytes(), u.stack.bytes);
+            let mut head = [0u8; USER_STACK_HEAD];
+            head[..8].copy_from_slice(&u.regs.abi().to_ne_bytes());
+            head[8..16].copy_from_slice(&u.regs.mask().to_ne_bytes());
+            head[16..24].copy_from_slice(&u.stack.size.to_ne_bytes());
+            head[24..28].copy_from_slice(&len32(regs.len()).to_ne_bytes());
+            head[28..].copy_from_slice(&len32(copy.len()).to_ne_bytes());
+            self.bytes.extend_from_slice(&head);
+            self.bytes.extend_from_slice(regs);
+            self.bytes.extend_from_slice(copy);
+        }
         self.bytes.extend_from_slice(raw);
         self.records += 1;
     }
@@ -546,6 +577,21 @@ fn context_update(body: &[u8]) -> Option<ContextUpdate<'_>> {
     })
 }
 
+/// The user registers and stack copy at the start of `body` as
+/// [`StagedChunk::push_record_stacked`] wrote them, and the bytes after them (None: cut
+/// short, which only this module's own writing could cause).
+fn user_stack(body: &[u8]) -> Option<(UserStack<'_>, &[u8])> {
+    let (head, rest) = body.split_at_checked(USER_STACK_HEAD)?;
+    let (abi, mask, size) = (u64_at(head, 0), u64_at(head, 8), u64_at(head, 16));
+    let (regs, rest) = rest.split_at_checked(u32_at(head, 24) as usize)?;
+    let (copy, rest) = rest.split_at_checked(u32_at(head, 28) as usize)?;
+    let user = UserStack {
+        regs: UserRegs::new(abi, mask, regs, Endian::NATIVE),
+        stack: StackCopy { bytes: copy, size },
+    };
+    Some((user, rest))
+}
+
 /// A notice body's texts: what, event, message (None when cut or not UTF-8, which only
 /// this module's own writing could cause).
 fn notice_texts(body: &[u8]) -> Option<(&str, Option<&str>, &str)> {
@@ -642,6 +688,15 @@ impl<'a> Iterator for StagedEntries<'a> {
                 } else {
                     (None, raw)
                 };
+                let (user_stack, raw) = if flags & HAS_USER_STACK != 0 {
+                    let Some((user, raw)) = user_stack(raw) else {
+                        self.rest = &[];
+                        return None;
+                    };
+                    (Some(user), raw)
+                } else {
+                    (None, raw)
+                };
                 let raw = if flags & HAS_REF != 0 {
                     let at = (raw.len() == REF_BODY).then(|| {
                         let offset = usize::try_from(u64_at(raw, 0)).unwrap_or(usize::MAX);
@@ -668,6 +723,7 @@ impl<'a> Iterator for StagedEntries<'a> {
                     cgroup,
                     raw,
                     stack,
+                    user_stack,
                 }
             }
         };

@@ -57,6 +57,7 @@ fn entries_come_back_in_order() {
                 cgroup: None,
                 raw: b"abc",
                 stack: None,
+                user_stack: None,
             },
             StagedEntry::Notice {
                 time_unix_ns: Some(6),
@@ -70,6 +71,7 @@ fn entries_come_back_in_order() {
                 cgroup: None,
                 raw: b"",
                 stack: None,
+                user_stack: None,
             },
             StagedEntry::Lost {
                 time_unix_ns: None,
@@ -88,6 +90,7 @@ fn entries_come_back_in_order() {
                 cgroup: None,
                 raw: &[0xff; 70],
                 stack: None,
+                user_stack: None,
             },
             StagedEntry::Context {
                 time_unix_ns: Some(7),
@@ -102,6 +105,7 @@ fn entries_come_back_in_order() {
                 cgroup: Some(1 << 33),
                 raw: b"xy",
                 stack: None,
+                user_stack: None,
             },
             StagedEntry::Context {
                 time_unix_ns: None,
@@ -206,6 +210,7 @@ fn a_record_staged_by_where_it_lies_is_read_from_the_input() {
         cgroup,
         raw,
         stack: None,
+        user_stack: None,
     };
     assert_eq!(got[0], record(2, None, &b"TRACE-ENTRY"[..]));
     assert_eq!(got[1], record(4, Some(99), &b".."[..]));
@@ -249,8 +254,8 @@ fn stacked_records_and_mapping_contexts_round_trip() {
         .collect();
     let chain = Callchain::new(&words, uevrec_parsers::Endian::NATIVE);
     let mut chunk = StagedChunk::default();
-    chunk.push_record_stacked(2, &stamp(Some(5), 1), Some(7), Some(chain), b"entry");
-    chunk.push_record_stacked(3, &stamp(Some(6), 1), None, None, b"plain");
+    chunk.push_record_stacked(2, &stamp(Some(5), 1), Some(7), Some(chain), None, b"entry");
+    chunk.push_record_stacked(3, &stamp(Some(6), 1), None, None, None, b"plain");
     let mmap = ContextUpdate::Mmap {
         pid: 9,
         addr: 1 << 40,
@@ -272,6 +277,7 @@ fn stacked_records_and_mapping_contexts_round_trip() {
                 cgroup: Some(7),
                 raw: b"entry",
                 stack: Some(chain),
+                user_stack: None,
             },
             StagedEntry::Record {
                 slot: 3,
@@ -279,6 +285,7 @@ fn stacked_records_and_mapping_contexts_round_trip() {
                 cgroup: None,
                 raw: b"plain",
                 stack: None,
+                user_stack: None,
             },
             StagedEntry::Context {
                 time_unix_ns: Some(8),
@@ -289,5 +296,48 @@ fn stacked_records_and_mapping_contexts_round_trip() {
                 update: ContextUpdate::Exec { pid: 9, comm: b"x" },
             },
         ]
+    );
+}
+
+#[test]
+fn user_stack_copies_round_trip() {
+    use uevrec_parsers::callchain::{Callchain, PERF_CONTEXT_KERNEL};
+    use uevrec_parsers::user_stack::{StackCopy, UserRegs, UserStack};
+    let words: Vec<u8> = [PERF_CONTEXT_KERNEL, 0xffff_ffff_8100_0000]
+        .iter()
+        .flat_map(|w| w.to_ne_bytes())
+        .collect();
+    let chain = Callchain::new(&words, uevrec_parsers::Endian::NATIVE);
+    let regs: Vec<u8> = [1u64, 2, 3].iter().flat_map(|w| w.to_ne_bytes()).collect();
+    let copy: Vec<u8> = (0..100).collect();
+    let user = UserStack {
+        regs: UserRegs::new(2, 0b111 << 6, &regs, uevrec_parsers::Endian::NATIVE),
+        stack: StackCopy {
+            bytes: &copy,
+            size: 8192,
+        },
+    };
+    let mut chunk = StagedChunk::default();
+    chunk.push_record_stacked(
+        4,
+        &stamp(Some(5), 1),
+        Some(7),
+        Some(chain),
+        Some(user),
+        b"entry",
+    );
+    // The copy's bytes, not its room, are staged.
+    assert!(chunk.len() < 32 + 8 + 4 + 16 + 32 + 24 + 100 + 5 + 1);
+    let got: Vec<_> = chunk.entries().collect();
+    assert_eq!(
+        got,
+        vec![StagedEntry::Record {
+            slot: 4,
+            stamp: stamp(Some(5), 1),
+            cgroup: Some(7),
+            raw: b"entry",
+            stack: Some(chain),
+            user_stack: Some(user),
+        }]
     );
 }
