@@ -58,11 +58,9 @@ fn record_run(args: RecordArgs) -> i32 {
     crate::system::durable::set_policy(args.fsync);
     if let Some(why) = super::stacks::unsupported_output(
         &args.rec.session.stacks,
-        args.rec.format == Some(Format::Otlp),
         args.rec.format == Some(Format::Text),
         args.raw.is_some(),
         args.flight.flight.is_some(),
-        args.export.enabled(),
     ) {
         messages::error(&why);
         return EXIT_ERROR;
@@ -368,9 +366,7 @@ pub fn tail(args: TailArgs) -> i32 {
 fn tail_run(args: TailArgs) -> i32 {
     if let Some(why) = super::stacks::unsupported_output(
         &args.rec.session.stacks,
-        args.rec.format == Some(Format::Otlp),
         args.rec.format == Some(Format::Text),
-        false,
         false,
         false,
     ) {

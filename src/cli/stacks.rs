@@ -94,20 +94,17 @@ pub struct StackArgs {
     pub no_symbolize: bool,
 }
 
-/// Why stacks cannot go where the command sends its records (`None`: they can): so far
-/// they are written on JSON lines only, and a stack asked for is never dropped silently.
+/// Why stacks cannot go where the command sends its records (`None`: they can): JSON
+/// lines carry a `stack` key, OTLP records `code.stacktrace`; a stack asked for is never
+/// dropped silently.
 pub fn unsupported_output(
     stacks: &StackArgs,
-    format_otlp: bool,
     format_text: bool,
     raw: bool,
     flight: bool,
-    export: bool,
 ) -> Option<String> {
     stacks.request()?;
-    let what = if format_otlp || export {
-        "OTLP (--format otlp, --export)"
-    } else if format_text {
+    let what = if format_text {
         "text lines (--format text; tail on a terminal writes JSON lines when -g asks for stacks)"
     } else if raw {
         "--raw files"
@@ -117,7 +114,7 @@ pub fn unsupported_output(
         return None;
     };
     Some(format!(
-        "call stacks (-g, --call-graph) are written on JSON lines only so far, not to {what} (docs/stacks.md, \"Not yet\"): drop -g or record JSON lines"
+        "call stacks (-g, --call-graph) are written on JSON lines and OTLP only so far, not to {what} (docs/stacks.md, \"Not yet\"): drop -g or record JSON lines"
     ))
 }
 

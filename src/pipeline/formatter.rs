@@ -20,6 +20,7 @@ use uevrec_parsers::{
 
 use crate::pipeline::describe::Described;
 use crate::pipeline::filter::{DropReason, Filter, FormatFilter};
+use crate::pipeline::stacks::stacktrace::StackText;
 use crate::pipeline::stacks::{StackOptions, StackWriter};
 
 use crate::capture::staging::{Closed, Staged, StagedChunk, StagedEntry};
@@ -43,6 +44,8 @@ struct Core {
     endian: uevrec_parsers::Endian,
     /// Call stacks (`-g`), when records carry them.
     stacks: Option<StackWriter>,
+    /// OTLP's `code.stacktrace` texts of the stacks.
+    stack_text: StackText,
 }
 
 impl Core {
@@ -60,6 +63,7 @@ impl Core {
             filters: Vec::new(),
             endian: opts.endian,
             stacks: None,
+            stack_text: StackText::default(),
         }
     }
 
@@ -161,9 +165,16 @@ impl Core {
                         if let Some(c) = &self.context {
                             self.writer.set_context(c, &stamp, cgroup);
                         }
+                        let otlp = self.writer.is_otlp();
+                        if let (true, Some(s), Some(stack)) = (otlp, &mut self.stacks, stack) {
+                            let text = self.stack_text.render(s, &stamp, stack);
+                            self.writer.set_stacktrace(Some(text));
+                        }
                         self.writer.write_prepared(out, &stamp, prepared, raw);
-                        if let (Some(s), Some(stack)) = (&mut self.stacks, stack) {
-                            add_stack(out, start, s, &stamp, stack);
+                        match (&mut self.stacks, stack) {
+                            (Some(_), Some(_)) if otlp => self.writer.set_stacktrace(None),
+                            (Some(s), Some(stack)) => add_stack(out, start, s, &stamp, stack),
+                            _ => {}
                         }
                         if self.schema {
                             let end = out.len();
@@ -194,8 +205,8 @@ impl Core {
 }
 
 /// Put the `"stack"` key of a record into its JSON line (`out[start..]`, ending `}\n`);
-/// a line of any other shape (OTLP, which the CLI does not pair with stacks) is left as
-/// it is.
+/// a line of any other shape (text lines, which the CLI does not pair with stacks) is
+/// left as it is.
 fn add_stack(
     out: &mut Vec<u8>,
     start: usize,

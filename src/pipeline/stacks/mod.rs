@@ -8,10 +8,13 @@
 //!
 //! [`perf_map`] names JIT code from `/tmp/perf-PID.map`.
 //!
-//! Layers, lowest first: `maps`, `perf_map`, `symbols`.
+//! [`stacktrace`] writes a stack as OTLP's `code.stacktrace` text.
+//!
+//! Layers, lowest first: `maps`, `perf_map`, `symbols`, `stacktrace`.
 
 pub mod maps;
 pub mod perf_map;
+pub mod stacktrace;
 pub mod symbols;
 
 use std::io::Write;
