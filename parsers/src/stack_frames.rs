@@ -33,6 +33,9 @@ pub struct StackFrame<'a> {
     /// The offset in `module` (`--no-symbolize`), `0x…`.
     #[serde(borrow, default)]
     pub file_offset: Option<Cow<'a, str>>,
+    /// `true`: JIT code named from `/tmp/perf-PID.map`.
+    #[serde(default)]
+    pub perf_map: bool,
     /// The calls inlined at the address, innermost first.
     #[serde(borrow, default)]
     pub inlined: Vec<InlinedFrame<'a>>,
@@ -65,9 +68,9 @@ impl StackFrame<'_> {
     /// The frame's flame-graph names, innermost first: the calls inlined at its address
     /// (each with `_[i]`), then its own. Its own: the `symbol`; unnamed,
     /// `module+0xOFFSET` (the module's file name, with `--no-symbolize`'s file offset)
-    /// or `[module]`; outside any module the address. Kernel frames end with `_[k]`
-    /// (the annotations of `stackcollapse-perf.pl --kernel --inline`, which flame
-    /// graph palettes colour).
+    /// or `[module]`; outside any module the address. Kernel frames end with `_[k]`,
+    /// JIT code named by a perf map with `_[j]` (the annotations of
+    /// `stackcollapse-perf.pl --all`, which flame graph palettes colour).
     pub fn flame_names(&self, mut name: impl FnMut(&str)) {
         let mut text = String::new();
         if self.error.is_some() {
@@ -94,6 +97,8 @@ impl StackFrame<'_> {
         }
         if self.is_kernel() {
             text.push_str("_[k]");
+        } else if self.perf_map {
+            text.push_str("_[j]");
         }
         name(&text);
     }
@@ -156,6 +161,7 @@ mod tests {
        "inlined":[{"symbol":"leaf","file":"a.c","line":3},{"symbol":"mid\"dle"}]},
       {"addr":"0x7f00","context":"user","module":"/usr/lib/libc.so.6","file_offset":"0x1f00","build_id":"ab"},
       {"addr":"0x7f10","context":"user","module":"//anon","unsymbolized":"no_file"},
+      {"addr":"0x7f20","context":"user","module":"//anon","symbol":"jit_stub","offset":4,"perf_map":true},
       {"addr":"0x10","context":"user","unsymbolized":"no_mapping"},
       {"error":"a PERF_CONTEXT_KERNEL marker after user frames"}
     ]"#;
@@ -176,6 +182,7 @@ mod tests {
                 "middle",
                 "libc.so.6+0x1f00",
                 "[anon]",
+                "jit_stub_[j]",
                 "0x10",
                 BROKEN_CHAIN,
             ]
@@ -193,6 +200,7 @@ mod tests {
                     \t    559f7ab8516f middle+0x9 (/tmp/stk/chain)\n\
                     \t            7f00 [unknown] (/usr/lib/libc.so.6)\n\
                     \t            7f10 [unknown] (//anon)\n\
+                    \t            7f20 jit_stub+0x4 (//anon)\n\
                     \t              10 [unknown] ([unknown])\n\
                     \t[broken callchain: a PERF_CONTEXT_KERNEL marker after user frames]\n";
         assert_eq!(text, want);
