@@ -60,7 +60,6 @@ fn record_run(args: RecordArgs) -> i32 {
         &args.rec.session.stacks,
         args.rec.format == Some(Format::Text),
         args.raw.is_some(),
-        args.flight.flight.is_some(),
     ) {
         messages::error(&why);
         return EXIT_ERROR;
@@ -367,7 +366,6 @@ fn tail_run(args: TailArgs) -> i32 {
     if let Some(why) = super::stacks::unsupported_output(
         &args.rec.session.stacks,
         args.rec.format == Some(Format::Text),
-        false,
         false,
     ) {
         messages::error(&why);

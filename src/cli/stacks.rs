@@ -101,15 +101,12 @@ pub fn unsupported_output(
     stacks: &StackArgs,
     format_text: bool,
     raw: bool,
-    flight: bool,
 ) -> Option<String> {
     stacks.request()?;
     let what = if format_text {
         "text lines (--format text; tail on a terminal writes JSON lines when -g asks for stacks)"
     } else if raw {
         "--raw files"
-    } else if flight {
-        "flight recordings (--flight)"
     } else {
         return None;
     };

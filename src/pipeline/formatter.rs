@@ -21,6 +21,7 @@ use uevrec_parsers::{
 use crate::pipeline::describe::Described;
 use crate::pipeline::filter::{DropReason, Filter, FormatFilter};
 use crate::pipeline::stacks::stacktrace::StackText;
+use crate::pipeline::stacks::maps::ProcessMaps;
 use crate::pipeline::stacks::{StackOptions, StackWriter};
 
 use crate::capture::staging::{Closed, Staged, StagedChunk, StagedEntry};
@@ -204,6 +205,14 @@ impl Core {
     }
 }
 
+/// A worker's stack writer, knowing `maps` when given.
+fn stack_writer(options: StackOptions, maps: &Option<ProcessMaps>) -> StackWriter {
+    match maps {
+        Some(maps) => StackWriter::with_maps(options, maps.clone()),
+        None => StackWriter::new(options),
+    }
+}
+
 /// Put the `"stack"` key of a record into its JSON line (`out[start..]`, ending `}\n`);
 /// a line of any other shape (text lines, which the CLI does not pair with stacks) is
 /// left as it is.
@@ -368,6 +377,9 @@ pub struct FormatterOptions<'a> {
     pub context: Option<ContextTracker>,
     /// Call stacks on the lines of records that carry them (`None`: none asked for).
     pub stacks: Option<StackOptions>,
+    /// What the processes had mapped before the first entry (a flight dump's; `None`:
+    /// nothing known yet).
+    pub stack_maps: Option<ProcessMaps>,
     /// Schema lines where the staged entries place them ([`StagedEntry::Schema`], the
     /// decoders of files) and for EventHeader metadata blocks, without a session line
     /// (with `session` they are on whatever this says).
@@ -416,11 +428,12 @@ fn run_in(
         schema,
         filter,
         stacks,
+        stack_maps,
     } = lines;
     let mut core = Core::new(format, opts, context);
     core.schema = schema || session.is_some();
     core.filter = filter.clone();
-    core.stacks = stacks.map(StackWriter::new);
+    core.stacks = stacks.map(|o| stack_writer(o, &stack_maps));
     let mut f = Formatter {
         input,
         out,
@@ -548,6 +561,7 @@ pub fn run_parallel_in(
         schema,
         filter,
         stacks,
+        stack_maps,
     } = lines;
     let (parts_tx, parts_rx) = crossbeam_channel::bounded::<Part>(workers * PARTS_IN_FLIGHT);
     thread::scope(|scope| {
@@ -563,7 +577,7 @@ pub fn run_parallel_in(
             let mut core = Core::new(format, opts, context.clone());
             core.schema = schema || session.is_some();
             core.filter = filter.clone();
-            core.stacks = stacks.map(StackWriter::new);
+            core.stacks = stacks.map(|o| stack_writer(o, &stack_maps));
             let worker = Worker {
                 id,
                 input,
@@ -1021,6 +1035,7 @@ mod tests {
                 schema: false,
                 filter: None,
                 stacks: None,
+                stack_maps: None,
             };
             let mut called = false;
             run_parallel(stage_rx, chunk_tx, &out_tx, &rec_rx, lines, workers, || {

@@ -202,6 +202,7 @@ pub(crate) fn par_lines(
         schema: opts.schema,
         filter: None,
         stacks: None,
+        stack_maps: None,
     }
 }
 

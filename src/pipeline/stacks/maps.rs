@@ -96,7 +96,7 @@ impl Process {
 }
 
 /// The mappings of every process seen, bounded ([`MAX_PROCESSES`], [`MAX_MAPPINGS`]).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct ProcessMaps {
     processes: HashMap<u32, Arc<Process>>,
     /// Exited processes, in exit order (the first to forget).

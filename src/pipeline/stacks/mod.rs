@@ -74,6 +74,15 @@ impl StackWriter {
         }
     }
 
+    /// A writer for `options` that knows the mappings of `maps` already (a flight
+    /// recording's dump: the mappings were reported while the records waited).
+    pub fn with_maps(options: StackOptions, maps: ProcessMaps) -> Self {
+        StackWriter {
+            maps,
+            ..StackWriter::new(options)
+        }
+    }
+
     /// Take a context change (mappings, execs, forks, exits).
     pub fn apply(&mut self, time: Option<u64>, update: &ContextUpdate<'_>) {
         self.maps.apply(time, update);
