@@ -21,9 +21,9 @@ use crate::common::{PATIENCE, bin, complete_lines, wait_for};
 
 /// setpgid's number (x86_64, aarch64): `setpgid(MAGIC, SEQ)` fails with ESRCH.
 #[cfg(target_arch = "x86_64")]
-const NR_SETPGID: u32 = 109;
+pub(crate) const NR_SETPGID: u32 = 109;
 #[cfg(target_arch = "aarch64")]
-const NR_SETPGID: u32 = 154;
+pub(crate) const NR_SETPGID: u32 = 154;
 
 /// The traced program; the `/* CALL n */` comments mark the lines of its calls.
 const CHAIN_C: &str = r#"#define _GNU_SOURCE
@@ -59,7 +59,7 @@ fn call_line(function: &str) -> u64 {
 }
 
 /// Build [`CHAIN_C`] in `dir` with gcc (`-O1 -g -fno-omit-frame-pointer`).
-fn build_chain(dir: &Path) -> Result<PathBuf, String> {
+pub(crate) fn build_chain(dir: &Path) -> Result<PathBuf, String> {
     let src = dir.join("chain.c");
     std::fs::write(&src, CHAIN_C).unwrap();
     let exe = dir.join("chain");
@@ -74,7 +74,7 @@ fn build_chain(dir: &Path) -> Result<PathBuf, String> {
 }
 
 /// uevrec, interrupted (then waited for) when dropped.
-struct Recorder(Child);
+pub(crate) struct Recorder(pub(crate) Child);
 
 impl Drop for Recorder {
     fn drop(&mut self) {
@@ -89,7 +89,7 @@ impl Drop for Recorder {
 
 /// `uevrec record --quiet ARGS` of every setpgid call on `raw_syscalls:sys_enter` into
 /// `out`, once attached.
-fn record_setpgid(out: &Path, args: &[&str]) -> Recorder {
+pub(crate) fn record_setpgid(out: &Path, args: &[&str]) -> Recorder {
     let rec = Recorder(
         Command::new(bin())
             .args(["record", "--quiet"])
@@ -108,7 +108,7 @@ fn record_setpgid(out: &Path, args: &[&str]) -> Recorder {
 }
 
 /// Whether `/proc/kallsyms` shows addresses (kptr_restrict may hide them as zeros).
-fn kallsyms_readable() -> bool {
+pub(crate) fn kallsyms_readable() -> bool {
     std::fs::read_to_string("/proc/kallsyms")
         .ok()
         .and_then(|t| t.lines().next().map(|l| !l.starts_with("0000000000000000")))
