@@ -139,7 +139,9 @@ fn fold_file(folder: &mut Folder, path: &Path) -> Result<(), String> {
         (path.display().to_string(), Box::new(file))
     };
     let mut input = BufReader::with_capacity(1 << 20, input);
-    let start = input.fill_buf().map_err(|e| format!("reading {name}: {e}"))?;
+    let start = input
+        .fill_buf()
+        .map_err(|e| format!("reading {name}: {e}"))?;
     if let Some(kind) = recorded_file(start) {
         return Err(format!(
             "{name} is a {kind} file: decode it into JSON lines first \

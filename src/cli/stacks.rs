@@ -97,11 +97,7 @@ pub struct StackArgs {
 /// Why stacks cannot go where the command sends its records (`None`: they can): JSON
 /// lines carry a `stack` key, OTLP records `code.stacktrace`; a stack asked for is never
 /// dropped silently.
-pub fn unsupported_output(
-    stacks: &StackArgs,
-    format_text: bool,
-    raw: bool,
-) -> Option<String> {
+pub fn unsupported_output(stacks: &StackArgs, format_text: bool, raw: bool) -> Option<String> {
     stacks.request()?;
     let what = if format_text {
         "text lines (--format text; tail on a terminal writes JSON lines when -g asks for stacks)"

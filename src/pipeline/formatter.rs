@@ -20,8 +20,8 @@ use uevrec_parsers::{
 
 use crate::pipeline::describe::Described;
 use crate::pipeline::filter::{DropReason, Filter, FormatFilter};
-use crate::pipeline::stacks::stacktrace::StackText;
 use crate::pipeline::stacks::maps::ProcessMaps;
+use crate::pipeline::stacks::stacktrace::StackText;
 use crate::pipeline::stacks::{StackOptions, StackWriter};
 
 use crate::capture::staging::{Closed, Staged, StagedChunk, StagedEntry};

@@ -149,7 +149,10 @@ fn in_chromium(svg: &Path, dir: &Path) {
     let headless = |extra: &[&str]| {
         Command::new("chromium")
             .args(["--headless", "--no-sandbox", "--disable-gpu"])
-            .arg(format!("--user-data-dir={}", dir.join("chromium").display()))
+            .arg(format!(
+                "--user-data-dir={}",
+                dir.join("chromium").display()
+            ))
             .args(extra)
             .arg(&url)
             .output()
@@ -189,8 +192,9 @@ fn stacktrace(r: &LogRecord) -> Option<&str> {
 /// script prints it.
 fn assert_chain(text: &str, exe: &Path) {
     let at = |name: &str| {
-        text.lines()
-            .position(|l| l.contains(&format!(" {name}+0x")) && l.ends_with(&format!("({})", exe.display())))
+        text.lines().position(|l| {
+            l.contains(&format!(" {name}+0x")) && l.ends_with(&format!("({})", exe.display()))
+        })
     };
     let (middle, outer, main) = (at("middle"), at("outer"), at("main"));
     assert!(

@@ -184,7 +184,10 @@ fn the_binary_names_the_bad_line_and_refuses_perf_data() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("is a perf.data file") && err.contains("uevrec decode"), "{err}");
+    assert!(
+        err.contains("is a perf.data file") && err.contains("uevrec decode"),
+        "{err}"
+    );
 
     // From standard input, to standard output.
     let out = Command::new(bin())

@@ -568,7 +568,9 @@ fn origin_attrs(out: &mut Vec<u8>, origin: &Origin<'_>, tracepoint: &TracepointV
         });
     }
     if let Some(text) = origin.stacktrace {
-        attr(out, b"code.stacktrace", |out| Proto::message_any(out, &text));
+        attr(out, b"code.stacktrace", |out| {
+            Proto::message_any(out, &text)
+        });
     }
 }
 
