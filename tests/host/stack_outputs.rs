@@ -11,6 +11,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value;
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use serde_json::Value;
@@ -203,6 +204,29 @@ fn assert_chain(text: &str, exe: &Path) {
     );
 }
 
+/// The `code.stacktrace` of every log record of an event in `requests` that names
+/// `module` (the chain's; other tests' programs call setpgid too); every such record must
+/// have one.
+fn chain_stacktraces(requests: &[ExportLogsServiceRequest], module: &str) -> Vec<String> {
+    let mut texts = Vec::new();
+    for req in requests {
+        for rl in &req.resource_logs {
+            for sl in &rl.scope_logs {
+                for r in &sl.log_records {
+                    if attr(r, "linux.tracepoint").is_none() {
+                        continue; // uevrec's own notices
+                    }
+                    let text = stacktrace(r).expect("code.stacktrace on every record");
+                    if text.contains(module) {
+                        texts.push(text.to_owned());
+                    }
+                }
+            }
+        }
+    }
+    texts
+}
+
 #[test]
 fn export_with_stacks_puts_code_stacktrace_on_every_record() {
     if !crate::common::raw_syscalls_here() {
@@ -229,25 +253,7 @@ fn export_with_stacks_puts_code_stacktrace_on_every_record() {
     });
     run_chain(&exe, MAGIC, N);
     let module = format!("({})", exe.display());
-    let mine = |rx: &Receiver| -> Vec<String> {
-        let mut texts = Vec::new();
-        for req in rx.logs() {
-            for rl in &req.resource_logs {
-                for sl in &rl.scope_logs {
-                    for r in &sl.log_records {
-                        if attr(r, "linux.tracepoint").is_none() {
-                            continue; // uevrec's own notices
-                        }
-                        let text = stacktrace(r).expect("code.stacktrace on every record");
-                        if text.contains(&module) {
-                            texts.push(text.to_owned());
-                        }
-                    }
-                }
-            }
-        }
-        texts
-    };
+    let mine = |rx: &Receiver| chain_stacktraces(&rx.logs(), &module);
     wait_for("every record of the program", PATIENCE, || {
         mine(&rx).len() as u64 >= N
     });
@@ -287,29 +293,12 @@ fn otlp_file_with_stacks_has_code_stacktrace() {
     let module = format!("({})", exe.display());
     let texts = || -> Vec<String> {
         let text = std::fs::read_to_string(&out).unwrap_or_default();
-        let mut found = Vec::new();
-        for line in text.lines() {
-            let Ok(v) = serde_json::from_str::<Value>(line) else {
-                continue; // a line being written
-            };
-            for rl in v["resourceLogs"].as_array().into_iter().flatten() {
-                for sl in rl["scopeLogs"].as_array().into_iter().flatten() {
-                    for r in sl["logRecords"].as_array().into_iter().flatten() {
-                        let attrs = r["attributes"].as_array().unwrap();
-                        let get = |k: &str| attrs.iter().find(|a| a["key"] == k);
-                        if get("linux.tracepoint").is_none() {
-                            continue;
-                        }
-                        let st = get("code.stacktrace").expect("code.stacktrace on every record");
-                        let st = st["value"]["stringValue"].as_str().unwrap();
-                        if st.contains(&module) {
-                            found.push(st.to_owned());
-                        }
-                    }
-                }
-            }
-        }
-        found
+        // A line being written does not parse yet.
+        let requests: Vec<ExportLogsServiceRequest> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        chain_stacktraces(&requests, &module)
     };
     wait_for("the program's records in the OTLP file", PATIENCE, || {
         texts().len() as u64 >= N
