@@ -176,8 +176,16 @@ impl Folder {
                 self.stacks.insert(self.key.clone(), 1);
             }
         }
-        let name = format!("{system}:{event}");
-        *self.events.entry(name).or_insert(0) += 1;
+        self.key.clear();
+        self.key.push_str(system);
+        self.key.push(':');
+        self.key.push_str(event);
+        match self.events.get_mut(self.key.as_str()) {
+            Some(n) => *n += 1,
+            None => {
+                self.events.insert(self.key.clone(), 1);
+            }
+        }
     }
 
     /// The folded stacks, sorted (the order `flamegraph.pl` and inferno expect), each
