@@ -39,9 +39,13 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-(cd "$ROOT" && nice cargo build --release --quiet --bin uevrec --example otlp_receiver) >&2
-UEVREC=$ROOT/target/release/uevrec
-RECEIVER=$ROOT/target/release/examples/otlp_receiver
+# UEVREC and RECEIVER name other binaries (a smoke test with debug ones); by default the
+# release ones are built.
+if [ -z "${UEVREC:-}" ]; then
+  (cd "$ROOT" && nice cargo build --release --quiet --bin uevrec --example otlp_receiver) >&2
+  UEVREC=$ROOT/target/release/uevrec
+  RECEIVER=$ROOT/target/release/examples/otlp_receiver
+fi
 INFERNO=${INFERNO:-$(dirname "$(command -v inferno-collapse-perf 2>/dev/null || echo /nonexistent/x)")}
 FLAMEGRAPH_PL_DIR=${FLAMEGRAPH_PL_DIR:-}
 WORK=$(mktemp -d /dev/shm/bench-stack-outputs.XXXXXX)
@@ -206,7 +210,7 @@ otlp_run() {
     kill -INT "$rx_pid"; wait "$rx_pid" 2>/dev/null || true
     records=$(tail -1 "$WORK/rx.out" | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["log_records"])')
   else
-    records=$(grep -o '"stringValue":"raw_syscalls:sys_enter"' "$f" | wc -l)
+    records=$(grep -o '"linux.tracepoint","value":{"stringValue":"raw_syscalls:sys_enter"' "$f" | wc -l)
   fi
   echo "$records $(awk '{print $1 + $2}' "$WORK/m")"
 }
