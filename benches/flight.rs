@@ -176,6 +176,7 @@ fn dump_64m(c: &mut Criterion) {
         quiet: true,
         session: None,
         context: false,
+        stacks: None,
     };
     let snapshot = full_buffer(SIZE, &raw, &prepared, &source).take();
     eprintln!(
@@ -186,12 +187,18 @@ fn dump_64m(c: &mut Criterion) {
     group.bench_function("format_64MiB_sys_enter", |b| {
         b.iter(|| {
             let mut bytes = 0;
-            let n =
-                dump::format_snapshot(&snapshot, &opts, None, uevrec::recorder::format_fed, |b| {
+            let n = dump::format_snapshot(
+                &snapshot,
+                &opts,
+                None,
+                None,
+                uevrec::recorder::format_fed,
+                |b| {
                     bytes += b.len();
                     Ok(())
-                })
-                .expect("no write fails");
+                },
+            )
+            .expect("no write fails");
             black_box((n, bytes))
         })
     });

@@ -52,6 +52,8 @@ command -v podman >/dev/null 2>&1 || missing+=(podman)
 command -v runc >/dev/null 2>&1 || missing+=(runc)
 # tests/host/stacks.rs builds its traced C programs with gcc (-g -fno-omit-frame-pointer).
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+# tests/host/stack_outputs.rs opens uevrec's flame-graph SVG in headless Chromium.
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 # tests/host/decode.rs compares trace.dat decoding with `trace-cmd report`.
 command -v trace-cmd >/dev/null 2>&1 || missing+=(trace-cmd)
 if [ ${#missing[@]} -gt 0 ]; then

@@ -21,7 +21,8 @@
 //! records) and [`export_config`] (its flags and `OTEL_EXPORTER_OTLP_*` variables).
 //!
 //! Layers, lowest first: `bytes`, `spool`, `schema`, `event_name`, `field_type`,
-//! `format_file`, `decode`, `json`, `context`, `callchain`, `user_stack`, `perf_sample`, `eventheader`,
+//! `format_file`, `decode`, `json`, `context`, `callchain`, `user_stack`, `stack_frames`,
+//! `perf_sample`, `eventheader`,
 //! `ftrace_page`, `json_line`, `otlp`, `export_config`, `text`, `output`, `perf_data`,
 //! `trace_dat`, `to_lines`.
 //! A module imports only from modules before it; `tests/layers.rs` checks every crate
@@ -75,6 +76,8 @@ pub mod perf_sample;
 mod schema;
 #[deny(clippy::arithmetic_side_effects)]
 pub mod spool;
+#[deny(clippy::arithmetic_side_effects)]
+pub mod stack_frames;
 mod text;
 #[deny(clippy::arithmetic_side_effects)]
 pub mod to_lines;

@@ -85,6 +85,21 @@ impl OutputWriter {
     }
 }
 
+impl OutputWriter {
+    /// For OTLP, [`OtlpWriter::set_stacktrace`]: the next record's `code.stacktrace`
+    /// (JSON lines carry their `stack` key instead; text lines none).
+    pub fn set_stacktrace(&mut self, text: Option<&str>) {
+        if let OutputWriter::Otlp(w) = self {
+            w.set_stacktrace(text);
+        }
+    }
+
+    /// Whether the records are OTLP (a stack goes in as `code.stacktrace`).
+    pub fn is_otlp(&self) -> bool {
+        matches!(self, OutputWriter::Otlp(_))
+    }
+}
+
 /// The self-describing lines (`crate::json_line::own_lines`): JSON lines only. OTLP has no
 /// place for them: its records carry typed attributes, and a log record per schema
 /// would be noise to every collector (`docs/otlp.md`).

@@ -9,11 +9,12 @@
 //! [`crate::system::signals::FORCED_EXIT_STATUS`] 130 a second SIGINT/SIGTERM cut the shutdown short.
 //!
 //! Layers, lowest first: `values`, `instance`, `stacks`, `output`, `export`, `register`,
-//! `record`, `decode`, `flight`, `list`, `recover`, `top`, `docs`.
+//! `record`, `decode`, `flamegraph`, `flight`, `list`, `recover`, `top`, `docs`.
 
 pub mod decode;
 pub mod docs;
 pub mod export;
+pub mod flamegraph;
 pub mod flight;
 pub mod instance;
 mod list;
@@ -73,6 +74,9 @@ pub enum Command {
     List(ListArgs),
     /// Decode a perf.data file (or pipe-mode stream on stdin) into the same JSON lines.
     Decode(decode::DecodeArgs),
+    /// Draw a flame graph (SVG, or --folded stacks) of where the records of a recording
+    /// made with -g come from.
+    Flamegraph(flamegraph::FlamegraphArgs),
     /// Live view of the busiest events and processes (JSON lines when stdout is not a
     /// terminal).
     Top(top::TopArgs),
@@ -349,6 +353,7 @@ pub fn main() -> i32 {
         Command::Tail(args) => record::tail(args),
         Command::List(args) => list::list(&args),
         Command::Decode(args) => decode::decode(args),
+        Command::Flamegraph(args) => flamegraph::flamegraph(&args),
         Command::Top(args) => top::top(&args),
         Command::Register(args) => register::register(&args),
         Command::Unregister(args) => register::unregister(&args),

@@ -58,12 +58,13 @@ fn record_run(args: RecordArgs) -> i32 {
     crate::system::durable::set_policy(args.fsync);
     if let Some(why) = super::stacks::unsupported_output(
         &args.rec.session.stacks,
-        args.rec.format == Some(Format::Otlp),
         args.rec.format == Some(Format::Text),
-        // A perf.data carries them with its process records (not without context).
-        args.raw.is_some() && (args.raw_format == RawFormat::TraceDat || args.rec.no_context),
-        args.flight.flight.is_some(),
-        args.export.enabled(),
+        // A perf.data carries frame-pointer stacks with its process records (not without
+        // context, and not dwarf's stack copies).
+        args.raw.is_some()
+            && (args.raw_format == RawFormat::TraceDat
+                || args.rec.no_context
+                || args.rec.session.stacks.request().is_some_and(|r| r.dwarf.is_some())),
     ) {
         messages::error(&why);
         return EXIT_ERROR;
@@ -366,10 +367,7 @@ pub fn tail(args: TailArgs) -> i32 {
 fn tail_run(args: TailArgs) -> i32 {
     if let Some(why) = super::stacks::unsupported_output(
         &args.rec.session.stacks,
-        args.rec.format == Some(Format::Otlp),
         args.rec.format == Some(Format::Text),
-        false,
-        false,
         false,
     ) {
         messages::error(&why);

@@ -103,32 +103,23 @@ pub struct StackArgs {
     pub no_symbolize: bool,
 }
 
-/// Why stacks cannot go where the command sends its records (`None`: they can): so far
-/// they are written on JSON lines and into `--raw` perf.data files (`raw`: a `--raw`
-/// file that cannot take them), and a stack asked for is never dropped silently.
-pub fn unsupported_output(
-    stacks: &StackArgs,
-    format_otlp: bool,
-    format_text: bool,
-    raw: bool,
-    flight: bool,
-    export: bool,
-) -> Option<String> {
+/// Why stacks cannot go where the command sends its records (`None`: they can): JSON
+/// lines carry a `stack` key, OTLP records `code.stacktrace`, a `--raw` perf.data the
+/// callchains and mappings (`raw`: a `--raw` file that cannot take them); a stack asked
+/// for is never dropped silently.
+pub fn unsupported_output(stacks: &StackArgs, format_text: bool, raw: bool) -> Option<String> {
     stacks.request()?;
-    let what = if format_otlp || export {
-        "OTLP (--format otlp, --export)"
-    } else if format_text {
+    let what = if format_text {
         "text lines (--format text; tail on a terminal writes JSON lines when -g asks for stacks)"
     } else if raw {
-        "a trace.dat (--raw-format trace-dat) or a --raw perf.data without its process \
-         records (--no-context: the MMAP2 records that name the frames go with them)"
-    } else if flight {
-        "flight recordings (--flight)"
+        "a trace.dat (--raw-format trace-dat), or a --raw perf.data without its process \
+         records (--no-context: the MMAP2 records that name the frames go with them) or \
+         with --call-graph dwarf (the stack copies are not written)"
     } else {
         return None;
     };
     Some(format!(
-        "call stacks (-g, --call-graph) are written on JSON lines and into --raw perf.data files so far, not to {what} (docs/stacks.md, \"Not yet\"): drop -g, or record JSON lines or a perf.data with context"
+        "call stacks (-g, --call-graph) are written on JSON lines, OTLP and --raw perf.data files so far, not to {what} (docs/stacks.md, \"Not yet\"): drop -g, or record JSON lines, OTLP or a perf.data with context and frame-pointer stacks"
     ))
 }
 

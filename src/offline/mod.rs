@@ -2,7 +2,10 @@
 //! [`recover`] assembles the trace.dat a killed `record --raw` left in pieces; [`decode`]
 //! reads a perf.data or trace.dat (on one thread, or on N over ranges and windows).
 //!
-//! Layers, lowest first: `recover`, `decode`.
+//! [`flamegraph`] folds the call stacks of JSON lines for flame graphs.
+//!
+//! Layers, lowest first: `recover`, `decode`, `flamegraph`.
 
 pub mod decode;
+pub mod flamegraph;
 pub mod recover;

@@ -20,6 +20,8 @@ use uevrec_parsers::{
 
 use crate::pipeline::describe::Described;
 use crate::pipeline::filter::{DropReason, Filter, FormatFilter};
+use crate::pipeline::stacks::maps::ProcessMaps;
+use crate::pipeline::stacks::stacktrace::StackText;
 use crate::pipeline::stacks::{StackOptions, StackWriter};
 
 use crate::capture::staging::{Closed, Staged, StagedChunk, StagedEntry};
@@ -43,6 +45,8 @@ struct Core {
     endian: uevrec_parsers::Endian,
     /// Call stacks (`-g`), when records carry them.
     stacks: Option<StackWriter>,
+    /// OTLP's `code.stacktrace` texts of the stacks.
+    stack_text: StackText,
 }
 
 impl Core {
@@ -60,6 +64,7 @@ impl Core {
             filters: Vec::new(),
             endian: opts.endian,
             stacks: None,
+            stack_text: StackText::default(),
         }
     }
 
@@ -162,9 +167,18 @@ impl Core {
                         if let Some(c) = &self.context {
                             self.writer.set_context(c, &stamp, cgroup);
                         }
+                        let otlp = self.writer.is_otlp();
+                        if let (true, Some(s), Some(stack)) = (otlp, &mut self.stacks, stack) {
+                            let text = self.stack_text.render(s, &stamp, stack, user_stack);
+                            self.writer.set_stacktrace(Some(text));
+                        }
                         self.writer.write_prepared(out, &stamp, prepared, raw);
-                        if let (Some(s), Some(stack)) = (&mut self.stacks, stack) {
-                            add_stack(out, start, s, &stamp, stack, user_stack);
+                        match (&mut self.stacks, stack) {
+                            (Some(_), Some(_)) if otlp => self.writer.set_stacktrace(None),
+                            (Some(s), Some(stack)) => {
+                                add_stack(out, start, s, &stamp, stack, user_stack)
+                            }
+                            _ => {}
                         }
                         if self.schema {
                             let end = out.len();
@@ -194,9 +208,17 @@ impl Core {
     }
 }
 
+/// A worker's stack writer, knowing `maps` when given.
+fn stack_writer(options: StackOptions, maps: &Option<ProcessMaps>) -> StackWriter {
+    match maps {
+        Some(maps) => StackWriter::with_maps(options, maps.clone()),
+        None => StackWriter::new(options),
+    }
+}
+
 /// Put the `"stack"` key of a record into its JSON line (`out[start..]`, ending `}\n`);
-/// a line of any other shape (OTLP, which the CLI does not pair with stacks) is left as
-/// it is.
+/// a line of any other shape (text lines, which the CLI does not pair with stacks) is
+/// left as it is.
 fn add_stack(
     out: &mut Vec<u8>,
     start: usize,
@@ -359,6 +381,9 @@ pub struct FormatterOptions<'a> {
     pub context: Option<ContextTracker>,
     /// Call stacks on the lines of records that carry them (`None`: none asked for).
     pub stacks: Option<StackOptions>,
+    /// What the processes had mapped before the first entry (a flight dump's; `None`:
+    /// nothing known yet).
+    pub stack_maps: Option<ProcessMaps>,
     /// Schema lines where the staged entries place them ([`StagedEntry::Schema`], the
     /// decoders of files) and for EventHeader metadata blocks, without a session line
     /// (with `session` they are on whatever this says).
@@ -407,11 +432,12 @@ fn run_in(
         schema,
         filter,
         stacks,
+        stack_maps,
     } = lines;
     let mut core = Core::new(format, opts, context);
     core.schema = schema || session.is_some();
     core.filter = filter.clone();
-    core.stacks = stacks.map(StackWriter::new);
+    core.stacks = stacks.map(|o| stack_writer(o, &stack_maps));
     let mut f = Formatter {
         input,
         out,
@@ -539,6 +565,7 @@ pub fn run_parallel_in(
         schema,
         filter,
         stacks,
+        stack_maps,
     } = lines;
     let (parts_tx, parts_rx) = crossbeam_channel::bounded::<Part>(workers * PARTS_IN_FLIGHT);
     thread::scope(|scope| {
@@ -554,7 +581,7 @@ pub fn run_parallel_in(
             let mut core = Core::new(format, opts, context.clone());
             core.schema = schema || session.is_some();
             core.filter = filter.clone();
-            core.stacks = stacks.map(StackWriter::new);
+            core.stacks = stacks.map(|o| stack_writer(o, &stack_maps));
             let worker = Worker {
                 id,
                 input,
@@ -1012,6 +1039,7 @@ mod tests {
                 schema: false,
                 filter: None,
                 stacks: None,
+                stack_maps: None,
             };
             let mut called = false;
             run_parallel(stage_rx, chunk_tx, &out_tx, &rec_rx, lines, workers, || {

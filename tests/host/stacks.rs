@@ -82,7 +82,7 @@ impl Drop for Recorder {
 
 /// `uevrec record --quiet ARGS` of every setpgid call on `raw_syscalls:sys_enter` into
 /// `out`, once attached.
-fn record_setpgid(out: &Path, args: &[&str]) -> Recorder {
+pub(crate) fn record_setpgid(out: &Path, args: &[&str]) -> Recorder {
     let rec = Recorder(
         Command::new(bin())
             .args(["record", "--quiet"])
@@ -101,7 +101,7 @@ fn record_setpgid(out: &Path, args: &[&str]) -> Recorder {
 }
 
 /// Whether `/proc/kallsyms` shows addresses (kptr_restrict may hide them as zeros).
-fn kallsyms_readable() -> bool {
+pub(crate) fn kallsyms_readable() -> bool {
     std::fs::read_to_string("/proc/kallsyms")
         .ok()
         .and_then(|t| t.lines().next().map(|l| !l.starts_with("0000000000000000")))

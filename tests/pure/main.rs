@@ -12,6 +12,7 @@ mod decode_output;
 mod decode_salvage;
 mod decode_windows;
 mod export_transport;
+mod flamegraph;
 mod install;
 mod layers;
 mod metrics_endpoint;

@@ -181,13 +181,14 @@ impl Plans {
 
 /// The keys of the sample's and tracepoint's attributes (`Origin::add_to`), which no
 /// field attribute may have for a plan (the general path would rename one of them).
-const ORIGIN_KEYS: [&[u8]; 6] = [
+const ORIGIN_KEYS: [&[u8]; 7] = [
     b"process.pid",
     b"thread.id",
     b"cpu.logical_number",
     b"linux.tracepoint",
     b"eventheader.level",
     b"eventheader.keyword",
+    b"code.stacktrace",
 ];
 
 /// A field name as the general path's keys have it (UTF-8, invalid sequences as U+FFFD).
@@ -564,6 +565,11 @@ fn origin_attrs(out: &mut Vec<u8>, origin: &Origin<'_>, tracepoint: &TracepointV
         int_attr(out, b"eventheader.level", i64::from(level));
         attr(out, b"eventheader.keyword", |out| {
             wire::unsigned_any(out, keyword)
+        });
+    }
+    if let Some(text) = origin.stacktrace {
+        attr(out, b"code.stacktrace", |out| {
+            Proto::message_any(out, &text)
         });
     }
 }

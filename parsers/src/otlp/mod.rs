@@ -122,6 +122,8 @@ pub struct OtlpWriter {
     scope: Vec<u8>,
     /// Compiled protobuf plans of Common Schema logs (the fast path, `fast.rs`).
     fast: fast::FastCache,
+    /// The `code.stacktrace` of the next record ([`OtlpWriter::set_stacktrace`]).
+    stacktrace: Option<String>,
     /// Whether the fast path is off (tests: to compare it with the general path).
     #[cfg(test)]
     general_only: bool,
@@ -132,6 +134,8 @@ struct Origin<'a> {
     stamp: &'a RecordStamp,
     /// An EventHeader event's keyword and level.
     eventheader: Option<(u64, u8)>,
+    /// The record's call stack as `code.stacktrace` text (`-g`).
+    stacktrace: Option<&'a str>,
 }
 
 /// The `linux.tracepoint` attribute's value (`system:event`), kept while records of the
@@ -177,8 +181,9 @@ impl TracepointValue {
 impl Origin<'_> {
     /// The sample's and the tracepoint's attributes, under semantic-convention names
     /// where there are some: `process.pid`, `thread.id`, `cpu.logical_number`,
-    /// `linux.tracepoint` (`system:event`), and for EventHeader events
-    /// `eventheader.level` and `eventheader.keyword`.
+    /// `linux.tracepoint` (`system:event`), for EventHeader events
+    /// `eventheader.level` and `eventheader.keyword`, and with a call stack
+    /// `code.stacktrace`.
     /// `tracepoint` is the `linux.tracepoint` value ([`TracepointValue`]).
     fn add_to<E: Enc>(&self, attrs: &mut Attrs<'_, E>, tracepoint: &TracepointValue) {
         let s = self.stamp;
@@ -197,6 +202,9 @@ impl Origin<'_> {
             attrs.add(b"\"eventheader.keyword\"", |out| {
                 E::unsigned_any(out, keyword)
             });
+        }
+        if let Some(text) = self.stacktrace {
+            attrs.add(b"\"code.stacktrace\"", |out| E::message_any(out, &text));
         }
     }
 
@@ -344,6 +352,7 @@ impl OtlpWriter {
         prepared: &PreparedFormat,
         tp: TracepointName<'_>,
         raw: &[u8],
+        stacktrace: Option<&str>,
     ) {
         let data = raw.get(8..).unwrap_or_default();
         let parts = parse_event(data);
@@ -351,6 +360,7 @@ impl OtlpWriter {
         let origin = Origin {
             stamp,
             eventheader: Some((tp.keyword, level)),
+            stacktrace,
         };
         let walk = match parts {
             Ok(p) => match p.metadata {
@@ -582,7 +592,22 @@ fn pod_attrs<E: Enc>(out: &mut Vec<u8>, pod: &PodIdentity<'_>) {
 }
 
 impl OtlpWriter {
-    /// [`RecordWriter::write_prepared`] in the encoding `E`.
+    /// Give the next record written ([`RecordWriter::write_prepared`]) the attribute
+    /// `code.stacktrace` = `text` (its call stack, one frame a line), or none.
+    pub fn set_stacktrace(&mut self, text: Option<&str>) {
+        match (text, &mut self.stacktrace) {
+            (Some(text), Some(held)) => {
+                held.clear();
+                held.push_str(text);
+            }
+            (Some(text), held) => *held = Some(text.to_owned()),
+            (None, held) => *held = None,
+        }
+    }
+
+    /// [`RecordWriter::write_prepared`] in the encoding `E`, with the stack set by
+    /// [`OtlpWriter::set_stacktrace`] (taken for the call: the record borrows it while
+    /// the writer changes).
     fn prepared<E: Enc>(
         &mut self,
         out: &mut Vec<u8>,
@@ -590,13 +615,27 @@ impl OtlpWriter {
         prepared: &PreparedFormat,
         raw: &[u8],
     ) {
+        let stacktrace = self.stacktrace.take();
+        self.prepared_with::<E>(out, stamp, prepared, raw, stacktrace.as_deref());
+        self.stacktrace = stacktrace;
+    }
+
+    fn prepared_with<E: Enc>(
+        &mut self,
+        out: &mut Vec<u8>,
+        stamp: &RecordStamp,
+        prepared: &PreparedFormat,
+        raw: &[u8],
+        stacktrace: Option<&str>,
+    ) {
         self.tracepoint.set(prepared.system(), prepared.event());
         if let Some(tp) = prepared.eventheader() {
-            return self.eventheader::<E>(out, stamp, prepared, tp, raw);
+            return self.eventheader::<E>(out, stamp, prepared, tp, raw, stacktrace);
         }
         let origin = Origin {
             stamp,
             eventheader: None,
+            stacktrace,
         };
         let endian = self.endian();
         let mut error = None;

@@ -846,3 +846,64 @@ mod k8s_resource {
         });
     }
 }
+
+/// `set_stacktrace`: the next records carry `code.stacktrace` (logs, spans; JSON lines and
+/// protobuf frames, the fast paths included) until it is unset.
+#[test]
+fn a_stack_set_is_code_stacktrace_on_logs_and_spans_until_unset() {
+    const TEXT: &str = "\t    559f7ab8516f middle+0x9 (/tmp/chain)\n";
+    let format = metrics_format("plain");
+    let prepared = PreparedFormat::new(&format, "user_events", "plain", None);
+    let span = Eh::new("Span")
+        .u32("__csver__", 1024)
+        .structure("PartA", 1)
+        .str("time", "2024-03-28T00:45:12.3Z")
+        .structure("PartB", 3)
+        .str("_typeName", "Span")
+        .str("name", "SELECT")
+        .str("startTime", "2024-03-28T00:45:12.2Z");
+    let feed = |w: &mut OtlpWriter, out: &mut Vec<u8>| {
+        w.set_stacktrace(Some(TEXT));
+        w.write_prepared(out, &STAMP, &prepared, &metrics_raw(b"\x01"));
+        w.write_prepared(out, &STAMP, &eh_prepared("Prov_L4K1"), &span.raw());
+        w.set_stacktrace(None);
+        w.write_prepared(out, &STAMP, &prepared, &metrics_raw(b"\x02"));
+        w.end_lines(out);
+    };
+    let stack_of = |attrs: &[opentelemetry_proto::tonic::common::v1::KeyValue]| {
+        attrs
+            .iter()
+            .find(|kv| kv.key == "code.stacktrace")
+            .map(|kv| format!("{:?}", kv.value))
+    };
+    let mut out = Vec::new();
+    feed(&mut OtlpWriter::new(LineOptions::default()), &mut out);
+    let logs: ExportLogsServiceRequest =
+        serde_json::from_slice(out.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    let records = &logs.resource_logs[0].scope_logs[0].log_records;
+    assert_eq!(records.len(), 2);
+    assert!(
+        stack_of(&records[0].attributes)
+            .unwrap()
+            .contains("middle+0x9")
+    );
+    assert_eq!(stack_of(&records[1].attributes), None);
+    let line = &lines(&out)[1];
+    let span_attrs = attributes(&line["resourceSpans"][0]["scopeSpans"][0]["spans"][0]);
+    assert_eq!(span_attrs["code.stacktrace"], json!({"stringValue": TEXT}));
+
+    let mut frames_out = Vec::new();
+    feed(
+        &mut OtlpWriter::export(LineOptions::default(), OtlpEncoding::Protobuf),
+        &mut frames_out,
+    );
+    let frames: Vec<Frame<'_>> = read_frames(&frames_out).collect::<Result<_, _>>().unwrap();
+    let logs = ExportLogsServiceRequest::decode(frames[0].body).unwrap();
+    let records = &logs.resource_logs[0].scope_logs[0].log_records;
+    assert!(
+        stack_of(&records[0].attributes)
+            .unwrap()
+            .contains("middle+0x9")
+    );
+    assert_eq!(stack_of(&records[1].attributes), None);
+}

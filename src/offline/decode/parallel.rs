@@ -204,6 +204,7 @@ pub(crate) fn par_lines(
         schema: opts.schema,
         filter: None,
         stacks: stack_options(opts),
+        stack_maps: None,
     }
 }
 

@@ -21,6 +21,7 @@ use crate::capture::clock::now_unix_ns;
 use crate::capture::staging::{Closed, STAGE_BYTES, STAGE_CAPACITY, Staged, StagedChunk};
 use crate::messages::print as say;
 use crate::pipeline::formatter::{self, FormatterOptions};
+use crate::pipeline::stacks::maps::ProcessMaps;
 
 /// What feeds a dump's formatter: the snapshot's entries sent as staged chunks, in
 /// buffers taken from the pool it is given.
@@ -118,6 +119,7 @@ fn write_dump(request: &Request, opts: &FlightOptions, format: FormatFed) -> Res
         &request.snapshot,
         opts,
         request.context.clone(),
+        request.stack_maps.clone(),
         format,
         |bytes| file.write_all(bytes),
     )
@@ -194,6 +196,7 @@ pub fn format_snapshot(
     snapshot: &Snapshot,
     opts: &FlightOptions,
     context: Option<ContextTracker>,
+    stack_maps: Option<ProcessMaps>,
     format: FormatFed,
     mut write: impl FnMut(&[u8]) -> io::Result<()>,
 ) -> io::Result<u64> {
@@ -204,7 +207,8 @@ pub fn format_snapshot(
         context,
         schema: false,
         filter: None,
-        stacks: None,
+        stacks: opts.stacks,
+        stack_maps,
     };
     format(
         lines,
@@ -298,6 +302,7 @@ mod tests {
             quiet: true,
             session: None,
             context: false,
+            stacks: None,
         }
     }
 
@@ -314,6 +319,7 @@ mod tests {
         let n = format_snapshot(
             &snapshot,
             &options(),
+            None,
             None,
             crate::recorder::format_fed,
             |bytes| {
@@ -336,6 +342,7 @@ mod tests {
         let err = format_snapshot(
             &snapshot,
             &options(),
+            None,
             None,
             crate::recorder::format_fed,
             |_| {

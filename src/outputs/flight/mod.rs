@@ -25,6 +25,8 @@ use uevrec_parsers::{ContextTracker, LineOptions, LineWriter, OutputFormat};
 use crate::capture::clock::now_unix_ns;
 use crate::capture::selector::Selector;
 use crate::capture::staging::{Staged, StagedEntry};
+use crate::pipeline::stacks::StackOptions;
+use crate::pipeline::stacks::maps::ProcessMaps;
 use buffer::FlightBuffer;
 
 /// How long the flight thread waits for staged entries before it looks at the SIGUSR1
@@ -65,6 +67,9 @@ pub struct FlightOptions {
     pub session: Option<uevrec_parsers::SessionInfo>,
     /// Track who wrote each record (set by crate::recorder from `--no-context`).
     pub context: bool,
+    /// Call stacks on the dumps' lines (`-g`; set by crate::recorder): the records keep
+    /// their callchains in the buffer, and what the processes mapped is kept beside it.
+    pub stacks: Option<StackOptions>,
 }
 
 /// Why a dump was written.
@@ -101,6 +106,9 @@ pub struct Request {
     /// Who was who when the snapshot was taken (`None` without context): the dump's
     /// lines get their `comm`/`cgroup` keys from it.
     pub context: Option<ContextTracker>,
+    /// What the processes had mapped when the snapshot was taken (`None` without
+    /// stacks): the dump's stacks are named from it.
+    pub stack_maps: Option<ProcessMaps>,
 }
 
 /// What the flight recorder did.
@@ -145,6 +153,7 @@ pub fn run(
         notices: (!opts.quiet).then(|| LineWriter::new(LineOptions::default())),
         notice_buf: Vec::new(),
         context: opts.context.then(ContextTracker::new),
+        stack_maps: opts.stacks.map(|_| ProcessMaps::default()),
         pending: VecDeque::new(),
         drained: 0,
     };
@@ -179,6 +188,7 @@ pub fn run(
             reason: Reason::Exit,
             skipped,
             context: keeper.context.take(),
+            stack_maps: keeper.stack_maps.take(),
         });
     } else {
         discarded = snapshot.records;
@@ -209,6 +219,8 @@ struct FlightState<'a> {
     /// Who is who, kept up to date from every context entry: not held in the buffer,
     /// where the start-up scan would fall out first; each dump gets a copy.
     context: Option<ContextTracker>,
+    /// What each process mapped, kept up to date like `context` (with stacks).
+    stack_maps: Option<ProcessMaps>,
     /// Dumps asked for, oldest first: the time they cut at (Unix ns), why, and (for the
     /// first) what was held up to then when it was asked for, so that newer records
     /// cannot push it out; each waits until every record up to its time was staged.
@@ -253,6 +265,9 @@ impl FlightState<'_> {
                     update,
                 }) = entry.decode()
                 {
+                    if let Some(m) = &mut self.stack_maps {
+                        m.apply(time_unix_ns, &update);
+                    }
                     if let Some(c) = &mut self.context {
                         c.apply(time_unix_ns, update);
                     }
@@ -353,6 +368,7 @@ impl FlightState<'_> {
                 reason,
                 skipped: std::mem::take(&mut self.skipped),
                 context: self.context.clone(),
+                stack_maps: self.stack_maps.clone(),
             };
             let _ = self.dumps.send(request);
             // The next one waiting takes what is held up to its time now.
@@ -387,6 +403,7 @@ mod tests {
             quiet: true,
             session: None,
             context: false,
+            stacks: None,
         };
         let (stage_tx, stage_rx) = crossbeam_channel::bounded(64);
         let (back_tx, _back_rx) = crossbeam_channel::bounded(64);

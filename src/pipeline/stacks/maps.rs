@@ -110,7 +110,7 @@ impl Process {
 }
 
 /// The mappings of every process seen, bounded ([`MAX_PROCESSES`], [`MAX_MAPPINGS`]).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct ProcessMaps {
     /// Read `/proc/PID/maps` of a process never seen (off for a recorded file: its
     /// process ids are not this machine's processes now).

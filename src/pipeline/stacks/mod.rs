@@ -10,13 +10,14 @@
 //! registers and stack copy of `--call-graph dwarf` into the user frames.
 //!
 //! [`build_ids`] tells, for a recorded file, whether a module on disk is still the one
-//! recorded.
+//! recorded; [`stacktrace`] writes a stack as OTLP's `code.stacktrace` text.
 //!
-//! Layers, lowest first: `build_ids`, `maps`, `perf_map`, `symbols`, `unwind`.
+//! Layers, lowest first: `build_ids`, `maps`, `perf_map`, `symbols`, `unwind`, `stacktrace`.
 
 pub mod build_ids;
 pub mod maps;
 pub mod perf_map;
+pub mod stacktrace;
 pub mod symbols;
 pub mod unwind;
 
@@ -95,6 +96,15 @@ impl StackWriter {
             build_ids: build_ids::BuildIds::default(),
             unwinder: None,
             unwound: Vec::new(),
+        }
+    }
+
+    /// A writer for `options` that knows the mappings of `maps` already (a flight
+    /// recording's dump: the mappings were reported while the records waited).
+    pub fn with_maps(options: StackOptions, maps: ProcessMaps) -> Self {
+        StackWriter {
+            maps,
+            ..StackWriter::new(options)
         }
     }
 

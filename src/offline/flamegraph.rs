@@ -1,0 +1,275 @@
+//! `uevrec flamegraph`: JSON lines with `stack` keys (`record -g`, `tail -g`) → folded
+//! stacks (Brendan Gregg's `frame;frame;… count`, outermost frame first), the input of
+//! every flame-graph tool; the CLI draws them with inferno (docs/flamegraph.md).
+//!
+//! Each frame is named by the parsers' one helper
+//! ([`uevrec_parsers::stack_frames::StackFrame::flame_names`]), from the names the
+//! recording wrote: nothing is symbolized here. Records without a stack, uevrec's own
+//! lines and the records the kernel lost are counted and said (never folded silently
+//! away); a line that is not JSON is an error naming its number, since a flame graph of
+//! part of a file would look whole.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use uevrec_parsers::stack_frames::StackFrame;
+
+/// What the root frame of every stack is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Root {
+    /// The event (`system:event`): one tower per event.
+    #[default]
+    Event,
+    /// The process name (`comm`, else `pid N`): one tower per program.
+    Comm,
+    /// None: the stacks of every event and process together.
+    None,
+}
+
+/// How stacks are folded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FoldOptions {
+    /// The root frame.
+    pub root: Root,
+    /// Kernel frames left out (the user part of each stack only).
+    pub user_only: bool,
+}
+
+/// The keys of a JSON line that folding reads (the rest is skipped unread).
+#[derive(Debug, Deserialize)]
+struct Line<'a> {
+    /// Present on uevrec's own lines (`session`, `lost`, `notice` …).
+    #[serde(borrow, default)]
+    uevrec: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    system: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    event: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    comm: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pid: Option<u64>,
+    #[serde(borrow, default)]
+    stack: Option<Vec<StackFrame<'a>>>,
+    /// Of a `lost` line: the records the kernel dropped.
+    #[serde(default)]
+    lost: Option<u64>,
+}
+
+/// Stacks folded so far, with the counts a reader of the graph needs.
+#[derive(Debug, Default)]
+pub struct Folder {
+    options: FoldOptions,
+    /// Folded stack → records.
+    stacks: foldhash::HashMap<String, u64>,
+    /// Records per event (`system:event`), with a stack.
+    events: BTreeMap<String, u64>,
+    /// Records folded.
+    pub records: u64,
+    /// Records without a `stack` key (recorded without `-g`).
+    pub without_stack: u64,
+    /// uevrec's own lines (session, schema, notices, lost counts).
+    pub own_lines: u64,
+    /// Records the kernel dropped, as the `lost` lines count them.
+    pub lost: u64,
+    /// The names of the frames of the record being folded, innermost first, and where
+    /// each ends in it.
+    names: String,
+    ends: Vec<usize>,
+    key: String,
+}
+
+/// Why a line cannot be folded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineError(pub String);
+
+impl std::fmt::Display for LineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Folder {
+    /// An empty folder.
+    pub fn new(options: FoldOptions) -> Self {
+        Folder {
+            options,
+            ..Default::default()
+        }
+    }
+
+    /// Fold one JSON line (an empty line is skipped).
+    pub fn add_line(&mut self, line: &[u8]) -> Result<(), LineError> {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
+        }
+        let line: Line<'_> = serde_json::from_slice(line).map_err(|e| {
+            LineError(format!(
+                "not a JSON line of `uevrec record` or `tail` ({e}): flame graphs are drawn \
+                 from JSON lines recorded with -g (decode perf.data or trace.dat files with \
+                 `uevrec decode` first)"
+            ))
+        })?;
+        if line.uevrec.is_some() {
+            self.own_lines += 1;
+            self.lost = self.lost.saturating_add(line.lost.unwrap_or(0));
+            return Ok(());
+        }
+        let (Some(system), Some(event)) = (&line.system, &line.event) else {
+            return Err(LineError(
+                "a JSON line without `system` and `event`: not a record line of `uevrec \
+                 record` or `tail` (OTLP lines are not read: record JSON lines with -g)"
+                    .into(),
+            ));
+        };
+        let Some(stack) = &line.stack else {
+            self.without_stack += 1;
+            return Ok(());
+        };
+        self.fold(&line, system, event, stack);
+        Ok(())
+    }
+
+    fn fold(&mut self, line: &Line<'_>, system: &str, event: &str, stack: &[StackFrame<'_>]) {
+        self.names.clear();
+        self.ends.clear();
+        for frame in stack {
+            if self.options.user_only && frame.is_kernel() {
+                continue;
+            }
+            let (names, ends) = (&mut self.names, &mut self.ends);
+            frame.flame_names(|name| {
+                push_frame_name(names, name);
+                ends.push(names.len());
+            });
+        }
+        self.key.clear();
+        match self.options.root {
+            Root::Event => {
+                push_frame_name(&mut self.key, system);
+                self.key.push(':');
+                push_frame_name(&mut self.key, event);
+            }
+            Root::Comm => match (&line.comm, line.pid) {
+                (Some(comm), _) => push_frame_name(&mut self.key, comm),
+                (None, Some(pid)) => self.key.push_str(&format!("pid {pid}")),
+                (None, None) => self.key.push_str("[unknown process]"),
+            },
+            Root::None => {}
+        }
+        for (i, &end) in self.ends.iter().enumerate().rev() {
+            let start = if i == 0 { 0 } else { self.ends[i - 1] };
+            if !self.key.is_empty() {
+                self.key.push(';');
+            }
+            self.key.push_str(&self.names[start..end]);
+        }
+        if self.key.is_empty() {
+            // Every frame left out (--user-only on a kernel-only stack): still a record.
+            self.key.push_str("[no frames]");
+        }
+        self.records += 1;
+        match self.stacks.get_mut(self.key.as_str()) {
+            Some(n) => *n += 1,
+            None => {
+                self.stacks.insert(self.key.clone(), 1);
+            }
+        }
+        self.key.clear();
+        self.key.push_str(system);
+        self.key.push(':');
+        self.key.push_str(event);
+        match self.events.get_mut(self.key.as_str()) {
+            Some(n) => *n += 1,
+            None => {
+                self.events.insert(self.key.clone(), 1);
+            }
+        }
+    }
+
+    /// The folded stacks, sorted (the order `flamegraph.pl` and inferno expect), each
+    /// with its count.
+    pub fn folded(&self) -> Vec<(&str, u64)> {
+        let mut lines: Vec<(&str, u64)> =
+            self.stacks.iter().map(|(k, &n)| (k.as_str(), n)).collect();
+        lines.sort_unstable();
+        lines
+    }
+
+    /// The folded stacks as lines (`frame;frame;… count`).
+    pub fn folded_text(&self) -> String {
+        let mut out = String::new();
+        for (stack, n) in self.folded() {
+            out.push_str(stack);
+            out.push(' ');
+            out.push_str(&n.to_string());
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The events folded, each with its records.
+    pub fn events(&self) -> &BTreeMap<String, u64> {
+        &self.events
+    }
+
+    /// A title for the graph: the events and the records.
+    pub fn title(&self) -> String {
+        let mut names: Vec<&str> = self.events.keys().map(String::as_str).collect();
+        let more = names.len().saturating_sub(3);
+        names.truncate(3);
+        let mut title = names.join(", ");
+        if more > 0 {
+            title.push_str(&format!(" and {more} more events"));
+        }
+        if title.is_empty() {
+            title.push_str("no stacks");
+        }
+        let s = if self.records == 1 { "" } else { "s" };
+        format!("{title}: {} record{s}", self.records)
+    }
+
+    /// What was not folded, in words (empty: everything was).
+    pub fn left_out(&self) -> Vec<String> {
+        let mut said = Vec::new();
+        if self.without_stack > 0 {
+            said.push(format!(
+                "{} records without a stack (recorded without -g) are not in the graph",
+                self.without_stack
+            ));
+        }
+        if self.lost > 0 {
+            said.push(format!(
+                "{} records were lost by the kernel while recording (the `lost` lines)",
+                self.lost
+            ));
+        }
+        said
+    }
+}
+
+/// `name` as a folded frame: `;` separates frames and a line is one stack, so a `;` in a
+/// name becomes `:` and a control character a space.
+fn push_frame_name(out: &mut String, name: &str) {
+    if !name.bytes().any(|b| b == b';' || b.is_ascii_control()) {
+        return out.push_str(name);
+    }
+    out.extend(name.chars().map(|c| match c {
+        ';' => ':',
+        c if c.is_ascii_control() => ' ',
+        c => c,
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_kept_on_one_frame() {
+        let mut s = String::new();
+        push_frame_name(&mut s, "a;b\nc");
+        assert_eq!(s, "a:b c");
+    }
+}
