@@ -15,6 +15,7 @@
 
 pub mod condition;
 pub mod counts;
+pub mod eventheader_fields;
 mod fast;
 pub mod limits;
 pub mod record_vars;
@@ -29,6 +30,7 @@ pub use condition::{Condition, Literal, WhereError};
 pub use counts::{Counted, DropReason, TracepointCounts};
 use limits::RateState;
 pub use limits::{RateRule, SampleRule};
+use eventheader_fields::EventHeaderFields;
 use record_vars::{EventHeaderVars, FieldReader, Fields, RecordVars};
 
 use crate::capture::pushdown::{PushedTerm, PushedValue};
@@ -191,9 +193,14 @@ impl Filter {
                 .map(|f| (f.name.clone(), FieldPlan::of(f)))
                 .collect()
         };
+        // An EventHeader event's fields are in each record, not its format: its
+        // conditions run in CEL's interpreter over the decoded payload.
         let fast = rules
             .iter()
-            .map(|&i| fast::Fast::compile(self.rules[i].condition.program().expression(), &plans))
+            .map(|&i| {
+                let expr = self.rules[i].condition.program().expression();
+                (!eventheader).then(|| fast::Fast::compile(expr, &plans))?
+            })
             .collect();
         let counts = self
             .counts
@@ -417,6 +424,9 @@ impl FormatFilter {
                 endian,
             },
             eventheader: prepared.eventheader().map(|tp| eventheader_vars(tp, raw)),
+            eventheader_fields: prepared
+                .eventheader()
+                .map(|_| eventheader_fields(raw)),
         };
         let mut context = cel::Context::with_env(Arc::clone(&self.filter.env));
         context.set_variable_resolver(&vars);
@@ -429,6 +439,26 @@ impl FormatFilter {
             }
         }
         None
+    }
+}
+
+/// The payload fields of EventHeader record `raw` (none when its header or extension
+/// blocks cannot be read).
+fn eventheader_fields(raw: &[u8]) -> EventHeaderFields<'_> {
+    match raw
+        .get(8..)
+        .and_then(|data| uevrec_parsers::eventheader::parse_event(data).ok())
+    {
+        Some(p) => EventHeaderFields {
+            metadata: p.metadata,
+            payload: p.payload,
+            endian: p.header.endian(),
+        },
+        None => EventHeaderFields {
+            metadata: None,
+            payload: &[],
+            endian: Endian::Little,
+        },
     }
 }
 

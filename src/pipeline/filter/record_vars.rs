@@ -16,6 +16,8 @@ use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
 use uevrec_parsers::{Endian, FieldPlan, RecordStamp, Value};
 
+use super::eventheader_fields::EventHeaderFields;
+
 /// A field of a format a condition may read: its name and how to decode it.
 #[derive(Debug, Clone)]
 pub struct FieldReader {
@@ -53,6 +55,8 @@ pub struct RecordVars<'a> {
     pub fields: Fields<'a>,
     /// For EventHeader events, what the header and name say.
     pub eventheader: Option<EventHeaderVars<'a>>,
+    /// For EventHeader events, the payload's fields (they take the place of `fields`).
+    pub eventheader_fields: Option<EventHeaderFields<'a>>,
 }
 
 impl VariableResolver for RecordVars<'_> {
@@ -60,7 +64,10 @@ impl VariableResolver for RecordVars<'_> {
         // CEL asks for `fields.NAME` as one qualified name first: answering it here
         // spares the map lookup (a missing field falls back to `fields`, then NAME).
         if let Some(name) = variable.strip_prefix("fields.") {
-            return self.fields.value(name).ok().map(CowVal::Owned);
+            return match &self.eventheader_fields {
+                Some(f) => f.value(name).map(CowVal::Owned),
+                None => self.fields.value(name).ok().map(CowVal::Owned),
+            };
         }
         let eh = self.eventheader.as_ref();
         Some(match variable {
@@ -69,7 +76,10 @@ impl VariableResolver for RecordVars<'_> {
             "cpu" => CowVal::owned(CelInt::from(i64::from(self.stamp.cpu))),
             "pid" => CowVal::owned(CelInt::from(i64::from(self.stamp.pid))),
             "tid" => CowVal::owned(CelInt::from(i64::from(self.stamp.tid))),
-            "fields" => CowVal::Borrowed(&self.fields),
+            "fields" => match &self.eventheader_fields {
+                Some(f) => CowVal::Borrowed(f),
+                None => CowVal::Borrowed(&self.fields),
+            },
             "provider" => CowVal::owned(CelString::from(eh?.provider)),
             "name" => CowVal::owned(text(eh?.name?)),
             "level" => CowVal::owned(CelInt::from(i64::from(eh?.level))),

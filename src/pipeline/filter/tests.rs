@@ -220,6 +220,7 @@ fn cel_answer(
             endian: Endian::Little,
         },
         eventheader: None,
+        eventheader_fields: None,
     };
     let mut context = cel::Context::with_env(Arc::new(cel::Env::stdlib()));
     context.set_variable_resolver(&vars);
@@ -355,4 +356,108 @@ proptest! {
             prop_assert_eq!(fast, cel_answer(&text, &prepared, &raw, &s), "{}", text);
         }
     }
+}
+
+/// An OpenTelemetry span as `opentelemetry-user-events-trace` writes it (Common Schema
+/// 4.0, abridged): `__csver__`, `PartA` {`time`, `ext_dt_traceId`}, `PartB`
+/// {`_typeName`, `name`, `kind` (i8)}, `PartC` {`http.status` (i64), `tags` (an
+/// array of strings), `peer` {`port` (u16, network order)}}, and a repeated `PartC`
+/// key (`dup`, twice).
+fn span(trace_id: &str, name: &str, status: i64) -> Vec<u8> {
+    let mut meta = b"Span\0".to_vec();
+    let mut field = |name: &str, enc: &[u8]| {
+        meta.extend_from_slice(name.as_bytes());
+        meta.push(0);
+        meta.extend_from_slice(enc);
+    };
+    field("__csver__", &[0x04]);
+    field("PartA", &[0x81, 2]);
+    field("time", &[0x07]);
+    field("ext_dt_traceId", &[0x07]);
+    field("PartB", &[0x81, 3]);
+    field("_typeName", &[0x07]);
+    field("name", &[0x07]);
+    field("kind", &[0x82, 2]);
+    field("PartC", &[0x81, 5]);
+    field("http.status;tag=x", &[0x85, 2]);
+    field("tags", &[0x47]);
+    field("peer", &[0x81, 1]);
+    field("port", &[0x83, 16]);
+    field("dup", &[0x02]);
+    field("dup", &[0x02]);
+    let mut payload = 1024u32.to_le_bytes().to_vec();
+    let z = |p: &mut Vec<u8>, s: &str| {
+        p.extend_from_slice(s.as_bytes());
+        p.push(0);
+    };
+    z(&mut payload, "2026-12-06T03:00:00Z");
+    z(&mut payload, trace_id);
+    z(&mut payload, "Span");
+    z(&mut payload, name);
+    payload.push(0xfe); // kind -2
+    payload.extend_from_slice(&status.to_le_bytes());
+    payload.extend_from_slice(&2u16.to_le_bytes());
+    z(&mut payload, "a");
+    z(&mut payload, "b");
+    payload.extend_from_slice(&8080u16.to_be_bytes());
+    payload.extend_from_slice(&[1, 2]);
+    uevrec_parsers::eventheader::trace_entry(4, &meta, &payload)
+}
+
+fn otel_span_format() -> PreparedFormat {
+    let format = uevrec_parsers::eventheader::tracepoint_format("otel_L4K1", 9);
+    PreparedFormat::new(&format, "user_events", "otel_L4K1", None)
+}
+
+const TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+
+#[test]
+fn eventheader_fields_are_read_from_the_decoded_payload() {
+    let prepared = otel_span_format();
+    let raw = span(TRACE, "GET /x", 503);
+    for holds in [
+        "fields.__csver__ == 1024",
+        "fields.PartB.name == 'GET /x' && fields.PartB.kind == -2",
+        "fields.PartB['_typeName'] == 'Span'",
+        "fields.PartC['http.status'] >= 500",
+        "'b' in fields.PartC.tags && size(fields.PartC.tags) == 2",
+        "fields.PartC.peer.port == 8080",
+        "fields.PartC.dup == 1 && fields.PartC['dup#2'] == 2",
+        "fields.PartA.ext_dt_traceId.startsWith('0af7')",
+        "has(fields.PartC) && !has(fields.PartD) && size(fields) == 4",
+        "provider == 'otel' && name == 'Span' && level == 4 && keyword == 1 && opcode == 0",
+        "fields.PartC.tags.exists(t, t == 'a')",
+    ] {
+        let f = filter(&[holds]);
+        let ff = f.for_format(&prepared).unwrap();
+        assert!(
+            ff.keep(&prepared, &stamp(1), &raw, Endian::Little),
+            "{holds}: {:?}",
+            f.counted()
+        );
+    }
+    let f = filter(&["fields.PartB.name == 'GET /y'"]);
+    let ff = f.for_format(&prepared).unwrap();
+    assert!(!ff.keep(&prepared, &stamp(1), &raw, Endian::Little));
+    assert_eq!(f.counted()[0].1.filtered, 1);
+}
+
+#[test]
+fn an_eventheader_field_missing_from_a_record_is_false_and_counted() {
+    let prepared = otel_span_format();
+    let f = filter(&["fields.PartD.x == 1", "fields.PartC.nope == 1"]);
+    let ff = f.for_format(&prepared).unwrap();
+    let raw = span(TRACE, "GET /x", 200);
+    assert!(!ff.keep(&prepared, &stamp(1), &raw, Endian::Little));
+    assert_eq!(f.counted()[0].1.filter_error, 1);
+    // Cut short inside PartB: PartB.name does not decode.
+    let f = filter(&["fields.PartB.name == 'GET /x'"]);
+    let ff = f.for_format(&prepared).unwrap();
+    let cut = raw.len() - 30;
+    assert!(!ff.keep(&prepared, &stamp(1), &raw[..cut], Endian::Little));
+    // A record that is not EventHeader at all (no header): every field missing.
+    assert!(!ff.keep(&prepared, &stamp(1), &raw[..10], Endian::Little));
+    assert!(ff.keep(&prepared, &stamp(1), &raw, Endian::Little));
+    let c = f.counted()[0].1;
+    assert_eq!((c.kept, c.filtered, c.filter_error), (1, 0, 2));
 }
