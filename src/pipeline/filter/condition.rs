@@ -229,14 +229,19 @@ fn char_at(text: &str, line: isize, column: isize) -> usize {
     (before + column).min(text.chars().count())
 }
 
-/// The place of `expr` in the text (characters), from the program's source info.
+/// The place of `expr` in the text (characters), from the program's source info (whose
+/// offsets are bytes).
 fn place(program: &Program, expr: &IdedExpr) -> (usize, usize) {
-    program
-        .source_info()
-        .offset_for(expr.id)
+    let info = program.source_info();
+    let chars = |byte: u32| {
+        let text = &info.source;
+        let end = (byte as usize).min(text.len());
+        text.char_indices().take_while(|&(i, _)| i < end).count()
+    };
+    info.offset_for(expr.id)
         // `stop` is the last character's offset.
         .map_or((0, 1), |(start, stop)| {
-            (start as usize, (stop as usize).max(start as usize) + 1)
+            (chars(start), chars(stop.max(start)) + 1)
         })
 }
 
@@ -348,6 +353,9 @@ mod tests {
             e.to_string().lines().nth(2).unwrap(),
             "              ^^^^^^"
         );
+        // The parser's places are bytes; the caret counts characters.
+        let e = Condition::parse("\"®য়\"<A").unwrap_err();
+        assert_eq!(e.at, (6, 7), "{e}");
     }
 
     #[test]
