@@ -19,7 +19,7 @@ use uevrec_parsers::{
 };
 
 use crate::pipeline::describe::Described;
-use crate::pipeline::filter::{DropReason, Filter, FormatFilter};
+use crate::pipeline::filter::{DropReason, Filter, FormatFilter, Who};
 use crate::pipeline::stacks::{StackOptions, StackWriter};
 
 use crate::capture::staging::{Closed, Staged, StagedChunk, StagedEntry};
@@ -153,7 +153,13 @@ impl Core {
                 match self.formats.get(slot as usize).and_then(Option::as_ref) {
                     Some(prepared) => {
                         if let Some(Some(f)) = self.filters.get(slot as usize)
-                            && !f.keep(prepared, &stamp, raw, self.endian)
+                            && !f.keep(
+                                prepared,
+                                &stamp,
+                                raw,
+                                self.endian,
+                                who(&self.context, cgroup),
+                            )
                         {
                             return 0;
                         }
@@ -191,6 +197,11 @@ impl Core {
         }
         0
     }
+}
+
+/// The context `--where` reads of a record whose sample named `cgroup`.
+fn who(context: &Option<ContextTracker>, cgroup: Option<u64>) -> Option<Who<'_>> {
+    context.as_ref().map(|tracker| Who { tracker, cgroup })
 }
 
 /// Put the `"stack"` key of a record into its JSON line (`out[start..]`, ending `}\n`);

@@ -14,6 +14,19 @@ pub const VARIABLES: &[&str] = &[
     "opcode",
 ];
 
+/// The record's context a condition may name: who wrote it, as its JSON line shows.
+pub const CONTEXT_VARIABLES: &[&str] = &[
+    "comm",
+    "cgroup",
+    "container",
+    "unit",
+    "k8s_pod_uid",
+    "k8s_qos",
+    "k8s_namespace",
+    "k8s_pod",
+    "k8s_container",
+];
+
 /// A condition compiled once: its text, its program and what it reads.
 #[derive(Debug)]
 pub struct Condition {
@@ -101,8 +114,9 @@ impl Condition {
         if let Some((name, at)) = found.unknown.first() {
             return Err(error(
                 format!(
-                    "--where names `{name}`, which no record has (the variables: {})",
-                    VARIABLES.join(", ")
+                    "--where names `{name}`, which no record has (the variables: {}, {})",
+                    VARIABLES.join(", "),
+                    CONTEXT_VARIABLES.join(", ")
                 ),
                 *at,
             ));
@@ -252,7 +266,10 @@ fn walk(expr: &IdedExpr, program: &Program, found: &mut Found, bound: &BTreeSet<
         Expr::Ident(name) => {
             if name == "fields" {
                 found.all_fields = true;
-            } else if !VARIABLES.contains(&name.as_str()) && !bound.contains(name) {
+            } else if !VARIABLES.contains(&name.as_str())
+                && !CONTEXT_VARIABLES.contains(&name.as_str())
+                && !bound.contains(name)
+            {
                 found.unknown.push((name.clone(), place(program, expr)));
             }
         }

@@ -60,9 +60,7 @@ impl<'a> EventHeaderFields<'a> {
                     return built(item, &mut walk);
                 }
                 Item::StructBegin { .. } | Item::ArrayBegin { .. } => depth += 1,
-                Item::StructEnd { .. } | Item::ArrayEnd { .. } => {
-                    depth = depth.saturating_sub(1)
-                }
+                Item::StructEnd { .. } | Item::ArrayEnd { .. } => depth = depth.saturating_sub(1),
                 Item::Value { .. } => {}
             }
         }
@@ -222,9 +220,7 @@ impl Sizer for EventHeaderFields<'_> {
                     n += i64::from(depth == 0);
                     depth += 1;
                 }
-                Item::StructEnd { .. } | Item::ArrayEnd { .. } => {
-                    depth = depth.saturating_sub(1)
-                }
+                Item::StructEnd { .. } | Item::ArrayEnd { .. } => depth = depth.saturating_sub(1),
                 Item::Value { .. } => n += i64::from(depth == 0),
             }
         }

@@ -11,9 +11,11 @@
 //! The common part of CEL is compiled per format into a tree evaluated on the decoded
 //! values (`fast.rs`); the rest runs in CEL's interpreter.
 //!
-//! Layers, lowest first: `counts`, `condition`, `fast`, `limits`, `record_vars`.
+//! Layers, lowest first: `counts`, `condition`, `context_vars`, `eventheader_fields`,
+//! `fast`, `limits`, `record_vars`.
 
 pub mod condition;
+pub mod context_vars;
 pub mod counts;
 pub mod eventheader_fields;
 mod fast;
@@ -27,11 +29,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use uevrec_parsers::{Endian, EventFormat, FieldPlan, PreparedFormat, RecordStamp};
 
 pub use condition::{Condition, Literal, WhereError};
+use context_vars::RecordContext;
+pub use context_vars::Who;
 pub use counts::{Counted, DropReason, TracepointCounts};
-use limits::RateState;
-pub use limits::{RateRule, SampleRule};
 use eventheader_fields::EventHeaderFields;
+use limits::RateState;
+pub use limits::{RateRule, SampleBy, SampleRule};
 use record_vars::{EventHeaderVars, FieldReader, Fields, RecordVars};
+use uevrec_parsers::eventheader_json::typed::Typed;
 
 use crate::capture::pushdown::{PushedTerm, PushedValue};
 use crate::capture::selector::Selector;
@@ -342,15 +347,16 @@ pub struct FormatFilter {
 
 impl FormatFilter {
     /// Whether the record `raw` (of `prepared`, this filter's format) is kept; counted
-    /// either way.
+    /// either way. `who`: the formatter's context of the record (`None`: no context).
     pub fn keep(
         &self,
         prepared: &PreparedFormat,
         stamp: &RecordStamp,
         raw: &[u8],
         endian: Endian,
+        who: Option<Who<'_>>,
     ) -> bool {
-        match self.judge(prepared, stamp, raw, endian) {
+        match self.judge(prepared, stamp, raw, endian, who) {
             None => {
                 self.counts.kept();
                 true
@@ -370,19 +376,24 @@ impl FormatFilter {
         stamp: &RecordStamp,
         raw: &[u8],
         endian: Endian,
+        who: Option<Who<'_>>,
     ) -> Option<DropReason> {
         if !self.rules.is_empty()
-            && let Some(reason) = self.condition(prepared, stamp, raw, endian)
+            && let Some(reason) = self.condition(prepared, stamp, raw, endian, who)
         {
             return Some(reason);
         }
-        if let Some(s) = &self.sample
-            && !s.keeps(stamp, raw)
-        {
-            return Some(DropReason::Sampled);
+        if let Some(s) = &self.sample {
+            let trace = match s.by {
+                SampleBy::Trace if prepared.eventheader().is_some() => trace_id(raw),
+                _ => None,
+            };
+            if !s.keeps(stamp, raw, trace) {
+                return Some(DropReason::Sampled);
+            }
         }
         if let Some(r) = &self.rate
-            && !r.admits(stamp)
+            && !r.admits(stamp, || who.and_then(|w| w.pod_uid(stamp)))
         {
             return Some(DropReason::Throttled);
         }
@@ -396,6 +407,7 @@ impl FormatFilter {
         stamp: &RecordStamp,
         raw: &[u8],
         endian: Endian,
+        who: Option<Who<'_>>,
     ) -> Option<DropReason> {
         let record = fast::Record {
             system: prepared.system(),
@@ -424,9 +436,8 @@ impl FormatFilter {
                 endian,
             },
             eventheader: prepared.eventheader().map(|tp| eventheader_vars(tp, raw)),
-            eventheader_fields: prepared
-                .eventheader()
-                .map(|_| eventheader_fields(raw)),
+            eventheader_fields: prepared.eventheader().map(|_| eventheader_fields(raw)),
+            context: RecordContext::new(who, stamp),
         };
         let mut context = cel::Context::with_env(Arc::clone(&self.filter.env));
         context.set_variable_resolver(&vars);
@@ -460,6 +471,26 @@ fn eventheader_fields(raw: &[u8]) -> EventHeaderFields<'_> {
             endian: Endian::Little,
         },
     }
+}
+
+/// The trace id of EventHeader record `raw`: its `PartA.ext_dt_traceId` (32 hex digits,
+/// where the OpenTelemetry user_events exporters put it), as 16 bytes.
+fn trace_id(raw: &[u8]) -> Option<[u8; 16]> {
+    let path: [&[u8]; 2] = [b"PartA", b"ext_dt_traceId"];
+    let text = match eventheader_fields(raw).text_at(&path)? {
+        Typed::Str(text) => text,
+        _ => return None,
+    };
+    let text = text.as_bytes();
+    if text.len() != 32 {
+        return None;
+    }
+    let mut id = [0u8; 16];
+    for (i, pair) in text.chunks_exact(2).enumerate() {
+        let pair = std::str::from_utf8(pair).ok()?;
+        id[i] = u8::from_str_radix(pair, 16).ok()?;
+    }
+    Some(id)
 }
 
 /// The EventHeader variables of record `raw` of an event named `tp`: the header's level

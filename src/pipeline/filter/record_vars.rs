@@ -16,6 +16,7 @@ use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
 use uevrec_parsers::{Endian, FieldPlan, RecordStamp, Value};
 
+use super::context_vars::RecordContext;
 use super::eventheader_fields::EventHeaderFields;
 
 /// A field of a format a condition may read: its name and how to decode it.
@@ -57,6 +58,8 @@ pub struct RecordVars<'a> {
     pub eventheader: Option<EventHeaderVars<'a>>,
     /// For EventHeader events, the payload's fields (they take the place of `fields`).
     pub eventheader_fields: Option<EventHeaderFields<'a>>,
+    /// Who wrote it (`comm`, `cgroup`, …).
+    pub context: RecordContext<'a>,
 }
 
 impl VariableResolver for RecordVars<'_> {
@@ -85,7 +88,7 @@ impl VariableResolver for RecordVars<'_> {
             "level" => CowVal::owned(CelInt::from(i64::from(eh?.level))),
             "keyword" => int(eh?.keyword),
             "opcode" => CowVal::owned(CelInt::from(i64::from(eh?.opcode))),
-            _ => return None,
+            _ => CowVal::owned(CelString::from(self.context.value(variable)?)),
         })
     }
 }

@@ -57,7 +57,7 @@ fn keeps_the_records_whose_decoded_argument_holds_and_counts_the_rest() {
     let mut kept = Vec::new();
     for seq in 1..=300u64 {
         let raw = record(110, [424242, seq, 0, 0, 0, 0]);
-        if ff.keep(&prepared, &stamp(7), &raw, Endian::Little) {
+        if ff.keep(&prepared, &stamp(7), &raw, Endian::Little, None) {
             kept.push(seq);
         }
     }
@@ -83,8 +83,8 @@ fn reads_the_record_variables() {
     let prepared = sys_enter();
     let ff = f.for_format(&prepared).unwrap();
     let raw = record(110, [0; 6]);
-    assert!(ff.keep(&prepared, &stamp(7), &raw, Endian::Little));
-    assert!(!ff.keep(&prepared, &stamp(8), &raw, Endian::Little));
+    assert!(ff.keep(&prepared, &stamp(7), &raw, Endian::Little, None));
+    assert!(!ff.keep(&prepared, &stamp(8), &raw, Endian::Little, None));
 }
 
 #[test]
@@ -94,8 +94,8 @@ fn a_field_missing_from_a_record_is_not_kept_and_counted_as_such() {
     let ff = f.for_format(&prepared).unwrap();
     // Cut short: args does not decode.
     let raw = record(110, [0, 5, 0, 0, 0, 0]);
-    assert!(!ff.keep(&prepared, &stamp(1), &raw[..20], Endian::Little));
-    assert!(ff.keep(&prepared, &stamp(1), &raw, Endian::Little));
+    assert!(!ff.keep(&prepared, &stamp(1), &raw[..20], Endian::Little, None));
+    assert!(ff.keep(&prepared, &stamp(1), &raw, Endian::Little, None));
     let c = f.counted()[0].1;
     assert_eq!((c.kept, c.filtered, c.filter_error), (1, 0, 1));
 }
@@ -105,7 +105,13 @@ fn has_tells_whether_a_field_is_there() {
     let f = filter(&["has(fields.id) && !has(fields.nope)"]);
     let prepared = sys_enter();
     let ff = f.for_format(&prepared).unwrap();
-    assert!(ff.keep(&prepared, &stamp(1), &record(1, [0; 6]), Endian::Little));
+    assert!(ff.keep(
+        &prepared,
+        &stamp(1),
+        &record(1, [0; 6]),
+        Endian::Little,
+        None
+    ));
 }
 
 #[test]
@@ -115,9 +121,27 @@ fn a_rule_for_a_selector_applies_to_its_events_only() {
     let f = filter(&["raw_syscalls:sys_*=pid == 1", "fields.id == 3"]);
     let prepared = sys_enter();
     let ff = f.for_format(&prepared).unwrap();
-    assert!(ff.keep(&prepared, &stamp(1), &record(3, [0; 6]), Endian::Little));
-    assert!(!ff.keep(&prepared, &stamp(1), &record(4, [0; 6]), Endian::Little));
-    assert!(!ff.keep(&prepared, &stamp(2), &record(3, [0; 6]), Endian::Little));
+    assert!(ff.keep(
+        &prepared,
+        &stamp(1),
+        &record(3, [0; 6]),
+        Endian::Little,
+        None
+    ));
+    assert!(!ff.keep(
+        &prepared,
+        &stamp(1),
+        &record(4, [0; 6]),
+        Endian::Little,
+        None
+    ));
+    assert!(!ff.keep(
+        &prepared,
+        &stamp(2),
+        &record(3, [0; 6]),
+        Endian::Little,
+        None
+    ));
 }
 
 #[test]
@@ -187,7 +211,7 @@ proptest! {
             let f = Filter::new(vec![rule], vec![], vec![]).unwrap();
             let prepared = sys_enter();
             if let Some(ff) = f.for_format(&prepared) {
-                let _ = ff.keep(&prepared, &stamp(1), &record(1, [1; 6]), Endian::Little);
+                let _ = ff.keep(&prepared, &stamp(1), &record(1, [1; 6]), Endian::Little, None);
             }
         }
     }
@@ -221,6 +245,7 @@ fn cel_answer(
         },
         eventheader: None,
         eventheader_fields: None,
+        context: context_vars::RecordContext::new(None, stamp),
     };
     let mut context = cel::Context::with_env(Arc::new(cel::Env::stdlib()));
     context.set_variable_resolver(&vars);
@@ -431,14 +456,14 @@ fn eventheader_fields_are_read_from_the_decoded_payload() {
         let f = filter(&[holds]);
         let ff = f.for_format(&prepared).unwrap();
         assert!(
-            ff.keep(&prepared, &stamp(1), &raw, Endian::Little),
+            ff.keep(&prepared, &stamp(1), &raw, Endian::Little, None),
             "{holds}: {:?}",
             f.counted()
         );
     }
     let f = filter(&["fields.PartB.name == 'GET /y'"]);
     let ff = f.for_format(&prepared).unwrap();
-    assert!(!ff.keep(&prepared, &stamp(1), &raw, Endian::Little));
+    assert!(!ff.keep(&prepared, &stamp(1), &raw, Endian::Little, None));
     assert_eq!(f.counted()[0].1.filtered, 1);
 }
 
@@ -448,16 +473,76 @@ fn an_eventheader_field_missing_from_a_record_is_false_and_counted() {
     let f = filter(&["fields.PartD.x == 1", "fields.PartC.nope == 1"]);
     let ff = f.for_format(&prepared).unwrap();
     let raw = span(TRACE, "GET /x", 200);
-    assert!(!ff.keep(&prepared, &stamp(1), &raw, Endian::Little));
+    assert!(!ff.keep(&prepared, &stamp(1), &raw, Endian::Little, None));
     assert_eq!(f.counted()[0].1.filter_error, 1);
     // Cut short inside PartB: PartB.name does not decode.
     let f = filter(&["fields.PartB.name == 'GET /x'"]);
     let ff = f.for_format(&prepared).unwrap();
     let cut = raw.len() - 30;
-    assert!(!ff.keep(&prepared, &stamp(1), &raw[..cut], Endian::Little));
+    assert!(!ff.keep(&prepared, &stamp(1), &raw[..cut], Endian::Little, None));
     // A record that is not EventHeader at all (no header): every field missing.
-    assert!(!ff.keep(&prepared, &stamp(1), &raw[..10], Endian::Little));
-    assert!(ff.keep(&prepared, &stamp(1), &raw, Endian::Little));
+    assert!(!ff.keep(&prepared, &stamp(1), &raw[..10], Endian::Little, None));
+    assert!(ff.keep(&prepared, &stamp(1), &raw, Endian::Little, None));
     let c = f.counted()[0].1;
     assert_eq!((c.kept, c.filtered, c.filter_error), (1, 0, 2));
+}
+
+#[test]
+fn context_variables_read_what_the_tracker_knows() {
+    let mut tracker = uevrec_parsers::ContextTracker::new();
+    tracker.apply(
+        None,
+        uevrec_parsers::ContextUpdate::Comm {
+            tid: 7,
+            comm: b"nginx",
+        },
+    );
+    let f = filter(&["comm == 'nginx' && k8s_namespace == ''"]);
+    let prepared = sys_enter();
+    let ff = f.for_format(&prepared).unwrap();
+    let raw = record(1, [0; 6]);
+    let who = Some(Who {
+        tracker: &tracker,
+        cgroup: None,
+    });
+    assert!(ff.keep(&prepared, &stamp(7), &raw, Endian::Little, who));
+    assert!(!ff.keep(&prepared, &stamp(8), &raw, Endian::Little, who));
+    // Without a tracker (`--no-context`) every context variable is "".
+    assert!(!ff.keep(&prepared, &stamp(7), &raw, Endian::Little, None));
+    let c = f.counted()[0].1;
+    assert_eq!((c.kept, c.filtered, c.filter_error), (1, 2, 0));
+}
+
+/// `--sample …,by=trace` over spans of 2,000 traces, 3 spans each with different
+/// names and threads: every trace is kept or left out whole, about the ratio of them.
+#[test]
+fn spans_are_sampled_by_trace_id_a_trace_whole() {
+    let f = Filter::new(
+        vec![],
+        vec!["user_events:otel_*=0.5,by=trace".parse().unwrap()],
+        vec![],
+    )
+    .unwrap();
+    let prepared = otel_span_format();
+    let ff = f.for_format(&prepared).unwrap();
+    let mut whole = 0;
+    for t in 0..2000u64 {
+        let id = format!(
+            "{:016x}{:016x}",
+            t.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            t.wrapping_mul(0xbf58_476d_1ce4_e5b9)
+        );
+        let kept: Vec<bool> = (0..3u32)
+            .map(|s| {
+                let raw = span(&id, &format!("op{s}"), 200);
+                ff.keep(&prepared, &stamp(100 + s), &raw, Endian::Little, None)
+            })
+            .collect();
+        assert!(kept.iter().all(|&k| k == kept[0]), "trace {id}: {kept:?}");
+        whole += usize::from(kept[0]);
+    }
+    // Binomial: 1000 ± 5σ (σ ≈ 22.4).
+    assert!((888..=1112).contains(&whole), "{whole}");
+    let c = f.counted()[0].1;
+    assert_eq!(c.kept + c.sampled, 6000);
 }

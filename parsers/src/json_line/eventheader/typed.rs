@@ -211,7 +211,10 @@ mod tests {
         assert_eq!(v(Encoding::Value16, 2, &[0xfe, 0xff]), Typed::Int(-2));
         assert_eq!(v(Encoding::Value8, 7, &[1]), Typed::Bool(true));
         assert_eq!(v(Encoding::Value8, 7, &[3]), Typed::Int(3));
-        assert_eq!(v(Encoding::Value32, 3, &[0x10, 0, 0, 0]), Typed::Str("0x10".into()));
+        assert_eq!(
+            v(Encoding::Value32, 3, &[0x10, 0, 0, 0]),
+            Typed::Str("0x10".into())
+        );
         assert_eq!(
             v(Encoding::Value64, 8, &[0, 0, 0, 0, 0, 0, 0xf8, 0x3f]),
             Typed::Float(1.5)
@@ -221,14 +224,26 @@ mod tests {
             v(Encoding::Value32, 17, &[10, 0, 0, 1]),
             Typed::Str("10.0.0.1".into())
         );
-        assert_eq!(v(Encoding::Value32, 6, &[0, 0, 0, 0]), Typed::Str("1970-01-01T00:00:00Z".into()));
-        assert_eq!(v(Encoding::ZStringChar8, 0, b"hello"), Typed::Str("hello".into()));
+        assert_eq!(
+            v(Encoding::Value32, 6, &[0, 0, 0, 0]),
+            Typed::Str("1970-01-01T00:00:00Z".into())
+        );
+        assert_eq!(
+            v(Encoding::ZStringChar8, 0, b"hello"),
+            Typed::Str("hello".into())
+        );
         assert_eq!(
             v(Encoding::ZStringChar16, 0, &[b'h', 0, b'i', 0]),
             Typed::Str("hi".into())
         );
-        assert_eq!(v(Encoding::ZStringChar8, 10, &[0xe9]), Typed::Str("é".into()));
-        assert_eq!(v(Encoding::BinaryLength16Char8, 0, &[1, 2, 3]), Typed::Bytes(&[1, 2, 3]));
+        assert_eq!(
+            v(Encoding::ZStringChar8, 10, &[0xe9]),
+            Typed::Str("é".into())
+        );
+        assert_eq!(
+            v(Encoding::BinaryLength16Char8, 0, &[1, 2, 3]),
+            Typed::Bytes(&[1, 2, 3])
+        );
         assert_eq!(v(Encoding::StringLength16Char8, 1, &[]), Typed::Null);
         assert_eq!(
             v(Encoding::Value128, 15, &[0x12; 16]),
