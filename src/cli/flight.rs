@@ -63,6 +63,7 @@ impl FlightArgs {
             quiet,
             session: None,
             context: false,
+            filter: None,
         })
     }
 }

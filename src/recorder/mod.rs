@@ -314,6 +314,7 @@ fn stage(
                     (flight_opts.format, flight_opts.line_options) = (format, opts);
                     flight_opts.session = session_info.clone();
                     flight_opts.context = context;
+                    flight_opts.filter = filter.clone();
                     let (dump_tx, dump_rx) = flight::request_channel();
                     let flight_opts = Arc::new(flight_opts);
                     let dump_opts = Arc::clone(&flight_opts);

@@ -203,7 +203,7 @@ pub fn format_snapshot(
         session: opts.session.as_ref(),
         context,
         schema: false,
-        filter: None,
+        filter: opts.filter.as_ref().map(|f| f.fresh()),
         stacks: None,
     };
     format(
@@ -298,6 +298,7 @@ mod tests {
             quiet: true,
             session: None,
             context: false,
+            filter: None,
         }
     }
 

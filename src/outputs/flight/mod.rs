@@ -65,6 +65,9 @@ pub struct FlightOptions {
     pub session: Option<uevrec_parsers::SessionInfo>,
     /// Track who wrote each record (set by crate::recorder from `--no-context`).
     pub context: bool,
+    /// `--where`, `--sample`, `--rate-limit` (set by crate::recorder): the ring keeps
+    /// every record; each dump writes those they keep, counted afresh per dump.
+    pub filter: Option<std::sync::Arc<crate::pipeline::filter::Filter>>,
 }
 
 /// Why a dump was written.

@@ -136,6 +136,19 @@ impl Filter {
         })
     }
 
+    /// The same rules with nothing counted and full buckets: a filter of their own for
+    /// one pass over records (a flight recorder's dump).
+    pub fn fresh(&self) -> Arc<Filter> {
+        Arc::new(Filter {
+            rules: self.rules.clone(),
+            samples: self.samples.clone(),
+            rates: self.rates.clone(),
+            buckets: Mutex::default(),
+            env: Arc::clone(&self.env),
+            counts: Mutex::default(),
+        })
+    }
+
     /// The filter of the format `prepared`, or `None` when no rule applies to it.
     pub fn for_format(self: &Arc<Self>, prepared: &PreparedFormat) -> Option<FormatFilter> {
         let (system, event) = (prepared.system(), prepared.event());
