@@ -390,6 +390,7 @@ mod tests {
             quiet: true,
             session: None,
             context: false,
+            filter: None,
         };
         let (stage_tx, stage_rx) = crossbeam_channel::bounded(64);
         let (back_tx, _back_rx) = crossbeam_channel::bounded(64);

@@ -217,7 +217,9 @@ impl Filter {
             .iter()
             .map(|&i| {
                 let expr = self.rules[i].condition.program().expression();
-                (!eventheader).then(|| fast::Fast::compile(expr, &plans))?
+                (!eventheader)
+                    .then(|| fast::Fast::compile(expr, &plans))?
+                    .map(fast::Fast::specialized)
             })
             .collect();
         let counts = self

@@ -255,7 +255,8 @@ fn cel_answer(
     }
 }
 
-/// The compiled tree on `text`: None when it does not compile it.
+/// The compiled tree on `text` (its integer comparisons specialized): None when it does
+/// not compile it.
 fn fast_answer(
     text: &str,
     prepared: &PreparedFormat,
@@ -277,7 +278,11 @@ fn fast_answer(
         raw,
         endian: Endian::Little,
     };
-    Some(fast.holds(&record))
+    // The integer comparisons specialized answer as the general tree does.
+    let general = fast.holds(&record);
+    let specialized = fast.specialized().holds(&record);
+    assert_eq!(general, specialized, "{text}");
+    Some(specialized)
 }
 
 #[test]
