@@ -176,6 +176,7 @@ fn dump_64m(c: &mut Criterion) {
         quiet: true,
         session: None,
         context: false,
+        filter: None,
     };
     let snapshot = full_buffer(SIZE, &raw, &prepared, &source).take();
     eprintln!(

@@ -159,15 +159,14 @@ fn string(format: Format, bytes: &[u8], unit: usize, endian: Endian) -> Typed<'_
 
 /// UTF-8, UTF-16 or UTF-32 code units as text (borrowed when UTF-8 and valid).
 fn units(bytes: &[u8], unit: usize, endian: Endian) -> Cow<'_, str> {
+    // A code unit of 2 or 4 bytes (the chunks below).
     let word = |c: &[u8]| -> u32 {
-        let mut b = [0u8; 4];
-        let n = c.len().min(4);
-        if endian.is_big() {
-            b[4 - n..].copy_from_slice(&c[..n]);
-            u32::from_be_bytes(b)
-        } else {
-            b[..n].copy_from_slice(&c[..n]);
-            u32::from_le_bytes(b)
+        match *c {
+            [a, b] if endian.is_big() => u32::from(u16::from_be_bytes([a, b])),
+            [a, b] => u32::from(u16::from_le_bytes([a, b])),
+            [a, b, d, e] if endian.is_big() => u32::from_be_bytes([a, b, d, e]),
+            [a, b, d, e] => u32::from_le_bytes([a, b, d, e]),
+            _ => 0xFFFD,
         }
     };
     let chunks = bytes.chunks_exact(unit.max(1));
