@@ -12,17 +12,16 @@
 
 use std::collections::HashMap;
 
-use cel::ExecutionError;
-use cel::common::traits::{Indexer, Sizer};
 use cel::common::types::{
-    self, CelBool, CelBytes, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString,
-    CelUInt, Type,
+    CelBool, CelBytes, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt,
 };
-use cel::common::value::{CowVal, Val};
+use cel::common::value::Val;
 use uevrec_parsers::Endian;
 use uevrec_parsers::eventheader::metadata::split_event_name;
 use uevrec_parsers::eventheader::{Enumerator, FieldMeta, Item};
 use uevrec_parsers::eventheader_json::typed::{Typed, typed_value};
+
+use super::lazy_map::lazy_map;
 
 /// The fields of one EventHeader record (the metadata block's data and the payload).
 #[derive(Debug, Clone, Copy)]
@@ -40,8 +39,25 @@ impl<'a> EventHeaderFields<'a> {
         Enumerator::new(self.metadata?, self.payload, self.endian).ok()
     }
 
+    /// The number of top-level fields the record decodes (`size(fields)`).
+    fn count(&self) -> i64 {
+        let mut n = 0i64;
+        let mut depth = 0usize;
+        for item in self.walk().into_iter().flatten() {
+            match item {
+                Item::StructBegin { .. } | Item::ArrayBegin { .. } => {
+                    n += i64::from(depth == 0);
+                    depth += 1;
+                }
+                Item::StructEnd { .. } | Item::ArrayEnd { .. } => depth = depth.saturating_sub(1),
+                Item::Value { .. } => n += i64::from(depth == 0),
+            }
+        }
+        n
+    }
+
     /// The value of top-level field `name` (its first occurrence), built as a CEL value.
-    pub fn value<'v>(&self, name: &str) -> Option<Box<dyn Val + 'v>>
+    pub fn lookup<'v>(&self, name: &str) -> Option<Box<dyn Val + 'v>>
     where
         'a: 'v,
     {
@@ -174,78 +190,4 @@ fn cel_value<'v>(value: Typed<'v>) -> Box<dyn Val + 'v> {
     }
 }
 
-impl Val for EventHeaderFields<'_> {
-    fn get_type(&self) -> &Type {
-        &types::MAP_TYPE
-    }
-
-    fn cel_type() -> &'static Type {
-        &types::MAP_TYPE
-    }
-
-    fn as_indexer<'b, 'v>(&'b self) -> Option<&'b (dyn Indexer + 'v)>
-    where
-        Self: 'v,
-    {
-        Some(self)
-    }
-
-    fn into_indexer<'v>(self: Box<Self>) -> Option<Box<dyn Indexer + 'v>>
-    where
-        Self: 'v,
-    {
-        Some(self)
-    }
-
-    fn as_sizer(&self) -> Option<&dyn Sizer> {
-        Some(self)
-    }
-
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v>
-    where
-        Self: 'v,
-    {
-        Box::new(*self)
-    }
-}
-
-impl Sizer for EventHeaderFields<'_> {
-    /// The number of top-level fields the record decodes.
-    fn size(&self) -> CelInt {
-        let mut n = 0i64;
-        let mut depth = 0usize;
-        for item in self.walk().into_iter().flatten() {
-            match item {
-                Item::StructBegin { .. } | Item::ArrayBegin { .. } => {
-                    n += i64::from(depth == 0);
-                    depth += 1;
-                }
-                Item::StructEnd { .. } | Item::ArrayEnd { .. } => depth = depth.saturating_sub(1),
-                Item::Value { .. } => n += i64::from(depth == 0),
-            }
-        }
-        CelInt::from(n)
-    }
-}
-
-impl Indexer for EventHeaderFields<'_> {
-    fn get<'b, 'v>(&'b self, idx: &dyn Val) -> Result<CowVal<'b, 'v>, ExecutionError>
-    where
-        Self: 'v,
-    {
-        let name = <&str>::try_from(idx).map_err(|_| ExecutionError::UnexpectedType {
-            got: idx.get_type().name().to_owned(),
-            want: "string".to_owned(),
-        })?;
-        self.value(name)
-            .map(CowVal::Owned)
-            .ok_or_else(|| ExecutionError::no_such_key(name))
-    }
-
-    fn steal<'v>(self: Box<Self>, idx: &dyn Val) -> Result<Box<dyn Val + 'v>, ExecutionError>
-    where
-        Self: 'v,
-    {
-        self.get(idx).map(CowVal::into_owned)
-    }
-}
+lazy_map!(EventHeaderFields);

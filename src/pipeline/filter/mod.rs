@@ -11,7 +11,7 @@
 //! The common part of CEL is compiled per format into a tree evaluated on the decoded
 //! values (`fast.rs`); the rest runs in CEL's interpreter.
 //!
-//! Layers, lowest first: `counts`, `condition`, `context_vars`, `eventheader_fields`,
+//! Layers, lowest first: `counts`, `lazy_map`, `condition`, `context_vars`, `eventheader_fields`,
 //! `fast`, `limits`, `record_vars`.
 
 pub mod condition;
@@ -19,6 +19,7 @@ pub mod context_vars;
 pub mod counts;
 pub mod eventheader_fields;
 mod fast;
+mod lazy_map;
 pub mod limits;
 pub mod record_vars;
 

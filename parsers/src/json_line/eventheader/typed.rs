@@ -6,7 +6,9 @@
 
 use std::borrow::Cow;
 
-use super::values::{is_value_format, uint_of, write_hash_x, write_ipv6, write_time, write_uuid};
+use super::values::{
+    by_bom, is_value_format, uint_of, write_hash_x, write_ipv6, write_time, write_uuid,
+};
 use crate::bytes::Endian;
 use crate::eventheader::enums::{Encoding, Format};
 use crate::eventheader::metadata::FieldMeta;
@@ -143,14 +145,7 @@ fn string(format: Format, bytes: &[u8], unit: usize, endian: Endian) -> Typed<'_
             _ => Typed::Str(Cow::Owned(bytes.iter().map(|&b| char::from(b)).collect())),
         },
         Format::StringUtfBom | Format::StringXml | Format::StringJson => {
-            let (unit, endian, skip) = match bytes {
-                [0, 0, 0xfe, 0xff, ..] => (4, Endian::Big, 4),
-                [0xff, 0xfe, 0, 0, ..] => (4, Endian::Little, 4),
-                [0xfe, 0xff, ..] => (2, Endian::Big, 2),
-                [0xff, 0xfe, ..] => (2, Endian::Little, 2),
-                [0xef, 0xbb, 0xbf, ..] => (1, endian, 3),
-                _ => (unit, endian, 0),
-            };
+            let (unit, endian, skip) = by_bom(bytes, unit, endian);
             Typed::Str(units(bytes.get(skip..).unwrap_or_default(), unit, endian))
         }
         _ => Typed::Str(units(bytes, unit, endian)),
