@@ -442,6 +442,7 @@ impl FormatFilter {
             }
             return None;
         }
+        let eventheader = prepared.eventheader().map(|tp| (tp, event_parts(raw)));
         let vars = RecordVars {
             system: prepared.system(),
             event: prepared.event(),
@@ -451,8 +452,8 @@ impl FormatFilter {
                 raw,
                 endian,
             },
-            eventheader: prepared.eventheader().map(|tp| eventheader_vars(tp, raw)),
-            eventheader_fields: prepared.eventheader().map(|_| eventheader_fields(raw)),
+            eventheader: eventheader.map(|(tp, parts)| eventheader_vars(tp, parts)),
+            eventheader_fields: eventheader.map(|(_, parts)| eventheader_fields(parts)),
             context: RecordContext::new(who, stamp),
         };
         let mut context = cel::Context::with_env(Arc::clone(&self.filter.env));
@@ -469,13 +470,19 @@ impl FormatFilter {
     }
 }
 
-/// The payload fields of EventHeader record `raw` (none when its header or extension
-/// blocks cannot be read).
-fn eventheader_fields(raw: &[u8]) -> EventHeaderFields<'_> {
-    match raw
-        .get(8..)
+/// EventHeader record `raw` split into header, extension blocks and payload (`None`
+/// when they cannot be read).
+fn event_parts(raw: &[u8]) -> Option<uevrec_parsers::eventheader::EventParts<'_>> {
+    raw.get(8..)
         .and_then(|data| uevrec_parsers::eventheader::parse_event(data).ok())
-    {
+}
+
+/// The payload fields of an EventHeader record (none when its header or extension
+/// blocks cannot be read).
+fn eventheader_fields(
+    parts: Option<uevrec_parsers::eventheader::EventParts<'_>>,
+) -> EventHeaderFields<'_> {
+    match parts {
         Some(p) => EventHeaderFields {
             metadata: p.metadata,
             payload: p.payload,
@@ -493,7 +500,7 @@ fn eventheader_fields(raw: &[u8]) -> EventHeaderFields<'_> {
 /// where the OpenTelemetry user_events exporters put it), as 16 bytes.
 fn trace_id(raw: &[u8]) -> Option<[u8; 16]> {
     let path: [&[u8]; 2] = [b"PartA", b"ext_dt_traceId"];
-    let text = match eventheader_fields(raw).text_at(&path)? {
+    let text = match eventheader_fields(event_parts(raw)).text_at(&path)? {
         Typed::Str(text) => text,
         _ => return None,
     };
@@ -509,16 +516,13 @@ fn trace_id(raw: &[u8]) -> Option<[u8; 16]> {
     Some(id)
 }
 
-/// The EventHeader variables of record `raw` of an event named `tp`: the header's level
-/// and opcode (the name's level when the header cannot be read) and the metadata's event
-/// name (without its `;attr=value` suffixes).
+/// The EventHeader variables of a record (`parts`) of an event named `tp`: the header's
+/// level and opcode (the name's level when the header cannot be read) and the metadata's
+/// event name (without its `;attr=value` suffixes).
 fn eventheader_vars<'a>(
     tp: uevrec_parsers::eventheader::TracepointName<'a>,
-    raw: &'a [u8],
+    parts: Option<uevrec_parsers::eventheader::EventParts<'a>>,
 ) -> EventHeaderVars<'a> {
-    let parts = raw
-        .get(8..)
-        .and_then(|data| uevrec_parsers::eventheader::parse_event(data).ok());
     let name = parts.and_then(|p| p.metadata).map(|m| {
         let end = m.iter().position(|&b| b == 0).unwrap_or(m.len());
         let name = &m[..end];
