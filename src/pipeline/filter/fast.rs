@@ -10,7 +10,7 @@
 use std::cmp::Ordering;
 
 use cel::common::ast::{Expr, IdedExpr, LiteralValue};
-use uevrec_parsers::{Endian, FieldPlan, RecordStamp, Value};
+use uevrec_parsers::{Element, Endian, FieldPlan, PlanKind, RecordStamp, Value};
 
 /// A record's number or name.
 #[derive(Debug, Clone, Copy)]
@@ -76,8 +76,16 @@ pub(super) enum Num {
     Const(i64),
     /// `cpu`, `pid` or `tid`.
     Var(Var),
-    /// An integer field.
-    Field(FieldPlan),
+    /// An integer at a fixed place of the record (an integer field, or a constant
+    /// element of a fixed array): read there, nothing else decoded.
+    Fixed {
+        /// Where it starts.
+        offset: usize,
+        /// 1, 2, 4 or 8 bytes.
+        width: u8,
+        /// Signed or not.
+        signed: bool,
+    },
     /// A constant element of an integer array field (`fields.args[1]`).
     ElementAt(FieldPlan, usize),
     /// An element of an integer array field.
@@ -224,12 +232,27 @@ impl Fast {
         Some(match self {
             Fast::Int(i) => Num::Const(*i),
             Fast::Var(v @ (Var::Cpu | Var::Pid | Var::Tid)) => Num::Var(*v),
-            Fast::Field(plan) if matches!(plan.kind(), uevrec_parsers::PlanKind::Int { .. }) => {
-                Num::Field(*plan)
-            }
-            Fast::Element(plan, index) => match index.as_ref() {
-                Fast::Int(i) if *i >= 0 => Num::ElementAt(*plan, usize::try_from(*i).ok()?),
-                index => Num::Element(*plan, Box::new(index.num()?)),
+            Fast::Field(plan) => match plan.kind() {
+                PlanKind::Int { width, signed } => Num::Fixed {
+                    offset: plan.offset(),
+                    width,
+                    signed,
+                },
+                _ => return None,
+            },
+            Fast::Element(plan, index) => match (index.as_ref(), plan.kind()) {
+                (Fast::Int(i), PlanKind::Array(Element::Integer { size, signed }))
+                    if *i >= 0
+                        && (*i as usize).saturating_add(1) * usize::from(size) <= plan.size() =>
+                {
+                    Num::Fixed {
+                        offset: plan.offset() + *i as usize * usize::from(size),
+                        width: size,
+                        signed,
+                    }
+                }
+                (Fast::Int(i), _) if *i >= 0 => Num::ElementAt(*plan, usize::try_from(*i).ok()?),
+                (index, _) => Num::Element(*plan, Box::new(index.num()?)),
             },
             Fast::Bin(op, a, b) if !op.compares() => {
                 Num::Bin(*op, Box::new(a.num()?), Box::new(b.num()?))
@@ -300,7 +323,11 @@ impl Num {
             Num::Var(Var::Cpu) => Ok(N::Int(i64::from(r.stamp.cpu))),
             Num::Var(Var::Pid) => Ok(N::Int(i64::from(r.stamp.pid))),
             Num::Var(_) => Ok(N::Int(i64::from(r.stamp.tid))),
-            Num::Field(plan) => int(plan.read(r.raw, r.endian)),
+            Num::Fixed {
+                offset,
+                width,
+                signed,
+            } => fixed(r.raw, *offset, *width, *signed, r.endian),
             Num::ElementAt(plan, i) => element(plan, *i, r),
             Num::Element(plan, index) => {
                 let i = match index.eval(r)? {
@@ -312,6 +339,34 @@ impl Num {
             Num::Bin(op, a, b) => arithmetic(*op, a.eval(r)?, b.eval(r)?),
         }
     }
+}
+
+/// The integer of `width` bytes at `offset` of `raw` (an error past its end).
+#[inline]
+fn fixed(raw: &[u8], offset: usize, width: u8, signed: bool, endian: Endian) -> Result<N, ()> {
+    let bytes = raw.get(offset..offset + usize::from(width)).ok_or(())?;
+    let u = match *bytes {
+        [a] => u64::from(a),
+        [a, b] if endian.is_big() => u64::from(u16::from_be_bytes([a, b])),
+        [a, b] => u64::from(u16::from_le_bytes([a, b])),
+        [a, b, c, d] if endian.is_big() => u64::from(u32::from_be_bytes([a, b, c, d])),
+        [a, b, c, d] => u64::from(u32::from_le_bytes([a, b, c, d])),
+        _ => {
+            let b: [u8; 8] = bytes.try_into().map_err(|_| ())?;
+            if endian.is_big() {
+                u64::from_be_bytes(b)
+            } else {
+                u64::from_le_bytes(b)
+            }
+        }
+    };
+    Ok(if signed {
+        // Sign-extend from `width` bytes (1, 2, 4 or 8).
+        let shift = 64 - 8 * u32::from(width);
+        N::Int(((u << shift) as i64) >> shift)
+    } else {
+        i64::try_from(u).map_or(N::UInt(u), N::Int)
+    })
 }
 
 /// Element `i` of the integer array `plan` reads.
@@ -393,7 +448,6 @@ fn arithmetic(op: Op, a: N, b: N) -> Result<N, ()> {
 
 /// Whether a field of `plan` is one [`Fast::Field`] reads (an integer or `char` data).
 fn scalar(plan: &FieldPlan) -> bool {
-    use uevrec_parsers::{Element, PlanKind};
     matches!(
         plan.kind(),
         PlanKind::Int { .. }
@@ -408,7 +462,6 @@ fn scalar(plan: &FieldPlan) -> bool {
 
 /// Whether `plan` reads an integer array.
 fn int_array(plan: &FieldPlan) -> bool {
-    use uevrec_parsers::{Element, PlanKind};
     matches!(
         plan.kind(),
         PlanKind::Array(Element::Integer { .. })
