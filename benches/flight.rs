@@ -177,6 +177,7 @@ fn dump_64m(c: &mut Criterion) {
         session: None,
         context: false,
         stacks: None,
+        filter: None,
     };
     let snapshot = full_buffer(SIZE, &raw, &prepared, &source).take();
     eprintln!(

@@ -65,7 +65,7 @@ fn bench(c: &mut Criterion) {
         let rule: WhereRule = condition.parse().unwrap();
         let filter: Arc<Filter> = Filter::new(vec![rule], vec![], vec![]).unwrap();
         let judge = filter.for_format(&prepared).unwrap();
-        assert!(judge.keep(&prepared, &stamp, &raw, Endian::Little));
+        assert!(judge.keep(&prepared, &stamp, &raw, Endian::Little, None));
         g.bench_function(name, |b| {
             b.iter(|| {
                 judge.keep(
@@ -73,6 +73,7 @@ fn bench(c: &mut Criterion) {
                     black_box(&stamp),
                     black_box(&raw),
                     Endian::Little,
+                    None,
                 )
             })
         });

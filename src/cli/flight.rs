@@ -64,6 +64,7 @@ impl FlightArgs {
             session: None,
             context: false,
             stacks: None,
+            filter: None,
         })
     }
 }

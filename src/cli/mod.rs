@@ -231,9 +231,10 @@ pub struct RecordingArgs {
     #[arg(short, long)]
     pub quiet: bool,
     /// Keep only the records for which the CEL condition EXPR holds over their decoded
-    /// values: system, event, cpu, pid, tid, fields.NAME, and for EventHeader events
-    /// provider, name, level, keyword, opcode (`fields.args[1] % 3 == 0`, `level <= 2`;
-    /// docs/filtering.md);
+    /// values: system, event, cpu, pid, tid, comm, cgroup, container, unit, k8s_*,
+    /// fields.NAME (EventHeader payloads too: fields.PartB.name), and for EventHeader
+    /// events provider, name, level, keyword, opcode (`fields.args[1] % 3 == 0`,
+    /// `level <= 2`; docs/filtering.md);
     /// `SYSTEM:EVENT=EXPR` for the events a selector names. Repeatable: every condition
     /// that applies must hold. The others are counted by reason (summary,
     /// {"uevrec":"dropped"} lines at the end, /metrics). A perf.data of --raw keeps every
@@ -242,15 +243,18 @@ pub struct RecordingArgs {
     pub where_rules: Vec<crate::pipeline::filter::WhereRule>,
     /// Keep about RATIO (above 0, at most 1) of the records of the events SELECTOR names
     /// (after --where), chosen by a hash of each record (by=pid|tid: of its process or
-    /// thread, kept or dropped whole): the same records in every run. Repeatable; the
-    /// first that names an event applies. The others are counted as sampled.
+    /// thread, kept or dropped whole; by=trace: OpenTelemetry's rule on an EventHeader
+    /// span's or log's trace id, a trace kept or dropped whole): the same records in
+    /// every run. Repeatable; the first that names an event applies. The others are
+    /// counted as sampled.
     #[arg(long, value_name = "SELECTOR=RATIO[,by=KEY]")]
     pub sample: Vec<crate::pipeline::filter::SampleRule>,
     /// At most N records a second of the events SELECTOR names (after --where and
     /// --sample), BURST at once (default N): a token bucket filled by the records' own
-    /// time, one per event, or per process with by=pid. Repeatable; the first that
-    /// names an event applies. The others are counted as throttled.
-    #[arg(long, value_name = "SELECTOR=N/s[,BURST][,by=pid]")]
+    /// time, one per event, or per process with by=pid, per Kubernetes pod with by=pod.
+    /// Repeatable; the first that names an event applies. The others are counted as
+    /// throttled.
+    #[arg(long, value_name = "SELECTOR=N/s[,BURST][,by=pid|pod]")]
     pub rate_limit: Vec<crate::pipeline::filter::RateRule>,
     #[command(flatten)]
     #[allow(missing_docs)]

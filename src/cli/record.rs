@@ -286,16 +286,6 @@ fn check_raw_format(args: &RecordArgs) -> Result<(), String> {
 
 /// `uevrec record --flight SIZE`: no sink, the flight recorder's dumps.
 fn flight(args: &RecordArgs, size: u64) -> i32 {
-    if !(args.rec.where_rules.is_empty()
-        && args.rec.sample.is_empty()
-        && args.rec.rate_limit.is_empty())
-    {
-        messages::error(
-            &"--where, --sample and --rate-limit do not go with --flight yet: the flight \
-              recorder keeps every record (filter its dumps with jq instead)",
-        );
-        return super::EXIT_USAGE;
-    }
     let out = args.output.file();
     let prepared = args
         .flight

@@ -19,7 +19,7 @@ use uevrec_parsers::{
 };
 
 use crate::pipeline::describe::Described;
-use crate::pipeline::filter::{DropReason, Filter, FormatFilter};
+use crate::pipeline::filter::{DropReason, Filter, FormatFilter, Who};
 use crate::pipeline::stacks::maps::ProcessMaps;
 use crate::pipeline::stacks::stacktrace::StackText;
 use crate::pipeline::stacks::{StackOptions, StackWriter};
@@ -159,7 +159,13 @@ impl Core {
                 match self.formats.get(slot as usize).and_then(Option::as_ref) {
                     Some(prepared) => {
                         if let Some(Some(f)) = self.filters.get(slot as usize)
-                            && !f.keep(prepared, &stamp, raw, self.endian)
+                            && !f.keep(
+                                prepared,
+                                &stamp,
+                                raw,
+                                self.endian,
+                                who(&self.context, cgroup),
+                            )
                         {
                             return 0;
                         }
@@ -214,6 +220,11 @@ fn stack_writer(options: StackOptions, maps: &Option<ProcessMaps>) -> StackWrite
         Some(maps) => StackWriter::with_maps(options, maps.clone()),
         None => StackWriter::new(options),
     }
+}
+
+/// The context `--where` reads of a record whose sample named `cgroup`.
+fn who(context: &Option<ContextTracker>, cgroup: Option<u64>) -> Option<Who<'_>> {
+    context.as_ref().map(|tracker| Who { tracker, cgroup })
 }
 
 /// Put the `"stack"` key of a record into its JSON line (`out[start..]`, ending `}\n`);

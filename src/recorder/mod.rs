@@ -118,7 +118,7 @@ impl Recorder {
                 staged.session
             }),
             Outputs::Flight(opts) => run_watched(flags, &self.config.pipeline, |stop, stats| {
-                let behind = Downstream::Flight(opts, &flags.dump);
+                let behind = Downstream::Flight(Box::new(opts), &flags.dump);
                 let staged = stage(session, shape, behind, stop, stats);
                 flight_result = staged.flight;
                 staged.session
@@ -228,7 +228,7 @@ enum Downstream<'a> {
     /// The raw writer alone (perf.data or trace.dat).
     Raw(Raw),
     /// The flight recorder, with the SIGUSR1 flag.
-    Flight(FlightOptions, &'a AtomicBool),
+    Flight(Box<FlightOptions>, &'a AtomicBool),
 }
 
 /// What [`stage`] ended with.
@@ -320,8 +320,9 @@ fn stage(
                     flight_opts.session = session_info.clone();
                     flight_opts.context = context;
                     flight_opts.stacks = stacks;
+                    flight_opts.filter = filter.clone();
                     let (dump_tx, dump_rx) = flight::request_channel();
-                    let flight_opts = Arc::new(flight_opts);
+                    let flight_opts = Arc::new(*flight_opts);
                     let dump_opts = Arc::clone(&flight_opts);
                     crew.dump = Some(spawn(scope, "uevrec-dump", move || {
                         flight::dump::run(dump_rx, &dump_opts, format_fed)

@@ -352,6 +352,27 @@ fn counted(stderr: &str) -> (u64, u64, Vec<(String, u64)>) {
     (recorded.parse().unwrap(), kept, reasons)
 }
 
+/// The event lines of `text` (a run over `total` sys_enter records that left some out
+/// for `reason`), checked against the summary in `stderr`: recorded = `total`, kept =
+/// the lines, and kept + `reason` = `total` exactly (no other reason).
+fn tally(stderr: &str, text: &str, reason: &str, total: u64) -> Vec<Value> {
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .filter(|v: &Value| v.get("uevrec").is_none())
+        .collect();
+    let (recorded, kept, reasons) = counted(stderr);
+    assert_eq!(recorded, total, "{stderr}");
+    assert_eq!(kept, lines.len() as u64, "{stderr}");
+    let left_out: u64 = reasons
+        .iter()
+        .filter(|(r, _)| r == reason)
+        .map(|r| r.1)
+        .sum();
+    assert_eq!(kept + left_out, total, "{stderr}");
+    lines
+}
+
 /// `--sample raw_syscalls:sys_enter=0.1` over 100,000 calls: the kept count within 5
 /// binomial standard deviations of 10,000 (σ ≈ 94.9), recorded = kept + sampled exactly,
 /// and the kept lines are the ones counted.
@@ -369,15 +390,7 @@ fn a_sample_keeps_the_ratio_within_binomial_bounds() {
     wait_attached(&out, &mut rec);
     release(&mut child);
     let (stderr, text) = stopped(&mut rec, &out);
-    let lines = text.lines().filter(|l| !l.contains("\"uevrec\"")).count() as u64;
-    let (recorded, kept, reasons) = counted(&stderr);
-    assert_eq!(recorded, N, "{stderr}");
-    assert_eq!(kept, lines, "{stderr}");
-    let sampled = reasons
-        .iter()
-        .find(|(r, _)| r == "sampled")
-        .map_or(0, |r| r.1);
-    assert_eq!(kept + sampled, N, "{stderr}");
+    let kept = tally(&stderr, &text, "sampled", N).len() as u64;
     let sigma = (N as f64 * 0.1 * 0.9).sqrt();
     assert!(
         (kept as f64 - 10_000.0).abs() < 5.0 * sigma,
@@ -418,11 +431,9 @@ fn a_rate_limit_holds_within_the_buckets_bound() {
     wait_attached(&out, &mut rec);
     release(&mut child);
     let (stderr, text) = stopped(&mut rec, &out);
-    let times: Vec<u64> = text
-        .lines()
-        .filter(|l| !l.contains("\"uevrec\""))
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
+    let times: Vec<u64> = tally(&stderr, &text, "throttled", 12_000)
+        .iter()
+        .map(|v| {
             let t = v["time"].as_str().unwrap();
             // HH:MM:SS.nnnnnnnnn of the RFC 3339 time: the run is within a day.
             let (hms, frac) = t[11..t.len() - 1].split_once('.').unwrap();
@@ -430,14 +441,7 @@ fn a_rate_limit_holds_within_the_buckets_bound() {
             (s[0] * 3600 + s[1] * 60 + s[2]) * 1_000_000_000 + frac.parse::<u64>().unwrap()
         })
         .collect();
-    let (recorded, kept, reasons) = counted(&stderr);
-    assert_eq!(recorded, 12_000, "{stderr}");
-    assert_eq!(kept, times.len() as u64, "{stderr}");
-    let throttled = reasons
-        .iter()
-        .find(|(r, _)| r == "throttled")
-        .map_or(0, |r| r.1);
-    assert_eq!(kept + throttled, 12_000, "{stderr}");
+    let kept = times.len() as u64;
     // The first record is kept (the bucket starts full); the last kept one bounds the span.
     let span_ns = times.iter().max().unwrap() - times.iter().min().unwrap();
     let most = 1000 + span_ns / 1_000_000;
@@ -445,5 +449,104 @@ fn a_rate_limit_holds_within_the_buckets_bound() {
     assert!(
         (least..=most).contains(&kept),
         "kept {kept} over {span_ns} ns: {stderr}"
+    );
+}
+
+/// `comm` is the thread's name as the line shows it: the perl child's 3,000 calls are
+/// all kept under `comm == "perl"` (with a field condition: exactly the even ones), and
+/// none under `comm != "perl"`, counted as filtered.
+#[test]
+fn comm_is_the_name_the_line_shows() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    const N: u64 = 3_000;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = burst_child(N as u32);
+    let conditions = [
+        "comm == 'perl' && fields.args[1] % 2 == 0",
+        "comm != 'perl' && fields.args[0] == 424242",
+    ];
+    let runs: Vec<_> = conditions
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let out = dir.path().join(format!("comm-{i}.json"));
+            let mut rec = record(&child, &out, &["--where", c]);
+            wait_attached(&out, &mut rec);
+            (rec, out)
+        })
+        .collect();
+    release(&mut child);
+    let mut kept = Vec::new();
+    for (mut rec, out) in runs {
+        let (stderr, text) = stopped(&mut rec, &out);
+        let lines = tally(&stderr, &text, "filtered", N);
+        assert!(lines.iter().all(|v| v["comm"] == "perl"), "{stderr}");
+        kept.push(lines.len() as u64);
+    }
+    assert_eq!(kept, [N / 2, 0]);
+}
+
+/// `record --flight` with `--where`: the ring keeps every record, the dump writes the
+/// multiples of 3 only and says what it left out (`{"uevrec":"dropped"}`, before its
+/// `flight_end`, whose count is of the records written).
+#[test]
+fn a_flight_dump_writes_the_records_a_condition_keeps() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    const N: u64 = 3_000;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = burst_child(N as u32);
+    let filter = format!("id == {NR_GETPPID}");
+    let pid = child.id().to_string();
+    let args = [
+        "--flight",
+        "64M",
+        "--flight-on-exit",
+        "-e",
+        "raw_syscalls:sys_enter",
+        "--filter",
+        &filter,
+        "--pid",
+        &pid,
+        "--where",
+        "fields.args[1] % 3 == 0",
+    ];
+    let flight = crate::common::flight::Flight::start(&dir.path().join("f.json"), &args);
+    flight.wait_attached(1);
+    release(&mut child);
+    let out = flight.out.clone();
+    let stderr = flight.stop();
+    let dumps = crate::common::flight::complete_dumps(&out);
+    assert_eq!(dumps.len(), 1, "{stderr}");
+    let lines: Vec<Value> = fs::read_to_string(&dumps[0])
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        lines[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!(" records={N} ")),
+        "{}",
+        lines[0]
+    );
+    let seqs: Vec<u64> = lines
+        .iter()
+        .filter(|v| v.get("system").is_some())
+        .map(|v| v["fields"]["args"][1].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=N / 3).map(|k| 3 * k).collect::<Vec<_>>());
+    let dropped: Vec<&Value> = lines.iter().filter(|v| v["uevrec"] == "dropped").collect();
+    assert_eq!(dropped.len(), 1, "{dropped:?}");
+    assert_eq!(dropped[0]["records"], N - N / 3);
+    let end = lines.last().unwrap();
+    assert_eq!(end["what"], "flight_end");
+    assert_eq!(
+        end["message"],
+        format!("records={} (the dump is complete)", N / 3)
     );
 }

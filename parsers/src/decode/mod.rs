@@ -79,6 +79,16 @@ impl<'a> IntArray<'a> {
         (self.bytes, self.width, self.signed, self.endian)
     }
 
+    /// Element `i` (a [`Value::Signed`] or [`Value::Unsigned`]), read where it lies;
+    /// `None` past the end.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<Value<'static>> {
+        let width = usize::from(self.width);
+        let start = i.checked_mul(width)?;
+        let bytes = self.bytes.get(start..start.checked_add(width)?)?;
+        Some(read_int(bytes, self.signed, self.endian))
+    }
+
     /// The elements, each a [`Value::Signed`] or [`Value::Unsigned`].
     pub fn iter(&self) -> impl Iterator<Item = Value<'static>> + 'a {
         let (signed, endian) = (self.signed, self.endian);

@@ -206,7 +206,7 @@ pub fn format_snapshot(
         session: opts.session.as_ref(),
         context,
         schema: false,
-        filter: None,
+        filter: opts.filter.as_ref().map(|f| f.fresh()),
         stacks: opts.stacks,
         stack_maps,
     };
@@ -303,6 +303,7 @@ mod tests {
             session: None,
             context: false,
             stacks: None,
+            filter: None,
         }
     }
 

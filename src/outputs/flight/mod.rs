@@ -70,6 +70,9 @@ pub struct FlightOptions {
     /// Call stacks on the dumps' lines (`-g`; set by crate::recorder): the records keep
     /// their callchains in the buffer, and what the processes mapped is kept beside it.
     pub stacks: Option<StackOptions>,
+    /// `--where`, `--sample`, `--rate-limit` (set by crate::recorder): the ring keeps
+    /// every record; each dump writes those they keep, counted afresh per dump.
+    pub filter: Option<std::sync::Arc<crate::pipeline::filter::Filter>>,
 }
 
 /// Why a dump was written.
@@ -404,6 +407,7 @@ mod tests {
             session: None,
             context: false,
             stacks: None,
+            filter: None,
         };
         let (stage_tx, stage_rx) = crossbeam_channel::bounded(64);
         let (back_tx, _back_rx) = crossbeam_channel::bounded(64);

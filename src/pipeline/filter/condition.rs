@@ -14,6 +14,19 @@ pub const VARIABLES: &[&str] = &[
     "opcode",
 ];
 
+/// The record's context a condition may name: who wrote it, as its JSON line shows.
+pub const CONTEXT_VARIABLES: &[&str] = &[
+    "comm",
+    "cgroup",
+    "container",
+    "unit",
+    "k8s_pod_uid",
+    "k8s_qos",
+    "k8s_namespace",
+    "k8s_pod",
+    "k8s_container",
+];
+
 /// A condition compiled once: its text, its program and what it reads.
 #[derive(Debug)]
 pub struct Condition {
@@ -101,8 +114,9 @@ impl Condition {
         if let Some((name, at)) = found.unknown.first() {
             return Err(error(
                 format!(
-                    "--where names `{name}`, which no record has (the variables: {})",
-                    VARIABLES.join(", ")
+                    "--where names `{name}`, which no record has (the variables: {}, {})",
+                    VARIABLES.join(", "),
+                    CONTEXT_VARIABLES.join(", ")
                 ),
                 *at,
             ));
@@ -229,14 +243,19 @@ fn char_at(text: &str, line: isize, column: isize) -> usize {
     (before + column).min(text.chars().count())
 }
 
-/// The place of `expr` in the text (characters), from the program's source info.
+/// The place of `expr` in the text (characters), from the program's source info (whose
+/// offsets are bytes).
 fn place(program: &Program, expr: &IdedExpr) -> (usize, usize) {
-    program
-        .source_info()
-        .offset_for(expr.id)
+    let info = program.source_info();
+    let chars = |byte: u32| {
+        let text = &info.source;
+        let end = (byte as usize).min(text.len());
+        text.char_indices().take_while(|&(i, _)| i < end).count()
+    };
+    info.offset_for(expr.id)
         // `stop` is the last character's offset.
         .map_or((0, 1), |(start, stop)| {
-            (start as usize, (stop as usize).max(start as usize) + 1)
+            (chars(start), chars(stop.max(start)) + 1)
         })
 }
 
@@ -247,7 +266,10 @@ fn walk(expr: &IdedExpr, program: &Program, found: &mut Found, bound: &BTreeSet<
         Expr::Ident(name) => {
             if name == "fields" {
                 found.all_fields = true;
-            } else if !VARIABLES.contains(&name.as_str()) && !bound.contains(name) {
+            } else if !VARIABLES.contains(&name.as_str())
+                && !CONTEXT_VARIABLES.contains(&name.as_str())
+                && !bound.contains(name)
+            {
                 found.unknown.push((name.clone(), place(program, expr)));
             }
         }
@@ -348,6 +370,9 @@ mod tests {
             e.to_string().lines().nth(2).unwrap(),
             "              ^^^^^^"
         );
+        // The parser's places are bytes; the caret counts characters.
+        let e = Condition::parse("\"®য়\"<A").unwrap_err();
+        assert_eq!(e.at, (6, 7), "{e}");
     }
 
     #[test]

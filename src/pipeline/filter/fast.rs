@@ -10,7 +10,7 @@
 use std::cmp::Ordering;
 
 use cel::common::ast::{Expr, IdedExpr, LiteralValue};
-use uevrec_parsers::{Endian, FieldPlan, RecordStamp, Value};
+use uevrec_parsers::{Element, Endian, FieldPlan, PlanKind, RecordStamp, Value};
 
 /// A record's number or name.
 #[derive(Debug, Clone, Copy)]
@@ -63,6 +63,42 @@ pub(super) enum Fast {
     Or(Box<Fast>, Box<Fast>),
     /// `!`.
     Not(Box<Fast>),
+    /// A comparison of two integer subtrees ([`Num`]): the common case, evaluated
+    /// without the general value type.
+    CmpNum(Op, Box<Num>, Box<Num>),
+}
+
+/// An integer subtree: constants, `cpu`/`pid`/`tid`, integer fields, elements of
+/// integer arrays, and arithmetic on them.
+#[derive(Debug, Clone)]
+pub(super) enum Num {
+    /// A constant.
+    Const(i64),
+    /// `cpu`, `pid` or `tid`.
+    Var(Var),
+    /// An integer at a fixed place of the record (an integer field, or a constant
+    /// element of a fixed array): read there, nothing else decoded.
+    Fixed {
+        /// Where it starts.
+        offset: usize,
+        /// 1, 2, 4 or 8 bytes.
+        width: u8,
+        /// Signed or not.
+        signed: bool,
+    },
+    /// A constant element of an integer array field (`fields.args[1]`).
+    ElementAt(FieldPlan, usize),
+    /// An element of an integer array field.
+    Element(FieldPlan, Box<Num>),
+    /// `+ - * / %`.
+    Bin(Op, Box<Num>, Box<Num>),
+}
+
+/// An integer value: CEL's `int`, or `uint` above `i64::MAX`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum N {
+    Int(i64),
+    UInt(u64),
 }
 
 /// A value while evaluating.
@@ -177,8 +213,59 @@ impl Fast {
         })
     }
 
+    /// `self` with every comparison of two integer subtrees made a [`Fast::CmpNum`].
+    pub(super) fn specialized(self) -> Fast {
+        match self {
+            Fast::Bin(op, a, b) if op.compares() => match (a.num(), b.num()) {
+                (Some(x), Some(y)) => Fast::CmpNum(op, Box::new(x), Box::new(y)),
+                _ => Fast::Bin(op, a, b),
+            },
+            Fast::And(a, b) => Fast::And(Box::new(a.specialized()), Box::new(b.specialized())),
+            Fast::Or(a, b) => Fast::Or(Box::new(a.specialized()), Box::new(b.specialized())),
+            Fast::Not(a) => Fast::Not(Box::new(a.specialized())),
+            other => other,
+        }
+    }
+
+    /// This subtree as a [`Num`], when it is one.
+    fn num(&self) -> Option<Num> {
+        Some(match self {
+            Fast::Int(i) => Num::Const(*i),
+            Fast::Var(v @ (Var::Cpu | Var::Pid | Var::Tid)) => Num::Var(*v),
+            Fast::Field(plan) => match plan.kind() {
+                PlanKind::Int { width, signed } => Num::Fixed {
+                    offset: plan.offset(),
+                    width,
+                    signed,
+                },
+                _ => return None,
+            },
+            Fast::Element(plan, index) => match (index.as_ref(), plan.kind()) {
+                (Fast::Int(i), PlanKind::Array(Element::Integer { size, signed }))
+                    if *i >= 0
+                        && (*i as usize).saturating_add(1) * usize::from(size) <= plan.size() =>
+                {
+                    Num::Fixed {
+                        offset: plan.offset() + *i as usize * usize::from(size),
+                        width: size,
+                        signed,
+                    }
+                }
+                (Fast::Int(i), _) if *i >= 0 => Num::ElementAt(*plan, usize::try_from(*i).ok()?),
+                (index, _) => Num::Element(*plan, Box::new(index.num()?)),
+            },
+            Fast::Bin(op, a, b) if !op.compares() => {
+                Num::Bin(*op, Box::new(a.num()?), Box::new(b.num()?))
+            }
+            _ => return None,
+        })
+    }
+
     /// Whether the record is kept: `Ok(bool)`, or `Err(())` where CEL errs.
     pub(super) fn holds(&self, r: &Record<'_>) -> Result<bool, ()> {
+        if let Fast::CmpNum(op, a, b) = self {
+            return Ok(compare(*op, a.eval(r)?, b.eval(r)?));
+        }
         match self.eval(r)? {
             V::Bool(b) => Ok(b),
             _ => Err(()),
@@ -208,8 +295,9 @@ impl Fast {
                     V::UInt(u) => usize::try_from(u).map_err(|_| ())?,
                     _ => return Err(()),
                 };
-                value(a.iter().nth(i).ok_or(())?)?
+                value(a.get(i).ok_or(())?)?
             }
+            Fast::CmpNum(op, a, b) => V::Bool(compare(*op, a.eval(r)?, b.eval(r)?)),
             Fast::Not(a) => match a.eval(r)? {
                 V::Bool(b) => V::Bool(!b),
                 _ => return Err(()),
@@ -221,9 +309,145 @@ impl Fast {
     }
 }
 
+impl Op {
+    /// Whether it is one of the six comparisons.
+    fn compares(self) -> bool {
+        matches!(self, Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge)
+    }
+}
+
+impl Num {
+    fn eval(&self, r: &Record<'_>) -> Result<N, ()> {
+        match self {
+            Num::Const(i) => Ok(N::Int(*i)),
+            Num::Var(Var::Cpu) => Ok(N::Int(i64::from(r.stamp.cpu))),
+            Num::Var(Var::Pid) => Ok(N::Int(i64::from(r.stamp.pid))),
+            Num::Var(_) => Ok(N::Int(i64::from(r.stamp.tid))),
+            Num::Fixed {
+                offset,
+                width,
+                signed,
+            } => fixed(r.raw, *offset, *width, *signed, r.endian),
+            Num::ElementAt(plan, i) => element(plan, *i, r),
+            Num::Element(plan, index) => {
+                let i = match index.eval(r)? {
+                    N::Int(i) => usize::try_from(i).map_err(|_| ())?,
+                    N::UInt(u) => usize::try_from(u).map_err(|_| ())?,
+                };
+                element(plan, i, r)
+            }
+            Num::Bin(op, a, b) => arithmetic(*op, a.eval(r)?, b.eval(r)?),
+        }
+    }
+}
+
+/// The integer of `width` bytes at `offset` of `raw` (an error past its end).
+#[inline]
+fn fixed(raw: &[u8], offset: usize, width: u8, signed: bool, endian: Endian) -> Result<N, ()> {
+    let bytes = raw.get(offset..offset + usize::from(width)).ok_or(())?;
+    let u = match *bytes {
+        [a] => u64::from(a),
+        [a, b] if endian.is_big() => u64::from(u16::from_be_bytes([a, b])),
+        [a, b] => u64::from(u16::from_le_bytes([a, b])),
+        [a, b, c, d] if endian.is_big() => u64::from(u32::from_be_bytes([a, b, c, d])),
+        [a, b, c, d] => u64::from(u32::from_le_bytes([a, b, c, d])),
+        _ => {
+            let b: [u8; 8] = bytes.try_into().map_err(|_| ())?;
+            if endian.is_big() {
+                u64::from_be_bytes(b)
+            } else {
+                u64::from_le_bytes(b)
+            }
+        }
+    };
+    Ok(if signed {
+        // Sign-extend from `width` bytes (1, 2, 4 or 8).
+        let shift = 64 - 8 * u32::from(width);
+        N::Int(((u << shift) as i64) >> shift)
+    } else {
+        i64::try_from(u).map_or(N::UInt(u), N::Int)
+    })
+}
+
+/// Element `i` of the integer array `plan` reads.
+#[inline]
+fn element(plan: &FieldPlan, i: usize, r: &Record<'_>) -> Result<N, ()> {
+    match plan.read(r.raw, r.endian) {
+        Value::IntArray(a) => int(a.get(i).ok_or(())?),
+        _ => Err(()),
+    }
+}
+
+/// A decoded integer as an [`N`] (`int` when it fits).
+#[inline]
+fn int(v: Value<'_>) -> Result<N, ()> {
+    match v {
+        Value::Signed(i) => Ok(N::Int(i)),
+        Value::Unsigned(u) => Ok(i64::try_from(u).map_or(N::UInt(u), N::Int)),
+        _ => Err(()),
+    }
+}
+
+/// A comparison of two integers (`int` and `uint` compare by value, as in CEL).
+#[inline]
+fn compare(op: Op, a: N, b: N) -> bool {
+    let o = match (a, b) {
+        (N::Int(x), N::Int(y)) => x.cmp(&y),
+        (N::UInt(x), N::UInt(y)) => x.cmp(&y),
+        (N::Int(x), N::UInt(y)) => {
+            if x < 0 {
+                Ordering::Less
+            } else {
+                (x as u64).cmp(&y)
+            }
+        }
+        (N::UInt(x), N::Int(y)) => {
+            if y < 0 {
+                Ordering::Greater
+            } else {
+                x.cmp(&(y as u64))
+            }
+        }
+    };
+    match op {
+        Op::Eq => o == Ordering::Equal,
+        Op::Ne => o != Ordering::Equal,
+        Op::Lt => o == Ordering::Less,
+        Op::Le => o != Ordering::Greater,
+        Op::Gt => o == Ordering::Greater,
+        _ => o != Ordering::Less,
+    }
+}
+
+/// CEL's integer arithmetic: overflow, division by zero and `int` with `uint` are
+/// errors.
+#[inline]
+fn arithmetic(op: Op, a: N, b: N) -> Result<N, ()> {
+    match (a, b) {
+        (N::Int(x), N::Int(y)) => match op {
+            Op::Add => x.checked_add(y),
+            Op::Sub => x.checked_sub(y),
+            Op::Mul => x.checked_mul(y),
+            Op::Div => x.checked_div(y),
+            _ => x.checked_rem(y),
+        }
+        .map(N::Int)
+        .ok_or(()),
+        (N::UInt(x), N::UInt(y)) => match op {
+            Op::Add => x.checked_add(y),
+            Op::Sub => x.checked_sub(y),
+            Op::Mul => x.checked_mul(y),
+            Op::Div => x.checked_div(y),
+            _ => x.checked_rem(y),
+        }
+        .map(N::UInt)
+        .ok_or(()),
+        _ => Err(()),
+    }
+}
+
 /// Whether a field of `plan` is one [`Fast::Field`] reads (an integer or `char` data).
 fn scalar(plan: &FieldPlan) -> bool {
-    use uevrec_parsers::{Element, PlanKind};
     matches!(
         plan.kind(),
         PlanKind::Int { .. }
@@ -238,7 +462,6 @@ fn scalar(plan: &FieldPlan) -> bool {
 
 /// Whether `plan` reads an integer array.
 fn int_array(plan: &FieldPlan) -> bool {
-    use uevrec_parsers::{Element, PlanKind};
     matches!(
         plan.kind(),
         PlanKind::Array(Element::Integer { .. })

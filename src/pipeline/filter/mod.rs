@@ -11,11 +11,15 @@
 //! The common part of CEL is compiled per format into a tree evaluated on the decoded
 //! values (`fast.rs`); the rest runs in CEL's interpreter.
 //!
-//! Layers, lowest first: `counts`, `condition`, `fast`, `limits`, `record_vars`.
+//! Layers, lowest first: `counts`, `lazy_map`, `condition`, `context_vars`, `eventheader_fields`,
+//! `fast`, `limits`, `record_vars`.
 
 pub mod condition;
+pub mod context_vars;
 pub mod counts;
+pub mod eventheader_fields;
 mod fast;
+mod lazy_map;
 pub mod limits;
 pub mod record_vars;
 
@@ -26,10 +30,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use uevrec_parsers::{Endian, EventFormat, FieldPlan, PreparedFormat, RecordStamp};
 
 pub use condition::{Condition, Literal, WhereError};
+use context_vars::RecordContext;
+pub use context_vars::Who;
 pub use counts::{Counted, DropReason, TracepointCounts};
+use eventheader_fields::EventHeaderFields;
 use limits::RateState;
-pub use limits::{RateRule, SampleRule};
+pub use limits::{RateRule, SampleBy, SampleRule};
 use record_vars::{EventHeaderVars, FieldReader, Fields, RecordVars};
+use uevrec_parsers::eventheader_json::typed::Typed;
 
 use crate::capture::pushdown::{PushedTerm, PushedValue};
 use crate::capture::selector::Selector;
@@ -129,6 +137,19 @@ impl Filter {
         })
     }
 
+    /// The same rules with nothing counted and full buckets: a filter of their own for
+    /// one pass over records (a flight recorder's dump).
+    pub fn fresh(&self) -> Arc<Filter> {
+        Arc::new(Filter {
+            rules: self.rules.clone(),
+            samples: self.samples.clone(),
+            rates: self.rates.clone(),
+            buckets: Mutex::default(),
+            env: Arc::clone(&self.env),
+            counts: Mutex::default(),
+        })
+    }
+
     /// The filter of the format `prepared`, or `None` when no rule applies to it.
     pub fn for_format(self: &Arc<Self>, prepared: &PreparedFormat) -> Option<FormatFilter> {
         let (system, event) = (prepared.system(), prepared.event());
@@ -191,9 +212,16 @@ impl Filter {
                 .map(|f| (f.name.clone(), FieldPlan::of(f)))
                 .collect()
         };
+        // An EventHeader event's fields are in each record, not its format: its
+        // conditions run in CEL's interpreter over the decoded payload.
         let fast = rules
             .iter()
-            .map(|&i| fast::Fast::compile(self.rules[i].condition.program().expression(), &plans))
+            .map(|&i| {
+                let expr = self.rules[i].condition.program().expression();
+                (!eventheader)
+                    .then(|| fast::Fast::compile(expr, &plans))?
+                    .map(fast::Fast::specialized)
+            })
             .collect();
         let counts = self
             .counts
@@ -335,15 +363,16 @@ pub struct FormatFilter {
 
 impl FormatFilter {
     /// Whether the record `raw` (of `prepared`, this filter's format) is kept; counted
-    /// either way.
+    /// either way. `who`: the formatter's context of the record (`None`: no context).
     pub fn keep(
         &self,
         prepared: &PreparedFormat,
         stamp: &RecordStamp,
         raw: &[u8],
         endian: Endian,
+        who: Option<Who<'_>>,
     ) -> bool {
-        match self.judge(prepared, stamp, raw, endian) {
+        match self.judge(prepared, stamp, raw, endian, who) {
             None => {
                 self.counts.kept();
                 true
@@ -363,19 +392,24 @@ impl FormatFilter {
         stamp: &RecordStamp,
         raw: &[u8],
         endian: Endian,
+        who: Option<Who<'_>>,
     ) -> Option<DropReason> {
         if !self.rules.is_empty()
-            && let Some(reason) = self.condition(prepared, stamp, raw, endian)
+            && let Some(reason) = self.condition(prepared, stamp, raw, endian, who)
         {
             return Some(reason);
         }
-        if let Some(s) = &self.sample
-            && !s.keeps(stamp, raw)
-        {
-            return Some(DropReason::Sampled);
+        if let Some(s) = &self.sample {
+            let trace = match s.by {
+                SampleBy::Trace if prepared.eventheader().is_some() => trace_id(raw),
+                _ => None,
+            };
+            if !s.keeps(stamp, raw, trace) {
+                return Some(DropReason::Sampled);
+            }
         }
         if let Some(r) = &self.rate
-            && !r.admits(stamp)
+            && !r.admits(stamp, || who.and_then(|w| w.pod_uid(stamp)))
         {
             return Some(DropReason::Throttled);
         }
@@ -389,6 +423,7 @@ impl FormatFilter {
         stamp: &RecordStamp,
         raw: &[u8],
         endian: Endian,
+        who: Option<Who<'_>>,
     ) -> Option<DropReason> {
         let record = fast::Record {
             system: prepared.system(),
@@ -407,6 +442,7 @@ impl FormatFilter {
             }
             return None;
         }
+        let eventheader = prepared.eventheader().map(|tp| (tp, event_parts(raw)));
         let vars = RecordVars {
             system: prepared.system(),
             event: prepared.event(),
@@ -416,7 +452,9 @@ impl FormatFilter {
                 raw,
                 endian,
             },
-            eventheader: prepared.eventheader().map(|tp| eventheader_vars(tp, raw)),
+            eventheader: eventheader.map(|(tp, parts)| eventheader_vars(tp, parts)),
+            eventheader_fields: eventheader.map(|(_, parts)| eventheader_fields(parts)),
+            context: RecordContext::new(who, stamp),
         };
         let mut context = cel::Context::with_env(Arc::clone(&self.filter.env));
         context.set_variable_resolver(&vars);
@@ -432,16 +470,59 @@ impl FormatFilter {
     }
 }
 
-/// The EventHeader variables of record `raw` of an event named `tp`: the header's level
-/// and opcode (the name's level when the header cannot be read) and the metadata's event
-/// name (without its `;attr=value` suffixes).
+/// EventHeader record `raw` split into header, extension blocks and payload (`None`
+/// when they cannot be read).
+fn event_parts(raw: &[u8]) -> Option<uevrec_parsers::eventheader::EventParts<'_>> {
+    raw.get(8..)
+        .and_then(|data| uevrec_parsers::eventheader::parse_event(data).ok())
+}
+
+/// The payload fields of an EventHeader record (none when its header or extension
+/// blocks cannot be read).
+fn eventheader_fields(
+    parts: Option<uevrec_parsers::eventheader::EventParts<'_>>,
+) -> EventHeaderFields<'_> {
+    match parts {
+        Some(p) => EventHeaderFields {
+            metadata: p.metadata,
+            payload: p.payload,
+            endian: p.header.endian(),
+        },
+        None => EventHeaderFields {
+            metadata: None,
+            payload: &[],
+            endian: Endian::Little,
+        },
+    }
+}
+
+/// The trace id of EventHeader record `raw`: its `PartA.ext_dt_traceId` (32 hex digits,
+/// where the OpenTelemetry user_events exporters put it), as 16 bytes.
+fn trace_id(raw: &[u8]) -> Option<[u8; 16]> {
+    let path: [&[u8]; 2] = [b"PartA", b"ext_dt_traceId"];
+    let text = match eventheader_fields(event_parts(raw)).text_at(&path)? {
+        Typed::Str(text) => text,
+        _ => return None,
+    };
+    let text = text.as_bytes();
+    if text.len() != 32 {
+        return None;
+    }
+    let mut id = [0u8; 16];
+    for (i, pair) in text.chunks_exact(2).enumerate() {
+        let pair = std::str::from_utf8(pair).ok()?;
+        id[i] = u8::from_str_radix(pair, 16).ok()?;
+    }
+    Some(id)
+}
+
+/// The EventHeader variables of a record (`parts`) of an event named `tp`: the header's
+/// level and opcode (the name's level when the header cannot be read) and the metadata's
+/// event name (without its `;attr=value` suffixes).
 fn eventheader_vars<'a>(
     tp: uevrec_parsers::eventheader::TracepointName<'a>,
-    raw: &'a [u8],
+    parts: Option<uevrec_parsers::eventheader::EventParts<'a>>,
 ) -> EventHeaderVars<'a> {
-    let parts = raw
-        .get(8..)
-        .and_then(|data| uevrec_parsers::eventheader::parse_event(data).ok());
     let name = parts.and_then(|p| p.metadata).map(|m| {
         let end = m.iter().position(|&b| b == 0).unwrap_or(m.len());
         let name = &m[..end];

@@ -9,12 +9,14 @@
 
 use std::borrow::Cow;
 
-use cel::ExecutionError;
-use cel::common::traits::{Indexer, Sizer};
-use cel::common::types::{self, CelBytes, CelInt, CelList, CelString, CelUInt, Type};
+use cel::common::types::{CelBytes, CelInt, CelList, CelString, CelUInt};
 use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
 use uevrec_parsers::{Endian, FieldPlan, RecordStamp, Value};
+
+use super::context_vars::RecordContext;
+use super::eventheader_fields::EventHeaderFields;
+use super::lazy_map::lazy_map;
 
 /// A field of a format a condition may read: its name and how to decode it.
 #[derive(Debug, Clone)]
@@ -53,6 +55,10 @@ pub struct RecordVars<'a> {
     pub fields: Fields<'a>,
     /// For EventHeader events, what the header and name say.
     pub eventheader: Option<EventHeaderVars<'a>>,
+    /// For EventHeader events, the payload's fields (they take the place of `fields`).
+    pub eventheader_fields: Option<EventHeaderFields<'a>>,
+    /// Who wrote it (`comm`, `cgroup`, …).
+    pub context: RecordContext<'a>,
 }
 
 impl VariableResolver for RecordVars<'_> {
@@ -60,7 +66,10 @@ impl VariableResolver for RecordVars<'_> {
         // CEL asks for `fields.NAME` as one qualified name first: answering it here
         // spares the map lookup (a missing field falls back to `fields`, then NAME).
         if let Some(name) = variable.strip_prefix("fields.") {
-            return self.fields.value(name).ok().map(CowVal::Owned);
+            return match &self.eventheader_fields {
+                Some(f) => f.lookup(name).map(CowVal::Owned),
+                None => self.fields.lookup(name).map(CowVal::Owned),
+            };
         }
         let eh = self.eventheader.as_ref();
         Some(match variable {
@@ -69,13 +78,16 @@ impl VariableResolver for RecordVars<'_> {
             "cpu" => CowVal::owned(CelInt::from(i64::from(self.stamp.cpu))),
             "pid" => CowVal::owned(CelInt::from(i64::from(self.stamp.pid))),
             "tid" => CowVal::owned(CelInt::from(i64::from(self.stamp.tid))),
-            "fields" => CowVal::Borrowed(&self.fields),
+            "fields" => match &self.eventheader_fields {
+                Some(f) => CowVal::Borrowed(f),
+                None => CowVal::Borrowed(&self.fields),
+            },
             "provider" => CowVal::owned(CelString::from(eh?.provider)),
             "name" => CowVal::owned(text(eh?.name?)),
             "level" => CowVal::owned(CelInt::from(i64::from(eh?.level))),
             "keyword" => int(eh?.keyword),
             "opcode" => CowVal::owned(CelInt::from(i64::from(eh?.opcode))),
-            _ => return None,
+            _ => CowVal::owned(CelString::from(self.context.value(variable)?)),
         })
     }
 }
@@ -108,17 +120,18 @@ pub struct Fields<'a> {
 }
 
 impl Fields<'_> {
-    fn value<'v>(&self, name: &str) -> Result<Box<dyn Val + 'v>, ExecutionError>
+    /// Field `name` as a CEL value (`None`: the format lacks it, or it does not decode).
+    fn lookup<'v>(&self, name: &str) -> Option<Box<dyn Val + 'v>>
     where
         Self: 'v,
     {
-        let reader = self
-            .readers
-            .iter()
-            .find(|r| &*r.name == name)
-            .ok_or_else(|| ExecutionError::no_such_key(name))?;
+        let reader = self.readers.iter().find(|r| &*r.name == name)?;
         cel_value(reader.plan.read(self.raw, self.endian))
-            .ok_or_else(|| ExecutionError::no_such_key(name))
+    }
+
+    /// The fields a condition may read.
+    fn count(&self) -> i64 {
+        i64::try_from(self.readers.len()).unwrap_or(i64::MAX)
     }
 }
 
@@ -140,63 +153,4 @@ fn cel_value<'v>(value: Value<'v>) -> Option<Box<dyn Val + 'v>> {
     })
 }
 
-impl Val for Fields<'_> {
-    fn get_type(&self) -> &Type {
-        &types::MAP_TYPE
-    }
-
-    fn cel_type() -> &'static Type {
-        &types::MAP_TYPE
-    }
-
-    fn as_indexer<'b, 'v>(&'b self) -> Option<&'b (dyn Indexer + 'v)>
-    where
-        Self: 'v,
-    {
-        Some(self)
-    }
-
-    fn into_indexer<'v>(self: Box<Self>) -> Option<Box<dyn Indexer + 'v>>
-    where
-        Self: 'v,
-    {
-        Some(self)
-    }
-
-    fn as_sizer(&self) -> Option<&dyn Sizer> {
-        Some(self)
-    }
-
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v>
-    where
-        Self: 'v,
-    {
-        Box::new(*self)
-    }
-}
-
-impl Sizer for Fields<'_> {
-    fn size(&self) -> CelInt {
-        CelInt::from(i64::try_from(self.readers.len()).unwrap_or(i64::MAX))
-    }
-}
-
-impl Indexer for Fields<'_> {
-    fn get<'b, 'v>(&'b self, idx: &dyn Val) -> Result<CowVal<'b, 'v>, ExecutionError>
-    where
-        Self: 'v,
-    {
-        let name = <&str>::try_from(idx).map_err(|_| ExecutionError::UnexpectedType {
-            got: idx.get_type().name().to_owned(),
-            want: "string".to_owned(),
-        })?;
-        self.value(name).map(CowVal::Owned)
-    }
-
-    fn steal<'v>(self: Box<Self>, idx: &dyn Val) -> Result<Box<dyn Val + 'v>, ExecutionError>
-    where
-        Self: 'v,
-    {
-        self.get(idx).map(CowVal::into_owned)
-    }
-}
+lazy_map!(Fields);

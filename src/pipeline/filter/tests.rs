@@ -57,7 +57,7 @@ fn keeps_the_records_whose_decoded_argument_holds_and_counts_the_rest() {
     let mut kept = Vec::new();
     for seq in 1..=300u64 {
         let raw = record(110, [424242, seq, 0, 0, 0, 0]);
-        if ff.keep(&prepared, &stamp(7), &raw, Endian::Little) {
+        if ff.keep(&prepared, &stamp(7), &raw, Endian::Little, None) {
             kept.push(seq);
         }
     }
@@ -83,8 +83,8 @@ fn reads_the_record_variables() {
     let prepared = sys_enter();
     let ff = f.for_format(&prepared).unwrap();
     let raw = record(110, [0; 6]);
-    assert!(ff.keep(&prepared, &stamp(7), &raw, Endian::Little));
-    assert!(!ff.keep(&prepared, &stamp(8), &raw, Endian::Little));
+    assert!(ff.keep(&prepared, &stamp(7), &raw, Endian::Little, None));
+    assert!(!ff.keep(&prepared, &stamp(8), &raw, Endian::Little, None));
 }
 
 #[test]
@@ -94,8 +94,8 @@ fn a_field_missing_from_a_record_is_not_kept_and_counted_as_such() {
     let ff = f.for_format(&prepared).unwrap();
     // Cut short: args does not decode.
     let raw = record(110, [0, 5, 0, 0, 0, 0]);
-    assert!(!ff.keep(&prepared, &stamp(1), &raw[..20], Endian::Little));
-    assert!(ff.keep(&prepared, &stamp(1), &raw, Endian::Little));
+    assert!(!ff.keep(&prepared, &stamp(1), &raw[..20], Endian::Little, None));
+    assert!(ff.keep(&prepared, &stamp(1), &raw, Endian::Little, None));
     let c = f.counted()[0].1;
     assert_eq!((c.kept, c.filtered, c.filter_error), (1, 0, 1));
 }
@@ -105,7 +105,13 @@ fn has_tells_whether_a_field_is_there() {
     let f = filter(&["has(fields.id) && !has(fields.nope)"]);
     let prepared = sys_enter();
     let ff = f.for_format(&prepared).unwrap();
-    assert!(ff.keep(&prepared, &stamp(1), &record(1, [0; 6]), Endian::Little));
+    assert!(ff.keep(
+        &prepared,
+        &stamp(1),
+        &record(1, [0; 6]),
+        Endian::Little,
+        None
+    ));
 }
 
 #[test]
@@ -115,9 +121,27 @@ fn a_rule_for_a_selector_applies_to_its_events_only() {
     let f = filter(&["raw_syscalls:sys_*=pid == 1", "fields.id == 3"]);
     let prepared = sys_enter();
     let ff = f.for_format(&prepared).unwrap();
-    assert!(ff.keep(&prepared, &stamp(1), &record(3, [0; 6]), Endian::Little));
-    assert!(!ff.keep(&prepared, &stamp(1), &record(4, [0; 6]), Endian::Little));
-    assert!(!ff.keep(&prepared, &stamp(2), &record(3, [0; 6]), Endian::Little));
+    assert!(ff.keep(
+        &prepared,
+        &stamp(1),
+        &record(3, [0; 6]),
+        Endian::Little,
+        None
+    ));
+    assert!(!ff.keep(
+        &prepared,
+        &stamp(1),
+        &record(4, [0; 6]),
+        Endian::Little,
+        None
+    ));
+    assert!(!ff.keep(
+        &prepared,
+        &stamp(2),
+        &record(3, [0; 6]),
+        Endian::Little,
+        None
+    ));
 }
 
 #[test]
@@ -187,7 +211,7 @@ proptest! {
             let f = Filter::new(vec![rule], vec![], vec![]).unwrap();
             let prepared = sys_enter();
             if let Some(ff) = f.for_format(&prepared) {
-                let _ = ff.keep(&prepared, &stamp(1), &record(1, [1; 6]), Endian::Little);
+                let _ = ff.keep(&prepared, &stamp(1), &record(1, [1; 6]), Endian::Little, None);
             }
         }
     }
@@ -220,6 +244,8 @@ fn cel_answer(
             endian: Endian::Little,
         },
         eventheader: None,
+        eventheader_fields: None,
+        context: context_vars::RecordContext::new(None, stamp),
     };
     let mut context = cel::Context::with_env(Arc::new(cel::Env::stdlib()));
     context.set_variable_resolver(&vars);
@@ -229,7 +255,8 @@ fn cel_answer(
     }
 }
 
-/// The compiled tree on `text`: None when it does not compile it.
+/// The compiled tree on `text` (its integer comparisons specialized): None when it does
+/// not compile it.
 fn fast_answer(
     text: &str,
     prepared: &PreparedFormat,
@@ -251,7 +278,11 @@ fn fast_answer(
         raw,
         endian: Endian::Little,
     };
-    Some(fast.holds(&record))
+    // The integer comparisons specialized answer as the general tree does.
+    let general = fast.holds(&record);
+    let specialized = fast.specialized().holds(&record);
+    assert_eq!(general, specialized, "{text}");
+    Some(specialized)
 }
 
 #[test]
@@ -355,4 +386,168 @@ proptest! {
             prop_assert_eq!(fast, cel_answer(&text, &prepared, &raw, &s), "{}", text);
         }
     }
+}
+
+/// An OpenTelemetry span as `opentelemetry-user-events-trace` writes it (Common Schema
+/// 4.0, abridged): `__csver__`, `PartA` {`time`, `ext_dt_traceId`}, `PartB`
+/// {`_typeName`, `name`, `kind` (i8)}, `PartC` {`http.status` (i64), `tags` (an
+/// array of strings), `peer` {`port` (u16, network order)}}, and a repeated `PartC`
+/// key (`dup`, twice).
+fn span(trace_id: &str, name: &str, status: i64) -> Vec<u8> {
+    let mut meta = b"Span\0".to_vec();
+    let mut field = |name: &str, enc: &[u8]| {
+        meta.extend_from_slice(name.as_bytes());
+        meta.push(0);
+        meta.extend_from_slice(enc);
+    };
+    field("__csver__", &[0x04]);
+    field("PartA", &[0x81, 2]);
+    field("time", &[0x07]);
+    field("ext_dt_traceId", &[0x07]);
+    field("PartB", &[0x81, 3]);
+    field("_typeName", &[0x07]);
+    field("name", &[0x07]);
+    field("kind", &[0x82, 2]);
+    field("PartC", &[0x81, 5]);
+    field("http.status;tag=x", &[0x85, 2]);
+    field("tags", &[0x47]);
+    field("peer", &[0x81, 1]);
+    field("port", &[0x83, 16]);
+    field("dup", &[0x02]);
+    field("dup", &[0x02]);
+    let mut payload = 1024u32.to_le_bytes().to_vec();
+    let z = |p: &mut Vec<u8>, s: &str| {
+        p.extend_from_slice(s.as_bytes());
+        p.push(0);
+    };
+    z(&mut payload, "2026-12-06T03:00:00Z");
+    z(&mut payload, trace_id);
+    z(&mut payload, "Span");
+    z(&mut payload, name);
+    payload.push(0xfe); // kind -2
+    payload.extend_from_slice(&status.to_le_bytes());
+    payload.extend_from_slice(&2u16.to_le_bytes());
+    z(&mut payload, "a");
+    z(&mut payload, "b");
+    payload.extend_from_slice(&8080u16.to_be_bytes());
+    payload.extend_from_slice(&[1, 2]);
+    uevrec_parsers::eventheader::trace_entry(4, &meta, &payload)
+}
+
+fn otel_span_format() -> PreparedFormat {
+    let format = uevrec_parsers::eventheader::tracepoint_format("otel_L4K1", 9);
+    PreparedFormat::new(&format, "user_events", "otel_L4K1", None)
+}
+
+const TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+
+#[test]
+fn eventheader_fields_are_read_from_the_decoded_payload() {
+    let prepared = otel_span_format();
+    let raw = span(TRACE, "GET /x", 503);
+    for holds in [
+        "fields.__csver__ == 1024",
+        "fields.PartB.name == 'GET /x' && fields.PartB.kind == -2",
+        "fields.PartB['_typeName'] == 'Span'",
+        "fields.PartC['http.status'] >= 500",
+        "'b' in fields.PartC.tags && size(fields.PartC.tags) == 2",
+        "fields.PartC.peer.port == 8080",
+        "fields.PartC.dup == 1 && fields.PartC['dup#2'] == 2",
+        "fields.PartA.ext_dt_traceId.startsWith('0af7')",
+        "has(fields.PartC) && !has(fields.PartD) && size(fields) == 4",
+        "provider == 'otel' && name == 'Span' && level == 4 && keyword == 1 && opcode == 0",
+        "fields.PartC.tags.exists(t, t == 'a')",
+    ] {
+        let f = filter(&[holds]);
+        let ff = f.for_format(&prepared).unwrap();
+        assert!(
+            ff.keep(&prepared, &stamp(1), &raw, Endian::Little, None),
+            "{holds}: {:?}",
+            f.counted()
+        );
+    }
+    let f = filter(&["fields.PartB.name == 'GET /y'"]);
+    let ff = f.for_format(&prepared).unwrap();
+    assert!(!ff.keep(&prepared, &stamp(1), &raw, Endian::Little, None));
+    assert_eq!(f.counted()[0].1.filtered, 1);
+}
+
+#[test]
+fn an_eventheader_field_missing_from_a_record_is_false_and_counted() {
+    let prepared = otel_span_format();
+    let f = filter(&["fields.PartD.x == 1", "fields.PartC.nope == 1"]);
+    let ff = f.for_format(&prepared).unwrap();
+    let raw = span(TRACE, "GET /x", 200);
+    assert!(!ff.keep(&prepared, &stamp(1), &raw, Endian::Little, None));
+    assert_eq!(f.counted()[0].1.filter_error, 1);
+    // Cut short inside PartB: PartB.name does not decode.
+    let f = filter(&["fields.PartB.name == 'GET /x'"]);
+    let ff = f.for_format(&prepared).unwrap();
+    let cut = raw.len() - 30;
+    assert!(!ff.keep(&prepared, &stamp(1), &raw[..cut], Endian::Little, None));
+    // A record that is not EventHeader at all (no header): every field missing.
+    assert!(!ff.keep(&prepared, &stamp(1), &raw[..10], Endian::Little, None));
+    assert!(ff.keep(&prepared, &stamp(1), &raw, Endian::Little, None));
+    let c = f.counted()[0].1;
+    assert_eq!((c.kept, c.filtered, c.filter_error), (1, 0, 2));
+}
+
+#[test]
+fn context_variables_read_what_the_tracker_knows() {
+    let mut tracker = uevrec_parsers::ContextTracker::new();
+    tracker.apply(
+        None,
+        uevrec_parsers::ContextUpdate::Comm {
+            tid: 7,
+            comm: b"nginx",
+        },
+    );
+    let f = filter(&["comm == 'nginx' && k8s_namespace == ''"]);
+    let prepared = sys_enter();
+    let ff = f.for_format(&prepared).unwrap();
+    let raw = record(1, [0; 6]);
+    let who = Some(Who {
+        tracker: &tracker,
+        cgroup: None,
+    });
+    assert!(ff.keep(&prepared, &stamp(7), &raw, Endian::Little, who));
+    assert!(!ff.keep(&prepared, &stamp(8), &raw, Endian::Little, who));
+    // Without a tracker (`--no-context`) every context variable is "".
+    assert!(!ff.keep(&prepared, &stamp(7), &raw, Endian::Little, None));
+    let c = f.counted()[0].1;
+    assert_eq!((c.kept, c.filtered, c.filter_error), (1, 2, 0));
+}
+
+/// `--sample …,by=trace` over spans of 2,000 traces, 3 spans each with different
+/// names and threads: every trace is kept or left out whole, about the ratio of them.
+#[test]
+fn spans_are_sampled_by_trace_id_a_trace_whole() {
+    let f = Filter::new(
+        vec![],
+        vec!["user_events:otel_*=0.5,by=trace".parse().unwrap()],
+        vec![],
+    )
+    .unwrap();
+    let prepared = otel_span_format();
+    let ff = f.for_format(&prepared).unwrap();
+    let mut whole = 0;
+    for t in 0..2000u64 {
+        let id = format!(
+            "{:016x}{:016x}",
+            t.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            t.wrapping_mul(0xbf58_476d_1ce4_e5b9)
+        );
+        let kept: Vec<bool> = (0..3u32)
+            .map(|s| {
+                let raw = span(&id, &format!("op{s}"), 200);
+                ff.keep(&prepared, &stamp(100 + s), &raw, Endian::Little, None)
+            })
+            .collect();
+        assert!(kept.iter().all(|&k| k == kept[0]), "trace {id}: {kept:?}");
+        whole += usize::from(kept[0]);
+    }
+    // Binomial: 1000 ± 5σ (σ ≈ 22.4).
+    assert!((888..=1112).contains(&whole), "{whole}");
+    let c = f.counted()[0].1;
+    assert_eq!(c.kept + c.sampled, 6000);
 }

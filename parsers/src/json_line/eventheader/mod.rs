@@ -11,6 +11,7 @@ mod header;
 mod keys;
 pub mod plan;
 mod streaming;
+pub mod typed;
 mod values;
 
 use std::ops::{Deref, DerefMut};

@@ -311,17 +311,23 @@ pub(super) fn write_string(
             out.push(b'"');
         }
         Format::StringUtfBom | Format::StringXml | Format::StringJson => {
-            let (unit, endian, skip) = match bytes {
-                [0, 0, 0xfe, 0xff, ..] => (4, Endian::Big, 4),
-                [0xff, 0xfe, 0, 0, ..] => (4, Endian::Little, 4),
-                [0xfe, 0xff, ..] => (2, Endian::Big, 2),
-                [0xff, 0xfe, ..] => (2, Endian::Little, 2),
-                [0xef, 0xbb, 0xbf, ..] => (1, endian, 3),
-                _ => (unit, endian, 0),
-            };
+            let (unit, endian, skip) = by_bom(bytes, unit, endian);
             write_units(out, bytes.get(skip..).unwrap_or_default(), unit, endian)
         }
         _ => write_units(out, bytes, unit, endian),
+    }
+}
+
+/// The code unit size and byte order a byte order mark at the start of `bytes` says,
+/// and the mark's length; without one, `unit` and `endian` as given and 0.
+pub(super) fn by_bom(bytes: &[u8], unit: usize, endian: Endian) -> (usize, Endian, usize) {
+    match bytes {
+        [0, 0, 0xfe, 0xff, ..] => (4, Endian::Big, 4),
+        [0xff, 0xfe, 0, 0, ..] => (4, Endian::Little, 4),
+        [0xfe, 0xff, ..] => (2, Endian::Big, 2),
+        [0xff, 0xfe, ..] => (2, Endian::Little, 2),
+        [0xef, 0xbb, 0xbf, ..] => (1, endian, 3),
+        _ => (unit, endian, 0),
     }
 }
 
