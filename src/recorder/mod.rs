@@ -23,6 +23,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use uevrec_parsers::{ContextTracker, LineOptions, OutputFormat};
 
 use crate::capture::session::{LiveStats, SessionConfig, SessionError, Summary};
+use crate::capture::staging::written::Progress;
 use crate::capture::staging::{STAGE_CAPACITY, STAGE_CHUNKS, StageSender, Staged, touched_buffers};
 use crate::outputs::flight::{self, FlightOptions, FlightSummary};
 use crate::outputs::raw::{self, Raw, RawError, RawSummary};
@@ -291,6 +292,12 @@ fn stage(
         .map(|_| crate::pipeline::stacks::StackOptions {
             symbolize: config.symbolize,
         });
+    // A named instance's page journal, when the writer writes the lines (open.rs).
+    let written = match &behind {
+        Downstream::Lines { .. } => open::writer_marks(config),
+        _ => None,
+    };
+    let progress = written.clone().map(Progress::new);
     let downstream_gone = AtomicBool::new(false);
     let session_info = config.schema.then(|| {
         let mut info = crate::pipeline::describe::session_info(config);
@@ -356,6 +363,7 @@ fn stage(
                     schema: false,
                     filter,
                     stacks,
+                    progress,
                 };
                 let started = move || {
                     let _ = ready_tx.send(());
@@ -382,7 +390,7 @@ fn stage(
         // Real-time when permitted, so the rings are drained in time on a busy machine
         // (the threads behind it run at the workers' raised nice value: `spawn`).
         let priority = sched::raise_drain_thread();
-        let result = open::run_session(config, &stage, stop, stats);
+        let result = open::run_session(config, &stage, stop, stats, written);
         drop(priority);
         // Closing the staging channel lets the threads finish and return.
         drop(stage);
@@ -462,7 +470,7 @@ where
             Ok(consumer) => {
                 let stage = StageSender::new(stage_tx, chunk_rx, gone);
                 let priority = sched::raise_drain_thread();
-                let result = open::run_session(config, &stage, stop, stats);
+                let result = open::run_session(config, &stage, stop, stats, None);
                 drop(priority);
                 drop(stage);
                 (result, Some(join(consumer)))
@@ -704,6 +712,7 @@ mod tests {
         Batch {
             lines: format!("{{\"i\":{i}}}\n").into_bytes(),
             records: 1,
+            marks: None,
         }
     }
 

@@ -205,6 +205,7 @@ pub fn format_snapshot(
         schema: false,
         filter: None,
         stacks: None,
+        progress: None,
     };
     format(
         lines,
