@@ -556,6 +556,12 @@ impl Backend for FtraceBackend {
     }
 
     fn wait(&self, timeout: Duration) -> io::Result<()> {
+        // A ring whose journal waits for the writer stays readable: poll would return at
+        // once, and the session (real-time) would spin instead of letting the writer on.
+        if self.cpus.iter().any(CpuReader::waits_for_writer) {
+            std::thread::sleep(timeout.min(Duration::from_millis(1)));
+            return Ok(());
+        }
         self.epoll.wait(timeout).map(drop)
     }
 

@@ -46,6 +46,8 @@ pub struct CpuReader {
     skip: Option<Skip>,
     /// The time of the last record handed on from the page being parsed (0: none).
     page_last: u64,
+    /// The last read stopped because the journal's next slot was not written yet.
+    waiting: bool,
 }
 
 /// Where the page being parsed lies.
@@ -94,7 +96,14 @@ impl CpuReader {
             source: Source::Own,
             skip: None,
             page_last: 0,
+            waiting: false,
         })
+    }
+
+    /// Whether the last read stopped because the journal's next slot holds records the
+    /// writer has not written yet (the ring keeps its pages meanwhile).
+    pub fn waits_for_writer(&self) -> bool {
+        self.waiting
     }
 
     /// Whether pages are read into a journal ([`CpuReader::keep_pages`]).
@@ -228,9 +237,16 @@ impl CpuReader {
                     return false;
                 }
                 match self.next_page(layout, settle) {
-                    Ok(Next::Page) => pages = pages.saturating_add(1),
-                    Ok(Next::Waiting) => return false,
+                    Ok(Next::Page) => {
+                        self.waiting = false;
+                        pages = pages.saturating_add(1);
+                    }
+                    Ok(Next::Waiting) => {
+                        self.waiting = true;
+                        return false;
+                    }
                     Ok(Next::Empty) => {
+                        self.waiting = false;
                         if settle && !self.settled {
                             self.settled = true;
                             if let Some(total) = lost_total(&self.stats) {
