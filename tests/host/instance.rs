@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::common::seqs::{MAGIC, decoded, seq};
 use crate::common::{NR_GETPPID, bin, complete_lines, must_exit, wait_for};
 
-const MAGIC: u64 = 424_242;
 const TRACEFS_INSTANCES: &str = "/sys/kernel/tracing/instances";
 
 /// Kills per loop: `UEVREC_INSTANCE_KILLS` (default 5).
@@ -628,26 +628,15 @@ fn recover_drains_what_the_killed_trace_dat_runs_rings_kept() {
         !instance.exists(),
         "recover removes the killed run's instance"
     );
-    let dec = Command::new(bin())
-        .arg("decode")
-        .arg(&dat)
-        .output()
-        .unwrap();
-    assert!(
-        dec.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dec.stderr)
-    );
     let mut seqs = Vec::new();
     let mut last_time = 0.0;
-    for line in String::from_utf8(dec.stdout).unwrap().lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
+    for v in decoded(&dat, "the recovered file") {
         assert_ne!(
             v["uevrec"], "lost",
             "a 1 MiB ring keeps 2.5 s of a 2 kHz stream"
         );
-        if v["event"] == "sys_enter" && v["fields"]["args"][0] == MAGIC {
-            seqs.push(v["fields"]["args"][1].as_u64().unwrap());
+        if let Some(s) = seq(&v) {
+            seqs.push(s);
             last_time = second_of_day(v["time"].as_str().unwrap());
         }
     }
