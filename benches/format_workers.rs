@@ -119,6 +119,7 @@ fn format(input: Input, workers: usize) -> u64 {
             schema: false,
             filter: None,
             stacks: None,
+            progress: None,
         };
         run_parallel(stage_rx, chunk_tx, &out_tx, &rec_rx, lines, workers, || {})
             .expect("the writer takes every batch");

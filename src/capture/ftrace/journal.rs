@@ -37,9 +37,6 @@ pub struct Journal {
     replay: VecDeque<usize>,
 }
 
-// The map is touched only by the one reader that owns the journal.
-unsafe impl Send for Journal {}
-
 /// What is left of the killed run's mark while replaying: the records it covers are
 /// skipped.
 #[derive(Debug, Clone, Copy)]

@@ -57,10 +57,6 @@ pub struct Written {
     _file: File,
 }
 
-// The map is only read and written through AtomicU64s (`slot`).
-unsafe impl Send for Written {}
-unsafe impl Sync for Written {}
-
 impl Written {
     /// Map `path` (made if missing) for CPUs `0..cpus`; what it holds is kept (a killed
     /// run's marks, for the run that adopts its instance).
