@@ -121,10 +121,17 @@ fn setup(test: &str) -> Option<(tempfile::TempDir, Name, Producer)> {
 /// `uevrec record --backend ftrace --instance NAME` of the producer's calls into `out`
 /// (`extra` flags added), standard error into `out.err`.
 fn record(producer: &Producer, name: &Name, out: &Path, extra: &[&str]) -> Child {
+    let pid = producer.0.id().to_string();
+    let mut args = extra.to_vec();
+    args.extend(["--pid", &pid]);
+    record_all(name, out, &args)
+}
+
+/// [`record`] of every process's getppid calls.
+fn record_all(name: &Name, out: &Path, extra: &[&str]) -> Child {
     Command::new(bin())
         .args(["record", "--backend", "ftrace", "--instance", &name.0])
         .args(extra)
-        .args(["--pid", &producer.0.id().to_string()])
         .args(["--filter", &format!("id == {NR_GETPPID}")])
         .args(["-e", "raw_syscalls:sys_enter", "-o"])
         .arg(out)
@@ -133,6 +140,25 @@ fn record(producer: &Producer, name: &Name, out: &Path, extra: &[&str]) -> Child
         .stderr(fs::File::create(out.with_extension("err")).unwrap())
         .spawn()
         .unwrap()
+}
+
+/// End run `run` of the kill loops writing `out`: the `last` with SIGINT (it must end
+/// well), the others with SIGKILL, leaving instance `name`, then 1 s with no uevrec.
+fn end_run(run: &mut Child, out: &Path, last: bool, name: &Name) {
+    if last {
+        signal(run, libc::SIGINT);
+        let status = must_exit(run);
+        assert!(
+            status.success(),
+            "{}",
+            fs::read_to_string(out.with_extension("err")).unwrap()
+        );
+    } else {
+        signal(run, libc::SIGKILL);
+        run.wait().unwrap();
+        assert!(name.dir().is_dir(), "a killed run's instance stays");
+        sleep(Duration::from_secs(1));
+    }
 }
 
 /// Wait until `out` says the event is attached (the run reads its rings). The notice
@@ -222,20 +248,7 @@ fn sigkilled_runs_lose_and_repeat_nothing_through_an_adopted_instance() {
             wait_attached(&out);
             sleep(Duration::from_millis(rng.u64(300..1500)));
         }
-        if i == n {
-            signal(&mut run, libc::SIGINT);
-            let status = must_exit(&mut run);
-            assert!(
-                status.success(),
-                "{}",
-                fs::read_to_string(out.with_extension("err")).unwrap()
-            );
-        } else {
-            signal(&mut run, libc::SIGKILL);
-            run.wait().unwrap();
-            assert!(name.dir().is_dir(), "a killed run's instance stays");
-            sleep(Duration::from_secs(1));
-        }
+        end_run(&mut run, &out, i == n, &name);
         let h = held(&out);
         if !in_start_up {
             assert_eq!(h.adopted.is_some(), i > 0, "run {i}: {:?}", h.adopted);
@@ -347,31 +360,10 @@ fn sigkills_at_a_flat_out_rate_lose_nothing_uncounted_and_repeat_nothing() {
     let n = kills();
     for i in 0..=n {
         let out = dir.path().join(format!("run{i}.json"));
-        let mut run = Command::new(bin())
-            .args(["record", "--backend", "ftrace", "--instance", &name.0])
-            .args(["--filter", &format!("id == {NR_GETPPID}")])
-            .args(["-e", "raw_syscalls:sys_enter", "-o"])
-            .arg(&out)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(fs::File::create(out.with_extension("err")).unwrap())
-            .spawn()
-            .unwrap();
+        let mut run = record_all(&name, &out, &[]);
         wait_attached(&out);
         sleep(Duration::from_millis(rng.u64(300..1500)));
-        if i == n {
-            signal(&mut run, libc::SIGINT);
-            let status = must_exit(&mut run);
-            assert!(
-                status.success(),
-                "{}",
-                fs::read_to_string(out.with_extension("err")).unwrap()
-            );
-        } else {
-            signal(&mut run, libc::SIGKILL);
-            run.wait().unwrap();
-            sleep(Duration::from_secs(1));
-        }
+        end_run(&mut run, &out, i == n, &name);
         files.push(out);
     }
     let (t, lost) = flat_out_tally(&files);
