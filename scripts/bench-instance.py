@@ -3,14 +3,15 @@
 
     scripts/bench-instance.py [--runs 3] [--calls 1000000] [--pages 1024] LABEL=UEVREC ...
 
-Per run, per binary, per mode (`plain`: `--backend ftrace`; `instance`: the same with
+Per run, per binary, per mode (`--modes`; `plain`: `--backend ftrace`; `instance`: the same with
 `--instance bench_journal`): samples' `syscall_loop` (target/release/syscall_loop, one
 thread) makes CALLS getppid calls once the recorder writes its `attached` line;
 `uevrec record -m PAGES --filter '(common_pid == TID) && id == 110'
 raw_syscalls:sys_enter -o /dev/shm/…` records them. Printed per row: the generator's rate
 (M calls/s), records written, lost, missing (calls - records - lost), the recorder's CPU
 (user+sys, wait4) and ns per record. Needs root, tracefs, /dev/shm; builds nothing
-(`cargo build --release -p uevrec --bin uevrec -p uevrec-samples --bins` first).
+(`cargo build --release -p uevrec --bin uevrec -p uevrec-samples --bins` first;
+SYSCALL_LOOP=path picks another generator).
 """
 import argparse
 import json
@@ -21,7 +22,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GEN = os.path.join(ROOT, "target/release/syscall_loop")
+GEN = os.environ.get("SYSCALL_LOOP", os.path.join(ROOT, "target/release/syscall_loop"))
 NAME = "bench_journal"
 
 
@@ -88,14 +89,17 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--calls", type=int, default=1_000_000)
     ap.add_argument("--pages", type=int, default=1024)
+    ap.add_argument("--modes", default="plain,instance", help="which of plain,instance")
+    ap.add_argument("--no-header", action="store_true")
     ap.add_argument("bins", nargs="+", help="LABEL=PATH of a uevrec binary")
     a = ap.parse_args()
     bins = [b.split("=", 1) for b in a.bins]
-    print("| run | binary | mode | M calls/s | records | lost | missing | CPU s | ns/record |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    if not a.no_header:
+        print("| run | binary | mode | M calls/s | records | lost | missing | CPU s | ns/record |")
+        print("|---|---|---|---|---|---|---|---|---|")
     for run in range(1, a.runs + 1):
         for label, path in bins:
-            for mode in ("plain", "instance"):
+            for mode in a.modes.split(","):
                 r = one(path, mode, a.calls, a.pages)
                 print(f"| {run} | {label} | {mode} | {r['rate_m']:.3f} | {r['records']:,} | "
                       f"{r['lost']:,} | {r['missing']:,} | {r['cpu_s']:.2f} | "
