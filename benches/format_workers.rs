@@ -120,6 +120,7 @@ fn format(input: Input, workers: usize) -> u64 {
             filter: None,
             stacks: None,
             stack_maps: None,
+            progress: None,
         };
         run_parallel(stage_rx, chunk_tx, &out_tx, &rec_rx, lines, workers, || {})
             .expect("the writer takes every batch");

@@ -115,6 +115,14 @@ pub trait Backend {
         None
     }
 
+    /// Whether the backend keeps each page until the writer's marks pass its records
+    /// (ftrace `--instance`'s journal): the session then notes, per chunk, where each
+    /// ring's records end ([`crate::capture::staging::StagedChunk::note_ring`]). The
+    /// default: no.
+    fn keeps_pages(&self) -> bool {
+        false
+    }
+
     /// Start recording `event`.
     fn enable(&mut self, event: &Self::Event) -> Result<(), BackendError>;
 

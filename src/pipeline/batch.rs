@@ -1,5 +1,7 @@
 //! What the formatter hands on: batches of lines, and the parallel formatter's parts.
 
+use crate::capture::staging::written::WrittenMarks;
+
 /// A run of complete JSON lines (each ends with `\n`; a batch never ends mid-line).
 #[derive(Debug, Default)]
 pub struct Batch {
@@ -7,6 +9,9 @@ pub struct Batch {
     pub lines: Vec<u8>,
     /// How many of them are event records (not lost/notice lines).
     pub records: u64,
+    /// Where each CPU's ring records end with these lines (`--instance`'s journal): the
+    /// writer publishes them once the lines are written.
+    pub marks: Option<WrittenMarks>,
 }
 
 /// One piece of a formatter worker's output ([`crate::pipeline::formatter::run_parallel`]): part

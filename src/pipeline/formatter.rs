@@ -24,6 +24,7 @@ use crate::pipeline::stacks::maps::ProcessMaps;
 use crate::pipeline::stacks::stacktrace::StackText;
 use crate::pipeline::stacks::{StackOptions, StackWriter};
 
+use crate::capture::staging::written::Progress;
 use crate::capture::staging::{Closed, Staged, StagedChunk, StagedEntry};
 use crate::pipeline::{
     Announcement, BATCH_BYTES, BATCH_CAPACITY, Batch, PARTS_IN_FLIGHT, Part, Reorder, WORK_QUEUE,
@@ -312,6 +313,8 @@ struct Formatter<'a> {
     announced: Announced,
     /// The schema lines written with the entry at hand.
     pending: Vec<Announcement>,
+    /// `--instance`'s journal: where each CPU's ring records end in the lines so far.
+    progress: Option<Progress>,
 }
 
 impl Formatter<'_> {
@@ -330,6 +333,11 @@ impl Formatter<'_> {
     fn flush(&mut self) -> Result<(), Closed> {
         if self.batch.lines.is_empty() {
             return Ok(());
+        }
+        if let Some(progress) = &self.progress {
+            // OTLP records waiting for a fuller line are not in these lines yet.
+            self.core.writer.end_lines(&mut self.batch.lines);
+            self.batch.marks = Some(progress.snapshot());
         }
         // Sent before a fresh buffer is taken, so the writer can have returned one.
         let full = std::mem::take(&mut self.batch);
@@ -369,6 +377,13 @@ impl Formatter<'_> {
                 self.pending = pending;
                 self.pending.clear();
             }
+            // With marks, a batch ends with a chunk (they say where chunks end).
+            if self.batch.lines.len() >= BATCH_BYTES && self.progress.is_none() {
+                self.flush()?;
+            }
+        }
+        if let Some(progress) = &mut self.progress {
+            progress.pass(chunk.ring_marks());
             if self.batch.lines.len() >= BATCH_BYTES {
                 self.flush()?;
             }
@@ -402,6 +417,10 @@ pub struct FormatterOptions<'a> {
     /// `--where`: which records are kept (`None`: all); the counts of the others are
     /// written as `{"uevrec":"dropped"}` lines at the end.
     pub filter: Option<Arc<Filter>>,
+    /// `--instance`'s journal: each batch carries where each CPU's ring records end in
+    /// it (formatted on one thread whatever `run_parallel` is told: the marks need the
+    /// chunks' order).
+    pub progress: Option<Progress>,
 }
 
 /// Receive staged messages until the session closes `staged`, writing batches to `out`
@@ -444,6 +463,7 @@ fn run_in(
         filter,
         stacks,
         stack_maps,
+        progress,
     } = lines;
     let mut core = Core::new(format, opts, context);
     core.schema = schema || session.is_some();
@@ -458,6 +478,7 @@ fn run_in(
         described: session.map(|_| Described::default()),
         announced: Announced::default(),
         pending: Vec::new(),
+        progress,
     };
     f.batch.lines = f.fresh_buffer();
     if let Some(info) = session {
@@ -564,7 +585,7 @@ pub fn run_parallel_in(
     started: impl FnOnce(),
     input: &[u8],
 ) -> Result<(), Closed> {
-    if workers <= 1 || lines.format != OutputFormat::JsonLines {
+    if workers <= 1 || lines.format != OutputFormat::JsonLines || lines.progress.is_some() {
         started();
         return run_in(staged, chunk_recycle, out, recycle, lines, input);
     }
@@ -577,6 +598,7 @@ pub fn run_parallel_in(
         filter,
         stacks,
         stack_maps,
+        progress: _,
     } = lines;
     let (parts_tx, parts_rx) = crossbeam_channel::bounded::<Part>(workers * PARTS_IN_FLIGHT);
     thread::scope(|scope| {
@@ -773,7 +795,11 @@ impl Worker<'_> {
                         self.core
                             .writer
                             .write_format_schema(&mut lines, now, &prepared);
-                        let batch = Batch { lines, records: 0 };
+                        let batch = Batch {
+                            lines,
+                            records: 0,
+                            marks: None,
+                        };
                         self.send(seq, 0, true, batch, Vec::new())?;
                     }
                     self.core.set_format(slot, prepared);
@@ -790,6 +816,7 @@ impl Worker<'_> {
         let mut batch = Batch {
             lines: self.buffer()?,
             records: 0,
+            marks: None,
         };
         let mut announced = Vec::new();
         for entry in chunk.entries_in(self.input) {
@@ -824,7 +851,12 @@ fn merge(
         let mut lines = recycle.recv().map_err(|_| Closed)?;
         lines.clear();
         lines.extend_from_slice(&line);
-        out.send(Batch { lines, records: 0 }).map_err(|_| Closed)?;
+        out.send(Batch {
+            lines,
+            records: 0,
+            marks: None,
+        })
+        .map_err(|_| Closed)?;
     }
     let mut stage = Reorder::default();
     let mut announced = Announced::default();
@@ -844,7 +876,12 @@ fn merge(
         lines.clear();
         write_dropped(&mut writer, &mut lines, &filter);
         if !lines.is_empty() {
-            out.send(Batch { lines, records: 0 }).map_err(|_| Closed)?;
+            out.send(Batch {
+                lines,
+                records: 0,
+                marks: None,
+            })
+            .map_err(|_| Closed)?;
         }
     }
     Ok(())
@@ -1051,6 +1088,7 @@ mod tests {
                 filter: None,
                 stacks: None,
                 stack_maps: None,
+                progress: None,
             };
             let mut called = false;
             run_parallel(stage_rx, chunk_tx, &out_tx, &rec_rx, lines, workers, || {

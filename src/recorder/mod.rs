@@ -23,6 +23,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use uevrec_parsers::{ContextTracker, LineOptions, OutputFormat};
 
 use crate::capture::session::{LiveStats, SessionConfig, SessionError, Summary};
+use crate::capture::staging::written::Progress;
 use crate::capture::staging::{STAGE_CAPACITY, STAGE_CHUNKS, StageSender, Staged, touched_buffers};
 use crate::outputs::flight::{self, FlightOptions, FlightSummary};
 use crate::outputs::raw::{self, Raw, RawError, RawSummary};
@@ -296,6 +297,12 @@ fn stage(
                 n => n,
             }),
         });
+    // A named instance's page journal, when the writer writes the lines (open.rs).
+    let written = match &behind {
+        Downstream::Lines { .. } => open::writer_marks(config),
+        _ => None,
+    };
+    let progress = written.clone().map(Progress::new);
     let downstream_gone = AtomicBool::new(false);
     let session_info = config.schema.then(|| {
         let mut info = crate::pipeline::describe::session_info(config);
@@ -364,6 +371,7 @@ fn stage(
                     filter,
                     stacks,
                     stack_maps: None,
+                    progress,
                 };
                 let started = move || {
                     let _ = ready_tx.send(());
@@ -390,7 +398,7 @@ fn stage(
         // Real-time when permitted, so the rings are drained in time on a busy machine
         // (the threads behind it run at the workers' raised nice value: `spawn`).
         let priority = sched::raise_drain_thread();
-        let result = open::run_session(config, &stage, stop, stats);
+        let result = open::run_session(config, &stage, stop, stats, written);
         drop(priority);
         // Closing the staging channel lets the threads finish and return.
         drop(stage);
@@ -470,7 +478,7 @@ where
             Ok(consumer) => {
                 let stage = StageSender::new(stage_tx, chunk_rx, gone);
                 let priority = sched::raise_drain_thread();
-                let result = open::run_session(config, &stage, stop, stats);
+                let result = open::run_session(config, &stage, stop, stats, None);
                 drop(priority);
                 drop(stage);
                 (result, Some(join(consumer)))
@@ -712,6 +720,7 @@ mod tests {
         Batch {
             lines: format!("{{\"i\":{i}}}\n").into_bytes(),
             records: 1,
+            marks: None,
         }
     }
 

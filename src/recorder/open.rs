@@ -4,26 +4,30 @@
 //! other: the backends implement [`crate::capture::backend::Backend`], the session drives one
 //! ([`session::run_with`]), and this module is the only one that knows both.
 
-use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use crate::capture::backend::BackendKind;
-use crate::capture::ftrace::named::Recipe;
+use crate::capture::ftrace::named::{self, Recipe};
 use crate::capture::ftrace::{FtraceBackend, FtraceOptions, SpoolBackend};
 use crate::capture::perf::{self, PerfBackend, Rings};
 use crate::capture::session::filter::ThreadFilter;
 use crate::capture::session::{self, LiveStats, SessionConfig, SessionError, Summary};
 use crate::capture::staging::StageSender;
+use crate::capture::staging::written::Written;
 use crate::capture::tracefs::Tracefs;
 use crate::system::fd_limit::{self, Nofile};
 
 /// Open `config`'s backend, then attach and record until `stop` (as
 /// [`session::run_with`] says). Setup errors (before the first attach) return `Err`.
+/// `written`: the writer's marks, when it keeps them (a named instance's page journal,
+/// crate::capture::ftrace::journal).
 pub fn run_session(
     config: &SessionConfig,
     out: &StageSender<'_>,
     stop: &AtomicBool,
     stats: &LiveStats,
+    written: Option<Arc<Written>>,
 ) -> Result<Summary, SessionError> {
     let tracefs = match &config.tracefs {
         Some(t) => t.clone(),
@@ -38,12 +42,15 @@ pub fn run_session(
     let cpus = perf::online_cpus().map_err(SessionError::Cpus)?;
     if let (BackendKind::Ftrace, Some(plan)) = (config.backend, &config.spool) {
         let root = tracefs.root().to_owned();
-        let (mut backend, notes) = SpoolBackend::open(&root, &cpus, &ftrace_options(config), plan)?;
+        let opts = ftrace_options(config, None);
+        let (mut backend, notes) = SpoolBackend::open(&root, &cpus, &opts, plan)?;
         print_notes(notes);
         return session::run_with(&mut backend, tracefs, None, config, out, stop, stats);
     }
     if config.backend == BackendKind::Ftrace {
-        let mut backend = open_ftrace(tracefs.root(), &cpus, config)?;
+        let opts = ftrace_options(config, written);
+        let (mut backend, notes) = FtraceBackend::open(tracefs.root(), &cpus, &opts)?;
+        print_notes(notes);
         return session::run_with(&mut backend, tracefs, None, config, out, stop, stats);
     }
     // The soft limit goes up to the hard one now; the hard one as events come (rescan).
@@ -69,20 +76,38 @@ pub fn run_session(
     session::run_with(&mut backend, tracefs, nofile, config, out, stop, stats)
 }
 
-/// The tracefs-instance backend for a session of `config` on the `cpus` of tracefs
-/// `root`; its notes (stale instances found) go to standard error.
-fn open_ftrace(
-    root: &Path,
-    cpus: &[u32],
-    config: &SessionConfig,
-) -> Result<FtraceBackend, SessionError> {
-    let (backend, notes) = FtraceBackend::open(root, cpus, &ftrace_options(config))?;
-    print_notes(notes);
-    Ok(backend)
+/// The writer's marks of `config`'s named instance (`--backend ftrace --instance`, not
+/// `--raw-format trace-dat`'s spool), so that its reader keeps a page journal: None
+/// without one, or when the marks file cannot be made (said on standard error: a kill
+/// then loses the records in flight, as without a journal).
+pub fn writer_marks(config: &SessionConfig) -> Option<Arc<Written>> {
+    let spec = config.instance.as_ref()?;
+    if config.backend != BackendKind::Ftrace || config.spool.is_some() {
+        return None;
+    }
+    let cpus = perf::online_cpus()
+        .ok()
+        .and_then(|c| c.iter().max().map(|&m| m as usize + 1))
+        .unwrap_or(1);
+    let path = named::written(&spec.name);
+    let opened =
+        std::fs::create_dir_all(named::STATE_DIR).and_then(|()| Written::open(&path, cpus));
+    match opened {
+        Ok(w) => Some(Arc::new(w)),
+        Err(e) => {
+            crate::messages::print(format_args!(
+                "uevrec: {}: {e}; without it the records in flight when uevrec is killed are \
+                 lost (docs/restarts.md)\n",
+                path.display()
+            ));
+            None
+        }
+    }
 }
 
-/// The instance options of a session of `config`: its ring size and thread filters.
-fn ftrace_options(config: &SessionConfig) -> FtraceOptions {
+/// The instance options of a session of `config`: its ring size, thread filters and
+/// named instance (with the writer's marks `written`, its page journal).
+fn ftrace_options(config: &SessionConfig, written: Option<Arc<Written>>) -> FtraceOptions {
     let (only_threads, exclude_threads) = match ThreadFilter::of(config) {
         ThreadFilter::Only(t) => (Some(t), Vec::new()),
         ThreadFilter::Exclude(t) => (None, t),
@@ -107,6 +132,7 @@ fn ftrace_options(config: &SessionConfig) -> FtraceOptions {
         buffer_bytes: (config.buffer_pages.get() * perf::page_size()) as u64,
         only_threads,
         exclude_threads,
+        written: written.filter(|_| named.is_some()),
         named,
     }
 }

@@ -12,6 +12,7 @@ pub mod otlp;
 pub mod otlp_receiver;
 pub mod perf_script;
 pub mod schema_line;
+pub mod seqs;
 pub mod session;
 pub mod vm;
 

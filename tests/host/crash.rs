@@ -29,11 +29,9 @@ use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
+use crate::common::seqs::{MAGIC, decoded, seq, whole_lines};
 use crate::common::{NR_GETPPID, PATIENCE, bin};
 
-const MAGIC: u64 = 424_242;
 const KILLS: usize = 20;
 
 /// A seeded random number source (fastrand), its seed said on stderr.
@@ -122,28 +120,6 @@ fn wait_for(child: &mut Child, what: &str, mut ready: impl FnMut() -> bool) -> b
         assert!(start.elapsed() < PATIENCE, "not {what} in {PATIENCE:?}");
         sleep(Duration::from_millis(10));
     }
-}
-
-/// The SEQ of a record line of the producer, if it is one.
-fn seq(v: &Value) -> Option<u64> {
-    (v["event"] == "sys_enter"
-        && v["fields"]["id"] == u64::from(NR_GETPPID)
-        && v["fields"]["args"][0] == MAGIC)
-        .then(|| v["fields"]["args"][1].as_u64())
-        .flatten()
-}
-
-/// Every line of `text` parsed (each must be JSON and end with `\n`: `what` names the
-/// file in the failure).
-fn whole_lines(text: &str, what: &str) -> Vec<Value> {
-    assert!(
-        text.is_empty() || text.ends_with('\n'),
-        "{what} ends in part of a line: {:?}",
-        &text[text.len().saturating_sub(200)..]
-    );
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {l}")))
-        .collect()
 }
 
 /// `seqs` are n, n+1, n+2 … (`what` in the failure).
@@ -270,17 +246,7 @@ fn killed_trace_dat_runs_recover_to_a_contiguous_run() {
         assert!(err.contains("recovered"), "{err}");
         let left = files_starting(dir.path(), &format!(".k{i}.dat"));
         assert!(left.is_empty(), "left beside it: {left:?}");
-        let dec = Command::new(bin())
-            .arg("decode")
-            .arg(&dat)
-            .output()
-            .unwrap();
-        assert!(
-            dec.status.success(),
-            "decode {i}: {}",
-            String::from_utf8_lossy(&dec.stderr)
-        );
-        let lines = whole_lines(&String::from_utf8(dec.stdout).unwrap(), "decode");
+        let lines = decoded(&dat, &format!("run {i}"));
         let seqs: Vec<u64> = lines.iter().filter_map(seq).collect();
         assert!(
             !lines.iter().any(|v| v["uevrec"] == "lost"),

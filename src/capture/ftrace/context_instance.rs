@@ -57,6 +57,7 @@ impl ContextInstance {
             only_threads: None,
             exclude_threads: Vec::new(),
             named: None,
+            written: None,
         };
         // An adopted companion keeps its settings (as its main instance, mod.rs).
         let kb = if instance.adopted() {

@@ -230,6 +230,12 @@ impl Instance {
         Some(super::named::ledger(state, cpu))
     }
 
+    /// Of the main named instance: CPU `cpu`'s page journal (named.rs).
+    pub fn journal(&self, cpu: u32) -> Option<PathBuf> {
+        let state = self.named.as_ref()?.state.as_ref()?;
+        Some(super::named::journal(state, cpu))
+    }
+
     /// Whether it stays when this run ends (`--keep-instance`): its events stay enabled.
     pub fn kept(&self) -> bool {
         self.named.as_ref().is_some_and(|n| n.keep)

@@ -8,11 +8,12 @@
 //! tracking instance (`context_instance.rs`, `tracking.rs`) drained ahead of the records.
 //! The instances' files and settings, and the drain threads' order: docs/architecture.md.
 //!
-//! Layers, lowest first: `named`, `instance`, `tgid`, `reader`, `tracking`,
+//! Layers, lowest first: `named`, `instance`, `journal`, `tgid`, `reader`, `tracking`,
 //! `context_instance`, `spool`.
 
 mod context_instance;
 mod instance;
+pub mod journal;
 pub mod named;
 #[deny(clippy::arithmetic_side_effects)]
 mod reader;
@@ -59,6 +60,10 @@ pub struct FtraceOptions {
     /// A named instance (`--instance`) and what it is made with (its `ring_kb` is filled
     /// in here, from `buffer_bytes`); None: a per-process one.
     pub named: Option<(named::NamedInstance, named::Recipe)>,
+    /// Of a named instance whose lines are written by a writer that marks how far it got
+    /// (crate::capture::staging::written): the pages are read into a journal, so that a
+    /// kill loses none of those not written (journal.rs). None: read as before.
+    pub written: Option<std::sync::Arc<crate::capture::staging::written::Written>>,
 }
 
 /// The session's [`Backend`] on a tracefs instance.
@@ -157,6 +162,10 @@ impl FtraceBackend {
         })?;
         let mut readers = open_readers(&instance, &layout, cpus)?;
         keep_losses(&instance, &mut readers)?;
+        let ring_pages = (kb * 1024).div_ceil(layout.page_size() as u64) as usize;
+        if let Some(written) = &opts.written {
+            keep_pages(&instance, &layout, ring_pages, written, &mut readers)?;
+        }
         for (i, r) in readers.iter().enumerate() {
             epoll.add(r.file.as_fd(), i as u64).map_err(|source| {
                 step(FtraceError {
@@ -165,7 +174,6 @@ impl FtraceBackend {
                 })
             })?;
         }
-        let ring_pages = (kb * 1024).div_ceil(layout.page_size() as u64) as usize;
         let saved = record_tgid.then(|| root.join("saved_tgids"));
         let backend = FtraceBackend {
             cpus: readers,
@@ -324,6 +332,43 @@ fn keep_losses(instance: &Instance, readers: &mut [CpuReader]) -> Result<(), Set
     Ok(())
 }
 
+/// Of a named instance: each reader reads its pages into the CPU's journal (journal.rs),
+/// `ring_pages` slots at least. A new instance's marks are forgotten first (its records
+/// start anew); an adopted one's journals are replayed past them.
+fn keep_pages(
+    instance: &Instance,
+    layout: &PageLayout,
+    ring_pages: usize,
+    written: &std::sync::Arc<crate::capture::staging::written::Written>,
+    readers: &mut [CpuReader],
+) -> Result<(), SetupError> {
+    if !instance.adopted() {
+        written.clear();
+    }
+    let slots = ring_pages.max(journal::MIN_SLOTS);
+    for r in readers {
+        let Some(path) = instance.journal(r.cpu) else {
+            continue;
+        };
+        let opened = journal::Journal::open(
+            &path,
+            layout,
+            slots,
+            std::sync::Arc::clone(written),
+            r.cpu,
+            instance.adopted(),
+        );
+        let (journal, skip) = opened.map_err(|source| {
+            SetupError::from_step(FtraceError {
+                step: format!("open {}", path.display()),
+                source,
+            })
+        })?;
+        r.keep_pages(journal, skip);
+    }
+    Ok(())
+}
+
 /// A reader of each of `cpus`' rings of `instance`.
 fn open_readers(
     instance: &Instance,
@@ -453,6 +498,10 @@ impl Backend for FtraceBackend {
         self.adoption.clone()
     }
 
+    fn keeps_pages(&self) -> bool {
+        self.cpus.iter().any(CpuReader::keeps_pages)
+    }
+
     fn keys(event: &FtraceEvent) -> &[u64] {
         &event.keys
     }
@@ -507,6 +556,12 @@ impl Backend for FtraceBackend {
     }
 
     fn wait(&self, timeout: Duration) -> io::Result<()> {
+        // A ring whose journal waits for the writer stays readable: poll would return at
+        // once, and the session (real-time) would spin instead of letting the writer on.
+        if self.cpus.iter().any(CpuReader::waits_for_writer) {
+            std::thread::sleep(timeout.min(Duration::from_millis(1)));
+            return Ok(());
+        }
         self.epoll.wait(timeout).map(drop)
     }
 

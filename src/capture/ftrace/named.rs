@@ -379,10 +379,23 @@ pub fn ledger(state: &Path, cpu: u32) -> PathBuf {
     state.with_extension(format!("cpu{cpu}.lost"))
 }
 
-/// Forget instance `NAME`'s state and ledgers (after removing the instance at a clean
-/// stop).
+/// The page journal of CPU `cpu` beside state file `state` (`NAME.cpuN.journal`,
+/// journal.rs).
+pub fn journal(state: &Path, cpu: u32) -> PathBuf {
+    state.with_extension(format!("cpu{cpu}.journal"))
+}
+
+/// The writer's marks of instance `name` (`STATE_DIR/NAME.written`,
+/// crate::capture::staging::written).
+pub fn written(name: &str) -> PathBuf {
+    Path::new(STATE_DIR).join(format!("{name}.written"))
+}
+
+/// Forget instance `NAME`'s state, ledgers, journals and marks (after removing the
+/// instance at a clean stop).
 pub fn forget(state: &Path) {
     let _ = fs::remove_file(state);
+    let _ = fs::remove_file(state.with_extension("written"));
     let (Some(dir), Some(stem)) = (state.parent(), state.file_stem()) else {
         return;
     };
@@ -390,7 +403,7 @@ pub fn forget(state: &Path) {
     for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with(&prefix) && name.ends_with(".lost") {
+        if name.starts_with(&prefix) && (name.ends_with(".lost") || name.ends_with(".journal")) {
             let _ = fs::remove_file(entry.path());
         }
     }
@@ -414,7 +427,7 @@ mod tests {
     fn the_state_and_the_ledgers_are_forgotten_together() {
         let dir = tempfile::tempdir().unwrap();
         let state = dir.path().join("a.b.json");
-        let ledgers = [ledger(&state, 0), ledger(&state, 13)];
+        let ledgers = [ledger(&state, 0), ledger(&state, 13), journal(&state, 2)];
         assert_eq!(ledgers[1], dir.path().join("a.b.cpu13.lost"));
         let other = dir.path().join("a.json");
         for f in ledgers.iter().chain([&state, &other]) {

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use uevrec_parsers::ftrace_page::{Item, PageLayout, PageReader};
 
+use super::journal::{Journal, Skip};
 use crate::capture::backend::Arrival;
 use uevrec_parsers::ftrace_page::losses::{Losses, stats_total};
 
@@ -36,6 +37,37 @@ pub struct CpuReader {
     /// Of a named instance: the file that keeps the losses reported so far (for a
     /// later run that adopts it), and that tally ([`CpuReader::keep_losses`]).
     ledger: Option<(File, u64)>,
+    /// Of a named instance whose lines the writer marks: the page journal the pages are
+    /// read into ([`CpuReader::keep_pages`]).
+    journal: Option<Journal>,
+    /// Where the page being parsed lies.
+    source: Source,
+    /// While replaying a killed run's journal: what it wrote (left out).
+    skip: Option<Skip>,
+    /// The time of the last record handed on from the page being parsed (0: none).
+    page_last: u64,
+    /// The last read stopped because the journal's next slot was not written yet.
+    waiting: bool,
+}
+
+/// Where the page being parsed lies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// The reader's own buffer (no journal, or a stop that did not wait for one).
+    Own,
+    /// A slot of the journal, read just now.
+    Slot(usize),
+    /// A slot of the journal a killed run read and did not write.
+    Replay(usize),
+}
+
+/// What [`CpuReader::next_page`] found.
+enum Next {
+    Page,
+    Empty,
+    /// The journal's next slot holds records not yet written: the ring keeps its pages
+    /// until the writer catches up.
+    Waiting,
 }
 
 /// Where the records' ids are: `common_type` (u16 at 0) and `common_pid` (i32 at 4), the
@@ -60,7 +92,40 @@ impl CpuReader {
             losses: Losses::default(),
             settled: false,
             ledger: None,
+            journal: None,
+            source: Source::Own,
+            skip: None,
+            page_last: 0,
+            waiting: false,
         })
+    }
+
+    /// Whether the last read stopped because the journal's next slot holds records the
+    /// writer has not written yet (the ring keeps its pages meanwhile).
+    pub fn waits_for_writer(&self) -> bool {
+        self.waiting
+    }
+
+    /// Whether pages are read into a journal ([`CpuReader::keep_pages`]).
+    pub fn keeps_pages(&self) -> bool {
+        self.journal.is_some()
+    }
+
+    /// Read the pages into `journal` (a named instance's, journal.rs) so that a kill
+    /// loses none of those the writer did not write; `skip`: of an adopted instance,
+    /// what the killed run wrote of the pages its journal kept.
+    pub fn keep_pages(&mut self, journal: Journal, skip: Option<Skip>) {
+        // The losses said so far are those whose lines were written (the writer's marks
+        // keep them), not those the killed run's reader took.
+        self.losses = Losses::default();
+        let said = journal.lost_written();
+        self.losses.settle(said);
+        if let Some((file, total)) = &mut self.ledger {
+            *total = said;
+            write_ledger(file, said);
+        }
+        self.journal = Some(journal);
+        self.skip = skip;
     }
 
     /// Keep the losses this ring reported in `path` (a named instance's, named.rs), so
@@ -87,25 +152,65 @@ impl CpuReader {
         Ok(())
     }
 
-    /// Take the next page; false when the ring is empty (or unreadable).
-    fn next_page(&mut self, layout: &PageLayout) -> Result<bool, ()> {
+    /// Take the next page: a killed run's unwritten one, or one read from the ring into
+    /// the journal's next slot (into the own buffer without a journal, or at a stop,
+    /// `stopping`, when the slot is not free). `Err` for a page that does not parse.
+    fn next_page(&mut self, layout: &PageLayout, stopping: bool) -> Result<Next, ()> {
+        let (source, page) = match &mut self.journal {
+            Some(j) => match j.replay_next() {
+                Some(slot) => {
+                    self.len = j.slot(slot).len();
+                    return self.parse(layout, Source::Replay(slot));
+                }
+                None => match j.free_slot() {
+                    Some(slot) => (Source::Slot(slot), j.slot_mut(slot)),
+                    None if stopping => (Source::Own, &mut self.page[..]),
+                    None => return Ok(Next::Waiting),
+                },
+            },
+            None => (Source::Own, &mut self.page[..]),
+        };
         loop {
-            match self.file.read(&mut self.page) {
-                Ok(0) => return Ok(false),
+            match self.file.read(page) {
+                Ok(0) => return Ok(Next::Empty),
                 Ok(n) => {
                     self.len = n;
-                    return match PageReader::new(layout, &self.page[..n]) {
-                        Ok(r) => {
-                            self.cursor = Some(r);
-                            Ok(true)
-                        }
-                        Err(_) => Err(()),
-                    };
+                    if let (Source::Slot(slot), Some(j)) = (source, &mut self.journal) {
+                        j.filled(slot);
+                    }
+                    return self.parse(layout, source);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 // EAGAIN: empty. Anything else: nothing to read now either.
-                Err(_) => return Ok(false),
+                Err(_) => return Ok(Next::Empty),
             }
+        }
+    }
+
+    /// Start parsing the page at `source` (`len` bytes).
+    fn parse(&mut self, layout: &PageLayout, source: Source) -> Result<Next, ()> {
+        self.source = source;
+        self.page_last = 0;
+        match PageReader::new(
+            layout,
+            page_at(&self.page, self.journal.as_ref(), source, self.len),
+        ) {
+            Ok(r) => {
+                self.cursor = Some(r);
+                Ok(Next::Page)
+            }
+            Err(_) => Err(()),
+        }
+    }
+
+    /// The page at hand was handed on whole: its journal slot may be read into again
+    /// once the writer's mark reaches its last record.
+    fn page_done(&mut self) {
+        self.cursor = None;
+        if let (Source::Slot(slot) | Source::Replay(slot), Some(j)) =
+            (self.source, &mut self.journal)
+        {
+            j.handed(slot, self.page_last);
         }
     }
 
@@ -131,9 +236,17 @@ impl CpuReader {
                 if pages >= max_pages {
                     return false;
                 }
-                match self.next_page(layout) {
-                    Ok(true) => pages = pages.saturating_add(1),
-                    Ok(false) => {
+                match self.next_page(layout, settle) {
+                    Ok(Next::Page) => {
+                        self.waiting = false;
+                        pages = pages.saturating_add(1);
+                    }
+                    Ok(Next::Waiting) => {
+                        self.waiting = true;
+                        return false;
+                    }
+                    Ok(Next::Empty) => {
+                        self.waiting = false;
                         if settle && !self.settled {
                             self.settled = true;
                             if let Some(total) = lost_total(&self.stats) {
@@ -159,16 +272,24 @@ impl CpuReader {
                 }
                 continue;
             };
-            let page = &self.page[..self.len];
+            let page = page_at(&self.page, self.journal.as_ref(), self.source, self.len);
             let before = *cursor;
             let arrival = match cursor.next_item(layout, page) {
                 None => {
-                    self.cursor = None;
+                    self.page_done();
                     continue;
                 }
                 Some(Err(_)) => {
-                    self.cursor = None;
+                    self.page_done();
                     Arrival::Malformed
+                }
+                // A killed run's page: its loss was said with its records, if any of
+                // them was written (the lost line goes out before them).
+                Some(Ok(Item::Missed { .. }))
+                    if matches!(self.source, Source::Replay(_))
+                        && first_record_written(cursor, layout, page, self.skip.as_ref()) =>
+                {
+                    continue;
                 }
                 Some(Ok(Item::Missed { count, time })) => {
                     let stats = &self.stats;
@@ -187,6 +308,13 @@ impl CpuReader {
                     return true;
                 }
                 Some(Ok(Item::Record { time, raw, .. })) => {
+                    self.page_last = time;
+                    if let Some(skip) = &mut self.skip {
+                        if skip.written(time) {
+                            continue;
+                        }
+                        self.skip = None;
+                    }
                     sample(raw, time, self.cpu, &mut pid_of)
                 }
             };
@@ -200,6 +328,38 @@ impl CpuReader {
     pub fn unsettle(&mut self) {
         self.settled = false;
     }
+}
+
+/// Whether the first record after `cursor` on `page` is one a killed run wrote (`skip`
+/// says what it wrote; none: nothing more).
+fn first_record_written(
+    cursor: &PageReader,
+    layout: &PageLayout,
+    page: &[u8],
+    skip: Option<&Skip>,
+) -> bool {
+    let mut peek = *cursor;
+    loop {
+        match peek.next_item(layout, page) {
+            Some(Ok(Item::Record { time, .. })) => return skip.is_some_and(|s| s.covers(time)),
+            Some(Ok(Item::Missed { .. })) => {}
+            _ => return false,
+        }
+    }
+}
+
+/// The `len` bytes of the page at `source`: in `own`, or a slot of `journal`.
+fn page_at<'p>(
+    own: &'p [u8],
+    journal: Option<&'p Journal>,
+    source: Source,
+    len: usize,
+) -> &'p [u8] {
+    let page = match (source, journal) {
+        (Source::Slot(slot) | Source::Replay(slot), Some(j)) => j.slot(slot),
+        _ => own,
+    };
+    page.get(..len).unwrap_or(page)
 }
 
 /// Add `lost` (just reported) to `ledger`, if one is kept ([`CpuReader::keep_losses`]):

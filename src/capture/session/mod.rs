@@ -206,6 +206,7 @@ pub fn run_with<B: Backend>(
     };
     let chunk = out.fresh_chunk().unwrap_or_default();
     let mut st = Stager::new(chunk, config.include_self, config.max_records);
+    st.ring_marks = backend.keeps_pages();
     st.pool = start_drain_threads(backend, config.drain_threads)?;
     let mut att = Attacher::new(tracefs, selectors, config);
     att.nofile = nofile;

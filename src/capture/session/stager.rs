@@ -64,6 +64,8 @@ pub(super) struct Stager<E> {
     staged_last: bool,
     /// The drain threads' chunks, kept between parallel passes (pool buffers).
     group_chunks: Vec<StagedChunk>,
+    /// Note where each ring's records end in every chunk ([`Backend::keeps_pages`]).
+    pub(super) ring_marks: bool,
 }
 
 /// What a drain thread of a parallel pass reads with ([`Stager::drain`]): the session's
@@ -76,6 +78,8 @@ struct Shared<'a> {
     self_pid: u32,
     include_self: bool,
     out: &'a StageSender<'a>,
+    /// [`Stager::ring_marks`].
+    ring_marks: bool,
 }
 
 /// A drain thread's part of a parallel pass: its chunk and what it counted (added to the
@@ -110,6 +114,9 @@ impl GroupTaker<'_> {
                 callchain,
                 user_stack,
             } => {
+                if let (true, Some(t)) = (sh.ring_marks, time) {
+                    self.chunk.note_ring(cpu, t);
+                }
                 let Some(&slot) = key.and_then(|k| sh.by_key.get(&k)) else {
                     self.unknown += 1;
                     return ControlFlow::Continue(());
@@ -140,6 +147,9 @@ impl GroupTaker<'_> {
             Arrival::Lost { lost, time } => {
                 let t = time.and_then(|t| sh.clock.to_unix_ns(t));
                 self.chunk.push_lost(t, cpu, lost);
+                if sh.ring_marks {
+                    self.chunk.note_lost(cpu, lost);
+                }
                 match self.lost_per_cpu.iter_mut().find(|(c, _)| *c == cpu) {
                     Some((_, n)) => *n += lost,
                     None => self.lost_per_cpu.push((cpu, lost)),
@@ -180,6 +190,7 @@ impl<E> Stager<E> {
             unknown: 0,
             malformed: 0,
             marker_seen: BTreeSet::new(),
+            ring_marks: false,
             pool: None,
             busy: false,
             staged_last: true,
@@ -216,6 +227,9 @@ impl<E> Stager<E> {
                 callchain,
                 user_stack,
             } => {
+                if let (true, Some(t)) = (self.ring_marks, time) {
+                    self.chunk.note_ring(cpu, t);
+                }
                 let Some(&slot) = key.and_then(|k| self.by_key.get(&k)) else {
                     self.unknown += 1;
                     return ControlFlow::Continue(());
@@ -248,6 +262,9 @@ impl<E> Stager<E> {
             Arrival::Lost { lost, time } => {
                 let t = time.and_then(|t| self.clock.to_unix_ns(t));
                 self.chunk.push_lost(t, cpu, lost);
+                if self.ring_marks {
+                    self.chunk.note_lost(cpu, lost);
+                }
                 *self.summary.lost_per_cpu.entry(cpu).or_default() += lost;
                 self.summary.lost += lost;
             }
@@ -383,6 +400,7 @@ impl<E> Stager<E> {
             self_pid: self.self_pid,
             include_self: self.include_self,
             out,
+            ring_marks: self.ring_marks,
         };
         let slots = self.events.len();
         let mut takers: Vec<GroupTaker<'_>> = self

@@ -4,12 +4,15 @@
 //! chunks and format changes travel as [`Staged`] messages through the session's
 //! [`StageSender`], and empty chunks come back on a recycle channel.
 //!
-//! Layers, lowest first: `pool`, `chunk`, `staged`, `sender`.
+//! [`written`] keeps how far the writer got, per CPU (`--instance`).
+//!
+//! Layers, lowest first: `pool`, `written`, `chunk`, `staged`, `sender`.
 
 pub mod chunk;
 pub mod pool;
 pub mod sender;
 mod staged;
+pub mod written;
 
 pub use chunk::{EncodedEntry, StagedChunk, StagedEntries, StagedEntry};
 pub use pool::{STAGE_BYTES, STAGE_CAPACITY, STAGE_CHUNKS, touched_buffers};

@@ -94,6 +94,7 @@ pub(crate) fn with_output<T>(
                 out.send(Batch {
                     lines: buffer,
                     records: 0,
+                    marks: None,
                 })
                 .is_ok()
             };
@@ -155,7 +156,15 @@ impl<'p> Handed<'p> {
     pub(crate) fn send(&mut self, lines: Vec<u8>) {
         if self.whole && !lines.is_empty() {
             self.bytes += lines.len() as u64;
-            self.whole = self.par.out.send(Batch { lines, records: 0 }).is_ok();
+            self.whole = self
+                .par
+                .out
+                .send(Batch {
+                    lines,
+                    records: 0,
+                    marks: None,
+                })
+                .is_ok();
         }
     }
 
@@ -205,6 +214,7 @@ pub(crate) fn par_lines(
         filter: None,
         stacks: stack_options(opts),
         stack_maps: None,
+        progress: None,
     }
 }
 

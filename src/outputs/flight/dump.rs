@@ -209,6 +209,7 @@ pub fn format_snapshot(
         filter: opts.filter.as_ref().map(|f| f.fresh()),
         stacks: opts.stacks,
         stack_maps,
+        progress: None,
     };
     format(
         lines,

@@ -141,6 +141,10 @@ pub fn write_batches(
         if let Err(e) = sink.write_lines(&batch.lines) {
             break Err(e);
         }
+        // `--instance`: these lines' records need not be kept for a kill any more.
+        if let Some(marks) = batch.marks.take() {
+            marks.publish();
+        }
         stats.batches += 1;
         stats.bytes += batch.lines.len() as u64;
         batch.lines.clear();
@@ -189,6 +193,7 @@ mod tests {
         Batch {
             lines: s.as_bytes().to_vec(),
             records: s.lines().count() as u64,
+            marks: None,
         }
     }
 

@@ -5,6 +5,8 @@ use uevrec_parsers::callchain::Callchain;
 use uevrec_parsers::user_stack::{StackCopy, UserRegs, UserStack};
 use uevrec_parsers::{ContextUpdate, Endian, RecordStamp};
 
+use super::written::Mark;
+
 /// `slot` value of a notice entry (not a record).
 const NOTICE: u32 = u32::MAX;
 /// `slot` value of a lost-records entry (not a record).
@@ -54,6 +56,9 @@ pub struct StagedChunk {
     round_end: Option<usize>,
     /// Context entries held (the parallel formatter replicates them to every worker).
     contexts: u32,
+    /// Per CPU, where the ring records taken into this chunk end (`--instance`'s
+    /// journal, [`StagedChunk::note_ring`]); empty unless noted.
+    ring: Vec<(u32, Mark)>,
 }
 
 /// One entry of a [`StagedChunk`].
@@ -138,7 +143,38 @@ impl StagedChunk {
             records: 0,
             round_end: None,
             contexts: 0,
+            ring: Vec::new(),
         }
+    }
+
+    /// A ring record of `cpu` at `time` (the ring's clock) was taken, staged or left
+    /// out: the formatter's marks pass it once this chunk is formatted
+    /// (crate::capture::staging::written).
+    pub fn note_ring(&mut self, cpu: u32, time: u64) {
+        self.ring_note(cpu).advance(time);
+    }
+
+    /// `cpu`'s ring said it lost `lost` records (staged here: [`StagedChunk::push_lost`]).
+    pub fn note_lost(&mut self, cpu: u32, lost: u64) {
+        let note = self.ring_note(cpu);
+        note.lost = note.lost.saturating_add(lost);
+    }
+
+    fn ring_note(&mut self, cpu: u32) -> &mut Mark {
+        let i = match self.ring.iter().rposition(|(c, _)| *c == cpu) {
+            Some(i) => i,
+            None => {
+                self.ring.push((cpu, Mark::default()));
+                self.ring.len() - 1
+            }
+        };
+        &mut self.ring[i].1
+    }
+
+    /// Per CPU, where the ring records taken into this chunk end
+    /// ([`StagedChunk::note_ring`]): the last one's time and how many of that time.
+    pub fn ring_marks(&self) -> &[(u32, Mark)] {
+        &self.ring
     }
 
     /// Note that a pass over every buffer ends here: records staged after this point
