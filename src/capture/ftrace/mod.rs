@@ -36,9 +36,10 @@ use uevrec_parsers::ftrace_page::PageLayout;
 use context_instance::ContextInstance;
 pub use instance::{FtraceError, Instance, SetupError, instance_pid, name_prefix, remove_stale};
 use instance::{read_file, write_file};
-use reader::CpuReader;
+pub use reader::CpuReader;
 pub use spool::{CpuSpool, SpoolBackend, SpoolPlan, SpoolReport, spool_path};
-use tgid::Tgids;
+// The page reader and the thread → process cache are public for benches/stages.rs.
+pub use tgid::Tgids;
 
 use crate::capture::backend::{
     Arrival, AttachError, Backend, BackendError, DrainFailed, DrainPool, EventRef,
