@@ -18,14 +18,29 @@
 //! - `otlp`: the thread that builds OTLP requests (`--format otlp`) and export frames
 //!   (`--otlp`): the formatter with `--threads 1` (`formatter::run`), and with 2 workers.
 //!
-//! Run: `cargo bench --bench stages -- --warm-up-time 1 --measurement-time 3`.
+//! Every stage is timed by the CPU time of the thread that runs it
+//! (`CLOCK_THREAD_CPUTIME_ID`: its work alone on one core, whatever else the machine runs;
+//! the untimed set-up aside), except `otlp_*/N`, timed by the wall clock (1 vs 2 workers).
+//!
+//! Run: `cargo bench --bench stages -- --warm-up-time 1 --measurement-time 2`.
 
 use std::io::{Seek, SeekFrom, Write};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// The CPU time this thread has used.
+fn cpu_now() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use crossbeam_channel::{Receiver, Sender};
@@ -191,14 +206,15 @@ fn session_perf(c: &mut Criterion) {
     let mut ring = ring;
     let mut g = c.benchmark_group("stages");
     g.throughput(Throughput::Elements(records));
+    g.sample_size(20);
     g.bench_function("session_perf", |b| {
         b.iter_custom(|iters| {
             let mut took = Duration::ZERO;
             for _ in 0..iters {
                 assert!(ring.publish(&image));
-                let start = Instant::now();
+                let start = cpu_now();
                 let got = ring.read(|rec| t.take(3, arrival(&layout, None, rec)));
-                took += start.elapsed();
+                took += cpu_now() - start;
                 assert_eq!(got, records);
                 staging.recycle();
             }
@@ -254,13 +270,14 @@ fn session_ftrace(c: &mut Criterion) {
     t.by_key.insert(u64::from(TYPE), 0);
     let mut g = c.benchmark_group("stages");
     g.throughput(Throughput::Elements(records));
+    g.sample_size(20);
     g.bench_function("session_ftrace", |b| {
         b.iter_custom(|iters| {
             let mut took = Duration::ZERO;
             for _ in 0..iters {
                 (&reader.file).seek(SeekFrom::Start(0)).expect("seek");
                 let before = t.records[0];
-                let start = Instant::now();
+                let start = cpu_now();
                 reader.read(
                     &layout,
                     |tid| tgids.tgid(tid),
@@ -269,7 +286,7 @@ fn session_ftrace(c: &mut Criterion) {
                     None,
                     |a| t.take(3, a),
                 );
-                took += start.elapsed();
+                took += cpu_now() - start;
                 assert_eq!(t.records[0] - before, records);
                 staging.recycle();
             }
@@ -374,13 +391,14 @@ fn writer(c: &mut Criterion) {
         ("writer_tmpfs", tmpfs),
     ] {
         g.bench_function(name, |b| {
-            b.iter_batched(
-                || {
+            b.iter_custom(|iters| {
+                let mut took = Duration::ZERO;
+                for _ in 0..iters {
                     let opts = FileOptions {
                         replace: true,
                         ..Default::default()
                     };
-                    let sink = RotatingFile::open(&path, opts).expect("output");
+                    let mut sink = RotatingFile::open(&path, opts).expect("output");
                     let (tx, rx) = crossbeam_channel::bounded(WRITER_BATCHES);
                     for lines in &batches {
                         let _ = tx.send(Batch {
@@ -389,15 +407,14 @@ fn writer(c: &mut Criterion) {
                         });
                     }
                     drop(tx);
-                    (sink, rx)
-                },
-                |(mut sink, rx)| {
                     let (rec_tx, _rec_rx) = crossbeam_channel::bounded(WRITER_BATCHES);
                     let (stop, reopen) = (AtomicBool::new(false), AtomicBool::new(false));
-                    write_batches(rx, &rec_tx, &mut sink, &stop, &reopen).expect("written")
-                },
-                BatchSize::PerIteration,
-            )
+                    let start = cpu_now();
+                    write_batches(rx, &rec_tx, &mut sink, &stop, &reopen).expect("written");
+                    took += cpu_now() - start;
+                }
+                took
+            })
         });
     }
     g.finish();
@@ -424,10 +441,12 @@ fn reorder(c: &mut Criterion) {
     }
     let mut g = c.benchmark_group("stages");
     g.throughput(Throughput::Elements(PARTS * per_part));
+    g.sample_size(20);
     g.bench_function("reorder", |b| {
-        b.iter_batched(
-            || {
-                let (tx, rx) = crossbeam_channel::bounded(PARTS as usize);
+        b.iter_custom(|iters| {
+            let mut took = Duration::ZERO;
+            for _ in 0..iters {
+                let (tx, parts) = crossbeam_channel::bounded(PARTS as usize);
                 for &seq in &order {
                     let batch = Batch {
                         lines: Vec::new(),
@@ -436,14 +455,12 @@ fn reorder(c: &mut Criterion) {
                     let _ = tx.send((seq, (seq as usize) % WORKERS, batch));
                 }
                 drop(tx);
-                rx
-            },
-            |parts: Receiver<(u64, usize, Batch)>| {
                 let credits: Vec<_> = (0..WORKERS)
                     .map(|_| crossbeam_channel::bounded::<()>(PARTS as usize))
                     .collect();
                 let (out_tx, out_rx) = crossbeam_channel::bounded::<Batch>(PARTS as usize);
                 let mut stage = Reorder::default();
+                let start = cpu_now();
                 for (seq, worker, batch) in parts.iter() {
                     stage.push(seq, 0, true, (worker, batch));
                     while let Some((worker, batch)) = stage.pop() {
@@ -451,10 +468,11 @@ fn reorder(c: &mut Criterion) {
                         out_tx.send(batch).expect("taken");
                     }
                 }
+                took += cpu_now() - start;
                 assert_eq!(out_rx.len(), PARTS as usize);
-            },
-            BatchSize::PerIteration,
-        )
+            }
+            took
+        })
     });
     g.finish();
 }
@@ -493,6 +511,18 @@ fn otlp(c: &mut Criterion) {
             OutputFormat::OtlpExport(OtlpEncoding::Protobuf),
         ),
     ] {
+        g.bench_function(format!("{name}/cpu"), |b| {
+            b.iter_custom(|iters| {
+                let mut took = Duration::ZERO;
+                for _ in 0..iters {
+                    let s = staged.iter().map(clone_staged).collect::<Vec<_>>();
+                    let start = cpu_now();
+                    format_all(s, format, 1);
+                    took += cpu_now() - start;
+                }
+                took
+            })
+        });
         for workers in 1..=max {
             g.bench_function(format!("{name}/{workers}"), |b| {
                 b.iter_batched(
