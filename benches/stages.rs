@@ -16,7 +16,8 @@
 //! - `writer`: `write_batches` (`uevrec-write`) into a `RotatingFile` on `/dev/null` and
 //!   on a tmpfs file, batches of real JSON lines of `BATCH_BYTES`.
 //! - `otlp`: the thread that builds OTLP requests (`--format otlp`) and export frames
-//!   (`--otlp`): the formatter with `--threads 1` (`formatter::run`), and with 2 workers.
+//!   (`--otlp`): the formatter with `--threads 1` (`formatter::run`), and with 2 workers;
+//!   a writer thread gives the buffers back.
 //!
 //! Every stage is timed by the CPU time of the thread that runs it
 //! (`CLOCK_THREAD_CPUTIME_ID`: its work alone on one core, whatever else the machine runs;
@@ -129,7 +130,9 @@ impl Taker<'_> {
             self.records[slot] += 1;
         }
         if self.chunk.len() >= STAGE_BYTES {
-            self.out.flush(&mut self.chunk).expect("the pool has chunks");
+            self.out
+                .flush(&mut self.chunk)
+                .expect("the pool has chunks");
         }
         ControlFlow::Continue(())
     }
@@ -194,8 +197,7 @@ fn session_perf(c: &mut Criterion) {
             time: 1_000_000_000 + n * 50,
             cpu: 3,
         };
-        push_sample(&mut image, &stamp, &sys_enter_entry(tid, n), Some(7))
-            .expect("a small sample");
+        push_sample(&mut image, &stamp, &sys_enter_entry(tid, n), Some(7)).expect("a small sample");
         n += 1;
     }
     let records = n;
@@ -321,7 +323,7 @@ fn json_batches(batches: usize) -> (Vec<Vec<u8>>, u64) {
         }
     }
     chunks.push(Staged::Chunk(chunk));
-    let lines = format_all(chunks, OutputFormat::JsonLines, 1);
+    let lines = format_all(chunks, OutputFormat::JsonLines, 1, true);
     let mut out: Vec<Vec<u8>> = Vec::new();
     let mut records = 0;
     for b in lines.into_iter().filter(|b| b.lines.len() >= BATCH_BYTES) {
@@ -351,15 +353,16 @@ fn sys_enter_format() -> (Arc<PreparedFormat>, Arc<FormatSource>) {
     (Arc::new(prepared), Arc::new(source))
 }
 
-/// Every batch `workers` formatters write for `staged`.
-fn format_all(staged: Vec<Staged>, format: OutputFormat, workers: usize) -> Vec<Batch> {
+/// Every batch `workers` formatters write for `staged` (copied when `keep`; otherwise
+/// only counted), their buffers given back as the writer does.
+fn format_all(staged: Vec<Staged>, format: OutputFormat, workers: usize, keep: bool) -> Vec<Batch> {
     let (in_tx, in_rx) = crossbeam_channel::unbounded();
     for m in staged {
         let _ = in_tx.send(m);
     }
     drop(in_tx);
     let (chunk_tx, _chunk_rx) = crossbeam_channel::unbounded();
-    let (out_tx, out_rx) = crossbeam_channel::unbounded();
+    let (out_tx, out_rx) = crossbeam_channel::bounded::<Batch>(8);
     let (rec_tx, rec_rx) = crossbeam_channel::unbounded();
     for b in touched_buffers(batch_pool(workers), BATCH_CAPACITY) {
         let _ = rec_tx.send(b);
@@ -370,10 +373,26 @@ fn format_all(staged: Vec<Staged>, format: OutputFormat, workers: usize) -> Vec<
         context: Some(ContextTracker::new()),
         ..Default::default()
     };
-    run_parallel(in_rx, chunk_tx, &out_tx, &rec_rx, lines, workers, || {})
-        .expect("every batch taken");
-    drop(out_tx);
-    out_rx.iter().collect()
+    thread::scope(|s| {
+        let writer = s.spawn(move || {
+            let mut kept = Vec::new();
+            for mut b in out_rx.iter() {
+                if keep {
+                    kept.push(Batch {
+                        lines: b.lines.clone(),
+                        records: b.records,
+                    });
+                }
+                b.lines.clear();
+                let _ = rec_tx.send(b.lines);
+            }
+            kept
+        });
+        run_parallel(in_rx, chunk_tx, &out_tx, &rec_rx, lines, workers, || {})
+            .expect("every batch taken");
+        drop(out_tx);
+        writer.join().expect("writer")
+    })
 }
 
 /// Batches per writer run: 64 × 256 KiB = 16 MiB.
@@ -503,7 +522,9 @@ fn otlp(c: &mut Criterion) {
     let mut g = c.benchmark_group("stages");
     g.throughput(Throughput::Elements(n));
     g.sample_size(10);
-    let max = thread::available_parallelism().map_or(1, |n| n.get()).min(2);
+    let max = thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(2);
     for (name, format) in [
         ("otlp_json", OutputFormat::Otlp),
         (
@@ -517,7 +538,7 @@ fn otlp(c: &mut Criterion) {
                 for _ in 0..iters {
                     let s = staged.iter().map(clone_staged).collect::<Vec<_>>();
                     let start = cpu_now();
-                    format_all(s, format, 1);
+                    format_all(s, format, 1, false);
                     took += cpu_now() - start;
                 }
                 took
@@ -527,7 +548,7 @@ fn otlp(c: &mut Criterion) {
             g.bench_function(format!("{name}/{workers}"), |b| {
                 b.iter_batched(
                     || staged.iter().map(clone_staged).collect::<Vec<_>>(),
-                    |s| format_all(s, format, workers),
+                    |s| format_all(s, format, workers, false),
                     BatchSize::PerIteration,
                 )
             });
@@ -558,12 +579,5 @@ fn clone_staged(m: &Staged) -> Staged {
     }
 }
 
-criterion_group!(
-    benches,
-    session_perf,
-    session_ftrace,
-    reorder,
-    writer,
-    otlp
-);
+criterion_group!(benches, session_perf, session_ftrace, reorder, writer, otlp);
 criterion_main!(benches);

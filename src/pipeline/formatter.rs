@@ -1109,12 +1109,18 @@ mod tests {
         for workers in [2, 3] {
             let text = formatted_as(staged_stream(40), workers, None, zero, OutputFormat::Otlp);
             let many = records(&text);
-            assert_eq!(many.keys().collect::<Vec<_>>(), one.keys().collect::<Vec<_>>());
+            assert_eq!(
+                many.keys().collect::<Vec<_>>(),
+                one.keys().collect::<Vec<_>>()
+            );
             for (resource, want) in &one {
                 let got = &many[resource];
                 assert_eq!(got.len(), want.len(), "{workers} workers, {resource}");
                 if let Some(at) = want.iter().zip(got).position(|(a, b)| a != b) {
-                    panic!("{workers} workers, {resource}, record {at}: {} / {}", want[at], got[at]);
+                    panic!(
+                        "{workers} workers, {resource}, record {at}: {} / {}",
+                        want[at], got[at]
+                    );
                 }
             }
         }

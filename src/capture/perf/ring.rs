@@ -197,7 +197,10 @@ impl Ring {
             // SAFETY: the 8 bytes lie inside the data area and between tail and head,
             // which the kernel leaves alone until data_tail passes them.
             unsafe {
-                let at = self.map.as_ptr().add(self.data_offset.saturating_add(start));
+                let at = self
+                    .map
+                    .as_ptr()
+                    .add(self.data_offset.saturating_add(start));
                 std::ptr::copy_nonoverlapping(at, hb.as_mut_ptr(), HEADER_SIZE);
             }
         } else {
