@@ -298,6 +298,17 @@ fn session_ftrace(c: &mut Criterion) {
     g.finish();
 }
 
+/// Stage sys_enter record `n` as the session does (slot 0, CPU 3, 50 ns apart).
+fn stage_record(chunk: &mut StagedChunk, n: u64) {
+    let stamp = RecordStamp {
+        time_unix_ns: Some(1_795_345_200_000_000_000 + n * 50),
+        cpu: 3,
+        pid: tid_of(n),
+        tid: tid_of(n),
+    };
+    chunk.push_record(0, &stamp, &sys_enter_entry(tid_of(n), n));
+}
+
 /// Formatted sys_enter lines (as `record` writes them), in full batches.
 fn json_batches(batches: usize) -> (Vec<Vec<u8>>, u64) {
     let (prepared, source) = sys_enter_format();
@@ -310,13 +321,7 @@ fn json_batches(batches: usize) -> (Vec<Vec<u8>>, u64) {
     let mut chunk = StagedChunk::default();
     // About 2800 lines of ≈ 95 bytes per batch: stage a bit more than needed.
     while (n as usize) < batches * BATCH_BYTES / 90 {
-        let stamp = RecordStamp {
-            time_unix_ns: Some(1_795_345_200_000_000_000 + n * 50),
-            cpu: 3,
-            pid: tid_of(n),
-            tid: tid_of(n),
-        };
-        chunk.push_record(0, &stamp, &sys_enter_entry(tid_of(n), n));
+        stage_record(&mut chunk, n);
         n += 1;
         if chunk.len() >= STAGE_BYTES {
             chunks.push(Staged::Chunk(std::mem::take(&mut chunk)));
@@ -508,13 +513,7 @@ fn otlp(c: &mut Criterion) {
     for _ in 0..16 {
         let mut chunk = StagedChunk::default();
         while chunk.len() < STAGE_BYTES {
-            let stamp = RecordStamp {
-                time_unix_ns: Some(1_795_345_200_000_000_000 + n * 50),
-                cpu: 3,
-                pid: tid_of(n),
-                tid: tid_of(n),
-            };
-            chunk.push_record(0, &stamp, &sys_enter_entry(tid_of(n), n));
+            stage_record(&mut chunk, n);
             n += 1;
         }
         staged.push(Staged::Chunk(chunk));
