@@ -38,8 +38,7 @@ pub use instance::{FtraceError, Instance, SetupError, instance_pid, name_prefix,
 use instance::{read_file, write_file};
 pub use reader::CpuReader;
 pub use spool::{CpuSpool, SpoolBackend, SpoolPlan, SpoolReport, spool_path};
-// The page reader and the thread → process cache are public for benches/stages.rs.
-pub use tgid::Tgids;
+use tgid::Tgids;
 
 use crate::capture::backend::{
     Arrival, AttachError, Backend, BackendError, DrainFailed, DrainPool, EventRef,
