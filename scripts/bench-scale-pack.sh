@@ -7,6 +7,7 @@
 #
 #   scripts/bench-scale-pack.sh DIR [OLD_REV]
 #   then, there:  DIR/run.sh [bench-scale.sh arguments, e.g. --threads "1 2 4 8 15"]
+#            or:  DIR/run.sh stages   (benches/stages.rs, pinned to CPU 1)
 #            or:  [THREADS=8] [RANGE=16M] DIR/run.sh decode [ROUNDS]
 #                 (scripts/bench-decode-threads.sh with the packed uevrec: --threads 1
 #                 against THREADS staged and in ranges, on a 3 M-sample recording)
@@ -39,6 +40,12 @@ if [ -n "$OLD" ]; then
   build "$src" "$src/target" "$DIR/uevrec-old"
 fi
 gcc -static -O2 -pthread "$ROOT/scripts/bench-scale/loadgen.c" -o "$DIR/loadgen"
+# The single-threaded stages alone on one core (benches/stages.rs, BENCHMARKS.md issue 41),
+# to run there on idle cores: `run.sh stages`.
+stages=$(cd "$ROOT" && cargo bench --no-run --bench stages --message-format=json 2>/dev/null |
+  sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
+[ -x "$stages" ] || die "benches/stages.rs did not build"
+strip -o "$DIR/stages" "$stages"
 
 # perf: the binary itself (Debian's /usr/bin/perf may be a wrapper script naming
 # perf_VERSION), every library ldd lists, and the loader.
@@ -66,6 +73,12 @@ root=$(cd "$here/.." && pwd)
 [ -x "$root/scripts/bench-scale.sh" ] || { echo "run.sh: pack into a folder right under the repository root" >&2; exit 1; }
 export UEVREC=$here/uevrec PERF=$here/perf PERF_LIBS=$here/lib LOADGEN=$here/loadgen
 [ -x "$here/uevrec-old" ] && export UEVREC_OLD=$here/uevrec-old
+if [ "${1:-}" = stages ]; then
+  shift
+  cd "$here"
+  pin=(); command -v taskset >/dev/null && pin=(taskset -c 1)
+  exec "${pin[@]}" ./stages --bench --warm-up-time 1 --measurement-time 3 "$@"
+fi
 if [ "${1:-}" = decode ]; then
   export THREADS=${THREADS:-8}
   exec "$root/scripts/bench-decode-threads.sh" "$UEVREC" "${2:-5}" ${UEVREC_OLD:+"$UEVREC_OLD"}

@@ -327,7 +327,10 @@ mod tests {
             writer.write_dropped(&mut out, None, "raw_syscalls:sys_enter", "filtered", 20_000);
             writer.end_lines(&mut out);
             let text = String::from_utf8(out).unwrap();
-            assert!(text.contains("raw_syscalls:sys_enter"), "{format:?}: {text}");
+            assert!(
+                text.contains("raw_syscalls:sys_enter"),
+                "{format:?}: {text}"
+            );
             assert!(text.contains("20000"), "{format:?}: {text}");
             assert!(text.contains("filtered"), "{format:?}: {text}");
         }

@@ -217,7 +217,8 @@ pub struct RecordingArgs {
     pub count: Option<u64>,
     /// Formatter threads writing the JSON lines in parallel (the output is the same, in
     /// the same order, whatever N). Default: half the online CPUs, at least 1, at most 8.
-    /// --format otlp is formatted on one thread whatever N.
+    /// --format otlp too (its requests end with each staged chunk); --format text is
+    /// formatted on one thread whatever N.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
     /// Threads that drain the rings (either backend) while they are busy, each a group of

@@ -64,7 +64,12 @@ fn record_run(args: RecordArgs) -> i32 {
         args.raw.is_some()
             && (args.raw_format == RawFormat::TraceDat
                 || args.rec.no_context
-                || args.rec.session.stacks.request().is_some_and(|r| r.dwarf.is_some())),
+                || args
+                    .rec
+                    .session
+                    .stacks
+                    .request()
+                    .is_some_and(|r| r.dwarf.is_some())),
     ) {
         messages::error(&why);
         return EXIT_ERROR;

@@ -538,9 +538,9 @@ enum Work {
     Context(Arc<StagedChunk>),
 }
 
-/// [`run`] with `workers` formatter threads (JSON lines; OTLP batches records across
-/// chunks, so it stays on one: [`run`]), writing exactly what [`run`] writes, in the same
-/// order. On this thread the dispatcher numbers the items (staged chunks; the schema
+/// [`run`] with `workers` formatter threads (JSON lines and OTLP; text stays on one:
+/// [`run`]), writing exactly what [`run`] writes, in the same order (OTLP: the same
+/// records, a worker's requests cut at the end of each chunk it formats). On this thread the dispatcher numbers the items (staged chunks; the schema
 /// line of a format first seen) and gives each chunk to the worker with the shortest
 /// queue; every worker gets every format and every other worker's context entries, so
 /// each keeps the state one formatter would (the formats by slot, who is who). The
@@ -585,7 +585,8 @@ pub fn run_parallel_in(
     started: impl FnOnce(),
     input: &[u8],
 ) -> Result<(), Closed> {
-    if workers <= 1 || lines.format != OutputFormat::JsonLines || lines.progress.is_some() {
+    if workers <= 1 || matches!(lines.format, OutputFormat::Text { .. }) || lines.progress.is_some()
+    {
         started();
         return run_in(staged, chunk_recycle, out, recycle, lines, input);
     }
@@ -830,6 +831,8 @@ impl Worker<'_> {
                 batch.lines = self.buffer()?;
             }
         }
+        // OTLP requests end with the chunk (the next one may go to another worker).
+        self.core.writer.end_lines(&mut batch.lines);
         // The pool channel holds every chunk, so this never waits.
         let _ = self.chunk_recycle.send(chunk.into_buffer());
         self.send(seq, part, true, batch, announced)
@@ -875,6 +878,7 @@ fn merge(
         let mut lines = recycle.recv().map_err(|_| Closed)?;
         lines.clear();
         write_dropped(&mut writer, &mut lines, &filter);
+        writer.end_lines(&mut lines);
         if !lines.is_empty() {
             out.send(Batch {
                 lines,
@@ -1056,6 +1060,17 @@ mod tests {
         session: Option<&SessionInfo>,
         delay: std::time::Duration,
     ) -> String {
+        formatted_as(stream, workers, session, delay, OutputFormat::JsonLines)
+    }
+
+    /// [`formatted_slowly`] in `format`.
+    fn formatted_as(
+        stream: Vec<Staged>,
+        workers: usize,
+        session: Option<&SessionInfo>,
+        delay: std::time::Duration,
+        format: OutputFormat,
+    ) -> String {
         let pool = crate::pipeline::batch_pool(workers);
         let (stage_tx, stage_rx) = crossbeam_channel::bounded(stream.len() + 1);
         let (chunk_tx, _chunk_rx) = crossbeam_channel::unbounded();
@@ -1081,7 +1096,7 @@ mod tests {
             });
             let lines = FormatterOptions {
                 opts: LineOptions::default(),
-                format: OutputFormat::JsonLines,
+                format,
                 session,
                 context: Some(ContextTracker::new()),
                 schema: false,
@@ -1140,6 +1155,51 @@ mod tests {
                         b.len(),
                         a.get(at),
                         b.get(at)
+                    );
+                }
+            }
+        }
+    }
+
+    /// `--format otlp` on workers: the same log records as one formatter, each resource's
+    /// and scope's (a request groups its records by them) in the same order, with each
+    /// worker's requests cut at the end of its chunks.
+    #[test]
+    fn otlp_workers_write_the_records_one_formatter_writes() {
+        use std::collections::BTreeMap;
+        let records = |text: &str| -> BTreeMap<String, Vec<serde_json::Value>> {
+            let mut out: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
+            for line in text.lines() {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                for r in v["resourceLogs"].as_array().into_iter().flatten() {
+                    for s in r["scopeLogs"].as_array().into_iter().flatten() {
+                        let key = format!("{} {}", r["resource"], s["scope"]);
+                        let group = out.entry(key).or_default();
+                        group.extend(s["logRecords"].as_array().into_iter().flatten().cloned());
+                    }
+                }
+            }
+            out
+        };
+        let zero = std::time::Duration::ZERO;
+        let one = formatted_as(staged_stream(40), 1, None, zero, OutputFormat::Otlp);
+        let one = records(&one);
+        let total: usize = one.values().map(Vec::len).sum();
+        assert!(total > 30_000 && one.len() >= 2, "{total} in {}", one.len());
+        for workers in [2, 3] {
+            let text = formatted_as(staged_stream(40), workers, None, zero, OutputFormat::Otlp);
+            let many = records(&text);
+            assert_eq!(
+                many.keys().collect::<Vec<_>>(),
+                one.keys().collect::<Vec<_>>()
+            );
+            for (resource, want) in &one {
+                let got = &many[resource];
+                assert_eq!(got.len(), want.len(), "{workers} workers, {resource}");
+                if let Some(at) = want.iter().zip(got).position(|(a, b)| a != b) {
+                    panic!(
+                        "{workers} workers, {resource}, record {at}: {} / {}",
+                        want[at], got[at]
                     );
                 }
             }

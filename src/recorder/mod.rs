@@ -538,7 +538,7 @@ pub struct PipelineOptions {
     /// The live counters, when someone else reads them too (the metrics endpoint);
     /// otherwise the pipeline keeps its own.
     pub stats: Option<std::sync::Arc<LiveStats>>,
-    /// Formatter workers (`--threads`; 0 and 1: one formatter thread). OTLP is
+    /// Formatter workers (`--threads`; 0 and 1: one formatter thread). Text is
     /// formatted on one whatever this says ([`formatter::run_parallel`]).
     pub threads: usize,
     /// `--where`: which records the lines keep (`None`: all). A perf.data of `--raw`

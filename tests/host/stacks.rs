@@ -237,7 +237,12 @@ fn dwarf_is_refused_where_stacks_cannot_go() {
             "not to text lines",
         ),
         (
-            &["--call-graph", "dwarf", "--raw", "/nonexistent/never-written.data"][..],
+            &[
+                "--call-graph",
+                "dwarf",
+                "--raw",
+                "/nonexistent/never-written.data",
+            ][..],
             "the stack copies are not written",
         ),
     ] {

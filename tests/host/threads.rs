@@ -576,3 +576,40 @@ fn count_is_exact_with_drain_threads() {
         .count();
     assert_eq!(recorded, COUNT, "--count {COUNT} wrote {recorded} records");
 }
+
+/// `--format otlp` on 2 formatter workers (each ends its requests with its chunk): every
+/// SEQ of a burst on one CPU comes out once, in order, with both workers running.
+#[test]
+fn otlp_on_two_workers_has_every_seq_once_in_order() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    const N: u32 = 60_000;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.json");
+    let child = burst_child(N);
+    let cpu = crate::common::allowed_cpus(std::process::id())[0];
+    crate::common::pin_to(child.id(), cpu);
+    let args = ["-m", "4M", "--threads", "2", "--format", "otlp", "-o"];
+    let mut rec = record(&child, &[&args[..], &[out.to_str().unwrap()]].concat());
+    // OTLP has no notice lines: give it the time to attach.
+    sleep(Duration::from_secs(2));
+    let workers = threads_named(rec.id(), "uevrec-format1");
+    release(child);
+    sleep(Duration::from_millis(300));
+    stop(&mut rec);
+    assert_eq!(workers.len(), 1, "no second formatter worker");
+    let logs = crate::common::otlp::records(&parse(&out), "logs");
+    let seqs: Vec<u64> = logs
+        .iter()
+        .filter(|(_, scope, _)| scope != "uevrec")
+        .map(|(_, _, r)| {
+            let args = crate::common::otlp::plain(&crate::common::otlp::attributes(r)["args"]);
+            assert_eq!(args[0], 424242, "{r}");
+            args[1].as_u64().unwrap()
+        })
+        .collect();
+    let lines = fs::read_to_string(&out).unwrap().lines().count();
+    eprintln!("{} records in {lines} requests", seqs.len());
+    assert_eq!(seqs, (1..=u64::from(N)).collect::<Vec<_>>());
+}

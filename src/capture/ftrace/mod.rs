@@ -37,7 +37,7 @@ use uevrec_parsers::ftrace_page::PageLayout;
 use context_instance::ContextInstance;
 pub use instance::{FtraceError, Instance, SetupError, instance_pid, name_prefix, remove_stale};
 use instance::{read_file, write_file};
-use reader::CpuReader;
+pub use reader::CpuReader;
 pub use spool::{CpuSpool, SpoolBackend, SpoolPlan, SpoolReport, spool_path};
 use tgid::Tgids;
 

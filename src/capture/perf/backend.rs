@@ -41,8 +41,9 @@ impl PerfBackend {
     }
 }
 
-/// What one ring record is, for the session.
-fn arrival<'a>(layout: &SampleFormat, marker: Option<u64>, bytes: &'a [u8]) -> Arrival<'a> {
+/// What one ring record is, for the session (`marker`: the sample id of the ring's
+/// marker event, if it has one).
+pub fn arrival<'a>(layout: &SampleFormat, marker: Option<u64>, bytes: &'a [u8]) -> Arrival<'a> {
     match layout.parse(bytes) {
         // Marker ids are perf ids like the events', so never an event's.
         Ok(Record::Sample(s)) if s.id.is_some() && s.id == marker => Arrival::Marker,

@@ -118,6 +118,51 @@ impl Ring {
         Ok(ring)
     }
 
+    /// A ring over anonymous memory, written with [`Ring::publish`] instead of by the
+    /// kernel: for tests, and for benches of the session's work per record
+    /// (benches/stages.rs).
+    pub fn anonymous(data_pages: usize) -> io::Result<Ring> {
+        let page = page_size();
+        let len = data_pages
+            .checked_add(1)
+            .and_then(|n| n.checked_mul(page))
+            .filter(|_| data_pages.is_power_of_two())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "bad ring size"))?;
+        let map = MmapOptions::new().len(len).map_anon()?;
+        Ok(Ring {
+            map: MmapRaw::from(map),
+            data_offset: page,
+            data_size: len.saturating_sub(page) as u64,
+            scratch: vec![0; usize::from(u16::MAX)],
+            corrupt: 0,
+        })
+    }
+
+    /// Play the kernel on a ring of [`Ring::anonymous`]: write `records` at the head
+    /// (wrapping) and publish the new head. False (nothing written) when they do not fit
+    /// in the free space.
+    pub fn publish(&self, records: &[u8]) -> bool {
+        let head = self.meta(DATA_HEAD).load(Ordering::Relaxed);
+        let free = self.data_size.saturating_sub(self.pending());
+        if records.len() as u64 > free {
+            return false;
+        }
+        let size = self.data_size as usize;
+        let start = self.place(head);
+        let first = records.len().min(size.saturating_sub(start));
+        let rest = records.len().saturating_sub(first);
+        // SAFETY: [start, start+first) and [0, rest) lie inside the data area (the
+        // records fit in its free space, checked above), which this process alone writes.
+        unsafe {
+            let base = self.map.as_mut_ptr().add(self.data_offset);
+            std::ptr::copy_nonoverlapping(records.as_ptr(), base.add(start), first);
+            std::ptr::copy_nonoverlapping(records.as_ptr().add(first), base, rest);
+        }
+        self.meta(DATA_HEAD)
+            .store(head.wrapping_add(records.len() as u64), Ordering::Release);
+        true
+    }
+
     /// The u64 of the metadata page at `offset`.
     fn meta(&self, offset: usize) -> &AtomicU64 {
         // SAFETY: offsets 1024..1056 lie in the first (metadata) page of a mapping at
@@ -126,10 +171,42 @@ impl Ring {
         unsafe { &*(self.map.as_ptr().add(offset) as *const AtomicU64) }
     }
 
-    /// Where ring position `pos` lies in the data area.
+    /// Where ring position `pos` lies in the data area. The kernel's data areas are 2^n
+    /// pages: a mask, not a division (a 64-bit `%` per call showed in the session's
+    /// profile, BENCHMARKS.md issue 41).
     #[allow(clippy::arithmetic_side_effects)] // data_size is never 0: at least one page.
+    #[inline]
     fn place(&self, pos: u64) -> usize {
-        (pos % self.data_size) as usize
+        if self.data_size.is_power_of_two() {
+            (pos & (self.data_size - 1)) as usize
+        } else {
+            (pos % self.data_size) as usize
+        }
+    }
+
+    /// The header of the record at ring position `pos` (the caller checked that 8 bytes
+    /// are there): read in place, or copied out when it wraps past the end.
+    #[inline]
+    fn header_at(&self, pos: u64) -> [u8; HEADER_SIZE] {
+        let mut hb = [0u8; HEADER_SIZE];
+        let start = self.place(pos);
+        if start
+            .checked_add(HEADER_SIZE)
+            .is_some_and(|end| end as u64 <= self.data_size)
+        {
+            // SAFETY: the 8 bytes lie inside the data area and between tail and head,
+            // which the kernel leaves alone until data_tail passes them.
+            unsafe {
+                let at = self
+                    .map
+                    .as_ptr()
+                    .add(self.data_offset.saturating_add(start));
+                std::ptr::copy_nonoverlapping(at, hb.as_mut_ptr(), HEADER_SIZE);
+            }
+        } else {
+            self.copy_out(pos, &mut hb);
+        }
+        hb
     }
 
     /// Bytes the kernel has written that are not yet consumed.
@@ -174,8 +251,7 @@ impl Ring {
         let mut unreleased = 0u64;
         let mut n = 0u64;
         while head.wrapping_sub(tail) >= HEADER_SIZE as u64 {
-            let mut hb = [0u8; HEADER_SIZE];
-            self.copy_out(tail, &mut hb);
+            let hb = self.header_at(tail);
             let size = parse_header(&hb).map_or(0, |h| u64::from(h.size));
             if size < HEADER_SIZE as u64 || size > head.wrapping_sub(tail) || size > self.data_size
             {
@@ -253,32 +329,12 @@ mod tests {
         assert_eq!(RingPages::default().get(), 128);
     }
 
-    /// A ring over anonymous memory, written by the test instead of the kernel.
     fn anon(data_pages: usize) -> Ring {
-        let page = page_size();
-        let map = MmapOptions::new()
-            .len((1 + data_pages) * page)
-            .map_anon()
-            .unwrap();
-        Ring {
-            map: MmapRaw::from(map),
-            data_offset: page,
-            data_size: (data_pages * page) as u64,
-            scratch: vec![0; usize::from(u16::MAX)],
-            corrupt: 0,
-        }
+        Ring::anonymous(data_pages).unwrap()
     }
 
-    /// Play the kernel: write `rec` at the head (wrapping) and publish the new head.
     fn push(ring: &Ring, rec: &[u8]) {
-        let head = ring.meta(DATA_HEAD).load(Ordering::Relaxed);
-        for (i, &b) in rec.iter().enumerate() {
-            let pos = (head + i as u64) % ring.data_size;
-            // SAFETY: `pos` is inside the data area of the test's own mapping.
-            unsafe { *ring.map.as_mut_ptr().add(ring.data_offset + pos as usize) = b };
-        }
-        ring.meta(DATA_HEAD)
-            .store(head + rec.len() as u64, Ordering::Release);
+        assert!(ring.publish(rec));
     }
 
     fn record(kind: u32, size: u16, fill: u8) -> Vec<u8> {

@@ -350,7 +350,9 @@ impl RecordSink for StageSink<'_> {
         }
         match (stack, offset_in(self.input, raw)) {
             // The chain and the entry are copied (a staged reference holds one part).
-            (Some(stack), _) => chunk.push_record_stacked(slot, stamp, cgroup, Some(stack), None, raw),
+            (Some(stack), _) => {
+                chunk.push_record_stacked(slot, stamp, cgroup, Some(stack), None, raw)
+            }
             (None, Some((offset, len))) => chunk.push_record_at(slot, stamp, cgroup, offset, len),
             (None, None) => chunk.push_record_in(slot, stamp, cgroup, raw),
         }
