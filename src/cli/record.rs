@@ -311,7 +311,7 @@ fn flight(args: &RecordArgs, size: u64) -> i32 {
     session.triggers = flight.triggers.clone();
     session.trigger_filter = args.flight.trigger_filter.clone();
     run(
-        Recorder::new(config, Outputs::Flight(flight)),
+        Recorder::new(config, Outputs::Flight(Box::new(flight))),
         &args.rec,
         false,
     )

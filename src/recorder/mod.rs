@@ -58,7 +58,7 @@ pub enum Outputs {
     Raw(Raw),
     /// The flight recorder (`record --flight`): records kept in memory, dumped to files
     /// as the options say (SIGUSR1 needs [`SignalFlags::catch_dump`]).
-    Flight(FlightOptions),
+    Flight(Box<FlightOptions>),
 }
 
 impl Outputs {
@@ -119,7 +119,7 @@ impl Recorder {
                 staged.session
             }),
             Outputs::Flight(opts) => run_watched(flags, &self.config.pipeline, |stop, stats| {
-                let behind = Downstream::Flight(Box::new(opts), &flags.dump);
+                let behind = Downstream::Flight(opts, &flags.dump);
                 let staged = stage(session, shape, behind, stop, stats);
                 flight_result = staged.flight;
                 staged.session
