@@ -124,10 +124,16 @@ fn check(input: &Input, format: &SampleFormat, bits: u64, bytes: &[u8], record: 
                 );
             }
             if let Some(copy) = s.user_stack {
-                assert!(copy.bytes.len() as u64 <= copy.size, "dyn_size past the copy");
+                assert!(
+                    copy.bytes.len() as u64 <= copy.size,
+                    "dyn_size past the copy"
+                );
                 if !copy.bytes.is_empty() {
                     let start = copy.bytes.as_ptr() as usize - bytes.as_ptr() as usize;
-                    assert!(start + copy.bytes.len() <= size, "stack copy past the record end");
+                    assert!(
+                        start + copy.bytes.len() <= size,
+                        "stack copy past the record end"
+                    );
                 }
             }
         }
