@@ -104,6 +104,14 @@ pub trait Backend {
         ])
     }
 
+    /// After [`Backend::start_tracking`], before the start-up scan of `/proc`: hand `f`
+    /// who-is-who a run before this one had read (ftrace `--instance`, an adopted
+    /// instance's tracking journal), oldest first, so that its records still to be
+    /// written get the names of threads gone since. The default: nothing.
+    fn recall_context(&mut self, f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>) {
+        let _ = f;
+    }
+
     /// Without the records' context (`--no-context`): follow new tasks all the same where
     /// the backend needs them to tell a record's process (ftrace: a thread id's process,
     /// src/capture/ftrace/tgid.rs); reports nothing. The default does nothing.

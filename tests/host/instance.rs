@@ -436,6 +436,85 @@ fn a_clean_stop_with_keep_instance_hands_over_to_the_next_run() {
     );
 }
 
+/// The records of `out` from a process called `comm`: (SEQs, how many lack that name).
+fn named_seqs(out: &Path, comm: &str) -> (Vec<u64>, usize) {
+    let (mut seqs, mut unnamed) = (Vec::new(), 0);
+    for v in complete_lines(out) {
+        if v["event"] == "sys_enter" && v["fields"]["args"][0] == MAGIC {
+            seqs.push(v["fields"]["args"][1].as_u64().unwrap());
+            if v["comm"] != comm {
+                unnamed += 1;
+            }
+        }
+    }
+    (seqs, unnamed)
+}
+
+/// A process named after the kill's run had learnt its name (`prctl(PR_SET_NAME)`, a
+/// `task_rename` its tracking reader consumed) and gone before the next run starts: the
+/// adopting run recalls the name from the tracking journal, so the records written while
+/// no uevrec ran carry it (without the journal they had no `comm`: /proc no longer knows
+/// the process).
+#[test]
+fn records_written_while_none_ran_keep_their_names_across_a_kill() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let name = Name::new("names");
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let mut first = record_all(&name, &a, &[]);
+    wait_attached(&a);
+    // About 2 kHz for 3 s, under a name of its own, then gone.
+    let script = format!(
+        "use Time::HiRes qw(time sleep); $0 = 'uevnames'; my $end = time + 3; my $i = 0; \
+         while (time < $end) {{ syscall({NR_GETPPID}, {MAGIC}, $i++); sleep(0.0005) }}"
+    );
+    let mut producer = Command::new("perl")
+        .args(["-e", &script])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("perl is needed for the producer");
+    sleep(Duration::from_millis(1200));
+    signal(&mut first, libc::SIGKILL);
+    first.wait().unwrap();
+    assert!(producer.wait().unwrap().success());
+    sleep(Duration::from_millis(300));
+    let mut second = record_all(&name, &b, &[]);
+    wait_attached(&b);
+    sleep(Duration::from_millis(500));
+    signal(&mut second, libc::SIGINT);
+    assert!(
+        must_exit(&mut second).success(),
+        "{}",
+        fs::read_to_string(b.with_extension("err")).unwrap()
+    );
+    assert!(held(&b).adopted.is_some(), "the second run adopts");
+    let (seqs_a, unnamed_a) = named_seqs(&a, "uevnames");
+    let (seqs_b, unnamed_b) = named_seqs(&b, "uevnames");
+    eprintln!(
+        "names across a kill: {} records before it, {} after ({unnamed_b} without the name)",
+        seqs_a.len(),
+        seqs_b.len()
+    );
+    assert!(
+        seqs_b.len() > 500,
+        "the adopting run holds the records written while none ran: {}",
+        seqs_b.len()
+    );
+    assert_eq!(unnamed_a, 0, "the first run names its records");
+    assert_eq!(
+        unnamed_b, 0,
+        "records the adopting run wrote for the killed one lack the name"
+    );
+    let t = tally(&[a, b]);
+    let last = *t.keys().last().unwrap();
+    assert!(
+        t.len() as u64 == last + 1 && t.values().all(|c| *c == 1),
+        "every SEQ from 0 once"
+    );
+}
+
 #[test]
 fn an_overwritten_ring_is_counted_exactly_and_the_rest_is_read() {
     let Some((dir, name, producer)) = setup("overwritten") else {

@@ -5,18 +5,25 @@
 //! ([`ContextInstance::drain`]). Created by its `start_tracking` (with `--no-context`:
 //! `task_newtask` alone, for process ids), removed on every way out like the session's
 //! instance (its [`Drop`]; a killed run's is removed as stale by the next start).
+//!
+//! Of a named instance (`--instance`), the companion `NAME-t` is adopted with it, and its
+//! pages are read into journals (journal.rs, with no writer's mark): the run that adopts
+//! hands on first what the killed run had read ([`ContextInstance::recall`]), so that the
+//! records it writes for that run (written while none ran, or in flight at the kill) get
+//! the names of threads gone since. Why: docs/restarts.md, "Who is who across a kill".
 
 use std::ops::ControlFlow;
 
-use uevrec_parsers::ftrace_page::PageLayout;
+use uevrec_parsers::ftrace_page::{Item, PageLayout};
 
 use super::instance::{Instance, SetupError};
+use super::journal::{Journal, MIN_SLOTS};
 use super::reader::CpuReader;
 use super::tgid::Tgids;
 use super::tracking::Tracking;
 use super::{FtraceOptions, configure, open_readers};
-use crate::capture::backend::Arrival;
 use crate::capture::backend::time_merge::TimeMerge;
+use crate::capture::backend::{Arrival, FtraceError};
 
 /// Ring bytes per CPU of the tracking instance: 128 KiB, as perf's tracker rings
 /// (~2,500 records between two reads).
@@ -65,20 +72,34 @@ impl ContextInstance {
         } else {
             configure(&instance, layout, &opts)?
         };
-        let readers = open_readers(&instance, layout, cpus)?;
+        let mut readers = open_readers(&instance, layout, cpus)?;
         let (tracking, missing) = Tracking::enable(instance.dir(), tasks_only);
         let ring_pages = (kb * 1024).div_ceil(layout.page_size() as u64) as usize;
+        let mut merge = TimeMerge::default();
+        keep_pages(&instance, layout, &mut readers, &mut merge)?;
         Ok((
             ContextInstance {
                 cpus: readers,
                 tracking,
-                merge: TimeMerge::default(),
+                merge,
                 tasks_only,
                 max_pages: ring_pages + 2,
                 _instance: instance,
             },
             missing,
         ))
+    }
+
+    /// Of an adopted companion: hand `f` what the killed run's journals kept (in time
+    /// order, as [`ContextInstance::drain`] does), before the start-up scan of `/proc`
+    /// (which then says what live threads are called now); else nothing. Without this
+    /// call, the first drain hands them on.
+    pub(super) fn recall(
+        &mut self,
+        tgids: &mut Tgids,
+        f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>,
+    ) {
+        let _ = self.hand_merged(tgids, f);
     }
 
     /// Hand what every tracking ring holds to `f`, as [`Arrival::Context`] in time order
@@ -130,8 +151,21 @@ impl ContextInstance {
                 },
             );
         }
+        if self.hand_merged(tgids, &mut f).is_break() {
+            flow = ControlFlow::Break(());
+        }
+        (flow, began)
+    }
+
+    /// Hand the tracking records merged so far to `f` (new tasks to `tgids` too),
+    /// oldest first.
+    fn hand_merged(
+        &mut self,
+        tgids: &mut Tgids,
+        mut f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
         let tracking = &self.tracking;
-        let merged = self.merge.drain(|time, cpu, raw| {
+        self.merge.drain(|time, cpu, raw| {
             let key = raw
                 .get(..2)
                 .map(|k| u64::from(u16::from_ne_bytes([k[0], k[1]])));
@@ -148,10 +182,48 @@ impl ContextInstance {
                 }
             }
             flow
-        });
-        if merged.is_break() {
-            flow = ControlFlow::Break(());
-        }
-        (flow, began)
+        })
     }
+}
+
+/// Of a named instance's companion: each reader reads its pages into the CPU's tracking
+/// journal ([`MIN_SLOTS`] pages). An adopted companion's journals are recalled into
+/// `merge`: their records since every journal is complete (one whose oldest pages were
+/// read into again holds nothing before its oldest record, so a rename it lost cannot be
+/// told from one that never was: what comes before is left to the `/proc` scan).
+fn keep_pages(
+    instance: &Instance,
+    layout: &PageLayout,
+    readers: &mut [CpuReader],
+    merge: &mut TimeMerge,
+) -> Result<(), SetupError> {
+    let mut journals = Vec::new();
+    for r in readers.iter() {
+        let Some(path) = instance.tracking_journal(r.cpu) else {
+            return Ok(());
+        };
+        let (journal, _) = Journal::open(&path, layout, MIN_SLOTS, None, r.cpu, instance.adopted())
+            .map_err(|source| {
+                SetupError::from_step(FtraceError {
+                    step: format!("open {}", path.display()),
+                    source,
+                })
+            })?;
+        journals.push(journal);
+    }
+    let since = journals.iter().map(Journal::complete_since).max();
+    for (r, mut journal) in readers.iter_mut().zip(journals) {
+        while let Some(slot) = journal.replay_next() {
+            for item in layout.parse_page(journal.slot(slot)) {
+                match item {
+                    Ok(Item::Record { time, raw, .. }) if Some(time) >= since => {
+                        merge.push(time, r.cpu, raw);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        r.keep_pages(journal, None);
+    }
+    Ok(())
 }

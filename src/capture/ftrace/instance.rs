@@ -105,6 +105,8 @@ struct Named {
     adopted: bool,
     /// The state file, forgotten when the instance is removed (the main instance only).
     state: Option<PathBuf>,
+    /// The main instance's state file, beside which the journals lie (both instances).
+    journals: PathBuf,
     /// The name's lock, held as long as the instance.
     _lock: Option<std::fs::File>,
 }
@@ -166,6 +168,7 @@ impl Instance {
             named: Some(Named {
                 keep: spec.keep,
                 adopted: opened.adopted.is_some(),
+                journals: opened.state.clone(),
                 state: Some(opened.state),
                 _lock: Some(opened.lock),
             }),
@@ -192,6 +195,7 @@ impl Instance {
             keep: n.keep,
             adopted: n.adopted && dir.is_dir() && set_up(),
             state: None,
+            journals: n.journals.clone(),
             _lock: None,
         });
         if named.as_ref().is_some_and(|n| n.adopted) {
@@ -234,6 +238,12 @@ impl Instance {
     pub fn journal(&self, cpu: u32) -> Option<PathBuf> {
         let state = self.named.as_ref()?.state.as_ref()?;
         Some(super::named::journal(state, cpu))
+    }
+
+    /// Of a named instance's tracking companion: CPU `cpu`'s journal (named.rs).
+    pub fn tracking_journal(&self, cpu: u32) -> Option<PathBuf> {
+        let named = self.named.as_ref().filter(|n| n.state.is_none())?;
+        Some(super::named::tracking_journal(&named.journals, cpu))
     }
 
     /// Whether it stays when this run ends (`--keep-instance`): its events stay enabled.

@@ -5,6 +5,11 @@
 //! The run that adopts a killed run's instance hands on the journal's unwritten records
 //! first (replay), then reads the ring. Why a journal and not the rings' memory-mapped
 //! interface: docs/restarts.md, "In flight at a kill".
+//!
+//! The tracking instance's readers (who is who, context_instance.rs) keep a journal with
+//! no writer's mark ([`Journal::open`]'s `gate` None): its slots are read into in turn,
+//! the oldest overwritten, never waited for, and an adopting run hands on every record
+//! it holds (the names the killed run learnt, for the records it left unwritten).
 
 use std::collections::VecDeque;
 use std::fs::OpenOptions;
@@ -31,7 +36,11 @@ pub struct Journal {
     /// Per slot: the time of its last record (0: none), which the writer's mark must
     /// reach before the slot is read into again.
     last: Vec<u64>,
-    written: Arc<Written>,
+    /// The writer's marks; None: slots are read into again whatever they hold.
+    written: Option<Arc<Written>>,
+    /// Of an adopted journal whose every slot held records: its oldest record's time
+    /// (0: the journal holds all its CPU's records since the instance was made).
+    complete_since: u64,
     cpu: u32,
     /// Slots of a killed run holding records it did not write, oldest first.
     replay: VecDeque<usize>,
@@ -65,15 +74,15 @@ impl Skip {
 
 impl Journal {
     /// Open CPU `cpu`'s journal at `path` with `slots` pages of `layout`'s size. Of an
-    /// `adopted` instance, the pages there whose records `written` does not cover are
-    /// queued for replay (and the returned [`Skip`] says what to leave out of them);
-    /// otherwise the journal is emptied. Every page is touched for writing, so a read
-    /// into it never faults.
+    /// `adopted` instance, the pages there whose records the writer's marks `gate` do not
+    /// cover are queued for replay (and the returned [`Skip`] says what to leave out of
+    /// them; with no `gate`, every page that holds records); otherwise the journal is
+    /// emptied. Every page is touched for writing, so a read into it never faults.
     pub fn open(
         path: &Path,
         layout: &PageLayout,
         slots: usize,
-        written: Arc<Written>,
+        gate: Option<Arc<Written>>,
         cpu: u32,
         adopted: bool,
     ) -> io::Result<(Journal, Option<Skip>)> {
@@ -96,7 +105,8 @@ impl Journal {
             slots,
             next: 0,
             last: vec![0; slots],
-            written,
+            written: gate,
+            complete_since: 0,
             cpu,
             replay: VecDeque::new(),
         };
@@ -116,9 +126,11 @@ impl Journal {
     /// killed run's mark does not cover (queued, oldest first), and where the next page
     /// goes (after the newest).
     fn scan(&mut self, layout: &PageLayout) -> Option<Skip> {
-        let mark = self.written.mark(self.cpu);
+        let mark = self.mark();
         let mut pending = Vec::new();
         let mut newest: Option<(u64, usize)> = None;
+        let mut oldest: Option<u64> = None;
+        let mut empty = false;
         for slot in 0..self.slots {
             let (mut first, mut last) = (None, 0);
             for item in layout.parse_page(self.slot(slot)) {
@@ -129,8 +141,10 @@ impl Journal {
             }
             self.last[slot] = last;
             let Some(first) = first else {
+                empty = true;
                 continue;
             };
+            oldest = Some(oldest.map_or(first, |o| o.min(first)));
             if newest.is_none_or(|(t, _)| last > t) {
                 newest = Some((last, slot));
             }
@@ -141,13 +155,27 @@ impl Journal {
         pending.sort_unstable();
         self.replay = pending.into_iter().map(|(_, slot)| slot).collect();
         self.next = newest.map_or(0, |(_, slot)| (slot + 1) % self.slots);
+        self.complete_since = if empty { 0 } else { oldest.unwrap_or(0) };
         (!self.replay.is_empty() && mark.time != 0).then_some(Skip { mark, seen_same: 0 })
     }
 
+    /// The writer's mark of this CPU (none without a gate).
+    fn mark(&self) -> Mark {
+        self.written
+            .as_ref()
+            .map_or(Mark::default(), |w| w.mark(self.cpu))
+    }
+
     /// The records this CPU's ring lost that were said in written lines, by every run
-    /// of the instance (the writer's marks).
+    /// of the instance (the writer's marks; 0 without them).
     pub fn lost_written(&self) -> u64 {
-        self.written.mark(self.cpu).lost
+        self.mark().lost
+    }
+
+    /// Of an adopted journal: from when on it holds every record its CPU's ring handed
+    /// out (0: since the instance was made; later when older pages were read into again).
+    pub fn complete_since(&self) -> u64 {
+        self.complete_since
     }
 
     /// The next slot to replay, if any.
@@ -159,7 +187,11 @@ impl Journal {
     /// the records of the page it holds (the ring keeps the page meanwhile).
     pub fn free_slot(&self) -> Option<usize> {
         let last = self.last[self.next];
-        (last == 0 || last <= self.written.mark(self.cpu).time).then_some(self.next)
+        let free = match &self.written {
+            Some(w) => last == 0 || last <= w.mark(self.cpu).time,
+            None => true,
+        };
+        free.then_some(self.next)
     }
 
     /// A page was read into `slot` (from [`Journal::free_slot`]): the next goes after it.
@@ -223,13 +255,49 @@ mod tests {
     }
 
     #[test]
+    fn a_journal_without_marks_overwrites_its_oldest_and_replays_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = PageLayout::standard(8, Endian::NATIVE);
+        let path = dir.path().join("t");
+        let (mut j, _) = Journal::open(&path, &layout, 3, None, 0, false).unwrap();
+        // Five pages into three slots: never waits, the oldest read into again.
+        for first in [10, 20, 30, 40, 50] {
+            let slot = j.free_slot().expect("never waits");
+            j.slot_mut(slot).copy_from_slice(&page(&[first, first + 1]));
+            j.filled(slot);
+            j.handed(slot, first + 1);
+        }
+        drop(j);
+        let (mut j, skip) = Journal::open(&path, &layout, 3, None, 0, true).unwrap();
+        assert!(skip.is_none());
+        let mut firsts = Vec::new();
+        while let Some(slot) = j.replay_next() {
+            firsts.push(u64::from_ne_bytes(j.slot(slot)[..8].try_into().unwrap()));
+        }
+        assert_eq!(firsts, [30, 40, 50], "oldest first");
+        assert_eq!(
+            j.complete_since(),
+            30,
+            "read into again: complete from 30 on"
+        );
+        // Not full: complete since the instance was made.
+        let (mut j, _) = Journal::open(&path, &layout, 3, None, 0, false).unwrap();
+        let slot = j.free_slot().unwrap();
+        j.slot_mut(slot).copy_from_slice(&page(&[7]));
+        j.filled(slot);
+        drop(j);
+        let (j, _) = Journal::open(&path, &layout, 3, None, 0, true).unwrap();
+        assert_eq!(j.complete_since(), 0);
+    }
+
+    #[test]
     fn an_adopted_journal_replays_what_was_not_written_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let layout = PageLayout::standard(8, Endian::NATIVE);
         let written = Arc::new(Written::open(&dir.path().join("w"), 1).unwrap());
         let path = dir.path().join("j");
         let (mut j, skip) =
-            Journal::open(&path, &layout, 4, Arc::clone(&written), 0, false).unwrap();
+            Journal::open(&path, &layout, 4, Some(Arc::clone(&written)), 0, false).unwrap();
         assert!(skip.is_none());
         // Three pages read (slots 0, 1, 2); the writer wrote up to the second record of
         // the second page.
@@ -253,7 +321,7 @@ mod tests {
         j.filled(3);
         assert_eq!(j.free_slot(), Some(0));
         drop(j);
-        let (mut j, skip) = Journal::open(&path, &layout, 4, written, 0, true).unwrap();
+        let (mut j, skip) = Journal::open(&path, &layout, 4, Some(written), 0, true).unwrap();
         let mut skip = skip.unwrap();
         assert_eq!(
             (j.replay_next(), j.replay_next(), j.replay_next()),

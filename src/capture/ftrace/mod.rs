@@ -354,7 +354,7 @@ fn keep_pages(
             &path,
             layout,
             slots,
-            std::sync::Arc::clone(written),
+            Some(std::sync::Arc::clone(written)),
             r.cpu,
             instance.adopted(),
         );
@@ -468,6 +468,12 @@ impl Backend for FtraceBackend {
                 "thread names and cgroups are not tracked: the tracking instance could not \
                  be set up: {e}"
             )]),
+        }
+    }
+
+    fn recall_context(&mut self, f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>) {
+        if let Some(context) = &mut self.context {
+            context.recall(&mut self.tgids, f);
         }
     }
 

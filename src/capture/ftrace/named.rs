@@ -385,6 +385,12 @@ pub fn journal(state: &Path, cpu: u32) -> PathBuf {
     state.with_extension(format!("cpu{cpu}.journal"))
 }
 
+/// The tracking companion's journal of CPU `cpu` beside state file `state`
+/// (`NAME.cpuN.tracking.journal`, context_instance.rs).
+pub fn tracking_journal(state: &Path, cpu: u32) -> PathBuf {
+    state.with_extension(format!("cpu{cpu}.tracking.journal"))
+}
+
 /// The writer's marks of instance `name` (`STATE_DIR/NAME.written`,
 /// crate::capture::staging::written).
 pub fn written(name: &str) -> PathBuf {
@@ -427,7 +433,12 @@ mod tests {
     fn the_state_and_the_ledgers_are_forgotten_together() {
         let dir = tempfile::tempdir().unwrap();
         let state = dir.path().join("a.b.json");
-        let ledgers = [ledger(&state, 0), ledger(&state, 13), journal(&state, 2)];
+        let ledgers = [
+            ledger(&state, 0),
+            ledger(&state, 13),
+            journal(&state, 2),
+            tracking_journal(&state, 2),
+        ];
         assert_eq!(ledgers[1], dir.path().join("a.b.cpu13.lost"));
         let other = dir.path().join("a.json");
         for f in ledgers.iter().chain([&state, &other]) {

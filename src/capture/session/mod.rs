@@ -343,7 +343,8 @@ fn start_drain_threads<B: Backend>(
         .map_err(|e| SessionError::DrainThreads(threads, e))
 }
 
-/// Start tracking who is who, then stage what every thread and cgroup is now
+/// Start tracking who is who, stage what a run before this one had learnt of it (an
+/// adopted instance's, [`Backend::recall_context`]), then stage what every thread and cgroup is now
 /// ([`crate::capture::context`]); what cannot be tracked is said in a `context` notice.
 fn start_context<B: Backend>(backend: &mut B, st: &mut Stager<B::Event>) {
     match backend.start_tracking() {
@@ -351,6 +352,7 @@ fn start_context<B: Backend>(backend: &mut B, st: &mut Stager<B::Event>) {
             for msg in missing {
                 st.notice("context", None, &msg);
             }
+            st.recall_context(backend);
         }
         Err(e) => st.notice(
             "context",

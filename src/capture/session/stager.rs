@@ -208,6 +208,11 @@ impl<E> Stager<E> {
         self.chunk.push_notice(t, what, event, message);
     }
 
+    /// Stage what the backend recalls of who is who ([`Backend::recall_context`]).
+    pub(super) fn recall_context<B: Backend<Event = E>>(&mut self, backend: &mut B) {
+        backend.recall_context(|cpu, arrival| self.take(cpu, arrival));
+    }
+
     /// Whether `max_records` records have been staged.
     pub(super) fn limit_reached(&self) -> bool {
         self.max_records.is_some_and(|m| self.summary.records >= m)
