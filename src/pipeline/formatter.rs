@@ -24,7 +24,7 @@ use crate::pipeline::stacks::maps::ProcessMaps;
 use crate::pipeline::stacks::stacktrace::StackText;
 use crate::pipeline::stacks::{StackOptions, StackWriter};
 
-use crate::capture::staging::written::Progress;
+use crate::capture::staging::written::{Progress, WrittenMarks};
 use crate::capture::staging::{Closed, Staged, StagedChunk, StagedEntry};
 use crate::pipeline::{
     Announcement, BATCH_BYTES, BATCH_CAPACITY, Batch, PARTS_IN_FLIGHT, Part, Reorder, WORK_QUEUE,
@@ -418,8 +418,8 @@ pub struct FormatterOptions<'a> {
     /// written as `{"uevrec":"dropped"}` lines at the end.
     pub filter: Option<Arc<Filter>>,
     /// `--instance`'s journal: each batch carries where each CPU's ring records end in
-    /// it (formatted on one thread whatever `run_parallel` is told: the marks need the
-    /// chunks' order).
+    /// it (with workers, the dispatcher notes them in the chunks' order and each chunk's
+    /// lines go as one batch that carries them: [`run_parallel`]).
     pub progress: Option<Progress>,
 }
 
@@ -532,8 +532,13 @@ enum Work {
         prepared: Arc<PreparedFormat>,
         schema: Option<u64>,
     },
-    /// A chunk for this worker to format, as the item numbered `seq`.
-    Chunk { seq: u64, chunk: StagedChunk },
+    /// A chunk for this worker to format, as the item numbered `seq`; its lines go as
+    /// one batch with `marks`, if any (`--instance`'s journal).
+    Chunk {
+        seq: u64,
+        chunk: StagedChunk,
+        marks: Option<WrittenMarks>,
+    },
     /// The context entries of a chunk another worker formats.
     Context(Arc<StagedChunk>),
 }
@@ -585,8 +590,7 @@ pub fn run_parallel_in(
     started: impl FnOnce(),
     input: &[u8],
 ) -> Result<(), Closed> {
-    if workers <= 1 || matches!(lines.format, OutputFormat::Text { .. }) || lines.progress.is_some()
-    {
+    if workers <= 1 || matches!(lines.format, OutputFormat::Text { .. }) {
         started();
         return run_in(staged, chunk_recycle, out, recycle, lines, input);
     }
@@ -599,7 +603,7 @@ pub fn run_parallel_in(
         filter,
         stacks,
         stack_maps,
-        progress: _,
+        progress,
     } = lines;
     let (parts_tx, parts_rx) = crossbeam_channel::bounded::<Part>(workers * PARTS_IN_FLIGHT);
     thread::scope(|scope| {
@@ -658,7 +662,8 @@ pub fn run_parallel_in(
             // Without every thread there is no pipeline: end the session.
             return Err(Closed);
         }
-        let dispatched = dispatch(staged, &work_txs, session.map(|_| Described::default()));
+        let described = session.map(|_| Described::default());
+        let dispatched = dispatch(staged, &work_txs, described, progress);
         drop(work_txs);
         let merged = merged
             .map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
@@ -667,11 +672,15 @@ pub fn run_parallel_in(
     })
 }
 
-/// The dispatcher of [`run_parallel`]: numbers the items and hands them out.
+/// The dispatcher of [`run_parallel`]: numbers the items and hands them out. With
+/// `progress` (`--instance`'s journal), each chunk goes with the marks of the chunks up
+/// to it: the reorder stage lets its lines out after every earlier chunk's, so once they
+/// are written, so are the records the marks cover.
 fn dispatch(
     staged: Receiver<Staged>,
     work: &[Sender<Work>],
     mut described: Option<Described>,
+    mut progress: Option<Progress>,
 ) -> Result<(), Closed> {
     let mut seq = 0u64;
     let mut turn = 0usize;
@@ -707,8 +716,12 @@ fn dispatch(
                         }
                     }
                 }
+                let marks = progress.as_mut().map(|p| {
+                    p.pass(chunk.ring_marks());
+                    p.snapshot()
+                });
                 work[to]
-                    .send(Work::Chunk { seq, chunk })
+                    .send(Work::Chunk { seq, chunk, marks })
                     .map_err(|_| Closed)?;
                 seq += 1;
             }
@@ -806,13 +819,18 @@ impl Worker<'_> {
                     self.core.set_format(slot, prepared);
                 }
                 Work::Context(chunk) => self.core.apply_contexts(&chunk),
-                Work::Chunk { seq, chunk } => self.chunk(seq, chunk)?,
+                Work::Chunk { seq, chunk, marks } => self.chunk(seq, chunk, marks)?,
             }
         }
         Ok(())
     }
 
-    fn chunk(&mut self, seq: u64, chunk: StagedChunk) -> Result<(), Closed> {
+    fn chunk(
+        &mut self,
+        seq: u64,
+        chunk: StagedChunk,
+        marks: Option<WrittenMarks>,
+    ) -> Result<(), Closed> {
         let mut part = 0;
         let mut batch = Batch {
             lines: self.buffer()?,
@@ -822,7 +840,9 @@ impl Worker<'_> {
         let mut announced = Vec::new();
         for entry in chunk.entries_in(self.input) {
             batch.records += self.core.entry(&mut batch.lines, entry, &mut announced);
-            if batch.lines.len() >= BATCH_BYTES {
+            // With marks, the chunk's lines are one batch: a part written before a kill
+            // without them would be written again by the run that adopts.
+            if batch.lines.len() >= BATCH_BYTES && marks.is_none() {
                 // Sent before the next buffer is taken: a worker waiting for a buffer
                 // holds none (what sizes the pool, crate::pipeline::batch_pool).
                 let full = std::mem::take(&mut batch);
@@ -833,6 +853,7 @@ impl Worker<'_> {
         }
         // OTLP requests end with the chunk (the next one may go to another worker).
         self.core.writer.end_lines(&mut batch.lines);
+        batch.marks = marks;
         // The pool channel holds every chunk, so this never waits.
         let _ = self.chunk_recycle.send(chunk.into_buffer());
         self.send(seq, part, true, batch, announced)

@@ -348,11 +348,25 @@ const MAX_BATCH_RECORDS: u64 = 3_000;
 
 #[test]
 fn sigkills_at_a_flat_out_rate_lose_nothing_uncounted_and_repeat_nothing() {
+    flat_out_kills("flat", &[]);
+}
+
+/// The same with two formatter workers: the dispatcher notes the marks in the chunks'
+/// order, each chunk's lines go as one batch with them, after every earlier chunk's.
+#[test]
+fn sigkills_at_a_flat_out_rate_with_formatter_workers_lose_nothing_uncounted() {
+    flat_out_kills("flat2", &["--threads", "2"]);
+}
+
+/// [`kills`] SIGKILLs of `record --instance` (`extra` flags added) reading two or more
+/// flat-out producers: every SEQ missing is one reported lost, none written twice but
+/// in a kill inside a write.
+fn flat_out_kills(test: &str, extra: &[&str]) {
     if !crate::common::raw_syscalls_here() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let name = Name::new("flat");
+    let name = Name::new(test);
     let producers = crate::common::allowed_cpus(0).len().max(2);
     let _producer = FlatOut::start(producers);
     let mut rng = fastrand::Rng::new();
@@ -360,7 +374,7 @@ fn sigkills_at_a_flat_out_rate_lose_nothing_uncounted_and_repeat_nothing() {
     let n = kills();
     for i in 0..=n {
         let out = dir.path().join(format!("run{i}.json"));
-        let mut run = record_all(&name, &out, &[]);
+        let mut run = record_all(&name, &out, extra);
         wait_attached(&out);
         sleep(Duration::from_millis(rng.u64(300..1500)));
         end_run(&mut run, &out, i == n, &name);
@@ -382,8 +396,8 @@ fn sigkills_at_a_flat_out_rate_lose_nothing_uncounted_and_repeat_nothing() {
         }
     }
     eprintln!(
-        "flat-out instance kills: {n} kills, {producers} producers, {} SEQs held, {missing} \
-         missing, {lost} reported lost, {twice} written twice, {torn} files torn",
+        "flat-out instance kills ({extra:?}): {n} kills, {producers} producers, {} SEQs held, \
+         {missing} missing, {lost} reported lost, {twice} written twice, {torn} files torn",
         t.len()
     );
     assert!(
