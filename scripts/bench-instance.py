@@ -12,6 +12,16 @@ raw_syscalls:sys_enter -o /dev/shm/…` records them. Printed per row: the gener
 (user+sys, wait4) and ns per record. Needs root, tracefs, /dev/shm; builds nothing
 (`cargo build --release -p uevrec --bin uevrec -p uevrec-samples --bins` first;
 SYSCALL_LOOP=path picks another generator).
+
+    scripts/bench-instance.py --startup ROUNDS [--absence 1.0] LABEL=UEVREC ...
+
+Start to reading instead (needs perl, not the release build): a `getppid(424242, SEQ)`
+stream at ~2 kHz (0.5 ms asleep after each call); per round, `uevrec record --backend
+ftrace --instance bench_startup --pid P --filter 'id == 110' raw_syscalls:sys_enter -o
+/dev/shm/…` started, the time from its spawn to the first record line in the file
+("fresh"), SIGKILL 0.5 s later, ABSENCE s with no uevrec, the same started again: the
+time to its first record line ("adopted") and the records its `adopted` notice says were
+waiting; then SIGINT (the instance removed).
 """
 import argparse
 import json
@@ -84,8 +94,66 @@ def one(uevrec, mode, calls, pages):
     }
 
 
+def first_record(path, since, secs=30):
+    """Seconds from `since` (time.monotonic) until `path` holds a record line."""
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        try:
+            with open(path, "rb") as f:
+                if b'"event":"sys_enter"' in f.read(1 << 20):
+                    return time.monotonic() - since
+        except FileNotFoundError:
+            pass
+        time.sleep(0.002)
+    sys.exit(f"bench-instance: no record in {path} within {secs} s")
+
+
+def startup(uevrec, rounds, absence):
+    """Rows of (fresh s, adopted s, records waiting) for `rounds` rounds."""
+    script = "my $i = 0; while (1) { syscall(110, 424242, $i++); select(undef, undef, undef, 0.0005) }"
+    prod = subprocess.Popen(["perl", "-e", script])
+    name = "bench_startup"
+    rows = []
+    try:
+        for _ in range(rounds):
+            times = []
+            waiting = None
+            for run in ("fresh", "adopted"):
+                out = f"/dev/shm/bench-startup-{os.getpid()}-{run}.jsonl"
+                if os.path.exists(out):
+                    os.remove(out)
+                argv = [uevrec, "record", "--backend", "ftrace", "--instance", name,
+                        "--pid", str(prod.pid), "--filter", "id == 110",
+                        "raw_syscalls:sys_enter", "-o", out]
+                t0 = time.monotonic()
+                rec = subprocess.Popen(argv, stderr=subprocess.DEVNULL)
+                times.append(first_record(out, t0))
+                if run == "fresh":
+                    time.sleep(0.5)
+                    rec.kill()
+                    rec.wait()
+                    time.sleep(absence)
+                else:
+                    time.sleep(0.3)
+                    rec.send_signal(signal.SIGINT)
+                    rec.wait()
+                    with open(out, "rb") as f:
+                        for line in f:
+                            if b'"what":"adopted"' in line:
+                                msg = json.loads(line)["message"]
+                                waiting = int(msg.split(": ", 1)[1].split(" records")[0])
+                os.remove(out)
+            rows.append((times[0], times[1], waiting))
+    finally:
+        prod.kill()
+        prod.wait()
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--startup", type=int, metavar="ROUNDS", help="time start to reading")
+    ap.add_argument("--absence", type=float, default=1.0)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--calls", type=int, default=1_000_000)
     ap.add_argument("--pages", type=int, default=1024)
@@ -94,6 +162,15 @@ def main():
     ap.add_argument("bins", nargs="+", help="LABEL=PATH of a uevrec binary")
     a = ap.parse_args()
     bins = [b.split("=", 1) for b in a.bins]
+    if a.startup:
+        print("| binary | round | fresh: start to first record (s) | adopted (s) | records waiting |")
+        print("|---|---|---|---|---|")
+        for label, path in bins:
+            for i, (fresh, adopted, waiting) in enumerate(startup(path, a.startup, a.absence)):
+                print(f"| {label} | {i + 1} | {fresh:.3f} | {adopted:.3f} | "
+                      f"{'?' if waiting is None else f'{waiting:,}'} |",
+                      flush=True)
+        return
     if not a.no_header:
         print("| run | binary | mode | M calls/s | records | lost | missing | CPU s | ns/record |")
         print("|---|---|---|---|---|---|---|---|---|")
