@@ -21,7 +21,9 @@ ftrace --instance bench_startup --pid P --filter 'id == 110' raw_syscalls:sys_en
 /dev/shm/…` started, the time from its spawn to the first record line in the file
 ("fresh"), SIGKILL 0.5 s later, ABSENCE s with no uevrec, the same started again: the
 time to its first record line ("adopted") and the records its `adopted` notice says were
-waiting; then SIGINT (the instance removed).
+waiting; then SIGINT (the instance removed). `--renames N`: before the kill, a perl
+process renames itself N times (`$0 = …`, a `task_rename` each), so that the adopting
+run has a full tracking journal to recall (docs/restarts.md, "Who is who across a kill").
 """
 import argparse
 import json
@@ -108,7 +110,7 @@ def first_record(path, since, secs=30):
     sys.exit(f"bench-instance: no record in {path} within {secs} s")
 
 
-def startup(uevrec, rounds, absence):
+def startup(uevrec, rounds, absence, renames):
     """Rows of (fresh s, adopted s, records waiting) for `rounds` rounds."""
     script = "my $i = 0; while (1) { syscall(110, 424242, $i++); select(undef, undef, undef, 0.0005) }"
     prod = subprocess.Popen(["perl", "-e", script])
@@ -129,6 +131,9 @@ def startup(uevrec, rounds, absence):
                 rec = subprocess.Popen(argv, stderr=subprocess.DEVNULL)
                 times.append(first_record(out, t0))
                 if run == "fresh":
+                    if renames:
+                        subprocess.run(["perl", "-e", f"$0 = \"r$_\" for 1 .. {renames}"],
+                                       check=True)
                     time.sleep(0.5)
                     rec.kill()
                     rec.wait()
@@ -154,6 +159,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--startup", type=int, metavar="ROUNDS", help="time start to reading")
     ap.add_argument("--absence", type=float, default=1.0)
+    ap.add_argument("--renames", type=int, default=0)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--calls", type=int, default=1_000_000)
     ap.add_argument("--pages", type=int, default=1024)
@@ -166,7 +172,7 @@ def main():
         print("| binary | round | fresh: start to first record (s) | adopted (s) | records waiting |")
         print("|---|---|---|---|---|")
         for label, path in bins:
-            for i, (fresh, adopted, waiting) in enumerate(startup(path, a.startup, a.absence)):
+            for i, (fresh, adopted, waiting) in enumerate(startup(path, a.startup, a.absence, a.renames)):
                 print(f"| {label} | {i + 1} | {fresh:.3f} | {adopted:.3f} | "
                       f"{'?' if waiting is None else f'{waiting:,}'} |",
                       flush=True)
