@@ -1057,6 +1057,8 @@ mod tests {
                 raw.extend_from_slice(&n.to_le_bytes());
                 let slot = if c >= 3 && i % 3 == 0 { 1 } else { 0 };
                 chunk.push_record(slot, &stamp, &raw);
+                // Where CPU n % 3's ring records end (`--instance`'s marks): at n.
+                chunk.note_ring(n % 3, u64::from(n));
                 if i % 1000 == 999 {
                     chunk.push_lost(Some(u64::from(n)), n % 3, i);
                     chunk.push_notice(None, "note", Some("s:a"), "words");
@@ -1223,6 +1225,81 @@ mod tests {
                         want[at], got[at]
                     );
                 }
+            }
+        }
+    }
+
+    /// `--instance`'s marks with one formatter and with workers: whenever the writer
+    /// publishes a batch's marks, every record they cover is in the lines written so far
+    /// (a kill then loses nothing the journal let go), and at the end they cover all.
+    #[test]
+    fn marks_published_never_cover_a_record_not_written() {
+        use crate::capture::staging::written::{Progress, Written};
+        let dir = tempfile::tempdir().unwrap();
+        for workers in [1, 2, 3] {
+            let written =
+                Arc::new(Written::open(&dir.path().join(format!("w{workers}")), 3).unwrap());
+            let stream = staged_stream(40);
+            let pool = crate::pipeline::batch_pool(workers);
+            let (stage_tx, stage_rx) = crossbeam_channel::bounded(stream.len() + 1);
+            let (chunk_tx, _chunk_rx) = crossbeam_channel::unbounded();
+            let (out_tx, out_rx) = crossbeam_channel::bounded::<Batch>(8);
+            let (rec_tx, rec_rx) = crossbeam_channel::bounded(pool);
+            for b in crate::capture::staging::touched_buffers(pool, 16) {
+                rec_tx.send(b).unwrap();
+            }
+            for msg in stream {
+                stage_tx.send(msg).unwrap();
+            }
+            drop(stage_tx);
+            let marks = Arc::clone(&written);
+            let (n_max, published) = thread::scope(|s| {
+                let writer = s.spawn(move || {
+                    let mut seen = std::collections::HashSet::new();
+                    let mut published = 0;
+                    for mut b in out_rx.iter() {
+                        let text = std::str::from_utf8(&b.lines).unwrap();
+                        for line in text.lines() {
+                            if let Some(at) = line.find("\"n\":") {
+                                let digits: String = line[at + 4..]
+                                    .chars()
+                                    .take_while(char::is_ascii_digit)
+                                    .collect();
+                                seen.insert(digits.parse::<u64>().unwrap());
+                            }
+                        }
+                        if let Some(m) = b.marks.take() {
+                            m.publish();
+                            published += 1;
+                            for cpu in 0..3u32 {
+                                let upto = marks.mark(cpu).time;
+                                let missing = (1..=upto)
+                                    .filter(|n| n % 3 == u64::from(cpu))
+                                    .find(|n| !seen.contains(n));
+                                assert_eq!(missing, None, "{workers} workers, CPU {cpu}");
+                            }
+                        }
+                        b.lines.clear();
+                        let _ = rec_tx.try_send(b.lines);
+                    }
+                    (seen.iter().copied().max().unwrap(), published)
+                });
+                let lines = FormatterOptions {
+                    context: Some(ContextTracker::new()),
+                    progress: Some(Progress::new(Arc::clone(&written))),
+                    ..FormatterOptions::default()
+                };
+                run_parallel(stage_rx, chunk_tx, &out_tx, &rec_rx, lines, workers, || {}).unwrap();
+                drop(out_tx);
+                writer.join().unwrap()
+            });
+            assert!(
+                published > 1,
+                "{workers} workers: {published} batches with marks"
+            );
+            for cpu in 0..3u32 {
+                let last = (1..=n_max).rev().find(|n| n % 3 == u64::from(cpu)).unwrap();
+                assert_eq!(written.mark(cpu).time, last, "{workers} workers, CPU {cpu}");
             }
         }
     }
