@@ -105,11 +105,19 @@ pub trait Backend {
     }
 
     /// After [`Backend::start_tracking`], before the start-up scan of `/proc`: hand `f`
-    /// who-is-who a run before this one had read (ftrace `--instance`, an adopted
-    /// instance's tracking journal), oldest first, so that its records still to be
-    /// written get the names of threads gone since. The default: nothing.
+    /// who-is-who a run before this one had learnt (ftrace `--instance`, an adopted
+    /// instance's: the names its own scan found, then its tracking journal, oldest
+    /// first), so that its records still to be written get the names of threads gone
+    /// since. The default: nothing.
     fn recall_context(&mut self, f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>) {
         let _ = f;
+    }
+
+    /// What the start-up scan of `/proc` found every thread called (thread id, name),
+    /// for a later run that adopts this one's buffers after a kill and recalls them
+    /// ([`Backend::recall_context`]). The default keeps nothing.
+    fn keep_names(&mut self, names: &[(u32, Vec<u8>)]) {
+        let _ = names;
     }
 
     /// Without the records' context (`--no-context`): follow new tasks all the same where

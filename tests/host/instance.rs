@@ -465,35 +465,61 @@ fn named_seqs(out: &Path, pid: u32, comm: &str) -> (Vec<u64>, usize) {
     (seqs, unnamed)
 }
 
-/// A process named after the kill's run had learnt its name (`prctl(PR_SET_NAME)`, a
-/// `task_rename` its tracking reader consumed) and gone before the next run starts: the
-/// adopting run recalls the name from the tracking journal, so the records written while
-/// no uevrec ran carry it (without the journal they had no `comm`: /proc no longer knows
-/// the process).
+/// A process named while the killed run read (`prctl(PR_SET_NAME)`, a `task_rename` its
+/// tracking reader consumed) and gone before the next run starts: the adopting run
+/// recalls the name from the tracking journal, so the records written while no uevrec
+/// ran carry it (without the journal they had no `comm`: /proc no longer knows the
+/// process).
 #[test]
 fn records_written_while_none_ran_keep_their_names_across_a_kill() {
+    names_across_a_kill("names", false);
+}
+
+/// The same for a process named before the killed run started, which that run knew from
+/// its start-up scan of `/proc` alone: the adopting run recalls the names that scan found.
+#[test]
+fn a_process_the_killed_runs_scan_named_keeps_its_name_across_a_kill() {
+    names_across_a_kill("scanned", true);
+}
+
+/// A producer named `uevnames` (started before the first run with `producer_first`, else
+/// after it attached), the first run SIGKILLed once it wrote a named record, the producer
+/// stopped 1 s later, then a run that adopts: every record of the producer, in both runs'
+/// files, is named, and every SEQ is there once.
+fn names_across_a_kill(test: &str, producer_first: bool) {
     if !crate::common::raw_syscalls_here() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let name = Name::new("names");
+    let name = Name::new(test);
     let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
-    let mut first = record_all(&name, &a, &[]);
-    wait_attached(&a);
-    // About 2 kHz under a name of its own until told to stop, then gone.
-    let stop = dir.path().join("stop");
+    // About 2 kHz under a name of its own once `go` exists, until `stop` does, then gone.
+    let (go, stop) = (dir.path().join("go"), dir.path().join("stop"));
     let script = format!(
-        "$0 = 'uevnames'; my $i = 0; until (-e '{}') {{ syscall({NR_GETPPID}, {MAGIC}, $i++); \
+        "$0 = 'uevnames'; select(undef, undef, undef, 0.01) until -e '{}'; my $i = 0; \
+         until (-e '{}') {{ syscall({NR_GETPPID}, {MAGIC}, $i++); \
          select(undef, undef, undef, 0.0005) }}",
+        go.display(),
         stop.display()
     );
-    let mut producer = Command::new("perl")
-        .args(["-e", &script])
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("perl is needed for the producer");
+    let spawn = || {
+        Command::new("perl")
+            .args(["-e", &script])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("perl is needed for the producer")
+    };
+    let mut producer = producer_first.then(spawn);
+    if producer.is_some() {
+        // Named (and its name in /proc) before the first run's scan.
+        sleep(Duration::from_millis(300));
+    }
+    let mut first = record_all(&name, &a, &[]);
+    wait_attached(&a);
+    let mut producer = producer.take().unwrap_or_else(spawn);
+    fs::write(&go, "").unwrap();
     let pid = producer.id();
-    // A named record written: the first run's tracking reader took the rename.
+    // A named record written: the first run knows the name.
     wait_for("a named record", crate::common::PATIENCE, || {
         let (seqs, unnamed) = named_seqs(&a, pid, "uevnames");
         seqs.len() > unnamed
@@ -518,7 +544,8 @@ fn records_written_while_none_ran_keep_their_names_across_a_kill() {
     let (seqs_a, unnamed_a) = named_seqs(&a, pid, "uevnames");
     let (seqs_b, unnamed_b) = named_seqs(&b, pid, "uevnames");
     eprintln!(
-        "names across a kill: {} records before it, {} after ({unnamed_b} without the name)",
+        "names across a kill ({test}): {} records before it, {} after ({unnamed_b} without \
+         the name)",
         seqs_a.len(),
         seqs_b.len()
     );

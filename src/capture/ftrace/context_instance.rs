@@ -7,12 +7,15 @@
 //! instance (its [`Drop`]; a killed run's is removed as stale by the next start).
 //!
 //! Of a named instance (`--instance`), the companion `NAME-t` is adopted with it, and its
-//! pages are read into journals (journal.rs, with no writer's mark): the run that adopts
-//! hands on first what the killed run had read ([`ContextInstance::recall`]), so that the
-//! records it writes for that run (written while none ran, or in flight at the kill) get
-//! the names of threads gone since. Why: docs/restarts.md, "Who is who across a kill".
+//! pages are read into journals (journal.rs, with no writer's mark), and the names the
+//! run's start-up scan of `/proc` found are kept beside them (`NAME.names`,
+//! [`ContextInstance::keep_names`]): the run that adopts hands on first what the killed
+//! run had learnt ([`ContextInstance::recall`]), so that the records it writes for that run
+//! (written while none ran, or in flight at the kill) get the names of threads gone
+//! since. Why: docs/restarts.md, "Who is who across a kill".
 
 use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
 
 use uevrec_parsers::ftrace_page::{Item, PageLayout};
 
@@ -40,6 +43,10 @@ pub(super) struct ContextInstance {
     max_pages: usize,
     /// Only new tasks, for process ids (`--no-context`): no arrivals but a lost count.
     tasks_only: bool,
+    /// Of a named instance: where this run's start-up names are kept.
+    names: Option<PathBuf>,
+    /// Of an adopted one: the names the killed run's start-up scan found, to recall.
+    recalled_names: Vec<(u32, Vec<u8>)>,
     /// Held for its [`Drop`], which removes it.
     _instance: Instance,
 }
@@ -77,12 +84,19 @@ impl ContextInstance {
         let ring_pages = (kb * 1024).div_ceil(layout.page_size() as u64) as usize;
         let mut merge = TimeMerge::default();
         keep_pages(&instance, layout, &mut readers, &mut merge)?;
+        let names = instance.names().filter(|_| !tasks_only);
+        let recalled_names = match &names {
+            Some(path) if instance.adopted() => read_names(path),
+            _ => Vec::new(),
+        };
         Ok((
             ContextInstance {
                 cpus: readers,
                 tracking,
                 merge,
                 tasks_only,
+                names,
+                recalled_names,
                 max_pages: ring_pages + 2,
                 _instance: instance,
             },
@@ -90,16 +104,30 @@ impl ContextInstance {
         ))
     }
 
-    /// Of an adopted companion: hand `f` what the killed run's journals kept (in time
-    /// order, as [`ContextInstance::drain`] does), before the start-up scan of `/proc`
-    /// (which then says what live threads are called now); else nothing. Without this
-    /// call, the first drain hands them on.
+    /// Of an adopted companion: hand `f` what the killed run had learnt, before this
+    /// run's start-up scan of `/proc` (which then says what live threads are called
+    /// now): the names its own scan found (as of before every record), then what its
+    /// journals kept (in time order, as [`ContextInstance::drain`] does); else nothing.
+    /// Without this call, the first drain hands the journals' records on.
     pub(super) fn recall(
         &mut self,
         tgids: &mut Tgids,
-        f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>,
+        mut f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>,
     ) {
+        for (tid, comm) in std::mem::take(&mut self.recalled_names) {
+            let update = uevrec_parsers::ContextUpdate::Comm { tid, comm: &comm };
+            let _ = f(0, Arrival::Context { time: None, update });
+        }
         let _ = self.hand_merged(tgids, f);
+    }
+
+    /// Of a named instance: keep `names` (this run's start-up scan: thread id, name)
+    /// for a run that adopts the instance after a kill. Not kept (a write error): that
+    /// run's records of threads named before this run and gone since have no `comm`.
+    pub(super) fn keep_names(&self, names: &[(u32, Vec<u8>)]) {
+        if let Some(path) = &self.names {
+            write_names(path, names);
+        }
     }
 
     /// Hand what every tracking ring holds to `f`, as [`Arrival::Context`] in time order
@@ -186,6 +214,38 @@ impl ContextInstance {
     }
 }
 
+/// Write `names` to `path` whole (a temporary file renamed over it): per thread its id
+/// (u32, native order), its name's length (one byte) and the name.
+fn write_names(path: &Path, names: &[(u32, Vec<u8>)]) {
+    let mut bytes = Vec::with_capacity(names.len() * 20);
+    for (tid, comm) in names {
+        let comm = &comm[..comm.len().min(usize::from(u8::MAX))];
+        bytes.extend_from_slice(&tid.to_ne_bytes());
+        bytes.push(comm.len() as u8);
+        bytes.extend_from_slice(comm);
+    }
+    let tmp = path.with_extension("names.tmp");
+    if std::fs::write(&tmp, bytes).is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    }
+}
+
+/// The names [`write_names`] kept at `path` (none when missing; a cut entry ends them).
+fn read_names(path: &Path) -> Vec<(u32, Vec<u8>)> {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    let mut names = Vec::new();
+    let mut rest = &bytes[..];
+    while let [a, b, c, d, len, tail @ ..] = rest {
+        let len = usize::from(*len);
+        let Some(comm) = tail.get(..len) else {
+            break;
+        };
+        names.push((u32::from_ne_bytes([*a, *b, *c, *d]), comm.to_vec()));
+        rest = &tail[len..];
+    }
+    names
+}
+
 /// Of a named instance's companion: each reader reads its pages into the CPU's tracking
 /// journal ([`MIN_SLOTS`] pages). An adopted companion's journals are recalled into
 /// `merge`: their records since every journal is complete (one whose oldest pages were
@@ -226,4 +286,26 @@ fn keep_pages(
         r.keep_pages(journal, None);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_a_cut_entry_ends_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("n.names");
+        assert!(read_names(&path).is_empty(), "none kept");
+        let names = vec![
+            (1, b"systemd".to_vec()),
+            (4242, b"a b\nc".to_vec()),
+            (7, Vec::new()),
+        ];
+        write_names(&path, &names);
+        assert_eq!(read_names(&path), names);
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 6]).unwrap();
+        assert_eq!(read_names(&path), names[..1]);
+    }
 }

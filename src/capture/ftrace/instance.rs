@@ -246,6 +246,13 @@ impl Instance {
         Some(super::named::tracking_journal(&named.journals, cpu))
     }
 
+    /// Of a named instance's tracking companion: where the start-up scan's names are kept
+    /// (named.rs).
+    pub fn names(&self) -> Option<PathBuf> {
+        let named = self.named.as_ref().filter(|n| n.state.is_none())?;
+        Some(super::named::names(&named.journals))
+    }
+
     /// Whether it stays when this run ends (`--keep-instance`): its events stay enabled.
     pub fn kept(&self) -> bool {
         self.named.as_ref().is_some_and(|n| n.keep)

@@ -477,6 +477,12 @@ impl Backend for FtraceBackend {
         }
     }
 
+    fn keep_names(&mut self, names: &[(u32, Vec<u8>)]) {
+        if let Some(context) = &self.context {
+            context.keep_names(names);
+        }
+    }
+
     fn track_new_tasks(&mut self) {
         let cpus: Vec<u32> = self.cpus.iter().map(|c| c.cpu).collect();
         // Without it, process ids fall back to a cache, /proc and saved_tgids (tgid.rs).

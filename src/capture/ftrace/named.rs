@@ -391,6 +391,12 @@ pub fn tracking_journal(state: &Path, cpu: u32) -> PathBuf {
     state.with_extension(format!("cpu{cpu}.tracking.journal"))
 }
 
+/// The names the start-up scan of `/proc` gave the run of the instance at state file
+/// `state` (`NAME.names`, context_instance.rs).
+pub fn names(state: &Path) -> PathBuf {
+    state.with_extension("names")
+}
+
 /// The writer's marks of instance `name` (`STATE_DIR/NAME.written`,
 /// crate::capture::staging::written).
 pub fn written(name: &str) -> PathBuf {
@@ -402,6 +408,7 @@ pub fn written(name: &str) -> PathBuf {
 pub fn forget(state: &Path) {
     let _ = fs::remove_file(state);
     let _ = fs::remove_file(state.with_extension("written"));
+    let _ = fs::remove_file(names(state));
     let (Some(dir), Some(stem)) = (state.parent(), state.file_stem()) else {
         return;
     };
@@ -444,8 +451,10 @@ mod tests {
         for f in ledgers.iter().chain([&state, &other]) {
             fs::write(f, "1").unwrap();
         }
+        fs::write(super::names(&state), "1").unwrap();
         forget(&state);
         assert!(!state.exists() && ledgers.iter().all(|l| !l.exists()));
+        assert!(!super::names(&state).exists());
         assert!(other.exists(), "another name's state is left");
     }
 

@@ -24,6 +24,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use uevrec_parsers::ContextUpdate;
+
 use crate::capture::backend::{Backend, BackendKind};
 use crate::capture::perf::{self, RingPages};
 use crate::capture::selector::{Selector, default_selectors};
@@ -365,7 +367,14 @@ fn start_context<B: Backend>(backend: &mut B, st: &mut Stager<B::Event>) {
     if let Some(root) = &root {
         crate::capture::context::scan_cgroups(root, &mut |u| chunk.push_context(None, &u));
     }
-    crate::capture::context::scan_threads(root.as_deref(), &mut |u| chunk.push_context(None, &u));
+    let mut names = Vec::new();
+    crate::capture::context::scan_threads(root.as_deref(), &mut |u| {
+        if let ContextUpdate::Comm { tid, comm } = u {
+            names.push((tid, comm.to_vec()));
+        }
+        chunk.push_context(None, &u);
+    });
+    backend.keep_names(&names);
 }
 
 /// Stage the names of the pods and containers the kubelet made since the last look
