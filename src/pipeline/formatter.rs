@@ -1070,6 +1070,36 @@ mod tests {
         out
     }
 
+    /// The channels around [`run_parallel`] with `workers`: `stream` staged (its channel
+    /// closed), the chunk pool's return, the batches, and the line pool filled.
+    #[allow(clippy::type_complexity)]
+    fn piped(
+        stream: Vec<Staged>,
+        workers: usize,
+    ) -> (
+        Receiver<Staged>,
+        Sender<Vec<u8>>,
+        (Sender<Batch>, Receiver<Batch>),
+        (Sender<Vec<u8>>, Receiver<Vec<u8>>),
+    ) {
+        let pool = crate::pipeline::batch_pool(workers);
+        let (stage_tx, stage_rx) = crossbeam_channel::bounded(stream.len() + 1);
+        let (chunk_tx, _) = crossbeam_channel::unbounded();
+        let (rec_tx, rec_rx) = crossbeam_channel::bounded(pool);
+        for b in crate::capture::staging::touched_buffers(pool, 16) {
+            rec_tx.send(b).unwrap();
+        }
+        for msg in stream {
+            stage_tx.send(msg).unwrap();
+        }
+        (
+            stage_rx,
+            chunk_tx,
+            crossbeam_channel::bounded::<Batch>(8),
+            (rec_tx, rec_rx),
+        )
+    }
+
     /// `stream` through [`run_parallel`] with `workers`: the bytes written, schema lines'
     /// `time` (the moment they are written) left out.
     fn formatted(stream: Vec<Staged>, workers: usize, session: Option<&SessionInfo>) -> String {
@@ -1094,18 +1124,7 @@ mod tests {
         delay: std::time::Duration,
         format: OutputFormat,
     ) -> String {
-        let pool = crate::pipeline::batch_pool(workers);
-        let (stage_tx, stage_rx) = crossbeam_channel::bounded(stream.len() + 1);
-        let (chunk_tx, _chunk_rx) = crossbeam_channel::unbounded();
-        let (out_tx, out_rx) = crossbeam_channel::bounded::<Batch>(8);
-        let (rec_tx, rec_rx) = crossbeam_channel::bounded(pool);
-        for b in crate::capture::staging::touched_buffers(pool, 16) {
-            rec_tx.send(b).unwrap();
-        }
-        for msg in stream {
-            stage_tx.send(msg).unwrap();
-        }
-        drop(stage_tx);
+        let (stage_rx, chunk_tx, (out_tx, out_rx), (rec_tx, rec_rx)) = piped(stream, workers);
         let text = thread::scope(|s| {
             let writer = s.spawn(move || {
                 let mut all = Vec::new();
@@ -1239,19 +1258,8 @@ mod tests {
         for workers in [1, 2, 3] {
             let written =
                 Arc::new(Written::open(&dir.path().join(format!("w{workers}")), 3).unwrap());
-            let stream = staged_stream(40);
-            let pool = crate::pipeline::batch_pool(workers);
-            let (stage_tx, stage_rx) = crossbeam_channel::bounded(stream.len() + 1);
-            let (chunk_tx, _chunk_rx) = crossbeam_channel::unbounded();
-            let (out_tx, out_rx) = crossbeam_channel::bounded::<Batch>(8);
-            let (rec_tx, rec_rx) = crossbeam_channel::bounded(pool);
-            for b in crate::capture::staging::touched_buffers(pool, 16) {
-                rec_tx.send(b).unwrap();
-            }
-            for msg in stream {
-                stage_tx.send(msg).unwrap();
-            }
-            drop(stage_tx);
+            let (stage_rx, chunk_tx, (out_tx, out_rx), (rec_tx, rec_rx)) =
+                piped(staged_stream(40), workers);
             let marks = Arc::clone(&written);
             let (n_max, published) = thread::scope(|s| {
                 let writer = s.spawn(move || {
