@@ -4,9 +4,10 @@
 //! a `getppid(424242, SEQ)` stream once; the refusals (another recipe, a second reader, an
 //! instance uevrec did not make, the perf backend); a ring overwritten during a long
 //! absence, its loss counted exactly; a clean stop with `--keep-instance`; OTLP export
-//! with a spool across a kill; `uevrec recover` draining a killed trace-dat run's
-//! instance; the perf backend's restart gap, measured and printed. docs/restarts.md says
-//! what is promised.
+//! with a spool across a kill; the same kills with two formatter workers (`--threads 2`);
+//! the names of processes gone while none ran, recalled by the adopting run; `uevrec
+//! recover` draining a killed trace-dat run's instance; the perf backend's restart gap,
+//! measured and printed. docs/restarts.md says what is promised.
 
 use std::collections::BTreeMap;
 use std::fs;
