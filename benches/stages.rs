@@ -14,7 +14,8 @@
 //!   a credit back, the batch on to the writer) on parts of a full batch each, from 4
 //!   workers in a shuffled order.
 //! - `writer`: `write_batches` (`uevrec-write`) into a `RotatingFile` on `/dev/null` and
-//!   on a tmpfs file, batches of real JSON lines of `BATCH_BYTES`.
+//!   on a tmpfs file, batches of real JSON lines of `BATCH_BYTES`; `write_floor_tmpfs`
+//!   writes the same bytes with bare `write(2)` calls (the kernel's share of the cost).
 //! - `otlp`: the thread that builds OTLP requests (`--format otlp`) and export frames
 //!   (`--otlp`): the formatter with `--threads 1` (`formatter::run`), and with 2 workers;
 //!   a writer thread gives the buffers back.
@@ -442,6 +443,23 @@ fn writer(c: &mut Criterion) {
             })
         });
     }
+    // The floor: the same bytes written with `write(2)` into a fresh tmpfs file, nothing
+    // else; `writer_tmpfs` against it says how much of the writer's cost is the kernel's.
+    let floor = dir.path().join("floor.jsonl");
+    g.bench_function("write_floor_tmpfs", |b| {
+        b.iter_custom(|iters| {
+            let mut took = Duration::ZERO;
+            for _ in 0..iters {
+                let mut file = std::fs::File::create(&floor).expect("floor file");
+                let start = cpu_now();
+                for lines in &batches {
+                    file.write_all(lines).expect("written");
+                }
+                took += cpu_now() - start;
+            }
+            took
+        })
+    });
     g.finish();
 }
 
