@@ -266,3 +266,66 @@ pub fn wait_reports(
     );
     with_key()
 }
+
+/// `uevrec record --backend B --quiet -o OUT ARGS` (B: [`backend`]), its standard error
+/// in `OUT.stderr`; killed if dropped before [`Recording::stop`].
+pub struct Recording {
+    child: super::KillOnDrop,
+    out: PathBuf,
+    stderr: PathBuf,
+}
+
+impl Recording {
+    /// Start uevrec with `args` after the output options.
+    pub fn start<S: AsRef<std::ffi::OsStr>>(out: &Path, args: &[S]) -> Recording {
+        let stderr = out.with_extension("stderr");
+        let child = std::process::Command::new(super::bin())
+            .args(["record", "--backend", backend(), "--quiet", "-o"])
+            .arg(out)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(fs::File::create(&stderr).expect("stderr file"))
+            .spawn()
+            .expect("spawning uevrec");
+        Recording {
+            child: super::KillOnDrop(child),
+            out: out.to_path_buf(),
+            stderr,
+        }
+    }
+
+    /// Wait (up to [`PATIENCE`]) until the output has an `attached` notice for each of
+    /// `events` (`system:event`); fail at once if uevrec exits.
+    pub fn wait_attached(&mut self, events: &[String]) {
+        let missing = |out: &Path| -> Vec<String> {
+            let text = fs::read_to_string(out).unwrap_or_default();
+            let attached: Vec<Value> = text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|l| l["uevrec"] == "notice" && l["what"] == "attached")
+                .collect();
+            events
+                .iter()
+                .filter(|e| !attached.iter().any(|a| a["event"] == e.as_str()))
+                .cloned()
+                .collect()
+        };
+        let (out, child) = (self.out.clone(), &mut self.child);
+        let ok = wait_until(PATIENCE, || {
+            missing(&out).is_empty() || child.try_wait().ok().flatten().is_some()
+        });
+        assert_running(&mut self.child, &self.stderr);
+        assert!(
+            ok,
+            "uevrec never attached {:?} within {PATIENCE:?}",
+            missing(&self.out)
+        );
+    }
+
+    /// SIGINT, wait (a stall fails the test), check the exit status; every output line.
+    pub fn stop(mut self) -> Vec<Value> {
+        assert_running(&mut self.child, &self.stderr);
+        interrupt_and_wait(&mut self.child, PATIENCE, &self.stderr);
+        output_lines(&self.out)
+    }
+}
