@@ -323,9 +323,31 @@ impl Recording {
     }
 
     /// SIGINT, wait (a stall fails the test), check the exit status; every output line.
-    pub fn stop(mut self) -> Vec<Value> {
-        assert_running(&mut self.child, &self.stderr);
-        interrupt_and_wait(&mut self.child, PATIENCE, &self.stderr);
-        output_lines(&self.out)
+    pub fn stop(self) -> Vec<Value> {
+        Recording::stop_all(vec![self]).pop().unwrap()
+    }
+
+    /// [`Recording::stop`] for several at once: SIGINT to each, then wait for each (they
+    /// drain and symbolize side by side); their output lines, in order.
+    pub fn stop_all(mut recordings: Vec<Recording>) -> Vec<Vec<Value>> {
+        for r in &mut recordings {
+            assert_running(&mut r.child, &r.stderr);
+            interrupt(&r.child);
+        }
+        recordings
+            .iter_mut()
+            .map(|r| {
+                let status = wait_child(&mut r.child, PATIENCE);
+                let stderr = fs::read_to_string(&r.stderr).unwrap_or_default();
+                let status = status.unwrap_or_else(|| {
+                    panic!("uevrec did not exit within {PATIENCE:?} of SIGINT; stderr: {stderr}")
+                });
+                assert!(
+                    status.success(),
+                    "uevrec exited with {status}; stderr: {stderr}"
+                );
+                output_lines(&r.out)
+            })
+            .collect()
     }
 }

@@ -208,7 +208,7 @@ fn fp_and_dwarf_stacks_name_the_chain_on_plain_and_eventheader_events() {
     let done = report.iter().find(|l| l.get("done").is_some()).unwrap();
     assert_eq!(done["written"], 2 * COUNT, "{done}");
 
-    let fp = fp.stop();
+    let [fp, dwarf]: [Vec<Value>; 2] = Recording::stop_all(vec![fp, dwarf]).try_into().unwrap();
     let session = fp.iter().find(|l| l["uevrec"] == "session").unwrap();
     assert_eq!(session["stacks"]["call_graph"], "fp", "{session}");
     check(
@@ -219,7 +219,6 @@ fn fp_and_dwarf_stacks_name_the_chain_on_plain_and_eventheader_events() {
         &["middle", "outer"],
     );
 
-    let dwarf = dwarf.stop();
     let session = dwarf.iter().find(|l| l["uevrec"] == "session").unwrap();
     assert_eq!(session["stacks"]["call_graph"], "dwarf,8192", "{session}");
     check(
