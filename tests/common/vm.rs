@@ -78,6 +78,14 @@ pub fn each_backend(test: impl Fn()) {
     }
 }
 
+/// Run `test` on the backend `b` alone ([`backend`] says it), for tests whose guest time
+/// cannot pay for both.
+pub fn on_backend(b: &'static str, test: impl FnOnce()) {
+    BACKEND.set(b);
+    println!("--- backend {b}");
+    test();
+}
+
 /// A fresh `$TMPDIR/uevrec-vm-<name>-<backend>` (the guest shares the host's `$TMPDIR`;
 /// each run replaces the last one's files, which stay for inspection after a failure).
 pub fn tmp_dir(name: &str) -> PathBuf {

@@ -1,6 +1,9 @@
-//! `--where` and `--sample` on real EventHeader user_events (issue 40's VM tier), on
-//! both backends, counted exactly. Two producers run at once under one uevrec (one
-//! recorder start per backend: uevrec takes seconds to start under emulation):
+//! `--where` and `--sample` on real EventHeader user_events (issue 40's VM tier), counted
+//! exactly. Two producers run at once under one uevrec, on the ftrace backend only: each
+//! recording costs about 20 s of the emulated guest's time (uevrec and the producers
+//! start in seconds there), the conditions are judged on decoded values after either
+//! backend, and the perf backend's decoding of these producers is tested in
+//! eventheader.rs (this test passed on both when written; `each_backend` runs both).
 //!
 //! - `eh_filter` (samples/) writes 30 events `Req` at three levels (three tracepoints)
 //!   with a string field and a nested struct, all set from the event's seq; four
@@ -20,7 +23,7 @@ use std::sync::{Mutex, MutexGuard};
 use serde_json::Value;
 
 use crate::common::vm::{
-    self, PATIENCE, Recording, each_backend, finish_sample, spawn_sample, user_events_here,
+    self, PATIENCE, Recording, finish_sample, on_backend, spawn_sample, user_events_here,
     wait_reports,
 };
 use crate::common::{KillOnDrop, json_eq};
@@ -174,7 +177,7 @@ fn where_and_sample_keep_exactly_the_right_records() {
         recorder.extend(["--where".to_string(), f.clone()]);
     }
     recorder.extend(["--sample".to_string(), format!("{spans}=0.5,by=trace")]);
-    each_backend(|| {
+    on_backend("ftrace", || {
         let samples = [
             Sample {
                 bin: "eh_filter",

@@ -188,17 +188,7 @@ fn fp_and_dwarf_stacks_name_the_chain_on_plain_and_eventheader_events() {
     let mut dwarf = start_recording("dwarf.jsonl", &["--call-graph", "dwarf"]);
     fp.wait_attached(&ready);
     dwarf.wait_attached(&ready);
-    let (child, reports) = spawn_sample(
-        "stack_chain",
-        &[
-            "--name",
-            &name,
-            "--count",
-            &count,
-            "--start-file",
-            start.to_str().unwrap(),
-        ],
-    );
+    let (child, reports) = spawn_sample("stack_chain", &[&name, &count, start.to_str().unwrap()]);
     let mut child = KillOnDrop(child);
     wait_reports(&reports, "registered", 2, PATIENCE, "stack_chain");
     fp.wait_attached(&events);

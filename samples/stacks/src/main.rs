@@ -2,37 +2,33 @@
 //! uevrec's call stacks (`record -g`, `--call-graph dwarf`) on real user_events.
 //!
 //! ```text
-//! stack_chain [--name NAME] [--count N] [START OPTIONS]
+//! stack_chain NAME COUNT START_FILE
 //! ```
 //! Registers the plain event `<NAME>_plain u32 seq` and the EventHeader event
-//! `<NAME>_L4K1` (provider NAME, event `Chain`, one field `seq`: Value32), then writes
-//! each N times (seq 0..N, plain first) through `write_through_chain` → `outer` →
-//! `middle` → `inner` → `syscall(SYS_writev)`. The three C functions are in
-//! `src/chain.c`, built with frame pointers (build.rs); `write_through_chain` is Rust,
-//! without them, so a frame-pointer walk ends after it.
+//! `<NAME>_L4K1` (provider NAME, event `Chain`, one field `seq`: Value32), waits (at most
+//! 60 s) until both are enabled and START_FILE exists, then writes each COUNT times
+//! (seq 0..COUNT, plain first) through `write_through_chain` → `outer` → `middle` →
+//! `inner` → `syscall(SYS_writev)`. The three C functions are in `src/chain.c`, built
+//! with frame pointers (build.rs); `write_through_chain` is Rust, without them.
 //!
 //! Report lines: `{"registered":TRACEPOINT}` per event, `{"wrote":TRACEPOINT,"seq":N}`
 //! per record the kernel took, `{"done":"stack_chain","written":N}`.
+//!
+//! Small on purpose: only std and libc, and the samples' ABI file by path, not the crate
+//! (with clap, serde_json and the samples' parsers linked in, their debug information
+//! was most of the binary's 12 MB, and uevrec reads it to name frames: about 30 s more
+//! per recording in the emulated test VM).
 
-use std::ffi::{c_int, c_long};
-use std::os::fd::{AsFd, AsRawFd};
+use std::ffi::{CString, c_int, c_long};
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
-use clap::Parser;
-use serde_json::json;
-use uevrec_samples::{Event, Flags, StartArgs, UserEvents, announce, command, fail, report};
-
-#[derive(Parser)]
-#[command(about = "Write a plain and an EventHeader user_event from a known call chain")]
-struct Args {
-    /// The EventHeader provider; the plain event is `<NAME>_plain`.
-    #[arg(long, default_value = "UevrecStacks")]
-    name: String,
-    /// Records of each event.
-    #[arg(long, default_value_t = 3)]
-    count: u32,
-    #[command(flatten)]
-    start: StartArgs,
-}
+#[path = "../../src/abi.rs"]
+#[allow(dead_code)] // the ABI file also spells out what this producer does not use
+mod abi;
 
 unsafe extern "C" {
     /// `src/chain.c`: `middle` → `inner` → `syscall(SYS_writev, fd, iov, count)`; the
@@ -56,8 +52,8 @@ fn eventheader_prefix() -> Vec<u8> {
 /// Write `[write_index, parts…]` to `event` through the C chain; whether the kernel
 /// took the record (`false`: nobody records it, EBADF).
 #[inline(never)]
-fn write_through_chain(events: &UserEvents, event: &Event<'_>, parts: &[&[u8]]) -> bool {
-    let index = event.write_index().to_ne_bytes();
+fn write_through_chain(data: &File, event: &Registered, parts: &[&[u8]]) -> bool {
+    let index = event.write_index.to_ne_bytes();
     let iov: Vec<libc::iovec> = std::iter::once(&index[..])
         .chain(parts.iter().copied())
         .map(|p| libc::iovec {
@@ -67,7 +63,7 @@ fn write_through_chain(events: &UserEvents, event: &Event<'_>, parts: &[&[u8]]) 
         .collect();
     // SAFETY: every iovec points into a slice that outlives the call (`index`, `parts`),
     // and the kernel only reads them; the fd is the open user_events_data.
-    let rc = unsafe { outer(events.as_fd().as_raw_fd(), iov.as_ptr(), iov.len() as c_int) };
+    let rc = unsafe { outer(data.as_raw_fd(), iov.as_ptr(), iov.len() as c_int) };
     if rc >= 0 {
         return true;
     }
@@ -78,35 +74,98 @@ fn write_through_chain(events: &UserEvents, event: &Event<'_>, parts: &[&[u8]]) 
     fail(format!("writev through the chain: {err}"))
 }
 
-fn main() {
-    let args = Args::parse();
-    let events = UserEvents::open().unwrap_or_else(|e| fail(e));
-    let plain_cmd = command(&format!("{}_plain u32 seq", args.name));
-    let eh_cmd = command(&format!(
-        "{}_L4K1 u8 eventheader_flags; u8 version; u16 id; u16 tag; u8 opcode; u8 level",
-        args.name
-    ));
-    let register = |cmd| {
-        let event = events
-            .register(cmd, Flags::NONE)
-            .unwrap_or_else(|e| fail(format!("registering {cmd}: {e}")));
-        announce(&event, Flags::NONE);
-        event
+/// How long to wait for a recorder (enable bits, start file).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One registered event: its enable word (bit 0) and the index that starts its writes.
+struct Registered {
+    name: String,
+    enabled: &'static AtomicU32,
+    write_index: u32,
+}
+
+/// Exit with status 1 after printing `msg` to stderr.
+fn fail(msg: impl std::fmt::Display) -> ! {
+    eprintln!("error: {msg}");
+    std::process::exit(1)
+}
+
+/// Register `command` on `data` (DIAG_IOCSREG, enable bit 0 of a word that lives as long
+/// as the process: the kernel drops the registration at exit).
+fn register(data: &File, command: &str) -> Registered {
+    let text = CString::new(command).expect("no NUL in a register command");
+    let enabled: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+    let mut reg = abi::UserReg {
+        size: size_of::<abi::UserReg>() as u32,
+        enable_size: 4,
+        enable_addr: enabled.as_ptr() as u64,
+        name_args: text.as_ptr() as u64,
+        ..abi::UserReg::default()
     };
-    let plain = register(&plain_cmd);
-    let eh = register(&eh_cmd);
-    args.start.wait("stack_chain", &[&plain, &eh]);
+    // SAFETY: `reg` is a valid packed `struct user_reg` alive for the call, `name_args` a
+    // NUL-terminated string alive for the call, `enable_addr` an aligned word that lives
+    // as long as the process.
+    let rc = unsafe { libc::ioctl(data.as_raw_fd(), abi::DIAG_IOCSREG as libc::Ioctl, &mut reg) };
+    if rc < 0 {
+        fail(format!(
+            "registering `{command}`: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let name = command.split(' ').next().unwrap_or_default().to_string();
+    println!(r#"{{"registered":"{name}"}}"#);
+    Registered {
+        name,
+        enabled,
+        write_index: reg.write_index,
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [name, count, start] = &args[..] else {
+        fail("usage: stack_chain NAME COUNT START_FILE")
+    };
+    let count: u32 = count
+        .parse()
+        .unwrap_or_else(|_| fail(format!("COUNT `{count}` is not a number")));
+    let path = "/sys/kernel/tracing/user_events_data";
+    let data = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap_or_else(|e| fail(format!("{path}: {e} (needs CONFIG_USER_EVENTS and root)")));
+    let plain = register(&data, &format!("{name}_plain u32 seq"));
+    let eh = register(
+        &data,
+        &format!(
+            "{name}_L4K1 u8 eventheader_flags; u8 version; u16 id; u16 tag; u8 opcode; u8 level"
+        ),
+    );
+    let ready = || {
+        [&plain, &eh]
+            .iter()
+            .all(|e| e.enabled.load(Ordering::Relaxed) & 1 != 0)
+            && Path::new(start).exists()
+    };
+    let give_up = Instant::now() + START_TIMEOUT;
+    while !ready() {
+        if Instant::now() > give_up {
+            fail("no recorder enabled the events and made the start file within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 
     let prefix = eventheader_prefix();
     let mut written = 0u64;
-    for seq in 0..args.count {
+    for seq in 0..count {
         let value = seq.to_le_bytes();
         for (event, parts) in [(&plain, vec![&value[..]]), (&eh, vec![&prefix, &value])] {
-            if write_through_chain(&events, event, &parts) {
-                report(&json!({"wrote": event.command().name, "seq": seq}));
+            if write_through_chain(&data, event, &parts) {
+                println!(r#"{{"wrote":"{}","seq":{seq}}}"#, event.name);
                 written += 1;
             }
         }
     }
-    report(&json!({"done": "stack_chain", "written": written}));
+    println!(r#"{{"done":"stack_chain","written":{written}}}"#);
 }
