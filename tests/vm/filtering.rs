@@ -241,7 +241,7 @@ fn where_and_sample_keep_exactly_the_right_records() {
 
         // --sample by=trace on otel's spans and logs: whole traces, by OpenTelemetry's rule.
         let otel_written = &written[1];
-        let traces: BTreeSet<&str> = otel_written.iter().map(|l| trace_id(l)).collect();
+        let traces: BTreeSet<&str> = otel_written.iter().map(trace_id).collect();
         assert_eq!(traces.len(), 16, "16 traces written");
         let (keep, drop): (Vec<&Value>, Vec<&Value>) =
             otel_written.iter().partition(|l| kept_at_half(trace_id(l)));
