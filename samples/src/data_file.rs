@@ -3,7 +3,7 @@
 use std::ffi::CString;
 use std::fs::OpenOptions;
 use std::io::{self, IoSlice};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -17,14 +17,6 @@ use crate::{Flags, PayloadError, PayloadValue, RegisterCommand, encode, tracefs_
 pub struct UserEvents {
     fd: OwnedFd,
     tracefs: PathBuf,
-}
-
-/// The open file, for producers that write records themselves (`writev(fd,
-/// [write_index, payload…])`, as `samples/stacks` does from C code).
-impl AsFd for UserEvents {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
 }
 
 /// The outcome of a write the kernel did not refuse for a real error.
