@@ -78,6 +78,14 @@ pub fn each_backend(test: impl Fn()) {
     }
 }
 
+/// Run `test` on the backend `b` alone ([`backend`] says it), for tests whose guest time
+/// cannot pay for both.
+pub fn on_backend(b: &'static str, test: impl FnOnce()) {
+    BACKEND.set(b);
+    println!("--- backend {b}");
+    test();
+}
+
 /// A fresh `$TMPDIR/uevrec-vm-<name>-<backend>` (the guest shares the host's `$TMPDIR`;
 /// each run replaces the last one's files, which stay for inspection after a failure).
 pub fn tmp_dir(name: &str) -> PathBuf {
@@ -265,4 +273,89 @@ pub fn wait_reports(
         lines.lock().unwrap_or_else(|e| e.into_inner())
     );
     with_key()
+}
+
+/// `uevrec record --backend B --quiet -o OUT ARGS` (B: [`backend`]), its standard error
+/// in `OUT.stderr`; killed if dropped before [`Recording::stop`].
+pub struct Recording {
+    child: super::KillOnDrop,
+    out: PathBuf,
+    stderr: PathBuf,
+}
+
+impl Recording {
+    /// Start uevrec with `args` after the output options.
+    pub fn start<S: AsRef<std::ffi::OsStr>>(out: &Path, args: &[S]) -> Recording {
+        let stderr = out.with_extension("stderr");
+        let child = std::process::Command::new(super::bin())
+            .args(["record", "--backend", backend(), "--quiet", "-o"])
+            .arg(out)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(fs::File::create(&stderr).expect("stderr file"))
+            .spawn()
+            .expect("spawning uevrec");
+        Recording {
+            child: super::KillOnDrop(child),
+            out: out.to_path_buf(),
+            stderr,
+        }
+    }
+
+    /// Wait (up to [`PATIENCE`]) until the output has an `attached` notice for each of
+    /// `events` (`system:event`); fail at once if uevrec exits.
+    pub fn wait_attached(&mut self, events: &[String]) {
+        let missing = |out: &Path| -> Vec<String> {
+            let text = fs::read_to_string(out).unwrap_or_default();
+            let attached: Vec<Value> = text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|l| l["uevrec"] == "notice" && l["what"] == "attached")
+                .collect();
+            events
+                .iter()
+                .filter(|e| !attached.iter().any(|a| a["event"] == e.as_str()))
+                .cloned()
+                .collect()
+        };
+        let (out, child) = (self.out.clone(), &mut self.child);
+        let ok = wait_until(PATIENCE, || {
+            missing(&out).is_empty() || child.try_wait().ok().flatten().is_some()
+        });
+        assert_running(&mut self.child, &self.stderr);
+        assert!(
+            ok,
+            "uevrec never attached {:?} within {PATIENCE:?}",
+            missing(&self.out)
+        );
+    }
+
+    /// SIGINT, wait (a stall fails the test), check the exit status; every output line.
+    pub fn stop(self) -> Vec<Value> {
+        Recording::stop_all(vec![self]).pop().unwrap()
+    }
+
+    /// [`Recording::stop`] for several at once: SIGINT to each, then wait for each (they
+    /// drain and symbolize side by side); their output lines, in order.
+    pub fn stop_all(mut recordings: Vec<Recording>) -> Vec<Vec<Value>> {
+        for r in &mut recordings {
+            assert_running(&mut r.child, &r.stderr);
+            interrupt(&r.child);
+        }
+        recordings
+            .iter_mut()
+            .map(|r| {
+                let status = wait_child(&mut r.child, PATIENCE);
+                let stderr = fs::read_to_string(&r.stderr).unwrap_or_default();
+                let status = status.unwrap_or_else(|| {
+                    panic!("uevrec did not exit within {PATIENCE:?} of SIGINT; stderr: {stderr}")
+                });
+                assert!(
+                    status.success(),
+                    "uevrec exited with {status}; stderr: {stderr}"
+                );
+                output_lines(&r.out)
+            })
+            .collect()
+    }
 }

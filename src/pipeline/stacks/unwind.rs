@@ -114,12 +114,7 @@ impl FileSections {
     /// The framehop module of `mapping` of this file, or `None` when no loadable segment
     /// holds the mapping's file offset.
     fn module(&self, mapping: &Mapping) -> Option<Module<Arc<[u8]>>> {
-        let &(offset, _, address) = self.segments.iter().find(|&&(offset, size, _)| {
-            offset <= mapping.pgoff && mapping.pgoff < offset.saturating_add(size)
-        })?;
-        // The stated address of the mapping's first byte, and the load bias from it.
-        let stated = address.checked_add(mapping.pgoff - offset)?;
-        let base_avma = mapping.start.checked_sub(stated)?;
+        let base_avma = load_bias(&self.segments, mapping)?;
         let info = ExplicitModuleSectionInfo {
             base_svma: 0,
             text_svma: self.text.clone(),
@@ -138,6 +133,35 @@ impl FileSections {
             info,
         ))
     }
+}
+
+/// The load bias of `mapping` (its address minus the file's stated address), from the
+/// loadable segment (`(file offset, file size, stated address)`) that overlaps the
+/// mapping's file range the most. Not simply the one holding the mapping's first file
+/// offset: the mapping starts at a page boundary, and where a linker packs segments
+/// without page-aligning their file offsets (lld, rustc's default linker), that page
+/// also holds the end of the segment before, at another bias (off by a page: every
+/// unwind rule of the file looked up at the wrong address).
+fn load_bias(segments: &[(u64, u64, u64)], mapping: &Mapping) -> Option<u64> {
+    let file_end = mapping
+        .pgoff
+        .checked_add(mapping.end.checked_sub(mapping.start)?)?;
+    let overlap = |&&(offset, size, _): &&(u64, u64, u64)| {
+        offset
+            .saturating_add(size)
+            .min(file_end)
+            .saturating_sub(offset.max(mapping.pgoff))
+    };
+    let &(offset, _, address) = segments
+        .iter()
+        .filter(|s| overlap(s) > 0)
+        .max_by_key(overlap)?;
+    // The file offset `offset` is at `address + bias` and at `start + offset - pgoff`.
+    mapping
+        .start
+        .checked_add(offset)?
+        .checked_sub(mapping.pgoff)?
+        .checked_sub(address)
 }
 
 /// The unwinder of one program run: its modules and framehop's rule cache (one cache per
@@ -339,6 +363,45 @@ mod tests {
             &mut frames,
         );
         (frames, end)
+    }
+
+    /// rustc's lld packs segments: the text segment starts mid-page (file offset
+    /// 0x146c0, address 0x156c0), in the page that ends the read-only segment before it;
+    /// the text mapping starts at that page (file offset 0x14000). GNU ld aligns them.
+    #[test]
+    fn the_load_bias_comes_from_the_segment_the_mapping_holds() {
+        let lld = [
+            (0, 0x146b4, 0),
+            (0x146c0, 0x3f1f0, 0x156c0),
+            (0x538b0, 0x2908, 0x558b0),
+        ];
+        let bias = 0x5555_0000_0000;
+        let text = Mapping {
+            start: bias + 0x15000,
+            end: bias + 0x55000,
+            pgoff: 0x14000,
+            path: "/bin/x".into(),
+            build_id: Arc::from(&[][..]),
+        };
+        assert_eq!(load_bias(&lld, &text), Some(bias));
+        let gnu = [
+            (0, 0x500, 0),
+            (0x1000, 0x2000, 0x1000),
+            (0x3000, 0x100, 0x3000),
+        ];
+        let text = Mapping {
+            start: bias + 0x1000,
+            end: bias + 0x3000,
+            pgoff: 0x1000,
+            ..text
+        };
+        assert_eq!(load_bias(&gnu, &text), Some(bias));
+        // A mapping no segment holds: no module.
+        let beyond = Mapping {
+            pgoff: 0x10_0000,
+            ..text
+        };
+        assert_eq!(load_bias(&gnu, &beyond), None);
     }
 
     #[test]
