@@ -659,13 +659,7 @@ fn print_summary(summary: &Summary, filter: Option<&Filter>, elapsed: Duration, 
     for (event, n) in &summary.records_per_event {
         text.push_str(&format!("  {n:>12}  {event}"));
         if let Some(c) = counted.get(event) {
-            text.push_str(&format!(": {} kept", c.kept));
-            for reason in DropReason::ALL {
-                let dropped = c.dropped(reason);
-                if dropped > 0 || reason == DropReason::Filtered {
-                    text.push_str(&format!(", {dropped} {}", reason.as_str()));
-                }
-            }
+            text.push_str(&format!(": {}", c.words()));
         }
         text.push('\n');
     }

@@ -14,13 +14,16 @@
 use std::path::Path;
 
 use uevrec_parsers::to_lines::{DecodeOptions, DecodeStats};
-use uevrec_parsers::{LineOptions, OutputFormat};
+use uevrec_parsers::{LineOptions, OutputFormat, RecordWriter};
+
+use pick::Pick;
 
 use crate::outputs::sink::{Sink, SinkError};
 
 mod input;
 pub mod mapped;
 mod parallel;
+pub mod pick;
 mod perf_data;
 mod ranges;
 mod trace_dat;
@@ -83,8 +86,9 @@ impl Output {
 /// Where decoded lines go: a `FnMut(&[u8]) -> bool` (false: stop, the output failed).
 pub type Flush<'a> = dyn FnMut(&[u8]) -> bool + 'a;
 
-/// Decode `input` (a file; standard input if `None`) with `opts`, the events `select`
-/// keeps, onto `sink` with `threads` threads (≥ 2: a writer thread and, for JSON lines,
+/// Decode `input` (a file; standard input if `None`) with `opts`, the events and records
+/// `pick` keeps (after the last record, a `{"uevrec":"dropped"}` line per tracepoint and
+/// reason with records not kept, `time` null: the same lines in every run), onto `sink` with `threads` threads (≥ 2: a writer thread and, for JSON lines,
 /// formatter workers, or with `range_bytes` workers on ranges of a whole perf.data;
 /// the same bytes whatever the number). Returns how the input ended
 /// (or why it could not be read) and the first error of the output, if any.
@@ -98,7 +102,7 @@ pub type Flush<'a> = dyn FnMut(&[u8]) -> bool + 'a;
 pub fn run(
     input: Option<&Path>,
     opts: DecodeOptions,
-    select: &dyn Fn(&str, &str) -> bool,
+    pick: &Pick<'_>,
     sink: Box<dyn Sink + Send>,
     threads: usize,
     range_bytes: Option<usize>,
@@ -108,9 +112,18 @@ pub fn run(
         // OTLP requests batch records across the whole input: formatted on one thread.
         let par = par.filter(|_| opts.format == OutputFormat::JsonLines);
         let outcome = match input {
-            Some(path) => input::decode_file(path, opts, select, flush, par),
-            None => input::decode_stdin(opts, select, flush, par),
+            Some(path) => input::decode_file(path, opts, pick, flush, par),
+            None => input::decode_stdin(opts, pick, flush, par),
         };
+        if let (Some(filter), Ok(_)) = (pick.filter, &outcome) {
+            let mut writer = uevrec_parsers::OutputWriter::new(opts.format, LineOptions::default());
+            let mut lines = Vec::new();
+            filter.write_dropped(&mut writer, &mut lines, None);
+            writer.end_lines(&mut lines);
+            if !lines.is_empty() {
+                flush(&lines);
+            }
+        }
         // The notice after every record (JSON lines; stderr says it in any format).
         if let Ok(Outcome {
             truncated: Some(msg),
