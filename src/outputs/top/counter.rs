@@ -5,22 +5,38 @@
 //! in an interval (a cache hit after the first time), so a short-lived process is still
 //! named after it exited.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crossbeam_channel::{Receiver, Sender};
 
 use super::Shared;
+use super::keep::TopFilter;
 use super::model::Model;
 use super::pods::{GroupBy, PodRows};
 use crate::capture::staging::{Staged, StagedChunk, StagedEntry};
+use crate::pipeline::filter::Filter;
 
 /// Count everything staged on `staged` into `shared` until the session closes it,
-/// returning every chunk buffer on `pool`; a row per event, or per pod (`by`).
-pub fn run(staged: &Receiver<Staged>, pool: &Sender<Vec<u8>>, shared: &Shared, by: GroupBy) {
+/// returning every chunk buffer on `pool`; a row per event, or per pod (`by`); with
+/// `filter`, only the records it keeps (the others in the model's `not_kept`).
+pub fn run(
+    staged: &Receiver<Staged>,
+    pool: &Sender<Vec<u8>>,
+    shared: &Shared,
+    by: GroupBy,
+    filter: Option<Arc<Filter>>,
+) {
     // Processes new in this interval, named once the model is unlocked.
     let mut fresh: Vec<u32> = Vec::new();
     let mut pods = (by == GroupBy::Pod).then(PodRows::default);
+    let mut keep = filter.map(TopFilter::new);
+    if keep.is_some() {
+        lock(&shared.model).filtering();
+    }
     for msg in staged {
+        if let (Staged::Format { slot, prepared, .. }, Some(k)) = (&msg, &mut keep) {
+            k.format(*slot, prepared);
+        }
         let chunk = match msg {
             Staged::Format { .. } if pods.is_some() => continue,
             Staged::Format { slot, source, .. } => {
@@ -31,9 +47,10 @@ pub fn run(staged: &Receiver<Staged>, pool: &Sender<Vec<u8>>, shared: &Shared, b
             Staged::Drained(_) => continue,
             Staged::Chunk(chunk) => chunk,
         };
+        let keep = keep.as_mut();
         match &mut pods {
-            Some(rows) => count_by_pod(&mut lock(&shared.model), rows, &chunk, &mut fresh),
-            None => count_chunk(&mut lock(&shared.model), &chunk, &mut fresh),
+            Some(rows) => count_by_pod(&mut lock(&shared.model), rows, &chunk, &mut fresh, keep),
+            None => count_chunk(&mut lock(&shared.model), &chunk, &mut fresh, keep),
         }
         // The pool channel holds every chunk, so this never waits.
         let _ = pool.send(chunk.into_buffer());
@@ -46,15 +63,26 @@ pub fn run(staged: &Receiver<Staged>, pool: &Sender<Vec<u8>>, shared: &Shared, b
     }
 }
 
-/// Count every entry of `chunk` into `model`; the pids new in this interval are added
-/// to `fresh` (to be named).
-pub fn count_chunk(model: &mut Model, chunk: &StagedChunk, fresh: &mut Vec<u32>) {
+/// Count every entry of `chunk` into `model` (with `keep`, the records it keeps); the
+/// pids new in this interval are added to `fresh` (to be named).
+pub fn count_chunk(
+    model: &mut Model,
+    chunk: &StagedChunk,
+    fresh: &mut Vec<u32>,
+    mut keep: Option<&mut TopFilter>,
+) {
     for entry in chunk.entries() {
         match entry {
             StagedEntry::Record {
-                slot, stamp, raw, ..
+                slot,
+                stamp,
+                cgroup,
+                raw,
+                ..
             } => {
-                if model.record(slot, stamp.pid, raw.len()) {
+                if keep.as_deref().is_some_and(|k| !k.keeps(slot, &stamp, cgroup, raw)) {
+                    model.not_kept();
+                } else if model.record(slot, stamp.pid, raw.len()) {
                     fresh.push(stamp.pid);
                 }
             }
@@ -72,8 +100,16 @@ pub fn count_chunk(model: &mut Model, chunk: &StagedChunk, fresh: &mut Vec<u32>)
                 }
                 model.notice(what, event, message);
             }
-            // top runs without context tracking (names come from /proc).
-            StagedEntry::Context { .. } | StagedEntry::Schema { .. } => {}
+            // Names come from /proc; who is who only for conditions on it.
+            StagedEntry::Context {
+                time_unix_ns,
+                update,
+            } => {
+                if let Some(k) = keep.as_deref_mut() {
+                    k.context(time_unix_ns, update);
+                }
+            }
+            StagedEntry::Schema { .. } => {}
         }
     }
 }
@@ -85,12 +121,21 @@ pub fn count_by_pod(
     rows: &mut PodRows,
     chunk: &StagedChunk,
     fresh: &mut Vec<u32>,
+    mut keep: Option<&mut TopFilter>,
 ) {
     for entry in chunk.entries() {
         match entry {
             StagedEntry::Record {
-                stamp, cgroup, raw, ..
+                slot,
+                stamp,
+                cgroup,
+                raw,
+                ..
             } => {
+                if keep.as_deref().is_some_and(|k| !k.keeps(slot, &stamp, cgroup, raw)) {
+                    model.not_kept();
+                    continue;
+                }
                 let slot = rows.slot(model, stamp.pid, stamp.tid, cgroup);
                 if model.record(slot, stamp.pid, raw.len()) {
                     fresh.push(stamp.pid);
@@ -99,7 +144,12 @@ pub fn count_by_pod(
             StagedEntry::Context {
                 time_unix_ns,
                 update,
-            } => rows.tracker.apply(time_unix_ns, update),
+            } => {
+                if let Some(k) = keep.as_deref_mut() {
+                    k.context(time_unix_ns, update.clone());
+                }
+                rows.tracker.apply(time_unix_ns, update);
+            }
             StagedEntry::Lost { lost, .. } => model.lost(lost),
             StagedEntry::Notice {
                 what,
@@ -164,7 +214,7 @@ mod tests {
         tx.send(Staged::Chunk(chunk)).unwrap();
         drop(tx);
         let shared = Shared::default();
-        run(&rx, &pool_tx, &shared, GroupBy::Event);
+        run(&rx, &pool_tx, &shared, GroupBy::Event, None);
         assert_eq!(
             pool_rx.try_iter().count(),
             1,
