@@ -79,3 +79,88 @@ impl RecordJudge for DecodeJudge {
         Box::new(DecodeJudge::new(Arc::clone(&self.filter)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::filter::tests::{filter, record, sys_enter};
+    use crate::pipeline::filter::{Counted, RateRule};
+    use uevrec_parsers::{Endian, RecordStamp};
+
+    /// Whether `judge` keeps the sys_enter record of SEQ `seq` at `stamp`, whose own
+    /// clock says `clock_ns`.
+    fn keeps(judge: &mut dyn RecordJudge, seq: u64, stamp: RecordStamp, clock_ns: u64) -> bool {
+        let prepared = sys_enter();
+        let raw = record(110, [424242, seq, 0, 0, 0, 0]);
+        judge.keep(&Judged {
+            event: 0,
+            prepared: &prepared,
+            stamp: &stamp,
+            clock_ns: Some(clock_ns),
+            raw: &raw,
+            endian: Endian::Little,
+            context: None,
+            cgroup: None,
+        })
+    }
+
+    const AT_ONE: RecordStamp = RecordStamp {
+        time_unix_ns: Some(1),
+        cpu: 0,
+        pid: 7,
+        tid: 7,
+    };
+
+    #[test]
+    fn a_judge_and_its_forks_keep_alike_and_count_into_the_same_totals() {
+        let f = filter(&["fields.args[1] % 2 == 0"]);
+        let mut judge = DecodeJudge::new(Arc::clone(&f));
+        let mut fork = judge.fork();
+        let first: Vec<u64> = (1..=10).filter(|&s| keeps(&mut judge, s, AT_ONE, 0)).collect();
+        let rest: Vec<u64> = (11..=20)
+            .filter(|&s| keeps(fork.as_mut(), s, AT_ONE, 0))
+            .collect();
+        assert_eq!(first, [2, 4, 6, 8, 10]);
+        assert_eq!(rest, [12, 14, 16, 18, 20]);
+        let want = Counted {
+            kept: 10,
+            filtered: 10,
+            ..Counted::default()
+        };
+        assert_eq!(f.counted(), [("raw_syscalls:sys_enter".to_string(), want)]);
+        // Started again from the first record: counted afresh.
+        f.restart();
+        assert_eq!(f.counted()[0].1, Counted::default());
+    }
+
+    #[test]
+    fn without_a_wall_clock_time_a_rate_limit_goes_by_the_records_own_clock() {
+        let rate: RateRule = "raw_syscalls:sys_enter=1/s,1".parse().unwrap();
+        let f = Filter::new(Vec::new(), Vec::new(), vec![rate]).unwrap();
+        let pick = Pick {
+            select: &|_, _| true,
+            filter: Some(&f),
+        };
+        assert!(pick.in_order().is_some(), "a rate limit is judged in order");
+        let mut judge = pick.judge().unwrap();
+        let unknown = RecordStamp {
+            time_unix_ns: None,
+            ..AT_ONE
+        };
+        // Every half second of the trace clock: one token a second.
+        let kept: Vec<u64> = (0..6u64)
+            .filter(|&i| keeps(judge.as_mut(), i, unknown, i * 500_000_000))
+            .collect();
+        assert_eq!(kept, [0, 2, 4]);
+        assert_eq!(f.counted()[0].1.throttled, 3);
+    }
+
+    #[test]
+    fn without_rules_nothing_is_judged() {
+        let pick = Pick {
+            select: &|_, _| true,
+            filter: None,
+        };
+        assert!(pick.judge().is_none() && pick.in_order().is_none());
+    }
+}

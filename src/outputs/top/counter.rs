@@ -172,7 +172,6 @@ pub fn lock<T>(shared: &Mutex<T>) -> MutexGuard<'_, T> {
 mod tests {
     use super::*;
     use crate::capture::staging::FormatSource;
-    use std::sync::Arc;
     use std::time::Duration;
     use uevrec_parsers::{PreparedFormat, RecordStamp};
 
@@ -190,6 +189,45 @@ mod tests {
                 text,
             }),
         }
+    }
+
+    #[test]
+    fn with_a_condition_counts_only_the_records_it_keeps() {
+        use crate::pipeline::filter::tests::{filter, record, sys_enter};
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (pool_tx, _pool_rx) = crossbeam_channel::unbounded();
+        let prepared = Arc::new(sys_enter());
+        tx.send(Staged::Format {
+            slot: 0,
+            prepared: Arc::clone(&prepared),
+            source: Arc::new(FormatSource {
+                system: "raw_syscalls".into(),
+                name: "sys_enter".into(),
+                text: String::new(),
+            }),
+        })
+        .unwrap();
+        let mut chunk = StagedChunk::default();
+        let stamp = RecordStamp {
+            time_unix_ns: Some(1),
+            cpu: 0,
+            pid: 1 << 30,
+            tid: 1 << 30,
+        };
+        for seq in 1..=10 {
+            chunk.push_record(0, &stamp, &record(110, [424242, seq, 0, 0, 0, 0]));
+        }
+        tx.send(Staged::Chunk(chunk)).unwrap();
+        drop(tx);
+        let shared = Shared::default();
+        let f = filter(&["fields.args[1] % 2 == 0"]);
+        run(&rx, &pool_tx, &shared, GroupBy::Event, Some(Arc::clone(&f)));
+        let mut m = lock(&shared.model);
+        m.tick(Duration::from_secs(1));
+        let s = m.snapshot();
+        assert_eq!((s.records, s.rows[0].records), (5, 5));
+        assert_eq!(s.not_kept, Some(5));
+        assert_eq!(f.counted()[0].1.filtered, 5);
     }
 
     #[test]

@@ -575,4 +575,4 @@ fn eventheader_vars<'a>(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
