@@ -6,9 +6,11 @@
 //! pieces), [`mapped`] (a mapped input's pages, let go behind the reader so that memory
 //! does not grow with the file), `perf_data` and `trace_dat` (the two formats),
 //! `parallel` (`--threads` ≥ 2: the records staged, by where they lie, for formatter
-//! workers), `ranges` and `windows` (a whole file cut for the workers).
+//! workers), `ranges` and `windows` (a whole file cut for the workers), [`pick`] (which
+//! records are written: `-e`, and `--where`/`--sample`/`--rate-limit` judged on every
+//! path alike).
 //!
-//! Layers, lowest first: `mapped`, `parallel`, `windows`, `ranges`, `trace_dat`,
+//! Layers, lowest first: `pick`, `mapped`, `parallel`, `windows`, `ranges`, `trace_dat`,
 //! `perf_data`, `input`.
 
 use std::path::Path;
