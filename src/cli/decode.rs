@@ -15,8 +15,8 @@ use crate::capture::selector::Selector;
 use crate::messages;
 use crate::offline::decode::Outcome;
 use crate::offline::decode::pick::Pick;
-use crate::pipeline::filter::Filter;
 use crate::outputs::sink::SinkError;
+use crate::pipeline::filter::Filter;
 
 /// The error when the output file is the input file (emptying it first, or appending
 /// to it while reading it, would lose or loop on the input).
@@ -117,15 +117,22 @@ pub struct DecodeArgs {
     /// `record --sample`: chosen by a hash of each record (its bytes, time and thread;
     /// by=pid|tid|trace as there), so the same records in every run and with any
     /// --threads. The others are counted as sampled.
-    #[arg(long, value_name = "SELECTOR=RATIO[,by=KEY]", help_heading = "Keeping records")]
+    #[arg(
+        long,
+        value_name = "SELECTOR=RATIO[,by=KEY]",
+        help_heading = "Keeping records"
+    )]
     pub sample: Vec<crate::pipeline::filter::SampleRule>,
     /// At most N records a second of the events SELECTOR names (after --where and
     /// --sample), as `record --rate-limit`, by the records' own time stamps (their
     /// trace clock's where the file has no wall-clock time). The records are then judged
     /// one after another in time order (not in ranges or windows of time). The others
     /// are counted as throttled.
-    #[arg(long, value_name = "SELECTOR=N/s[,BURST][,by=pid|pod]",
-          help_heading = "Keeping records")]
+    #[arg(
+        long,
+        value_name = "SELECTOR=N/s[,BURST][,by=pid|pod]",
+        help_heading = "Keeping records"
+    )]
     pub rate_limit: Vec<crate::pipeline::filter::RateRule>,
     /// Append to the -o file if it exists (by default decode replaces it, as perf's -o
     /// does, so that decoding again gives the same file).

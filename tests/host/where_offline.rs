@@ -155,7 +155,11 @@ fn summary(out: &Output) -> (String, String) {
 const PATHS: [(&str, &[&str], &str); 3] = [
     ("1", &[], ""),
     ("2", &["--range-size", "64K"], " by 2 threads"),
-    ("2", &["--count", "1000000000"], "formatting threads after one reading"),
+    (
+        "2",
+        &["--count", "1000000000"],
+        "formatting threads after one reading",
+    ),
 ];
 
 #[test]
@@ -165,7 +169,10 @@ fn decode_where_writes_exactly_the_even_seqs_on_every_path() {
     }
     let dir = tempfile::tempdir().unwrap();
     let (data, dat) = record_both(dir.path());
-    for (file, input, parts) in [("perf.data", &data, "ranges"), ("trace.dat", &dat, "windows")] {
+    for (file, input, parts) in [
+        ("perf.data", &data, "ranges"),
+        ("trace.dat", &dat, "windows"),
+    ] {
         // What the file holds: every SEQ, but for what the rings lost (none expected;
         // the test then compares with what is there).
         let all = seqs(&lines(&decode(input, "1", &[])));
@@ -239,11 +246,16 @@ fn decode_sample_and_rate_limit_write_the_same_lines_with_any_threads() {
         let one = decode(input, "1", &limit);
         let two = decode(input, "2", &[&limit[..], &["--range-size", "64K"]].concat());
         assert!(
-            summary(&two).0.contains("--rate-limit judges the records one after another"),
+            summary(&two)
+                .0
+                .contains("--rate-limit judges the records one after another"),
             "{file}: {}",
             summary(&two).0
         );
-        assert!(one.stdout == two.stdout, "{file}: --rate-limit, other lines");
+        assert!(
+            one.stdout == two.stdout,
+            "{file}: --rate-limit, other lines"
+        );
         let got = lines(&one);
         let kept = seqs(&got).len() as u64;
         assert!(kept >= 100 && kept < all, "{file}: {kept} of {all} kept");
@@ -259,9 +271,22 @@ fn top_where_counts_only_what_the_condition_keeps() {
     const CALLS: u64 = 3000;
     let mut child = burst_child(CALLS as u32);
     let mut top = Command::new(bin())
-        .args(["top", "--interval", "200ms", "--pid", &child.id().to_string()])
-        .args(["--filter", &format!("id == {NR_GETPPID}"), "raw_syscalls:sys_enter"])
-        .args(["--where", "fields.args[0] == 424242 && fields.args[1] % 2 == 0"])
+        .args([
+            "top",
+            "--interval",
+            "200ms",
+            "--pid",
+            &child.id().to_string(),
+        ])
+        .args([
+            "--filter",
+            &format!("id == {NR_GETPPID}"),
+            "raw_syscalls:sys_enter",
+        ])
+        .args([
+            "--where",
+            "fields.args[0] == 424242 && fields.args[1] % 2 == 0",
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -282,7 +307,10 @@ fn top_where_counts_only_what_the_condition_keeps() {
     // Attached (the notice rides on a totals line, which says not_kept from the start).
     loop {
         let v = next("the attached notice");
-        if v["notice"].as_str().is_some_and(|n| n.starts_with("attached ")) {
+        if v["notice"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("attached "))
+        {
             assert_eq!(v["not_kept"], 0, "{v}");
             break;
         }

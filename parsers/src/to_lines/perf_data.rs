@@ -725,7 +725,10 @@ impl<'s> LineDecoder<'s> {
             sink: self.sink.as_deref_mut(),
             stacks: self.stacks.as_deref_mut(),
             judge: self.judge.as_deref_mut(),
-            endian: self.data.tracing_data().map_or(self.data.endian, |t| t.endian),
+            endian: self
+                .data
+                .tracing_data()
+                .map_or(self.data.endian, |t| t.endian),
             with_stacks: self.opts.stacks,
         };
         (&mut self.orderer, out)

@@ -15,9 +15,9 @@ use uevrec_parsers::to_lines::perf_data::StreamDecoder;
 use super::mapped::{MappedInput, PAGE_AHEAD, PAGE_LAG};
 use super::parallel::{Par, par_lines, stack_options, staged};
 use super::perf_data::{decode_bytes, pump, stream_outcome};
+use super::pick::Pick;
 use super::ranges::{NO_PAGES, Pages};
 use super::trace_dat::TRACE_DAT_MAGIC;
-use super::pick::Pick;
 use super::{Flush, Outcome};
 use crate::pipeline::stacks::StackWriter;
 

@@ -12,8 +12,8 @@ use uevrec_parsers::to_lines::perf_data::{
 use uevrec_parsers::to_lines::{DecodeOptions, DecodeStats};
 
 use super::mapped::MapWindow;
-use super::pick::Pick;
 use super::parallel::{Par, par_lines, past, stack_options, staged};
+use super::pick::Pick;
 use super::ranges::{Pages, Plan, decode_ranges};
 use super::trace_dat::{TRACE_DAT_MAGIC, decode_trace_dat};
 use super::{Flush, Outcome, READ_CHUNK};
@@ -195,11 +195,7 @@ pub(crate) fn decode_bytes(
 
 /// A decoder of `data` writing its lines on this thread, naming their stacks when
 /// `opts` asks for them ([`stack_options`]).
-fn line_decoder<'s>(
-    data: PerfData,
-    opts: DecodeOptions,
-    pick: &Pick<'s>,
-) -> LineDecoder<'s> {
+fn line_decoder<'s>(data: PerfData, opts: DecodeOptions, pick: &Pick<'s>) -> LineDecoder<'s> {
     let dec = LineDecoder::new(data, opts, pick.select).with_judge(pick.judge());
     match stack_options(opts) {
         Some(o) => dec.with_stacks(Box::new(StackWriter::new(o))),

@@ -116,7 +116,9 @@ mod tests {
         let f = filter(&["fields.args[1] % 2 == 0"]);
         let mut judge = DecodeJudge::new(Arc::clone(&f));
         let mut fork = judge.fork();
-        let first: Vec<u64> = (1..=10).filter(|&s| keeps(&mut judge, s, AT_ONE, 0)).collect();
+        let first: Vec<u64> = (1..=10)
+            .filter(|&s| keeps(&mut judge, s, AT_ONE, 0))
+            .collect();
         let rest: Vec<u64> = (11..=20)
             .filter(|&s| keeps(fork.as_mut(), s, AT_ONE, 0))
             .collect();

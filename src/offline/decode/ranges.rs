@@ -11,10 +11,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crossbeam_channel::{Receiver, Sender};
+use uevrec_parsers::RecordJudge;
 use uevrec_parsers::perf_data::PerfDataError;
 use uevrec_parsers::perf_data::records::Records;
 use uevrec_parsers::to_lines::DecodeStats;
-use uevrec_parsers::RecordJudge;
 use uevrec_parsers::to_lines::perf_data::{DecodeRange, RangeEnd, RangePlanner, RangeStart};
 
 use super::parallel::{Handed, Par, take_lines};

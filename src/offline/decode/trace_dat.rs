@@ -4,8 +4,8 @@ use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::trace_dat as lines;
 
 use super::parallel::{Par, par_lines, past, staged};
-use super::windows::{decode_windows, window_bytes};
 use super::pick::Pick;
+use super::windows::{decode_windows, window_bytes};
 use super::{Flush, Outcome};
 
 /// How a cut trace.dat's message ends.

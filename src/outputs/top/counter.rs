@@ -80,7 +80,10 @@ pub fn count_chunk(
                 raw,
                 ..
             } => {
-                if keep.as_deref().is_some_and(|k| !k.keeps(slot, &stamp, cgroup, raw)) {
+                if keep
+                    .as_deref()
+                    .is_some_and(|k| !k.keeps(slot, &stamp, cgroup, raw))
+                {
                     model.not_kept();
                 } else if model.record(slot, stamp.pid, raw.len()) {
                     fresh.push(stamp.pid);
@@ -132,7 +135,10 @@ pub fn count_by_pod(
                 raw,
                 ..
             } => {
-                if keep.as_deref().is_some_and(|k| !k.keeps(slot, &stamp, cgroup, raw)) {
+                if keep
+                    .as_deref()
+                    .is_some_and(|k| !k.keeps(slot, &stamp, cgroup, raw))
+                {
                     model.not_kept();
                     continue;
                 }
@@ -146,7 +152,7 @@ pub fn count_by_pod(
                 update,
             } => {
                 if let Some(k) = keep.as_deref_mut() {
-                    k.context(time_unix_ns, update.clone());
+                    k.context(time_unix_ns, update);
                 }
                 rows.tracker.apply(time_unix_ns, update);
             }

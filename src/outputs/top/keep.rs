@@ -46,13 +46,7 @@ impl TopFilter {
 
     /// Whether the record `raw` of `slot` at `stamp` is counted (judged and counted by
     /// reason in the filter's totals); a slot never announced is counted.
-    pub fn keeps(
-        &self,
-        slot: u32,
-        stamp: &RecordStamp,
-        cgroup: Option<u64>,
-        raw: &[u8],
-    ) -> bool {
+    pub fn keeps(&self, slot: u32, stamp: &RecordStamp, cgroup: Option<u64>, raw: &[u8]) -> bool {
         let Some(Some((prepared, Some(judged)))) = self.formats.get(slot as usize) else {
             return true;
         };

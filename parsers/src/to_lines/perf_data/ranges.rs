@@ -34,9 +34,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::{FeedControl, LineDecoder};
-use crate::output::RecordJudge;
 use crate::bytes::u64_at;
 use crate::json_line::RecordWriter;
+use crate::output::RecordJudge;
 use crate::perf_data::index::RangeIndex;
 use crate::perf_data::order::Drain;
 use crate::perf_data::records::{RawRecord, Records};
