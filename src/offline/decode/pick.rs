@@ -1,6 +1,6 @@
 //! Which records `uevrec decode` writes: the events `-e` names ([`Pick::select`]) and,
 //! of their records, those `--where`, `--sample` and `--rate-limit` keep
-//! ([`Pick::filter`]). The decoders ask a [`DecodeJudge`] each record before its line
+//! ([`Pick::filter`]). The decoders ask a `DecodeJudge` each record before its line
 //! (the parsers' [`RecordJudge`]), on whatever path they take (one thread, staged for
 //! workers, in ranges of a perf.data, in windows of a trace.dat): one place judges,
 //! [`FormatFilter::keep`], as while recording, and counts into the same totals.
