@@ -13,6 +13,8 @@ use super::Shared;
 use super::keep::TopFilter;
 use super::model::Model;
 use super::pods::{GroupBy, PodRows};
+use uevrec_parsers::RecordStamp;
+
 use crate::capture::staging::{Staged, StagedChunk, StagedEntry};
 use crate::pipeline::filter::Filter;
 
@@ -80,12 +82,10 @@ pub fn count_chunk(
                 raw,
                 ..
             } => {
-                if keep
-                    .as_deref()
-                    .is_some_and(|k| !k.keeps(slot, &stamp, cgroup, raw))
-                {
-                    model.not_kept();
-                } else if model.record(slot, stamp.pid, raw.len()) {
+                if !counted(keep.as_deref(), model, slot, &stamp, cgroup, raw) {
+                    continue;
+                }
+                if model.record(slot, stamp.pid, raw.len()) {
                     fresh.push(stamp.pid);
                 }
             }
@@ -135,11 +135,7 @@ pub fn count_by_pod(
                 raw,
                 ..
             } => {
-                if keep
-                    .as_deref()
-                    .is_some_and(|k| !k.keeps(slot, &stamp, cgroup, raw))
-                {
-                    model.not_kept();
+                if !counted(keep.as_deref(), model, slot, &stamp, cgroup, raw) {
                     continue;
                 }
                 let slot = rows.slot(model, stamp.pid, stamp.tid, cgroup);
@@ -166,6 +162,23 @@ pub fn count_by_pod(
             StagedEntry::Schema { .. } => {}
         }
     }
+}
+
+/// Whether the record `raw` of `slot` counts in a row: always without `keep`, else
+/// when it keeps it (a record it leaves out counts in the model's `not_kept`).
+fn counted(
+    keep: Option<&TopFilter>,
+    model: &mut Model,
+    slot: u32,
+    stamp: &RecordStamp,
+    cgroup: Option<u64>,
+    raw: &[u8],
+) -> bool {
+    let kept = keep.is_none_or(|k| k.keeps(slot, stamp, cgroup, raw));
+    if !kept {
+        model.not_kept();
+    }
+    kept
 }
 
 /// The model or the names, also when a thread panicked while holding them (counts are
