@@ -14,7 +14,7 @@ use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, values};
 use crate::capture::selector::Selector;
 use crate::messages;
 use crate::offline::decode::Outcome;
-use crate::offline::decode::pick::Pick;
+use crate::offline::decode::pick::{Pick, check_fields};
 use crate::outputs::sink::SinkError;
 use crate::pipeline::filter::Filter;
 
@@ -159,6 +159,14 @@ pub fn decode(args: DecodeArgs) -> i32 {
     if let Some(e) = same_file(args.input.as_deref(), args.output.file()) {
         messages::error(&e);
         return EXIT_ERROR;
+    }
+    // A condition on a field no event of the file has: refused before the output is
+    // opened (standard input is not checked: it is read once).
+    if let Some(path) = args.input.as_deref().filter(|p| *p != Path::new("-"))
+        && let Err(e) = check_fields(path, &args.where_rules)
+    {
+        messages::error(&e);
+        return super::EXIT_USAGE;
     }
     let sink = match args.output.open(!args.append) {
         Ok(s) => s,

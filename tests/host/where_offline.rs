@@ -180,6 +180,19 @@ fn decode_where_writes_exactly_the_even_seqs_on_every_path() {
         if all.len() as u64 == N {
             assert_eq!(all, (1..=N).collect::<Vec<_>>(), "{file}");
         }
+        // A field no event of the file has: refused before decoding, with a caret.
+        let bad = Command::new(bin())
+            .args(["decode", "--where", "fields.argz[1] == 0"])
+            .arg(input)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&bad.stderr);
+        assert_eq!(bad.status.code(), Some(2), "{file}: {err}");
+        assert!(
+            err.contains("fields.argz") && err.contains("^^^"),
+            "{file}: {err}"
+        );
+        assert!(bad.stdout.is_empty(), "{file}: lines written");
         let even: Vec<u64> = all.iter().copied().filter(|s| s % 2 == 0).collect();
         let odd = all.len() as u64 - even.len() as u64;
         let mut first: Option<Vec<u8>> = None;

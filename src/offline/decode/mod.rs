@@ -10,7 +10,7 @@
 //! records are written: `-e`, and `--where`/`--sample`/`--rate-limit` judged on every
 //! path alike).
 //!
-//! Layers, lowest first: `pick`, `mapped`, `parallel`, `windows`, `ranges`, `trace_dat`,
+//! Layers, lowest first: `mapped`, `pick`, `parallel`, `windows`, `ranges`, `trace_dat`,
 //! `perf_data`, `input`.
 
 use std::path::Path;

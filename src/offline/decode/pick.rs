@@ -5,11 +5,16 @@
 //! workers, in ranges of a perf.data, in windows of a trace.dat): one place judges,
 //! [`FormatFilter::keep`], as while recording, and counts into the same totals.
 
+use std::fs::File;
+use std::path::Path;
 use std::sync::Arc;
 
-use uevrec_parsers::{Judged, RecordJudge};
+use uevrec_parsers::perf_data::PerfData;
+use uevrec_parsers::trace_dat::TraceDat;
+use uevrec_parsers::{EventFormat, Judged, RecordJudge};
 
-use crate::pipeline::filter::{Filter, FormatFilter, Who};
+use super::mapped::map_file;
+use crate::pipeline::filter::{Filter, FormatFilter, WhereError, WhereRule, Who};
 
 /// The events and records a decoding writes.
 #[derive(Clone, Copy)]
@@ -34,6 +39,41 @@ impl Pick<'_> {
             .filter(|f| f.has_rate_limits())
             .map(|_| "--rate-limit judges the records one after another, in time order")
     }
+}
+
+/// Check, before decoding, that every `fields.NAME` of `rules` is a field of an event
+/// of the file at `path` that the rule applies to ([`Filter::check_fields`]; a
+/// trace.dat describes every event of its machine, a perf.data those it recorded). A
+/// file that cannot be read here is not checked: decoding it says why.
+pub fn check_fields(path: &Path, rules: &[WhereRule]) -> Result<(), WhereError> {
+    if rules.is_empty() {
+        return Ok(());
+    }
+    let Some(map) = File::open(path).ok().and_then(|f| map_file(&f).ok()) else {
+        return Ok(());
+    };
+    let bytes: &[u8] = &map;
+    let formats: Vec<(String, String, EventFormat)> =
+        if bytes.starts_with(uevrec_parsers::trace_dat::MAGIC) {
+            let Ok(file) = TraceDat::parse(bytes) else {
+                return Ok(());
+            };
+            (file.events().iter())
+                .map(|e| (e.system.clone(), e.format.name.clone(), e.format.clone()))
+                .collect()
+        } else {
+            let Ok((data, _)) = PerfData::open(bytes) else {
+                return Ok(());
+            };
+            (0..data.events().len())
+                .filter_map(|i| data.format(i))
+                .filter_map(|p| {
+                    let f = p.format.as_ref().ok()?;
+                    Some((p.system.clone(), f.name.clone(), f.clone()))
+                })
+                .collect()
+        };
+    Filter::check_fields(rules, &formats)
 }
 
 /// One decoder's judge: the filter of each event's format, made at its first record.
