@@ -90,6 +90,10 @@ pub fn top(args: &TopArgs) -> i32 {
             return EXIT_ERROR;
         }
     };
+    if let Err(e) = super::record::check_where_fields(&args.where_rules, &config) {
+        messages::error(&e);
+        return super::EXIT_USAGE;
+    }
     // SIGINT/SIGTERM only ask to stop: no forced exit, which would leave the terminal
     // in raw mode (in the view, Ctrl-C is a key, not a signal).
     let stop = Arc::new(AtomicBool::new(false));

@@ -282,6 +282,21 @@ fn top_where_counts_only_what_the_condition_keeps() {
         return;
     }
     const CALLS: u64 = 3000;
+    // A field no matching event has: refused at start, as `record` refuses it.
+    let bad = Command::new(bin())
+        .args([
+            "top",
+            "--plain",
+            "--duration",
+            "1s",
+            "raw_syscalls:sys_enter",
+        ])
+        .args(["--where", "fields.argz[1] == 0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{err}");
+    assert!(err.contains("fields.argz") && err.contains("^^^"), "{err}");
     let mut child = burst_child(CALLS as u32);
     let mut top = Command::new(bin())
         .args([
