@@ -8,81 +8,21 @@
 //! with any thread count. `top --where` counts only the even SEQs and the odd ones as
 //! `not_kept`. Needs root and tracefs (says why it is skipped otherwise).
 
-use std::fs;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::thread::sleep;
-use std::time::Duration;
+use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
 use crate::common::{NR_GETPPID, PATIENCE, bin};
-use crate::threads::{burst_child, wait_attached};
+use crate::decode_threads::record_both;
+use crate::threads::burst_child;
 
 /// getppid calls of the burst: a perf.data of about 5 MB, dozens of 64 KiB ranges.
 const N: u64 = 40_000;
 
 /// The condition on the SEQ argument.
 const EVEN: &str = "fields.args[1] % 2 == 0";
-
-/// `uevrec record` of `child`'s getppid calls with `extra` arguments, stderr to `log`.
-fn record(child: &Child, extra: &[&str], log: &Path) -> Child {
-    Command::new(bin())
-        .args(["record", "--pid", &child.id().to_string()])
-        .args(["--filter", &format!("id == {NR_GETPPID}")])
-        .args(["-e", "raw_syscalls:sys_enter", "-m", "4M"])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap()
-}
-
-/// SIGINT `rec`, which must exit 0.
-fn stop(rec: &mut Child, log: &Path) {
-    // SAFETY: kill on a child we own.
-    assert_eq!(unsafe { libc::kill(rec.id() as i32, libc::SIGINT) }, 0);
-    let st = crate::common::wait_exit(rec, PATIENCE).expect("uevrec exits");
-    assert!(st.success(), "{st}: {}", fs::read_to_string(log).unwrap());
-}
-
-/// A `record --raw` perf.data and a `--raw-format trace-dat` trace.dat of one burst of
-/// `N` calls, in `dir`.
-fn record_both(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
-    let (data, dat) = (dir.join("r.data"), dir.join("r.dat"));
-    let (json, log_data, log_dat) = (
-        dir.join("r.json"),
-        dir.join("data.log"),
-        dir.join("dat.log"),
-    );
-    let mut child = burst_child(N as u32);
-    let raw = [
-        "--raw",
-        data.to_str().unwrap(),
-        "-o",
-        json.to_str().unwrap(),
-    ];
-    let mut perf = record(&child, &raw, &log_data);
-    wait_attached(&json, &mut perf);
-    let trace_dat = [
-        "--backend",
-        "ftrace",
-        "--raw",
-        dat.to_str().unwrap(),
-        "--raw-format",
-        "trace-dat",
-    ];
-    let mut ftrace = record(&child, &trace_dat, &log_dat);
-    wait_attached(&log_dat, &mut ftrace);
-    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    assert!(child.wait().unwrap().success());
-    sleep(Duration::from_millis(300));
-    stop(&mut perf, &log_data);
-    stop(&mut ftrace, &log_dat);
-    (data, dat)
-}
 
 /// `uevrec decode --threads THREADS` of `input` with `extra` arguments.
 fn decode(input: &Path, threads: &str, extra: &[&str]) -> Output {
@@ -168,7 +108,7 @@ fn decode_where_writes_exactly_the_even_seqs_on_every_path() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (data, dat) = record_both(dir.path());
+    let (data, dat) = record_both(dir.path(), N as u32);
     for (file, input, parts) in [
         ("perf.data", &data, "ranges"),
         ("trace.dat", &dat, "windows"),
@@ -230,7 +170,7 @@ fn decode_sample_and_rate_limit_write_the_same_lines_with_any_threads() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (data, dat) = record_both(dir.path());
+    let (data, dat) = record_both(dir.path(), N as u32);
     for (file, input) in [("perf.data", &data), ("trace.dat", &dat)] {
         let all = seqs(&lines(&decode(input, "1", &[]))).len() as u64;
         // Half, by a hash of each record: the same records on every path; within 6
@@ -318,18 +258,13 @@ fn top_where_counts_only_what_the_condition_keeps() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let (tx, rx) = mpsc::channel::<Value>();
-    let stdout = top.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let v = serde_json::from_str(&line.unwrap()).unwrap();
-            if tx.send(v).is_err() {
-                break;
-            }
-        }
-    });
+    let (rx, reader) = crate::top::line_reader(top.stdout.take().unwrap());
+    let json = |line: String| -> Value {
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}"))
+    };
     let next = |what: &str| {
         rx.recv_timeout(PATIENCE)
+            .map(json)
             .unwrap_or_else(|_| panic!("no line within {PATIENCE:?} while waiting for {what}"))
     };
     // Attached (the notice rides on a totals line, which says not_kept from the start).
@@ -361,7 +296,7 @@ fn top_where_counts_only_what_the_condition_keeps() {
     let status = crate::common::wait_exit(&mut top, PATIENCE).expect("uevrec top exits");
     reader.join().unwrap();
     assert!(status.success(), "{status:?}");
-    let last: Vec<Value> = rx.try_iter().collect();
+    let last: Vec<Value> = rx.try_iter().map(json).collect();
     let total = last
         .iter()
         .rfind(|v| v["uevrec"] == "top_total")
