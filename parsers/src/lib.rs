@@ -102,7 +102,9 @@ pub use json_line::own_lines::{ClockInfo, FirstTracepoint, SessionInfo, StackInf
 pub use json_line::{
     LineOptions, LineWriter, PreparedFormat, RecordMeta, RecordStamp, RecordWriter,
 };
-pub use output::{OutputFormat, OutputWriter, RecordSink, StackNamer, add_stack};
+pub use output::{
+    Judged, OutputFormat, OutputWriter, RecordJudge, RecordSink, StackNamer, add_stack,
+};
 pub use schema::{Element, EventFormat, Field, FieldKind, LocKind};
 pub use text::TextWriter;
 pub use to_lines::SchemaOnce;

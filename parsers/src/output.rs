@@ -242,6 +242,43 @@ pub trait RecordSink {
     fn context(&mut self, time_unix_ns: Option<u64>, update: ContextUpdate<'_>);
 }
 
+/// One record a file decoder is about to write, as a [`RecordJudge`] is shown it.
+#[derive(Debug, Clone, Copy)]
+pub struct Judged<'a> {
+    /// The event's index in the file (as [`RecordSink::record`] numbers them).
+    pub event: usize,
+    /// The event's format.
+    pub prepared: &'a PreparedFormat,
+    /// The record's time, cpu, pid and tid, as its line shows them.
+    pub stamp: &'a RecordStamp,
+    /// The record's time on its own clock (ns), where the file has one: for a judge
+    /// that goes by time when `stamp` has no wall-clock time (a trace.dat, a perf.data
+    /// without `HEADER_CLOCK_DATA`).
+    pub clock_ns: Option<u64>,
+    /// The trace entry.
+    pub raw: &'a [u8],
+    /// The byte order of the entry's values.
+    pub endian: crate::Endian,
+    /// Who is who at the record (`None`: no context, `--no-context`).
+    pub context: Option<&'a ContextTracker>,
+    /// The cgroup id the sample carried (`PERF_SAMPLE_CGROUP`).
+    pub cgroup: Option<u64>,
+}
+
+/// Which records a file decoder writes, beside its selector of events: the caller's
+/// judgement of each record (`uevrec decode --where`; this crate judges nothing). Asked
+/// once per record of a selected event, in the order the records are written, before
+/// its line or [`RecordSink::record`]; a record it does not keep is neither written nor
+/// counted in [`crate::to_lines::DecodeStats::records`] (the judge counts it).
+pub trait RecordJudge: Send + Sync {
+    /// Whether `record` is written.
+    fn keep(&mut self, record: &Judged<'_>) -> bool;
+
+    /// A judge of the same rules for another decoder of the same input (a range, a
+    /// window of time), counting into the same totals.
+    fn fork(&self) -> Box<dyn RecordJudge>;
+}
+
 /// Names the frames of call stacks and writes a record's `"stack"` key (the recorder's
 /// symbolizer: this crate reads no files), told of the processes' mappings, execs,
 /// forks and exits in time order with the records (a file decoder: from the file's own

@@ -6,13 +6,17 @@
 //! lost events (with and without a stored count), CPUs with and without their final
 //! `stats`, and (in the second property) pages that start before the page ahead ended.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use proptest::prelude::*;
 use uevrec_parsers::to_lines::trace_dat::{
-    FileDecoder, SchemaSpan, decode_lines, decode_window, plan_windows,
+    FileDecoder, SchemaSpan, decode_lines, decode_window, decode_with, plan_windows,
 };
 use uevrec_parsers::to_lines::{DecodeOptions, DecodeStats, LOST_OVERFLOW};
 use uevrec_parsers::trace_dat::TraceDat;
 use uevrec_parsers::trace_dat::writer::header;
+use uevrec_parsers::{Judged, RecordJudge};
 
 #[path = "common/trace_dat.rs"]
 mod fixture;
@@ -105,10 +109,59 @@ fn whole(file: &TraceDat<'_>) -> Vec<u8> {
     out
 }
 
+/// A judge that leaves out the records of thread 41 and counts them (its forks into the
+/// same count).
+struct NotThread41(Arc<AtomicU64>);
+
+impl RecordJudge for NotThread41 {
+    fn keep(&mut self, record: &Judged<'_>) -> bool {
+        let keep = record.stamp.tid != 41;
+        if !keep {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+        keep
+    }
+
+    fn fork(&self) -> Box<dyn RecordJudge> {
+        Box::new(NotThread41(Arc::clone(&self.0)))
+    }
+}
+
+/// The decoder of `file`, with the judge of `left_out` when there is one.
+fn decoder<'f>(file: &'f TraceDat<'f>, left_out: Option<&Arc<AtomicU64>>) -> FileDecoder<'f> {
+    let judge = left_out.map(|n| Box::new(NotThread41(Arc::clone(n))) as Box<dyn RecordJudge>);
+    FileDecoder::new(file, &opts(), &|_, _| true).with_judge(judge)
+}
+
+/// One decoding's lines with the judge of `left_out`.
+fn whole_judged(file: &TraceDat<'_>, left_out: &Arc<AtomicU64>) -> Vec<u8> {
+    let mut out = Vec::new();
+    let d = decoder(file, Some(left_out));
+    decode_with(
+        &d,
+        &mut |b| {
+            out.extend_from_slice(b);
+            true
+        },
+        None,
+    )
+    .unwrap();
+    out
+}
+
 /// The lines of the windows as `uevrec decode --threads` writes them, when every window
 /// vouches for its lines (`None` when one does not, or the file is not cut).
 fn in_windows(file: &TraceDat<'_>, count: usize) -> Option<Vec<u8>> {
-    let d = FileDecoder::new(file, &opts(), &|_, _| true);
+    in_windows_judged(file, count, None)
+}
+
+/// [`in_windows`], with the judge of `left_out` when there is one.
+fn in_windows_judged(
+    file: &TraceDat<'_>,
+    count: usize,
+    left_out: Option<&Arc<AtomicU64>>,
+) -> Option<Vec<u8>> {
+    let d = decoder(file, left_out);
     let mut windows = plan_windows(&d, count).ok()?;
     let mut out = Vec::new();
     let mut described = Vec::new();
@@ -227,6 +280,27 @@ proptest! {
             String::from_utf8_lossy(&got),
             String::from_utf8_lossy(&want)
         );
+    }
+
+    #[test]
+    fn a_judge_keeps_the_same_records_in_windows_as_in_one_decoding(
+        (cpus, stats) in files(false),
+        count in 2usize..7,
+    ) {
+        let bytes = build(&cpus, &stats);
+        let file = TraceDat::parse(&bytes).unwrap();
+        let (one, many) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let want = whole_judged(&file, &one);
+        prop_assert!(!String::from_utf8_lossy(&want).contains("\"tid\":41,"));
+        let all = String::from_utf8_lossy(&whole(&file)).matches("\"tid\":41,").count();
+        prop_assert_eq!(one.load(Ordering::Relaxed), all as u64);
+        if let Some(got) = in_windows_judged(&file, count, Some(&many)) {
+            prop_assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&want)
+            );
+            prop_assert_eq!(many.load(Ordering::Relaxed), all as u64);
+        }
     }
 
     #[test]

@@ -14,7 +14,9 @@ use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED, values};
 use crate::capture::selector::Selector;
 use crate::messages;
 use crate::offline::decode::Outcome;
+use crate::offline::decode::pick::{Pick, check_fields};
 use crate::outputs::sink::SinkError;
+use crate::pipeline::filter::Filter;
 
 /// The error when the output file is the input file (emptying it first, or appending
 /// to it while reading it, would lose or loop on the input).
@@ -103,6 +105,35 @@ pub struct DecodeArgs {
     /// a CPU past 8).
     #[arg(long, value_name = "SIZE", value_parser = values::parse_positive_size)]
     pub range_size: Option<u64>,
+    /// Write only the records for which the CEL condition EXPR holds over their decoded
+    /// values, as `record --where` (docs/filtering.md); `SYSTEM:EVENT=EXPR` for the events
+    /// a selector names. Repeatable: every condition that applies must hold. The others
+    /// are counted by reason: in the summary and in {"uevrec":"dropped"} lines after the
+    /// last record. The same lines whatever --threads.
+    #[arg(long = "where", value_name = "EXPR", value_parser = values::parse_where,
+          help_heading = "Keeping records")]
+    pub where_rules: Vec<crate::pipeline::filter::WhereRule>,
+    /// Keep about RATIO of the records of the events SELECTOR names (after --where), as
+    /// `record --sample`: chosen by a hash of each record (its bytes, time and thread;
+    /// by=pid|tid|trace as there), so the same records in every run and with any
+    /// --threads. The others are counted as sampled.
+    #[arg(
+        long,
+        value_name = "SELECTOR=RATIO[,by=KEY]",
+        help_heading = "Keeping records"
+    )]
+    pub sample: Vec<crate::pipeline::filter::SampleRule>,
+    /// At most N records a second of the events SELECTOR names (after --where and
+    /// --sample), as `record --rate-limit`, by the records' own time stamps (their
+    /// trace clock's where the file has no wall-clock time). The records are then judged
+    /// one after another in time order (not in ranges or windows of time). The others
+    /// are counted as throttled.
+    #[arg(
+        long,
+        value_name = "SELECTOR=N/s[,BURST][,by=pid|pod]",
+        help_heading = "Keeping records"
+    )]
+    pub rate_limit: Vec<crate::pipeline::filter::RateRule>,
     /// Append to the -o file if it exists (by default decode replaces it, as perf's -o
     /// does, so that decoding again gives the same file).
     #[arg(long, requires = "output")]
@@ -128,6 +159,14 @@ pub fn decode(args: DecodeArgs) -> i32 {
     if let Some(e) = same_file(args.input.as_deref(), args.output.file()) {
         messages::error(&e);
         return EXIT_ERROR;
+    }
+    // A condition on a field no event of the file has: refused before the output is
+    // opened (standard input is not checked: it is read once).
+    if let Some(path) = args.input.as_deref().filter(|p| *p != Path::new("-"))
+        && let Err(e) = check_fields(path, &args.where_rules)
+    {
+        messages::error(&e);
+        return super::EXIT_USAGE;
     }
     let sink = match args.output.open(!args.append) {
         Ok(s) => s,
@@ -159,8 +198,17 @@ pub fn decode(args: DecodeArgs) -> i32 {
     let range = args
         .range_size
         .map(|r| usize::try_from(r).unwrap_or(usize::MAX));
+    let filter = Filter::new(
+        args.where_rules.clone(),
+        args.sample.clone(),
+        args.rate_limit.clone(),
+    );
+    let pick = Pick {
+        select: &select,
+        filter: filter.as_ref(),
+    };
     let (outcome, output_error) =
-        crate::offline::decode::run(input, opts, &select, sink, threads, range);
+        crate::offline::decode::run(input, opts, &pick, sink, threads, range);
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
@@ -176,7 +224,17 @@ pub fn decode(args: DecodeArgs) -> i32 {
         }
         None => {}
     }
-    report(&name, &outcome, args.quiet, started)
+    let status = report(&name, &outcome, args.quiet, started);
+    if let Some(filter) = filter.filter(|_| !args.quiet) {
+        for (event, counted) in filter.counted() {
+            messages::print(format_args!(
+                "  {:>12}  {event}: {}\n",
+                counted.seen(),
+                counted.words()
+            ));
+        }
+    }
+    status
 }
 
 /// Notes, problems and the summary on stderr; the exit status.

@@ -441,7 +441,21 @@ fn where_filter(
     if rec.where_rules.is_empty() && rec.sample.is_empty() && rec.rate_limit.is_empty() {
         return Ok(None);
     }
-    if let Some(tracefs) = &session.tracefs {
+    check_where_fields(&rec.where_rules, session).map_err(ConfigError::Where)?;
+    Ok(Filter::new(
+        rec.where_rules.clone(),
+        rec.sample.clone(),
+        rec.rate_limit.clone(),
+    ))
+}
+
+/// Check that every `fields.NAME` of `rules` is a field of an event the session's
+/// selectors match now ([`Filter::check_fields`]; `record` and `top`).
+pub(super) fn check_where_fields(
+    rules: &[crate::pipeline::filter::WhereRule],
+    session: &SessionConfig,
+) -> Result<(), crate::pipeline::filter::WhereError> {
+    if let Some(tracefs) = session.tracefs.as_ref().filter(|_| !rules.is_empty()) {
         let selectors = if session.selectors.is_empty() {
             default_selectors()
         } else {
@@ -457,13 +471,9 @@ fn where_filter(
                 Some((s, e, format))
             })
             .collect();
-        Filter::check_fields(&rec.where_rules, &formats).map_err(ConfigError::Where)?;
+        Filter::check_fields(rules, &formats)?;
     }
-    Ok(Filter::new(
-        rec.where_rules.clone(),
-        rec.sample.clone(),
-        rec.rate_limit.clone(),
-    ))
+    Ok(())
 }
 
 /// The flags as a [`Config`]; tracefs is found (and checked) here, once.
@@ -659,13 +669,7 @@ fn print_summary(summary: &Summary, filter: Option<&Filter>, elapsed: Duration, 
     for (event, n) in &summary.records_per_event {
         text.push_str(&format!("  {n:>12}  {event}"));
         if let Some(c) = counted.get(event) {
-            text.push_str(&format!(": {} kept", c.kept));
-            for reason in DropReason::ALL {
-                let dropped = c.dropped(reason);
-                if dropped > 0 || reason == DropReason::Filtered {
-                    text.push_str(&format!(", {dropped} {}", reason.as_str()));
-                }
-            }
+            text.push_str(&format!(": {}", c.words()));
         }
         text.push('\n');
     }

@@ -15,6 +15,7 @@ use crate::messages;
 use crate::outputs::top::model::SortKey;
 use crate::outputs::top::pods::GroupBy;
 use crate::outputs::top::{Display, TopOptions};
+use crate::pipeline::filter::Filter;
 
 /// `uevrec top`.
 #[derive(Debug, Args)]
@@ -42,6 +43,17 @@ pub struct TopArgs {
     /// With --by pod: the kubelet's pod log directories (NAMESPACE_POD_UID).
     #[arg(long, value_name = "DIR", default_value = crate::capture::kubernetes::DEFAULT_POD_LOGS)]
     pub k8s_pod_logs: std::path::PathBuf,
+    /// Count only the records for which the CEL condition EXPR holds over their decoded
+    /// values, as `record --where` (docs/filtering.md; `SYSTEM:EVENT=EXPR` for the
+    /// events a selector names; repeatable). The records of the events a condition
+    /// applies to are decoded; those left out are counted in the header ("not kept")
+    /// and the totals line's "not_kept", in no row.
+    #[arg(long = "where", value_name = "EXPR", value_parser = values::parse_where)]
+    pub where_rules: Vec<crate::pipeline::filter::WhereRule>,
+    /// Count about RATIO of the records of the events SELECTOR names, as `record
+    /// --sample` (the rest in "not kept").
+    #[arg(long, value_name = "SELECTOR=RATIO[,by=KEY]")]
+    pub sample: Vec<crate::pipeline::filter::SampleRule>,
     /// With --by pod: the kubelet's container log links.
     #[arg(long, value_name = "DIR", default_value = crate::capture::kubernetes::DEFAULT_CONTAINER_LOGS)]
     pub k8s_container_logs: std::path::PathBuf,
@@ -58,14 +70,15 @@ pub fn top(args: &TopArgs) -> i32 {
         messages::error(&"uevrec top does not show call stacks yet: drop -g (docs/stacks.md)");
         return EXIT_ERROR;
     }
+    let filter = Filter::new(args.where_rules.clone(), args.sample.clone(), Vec::new());
     let config = match args.session.session_config() {
         // Nothing on standard error under the live view (it would scribble over the
         // screen): the session's messages show as the view's notice line.
         Ok(c) => SessionConfig {
             quiet: display == Display::Terminal,
             // Names come from /proc (crate::outputs::top); context records are tracked only for
-            // the pods of --by pod.
-            context: args.by == GroupBy::Pod,
+            // the pods of --by pod and for --where (comm, cgroup, k8s_* conditions).
+            context: args.by == GroupBy::Pod || filter.is_some(),
             pod_logs: crate::capture::kubernetes::PodLogDirs {
                 pods: args.k8s_pod_logs.clone(),
                 containers: args.k8s_container_logs.clone(),
@@ -77,6 +90,10 @@ pub fn top(args: &TopArgs) -> i32 {
             return EXIT_ERROR;
         }
     };
+    if let Err(e) = super::record::check_where_fields(&args.where_rules, &config) {
+        messages::error(&e);
+        return super::EXIT_USAGE;
+    }
     // SIGINT/SIGTERM only ask to stop: no forced exit, which would leave the terminal
     // in raw mode (in the view, Ctrl-C is a key, not a signal).
     let stop = Arc::new(AtomicBool::new(false));
@@ -95,6 +112,7 @@ pub fn top(args: &TopArgs) -> i32 {
             BackendKind::Ftrace => "ftrace",
         },
         by: args.by,
+        filter,
     };
     let out = crate::recorder::top::run(&config, &opts, display, &stop);
     if let Err(e) = out.session {

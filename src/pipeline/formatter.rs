@@ -19,7 +19,7 @@ use uevrec_parsers::{
 };
 
 use crate::pipeline::describe::Described;
-use crate::pipeline::filter::{DropReason, Filter, FormatFilter, Who};
+use crate::pipeline::filter::{Filter, FormatFilter, Who};
 use crate::pipeline::stacks::maps::ProcessMaps;
 use crate::pipeline::stacks::stacktrace::StackText;
 use crate::pipeline::stacks::{StackOptions, StackWriter};
@@ -503,24 +503,11 @@ fn run_in(
     }
     f.core.writer.end_lines(&mut f.batch.lines);
     if let Some(filter) = &filter {
-        write_dropped(&mut f.core.writer, &mut f.batch.lines, filter);
+        let now = Some(crate::capture::clock::now_unix_ns());
+        filter.write_dropped(&mut f.core.writer, &mut f.batch.lines, now);
         f.core.writer.end_lines(&mut f.batch.lines);
     }
     f.flush()
-}
-
-/// The `{"uevrec":"dropped"}` lines of `filter`'s counts, one per tracepoint and reason
-/// with records not kept (at the end: every worker is done).
-fn write_dropped(writer: &mut OutputWriter, out: &mut Vec<u8>, filter: &Filter) {
-    let now = Some(crate::capture::clock::now_unix_ns());
-    for (event, counted) in filter.counted() {
-        for reason in DropReason::ALL {
-            let n = counted.dropped(reason);
-            if n > 0 {
-                writer.write_dropped(out, now, &event, reason.as_str(), n);
-            }
-        }
-    }
 }
 
 /// What the dispatcher sends a worker of [`run_parallel`], in the session's order.
@@ -898,7 +885,8 @@ fn merge(
     if let Some((filter, mut writer)) = dropped {
         let mut lines = recycle.recv().map_err(|_| Closed)?;
         lines.clear();
-        write_dropped(&mut writer, &mut lines, &filter);
+        let now = Some(crate::capture::clock::now_unix_ns());
+        filter.write_dropped(&mut writer, &mut lines, now);
         writer.end_lines(&mut lines);
         if !lines.is_empty() {
             out.send(Batch {

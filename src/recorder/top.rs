@@ -23,7 +23,7 @@ pub fn run(
     let shared = &shared;
     let count = Job {
         name: "uevrec-count",
-        body: |rx, pool| top::counter::run(&rx, &pool, shared, opts.by),
+        body: |rx, pool| top::counter::run(&rx, &pool, shared, opts.by, opts.filter.clone()),
     };
     let show = Job {
         name: "uevrec-top",

@@ -9,7 +9,7 @@
 
 use std::fs;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::thread::sleep;
 use std::time::Duration;
@@ -24,7 +24,7 @@ use crate::threads::{burst_child, wait_attached};
 const N: u32 = 80_000;
 
 /// `uevrec record` of `child`'s getppid calls with `extra` arguments, stderr to `log`.
-fn record(child: &Child, extra: &[&str], log: &Path) -> Child {
+pub(crate) fn record(child: &Child, extra: &[&str], log: &Path) -> Child {
     Command::new(bin())
         .args(["record", "--pid", &child.id().to_string()])
         .args(["--filter", &format!("id == {NR_GETPPID}")])
@@ -37,7 +37,7 @@ fn record(child: &Child, extra: &[&str], log: &Path) -> Child {
 }
 
 /// SIGINT `rec`, which must exit 0.
-fn stop(rec: &mut Child, log: &Path) {
+pub(crate) fn stop(rec: &mut Child, log: &Path) {
     // SAFETY: kill on a child we own.
     assert_eq!(unsafe { libc::kill(rec.id() as i32, libc::SIGINT) }, 0);
     let st = crate::common::wait_exit(rec, PATIENCE).expect("uevrec exits");
@@ -293,19 +293,16 @@ fn records(out: &Output) -> usize {
         .count()
 }
 
-#[test]
-fn decode_threads_write_the_bytes_of_one_thread() {
-    if !crate::common::raw_syscalls_here() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (data, dat) = (dir.path().join("r.data"), dir.path().join("r.dat"));
+/// A `record --raw` perf.data and a `--raw-format trace-dat` trace.dat, in `dir`, of one
+/// burst of `calls` getppid calls (the perf.data's lines in `r.json`).
+pub(crate) fn record_both(dir: &Path, calls: u32) -> (PathBuf, PathBuf) {
+    let (data, dat) = (dir.join("r.data"), dir.join("r.dat"));
     let (json, log_data, log_dat) = (
-        dir.path().join("r.json"),
-        dir.path().join("data.log"),
-        dir.path().join("dat.log"),
+        dir.join("r.json"),
+        dir.join("data.log"),
+        dir.join("dat.log"),
     );
-    let child = burst_child(N);
+    let mut child = burst_child(calls);
     let raw = [
         "--raw",
         data.to_str().unwrap(),
@@ -324,13 +321,21 @@ fn decode_threads_write_the_bytes_of_one_thread() {
     ];
     let mut ftrace = record(&child, &trace_dat, &log_dat);
     wait_attached(&log_dat, &mut ftrace);
-    let mut stdin = child.stdin.as_ref().unwrap();
-    stdin.write_all(b"go\n").unwrap();
-    let mut child = child;
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     assert!(child.wait().unwrap().success());
     sleep(Duration::from_millis(300));
     stop(&mut perf, &log_data);
     stop(&mut ftrace, &log_dat);
+    (data, dat)
+}
+
+#[test]
+fn decode_threads_write_the_bytes_of_one_thread() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (data, dat) = record_both(dir.path(), N);
 
     // The finished perf.data has a range index: cut where it says (the summary says how
     // many ranges; every one joined the one before, or it would say "decoded again").

@@ -37,3 +37,4 @@ mod text;
 mod threads;
 mod tid_reuse;
 mod top;
+mod where_offline;

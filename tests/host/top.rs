@@ -320,6 +320,21 @@ fn plain_lines_count_every_record_ftrace() {
     plain_lines_count_every_record(&["--backend", "ftrace"]);
 }
 
+/// The lines of `stdout`, read by a thread of their own (joined once the process ended).
+pub(crate) fn line_reader(
+    stdout: std::process::ChildStdout,
+) -> (mpsc::Receiver<String>, std::thread::JoinHandle<()>) {
+    let (tx, rx) = mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    (rx, reader)
+}
+
 /// Standard output a pipe: JSON lines every interval; after SIGINT a final set whose
 /// counts hold every record (exactly the child's getppid calls), then exit status 0.
 fn plain_lines_count_every_record(backend: &[&str]) {
@@ -343,15 +358,7 @@ fn plain_lines_count_every_record(backend: &[&str]) {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let (tx, rx) = mpsc::channel::<String>();
-    let stdout = top.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            if tx.send(line.unwrap()).is_err() {
-                break;
-            }
-        }
-    });
+    let (rx, reader) = line_reader(top.stdout.take().unwrap());
     let mut lines: Vec<Value> = Vec::new();
     let next = |what: &str| -> Value {
         let line = rx

@@ -25,7 +25,7 @@ use crate::context::{ContextTracker, ContextUpdate};
 use crate::event_name::split_multi_format;
 use crate::json_line::RecordWriter;
 use crate::json_line::{LineOptions, PreparedFormat, RecordStamp};
-use crate::output::{OutputWriter, RecordSink, StackNamer, add_stack};
+use crate::output::{Judged, OutputWriter, RecordJudge, RecordSink, StackNamer, add_stack};
 use crate::perf_data::attr::flag;
 use crate::perf_data::order::{Drain, Orderer};
 use crate::perf_data::records::{RawRecord, StreamReader};
@@ -99,6 +99,8 @@ pub struct LineDecoder<'s> {
     sink: Option<Box<dyn RecordSink + 's>>,
     /// Names the call stacks the lines carry ([`LineDecoder::with_stacks`]).
     stacks: Option<Box<dyn StackNamer + 's>>,
+    /// Which records are written ([`LineDecoder::with_judge`]).
+    judge: Option<Box<dyn RecordJudge + 's>>,
     /// Instead of the caller's flush: takes the lines' buffer, leaving an empty one to
     /// fill next (range decoding hands its buffers on whole: [`ranges`]).
     hand_over: Option<Box<HandOver<'s>>>,
@@ -119,6 +121,9 @@ struct Out<'a, 'b> {
     context: Option<&'a mut ContextTracker>,
     sink: Option<&'a mut (dyn RecordSink + 'b)>,
     stacks: Option<&'a mut (dyn StackNamer + 'b)>,
+    judge: Option<&'a mut (dyn RecordJudge + 'b)>,
+    /// The byte order of the trace entries (what the judge reads them in).
+    endian: crate::Endian,
     /// [`DecodeOptions::stacks`]: samples hand on their callchains.
     with_stacks: bool,
 }
@@ -243,6 +248,21 @@ impl Out<'_, '_> {
             (Some(c), Some(t)) => c.to_unix_ns(t),
             _ => None,
         };
+        if let Some(judge) = self.judge.as_deref_mut() {
+            let record = Judged {
+                event,
+                prepared,
+                stamp: &stamp,
+                clock_ns: time,
+                raw,
+                endian: self.endian,
+                context: self.context.as_deref(),
+                cgroup,
+            };
+            if !judge.keep(&record) {
+                return true;
+            }
+        }
         if stamp.time_unix_ns.is_none() {
             self.stats.time_unknown = self.stats.time_unknown.saturating_add(1);
         }
@@ -320,6 +340,7 @@ impl<'s> LineDecoder<'s> {
             context: (opts.context && opts.format.carries_context()).then(ContextTracker::new),
             sink: None,
             stacks: None,
+            judge: None,
             hand_over: None,
         };
         for e in std::mem::take(&mut d.data.problems) {
@@ -341,6 +362,12 @@ impl<'s> LineDecoder<'s> {
     /// sink, the sink's records carry the callchains and `namer` is not needed).
     pub fn with_stacks(mut self, namer: Box<dyn StackNamer + 's>) -> Self {
         self.stacks = Some(namer);
+        self
+    }
+
+    /// Write (or hand to the sink) only the records `judge` keeps ([`RecordJudge`]).
+    pub fn with_judge(mut self, judge: Option<Box<dyn RecordJudge + 's>>) -> Self {
+        self.judge = judge;
         self
     }
 
@@ -697,6 +724,11 @@ impl<'s> LineDecoder<'s> {
             context: self.context.as_mut(),
             sink: self.sink.as_deref_mut(),
             stacks: self.stacks.as_deref_mut(),
+            judge: self.judge.as_deref_mut(),
+            endian: self
+                .data
+                .tracing_data()
+                .map_or(self.data.endian, |t| t.endian),
             with_stacks: self.opts.stacks,
         };
         (&mut self.orderer, out)
@@ -774,6 +806,8 @@ pub struct StreamDecoder<'s> {
     sink: Option<Box<dyn RecordSink + 's>>,
     /// For the line decoder, once made ([`StreamDecoder::with_stacks`]).
     stacks: Option<Box<dyn StackNamer + 's>>,
+    /// For the line decoder, once made ([`StreamDecoder::with_judge`]).
+    judge: Option<Box<dyn RecordJudge + 's>>,
 }
 
 impl<'s> StreamDecoder<'s> {
@@ -786,7 +820,14 @@ impl<'s> StreamDecoder<'s> {
             select: Some(Box::new(select)),
             sink: None,
             stacks: None,
+            judge: None,
         }
+    }
+
+    /// Write only the records `judge` keeps ([`LineDecoder::with_judge`]).
+    pub fn with_judge(mut self, judge: Option<Box<dyn RecordJudge + 's>>) -> Self {
+        self.judge = judge;
+        self
     }
 
     /// Name the call stacks with `namer` ([`LineDecoder::with_stacks`]).
@@ -848,6 +889,7 @@ impl<'s> StreamDecoder<'s> {
             if let Some(namer) = self.stacks.take() {
                 decoder = decoder.with_stacks(namer);
             }
+            decoder = decoder.with_judge(self.judge.take());
             self.decoder = Some(decoder);
         }
         let Some(decoder) = self.decoder.as_mut() else {

@@ -3,8 +3,8 @@
 
 use super::{DecodeOptions, DecodeStats, SchemaOnce, hex};
 use crate::{
-    ContextTracker, ContextUpdate, Endian, LineOptions, OutputFormat, OutputWriter, PreparedFormat,
-    RecordSink, RecordStamp, RecordWriter, split_multi_format,
+    ContextTracker, ContextUpdate, Endian, Judged, LineOptions, OutputFormat, OutputWriter,
+    PreparedFormat, RecordJudge, RecordSink, RecordStamp, RecordWriter, split_multi_format,
 };
 
 use crate::ftrace_page::losses::Losses;
@@ -129,9 +129,19 @@ pub fn decode_into(
     flush: &mut dyn FnMut(&[u8]) -> bool,
     sink: Option<&mut dyn RecordSink>,
 ) -> Result<Decoded, TraceDatError> {
-    let d = FileDecoder::new(file, opts, select);
+    decode_with(&FileDecoder::new(file, opts, select), flush, sink)
+}
+
+/// [`decode_into`] with the decoder made ([`FileDecoder::new`], and
+/// [`FileDecoder::with_judge`] where records are judged).
+pub fn decode_with(
+    d: &FileDecoder<'_>,
+    flush: &mut dyn FnMut(&[u8]) -> bool,
+    sink: Option<&mut dyn RecordSink>,
+) -> Result<Decoded, TraceDatError> {
+    let file = d.file;
     let mut records = file.records()?;
-    let mut run = Run::new(&d, CpuLosses::of(file), false);
+    let mut run = Run::new(d, CpuLosses::of(file), false);
     let mut sink = sink;
     run.read(
         &mut records,
@@ -179,6 +189,9 @@ pub struct FileDecoder<'f> {
     wall: Option<i64>,
     /// The file's own problems: formats and cmdlines that did not parse.
     problems: Vec<String>,
+    /// Which records are written ([`FileDecoder::with_judge`]): each reading forks its
+    /// own.
+    judge: Option<Box<dyn RecordJudge>>,
 }
 
 impl<'f> FileDecoder<'f> {
@@ -228,7 +241,15 @@ impl<'f> FileDecoder<'f> {
             context: (opts.context && opts.format.carries_context()).then(|| context_of(file)),
             wall: file.wall_clock_offset_ns(),
             problems,
+            judge: None,
         }
+    }
+
+    /// Write (or hand to the sink) only the records `judge` keeps ([`RecordJudge`]; each
+    /// reading, the whole file's or a window's, asks a fork of it).
+    pub fn with_judge(mut self, judge: Option<Box<dyn RecordJudge>>) -> Self {
+        self.judge = judge;
+        self
     }
 
     /// The file's own problems: formats and cmdlines that did not parse.
@@ -288,6 +309,8 @@ struct Run<'d, 'f> {
     lossless: Vec<u32>,
     doubted: bool,
     open: bool,
+    /// This reading's fork of the decoder's judge.
+    judge: Option<Box<dyn RecordJudge>>,
 }
 
 impl<'d, 'f> Run<'d, 'f> {
@@ -306,6 +329,7 @@ impl<'d, 'f> Run<'d, 'f> {
             lossless: Vec::new(),
             doubted: false,
             open: true,
+            judge: d.judge.as_ref().map(|j| j.fork()),
         }
     }
 
@@ -363,6 +387,21 @@ impl<'d, 'f> Run<'d, 'f> {
                         tid: pid,
                     };
                     let event = r.event.unwrap_or(0);
+                    if let Some(judge) = self.judge.as_deref_mut() {
+                        let record = Judged {
+                            event,
+                            prepared: p,
+                            stamp: &stamp,
+                            clock_ns: Some(r.time),
+                            raw: r.raw,
+                            endian,
+                            context: d.context.as_ref(),
+                            cgroup: None,
+                        };
+                        if !judge.keep(&record) {
+                            continue;
+                        }
+                    }
                     if let Some(sink) = sink.as_deref_mut() {
                         let first = self.described.first(event);
                         self.open &= sink.record(event, p, first, &stamp, None, r.raw, None);

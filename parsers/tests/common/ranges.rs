@@ -89,7 +89,7 @@ fn decode_each(file: &[u8], ranges: Vec<DecodeRange>) -> (Vec<u8>, DecodeStats, 
             b.clear();
         };
         let mut start = None;
-        let end = r.decode(file, &mut lines, &mut |s| start = Some(s));
+        let end = r.decode(file, None, &mut lines, &mut |s| start = Some(s));
         assert_eq!(
             start.is_some(),
             i > 0,

@@ -15,6 +15,7 @@ use uevrec_parsers::to_lines::perf_data::StreamDecoder;
 use super::mapped::{MappedInput, PAGE_AHEAD, PAGE_LAG};
 use super::parallel::{Par, par_lines, stack_options, staged};
 use super::perf_data::{decode_bytes, pump, stream_outcome};
+use super::pick::Pick;
 use super::ranges::{NO_PAGES, Pages};
 use super::trace_dat::TRACE_DAT_MAGIC;
 use super::{Flush, Outcome};
@@ -23,7 +24,7 @@ use crate::pipeline::stacks::StackWriter;
 pub(crate) fn decode_file(
     path: &Path,
     opts: DecodeOptions,
-    select: &dyn Fn(&str, &str) -> bool,
+    pick: &Pick<'_>,
     flush: &mut Flush<'_>,
     par: Option<&Par<'_>>,
 ) -> Result<Outcome, String> {
@@ -39,13 +40,13 @@ pub(crate) fn decode_file(
             format!("opening: {e}")
         }
     })?;
-    decode_open_file(&file, opts, select, flush, par)
+    decode_open_file(&file, opts, pick, flush, par)
 }
 
 pub(crate) fn decode_open_file(
     file: &File,
     opts: DecodeOptions,
-    select: &dyn Fn(&str, &str) -> bool,
+    pick: &Pick<'_>,
     flush: &mut Flush<'_>,
     par: Option<&Par<'_>>,
 ) -> Result<Outcome, String> {
@@ -54,7 +55,7 @@ pub(crate) fn decode_open_file(
         .map_err(|e| format!("reading size: {e}"))?
         .len();
     if len == 0 {
-        return decode_bytes(&[], opts, select, flush, &|_| (), &NO_PAGES, par);
+        return decode_bytes(&[], opts, pick, flush, &|_| (), &NO_PAGES, par);
     }
     let map = MappedInput::open(file)?;
     if par.is_none() {
@@ -65,7 +66,7 @@ pub(crate) fn decode_open_file(
             map.release_before(end);
         };
         map.populate(0, PAGE_AHEAD);
-        return decode_bytes(map.bytes(), opts, select, flush, &release, &NO_PAGES, par);
+        return decode_bytes(map.bytes(), opts, pick, flush, &release, &NO_PAGES, par);
     }
     // With workers, a thread of its own maps the pages ahead of the reader
     // (`MADV_POPULATE_READ`: the page faults off the decoding thread) and lets them go
@@ -96,7 +97,7 @@ pub(crate) fn decode_open_file(
             forget: &|from, to| map.release_range(from, to),
             populate: &|from, to| map.populate_range(from, to),
         };
-        let result = decode_bytes(map.bytes(), opts, select, flush, &release, &pages, par);
+        let result = decode_bytes(map.bytes(), opts, pick, flush, &release, &pages, par);
         drop(tx);
         result
     })
@@ -104,7 +105,7 @@ pub(crate) fn decode_open_file(
 
 pub(crate) fn decode_stdin(
     opts: DecodeOptions,
-    select: &dyn Fn(&str, &str) -> bool,
+    pick: &Pick<'_>,
     flush: &mut Flush<'_>,
     par: Option<&Par<'_>>,
 ) -> Result<Outcome, String> {
@@ -113,7 +114,7 @@ pub(crate) fn decode_stdin(
     if let Ok(fd) = stdin.as_fd().try_clone_to_owned() {
         let file = File::from(fd);
         if file.metadata().is_ok_and(|m| m.is_file()) {
-            return decode_open_file(&file, opts, select, flush, par);
+            return decode_open_file(&file, opts, pick, flush, par);
         }
     }
     if stdin.is_terminal() {
@@ -135,7 +136,7 @@ pub(crate) fn decode_stdin(
         && (head.starts_with(TRACE_DAT_MAGIC) || parse_magic(&head).is_ok_and(|(_, pipe)| !pipe));
     if whole {
         stdin.read_to_end(&mut head).map_err(read_err)?;
-        return decode_bytes(&head, opts, select, flush, &|_| (), &NO_PAGES, par);
+        return decode_bytes(&head, opts, pick, flush, &|_| (), &NO_PAGES, par);
     }
     let mut run = |mut dec: StreamDecoder<'_>, flush: &mut Flush<'_>| {
         dec.feed(&head);
@@ -146,7 +147,7 @@ pub(crate) fn decode_stdin(
         }
         Ok(stream_outcome(&dec, stopped, false))
     };
-    let dec = StreamDecoder::new(opts, select);
+    let dec = StreamDecoder::new(opts, pick.select).with_judge(pick.judge());
     match par {
         Some(par) => {
             // The header's byte order (the tracing data's, in every perf.data seen).

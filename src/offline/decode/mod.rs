@@ -6,15 +6,19 @@
 //! pieces), [`mapped`] (a mapped input's pages, let go behind the reader so that memory
 //! does not grow with the file), `perf_data` and `trace_dat` (the two formats),
 //! `parallel` (`--threads` ≥ 2: the records staged, by where they lie, for formatter
-//! workers), `ranges` and `windows` (a whole file cut for the workers).
+//! workers), `ranges` and `windows` (a whole file cut for the workers), [`pick`] (which
+//! records are written: `-e`, and `--where`/`--sample`/`--rate-limit` judged on every
+//! path alike).
 //!
-//! Layers, lowest first: `mapped`, `parallel`, `windows`, `ranges`, `trace_dat`,
+//! Layers, lowest first: `mapped`, `pick`, `parallel`, `windows`, `ranges`, `trace_dat`,
 //! `perf_data`, `input`.
 
 use std::path::Path;
 
 use uevrec_parsers::to_lines::{DecodeOptions, DecodeStats};
-use uevrec_parsers::{LineOptions, OutputFormat};
+use uevrec_parsers::{LineOptions, OutputFormat, RecordWriter};
+
+use pick::Pick;
 
 use crate::outputs::sink::{Sink, SinkError};
 
@@ -22,6 +26,7 @@ mod input;
 pub mod mapped;
 mod parallel;
 mod perf_data;
+pub mod pick;
 mod ranges;
 mod trace_dat;
 mod windows;
@@ -83,8 +88,9 @@ impl Output {
 /// Where decoded lines go: a `FnMut(&[u8]) -> bool` (false: stop, the output failed).
 pub type Flush<'a> = dyn FnMut(&[u8]) -> bool + 'a;
 
-/// Decode `input` (a file; standard input if `None`) with `opts`, the events `select`
-/// keeps, onto `sink` with `threads` threads (≥ 2: a writer thread and, for JSON lines,
+/// Decode `input` (a file; standard input if `None`) with `opts`, the events and records
+/// `pick` keeps (after the last record, a `{"uevrec":"dropped"}` line per tracepoint and
+/// reason with records not kept, `time` null: the same lines in every run), onto `sink` with `threads` threads (≥ 2: a writer thread and, for JSON lines,
 /// formatter workers, or with `range_bytes` workers on ranges of a whole perf.data;
 /// the same bytes whatever the number). Returns how the input ended
 /// (or why it could not be read) and the first error of the output, if any.
@@ -98,7 +104,7 @@ pub type Flush<'a> = dyn FnMut(&[u8]) -> bool + 'a;
 pub fn run(
     input: Option<&Path>,
     opts: DecodeOptions,
-    select: &dyn Fn(&str, &str) -> bool,
+    pick: &Pick<'_>,
     sink: Box<dyn Sink + Send>,
     threads: usize,
     range_bytes: Option<usize>,
@@ -108,9 +114,18 @@ pub fn run(
         // OTLP requests batch records across the whole input: formatted on one thread.
         let par = par.filter(|_| opts.format == OutputFormat::JsonLines);
         let outcome = match input {
-            Some(path) => input::decode_file(path, opts, select, flush, par),
-            None => input::decode_stdin(opts, select, flush, par),
+            Some(path) => input::decode_file(path, opts, pick, flush, par),
+            None => input::decode_stdin(opts, pick, flush, par),
         };
+        if let (Some(filter), Ok(_)) = (pick.filter, &outcome) {
+            let mut writer = uevrec_parsers::OutputWriter::new(opts.format, LineOptions::default());
+            let mut lines = Vec::new();
+            filter.write_dropped(&mut writer, &mut lines, None);
+            writer.end_lines(&mut lines);
+            if !lines.is_empty() {
+                flush(&lines);
+            }
+        }
         // The notice after every record (JSON lines; stderr says it in any format).
         if let Ok(Outcome {
             truncated: Some(msg),

@@ -13,6 +13,7 @@ use uevrec_parsers::to_lines::{DecodeOptions, DecodeStats};
 
 use super::mapped::MapWindow;
 use super::parallel::{Par, par_lines, past, stack_options, staged};
+use super::pick::Pick;
 use super::ranges::{Pages, Plan, decode_ranges};
 use super::trace_dat::{TRACE_DAT_MAGIC, decode_trace_dat};
 use super::{Flush, Outcome, READ_CHUNK};
@@ -71,14 +72,14 @@ pub(crate) fn truncation(
 pub(crate) fn decode_bytes(
     bytes: &[u8],
     opts: DecodeOptions,
-    select: &dyn Fn(&str, &str) -> bool,
+    pick: &Pick<'_>,
     flush: &mut Flush<'_>,
     release: &dyn Fn(usize),
     pages: &Pages<'_>,
     par: Option<&Par<'_>>,
 ) -> Result<Outcome, String> {
     if bytes.starts_with(TRACE_DAT_MAGIC) {
-        return decode_trace_dat(bytes, opts, select, flush, pages.populate, par);
+        return decode_trace_dat(bytes, opts, pick, flush, pages.populate, par);
     }
     // A recording killed while being finished: its records end where the finish noted
     // (the trailer after them is of no use without the file-mode header).
@@ -102,11 +103,15 @@ pub(crate) fn decode_bytes(
     // a pass ahead of the workers finds; otherwise staged (the summary says why).
     let start = usize::try_from(records.offset()).unwrap_or(usize::MAX);
     let data_end = usize::try_from(records.end()).unwrap_or(bytes.len());
-    let plan = par.map(|par| plan(&data, bytes, start, data_end, opts, select, par));
+    let plan = par.map(|par| match pick.in_order() {
+        Some(why) => Err(Some(why.to_string())),
+        None => plan(&data, bytes, start, data_end, opts, pick.select, par),
+    });
     let (mut outcome, stopped) = match (par, plan) {
         (Some(par), Some(Ok(plan))) => {
             let from_index = matches!(plan, Plan::Index(_));
-            let done = decode_ranges(plan, records, bytes, par, pages);
+            let judge = pick.judge();
+            let done = decode_ranges(plan, records, bytes, par, pages, judge.as_deref());
             let mut how = format!("in {} ranges by {} threads", done.ranges, par.workers);
             if from_index {
                 how.push_str(", cut where the file's range index says");
@@ -121,10 +126,14 @@ pub(crate) fn decode_bytes(
                         ", then decoded again whole by one thread from where the ranges \
                          stopped ({why})"
                     ));
+                    // Judged again from the first record: counted afresh.
+                    if let Some(f) = pick.filter {
+                        f.restart();
+                    }
                     let mut rest = past(done.bytes, flush);
                     let own = bytes.get(start..data_end).unwrap_or_default();
                     let records = Records::new(own, start as u64, data.endian);
-                    let dec = line_decoder(data, opts, select);
+                    let dec = line_decoder(data, opts, pick);
                     let (outcome, stopped) =
                         perf_data_records(dec, records, bytes, &mut rest, release, clock_data);
                     (outcome.stats, stopped)
@@ -144,7 +153,7 @@ pub(crate) fn decode_bytes(
             (outcome, stopped)
         }
         (Some(par), planner) => {
-            let dec = LineDecoder::new(data, opts, select);
+            let dec = LineDecoder::new(data, opts, pick.select).with_judge(pick.judge());
             let context = opts.context.then(ContextTracker::new);
             let lines = par_lines(opts, endian, context);
             let (mut outcome, stopped) = staged(par, lines, bytes, |sink| {
@@ -165,7 +174,7 @@ pub(crate) fn decode_bytes(
             (outcome, stopped)
         }
         _ => {
-            let dec = line_decoder(data, opts, select);
+            let dec = line_decoder(data, opts, pick);
             perf_data_records(dec, records, bytes, flush, release, clock_data)
         }
     };
@@ -186,12 +195,8 @@ pub(crate) fn decode_bytes(
 
 /// A decoder of `data` writing its lines on this thread, naming their stacks when
 /// `opts` asks for them ([`stack_options`]).
-fn line_decoder<'s>(
-    data: PerfData,
-    opts: DecodeOptions,
-    select: &'s dyn Fn(&str, &str) -> bool,
-) -> LineDecoder<'s> {
-    let dec = LineDecoder::new(data, opts, select);
+fn line_decoder<'s>(data: PerfData, opts: DecodeOptions, pick: &Pick<'s>) -> LineDecoder<'s> {
+    let dec = LineDecoder::new(data, opts, pick.select).with_judge(pick.judge());
     match stack_options(opts) {
         Some(o) => dec.with_stacks(Box::new(StackWriter::new(o))),
         None => dec,

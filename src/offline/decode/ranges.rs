@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crossbeam_channel::{Receiver, Sender};
+use uevrec_parsers::RecordJudge;
 use uevrec_parsers::perf_data::PerfDataError;
 use uevrec_parsers::perf_data::records::Records;
 use uevrec_parsers::to_lines::DecodeStats;
@@ -202,13 +203,15 @@ impl Forward<'_> {
 /// to `par`'s writer in order, telling `pages` what the workers read next and what they
 /// are done with. Each range after the first is checked to start where
 /// the one before ended; the first that does not ends the ranges
-/// ([`RangesDone::failed`]).
+/// ([`RangesDone::failed`]). Each range's decoder writes the records a fork of `judge`
+/// keeps (all without one).
 pub(crate) fn decode_ranges(
     plan: Plan<'_>,
     records: Records<'_>,
     file: &[u8],
     par: &Par<'_>,
     pages: &Pages<'_>,
+    judge: Option<&dyn RecordJudge>,
 ) -> RangesDone {
     let forget = pages.forget;
     let populate = pages.populate;
@@ -230,7 +233,7 @@ pub(crate) fn decode_ranges(
             let spawned = std::thread::Builder::new()
                 .name(format!("uevrec-range{w}"))
                 .spawn_scoped(s, move || {
-                    work(&jobs, &done, &recycle, file, abandon, populate)
+                    work(&jobs, &done, &recycle, file, abandon, populate, judge)
                 });
             if spawned.is_err() && w == 0 {
                 // As the staged path's threads: without one there is no pipeline.
@@ -332,6 +335,7 @@ fn work(
     file: &[u8],
     abandon: &AtomicBool,
     populate: &(dyn Fn(usize, usize) + Sync),
+    judge: Option<&dyn RecordJudge>,
 ) {
     for range in jobs {
         // The ranges ended early: those still given are not decoded.
@@ -350,7 +354,7 @@ fn work(
         let mut begun = |start: RangeStart| {
             let _ = done.send(Msg::Start(i, start));
         };
-        let end = range.decode(file, &mut piece, &mut begun);
+        let end = range.decode(file, judge.map(|j| j.fork()), &mut piece, &mut begun);
         if gone || done.send(Msg::End(i, end)).is_err() {
             return;
         }

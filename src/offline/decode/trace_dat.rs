@@ -4,6 +4,7 @@ use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::trace_dat as lines;
 
 use super::parallel::{Par, par_lines, past, staged};
+use super::pick::Pick;
 use super::windows::{decode_windows, window_bytes};
 use super::{Flush, Outcome};
 
@@ -18,15 +19,15 @@ pub(crate) const TRACE_DAT_MAGIC: &[u8] = uevrec_parsers::trace_dat::MAGIC;
 pub(crate) fn decode_trace_dat(
     bytes: &[u8],
     opts: DecodeOptions,
-    select: &dyn Fn(&str, &str) -> bool,
+    pick: &Pick<'_>,
     flush: &mut Flush<'_>,
     populate: &(dyn Fn(usize, usize) + Sync),
     par: Option<&Par<'_>>,
 ) -> Result<Outcome, String> {
     let file = uevrec_parsers::trace_dat::TraceDat::parse(bytes).map_err(|e| e.to_string())?;
+    let d = lines::FileDecoder::new(&file, &opts, pick.select).with_judge(pick.judge());
     let (decoded, shared) = match par {
         Some(par) => {
-            let d = lines::FileDecoder::new(&file, &opts, select);
             let sizes: Vec<u64> = (file.top_buffer().into_iter())
                 .flat_map(|b| b.cpus.iter().map(|c| c.size).filter(|&s| s > 0))
                 .collect();
@@ -38,12 +39,19 @@ pub(crate) fn decode_trace_dat(
             let count = usize::try_from(data.div_ceil(window as u64))
                 .unwrap_or(usize::MAX)
                 .max(par.workers);
-            match lines::plan_windows(&d, count) {
+            let windows = match pick.in_order() {
+                Some(why) => Err(why.to_string()),
+                None => lines::plan_windows(&d, count),
+            };
+            match windows {
                 Ok(windows) => {
                     let done = decode_windows(&d, windows, par, populate, |skip| {
+                        // Judged again from the first record: counted afresh.
+                        if let Some(f) = pick.filter {
+                            f.restart();
+                        }
                         let mut rest = past(skip, flush);
-                        lines::decode_lines(&file, &opts, select, &mut rest)
-                            .map_err(|e| e.to_string())
+                        lines::decode_with(&d, &mut rest, None).map_err(|e| e.to_string())
                     })?;
                     let mut how = format!(
                         "in {} windows of time by {} threads",
@@ -62,7 +70,7 @@ pub(crate) fn decode_trace_dat(
                     let context = lines::context_of(&file);
                     let par_opts = par_lines(opts, endian, Some(context));
                     let decoded = staged(par, par_opts, bytes, |mut sink| {
-                        lines::decode_into(&file, &opts, select, flush, Some(sink.as_mut()))
+                        lines::decode_with(&d, flush, Some(sink.as_mut()))
                     })
                     .map_err(|e| e.to_string())?;
                     let how = format!(
@@ -74,7 +82,7 @@ pub(crate) fn decode_trace_dat(
             }
         }
         None => (
-            lines::decode_lines(&file, &opts, select, flush).map_err(|e| e.to_string())?,
+            lines::decode_with(&d, flush, None).map_err(|e| e.to_string())?,
             String::new(),
         ),
     };

@@ -5,22 +5,40 @@
 //! in an interval (a cache hit after the first time), so a short-lived process is still
 //! named after it exited.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crossbeam_channel::{Receiver, Sender};
 
 use super::Shared;
+use super::keep::TopFilter;
 use super::model::Model;
 use super::pods::{GroupBy, PodRows};
+use uevrec_parsers::RecordStamp;
+
 use crate::capture::staging::{Staged, StagedChunk, StagedEntry};
+use crate::pipeline::filter::Filter;
 
 /// Count everything staged on `staged` into `shared` until the session closes it,
-/// returning every chunk buffer on `pool`; a row per event, or per pod (`by`).
-pub fn run(staged: &Receiver<Staged>, pool: &Sender<Vec<u8>>, shared: &Shared, by: GroupBy) {
+/// returning every chunk buffer on `pool`; a row per event, or per pod (`by`); with
+/// `filter`, only the records it keeps (the others in the model's `not_kept`).
+pub fn run(
+    staged: &Receiver<Staged>,
+    pool: &Sender<Vec<u8>>,
+    shared: &Shared,
+    by: GroupBy,
+    filter: Option<Arc<Filter>>,
+) {
     // Processes new in this interval, named once the model is unlocked.
     let mut fresh: Vec<u32> = Vec::new();
     let mut pods = (by == GroupBy::Pod).then(PodRows::default);
+    let mut keep = filter.map(TopFilter::new);
+    if keep.is_some() {
+        lock(&shared.model).filtering();
+    }
     for msg in staged {
+        if let (Staged::Format { slot, prepared, .. }, Some(k)) = (&msg, &mut keep) {
+            k.format(*slot, prepared);
+        }
         let chunk = match msg {
             Staged::Format { .. } if pods.is_some() => continue,
             Staged::Format { slot, source, .. } => {
@@ -31,9 +49,10 @@ pub fn run(staged: &Receiver<Staged>, pool: &Sender<Vec<u8>>, shared: &Shared, b
             Staged::Drained(_) => continue,
             Staged::Chunk(chunk) => chunk,
         };
+        let keep = keep.as_mut();
         match &mut pods {
-            Some(rows) => count_by_pod(&mut lock(&shared.model), rows, &chunk, &mut fresh),
-            None => count_chunk(&mut lock(&shared.model), &chunk, &mut fresh),
+            Some(rows) => count_by_pod(&mut lock(&shared.model), rows, &chunk, &mut fresh, keep),
+            None => count_chunk(&mut lock(&shared.model), &chunk, &mut fresh, keep),
         }
         // The pool channel holds every chunk, so this never waits.
         let _ = pool.send(chunk.into_buffer());
@@ -46,14 +65,26 @@ pub fn run(staged: &Receiver<Staged>, pool: &Sender<Vec<u8>>, shared: &Shared, b
     }
 }
 
-/// Count every entry of `chunk` into `model`; the pids new in this interval are added
-/// to `fresh` (to be named).
-pub fn count_chunk(model: &mut Model, chunk: &StagedChunk, fresh: &mut Vec<u32>) {
+/// Count every entry of `chunk` into `model` (with `keep`, the records it keeps); the
+/// pids new in this interval are added to `fresh` (to be named).
+pub fn count_chunk(
+    model: &mut Model,
+    chunk: &StagedChunk,
+    fresh: &mut Vec<u32>,
+    mut keep: Option<&mut TopFilter>,
+) {
     for entry in chunk.entries() {
         match entry {
             StagedEntry::Record {
-                slot, stamp, raw, ..
+                slot,
+                stamp,
+                cgroup,
+                raw,
+                ..
             } => {
+                if !counted(keep.as_deref(), model, slot, &stamp, cgroup, raw) {
+                    continue;
+                }
                 if model.record(slot, stamp.pid, raw.len()) {
                     fresh.push(stamp.pid);
                 }
@@ -72,8 +103,16 @@ pub fn count_chunk(model: &mut Model, chunk: &StagedChunk, fresh: &mut Vec<u32>)
                 }
                 model.notice(what, event, message);
             }
-            // top runs without context tracking (names come from /proc).
-            StagedEntry::Context { .. } | StagedEntry::Schema { .. } => {}
+            // Names come from /proc; who is who only for conditions on it.
+            StagedEntry::Context {
+                time_unix_ns,
+                update,
+            } => {
+                if let Some(k) = keep.as_deref_mut() {
+                    k.context(time_unix_ns, update);
+                }
+            }
+            StagedEntry::Schema { .. } => {}
         }
     }
 }
@@ -85,12 +124,20 @@ pub fn count_by_pod(
     rows: &mut PodRows,
     chunk: &StagedChunk,
     fresh: &mut Vec<u32>,
+    mut keep: Option<&mut TopFilter>,
 ) {
     for entry in chunk.entries() {
         match entry {
             StagedEntry::Record {
-                stamp, cgroup, raw, ..
+                slot,
+                stamp,
+                cgroup,
+                raw,
+                ..
             } => {
+                if !counted(keep.as_deref(), model, slot, &stamp, cgroup, raw) {
+                    continue;
+                }
                 let slot = rows.slot(model, stamp.pid, stamp.tid, cgroup);
                 if model.record(slot, stamp.pid, raw.len()) {
                     fresh.push(stamp.pid);
@@ -99,7 +146,12 @@ pub fn count_by_pod(
             StagedEntry::Context {
                 time_unix_ns,
                 update,
-            } => rows.tracker.apply(time_unix_ns, update),
+            } => {
+                if let Some(k) = keep.as_deref_mut() {
+                    k.context(time_unix_ns, update);
+                }
+                rows.tracker.apply(time_unix_ns, update);
+            }
             StagedEntry::Lost { lost, .. } => model.lost(lost),
             StagedEntry::Notice {
                 what,
@@ -112,6 +164,23 @@ pub fn count_by_pod(
     }
 }
 
+/// Whether the record `raw` of `slot` counts in a row: always without `keep`, else
+/// when it keeps it (a record it leaves out counts in the model's `not_kept`).
+fn counted(
+    keep: Option<&TopFilter>,
+    model: &mut Model,
+    slot: u32,
+    stamp: &RecordStamp,
+    cgroup: Option<u64>,
+    raw: &[u8],
+) -> bool {
+    let kept = keep.is_none_or(|k| k.keeps(slot, stamp, cgroup, raw));
+    if !kept {
+        model.not_kept();
+    }
+    kept
+}
+
 /// The model or the names, also when a thread panicked while holding them (counts are
 /// still counts: better shown than lost).
 pub fn lock<T>(shared: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -122,7 +191,6 @@ pub fn lock<T>(shared: &Mutex<T>) -> MutexGuard<'_, T> {
 mod tests {
     use super::*;
     use crate::capture::staging::FormatSource;
-    use std::sync::Arc;
     use std::time::Duration;
     use uevrec_parsers::{PreparedFormat, RecordStamp};
 
@@ -140,6 +208,45 @@ mod tests {
                 text,
             }),
         }
+    }
+
+    #[test]
+    fn with_a_condition_counts_only_the_records_it_keeps() {
+        use crate::pipeline::filter::tests::{filter, record, sys_enter};
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (pool_tx, _pool_rx) = crossbeam_channel::unbounded();
+        let prepared = Arc::new(sys_enter());
+        tx.send(Staged::Format {
+            slot: 0,
+            prepared: Arc::clone(&prepared),
+            source: Arc::new(FormatSource {
+                system: "raw_syscalls".into(),
+                name: "sys_enter".into(),
+                text: String::new(),
+            }),
+        })
+        .unwrap();
+        let mut chunk = StagedChunk::default();
+        let stamp = RecordStamp {
+            time_unix_ns: Some(1),
+            cpu: 0,
+            pid: 1 << 30,
+            tid: 1 << 30,
+        };
+        for seq in 1..=10 {
+            chunk.push_record(0, &stamp, &record(110, [424242, seq, 0, 0, 0, 0]));
+        }
+        tx.send(Staged::Chunk(chunk)).unwrap();
+        drop(tx);
+        let shared = Shared::default();
+        let f = filter(&["fields.args[1] % 2 == 0"]);
+        run(&rx, &pool_tx, &shared, GroupBy::Event, Some(Arc::clone(&f)));
+        let mut m = lock(&shared.model);
+        m.tick(Duration::from_secs(1));
+        let s = m.snapshot();
+        assert_eq!((s.records, s.rows[0].records), (5, 5));
+        assert_eq!(s.not_kept, Some(5));
+        assert_eq!(f.counted()[0].1.filtered, 5);
     }
 
     #[test]
@@ -164,7 +271,7 @@ mod tests {
         tx.send(Staged::Chunk(chunk)).unwrap();
         drop(tx);
         let shared = Shared::default();
-        run(&rx, &pool_tx, &shared, GroupBy::Event);
+        run(&rx, &pool_tx, &shared, GroupBy::Event, None);
         assert_eq!(
             pool_rx.try_iter().count(),
             1,

@@ -6,10 +6,11 @@
 //! `/proc` ([`comm`]), only for the processes shown. crate::recorder::top starts and
 //! joins the threads (drawn in docs/top.md, "How it counts").
 //!
-//! Layers, lowest first: `model`, `comm`, `pods`, `counter`, `plain`, `view`.
+//! Layers, lowest first: `model`, `comm`, `pods`, `keep`, `counter`, `plain`, `view`.
 
 pub mod comm;
 pub mod counter;
+pub mod keep;
 pub mod model;
 pub mod plain;
 pub mod pods;
@@ -54,6 +55,8 @@ pub struct TopOptions {
     pub backend: &'static str,
     /// What a row is: an event, or a pod (`--by pod`, [`pods`]).
     pub by: pods::GroupBy,
+    /// `--where` / `--sample`: only the records they keep are counted ([`keep`]).
+    pub filter: Option<std::sync::Arc<crate::pipeline::filter::Filter>>,
 }
 
 impl Default for TopOptions {
@@ -64,6 +67,7 @@ impl Default for TopOptions {
             sort: SortKey::Rate,
             backend: "perf",
             by: pods::GroupBy::Event,
+            filter: None,
         }
     }
 }

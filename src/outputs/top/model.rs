@@ -98,6 +98,9 @@ pub struct Snapshot {
     pub unattributed: u64,
     /// The session's latest notice (`what: message`), if any.
     pub notice: Option<String>,
+    /// With `--where` / `--sample`: the records they left out since the start (counted
+    /// in no row); `None` without them.
+    pub not_kept: Option<u64>,
 }
 
 /// The counters of a `top` session.
@@ -110,6 +113,8 @@ pub struct Model {
     interval_lost: u64,
     unattributed: u64,
     notice: Option<String>,
+    /// Records `--where` / `--sample` left out (`None`: no filter).
+    not_kept: Option<u64>,
     shown_lost_per_s: f64,
     shown_records_per_s: f64,
     shown_interval: Duration,
@@ -185,6 +190,17 @@ impl Model {
                 false
             }
         }
+    }
+
+    /// Records are filtered (`--where`, `--sample`): the snapshot says how many were left
+    /// out.
+    pub fn filtering(&mut self) {
+        self.not_kept.get_or_insert(0);
+    }
+
+    /// One record left out by `--where` / `--sample` (counted in no row).
+    pub fn not_kept(&mut self) {
+        *self.not_kept.get_or_insert(0) += 1;
     }
 
     /// The kernel lost `lost` records.
@@ -282,6 +298,7 @@ impl Model {
             lost: self.lost,
             unattributed: self.unattributed,
             notice: self.notice.clone(),
+            not_kept: self.not_kept,
         }
     }
 }

@@ -66,6 +66,9 @@ struct TotalLine<'a> {
     unattributed: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     notice: Option<&'a str>,
+    /// With `--where` / `--sample`: the records left out since the start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    not_kept: Option<u64>,
     #[serde(skip_serializing_if = "is_false")]
     r#final: bool,
 }
@@ -136,6 +139,7 @@ pub fn write_interval(
         lost: snapshot.lost,
         unattributed: snapshot.unattributed,
         notice,
+        not_kept: snapshot.not_kept,
         r#final: last,
     };
     serde_json::to_writer(&mut text, &total)?;

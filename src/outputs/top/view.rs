@@ -176,7 +176,7 @@ pub fn draw(frame: &mut Frame<'_>, state: &ViewState, comms: &mut CommCache) {
     let s = &state.snapshot;
     let rows = state.rows();
     let attached = s.rows.iter().filter(|r| r.attached).count();
-    let head = format!(
+    let mut head = format!(
         "uevrec top ({}) {} events  {} rec/s  {} total  lost {} ({}/s)",
         state.backend,
         attached,
@@ -185,6 +185,9 @@ pub fn draw(frame: &mut Frame<'_>, state: &ViewState, comms: &mut CommCache) {
         human(s.lost as f64),
         human(s.lost_per_s),
     );
+    if let Some(n) = s.not_kept {
+        head.push_str(&format!("  not kept {}", human(n as f64)));
+    }
     let shown_max = area.height.saturating_sub(5) as usize;
     let mut second = format!("sort: {}", state.sort.label());
     if let Some(f) = &state.filter {

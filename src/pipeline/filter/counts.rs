@@ -78,6 +78,19 @@ impl Counted {
         }
     }
 
+    /// `N kept, N filtered` and each other reason with records (the end-of-run
+    /// summaries of `record` and `decode`).
+    pub fn words(&self) -> String {
+        let mut text = format!("{} kept", self.kept);
+        for reason in DropReason::ALL {
+            let dropped = self.dropped(reason);
+            if dropped > 0 || reason == DropReason::Filtered {
+                text.push_str(&format!(", {dropped} {}", reason.as_str()));
+            }
+        }
+        text
+    }
+
     /// Every record the filter saw: kept + not kept.
     pub fn seen(&self) -> u64 {
         self.kept + self.filtered + self.filter_error + self.sampled + self.throttled
@@ -101,6 +114,19 @@ impl TracepointCounts {
             DropReason::Throttled => &self.throttled,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Back to nothing counted.
+    pub fn reset(&self) {
+        for c in [
+            &self.kept,
+            &self.filtered,
+            &self.filter_error,
+            &self.sampled,
+            &self.throttled,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
     }
 
     /// The counts now.

@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use uevrec_parsers::{Endian, EventFormat, FieldPlan, PreparedFormat, RecordStamp};
+use uevrec_parsers::{Endian, EventFormat, FieldPlan, OutputWriter, PreparedFormat, RecordStamp};
 
 pub use condition::{Condition, Literal, WhereError};
 use context_vars::RecordContext;
@@ -254,6 +254,42 @@ impl Filter {
             .iter()
             .map(|r| format!("--rate-limit {}", r.text));
         rules.chain(samples).chain(rates).collect()
+    }
+
+    /// Whether a `--rate-limit` is among the rules (its buckets take tokens in the
+    /// records' order: judged apart, out of order, other records would be kept).
+    pub fn has_rate_limits(&self) -> bool {
+        !self.rates.is_empty()
+    }
+
+    /// Count afresh, with full buckets: for a pass over the records started again from
+    /// the first one (`decode`, where its ranges or windows could not go on).
+    pub fn restart(&self) {
+        for counts in self
+            .counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+        {
+            counts.reset();
+        }
+        self.buckets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
+    /// The `{"uevrec":"dropped"}` lines of the counts, one per tracepoint and reason with
+    /// records not kept, at `time` (at the end: every worker is done).
+    pub fn write_dropped(&self, writer: &mut OutputWriter, out: &mut Vec<u8>, time: Option<u64>) {
+        for (event, counted) in self.counted() {
+            for reason in DropReason::ALL {
+                let n = counted.dropped(reason);
+                if n > 0 {
+                    writer.write_dropped(out, time, &event, reason.as_str(), n);
+                }
+            }
+        }
     }
 
     /// Every tracepoint's counts so far, by `system:event`.
@@ -539,4 +575,4 @@ fn eventheader_vars<'a>(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

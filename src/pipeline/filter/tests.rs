@@ -17,12 +17,13 @@ fn sys_enter_format() -> uevrec_parsers::EventFormat {
     parse_format(&text).unwrap()
 }
 
-fn sys_enter() -> PreparedFormat {
+/// raw_syscalls:sys_enter, prepared (also for the tests of the filter's users).
+pub(crate) fn sys_enter() -> PreparedFormat {
     PreparedFormat::new(&sys_enter_format(), "raw_syscalls", "sys_enter", None)
 }
 
 /// A sys_enter record of syscall `id` with `args`.
-fn record(id: i64, args: [u64; 6]) -> Vec<u8> {
+pub(crate) fn record(id: i64, args: [u64; 6]) -> Vec<u8> {
     let mut raw = vec![0u8; 8];
     raw.extend_from_slice(&id.to_le_bytes());
     for a in args {
@@ -31,7 +32,8 @@ fn record(id: i64, args: [u64; 6]) -> Vec<u8> {
     raw
 }
 
-fn filter(rules: &[&str]) -> Arc<Filter> {
+/// The filter of `--where` `rules`.
+pub(crate) fn filter(rules: &[&str]) -> Arc<Filter> {
     Filter::new(
         rules.iter().map(|r| r.parse().unwrap()).collect(),
         vec![],

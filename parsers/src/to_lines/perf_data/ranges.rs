@@ -36,6 +36,7 @@ use std::sync::Arc;
 use super::{FeedControl, LineDecoder};
 use crate::bytes::u64_at;
 use crate::json_line::RecordWriter;
+use crate::output::RecordJudge;
 use crate::perf_data::index::RangeIndex;
 use crate::perf_data::order::Drain;
 use crate::perf_data::records::{RawRecord, Records};
@@ -706,6 +707,7 @@ impl DecodeRange {
     pub fn decode(
         self,
         file: &[u8],
+        judge: Option<Box<dyn RecordJudge>>,
         lines: &mut dyn FnMut(&mut Vec<u8>),
         begun: &mut dyn FnMut(RangeStart),
     ) -> RangeEnd {
@@ -718,7 +720,7 @@ impl DecodeRange {
                 .is_some_and(|(_, _, yes)| *yes)
         };
         let endian = r.data.endian;
-        let mut dec = LineDecoder::new(r.data, r.opts, select);
+        let mut dec = LineDecoder::new(r.data, r.opts, select).with_judge(judge);
         let mut none = |_: &[u8]| true;
         if r.index > 0 {
             // Who is who at the cut: the context records out before it, in time order.
