@@ -286,7 +286,11 @@ impl Folder {
                 "{} input{} cut short (a recording that was killed or never finished): \
                  the records after the cut are not in the graph",
                 self.truncated,
-                if self.truncated == 1 { " was" } else { "s were" }
+                if self.truncated == 1 {
+                    " was"
+                } else {
+                    "s were"
+                }
             ));
         }
         said
@@ -317,7 +321,8 @@ impl Folder {
             error: None,
         }));
         let sink = Box::new(SharedSink(Arc::clone(&shared)));
-        let (outcome, _) = crate::offline::decode::run(input, opts, &|_, _| true, sink, threads, None);
+        let (outcome, _) =
+            crate::offline::decode::run(input, opts, &|_, _| true, sink, threads, None);
         let mut sink = shared.lock().unwrap_or_else(PoisonError::into_inner);
         *self = std::mem::take(&mut sink.folder);
         match sink.error.take() {
