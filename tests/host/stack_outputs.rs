@@ -162,16 +162,17 @@ fn flamegraph_of_a_raw_perf_data_equals_decode_piped_into_it() {
 
     let (ok, direct, err) = flamegraph(&["--folded", "--by", "comm", data]);
     assert!(ok, "{err}");
-    let decoded = Command::new(bin())
+    let mut decoded = Command::new(bin())
         .args(["decode", "--quiet", data])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let piped = Command::new(bin())
         .args(["flamegraph", "--folded", "--by", "comm"])
-        .stdin(decoded.stdout.unwrap())
+        .stdin(decoded.stdout.take().unwrap())
         .output()
         .unwrap();
+    assert!(decoded.wait().unwrap().success());
     assert!(piped.status.success());
     assert_eq!(direct, String::from_utf8(piped.stdout).unwrap());
     let mine: Vec<&str> = direct
