@@ -250,7 +250,7 @@ pub fn decode(args: DecodeArgs) -> i32 {
 /// where); 1 when the input is corrupt (everything before the problem is written; stderr
 /// says at which byte and why), or the output failed; 141 when standard output was closed
 /// by its reader.
-fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
+pub(crate) fn report(name: &str, o: &Outcome, quiet: bool, started: Instant) -> i32 {
     let s = &o.stats;
     for e in &s.errors {
         messages::error(&format_args!("{name}: {e}"));

@@ -1,10 +1,13 @@
-//! `uevrec flamegraph [FILE…]`: JSON lines with call stacks (`record -g`, `tail -g`) →
-//! an interactive SVG flame graph drawn by inferno, or `--folded` stacks for other tools
-//! (docs/flamegraph.md). The folding is [`crate::offline::flamegraph`]'s.
+//! `uevrec flamegraph [FILE…]`: JSON lines with call stacks (`record -g`, `tail -g`), or
+//! perf.data and trace.dat files (decoded as `uevrec decode` does) → an interactive SVG
+//! flame graph drawn by inferno, or `--folded` stacks for other tools
+//! (docs/flamegraph.md). The folding and decoding are [`crate::offline::flamegraph`]'s.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use clap::Args;
 use inferno::flamegraph::color::{MultiPalette, Palette};
@@ -12,13 +15,15 @@ use inferno::flamegraph::{Direction, Options, from_lines};
 
 use super::{EXIT_ERROR, EXIT_OK, EXIT_OUTPUT_CLOSED};
 use crate::messages;
-use crate::offline::flamegraph::{FoldOptions, Folder, Root};
+use crate::offline::flamegraph::{FoldOptions, Folder, Root, recorded_format};
 
 /// `uevrec flamegraph`'s flags.
 #[derive(Debug, Args)]
 pub struct FlamegraphArgs {
-    /// JSON-lines files as `record -g` and `tail -g` write them (standard input when none
-    /// or `-`). perf.data and trace.dat files: `uevrec decode FILE | uevrec flamegraph`.
+    /// JSON-lines files as `record -g` and `tail -g` write them, or perf.data and
+    /// trace.dat files (`record -g --raw`, `perf record -g`), told by their first bytes and
+    /// decoded as `uevrec decode FILE` does; several are added together. Standard input
+    /// when none or `-` (a perf.data or trace.dat there: redirected from a file, not piped).
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Write the graph to FILE (default: standard output).
@@ -44,6 +49,10 @@ pub struct FlamegraphArgs {
     /// The SVG's width in pixels (default: as wide as the window showing it).
     #[arg(long, value_name = "PIXELS")]
     pub width: Option<usize>,
+    /// perf.data and trace.dat: user frames as `module+0xOFFSET`, not named from this
+    /// machine's files (as `decode --no-symbolize`; JSON lines keep their names).
+    #[arg(long)]
+    pub no_symbolize: bool,
 }
 
 /// Run `uevrec flamegraph`.
@@ -59,7 +68,7 @@ pub fn flamegraph(args: &FlamegraphArgs) -> i32 {
         &args.files[..]
     };
     for path in files {
-        if let Err(e) = fold_file(&mut folder, path) {
+        if let Err(e) = fold_file(&mut folder, path, args.no_symbolize) {
             messages::error(&e);
             return EXIT_ERROR;
         }
@@ -130,9 +139,11 @@ fn draw(args: &FlamegraphArgs, folder: &Folder, out: &mut impl Write) -> io::Res
     from_lines(&mut options, lines.iter().map(String::as_str), out)
 }
 
-/// Fold every line of `path` (`-`: standard input); errors name the file and line.
-fn fold_file(folder: &mut Folder, path: &Path) -> Result<(), String> {
-    let (name, input): (String, Box<dyn Read>) = if path == Path::new("-") {
+/// Fold `path` (`-`: standard input): a perf.data or trace.dat decoded, else every
+/// line; errors name the file (and line).
+fn fold_file(folder: &mut Folder, path: &Path, no_symbolize: bool) -> Result<(), String> {
+    let stdin = path == Path::new("-");
+    let (name, input): (String, Box<dyn Read>) = if stdin {
         ("standard input".into(), Box::new(io::stdin().lock()))
     } else {
         let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
@@ -142,11 +153,15 @@ fn fold_file(folder: &mut Folder, path: &Path) -> Result<(), String> {
     let start = input
         .fill_buf()
         .map_err(|e| format!("reading {name}: {e}"))?;
-    if let Some(kind) = recorded_file(start) {
-        return Err(format!(
-            "{name} is a {kind} file: decode it into JSON lines first \
-             (`uevrec decode {name} | uevrec flamegraph`)"
-        ));
+    if let Some(format) = recorded_format(start) {
+        drop(input);
+        return fold_recorded(
+            folder,
+            (!stdin).then_some(path),
+            &name,
+            format,
+            no_symbolize,
+        );
     }
     let mut line = Vec::new();
     let mut number = 0u64;
@@ -165,13 +180,45 @@ fn fold_file(folder: &mut Folder, path: &Path) -> Result<(), String> {
     }
 }
 
-/// The kind of a recorded binary file from its first bytes (`None`: not one).
-fn recorded_file(start: &[u8]) -> Option<&'static str> {
-    if start.starts_with(b"PERFILE2") {
-        Some("perf.data")
-    } else if start.starts_with(b"\x17\x08\x44tracing") {
-        Some("trace.dat")
-    } else {
-        None
+/// Fold a perf.data or trace.dat (`None`: on standard input, which must be a file: its
+/// first bytes were read to tell its format, and a pipe cannot give them back). Decoding's
+/// notes go to standard error as `decode` says them (no summary); a file with errors is
+/// not drawn (a graph of part of it would look whole), a truncated one is, and says so.
+fn fold_recorded(
+    folder: &mut Folder,
+    path: Option<&Path>,
+    name: &str,
+    format: &str,
+    no_symbolize: bool,
+) -> Result<(), String> {
+    if path.is_none() && !stdin_is_a_file() {
+        return Err(format!(
+            "standard input is a piped {format}: name the file (`uevrec flamegraph FILE`), \
+             or decode the stream first (`… | uevrec decode | uevrec flamegraph`)"
+        ));
     }
+    let threads = crate::recorder::default_threads();
+    let started = Instant::now();
+    let mut outcome = folder
+        .add_recorded(path, !no_symbolize, threads)
+        .map_err(|e| format!("{name}: {e}"))?;
+    // A graph has no times: decode's note on null `time` keys would say nothing here.
+    outcome.stats.time_unknown = 0;
+    if super::decode::report(name, &outcome, true, started) == EXIT_ERROR {
+        return Err(format!(
+            "{name}: not drawn: decoding it met the errors above (`uevrec decode {name} | \
+             uevrec flamegraph` draws the records it could decode)"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether standard input is a regular file (`< FILE`), which `decode` maps whole.
+fn stdin_is_a_file() -> bool {
+    io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .map(File::from)
+        .and_then(|f| f.metadata())
+        .is_ok_and(|m| m.is_file())
 }

@@ -75,7 +75,7 @@ pub enum Command {
     /// Decode a perf.data file (or pipe-mode stream on stdin) into the same JSON lines.
     Decode(decode::DecodeArgs),
     /// Draw a flame graph (SVG, or --folded stacks) of where the records of a recording
-    /// made with -g come from.
+    /// made with -g come from (JSON lines, perf.data or trace.dat).
     Flamegraph(flamegraph::FlamegraphArgs),
     /// Live view of the busiest events and processes (JSON lines when stdout is not a
     /// terminal).

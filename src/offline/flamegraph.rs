@@ -8,12 +8,40 @@
 //! lines and the records the kernel lost are counted and said (never folded silently
 //! away); a line that is not JSON is an error naming its number, since a flame graph of
 //! part of a file would look whole.
+//!
+//! A perf.data or trace.dat ([`recorded_format`] tells them by their magic) is decoded by
+//! [`crate::offline::decode`] into the very lines `uevrec decode FILE` writes, and those
+//! are folded as they come ([`Folder::add_recorded`]): the same graph as the pipe
+//! `uevrec decode FILE | uevrec flamegraph`, without writing and reading the lines again.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Deserialize;
+use uevrec_parsers::OutputFormat;
 use uevrec_parsers::stack_frames::StackFrame;
+use uevrec_parsers::to_lines::DecodeOptions;
+
+use crate::offline::decode::Outcome;
+use crate::outputs::sink::{Sink, SinkError};
+
+/// The format of a recorded binary file from its first bytes: `"perf.data"` (either byte
+/// order, file or pipe mode) or `"trace.dat"`; `None`: not one (JSON lines, say). A file
+/// too short to tell is not one.
+pub fn recorded_format(start: &[u8]) -> Option<&'static str> {
+    let perf = uevrec_parsers::perf_data::header::MAGIC;
+    let mut swapped = perf;
+    swapped.reverse();
+    if start.starts_with(&perf) || start.starts_with(&swapped) {
+        Some("perf.data")
+    } else if start.starts_with(uevrec_parsers::trace_dat::MAGIC) {
+        Some("trace.dat")
+    } else {
+        None
+    }
+}
 
 /// What the root frame of every stack is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -55,6 +83,9 @@ struct Line<'a> {
     /// Of a `lost` line: the records the kernel dropped.
     #[serde(default)]
     lost: Option<u64>,
+    /// Of a notice: what it says (`truncated`: the input was cut short).
+    #[serde(borrow, default)]
+    what: Option<Cow<'a, str>>,
 }
 
 /// Stacks folded so far, with the counts a reader of the graph needs.
@@ -73,6 +104,8 @@ pub struct Folder {
     pub own_lines: u64,
     /// Records the kernel dropped, as the `lost` lines count them.
     pub lost: u64,
+    /// `truncated` notices: inputs cut short (a killed recording), salvaged up to the cut.
+    pub truncated: u64,
     /// The names of the frames of the record being folded, innermost first, and where
     /// each ends in it.
     names: String,
@@ -114,6 +147,9 @@ impl Folder {
         if line.uevrec.is_some() {
             self.own_lines += 1;
             self.lost = self.lost.saturating_add(line.lost.unwrap_or(0));
+            if line.what.as_deref() == Some("truncated") {
+                self.truncated += 1;
+            }
             return Ok(());
         }
         let (Some(system), Some(event)) = (&line.system, &line.event) else {
@@ -245,7 +281,77 @@ impl Folder {
                 self.lost
             ));
         }
+        if self.truncated > 0 {
+            said.push(format!(
+                "{} input{} cut short (a recording that was killed or never finished): \
+                 the records after the cut are not in the graph",
+                self.truncated,
+                if self.truncated == 1 {
+                    " was"
+                } else {
+                    "s were"
+                }
+            ));
+        }
         said
+    }
+
+    /// Fold a perf.data or trace.dat (`None`: the one on standard input): decoded on
+    /// `threads` threads into the lines `uevrec decode` writes (context keys on, for
+    /// `--by comm`; no schema lines; stacks named unless `symbolize` is false), each folded
+    /// as it comes. Returns how decoding ended (its errors and notes are the caller's to
+    /// say), or why it could not start; a line decoding wrote that cannot be folded is an
+    /// error too.
+    pub fn add_recorded(
+        &mut self,
+        input: Option<&Path>,
+        symbolize: bool,
+        threads: usize,
+    ) -> Result<Outcome, String> {
+        let opts = DecodeOptions {
+            format: OutputFormat::JsonLines,
+            context: true,
+            stacks: true,
+            symbolize_stacks: symbolize,
+            ..DecodeOptions::default()
+        };
+        // The sink is boxed for `decode` (`'static`): the folder moves into it and back.
+        let shared = Arc::new(Mutex::new(FoldingSink {
+            folder: std::mem::take(self),
+            error: None,
+        }));
+        let sink = Box::new(SharedSink(Arc::clone(&shared)));
+        let (outcome, _) =
+            crate::offline::decode::run(input, opts, &|_, _| true, sink, threads, None);
+        let mut sink = shared.lock().unwrap_or_else(PoisonError::into_inner);
+        *self = std::mem::take(&mut sink.folder);
+        match sink.error.take() {
+            Some(e) => Err(e),
+            None => outcome,
+        }
+    }
+}
+
+/// The folder behind decoding's sink, with the first line it could not fold.
+struct FoldingSink {
+    folder: Folder,
+    error: Option<String>,
+}
+
+/// [`FoldingSink`] where `decode` hands its lines (from its writer thread with workers).
+struct SharedSink(Arc<Mutex<FoldingSink>>);
+
+impl Sink for SharedSink {
+    fn write_lines(&mut self, lines: &[u8]) -> Result<(), SinkError> {
+        let mut sink = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        for line in lines.split(|&b| b == b'\n') {
+            if let Err(e) = sink.folder.add_line(line) {
+                sink.error = Some(format!("a line of the decoded records: {e}"));
+                // Stops decoding: nothing is drawn from part of the input.
+                return Err(SinkError::Closed);
+            }
+        }
+        Ok(())
     }
 }
 

@@ -3,6 +3,8 @@
 //! MAGIC, SEQ)`, frame pointers: `inner` is skipped, docs/stacks.md):
 //! - `uevrec flamegraph` of a `record -g` file: exactly one folded stack with the exact
 //!   count of calls, an SVG naming the chain, opened in headless Chromium;
+//! - `uevrec flamegraph` of a `record -g --raw` perf.data: the folded lines of
+//!   `uevrec decode FILE | uevrec flamegraph`, the chain with its exact count;
 //! - `record -g --export` to a real OTLP receiver: every log record carries
 //!   `code.stacktrace` naming middle, outer and main in order;
 //! - `record -g --format otlp`: the same attribute in the file;
@@ -131,6 +133,81 @@ fn flamegraph_of_a_recording_folds_the_chain_with_its_exact_count() {
         "the title says the event and the count"
     );
     in_chromium(&svg, dir.path());
+}
+
+/// A perf.data is decoded and folded in one step: the same lines as the pipe through
+/// `uevrec decode`, and the chain (its own program name, so other tests' chains are told
+/// apart) with the exact number of calls.
+#[test]
+fn flamegraph_of_a_raw_perf_data_equals_decode_piped_into_it() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let built = require!(Tier::Host, build_chain(dir.path()));
+    let exe = dir.path().join("flamechain");
+    std::fs::rename(&built, &exe).unwrap();
+    let out = dir.path().join("out.jsonl");
+    let data = dir.path().join("out.data");
+    const MAGIC: u64 = 424_242_381;
+    const N: u64 = 120;
+    let rec = record_setpgid(&out, &["-g", "--raw", data.to_str().unwrap()]);
+    run_chain(&exe, MAGIC, N);
+    wait_for("every record of the program", PATIENCE, || {
+        let lines = complete_lines(&out);
+        lines.iter().filter(|v| of_magic(v, MAGIC)).count() as u64 >= N
+    });
+    drop(rec);
+    let data = data.to_str().unwrap();
+
+    let (ok, direct, err) = flamegraph(&["--folded", "--by", "comm", data]);
+    assert!(ok, "{err}");
+    let mut decoded = Command::new(bin())
+        .args(["decode", "--quiet", data])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let piped = Command::new(bin())
+        .args(["flamegraph", "--folded", "--by", "comm"])
+        .stdin(decoded.stdout.take().unwrap())
+        .output()
+        .unwrap();
+    assert!(decoded.wait().unwrap().success());
+    assert!(piped.status.success());
+    assert_eq!(direct, String::from_utf8(piped.stdout).unwrap());
+    let mine: Vec<&str> = direct
+        .lines()
+        .filter(|l| l.starts_with("flamechain;"))
+        .collect();
+    assert_eq!(mine.len(), 1, "one stack of the program: {direct}");
+    let (stack, count) = mine[0].rsplit_once(' ').unwrap();
+    assert_eq!(count, N.to_string(), "{direct}");
+    assert!(
+        stack.contains(";main;outer;middle;"),
+        "named, outermost first: {stack}"
+    );
+
+    // Standard input redirected from the file reads the same; piped, it is refused.
+    let redirected = Command::new(bin())
+        .args(["flamegraph", "--folded", "--by", "comm"])
+        .stdin(std::fs::File::open(data).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8(redirected.stdout).unwrap(), direct);
+    let mut cat = Command::new("cat")
+        .arg(data)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let piped = Command::new(bin())
+        .args(["flamegraph", "--folded"])
+        .stdin(cat.stdout.take().unwrap())
+        .output()
+        .unwrap();
+    let _ = cat.wait();
+    assert!(!piped.status.success());
+    let err = String::from_utf8_lossy(&piped.stderr);
+    assert!(err.contains("standard input is a piped perf.data"), "{err}");
 }
 
 /// Headless Chromium loads the SVG (its script runs) and has the frames in its DOM; a

@@ -162,7 +162,7 @@ fn lines_that_are_no_records_are_errors() {
 }
 
 #[test]
-fn the_binary_names_the_bad_line_and_refuses_perf_data() {
+fn the_binary_names_the_bad_line_and_the_bad_perf_data() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.jsonl");
     let good = r#"{"system":"s","event":"e","pid":1,"stack":[{"addr":"0x1","context":"user","symbol":"f"}]}"#;
@@ -176,6 +176,8 @@ fn the_binary_names_the_bad_line_and_refuses_perf_data() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.jsonl, line 3: not a JSON line"), "{err}");
 
+    // A perf.data is decoded, not read as lines: one cut short in its header is an error
+    // naming the file and why, and nothing is drawn.
     let perf = dir.path().join("perf.data");
     std::fs::write(&perf, b"PERFILE2\0\0\0\0").unwrap();
     let out = Command::new(bin())
@@ -183,9 +185,11 @@ fn the_binary_names_the_bad_line_and_refuses_perf_data() {
         .arg(&perf)
         .output()
         .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("is a perf.data file") && err.contains("uevrec decode"),
+        err.contains("perf.data: truncated at byte 8") && !err.contains("line 1"),
         "{err}"
     );
 
@@ -198,4 +202,51 @@ fn the_binary_names_the_bad_line_and_refuses_perf_data() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("standard input, line 3"), "{err}");
+}
+
+#[test]
+fn recorded_files_are_told_by_their_magic() {
+    use uevrec::offline::flamegraph::recorded_format;
+    assert_eq!(recorded_format(b"PERFILE2\x68\0\0\0"), Some("perf.data"));
+    assert_eq!(recorded_format(b"2ELIFREP"), Some("perf.data"));
+    assert_eq!(
+        recorded_format(b"\x17\x08\x44tracing6\0"),
+        Some("trace.dat")
+    );
+    for other in [
+        &b"{\"system\":\"s\"}\n"[..],
+        b"PERFILE",
+        b"",
+        b"\x17\x08\x44trac",
+    ] {
+        assert_eq!(recorded_format(other), None, "{other:?}");
+    }
+}
+
+/// A trace.dat (here one without stacks) is decoded and its records counted.
+#[test]
+fn a_trace_dat_is_decoded_and_its_records_without_stacks_are_said() {
+    let dat = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/parsers/tests/data/trace-dat/v7-none.dat"
+    );
+    let out = Command::new(bin())
+        .args(["flamegraph", "--folded", dat])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("(818 records without one)"), "{err}");
+    assert!(!err.contains("\"time\" is null"), "no note on times: {err}");
+}
+
+/// A `truncated` notice (decode of a recording cut short) is said with what is left out.
+#[test]
+fn a_truncated_input_is_said() {
+    let mut folder = Folder::new(FoldOptions::default());
+    folder
+        .add_line(br#"{"uevrec":"notice","what":"truncated","message":"cut at byte 9"}"#)
+        .unwrap();
+    let said = folder.left_out().join("; ");
+    assert!(said.contains("1 input was cut short"), "{said}");
 }
