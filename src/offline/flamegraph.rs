@@ -321,8 +321,11 @@ impl Folder {
             error: None,
         }));
         let sink = Box::new(SharedSink(Arc::clone(&shared)));
-        let (outcome, _) =
-            crate::offline::decode::run(input, opts, &|_, _| true, sink, threads, None);
+        let every = crate::offline::decode::pick::Pick {
+            select: &|_, _| true,
+            filter: None,
+        };
+        let (outcome, _) = crate::offline::decode::run(input, opts, &every, sink, threads, None);
         let mut sink = shared.lock().unwrap_or_else(PoisonError::into_inner);
         *self = std::mem::take(&mut sink.folder);
         match sink.error.take() {
