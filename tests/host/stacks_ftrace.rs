@@ -77,16 +77,17 @@ fn record(exe: &Path, magic: u64, n: u64, out: &Path, args: &[&str]) -> (bool, S
     let lines = out.with_extension("jsonl");
     let raw = args.contains(&"--raw");
     let mut cmd = Command::new(bin());
-    cmd.args(["record", "--quiet"])
+    cmd.arg("record")
         .args(args)
         .args(["-e", "raw_syscalls:sys_enter", "--filter"])
-        .arg(format!("id == {NR_SETPGID}"))
-        .stderr(Stdio::piped());
-    // A --raw recording writes its notices on standard output.
+        .arg(format!("id == {NR_SETPGID}"));
+    // A --raw recording writes its notices on standard error.
     if raw {
-        cmd.stdout(std::fs::File::create(&lines).unwrap());
+        cmd.stderr(std::fs::File::create(&lines).unwrap());
     } else {
-        cmd.arg("-o").arg(&lines);
+        cmd.args(["--quiet", "-o"])
+            .arg(&lines)
+            .stderr(Stdio::piped());
     }
     let mut rec = cmd.spawn().unwrap();
     wait_for("uevrec's attached notice", PATIENCE, || {
@@ -114,7 +115,10 @@ fn record(exe: &Path, magic: u64, n: u64, out: &Path, args: &[&str]) -> (bool, S
     unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
     let status = wait_exit(&mut rec, PATIENCE).expect("uevrec stops");
     let mut err = String::new();
-    std::io::Read::read_to_string(&mut rec.stderr.take().unwrap(), &mut err).unwrap();
+    match rec.stderr.take() {
+        Some(mut e) => drop(std::io::Read::read_to_string(&mut e, &mut err)),
+        None => err = std::fs::read_to_string(&lines).unwrap_or_default(),
+    }
     (status.success(), err, pid)
 }
 

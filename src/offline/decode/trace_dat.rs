@@ -24,7 +24,24 @@ pub(crate) fn decode_trace_dat(
     par: Option<&Par<'_>>,
 ) -> Result<Outcome, String> {
     let file = uevrec_parsers::trace_dat::TraceDat::parse(bytes).map_err(|e| e.to_string())?;
+    // A record and its stack records are read in one pass (windows would cut them
+    // apart): staged whole for the workers.
+    let ties = lines::FileDecoder::new(&file, &opts, select).ties_stacks();
     let (decoded, shared) = match par {
+        Some(par) if ties => {
+            let context = lines::context_of(&file);
+            let par_opts = par_lines(opts, file.endian(), Some(context));
+            let decoded = staged(par, par_opts, bytes, |mut sink| {
+                lines::decode_into(&file, &opts, select, flush, Some(sink.as_mut()))
+            })
+            .map_err(|e| e.to_string())?;
+            let how = format!(
+                "{} formatting threads after one reading (a file with stack records is not cut \
+                 into windows of time)",
+                par.workers
+            );
+            (decoded, how)
+        }
         Some(par) => {
             let d = lines::FileDecoder::new(&file, &opts, select);
             let sizes: Vec<u64> = (file.top_buffer().into_iter())
@@ -73,10 +90,16 @@ pub(crate) fn decode_trace_dat(
                 }
             }
         }
-        None => (
-            lines::decode_lines(&file, &opts, select, flush).map_err(|e| e.to_string())?,
-            String::new(),
-        ),
+        None => {
+            let decoded = match super::parallel::stack_options(opts).filter(|_| ties) {
+                Some(o) => {
+                    let namer = Box::new(crate::pipeline::stacks::StackWriter::new(o));
+                    lines::decode_named(&file, &opts, select, flush, namer)
+                }
+                None => lines::decode_lines(&file, &opts, select, flush),
+            };
+            (decoded.map_err(|e| e.to_string())?, String::new())
+        }
     };
     let shared = par.map(|_| shared);
     let clock = file.trace_clock().unwrap_or("local");
