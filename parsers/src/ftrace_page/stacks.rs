@@ -651,7 +651,7 @@ mod tests {
     fn ties_in_order_and_cuts() {
         let mut t = StackTie::new(true, true, 3);
         t.hold(b"record..", 10, 7, Some(9));
-        let k = entry(4, 7, 2, &[0xffff_1, 0xffff_2], 0);
+        let k = entry(4, 7, 2, &[0xf1, 0xf2], 0);
         let k = EVENTS.read(&k, Endian::Little).unwrap().unwrap();
         assert_eq!(t.stack(&k), Tie::Attached { complete: false });
         let u = entry(13, 7, 9, &[0x10, 0x20], 8);
@@ -662,8 +662,8 @@ mod tests {
         assert_eq!(
             frames(held.chain),
             [
-                (FrameContext::Kernel, 0xffff_1),
-                (FrameContext::Kernel, 0xffff_2),
+                (FrameContext::Kernel, 0xf1),
+                (FrameContext::Kernel, 0xf2),
                 (FrameContext::User, 0x10)
             ]
         );

@@ -670,12 +670,12 @@ impl Backend for FtraceBackend {
 }
 
 /// `f`, telling `sight` (with call stacks) of each rename and new task on its way.
-fn tracked<'s, F: FnMut(u32, Arrival<'_>) -> ControlFlow<()>>(
+fn tracked<'s, F>(
     sight: Option<&'s Mutex<Sight>>,
     mut f: F,
 ) -> impl FnMut(u32, Arrival<'_>) -> ControlFlow<()> + 's
 where
-    F: 's,
+    F: FnMut(u32, Arrival<'_>) -> ControlFlow<()> + 's,
 {
     move |cpu, a| {
         if let (Some(sight), Arrival::Context { time, update }) = (sight, &a) {
