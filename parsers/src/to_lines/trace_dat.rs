@@ -271,7 +271,7 @@ impl<'f> FileDecoder<'f> {
             problems,
             stacks: (opts.stacks && opts.format == OutputFormat::JsonLines)
                 .then(|| stack_events(file))
-                .filter(StackEvents::any),
+                .filter(|e| holds_stack_records(file, e)),
         }
     }
 
@@ -317,6 +317,32 @@ fn stack_events(file: &TraceDat<'_>) -> StackEvents {
         kernel: find("kernel_stack", StackKind::Kernel),
         user: find("user_stack", StackKind::User),
     }
+}
+
+/// Records looked at for stack records ([`holds_stack_records`]).
+const STACK_PEEK: usize = 256;
+
+/// Whether `file` was recorded with stacks: one of its first [`STACK_PEEK`] records is a
+/// stack record of `events` (every ftrace instance's file has their formats; with `-g`
+/// nearly every record is followed by them). A file without them is decoded as before:
+/// in time order across CPUs, in windows with `--threads`.
+fn holds_stack_records(file: &TraceDat<'_>, events: &StackEvents) -> bool {
+    if !events.any() {
+        return false;
+    }
+    let Ok(mut records) = file.records() else {
+        return false;
+    };
+    for _ in 0..STACK_PEEK {
+        match records.next_item() {
+            Ok(Some(Item::Record(r))) if events.read(r.raw, file.endian()).is_some() => {
+                return true;
+            }
+            Ok(None) => return false,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// A schema line a window wrote ([`decode_window`]): bytes `start..end` of the lines it
