@@ -268,7 +268,7 @@ impl CpuReader {
     /// returns true when one did.
     /// Samples get their process id from `procs` (thread id → process id; None: no
     /// process id). With call stacks, a record is handed on once its stack records came
-    /// (or did not come within [`HOLD_NS`] of an empty ring, or at a stop).
+    /// (or did not come within 2 ms of an empty ring, or at a stop).
     pub fn read(
         &mut self,
         layout: &PageLayout,
