@@ -457,14 +457,19 @@ impl StackTie {
 
     /// The held record, if any (it stays held).
     pub fn peek(&self) -> Option<HeldRecord<'_>> {
-        self.held.then(|| HeldRecord {
+        self.held.then(|| self.view())
+    }
+
+    /// The record in the buffers, held or not.
+    fn view(&self) -> HeldRecord<'_> {
+        HeldRecord {
             raw: &self.raw,
             time: self.time,
             tid: self.tid,
             pid: self.pid,
             chain: &self.chain,
             cut: self.cut,
-        })
+        }
     }
 
     /// The held record, no longer held (its bytes stay valid until the next
@@ -475,14 +480,7 @@ impl StackTie {
         if held && !(self.has_kernel == self.kernel && self.has_user == self.user) {
             self.untied.incomplete = self.untied.incomplete.saturating_add(1);
         }
-        held.then(|| HeldRecord {
-            raw: &self.raw,
-            time: self.time,
-            tid: self.tid,
-            pid: self.pid,
-            chain: &self.chain,
-            cut: self.cut,
-        })
+        held.then(|| self.view())
     }
 
     /// Take trace entry `raw` of this CPU (the next after the last one offered): a stack
