@@ -269,13 +269,15 @@ impl EventInstance {
             .map_err(SetupError::from_step)?;
         let record_tgid = instance.write("options/record-tgid", "1").is_ok();
         let stack_events = match &opts.stacks {
-            Some(request) => {
-                let events = stacks::stack_events(root, request)?;
-                stacks::enable(&instance, &events)?;
-                Some(events)
-            }
+            Some(request) => Some(stacks::stack_events(root, request)?),
             None => None,
         };
+        match &stack_events {
+            Some(events) => stacks::enable(&instance, events)?,
+            // Off without -g (an adopted named instance may have been left with them on);
+            // a kernel without the options records no stacks anyway.
+            None => drop(stacks::enable(&instance, &Default::default())),
+        }
         Ok(EventInstance {
             layout,
             instance,

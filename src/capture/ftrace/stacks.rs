@@ -51,8 +51,8 @@ pub fn stack_events(root: &Path, request: &StackRequest) -> Result<StackEvents, 
     })
 }
 
-/// Turn the stack options of `instance` on as `events` says (uevrec's own event instance
-/// only: never the tracking instance, never tracefs's top level).
+/// Turn the stack options of `instance` on or off as `events` says (uevrec's own event
+/// instance only: never the tracking instance, never tracefs's top level).
 pub fn enable(instance: &Instance, events: &StackEvents) -> Result<(), SetupError> {
     let set = |option: &str, on: bool| {
         instance
