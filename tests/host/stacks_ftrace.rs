@@ -351,3 +351,58 @@ fn ftrace_stacks_in_trace_dat() {
         "the stack records are not lines of their own"
     );
 }
+
+/// A program that exec'd and exited before uevrec read its first stack: its mappings
+/// cannot be read any more, so its user frames say `no_mapping`, never the names of the
+/// program it was forked from (this test binary); its kernel frames are still named.
+#[test]
+fn ftrace_stacks_of_a_program_gone_before_its_first_stack_name_nothing_wrong() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(dir.path());
+    let (magic, n) = (0x38_0004u64, 20);
+    let out = dir.path().join("gone.jsonl");
+    let mut rec = Command::new(bin())
+        .args(["record", "--quiet", "--backend", "ftrace", "-g"])
+        .args(["-e", "raw_syscalls:sys_enter", "--filter"])
+        .arg(format!("id == {NR_SETPGID}"))
+        .arg("-o")
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    wait_for("uevrec's attached notice", PATIENCE, || {
+        complete_lines(&out).iter().any(|v| v["what"] == "attached")
+    });
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGSTOP) };
+    let mut child = Command::new(&exe)
+        .args([magic.to_string(), n.to_string()])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"x").unwrap();
+    assert!(child.wait().unwrap().success());
+    // SAFETY: as above.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGCONT) };
+    wait_for("every record of the program", PATIENCE, || {
+        mine(&complete_lines(&out), magic).len() as u64 >= n
+    });
+    // SAFETY: as above.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    assert!(wait_exit(&mut rec, PATIENCE).is_ok_and(|s| s.success()));
+    let records = mine(&complete_lines(&out), magic);
+    assert_eq!(records.len() as u64, n);
+    for r in &records {
+        let user = frames(r, "user");
+        assert!(!user.is_empty(), "{r}");
+        for f in user {
+            assert!(
+                f.get("symbol").is_none() && f["unsymbolized"] == "no_mapping",
+                "a frame named from another program's mappings: {f} in {r}"
+            );
+        }
+        assert!(!frames(r, "kernel").is_empty(), "{r}");
+    }
+}
