@@ -70,31 +70,37 @@ fn build(dir: &Path) -> PathBuf {
     exe
 }
 
+/// `uevrec record ARGS` of every setpgid call on `raw_syscalls:sys_enter`, its lines (a
+/// --raw recording: its notices, from standard error) into `lines`, once attached.
+fn start(lines: &Path, args: &[&str]) -> std::process::Child {
+    let mut cmd = Command::new(bin());
+    cmd.arg("record")
+        .args(args)
+        .args(["-e", "raw_syscalls:sys_enter", "--filter"])
+        .arg(format!("id == {NR_SETPGID}"));
+    if args.contains(&"--raw") {
+        cmd.stderr(std::fs::File::create(lines).unwrap());
+    } else {
+        cmd.args(["--quiet", "-o"])
+            .arg(lines)
+            .stderr(Stdio::piped());
+    }
+    let rec = cmd.spawn().unwrap();
+    wait_for("uevrec's attached notice", PATIENCE, || {
+        complete_lines(lines)
+            .iter()
+            .any(|v| v["what"] == "attached")
+    });
+    rec
+}
+
 /// Record `N` calls of `exe` with `uevrec record ARGS` into `out` (a JSON-lines file, or
 /// the session's standard output when ARGS write a --raw file): returns uevrec's exit
 /// status and standard error, and the program's process id.
 fn record(exe: &Path, magic: u64, n: u64, out: &Path, args: &[&str]) -> (bool, String, u32) {
     let lines = out.with_extension("jsonl");
     let raw = args.contains(&"--raw");
-    let mut cmd = Command::new(bin());
-    cmd.arg("record")
-        .args(args)
-        .args(["-e", "raw_syscalls:sys_enter", "--filter"])
-        .arg(format!("id == {NR_SETPGID}"));
-    // A --raw recording writes its notices on standard error.
-    if raw {
-        cmd.stderr(std::fs::File::create(&lines).unwrap());
-    } else {
-        cmd.args(["--quiet", "-o"])
-            .arg(&lines)
-            .stderr(Stdio::piped());
-    }
-    let mut rec = cmd.spawn().unwrap();
-    wait_for("uevrec's attached notice", PATIENCE, || {
-        complete_lines(&lines)
-            .iter()
-            .any(|v| v["what"] == "attached")
-    });
+    let mut rec = start(&lines, args);
     let mut child = Command::new(exe)
         .args([magic.to_string(), n.to_string()])
         .stdin(Stdio::piped())
@@ -173,7 +179,7 @@ fn ftrace_stacks_name_the_chain_as_perf_does() {
     }
     let dir = tempfile::tempdir().unwrap();
     let exe = build(dir.path());
-    let (magic, n) = (0x38_0001u64, 200);
+    let (magic, n) = (0x38_1000u64, 200);
     let out = dir.path().join("ftrace");
     let (ok, err, _) = record(&exe, magic, n, &out, &["--backend", "ftrace", "-g"]);
     assert!(ok, "uevrec failed: {err}");
@@ -246,7 +252,7 @@ fn ftrace_stacks_max_stack_user_only_and_dwarf_refused() {
     }
     let dir = tempfile::tempdir().unwrap();
     let exe = build(dir.path());
-    let magic = 0x38_0002u64;
+    let magic = 0x38_2000u64;
     let out = dir.path().join("cut");
     let args = ["--backend", "ftrace", "-g", "--max-stack", "3"];
     let (ok, err, _) = record(&exe, magic, 20, &out, &args);
@@ -290,7 +296,7 @@ fn ftrace_stacks_in_trace_dat() {
     }
     let dir = tempfile::tempdir().unwrap();
     let exe = build(dir.path());
-    let magic = 0x38_0003u64;
+    let magic = 0x38_3000u64;
     let dat = dir.path().join("rec.dat");
     let args = [
         "--backend",
@@ -362,19 +368,9 @@ fn ftrace_stacks_of_a_program_gone_before_its_first_stack_name_nothing_wrong() {
     }
     let dir = tempfile::tempdir().unwrap();
     let exe = build(dir.path());
-    let (magic, n) = (0x38_0004u64, 20);
+    let (magic, n) = (0x38_4000u64, 20);
     let out = dir.path().join("gone.jsonl");
-    let mut rec = Command::new(bin())
-        .args(["record", "--quiet", "--backend", "ftrace", "-g"])
-        .args(["-e", "raw_syscalls:sys_enter", "--filter"])
-        .arg(format!("id == {NR_SETPGID}"))
-        .arg("-o")
-        .arg(&out)
-        .spawn()
-        .unwrap();
-    wait_for("uevrec's attached notice", PATIENCE, || {
-        complete_lines(&out).iter().any(|v| v["what"] == "attached")
-    });
+    let mut rec = start(&out, &["--backend", "ftrace", "-g"]);
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(rec.id() as i32, libc::SIGSTOP) };
     let mut child = Command::new(&exe)
