@@ -2,7 +2,7 @@
 # Call stacks (issue 38): recorder CPU per record with -g against perf record -g, on the
 # same load, side by side in one run. Prints one table (BENCHMARKS.md, "Issue 38").
 #
-#   scripts/bench-stacks.sh [--runs N] [--calls N] [--dwarf]
+#   scripts/bench-stacks.sh [--runs N] [--calls N] [--dwarf | --ftrace]
 #
 # --dwarf: `--call-graph dwarf` (8 KiB of user stack per record) against perf's, both with
 # 4 MiB rings per CPU (-m 4M), instead of the -g rows:
@@ -11,6 +11,11 @@
 #   uevrec-dwarf-nosym  the same with --no-symbolize (unwound, not named)
 #   perf-dwarf          `perf record -q --call-graph dwarf -m 4M -a` (copies only)
 #   perf-dwarf+script   perf-dwarf plus `perf script` (perf unwinds and names afterwards)
+# --ftrace: the ftrace backend's stacks (its instance's kernel_stack and user_stack
+# records) against its own baseline and the perf backend's -g, instead of the -g rows:
+#   uevrec-ftrace       `uevrec record -q --backend ftrace` (no stacks)
+#   uevrec-ftrace-g     the same with -g
+#   uevrec-g, perf-g    as below
 # The load then calls setpgid (id 109: ESRCH) instead of getppid, which other programs on a
 # shared machine also call with 424242.
 #
@@ -37,7 +42,8 @@ while [ $# -gt 0 ]; do
     --runs) RUNS=$2; shift 2 ;;
     --calls) CALLS=$2; shift 2 ;;
     --dwarf) NAMES="uevrec uevrec-dwarf uevrec-dwarf-nosym perf-dwarf"; NR=109; shift ;;
-    *) echo "usage: $0 [--runs N] [--calls N] [--dwarf]" >&2; exit 2 ;;
+    --ftrace) NAMES="uevrec-ftrace uevrec-ftrace-g uevrec-g perf-g"; NR=109; shift ;;
+    *) echo "usage: $0 [--runs N] [--calls N] [--dwarf | --ftrace]" >&2; exit 2 ;;
   esac
 done
 
@@ -91,6 +97,8 @@ one() {
   case $name in
     uevrec) measure "$WORK/m" "$UEVREC" record -q -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     uevrec-g) measure "$WORK/m" "$UEVREC" record -q -g -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
+    uevrec-ftrace) measure "$WORK/m" "$UEVREC" record -q --backend ftrace -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
+    uevrec-ftrace-g) measure "$WORK/m" "$UEVREC" record -q --backend ftrace -g -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     uevrec-g-nosym) measure "$WORK/m" "$UEVREC" record -q -g --no-symbolize -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     perf-g) measure "$WORK/m" perf record -q -g -a -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     uevrec-dwarf) measure "$WORK/m" "$UEVREC" record -q --call-graph dwarf -m 4M -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;

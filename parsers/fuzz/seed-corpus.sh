@@ -125,6 +125,9 @@ for path in sorted(glob.glob(f"{sys.argv[1]}/*.dat")):
             open(f"{sys.argv[2]}/seed-{os.path.basename(path)}-{at}", "wb").write(b"\x00\x00\x08" + page)
 print(f"seed-corpus.sh: {n} ring-buffer pages in {sys.argv[2]}")
 PY
+# ...and pages of a `record --backend ftrace -g` ring: events followed by their
+# kernel_stack and user_stack records (ids 4 and 13, as the target ties them).
+cp "$here/seeds/ftrace_page/"* "$here/corpus/ftrace_page/"
 # cgroup_path: paths of both kubelet cgroup drivers, containers and units, and kubelet
 # names (line 1 the path, then the names).
 cg=$here/corpus/cgroup_path

@@ -213,6 +213,12 @@ pub trait Backend {
     /// or stop that (off).
     fn set_markers(&mut self, on: bool);
 
+    /// At the stop: what the backend has to say of the call stacks it could not give
+    /// whole (ftrace: stack records not tied to a record, and why). The default: nothing.
+    fn stack_notice(&self) -> Option<String> {
+        None
+    }
+
     /// Detach `events` (disabled and drained already). The default drops them; a backend
     /// whose detaching blocks for long (perf: RCU grace periods per tracepoint) does it
     /// off the caller's path, so that neither the drain loop nor the exit waits for it.

@@ -60,10 +60,9 @@ fn record_run(args: RecordArgs) -> i32 {
         &args.rec.session.stacks,
         args.rec.format == Some(Format::Text),
         // A perf.data carries frame-pointer stacks with its process records (not without
-        // context, and not dwarf's stack copies).
+        // context, and not dwarf's stack copies); a trace.dat its pages' stack records.
         args.raw.is_some()
-            && (args.raw_format == RawFormat::TraceDat
-                || args.rec.no_context
+            && ((args.raw_format != RawFormat::TraceDat && args.rec.no_context)
                 || args
                     .rec
                     .session

@@ -79,15 +79,17 @@ pub fn parse_max_stack(s: &str) -> Result<u16, String> {
 /// Call stacks on every record.
 #[derive(Debug, Args, Default)]
 pub struct StackArgs {
-    /// Record the call stack of every record, by frame pointers (same as --call-graph fp;
-    /// perf backend): on JSON lines, and into a --raw perf.data with the mappings that name
-    /// them. Programs and libraries built without frame pointers give short stacks
-    /// (docs/stacks.md).
+    /// Record the call stack of every record, by frame pointers (same as --call-graph fp):
+    /// on JSON lines, and into a --raw perf.data with the mappings that name them (or a
+    /// trace.dat with its stack records). Programs and libraries built without frame
+    /// pointers give short stacks. With --backend ftrace the kernel's limits hold: user
+    /// frames by frame pointers only, 8 at most, no dwarf (docs/stacks.md).
     #[arg(short = 'g', help_heading = "Call stacks")]
     pub g: bool,
     /// How to record call stacks: fp (frame pointers), dwarf or dwarf,SIZE (user registers
     /// and SIZE bytes of user stack per record, default 8192, at most 65528, unwound from
-    /// .eh_frame; through code without unwind information by its frame pointer) or none.
+    /// .eh_frame; through code without unwind information by its frame pointer; perf
+    /// backend only) or none.
     #[arg(long, value_name = "MODE", value_parser = parse_call_graph, help_heading = "Call stacks")]
     pub call_graph: Option<CallGraph>,
     /// Frames per stack at most, kernel and user together (default and most:
@@ -112,9 +114,9 @@ pub fn unsupported_output(stacks: &StackArgs, format_text: bool, raw: bool) -> O
     let what = if format_text {
         "text lines (--format text; tail on a terminal writes JSON lines when -g asks for stacks)"
     } else if raw {
-        "a trace.dat (--raw-format trace-dat), or a --raw perf.data without its process \
-         records (--no-context: the MMAP2 records that name the frames go with them) or \
-         with --call-graph dwarf (the stack copies are not written)"
+        "a --raw perf.data without its process records (--no-context: the MMAP2 records \
+         that name the frames go with them), or a --raw file with --call-graph dwarf (the \
+         stack copies are not written)"
     } else {
         return None;
     };

@@ -33,11 +33,8 @@ pub fn run_session(
         Some(t) => t.clone(),
         None => Tracefs::discover(None)?,
     };
-    if config.stacks.is_some() && config.backend == BackendKind::Ftrace {
-        return Err(SessionError::Stacks(
-            "call stacks (-g, --call-graph) need --backend perf: the ftrace backend's \
-             stack records are not supported yet (docs/stacks.md, \"Not yet\")",
-        ));
+    if let (Some(why), BackendKind::Ftrace) = (ftrace_refuses(config), config.backend) {
+        return Err(SessionError::Stacks(why));
     }
     let cpus = perf::online_cpus().map_err(SessionError::Cpus)?;
     if let (BackendKind::Ftrace, Some(plan)) = (config.backend, &config.spool) {
@@ -134,7 +131,18 @@ fn ftrace_options(config: &SessionConfig, written: Option<Arc<Written>>) -> Ftra
         exclude_threads,
         written: written.filter(|_| named.is_some()),
         named,
+        stacks: config.stacks,
     }
+}
+
+/// Why the ftrace backend cannot take `config`'s call stacks (`None`: it can): the kernel
+/// walks frame pointers only there (`dwarf` needs the perf backend's stack copies).
+pub fn ftrace_refuses(config: &SessionConfig) -> Option<&'static str> {
+    config.stacks?.dwarf.map(|_| {
+        "--call-graph dwarf needs --backend perf: the ftrace backend's user stacks are the \
+         kernel's frame-pointer walk (8 frames at most), with no stack copy to unwind; use \
+         --backend perf for dwarf, or -g (--call-graph fp) with --backend ftrace"
+    })
 }
 
 /// Print an instance's setup notes (stale instances found) on standard error.

@@ -30,6 +30,7 @@ mod session;
 mod spool;
 mod stack_outputs;
 mod stacks;
+mod stacks_ftrace;
 mod stacks_raw;
 mod stall;
 mod stop;

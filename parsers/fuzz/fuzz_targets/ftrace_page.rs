@@ -7,6 +7,11 @@
 //!   the whole page that end before the cut, with the same times, and then says it was
 //!   cut (`is_cut`), never a corrupt page.
 //!
+//! - every record offered to a stack tie (`ftrace_page::stacks`, as `record --backend
+//!   ftrace -g` reads: ids 4 and 13 are `kernel_stack` and `user_stack`, laid out as on
+//!   x86_64, or with 4-byte words by bit 2 of byte 0): tied or counted, never a panic, and
+//!   each chain whole words, `max_frames` (byte 1 modulo 16; 0: all) frames at most.
+//!
 //! Input layout: byte 0 → layout (bit 0: big-endian; bit 1: a 32-bit kernel's 4-byte
 //! `commit`), bytes 1–2 → where to cut (LE u16, modulo the page size), then the page
 //! (zero-padded or cut to a whole page).
@@ -14,6 +19,10 @@
 
 use libfuzzer_sys::fuzz_target;
 use uevrec_parsers::Endian;
+use uevrec_parsers::callchain::Callchain;
+use uevrec_parsers::ftrace_page::stacks::{
+    CHAIN_ENDIAN, Offered, StackEvents, StackFields, StackTie,
+};
 use uevrec_parsers::ftrace_page::{Item, PageLayout, PageReader};
 
 /// (time, offset, bytes) of each record read before the end or the first error, and
@@ -73,6 +82,7 @@ fuzz_target!(|input: &[u8]| {
         .filter(|i| matches!(i, Ok(Item::Record { .. })))
         .count();
     assert_eq!(records, whole.len());
+    tie_stacks(&whole, endian, flags & 4 == 4, usize::from(*cut_lo % 16));
 
     let cut = usize::from(u16::from_le_bytes([*cut_lo, *cut_hi])) % layout.page_size();
     let Ok(reader) = PageReader::new_cut(&layout, &page[..cut]) else {
@@ -91,3 +101,34 @@ fuzz_target!(|input: &[u8]| {
         .collect();
     assert_eq!(got, want, "the cut page's records are not the whole page's");
 });
+
+/// The records offered to a stack tie, one after the other ([`StackTie::offer`]).
+fn tie_stacks(records: &[(u64, usize, Vec<u8>)], endian: Endian, narrow: bool, max: usize) {
+    let word = if narrow { 4 } else { 8 };
+    let fields = |id| StackFields {
+        id,
+        head: 8,
+        caller: if narrow { 12 } else { 16 },
+        word,
+    };
+    let events = StackEvents {
+        kernel: Some(fields(4)),
+        user: Some(fields(13)),
+    };
+    let mut tie = StackTie::new(true, true, max);
+    let check = |tie: &mut StackTie| {
+        if let Some(held) = tie.take() {
+            assert_eq!(held.chain.len() % 8, 0);
+            let frames = Callchain::new(held.chain, CHAIN_ENDIAN).frames().count();
+            assert!(max == 0 || frames <= max, "{frames} frames past {max}");
+        }
+    };
+    for (time, _, raw) in records {
+        if let Offered::Record = tie.offer(&events, raw, endian) {
+            check(&mut tie);
+            tie.hold(raw, *time, 0, None);
+        }
+    }
+    check(&mut tie);
+    assert!(tie.untied.total() <= records.len() as u64);
+}

@@ -44,6 +44,7 @@
 //! the page) and then ends; the records before it are still returned.
 
 pub mod losses;
+pub mod stacks;
 
 use crate::bytes::Endian;
 

@@ -7,8 +7,20 @@ use crate::{
     PreparedFormat, RecordJudge, RecordSink, RecordStamp, RecordWriter, split_multi_format,
 };
 
+use crate::callchain::Callchain;
 use crate::ftrace_page::losses::Losses;
+use crate::ftrace_page::stacks::{
+    CHAIN_ENDIAN, Offered, StackEvents, StackFields, StackKind, StackTie, Tie, Untied,
+};
+use crate::output::{StackNamer, add_stack};
 use crate::trace_dat::{ErrorKind, Item, Record, Records, TraceDat, TraceDatError};
+
+/// What the `stacks` notice of a trace.dat with stack records says.
+pub const STACKS_NOTE: &str = "the stacks come from the file's ftrace kernel_stack and \
+    user_stack records, each tied to the record it follows on its CPU: user frames are \
+    addresses only (unsymbolized: no_mapping), since a trace.dat carries no mappings of the \
+    processes; kernel frames are named from this machine's /proc/kallsyms (the file holds \
+    none), so decode it on the machine that recorded it";
 
 /// Bytes of lines gathered before they go to `flush`.
 const BATCH: usize = 256 << 10;
@@ -139,9 +151,30 @@ pub fn decode_with(
     flush: &mut dyn FnMut(&[u8]) -> bool,
     sink: Option<&mut dyn RecordSink>,
 ) -> Result<Decoded, TraceDatError> {
+    decode_all(d, flush, sink, None)
+}
+
+/// [`decode_lines`], the frames of the stacks the file's stack records give
+/// ([`FileDecoder::ties_stacks`]) named by `namer`.
+pub fn decode_named<'d>(
+    d: &'d FileDecoder<'_>,
+    flush: &mut dyn FnMut(&[u8]) -> bool,
+    namer: Box<dyn StackNamer + 'd>,
+) -> Result<Decoded, TraceDatError> {
+    decode_all(d, flush, None, Some(namer))
+}
+
+/// [`decode_into`] with a namer of the stacks' frames.
+fn decode_all<'d>(
+    d: &'d FileDecoder<'_>,
+    flush: &mut dyn FnMut(&[u8]) -> bool,
+    sink: Option<&mut dyn RecordSink>,
+    namer: Option<Box<dyn StackNamer + 'd>>,
+) -> Result<Decoded, TraceDatError> {
     let file = d.file;
     let mut records = file.records()?;
     let mut run = Run::new(d, CpuLosses::of(file), false);
+    run.namer = namer;
     let mut sink = sink;
     run.read(
         &mut records,
@@ -155,6 +188,7 @@ pub fn decode_with(
         run.settle(&mut losses, &mut sink);
     }
     run.say_lost_overflow(&mut sink);
+    run.say_untied(&mut sink);
     run.writer.end_lines(&mut run.lines);
     if !run.lines.is_empty() {
         flush(&run.lines);
@@ -189,6 +223,9 @@ pub struct FileDecoder<'f> {
     wall: Option<i64>,
     /// The file's own problems: formats and cmdlines that did not parse.
     problems: Vec<String>,
+    /// With stacks ([`DecodeOptions::stacks`], JSON lines): the file's stack records
+    /// (`ftrace:kernel_stack`, `ftrace:user_stack`), tied to the records they follow.
+    stacks: Option<StackEvents>,
     /// Which records are written ([`FileDecoder::with_judge`]): each reading forks its
     /// own.
     judge: Option<Box<dyn RecordJudge>>,
@@ -241,6 +278,9 @@ impl<'f> FileDecoder<'f> {
             context: (opts.context && opts.format.carries_context()).then(|| context_of(file)),
             wall: file.wall_clock_offset_ns(),
             problems,
+            stacks: (opts.stacks && opts.format == OutputFormat::JsonLines)
+                .then(|| stack_events(file))
+                .filter(|e| holds_stack_records(file, e)),
             judge: None,
         }
     }
@@ -250,6 +290,13 @@ impl<'f> FileDecoder<'f> {
     pub fn with_judge(mut self, judge: Option<Box<dyn RecordJudge>>) -> Self {
         self.judge = judge;
         self
+    }
+
+    /// Whether the file's stack records are tied to their records (which then keep their
+    /// CPU's order, not always the time order across CPUs: a record goes out once its
+    /// stack records came).
+    pub fn ties_stacks(&self) -> bool {
+        self.stacks.is_some()
     }
 
     /// The file's own problems: formats and cmdlines that did not parse.
@@ -275,6 +322,44 @@ impl<'f> FileDecoder<'f> {
         }
         writer
     }
+}
+
+/// The stack records `file` has formats for.
+fn stack_events(file: &TraceDat<'_>) -> StackEvents {
+    let find = |name: &str, kind: StackKind| -> Option<StackFields> {
+        let e = (file.events().iter()).find(|e| e.system == "ftrace" && e.format.name == name)?;
+        StackFields::from_format(&e.format, kind)
+    };
+    StackEvents {
+        kernel: find("kernel_stack", StackKind::Kernel),
+        user: find("user_stack", StackKind::User),
+    }
+}
+
+/// Records looked at for stack records ([`holds_stack_records`]).
+const STACK_PEEK: usize = 256;
+
+/// Whether `file` was recorded with stacks: one of its first [`STACK_PEEK`] records is a
+/// stack record of `events` (every ftrace instance's file has their formats; with `-g`
+/// nearly every record is followed by them). A file without them is decoded as before:
+/// in time order across CPUs, in windows with `--threads`.
+fn holds_stack_records(file: &TraceDat<'_>, events: &StackEvents) -> bool {
+    if !events.any() {
+        return false;
+    }
+    let Ok(mut records) = file.records() else {
+        return false;
+    };
+    for _ in 0..STACK_PEEK {
+        match records.next_item() {
+            Ok(Some(Item::Record(r))) if events.read(r.raw, file.endian()).is_some() => {
+                return true;
+            }
+            Ok(None) => return false,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// A schema line a window wrote ([`decode_window`]): bytes `start..end` of the lines it
@@ -309,6 +394,10 @@ struct Run<'d, 'f> {
     lossless: Vec<u32>,
     doubted: bool,
     open: bool,
+    /// With stacks: each CPU's record held for its stack records (and its event).
+    ties: Vec<(u32, Option<usize>, StackTie)>,
+    /// Names the frames of the lines' stacks (none: the sink's records carry them).
+    namer: Option<Box<dyn StackNamer + 'd>>,
     /// This reading's fork of the decoder's judge.
     judge: Option<Box<dyn RecordJudge>>,
 }
@@ -329,6 +418,8 @@ impl<'d, 'f> Run<'d, 'f> {
             lossless: Vec::new(),
             doubted: false,
             open: true,
+            ties: Vec::new(),
+            namer: None,
             judge: d.judge.as_ref().map(|j| j.fork()),
         }
     }
@@ -348,96 +439,21 @@ impl<'d, 'f> Run<'d, 'f> {
         sink: &mut Option<&mut dyn RecordSink>,
     ) {
         let d = self.d;
-        let (file, opts, endian) = (d.file, &d.opts, d.file.endian());
-        let writer = &mut self.writer;
-        let lines = &mut self.lines;
-        let stats = &mut self.stats;
         while self.open {
             match records.next_item() {
                 Ok(None) => break,
                 Ok(Some(Item::Record(r))) => {
                     self.last_time = Some(r.time);
-                    let Some(p) = r.event.and_then(|i| d.prepared.get(i)) else {
-                        stats.unknown_event = stats.unknown_event.saturating_add(1);
-                        let (event, message, selected) = undecoded(file, &d.unknown, &r);
-                        if selected {
-                            let name = event.map(|(s, n)| format!("{s}:{n}"));
-                            let t = d.unix(r.time);
-                            let what = ("undecoded", name.as_deref());
-                            self.open &= notice_line(sink, writer, lines, t, what, &message);
-                        }
+                    if d.stacks.is_some() && self.tie(&r, sink) {
                         continue;
-                    };
-                    let Some(p) = p else {
-                        continue; // not selected
-                    };
-                    let pid = r
-                        .raw
-                        .get(4..8)
-                        .and_then(|b| <[u8; 4]>::try_from(b).ok())
-                        .map_or(0, |b| match endian {
-                            Endian::Big => u32::from_be_bytes(b),
-                            Endian::Little => u32::from_le_bytes(b),
-                        });
-                    let time_unix_ns = d.unix(r.time);
-                    let stamp = RecordStamp {
-                        time_unix_ns,
-                        cpu: r.cpu,
-                        pid: file.tgid(pid).unwrap_or(pid),
-                        tid: pid,
-                    };
-                    let event = r.event.unwrap_or(0);
-                    if let Some(judge) = self.judge.as_deref_mut() {
-                        let record = Judged {
-                            event,
-                            prepared: p,
-                            stamp: &stamp,
-                            clock_ns: Some(r.time),
-                            raw: r.raw,
-                            endian,
-                            context: d.context.as_ref(),
-                            cgroup: None,
-                        };
-                        if !judge.keep(&record) {
-                            continue;
-                        }
                     }
-                    if let Some(sink) = sink.as_deref_mut() {
-                        let first = self.described.first(event);
-                        self.open &= sink.record(event, p, first, &stamp, None, r.raw, None);
-                    } else {
-                        if let Some(c) = &d.context {
-                            writer.set_context(c, &stamp, None);
-                        }
-                        match &mut self.spans {
-                            None => self
-                                .described
-                                .write_record(writer, lines, event, &stamp, p, r.raw),
-                            Some(spans) => {
-                                let (start, first) = (lines.len(), self.described.is_new(event));
-                                self.described
-                                    .write_record(writer, lines, event, &stamp, p, r.raw);
-                                if first {
-                                    let end = lines[start..]
-                                        .iter()
-                                        .position(|&b| b == b'\n')
-                                        .map_or(lines.len(), |n| {
-                                            // A place in `lines`: the sum fits.
-                                            start.saturating_add(n).saturating_add(1)
-                                        });
-                                    spans.push(SchemaSpan { start, end, event });
-                                }
-                            }
-                        }
-                    }
-                    stats.records = stats.records.saturating_add(1);
-                    let unknown = u64::from(time_unix_ns.is_none());
-                    stats.time_unknown = stats.time_unknown.saturating_add(unknown);
-                    if opts.max_records.is_some_and(|max| stats.records >= max) {
-                        self.open = false;
-                    }
+                    self.emit(r.event, r.raw, r.time, r.cpu, None, sink);
                 }
                 Ok(Some(Item::Lost { cpu, count, time })) => {
+                    // The record held for its stack goes before the loss.
+                    self.untie(Some(cpu), sink);
+                    let (writer, lines, stats) =
+                        (&mut self.writer, &mut self.lines, &mut self.stats);
                     self.doubted |= self.lossless.contains(&cpu);
                     match (count, self.losses.get_mut(cpu)) {
                         (_, Some((total, l))) => {
@@ -467,6 +483,7 @@ impl<'d, 'f> Run<'d, 'f> {
                 }
                 // A bad page or chunk: reported, and the reader goes on with the next one.
                 Err(e) => {
+                    let stats = &mut self.stats;
                     stats.error_count = stats.error_count.saturating_add(1);
                     if self.problems.len() < MAX_KEPT {
                         self.problems.push(e.to_string());
@@ -476,8 +493,192 @@ impl<'d, 'f> Run<'d, 'f> {
                     }
                 }
             }
-            if lines.len() >= BATCH {
-                self.open &= hand_on(lines, &mut self.spans, flush);
+            if self.lines.len() >= BATCH {
+                self.open &= hand_on(&mut self.lines, &mut self.spans, flush);
+            }
+        }
+        // The end of what is read: the records still held for their stacks go out.
+        self.untie(None, sink);
+    }
+
+    /// Write the record `raw` of event `event` (index in the file's events) at `time` on
+    /// `cpu`, with its call stack `stack` (tied from the file's stack records).
+    fn emit(
+        &mut self,
+        event: Option<usize>,
+        raw: &[u8],
+        time: u64,
+        cpu: u32,
+        stack: Option<Callchain<'_>>,
+        sink: &mut Option<&mut dyn RecordSink>,
+    ) {
+        let d = self.d;
+        let (file, opts, endian) = (d.file, &d.opts, d.file.endian());
+        let (writer, lines, stats) = (&mut self.writer, &mut self.lines, &mut self.stats);
+        let Some(p) = event.and_then(|i| d.prepared.get(i)) else {
+            stats.unknown_event = stats.unknown_event.saturating_add(1);
+            let (event, message, selected) = undecoded(file, &d.unknown, cpu, raw);
+            if selected {
+                let name = event.map(|(s, n)| format!("{s}:{n}"));
+                let t = d.unix(time);
+                let what = ("undecoded", name.as_deref());
+                self.open &= notice_line(sink, writer, lines, t, what, &message);
+            }
+            return;
+        };
+        let Some(p) = p else {
+            return; // not selected
+        };
+        let pid = raw
+            .get(4..8)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map_or(0, |b| match endian {
+                Endian::Big => u32::from_be_bytes(b),
+                Endian::Little => u32::from_le_bytes(b),
+            });
+        let time_unix_ns = d.unix(time);
+        let stamp = RecordStamp {
+            time_unix_ns,
+            cpu,
+            pid: file.tgid(pid).unwrap_or(pid),
+            tid: pid,
+        };
+        let event = event.unwrap_or(0);
+        if let Some(judge) = self.judge.as_deref_mut() {
+            let record = Judged {
+                event,
+                prepared: p,
+                stamp: &stamp,
+                clock_ns: Some(time),
+                raw,
+                endian,
+                context: d.context.as_ref(),
+                cgroup: None,
+            };
+            if !judge.keep(&record) {
+                return;
+            }
+        }
+        if let Some(sink) = sink.as_deref_mut() {
+            let first = self.described.first(event);
+            self.open &= sink.record(event, p, first, &stamp, None, raw, stack);
+        } else {
+            if let Some(c) = &d.context {
+                writer.set_context(c, &stamp, None);
+            }
+            let before = lines.len();
+            match &mut self.spans {
+                None => self
+                    .described
+                    .write_record(writer, lines, event, &stamp, p, raw),
+                Some(spans) => {
+                    let (start, first) = (lines.len(), self.described.is_new(event));
+                    self.described
+                        .write_record(writer, lines, event, &stamp, p, raw);
+                    if first {
+                        let end = lines[start..].iter().position(|&b| b == b'\n').map_or(
+                            lines.len(),
+                            |n| {
+                                // A place in `lines`: the sum fits.
+                                start.saturating_add(n).saturating_add(1)
+                            },
+                        );
+                        spans.push(SchemaSpan { start, end, event });
+                    }
+                }
+            }
+            if let (Some(stack), Some(namer)) = (stack, &mut self.namer) {
+                let mut line = lines.split_off(before);
+                // The schema line, if any, stays before the record's.
+                let cut = line[..line.len().saturating_sub(1)]
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |n| n.saturating_add(1));
+                lines.extend_from_slice(&line[..cut]);
+                let mut record = line.split_off(cut);
+                add_stack(&mut record, namer.as_mut(), &stamp, stack);
+                lines.extend_from_slice(&record);
+                drop(line);
+            }
+        }
+        stats.records = stats.records.saturating_add(1);
+        let unknown = u64::from(time_unix_ns.is_none());
+        stats.time_unknown = stats.time_unknown.saturating_add(unknown);
+        if opts.max_records.is_some_and(|max| stats.records >= max) {
+            self.open = false;
+        }
+    }
+
+    /// With stacks: tie `r` if it is a stack record (to the record held on its CPU, which
+    /// goes out once complete), or hold it for its stack records if it is a selected
+    /// event's; whether it was taken (else it is written as it is).
+    fn tie(&mut self, r: &Record<'_>, sink: &mut Option<&mut dyn RecordSink>) -> bool {
+        let Some(events) = self.d.stacks else {
+            return false;
+        };
+        let endian = self.d.file.endian();
+        let at = match self.ties.iter().position(|t| t.0 == r.cpu) {
+            Some(at) => at,
+            None => {
+                let tie = StackTie::new(events.kernel.is_some(), events.user.is_some(), 0);
+                self.ties.push((r.cpu, None, tie));
+                self.ties.len().saturating_sub(1)
+            }
+        };
+        let Some((_, _, tie)) = self.ties.get_mut(at) else {
+            return false;
+        };
+        match tie.offer(&events, r.raw, endian) {
+            Offered::Stack(Tie::Attached { complete: true }) => {
+                self.untie(Some(r.cpu), sink);
+                true
+            }
+            Offered::Stack(_) => true,
+            Offered::Record => {
+                self.untie(Some(r.cpu), sink);
+                let selected = r
+                    .event
+                    .and_then(|i| self.d.prepared.get(i))
+                    .is_some_and(Option::is_some);
+                if !selected {
+                    return false;
+                }
+                let tid = r
+                    .raw
+                    .get(4..8)
+                    .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                    .map_or(0, |b| match endian {
+                        Endian::Big => u32::from_be_bytes(b),
+                        Endian::Little => u32::from_le_bytes(b),
+                    });
+                let pid = self.d.file.tgid(tid);
+                if let Some((_, event, tie)) = self.ties.get_mut(at) {
+                    tie.hold(r.raw, r.time, tid, pid);
+                    *event = r.event;
+                }
+                true
+            }
+        }
+    }
+
+    /// Write the record held on `cpu` (every CPU's: `None`), with the stack tied to it.
+    fn untie(&mut self, cpu: Option<u32>, sink: &mut Option<&mut dyn RecordSink>) {
+        for at in 0..self.ties.len() {
+            let Some((c, event, tie)) = self.ties.get_mut(at) else {
+                continue;
+            };
+            if cpu.is_some_and(|cpu| cpu != *c) {
+                continue;
+            }
+            let (c, event) = (*c, *event);
+            let mut tie = std::mem::take(tie);
+            if let Some(held) = tie.take() {
+                let stack =
+                    (!held.chain.is_empty()).then(|| Callchain::new(held.chain, CHAIN_ENDIAN));
+                self.emit(event, held.raw, held.time, c, stack, sink);
+            }
+            if let Some(slot) = self.ties.get_mut(at) {
+                slot.2 = tie;
             }
         }
     }
@@ -497,6 +698,25 @@ impl<'d, 'f> Run<'d, 'f> {
 }
 
 impl Run<'_, '_> {
+    /// With stacks: the stack records not tied to a record, and the records that went
+    /// out without part of their stack, in a `stacks_untied` notice.
+    fn say_untied(&mut self, sink: &mut Option<&mut dyn RecordSink>) {
+        if self.ties.is_empty() {
+            return;
+        }
+        let (writer, lines) = (&mut self.writer, &mut self.lines);
+        self.open &= notice_line(sink, writer, lines, None, ("stacks", None), STACKS_NOTE);
+        let mut untied = Untied::default();
+        for (_, _, tie) in &self.ties {
+            untied.add(&tie.untied);
+        }
+        if let Some(msg) = untied.describe() {
+            let (writer, lines) = (&mut self.writer, &mut self.lines);
+            let what = ("stacks_untied", None);
+            self.open &= notice_line(sink, writer, lines, None, what, &msg);
+        }
+    }
+
     /// When the `lost` lines added up to more than a counter holds: the notice that says
     /// so, after them (with no time: the same line whether the file was decoded whole or
     /// in windows).
@@ -861,9 +1081,10 @@ fn unknown_formats(file: &TraceDat<'_>) -> Vec<(u32, String, String)> {
 fn undecoded(
     file: &TraceDat<'_>,
     unknown: &[(u32, String, String, bool)],
-    r: &Record<'_>,
+    cpu: u32,
+    raw: &[u8],
 ) -> (Option<(String, String)>, String, bool) {
-    let id = file.common_type_of(r.raw);
+    let id = file.common_type_of(raw);
     let known = id.and_then(|id| unknown.iter().find(|(i, ..)| *i == id));
     let why = match (id, known) {
         (Some(id), Some((_, s, n, _))) => {
@@ -874,9 +1095,9 @@ fn undecoded(
     };
     let message = format!(
         "not decoded: {why}; the trace entry on CPU {} ({} bytes, hex): {}",
-        r.cpu,
-        r.raw.len(),
-        hex(r.raw)
+        cpu,
+        raw.len(),
+        hex(raw)
     );
     let selected = known.is_none_or(|(.., selected)| *selected);
     (

@@ -72,6 +72,8 @@ impl ContextInstance {
             exclude_threads: Vec::new(),
             named: None,
             written: None,
+            // Never stacks here: the tracking records are not the user's.
+            stacks: None,
         };
         // An adopted companion keeps its settings (as its main instance, mod.rs).
         let kb = if instance.adopted() {

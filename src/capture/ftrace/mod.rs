@@ -8,8 +8,8 @@
 //! tracking instance (`context_instance.rs`, `tracking.rs`) drained ahead of the records.
 //! The instances' files and settings, and the drain threads' order: docs/architecture.md.
 //!
-//! Layers, lowest first: `named`, `instance`, `journal`, `tgid`, `reader`, `tracking`,
-//! `context_instance`, `spool`.
+//! Layers, lowest first: `named`, `instance`, `journal`, `tgid`, `stacks`, `reader`,
+//! `tracking`, `context_instance`, `spool`.
 
 mod context_instance;
 mod instance;
@@ -19,6 +19,7 @@ pub mod named;
 mod reader;
 #[deny(clippy::arithmetic_side_effects)]
 pub mod spool;
+pub mod stacks;
 mod tgid;
 mod tracking;
 
@@ -38,7 +39,9 @@ use context_instance::ContextInstance;
 pub use instance::{FtraceError, Instance, SetupError, instance_pid, name_prefix, remove_stale};
 use instance::{read_file, write_file};
 pub use reader::CpuReader;
+use reader::Procs;
 pub use spool::{CpuSpool, SpoolBackend, SpoolPlan, SpoolReport, spool_path};
+use stacks::Sight;
 use tgid::Tgids;
 
 use crate::capture::backend::{
@@ -64,6 +67,8 @@ pub struct FtraceOptions {
     /// (crate::capture::staging::written): the pages are read into a journal, so that a
     /// kill loses none of those not written (journal.rs). None: read as before.
     pub written: Option<std::sync::Arc<crate::capture::staging::written::Written>>,
+    /// Call stacks (`-g`): the instance's stack options (stacks.rs). None: none.
+    pub stacks: Option<crate::capture::stacks::StackRequest>,
 }
 
 /// The session's [`Backend`] on a tracefs instance.
@@ -87,6 +92,8 @@ pub struct FtraceBackend {
     drained_until: Option<u64>,
     /// The adopted instance's notice ([`Backend::adoption`]).
     adoption: Option<String>,
+    /// With call stacks: whose mappings were read (stacks.rs).
+    sight: Option<Mutex<Sight>>,
     instance: Instance,
 }
 
@@ -152,6 +159,7 @@ impl FtraceBackend {
             kb,
             record_tgid,
             adoption,
+            stack_events,
         } = EventInstance::create(root, opts)?;
         let step = SetupError::from_step;
         let epoll = Epoll::new().map_err(|source| {
@@ -161,6 +169,15 @@ impl FtraceBackend {
             })
         })?;
         let mut readers = open_readers(&instance, &layout, cpus)?;
+        if let (Some(events), Some(request)) = (stack_events, &opts.stacks) {
+            let max_frames = match request.max_stack {
+                0 => crate::capture::stacks::max_stack_sysctl().unwrap_or(127),
+                n => n,
+            };
+            for r in &mut readers {
+                r.tie_stacks(events, usize::from(max_frames));
+            }
+        }
         keep_losses(&instance, &mut readers)?;
         let ring_pages = (kb * 1024).div_ceil(layout.page_size() as u64) as usize;
         if let Some(written) = &opts.written {
@@ -185,6 +202,7 @@ impl FtraceBackend {
             context: None,
             drained_until: None,
             adoption,
+            sight: stack_events.map(|_| Mutex::new(Sight::default())),
             instance,
         };
         Ok((backend, notes))
@@ -210,6 +228,8 @@ struct EventInstance {
     record_tgid: bool,
     /// An adopted named instance: the notice that says so (named.rs).
     adoption: Option<String>,
+    /// With call stacks: the stack records the instance writes (stacks.rs).
+    stack_events: Option<uevrec_parsers::ftrace_page::stacks::StackEvents>,
 }
 
 impl EventInstance {
@@ -248,6 +268,16 @@ impl EventInstance {
             .write("buffer_percent", &BUFFER_PERCENT.to_string())
             .map_err(SetupError::from_step)?;
         let record_tgid = instance.write("options/record-tgid", "1").is_ok();
+        let stack_events = match &opts.stacks {
+            Some(request) => Some(stacks::stack_events(root, request)?),
+            None => None,
+        };
+        match &stack_events {
+            Some(events) => stacks::enable(&instance, events)?,
+            // Off without -g (an adopted named instance may have been left with them on);
+            // a kernel without the options records no stacks anyway.
+            None => drop(stacks::enable(&instance, &Default::default())),
+        }
         Ok(EventInstance {
             layout,
             instance,
@@ -255,6 +285,7 @@ impl EventInstance {
             kb,
             record_tgid,
             adoption,
+            stack_events,
         })
     }
 }
@@ -522,11 +553,13 @@ impl Backend for FtraceBackend {
         self.cpus.len()
     }
 
-    fn read(&mut self, buffer: usize, mut f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>) {
+    fn read(&mut self, buffer: usize, f: impl FnMut(u32, Arrival<'_>) -> ControlFlow<()>) {
         let Some(c) = self.cpus.get_mut(buffer) else {
             return;
         };
         let cpu = c.cpu;
+        let sight = self.sight.as_ref();
+        let mut f = tracked(sight, f);
         // Who-is-who of every CPU first, in time order (context_instance.rs); records
         // written after that drain began stay for a later read. Drained once per pass
         // over the buffers (an empty ring still costs a read(2), ~3 µs), and again when
@@ -535,7 +568,7 @@ impl Backend for FtraceBackend {
         let Some(context) = &mut self.context else {
             c.read(
                 &self.layout,
-                |tid| tgids.tgid(tid),
+                BackendProcs { tgids, sight },
                 self.settle,
                 self.max_pages,
                 None,
@@ -554,7 +587,10 @@ impl Backend for FtraceBackend {
             }
             let held = c.read(
                 &self.layout,
-                |tid| tgids.tgid(tid),
+                BackendProcs {
+                    tgids: &mut *tgids,
+                    sight,
+                },
                 self.settle,
                 self.max_pages,
                 self.drained_until,
@@ -587,6 +623,7 @@ impl Backend for FtraceBackend {
         };
         // As in `read`: records written after this drain began wait for the next pass.
         // The drain hands on all it read (consumed), whatever `f` says.
+        let mut f = tracked(self.sight.as_ref(), &mut f);
         let (_, began) = context.drain(&self.layout, &mut self.tgids, &mut f);
         self.drained_until = Some(began);
         began
@@ -607,23 +644,17 @@ impl Backend for FtraceBackend {
         // so within a pass an answer does not change; each thread keeps the last one (a
         // CPU runs one thread for a while) and asks the shared cache only on a change.
         let tgids = Mutex::new(&mut self.tgids);
+        let sight = self.sight.as_ref();
         // Group i on drain thread i (started once for the session, crate::capture::backend).
         pool.read_groups(&mut self.cpus, groups, |readers, f| {
-            let mut last: Option<(u32, u32)> = None;
-            let mut pid_of = |tid: u32| match last {
-                Some((t, p)) if t == tid => Some(p),
-                _ => {
-                    let pid = tgids
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .tgid(tid);
-                    last = pid.map(|p| (tid, p));
-                    pid
-                }
+            let mut procs = GroupProcs {
+                tgids: &tgids,
+                sight,
+                last: None,
             };
             for c in readers.iter_mut() {
                 let cpu = c.cpu;
-                c.read(layout, &mut pid_of, settle, max_pages, hold_after, |a| {
+                c.read(layout, &mut procs, settle, max_pages, hold_after, |a| {
                     f(cpu, a)
                 });
             }
@@ -634,6 +665,14 @@ impl Backend for FtraceBackend {
         self.cpus.iter().map(|c| c.cpu).collect()
     }
 
+    fn stack_notice(&self) -> Option<String> {
+        let mut untied = uevrec_parsers::ftrace_page::stacks::Untied::default();
+        for c in &self.cpus {
+            untied.add(&c.untied());
+        }
+        untied.describe()
+    }
+
     fn set_markers(&mut self, on: bool) {
         self.settle = on;
         if on {
@@ -641,5 +680,77 @@ impl Backend for FtraceBackend {
                 c.unsettle();
             }
         }
+    }
+}
+
+/// `f`, telling `sight` (with call stacks) of each rename and new task on its way.
+fn tracked<'s, F>(
+    sight: Option<&'s Mutex<Sight>>,
+    mut f: F,
+) -> impl FnMut(u32, Arrival<'_>) -> ControlFlow<()> + 's
+where
+    F: FnMut(u32, Arrival<'_>) -> ControlFlow<()> + 's,
+{
+    move |cpu, a| {
+        if let (Some(sight), Arrival::Context { time, update }) = (sight, &a) {
+            sight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .track(*time, update);
+        }
+        f(cpu, a)
+    }
+}
+
+/// The session thread's answers about threads: the process cache, and (with call
+/// stacks) whose mappings were read.
+struct BackendProcs<'a> {
+    tgids: &'a mut Tgids,
+    sight: Option<&'a Mutex<Sight>>,
+}
+
+impl Procs for BackendProcs<'_> {
+    fn pid_of(&mut self, tid: u32) -> Option<u32> {
+        self.tgids.tgid(tid)
+    }
+
+    fn first_sight(&mut self, pid: u32) -> Option<stacks::Sighted> {
+        self.sight?
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .first_sight(pid)
+    }
+}
+
+/// A drain thread's answers about threads: the shared process cache (each thread keeps
+/// the last answer: a CPU runs one thread for a while, and within a pass an answer does
+/// not change), and whose mappings were read.
+struct GroupProcs<'a, 't> {
+    tgids: &'a Mutex<&'t mut Tgids>,
+    sight: Option<&'a Mutex<Sight>>,
+    last: Option<(u32, u32)>,
+}
+
+impl Procs for &mut GroupProcs<'_, '_> {
+    fn pid_of(&mut self, tid: u32) -> Option<u32> {
+        match self.last {
+            Some((t, p)) if t == tid => Some(p),
+            _ => {
+                let pid = self
+                    .tgids
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .tgid(tid);
+                self.last = pid.map(|p| (tid, p));
+                pid
+            }
+        }
+    }
+
+    fn first_sight(&mut self, pid: u32) -> Option<stacks::Sighted> {
+        self.sight?
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .first_sight(pid)
     }
 }

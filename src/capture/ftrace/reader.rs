@@ -13,6 +13,11 @@ use std::ops::ControlFlow;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
+use uevrec_parsers::Endian;
+use uevrec_parsers::callchain::Callchain;
+use uevrec_parsers::ftrace_page::stacks::{
+    CHAIN_ENDIAN, HeldRecord, Offered, StackEvents, StackTie, Tie, Untied,
+};
 use uevrec_parsers::ftrace_page::{Item, PageLayout, PageReader};
 
 use super::journal::{Journal, Skip};
@@ -48,7 +53,33 @@ pub struct CpuReader {
     page_last: u64,
     /// The last read stopped because the journal's next slot was not written yet.
     waiting: bool,
+    /// With call stacks (`-g`): the stack records' layout, and the record held until
+    /// they come ([`CpuReader::tie_stacks`]).
+    stacks: Option<(StackEvents, Box<StackTie>)>,
 }
+
+/// What a reader asks about the threads of its records.
+pub trait Procs {
+    /// The process of thread `tid`, if known.
+    fn pid_of(&mut self, tid: u32) -> Option<u32>;
+
+    /// At a stack with user frames of process `pid`: its mappings, when they are to be
+    /// staged ahead of it (stacks.rs, [`super::stacks::Sight`]). The default: never.
+    fn first_sight(&mut self, pid: u32) -> Option<super::stacks::Sighted> {
+        let _ = pid;
+        None
+    }
+}
+
+impl<F: FnMut(u32) -> Option<u32>> Procs for F {
+    fn pid_of(&mut self, tid: u32) -> Option<u32> {
+        self(tid)
+    }
+}
+
+/// How long a record whose stack records have not all come yet is held once its ring is
+/// empty (they are written right after it, so they are committed by then or never).
+const HOLD_NS: u64 = 2_000_000;
 
 /// Where the page being parsed lies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,7 +128,23 @@ impl CpuReader {
             skip: None,
             page_last: 0,
             waiting: false,
+            stacks: None,
         })
+    }
+
+    /// Tie the stack records `events` to the records they follow (`-g`), each stack cut
+    /// at `max_frames` frames (0: all).
+    pub fn tie_stacks(&mut self, events: StackEvents, max_frames: usize) {
+        let tie = StackTie::new(events.kernel.is_some(), events.user.is_some(), max_frames);
+        self.stacks = Some((events, Box::new(tie)));
+    }
+
+    /// The stack records not tied so far, by reason (none without `-g`).
+    pub fn untied(&self) -> Untied {
+        self.stacks
+            .as_ref()
+            .map(|(_, t)| t.untied)
+            .unwrap_or_default()
     }
 
     /// Whether the last read stopped because the journal's next slot holds records the
@@ -219,12 +266,13 @@ impl CpuReader {
     /// losses no page told of ([`Losses::settle`]) and then [`Arrival::Marker`], once.
     /// A record written after `hold_after` (and all after it) stays for the next read:
     /// returns true when one did.
-    /// Samples get their process id from `pid_of` (thread id → process id; None: no
-    /// process id).
+    /// Samples get their process id from `procs` (thread id → process id; None: no
+    /// process id). With call stacks, a record is handed on once its stack records came
+    /// (or did not come within 2 ms of an empty ring, or at a stop).
     pub fn read(
         &mut self,
         layout: &PageLayout,
-        mut pid_of: impl FnMut(u32) -> Option<u32>,
+        mut procs: impl Procs,
         settle: bool,
         max_pages: usize,
         hold_after: Option<u64>,
@@ -247,6 +295,17 @@ impl CpuReader {
                     }
                     Ok(Next::Empty) => {
                         self.waiting = false;
+                        if let Some((_, tie)) = &mut self.stacks
+                            && tie.time().is_some_and(|t| {
+                                settle
+                                    || crate::capture::clock::monotonic_ns().saturating_sub(t)
+                                        > HOLD_NS
+                            })
+                            && let Some(held) = tie.take()
+                            && hand_held(held, self.cpu, &mut procs, &mut f).is_break()
+                        {
+                            return false;
+                        }
                         if settle && !self.settled {
                             self.settled = true;
                             if let Some(total) = lost_total(&self.stats) {
@@ -292,6 +351,14 @@ impl CpuReader {
                     continue;
                 }
                 Some(Ok(Item::Missed { count, time })) => {
+                    // The records before the loss go first.
+                    if let Some((_, tie)) = &mut self.stacks
+                        && let Some(held) = tie.take()
+                        && hand_held(held, self.cpu, &mut procs, &mut f).is_break()
+                    {
+                        *cursor = before;
+                        return false;
+                    }
                     let stats = &self.stats;
                     let lost = self.losses.missed(count, || lost_total(stats));
                     add_to_ledger(&mut self.ledger, lost);
@@ -303,19 +370,49 @@ impl CpuReader {
                         },
                     }
                 }
+                // A stack record: tied to the record held (which goes on once complete).
+                Some(Ok(Item::Record { raw, .. }))
+                    if let Some((events, tie)) = &mut self.stacks
+                        && let Offered::Stack(tied) = tie.offer(events, raw, Endian::NATIVE) =>
+                {
+                    if tied == (Tie::Attached { complete: true })
+                        && let Some(held) = tie.take()
+                        && hand_held(held, self.cpu, &mut procs, &mut f).is_break()
+                    {
+                        return false;
+                    }
+                    continue;
+                }
                 Some(Ok(Item::Record { time, .. })) if hold_after.is_some_and(|h| time > h) => {
                     *cursor = before;
                     return true;
                 }
                 Some(Ok(Item::Record { time, raw, .. })) => {
+                    // With stacks, the record held goes first (its stack records were
+                    // due before this one).
+                    if let Some((_, tie)) = &mut self.stacks
+                        && let Some(held) = tie.take()
+                        && hand_held(held, self.cpu, &mut procs, &mut f).is_break()
+                    {
+                        *cursor = before;
+                        return false;
+                    }
                     self.page_last = time;
                     if let Some(skip) = &mut self.skip {
                         if skip.written(time) {
+                            if let Some((_, tie)) = &mut self.stacks {
+                                tie.discard();
+                            }
                             continue;
                         }
                         self.skip = None;
                     }
-                    sample(raw, time, self.cpu, &mut pid_of)
+                    if let Some((_, tie)) = &mut self.stacks {
+                        let tid = thread_of(raw);
+                        tie.hold(raw, time, tid, procs.pid_of(tid));
+                        continue;
+                    }
+                    sample(raw, time, self.cpu, |tid| procs.pid_of(tid))
                 }
             };
             if f(arrival).is_break() {
@@ -382,6 +479,46 @@ fn lost_total(stats: &Path) -> Option<u64> {
     crate::capture::tracefs::read_once(stats)
         .ok()
         .and_then(|t| stats_total(&t))
+}
+
+/// The thread of trace entry `raw` (`common_pid`; 0 when too short: it then is a
+/// malformed sample).
+fn thread_of(raw: &[u8]) -> u32 {
+    raw.get(4..COMMON_LEN)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, |b| i32::from_ne_bytes(b) as u32)
+}
+
+/// Hand on `held` (a record and the stack tied to it) to `f`: first, at its process's
+/// first stack, the mappings that name its user frames (as context, whatever `f` says:
+/// the record must not go without them).
+fn hand_held(
+    held: HeldRecord<'_>,
+    cpu: u32,
+    procs: &mut impl Procs,
+    f: &mut impl FnMut(Arrival<'_>) -> ControlFlow<()>,
+) -> ControlFlow<()> {
+    let chain = Callchain::new(held.chain, CHAIN_ENDIAN);
+    let user = chain
+        .frames()
+        .any(|fr| fr.is_ok_and(|fr| fr.context == uevrec_parsers::callchain::FrameContext::User));
+    if let (true, Some(pid)) = (user, held.pid)
+        && let Some(sighted) = procs.first_sight(pid)
+    {
+        for update in sighted.updates(pid) {
+            let _ = f(Arrival::Context {
+                time: sighted.since,
+                update,
+            });
+        }
+    }
+    let mut arrival = sample(held.raw, held.time, cpu, |_| held.pid);
+    if let Arrival::Sample { callchain, .. } = &mut arrival
+        && !held.chain.is_empty()
+    {
+        *callchain = Some(chain);
+    }
+    f(arrival)
 }
 
 /// The sample for trace entry `raw`.

@@ -309,6 +309,9 @@ pub fn run_with<B: Backend>(
             );
             st.notice("malformed", None, &msg);
         }
+        if let Some(msg) = backend.stack_notice() {
+            st.notice("stacks_untied", None, &msg);
+        }
         let stopped: Vec<(String, String)> = st
             .events
             .iter()

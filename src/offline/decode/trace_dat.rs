@@ -26,7 +26,24 @@ pub(crate) fn decode_trace_dat(
 ) -> Result<Outcome, String> {
     let file = uevrec_parsers::trace_dat::TraceDat::parse(bytes).map_err(|e| e.to_string())?;
     let d = lines::FileDecoder::new(&file, &opts, pick.select).with_judge(pick.judge());
+    // A record and its stack records are read in one pass (windows would cut them
+    // apart): staged whole for the workers.
+    let ties = d.ties_stacks();
     let (decoded, shared) = match par {
+        Some(par) if ties => {
+            let context = lines::context_of(&file);
+            let par_opts = par_lines(opts, file.endian(), Some(context));
+            let decoded = staged(par, par_opts, bytes, |mut sink| {
+                lines::decode_with(&d, flush, Some(sink.as_mut()))
+            })
+            .map_err(|e| e.to_string())?;
+            let how = format!(
+                "{} formatting threads after one reading (a file with stack records is not cut \
+                 into windows of time)",
+                par.workers
+            );
+            (decoded, how)
+        }
         Some(par) => {
             let sizes: Vec<u64> = (file.top_buffer().into_iter())
                 .flat_map(|b| b.cpus.iter().map(|c| c.size).filter(|&s| s > 0))
@@ -81,10 +98,16 @@ pub(crate) fn decode_trace_dat(
                 }
             }
         }
-        None => (
-            lines::decode_with(&d, flush, None).map_err(|e| e.to_string())?,
-            String::new(),
-        ),
+        None => {
+            let decoded = match super::parallel::stack_options(opts).filter(|_| ties) {
+                Some(o) => {
+                    let namer = Box::new(crate::pipeline::stacks::StackWriter::new(o));
+                    lines::decode_named(&d, flush, namer)
+                }
+                None => lines::decode_with(&d, flush, None),
+            };
+            (decoded.map_err(|e| e.to_string())?, String::new())
+        }
     };
     let shared = par.map(|_| shared);
     let clock = file.trace_clock().unwrap_or("local");

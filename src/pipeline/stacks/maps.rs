@@ -11,40 +11,16 @@ use std::sync::Arc;
 
 use uevrec_parsers::ContextUpdate;
 
+#[cfg(test)]
+use crate::system::proc_maps::parse_maps_line;
+pub use crate::system::proc_maps::{MAX_MAPPINGS, Mapping, read_proc_maps};
+
 /// Processes whose mappings are kept at most (the oldest exited ones go first).
 pub const MAX_PROCESSES: usize = 4096;
-/// Mappings kept per process at most (later ones are not kept: their frames are named
-/// by address only, with the reason `no_mapping`).
-pub const MAX_MAPPINGS: usize = 1024;
 /// Program runs kept per process id: each fork and exec starts one, so a sample staged
 /// after an exec, or after its process id was reused, but written before, finds the
 /// program that wrote it.
 const MAX_GENERATIONS: usize = 4;
-
-/// One executable mapping of a file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mapping {
-    /// First address.
-    pub start: u64,
-    /// One past the last address.
-    pub end: u64,
-    /// Offset in the file of `start`.
-    pub pgoff: u64,
-    /// The file (`[vdso]`, `//anon` … for no file).
-    pub path: Arc<str>,
-    /// The GNU build id, if the kernel gave it.
-    pub build_id: Arc<[u8]>,
-}
-
-impl Mapping {
-    /// The offset in the file of `address` (inside the mapping).
-    pub fn file_offset(&self, address: u64) -> u64 {
-        // start <= address < end: no overflow below; pgoff + a mapping's length fits.
-        address
-            .saturating_sub(self.start)
-            .saturating_add(self.pgoff)
-    }
-}
 
 /// The mappings of one program run (from an exec, or from the recording's start).
 #[derive(Debug, Default, Clone)]
@@ -261,39 +237,6 @@ impl ProcessMaps {
             self.bound();
         }
     }
-}
-
-/// The executable file mappings of a running process (`None` when it is gone).
-pub fn read_proc_maps(pid: u32) -> Option<Vec<Mapping>> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    Some(
-        text.lines()
-            .filter_map(parse_maps_line)
-            .take(MAX_MAPPINGS)
-            .collect(),
-    )
-}
-
-/// One line of `/proc/PID/maps` (`start-end perms offset dev inode path`), if it maps
-/// executable memory.
-fn parse_maps_line(line: &str) -> Option<Mapping> {
-    let mut parts = line.splitn(6, ' ');
-    let (start, end) = parts.next()?.split_once('-')?;
-    let perms = parts.next()?;
-    if !perms.contains('x') {
-        return None;
-    }
-    let pgoff = u64::from_str_radix(parts.next()?, 16).ok()?;
-    let _dev = parts.next()?;
-    let _inode = parts.next()?;
-    let path = parts.next().unwrap_or("").trim_start();
-    Some(Mapping {
-        start: u64::from_str_radix(start, 16).ok()?,
-        end: u64::from_str_radix(end, 16).ok()?,
-        pgoff,
-        path: if path.is_empty() { "//anon" } else { path }.into(),
-        build_id: Arc::from(&[][..]),
-    })
 }
 
 #[cfg(test)]

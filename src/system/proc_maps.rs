@@ -1,0 +1,67 @@
+//! The executable mappings of a live process, from `/proc/PID/maps`: what names its
+//! stack frames (the formatter's `pipeline::stacks::maps`), and what the ftrace backend
+//! stages for a process at its first stack (it has no `PERF_RECORD_MMAP2`).
+
+use std::sync::Arc;
+
+/// Mappings kept per process at most (later ones are not kept: their frames are named
+/// by address only, with the reason `no_mapping`).
+pub const MAX_MAPPINGS: usize = 1024;
+
+/// One executable mapping of a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// Offset in the file of `start`.
+    pub pgoff: u64,
+    /// The file (`[vdso]`, `//anon` … for no file).
+    pub path: Arc<str>,
+    /// The GNU build id, if the kernel gave it.
+    pub build_id: Arc<[u8]>,
+}
+
+impl Mapping {
+    /// The offset in the file of `address` (inside the mapping).
+    pub fn file_offset(&self, address: u64) -> u64 {
+        // start <= address < end: no overflow below; pgoff + a mapping's length fits.
+        address
+            .saturating_sub(self.start)
+            .saturating_add(self.pgoff)
+    }
+}
+
+/// The executable file mappings of a running process (`None` when it is gone).
+pub fn read_proc_maps(pid: u32) -> Option<Vec<Mapping>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    Some(
+        text.lines()
+            .filter_map(parse_maps_line)
+            .take(MAX_MAPPINGS)
+            .collect(),
+    )
+}
+
+/// One line of `/proc/PID/maps` (`start-end perms offset dev inode path`), if it maps
+/// executable memory.
+pub fn parse_maps_line(line: &str) -> Option<Mapping> {
+    let mut parts = line.splitn(6, ' ');
+    let (start, end) = parts.next()?.split_once('-')?;
+    let perms = parts.next()?;
+    if !perms.contains('x') {
+        return None;
+    }
+    let pgoff = u64::from_str_radix(parts.next()?, 16).ok()?;
+    let _dev = parts.next()?;
+    let _inode = parts.next()?;
+    let path = parts.next().unwrap_or("").trim_start();
+    Some(Mapping {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        pgoff,
+        path: if path.is_empty() { "//anon" } else { path }.into(),
+        build_id: Arc::from(&[][..]),
+    })
+}

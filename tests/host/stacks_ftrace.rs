@@ -1,0 +1,404 @@
+//! Call stacks on the ftrace backend (`record --backend ftrace -g`), end to end on the
+//! host kernel: a C program built here with frame pointers (`main → outer → middle →
+//! inner → syscall(SYS_setpgid, MAGIC, SEQ)`, each function out of line) is recorded on
+//! `raw_syscalls:sys_enter` (`id == NR_SETPGID`, its records told apart by MAGIC); every
+//! record of it carries the kernel's `kernel_stack` and `user_stack` records as its
+//! `stack`, written as the perf backend writes the same chain (middle, outer, main in that
+//! order; `do_syscall_64` when `/proc/kallsyms` shows addresses). The program waits on its
+//! standard input after its calls: the ftrace backend reads a process's mappings from
+//! `/proc/PID/maps` at its first stack, so it must still run then (docs/stacks.md).
+//! `--raw-format trace-dat` keeps the stack records in the pages: `trace-cmd report`
+//! prints them, and `uevrec decode` ties them to their records.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use super::stacks::kallsyms_readable;
+use crate::common::{PATIENCE, bin, complete_lines, wait_exit, wait_for};
+
+/// setpgid's number (x86_64, aarch64): `setpgid(MAGIC, SEQ)` fails with ESRCH (not
+/// getppid: other tests flood it).
+#[cfg(target_arch = "x86_64")]
+const NR_SETPGID: u32 = 109;
+#[cfg(target_arch = "aarch64")]
+const NR_SETPGID: u32 = 154;
+
+/// The traced program: `chain MAGIC N` makes N calls through the chain, then waits for
+/// its standard input to close.
+const PROGRAM: &str = r#"#define _GNU_SOURCE
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+__attribute__((noinline)) long inner(long magic, long seq) {
+    return syscall(SYS_setpgid, magic, seq);
+}
+__attribute__((noinline)) long middle(long magic, long seq) {
+    long r = inner(magic, seq);
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+__attribute__((noinline)) long outer(long magic, long seq) {
+    long r = middle(magic, seq);
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+int main(int argc, char **argv) {
+    long magic = atol(argv[1]), n = atol(argv[2]);
+    for (long seq = 0; seq < n; seq++) {
+        outer(magic, seq);
+    }
+    char c;
+    return read(0, &c, 1) == 1 ? 0 : 1;
+}
+"#;
+
+/// Build [`PROGRAM`] in `dir` (`-O1 -g -fno-omit-frame-pointer`).
+fn build(dir: &Path) -> PathBuf {
+    let src = dir.join("chain.c");
+    std::fs::write(&src, PROGRAM).unwrap();
+    let exe = dir.join("chain");
+    let status = Command::new("gcc")
+        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .expect("gcc builds the traced program");
+    assert!(status.success(), "gcc failed on the test program");
+    exe
+}
+
+/// `uevrec record ARGS` of every setpgid call on `raw_syscalls:sys_enter`, its lines (a
+/// --raw recording: its notices, from standard error) into `lines`, once attached.
+fn start(lines: &Path, args: &[&str]) -> std::process::Child {
+    let mut cmd = Command::new(bin());
+    cmd.arg("record")
+        .args(args)
+        .args(["-e", "raw_syscalls:sys_enter", "--filter"])
+        .arg(format!("id == {NR_SETPGID}"));
+    if args.contains(&"--raw") {
+        cmd.stderr(std::fs::File::create(lines).unwrap());
+    } else {
+        cmd.args(["--quiet", "-o"])
+            .arg(lines)
+            .stderr(Stdio::piped());
+    }
+    let rec = cmd.spawn().unwrap();
+    wait_for("uevrec's attached notice", PATIENCE, || {
+        complete_lines(lines)
+            .iter()
+            .any(|v| v["what"] == "attached")
+    });
+    rec
+}
+
+/// Record `N` calls of `exe` with `uevrec record ARGS` into `out` (a JSON-lines file, or
+/// the session's standard output when ARGS write a --raw file): returns uevrec's exit
+/// status and standard error, and the program's process id.
+fn record(exe: &Path, magic: u64, n: u64, out: &Path, args: &[&str]) -> (bool, String, u32) {
+    let lines = out.with_extension("jsonl");
+    let raw = args.contains(&"--raw");
+    let mut rec = start(&lines, args);
+    let mut child = Command::new(exe)
+        .args([magic.to_string(), n.to_string()])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // The records out (JSON lines), or the ring read (a --raw file: give it time).
+    if raw {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+    } else {
+        wait_for("every record of the program", PATIENCE, || {
+            mine(&complete_lines(&lines), magic).len() as u64 >= n
+        });
+    }
+    child.stdin.take().unwrap().write_all(b"x").unwrap();
+    assert!(child.wait().unwrap().success(), "the traced program failed");
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let status = wait_exit(&mut rec, PATIENCE).expect("uevrec stops");
+    let mut err = String::new();
+    match rec.stderr.take() {
+        Some(mut e) => drop(std::io::Read::read_to_string(&mut e, &mut err)),
+        None => err = std::fs::read_to_string(&lines).unwrap_or_default(),
+    }
+    (status.success(), err, pid)
+}
+
+/// The records of the program (`args[0] == magic`).
+fn mine(lines: &[Value], magic: u64) -> Vec<Value> {
+    lines
+        .iter()
+        .filter(|v| v["fields"]["args"][0] == magic)
+        .cloned()
+        .collect()
+}
+
+/// The frames of `context` of a record, innermost first.
+fn frames<'v>(r: &'v Value, context: &str) -> Vec<&'v Value> {
+    r["stack"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no stack on {r}"))
+        .iter()
+        .filter(|f| f["context"] == context)
+        .collect()
+}
+
+/// The symbols of a record's user frames, innermost first.
+fn user_symbols(r: &Value) -> Vec<String> {
+    frames(r, "user")
+        .iter()
+        .map(|f| f["symbol"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+/// Whether `names` holds `chain` one right after the other.
+fn in_a_row(names: &[String], chain: &[&str]) -> bool {
+    names
+        .windows(chain.len())
+        .any(|w| w.iter().zip(chain).all(|(a, b)| a == b))
+}
+
+/// The keys of a frame, sorted.
+fn keys(f: &Value) -> Vec<String> {
+    let mut k: Vec<String> = f.as_object().unwrap().keys().cloned().collect();
+    k.sort();
+    k
+}
+
+/// Every record of the program carries its stack: the chain by frame pointers (user
+/// frames: the kernel's 8 at most), the kernel's frames, and the same frames (keys and
+/// user symbols) as the perf backend writes for the same program.
+#[test]
+fn ftrace_stacks_name_the_chain_as_perf_does() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(dir.path());
+    let (magic, n) = (0x38_1000u64, 200);
+    let out = dir.path().join("ftrace");
+    let (ok, err, _) = record(&exe, magic, n, &out, &["--backend", "ftrace", "-g"]);
+    assert!(ok, "uevrec failed: {err}");
+    let lines = complete_lines(&out.with_extension("jsonl"));
+    let session = lines.iter().find(|v| v["uevrec"] == "session").unwrap();
+    assert_eq!(session["backend"], "ftrace");
+    assert_eq!(session["stacks"]["call_graph"], "fp");
+    let records = mine(&lines, magic);
+    let mut seqs: Vec<u64> = (records.iter())
+        .map(|v| v["fields"]["args"][1].as_u64().unwrap())
+        .collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (0..n).collect::<Vec<_>>(), "each SEQ exactly once");
+    let kallsyms = kallsyms_readable();
+    for r in &records {
+        let names = user_symbols(r);
+        assert!(
+            in_a_row(&names, &["middle", "outer", "main"]),
+            "middle, outer, main in a row: {names:?} in {r}"
+        );
+        assert!(
+            names.len() <= 8,
+            "the kernel walks 8 user frames at most: {names:?}"
+        );
+        let kernel = frames(r, "kernel");
+        assert!(!kernel.is_empty(), "kernel frames: {r}");
+        if kallsyms {
+            assert!(
+                kernel.iter().any(|f| f["symbol"] == "do_syscall_64"),
+                "do_syscall_64 among the kernel frames: {r}"
+            );
+        }
+        let chain = frames(r, "user");
+        let main = chain.iter().find(|f| f["symbol"] == "main").unwrap();
+        assert_eq!(main["module"], exe.to_str().unwrap());
+        assert!(main["line"].as_u64().is_some(), "main's line: {main}");
+    }
+    assert!(
+        !lines.iter().any(|v| v["what"] == "stacks_untied"
+            && v["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("another process"))),
+        "no user stack of another process"
+    );
+
+    // The perf backend, the same program: the same frame keys and user symbols.
+    let out = dir.path().join("perf");
+    let (ok, err, _) = record(&exe, magic + 1, 20, &out, &["-g"]);
+    assert!(ok, "uevrec (perf) failed: {err}");
+    let perf = mine(&complete_lines(&out.with_extension("jsonl")), magic + 1);
+    let (p, f) = (&perf[0], &records[0]);
+    assert_eq!(user_symbols(p), user_symbols(f), "perf: {p}\nftrace: {f}");
+    for context in ["user", "kernel"] {
+        let pk: Vec<_> = frames(p, context).iter().map(|f| keys(f)).collect();
+        let fk: Vec<_> = frames(f, context).iter().map(|f| keys(f)).collect();
+        assert_eq!(
+            pk.last(),
+            fk.last(),
+            "{context} frame keys: perf {p}\nftrace {f}"
+        );
+    }
+}
+
+/// `--max-stack N` cuts each stack at N frames; `--user-callchains` leaves the kernel's
+/// out; `--call-graph dwarf` is refused with the fix.
+#[test]
+fn ftrace_stacks_max_stack_user_only_and_dwarf_refused() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(dir.path());
+    let magic = 0x38_2000u64;
+    let out = dir.path().join("cut");
+    let args = ["--backend", "ftrace", "-g", "--max-stack", "3"];
+    let (ok, err, _) = record(&exe, magic, 20, &out, &args);
+    assert!(ok, "{err}");
+    let records = mine(&complete_lines(&out.with_extension("jsonl")), magic);
+    assert_eq!(records.len(), 20);
+    for r in &records {
+        assert_eq!(r["stack"].as_array().unwrap().len(), 3, "{r}");
+    }
+    let out = dir.path().join("user");
+    let args = ["--backend", "ftrace", "-g", "--user-callchains"];
+    let (ok, err, _) = record(&exe, magic + 1, 20, &out, &args);
+    assert!(ok, "{err}");
+    let records = mine(&complete_lines(&out.with_extension("jsonl")), magic + 1);
+    assert_eq!(records.len(), 20);
+    for r in &records {
+        assert!(frames(r, "kernel").is_empty(), "{r}");
+        assert!(
+            in_a_row(&user_symbols(r), &["middle", "outer", "main"]),
+            "{r}"
+        );
+    }
+    let refused = Command::new(bin())
+        .args(["record", "--backend", "ftrace", "--call-graph", "dwarf"])
+        .args(["-e", "raw_syscalls:sys_enter", "--duration", "1", "-o"])
+        .arg(dir.path().join("dwarf.jsonl"))
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("--backend perf"), "{err}");
+}
+
+/// `--raw FILE --raw-format trace-dat -g`: the stack records stay in the pages,
+/// `trace-cmd report` prints them after the program's records, and `uevrec decode` ties
+/// them to their records.
+#[test]
+fn ftrace_stacks_in_trace_dat() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(dir.path());
+    let magic = 0x38_3000u64;
+    let dat = dir.path().join("rec.dat");
+    let args = [
+        "--backend",
+        "ftrace",
+        "-g",
+        "--raw",
+        dat.to_str().unwrap(),
+        "--raw-format",
+        "trace-dat",
+    ];
+    let (ok, err, _) = record(&exe, magic, 20, &dir.path().join("dat"), &args);
+    assert!(ok, "{err}");
+    let report = require!(
+        crate::common::tier::Tier::Host,
+        Command::new("trace-cmd")
+            .arg("report")
+            .arg(&dat)
+            .output()
+            .map_err(|e| format!("trace-cmd is needed (apt-get install trace-cmd): {e}"))
+    );
+    let text = String::from_utf8_lossy(&report.stdout);
+    let hex = format!("{magic:x}");
+    let mut after = text.lines().skip_while(|l| !l.contains(&hex));
+    let block: Vec<&str> = after.by_ref().take(20).collect();
+    assert!(
+        block.iter().any(|l| l.contains("kernel_stack"))
+            && block.iter().any(|l| l.contains("user_stack")),
+        "trace-cmd report shows the stack records after the program's record:\n{}",
+        block.join("\n")
+    );
+
+    let decoded = Command::new(bin())
+        .arg("decode")
+        .arg(&dat)
+        .output()
+        .unwrap();
+    assert!(
+        decoded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&decoded.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&decoded.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let records = mine(&lines, magic);
+    assert_eq!(records.len(), 20, "every record decoded");
+    for r in &records {
+        let user = frames(r, "user");
+        assert!(!user.is_empty(), "user frames: {r}");
+        // No mappings in a trace.dat: addresses, never a wrong name.
+        assert!(user.iter().all(|f| f.get("symbol").is_none()), "{r}");
+        assert!(!frames(r, "kernel").is_empty(), "kernel frames: {r}");
+    }
+    assert!(
+        !lines.iter().any(|v| v["uevrec"].is_null()
+            && (v["event"] == "kernel_stack" || v["event"] == "user_stack")),
+        "the stack records are not lines of their own"
+    );
+}
+
+/// A program that exec'd and exited before uevrec read its first stack: its mappings
+/// cannot be read any more, so its user frames say `no_mapping`, never the names of the
+/// program it was forked from (this test binary); its kernel frames are still named.
+#[test]
+fn ftrace_stacks_of_a_program_gone_before_its_first_stack_name_nothing_wrong() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(dir.path());
+    let (magic, n) = (0x38_4000u64, 20);
+    let out = dir.path().join("gone.jsonl");
+    let mut rec = start(&out, &["--backend", "ftrace", "-g"]);
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGSTOP) };
+    let mut child = Command::new(&exe)
+        .args([magic.to_string(), n.to_string()])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"x").unwrap();
+    assert!(child.wait().unwrap().success());
+    // SAFETY: as above.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGCONT) };
+    wait_for("every record of the program", PATIENCE, || {
+        mine(&complete_lines(&out), magic).len() as u64 >= n
+    });
+    // SAFETY: as above.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    assert!(wait_exit(&mut rec, PATIENCE).is_ok_and(|s| s.success()));
+    let records = mine(&complete_lines(&out), magic);
+    assert_eq!(records.len() as u64, n);
+    for r in &records {
+        let user = frames(r, "user");
+        assert!(!user.is_empty(), "{r}");
+        for f in user {
+            assert!(
+                f.get("symbol").is_none() && f["unsymbolized"] == "no_mapping",
+                "a frame named from another program's mappings: {f} in {r}"
+            );
+        }
+        assert!(!frames(r, "kernel").is_empty(), "{r}");
+    }
+}
