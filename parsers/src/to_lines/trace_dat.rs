@@ -371,13 +371,26 @@ impl<'d, 'f> Run<'d, 'f> {
                             writer.set_context(c, &stamp, None);
                         }
                         match &mut self.spans {
-                            None => self
-                                .described
-                                .write_record(writer, lines, event, &stamp, p, r.raw),
+                            None => self.described.write_record(
+                                writer,
+                                lines,
+                                event,
+                                &stamp,
+                                p,
+                                r.raw,
+                                |_| {},
+                            ),
                             Some(spans) => {
                                 let (start, first) = (lines.len(), self.described.is_new(event));
-                                self.described
-                                    .write_record(writer, lines, event, &stamp, p, r.raw);
+                                self.described.write_record(
+                                    writer,
+                                    lines,
+                                    event,
+                                    &stamp,
+                                    p,
+                                    r.raw,
+                                    |_| {},
+                                );
                                 if first {
                                     let end = lines[start..]
                                         .iter()
