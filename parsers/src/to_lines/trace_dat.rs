@@ -370,38 +370,18 @@ impl<'d, 'f> Run<'d, 'f> {
                         if let Some(c) = &d.context {
                             writer.set_context(c, &stamp, None);
                         }
-                        match &mut self.spans {
-                            None => self.described.write_record(
-                                writer,
-                                lines,
-                                event,
-                                &stamp,
-                                p,
-                                r.raw,
-                                |_| {},
-                            ),
-                            Some(spans) => {
-                                let (start, first) = (lines.len(), self.described.is_new(event));
-                                self.described.write_record(
-                                    writer,
-                                    lines,
-                                    event,
-                                    &stamp,
-                                    p,
-                                    r.raw,
-                                    |_| {},
-                                );
-                                if first {
-                                    let end = lines[start..]
-                                        .iter()
-                                        .position(|&b| b == b'\n')
-                                        .map_or(lines.len(), |n| {
-                                            // A place in `lines`: the sum fits.
-                                            start.saturating_add(n).saturating_add(1)
-                                        });
-                                    spans.push(SchemaSpan { start, end, event });
-                                }
-                            }
+                        let (start, first) = (lines.len(), self.described.is_new(event));
+                        let raw = r.raw;
+                        (self.described).write_record(writer, lines, event, &stamp, p, raw, |_| {});
+                        if let (Some(spans), true) = (&mut self.spans, first) {
+                            let end = lines[start..].iter().position(|&b| b == b'\n').map_or(
+                                lines.len(),
+                                |n| {
+                                    // A place in `lines`: the sum fits.
+                                    start.saturating_add(n).saturating_add(1)
+                                },
+                            );
+                            spans.push(SchemaSpan { start, end, event });
                         }
                     }
                     stats.records = stats.records.saturating_add(1);

@@ -473,6 +473,12 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 /// `0x` and `v` in lowercase hex (what `{v:#x}` writes, without the formatting machinery).
 fn push_hex(out: &mut Vec<u8>, v: u64) {
     let mut buf = [0u8; 16];
+    out.extend_from_slice(b"0x");
+    out.extend_from_slice(hex_digits(&mut buf, v).as_bytes());
+}
+
+/// `v` in lowercase hex without `0x` (what `{v:x}` writes), in `buf`.
+fn hex_digits(buf: &mut [u8; 16], v: u64) -> &str {
     let mut at = buf.len();
     let mut v = v;
     loop {
@@ -483,8 +489,8 @@ fn push_hex(out: &mut Vec<u8>, v: u64) {
             break;
         }
     }
-    out.extend_from_slice(b"0x");
-    out.extend_from_slice(&buf[at..]);
+    // Only ASCII hex digits were written.
+    std::str::from_utf8(&buf[at..]).unwrap_or_default()
 }
 
 /// The names of a frame (`symbol`, `offset`, `file`, `line`, and the inlined calls at

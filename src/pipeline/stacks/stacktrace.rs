@@ -9,7 +9,7 @@ use uevrec_parsers::callchain::Callchain;
 use uevrec_parsers::stack_frames::{write_broken_line, write_frame_line, write_inlined_line};
 use uevrec_parsers::user_stack::UserStack;
 
-use super::{Frame, StackWriter};
+use super::{Frame, StackWriter, hex_digits};
 
 /// The reusable buffer of one formatter worker's `code.stacktrace` texts.
 #[derive(Debug, Default)]
@@ -49,23 +49,6 @@ impl StackText {
         });
         &self.text
     }
-}
-
-/// `v` in lowercase hex without `0x` (what `{v:x}` writes), in `buf`.
-fn hex_digits(buf: &mut [u8; 16], v: u64) -> &str {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut at = buf.len();
-    let mut v = v;
-    loop {
-        at -= 1;
-        buf[at] = HEX[(v & 15) as usize];
-        v >>= 4;
-        if v == 0 {
-            break;
-        }
-    }
-    // Only ASCII hex digits were written.
-    std::str::from_utf8(&buf[at..]).unwrap_or_default()
 }
 
 #[cfg(test)]
