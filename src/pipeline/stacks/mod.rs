@@ -474,11 +474,12 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 fn push_hex(out: &mut Vec<u8>, v: u64) {
     let mut buf = [0u8; 16];
     out.extend_from_slice(b"0x");
-    out.extend_from_slice(hex_digits(&mut buf, v).as_bytes());
+    out.extend_from_slice(hex_digits(&mut buf, v));
 }
 
-/// `v` in lowercase hex without `0x` (what `{v:x}` writes), in `buf`.
-fn hex_digits(buf: &mut [u8; 16], v: u64) -> &str {
+/// `v` in lowercase hex without `0x` (what `{v:x}` writes), in `buf` (ASCII; not checked
+/// as UTF-8 here: the JSON path, per frame, takes the bytes).
+fn hex_digits(buf: &mut [u8; 16], v: u64) -> &[u8] {
     let mut at = buf.len();
     let mut v = v;
     loop {
@@ -489,8 +490,7 @@ fn hex_digits(buf: &mut [u8; 16], v: u64) -> &str {
             break;
         }
     }
-    // Only ASCII hex digits were written.
-    std::str::from_utf8(&buf[at..]).unwrap_or_default()
+    &buf[at..]
 }
 
 /// The names of a frame (`symbol`, `offset`, `file`, `line`, and the inlined calls at

@@ -40,7 +40,9 @@ impl StackText {
             }
             Frame::Named { address, names, .. } => {
                 let mut digits = [0u8; 16];
-                let addr = hex_digits(&mut digits, address);
+                // Hex digits: ASCII, never the empty default.
+                let addr =
+                    std::str::from_utf8(hex_digits(&mut digits, address)).unwrap_or_default();
                 for symbol in &names.inlined {
                     write_inlined_line(text, addr, symbol);
                 }
