@@ -8,8 +8,9 @@
 //!   (`Ring::publish`), parsed by the perf backend's `arrival`; and `trace_pipe_raw` pages
 //!   in a tmpfs file read by the ftrace backend's `CpuReader`. The consumer is the sample
 //!   arm of the session's stager (`src/capture/session/stager.rs`, `Stager::take`: key →
-//!   slot, self-exclusion, wall-clock stamp, `push_record_stacked`, a full chunk sent
-//!   through the real `StageSender`), written out here because the stager is private.
+//!   slot and self-exclusion, written out here because the stager is private; then the
+//!   session's own `stage_sample`: wall-clock stamp, `push_record_stacked`; a full chunk
+//!   sent through the real `StageSender`).
 //! - `reorder`: the reorder stage (`uevrec-order`, `formatter::merge`: `Reorder` push/pop,
 //!   a credit back, the batch on to the writer) on parts of a full batch each, from 4
 //!   workers in a shuffled order.
@@ -52,6 +53,7 @@ use uevrec::capture::clock::WallClock;
 use uevrec::capture::ftrace::CpuReader;
 use uevrec::capture::perf::Ring;
 use uevrec::capture::perf::backend::arrival;
+use uevrec::capture::session::stage_sample;
 use uevrec::capture::staging::{
     FormatSource, STAGE_BYTES, STAGE_CAPACITY, StageSender, Staged, StagedChunk, touched_buffers,
 };
@@ -103,32 +105,14 @@ struct Taker<'a> {
 
 impl Taker<'_> {
     fn take(&mut self, cpu: u32, a: Arrival<'_>) -> ControlFlow<()> {
-        if let Arrival::Sample {
-            key,
-            time,
-            cpu: sample_cpu,
-            pid,
-            tid,
-            cgroup,
-            raw,
-            callchain,
-            user_stack,
-        } = a
-        {
+        if let Arrival::Sample { key, pid, .. } = a {
             let Some(&slot) = key.and_then(|k| self.by_key.get(&k)) else {
                 return ControlFlow::Continue(());
             };
             if pid == Some(self.self_pid) {
                 return ControlFlow::Continue(());
             }
-            let stamp = RecordStamp {
-                time_unix_ns: time.and_then(|t| self.clock.to_unix_ns(t)),
-                cpu: sample_cpu.unwrap_or(cpu),
-                pid: pid.unwrap_or(0),
-                tid: tid.unwrap_or(0),
-            };
-            self.chunk
-                .push_record_stacked(slot as u32, &stamp, cgroup, callchain, user_stack, raw);
+            stage_sample(&mut self.chunk, &self.clock, slot as u32, cpu, &a);
             self.records[slot] += 1;
         }
         if self.chunk.len() >= STAGE_BYTES {

@@ -2,9 +2,10 @@
 # Issue 38, the outputs of call stacks: flame graphs and OTLP. Prints two tables
 # (BENCHMARKS.md, "Issue 38: flame graphs and OTLP stacks").
 #
-#   scripts/bench-stack-outputs.sh [--runs N] [--calls N] [--lines N]
+#   scripts/bench-stack-outputs.sh [--runs N] [--calls N] [--lines N] [--only flame|otlp]
 #
-# The load: the C chain of scripts/bench-stacks.sh (main → outer → middle → inner →
+# --only flame or --only otlp: that part alone.
+# The load: the C chain of scripts/lib/stack-bench.sh (main → outer → middle → inner →
 # syscall(SYS_getppid, 424242, SEQ), -O1 -g -fno-omit-frame-pointer), --calls times
 # (default 100,000).
 #
@@ -30,12 +31,14 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RUNS=3
 CALLS=100000
 LINES=1000000
+PARTS="flame otlp"
 while [ $# -gt 0 ]; do
   case $1 in
     --runs) RUNS=$2; shift 2 ;;
     --calls) CALLS=$2; shift 2 ;;
     --lines) LINES=$2; shift 2 ;;
-    *) echo "usage: $0 [--runs N] [--calls N] [--lines N]" >&2; exit 2 ;;
+    --only) PARTS=$2; shift 2 ;;
+    *) echo "usage: $0 [--runs N] [--calls N] [--lines N] [--only flame|otlp]" >&2; exit 2 ;;
   esac
 done
 
@@ -51,37 +54,9 @@ FLAMEGRAPH_PL_DIR=${FLAMEGRAPH_PL_DIR:-}
 WORK=$(mktemp -d /dev/shm/bench-stack-outputs.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 
-cat > "$WORK/chain.c" <<'C'
-#define _GNU_SOURCE
-#include <stdlib.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-__attribute__((noinline)) long inner(long seq) { return syscall(SYS_getppid, 424242L, seq); }
-__attribute__((noinline)) long middle(long seq) { long r = inner(seq); __asm__ volatile("" ::: "memory"); return r; }
-__attribute__((noinline)) long outer(long seq) { long r = middle(seq); __asm__ volatile("" ::: "memory"); return r; }
-int main(int argc, char **argv) {
-    long n = atol(argv[1]);
-    for (long i = 0; i < n; i++) outer(i);
-    return 0;
-}
-C
-gcc -O1 -g -fno-omit-frame-pointer -o "$WORK/chain" "$WORK/chain.c"
-
-# measure OUT CMD...: run CMD as a child, its pid in OUT.pid at once; after it exits,
-# "user sys" seconds (wait4's rusage) in OUT.
-measure() {
-  local out=$1; shift
-  python3 - "$out" "$@" <<'PY'
-import os, sys
-out, argv = sys.argv[1], sys.argv[2:]
-pid = os.fork()
-if pid == 0:
-    os.execvp(argv[0], argv)
-open(out + ".pid", "w").write(str(pid))
-_, status, ru = os.wait4(pid, 0)
-open(out, "w").write(f"{ru.ru_utime} {ru.ru_stime}\n")
-PY
-}
+# shellcheck source=scripts/lib/stack-bench.sh
+. "$ROOT/scripts/lib/stack-bench.sh"
+build_chain "$WORK" SYS_getppid
 
 # timed NAME CMD...: run the shell command CMD; prints "NAME wall_s cpu_s".
 timed() {
@@ -96,7 +71,7 @@ filter="id == 110"
 # The chain, stopped before it starts (so that recorders can follow its pid alone: other
 # programs on the machine call getppid too): start_chain sets CHAIN_PID, run_chain runs it.
 start_chain() {
-  bash -c 'kill -STOP $$; exec "$0" "$1"' "$WORK/chain" "$CALLS" &
+  bash -c 'kill -STOP $$; exec "$0" "$1" > /dev/null' "$WORK/chain" "$CALLS" &
   CHAIN_PID=$!
   until [ "$(awk '{print $3}' "/proc/$CHAIN_PID/stat" 2>/dev/null)" = T ]; do sleep 0.02; done
 }
@@ -104,6 +79,7 @@ run_chain() {
   kill -CONT "$CHAIN_PID"
   wait "$CHAIN_PID"
 }
+if [ "${PARTS#*flame}" != "$PARTS" ]; then
 echo "# inputs: $CALLS calls of the chain, recorded by uevrec -g and perf record -g" >&2
 start_chain
 measure "$WORK/m" "$UEVREC" record -q -g --pid "$CHAIN_PID" -e raw_syscalls:sys_enter --filter "$filter" -o "$WORK/rec.jsonl" &
@@ -181,6 +157,7 @@ for run in $(seq "$RUNS"); do
   done
 done
 rm -f "$WORK/stacks.jsonl" "$WORK/perf.txt"
+fi
 
 # OTLP: one NAME → "records cpu_s"
 otlp_run() {
@@ -216,6 +193,7 @@ otlp_run() {
   echo "$records $(awk '{print $1 + $2}' "$WORK/m")"
 }
 
+if [ "${PARTS#*otlp}" != "$PARTS" ]; then
 printf '\n%-10s %3s %9s %8s %12s\n' output run records cpu_s records/s
 for run in $(seq "$RUNS"); do
   for name in otlp otlp-g export export-g; do
@@ -224,3 +202,4 @@ for run in $(seq "$RUNS"); do
       "$(awk -v r="$records" -v c="$cpu" 'BEGIN { if (c > 0) printf "%.0f", r / c; else print "n/a" }')"
   done
 done
+fi

@@ -2,7 +2,13 @@
 # Call stacks (issue 38): recorder CPU per record with -g against perf record -g, on the
 # same load, side by side in one run. Prints one table (BENCHMARKS.md, "Issue 38").
 #
-#   scripts/bench-stacks.sh [--runs N] [--calls N] [--dwarf | --ftrace]
+#   scripts/bench-stacks.sh [--runs N] [--calls N] [--dwarf | --ftrace] [--rate N [--seconds T]]
+#                           [--recorders 'NAME …']
+#
+# --rate N: the program makes N calls a second for T seconds (default 10; --calls is then
+# N × T) instead of flat out: the recorders' steady cost and loss, not a burst's
+# (BENCHMARKS.md, "Issue 38: stack output speed, steady-rate dwarf"). --recorders: the rows
+# to run (names below), in order.
 #
 # --dwarf: `--call-graph dwarf` (8 KiB of user stack per record) against perf's, both with
 # 4 MiB rings per CPU (-m 4M), instead of the -g rows:
@@ -19,7 +25,7 @@
 # The load then calls setpgid (id 109: ESRCH) instead of getppid, which other programs on a
 # shared machine also call with 424242.
 #
-# The load: a C program built here (-O1 -g -fno-omit-frame-pointer) calling
+# The load: the C chain of scripts/lib/stack-bench.sh (-O1 -g -fno-omit-frame-pointer) calling
 # main → outer → middle → inner → syscall(SYS_getppid, 424242, SEQ) N times flat out.
 # Recorders, each attached to raw_syscalls:sys_enter with the filter `id == 110`:
 #   uevrec            `uevrec record -q -o /dev/shm/F` (no stacks: the baseline)
@@ -37,58 +43,36 @@ RUNS=3
 CALLS=200000
 NAMES="uevrec uevrec-g uevrec-g-nosym perf-g"
 NR=110
+RATE=""
+SECONDS_AT_RATE=10
 while [ $# -gt 0 ]; do
   case $1 in
     --runs) RUNS=$2; shift 2 ;;
     --calls) CALLS=$2; shift 2 ;;
     --dwarf) NAMES="uevrec uevrec-dwarf uevrec-dwarf-nosym perf-dwarf"; NR=109; shift ;;
     --ftrace) NAMES="uevrec-ftrace uevrec-ftrace-g uevrec-g perf-g"; NR=109; shift ;;
-    *) echo "usage: $0 [--runs N] [--calls N] [--dwarf | --ftrace]" >&2; exit 2 ;;
+    --rate) RATE=$2; shift 2 ;;
+    --seconds) SECONDS_AT_RATE=$2; shift 2 ;;
+    --recorders) NAMES=$2; shift 2 ;;
+    *) echo "usage: $0 [--runs N] [--calls N] [--dwarf | --ftrace] [--rate N [--seconds T]] [--recorders 'NAME …']" >&2; exit 2 ;;
   esac
 done
+# A steady rate: RATE calls a second for SECONDS_AT_RATE seconds.
+[ -z "$RATE" ] || CALLS=$((RATE * SECONDS_AT_RATE))
+# Any dwarf row: setpgid for all (see --dwarf).
+case " $NAMES " in *dwarf*) NR=109 ;; esac
 
-cargo build --release --bin uevrec --manifest-path "$ROOT/Cargo.toml" >&2
-UEVREC=$ROOT/target/release/uevrec
+# UEVREC names another binary; by default the release one is built.
+if [ -z "${UEVREC:-}" ]; then
+  cargo build --release --bin uevrec --manifest-path "$ROOT/Cargo.toml" >&2
+  UEVREC=$ROOT/target/release/uevrec
+fi
 WORK=$(mktemp -d /dev/shm/bench-stacks.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 
-cat > "$WORK/chain.c" <<'C'
-#define _GNU_SOURCE
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
-__attribute__((noinline)) long inner(long seq) { return syscall(NR, 424242L, seq); }
-__attribute__((noinline)) long middle(long seq) { long r = inner(seq); __asm__ volatile("" ::: "memory"); return r; }
-__attribute__((noinline)) long outer(long seq) { long r = middle(seq); __asm__ volatile("" ::: "memory"); return r; }
-int main(int argc, char **argv) {
-    long n = atol(argv[1]);
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    for (long i = 0; i < n; i++) outer(i);
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    printf("%.0f\n", n / ((b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9));
-    return 0;
-}
-C
-gcc -O1 -g -fno-omit-frame-pointer -DNR="$NR" -o "$WORK/chain" "$WORK/chain.c"
-
-# measure OUT CMD...: run CMD as a child; its pid in OUT.pid at once; after it exits,
-# "user sys" seconds (wait4's rusage) in OUT.
-measure() {
-  local out=$1; shift
-  python3 - "$out" "$@" <<'PY'
-import os, sys
-out, argv = sys.argv[1], sys.argv[2:]
-pid = os.fork()
-if pid == 0:
-    os.execvp(argv[0], argv)
-open(out + ".pid", "w").write(str(pid))
-_, status, ru = os.wait4(pid, 0)
-open(out, "w").write(f"{ru.ru_utime} {ru.ru_stime}\n")
-PY
-}
+# shellcheck source=scripts/lib/stack-bench.sh
+. "$ROOT/scripts/lib/stack-bench.sh"
+build_chain "$WORK" "$NR"
 
 # one NAME: a run of recorder NAME; prints "rate records cpu_s extra_cpu_s".
 one() {
@@ -113,7 +97,7 @@ one() {
   else
     sleep 2
   fi
-  local rate; rate=$("$WORK/chain" "$CALLS")
+  local rate; rate=$("$WORK/chain" "$CALLS" $RATE)
   sleep 0.5
   kill -INT "$pid"
   while [ ! -s "$WORK/m" ]; do sleep 0.05; done
@@ -129,11 +113,13 @@ one() {
   echo "$rate $records $cpu $extra"
 }
 
-printf '%-16s %3s %12s %9s %9s %10s %12s\n' recorder run calls/s records cpu_s us/record script_cpu_s
+echo "# $CALLS calls a run${RATE:+ at $RATE calls/s}, syscall $NR, $UEVREC" >&2
+printf '%-18s %3s %12s %9s %7s %9s %10s %12s\n' recorder run calls/s records lost% cpu_s us/record script_cpu_s
 for run in $(seq "$RUNS"); do
   for name in $NAMES; do
     read -r rate records cpu extra < <(one "$name")
     per=$(awk -v c="$cpu" -v r="$records" 'BEGIN { if (r > 0) printf "%.3f", c * 1e6 / r; else print "n/a" }')
-    printf '%-16s %3s %12s %9s %9.3f %10s %12s\n' "$name" "$run" "$rate" "$records" "$cpu" "$per" "$extra"
+    lost=$(awk -v c="$CALLS" -v r="$records" 'BEGIN { l = (c - r) * 100 / c; printf "%.1f", l < 0 ? 0 : l }')
+    printf '%-18s %3s %12s %9s %7s %9.3f %10s %12s\n' "$name" "$run" "$rate" "$records" "$lost" "$cpu" "$per" "$extra"
   done
 done

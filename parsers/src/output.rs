@@ -339,7 +339,7 @@ mod tests {
             let mut first = SchemaOnce::new(on);
             let mut out = Vec::new();
             for event in [3, 3, 0] {
-                first.write_record(&mut json, &mut out, event, &stamp, &p, &raw);
+                first.write_record(&mut json, &mut out, event, &stamp, &p, &raw, |_| {});
             }
             let text = String::from_utf8(out).unwrap();
             let schemas = text.lines().filter(|l| l.contains(r#""uevrec":"schema""#));

@@ -117,33 +117,73 @@ fn base_name(path: &str) -> &str {
 /// in 16 hex digits, `[unknown]` for what has no name, `[kernel.kallsyms]` as the
 /// kernel's module), a call inlined at an address on a line of its own before its
 /// frame (`\tADDRESS symbol (inlined)`), a broken callchain as a last line saying why.
+/// The recorder writes the same lines straight from the frames it names, with the
+/// helpers below (so the text read back from a JSON line and the recorder's agree).
 pub fn write_stacktrace(out: &mut String, frames: &[StackFrame<'_>]) {
+    let mut text = String::new();
     for frame in frames {
         if let Some(error) = &frame.error {
-            let _ = writeln!(out, "\t[broken callchain: {error}]");
+            write_broken_line(out, error);
             break;
         }
         let addr = frame.addr.as_deref().unwrap_or("0x0");
         let addr = addr.strip_prefix("0x").unwrap_or(addr);
         for inlined in &frame.inlined {
-            let symbol = inlined.symbol.as_deref().unwrap_or("[unknown]");
-            let _ = writeln!(out, "\t{addr:>16} {symbol} (inlined)");
+            write_inlined_line(out, addr, inlined.symbol.as_deref().unwrap_or("[unknown]"));
         }
-        let _ = write!(out, "\t{addr:>16} ");
-        match (&frame.symbol, frame.offset) {
-            (Some(symbol), Some(offset)) => {
-                let _ = write!(out, "{symbol}+{offset:#x}");
-            }
-            (Some(symbol), None) => out.push_str(symbol),
-            (None, _) => out.push_str("[unknown]"),
-        }
-        let module = match (&frame.module, frame.is_kernel()) {
-            (Some(module), _) => module,
-            (None, true) => "[kernel.kallsyms]",
-            (None, false) => "[unknown]",
-        };
-        let _ = writeln!(out, " ({module})");
+        text.clear();
+        let module = stacktrace_module(frame.module.as_deref(), frame.is_kernel());
+        write_frame_text(&mut text, frame.symbol.as_deref(), frame.offset, module);
+        write_frame_line(out, addr, &text);
     }
+}
+
+/// A frame's module in `code.stacktrace`: its file, else the kernel's
+/// (`[kernel.kallsyms]`) or `[unknown]`.
+pub fn stacktrace_module(module: Option<&str>, kernel: bool) -> &str {
+    match (module, kernel) {
+        (Some(module), _) => module,
+        (None, true) => "[kernel.kallsyms]",
+        (None, false) => "[unknown]",
+    }
+}
+
+/// A frame's `code.stacktrace` line after its address: `symbol+0xOFFSET (module)`,
+/// `symbol (module)` (no offset) or `[unknown] (module)`.
+pub fn write_frame_text(out: &mut String, symbol: Option<&str>, offset: Option<u64>, module: &str) {
+    match (symbol, offset) {
+        (Some(symbol), Some(offset)) => {
+            let _ = write!(out, "{symbol}+{offset:#x}");
+        }
+        (Some(symbol), None) => out.push_str(symbol),
+        (None, _) => out.push_str("[unknown]"),
+    }
+    let _ = write!(out, " ({module})");
+}
+
+/// `\tADDRESS TEXT\n`: `addr` (hex, no `0x`) right-aligned in 16 columns, then the
+/// frame's text ([`write_frame_text`]).
+pub fn write_frame_line(out: &mut String, addr: &str, text: &str) {
+    out.push('\t');
+    for _ in addr.chars().count()..16 {
+        out.push(' ');
+    }
+    out.push_str(addr);
+    out.push(' ');
+    out.push_str(text);
+    out.push('\n');
+}
+
+/// The line of a call inlined at `addr`: `\tADDRESS symbol (inlined)`.
+pub fn write_inlined_line(out: &mut String, addr: &str, symbol: &str) {
+    write_frame_line(out, addr, symbol);
+    out.pop();
+    out.push_str(" (inlined)\n");
+}
+
+/// The last line of a broken callchain: `\t[broken callchain: WHY]`.
+pub fn write_broken_line(out: &mut String, why: &str) {
+    let _ = writeln!(out, "\t[broken callchain: {why}]");
 }
 
 #[cfg(test)]

@@ -6,19 +6,18 @@
 //! never a panic, and the records after it are decoded.
 
 use uevrec_parsers::callchain::{Callchain, PERF_CONTEXT_KERNEL, PERF_CONTEXT_USER};
-use uevrec_parsers::perf_data::header::FILE_HEADER_SIZE;
-use uevrec_parsers::perf_data::writer::{
-    self, ClockRef, EventSpec, FileMeta, Mmap2, STACK_SAMPLE_TYPE, Stamp, TracingSpec, TrackingSpec,
-};
+use uevrec_parsers::perf_data::writer::{self, Mmap2, STACK_SAMPLE_TYPE, Stamp, TrackingSpec};
 use uevrec_parsers::perf_data::{Item, PerfData, PerfDataError};
 use uevrec_parsers::perf_sample::{Record, sample_type};
 use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::perf_data::LineDecoder;
 use uevrec_parsers::{ContextUpdate, Endian, RecordStamp, StackNamer};
 
+#[path = "common/perf_data.rs"]
+mod perf_data;
 #[path = "common/trace_dat.rs"]
 mod trace_dat;
-use trace_dat::{HEADER_PAGE, seq_format};
+use perf_data::{SeqFile, finish, seq_raw};
 
 const EVENT_ID: u64 = 7;
 const TRACKING: TrackingSpec = TrackingSpec {
@@ -57,42 +56,8 @@ fn file(n: u64) -> Vec<u8> {
 
 /// [`file`] with the tracking attr `tracking`.
 fn file_with(n: u64, tracking: TrackingSpec) -> Vec<u8> {
-    let ev = EventSpec {
-        tracepoint: 2001,
-        name: "test:seq".into(),
-        id: EVENT_ID,
-        clockid: 0,
-        callchain: true,
-    };
-    let events = [ev];
-    let tracing = TracingSpec {
-        long_size: 8,
-        page_size: 4096,
-        header_page: HEADER_PAGE,
-        header_event: "",
-    };
-    let seq = seq_format("seq", 2001);
-    let formats = [("test", seq.as_str())];
-    let cmdline = ["uevrec".to_string()];
-    let meta = FileMeta {
-        events: &events,
-        tracing,
-        formats: &formats,
-        hostname: "h",
-        osrelease: "6.18",
-        version: "uevrec test",
-        arch: "x86_64",
-        nr_cpus: (1, 1),
-        cmdline: &cmdline,
-        sample_time: Some((10, 10 * n)),
-        clock: ClockRef {
-            clockid: 0,
-            wall_ns: 0,
-            clockid_ns: 0,
-            res_ns: 1,
-        },
-        tracking: Some(tracking),
-    };
+    let seq_file = SeqFile::new(EVENT_ID, true);
+    let meta = seq_file.meta("6.18", Some((10, 10 * n)), Some(tracking));
     let mut file = writer::placeholder_header().to_vec();
     let stamp = |id, time| Stamp {
         id,
@@ -121,17 +86,13 @@ fn file_with(n: u64, tracking: TrackingSpec) -> Vec<u8> {
             };
             writer::push_mmap2(&mut file, &stamp(TRACKING.id, 15), &lib);
         }
-        let mut raw = vec![0u8; 8];
-        raw.extend_from_slice(&seq.to_ne_bytes());
         let words = words_bytes(&chain_words(seq));
         let chain = Callchain::new(&words, Endian::Little);
-        writer::push_stacked_sample(&mut file, &stamp(EVENT_ID, 10 * seq), chain, &raw, Some(0))
-            .unwrap();
+        let stamp = stamp(EVENT_ID, 10 * seq);
+        writer::push_stacked_sample(&mut file, &stamp, chain, &seq_raw(seq), Some(0)).unwrap();
     }
     writer::push_finished_round(&mut file);
-    let trailer = writer::trailer(&meta, file.len() as u64 - FILE_HEADER_SIZE);
-    file.extend_from_slice(&trailer.bytes);
-    file[..FILE_HEADER_SIZE as usize].copy_from_slice(&trailer.header);
+    finish(&mut file, &meta);
     file
 }
 

@@ -5,83 +5,36 @@
 //! before the cut is decoded, with its value (the SEQ in its payload).
 
 use uevrec_parsers::perf_data::PerfData;
-use uevrec_parsers::perf_data::header::FILE_HEADER_SIZE;
-use uevrec_parsers::perf_data::writer::{self, ClockRef, EventSpec, FileMeta, Stamp, TracingSpec};
+use uevrec_parsers::perf_data::writer::{self, Stamp};
 use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::perf_data::LineDecoder;
 
-const SEQ: &str = "name: seq
-ID: 2001
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
-
-\tfield:u64 seq;\toffset:8;\tsize:8;\tsigned:0;
-
-print fmt: \"seq=%llu\", REC->seq
-";
-
-const HEADER_PAGE: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;
-\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;
-\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;
-\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;
-";
+#[path = "common/perf_data.rs"]
+mod perf_data;
+#[path = "common/trace_dat.rs"]
+mod trace_dat;
+use perf_data::{SEQ, SeqFile, finish, seq_raw};
 
 const SAMPLES: u64 = 12;
 
 /// The unfinished file (what a SIGKILL leaves), the finished one, and where each
 /// sample ends in both (the data section is the same bytes).
 fn files() -> (Vec<u8>, Vec<u8>, Vec<usize>) {
-    let ev = EventSpec {
-        tracepoint: 2001,
-        name: "test:seq".into(),
-        id: 7,
-        clockid: 0,
-        callchain: false,
-    };
-    let events = [ev.clone()];
-    let tracing = TracingSpec {
-        long_size: 8,
-        page_size: 4096,
-        header_page: HEADER_PAGE,
-        header_event: "",
-    };
-    let formats = [("test", SEQ)];
-    let cmdline = ["uevrec".to_string()];
-    let meta = FileMeta {
-        events: &events,
-        tracing,
-        formats: &formats,
-        hostname: "h",
-        osrelease: "6.12",
-        version: "uevrec test",
-        arch: "x86_64",
-        nr_cpus: (1, 1),
-        cmdline: &cmdline,
-        sample_time: Some((1, SAMPLES)),
-        clock: ClockRef {
-            clockid: 0,
-            wall_ns: 0,
-            clockid_ns: 0,
-            res_ns: 1,
-        },
-        tracking: None,
-    };
+    let seq_file = SeqFile::new(7, false);
+    let meta = seq_file.meta("6.12", Some((1, SAMPLES)), None);
+    let ev = &seq_file.events[0];
     let mut file = writer::unfinished_header().to_vec();
     let mut inband = Vec::new();
     let mut described = Vec::new();
     writer::push_header_features(&mut described, &meta);
-    writer::push_event_headers(&mut described, &[(&ev, "test", SEQ)], false, &tracing);
+    let headers = [(ev, "test", SEQ.as_str())];
+    writer::push_event_headers(&mut described, &headers, false, &meta.tracing);
     for (start, len, kind) in writer::record_spans(&described) {
         inband.push((file.len() + start, len, kind));
     }
     file.extend_from_slice(&described);
     let mut ends = Vec::new();
     for seq in 1..=SAMPLES {
-        let mut raw = vec![0u8; 8];
-        raw.extend_from_slice(&seq.to_ne_bytes());
         let s = Stamp {
             id: 7,
             pid: 1,
@@ -89,16 +42,14 @@ fn files() -> (Vec<u8>, Vec<u8>, Vec<usize>) {
             time: seq,
             cpu: 0,
         };
-        writer::push_sample(&mut file, &s, &raw, None).unwrap();
+        writer::push_sample(&mut file, &s, &seq_raw(seq), None).unwrap();
         ends.push(file.len());
         if seq % 4 == 0 {
             writer::push_finished_round(&mut file);
         }
     }
     let unfinished = file.clone();
-    let trailer = writer::trailer(&meta, file.len() as u64 - FILE_HEADER_SIZE);
-    file.extend_from_slice(&trailer.bytes);
-    file[..FILE_HEADER_SIZE as usize].copy_from_slice(&trailer.header);
+    finish(&mut file, &meta);
     for (at, len, kind) in inband {
         let h = writer::passed_over(len, kind).unwrap();
         file[at..at + 8].copy_from_slice(&h);

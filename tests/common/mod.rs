@@ -5,6 +5,7 @@
 #[macro_use]
 pub mod tier;
 pub mod cgroups;
+pub mod chain;
 pub mod comm;
 pub mod export;
 pub mod flight;

@@ -22,49 +22,8 @@ use serde_json::Value;
 use crate::common::tier::Tier;
 use crate::common::{PATIENCE, bin, complete_lines, wait_for};
 
-/// setpgid's number (x86_64, aarch64): `setpgid(MAGIC, SEQ)` fails with ESRCH.
-#[cfg(target_arch = "x86_64")]
-pub(crate) const NR_SETPGID: u32 = 109;
-#[cfg(target_arch = "aarch64")]
-pub(crate) const NR_SETPGID: u32 = 154;
-
-/// The traced program; the `/* CALL n */` comments mark the lines of its calls.
-const CHAIN_C: &str = r#"#define _GNU_SOURCE
-#include <stdlib.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-__attribute__((noinline)) long inner(long magic, long seq) {
-    return syscall(SYS_setpgid, magic, seq);
-}
-__attribute__((noinline)) long middle(long magic, long seq) {
-    long r = inner(magic, seq); /* CALL middle */
-    __asm__ volatile("" ::: "memory");
-    return r;
-}
-__attribute__((noinline)) long outer(long magic, long seq) {
-    long r = middle(magic, seq); /* CALL outer */
-    __asm__ volatile("" ::: "memory");
-    return r;
-}
-int main(int argc, char **argv) {
-    long magic = atol(argv[1]), n = atol(argv[2]);
-    for (long seq = 0; seq < n; seq++) {
-        outer(magic, seq); /* CALL main */
-    }
-    return 0;
-}
-"#;
-
-/// The line of `/* CALL function */` in [`CHAIN_C`].
-pub(crate) fn call_line(function: &str) -> u64 {
-    let mark = format!("/* CALL {function} */");
-    CHAIN_C.lines().position(|l| l.contains(&mark)).unwrap() as u64 + 1
-}
-
-/// Build [`CHAIN_C`] in `dir` with gcc (`-O1 -g -fno-omit-frame-pointer`).
-pub(crate) fn build_chain(dir: &Path) -> Result<PathBuf, String> {
-    build_chain_with(dir, "chain", &["-fno-omit-frame-pointer"])
-}
+use crate::common::chain::build_chain_with;
+pub(crate) use crate::common::chain::{NR_SETPGID, build_chain, call_line};
 
 /// uevrec, interrupted (then waited for) when dropped.
 pub(crate) struct Recorder(pub(crate) Child);
@@ -121,11 +80,9 @@ fn fp_stacks_name_the_chain_without_context() {
 
 /// `magic` tells this test's calls from the other tests' (each records all of them).
 fn fp_stacks(magic: u64, extra: &[&str]) {
-    if !crate::common::raw_syscalls_here() {
+    let Some((dir, exe)) = built_here(build_chain) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let exe = require!(Tier::Host, build_chain(dir.path()));
+    };
     let args = [&["-g"][..], extra].concat();
     let (session, records, _) = record_program(&exe, magic, 200, &args);
     // The session line says what the stack key holds.
@@ -175,11 +132,9 @@ fn fp_stacks(magic: u64, extra: &[&str]) {
 /// `--no-symbolize`: user frames carry their module and file offset, no names.
 #[test]
 fn no_symbolize_gives_module_and_file_offset() {
-    if !crate::common::raw_syscalls_here() {
+    let Some((dir, exe)) = built_here(build_chain) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let exe = require!(Tier::Host, build_chain(dir.path()));
+    };
     let out = dir.path().join("out.jsonl");
     let _rec = record_setpgid(&out, &["-g", "--user-callchains", "--no-symbolize"]);
     const MAGIC: u64 = 424_242_039;
@@ -258,21 +213,22 @@ fn dwarf_is_refused_where_stacks_cannot_go() {
     }
 }
 
-/// Build [`CHAIN_C`] in `dir` as `name` with gcc and `flags` (`-O1 -g` and these).
-fn build_chain_with(dir: &Path, name: &str, flags: &[&str]) -> Result<PathBuf, String> {
-    let src = dir.join("chain.c");
-    std::fs::write(&src, CHAIN_C).unwrap();
-    let exe = dir.join(name);
-    let status = Command::new("gcc")
-        .args(["-O1", "-g"])
-        .args(flags)
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .map_err(|e| format!("gcc is needed to build the traced program: {e}"))?;
-    assert!(status.success(), "gcc failed on the test program");
-    Ok(exe)
+/// The program `build` makes in a new directory, there with it; None (said, when it is
+/// the program that cannot be built) where these tests cannot run.
+fn built_here(
+    build: impl FnOnce(&Path) -> Result<PathBuf, String>,
+) -> Option<(tempfile::TempDir, PathBuf)> {
+    if !crate::common::raw_syscalls_here() {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    match build(dir.path()) {
+        Ok(exe) => Some((dir, exe)),
+        Err(why) => {
+            crate::common::tier::skip(Tier::Host, &why);
+            None
+        }
+    }
 }
 
 /// Record `exe MAGIC N` with `uevrec record ARGS` (uevrec stopped while the program runs
@@ -352,14 +308,11 @@ fn holds_in_a_row(names: &[String], chain: &[&str]) -> bool {
 /// main, one after the other, each with its call's line; kernel frames first.
 #[test]
 fn dwarf_stacks_recover_the_frame_the_frame_pointers_miss() {
-    if !crate::common::raw_syscalls_here() {
+    let Some((dir, exe)) =
+        built_here(|dir| build_chain_with(dir, "chain", &["-fno-omit-frame-pointer"]))
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let exe = require!(
-        Tier::Host,
-        build_chain_with(dir.path(), "chain", &["-fno-omit-frame-pointer"])
-    );
+    };
     let (session, records, _) = record_program(
         &exe,
         424_242_050,
@@ -398,14 +351,11 @@ fn dwarf_stacks_recover_the_frame_the_frame_pointers_miss() {
 /// here), `dwarf` keeps it whole.
 #[test]
 fn without_frame_pointers_only_dwarf_keeps_the_chain() {
-    if !crate::common::raw_syscalls_here() {
+    let Some((_dir, exe)) =
+        built_here(|dir| build_chain_with(dir, "chain_nofp", &["-fomit-frame-pointer"]))
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let exe = require!(
-        Tier::Host,
-        build_chain_with(dir.path(), "chain_nofp", &["-fomit-frame-pointer"])
-    );
+    };
     let chain = ["syscall", "inner", "middle", "outer", "main"];
     let (_, fp, _) = record_program(&exe, 424_242_051, 50, &["-g", "--user-callchains"]);
     for r in &fp {
@@ -439,14 +389,11 @@ fn without_frame_pointers_only_dwarf_keeps_the_chain() {
 /// last frame says so.
 #[test]
 fn a_short_stack_copy_marks_the_last_frame() {
-    if !crate::common::raw_syscalls_here() {
+    let Some((_dir, exe)) =
+        built_here(|dir| build_chain_with(dir, "chain", &["-fno-omit-frame-pointer"]))
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let exe = require!(
-        Tier::Host,
-        build_chain_with(dir.path(), "chain", &["-fno-omit-frame-pointer"])
-    );
+    };
     let (session, records, _) =
         record_program(&exe, 424_242_053, 20, &["--call-graph", "dwarf,64"]);
     assert_eq!(session["stacks"]["call_graph"], "dwarf,64", "{session}");
@@ -513,17 +460,7 @@ int main(int argc, char **argv) {
 /// Build [`JIT_C`] in `dir` with gcc (`-O1 -g -fno-omit-frame-pointer`).
 #[cfg(target_arch = "x86_64")]
 fn build_jit(dir: &Path) -> Result<PathBuf, String> {
-    let src = dir.join("jit.c");
-    std::fs::write(&src, JIT_C).unwrap();
-    let exe = dir.join("jit");
-    let status = Command::new("gcc")
-        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .map_err(|e| format!("gcc is needed to build the traced program: {e}"))?;
-    assert!(status.success(), "gcc failed on the JIT program");
-    Ok(exe)
+    crate::common::chain::build_c(dir, "jit", JIT_C, "jit", &["-fno-omit-frame-pointer"])
 }
 
 /// `--call-graph dwarf` through the JIT stub, which has no unwind information: the walk
@@ -532,11 +469,9 @@ fn build_jit(dir: &Path) -> Result<PathBuf, String> {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn dwarf_walks_through_jit_code_where_perf_stops() {
-    if !crate::common::raw_syscalls_here() {
+    let Some((dir, exe)) = built_here(build_jit) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let exe = require!(Tier::Host, build_jit(dir.path()));
+    };
     let (_, records, pid) = record_program(
         &exe,
         424_242_054,
@@ -629,11 +564,9 @@ fn perf_dwarf_samples(exe: &Path, dir: &Path) -> Result<Vec<String>, String> {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn jit_stub_named_from_its_perf_map() {
-    if !crate::common::raw_syscalls_here() {
+    let Some((dir, exe)) = built_here(build_jit) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let exe = require!(Tier::Host, build_jit(dir.path()));
+    };
     let out = dir.path().join("out.jsonl");
     let rec = record_setpgid(&out, &["-g", "--user-callchains"]);
     const MAGIC: u64 = 424_242_041;
@@ -681,24 +614,10 @@ fn jit_stub_named_from_its_perf_map() {
     }
 }
 
-/// Build [`CHAIN_C`] as another program: `outer` and `middle` renamed `alpha` and `beta`.
+/// Build [`CHAIN_C`](crate::common::chain::CHAIN_C) as another program: `outer` and `middle` renamed `alpha` and `beta`.
 fn build_other(dir: &Path) -> PathBuf {
-    let exe = dir.join("other");
-    let status = Command::new("gcc")
-        .args([
-            "-O1",
-            "-g",
-            "-fno-omit-frame-pointer",
-            "-Douter=alpha",
-            "-Dmiddle=beta",
-            "-o",
-        ])
-        .arg(&exe)
-        .arg(dir.join("chain.c"))
-        .status()
-        .unwrap();
-    assert!(status.success(), "gcc failed on the second program");
-    exe
+    let flags = ["-fno-omit-frame-pointer", "-Douter=alpha", "-Dmiddle=beta"];
+    build_chain_with(dir, "other", &flags).unwrap()
 }
 
 /// A process id reused by another program while uevrec was stopped: every record of the
@@ -706,11 +625,9 @@ fn build_other(dir: &Path) -> PathBuf {
 /// other's (both symbolized after both exited).
 #[test]
 fn a_reused_process_id_never_gets_the_old_programs_names() {
-    if !crate::common::raw_syscalls_here() {
+    let Some((dir, first)) = built_here(build_chain) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let first = require!(Tier::Host, build_chain(dir.path()));
+    };
     let second = build_other(dir.path());
     let out = dir.path().join("out.jsonl");
     let rec = record_setpgid(&out, &["-g", "--user-callchains"]);

@@ -205,26 +205,12 @@ impl SchemaOnce {
     }
 
     /// Write the record `raw` of the event `event` (`prepared`), with the schema lines
-    /// that come first. Always in line: a call cost as much as what it does besides
-    /// [`RecordWriter::write_prepared`].
-    #[inline(always)]
-    pub fn write_record(
-        &mut self,
-        writer: &mut OutputWriter,
-        out: &mut Vec<u8>,
-        event: usize,
-        stamp: &RecordStamp,
-        prepared: &PreparedFormat,
-        raw: &[u8],
-    ) {
-        self.write_record_then(writer, out, event, stamp, prepared, raw, |_| {});
-    }
-
-    /// [`SchemaOnce::write_record`], calling `then(out)` right after the record's own
-    /// line (before the schema lines it taught, if any): where its `stack` key goes.
+    /// that come first, calling `then(out)` right after the record's own line (before the
+    /// schema lines it taught, if any): where its `stack` key goes. Always in line: a
+    /// call cost as much as what it does besides [`RecordWriter::write_prepared`].
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    pub fn write_record_then(
+    pub fn write_record(
         &mut self,
         writer: &mut OutputWriter,
         out: &mut Vec<u8>,

@@ -276,13 +276,13 @@ impl Out<'_, '_> {
             self.writer.set_context(c, &stamp, cgroup);
         }
         let w = &mut *self.writer;
-        match (stack, self.stacks.as_deref_mut()) {
-            (Some(stack), Some(namer)) => {
-                let then = |out: &mut Vec<u8>| add_stack(out, namer, &stamp, stack);
-                (self.described).write_record_then(w, self.out, event, &stamp, prepared, raw, then);
+        let namer = self.stacks.as_deref_mut();
+        let then = |out: &mut Vec<u8>| {
+            if let (Some(stack), Some(namer)) = (stack, namer) {
+                add_stack(out, namer, &stamp, stack);
             }
-            _ => (self.described).write_record(w, self.out, event, &stamp, prepared, raw),
-        }
+        };
+        (self.described).write_record(w, self.out, event, &stamp, prepared, raw, then);
         self.stats.records = self.stats.records.saturating_add(1);
         self.maybe_flush() && self.stats.records < self.max_records
     }

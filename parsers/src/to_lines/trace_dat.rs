@@ -567,25 +567,18 @@ impl<'d, 'f> Run<'d, 'f> {
                 writer.set_context(c, &stamp, None);
             }
             let before = lines.len();
-            match &mut self.spans {
-                None => self
-                    .described
-                    .write_record(writer, lines, event, &stamp, p, raw),
-                Some(spans) => {
-                    let (start, first) = (lines.len(), self.described.is_new(event));
-                    self.described
-                        .write_record(writer, lines, event, &stamp, p, raw);
-                    if first {
-                        let end = lines[start..].iter().position(|&b| b == b'\n').map_or(
-                            lines.len(),
-                            |n| {
-                                // A place in `lines`: the sum fits.
-                                start.saturating_add(n).saturating_add(1)
-                            },
-                        );
-                        spans.push(SchemaSpan { start, end, event });
-                    }
-                }
+            let (start, first) = (lines.len(), self.described.is_new(event));
+            (self.described).write_record(writer, lines, event, &stamp, p, raw, |_| {});
+            if let (Some(spans), true) = (&mut self.spans, first) {
+                let end =
+                    lines[start..]
+                        .iter()
+                        .position(|&b| b == b'\n')
+                        .map_or(lines.len(), |n| {
+                            // A place in `lines`: the sum fits.
+                            start.saturating_add(n).saturating_add(1)
+                        });
+                spans.push(SchemaSpan { start, end, event });
             }
             if let (Some(stack), Some(namer)) = (stack, &mut self.namer) {
                 let mut line = lines.split_off(before);

@@ -36,6 +36,7 @@ use attach::{Attacher, Halt};
 pub use error::SessionError;
 pub(crate) use error::perf_error;
 use stager::Stager;
+pub use stager::stage_sample;
 use waiting::Waiting;
 
 /// The longest the loop sleeps: bounds the latency of quiet streams and of `stop`. A

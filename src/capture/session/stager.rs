@@ -103,17 +103,7 @@ impl GroupTaker<'_> {
     fn take(&mut self, cpu: u32, arrival: Arrival<'_>) -> ControlFlow<()> {
         let sh = self.shared;
         match arrival {
-            Arrival::Sample {
-                key,
-                time,
-                cpu: sample_cpu,
-                pid,
-                tid,
-                cgroup,
-                raw,
-                callchain,
-                user_stack,
-            } => {
+            Arrival::Sample { key, time, pid, .. } => {
                 if let (true, Some(t)) = (sh.ring_marks, time) {
                     self.chunk.note_ring(cpu, t);
                 }
@@ -128,20 +118,7 @@ impl GroupTaker<'_> {
                     self.unknown += 1;
                     return ControlFlow::Continue(());
                 }
-                let stamp = RecordStamp {
-                    time_unix_ns: time.and_then(|t| sh.clock.to_unix_ns(t)),
-                    cpu: sample_cpu.unwrap_or(cpu),
-                    pid: pid.unwrap_or(0),
-                    tid: tid.unwrap_or(0),
-                };
-                self.chunk.push_record_stacked(
-                    slot as u32,
-                    &stamp,
-                    cgroup,
-                    callchain,
-                    user_stack,
-                    raw,
-                );
+                stage_sample(&mut self.chunk, sh.clock, slot as u32, cpu, &arrival);
                 self.records[slot] += 1;
             }
             Arrival::Lost { lost, time } => {
@@ -221,17 +198,7 @@ impl<E> Stager<E> {
     /// Stage one arrival from `cpu`'s buffer; breaks when the chunk is full.
     fn take(&mut self, cpu: u32, arrival: Arrival<'_>) -> ControlFlow<()> {
         match arrival {
-            Arrival::Sample {
-                key,
-                time,
-                cpu: sample_cpu,
-                pid,
-                tid,
-                cgroup,
-                raw,
-                callchain,
-                user_stack,
-            } => {
+            Arrival::Sample { key, time, pid, .. } => {
                 if let (true, Some(t)) = (self.ring_marks, time) {
                     self.chunk.note_ring(cpu, t);
                 }
@@ -246,21 +213,8 @@ impl<E> Stager<E> {
                     self.unknown += 1;
                     return ControlFlow::Continue(());
                 };
-                let stamp = RecordStamp {
-                    time_unix_ns: time.and_then(|t| self.clock.to_unix_ns(t)),
-                    cpu: sample_cpu.unwrap_or(cpu),
-                    pid: pid.unwrap_or(0),
-                    tid: tid.unwrap_or(0),
-                };
                 // Slots fit in u32: [`StageSender::format`] refuses any other.
-                self.chunk.push_record_stacked(
-                    slot as u32,
-                    &stamp,
-                    cgroup,
-                    callchain,
-                    user_stack,
-                    raw,
-                );
+                stage_sample(&mut self.chunk, &self.clock, slot as u32, cpu, &arrival);
                 ev.records += 1;
                 self.summary.records += 1;
             }
@@ -492,4 +446,37 @@ impl<E> Stager<E> {
         }
         (self.summary, handles)
     }
+}
+
+/// Stage the sample `arrival` of event `slot`, read from `cpu`'s buffer, in `chunk`: its
+/// stamp (the wall-clock time of its kernel time by `clock`; the CPU it names, else the
+/// buffer's), then its record with its call stacks. Anything but a sample stages nothing.
+pub fn stage_sample(
+    chunk: &mut StagedChunk,
+    clock: &WallClock,
+    slot: u32,
+    cpu: u32,
+    arrival: &Arrival<'_>,
+) {
+    let Arrival::Sample {
+        time,
+        cpu: sample_cpu,
+        pid,
+        tid,
+        cgroup,
+        raw,
+        callchain,
+        user_stack,
+        ..
+    } = *arrival
+    else {
+        return;
+    };
+    let stamp = RecordStamp {
+        time_unix_ns: time.and_then(|t| clock.to_unix_ns(t)),
+        cpu: sample_cpu.unwrap_or(cpu),
+        pid: pid.unwrap_or(0),
+        tid: tid.unwrap_or(0),
+    };
+    chunk.push_record_stacked(slot, &stamp, cgroup, callchain, user_stack, raw);
 }

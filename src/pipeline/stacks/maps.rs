@@ -6,7 +6,7 @@
 //! program starts from its fork (its parent's mappings) or its exec (none), never from
 //! the old program's.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use uevrec_parsers::ContextUpdate;
@@ -91,11 +91,13 @@ pub struct ProcessMaps {
     /// Read `/proc/PID/maps` of a process never seen (off for a recorded file: its
     /// process ids are not this machine's processes now).
     read_proc: bool,
-    processes: HashMap<u32, Arc<Process>>,
+    /// By process id (foldhash: ids the kernel gave, not chosen by an attacker; a look-up
+    /// per user frame).
+    processes: foldhash::HashMap<u32, Arc<Process>>,
     /// Exited processes, in exit order (the first to forget).
     exited: VecDeque<u32>,
     /// Process ids looked up in `/proc` already (found or not): never read twice.
-    scanned: std::collections::HashSet<u32>,
+    scanned: foldhash::HashSet<u32>,
 }
 
 impl ProcessMaps {

@@ -25,6 +25,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use uevrec_parsers::callchain::{Callchain, FrameContext};
+use uevrec_parsers::stack_frames::{stacktrace_module, write_frame_text};
 use uevrec_parsers::user_stack::UserStack;
 use uevrec_parsers::{ContextUpdate, RecordStamp};
 
@@ -60,9 +61,91 @@ pub struct StackOptions {
     pub max_frames: usize,
 }
 
-/// Rendered frames kept per worker (the keys after `addr` and `context`), by module,
-/// file offset and look-up distance, or by kernel address: about 200 bytes each.
+/// Named frames kept per worker (a frame's JSON keys after `addr` and `context` and its
+/// `code.stacktrace` text), by module, file offset and look-up distance, or by kernel
+/// address: about 300 bytes each.
 pub const MAX_RENDERED: usize = 1 << 16;
+
+/// A frame's names as each output writes them, made once per distinct frame.
+#[derive(Debug, Default)]
+struct Named {
+    /// JSON lines: the frame's keys after `addr` and `context` (`,"module":…`).
+    json: Vec<u8>,
+    /// `code.stacktrace`: the frame's line after its address (`symbol+0xOFFSET (module)`).
+    text: String,
+    /// `code.stacktrace`: the calls inlined at its address, innermost first (a line each).
+    inlined: Vec<Arc<str>>,
+}
+
+impl Named {
+    /// Names with `json` keys and no symbol in the text (`[unknown] (module)`).
+    fn unnamed(json: &[u8], module: &str) -> Self {
+        let mut n = Named {
+            json: json.to_vec(),
+            ..Named::default()
+        };
+        write_frame_text(&mut n.text, None, None, module);
+        n
+    }
+
+    /// The names of `r` (looked up `back` bytes before the address) in `module`.
+    fn resolved(&mut self, r: &Resolved, back: u64, module: &str) {
+        write_resolved(&mut self.json, r, back);
+        match r.frames.split_last() {
+            Some((outer, inner)) => {
+                let offset = (!outer.inlined).then(|| outer.offset.saturating_add(back));
+                write_frame_text(&mut self.text, Some(&outer.symbol), offset, module);
+                self.inlined.extend(inner.iter().map(|f| f.symbol.clone()));
+            }
+            None => write_frame_text(&mut self.text, None, None, module),
+        }
+    }
+
+    /// Empty again, keeping the buffers.
+    fn clear(&mut self) {
+        self.json.clear();
+        self.text.clear();
+        self.inlined.clear();
+    }
+}
+
+/// One frame of a record's stack as [`StackWriter::walk`] hands it to an output.
+enum Frame<'n> {
+    /// An address, where it ran, its names, and (the last unwound frame) why the walk
+    /// ended early.
+    Named {
+        address: u64,
+        context: FrameContext,
+        names: &'n Named,
+        truncated: Option<&'static str>,
+    },
+    /// The kernel's chain cannot be read from here on (why): its rest is not guessed at.
+    Broken(&'n str),
+}
+
+/// The names of frames that have none, made once.
+#[derive(Debug)]
+struct Unnamed {
+    /// A kernel frame under `--no-symbolize`.
+    kernel: Named,
+    /// A frame of another context (hypervisor, guest …).
+    other: Named,
+    /// A user address in no mapping of its process.
+    no_mapping: Named,
+}
+
+impl Default for Unnamed {
+    fn default() -> Self {
+        Unnamed {
+            kernel: Named::unnamed(b"", stacktrace_module(None, true)),
+            other: Named::unnamed(b"", stacktrace_module(None, false)),
+            no_mapping: Named::unnamed(
+                b",\"unsymbolized\":\"no_mapping\"",
+                stacktrace_module(None, false),
+            ),
+        }
+    }
+}
 
 /// The stack writer of one formatter worker.
 #[derive(Debug)]
@@ -70,11 +153,15 @@ pub struct StackWriter {
     options: StackOptions,
     maps: ProcessMaps,
     perf_maps: PerfMaps,
-    /// A user frame's keys after its context, by (module, file offset, look-up distance):
-    /// a named frame is one copy, not a look-up and escaping each time.
-    user: foldhash::HashMap<(Arc<str>, u64, u64), Arc<[u8]>>,
-    /// A kernel frame's keys after its context, by address.
-    kernel: foldhash::HashMap<u64, Arc<[u8]>>,
+    /// A user frame's names by (module, file offset, look-up distance): a named frame is
+    /// one copy, not a look-up and escaping each time.
+    user: foldhash::HashMap<(Arc<str>, u64, u64), Named>,
+    /// A kernel frame's names by address.
+    kernel: foldhash::HashMap<u64, Named>,
+    /// The names of frames that have none.
+    unnamed: Unnamed,
+    /// The names of a frame that is not kept (JIT code, a look-up behind; reused).
+    scratch: Named,
     /// Offline: the build ids of the modules on disk now.
     build_ids: build_ids::BuildIds,
     /// The unwinder of `--call-graph dwarf` (made at its first stack copy).
@@ -93,6 +180,8 @@ impl StackWriter {
             perf_maps: PerfMaps::default(),
             user: foldhash::HashMap::default(),
             kernel: foldhash::HashMap::default(),
+            unnamed: Unnamed::default(),
+            scratch: Named::default(),
             build_ids: build_ids::BuildIds::default(),
             unwinder: None,
             unwound: Vec::new(),
@@ -124,6 +213,50 @@ impl StackWriter {
     ) {
         out.extend_from_slice(b",\"stack\":[");
         let mut first = true;
+        self.walk(stamp, stack, user, &mut |frame| {
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            match frame {
+                Frame::Broken(why) => {
+                    out.extend_from_slice(b"{\"error\":");
+                    let _ = serde_json::to_writer(&mut *out, why);
+                }
+                Frame::Named {
+                    address,
+                    context,
+                    names,
+                    truncated,
+                } => {
+                    out.extend_from_slice(b"{\"addr\":\"");
+                    push_hex(out, address);
+                    out.extend_from_slice(b"\",\"context\":\"");
+                    out.extend_from_slice(context.name().as_bytes());
+                    out.push(b'"');
+                    out.extend_from_slice(&names.json);
+                    if let Some(why) = truncated {
+                        out.extend_from_slice(b",\"truncated\":\"");
+                        out.extend_from_slice(why.as_bytes());
+                        out.push(b'"');
+                    }
+                }
+            }
+            out.push(b'}');
+        });
+        out.push(b']');
+    }
+
+    /// Hand each frame of the record of `stamp` to `emit`, innermost first: the kernel's
+    /// chain (a broken chain as [`Frame::Broken`], then nothing more of it), then the user
+    /// frames unwound from `user` (`--call-graph dwarf`), if any.
+    fn walk(
+        &mut self,
+        stamp: &RecordStamp,
+        stack: Callchain<'_>,
+        user: Option<UserStack<'_>>,
+        emit: &mut dyn FnMut(Frame<'_>),
+    ) {
         let mut user_frames = 0u32;
         let mut chain_frames = 0usize;
         for frame in stack.frames() {
@@ -132,45 +265,37 @@ impl StackWriter {
                 Ok(f) => f,
                 Err(e) => {
                     // The frames before stay; the rest of the chain is not guessed at.
-                    sep(out, &mut first);
-                    out.extend_from_slice(b"{\"error\":");
-                    let _ = serde_json::to_writer(&mut *out, &e.to_string());
-                    out.push(b'}');
+                    emit(Frame::Broken(&e.to_string()));
                     break;
                 }
             };
-            sep(out, &mut first);
-            let address = frame.address;
-            out.extend_from_slice(b"{\"addr\":\"");
-            push_hex(out, address);
-            out.push(b'"');
-            match frame.context {
-                FrameContext::Kernel => {
-                    out.extend_from_slice(b",\"context\":\"kernel\"");
-                    if self.options.symbolize {
-                        self.kernel_frame(out, address);
-                    }
+            let (address, context) = (frame.address, frame.context);
+            let mut named = |names: &Named| {
+                emit(Frame::Named {
+                    address,
+                    context,
+                    names,
+                    truncated: None,
+                })
+            };
+            match context {
+                FrameContext::Kernel if self.options.symbolize => {
+                    self.kernel_frame(address, &mut named)
                 }
+                FrameContext::Kernel => named(&self.unnamed.kernel),
                 FrameContext::User => {
-                    out.extend_from_slice(b",\"context\":\"user\"");
                     // A return address but for the innermost frame: its call is the
                     // instruction before (the line of the call, as perf shows it).
                     let back = u64::from(user_frames > 0);
                     user_frames = user_frames.saturating_add(1);
-                    self.user_frame(out, stamp, address, back);
+                    self.user_frame(stamp, address, back, &mut named);
                 }
-                other => {
-                    out.extend_from_slice(b",\"context\":\"");
-                    out.extend_from_slice(other.name().as_bytes());
-                    out.push(b'"');
-                }
+                _ => named(&self.unnamed.other),
             }
-            out.push(b'}');
         }
         if let Some(user) = user {
-            self.write_unwound(out, stamp, &user, chain_frames, &mut first, user_frames);
+            self.walk_unwound(stamp, &user, chain_frames, user_frames, emit);
         }
-        out.push(b']');
     }
 
     /// `f` with this thread's symbolizer, without a time budget for a recorded file.
@@ -184,14 +309,13 @@ impl StackWriter {
 
     /// The user frames unwound from a stack copy, after the `chain_frames` of the
     /// kernel's chain; the last says why the walk ended early, if it did.
-    fn write_unwound(
+    fn walk_unwound(
         &mut self,
-        out: &mut Vec<u8>,
         stamp: &RecordStamp,
         user: &UserStack<'_>,
         chain_frames: usize,
-        first: &mut bool,
         mut user_frames: u32,
+        emit: &mut dyn FnMut(Frame<'_>),
     ) {
         let max = self.options.max_frames.saturating_sub(chain_frames);
         let mut frames = std::mem::take(&mut self.unwound);
@@ -205,48 +329,51 @@ impl StackWriter {
             max,
             &mut frames,
         );
-        for &address in &frames {
-            sep(out, first);
-            out.extend_from_slice(b"{\"addr\":\"");
-            push_hex(out, address);
-            out.extend_from_slice(b"\",\"context\":\"user\"");
+        let last = frames.len().saturating_sub(1);
+        for (i, &address) in frames.iter().enumerate() {
+            let truncated = truncated.filter(|_| i == last).map(|why| why.name());
             let back = u64::from(user_frames > 0);
             user_frames = user_frames.saturating_add(1);
-            self.user_frame(out, stamp, address, back);
-            out.push(b'}');
-        }
-        if let (Some(why), false) = (truncated, frames.is_empty()) {
-            out.pop();
-            out.extend_from_slice(b",\"truncated\":\"");
-            out.extend_from_slice(why.name().as_bytes());
-            out.extend_from_slice(b"\"}");
+            self.user_frame(stamp, address, back, &mut |names| {
+                emit(Frame::Named {
+                    address,
+                    context: FrameContext::User,
+                    names,
+                    truncated,
+                })
+            });
         }
         self.unwound = frames;
     }
 
-    /// The keys of a kernel frame after its context.
-    fn kernel_frame(&mut self, out: &mut Vec<u8>, address: u64) {
-        if let Some(r) = self.kernel.get(&address) {
-            out.extend_from_slice(r);
-            return;
+    /// The names of a kernel frame, to `emit`.
+    fn kernel_frame(&mut self, address: u64, emit: &mut dyn FnMut(&Named)) {
+        if let Some(n) = self.kernel.get(&address) {
+            return emit(n);
         }
         let r = self.symbols(|s| s.kernel(address));
-        let mut keys = Vec::new();
-        write_resolved(&mut keys, &r, 0);
-        out.extend_from_slice(&keys);
-        if r.reason != Some("behind") {
-            if self.kernel.len() >= MAX_RENDERED {
-                self.kernel.clear();
-            }
-            self.kernel.insert(address, keys.into());
+        let mut n = Named::default();
+        n.resolved(&r, 0, stacktrace_module(None, true));
+        if r.reason == Some("behind") {
+            return emit(&n);
         }
+        if self.kernel.len() >= MAX_RENDERED {
+            self.kernel.clear();
+        }
+        emit(self.kernel.entry(address).or_insert(shrunk(n)));
     }
 
-    /// The keys of a user frame after its address and context.
-    fn user_frame(&mut self, out: &mut Vec<u8>, stamp: &RecordStamp, address: u64, back: u64) {
+    /// The names of a user frame at `address` (looked up `back` bytes before it), to
+    /// `emit`.
+    fn user_frame(
+        &mut self,
+        stamp: &RecordStamp,
+        address: u64,
+        back: u64,
+        emit: &mut dyn FnMut(&Named),
+    ) {
         let Some(m) = self.maps.find(stamp.pid, stamp.time_unix_ns, address) else {
-            out.extend_from_slice(b",\"unsymbolized\":\"no_mapping\"");
-            return;
+            return emit(&self.unnamed.no_mapping);
         };
         let offset = m.file_offset(address);
         let path = m.path.clone();
@@ -255,61 +382,79 @@ impl StackWriter {
         let is_file = path.starts_with('/') && !path.starts_with("//");
         if !is_file && self.options.symbolize {
             // JIT code its runtime named (read again as it grows: not cached here).
-            out.extend_from_slice(b",\"module\":");
-            let _ = serde_json::to_writer(&mut *out, &*path);
+            let mut n = std::mem::take(&mut self.scratch);
+            n.clear();
+            n.json.extend_from_slice(b",\"module\":");
+            let _ = serde_json::to_writer(&mut n.json, &*path);
             if let Some((name, into)) = self.perf_maps.find(stamp.pid, address) {
-                out.extend_from_slice(b",\"symbol\":");
-                let _ = serde_json::to_writer(&mut *out, &*name);
-                let _ = write!(out, ",\"offset\":{into},\"perf_map\":true");
+                n.json.extend_from_slice(b",\"symbol\":");
+                let _ = serde_json::to_writer(&mut n.json, &*name);
+                let _ = write!(n.json, ",\"offset\":{into},\"perf_map\":true");
+                write_frame_text(&mut n.text, Some(&name), Some(into), &path);
             } else {
-                out.extend_from_slice(b",\"unsymbolized\":\"no_file\"");
+                n.json.extend_from_slice(b",\"unsymbolized\":\"no_file\"");
+                write_frame_text(&mut n.text, None, None, &path);
             }
+            emit(&n);
+            self.scratch = n;
             return;
         }
         let key = (path, offset, back);
-        if let Some(r) = self.user.get(&key) {
-            out.extend_from_slice(r);
-            return;
+        if let Some(n) = self.user.get(&key) {
+            return emit(n);
         }
         if self.options.offline
             && self.options.symbolize
             && let Some(why) = self.build_ids.differs(&key.0, &build_id)
         {
             // Another file lies at the path now: its names would be wrong.
-            out.extend_from_slice(b",\"module\":");
-            let _ = serde_json::to_writer(&mut *out, &*key.0);
-            let _ = write!(out, ",\"unsymbolized\":\"{why}\"");
+            let mut n = std::mem::take(&mut self.scratch);
+            n.clear();
+            n.json.extend_from_slice(b",\"module\":");
+            let _ = serde_json::to_writer(&mut n.json, &*key.0);
+            let _ = write!(n.json, ",\"unsymbolized\":\"{why}\"");
+            write_frame_text(&mut n.text, None, None, &key.0);
+            emit(&n);
+            self.scratch = n;
             return;
         }
-        let mut keys = Vec::new();
-        keys.extend_from_slice(b",\"module\":");
-        let _ = serde_json::to_writer(&mut keys, &*key.0);
+        let mut n = Named::default();
+        n.json.extend_from_slice(b",\"module\":");
+        let _ = serde_json::to_writer(&mut n.json, &*key.0);
         let mut behind = false;
         if self.options.symbolize {
             let r = self.symbols(|s| s.user(&key.0, offset.saturating_sub(back)));
             behind = r.reason == Some("behind");
-            write_resolved(&mut keys, &r, back);
+            n.resolved(&r, back, &key.0);
         } else {
-            keys.extend_from_slice(b",\"file_offset\":\"");
-            push_hex(&mut keys, offset);
-            keys.push(b'"');
+            n.json.extend_from_slice(b",\"file_offset\":\"");
+            push_hex(&mut n.json, offset);
+            n.json.push(b'"');
             if !build_id.is_empty() {
-                keys.extend_from_slice(b",\"build_id\":\"");
+                n.json.extend_from_slice(b",\"build_id\":\"");
                 for b in build_id.iter() {
-                    keys.push(HEX[usize::from(b >> 4)]);
-                    keys.push(HEX[usize::from(b & 15)]);
+                    n.json.push(HEX[usize::from(b >> 4)]);
+                    n.json.push(HEX[usize::from(b & 15)]);
                 }
-                keys.push(b'"');
+                n.json.push(b'"');
             }
+            write_frame_text(&mut n.text, None, None, &key.0);
         }
-        out.extend_from_slice(&keys);
-        if !behind {
-            if self.user.len() >= MAX_RENDERED {
-                self.user.clear();
-            }
-            self.user.insert(key, keys.into());
+        if behind {
+            return emit(&n);
         }
+        if self.user.len() >= MAX_RENDERED {
+            self.user.clear();
+        }
+        emit(self.user.entry(key).or_insert(shrunk(n)));
     }
+}
+
+/// `n` without spare capacity (kept in a cache).
+fn shrunk(mut n: Named) -> Named {
+    n.json.shrink_to_fit();
+    n.text.shrink_to_fit();
+    n
 }
 
 impl uevrec_parsers::StackNamer for StackWriter {
@@ -328,6 +473,13 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 /// `0x` and `v` in lowercase hex (what `{v:#x}` writes, without the formatting machinery).
 fn push_hex(out: &mut Vec<u8>, v: u64) {
     let mut buf = [0u8; 16];
+    out.extend_from_slice(b"0x");
+    out.extend_from_slice(hex_digits(&mut buf, v));
+}
+
+/// `v` in lowercase hex without `0x` (what `{v:x}` writes), in `buf` (ASCII; not checked
+/// as UTF-8 here: the JSON path, per frame, takes the bytes).
+fn hex_digits(buf: &mut [u8; 16], v: u64) -> &[u8] {
     let mut at = buf.len();
     let mut v = v;
     loop {
@@ -338,16 +490,7 @@ fn push_hex(out: &mut Vec<u8>, v: u64) {
             break;
         }
     }
-    out.extend_from_slice(b"0x");
-    out.extend_from_slice(&buf[at..]);
-}
-
-/// A comma before every frame but the first.
-fn sep(out: &mut Vec<u8>, first: &mut bool) {
-    if !*first {
-        out.push(b',');
-    }
-    *first = false;
+    &buf[at..]
 }
 
 /// The names of a frame (`symbol`, `offset`, `file`, `line`, and the inlined calls at
