@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 use uevrec_parsers::ContextUpdate;
 
+use super::module_files::{self, Mapped, ModuleFile, Namespace};
+
 /// Processes whose mappings are kept at most (the oldest exited ones go first).
 pub const MAX_PROCESSES: usize = 4096;
 /// Mappings kept per process at most (later ones are not kept: their frames are named
@@ -34,6 +36,12 @@ pub struct Mapping {
     pub path: Arc<str>,
     /// The GNU build id, if the kernel gave it.
     pub build_id: Arc<[u8]>,
+    /// Device and inode of the file (from `/proc/PID/maps`; the kernel's records give a
+    /// build id instead).
+    pub inode: Option<(u64, u64)>,
+    /// Which file names its frames ([`module_files`]: ours at the path, one held open
+    /// for a process of another mount namespace, or none).
+    pub file: ModuleFile,
 }
 
 impl Mapping {
@@ -54,6 +62,8 @@ struct Generation {
     mappings: Vec<Mapping>,
     /// Mappings added since it began (what the unwinder built from them checks).
     changes: u32,
+    /// Its process's mount namespace, looked at with its first mapping.
+    namespace: Option<Namespace>,
 }
 
 /// The mappings of one program run of a process, for building its unwinder
@@ -100,7 +110,7 @@ impl Process {
         self.generations.push_back(Generation {
             since: time,
             mappings,
-            changes: 0,
+            ..Generation::default()
         });
         while self.generations.len() > MAX_GENERATIONS {
             self.generations.pop_front();
@@ -112,8 +122,9 @@ impl Process {
 /// The mappings of every process seen, bounded ([`MAX_PROCESSES`], [`MAX_MAPPINGS`]).
 #[derive(Debug, Default, Clone)]
 pub struct ProcessMaps {
-    /// Read `/proc/PID/maps` of a process never seen (off for a recorded file: its
-    /// process ids are not this machine's processes now).
+    /// Read `/proc/PID/maps` of a process never seen, and find each mapped file for the
+    /// process that mapped it ([`module_files`]; off for a recorded file: its process
+    /// ids are not this machine's processes now).
     read_proc: bool,
     processes: HashMap<u32, Arc<Process>>,
     /// Exited processes, in exit order (the first to forget).
@@ -123,7 +134,8 @@ pub struct ProcessMaps {
 }
 
 impl ProcessMaps {
-    /// No process yet; `read_proc`: a process never seen is read from `/proc/PID/maps`.
+    /// No process yet; `read_proc`: a process never seen is read from `/proc/PID/maps`,
+    /// and each mapped file is found as its process sees it (a live recording).
     pub fn new(read_proc: bool) -> Self {
         ProcessMaps {
             read_proc,
@@ -142,13 +154,16 @@ impl ProcessMaps {
                 build_id,
                 path,
             } => {
-                let mapping = Mapping {
+                let mut mapping = Mapping {
                     start: addr,
                     end: addr.saturating_add(len),
                     pgoff,
                     path: String::from_utf8_lossy(path).into(),
                     build_id: build_id.into(),
+                    inode: None,
+                    file: ModuleFile::AtPath,
                 };
+                let locate = self.read_proc;
                 let p = Arc::make_mut(self.processes.entry(pid).or_default());
                 if p.generations.is_empty() {
                     p.generations.push_back(Generation::default());
@@ -156,6 +171,14 @@ impl ProcessMaps {
                 if let Some(g) = p.generation_at_mut(time)
                     && g.mappings.len() < MAX_MAPPINGS
                 {
+                    if locate {
+                        // First sight of the mapping: its file is found now, while the
+                        // process most likely lives.
+                        let ns = *g
+                            .namespace
+                            .get_or_insert_with(|| module_files::namespace(pid));
+                        mapping.file = locate_file(pid, &mapping, ns);
+                    }
                     // A new mapping over old addresses replaces them (munmap is not told).
                     g.mappings
                         .retain(|m| m.end <= mapping.start || m.start >= mapping.end);
@@ -250,17 +273,39 @@ impl ProcessMaps {
         if !self.read_proc || self.processes.contains_key(&pid) || !self.scanned.insert(pid) {
             return;
         }
-        if let Some(mappings) = read_proc_maps(pid) {
+        if let Some(mut mappings) = read_proc_maps(pid) {
+            let ns = module_files::namespace(pid);
+            for m in &mut mappings {
+                m.file = locate_file(pid, m, ns);
+            }
             let mut p = Process::default();
             p.generations.push_back(Generation {
-                since: None,
                 mappings,
-                changes: 0,
+                namespace: Some(ns),
+                ..Generation::default()
             });
             self.processes.insert(pid, Arc::new(p));
             self.bound();
         }
     }
+}
+
+/// Which file names the frames of `m`, a mapping of `pid`, whose namespace is `ns`
+/// (anonymous memory and `[vdso]`: no file, nothing to find).
+fn locate_file(pid: u32, m: &Mapping, ns: Namespace) -> ModuleFile {
+    if !m.path.starts_with('/') || m.path.starts_with("//") {
+        return ModuleFile::AtPath;
+    }
+    module_files::locate(
+        &Mapped {
+            pid,
+            path: &m.path,
+            range: (m.start, m.end),
+            build_id: &m.build_id,
+            inode: m.inode,
+        },
+        ns,
+    )
 }
 
 /// The executable file mappings of a running process (`None` when it is gone).
@@ -284,15 +329,21 @@ fn parse_maps_line(line: &str) -> Option<Mapping> {
         return None;
     }
     let pgoff = u64::from_str_radix(parts.next()?, 16).ok()?;
-    let _dev = parts.next()?;
-    let _inode = parts.next()?;
+    let (major, minor) = parts.next()?.split_once(':')?;
+    let inode: u64 = parts.next()?.parse().ok()?;
     let path = parts.next().unwrap_or("").trim_start();
+    let dev = libc::makedev(
+        u32::from_str_radix(major, 16).ok()?,
+        u32::from_str_radix(minor, 16).ok()?,
+    );
     Some(Mapping {
         start: u64::from_str_radix(start, 16).ok()?,
         end: u64::from_str_radix(end, 16).ok()?,
         pgoff,
         path: if path.is_empty() { "//anon" } else { path }.into(),
         build_id: Arc::from(&[][..]),
+        inode: (inode != 0).then_some((dev, inode)),
+        file: ModuleFile::AtPath,
     })
 }
 

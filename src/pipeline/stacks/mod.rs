@@ -12,10 +12,15 @@
 //! [`build_ids`] tells, for a recorded file, whether a module on disk is still the one
 //! recorded; [`stacktrace`] writes a stack as OTLP's `code.stacktrace` text.
 //!
-//! Layers, lowest first: `build_ids`, `maps`, `perf_map`, `symbols`, `unwind`, `stacktrace`.
+//! [`module_files`] finds the file a process mapped as the process sees it (its mount
+//! namespace: containers), or says why none may name its frames.
+//!
+//! Layers, lowest first: `build_ids`, `module_files`, `maps`, `perf_map`, `symbols`,
+//! `unwind`, `stacktrace`.
 
 pub mod build_ids;
 pub mod maps;
+pub mod module_files;
 pub mod perf_map;
 pub mod stacktrace;
 pub mod symbols;
@@ -70,9 +75,10 @@ pub struct StackWriter {
     options: StackOptions,
     maps: ProcessMaps,
     perf_maps: PerfMaps,
-    /// A user frame's keys after its context, by (module, file offset, look-up distance):
-    /// a named frame is one copy, not a look-up and escaping each time.
-    user: foldhash::HashMap<(Arc<str>, u64, u64), Arc<[u8]>>,
+    /// A user frame's keys after its context, by (file read, module as mapped, file
+    /// offset, look-up distance): a named frame is one copy, not a look-up and escaping
+    /// each time.
+    user: foldhash::HashMap<(Arc<str>, Arc<str>, u64, u64), Arc<[u8]>>,
     /// A kernel frame's keys after its context, by address.
     kernel: foldhash::HashMap<u64, Arc<[u8]>>,
     /// Offline: the build ids of the modules on disk now.
@@ -251,6 +257,7 @@ impl StackWriter {
         let offset = m.file_offset(address);
         let path = m.path.clone();
         let build_id = m.build_id.clone();
+        let opened = m.file.open_path(&path).cloned();
         // `//anon` (anonymous memory), `[vdso]`, `[stack]` …: not files.
         let is_file = path.starts_with('/') && !path.starts_with("//");
         if !is_file && self.options.symbolize {
@@ -266,7 +273,21 @@ impl StackWriter {
             }
             return;
         }
-        let key = (path, offset, back);
+        let open = match opened {
+            Ok(open) => open,
+            Err(why) if self.options.symbolize => {
+                // No file may name it (another namespace's file we could not reach, or
+                // not the build the process mapped): the reason, never a wrong name.
+                out.extend_from_slice(b",\"module\":");
+                let _ = serde_json::to_writer(&mut *out, &*path);
+                let _ = write!(out, ",\"unsymbolized\":\"{why}\"");
+                return;
+            }
+            Err(_) => path.clone(),
+        };
+        // By the file read (one held open for another namespace has a path of its
+        // own), shown by the path the process mapped.
+        let key = (open, path.clone(), offset, back);
         if let Some(r) = self.user.get(&key) {
             out.extend_from_slice(r);
             return;
@@ -277,16 +298,16 @@ impl StackWriter {
         {
             // Another file lies at the path now: its names would be wrong.
             out.extend_from_slice(b",\"module\":");
-            let _ = serde_json::to_writer(&mut *out, &*key.0);
+            let _ = serde_json::to_writer(&mut *out, &*path);
             let _ = write!(out, ",\"unsymbolized\":\"{why}\"");
             return;
         }
         let mut keys = Vec::new();
         keys.extend_from_slice(b",\"module\":");
-        let _ = serde_json::to_writer(&mut keys, &*key.0);
+        let _ = serde_json::to_writer(&mut keys, &*path);
         let mut behind = false;
         if self.options.symbolize {
-            let r = self.symbols(|s| s.user(&key.0, offset.saturating_sub(back)));
+            let r = self.symbols(|s| s.user(&key.0, &build_id, offset.saturating_sub(back)));
             behind = r.reason == Some("behind");
             write_resolved(&mut keys, &r, back);
         } else {

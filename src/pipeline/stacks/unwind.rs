@@ -261,7 +261,12 @@ impl UserUnwinder {
                     // Anonymous memory, [vdso] …: no file; walked by the frame pointer.
                     continue;
                 }
-                if let Some(module) = self.sections(&m.path).and_then(|s| s.module(m)) {
+                // The file as the process sees it; none that may be taken for it: walked
+                // by the frame pointer.
+                let Ok(open) = m.file.open_path(&m.path) else {
+                    continue;
+                };
+                if let Some(module) = self.sections(open).and_then(|s| s.module(m)) {
                     unwinder.add_module(module);
                 }
             }
