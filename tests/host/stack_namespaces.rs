@@ -13,7 +13,7 @@
 //! the living process).
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
@@ -56,37 +56,64 @@ fn holds_in_a_row(names: &[String], chain: &[&str]) -> bool {
         .any(|w| w.iter().zip(chain).all(|(a, b)| a == b))
 }
 
-/// Run `exe MAGIC CALLS` from `ns_dir/chain` in a new mount namespace, `ns_dir` being a
-/// tmpfs mounted there only; it stays until its standard input closes (dropping the
-/// returned child's stdin).
-fn run_in_own_namespace(exe: &Path, ns_dir: &Path, magic: u64) -> std::process::Child {
+/// Run `exe MAGIC CALLS [wait]` from `ns_dir/chain` in a new mount namespace, `ns_dir`
+/// being a tmpfs mounted there only.
+fn run_in_own_namespace(exe: &Path, ns_dir: &Path, magic: u64, wait: bool) -> Child {
     Command::new("unshare")
         .args(["-m", "--propagation", "private", "sh", "-c"])
         .arg(
             "mount -t tmpfs uevrec-test \"$1\" && cp \"$2\" \"$1/chain\" && \
-             exec \"$1/chain\" \"$3\" \"$4\" wait",
+             shift 2 && exec \"$0/chain\" \"$@\"",
         )
-        .arg("sh")
+        .arg(ns_dir)
         .arg(ns_dir)
         .arg(exe)
         .arg(magic.to_string())
         .arg(CALLS.to_string())
+        .args(wait.then_some("wait"))
         .stdin(Stdio::piped())
         .spawn()
         .expect("unshare (util-linux) runs the program in its own mount namespace")
 }
 
+/// SIGSTOP or SIGCONT to uevrec.
+fn signal(rec: &Recorder, sig: i32) {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(rec.0.id() as i32, sig) };
+}
+
 /// Record the program of `magic` run in its own namespace from `ns_dir/chain` with
-/// `args`; its records.
-fn record_in_namespace(exe: &Path, ns_dir: &Path, magic: u64, args: &[&str]) -> Vec<Value> {
+/// `args`; its records, all written after it exited. `seen_alive`: uevrec has seen the
+/// program (its mappings, then its first call) before it is stopped; otherwise it is
+/// stopped before the program starts, and sees it only once it is gone.
+fn record_in_namespace(
+    exe: &Path,
+    ns_dir: &Path,
+    magic: u64,
+    args: &[&str],
+    seen_alive: bool,
+) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.jsonl");
     let rec = record_setpgid(&out, args);
-    let mut child = run_in_own_namespace(exe, ns_dir, magic);
-    let records = records_of(&out, magic);
+    if !seen_alive {
+        signal(&rec, libc::SIGSTOP);
+    }
+    let mut child = run_in_own_namespace(exe, ns_dir, magic, seen_alive);
+    if seen_alive {
+        // Its first call (MAGIC + 1) written: its mappings were taken before it.
+        wait_for("the program's first call", PATIENCE, || {
+            complete_lines(&out)
+                .iter()
+                .any(|v| v["fields"]["args"][0] == magic + 1)
+        });
+        signal(&rec, libc::SIGSTOP);
+    }
     drop(child.stdin.take());
     let status = child.wait().unwrap();
     assert!(status.success(), "the program in its namespace: {status}");
+    signal(&rec, libc::SIGCONT);
+    let records = records_of(&out, magic);
     drop(rec);
     records
 }
@@ -113,16 +140,17 @@ fn assert_named_from(records: &[Value], chain: &[&str], module: &Path, source: &
     }
 }
 
-/// A chain built here that waits on its standard input before it exits (so it lives
-/// until the test lets it go): the shared chain's source with `main` renamed and a
-/// `main` around it.
+/// A chain built here that, given a third argument, first calls `setpgid(MAGIC + 1, 0)`
+/// and waits for its standard input to close (so that uevrec sees it alive): the shared
+/// chain's source with `main` renamed and a `main` around it.
 fn build_waiting_chain(dir: &Path) -> Result<std::path::PathBuf, String> {
     // The chain's own build: its source, lines and names are the other tests'.
     let exe = build_chain(dir)?;
     let source = std::fs::read_to_string(dir.join("chain.c")).unwrap();
     let source = source.replacen("int main(int argc", "int chain_main(int argc", 1)
-        + "int main(int argc, char **argv) {\n    long r = chain_main(3, argv);\n    \
-           if (argc > 3) { char c; while (read(0, &c, 1) > 0) {} }\n    return (int)r;\n}\n";
+        + "int main(int argc, char **argv) {\n    if (argc > 3) {\n        \
+           syscall(SYS_setpgid, atol(argv[1]) + 1, 0L);\n        char c;\n        \
+           while (read(0, &c, 1) > 0) {}\n    }\n    return (int)chain_main(3, argv);\n}\n";
     std::fs::write(dir.join("chain.c"), source).unwrap();
     let status = Command::new("gcc")
         .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
@@ -134,8 +162,32 @@ fn build_waiting_chain(dir: &Path) -> Result<std::path::PathBuf, String> {
     Ok(exe)
 }
 
-/// The program's binary exists only in its own mount namespace: `-g` and
-/// `--call-graph dwarf` name its chain, from its file.
+/// The frames of `module` in every record: none named, each saying `why`; the program's
+/// other frames (glibc, the same file here and there) still named.
+fn assert_refused(records: &[Value], module: &Path, why: &str) {
+    assert_eq!(records.len() as u64, CALLS);
+    for r in records {
+        let stack = r["stack"].as_array().unwrap();
+        let ours: Vec<&Value> = stack
+            .iter()
+            .filter(|f| f["module"] == module.to_str().unwrap())
+            .collect();
+        assert!(ours.len() >= 3, "the chain's frames: {r}");
+        for f in ours {
+            assert!(f.get("symbol").is_none(), "no name: {f}");
+            assert_eq!(f["unsymbolized"], why, "{f}");
+        }
+        assert!(
+            stack.iter().any(|f| f["symbol"] == "syscall"),
+            "glibc's frame named: {r}"
+        );
+    }
+}
+
+/// The program's binary exists only in its own mount namespace: seen alive (its file
+/// then held open), `-g` and `--call-graph dwarf` name its chain from its file, though
+/// every record is named after it exited; not seen before it exited, its frames say
+/// `gone` (no such file here).
 #[test]
 fn a_program_only_in_its_own_namespace_is_named() {
     if !crate::common::raw_syscalls_here() {
@@ -147,7 +199,7 @@ fn a_program_only_in_its_own_namespace_is_named() {
     std::fs::create_dir(&ns_dir).unwrap();
     let module = ns_dir.join("chain");
     let source = dir.path().join("chain.c");
-    let fp = record_in_namespace(&exe, &ns_dir, 424_242_380, &["-g"]);
+    let fp = record_in_namespace(&exe, &ns_dir, 424_242_380, &["-g"], true);
     assert!(
         !module.exists(),
         "the path exists in the program's namespace only"
@@ -162,8 +214,9 @@ fn a_program_only_in_its_own_namespace_is_named() {
     let dwarf = record_in_namespace(
         &exe,
         &ns_dir,
-        424_242_381,
+        424_242_390,
         &["--call-graph", "dwarf", "-m", "4M"],
+        true,
     );
     assert_named_from(
         &dwarf,
@@ -171,10 +224,12 @@ fn a_program_only_in_its_own_namespace_is_named() {
         &module,
         &source,
     );
+    let unseen = record_in_namespace(&exe, &ns_dir, 424_242_400, &["-g"], false);
+    assert_refused(&unseen, &module, "gone");
 }
 
 /// Our namespace has another program at the same path: the frames are named from the
-/// program's own file, never from ours.
+/// program's own file, never from ours; not seen alive, they say `build_id_mismatch`.
 #[test]
 fn another_file_at_the_same_path_here_lends_no_names() {
     if !crate::common::raw_syscalls_here() {
@@ -201,27 +256,33 @@ fn another_file_at_the_same_path_here_lends_no_names() {
         .unwrap();
     assert!(status.success());
     let source = dir.path().join("chain.c");
-    for (magic, args, chain) in [
-        (
-            424_242_382,
-            &["-g"][..],
-            &["middle", "outer", "chain_main", "main"][..],
-        ),
-        (
-            424_242_383,
-            &["--call-graph", "dwarf", "-m", "4M"][..],
-            &["inner", "middle", "outer", "chain_main", "main"][..],
-        ),
-    ] {
-        let records = record_in_namespace(&exe, &ns_dir, magic, args);
-        assert_named_from(&records, chain, &module, &source);
-        for r in &records {
+    let no_decoys = |records: &[Value]| {
+        for r in records {
             assert!(
                 !r.to_string().contains("decoy_"),
                 "no name from our file at the same path: {r}"
             );
         }
+    };
+    for (magic, args, chain) in [
+        (
+            424_242_410,
+            &["-g"][..],
+            &["middle", "outer", "chain_main", "main"][..],
+        ),
+        (
+            424_242_420,
+            &["--call-graph", "dwarf", "-m", "4M"][..],
+            &["inner", "middle", "outer", "chain_main", "main"][..],
+        ),
+    ] {
+        let records = record_in_namespace(&exe, &ns_dir, magic, args, true);
+        assert_named_from(&records, chain, &module, &source);
+        no_decoys(&records);
     }
+    let unseen = record_in_namespace(&exe, &ns_dir, 424_242_430, &["-g"], false);
+    assert_refused(&unseen, &module, "build_id_mismatch");
+    no_decoys(&unseen);
 }
 
 /// Stripped programs: one whose debug file lies by build id under
@@ -300,7 +361,7 @@ fn stripped_programs_are_named_through_their_debug_files() {
     let debug_arg = debug_dir.to_str().unwrap();
     let [id_named, link_named] = record(
         &["-g", "--debug-dir", debug_arg],
-        [424_242_384, 424_242_385],
+        [424_242_440, 424_242_450],
     );
     assert_named_from(
         &id_named,
@@ -314,7 +375,7 @@ fn stripped_programs_are_named_through_their_debug_files() {
         &linked,
         &source,
     );
-    let [id_bare, link_bare] = record(&["-g"], [424_242_386, 424_242_387]);
+    let [id_bare, link_bare] = record(&["-g"], [424_242_460, 424_242_470]);
     for r in &id_bare {
         let frames = r["stack"].as_array().unwrap();
         let ours: Vec<&Value> = frames

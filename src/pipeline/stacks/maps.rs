@@ -429,6 +429,7 @@ mod tests {
             (got.start, got.end, got.pgoff, &*got.path),
             (0x7f00, 0x7f10, 0x1000, "/usr/lib/libc.so.6")
         );
+        assert_eq!(got.inode, Some((libc::makedev(8, 1), 1234)));
         assert!(parse_maps_line("7f00-7f10 rw-p 00000000 00:00 0").is_none());
     }
 
