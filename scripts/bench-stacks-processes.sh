@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Memory of `uevrec record -g` while many short-lived processes come and go (issue 38):
 # each process a fresh exec of a small C chain (main → outer → middle → inner →
-# syscall(SYS_setpgid, MAGIC, SEQ), CALLS calls, then exit), one after the other.
+# syscall(SYS_setpgid, MAGIC, SEQ), CALLS calls, 10 ms asleep, then exit: long enough for
+# uevrec to see most of them alive), one after the other.
 # Prints one table row per run (BENCHMARKS.md, "Issue 38: stacks in containers, debug
 # files, 1,000 processes").
 #
@@ -14,9 +15,11 @@
 #   fp          `uevrec record -g`, the processes in uevrec's mount namespace
 #   fp-ns       the same, each process in a mount namespace of its own (`unshare -m`): its
 #               files are opened through /proc/PID/root and held (one per distinct file)
+#               when uevrec sees the process alive, else checked by build id here
 #   dwarf       `--call-graph dwarf -m 4M`, uevrec's namespace
 #   dwarf-ns    `--call-graph dwarf -m 4M`, a namespace each
-# Needs: root, gcc, unshare (util-linux), python3. Builds the release binary.
+# Needs: root, gcc, unshare (util-linux), python3, bc. Builds the release binary (or takes
+# the one UEVREC_BIN names).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -32,8 +35,12 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-cargo build --release --bin uevrec --manifest-path "$ROOT/Cargo.toml" >&2
-UEVREC=$ROOT/target/release/uevrec
+if [ -n "${UEVREC_BIN:-}" ]; then
+  UEVREC=$UEVREC_BIN
+else
+  cargo build --release --bin uevrec --manifest-path "$ROOT/Cargo.toml" >&2
+  UEVREC=$ROOT/target/release/uevrec
+fi
 WORK=$(mktemp -d /tmp/bench-stacks-procs.XXXXXX)
 REC=
 trap '[ -n "$REC" ] && kill -INT "$REC" 2>/dev/null; rm -rf "$WORK"' EXIT
@@ -49,6 +56,7 @@ __attribute__((noinline)) long outer(long m, long s) { long r = middle(m, s); __
 int main(int argc, char **argv) {
     long m = atol(argv[1]), n = atol(argv[2]);
     for (long s = 0; s < n; s++) outer(m, s);
+    usleep(10000);
     return 0;
 }
 C

@@ -69,6 +69,10 @@ pub struct StackOptions {
 /// file offset and look-up distance, or by kernel address: about 200 bytes each.
 pub const MAX_RENDERED: usize = 1 << 16;
 
+/// A rendered user frame's key: the file read, the module as the process mapped it, the
+/// file offset and the look-up distance.
+type UserFrameKey = (Arc<str>, Arc<str>, u64, u64);
+
 /// The stack writer of one formatter worker.
 #[derive(Debug)]
 pub struct StackWriter {
@@ -78,7 +82,7 @@ pub struct StackWriter {
     /// A user frame's keys after its context, by (file read, module as mapped, file
     /// offset, look-up distance): a named frame is one copy, not a look-up and escaping
     /// each time.
-    user: foldhash::HashMap<(Arc<str>, Arc<str>, u64, u64), Arc<[u8]>>,
+    user: foldhash::HashMap<UserFrameKey, Arc<[u8]>>,
     /// A kernel frame's keys after its context, by address.
     kernel: foldhash::HashMap<u64, Arc<[u8]>>,
     /// Offline: the build ids of the modules on disk now.

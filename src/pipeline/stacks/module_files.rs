@@ -124,8 +124,11 @@ fn checked_here(mapped: &Mapped<'_>, alive: bool) -> ModuleFile {
 /// `build_id_mismatch`: a file without one, so not the build mapped), cached by path and
 /// checked against the file's identity (device, inode, size, change time).
 fn build_id_here(path: &str) -> Result<Arc<[u8]>, &'static str> {
-    type Key = (u64, u64, u64, i64, i64);
-    static CHECKED: Mutex<Option<HashMap<Arc<str>, (Key, Arc<[u8]>)>>> = Mutex::new(None);
+    /// A file's device, inode, size and change time (s, ns): another file, or the
+    /// same changed, has another.
+    type Identity = (u64, u64, u64, i64, i64);
+    type Checked = HashMap<Arc<str>, (Identity, Arc<[u8]>)>;
+    static CHECKED: Mutex<Option<Checked>> = Mutex::new(None);
     let meta = std::fs::metadata(path).map_err(|_| "gone")?;
     let key = (
         meta.dev(),
