@@ -88,7 +88,8 @@ PY
 
 echo "| mode | processes | run | records | naming middle | VmHWM MiB | VmRSS MiB | fds | cpu s | wall s |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
-MAGIC=424243000
+# Calls of this run only: another run at once (or a test) uses other values.
+MAGIC=$((4240000000 + $(date +%s) % 1000000 * 100))
 for run in $(seq 1 "$RUNS"); do
   for mode in fp fp-ns dwarf dwarf-ns; do
     for procs in $PROCS; do

@@ -184,6 +184,51 @@ fn assert_refused(records: &[Value], module: &Path, why: &str) {
     }
 }
 
+/// A waiting chain built in a temporary directory, to run from its `container/chain`
+/// in a namespace of its own.
+struct Container {
+    dir: tempfile::TempDir,
+    exe: std::path::PathBuf,
+}
+
+impl Container {
+    fn new() -> Result<Container, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = build_waiting_chain(dir.path())?;
+        std::fs::create_dir(dir.path().join("container")).unwrap();
+        Ok(Container { dir, exe })
+    }
+
+    /// The directory mounted over in the program's namespace.
+    fn ns_dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("container")
+    }
+
+    /// The program's path there.
+    fn module(&self) -> std::path::PathBuf {
+        self.ns_dir().join("chain")
+    }
+
+    /// [`record_in_namespace`] of this program.
+    fn record(&self, magic: u64, args: &[&str], seen_alive: bool) -> Vec<Value> {
+        record_in_namespace(&self.exe, &self.ns_dir(), magic, args, seen_alive)
+    }
+
+    /// Recorded seen alive with `-g` (magic `magic`) and `--call-graph dwarf` (`magic +
+    /// 10`): every record names the chain from the program's own file; the records.
+    fn named_both_ways(&self, magic: u64) -> Vec<Value> {
+        let source = self.dir.path().join("chain.c");
+        // glibc's syscall() keeps no frame pointer: a frame-pointer walk skips `inner`.
+        let fp = self.record(magic, &["-g"], true);
+        let chain = ["middle", "outer", "chain_main", "main"];
+        assert_named_from(&fp, &chain, &self.module(), &source);
+        let dwarf = self.record(magic + 10, &["--call-graph", "dwarf", "-m", "4M"], true);
+        let chain = ["inner", "middle", "outer", "chain_main", "main"];
+        assert_named_from(&dwarf, &chain, &self.module(), &source);
+        [fp, dwarf].concat()
+    }
+}
+
 /// The program's binary exists only in its own mount namespace: seen alive (its file
 /// then held open), `-g` and `--call-graph dwarf` name its chain from its file, though
 /// every record is named after it exited; not seen before it exited, its frames say
@@ -193,39 +238,14 @@ fn a_program_only_in_its_own_namespace_is_named() {
     if !crate::common::raw_syscalls_here() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let exe = require!(Tier::Host, build_waiting_chain(dir.path()));
-    let ns_dir = dir.path().join("container");
-    std::fs::create_dir(&ns_dir).unwrap();
-    let module = ns_dir.join("chain");
-    let source = dir.path().join("chain.c");
-    let fp = record_in_namespace(&exe, &ns_dir, 424_242_380, &["-g"], true);
+    let container = require!(Tier::Host, Container::new());
+    container.named_both_ways(424_242_380);
     assert!(
-        !module.exists(),
+        !container.module().exists(),
         "the path exists in the program's namespace only"
     );
-    // glibc's syscall() keeps no frame pointer: a frame-pointer walk skips `inner`.
-    assert_named_from(
-        &fp,
-        &["middle", "outer", "chain_main", "main"],
-        &module,
-        &source,
-    );
-    let dwarf = record_in_namespace(
-        &exe,
-        &ns_dir,
-        424_242_390,
-        &["--call-graph", "dwarf", "-m", "4M"],
-        true,
-    );
-    assert_named_from(
-        &dwarf,
-        &["inner", "middle", "outer", "chain_main", "main"],
-        &module,
-        &source,
-    );
-    let unseen = record_in_namespace(&exe, &ns_dir, 424_242_400, &["-g"], false);
-    assert_refused(&unseen, &module, "gone");
+    let unseen = container.record(424_242_400, &["-g"], false);
+    assert_refused(&unseen, &container.module(), "gone");
 }
 
 /// Our namespace has another program at the same path: the frames are named from the
@@ -235,13 +255,9 @@ fn another_file_at_the_same_path_here_lends_no_names() {
     if !crate::common::raw_syscalls_here() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let exe = require!(Tier::Host, build_waiting_chain(dir.path()));
-    let ns_dir = dir.path().join("container");
-    std::fs::create_dir(&ns_dir).unwrap();
-    let module = ns_dir.join("chain");
+    let container = require!(Tier::Host, Container::new());
     // Ours: another build (other names at other places), same path.
-    let other_src = dir.path().join("other.c");
+    let other_src = container.dir.path().join("other.c");
     std::fs::write(
         &other_src,
         "int decoy_a(int x) { return x * 3; }\nint decoy_b(int x) { return decoy_a(x) + 1; }\n\
@@ -250,12 +266,11 @@ fn another_file_at_the_same_path_here_lends_no_names() {
     .unwrap();
     let status = Command::new("gcc")
         .args(["-O0", "-g", "-o"])
-        .arg(&module)
+        .arg(container.module())
         .arg(&other_src)
         .status()
         .unwrap();
     assert!(status.success());
-    let source = dir.path().join("chain.c");
     let no_decoys = |records: &[Value]| {
         for r in records {
             assert!(
@@ -264,24 +279,9 @@ fn another_file_at_the_same_path_here_lends_no_names() {
             );
         }
     };
-    for (magic, args, chain) in [
-        (
-            424_242_410,
-            &["-g"][..],
-            &["middle", "outer", "chain_main", "main"][..],
-        ),
-        (
-            424_242_420,
-            &["--call-graph", "dwarf", "-m", "4M"][..],
-            &["inner", "middle", "outer", "chain_main", "main"][..],
-        ),
-    ] {
-        let records = record_in_namespace(&exe, &ns_dir, magic, args, true);
-        assert_named_from(&records, chain, &module, &source);
-        no_decoys(&records);
-    }
-    let unseen = record_in_namespace(&exe, &ns_dir, 424_242_430, &["-g"], false);
-    assert_refused(&unseen, &module, "build_id_mismatch");
+    no_decoys(&container.named_both_ways(424_242_410));
+    let unseen = container.record(424_242_430, &["-g"], false);
+    assert_refused(&unseen, &container.module(), "build_id_mismatch");
     no_decoys(&unseen);
 }
 

@@ -107,26 +107,40 @@ impl DebugFile {
         let data = std::fs::File::open(path).ok()?;
         let data = object::ReadCache::new(data);
         let obj = object::File::parse(&data).ok()?;
-        use object::{Object, ObjectSegment};
         Some(DebugFile {
             path: found,
-            segments: obj
-                .segments()
-                .map(|s| {
-                    let (offset, size) = s.file_range();
-                    (offset, size, s.address())
-                })
-                .collect(),
+            segments: loadable_segments(&obj),
         })
     }
 
     /// The stated address of `file_offset` (`None`: in no loadable segment).
     fn virt_offset(&self, file_offset: u64) -> Option<u64> {
-        let &(offset, _, address) = self.segments.iter().find(|&&(offset, size, _)| {
-            offset <= file_offset && file_offset < offset.saturating_add(size)
-        })?;
-        address.checked_add(file_offset - offset)
+        stated_address(&self.segments, file_offset)
     }
+}
+
+/// `(file offset, file size, stated address)` of each loadable segment of an ELF file:
+/// how its file offsets map to the addresses its symbols, DWARF and unwind information
+/// state.
+pub fn loadable_segments<'data, R: object::ReadRef<'data>>(
+    obj: &object::File<'data, R>,
+) -> Vec<(u64, u64, u64)> {
+    use object::{Object, ObjectSegment};
+    obj.segments()
+        .map(|s| {
+            let (offset, size) = s.file_range();
+            (offset, size, s.address())
+        })
+        .collect()
+}
+
+/// The stated address of `file_offset` in a file of `segments` (`None`: in no loadable
+/// segment).
+pub fn stated_address(segments: &[(u64, u64, u64)], file_offset: u64) -> Option<u64> {
+    let &(offset, _, address) = segments.iter().find(|&&(offset, size, _)| {
+        offset <= file_offset && file_offset < offset.saturating_add(size)
+    })?;
+    address.checked_add(file_offset - offset)
 }
 
 thread_local! {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{Error, ExplicitModuleSectionInfo, Module, Unwinder};
-use object::{Object, ObjectSection, ObjectSegment};
+use object::{Object, ObjectSection};
 use uevrec_parsers::user_stack::{UserStack, x86_64};
 
 use super::maps::{Mapping, ProcessMaps};
@@ -87,13 +87,7 @@ impl FileSections {
             Some(s.address()..s.address().checked_add(s.size())?)
         };
         let sections = FileSections {
-            segments: obj
-                .segments()
-                .map(|s| {
-                    let (offset, size) = s.file_range();
-                    (offset, size, s.address())
-                })
-                .collect(),
+            segments: super::symbols::loadable_segments(&obj),
             text: range(".text"),
             got: range(".got"),
             eh_frame: section(".eh_frame"),
@@ -114,11 +108,8 @@ impl FileSections {
     /// The framehop module of `mapping` of this file, or `None` when no loadable segment
     /// holds the mapping's file offset.
     fn module(&self, mapping: &Mapping) -> Option<Module<Arc<[u8]>>> {
-        let &(offset, _, address) = self.segments.iter().find(|&&(offset, size, _)| {
-            offset <= mapping.pgoff && mapping.pgoff < offset.saturating_add(size)
-        })?;
         // The stated address of the mapping's first byte, and the load bias from it.
-        let stated = address.checked_add(mapping.pgoff - offset)?;
+        let stated = super::symbols::stated_address(&self.segments, mapping.pgoff)?;
         let base_avma = mapping.start.checked_sub(stated)?;
         let info = ExplicitModuleSectionInfo {
             base_svma: 0,
