@@ -18,6 +18,7 @@ use std::process::{Child, Command, Stdio};
 use serde_json::Value;
 
 use super::stacks::{Recorder, build_chain, call_line, record_setpgid};
+use crate::common::stack_frames::{holds_in_a_row, user_symbols};
 use crate::common::tier::Tier;
 use crate::common::{PATIENCE, complete_lines, wait_for};
 
@@ -36,24 +37,6 @@ fn records_of(out: &Path, magic: u64) -> Vec<Value> {
         mine().len() as u64 >= CALLS
     });
     mine()
-}
-
-/// The user frames' symbols of a record, innermost first (`?`: none).
-fn user_symbols(r: &Value) -> Vec<String> {
-    r["stack"]
-        .as_array()
-        .expect("a stack on every record")
-        .iter()
-        .filter(|f| f["context"] == "user")
-        .map(|f| f["symbol"].as_str().unwrap_or("?").to_string())
-        .collect()
-}
-
-/// Whether `names` holds `chain` one right after the other.
-fn holds_in_a_row(names: &[String], chain: &[&str]) -> bool {
-    names
-        .windows(chain.len())
-        .any(|w| w.iter().zip(chain).all(|(a, b)| a == b))
 }
 
 /// Run `exe MAGIC CALLS [wait]` from `ns_dir/chain` in a new mount namespace, `ns_dir`
