@@ -7,6 +7,7 @@
 # files, 1,000 processes").
 #
 #   scripts/bench-stacks-processes.sh [--runs N] [--calls N] [--procs "10 1000"]
+#                                     [--modes "fp fp-ns dwarf dwarf-ns"]
 #
 # Per run: the recorder's peak resident memory (VmHWM of /proc/PID/status, read just
 # before it is stopped), its descriptors then (/proc/PID/fd), its CPU (user+sys,
@@ -26,12 +27,14 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RUNS=2
 CALLS=5
 PROCS="10 1000"
+MODES="fp fp-ns dwarf dwarf-ns"
 while [ $# -gt 0 ]; do
   case $1 in
     --runs) RUNS=$2; shift 2 ;;
     --calls) CALLS=$2; shift 2 ;;
     --procs) PROCS=$2; shift 2 ;;
-    *) echo "usage: $0 [--runs N] [--calls N] [--procs \"10 1000\"]" >&2; exit 2 ;;
+    --modes) MODES=$2; shift 2 ;;
+    *) echo "usage: $0 [--runs N] [--calls N] [--procs \"10 1000\"] [--modes \"fp dwarf\"]" >&2; exit 2 ;;
   esac
 done
 
@@ -91,7 +94,7 @@ echo "|---|---|---|---|---|---|---|---|---|---|"
 # Calls of this run only: another run at once (or a test) uses other values.
 MAGIC=$((4240000000 + $(date +%s) % 1000000 * 100))
 for run in $(seq 1 "$RUNS"); do
-  for mode in fp fp-ns dwarf dwarf-ns; do
+  for mode in $MODES; do
     for procs in $PROCS; do
       MAGIC=$((MAGIC + 1))
       case $mode in
