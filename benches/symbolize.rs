@@ -42,20 +42,20 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let mut s = Symbols::new();
             for &o in &offsets {
-                black_box(s.user(&path, o));
+                black_box(s.user(&path, &[], o));
             }
             assert_eq!(s.behind, 0, "the budget covers a fresh symbolizer");
         })
     });
     let mut warm = Symbols::new();
     for &o in &offsets {
-        warm.user(&path, o);
+        warm.user(&path, &[], o);
     }
     g.sample_size(50).measurement_time(Duration::from_secs(5));
     g.bench_function("cached", |b| {
         b.iter(|| {
             for &o in &offsets {
-                black_box(warm.user(&path, o));
+                black_box(warm.user(&path, &[], o));
             }
         })
     });

@@ -52,6 +52,9 @@ command -v podman >/dev/null 2>&1 || missing+=(podman)
 command -v runc >/dev/null 2>&1 || missing+=(runc)
 # tests/host/stacks.rs builds its traced C programs with gcc (-g -fno-omit-frame-pointer).
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+# tests/host/stack_namespaces.rs splits and strips them (binutils, above) and runs them in a
+# mount namespace of their own with util-linux `unshare`.
+command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
 # tests/host/stack_outputs.rs opens uevrec's flame-graph SVG in headless Chromium.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 # tests/host/decode.rs compares trace.dat decoding with `trace-cmd report`.

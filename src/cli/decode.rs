@@ -69,6 +69,9 @@ pub struct DecodeArgs {
     /// symbolizing elsewhere); kernel frames with their address.
     #[arg(long, help_heading = "Call stacks")]
     pub no_symbolize: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub debug_dirs: super::stacks::DebugDirArgs,
     /// Output format: json (uevrec's JSON lines), otlp (OTLP/JSON requests) or text (one
     /// readable line per record).
     #[arg(long, value_enum, default_value_t = super::output::Format::Json)]
@@ -179,6 +182,7 @@ pub fn decode(args: DecodeArgs) -> i32 {
     let select = |system: &str, event: &str| {
         selectors.is_empty() || selectors.iter().any(|s| s.matches(system, event))
     };
+    args.debug_dirs.apply();
     let opts = DecodeOptions {
         include_common: args.common,
         order_bytes: usize::try_from(args.order_buffer).unwrap_or(usize::MAX),

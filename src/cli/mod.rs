@@ -165,8 +165,9 @@ pub struct SessionArgs {
 impl SessionArgs {
     /// The session these flags ask for (no common fields, no record limit, no schema
     /// lines, messages on standard error, no triggers); tracefs is
-    /// found (and checked) here.
+    /// found (and checked) here, and `--debug-dir` made the symbolizers' (process-wide).
     pub fn session_config(&self) -> Result<crate::capture::session::SessionConfig, TracefsError> {
+        self.stacks.debug_dirs.apply();
         Ok(crate::capture::session::SessionConfig {
             tracefs: Some(self.events.tracefs()?),
             selectors: self.events.all_selectors(),

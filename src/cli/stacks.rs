@@ -1,6 +1,8 @@
 //! The call-stack flags of the recording commands (perf's spellings: `-g`,
 //! `--call-graph`, `--max-stack`, `--user-callchains`; docs/stacks.md).
 
+use std::path::PathBuf;
+
 use clap::Args;
 
 use crate::capture::stacks::{DWARF_SUPPORTED, StackRequest, max_stack_sysctl};
@@ -103,6 +105,26 @@ pub struct StackArgs {
     /// symbolizing elsewhere; kernel frames with their address.
     #[arg(long, help_heading = "Call stacks")]
     pub no_symbolize: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub debug_dirs: DebugDirArgs,
+}
+
+/// Where separate debug files are looked for (`--debug-dir`).
+#[derive(Debug, Args, Default)]
+pub struct DebugDirArgs {
+    /// Look for separate debug files of stripped programs here: by build id
+    /// (DIR/.build-id/xx/rest.debug) and by .gnu_debuglink (DIR/NAME); repeat for more
+    /// directories, searched in order. Replaces the default, /usr/lib/debug.
+    #[arg(long = "debug-dir", value_name = "DIR", help_heading = "Call stacks")]
+    pub dirs: Vec<PathBuf>,
+}
+
+impl DebugDirArgs {
+    /// Make them the directories every formatter worker's symbolizer looks in.
+    pub fn apply(&self) {
+        crate::pipeline::stacks::symbols::set_debug_dirs(self.dirs.clone());
+    }
 }
 
 /// Why stacks cannot go where the command sends its records (`None`: they can): JSON

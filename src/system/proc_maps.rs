@@ -10,7 +10,7 @@ pub const MAX_MAPPINGS: usize = 1024;
 
 /// One executable mapping of a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mapping {
+pub struct ProcMapping {
     /// First address.
     pub start: u64,
     /// One past the last address.
@@ -21,9 +21,12 @@ pub struct Mapping {
     pub path: Arc<str>,
     /// The GNU build id, if the kernel gave it.
     pub build_id: Arc<[u8]>,
+    /// Device and inode of the file (from `/proc/PID/maps`; the kernel's records give a
+    /// build id instead).
+    pub inode: Option<(u64, u64)>,
 }
 
-impl Mapping {
+impl ProcMapping {
     /// The offset in the file of `address` (inside the mapping).
     pub fn file_offset(&self, address: u64) -> u64 {
         // start <= address < end: no overflow below; pgoff + a mapping's length fits.
@@ -34,7 +37,7 @@ impl Mapping {
 }
 
 /// The executable file mappings of a running process (`None` when it is gone).
-pub fn read_proc_maps(pid: u32) -> Option<Vec<Mapping>> {
+pub fn read_proc_maps(pid: u32) -> Option<Vec<ProcMapping>> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
     Some(
         text.lines()
@@ -46,7 +49,7 @@ pub fn read_proc_maps(pid: u32) -> Option<Vec<Mapping>> {
 
 /// One line of `/proc/PID/maps` (`start-end perms offset dev inode path`), if it maps
 /// executable memory.
-pub fn parse_maps_line(line: &str) -> Option<Mapping> {
+pub fn parse_maps_line(line: &str) -> Option<ProcMapping> {
     let mut parts = line.splitn(6, ' ');
     let (start, end) = parts.next()?.split_once('-')?;
     let perms = parts.next()?;
@@ -54,14 +57,19 @@ pub fn parse_maps_line(line: &str) -> Option<Mapping> {
         return None;
     }
     let pgoff = u64::from_str_radix(parts.next()?, 16).ok()?;
-    let _dev = parts.next()?;
-    let _inode = parts.next()?;
+    let (major, minor) = parts.next()?.split_once(':')?;
+    let inode: u64 = parts.next()?.parse().ok()?;
     let path = parts.next().unwrap_or("").trim_start();
-    Some(Mapping {
+    let dev = libc::makedev(
+        u32::from_str_radix(major, 16).ok()?,
+        u32::from_str_radix(minor, 16).ok()?,
+    );
+    Some(ProcMapping {
         start: u64::from_str_radix(start, 16).ok()?,
         end: u64::from_str_radix(end, 16).ok()?,
         pgoff,
         path: if path.is_empty() { "//anon" } else { path }.into(),
         build_id: Arc::from(&[][..]),
+        inode: (inode != 0).then_some((dev, inode)),
     })
 }

@@ -15,6 +15,7 @@ pub mod perf_script;
 pub mod schema_line;
 pub mod seqs;
 pub mod session;
+pub mod stack_frames;
 pub mod vm;
 
 use std::path::PathBuf;

@@ -14,7 +14,7 @@ use uevrec_parsers::parse_format;
 
 use super::instance::{FtraceError, Instance, SetupError, read_file};
 use crate::capture::stacks::StackRequest;
-use crate::system::proc_maps::{Mapping, read_proc_maps};
+use crate::system::proc_maps::{ProcMapping, read_proc_maps};
 
 /// The user frames the kernel writes at most (`FTRACE_STACK_ENTRIES`, `user_stack`'s
 /// `caller[8]`).
@@ -73,7 +73,7 @@ pub struct Sighted {
     pub exec_comm: Option<Vec<u8>>,
     /// Its executable mappings (empty when the process was gone: its frames then say
     /// `no_mapping`, never the names of the program it was forked from).
-    pub mappings: Vec<Mapping>,
+    pub mappings: Vec<ProcMapping>,
 }
 
 impl Sighted {

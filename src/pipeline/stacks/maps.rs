@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use uevrec_parsers::ContextUpdate;
 
-#[cfg(test)]
-use crate::system::proc_maps::parse_maps_line;
-pub use crate::system::proc_maps::{MAX_MAPPINGS, Mapping, read_proc_maps};
+use super::module_files::{self, Mapped, ModuleFile, Namespace};
+pub use crate::system::proc_maps::MAX_MAPPINGS;
+use crate::system::proc_maps::{self, ProcMapping};
 
 /// Processes whose mappings are kept at most (the oldest exited ones go first).
 pub const MAX_PROCESSES: usize = 4096;
@@ -21,6 +21,50 @@ pub const MAX_PROCESSES: usize = 4096;
 /// after an exec, or after its process id was reused, but written before, finds the
 /// program that wrote it.
 const MAX_GENERATIONS: usize = 4;
+
+/// One executable mapping of a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// Offset in the file of `start`.
+    pub pgoff: u64,
+    /// The file (`[vdso]`, `//anon` … for no file).
+    pub path: Arc<str>,
+    /// The GNU build id, if the kernel gave it.
+    pub build_id: Arc<[u8]>,
+    /// Device and inode of the file (from `/proc/PID/maps`; the kernel's records give a
+    /// build id instead).
+    pub inode: Option<(u64, u64)>,
+    /// Which file names its frames ([`module_files`]: ours at the path, one held open
+    /// for a process of another mount namespace, or none).
+    pub file: ModuleFile,
+}
+
+impl Mapping {
+    /// The offset in the file of `address` (inside the mapping).
+    pub fn file_offset(&self, address: u64) -> u64 {
+        // start <= address < end: no overflow below; pgoff + a mapping's length fits.
+        address
+            .saturating_sub(self.start)
+            .saturating_add(self.pgoff)
+    }
+
+    /// A line of `/proc/PID/maps`, its file not looked for yet.
+    fn of_proc(m: ProcMapping) -> Self {
+        Mapping {
+            start: m.start,
+            end: m.end,
+            pgoff: m.pgoff,
+            path: m.path,
+            build_id: m.build_id,
+            inode: m.inode,
+            file: ModuleFile::AtPath,
+        }
+    }
+}
 
 /// The mappings of one program run (from an exec, or from the recording's start).
 #[derive(Debug, Default, Clone)]
@@ -30,6 +74,8 @@ struct Generation {
     mappings: Vec<Mapping>,
     /// Mappings added since it began (what the unwinder built from them checks).
     changes: u32,
+    /// Its process's mount namespace, looked at with its first mapping.
+    namespace: Option<Namespace>,
 }
 
 /// The mappings of one program run of a process, for building its unwinder
@@ -76,7 +122,7 @@ impl Process {
         self.generations.push_back(Generation {
             since: time,
             mappings,
-            changes: 0,
+            ..Generation::default()
         });
         while self.generations.len() > MAX_GENERATIONS {
             self.generations.pop_front();
@@ -88,8 +134,9 @@ impl Process {
 /// The mappings of every process seen, bounded ([`MAX_PROCESSES`], [`MAX_MAPPINGS`]).
 #[derive(Debug, Default, Clone)]
 pub struct ProcessMaps {
-    /// Read `/proc/PID/maps` of a process never seen (off for a recorded file: its
-    /// process ids are not this machine's processes now).
+    /// Read `/proc/PID/maps` of a process never seen, and find each mapped file for the
+    /// process that mapped it ([`module_files`]; off for a recorded file: its process
+    /// ids are not this machine's processes now).
     read_proc: bool,
     /// By process id (foldhash: ids the kernel gave, not chosen by an attacker; a look-up
     /// per user frame).
@@ -101,7 +148,8 @@ pub struct ProcessMaps {
 }
 
 impl ProcessMaps {
-    /// No process yet; `read_proc`: a process never seen is read from `/proc/PID/maps`.
+    /// No process yet; `read_proc`: a process never seen is read from `/proc/PID/maps`,
+    /// and each mapped file is found as its process sees it (a live recording).
     pub fn new(read_proc: bool) -> Self {
         ProcessMaps {
             read_proc,
@@ -120,13 +168,16 @@ impl ProcessMaps {
                 build_id,
                 path,
             } => {
-                let mapping = Mapping {
+                let mut mapping = Mapping {
                     start: addr,
                     end: addr.saturating_add(len),
                     pgoff,
                     path: String::from_utf8_lossy(path).into(),
                     build_id: build_id.into(),
+                    inode: None,
+                    file: ModuleFile::AtPath,
                 };
+                let locate = self.read_proc;
                 let p = Arc::make_mut(self.processes.entry(pid).or_default());
                 if p.generations.is_empty() {
                     p.generations.push_back(Generation::default());
@@ -134,6 +185,14 @@ impl ProcessMaps {
                 if let Some(g) = p.generation_at_mut(time)
                     && g.mappings.len() < MAX_MAPPINGS
                 {
+                    if locate {
+                        // First sight of the mapping: its file is found now, while the
+                        // process most likely lives.
+                        let ns = *g
+                            .namespace
+                            .get_or_insert_with(|| module_files::namespace(pid));
+                        mapping.file = locate_file(pid, &mapping, ns);
+                    }
                     // A new mapping over old addresses replaces them (munmap is not told).
                     g.mappings
                         .retain(|m| m.end <= mapping.start || m.start >= mapping.end);
@@ -228,17 +287,50 @@ impl ProcessMaps {
         if !self.read_proc || self.processes.contains_key(&pid) || !self.scanned.insert(pid) {
             return;
         }
-        if let Some(mappings) = read_proc_maps(pid) {
+        if let Some(mut mappings) = read_proc_maps(pid) {
+            let ns = module_files::namespace(pid);
+            for m in &mut mappings {
+                m.file = locate_file(pid, m, ns);
+            }
             let mut p = Process::default();
             p.generations.push_back(Generation {
-                since: None,
                 mappings,
-                changes: 0,
+                namespace: Some(ns),
+                ..Generation::default()
             });
             self.processes.insert(pid, Arc::new(p));
             self.bound();
         }
     }
+}
+
+/// Which file names the frames of `m`, a mapping of `pid`, whose namespace is `ns`
+/// (anonymous memory and `[vdso]`: no file, nothing to find).
+fn locate_file(pid: u32, m: &Mapping, ns: Namespace) -> ModuleFile {
+    if !m.path.starts_with('/') || m.path.starts_with("//") {
+        return ModuleFile::AtPath;
+    }
+    module_files::locate(
+        &Mapped {
+            pid,
+            path: &m.path,
+            range: (m.start, m.end),
+            build_id: &m.build_id,
+            inode: m.inode,
+        },
+        ns,
+    )
+}
+
+/// The executable file mappings of a running process (`None` when it is gone).
+pub fn read_proc_maps(pid: u32) -> Option<Vec<Mapping>> {
+    proc_maps::read_proc_maps(pid).map(|v| v.into_iter().map(Mapping::of_proc).collect())
+}
+
+/// One line of `/proc/PID/maps`, if it maps executable memory.
+#[cfg(test)]
+fn parse_maps_line(line: &str) -> Option<Mapping> {
+    proc_maps::parse_maps_line(line).map(Mapping::of_proc)
 }
 
 #[cfg(test)]
@@ -323,6 +415,7 @@ mod tests {
             (got.start, got.end, got.pgoff, &*got.path),
             (0x7f00, 0x7f10, 0x1000, "/usr/lib/libc.so.6")
         );
+        assert_eq!(got.inode, Some((libc::makedev(8, 1), 1234)));
         assert!(parse_maps_line("7f00-7f10 rw-p 00000000 00:00 0").is_none());
     }
 

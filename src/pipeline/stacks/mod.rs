@@ -12,10 +12,15 @@
 //! [`build_ids`] tells, for a recorded file, whether a module on disk is still the one
 //! recorded; [`stacktrace`] writes a stack as OTLP's `code.stacktrace` text.
 //!
-//! Layers, lowest first: `build_ids`, `maps`, `perf_map`, `symbols`, `unwind`, `stacktrace`.
+//! [`module_files`] finds the file a process mapped as the process sees it (its mount
+//! namespace: containers), or says why none may name its frames.
+//!
+//! Layers, lowest first: `build_ids`, `module_files`, `maps`, `perf_map`, `symbols`,
+//! `unwind`, `stacktrace`.
 
 pub mod build_ids;
 pub mod maps;
+pub mod module_files;
 pub mod perf_map;
 pub mod stacktrace;
 pub mod symbols;
@@ -147,15 +152,19 @@ impl Default for Unnamed {
     }
 }
 
+/// A named user frame's key: the file read, the module as the process mapped it, the
+/// file offset and the look-up distance.
+type UserFrameKey = (Arc<str>, Arc<str>, u64, u64);
+
 /// The stack writer of one formatter worker.
 #[derive(Debug)]
 pub struct StackWriter {
     options: StackOptions,
     maps: ProcessMaps,
     perf_maps: PerfMaps,
-    /// A user frame's names by (module, file offset, look-up distance): a named frame is
-    /// one copy, not a look-up and escaping each time.
-    user: foldhash::HashMap<(Arc<str>, u64, u64), Named>,
+    /// A user frame's names by (file read, module as mapped, file offset, look-up
+    /// distance): a named frame is one copy, not a look-up and escaping each time.
+    user: foldhash::HashMap<UserFrameKey, Named>,
     /// A kernel frame's names by address.
     kernel: foldhash::HashMap<u64, Named>,
     /// The names of frames that have none.
@@ -363,6 +372,18 @@ impl StackWriter {
         emit(self.kernel.entry(address).or_insert(shrunk(n)));
     }
 
+    /// A user frame of `module` that no file may name, with the reason `why`.
+    fn unsymbolized(&mut self, module: &str, why: &str, emit: &mut dyn FnMut(&Named)) {
+        let mut n = std::mem::take(&mut self.scratch);
+        n.clear();
+        n.json.extend_from_slice(b",\"module\":");
+        let _ = serde_json::to_writer(&mut n.json, module);
+        let _ = write!(n.json, ",\"unsymbolized\":\"{why}\"");
+        write_frame_text(&mut n.text, None, None, module);
+        emit(&n);
+        self.scratch = n;
+    }
+
     /// The names of a user frame at `address` (looked up `back` bytes before it), to
     /// `emit`.
     fn user_frame(
@@ -378,6 +399,7 @@ impl StackWriter {
         let offset = m.file_offset(address);
         let path = m.path.clone();
         let build_id = m.build_id.clone();
+        let opened = m.file.open_path(&path).cloned();
         // `//anon` (anonymous memory), `[vdso]`, `[stack]` …: not files.
         let is_file = path.starts_with('/') && !path.starts_with("//");
         if !is_file && self.options.symbolize {
@@ -399,7 +421,18 @@ impl StackWriter {
             self.scratch = n;
             return;
         }
-        let key = (path, offset, back);
+        let open = match opened {
+            Ok(open) => open,
+            Err(why) if self.options.symbolize => {
+                // No file may name it (another namespace's file we could not reach, or
+                // not the build the process mapped): the reason, never a wrong name.
+                return self.unsymbolized(&path, why, emit);
+            }
+            Err(_) => path.clone(),
+        };
+        // By the file read (one held open for another namespace has a path of its
+        // own), shown by the path the process mapped.
+        let key = (open, path.clone(), offset, back);
         if let Some(n) = self.user.get(&key) {
             return emit(n);
         }
@@ -408,24 +441,16 @@ impl StackWriter {
             && let Some(why) = self.build_ids.differs(&key.0, &build_id)
         {
             // Another file lies at the path now: its names would be wrong.
-            let mut n = std::mem::take(&mut self.scratch);
-            n.clear();
-            n.json.extend_from_slice(b",\"module\":");
-            let _ = serde_json::to_writer(&mut n.json, &*key.0);
-            let _ = write!(n.json, ",\"unsymbolized\":\"{why}\"");
-            write_frame_text(&mut n.text, None, None, &key.0);
-            emit(&n);
-            self.scratch = n;
-            return;
+            return self.unsymbolized(&path, why, emit);
         }
         let mut n = Named::default();
         n.json.extend_from_slice(b",\"module\":");
-        let _ = serde_json::to_writer(&mut n.json, &*key.0);
+        let _ = serde_json::to_writer(&mut n.json, &*path);
         let mut behind = false;
         if self.options.symbolize {
-            let r = self.symbols(|s| s.user(&key.0, offset.saturating_sub(back)));
+            let r = self.symbols(|s| s.user(&key.0, &build_id, offset.saturating_sub(back)));
             behind = r.reason == Some("behind");
-            n.resolved(&r, back, &key.0);
+            n.resolved(&r, back, &path);
         } else {
             n.json.extend_from_slice(b",\"file_offset\":\"");
             push_hex(&mut n.json, offset);
@@ -438,7 +463,7 @@ impl StackWriter {
                 }
                 n.json.push(b'"');
             }
-            write_frame_text(&mut n.text, None, None, &key.0);
+            write_frame_text(&mut n.text, None, None, &path);
         }
         if behind {
             return emit(&n);

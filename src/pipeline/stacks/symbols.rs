@@ -4,10 +4,15 @@
 //! spends on cold look-ups at most [`BUDGET_SHARE`] of its time once its first
 //! [`BUDGET_BURST`] (the files' first loading) is spent; past it, frames go out with
 //! their addresses and the reason `behind`.
+//!
+//! Stripped files are named from their separate debug file: by build id
+//! (`DIR/.build-id/xx/rest.debug`, found here: blazesym looks there only for files with
+//! a debug link) or by `.gnu_debuglink` (blazesym), in the debug directories
+//! ([`set_debug_dirs`]: `--debug-dir`, default `/usr/lib/debug`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use blazesym::symbolize::source::{Elf, Kernel, Source};
@@ -46,6 +51,98 @@ pub struct SourceFrame {
     pub inlined: bool,
 }
 
+/// Debug files known per worker (by the file read; started again when full).
+pub const MAX_DEBUG_FILES: usize = 4096;
+
+/// The debug directories of `--debug-dir` (empty: the system's).
+static DEBUG_DIRS: OnceLock<Vec<PathBuf>> = OnceLock::new();
+
+/// Where separate debug files are looked for, for the whole process: `dirs` in order
+/// (`--debug-dir`, for tests and private symbol stores), or, when empty, the system's
+/// (`/usr/lib/debug`, and blazesym's `/lib/debug` for debug links). Set before the
+/// first stack is named (each worker's symbolizer reads it when it is made); a second
+/// call changes nothing.
+pub fn set_debug_dirs(dirs: Vec<PathBuf>) {
+    let _ = DEBUG_DIRS.set(dirs);
+}
+
+/// The directories given (`None`: the system's).
+fn given_debug_dirs() -> Option<&'static [PathBuf]> {
+    DEBUG_DIRS
+        .get()
+        .filter(|d| !d.is_empty())
+        .map(Vec::as_slice)
+}
+
+/// A file's separate debug file, found by its build id, and how the file's offsets map
+/// to the addresses both files state (its loadable segments).
+#[derive(Debug)]
+struct DebugFile {
+    path: PathBuf,
+    /// `(file offset, file size, stated address)` of each loadable segment.
+    segments: Vec<(u64, u64, u64)>,
+}
+
+impl DebugFile {
+    /// The debug file of the file at `path` with build id `build_id` (read from the
+    /// file when empty), in `dirs`: `DIR/.build-id/xx/rest.debug`, as gdb looks.
+    fn find(path: &str, build_id: &[u8], dirs: &[PathBuf]) -> Option<DebugFile> {
+        let read;
+        let id = if build_id.is_empty() {
+            read = blazesym::helper::read_elf_build_id(path).ok()??;
+            &read[..]
+        } else {
+            build_id
+        };
+        let (first, rest) = id.split_first().filter(|_| id.len() >= 2)?;
+        let mut name = String::with_capacity(rest.len() * 2 + 6);
+        for b in rest {
+            name.push_str(&format!("{b:02x}"));
+        }
+        name.push_str(".debug");
+        let found = dirs
+            .iter()
+            .map(|d| d.join(".build-id").join(format!("{first:02x}")).join(&name))
+            .find(|p| p.is_file())?;
+        let data = std::fs::File::open(path).ok()?;
+        let data = object::ReadCache::new(data);
+        let obj = object::File::parse(&data).ok()?;
+        Some(DebugFile {
+            path: found,
+            segments: loadable_segments(&obj),
+        })
+    }
+
+    /// The stated address of `file_offset` (`None`: in no loadable segment).
+    fn virt_offset(&self, file_offset: u64) -> Option<u64> {
+        stated_address(&self.segments, file_offset)
+    }
+}
+
+/// `(file offset, file size, stated address)` of each loadable segment of an ELF file:
+/// how its file offsets map to the addresses its symbols, DWARF and unwind information
+/// state.
+pub fn loadable_segments<'data, R: object::ReadRef<'data>>(
+    obj: &object::File<'data, R>,
+) -> Vec<(u64, u64, u64)> {
+    use object::{Object, ObjectSegment};
+    obj.segments()
+        .map(|s| {
+            let (offset, size) = s.file_range();
+            (offset, size, s.address())
+        })
+        .collect()
+}
+
+/// The stated address of `file_offset` in a file of `segments` (`None`: in no loadable
+/// segment).
+pub fn stated_address(segments: &[(u64, u64, u64)], file_offset: u64) -> Option<u64> {
+    let &(offset, _, address) = segments.iter().find(|&&(offset, size, _)| {
+        offset <= file_offset && file_offset < offset.saturating_add(size)
+    })?;
+    address.checked_add(file_offset - offset)
+}
+
 thread_local! {
     /// The symbolizer of this formatter thread (blazesym's is not `Send`: each worker
     /// makes its own, at its first stack).
@@ -62,6 +159,10 @@ pub struct Symbols {
     symbolizer: Symbolizer,
     user: HashMap<(Arc<str>, u64), Arc<Resolved>>,
     kernel: HashMap<u64, Arc<Resolved>>,
+    /// The separate debug file of each file read (found by build id), or none.
+    debug_files: HashMap<Arc<str>, Option<Arc<DebugFile>>>,
+    /// Where debug files are looked for by build id.
+    debug_dirs: Vec<PathBuf>,
     /// Whether `/proc/kallsyms` shows addresses (`kptr_restrict` may hide them: zeros).
     kallsyms_readable: bool,
     /// Cold look-up time left (a token bucket: [`BUDGET_SHARE`] of the time that
@@ -108,9 +209,15 @@ impl Symbols {
             symbolizer: Symbolizer::builder()
                 .enable_code_info(true)
                 .enable_inlined_fns(true)
+                .set_debug_dirs(given_debug_dirs())
                 .build(),
             user: HashMap::new(),
             kernel: HashMap::new(),
+            debug_files: HashMap::new(),
+            debug_dirs: given_debug_dirs().map_or_else(
+                || vec![PathBuf::from("/usr/lib/debug")],
+                <[PathBuf]>::to_vec,
+            ),
             kallsyms_readable: kallsyms_readable(),
             budget: BUDGET_BURST,
             refilled_at: Instant::now(),
@@ -137,14 +244,29 @@ impl Symbols {
         !self.budget.is_zero()
     }
 
-    /// What is at `lookup_offset` (a file offset) of the file `path`.
-    pub fn user(&mut self, path: &Arc<str>, lookup_offset: u64) -> Arc<Resolved> {
+    /// What is at `lookup_offset` (a file offset) of the file `path`, whose build id is
+    /// `build_id` (empty: unknown): from its separate debug file when one is found by
+    /// the build id, else from the file (and what its debug link leads to).
+    pub fn user(&mut self, path: &Arc<str>, build_id: &[u8], lookup_offset: u64) -> Arc<Resolved> {
         let key = (path.clone(), lookup_offset);
         if let Some(r) = self.user.get(&key) {
             return r.clone();
         }
-        let src = Source::Elf(Elf::new(PathBuf::from(&**path)));
-        let Some(resolved) = self.look_up(&src, Input::FileOffset(lookup_offset)) else {
+        let debug = self.debug_file(path, build_id);
+        let found = match debug
+            .as_deref()
+            .and_then(|d| Some((d, d.virt_offset(lookup_offset)?)))
+        {
+            Some((d, at)) => {
+                let src = Source::Elf(Elf::new(d.path.clone()));
+                self.look_up(&src, Input::VirtOffset(at))
+            }
+            None => {
+                let src = Source::Elf(Elf::new(PathBuf::from(&**path)));
+                self.look_up(&src, Input::FileOffset(lookup_offset))
+            }
+        };
+        let Some(resolved) = found else {
             return behind();
         };
         if self.user.len() >= MAX_CACHED {
@@ -152,6 +274,19 @@ impl Symbols {
         }
         self.user.insert(key, resolved.clone());
         resolved
+    }
+
+    /// The separate debug file of the file at `path`, looked for once.
+    fn debug_file(&mut self, path: &Arc<str>, build_id: &[u8]) -> Option<Arc<DebugFile>> {
+        if let Some(d) = self.debug_files.get(path) {
+            return d.clone();
+        }
+        let found = DebugFile::find(path, build_id, &self.debug_dirs).map(Arc::new);
+        if self.debug_files.len() >= MAX_DEBUG_FILES {
+            self.debug_files.clear();
+        }
+        self.debug_files.insert(path.clone(), found.clone());
+        found
     }
 
     /// What is at the kernel address `address`.

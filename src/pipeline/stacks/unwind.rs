@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{Error, ExplicitModuleSectionInfo, Module, Unwinder};
-use object::{Object, ObjectSection, ObjectSegment};
+use object::{Object, ObjectSection};
 use uevrec_parsers::user_stack::{UserStack, x86_64};
 
 use super::maps::{Mapping, ProcessMaps};
@@ -87,13 +87,7 @@ impl FileSections {
             Some(s.address()..s.address().checked_add(s.size())?)
         };
         let sections = FileSections {
-            segments: obj
-                .segments()
-                .map(|s| {
-                    let (offset, size) = s.file_range();
-                    (offset, size, s.address())
-                })
-                .collect(),
+            segments: super::symbols::loadable_segments(&obj),
             text: range(".text"),
             got: range(".got"),
             eh_frame: section(".eh_frame"),
@@ -285,7 +279,12 @@ impl UserUnwinder {
                     // Anonymous memory, [vdso] …: no file; walked by the frame pointer.
                     continue;
                 }
-                if let Some(module) = self.sections(&m.path).and_then(|s| s.module(m)) {
+                // The file as the process sees it; none that may be taken for it: walked
+                // by the frame pointer.
+                let Ok(open) = m.file.open_path(&m.path) else {
+                    continue;
+                };
+                if let Some(module) = self.sections(open).and_then(|s| s.module(m)) {
                     unwinder.add_module(module);
                 }
             }
@@ -382,6 +381,8 @@ mod tests {
             pgoff: 0x14000,
             path: "/bin/x".into(),
             build_id: Arc::from(&[][..]),
+            inode: None,
+            file: super::super::module_files::ModuleFile::AtPath,
         };
         assert_eq!(load_bias(&lld, &text), Some(bias));
         let gnu = [
