@@ -47,6 +47,22 @@ pub fn read_proc_maps(pid: u32) -> Option<Vec<ProcMapping>> {
     )
 }
 
+/// The executable mappings of every process running now, `f(pid, mapping)` for each
+/// (what `perf record` synthesizes at its start; kernel threads have none).
+pub fn each_running(f: &mut dyn FnMut(u32, &ProcMapping)) {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        for m in read_proc_maps(pid).into_iter().flatten() {
+            f(pid, &m);
+        }
+    }
+}
+
 /// One line of `/proc/PID/maps` (`start-end perms offset dev inode path`), if it maps
 /// executable memory.
 pub fn parse_maps_line(line: &str) -> Option<ProcMapping> {

@@ -8,7 +8,8 @@
 //! - `record -g --export` to a real OTLP receiver: every log record carries
 //!   `code.stacktrace` naming middle, outer and main in order;
 //! - `record -g --format otlp`: the same attribute in the file;
-//! - `record --flight -g`: the dump's records carry their stacks.
+//! - `record --flight -g`: the dump's records carry their stacks, named also for a
+//!   program that began before the recording and exited before the dump.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -442,4 +443,79 @@ fn flight_dump_keeps_the_stacks() {
     let (ok, folded, err) = flamegraph(&["--folded", "--user-only", dump.to_str().unwrap()]);
     assert!(ok, "{err}");
     assert!(folded.contains(";main;outer;middle;"), "{folded}");
+}
+
+/// A program that began before the recording and exited before the dump still gets its
+/// names: the recording stages every running process's mappings at its start (as `perf
+/// record` synthesizes them), where reading `/proc` at the dump would find it gone.
+#[test]
+fn flight_dump_names_a_program_that_began_before_and_exited() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The chain, waiting for a byte on standard input before its calls.
+    let waiting = crate::common::chain::CHAIN_C.replace(
+        "int main(int argc, char **argv) {",
+        "int main(int argc, char **argv) {\n    char go;\n    if (read(0, &go, 1) != 1) return 1;",
+    );
+    let exe = require!(
+        Tier::Host,
+        crate::common::chain::build_c(
+            dir.path(),
+            "waiting",
+            &waiting,
+            "waiting_chain",
+            &["-fno-omit-frame-pointer"],
+        )
+    );
+    const MAGIC: u64 = 424_242_384;
+    const N: u64 = 40;
+    let mut program = Command::new(&exe)
+        .args([MAGIC.to_string(), N.to_string()])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let base = dir.path().join("flight");
+    let filter = format!("id == {NR_SETPGID}");
+    let flight = crate::common::flight::Flight::start(
+        &base,
+        &[
+            "-g",
+            "--flight",
+            "4M",
+            "-e",
+            "raw_syscalls:sys_enter",
+            "--filter",
+            &filter,
+        ],
+    );
+    flight.wait_attached(1);
+    {
+        use std::io::Write;
+        let mut stdin = program.stdin.take().unwrap();
+        stdin.write_all(b"g").unwrap();
+    }
+    assert!(program.wait().unwrap().success());
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    flight.signal(libc::SIGUSR1);
+    let dump = flight.wait_dumps(1);
+    flight.stop();
+    let text = std::fs::read_to_string(&dump).unwrap();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|v| of_magic(v, MAGIC))
+        .collect();
+    assert_eq!(records.len() as u64, N, "every call in the dump");
+    for r in &records {
+        let names: Vec<&str> = r["stack"]
+            .as_array()
+            .expect("a stack on every dumped record")
+            .iter()
+            .filter(|f| f["module"] == exe.to_str().unwrap())
+            .filter_map(|f| f["symbol"].as_str())
+            .collect();
+        assert_eq!(names, ["middle", "outer", "main"], "{r}");
+    }
 }

@@ -29,7 +29,7 @@ use uevrec_parsers::ContextUpdate;
 use crate::capture::backend::{Backend, BackendKind};
 use crate::capture::perf::{self, RingPages};
 use crate::capture::selector::{Selector, default_selectors};
-use crate::capture::staging::StageSender;
+use crate::capture::staging::{STAGE_BYTES, StageSender};
 use crate::capture::tracefs::{Tracefs, TracefsError};
 use crate::system::fd_limit::Nofile;
 use attach::{Attacher, Halt};
@@ -222,6 +222,9 @@ pub fn run_with<B: Backend>(
         backend.track_new_tasks();
     }
     stage_pod_names(pod_logs.as_mut(), &mut st);
+    if config.stacks.is_some() {
+        stage_running_mappings(&mut st, out);
+    }
     if let Some(msg) = backend.adoption() {
         st.notice("adopted", None, &msg);
         st.summary.adopted = Some(msg);
@@ -379,6 +382,29 @@ fn start_context<B: Backend>(backend: &mut B, st: &mut Stager<B::Event>) {
         chunk.push_context(None, &u);
     });
     backend.keep_names(&names);
+}
+
+/// With stacks: the executable mappings of every process running now, staged ahead of
+/// every record, as `perf record` synthesizes them at its start. A process that began
+/// before the recording and exits before its records are named (a flight dump, a
+/// formatter behind) keeps its names; the kernel's MMAP2 records tell the rest.
+fn stage_running_mappings<E>(st: &mut Stager<E>, out: &StageSender<'_>) {
+    let chunk = &mut st.chunk;
+    crate::system::proc_maps::each_running(&mut |pid, m| {
+        let update = ContextUpdate::Mmap {
+            pid,
+            addr: m.start,
+            len: m.end.saturating_sub(m.start),
+            pgoff: m.pgoff,
+            build_id: &m.build_id,
+            path: m.path.as_bytes(),
+        };
+        chunk.push_context(None, &update);
+        if chunk.len() >= STAGE_BYTES {
+            // Closed: the session's next flush says so.
+            let _ = out.flush(chunk);
+        }
+    });
 }
 
 /// Stage the names of the pods and containers the kubelet made since the last look

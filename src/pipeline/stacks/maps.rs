@@ -1,10 +1,10 @@
 //! What each process had mapped, executable, while it ran: from the trackers'
 //! `PERF_RECORD_MMAP2`, exec, fork and exit records (staged as context entries, so every
-//! formatter worker sees all of them), or from `/proc/PID/maps` at first sight for a
-//! process that was running before the recording started. A process that exits before
-//! its records are formatted keeps its mappings here; a process id reused by another
-//! program starts from its fork (its parent's mappings) or its exec (none), never from
-//! the old program's.
+//! formatter worker sees all of them; the session stages those of the processes running at
+//! its start the same way), or from `/proc/PID/maps` at first sight for a process that
+//! neither told. A process that exits before its records are formatted keeps its
+//! mappings here; a process id reused by another program starts from its fork (its
+//! parent's mappings) or its exec (none), never from the old program's.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
