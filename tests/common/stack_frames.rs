@@ -1,6 +1,5 @@
 //! A record's `stack` key read back: the user frames' names and whether a call chain
-//! is among them (tests/host/stack_namespaces.rs; tests/host/stacks.rs has the same two
-//! helpers of its own, to be replaced by these).
+//! is among them (the host tier's stack tests).
 
 use serde_json::Value;
 

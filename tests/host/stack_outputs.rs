@@ -400,45 +400,7 @@ fn flight_dump_keeps_the_stacks() {
     let exe = require!(Tier::Host, build_chain(dir.path()));
     const MAGIC: u64 = 424_242_383;
     const N: u64 = 50;
-    let base = dir.path().join("flight");
-    let filter = format!("id == {NR_SETPGID}");
-    let flight = crate::common::flight::Flight::start(
-        &base,
-        &[
-            "-g",
-            "--flight",
-            "4M",
-            "-e",
-            "raw_syscalls:sys_enter",
-            "--filter",
-            &filter,
-        ],
-    );
-    flight.wait_attached(1);
-    run_chain(&exe, MAGIC, N);
-    // Each record is in the buffer once the session drained it; a dump on SIGUSR1 cuts
-    // at its time: wait a little, as the flight tests do.
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    flight.signal(libc::SIGUSR1);
-    let dump = flight.wait_dumps(1);
-    flight.stop();
-    let text = std::fs::read_to_string(&dump).unwrap();
-    let records: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|v| of_magic(v, MAGIC))
-        .collect();
-    assert_eq!(records.len() as u64, N, "every call in the dump");
-    for r in &records {
-        let names: Vec<&str> = r["stack"]
-            .as_array()
-            .expect("a stack on every dumped record")
-            .iter()
-            .filter(|f| f["module"] == exe.to_str().unwrap())
-            .filter_map(|f| f["symbol"].as_str())
-            .collect();
-        assert_eq!(names, ["middle", "outer", "main"], "{r}");
-    }
+    let dump = flight_dump_of(dir.path(), &exe, MAGIC, N, || run_chain(&exe, MAGIC, N));
     // And the dump draws.
     let (ok, folded, err) = flamegraph(&["--folded", "--user-only", dump.to_str().unwrap()]);
     assert!(ok, "{err}");
@@ -476,7 +438,26 @@ fn flight_dump_names_a_program_that_began_before_and_exited() {
         .stdin(Stdio::piped())
         .spawn()
         .unwrap();
-    let base = dir.path().join("flight");
+    flight_dump_of(dir.path(), &exe, MAGIC, N, || {
+        use std::io::Write;
+        let mut stdin = program.stdin.take().unwrap();
+        stdin.write_all(b"g").unwrap();
+        drop(stdin);
+        assert!(program.wait().unwrap().success());
+    });
+}
+
+/// A `record --flight -g` of the chain's calls, `run` making them once it attached, then
+/// one dump on SIGUSR1: its path, after checking that it holds the `n` calls of `magic`,
+/// each naming middle, outer and main in `exe`.
+fn flight_dump_of(
+    dir: &Path,
+    exe: &Path,
+    magic: u64,
+    n: u64,
+    run: impl FnOnce(),
+) -> std::path::PathBuf {
+    let base = dir.join("flight");
     let filter = format!("id == {NR_SETPGID}");
     let flight = crate::common::flight::Flight::start(
         &base,
@@ -491,12 +472,9 @@ fn flight_dump_names_a_program_that_began_before_and_exited() {
         ],
     );
     flight.wait_attached(1);
-    {
-        use std::io::Write;
-        let mut stdin = program.stdin.take().unwrap();
-        stdin.write_all(b"g").unwrap();
-    }
-    assert!(program.wait().unwrap().success());
+    run();
+    // Each record is in the buffer once the session drained it; a dump on SIGUSR1 cuts
+    // at its time: wait a little, as the flight tests do.
     std::thread::sleep(std::time::Duration::from_millis(500));
     flight.signal(libc::SIGUSR1);
     let dump = flight.wait_dumps(1);
@@ -505,9 +483,9 @@ fn flight_dump_names_a_program_that_began_before_and_exited() {
     let records: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|v| of_magic(v, MAGIC))
+        .filter(|v| of_magic(v, magic))
         .collect();
-    assert_eq!(records.len() as u64, N, "every call in the dump");
+    assert_eq!(records.len() as u64, n, "every call in the dump");
     for r in &records {
         let names: Vec<&str> = r["stack"]
             .as_array()
@@ -518,4 +496,5 @@ fn flight_dump_names_a_program_that_began_before_and_exited() {
             .collect();
         assert_eq!(names, ["middle", "outer", "main"], "{r}");
     }
+    dump
 }

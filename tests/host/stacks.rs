@@ -24,6 +24,7 @@ use crate::common::{PATIENCE, bin, complete_lines, wait_for};
 
 use crate::common::chain::build_chain_with;
 pub(crate) use crate::common::chain::{NR_SETPGID, build_chain, call_line};
+use crate::common::stack_frames::{holds_in_a_row, user_symbols};
 
 /// uevrec, interrupted (then waited for) when dropped.
 pub(crate) struct Recorder(pub(crate) Child);
@@ -283,24 +284,6 @@ fn record_program(exe: &Path, magic: u64, n: u64, args: &[&str]) -> (Value, Vec<
         .unwrap()
         .clone();
     (session, records, pid)
-}
-
-/// The user frames' symbols of a record, innermost first.
-fn user_symbols(r: &Value) -> Vec<String> {
-    r["stack"]
-        .as_array()
-        .expect("a stack on every record")
-        .iter()
-        .filter(|f| f["context"] == "user")
-        .map(|f| f["symbol"].as_str().unwrap_or("?").to_string())
-        .collect()
-}
-
-/// Whether `names` holds `chain` one right after the other.
-fn holds_in_a_row(names: &[String], chain: &[&str]) -> bool {
-    names
-        .windows(chain.len())
-        .any(|w| w.iter().zip(chain).all(|(a, b)| a == b))
 }
 
 /// `--call-graph dwarf` on the frame-pointer build: `inner`, which a frame-pointer walk

@@ -16,6 +16,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use super::stacks::{NR_SETPGID, Recorder, build_chain, call_line};
+use crate::common::stack_frames::user_symbols;
 use crate::common::tier::Tier;
 use crate::common::{PATIENCE, bin, complete_lines, wait_for};
 
@@ -49,17 +50,6 @@ fn of(lines: &[Value], magic: u64) -> Vec<Value> {
         .iter()
         .filter(|v| v["fields"]["args"][0] == magic)
         .cloned()
-        .collect()
-}
-
-/// The user frames' symbols of a line's stack (`?` for a frame without one).
-fn user_symbols(line: &Value) -> Vec<String> {
-    line["stack"]
-        .as_array()
-        .expect("a stack")
-        .iter()
-        .filter(|f| f["context"] == "user")
-        .map(|f| f["symbol"].as_str().unwrap_or("?").to_string())
         .collect()
 }
 

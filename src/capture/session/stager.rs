@@ -60,13 +60,22 @@ pub(super) struct Stager<E> {
     /// Whether the last drain staged anything. A drain that stages nothing after one that
     /// staged nothing sends no [`Staged::Drained`](crate::capture::staging::Staged) mark:
     /// the last mark already released every record before it, so an idle loop (every
-    /// 5 ms for `tail`) wakes no other thread.
+    /// 5 ms for `tail`) wakes no other thread — but for one mark every
+    /// [`IDLE_MARK_NS`], so that what waits for the time to pass (a flight dump cut at
+    /// its signal) does not wait for the next record.
     staged_last: bool,
+    /// When the last [`Staged::Drained`](crate::capture::staging::Staged) mark was sent
+    /// (the monotonic clock, ns).
+    last_mark: u64,
     /// The drain threads' chunks, kept between parallel passes (pool buffers).
     group_chunks: Vec<StagedChunk>,
     /// Note where each ring's records end in every chunk ([`Backend::keeps_pages`]).
     pub(super) ring_marks: bool,
 }
+
+/// How often an idle session still sends a Drained mark (ns): a flight dump cut at its
+/// signal, with its events silent since, is written at most this long after.
+const IDLE_MARK_NS: u64 = 100_000_000;
 
 /// What a drain thread of a parallel pass reads with ([`Stager::drain`]): the session's
 /// state, read only.
@@ -171,6 +180,7 @@ impl<E> Stager<E> {
             pool: None,
             busy: false,
             staged_last: true,
+            last_mark: 0,
             group_chunks: Vec::new(),
         }
     }
@@ -305,10 +315,11 @@ impl<E> Stager<E> {
             }
             staged += self.chunk.len();
             self.chunk.mark_round_end();
-            let mark = std::mem::replace(&mut self.staged_last, staged > 0) || staged > 0;
+            let mark = self.marks(began, staged > 0);
             if let Some(before) = self.clock.to_unix_ns(began).filter(|_| complete && mark) {
                 out.flush(&mut self.chunk)?;
                 out.drained(before)?;
+                self.last_mark = began;
             }
             Ok(())
         })();
@@ -420,12 +431,21 @@ impl<E> Stager<E> {
         }
         // About a chunk's worth of sys_enter records (96 bytes staged each) or more.
         self.busy = staged as usize * 96 >= STAGE_BYTES;
-        let mark = std::mem::replace(&mut self.staged_last, sent) || sent;
+        let mark = self.marks(began, sent);
         if let Some(before) = self.clock.to_unix_ns(began).filter(|_| mark) {
             out.flush(&mut self.chunk)?;
             out.drained(before)?;
+            self.last_mark = began;
         }
         Ok(())
+    }
+
+    /// Whether a drain that began at `began` (and `staged` something, or not) sends a
+    /// Drained mark: after it or the one before staged, or once the last mark is
+    /// [`IDLE_MARK_NS`] old.
+    fn marks(&mut self, began: u64, staged: bool) -> bool {
+        let before = std::mem::replace(&mut self.staged_last, staged);
+        before || staged || began.saturating_sub(self.last_mark) >= IDLE_MARK_NS
     }
 
     /// Release the handles of the events detached since the last call, in one batch
