@@ -373,7 +373,11 @@ fn ftrace_stacks_in_trace_dat() {
     let note = (lines.iter().find(|v| v["what"] == "stacks"))
         .and_then(|v| v["message"].as_str())
         .unwrap_or_default();
-    let whose = if kallsyms { "the file's kallsyms" } else { "this machine's" };
+    let whose = if kallsyms {
+        "the file's kallsyms"
+    } else {
+        "this machine's"
+    };
     assert!(note.contains(whose), "the stacks notice: {note}");
     assert!(
         !lines.iter().any(|v| v["uevrec"].is_null()

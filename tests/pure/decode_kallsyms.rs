@@ -7,10 +7,7 @@ use std::process::Command;
 
 use uevrec_parsers::trace_dat::writer::header;
 
-/// The parsers' tests' trace.dat builder.
-#[path = "../../parsers/tests/common/trace_dat.rs"]
-mod fixture;
-use fixture::{PAGE, seq_format};
+use super::decode_windows::fixture::{self, PAGE, seq_format};
 
 /// ftrace's kernel_stack format (Linux 6.18, x86_64).
 const KERNEL_STACK: &str = "name: kernel_stack

@@ -8,8 +8,8 @@ mod common;
 
 mod cli;
 mod cli_reference;
-mod decode_output;
 mod decode_kallsyms;
+mod decode_output;
 mod decode_salvage;
 mod decode_windows;
 mod export_transport;

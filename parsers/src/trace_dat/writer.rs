@@ -298,7 +298,12 @@ mod tests {
         let text = b"ffffffff81000000 T _stext\nffffffff81000100 t made_up_fn\n";
         for endian in [Endian::Little, Endian::Big] {
             let mut m = meta(endian, &[], &[]);
-            assert!(TraceDat::parse(&file(&m, &[])).unwrap().kallsyms().is_empty());
+            assert!(
+                TraceDat::parse(&file(&m, &[]))
+                    .unwrap()
+                    .kallsyms()
+                    .is_empty()
+            );
             m.kallsyms = text;
             let bytes = file(&m, &[]);
             let dat = TraceDat::parse(&bytes).unwrap();

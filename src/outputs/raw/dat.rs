@@ -19,13 +19,13 @@ use uevrec_parsers::Endian;
 use uevrec_parsers::trace_dat::writer::{DatMeta, header};
 
 use super::host::HostInfo;
-use crate::system::kallsyms::Kallsyms;
 use super::{Next, Notices, RawError, RawSummary};
 use crate::capture::ftrace::spool::{MetaLine, meta_path};
 use crate::capture::ftrace::{SpoolPlan, SpoolReport};
 use crate::capture::staging::{Staged, StagedEntry};
 use crate::outputs::sink::SinkError;
 use crate::system::durable::{FsyncPolicy, Publish};
+use crate::system::kallsyms::Kallsyms;
 use crate::system::uname::Uname;
 
 /// What a trace.dat holds.

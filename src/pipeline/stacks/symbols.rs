@@ -412,4 +412,3 @@ fn reason_word(reason: blazesym::symbolize::Reason) -> &'static str {
         _ => "not_found",
     }
 }
-
