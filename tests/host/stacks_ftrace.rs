@@ -128,6 +128,18 @@ fn record(exe: &Path, magic: u64, n: u64, out: &Path, args: &[&str]) -> (bool, S
     (status.success(), err, pid)
 }
 
+/// `r` has kernel frames, `do_syscall_64` among them when `kallsyms` is readable.
+fn kernel_frames_named(r: &Value, kallsyms: bool) {
+    let kernel = frames(r, "kernel");
+    assert!(!kernel.is_empty(), "kernel frames: {r}");
+    if kallsyms {
+        assert!(
+            kernel.iter().any(|f| f["symbol"] == "do_syscall_64"),
+            "do_syscall_64 among the kernel frames: {r}"
+        );
+    }
+}
+
 /// The records of the program (`args[0] == magic`).
 fn mine(lines: &[Value], magic: u64) -> Vec<Value> {
     lines
@@ -204,14 +216,7 @@ fn ftrace_stacks_name_the_chain_as_perf_does() {
             names.len() <= 8,
             "the kernel walks 8 user frames at most: {names:?}"
         );
-        let kernel = frames(r, "kernel");
-        assert!(!kernel.is_empty(), "kernel frames: {r}");
-        if kallsyms {
-            assert!(
-                kernel.iter().any(|f| f["symbol"] == "do_syscall_64"),
-                "do_syscall_64 among the kernel frames: {r}"
-            );
-        }
+        kernel_frames_named(r, kallsyms);
         let chain = frames(r, "user");
         let main = chain.iter().find(|f| f["symbol"] == "main").unwrap();
         assert_eq!(main["module"], exe.to_str().unwrap());
@@ -361,14 +366,7 @@ fn ftrace_stacks_in_trace_dat() {
         assert!(!user.is_empty(), "user frames: {r}");
         // No mappings in a trace.dat: addresses, never a wrong name.
         assert!(user.iter().all(|f| f.get("symbol").is_none()), "{r}");
-        let kernel = frames(r, "kernel");
-        assert!(!kernel.is_empty(), "kernel frames: {r}");
-        if kallsyms {
-            assert!(
-                kernel.iter().any(|f| f["symbol"] == "do_syscall_64"),
-                "do_syscall_64 among the kernel frames: {r}"
-            );
-        }
+        kernel_frames_named(r, kallsyms);
     }
     let note = (lines.iter().find(|v| v["what"] == "stacks"))
         .and_then(|v| v["message"].as_str())
