@@ -335,6 +335,9 @@ fn ftrace_stacks_in_trace_dat() {
     // The file's kallsyms section names the kernel frames for trace-cmd too; where
     // kptr_restrict hides the addresses, the file holds none and a notice says so.
     let kallsyms = kallsyms_readable();
+    let bytes = std::fs::read(&dat).unwrap();
+    let file = uevrec_parsers::trace_dat::TraceDat::parse(&bytes).unwrap();
+    assert_eq!(file.kallsyms().is_empty(), !kallsyms, "kallsyms with -g");
     if kallsyms {
         assert!(
             block.iter().any(|l| l.contains("do_syscall_64")),
