@@ -312,7 +312,7 @@ impl<'a> TraceDat<'a> {
 
     /// The traced machine's `/proc/kallsyms` text from the kallsyms section (`ADDRESS TYPE
     /// NAME [MODULE]` lines), which names the kernel frames of stack records; empty when
-    /// the file holds none (trace-cmd and uevrec write it only with stacks).
+    /// the file holds none (trace-cmd writes it always; uevrec only with stacks, `-g`).
     pub fn kallsyms(&self) -> &[u8] {
         &self.kallsyms
     }

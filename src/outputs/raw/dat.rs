@@ -44,8 +44,9 @@ pub struct DatStats {
 
 /// Why the kallsyms section is empty: zero addresses.
 const KALLSYMS_HIDDEN: &str = "/proc/kallsyms shows zero addresses (kptr_restrict; \
-    kallsyms_hidden): the file holds no kallsyms, so its kernel frames stay unnamed; record \
-    as root or with kernel.kptr_restrict=0 to name them";
+    kallsyms_hidden): the file holds no kallsyms, so trace-cmd report shows kernel frames \
+    as addresses and `uevrec decode` names them from the decoding machine's /proc/kallsyms; \
+    record as root or with kernel.kptr_restrict=0 to keep them";
 
 /// Why the kallsyms section is empty: unreadable.
 const KALLSYMS_UNREADABLE: &str = "/proc/kallsyms could not be read: the file holds no \
