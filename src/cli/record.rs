@@ -341,7 +341,8 @@ fn raw_output(
     if args.raw_format == RawFormat::TraceDat {
         let plan = SpoolPlan::new(path);
         let out = DatOutput::create(path, args.output.file_mode, host, plan.clone(), notices)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string())?
+            .with_stacks(config.session.stacks.is_some());
         config.session.spool = Some(plan);
         return Ok(Raw::TraceDat(out));
     }
@@ -603,6 +604,9 @@ fn report_raw(raw: Option<&Result<RawSummary, RawError>>, quiet: bool) -> i32 {
                     s.events,
                     s.path.display()
                 ));
+                if let Some(why) = d.kallsyms_missing {
+                    messages::print(format_args!("uevrec: notice: {why}\n"));
+                }
             } else if !quiet {
                 messages::print(format_args!(
                     "uevrec: wrote {}: {} samples of {} events, {} LOST records\n",

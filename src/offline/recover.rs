@@ -190,6 +190,9 @@ pub fn recover(target: &Path, tracefs: Option<&Path>) -> Result<Recovered, Strin
         tgids: tgids.as_deref(),
         uname: Some(uname),
         version: Some(version),
+        // Not kept beside the spools: a recovered file's kernel frames are named from the
+        // decoding machine's kallsyms (its `stacks` notice says so).
+        kallsyms: &[],
     };
     let (head, offsets) = header(&meta, &sizes);
     write_dat(

@@ -244,6 +244,9 @@ fn trace_dat_decodes_to_the_live_lines_and_trace_cmd_reads_it() {
     interrupt_and_wait(&mut rec_dat, &dat_log);
     interrupt_and_wait(&mut rec_live, &live_log);
     assert_no_spools(&dat);
+    let bytes = fs::read(&dat).unwrap();
+    let file = uevrec_parsers::trace_dat::TraceDat::parse(&bytes).unwrap();
+    assert!(file.kallsyms().is_empty(), "no kallsyms without -g");
 
     let got = decoded(&dat);
     let want = json_lines(&fs::read_to_string(&live).unwrap());

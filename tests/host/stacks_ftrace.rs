@@ -128,6 +128,18 @@ fn record(exe: &Path, magic: u64, n: u64, out: &Path, args: &[&str]) -> (bool, S
     (status.success(), err, pid)
 }
 
+/// `r` has kernel frames, `do_syscall_64` among them when `kallsyms` is readable.
+fn kernel_frames_named(r: &Value, kallsyms: bool) {
+    let kernel = frames(r, "kernel");
+    assert!(!kernel.is_empty(), "kernel frames: {r}");
+    if kallsyms {
+        assert!(
+            kernel.iter().any(|f| f["symbol"] == "do_syscall_64"),
+            "do_syscall_64 among the kernel frames: {r}"
+        );
+    }
+}
+
 /// The records of the program (`args[0] == magic`).
 fn mine(lines: &[Value], magic: u64) -> Vec<Value> {
     lines
@@ -204,14 +216,7 @@ fn ftrace_stacks_name_the_chain_as_perf_does() {
             names.len() <= 8,
             "the kernel walks 8 user frames at most: {names:?}"
         );
-        let kernel = frames(r, "kernel");
-        assert!(!kernel.is_empty(), "kernel frames: {r}");
-        if kallsyms {
-            assert!(
-                kernel.iter().any(|f| f["symbol"] == "do_syscall_64"),
-                "do_syscall_64 among the kernel frames: {r}"
-            );
-        }
+        kernel_frames_named(r, kallsyms);
         let chain = frames(r, "user");
         let main = chain.iter().find(|f| f["symbol"] == "main").unwrap();
         assert_eq!(main["module"], exe.to_str().unwrap());
@@ -320,13 +325,28 @@ fn ftrace_stacks_in_trace_dat() {
     let text = String::from_utf8_lossy(&report.stdout);
     let hex = format!("{magic:x}");
     let mut after = text.lines().skip_while(|l| !l.contains(&hex));
-    let block: Vec<&str> = after.by_ref().take(20).collect();
+    let block: Vec<&str> = after.by_ref().take(40).collect();
     assert!(
         block.iter().any(|l| l.contains("kernel_stack"))
             && block.iter().any(|l| l.contains("user_stack")),
         "trace-cmd report shows the stack records after the program's record:\n{}",
         block.join("\n")
     );
+    // The file's kallsyms section names the kernel frames for trace-cmd too; where
+    // kptr_restrict hides the addresses, the file holds none and a notice says so.
+    let kallsyms = kallsyms_readable();
+    let bytes = std::fs::read(&dat).unwrap();
+    let file = uevrec_parsers::trace_dat::TraceDat::parse(&bytes).unwrap();
+    assert_eq!(file.kallsyms().is_empty(), !kallsyms, "kallsyms with -g");
+    if kallsyms {
+        assert!(
+            block.iter().any(|l| l.contains("do_syscall_64")),
+            "trace-cmd report names do_syscall_64 from the file's kallsyms:\n{}",
+            block.join("\n")
+        );
+    } else {
+        assert!(err.contains("kallsyms_hidden"), "the notice: {err}");
+    }
 
     let decoded = Command::new(bin())
         .arg("decode")
@@ -349,8 +369,17 @@ fn ftrace_stacks_in_trace_dat() {
         assert!(!user.is_empty(), "user frames: {r}");
         // No mappings in a trace.dat: addresses, never a wrong name.
         assert!(user.iter().all(|f| f.get("symbol").is_none()), "{r}");
-        assert!(!frames(r, "kernel").is_empty(), "kernel frames: {r}");
+        kernel_frames_named(r, kallsyms);
     }
+    let note = (lines.iter().find(|v| v["what"] == "stacks"))
+        .and_then(|v| v["message"].as_str())
+        .unwrap_or_default();
+    let whose = if kallsyms {
+        "the file's kallsyms"
+    } else {
+        "this machine's"
+    };
+    assert!(note.contains(whose), "the stacks notice: {note}");
     assert!(
         !lines.iter().any(|v| v["uevrec"].is_null()
             && (v["event"] == "kernel_stack" || v["event"] == "user_stack")),

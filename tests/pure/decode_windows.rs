@@ -9,9 +9,9 @@ use std::process::Command;
 
 use uevrec_parsers::trace_dat::writer::header;
 
-/// The parsers' tests' trace.dat builder.
+/// The parsers' tests' trace.dat builder (decode_kallsyms.rs uses it too).
 #[path = "../../parsers/tests/common/trace_dat.rs"]
-mod fixture;
+pub(crate) mod fixture;
 use fixture::{Entry, PAGE, seq_format};
 
 /// Records a page: 200 of 20 bytes.

@@ -8,6 +8,7 @@ mod common;
 
 mod cli;
 mod cli_reference;
+mod decode_kallsyms;
 mod decode_output;
 mod decode_salvage;
 mod decode_windows;

@@ -15,12 +15,21 @@ use crate::ftrace_page::stacks::{
 use crate::output::{StackNamer, add_stack};
 use crate::trace_dat::{ErrorKind, Item, Record, Records, TraceDat, TraceDatError};
 
-/// What the `stacks` notice of a trace.dat with stack records says.
+/// What the `stacks` notice of a trace.dat with stack records says, then
+/// [`KALLSYMS_OF_FILE`] or [`KALLSYMS_OF_HOST`].
 pub const STACKS_NOTE: &str = "the stacks come from the file's ftrace kernel_stack and \
     user_stack records, each tied to the record it follows on its CPU: user frames are \
     addresses only (unsymbolized: no_mapping), since a trace.dat carries no mappings of the \
-    processes; kernel frames are named from this machine's /proc/kallsyms (the file holds \
-    none), so decode it on the machine that recorded it";
+    processes; ";
+
+/// The end of the `stacks` notice when the file holds a kallsyms section.
+pub const KALLSYMS_OF_FILE: &str =
+    "kernel frames are named from the file's kallsyms (the recording machine's)";
+
+/// The end of the `stacks` notice when the file holds no kallsyms.
+pub const KALLSYMS_OF_HOST: &str = "kernel frames are named from this machine's \
+    /proc/kallsyms (the file holds none: recorded without -g, by a tool that left it out, \
+    or where kptr_restrict hid the addresses), so decode it on the machine that recorded it";
 
 /// Bytes of lines gathered before they go to `flush`.
 const BATCH: usize = 256 << 10;
@@ -698,7 +707,12 @@ impl Run<'_, '_> {
             return;
         }
         let (writer, lines) = (&mut self.writer, &mut self.lines);
-        self.open &= notice_line(sink, writer, lines, None, ("stacks", None), STACKS_NOTE);
+        let kallsyms = match self.d.file.kallsyms().is_empty() {
+            true => KALLSYMS_OF_HOST,
+            false => KALLSYMS_OF_FILE,
+        };
+        let note = format!("{STACKS_NOTE}{kallsyms}");
+        self.open &= notice_line(sink, writer, lines, None, ("stacks", None), &note);
         let mut untied = Untied::default();
         for (_, _, tie) in &self.ties {
             untied.add(&tie.untied);

@@ -105,6 +105,7 @@ impl<'a> TraceDat<'a> {
             buffers: Vec::new(),
             uname: None,
             tracer_version: None,
+            kallsyms: std::borrow::Cow::Borrowed(&[]),
             cpu_count: None,
             time_offset_ns: 0,
             anchored: false,
@@ -126,7 +127,7 @@ impl<'a> TraceDat<'a> {
         self.read_header_info(&mut c)?;
         self.read_ftrace_formats(&mut c)?;
         self.read_event_formats(&mut c)?;
-        c.skip_sized(4, "kallsyms")?;
+        self.kallsyms = std::borrow::Cow::Borrowed(read_kallsyms(&mut c)?);
         c.skip_sized(4, "printk formats")?;
         self.read_cmdlines(&mut c)?;
         let cpus = c.u32("cpu count")?;
@@ -246,6 +247,18 @@ impl<'a> TraceDat<'a> {
         }
         if let Some(body) = section(self, id::EVENT_FORMATS, "event formats section")? {
             self.read_event_formats(&mut body.cursor(self.endian))?;
+        }
+        if let Some(body) = section(self, id::KALLSYMS, "kallsyms section")? {
+            let mut kc = body.cursor(self.endian);
+            let text = read_kallsyms(&mut kc)?;
+            self.kallsyms = match &body.bytes {
+                // Uncompressed: the text lies in the file (no copy).
+                std::borrow::Cow::Borrowed(_) => {
+                    let at = kc.pos().saturating_sub(text.len());
+                    std::borrow::Cow::Borrowed(self.data.get(at..kc.pos()).unwrap_or_default())
+                }
+                std::borrow::Cow::Owned(_) => std::borrow::Cow::Owned(text.to_vec()),
+            };
         }
         if let Some(body) = section(self, id::CMDLINES, "cmdlines section")? {
             self.read_cmdlines(&mut body.cursor(self.endian))?;
@@ -434,7 +447,13 @@ impl<'a> TraceDat<'a> {
                 }
                 options.buffers.push(buffer);
             }
-            id::HEADER_INFO | id::FTRACE_EVENTS | id::EVENT_FORMATS | id::CMDLINES if v7 => {
+            id::HEADER_INFO
+            | id::FTRACE_EVENTS
+            | id::EVENT_FORMATS
+            | id::KALLSYMS
+            | id::CMDLINES
+                if v7 =>
+            {
                 let at = c.u64("section offset option")?;
                 options.sections.insert(option, at);
             }
@@ -542,4 +561,10 @@ impl<'a> TraceDat<'a> {
             self.common_type = (field.offset as usize, field.size as usize);
         }
     }
+}
+
+/// The kallsyms block at `c`: `size:u32 text` (v6 in place, v7 a section's body).
+fn read_kallsyms<'b>(c: &mut Cursor<'b>) -> Result<&'b [u8], TraceDatError> {
+    let len = c.u32("kallsyms size")?;
+    c.take(u64::from(len), "kallsyms")
 }

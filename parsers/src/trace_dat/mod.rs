@@ -20,8 +20,9 @@
 //! borrows it; the page data of uncompressed files is never copied. What it keeps: the
 //! page layout ([`crate::ftrace_page`]), every event format (parsed with
 //! [`crate::format_file::parse_format_for`] for the file's word size), the saved command
-//! lines, the trace clock, the buffers and the options it understands. kallsyms and the
-//! printk formats are skipped (in v7 not even decompressed).
+//! lines, the trace clock, the buffers and the options it understands. The kallsyms text
+//! is kept as it lies ([`TraceDat::kallsyms`]: borrowed, copied only out of a compressed
+//! v7 section); the printk formats are skipped.
 //!
 //! Records: [`TraceDat::records`] merges the top instance's per-CPU page streams by time
 //! (k-way; ties go to the lower CPU, as trace-cmd does) and yields [`Item`]s. Memory: one
@@ -87,6 +88,7 @@ mod id {
     pub const HEADER_INFO: u16 = 16;
     pub const FTRACE_EVENTS: u16 = 17;
     pub const EVENT_FORMATS: u16 = 18;
+    pub const KALLSYMS: u16 = 19;
     pub const CMDLINES: u16 = 21;
     pub const BUFFER_TEXT: u16 = 22;
     /// uevrec's own: [`super::UEVREC_SAVED_TGIDS`].
@@ -183,6 +185,8 @@ pub struct TraceDat<'a> {
     buffers: Vec<BufferInfo>,
     uname: Option<String>,
     tracer_version: Option<String>,
+    /// The kallsyms section's text (empty when the file holds none).
+    kallsyms: std::borrow::Cow<'a, [u8]>,
     cpu_count: Option<u32>,
     time_offset_ns: i64,
     /// The file has a DATE or OFFSET option.
@@ -304,6 +308,13 @@ impl<'a> TraceDat<'a> {
     /// `sysname nodename release …`).
     pub fn host_name(&self) -> Option<&str> {
         self.uname()?.split_whitespace().nth(1)
+    }
+
+    /// The traced machine's `/proc/kallsyms` text from the kallsyms section (`ADDRESS TYPE
+    /// NAME [MODULE]` lines), which names the kernel frames of stack records; empty when
+    /// the file holds none (trace-cmd writes it always; uevrec only with stacks, `-g`).
+    pub fn kallsyms(&self) -> &[u8] {
+        &self.kallsyms
     }
 
     /// The version of trace-cmd that wrote the file (VERSION option).

@@ -122,6 +122,9 @@ fn v6_with_cmdlines(endian: Endian, cmdlines: &[u8]) -> Vec<u8> {
     w.b
 }
 
+/// The kallsyms text of [`v7`].
+const KALLSYMS: &[u8] = b"ffffffff81000000 T _stext\nffffffff81000100 t made_up\n";
+
 /// A v7 file compressed with zlib; `page_size_in_buffer` writes trace-cmd 3.1's BUFFER
 /// option.
 fn v7(endian: Endian, page_size_in_buffer: bool) -> Vec<u8> {
@@ -148,6 +151,17 @@ fn v7(endian: Endian, page_size_in_buffer: bool) -> Vec<u8> {
     let mut cl = W::new(endian);
     cl.sized(8, b"42 worker\n");
     let cmd = section(&mut w, id::CMDLINES, &cl.b);
+    // The kallsyms section: compressed, or (with trace-cmd 3.1's BUFFER option) not.
+    let mut ks = W::new(endian);
+    ks.sized(4, KALLSYMS);
+    let kallsyms = if page_size_in_buffer {
+        let at = w.b.len() as u64;
+        w.n(u64::from(id::KALLSYMS), 2).n(0, 2).n(0, 4);
+        w.n(ks.b.len() as u64, 8).s(&ks.b);
+        at
+    } else {
+        section(&mut w, id::KALLSYMS, &ks.b)
+    };
     // The flyrecord section: header, then the CPU data (count, one chunk).
     let fly = w.b.len() as u64;
     w.n(u64::from(id::BUFFER), 2).n(1, 2).n(0, 4).n(0, 8);
@@ -161,6 +175,7 @@ fn v7(endian: Endian, page_size_in_buffer: bool) -> Vec<u8> {
         (id::HEADER_INFO, hi),
         (id::EVENT_FORMATS, ev),
         (id::CMDLINES, cmd),
+        (id::KALLSYMS, kallsyms),
     ] {
         o.n(u64::from(sid), 2).n(8, 4).n(at, 8);
     }
@@ -240,6 +255,9 @@ fn v7_zlib_both_byte_orders_both_buffer_options() {
             assert_eq!(file.trace_clock(), Some("mono"));
             assert_eq!(file.time_offset_ns(), -5);
             assert_eq!(file.comm(42), Some("worker"));
+            assert_eq!(file.kallsyms(), KALLSYMS);
+            let borrowed = bytes.as_ptr_range().contains(&file.kallsyms().as_ptr());
+            assert_eq!(borrowed, with_page_size, "borrowed unless compressed");
             let top = &file.buffers()[0];
             assert!(top.compressed);
             assert_eq!(

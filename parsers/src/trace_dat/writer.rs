@@ -10,7 +10,8 @@
 //! "header_page\0" size:u64 text   "header_event\0" size:u64 text
 //! ftrace formats: count:u32 (size:u64 text)×count
 //! event formats: systems:u32 (name\0 count:u32 (size:u64 text)×count)×systems
-//! kallsyms: size:u32 (0)   printk formats: size:u32 (0)
+//! kallsyms: size:u32 text (/proc/kallsyms with stacks, else empty)
+//! printk formats: size:u32 (0)
 //! cmdlines: size:u64 text
 //! cpus:u32
 //! "options  \0" (id:u16 size:u32 data)… 0:u16
@@ -76,6 +77,10 @@ pub struct DatMeta<'a> {
     pub uname: Option<&'a str>,
     /// The writer's version (VERSION option), if any.
     pub version: Option<&'a str>,
+    /// The traced machine's `/proc/kallsyms` text (the kallsyms section), which names
+    /// the kernel frames of stack records; empty when none (a text past 4 GiB is left
+    /// out: the section's size is a u32).
+    pub kallsyms: &'a [u8],
 }
 
 /// Bytes in one byte order.
@@ -170,7 +175,13 @@ pub fn header(meta: &DatMeta<'_>, cpu_sizes: &[u64]) -> (Vec<u8>, Vec<u64>) {
             o.sized(f);
         }
     }
-    o.u32(0); // kallsyms
+    match u32::try_from(meta.kallsyms.len()) {
+        Ok(len) => {
+            o.u32(len);
+            o.b.extend_from_slice(meta.kallsyms);
+        }
+        Err(_) => o.u32(0),
+    }
     o.u32(0); // printk formats
     o.sized(meta.cmdlines);
     o.u32(cpu_sizes.len() as u32);
@@ -241,6 +252,7 @@ mod tests {
             tgids: Some("12 10\n34 34\n"),
             uname: Some("Linux host 6.18 #1 x86_64"),
             version: Some("uevrec 0"),
+            kallsyms: &[],
         }
     }
 
@@ -278,6 +290,27 @@ mod tests {
             assert_eq!(id, opt::TRACECLOCK, "the first option");
             let size = size as usize;
             assert_eq!(&bytes[at + 6..at + 6 + size], b"[mono]\n\0");
+        }
+    }
+
+    #[test]
+    fn the_kallsyms_text_round_trips_borrowed() {
+        let text = b"ffffffff81000000 T _stext\nffffffff81000100 t made_up_fn\n";
+        for endian in [Endian::Little, Endian::Big] {
+            let mut m = meta(endian, &[], &[]);
+            assert!(
+                TraceDat::parse(&file(&m, &[]))
+                    .unwrap()
+                    .kallsyms()
+                    .is_empty()
+            );
+            m.kallsyms = text;
+            let bytes = file(&m, &[]);
+            let dat = TraceDat::parse(&bytes).unwrap();
+            assert_eq!(dat.kallsyms(), text);
+            let inside = bytes.as_ptr_range();
+            assert!(inside.contains(&dat.kallsyms().as_ptr()), "not copied");
+            assert_eq!(dat.cmdlines().len(), 2, "what follows is read in place");
         }
     }
 

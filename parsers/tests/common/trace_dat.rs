@@ -126,5 +126,6 @@ pub fn meta<'a>(
         tgids,
         uname,
         version: None,
+        kallsyms: &[],
     }
 }

@@ -101,8 +101,15 @@ pub(crate) fn decode_trace_dat(
         None => {
             let decoded = match super::parallel::stack_options(opts).filter(|_| ties) {
                 Some(o) => {
-                    let namer = Box::new(crate::pipeline::stacks::StackWriter::new(o));
-                    lines::decode_named(&d, flush, namer)
+                    let mut namer = crate::pipeline::stacks::StackWriter::new(o);
+                    // The file's own kallsyms names its kernel frames: blazesym reads a
+                    // kallsyms file by path, so the section goes to a temporary file
+                    // (removed when `_kallsyms` drops, after the decoding).
+                    let _kallsyms = kallsyms_file(file.kallsyms())?;
+                    if let Some(f) = &_kallsyms {
+                        namer = namer.with_kallsyms(f.path());
+                    }
+                    lines::decode_named(&d, flush, Box::new(namer))
                 }
                 None => lines::decode_with(&d, flush, None),
             };
@@ -131,4 +138,19 @@ pub(crate) fn decode_trace_dat(
         truncated_summary,
         shared,
     })
+}
+
+/// A temporary file holding `text` (a trace.dat's kallsyms section), or none when it is
+/// empty.
+fn kallsyms_file(text: &[u8]) -> Result<Option<tempfile::NamedTempFile>, String> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let mut f = tempfile::Builder::new()
+        .prefix("uevrec-kallsyms-")
+        .tempfile()
+        .map_err(|e| format!("writing the file's kallsyms to a temporary file: {e}"))?;
+    std::io::Write::write_all(&mut f, text)
+        .map_err(|e| format!("writing the file's kallsyms to a temporary file: {e}"))?;
+    Ok(Some(f))
 }

@@ -25,6 +25,7 @@ use crate::capture::ftrace::{SpoolPlan, SpoolReport};
 use crate::capture::staging::{Staged, StagedEntry};
 use crate::outputs::sink::SinkError;
 use crate::system::durable::{FsyncPolicy, Publish};
+use crate::system::kallsyms::Kallsyms;
 use crate::system::uname::Uname;
 
 /// What a trace.dat holds.
@@ -34,7 +35,22 @@ pub struct DatStats {
     pub pages: u64,
     /// CPUs.
     pub cpus: usize,
+    /// Bytes of `/proc/kallsyms` in its kallsyms section (with stacks only).
+    pub kallsyms_bytes: u64,
+    /// With stacks, why the kallsyms section is empty (`/proc/kallsyms` showed zero
+    /// addresses, or could not be read), in words.
+    pub kallsyms_missing: Option<&'static str>,
 }
+
+/// Why the kallsyms section is empty: zero addresses.
+const KALLSYMS_HIDDEN: &str = "/proc/kallsyms shows zero addresses (kptr_restrict; \
+    kallsyms_hidden): the file holds no kallsyms, so trace-cmd report shows kernel frames \
+    as addresses and `uevrec decode` names them from the decoding machine's /proc/kallsyms; \
+    record as root or with kernel.kptr_restrict=0 to keep them";
+
+/// Why the kallsyms section is empty: unreadable.
+const KALLSYMS_UNREADABLE: &str = "/proc/kallsyms could not be read: the file holds no \
+    kallsyms, so `uevrec decode` names its kernel frames from the decoding machine's";
 
 /// A trace.dat output, created and ready.
 #[derive(Debug)]
@@ -45,9 +61,19 @@ pub struct DatOutput {
     plan: SpoolPlan,
     /// Print the session's notices on standard error.
     notices: bool,
+    /// The records carry call stacks (`-g`): the file holds `/proc/kallsyms` to name
+    /// their kernel frames.
+    stacks: bool,
 }
 
 impl DatOutput {
+    /// With `stacks` (`-g`), the file holds this machine's `/proc/kallsyms` (a few MiB),
+    /// which names the kernel frames of its stack records wherever it is read.
+    pub fn with_stacks(mut self, stacks: bool) -> Self {
+        self.stacks = stacks;
+        self
+    }
+
     /// An output into `path` (mode `mode`, never over an existing file) describing
     /// `host`, assembled from what the spooling of `plan` reports. `path` itself appears
     /// at the end, whole; its metadata file `.FILE.uevrec-meta`
@@ -121,6 +147,7 @@ impl DatOutput {
             host,
             plan,
             notices,
+            stacks: false,
         })
     }
 }
@@ -284,6 +311,13 @@ fn assemble(out: DatOutput, formats: &Formats) -> Result<RawSummary, RawError> {
         .iter()
         .filter_map(|c| Some((c.cpu, c.stats.clone()?)))
         .collect();
+    let kallsyms = out.stacks.then(crate::system::kallsyms::read);
+    let (kallsyms_text, kallsyms_missing): (&[u8], _) = match &kallsyms {
+        None => (&[], None),
+        Some(Kallsyms::Text(text)) => (text, None),
+        Some(Kallsyms::Hidden) => (&[], Some(KALLSYMS_HIDDEN)),
+        Some(Kallsyms::Unreadable(_)) => (&[], Some(KALLSYMS_UNREADABLE)),
+    };
     let meta = DatMeta {
         endian: Endian::NATIVE,
         long_size: out.host.long_size,
@@ -299,11 +333,14 @@ fn assemble(out: DatOutput, formats: &Formats) -> Result<RawSummary, RawError> {
         tgids: report.tgids.as_deref(),
         uname: Some(&uname),
         version: Some(version),
+        kallsyms: kallsyms_text,
     };
     let (head, offsets) = header(&meta, &sizes);
     let stats = DatStats {
         pages: sizes.iter().sum::<u64>() / page,
         cpus: sizes.len(),
+        kallsyms_bytes: kallsyms_text.len() as u64,
+        kallsyms_missing,
     };
     let summary = RawSummary {
         path: out.path.clone(),

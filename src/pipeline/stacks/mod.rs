@@ -177,6 +177,9 @@ pub struct StackWriter {
     unwinder: Option<Box<UserUnwinder>>,
     /// The user frames of the record being written (reused).
     unwound: Vec<u64>,
+    /// The kallsyms that names kernel frames, when not this machine's (a recorded
+    /// file's own: [`StackWriter::with_kallsyms`]).
+    kallsyms: Option<std::path::PathBuf>,
 }
 
 impl StackWriter {
@@ -194,7 +197,15 @@ impl StackWriter {
             build_ids: build_ids::BuildIds::default(),
             unwinder: None,
             unwound: Vec::new(),
+            kallsyms: None,
         }
+    }
+
+    /// This writer names kernel frames from the kallsyms text in the file at `path` (a
+    /// recorded file's own, written out for the symbolizer) instead of this machine's.
+    pub fn with_kallsyms(mut self, path: &std::path::Path) -> Self {
+        self.kallsyms = Some(path.to_owned());
+        self
     }
 
     /// A writer for `options` that knows the mappings of `maps` already (a flight
@@ -312,6 +323,7 @@ impl StackWriter {
         let offline = self.options.offline;
         symbols::with(|s| {
             s.unbudgeted = offline;
+            s.use_kallsyms(self.kallsyms.as_deref());
             f(s)
         })
     }

@@ -11,7 +11,7 @@
 //! ([`set_debug_dirs`]: `--debug-dir`, default `/usr/lib/debug`).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -165,6 +165,9 @@ pub struct Symbols {
     debug_dirs: Vec<PathBuf>,
     /// Whether `/proc/kallsyms` shows addresses (`kptr_restrict` may hide them: zeros).
     kallsyms_readable: bool,
+    /// The kallsyms file kernel frames are named from when not `/proc/kallsyms` (a
+    /// recorded file's own); `kernel` caches its names.
+    kallsyms_file: Option<PathBuf>,
     /// Cold look-up time left (a token bucket: [`BUDGET_SHARE`] of the time that
     /// passes comes back, up to [`BUDGET_BURST`]).
     budget: Duration,
@@ -218,7 +221,8 @@ impl Symbols {
                 || vec![PathBuf::from("/usr/lib/debug")],
                 <[PathBuf]>::to_vec,
             ),
-            kallsyms_readable: kallsyms_readable(),
+            kallsyms_readable: crate::system::kallsyms::readable(),
+            kallsyms_file: None,
             budget: BUDGET_BURST,
             refilled_at: Instant::now(),
             behind: 0,
@@ -230,6 +234,15 @@ impl Symbols {
     /// Whether `/proc/kallsyms` shows addresses.
     pub fn kallsyms_readable(&self) -> bool {
         self.kallsyms_readable
+    }
+
+    /// Name kernel frames from the kallsyms file at `path` (`None`: `/proc/kallsyms`);
+    /// the names cached from another are forgotten.
+    pub fn use_kallsyms(&mut self, path: Option<&Path>) {
+        if self.kallsyms_file.as_deref() != path {
+            self.kallsyms_file = path.map(Path::to_path_buf);
+            self.kernel.clear();
+        }
     }
 
     /// Whether a cold look-up may be made now (the budget is not spent).
@@ -291,7 +304,7 @@ impl Symbols {
 
     /// What is at the kernel address `address`.
     pub fn kernel(&mut self, address: u64) -> Arc<Resolved> {
-        if !self.kallsyms_readable {
+        if !self.kallsyms_readable && self.kallsyms_file.is_none() {
             return Arc::new(Resolved {
                 frames: Vec::new(),
                 reason: Some("kallsyms_hidden"),
@@ -300,7 +313,12 @@ impl Symbols {
         if let Some(r) = self.kernel.get(&address) {
             return r.clone();
         }
+        let kallsyms = match &self.kallsyms_file {
+            Some(path) => blazesym::MaybeDefault::Some(path.clone()),
+            None => blazesym::MaybeDefault::Default,
+        };
         let kernel = Kernel {
+            kallsyms,
             vmlinux: blazesym::MaybeDefault::None,
             debug_syms: false,
             ..Kernel::default()
@@ -393,18 +411,4 @@ fn reason_word(reason: blazesym::symbolize::Reason) -> &'static str {
         Reason::UnknownAddr => "unknown_address",
         _ => "not_found",
     }
-}
-
-/// Whether `/proc/kallsyms` shows real addresses (its first line's is not zero).
-fn kallsyms_readable() -> bool {
-    use std::io::BufRead;
-    let Ok(file) = std::fs::File::open("/proc/kallsyms") else {
-        return false;
-    };
-    let mut first = String::new();
-    if std::io::BufReader::new(file).read_line(&mut first).is_err() {
-        return false;
-    }
-    let addr = first.split(' ').next().unwrap_or_default();
-    !addr.is_empty() && addr.bytes().any(|b| b != b'0')
 }
