@@ -17,7 +17,7 @@ use uevrec_parsers::{ContextUpdate, Endian, RecordStamp, StackNamer};
 mod perf_data;
 #[path = "common/trace_dat.rs"]
 mod trace_dat;
-use perf_data::{SeqFile, finish, seq_raw};
+use perf_data::{SeqFile, decode_until_cut, finish, seq_raw};
 
 const EVENT_ID: u64 = 7;
 const TRACKING: TrackingSpec = TrackingSpec {
@@ -200,20 +200,7 @@ fn decode(bytes: &[u8]) -> (Vec<serde_json::Value>, Vec<String>, Vec<PerfDataErr
         ..DecodeOptions::default()
     };
     let mut dec = LineDecoder::new(data, opts, |_, _| true).with_stacks(Box::new(told));
-    let mut out = Vec::new();
-    let mut sink = |b: &[u8]| {
-        out.extend_from_slice(b);
-        true
-    };
-    for rec in records {
-        match rec {
-            Ok(rec) => {
-                dec.record_in(&rec, bytes, &mut sink);
-            }
-            Err(_) => break,
-        }
-    }
-    dec.finish_in(bytes, &mut sink);
+    let out = decode_until_cut(&mut dec, records, bytes);
     let errors = dec.stats().errors.clone();
     drop(dec);
     let lines = String::from_utf8(out)

@@ -13,7 +13,7 @@ use uevrec_parsers::to_lines::perf_data::LineDecoder;
 mod perf_data;
 #[path = "common/trace_dat.rs"]
 mod trace_dat;
-use perf_data::{SEQ, SeqFile, finish, seq_raw};
+use perf_data::{SEQ, SeqFile, decode_until_cut, finish, seq_raw};
 
 const SAMPLES: u64 = 12;
 
@@ -61,20 +61,7 @@ fn files() -> (Vec<u8>, Vec<u8>, Vec<usize>) {
 fn seqs(bytes: &[u8]) -> Option<Vec<u64>> {
     let (data, records) = PerfData::open(bytes).ok()?;
     let mut dec = LineDecoder::new(data, DecodeOptions::default(), |_, _| true);
-    let mut out = Vec::new();
-    let mut sink = |b: &[u8]| {
-        out.extend_from_slice(b);
-        true
-    };
-    for rec in records {
-        match rec {
-            Ok(rec) => {
-                dec.record_in(&rec, bytes, &mut sink);
-            }
-            Err(_) => break,
-        }
-    }
-    dec.finish_in(bytes, &mut sink);
+    let out = decode_until_cut(&mut dec, records, bytes);
     let text = String::from_utf8(out).unwrap();
     Some(
         text.lines()

@@ -89,3 +89,27 @@ pub fn finish(file: &mut Vec<u8>, meta: &FileMeta<'_>) {
     file.extend_from_slice(&trailer.bytes);
     file[..FILE_HEADER_SIZE as usize].copy_from_slice(&trailer.header);
 }
+
+/// The lines `dec` writes for `records` of `bytes`, up to the first record that does not
+/// read (a cut file's end), then what it holds back.
+pub fn decode_until_cut(
+    dec: &mut uevrec_parsers::to_lines::perf_data::LineDecoder<'_>,
+    records: uevrec_parsers::perf_data::records::Records<'_>,
+    bytes: &[u8],
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut sink = |b: &[u8]| {
+        out.extend_from_slice(b);
+        true
+    };
+    for rec in records {
+        match rec {
+            Ok(rec) => {
+                dec.record_in(&rec, bytes, &mut sink);
+            }
+            Err(_) => break,
+        }
+    }
+    dec.finish_in(bytes, &mut sink);
+    out
+}
