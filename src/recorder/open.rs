@@ -14,7 +14,7 @@ use crate::capture::perf::{self, PerfBackend, Rings};
 use crate::capture::session::filter::ThreadFilter;
 use crate::capture::session::{self, LiveStats, SessionConfig, SessionError, Summary};
 use crate::capture::staging::StageSender;
-use crate::capture::staging::written::Written;
+use crate::capture::staging::written::{Settled, Written};
 use crate::capture::tracefs::Tracefs;
 use crate::system::fd_limit::{self, Nofile};
 
@@ -90,7 +90,10 @@ pub fn writer_marks(config: &SessionConfig) -> Option<Arc<Written>> {
     let opened =
         std::fs::create_dir_all(named::STATE_DIR).and_then(|()| Written::open(&path, cpus));
     match opened {
-        Ok(w) => Some(Arc::new(w)),
+        Ok(w) => {
+            settle(config, spec, &w);
+            Some(Arc::new(w))
+        }
         Err(e) => {
             crate::messages::print(format_args!(
                 "uevrec: {}: {e}; without it the records in flight when uevrec is killed are \
@@ -99,6 +102,35 @@ pub fn writer_marks(config: &SessionConfig) -> Option<Arc<Written>> {
             ));
             None
         }
+    }
+}
+
+/// Settle the batch a killed run of `spec` was writing ([`named::settle_written`]) and
+/// say what was done to its file.
+fn settle(config: &SessionConfig, spec: &named::NamedInstance, written: &Written) {
+    let root = match &config.tracefs {
+        Some(t) => t.root().to_owned(),
+        None => match Tracefs::discover(None) {
+            Ok(t) => t.root().to_owned(),
+            // The session says what is wrong with tracefs.
+            Err(_) => return,
+        },
+    };
+    match named::settle_written(&root, spec, written) {
+        Settled::Nothing | Settled::Landed => {}
+        Settled::Cut { path, bytes } => crate::messages::print(format_args!(
+            "uevrec: the run of instance {} killed while writing left {bytes} bytes of its \
+             last batch in {}: cut off, and those records are written again here\n",
+            spec.name,
+            path.display()
+        )),
+        Settled::Unsettled { path, why } => crate::messages::print(format_args!(
+            "uevrec: the run of instance {} was killed while writing to {} ({why}): the \
+             records of that last batch are written again here, and some may be there \
+             already\n",
+            spec.name,
+            path.display()
+        )),
     }
 }
 

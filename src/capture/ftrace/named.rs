@@ -9,6 +9,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::capture::backend::FtraceError;
+use crate::capture::staging::written::{Settled, Written};
 
 /// Why a named instance cannot be used (crate::capture::ftrace's setup error wraps it).
 #[derive(Debug, thiserror::Error)]
@@ -401,6 +402,23 @@ pub fn names(state: &Path) -> PathBuf {
 /// crate::capture::staging::written).
 pub fn written(name: &str) -> PathBuf {
     Path::new(STATE_DIR).join(format!("{name}.written"))
+}
+
+/// Settle the batch a killed run of instance `spec` was writing (`written`, its marks:
+/// [`Written::settle`]) before this run's writer starts, so that no line of this run lands
+/// on the killed run's file first. Under the instance's lock (a running uevrec's batch is
+/// never touched: this run is refused later), and only when the instance under tracefs
+/// `root` is there to be adopted and not to be reset (otherwise no run writes the records
+/// of a part cut off).
+pub fn settle_written(root: &Path, spec: &NamedInstance, written: &Written) -> Settled {
+    let there = root.join("instances").join(&spec.name).is_dir();
+    if spec.reset || !there {
+        return Settled::Nothing;
+    }
+    match lock(Path::new(STATE_DIR), &spec.name) {
+        Ok(_held) => written.settle(),
+        Err(_) => Settled::Nothing,
+    }
 }
 
 /// Forget instance `NAME`'s state, ledgers, journals and marks (after removing the

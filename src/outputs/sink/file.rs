@@ -7,10 +7,11 @@
 use crate::messages;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::{Sink, SinkError};
+use crate::capture::staging::written::FileSpan;
 
 /// Size-based rotation: renames `FILE.{m-1}` → `FILE.{m}` … `FILE` → `FILE.1`, where `m`
 /// is the first free number (at most `keep`: the oldest is then replaced, i.e. removed),
@@ -69,6 +70,8 @@ impl Default for FileOptions {
 #[derive(Debug)]
 pub struct RotatingFile {
     path: PathBuf,
+    /// `path` from the root (`--instance` announces it: the next run may start elsewhere).
+    absolute: PathBuf,
     opts: FileOptions,
     file: File,
     /// Bytes in the current file (from fstat at open, then counted).
@@ -208,8 +211,10 @@ impl RotatingFile {
             .metadata()
             .map_err(|e| SinkError::io("reading size of", &path, e))?
             .len();
+        let absolute = std::path::absolute(&path).unwrap_or_else(|_| path.clone());
         Ok(RotatingFile {
             path,
+            absolute,
             opts,
             file,
             size,
@@ -311,6 +316,27 @@ fn first_line(lines: &[u8]) -> usize {
 }
 
 impl Sink for RotatingFile {
+    fn span_of(&self, len: usize) -> Option<FileSpan<'_>> {
+        let len = len as u64;
+        if self
+            .opts
+            .rotation
+            .is_some_and(|rot| self.size.saturating_add(len) > rot.max_bytes)
+        {
+            // The lines would go to the next file, or to two.
+            return None;
+        }
+        let m = self.file.metadata().ok()?;
+        Some(FileSpan {
+            path: &self.absolute,
+            dev: m.dev(),
+            ino: m.ino(),
+            born: crate::capture::staging::written::born_ns(&m).unwrap_or(0),
+            start: m.len(),
+            end: m.len() + len,
+        })
+    }
+
     fn write_lines(&mut self, mut lines: &[u8]) -> Result<(), SinkError> {
         let Some(rot) = self.opts.rotation else {
             return self.append(lines);

@@ -18,12 +18,19 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
+use crate::capture::staging::written::FileSpan;
 use crate::pipeline::Batch;
 
 /// A destination for complete JSON lines.
 pub trait Sink {
     /// Write `lines` (complete lines, each ending with `\n`) and push them to the OS.
     fn write_lines(&mut self, lines: &[u8]) -> Result<(), SinkError>;
+    /// The stretch of a file the next `len` bytes of lines go to, where they go to one
+    /// file (`--instance` announces it before the write, so that a run adopting after a
+    /// kill inside it writes those records once: crate::capture::staging::written).
+    fn span_of(&self, _len: usize) -> Option<FileSpan<'_>> {
+        None
+    }
     /// Close and open the output again (SIGHUP; logrotate's create/rename mode). Sinks
     /// without a path do nothing.
     fn reopen(&mut self) -> Result<(), SinkError> {
@@ -137,6 +144,11 @@ pub fn write_batches(
         };
         if batch.lines.is_empty() {
             continue;
+        }
+        if let Some(marks) = &batch.marks {
+            if let Some(span) = sink.span_of(batch.lines.len()) {
+                marks.announce(&span);
+            }
         }
         if let Err(e) = sink.write_lines(&batch.lines) {
             break Err(e);
