@@ -1,5 +1,6 @@
 //! `--where` (issue 40): nanoseconds per record to judge a `raw_syscalls:sys_enter`
-//! record with a one-clause and a five-clause CEL condition (`FormatFilter::keep`: the
+//! record with a one-clause and a five-clause CEL condition and one on `comm`
+//! (`FormatFilter::keep`: the
 //! resolver, the fields decoded when read, CEL's interpreter), beside writing that
 //! record's JSON line (`LineWriter::write_prepared`, the work a kept record costs
 //! anyway). The record is the one of benches/decode.rs (d). Figures: BENCHMARKS.md,
@@ -9,8 +10,11 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use uevrec::pipeline::filter::{Filter, WhereRule};
-use uevrec_parsers::{Endian, LineOptions, LineWriter, PreparedFormat, RecordStamp, parse_format};
+use uevrec::pipeline::filter::{Filter, WhereRule, Who};
+use uevrec_parsers::{
+    ContextTracker, ContextUpdate, Endian, LineOptions, LineWriter, PreparedFormat, RecordStamp,
+    parse_format,
+};
 use uevrec_samples::register::format_file_text;
 
 /// sys_enter's format and one record: `read(1, …)`-like arguments, SEQ 3 in args[1]'s
@@ -39,6 +43,7 @@ fn sys_enter() -> (PreparedFormat, Vec<u8>) {
 }
 
 const ONE: &str = "fields.args[1] % 3 == 0";
+const COMM: &str = "comm == 'where-load'";
 const FIVE: &str = "fields.id == 110 && fields.args[0] == 424242 && pid > 0 && \
                     system == 'raw_syscalls' && fields.args[1] % 3 == 0";
 
@@ -61,11 +66,24 @@ fn bench(c: &mut Criterion) {
             black_box(out.len())
         })
     });
-    for (name, condition) in [("one_clause", ONE), ("five_clauses", FIVE)] {
+    // Who wrote it, for the condition on `comm` (the tracker as the recorder keeps it).
+    let mut tracker = ContextTracker::new();
+    tracker.apply(
+        None,
+        ContextUpdate::Comm {
+            tid: 4242,
+            comm: b"where-load",
+        },
+    );
+    let who = Some(Who {
+        tracker: &tracker,
+        cgroup: None,
+    });
+    for (name, condition) in [("one_clause", ONE), ("five_clauses", FIVE), ("comm", COMM)] {
         let rule: WhereRule = condition.parse().unwrap();
         let filter: Arc<Filter> = Filter::new(vec![rule], vec![], vec![]).unwrap();
         let judge = filter.for_format(&prepared).unwrap();
-        assert!(judge.keep(&prepared, &stamp, &raw, Endian::Little, None));
+        assert!(judge.keep(&prepared, &stamp, &raw, Endian::Little, who));
         g.bench_function(name, |b| {
             b.iter(|| {
                 judge.keep(
@@ -73,7 +91,7 @@ fn bench(c: &mut Criterion) {
                     black_box(&stamp),
                     black_box(&raw),
                     Endian::Little,
-                    None,
+                    who,
                 )
             })
         });

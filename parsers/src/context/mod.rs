@@ -429,6 +429,13 @@ impl ContextTracker {
         valid_from
     }
 
+    /// The name thread `tid` had at `time` as [`ContextTracker::write`] writes it
+    /// (`,"comm":"…"`); None when not known.
+    #[inline]
+    pub fn comm_text(&self, tid: u32, time: Option<u64>) -> Option<&[u8]> {
+        self.threads.get(&tid).and_then(|t| t.name_at(time))
+    }
+
     /// The cgroup id a record of thread `tid` of process `pid` that carries none of its
     /// own gets (the one [`ContextTracker::write`] names): its process's, else its
     /// thread's; `None` when neither is known.

@@ -77,11 +77,38 @@ impl<'a> RecordContext<'a> {
         }
     }
 
+    /// `comm` ("" when not known), borrowed from the tracker unless it has escapes.
+    pub fn comm(&self) -> Cow<'a, str> {
+        let Some(text) = self
+            .who
+            .and_then(|w| w.tracker.comm_text(self.stamp.tid, self.stamp.time_unix_ns))
+        else {
+            return Cow::Borrowed("");
+        };
+        let quoted = text.strip_prefix(b",\"comm\":").unwrap_or(text);
+        match quoted
+            .strip_prefix(b"\"")
+            .and_then(|q| q.strip_suffix(b"\""))
+        {
+            Some(plain) if !plain.contains(&b'\\') => {
+                // The tracker writes valid JSON strings: a failure here is a bug, shown
+                // as "".
+                Cow::Borrowed(std::str::from_utf8(plain).unwrap_or_default())
+            }
+            _ => serde_json::from_slice::<String>(quoted)
+                .map(Cow::Owned)
+                .unwrap_or_default(),
+        }
+    }
+
     /// The value of context variable `name` ("" when not known); `None` for a name
     /// that is not one.
     pub fn value(&self, name: &str) -> Option<String> {
         if !CONTEXT_VARIABLES.contains(&name) {
             return None;
+        }
+        if name == "comm" {
+            return Some(self.comm().into_owned());
         }
         let text = self.text.get_or_init(|| {
             let mut text = b"{\"_\":0".to_vec();
@@ -147,6 +174,7 @@ mod tests {
         };
         let c = RecordContext::new(Some(who), &stamp);
         assert_eq!(c.value("comm").unwrap(), "we\"b");
+        assert_eq!(c.comm(), "we\"b");
         assert_eq!(c.value("k8s_namespace").unwrap(), "prod");
         assert_eq!(c.value("k8s_pod").unwrap(), "web-1");
         assert_eq!(c.value("k8s_qos").unwrap(), "Burstable");
@@ -163,5 +191,6 @@ mod tests {
         );
         let none = RecordContext::new(None, &stamp);
         assert_eq!(none.value("comm").unwrap(), "");
+        assert_eq!(none.comm(), "");
     }
 }

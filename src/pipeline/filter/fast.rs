@@ -1,8 +1,10 @@
 //! The common part of CEL compiled for one event format into a tree evaluated on the
 //! decoded values without CEL's interpreter: integer and string constants, the record's
-//! numbers and names, plain fields (integers, `char` strings, an element of an integer
-//! array), `+ - * / %`, the six comparisons, `&&`, `||`, `!`. A condition with anything
-//! else runs in CEL's interpreter ([`super::condition`]). The answers are CEL's: integer
+//! numbers and names, who wrote it (`comm`, `container`, the `k8s_*` keys …), an
+//! EventHeader event's `provider`, `name`, `level`, `keyword` and `opcode`, plain fields
+//! (integers, `char` strings, an element of an integer array), `+ - * / %`, the six
+//! comparisons, `&&`, `||`, `!`. A condition with anything else (an EventHeader event's
+//! `fields`, functions, lists) runs in CEL's interpreter ([`super::condition`]). The answers are CEL's: integer
 //! overflow, division by zero, a missing field and mismatched types are errors, and
 //! `&&`/`||` absorb an error when the other side decides (the proptest in
 //! `super::tests` checks the two against each other).
@@ -12,6 +14,10 @@ use std::cmp::Ordering;
 use cel::common::ast::{Expr, IdedExpr, LiteralValue};
 use uevrec_parsers::{Element, Endian, FieldPlan, PlanKind, RecordStamp, Value};
 
+use super::condition::CONTEXT_VARIABLES;
+use super::context_vars::RecordContext;
+use super::record_vars::EventHeaderVars;
+
 /// A record's number or name.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Var {
@@ -20,6 +26,30 @@ pub(super) enum Var {
     Cpu,
     Pid,
     Tid,
+    /// EventHeader: the provider (tracepoint name).
+    Provider,
+    /// EventHeader: the event name (metadata).
+    Name,
+    /// EventHeader: the level (header).
+    Level,
+    /// EventHeader: the keyword (tracepoint name).
+    Keyword,
+    /// EventHeader: the opcode (header).
+    Opcode,
+    /// Who wrote it: `comm`.
+    Comm,
+    /// Who wrote it: another of [`CONTEXT_VARIABLES`] (its index there).
+    Context(u8),
+}
+
+/// What a condition is compiled for: a plain event's fields, or an EventHeader event.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Scope<'a> {
+    /// A plain event's fields (name, plan); none for EventHeader events.
+    pub fields: &'a [(String, FieldPlan)],
+    /// Whether the event is an EventHeader event (its `fields` are in each record: not
+    /// compiled).
+    pub eventheader: bool,
 }
 
 /// A binary operator.
@@ -66,15 +96,82 @@ pub(super) enum Fast {
     /// A comparison of two integer subtrees ([`Num`]): the common case, evaluated
     /// without the general value type.
     CmpNum(Op, Box<Num>, Box<Num>),
+    /// The commonest comparison, in one node: an integer at a fixed place (or its
+    /// remainder by a constant) against a constant.
+    Leaf(Leaf),
+    /// A chain of `&&` (`all` true) or `||` (`all` false), flattened: CEL's answer is
+    /// the same whatever the order, so it stops at the first deciding value.
+    Chain {
+        /// `&&` or `||`.
+        all: bool,
+        /// The operands.
+        parts: Box<[Fast]>,
+    },
 }
 
-/// An integer subtree: constants, `cpu`/`pid`/`tid`, integer fields, elements of
-/// integer arrays, and arithmetic on them.
+/// `FIXED OP K` or `FIXED % D OP K` (a [`Fast::CmpNum`] of that shape, either side).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Leaf {
+    offset: usize,
+    width: u8,
+    signed: bool,
+    /// The divisor of `% D`, if any.
+    rem: Option<i64>,
+    op: Op,
+    k: i64,
+}
+
+impl Leaf {
+    /// The leaf comparing `a` with `b`, when they have its shape.
+    fn of(op: Op, a: &Num, b: &Num) -> Option<Leaf> {
+        let (fixed, rem, k, op) = match (a, b) {
+            (x, Num::Const(k)) => (x, None, *k, op),
+            (Num::Const(k), x) => (x, None, *k, op.flipped()),
+            _ => return None,
+        };
+        let (fixed, rem) = match (fixed, rem) {
+            (Num::Bin(Op::Rem, x, d), None) => match d.as_ref() {
+                Num::Const(d) => (x.as_ref(), Some(*d)),
+                _ => return None,
+            },
+            (x, rem) => (x, rem),
+        };
+        let Num::Fixed {
+            offset,
+            width,
+            signed,
+        } = *fixed
+        else {
+            return None;
+        };
+        Some(Leaf {
+            offset,
+            width,
+            signed,
+            rem,
+            op,
+            k,
+        })
+    }
+
+    /// As the [`Fast::CmpNum`] it stands for answers.
+    #[inline]
+    fn holds(&self, r: &Record<'_>) -> Result<bool, ()> {
+        let mut v = fixed(r.raw, self.offset, self.width, self.signed, r.endian)?;
+        if let Some(d) = self.rem {
+            v = arithmetic(Op::Rem, v, N::Int(d))?;
+        }
+        Ok(compare(self.op, v, N::Int(self.k)))
+    }
+}
+
+/// An integer subtree: constants, `cpu`/`pid`/`tid`, an EventHeader `level`/`opcode`,
+/// integer fields, elements of integer arrays, and arithmetic on them.
 #[derive(Debug, Clone)]
 pub(super) enum Num {
     /// A constant.
     Const(i64),
-    /// `cpu`, `pid` or `tid`.
+    /// `cpu`, `pid`, `tid`, `level` or `opcode`.
     Var(Var),
     /// An integer at a fixed place of the record (an integer field, or a constant
     /// element of a fixed array): read there, nothing else decoded.
@@ -122,12 +219,17 @@ pub(super) struct Record<'a> {
     pub raw: &'a [u8],
     /// Its byte order.
     pub endian: Endian,
+    /// Of an EventHeader event: what its name and header say.
+    pub eventheader: Option<EventHeaderVars<'a>>,
+    /// Who wrote it, read when a condition names it.
+    pub context: &'a RecordContext<'a>,
 }
 
 impl Fast {
-    /// Compile `expr` for an event with `fields` (name, plan; none for EventHeader
-    /// events); `None` when it has anything this does not evaluate.
-    pub(super) fn compile(expr: &IdedExpr, fields: &[(String, FieldPlan)]) -> Option<Fast> {
+    /// Compile `expr` for an event of `scope`; `None` when it has anything this does not
+    /// evaluate.
+    pub(super) fn compile(expr: &IdedExpr, scope: &Scope<'_>) -> Option<Fast> {
+        let fields = scope.fields;
         Some(match &expr.expr {
             Expr::Literal(LiteralValue::Int(i)) => Fast::Int(i64::from(*i)),
             Expr::Literal(LiteralValue::String(s)) => Fast::Str(s.to_string().into()),
@@ -138,8 +240,21 @@ impl Fast {
                 "cpu" => Var::Cpu,
                 "pid" => Var::Pid,
                 "tid" => Var::Tid,
-                _ => return None,
+                // A plain event has none of these: an error, as in CEL.
+                "provider" | "name" | "level" | "keyword" | "opcode" if !scope.eventheader => {
+                    return Some(Fast::Missing);
+                }
+                "provider" => Var::Provider,
+                "name" => Var::Name,
+                "level" => Var::Level,
+                "keyword" => Var::Keyword,
+                "opcode" => Var::Opcode,
+                "comm" => Var::Comm,
+                other => Var::Context(
+                    u8::try_from(CONTEXT_VARIABLES.iter().position(|&c| c == other)?).ok()?,
+                ),
             }),
+            Expr::Select(_) if scope.eventheader => return None,
             Expr::Select(s) if !s.test => match &s.operand.expr {
                 Expr::Ident(r) if r == "fields" => match fields.iter().find(|(n, _)| *n == s.field)
                 {
@@ -155,8 +270,8 @@ impl Fast {
                     let [a, b] = args.as_slice() else { return None };
                     Some(Fast::Bin(
                         op,
-                        Box::new(Fast::compile(a, fields)?),
-                        Box::new(Fast::compile(b, fields)?),
+                        Box::new(Fast::compile(a, scope)?),
+                        Box::new(Fast::compile(b, scope)?),
                     ))
                 };
                 match call.func_name.as_str() {
@@ -174,8 +289,8 @@ impl Fast {
                     "_&&_" | "_||_" => {
                         let [a, b] = args.as_slice() else { return None };
                         let (a, b) = (
-                            Box::new(Fast::compile(a, fields)?),
-                            Box::new(Fast::compile(b, fields)?),
+                            Box::new(Fast::compile(a, scope)?),
+                            Box::new(Fast::compile(b, scope)?),
                         );
                         if call.func_name == "_&&_" {
                             Fast::And(a, b)
@@ -185,7 +300,7 @@ impl Fast {
                     }
                     "!_" => {
                         let [a] = args.as_slice() else { return None };
-                        Fast::Not(Box::new(Fast::compile(a, fields)?))
+                        Fast::Not(Box::new(Fast::compile(a, scope)?))
                     }
                     "_[_]" => {
                         let [list, index] = args.as_slice() else {
@@ -197,14 +312,14 @@ impl Fast {
                         let Expr::Ident(r) = &s.operand.expr else {
                             return None;
                         };
-                        if r != "fields" || s.test {
+                        if r != "fields" || s.test || scope.eventheader {
                             return None;
                         }
                         let (_, plan) = fields.iter().find(|(n, _)| *n == s.field)?;
                         if !int_array(plan) {
                             return None;
                         }
-                        Fast::Element(*plan, Box::new(Fast::compile(index, fields)?))
+                        Fast::Element(*plan, Box::new(Fast::compile(index, scope)?))
                     }
                     _ => return None,
                 }
@@ -217,13 +332,38 @@ impl Fast {
     pub(super) fn specialized(self) -> Fast {
         match self {
             Fast::Bin(op, a, b) if op.compares() => match (a.num(), b.num()) {
-                (Some(x), Some(y)) => Fast::CmpNum(op, Box::new(x), Box::new(y)),
+                (Some(x), Some(y)) => match Leaf::of(op, &x, &y) {
+                    Some(leaf) => Fast::Leaf(leaf),
+                    None => Fast::CmpNum(op, Box::new(x), Box::new(y)),
+                },
                 _ => Fast::Bin(op, a, b),
             },
-            Fast::And(a, b) => Fast::And(Box::new(a.specialized()), Box::new(b.specialized())),
-            Fast::Or(a, b) => Fast::Or(Box::new(a.specialized()), Box::new(b.specialized())),
+            f @ (Fast::And(..) | Fast::Or(..)) => {
+                let all = matches!(f, Fast::And(..));
+                let mut parts = Vec::new();
+                f.operands(all, &mut parts);
+                Fast::Chain {
+                    all,
+                    parts: parts.into_iter().map(Fast::specialized).collect(),
+                }
+            }
             Fast::Not(a) => Fast::Not(Box::new(a.specialized())),
             other => other,
+        }
+    }
+
+    /// The operands of a chain of `&&` (`all`) or `||` in `self`, into `out`.
+    fn operands(self, all: bool, out: &mut Vec<Fast>) {
+        match self {
+            Fast::And(a, b) if all => {
+                a.operands(all, out);
+                b.operands(all, out);
+            }
+            Fast::Or(a, b) if !all => {
+                a.operands(all, out);
+                b.operands(all, out);
+            }
+            other => out.push(other),
         }
     }
 
@@ -231,7 +371,9 @@ impl Fast {
     fn num(&self) -> Option<Num> {
         Some(match self {
             Fast::Int(i) => Num::Const(*i),
-            Fast::Var(v @ (Var::Cpu | Var::Pid | Var::Tid)) => Num::Var(*v),
+            Fast::Var(v @ (Var::Cpu | Var::Pid | Var::Tid | Var::Level | Var::Opcode)) => {
+                Num::Var(*v)
+            }
             Fast::Field(plan) => match plan.kind() {
                 PlanKind::Int { width, signed } => Num::Fixed {
                     offset: plan.offset(),
@@ -263,8 +405,23 @@ impl Fast {
 
     /// Whether the record is kept: `Ok(bool)`, or `Err(())` where CEL errs.
     pub(super) fn holds(&self, r: &Record<'_>) -> Result<bool, ()> {
-        if let Fast::CmpNum(op, a, b) = self {
-            return Ok(compare(*op, a.eval(r)?, b.eval(r)?));
+        match self {
+            Fast::Leaf(leaf) => return leaf.holds(r),
+            Fast::CmpNum(op, a, b) => return Ok(compare(*op, a.eval(r)?, b.eval(r)?)),
+            Fast::Chain { all, parts } => {
+                // CEL: the deciding value (false for `&&`, true for `||`) wins over an
+                // error anywhere; without one, an error is the answer.
+                let mut failed = false;
+                for p in parts.iter() {
+                    match p.holds(r) {
+                        Ok(b) if b != *all => return Ok(b),
+                        Ok(_) => {}
+                        Err(()) => failed = true,
+                    }
+                }
+                return if failed { Err(()) } else { Ok(*all) };
+            }
+            _ => {}
         }
         match self.eval(r)? {
             V::Bool(b) => Ok(b),
@@ -283,6 +440,21 @@ impl Fast {
                 Var::Cpu => V::Int(i64::from(r.stamp.cpu)),
                 Var::Pid => V::Int(i64::from(r.stamp.pid)),
                 Var::Tid => V::Int(i64::from(r.stamp.tid)),
+                Var::Provider => V::Str(r.eventheader.ok_or(())?.provider.into()),
+                Var::Name => V::Str(String::from_utf8_lossy(
+                    r.eventheader.ok_or(())?.name.ok_or(())?,
+                )),
+                Var::Level => V::Int(i64::from(r.eventheader.ok_or(())?.level)),
+                Var::Keyword => {
+                    let k = r.eventheader.ok_or(())?.keyword;
+                    i64::try_from(k).map_or(V::UInt(k), V::Int)
+                }
+                Var::Opcode => V::Int(i64::from(r.eventheader.ok_or(())?.opcode)),
+                Var::Comm => V::Str(r.context.comm()),
+                Var::Context(i) => {
+                    let name = CONTEXT_VARIABLES[usize::from(*i)];
+                    V::Str(r.context.value(name).ok_or(())?.into())
+                }
             },
             Fast::Field(plan) => value(plan.read(r.raw, r.endian))?,
             Fast::Missing => return Err(()),
@@ -298,6 +470,8 @@ impl Fast {
                 value(a.get(i).ok_or(())?)?
             }
             Fast::CmpNum(op, a, b) => V::Bool(compare(*op, a.eval(r)?, b.eval(r)?)),
+            Fast::Leaf(leaf) => V::Bool(leaf.holds(r)?),
+            Fast::Chain { .. } => V::Bool(self.holds(r)?),
             Fast::Not(a) => match a.eval(r)? {
                 V::Bool(b) => V::Bool(!b),
                 _ => return Err(()),
@@ -314,6 +488,17 @@ impl Op {
     fn compares(self) -> bool {
         matches!(self, Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge)
     }
+
+    /// The comparison with its sides swapped (`a < b` is `b > a`).
+    fn flipped(self) -> Op {
+        match self {
+            Op::Lt => Op::Gt,
+            Op::Le => Op::Ge,
+            Op::Gt => Op::Lt,
+            Op::Ge => Op::Le,
+            other => other,
+        }
+    }
 }
 
 impl Num {
@@ -322,6 +507,8 @@ impl Num {
             Num::Const(i) => Ok(N::Int(*i)),
             Num::Var(Var::Cpu) => Ok(N::Int(i64::from(r.stamp.cpu))),
             Num::Var(Var::Pid) => Ok(N::Int(i64::from(r.stamp.pid))),
+            Num::Var(Var::Level) => Ok(N::Int(i64::from(r.eventheader.ok_or(())?.level))),
+            Num::Var(Var::Opcode) => Ok(N::Int(i64::from(r.eventheader.ok_or(())?.opcode))),
             Num::Var(_) => Ok(N::Int(i64::from(r.stamp.tid))),
             Num::Fixed {
                 offset,

@@ -212,15 +212,17 @@ impl Filter {
                 .map(|f| (f.name.clone(), FieldPlan::of(f)))
                 .collect()
         };
-        // An EventHeader event's fields are in each record, not its format: its
-        // conditions run in CEL's interpreter over the decoded payload.
-        let fast = rules
+        // An EventHeader event's fields are in each record, not its format: conditions
+        // on them run in CEL's interpreter over the decoded payload.
+        let scope = fast::Scope {
+            fields: &plans,
+            eventheader,
+        };
+        let fast: Vec<Option<fast::Fast>> = rules
             .iter()
             .map(|&i| {
                 let expr = self.rules[i].condition.program().expression();
-                (!eventheader)
-                    .then(|| fast::Fast::compile(expr, &plans))?
-                    .map(fast::Fast::specialized)
+                fast::Fast::compile(expr, &scope).map(fast::Fast::specialized)
             })
             .collect();
         let counts = self
@@ -233,6 +235,7 @@ impl Filter {
         Some(FormatFilter {
             filter: Arc::clone(self),
             rules,
+            all_fast: fast.iter().all(Option::is_some),
             fast,
             readers,
             counts,
@@ -388,6 +391,8 @@ pub struct FormatFilter {
     rules: Vec<usize>,
     /// Each rule compiled for this format where it can be ([`fast`]).
     fast: Vec<Option<fast::Fast>>,
+    /// Whether every rule is compiled (none runs in CEL's interpreter).
+    all_fast: bool,
     /// The fields they read (plain events).
     readers: Vec<FieldReader>,
     counts: Arc<TracepointCounts>,
@@ -461,14 +466,19 @@ impl FormatFilter {
         endian: Endian,
         who: Option<Who<'_>>,
     ) -> Option<DropReason> {
-        let record = fast::Record {
-            system: prepared.system(),
-            event: prepared.event(),
-            stamp,
-            raw,
-            endian,
-        };
-        if self.fast.iter().all(Option::is_some) {
+        let context = RecordContext::new(who, stamp);
+        if self.all_fast {
+            let record = fast::Record {
+                system: prepared.system(),
+                event: prepared.event(),
+                stamp,
+                raw,
+                endian,
+                eventheader: prepared
+                    .eventheader()
+                    .map(|tp| eventheader_vars(tp, event_parts(raw))),
+                context: &context,
+            };
             for f in self.fast.iter().flatten() {
                 match f.holds(&record) {
                     Ok(true) => {}
@@ -490,7 +500,7 @@ impl FormatFilter {
             },
             eventheader: eventheader.map(|(tp, parts)| eventheader_vars(tp, parts)),
             eventheader_fields: eventheader.map(|(_, parts)| eventheader_fields(parts)),
-            context: RecordContext::new(who, stamp),
+            context,
         };
         let mut context = cel::Context::with_env(Arc::clone(&self.filter.env));
         context.set_variable_resolver(&vars);

@@ -226,6 +226,18 @@ fn cel_answer(
     raw: &[u8],
     stamp: &RecordStamp,
 ) -> Result<bool, ()> {
+    cel_answer_of(text, prepared, raw, stamp, None)
+}
+
+/// CEL's interpreter on `text` over record `raw` of `prepared` (plain or EventHeader),
+/// written by `who`.
+fn cel_answer_of(
+    text: &str,
+    prepared: &PreparedFormat,
+    raw: &[u8],
+    stamp: &RecordStamp,
+    who: Option<Who<'_>>,
+) -> Result<bool, ()> {
     let condition = Condition::parse(text).map_err(|_| ())?;
     let readers: Vec<FieldReader> = prepared
         .format()
@@ -236,6 +248,7 @@ fn cel_answer(
             plan: FieldPlan::of(f),
         })
         .collect();
+    let eventheader = prepared.eventheader().map(|tp| (tp, event_parts(raw)));
     let vars = RecordVars {
         system: prepared.system(),
         event: prepared.event(),
@@ -245,9 +258,9 @@ fn cel_answer(
             raw,
             endian: Endian::Little,
         },
-        eventheader: None,
-        eventheader_fields: None,
-        context: context_vars::RecordContext::new(None, stamp),
+        eventheader: eventheader.map(|(tp, parts)| eventheader_vars(tp, parts)),
+        eventheader_fields: eventheader.map(|(_, parts)| eventheader_fields(parts)),
+        context: context_vars::RecordContext::new(who, stamp),
     };
     let mut context = cel::Context::with_env(Arc::new(cel::Env::stdlib()));
     context.set_variable_resolver(&vars);
@@ -265,26 +278,113 @@ fn fast_answer(
     raw: &[u8],
     stamp: &RecordStamp,
 ) -> Option<Result<bool, ()>> {
+    fast_answer_of(text, prepared, raw, stamp, None)
+}
+
+/// [`fast_answer`] over record `raw` of `prepared` (plain or EventHeader), written by
+/// `who`.
+fn fast_answer_of(
+    text: &str,
+    prepared: &PreparedFormat,
+    raw: &[u8],
+    stamp: &RecordStamp,
+    who: Option<Who<'_>>,
+) -> Option<Result<bool, ()>> {
     let condition = Condition::parse(text).ok()?;
+    let eventheader = prepared.eventheader();
     let plans: Vec<(String, FieldPlan)> = prepared
         .format()
         .fields
         .iter()
+        .filter(|_| eventheader.is_none())
         .map(|f| (f.name.clone(), FieldPlan::of(f)))
         .collect();
-    let fast = fast::Fast::compile(condition.program().expression(), &plans)?;
+    let scope = fast::Scope {
+        fields: &plans,
+        eventheader: eventheader.is_some(),
+    };
+    let fast = fast::Fast::compile(condition.program().expression(), &scope)?;
+    let context = context_vars::RecordContext::new(who, stamp);
     let record = fast::Record {
         system: prepared.system(),
         event: prepared.event(),
         stamp,
         raw,
         endian: Endian::Little,
+        eventheader: eventheader.map(|tp| eventheader_vars(tp, event_parts(raw))),
+        context: &context,
     };
     // The integer comparisons specialized answer as the general tree does.
     let general = fast.holds(&record);
     let specialized = fast.specialized().holds(&record);
     assert_eq!(general, specialized, "{text}");
     Some(specialized)
+}
+
+/// Conditions on who wrote a record and on an EventHeader event's name and header are
+/// compiled, and answer as CEL's interpreter does: on plain and EventHeader events, a
+/// record whose metadata does not read, with and without a tracker.
+#[test]
+fn context_and_header_conditions_are_compiled_and_answer_as_cel() {
+    let mut tracker = uevrec_parsers::ContextTracker::new();
+    tracker.apply(
+        None,
+        uevrec_parsers::ContextUpdate::Comm {
+            tid: 7,
+            comm: b"ng\"inx",
+        },
+    );
+    let span = span(TRACE, "GET /x", 503);
+    let (plain, otel) = (sys_enter(), otel_span_format());
+    let plain_raw = record(1, [0; 6]);
+    let cases: [(&PreparedFormat, &[u8]); 4] = [
+        (&plain, &plain_raw),
+        (&otel, &span),
+        // Cut inside the metadata: no event name, the name's level.
+        (&otel, &span[..12]),
+        (&otel, &span[..2]),
+    ];
+    let texts = [
+        "comm == 'ng\"inx'",
+        "comm != 'nginx' && k8s_namespace == ''",
+        "comm + container == 'ng\"inx'",
+        "comm < 'z' || level == 4",
+        "level == 4",
+        "level >= 3 && opcode == 0 && keyword == 1",
+        "provider == 'otel' && name == 'Span'",
+        "name == 'Span' || true",
+        "level + 1 == 5",
+        "keyword > 0",
+        "unit == '' && cgroup == ''",
+    ];
+    for (prepared, raw) in cases {
+        for pid in [7, 8] {
+            for who in [
+                None,
+                Some(Who {
+                    tracker: &tracker,
+                    cgroup: None,
+                }),
+            ] {
+                for text in texts {
+                    let fast = fast_answer_of(text, prepared, raw, &stamp(pid), who);
+                    assert!(fast.is_some(), "{text} is not compiled");
+                    assert_eq!(
+                        fast.unwrap(),
+                        cel_answer_of(text, prepared, raw, &stamp(pid), who),
+                        "{text} on {} ({} bytes), pid {pid}",
+                        prepared.event(),
+                        raw.len()
+                    );
+                }
+            }
+        }
+    }
+    // An EventHeader event's fields stay with the interpreter.
+    assert_eq!(
+        fast_answer_of("fields.PartB.name == 'x'", &otel, &span, &stamp(7), None),
+        None
+    );
 }
 
 #[test]
@@ -312,6 +412,10 @@ fn the_benchmarked_conditions_are_compiled() {
         "fields.args[6] == 0",
         "fields.args[0] > 5",
         "fields.args[0] % 2 == 1",
+        "fields.args[1] % 0 == 0",
+        "5 < fields.args[1] && 3 >= fields.args[1] && -2 != fields.id",
+        "fields.args[1] % -2 == 1",
+        "fields.id % 4 == -1",
         "fields.id / 0 == 1",
         "fields.id < 0 && system + event == 'raw_syscallssys_enter'",
     ] {
@@ -342,6 +446,10 @@ fn subset_expr() -> impl Strategy<Value = String> {
             "cpu",
             "system",
             "event",
+            "comm",
+            "k8s_pod",
+            "level",
+            "name",
             "'raw_syscalls'",
             "'a'",
             "true",
