@@ -54,6 +54,10 @@ pub struct TopArgs {
     /// --sample` (the rest in "not kept").
     #[arg(long, value_name = "SELECTOR=RATIO[,by=KEY]")]
     pub sample: Vec<crate::pipeline::filter::SampleRule>,
+    /// Count at most N records a second of the events SELECTOR names, BURST at once, as
+    /// `record --rate-limit` (the rest in "not kept").
+    #[arg(long, value_name = "SELECTOR=N/s[,BURST][,by=pid|pod]")]
+    pub rate_limit: Vec<crate::pipeline::filter::RateRule>,
     /// With --by pod: the kubelet's container log links.
     #[arg(long, value_name = "DIR", default_value = crate::capture::kubernetes::DEFAULT_CONTAINER_LOGS)]
     pub k8s_container_logs: std::path::PathBuf,
@@ -70,7 +74,11 @@ pub fn top(args: &TopArgs) -> i32 {
         messages::error(&"uevrec top does not show call stacks yet: drop -g (docs/stacks.md)");
         return EXIT_ERROR;
     }
-    let filter = Filter::new(args.where_rules.clone(), args.sample.clone(), Vec::new());
+    let filter = Filter::new(
+        args.where_rules.clone(),
+        args.sample.clone(),
+        args.rate_limit.clone(),
+    );
     let config = match args.session.session_config() {
         // Nothing on standard error under the live view (it would scribble over the
         // screen): the session's messages show as the view's notice line.

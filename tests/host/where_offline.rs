@@ -6,7 +6,7 @@
 //! formatter workers), which must write exactly the even SEQs, the same bytes, and count
 //! the odd ones as filtered; `--sample` and `--rate-limit` must write the same bytes
 //! with any thread count. `top --where` counts only the even SEQs and the odd ones as
-//! `not_kept`. Needs root and tracefs (says why it is skipped otherwise).
+//! `not_kept`; `top --rate-limit` the bucket's burst. Needs root and tracefs (says why it is skipped otherwise).
 
 use std::io::Write;
 use std::path::Path;
@@ -323,4 +323,86 @@ fn top_where_counts_only_what_the_condition_keeps() {
     assert_eq!(total["final"], true, "{total}");
     assert_eq!(total["records"], CALLS / 2, "{total}");
     assert_eq!(total["not_kept"], CALLS / 2, "{total}");
+}
+
+/// `top --rate-limit 'raw_syscalls:sys_enter=100/s,500'` over a burst of 3,000 calls
+/// (milliseconds long): the rows count the bucket's 500 and what the burst's time
+/// refilled, the totals line's `not_kept` every other record, the two adding up to the
+/// burst exactly.
+#[test]
+fn top_rate_limit_counts_the_burst_and_leaves_out_the_rest() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    const CALLS: u64 = 3000;
+    let mut child = burst_child(CALLS as u32);
+    let mut top = Command::new(bin())
+        .args([
+            "top",
+            "--plain",
+            "--interval",
+            "200ms",
+            "--pid",
+            &child.id().to_string(),
+        ])
+        .args([
+            "--filter",
+            &format!("id == {NR_GETPPID}"),
+            "raw_syscalls:sys_enter",
+        ])
+        .args(["--rate-limit", "raw_syscalls:sys_enter=100/s,500"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (rx, reader) = crate::top::line_reader(top.stdout.take().unwrap());
+    let json = |line: String| -> Value {
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}"))
+    };
+    loop {
+        let v = rx
+            .recv_timeout(PATIENCE)
+            .map(json)
+            .expect("the attached notice");
+        if v["notice"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("attached "))
+        {
+            break;
+        }
+    }
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    // Until every record of the burst is counted, kept or not.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let v = rx.recv_timeout(PATIENCE).map(json).expect("totals lines");
+        if v["uevrec"] == "top_total"
+            && v["records"].as_u64().unwrap() + v["not_kept"].as_u64().unwrap() >= CALLS
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the burst never added up: {v}"
+        );
+    }
+    // SAFETY: kill on a child we own.
+    assert_eq!(unsafe { libc::kill(top.id() as i32, libc::SIGINT) }, 0);
+    let status = crate::common::wait_exit(&mut top, PATIENCE).expect("uevrec top exits");
+    reader.join().unwrap();
+    assert!(status.success(), "{status:?}");
+    let last: Vec<Value> = rx.try_iter().map(json).collect();
+    let total = last
+        .iter()
+        .rfind(|v| v["uevrec"] == "top_total")
+        .expect("a final totals line");
+    let (kept, not_kept) = (
+        total["records"].as_u64().unwrap(),
+        total["not_kept"].as_u64().unwrap(),
+    );
+    eprintln!("top --rate-limit: {kept} counted, {not_kept} not kept of {CALLS}");
+    assert_eq!(kept + not_kept, CALLS, "{total}");
+    // The burst of 500, and 100 a second of the burst's own time (well under a second
+    // even on a loaded machine).
+    assert!((500..=600).contains(&kept), "{total}");
 }

@@ -1,5 +1,5 @@
-//! `top --where` / `--sample`: which records `top` counts. Each record of an event a
-//! rule applies to is judged as `record` judges it ([`FormatFilter::keep`], on its
+//! `top --where` / `--sample` / `--rate-limit`: which records `top` counts. Each record
+//! of an event a rule applies to is judged as `record` judges it ([`FormatFilter::keep`], on its
 //! decoded values: only these records are decoded); those not kept are counted apart
 //! ([`super::model::Model::not_kept`]) and show in the header, never in a row.
 

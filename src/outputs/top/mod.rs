@@ -55,7 +55,7 @@ pub struct TopOptions {
     pub backend: &'static str,
     /// What a row is: an event, or a pod (`--by pod`, [`pods`]).
     pub by: pods::GroupBy,
-    /// `--where` / `--sample`: only the records they keep are counted ([`keep`]).
+    /// `--where` / `--sample` / `--rate-limit`: only the records they keep are counted ([`keep`]).
     pub filter: Option<std::sync::Arc<crate::pipeline::filter::Filter>>,
 }
 

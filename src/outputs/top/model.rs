@@ -98,7 +98,7 @@ pub struct Snapshot {
     pub unattributed: u64,
     /// The session's latest notice (`what: message`), if any.
     pub notice: Option<String>,
-    /// With `--where` / `--sample`: the records they left out since the start (counted
+    /// With `--where` / `--sample` / `--rate-limit`: the records they left out since the start (counted
     /// in no row); `None` without them.
     pub not_kept: Option<u64>,
 }
@@ -113,7 +113,7 @@ pub struct Model {
     interval_lost: u64,
     unattributed: u64,
     notice: Option<String>,
-    /// Records `--where` / `--sample` left out (`None`: no filter).
+    /// Records `--where` / `--sample` / `--rate-limit` left out (`None`: no filter).
     not_kept: Option<u64>,
     shown_lost_per_s: f64,
     shown_records_per_s: f64,
@@ -198,7 +198,7 @@ impl Model {
         self.not_kept.get_or_insert(0);
     }
 
-    /// One record left out by `--where` / `--sample` (counted in no row).
+    /// One record left out by `--where` / `--sample` / `--rate-limit` (counted in no row).
     pub fn not_kept(&mut self) {
         *self.not_kept.get_or_insert(0) += 1;
     }

@@ -66,7 +66,7 @@ struct TotalLine<'a> {
     unattributed: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     notice: Option<&'a str>,
-    /// With `--where` / `--sample`: the records left out since the start.
+    /// With `--where` / `--sample` / `--rate-limit`: the records left out since the start.
     #[serde(skip_serializing_if = "Option::is_none")]
     not_kept: Option<u64>,
     #[serde(skip_serializing_if = "is_false")]
