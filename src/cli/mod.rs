@@ -239,7 +239,7 @@ pub struct RecordingArgs {
     /// `level <= 2`; docs/filtering.md);
     /// `SYSTEM:EVENT=EXPR` for the events a selector names. Repeatable: every condition
     /// that applies must hold. The others are counted by reason (summary,
-    /// {"uevrec":"dropped"} lines at the end, /metrics). A perf.data of --raw keeps every
+    /// {"uevrec":"dropped"} lines every --dropped-every and at the end, /metrics). A perf.data of --raw keeps every
     /// record (the evidence); only the lines are filtered.
     #[arg(long = "where", value_name = "EXPR", value_parser = values::parse_where)]
     pub where_rules: Vec<crate::pipeline::filter::WhereRule>,
@@ -258,6 +258,11 @@ pub struct RecordingArgs {
     /// throttled.
     #[arg(long, value_name = "SELECTOR=N/s[,BURST][,by=pid|pod]")]
     pub rate_limit: Vec<crate::pipeline::filter::RateRule>,
+    /// With --where, --sample or --rate-limit: every DURATION, a {"uevrec":"dropped"}
+    /// line per tracepoint and reason with records not kept since the last one (they
+    /// add up to the counts); also at the end. 0: at the end only.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = values::parse_duration)]
+    pub dropped_every: std::time::Duration,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub register: register::RegisterFlags,

@@ -442,11 +442,15 @@ fn where_filter(
         return Ok(None);
     }
     check_where_fields(&rec.where_rules, session).map_err(ConfigError::Where)?;
-    Ok(Filter::new(
+    let filter = Filter::new(
         rec.where_rules.clone(),
         rec.sample.clone(),
         rec.rate_limit.clone(),
-    ))
+    );
+    if let Some(f) = &filter {
+        f.say_dropped_every(rec.dropped_every);
+    }
+    Ok(filter)
 }
 
 /// Check that every `fields.NAME` of `rules` is a field of an event the session's

@@ -415,7 +415,8 @@ pub struct FormatterOptions<'a> {
     /// (with `session` they are on whatever this says).
     pub schema: bool,
     /// `--where`: which records are kept (`None`: all); the counts of the others are
-    /// written as `{"uevrec":"dropped"}` lines at the end.
+    /// written as `{"uevrec":"dropped"}` lines at the end, and while recording when the
+    /// filter says they are due ([`Filter::dropped_due`]).
     pub filter: Option<Arc<Filter>>,
     /// `--instance`'s journal: each batch carries where each CPU's ring records end in
     /// it (with workers, the dispatcher notes them in the chunks' order and each chunk's
@@ -500,6 +501,12 @@ fn run_in(
             Err(TryRecvError::Disconnected) => break,
         };
         f.take(msg, &chunk_recycle)?;
+        if let Some(filter) = filter.as_ref().filter(|f| f.dropped_due()) {
+            let now = Some(crate::capture::clock::now_unix_ns());
+            f.core.writer.end_lines(&mut f.batch.lines);
+            filter.write_dropped(&mut f.core.writer, &mut f.batch.lines, now);
+            f.core.writer.end_lines(&mut f.batch.lines);
+        }
     }
     f.core.writer.end_lines(&mut f.batch.lines);
     if let Some(filter) = &filter {
@@ -847,6 +854,30 @@ impl Worker<'_> {
     }
 }
 
+/// Send `filter`'s `{"uevrec":"dropped"}` lines (those since the last) as a batch of
+/// their own, if any.
+fn send_dropped(
+    filter: &Filter,
+    writer: &mut OutputWriter,
+    out: &Sender<Batch>,
+    recycle: &Receiver<Vec<u8>>,
+) -> Result<(), Closed> {
+    let mut lines = recycle.recv().map_err(|_| Closed)?;
+    lines.clear();
+    let now = Some(crate::capture::clock::now_unix_ns());
+    filter.write_dropped(writer, &mut lines, now);
+    writer.end_lines(&mut lines);
+    if !lines.is_empty() {
+        out.send(Batch {
+            lines,
+            records: 0,
+            marks: None,
+        })
+        .map_err(|_| Closed)?;
+    }
+    Ok(())
+}
+
 /// The reorder stage of [`run_parallel`]: the session line first, then the workers'
 /// parts in the items' order, each credit given back as its part goes out; with
 /// `dropped`, the `{"uevrec":"dropped"}` lines of `--where` last.
@@ -871,6 +902,7 @@ fn merge(
     }
     let mut stage = Reorder::default();
     let mut announced = Announced::default();
+    let mut dropped = dropped;
     for part in parts.iter() {
         stage.push(part.seq, part.part, part.last, part);
         while let Some(part) = stage.pop() {
@@ -880,22 +912,13 @@ fn merge(
                 out.send(batch).map_err(|_| Closed)?;
             }
         }
+        if let Some((filter, writer)) = dropped.as_mut().filter(|(f, _)| f.dropped_due()) {
+            send_dropped(filter, writer, out, recycle)?;
+        }
     }
     // Every worker is done (the parts channel closed): the counts are final.
     if let Some((filter, mut writer)) = dropped {
-        let mut lines = recycle.recv().map_err(|_| Closed)?;
-        lines.clear();
-        let now = Some(crate::capture::clock::now_unix_ns());
-        filter.write_dropped(&mut writer, &mut lines, now);
-        writer.end_lines(&mut lines);
-        if !lines.is_empty() {
-            out.send(Batch {
-                lines,
-                records: 0,
-                marks: None,
-            })
-            .map_err(|_| Closed)?;
-        }
+        send_dropped(&filter, &mut writer, out, recycle)?;
     }
     Ok(())
 }

@@ -25,6 +25,7 @@ pub mod record_vars;
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use uevrec_parsers::{Endian, EventFormat, FieldPlan, OutputWriter, PreparedFormat, RecordStamp};
@@ -114,6 +115,21 @@ pub struct Filter {
     env: Arc<cel::Env>,
     /// Tracepoint (`system:event`) → its counts.
     counts: Mutex<BTreeMap<String, Arc<TracepointCounts>>>,
+    /// What the `{"uevrec":"dropped"}` lines said so far, and when the next are due.
+    said: Said,
+}
+
+/// The `{"uevrec":"dropped"}` lines of a run: each says the records not kept since the
+/// last one of its tracepoint and reason, so that they add up to the counts; written
+/// every `--dropped-every` while recording (if any were not kept since), and at the end.
+#[derive(Debug, Default)]
+struct Said {
+    /// Tracepoint → what its lines said.
+    counts: Mutex<BTreeMap<String, Counted>>,
+    /// The interval (ns; 0: at the end only).
+    every_ns: AtomicU64,
+    /// When the next lines are due (the monotonic clock, ns; 0: not started).
+    next_ns: AtomicU64,
 }
 
 impl Filter {
@@ -133,6 +149,7 @@ impl Filter {
                 buckets: Mutex::default(),
                 env: Arc::new(cel::Env::stdlib()),
                 counts: Mutex::default(),
+                said: Said::default(),
             })
         })
     }
@@ -147,6 +164,7 @@ impl Filter {
             buckets: Mutex::default(),
             env: Arc::clone(&self.env),
             counts: Mutex::default(),
+            said: Said::default(),
         })
     }
 
@@ -280,19 +298,72 @@ impl Filter {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
+        self.said
+            .counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
     }
 
-    /// The `{"uevrec":"dropped"}` lines of the counts, one per tracepoint and reason with
-    /// records not kept, at `time` (at the end: every worker is done).
+    /// The `{"uevrec":"dropped"}` lines of the records not kept since the last lines,
+    /// one per tracepoint and reason with any, at `time` (at the end, once every worker
+    /// is done, they make the lines add up to the counts).
     pub fn write_dropped(&self, writer: &mut OutputWriter, out: &mut Vec<u8>, time: Option<u64>) {
+        let mut said = self
+            .said
+            .counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         for (event, counted) in self.counted() {
+            let before = said.entry(event.clone()).or_default();
             for reason in DropReason::ALL {
-                let n = counted.dropped(reason);
+                let n =
+                    counted.dropped(reason) - before.dropped(reason).min(counted.dropped(reason));
                 if n > 0 {
                     writer.write_dropped(out, time, &event, reason.as_str(), n);
                 }
             }
+            *before = counted;
         }
+    }
+
+    /// Write `{"uevrec":"dropped"}` lines every `every` while recording, besides at the
+    /// end (zero: at the end only).
+    pub fn say_dropped_every(&self, every: std::time::Duration) {
+        let ns = u64::try_from(every.as_nanos()).unwrap_or(u64::MAX);
+        self.said.every_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// Whether the periodic `{"uevrec":"dropped"}` lines are due now (true once per
+    /// interval, to one caller).
+    pub fn dropped_due(&self) -> bool {
+        let every = self.said.every_ns.load(Ordering::Relaxed);
+        if every == 0 {
+            return false;
+        }
+        let now = crate::capture::clock::monotonic_ns();
+        let next = self.said.next_ns.load(Ordering::Relaxed);
+        if next == 0 {
+            // The first interval starts with the first call.
+            let _ = self.said.next_ns.compare_exchange(
+                0,
+                now.saturating_add(every),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            return false;
+        }
+        now >= next
+            && self
+                .said
+                .next_ns
+                .compare_exchange(
+                    next,
+                    now.saturating_add(every),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
     }
 
     /// Every tracepoint's counts so far, by `system:event`.
