@@ -79,11 +79,12 @@ pub fn each_backend(test: impl Fn()) {
 }
 
 /// Run `test` on the backend `b` alone ([`backend`] says it), for tests whose guest time
-/// cannot pay for both.
+/// cannot pay for both; the backend before it is [`backend`] again after it.
 pub fn on_backend(b: &'static str, test: impl FnOnce()) {
-    BACKEND.set(b);
+    let before = BACKEND.replace(b);
     println!("--- backend {b}");
     test();
+    BACKEND.set(before);
 }
 
 /// A fresh `$TMPDIR/uevrec-vm-<name>-<backend>` (the guest shares the host's `$TMPDIR`;

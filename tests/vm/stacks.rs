@@ -8,8 +8,10 @@
 //! walk skips `inner`, as on the host: tests/host/stacks.rs), and with `dwarf` the whole
 //! chain, `inner` included, one frame after the other.
 //!
-//! The ftrace backend's stacks (`options/userstacktrace`) are not tested here: `-g` is
-//! refused there on this branch; their test belongs beside these, on the ftrace backend.
+//!
+//! A third uevrec records the same on the ftrace backend with `-g` (its own instance's
+//! `options/stacktrace` and `options/userstacktrace`, tied to each record): the same
+//! frame-pointer chain as the perf backend's `-g`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -152,7 +154,7 @@ fn check(what: &str, lines: &[Value], name: &str, chain: &[&str], with_lines: &[
 }
 
 #[test]
-fn fp_and_dwarf_stacks_name_the_chain_on_plain_and_eventheader_events() {
+fn fp_dwarf_and_ftrace_stacks_name_the_chain_on_plain_and_eventheader_events() {
     let Some(_serial) = serial() else {
         return;
     };
@@ -186,24 +188,41 @@ fn fp_and_dwarf_stacks_name_the_chain_on_plain_and_eventheader_events() {
     };
     let mut fp = start_recording("fp.jsonl", &["-g"]);
     let mut dwarf = start_recording("dwarf.jsonl", &["--call-graph", "dwarf"]);
+    let mut ftrace = None;
+    vm::on_backend("ftrace", || {
+        ftrace = Some(start_recording("ftrace.jsonl", &["-g"]));
+    });
+    let mut ftrace = ftrace.unwrap();
     fp.wait_attached(&ready);
     dwarf.wait_attached(&ready);
+    ftrace.wait_attached(&ready);
     let (child, reports) = spawn_sample("stack_chain", &[&name, &count, start.to_str().unwrap()]);
     let mut child = KillOnDrop(child);
     wait_reports(&reports, "registered", 2, PATIENCE, "stack_chain");
     fp.wait_attached(&events);
     dwarf.wait_attached(&events);
+    ftrace.wait_attached(&events);
     fs::write(&start, b"").expect("start file");
     let report = finish_sample(&mut child, &reports, "stack_chain", PATIENCE);
     let done = report.iter().find(|l| l.get("done").is_some()).unwrap();
     assert_eq!(done["written"], 2 * COUNT, "{done}");
 
-    let [fp, dwarf]: [Vec<Value>; 2] = Recording::stop_all(vec![fp, dwarf]).try_into().unwrap();
+    let [fp, dwarf, ftrace]: [Vec<Value>; 3] = Recording::stop_all(vec![fp, dwarf, ftrace])
+        .try_into()
+        .unwrap();
     let session = fp.iter().find(|l| l["uevrec"] == "session").unwrap();
     assert_eq!(session["stacks"]["call_graph"], "fp", "{session}");
     check(
         "-g",
         &fp,
+        &name,
+        &["middle", "outer", "write_through_chain"],
+        &["middle", "outer"],
+    );
+
+    check(
+        "--backend ftrace -g",
+        &ftrace,
         &name,
         &["middle", "outer", "write_through_chain"],
         &["middle", "outer"],
