@@ -244,12 +244,7 @@ impl StackWriter {
     ) {
         out.extend_from_slice(b",\"stack\":");
         let unwound = self.unwind(stamp, stack, user);
-        let key = StackKey {
-            run: self.maps.run_id(stamp.pid, stamp.time_unix_ns),
-            chain: stack.bytes(),
-            unwound: &unwound.frames,
-            truncated: unwound.truncated,
-        };
+        let key = self.cache_key(stamp, stack, &unwound);
         if let Some(json) = self.cache.json(&key) {
             out.extend_from_slice(json);
         } else {
@@ -260,6 +255,22 @@ impl StackWriter {
             }
         }
         self.unwound = unwound.frames;
+    }
+
+    /// What decides the frames of the record of `stamp` (its chain `stack`, its user
+    /// frames `unwound`) and their names: its key in the [`cache`].
+    fn cache_key<'a>(
+        &mut self,
+        stamp: &RecordStamp,
+        stack: Callchain<'a>,
+        unwound: &'a Unwound,
+    ) -> StackKey<'a> {
+        StackKey {
+            run: self.maps.run_id(stamp.pid, stamp.time_unix_ns),
+            chain: stack.bytes(),
+            unwound: &unwound.frames,
+            truncated: unwound.truncated,
+        }
     }
 
     /// The JSON array of the frames of the record of `stamp`, walked and named.
@@ -762,7 +773,8 @@ mod tests {
         let exe: &'static str = Box::leak(exe.into_boxed_str());
         let (l_start, l_end, l_pgoff, libc) = own_mapping(None);
         let libc: &'static str = Box::leak(libc.into_boxed_str());
-        let here = cached_stacks_are_the_stacks_walked_and_follow_the_mappings as fn() as u64;
+        let here =
+            cached_stacks_are_the_stacks_walked_and_follow_the_mappings as fn() as usize as u64;
         assert!((start..end).contains(&here));
         let in_exe = AT + (here - start);
         let words = [

@@ -10,7 +10,6 @@ use uevrec_parsers::callchain::Callchain;
 use uevrec_parsers::stack_frames::{write_broken_line, write_frame_line, write_inlined_line};
 use uevrec_parsers::user_stack::UserStack;
 
-use super::cache::StackKey;
 use super::{Frame, StackWriter, Unwound, hex_digits};
 
 /// The reusable buffer of one formatter worker's `code.stacktrace` texts.
@@ -33,12 +32,7 @@ impl StackText {
         let text = &mut self.text;
         text.clear();
         let unwound = names.unwind(stamp, stack, user_stack);
-        let key = StackKey {
-            run: names.maps.run_id(stamp.pid, stamp.time_unix_ns),
-            chain: stack.bytes(),
-            unwound: &unwound.frames,
-            truncated: unwound.truncated,
-        };
+        let key = names.cache_key(stamp, stack, &unwound);
         if let Some(kept) = names.cache.text(&key) {
             text.push_str(kept);
         } else {
