@@ -25,7 +25,8 @@ const MAX_ONE_STACK: usize = MAX_STACK_BYTES / 64;
 /// What decides a record's frames and their names.
 #[derive(Debug, Clone, Copy)]
 pub struct StackKey<'a> {
-    /// The program run of the record's process ([`super::maps::ProcessMaps::run_id`]).
+    /// The program run of the record's process ([`super::maps::ProcessMaps::run_id`]);
+    /// 0 for a stack without user frames (the same in every process).
     pub run: u64,
     /// The kernel's callchain, as the record carries it.
     pub chain: &'a [u8],

@@ -31,7 +31,7 @@ pub mod unwind;
 use std::io::Write;
 use std::sync::Arc;
 
-use uevrec_parsers::callchain::{Callchain, FrameContext};
+use uevrec_parsers::callchain::{Callchain, FrameContext, PERF_CONTEXT_USER};
 use uevrec_parsers::stack_frames::{stacktrace_module, write_frame_text};
 use uevrec_parsers::user_stack::UserStack;
 use uevrec_parsers::{ContextUpdate, RecordStamp};
@@ -265,8 +265,15 @@ impl StackWriter {
         stack: Callchain<'a>,
         unwound: &'a Unwound,
     ) -> StackKey<'a> {
+        // Without user frames nothing of the process names a frame: its kernel-only
+        // stacks are those of every process (and no `/proc` read for a kernel thread).
+        let user = !unwound.frames.is_empty() || stack.entries().any(|w| w == PERF_CONTEXT_USER);
         StackKey {
-            run: self.maps.run_id(stamp.pid, stamp.time_unix_ns),
+            run: if user {
+                self.maps.run_id(stamp.pid, stamp.time_unix_ns)
+            } else {
+                0
+            },
             chain: stack.bytes(),
             unwound: &unwound.frames,
             truncated: unwound.truncated,
@@ -655,7 +662,7 @@ fn write_names(out: &mut Vec<u8>, f: &symbols::SourceFrame, back: u64) {
 mod tests {
     use super::*;
     use uevrec_parsers::Endian;
-    use uevrec_parsers::callchain::{PERF_CONTEXT_KERNEL, PERF_CONTEXT_USER};
+    use uevrec_parsers::callchain::PERF_CONTEXT_KERNEL;
 
     /// A process id no process has: its mappings are only those the tests give.
     const PID: u32 = 4_000_000_001;
@@ -712,11 +719,16 @@ mod tests {
     /// The JSON `stack` and the `code.stacktrace` text of the chain `words` of a record
     /// of [`PID`] at `time`, written by `w`.
     fn both(w: &mut StackWriter, words: &[u64], time: u64) -> (String, String) {
+        both_of(w, PID, words, time)
+    }
+
+    /// [`both`] for a record of process `pid`.
+    fn both_of(w: &mut StackWriter, pid: u32, words: &[u64], time: u64) -> (String, String) {
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
         let chain = Callchain::new(&bytes, Endian::NATIVE);
         let stamp = RecordStamp {
-            pid: PID,
-            tid: PID,
+            pid,
+            tid: pid,
             time_unix_ns: Some(time),
             ..RecordStamp::default()
         };
@@ -842,6 +854,22 @@ mod tests {
         assert_eq!(reused.matches("no_mapping").count(), 3, "{reused}");
         assert!(!reused.contains(exe) && !reused.contains(libc), "{reused}");
         assert_eq!(c.stack(&words, 12), exec, "the old program's record");
+    }
+
+    /// A stack without user frames names nothing of its process: kept once for all.
+    #[test]
+    fn kernel_only_stacks_are_kept_once_for_every_process() {
+        let mut w = writer();
+        let words = [
+            PERF_CONTEXT_KERNEL,
+            0xffff_ffff_8100_0130,
+            0xffff_ffff_8100_0200,
+        ];
+        let first = both_of(&mut w, PID, &words, 1);
+        assert!(first.0.contains("\"context\":\"kernel\""), "{}", first.0);
+        assert_eq!(both_of(&mut w, PID + 7, &words, 2), first);
+        assert_eq!(both_of(&mut writer(), PID + 7, &words, 2), first);
+        assert_eq!(w.cache.len(), 1);
     }
 
     /// A stack with JIT code is walked each time: the names its runtime adds to its
