@@ -76,6 +76,9 @@ struct Generation {
     changes: u32,
     /// Its process's mount namespace, looked at with its first mapping.
     namespace: Option<Namespace>,
+    /// Its mappings as they are now, among every program run's of this [`ProcessMaps`]:
+    /// a new one at its start and at each mapping added ([`ProcessMaps::run_id`]).
+    id: u64,
 }
 
 /// The mappings of one program run of a process, for building its unwinder
@@ -117,11 +120,13 @@ impl Process {
         self.generations.get_mut(at)
     }
 
-    /// A program run (a fork's or an exec's) begins at `time` with `mappings`.
-    fn begin(&mut self, time: Option<u64>, mappings: Vec<Mapping>) {
+    /// A program run (a fork's or an exec's) begins at `time` with `mappings`, known
+    /// as `id`.
+    fn begin(&mut self, time: Option<u64>, mappings: Vec<Mapping>, id: u64) {
         self.generations.push_back(Generation {
             since: time,
             mappings,
+            id,
             ..Generation::default()
         });
         while self.generations.len() > MAX_GENERATIONS {
@@ -145,6 +150,8 @@ pub struct ProcessMaps {
     exited: VecDeque<u32>,
     /// Process ids looked up in `/proc` already (found or not): never read twice.
     scanned: foldhash::HashSet<u32>,
+    /// The last program run id given ([`ProcessMaps::run_id`]; 0: none yet).
+    last_id: u64,
 }
 
 impl ProcessMaps {
@@ -178,9 +185,13 @@ impl ProcessMaps {
                     file: ModuleFile::AtPath,
                 };
                 let locate = self.read_proc;
+                let id = self.new_id();
                 let p = Arc::make_mut(self.processes.entry(pid).or_default());
                 if p.generations.is_empty() {
-                    p.generations.push_back(Generation::default());
+                    p.generations.push_back(Generation {
+                        id,
+                        ..Generation::default()
+                    });
                 }
                 if let Some(g) = p.generation_at_mut(time)
                     && g.mappings.len() < MAX_MAPPINGS
@@ -198,12 +209,14 @@ impl ProcessMaps {
                         .retain(|m| m.end <= mapping.start || m.start >= mapping.end);
                     g.mappings.push(mapping);
                     g.changes = g.changes.wrapping_add(1);
+                    g.id = id;
                 }
                 self.scanned.insert(pid);
             }
             ContextUpdate::Exec { pid, .. } => {
+                let id = self.new_id();
                 let p = Arc::make_mut(self.processes.entry(pid).or_default());
-                p.begin(time, Vec::new());
+                p.begin(time, Vec::new(), id);
                 self.scanned.insert(pid);
             }
             ContextUpdate::Fork { tid, parent_tid } => {
@@ -218,8 +231,9 @@ impl ProcessMaps {
                     .and_then(|parent| parent.generation_at(time))
                     .map(|g| g.mappings.clone())
                     .unwrap_or_default();
+                let id = self.new_id();
                 let p = Arc::make_mut(self.processes.entry(tid).or_default());
-                p.begin(time, inherited);
+                p.begin(time, inherited, id);
                 self.scanned.insert(tid);
             }
             ContextUpdate::Exit { tid } => {
@@ -269,6 +283,26 @@ impl ProcessMaps {
             .find(|m| m.start <= address && address < m.end)
     }
 
+    /// What names the user frames of process `pid` at `time`, as a number: the same
+    /// number, the same mappings (a program run's id changes at each mapping added, and
+    /// no two runs of this [`ProcessMaps`] share one: an exec, a fork, a process id
+    /// reused or read from `/proc` again all start a new one); 0 for a process without
+    /// mappings known (no user frame of it is named). Read from `/proc` as
+    /// [`ProcessMaps::find`] does for a process never seen.
+    pub fn run_id(&mut self, pid: u32, time: Option<u64>) -> u64 {
+        self.scan(pid);
+        self.processes
+            .get(&pid)
+            .and_then(|p| p.generation_at(time))
+            .map_or(0, |g| g.id)
+    }
+
+    /// A program run id never given before.
+    fn new_id(&mut self) -> u64 {
+        self.last_id = self.last_id.wrapping_add(1);
+        self.last_id
+    }
+
     /// The program run of process `pid` at `time`, with all its mappings (read from
     /// `/proc` as [`ProcessMaps::find`] does for a process never seen).
     pub fn run(&mut self, pid: u32, time: Option<u64>) -> Option<ProgramRun<'_>> {
@@ -296,6 +330,7 @@ impl ProcessMaps {
             p.generations.push_back(Generation {
                 mappings,
                 namespace: Some(ns),
+                id: self.new_id(),
                 ..Generation::default()
             });
             self.processes.insert(pid, Arc::new(p));
@@ -417,6 +452,41 @@ mod tests {
         );
         assert_eq!(got.inode, Some((libc::makedev(8, 1), 1234)));
         assert!(parse_maps_line("7f00-7f10 rw-p 00000000 00:00 0").is_none());
+    }
+
+    /// A program run's id stays while its mappings do, and changes with each mapping
+    /// added, exec and reuse of the process id; an older run's records keep theirs.
+    #[test]
+    fn run_ids_change_with_the_mappings() {
+        let mut m = ProcessMaps::default();
+        assert_eq!(m.run_id(30, Some(1)), 0, "no process known");
+        m.apply(Some(1), &mmap(30, 0x1000, b"/bin/a"));
+        let first = m.run_id(30, Some(2));
+        assert_ne!(first, 0);
+        assert_eq!(m.run_id(30, Some(3)), first);
+        m.apply(Some(4), &mmap(30, 0x9000, b"/lib/dl.so"));
+        let dlopened = m.run_id(30, Some(5));
+        assert_ne!(dlopened, first);
+        m.apply(
+            Some(6),
+            &ContextUpdate::Exec {
+                pid: 30,
+                comm: b"b",
+            },
+        );
+        let exec = m.run_id(30, Some(7));
+        assert!(![0, first, dlopened].contains(&exec));
+        m.apply(Some(8), &ContextUpdate::Exit { tid: 30 });
+        m.apply(
+            Some(9),
+            &ContextUpdate::Fork {
+                tid: 30,
+                parent_tid: NO_PROCESS,
+            },
+        );
+        let reused = m.run_id(30, Some(10));
+        assert!(![0, first, dlopened, exec].contains(&reused));
+        assert_eq!(m.run_id(30, Some(7)), exec, "the old program's records");
     }
 
     #[test]

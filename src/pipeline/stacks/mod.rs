@@ -10,15 +10,17 @@
 //! registers and stack copy of `--call-graph dwarf` into the user frames.
 //!
 //! [`build_ids`] tells, for a recorded file, whether a module on disk is still the one
-//! recorded; [`stacktrace`] writes a stack as OTLP's `code.stacktrace` text.
+//! recorded; [`stacktrace`] writes a stack as OTLP's `code.stacktrace` text; [`cache`]
+//! keeps each distinct stack as written, so a stack seen again is one copy.
 //!
 //! [`module_files`] finds the file a process mapped as the process sees it (its mount
 //! namespace: containers), or says why none may name its frames.
 //!
 //! Layers, lowest first: `build_ids`, `module_files`, `maps`, `perf_map`, `symbols`,
-//! `unwind`, `stacktrace`.
+//! `unwind`, `cache`, `stacktrace`.
 
 pub mod build_ids;
+pub mod cache;
 pub mod maps;
 pub mod module_files;
 pub mod perf_map;
@@ -29,15 +31,16 @@ pub mod unwind;
 use std::io::Write;
 use std::sync::Arc;
 
-use uevrec_parsers::callchain::{Callchain, FrameContext};
+use uevrec_parsers::callchain::{Callchain, FrameContext, PERF_CONTEXT_USER};
 use uevrec_parsers::stack_frames::{stacktrace_module, write_frame_text};
 use uevrec_parsers::user_stack::UserStack;
 use uevrec_parsers::{ContextUpdate, RecordStamp};
 
+use cache::{StackCache, StackKey};
 use maps::ProcessMaps;
 use perf_map::PerfMaps;
 use symbols::Resolved;
-use unwind::UserUnwinder;
+use unwind::{Truncated, UserUnwinder};
 
 /// What the session line says the `stack` key holds.
 pub const FRAMES_IN_WORDS: &str = "stack: the frames, innermost first; each with addr (hex), \
@@ -177,6 +180,11 @@ pub struct StackWriter {
     unwinder: Option<Box<UserUnwinder>>,
     /// The user frames of the record being written (reused).
     unwound: Vec<u64>,
+    /// Each distinct stack as written.
+    cache: StackCache,
+    /// A frame of the stack being walked may be named otherwise next time, though its
+    /// key is the same (JIT code, a look-up put off): the stack is not cached.
+    uncacheable: bool,
     /// The kallsyms that names kernel frames, when not this machine's (a recorded
     /// file's own: [`StackWriter::with_kallsyms`]).
     kallsyms: Option<std::path::PathBuf>,
@@ -197,6 +205,8 @@ impl StackWriter {
             build_ids: build_ids::BuildIds::default(),
             unwinder: None,
             unwound: Vec::new(),
+            cache: StackCache::default(),
+            uncacheable: false,
             kallsyms: None,
         }
     }
@@ -223,7 +233,8 @@ impl StackWriter {
     }
 
     /// Append `,"stack":[…]` for the record of `stamp` to `out`: the frames of the
-    /// kernel's chain, then those unwound from `user` (`--call-graph dwarf`), if any.
+    /// kernel's chain, then those unwound from `user` (`--call-graph dwarf`), if any; a
+    /// stack written before, as it was ([`cache`]).
     pub fn write(
         &mut self,
         out: &mut Vec<u8>,
@@ -231,9 +242,55 @@ impl StackWriter {
         stack: Callchain<'_>,
         user: Option<UserStack<'_>>,
     ) {
-        out.extend_from_slice(b",\"stack\":[");
+        out.extend_from_slice(b",\"stack\":");
+        let unwound = self.unwind(stamp, stack, user);
+        let key = self.cache_key(stamp, stack, &unwound);
+        if let Some(json) = self.cache.json(&key) {
+            out.extend_from_slice(json);
+        } else {
+            let at = out.len();
+            self.write_frames(out, stamp, stack, &unwound);
+            if !self.uncacheable {
+                self.cache.keep_json(&key, &out[at..]);
+            }
+        }
+        self.unwound = unwound.frames;
+    }
+
+    /// What decides the frames of the record of `stamp` (its chain `stack`, its user
+    /// frames `unwound`) and their names: its key in the [`cache`].
+    fn cache_key<'a>(
+        &mut self,
+        stamp: &RecordStamp,
+        stack: Callchain<'a>,
+        unwound: &'a Unwound,
+    ) -> StackKey<'a> {
+        // Without user frames nothing of the process names a frame: its kernel-only
+        // stacks are those of every process (and no `/proc` read for a kernel thread).
+        let user = !unwound.frames.is_empty() || stack.entries().any(|w| w == PERF_CONTEXT_USER);
+        StackKey {
+            run: if user {
+                self.maps.run_id(stamp.pid, stamp.time_unix_ns)
+            } else {
+                0
+            },
+            chain: stack.bytes(),
+            unwound: &unwound.frames,
+            truncated: unwound.truncated,
+        }
+    }
+
+    /// The JSON array of the frames of the record of `stamp`, walked and named.
+    fn write_frames(
+        &mut self,
+        out: &mut Vec<u8>,
+        stamp: &RecordStamp,
+        stack: Callchain<'_>,
+        unwound: &Unwound,
+    ) {
+        out.push(b'[');
         let mut first = true;
-        self.walk(stamp, stack, user, &mut |frame| {
+        self.walk(stamp, stack, unwound, &mut |frame| {
             if !first {
                 out.push(b',');
             }
@@ -267,20 +324,49 @@ impl StackWriter {
         out.push(b']');
     }
 
-    /// Hand each frame of the record of `stamp` to `emit`, innermost first: the kernel's
-    /// chain (a broken chain as [`Frame::Broken`], then nothing more of it), then the user
-    /// frames unwound from `user` (`--call-graph dwarf`), if any.
-    fn walk(
+    /// The user frames of the record of `stamp` unwound from its stack copy `user`
+    /// (`--call-graph dwarf`; none without one), after the frames of its chain `stack`.
+    fn unwind(
         &mut self,
         stamp: &RecordStamp,
         stack: Callchain<'_>,
         user: Option<UserStack<'_>>,
+    ) -> Unwound {
+        let mut frames = std::mem::take(&mut self.unwound);
+        frames.clear();
+        let Some(user) = user else {
+            return Unwound {
+                frames,
+                truncated: None,
+            };
+        };
+        let max = self.options.max_frames.saturating_sub(chain_frames(stack));
+        let unwinder = self.unwinder.get_or_insert_with(Box::default);
+        let truncated = unwinder.walk(
+            &mut self.maps,
+            stamp.pid,
+            stamp.time_unix_ns,
+            &user,
+            max,
+            &mut frames,
+        );
+        Unwound { frames, truncated }
+    }
+
+    /// Hand each frame of the record of `stamp` to `emit`, innermost first: the kernel's
+    /// chain (a broken chain as [`Frame::Broken`], then nothing more of it), then the user
+    /// frames `unwound` from its stack copy. Notes in `uncacheable` whether a frame may
+    /// be named otherwise next time.
+    fn walk(
+        &mut self,
+        stamp: &RecordStamp,
+        stack: Callchain<'_>,
+        unwound: &Unwound,
         emit: &mut dyn FnMut(Frame<'_>),
     ) {
+        self.uncacheable = false;
         let mut user_frames = 0u32;
-        let mut chain_frames = 0usize;
         for frame in stack.frames() {
-            chain_frames += 1;
             let frame = match frame {
                 Ok(f) => f,
                 Err(e) => {
@@ -313,8 +399,19 @@ impl StackWriter {
                 _ => named(&self.unnamed.other),
             }
         }
-        if let Some(user) = user {
-            self.walk_unwound(stamp, &user, chain_frames, user_frames, emit);
+        let last = unwound.frames.len().saturating_sub(1);
+        for (i, &address) in unwound.frames.iter().enumerate() {
+            let truncated = unwound.truncated.filter(|_| i == last).map(Truncated::name);
+            let back = u64::from(user_frames > 0);
+            user_frames = user_frames.saturating_add(1);
+            self.user_frame(stamp, address, back, &mut |names| {
+                emit(Frame::Named {
+                    address,
+                    context: FrameContext::User,
+                    names,
+                    truncated,
+                })
+            });
         }
     }
 
@@ -328,45 +425,6 @@ impl StackWriter {
         })
     }
 
-    /// The user frames unwound from a stack copy, after the `chain_frames` of the
-    /// kernel's chain; the last says why the walk ended early, if it did.
-    fn walk_unwound(
-        &mut self,
-        stamp: &RecordStamp,
-        user: &UserStack<'_>,
-        chain_frames: usize,
-        mut user_frames: u32,
-        emit: &mut dyn FnMut(Frame<'_>),
-    ) {
-        let max = self.options.max_frames.saturating_sub(chain_frames);
-        let mut frames = std::mem::take(&mut self.unwound);
-        frames.clear();
-        let unwinder = self.unwinder.get_or_insert_with(Box::default);
-        let truncated = unwinder.walk(
-            &mut self.maps,
-            stamp.pid,
-            stamp.time_unix_ns,
-            user,
-            max,
-            &mut frames,
-        );
-        let last = frames.len().saturating_sub(1);
-        for (i, &address) in frames.iter().enumerate() {
-            let truncated = truncated.filter(|_| i == last).map(|why| why.name());
-            let back = u64::from(user_frames > 0);
-            user_frames = user_frames.saturating_add(1);
-            self.user_frame(stamp, address, back, &mut |names| {
-                emit(Frame::Named {
-                    address,
-                    context: FrameContext::User,
-                    names,
-                    truncated,
-                })
-            });
-        }
-        self.unwound = frames;
-    }
-
     /// The names of a kernel frame, to `emit`.
     fn kernel_frame(&mut self, address: u64, emit: &mut dyn FnMut(&Named)) {
         if let Some(n) = self.kernel.get(&address) {
@@ -376,6 +434,7 @@ impl StackWriter {
         let mut n = Named::default();
         n.resolved(&r, 0, stacktrace_module(None, true));
         if r.reason == Some("behind") {
+            self.uncacheable = true;
             return emit(&n);
         }
         if self.kernel.len() >= MAX_RENDERED {
@@ -416,6 +475,7 @@ impl StackWriter {
         let is_file = path.starts_with('/') && !path.starts_with("//");
         if !is_file && self.options.symbolize {
             // JIT code its runtime named (read again as it grows: not cached here).
+            self.uncacheable = true;
             let mut n = std::mem::take(&mut self.scratch);
             n.clear();
             n.json.extend_from_slice(b",\"module\":");
@@ -478,6 +538,7 @@ impl StackWriter {
             write_frame_text(&mut n.text, None, None, &path);
         }
         if behind {
+            self.uncacheable = true;
             return emit(&n);
         }
         if self.user.len() >= MAX_RENDERED {
@@ -485,6 +546,27 @@ impl StackWriter {
         }
         emit(self.user.entry(key).or_insert(shrunk(n)));
     }
+}
+
+/// The user frames of a record unwound from its stack copy (`--call-graph dwarf`).
+struct Unwound {
+    /// Innermost first (none without a stack copy).
+    frames: Vec<u64>,
+    /// Why the walk ended early, if it did.
+    truncated: Option<Truncated>,
+}
+
+/// The frames of the kernel's chain `stack` as the walk counts them: up to and with the
+/// first that cannot be read.
+fn chain_frames(stack: Callchain<'_>) -> usize {
+    let mut n = 0;
+    for frame in stack.frames() {
+        n += 1;
+        if frame.is_err() {
+            break;
+        }
+    }
+    n
 }
 
 /// `n` without spare capacity (kept in a cache).
@@ -579,6 +661,240 @@ fn write_names(out: &mut Vec<u8>, f: &symbols::SourceFrame, back: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use uevrec_parsers::Endian;
+    use uevrec_parsers::callchain::PERF_CONTEXT_KERNEL;
+
+    /// A process id no process has: its mappings are only those the tests give.
+    const PID: u32 = 4_000_000_001;
+    /// Where the tests map files in it.
+    const AT: u64 = 0x10_0000_0000;
+    /// Where they map a second file (a `dlopen`).
+    const DLOPEN_AT: u64 = 0x20_0000_0000;
+
+    /// The executable mapping of this process whose file is `path` (`None`: any
+    /// library): `(start, end, file offset, path)`.
+    fn own_mapping(path: Option<&str>) -> (u64, u64, u64, String) {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        maps.lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let (range, perms, pgoff, file) = (f[0], f[1], f[2], *f.get(5)?);
+                let wanted = match path {
+                    Some(p) => file == p,
+                    None => file.contains("/libc.so"),
+                };
+                if perms != "r-xp" || !wanted {
+                    return None;
+                }
+                let (start, end) = range.split_once('-')?;
+                let hex = |h| u64::from_str_radix(h, 16).ok();
+                Some((hex(start)?, hex(end)?, hex(pgoff)?, file.to_owned()))
+            })
+            .next()
+            .unwrap()
+    }
+
+    /// `path`'s mapping `(start, end, pgoff)` mapped at `at` in [`PID`].
+    fn mmap(at: u64, (start, end, pgoff): (u64, u64, u64), path: &[u8]) -> ContextUpdate<'_> {
+        ContextUpdate::Mmap {
+            pid: PID,
+            addr: at,
+            len: end - start,
+            pgoff,
+            build_id: b"",
+            path,
+        }
+    }
+
+    /// The stacks of a recorded file's records, named without a time budget (the same
+    /// names however long the look-ups take).
+    fn writer() -> StackWriter {
+        StackWriter::new(StackOptions {
+            symbolize: true,
+            offline: true,
+            max_frames: 127,
+        })
+    }
+
+    /// The JSON `stack` and the `code.stacktrace` text of the chain `words` of a record
+    /// of [`PID`] at `time`, written by `w`.
+    fn both(w: &mut StackWriter, words: &[u64], time: u64) -> (String, String) {
+        both_of(w, PID, words, time)
+    }
+
+    /// [`both`] for a record of process `pid`.
+    fn both_of(w: &mut StackWriter, pid: u32, words: &[u64], time: u64) -> (String, String) {
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let chain = Callchain::new(&bytes, Endian::NATIVE);
+        let stamp = RecordStamp {
+            pid,
+            tid: pid,
+            time_unix_ns: Some(time),
+            ..RecordStamp::default()
+        };
+        let mut json = Vec::new();
+        w.write(&mut json, &stamp, chain, None);
+        let text = stacktrace::StackText::default()
+            .render(w, &stamp, chain, None)
+            .to_owned();
+        (String::from_utf8(json).unwrap(), text)
+    }
+
+    /// Writes records through one writer as context changes come, and checks each
+    /// against a writer that has seen only those changes and no stack before (every
+    /// frame walked and named afresh), and against itself from its cache.
+    struct Checker {
+        cached: StackWriter,
+        updates: Vec<(u64, ContextUpdate<'static>)>,
+    }
+
+    impl Checker {
+        fn apply(&mut self, time: u64, update: ContextUpdate<'static>) {
+            self.cached.apply(Some(time), &update);
+            self.updates.push((time, update));
+        }
+
+        /// The JSON stack of `words` at `time`, checked.
+        fn stack(&mut self, words: &[u64], time: u64) -> String {
+            let mut fresh = writer();
+            for (t, u) in &self.updates {
+                fresh.apply(Some(*t), u);
+            }
+            let expected = both(&mut fresh, words, time);
+            assert!(!expected.0.contains("\"behind\""), "{}", expected.0);
+            let hits = self.cached.cache.hits;
+            let first = both(&mut self.cached, words, time);
+            let again = both(&mut self.cached, words, time);
+            assert_eq!(first, expected, "the cached writer, first time");
+            assert_eq!(again, expected, "the cached writer, again");
+            assert!(
+                self.cached.cache.hits >= hits + 2,
+                "the second time from the cache"
+            );
+            expected.0
+        }
+    }
+
+    /// A stack written from the cache is byte for byte the stack walked (JSON and
+    /// `code.stacktrace`), and no change of a process's mappings (an exec, a library
+    /// loaded, its id reused by another program) lets a stack keep the old names.
+    #[test]
+    fn cached_stacks_are_the_stacks_walked_and_follow_the_mappings() {
+        let exe = std::env::current_exe().unwrap();
+        let (start, end, pgoff, exe) = own_mapping(exe.to_str());
+        let exe: &'static str = Box::leak(exe.into_boxed_str());
+        let (l_start, l_end, l_pgoff, libc) = own_mapping(None);
+        let libc: &'static str = Box::leak(libc.into_boxed_str());
+        let here =
+            cached_stacks_are_the_stacks_walked_and_follow_the_mappings as fn() as usize as u64;
+        assert!((start..end).contains(&here));
+        let in_exe = AT + (here - start);
+        let words = [
+            PERF_CONTEXT_KERNEL,
+            0xffff_ffff_8100_0130,
+            PERF_CONTEXT_USER,
+            in_exe + 3,
+            in_exe + 0x10,
+            AT - 0x1000,
+        ];
+        let with_dlopened = [PERF_CONTEXT_USER, in_exe + 3, DLOPEN_AT + 0x40];
+        let mut c = Checker {
+            cached: writer(),
+            updates: Vec::new(),
+        };
+        c.apply(1, mmap(AT, (start, end, pgoff), exe.as_bytes()));
+        let before = c.stack(&words, 2);
+        assert!(
+            before.contains(exe) && before.contains("cached_stacks_are"),
+            "{before}"
+        );
+        assert!(
+            before.contains("no_mapping") && !before.contains(libc),
+            "{before}"
+        );
+
+        // An exec: another program (libc's code where the test binary was).
+        c.apply(
+            10,
+            ContextUpdate::Exec {
+                pid: PID,
+                comm: b"b",
+            },
+        );
+        // As long as the test binary's mapping: its frames' addresses fall in it.
+        let len = (end - start).max(l_end - l_start);
+        c.apply(
+            11,
+            mmap(AT, (l_start, l_start + len, l_pgoff), libc.as_bytes()),
+        );
+        let exec = c.stack(&words, 12);
+        assert!(exec.contains(libc) && !exec.contains(exe), "{exec}");
+        assert_eq!(c.stack(&words, 5), before, "a record before the exec");
+
+        // A library loaded: its frames are named from then on.
+        let unloaded = c.stack(&with_dlopened, 12);
+        assert_eq!(unloaded.matches("no_mapping").count(), 1, "{unloaded}");
+        c.apply(13, mmap(DLOPEN_AT, (start, end, pgoff), exe.as_bytes()));
+        let loaded = c.stack(&with_dlopened, 14);
+        assert!(
+            !loaded.contains("no_mapping") && loaded.contains(exe),
+            "{loaded}"
+        );
+
+        // The process exits and another program reuses its id: no names of either.
+        c.apply(15, ContextUpdate::Exit { tid: PID });
+        c.apply(
+            16,
+            ContextUpdate::Fork {
+                tid: PID,
+                parent_tid: PID + 1,
+            },
+        );
+        let reused = c.stack(&words, 17);
+        assert_eq!(reused.matches("no_mapping").count(), 3, "{reused}");
+        assert!(!reused.contains(exe) && !reused.contains(libc), "{reused}");
+        assert_eq!(c.stack(&words, 12), exec, "the old program's record");
+    }
+
+    /// A stack without user frames names nothing of its process: kept once for all.
+    #[test]
+    fn kernel_only_stacks_are_kept_once_for_every_process() {
+        let mut w = writer();
+        let words = [
+            PERF_CONTEXT_KERNEL,
+            0xffff_ffff_8100_0130,
+            0xffff_ffff_8100_0200,
+        ];
+        let first = both_of(&mut w, PID, &words, 1);
+        assert!(first.0.contains("\"context\":\"kernel\""), "{}", first.0);
+        assert_eq!(both_of(&mut w, PID + 7, &words, 2), first);
+        assert_eq!(both_of(&mut writer(), PID + 7, &words, 2), first);
+        assert_eq!(w.cache.len(), 1);
+    }
+
+    /// A stack with JIT code is walked each time: the names its runtime adds to its
+    /// perf map later are shown.
+    #[test]
+    fn stacks_with_jit_code_are_not_cached() {
+        let perf_map = format!("/tmp/perf-{PID}.map");
+        let _ = std::fs::remove_file(&perf_map);
+        let mut w = StackWriter::new(StackOptions {
+            symbolize: true,
+            offline: false,
+            max_frames: 127,
+        });
+        let jit = (AT, AT + 0x1000, 0);
+        w.apply(Some(1), &mmap(AT, jit, b"//anon"));
+        let words = [PERF_CONTEXT_USER, AT + 0x20];
+        let (unnamed, _) = both(&mut w, &words, 2);
+        assert!(unnamed.contains("no_file"), "{unnamed}");
+        std::fs::write(&perf_map, format!("{AT:x} 100 jitted\n")).unwrap();
+        let (named, text) = both(&mut w, &words, 3);
+        let _ = std::fs::remove_file(&perf_map);
+        assert!(named.contains("\"symbol\":\"jitted\""), "{named}");
+        assert!(text.contains("jitted+0x20"), "{text}");
+        assert_eq!(w.cache.len(), 0);
+    }
 
     #[test]
     fn hex_as_format_writes_it() {

@@ -1,15 +1,16 @@
 //! A record's stack as OpenTelemetry's `code.stacktrace` text (`--format otlp`,
 //! `--export`): the frames are named once, as the JSON path names them (the same walk
 //! and the same cached names, [`super::StackWriter`]), and each frame's line is kept with
-//! its names, so a record's text is its addresses and copies; the lines are those of
-//! the parsers' one helper for them ([`uevrec_parsers::stack_frames`]).
+//! its names, so a record's text is its addresses and copies, and a stack written before
+//! one copy ([`super::cache`]); the lines are those of the parsers' one helper for them
+//! ([`uevrec_parsers::stack_frames`]).
 
 use uevrec_parsers::RecordStamp;
 use uevrec_parsers::callchain::Callchain;
 use uevrec_parsers::stack_frames::{write_broken_line, write_frame_line, write_inlined_line};
 use uevrec_parsers::user_stack::UserStack;
 
-use super::{Frame, StackWriter, hex_digits};
+use super::{Frame, StackWriter, Unwound, hex_digits};
 
 /// The reusable buffer of one formatter worker's `code.stacktrace` texts.
 #[derive(Debug, Default)]
@@ -20,7 +21,7 @@ pub struct StackText {
 impl StackText {
     /// The stack of the record of `stamp` as `code.stacktrace` text (the kernel's chain,
     /// then the user frames unwound from `user_stack` under `--call-graph dwarf`), its
-    /// frames named by `names`.
+    /// frames named by `names`; a stack written before, as it was ([`super::cache`]).
     pub fn render(
         &mut self,
         names: &mut StackWriter,
@@ -30,27 +31,47 @@ impl StackText {
     ) -> &str {
         let text = &mut self.text;
         text.clear();
-        // A broken chain's line is the last (as the text read back from JSON ends there).
-        let mut broken = false;
-        names.walk(stamp, stack, user_stack, &mut |frame| match frame {
-            _ if broken => {}
-            Frame::Broken(why) => {
-                write_broken_line(text, why);
-                broken = true;
+        let unwound = names.unwind(stamp, stack, user_stack);
+        let key = names.cache_key(stamp, stack, &unwound);
+        if let Some(kept) = names.cache.text(&key) {
+            text.push_str(kept);
+        } else {
+            write_text(text, names, stamp, stack, &unwound);
+            if !names.uncacheable {
+                names.cache.keep_text(&key, text);
             }
-            Frame::Named { address, names, .. } => {
-                let mut digits = [0u8; 16];
-                // Hex digits: ASCII, never the empty default.
-                let addr =
-                    std::str::from_utf8(hex_digits(&mut digits, address)).unwrap_or_default();
-                for symbol in &names.inlined {
-                    write_inlined_line(text, addr, symbol);
-                }
-                write_frame_line(text, addr, &names.text);
-            }
-        });
+        }
+        names.unwound = unwound.frames;
         &self.text
     }
+}
+
+/// The frames of the record of `stamp` as `code.stacktrace` lines, walked and named.
+fn write_text(
+    text: &mut String,
+    names: &mut StackWriter,
+    stamp: &RecordStamp,
+    stack: Callchain<'_>,
+    unwound: &Unwound,
+) {
+    // A broken chain's line is the last (as the text read back from JSON ends there).
+    let mut broken = false;
+    names.walk(stamp, stack, unwound, &mut |frame| match frame {
+        _ if broken => {}
+        Frame::Broken(why) => {
+            write_broken_line(text, why);
+            broken = true;
+        }
+        Frame::Named { address, names, .. } => {
+            let mut digits = [0u8; 16];
+            // Hex digits: ASCII, never the empty default.
+            let addr = std::str::from_utf8(hex_digits(&mut digits, address)).unwrap_or_default();
+            for symbol in &names.inlined {
+                write_inlined_line(text, addr, symbol);
+            }
+            write_frame_line(text, addr, &names.text);
+        }
+    });
 }
 
 #[cfg(test)]

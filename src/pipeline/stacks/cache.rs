@@ -1,0 +1,335 @@
+//! A cache per distinct stack: most records of a program come from a few call paths, so a
+//! stack seen before is written as one hash of its addresses and one copy of its rendered
+//! JSON array (or `code.stacktrace` text), not a walk naming each frame.
+//!
+//! Keyed by what decides the frames' names: the program run of the record's process
+//! ([`super::maps::ProcessMaps::run_id`], new at each exec, fork, reused process id and
+//! mapping added), the kernel's callchain bytes, and the user frames unwound from a stack
+//! copy (`--call-graph dwarf`) with why the walk ended. The full key is compared, never
+//! the hash alone. The writer keeps out stacks whose names may change with the same key
+//! (JIT code named from a perf map that grows, a frame put off by the look-up budget).
+//! Bounded by count and bytes ([`MAX_STACKS`], [`MAX_STACK_BYTES`]), the least recently
+//! used of a sweep going first (a clock).
+
+use std::hash::{BuildHasher, Hasher};
+
+use super::unwind::Truncated;
+
+/// Distinct stacks kept per formatter worker.
+pub const MAX_STACKS: usize = 4096;
+/// Bytes of keys and rendered stacks kept per formatter worker at most.
+pub const MAX_STACK_BYTES: usize = 8 << 20;
+/// A stack larger than this is never kept (it would push out too many others).
+const MAX_ONE_STACK: usize = MAX_STACK_BYTES / 64;
+
+/// What decides a record's frames and their names.
+#[derive(Debug, Clone, Copy)]
+pub struct StackKey<'a> {
+    /// The program run of the record's process ([`super::maps::ProcessMaps::run_id`]);
+    /// 0 for a stack without user frames (the same in every process).
+    pub run: u64,
+    /// The kernel's callchain, as the record carries it.
+    pub chain: &'a [u8],
+    /// The user frames unwound from the record's stack copy (none without one).
+    pub unwound: &'a [u64],
+    /// Why that walk ended early, if it did.
+    pub truncated: Option<Truncated>,
+}
+
+/// One kept stack: its key and its renderings.
+#[derive(Debug, Default)]
+struct Kept {
+    hash: u64,
+    run: u64,
+    chain: Box<[u8]>,
+    unwound: Box<[u64]>,
+    truncated: Option<Truncated>,
+    /// The JSON array of the `stack` key (`[…]`), once written.
+    json: Option<Box<[u8]>>,
+    /// The `code.stacktrace` text, once written.
+    text: Option<Box<str>>,
+    /// Read since the clock hand last passed (kept one more sweep).
+    used: bool,
+    /// Holds a stack (not a free place).
+    occupied: bool,
+}
+
+impl Kept {
+    fn matches(&self, hash: u64, key: &StackKey<'_>) -> bool {
+        self.hash == hash
+            && self.run == key.run
+            && self.truncated == key.truncated
+            && *self.chain == *key.chain
+            && *self.unwound == *key.unwound
+    }
+
+    /// Bytes it holds (counted against [`MAX_STACK_BYTES`]).
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Kept>()
+            + self.chain.len()
+            + self.unwound.len() * 8
+            + self.json.as_ref().map_or(0, |j| j.len())
+            + self.text.as_ref().map_or(0, |t| t.len())
+    }
+}
+
+/// The stacks one formatter worker wrote, bounded.
+#[derive(Debug, Default)]
+pub struct StackCache {
+    /// Kept stacks, and free places.
+    kept: Vec<Kept>,
+    /// A key's hash → its place in `kept`.
+    index: foldhash::HashMap<u64, u32>,
+    /// Free places in `kept`.
+    free: Vec<u32>,
+    /// Bytes held by `kept`.
+    bytes: usize,
+    /// The clock hand: the next place looked at to evict.
+    hand: usize,
+    hasher: foldhash::fast::FixedState,
+    /// Stacks written from the cache.
+    pub hits: u64,
+    /// Stacks written by walking their frames.
+    pub misses: u64,
+}
+
+impl StackCache {
+    /// The JSON array of `key`'s stack, if kept.
+    pub fn json(&mut self, key: &StackKey<'_>) -> Option<&[u8]> {
+        let at = self.find(key).filter(|&at| self.kept[at].json.is_some());
+        self.count(at.is_some());
+        at.and_then(|at| self.kept[at].json.as_deref())
+    }
+
+    /// The `code.stacktrace` text of `key`'s stack, if kept.
+    pub fn text(&mut self, key: &StackKey<'_>) -> Option<&str> {
+        let at = self.find(key).filter(|&at| self.kept[at].text.is_some());
+        self.count(at.is_some());
+        at.and_then(|at| self.kept[at].text.as_deref())
+    }
+
+    /// Keep `json`, the JSON array of `key`'s stack.
+    pub fn keep_json(&mut self, key: &StackKey<'_>, json: &[u8]) {
+        if let Some(at) = self.place(key, json.len()) {
+            let old = self.kept[at].json.replace(json.into());
+            self.bytes = self.bytes + json.len() - old.map_or(0, |o| o.len());
+        }
+    }
+
+    /// Keep `text`, the `code.stacktrace` text of `key`'s stack.
+    pub fn keep_text(&mut self, key: &StackKey<'_>, text: &str) {
+        if let Some(at) = self.place(key, text.len()) {
+            let old = self.kept[at].text.replace(text.into());
+            self.bytes = self.bytes + text.len() - old.map_or(0, |o| o.len());
+        }
+    }
+
+    /// Stacks kept.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Whether none is kept.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// Bytes held (keys, renderings and bookkeeping per stack).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// A hit or a miss, counted.
+    fn count(&mut self, hit: bool) {
+        if hit {
+            self.hits += 1;
+        } else {
+            self.misses += 1;
+        }
+    }
+
+    fn hash(&self, key: &StackKey<'_>) -> u64 {
+        let mut h = self.hasher.build_hasher();
+        h.write_u64(key.run);
+        h.write(key.chain);
+        for &address in key.unwound {
+            h.write_u64(address);
+        }
+        h.write_u8(key.truncated.map_or(0, |t| t as u8 + 1));
+        h.finish()
+    }
+
+    /// Where `key`'s stack is kept, marked as used.
+    fn find(&mut self, key: &StackKey<'_>) -> Option<usize> {
+        let hash = self.hash(key);
+        let at = *self.index.get(&hash)? as usize;
+        let kept = &mut self.kept[at];
+        if !kept.matches(hash, key) {
+            // Another key with the same hash: not this stack.
+            return None;
+        }
+        kept.used = true;
+        Some(at)
+    }
+
+    /// Where `key`'s stack is kept, or a new place for it with room for `adding` bytes
+    /// more (older stacks evicted); `None` when it is too large to keep.
+    fn place(&mut self, key: &StackKey<'_>, adding: usize) -> Option<usize> {
+        let hash = self.hash(key);
+        let key_bytes = std::mem::size_of::<Kept>() + key.chain.len() + key.unwound.len() * 8;
+        if key_bytes + adding > MAX_ONE_STACK {
+            return None;
+        }
+        if let Some(&at) = self.index.get(&hash) {
+            let at = at as usize;
+            if self.kept[at].matches(hash, key) {
+                self.make_room(adding, Some(at));
+                return Some(at);
+            }
+            // A hash collision: the newer stack takes the place.
+            self.evict(at);
+        }
+        self.make_room(key_bytes + adding, None);
+        let at = match self.free.pop() {
+            Some(at) => at as usize,
+            None => {
+                self.kept.push(Kept::default());
+                self.kept.len() - 1
+            }
+        };
+        self.kept[at] = Kept {
+            hash,
+            run: key.run,
+            chain: key.chain.into(),
+            unwound: key.unwound.into(),
+            truncated: key.truncated,
+            json: None,
+            text: None,
+            // Kept past the next sweep only if read again (a stack seen once goes first).
+            used: false,
+            occupied: true,
+        };
+        self.bytes += key_bytes;
+        self.index.insert(hash, at as u32);
+        Some(at)
+    }
+
+    /// Evict stacks (never the one at `keep`) until `adding` bytes more fit, and a place
+    /// is free or may be added when `keep` is `None`.
+    fn make_room(&mut self, adding: usize, keep: Option<usize>) {
+        let need_place = keep.is_none();
+        // Two sweeps clear every `used` mark: then each place looked at is evicted.
+        let mut looks = 2 * self.kept.len() + 1;
+        while (self.bytes + adding > MAX_STACK_BYTES
+            || (need_place && self.free.is_empty() && self.kept.len() >= MAX_STACKS))
+            && looks > 0
+        {
+            looks -= 1;
+            if self.kept.is_empty() {
+                break;
+            }
+            let at = self.hand % self.kept.len();
+            self.hand = at + 1;
+            let kept = &mut self.kept[at];
+            if Some(at) == keep || !kept.occupied {
+                continue;
+            }
+            if kept.used {
+                kept.used = false;
+                continue;
+            }
+            self.evict(at);
+        }
+    }
+
+    /// Forget the stack at `at`.
+    fn evict(&mut self, at: usize) {
+        let kept = std::mem::take(&mut self.kept[at]);
+        if self.index.get(&kept.hash) == Some(&(at as u32)) {
+            self.index.remove(&kept.hash);
+        }
+        self.bytes -= kept.bytes();
+        self.free.push(at as u32);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(run: u64, chain: &[u8]) -> StackKey<'_> {
+        StackKey {
+            run,
+            chain,
+            unwound: &[],
+            truncated: None,
+        }
+    }
+
+    #[test]
+    fn keeps_each_rendering_by_the_whole_key() {
+        let mut c = StackCache::default();
+        let chain = [1u8; 80];
+        assert!(c.json(&key(1, &chain)).is_none());
+        c.keep_json(&key(1, &chain), b"[json]");
+        assert_eq!(c.json(&key(1, &chain)), Some(&b"[json]"[..]));
+        assert!(c.text(&key(1, &chain)).is_none(), "no text written yet");
+        c.keep_text(&key(1, &chain), "text");
+        assert_eq!(c.text(&key(1, &chain)), Some("text"));
+        assert_eq!(c.json(&key(1, &chain)), Some(&b"[json]"[..]));
+        assert_eq!(c.len(), 1);
+        // Another program run, chain, unwound frames or end of the walk: another stack.
+        let mut other = chain;
+        other[79] = 2;
+        let unwound = StackKey {
+            unwound: &[5],
+            ..key(1, &chain)
+        };
+        let truncated = StackKey {
+            truncated: Some(Truncated::MaxStack),
+            ..key(1, &chain)
+        };
+        for miss in [
+            key(2, &chain),
+            key(1, &other),
+            key(1, &chain[..72]),
+            unwound,
+            truncated,
+        ] {
+            assert!(c.json(&miss).is_none(), "{miss:?}");
+        }
+        assert_eq!((c.hits, c.misses), (3, 7));
+    }
+
+    #[test]
+    fn bounded_by_count_and_bytes() {
+        let mut c = StackCache::default();
+        for i in 0..(MAX_STACKS as u64 * 3) {
+            c.keep_json(&key(1, &i.to_ne_bytes()), &[b'x'; 100]);
+            assert!(c.len() <= MAX_STACKS && c.bytes() <= MAX_STACK_BYTES);
+        }
+        assert_eq!(c.len(), MAX_STACKS);
+        let large = vec![b'y'; MAX_ONE_STACK - 1000];
+        for i in 0..200u64 {
+            c.keep_json(&key(2, &i.to_ne_bytes()), &large);
+            assert!(c.len() <= MAX_STACKS && c.bytes() <= MAX_STACK_BYTES);
+        }
+        assert_eq!(c.json(&key(2, &199u64.to_ne_bytes())), Some(&large[..]));
+        c.keep_json(&key(3, b"x"), &vec![0; MAX_ONE_STACK]);
+        assert!(c.json(&key(3, b"x")).is_none(), "too large to keep");
+        // Everything evicted is accounted for: the bytes held are those of what is kept.
+        let held: usize = c.kept.iter().filter(|k| k.occupied).map(Kept::bytes).sum();
+        assert_eq!(c.bytes(), held);
+    }
+
+    #[test]
+    fn stacks_read_again_stay() {
+        let mut c = StackCache::default();
+        let hot = key(7, b"hot");
+        c.keep_json(&hot, b"[hot]");
+        for i in 0..(MAX_STACKS as u64 * 4) {
+            c.keep_json(&key(1, &i.to_ne_bytes()), b"[]");
+            assert!(c.json(&hot).is_some(), "evicted after {i} others");
+        }
+    }
+}
