@@ -11,7 +11,9 @@
 //!
 //! A third uevrec records the same on the ftrace backend with `-g` (its own instance's
 //! `options/stacktrace` and `options/userstacktrace`, tied to each record): the same
-//! frame-pointer chain as the perf backend's `-g`.
+//! frame-pointer chain as the perf backend's `-g`. The producer stays until that uevrec
+//! holds its records: the ftrace backend reads a process's mappings from `/proc` at its
+//! first stack, and names nothing of a program gone by then (docs/stacks.md).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -196,13 +198,40 @@ fn fp_dwarf_and_ftrace_stacks_name_the_chain_on_plain_and_eventheader_events() {
     fp.wait_attached(&ready);
     dwarf.wait_attached(&ready);
     ftrace.wait_attached(&ready);
-    let (child, reports) = spawn_sample("stack_chain", &[&name, &count, start.to_str().unwrap()]);
+    let hold = dir.join("hold");
+    let (child, reports) = spawn_sample(
+        "stack_chain",
+        &[
+            &name,
+            &count,
+            start.to_str().unwrap(),
+            hold.to_str().unwrap(),
+        ],
+    );
     let mut child = KillOnDrop(child);
     wait_reports(&reports, "registered", 2, PATIENCE, "stack_chain");
     fp.wait_attached(&events);
     dwarf.wait_attached(&events);
     ftrace.wait_attached(&events);
     fs::write(&start, b"").expect("start file");
+    // The ftrace backend's records, with their stacks, before the producer exits.
+    let held = dir.join("ftrace.jsonl");
+    let give_up = std::time::Instant::now() + PATIENCE;
+    while fs::read_to_string(&held)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("\"stack\""))
+        .count()
+        < 2 * COUNT as usize
+    {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the ftrace backend's uevrec wrote no {} records with stacks",
+            2 * COUNT
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    fs::write(&hold, b"").expect("hold file");
     let report = finish_sample(&mut child, &reports, "stack_chain", PATIENCE);
     let done = report.iter().find(|l| l.get("done").is_some()).unwrap();
     assert_eq!(done["written"], 2 * COUNT, "{done}");

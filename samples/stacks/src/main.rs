@@ -2,13 +2,15 @@
 //! uevrec's call stacks (`record -g`, `--call-graph dwarf`) on real user_events.
 //!
 //! ```text
-//! stack_chain NAME COUNT START_FILE
+//! stack_chain NAME COUNT START_FILE [HOLD_FILE]
 //! ```
 //! Registers the plain event `<NAME>_plain u32 seq` and the EventHeader event
 //! `<NAME>_L4K1` (provider NAME, event `Chain`, one field `seq`: Value32), waits (at most
 //! 60 s) until both are enabled and START_FILE exists, then writes each COUNT times
 //! (seq 0..COUNT, plain first) through `write_through_chain` → `outer` → `middle` →
-//! `inner` → `syscall(SYS_writev)`. The three C functions are in `src/chain.c`, built
+//! `inner` → `syscall(SYS_writev)`, then with HOLD_FILE waits (at most 60 s) until it
+//! exists before exiting (a recorder that reads mappings from `/proc` then finds them:
+//! the ftrace backend's `-g`). The three C functions are in `src/chain.c`, built
 //! with frame pointers (build.rs); `write_through_chain` is Rust, without them.
 //!
 //! Report lines: `{"registered":TRACEPOINT}` per event, `{"wrote":TRACEPOINT,"seq":N}`
@@ -123,8 +125,10 @@ fn register(data: &File, command: &str) -> Registered {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [name, count, start] = &args[..] else {
-        fail("usage: stack_chain NAME COUNT START_FILE")
+    let (name, count, start, hold) = match &args[..] {
+        [name, count, start] => (name, count, start, None),
+        [name, count, start, hold] => (name, count, start, Some(hold)),
+        _ => fail("usage: stack_chain NAME COUNT START_FILE [HOLD_FILE]"),
     };
     let count: u32 = count
         .parse()
@@ -168,4 +172,13 @@ fn main() {
         }
     }
     println!(r#"{{"done":"stack_chain","written":{written}}}"#);
+    if let Some(hold) = hold {
+        let give_up = Instant::now() + START_TIMEOUT;
+        while !Path::new(hold).exists() {
+            if Instant::now() > give_up {
+                fail("the hold file was not made within 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 }
