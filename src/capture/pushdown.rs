@@ -29,6 +29,11 @@ pub struct PushedTerm {
     pub op: &'static str,
     /// The constant.
     pub value: PushedValue,
+    /// A term on an EventHeader event's header (`level`, `opcode`: fields of its
+    /// format), for EventHeader events only; otherwise on a plain event's own field, for
+    /// plain events only (an EventHeader event's `fields` are its payload's, which the
+    /// kernel does not see, not its format's).
+    pub header: bool,
 }
 
 impl PushedTerm {
@@ -40,6 +45,9 @@ impl PushedTerm {
             .as_ref()
             .is_none_or(|s| s.matches(system, event))
         {
+            return None;
+        }
+        if uevrec_parsers::eventheader::detect(format, event).is_some() != self.header {
             return None;
         }
         let field = format.fields.iter().find(|f| f.name == self.field)?;
@@ -89,6 +97,7 @@ mod tests {
             field: field.into(),
             op,
             value,
+            header: false,
         }
     }
 
@@ -139,6 +148,44 @@ mod tests {
         assert_eq!(
             t.for_event("sched", "x", &sys_enter()).as_deref(),
             Some("id > 3")
+        );
+    }
+
+    /// `level` and `opcode` go into an EventHeader event's filter (its format's header
+    /// fields); a plain field's term never does (`fields.level` of an EventHeader event
+    /// is its payload's, which the kernel does not see), nor a header term into a plain
+    /// event's.
+    #[test]
+    fn header_terms_are_for_eventheader_events_and_field_terms_for_plain_ones() {
+        // As user_events writes an EventHeader event's format file.
+        let eh = uevrec_parsers::parse_format(&uevrec_samples::register::format_file_text(
+            "otel_L4K1",
+            9,
+            &[
+                ("u8 eventheader_flags", 8, 1, false),
+                ("u8 version", 9, 1, false),
+                ("u16 id", 10, 2, false),
+                ("u16 tag", 12, 2, false),
+                ("u8 opcode", 14, 1, false),
+                ("u8 level", 15, 1, false),
+            ],
+            "\"\"",
+        ))
+        .unwrap();
+        let mut level = term("level", "<=", PushedValue::Int(3));
+        level.header = true;
+        assert_eq!(
+            level.for_event("user_events", "otel_L4K1", &eh).as_deref(),
+            Some("level <= 3")
+        );
+        assert!(level.for_event("s", "e", &sys_enter()).is_none());
+        let payload = term("level", "<=", PushedValue::Int(3));
+        assert!(payload.for_event("user_events", "otel_L4K1", &eh).is_none());
+        let mut plain_level = sys_enter();
+        plain_level.fields[0].name = "level".into();
+        assert_eq!(
+            payload.for_event("s", "e", &plain_level).as_deref(),
+            Some("level <= 3")
         );
     }
 }

@@ -278,3 +278,87 @@ fn where_and_sample_keep_exactly_the_right_records() {
         );
     });
 }
+
+/// `--where 'level >= 3'` on `eh_filter`'s three tracepoints (levels 2, 3, 4): the
+/// kernel's filter of each holds the pushed `level >= 3` (the format's header field),
+/// the records kept are exactly those of levels 3 and 4, and the level-2 ones, which the
+/// kernel dropped before they reached a ring, are not counted (docs/filtering.md,
+/// "Push-down").
+#[test]
+fn a_level_condition_is_pushed_into_the_kernels_filter() {
+    let Some(_serial) = serial() else {
+        return;
+    };
+    let provider = format!("VmtLevel{}", std::process::id());
+    on_backend("ftrace", || {
+        let dir = vm::tmp_dir("level-pushdown");
+        let start = dir.join("start");
+        let (child, reports) = spawn_sample(
+            "eh_filter",
+            &[
+                "--name",
+                &provider,
+                "--count",
+                "30",
+                "--start-file",
+                start.to_str().unwrap(),
+            ],
+        );
+        let mut child = KillOnDrop(child);
+        let events: Vec<String> = wait_reports(&reports, "registered", 3, PATIENCE, "eh_filter")
+            .iter()
+            .map(|r| format!("user_events:{}", r["registered"].as_str().unwrap()))
+            .collect();
+        let recorder = [
+            "--no-context".to_string(),
+            "-e".into(),
+            format!("user_events:{provider}_*"),
+            "--where".into(),
+            "level >= 3".into(),
+        ];
+        let mut uevrec = Recording::start(&dir.join("uevrec.jsonl"), &recorder);
+        uevrec.wait_attached(&events);
+        // uevrec's instance (`uevrec-PID`, the session line says PID) and its filters.
+        let output = fs::read_to_string(dir.join("uevrec.jsonl")).unwrap();
+        let session: Value = serde_json::from_str(output.lines().next().unwrap()).unwrap();
+        let instance = std::path::Path::new("/sys/kernel/tracing/instances")
+            .join(format!("uevrec-{}", session["uevrec_pid"]));
+        for e in &events {
+            let name = e.trim_start_matches("user_events:");
+            let filter = fs::read_to_string(
+                instance
+                    .join("events/user_events")
+                    .join(name)
+                    .join("filter"),
+            )
+            .expect("the event's filter");
+            assert!(filter.contains("level >= 3"), "{name}'s filter: {filter}");
+        }
+        fs::write(&start, b"").expect("start file");
+        let written: Vec<Value> = finish_sample(&mut child, &reports, "eh_filter", PATIENCE)
+            .into_iter()
+            .filter(|l| l.get("fields").is_some())
+            .collect();
+        let lines = uevrec.stop();
+        assert_eq!(written.len(), 30, "eh_filter's account");
+        let want: BTreeSet<u64> = written
+            .iter()
+            .filter(|e| e["level"].as_u64().unwrap() >= 3)
+            .map(|e| e["fields"]["seq"].as_u64().unwrap())
+            .collect();
+        let got: BTreeSet<u64> = records(&lines, &format!("{provider}_"))
+            .iter()
+            .map(|r| r["fields"]["seq"].as_u64().unwrap())
+            .collect();
+        assert_eq!(got, want, "the records of levels 3 and 4");
+        assert!(
+            dropped(&lines).is_empty(),
+            "what the kernel dropped is not counted: {:?}",
+            dropped(&lines)
+        );
+        println!(
+            "level pushed: {} of 30 kept, every filter holds `level >= 3`",
+            got.len()
+        );
+    });
+}

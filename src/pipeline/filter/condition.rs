@@ -154,7 +154,28 @@ impl Condition {
     /// kernel writes it with the field on its left.
     pub fn field_comparisons(&self) -> Vec<(String, &'static str, Literal)> {
         let mut out = Vec::new();
-        conjuncts(self.program.expression(), &mut out);
+        let field = |e: &IdedExpr| match &e.expr {
+            Expr::Select(s)
+                if !s.test && matches!(&s.operand.expr, Expr::Ident(r) if r == "fields") =>
+            {
+                Some(s.field.clone())
+            }
+            _ => None,
+        };
+        conjuncts(self.program.expression(), &field, &mut out);
+        out
+    }
+
+    /// The conjuncts that compare an EventHeader header variable (`level`, `opcode`: the
+    /// fields of the same names in an EventHeader event's format) with a constant, as
+    /// [`Condition::field_comparisons`] gives them.
+    pub fn header_comparisons(&self) -> Vec<(String, &'static str, Literal)> {
+        let mut out = Vec::new();
+        let variable = |e: &IdedExpr| match &e.expr {
+            Expr::Ident(name) if name == "level" || name == "opcode" => Some(name.clone()),
+            _ => None,
+        };
+        conjuncts(self.program.expression(), &variable, &mut out);
         out
     }
 
@@ -179,14 +200,19 @@ pub enum Literal {
     Str(String),
 }
 
-/// Collect the field comparisons among the `&&` operands of `expr`.
-fn conjuncts(expr: &IdedExpr, out: &mut Vec<(String, &'static str, Literal)>) {
+/// Collect the comparisons of an operand `named` names with a constant among the `&&`
+/// operands of `expr`.
+fn conjuncts(
+    expr: &IdedExpr,
+    named: &dyn Fn(&IdedExpr) -> Option<String>,
+    out: &mut Vec<(String, &'static str, Literal)>,
+) {
     let Expr::Call(call) = &expr.expr else {
         return;
     };
     if call.func_name == "_&&_" {
         for a in &call.args {
-            conjuncts(a, out);
+            conjuncts(a, named, out);
         }
         return;
     }
@@ -200,23 +226,15 @@ fn conjuncts(expr: &IdedExpr, out: &mut Vec<(String, &'static str, Literal)>) {
         "_>=_" => (">=", "<="),
         _ => return,
     };
-    let field = |e: &IdedExpr| match &e.expr {
-        Expr::Select(s)
-            if !s.test && matches!(&s.operand.expr, Expr::Ident(r) if r == "fields") =>
-        {
-            Some(s.field.clone())
-        }
-        _ => None,
-    };
     let literal = |e: &IdedExpr| match &e.expr {
         Expr::Literal(LiteralValue::Int(i)) => Some(Literal::Int(i64::from(*i))),
         Expr::Literal(LiteralValue::String(s)) => Some(Literal::Str(s.to_string())),
         _ => None,
     };
     if let [a, b] = call.args.as_slice() {
-        if let (Some(f), Some(l)) = (field(a), literal(b)) {
+        if let (Some(f), Some(l)) = (named(a), literal(b)) {
             out.push((f, op.0, l));
-        } else if let (Some(l), Some(f)) = (literal(a), field(b)) {
+        } else if let (Some(l), Some(f)) = (literal(a), named(b)) {
             out.push((f, op.1, l));
         }
     }
@@ -346,6 +364,25 @@ mod tests {
         assert_eq!(names, ["args", "id"]);
         assert!(!c.all_fields());
         assert!(Condition::parse("size(fields) > 2").unwrap().all_fields());
+    }
+
+    #[test]
+    fn top_level_comparisons_of_fields_and_of_the_header_are_found_apart() {
+        let c = Condition::parse(
+            "level <= 3 && 2 < opcode && fields.level == 1 && (level == 5 || true) && !(opcode == 1)",
+        )
+        .unwrap();
+        assert_eq!(
+            c.header_comparisons(),
+            [
+                ("level".to_string(), "<=", Literal::Int(3)),
+                ("opcode".to_string(), ">", Literal::Int(2)),
+            ]
+        );
+        assert_eq!(
+            c.field_comparisons(),
+            [("level".to_string(), "==", Literal::Int(1))]
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! values (`fast.rs`); the rest runs in CEL's interpreter.
 //!
 //! Layers, lowest first: `counts`, `lazy_map`, `condition`, `context_vars`, `eventheader_fields`,
-//! `fast`, `limits`, `record_vars`.
+//! `record_vars`, `fast`, `limits`.
 
 pub mod condition;
 pub mod context_vars;
@@ -384,7 +384,10 @@ impl Filter {
     pub fn pushed_terms(rules: &[WhereRule]) -> Vec<PushedTerm> {
         let mut terms = Vec::new();
         for rule in rules {
-            for (field, op, literal) in rule.condition.field_comparisons() {
+            let c = &rule.condition;
+            let fields = c.field_comparisons().into_iter().map(|t| (t, false));
+            let header = c.header_comparisons().into_iter().map(|t| (t, true));
+            for ((field, op, literal), header) in fields.chain(header) {
                 let value = match literal {
                     Literal::Int(n) => PushedValue::Int(n),
                     Literal::Str(s) if !s.contains(['"', '\\', '*', '?', '[']) => {
@@ -397,6 +400,7 @@ impl Filter {
                     field,
                     op,
                     value,
+                    header,
                 });
             }
         }
