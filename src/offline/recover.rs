@@ -164,6 +164,7 @@ pub fn recover(target: &Path, tracefs: Option<&Path>) -> Result<Recovered, Strin
             let drained = drain_instance(&dir, &mut parts, cpus, page)?;
             cpu_stats = drained.stats;
             notes.push(drained.note);
+            crate::capture::ftrace::release_for_recover(&format!("uevrec-{pid}"));
         }
     }
     if !same_boot {

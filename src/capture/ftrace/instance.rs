@@ -408,9 +408,41 @@ pub fn instance_pid(name: &str) -> Option<u32> {
     ok.then_some(pid)
 }
 
+/// The file that keeps a trace-dat recording's instance `name` from being removed as
+/// stale once its process is gone (`STATE_DIR/NAME.recover`: the trace.dat's path, then
+/// its metadata file's, a line each), until `uevrec recover` drains it.
+fn recover_marker(name: &str) -> PathBuf {
+    Path::new(super::named::STATE_DIR).join(format!("{name}.recover"))
+}
+
+/// Keep `instance` for `uevrec recover TARGET` if this process is killed (its rings then
+/// hold what was not spooled yet): [`remove_stale`] leaves it while `meta`, the
+/// trace.dat's metadata file, exists. Undone by [`release_for_recover`].
+pub fn hold_for_recover(instance: &Instance, target: &Path, meta: &Path) -> io::Result<()> {
+    let name = instance
+        .dir()
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy();
+    fs::create_dir_all(super::named::STATE_DIR)?;
+    let target = std::path::absolute(target)?;
+    let meta = std::path::absolute(meta)?;
+    fs::write(
+        recover_marker(&name),
+        format!("{}\n{}\n", target.display(), meta.display()),
+    )
+}
+
+/// Instance `name` (`uevrec-PID`) no longer needs keeping for `recover`: its recording
+/// ended, or was recovered.
+pub fn release_for_recover(name: &str) {
+    let _ = fs::remove_file(recover_marker(name));
+}
+
 /// Remove the uevrec instances in `instances` whose process is gone (and, when `own` — no
 /// session of this process has started yet — those named with this process's id, left by
-/// an earlier process that had it). One message per instance found.
+/// an earlier process that had it), but for those kept for `uevrec recover`
+/// ([`hold_for_recover`]). One message per instance found.
 pub fn remove_stale(instances: &Path, own: bool) -> Vec<String> {
     let me = std::process::id();
     let Ok(rd) = fs::read_dir(instances) else {
@@ -431,6 +463,21 @@ pub fn remove_stale(instances: &Path, own: bool) -> Vec<String> {
             continue;
         }
         let path = entry.path();
+        let marker = recover_marker(&name.to_string_lossy());
+        if let Ok(held) = fs::read_to_string(&marker) {
+            let mut lines = held.lines();
+            let (target, meta) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""));
+            if !meta.is_empty() && Path::new(meta).exists() {
+                msgs.push(format!(
+                    "kept the tracefs instance {} left by process {pid}, which is gone: its \
+                     rings hold what that trace.dat recording had not spooled; `uevrec \
+                     recover {target}` drains them into the file and removes it",
+                    path.display()
+                ));
+                continue;
+            }
+            let _ = fs::remove_file(&marker);
+        }
         msgs.push(match fs::remove_dir(&path) {
             Ok(()) => format!(
                 "removed the tracefs instance {} left by process {pid}, which is gone",

@@ -36,7 +36,9 @@ use uevrec_parsers::Endian;
 use uevrec_parsers::ftrace_page::PageLayout;
 
 use context_instance::ContextInstance;
-pub use instance::{FtraceError, Instance, SetupError, instance_pid, name_prefix, remove_stale};
+pub use instance::{
+    FtraceError, Instance, SetupError, instance_pid, name_prefix, release_for_recover, remove_stale,
+};
 use instance::{read_file, write_file};
 pub use reader::CpuReader;
 use reader::Procs;

@@ -261,10 +261,20 @@ impl SpoolBackend {
         let EventInstance {
             layout,
             instance,
-            notes,
+            mut notes,
             record_tgid,
             ..
         } = EventInstance::create(root, opts)?;
+        // A kill leaves the pages not yet spooled in the rings: the next uevrec must not
+        // remove them as stale before `recover` drains them.
+        if let Err(e) =
+            super::instance::hold_for_recover(&instance, &plan.target, &meta_path(&plan.target))
+        {
+            notes.push(format!(
+                "cannot note the instance for `uevrec recover` ({e}): if this run is killed, \
+                 run recover before any other uevrec, which would remove the instance as stale"
+            ));
+        }
         let step = SetupError::from_step;
         let stop = Arc::new(AtomicBool::new(false));
         let mut backend = SpoolBackend {
@@ -404,6 +414,8 @@ impl SpoolBackend {
 impl Drop for SpoolBackend {
     fn drop(&mut self) {
         self.finish();
+        let name = self.instance.dir().file_name().unwrap_or_default();
+        super::instance::release_for_recover(&name.to_string_lossy());
     }
 }
 
