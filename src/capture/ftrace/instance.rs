@@ -442,7 +442,7 @@ pub fn release_for_recover(name: &str) {
 /// Remove the uevrec instances in `instances` whose process is gone (and, when `own` — no
 /// session of this process has started yet — those named with this process's id, left by
 /// an earlier process that had it), but for those kept for `uevrec recover`
-/// ([`hold_for_recover`]). One message per instance found.
+/// (`hold_for_recover`). One message per instance found.
 pub fn remove_stale(instances: &Path, own: bool) -> Vec<String> {
     let me = std::process::id();
     let Ok(rd) = fs::read_dir(instances) else {
