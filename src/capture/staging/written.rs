@@ -119,6 +119,11 @@ impl Written {
                 }
             }
         }
+        self.end_announcement();
+    }
+
+    /// No batch is announced any more (its marks are stored, or forgotten).
+    fn end_announcement(&self) {
         self.words()[self.layout().span()].store(0, Ordering::Release);
     }
 
@@ -255,7 +260,7 @@ impl Written {
                 why: e.to_string(),
             },
         };
-        words[at].store(0, Ordering::Release);
+        self.end_announcement();
         settled
     }
 
@@ -440,7 +445,7 @@ impl WrittenMarks {
                 self.to.store(cpu as u32, *mark);
             }
         }
-        self.to.words()[self.to.layout().span()].store(0, Ordering::Release);
+        self.to.end_announcement();
     }
 }
 

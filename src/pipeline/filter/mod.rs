@@ -317,8 +317,9 @@ impl Filter {
         for (event, counted) in self.counted() {
             let before = said.entry(event.clone()).or_default();
             for reason in DropReason::ALL {
-                let n =
-                    counted.dropped(reason) - before.dropped(reason).min(counted.dropped(reason));
+                let n = counted
+                    .dropped(reason)
+                    .saturating_sub(before.dropped(reason));
                 if n > 0 {
                     writer.write_dropped(out, time, &event, reason.as_str(), n);
                 }
