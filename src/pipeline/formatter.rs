@@ -159,7 +159,7 @@ impl Core {
             } => {
                 match self.formats.get(slot as usize).and_then(Option::as_ref) {
                     Some(prepared) => {
-                        if let Some(Some(f)) = self.filters.get(slot as usize)
+                        if let Some(Some(f)) = self.filters.get_mut(slot as usize)
                             && !f.keep(
                                 prepared,
                                 &stamp,

@@ -82,7 +82,7 @@ pub fn count_chunk(
                 raw,
                 ..
             } => {
-                if !counted(keep.as_deref(), model, slot, &stamp, cgroup, raw) {
+                if !counted(keep.as_deref_mut(), model, slot, &stamp, cgroup, raw) {
                     continue;
                 }
                 if model.record(slot, stamp.pid, raw.len()) {
@@ -135,7 +135,7 @@ pub fn count_by_pod(
                 raw,
                 ..
             } => {
-                if !counted(keep.as_deref(), model, slot, &stamp, cgroup, raw) {
+                if !counted(keep.as_deref_mut(), model, slot, &stamp, cgroup, raw) {
                     continue;
                 }
                 let slot = rows.slot(model, stamp.pid, stamp.tid, cgroup);
@@ -167,7 +167,7 @@ pub fn count_by_pod(
 /// Whether the record `raw` of `slot` counts in a row: always without `keep`, else
 /// when it keeps it (a record it leaves out counts in the model's `not_kept`).
 fn counted(
-    keep: Option<&TopFilter>,
+    keep: Option<&mut TopFilter>,
     model: &mut Model,
     slot: u32,
     stamp: &RecordStamp,

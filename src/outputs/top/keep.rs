@@ -46,8 +46,14 @@ impl TopFilter {
 
     /// Whether the record `raw` of `slot` at `stamp` is counted (judged and counted by
     /// reason in the filter's totals); a slot never announced is counted.
-    pub fn keeps(&self, slot: u32, stamp: &RecordStamp, cgroup: Option<u64>, raw: &[u8]) -> bool {
-        let Some(Some((prepared, Some(judged)))) = self.formats.get(slot as usize) else {
+    pub fn keeps(
+        &mut self,
+        slot: u32,
+        stamp: &RecordStamp,
+        cgroup: Option<u64>,
+        raw: &[u8],
+    ) -> bool {
+        let Some(Some((prepared, Some(judged)))) = self.formats.get_mut(slot as usize) else {
             return true;
         };
         let who = Who {

@@ -1,10 +1,11 @@
 //! What became of each tracepoint's records under `--where`, `--sample` and
 //! `--rate-limit`: kept, or not kept and why.
-//! One [`TracepointCounts`] per tracepoint, shared by every formatter worker (atomic
-//! adds), read by the end-of-run summary, the in-band `{"uevrec":"dropped"}` lines and
+//! One [`TracepointCounts`] per tracepoint, shared by every formatter worker (each
+//! counting in a lane of its own), read by the end-of-run summary, the in-band `{"uevrec":"dropped"}` lines and
 //! `/metrics`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Why a record was not kept (the `reason` of `{"uevrec":"dropped"}` lines and of
 /// `/metrics`).
@@ -42,14 +43,29 @@ impl DropReason {
     }
 }
 
-/// The counts of one tracepoint.
+/// The counts of one tracepoint: a lane per judge of its records (a worker's filter of
+/// the tracepoint's format), summed when read.
 #[derive(Debug, Default)]
 pub struct TracepointCounts {
+    lanes: Mutex<Vec<Arc<Lane>>>,
+}
+
+/// One judge's counts, written through its [`Counter`] alone.
+#[derive(Debug, Default)]
+struct Lane {
     kept: AtomicU64,
     filtered: AtomicU64,
     filter_error: AtomicU64,
     sampled: AtomicU64,
     throttled: AtomicU64,
+}
+
+/// What one judge counts with: its lane's only writer, so that each count is a load and
+/// a store rather than a locked add (which cost as much as judging a one-clause
+/// condition: BENCHMARKS.md, "Issue 40: the leaves' path"); it counts through `&mut`.
+#[derive(Debug)]
+pub struct Counter {
+    lane: Arc<Lane>,
 }
 
 /// A copy of [`TracepointCounts`] at one time.
@@ -98,45 +114,84 @@ impl Counted {
 }
 
 impl TracepointCounts {
-    /// Count one record kept.
-    #[inline]
-    pub fn kept(&self) {
-        self.kept.fetch_add(1, Ordering::Relaxed);
+    /// A counter for one more judge of this tracepoint's records.
+    pub fn counter(&self) -> Counter {
+        let lane = Arc::new(Lane::default());
+        self.lanes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::clone(&lane));
+        Counter { lane }
     }
 
-    /// Count one record not kept, for `reason`.
-    #[inline]
-    pub fn dropped(&self, reason: DropReason) {
-        let counter = match reason {
-            DropReason::Filtered => &self.filtered,
-            DropReason::FilterError => &self.filter_error,
-            DropReason::Sampled => &self.sampled,
-            DropReason::Throttled => &self.throttled,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Back to nothing counted.
+    /// Back to nothing counted (while no judge counts: a count made meanwhile could be
+    /// kept).
     pub fn reset(&self) {
-        for c in [
+        for lane in self
+            .lanes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            for c in lane.all() {
+                c.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The counts now: every judge's, added.
+    pub fn get(&self) -> Counted {
+        let mut sum = Counted::default();
+        for lane in self
+            .lanes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            sum.kept += lane.kept.load(Ordering::Relaxed);
+            sum.filtered += lane.filtered.load(Ordering::Relaxed);
+            sum.filter_error += lane.filter_error.load(Ordering::Relaxed);
+            sum.sampled += lane.sampled.load(Ordering::Relaxed);
+            sum.throttled += lane.throttled.load(Ordering::Relaxed);
+        }
+        sum
+    }
+}
+
+impl Lane {
+    fn all(&self) -> [&AtomicU64; 5] {
+        [
             &self.kept,
             &self.filtered,
             &self.filter_error,
             &self.sampled,
             &self.throttled,
-        ] {
-            c.store(0, Ordering::Relaxed);
-        }
+        ]
+    }
+}
+
+impl Counter {
+    /// Count one record kept.
+    #[inline]
+    pub fn kept(&mut self) {
+        add_one(&self.lane.kept);
     }
 
-    /// The counts now.
-    pub fn get(&self) -> Counted {
-        Counted {
-            kept: self.kept.load(Ordering::Relaxed),
-            filtered: self.filtered.load(Ordering::Relaxed),
-            filter_error: self.filter_error.load(Ordering::Relaxed),
-            sampled: self.sampled.load(Ordering::Relaxed),
-            throttled: self.throttled.load(Ordering::Relaxed),
-        }
+    /// Count one record not kept, for `reason`.
+    #[inline]
+    pub fn dropped(&mut self, reason: DropReason) {
+        let lane = &self.lane;
+        add_one(match reason {
+            DropReason::Filtered => &lane.filtered,
+            DropReason::FilterError => &lane.filter_error,
+            DropReason::Sampled => &lane.sampled,
+            DropReason::Throttled => &lane.throttled,
+        });
     }
+}
+
+/// One more in a count that one thread writes.
+#[inline]
+fn add_one(count: &AtomicU64) {
+    count.store(count.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }

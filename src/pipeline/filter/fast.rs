@@ -21,8 +21,6 @@ use super::record_vars::EventHeaderVars;
 /// A record's number or name.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Var {
-    System,
-    Event,
     Cpu,
     Pid,
     Tid,
@@ -45,6 +43,10 @@ pub(super) enum Var {
 /// What a condition is compiled for: a plain event's fields, or an EventHeader event.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Scope<'a> {
+    /// The tracepoint's system and event (constants for one format).
+    pub system: &'a str,
+    /// The event.
+    pub event: &'a str,
     /// A plain event's fields (name, plan); none for EventHeader events.
     pub fields: &'a [(String, FieldPlan)],
     /// Whether the event is an EventHeader event (its `fields` are in each record: not
@@ -109,59 +111,169 @@ pub(super) enum Fast {
     },
 }
 
-/// `FIXED OP K` or `FIXED % D OP K` (a [`Fast::CmpNum`] of that shape, either side).
+/// `X OP K` or `X % D OP K` (a [`Fast::CmpNum`] of that shape, either side), where `X` is
+/// an integer at a fixed place of the record or `cpu`, `pid`, `tid`.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Leaf {
-    offset: usize,
-    width: u8,
-    signed: bool,
-    /// The divisor of `% D`, if any.
-    rem: Option<i64>,
-    op: Op,
-    k: i64,
+    source: Source,
+    /// The divisor of `% D`, if any, made a multiplication (a division instruction costs
+    /// more than the rest of the leaf).
+    rem: Option<Divisor>,
+    /// `OP K` as the values that hold: `lo ..= hi`, or outside it.
+    lo: i128,
+    hi: i128,
+    outside: bool,
+}
+
+/// Where a [`Leaf`] reads its integer.
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    /// At `offset` of the record, `width` bytes.
+    Fixed {
+        offset: usize,
+        width: u8,
+        signed: bool,
+    },
+    Cpu,
+    Pid,
+    Tid,
+}
+
+/// A constant divisor of `%`, other than 0 and -1 (their answers, an error and
+/// overflow, stay with [`arithmetic`]).
+#[derive(Debug, Clone, Copy)]
+struct Divisor(strength_reduce::StrengthReducedU64);
+
+impl Divisor {
+    fn new(d: i64) -> Option<Divisor> {
+        (d != 0 && d != -1)
+            .then(|| Divisor(strength_reduce::StrengthReducedU64::new(d.unsigned_abs())))
+    }
+
+    /// `v % d` as CEL answers it: the sign of `v`, whatever the divisor's (`int % int`
+    /// only: a `uint` with this `int` is an error).
+    #[inline]
+    fn rem(self, v: N) -> Result<N, ()> {
+        match v {
+            N::Int(x) => {
+                // Below |d| ≤ 2^63: fits.
+                let r = (x.unsigned_abs() % self.0) as i64;
+                Ok(N::Int(if x < 0 { -r } else { r }))
+            }
+            N::UInt(_) => Err(()),
+        }
+    }
 }
 
 impl Leaf {
+    /// Whether every leaf of a chain of `&&` holds, as [`Fast::holds`] answers for the
+    /// chain: a false anywhere wins over an error.
+    #[inline]
+    pub(super) fn all_hold(
+        leaves: &[Leaf],
+        stamp: &RecordStamp,
+        raw: &[u8],
+        endian: Endian,
+    ) -> Result<bool, ()> {
+        let mut failed = false;
+        for leaf in leaves {
+            match leaf.holds(stamp, raw, endian) {
+                Ok(true) => {}
+                Ok(false) => return Ok(false),
+                Err(()) => failed = true,
+            }
+        }
+        if failed { Err(()) } else { Ok(true) }
+    }
+
     /// The leaf comparing `a` with `b`, when they have its shape.
     fn of(op: Op, a: &Num, b: &Num) -> Option<Leaf> {
-        let (fixed, rem, k, op) = match (a, b) {
-            (x, Num::Const(k)) => (x, None, *k, op),
-            (Num::Const(k), x) => (x, None, *k, op.flipped()),
+        let (x, k, op) = match (a, b) {
+            (x, Num::Const(k)) => (x, *k, op),
+            (Num::Const(k), x) => (x, *k, op.flipped()),
             _ => return None,
         };
-        let (fixed, rem) = match (fixed, rem) {
-            (Num::Bin(Op::Rem, x, d), None) => match d.as_ref() {
-                Num::Const(d) => (x.as_ref(), Some(*d)),
+        let (x, rem) = match x {
+            Num::Bin(Op::Rem, x, d) => match d.as_ref() {
+                Num::Const(d) => (x.as_ref(), Some(Divisor::new(*d)?)),
                 _ => return None,
             },
-            (x, rem) => (x, rem),
+            x => (x, None),
         };
-        let Num::Fixed {
-            offset,
-            width,
-            signed,
-        } = *fixed
-        else {
-            return None;
+        let source = match *x {
+            Num::Fixed {
+                offset,
+                width,
+                signed,
+            } => Source::Fixed {
+                offset,
+                width,
+                signed,
+            },
+            Num::Var(Var::Cpu) => Source::Cpu,
+            Num::Var(Var::Pid) => Source::Pid,
+            Num::Var(Var::Tid) => Source::Tid,
+            _ => return None,
+        };
+        let k = i128::from(k);
+        let (lo, hi, outside) = match op {
+            Op::Eq => (k, k, false),
+            Op::Ne => (k, k, true),
+            Op::Lt => (i128::MIN, k - 1, false),
+            Op::Le => (i128::MIN, k, false),
+            Op::Gt => (k + 1, i128::MAX, false),
+            Op::Ge => (k, i128::MAX, false),
+            _ => return None,
         };
         Some(Leaf {
-            offset,
-            width,
-            signed,
+            source,
             rem,
-            op,
-            k,
+            lo,
+            hi,
+            outside,
         })
     }
 
     /// As the [`Fast::CmpNum`] it stands for answers.
     #[inline]
-    fn holds(&self, r: &Record<'_>) -> Result<bool, ()> {
-        let mut v = fixed(r.raw, self.offset, self.width, self.signed, r.endian)?;
+    pub(super) fn holds(
+        &self,
+        stamp: &RecordStamp,
+        raw: &[u8],
+        endian: Endian,
+    ) -> Result<bool, ()> {
+        let mut v = match self.source {
+            Source::Fixed {
+                offset,
+                width,
+                signed,
+            } => match raw.get(offset..offset.wrapping_add(8)) {
+                // Eight bytes there, little-endian: one load, masked to the width.
+                Some(eight) if !endian.is_big() => {
+                    let u = u64::from_le_bytes(eight.try_into().map_err(|_| ())?);
+                    let shift = 64 - 8 * u32::from(width);
+                    if signed {
+                        N::Int(((u << shift) as i64) >> shift)
+                    } else {
+                        let u = (u << shift) >> shift;
+                        i64::try_from(u).map_or(N::UInt(u), N::Int)
+                    }
+                }
+                _ => fixed(raw, offset, width, signed, endian)?,
+            },
+            Source::Cpu => N::Int(i64::from(stamp.cpu)),
+            Source::Pid => N::Int(i64::from(stamp.pid)),
+            Source::Tid => N::Int(i64::from(stamp.tid)),
+        };
         if let Some(d) = self.rem {
-            v = arithmetic(Op::Rem, v, N::Int(d))?;
+            v = d.rem(v)?;
         }
-        Ok(compare(self.op, v, N::Int(self.k)))
+        // `int` and `uint` compare by value, as in CEL: both fit an i128.
+        let v = match v {
+            N::Int(x) => i128::from(x),
+            N::UInt(u) => i128::from(u),
+        };
+        Ok((self.lo <= v && v <= self.hi) != self.outside)
     }
 }
 
@@ -209,10 +321,6 @@ enum V<'a> {
 
 /// What a record is judged on.
 pub(super) struct Record<'a> {
-    /// The tracepoint system and event.
-    pub system: &'a str,
-    /// The event.
-    pub event: &'a str,
     /// Time, cpu, pid, tid.
     pub stamp: &'a RecordStamp,
     /// The record.
@@ -235,8 +343,8 @@ impl Fast {
             Expr::Literal(LiteralValue::String(s)) => Fast::Str(s.to_string().into()),
             Expr::Literal(LiteralValue::Boolean(b)) => Fast::Bool(bool::from(*b)),
             Expr::Ident(name) => Fast::Var(match name.as_str() {
-                "system" => Var::System,
-                "event" => Var::Event,
+                "system" => return Some(Fast::Str(scope.system.into())),
+                "event" => return Some(Fast::Str(scope.event.into())),
                 "cpu" => Var::Cpu,
                 "pid" => Var::Pid,
                 "tid" => Var::Tid,
@@ -331,24 +439,56 @@ impl Fast {
     /// `self` with every comparison of two integer subtrees made a [`Fast::CmpNum`].
     pub(super) fn specialized(self) -> Fast {
         match self {
-            Fast::Bin(op, a, b) if op.compares() => match (a.num(), b.num()) {
-                (Some(x), Some(y)) => match Leaf::of(op, &x, &y) {
-                    Some(leaf) => Fast::Leaf(leaf),
-                    None => Fast::CmpNum(op, Box::new(x), Box::new(y)),
-                },
-                _ => Fast::Bin(op, a, b),
-            },
+            Fast::Bin(op, a, b) if op.compares() => {
+                // Two constants (`system == 'raw_syscalls'`, `system` being this format's).
+                if let (Some(x), Some(y)) = (a.constant(), b.constant())
+                    && let Ok(V::Bool(v)) = binary(op, x, y)
+                {
+                    return Fast::Bool(v);
+                }
+                match (a.num(), b.num()) {
+                    (Some(x), Some(y)) => match Leaf::of(op, &x, &y) {
+                        Some(leaf) => Fast::Leaf(leaf),
+                        None => Fast::CmpNum(op, Box::new(x), Box::new(y)),
+                    },
+                    _ => Fast::Bin(op, a, b),
+                }
+            }
             f @ (Fast::And(..) | Fast::Or(..)) => {
                 let all = matches!(f, Fast::And(..));
                 let mut parts = Vec::new();
                 f.operands(all, &mut parts);
-                Fast::Chain {
-                    all,
-                    parts: parts.into_iter().map(Fast::specialized).collect(),
+                // A constant that decides the chain decides it whatever the others are
+                // (CEL: it wins over their errors); one that does not is left out.
+                let mut kept = Vec::with_capacity(parts.len());
+                for part in parts.into_iter().map(Fast::specialized) {
+                    match part {
+                        Fast::Bool(b) if b == all => {}
+                        Fast::Bool(b) => return Fast::Bool(b),
+                        part => kept.push(part),
+                    }
+                }
+                match kept.len() {
+                    0 => Fast::Bool(all),
+                    1 => kept.remove(0),
+                    _ => Fast::Chain {
+                        all,
+                        parts: kept.into_boxed_slice(),
+                    },
                 }
             }
             Fast::Not(a) => Fast::Not(Box::new(a.specialized())),
             other => other,
+        }
+    }
+
+    /// The value of a constant (`None`: not one).
+    fn constant(&self) -> Option<V<'_>> {
+        match self {
+            Fast::Int(i) => Some(V::Int(*i)),
+            Fast::Str(s) => Some(V::Str(std::borrow::Cow::Borrowed(s))),
+            Fast::Bool(b) => Some(V::Bool(*b)),
+            _ => None,
         }
     }
 
@@ -403,10 +543,27 @@ impl Fast {
         })
     }
 
+    /// The leaves of `self` when it is a [`Leaf`] or a chain of `&&` of leaves only (the
+    /// commonest conditions, judged without the tree: [`Leaf::all_hold`]).
+    pub(super) fn leaves(&self) -> Option<Box<[Leaf]>> {
+        match self {
+            Fast::Bool(true) => Some(Box::new([])),
+            Fast::Leaf(leaf) => Some(Box::new([*leaf])),
+            Fast::Chain { all: true, parts } => parts
+                .iter()
+                .map(|p| match p {
+                    Fast::Leaf(leaf) => Some(*leaf),
+                    _ => None,
+                })
+                .collect(),
+            _ => None,
+        }
+    }
+
     /// Whether the record is kept: `Ok(bool)`, or `Err(())` where CEL errs.
     pub(super) fn holds(&self, r: &Record<'_>) -> Result<bool, ()> {
         match self {
-            Fast::Leaf(leaf) => return leaf.holds(r),
+            Fast::Leaf(leaf) => return leaf.holds(r.stamp, r.raw, r.endian),
             Fast::CmpNum(op, a, b) => return Ok(compare(*op, a.eval(r)?, b.eval(r)?)),
             Fast::Chain { all, parts } => {
                 // CEL: the deciding value (false for `&&`, true for `||`) wins over an
@@ -435,8 +592,6 @@ impl Fast {
             Fast::Str(s) => V::Str(std::borrow::Cow::Borrowed(s)),
             Fast::Bool(b) => V::Bool(*b),
             Fast::Var(v) => match v {
-                Var::System => V::Str(r.system.into()),
-                Var::Event => V::Str(r.event.into()),
                 Var::Cpu => V::Int(i64::from(r.stamp.cpu)),
                 Var::Pid => V::Int(i64::from(r.stamp.pid)),
                 Var::Tid => V::Int(i64::from(r.stamp.tid)),
@@ -470,7 +625,7 @@ impl Fast {
                 value(a.get(i).ok_or(())?)?
             }
             Fast::CmpNum(op, a, b) => V::Bool(compare(*op, a.eval(r)?, b.eval(r)?)),
-            Fast::Leaf(leaf) => V::Bool(leaf.holds(r)?),
+            Fast::Leaf(leaf) => V::Bool(leaf.holds(r.stamp, r.raw, r.endian)?),
             Fast::Chain { .. } => V::Bool(self.holds(r)?),
             Fast::Not(a) => match a.eval(r)? {
                 V::Bool(b) => V::Bool(!b),

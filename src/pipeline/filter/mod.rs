@@ -33,7 +33,7 @@ use uevrec_parsers::{Endian, EventFormat, FieldPlan, OutputWriter, PreparedForma
 pub use condition::{Condition, Literal, WhereError};
 use context_vars::RecordContext;
 pub use context_vars::Who;
-pub use counts::{Counted, DropReason, TracepointCounts};
+pub use counts::{Counted, Counter, DropReason, TracepointCounts};
 use eventheader_fields::EventHeaderFields;
 use limits::RateState;
 pub use limits::{RateRule, SampleBy, SampleRule};
@@ -233,6 +233,8 @@ impl Filter {
         // An EventHeader event's fields are in each record, not its format: conditions
         // on them run in CEL's interpreter over the decoded payload.
         let scope = fast::Scope {
+            system,
+            event,
             fields: &plans,
             eventheader,
         };
@@ -249,10 +251,19 @@ impl Filter {
             .unwrap_or_else(PoisonError::into_inner)
             .entry(key)
             .or_default()
-            .clone();
+            .counter();
+        let leaves: Option<Vec<Box<[fast::Leaf]>>> = fast
+            .iter()
+            .map(|f| f.as_ref().and_then(fast::Fast::leaves))
+            .collect();
+        let leaves = leaves.map(|mut rules| match rules.as_slice() {
+            [one] if one.len() == 1 => Leaves::One(one[0]),
+            _ => Leaves::All(std::mem::take(&mut rules).into_boxed_slice()),
+        });
         Some(FormatFilter {
             filter: Arc::clone(self),
             rules,
+            leaves,
             all_fast: fast.iter().all(Option::is_some),
             fast,
             readers,
@@ -459,19 +470,31 @@ impl std::fmt::Debug for Filter {
     }
 }
 
+/// Rules that are leaves ([`fast::Leaf`]) alone.
+#[derive(Debug)]
+enum Leaves {
+    /// One rule of one leaf (kept inline: no pointer to follow).
+    One(fast::Leaf),
+    /// Each rule as a chain of `&&` of leaves.
+    All(Box<[Box<[fast::Leaf]>]>),
+}
+
 /// The filter of one event format (see [`Filter::for_format`]).
 #[derive(Debug)]
 pub struct FormatFilter {
     filter: Arc<Filter>,
     /// The rules that apply (indexes into the filter's rules); all must hold.
     rules: Vec<usize>,
+    /// Each rule as the leaves of one chain of `&&`, when every rule is one: judged
+    /// without the tree or the record's context (the commonest conditions).
+    leaves: Option<Leaves>,
     /// Each rule compiled for this format where it can be ([`fast`]).
     fast: Vec<Option<fast::Fast>>,
     /// Whether every rule is compiled (none runs in CEL's interpreter).
     all_fast: bool,
     /// The fields they read (plain events).
     readers: Vec<FieldReader>,
-    counts: Arc<TracepointCounts>,
+    counts: Counter,
     /// The `--sample` for this tracepoint.
     sample: Option<SampleRule>,
     /// The `--rate-limit` buckets of this tracepoint.
@@ -481,8 +504,9 @@ pub struct FormatFilter {
 impl FormatFilter {
     /// Whether the record `raw` (of `prepared`, this filter's format) is kept; counted
     /// either way. `who`: the formatter's context of the record (`None`: no context).
+    #[inline]
     pub fn keep(
-        &self,
+        &mut self,
         prepared: &PreparedFormat,
         stamp: &RecordStamp,
         raw: &[u8],
@@ -503,6 +527,7 @@ impl FormatFilter {
 
     /// `None` when the record is kept, else why not: `--where`, then `--sample`, then
     /// `--rate-limit` (a record a condition drops takes no token).
+    #[inline]
     fn judge(
         &self,
         prepared: &PreparedFormat,
@@ -516,6 +541,21 @@ impl FormatFilter {
         {
             return Some(reason);
         }
+        if self.sample.is_some() || self.rate.is_some() {
+            return self.limit(prepared, stamp, raw, who);
+        }
+        None
+    }
+
+    /// `--sample`, then `--rate-limit` (out of line, as [`Self::evaluate`]).
+    #[inline(never)]
+    fn limit(
+        &self,
+        prepared: &PreparedFormat,
+        stamp: &RecordStamp,
+        raw: &[u8],
+        who: Option<Who<'_>>,
+    ) -> Option<DropReason> {
         if let Some(s) = &self.sample {
             let trace = match s.by {
                 SampleBy::Trace if prepared.eventheader().is_some() => trace_id(raw),
@@ -534,7 +574,42 @@ impl FormatFilter {
     }
 
     /// `None` when every `--where` condition holds, else why the record is not kept.
+    #[inline]
     fn condition(
+        &self,
+        prepared: &PreparedFormat,
+        stamp: &RecordStamp,
+        raw: &[u8],
+        endian: Endian,
+        who: Option<Who<'_>>,
+    ) -> Option<DropReason> {
+        match &self.leaves {
+            Some(Leaves::One(leaf)) => {
+                return match leaf.holds(stamp, raw, endian) {
+                    Ok(true) => None,
+                    Ok(false) => Some(DropReason::Filtered),
+                    Err(()) => Some(DropReason::FilterError),
+                };
+            }
+            Some(Leaves::All(rules)) => {
+                for leaves in rules.iter() {
+                    match fast::Leaf::all_hold(leaves, stamp, raw, endian) {
+                        Ok(true) => {}
+                        Ok(false) => return Some(DropReason::Filtered),
+                        Err(()) => return Some(DropReason::FilterError),
+                    }
+                }
+                return None;
+            }
+            None => {}
+        }
+        self.evaluate(prepared, stamp, raw, endian, who)
+    }
+
+    /// [`Self::condition`] through the compiled trees or CEL's interpreter (kept out of
+    /// line: the leaves' path is a few instructions).
+    #[inline(never)]
+    fn evaluate(
         &self,
         prepared: &PreparedFormat,
         stamp: &RecordStamp,
@@ -545,8 +620,6 @@ impl FormatFilter {
         let context = RecordContext::new(who, stamp);
         if self.all_fast {
             let record = fast::Record {
-                system: prepared.system(),
-                event: prepared.event(),
                 stamp,
                 raw,
                 endian,

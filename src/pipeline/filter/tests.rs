@@ -55,7 +55,7 @@ fn stamp(pid: u32) -> RecordStamp {
 fn keeps_the_records_whose_decoded_argument_holds_and_counts_the_rest() {
     let f = filter(&["fields.args[1] % 3 == 0 && fields.args[0] == 424242"]);
     let prepared = sys_enter();
-    let ff = f.for_format(&prepared).unwrap();
+    let mut ff = f.for_format(&prepared).unwrap();
     let mut kept = Vec::new();
     for seq in 1..=300u64 {
         let raw = record(110, [424242, seq, 0, 0, 0, 0]);
@@ -83,7 +83,7 @@ fn reads_the_record_variables() {
         "system == 'raw_syscalls' && event == 'sys_enter' && pid == 7 && tid == 7 && cpu == 1 && fields.id == 110",
     ]);
     let prepared = sys_enter();
-    let ff = f.for_format(&prepared).unwrap();
+    let mut ff = f.for_format(&prepared).unwrap();
     let raw = record(110, [0; 6]);
     assert!(ff.keep(&prepared, &stamp(7), &raw, Endian::Little, None));
     assert!(!ff.keep(&prepared, &stamp(8), &raw, Endian::Little, None));
@@ -93,7 +93,7 @@ fn reads_the_record_variables() {
 fn a_field_missing_from_a_record_is_not_kept_and_counted_as_such() {
     let f = filter(&["fields.args[1] == 5"]);
     let prepared = sys_enter();
-    let ff = f.for_format(&prepared).unwrap();
+    let mut ff = f.for_format(&prepared).unwrap();
     // Cut short: args does not decode.
     let raw = record(110, [0, 5, 0, 0, 0, 0]);
     assert!(!ff.keep(&prepared, &stamp(1), &raw[..20], Endian::Little, None));
@@ -106,7 +106,7 @@ fn a_field_missing_from_a_record_is_not_kept_and_counted_as_such() {
 fn has_tells_whether_a_field_is_there() {
     let f = filter(&["has(fields.id) && !has(fields.nope)"]);
     let prepared = sys_enter();
-    let ff = f.for_format(&prepared).unwrap();
+    let mut ff = f.for_format(&prepared).unwrap();
     assert!(ff.keep(
         &prepared,
         &stamp(1),
@@ -122,7 +122,7 @@ fn a_rule_for_a_selector_applies_to_its_events_only() {
     assert!(f.for_format(&sys_enter()).is_none());
     let f = filter(&["raw_syscalls:sys_*=pid == 1", "fields.id == 3"]);
     let prepared = sys_enter();
-    let ff = f.for_format(&prepared).unwrap();
+    let mut ff = f.for_format(&prepared).unwrap();
     assert!(ff.keep(
         &prepared,
         &stamp(1),
@@ -212,7 +212,7 @@ proptest! {
             // A rule that parsed evaluates without a panic.
             let f = Filter::new(vec![rule], vec![], vec![]).unwrap();
             let prepared = sys_enter();
-            if let Some(ff) = f.for_format(&prepared) {
+            if let Some(mut ff) = f.for_format(&prepared) {
                 let _ = ff.keep(&prepared, &stamp(1), &record(1, [1; 6]), Endian::Little, None);
             }
         }
@@ -300,14 +300,14 @@ fn fast_answer_of(
         .map(|f| (f.name.clone(), FieldPlan::of(f)))
         .collect();
     let scope = fast::Scope {
+        system: prepared.system(),
+        event: prepared.event(),
         fields: &plans,
         eventheader: eventheader.is_some(),
     };
     let fast = fast::Fast::compile(condition.program().expression(), &scope)?;
     let context = context_vars::RecordContext::new(who, stamp);
     let record = fast::Record {
-        system: prepared.system(),
-        event: prepared.event(),
         stamp,
         raw,
         endian: Endian::Little,
@@ -316,8 +316,14 @@ fn fast_answer_of(
     };
     // The integer comparisons specialized answer as the general tree does.
     let general = fast.holds(&record);
-    let specialized = fast.specialized().holds(&record);
+    let tree = fast.specialized();
+    let specialized = tree.holds(&record);
     assert_eq!(general, specialized, "{text}");
+    // And so do the leaves alone, where the tree is made of them.
+    if let Some(leaves) = tree.leaves() {
+        let alone = fast::Leaf::all_hold(&leaves, stamp, raw, Endian::Little);
+        assert_eq!(alone, specialized, "{text} (leaves)");
+    }
     Some(specialized)
 }
 
@@ -496,6 +502,32 @@ proptest! {
             prop_assert_eq!(fast, cel_answer(&text, &prepared, &raw, &s), "{}", text);
         }
     }
+
+    /// Leaves (`X OP K`, `X % D OP K`, either side), with constants at and beside the
+    /// values read: each answers as CEL's interpreter does.
+    #[test]
+    fn leaves_answer_as_cel(
+        x in prop::sample::select(vec!["fields.id", "fields.args[0]", "fields.args[1]", "pid", "tid", "cpu"]),
+        d in prop_oneof![Just(None), Just(Some(3i64)), Just(Some(-2)), Just(Some(1)), Just(Some(i64::MIN)), any::<i64>().prop_map(Some)],
+        op in prop::sample::select(vec!["==", "!=", "<", "<=", ">", ">="]),
+        k in prop_oneof![-3i64..=4, Just(i64::MAX), Just(i64::MIN), any::<i64>()],
+        flip in any::<bool>(),
+        id in prop_oneof![Just(3i64), Just(-1), Just(i64::MIN), any::<i64>()],
+        arg in prop_oneof![Just(3u64), Just(0), Just(u64::MAX), Just(1 << 63), any::<u64>()],
+        pid in 0u32..5,
+    ) {
+        let x = match d {
+            Some(d) => format!("({x} % {d})"),
+            None => x.to_string(),
+        };
+        let text = if flip { format!("{k} {op} {x}") } else { format!("{x} {op} {k}") };
+        let prepared = sys_enter();
+        let raw = record(id, [arg, arg, 0, 0, 0, 0]);
+        let s = stamp(pid);
+        let fast = fast_answer(&text, &prepared, &raw, &s);
+        prop_assert!(fast.is_some(), "{} is not compiled", text);
+        prop_assert_eq!(fast.unwrap(), cel_answer(&text, &prepared, &raw, &s), "{}", text);
+    }
 }
 
 /// An OpenTelemetry span as `opentelemetry-user-events-trace` writes it (Common Schema
@@ -569,7 +601,7 @@ fn eventheader_fields_are_read_from_the_decoded_payload() {
         "fields.PartC.tags.exists(t, t == 'a')",
     ] {
         let f = filter(&[holds]);
-        let ff = f.for_format(&prepared).unwrap();
+        let mut ff = f.for_format(&prepared).unwrap();
         assert!(
             ff.keep(&prepared, &stamp(1), &raw, Endian::Little, None),
             "{holds}: {:?}",
@@ -577,7 +609,7 @@ fn eventheader_fields_are_read_from_the_decoded_payload() {
         );
     }
     let f = filter(&["fields.PartB.name == 'GET /y'"]);
-    let ff = f.for_format(&prepared).unwrap();
+    let mut ff = f.for_format(&prepared).unwrap();
     assert!(!ff.keep(&prepared, &stamp(1), &raw, Endian::Little, None));
     assert_eq!(f.counted()[0].1.filtered, 1);
 }
@@ -586,13 +618,13 @@ fn eventheader_fields_are_read_from_the_decoded_payload() {
 fn an_eventheader_field_missing_from_a_record_is_false_and_counted() {
     let prepared = otel_span_format();
     let f = filter(&["fields.PartD.x == 1", "fields.PartC.nope == 1"]);
-    let ff = f.for_format(&prepared).unwrap();
+    let mut ff = f.for_format(&prepared).unwrap();
     let raw = span(TRACE, "GET /x", 200);
     assert!(!ff.keep(&prepared, &stamp(1), &raw, Endian::Little, None));
     assert_eq!(f.counted()[0].1.filter_error, 1);
     // Cut short inside PartB: PartB.name does not decode.
     let f = filter(&["fields.PartB.name == 'GET /x'"]);
-    let ff = f.for_format(&prepared).unwrap();
+    let mut ff = f.for_format(&prepared).unwrap();
     let cut = raw.len() - 30;
     assert!(!ff.keep(&prepared, &stamp(1), &raw[..cut], Endian::Little, None));
     // A record that is not EventHeader at all (no header): every field missing.
@@ -614,7 +646,7 @@ fn context_variables_read_what_the_tracker_knows() {
     );
     let f = filter(&["comm == 'nginx' && k8s_namespace == ''"]);
     let prepared = sys_enter();
-    let ff = f.for_format(&prepared).unwrap();
+    let mut ff = f.for_format(&prepared).unwrap();
     let raw = record(1, [0; 6]);
     let who = Some(Who {
         tracker: &tracker,
@@ -639,7 +671,7 @@ fn spans_are_sampled_by_trace_id_a_trace_whole() {
     )
     .unwrap();
     let prepared = otel_span_format();
-    let ff = f.for_format(&prepared).unwrap();
+    let mut ff = f.for_format(&prepared).unwrap();
     let mut whole = 0;
     for t in 0..2000u64 {
         let id = format!(
