@@ -77,20 +77,38 @@ impl<'a> RecordContext<'a> {
         }
     }
 
-    /// `comm` ("" when not known), borrowed from the tracker unless it has escapes.
-    pub fn comm(&self) -> Cow<'a, str> {
-        let Some(text) = self
+    /// Whether `comm` is `k` (as `comm() == k`, without making the string).
+    #[inline]
+    pub fn comm_is(&self, k: &str) -> bool {
+        match self.comm_json() {
+            None => k.is_empty(),
+            Some((_, Some(plain))) => plain == k.as_bytes(),
+            Some(_) => self.comm() == k,
+        }
+    }
+
+    /// The tracker's JSON string of `comm` (quotes included), and its text when it has
+    /// no escapes; `None` when not known.
+    #[inline]
+    fn comm_json(&self) -> Option<(&'a [u8], Option<&'a [u8]>)> {
+        let text = self
             .who
-            .and_then(|w| w.tracker.comm_text(self.stamp.tid, self.stamp.time_unix_ns))
-        else {
-            return Cow::Borrowed("");
-        };
+            .and_then(|w| w.tracker.comm_text(self.stamp.tid, self.stamp.time_unix_ns))?;
         let quoted = text.strip_prefix(b",\"comm\":").unwrap_or(text);
-        match quoted
+        let plain = quoted
             .strip_prefix(b"\"")
             .and_then(|q| q.strip_suffix(b"\""))
-        {
-            Some(plain) if !plain.contains(&b'\\') => {
+            .filter(|plain| !plain.contains(&b'\\'));
+        Some((quoted, plain))
+    }
+
+    /// `comm` ("" when not known), borrowed from the tracker unless it has escapes.
+    pub fn comm(&self) -> Cow<'a, str> {
+        let Some((quoted, plain)) = self.comm_json() else {
+            return Cow::Borrowed("");
+        };
+        match plain {
+            Some(plain) => {
                 // The tracker writes valid JSON strings: a failure here is a bug, shown
                 // as "".
                 Cow::Borrowed(std::str::from_utf8(plain).unwrap_or_default())

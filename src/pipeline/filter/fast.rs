@@ -101,6 +101,13 @@ pub(super) enum Fast {
     /// The commonest comparison, in one node: an integer at a fixed place (or its
     /// remainder by a constant) against a constant.
     Leaf(Leaf),
+    /// `comm == K` (`equal`) or `comm != K`: the tracker's text compared where it lies.
+    CommIs {
+        /// The constant.
+        k: Box<str>,
+        /// `==` (else `!=`).
+        equal: bool,
+    },
     /// A chain of `&&` (`all` true) or `||` (`all` false), flattened: CEL's answer is
     /// the same whatever the order, so it stops at the first deciding value.
     Chain {
@@ -446,6 +453,14 @@ impl Fast {
                 {
                     return Fast::Bool(v);
                 }
+                if let (Op::Eq | Op::Ne, Fast::Var(Var::Comm), Fast::Str(k))
+                | (Op::Eq | Op::Ne, Fast::Str(k), Fast::Var(Var::Comm)) = (op, &*a, &*b)
+                {
+                    return Fast::CommIs {
+                        k: k.clone(),
+                        equal: matches!(op, Op::Eq),
+                    };
+                }
                 match (a.num(), b.num()) {
                     (Some(x), Some(y)) => match Leaf::of(op, &x, &y) {
                         Some(leaf) => Fast::Leaf(leaf),
@@ -564,6 +579,7 @@ impl Fast {
     pub(super) fn holds(&self, r: &Record<'_>) -> Result<bool, ()> {
         match self {
             Fast::Leaf(leaf) => return leaf.holds(r.stamp, r.raw, r.endian),
+            Fast::CommIs { k, equal } => return Ok(r.context.comm_is(k) == *equal),
             Fast::CmpNum(op, a, b) => return Ok(compare(*op, a.eval(r)?, b.eval(r)?)),
             Fast::Chain { all, parts } => {
                 // CEL: the deciding value (false for `&&`, true for `||`) wins over an
@@ -626,7 +642,7 @@ impl Fast {
             }
             Fast::CmpNum(op, a, b) => V::Bool(compare(*op, a.eval(r)?, b.eval(r)?)),
             Fast::Leaf(leaf) => V::Bool(leaf.holds(r.stamp, r.raw, r.endian)?),
-            Fast::Chain { .. } => V::Bool(self.holds(r)?),
+            Fast::Chain { .. } | Fast::CommIs { .. } => V::Bool(self.holds(r)?),
             Fast::Not(a) => match a.eval(r)? {
                 V::Bool(b) => V::Bool(!b),
                 _ => return Err(()),
