@@ -54,7 +54,9 @@ pub const FRAMES_IN_WORDS: &str = "stack: the frames, innermost first; each with
      says why in unsymbolized (no_mapping, no_file, behind, kallsyms_hidden, no_symbols \
      …); with --no-symbolize, user frames carry module, file_offset and build_id instead; \
      with --call-graph dwarf the last user frame says why the walk ended early in \
-     truncated (stack_copy: past the copied stack, max_stack, unwind_failed)";
+     truncated (stack_copy: past the copied stack, max_stack, unwind_failed); with \
+     --stack-ids a record carries stack_id instead, the id of a {\"uevrec\":\"stack\",\"id\":N,\
+     \"stack\":[…]} line before it in the same file (the latest with that id)";
 
 /// How stacks are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
