@@ -107,7 +107,7 @@ pub struct StackArgs {
     #[arg(long, help_heading = "Call stacks")]
     pub no_symbolize: bool,
     /// Write each distinct stack once, on a line of its own
-    /// ({"uevrec":"stack","id":N,"stack":[…]}) before the first record that has it, and
+    /// ({"time":…,"uevrec":"stack","id":N,"stack":[…]}) before the first record that has it, and
     /// give records "stack_id":N instead of "stack": far fewer bytes a record. JSON lines
     /// only, not with --flight; every output file (after --rotate-size, a reopen) holds
     /// the stack lines its records name.

@@ -680,7 +680,7 @@ mod tests {
                 _ => (if i % 2 == 0 { a2 } else { b }, "[\"two\"]"),
             };
             if i == 0 || i == 1 || i == 30 {
-                ids::write_line(&mut batch, id, frames.as_bytes());
+                ids::write_line(&mut batch, None, id, frames.as_bytes());
             }
             batch.extend_from_slice(format!("{{\"n\":{i},\"stack_id\":{id}}}\n").as_bytes());
             f.write_lines(&batch).unwrap();
@@ -703,7 +703,10 @@ mod tests {
         f.write_lines(format!("{{\"n\":60,\"stack_id\":{b}}}\n").as_bytes())
             .unwrap();
         let text = read(&p);
-        assert!(text.starts_with("{\"uevrec\":\"stack\""), "{text}");
+        assert!(
+            text.starts_with("{\"time\":null,\"uevrec\":\"stack\""),
+            "{text}"
+        );
         assert_eq!(undefined_stack_ids(&text), Vec::<u64>::new());
         assert!(!text.contains("[\"one\"]") || !text.contains(&format!(":{a},")));
     }
@@ -724,6 +727,7 @@ mod tests {
         let mut batch = Vec::new();
         ids::write_line(
             &mut batch,
+            None,
             0,
             format!("[\"{}\"]", "x".repeat(80)).as_bytes(),
         );

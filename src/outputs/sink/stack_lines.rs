@@ -25,7 +25,7 @@ impl Default for StackLines {
         StackLines {
             by_place: foldhash::HashMap::default(),
             bytes: 0,
-            finder: Finder::new(ids::LINE_START),
+            finder: Finder::new(ids::KEY),
         }
     }
 }
@@ -34,12 +34,14 @@ impl StackLines {
     /// Keep the stack lines among `lines` (whole lines, as written).
     pub fn pass(&mut self, lines: &[u8]) {
         for at in self.finder.find_iter(lines) {
-            // A line's start (inside a string of a record the quotes would be escaped).
-            if at > 0 && lines[at - 1] != b'\n' {
+            // The line's start; it is a stack line when the key follows its time at once
+            // (inside a string of a record the quotes would be escaped).
+            let start = memchr::memrchr(b'\n', &lines[..at]).map_or(0, |end| end + 1);
+            let rest = &lines[start..];
+            let line = &rest[..memchr::memchr(b'\n', rest).map_or(rest.len(), |end| end + 1)];
+            if ids::time_of(line).is_none_or(|time| start + time.len() != at) {
                 continue;
             }
-            let rest = &lines[at..];
-            let line = &rest[..memchr::memchr(b'\n', rest).map_or(rest.len(), |end| end + 1)];
             if let Some(id) = ids::line_id(line) {
                 let old = self.by_place.insert(ids::place_of(id), line.into());
                 self.bytes = self.bytes + line.len() - old.map_or(0, |o| o.len());
@@ -71,7 +73,7 @@ mod tests {
 
     fn line(id: u64, frames: &str) -> Vec<u8> {
         let mut out = Vec::new();
-        ids::write_line(&mut out, id, frames.as_bytes());
+        ids::write_line(&mut out, Some(b"{\"time\":null"), id, frames.as_bytes());
         out
     }
 
@@ -81,7 +83,8 @@ mod tests {
         let (a, b) = (ids::stack_id(0, 0, 1), ids::stack_id(1, 0, 2));
         let mut lines = line(a, "[1]");
         lines.extend_from_slice(
-            b"{\"time\":1,\"s\":\"{\\\"uevrec\\\":\\\"stack\\\"\",\"stack_id\":0}\n",
+            // The key, but not right after the time: not a stack line.
+            b"{\"time\":1,\"x\":2,\"uevrec\":\"stack\",\"id\":9,\"stack_id\":0}\n",
         );
         lines.extend_from_slice(&line(b, "[2]"));
         lines.extend_from_slice(b"{\"time\":2,\"stack_id\":1}\n");

@@ -1,5 +1,6 @@
 //! `--stack-ids`: each distinct stack written once, as a line of its own
-//! (`{"uevrec":"stack","id":N,"stack":[…]}`), and the records naming it (`"stack_id":N`),
+//! (`{"time":…,"uevrec":"stack","id":N,"stack":[…]}`, the time of the first record that
+//! has it, as uevrec's other lines), and the records naming it (`"stack_id":N`),
 //! so a record's line carries a number instead of ≈ 1 KB of frames (docs/stacks.md).
 //!
 //! An id tells who defined it: the formatter worker and the place in that worker's
@@ -18,8 +19,11 @@ const WORKER_BITS: u32 = 8;
 /// written again before each record that has it.
 pub const ONE_OFF: u32 = (1 << PLACE_BITS) - 1;
 
-/// The start of a stack line, up to its id.
-pub const LINE_START: &[u8] = b"{\"uevrec\":\"stack\",\"id\":";
+/// What follows the `time` of a stack line, up to its id.
+pub const KEY: &[u8] = b",\"uevrec\":\"stack\",\"id\":";
+
+/// How every JSON line starts (its `time` key).
+const TIME: &[u8] = b"{\"time\":";
 
 /// The id of the `serial`-th stack line of formatter worker `worker`, for the stack at
 /// `place` of its cache.
@@ -35,18 +39,33 @@ pub fn place_of(id: u64) -> u32 {
     (id & ((1 << (PLACE_BITS + WORKER_BITS)) - 1)) as u32
 }
 
-/// Append the line defining `id` as the stack whose JSON array is `frames`.
-pub fn write_line(out: &mut Vec<u8>, id: u64, frames: &[u8]) {
-    out.extend_from_slice(LINE_START);
+/// The `{"time":VALUE` a JSON line starts with (`line` from its `{`), or `None`.
+pub fn time_of(line: &[u8]) -> Option<&[u8]> {
+    // The value (a quoted RFC 3339 time, a number or null) holds no comma.
+    let end = memchr::memchr(b',', line)?;
+    line.starts_with(TIME).then(|| &line[..end])
+}
+
+/// Append the line defining `id` as the stack whose JSON array is `frames`, with `time`
+/// (`{"time":VALUE`, [`time_of`] a record's line; `None`: null).
+pub fn write_line(out: &mut Vec<u8>, time: Option<&[u8]>, id: u64, frames: &[u8]) {
+    match time {
+        Some(time) => out.extend_from_slice(time),
+        None => {
+            out.extend_from_slice(TIME);
+            out.extend_from_slice(b"null");
+        }
+    }
+    out.extend_from_slice(KEY);
     write_u64(out, id);
     out.extend_from_slice(b",\"stack\":");
     out.extend_from_slice(frames);
     out.extend_from_slice(b"}\n");
 }
 
-/// The length of a stack line of `frames` at most (the longest id).
+/// The length of a stack line of `frames` at most (the longest id and time).
 pub fn line_len(frames: &[u8]) -> usize {
-    LINE_START.len() + 20 + b",\"stack\":".len() + frames.len() + 2
+    TIME.len() + 40 + KEY.len() + 20 + b",\"stack\":".len() + frames.len() + 2
 }
 
 /// Append a record's `,"stack_id":N`.
@@ -57,7 +76,8 @@ pub fn write_key(out: &mut Vec<u8>, id: u64) {
 
 /// The id of the stack line `line` (one line, from its `{`), or `None`: not one.
 pub fn line_id(line: &[u8]) -> Option<u64> {
-    let digits = line.strip_prefix(LINE_START)?;
+    let time = time_of(line)?;
+    let digits = line[time.len()..].strip_prefix(KEY)?;
     let end = digits.iter().position(|b| !b.is_ascii_digit())?;
     std::str::from_utf8(&digits[..end]).ok()?.parse().ok()
 }
@@ -102,17 +122,35 @@ mod tests {
 
     #[test]
     fn lines_read_back() {
-        let mut out = Vec::new();
-        write_line(&mut out, 2_097_152 + 5, b"[{\"addr\":\"0x1\"}]");
+        let record = b"{\"time\":\"2026-12-06T12:00:00.000000001Z\",\"system\":\"s\"}";
+        let time = time_of(record);
         assert_eq!(
-            out,
-            b"{\"uevrec\":\"stack\",\"id\":2097157,\"stack\":[{\"addr\":\"0x1\"}]}\n"
+            time,
+            Some(&b"{\"time\":\"2026-12-06T12:00:00.000000001Z\""[..])
         );
+        let mut out = Vec::new();
+        write_line(&mut out, time, 2_097_152 + 5, b"[{\"addr\":\"0x1\"}]");
+        let want = "{\"time\":\"2026-12-06T12:00:00.000000001Z\",\"uevrec\":\"stack\",\
+                    \"id\":2097157,\"stack\":[{\"addr\":\"0x1\"}]}\n";
+        assert_eq!(String::from_utf8(out.clone()).unwrap(), want);
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["id"], 2_097_157);
         assert_eq!(line_id(&out), Some(2_097_157));
-        assert_eq!(line_id(b"{\"uevrec\":\"lost\",\"id\":1}"), None);
-        assert_eq!(line_id(b"{\"uevrec\":\"stack\",\"id\":}"), None);
+        let mut untimed = Vec::new();
+        write_line(&mut untimed, None, 3, b"[]");
+        let want = "{\"time\":null,\"uevrec\":\"stack\",\"id\":3,\"stack\":[]}\n";
+        assert_eq!(String::from_utf8(untimed.clone()).unwrap(), want);
+        assert_eq!(line_id(&untimed), Some(3));
+        assert_eq!(
+            line_id(b"{\"time\":null,\"uevrec\":\"lost\",\"id\":1}"),
+            None
+        );
+        assert_eq!(
+            line_id(b"{\"time\":null,\"uevrec\":\"stack\",\"id\":}"),
+            None
+        );
+        assert_eq!(line_id(b"{\"uevrec\":\"stack\",\"id\":1}"), None, "no time");
+        assert_eq!(time_of(b"{\"x\":1,\"time\":2}"), None);
         let mut key = b"{\"x\":1".to_vec();
         write_key(&mut key, 0);
         assert_eq!(key, b"{\"x\":1,\"stack_id\":0");

@@ -285,7 +285,8 @@ impl StackWriter {
     /// `--stack-ids`: append `,"stack_id":N` for the record of `stamp` to `out`, whose
     /// line starts at `start`; the first time this worker writes that stack (or each time,
     /// for a stack that may be named otherwise next time), its line
-    /// `{"uevrec":"stack","id":N,"stack":[…]}` goes before the record's ([`ids`]).
+    /// `{"time":…,"uevrec":"stack","id":N,"stack":[…]}` (the record's time) goes before
+    /// the record's ([`ids`]).
     pub fn write_id(
         &mut self,
         out: &mut Vec<u8>,
@@ -306,7 +307,7 @@ impl StackWriter {
                     .cache
                     .keep_id(&key, ids::line_len(&frames), !self.uncacheable);
                 self.line.clear();
-                ids::write_line(&mut self.line, id, &frames);
+                ids::write_line(&mut self.line, ids::time_of(&out[start..]), id, &frames);
                 // Before the record: a reader knows the id when it meets it.
                 out.splice(start..start, self.line.iter().copied());
                 self.frames = frames;
