@@ -33,6 +33,7 @@
 #   uevrec-g-nosym    the same with -g --no-symbolize (addresses, module, file offset)
 #   uevrec-g-ids      the same with -g --stack-ids (each distinct stack on a line of its
 #                     own, records naming it by id: BENCHMARKS.md, "stack lines with ids")
+#   uevrec-g-ids-nosym  -g --stack-ids --no-symbolize
 #   perf-g            `perf record -g -a -o /dev/shm/F` (addresses only while recording)
 #   perf-g+script     perf-g plus `perf script` of its file (perf's names, afterwards)
 # Measured per run: the program's calls/s, records the recorder wrote, recorder CPU
@@ -87,6 +88,7 @@ one() {
     uevrec-ftrace) measure "$WORK/m" "$UEVREC" record -q --backend ftrace -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     uevrec-ftrace-g) measure "$WORK/m" "$UEVREC" record -q --backend ftrace -g -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     uevrec-g-ids) measure "$WORK/m" "$UEVREC" record -q -g --stack-ids -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
+    uevrec-g-ids-nosym) measure "$WORK/m" "$UEVREC" record -q -g --stack-ids --no-symbolize -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     uevrec-g-nosym) measure "$WORK/m" "$UEVREC" record -q -g --no-symbolize -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     perf-g) measure "$WORK/m" perf record -q -g -a -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     uevrec-dwarf) measure "$WORK/m" "$UEVREC" record -q --call-graph dwarf -m 4M -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
