@@ -16,15 +16,11 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use super::stack_outputs::{flamegraph, of_magic, run_chain};
 use super::stacks::{build_chain, record_setpgid};
 use crate::common::stack_frames::{holds_in_a_row, user_symbols};
 use crate::common::tier::Tier;
 use crate::common::{PATIENCE, bin, complete_lines, wait_for};
-
-/// Whether a JSON line is a record of the chain run with `magic`.
-fn of_magic(v: &Value, magic: u64) -> bool {
-    v["fields"]["args"][0] == magic
-}
 
 /// The lines of a `--stack-ids` file with each record's stack resolved through the stack
 /// lines before it (`stack_id` replaced by the `stack` it names); panics on a record
@@ -60,17 +56,9 @@ fn seq(v: &Value) -> u64 {
 /// `uevrec flamegraph --folded` of `lines` written to `path`.
 fn folded(path: &Path, lines: &[&str]) -> String {
     std::fs::write(path, lines.join("\n") + "\n").unwrap();
-    let out = Command::new(bin())
-        .args(["flamegraph", "--folded"])
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    let (ok, folded, err) = flamegraph(&["--folded", path.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    folded
 }
 
 #[test]
@@ -88,11 +76,7 @@ fn stack_ids_name_the_stacks_inline_recording_has() {
     );
     let rec_ids = record_setpgid(&with_ids, &["-g", "--stack-ids", "--threads", "2"]);
     let rec_inline = record_setpgid(&inline, &["-g"]);
-    let status = Command::new(&exe)
-        .args([MAGIC.to_string(), N.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    run_chain(&exe, MAGIC, N);
     for out in [&with_ids, &inline] {
         wait_for("every record of the program", PATIENCE, || {
             let lines = complete_lines(out);
@@ -206,11 +190,7 @@ fn every_rotated_file_defines_the_stacks_its_records_name() {
         }
         all
     };
-    let status = Command::new(&exe)
-        .args([MAGIC.to_string(), N.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    run_chain(&exe, MAGIC, N);
     wait_for("every record of the program", PATIENCE, || {
         let n: usize = files()
             .iter()

@@ -421,10 +421,20 @@ mod tests {
 
     /// A rotating file `r.json` in a fresh directory.
     fn rotating(max_bytes: u64, keep: u32) -> (tempfile::TempDir, PathBuf, RotatingFile) {
+        rotating_with(max_bytes, keep, false)
+    }
+
+    /// [`rotating`], starting each new file with the stack lines when `stack_lines`.
+    fn rotating_with(
+        max_bytes: u64,
+        keep: u32,
+        stack_lines: bool,
+    ) -> (tempfile::TempDir, PathBuf, RotatingFile) {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("r.json");
         let opts = FileOptions {
             rotation: Some(Rotation { max_bytes, keep }),
+            stack_lines,
             ..Default::default()
         };
         let f = RotatingFile::open(&p, opts).unwrap();
@@ -657,17 +667,7 @@ mod tests {
     #[test]
     fn with_stack_ids_every_file_defines_the_stacks_it_names() {
         use crate::pipeline::stacks::ids;
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("s.json");
-        let opts = FileOptions {
-            rotation: Some(Rotation {
-                max_bytes: 300,
-                keep: 100,
-            }),
-            stack_lines: true,
-            ..Default::default()
-        };
-        let mut f = RotatingFile::open(&p, opts).unwrap();
+        let (dir, p, mut f) = rotating_with(300, 100, true);
         // Two workers' stacks; worker 0's place 1 is filled again halfway (its first
         // stack left the cache and is never named again).
         let (a, b) = (ids::stack_id(0, 0, 1), ids::stack_id(0, 1, 1));
@@ -698,7 +698,7 @@ mod tests {
         }
         assert_eq!(records, expected);
         // A reopened file (logrotate renamed the old one) starts with them too.
-        fs::rename(&p, dir.path().join("s.json.old")).unwrap();
+        fs::rename(&p, dir.path().join("r.json.old")).unwrap();
         f.reopen().unwrap();
         f.write_lines(format!("{{\"n\":60,\"stack_id\":{b}}}\n").as_bytes())
             .unwrap();
@@ -714,16 +714,7 @@ mod tests {
     #[test]
     fn stack_lines_larger_than_a_file_still_let_records_through() {
         use crate::pipeline::stacks::ids;
-        let (_dir, p, _) = rotating(1, 1);
-        let opts = FileOptions {
-            rotation: Some(Rotation {
-                max_bytes: 60,
-                keep: 100,
-            }),
-            stack_lines: true,
-            ..Default::default()
-        };
-        let mut f = RotatingFile::open(&p, opts).unwrap();
+        let (_dir, p, mut f) = rotating_with(60, 100, true);
         let mut batch = Vec::new();
         ids::write_line(
             &mut batch,
