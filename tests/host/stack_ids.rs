@@ -24,13 +24,17 @@ use crate::common::{PATIENCE, bin, complete_lines, wait_for};
 
 /// The lines of a `--stack-ids` file with each record's stack resolved through the stack
 /// lines before it (`stack_id` replaced by the `stack` it names); panics on a record
-/// that names an id no earlier line of the file defines. Also the stack lines' count.
-fn resolved(text: &str) -> (Vec<Value>, usize) {
+/// that names an id no earlier line of the file defines.
+fn resolved(text: &str) -> Vec<Value> {
     let mut stacks: HashMap<u64, Value> = HashMap::new();
     let mut lines = Vec::new();
     for line in text.lines() {
         let mut v: Value = serde_json::from_str(line).unwrap();
         if v["uevrec"] == "stack" {
+            assert!(
+                v["time"].is_string(),
+                "time first, as uevrec's other lines: {v}"
+            );
             stacks.insert(v["id"].as_u64().unwrap(), v["stack"].clone());
             continue;
         }
@@ -45,7 +49,7 @@ fn resolved(text: &str) -> (Vec<Value>, usize) {
         }
         lines.push(v);
     }
-    (lines, stacks.len())
+    lines
 }
 
 /// A record's SEQ.
@@ -88,7 +92,7 @@ fn stack_ids_name_the_stacks_inline_recording_has() {
 
     let ids_text = std::fs::read_to_string(&with_ids).unwrap();
     let inline_text = std::fs::read_to_string(&inline).unwrap();
-    let (lines, stack_lines) = resolved(&ids_text);
+    let lines = resolved(&ids_text);
     let session = lines.iter().find(|v| v["uevrec"] == "session").unwrap();
     assert_eq!(session["stacks"]["stack_ids"], true, "{session}");
     let mine: Vec<&Value> = lines.iter().filter(|v| of_magic(v, MAGIC)).collect();
@@ -111,16 +115,12 @@ fn stack_ids_name_the_stacks_inline_recording_has() {
         assert_eq!(names, user_symbols(plain), "SEQ {}", seq(r));
         ids_used.insert(r["stack_id"].as_u64().unwrap());
     }
-    // One stack line per distinct stack and worker (2 workers), not one a record.
+    // One stack line per distinct stack and worker (2 workers), not one a record (other
+    // programs' setpgid calls, each program run its own stacks, are not counted here).
     assert!(
         ids_used.len() <= 4,
         "{} stack ids for one call site",
         ids_used.len()
-    );
-    let records = lines.iter().filter(|v| v["uevrec"].is_null()).count();
-    assert!(
-        stack_lines * 10 <= records,
-        "{stack_lines} stack lines for {records} records"
     );
     // Fewer bytes a record: the point of the form.
     let mean = |text: &str| {
@@ -209,7 +209,7 @@ fn every_rotated_file_defines_the_stacks_its_records_name() {
     let mut seqs = Vec::new();
     for f in &files {
         // Each file alone: every stack_id defined in it before it is named.
-        let (lines, _) = resolved(&std::fs::read_to_string(f).unwrap());
+        let lines = resolved(&std::fs::read_to_string(f).unwrap());
         for r in lines.iter().filter(|v| of_magic(v, MAGIC)) {
             let names = user_symbols(r);
             assert!(
