@@ -31,11 +31,15 @@
 #   uevrec            `uevrec record -q -o /dev/shm/F` (no stacks: the baseline)
 #   uevrec-g          the same with -g (stacks symbolized while recording)
 #   uevrec-g-nosym    the same with -g --no-symbolize (addresses, module, file offset)
+#   uevrec-g-ids      the same with -g --stack-ids (each distinct stack on a line of its
+#                     own, records naming it by id: BENCHMARKS.md, "stack lines with ids")
+#   uevrec-g-ids-nosym  -g --stack-ids --no-symbolize
 #   perf-g            `perf record -g -a -o /dev/shm/F` (addresses only while recording)
 #   perf-g+script     perf-g plus `perf script` of its file (perf's names, afterwards)
 # Measured per run: the program's calls/s, records the recorder wrote, recorder CPU
-# (user+sys from wait4's rusage) and µs of it per record; perf script's CPU for the last
-# row. Needs: root, gcc, perf, python3, tmpfs at /dev/shm. Builds the release binary.
+# (user+sys from wait4's rusage) and µs of it per record, the output file's bytes per
+# record (all its lines, or the whole perf.data, over the records); perf script's CPU for
+# the last row. Needs: root, gcc, perf, python3, tmpfs at /dev/shm. Builds the release binary.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -83,6 +87,8 @@ one() {
     uevrec-g) measure "$WORK/m" "$UEVREC" record -q -g -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     uevrec-ftrace) measure "$WORK/m" "$UEVREC" record -q --backend ftrace -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     uevrec-ftrace-g) measure "$WORK/m" "$UEVREC" record -q --backend ftrace -g -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
+    uevrec-g-ids) measure "$WORK/m" "$UEVREC" record -q -g --stack-ids -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
+    uevrec-g-ids-nosym) measure "$WORK/m" "$UEVREC" record -q -g --stack-ids --no-symbolize -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     uevrec-g-nosym) measure "$WORK/m" "$UEVREC" record -q -g --no-symbolize -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     perf-g) measure "$WORK/m" perf record -q -g -a -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     uevrec-dwarf) measure "$WORK/m" "$UEVREC" record -q --call-graph dwarf -m 4M -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
@@ -110,16 +116,17 @@ one() {
   else
     records=$(grep -c '"args":\[424242,' "$f" || true)
   fi
-  echo "$rate $records $cpu $extra"
+  echo "$rate $records $cpu $extra $(stat -c %s "$f")"
 }
 
 echo "# $CALLS calls a run${RATE:+ at $RATE calls/s}, syscall $NR, $UEVREC" >&2
-printf '%-18s %3s %12s %9s %7s %9s %10s %12s\n' recorder run calls/s records lost% cpu_s us/record script_cpu_s
+printf '%-18s %3s %12s %9s %7s %9s %10s %12s %12s\n' recorder run calls/s records lost% cpu_s us/record script_cpu_s bytes/record
 for run in $(seq "$RUNS"); do
   for name in $NAMES; do
-    read -r rate records cpu extra < <(one "$name")
+    read -r rate records cpu extra bytes < <(one "$name")
     per=$(awk -v c="$cpu" -v r="$records" 'BEGIN { if (r > 0) printf "%.3f", c * 1e6 / r; else print "n/a" }')
     lost=$(awk -v c="$CALLS" -v r="$records" 'BEGIN { l = (c - r) * 100 / c; printf "%.1f", l < 0 ? 0 : l }')
-    printf '%-18s %3s %12s %9s %7s %9.3f %10s %12s\n' "$name" "$run" "$rate" "$records" "$lost" "$cpu" "$per" "$extra"
+    size=$(awk -v b="$bytes" -v r="$records" 'BEGIN { if (r > 0) printf "%.0f", b / r; else print "n/a" }')
+    printf '%-18s %3s %12s %9s %7s %9.3f %10s %12s %12s\n' "$name" "$run" "$rate" "$records" "$lost" "$cpu" "$per" "$extra" "$size"
   done
 done

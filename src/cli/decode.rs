@@ -171,7 +171,7 @@ pub fn decode(args: DecodeArgs) -> i32 {
         messages::error(&e);
         return super::EXIT_USAGE;
     }
-    let sink = match args.output.open(!args.append) {
+    let sink = match args.output.open(!args.append, false) {
         Ok(s) => s,
         Err(e) => {
             messages::error(&e);

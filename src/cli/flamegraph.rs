@@ -68,6 +68,7 @@ pub fn flamegraph(args: &FlamegraphArgs) -> i32 {
         &args.files[..]
     };
     for path in files {
+        folder.next_input();
         if let Err(e) = fold_file(&mut folder, path, args.no_symbolize) {
             messages::error(&e);
             return EXIT_ERROR;

@@ -179,6 +179,7 @@ impl SessionArgs {
             rescan_interval: self.rescan_interval,
             stacks: self.stacks.request(),
             symbolize: !self.stacks.no_symbolize,
+            stack_ids: self.stacks.stack_ids,
             ..Default::default()
         })
     }

@@ -40,8 +40,13 @@ impl OutputArgs {
     }
 
     /// The sink: the rotating file of `-o` (emptied first when `replace`, else appended
-    /// to), else standard output.
-    pub fn open(&self, replace: bool) -> Result<Box<dyn Sink + Send>, SinkError> {
+    /// to; each new file starting with the stack lines written so far when
+    /// `stack_lines`: `--stack-ids`), else standard output.
+    pub fn open(
+        &self,
+        replace: bool,
+        stack_lines: bool,
+    ) -> Result<Box<dyn Sink + Send>, SinkError> {
         match self.file() {
             Some(path) => {
                 let opts = FileOptions {
@@ -52,6 +57,7 @@ impl OutputArgs {
                         keep: self.rotate_keep,
                     }),
                     replace,
+                    stack_lines,
                 };
                 Ok(Box::new(RotatingFile::open(path, opts)?))
             }

@@ -73,6 +73,16 @@ fn record_run(args: RecordArgs) -> i32 {
         messages::error(&why);
         return EXIT_ERROR;
     }
+    let json_lines = !args.export.enabled()
+        && args.rec.format.unwrap_or_default() == Format::Json
+        && (args.raw.is_none() || args.output.output.is_some());
+    let stacks = &args.rec.session.stacks;
+    if let Some(why) =
+        super::stacks::stack_ids_refused(stacks, json_lines, args.flight.flight.is_some())
+    {
+        messages::error(&why);
+        return EXIT_ERROR;
+    }
     if args.export.enabled() {
         return export(&args);
     }
@@ -85,7 +95,7 @@ fn record_run(args: RecordArgs) -> i32 {
     }
     // With --raw, JSON lines only when -o asks for them.
     let sink = if args.raw.is_none() || args.output.output.is_some() {
-        match args.output.open(false) {
+        match args.output.open(false, stacks.stack_ids) {
             Ok(s) => Some(s),
             Err(e) => {
                 messages::error(&e);
@@ -363,6 +373,14 @@ fn tail_run(args: TailArgs) -> i32 {
     if let Some(why) = super::stacks::unsupported_output(
         &args.rec.session.stacks,
         args.rec.format == Some(Format::Text),
+        false,
+    ) {
+        messages::error(&why);
+        return EXIT_ERROR;
+    }
+    if let Some(why) = super::stacks::stack_ids_refused(
+        &args.rec.session.stacks,
+        args.rec.format != Some(Format::Otlp),
         false,
     ) {
         messages::error(&why);

@@ -1,5 +1,6 @@
 //! The call-stack flags of the recording commands (perf's spellings: `-g`,
-//! `--call-graph`, `--max-stack`, `--user-callchains`; docs/stacks.md).
+//! `--call-graph`, `--max-stack`, `--user-callchains`; and `--stack-ids`;
+//! docs/stacks.md).
 
 use std::path::PathBuf;
 
@@ -105,6 +106,13 @@ pub struct StackArgs {
     /// symbolizing elsewhere; kernel frames with their address.
     #[arg(long, help_heading = "Call stacks")]
     pub no_symbolize: bool,
+    /// Write each distinct stack once, on a line of its own
+    /// ({"time":…,"uevrec":"stack","id":N,"stack":[…]}) before the first record that has it, and
+    /// give records "stack_id":N instead of "stack": far fewer bytes a record. JSON lines
+    /// only, not with --flight; every output file (after --rotate-size, a reopen) holds
+    /// the stack lines its records name.
+    #[arg(long, help_heading = "Call stacks")]
+    pub stack_ids: bool,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub debug_dirs: DebugDirArgs,
@@ -145,6 +153,32 @@ pub fn unsupported_output(stacks: &StackArgs, format_text: bool, raw: bool) -> O
     Some(format!(
         "call stacks (-g, --call-graph) are written on JSON lines, OTLP and --raw perf.data files so far, not to {what} (docs/stacks.md, \"Not yet\"): drop -g, or record JSON lines, OTLP or a perf.data with context and frame-pointer stacks"
     ))
+}
+
+/// Why `--stack-ids` cannot be taken (`None`: it can, or was not asked for): it names
+/// the stacks of -g on JSON lines (`json_lines`: the command writes some); a flight
+/// recorder (`flight`) overwrites its oldest lines, so a stack line could go while the
+/// records that name it stay.
+pub fn stack_ids_refused(stacks: &StackArgs, json_lines: bool, flight: bool) -> Option<String> {
+    if !stacks.stack_ids {
+        return None;
+    }
+    if stacks.request().is_none() {
+        return Some(
+            "--stack-ids names the call stacks of -g or --call-graph: add -g (docs/stacks.md)"
+                .into(),
+        );
+    }
+    if flight {
+        return Some(
+            "--stack-ids does not go with --flight: the flight recorder overwrites its oldest              lines, a stack line among them, while records that name it stay; its dumps keep              each record's stack on its line: drop --stack-ids"
+                .into(),
+        );
+    }
+    (!json_lines).then(|| {
+        "--stack-ids writes the stacks of JSON lines once each; OTLP records carry their          code.stacktrace and a --raw file its callchains: drop --stack-ids, or write JSON          lines (--format json, -o FILE with --raw)"
+            .into()
+    })
 }
 
 impl StackArgs {
@@ -222,5 +256,35 @@ mod tests {
         );
         a.call_graph = Some(CallGraph::Dwarf(4096));
         assert_eq!(a.request().and_then(|r| r.dwarf), Some(4096));
+    }
+
+    #[test]
+    fn stack_ids_need_stacks_on_json_lines_outside_the_flight_recorder() {
+        let mut a = StackArgs::default();
+        assert_eq!(stack_ids_refused(&a, false, true), None, "not asked for");
+        a.stack_ids = true;
+        assert!(
+            stack_ids_refused(&a, true, false)
+                .unwrap()
+                .contains("add -g")
+        );
+        a.g = true;
+        assert_eq!(stack_ids_refused(&a, true, false), None);
+        assert!(
+            stack_ids_refused(&a, true, true)
+                .unwrap()
+                .contains("--flight")
+        );
+        assert!(
+            stack_ids_refused(&a, false, false)
+                .unwrap()
+                .contains("OTLP")
+        );
+        a.call_graph = Some(CallGraph::None);
+        assert!(
+            stack_ids_refused(&a, true, false)
+                .unwrap()
+                .contains("add -g")
+        );
     }
 }

@@ -70,8 +70,10 @@ pub fn top(args: &TopArgs) -> i32 {
     } else {
         Display::Terminal
     };
-    if args.session.stacks.request().is_some() {
-        messages::error(&"uevrec top does not show call stacks yet: drop -g (docs/stacks.md)");
+    if args.session.stacks.request().is_some() || args.session.stacks.stack_ids {
+        messages::error(
+            &"uevrec top does not show call stacks yet: drop -g and --stack-ids (docs/stacks.md)",
+        );
         return EXIT_ERROR;
     }
     let filter = Filter::new(

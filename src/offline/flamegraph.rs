@@ -2,6 +2,11 @@
 //! stacks (Brendan Gregg's `frame;frame;… count`, outermost frame first), the input of
 //! every flame-graph tool; the CLI draws them with inferno (docs/flamegraph.md).
 //!
+//! A recording with `--stack-ids` names each record's stack by the id of an earlier
+//! `{"uevrec":"stack"}` line (the latest line with that id: a file appended to by
+//! another run may define an id again); the stack lines of each input are kept, folded,
+//! while it is read.
+//!
 //! Each frame is named by the parsers' one helper
 //! ([`uevrec_parsers::stack_frames::StackFrame::flame_names`]), from the names the
 //! recording wrote: nothing is symbolized here. Records without a stack, uevrec's own
@@ -80,6 +85,12 @@ struct Line<'a> {
     pid: Option<u64>,
     #[serde(borrow, default)]
     stack: Option<Vec<StackFrame<'a>>>,
+    /// `--stack-ids`: the stack line a record names.
+    #[serde(default)]
+    stack_id: Option<u64>,
+    /// Of a stack line: its id.
+    #[serde(default)]
+    id: Option<u64>,
     /// Of a `lost` line: the records the kernel dropped.
     #[serde(default)]
     lost: Option<u64>,
@@ -111,6 +122,11 @@ pub struct Folder {
     names: String,
     ends: Vec<usize>,
     key: String,
+    /// The frames of the stack being folded, outermost first, `;` between them.
+    path: String,
+    /// `--stack-ids`: each stack line's frames folded as in `path`, by id (of the input
+    /// being read: [`Folder::next_input`]).
+    stack_lines: foldhash::HashMap<u64, String>,
 }
 
 /// Why a line cannot be folded.
@@ -132,6 +148,12 @@ impl Folder {
         }
     }
 
+    /// A new input begins: the stack lines of the one before are not its own (another
+    /// run's ids may be the same numbers).
+    pub fn next_input(&mut self) {
+        self.stack_lines.clear();
+    }
+
     /// Fold one JSON line (an empty line is skipped).
     pub fn add_line(&mut self, line: &[u8]) -> Result<(), LineError> {
         if line.iter().all(u8::is_ascii_whitespace) {
@@ -145,6 +167,12 @@ impl Folder {
             ))
         })?;
         if line.uevrec.is_some() {
+            if let (Some("stack"), Some(id), Some(stack)) =
+                (line.uevrec.as_deref(), line.id, &line.stack)
+            {
+                self.fold_frames(stack);
+                self.stack_lines.insert(id, self.path.clone());
+            }
             self.own_lines += 1;
             self.lost = self.lost.saturating_add(line.lost.unwrap_or(0));
             if line.what.as_deref() == Some("truncated") {
@@ -159,15 +187,34 @@ impl Folder {
                     .into(),
             ));
         };
-        let Some(stack) = &line.stack else {
-            self.without_stack += 1;
-            return Ok(());
-        };
-        self.fold(&line, system, event, stack);
+        match (&line.stack, line.stack_id) {
+            (Some(stack), _) => self.fold_frames(stack),
+            (None, Some(id)) => match self.stack_lines.get(&id) {
+                Some(path) => {
+                    self.path.clear();
+                    self.path.push_str(path);
+                }
+                None => {
+                    return Err(LineError(format!(
+                        "a record names stack_id {id}, which no {{\"uevrec\":\"stack\"}} \
+                         line before it defines: the input is not a whole file of `record \
+                         -g --stack-ids` (each file of one starts with the stack lines its \
+                         records name; give whole files, not parts of them)"
+                    )));
+                }
+            },
+            (None, None) => {
+                self.without_stack += 1;
+                return Ok(());
+            }
+        }
+        self.fold(&line, system, event);
         Ok(())
     }
 
-    fn fold(&mut self, line: &Line<'_>, system: &str, event: &str, stack: &[StackFrame<'_>]) {
+    /// The frames of `stack` into `path`, outermost first (kernel frames left out with
+    /// `user_only`).
+    fn fold_frames(&mut self, stack: &[StackFrame<'_>]) {
         self.names.clear();
         self.ends.clear();
         for frame in stack {
@@ -180,6 +227,18 @@ impl Folder {
                 ends.push(names.len());
             });
         }
+        self.path.clear();
+        for (i, &end) in self.ends.iter().enumerate().rev() {
+            let start = if i == 0 { 0 } else { self.ends[i - 1] };
+            if !self.path.is_empty() {
+                self.path.push(';');
+            }
+            self.path.push_str(&self.names[start..end]);
+        }
+    }
+
+    /// Count the record of `line` with the stack in `path`.
+    fn fold(&mut self, line: &Line<'_>, system: &str, event: &str) {
         self.key.clear();
         match self.options.root {
             Root::Event => {
@@ -194,13 +253,10 @@ impl Folder {
             },
             Root::None => {}
         }
-        for (i, &end) in self.ends.iter().enumerate().rev() {
-            let start = if i == 0 { 0 } else { self.ends[i - 1] };
-            if !self.key.is_empty() {
-                self.key.push(';');
-            }
-            self.key.push_str(&self.names[start..end]);
+        if !self.key.is_empty() && !self.path.is_empty() {
+            self.key.push(';');
         }
+        self.key.push_str(&self.path);
         if self.key.is_empty() {
             // Every frame left out (--user-only on a kernel-only stack): still a record.
             self.key.push_str("[no frames]");

@@ -70,6 +70,7 @@ pub fn session_info(config: &SessionConfig) -> SessionInfo {
             kernel: s.kernel,
             symbolized: config.symbolize,
             frames: crate::pipeline::stacks::FRAMES_IN_WORDS.into(),
+            stack_ids: config.stack_ids,
         }),
     }
 }

@@ -215,12 +215,13 @@ impl Core {
     }
 }
 
-/// A worker's stack writer, knowing `maps` when given.
-fn stack_writer(options: StackOptions, maps: &Option<ProcessMaps>) -> StackWriter {
+/// The stack writer of formatter worker `worker`, knowing `maps` when given.
+fn stack_writer(options: StackOptions, maps: &Option<ProcessMaps>, worker: usize) -> StackWriter {
     match maps {
         Some(maps) => StackWriter::with_maps(options, maps.clone()),
         None => StackWriter::new(options),
     }
+    .for_worker(worker as u32)
 }
 
 /// The context `--where` reads of a record whose sample named `cgroup`.
@@ -228,9 +229,10 @@ fn who(context: &Option<ContextTracker>, cgroup: Option<u64>) -> Option<Who<'_>>
     context.as_ref().map(|tracker| Who { tracker, cgroup })
 }
 
-/// Put the `"stack"` key of a record into its JSON line (`out[start..]`, ending `}\n`);
-/// a line of any other shape (text lines, which the CLI does not pair with stacks) is
-/// left as it is.
+/// Put the `"stack"` key of a record into its JSON line (`out[start..]`, ending `}\n`),
+/// or with `--stack-ids` its `"stack_id"` (and the stack's line before it, if new); a
+/// line of any other shape (text lines, which the CLI does not pair with stacks) is left
+/// as it is.
 fn add_stack(
     out: &mut Vec<u8>,
     start: usize,
@@ -243,7 +245,11 @@ fn add_stack(
         return;
     }
     out.truncate(out.len() - 2);
-    stacks.write(out, stamp, stack, user_stack);
+    if stacks.ids() {
+        stacks.write_id(out, start, stamp, stack, user_stack);
+    } else {
+        stacks.write(out, stamp, stack, user_stack);
+    }
     out.extend_from_slice(b"}\n");
 }
 
@@ -469,7 +475,7 @@ fn run_in(
     let mut core = Core::new(format, opts, context);
     core.schema = schema || session.is_some();
     core.filter = filter.clone();
-    core.stacks = stacks.map(|o| stack_writer(o, &stack_maps));
+    core.stacks = stacks.map(|o| stack_writer(o, &stack_maps, 0));
     let mut f = Formatter {
         input,
         out,
@@ -613,7 +619,7 @@ pub fn run_parallel_in(
             let mut core = Core::new(format, opts, context.clone());
             core.schema = schema || session.is_some();
             core.filter = filter.clone();
-            core.stacks = stacks.map(|o| stack_writer(o, &stack_maps));
+            core.stacks = stacks.map(|o| stack_writer(o, &stack_maps, id));
             let worker = Worker {
                 id,
                 input,

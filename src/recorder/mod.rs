@@ -296,6 +296,7 @@ fn stage(
                 0 => crate::capture::stacks::max_stack_sysctl().unwrap_or(127),
                 n => n,
             }),
+            ids: config.stack_ids,
         });
     // A named instance's page journal, when the writer writes the lines (open.rs).
     let written = match &behind {

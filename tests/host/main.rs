@@ -28,6 +28,7 @@ mod record_dat;
 mod record_raw;
 mod session;
 mod spool;
+mod stack_ids;
 mod stack_namespaces;
 mod stack_outputs;
 mod stacks;

@@ -26,7 +26,7 @@ use crate::common::tier::Tier;
 use crate::common::{PATIENCE, bin, complete_lines, wait_for};
 
 /// Run the chain `n` times with `magic`.
-fn run_chain(exe: &Path, magic: u64, n: u64) {
+pub(crate) fn run_chain(exe: &Path, magic: u64, n: u64) {
     let status = Command::new(exe)
         .args([magic.to_string(), n.to_string()])
         .status()
@@ -35,12 +35,12 @@ fn run_chain(exe: &Path, magic: u64, n: u64) {
 }
 
 /// Whether a JSON line is a record of the chain run with `magic`.
-fn of_magic(v: &Value, magic: u64) -> bool {
+pub(crate) fn of_magic(v: &Value, magic: u64) -> bool {
     v["fields"]["args"][0] == magic
 }
 
 /// `uevrec flamegraph ARGS`: its exit status, standard output and standard error.
-fn flamegraph(args: &[&str]) -> (bool, String, String) {
+pub(crate) fn flamegraph(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(bin())
         .arg("flamegraph")
         .args(args)

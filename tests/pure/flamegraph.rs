@@ -123,6 +123,78 @@ proptest! {
     }
 }
 
+/// The lines of `records` as `record -g --stack-ids` writes them: each distinct stack
+/// once, on a stack line before the first record that names it by `stack_id`.
+fn lines_with_ids(records: &[(u8, u8, Option<Vec<Frame>>)]) -> Vec<String> {
+    let mut ids: HashMap<String, u64> = HashMap::new();
+    let mut out = Vec::new();
+    for (event, comm, stack) in records {
+        let mut v: Value = serde_json::from_str(&line(*event, *comm, stack)).unwrap();
+        if let Some(stack) = v.as_object_mut().unwrap().remove("stack") {
+            let next = ids.len() as u64 * 8192 + 5;
+            let id = *ids.entry(stack.to_string()).or_insert_with(|| {
+                out.push(json!({"uevrec": "stack", "id": next, "stack": stack}).to_string());
+                next
+            });
+            v["stack_id"] = json!(id);
+        }
+        out.push(v.to_string());
+    }
+    out
+}
+
+/// Folded `lines` under `options`.
+fn folded(lines: &[String], options: FoldOptions) -> Vec<(String, u64)> {
+    let mut folder = Folder::new(options);
+    for l in lines {
+        folder.add_line(l.as_bytes()).unwrap();
+    }
+    let f = folder.folded().into_iter().map(|(k, n)| (k.to_owned(), n));
+    f.collect()
+}
+
+proptest! {
+    #[test]
+    fn stack_ids_fold_as_the_stacks_inline(
+        records in proptest::collection::vec(record(), 0..40),
+        root in prop_oneof![Just(Root::Event), Just(Root::Comm), Just(Root::None)],
+        user_only in any::<bool>(),
+    ) {
+        let options = FoldOptions { root, user_only };
+        let inline: Vec<String> = records.iter().map(|(e, c, s)| line(*e, *c, s)).collect();
+        prop_assert_eq!(folded(&lines_with_ids(&records), options), folded(&inline, options));
+    }
+}
+
+#[test]
+fn a_stack_id_is_the_latest_line_of_its_input_and_an_unknown_one_an_error() {
+    let stack = |name: &str| {
+        json!({"uevrec": "stack", "id": 1, "stack": [{"addr": "0x1", "context": "user", "symbol": name}]}).to_string()
+    };
+    let record = r#"{"system":"s","event":"e","stack_id":1}"#.to_owned();
+    // Another run appended to the file: the same id, another stack.
+    let lines = [
+        stack("a"),
+        record.clone(),
+        stack("b"),
+        record.clone(),
+        record.clone(),
+    ];
+    assert_eq!(
+        folded(&lines, FoldOptions::default()),
+        [("s:e;a".to_owned(), 1), ("s:e;b".to_owned(), 2)]
+    );
+    let mut folder = Folder::new(FoldOptions::default());
+    folder.add_line(stack("a").as_bytes()).unwrap();
+    folder.next_input();
+    let e = folder.add_line(record.as_bytes()).unwrap_err();
+    assert!(
+        e.0.contains("stack_id 1") && e.0.contains("whole files"),
+        "{e}"
+    );
+    assert_eq!(folder.records, 0);
+}
+
 #[test]
 fn lost_records_and_missing_stacks_are_said() {
     let mut folder = Folder::new(FoldOptions::default());

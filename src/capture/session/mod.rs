@@ -113,6 +113,9 @@ pub struct SessionConfig {
     pub stacks: Option<crate::capture::stacks::StackRequest>,
     /// Name the stacks' frames (off: `--no-symbolize`, addresses with module and offset).
     pub symbolize: bool,
+    /// Each distinct stack on a JSON line of its own that records name by id
+    /// (`--stack-ids`, docs/stacks.md).
+    pub stack_ids: bool,
 }
 
 /// The default of `--drain-threads`: a quarter of the online CPUs, at least 1 (each
@@ -147,6 +150,7 @@ impl Default for SessionConfig {
             instance: None,
             stacks: None,
             symbolize: true,
+            stack_ids: false,
         }
     }
 }

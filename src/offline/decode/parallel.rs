@@ -226,6 +226,7 @@ pub(crate) fn stack_options(opts: DecodeOptions) -> Option<StackOptions> {
         offline: true,
         // A recorded chain is as long as the kernel made it; no stack copies are unwound.
         max_frames: usize::MAX,
+        ids: false,
     })
 }
 

@@ -10,6 +10,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use super::stack_lines::StackLines;
 use super::{Sink, SinkError};
 use crate::capture::staging::written::FileSpan;
 
@@ -43,6 +44,9 @@ pub struct FileOptions {
     /// replaces); otherwise it is appended to (the recorder's log-file rule). Rotation's
     /// fresh files are new either way.
     pub replace: bool,
+    /// `--stack-ids`: a file made by rotation or a reopen starts with the stack lines
+    /// its records may name ([`StackLines`]).
+    pub stack_lines: bool,
 }
 
 impl Default for FileOptions {
@@ -52,6 +56,7 @@ impl Default for FileOptions {
             follow_symlinks: false,
             rotation: None,
             replace: false,
+            stack_lines: false,
         }
     }
 }
@@ -78,6 +83,10 @@ pub struct RotatingFile {
     size: u64,
     rotations: u64,
     syncer: crate::system::durable::Syncer,
+    /// `--stack-ids`: the stack lines written, and the size of the current file after
+    /// those it started with (a file holding only them is not rotated again).
+    stack_lines: Option<StackLines>,
+    after_stack_lines: u64,
 }
 
 /// Cut `file` (at `path`) back to just after its last `\n` if it ends in part of a line;
@@ -220,6 +229,8 @@ impl RotatingFile {
             size,
             rotations: 0,
             syncer: crate::system::durable::Syncer::current(),
+            stack_lines: opts.stack_lines.then(StackLines::default),
+            after_stack_lines: 0,
         })
     }
 
@@ -280,11 +291,30 @@ impl RotatingFile {
             .map_err(|e| SinkError::io("reading size of", &self.path, e))?
             .len();
         self.rotations += 1;
+        self.start_with_stack_lines()
+    }
+
+    /// `--stack-ids`: begin a new file with the stack lines its records may name.
+    fn start_with_stack_lines(&mut self) -> Result<(), SinkError> {
+        let Some(lines) = self.stack_lines.as_ref().map(StackLines::preamble) else {
+            return Ok(());
+        };
+        self.write_chunk(&lines)?;
+        self.after_stack_lines = self.size;
+        Ok(())
+    }
+
+    /// Append `chunk` (the stack lines in it kept for the next file).
+    fn append(&mut self, chunk: &[u8]) -> Result<(), SinkError> {
+        self.write_chunk(chunk)?;
+        if let Some(s) = &mut self.stack_lines {
+            s.pass(chunk);
+        }
         Ok(())
     }
 
     /// Append `chunk`; on failure cut the file back to its length before the write.
-    fn append(&mut self, chunk: &[u8]) -> Result<(), SinkError> {
+    fn write_chunk(&mut self, chunk: &[u8]) -> Result<(), SinkError> {
         let before = self.file.metadata().map(|m| m.len()).unwrap_or(self.size);
         if let Err(e) = self.file.write_all(chunk) {
             // A partial line may have landed: remove it so the file ends with '\n'.
@@ -345,7 +375,8 @@ impl Sink for RotatingFile {
             let room = rot.max_bytes.saturating_sub(self.size);
             let mut take = whole_lines_within(lines, room);
             if take == 0 {
-                if self.size > 0 {
+                // A file with no line but the stack lines it began with takes the line.
+                if self.size > self.after_stack_lines {
                     self.rotate(rot.keep)?;
                     continue;
                 }
@@ -378,7 +409,8 @@ impl Sink for RotatingFile {
             .map_err(|e| SinkError::io("reading size of", &self.path, e))?
             .len();
         self.file = file;
-        Ok(())
+        // Another file at the path now, mostly (logrotate renamed the old one).
+        self.start_with_stack_lines()
     }
 }
 
@@ -389,10 +421,20 @@ mod tests {
 
     /// A rotating file `r.json` in a fresh directory.
     fn rotating(max_bytes: u64, keep: u32) -> (tempfile::TempDir, PathBuf, RotatingFile) {
+        rotating_with(max_bytes, keep, false)
+    }
+
+    /// [`rotating`], starting each new file with the stack lines when `stack_lines`.
+    fn rotating_with(
+        max_bytes: u64,
+        keep: u32,
+        stack_lines: bool,
+    ) -> (tempfile::TempDir, PathBuf, RotatingFile) {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("r.json");
         let opts = FileOptions {
             rotation: Some(Rotation { max_bytes, keep }),
+            stack_lines,
             ..Default::default()
         };
         let f = RotatingFile::open(&p, opts).unwrap();
@@ -603,6 +645,93 @@ mod tests {
         f.write_lines(b"2\n").unwrap();
         assert_eq!(read(&dir.path().join("o.json.old")), "1\n");
         assert_eq!(read(&p), "2\n");
+    }
+
+    /// The stack ids a `--stack-ids` file names before its own stack lines define them.
+    fn undefined_stack_ids(text: &str) -> Vec<u64> {
+        let mut defined = std::collections::HashSet::new();
+        let mut undefined = Vec::new();
+        for line in text.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            if v["uevrec"] == "stack" {
+                defined.insert(v["id"].as_u64().unwrap());
+            } else if let Some(id) = v["stack_id"].as_u64()
+                && !defined.contains(&id)
+            {
+                undefined.push(id);
+            }
+        }
+        undefined
+    }
+
+    #[test]
+    fn with_stack_ids_every_file_defines_the_stacks_it_names() {
+        use crate::pipeline::stacks::ids;
+        let (dir, p, mut f) = rotating_with(300, 100, true);
+        // Two workers' stacks; worker 0's place 1 is filled again halfway (its first
+        // stack left the cache and is never named again).
+        let (a, b) = (ids::stack_id(0, 0, 1), ids::stack_id(0, 1, 1));
+        let a2 = ids::stack_id(1, 0, 1);
+        let mut expected = 0;
+        for i in 0..60u64 {
+            let mut batch = Vec::new();
+            let (id, frames) = match i {
+                0..30 => (if i % 2 == 0 { a } else { b }, "[\"one\"]"),
+                _ => (if i % 2 == 0 { a2 } else { b }, "[\"two\"]"),
+            };
+            if i == 0 || i == 1 || i == 30 {
+                ids::write_line(&mut batch, None, id, frames.as_bytes());
+            }
+            batch.extend_from_slice(format!("{{\"n\":{i},\"stack_id\":{id}}}\n").as_bytes());
+            f.write_lines(&batch).unwrap();
+            expected += 1;
+        }
+        assert!(f.rotations() > 5, "{}", f.rotations());
+        let mut records = 0;
+        for n in (0..=f.rotations() as u32).rev() {
+            let file = if n == 0 { p.clone() } else { numbered(&p, n) };
+            let text = read(&file);
+            assert_eq!(undefined_stack_ids(&text), Vec::<u64>::new(), "{n}: {text}");
+            records += text.lines().filter(|l| l.contains("\"n\"")).count();
+            // The stacks of the latest fill of each place only.
+            assert!(text.matches("\"uevrec\"").count() <= 3, "{n}: {text}");
+        }
+        assert_eq!(records, expected);
+        // A reopened file (logrotate renamed the old one) starts with them too.
+        fs::rename(&p, dir.path().join("r.json.old")).unwrap();
+        f.reopen().unwrap();
+        f.write_lines(format!("{{\"n\":60,\"stack_id\":{b}}}\n").as_bytes())
+            .unwrap();
+        let text = read(&p);
+        assert!(
+            text.starts_with("{\"time\":null,\"uevrec\":\"stack\""),
+            "{text}"
+        );
+        assert_eq!(undefined_stack_ids(&text), Vec::<u64>::new());
+        assert!(!text.contains("[\"one\"]") || !text.contains(&format!(":{a},")));
+    }
+
+    #[test]
+    fn stack_lines_larger_than_a_file_still_let_records_through() {
+        use crate::pipeline::stacks::ids;
+        let (_dir, p, mut f) = rotating_with(60, 100, true);
+        let mut batch = Vec::new();
+        ids::write_line(
+            &mut batch,
+            None,
+            0,
+            format!("[\"{}\"]", "x".repeat(80)).as_bytes(),
+        );
+        f.write_lines(&batch).unwrap();
+        for i in 0..3 {
+            f.write_lines(format!("{{\"n\":{i},\"stack_id\":0}}\n").as_bytes())
+                .unwrap();
+        }
+        // Each file: the (too large) stack line, then one record, never a loop.
+        assert_eq!(f.rotations(), 3);
+        let text = read(&p);
+        assert_eq!(undefined_stack_ids(&text), Vec::<u64>::new());
+        assert!(text.ends_with("{\"n\":2,\"stack_id\":0}\n"), "{text}");
     }
 
     #[test]

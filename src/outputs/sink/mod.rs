@@ -6,9 +6,10 @@
 //! ends mid-line) and keeps that property on its output: a line is never split across two
 //! files, and a failed write leaves the output ending with a complete line.
 //!
-//! Layers, lowest first: `file`, `stdout`.
+//! Layers, lowest first: `stack_lines`, `file`, `stdout`.
 
 pub mod file;
+pub mod stack_lines;
 pub mod stdout;
 
 use std::io;

@@ -10,9 +10,14 @@
 //! (JIT code named from a perf map that grows, a frame put off by the look-up budget).
 //! Bounded by count and bytes ([`MAX_STACKS`], [`MAX_STACK_BYTES`]), the least recently
 //! used of a sweep going first (a clock).
+//!
+//! With `--stack-ids` it keeps, instead of the renderings, the id of the stack's line
+//! ([`super::ids`]) and that line's length (counted against the bound: the writer keeps
+//! the line for the next output file).
 
 use std::hash::{BuildHasher, Hasher};
 
+use super::ids;
 use super::unwind::Truncated;
 
 /// Distinct stacks kept per formatter worker.
@@ -48,6 +53,9 @@ struct Kept {
     json: Option<Box<[u8]>>,
     /// The `code.stacktrace` text, once written.
     text: Option<Box<str>>,
+    /// `--stack-ids`: the id of its stack line, once written, and the line's length.
+    id: Option<u64>,
+    line: usize,
     /// Read since the clock hand last passed (kept one more sweep).
     used: bool,
     /// Holds a stack (not a free place).
@@ -70,6 +78,7 @@ impl Kept {
             + self.unwound.len() * 8
             + self.json.as_ref().map_or(0, |j| j.len())
             + self.text.as_ref().map_or(0, |t| t.len())
+            + self.line
     }
 }
 
@@ -91,9 +100,46 @@ pub struct StackCache {
     pub hits: u64,
     /// Stacks written by walking their frames.
     pub misses: u64,
+    /// `--stack-ids`: the formatter worker that owns this cache, and the stack lines it
+    /// wrote.
+    worker: u32,
+    lines: u64,
 }
 
 impl StackCache {
+    /// The cache of formatter worker `worker` (its stack ids tell it: [`ids`]).
+    pub fn for_worker(worker: u32) -> Self {
+        StackCache {
+            worker,
+            ..StackCache::default()
+        }
+    }
+
+    /// `--stack-ids`: the id of the line of `key`'s stack, if this worker wrote it and
+    /// keeps the stack.
+    pub fn id(&mut self, key: &StackKey<'_>) -> Option<u64> {
+        let at = self.find(key).filter(|&at| self.kept[at].id.is_some());
+        self.count(at.is_some());
+        at.and_then(|at| self.kept[at].id)
+    }
+
+    /// `--stack-ids`: a new id for a line of `key`'s stack, `line` bytes long; the stack
+    /// is kept with it when `keep` and it fits, else the id is of the place of stacks
+    /// not kept ([`ids::ONE_OFF`]: the next such stack takes it over).
+    pub fn keep_id(&mut self, key: &StackKey<'_>, line: usize, keep: bool) -> u64 {
+        let at = if keep { self.place(key, line) } else { None };
+        let place = at.map_or(ids::ONE_OFF, |at| at as u32);
+        let id = ids::stack_id(self.lines, self.worker, place);
+        self.lines += 1;
+        if let Some(at) = at {
+            let kept = &mut self.kept[at];
+            let old = std::mem::replace(&mut kept.line, line);
+            kept.id = Some(id);
+            self.bytes = self.bytes + line - old;
+        }
+        id
+    }
+
     /// The JSON array of `key`'s stack, if kept.
     pub fn json(&mut self, key: &StackKey<'_>) -> Option<&[u8]> {
         let at = self.find(key).filter(|&at| self.kept[at].json.is_some());
@@ -205,6 +251,8 @@ impl StackCache {
             truncated: key.truncated,
             json: None,
             text: None,
+            id: None,
+            line: 0,
             // Kept past the next sweep only if read again (a stack seen once goes first).
             used: false,
             occupied: true,
@@ -320,6 +368,37 @@ mod tests {
         // Everything evicted is accounted for: the bytes held are those of what is kept.
         let held: usize = c.kept.iter().filter(|k| k.occupied).map(Kept::bytes).sum();
         assert_eq!(c.bytes(), held);
+    }
+
+    #[test]
+    fn an_id_per_stack_kept_distinct_across_workers_and_fills() {
+        let (mut w0, mut w1) = (StackCache::for_worker(0), StackCache::for_worker(1));
+        let a = key(1, b"a");
+        assert_eq!(w0.id(&a), None);
+        let id = w0.keep_id(&a, 100, true);
+        assert_eq!(w0.id(&a), Some(id), "named by the same id while kept");
+        let other = w1.keep_id(&a, 100, true);
+        assert_ne!(id, other, "another worker: another line, another id");
+        // A stack not kept (JIT code): a new id each time, all of the one-off place.
+        let jit = key(2, b"jit");
+        let (j1, j2) = (w0.keep_id(&jit, 10, false), w0.keep_id(&jit, 10, false));
+        assert!(j1 != j2 && w0.id(&jit).is_none());
+        assert_eq!(ids::place_of(j1), ids::place_of(j2));
+        assert_ne!(ids::place_of(j1), ids::place_of(id));
+        // Evicted, then seen again: a new id (its old line may be gone from a new file's
+        // start), its place the one the old stack left or another.
+        let mut ids_seen = std::collections::HashSet::new();
+        for i in 0..(MAX_STACKS as u64 * 2) {
+            let bytes = i.to_ne_bytes();
+            assert!(ids_seen.insert(w0.keep_id(&key(3, &bytes), 100, true)));
+        }
+        assert_eq!(w0.id(&a), None, "evicted");
+        let again = w0.keep_id(&a, 100, true);
+        assert!(again != id && ids_seen.insert(again));
+        // The line's bytes are counted against the bound.
+        let held: usize = w0.kept.iter().filter(|k| k.occupied).map(Kept::bytes).sum();
+        assert_eq!(w0.bytes(), held);
+        assert!(w0.bytes() <= MAX_STACK_BYTES);
     }
 
     #[test]

@@ -11,16 +11,19 @@
 //!
 //! [`build_ids`] tells, for a recorded file, whether a module on disk is still the one
 //! recorded; [`stacktrace`] writes a stack as OTLP's `code.stacktrace` text; [`cache`]
-//! keeps each distinct stack as written, so a stack seen again is one copy.
+//! keeps each distinct stack as written, so a stack seen again is one copy; [`ids`]
+//! writes each distinct stack once, on a line of its own that records name
+//! (`--stack-ids`).
 //!
 //! [`module_files`] finds the file a process mapped as the process sees it (its mount
 //! namespace: containers), or says why none may name its frames.
 //!
 //! Layers, lowest first: `build_ids`, `module_files`, `maps`, `perf_map`, `symbols`,
-//! `unwind`, `cache`, `stacktrace`.
+//! `unwind`, `ids`, `cache`, `stacktrace`.
 
 pub mod build_ids;
 pub mod cache;
+pub mod ids;
 pub mod maps;
 pub mod module_files;
 pub mod perf_map;
@@ -51,7 +54,9 @@ pub const FRAMES_IN_WORDS: &str = "stack: the frames, innermost first; each with
      says why in unsymbolized (no_mapping, no_file, behind, kallsyms_hidden, no_symbols \
      …); with --no-symbolize, user frames carry module, file_offset and build_id instead; \
      with --call-graph dwarf the last user frame says why the walk ended early in \
-     truncated (stack_copy: past the copied stack, max_stack, unwind_failed)";
+     truncated (stack_copy: past the copied stack, max_stack, unwind_failed); with \
+     --stack-ids a record carries stack_id instead, the id of a {\"uevrec\":\"stack\",\"id\":N,\
+     \"stack\":[…]} line before it in the same file (the latest with that id)";
 
 /// How stacks are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -67,6 +72,9 @@ pub struct StackOptions {
     /// Frames per stack at most, kernel and user together (the user frames unwound from
     /// a stack copy stop there: the kernel bounds only its own part).
     pub max_frames: usize,
+    /// Each distinct stack on a line of its own, the records naming it by id
+    /// (`--stack-ids`, [`ids`]; [`StackWriter::write_id`]).
+    pub ids: bool,
 }
 
 /// Named frames kept per worker (a frame's JSON keys after `addr` and `context` and its
@@ -182,6 +190,9 @@ pub struct StackWriter {
     unwound: Vec<u64>,
     /// Each distinct stack as written.
     cache: StackCache,
+    /// `--stack-ids`: the JSON array of a stack, then its line (reused).
+    frames: Vec<u8>,
+    line: Vec<u8>,
     /// A frame of the stack being walked may be named otherwise next time, though its
     /// key is the same (JIT code, a look-up put off): the stack is not cached.
     uncacheable: bool,
@@ -206,6 +217,8 @@ impl StackWriter {
             unwinder: None,
             unwound: Vec::new(),
             cache: StackCache::default(),
+            frames: Vec::new(),
+            line: Vec::new(),
             uncacheable: false,
             kallsyms: None,
         }
@@ -225,6 +238,18 @@ impl StackWriter {
             maps,
             ..StackWriter::new(options)
         }
+    }
+
+    /// This writer as formatter worker `worker` of the run (its stack ids tell it:
+    /// [`ids`]; 0 to 255).
+    pub fn for_worker(mut self, worker: u32) -> Self {
+        self.cache = StackCache::for_worker(worker);
+        self
+    }
+
+    /// Whether stacks are written once each and named by id ([`StackWriter::write_id`]).
+    pub fn ids(&self) -> bool {
+        self.options.ids
     }
 
     /// Take a context change (mappings, execs, forks, exits).
@@ -254,6 +279,42 @@ impl StackWriter {
                 self.cache.keep_json(&key, &out[at..]);
             }
         }
+        self.unwound = unwound.frames;
+    }
+
+    /// `--stack-ids`: append `,"stack_id":N` for the record of `stamp` to `out`, whose
+    /// line starts at `start`; the first time this worker writes that stack (or each time,
+    /// for a stack that may be named otherwise next time), its line
+    /// `{"time":…,"uevrec":"stack","id":N,"stack":[…]}` (the record's time) goes before
+    /// the record's ([`ids`]).
+    pub fn write_id(
+        &mut self,
+        out: &mut Vec<u8>,
+        start: usize,
+        stamp: &RecordStamp,
+        stack: Callchain<'_>,
+        user: Option<UserStack<'_>>,
+    ) {
+        let unwound = self.unwind(stamp, stack, user);
+        let key = self.cache_key(stamp, stack, &unwound);
+        let id = match self.cache.id(&key) {
+            Some(id) => id,
+            None => {
+                let mut frames = std::mem::take(&mut self.frames);
+                frames.clear();
+                self.write_frames(&mut frames, stamp, stack, &unwound);
+                let id = self
+                    .cache
+                    .keep_id(&key, ids::line_len(&frames), !self.uncacheable);
+                self.line.clear();
+                ids::write_line(&mut self.line, ids::time_of(&out[start..]), id, &frames);
+                // Before the record: a reader knows the id when it meets it.
+                out.splice(start..start, self.line.iter().copied());
+                self.frames = frames;
+                id
+            }
+        };
+        ids::write_key(out, id);
         self.unwound = unwound.frames;
     }
 
@@ -713,6 +774,7 @@ mod tests {
             symbolize: true,
             offline: true,
             max_frames: 127,
+            ids: false,
         })
     }
 
@@ -882,6 +944,7 @@ mod tests {
             symbolize: true,
             offline: false,
             max_frames: 127,
+            ids: false,
         });
         let jit = (AT, AT + 0x1000, 0);
         w.apply(Some(1), &mmap(AT, jit, b"//anon"));
@@ -894,6 +957,74 @@ mod tests {
         assert!(named.contains("\"symbol\":\"jitted\""), "{named}");
         assert!(text.contains("jitted+0x20"), "{text}");
         assert_eq!(w.cache.len(), 0);
+    }
+
+    /// `--stack-ids`: the lines of records of `words` (each `{"n":I}` before its stack),
+    /// written by worker `worker`.
+    fn with_ids(worker: u32, records: &[&[u64]]) -> Vec<serde_json::Value> {
+        let mut w = StackWriter::new(StackOptions {
+            ids: true,
+            ..writer().options
+        })
+        .for_worker(worker);
+        let mut out = Vec::new();
+        for (i, words) in records.iter().enumerate() {
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+            let stamp = RecordStamp {
+                pid: PID,
+                tid: PID,
+                time_unix_ns: Some(2),
+                ..RecordStamp::default()
+            };
+            let start = out.len();
+            out.extend_from_slice(format!("{{\"n\":{i}").as_bytes());
+            w.write_id(
+                &mut out,
+                start,
+                &stamp,
+                Callchain::new(&bytes, Endian::NATIVE),
+                None,
+            );
+            out.extend_from_slice(b"}\n");
+        }
+        out.split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn stack_ids_write_each_stack_once_before_its_first_record() {
+        let one: &[u64] = &[PERF_CONTEXT_KERNEL, 0xffff_ffff_8100_0130];
+        let two: &[u64] = &[PERF_CONTEXT_KERNEL, 0xffff_ffff_8100_0230];
+        let lines = with_ids(0, &[one, two, one, one, two]);
+        let kinds: Vec<String> = lines
+            .iter()
+            .map(|l| match (&l["uevrec"], &l["n"]) {
+                (serde_json::Value::String(s), _) => s.clone(),
+                (_, n) => format!("record {n}"),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "stack", "record 0", "stack", "record 1", "record 2", "record 3", "record 4"
+            ]
+        );
+        // The stack line holds the array the inline form has; records name it.
+        let (inline_one, _) = both(&mut writer(), one, 2);
+        let inline: serde_json::Value =
+            serde_json::from_str(inline_one.strip_prefix(",\"stack\":").unwrap()).unwrap();
+        assert_eq!(lines[0]["stack"], inline);
+        for (record, line) in [(1, 0), (4, 0), (5, 0), (3, 2), (6, 2)] {
+            assert_eq!(lines[record]["stack_id"], lines[line]["id"], "{record}");
+            assert!(lines[record].get("stack").is_none());
+        }
+        assert_ne!(lines[0]["id"], lines[2]["id"]);
+        // Another worker's ids are others.
+        let other = with_ids(1, &[one]);
+        assert_eq!(other[0]["stack"], inline);
+        assert_ne!(other[0]["id"], lines[0]["id"]);
     }
 
     #[test]

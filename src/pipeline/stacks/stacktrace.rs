@@ -183,6 +183,7 @@ mod tests {
                 symbolize,
                 offline: false,
                 max_frames: 127,
+                ids: false,
             };
             let mut writer = StackWriter::new(options);
             let mut text = StackText::default();

@@ -86,6 +86,10 @@ pub struct StackInfo {
     pub symbolized: bool,
     /// The key's shape, in words.
     pub frames: String,
+    /// Each distinct stack on a `{"uevrec":"stack","id":N,"stack":[…]}` line of its own,
+    /// records naming it by `stack_id` (`--stack-ids`); written only when on.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stack_ids: bool,
 }
 
 /// The clock of a session: records are stamped on `source` by the kernel; uevrec adds
