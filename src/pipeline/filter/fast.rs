@@ -149,12 +149,17 @@ enum Source {
 /// A constant divisor of `%`, other than 0 and -1 (their answers, an error and
 /// overflow, stay with [`arithmetic`]).
 #[derive(Debug, Clone, Copy)]
-struct Divisor(strength_reduce::StrengthReducedU64);
+struct Divisor {
+    reduced: strength_reduce::StrengthReducedU64,
+    exact: Divides,
+}
 
 impl Divisor {
     fn new(d: i64) -> Option<Divisor> {
-        (d != 0 && d != -1)
-            .then(|| Divisor(strength_reduce::StrengthReducedU64::new(d.unsigned_abs())))
+        (d != 0 && d != -1).then(|| Divisor {
+            reduced: strength_reduce::StrengthReducedU64::new(d.unsigned_abs()),
+            exact: Divides::new(d.unsigned_abs()),
+        })
     }
 
     /// `v % d` as CEL answers it: the sign of `v`, whatever the divisor's (`int % int`
@@ -164,11 +169,56 @@ impl Divisor {
         match v {
             N::Int(x) => {
                 // Below |d| ≤ 2^63: fits.
-                let r = (x.unsigned_abs() % self.0) as i64;
+                let r = (x.unsigned_abs() % self.reduced) as i64;
                 Ok(N::Int(if x < 0 { -r } else { r }))
             }
             N::UInt(_) => Err(()),
         }
+    }
+
+    /// Whether `v % d == 0` (as [`Divisor::rem`] errs on a `uint`).
+    #[inline]
+    fn divides(self, v: N) -> Result<bool, ()> {
+        match v {
+            N::Int(x) => Ok(self.exact.divides(x.unsigned_abs())),
+            N::UInt(_) => Err(()),
+        }
+    }
+}
+
+/// Whether a constant divides a number, by one multiplication and a comparison
+/// (Granlund and Montgomery; Hacker's Delight, 10–16): with `d = d0 · 2^k`, `d0` odd,
+/// `x` is a multiple of `d` when `(x · d0⁻¹ mod 2^64)` rotated right by `k` is at most
+/// `⌊(2^64 − 1) / d⌋`. Written here since `strength_reduce` gives the remainder only, and
+/// `x % d == 0` is how a condition keeps one record in `d`.
+#[derive(Debug, Clone, Copy)]
+struct Divides {
+    inverse: u64,
+    shift: u32,
+    limit: u64,
+}
+
+impl Divides {
+    /// For `d` > 0.
+    fn new(d: u64) -> Divides {
+        let shift = d.trailing_zeros();
+        let odd = d >> shift;
+        // Newton's iteration doubles the correct low bits: 3 (an odd number is its own
+        // inverse modulo 8) → 6 → 12 → 24 → 48 → 96.
+        let mut inverse = odd;
+        for _ in 0..5 {
+            inverse = inverse.wrapping_mul(2u64.wrapping_sub(odd.wrapping_mul(inverse)));
+        }
+        Divides {
+            inverse,
+            shift,
+            limit: u64::MAX / d,
+        }
+    }
+
+    #[inline]
+    fn divides(self, x: u64) -> bool {
+        x.wrapping_mul(self.inverse).rotate_right(self.shift) <= self.limit
     }
 }
 
@@ -242,7 +292,7 @@ impl Leaf {
     }
 
     /// As the [`Fast::CmpNum`] it stands for answers.
-    #[inline]
+    #[inline(always)]
     pub(super) fn holds(
         &self,
         stamp: &RecordStamp,
@@ -273,6 +323,10 @@ impl Leaf {
             Source::Tid => N::Int(i64::from(stamp.tid)),
         };
         if let Some(d) = self.rem {
+            if self.lo == 0 && self.hi == 0 {
+                // `% D == 0` or `% D != 0`.
+                return Ok(d.divides(v)? != self.outside);
+            }
             v = d.rem(v)?;
         }
         // `int` and `uint` compare by value, as in CEL: both fit an i128.
@@ -918,5 +972,49 @@ fn binary<'a>(op: Op, a: V<'a>, b: V<'a>) -> Result<V<'a>, ()> {
             (V::Str(x), V::Str(y)) if matches!(op, Op::Add) => Ok(V::Str(format!("{x}{y}").into())),
             _ => Err(()),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Divides;
+
+    /// The multiplication answers as `%` does, for divisors odd, even, powers of two and
+    /// the largest, on numbers at and beside their multiples.
+    #[test]
+    fn divides_answers_as_remainder() {
+        let divisors = [
+            1u64,
+            2,
+            3,
+            5,
+            6,
+            7,
+            10,
+            12,
+            64,
+            1000,
+            641,
+            u64::from(u32::MAX),
+            1 << 62,
+            1 << 63,
+            (1 << 63) - 1,
+        ];
+        for d in divisors {
+            let test = Divides::new(d);
+            for m in [0u64, 1, 2, 3, 1000, u64::MAX / d] {
+                let at = m.wrapping_mul(d);
+                for x in [
+                    at.wrapping_sub(1),
+                    at,
+                    at.wrapping_add(1),
+                    u64::MAX,
+                    0,
+                    1 << 63,
+                ] {
+                    assert_eq!(test.divides(x), x % d == 0, "{x} by {d}");
+                }
+            }
+        }
     }
 }
