@@ -12,7 +12,7 @@
 #   keep-all    --where 'fields.args[0] == 424242' (every record judged and kept: the
 #               same lines as the baseline, so the difference is the judging)
 #   keep-third  --where 'fields.args[1] % 3 == 0' (a third kept: less to write)
-#   comm        --where 'comm == "where-load"' (a context variable: CEL's interpreter)
+#   comm        --where 'comm == "where-load"' (a context variable: the tracker's text compared)
 # Measured per run: the program's calls/s, records written, recorder CPU (user+sys from
 # wait4's rusage) and µs of it per record recorded (the N calls). Needs: root, gcc,
 # python3, tmpfs at /dev/shm. Builds the release binary.
