@@ -257,52 +257,22 @@ fn top_where_counts_only_what_the_condition_keeps() {
     assert_eq!(bad.status.code(), Some(2), "{err}");
     assert!(err.contains("fields.argz") && err.contains("^^^"), "{err}");
     let mut child = burst_child(CALLS as u32);
-    let mut top = Command::new(bin())
-        .args([
-            "top",
-            "--interval",
-            "200ms",
-            "--pid",
-            &child.id().to_string(),
-        ])
-        .args([
-            "--filter",
-            &format!("id == {NR_GETPPID}"),
-            "raw_syscalls:sys_enter",
-        ])
-        .args([
+    let top = TopRun::start(
+        child.id(),
+        &[
             "--where",
             "fields.args[0] == 424242 && fields.args[1] % 2 == 0",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (rx, reader) = crate::top::line_reader(top.stdout.take().unwrap());
-    let json = |line: String| -> Value {
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}"))
-    };
-    let next = |what: &str| {
-        rx.recv_timeout(PATIENCE)
-            .map(json)
-            .unwrap_or_else(|_| panic!("no line within {PATIENCE:?} while waiting for {what}"))
-    };
+        ],
+    );
     // Attached (the notice rides on a totals line, which says not_kept from the start).
-    loop {
-        let v = next("the attached notice");
-        if v["notice"]
-            .as_str()
-            .is_some_and(|n| n.starts_with("attached "))
-        {
-            assert_eq!(v["not_kept"], 0, "{v}");
-            break;
-        }
-    }
+    let v = top.attached();
+    assert_eq!(v["not_kept"], 0, "{v}");
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     assert!(child.wait().unwrap().success());
     // Every record judged: the row holds the even SEQs, the totals the odd ones.
     let (mut row, mut not_kept) = (0, 0);
     while row < CALLS / 2 || not_kept < CALLS / 2 {
-        let v = next("the burst's records");
+        let v = top.next("the burst's records");
         match v["uevrec"].as_str() {
             Some("top") => row = v["records"].as_u64().unwrap(),
             Some("top_total") => not_kept = v["not_kept"].as_u64().unwrap(),
@@ -310,12 +280,7 @@ fn top_where_counts_only_what_the_condition_keeps() {
         }
         assert!(row <= CALLS / 2 && not_kept <= CALLS / 2, "{v}");
     }
-    // SAFETY: kill on a child we own.
-    assert_eq!(unsafe { libc::kill(top.id() as i32, libc::SIGINT) }, 0);
-    let status = crate::common::wait_exit(&mut top, PATIENCE).expect("uevrec top exits");
-    reader.join().unwrap();
-    assert!(status.success(), "{status:?}");
-    let last: Vec<Value> = rx.try_iter().map(json).collect();
+    let last = top.stop();
     let total = last
         .iter()
         .rfind(|v| v["uevrec"] == "top_total")
@@ -336,46 +301,17 @@ fn top_rate_limit_counts_the_burst_and_leaves_out_the_rest() {
     }
     const CALLS: u64 = 3000;
     let mut child = burst_child(CALLS as u32);
-    let mut top = Command::new(bin())
-        .args([
-            "top",
-            "--plain",
-            "--interval",
-            "200ms",
-            "--pid",
-            &child.id().to_string(),
-        ])
-        .args([
-            "--filter",
-            &format!("id == {NR_GETPPID}"),
-            "raw_syscalls:sys_enter",
-        ])
-        .args(["--rate-limit", "raw_syscalls:sys_enter=100/s,500"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (rx, reader) = crate::top::line_reader(top.stdout.take().unwrap());
-    let json = |line: String| -> Value {
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}"))
-    };
-    loop {
-        let v = rx
-            .recv_timeout(PATIENCE)
-            .map(json)
-            .expect("the attached notice");
-        if v["notice"]
-            .as_str()
-            .is_some_and(|n| n.starts_with("attached "))
-        {
-            break;
-        }
-    }
+    let top = TopRun::start(
+        child.id(),
+        &["--rate-limit", "raw_syscalls:sys_enter=100/s,500"],
+    );
+    top.attached();
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     assert!(child.wait().unwrap().success());
     // Until every record of the burst is counted, kept or not.
     let deadline = std::time::Instant::now() + PATIENCE;
     loop {
-        let v = rx.recv_timeout(PATIENCE).map(json).expect("totals lines");
+        let v = top.next("totals lines");
         if v["uevrec"] == "top_total"
             && v["records"].as_u64().unwrap() + v["not_kept"].as_u64().unwrap() >= CALLS
         {
@@ -386,12 +322,7 @@ fn top_rate_limit_counts_the_burst_and_leaves_out_the_rest() {
             "the burst never added up: {v}"
         );
     }
-    // SAFETY: kill on a child we own.
-    assert_eq!(unsafe { libc::kill(top.id() as i32, libc::SIGINT) }, 0);
-    let status = crate::common::wait_exit(&mut top, PATIENCE).expect("uevrec top exits");
-    reader.join().unwrap();
-    assert!(status.success(), "{status:?}");
-    let last: Vec<Value> = rx.try_iter().map(json).collect();
+    let last = top.stop();
     let total = last
         .iter()
         .rfind(|v| v["uevrec"] == "top_total")
@@ -405,4 +336,82 @@ fn top_rate_limit_counts_the_burst_and_leaves_out_the_rest() {
     // The burst of 500, and 100 a second of the burst's own time (well under a second
     // even on a loaded machine).
     assert!((500..=600).contains(&kept), "{total}");
+}
+
+/// A `uevrec top --plain --interval 200ms` of process `pid`'s getppid calls, its lines
+/// read as they come.
+struct TopRun {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl TopRun {
+    /// Start it with `flags` besides those.
+    fn start(pid: u32, flags: &[&str]) -> TopRun {
+        let mut child = Command::new(bin())
+            .args([
+                "top",
+                "--plain",
+                "--interval",
+                "200ms",
+                "--pid",
+                &pid.to_string(),
+            ])
+            .args([
+                "--filter",
+                &format!("id == {NR_GETPPID}"),
+                "raw_syscalls:sys_enter",
+            ])
+            .args(flags)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (lines, reader) = crate::top::line_reader(child.stdout.take().unwrap());
+        TopRun {
+            child,
+            lines,
+            reader,
+        }
+    }
+
+    /// The next line, waiting for `what`.
+    fn next(&self, what: &str) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(PATIENCE)
+            .unwrap_or_else(|_| panic!("no line within {PATIENCE:?} while waiting for {what}"));
+        json_of(line)
+    }
+
+    /// The line with the attached notice (the lines before it skipped).
+    fn attached(&self) -> Value {
+        loop {
+            let v = self.next("the attached notice");
+            if v["notice"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("attached "))
+            {
+                return v;
+            }
+        }
+    }
+
+    /// Stop it (SIGINT) and wait: it exits 0; the lines not read yet.
+    fn stop(mut self) -> Vec<Value> {
+        // SAFETY: kill on a child we own.
+        assert_eq!(
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) },
+            0
+        );
+        let status = crate::common::wait_exit(&mut self.child, PATIENCE).expect("uevrec top exits");
+        self.reader.join().unwrap();
+        assert!(status.success(), "{status:?}");
+        self.lines.try_iter().map(json_of).collect()
+    }
+}
+
+/// A top line read as JSON.
+fn json_of(line: String) -> Value {
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}"))
 }
