@@ -209,59 +209,58 @@ impl Written {
         if words[at].load(Ordering::Acquire) != 1 {
             return Settled::Nothing;
         }
-        let [dev, ino, born, start, end] =
-            std::array::from_fn(|i| words[at + 1 + i].load(Ordering::Acquire));
-        let same_birth = |m: &std::fs::Metadata| born == 0 || born_ns(m).is_none_or(|b| b == born);
+        let span: [u64; 5] = std::array::from_fn(|i| words[at + 1 + i].load(Ordering::Acquire));
         let path = self.announced_path();
-        let settled = match OpenOptions::new().write(true).open(&path) {
-            Ok(file) => match file.metadata() {
-                Ok(m) if m.dev() == dev && m.ino() == ino && same_birth(&m) => {
-                    if m.len() >= end {
-                        for cpu in 0..self.cpus {
-                            let w = &words[layout.announced(cpu)..layout.announced(cpu) + 4];
-                            if w[0].load(Ordering::Acquire) == 1 {
-                                self.store(
-                                    cpu as u32,
-                                    Mark {
-                                        time: w[1].load(Ordering::Acquire),
-                                        same: w[2].load(Ordering::Acquire),
-                                        lost: w[3].load(Ordering::Acquire),
-                                    },
-                                );
-                            }
-                        }
-                        Settled::Landed
-                    } else if m.len() > start {
-                        match file.set_len(start) {
-                            Ok(()) => Settled::Cut {
-                                path,
-                                bytes: m.len() - start,
-                            },
-                            Err(e) => Settled::Unsettled {
-                                path,
-                                why: format!("cutting it back to {start} bytes: {e}"),
-                            },
-                        }
-                    } else {
-                        Settled::Nothing
-                    }
-                }
-                Ok(_) => Settled::Unsettled {
-                    path,
-                    why: "another file has its name now".into(),
-                },
-                Err(e) => Settled::Unsettled {
-                    path,
-                    why: e.to_string(),
-                },
-            },
-            Err(e) => Settled::Unsettled {
-                path,
-                why: e.to_string(),
-            },
+        let settled = match self.settle_span(&path, span) {
+            Ok(settled) => settled,
+            Err(why) => Settled::Unsettled { path, why },
         };
         self.end_announcement();
         settled
+    }
+
+    /// [`Written::settle`] of the batch announced as `[dev, ino, born, start, end]` in
+    /// the file at `path`: an error says why it cannot be settled.
+    fn settle_span(
+        &self,
+        path: &Path,
+        [dev, ino, born, start, end]: [u64; 5],
+    ) -> Result<Settled, String> {
+        let file = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| e.to_string())?;
+        let m = file.metadata().map_err(|e| e.to_string())?;
+        let same_birth = born == 0 || born_ns(&m).is_none_or(|b| b == born);
+        if m.dev() != dev || m.ino() != ino || !same_birth {
+            return Err("another file has its name now".into());
+        }
+        if m.len() >= end {
+            // Landed whole: the marks announced with it stand.
+            let words = self.words();
+            let layout = self.layout();
+            for cpu in 0..self.cpus {
+                let w = &words[layout.announced(cpu)..layout.announced(cpu) + 4];
+                if w[0].load(Ordering::Acquire) == 1 {
+                    let mark = Mark {
+                        time: w[1].load(Ordering::Acquire),
+                        same: w[2].load(Ordering::Acquire),
+                        lost: w[3].load(Ordering::Acquire),
+                    };
+                    self.store(cpu as u32, mark);
+                }
+            }
+            return Ok(Settled::Landed);
+        }
+        if m.len() <= start {
+            return Ok(Settled::Nothing);
+        }
+        file.set_len(start)
+            .map_err(|e| format!("cutting it back to {start} bytes: {e}"))?;
+        Ok(Settled::Cut {
+            path: path.to_path_buf(),
+            bytes: m.len() - start,
+        })
     }
 
     /// Store `mark` for `cpu`. The count first: a kill between the two stores leaves the
