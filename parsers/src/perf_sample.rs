@@ -35,6 +35,11 @@ pub const PERF_RECORD_EXIT: u32 = 4;
 pub const PERF_RECORD_FORK: u32 = 7;
 /// `PERF_RECORD_CGROUP`: a cgroup was created (id and path).
 pub const PERF_RECORD_CGROUP: u32 = 19;
+/// `PERF_RECORD_MMAP`: a mapping without device, inode or protection (perf writes the
+/// kernel's text as one, `[kernel.kallsyms]_text`; the readers keep it as an other record).
+pub const PERF_RECORD_MMAP: u32 = 1;
+/// `PERF_RECORD_MISC_KERNEL`: the record is of the kernel (its map, its samples).
+pub const PERF_RECORD_MISC_KERNEL: u16 = 1;
 /// `PERF_RECORD_MMAP2`: a process mapped a file (executable mappings unless `mmap_data`).
 pub const PERF_RECORD_MMAP2: u32 = 10;
 /// `PERF_RECORD_MISC_MMAP_BUILD_ID`: an MMAP2 record carries a build id, not the inode.

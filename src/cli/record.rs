@@ -360,7 +360,7 @@ fn raw_output(
     let cmdline = std::env::args().collect();
     Ok(Raw::PerfData(
         RawOutput::new(file, host, cmdline, notices, config.session.context)
-            .with_stacks(config.session.stacks.is_some()),
+            .with_stacks(config.session.stacks),
     ))
 }
 
@@ -637,6 +637,9 @@ fn report_raw(raw: Option<&Result<RawSummary, RawError>>, quiet: bool) -> i32 {
                     s.events,
                     s.lost_records
                 ));
+            }
+            if let (false, Some(why)) = (quiet, &s.kernel_map_missing) {
+                messages::print(format_args!("uevrec: notice: {why}\n"));
             }
             if s.unwritten.is_empty() {
                 EXIT_OK

@@ -25,7 +25,8 @@
 //! and CGROUP records in their trailers. With call stacks ([`EventSpec::callchain`]) the
 //! samples carry `IP` and `CALLCHAIN` too ([`push_stacked_sample`]), and the tracking
 //! attr (`mmap`, `mmap2`, `build_id`) names the `PERF_RECORD_MMAP2` records
-//! ([`push_mmap2`]) that tell which file each address lies in.
+//! ([`push_mmap2`]) that tell which file each address lies in, and the kernel map
+//! ([`push_kernel_mmap`]) that tells perf to name kernel addresses from kallsyms.
 
 use super::attr::{PERF_TYPE_TRACEPOINT, flag};
 use super::header::{FILE_HEADER_SIZE, MAGIC, Section, feature};
@@ -34,7 +35,8 @@ use super::tracing_data::TRACING_MAGIC;
 use crate::callchain::{Callchain, PERF_CONTEXT_MAX};
 use crate::perf_sample::{
     PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
-    PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_MMAP_BUILD_ID, PERF_RECORD_MMAP2,
+    PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_KERNEL, PERF_RECORD_MISC_MMAP_BUILD_ID,
+    PERF_RECORD_MMAP, PERF_RECORD_MMAP2,
     PERF_RECORD_SAMPLE, sample_type,
 };
 
@@ -351,6 +353,37 @@ pub fn push_mmap2(out: &mut Vec<u8>, stamp: &Stamp, m: &Mmap2<'_>) {
         PERF_RECORD_MISC_MMAP_BUILD_ID
     };
     push_text_record(out, PERF_RECORD_MMAP2, misc, &head, m.path, stamp);
+}
+
+/// The kernel's text as `perf record` maps it ([`push_kernel_mmap`]): from the address
+/// of its relocation symbol (`_text`, else `_stext`, in `/proc/kallsyms`) to `_etext`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelMap<'a> {
+    /// The symbol's address: the first address of the map and its file offset.
+    pub start: u64,
+    /// The end of the kernel's text (past its last byte).
+    pub end: u64,
+    /// The symbol (`_text` or `_stext`): perf checks it against the kallsyms it reads.
+    pub symbol: &'a str,
+}
+
+/// The name of the kernel map before its symbol (perf's `machine->mmap_name` of the host).
+pub const KERNEL_MAP_NAME: &str = "[kernel.kallsyms]";
+
+/// Append the kernel map as `perf record` synthesizes it
+/// (`perf_event__synthesize_kernel_mmap`): a `PERF_RECORD_MMAP` with
+/// `PERF_RECORD_MISC_KERNEL`, pid -1, tid 0, `start`, its length, `start` as the offset,
+/// and the file `[kernel.kallsyms]SYMBOL`; perf names the kernel frames in it from
+/// `/proc/kallsyms` (or a vmlinux). `stamp` is the trailer (the tracking attr's id).
+pub fn push_kernel_mmap(out: &mut Vec<u8>, stamp: &Stamp, k: &KernelMap<'_>) {
+    let mut head = [0u8; 8 + 24];
+    put_u32(&mut head, 0, u32::MAX);
+    put_u32(&mut head, 4, 0);
+    put_u64(&mut head, 8, k.start);
+    put_u64(&mut head, 16, k.end.saturating_sub(k.start));
+    put_u64(&mut head, 24, k.start);
+    let name = [KERNEL_MAP_NAME.as_bytes(), k.symbol.as_bytes()].concat();
+    push_text_record(out, PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL, &head, &name, stamp);
 }
 
 /// Append a `PERF_RECORD_LOST`: `stamp.cpu`'s buffer lost `lost` records (`stamp.id` is

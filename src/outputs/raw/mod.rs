@@ -27,8 +27,10 @@ use uevrec_parsers::perf_data::writer::{
 use uevrec_parsers::{ContextTracker, ContextUpdate, Endian, LineOptions, LineWriter, RecordStamp};
 
 use crate::capture::clock::now_unix_ns;
+use crate::capture::stacks::StackRequest;
 use crate::capture::staging::{FormatSource, Staged, StagedEntries, StagedEntry};
 use crate::outputs::sink::SinkError;
+use crate::system::kallsyms;
 use file::PerfDataFile;
 use host::HostInfo;
 use uevrec_parsers::perf_data::header::FILE_HEADER_SIZE;
@@ -76,8 +78,8 @@ pub struct RawOutput {
     /// samples with a cgroup id).
     context: bool,
     /// The samples carry call stacks (`-g`; with context): the file holds them and the
-    /// mappings that name them ([`stacks`]).
-    stacks: bool,
+    /// mappings that name them ([`stacks`]), and the kernel map when they have kernel frames.
+    stacks: Option<StackRequest>,
 }
 
 impl RawOutput {
@@ -98,15 +100,15 @@ impl RawOutput {
             cmdline,
             notices,
             context,
-            stacks: false,
+            stacks: None,
         }
     }
 
-    /// The records carry call stacks (`-g`), written with the samples, and the mappings
-    /// that name them as `PERF_RECORD_MMAP2` records (only with context: they go with the
-    /// tracking attr).
-    pub fn with_stacks(mut self, stacks: bool) -> Self {
-        self.stacks = stacks && self.context;
+    /// The records carry the call stacks of `stacks` (`-g`), written with the samples,
+    /// the mappings that name them as `PERF_RECORD_MMAP2` records and, with kernel frames,
+    /// the kernel map (only with context: they go with the tracking attr).
+    pub fn with_stacks(mut self, stacks: Option<StackRequest>) -> Self {
+        self.stacks = stacks.filter(|_| self.context);
         self
     }
 }
@@ -145,6 +147,9 @@ pub struct RawSummary {
     /// For a trace.dat (`--raw-format trace-dat`): what it holds (its records are not
     /// counted while recording; `samples` stays 0).
     pub trace_dat: Option<dat::DatStats>,
+    /// With kernel frames in the stacks, why the file has no kernel map (`/proc/kallsyms`
+    /// hid or could not give the kernel's text): a notice for the user.
+    pub kernel_map_missing: Option<String>,
 }
 
 /// How a slot's records are written.
@@ -563,6 +568,37 @@ impl Encoder {
             writer::push_tracking_header(&mut out, t);
         }
         self.inband(&out);
+        if let (Some(stacks), Some((_, t))) = (&raw.stacks, &self.context)
+            && stacks.kernel
+        {
+            self.kernel_map(t.id);
+        }
+    }
+
+    /// The kernel map, as `perf record` writes it before the processes' records (perf
+    /// names the chains' kernel frames from it), or why not into the summary: never a
+    /// map of zero addresses.
+    fn kernel_map(&mut self, tracking: u64) {
+        match kallsyms::kernel_text() {
+            Ok(text) => {
+                let at = self.here();
+                let stamp = Stamp {
+                    id: tracking,
+                    pid: u32::MAX,
+                    tid: 0,
+                    time: 0,
+                    cpu: 0,
+                };
+                let map = writer::KernelMap {
+                    start: text.start,
+                    end: text.end,
+                    symbol: text.symbol,
+                };
+                writer::push_kernel_mmap(&mut self.out, &stamp, &map);
+                self.index.context(at, 0);
+            }
+            Err(why) => self.summary.kernel_map_missing = Some(why),
+        }
     }
 
     /// The trailer of the file as it is now.
@@ -659,12 +695,12 @@ pub fn run(
             let tracking = TrackingSpec {
                 id: TRACKING_ID,
                 clockid: CLOCK_REALTIME,
-                mmap: raw.stacks,
+                mmap: raw.stacks.is_some(),
             };
             (ContextTracker::new(), tracking)
         }),
         index: IndexBuilder::new(FILE_HEADER_SIZE),
-        stacks: raw.stacks.then(stacks::Mapped::default),
+        stacks: raw.stacks.is_some().then(stacks::Mapped::default),
     };
     enc.start(&raw);
     let result = pump(&mut raw, &mut enc, &staged, &next);
