@@ -1,14 +1,18 @@
 //! Pure tier: call stacks in a perf.data as `record -g --raw` writes them. The writer's
 //! attrs (`IP | CALLCHAIN`, the tracking attr's `mmap`, `mmap2`, `build_id`), samples and
-//! `PERF_RECORD_MMAP2` records read back through the perf.data reader; the line decoder
+//! `PERF_RECORD_MMAP2` records and the kernel map (`PERF_RECORD_MMAP`) read back through the perf.data reader; the line decoder
 //! hands each sample's chain, and every mapping before it, to the stack namer in time
 //! order; a callchain whose count runs past its record is an error that is counted,
 //! never a panic, and the records after it are decoded.
 
 use uevrec_parsers::callchain::{Callchain, PERF_CONTEXT_KERNEL, PERF_CONTEXT_USER};
-use uevrec_parsers::perf_data::writer::{self, Mmap2, STACK_SAMPLE_TYPE, Stamp, TrackingSpec};
+use uevrec_parsers::perf_data::writer::{
+    self, KernelMap, Mmap2, STACK_SAMPLE_TYPE, Stamp, TrackingSpec,
+};
 use uevrec_parsers::perf_data::{Item, PerfData, PerfDataError};
-use uevrec_parsers::perf_sample::{Record, sample_type};
+use uevrec_parsers::perf_sample::{
+    PERF_RECORD_MISC_KERNEL, PERF_RECORD_MMAP, Record, sample_type,
+};
 use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::perf_data::LineDecoder;
 use uevrec_parsers::{ContextUpdate, Endian, RecordStamp, StackNamer};
@@ -31,6 +35,11 @@ const NO_BUILD_IDS: TrackingSpec = TrackingSpec {
     ..TRACKING
 };
 const BUILD_ID: [u8; 20] = [0xab; 20];
+const KERNEL_MAP: KernelMap<'static> = KernelMap {
+    start: 0xffff_ffff_8100_0000,
+    end: 0xffff_ffff_8225_9b00,
+    symbol: "_text",
+};
 
 /// The chain of sample `seq`: two kernel frames, two user frames (the first holds `seq`).
 fn chain_words(seq: u64) -> Vec<u64> {
@@ -75,6 +84,13 @@ fn file_with(n: u64, tracking: TrackingSpec) -> Vec<u8> {
         build_id: &BUILD_ID,
         path: b"/bin/prog",
     };
+    // The kernel map first, as `record -g --raw` writes it after the tracking attr.
+    let kernel = Stamp {
+        pid: u32::MAX,
+        tid: 0,
+        ..stamp(TRACKING.id, 0)
+    };
+    writer::push_kernel_mmap(&mut file, &kernel, &KERNEL_MAP);
     writer::push_mmap2(&mut file, &stamp(TRACKING.id, 5), &mapping);
     for seq in 1..=n {
         if seq == 2 {
@@ -110,7 +126,7 @@ fn attrs_samples_and_mappings_read_back() {
     for bit in [8, 23, 34] {
         assert_ne!(attrs[1].flags & 1 << bit, 0, "tracking flag {bit}");
     }
-    let (mut samples, mut mappings) = (Vec::new(), Vec::new());
+    let (mut samples, mut mappings, mut kernel_maps) = (Vec::new(), Vec::new(), Vec::new());
     let records: Vec<_> = records.map(Result::unwrap).collect();
     for rec in &records {
         match data.record(rec).unwrap() {
@@ -122,6 +138,24 @@ fn attrs_samples_and_mappings_read_back() {
                 assert_eq!(sample.ip, Some(0xffff_ffff_8100_0000));
                 assert_eq!((sample.pid, sample.time), (Some(42), Some(10 * seq)));
                 samples.push(seq);
+            }
+            Item::Other(h) if h.kind == PERF_RECORD_MMAP => {
+                // perf's layout: pid, tid, start, len, pgoff, the name; then the trailer.
+                let body = &rec.bytes[8..];
+                let word = |at: usize| u64::from_ne_bytes(body[at..at + 8].try_into().unwrap());
+                let name = &body[32..];
+                let name = &name[..name.iter().position(|&b| b == 0).unwrap()];
+                kernel_maps.push((
+                    h.misc,
+                    word(0),
+                    word(8),
+                    word(16),
+                    word(24),
+                    String::from_utf8(name.to_vec()).unwrap(),
+                ));
+                // Not a process's mapping: the reader keeps it as an other record.
+                let layout = data.events()[1].layout.clone().unwrap();
+                assert!(matches!(layout.parse(rec.bytes), Ok(Record::Other(_))));
             }
             Item::Other(_) => {
                 let event = 1; // the tracking attr's layout parses the MMAP2 records
@@ -144,6 +178,18 @@ fn attrs_samples_and_mappings_read_back() {
         }
     }
     assert_eq!(samples, [1, 2, 3]);
+    let len = KERNEL_MAP.end - KERNEL_MAP.start;
+    assert_eq!(
+        kernel_maps,
+        [(
+            PERF_RECORD_MISC_KERNEL,
+            u64::from(u32::MAX), // pid -1, tid 0
+            KERNEL_MAP.start,
+            len,
+            KERNEL_MAP.start, // pgoff: the start, as perf writes it
+            "[kernel.kallsyms]_text".to_string()
+        )]
+    );
     assert_eq!(
         mappings,
         [

@@ -5,7 +5,7 @@
 //!   the program with the same stack as the live line (the names from the file's own
 //!   MMAP2 records: the program has exited by then), with `--threads 2` the same bytes,
 //!   with `--no-symbolize` the module, file offset and build id; `perf script` names the
-//!   same user functions in every sample; after the program is rebuilt at its path, its
+//!   same functions in every sample, kernel ones too (the file's kernel map); after the program is rebuilt at its path, its
 //!   frames say `build_id_mismatch` instead of the new file's names;
 //! - a `perf record -g` file of the same program: `uevrec decode` names middle, outer and
 //!   main with their lines.
@@ -15,7 +15,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use super::stacks::{NR_SETPGID, Recorder, build_chain, call_line};
+use super::stacks::{NR_SETPGID, Recorder, build_chain, call_line, kallsyms_readable};
 use crate::common::stack_frames::user_symbols;
 use crate::common::tier::Tier;
 use crate::common::{PATIENCE, bin, complete_lines, wait_for};
@@ -78,6 +78,17 @@ fn assert_chain_named(records: &[Value], exe: &Path, source: &Path) {
             assert_eq!(f["line"], call_line(name), "{name}'s call line: {f}");
         }
     }
+}
+
+/// Every frame's symbol of a record, kernel frames first, innermost first (`[unknown]`,
+/// perf's word, for a frame without one).
+fn all_symbols(r: &Value) -> Vec<String> {
+    r["stack"]
+        .as_array()
+        .expect("a stack on every record")
+        .iter()
+        .map(|f| f["symbol"].as_str().unwrap_or("[unknown]").to_string())
+        .collect()
 }
 
 /// `perf script -F comm,pid,ip,sym -i FILE`: each sample's pid and its frames' symbols,
@@ -196,16 +207,25 @@ fn raw_stacks_decode_as_the_live_lines_and_perf_names_them() {
     assert_eq!(perf.len() as u64, N, "perf script shows every sample");
     let mut in_time = mine.clone();
     in_time.sort_by_key(|l| l["time"].as_str().map(str::to_string));
+    // The kernel map names the kernel frames from /proc/kallsyms, as perf's own files.
+    let kernel_named = kallsyms_readable();
     for (line, perf_frames) in in_time.iter().zip(&perf) {
-        let ours = user_symbols(line);
-        // perf names no kernel frames here (the file has no kernel map): compare the
-        // user part, the last frames of perf's.
-        let tail = &perf_frames[perf_frames.len().saturating_sub(ours.len())..];
-        assert_eq!(
-            tail,
-            &ours[..],
-            "perf script's frames {perf_frames:?}: {line}"
-        );
+        if kernel_named {
+            assert_eq!(
+                perf_frames,
+                &all_symbols(line),
+                "perf script names every frame as decode does"
+            );
+            assert!(
+                perf_frames.iter().any(|f| f == "do_syscall_64"),
+                "the syscall entry named: {perf_frames:?}"
+            );
+        } else {
+            // No kernel map (kallsyms hides addresses): the user part, perf's last frames.
+            let ours = user_symbols(line);
+            let tail = &perf_frames[perf_frames.len().saturating_sub(ours.len())..];
+            assert_eq!(tail, &ours[..], "perf script's frames {perf_frames:?}: {line}");
+        }
     }
 
     // The program rebuilt at its path: not named with the new file's names.
