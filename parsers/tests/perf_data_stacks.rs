@@ -7,7 +7,7 @@
 
 use uevrec_parsers::callchain::{Callchain, PERF_CONTEXT_KERNEL, PERF_CONTEXT_USER};
 use uevrec_parsers::perf_data::writer::{
-    self, KernelMap, Mmap2, STACK_SAMPLE_TYPE, Stamp, TrackingSpec,
+    self, KernelMap, Mmap2, STACK_SAMPLE_TYPE, Stamp, TrackingSpec, UserCopy,
 };
 use uevrec_parsers::perf_data::{Item, PerfData, PerfDataError};
 use uevrec_parsers::perf_sample::{
@@ -105,7 +105,8 @@ fn file_with(n: u64, tracking: TrackingSpec) -> Vec<u8> {
         let words = words_bytes(&chain_words(seq));
         let chain = Callchain::new(&words, Endian::Little);
         let stamp = stamp(EVENT_ID, 10 * seq);
-        writer::push_stacked_sample(&mut file, &stamp, chain, &seq_raw(seq), Some(0)).unwrap();
+        let user = UserCopy::NotAsked;
+        writer::push_stacked_sample(&mut file, &stamp, chain, user, &seq_raw(seq), Some(0)).unwrap();
     }
     writer::push_finished_round(&mut file);
     finish(&mut file, &meta);

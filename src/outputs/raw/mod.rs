@@ -8,11 +8,12 @@
 //! Its threads, what it holds, its times and why it starts in pipe mode:
 //! docs/record-raw.md.
 //!
-//! Layers, lowest first: `host`, `file`, `stacks`, `dat`.
+//! Layers, lowest first: `host`, `file`, `segments`, `stacks`, `dat`.
 
 pub mod dat;
 pub mod file;
 pub mod host;
+pub mod segments;
 pub mod stacks;
 
 use std::collections::BTreeMap;
@@ -22,12 +23,13 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use uevrec_parsers::callchain::Callchain;
 use uevrec_parsers::perf_data::writer::{
-    self, ClockRef, EventSpec, FileMeta, Stamp, Task, TracingSpec, TrackingSpec,
+    self, ClockRef, EventSpec, FileMeta, Stamp, Task, TracingSpec, TrackingSpec, UserCopy,
+    UserStackSpec,
 };
 use uevrec_parsers::{ContextTracker, ContextUpdate, Endian, LineOptions, LineWriter, RecordStamp};
 
 use crate::capture::clock::now_unix_ns;
-use crate::capture::stacks::StackRequest;
+use crate::capture::stacks::{StackRequest, USER_REGS_MASK};
 use crate::capture::staging::{FormatSource, Staged, StagedEntries, StagedEntry};
 use crate::outputs::sink::SinkError;
 use crate::system::kallsyms;
@@ -190,6 +192,9 @@ struct Encoder {
     index: IndexBuilder,
     /// With call stacks: the processes whose mappings the file holds.
     stacks: Option<stacks::Mapped>,
+    /// With `--call-graph dwarf`: what the samples carry besides the chain (the user
+    /// registers and stack copy the perf backend asked the kernel for).
+    user_stack: Option<UserStackSpec>,
 }
 
 /// The session's notices as JSON lines on standard error (a raw output without JSON
@@ -292,6 +297,7 @@ impl Encoder {
                     id: self.events.len() as u64 + 1,
                     clockid: CLOCK_REALTIME,
                     callchain: self.stacks.is_some(),
+                    user_stack: self.user_stack,
                 });
                 self.sources.push(source);
                 self.undescribed.push(self.events.len() - 1);
@@ -318,8 +324,7 @@ impl Encoder {
                     cgroup,
                     raw,
                     stack,
-                    // `--call-graph dwarf` is refused with `--raw` (docs/stacks.md).
-                    user_stack: _,
+                    user_stack,
                 } => {
                     let ev = match self.slots.get(slot as usize).copied().flatten() {
                         Some(SlotOut::Event(ev)) => ev,
@@ -359,8 +364,13 @@ impl Encoder {
                                 }
                             }
                             let chain = stack.unwrap_or(Callchain::new(&[], Endian::Little));
+                            let user = match self.user_stack {
+                                Some(_) => UserCopy::Taken(user_stack),
+                                None => UserCopy::NotAsked,
+                            };
                             let at = self.here();
-                            writer::push_stacked_sample(&mut self.out, &s, chain, raw, cgroup)
+                            let out = &mut self.out;
+                            writer::push_stacked_sample(out, &s, chain, user, raw, cgroup)
                                 .map(|()| at)
                         }
                         None => {
@@ -479,7 +489,7 @@ impl Encoder {
                         build_id,
                         path,
                     };
-                    writer::push_mmap2(out, &Stamp { pid, tid: pid, ..s }, &m);
+                    mapped.push(out, &Stamp { pid, tid: pid, ..s }, &m);
                     mapped.seen(pid);
                 }
             }
@@ -700,7 +710,11 @@ pub fn run(
             (ContextTracker::new(), tracking)
         }),
         index: IndexBuilder::new(FILE_HEADER_SIZE),
-        stacks: raw.stacks.is_some().then(stacks::Mapped::default),
+        stacks: (raw.stacks).map(|r| stacks::Mapped::new(r.dwarf.is_some())),
+        user_stack: raw.stacks.and_then(|r| r.dwarf).map(|size| UserStackSpec {
+            regs: USER_REGS_MASK,
+            size,
+        }),
     };
     enc.start(&raw);
     let result = pump(&mut raw, &mut enc, &staged, &next);
