@@ -19,7 +19,7 @@
 use crate::bytes::{Cursor, Endian, Short};
 use crate::callchain::Callchain;
 use crate::context::ContextUpdate;
-use crate::user_stack::{StackCopy, UserRegs, regs_len};
+use crate::user_stack::{StackCopy, UserRegs, UserStack, regs_len};
 
 /// `PERF_RECORD_LOST`: the kernel dropped records because the ring was full.
 pub const PERF_RECORD_LOST: u32 = 2;
@@ -320,6 +320,8 @@ pub struct LineFields<'a> {
     pub cgroup: Option<u64>,
     /// The call stack (`PERF_SAMPLE_CALLCHAIN`).
     pub callchain: Option<Callchain<'a>>,
+    /// The user registers and stack copy (`PERF_SAMPLE_REGS_USER | STACK_USER`, both).
+    pub user_stack: Option<UserStack<'a>>,
 }
 
 /// The `sample_id` trailer of non-sample records (`sample_id_all`).
@@ -543,6 +545,7 @@ impl SampleOffsets {
         raw: &'a [u8],
         cgroup: Option<u64>,
         callchain: Option<Callchain<'a>>,
+        user_stack: Option<UserStack<'a>>,
     ) -> LineFields<'a> {
         let (pid, tid) = match self.tid {
             0 => (None, None),
@@ -556,6 +559,7 @@ impl SampleOffsets {
             raw,
             cgroup,
             callchain,
+            user_stack,
         }
     }
 
@@ -972,10 +976,14 @@ impl SampleFormat {
             fixed,
             callchain,
             raw,
+            user_regs,
+            user_stack,
             cgroup,
-            ..
         } = self.fixed_parts_in::<BIG>(record)?;
         let raw = raw.unwrap_or_default();
+        let user = user_regs
+            .zip(user_stack)
+            .map(|(regs, stack)| UserStack { regs, stack });
         // The fixed part within the record's first WINDOW bytes (the usual layouts): the
         // fields read from that array at places the compiler sees inside it, without a
         // bounds check each (BENCHMARKS.md, "Instruction counts moved out of the code").
@@ -984,11 +992,11 @@ impl SampleFormat {
         {
             let read4 = |at| window_u32::<BIG>(w, at);
             let read8 = |at| window_u64::<BIG>(w, at);
-            return Some(self.at.line_fields(read4, read8, raw, cgroup, callchain));
+            return Some(self.at.line_fields(read4, read8, raw, cgroup, callchain, user));
         }
         let read4 = |at| u32_in::<BIG>(fixed, at);
         let read8 = |at| u64_in::<BIG>(fixed, at);
-        Some(self.at.line_fields(read4, read8, raw, cgroup, callchain))
+        Some(self.at.line_fields(read4, read8, raw, cgroup, callchain, user))
     }
 
     /// The u64 at `at` of `bytes` in the layout's byte order (`None` for place 0).

@@ -15,6 +15,7 @@ use uevrec_parsers::perf_sample::{
 };
 use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::perf_data::LineDecoder;
+use uevrec_parsers::user_stack::UserStack;
 use uevrec_parsers::{ContextUpdate, Endian, RecordStamp, StackNamer};
 
 #[path = "common/perf_data.rs"]
@@ -227,7 +228,13 @@ impl StackNamer for Told {
         }
     }
 
-    fn write(&mut self, out: &mut Vec<u8>, stamp: &RecordStamp, stack: Callchain<'_>) {
+    fn write(
+        &mut self,
+        out: &mut Vec<u8>,
+        stamp: &RecordStamp,
+        stack: Callchain<'_>,
+        _: Option<UserStack<'_>>,
+    ) {
         let user = stack.frames().filter(|f| f.is_ok()).count();
         self.0
             .borrow_mut()
