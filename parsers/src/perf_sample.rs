@@ -42,6 +42,8 @@ pub const PERF_RECORD_MMAP: u32 = 1;
 pub const PERF_RECORD_MISC_KERNEL: u16 = 1;
 /// `PERF_RECORD_MMAP2`: a process mapped a file (executable mappings unless `mmap_data`).
 pub const PERF_RECORD_MMAP2: u32 = 10;
+/// `PROT_EXEC` in an MMAP2 record's `prot`: the mapping holds code.
+const PROT_EXEC: u32 = 0x4;
 /// `PERF_RECORD_MISC_MMAP_BUILD_ID`: an MMAP2 record carries a build id, not the inode.
 pub const PERF_RECORD_MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 /// `PERF_RECORD_MISC_COMM_EXEC`: the COMM record comes from an exec.
@@ -404,6 +406,9 @@ pub enum Record<'a> {
         pgoff: u64,
         /// The build id (`PERF_RECORD_MISC_MMAP_BUILD_ID`; empty without it).
         build_id: &'a [u8],
+        /// It maps code (`PROT_EXEC`): a mapping without it (an attr with `mmap_data`,
+        /// perf's for `--call-graph dwarf`) holds no frames.
+        exec: bool,
         /// The file, up to its NUL.
         filename: &'a [u8],
         /// The trailer (default when `sample_id_all` is off).
@@ -423,9 +428,9 @@ pub enum Record<'a> {
 }
 
 impl<'a> Record<'a> {
-    /// A COMM, FORK, EXIT or CGROUP record as the change of who is who it tells, with
-    /// its time (the event's clock; `None` without `sample_id_all`'s time); `None` for
-    /// every other record. The one place a perf record becomes a [`ContextUpdate`]: the
+    /// A COMM, FORK, EXIT or CGROUP record, or an MMAP2 record of code, as the change
+    /// of who is who it tells, with its time (the event's clock; `None` without
+    /// `sample_id_all`'s time); `None` for every other record. The one place a perf record becomes a [`ContextUpdate`]: the
     /// live recorder's trackers and `uevrec decode` both use it.
     pub fn context_update(&self) -> Option<(Option<u64>, ContextUpdate<'a>)> {
         match *self {
@@ -451,6 +456,7 @@ impl<'a> Record<'a> {
                 build_id,
                 filename,
                 sample_id,
+                exec: true,
                 ..
             } => Some((
                 sample_id.time,
@@ -781,7 +787,7 @@ impl SampleFormat {
                 let pgoff = r.u64("mmap2 pgoff")?;
                 // maj, min, ino, ino_generation; or the build id's size, 3 bytes and 20.
                 let ids = r.take("mmap2 file id", 24)?;
-                r.u32("mmap2 prot")?;
+                let prot = r.u32("mmap2 prot")?;
                 r.u32("mmap2 flags")?;
                 let build_id = if header.misc & PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
                     let size = usize::from(ids[0]).min(20);
@@ -798,6 +804,7 @@ impl SampleFormat {
                     len,
                     pgoff,
                     build_id,
+                    exec: prot & PROT_EXEC != 0,
                     filename,
                     sample_id,
                 })
