@@ -7,16 +7,20 @@
 //!   with `--no-symbolize` the module, file offset and build id; `perf script` names the
 //!   same functions in every sample, kernel ones too (the file's kernel map); after the program is rebuilt at its path, its
 //!   frames say `build_id_mismatch` instead of the new file's names;
+//! - `record --call-graph dwarf --raw` of the program built without frame pointers:
+//!   `perf script` unwinds the file's stack copies itself (`inner` included) and names
+//!   the frames `uevrec decode` names, whose lines are the live ones;
 //! - a `perf record -g` file of the same program: `uevrec decode` names middle, outer and
 //!   main with their lines.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 
 use super::stacks::{NR_SETPGID, Recorder, build_chain, call_line, kallsyms_readable};
-use crate::common::stack_frames::user_symbols;
+use crate::common::chain::build_chain_with;
+use crate::common::stack_frames::{holds_in_a_row, user_symbols};
 use crate::common::tier::Tier;
 use crate::common::{PATIENCE, bin, complete_lines, wait_for};
 
@@ -51,6 +55,49 @@ fn of(lines: &[Value], magic: u64) -> Vec<Value> {
         .filter(|v| v["fields"]["args"][0] == magic)
         .cloned()
         .collect()
+}
+
+/// `uevrec record STACK_ARGS --raw DIR/rec.data -o DIR/live.jsonl` of the setpgid calls
+/// while `exe MAGIC N` runs: the perf.data and the program's live lines.
+fn record_raw(dir: &Path, exe: &Path, magic: u64, stack_args: &[&str]) -> (PathBuf, Vec<Value>) {
+    let (raw, live) = (dir.join("rec.data"), dir.join("live.jsonl"));
+    let mut rec = Recorder(
+        Command::new(bin())
+            .args(["record", "--quiet"])
+            .args(stack_args)
+            .args(["-e", "raw_syscalls:sys_enter", "--filter"])
+            .arg(format!("id == {NR_SETPGID}"))
+            .arg("--raw")
+            .arg(&raw)
+            .arg("-o")
+            .arg(&live)
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("uevrec's attached notice", PATIENCE, || {
+        complete_lines(&live)
+            .iter()
+            .any(|v| v["what"] == "attached")
+    });
+    let program = Command::new(exe)
+        .args([magic.to_string(), N.to_string()])
+        .output()
+        .unwrap();
+    assert!(program.status.success());
+    wait_for("every record of the program", PATIENCE, || {
+        of(&complete_lines(&live), magic).len() as u64 >= N
+    });
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(rec.0.id() as i32, libc::SIGINT) };
+    assert!(crate::common::wait_exit(&mut rec.0, PATIENCE).is_ok_and(|s| s.success()));
+    (raw, of(&complete_lines(&live), magic))
+}
+
+/// `lines` ordered by SEQ.
+fn by_seq(lines: &[Value]) -> Vec<Value> {
+    let mut v = lines.to_vec();
+    v.sort_by_key(|l| l["fields"]["args"][1].as_u64());
+    v
 }
 
 /// Every record of `records` (SEQ 0..N once each) names middle, outer and main in that
@@ -132,46 +179,12 @@ fn raw_stacks_decode_as_the_live_lines_and_perf_names_them() {
     let dir = tempfile::tempdir().unwrap();
     let exe = require!(Tier::Host, build_chain(dir.path()));
     let source = dir.path().join("chain.c");
-    let (raw, live) = (dir.path().join("rec.data"), dir.path().join("live.jsonl"));
-    let mut rec = Recorder(
-        Command::new(bin())
-            .args(["record", "--quiet", "-g", "-e", "raw_syscalls:sys_enter"])
-            .arg("--filter")
-            .arg(format!("id == {NR_SETPGID}"))
-            .arg("--raw")
-            .arg(&raw)
-            .arg("-o")
-            .arg(&live)
-            .spawn()
-            .unwrap(),
-    );
-    wait_for("uevrec's attached notice", PATIENCE, || {
-        complete_lines(&live)
-            .iter()
-            .any(|v| v["what"] == "attached")
-    });
-    let program = Command::new(&exe)
-        .args([magic.to_string(), N.to_string()])
-        .output()
-        .unwrap();
-    assert!(program.status.success());
-    wait_for("every record of the program", PATIENCE, || {
-        of(&complete_lines(&live), magic).len() as u64 >= N
-    });
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(rec.0.id() as i32, libc::SIGINT) };
-    assert!(crate::common::wait_exit(&mut rec.0, PATIENCE).is_ok_and(|s| s.success()));
+    let (raw, live_lines) = record_raw(dir.path(), &exe, magic, &["-g"]);
 
     // decode: the live lines' stacks, named from the file after the program exited.
-    let live_lines = of(&complete_lines(&live), magic);
     let decoded = decode(&raw, &[]);
     let mine = of(&decoded, magic);
     assert_chain_named(&mine, &exe, &source);
-    let by_seq = |lines: &[Value]| {
-        let mut v = lines.to_vec();
-        v.sort_by_key(|l| l["fields"]["args"][1].as_u64());
-        v
-    };
     assert_eq!(
         by_seq(&mine),
         by_seq(&live_lines),
@@ -251,6 +264,55 @@ fn raw_stacks_decode_as_the_live_lines_and_perf_names_them() {
                 .all(|f| f["unsymbolized"] == "build_id_mismatch" && f["symbol"].is_null()),
             "{r}"
         );
+    }
+}
+
+/// `--call-graph dwarf` of the chain built without frame pointers: perf unwinds the
+/// file's stack copies itself (the read-only segments beside each mapping give it the
+/// `.eh_frame_hdr`), `inner` included, and names the same frames as `uevrec decode`,
+/// whose lines are the live ones.
+#[test]
+fn dwarf_raw_stacks_unwind_in_perf_and_decode_as_the_live_lines() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let magic: u64 = 424_242_140;
+    let dir = tempfile::tempdir().unwrap();
+    let nofp = build_chain_with(dir.path(), "chain_nofp", &["-fomit-frame-pointer"]);
+    let exe = require!(Tier::Host, nofp);
+    let dwarf = ["--call-graph", "dwarf", "-m", "4M"];
+    let (raw, live_lines) = record_raw(dir.path(), &exe, magic, &dwarf);
+    let chain = ["syscall", "inner", "middle", "outer", "main"];
+    assert_eq!(live_lines.len() as u64, N);
+    for r in &live_lines {
+        let names = user_symbols(r);
+        assert!(holds_in_a_row(&names, &chain), "{names:?}: {r}");
+    }
+    let decoded = decode(&raw, &[]);
+    let mine = of(&decoded, magic);
+    assert_eq!(by_seq(&mine), by_seq(&live_lines), "decode = the live lines");
+    assert_eq!(decode(&raw, &["--threads", "2"]), decoded);
+
+    if let Some(why) = crate::common::perf_skip_reason() {
+        require!(Tier::Host, Err::<(), _>(why));
+    }
+    let pid = mine[0]["pid"].as_u64().unwrap() as u32;
+    let perf: Vec<Vec<String>> = perf_stacks(&raw)
+        .into_iter()
+        .filter(|(p, _)| *p == pid)
+        .map(|(_, frames)| frames)
+        .collect();
+    assert_eq!(perf.len() as u64, N, "perf script shows every sample");
+    let mut in_time = mine.clone();
+    in_time.sort_by_key(|l| l["time"].as_str().map(str::to_string));
+    for (line, perf_frames) in in_time.iter().zip(&perf) {
+        assert!(
+            holds_in_a_row(perf_frames, &chain),
+            "perf unwinds the chain: {perf_frames:?}"
+        );
+        if kallsyms_readable() {
+            assert_eq!(perf_frames, &all_symbols(line), "the frames decode names");
+        }
     }
 }
 
