@@ -999,11 +999,17 @@ impl SampleFormat {
         {
             let read4 = |at| window_u32::<BIG>(w, at);
             let read8 = |at| window_u64::<BIG>(w, at);
-            return Some(self.at.line_fields(read4, read8, raw, cgroup, callchain, user));
+            return Some(
+                self.at
+                    .line_fields(read4, read8, raw, cgroup, callchain, user),
+            );
         }
         let read4 = |at| u32_in::<BIG>(fixed, at);
         let read8 = |at| u64_in::<BIG>(fixed, at);
-        Some(self.at.line_fields(read4, read8, raw, cgroup, callchain, user))
+        Some(
+            self.at
+                .line_fields(read4, read8, raw, cgroup, callchain, user),
+        )
     }
 
     /// The u64 at `at` of `bytes` in the layout's byte order (`None` for place 0).

@@ -1,8 +1,8 @@
 //! Pure tier: call stacks in a perf.data as `record -g --raw` writes them. The writer's
 //! attrs (`IP | CALLCHAIN`, the tracking attr's `mmap`, `mmap2`, `build_id`), samples and
-//! `PERF_RECORD_MMAP2` records and the kernel map (`PERF_RECORD_MMAP`) read back through the perf.data reader; the line decoder
-//! hands each sample's chain, and every mapping before it, to the stack namer in time
-//! order; a callchain whose count runs past its record is an error that is counted,
+//! `PERF_RECORD_MMAP2` records and the kernel map (`PERF_RECORD_MMAP`) read back through
+//! the perf.data reader; the line decoder hands each sample's chain, and every mapping
+//! before it, to the stack namer in time order; a callchain whose count runs past its record is an error that is counted,
 //! never a panic, and the records after it are decoded. `--call-graph dwarf`'s samples
 //! (user registers and stack copy) read back, their copies go to the namer, and the
 //! read-only segments written beside the mappings tell it nothing.
@@ -13,9 +13,7 @@ use uevrec_parsers::perf_data::writer::{
     UserCopy, UserStackSpec,
 };
 use uevrec_parsers::perf_data::{Item, PerfData, PerfDataError};
-use uevrec_parsers::perf_sample::{
-    PERF_RECORD_MISC_KERNEL, PERF_RECORD_MMAP, Record, sample_type,
-};
+use uevrec_parsers::perf_sample::{PERF_RECORD_MISC_KERNEL, PERF_RECORD_MMAP, Record, sample_type};
 use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::perf_data::LineDecoder;
 use uevrec_parsers::user_stack::{StackCopy, UserRegs, UserStack, x86_64};
@@ -110,7 +108,8 @@ fn file_with(n: u64, tracking: TrackingSpec) -> Vec<u8> {
         let chain = Callchain::new(&words, Endian::Little);
         let stamp = stamp(EVENT_ID, 10 * seq);
         let user = UserCopy::NotAsked;
-        writer::push_stacked_sample(&mut file, &stamp, chain, user, &seq_raw(seq), Some(0)).unwrap();
+        writer::push_stacked_sample(&mut file, &stamp, chain, user, &seq_raw(seq), Some(0))
+            .unwrap();
     }
     writer::push_finished_round(&mut file);
     finish(&mut file, &meta);
@@ -388,7 +387,11 @@ fn dwarf_file() -> (Vec<u8>, usize) {
             },
         };
         let user = UserCopy::Taken((seq != 2).then_some(copy));
-        let raw = if seq == 3 { large.clone() } else { seq_raw(seq) };
+        let raw = if seq == 3 {
+            large.clone()
+        } else {
+            seq_raw(seq)
+        };
         if seq == 3 {
             cut_at = file.len();
         }
@@ -448,7 +451,7 @@ fn dwarf_registers_and_stack_copies_read_back() {
     // Seq 3: the copy cut (to a multiple of 8) so the record fits; its 40 bytes kept.
     let (abi, ip, size, copied) = copies[2];
     assert_eq!((abi, ip, copied), (2, Some(0x40_1003), 40));
-    assert!(size < 8192 && size >= 40 && size % 8 == 0, "{size}");
+    assert!((40..8192).contains(&size) && size % 8 == 0, "{size}");
     assert_eq!(
         copies[..2],
         [(2, Some(0x40_1001), 64, 40), (0, None, 0, 0)],

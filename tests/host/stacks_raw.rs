@@ -237,7 +237,11 @@ fn raw_stacks_decode_as_the_live_lines_and_perf_names_them() {
             // No kernel map (kallsyms hides addresses): the user part, perf's last frames.
             let ours = user_symbols(line);
             let tail = &perf_frames[perf_frames.len().saturating_sub(ours.len())..];
-            assert_eq!(tail, &ours[..], "perf script's frames {perf_frames:?}: {line}");
+            assert_eq!(
+                tail,
+                &ours[..],
+                "perf script's frames {perf_frames:?}: {line}"
+            );
         }
     }
 
@@ -290,7 +294,11 @@ fn dwarf_raw_stacks_unwind_in_perf_and_decode_as_the_live_lines() {
     }
     let decoded = decode(&raw, &[]);
     let mine = of(&decoded, magic);
-    assert_eq!(by_seq(&mine), by_seq(&live_lines), "decode = the live lines");
+    assert_eq!(
+        by_seq(&mine),
+        by_seq(&live_lines),
+        "decode = the live lines"
+    );
     assert_eq!(decode(&raw, &["--threads", "2"]), decoded);
 
     if let Some(why) = crate::common::perf_skip_reason() {

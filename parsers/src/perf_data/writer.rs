@@ -33,13 +33,12 @@ use super::header::{FILE_HEADER_SIZE, MAGIC, Section, feature};
 use super::records::kind;
 use super::tracing_data::TRACING_MAGIC;
 use crate::callchain::{Callchain, PERF_CONTEXT_MAX};
-use crate::user_stack::{REGS_ABI_NONE, UserStack};
 use crate::perf_sample::{
     PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
     PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_KERNEL, PERF_RECORD_MISC_MMAP_BUILD_ID,
-    PERF_RECORD_MMAP, PERF_RECORD_MMAP2,
-    PERF_RECORD_SAMPLE, sample_type,
+    PERF_RECORD_MMAP, PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE, sample_type,
 };
+use crate::user_stack::{REGS_ABI_NONE, UserStack};
 
 /// Bytes of each `perf_event_attr` written (`PERF_ATTR_SIZE_VER7`, what perf 5.13–6.2
 /// writes; newer perfs read it, older ones read the first 120 bytes they know).
@@ -481,7 +480,14 @@ pub fn push_kernel_mmap(out: &mut Vec<u8>, stamp: &Stamp, k: &KernelMap<'_>) {
     put_u64(&mut head, 16, k.end.saturating_sub(k.start));
     put_u64(&mut head, 24, k.start);
     let name = [KERNEL_MAP_NAME.as_bytes(), k.symbol.as_bytes()].concat();
-    push_text_record(out, PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL, &head, &name, stamp);
+    push_text_record(
+        out,
+        PERF_RECORD_MMAP,
+        PERF_RECORD_MISC_KERNEL,
+        &head,
+        &name,
+        stamp,
+    );
 }
 
 /// Append a `PERF_RECORD_LOST`: `stamp.cpu`'s buffer lost `lost` records (`stamp.id` is

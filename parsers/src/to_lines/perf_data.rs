@@ -31,11 +31,11 @@ use crate::perf_data::order::{Drain, Orderer};
 use crate::perf_data::records::{RawRecord, StreamReader};
 use crate::perf_data::tracing_data::ParsedFormat;
 use crate::perf_data::{ClockData, Item, PerfData, PerfDataError};
-use crate::user_stack::UserStack;
 use crate::perf_sample::{
     PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_MMAP2,
     PERF_RECORD_SAMPLE, Record, Sample, SampleFormat,
 };
+use crate::user_stack::UserStack;
 
 mod ranges;
 pub use ranges::{
@@ -179,8 +179,8 @@ impl Out<'_, '_> {
             Ok(Record::Sample(s)) => {
                 let raw = s.raw.unwrap_or_default();
                 let stack = s.callchain.filter(|_| self.with_stacks);
-                let user = (s.user_regs.zip(s.user_stack))
-                    .map(|(regs, stack)| UserStack { regs, stack });
+                let user =
+                    (s.user_regs.zip(s.user_stack)).map(|(regs, stack)| UserStack { regs, stack });
                 let stacks = (stack, user);
                 self.sample(event, slot, s.time, stamp_of(&s), s.cgroup, raw, stacks)
             }

@@ -75,10 +75,7 @@ impl Segments {
 fn beside(loads: &[Load], m: &Mmap2<'_>) -> Vec<(u64, u64, u64)> {
     let down = |v: u64| v & !(PAGE - 1);
     let up = |v: u64| v.saturating_add(PAGE - 1) & !(PAGE - 1);
-    let Some(text) = loads
-        .iter()
-        .find(|l| l.exec && down(l.offset) == m.pgoff)
-    else {
+    let Some(text) = loads.iter().find(|l| l.exec && down(l.offset) == m.pgoff) else {
         return Vec::new();
     };
     // The load bias: where the file's address 0 is in the process.
