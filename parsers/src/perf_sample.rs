@@ -46,6 +46,9 @@ pub const PERF_RECORD_MMAP2: u32 = 10;
 const PROT_EXEC: u32 = 0x4;
 /// `PERF_RECORD_MISC_MMAP_BUILD_ID`: an MMAP2 record carries a build id, not the inode.
 pub const PERF_RECORD_MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+/// `PERF_RECORD_MISC_FORK_EXEC` (perf's own use of the bit on FORK records): the thread
+/// starts anew, without a copy of its parent's mappings.
+pub const PERF_RECORD_MISC_FORK_EXEC: u16 = 1 << 13;
 /// `PERF_RECORD_MISC_COMM_EXEC`: the COMM record comes from an exec.
 pub const PERF_RECORD_MISC_COMM_EXEC: u16 = 1 << 13;
 

@@ -35,7 +35,7 @@ use super::tracing_data::TRACING_MAGIC;
 use crate::callchain::{Callchain, PERF_CONTEXT_MAX};
 use crate::perf_sample::{
     PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
-    PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_KERNEL, PERF_RECORD_MISC_MMAP_BUILD_ID,
+    PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_FORK_EXEC, PERF_RECORD_MISC_KERNEL, PERF_RECORD_MISC_MMAP_BUILD_ID,
     PERF_RECORD_MMAP, PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE, sample_type,
 };
 use crate::user_stack::{REGS_ABI_NONE, UserStack};
@@ -385,6 +385,26 @@ pub fn push_task(out: &mut Vec<u8>, stamp: &Stamp, task: &Task) {
     put_u64(&mut rec, 24, stamp.time);
     put_sample_id(&mut rec, 32, stamp);
     out.extend_from_slice(&rec);
+}
+
+/// Append a `PERF_RECORD_FORK` of process `pid` from itself with
+/// `PERF_RECORD_MISC_FORK_EXEC` (as perf synthesizes the FORK of a running process): perf
+/// starts the thread anew, without the mappings it had. Written before an exec's COMM:
+/// perf keeps a thread's mappings across an exec (it has no record of the old ones
+/// going), and its DWARF unwinder takes a module's lowest mapping in the thread as the
+/// module's base, so a parent's mapping of the same library below the program's own
+/// would send it to the wrong `.eh_frame_hdr`.
+pub fn push_exec_fork(out: &mut Vec<u8>, stamp: &Stamp, pid: u32) {
+    let start = out.len();
+    let task = Task {
+        fork: true,
+        pid,
+        ppid: pid,
+        tid: pid,
+        ptid: pid,
+    };
+    push_task(out, stamp, &task);
+    put_u16(&mut out[start..], 4, PERF_RECORD_MISC_FORK_EXEC);
 }
 
 /// Where a process mapped a file, for [`push_mmap2`].

@@ -467,6 +467,17 @@ impl Encoder {
             ContextUpdate::Comm { tid, comm } => writer::push_comm(out, &s, tid, tid, comm, false),
             ContextUpdate::Exec { pid, comm } => {
                 if let Some(mapped) = &mut self.stacks {
+                    if mapped.unwound_by_perf() {
+                        // The program starts without the mappings of the one before
+                        // (writer::push_exec_fork says why perf needs it).
+                        let before = Stamp {
+                            pid,
+                            tid: pid,
+                            time: s.time.saturating_sub(1),
+                            ..s
+                        };
+                        writer::push_exec_fork(out, &before, pid);
+                    }
                     mapped.seen(pid);
                 }
                 writer::push_comm(out, &s, pid, pid, comm, true)

@@ -37,6 +37,12 @@ impl Mapped {
         }
     }
 
+    /// Whether the files' other segments are written (`--call-graph dwarf`): perf
+    /// unwinds the stack copies itself.
+    pub fn unwound_by_perf(&self) -> bool {
+        self.segments.is_some()
+    }
+
     /// Write the executable mapping `m` (`stamp`: its record's trailer), and with
     /// `--call-graph dwarf` its file's other segments.
     pub fn push(&mut self, out: &mut Vec<u8>, stamp: &Stamp, m: &Mmap2<'_>) {
