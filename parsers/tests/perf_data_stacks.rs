@@ -13,7 +13,9 @@ use uevrec_parsers::perf_data::writer::{
     UserCopy, UserStackSpec,
 };
 use uevrec_parsers::perf_data::{Item, PerfData, PerfDataError};
-use uevrec_parsers::perf_sample::{PERF_RECORD_MISC_KERNEL, PERF_RECORD_MMAP, Record, sample_type};
+use uevrec_parsers::perf_sample::{
+    PERF_RECORD_MISC_FORK_EXEC, PERF_RECORD_MISC_KERNEL, PERF_RECORD_MMAP, Record, sample_type,
+};
 use uevrec_parsers::to_lines::DecodeOptions;
 use uevrec_parsers::to_lines::perf_data::LineDecoder;
 use uevrec_parsers::user_stack::{StackCopy, UserRegs, UserStack, x86_64};
@@ -364,6 +366,8 @@ fn dwarf_file() -> (Vec<u8>, usize) {
         build_id: &BUILD_ID,
         path: b"/bin/prog",
     };
+    // The exec: the program starts without what it had mapped before.
+    writer::push_exec_fork(&mut file, &stamp(TRACKING.id, 3), 42);
     writer::push_mmap2(&mut file, &stamp(TRACKING.id, 5), &text);
     let eh_frame = Mmap2 {
         addr: 0x41_0000,
@@ -424,6 +428,7 @@ fn dwarf_registers_and_stack_copies_read_back() {
     );
     let mut copies = Vec::new();
     let mut exec_flags = Vec::new();
+    let mut exec_forks = Vec::new();
     for rec in records.map(Result::unwrap) {
         match data.record(&rec).unwrap() {
             Item::Sample { sample, .. } => {
@@ -441,8 +446,14 @@ fn dwarf_registers_and_stack_copies_read_back() {
             }
             Item::Other(_) => {
                 let layout = data.events()[1].layout.clone().unwrap();
-                if let Ok(r @ Record::Mmap { exec, .. }) = layout.parse(rec.bytes) {
-                    exec_flags.push((exec, r.context_update().is_some()));
+                match layout.parse(rec.bytes) {
+                    Ok(r @ Record::Mmap { exec, .. }) => {
+                        exec_flags.push((exec, r.context_update().is_some()));
+                    }
+                    Ok(Record::Task {
+                        fork, pid, ppid, ..
+                    }) => exec_forks.push((rec.header.misc, fork, pid, ppid)),
+                    _ => {}
                 }
             }
             _ => {}
@@ -459,6 +470,8 @@ fn dwarf_registers_and_stack_copies_read_back() {
     );
     // The code mapping tells the namer; the read-only segment beside it does not.
     assert_eq!(exec_flags, [(true, true), (false, false)]);
+    // A fork of the process from itself that perf clones no mappings for.
+    assert_eq!(exec_forks, [(PERF_RECORD_MISC_FORK_EXEC, true, 42, 42)]);
 }
 
 #[test]
