@@ -45,6 +45,28 @@ const KERNEL_MAP: KernelMap<'static> = KernelMap {
     symbol: "_text",
 };
 
+/// The program's mapping (process 42).
+const PROG: Mmap2<'static> = Mmap2 {
+    pid: 42,
+    tid: 42,
+    addr: 0x40_0000,
+    len: 0x1_0000,
+    pgoff: 0,
+    build_id: &BUILD_ID,
+    path: b"/bin/prog",
+};
+
+/// What a record of process 42 says besides its data.
+fn stamp(id: u64, time: u64) -> Stamp {
+    Stamp {
+        id,
+        pid: 42,
+        tid: 42,
+        time,
+        cpu: 0,
+    }
+}
+
 /// The chain of sample `seq`: two kernel frames, two user frames (the first holds `seq`).
 fn chain_words(seq: u64) -> Vec<u64> {
     vec![
@@ -72,22 +94,7 @@ fn file_with(n: u64, tracking: TrackingSpec) -> Vec<u8> {
     let seq_file = SeqFile::new(EVENT_ID, true);
     let meta = seq_file.meta("6.18", Some((10, 10 * n)), Some(tracking));
     let mut file = writer::placeholder_header().to_vec();
-    let stamp = |id, time| Stamp {
-        id,
-        pid: 42,
-        tid: 42,
-        time,
-        cpu: 0,
-    };
-    let mapping = Mmap2 {
-        pid: 42,
-        tid: 42,
-        addr: 0x40_0000,
-        len: 0x1_0000,
-        pgoff: 0,
-        build_id: &BUILD_ID,
-        path: b"/bin/prog",
-    };
+    let mapping = PROG;
     // The kernel map first, as `record -g --raw` writes it after the tracking attr.
     let kernel = Stamp {
         pid: u32::MAX,
@@ -350,22 +357,7 @@ fn dwarf_file() -> (Vec<u8>, usize) {
     seq_file.events[0].user_stack = Some(DWARF);
     let meta = seq_file.meta("6.18", Some((10, 30)), Some(TRACKING));
     let mut file = writer::placeholder_header().to_vec();
-    let stamp = |id, time| Stamp {
-        id,
-        pid: 42,
-        tid: 42,
-        time,
-        cpu: 0,
-    };
-    let text = Mmap2 {
-        pid: 42,
-        tid: 42,
-        addr: 0x40_0000,
-        len: 0x1_0000,
-        pgoff: 0,
-        build_id: &BUILD_ID,
-        path: b"/bin/prog",
-    };
+    let text = PROG;
     // The exec: the program starts without what it had mapped before.
     writer::push_exec_fork(&mut file, &stamp(TRACKING.id, 3), 42);
     writer::push_mmap2(&mut file, &stamp(TRACKING.id, 5), &text);

@@ -93,6 +93,21 @@ fn record_raw(dir: &Path, exe: &Path, magic: u64, stack_args: &[&str]) -> (PathB
     (raw, of(&complete_lines(&live), magic))
 }
 
+/// `mine` (the program's decoded lines) in time order, and beside each the frames
+/// `perf script` prints for the same sample of `raw` (it shows every one).
+fn perf_beside(raw: &Path, mine: &[Value]) -> (Vec<Value>, Vec<Vec<String>>) {
+    let pid = mine[0]["pid"].as_u64().unwrap() as u32;
+    let perf: Vec<Vec<String>> = perf_stacks(raw)
+        .into_iter()
+        .filter(|(p, _)| *p == pid)
+        .map(|(_, frames)| frames)
+        .collect();
+    assert_eq!(perf.len() as u64, N, "perf script shows every sample");
+    let mut in_time = mine.to_vec();
+    in_time.sort_by_key(|l| l["time"].as_str().map(str::to_string));
+    (in_time, perf)
+}
+
 /// `lines` ordered by SEQ.
 fn by_seq(lines: &[Value]) -> Vec<Value> {
     let mut v = lines.to_vec();
@@ -211,15 +226,7 @@ fn raw_stacks_decode_as_the_live_lines_and_perf_names_them() {
     if let Some(why) = crate::common::perf_skip_reason() {
         require!(Tier::Host, Err::<(), _>(why));
     }
-    let pid = mine[0]["pid"].as_u64().unwrap() as u32;
-    let perf: Vec<Vec<String>> = perf_stacks(&raw)
-        .into_iter()
-        .filter(|(p, _)| *p == pid)
-        .map(|(_, frames)| frames)
-        .collect();
-    assert_eq!(perf.len() as u64, N, "perf script shows every sample");
-    let mut in_time = mine.clone();
-    in_time.sort_by_key(|l| l["time"].as_str().map(str::to_string));
+    let (in_time, perf) = perf_beside(&raw, &mine);
     // The kernel map names the kernel frames from /proc/kallsyms, as perf's own files.
     let kernel_named = kallsyms_readable();
     for (line, perf_frames) in in_time.iter().zip(&perf) {
@@ -304,15 +311,7 @@ fn dwarf_raw_stacks_unwind_in_perf_and_decode_as_the_live_lines() {
     if let Some(why) = crate::common::perf_skip_reason() {
         require!(Tier::Host, Err::<(), _>(why));
     }
-    let pid = mine[0]["pid"].as_u64().unwrap() as u32;
-    let perf: Vec<Vec<String>> = perf_stacks(&raw)
-        .into_iter()
-        .filter(|(p, _)| *p == pid)
-        .map(|(_, frames)| frames)
-        .collect();
-    assert_eq!(perf.len() as u64, N, "perf script shows every sample");
-    let mut in_time = mine.clone();
-    in_time.sort_by_key(|l| l["time"].as_str().map(str::to_string));
+    let (in_time, perf) = perf_beside(&raw, &mine);
     for (line, perf_frames) in in_time.iter().zip(&perf) {
         assert!(
             holds_in_a_row(perf_frames, &chain),
