@@ -40,6 +40,8 @@ pub const PERF_RECORD_CGROUP: u32 = 19;
 pub const PERF_RECORD_MMAP: u32 = 1;
 /// `PERF_RECORD_MISC_KERNEL`: the record is of the kernel (its map, its samples).
 pub const PERF_RECORD_MISC_KERNEL: u16 = 1;
+/// `PERF_RECORD_MISC_USER`: a sample's IP is in user space.
+pub const PERF_RECORD_MISC_USER: u16 = 2;
 /// `PERF_RECORD_MMAP2`: a process mapped a file (executable mappings unless `mmap_data`).
 pub const PERF_RECORD_MMAP2: u32 = 10;
 /// `PROT_EXEC` in an MMAP2 record's `prot`: the mapping holds code.

@@ -147,8 +147,10 @@ fn attrs_samples_and_mappings_read_back() {
                 let chain = sample.callchain.expect("a callchain");
                 let seq = u64::from_ne_bytes(sample.raw.unwrap()[8..16].try_into().unwrap());
                 assert_eq!(chain.entries().collect::<Vec<_>>(), chain_words(seq));
-                // The IP is the innermost address (past the kernel marker).
+                // The IP is the innermost address (past the kernel marker), in the
+                // kernel as the header says.
                 assert_eq!(sample.ip, Some(0xffff_ffff_8100_0000));
+                assert_eq!(rec.header.misc, PERF_RECORD_MISC_KERNEL);
                 assert_eq!((sample.pid, sample.time), (Some(42), Some(10 * seq)));
                 samples.push(seq);
             }

@@ -32,12 +32,12 @@ use super::attr::{PERF_TYPE_TRACEPOINT, flag};
 use super::header::{FILE_HEADER_SIZE, MAGIC, Section, feature};
 use super::records::kind;
 use super::tracing_data::TRACING_MAGIC;
-use crate::callchain::{Callchain, PERF_CONTEXT_MAX};
+use crate::callchain::{Callchain, PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER};
 use crate::perf_sample::{
     PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
     PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_FORK_EXEC, PERF_RECORD_MISC_KERNEL,
-    PERF_RECORD_MISC_MMAP_BUILD_ID, PERF_RECORD_MMAP, PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE,
-    sample_type,
+    PERF_RECORD_MISC_MMAP_BUILD_ID, PERF_RECORD_MISC_USER, PERF_RECORD_MMAP, PERF_RECORD_MMAP2,
+    PERF_RECORD_SAMPLE, sample_type,
 };
 use crate::user_stack::{REGS_ABI_NONE, UserStack};
 
@@ -168,6 +168,22 @@ pub fn push_stacked_sample(
     push_sample_parts(out, stamp, Some((chain, user)), raw, cgroup)
 }
 
+/// The chain's innermost address and the `misc` of a sample whose IP it is: kernel or
+/// user as the marker before it says (perf's report names the IP in that space); 0 and
+/// no mode for an empty chain.
+fn innermost(chain: Callchain<'_>) -> (u64, u16) {
+    let mut mode = 0;
+    for e in chain.entries() {
+        match e {
+            PERF_CONTEXT_KERNEL => mode = PERF_RECORD_MISC_KERNEL,
+            PERF_CONTEXT_USER => mode = PERF_RECORD_MISC_USER,
+            e if e >= PERF_CONTEXT_MAX => mode = 0,
+            ip => return (ip, mode),
+        }
+    }
+    (0, 0)
+}
+
 /// The user registers and stack copy of a sample ([`push_stacked_sample`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UserCopy<'a> {
@@ -248,8 +264,9 @@ fn push_sample_parts(
         None => out.extend_from_slice(&head),
         Some(chain) => {
             // header, identifier | IP | pid/tid, time, cpu | nr, ips | raw size.
+            let (ip, misc) = innermost(chain);
+            put_u16(&mut head, 4, misc);
             out.extend_from_slice(&head[..16]);
-            let ip = chain.entries().find(|&e| e < PERF_CONTEXT_MAX).unwrap_or(0);
             out.extend_from_slice(&ip.to_ne_bytes());
             out.extend_from_slice(&head[16..40]);
             out.extend_from_slice(&(chain.len() as u64).to_ne_bytes());
