@@ -11,6 +11,7 @@ use crate::json_line::own_lines::SessionInfo;
 use crate::json_line::{LineOptions, LineWriter, PreparedFormat, RecordStamp, RecordWriter};
 use crate::otlp::{OtlpEncoding, OtlpWriter};
 use crate::text::TextWriter;
+use crate::user_stack::UserStack;
 
 /// What the lines are (`--format`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -210,7 +211,8 @@ pub trait RecordSink {
     /// record with schema lines on, so its `{"uevrec":"schema"}` line comes first
     /// ([`SchemaOnce`](crate::SchemaOnce)); `stack`: its call stack, when the sample
     /// carries one and [`DecodeOptions::stacks`](crate::to_lines::DecodeOptions::stacks)
-    /// asks for it.
+    /// asks for it, with `user_stack` its user registers and stack copy when it carries
+    /// them (`--call-graph dwarf`).
     // The record's parts as the decoder has them at hand: a struct would be filled per
     // record for one call.
     #[allow(clippy::too_many_arguments)]
@@ -223,6 +225,7 @@ pub trait RecordSink {
         cgroup: Option<u64>,
         raw: &[u8],
         stack: Option<Callchain<'_>>,
+        user_stack: Option<UserStack<'_>>,
     ) -> bool;
 
     /// The kernel dropped `lost` records on `cpu` ([`RecordWriter::write_lost`]).
@@ -288,8 +291,16 @@ pub trait StackNamer {
     /// and programs are passed over).
     fn context(&mut self, time_unix_ns: Option<u64>, update: &ContextUpdate<'_>);
 
-    /// Append `,"stack":[…]` of the record of `stamp` to `out`.
-    fn write(&mut self, out: &mut Vec<u8>, stamp: &RecordStamp, stack: Callchain<'_>);
+    /// Append `,"stack":[…]` of the record of `stamp` to `out`: the frames of `stack`,
+    /// and with `user` (`--call-graph dwarf`'s registers and stack copy) the user frames
+    /// unwound from it.
+    fn write(
+        &mut self,
+        out: &mut Vec<u8>,
+        stamp: &RecordStamp,
+        stack: Callchain<'_>,
+        user: Option<UserStack<'_>>,
+    );
 }
 
 /// Put the `"stack"` key into the JSON line that ends `out` (`…}\n`): the line then ends
@@ -299,12 +310,13 @@ pub fn add_stack(
     namer: &mut dyn StackNamer,
     stamp: &RecordStamp,
     stack: Callchain<'_>,
+    user: Option<UserStack<'_>>,
 ) {
     if !out.ends_with(b"}\n") {
         return;
     }
     out.truncate(out.len().saturating_sub(2));
-    namer.write(out, stamp, stack);
+    namer.write(out, stamp, stack, user);
     out.extend_from_slice(b"}\n");
 }
 

@@ -19,7 +19,7 @@
 use crate::bytes::{Cursor, Endian, Short};
 use crate::callchain::Callchain;
 use crate::context::ContextUpdate;
-use crate::user_stack::{StackCopy, UserRegs, regs_len};
+use crate::user_stack::{StackCopy, UserRegs, UserStack, regs_len};
 
 /// `PERF_RECORD_LOST`: the kernel dropped records because the ring was full.
 pub const PERF_RECORD_LOST: u32 = 2;
@@ -35,10 +35,22 @@ pub const PERF_RECORD_EXIT: u32 = 4;
 pub const PERF_RECORD_FORK: u32 = 7;
 /// `PERF_RECORD_CGROUP`: a cgroup was created (id and path).
 pub const PERF_RECORD_CGROUP: u32 = 19;
+/// `PERF_RECORD_MMAP`: a mapping without device, inode or protection (perf writes the
+/// kernel's text as one, `[kernel.kallsyms]_text`; the readers keep it as an other record).
+pub const PERF_RECORD_MMAP: u32 = 1;
+/// `PERF_RECORD_MISC_KERNEL`: the record is of the kernel (its map, its samples).
+pub const PERF_RECORD_MISC_KERNEL: u16 = 1;
+/// `PERF_RECORD_MISC_USER`: a sample's IP is in user space.
+pub const PERF_RECORD_MISC_USER: u16 = 2;
 /// `PERF_RECORD_MMAP2`: a process mapped a file (executable mappings unless `mmap_data`).
 pub const PERF_RECORD_MMAP2: u32 = 10;
+/// `PROT_EXEC` in an MMAP2 record's `prot`: the mapping holds code.
+const PROT_EXEC: u32 = 0x4;
 /// `PERF_RECORD_MISC_MMAP_BUILD_ID`: an MMAP2 record carries a build id, not the inode.
 pub const PERF_RECORD_MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+/// `PERF_RECORD_MISC_FORK_EXEC` (perf's own use of the bit on FORK records): the thread
+/// starts anew, without a copy of its parent's mappings.
+pub const PERF_RECORD_MISC_FORK_EXEC: u16 = 1 << 13;
 /// `PERF_RECORD_MISC_COMM_EXEC`: the COMM record comes from an exec.
 pub const PERF_RECORD_MISC_COMM_EXEC: u16 = 1 << 13;
 
@@ -315,6 +327,8 @@ pub struct LineFields<'a> {
     pub cgroup: Option<u64>,
     /// The call stack (`PERF_SAMPLE_CALLCHAIN`).
     pub callchain: Option<Callchain<'a>>,
+    /// The user registers and stack copy (`PERF_SAMPLE_REGS_USER | STACK_USER`, both).
+    pub user_stack: Option<UserStack<'a>>,
 }
 
 /// The `sample_id` trailer of non-sample records (`sample_id_all`).
@@ -397,6 +411,9 @@ pub enum Record<'a> {
         pgoff: u64,
         /// The build id (`PERF_RECORD_MISC_MMAP_BUILD_ID`; empty without it).
         build_id: &'a [u8],
+        /// It maps code (`PROT_EXEC`): a mapping without it (an attr with `mmap_data`,
+        /// perf's for `--call-graph dwarf`) holds no frames.
+        exec: bool,
         /// The file, up to its NUL.
         filename: &'a [u8],
         /// The trailer (default when `sample_id_all` is off).
@@ -416,9 +433,9 @@ pub enum Record<'a> {
 }
 
 impl<'a> Record<'a> {
-    /// A COMM, FORK, EXIT or CGROUP record as the change of who is who it tells, with
-    /// its time (the event's clock; `None` without `sample_id_all`'s time); `None` for
-    /// every other record. The one place a perf record becomes a [`ContextUpdate`]: the
+    /// A COMM, FORK, EXIT or CGROUP record, or an MMAP2 record of code, as the change
+    /// of who is who it tells, with its time (the event's clock; `None` without
+    /// `sample_id_all`'s time); `None` for every other record. The one place a perf record becomes a [`ContextUpdate`]: the
     /// live recorder's trackers and `uevrec decode` both use it.
     pub fn context_update(&self) -> Option<(Option<u64>, ContextUpdate<'a>)> {
         match *self {
@@ -444,6 +461,7 @@ impl<'a> Record<'a> {
                 build_id,
                 filename,
                 sample_id,
+                exec: true,
                 ..
             } => Some((
                 sample_id.time,
@@ -538,6 +556,7 @@ impl SampleOffsets {
         raw: &'a [u8],
         cgroup: Option<u64>,
         callchain: Option<Callchain<'a>>,
+        user_stack: Option<UserStack<'a>>,
     ) -> LineFields<'a> {
         let (pid, tid) = match self.tid {
             0 => (None, None),
@@ -551,6 +570,7 @@ impl SampleOffsets {
             raw,
             cgroup,
             callchain,
+            user_stack,
         }
     }
 
@@ -772,7 +792,7 @@ impl SampleFormat {
                 let pgoff = r.u64("mmap2 pgoff")?;
                 // maj, min, ino, ino_generation; or the build id's size, 3 bytes and 20.
                 let ids = r.take("mmap2 file id", 24)?;
-                r.u32("mmap2 prot")?;
+                let prot = r.u32("mmap2 prot")?;
                 r.u32("mmap2 flags")?;
                 let build_id = if header.misc & PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
                     let size = usize::from(ids[0]).min(20);
@@ -789,6 +809,7 @@ impl SampleFormat {
                     len,
                     pgoff,
                     build_id,
+                    exec: prot & PROT_EXEC != 0,
                     filename,
                     sample_id,
                 })
@@ -967,10 +988,14 @@ impl SampleFormat {
             fixed,
             callchain,
             raw,
+            user_regs,
+            user_stack,
             cgroup,
-            ..
         } = self.fixed_parts_in::<BIG>(record)?;
         let raw = raw.unwrap_or_default();
+        let user = user_regs
+            .zip(user_stack)
+            .map(|(regs, stack)| UserStack { regs, stack });
         // The fixed part within the record's first WINDOW bytes (the usual layouts): the
         // fields read from that array at places the compiler sees inside it, without a
         // bounds check each (BENCHMARKS.md, "Instruction counts moved out of the code").
@@ -979,11 +1004,17 @@ impl SampleFormat {
         {
             let read4 = |at| window_u32::<BIG>(w, at);
             let read8 = |at| window_u64::<BIG>(w, at);
-            return Some(self.at.line_fields(read4, read8, raw, cgroup, callchain));
+            return Some(
+                self.at
+                    .line_fields(read4, read8, raw, cgroup, callchain, user),
+            );
         }
         let read4 = |at| u32_in::<BIG>(fixed, at);
         let read8 = |at| u64_in::<BIG>(fixed, at);
-        Some(self.at.line_fields(read4, read8, raw, cgroup, callchain))
+        Some(
+            self.at
+                .line_fields(read4, read8, raw, cgroup, callchain, user),
+        )
     }
 
     /// The u64 at `at` of `bytes` in the layout's byte order (`None` for place 0).

@@ -74,6 +74,11 @@ impl<'a> UserRegs<'a> {
         self.words
     }
 
+    /// The byte order of the words.
+    pub fn endian(&self) -> Endian {
+        self.endian
+    }
+
     /// Register `reg` (a `PERF_REG_*` number), when the mask has it and the sample has
     /// registers.
     pub fn get(&self, reg: u32) -> Option<u64> {

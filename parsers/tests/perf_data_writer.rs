@@ -158,6 +158,7 @@ fn build_indexed(entries: &[Entry], context: bool, index: Option<u64>) -> (Vec<u
             id: 100 + i as u64,
             clockid: 0,
             callchain: false,
+            user_stack: None,
         })
         .collect();
     let prepared: Vec<PreparedFormat> = formats

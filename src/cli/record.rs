@@ -59,16 +59,15 @@ fn record_run(args: RecordArgs) -> i32 {
     if let Some(why) = super::stacks::unsupported_output(
         &args.rec.session.stacks,
         args.rec.format == Some(Format::Text),
-        // A perf.data carries frame-pointer stacks with its process records (not without
-        // context, and not dwarf's stack copies); a trace.dat its pages' stack records.
+        // A perf.data carries stacks with its process records (not without context); a
+        // trace.dat its pages' stack records (frame pointers: no dwarf stack copies).
         args.raw.is_some()
-            && ((args.raw_format != RawFormat::TraceDat && args.rec.no_context)
-                || args
-                    .rec
-                    .session
-                    .stacks
-                    .request()
-                    .is_some_and(|r| r.dwarf.is_some())),
+            && if args.raw_format == RawFormat::TraceDat {
+                let request = args.rec.session.stacks.request();
+                request.is_some_and(|r| r.dwarf.is_some())
+            } else {
+                args.rec.no_context
+            },
     ) {
         messages::error(&why);
         return EXIT_ERROR;
@@ -360,7 +359,7 @@ fn raw_output(
     let cmdline = std::env::args().collect();
     Ok(Raw::PerfData(
         RawOutput::new(file, host, cmdline, notices, config.session.context)
-            .with_stacks(config.session.stacks.is_some()),
+            .with_stacks(config.session.stacks),
     ))
 }
 
@@ -637,6 +636,9 @@ fn report_raw(raw: Option<&Result<RawSummary, RawError>>, quiet: bool) -> i32 {
                     s.events,
                     s.lost_records
                 ));
+            }
+            if let (false, Some(why)) = (quiet, &s.kernel_map_missing) {
+                messages::print(format_args!("uevrec: notice: {why}\n"));
             }
             if s.unwritten.is_empty() {
                 EXIT_OK

@@ -145,13 +145,13 @@ pub fn unsupported_output(stacks: &StackArgs, format_text: bool, raw: bool) -> O
         "text lines (--format text; tail on a terminal writes JSON lines when -g asks for stacks)"
     } else if raw {
         "a --raw perf.data without its process records (--no-context: the MMAP2 records \
-         that name the frames go with them), or a --raw file with --call-graph dwarf (the \
-         stack copies are not written)"
+         that name the frames go with them), or a trace.dat with --call-graph dwarf (its \
+         stack records are the kernel's frame-pointer walks)"
     } else {
         return None;
     };
     Some(format!(
-        "call stacks (-g, --call-graph) are written on JSON lines, OTLP and --raw perf.data files so far, not to {what} (docs/stacks.md, \"Not yet\"): drop -g, or record JSON lines, OTLP or a perf.data with context and frame-pointer stacks"
+        "call stacks (-g, --call-graph) are written on JSON lines, OTLP and --raw perf.data files so far, not to {what} (docs/stacks.md, \"Not yet\"): drop -g, or record JSON lines, OTLP or a perf.data with context"
     ))
 }
 

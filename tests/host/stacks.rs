@@ -178,7 +178,8 @@ fn no_symbolize_gives_module_and_file_offset() {
 }
 
 /// `--call-graph dwarf` where stacks cannot go is refused with the reason, as `fp` is; a
-/// size perf would refuse is refused too.
+/// size perf would refuse is refused too. (A `--raw` perf.data takes its stack copies:
+/// stacks_raw.rs.)
 #[test]
 fn dwarf_is_refused_where_stacks_cannot_go() {
     for (args, says) in [
@@ -197,9 +198,11 @@ fn dwarf_is_refused_where_stacks_cannot_go() {
                 "--call-graph",
                 "dwarf",
                 "--raw",
-                "/nonexistent/never-written.data",
+                "/nonexistent/never-written.dat",
+                "--raw-format",
+                "trace-dat",
             ][..],
-            "the stack copies are not written",
+            "a trace.dat with --call-graph dwarf",
         ),
     ] {
         let out = Command::new(bin())

@@ -5,18 +5,22 @@
 //!   the program with the same stack as the live line (the names from the file's own
 //!   MMAP2 records: the program has exited by then), with `--threads 2` the same bytes,
 //!   with `--no-symbolize` the module, file offset and build id; `perf script` names the
-//!   same user functions in every sample; after the program is rebuilt at its path, its
+//!   same functions in every sample, kernel ones too (the file's kernel map); after the program is rebuilt at its path, its
 //!   frames say `build_id_mismatch` instead of the new file's names;
+//! - `record --call-graph dwarf --raw` of the program built without frame pointers:
+//!   `perf script` unwinds the file's stack copies itself (`inner` included) and names
+//!   the frames `uevrec decode` names, whose lines are the live ones;
 //! - a `perf record -g` file of the same program: `uevrec decode` names middle, outer and
 //!   main with their lines.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 
-use super::stacks::{NR_SETPGID, Recorder, build_chain, call_line};
-use crate::common::stack_frames::user_symbols;
+use super::stacks::{NR_SETPGID, Recorder, build_chain, call_line, kallsyms_readable};
+use crate::common::chain::build_chain_with;
+use crate::common::stack_frames::{holds_in_a_row, user_symbols};
 use crate::common::tier::Tier;
 use crate::common::{PATIENCE, bin, complete_lines, wait_for};
 
@@ -53,6 +57,64 @@ fn of(lines: &[Value], magic: u64) -> Vec<Value> {
         .collect()
 }
 
+/// `uevrec record STACK_ARGS --raw DIR/rec.data -o DIR/live.jsonl` of the setpgid calls
+/// while `exe MAGIC N` runs: the perf.data and the program's live lines.
+fn record_raw(dir: &Path, exe: &Path, magic: u64, stack_args: &[&str]) -> (PathBuf, Vec<Value>) {
+    let (raw, live) = (dir.join("rec.data"), dir.join("live.jsonl"));
+    let mut rec = Recorder(
+        Command::new(bin())
+            .args(["record", "--quiet"])
+            .args(stack_args)
+            .args(["-e", "raw_syscalls:sys_enter", "--filter"])
+            .arg(format!("id == {NR_SETPGID}"))
+            .arg("--raw")
+            .arg(&raw)
+            .arg("-o")
+            .arg(&live)
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("uevrec's attached notice", PATIENCE, || {
+        complete_lines(&live)
+            .iter()
+            .any(|v| v["what"] == "attached")
+    });
+    let program = Command::new(exe)
+        .args([magic.to_string(), N.to_string()])
+        .output()
+        .unwrap();
+    assert!(program.status.success());
+    wait_for("every record of the program", PATIENCE, || {
+        of(&complete_lines(&live), magic).len() as u64 >= N
+    });
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(rec.0.id() as i32, libc::SIGINT) };
+    assert!(crate::common::wait_exit(&mut rec.0, PATIENCE).is_ok_and(|s| s.success()));
+    (raw, of(&complete_lines(&live), magic))
+}
+
+/// `mine` (the program's decoded lines) in time order, and beside each the frames
+/// `perf script` prints for the same sample of `raw` (it shows every one).
+fn perf_beside(raw: &Path, mine: &[Value]) -> (Vec<Value>, Vec<Vec<String>>) {
+    let pid = mine[0]["pid"].as_u64().unwrap() as u32;
+    let perf: Vec<Vec<String>> = perf_stacks(raw)
+        .into_iter()
+        .filter(|(p, _)| *p == pid)
+        .map(|(_, frames)| frames)
+        .collect();
+    assert_eq!(perf.len() as u64, N, "perf script shows every sample");
+    let mut in_time = mine.to_vec();
+    in_time.sort_by_key(|l| l["time"].as_str().map(str::to_string));
+    (in_time, perf)
+}
+
+/// `lines` ordered by SEQ.
+fn by_seq(lines: &[Value]) -> Vec<Value> {
+    let mut v = lines.to_vec();
+    v.sort_by_key(|l| l["fields"]["args"][1].as_u64());
+    v
+}
+
 /// Every record of `records` (SEQ 0..N once each) names middle, outer and main in that
 /// order, in `exe` at their call lines of `source`.
 fn assert_chain_named(records: &[Value], exe: &Path, source: &Path) {
@@ -78,6 +140,17 @@ fn assert_chain_named(records: &[Value], exe: &Path, source: &Path) {
             assert_eq!(f["line"], call_line(name), "{name}'s call line: {f}");
         }
     }
+}
+
+/// Every frame's symbol of a record, kernel frames first, innermost first (`[unknown]`,
+/// perf's word, for a frame without one).
+fn all_symbols(r: &Value) -> Vec<String> {
+    r["stack"]
+        .as_array()
+        .expect("a stack on every record")
+        .iter()
+        .map(|f| f["symbol"].as_str().unwrap_or("[unknown]").to_string())
+        .collect()
 }
 
 /// `perf script -F comm,pid,ip,sym -i FILE`: each sample's pid and its frames' symbols,
@@ -121,46 +194,12 @@ fn raw_stacks_decode_as_the_live_lines_and_perf_names_them() {
     let dir = tempfile::tempdir().unwrap();
     let exe = require!(Tier::Host, build_chain(dir.path()));
     let source = dir.path().join("chain.c");
-    let (raw, live) = (dir.path().join("rec.data"), dir.path().join("live.jsonl"));
-    let mut rec = Recorder(
-        Command::new(bin())
-            .args(["record", "--quiet", "-g", "-e", "raw_syscalls:sys_enter"])
-            .arg("--filter")
-            .arg(format!("id == {NR_SETPGID}"))
-            .arg("--raw")
-            .arg(&raw)
-            .arg("-o")
-            .arg(&live)
-            .spawn()
-            .unwrap(),
-    );
-    wait_for("uevrec's attached notice", PATIENCE, || {
-        complete_lines(&live)
-            .iter()
-            .any(|v| v["what"] == "attached")
-    });
-    let program = Command::new(&exe)
-        .args([magic.to_string(), N.to_string()])
-        .output()
-        .unwrap();
-    assert!(program.status.success());
-    wait_for("every record of the program", PATIENCE, || {
-        of(&complete_lines(&live), magic).len() as u64 >= N
-    });
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(rec.0.id() as i32, libc::SIGINT) };
-    assert!(crate::common::wait_exit(&mut rec.0, PATIENCE).is_ok_and(|s| s.success()));
+    let (raw, live_lines) = record_raw(dir.path(), &exe, magic, &["-g"]);
 
     // decode: the live lines' stacks, named from the file after the program exited.
-    let live_lines = of(&complete_lines(&live), magic);
     let decoded = decode(&raw, &[]);
     let mine = of(&decoded, magic);
     assert_chain_named(&mine, &exe, &source);
-    let by_seq = |lines: &[Value]| {
-        let mut v = lines.to_vec();
-        v.sort_by_key(|l| l["fields"]["args"][1].as_u64());
-        v
-    };
     assert_eq!(
         by_seq(&mine),
         by_seq(&live_lines),
@@ -187,25 +226,30 @@ fn raw_stacks_decode_as_the_live_lines_and_perf_names_them() {
     if let Some(why) = crate::common::perf_skip_reason() {
         require!(Tier::Host, Err::<(), _>(why));
     }
-    let pid = mine[0]["pid"].as_u64().unwrap() as u32;
-    let perf: Vec<Vec<String>> = perf_stacks(&raw)
-        .into_iter()
-        .filter(|(p, _)| *p == pid)
-        .map(|(_, frames)| frames)
-        .collect();
-    assert_eq!(perf.len() as u64, N, "perf script shows every sample");
-    let mut in_time = mine.clone();
-    in_time.sort_by_key(|l| l["time"].as_str().map(str::to_string));
+    let (in_time, perf) = perf_beside(&raw, &mine);
+    // The kernel map names the kernel frames from /proc/kallsyms, as perf's own files.
+    let kernel_named = kallsyms_readable();
     for (line, perf_frames) in in_time.iter().zip(&perf) {
-        let ours = user_symbols(line);
-        // perf names no kernel frames here (the file has no kernel map): compare the
-        // user part, the last frames of perf's.
-        let tail = &perf_frames[perf_frames.len().saturating_sub(ours.len())..];
-        assert_eq!(
-            tail,
-            &ours[..],
-            "perf script's frames {perf_frames:?}: {line}"
-        );
+        if kernel_named {
+            assert_eq!(
+                perf_frames,
+                &all_symbols(line),
+                "perf script names every frame as decode does"
+            );
+            assert!(
+                perf_frames.iter().any(|f| f == "do_syscall_64"),
+                "the syscall entry named: {perf_frames:?}"
+            );
+        } else {
+            // No kernel map (kallsyms hides addresses): the user part, perf's last frames.
+            let ours = user_symbols(line);
+            let tail = &perf_frames[perf_frames.len().saturating_sub(ours.len())..];
+            assert_eq!(
+                tail,
+                &ours[..],
+                "perf script's frames {perf_frames:?}: {line}"
+            );
+        }
     }
 
     // The program rebuilt at its path: not named with the new file's names.
@@ -231,6 +275,51 @@ fn raw_stacks_decode_as_the_live_lines_and_perf_names_them() {
                 .all(|f| f["unsymbolized"] == "build_id_mismatch" && f["symbol"].is_null()),
             "{r}"
         );
+    }
+}
+
+/// `--call-graph dwarf` of the chain built without frame pointers: perf unwinds the
+/// file's stack copies itself (the read-only segments beside each mapping give it the
+/// `.eh_frame_hdr`), `inner` included, and names the same frames as `uevrec decode`,
+/// whose lines are the live ones.
+#[test]
+fn dwarf_raw_stacks_unwind_in_perf_and_decode_as_the_live_lines() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let magic: u64 = 424_242_140;
+    let dir = tempfile::tempdir().unwrap();
+    let nofp = build_chain_with(dir.path(), "chain_nofp", &["-fomit-frame-pointer"]);
+    let exe = require!(Tier::Host, nofp);
+    let dwarf = ["--call-graph", "dwarf", "-m", "4M"];
+    let (raw, live_lines) = record_raw(dir.path(), &exe, magic, &dwarf);
+    let chain = ["syscall", "inner", "middle", "outer", "main"];
+    assert_eq!(live_lines.len() as u64, N);
+    for r in &live_lines {
+        let names = user_symbols(r);
+        assert!(holds_in_a_row(&names, &chain), "{names:?}: {r}");
+    }
+    let decoded = decode(&raw, &[]);
+    let mine = of(&decoded, magic);
+    assert_eq!(
+        by_seq(&mine),
+        by_seq(&live_lines),
+        "decode = the live lines"
+    );
+    assert_eq!(decode(&raw, &["--threads", "2"]), decoded);
+
+    if let Some(why) = crate::common::perf_skip_reason() {
+        require!(Tier::Host, Err::<(), _>(why));
+    }
+    let (in_time, perf) = perf_beside(&raw, &mine);
+    for (line, perf_frames) in in_time.iter().zip(&perf) {
+        assert!(
+            holds_in_a_row(perf_frames, &chain),
+            "perf unwinds the chain: {perf_frames:?}"
+        );
+        if kallsyms_readable() {
+            assert_eq!(perf_frames, &all_symbols(line), "the frames decode names");
+        }
     }
 }
 

@@ -25,18 +25,21 @@
 //! and CGROUP records in their trailers. With call stacks ([`EventSpec::callchain`]) the
 //! samples carry `IP` and `CALLCHAIN` too ([`push_stacked_sample`]), and the tracking
 //! attr (`mmap`, `mmap2`, `build_id`) names the `PERF_RECORD_MMAP2` records
-//! ([`push_mmap2`]) that tell which file each address lies in.
+//! ([`push_mmap2`]) that tell which file each address lies in, and the kernel map
+//! ([`push_kernel_mmap`]) that tells perf to name kernel addresses from kallsyms.
 
 use super::attr::{PERF_TYPE_TRACEPOINT, flag};
 use super::header::{FILE_HEADER_SIZE, MAGIC, Section, feature};
 use super::records::kind;
 use super::tracing_data::TRACING_MAGIC;
-use crate::callchain::{Callchain, PERF_CONTEXT_MAX};
+use crate::callchain::{Callchain, PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER};
 use crate::perf_sample::{
     PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
-    PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_MMAP_BUILD_ID, PERF_RECORD_MMAP2,
+    PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_FORK_EXEC, PERF_RECORD_MISC_KERNEL,
+    PERF_RECORD_MISC_MMAP_BUILD_ID, PERF_RECORD_MISC_USER, PERF_RECORD_MMAP, PERF_RECORD_MMAP2,
     PERF_RECORD_SAMPLE, sample_type,
 };
+use crate::user_stack::{REGS_ABI_NONE, UserStack};
 
 /// Bytes of each `perf_event_attr` written (`PERF_ATTR_SIZE_VER7`, what perf 5.13–6.2
 /// writes; newer perfs read it, older ones read the first 120 bytes they know).
@@ -64,6 +67,10 @@ pub const fn sample_type(cgroup: bool) -> u64 {
 /// ([`EventSpec::callchain`]): `IP` (perf script prints its `ip` and `sym` fields from
 /// it) and `CALLCHAIN`.
 pub const STACK_SAMPLE_TYPE: u64 = sample_type::IP | sample_type::CALLCHAIN;
+
+/// The `sample_type` bits the samples of an event with user stack copies add
+/// ([`EventSpec::user_stack`]): `REGS_USER` and `STACK_USER`, after the raw data.
+pub const USER_STACK_SAMPLE_TYPE: u64 = sample_type::REGS_USER | sample_type::STACK_USER;
 
 /// The `sample_type` of the tracking attr: what its records' `sample_id` trailers hold.
 const TRACKING_SAMPLE_TYPE: u64 =
@@ -148,25 +155,82 @@ pub fn push_sample(
 /// identifier the `IP` (the chain's innermost address, 0 for an empty chain: a
 /// tracepoint's own IP is where the kernel fired it, which the chain starts with), and
 /// before the raw data the chain (`u64 nr`, then its entries, markers included), in the
-/// writer's byte order.
+/// writer's byte order; after the raw data the user registers and stack copy of an event
+/// with [`EventSpec::user_stack`] ([`UserCopy`]).
 pub fn push_stacked_sample(
     out: &mut Vec<u8>,
     stamp: &Stamp,
     chain: Callchain<'_>,
+    user: UserCopy<'_>,
     raw: &[u8],
     cgroup: Option<u64>,
 ) -> Result<(), TooLarge> {
-    push_sample_parts(out, stamp, Some(chain), raw, cgroup)
+    push_sample_parts(out, stamp, Some((chain, user)), raw, cgroup)
+}
+
+/// The chain's innermost address and the `misc` of a sample whose IP it is: kernel or
+/// user as the marker before it says (perf's report names the IP in that space); 0 and
+/// no mode for an empty chain.
+fn innermost(chain: Callchain<'_>) -> (u64, u16) {
+    let mut mode = 0;
+    for e in chain.entries() {
+        match e {
+            PERF_CONTEXT_KERNEL => mode = PERF_RECORD_MISC_KERNEL,
+            PERF_CONTEXT_USER => mode = PERF_RECORD_MISC_USER,
+            e if e >= PERF_CONTEXT_MAX => mode = 0,
+            ip => return (ip, mode),
+        }
+    }
+    (0, 0)
+}
+
+/// The user registers and stack copy of a sample ([`push_stacked_sample`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserCopy<'a> {
+    /// Its event asks for none ([`EventSpec::user_stack`] is `None`: frame pointers).
+    NotAsked,
+    /// Its event asks for them, and the kernel gave these: `None` when it gave none (no
+    /// user context: ABI 0 and size 0 are written, as the kernel writes them).
+    Taken(Option<UserStack<'a>>),
+}
+
+/// The largest record: its size is a u16, a multiple of 8.
+const MAX_RECORD: usize = u16::MAX as usize & !7;
+
+/// What [`UserCopy`] adds to a sample with `room` bytes left in its record: the bytes of
+/// the registers (ABI word included), the stack copy's size and how many of its bytes
+/// hold the copy (at most the size). A copy that does not fit is cut to fit, as the
+/// kernel cuts it (`perf_sample_ustack_size`): the unwinding stops earlier, nothing else.
+fn user_copy_sizes(user: &UserCopy<'_>, room: usize) -> (usize, usize, usize) {
+    let UserCopy::Taken(Some(u)) = user else {
+        // ABI word and size word, or nothing.
+        return match user {
+            UserCopy::NotAsked => (0, 0, 0),
+            _ => (8, 0, 0),
+        };
+    };
+    let regs = 8 + if u.regs.abi() == REGS_ABI_NONE {
+        0
+    } else {
+        u.regs.bytes().len()
+    };
+    // The size word, and with a copy its bytes and the dyn_size word.
+    let asked = usize::try_from(u.stack.size).unwrap_or(usize::MAX);
+    let fits = room.saturating_sub(regs + 16) & !7;
+    let size = asked.min(fits);
+    (regs, size, u.stack.bytes.len().min(size))
 }
 
 /// A sample with or without a call stack.
 fn push_sample_parts(
     out: &mut Vec<u8>,
     stamp: &Stamp,
-    chain: Option<Callchain<'_>>,
+    stacked: Option<(Callchain<'_>, UserCopy<'_>)>,
     raw: &[u8],
     cgroup: Option<u64>,
 ) -> Result<(), TooLarge> {
+    let chain = stacked.map(|(c, _)| c);
+    let user = stacked.map_or(UserCopy::NotAsked, |(_, u)| u);
     // IP and the chain's count, then its entries.
     let chain_bytes = chain.map_or(0, |c| 16 + 8 * c.len());
     if raw.len() + chain_bytes > MAX_RAW {
@@ -175,7 +239,15 @@ fn push_sample_parts(
         });
     }
     let padded = (SAMPLE_HEAD + raw.len()).next_multiple_of(8);
-    let size = padded + chain_bytes + if cgroup.is_some() { 8 } else { 0 };
+    let cgroup_bytes = if cgroup.is_some() { 8 } else { 0 };
+    let room = MAX_RECORD.saturating_sub(padded + chain_bytes + cgroup_bytes);
+    let (regs_bytes, stack_size, copied) = user_copy_sizes(&user, room);
+    let stack_bytes = match user {
+        UserCopy::NotAsked => 0,
+        _ if stack_size == 0 => 8,
+        _ => 16 + stack_size,
+    };
+    let size = padded + chain_bytes + regs_bytes + stack_bytes + cgroup_bytes;
     // Every byte of the header is written below, so the zeroing is optimised away.
     let mut head = [0u8; SAMPLE_HEAD];
     put_header(&mut head, PERF_RECORD_SAMPLE, size);
@@ -192,8 +264,9 @@ fn push_sample_parts(
         None => out.extend_from_slice(&head),
         Some(chain) => {
             // header, identifier | IP | pid/tid, time, cpu | nr, ips | raw size.
+            let (ip, misc) = innermost(chain);
+            put_u16(&mut head, 4, misc);
             out.extend_from_slice(&head[..16]);
-            let ip = chain.entries().find(|&e| e < PERF_CONTEXT_MAX).unwrap_or(0);
             out.extend_from_slice(&ip.to_ne_bytes());
             out.extend_from_slice(&head[16..40]);
             out.extend_from_slice(&(chain.len() as u64).to_ne_bytes());
@@ -209,10 +282,41 @@ fn push_sample_parts(
     }
     out.extend_from_slice(raw);
     out.extend_from_slice(&[0; 8][..padded - SAMPLE_HEAD - raw.len()]);
+    if let UserCopy::Taken(taken) = user {
+        push_user_copy(out, taken, stack_size, copied);
+    }
     if let Some(id) = cgroup {
         out.extend_from_slice(&id.to_ne_bytes());
     }
     Ok(())
+}
+
+/// The user registers (`u64 abi`, its words) and the stack copy (`u64 size`, then
+/// `size` bytes and `u64 dyn_size` when `size` is not 0) of `taken`, its copy cut to
+/// `size` bytes of which `copied` are the kernel's ([`user_copy_sizes`]).
+fn push_user_copy(out: &mut Vec<u8>, taken: Option<UserStack<'_>>, size: usize, copied: usize) {
+    let Some(u) = taken else {
+        out.extend_from_slice(&[0; 16]);
+        return;
+    };
+    // The words as the kernel gave them; the reader's byte order is this machine's.
+    let (abi, words) = (u.regs.abi(), u.regs.bytes());
+    out.extend_from_slice(&abi.to_ne_bytes());
+    if abi != REGS_ABI_NONE {
+        if u.regs.endian().is_big() == cfg!(target_endian = "big") {
+            out.extend_from_slice(words);
+        } else {
+            words
+                .chunks_exact(8)
+                .for_each(|w| out.extend(w.iter().rev()));
+        }
+    }
+    out.extend_from_slice(&(size as u64).to_ne_bytes());
+    if size > 0 {
+        out.extend_from_slice(&u.stack.bytes[..copied]);
+        out.resize(out.len() + size - copied, 0);
+        out.extend_from_slice(&(copied as u64).to_ne_bytes());
+    }
 }
 
 /// The `sample_id` trailer of `stamp` at `at` in `rec`.
@@ -301,6 +405,26 @@ pub fn push_task(out: &mut Vec<u8>, stamp: &Stamp, task: &Task) {
     out.extend_from_slice(&rec);
 }
 
+/// Append a `PERF_RECORD_FORK` of process `pid` from itself with
+/// `PERF_RECORD_MISC_FORK_EXEC` (as perf synthesizes the FORK of a running process): perf
+/// starts the thread anew, without the mappings it had. Written before an exec's COMM:
+/// perf keeps a thread's mappings across an exec (it has no record of the old ones
+/// going), and its DWARF unwinder takes a module's lowest mapping in the thread as the
+/// module's base, so a parent's mapping of the same library below the program's own
+/// would send it to the wrong `.eh_frame_hdr`.
+pub fn push_exec_fork(out: &mut Vec<u8>, stamp: &Stamp, pid: u32) {
+    let start = out.len();
+    let task = Task {
+        fork: true,
+        pid,
+        ppid: pid,
+        tid: pid,
+        ptid: pid,
+    };
+    push_task(out, stamp, &task);
+    put_u16(&mut out[start..], 4, PERF_RECORD_MISC_FORK_EXEC);
+}
+
 /// Where a process mapped a file, for [`push_mmap2`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mmap2<'a> {
@@ -320,9 +444,11 @@ pub struct Mmap2<'a> {
     pub path: &'a [u8],
 }
 
+/// `PROT_READ`.
+const PROT_READ: u32 = 0x1;
 /// `PROT_READ | PROT_EXEC`: perf makes a mapping without `PROT_EXEC` a data mapping,
 /// whose addresses it does not name as code.
-const PROT_READ_EXEC: u32 = 0x1 | 0x4;
+const PROT_READ_EXEC: u32 = PROT_READ | 0x4;
 /// `MAP_PRIVATE`.
 const MAP_PRIVATE: u32 = 0x2;
 
@@ -331,6 +457,17 @@ const MAP_PRIVATE: u32 = 0x2;
 /// there is one (as the kernel writes it with the attr's `build_id`), else with zero
 /// device and inode numbers.
 pub fn push_mmap2(out: &mut Vec<u8>, stamp: &Stamp, m: &Mmap2<'_>) {
+    push_mmap2_prot(out, stamp, m, PROT_READ_EXEC);
+}
+
+/// [`push_mmap2`] of a read-only mapping of a file (`PROT_READ`): a module's segment
+/// that holds no code but what an unwinder reads, such as `.eh_frame_hdr` (perf's DWARF
+/// unwinding of `--call-graph dwarf` samples reads it at its address in the process).
+pub fn push_data_mmap2(out: &mut Vec<u8>, stamp: &Stamp, m: &Mmap2<'_>) {
+    push_mmap2_prot(out, stamp, m, PROT_READ);
+}
+
+fn push_mmap2_prot(out: &mut Vec<u8>, stamp: &Stamp, m: &Mmap2<'_>, prot: u32) {
     let mut head = [0u8; 8 + 24 + 24 + 8];
     put_u32(&mut head, 0, m.pid);
     put_u32(&mut head, 4, m.tid);
@@ -343,7 +480,7 @@ pub fn push_mmap2(out: &mut Vec<u8>, stamp: &Stamp, m: &Mmap2<'_>) {
         head[32] = build_id.len() as u8;
         head[36..36 + build_id.len()].copy_from_slice(build_id);
     }
-    put_u32(&mut head, 56, PROT_READ_EXEC);
+    put_u32(&mut head, 56, prot);
     put_u32(&mut head, 60, MAP_PRIVATE);
     let misc = if build_id.is_empty() {
         0
@@ -351,6 +488,44 @@ pub fn push_mmap2(out: &mut Vec<u8>, stamp: &Stamp, m: &Mmap2<'_>) {
         PERF_RECORD_MISC_MMAP_BUILD_ID
     };
     push_text_record(out, PERF_RECORD_MMAP2, misc, &head, m.path, stamp);
+}
+
+/// The kernel's text as `perf record` maps it ([`push_kernel_mmap`]): from the address
+/// of its relocation symbol (`_text`, else `_stext`, in `/proc/kallsyms`) to `_etext`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelMap<'a> {
+    /// The symbol's address: the first address of the map and its file offset.
+    pub start: u64,
+    /// The end of the kernel's text (past its last byte).
+    pub end: u64,
+    /// The symbol (`_text` or `_stext`): perf checks it against the kallsyms it reads.
+    pub symbol: &'a str,
+}
+
+/// The name of the kernel map before its symbol (perf's `machine->mmap_name` of the host).
+pub const KERNEL_MAP_NAME: &str = "[kernel.kallsyms]";
+
+/// Append the kernel map as `perf record` synthesizes it
+/// (`perf_event__synthesize_kernel_mmap`): a `PERF_RECORD_MMAP` with
+/// `PERF_RECORD_MISC_KERNEL`, pid -1, tid 0, `start`, its length, `start` as the offset,
+/// and the file `[kernel.kallsyms]SYMBOL`; perf names the kernel frames in it from
+/// `/proc/kallsyms` (or a vmlinux). `stamp` is the trailer (the tracking attr's id).
+pub fn push_kernel_mmap(out: &mut Vec<u8>, stamp: &Stamp, k: &KernelMap<'_>) {
+    let mut head = [0u8; 8 + 24];
+    put_u32(&mut head, 0, u32::MAX);
+    put_u32(&mut head, 4, 0);
+    put_u64(&mut head, 8, k.start);
+    put_u64(&mut head, 16, k.end.saturating_sub(k.start));
+    put_u64(&mut head, 24, k.start);
+    let name = [KERNEL_MAP_NAME.as_bytes(), k.symbol.as_bytes()].concat();
+    push_text_record(
+        out,
+        PERF_RECORD_MMAP,
+        PERF_RECORD_MISC_KERNEL,
+        &head,
+        &name,
+        stamp,
+    );
 }
 
 /// Append a `PERF_RECORD_LOST`: `stamp.cpu`'s buffer lost `lost` records (`stamp.id` is
@@ -385,6 +560,19 @@ pub struct EventSpec {
     pub clockid: i32,
     /// Its samples carry call stacks ([`STACK_SAMPLE_TYPE`], [`push_stacked_sample`]).
     pub callchain: bool,
+    /// With `callchain`, its samples carry the user registers and a copy of the user
+    /// stack too (`--call-graph dwarf`: [`USER_STACK_SAMPLE_TYPE`], [`UserCopy`]).
+    pub user_stack: Option<UserStackSpec>,
+}
+
+/// What an event with `--call-graph dwarf` asks the kernel for, as its attr says it:
+/// `sample_regs_user` and `sample_stack_user`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserStackSpec {
+    /// The user registers each sample carries (`PERF_REG_*` bits).
+    pub regs: u64,
+    /// Bytes of user stack copied per sample.
+    pub size: u32,
 }
 
 /// The tracking attr of a file with context: its id (in the trailers of the COMM, FORK,
@@ -408,13 +596,24 @@ pub const TRACKING_NAME: &str = "dummy";
 pub fn attr_bytes(ev: &EventSpec, cgroup: bool) -> [u8; ATTR_SIZE] {
     let flags = 1 << flag::SAMPLE_ID_ALL | 1 << flag::USE_CLOCKID;
     let stacks = if ev.callchain { STACK_SAMPLE_TYPE } else { 0 };
-    attr_of(
+    let user = ev.user_stack.filter(|_| ev.callchain);
+    let users = if user.is_some() {
+        USER_STACK_SAMPLE_TYPE
+    } else {
+        0
+    };
+    let mut a = attr_of(
         PERF_TYPE_TRACEPOINT,
         u64::from(ev.tracepoint),
-        sample_type(cgroup) | stacks,
+        sample_type(cgroup) | stacks | users,
         flags,
         ev.clockid,
-    )
+    );
+    if let Some(u) = user {
+        put_u64(&mut a, 80, u.regs);
+        put_u32(&mut a, 88, u.size);
+    }
+    a
 }
 
 /// The `perf_event_attr` of the tracking event: a software dummy with `comm`,

@@ -35,6 +35,7 @@ use crate::perf_sample::{
     PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_MMAP2,
     PERF_RECORD_SAMPLE, Record, Sample, SampleFormat,
 };
+use crate::user_stack::UserStack;
 
 mod ranges;
 pub use ranges::{
@@ -166,7 +167,8 @@ impl Out<'_, '_> {
                 tid: f.tid.unwrap_or(0),
             };
             let stack = f.callchain.filter(|_| self.with_stacks);
-            return self.sample(event, slot, f.time, stamp, f.cgroup, f.raw, stack);
+            let stacks = (stack, f.user_stack);
+            return self.sample(event, slot, f.time, stamp, f.cgroup, f.raw, stacks);
         }
         // Other records, and samples that do not fit their layout (the error says why).
         match layout.parse(bytes) {
@@ -177,7 +179,10 @@ impl Out<'_, '_> {
             Ok(Record::Sample(s)) => {
                 let raw = s.raw.unwrap_or_default();
                 let stack = s.callchain.filter(|_| self.with_stacks);
-                self.sample(event, slot, s.time, stamp_of(&s), s.cgroup, raw, stack)
+                let user =
+                    (s.user_regs.zip(s.user_stack)).map(|(regs, stack)| UserStack { regs, stack });
+                let stacks = (stack, user);
+                self.sample(event, slot, s.time, stamp_of(&s), s.cgroup, raw, stacks)
             }
             Ok(Record::Lost {
                 lost, sample_id, ..
@@ -225,7 +230,8 @@ impl Out<'_, '_> {
     }
 
     /// Write the sample of `event` (its `slot`) taken at `time` (the event's clock) with
-    /// `stamp`'s cpu, pid and tid (its time is set here) and the trace entry `raw`.
+    /// `stamp`'s cpu, pid and tid (its time is set here) and the trace entry `raw`;
+    /// `stacks`: its callchain (when stacks are written) and user registers and stack copy.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn sample(
@@ -236,7 +242,7 @@ impl Out<'_, '_> {
         mut stamp: RecordStamp,
         cgroup: Option<u64>,
         raw: &[u8],
-        stack: Option<Callchain<'_>>,
+        (stack, user): (Option<Callchain<'_>>, Option<UserStack<'_>>),
     ) -> bool {
         if self.stats.records >= self.max_records {
             return false;
@@ -269,7 +275,8 @@ impl Out<'_, '_> {
         if let Some(sink) = &mut self.sink {
             let first = self.described.first(event);
             self.stats.records = self.stats.records.saturating_add(1);
-            return sink.record(event, prepared, first, &stamp, cgroup, raw, stack)
+            let user = user.filter(|_| stack.is_some());
+            return sink.record(event, prepared, first, &stamp, cgroup, raw, stack, user)
                 && self.stats.records < self.max_records;
         }
         if let Some(c) = self.context.as_deref() {
@@ -279,7 +286,7 @@ impl Out<'_, '_> {
         let namer = self.stacks.as_deref_mut();
         let then = |out: &mut Vec<u8>| {
             if let (Some(stack), Some(namer)) = (stack, namer) {
-                add_stack(out, namer, &stamp, stack);
+                add_stack(out, namer, &stamp, stack, user);
             }
         };
         (self.described).write_record(w, self.out, event, &stamp, prepared, raw, then);

@@ -570,7 +570,7 @@ impl<'d, 'f> Run<'d, 'f> {
         }
         if let Some(sink) = sink.as_deref_mut() {
             let first = self.described.first(event);
-            self.open &= sink.record(event, p, first, &stamp, None, raw, stack);
+            self.open &= sink.record(event, p, first, &stamp, None, raw, stack, None);
         } else {
             if let Some(c) = &d.context {
                 writer.set_context(c, &stamp, None);
@@ -598,7 +598,8 @@ impl<'d, 'f> Run<'d, 'f> {
                     .map_or(0, |n| n.saturating_add(1));
                 lines.extend_from_slice(&line[..cut]);
                 let mut record = line.split_off(cut);
-                add_stack(&mut record, namer.as_mut(), &stamp, stack);
+                // The ftrace backend's stacks: frame-pointer walks, no stack copies.
+                add_stack(&mut record, namer.as_mut(), &stamp, stack, None);
                 lines.extend_from_slice(&record);
                 drop(line);
             }

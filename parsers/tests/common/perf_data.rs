@@ -35,6 +35,7 @@ impl SeqFile {
                 id,
                 clockid: 0,
                 callchain,
+                user_stack: None,
             }],
             formats: [("test", SEQ.as_str())],
             cmdline: ["uevrec".to_string()],

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crossbeam_channel::{Receiver, Sender};
 use uevrec_parsers::callchain::Callchain;
 use uevrec_parsers::to_lines::DecodeOptions;
+use uevrec_parsers::user_stack::UserStack;
 use uevrec_parsers::{
     ContextTracker, ContextUpdate, LineOptions, OutputFormat, PreparedFormat, RecordSink,
     RecordStamp,
@@ -324,6 +325,7 @@ impl RecordSink for StageSink<'_> {
         cgroup: Option<u64>,
         raw: &[u8],
         stack: Option<Callchain<'_>>,
+        user_stack: Option<UserStack<'_>>,
     ) -> bool {
         let (Some(chunk), Ok(slot)) = (&mut self.chunk, u32::try_from(event)) else {
             return false;
@@ -350,9 +352,10 @@ impl RecordSink for StageSink<'_> {
             chunk.push_schema(slot, stamp.time_unix_ns);
         }
         match (stack, offset_in(self.input, raw)) {
-            // The chain and the entry are copied (a staged reference holds one part).
+            // The chain, the user stack copy and the entry are copied (a staged reference
+            // holds one part).
             (Some(stack), _) => {
-                chunk.push_record_stacked(slot, stamp, cgroup, Some(stack), None, raw)
+                chunk.push_record_stacked(slot, stamp, cgroup, Some(stack), user_stack, raw)
             }
             (None, Some((offset, len))) => chunk.push_record_at(slot, stamp, cgroup, offset, len),
             (None, None) => chunk.push_record_in(slot, stamp, cgroup, raw),

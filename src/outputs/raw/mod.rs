@@ -8,11 +8,12 @@
 //! Its threads, what it holds, its times and why it starts in pipe mode:
 //! docs/record-raw.md.
 //!
-//! Layers, lowest first: `host`, `file`, `stacks`, `dat`.
+//! Layers, lowest first: `host`, `file`, `segments`, `stacks`, `dat`.
 
 pub mod dat;
 pub mod file;
 pub mod host;
+pub mod segments;
 pub mod stacks;
 
 use std::collections::BTreeMap;
@@ -22,13 +23,16 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use uevrec_parsers::callchain::Callchain;
 use uevrec_parsers::perf_data::writer::{
-    self, ClockRef, EventSpec, FileMeta, Stamp, Task, TracingSpec, TrackingSpec,
+    self, ClockRef, EventSpec, FileMeta, Stamp, Task, TracingSpec, TrackingSpec, UserCopy,
+    UserStackSpec,
 };
 use uevrec_parsers::{ContextTracker, ContextUpdate, Endian, LineOptions, LineWriter, RecordStamp};
 
 use crate::capture::clock::now_unix_ns;
+use crate::capture::stacks::{StackRequest, USER_REGS_MASK};
 use crate::capture::staging::{FormatSource, Staged, StagedEntries, StagedEntry};
 use crate::outputs::sink::SinkError;
+use crate::system::kallsyms;
 use file::PerfDataFile;
 use host::HostInfo;
 use uevrec_parsers::perf_data::header::FILE_HEADER_SIZE;
@@ -76,8 +80,8 @@ pub struct RawOutput {
     /// samples with a cgroup id).
     context: bool,
     /// The samples carry call stacks (`-g`; with context): the file holds them and the
-    /// mappings that name them ([`stacks`]).
-    stacks: bool,
+    /// mappings that name them ([`stacks`]), and the kernel map when they have kernel frames.
+    stacks: Option<StackRequest>,
 }
 
 impl RawOutput {
@@ -98,15 +102,15 @@ impl RawOutput {
             cmdline,
             notices,
             context,
-            stacks: false,
+            stacks: None,
         }
     }
 
-    /// The records carry call stacks (`-g`), written with the samples, and the mappings
-    /// that name them as `PERF_RECORD_MMAP2` records (only with context: they go with the
-    /// tracking attr).
-    pub fn with_stacks(mut self, stacks: bool) -> Self {
-        self.stacks = stacks && self.context;
+    /// The records carry the call stacks of `stacks` (`-g`), written with the samples,
+    /// the mappings that name them as `PERF_RECORD_MMAP2` records and, with kernel frames,
+    /// the kernel map (only with context: they go with the tracking attr).
+    pub fn with_stacks(mut self, stacks: Option<StackRequest>) -> Self {
+        self.stacks = stacks.filter(|_| self.context);
         self
     }
 }
@@ -145,6 +149,9 @@ pub struct RawSummary {
     /// For a trace.dat (`--raw-format trace-dat`): what it holds (its records are not
     /// counted while recording; `samples` stays 0).
     pub trace_dat: Option<dat::DatStats>,
+    /// With kernel frames in the stacks, why the file has no kernel map (`/proc/kallsyms`
+    /// hid or could not give the kernel's text): a notice for the user.
+    pub kernel_map_missing: Option<String>,
 }
 
 /// How a slot's records are written.
@@ -185,6 +192,9 @@ struct Encoder {
     index: IndexBuilder,
     /// With call stacks: the processes whose mappings the file holds.
     stacks: Option<stacks::Mapped>,
+    /// With `--call-graph dwarf`: what the samples carry besides the chain (the user
+    /// registers and stack copy the perf backend asked the kernel for).
+    user_stack: Option<UserStackSpec>,
 }
 
 /// The session's notices as JSON lines on standard error (a raw output without JSON
@@ -287,6 +297,7 @@ impl Encoder {
                     id: self.events.len() as u64 + 1,
                     clockid: CLOCK_REALTIME,
                     callchain: self.stacks.is_some(),
+                    user_stack: self.user_stack,
                 });
                 self.sources.push(source);
                 self.undescribed.push(self.events.len() - 1);
@@ -313,8 +324,7 @@ impl Encoder {
                     cgroup,
                     raw,
                     stack,
-                    // `--call-graph dwarf` is refused with `--raw` (docs/stacks.md).
-                    user_stack: _,
+                    user_stack,
                 } => {
                     let ev = match self.slots.get(slot as usize).copied().flatten() {
                         Some(SlotOut::Event(ev)) => ev,
@@ -354,8 +364,13 @@ impl Encoder {
                                 }
                             }
                             let chain = stack.unwrap_or(Callchain::new(&[], Endian::Little));
+                            let user = match self.user_stack {
+                                Some(_) => UserCopy::Taken(user_stack),
+                                None => UserCopy::NotAsked,
+                            };
                             let at = self.here();
-                            writer::push_stacked_sample(&mut self.out, &s, chain, raw, cgroup)
+                            let out = &mut self.out;
+                            writer::push_stacked_sample(out, &s, chain, user, raw, cgroup)
                                 .map(|()| at)
                         }
                         None => {
@@ -452,6 +467,17 @@ impl Encoder {
             ContextUpdate::Comm { tid, comm } => writer::push_comm(out, &s, tid, tid, comm, false),
             ContextUpdate::Exec { pid, comm } => {
                 if let Some(mapped) = &mut self.stacks {
+                    if mapped.unwound_by_perf() {
+                        // The program starts without the mappings of the one before
+                        // (writer::push_exec_fork says why perf needs it).
+                        let before = Stamp {
+                            pid,
+                            tid: pid,
+                            time: s.time.saturating_sub(1),
+                            ..s
+                        };
+                        writer::push_exec_fork(out, &before, pid);
+                    }
                     mapped.seen(pid);
                 }
                 writer::push_comm(out, &s, pid, pid, comm, true)
@@ -474,7 +500,7 @@ impl Encoder {
                         build_id,
                         path,
                     };
-                    writer::push_mmap2(out, &Stamp { pid, tid: pid, ..s }, &m);
+                    mapped.push(out, &Stamp { pid, tid: pid, ..s }, &m);
                     mapped.seen(pid);
                 }
             }
@@ -563,6 +589,37 @@ impl Encoder {
             writer::push_tracking_header(&mut out, t);
         }
         self.inband(&out);
+        if let (Some(stacks), Some((_, t))) = (&raw.stacks, &self.context)
+            && stacks.kernel
+        {
+            self.kernel_map(t.id);
+        }
+    }
+
+    /// The kernel map, as `perf record` writes it before the processes' records (perf
+    /// names the chains' kernel frames from it), or why not into the summary: never a
+    /// map of zero addresses.
+    fn kernel_map(&mut self, tracking: u64) {
+        match kallsyms::kernel_text() {
+            Ok(text) => {
+                let at = self.here();
+                let stamp = Stamp {
+                    id: tracking,
+                    pid: u32::MAX,
+                    tid: 0,
+                    time: 0,
+                    cpu: 0,
+                };
+                let map = writer::KernelMap {
+                    start: text.start,
+                    end: text.end,
+                    symbol: text.symbol,
+                };
+                writer::push_kernel_mmap(&mut self.out, &stamp, &map);
+                self.index.context(at, 0);
+            }
+            Err(why) => self.summary.kernel_map_missing = Some(why),
+        }
     }
 
     /// The trailer of the file as it is now.
@@ -659,12 +716,16 @@ pub fn run(
             let tracking = TrackingSpec {
                 id: TRACKING_ID,
                 clockid: CLOCK_REALTIME,
-                mmap: raw.stacks,
+                mmap: raw.stacks.is_some(),
             };
             (ContextTracker::new(), tracking)
         }),
         index: IndexBuilder::new(FILE_HEADER_SIZE),
-        stacks: raw.stacks.then(stacks::Mapped::default),
+        stacks: (raw.stacks).map(|r| stacks::Mapped::new(r.dwarf.is_some())),
+        user_stack: raw.stacks.and_then(|r| r.dwarf).map(|size| UserStackSpec {
+            regs: USER_REGS_MASK,
+            size,
+        }),
     };
     enc.start(&raw);
     let result = pump(&mut raw, &mut enc, &staged, &next);

@@ -5,25 +5,53 @@
 //! sample (or its first fork: the child starts with its mappings) its `/proc/PID/maps`
 //! is read, as `perf record` synthesizes it, and written as `PERF_RECORD_MMAP2` records
 //! (without build ids: `/proc` gives none) just before that record, one nanosecond older
-//! than it.
+//! than it. With `--call-graph dwarf` each executable mapping of a file comes with its
+//! file's other segments ([`Segments`]), which perf's own unwinding reads.
 
 use std::collections::HashSet;
 
 use uevrec_parsers::perf_data::writer::{self, Mmap2, Stamp};
 
+use super::segments::Segments;
 use crate::pipeline::stacks::maps::{MAX_PROCESSES, read_proc_maps};
 
 /// Which processes the file has mappings for (or had none to give).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Mapped {
     /// Process ids whose mappings are in the file (from the trackers or `/proc`), or
     /// that were looked up in `/proc` already (found or gone). Bounded: forgotten at
     /// `4 ×` [`MAX_PROCESSES`] (a process then seen again is read again: its mappings
     /// written twice, never missing).
     known: HashSet<u32>,
+    /// With `--call-graph dwarf`: the loaded segments of the files mapped.
+    segments: Option<Segments>,
 }
 
 impl Mapped {
+    /// No process known yet; with `dwarf`, the files' other segments written with their
+    /// executable mappings.
+    pub fn new(dwarf: bool) -> Self {
+        Mapped {
+            known: HashSet::new(),
+            segments: dwarf.then(Segments::default),
+        }
+    }
+
+    /// Whether the files' other segments are written (`--call-graph dwarf`): perf
+    /// unwinds the stack copies itself.
+    pub fn unwound_by_perf(&self) -> bool {
+        self.segments.is_some()
+    }
+
+    /// Write the executable mapping `m` (`stamp`: its record's trailer), and with
+    /// `--call-graph dwarf` its file's other segments.
+    pub fn push(&mut self, out: &mut Vec<u8>, stamp: &Stamp, m: &Mmap2<'_>) {
+        writer::push_mmap2(out, stamp, m);
+        if let Some(segments) = &mut self.segments {
+            segments.push_beside(out, stamp, m);
+        }
+    }
+
     /// The file tells `pid`'s mappings from now on (a fork, an exec, an MMAP2 record).
     pub fn seen(&mut self, pid: u32) {
         if self.known.len() >= 4 * MAX_PROCESSES {
@@ -61,7 +89,7 @@ impl Mapped {
                 build_id: &m.build_id,
                 path: m.path.as_bytes(),
             };
-            writer::push_mmap2(out, &stamp, &record);
+            self.push(out, &stamp, &record);
         }
     }
 }

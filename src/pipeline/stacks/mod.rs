@@ -642,8 +642,14 @@ impl uevrec_parsers::StackNamer for StackWriter {
         self.apply(time_unix_ns, update);
     }
 
-    fn write(&mut self, out: &mut Vec<u8>, stamp: &RecordStamp, stack: Callchain<'_>) {
-        StackWriter::write(self, out, stamp, stack, None);
+    fn write(
+        &mut self,
+        out: &mut Vec<u8>,
+        stamp: &RecordStamp,
+        stack: Callchain<'_>,
+        user: Option<UserStack<'_>>,
+    ) {
+        StackWriter::write(self, out, stamp, stack, user);
     }
 }
 
