@@ -400,10 +400,8 @@ impl TopRun {
     /// Stop it (SIGINT) and wait: it exits 0; the lines not read yet.
     fn stop(mut self) -> Vec<Value> {
         // SAFETY: kill on a child we own.
-        assert_eq!(
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) },
-            0
-        );
+        let sent = unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        assert_eq!(sent, 0);
         let status = crate::common::wait_exit(&mut self.child, PATIENCE).expect("uevrec top exits");
         self.reader.join().unwrap();
         assert!(status.success(), "{status:?}");
