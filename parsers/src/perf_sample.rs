@@ -84,10 +84,27 @@ pub mod sample_type {
     /// `PERF_SAMPLE_STACK_USER`: `u64 size` + `size` bytes + `u64 dyn_size` (nothing
     /// after a size of 0), after the registers.
     pub const STACK_USER: u64 = 1 << 13;
+    /// `PERF_SAMPLE_WEIGHT`: a `u64` after the user stack (read past).
+    pub const WEIGHT: u64 = 1 << 14;
+    /// `PERF_SAMPLE_DATA_SRC`: a `u64` after the weight (read past; `perf record
+    /// --call-graph dwarf` asks for it).
+    pub const DATA_SRC: u64 = 1 << 15;
     /// `PERF_SAMPLE_IDENTIFIER`: the event id, first in samples and last in trailers.
     pub const IDENTIFIER: u64 = 1 << 16;
+    /// `PERF_SAMPLE_TRANSACTION`: a `u64` after the data source (read past).
+    pub const TRANSACTION: u64 = 1 << 17;
+    /// `PERF_SAMPLE_PHYS_ADDR`: a `u64` after the transaction (read past).
+    pub const PHYS_ADDR: u64 = 1 << 19;
     /// `PERF_SAMPLE_CGROUP` (Linux 5.7): the `u64` cgroup id of the task, after `raw`.
     pub const CGROUP: u64 = 1 << 21;
+    /// `PERF_SAMPLE_DATA_PAGE_SIZE`: a `u64` after the cgroup (read past).
+    pub const DATA_PAGE_SIZE: u64 = 1 << 22;
+    /// `PERF_SAMPLE_CODE_PAGE_SIZE`: a `u64` after the data page size (read past).
+    pub const CODE_PAGE_SIZE: u64 = 1 << 23;
+    /// `PERF_SAMPLE_WEIGHT_STRUCT`: the weight's place, as a struct (read past).
+    pub const WEIGHT_STRUCT: u64 = 1 << 24;
+    /// The `u64` fields between the user stack and the cgroup id, read past.
+    pub const BEFORE_CGROUP: [u64; 4] = [WEIGHT | WEIGHT_STRUCT, DATA_SRC, TRANSACTION, PHYS_ADDR];
     /// The bits [`super::SampleFormat`] understands.
     pub const SUPPORTED: u64 = IP
         | TID
@@ -101,8 +118,15 @@ pub mod sample_type {
         | RAW
         | REGS_USER
         | STACK_USER
+        | WEIGHT
+        | DATA_SRC
         | IDENTIFIER
-        | CGROUP;
+        | TRANSACTION
+        | PHYS_ADDR
+        | CGROUP
+        | DATA_PAGE_SIZE
+        | CODE_PAGE_SIZE
+        | WEIGHT_STRUCT;
     /// What uevrec asks the kernel for on tracepoints.
     pub const UEVREC: u64 = IDENTIFIER | TID | TIME | CPU | RAW;
 }
@@ -658,6 +682,16 @@ impl SampleFormat {
         self.sample_type & bit != 0
     }
 
+    /// How many of the `u64` fields read past ([`sample_type::BEFORE_CGROUP`]) lie
+    /// between the user stack and the cgroup id.
+    #[inline]
+    fn words_before_cgroup(&self) -> usize {
+        sample_type::BEFORE_CGROUP
+            .iter()
+            .filter(|&&bits| self.sample_type & bits != 0)
+            .count()
+    }
+
     /// Bytes of the `sample_id` trailer (0 without `sample_id_all`).
     pub fn trailer_size(&self) -> usize {
         if !self.sample_id_all {
@@ -940,6 +974,9 @@ impl SampleFormat {
         } else {
             (None, after)
         };
+        let after = after.checked_add(self.words_before_cgroup().saturating_mul(8))?;
+        // The fields read past are there (as the fieldwise reading requires).
+        bytes.get(..after)?;
         let cgroup = if o.cgroup {
             let a = *bytes.get(after..)?.first_chunk::<8>()?;
             Some(if BIG {
@@ -1102,6 +1139,11 @@ impl SampleFormat {
                     .ok_or(PerfSampleError::StackDynSize { dyn_size, size })?;
             }
             s.user_stack = Some(StackCopy { bytes: copy, size });
+        }
+        for bits in BEFORE_CGROUP {
+            if self.sample_type & bits != 0 {
+                r.u64("weight, data source, transaction or physical address")?;
+            }
         }
         if self.has(CGROUP) {
             s.cgroup = Some(r.u64("cgroup")?);
@@ -1684,6 +1726,41 @@ mod tests {
         assert_eq!(s.user_regs.unwrap().get(SP), None);
         assert_eq!(s.user_stack.unwrap().bytes, &[] as &[u8]);
         assert_eq!(s.cgroup, Some(0x77));
+    }
+
+    /// `perf record --call-graph dwarf`'s samples add `WEIGHT` and `DATA_SRC` before the
+    /// cgroup id (and may add page sizes after it): read past, on both paths.
+    #[test]
+    fn weight_and_data_source_are_read_past() {
+        use sample_type::*;
+        let f = SampleFormat::new(
+            dwarf_format().sample_type() | WEIGHT | DATA_SRC | DATA_PAGE_SIZE,
+            true,
+        )
+        .unwrap()
+        .with_user_regs(dwarf_format().user_regs_mask());
+        let stack: Vec<u8> = (0..40).collect();
+        let mut rec = dwarf_sample(2, &[0xb0, 0x5000, 0x40_1000], 64, &stack, 40);
+        let cgroup_at = rec.len() - 8;
+        let mut between = 0x11u64.to_ne_bytes().to_vec();
+        between.extend_from_slice(&0x22u64.to_ne_bytes());
+        rec.splice(cgroup_at..cgroup_at, between);
+        rec.extend_from_slice(&4096u64.to_ne_bytes());
+        let len = rec.len() as u16;
+        rec[6..8].copy_from_slice(&len.to_ne_bytes());
+        let Record::Sample(fast) = f.parse(&rec).unwrap() else {
+            panic!("not a sample")
+        };
+        let fieldwise = f.parse_sample_fieldwise(&rec).unwrap();
+        for s in [&fast, &fieldwise] {
+            assert_eq!(s.cgroup, Some(0x77));
+            assert_eq!(s.user_stack.unwrap().bytes, &stack[..]);
+        }
+        assert_eq!(f.line_fields(&rec).unwrap().cgroup, Some(0x77));
+        // Cut inside the fields read past: an error, not a wrong cgroup id.
+        let mut short = rec[..cgroup_at + 4].to_vec();
+        short[6..8].copy_from_slice(&((cgroup_at + 4) as u16).to_ne_bytes());
+        assert!(f.parse(&short).is_err());
     }
 
     #[test]

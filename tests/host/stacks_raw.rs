@@ -354,6 +354,44 @@ fn a_perf_record_g_file_decodes_with_names() {
     assert_chain_named(&records, &exe, &dir.path().join("chain.c"));
 }
 
+/// `perf record --call-graph dwarf` of the chain built without frame pointers (its
+/// samples also carry `WEIGHT` and `DATA_SRC`): `uevrec decode` unwinds its stack copies
+/// and names `inner` and the rest of the chain in every record.
+#[test]
+fn a_perf_record_dwarf_file_decodes_with_names() {
+    if let Some(why) = crate::common::perf_skip_reason() {
+        require!(Tier::Host, Err::<(), _>(why));
+    }
+    let magic: u64 = 424_242_141;
+    let dir = tempfile::tempdir().unwrap();
+    let nofp = build_chain_with(dir.path(), "chain_nofp", &["-fomit-frame-pointer"]);
+    let exe = require!(Tier::Host, nofp);
+    let file = dir.path().join("perf.data");
+    let out = Command::new("perf")
+        .args(["record", "-q", "-B", "--call-graph", "dwarf", "-m", "4M"])
+        .args(["-e", "raw_syscalls:sys_enter", "--filter"])
+        .arg(format!("id == {NR_SETPGID}"))
+        .arg("-o")
+        .arg(&file)
+        .arg("--")
+        .arg(&exe)
+        .args([magic.to_string(), N.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "perf record: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records = of(&decode(&file, &[]), magic);
+    assert_eq!(records.len() as u64, N, "every sample decoded");
+    let chain = ["syscall", "inner", "middle", "outer", "main"];
+    for r in &records {
+        let names = user_symbols(r);
+        assert!(holds_in_a_row(&names, &chain), "{names:?}: {r}");
+    }
+}
+
 /// Stacks where the file cannot carry them are refused before anything is written.
 #[test]
 fn raw_stacks_without_process_records_are_refused() {
