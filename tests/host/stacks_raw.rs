@@ -332,24 +332,7 @@ fn a_perf_record_g_file_decodes_with_names() {
     let dir = tempfile::tempdir().unwrap();
     let exe = require!(Tier::Host, build_chain(dir.path()));
     let file = dir.path().join("perf.data");
-    let out = Command::new("perf")
-        // -B: perf 6.1's build-id pass at the end of the recording crashed here once
-        // ("assertion failed at util/build-id.c:1010"); the MMAP2 records keep theirs.
-        .args(["record", "-q", "-B", "-g", "-e", "raw_syscalls:sys_enter"])
-        .arg("--filter")
-        .arg(format!("id == {NR_SETPGID}"))
-        .arg("-o")
-        .arg(&file)
-        .arg("--")
-        .arg(&exe)
-        .args([magic.to_string(), N.to_string()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "perf record: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    perf_record(&file, &["-g"], &exe, magic);
     let records = of(&decode(&file, &[]), magic);
     assert_chain_named(&records, &exe, &dir.path().join("chain.c"));
 }
@@ -367,14 +350,30 @@ fn a_perf_record_dwarf_file_decodes_with_names() {
     let nofp = build_chain_with(dir.path(), "chain_nofp", &["-fomit-frame-pointer"]);
     let exe = require!(Tier::Host, nofp);
     let file = dir.path().join("perf.data");
+    perf_record(&file, &["--call-graph", "dwarf", "-m", "4M"], &exe, magic);
+    let records = of(&decode(&file, &[]), magic);
+    assert_eq!(records.len() as u64, N, "every sample decoded");
+    let chain = ["syscall", "inner", "middle", "outer", "main"];
+    for r in &records {
+        let names = user_symbols(r);
+        assert!(holds_in_a_row(&names, &chain), "{names:?}: {r}");
+    }
+}
+
+/// `perf record -q -B STACKS` of the chain `exe` (`N` calls with `magic`) on
+/// raw_syscalls:sys_enter into `file`.
+fn perf_record(file: &Path, stacks: &[&str], exe: &Path, magic: u64) {
     let out = Command::new("perf")
-        .args(["record", "-q", "-B", "--call-graph", "dwarf", "-m", "4M"])
+        // -B: perf 6.1's build-id pass at the end of the recording crashed here once
+        // ("assertion failed at util/build-id.c:1010"); the MMAP2 records keep theirs.
+        .args(["record", "-q", "-B"])
+        .args(stacks)
         .args(["-e", "raw_syscalls:sys_enter", "--filter"])
         .arg(format!("id == {NR_SETPGID}"))
         .arg("-o")
-        .arg(&file)
+        .arg(file)
         .arg("--")
-        .arg(&exe)
+        .arg(exe)
         .args([magic.to_string(), N.to_string()])
         .output()
         .unwrap();
@@ -383,13 +382,6 @@ fn a_perf_record_dwarf_file_decodes_with_names() {
         "perf record: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let records = of(&decode(&file, &[]), magic);
-    assert_eq!(records.len() as u64, N, "every sample decoded");
-    let chain = ["syscall", "inner", "middle", "outer", "main"];
-    for r in &records {
-        let names = user_symbols(r);
-        assert!(holds_in_a_row(&names, &chain), "{names:?}: {r}");
-    }
 }
 
 /// Stacks where the file cannot carry them are refused before anything is written.
