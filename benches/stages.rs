@@ -27,7 +27,7 @@
 //!
 //! Run: `cargo bench --bench stages -- --warm-up-time 1 --measurement-time 2`.
 
-use std::io::{Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -53,7 +53,7 @@ use uevrec::capture::clock::WallClock;
 use uevrec::capture::ftrace::CpuReader;
 use uevrec::capture::perf::Ring;
 use uevrec::capture::perf::backend::arrival;
-use uevrec::capture::session::stage_sample;
+use uevrec::capture::session::{KeySlots, stage_sample};
 use uevrec::capture::staging::{
     FormatSource, STAGE_BYTES, STAGE_CAPACITY, StageSender, Staged, StagedChunk, touched_buffers,
 };
@@ -95,7 +95,7 @@ fn tid_of(i: u64) -> u32 {
 
 /// The consumer the session's stager is (`Stager::take`, its sample arm), on one event.
 struct Taker<'a> {
-    by_key: foldhash::HashMap<u64, usize>,
+    by_key: KeySlots,
     clock: WallClock,
     self_pid: u32,
     records: Vec<u64>,
@@ -104,9 +104,11 @@ struct Taker<'a> {
 }
 
 impl Taker<'_> {
+    // In line, as the stager's sample arm is.
+    #[inline(always)]
     fn take(&mut self, cpu: u32, a: Arrival<'_>) -> ControlFlow<()> {
         if let Arrival::Sample { key, pid, .. } = a {
-            let Some(&slot) = key.and_then(|k| self.by_key.get(&k)) else {
+            let Some(slot) = key.and_then(|k| self.by_key.get(k)) else {
                 return ControlFlow::Continue(());
             };
             if pid == Some(self.self_pid) {
@@ -151,7 +153,7 @@ impl Staging {
 }
 
 fn taker<'a>(out: &'a StageSender<'a>, chunk: StagedChunk) -> Taker<'a> {
-    let mut by_key = foldhash::HashMap::default();
+    let mut by_key = KeySlots::default();
     by_key.insert(KEY, 0);
     Taker {
         by_key,
@@ -195,6 +197,21 @@ fn session_perf(c: &mut Criterion) {
     let mut g = c.benchmark_group("stages");
     g.throughput(Throughput::Elements(records));
     g.sample_size(20);
+    // The floor: the same bytes copied once (one `memcpy` of the ring's records into a
+    // staging-sized buffer), what any reader that stages them must do at least.
+    let mut copy = vec![0u8; image.len()];
+    g.bench_function("session_perf_floor", |b| {
+        b.iter_custom(|iters| {
+            let mut took = Duration::ZERO;
+            for _ in 0..iters {
+                let start = cpu_now();
+                copy.copy_from_slice(std::hint::black_box(&image));
+                std::hint::black_box(&mut copy);
+                took += cpu_now() - start;
+            }
+            took
+        })
+    });
     g.bench_function("session_perf", |b| {
         b.iter_custom(|iters| {
             let mut took = Duration::ZERO;
@@ -255,6 +272,21 @@ fn session_ftrace(c: &mut Criterion) {
     let mut g = c.benchmark_group("stages");
     g.throughput(Throughput::Elements(records));
     g.sample_size(20);
+    // The floor: the same pages read with bare `read(2)` calls of a page each (the
+    // kernel's share: the system call and its copy), nothing parsed or staged.
+    let mut page = vec![0u8; 4096];
+    g.bench_function("session_ftrace_floor", |b| {
+        b.iter_custom(|iters| {
+            let mut took = Duration::ZERO;
+            for _ in 0..iters {
+                (&reader.file).seek(SeekFrom::Start(0)).expect("seek");
+                let start = cpu_now();
+                while (&reader.file).read(&mut page).expect("read") > 0 {}
+                took += cpu_now() - start;
+            }
+            took
+        })
+    });
     g.bench_function("session_ftrace", |b| {
         b.iter_custom(|iters| {
             let mut took = Duration::ZERO;

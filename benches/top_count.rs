@@ -54,7 +54,7 @@ fn json_batch(
 /// 100 batches (as once a second would at 100 k records/s).
 #[inline(never)]
 fn count_batch(chunk: &StagedChunk, model: &mut Model, fresh: &mut Vec<u32>, n: &mut u32) {
-    count_chunk(model, chunk, fresh, None);
+    count_chunk(model, chunk, fresh, None, &[]);
     fresh.clear();
     *n += 1;
     if *n % 100 == 0 {

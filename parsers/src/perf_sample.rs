@@ -207,6 +207,7 @@ impl RecordHeader {
 }
 
 /// The header at the start of `bytes` (None when fewer than 8 bytes), native byte order.
+#[inline]
 pub fn parse_header(bytes: &[u8]) -> Option<RecordHeader> {
     let h = bytes.first_chunk::<HEADER_SIZE>()?;
     Some(RecordHeader::read(h, Endian::NATIVE))
@@ -337,6 +338,8 @@ fn window_u64<const BIG: bool>(w: &[u8; WINDOW], at: u8) -> Option<u64> {
 /// The fields of a sample that its JSON line needs ([`SampleFormat::line_fields`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LineFields<'a> {
+    /// The event id (`PERF_SAMPLE_IDENTIFIER`, else `PERF_SAMPLE_ID`).
+    pub id: Option<u64>,
     /// Time in nanoseconds of the event's clock.
     pub time: Option<u64>,
     /// Process id.
@@ -353,6 +356,26 @@ pub struct LineFields<'a> {
     pub callchain: Option<Callchain<'a>>,
     /// The user registers and stack copy (`PERF_SAMPLE_REGS_USER | STACK_USER`, both).
     pub user_stack: Option<UserStack<'a>>,
+}
+
+impl<'a> From<Sample<'a>> for LineFields<'a> {
+    /// The fields of a line of a sample read whole ([`SampleFormat::parse`]).
+    fn from(s: Sample<'a>) -> Self {
+        LineFields {
+            id: s.id,
+            time: s.time,
+            pid: s.pid,
+            tid: s.tid,
+            cpu: s.cpu,
+            raw: s.raw.unwrap_or_default(),
+            cgroup: s.cgroup,
+            callchain: s.callchain,
+            user_stack: s
+                .user_regs
+                .zip(s.user_stack)
+                .map(|(regs, stack)| UserStack { regs, stack }),
+        }
+    }
 }
 
 /// The `sample_id` trailer of non-sample records (`sample_id_all`).
@@ -587,6 +610,7 @@ impl SampleOffsets {
             at => (read4(at), read4(at + 4)),
         };
         LineFields {
+            id: read8(self.identifier).or_else(|| read8(self.id)),
             time: read8(self.time),
             pid,
             tid,
@@ -1872,9 +1896,9 @@ mod tests {
         fn line_fields_match_the_sample(body in proptest::collection::vec(any::<u8>(), 0..160),
                                         st in any::<u64>(), endian in prop_oneof![Just(Endian::Little), Just(Endian::Big)], raw_size in 0u32..120) {
             let (f, rec) = sample_of(&body, st, endian, raw_size);
-            let line = f.line_fields(&rec).map(|l| (l.time, l.pid, l.tid, l.cpu, l.raw, l.cgroup));
+            let line = f.line_fields(&rec).map(|l| (l.id, l.time, l.pid, l.tid, l.cpu, l.raw, l.cgroup));
             let sample = f.sample_fixed(&rec);
-            let whole = sample.map(|s| (s.time, s.pid, s.tid, s.cpu, s.raw.unwrap_or_default(), s.cgroup));
+            let whole = sample.map(|s| (s.id, s.time, s.pid, s.tid, s.cpu, s.raw.unwrap_or_default(), s.cgroup));
             prop_assert_eq!(line, whole);
         }
     }

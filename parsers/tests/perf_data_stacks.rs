@@ -9,8 +9,8 @@
 
 use uevrec_parsers::callchain::{Callchain, PERF_CONTEXT_KERNEL, PERF_CONTEXT_USER};
 use uevrec_parsers::perf_data::writer::{
-    self, KernelMap, Mmap2, STACK_SAMPLE_TYPE, Stamp, TrackingSpec, USER_STACK_SAMPLE_TYPE,
-    UserCopy, UserStackSpec,
+    self, BuildIdEntry, KernelMap, Mmap2, STACK_SAMPLE_TYPE, Stamp, TrackingSpec,
+    USER_STACK_SAMPLE_TYPE, UserCopy, UserStackSpec,
 };
 use uevrec_parsers::perf_data::{Item, PerfData, PerfDataError};
 use uevrec_parsers::perf_sample::{
@@ -86,13 +86,15 @@ fn words_bytes(words: &[u64]) -> Vec<u8> {
 /// A finished file: an MMAP2 with a build id, `n` stacked samples (SEQ 1..=n, times
 /// 10, 20 …), an MMAP2 without one between them.
 fn file(n: u64) -> Vec<u8> {
-    file_with(n, TRACKING)
+    file_with(n, TRACKING, &[])
 }
 
-/// [`file`] with the tracking attr `tracking`.
-fn file_with(n: u64, tracking: TrackingSpec) -> Vec<u8> {
+/// [`file`] with the tracking attr `tracking` and the `HEADER_BUILD_ID` section
+/// `build_ids`.
+fn file_with(n: u64, tracking: TrackingSpec, build_ids: &[u8]) -> Vec<u8> {
     let seq_file = SeqFile::new(EVENT_ID, true);
-    let meta = seq_file.meta("6.18", Some((10, 10 * n)), Some(tracking));
+    let mut meta = seq_file.meta("6.18", Some((10, 10 * n)), Some(tracking));
+    meta.build_ids = build_ids;
     let mut file = writer::placeholder_header().to_vec();
     let mapping = PROG;
     // The kernel map first, as `record -g --raw` writes it after the tracking attr.
@@ -102,6 +104,8 @@ fn file_with(n: u64, tracking: TrackingSpec) -> Vec<u8> {
         ..stamp(TRACKING.id, 0)
     };
     writer::push_kernel_mmap(&mut file, &kernel, &KERNEL_MAP);
+    // Then a loaded module's, as perf synthesizes them.
+    writer::push_module_mmap(&mut file, &kernel, 0xffff_ffff_c0a0_0000, 0x2000, "xfs");
     writer::push_mmap2(&mut file, &stamp(TRACKING.id, 5), &mapping);
     for seq in 1..=n {
         if seq == 2 {
@@ -196,14 +200,24 @@ fn attrs_samples_and_mappings_read_back() {
     let len = KERNEL_MAP.end - KERNEL_MAP.start;
     assert_eq!(
         kernel_maps,
-        [(
-            PERF_RECORD_MISC_KERNEL,
-            u64::from(u32::MAX), // pid -1, tid 0
-            KERNEL_MAP.start,
-            len,
-            KERNEL_MAP.start, // pgoff: the start, as perf writes it
-            "[kernel.kallsyms]_text".to_string()
-        )]
+        [
+            (
+                PERF_RECORD_MISC_KERNEL,
+                u64::from(u32::MAX), // pid -1, tid 0
+                KERNEL_MAP.start,
+                len,
+                KERNEL_MAP.start, // pgoff: the start, as perf writes it
+                "[kernel.kallsyms]_text".to_string()
+            ),
+            (
+                PERF_RECORD_MISC_KERNEL,
+                u64::from(u32::MAX),
+                0xffff_ffff_c0a0_0000,
+                0x2000,
+                0, // pgoff 0
+                "[xfs]".to_string()
+            )
+        ]
     );
     assert_eq!(
         mappings,
@@ -336,8 +350,46 @@ fn a_callchain_past_its_record_is_a_counted_error() {
 /// any event asks (seen on 6.18 with `perf record -g` beside `uevrec record -g`).
 #[test]
 fn build_ids_only_where_the_attr_asks_for_them() {
-    let (_, told, _) = decode(&file_with(1, NO_BUILD_IDS));
+    let (_, told, _) = decode(&file_with(1, NO_BUILD_IDS, &[]));
     assert_eq!(told[0], "mmap /bin/prog Some(5) 0");
+}
+
+/// perf's own files carry no build ids in their MMAP2 records (`perf record` without
+/// `--buildid-mmap`) but list them in `HEADER_BUILD_ID`: a mapping without one gets the
+/// header's, by its path.
+#[test]
+fn a_mapping_without_a_build_id_gets_the_headers() {
+    let mut section = Vec::new();
+    let libc = BuildIdEntry {
+        kernel: false,
+        build_id: &[7; 20],
+        name: b"/lib/libc.so.6",
+    };
+    writer::push_build_id(&mut section, &libc);
+    let kernel = BuildIdEntry {
+        kernel: true,
+        build_id: &[8; 16],
+        name: b"[kernel.kallsyms]",
+    };
+    writer::push_build_id(&mut section, &kernel);
+    let bytes = file_with(2, NO_BUILD_IDS, &section);
+    let (_, told, _) = decode(&bytes);
+    assert_eq!(told[0], "mmap /bin/prog Some(5) 0", "not listed: none");
+    assert!(
+        told.contains(&"mmap /lib/libc.so.6 Some(15) 20".to_string()),
+        "{told:?}"
+    );
+    let (data, _) = PerfData::open(&bytes).unwrap();
+    let ids = &data.features.build_ids;
+    assert_eq!(ids.get(&b"/lib/libc.so.6"[..]), Some(&vec![7; 20]));
+    assert_eq!(ids.get(&b"[kernel.kallsyms]"[..]), Some(&vec![8; 16]));
+    assert_eq!(ids.len(), 2);
+    // An entry shorter than its fixed part: the feature is a problem, not a panic.
+    let mut bad = section.clone();
+    bad[6] = 8;
+    let bytes = file_with(2, NO_BUILD_IDS, &bad);
+    let (data, _) = PerfData::open(&bytes).unwrap();
+    assert!(data.features.build_ids.is_empty());
 }
 
 /// `--call-graph dwarf`'s registers (bp, sp, ip) and bytes of stack asked for per sample.

@@ -283,6 +283,7 @@ fn build_indexed(entries: &[Entry], context: bool, index: Option<u64>) -> (Vec<u
             res_ns: 1,
         },
         tracking: context.then_some(TRACKING),
+        build_ids: &[],
     };
     let trailer = writer::trailer(&meta, data_size);
     file.extend_from_slice(&trailer.bytes);

@@ -219,6 +219,13 @@ pub trait Backend {
         None
     }
 
+    /// At the stop: what the backend has to say of the mappings it read for the call
+    /// stacks (ftrace: processes read again from `/proc` for user frames in no mapping
+    /// known). The default: nothing.
+    fn maps_notice(&self) -> Option<String> {
+        None
+    }
+
     /// Detach `events` (disabled and drained already). The default drops them; a backend
     /// whose detaching blocks for long (perf: RCU grace periods per tracepoint) does it
     /// off the caller's path, so that neither the drain loop nor the exit waits for it.

@@ -85,6 +85,7 @@ impl WallClock {
     }
 
     /// Unix time in nanoseconds for a monotonic timestamp (None before 1970 or past u64).
+    #[inline]
     pub fn to_unix_ns(&self, monotonic_ns: u64) -> Option<u64> {
         u64::try_from(i128::from(monotonic_ns) + self.offset_ns).ok()
     }

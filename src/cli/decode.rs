@@ -69,6 +69,12 @@ pub struct DecodeArgs {
     /// symbolizing elsewhere); kernel frames with their address.
     #[arg(long, help_heading = "Call stacks")]
     pub no_symbolize: bool,
+    /// Each distinct stack once, on a line of its own before the first record that
+    /// names it ({"uevrec":"stack","id":N,"stack":[…]}); records carry "stack_id":N
+    /// instead of "stack" (as `record --stack-ids`; JSON lines; each -o file of a
+    /// rotation starts with the stack lines its records may name).
+    #[arg(long, help_heading = "Call stacks", conflicts_with = "no_stacks")]
+    pub stack_ids: bool,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub debug_dirs: super::stacks::DebugDirArgs,
@@ -171,7 +177,14 @@ pub fn decode(args: DecodeArgs) -> i32 {
         messages::error(&e);
         return super::EXIT_USAGE;
     }
-    let sink = match args.output.open(!args.append, false) {
+    if args.stack_ids && args.format != super::output::Format::Json {
+        messages::error(
+            &"--stack-ids writes the stacks of JSON lines once each; OTLP and text lines \
+             carry no stacks: drop --stack-ids, or write JSON lines (--format json)",
+        );
+        return super::EXIT_USAGE;
+    }
+    let sink = match args.output.open(!args.append, args.stack_ids) {
         Ok(s) => s,
         Err(e) => {
             messages::error(&e);
@@ -194,6 +207,7 @@ pub fn decode(args: DecodeArgs) -> i32 {
         context: !args.no_context,
         stacks: !args.no_stacks,
         symbolize_stacks: !args.no_symbolize,
+        stack_ids: args.stack_ids,
     };
     let input = args.input.as_deref().filter(|p| *p != Path::new("-"));
     let name = input.map_or_else(|| "<stdin>".to_string(), |p| p.display().to_string());

@@ -77,8 +77,8 @@ pub enum Command {
     /// Draw a flame graph (SVG, or --folded stacks) of where the records of a recording
     /// made with -g come from (JSON lines, perf.data or trace.dat).
     Flamegraph(flamegraph::FlamegraphArgs),
-    /// Live view of the busiest events and processes (JSON lines when stdout is not a
-    /// terminal).
+    /// Live view of the busiest events and processes, and with -g their busiest call
+    /// paths (JSON lines when stdout is not a terminal).
     Top(top::TopArgs),
     /// Create a persistent user_event (`NAME FIELDS`) before its producers start.
     Register(register::RegisterArgs),

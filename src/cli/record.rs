@@ -637,8 +637,19 @@ fn report_raw(raw: Option<&Result<RawSummary, RawError>>, quiet: bool) -> i32 {
                     s.lost_records
                 ));
             }
-            if let (false, Some(why)) = (quiet, &s.kernel_map_missing) {
-                messages::print(format_args!("uevrec: notice: {why}\n"));
+            for why in [&s.kernel_map_missing, &s.module_maps_missing] {
+                if let (false, Some(why)) = (quiet, why) {
+                    messages::print(format_args!("uevrec: notice: {why}\n"));
+                }
+            }
+            if !quiet && s.build_ids_left_out > 0 {
+                messages::print(format_args!(
+                    "uevrec: notice: {} modules the stacks touched are not listed in the \
+                     file's build ids (at most {} are): perf takes their symbols from the \
+                     files at their paths, unchecked\n",
+                    s.build_ids_left_out,
+                    crate::outputs::raw::build_ids::MAX_MODULES
+                ));
             }
             if s.unwritten.is_empty() {
                 EXIT_OK

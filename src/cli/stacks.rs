@@ -84,8 +84,8 @@ pub fn parse_max_stack(s: &str) -> Result<u16, String> {
 pub struct StackArgs {
     /// Record the call stack of every record, by frame pointers (same as --call-graph fp):
     /// on JSON lines, and into a --raw perf.data with the mappings that name them (or a
-    /// trace.dat with its stack records). Programs and libraries built without frame
-    /// pointers give short stacks. With --backend ftrace the kernel's limits hold: user
+    /// trace.dat with its stack records); top counts the busiest call paths of each
+    /// event. Programs and libraries built without frame pointers give short stacks. With --backend ftrace the kernel's limits hold: user
     /// frames by frame pointers only, 8 at most, no dwarf (docs/stacks.md).
     #[arg(short = 'g', help_heading = "Call stacks")]
     pub g: bool,
@@ -123,7 +123,8 @@ pub struct StackArgs {
 pub struct DebugDirArgs {
     /// Look for separate debug files of stripped programs here: by build id
     /// (DIR/.build-id/xx/rest.debug) and by .gnu_debuglink (DIR/NAME); repeat for more
-    /// directories, searched in order. Replaces the default, /usr/lib/debug.
+    /// directories, searched in order. Replaces the default, /usr/lib/debug. decode
+    /// also looks here for a replaced program's recorded build (DIR/.build-id/xx/rest).
     #[arg(long = "debug-dir", value_name = "DIR", help_heading = "Call stacks")]
     pub dirs: Vec<PathBuf>,
 }

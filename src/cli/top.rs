@@ -63,6 +63,22 @@ pub struct TopArgs {
     pub k8s_container_logs: std::path::PathBuf,
 }
 
+/// Why `top` cannot take the call-stack flags given (`None`: it can): it counts call
+/// paths by their functions' names, and writes no stack a line could name by id.
+fn stacks_refused(stacks: &super::stacks::StackArgs) -> Option<&'static str> {
+    if stacks.stack_ids {
+        Some(
+            "uevrec top counts call paths and writes no stack lines for --stack-ids to name: drop --stack-ids (docs/stacks.md)",
+        )
+    } else if stacks.no_symbolize && stacks.request().is_some() {
+        Some(
+            "uevrec top -g counts call paths by their functions' names: drop --no-symbolize (record -g --no-symbolize writes the addresses)",
+        )
+    } else {
+        None
+    }
+}
+
 /// `uevrec top`; returns the exit status.
 pub fn top(args: &TopArgs) -> i32 {
     let display = if args.plain || !std::io::stdout().is_terminal() {
@@ -70,11 +86,9 @@ pub fn top(args: &TopArgs) -> i32 {
     } else {
         Display::Terminal
     };
-    if args.session.stacks.request().is_some() || args.session.stacks.stack_ids {
-        messages::error(
-            &"uevrec top does not show call stacks yet: drop -g and --stack-ids (docs/stacks.md)",
-        );
-        return EXIT_ERROR;
+    if let Some(why) = stacks_refused(&args.session.stacks) {
+        messages::error(&why);
+        return super::EXIT_USAGE;
     }
     let filter = Filter::new(
         args.where_rules.clone(),
@@ -123,6 +137,7 @@ pub fn top(args: &TopArgs) -> i32 {
         },
         by: args.by,
         filter,
+        stacks: crate::recorder::stack_options(&config),
     };
     let out = crate::recorder::top::run(&config, &opts, display, &stop);
     if let Err(e) = out.session {

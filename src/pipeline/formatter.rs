@@ -476,6 +476,9 @@ fn run_in(
     core.schema = schema || session.is_some();
     core.filter = filter.clone();
     core.stacks = stacks.map(|o| stack_writer(o, &stack_maps, 0));
+    if let Some(w) = core.stacks.as_mut() {
+        w.warm_kernel();
+    }
     let mut f = Formatter {
         input,
         out,
@@ -796,6 +799,10 @@ impl Worker<'_> {
     }
 
     fn run(mut self, work: Receiver<Work>) -> Result<(), Closed> {
+        // On this thread: its symbolizer is its own.
+        if let Some(w) = self.core.stacks.as_mut() {
+            w.warm_kernel();
+        }
         for msg in work {
             match msg {
                 Work::Format {

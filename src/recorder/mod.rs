@@ -287,17 +287,7 @@ fn stage(
         endian: uevrec_parsers::Endian::Little,
     };
     let context = config.context;
-    let stacks = config
-        .stacks
-        .map(|s| crate::pipeline::stacks::StackOptions {
-            symbolize: config.symbolize,
-            offline: false,
-            max_frames: usize::from(match s.max_stack {
-                0 => crate::capture::stacks::max_stack_sysctl().unwrap_or(127),
-                n => n,
-            }),
-            ids: config.stack_ids,
-        });
+    let stacks = stack_options(config);
     // A named instance's page journal, when the writer writes the lines (open.rs).
     let written = match &behind {
         Downstream::Lines { .. } => open::writer_marks(config),
@@ -692,6 +682,22 @@ fn status_loop(done: &Receiver<()>, stats: &LiveStats) {
         let _ = err.flush();
         last = (now, total);
     }
+}
+
+/// How the live stacks of `config` are named (`None`: no `-g`).
+pub fn stack_options(config: &SessionConfig) -> Option<crate::pipeline::stacks::StackOptions> {
+    config
+        .stacks
+        .map(|s| crate::pipeline::stacks::StackOptions {
+            symbolize: config.symbolize,
+            offline: false,
+            max_frames: usize::from(match s.max_stack {
+                0 => crate::capture::stacks::max_stack_sysctl().unwrap_or(127),
+                n => n,
+            }),
+            ids: config.stack_ids,
+            warm_kernel: s.kernel,
+        })
 }
 
 #[cfg(test)]

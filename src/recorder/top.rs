@@ -23,7 +23,16 @@ pub fn run(
     let shared = &shared;
     let count = Job {
         name: "uevrec-count",
-        body: |rx, pool| top::counter::run(&rx, &pool, shared, opts.by, opts.filter.clone()),
+        body: |rx, pool| {
+            top::counter::run(
+                &rx,
+                &pool,
+                shared,
+                opts.by,
+                opts.filter.clone(),
+                opts.stacks,
+            )
+        },
     };
     let show = Job {
         name: "uevrec-top",

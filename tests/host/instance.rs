@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
@@ -284,27 +285,26 @@ fn sigkilled_runs_lose_and_repeat_nothing_through_an_adopted_instance() {
     assert_eq!(missing, 0, "SEQs missing across the kills");
 }
 
-/// `getppid(424242, SEQ, K)` flat out from K = 0, 1 … (one process each, on the CPUs
-/// this test may use), killed when dropped.
+/// `getppid(424242, SEQ, K)` flat out for each K of `ks` (one process each, on the CPUs
+/// this test may use), killed when dropped. Each test has its own Ks: a recorder beside
+/// it also reads the other test's producers.
 struct FlatOut(Vec<Child>);
 
 impl FlatOut {
-    fn start(processes: usize) -> FlatOut {
+    fn start(ks: Range<u64>) -> FlatOut {
         let cpus = crate::common::allowed_cpus(0);
         let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
         FlatOut(
-            (0..processes)
-                .map(|k| {
-                    let script = format!(
-                        "my $i = 0; while (1) {{ syscall({NR_GETPPID}, {MAGIC}, $i++, {k}) }}"
-                    );
-                    Command::new("taskset")
-                        .args(["-c", &list.join(","), "perl", "-e", &script])
-                        .stdin(Stdio::null())
-                        .spawn()
-                        .expect("taskset and perl are needed for the producer")
-                })
-                .collect(),
+            ks.map(|k| {
+                let script =
+                    format!("my $i = 0; while (1) {{ syscall({NR_GETPPID}, {MAGIC}, $i++, {k}) }}");
+                Command::new("taskset")
+                    .args(["-c", &list.join(","), "perl", "-e", &script])
+                    .stdin(Stdio::null())
+                    .spawn()
+                    .expect("taskset and perl are needed for the producer")
+            })
+            .collect(),
         )
     }
 }
@@ -318,10 +318,10 @@ impl Drop for FlatOut {
     }
 }
 
-/// Per producer K of a [`FlatOut`], how often each SEQ is in `files`; and the records
-/// reported lost there. Whole lines only, read by their bytes: millions of lines, too
-/// many to parse as JSON in a debug build.
-fn flat_out_tally(files: &[PathBuf]) -> (BTreeMap<(u64, u64), u32>, u64) {
+/// Per producer K in `ks` of a [`FlatOut`], how often each SEQ is in `files`; and the
+/// records reported lost there. Whole lines only, read by their bytes: millions of
+/// lines, too many to parse as JSON in a debug build.
+fn flat_out_tally(files: &[PathBuf], ks: &Range<u64>) -> (BTreeMap<(u64, u64), u32>, u64) {
     let number = |s: &str| -> u64 {
         let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
         s[..end].parse().unwrap()
@@ -337,7 +337,9 @@ fn flat_out_tally(files: &[PathBuf]) -> (BTreeMap<(u64, u64), u32>, u64) {
                 let rest = &line[at + args.len()..];
                 let seq = number(rest);
                 let k = number(&rest[rest.find(',').unwrap() + 1..]);
-                *t.entry((k, seq)).or_insert(0) += 1;
+                if ks.contains(&k) {
+                    *t.entry((k, seq)).or_insert(0) += 1;
+                }
             } else if line.contains("\"uevrec\":\"lost\"") {
                 let at = line.find("\"lost\":").unwrap() + "\"lost\":".len();
                 lost += number(&line[at..]);
@@ -349,26 +351,28 @@ fn flat_out_tally(files: &[PathBuf]) -> (BTreeMap<(u64, u64), u32>, u64) {
 
 #[test]
 fn sigkills_at_a_flat_out_rate_lose_nothing_uncounted_and_repeat_nothing() {
-    flat_out_kills("flat", &[]);
+    flat_out_kills("flat", 0, &[]);
 }
 
 /// The same with two formatter workers: the dispatcher notes the marks in the chunks'
 /// order, each chunk's lines go as one batch with them, after every earlier chunk's.
 #[test]
 fn sigkills_at_a_flat_out_rate_with_formatter_workers_lose_nothing_uncounted() {
-    flat_out_kills("flat2", &["--threads", "2"]);
+    flat_out_kills("flat2", 100, &["--threads", "2"]);
 }
 
 /// [`kills`] SIGKILLs of `record --instance` (`extra` flags added) reading two or more
-/// flat-out producers: every SEQ missing is one reported lost, none written twice.
-fn flat_out_kills(test: &str, extra: &[&str]) {
+/// flat-out producers (Ks from `first_k`): every SEQ missing is one reported lost, none
+/// written twice.
+fn flat_out_kills(test: &str, first_k: u64, extra: &[&str]) {
     if !crate::common::raw_syscalls_here() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let name = Name::new(test);
-    let producers = crate::common::allowed_cpus(0).len().max(2);
-    let _producer = FlatOut::start(producers);
+    let producers = crate::common::allowed_cpus(0).len().max(2) as u64;
+    let ks = first_k..first_k + producers;
+    let _producer = FlatOut::start(ks.clone());
     let mut rng = fastrand::Rng::new();
     let mut files = Vec::new();
     let n = kills();
@@ -380,7 +384,7 @@ fn flat_out_kills(test: &str, extra: &[&str]) {
         end_run(&mut run, &out, i == n, &name);
         files.push(out);
     }
-    let (t, lost) = flat_out_tally(&files);
+    let (t, lost) = flat_out_tally(&files, &ks);
     let twice: u64 = t.values().map(|c| u64::from(c - 1)).sum();
     // A kill inside the writer's write(2) leaves part of a batch written without its
     // marks, or all of it: the adopting run settles it (docs/restarts.md, "Duplicates"):
@@ -390,7 +394,7 @@ fn flat_out_kills(test: &str, extra: &[&str]) {
         .filter(|f| !fs::read(f).unwrap().ends_with(b"\n"))
         .count() as u64;
     let mut missing = 0;
-    for k in 0..producers as u64 {
+    for k in ks {
         let seqs: Vec<u64> = t.range((k, 0)..(k + 1, 0)).map(|((_, s), _)| *s).collect();
         if let (Some(first), Some(last)) = (seqs.first(), seqs.last()) {
             missing += (last - first + 1) - seqs.len() as u64;

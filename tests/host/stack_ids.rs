@@ -253,3 +253,117 @@ fn stack_ids_are_refused_where_they_cannot_hold() {
         );
     }
 }
+
+/// `uevrec decode --stack-ids` of a `record -g --raw` file: the stacks `decode` writes
+/// inline, each record's through its id; on one thread and on two; a rotation's files
+/// each define what they name; refused for OTLP lines.
+#[test]
+fn decode_with_stack_ids_names_the_stacks_decode_writes_inline() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = require!(Tier::Host, build_chain(dir.path()));
+    const MAGIC: u64 = 424_242_392;
+    const N: u64 = 300;
+    let (raw, live) = (dir.path().join("rec.data"), dir.path().join("live.jsonl"));
+    let rec = record_setpgid(&live, &["-g", "--raw", raw.to_str().unwrap()]);
+    run_chain(&exe, MAGIC, N);
+    wait_for("every record of the program", PATIENCE, || {
+        let lines = complete_lines(&live);
+        lines.iter().filter(|v| of_magic(v, MAGIC)).count() as u64 >= N
+    });
+    drop(rec);
+    let decode = |args: &[&str]| -> String {
+        let out = Command::new(bin())
+            .arg("decode")
+            .args(args)
+            .arg(&raw)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "decode {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let by_seq = |lines: &[Value]| -> Vec<(u64, Vec<String>)> {
+        let mut mine: Vec<(u64, Vec<String>)> = lines
+            .iter()
+            .filter(|v| of_magic(v, MAGIC))
+            .map(|v| (seq(v), user_symbols(v)))
+            .collect();
+        mine.sort();
+        mine
+    };
+    let inline_text = decode(&[]);
+    let inline: Vec<Value> = inline_text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let inline = by_seq(&inline);
+    assert_eq!(inline.len() as u64, N);
+    for (seq, names) in &inline {
+        assert!(
+            holds_in_a_row(names, &["middle", "outer", "main"]),
+            "SEQ {seq}: {names:?}"
+        );
+    }
+    for threads in ["1", "2"] {
+        let text = decode(&["--stack-ids", "--threads", threads]);
+        let stack_lines = text
+            .lines()
+            .filter(|l| l.contains("\"uevrec\":\"stack\""))
+            .count();
+        assert_eq!(by_seq(&resolved(&text)), inline, "--threads {threads}");
+        assert!(
+            stack_lines * 10 < N as usize,
+            "--threads {threads}: {stack_lines} stack lines for {N} records of one call site"
+        );
+        assert!(
+            text.len() * 2 < inline_text.len(),
+            "--threads {threads}: fewer bytes"
+        );
+    }
+
+    // Rotated: each file defines the stacks its records name.
+    let out = dir.path().join("rot.jsonl");
+    let args = [
+        "--stack-ids",
+        "-o",
+        out.to_str().unwrap(),
+        "--rotate-size",
+        "20K",
+        "--rotate-keep",
+        "100",
+    ];
+    assert_eq!(decode(&args), "");
+    let mut seqs = Vec::new();
+    for n in 0..=100 {
+        let f = match n {
+            0 => out.clone(),
+            n => dir.path().join(format!("rot.jsonl.{n}")),
+        };
+        if let Ok(text) = std::fs::read_to_string(&f) {
+            seqs.extend(by_seq(&resolved(&text)).into_iter().map(|(s, _)| s));
+        }
+    }
+    assert!(
+        dir.path().join("rot.jsonl.2").exists(),
+        "rotated at least twice"
+    );
+    seqs.sort_unstable();
+    assert_eq!(seqs, (0..N).collect::<Vec<_>>(), "each SEQ exactly once");
+
+    let otlp = Command::new(bin())
+        .args(["decode", "--stack-ids", "--format", "otlp"])
+        .arg(&raw)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&otlp.stderr);
+    assert!(
+        !otlp.status.success() && err.contains("JSON lines"),
+        "{err}"
+    );
+}

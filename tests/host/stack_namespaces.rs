@@ -268,6 +268,55 @@ fn another_file_at_the_same_path_here_lends_no_names() {
     no_decoys(&unseen);
 }
 
+/// The flight recorder finds each mapped file as the live path does: a dump taken after
+/// the program exited names its chain from the program's own file, never from the other
+/// file at its path here.
+#[test]
+fn a_flight_dump_names_a_container_program_from_its_own_file() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let container = require!(Tier::Host, Container::new());
+    let decoy = container.dir.path().join("decoy.c");
+    std::fs::write(
+        &decoy,
+        "int decoy_middle(int x) { return x * 3; }\nint decoy_outer(int x) { return decoy_middle(x) + 1; }\n\
+         int main(int argc, char **argv) { (void)argv; return decoy_outer(argc); }\n",
+    )
+    .unwrap();
+    let status = Command::new("gcc")
+        .args(["-O0", "-g", "-o"])
+        .arg(container.module())
+        .arg(&decoy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    const MAGIC: u64 = 424_242_480;
+    let dir = tempfile::tempdir().unwrap();
+    let flight = super::stack_outputs::flight_of_setpgid(&dir.path().join("flight"));
+    let mut child = run_in_own_namespace(&container.exe, &container.ns_dir(), MAGIC, true);
+    // It waits on its standard input after its first call: the flight thread takes its
+    // mappings meanwhile (the session drains every few milliseconds; a dump is the only
+    // view into the buffer, so a generous wait).
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    // The records reach the buffer once the session drained them (as the flight tests).
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    flight.signal(libc::SIGUSR1);
+    let dump = flight.wait_dumps(1);
+    flight.stop();
+    let records: Vec<Value> = std::fs::read_to_string(&dump)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|v: &Value| v["fields"]["args"][0] == MAGIC)
+        .collect();
+    let source = container.dir.path().join("chain.c");
+    let chain = ["middle", "outer", "chain_main", "main"];
+    assert_named_from(&records, &chain, &container.module(), &source);
+}
+
 /// Stripped programs: one whose debug file lies by build id under
 /// `DIR/.build-id/xx/rest.debug` (fully stripped: no names of its own), one that points
 /// at its debug file by `.gnu_debuglink` (its symbol table kept). With `--debug-dir DIR`
@@ -385,4 +434,143 @@ fn stripped_programs_are_named_through_their_debug_files() {
             }
         }
     }
+}
+
+/// A server on 127.0.0.1 of the files under `root` (`GET /PATH` → `root/PATH`, else
+/// 404): its URL and the paths asked.
+pub(crate) fn file_server(root: &Path) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (log, root) = (asked.clone(), root.to_owned());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            loop {
+                let mut h = String::new();
+                if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                    break;
+                }
+            }
+            let path = line.split(' ').nth(1).unwrap_or("/").to_owned();
+            log.lock().unwrap().push(path.clone());
+            let body = std::fs::read(root.join(path.trim_start_matches('/')));
+            let (status, body) = match body {
+                Ok(b) => ("200 OK", b),
+                Err(_) => ("404 Not Found", Vec::new()),
+            };
+            let head = format!(
+                "HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = conn.write_all(head.as_bytes());
+            let _ = conn.write_all(&body);
+        }
+    });
+    (url, asked)
+}
+
+/// `uevrec decode` of a recording of a fully stripped program whose debug file is
+/// nowhere here but on a debuginfod server (`DEBUGINFOD_URLS`, a server on 127.0.0.1):
+/// fetched into `DEBUGINFOD_CACHE_PATH` once, the chain named with file and line;
+/// without the server, unnamed.
+#[test]
+fn decode_names_a_stripped_program_from_debuginfod() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = require!(Tier::Host, build_waiting_chain(dir.path()));
+    let source = dir.path().join("chain.c");
+    let debug = dir.path().join("chain.debug");
+    let stripped = dir.path().join("stripped");
+    for (cmd, args) in [
+        (
+            "objcopy",
+            [
+                "--only-keep-debug",
+                exe.to_str().unwrap(),
+                debug.to_str().unwrap(),
+            ],
+        ),
+        (
+            "strip",
+            ["-o", stripped.to_str().unwrap(), exe.to_str().unwrap()],
+        ),
+    ] {
+        assert!(
+            Command::new(cmd).args(args).status().unwrap().success(),
+            "{cmd}"
+        );
+    }
+    let id = blazesym::helper::read_elf_build_id(&stripped)
+        .unwrap()
+        .expect("gcc gives a build id");
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    let served = dir.path().join("srv").join("buildid").join(&hex);
+    std::fs::create_dir_all(&served).unwrap();
+    std::fs::copy(&debug, served.join("debuginfo")).unwrap();
+    let (url, asked) = file_server(&dir.path().join("srv"));
+
+    const MAGIC: u64 = 424_242_490;
+    const CHAIN: [&str; 4] = ["middle", "outer", "chain_main", "main"];
+    let (raw, live) = (dir.path().join("rec.data"), dir.path().join("live.jsonl"));
+    let rec = record_setpgid(&live, &["-g", "--raw", raw.to_str().unwrap()]);
+    let status = Command::new(&stripped)
+        .args([MAGIC.to_string(), CALLS.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    records_of(&live, MAGIC);
+    drop(rec);
+
+    let empty = dir.path().join("no-debug");
+    std::fs::create_dir(&empty).unwrap();
+    let cache = dir.path().join("cache");
+    let decode = |urls: Option<&str>| -> Vec<Value> {
+        let mut cmd = Command::new(crate::common::bin());
+        cmd.args(["decode", "--debug-dir", empty.to_str().unwrap()])
+            .arg(&raw)
+            .env("DEBUGINFOD_CACHE_PATH", &cache)
+            .env_remove("DEBUGINFOD_URLS");
+        if let Some(u) = urls {
+            cmd.env("DEBUGINFOD_URLS", u);
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|v| v["fields"]["args"][0] == MAGIC)
+            .collect()
+    };
+    let bare = decode(None);
+    assert_eq!(bare.len() as u64, CALLS);
+    for r in &bare {
+        assert!(
+            !holds_in_a_row(&user_symbols(r), &["middle", "outer"]),
+            "a stripped file names nothing without its debug file: {r}"
+        );
+    }
+    // A server that has nothing first: the next is asked.
+    let none = tempfile::tempdir().unwrap();
+    let (nothing, _) = file_server(none.path());
+    let named = decode(Some(&format!("{nothing} {url}")));
+    assert_named_from(&named, &CHAIN, &stripped, &source);
+    assert!(cache.join(&hex).join("debuginfo").is_file());
+    let mine = format!("/buildid/{hex}/debuginfo");
+    let count = || asked.lock().unwrap().iter().filter(|p| **p == mine).count();
+    assert_eq!(count(), 1);
+    // From the cache the second time.
+    assert_named_from(&decode(Some(&url)), &CHAIN, &stripped, &source);
+    assert_eq!(count(), 1, "read from the cache");
 }

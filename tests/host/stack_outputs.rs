@@ -447,20 +447,11 @@ fn flight_dump_names_a_program_that_began_before_and_exited() {
     });
 }
 
-/// A `record --flight -g` of the chain's calls, `run` making them once it attached, then
-/// one dump on SIGUSR1: its path, after checking that it holds the `n` calls of `magic`,
-/// each naming middle, outer and main in `exe`.
-fn flight_dump_of(
-    dir: &Path,
-    exe: &Path,
-    magic: u64,
-    n: u64,
-    run: impl FnOnce(),
-) -> std::path::PathBuf {
-    let base = dir.join("flight");
+/// `record -g --flight 4M` of the setpgid calls, dumps at `base`, attached.
+pub(crate) fn flight_of_setpgid(base: &Path) -> crate::common::flight::Flight {
     let filter = format!("id == {NR_SETPGID}");
     let flight = crate::common::flight::Flight::start(
-        &base,
+        base,
         &[
             "-g",
             "--flight",
@@ -472,6 +463,20 @@ fn flight_dump_of(
         ],
     );
     flight.wait_attached(1);
+    flight
+}
+
+/// A `record --flight -g` of the chain's calls, `run` making them once it attached, then
+/// one dump on SIGUSR1: its path, after checking that it holds the `n` calls of `magic`,
+/// each naming middle, outer and main in `exe`.
+fn flight_dump_of(
+    dir: &Path,
+    exe: &Path,
+    magic: u64,
+    n: u64,
+    run: impl FnOnce(),
+) -> std::path::PathBuf {
+    let flight = flight_of_setpgid(&dir.join("flight"));
     run();
     // Each record is in the buffer once the session drained it; a dump on SIGUSR1 cuts
     // at its time: wait a little, as the flight tests do.

@@ -219,7 +219,7 @@ fn dwarf_is_refused_where_stacks_cannot_go() {
 
 /// The program `build` makes in a new directory, there with it; None (said, when it is
 /// the program that cannot be built) where these tests cannot run.
-fn built_here(
+pub(crate) fn built_here(
     build: impl FnOnce(&Path) -> Result<PathBuf, String>,
 ) -> Option<(tempfile::TempDir, PathBuf)> {
     if !crate::common::raw_syscalls_here() {

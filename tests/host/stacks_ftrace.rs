@@ -8,7 +8,8 @@
 //! standard input after its calls: the ftrace backend reads a process's mappings from
 //! `/proc/PID/maps` at its first stack, so it must still run then (docs/stacks.md).
 //! `--raw-format trace-dat` keeps the stack records in the pages: `trace-cmd report`
-//! prints them, and `uevrec decode` ties them to their records.
+//! prints them, and `uevrec decode` ties them to their records. A library `dlopen`ed after
+//! the process's first stack makes uevrec read its mappings again.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 
 use super::stacks::kallsyms_readable;
+use crate::common::chain::build_c;
 use crate::common::{PATIENCE, bin, complete_lines, wait_exit, wait_for};
 
 /// setpgid's number (x86_64, aarch64): `setpgid(MAGIC, SEQ)` fails with ESRCH (not
@@ -56,7 +58,7 @@ int main(int argc, char **argv) {
 "#;
 
 /// Build [`PROGRAM`] in `dir` (`-O1 -g -fno-omit-frame-pointer`).
-fn build(dir: &Path) -> PathBuf {
+pub(crate) fn build(dir: &Path) -> PathBuf {
     let src = dir.join("chain.c");
     std::fs::write(&src, PROGRAM).unwrap();
     let exe = dir.join("chain");
@@ -430,4 +432,124 @@ fn ftrace_stacks_of_a_program_gone_before_its_first_stack_name_nothing_wrong() {
         }
         assert!(!frames(r, "kernel").is_empty(), "{r}");
     }
+}
+
+/// [`PROGRAM`]'s chain, without its `main`.
+fn chain_only() -> &'static str {
+    &PROGRAM[..PROGRAM.find("int main").unwrap()]
+}
+
+/// The library [`dlopen_program`] loads: [`PROGRAM`]'s chain as `lib_outer → lib_middle
+/// → lib_inner → syscall`.
+fn library() -> String {
+    chain_only()
+        .replace("inner(", "lib_inner(")
+        .replace("middle(", "lib_middle(")
+        .replace("outer(", "lib_outer(")
+}
+
+/// `dl MAGIC N LIBRARY`: N calls through [`PROGRAM`]'s chain (SEQ 0 to N-1), then, once a
+/// byte comes on its standard input, `dlopen(LIBRARY)` and N calls through its chain (SEQ
+/// N to 2N-1), then waits for another byte.
+fn dlopen_program() -> String {
+    format!(
+        "{}{}",
+        chain_only(),
+        r#"#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    long magic = atol(argv[1]), n = atol(argv[2]);
+    for (long seq = 0; seq < n; seq++) {
+        outer(magic, seq);
+    }
+    char c;
+    if (read(0, &c, 1) != 1) return 1;
+    void *lib = dlopen(argv[3], RTLD_NOW);
+    if (!lib) {
+        fprintf(stderr, "%s\n", dlerror());
+        return 2;
+    }
+    long (*lib_outer)(long, long) = (long (*)(long, long))dlsym(lib, "lib_outer");
+    if (!lib_outer) return 3;
+    for (long seq = n; seq < 2 * n; seq++) {
+        lib_outer(magic, seq);
+    }
+    return read(0, &c, 1) == 1 ? 0 : 1;
+}
+"#
+    )
+}
+
+/// A library loaded after the process's first stack: its mappings were read then, so a
+/// user frame in the library lies in no mapping known, which makes uevrec read the
+/// process's `/proc/PID/maps` again: every record after the `dlopen` names the library's
+/// chain (`lib_middle → lib_outer → main`, the library as `module`), and a `stacks_maps`
+/// notice counts the reads again.
+#[test]
+fn ftrace_stacks_name_a_library_loaded_after_the_first_stack() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fp = "-fno-omit-frame-pointer";
+    let lib = build_c(
+        dir.path(),
+        "libchain",
+        &library(),
+        "libchain.so",
+        &[fp, "-shared", "-fPIC"],
+    )
+    .unwrap();
+    let exe = build_c(dir.path(), "dl", &dlopen_program(), "dl", &[fp]).unwrap();
+    let (magic, n) = (0x38_5000u64, 50);
+    let out = dir.path().join("dl.jsonl");
+    let mut rec = crate::common::KillOnDrop(start(&out, &["--backend", "ftrace", "-g"]));
+    let mut child = crate::common::KillOnDrop(
+        Command::new(&exe)
+            .args([magic.to_string(), n.to_string()])
+            .arg(&lib)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stdin = child.stdin.take().unwrap();
+    // The first records out: the process's mappings were read (before the dlopen).
+    wait_for("the records before the dlopen", PATIENCE, || {
+        mine(&complete_lines(&out), magic).len() as u64 >= n
+    });
+    stdin.write_all(b"x").unwrap();
+    wait_for("the records after the dlopen", PATIENCE, || {
+        mine(&complete_lines(&out), magic).len() as u64 >= 2 * n
+    });
+    stdin.write_all(b"x").unwrap();
+    assert!(child.wait().unwrap().success(), "the traced program failed");
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    assert!(wait_exit(&mut rec, PATIENCE).is_ok_and(|s| s.success()));
+
+    let lines = complete_lines(&out);
+    let records = mine(&lines, magic);
+    assert_eq!(records.len() as u64, 2 * n);
+    for r in &records {
+        let seq = r["fields"]["args"][1].as_u64().unwrap();
+        let names = user_symbols(r);
+        if seq < n {
+            assert!(in_a_row(&names, &["middle", "outer", "main"]), "{r}");
+            continue;
+        }
+        assert!(
+            in_a_row(&names, &["lib_middle", "lib_outer", "main"]),
+            "the library's chain named after the dlopen: {names:?} in {r}"
+        );
+        let user = frames(r, "user");
+        let lib_frame = user.iter().find(|f| f["symbol"] == "lib_outer").unwrap();
+        assert_eq!(lib_frame["module"], lib.to_str().unwrap());
+        assert!(lib_frame["line"].as_u64().is_some(), "{lib_frame}");
+    }
+    let notice = (lines.iter())
+        .find(|v| v["what"] == "stacks_maps")
+        .and_then(|v| v["message"].as_str())
+        .unwrap_or_else(|| panic!("a stacks_maps notice"));
+    assert!(notice.contains("read again"), "{notice}");
+    assert!(!notice.contains(" 0 found new mappings"), "{notice}");
 }

@@ -25,11 +25,20 @@ use crate::common::tier::Tier;
 use crate::common::{PATIENCE, bin, complete_lines, wait_for};
 
 /// Records of the program, by SEQ.
-const N: u64 = 100;
+pub(crate) const N: u64 = 100;
 
 /// `uevrec decode ARGS FILE`'s event lines (the command must succeed).
-fn decode(file: &Path, args: &[&str]) -> Vec<Value> {
+pub(crate) fn decode(file: &Path, args: &[&str]) -> Vec<Value> {
+    (decode_lines(file, args, &[]).into_iter())
+        .filter(|v: &Value| v["system"].is_string() && v["uevrec"].is_null())
+        .collect()
+}
+
+/// `uevrec decode ARGS FILE` with the environment `env` added: every line, uevrec's own
+/// included (the command must succeed).
+pub(crate) fn decode_lines(file: &Path, args: &[&str], env: &[(&str, &Path)]) -> Vec<Value> {
     let out = Command::new(bin())
+        .envs(env.iter().copied())
         .arg("decode")
         .args(args)
         .arg(file)
@@ -44,12 +53,11 @@ fn decode(file: &Path, args: &[&str]) -> Vec<Value> {
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|v: &Value| v["system"].is_string() && v["uevrec"].is_null())
         .collect()
 }
 
 /// The lines whose setpgid call was `magic`'s.
-fn of(lines: &[Value], magic: u64) -> Vec<Value> {
+pub(crate) fn of(lines: &[Value], magic: u64) -> Vec<Value> {
     lines
         .iter()
         .filter(|v| v["fields"]["args"][0] == magic)
@@ -59,7 +67,29 @@ fn of(lines: &[Value], magic: u64) -> Vec<Value> {
 
 /// `uevrec record STACK_ARGS --raw DIR/rec.data -o DIR/live.jsonl` of the setpgid calls
 /// while `exe MAGIC N` runs: the perf.data and the program's live lines.
-fn record_raw(dir: &Path, exe: &Path, magic: u64, stack_args: &[&str]) -> (PathBuf, Vec<Value>) {
+pub(crate) fn record_raw(
+    dir: &Path,
+    exe: &Path,
+    magic: u64,
+    stack_args: &[&str],
+) -> (PathBuf, Vec<Value>) {
+    record_raw_while(dir, magic, stack_args, || {
+        let program = Command::new(exe)
+            .args([magic.to_string(), N.to_string()])
+            .output()
+            .unwrap();
+        assert!(program.status.success());
+    })
+}
+
+/// [`record_raw`] while `run` makes the `N` calls with `magic` (once uevrec has
+/// attached).
+pub(crate) fn record_raw_while(
+    dir: &Path,
+    magic: u64,
+    stack_args: &[&str],
+    run: impl FnOnce(),
+) -> (PathBuf, Vec<Value>) {
     let (raw, live) = (dir.join("rec.data"), dir.join("live.jsonl"));
     let mut rec = Recorder(
         Command::new(bin())
@@ -79,11 +109,7 @@ fn record_raw(dir: &Path, exe: &Path, magic: u64, stack_args: &[&str]) -> (PathB
             .iter()
             .any(|v| v["what"] == "attached")
     });
-    let program = Command::new(exe)
-        .args([magic.to_string(), N.to_string()])
-        .output()
-        .unwrap();
-    assert!(program.status.success());
+    run();
     wait_for("every record of the program", PATIENCE, || {
         of(&complete_lines(&live), magic).len() as u64 >= N
     });
@@ -117,7 +143,7 @@ fn by_seq(lines: &[Value]) -> Vec<Value> {
 
 /// Every record of `records` (SEQ 0..N once each) names middle, outer and main in that
 /// order, in `exe` at their call lines of `source`.
-fn assert_chain_named(records: &[Value], exe: &Path, source: &Path) {
+pub(crate) fn assert_chain_named(records: &[Value], exe: &Path, source: &Path) {
     let mut seqs: Vec<u64> = records
         .iter()
         .map(|v| v["fields"]["args"][1].as_u64().unwrap())
@@ -253,16 +279,29 @@ fn raw_stacks_decode_as_the_live_lines_and_perf_names_them() {
     }
 
     // The program rebuilt at its path: not named with the new file's names.
-    let text = std::fs::read_to_string(&source).unwrap();
-    std::fs::write(&source, format!("{text}int rebuilt_marker = 1;\n")).unwrap();
+    rebuild(&exe, &source);
+    assert_unnamed_in(&of(&decode(&raw, &[]), magic), &exe, "build_id_mismatch");
+}
+
+/// Build the chain's `source` again into `exe`, a line added at its end: another build
+/// at the path (the chain's lines unchanged).
+pub(crate) fn rebuild(exe: &Path, source: &Path) {
+    let text = std::fs::read_to_string(source).unwrap();
+    std::fs::write(source, format!("{text}int rebuilt_marker = 1;\n")).unwrap();
     let status = Command::new("gcc")
         .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
-        .arg(&exe)
-        .arg(&source)
+        .arg(exe)
+        .arg(source)
         .status()
         .unwrap();
     assert!(status.success());
-    for r in of(&decode(&raw, &[]), magic) {
+}
+
+/// Every record of `records` has its three frames in `exe` (middle, outer, main)
+/// without names, saying `why`.
+pub(crate) fn assert_unnamed_in(records: &[Value], exe: &Path, why: &str) {
+    assert!(!records.is_empty());
+    for r in records {
         let frames = r["stack"].as_array().unwrap();
         let in_exe: Vec<&Value> = frames
             .iter()
@@ -272,7 +311,7 @@ fn raw_stacks_decode_as_the_live_lines_and_perf_names_them() {
         assert!(
             in_exe
                 .iter()
-                .all(|f| f["unsymbolized"] == "build_id_mismatch" && f["symbol"].is_null()),
+                .all(|f| f["unsymbolized"] == why && f["symbol"].is_null()),
             "{r}"
         );
     }
@@ -363,11 +402,24 @@ fn a_perf_record_dwarf_file_decodes_with_names() {
 /// `perf record -q -B STACKS` of the chain `exe` (`N` calls with `magic`) on
 /// raw_syscalls:sys_enter into `file`.
 fn perf_record(file: &Path, stacks: &[&str], exe: &Path, magic: u64) {
+    // -B: perf 6.1's build-id pass at the end of the recording crashed here once
+    // ("assertion failed at util/build-id.c:1010"); the MMAP2 records keep theirs.
+    perf_record_with(file, &[], &[&["-B"], stacks].concat(), exe, magic);
+}
+
+/// `perf PERF_ARGS record -q ARGS` of the chain `exe` (`N` calls with `magic`) on
+/// raw_syscalls:sys_enter into `file`.
+pub(crate) fn perf_record_with(
+    file: &Path,
+    perf_args: &[&str],
+    args: &[&str],
+    exe: &Path,
+    magic: u64,
+) {
     let out = Command::new("perf")
-        // -B: perf 6.1's build-id pass at the end of the recording crashed here once
-        // ("assertion failed at util/build-id.c:1010"); the MMAP2 records keep theirs.
-        .args(["record", "-q", "-B"])
-        .args(stacks)
+        .args(perf_args)
+        .args(["record", "-q"])
+        .args(args)
         .args(["-e", "raw_syscalls:sys_enter", "--filter"])
         .arg(format!("id == {NR_SETPGID}"))
         .arg("-o")

@@ -193,9 +193,15 @@ fn read_uint(bytes: &[u8], at: usize, size: usize, endian: Endian) -> Option<u64
     Some(v)
 }
 
+/// The u32 at `at` (one load: [`PageReader::next_item`] reads every record's header
+/// word with it, in the caller's crate).
+#[inline]
 fn read_u32(bytes: &[u8], at: usize, endian: Endian) -> Option<u32> {
-    // A 4-byte read fits in u32.
-    read_uint(bytes, at, 4, endian).map(|v| v as u32)
+    let b = *bytes.get(at..)?.first_chunk::<4>()?;
+    Some(match endian {
+        Endian::Little => u32::from_le_bytes(b),
+        Endian::Big => u32::from_be_bytes(b),
+    })
 }
 
 /// One `field: <decl>; offset:N; size:N;` line of `header_page`: (name, offset, size).
@@ -563,6 +569,7 @@ impl PageReader {
 
     /// The next item of `page` (the same bytes given to [`PageReader::new`]), `None` at
     /// the end of the data or after an error.
+    #[inline]
     pub fn next_item<'p>(
         &mut self,
         layout: &PageLayout,
@@ -591,6 +598,7 @@ impl PageReader {
     // length checked against the bytes `available` first; a u32 length minus 4 after the
     // check that it is at least 4. None can overflow.
     #[allow(clippy::arithmetic_side_effects)]
+    #[inline(always)]
     fn next_record<'p>(
         &mut self,
         layout: &PageLayout,
@@ -677,6 +685,7 @@ impl PageReader {
     // `head` (4 or 8) + `body` (at most 4 × u32::MAX) fits a u64; the offsets are checked
     // against the bytes `available` before they are added.
     #[allow(clippy::arithmetic_side_effects)]
+    #[inline]
     fn record<'p>(
         &mut self,
         page: &'p [u8],

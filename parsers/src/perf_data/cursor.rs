@@ -72,5 +72,5 @@ impl<'a> Cursor<'a> {
         self.inner.c_string(what).map_err(|e| self.short(e))
     }
 
-    int_readers!(u8, u32, u64);
+    int_readers!(u8, u16, u32, u64);
 }

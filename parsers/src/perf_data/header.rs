@@ -11,6 +11,8 @@
 //! The magic `PERFILE2` read as a little-endian u64 tells the byte order: the bytes in
 //! reverse order mean a big-endian file. Every number after it is in that order.
 
+use std::collections::BTreeMap;
+
 use super::PerfDataError;
 use super::cursor::Cursor;
 use super::event_attr::EventAttr;
@@ -27,6 +29,9 @@ pub const PIPE_HEADER_SIZE: u64 = 16;
 pub mod feature {
     /// The tracing data block (format files of the recorded tracepoints).
     pub const TRACING_DATA: u32 = 1;
+    /// The build ids of the modules the samples name (`struct perf_record_header_build_id`
+    /// after one another).
+    pub const BUILD_ID: u32 = 2;
     /// `uname -n` of the traced machine.
     pub const HOSTNAME: u32 = 3;
     /// `uname -r` of the traced machine.
@@ -249,6 +254,9 @@ pub struct Features {
     pub clock_data: Option<ClockData>,
     /// `HEADER_COMPRESSED` is present (records are zstd-compressed).
     pub compressed: bool,
+    /// `HEADER_BUILD_ID`: each module's build id by its name (a user file's path,
+    /// `[kernel.kallsyms]`, …), as perf listed them at the end of the recording.
+    pub build_ids: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 impl Features {
@@ -276,6 +284,7 @@ impl Features {
             }
             feature::CLOCKID => self.clockid_res_ns = Some(c.u64("clockid resolution")?),
             feature::COMPRESSED => self.compressed = true,
+            feature::BUILD_ID => self.build_ids = build_ids(&mut c)?,
             feature::CLOCK_DATA => {
                 let version = c.u32("clock data version")?;
                 if version != 1 {
@@ -309,6 +318,41 @@ impl Features {
             8
         })
     }
+}
+
+/// `PERF_RECORD_MISC_BUILD_ID_SIZE`: the entry's length byte holds its build id's length.
+const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
+/// The fixed part of a `HEADER_BUILD_ID` entry: header, pid, 20 id bytes, the length
+/// byte and 3 reserved.
+const BUILD_ID_HEAD: u16 = 36;
+
+/// `HEADER_BUILD_ID`: `struct perf_record_header_build_id` after one another to the end
+/// of the section (`u32 type, u16 misc, u16 size`, `pid_t pid`, 20 id bytes, `u8
+/// len`, 3 reserved, the name NUL-padded to `size`); without
+/// `PERF_RECORD_MISC_BUILD_ID_SIZE` in `misc` the id is 20 bytes. The name → the id.
+fn build_ids(c: &mut Cursor<'_>) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, PerfDataError> {
+    let mut out = BTreeMap::new();
+    while !c.rest().is_empty() {
+        let at = c.at();
+        let kind = c.u32("build id entry type")?;
+        let misc = c.u16("build id entry misc")?;
+        let size = c.u16("build id entry size")?;
+        let Some(name_len) = size.checked_sub(BUILD_ID_HEAD) else {
+            return Err(PerfDataError::BadRecord { at, kind, size });
+        };
+        c.u32("build id entry pid")?;
+        let id = c.take("build id", 20)?;
+        let len = c.u8("build id length")?;
+        c.take("build id entry reserved bytes", 3)?;
+        let name = c.take("build id entry name", usize::from(name_len))?;
+        let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+        let len = match misc & MISC_BUILD_ID_SIZE {
+            0 => id.len(),
+            _ => usize::from(len).min(id.len()),
+        };
+        out.insert(name.to_vec(), id[..len].to_vec());
+    }
+    Ok(out)
 }
 
 /// `struct perf_header_string`: `u32 len` then `len` bytes, NUL-padded.

@@ -10,8 +10,8 @@
 //! [data section]             PERF_RECORD_SAMPLE / LOST / FINISHED_ROUND records, and with
 //!                            context COMM / FORK / EXIT / CGROUP records, appended
 //! [feature section table]    { offset, size } per feature bit set, right after the data
-//! [feature sections]         tracing data, hostname, osrelease, version, arch, nrcpus,
-//!                            cmdline, event_desc, sample_time, clockid, clock_data
+//! [feature sections]         tracing data, build ids, hostname, osrelease, version, arch,
+//!                            nrcpus, cmdline, event_desc, sample_time, clockid, clock_data
 //! [attrs section]            per event: perf_event_attr (ATTR_SIZE bytes) + { offset, size }
 //! [ids]                      each event's one sample id
 //! ```
@@ -511,19 +511,35 @@ pub const KERNEL_MAP_NAME: &str = "[kernel.kallsyms]";
 /// and the file `[kernel.kallsyms]SYMBOL`; perf names the kernel frames in it from
 /// `/proc/kallsyms` (or a vmlinux). `stamp` is the trailer (the tracking attr's id).
 pub fn push_kernel_mmap(out: &mut Vec<u8>, stamp: &Stamp, k: &KernelMap<'_>) {
+    let name = [KERNEL_MAP_NAME.as_bytes(), k.symbol.as_bytes()].concat();
+    let len = k.end.saturating_sub(k.start);
+    push_kernel_space_mmap(out, stamp, (k.start, len, k.start), &name);
+}
+
+/// Append the map of a loaded kernel module as `perf record` synthesizes it
+/// (`perf_event__synthesize_modules`): a `PERF_RECORD_MMAP` with
+/// `PERF_RECORD_MISC_KERNEL`, pid -1, tid 0, the module's address and size, offset 0,
+/// and the file `[NAME]` (perf's name of a module whose `.ko` it did not look for); perf
+/// names the frames in it from the module's symbols in kallsyms (or its `.ko`).
+pub fn push_module_mmap(out: &mut Vec<u8>, stamp: &Stamp, start: u64, len: u64, name: &str) {
+    let file = format!("[{name}]");
+    push_kernel_space_mmap(out, stamp, (start, len, 0), file.as_bytes());
+}
+
+/// A `PERF_RECORD_MMAP` of kernel code: `(start, len, pgoff)` of `file`.
+fn push_kernel_space_mmap(out: &mut Vec<u8>, stamp: &Stamp, range: (u64, u64, u64), file: &[u8]) {
     let mut head = [0u8; 8 + 24];
     put_u32(&mut head, 0, u32::MAX);
     put_u32(&mut head, 4, 0);
-    put_u64(&mut head, 8, k.start);
-    put_u64(&mut head, 16, k.end.saturating_sub(k.start));
-    put_u64(&mut head, 24, k.start);
-    let name = [KERNEL_MAP_NAME.as_bytes(), k.symbol.as_bytes()].concat();
+    put_u64(&mut head, 8, range.0);
+    put_u64(&mut head, 16, range.1);
+    put_u64(&mut head, 24, range.2);
     push_text_record(
         out,
         PERF_RECORD_MMAP,
         PERF_RECORD_MISC_KERNEL,
         &head,
-        &name,
+        file,
         stamp,
     );
 }
@@ -773,6 +789,9 @@ pub struct FileMeta<'a> {
     /// With context: the tracking attr (written after the events'), and the samples
     /// carry a cgroup id.
     pub tracking: Option<TrackingSpec>,
+    /// The `HEADER_BUILD_ID` section ([`push_build_id`] of each module; empty: none
+    /// written).
+    pub build_ids: &'a [u8],
 }
 
 impl FileMeta<'_> {
@@ -804,6 +823,9 @@ fn features(meta: &FileMeta<'_>) -> Vec<(u32, Vec<u8>)> {
     let mut tracing = Vec::new();
     push_tracing_data(&mut tracing, &meta.tracing, meta.formats);
     out.push((feature::TRACING_DATA, tracing));
+    if !meta.build_ids.is_empty() {
+        out.push((feature::BUILD_ID, meta.build_ids.to_vec()));
+    }
     for (bit, s) in [
         (feature::HOSTNAME, meta.hostname),
         (feature::OSRELEASE, meta.osrelease),
@@ -855,6 +877,54 @@ fn features(meta: &FileMeta<'_>) -> Vec<(u32, Vec<u8>)> {
 
 /// `HEADER_CMDLINE`: `u32 nr`, then `nr` strings.
 const CMDLINE: u32 = 11;
+
+/// One module of the `HEADER_BUILD_ID` section ([`push_build_id`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuildIdEntry<'a> {
+    /// Kernel code (the kernel, a loaded module) rather than a user file.
+    pub kernel: bool,
+    /// The GNU build id (at most 20 bytes are written).
+    pub build_id: &'a [u8],
+    /// The module as perf names it: a user file's path, `[kernel.kallsyms]`, a
+    /// module's `[name]` (at most [`MAX_NAME`] bytes, up to its first NUL).
+    pub name: &'a [u8],
+}
+
+/// `PERF_RECORD_MISC_BUILD_ID_SIZE`: the entry's size byte says how long its build id is
+/// (else perf takes 20 bytes).
+const PERF_RECORD_MISC_BUILD_ID_SIZE: u16 = 1 << 15;
+/// The fixed part of `struct perf_record_header_build_id`: header, `pid_t pid`, `u8
+/// data[20]`, `u8 size`, 3 reserved bytes.
+const BUILD_ID_HEAD: usize = 8 + 4 + 24;
+
+/// Append one module of the `HEADER_BUILD_ID` section as perf's `write_buildid` does
+/// (tools/perf/util/build-id.c): header type 0, `misc` the cpumode (kernel or user) with
+/// `PERF_RECORD_MISC_BUILD_ID_SIZE`, pid -1 (the host machine), the build id
+/// zero-padded to 20 bytes and its length, then the name with its NUL, zero-padded to 64
+/// bytes. `perf buildid-list -i FILE` lists these; perf script and perf report find each
+/// module by its id (the build-id cache, else the file at the name, checked).
+pub fn push_build_id(out: &mut Vec<u8>, e: &BuildIdEntry<'_>) {
+    let name = &e.name[..e.name.len().min(MAX_NAME)];
+    let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+    let padded = (name.len() + 1).next_multiple_of(NAME_ALIGN);
+    let mut head = [0u8; BUILD_ID_HEAD];
+    // At most 36 + 4160 bytes: fits the u16 size.
+    put_header(&mut head, 0, BUILD_ID_HEAD + padded);
+    let mode = if e.kernel {
+        PERF_RECORD_MISC_KERNEL
+    } else {
+        PERF_RECORD_MISC_USER
+    };
+    put_u16(&mut head, 4, mode | PERF_RECORD_MISC_BUILD_ID_SIZE);
+    put_u32(&mut head, 8, u32::MAX);
+    let id = &e.build_id[..e.build_id.len().min(20)];
+    head[12..12 + id.len()].copy_from_slice(id);
+    // At most 20: fits the byte.
+    head[32] = id.len() as u8;
+    out.extend_from_slice(&head);
+    out.extend_from_slice(name);
+    out.resize(out.len() + padded - name.len(), 0);
+}
 
 /// The trailer for a data section of `data_size` bytes starting at `FILE_HEADER_SIZE`,
 /// and the header that points at it.

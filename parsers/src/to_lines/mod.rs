@@ -46,6 +46,9 @@ pub struct DecodeOptions {
     /// build id, `--no-symbolize`); what the caller's namer is told, this crate names
     /// nothing.
     pub symbolize_stacks: bool,
+    /// With `stacks`: each distinct stack on a line of its own, the records naming it
+    /// by id (`--stack-ids`); what the caller's namer is told.
+    pub stack_ids: bool,
 }
 
 impl Default for DecodeOptions {
@@ -59,6 +62,7 @@ impl Default for DecodeOptions {
             context: false,
             stacks: false,
             symbolize_stacks: true,
+            stack_ids: false,
         }
     }
 }

@@ -127,6 +127,9 @@ struct Out<'a, 'b> {
     endian: crate::Endian,
     /// [`DecodeOptions::stacks`]: samples hand on their callchains.
     with_stacks: bool,
+    /// The file's `HEADER_BUILD_ID` (name → build id): the build id of a mapping whose
+    /// record carries none.
+    header_build_ids: &'a std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 /// The cpu, pid and tid of `s` for its line (the time is the caller's).
@@ -193,10 +196,16 @@ impl Out<'_, '_> {
             Ok(rec) => {
                 if let Some((time, mut update)) = rec.context_update() {
                     let time = self.unix_time(event, time);
-                    if let ContextUpdate::Mmap { build_id, .. } = &mut update
-                        && !slot.build_ids
-                    {
-                        *build_id = &[];
+                    if let ContextUpdate::Mmap { build_id, path, .. } = &mut update {
+                        if !slot.build_ids {
+                            *build_id = &[];
+                        }
+                        // perf's own files: the ids it listed at the end of the recording.
+                        if build_id.is_empty()
+                            && let Some(id) = self.header_build_ids.get(*path)
+                        {
+                            *build_id = id;
+                        }
                     }
                     let names = matches!(
                         update,
@@ -737,6 +746,7 @@ impl<'s> LineDecoder<'s> {
                 .tracing_data()
                 .map_or(self.data.endian, |t| t.endian),
             with_stacks: self.opts.stacks,
+            header_build_ids: &self.data.features.build_ids,
         };
         (&mut self.orderer, out)
     }

@@ -73,6 +73,7 @@ impl SeqFile {
                 res_ns: 1,
             },
             tracking,
+            build_ids: &[],
         }
     }
 }

@@ -33,6 +33,7 @@ use std::time::Duration;
 use crate::system::epoll::Epoll;
 
 use uevrec_parsers::Endian;
+use uevrec_parsers::callchain::Callchain;
 use uevrec_parsers::ftrace_page::PageLayout;
 
 use context_instance::ContextInstance;
@@ -675,6 +676,14 @@ impl Backend for FtraceBackend {
         untied.describe()
     }
 
+    fn maps_notice(&self) -> Option<String> {
+        let sight = self.sight.as_ref()?.lock();
+        sight
+            .unwrap_or_else(PoisonError::into_inner)
+            .rereads()
+            .describe()
+    }
+
     fn set_markers(&mut self, on: bool) {
         self.settle = on;
         if on {
@@ -716,11 +725,11 @@ impl Procs for BackendProcs<'_> {
         self.tgids.tgid(tid)
     }
 
-    fn first_sight(&mut self, pid: u32) -> Option<stacks::Sighted> {
+    fn sight(&mut self, pid: u32, time: u64, chain: &Callchain<'_>) -> Option<stacks::Sighted> {
         self.sight?
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .first_sight(pid)
+            .sight(pid, time, chain)
     }
 }
 
@@ -749,10 +758,10 @@ impl Procs for &mut GroupProcs<'_, '_> {
         }
     }
 
-    fn first_sight(&mut self, pid: u32) -> Option<stacks::Sighted> {
+    fn sight(&mut self, pid: u32, time: u64, chain: &Callchain<'_>) -> Option<stacks::Sighted> {
         self.sight?
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .first_sight(pid)
+            .sight(pid, time, chain)
     }
 }

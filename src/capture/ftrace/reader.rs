@@ -63,10 +63,16 @@ pub trait Procs {
     /// The process of thread `tid`, if known.
     fn pid_of(&mut self, tid: u32) -> Option<u32>;
 
-    /// At a stack with user frames of process `pid`: its mappings, when they are to be
-    /// staged ahead of it (stacks.rs, [`super::stacks::Sight`]). The default: never.
-    fn first_sight(&mut self, pid: u32) -> Option<super::stacks::Sighted> {
-        let _ = pid;
+    /// At a record of process `pid` written at `time` with stack `chain`: the mappings to
+    /// stage ahead of it, if any (stacks.rs, [`super::stacks::Sight::sight`]). The
+    /// default: never.
+    fn sight(
+        &mut self,
+        pid: u32,
+        time: u64,
+        chain: &Callchain<'_>,
+    ) -> Option<super::stacks::Sighted> {
+        let _ = (pid, time, chain);
         None
     }
 }
@@ -332,6 +338,27 @@ impl CpuReader {
                 continue;
             };
             let page = page_at(&self.page, self.journal.as_ref(), self.source, self.len);
+            // A page's records with nothing to tie or leave out (no stacks, no replay) in
+            // a loop of their own: the session's cost per record (BENCHMARKS.md, issue
+            // 41). Anything else (a loss, an error, the end) is read again below.
+            if self.stacks.is_none() && self.skip.is_none() {
+                loop {
+                    let before = *cursor;
+                    let Some(Ok(Item::Record { time, raw, .. })) = cursor.next_item(layout, page)
+                    else {
+                        *cursor = before;
+                        break;
+                    };
+                    if hold_after.is_some_and(|h| time > h) {
+                        *cursor = before;
+                        return true;
+                    }
+                    self.page_last = time;
+                    if f(sample(raw, time, self.cpu, |tid| procs.pid_of(tid))).is_break() {
+                        return false;
+                    }
+                }
+            }
             let before = *cursor;
             let arrival = match cursor.next_item(layout, page) {
                 None => {
@@ -490,8 +517,8 @@ fn thread_of(raw: &[u8]) -> u32 {
 }
 
 /// Hand on `held` (a record and the stack tied to it) to `f`: first, at its process's
-/// first stack, the mappings that name its user frames (as context, whatever `f` says:
-/// the record must not go without them).
+/// first stack (or a user frame in no mapping read), the mappings that name its user
+/// frames (as context, whatever `f` says: the record must not go without them).
 fn hand_held(
     held: HeldRecord<'_>,
     cpu: u32,
@@ -499,11 +526,8 @@ fn hand_held(
     f: &mut impl FnMut(Arrival<'_>) -> ControlFlow<()>,
 ) -> ControlFlow<()> {
     let chain = Callchain::new(held.chain, CHAIN_ENDIAN);
-    let user = chain
-        .frames()
-        .any(|fr| fr.is_ok_and(|fr| fr.context == uevrec_parsers::callchain::FrameContext::User));
-    if let (true, Some(pid)) = (user, held.pid)
-        && let Some(sighted) = procs.first_sight(pid)
+    if let Some(pid) = held.pid
+        && let Some(sighted) = procs.sight(pid, held.time, &chain)
     {
         for update in sighted.updates(pid) {
             let _ = f(Arrival::Context {

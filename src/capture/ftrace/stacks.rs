@@ -2,13 +2,17 @@
 //! frames) and `options/userstacktrace` (user frames: the kernel walks at most 8 frame
 //! pointers), whose `kernel_stack` and `user_stack` records the readers tie to the record
 //! they follow (`uevrec_parsers::ftrace_page::stacks`), and each process's mappings read
-//! from `/proc/PID/maps` at its first stack ([`Sight`]): tracefs has no
-//! `PERF_RECORD_MMAP2`. docs/stacks.md, "On the ftrace backend".
+//! from `/proc/PID/maps` at its first stack, and again for a user frame in none of them
+//! (a library loaded since; [`Sight`]): tracefs has no `PERF_RECORD_MMAP2`.
+//! docs/stacks.md, "On the ftrace backend".
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use uevrec_parsers::ContextUpdate;
+use uevrec_parsers::callchain::{Callchain, FrameContext};
 use uevrec_parsers::ftrace_page::stacks::{StackEvents, StackFields, StackKind};
 use uevrec_parsers::parse_format;
 
@@ -22,7 +26,7 @@ pub const USER_FRAMES: usize = 8;
 
 /// Processes whose first sight is remembered at most (past it the memory starts again:
 /// a process is then read again at its next stack, which costs only the read).
-const MAX_SEEN: usize = 1 << 16;
+pub const MAX_SEEN: usize = 1 << 16;
 
 /// The stack records `request` asks of the instance at tracefs `root`, as this kernel
 /// lays them out (`events/ftrace/{kernel_stack,user_stack}/format`).
@@ -66,8 +70,9 @@ pub fn enable(instance: &Instance, events: &StackEvents) -> Result<(), SetupErro
 /// What a process mapped, read at its first stack: staged as context ahead of its record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sighted {
-    /// The program run it belongs to began at this time (the rename of its exec, seen by
-    /// the tracking instance); None: before the recording.
+    /// When its updates take effect: at a first read, when the program run it belongs to
+    /// began (the rename of its exec, seen by the tracking instance; None: before the
+    /// recording, or at a fork); at a read again, the record's time.
     pub since: Option<u64>,
     /// Of a run begun while recording: the name it took (an exec starts the run).
     pub exec_comm: Option<Vec<u8>>,
@@ -103,50 +108,236 @@ struct Seen {
     renamed: Option<(Option<u64>, Vec<u8>)>,
     /// Its mappings were read since.
     read: bool,
+    /// The executable ranges of its last read (start, end), sorted: a user frame in none
+    /// of them makes the process be read again ([`Sight::sight`]).
+    ranges: Vec<(u64, u64)>,
+    /// The lowest mapping of its first read since the rename (start, file): a read
+    /// without it is another program's (an exec the tracking instance has not told yet),
+    /// never staged as this run's.
+    anchor: Option<(u64, Arc<str>)>,
+    /// The pages of user frames a read again did not find, latest last (at most
+    /// [`MAX_TRIED`]): not read again for.
+    tried: Vec<u64>,
+    /// When it was last read again, and how long it waits for the next read again:
+    /// [`REREAD_INTERVAL`], doubled after each that did not find its frame's mapping (to
+    /// [`MAX_REREAD_WAIT`]: a program whose stale frame pointers give new addresses at
+    /// every record).
+    reread_at: Option<(Instant, Duration)>,
+    /// Its maps could not be read (the process is gone): never read again.
+    gone: bool,
+}
+
+impl Seen {
+    /// Whether `address` lies in a range of the last read.
+    fn covers(&self, address: u64) -> bool {
+        let at = self.ranges.partition_point(|&(start, _)| start <= address);
+        at.checked_sub(1)
+            .and_then(|i| self.ranges.get(i))
+            .is_some_and(|&(_, end)| address < end)
+    }
+
+    /// A read again did not find the mapping of the frame at `address`: its page is not
+    /// read again for, and the next read again waits twice as long.
+    fn not_found(&mut self, address: u64) {
+        if self.tried.len() >= MAX_TRIED {
+            self.tried.remove(0);
+        }
+        self.tried.push(page(address));
+        if let Some((_, wait)) = &mut self.reread_at {
+            *wait = wait.saturating_mul(2).min(MAX_REREAD_WAIT);
+        }
+    }
+
+    /// Remember `mappings` as the last read.
+    fn remember(&mut self, mappings: &[ProcMapping]) {
+        self.ranges = mappings.iter().map(|m| (m.start, m.end)).collect();
+        self.ranges.sort_unstable();
+    }
+}
+
+/// How often a process is read again at most, for user frames in no mapping known.
+pub const REREAD_INTERVAL: Duration = Duration::from_millis(10);
+/// How long a process whose reads again found nothing waits at most for the next.
+pub const MAX_REREAD_WAIT: Duration = Duration::from_secs(1);
+/// Pages a process was read again for in vain, remembered per process at most.
+pub const MAX_TRIED: usize = 16;
+/// Reads again at most, all processes together, per second.
+pub const MAX_REREADS_PER_SECOND: u32 = 1000;
+/// Executable ranges remembered at most, all processes together (16 bytes each: 16
+/// MiB; past it the memory starts again, as past [`MAX_SEEN`]).
+pub const MAX_RANGES: usize = 1 << 20;
+
+/// The page of a user frame (a frame in a page a read again did not find is not read
+/// again for).
+fn page(address: u64) -> u64 {
+    address >> 12
+}
+
+/// What the reads again did, for the stop's notice.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rereads {
+    /// Processes read again (a user frame in no mapping known).
+    pub reads: u64,
+    /// Of them, the reads that found new executable mappings (staged).
+    pub found: u64,
+    /// Reads that were another program's (an exec not told yet): not staged.
+    pub other_program: u64,
 }
 
 /// Which processes had their mappings read, and when they last started a program.
 #[derive(Debug, Default)]
 pub struct Sight {
     seen: HashMap<u32, Seen>,
+    /// The ranges remembered in `seen`, all together.
+    ranges: usize,
+    /// This second's reads again: (when it began, how many).
+    window: Option<(Instant, u32)>,
+    rereads: Rereads,
 }
 
 impl Sight {
     /// Take one update of the tracking instance: a rename (an exec) makes the process be
     /// read again at its next stack, from that time on; a new task starts afresh.
     pub fn track(&mut self, time: Option<u64>, update: &ContextUpdate<'_>) {
-        match *update {
+        let (tid, renamed) = match *update {
             ContextUpdate::Comm { tid, comm } => {
                 let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
-                let s = self.entry(tid);
-                s.renamed = Some((time, comm[..end].to_vec()));
-                s.read = false;
+                (tid, Some((time, comm[..end].to_vec())))
             }
-            ContextUpdate::Fork { tid, .. } => *self.entry(tid) = Seen::default(),
-            _ => {}
-        }
+            ContextUpdate::Fork { tid, .. } => (tid, None),
+            _ => return,
+        };
+        let s = self.entry(tid);
+        let dropped = s.ranges.len();
+        *s = Seen {
+            renamed,
+            ..Seen::default()
+        };
+        self.ranges = self.ranges.saturating_sub(dropped);
     }
 
     fn entry(&mut self, pid: u32) -> &mut Seen {
-        if self.seen.len() >= MAX_SEEN && !self.seen.contains_key(&pid) {
+        if (self.seen.len() >= MAX_SEEN && !self.seen.contains_key(&pid))
+            || self.ranges > MAX_RANGES
+        {
             self.seen.clear();
+            self.ranges = 0;
         }
         self.seen.entry(pid).or_default()
     }
 
-    /// At a stack with user frames of process `pid`: its mappings, read now, if they were
-    /// not read since it started its program (None: nothing to stage).
-    pub fn first_sight(&mut self, pid: u32) -> Option<Sighted> {
+    /// At a record of process `pid` written at `time` with stack `chain`: the mappings
+    /// to stage ahead of it, if any. Its mappings are read at its first stack with user
+    /// frames since it started its program; read again when a user frame lies in no
+    /// executable mapping of the last read (a library loaded, or code mapped, since),
+    /// bounded: once per [`REREAD_INTERVAL`] per process (up to [`MAX_REREAD_WAIT`] after
+    /// reads that found nothing), never again for a page such a
+    /// read did not find, [`MAX_REREADS_PER_SECOND`] in all; only the new mappings are
+    /// staged, as the program run's the first read named.
+    pub fn sight(&mut self, pid: u32, time: u64, chain: &Callchain<'_>) -> Option<Sighted> {
+        let mut user = chain
+            .frames()
+            .filter_map(Result::ok)
+            .filter(|f| f.context == FrameContext::User)
+            .map(|f| f.address)
+            .peekable();
+        user.peek()?;
         let s = self.entry(pid);
-        if s.read {
+        if !s.read {
+            return self.first_sight(pid);
+        }
+        let since = s.renamed.as_ref().and_then(|(t, _)| *t);
+        // A record from before its program began is not in the program's mappings.
+        if s.gone || since.is_some_and(|since| time < since) {
             return None;
         }
+        let unknown = user.find(|&a| !s.covers(a) && !s.tried.contains(&page(a)))?;
+        if s.reread_at.is_some_and(|(at, wait)| at.elapsed() < wait) || !self.may_reread() {
+            return None;
+        }
+        self.rereads.reads += 1;
+        let s = self.seen.get_mut(&pid)?;
+        let wait = s.reread_at.map_or(REREAD_INTERVAL, |(_, wait)| wait);
+        s.reread_at = Some((Instant::now(), wait));
+        let Some(mappings) = read_proc_maps(pid) else {
+            s.gone = true;
+            return None;
+        };
+        let same_program = s.anchor.as_ref().is_none_or(|(start, path)| {
+            mappings
+                .iter()
+                .any(|m| m.start == *start && m.path == *path)
+        });
+        if !same_program {
+            self.rereads.other_program += 1;
+            s.not_found(unknown);
+            return None;
+        }
+        let new: Vec<ProcMapping> = mappings
+            .iter()
+            .filter(|m| s.ranges.binary_search(&(m.start, m.end)).is_err())
+            .cloned()
+            .collect();
+        let before = s.ranges.len();
+        s.remember(&mappings);
+        let after = s.ranges.len();
+        if s.covers(unknown) {
+            s.reread_at = Some((Instant::now(), REREAD_INTERVAL));
+        } else {
+            s.not_found(unknown);
+        }
+        self.ranges = self.ranges.saturating_sub(before).saturating_add(after);
+        if new.is_empty() {
+            return None;
+        }
+        self.rereads.found += 1;
+        // Staged at the record's time, in the run current then (the first read's: no
+        // rename since). Not at the run's start: the two are made wall-clock times apart,
+        // with the clock's offset sampled again in between, so the start could land a
+        // little before the run began there, in the program run before it.
+        Some(Sighted {
+            since: Some(time),
+            exec_comm: None,
+            mappings: new,
+        })
+    }
+
+    /// Whether this second's reads again leave room for one more (and count it).
+    fn may_reread(&mut self) -> bool {
+        let now = Instant::now();
+        let (began, count) = self.window.get_or_insert((now, 0));
+        if now.duration_since(*began) >= Duration::from_secs(1) {
+            *began = now;
+            *count = 0;
+        }
+        if *count >= MAX_REREADS_PER_SECOND {
+            return false;
+        }
+        *count += 1;
+        true
+    }
+
+    /// Its mappings, read now (its first stack with user frames since it started its
+    /// program); None: nothing to stage.
+    fn first_sight(&mut self, pid: u32) -> Option<Sighted> {
+        let s = self.entry(pid);
         s.read = true;
         let (since, exec_comm) = match &s.renamed {
             Some((time, comm)) => (*time, Some(comm.clone())),
             None => (None, None),
         };
-        match (read_proc_maps(pid), exec_comm) {
+        let read = read_proc_maps(pid);
+        let before = s.ranges.len();
+        match &read {
+            Some(mappings) => {
+                s.remember(mappings);
+                s.anchor = mappings.first().map(|m| (m.start, m.path.clone()));
+            }
+            None => s.gone = true,
+        }
+        let after = s.ranges.len();
+        self.ranges = self.ranges.saturating_sub(before).saturating_add(after);
+        match (read, exec_comm) {
             (Some(mappings), exec_comm) => Some(Sighted {
                 since,
                 exec_comm,
@@ -160,5 +351,172 @@ impl Sight {
             // Gone, and from before the recording: the formatter finds nothing either.
             (None, None) => None,
         }
+    }
+
+    /// What the reads again did so far.
+    pub fn rereads(&self) -> Rereads {
+        self.rereads
+    }
+}
+
+impl Rereads {
+    /// The stop's notice, when a process was read again.
+    pub fn describe(&self) -> Option<String> {
+        (self.reads > 0).then(|| {
+            let mut msg = format!(
+                "the mappings of processes were read again {} times from /proc for user \
+                 frames in no mapping known (a library loaded, or code mapped, after the \
+                 process's first stack); {} found new mappings",
+                self.reads, self.found
+            );
+            if self.other_program > 0 {
+                msg.push_str(&format!(
+                    "; {} found another program (an exec not told yet) and were left out",
+                    self.other_program
+                ));
+            }
+            msg
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uevrec_parsers::Endian;
+    use uevrec_parsers::callchain::PERF_CONTEXT_USER;
+
+    /// A stack of user frames at `addresses`, as the readers build it.
+    fn user_chain(addresses: &[u64]) -> Vec<u8> {
+        std::iter::once(PERF_CONTEXT_USER)
+            .chain(addresses.iter().copied())
+            .flat_map(u64::to_ne_bytes)
+            .collect()
+    }
+
+    /// A new page of executable anonymous memory in this process (unmapped by the test).
+    fn executable_page() -> *mut libc::c_void {
+        // SAFETY: a fresh anonymous mapping; nothing else refers to it.
+        let page = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_EXEC,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(page, libc::MAP_FAILED);
+        page
+    }
+
+    /// This process's mappings are read at its first stack; a frame in executable memory
+    /// mapped since makes it be read again (the new mapping alone staged, as the same
+    /// program run's), once: a frame in no mapping is not read again for, and reads
+    /// again are at most one per interval.
+    #[test]
+    fn a_frame_in_memory_mapped_since_reads_the_process_again() {
+        let pid = std::process::id();
+        let mut sight = Sight::default();
+        let known = a_frame_in_memory_mapped_since_reads_the_process_again as fn() as usize as u64;
+        let words = user_chain(&[known]);
+        let chain = Callchain::new(&words, Endian::NATIVE);
+        let first = sight.sight(pid, 1, &chain).expect("read at first sight");
+        assert!(
+            first
+                .mappings
+                .iter()
+                .any(|m| m.start <= known && known < m.end)
+        );
+        assert_eq!(sight.sight(pid, 2, &chain), None, "known: not read again");
+        assert_eq!(sight.rereads(), Rereads::default());
+
+        let page = executable_page();
+        let jit = page as u64 + 16;
+        let words = user_chain(&[jit, known]);
+        let chain = Callchain::new(&words, Endian::NATIVE);
+        let again = sight.sight(pid, 3, &chain).expect("read again");
+        assert_eq!(again.exec_comm, None);
+        assert_eq!(
+            again
+                .mappings
+                .iter()
+                .map(|m| (m.start, &*m.path))
+                .collect::<Vec<_>>(),
+            [(page as u64, "//anon")],
+            "only the new mapping"
+        );
+        assert_eq!(sight.sight(pid, 4, &chain), None, "known now");
+
+        // An address in no mapping: one read again (after the interval), then never again.
+        std::thread::sleep(REREAD_INTERVAL * 5);
+        let nowhere = 0x10_0000u64;
+        let words = user_chain(&[nowhere]);
+        let chain = Callchain::new(&words, Endian::NATIVE);
+        assert_eq!(sight.sight(pid, 5, &chain), None);
+        std::thread::sleep(REREAD_INTERVAL * 5);
+        assert_eq!(sight.sight(pid, 6, &chain), None);
+        let counted = sight.rereads();
+        assert_eq!((counted.reads, counted.found), (2, 1), "{counted:?}");
+        assert!(counted.describe().unwrap().contains("read again 2 times"));
+
+        // Within the wait after a read again, another new page waits for it to pass (the
+        // second read that found nothing: 4 intervals).
+        let words = user_chain(&[nowhere + 0x10_0000]);
+        let chain = Callchain::new(&words, Endian::NATIVE);
+        std::thread::sleep(REREAD_INTERVAL * 5);
+        assert_eq!(sight.sight(pid, 7, &chain), None);
+        let second = executable_page();
+        let words = user_chain(&[second as u64]);
+        let chain = Callchain::new(&words, Endian::NATIVE);
+        assert_eq!(sight.sight(pid, 8, &chain), None, "within the interval");
+        assert_eq!(sight.rereads().reads, 3);
+        std::thread::sleep(REREAD_INTERVAL * 5);
+        let later = sight.sight(pid, 8, &chain).expect("read again after it");
+        assert!(
+            later
+                .mappings
+                .iter()
+                .any(|m| m.start <= second as u64 && (second as u64) < m.end)
+        );
+        assert_eq!(sight.rereads().reads, 4);
+
+        // After an exec (a rename), the next stack is a first sight again.
+        sight.track(
+            Some(9),
+            &ContextUpdate::Comm {
+                tid: pid,
+                comm: b"renamed\0",
+            },
+        );
+        let exec = sight
+            .sight(pid, 10, &chain)
+            .expect("read as a new program run");
+        assert_eq!(exec.since, Some(9));
+        assert_eq!(exec.exec_comm.as_deref(), Some(&b"renamed"[..]));
+        // A record from before the rename is not the run's: no read again for it.
+        std::thread::sleep(REREAD_INTERVAL * 5);
+        let words = user_chain(&[nowhere + 0x20_0000]);
+        let chain = Callchain::new(&words, Endian::NATIVE);
+        assert_eq!(sight.sight(pid, 8, &chain), None);
+        assert_eq!(sight.rereads().reads, 4);
+        // SAFETY: the mappings made above, unused now.
+        unsafe {
+            libc::munmap(page, 4096);
+            libc::munmap(second, 4096);
+        }
+    }
+
+    /// A process that is gone is not read again.
+    #[test]
+    fn a_gone_process_is_not_read_again() {
+        let mut sight = Sight::default();
+        let words = user_chain(&[0x40_0000]);
+        let chain = Callchain::new(&words, Endian::NATIVE);
+        assert_eq!(sight.sight(4_000_000_000, 1, &chain), None);
+        std::thread::sleep(REREAD_INTERVAL * 5);
+        assert_eq!(sight.sight(4_000_000_000, 2, &chain), None);
+        assert_eq!(sight.rereads().reads, 0);
     }
 }

@@ -5,7 +5,7 @@ use std::io;
 use std::ops::ControlFlow;
 use std::time::Duration;
 
-use uevrec_parsers::perf_sample::{PERF_RECORD_SAMPLE, Record, SampleFormat};
+use uevrec_parsers::perf_sample::{LineFields, PERF_RECORD_SAMPLE, Record, SampleFormat};
 
 use super::reaper::{ReaperPipe, close_in_background};
 use super::{EventFds, PerfError, Rings};
@@ -42,25 +42,44 @@ impl PerfBackend {
 }
 
 /// What one ring record is, for the session (`marker`: the sample id of the ring's
-/// marker event, if it has one).
+/// marker event, if it has one). In line, a sample read at its fixed places
+/// ([`SampleFormat::line_fields`]: no
+/// [`Sample`](uevrec_parsers::perf_sample::Sample) built and copied): the session's cost
+/// per record (BENCHMARKS.md, issue 41). Every other record out of line.
+#[inline(always)]
 pub fn arrival<'a>(layout: &SampleFormat, marker: Option<u64>, bytes: &'a [u8]) -> Arrival<'a> {
+    match layout.line_fields(bytes) {
+        Some(s) => sample_arrival(s, marker),
+        None => parsed_arrival(layout, marker, bytes),
+    }
+}
+
+/// The arrival of sample `s`: the marker's (`marker`: its id), or a record's.
+#[inline(always)]
+fn sample_arrival(s: LineFields<'_>, marker: Option<u64>) -> Arrival<'_> {
+    // Marker ids are perf ids like the events', so never an event's.
+    if s.id.is_some() && s.id == marker {
+        return Arrival::Marker;
+    }
+    Arrival::Sample {
+        key: s.id,
+        time: s.time,
+        cpu: s.cpu,
+        pid: s.pid,
+        tid: s.tid,
+        cgroup: s.cgroup,
+        raw: s.raw,
+        callchain: s.callchain,
+        user_stack: s.user_stack,
+    }
+}
+
+/// [`arrival`] of a record that is not a whole sample at its fixed places: the other
+/// records, and samples that the field-by-field reading takes or names the fault of.
+#[inline(never)]
+fn parsed_arrival<'a>(layout: &SampleFormat, marker: Option<u64>, bytes: &'a [u8]) -> Arrival<'a> {
     match layout.parse(bytes) {
-        // Marker ids are perf ids like the events', so never an event's.
-        Ok(Record::Sample(s)) if s.id.is_some() && s.id == marker => Arrival::Marker,
-        Ok(Record::Sample(s)) => Arrival::Sample {
-            key: s.id,
-            time: s.time,
-            cpu: s.cpu,
-            pid: s.pid,
-            tid: s.tid,
-            cgroup: s.cgroup,
-            raw: s.raw.unwrap_or(&[]),
-            callchain: s.callchain,
-            user_stack: s
-                .user_regs
-                .zip(s.user_stack)
-                .map(|(regs, stack)| uevrec_parsers::user_stack::UserStack { regs, stack }),
-        },
+        Ok(Record::Sample(s)) => sample_arrival(s.into(), marker),
         Ok(
             rec @ (Record::Comm { .. }
             | Record::Task { .. }

@@ -350,7 +350,7 @@ impl<'a> Attacher<'a> {
             return Ok(());
         };
         for k in B::keys(&ev.handle) {
-            st.by_key.remove(k);
+            st.by_key.remove(*k);
         }
         self.attached.remove(&(ev.system.clone(), ev.name.clone()));
         *st.summary

@@ -6,14 +6,15 @@
 //! [`crate::capture::backend`] is what it needs from perf or ftrace; `attach` the
 //! attach/detach/rescan state machine over it; `stager` stages what the buffers hold;
 //! `filter` the kernel filters and the kernel's complaints; `procfs` the thread scan;
-//! `error` the setup errors; `waiting` the selectors that match nothing yet (said once,
+//! `key_slots` the sample key → event lookup; `error` the setup errors; `waiting` the selectors that match nothing yet (said once,
 //! and again when they match); this file the configuration, the loop, the stop.
 //!
-//! Layers, lowest first: `procfs`, `error`, `filter`, `stager`, `waiting`, `attach`.
+//! Layers, lowest first: `procfs`, `key_slots`, `error`, `filter`, `stager`, `waiting`, `attach`.
 
 mod attach;
 mod error;
 pub(crate) mod filter;
+mod key_slots;
 mod procfs;
 mod stager;
 #[cfg(test)]
@@ -35,6 +36,7 @@ use crate::system::fd_limit::Nofile;
 use attach::{Attacher, Halt};
 pub use error::SessionError;
 pub(crate) use error::perf_error;
+pub use key_slots::KeySlots;
 use stager::Stager;
 pub use stager::stage_sample;
 use waiting::Waiting;
@@ -319,6 +321,9 @@ pub fn run_with<B: Backend>(
         }
         if let Some(msg) = backend.stack_notice() {
             st.notice("stacks_untied", None, &msg);
+        }
+        if let Some(msg) = backend.maps_notice() {
+            st.notice("stacks_maps", None, &msg);
         }
         let stopped: Vec<(String, String)> = st
             .events

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 
 use uevrec_parsers::{PreparedFormat, RecordStamp};
 
-use super::{LiveStats, Summary};
+use super::{KeySlots, LiveStats, Summary};
 use crate::capture::backend::{Arrival, Backend, DrainPool};
 use crate::capture::clock::{WallClock, monotonic_ns};
 #[cfg(doc)]
@@ -37,9 +37,8 @@ pub(super) struct Stager<E> {
     pub(super) events: Vec<Option<Event<E>>>,
     /// Handles of detached events, to be released ([`Backend::release`]) together.
     pub(super) retired: Vec<E>,
-    /// Sample key → slot in `events` (foldhash: keys are kernel-assigned, not hostile,
-    /// and SipHash showed in the profile).
-    pub(super) by_key: foldhash::HashMap<u64, usize>,
+    /// Sample key → slot in `events`.
+    pub(super) by_key: KeySlots,
     pub(super) clock: WallClock,
     pub(super) chunk: StagedChunk,
     self_pid: u32,
@@ -80,7 +79,7 @@ const IDLE_MARK_NS: u64 = 100_000_000;
 /// What a drain thread of a parallel pass reads with ([`Stager::drain`]): the session's
 /// state, read only.
 struct Shared<'a> {
-    by_key: &'a foldhash::HashMap<u64, usize>,
+    by_key: &'a KeySlots,
     /// Slot → attached.
     attached: Vec<bool>,
     clock: &'a WallClock,
@@ -116,7 +115,7 @@ impl GroupTaker<'_> {
                 if let (true, Some(t)) = (sh.ring_marks, time) {
                     self.chunk.note_ring(cpu, t);
                 }
-                let Some(&slot) = key.and_then(|k| sh.by_key.get(&k)) else {
+                let Some(slot) = key.and_then(|k| sh.by_key.lookup(k)) else {
                     self.unknown += 1;
                     return ControlFlow::Continue(());
                 };
@@ -166,7 +165,7 @@ impl<E> Stager<E> {
         Stager {
             events: Vec::new(),
             retired: Vec::new(),
-            by_key: foldhash::HashMap::default(),
+            by_key: KeySlots::default(),
             clock: WallClock::new(crate::capture::clock::RESAMPLE_INTERVAL),
             chunk,
             self_pid: std::process::id(),
@@ -205,29 +204,50 @@ impl<E> Stager<E> {
         self.max_records.is_some_and(|m| self.summary.records >= m)
     }
 
-    /// Stage one arrival from `cpu`'s buffer; breaks when the chunk is full.
+    /// Stage one arrival from `cpu`'s buffer; breaks when the chunk is full. A sample in
+    /// line, in the backend's read loop (its fields not stored and loaded again: the
+    /// session's cost per record, BENCHMARKS.md issue 41); anything else out of line.
+    #[inline(always)]
     fn take(&mut self, cpu: u32, arrival: Arrival<'_>) -> ControlFlow<()> {
+        let Arrival::Sample { key, time, pid, .. } = arrival else {
+            return self.take_other(cpu, arrival);
+        };
+        if let (true, Some(t)) = (self.ring_marks, time) {
+            self.chunk.note_ring(cpu, t);
+        }
+        let Some(slot) = key.and_then(|k| self.by_key.get(k)) else {
+            self.unknown += 1;
+            return ControlFlow::Continue(());
+        };
+        if (!self.include_self && pid == Some(self.self_pid)) || self.limit_reached() {
+            return ControlFlow::Continue(());
+        }
+        let Some(ev) = self.events.get_mut(slot).and_then(Option::as_mut) else {
+            self.unknown += 1;
+            return ControlFlow::Continue(());
+        };
+        // Slots fit in u32: [`StageSender::format`] refuses any other.
+        stage_sample(&mut self.chunk, &self.clock, slot as u32, cpu, &arrival);
+        ev.records += 1;
+        self.summary.records += 1;
+        self.full()
+    }
+
+    /// Break when the chunk is full.
+    fn full(&self) -> ControlFlow<()> {
+        if self.chunk.len() >= STAGE_BYTES {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+
+    /// [`Stager::take`] of anything but a sample.
+    #[inline(never)]
+    fn take_other(&mut self, cpu: u32, arrival: Arrival<'_>) -> ControlFlow<()> {
         match arrival {
-            Arrival::Sample { key, time, pid, .. } => {
-                if let (true, Some(t)) = (self.ring_marks, time) {
-                    self.chunk.note_ring(cpu, t);
-                }
-                let Some(&slot) = key.and_then(|k| self.by_key.get(&k)) else {
-                    self.unknown += 1;
-                    return ControlFlow::Continue(());
-                };
-                if (!self.include_self && pid == Some(self.self_pid)) || self.limit_reached() {
-                    return ControlFlow::Continue(());
-                }
-                let Some(ev) = self.events.get_mut(slot).and_then(Option::as_mut) else {
-                    self.unknown += 1;
-                    return ControlFlow::Continue(());
-                };
-                // Slots fit in u32: [`StageSender::format`] refuses any other.
-                stage_sample(&mut self.chunk, &self.clock, slot as u32, cpu, &arrival);
-                ev.records += 1;
-                self.summary.records += 1;
-            }
+            // Staged by `take`.
+            Arrival::Sample { .. } => {}
             Arrival::Lost { lost, time } => {
                 let t = time.and_then(|t| self.clock.to_unix_ns(t));
                 self.chunk.push_lost(t, cpu, lost);
@@ -256,11 +276,7 @@ impl<E> Stager<E> {
             Arrival::Other => {}
             Arrival::Malformed => self.malformed += 1,
         }
-        if self.chunk.len() >= STAGE_BYTES {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        }
+        self.full()
     }
 
     /// Read every buffer until it is empty (as of the reads), sending full chunks. When
@@ -471,6 +487,7 @@ impl<E> Stager<E> {
 /// Stage the sample `arrival` of event `slot`, read from `cpu`'s buffer, in `chunk`: its
 /// stamp (the wall-clock time of its kernel time by `clock`; the CPU it names, else the
 /// buffer's), then its record with its call stacks. Anything but a sample stages nothing.
+#[inline]
 pub fn stage_sample(
     chunk: &mut StagedChunk,
     clock: &WallClock,

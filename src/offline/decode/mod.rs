@@ -133,17 +133,27 @@ pub fn run(
         }) = &outcome
             && opts.format == OutputFormat::JsonLines
         {
-            let mut line = Vec::new();
-            uevrec_parsers::LineWriter::new(LineOptions::default()).write_notice(
-                &mut line,
-                None,
-                "truncated",
-                None,
-                msg,
-            );
-            flush(&line);
+            flush(&notice_line("truncated", msg));
+        }
+        // The modules whose recorded build was found nowhere (stacks named offline).
+        if outcome.is_ok()
+            && let Some(msg) = crate::pipeline::stacks::build_ids::take_notice()
+        {
+            if opts.format == OutputFormat::JsonLines {
+                flush(&notice_line("modules_not_found", &msg));
+            } else {
+                crate::messages::print(format_args!("uevrec: notice: {msg}\n"));
+            }
         }
         outcome
     });
     (outcome, output.error)
+}
+
+/// A `{"uevrec":"notice"}` line of `what`, untimed, saying `message`.
+fn notice_line(what: &str, message: &str) -> Vec<u8> {
+    let mut line = Vec::new();
+    uevrec_parsers::LineWriter::new(LineOptions::default())
+        .write_notice(&mut line, None, what, None, message);
+    line
 }

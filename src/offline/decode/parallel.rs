@@ -227,7 +227,8 @@ pub(crate) fn stack_options(opts: DecodeOptions) -> Option<StackOptions> {
         offline: true,
         // A recorded chain is as long as the kernel made it; no stack copies are unwound.
         max_frames: usize::MAX,
-        ids: false,
+        ids: opts.stack_ids,
+        warm_kernel: false,
     })
 }
 

@@ -156,7 +156,9 @@ pub fn run(
         notices: (!opts.quiet).then(|| LineWriter::new(LineOptions::default())),
         notice_buf: Vec::new(),
         context: opts.context.then(ContextTracker::new),
-        stack_maps: opts.stacks.map(|_| ProcessMaps::default()),
+        // Each mapped file found as its process sees it when the mapping arrives (the
+        // process most likely lives then; a dump may come long after it exited).
+        stack_maps: opts.stacks.map(|_| ProcessMaps::new(true)),
         pending: VecDeque::new(),
         drained: 0,
     };

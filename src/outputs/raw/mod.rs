@@ -8,8 +8,9 @@
 //! Its threads, what it holds, its times and why it starts in pipe mode:
 //! docs/record-raw.md.
 //!
-//! Layers, lowest first: `host`, `file`, `segments`, `stacks`, `dat`.
+//! Layers, lowest first: `host`, `file`, `segments`, `build_ids`, `stacks`, `dat`.
 
+pub mod build_ids;
 pub mod dat;
 pub mod file;
 pub mod host;
@@ -32,7 +33,7 @@ use crate::capture::clock::now_unix_ns;
 use crate::capture::stacks::{StackRequest, USER_REGS_MASK};
 use crate::capture::staging::{FormatSource, Staged, StagedEntries, StagedEntry};
 use crate::outputs::sink::SinkError;
-use crate::system::kallsyms;
+use crate::system::{kallsyms, kernel_modules};
 use file::PerfDataFile;
 use host::HostInfo;
 use uevrec_parsers::perf_data::header::FILE_HEADER_SIZE;
@@ -152,6 +153,12 @@ pub struct RawSummary {
     /// With kernel frames in the stacks, why the file has no kernel map (`/proc/kallsyms`
     /// hid or could not give the kernel's text): a notice for the user.
     pub kernel_map_missing: Option<String>,
+    /// With stacks: modules touched whose build ids the file's `HEADER_BUILD_ID` does not
+    /// list (past [`build_ids::MAX_MODULES`]).
+    pub build_ids_left_out: u64,
+    /// With the kernel map, why the file has no maps of the loaded kernel modules
+    /// (`/proc/modules` hid their addresses or could not be read): a notice for the user.
+    pub module_maps_missing: Option<String>,
 }
 
 /// How a slot's records are written.
@@ -364,6 +371,8 @@ impl Encoder {
                                 }
                             }
                             let chain = stack.unwrap_or(Callchain::new(&[], Endian::Little));
+                            let unwound = user_stack.is_some();
+                            mapped.sample(stamp.pid, stamp.time_unix_ns, &chain, unwound);
                             let user = match self.user_stack {
                                 Some(_) => UserCopy::Taken(user_stack),
                                 None => UserCopy::NotAsked,
@@ -479,6 +488,7 @@ impl Encoder {
                         writer::push_exec_fork(out, &before, pid);
                     }
                     mapped.seen(pid);
+                    mapped.track(time_unix_ns, update);
                 }
                 writer::push_comm(out, &s, pid, pid, comm, true)
             }
@@ -510,6 +520,7 @@ impl Encoder {
                     // the recording has its own in the file first.
                     mapped.synthesize(out, s.id, parent_tid, s.time);
                     mapped.seen(tid);
+                    mapped.track(time_unix_ns, update);
                 }
                 let task = Task {
                     fork: true,
@@ -521,6 +532,9 @@ impl Encoder {
                 writer::push_task(out, &s, &task);
             }
             ContextUpdate::Exit { tid } => {
+                if let Some(mapped) = &mut self.stacks {
+                    mapped.track(time_unix_ns, update);
+                }
                 let task = Task {
                     fork: false,
                     pid: tid,
@@ -584,7 +598,9 @@ impl Encoder {
     /// context the tracking attr (before any COMM/FORK/EXIT/CGROUP record).
     fn start(&mut self, raw: &RawOutput) {
         let mut out = Vec::new();
-        self.with_meta(raw, |meta| writer::push_header_features(&mut out, meta));
+        self.with_meta(raw, &[], |meta| {
+            writer::push_header_features(&mut out, meta)
+        });
         if let Some((_, t)) = &self.context {
             writer::push_tracking_header(&mut out, t);
         }
@@ -597,8 +613,9 @@ impl Encoder {
     }
 
     /// The kernel map, as `perf record` writes it before the processes' records (perf
-    /// names the chains' kernel frames from it), or why not into the summary: never a
-    /// map of zero addresses.
+    /// names the chains' kernel frames from it), then the loaded modules' maps
+    /// ([`Encoder::module_maps`]), or why not into the summary: never a map of zero
+    /// addresses.
     fn kernel_map(&mut self, tracking: u64) {
         match kallsyms::kernel_text() {
             Ok(text) => {
@@ -616,20 +633,54 @@ impl Encoder {
                     symbol: text.symbol,
                 };
                 writer::push_kernel_mmap(&mut self.out, &stamp, &map);
+                self.module_maps(&stamp);
                 self.index.context(at, 0);
             }
             Err(why) => self.summary.kernel_map_missing = Some(why),
         }
     }
 
+    /// One map per loaded kernel module (`/proc/modules`), as `perf record` writes them
+    /// after the kernel's (`stamp`: the kernel map's trailer), or why not into the
+    /// summary (hidden addresses: none written).
+    fn module_maps(&mut self, stamp: &Stamp) {
+        let modules = match kernel_modules::loaded() {
+            Ok(modules) => modules,
+            Err(why) => {
+                self.summary.module_maps_missing = Some(why);
+                return;
+            }
+        };
+        let mut ranges = Vec::with_capacity(modules.len());
+        for m in modules {
+            writer::push_module_mmap(&mut self.out, stamp, m.start, m.size, &m.name);
+            ranges.push((m.start, m.start.saturating_add(m.size), m.name.into()));
+        }
+        if let Some(mapped) = &mut self.stacks {
+            mapped.kernel_modules(ranges);
+        }
+    }
+
     /// The trailer of the file as it is now.
     fn trailer(&self, raw: &RawOutput) -> writer::Trailer {
         let data_size = raw.file.data_size();
-        self.with_meta(raw, |meta| writer::trailer(meta, data_size))
+        // The kernel is listed where the file maps it (perf names kernel frames then).
+        let kernel_mapped =
+            raw.stacks.is_some_and(|s| s.kernel) && self.summary.kernel_map_missing.is_none();
+        let build_ids = (self.stacks.as_ref())
+            .map(|m| m.build_id_section(kernel_mapped))
+            .unwrap_or_default();
+        self.with_meta(raw, &build_ids, |meta| writer::trailer(meta, data_size))
     }
 
-    /// `f` of the file's description as it is now.
-    fn with_meta<T>(&self, raw: &RawOutput, f: impl FnOnce(&FileMeta<'_>) -> T) -> T {
+    /// `f` of the file's description as it is now, with the `HEADER_BUILD_ID` section
+    /// `build_ids` (empty: none).
+    fn with_meta<T>(
+        &self,
+        raw: &RawOutput,
+        build_ids: &[u8],
+        f: impl FnOnce(&FileMeta<'_>) -> T,
+    ) -> T {
         let formats: Vec<(&str, &str)> = self
             .sources
             .iter()
@@ -655,6 +706,7 @@ impl Encoder {
                 res_ns: h.clock_res_ns,
             },
             tracking: self.context.as_ref().map(|(_, t)| *t),
+            build_ids,
         };
         f(&meta)
     }
@@ -740,6 +792,7 @@ pub fn run(
         Err(e) => Err(e),
     };
     enc.summary.events = enc.events.len();
+    enc.summary.build_ids_left_out = (enc.stacks.as_ref()).map_or(0, |m| m.build_ids_left_out());
     let finish = match finished {
         Ok(()) => raw.file.finish(&enc.trailer(&raw), &enc.inband),
         Err(_) => enc.finish_after_error(&mut raw),

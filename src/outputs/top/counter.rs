@@ -4,6 +4,10 @@
 //! are read, under one lock per chunk. A process's name is looked up when it first shows
 //! in an interval (a cache hit after the first time), so a short-lived process is still
 //! named after it exited.
+//!
+//! With `-g` each record's stack is named as a call path ([`CallPaths`]) before the model
+//! is locked, a chunk at a time, by the naming of `record -g` (its caches and its time
+//! budget on cold look-ups), so the display never waits on a symbol look-up.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -15,19 +19,25 @@ use super::model::Model;
 use super::pods::{GroupBy, PodRows};
 use uevrec_parsers::RecordStamp;
 
+use super::sites::NO_STACK;
 use crate::capture::staging::{Staged, StagedChunk, StagedEntry};
 use crate::pipeline::filter::Filter;
+use crate::pipeline::stacks::call_path::CallPaths;
+use crate::pipeline::stacks::{StackOptions, StackWriter};
 
 /// Count everything staged on `staged` into `shared` until the session closes it,
 /// returning every chunk buffer on `pool`; a row per event, or per pod (`by`); with
-/// `filter`, only the records it keeps (the others in the model's `not_kept`).
+/// `filter`, only the records it keeps (the others in the model's `not_kept`); with
+/// `stacks`, each record's call path too.
 pub fn run(
     staged: &Receiver<Staged>,
     pool: &Sender<Vec<u8>>,
     shared: &Shared,
     by: GroupBy,
     filter: Option<Arc<Filter>>,
+    stacks: Option<StackOptions>,
 ) {
+    let mut paths = stacks.map(Paths::new);
     // Processes new in this interval, named once the model is unlocked.
     let mut fresh: Vec<u32> = Vec::new();
     let mut pods = (by == GroupBy::Pod).then(PodRows::default);
@@ -50,9 +60,21 @@ pub fn run(
             Staged::Chunk(chunk) => chunk,
         };
         let keep = keep.as_mut();
+        // Named before the model is locked (a cold look-up takes its time).
+        let sites = match &mut paths {
+            Some(p) => p.of_chunk(&chunk),
+            None => &[],
+        };
         match &mut pods {
-            Some(rows) => count_by_pod(&mut lock(&shared.model), rows, &chunk, &mut fresh, keep),
-            None => count_chunk(&mut lock(&shared.model), &chunk, &mut fresh, keep),
+            Some(rows) => count_by_pod(
+                &mut lock(&shared.model),
+                rows,
+                &chunk,
+                &mut fresh,
+                keep,
+                sites,
+            ),
+            None => count_chunk(&mut lock(&shared.model), &chunk, &mut fresh, keep, sites),
         }
         // The pool channel holds every chunk, so this never waits.
         let _ = pool.send(chunk.into_buffer());
@@ -65,14 +87,65 @@ pub fn run(
     }
 }
 
+/// The call paths of the records of a chunk, named by one stack writer.
+struct Paths {
+    writer: StackWriter,
+    names: CallPaths,
+    /// The records' paths, in order (reused).
+    of_records: Vec<Arc<str>>,
+    no_stack: Arc<str>,
+}
+
+impl Paths {
+    fn new(options: StackOptions) -> Self {
+        Paths {
+            writer: StackWriter::new(options),
+            names: CallPaths::default(),
+            of_records: Vec::new(),
+            no_stack: Arc::from(NO_STACK),
+        }
+    }
+
+    /// The call path of every record of `chunk`, in order (the mappings it reports taken
+    /// on the way).
+    fn of_chunk(&mut self, chunk: &StagedChunk) -> &[Arc<str>] {
+        self.of_records.clear();
+        for entry in chunk.entries() {
+            match entry {
+                StagedEntry::Context {
+                    time_unix_ns,
+                    update,
+                } => self.writer.apply(time_unix_ns, &update),
+                StagedEntry::Record {
+                    stamp,
+                    stack,
+                    user_stack,
+                    ..
+                } => {
+                    let path = match stack {
+                        Some(stack) => self.names.path(&mut self.writer, &stamp, stack, user_stack),
+                        None => Arc::clone(&self.no_stack),
+                    };
+                    self.of_records.push(path);
+                }
+                _ => {}
+            }
+        }
+        &self.of_records
+    }
+}
+
 /// Count every entry of `chunk` into `model` (with `keep`, the records it keeps); the
-/// pids new in this interval are added to `fresh` (to be named).
+/// pids new in this interval are added to `fresh` (to be named). `sites`: with `-g`, the
+/// call path of each record of the chunk, in order (empty without).
 pub fn count_chunk(
     model: &mut Model,
     chunk: &StagedChunk,
     fresh: &mut Vec<u32>,
     mut keep: Option<&mut TopFilter>,
+    sites: &[Arc<str>],
 ) {
+    let mut sites = sites.iter();
     for entry in chunk.entries() {
         match entry {
             StagedEntry::Record {
@@ -82,11 +155,15 @@ pub fn count_chunk(
                 raw,
                 ..
             } => {
+                let site = sites.next();
                 if !counted(keep.as_deref_mut(), model, slot, &stamp, cgroup, raw) {
                     continue;
                 }
                 if model.record(slot, stamp.pid, raw.len()) {
                     fresh.push(stamp.pid);
+                }
+                if let Some(path) = site {
+                    model.call_site(slot, path);
                 }
             }
             StagedEntry::Lost { lost, .. } => model.lost(lost),
@@ -118,14 +195,16 @@ pub fn count_chunk(
 }
 
 /// [`count_chunk`] with a row per pod: context entries go to the tracker of `rows`,
-/// each record counts in its pod's row.
+/// each record counts in its pod's row (and its call path, from `sites`, there).
 pub fn count_by_pod(
     model: &mut Model,
     rows: &mut PodRows,
     chunk: &StagedChunk,
     fresh: &mut Vec<u32>,
     mut keep: Option<&mut TopFilter>,
+    sites: &[Arc<str>],
 ) {
+    let mut sites = sites.iter();
     for entry in chunk.entries() {
         match entry {
             StagedEntry::Record {
@@ -135,12 +214,16 @@ pub fn count_by_pod(
                 raw,
                 ..
             } => {
+                let site = sites.next();
                 if !counted(keep.as_deref_mut(), model, slot, &stamp, cgroup, raw) {
                     continue;
                 }
                 let slot = rows.slot(model, stamp.pid, stamp.tid, cgroup);
                 if model.record(slot, stamp.pid, raw.len()) {
                     fresh.push(stamp.pid);
+                }
+                if let Some(path) = site {
+                    model.call_site(slot, path);
                 }
             }
             StagedEntry::Context {
@@ -240,7 +323,14 @@ mod tests {
         drop(tx);
         let shared = Shared::default();
         let f = filter(&["fields.args[1] % 2 == 0"]);
-        run(&rx, &pool_tx, &shared, GroupBy::Event, Some(Arc::clone(&f)));
+        run(
+            &rx,
+            &pool_tx,
+            &shared,
+            GroupBy::Event,
+            Some(Arc::clone(&f)),
+            None,
+        );
         let mut m = lock(&shared.model);
         m.tick(Duration::from_secs(1));
         let s = m.snapshot();
@@ -271,7 +361,7 @@ mod tests {
         tx.send(Staged::Chunk(chunk)).unwrap();
         drop(tx);
         let shared = Shared::default();
-        run(&rx, &pool_tx, &shared, GroupBy::Event, None);
+        run(&rx, &pool_tx, &shared, GroupBy::Event, None, None);
         assert_eq!(
             pool_rx.try_iter().count(),
             1,

@@ -6,7 +6,12 @@
 //! `/proc` ([`comm`]), only for the processes shown. crate::recorder::top starts and
 //! joins the threads (drawn in docs/top.md, "How it counts").
 //!
-//! Layers, lowest first: `model`, `comm`, `pods`, `keep`, `counter`, `plain`, `view`.
+//! With `-g` the counting thread also names each record's stack as a call path, off the
+//! model's lock ([`crate::pipeline::stacks::call_path`]: the bounded, time-budgeted
+//! naming of `record -g`), and [`sites`] counts the busiest per row.
+//!
+//! Layers, lowest first: `sites`, `model`, `comm`, `pods`, `keep`, `counter`, `plain`,
+//! `view`.
 
 pub mod comm;
 pub mod counter;
@@ -14,6 +19,7 @@ pub mod keep;
 pub mod model;
 pub mod plain;
 pub mod pods;
+pub mod sites;
 pub mod view;
 
 use std::io;
@@ -57,6 +63,8 @@ pub struct TopOptions {
     pub by: pods::GroupBy,
     /// `--where` / `--sample` / `--rate-limit`: only the records they keep are counted ([`keep`]).
     pub filter: Option<std::sync::Arc<crate::pipeline::filter::Filter>>,
+    /// `-g`: how the records' stacks are named for the call paths ([`sites`]).
+    pub stacks: Option<crate::pipeline::stacks::StackOptions>,
 }
 
 impl Default for TopOptions {
@@ -68,6 +76,7 @@ impl Default for TopOptions {
             backend: "perf",
             by: pods::GroupBy::Event,
             filter: None,
+            stacks: None,
         }
     }
 }

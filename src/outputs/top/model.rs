@@ -6,11 +6,14 @@
 //!
 //! Memory is bounded: one row per event the session attached (a detached one is kept
 //! [`LINGER_TICKS`] intervals, then dropped), and per row at most [`MAX_PIDS`] distinct
-//! processes per interval (the rest are counted together as `other_pids`).
+//! processes per interval (the rest are counted together as `other_pids`), and with
+//! `-g` at most [`super::sites::MAX_SITES`] call paths.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::sites::{CallSites, Sites};
 use crate::capture::selector::Selector;
 
 /// Distinct processes counted per event and interval; records of further processes in
@@ -40,6 +43,8 @@ struct EventStats {
     pids: foldhash::HashMap<u32, u64>,
     /// This interval's records of processes beyond [`MAX_PIDS`].
     interval_other: u64,
+    /// With `-g`: the records' call paths.
+    sites: CallSites,
     /// The last closed interval, as shown.
     shown: Shown,
 }
@@ -52,6 +57,7 @@ struct Shown {
     bytes_per_s: f64,
     top: Vec<(u32, u64)>,
     other_pids: u64,
+    sites: Sites,
 }
 
 /// One event as a snapshot shows it.
@@ -76,6 +82,8 @@ pub struct Row {
     pub top: Vec<(u32, u64)>,
     /// Records of the last interval from processes beyond [`MAX_PIDS`].
     pub other_pids: u64,
+    /// With `-g`: the busiest call paths ([`super::sites`]).
+    pub sites: Sites,
 }
 
 /// Everything the display shows after a tick.
@@ -192,6 +200,20 @@ impl Model {
         }
     }
 
+    /// `-g`: the record just counted in session slot `slot` ([`Model::record`]) came from
+    /// call path `path`.
+    pub fn call_site(&mut self, slot: u32, path: &Arc<str>) {
+        if let Some(ev) = self
+            .slots
+            .get(slot as usize)
+            .copied()
+            .flatten()
+            .and_then(|i| self.events.get_mut(i))
+        {
+            ev.sites.record(path);
+        }
+    }
+
     /// Records are filtered (`--where`, `--sample`): the snapshot says how many were left
     /// out.
     pub fn filtering(&mut self) {
@@ -236,6 +258,7 @@ impl Model {
                 bytes_per_s: per_s(ev.interval_bytes),
                 top,
                 other_pids: ev.interval_other,
+                sites: ev.sites.tick(secs),
             };
             (ev.interval_records, ev.interval_bytes, ev.interval_other) = (0, 0, 0);
             if !ev.attached {
@@ -290,6 +313,7 @@ impl Model {
                     bytes: ev.bytes,
                     top: ev.shown.top.clone(),
                     other_pids: ev.shown.other_pids,
+                    sites: ev.shown.sites.clone(),
                 })
                 .collect(),
             records_per_s: self.shown_records_per_s,
@@ -549,6 +573,7 @@ mod tests {
                 bytes: 0,
                 top: vec![],
                 other_pids: 0,
+                sites: Sites::default(),
             })
             .collect()
     }

@@ -1,7 +1,8 @@
 //! `uevrec top` when standard output is not a terminal (or with `--plain`): every
 //! interval, one JSON line per event and one line of totals, for pipelines (`jq`, a
 //! metrics agent, a log). The last set, after the session stopped, has `"final":true`
-//! and counts every record the session staged. Real lines and every key: docs/top.md
+//! and counts every record the session staged. With `-g` each event line carries its
+//! busiest call paths (`call_sites`). Real lines and every key: docs/top.md
 //! ("Not a terminal: JSON lines").
 
 use std::io::{self, Write};
@@ -15,6 +16,7 @@ use super::counter::lock;
 use super::model::{Snapshot, sort_rows};
 use super::pods::GroupBy;
 use super::{Clock, Shared, TopOptions};
+use crate::pipeline::stacks::call_path::frames;
 
 /// How often the printer looks at `stop` and `done` between intervals.
 const POLL: Duration = Duration::from_millis(50);
@@ -47,8 +49,26 @@ struct EventLine<'a> {
     top: Vec<Process<'a>>,
     #[serde(skip_serializing_if = "is_zero")]
     other_pids: u64,
+    /// With `-g`: the busiest call paths.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    call_sites: Option<Vec<CallSite<'a>>>,
+    /// With `-g`: the records since the start of call paths not in `call_sites`' table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    other_call_sites: Option<u64>,
     #[serde(skip_serializing_if = "is_false")]
     r#final: bool,
+}
+
+/// One call path of an event line (`-g`).
+#[derive(Serialize)]
+struct CallSite<'a> {
+    /// Its functions, innermost first.
+    frames: Vec<&'a str>,
+    records_per_s: f64,
+    /// Its share of the event's records in the interval.
+    share: f64,
+    /// Since it was first counted.
+    records: u64,
 }
 
 /// The totals line.
@@ -79,6 +99,15 @@ fn is_zero(n: &u64) -> bool {
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+/// `part` of `all` (0 when there is nothing).
+pub fn share(part: u64, all: u64) -> f64 {
+    if all == 0 {
+        0.0
+    } else {
+        part as f64 / all as f64
+    }
 }
 
 /// A rate with 3 decimals (what a reader needs; no `333.33333333333`).
@@ -123,6 +152,19 @@ pub fn write_interval(
                 .map(|(&(pid, records), comm)| Process { pid, comm, records })
                 .collect(),
             other_pids: r.other_pids,
+            call_sites: opts.stacks.is_some().then(|| {
+                r.sites
+                    .top
+                    .iter()
+                    .map(|site| CallSite {
+                        frames: frames(&site.path).collect(),
+                        records_per_s: round3(site.records_per_s),
+                        share: round3(share(site.interval_records, r.interval_records)),
+                        records: site.records,
+                    })
+                    .collect()
+            }),
+            other_call_sites: opts.stacks.is_some().then_some(r.sites.other_records),
             r#final: last,
         };
         serde_json::to_writer(&mut text, &line)?;
@@ -256,6 +298,45 @@ mod tests {
                 "lost_per_s": 4.0, "lost": 2, "notice": "attached a:b: id 5", "final": true
             })
         );
+    }
+
+    #[test]
+    fn with_stacks_each_event_line_has_its_busiest_call_paths() {
+        let mut m = Model::new();
+        m.attach(0, "raw_syscalls:sys_enter");
+        let chain: std::sync::Arc<str> = "syscall\nmiddle\nouter\nmain".into();
+        let other: std::sync::Arc<str> = "write\nmain".into();
+        for (path, n) in [(&other, 1), (&chain, 3)] {
+            for _ in 0..n {
+                m.record(0, 0, 10);
+                m.call_site(0, path);
+            }
+        }
+        m.tick(Duration::from_secs(2));
+        let first_line = |opts: &TopOptions| -> Value {
+            let mut out = Vec::new();
+            let time = SystemTime::UNIX_EPOCH;
+            let mut comms = CommCache::default();
+            write_interval(&mut out, &m.snapshot(), time, None, false, opts, &mut comms).unwrap();
+            let text = String::from_utf8(out).unwrap();
+            serde_json::from_str(text.lines().next().unwrap()).unwrap()
+        };
+        let line = first_line(&TopOptions {
+            stacks: Some(crate::pipeline::stacks::StackOptions::default()),
+            ..TopOptions::default()
+        });
+        assert_eq!(
+            line["call_sites"],
+            serde_json::json!([
+                {"frames": ["syscall", "middle", "outer", "main"], "records_per_s": 1.5, "share": 0.75, "records": 3},
+                {"frames": ["write", "main"], "records_per_s": 0.5, "share": 0.25, "records": 1}
+            ])
+        );
+        assert_eq!(line["other_call_sites"], 0);
+        // Without -g neither key.
+        let line = first_line(&TopOptions::default());
+        let text = line.to_string();
+        assert!(!text.contains("call_sites"), "{text}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The live terminal view of `uevrec top` (ratatui on crossterm): a header with the
-//! totals, one row per event, a line for the keys (or the filter being typed).
+//! totals, one row per event, a line for the keys (or the filter being typed); with `-g`
+//! below the rows the busiest call paths of the selected row (Up/Down) or of all (a).
 //!
 //! Plain ASCII only (no box drawing, no wide glyphs) and one style (reverse video for
 //! the column titles), so it reads the same over ssh, in a serial console and in an
@@ -20,7 +21,9 @@ use ratatui::widgets::{Cell, Paragraph, Row as TableRow, Table};
 use super::comm::CommCache;
 use super::counter::lock;
 use super::model::{Row, RowFilter, Snapshot, SortKey, sort_rows};
+use super::sites::{Site, TOP_SITES, busiest_first};
 use super::{Clock, Shared, TopOptions, human};
+use crate::pipeline::stacks::call_path::frames;
 
 /// The longest the view waits for a key before it looks at the clock and the session.
 const POLL: Duration = Duration::from_millis(100);
@@ -60,6 +63,12 @@ pub struct ViewState {
     pub by_pod: bool,
     /// Whether an interval has closed yet.
     pub ticked: bool,
+    /// `-g`: the call paths table is shown below the rows.
+    pub stacks: bool,
+    /// `-g`: the row whose call paths are shown (an index into [`ViewState::rows`]).
+    pub selected: usize,
+    /// `-g`: the call paths of every row shown, not of the selected one (key a).
+    pub all_sites: bool,
 }
 
 impl ViewState {
@@ -110,6 +119,14 @@ impl ViewState {
                 self.filter = None;
                 self.error = None;
             }
+            KeyCode::Up | KeyCode::Char('k') if self.stacks => {
+                self.selected = self.selected.saturating_sub(1);
+            }
+            KeyCode::Down | KeyCode::Char('j') if self.stacks => {
+                let last = self.rows().len().saturating_sub(1);
+                self.selected = (self.selected + 1).min(last);
+            }
+            KeyCode::Char('a') if self.stacks => self.all_sites = !self.all_sites,
             _ => return Action::None,
         }
         Action::Redraw
@@ -127,6 +144,69 @@ impl ViewState {
         sort_rows(&mut rows, self.sort);
         rows
     }
+}
+
+/// The call paths the table shows, busiest first, and the records of the interval they
+/// share: the selected row's, or with `all_sites` every row's of `rows`, merged by path.
+/// The index of the selected row is clamped to `rows`.
+pub fn shown_sites(state: &ViewState, rows: &[Row]) -> (Vec<Site>, u64, u64) {
+    if rows.is_empty() {
+        return (Vec::new(), 0, 0);
+    }
+    if !state.all_sites {
+        let r = &rows[state.selected.min(rows.len() - 1)];
+        return (
+            r.sites.top.clone(),
+            r.interval_records,
+            r.sites.other_records,
+        );
+    }
+    let mut merged: foldhash::HashMap<&str, Site> = foldhash::HashMap::default();
+    for site in rows.iter().flat_map(|r| &r.sites.top) {
+        let m = merged.entry(&site.path).or_insert_with(|| Site {
+            records_per_s: 0.0,
+            interval_records: 0,
+            records: 0,
+            ..site.clone()
+        });
+        m.records_per_s += site.records_per_s;
+        m.interval_records += site.interval_records;
+        m.records += site.records;
+    }
+    let mut sites: Vec<Site> = merged.into_values().collect();
+    sites.sort_by(busiest_first);
+    sites.truncate(TOP_SITES);
+    let all = rows.iter().map(|r| r.interval_records).sum();
+    let other = rows.iter().map(|r| r.sites.other_records).sum();
+    (sites, all, other)
+}
+
+/// A call path (functions innermost first, [`frames`]) as `outer > middle > inner` in at
+/// most `width` columns: when it does not fit, its outer end goes (`~ > middle > inner`),
+/// cut between functions while the innermost fits.
+pub fn fit_path(path: &str, width: usize) -> String {
+    let labels: Vec<&str> = frames(path).collect();
+    let whole = labels.iter().rev().copied().collect::<Vec<_>>().join(" > ");
+    if whole.chars().count() <= width {
+        return fit(&whole, width);
+    }
+    let mut tail: Vec<&str> = Vec::new();
+    let mut len = 1; // the `~`
+    for label in &labels {
+        let more = label.chars().count() + 3;
+        if len + more > width {
+            break;
+        }
+        len += more;
+        tail.push(label);
+    }
+    if tail.is_empty() {
+        // Not even the innermost fits: its start, cut.
+        return fit(labels.first().copied().unwrap_or(""), width);
+    }
+    tail.push("~");
+    let text = tail.iter().rev().copied().collect::<Vec<_>>().join(" > ");
+    fit(&text, width)
 }
 
 /// `text` in at most `width` columns: non-ASCII and control characters become `?` (no
@@ -188,7 +268,14 @@ pub fn draw(frame: &mut Frame<'_>, state: &ViewState, comms: &mut CommCache) {
     if let Some(n) = s.not_kept {
         head.push_str(&format!("  not kept {}", human(n as f64)));
     }
-    let shown_max = area.height.saturating_sub(5) as usize;
+    // With -g the lower part of the table area shows the call paths.
+    let table_h = area.height.saturating_sub(4);
+    let rows_h = if state.stacks {
+        (rows.len() as u16 + 1).clamp(2, (table_h / 2).max(2))
+    } else {
+        table_h
+    };
+    let shown_max = rows_h.saturating_sub(1) as usize;
     let mut second = format!("sort: {}", state.sort.label());
     if let Some(f) = &state.filter {
         second.push_str(&format!("  filter: {f}"));
@@ -235,12 +322,22 @@ pub fn draw(frame: &mut Frame<'_>, state: &ViewState, comms: &mut CommCache) {
         Cell::from(fit("TOP PROCESSES", proc_w as usize)),
     ])
     .style(Style::default().add_modifier(Modifier::REVERSED));
+    let selected = state.selected.min(rows.len().saturating_sub(1));
+    // A selected row past those shown: the rows scroll to keep it in sight.
+    let skip = (selected + 1).saturating_sub(shown_max.max(1));
     let body: Vec<TableRow<'_>> = rows
         .iter()
+        .enumerate()
+        .skip(if state.stacks { skip } else { 0 })
         .take(shown_max)
-        .map(|r| {
+        .map(|(i, r)| {
+            let name = match state.stacks {
+                true if !state.all_sites && i == selected => format!(">{}", r.event),
+                true => format!(" {}", r.event),
+                false => r.event.clone(),
+            };
             TableRow::new([
-                Cell::from(fit(&r.event, event_w as usize)),
+                Cell::from(fit(&name, event_w as usize)),
                 right(human(r.records_per_s), RATE_W),
                 right(total(r.records), TOTAL_W),
                 right(human(r.bytes_per_s), BYTES_W),
@@ -260,8 +357,11 @@ pub fn draw(frame: &mut Frame<'_>, state: &ViewState, comms: &mut CommCache) {
     )
     .header(header)
     .column_spacing(1);
-    let table_h = area.height - 4;
-    frame.render_widget(table, Rect::new(area.x, area.y + 2, area.width, table_h));
+    frame.render_widget(table, Rect::new(area.x, area.y + 2, area.width, rows_h));
+    if state.stacks && table_h > rows_h {
+        let at = Rect::new(area.x, area.y + 2 + rows_h, area.width, table_h - rows_h);
+        draw_sites(frame, state, &rows, at);
+    }
 
     // The last two lines: the session's notice or the filter's error, then the keys.
     let status = match (&state.error, &s.notice) {
@@ -282,12 +382,67 @@ pub fn draw(frame: &mut Frame<'_>, state: &ViewState, comms: &mut CommCache) {
             frame.set_cursor_position((area.x + cursor, area.y + bottom));
         }
         None => {
-            let keys =
-                "q quit  r/t/b/n sort by rate/total/bytes/name  Tab next  / filter  Esc clear";
+            let keys = if state.stacks {
+                "q quit  r/t/b/n/Tab sort  / filter  Esc clear  Up/Down row  a all rows' paths"
+            } else {
+                "q quit  r/t/b/n sort by rate/total/bytes/name  Tab next  / filter  Esc clear"
+            };
             let (p, r) = line(bottom, keys);
             frame.render_widget(p, r);
         }
     }
+}
+
+/// Columns of the call paths table: records/s, share, total.
+const SHARE_W: u16 = 5;
+
+/// The call paths table (`-g`) in `at`: a title row, then the busiest paths.
+fn draw_sites(frame: &mut Frame<'_>, state: &ViewState, rows: &[Row], at: Rect) {
+    let (sites, all, other) = shown_sites(state, rows);
+    let path_w = at.width.saturating_sub(RATE_W + SHARE_W + TOTAL_W + 3);
+    let of = if state.all_sites || rows.is_empty() {
+        "all rows".to_owned()
+    } else {
+        rows[state.selected.min(rows.len() - 1)].event.clone()
+    };
+    let mut title = format!("CALL PATHS OF {of} (outer > inner)");
+    if other > 0 {
+        title.push_str(&format!(", {} other", total(other)));
+    }
+    let right =
+        |v: String, width: u16| Cell::from(Line::raw(fit(&v, width as usize)).right_aligned());
+    let header = TableRow::new([
+        right("REC/S".into(), RATE_W),
+        right("SHARE".into(), SHARE_W),
+        right("TOTAL".into(), TOTAL_W),
+        Cell::from(fit(&title, path_w as usize)),
+    ])
+    .style(Style::default().add_modifier(Modifier::REVERSED));
+    let body: Vec<TableRow<'_>> = sites
+        .iter()
+        .take(at.height.saturating_sub(1) as usize)
+        .map(|site| {
+            let pct = super::plain::share(site.interval_records, all) * 100.0;
+            TableRow::new([
+                right(human(site.records_per_s), RATE_W),
+                right(format!("{pct:.0}%"), SHARE_W),
+                right(total(site.records), TOTAL_W),
+                Cell::from(fit_path(&site.path, path_w as usize)),
+            ])
+        })
+        .collect();
+    let table = Table::new(
+        body,
+        [
+            Constraint::Length(RATE_W),
+            Constraint::Length(SHARE_W),
+            Constraint::Length(TOTAL_W),
+            Constraint::Length(path_w),
+        ],
+    )
+    .header(header)
+    .column_spacing(1);
+    frame.render_widget(table, at);
 }
 
 /// A total: exact while it fits the column, else shortened.
@@ -333,6 +488,7 @@ fn event_loop(
         sort: opts.sort,
         backend: opts.backend,
         by_pod: opts.by == super::pods::GroupBy::Pod,
+        stacks: opts.stacks.is_some(),
         ..ViewState::default()
     };
     let mut clock = Clock::new(opts.interval, opts.duration);
@@ -380,6 +536,7 @@ mod tests {
     use crate::outputs::top::model::Model;
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
+    use std::sync::Arc;
 
     fn press(state: &mut ViewState, code: KeyCode) -> Action {
         state.key(KeyEvent::new(code, KeyModifiers::NONE))
@@ -482,6 +639,92 @@ mod tests {
         );
         assert!(lines[23].starts_with("q quit"), "{lines:#?}");
         assert!(lines.iter().all(|l| l.is_ascii()));
+    }
+
+    /// A model of two events with call paths (`-g`).
+    fn with_sites() -> ViewState {
+        let mut m = Model::new();
+        m.attach(0, "raw_syscalls:sys_enter");
+        m.attach(1, "sched:sched_switch");
+        let chain: Arc<str> = Arc::from("syscall\nmiddle\nouter\nmain\n__libc_start_call_main");
+        let other: Arc<str> = Arc::from("write\nlog_line\nmain");
+        let idle: Arc<str> = Arc::from("__schedule\nschedule\nworker_thread");
+        for (slot, path, n) in [
+            (0, &chain, 90),
+            (0, &other, 10),
+            (1, &idle, 30),
+            (1, &chain, 5),
+        ] {
+            for _ in 0..n {
+                m.record(slot, 1, 16);
+                m.call_site(slot, path);
+            }
+        }
+        m.tick(Duration::from_secs(1));
+        ViewState {
+            snapshot: m.snapshot(),
+            backend: "perf",
+            ticked: true,
+            stacks: true,
+            ..ViewState::default()
+        }
+    }
+
+    #[test]
+    fn call_paths_of_the_selected_row_or_of_all() {
+        let mut s = with_sites();
+        let lines = screen(&s);
+        let at = lines
+            .iter()
+            .position(|l| l.contains("CALL PATHS OF raw_syscalls:sys_enter"))
+            .unwrap_or_else(|| panic!("{lines:#?}"));
+        assert!(
+            lines[3].starts_with(">raw_syscalls:sys_enter"),
+            "{lines:#?}"
+        );
+        assert!(
+            lines[at + 1]
+                .starts_with("      90   90%        90 ~ > main > outer > middle > syscall "),
+            "{lines:#?}"
+        );
+        assert!(
+            lines[at + 2].starts_with("      10   10%        10 main > log_line > write"),
+            "{lines:#?}"
+        );
+        // Down: the next row's paths.
+        press(&mut s, KeyCode::Down);
+        press(&mut s, KeyCode::Down);
+        assert_eq!(s.selected, 1, "not past the last row");
+        let lines = screen(&s);
+        assert!(lines[4].starts_with(">sched:sched_switch"), "{lines:#?}");
+        let at = lines
+            .iter()
+            .position(|l| l.contains("CALL PATHS OF sched:sched_switch"))
+            .unwrap_or_else(|| panic!("{lines:#?}"));
+        assert!(lines[at + 1].contains("86% "), "{lines:#?}");
+        // a: every row's, merged by path (the chain: 90 + 5 of 135).
+        press(&mut s, KeyCode::Char('a'));
+        let (sites, all, _) = shown_sites(&s, &s.rows());
+        assert_eq!(all, 135);
+        assert_eq!(sites[0].interval_records, 95);
+        assert_eq!(sites.len(), 3);
+        let lines = screen(&s);
+        assert!(
+            lines.iter().any(|l| l.contains("CALL PATHS OF all rows")),
+            "{lines:#?}"
+        );
+        assert!(lines.iter().all(|l| l.is_ascii()));
+        assert!(lines[23].contains("a all rows"), "{lines:#?}");
+    }
+
+    #[test]
+    fn paths_lose_their_outer_end_first() {
+        let p = "syscall\nmiddle\nouter\nmain";
+        assert_eq!(fit_path(p, 80), "main > outer > middle > syscall");
+        assert_eq!(fit_path(p, 28), "~ > outer > middle > syscall");
+        assert_eq!(fit_path(p, 27), "~ > middle > syscall");
+        assert_eq!(fit_path(p, 19), "~ > syscall");
+        assert_eq!(fit_path(p, 5), "sysc~");
     }
 
     #[test]

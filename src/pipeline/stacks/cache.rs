@@ -1,6 +1,7 @@
 //! A cache per distinct stack: most records of a program come from a few call paths, so a
 //! stack seen before is written as one hash of its addresses and one copy of its rendered
-//! JSON array (or `code.stacktrace` text), not a walk naming each frame.
+//! JSON array (or `code.stacktrace` text, or `top`'s call path), not a walk naming each
+//! frame.
 //!
 //! Keyed by what decides the frames' names: the program run of the record's process
 //! ([`super::maps::ProcessMaps::run_id`], new at each exec, fork, reused process id and
@@ -16,6 +17,7 @@
 //! the line for the next output file).
 
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
 
 use super::ids;
 use super::unwind::Truncated;
@@ -53,6 +55,8 @@ struct Kept {
     json: Option<Box<[u8]>>,
     /// The `code.stacktrace` text, once written.
     text: Option<Box<str>>,
+    /// `top`'s call path ([`super::call_path`]), once made.
+    path: Option<Arc<str>>,
     /// `--stack-ids`: the id of its stack line, once written, and the line's length.
     id: Option<u64>,
     line: usize,
@@ -78,6 +82,7 @@ impl Kept {
             + self.unwound.len() * 8
             + self.json.as_ref().map_or(0, |j| j.len())
             + self.text.as_ref().map_or(0, |t| t.len())
+            + self.path.as_ref().map_or(0, |p| p.len())
             + self.line
     }
 }
@@ -152,6 +157,21 @@ impl StackCache {
         let at = self.find(key).filter(|&at| self.kept[at].text.is_some());
         self.count(at.is_some());
         at.and_then(|at| self.kept[at].text.as_deref())
+    }
+
+    /// `top`'s call path of `key`'s stack, if kept.
+    pub fn path(&mut self, key: &StackKey<'_>) -> Option<&Arc<str>> {
+        let at = self.find(key).filter(|&at| self.kept[at].path.is_some());
+        self.count(at.is_some());
+        at.and_then(|at| self.kept[at].path.as_ref())
+    }
+
+    /// Keep `path`, `top`'s call path of `key`'s stack.
+    pub fn keep_path(&mut self, key: &StackKey<'_>, path: &Arc<str>) {
+        if let Some(at) = self.place(key, path.len()) {
+            let old = self.kept[at].path.replace(Arc::clone(path));
+            self.bytes = self.bytes + path.len() - old.map_or(0, |o| o.len());
+        }
     }
 
     /// Keep `json`, the JSON array of `key`'s stack.
@@ -251,6 +271,7 @@ impl StackCache {
             truncated: key.truncated,
             json: None,
             text: None,
+            path: None,
             id: None,
             line: 0,
             // Kept past the next sweep only if read again (a stack seen once goes first).

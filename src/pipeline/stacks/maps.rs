@@ -12,6 +12,7 @@ use std::sync::Arc;
 use uevrec_parsers::ContextUpdate;
 
 use super::module_files::{self, Mapped, ModuleFile, Namespace};
+use super::vdso;
 pub use crate::system::proc_maps::MAX_MAPPINGS;
 use crate::system::proc_maps::{self, ProcMapping};
 
@@ -340,8 +341,14 @@ impl ProcessMaps {
 }
 
 /// Which file names the frames of `m`, a mapping of `pid`, whose namespace is `ns`
-/// (anonymous memory and `[vdso]`: no file, nothing to find).
+/// (anonymous memory: no file, nothing to find; `[vdso]`: uevrec's own image when it
+/// is the same, [`vdso::matching`]).
 fn locate_file(pid: u32, m: &Mapping, ns: Namespace) -> ModuleFile {
+    if &*m.path == "[vdso]" {
+        return vdso::matching(pid, m.start, m.end, m.pgoff).map_or(ModuleFile::AtPath, |image| {
+            ModuleFile::Held(image.path().clone())
+        });
+    }
     if !m.path.starts_with('/') || m.path.starts_with("//") {
         return ModuleFile::AtPath;
     }

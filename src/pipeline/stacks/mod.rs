@@ -13,16 +13,19 @@
 //! recorded; [`stacktrace`] writes a stack as OTLP's `code.stacktrace` text; [`cache`]
 //! keeps each distinct stack as written, so a stack seen again is one copy; [`ids`]
 //! writes each distinct stack once, on a line of its own that records name
-//! (`--stack-ids`).
+//! (`--stack-ids`); [`call_path`] names a stack's functions for `top -g`.
 //!
 //! [`module_files`] finds the file a process mapped as the process sees it (its mount
-//! namespace: containers), or says why none may name its frames.
+//! namespace: containers), or says why none may name its frames; [`vdso`] stands for
+//! the `[vdso]` every process maps (uevrec's own image, read once).
 //!
-//! Layers, lowest first: `build_ids`, `module_files`, `maps`, `perf_map`, `symbols`,
-//! `unwind`, `ids`, `cache`, `stacktrace`.
+//! Layers, lowest first: `debuginfod`, `module_files`, `vdso`, `maps`, `perf_map`, `symbols`,
+//! `build_ids`, `unwind`, `ids`, `cache`, `stacktrace`, `call_path`.
 
 pub mod build_ids;
 pub mod cache;
+pub mod call_path;
+pub mod debuginfod;
 pub mod ids;
 pub mod maps;
 pub mod module_files;
@@ -30,6 +33,7 @@ pub mod perf_map;
 pub mod stacktrace;
 pub mod symbols;
 pub mod unwind;
+pub mod vdso;
 
 use std::io::Write;
 use std::sync::Arc;
@@ -75,6 +79,9 @@ pub struct StackOptions {
     /// Each distinct stack on a line of its own, the records naming it by id
     /// (`--stack-ids`, [`ids`]; [`StackWriter::write_id`]).
     pub ids: bool,
+    /// The kernel's names loaded when a formatter's writer is made, before records wait
+    /// on them ([`StackWriter::warm_kernel`]: a live recording with kernel frames).
+    pub warm_kernel: bool,
 }
 
 /// Named frames kept per worker (a frame's JSON keys after `addr` and `context` and its
@@ -91,6 +98,8 @@ struct Named {
     text: String,
     /// `code.stacktrace`: the calls inlined at its address, innermost first (a line each).
     inlined: Vec<Arc<str>>,
+    /// The function, when named (`top`'s call paths, [`call_path`]).
+    symbol: Option<Arc<str>>,
 }
 
 impl Named {
@@ -112,6 +121,7 @@ impl Named {
                 let offset = (!outer.inlined).then(|| outer.offset.saturating_add(back));
                 write_frame_text(&mut self.text, Some(&outer.symbol), offset, module);
                 self.inlined.extend(inner.iter().map(|f| f.symbol.clone()));
+                self.symbol = Some(outer.symbol.clone());
             }
             None => write_frame_text(&mut self.text, None, None, module),
         }
@@ -122,6 +132,7 @@ impl Named {
         self.json.clear();
         self.text.clear();
         self.inlined.clear();
+        self.symbol = None;
     }
 }
 
@@ -250,6 +261,20 @@ impl StackWriter {
     /// Whether stacks are written once each and named by id ([`StackWriter::write_id`]).
     pub fn ids(&self) -> bool {
         self.options.ids
+    }
+
+    /// Load the kernel's names now (blazesym reads all of `/proc/kallsyms` at the first
+    /// kernel frame: ≈ 0.05 s, during which a flat-out recording's rings would fill).
+    /// Only when the options ask ([`StackOptions::warm_kernel`]), on the thread that
+    /// writes the stacks (its symbolizer is its own).
+    pub fn warm_kernel(&mut self) {
+        if self.options.warm_kernel
+            && self.options.symbolize
+            && self.symbols(|s| s.kallsyms_readable())
+        {
+            // Any address: the first look-up loads the table.
+            self.kernel_frame(0xffff_ffff_8100_0000, &mut |_| {});
+        }
     }
 
     /// Take a context change (mappings, execs, forks, exits).
@@ -532,8 +557,9 @@ impl StackWriter {
         let path = m.path.clone();
         let build_id = m.build_id.clone();
         let opened = m.file.open_path(&path).cloned();
-        // `//anon` (anonymous memory), `[vdso]`, `[stack]` …: not files.
-        let is_file = path.starts_with('/') && !path.starts_with("//");
+        // `//anon` (anonymous memory), `[stack]` …: not files; `[vdso]` one when it is
+        // uevrec's own image (vdso.rs).
+        let is_file = is_file(m);
         if !is_file && self.options.symbolize {
             // JIT code its runtime named (read again as it grows: not cached here).
             self.uncacheable = true;
@@ -546,6 +572,7 @@ impl StackWriter {
                 let _ = serde_json::to_writer(&mut n.json, &*name);
                 let _ = write!(n.json, ",\"offset\":{into},\"perf_map\":true");
                 write_frame_text(&mut n.text, Some(&name), Some(into), &path);
+                n.symbol = Some(name);
             } else {
                 n.json.extend_from_slice(b",\"unsymbolized\":\"no_file\"");
                 write_frame_text(&mut n.text, None, None, &path);
@@ -563,18 +590,20 @@ impl StackWriter {
             }
             Err(_) => path.clone(),
         };
+        // Offline: the build recorded, at its path or found by its build id; another
+        // file at the path would give wrong names.
+        let open = match self.options.offline && self.options.symbolize {
+            true => match self.build_ids.locate(&open, &build_id) {
+                Ok(found) => found,
+                Err(why) => return self.unsymbolized(&path, why, emit),
+            },
+            false => open,
+        };
         // By the file read (one held open for another namespace has a path of its
-        // own), shown by the path the process mapped.
+        // own, a build found by its id another), shown by the path the process mapped.
         let key = (open, path.clone(), offset, back);
         if let Some(n) = self.user.get(&key) {
             return emit(n);
-        }
-        if self.options.offline
-            && self.options.symbolize
-            && let Some(why) = self.build_ids.differs(&key.0, &build_id)
-        {
-            // Another file lies at the path now: its names would be wrong.
-            return self.unsymbolized(&path, why, emit);
         }
         let mut n = Named::default();
         n.json.extend_from_slice(b",\"module\":");
@@ -630,6 +659,13 @@ fn chain_frames(stack: Callchain<'_>) -> usize {
     n
 }
 
+/// Whether a file names the frames of mapping `m`: a mapped file, or uevrec's copy of
+/// the `[vdso]` image (anonymous memory, `[stack]` … have none).
+fn is_file(m: &maps::Mapping) -> bool {
+    (m.path.starts_with('/') && !m.path.starts_with("//"))
+        || matches!(m.file, module_files::ModuleFile::Held(_))
+}
+
 /// `n` without spare capacity (kept in a cache).
 fn shrunk(mut n: Named) -> Named {
     n.json.shrink_to_fit();
@@ -649,7 +685,13 @@ impl uevrec_parsers::StackNamer for StackWriter {
         stack: Callchain<'_>,
         user: Option<UserStack<'_>>,
     ) {
-        StackWriter::write(self, out, stamp, stack, user);
+        if self.options.ids {
+            // The record's line is the last in `out` (its `}\n` taken off).
+            let start = memchr::memrchr(b'\n', out).map_or(0, |end| end + 1);
+            self.write_id(out, start, stamp, stack, user);
+        } else {
+            StackWriter::write(self, out, stamp, stack, user);
+        }
     }
 }
 
@@ -732,15 +774,15 @@ mod tests {
     use uevrec_parsers::callchain::PERF_CONTEXT_KERNEL;
 
     /// A process id no process has: its mappings are only those the tests give.
-    const PID: u32 = 4_000_000_001;
+    pub(super) const PID: u32 = 4_000_000_001;
     /// Where the tests map files in it.
-    const AT: u64 = 0x10_0000_0000;
+    pub(super) const AT: u64 = 0x10_0000_0000;
     /// Where they map a second file (a `dlopen`).
     const DLOPEN_AT: u64 = 0x20_0000_0000;
 
     /// The executable mapping of this process whose file is `path` (`None`: any
     /// library): `(start, end, file offset, path)`.
-    fn own_mapping(path: Option<&str>) -> (u64, u64, u64, String) {
+    pub(super) fn own_mapping(path: Option<&str>) -> (u64, u64, u64, String) {
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         maps.lines()
             .filter_map(|l| {
@@ -762,7 +804,11 @@ mod tests {
     }
 
     /// `path`'s mapping `(start, end, pgoff)` mapped at `at` in [`PID`].
-    fn mmap(at: u64, (start, end, pgoff): (u64, u64, u64), path: &[u8]) -> ContextUpdate<'_> {
+    pub(super) fn mmap(
+        at: u64,
+        (start, end, pgoff): (u64, u64, u64),
+        path: &[u8],
+    ) -> ContextUpdate<'_> {
         ContextUpdate::Mmap {
             pid: PID,
             addr: at,
@@ -775,12 +821,13 @@ mod tests {
 
     /// The stacks of a recorded file's records, named without a time budget (the same
     /// names however long the look-ups take).
-    fn writer() -> StackWriter {
+    pub(super) fn writer() -> StackWriter {
         StackWriter::new(StackOptions {
             symbolize: true,
             offline: true,
             max_frames: 127,
             ids: false,
+            warm_kernel: false,
         })
     }
 
@@ -790,16 +837,21 @@ mod tests {
         both_of(w, PID, words, time)
     }
 
-    /// [`both`] for a record of process `pid`.
-    fn both_of(w: &mut StackWriter, pid: u32, words: &[u64], time: u64) -> (String, String) {
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
-        let chain = Callchain::new(&bytes, Endian::NATIVE);
-        let stamp = RecordStamp {
+    /// The stamp of a record of process `pid` (its main thread) at `time`.
+    pub(super) fn stamp_of(pid: u32, time: u64) -> RecordStamp {
+        RecordStamp {
             pid,
             tid: pid,
             time_unix_ns: Some(time),
             ..RecordStamp::default()
-        };
+        }
+    }
+
+    /// [`both`] for a record of process `pid`.
+    fn both_of(w: &mut StackWriter, pid: u32, words: &[u64], time: u64) -> (String, String) {
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let chain = Callchain::new(&bytes, Endian::NATIVE);
+        let stamp = stamp_of(pid, time);
         let mut json = Vec::new();
         w.write(&mut json, &stamp, chain, None);
         let text = stacktrace::StackText::default()
@@ -951,6 +1003,7 @@ mod tests {
             offline: false,
             max_frames: 127,
             ids: false,
+            warm_kernel: false,
         });
         let jit = (AT, AT + 0x1000, 0);
         w.apply(Some(1), &mmap(AT, jit, b"//anon"));
@@ -976,12 +1029,7 @@ mod tests {
         let mut out = Vec::new();
         for (i, words) in records.iter().enumerate() {
             let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
-            let stamp = RecordStamp {
-                pid: PID,
-                tid: PID,
-                time_unix_ns: Some(2),
-                ..RecordStamp::default()
-            };
+            let stamp = stamp_of(PID, 2);
             let start = out.len();
             out.extend_from_slice(format!("{{\"n\":{i}").as_bytes());
             w.write_id(

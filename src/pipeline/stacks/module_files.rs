@@ -124,19 +124,9 @@ fn checked_here(mapped: &Mapped<'_>, alive: bool) -> ModuleFile {
 /// `build_id_mismatch`: a file without one, so not the build mapped), cached by path and
 /// checked against the file's identity (device, inode, size, change time).
 fn build_id_here(path: &str) -> Result<Arc<[u8]>, &'static str> {
-    /// A file's device, inode, size and change time (s, ns): another file, or the
-    /// same changed, has another.
-    type Identity = (u64, u64, u64, i64, i64);
     type Checked = HashMap<Arc<str>, (Identity, Arc<[u8]>)>;
     static CHECKED: Mutex<Option<Checked>> = Mutex::new(None);
-    let meta = std::fs::metadata(path).map_err(|_| "gone")?;
-    let key = (
-        meta.dev(),
-        meta.ino(),
-        meta.size(),
-        meta.ctime(),
-        meta.ctime_nsec(),
-    );
+    let key = identity(&std::fs::metadata(path).map_err(|_| "gone")?);
     let mut checked = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
     let checked = checked.get_or_insert_with(HashMap::new);
     if let Some((k, id)) = checked.get(path)
@@ -154,6 +144,21 @@ fn build_id_here(path: &str) -> Result<Arc<[u8]>, &'static str> {
     }
     checked.insert(path.into(), (key, id.clone()));
     Ok(id)
+}
+
+/// A file's device, inode, size and change time (s, ns): another file, or the same
+/// changed, has another.
+pub type Identity = (u64, u64, u64, i64, i64);
+
+/// The [`Identity`] of the file `meta` describes.
+pub fn identity(meta: &std::fs::Metadata) -> Identity {
+    (
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+    )
 }
 
 /// The files held open for other namespaces, by identity.

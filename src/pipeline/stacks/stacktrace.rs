@@ -184,6 +184,7 @@ mod tests {
                 offline: false,
                 max_frames: 127,
                 ids: false,
+                warm_kernel: false,
             };
             let mut writer = StackWriter::new(options);
             let mut text = StackText::default();

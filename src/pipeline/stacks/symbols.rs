@@ -16,6 +16,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use blazesym::symbolize::source::{Elf, Kernel, Source};
+
+use super::debuginfod::{Artifact, Debuginfod};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 
 /// Look-ups kept per cache (user frames; kernel frames) before it starts again: about
@@ -66,6 +68,14 @@ pub fn set_debug_dirs(dirs: Vec<PathBuf>) {
     let _ = DEBUG_DIRS.set(dirs);
 }
 
+/// The debug directories searched: those given, else `/usr/lib/debug`.
+pub fn debug_dirs() -> Vec<PathBuf> {
+    given_debug_dirs().map_or_else(
+        || vec![PathBuf::from("/usr/lib/debug")],
+        <[PathBuf]>::to_vec,
+    )
+}
+
 /// The directories given (`None`: the system's).
 fn given_debug_dirs() -> Option<&'static [PathBuf]> {
     DEBUG_DIRS
@@ -85,8 +95,14 @@ struct DebugFile {
 
 impl DebugFile {
     /// The debug file of the file at `path` with build id `build_id` (read from the
-    /// file when empty), in `dirs`: `DIR/.build-id/xx/rest.debug`, as gdb looks.
-    fn find(path: &str, build_id: &[u8], dirs: &[PathBuf]) -> Option<DebugFile> {
+    /// file when empty), in `dirs`: `DIR/.build-id/xx/rest.debug`, as gdb looks; else,
+    /// when the file has no DWARF of its own, from `debuginfod` (a recorded file's).
+    fn find(
+        path: &str,
+        build_id: &[u8],
+        dirs: &[PathBuf],
+        debuginfod: Option<&Debuginfod>,
+    ) -> Option<DebugFile> {
         let read;
         let id = if build_id.is_empty() {
             read = blazesym::helper::read_elf_build_id(path).ok()??;
@@ -94,19 +110,34 @@ impl DebugFile {
         } else {
             build_id
         };
-        let (first, rest) = id.split_first().filter(|_| id.len() >= 2)?;
-        let mut name = String::with_capacity(rest.len() * 2 + 6);
-        for b in rest {
-            name.push_str(&format!("{b:02x}"));
+        if id.len() < 2 {
+            return None;
         }
-        name.push_str(".debug");
-        let found = dirs
+        let in_dirs = dirs
             .iter()
-            .map(|d| d.join(".build-id").join(format!("{first:02x}")).join(&name))
-            .find(|p| p.is_file())?;
+            .filter_map(|d| Some(build_id_path(d, id)?.with_extension("debug")))
+            .find(|p| p.is_file());
         let data = std::fs::File::open(path).ok()?;
         let data = object::ReadCache::new(data);
         let obj = object::File::parse(&data).ok()?;
+        let found = match (in_dirs, debuginfod) {
+            (Some(found), _) => found,
+            (None, Some(d))
+                if object::Object::section_by_name(&obj, ".debug_info").is_none()
+                    && !debug_link_found(&obj, path, dirs) =>
+            {
+                match d.find(id, Artifact::Debuginfo) {
+                    Ok(found) => found,
+                    Err(why) => {
+                        crate::messages::print(format_args!(
+                            "uevrec: no debug file of {path} from debuginfod: {why}\n"
+                        ));
+                        return None;
+                    }
+                }
+            }
+            (None, _) => return None,
+        };
         Some(DebugFile {
             path: found,
             segments: loadable_segments(&obj),
@@ -117,6 +148,52 @@ impl DebugFile {
     fn virt_offset(&self, file_offset: u64) -> Option<u64> {
         stated_address(&self.segments, file_offset)
     }
+}
+
+/// `DIR/.build-id/xx/REST` of the build `id` (`xx` its first byte in hex, `REST` the
+/// others), where gdb, perf and distributions keep files by build id (`None`: no id).
+pub fn build_id_path(dir: &Path, id: &[u8]) -> Option<PathBuf> {
+    let (first, rest) = id.split_first()?;
+    Some(
+        dir.join(".build-id")
+            .join(format!("{first:02x}"))
+            .join(hex(rest)),
+    )
+}
+
+/// `bytes` in lowercase hex.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether the file `.gnu_debuglink` of `obj` (the file at `path`) names lies where
+/// blazesym looks for it: beside the file, in its `.debug/`, in each of `dirs` under the
+/// file's directory and in each of `dirs` itself.
+fn debug_link_found<'data, R: object::ReadRef<'data>>(
+    obj: &object::File<'data, R>,
+    path: &str,
+    dirs: &[PathBuf],
+) -> bool {
+    use object::{Object, ObjectSection};
+    let Some(data) = obj
+        .section_by_name(".gnu_debuglink")
+        .and_then(|s| s.data().ok())
+    else {
+        return false;
+    };
+    let name = data.split(|&b| b == 0).next().unwrap_or_default();
+    let Ok(name) = std::str::from_utf8(name) else {
+        return false;
+    };
+    let parent = Path::new(path).parent().unwrap_or(Path::new("/"));
+    let under = parent.strip_prefix("/").unwrap_or(parent);
+    [parent.join(name), parent.join(".debug").join(name)]
+        .into_iter()
+        .chain(
+            dirs.iter()
+                .flat_map(|d| [d.join(under).join(name), d.join(name)]),
+        )
+        .any(|p| p.is_file())
 }
 
 /// `(file offset, file size, stated address)` of each loadable segment of an ELF file:
@@ -217,10 +294,7 @@ impl Symbols {
             user: HashMap::new(),
             kernel: HashMap::new(),
             debug_files: HashMap::new(),
-            debug_dirs: given_debug_dirs().map_or_else(
-                || vec![PathBuf::from("/usr/lib/debug")],
-                <[PathBuf]>::to_vec,
-            ),
+            debug_dirs: debug_dirs(),
             kallsyms_readable: crate::system::kallsyms::readable(),
             kallsyms_file: None,
             budget: BUDGET_BURST,
@@ -294,7 +368,12 @@ impl Symbols {
         if let Some(d) = self.debug_files.get(path) {
             return d.clone();
         }
-        let found = DebugFile::find(path, build_id, &self.debug_dirs).map(Arc::new);
+        // A recorded file's modules (no time budget) may also come from debuginfod.
+        let debuginfod = self
+            .unbudgeted
+            .then(super::debuginfod::configured)
+            .flatten();
+        let found = DebugFile::find(path, build_id, &self.debug_dirs, debuginfod).map(Arc::new);
         if self.debug_files.len() >= MAX_DEBUG_FILES {
             self.debug_files.clear();
         }

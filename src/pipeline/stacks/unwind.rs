@@ -2,8 +2,9 @@
 //! addresses, innermost first, with framehop (samply's unwinder) and the `.eh_frame` /
 //! `.eh_frame_hdr` (or `.debug_frame`) of each file the process had mapped.
 //!
-//! Through code that has no unwind information (JIT code in anonymous memory, a file
-//! without `.eh_frame`) framehop follows the frame pointer (its fallback rule), so a stub
+//! The `[vdso]` is unwound from uevrec's own image (`super::vdso`). Through code that has
+//! no unwind information (JIT code in anonymous memory, a file without `.eh_frame`)
+//! framehop follows the frame pointer (its fallback rule), so a stub
 //! that keeps one does not end the stack as it ends perf's. The walk stops where the
 //! frames run past the stack copy (`stack_copy`: raise SIZE), at `--max-stack`, or where
 //! the unwinder cannot go on; docs/stacks.md says how each end is marked.
@@ -275,8 +276,8 @@ impl UserUnwinder {
         if self.runs.get(&at).is_none_or(|r| r.key != key) {
             let mut unwinder = UnwinderX86_64::new();
             for m in mappings {
-                if !m.path.starts_with('/') || m.path.starts_with("//") {
-                    // Anonymous memory, [vdso] …: no file; walked by the frame pointer.
+                if !super::is_file(m) {
+                    // Anonymous memory …: no file; walked by the frame pointer.
                     continue;
                 }
                 // The file as the process sees it; none that may be taken for it: walked
@@ -343,24 +344,34 @@ mod tests {
     }
 
     fn walk(copy: &[u8], size: u64, max: usize) -> (Vec<u64>, Option<Truncated>) {
-        let regs: Vec<u8> = [SP + 16, SP, 0x1000]
-            .iter()
-            .flat_map(|w| w.to_ne_bytes())
-            .collect();
+        walk_in(
+            &mut ProcessMaps::default(),
+            NO_PROCESS,
+            [SP + 16, SP, 0x1000],
+            copy,
+            size,
+            max,
+        )
+    }
+
+    /// The walk of process `pid` (its mappings in `maps`) from registers `[bp, sp, ip]`
+    /// and the stack copy `copy` of `size` bytes asked for.
+    fn walk_in(
+        maps: &mut ProcessMaps,
+        pid: u32,
+        regs: [u64; 3],
+        copy: &[u8],
+        size: u64,
+        max: usize,
+    ) -> (Vec<u64>, Option<Truncated>) {
+        let regs: Vec<u8> = regs.iter().flat_map(|w| w.to_ne_bytes()).collect();
         let mask = 1 << x86_64::BP | 1 << x86_64::SP | 1 << x86_64::IP;
         let user = UserStack {
             regs: UserRegs::new(2, mask, &regs, Endian::NATIVE),
             stack: StackCopy { bytes: copy, size },
         };
         let mut frames = Vec::new();
-        let end = UserUnwinder::default().walk(
-            &mut ProcessMaps::default(),
-            NO_PROCESS,
-            None,
-            &user,
-            max,
-            &mut frames,
-        );
+        let end = UserUnwinder::default().walk(maps, pid, None, &user, max, &mut frames);
         (frames, end)
     }
 
@@ -403,6 +414,39 @@ mod tests {
             ..text
         };
         assert_eq!(load_bias(&gnu, &beyond), None);
+    }
+
+    /// A frame in this process's `[vdso]` is unwound from the image's own `.eh_frame`:
+    /// at the first instruction of `clock_gettime` (no frame pushed yet) the return
+    /// address is the word at the stack pointer, where the frame pointer would give
+    /// another (the caller's caller's).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_vdso_is_unwound_from_its_own_unwind_information() {
+        use object::{Object as _, ObjectSymbol as _};
+        let image = super::super::vdso::image().expect("a vDSO");
+        let bytes = std::fs::read(&**image.path()).unwrap();
+        let elf = object::File::parse(&bytes[..]).unwrap();
+        let entry = elf
+            .dynamic_symbols()
+            .find(|s| s.name() == Ok("__vdso_clock_gettime"))
+            .expect("__vdso_clock_gettime")
+            .address();
+        // SAFETY: getauxval reads the auxiliary vector.
+        let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
+        let (returns_to, fp_would_say): (u64, u64) = (0x1234_5678, 0x3000);
+        // At SP the return address; at SP + 16 a frame record (null frame pointer, and
+        // the return address a frame-pointer walk would take).
+        let words = [returns_to, 0, 0, fp_would_say];
+        let copy: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let regs = [SP + 16, SP, base + entry];
+        let mut maps = ProcessMaps::new(true);
+        let (frames, _) = walk_in(&mut maps, std::process::id(), regs, &copy, 32, 100);
+        assert_eq!(
+            frames.get(..2),
+            Some(&[base + entry, returns_to][..]),
+            "{frames:x?}"
+        );
     }
 
     #[test]

@@ -127,6 +127,49 @@ fn time_only(time_unix_ns: Option<u64>, cpu: u32) -> RecordStamp {
     }
 }
 
+/// Copy the `len` bytes at `src` to `dst`: entries of 32 to 128 bytes (most trace
+/// entries) in two fixed-length moves that overlap in the middle, in line; others by
+/// `memcpy` (whose call and size dispatch showed in the session's profile, BENCHMARKS.md
+/// issue 41).
+///
+/// # Safety
+/// `src` is readable and `dst` writable for `len` bytes, and the two do not overlap.
+#[inline(always)]
+unsafe fn copy_entry(src: *const u8, dst: *mut u8, len: usize) {
+    use std::ptr::copy_nonoverlapping as copy;
+    // SAFETY: each move lies within the first `len` bytes of both (the caller's).
+    unsafe {
+        if (32..=64).contains(&len) {
+            copy(src, dst, 32);
+            copy(src.add(len - 32), dst.add(len - 32), 32);
+        } else if (64..=128).contains(&len) {
+            copy(src, dst, 64);
+            copy(src.add(len - 64), dst.add(len - 64), 64);
+        } else {
+            copy(src, dst, len);
+        }
+    }
+}
+
+/// An entry's header: slot, cpu, pid, tid, body length `len`, flags (`extra_flags` and
+/// [`HAS_TIME`] when the stamp has a time), time.
+#[inline]
+fn header_bytes(slot: u32, stamp: &RecordStamp, len: usize, extra_flags: u32) -> [u8; HEADER] {
+    let flags = extra_flags
+        | if stamp.time_unix_ns.is_some() {
+            HAS_TIME
+        } else {
+            0
+        };
+    let mut h = [0u8; HEADER];
+    let words = [slot, stamp.cpu, stamp.pid, stamp.tid, len32(len), flags];
+    for (dst, w) in h.chunks_exact_mut(4).zip(words) {
+        dst.copy_from_slice(&w.to_ne_bytes());
+    }
+    h[24..].copy_from_slice(&stamp.time_unix_ns.unwrap_or(0).to_ne_bytes());
+    h
+}
+
 /// A length as stored in a header or notice body. Entries come from the ring (< 64 KiB)
 /// or from the session's own short texts; a u32 cannot overflow, but clamp rather than
 /// trust that.
@@ -244,21 +287,10 @@ impl StagedChunk {
     }
 
     fn header(&mut self, slot: u32, stamp: &RecordStamp, len: usize, extra_flags: u32) {
-        let flags = extra_flags
-            | if stamp.time_unix_ns.is_some() {
-                HAS_TIME
-            } else {
-                0
-            };
         // Assembled on the stack and appended at once: one capacity check per entry
         // instead of seven (the session stages every record through here).
-        let mut h = [0u8; HEADER];
-        let words = [slot, stamp.cpu, stamp.pid, stamp.tid, len32(len), flags];
-        for (dst, w) in h.chunks_exact_mut(4).zip(words) {
-            dst.copy_from_slice(&w.to_ne_bytes());
-        }
-        h[24..].copy_from_slice(&stamp.time_unix_ns.unwrap_or(0).to_ne_bytes());
-        self.bytes.extend_from_slice(&h);
+        self.bytes
+            .extend_from_slice(&header_bytes(slot, stamp, len, extra_flags));
     }
 
     /// Append a record of the event in `slot` (`slot` < `u32::MAX - 2`).
@@ -268,6 +300,7 @@ impl StagedChunk {
 
     /// [`StagedChunk::push_record`] with the cgroup id the sample carried, if any (8
     /// more bytes staged only when there is one).
+    #[inline]
     pub fn push_record_in(
         &mut self,
         slot: u32,
@@ -278,19 +311,34 @@ impl StagedChunk {
         debug_assert!(slot < SCHEMA);
         let raw = &raw[..raw.len().min(u32::MAX as usize - 8)];
         let id_len = if cgroup.is_some() { 8 } else { 0 };
-        self.bytes.reserve(HEADER + id_len + raw.len());
         let flags = if cgroup.is_some() { HAS_CGROUP } else { 0 };
-        self.header(slot, stamp, id_len + raw.len(), flags);
-        if let Some(id) = cgroup {
-            self.bytes.extend_from_slice(&id.to_ne_bytes());
+        // Header and cgroup id assembled on the stack, then one capacity check and two
+        // copies straight into the buffer: the session stages every record through here
+        // (BENCHMARKS.md, issue 41).
+        let mut head = [0u8; HEADER + 8];
+        head[..HEADER].copy_from_slice(&header_bytes(slot, stamp, id_len + raw.len(), flags));
+        head[HEADER..].copy_from_slice(&cgroup.unwrap_or(0).to_ne_bytes());
+        // All 40 bytes are copied (a fixed length: no call to memcpy), the raw entry
+        // over the id when there is none.
+        let head_len = HEADER + id_len;
+        self.bytes.reserve(head.len() + raw.len());
+        let spare = self.bytes.spare_capacity_mut();
+        // SAFETY: `reserve` made room for all of `head` and raw after the bytes held;
+        // the first `head_len` bytes of head and raw are written before `set_len` counts
+        // them, and neither overlaps the buffer.
+        unsafe {
+            let at = spare.as_mut_ptr().cast::<u8>();
+            std::ptr::copy_nonoverlapping(head.as_ptr(), at, head.len());
+            copy_entry(raw.as_ptr(), at.add(head_len), raw.len());
+            self.bytes.set_len(self.bytes.len() + head_len + raw.len());
         }
-        self.bytes.extend_from_slice(raw);
         self.records += 1;
     }
 
     /// [`StagedChunk::push_record_in`] with the call stack the sample carried, if any
     /// (its words and a length staged only when there is one), and the user registers
     /// and stack copy of `--call-graph dwarf` (the bytes the kernel copied, no more).
+    #[inline]
     pub fn push_record_stacked(
         &mut self,
         slot: u32,
@@ -300,9 +348,23 @@ impl StagedChunk {
         user: Option<UserStack<'_>>,
         raw: &[u8],
     ) {
-        let Some(stack) = stack else {
-            return self.push_record_in(slot, stamp, cgroup, raw);
-        };
+        match stack {
+            None => self.push_record_in(slot, stamp, cgroup, raw),
+            Some(stack) => self.push_record_with_stack(slot, stamp, cgroup, stack, user, raw),
+        }
+    }
+
+    /// [`StagedChunk::push_record_stacked`] of a record with a call stack.
+    #[inline(never)]
+    fn push_record_with_stack(
+        &mut self,
+        slot: u32,
+        stamp: &RecordStamp,
+        cgroup: Option<u64>,
+        stack: Callchain<'_>,
+        user: Option<UserStack<'_>>,
+        raw: &[u8],
+    ) {
         debug_assert!(slot < SCHEMA);
         // All come from one ring record (< 64 KiB).
         let words = stack.bytes();
