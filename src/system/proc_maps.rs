@@ -89,3 +89,41 @@ pub fn parse_maps_line(line: &str) -> Option<ProcMapping> {
         inode: (inode != 0).then_some((dev, inode)),
     })
 }
+
+/// A page of executable anonymous memory in this process, unmapped when dropped: where
+/// tests put the "JIT code" that stack tests name (perf maps, reads of new mappings).
+#[cfg(test)]
+pub struct ExecutablePage(std::ptr::NonNull<libc::c_void>);
+
+#[cfg(test)]
+impl ExecutablePage {
+    /// Map a fresh page (panics when the kernel refuses it).
+    pub fn map() -> Self {
+        // SAFETY: a fresh anonymous mapping; nothing else refers to it.
+        let page = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_EXEC,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(page, libc::MAP_FAILED);
+        ExecutablePage(std::ptr::NonNull::new(page).expect("mmap gives no null page"))
+    }
+
+    /// Its first address.
+    pub fn address(&self) -> u64 {
+        self.0.as_ptr() as u64
+    }
+}
+
+#[cfg(test)]
+impl Drop for ExecutablePage {
+    fn drop(&mut self) {
+        // SAFETY: the page mapped in `map`, which only this value refers to.
+        unsafe { libc::munmap(self.0.as_ptr(), 4096) };
+    }
+}

@@ -383,6 +383,7 @@ impl Rereads {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::system::proc_maps::ExecutablePage;
     use uevrec_parsers::Endian;
     use uevrec_parsers::callchain::PERF_CONTEXT_USER;
 
@@ -392,23 +393,6 @@ mod tests {
             .chain(addresses.iter().copied())
             .flat_map(u64::to_ne_bytes)
             .collect()
-    }
-
-    /// A new page of executable anonymous memory in this process (unmapped by the test).
-    fn executable_page() -> *mut libc::c_void {
-        // SAFETY: a fresh anonymous mapping; nothing else refers to it.
-        let page = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                libc::PROT_READ | libc::PROT_EXEC,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(page, libc::MAP_FAILED);
-        page
     }
 
     /// This process's mappings are read at its first stack; a frame in executable memory
@@ -432,8 +416,8 @@ mod tests {
         assert_eq!(sight.sight(pid, 2, &chain), None, "known: not read again");
         assert_eq!(sight.rereads(), Rereads::default());
 
-        let page = executable_page();
-        let jit = page as u64 + 16;
+        let page = ExecutablePage::map();
+        let jit = page.address() + 16;
         let words = user_chain(&[jit, known]);
         let chain = Callchain::new(&words, Endian::NATIVE);
         let again = sight.sight(pid, 3, &chain).expect("read again");
@@ -444,7 +428,7 @@ mod tests {
                 .iter()
                 .map(|m| (m.start, &*m.path))
                 .collect::<Vec<_>>(),
-            [(page as u64, "//anon")],
+            [(page.address(), "//anon")],
             "only the new mapping"
         );
         assert_eq!(sight.sight(pid, 4, &chain), None, "known now");
@@ -467,8 +451,8 @@ mod tests {
         let chain = Callchain::new(&words, Endian::NATIVE);
         std::thread::sleep(REREAD_INTERVAL * 5);
         assert_eq!(sight.sight(pid, 7, &chain), None);
-        let second = executable_page();
-        let words = user_chain(&[second as u64]);
+        let second = ExecutablePage::map();
+        let words = user_chain(&[second.address()]);
         let chain = Callchain::new(&words, Endian::NATIVE);
         assert_eq!(sight.sight(pid, 8, &chain), None, "within the interval");
         assert_eq!(sight.rereads().reads, 3);
@@ -478,7 +462,7 @@ mod tests {
             later
                 .mappings
                 .iter()
-                .any(|m| m.start <= second as u64 && (second as u64) < m.end)
+                .any(|m| m.start <= second.address() && second.address() < m.end)
         );
         assert_eq!(sight.rereads().reads, 4);
 
@@ -501,11 +485,6 @@ mod tests {
         let chain = Callchain::new(&words, Endian::NATIVE);
         assert_eq!(sight.sight(pid, 8, &chain), None);
         assert_eq!(sight.rereads().reads, 4);
-        // SAFETY: the mappings made above, unused now.
-        unsafe {
-            libc::munmap(page, 4096);
-            libc::munmap(second, 4096);
-        }
     }
 
     /// A process that is gone is not read again.

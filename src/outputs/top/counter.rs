@@ -98,8 +98,11 @@ struct Paths {
 
 impl Paths {
     fn new(options: StackOptions) -> Self {
+        let mut writer = StackWriter::new(options);
+        // The kernel's names loaded before the first record, as a formatter worker does.
+        writer.warm_kernel();
         Paths {
-            writer: StackWriter::new(options),
+            writer,
             names: CallPaths::default(),
             of_records: Vec::new(),
             no_stack: Arc::from(NO_STACK),

@@ -134,19 +134,8 @@ mod tests {
     fn text_from_the_names_is_the_text_read_back_from_json() {
         let pid = std::process::id();
         // A JIT function named in this process's perf map, in executable anonymous memory.
-        // SAFETY: a new private mapping of one page, unmapped at the end.
-        let jit = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                libc::PROT_READ | libc::PROT_EXEC,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(jit, libc::MAP_FAILED);
-        let jit_at = jit as u64;
+        let jit = crate::system::proc_maps::ExecutablePage::map();
+        let jit_at = jit.address();
         let perf_map = format!("/tmp/perf-{pid}.map");
         std::fs::write(&perf_map, format!("{jit_at:x} 100 jit\"stub\n")).unwrap();
         let (mut user, kernel) = addresses();
@@ -220,8 +209,6 @@ mod tests {
             }
         }
         let _ = std::fs::remove_file(&perf_map);
-        // SAFETY: the mapping made above, no longer used.
-        unsafe { libc::munmap(jit, 4096) };
         assert!(compared >= stacks.len() * 3, "{compared} compared");
         assert!(
             named > 0 && jit_named > 0 && inlined > 0,
