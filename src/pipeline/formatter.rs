@@ -477,7 +477,7 @@ fn run_in(
     core.filter = filter.clone();
     core.stacks = stacks.map(|o| stack_writer(o, &stack_maps, 0));
     if let Some(w) = core.stacks.as_mut() {
-        w.warm_kernel();
+        w.warm();
     }
     let mut f = Formatter {
         input,
@@ -801,7 +801,7 @@ impl Worker<'_> {
     fn run(mut self, work: Receiver<Work>) -> Result<(), Closed> {
         // On this thread: its symbolizer is its own.
         if let Some(w) = self.core.stacks.as_mut() {
-            w.warm_kernel();
+            w.warm();
         }
         for msg in work {
             match msg {

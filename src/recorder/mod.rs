@@ -696,7 +696,8 @@ pub fn stack_options(config: &SessionConfig) -> Option<crate::pipeline::stacks::
                 n => n,
             }),
             ids: config.stack_ids,
-            warm_kernel: s.kernel,
+            warm: true,
+            kernel_frames: s.kernel,
         })
 }
 

@@ -228,7 +228,8 @@ pub(crate) fn stack_options(opts: DecodeOptions) -> Option<StackOptions> {
         // A recorded chain is as long as the kernel made it; no stack copies are unwound.
         max_frames: usize::MAX,
         ids: opts.stack_ids,
-        warm_kernel: false,
+        warm: false,
+        kernel_frames: false,
     })
 }
 

@@ -100,7 +100,7 @@ impl Paths {
     fn new(options: StackOptions) -> Self {
         let mut writer = StackWriter::new(options);
         // The kernel's names loaded before the first record, as a formatter worker does.
-        writer.warm_kernel();
+        writer.warm();
         Paths {
             writer,
             names: CallPaths::default(),

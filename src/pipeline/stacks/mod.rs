@@ -79,9 +79,13 @@ pub struct StackOptions {
     /// Each distinct stack on a line of its own, the records naming it by id
     /// (`--stack-ids`, [`ids`]; [`StackWriter::write_id`]).
     pub ids: bool,
-    /// The kernel's names loaded when a formatter's writer is made, before records wait
-    /// on them ([`StackWriter::warm_kernel`]: a live recording with kernel frames).
-    pub warm_kernel: bool,
+    /// The names nearly every stack needs (the kernel's, the C library's) loaded when
+    /// a formatter's writer is made, before records wait on them ([`StackWriter::warm`]:
+    /// a live recording).
+    pub warm: bool,
+    /// Kernel frames are recorded (not `--user-callchains`): with [`StackOptions::warm`],
+    /// the kernel's names are loaded too.
+    pub kernel_frames: bool,
 }
 
 /// Named frames kept per worker (a frame's JSON keys after `addr` and `context` and its
@@ -263,17 +267,32 @@ impl StackWriter {
         self.options.ids
     }
 
-    /// Load the kernel's names now (blazesym reads all of `/proc/kallsyms` at the first
-    /// kernel frame: ≈ 0.05 s, during which a flat-out recording's rings would fill).
-    /// Only when the options ask ([`StackOptions::warm_kernel`]), on the thread that
-    /// writes the stacks (its symbolizer is its own).
-    pub fn warm_kernel(&mut self) {
-        if self.options.warm_kernel
-            && self.options.symbolize
-            && self.symbols(|s| s.kallsyms_readable())
-        {
+    /// Load now, before the first record waits on them, the names nearly every stack
+    /// needs: the kernel's (blazesym reads all of `/proc/kallsyms` at the first kernel
+    /// frame: ≈ 0.05 s) when kernel frames are kept, and the C library's (its symbols
+    /// and debug lines, often compressed: ≈ 0.05 s; native stacks pass through it in
+    /// the system call's wrapper and the program's start) — time during which a
+    /// flat-out recording's rings would fill. Only when the options ask
+    /// ([`StackOptions::warm`]: a live recording), on the thread that writes the
+    /// stacks (its symbolizer is its own).
+    pub fn warm(&mut self) {
+        if !(self.options.warm && self.options.symbolize) {
+            return;
+        }
+        if self.options.kernel_frames && self.symbols(|s| s.kallsyms_readable()) {
             // Any address: the first look-up loads the table.
             self.kernel_frame(0xffff_ffff_8100_0000, &mut |_| {});
+        }
+        // The C library as uevrec maps it: the file traced programs of this mount
+        // namespace map too (a container's own is another file, named when met).
+        let address = libc::getppid as unsafe extern "C" fn() -> libc::pid_t as usize as u64;
+        let ours = crate::system::proc_maps::read_proc_maps(std::process::id()).and_then(|maps| {
+            maps.into_iter()
+                .find(|m| m.start <= address && address < m.end)
+        });
+        if let Some(m) = ours {
+            let offset = m.file_offset(address);
+            self.symbols(|s| s.user(&m.path, &[], offset));
         }
     }
 
@@ -827,7 +846,8 @@ mod tests {
             offline: true,
             max_frames: 127,
             ids: false,
-            warm_kernel: false,
+            warm: false,
+            kernel_frames: false,
         })
     }
 
@@ -977,6 +997,41 @@ mod tests {
     }
 
     /// A stack without user frames names nothing of its process: kept once for all.
+    /// A live recording's writer loads the C library's names before the first record:
+    /// one cold look-up on a fresh thread, after which a frame in it costs none; without
+    /// `warm`, nothing is loaded.
+    #[test]
+    fn warm_loads_the_c_library_before_the_first_record() {
+        let cold_after_warm = |warm: bool| {
+            std::thread::spawn(move || {
+                let mut w = StackWriter::new(StackOptions {
+                    symbolize: true,
+                    max_frames: 127,
+                    warm,
+                    ..StackOptions::default()
+                });
+                w.warm();
+                let warmed = symbols::with(|s| s.cold);
+                let address = libc::getppid as unsafe extern "C" fn() -> libc::pid_t as usize;
+                let m = crate::system::proc_maps::read_proc_maps(std::process::id())
+                    .unwrap()
+                    .into_iter()
+                    .find(|m| m.start <= address as u64 && (address as u64) < m.end)
+                    .expect("the C library is mapped");
+                let named = symbols::with(|s| s.user(&m.path, &[], m.file_offset(address as u64)));
+                let names: Vec<_> = named.frames.iter().map(|f| f.symbol.to_string()).collect();
+                (warmed, symbols::with(|s| s.cold), names)
+            })
+            .join()
+            .unwrap()
+        };
+        let (warmed, after, names) = cold_after_warm(true);
+        assert_eq!((warmed, after), (1, 1), "one look-up, in warm()");
+        assert!(names.iter().any(|n| n.contains("getppid")), "{names:?}");
+        let (warmed, after, _) = cold_after_warm(false);
+        assert_eq!((warmed, after), (0, 1), "nothing loaded without warm");
+    }
+
     #[test]
     fn kernel_only_stacks_are_kept_once_for_every_process() {
         let mut w = writer();
@@ -1003,7 +1058,8 @@ mod tests {
             offline: false,
             max_frames: 127,
             ids: false,
-            warm_kernel: false,
+            warm: false,
+            kernel_frames: false,
         });
         let jit = (AT, AT + 0x1000, 0);
         w.apply(Some(1), &mmap(AT, jit, b"//anon"));

@@ -173,7 +173,8 @@ mod tests {
                 offline: false,
                 max_frames: 127,
                 ids: false,
-                warm_kernel: false,
+                warm: false,
+                kernel_frames: false,
             };
             let mut writer = StackWriter::new(options);
             let mut text = StackText::default();
