@@ -91,14 +91,18 @@ pub fn skip(tier: Tier, why: &str) {
 
 /// `require!(tier, check)`: `check` is a `Result<T, impl Display>`; on `Err(why)` the test
 /// is skipped (or fails, see [`skip`]) and returns; on `Ok(v)` the macro gives `v`.
+/// `require!(tier, check, value)`: the same in a test's helper, which returns `value`.
 #[macro_export]
 macro_rules! require {
     ($tier:expr, $check:expr) => {
+        $crate::require!($tier, $check, ())
+    };
+    ($tier:expr, $check:expr, $skipped:expr) => {
         match $check {
             Ok(v) => v,
             Err(why) => {
                 $crate::common::tier::skip($tier, &why.to_string());
-                return;
+                return $skipped;
             }
         }
     };

@@ -667,14 +667,74 @@ fn otlp_export_http_json() {
 /// pods; each row counts its pod's records exactly (the final lines count every record).
 #[test]
 fn top_by_pod() {
-    let root = require!(Tier::Host, host());
-    let f = Fixture::new(&root, "top");
+    let Some(run) = top_by_pod_run("top", &[]) else {
+        return;
+    };
+    let get = |pod: &str| run.rows.iter().find(|(p, _)| p == pod).map(|(_, n)| *n);
+    assert_eq!(get("shop/web-0"), Some(3), "{:?}", run.rows);
+    assert_eq!(get(&run.unnamed), Some(1), "{:?}", run.rows);
+    // Outside pods: ours, and any other process's marked setpgid calls.
+    assert!(get("-").is_some_and(|n| n >= 1), "{:?}", run.rows);
+}
+
+/// `uevrec top -g --by pod --plain` (issue 38): each pod's row has its own busiest call
+/// paths, and they count exactly its records: the three calls of shop/web-0 and the one
+/// of the unnamed pod, each made by perl's `syscall` through the C library's `syscall`
+/// (the innermost user frame, named whatever the walk finds past it).
+#[test]
+fn top_g_by_pod_counts_each_pods_call_paths() {
+    let Some(run) = top_by_pod_run("top-g", &["-g"]) else {
+        return;
+    };
+    for (pod, calls) in [("shop/web-0", 3), (run.unnamed.as_str(), 1)] {
+        let line = run
+            .last
+            .iter()
+            .find(|v| v["pod"] == pod)
+            .unwrap_or_else(|| panic!("a final line of {pod} in {:#?}", run.last));
+        assert_eq!(line["records"], calls, "{line}");
+        let sites = line["call_sites"].as_array().expect("call_sites with -g");
+        let counted: u64 = sites.iter().map(|s| s["records"].as_u64().unwrap()).sum();
+        assert_eq!(
+            counted + line["other_call_sites"].as_u64().unwrap(),
+            calls,
+            "{line}"
+        );
+        assert!(
+            sites.iter().all(|s| {
+                s["frames"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|f| f.as_str().is_some_and(|f| f.starts_with("syscall")))
+            }),
+            "every path of {pod} passes through syscall: {line}"
+        );
+    }
+}
+
+/// What [`top_by_pod_run`] read: the final count of each row (`pod`, records), the final
+/// lines themselves, and the unnamed pod's UID.
+struct TopByPod {
+    rows: Vec<(String, u64)>,
+    last: Vec<Value>,
+    unnamed: String,
+}
+
+/// `uevrec top --plain --by pod ARGS` while 3 marked calls are made in pod shop/web-0
+/// (named by the kubelet's tree), 1 in a pod it does not name and 1 outside pods, until
+/// both pods' rows count them; stopped, its final lines. `None`: the host tier is not
+/// here (said by `require!`).
+fn top_by_pod_run(name: &str, args: &[&str]) -> Option<TopByPod> {
+    let root = require!(Tier::Host, host(), None);
+    let f = Fixture::new(&root, name);
     let (k, top) = (&f.kubelet, &f.top);
     let (named, unnamed, i1, i2) = (uid(0xb1), uid(0xb2), cid(0xb1), cid(0xb2));
-    let (named, unnamed) = (named.as_str(), unnamed.as_str());
-    k.add("shop", "web-0", named, "nginx", &i1);
+    k.add("shop", "web-0", &named, "nginx", &i1);
     let out = f.tmp.path().join("top.json");
-    let rec = uevrec_command(k, &["top", "--plain", "--by", "pod", "--interval", "200ms"])
+    let mut command = vec!["top", "--plain", "--by", "pod", "--interval", "200ms"];
+    command.extend_from_slice(args);
+    let rec = uevrec_command(k, &command)
         .stdout(fs::File::create(&out).unwrap())
         .spawn()
         .unwrap();
@@ -682,9 +742,9 @@ fn top_by_pod() {
     wait_for("top's attached notice", PATIENCE, || {
         fs::read_to_string(&out).is_ok_and(|t| t.contains("attached"))
     });
-    let d1 = containerd_burstable(&top.join("kubepods.slice"), named, &i1);
+    let d1 = containerd_burstable(&top.join("kubepods.slice"), &named, &i1);
     let d2 = top.join(format!("kubepods/pod{unnamed}")).join(&i2);
-    let outside = top.join("system.slice/uevrec-k8s-top.service");
+    let outside = top.join(format!("system.slice/uevrec-k8s-{name}.service"));
     for seq in 0..3 {
         produce_in(&d1, seq);
     }
@@ -709,15 +769,18 @@ fn top_by_pod() {
     wait_for("the rows of both pods", PATIENCE, || {
         let r = rows(&complete_lines(&out), false);
         r.iter().any(|(p, n)| p == "shop/web-0" && *n == 3)
-            && r.iter().any(|(p, n)| p == unnamed && *n == 1)
+            && r.iter().any(|(p, n)| *p == unnamed && *n == 1)
     });
     rec.stop();
-    let r = rows(&complete_lines(&out), true);
-    let get = |pod: &str| r.iter().find(|(p, _)| p == pod).map(|(_, n)| *n);
-    assert_eq!(get("shop/web-0"), Some(3), "{r:?}");
-    assert_eq!(get(unnamed), Some(1), "{r:?}");
-    // Outside pods: ours, and any other process's marked setpgid calls.
-    assert!(get("-").is_some_and(|n| n >= 1), "{r:?}");
+    let all = complete_lines(&out);
+    Some(TopByPod {
+        rows: rows(&all, true),
+        last: all
+            .into_iter()
+            .filter(|v| v["uevrec"] == "top" && v.get("final").is_some())
+            .collect(),
+        unnamed,
+    })
 }
 
 // ---------------------------------------------------------------------------------------
