@@ -355,17 +355,20 @@ fn plain_and_eventheader_events_recorded_as_otlp_keep_their_values() {
     let lines = recording.stop();
     let logs = records(&lines, "logs");
 
-    // every_type: one log record per row, in order, scope = the system.
+    // every_type: one log record per row, in time order, scope = the system. (Live
+    // records are written in order per CPU, not across CPUs: the producer may move to
+    // another CPU between rows; its times are its order.)
     let rows: Vec<&Value> = every_reports
         .iter()
         .filter(|r| r.get("fields").is_some())
         .collect();
     assert!(!rows.is_empty());
-    let got: Vec<&Value> = logs
+    let mut got: Vec<&Value> = logs
         .iter()
         .filter(|(_, scope, r)| scope == "user_events" && r["eventName"] == "vmt_otlp_every")
         .map(|(_, _, r)| r)
         .collect();
+    got.sort_by_key(|r| r["timeUnixNano"].as_str().unwrap().parse::<u64>().unwrap());
     assert_eq!(got.len(), rows.len(), "records of vmt_otlp_every");
     for (row, r) in rows.iter().zip(&got) {
         assert!(same_fields(r, &row["fields"]), "{row}\n{r}");

@@ -99,7 +99,8 @@ struct Paths {
 impl Paths {
     fn new(options: StackOptions) -> Self {
         let mut writer = StackWriter::new(options);
-        // The kernel's names loaded before the first record, as a formatter worker does.
+        // What nearly every stack needs named, loaded before the first record, as a
+        // formatter worker does.
         writer.warm();
         Paths {
             writer,

@@ -285,14 +285,8 @@ impl StackWriter {
         }
         // The C library as uevrec maps it: the file traced programs of this mount
         // namespace map too (a container's own is another file, named when met).
-        let address = libc::getppid as unsafe extern "C" fn() -> libc::pid_t as usize as u64;
-        let ours = crate::system::proc_maps::read_proc_maps(std::process::id()).and_then(|maps| {
-            maps.into_iter()
-                .find(|m| m.start <= address && address < m.end)
-        });
-        if let Some(m) = ours {
-            let offset = m.file_offset(address);
-            self.symbols(|s| s.user(&m.path, &[], offset));
+        if let Some((path, offset)) = c_library() {
+            self.symbols(|s| s.user(&path, &[], offset));
         }
     }
 
@@ -786,6 +780,18 @@ fn write_names(out: &mut Vec<u8>, f: &symbols::SourceFrame, back: u64) {
     }
 }
 
+/// The C library's file as this process maps it, and the file offset of a function in
+/// it (`getppid`); `None` when it is not a mapped file (a static build).
+fn c_library() -> Option<(Arc<str>, u64)> {
+    let address = libc::getppid as unsafe extern "C" fn() -> libc::pid_t as usize as u64;
+    let maps = crate::system::proc_maps::read_proc_maps(std::process::id())?;
+    let m = maps
+        .into_iter()
+        .find(|m| m.start <= address && address < m.end)?;
+    let offset = m.file_offset(address);
+    Some((m.path, offset))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -996,7 +1002,6 @@ mod tests {
         assert_eq!(c.stack(&words, 12), exec, "the old program's record");
     }
 
-    /// A stack without user frames names nothing of its process: kept once for all.
     /// A live recording's writer loads the C library's names before the first record:
     /// one cold look-up on a fresh thread, after which a frame in it costs none; without
     /// `warm`, nothing is loaded.
@@ -1012,13 +1017,8 @@ mod tests {
                 });
                 w.warm();
                 let warmed = symbols::with(|s| s.cold);
-                let address = libc::getppid as unsafe extern "C" fn() -> libc::pid_t as usize;
-                let m = crate::system::proc_maps::read_proc_maps(std::process::id())
-                    .unwrap()
-                    .into_iter()
-                    .find(|m| m.start <= address as u64 && (address as u64) < m.end)
-                    .expect("the C library is mapped");
-                let named = symbols::with(|s| s.user(&m.path, &[], m.file_offset(address as u64)));
+                let (path, offset) = c_library().expect("the C library is mapped");
+                let named = symbols::with(|s| s.user(&path, &[], offset));
                 let names: Vec<_> = named.frames.iter().map(|f| f.symbol.to_string()).collect();
                 (warmed, symbols::with(|s| s.cold), names)
             })
@@ -1032,6 +1032,7 @@ mod tests {
         assert_eq!((warmed, after), (0, 1), "nothing loaded without warm");
     }
 
+    /// A stack without user frames names nothing of its process: kept once for all.
     #[test]
     fn kernel_only_stacks_are_kept_once_for_every_process() {
         let mut w = writer();
