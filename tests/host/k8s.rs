@@ -825,11 +825,18 @@ fn metrics_by_pod(
     for seq in 0..3 {
         produce_marked(&containerd_burstable(&sd, &u1, &i1), METRICS_MARK, seq);
     }
+    // The first pod counted before the second calls: `--metrics-max-pods` gives its
+    // places in the order the records are read, and live records are in order per CPU,
+    // not across CPUs (in CI a second pod's calls on another CPU took the place first).
+    let tp = "tracepoint=\"syscalls:sys_enter_setpgid\"";
+    wait_for("the first pod's 3 records", PATIENCE, || {
+        http_get(&addr, "/metrics")
+            .is_some_and(|(_, b)| sample_sum(&b, "uevrec_records_recorded_total", tp) == 3)
+    });
     for seq in 3..5 {
         produce_marked(&containerd_burstable(&sd, &u2, &i2), METRICS_MARK, seq);
     }
     produce_marked(&top.join("outside"), METRICS_MARK, 5);
-    let tp = "tracepoint=\"syscalls:sys_enter_setpgid\"";
     wait_for("6 records acknowledged", PATIENCE, || {
         http_get(&addr, "/metrics")
             .is_some_and(|(_, b)| sample_sum(&b, "uevrec_records_exported_total", tp) == 6)
