@@ -43,6 +43,14 @@ pub struct StackKey<'a> {
     pub truncated: Option<Truncated>,
 }
 
+/// Whether two slices hold the same values, an empty pair told apart before any compare:
+/// glibc's AVX-512 `memcmp` reads at an empty slice's dangling address with a masked load,
+/// and that load of an unmapped page takes a slow fault-suppression assist (most of the
+/// look-up's cost: BENCHMARKS.md, "empty slices compared").
+fn same<T: PartialEq>(a: &[T], b: &[T]) -> bool {
+    a.len() == b.len() && (a.is_empty() || a == b)
+}
+
 /// One kept stack: its key and its renderings.
 #[derive(Debug, Default)]
 struct Kept {
@@ -71,8 +79,8 @@ impl Kept {
         self.hash == hash
             && self.run == key.run
             && self.truncated == key.truncated
-            && *self.chain == *key.chain
-            && *self.unwound == *key.unwound
+            && same(&self.chain, key.chain)
+            && same(&self.unwound, key.unwound)
     }
 
     /// Bytes it holds (counted against [`MAX_STACK_BYTES`]).
@@ -333,6 +341,14 @@ mod tests {
             unwound: &[],
             truncated: None,
         }
+    }
+
+    /// Empty slices are equal without a compare; lengths and contents still decide.
+    #[test]
+    fn same_tells_slices_apart_by_length_and_contents() {
+        assert!(same::<u64>(&[], &[]));
+        assert!(!same(&[], &[0u64]) && !same(&[0u64], &[]));
+        assert!(same(&[1u8, 2], &[1, 2]) && !same(&[1u8, 2], &[1, 3]));
     }
 
     #[test]
