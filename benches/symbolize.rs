@@ -1,7 +1,9 @@
 //! Symbolization of user frames (issue 38, docs/stacks.md): 1000 distinct return
 //! addresses in this machine's libc (file offsets 64 bytes apart through its text) named
 //! by a fresh symbolizer (`cold`: the ELF symbol tables and DWARF lines parsed, then each
-//! address looked up once) and by a warm one (`cached`: the formatter's cache hit).
+//! address looked up once) and by a warm one (`cached`: the formatter's cache hit), and
+//! by a warm one on the run's symbolizer thread (`shared`: each look-up a round trip to
+//! it, as a writer's frame that another writer named first).
 //! `cargo bench --bench symbolize`; frames/s from criterion's throughput.
 
 use std::hint::black_box;
@@ -9,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use uevrec::pipeline::stacks::shared_symbols::{Naming, SharedSymbols};
 use uevrec::pipeline::stacks::symbols::Symbols;
 
 const FRAMES: u64 = 1000;
@@ -56,6 +59,18 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             for &o in &offsets {
                 black_box(warm.user(&path, &[], o));
+            }
+        })
+    });
+    let shared = SharedSymbols::thread();
+    let naming = Naming::default();
+    for &o in &offsets {
+        shared.user(&naming, &path, &[], o);
+    }
+    g.bench_function("shared", |b| {
+        b.iter(|| {
+            for &o in &offsets {
+                black_box(shared.user(&naming, &path, &[], o));
             }
         })
     });

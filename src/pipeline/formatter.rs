@@ -21,6 +21,7 @@ use uevrec_parsers::{
 use crate::pipeline::describe::Described;
 use crate::pipeline::filter::{Filter, FormatFilter, Who};
 use crate::pipeline::stacks::maps::ProcessMaps;
+use crate::pipeline::stacks::shared_symbols::SharedSymbols;
 use crate::pipeline::stacks::stacktrace::StackText;
 use crate::pipeline::stacks::{StackOptions, StackWriter};
 
@@ -215,13 +216,20 @@ impl Core {
     }
 }
 
-/// The stack writer of formatter worker `worker`, knowing `maps` when given.
-fn stack_writer(options: StackOptions, maps: &Option<ProcessMaps>, worker: usize) -> StackWriter {
+/// The stack writer of formatter worker `worker`, knowing `maps` when given, naming
+/// frames with the workers' `symbols`.
+fn stack_writer(
+    options: StackOptions,
+    maps: &Option<ProcessMaps>,
+    worker: usize,
+    symbols: &SharedSymbols,
+) -> StackWriter {
     match maps {
         Some(maps) => StackWriter::with_maps(options, maps.clone()),
         None => StackWriter::new(options),
     }
     .for_worker(worker as u32)
+    .sharing(symbols)
 }
 
 /// The context `--where` reads of a record whose sample named `cgroup`.
@@ -475,7 +483,7 @@ fn run_in(
     let mut core = Core::new(format, opts, context);
     core.schema = schema || session.is_some();
     core.filter = filter.clone();
-    core.stacks = stacks.map(|o| stack_writer(o, &stack_maps, 0));
+    core.stacks = stacks.map(|o| stack_writer(o, &stack_maps, 0, &SharedSymbols::default()));
     if let Some(w) = core.stacks.as_mut() {
         w.warm();
     }
@@ -609,6 +617,8 @@ pub fn run_parallel_in(
         progress,
     } = lines;
     let (parts_tx, parts_rx) = crossbeam_channel::bounded::<Part>(workers * PARTS_IN_FLIGHT);
+    // One symbolizer for all the workers: each file's names loaded once.
+    let symbols = SharedSymbols::thread();
     thread::scope(|scope| {
         let mut credit_txs = Vec::with_capacity(workers);
         let mut work_txs = Vec::with_capacity(workers);
@@ -622,7 +632,7 @@ pub fn run_parallel_in(
             let mut core = Core::new(format, opts, context.clone());
             core.schema = schema || session.is_some();
             core.filter = filter.clone();
-            core.stacks = stacks.map(|o| stack_writer(o, &stack_maps, id));
+            core.stacks = stacks.map(|o| stack_writer(o, &stack_maps, id, &symbols));
             let worker = Worker {
                 id,
                 input,

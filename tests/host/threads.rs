@@ -577,6 +577,49 @@ fn count_is_exact_with_drain_threads() {
     assert_eq!(recorded, COUNT, "--count {COUNT} wrote {recorded} records");
 }
 
+/// `-g` on 3 formatter workers: one symbolizer thread names the frames of all three (each
+/// file's names loaded once, not once a worker), and every record's stack is named.
+#[test]
+fn stack_workers_share_one_symbolizer() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    const N: usize = 3_000;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.json");
+    let child = burst_child(N as u32);
+    let args = ["-g", "--threads", "3", "-m", "4M", "-o"];
+    let mut rec = record(&child, &[&args[..], &[out.to_str().unwrap()]].concat());
+    // The attached notice is written by a worker that has loaded its first names.
+    wait_attached(&out, &mut rec);
+    let workers: Vec<usize> = (0..3)
+        .map(|i| threads_named(rec.id(), &format!("uevrec-format{i}")).len())
+        .collect();
+    let symbolizers = threads_named(rec.id(), "uevrec-symbols");
+    release(child);
+    sleep(Duration::from_millis(300));
+    stop(&mut rec);
+    assert_eq!(workers, [1, 1, 1], "three formatter workers");
+    assert_eq!(
+        symbolizers.len(),
+        1,
+        "one symbolizer thread: {symbolizers:?}"
+    );
+    let records: Vec<Value> = parse(&out)
+        .into_iter()
+        .filter(|v| v.get("uevrec").is_none())
+        .collect();
+    assert_eq!(records.len(), N);
+    for r in &records {
+        let named = r["stack"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no stack: {r}"))
+            .iter()
+            .any(|f| f["context"] == "user" && f["symbol"] == "syscall");
+        assert!(named, "libc's syscall not named: {r}");
+    }
+}
+
 /// `--format otlp` on 2 formatter workers (each ends its requests with its chunk): every
 /// SEQ of a burst on one CPU comes out once, in order, with both workers running.
 #[test]

@@ -30,6 +30,7 @@ pub mod ids;
 pub mod maps;
 pub mod module_files;
 pub mod perf_map;
+pub mod shared_symbols;
 pub mod stacktrace;
 pub mod symbols;
 pub mod unwind;
@@ -46,6 +47,7 @@ use uevrec_parsers::{ContextUpdate, RecordStamp};
 use cache::{StackCache, StackKey};
 use maps::ProcessMaps;
 use perf_map::PerfMaps;
+use shared_symbols::{Naming, SharedSymbols};
 use symbols::Resolved;
 use unwind::{Truncated, UserUnwinder};
 
@@ -211,14 +213,16 @@ pub struct StackWriter {
     /// A frame of the stack being walked may be named otherwise next time, though its
     /// key is the same (JIT code, a look-up put off): the stack is not cached.
     uncacheable: bool,
-    /// The kallsyms that names kernel frames, when not this machine's (a recorded
-    /// file's own: [`StackWriter::with_kallsyms`]).
-    kallsyms: Option<std::path::PathBuf>,
+    /// The symbolizer, shared with the run's other writers ([`StackWriter::sharing`]).
+    symbols: SharedSymbols,
+    /// How frames are named: the kallsyms of a recorded file ([`StackWriter::with_kallsyms`]),
+    /// no time budget offline.
+    naming: Naming,
 }
 
 impl StackWriter {
-    /// A writer for `options` (each formatter thread makes its own symbolizer,
-    /// [`symbols::with`], at its first stack).
+    /// A writer for `options`, naming frames with its thread's symbolizer
+    /// ([`StackWriter::sharing`]: a run's shared one).
     pub fn new(options: StackOptions) -> Self {
         StackWriter {
             options,
@@ -235,14 +239,25 @@ impl StackWriter {
             frames: Vec::new(),
             line: Vec::new(),
             uncacheable: false,
-            kallsyms: None,
+            symbols: SharedSymbols::default(),
+            naming: Naming {
+                unbudgeted: options.offline,
+                kallsyms: None,
+            },
         }
+    }
+
+    /// This writer names frames with `symbols` ([`SharedSymbols::thread`]: the symbolizer
+    /// thread of the run's writers, each file's names loaded once for all).
+    pub fn sharing(mut self, symbols: &SharedSymbols) -> Self {
+        self.symbols = symbols.clone();
+        self
     }
 
     /// This writer names kernel frames from the kallsyms text in the file at `path` (a
     /// recorded file's own, written out for the symbolizer) instead of this machine's.
     pub fn with_kallsyms(mut self, path: &std::path::Path) -> Self {
-        self.kallsyms = Some(path.to_owned());
+        self.naming.kallsyms = Some(path.to_owned());
         self
     }
 
@@ -279,14 +294,14 @@ impl StackWriter {
         if !(self.options.warm && self.options.symbolize) {
             return;
         }
-        if self.options.kernel_frames && self.symbols(|s| s.kallsyms_readable()) {
+        if self.options.kernel_frames && self.symbols.kallsyms_readable() {
             // Any address: the first look-up loads the table.
             self.kernel_frame(0xffff_ffff_8100_0000, &mut |_| {});
         }
         // The C library as uevrec maps it: the file traced programs of this mount
         // namespace map too (a container's own is another file, named when met).
         if let Some((path, offset)) = c_library() {
-            self.symbols(|s| s.user(&path, &[], offset));
+            self.symbols.user(&self.naming, &path, &[], offset);
         }
     }
 
@@ -514,22 +529,12 @@ impl StackWriter {
         }
     }
 
-    /// `f` with this thread's symbolizer, without a time budget for a recorded file.
-    fn symbols<R>(&self, f: impl FnOnce(&mut symbols::Symbols) -> R) -> R {
-        let offline = self.options.offline;
-        symbols::with(|s| {
-            s.unbudgeted = offline;
-            s.use_kallsyms(self.kallsyms.as_deref());
-            f(s)
-        })
-    }
-
     /// The names of a kernel frame, to `emit`.
     fn kernel_frame(&mut self, address: u64, emit: &mut dyn FnMut(&Named)) {
         if let Some(n) = self.kernel.get(&address) {
             return emit(n);
         }
-        let r = self.symbols(|s| s.kernel(address));
+        let r = self.symbols.kernel(&self.naming, address);
         let mut n = Named::default();
         n.resolved(&r, 0, stacktrace_module(None, true));
         if r.reason == Some("behind") {
@@ -623,7 +628,8 @@ impl StackWriter {
         let _ = serde_json::to_writer(&mut n.json, &*path);
         let mut behind = false;
         if self.options.symbolize {
-            let r = self.symbols(|s| s.user(&key.0, &build_id, offset.saturating_sub(back)));
+            let r =
+                (self.symbols).user(&self.naming, &key.0, &build_id, offset.saturating_sub(back));
             behind = r.reason == Some("behind");
             n.resolved(&r, back, &path);
         } else {
@@ -1016,11 +1022,11 @@ mod tests {
                     ..StackOptions::default()
                 });
                 w.warm();
-                let warmed = symbols::with(|s| s.cold);
+                let warmed = w.symbols.cold();
                 let (path, offset) = c_library().expect("the C library is mapped");
-                let named = symbols::with(|s| s.user(&path, &[], offset));
+                let named = w.symbols.user(&w.naming, &path, &[], offset);
                 let names: Vec<_> = named.frames.iter().map(|f| f.symbol.to_string()).collect();
-                (warmed, symbols::with(|s| s.cold), names)
+                (warmed, w.symbols.cold(), names)
             })
             .join()
             .unwrap()
@@ -1030,6 +1036,35 @@ mod tests {
         assert!(names.iter().any(|n| n.contains("getppid")), "{names:?}");
         let (warmed, after, _) = cold_after_warm(false);
         assert_eq!((warmed, after), (0, 1), "nothing loaded without warm");
+    }
+
+    /// Writers sharing a symbolizer thread load a file's names once: a second writer's
+    /// first frame in it is no cold look-up, though it runs on another thread.
+    #[test]
+    fn writers_sharing_a_symbolizer_load_a_file_once() {
+        let shared = SharedSymbols::thread();
+        let options = StackOptions {
+            symbolize: true,
+            max_frames: 127,
+            warm: true,
+            ..StackOptions::default()
+        };
+        let mut first = StackWriter::new(options).sharing(&shared);
+        first.warm();
+        assert_eq!(
+            shared.cold(),
+            1,
+            "the first writer's warm() loads the C library"
+        );
+        let mut second = StackWriter::new(options).sharing(&shared);
+        std::thread::spawn(move || second.warm()).join().unwrap();
+        assert_eq!(shared.cold(), 1, "the second finds it loaded");
+        drop(first);
+        // Another run's thread loads it again.
+        let other = SharedSymbols::thread();
+        let mut third = StackWriter::new(options).sharing(&other);
+        third.warm();
+        assert_eq!(other.cold(), 1);
     }
 
     /// A stack without user frames names nothing of its process: kept once for all.

@@ -1,7 +1,7 @@
 //! Addresses → function, file and line, with blazesym (the libbpf project's symbolizer:
 //! ELF symbol tables, DWARF lines and inlined functions, debug links, the kernel's
-//! kallsyms), behind caches bounded by count, and a time budget: a formatter worker
-//! spends on cold look-ups at most [`BUDGET_SHARE`] of its time once its first
+//! kallsyms), behind caches bounded by count, and a time budget: the symbolizer (one
+//! for a run's writers, [`super::shared_symbols`]) spends on cold look-ups at most [`BUDGET_SHARE`] of its time once its first
 //! [`BUDGET_BURST`] (the files' first loading) is spent; past it, frames go out with
 //! their addresses and the reason `behind`.
 //!
@@ -21,11 +21,11 @@ use super::debuginfod::{Artifact, Debuginfod};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 
 /// Look-ups kept per cache (user frames; kernel frames) before it starts again: about
-/// 200 bytes each, so ≤ 13 MiB per cache and formatter worker.
+/// 200 bytes each, so ≤ 13 MiB per cache and symbolizer.
 pub const MAX_CACHED: usize = 1 << 16;
-/// Cold look-up time a worker may spend at once (the budget's start and its most).
+/// Cold look-up time the symbolizer may spend at once (the budget's start and its most).
 pub const BUDGET_BURST: Duration = Duration::from_secs(3);
-/// The share of its time a worker may spend on cold look-ups once the burst is spent.
+/// The share of its time the symbolizer may spend on cold look-ups once the burst is spent.
 pub const BUDGET_SHARE: f64 = 0.25;
 
 /// What an address is, as far as the files tell.
@@ -53,7 +53,7 @@ pub struct SourceFrame {
     pub inlined: bool,
 }
 
-/// Debug files known per worker (by the file read; started again when full).
+/// Debug files known per symbolizer (by the file read; started again when full).
 pub const MAX_DEBUG_FILES: usize = 4096;
 
 /// The debug directories of `--debug-dir` (empty: the system's).
@@ -62,7 +62,7 @@ static DEBUG_DIRS: OnceLock<Vec<PathBuf>> = OnceLock::new();
 /// Where separate debug files are looked for, for the whole process: `dirs` in order
 /// (`--debug-dir`, for tests and private symbol stores), or, when empty, the system's
 /// (`/usr/lib/debug`, and blazesym's `/lib/debug` for debug links). Set before the
-/// first stack is named (each worker's symbolizer reads it when it is made); a second
+/// first stack is named (a symbolizer reads it when it is made); a second
 /// call changes nothing.
 pub fn set_debug_dirs(dirs: Vec<PathBuf>) {
     let _ = DEBUG_DIRS.set(dirs);
@@ -221,8 +221,9 @@ pub fn stated_address(segments: &[(u64, u64, u64)], file_offset: u64) -> Option<
 }
 
 thread_local! {
-    /// The symbolizer of this formatter thread (blazesym's is not `Send`: each worker
-    /// makes its own, at its first stack).
+    /// The symbolizer of this thread (blazesym's is not `Send`): the run's symbolizer
+    /// thread's ([`super::shared_symbols`]), or a writer's own when that thread could
+    /// not be started.
     static SYMBOLS: std::cell::RefCell<Option<Symbols>> = const { std::cell::RefCell::new(None) };
 }
 
@@ -231,7 +232,7 @@ pub fn with<R>(f: impl FnOnce(&mut Symbols) -> R) -> R {
     SYMBOLS.with(|cell| f(cell.borrow_mut().get_or_insert_with(Symbols::new)))
 }
 
-/// The symbolizer of one formatter worker and its caches.
+/// A symbolizer and its caches.
 pub struct Symbols {
     symbolizer: Symbolizer,
     user: HashMap<(Arc<str>, u64), Arc<Resolved>>,
