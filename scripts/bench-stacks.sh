@@ -34,12 +34,15 @@
 #   uevrec-g-ids      the same with -g --stack-ids (each distinct stack on a line of its
 #                     own, records naming it by id: BENCHMARKS.md, "stack lines with ids")
 #   uevrec-g-ids-nosym  -g --stack-ids --no-symbolize
+#   uevrec-g-raw      `uevrec record -q -g --raw /dev/shm/F` (a perf.data: callchains copied,
+#                     named afterwards by `uevrec decode` or perf script, as perf's)
 #   perf-g            `perf record -g -a -o /dev/shm/F` (addresses only while recording)
 #   perf-g+script     perf-g plus `perf script` of its file (perf's names, afterwards)
 # Measured per run: the program's calls/s, records the recorder wrote, recorder CPU
 # (user+sys from wait4's rusage) and µs of it per record, the output file's bytes per
-# record (all its lines, or the whole perf.data, over the records); perf script's CPU for
-# the last row. Needs: root, gcc, perf, python3, tmpfs at /dev/shm. Builds the release binary.
+# record (all its lines, or the whole perf.data, over the records); for a perf.data, the
+# CPU that names it afterwards (script_cpu_s: perf script of perf's, uevrec decode of
+# uevrec's). Needs: root, gcc, perf, python3, tmpfs at /dev/shm. Builds the release binary.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -90,6 +93,7 @@ one() {
     uevrec-g-ids) measure "$WORK/m" "$UEVREC" record -q -g --stack-ids -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     uevrec-g-ids-nosym) measure "$WORK/m" "$UEVREC" record -q -g --stack-ids --no-symbolize -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     uevrec-g-nosym) measure "$WORK/m" "$UEVREC" record -q -g --no-symbolize -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
+    uevrec-g-raw) measure "$WORK/m" "$UEVREC" record -q -g --raw "$f" -e raw_syscalls:sys_enter --filter "id == $NR" & ;;
     perf-g) measure "$WORK/m" perf record -q -g -a -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     uevrec-dwarf) measure "$WORK/m" "$UEVREC" record -q --call-graph dwarf -m 4M -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     uevrec-dwarf-nosym) measure "$WORK/m" "$UEVREC" record -q --call-graph dwarf -m 4M --no-symbolize -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
@@ -97,8 +101,11 @@ one() {
   esac
   while [ ! -s "$WORK/m.pid" ]; do sleep 0.05; done
   local pid; pid=$(cat "$WORK/m.pid")
-  # Attached: uevrec says so in its output; perf gets two seconds.
-  if [ "${name#uevrec}" != "$name" ]; then
+  # A perf.data (perf's, or uevrec's --raw) is counted and named by perf script.
+  local binary=""
+  case $name in perf*|*-raw) binary=1 ;; esac
+  # Attached: uevrec's JSON lines say so; a perf.data's recorder gets two seconds.
+  if [ -z "$binary" ]; then
     for _ in $(seq 200); do grep -q '"attached"' "$f" 2>/dev/null && break; sleep 0.05; done
   else
     sleep 2
@@ -109,10 +116,15 @@ one() {
   while [ ! -s "$WORK/m" ]; do sleep 0.05; done
   local cpu; cpu=$(awk '{print $1 + $2}' "$WORK/m")
   local records extra=0
-  if [ "${name#perf}" != "$name" ]; then
+  if [ -n "$binary" ]; then
     local t0 t1
     records=$( { /usr/bin/time -f '%U %S' -o "$WORK/t" perf script -i "$f" -F event 2>/dev/null || true; } | grep -c sys_enter || true)
-    extra=$( { /usr/bin/time -f '%U %S' -o "$WORK/t" perf script -i "$f" > /dev/null 2>&1 || true; }; awk '{print $1 + $2}' "$WORK/t")
+    # Naming afterwards: perf script for perf's file, uevrec decode for uevrec's.
+    case $name in
+      *-raw) { /usr/bin/time -f '%U %S' -o "$WORK/t" "$UEVREC" decode "$f" > /dev/null 2>&1 || true; } ;;
+      *) { /usr/bin/time -f '%U %S' -o "$WORK/t" perf script -i "$f" > /dev/null 2>&1 || true; } ;;
+    esac
+    extra=$(awk '{print $1 + $2}' "$WORK/t")
   else
     records=$(grep -c '"args":\[424242,' "$f" || true)
   fi

@@ -27,6 +27,11 @@ pub struct ProcMapping {
 }
 
 impl ProcMapping {
+    /// Whether `address` lies in it.
+    pub fn contains(&self, address: u64) -> bool {
+        self.start <= address && address < self.end
+    }
+
     /// The offset in the file of `address` (inside the mapping).
     pub fn file_offset(&self, address: u64) -> u64 {
         // start <= address < end: no overflow below; pgoff + a mapping's length fits.

@@ -326,6 +326,18 @@ pub fn wait_for(what: &str, patience: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Wait until the JSON lines of `out` hold `n` `attached` notices (uevrec attached that
+/// many events), or fail after [`PATIENCE`].
+pub fn wait_attached_notices(out: &std::path::Path, n: usize) {
+    wait_for(&format!("{n} attached notices"), PATIENCE, || {
+        complete_lines(out)
+            .iter()
+            .filter(|v| v["what"] == "attached")
+            .count()
+            >= n
+    });
+}
+
 /// The complete JSON lines of `path` (uevrec may be writing the last one); a complete
 /// line that is not JSON fails the test.
 pub fn complete_lines(path: &std::path::Path) -> Vec<Value> {

@@ -77,13 +77,7 @@ fn record_execs_and_getppid(backend: &str, extra: &[&str], out: &Path) -> Child 
         .arg(out)
         .spawn()
         .unwrap();
-    wait_for("two attached notices", PATIENCE, || {
-        complete_lines(out)
-            .iter()
-            .filter(|v| v["what"] == "attached")
-            .count()
-            == 2
-    });
+    crate::common::wait_attached_notices(out, 2);
     rec
 }
 

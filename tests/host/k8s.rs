@@ -202,9 +202,7 @@ fn recorder(backend: &str, k: &Kubelet, extra: &[&str], out: &Path) -> Recorder 
         .spawn()
         .unwrap();
     let rec = Recorder(rec);
-    wait_for("the attached notice", PATIENCE, || {
-        complete_lines(out).iter().any(|v| v["what"] == "attached")
-    });
+    crate::common::wait_attached_notices(out, 1);
     rec
 }
 

@@ -74,9 +74,7 @@ fn record(dir: &Path, magic: u64, n: u64, args: &[&str]) -> Vec<Value> {
             .spawn()
             .unwrap(),
     );
-    wait_for("uevrec's attached notice", PATIENCE, || {
-        complete_lines(&out).iter().any(|v| v["what"] == "attached")
-    });
+    crate::common::wait_attached_notices(&out, 1);
     let mine = |lines: &[Value]| -> Vec<Value> {
         let clocks = magic..magic + n;
         (lines.iter())

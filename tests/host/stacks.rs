@@ -54,9 +54,7 @@ pub(crate) fn record_setpgid(out: &Path, args: &[&str]) -> Recorder {
             .spawn()
             .unwrap(),
     );
-    wait_for("uevrec's attached notice", PATIENCE, || {
-        complete_lines(out).iter().any(|v| v["what"] == "attached")
-    });
+    crate::common::wait_attached_notices(out, 1);
     rec
 }
 

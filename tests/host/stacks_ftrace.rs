@@ -88,11 +88,7 @@ fn start(lines: &Path, args: &[&str]) -> std::process::Child {
             .stderr(Stdio::piped());
     }
     let rec = cmd.spawn().unwrap();
-    wait_for("uevrec's attached notice", PATIENCE, || {
-        complete_lines(lines)
-            .iter()
-            .any(|v| v["what"] == "attached")
-    });
+    crate::common::wait_attached_notices(lines, 1);
     rec
 }
 

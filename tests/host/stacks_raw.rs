@@ -104,11 +104,7 @@ pub(crate) fn record_raw_while(
             .spawn()
             .unwrap(),
     );
-    wait_for("uevrec's attached notice", PATIENCE, || {
-        complete_lines(&live)
-            .iter()
-            .any(|v| v["what"] == "attached")
-    });
+    crate::common::wait_attached_notices(&live, 1);
     run();
     wait_for("every record of the program", PATIENCE, || {
         of(&complete_lines(&live), magic).len() as u64 >= N

@@ -45,6 +45,11 @@ pub struct Mapping {
 }
 
 impl Mapping {
+    /// Whether `address` lies in it.
+    pub fn contains(&self, address: u64) -> bool {
+        self.start <= address && address < self.end
+    }
+
     /// The offset in the file of `address` (inside the mapping).
     pub fn file_offset(&self, address: u64) -> u64 {
         // start <= address < end: no overflow below; pgoff + a mapping's length fits.
@@ -279,9 +284,7 @@ impl ProcessMaps {
     pub fn find(&mut self, pid: u32, time: Option<u64>, address: u64) -> Option<&Mapping> {
         self.scan(pid);
         let g = self.processes.get(&pid)?.generation_at(time)?;
-        g.mappings
-            .iter()
-            .find(|m| m.start <= address && address < m.end)
+        g.mappings.iter().find(|m| m.contains(address))
     }
 
     /// What names the user frames of process `pid` at `time`, as a number: the same

@@ -4,7 +4,8 @@
 //!
 //! [`maps`] keeps what each process mapped (so processes that exited still get names);
 //! [`symbols`] turns a file offset or a kernel address into functions, files and lines,
-//! with bounded caches and a time budget.
+//! with bounded caches and a time budget; [`shared_symbols`] makes one symbolizer serve
+//! all the formatter workers of a run.
 //!
 //! [`perf_map`] names JIT code from `/tmp/perf-PID.map`; [`unwind`] turns the user
 //! registers and stack copy of `--call-graph dwarf` into the user frames.
@@ -20,7 +21,7 @@
 //! the `[vdso]` every process maps (uevrec's own image, read once).
 //!
 //! Layers, lowest first: `debuginfod`, `module_files`, `vdso`, `maps`, `perf_map`, `symbols`,
-//! `build_ids`, `unwind`, `ids`, `cache`, `stacktrace`, `call_path`.
+//! `shared_symbols`, `build_ids`, `unwind`, `ids`, `cache`, `stacktrace`, `call_path`.
 
 pub mod build_ids;
 pub mod cache;
@@ -791,9 +792,7 @@ fn write_names(out: &mut Vec<u8>, f: &symbols::SourceFrame, back: u64) {
 fn c_library() -> Option<(Arc<str>, u64)> {
     let address = libc::getppid as unsafe extern "C" fn() -> libc::pid_t as usize as u64;
     let maps = crate::system::proc_maps::read_proc_maps(std::process::id())?;
-    let m = maps
-        .into_iter()
-        .find(|m| m.start <= address && address < m.end)?;
+    let m = maps.into_iter().find(|m| m.contains(address))?;
     let offset = m.file_offset(address);
     Some((m.path, offset))
 }
