@@ -34,6 +34,8 @@
 #   uevrec-g-ids      the same with -g --stack-ids (each distinct stack on a line of its
 #                     own, records naming it by id: BENCHMARKS.md, "stack lines with ids")
 #   uevrec-g-ids-nosym  -g --stack-ids --no-symbolize
+#   uevrec-raw, perf  `uevrec record -q --raw /dev/shm/F`, `perf record -a -o /dev/shm/F`:
+#                     perf.data files without stacks (the ratio the stacks are held to)
 #   uevrec-g-raw      `uevrec record -q -g --raw /dev/shm/F` (a perf.data: callchains copied,
 #                     named afterwards by `uevrec decode` or perf script, as perf's)
 #   perf-g            `perf record -g -a -o /dev/shm/F` (addresses only while recording)
@@ -93,6 +95,8 @@ one() {
     uevrec-g-ids) measure "$WORK/m" "$UEVREC" record -q -g --stack-ids -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     uevrec-g-ids-nosym) measure "$WORK/m" "$UEVREC" record -q -g --stack-ids --no-symbolize -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     uevrec-g-nosym) measure "$WORK/m" "$UEVREC" record -q -g --no-symbolize -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
+    uevrec-raw) measure "$WORK/m" "$UEVREC" record -q --raw "$f" -e raw_syscalls:sys_enter --filter "id == $NR" & ;;
+    perf) measure "$WORK/m" perf record -q -a -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     uevrec-g-raw) measure "$WORK/m" "$UEVREC" record -q -g --raw "$f" -e raw_syscalls:sys_enter --filter "id == $NR" & ;;
     perf-g) measure "$WORK/m" perf record -q -g -a -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
     uevrec-dwarf) measure "$WORK/m" "$UEVREC" record -q --call-graph dwarf -m 4M -e raw_syscalls:sys_enter --filter "id == $NR" -o "$f" & ;;
