@@ -105,7 +105,7 @@ one() {
   esac
   while [ ! -s "$WORK/m.pid" ]; do sleep 0.05; done
   local pid; pid=$(cat "$WORK/m.pid")
-  # A perf.data (perf's, or uevrec's --raw) is counted and named by perf script.
+  # A perf.data (perf's, or uevrec's --raw): its records counted by perf script.
   local binary=""
   case $name in perf*|*-raw) binary=1 ;; esac
   # Attached: uevrec's JSON lines say so; a perf.data's recorder gets two seconds.

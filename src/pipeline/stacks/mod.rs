@@ -629,8 +629,8 @@ impl StackWriter {
         let _ = serde_json::to_writer(&mut n.json, &*path);
         let mut behind = false;
         if self.options.symbolize {
-            let r =
-                (self.symbols).user(&self.naming, &key.0, &build_id, offset.saturating_sub(back));
+            let at = offset.saturating_sub(back);
+            let r = self.symbols.user(&self.naming, &key.0, &build_id, at);
             behind = r.reason == Some("behind");
             n.resolved(&r, back, &path);
         } else {
