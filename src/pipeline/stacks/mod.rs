@@ -289,8 +289,9 @@ impl StackWriter {
     /// and debug lines, often compressed: ≈ 0.05 s; native stacks pass through it in
     /// the system call's wrapper and the program's start) — time during which a
     /// flat-out recording's rings would fill. Only when the options ask
-    /// ([`StackOptions::warm`]: a live recording), on the thread that writes the
-    /// stacks (its symbolizer is its own).
+    /// ([`StackOptions::warm`]: a live recording), by the symbolizer that names this
+    /// writer's frames (the run's shared one: the first writer loads, the others find
+    /// the names loaded).
     pub fn warm(&mut self) {
         if !(self.options.warm && self.options.symbolize) {
             return;

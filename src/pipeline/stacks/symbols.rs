@@ -1,9 +1,10 @@
 //! Addresses → function, file and line, with blazesym (the libbpf project's symbolizer:
 //! ELF symbol tables, DWARF lines and inlined functions, debug links, the kernel's
 //! kallsyms), behind caches bounded by count, and a time budget: the symbolizer (one
-//! for a run's writers, [`super::shared_symbols`]) spends on cold look-ups at most [`BUDGET_SHARE`] of its time once its first
-//! [`BUDGET_BURST`] (the files' first loading) is spent; past it, frames go out with
-//! their addresses and the reason `behind`.
+//! for a run's writers, [`super::shared_symbols`]) spends on cold look-ups at most
+//! [`BUDGET_SHARE`] of its time once its first [`BUDGET_BURST`] (the files' first
+//! loading) is spent; past it, frames go out with their addresses and the reason
+//! `behind`.
 //!
 //! Stripped files are named from their separate debug file: by build id
 //! (`DIR/.build-id/xx/rest.debug`, found here: blazesym looks there only for files with
@@ -222,8 +223,8 @@ pub fn stated_address(segments: &[(u64, u64, u64)], file_offset: u64) -> Option<
 
 thread_local! {
     /// The symbolizer of this thread (blazesym's is not `Send`): the run's symbolizer
-    /// thread's ([`super::shared_symbols`]), or a writer's own when that thread could
-    /// not be started.
+    /// thread's ([`super::shared_symbols`]), or a writer's own thread's (a writer alone,
+    /// or when the run's thread could not be started).
     static SYMBOLS: std::cell::RefCell<Option<Symbols>> = const { std::cell::RefCell::new(None) };
 }
 
