@@ -314,7 +314,9 @@ fn late_uprobe_is_attached_recorded_and_released_ftrace() {
     late_uprobe_is_attached_recorded_and_released_on(Ftrace);
 }
 
-/// The uprobe tests one at a time: a probe of each would fire for the other's call.
+/// The uprobe tests one at a time: a probe of each would fire for the other's call. This
+/// serialises them under `cargo test`; nextest, a process per test, by its test group
+/// `uprobes` (.config/nextest.toml).
 static UPROBE_TURN: Mutex<()> = Mutex::new(());
 
 fn late_uprobe_is_attached_recorded_and_released_on(backend: BackendKind) {

@@ -171,12 +171,16 @@ unsafe fn reaper_child(gaps: &[(u32, u32)], max_fd: u32, rd: RawFd, name: &std::
     // SAFETY: plain system calls on values prepared before the fork (the slices and the
     // name are in memory the child inherited); `b` is a writable byte.
     unsafe {
+        // Named before the fork, which copies the name: the reaper bears it from its first
+        // instant, so `pgrep -x uevrec-close` finds it as soon as the caller's wait for
+        // this child returns (named after the fork, it could go unseen for a moment, and a
+        // script deleting an event once no closer runs would get EBUSY).
+        libc::prctl(libc::PR_SET_NAME, name.as_ptr(), 0, 0, 0);
         let pid = libc::fork();
         if pid != 0 {
             libc::_exit(if pid > 0 { 0 } else { 1 });
         }
         libc::setsid();
-        libc::prctl(libc::PR_SET_NAME, name.as_ptr(), 0, 0, 0);
         for &(first, last) in gaps {
             let rc = libc::syscall(libc::SYS_close_range, first, last, 0);
             if rc < 0 {
@@ -202,6 +206,52 @@ unsafe fn reaper_child(gaps: &[(u32, u32)], max_fd: u32, rd: RawFd, name: &std::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The inode of the pipe behind `fd` as `/proc/PID/fd` links show it (`pipe:[N]`).
+    fn pipe_link(fd: &OwnedFd) -> String {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap();
+        format!("pipe:[{}]", meta.ino())
+    }
+
+    /// The processes named `uevrec-close` holding a descriptor linked to `link`.
+    fn reapers_holding(link: &str) -> Vec<u32> {
+        let pids = std::fs::read_dir("/proc").unwrap().filter_map(|e| {
+            let pid = e.ok()?.file_name().to_str()?.parse::<u32>().ok()?;
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+            (comm.trim_end() == "uevrec-close").then_some(pid)
+        });
+        pids.filter(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+                fds.filter_map(Result::ok)
+                    .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.to_str() == Some(link)))
+            })
+        })
+        .collect()
+    }
+
+    #[test]
+    fn the_reaper_bears_its_name_from_the_start_and_goes_when_released() {
+        let handed = ReaperPipe::new().unwrap();
+        let link = pipe_link(&handed.read);
+        let release = fork_reaper(&[handed.read], ReaperPipe::new().unwrap()).unwrap();
+        // No wait: the reaper is named before fork_reaper returns.
+        assert_eq!(
+            reapers_holding(&link).len(),
+            1,
+            "no uevrec-close holds {link}"
+        );
+        drop(release);
+        let start = std::time::Instant::now();
+        while !reapers_holding(&link).is_empty() {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "the reaper holding {link} did not exit once released"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        drop(handed.write);
+    }
 
     #[test]
     fn gaps_cover_everything_but_the_kept() {
