@@ -1,12 +1,13 @@
 //! The ftrace backend's check of each record's user frames against its process's
 //! mappings (issue 38, docs/stacks.md "Libraries loaded later"): `Sight::sight` on a
 //! stack of 8 user frames, all in mappings known (the path of every record after the
-//! process's first stack: no read of `/proc`), for this process.
-//! `cargo bench --bench ftrace_sight`; ns per record from criterion.
+//! process's first stack: no read of `/proc`), for this process; and a read of its
+//! mappings (`read`: a first sight, which costs what each check a second apart costs).
+//! `cargo bench --bench ftrace_sight`; ns per record (or read) from criterion.
 
 use std::hint::black_box;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use uevrec::capture::ftrace::stacks::Sight;
 use uevrec_parsers::Endian;
 use uevrec_parsers::callchain::{Callchain, PERF_CONTEXT_USER};
@@ -24,6 +25,13 @@ fn bench(c: &mut Criterion) {
     assert!(sight.sight(pid, 1, &chain).is_some(), "read at first sight");
     c.bench_function("ftrace_sight/known_frames", |b| {
         b.iter(|| black_box(sight.sight(pid, 2, black_box(&chain))))
+    });
+    c.bench_function("ftrace_sight/read", |b| {
+        b.iter_batched(
+            Sight::default,
+            |mut fresh| black_box(fresh.sight(pid, 1, black_box(&chain))),
+            BatchSize::SmallInput,
+        )
     });
 }
 

@@ -476,6 +476,33 @@ int main(int argc, char **argv) {
     )
 }
 
+/// Record `program` (its records told apart by `magic`) with `--backend ftrace -g` into
+/// `out`: it makes its first records, and its next once a byte comes on its standard
+/// input, sent when `counts[0]` of its records are out; another byte, sent when
+/// `counts[1]` are, ends it; then uevrec stops. The lines of `out`.
+fn record_in_two_steps(
+    mut program: Command,
+    magic: u64,
+    counts: [u64; 2],
+    out: &Path,
+) -> Vec<Value> {
+    let mut rec = crate::common::KillOnDrop(start(out, &["--backend", "ftrace", "-g"]));
+    let mut child = crate::common::KillOnDrop(program.stdin(Stdio::piped()).spawn().unwrap());
+    let mut stdin = child.stdin.take().unwrap();
+    for count in counts {
+        wait_for(&format!("{count} records of the program"), PATIENCE, || {
+            mine(&complete_lines(out), magic).len() as u64 >= count
+        });
+        stdin.write_all(b"x").unwrap();
+    }
+    let status = child.wait().unwrap();
+    assert!(status.success(), "the traced program failed: {status}");
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    assert!(wait_exit(&mut rec, PATIENCE).is_ok_and(|s| s.success()));
+    complete_lines(out)
+}
+
 /// A library loaded after the process's first stack: its mappings were read then, so a
 /// user frame in the library lies in no mapping known, which makes uevrec read the
 /// process's `/proc/PID/maps` again: every record after the `dlopen` names the library's
@@ -498,32 +525,10 @@ fn ftrace_stacks_name_a_library_loaded_after_the_first_stack() {
     .unwrap();
     let exe = build_c(dir.path(), "dl", &dlopen_program(), "dl", &[fp]).unwrap();
     let (magic, n) = (0x38_5000u64, 50);
-    let out = dir.path().join("dl.jsonl");
-    let mut rec = crate::common::KillOnDrop(start(&out, &["--backend", "ftrace", "-g"]));
-    let mut child = crate::common::KillOnDrop(
-        Command::new(&exe)
-            .args([magic.to_string(), n.to_string()])
-            .arg(&lib)
-            .stdin(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut stdin = child.stdin.take().unwrap();
+    let mut program = Command::new(&exe);
+    program.args([magic.to_string(), n.to_string()]).arg(&lib);
     // The first records out: the process's mappings were read (before the dlopen).
-    wait_for("the records before the dlopen", PATIENCE, || {
-        mine(&complete_lines(&out), magic).len() as u64 >= n
-    });
-    stdin.write_all(b"x").unwrap();
-    wait_for("the records after the dlopen", PATIENCE, || {
-        mine(&complete_lines(&out), magic).len() as u64 >= 2 * n
-    });
-    stdin.write_all(b"x").unwrap();
-    assert!(child.wait().unwrap().success(), "the traced program failed");
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
-    assert!(wait_exit(&mut rec, PATIENCE).is_ok_and(|s| s.success()));
-
-    let lines = complete_lines(&out);
+    let lines = record_in_two_steps(program, magic, [n, 2 * n], &dir.path().join("dl.jsonl"));
     let records = mine(&lines, magic);
     assert_eq!(records.len() as u64, 2 * n);
     for r in &records {
@@ -548,4 +553,125 @@ fn ftrace_stacks_name_a_library_loaded_after_the_first_stack() {
         .unwrap_or_else(|| panic!("a stacks_maps notice"));
     assert!(notice.contains("read again"), "{notice}");
     assert!(!notice.contains(" 0 found new mappings"), "{notice}");
+}
+
+/// `reload MAGIC N M FIRST SECOND`: pinned to one CPU, `dlopen(FIRST)` and N calls
+/// through its chain (SEQ 0 to N-1); once a byte comes on its standard input,
+/// `dlclose(FIRST)`, `dlopen(SECOND)`, which the kernel maps at the addresses FIRST had
+/// (exit 4 if not), and M calls through its chain 10 ms apart (SEQ N to N+M-1); then
+/// waits for another byte.
+fn reload_program() -> String {
+    r#"#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+typedef long (*chain_fn)(long, long);
+static void *base(void *lib, const char *name, chain_fn *f) {
+    Dl_info info;
+    *f = (chain_fn)dlsym(lib, name);
+    return *f && dladdr((void *)*f, &info) ? info.dli_fbase : NULL;
+}
+int main(int argc, char **argv) {
+    long magic = atol(argv[1]), n = atol(argv[2]), m = atol(argv[3]);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) return 5;
+    chain_fn f;
+    void *first = dlopen(argv[4], RTLD_NOW);
+    void *at = first ? base(first, "lib_outer", &f) : NULL;
+    if (!at) return 2;
+    for (long seq = 0; seq < n; seq++) f(magic, seq);
+    char c;
+    if (read(0, &c, 1) != 1) return 1;
+    dlclose(first);
+    void *second = dlopen(argv[5], RTLD_NOW);
+    void *again = second ? base(second, "alt_outer", &f) : NULL;
+    if (!again) return 3;
+    if (again != at) {
+        fprintf(stderr, "the second library went to %p, not to %p\n", again, at);
+        return 4;
+    }
+    for (long seq = n; seq < n + m; seq++) {
+        f(magic, seq);
+        usleep(10000);
+    }
+    return read(0, &c, 1) == 1 ? 0 : 1;
+}
+"#
+    .to_string()
+}
+
+/// A library unmapped (`dlclose`) and another mapped over its addresses (`dlopen`): every
+/// frame of the second lies in a mapping the last read knew, so only the reads a second
+/// apart see it. Once a record names the second library, every later one does (one CPU:
+/// the records come in their order), and the last second's records all do.
+#[test]
+fn ftrace_stacks_name_a_library_mapped_over_an_unmapped_ones_addresses() {
+    if !crate::common::raw_syscalls_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fp = "-fno-omit-frame-pointer";
+    let lib_flags = [fp, "-shared", "-fPIC"];
+    let first = build_c(dir.path(), "first", &library(), "libfirst.so", &lib_flags).unwrap();
+    let alt = library().replace("lib_", "alt_");
+    let second = build_c(dir.path(), "second", &alt, "libsecond.so", &lib_flags).unwrap();
+    let exe = build_c(dir.path(), "reload", &reload_program(), "reload", &[fp]).unwrap();
+    // 250 calls 10 ms apart: well over the second after which the process is read again.
+    let (magic, n, m) = (0x38_6000u64, 20, 250);
+    let mut program = Command::new(&exe);
+    program
+        .args([magic, n, m].map(|v| v.to_string()))
+        .args([&first, &second]);
+    let lines = record_in_two_steps(program, magic, [n, n + m], &dir.path().join("re.jsonl"));
+    let mut records = mine(&lines, magic);
+    records.sort_by_key(|r| r["fields"]["args"][1].as_u64());
+    assert_eq!(records.len() as u64, n + m);
+    let named_second = |r: &Value| {
+        let user = frames(r, "user");
+        let lib = user.iter().find(|f| f["symbol"] == "alt_outer");
+        lib.is_some_and(|f| f["module"] == second.to_str().unwrap())
+    };
+    for r in &records[..n as usize] {
+        let names = user_symbols(r);
+        assert!(
+            in_a_row(&names, &["lib_middle", "lib_outer", "main"]),
+            "{r}"
+        );
+    }
+    let later = &records[n as usize..];
+    let since = later.iter().position(named_second).unwrap_or_else(|| {
+        panic!(
+            "no record names the second library: {}",
+            later[later.len() - 1]
+        )
+    });
+    for r in &later[since..] {
+        let names = user_symbols(r);
+        assert!(
+            named_second(r) && in_a_row(&names, &["alt_middle", "alt_outer", "main"]),
+            "once named, every later record names the second library: {names:?} in {r}"
+        );
+    }
+    // The calls are 10 ms apart (or more): the last second's are after any check's wait.
+    assert!(
+        since + 100 <= later.len(),
+        "named from the {since}th call after the reload"
+    );
+    for r in &later[..since] {
+        let names = user_symbols(r);
+        assert!(
+            in_a_row(&names, &["lib_middle", "lib_outer", "main"]),
+            "before the read, the known names: {names:?} in {r}"
+        );
+    }
+    let notice = (lines.iter())
+        .find(|v| v["what"] == "stacks_maps")
+        .and_then(|v| v["message"].as_str())
+        .unwrap_or_else(|| panic!("a stacks_maps notice"));
+    assert!(notice.contains("a second apart"), "{notice}");
+    assert!(!notice.contains(" 0 found a mapping changed"), "{notice}");
 }

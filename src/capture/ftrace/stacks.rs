@@ -3,7 +3,8 @@
 //! pointers), whose `kernel_stack` and `user_stack` records the readers tie to the record
 //! they follow (`uevrec_parsers::ftrace_page::stacks`), and each process's mappings read
 //! from `/proc/PID/maps` at its first stack, and again for a user frame in none of them
-//! (a library loaded since; [`Sight`]): tracefs has no `PERF_RECORD_MMAP2`.
+//! (a library loaded since) or a second later (a library mapped over an unmapped one's
+//! addresses; [`Sight`]): tracefs has no `PERF_RECORD_MMAP2`.
 //! docs/stacks.md, "On the ftrace backend".
 
 use std::collections::HashMap;
@@ -108,9 +109,12 @@ struct Seen {
     renamed: Option<(Option<u64>, Vec<u8>)>,
     /// Its mappings were read since.
     read: bool,
-    /// The executable ranges of its last read (start, end), sorted: a user frame in none
-    /// of them makes the process be read again ([`Sight::sight`]).
-    ranges: Vec<(u64, u64)>,
+    /// The executable mappings of its last read, sorted: a user frame in none of them
+    /// makes the process be read again ([`Sight::sight`]).
+    ranges: Vec<Known>,
+    /// The time of the record its last read was made for: a read once a record is
+    /// [`CHECK_INTERVAL`] later sees a library mapped over an unmapped one's addresses.
+    read_at: Option<u64>,
     /// The lowest mapping of its first read since the rename (start, file): a read
     /// without it is another program's (an exec the tracking instance has not told yet),
     /// never staged as this run's.
@@ -127,13 +131,36 @@ struct Seen {
     gone: bool,
 }
 
+/// One executable mapping of a read: its range and which file at which offset fills it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Known {
+    start: u64,
+    end: u64,
+    /// A hash of the file (path, device and inode) and its offset: another library mapped
+    /// over the same addresses differs here.
+    file: u64,
+}
+
+impl Known {
+    fn of(m: &ProcMapping) -> Known {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (&*m.path, m.inode, m.pgoff).hash(&mut h);
+        Known {
+            start: m.start,
+            end: m.end,
+            file: h.finish(),
+        }
+    }
+}
+
 impl Seen {
     /// Whether `address` lies in a range of the last read.
     fn covers(&self, address: u64) -> bool {
-        let at = self.ranges.partition_point(|&(start, _)| start <= address);
+        let at = self.ranges.partition_point(|k| k.start <= address);
         at.checked_sub(1)
             .and_then(|i| self.ranges.get(i))
-            .is_some_and(|&(_, end)| address < end)
+            .is_some_and(|k| address < k.end)
     }
 
     /// A read again did not find the mapping of the frame at `address`: its page is not
@@ -148,13 +175,25 @@ impl Seen {
         }
     }
 
-    /// Remember `mappings` as the last read.
-    fn remember(&mut self, mappings: &[ProcMapping]) {
-        self.ranges = mappings.iter().map(|m| (m.start, m.end)).collect();
+    /// Remember `mappings` as the last read, made for a record at `time`.
+    fn remember(&mut self, mappings: &[ProcMapping], time: u64) {
+        self.ranges = mappings.iter().map(Known::of).collect();
         self.ranges.sort_unstable();
+        self.read_at = Some(time);
+    }
+
+    /// Whether a record at `time` is due for a read that checks the mappings of the last.
+    fn due(&self, time: u64) -> bool {
+        let interval = CHECK_INTERVAL.as_nanos() as u64;
+        self.read_at
+            .is_some_and(|at| time.saturating_sub(at) >= interval)
     }
 }
 
+/// How often a process with stacks is read again when every frame lies in a mapping
+/// known, in the records' time: munmap is not told on tracefs, so a library mapped over
+/// an unmapped one's addresses is seen only so (its frames keep the old names until then).
+pub const CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// How often a process is read again at most, for user frames in no mapping known.
 pub const REREAD_INTERVAL: Duration = Duration::from_millis(10);
 /// How long a process whose reads again found nothing waits at most for the next.
@@ -163,7 +202,7 @@ pub const MAX_REREAD_WAIT: Duration = Duration::from_secs(1);
 pub const MAX_TRIED: usize = 16;
 /// Reads again at most, all processes together, per second.
 pub const MAX_REREADS_PER_SECOND: u32 = 1000;
-/// Executable ranges remembered at most, all processes together (16 bytes each: 16
+/// Executable ranges remembered at most, all processes together (24 bytes each: 24
 /// MiB; past it the memory starts again, as past [`MAX_SEEN`]).
 pub const MAX_RANGES: usize = 1 << 20;
 
@@ -180,6 +219,10 @@ pub struct Rereads {
     pub reads: u64,
     /// Of them, the reads that found new executable mappings (staged).
     pub found: u64,
+    /// Processes read again after [`CHECK_INTERVAL`] with every frame in a mapping known.
+    pub checks: u64,
+    /// Of them, the reads that found a mapping changed or new (staged).
+    pub changed: u64,
     /// Reads that were another program's (an exec not told yet): not staged.
     pub other_program: u64,
 }
@@ -232,8 +275,10 @@ impl Sight {
     /// executable mapping of the last read (a library loaded, or code mapped, since),
     /// bounded: once per [`REREAD_INTERVAL`] per process (up to [`MAX_REREAD_WAIT`] after
     /// reads that found nothing), never again for a page such a
-    /// read did not find, [`MAX_REREADS_PER_SECOND`] in all; only the new mappings are
-    /// staged, as the program run's the first read named.
+    /// read did not find, [`MAX_REREADS_PER_SECOND`] in all; and read again at a record
+    /// [`CHECK_INTERVAL`] after the last read's (within the same budget), which sees a
+    /// file mapped over another's addresses. Only the mappings new or changed since the
+    /// last read are staged, as the program run's the first read named.
     pub fn sight(&mut self, pid: u32, time: u64, chain: &Callchain<'_>) -> Option<Sighted> {
         let mut user = chain
             .frames()
@@ -244,21 +289,31 @@ impl Sight {
         user.peek()?;
         let s = self.entry(pid);
         if !s.read {
-            return self.first_sight(pid);
+            return self.first_sight(pid, time);
         }
         let since = s.renamed.as_ref().and_then(|(t, _)| *t);
         // A record from before its program began is not in the program's mappings.
         if s.gone || since.is_some_and(|since| time < since) {
             return None;
         }
-        let unknown = user.find(|&a| !s.covers(a) && !s.tried.contains(&page(a)))?;
-        if s.reread_at.is_some_and(|(at, wait)| at.elapsed() < wait) || !self.may_reread() {
+        let unknown = user.find(|&a| !s.covers(a) && !s.tried.contains(&page(a)));
+        let due = s.due(time);
+        match unknown {
+            Some(_) if s.reread_at.is_some_and(|(at, wait)| at.elapsed() < wait) => return None,
+            None if !due => return None,
+            _ => {}
+        }
+        if !self.may_reread() {
             return None;
         }
-        self.rereads.reads += 1;
         let s = self.seen.get_mut(&pid)?;
-        let wait = s.reread_at.map_or(REREAD_INTERVAL, |(_, wait)| wait);
-        s.reread_at = Some((Instant::now(), wait));
+        if unknown.is_some() {
+            self.rereads.reads += 1;
+            let wait = s.reread_at.map_or(REREAD_INTERVAL, |(_, wait)| wait);
+            s.reread_at = Some((Instant::now(), wait));
+        } else {
+            self.rereads.checks += 1;
+        }
         let Some(mappings) = read_proc_maps(pid) else {
             s.gone = true;
             return None;
@@ -270,27 +325,37 @@ impl Sight {
         });
         if !same_program {
             self.rereads.other_program += 1;
-            s.not_found(unknown);
+            match unknown {
+                Some(unknown) => s.not_found(unknown),
+                // Checked again at the next interval, when the exec has been told.
+                None => s.read_at = Some(time),
+            }
             return None;
         }
         let new: Vec<ProcMapping> = mappings
             .iter()
-            .filter(|m| s.ranges.binary_search(&(m.start, m.end)).is_err())
+            .filter(|m| s.ranges.binary_search(&Known::of(m)).is_err())
             .cloned()
             .collect();
         let before = s.ranges.len();
-        s.remember(&mappings);
+        s.remember(&mappings, time);
         let after = s.ranges.len();
-        if s.covers(unknown) {
-            s.reread_at = Some((Instant::now(), REREAD_INTERVAL));
-        } else {
-            s.not_found(unknown);
+        match unknown {
+            Some(unknown) if s.covers(unknown) => {
+                s.reread_at = Some((Instant::now(), REREAD_INTERVAL));
+            }
+            Some(unknown) => s.not_found(unknown),
+            None => {}
         }
         self.ranges = self.ranges.saturating_sub(before).saturating_add(after);
         if new.is_empty() {
             return None;
         }
-        self.rereads.found += 1;
+        if unknown.is_some() {
+            self.rereads.found += 1;
+        } else {
+            self.rereads.changed += 1;
+        }
         // Staged at the record's time, in the run current then (the first read's: no
         // rename since). Not at the run's start: the two are made wall-clock times apart,
         // with the clock's offset sampled again in between, so the start could land a
@@ -319,7 +384,7 @@ impl Sight {
 
     /// Its mappings, read now (its first stack with user frames since it started its
     /// program); None: nothing to stage.
-    fn first_sight(&mut self, pid: u32) -> Option<Sighted> {
+    fn first_sight(&mut self, pid: u32, time: u64) -> Option<Sighted> {
         let s = self.entry(pid);
         s.read = true;
         let (since, exec_comm) = match &s.renamed {
@@ -330,7 +395,7 @@ impl Sight {
         let before = s.ranges.len();
         match &read {
             Some(mappings) => {
-                s.remember(mappings);
+                s.remember(mappings, time);
                 s.anchor = mappings.first().map(|m| (m.start, m.path.clone()));
             }
             None => s.gone = true,
@@ -362,21 +427,29 @@ impl Sight {
 impl Rereads {
     /// The stop's notice, when a process was read again.
     pub fn describe(&self) -> Option<String> {
-        (self.reads > 0).then(|| {
-            let mut msg = format!(
-                "the mappings of processes were read again {} times from /proc for user \
-                 frames in no mapping known (a library loaded, or code mapped, after the \
-                 process's first stack); {} found new mappings",
-                self.reads, self.found
-            );
-            if self.other_program > 0 {
-                msg.push_str(&format!(
-                    "; {} found another program (an exec not told yet) and were left out",
-                    self.other_program
-                ));
-            }
-            msg
-        })
+        if self.reads == 0 && self.checks == 0 {
+            return None;
+        }
+        let mut msg = format!(
+            "the mappings of processes were read again {} times from /proc for user frames \
+             in no mapping known (a library loaded, or code mapped, after the process's first \
+             stack); {} found new mappings",
+            self.reads, self.found
+        );
+        if self.checks > 0 {
+            msg.push_str(&format!(
+                "; read again {} times a second apart to see libraries mapped over unmapped \
+                 ones' addresses; {} found a mapping changed or new",
+                self.checks, self.changed
+            ));
+        }
+        if self.other_program > 0 {
+            msg.push_str(&format!(
+                "; {} found another program (an exec not told yet) and were left out",
+                self.other_program
+            ));
+        }
+        Some(msg)
     }
 }
 
@@ -401,6 +474,7 @@ mod tests {
     /// again are at most one per interval.
     #[test]
     fn a_frame_in_memory_mapped_since_reads_the_process_again() {
+        let _turn = SELF_MAPS.lock().unwrap_or_else(|e| e.into_inner());
         let pid = std::process::id();
         let mut sight = Sight::default();
         let known = a_frame_in_memory_mapped_since_reads_the_process_again as fn() as usize as u64;
@@ -475,6 +549,85 @@ mod tests {
         let chain = Callchain::new(&words, Endian::NATIVE);
         assert_eq!(sight.sight(pid, 8, &chain), None);
         assert_eq!(sight.rereads().reads, 4);
+    }
+
+    /// The tests that map pages in this process and read its maps, one at a time.
+    static SELF_MAPS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// Map a page of a new memfd named `name` executable, at `at` (replacing what is
+    /// there) or anywhere: its address.
+    fn map_memfd(name: &std::ffi::CStr, at: Option<u64>) -> u64 {
+        // SAFETY: memfd_create with a NUL-terminated name; ftruncate and mmap on the new
+        // descriptor; MAP_FIXED only over a page this test mapped. The mapping keeps the
+        // file once the descriptor is closed.
+        unsafe {
+            let fd = libc::memfd_create(name.as_ptr(), 0);
+            assert!(fd >= 0, "memfd_create");
+            assert_eq!(libc::ftruncate(fd, 4096), 0);
+            let page = libc::mmap(
+                at.unwrap_or(0) as *mut libc::c_void,
+                4096,
+                libc::PROT_READ | libc::PROT_EXEC,
+                libc::MAP_PRIVATE | if at.is_some() { libc::MAP_FIXED } else { 0 },
+                fd,
+                0,
+            );
+            libc::close(fd);
+            assert_ne!(page, libc::MAP_FAILED);
+            page as u64
+        }
+    }
+
+    /// A library mapped over an unmapped one's addresses leaves every frame in a range
+    /// known: the process is read again once a record is a check interval later than the
+    /// last read, and the changed mapping is staged then (not before).
+    #[test]
+    fn a_file_mapped_over_another_ones_addresses_is_seen_a_check_interval_later() {
+        let _turn = SELF_MAPS.lock().unwrap_or_else(|e| e.into_inner());
+        let pid = std::process::id();
+        let mut sight = Sight::default();
+        let page = map_memfd(c"uevrec-check-a", None);
+        let words = user_chain(&[page + 16]);
+        let chain = Callchain::new(&words, Endian::NATIVE);
+        let first = sight.sight(pid, 1, &chain).expect("read at first sight");
+        let named = |s: &Sighted, name: &str| {
+            s.mappings
+                .iter()
+                .any(|m| m.start == page && m.path.contains(name))
+        };
+        assert!(named(&first, "uevrec-check-a"), "{first:?}");
+
+        assert_eq!(map_memfd(c"uevrec-check-b", Some(page)), page);
+        let interval = CHECK_INTERVAL.as_nanos() as u64;
+        assert_eq!(sight.sight(pid, interval, &chain), None, "not due yet");
+        let checked = (sight.sight(pid, 1 + interval, &chain)).expect("read again when due");
+        assert_eq!(checked.since, Some(1 + interval));
+        // Only what changed (other tests of this binary may map pages meanwhile).
+        assert!(
+            (checked.mappings.iter()).all(|m| m.start == page || !first.mappings.contains(m)),
+            "only the changed mapping: {checked:?}"
+        );
+        assert!(named(&checked, "uevrec-check-b"), "{checked:?}");
+        assert_eq!(sight.sight(pid, 2 + interval, &chain), None);
+        assert_eq!(
+            sight.sight(pid, 1 + 2 * interval, &chain),
+            None,
+            "unchanged"
+        );
+        let counted = sight.rereads();
+        assert_eq!(
+            (counted.reads, counted.checks, counted.changed),
+            (0, 2, 1),
+            "{counted:?}"
+        );
+        assert!(
+            counted
+                .describe()
+                .unwrap()
+                .contains("2 times a second apart")
+        );
+        // SAFETY: the page this test mapped.
+        unsafe { libc::munmap(page as *mut libc::c_void, 4096) };
     }
 
     /// A process that is gone is not read again.
