@@ -79,6 +79,16 @@ fn release(mut child: Child) {
     assert!(child.wait().unwrap().success());
 }
 
+/// Let `child` run its burst, give the recorders 300 ms to read its end, and stop each of
+/// `recs` ([`stop`]).
+fn burst_then_stop(child: Child, recs: &mut [&mut Child]) {
+    release(child);
+    sleep(Duration::from_millis(300));
+    for rec in recs {
+        stop(rec);
+    }
+}
+
 /// SIGINT `rec`, which must exit 0.
 fn stop(rec: &mut Child) {
     // SAFETY: kill on a child we own.
@@ -275,10 +285,7 @@ fn raw_and_otlp_with_workers() {
     );
     // OTLP has no notice lines: give it the time to attach.
     sleep(Duration::from_secs(2));
-    release(child);
-    sleep(Duration::from_millis(300));
-    stop(&mut with_raw);
-    stop(&mut as_otlp);
+    burst_then_stop(child, &mut [&mut with_raw, &mut as_otlp]);
     let count = |lines: &[Value]| lines.iter().filter(|v| v.get("uevrec").is_none()).count();
     assert_eq!(count(&parse(&json)), N as usize, "JSON lines beside --raw");
     let decoded = Command::new(bin())
@@ -596,9 +603,7 @@ fn stack_workers_share_one_symbolizer() {
         .map(|i| threads_named(rec.id(), &format!("uevrec-format{i}")).len())
         .collect();
     let symbolizers = threads_named(rec.id(), "uevrec-symbols");
-    release(child);
-    sleep(Duration::from_millis(300));
-    stop(&mut rec);
+    burst_then_stop(child, &mut [&mut rec]);
     assert_eq!(workers, [1, 1, 1], "three formatter workers");
     assert_eq!(
         symbolizers.len(),
@@ -640,9 +645,7 @@ fn otlp_on_two_workers_has_every_seq_once_in_order() {
     // OTLP has no notice lines: give it the time to attach.
     sleep(Duration::from_secs(2));
     let workers = threads_named(rec.id(), "uevrec-format1");
-    release(child);
-    sleep(Duration::from_millis(300));
-    stop(&mut rec);
+    burst_then_stop(child, &mut [&mut rec]);
     assert_eq!(workers.len(), 1, "no second formatter worker");
     let logs = crate::common::otlp::records(&parse(&out), "logs");
     let seqs: Vec<u64> = logs

@@ -175,10 +175,11 @@ impl Seen {
         }
     }
 
-    /// Remember `mappings` as the last read, made for a record at `time`.
-    fn remember(&mut self, mappings: &[ProcMapping], time: u64) {
-        self.ranges = mappings.iter().map(Known::of).collect();
-        self.ranges.sort_unstable();
+    /// Remember `known` (a read's mappings, [`Known::of`]) as the last read, made for a
+    /// record at `time`.
+    fn remember(&mut self, mut known: Vec<Known>, time: u64) {
+        known.sort_unstable();
+        self.ranges = known;
         self.read_at = Some(time);
     }
 
@@ -332,13 +333,13 @@ impl Sight {
             }
             return None;
         }
-        let new: Vec<ProcMapping> = mappings
-            .iter()
-            .filter(|m| s.ranges.binary_search(&Known::of(m)).is_err())
-            .cloned()
+        let known: Vec<Known> = mappings.iter().map(Known::of).collect();
+        let new: Vec<ProcMapping> = (mappings.iter().zip(&known))
+            .filter(|(_, k)| s.ranges.binary_search(k).is_err())
+            .map(|(m, _)| m.clone())
             .collect();
         let before = s.ranges.len();
-        s.remember(&mappings, time);
+        s.remember(known, time);
         let after = s.ranges.len();
         match unknown {
             Some(unknown) if s.covers(unknown) => {
@@ -395,7 +396,7 @@ impl Sight {
         let before = s.ranges.len();
         match &read {
             Some(mappings) => {
-                s.remember(mappings, time);
+                s.remember(mappings.iter().map(Known::of).collect(), time);
                 s.anchor = mappings.first().map(|m| (m.start, m.path.clone()));
             }
             None => s.gone = true,
